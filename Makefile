@@ -1,0 +1,51 @@
+# tensorgrad: `make` builds the library, the CLI and the examples.
+CC      ?= cc
+OPT     ?= -O2
+CFLAGS  ?= $(OPT) -g
+CFLAGS  += -std=c11 -Wall -Wextra -Wno-unused-parameter -Iinclude -MMD -MP
+LDLIBS  += -lm -lpthread
+BUILD   ?= build
+
+LIB_SRC := $(wildcard src/*.c src/*/*.c)
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+EX_SRC  := $(wildcard examples/*.c)
+EX_OBJ  := $(EX_SRC:%.c=$(BUILD)/obj/%.o)
+TESTS   := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
+
+.PHONY: all lib demo test bench clean help
+all: lib $(BUILD)/tg
+
+help:
+	@echo "make            build build/libtensorgrad.a and the CLI build/tg"
+	@echo "make demo       build and train the default example on the CPU"
+	@echo "make test       build and run every test"
+	@echo "make bench      benchmarks against PyTorch / OpenBLAS (needs python3-torch, libopenblas-dev)"
+	@echo "make clean      remove build/"
+
+lib: $(BUILD)/libtensorgrad.a
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/libtensorgrad.a: $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(AR) rcs $@ $^
+
+$(BUILD)/tg: $(BUILD)/obj/tools/tg.o $(EX_OBJ) $(BUILD)/libtensorgrad.a
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/tests/%: tests/%.c tests/check.h $(BUILD)/libtensorgrad.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Isrc $< $(BUILD)/libtensorgrad.a -o $@ $(LDLIBS)
+
+demo: $(BUILD)/tg
+	$(BUILD)/tg train sin
+
+test: $(TESTS) $(BUILD)/tg
+	@bash tests/run.sh $(BUILD)
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(LIB_OBJ:.o=.d) $(EX_OBJ:.o=.d)

@@ -1,0 +1,22 @@
+/* The models `tg train <name>` runs. Each parses its own options and
+ * returns a process exit code. */
+#ifndef TG_EXAMPLES_H
+#define TG_EXAMPLES_H
+#include "tensorgrad.h"
+
+typedef struct {
+    int64_t steps;      /* 0 = the example's default */
+    uint64_t seed;
+    tg_backend backend;
+    int threads;
+    bool quiet;
+} tg_example_opts;
+
+int example_sin(const tg_example_opts *o);
+
+/* Helpers shared by the examples (common.c). */
+double ex_now(void);                         /* monotonic seconds */
+uint64_t ex_rand(uint64_t *state);           /* 31 random bits */
+float ex_uniform(uint64_t *state);           /* [0, 1) */
+#define EX_PI 3.14159265358979323846
+#endif

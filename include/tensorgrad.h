@@ -1,0 +1,384 @@
+/* tensorgrad: reverse-mode autograd for static-shape models, compiled to
+ * kernels and trained on the CPU or (through WebGPU) on a GPU.
+ *
+ * The whole public API is in this header. Every name starts with tg_ (types,
+ * functions) or TG_ (enum values, macros).
+ *
+ * The flow, in five calls:
+ *
+ *   tg_model *m = tg_model_new();                      declare params by name
+ *   tg_linear l1 = tg_linear_new(m, "l1", 1, 64, true);
+ *   tg_train_spec spec = {...loss function, inputs, optimizer...};
+ *   tg_session_new(&spec, &s);                         trace, grad, plan, compile
+ *   tg_session_step(s, feeds, n, &loss);               one training step
+ *
+ * Errors: every function that can fail returns a tg_status; the message of the
+ * last failure on the calling thread is tg_last_error(). The library never
+ * aborts or exits. Op builders (tg_add, tg_matmul, ...) cannot return a status,
+ * so a bad call records the error in its graph, with the caller's file:line,
+ * and returns an invalid tensor that every later op passes along; the error
+ * surfaces from tg_session_new. */
+#ifndef TENSORGRAD_H
+#define TENSORGRAD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- status ------------------------------------------------------------- */
+
+typedef enum {
+    TG_OK = 0,
+    TG_ERR_SHAPE,       /* shapes of an op's operands do not fit */
+    TG_ERR_ARG,         /* a bad argument (NULL, out of range, wrong dtype) */
+    TG_ERR_NAME,        /* a missing, unknown or duplicate name */
+    TG_ERR_SIZE,        /* a buffer of the wrong size */
+    TG_ERR_IO,          /* a file could not be read or written */
+    TG_ERR_FORMAT,      /* a malformed file */
+    TG_ERR_BACKEND,     /* the backend is unavailable or failed */
+    TG_ERR_LIMIT,       /* a size over a device limit */
+    TG_ERR_NOMEM,       /* out of memory */
+    TG_ERR_STATE        /* a call that does not fit the object's state */
+} tg_status;
+
+const char *tg_status_name(tg_status s);
+/* Message of the last failed call on this thread ("" if none). */
+const char *tg_last_error(void);
+
+/* ---- shapes and dtypes -------------------------------------------------- */
+
+typedef enum { TG_F32 = 0, TG_I32 = 1, TG_BOOL = 2 } tg_dtype;
+
+#define TG_MAX_DIMS 6
+typedef struct {
+    int ndim;
+    int64_t d[TG_MAX_DIMS];
+} tg_shape;
+
+/* TG_SHAPE(256, 64) builds a tg_shape; TG_SCALAR is the 0-d shape.
+ * Permutations and axis lists are also passed as tg_shape. */
+#define TG__NARGS(...) TG__NARGS_(__VA_ARGS__, 6, 5, 4, 3, 2, 1, 0)
+#define TG__NARGS_(a, b, c, d, e, f, n, ...) n
+#define TG_SHAPE(...) ((tg_shape){TG__NARGS(__VA_ARGS__), {__VA_ARGS__}})
+#define TG_SCALAR ((tg_shape){0, {0}})
+
+int64_t tg_shape_numel(tg_shape s);
+/* Writes "[256,64]" into buf; returns buf. */
+char *tg_shape_str(tg_shape s, char *buf, size_t n);
+
+/* ---- model: named params ------------------------------------------------ */
+
+typedef struct tg_model tg_model;
+typedef int32_t tg_param; /* index of a param in its model; -1 = none */
+
+typedef enum {
+    TG_INIT_RANDN = 0, /* normal(0, scale); scale 0 means 0.02 */
+    TG_INIT_ZEROS,
+    TG_INIT_ONES,
+    TG_INIT_KAIMING,   /* normal(0, gain/sqrt(fan_in)), gain = scale or sqrt(2) */
+    TG_INIT_VALUES     /* copies values[0..numel) */
+} tg_init_kind;
+
+typedef struct {
+    tg_init_kind kind;
+    float scale;          /* randn std / kaiming gain; 0 = default */
+    int64_t fan_in;       /* kaiming; 0 = shape[0] for 2-d, prod(shape[1:]) else */
+    const float *values;  /* TG_INIT_VALUES: copied at declaration */
+    int decay;            /* AdamW decay: -1 default (on for randn/kaiming/values), 0 off, 1 on */
+} tg_init;
+
+tg_init tg_init_randn(float std);
+tg_init tg_init_zeros(void);
+tg_init tg_init_ones(void);
+tg_init tg_init_kaiming(void);
+tg_init tg_init_values(const float *values);
+
+tg_model *tg_model_new(void);
+void tg_model_free(tg_model *m);
+/* Declares a param. Names are paths ("layers.0.attn.q.W"). On a duplicate
+ * name or bad shape it returns -1 and the error surfaces at session compile
+ * (and from tg_model_status). */
+tg_param tg_model_param(tg_model *m, const char *name, tg_shape shape, tg_init init);
+/* Excludes a param from training: no gradient, no update (DCE removes the work). */
+tg_status tg_model_freeze(tg_model *m, tg_param p);
+tg_status tg_model_status(const tg_model *m);
+int tg_model_param_count(const tg_model *m);
+const char *tg_model_param_name(const tg_model *m, tg_param p);
+tg_shape tg_model_param_shape(const tg_model *m, tg_param p);
+tg_param tg_model_find(const tg_model *m, const char *name); /* -1 if absent */
+int64_t tg_model_numel(const tg_model *m);                 /* sum over params */
+
+/* ---- tracing: graphs and tensors ---------------------------------------- */
+
+typedef struct tg_graph tg_graph;
+/* A handle to a tensor in a graph; id < 0 means invalid (an earlier error). */
+typedef struct {
+    tg_graph *g;
+    int32_t id;
+} tg_tensor;
+
+tg_shape tg_tensor_shape(tg_tensor t);
+tg_dtype tg_tensor_dtype(tg_tensor t);
+bool tg_tensor_ok(tg_tensor t);
+
+/* A loss (or forward) function: builds the graph, returns the result. */
+typedef tg_tensor (*tg_trace_fn)(tg_graph *g, void *user);
+
+/* Graphs are normally made by tg_session_new; tests and tools can build one
+ * directly. tg_graph_status returns the first error recorded while tracing. */
+tg_graph *tg_graph_new(tg_model *m);
+void tg_graph_free(tg_graph *g);
+tg_status tg_graph_status(const tg_graph *g);
+const char *tg_graph_error(const tg_graph *g);
+int tg_graph_node_count(const tg_graph *g);
+/* Prints one line per node (id, op, shape, inputs). */
+void tg_graph_print(const tg_graph *g, void *file /* FILE* */);
+
+/* Leaves. Op builders are macros that record the caller's file:line; the
+ * _at functions take them explicitly. */
+#define TG_AT const char *file, int line
+tg_tensor tg_use_at(tg_graph *g, tg_param p, TG_AT);
+tg_tensor tg_input_at(tg_graph *g, const char *name, TG_AT);
+tg_tensor tg_input_new_at(tg_graph *g, const char *name, tg_dtype dt, tg_shape s, TG_AT);
+tg_tensor tg_scalar_at(tg_graph *g, float v, TG_AT);
+tg_tensor tg_full_at(tg_graph *g, tg_shape s, float v, TG_AT);
+tg_tensor tg_constant_at(tg_graph *g, tg_shape s, const float *data, TG_AT);
+tg_tensor tg_arange_at(tg_graph *g, int64_t n, tg_dtype dt, TG_AT);
+#define tg_use(g, p) tg_use_at(g, p, __FILE__, __LINE__)
+#define tg_input(g, name) tg_input_at(g, name, __FILE__, __LINE__)
+#define tg_input_new(g, name, dt, s) tg_input_new_at(g, name, dt, s, __FILE__, __LINE__)
+#define tg_scalar(g, v) tg_scalar_at(g, v, __FILE__, __LINE__)
+#define tg_full(g, s, v) tg_full_at(g, s, v, __FILE__, __LINE__)
+#define tg_constant(g, s, data) tg_constant_at(g, s, data, __FILE__, __LINE__)
+#define tg_arange(g, n, dt) tg_arange_at(g, n, dt, __FILE__, __LINE__)
+
+/* Elementwise with NumPy broadcasting. The _s forms take a float on the
+ * right (x - s); the r forms put it on the left (s - x, s / x). */
+tg_tensor tg_add_at(tg_tensor a, tg_tensor b, TG_AT);
+tg_tensor tg_sub_at(tg_tensor a, tg_tensor b, TG_AT);
+tg_tensor tg_mul_at(tg_tensor a, tg_tensor b, TG_AT);
+tg_tensor tg_div_at(tg_tensor a, tg_tensor b, TG_AT);
+tg_tensor tg_less_at(tg_tensor a, tg_tensor b, TG_AT);    /* bool */
+tg_tensor tg_greater_at(tg_tensor a, tg_tensor b, TG_AT); /* bool */
+tg_tensor tg_add_s_at(tg_tensor a, float s, TG_AT);
+tg_tensor tg_sub_s_at(tg_tensor a, float s, TG_AT);
+tg_tensor tg_rsub_s_at(float s, tg_tensor a, TG_AT);
+tg_tensor tg_mul_s_at(tg_tensor a, float s, TG_AT);
+tg_tensor tg_div_s_at(tg_tensor a, float s, TG_AT);
+tg_tensor tg_rdiv_s_at(float s, tg_tensor a, TG_AT);
+tg_tensor tg_less_s_at(tg_tensor a, float s, TG_AT);
+tg_tensor tg_greater_s_at(tg_tensor a, float s, TG_AT);
+#define tg_add(a, b) tg_add_at(a, b, __FILE__, __LINE__)
+#define tg_sub(a, b) tg_sub_at(a, b, __FILE__, __LINE__)
+#define tg_mul(a, b) tg_mul_at(a, b, __FILE__, __LINE__)
+#define tg_div(a, b) tg_div_at(a, b, __FILE__, __LINE__)
+#define tg_less(a, b) tg_less_at(a, b, __FILE__, __LINE__)
+#define tg_greater(a, b) tg_greater_at(a, b, __FILE__, __LINE__)
+#define tg_add_s(a, s) tg_add_s_at(a, s, __FILE__, __LINE__)
+#define tg_sub_s(a, s) tg_sub_s_at(a, s, __FILE__, __LINE__)
+#define tg_rsub_s(s, a) tg_rsub_s_at(s, a, __FILE__, __LINE__)
+#define tg_mul_s(a, s) tg_mul_s_at(a, s, __FILE__, __LINE__)
+#define tg_div_s(a, s) tg_div_s_at(a, s, __FILE__, __LINE__)
+#define tg_rdiv_s(s, a) tg_rdiv_s_at(s, a, __FILE__, __LINE__)
+#define tg_less_s(a, s) tg_less_s_at(a, s, __FILE__, __LINE__)
+#define tg_greater_s(a, s) tg_greater_s_at(a, s, __FILE__, __LINE__)
+
+tg_tensor tg_neg_at(tg_tensor x, TG_AT);
+tg_tensor tg_sqrt_at(tg_tensor x, TG_AT);
+tg_tensor tg_rsqrt_at(tg_tensor x, TG_AT);
+tg_tensor tg_log_at(tg_tensor x, TG_AT);
+tg_tensor tg_exp_at(tg_tensor x, TG_AT);
+tg_tensor tg_relu_at(tg_tensor x, TG_AT);
+tg_tensor tg_cast_at(tg_tensor x, tg_dtype dt, TG_AT);
+tg_tensor tg_where_at(tg_tensor cond, tg_tensor a, tg_tensor b, TG_AT);
+#define tg_neg(x) tg_neg_at(x, __FILE__, __LINE__)
+#define tg_sqrt(x) tg_sqrt_at(x, __FILE__, __LINE__)
+#define tg_rsqrt(x) tg_rsqrt_at(x, __FILE__, __LINE__)
+#define tg_log(x) tg_log_at(x, __FILE__, __LINE__)
+#define tg_exp(x) tg_exp_at(x, __FILE__, __LINE__)
+#define tg_relu(x) tg_relu_at(x, __FILE__, __LINE__)
+#define tg_cast(x, dt) tg_cast_at(x, dt, __FILE__, __LINE__)
+#define tg_where(c, a, b) tg_where_at(c, a, b, __FILE__, __LINE__)
+
+/* Reductions. axis may be negative; TG_ALL reduces every axis. */
+#define TG_ALL (-1000)
+tg_tensor tg_sum_at(tg_tensor x, int axis, bool keepdims, TG_AT);
+tg_tensor tg_mean_at(tg_tensor x, int axis, bool keepdims, TG_AT);
+/* Several axes at once, given as a tg_shape of axis numbers. */
+tg_tensor tg_sum_axes_at(tg_tensor x, tg_shape axes, bool keepdims, TG_AT);
+tg_tensor tg_mean_axes_at(tg_tensor x, tg_shape axes, bool keepdims, TG_AT);
+#define tg_sum(x, axis, keep) tg_sum_at(x, axis, keep, __FILE__, __LINE__)
+#define tg_mean(x, axis, keep) tg_mean_at(x, axis, keep, __FILE__, __LINE__)
+#define tg_sum_axes(x, axes, keep) tg_sum_axes_at(x, axes, keep, __FILE__, __LINE__)
+#define tg_mean_axes(x, axes, keep) tg_mean_axes_at(x, axes, keep, __FILE__, __LINE__)
+
+/* Shapes. reshape is a view (no copy) and accepts one -1. perm is a tg_shape
+ * of axis numbers. sum_to_shape sums broadcast axes away (broadcast_to's
+ * adjoint). */
+tg_tensor tg_reshape_at(tg_tensor x, tg_shape s, TG_AT);
+tg_tensor tg_permute_at(tg_tensor x, tg_shape perm, TG_AT);
+tg_tensor tg_broadcast_to_at(tg_tensor x, tg_shape s, TG_AT);
+tg_tensor tg_sum_to_shape_at(tg_tensor x, tg_shape s, TG_AT);
+#define tg_reshape(x, s) tg_reshape_at(x, s, __FILE__, __LINE__)
+#define tg_permute(x, perm) tg_permute_at(x, perm, __FILE__, __LINE__)
+#define tg_broadcast_to(x, s) tg_broadcast_to_at(x, s, __FILE__, __LINE__)
+#define tg_sum_to_shape(x, s) tg_sum_to_shape_at(x, s, __FILE__, __LINE__)
+
+/* matmul: a [..., M, K] x b [K, N] -> [..., M, N], or batched when b is
+ * [..., K, N] with the same batch dims as a. ta / tb take a or b transposed
+ * (a given as [..., K, M], b as [N, K]) without a copy. */
+tg_tensor tg_matmul_at(tg_tensor a, tg_tensor b, TG_AT);
+tg_tensor tg_matmul_t_at(tg_tensor a, tg_tensor b, bool ta, bool tb, TG_AT);
+#define tg_matmul(a, b) tg_matmul_at(a, b, __FILE__, __LINE__)
+#define tg_matmul_t(a, b, ta, tb) tg_matmul_t_at(a, b, ta, tb, __FILE__, __LINE__)
+
+/* one_hot: i32 [...] -> f32 [..., depth] (out-of-range indices give zeros). */
+tg_tensor tg_one_hot_at(tg_tensor idx, int64_t depth, TG_AT);
+/* log_softmax over `axis`. */
+tg_tensor tg_log_softmax_at(tg_tensor x, int axis, TG_AT);
+/* softmax over the last axis with position j > i masked out, where i, j
+ * index the last two axes ([..., T, T] attention scores). */
+tg_tensor tg_softmax_causal_at(tg_tensor x, TG_AT);
+/* x with entries j > i of the last two axes replaced by `value`. */
+tg_tensor tg_where_causal_at(tg_tensor x, float value, TG_AT);
+/* mean((a - b)^2) over every element: a scalar. */
+tg_tensor tg_mse_at(tg_tensor a, tg_tensor b, TG_AT);
+#define tg_one_hot(idx, depth) tg_one_hot_at(idx, depth, __FILE__, __LINE__)
+#define tg_log_softmax(x, axis) tg_log_softmax_at(x, axis, __FILE__, __LINE__)
+#define tg_softmax_causal(x) tg_softmax_causal_at(x, __FILE__, __LINE__)
+#define tg_where_causal(x, v) tg_where_causal_at(x, v, __FILE__, __LINE__)
+#define tg_mse(a, b) tg_mse_at(a, b, __FILE__, __LINE__)
+
+/* ---- modules ------------------------------------------------------------ */
+
+/* Linear: y = x @ W + b, W is [in, out] (randn 0.02), b is [out] (zeros). */
+typedef struct {
+    tg_param W, b; /* b = -1 without bias */
+    int64_t in, out;
+} tg_linear;
+tg_linear tg_linear_new(tg_model *m, const char *name, int64_t in, int64_t out, bool bias);
+tg_tensor tg_linear_fwd_at(tg_graph *g, const tg_linear *l, tg_tensor x, TG_AT);
+#define tg_linear_fwd(g, l, x) tg_linear_fwd_at(g, l, x, __FILE__, __LINE__)
+
+/* ---- optimizers and learning-rate schedules ----------------------------- */
+
+typedef enum {
+    TG_LR_CONSTANT = 0, /* peak */
+    TG_LR_LINEAR,       /* peak + (final - peak) * min(s / steps, 1) */
+    TG_LR_COSINE,       /* final + (peak - final) / 2 * (1 + cos(pi * min(s / steps, 1))) */
+    TG_LR_WARMUP,       /* peak * s / steps, then `then` at s - steps */
+    TG_LR_STAIRCASE,    /* peak * gamma ^ floor((s - 1) / every) */
+    TG_LR_MULTISTEP     /* peak * gamma ^ (number of milestones <= s) */
+} tg_lr_kind;
+
+#define TG_LR_MAX_MILESTONES 8
+typedef struct tg_lr {
+    tg_lr_kind kind;
+    float peak, final_lr, gamma;
+    int64_t steps, every;
+    int n_milestones;
+    int64_t milestones[TG_LR_MAX_MILESTONES];
+    const struct tg_lr *then; /* TG_LR_WARMUP: copied when the session is made */
+} tg_lr;
+
+tg_lr tg_lr_constant(float lr);
+tg_lr tg_lr_linear(float peak, float final_lr, int64_t steps);
+tg_lr tg_lr_cosine(float peak, float final_lr, int64_t steps);
+tg_lr tg_lr_warmup(float peak, int64_t steps, const tg_lr *then);
+tg_lr tg_lr_staircase(float peak, float gamma, int64_t every);
+tg_lr tg_lr_multistep(float peak, float gamma, int n, const int64_t *milestones);
+/* The learning rate at step s (counted from 1). */
+float tg_lr_at(const tg_lr *lr, int64_t s);
+
+typedef enum { TG_OPT_NONE = 0, TG_OPT_ADAM, TG_OPT_ADAMW, TG_OPT_SGD } tg_opt_kind;
+
+typedef struct {
+    tg_opt_kind kind;
+    tg_lr lr;
+    float beta1, beta2, eps;  /* Adam/AdamW: 0.9, 0.999, 1e-8 */
+    float weight_decay;       /* AdamW: decoupled; SGD: L2 added to the gradient */
+    float momentum;           /* SGD */
+    bool nesterov;            /* SGD */
+    float clip_grad_norm;     /* > 0: scale all grads so their global norm <= this */
+    bool normalize_grads;     /* g / (||g|| + 1e-8) per param, before clipping */
+} tg_optim;
+
+tg_optim tg_adam(tg_lr lr);
+tg_optim tg_adamw(tg_lr lr, float weight_decay);
+tg_optim tg_sgd(tg_lr lr, float momentum, bool nesterov, float weight_decay);
+
+/* ---- sessions ------------------------------------------------------------ */
+
+typedef enum { TG_BACKEND_CPU = 0, TG_BACKEND_WEBGPU } tg_backend;
+
+typedef struct {
+    const char *name;
+    tg_dtype dtype;
+    tg_shape shape;
+} tg_input_decl;
+
+typedef struct {
+    tg_model *model;
+    tg_trace_fn loss;          /* returns a scalar f32 */
+    void *user;                /* passed to loss */
+    const tg_input_decl *inputs;
+    int n_inputs;
+    tg_optim optim;
+    uint64_t seed;             /* param init */
+    tg_backend backend;
+    int threads;               /* CPU threads; 0 = TG_THREADS or all cores */
+} tg_train_spec;
+
+typedef struct tg_session tg_session;
+
+/* Traces, differentiates, appends the optimizer, plans and compiles. */
+tg_status tg_session_new(const tg_train_spec *spec, tg_session **out);
+void tg_session_free(tg_session *s);
+
+/* Feeds for step/run: `count` elements of the input's dtype at `data`. */
+typedef struct {
+    const char *name;
+    const void *data;
+    int64_t count;
+} tg_feed;
+
+/* One step: write inputs, forward, backward, update, writebacks. Every
+ * declared input must be fed exactly once. loss may be NULL. */
+tg_status tg_session_step(tg_session *s, const tg_feed *feeds, int n_feeds, float *loss);
+/* Replaces the schedule; it restarts from the next step. */
+tg_status tg_session_set_lr(tg_session *s, tg_lr lr);
+int64_t tg_session_step_count(const tg_session *s);
+
+/* Params by name. set/get take one param (count must match); upload takes
+ * every param exactly once (strict: missing, unknown, duplicate or
+ * wrong-sized names are errors, and nothing is written then). */
+tg_status tg_session_set_param(tg_session *s, const char *name, const float *data, int64_t count);
+tg_status tg_session_get_param(tg_session *s, const char *name, float *data, int64_t count);
+tg_status tg_session_upload(tg_session *s, const tg_feed *params, int n);
+/* The gradient of a param from the last step. */
+tg_status tg_session_get_grad(tg_session *s, const char *name, float *data, int64_t count);
+
+/* The buffer plan: prints it (one line per buffer, totals at the end) and
+ * returns its totals. */
+typedef struct {
+    int64_t planned_bytes;     /* everything the plan allocates */
+    int64_t naive_bytes;       /* one buffer per tensor, no reuse, no views */
+    int64_t param_bytes, grad_bytes, state_bytes, input_bytes, scratch_bytes, other_bytes;
+    int n_nodes, n_kernels;
+} tg_plan_stats;
+tg_status tg_session_plan_stats(const tg_session *s, tg_plan_stats *out);
+void tg_session_print_plan(const tg_session *s, void *file /* FILE* */);
+/* The graph after grad, optimizer and passes. */
+const tg_graph *tg_session_graph(const tg_session *s);
+
+/* CPU threads used by new sessions when the spec says 0 (else TG_THREADS, else all cores). */
+void tg_set_default_threads(int n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,48 @@
+/* The CPU backend: a thread pool, a packed GEMM, and one kernel per op. */
+#ifndef TG_CPU_H
+#define TG_CPU_H
+
+#include "../ir/ir.h"
+
+/* ---- thread pool ---- */
+typedef struct tg_pool tg_pool;
+/* fn(arg, task, thread) runs for task in [0, n_tasks) across the pool's
+ * threads; thread is in [0, tg_pool_threads). The call returns when all
+ * tasks are done. Tasks must write disjoint memory. */
+typedef void (*tg_task_fn)(void *arg, int task, int thread);
+tg_pool *tg_pool_new(int n_threads);
+void tg_pool_free(tg_pool *p);
+int tg_pool_threads(const tg_pool *p);
+/* A per-thread scratch buffer of at least `bytes` (64-byte aligned), owned
+ * by the pool and reused across calls; NULL if it cannot grow. */
+void *tg_pool_scratch(tg_pool *p, int thread, size_t bytes);
+void tg_pool_run(tg_pool *p, int n_tasks, tg_task_fn fn, void *arg);
+/* The thread count new sessions use: TG_THREADS, else the default set by
+ * tg_set_default_threads, else the CPUs this process may run on. */
+int tg_default_threads(void);
+
+/* ---- GEMM ---- */
+/* C[M,N] = op(A)[M,K] @ op(B)[K,N] for `batch` matrices. op(A) is A (lda
+ * between rows) or, with ta, A stored [K,M]; likewise B. Stride between
+ * batch entries: sa, sb, sc elements (sb = 0 shares one B). Row-major. */
+typedef struct {
+    int64_t batch, M, N, K;
+    const float *A, *B;
+    float *C;
+    int64_t lda, ldb, ldc, sa, sb, sc;
+    bool ta, tb;
+} tg_gemm_args;
+void tg_gemm(tg_pool *pool, const tg_gemm_args *a);
+/* Which micro-kernel tg_gemm uses on this machine ("avx512 12x32", ...). */
+const char *tg_gemm_kernel_name(void);
+
+/* ---- kernels ---- */
+struct cpu_ctx {
+    tg_pool *pool;
+    int threads;
+};
+
+/* Runs fn over [0, n) split in chunks of at least `grain` items. */
+typedef void (*tg_range_fn)(void *arg, int64_t lo, int64_t hi);
+void cpu_parallel(cpu_ctx *c, int64_t n, int64_t grain, tg_range_fn fn, void *arg);
+#endif

@@ -1,0 +1,142 @@
+/* The CPU engine: arenas are host allocations, a program is a list of
+ * (kernel, output pointer, input pointers) resolved once at compile, and a
+ * step walks that list. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu.h"
+#include "../engine.h"
+
+typedef struct {
+    tg_cpu_fn fn;
+    int id;
+    void *out;
+    void *in[TG_MAX_IN];
+} cpu_call;
+
+typedef struct {
+    char *arena[TG_N_ARENAS]; /* [0] is the engine's shared params arena */
+    cpu_call *calls;
+    int n_calls;
+    struct { void *dst; const void *src; int64_t bytes; } *copies; /* writebacks not done in place */
+    int n_copies;
+} cpu_program;
+
+typedef struct {
+    tg_engine base;
+    tg_pool *pool;
+    cpu_ctx ctx;
+    char *params;
+} cpu_engine;
+
+static void *addr(cpu_program *cp, const tg_plan *pl, int id) {
+    const tg_slot *s = &pl->slot[id];
+    return cp->arena[s->arena] + s->offset;
+}
+
+static tg_status cpu_compile(tg_engine *e_, tg_program *p) {
+    cpu_engine *e = (cpu_engine *)e_;
+    cpu_program *cp = tg_calloc(1, sizeof *cp);
+    if (!cp) return tg_fail(TG_ERR_NOMEM, "cpu: out of memory");
+    p->impl = cp;
+    cp->arena[TG_ARENA_PARAMS] = e->params;
+    for (int a = TG_ARENA_PERSIST; a < TG_N_ARENAS; a++) {
+        cp->arena[a] = tg_aalloc((size_t)p->plan.arena_bytes[a]);
+        if (!cp->arena[a])
+            return tg_fail(TG_ERR_NOMEM, "cpu: cannot allocate %lld bytes for arena %d",
+                           (long long)p->plan.arena_bytes[a], a);
+    }
+    const tg_graph *g = p->g;
+    cp->calls = tg_calloc((size_t)g->n + 1, sizeof(cpu_call));
+    cp->copies = tg_calloc((size_t)p->n_wb + 1, sizeof *cp->copies);
+    if (!cp->calls || !cp->copies) return tg_fail(TG_ERR_NOMEM, "cpu: out of memory");
+    for (int i = 0; i < g->n; i++) {
+        const tg_node *n = &g->nodes[i];
+        const tg_opinfo *info = &tg_ops[n->op];
+        if (!info->cpu || (info->flags & TG_OPF_VIEW)) continue;
+        cpu_call call = {info->cpu, i, addr(cp, &p->plan, i), {0}};
+        for (int k = 0; k < n->nin; k++) call.in[k] = addr(cp, &p->plan, n->in[k]);
+        if (info->flags & TG_OPF_CONSTANT) call.fn(&e->ctx, g, i, call.out, call.in); /* once, now */
+        else cp->calls[cp->n_calls++] = call;
+    }
+    for (int w = 0; w < p->n_wb; w++) {
+        if (p->plan.wb_free[w]) continue;
+        int src = p->wb[w].src, dst = p->wb[w].dst;
+        cp->copies[cp->n_copies].dst = addr(cp, &p->plan, dst);
+        cp->copies[cp->n_copies].src = addr(cp, &p->plan, src);
+        cp->copies[cp->n_copies].bytes = p->plan.slot[src].bytes;
+        cp->n_copies++;
+    }
+    return TG_OK;
+}
+
+static void cpu_release(tg_engine *e, tg_program *p) {
+    (void)e;
+    cpu_program *cp = p->impl;
+    if (!cp) return;
+    for (int a = TG_ARENA_PERSIST; a < TG_N_ARENAS; a++) tg_afree(cp->arena[a]);
+    free(cp->calls);
+    free(cp->copies);
+    free(cp);
+    p->impl = NULL;
+}
+
+static char *arena_of(cpu_engine *e, tg_program *p, int arena) {
+    if (arena == TG_ARENA_PARAMS) return e->params;
+    return p && p->impl ? ((cpu_program *)p->impl)->arena[arena] : NULL;
+}
+
+static tg_status cpu_write(tg_engine *e_, tg_program *p, int arena, int64_t off, const void *src, int64_t bytes) {
+    char *base = arena_of((cpu_engine *)e_, p, arena);
+    if (!base && bytes) return tg_fail(TG_ERR_STATE, "cpu: no arena %d", arena);
+    if (bytes) memcpy(base + off, src, (size_t)bytes);
+    return TG_OK;
+}
+
+static tg_status cpu_read(tg_engine *e_, tg_program *p, int arena, int64_t off, void *dst, int64_t bytes) {
+    char *base = arena_of((cpu_engine *)e_, p, arena);
+    if (!base && bytes) return tg_fail(TG_ERR_STATE, "cpu: no arena %d", arena);
+    if (bytes) memcpy(dst, base + off, (size_t)bytes);
+    return TG_OK;
+}
+
+static tg_status cpu_run(tg_engine *e_, tg_program *p) {
+    cpu_engine *e = (cpu_engine *)e_;
+    cpu_program *cp = p->impl;
+    for (int i = 0; i < cp->n_calls; i++) {
+        cpu_call *c = &cp->calls[i];
+        c->fn(&e->ctx, p->g, c->id, c->out, c->in);
+    }
+    for (int i = 0; i < cp->n_copies; i++) memcpy(cp->copies[i].dst, cp->copies[i].src, (size_t)cp->copies[i].bytes);
+    return TG_OK;
+}
+
+static void cpu_destroy(tg_engine *e_) {
+    cpu_engine *e = (cpu_engine *)e_;
+    tg_pool_free(e->pool);
+    tg_afree(e->params);
+    free(e);
+}
+
+static const tg_engine_vt cpu_vt = {"cpu", cpu_compile, cpu_release, cpu_write, cpu_read, cpu_run, cpu_destroy};
+
+tg_status cpu_engine_new(int threads, int64_t params_bytes, tg_engine **out) {
+    *out = NULL;
+    cpu_engine *e = tg_calloc(1, sizeof *e);
+    if (!e) return tg_fail(TG_ERR_NOMEM, "cpu: out of memory");
+    if (threads <= 0) threads = tg_default_threads();
+    e->base.vt = &cpu_vt;
+    e->base.refs = 1;
+    e->base.align = 64;
+    e->base.params_bytes = params_bytes;
+    e->pool = tg_pool_new(threads);
+    e->params = tg_aalloc((size_t)params_bytes);
+    if (!e->pool || !e->params) {
+        cpu_destroy(&e->base);
+        return tg_fail(TG_ERR_NOMEM, "cpu: cannot allocate %lld bytes of params", (long long)params_bytes);
+    }
+    e->ctx.pool = e->pool;
+    e->ctx.threads = tg_pool_threads(e->pool);
+    *out = &e->base;
+    return TG_OK;
+}

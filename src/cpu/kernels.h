@@ -1,0 +1,51 @@
+/* CPU kernels, one per op (or per op family), referenced by the op table.
+ * Signature: (ctx, graph, node id, output memory, input memories). */
+#ifndef TG_CPU_KERNELS_H
+#define TG_CPU_KERNELS_H
+#include "../ir/ir.h"
+
+#define TG_CPU_KERNEL(name) void name(cpu_ctx *c, const tg_graph *g, int id, void *out, void *const *in)
+
+/* kernels_ew.c: elementwise, broadcasting, constants */
+TG_CPU_KERNEL(cpu_const);
+TG_CPU_KERNEL(cpu_arange);
+TG_CPU_KERNEL(cpu_binary);
+TG_CPU_KERNEL(cpu_unary);
+TG_CPU_KERNEL(cpu_cast);
+TG_CPU_KERNEL(cpu_where);
+TG_CPU_KERNEL(cpu_broadcast);
+TG_CPU_KERNEL(cpu_permute);
+TG_CPU_KERNEL(cpu_relu_grad);
+
+/* kernels_reduce.c: reductions and the softmax family */
+TG_CPU_KERNEL(cpu_sum);
+TG_CPU_KERNEL(cpu_log_softmax);
+TG_CPU_KERNEL(cpu_log_softmax_grad);
+TG_CPU_KERNEL(cpu_softmax_causal);
+TG_CPU_KERNEL(cpu_softmax_grad);
+TG_CPU_KERNEL(cpu_where_causal);
+
+/* kernels_misc.c: matmul, indexing, optimizer updates */
+TG_CPU_KERNEL(cpu_matmul);
+TG_CPU_KERNEL(cpu_one_hot);
+TG_CPU_KERNEL(cpu_adam_m);
+TG_CPU_KERNEL(cpu_adam_v);
+TG_CPU_KERNEL(cpu_adam_p);
+TG_CPU_KERNEL(cpu_sgd_v);
+TG_CPU_KERNEL(cpu_sgd_p);
+
+/* Strided iteration shared by the kernels: the output and up to 3 inputs
+ * (broadcast strides), with size-1 axes dropped and contiguous axes merged,
+ * so most loops end up as one long inner row. */
+typedef struct {
+    int nd;
+    int64_t d[TG_MAX_DIMS];
+    int64_t st[4][TG_MAX_DIMS]; /* [0] the output, [1..] the inputs, in elements */
+    int nops;
+    int64_t rows, inner;        /* prod(d[0..nd-1)), d[nd-1] */
+} tg_iter;
+/* st_in[k] are the inputs' strides over `out` (e.g. from shape_bcast_strides). */
+void tg_iter_init(tg_iter *it, tg_shape out, int nin, int64_t st_in[][TG_MAX_DIMS]);
+/* Element offsets of row r's first element for every operand. */
+void tg_iter_row(const tg_iter *it, int64_t r, int64_t *off);
+#endif

@@ -1,0 +1,294 @@
+/* Elementwise CPU kernels: binary ops with NumPy broadcasting, unary math,
+ * cast, where, broadcast_to, permute, constants. Rows of the merged iteration
+ * space are split across threads when there is enough work. */
+#include <math.h>
+#include <string.h>
+
+#include "cpu.h"
+#include "kernels.h"
+
+#define GRAIN 16384 /* elements per task, below which threads cost more than they save */
+
+void tg_iter_init(tg_iter *it, tg_shape out, int nin, int64_t st_in[][TG_MAX_DIMS]) {
+    int64_t ost[TG_MAX_DIMS];
+    shape_strides(out, ost);
+    it->nops = nin + 1;
+    it->nd = 0;
+    for (int i = 0; i < out.ndim; i++) {
+        if (out.d[i] == 1) continue;
+        int k = it->nd;
+        if (k > 0) { /* merge with the previous axis when every operand is contiguous across them */
+            bool merge = ost[i] * out.d[i] == it->st[0][k - 1];
+            for (int o = 0; o < nin && merge; o++) merge = st_in[o][i] * out.d[i] == it->st[o + 1][k - 1];
+            if (merge) {
+                it->d[k - 1] *= out.d[i];
+                it->st[0][k - 1] = ost[i];
+                for (int o = 0; o < nin; o++) it->st[o + 1][k - 1] = st_in[o][i];
+                continue;
+            }
+        }
+        it->d[k] = out.d[i];
+        it->st[0][k] = ost[i];
+        for (int o = 0; o < nin; o++) it->st[o + 1][k] = st_in[o][i];
+        it->nd++;
+    }
+    if (it->nd == 0) { /* a scalar (or all-ones shape): one row of one */
+        it->nd = 1;
+        it->d[0] = 1;
+        for (int o = 0; o <= nin; o++) it->st[o][0] = 0;
+    }
+    it->inner = it->d[it->nd - 1];
+    it->rows = 1;
+    for (int i = 0; i < it->nd - 1; i++) it->rows *= it->d[i];
+}
+
+void tg_iter_row(const tg_iter *it, int64_t r, int64_t *off) {
+    for (int o = 0; o < it->nops; o++) off[o] = 0;
+    for (int i = it->nd - 2; i >= 0; i--) {
+        int64_t q = r % it->d[i];
+        r /= it->d[i];
+        for (int o = 0; o < it->nops; o++) off[o] += q * it->st[o][i];
+    }
+}
+
+/* ---- constants ---- */
+
+TG_CPU_KERNEL(cpu_const) {
+    (void)c, (void)in;
+    const tg_node *n = ir_node(g, id);
+    int64_t N = ir_numel(n);
+    if (n->data) {
+        memcpy(out, n->data, (size_t)N * sizeof(float));
+    } else if (n->dtype == TG_F32) {
+        for (int64_t i = 0; i < N; i++) ((float *)out)[i] = n->fa[0];
+    } else {
+        int32_t v = (int32_t)n->fa[0];
+        for (int64_t i = 0; i < N; i++) ((int32_t *)out)[i] = v;
+    }
+}
+
+TG_CPU_KERNEL(cpu_arange) {
+    (void)c, (void)in;
+    const tg_node *n = ir_node(g, id);
+    for (int64_t i = 0; i < n->ia[0]; i++) {
+        if (n->dtype == TG_F32) ((float *)out)[i] = (float)i;
+        else ((int32_t *)out)[i] = (int32_t)i;
+    }
+}
+
+/* ---- binary ---- */
+
+typedef struct {
+    const tg_graph *g;
+    const tg_node *n;
+    tg_iter it;
+    void *out;
+    void *const *in;
+} ew_job;
+
+#define LOOP2(T_OUT, T_IN, EXPR)                                                   \
+    do {                                                                           \
+        T_OUT *o = (T_OUT *)op;                                                    \
+        const T_IN *x = (const T_IN *)ap, *y = (const T_IN *)bp;                   \
+        if (sa == 1 && sb == 1)                                                    \
+            for (int64_t i = 0; i < len; i++) { T_IN a = x[i], b = y[i]; o[i] = EXPR; } \
+        else if (sa == 1 && sb == 0) {                                             \
+            T_IN b = y[0];                                                         \
+            for (int64_t i = 0; i < len; i++) { T_IN a = x[i]; o[i] = EXPR; }     \
+        } else if (sa == 0 && sb == 1) {                                           \
+            T_IN a = x[0];                                                         \
+            for (int64_t i = 0; i < len; i++) { T_IN b = y[i]; o[i] = EXPR; }     \
+        } else                                                                     \
+            for (int64_t i = 0; i < len; i++) { T_IN a = x[i * sa], b = y[i * sb]; o[i] = EXPR; } \
+    } while (0)
+
+static int32_t idiv(int32_t a, int32_t b) { /* floor division, 0 for b == 0 */
+    if (b == 0) return 0;
+    int32_t q = a / b;
+    return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+static void binary_row(tg_opcode code, tg_dtype dt, int64_t len, void *op, const void *ap, int64_t sa,
+                       const void *bp, int64_t sb) {
+    if (dt == TG_F32) {
+        switch (code) {
+        case TG_OP_ADD: LOOP2(float, float, a + b); break;
+        case TG_OP_SUB: LOOP2(float, float, a - b); break;
+        case TG_OP_MUL: LOOP2(float, float, a * b); break;
+        case TG_OP_DIV: LOOP2(float, float, a / b); break;
+        case TG_OP_LESS: LOOP2(uint32_t, float, a < b); break;
+        case TG_OP_GREATER: LOOP2(uint32_t, float, a > b); break;
+        default: break;
+        }
+    } else {
+        switch (code) {
+        case TG_OP_ADD: LOOP2(int32_t, int32_t, (int32_t)((uint32_t)a + (uint32_t)b)); break;
+        case TG_OP_SUB: LOOP2(int32_t, int32_t, (int32_t)((uint32_t)a - (uint32_t)b)); break;
+        case TG_OP_MUL: LOOP2(int32_t, int32_t, (int32_t)((uint32_t)a * (uint32_t)b)); break;
+        case TG_OP_DIV: LOOP2(int32_t, int32_t, idiv(a, b)); break;
+        case TG_OP_LESS: LOOP2(uint32_t, int32_t, a < b); break;
+        case TG_OP_GREATER: LOOP2(uint32_t, int32_t, a > b); break;
+        default: break;
+        }
+    }
+}
+
+static void binary_rows(void *arg, int64_t lo, int64_t hi) {
+    ew_job *j = arg;
+    tg_dtype dt = ir_node(j->g, j->n->in[0])->dtype;
+    int64_t off[4];
+    for (int64_t r = lo; r < hi; r++) {
+        tg_iter_row(&j->it, r, off);
+        binary_row(j->n->op, dt, j->it.inner, (char *)j->out + 4 * off[0], (const char *)j->in[0] + 4 * off[1],
+                   j->it.st[1][j->it.nd - 1], (const char *)j->in[1] + 4 * off[2], j->it.st[2][j->it.nd - 1]);
+    }
+}
+
+static void run_rows(cpu_ctx *c, ew_job *j, tg_range_fn fn) {
+    int64_t grain = GRAIN / (j->it.inner ? j->it.inner : 1);
+    cpu_parallel(c, j->it.rows, grain > 0 ? grain : 1, fn, j);
+}
+
+/* A flat elementwise op over one long row is split into row chunks too. */
+static void split_flat(tg_iter *it) {
+    if (it->nd == 1 && it->inner >= 4 * GRAIN) {
+        int64_t chunk = 4096;
+        while (it->inner % chunk) chunk /= 2;
+        if (chunk < 256) return;
+        it->nd = 2;
+        it->d[1] = chunk;
+        it->d[0] = it->inner / chunk;
+        for (int o = 0; o < it->nops; o++) {
+            it->st[o][1] = it->st[o][0];
+            it->st[o][0] = it->st[o][1] * chunk;
+        }
+        it->inner = chunk;
+        it->rows = it->d[0];
+    }
+}
+
+TG_CPU_KERNEL(cpu_binary) {
+    ew_job j = {g, ir_node(g, id), {0}, out, in};
+    int64_t st[2][TG_MAX_DIMS];
+    shape_bcast_strides(ir_node(g, j.n->in[0])->shape, j.n->shape, st[0]);
+    shape_bcast_strides(ir_node(g, j.n->in[1])->shape, j.n->shape, st[1]);
+    tg_iter_init(&j.it, j.n->shape, 2, st);
+    split_flat(&j.it);
+    run_rows(c, &j, binary_rows);
+}
+
+/* ---- unary ---- */
+
+static void unary_rows(void *arg, int64_t lo, int64_t hi) {
+    ew_job *j = arg;
+    const float *x = j->in[0];
+    float *y = j->out;
+    switch (j->n->op) {
+    case TG_OP_NEG: for (int64_t i = lo; i < hi; i++) y[i] = -x[i]; break;
+    case TG_OP_SQRT: for (int64_t i = lo; i < hi; i++) y[i] = sqrtf(x[i]); break;
+    case TG_OP_RSQRT: for (int64_t i = lo; i < hi; i++) y[i] = 1.0f / sqrtf(x[i]); break;
+    case TG_OP_LOG: for (int64_t i = lo; i < hi; i++) y[i] = logf(x[i]); break;
+    case TG_OP_EXP: for (int64_t i = lo; i < hi; i++) y[i] = expf(x[i]); break;
+    case TG_OP_RELU: for (int64_t i = lo; i < hi; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f; break;
+    default: break;
+    }
+}
+
+TG_CPU_KERNEL(cpu_unary) {
+    ew_job j = {g, ir_node(g, id), {0}, out, in};
+    cpu_parallel(c, ir_numel(j.n), GRAIN, unary_rows, &j);
+}
+
+/* relu_grad(y, gy) = gy where y > 0, else 0 */
+static void relu_grad_rows(void *arg, int64_t lo, int64_t hi) {
+    ew_job *j = arg;
+    const float *y = j->in[0], *gy = j->in[1];
+    float *gx = j->out;
+    for (int64_t i = lo; i < hi; i++) gx[i] = y[i] > 0.0f ? gy[i] : 0.0f;
+}
+
+TG_CPU_KERNEL(cpu_relu_grad) {
+    ew_job j = {g, ir_node(g, id), {0}, out, in};
+    cpu_parallel(c, ir_numel(j.n), GRAIN, relu_grad_rows, &j);
+}
+
+/* Casts: f32 -> i32 truncates toward zero and saturates (NaN -> 0), so no
+ * input is undefined behaviour; anything -> bool is x != 0. */
+static int32_t f2i(float x) {
+    if (!(x == x)) return 0;
+    if (x >= 2147483647.0f) return INT32_MAX;
+    if (x <= -2147483648.0f) return INT32_MIN;
+    return (int32_t)x;
+}
+
+TG_CPU_KERNEL(cpu_cast) {
+    (void)c;
+    const tg_node *n = ir_node(g, id);
+    tg_dtype from = ir_node(g, n->in[0])->dtype, to = n->dtype;
+    int64_t N = ir_numel(n);
+    const void *x = in[0];
+    for (int64_t i = 0; i < N; i++) {
+        float f = from == TG_F32 ? ((const float *)x)[i] : (float)((const int32_t *)x)[i];
+        int32_t v = from == TG_F32 ? f2i(((const float *)x)[i]) : ((const int32_t *)x)[i];
+        if (from == TG_BOOL) v = ((const uint32_t *)x)[i] != 0, f = (float)v;
+        if (to == TG_F32) ((float *)out)[i] = f;
+        else if (to == TG_I32) ((int32_t *)out)[i] = v;
+        else ((uint32_t *)out)[i] = from == TG_F32 ? f != 0.0f : v != 0;
+    }
+}
+
+/* ---- where, broadcast, permute: strided copies ---- */
+
+static void where_rows(void *arg, int64_t lo, int64_t hi) {
+    ew_job *j = arg;
+    int64_t off[4], k = j->it.nd - 1;
+    int64_t sc = j->it.st[1][k], sa = j->it.st[2][k], sb = j->it.st[3][k];
+    for (int64_t r = lo; r < hi; r++) {
+        tg_iter_row(&j->it, r, off);
+        const uint32_t *cond = (const uint32_t *)j->in[0] + off[1];
+        const uint32_t *a = (const uint32_t *)j->in[1] + off[2], *b = (const uint32_t *)j->in[2] + off[3];
+        uint32_t *o = (uint32_t *)j->out + off[0];
+        for (int64_t i = 0; i < j->it.inner; i++) o[i] = cond[i * sc] ? a[i * sa] : b[i * sb];
+    }
+}
+
+TG_CPU_KERNEL(cpu_where) {
+    ew_job j = {g, ir_node(g, id), {0}, out, in};
+    int64_t st[3][TG_MAX_DIMS];
+    for (int k = 0; k < 3; k++) shape_bcast_strides(ir_node(g, j.n->in[k])->shape, j.n->shape, st[k]);
+    tg_iter_init(&j.it, j.n->shape, 3, st);
+    split_flat(&j.it);
+    run_rows(c, &j, where_rows);
+}
+
+static void copy_rows(void *arg, int64_t lo, int64_t hi) {
+    ew_job *j = arg;
+    int64_t off[4], s = j->it.st[1][j->it.nd - 1];
+    for (int64_t r = lo; r < hi; r++) {
+        tg_iter_row(&j->it, r, off);
+        const uint32_t *x = (const uint32_t *)j->in[0] + off[1];
+        uint32_t *o = (uint32_t *)j->out + off[0];
+        if (s == 1) memcpy(o, x, (size_t)j->it.inner * 4);
+        else if (s == 0)
+            for (int64_t i = 0; i < j->it.inner; i++) o[i] = x[0];
+        else
+            for (int64_t i = 0; i < j->it.inner; i++) o[i] = x[i * s];
+    }
+}
+
+TG_CPU_KERNEL(cpu_broadcast) {
+    ew_job j = {g, ir_node(g, id), {0}, out, in};
+    int64_t st[1][TG_MAX_DIMS];
+    shape_bcast_strides(ir_node(g, j.n->in[0])->shape, j.n->shape, st[0]);
+    tg_iter_init(&j.it, j.n->shape, 1, st);
+    run_rows(c, &j, copy_rows);
+}
+
+TG_CPU_KERNEL(cpu_permute) {
+    ew_job j = {g, ir_node(g, id), {0}, out, in};
+    int64_t own[TG_MAX_DIMS], st[1][TG_MAX_DIMS];
+    shape_strides(ir_node(g, j.n->in[0])->shape, own);
+    for (int i = 0; i < j.n->shape.ndim; i++) st[0][i] = own[j.n->ia[i]];
+    tg_iter_init(&j.it, j.n->shape, 1, st);
+    run_rows(c, &j, copy_rows);
+}

@@ -1,0 +1,98 @@
+/* Matmul (through tg_gemm), one_hot, and the optimizer updates. */
+#include <math.h>
+#include <string.h>
+
+#include "cpu.h"
+#include "kernels.h"
+#include "../optim/optim.h"
+
+/* a [..., M, K] (ta: [..., K, M]) x b [K, N] (tb: [N, K]) or batched b. */
+TG_CPU_KERNEL(cpu_matmul) {
+    const tg_node *n = ir_node(g, id), *a = ir_node(g, n->in[0]), *b = ir_node(g, n->in[1]);
+    int na = a->shape.ndim, nb = b->shape.ndim;
+    bool ta = n->ia[0], tb = n->ia[1];
+    int64_t M = n->shape.d[na - 2], N = n->shape.d[na - 1];
+    int64_t K = a->shape.d[na - (ta ? 2 : 1)];
+    int64_t batch = 1;
+    for (int i = 0; i < na - 2; i++) batch *= a->shape.d[i];
+    tg_gemm_args ga = {batch, M, N, K, in[0], in[1], out, ta ? M : K, tb ? K : N, N, M * K, nb > 2 ? K * N : 0,
+                       M * N, ta, tb};
+    if (nb == 2 && !ta) { /* a shared B: fold the batch into the rows, one big product */
+        ga.M = batch * M;
+        ga.batch = 1;
+    }
+    tg_gemm(c->pool, &ga);
+}
+
+TG_CPU_KERNEL(cpu_one_hot) {
+    (void)c;
+    const tg_node *n = ir_node(g, id);
+    int64_t depth = n->ia[0], rows = ir_numel(n) / depth;
+    const int32_t *idx = in[0];
+    float *y = out;
+    memset(y, 0, (size_t)ir_numel(n) * sizeof(float));
+    for (int64_t r = 0; r < rows; r++)
+        if (idx[r] >= 0 && idx[r] < depth) y[r * depth + idx[r]] = 1.0f;
+}
+
+/* ---- optimizer updates: flat loops over one param ---- */
+
+typedef struct {
+    const tg_node *n;
+    void *const *in;
+    float *out;
+} opt_job;
+
+static void adam_m_range(void *arg, int64_t lo, int64_t hi) {
+    opt_job *j = arg;
+    const float *m = j->in[0], *gr = j->in[1];
+    float b = j->n->fa[0];
+    for (int64_t i = lo; i < hi; i++) j->out[i] = b * m[i] + (1.0f - b) * gr[i];
+}
+
+static void adam_v_range(void *arg, int64_t lo, int64_t hi) {
+    opt_job *j = arg;
+    const float *v = j->in[0], *gr = j->in[1];
+    float b = j->n->fa[0];
+    for (int64_t i = lo; i < hi; i++) j->out[i] = b * v[i] + (1.0f - b) * gr[i] * gr[i];
+}
+
+/* p' = shrink * p - lrt * m / (sqrt(v) + eps) */
+static void adam_p_range(void *arg, int64_t lo, int64_t hi) {
+    opt_job *j = arg;
+    const float *p = j->in[0], *m = j->in[1], *v = j->in[2], *h = j->in[3];
+    float lrt = h[TG_HYPER_LRT], shrink = j->n->ia[0] ? h[TG_HYPER_SHRINK] : 1.0f, eps = j->n->fa[0];
+    for (int64_t i = lo; i < hi; i++) j->out[i] = shrink * p[i] - lrt * m[i] / (sqrtf(v[i]) + eps);
+}
+
+/* v' = mu * v + (g + wd * p) */
+static void sgd_v_range(void *arg, int64_t lo, int64_t hi) {
+    opt_job *j = arg;
+    const float *v = j->in[0], *gr = j->in[1], *p = j->in[2];
+    float mu = j->n->fa[0], wd = j->n->fa[1];
+    for (int64_t i = lo; i < hi; i++) j->out[i] = mu * v[i] + gr[i] + wd * p[i];
+}
+
+/* p' = p - lr * update, update = v' (momentum), g' + mu v' (nesterov) or g' */
+static void sgd_p_range(void *arg, int64_t lo, int64_t hi) {
+    opt_job *j = arg;
+    const float *p = j->in[0], *gr = j->in[1], *v = j->in[2], *h = j->in[3];
+    float mu = j->n->fa[0], wd = j->n->fa[1], lr = h[TG_HYPER_LR];
+    bool nesterov = j->n->ia[0], mom = j->n->ia[1];
+    for (int64_t i = lo; i < hi; i++) {
+        float g2 = gr[i] + wd * p[i];
+        float u = mom ? (nesterov ? g2 + mu * v[i] : v[i]) : g2;
+        j->out[i] = p[i] - lr * u;
+    }
+}
+
+#define OPT_KERNEL(name, fn)                                                       \
+    TG_CPU_KERNEL(name) {                                                          \
+        opt_job j = {ir_node(g, id), in, out};                                     \
+        cpu_parallel(c, ir_numel(j.n), 16384, fn, &j);                             \
+    }
+OPT_KERNEL(cpu_adam_m, adam_m_range)
+OPT_KERNEL(cpu_adam_v, adam_v_range)
+OPT_KERNEL(cpu_adam_p, adam_p_range)
+OPT_KERNEL(cpu_sgd_v, sgd_v_range)
+OPT_KERNEL(cpu_sgd_p, sgd_p_range)

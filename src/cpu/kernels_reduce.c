@@ -1,0 +1,202 @@
+/* Reductions and the softmax family on the CPU. Each output element is
+ * summed in a fixed order whatever the thread count, so results do not
+ * depend on TG_THREADS. */
+#include <math.h>
+#include <string.h>
+
+#include "cpu.h"
+#include "kernels.h"
+
+/* ---- sum over an axis mask (keepdims) ---- */
+
+typedef struct {
+    tg_iter it;        /* over the input; operand 1 = the output (stride 0 on reduced axes) */
+    const float *x;
+    float *y;
+    bool i32;
+} sum_job;
+
+static float row_sum(const float *x, int64_t n) {
+    float acc[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) acc[k] += x[i + k];
+    float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    for (; i < n; i++) s += x[i];
+    return s;
+}
+
+/* Rows [lo, hi) of the iteration; for a kept last axis, columns [c0, c1). */
+static void sum_rows(sum_job *j, int64_t lo, int64_t hi, int64_t c0, int64_t c1) {
+    int64_t off[2], k = j->it.nd - 1, so = j->it.st[1][k];
+    for (int64_t r = lo; r < hi; r++) {
+        tg_iter_row(&j->it, r, off);
+        if (j->i32) {
+            const int32_t *x = (const int32_t *)j->x + off[0];
+            int32_t *y = (int32_t *)j->y + off[1];
+            for (int64_t i = c0; i < c1; i++) y[i * so] += x[i];
+        } else if (so == 0) {
+            j->y[off[1]] += row_sum(j->x + off[0] + c0, c1 - c0);
+        } else {
+            const float *x = j->x + off[0];
+            float *y = j->y + off[1];
+            for (int64_t i = c0; i < c1; i++) y[i] += x[i];
+        }
+    }
+}
+
+static void sum_by_rows(void *arg, int64_t lo, int64_t hi) {
+    sum_job *j = arg;
+    sum_rows(j, lo, hi, 0, j->it.inner);
+}
+
+static void sum_by_cols(void *arg, int64_t lo, int64_t hi) {
+    sum_job *j = arg;
+    sum_rows(j, 0, j->it.rows, lo, hi);
+}
+
+TG_CPU_KERNEL(cpu_sum) {
+    const tg_node *n = ir_node(g, id), *x = ir_node(g, n->in[0]);
+    sum_job j = {{0}, in[0], out, n->dtype == TG_I32};
+    memset(out, 0, (size_t)ir_numel(n) * 4);
+    int64_t st[1][TG_MAX_DIMS];
+    shape_bcast_strides(n->shape, x->shape, st[0]);
+    tg_iter_init(&j.it, x->shape, 1, st);
+    int k = j.it.nd - 1;
+    bool outer_kept = true; /* every axis but the last is kept: rows own disjoint outputs */
+    for (int i = 0; i < k; i++) outer_kept &= j.it.st[1][i] != 0;
+    int64_t total = j.it.rows * j.it.inner;
+    if (total < 32768 || c->threads <= 1) sum_by_rows(&j, 0, j.it.rows);
+    else if (j.it.st[1][k] != 0) cpu_parallel(c, j.it.inner, 64, sum_by_cols, &j);
+    else if (outer_kept) cpu_parallel(c, j.it.rows, 1 + 16384 / (j.it.inner + 1), sum_by_rows, &j);
+    else sum_by_rows(&j, 0, j.it.rows);
+}
+
+/* ---- ops over one axis: the tensor viewed as [outer, A, inner] ---- */
+
+typedef struct {
+    const tg_node *n;
+    int64_t outer, A, inner;
+    const float *x, *gy;
+    float *y;
+    int64_t Tq; /* causal: rows per matrix */
+} axis_job;
+
+static void axis_view(const tg_node *n, int axis, axis_job *j) {
+    j->outer = 1;
+    j->inner = 1;
+    for (int i = 0; i < axis; i++) j->outer *= n->shape.d[i];
+    for (int i = axis + 1; i < n->shape.ndim; i++) j->inner *= n->shape.d[i];
+    j->A = n->shape.d[axis];
+}
+
+/* Lines are indexed l in [0, outer*inner); element a of line l is at base + a*inner. */
+#define LINE_BASE(j, l) (((l) / (j)->inner) * (j)->A * (j)->inner + (l) % (j)->inner)
+
+static void log_softmax_lines(void *arg, int64_t lo, int64_t hi) {
+    axis_job *j = arg;
+    int64_t s = j->inner;
+    for (int64_t l = lo; l < hi; l++) {
+        const float *x = j->x + LINE_BASE(j, l);
+        float *y = j->y + LINE_BASE(j, l);
+        float m = -INFINITY;
+        for (int64_t a = 0; a < j->A; a++) m = x[a * s] > m ? x[a * s] : m;
+        float z = 0.0f;
+        for (int64_t a = 0; a < j->A; a++) z += expf(x[a * s] - m);
+        float lz = m + logf(z);
+        for (int64_t a = 0; a < j->A; a++) y[a * s] = x[a * s] - lz;
+    }
+}
+
+TG_CPU_KERNEL(cpu_log_softmax) {
+    const tg_node *n = ir_node(g, id);
+    axis_job j = {n, 0, 0, 0, in[0], NULL, out, 0};
+    axis_view(n, (int)n->ia[0], &j);
+    cpu_parallel(c, j.outer * j.inner, 1 + 8192 / (j.A + 1), log_softmax_lines, &j);
+}
+
+/* gx = gy - exp(y) * sum(gy) along the axis */
+static void log_softmax_grad_lines(void *arg, int64_t lo, int64_t hi) {
+    axis_job *j = arg;
+    int64_t s = j->inner;
+    for (int64_t l = lo; l < hi; l++) {
+        const float *y = j->x + LINE_BASE(j, l), *gy = j->gy + LINE_BASE(j, l);
+        float *gx = j->y + LINE_BASE(j, l);
+        float sg = 0.0f;
+        for (int64_t a = 0; a < j->A; a++) sg += gy[a * s];
+        for (int64_t a = 0; a < j->A; a++) gx[a * s] = gy[a * s] - expf(y[a * s]) * sg;
+    }
+}
+
+TG_CPU_KERNEL(cpu_log_softmax_grad) {
+    const tg_node *n = ir_node(g, id);
+    axis_job j = {n, 0, 0, 0, in[0], in[1], out, 0};
+    axis_view(n, (int)n->ia[0], &j);
+    cpu_parallel(c, j.outer * j.inner, 1 + 8192 / (j.A + 1), log_softmax_grad_lines, &j);
+}
+
+/* gx = y * (gy - sum(gy * y)) along the axis */
+static void softmax_grad_lines(void *arg, int64_t lo, int64_t hi) {
+    axis_job *j = arg;
+    int64_t s = j->inner;
+    for (int64_t l = lo; l < hi; l++) {
+        const float *y = j->x + LINE_BASE(j, l), *gy = j->gy + LINE_BASE(j, l);
+        float *gx = j->y + LINE_BASE(j, l);
+        float d = 0.0f;
+        for (int64_t a = 0; a < j->A; a++) d += gy[a * s] * y[a * s];
+        for (int64_t a = 0; a < j->A; a++) gx[a * s] = y[a * s] * (gy[a * s] - d);
+    }
+}
+
+TG_CPU_KERNEL(cpu_softmax_grad) {
+    const tg_node *n = ir_node(g, id);
+    axis_job j = {n, 0, 0, 0, in[0], in[1], out, 0};
+    axis_view(n, (int)n->ia[0], &j);
+    cpu_parallel(c, j.outer * j.inner, 1 + 8192 / (j.A + 1), softmax_grad_lines, &j);
+}
+
+/* Rows of [..., Tq, Tk]: row r is query i = r % Tq; keys j > i get 0. */
+static void softmax_causal_rows(void *arg, int64_t lo, int64_t hi) {
+    axis_job *j = arg;
+    int64_t Tk = j->A;
+    for (int64_t r = lo; r < hi; r++) {
+        const float *x = j->x + r * Tk;
+        float *y = j->y + r * Tk;
+        int64_t valid = r % j->Tq + 1;
+        if (valid > Tk) valid = Tk;
+        float m = -INFINITY;
+        for (int64_t a = 0; a < valid; a++) m = x[a] > m ? x[a] : m;
+        float z = 0.0f;
+        for (int64_t a = 0; a < valid; a++) z += (y[a] = expf(x[a] - m));
+        float inv = 1.0f / z;
+        for (int64_t a = 0; a < valid; a++) y[a] *= inv;
+        for (int64_t a = valid; a < Tk; a++) y[a] = 0.0f;
+    }
+}
+
+TG_CPU_KERNEL(cpu_softmax_causal) {
+    const tg_node *n = ir_node(g, id);
+    axis_job j = {n, 0, 0, 0, in[0], NULL, out, 0};
+    j.A = n->shape.d[n->shape.ndim - 1];
+    j.Tq = n->shape.d[n->shape.ndim - 2];
+    cpu_parallel(c, ir_numel(n) / (j.A ? j.A : 1), 1 + 8192 / (j.A + 1), softmax_causal_rows, &j);
+}
+
+static void where_causal_rows(void *arg, int64_t lo, int64_t hi) {
+    axis_job *j = arg;
+    float v = j->n->fa[0];
+    for (int64_t r = lo; r < hi; r++) {
+        const float *x = j->x + r * j->A;
+        float *y = j->y + r * j->A;
+        int64_t i = r % j->Tq;
+        for (int64_t a = 0; a < j->A; a++) y[a] = a > i ? v : x[a];
+    }
+}
+
+TG_CPU_KERNEL(cpu_where_causal) {
+    const tg_node *n = ir_node(g, id);
+    axis_job j = {n, 0, 0, 0, in[0], NULL, out, 0};
+    j.A = n->shape.d[n->shape.ndim - 1];
+    j.Tq = n->shape.d[n->shape.ndim - 2];
+    cpu_parallel(c, ir_numel(n) / (j.A ? j.A : 1), 1 + 8192 / (j.A + 1), where_causal_rows, &j);
+}

@@ -1,0 +1,63 @@
+/* What a compiled model is (a program) and what a backend must do with it
+ * (an engine). compile.c builds programs; session.c drives an engine. */
+#ifndef TG_ENGINE_H
+#define TG_ENGINE_H
+
+#include "ir/ir.h"
+#include "optim/optim.h"
+#include "plan/plan.h"
+
+/* A graph after trace, grad, optimizer and passes, with its buffer plan. */
+typedef struct {
+    tg_graph *g;
+    tg_plan plan;
+    int result;        /* the loss (training) or the forward output; -1 none */
+    int *param_grad;   /* per model param: grad node or -1 */
+    int n_params;
+    tg_writeback *wb;
+    int n_wb;
+    int hyper;         /* optimizer hyperparameter state node, -1 without optimizer */
+    void *impl;        /* the engine's compiled form */
+} tg_program;
+
+typedef struct {
+    tg_model *model;
+    tg_trace_fn fn;
+    void *user;
+    const tg_input_decl *inputs;
+    int n_inputs;
+    const tg_optim *optim; /* NULL: forward only, no gradients */
+    bool grads;            /* with optim == NULL: still compute param grads */
+    int64_t align;
+    const int64_t *param_offset;
+} tg_compile_req;
+
+tg_status program_build(const tg_compile_req *req, tg_program **out);
+void program_free(tg_program *p);
+
+/* A backend instance: a device plus the params arena that every program
+ * compiled on it shares. */
+typedef struct tg_engine tg_engine;
+typedef struct {
+    const char *name;
+    /* Allocates the program's arenas, prepares its kernels and computes its
+     * constants. */
+    tg_status (*compile)(tg_engine *e, tg_program *p);
+    void (*release)(tg_engine *e, tg_program *p);
+    /* Copies bytes into / out of an arena (p is ignored for the params arena). */
+    tg_status (*write)(tg_engine *e, tg_program *p, int arena, int64_t off, const void *src, int64_t bytes);
+    tg_status (*read)(tg_engine *e, tg_program *p, int arena, int64_t off, void *dst, int64_t bytes);
+    /* Runs every kernel of the program in order, then its writebacks. */
+    tg_status (*run)(tg_engine *e, tg_program *p);
+    void (*destroy)(tg_engine *e);
+} tg_engine_vt;
+
+struct tg_engine {
+    const tg_engine_vt *vt;
+    int refs;
+    int64_t align;         /* offsets in every arena are multiples of this */
+    int64_t params_bytes;
+};
+
+tg_status cpu_engine_new(int threads, int64_t params_bytes, tg_engine **out);
+#endif

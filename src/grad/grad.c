@@ -1,0 +1,66 @@
+/* Reverse-mode autograd: walks the forward nodes from the loss back to the
+ * leaves, calling each op's gradient rule and summing the cotangents of
+ * tensors with several consumers. Backward ops are appended to the same
+ * graph; work nobody needs (input gradients, frozen params) is left for DCE. */
+#include <stdlib.h>
+
+#include "rules.h"
+#include "../build/model.h"
+
+tg_status grad_append(tg_graph *g, int loss, int *param_grad) {
+    int n_fwd = g->n;
+    for (int p = 0; p < g->n_param_node; p++) param_grad[p] = -1;
+    if (loss < 0 || loss >= n_fwd) return tg_fail(TG_ERR_ARG, "grad: the loss is not a tensor of this graph");
+    const tg_node *L = &g->nodes[loss];
+    if (L->dtype != TG_F32 || ir_numel(L) != 1) {
+        char s[96];
+        return tg_fail(TG_ERR_SHAPE, "grad: the loss must be a single f32 value, got %s %s", tg_dtype_name(L->dtype),
+                       tg_shape_str(L->shape, s, sizeof s));
+    }
+
+    /* needs[i]: node i depends on a trainable param, so its cotangent matters. */
+    bool *needs = tg_calloc((size_t)n_fwd, sizeof(bool));
+    int *cot = tg_calloc((size_t)n_fwd, sizeof(int));
+    if (!needs || !cot) {
+        free(needs);
+        free(cot);
+        return tg_fail(TG_ERR_NOMEM, "grad: out of memory");
+    }
+    for (int i = 0; i < n_fwd; i++) {
+        const tg_node *n = &g->nodes[i];
+        cot[i] = -1;
+        if (n->op == TG_OP_PARAM) needs[i] = !g->model->params[n->param].frozen;
+        for (int k = 0; k < n->nin; k++) needs[i] |= needs[n->in[k]];
+        if (n->dtype != TG_F32) needs[i] = false;
+    }
+
+    tg_node one = {0};
+    one.op = TG_OP_CONST;
+    one.dtype = TG_F32;
+    one.shape = L->shape;
+    one.fa[0] = 1.0f;
+    one.file = __FILE__;
+    one.line = __LINE__;
+    cot[loss] = ir_add(g, &one);
+
+    for (int i = loss; i >= 0 && g->err == TG_OK; i--) {
+        const tg_node *n = &g->nodes[i];
+        if (cot[i] < 0 || !needs[i] || !tg_ops[n->op].grad) continue;
+        int gx[TG_MAX_IN] = {-1, -1, -1, -1};
+        tg_ops[n->op].grad(g, i, cot[i], gx);
+        n = &g->nodes[i]; /* the rule may have grown the node array */
+        for (int k = 0; k < n->nin; k++) {
+            int x = n->in[k];
+            if (gx[k] < 0 || !needs[x]) continue;
+            cot[x] = cot[x] < 0 ? gx[k] : ir_binary(g, TG_OP_ADD, cot[x], gx[k], IR_HERE);
+        }
+    }
+    for (int i = 0; i < n_fwd; i++) {
+        const tg_node *n = &g->nodes[i];
+        if (n->op == TG_OP_PARAM && needs[i]) param_grad[n->param] = cot[i];
+    }
+    free(needs);
+    free(cot);
+    if (g->err != TG_OK) return tg_fail(g->err, "grad: %s", g->errmsg);
+    return TG_OK;
+}

@@ -1,0 +1,29 @@
+/* Gradient rules (rules.c), referenced by the op table. */
+#ifndef TG_GRAD_RULES_H
+#define TG_GRAD_RULES_H
+#include "../ir/ir.h"
+
+void grad_add(tg_graph *g, int id, int gy, int *gx);
+void grad_sub(tg_graph *g, int id, int gy, int *gx);
+void grad_mul(tg_graph *g, int id, int gy, int *gx);
+void grad_div(tg_graph *g, int id, int gy, int *gx);
+void grad_neg(tg_graph *g, int id, int gy, int *gx);
+void grad_sqrt(tg_graph *g, int id, int gy, int *gx);
+void grad_rsqrt(tg_graph *g, int id, int gy, int *gx);
+void grad_log(tg_graph *g, int id, int gy, int *gx);
+void grad_exp(tg_graph *g, int id, int gy, int *gx);
+void grad_relu(tg_graph *g, int id, int gy, int *gx);
+void grad_where(tg_graph *g, int id, int gy, int *gx);
+void grad_sum(tg_graph *g, int id, int gy, int *gx);
+void grad_reshape(tg_graph *g, int id, int gy, int *gx);
+void grad_permute(tg_graph *g, int id, int gy, int *gx);
+void grad_broadcast(tg_graph *g, int id, int gy, int *gx);
+void grad_matmul(tg_graph *g, int id, int gy, int *gx);
+void grad_log_softmax(tg_graph *g, int id, int gy, int *gx);
+void grad_softmax_causal(tg_graph *g, int id, int gy, int *gx);
+void grad_where_causal(tg_graph *g, int id, int gy, int *gx);
+
+/* Appends the backward pass of scalar `loss` to g. param_grad[p] receives
+ * the node holding d loss / d param p (-1 if p is frozen or unused). */
+tg_status grad_append(tg_graph *g, int loss, int *param_grad);
+#endif

@@ -1,0 +1,101 @@
+/* Internal node builders shared by the public op builders, the gradient
+ * rules and the optimizer. Each fills a proto node and goes through ir_add,
+ * so every node, forward or backward, passes its shape rule. */
+#include <string.h>
+
+#include "ir.h"
+
+static tg_node proto(tg_opcode op, const char *file, int line) {
+    tg_node n;
+    memset(&n, 0, sizeof n);
+    n.op = op;
+    n.nin = tg_ops[op].arity;
+    n.file = file;
+    n.line = line;
+    n.param = -1;
+    return n;
+}
+
+int ir_leaf(tg_graph *g, tg_opcode op, const char *name, tg_dtype dt, tg_shape s, const char *file, int line) {
+    tg_node n = proto(op, file, line);
+    n.name = (char *)name;
+    n.dtype = dt;
+    n.shape = s;
+    return ir_add(g, &n);
+}
+
+int ir_unary(tg_graph *g, tg_opcode op, int x, const char *file, int line) {
+    tg_node n = proto(op, file, line);
+    n.in[0] = x;
+    return ir_add(g, &n);
+}
+
+int ir_binary(tg_graph *g, tg_opcode op, int a, int b, const char *file, int line) {
+    tg_node n = proto(op, file, line);
+    n.in[0] = a;
+    n.in[1] = b;
+    return ir_add(g, &n);
+}
+
+int ir_scalar(tg_graph *g, float v, const char *file, int line) {
+    tg_node n = proto(TG_OP_CONST, file, line);
+    n.dtype = TG_F32;
+    n.shape = (tg_shape){0, {0}};
+    n.fa[0] = v;
+    return ir_add(g, &n);
+}
+
+int ir_reduce_sum(tg_graph *g, int x, unsigned axes_mask, const char *file, int line) {
+    tg_node n = proto(TG_OP_SUM, file, line);
+    n.in[0] = x;
+    n.ia[0] = axes_mask;
+    return ir_add(g, &n);
+}
+
+int ir_reshape(tg_graph *g, int x, tg_shape s, const char *file, int line) {
+    if (x < 0) return -1;
+    if (shape_eq(g->nodes[x].shape, s)) return x;
+    tg_node n = proto(TG_OP_RESHAPE, file, line);
+    n.in[0] = x;
+    n.shape = s;
+    return ir_add(g, &n);
+}
+
+int ir_permute(tg_graph *g, int x, tg_shape perm, const char *file, int line) {
+    tg_node n = proto(TG_OP_PERMUTE, file, line);
+    n.in[0] = x;
+    for (int i = 0; i < perm.ndim; i++) n.ia[i] = perm.d[i];
+    n.ia[7] = perm.ndim;
+    return ir_add(g, &n);
+}
+
+/* Sums the axes that broadcasting added or stretched so x gets shape s. */
+int ir_sum_to_shape(tg_graph *g, int x, tg_shape s, const char *file, int line) {
+    if (x < 0) return -1;
+    tg_shape xs = g->nodes[x].shape;
+    if (shape_eq(xs, s)) return x;
+    tg_node err = proto(TG_OP_SUM, file, line);
+    err.api = "sum_to_shape";
+    tg_shape r;
+    if (s.ndim > xs.ndim || !shape_broadcast(s, xs, &r) || !shape_eq(r, xs)) {
+        char a[96], b[96];
+        ir_fail(g, &err, "cannot sum %s down to %s", tg_shape_str(xs, a, sizeof a), tg_shape_str(s, b, sizeof b));
+        return -1;
+    }
+    unsigned mask = 0;
+    for (int i = 0; i < xs.ndim; i++) {
+        int j = s.ndim - xs.ndim + i;
+        if (j < 0 || (s.d[j] == 1 && xs.d[i] != 1)) mask |= 1u << i;
+    }
+    int r_id = mask ? ir_reduce_sum(g, x, mask, file, line) : x;
+    return ir_reshape(g, r_id, s, file, line);
+}
+
+int ir_matmul(tg_graph *g, int a, int b, bool ta, bool tb, const char *file, int line) {
+    tg_node n = proto(TG_OP_MATMUL, file, line);
+    n.in[0] = a;
+    n.in[1] = b;
+    n.ia[0] = ta;
+    n.ia[1] = tb;
+    return ir_add(g, &n);
+}

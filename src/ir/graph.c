@@ -1,0 +1,211 @@
+/* Graph storage, node creation (every node passes its op's shape rule), error
+ * recording, shape helpers and the printer. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir.h"
+#include "../build/model.h"
+
+size_t tg_dtype_size(tg_dtype dt) { (void)dt; return 4; }
+
+const char *tg_dtype_name(tg_dtype dt) {
+    switch (dt) {
+    case TG_F32: return "f32";
+    case TG_I32: return "i32";
+    case TG_BOOL: return "bool";
+    }
+    return "?";
+}
+
+int64_t tg_shape_numel(tg_shape s) {
+    int64_t n = 1;
+    for (int i = 0; i < s.ndim; i++) n *= s.d[i];
+    return n;
+}
+
+int64_t ir_numel(const tg_node *n) { return tg_shape_numel(n->shape); }
+
+char *tg_shape_str(tg_shape s, char *buf, size_t n) {
+    size_t k = 0;
+    k += (size_t)snprintf(buf + k, k < n ? n - k : 0, "[");
+    for (int i = 0; i < s.ndim; i++)
+        k += (size_t)snprintf(buf + k, k < n ? n - k : 0, i ? ",%lld" : "%lld", (long long)s.d[i]);
+    snprintf(buf + k, k < n ? n - k : 0, "]");
+    return buf;
+}
+
+bool shape_eq(tg_shape a, tg_shape b) {
+    if (a.ndim != b.ndim) return false;
+    for (int i = 0; i < a.ndim; i++)
+        if (a.d[i] != b.d[i]) return false;
+    return true;
+}
+
+bool shape_broadcast(tg_shape a, tg_shape b, tg_shape *out) {
+    tg_shape r = {a.ndim > b.ndim ? a.ndim : b.ndim, {0}};
+    for (int i = 0; i < r.ndim; i++) {
+        int ia = a.ndim - r.ndim + i, ib = b.ndim - r.ndim + i;
+        int64_t da = ia >= 0 ? a.d[ia] : 1, db = ib >= 0 ? b.d[ib] : 1;
+        if (da != db && da != 1 && db != 1) return false;
+        r.d[i] = da == 1 ? db : da;
+    }
+    *out = r;
+    return true;
+}
+
+void shape_strides(tg_shape s, int64_t *st) {
+    int64_t acc = 1;
+    for (int i = s.ndim - 1; i >= 0; i--) {
+        st[i] = acc;
+        acc *= s.d[i];
+    }
+}
+
+void shape_bcast_strides(tg_shape in, tg_shape out, int64_t *st) {
+    int64_t own[TG_MAX_DIMS];
+    shape_strides(in, own);
+    for (int i = 0; i < out.ndim; i++) {
+        int j = in.ndim - out.ndim + i;
+        st[i] = (j < 0 || in.d[j] == 1) ? 0 : own[j];
+    }
+}
+
+tg_graph *ir_graph_new(tg_model *m) {
+    tg_graph *g = tg_calloc(1, sizeof *g);
+    if (!g) return NULL;
+    g->model = m;
+    g->n_param_node = m ? tg_model_param_count(m) : 0;
+    g->param_node = tg_calloc((size_t)g->n_param_node + 1, sizeof(int));
+    if (!g->param_node) {
+        free(g);
+        return NULL;
+    }
+    for (int i = 0; i < g->n_param_node; i++) g->param_node[i] = -1;
+    return g;
+}
+
+tg_graph *tg_graph_new(tg_model *m) { return ir_graph_new(m); }
+
+void tg_graph_free(tg_graph *g) {
+    if (!g) return;
+    for (int i = 0; i < g->n; i++) {
+        free(g->nodes[i].name);
+        free(g->nodes[i].data);
+    }
+    free(g->nodes);
+    free(g->param_node);
+    free(g);
+}
+
+tg_graph *ir_graph_clone(const tg_graph *src) {
+    tg_graph *g = ir_graph_new(src->model);
+    if (!g) return NULL;
+    g->nodes = tg_calloc((size_t)src->n + 1, sizeof(tg_node));
+    if (!g->nodes) {
+        tg_graph_free(g);
+        return NULL;
+    }
+    g->cap = src->n + 1;
+    for (int i = 0; i < src->n; i++) {
+        tg_node n = src->nodes[i];
+        n.name = n.name ? tg_strdup(n.name) : NULL;
+        if (n.data) {
+            float *d = malloc((size_t)ir_numel(&n) * sizeof(float));
+            if (d) memcpy(d, src->nodes[i].data, (size_t)ir_numel(&n) * sizeof(float));
+            n.data = d;
+        }
+        g->nodes[g->n++] = n;
+    }
+    memcpy(g->param_node, src->param_node, sizeof(int) * (size_t)src->n_param_node);
+    g->err = src->err;
+    memcpy(g->errmsg, src->errmsg, sizeof g->errmsg);
+    return g;
+}
+
+tg_status tg_graph_status(const tg_graph *g) { return g ? g->err : TG_ERR_ARG; }
+const char *tg_graph_error(const tg_graph *g) { return g ? g->errmsg : "no graph"; }
+int tg_graph_node_count(const tg_graph *g) { return g ? g->n : 0; }
+
+static const char *base_name(const char *path) {
+    const char *s = path ? strrchr(path, '/') : NULL;
+    return s ? s + 1 : (path ? path : "?");
+}
+
+void ir_fail(tg_graph *g, const tg_node *n, const char *fmt, ...) {
+    if (g->err != TG_OK) return; /* keep the first error: later ones are consequences */
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    g->err = TG_ERR_SHAPE;
+    snprintf(g->errmsg, sizeof g->errmsg, "tg_%s: %s (%s:%d)", n->api ? n->api : tg_ops[n->op].name, msg,
+             base_name(n->file), n->line);
+}
+
+int ir_add(tg_graph *g, const tg_node *proto) {
+    if (!g) return -1;
+    for (int i = 0; i < proto->nin; i++)
+        if (proto->in[i] < 0 || proto->in[i] >= g->n) return -1;
+    if (g->n == g->cap) {
+        int cap = g->cap ? g->cap * 2 : 64;
+        tg_node *nodes = tg_realloc(g->nodes, (size_t)cap * sizeof(tg_node));
+        if (!nodes) {
+            if (g->err == TG_OK) {
+                g->err = TG_ERR_NOMEM;
+                snprintf(g->errmsg, sizeof g->errmsg, "out of memory growing the graph");
+            }
+            return -1;
+        }
+        g->nodes = nodes;
+        g->cap = cap;
+    }
+    tg_node n = *proto;
+    n.name = NULL;
+    n.data = NULL;
+    if (!tg_ops[n.op].shape(g, &n)) return -1;
+    for (int i = 0; i < n.shape.ndim; i++) {
+        if (n.shape.d[i] < 0) {
+            ir_fail(g, &n, "negative dimension %lld", (long long)n.shape.d[i]);
+            return -1;
+        }
+    }
+    if (proto->name && !(n.name = tg_strdup(proto->name))) return -1;
+    if (proto->data) {
+        size_t bytes = (size_t)ir_numel(&n) * sizeof(float);
+        if (!(n.data = malloc(bytes ? bytes : 4))) {
+            free(n.name);
+            return -1;
+        }
+        memcpy(n.data, proto->data, bytes);
+    }
+    g->nodes[g->n] = n;
+    return g->n++;
+}
+
+void tg_graph_print(const tg_graph *g, void *file) {
+    FILE *f = file ? file : stdout;
+    char buf[96];
+    for (int i = 0; i < g->n; i++) {
+        const tg_node *n = &g->nodes[i];
+        fprintf(f, "%%%-4d = %-16s %-4s %-18s", i, tg_ops[n->op].name, tg_dtype_name(n->dtype),
+                tg_shape_str(n->shape, buf, sizeof buf));
+        for (int k = 0; k < n->nin; k++) fprintf(f, " %%%d", n->in[k]);
+        if (n->name) fprintf(f, "  \"%s\"", n->name);
+        fprintf(f, "\n");
+    }
+}
+
+tg_shape tg_tensor_shape(tg_tensor t) {
+    if (!t.g || t.id < 0 || t.id >= t.g->n) return (tg_shape){0, {0}};
+    return t.g->nodes[t.id].shape;
+}
+
+tg_dtype tg_tensor_dtype(tg_tensor t) {
+    if (!t.g || t.id < 0 || t.id >= t.g->n) return TG_F32;
+    return t.g->nodes[t.id].dtype;
+}
+
+bool tg_tensor_ok(tg_tensor t) { return t.g && t.id >= 0 && t.id < t.g->n; }

@@ -1,0 +1,78 @@
+/* The op table: one row per op, read by every stage. A row names the op (as
+ * the public builder tg_<name> spells it), its arity and flags, its shape rule
+ * (ir/shape.c), gradient rule (grad/rules.c) and CPU kernel (cpu/kernels*.c).
+ *
+ * Attributes, per op (tg_node.ia / .fa):
+ *   param/input/state  name; state: fa[0] initial value
+ *   const              fa[0] fill value, or data[] literal values
+ *   arange             ia[0] length
+ *   cast               ia[0] target dtype
+ *   sum                ia[0] bitmask of reduced axes (kept as size 1)
+ *   permute            ia[0..nd) the permutation, ia[7] its length
+ *   reshape/broadcast  the target shape is the node's shape
+ *   matmul             ia[0] a transposed, ia[1] b transposed
+ *   one_hot            ia[0] depth
+ *   log_softmax(_grad), softmax_grad  ia[0] axis
+ *   where_causal       fa[0] the fill value
+ *   adam_m / adam_v    fa[0] beta1 / beta2
+ *   adam_p             fa[0] eps, ia[0] apply weight decay; in[3] = hyper [lr, lrt, shrink]
+ *   sgd_v              fa[0] momentum, fa[1] L2 decay; in = (v, g, p, hyper)
+ *   sgd_p              fa[0] momentum, fa[1] L2 decay, ia[0] nesterov, ia[1] has momentum;
+ *                      in = (p, g, v_new or p, hyper) */
+#include "ir.h"
+#include "shape.h"
+#include "../grad/rules.h"
+#include "../cpu/kernels.h"
+
+#define LEAF TG_OPF_LEAF
+#define EW TG_OPF_ELEMWISE
+#define EWI (TG_OPF_ELEMWISE | TG_OPF_INPLACE)
+
+const tg_opinfo tg_ops[TG_OP_COUNT] = {
+    [TG_OP_PARAM]   = {"param",   0, LEAF, shape_leaf, NULL, NULL},
+    [TG_OP_INPUT]   = {"input",   0, LEAF, shape_leaf, NULL, NULL},
+    [TG_OP_STATE]   = {"state",   0, LEAF, shape_leaf, NULL, NULL},
+    [TG_OP_CONST]   = {"constant", 0, LEAF | TG_OPF_CONSTANT, shape_leaf, NULL, cpu_const},
+    [TG_OP_ARANGE]  = {"arange",  0, LEAF | TG_OPF_CONSTANT, shape_arange, NULL, cpu_arange},
+
+    [TG_OP_ADD]     = {"add",     2, EWI, shape_binary, grad_add, cpu_binary},
+    [TG_OP_SUB]     = {"sub",     2, EWI, shape_binary, grad_sub, cpu_binary},
+    [TG_OP_MUL]     = {"mul",     2, EWI, shape_binary, grad_mul, cpu_binary},
+    [TG_OP_DIV]     = {"div",     2, EWI, shape_binary, grad_div, cpu_binary},
+    [TG_OP_LESS]    = {"less",    2, EWI, shape_binary, NULL, cpu_binary},
+    [TG_OP_GREATER] = {"greater", 2, EWI, shape_binary, NULL, cpu_binary},
+
+    [TG_OP_NEG]     = {"neg",     1, EWI, shape_unary_f32, grad_neg, cpu_unary},
+    [TG_OP_SQRT]    = {"sqrt",    1, EWI, shape_unary_f32, grad_sqrt, cpu_unary},
+    [TG_OP_RSQRT]   = {"rsqrt",   1, EWI, shape_unary_f32, grad_rsqrt, cpu_unary},
+    [TG_OP_LOG]     = {"log",     1, EWI, shape_unary_f32, grad_log, cpu_unary},
+    [TG_OP_EXP]     = {"exp",     1, EWI, shape_unary_f32, grad_exp, cpu_unary},
+    [TG_OP_RELU]    = {"relu",    1, EWI, shape_unary_f32, grad_relu, cpu_unary},
+    [TG_OP_CAST]    = {"cast",    1, EWI, shape_cast, NULL, cpu_cast},
+
+    [TG_OP_WHERE]   = {"where",   3, EW, shape_where, grad_where, cpu_where},
+
+    [TG_OP_SUM]     = {"sum",     1, 0, shape_sum, grad_sum, cpu_sum},
+
+    [TG_OP_RESHAPE]   = {"reshape",   1, TG_OPF_VIEW, shape_reshape, grad_reshape, NULL},
+    [TG_OP_PERMUTE]   = {"permute",   1, 0, shape_permute, grad_permute, cpu_permute},
+    [TG_OP_BROADCAST] = {"broadcast_to", 1, 0, shape_broadcast_to, grad_broadcast, cpu_broadcast},
+
+    [TG_OP_MATMUL]  = {"matmul",  2, 0, shape_matmul, grad_matmul, cpu_matmul},
+
+    [TG_OP_ONE_HOT] = {"one_hot", 1, 0, shape_one_hot, NULL, cpu_one_hot},
+
+    [TG_OP_LOG_SOFTMAX]    = {"log_softmax",    1, 0, shape_axis_f32, grad_log_softmax, cpu_log_softmax},
+    [TG_OP_SOFTMAX_CAUSAL] = {"softmax_causal", 1, 0, shape_causal, grad_softmax_causal, cpu_softmax_causal},
+    [TG_OP_WHERE_CAUSAL]   = {"where_causal",   1, TG_OPF_INPLACE, shape_causal, grad_where_causal, cpu_where_causal},
+
+    [TG_OP_RELU_GRAD]        = {"relu_grad",        2, EWI, shape_same, NULL, cpu_relu_grad},
+    [TG_OP_LOG_SOFTMAX_GRAD] = {"log_softmax_grad", 2, 0, shape_axis_f32, NULL, cpu_log_softmax_grad},
+    [TG_OP_SOFTMAX_GRAD]     = {"softmax_grad",     2, 0, shape_axis_f32, NULL, cpu_softmax_grad},
+
+    [TG_OP_ADAM_M]  = {"adam_m",  2, EWI, shape_same, NULL, cpu_adam_m},
+    [TG_OP_ADAM_V]  = {"adam_v",  2, EWI, shape_same, NULL, cpu_adam_v},
+    [TG_OP_ADAM_P]  = {"adam_p",  4, EWI, shape_same, NULL, cpu_adam_p},
+    [TG_OP_SGD_V]   = {"sgd_v",   4, EWI, shape_same, NULL, cpu_sgd_v},
+    [TG_OP_SGD_P]   = {"sgd_p",   4, EWI, shape_same, NULL, cpu_sgd_p},
+};

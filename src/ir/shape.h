@@ -1,0 +1,21 @@
+/* Shape rules (shape.c), referenced by the op table. */
+#ifndef TG_SHAPE_H
+#define TG_SHAPE_H
+#include "ir.h"
+
+bool shape_leaf(tg_graph *g, tg_node *n);
+bool shape_arange(tg_graph *g, tg_node *n);
+bool shape_binary(tg_graph *g, tg_node *n);
+bool shape_unary_f32(tg_graph *g, tg_node *n);
+bool shape_same(tg_graph *g, tg_node *n);
+bool shape_cast(tg_graph *g, tg_node *n);
+bool shape_where(tg_graph *g, tg_node *n);
+bool shape_sum(tg_graph *g, tg_node *n);
+bool shape_reshape(tg_graph *g, tg_node *n);
+bool shape_permute(tg_graph *g, tg_node *n);
+bool shape_broadcast_to(tg_graph *g, tg_node *n);
+bool shape_matmul(tg_graph *g, tg_node *n);
+bool shape_one_hot(tg_graph *g, tg_node *n);
+bool shape_axis_f32(tg_graph *g, tg_node *n);
+bool shape_causal(tg_graph *g, tg_node *n);
+#endif

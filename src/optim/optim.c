@@ -1,0 +1,178 @@
+/* Adam, AdamW and SGD as graph ops, plus global gradient clipping and
+ * per-param gradient normalization. Semantics follow upstream tensorgrad
+ * (see the brief): the bias correction is folded into lrt on the host, so
+ * eps is not bias-corrected. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "optim.h"
+#include "../build/model.h"
+
+tg_optim tg_adam(tg_lr lr) {
+    tg_optim o = {0};
+    o.kind = TG_OPT_ADAM;
+    o.lr = lr;
+    o.beta1 = 0.9f;
+    o.beta2 = 0.999f;
+    o.eps = 1e-8f;
+    return o;
+}
+
+tg_optim tg_adamw(tg_lr lr, float wd) {
+    tg_optim o = tg_adam(lr);
+    o.kind = TG_OPT_ADAMW;
+    o.weight_decay = wd;
+    return o;
+}
+
+tg_optim tg_sgd(tg_lr lr, float momentum, bool nesterov, float wd) {
+    tg_optim o = {0};
+    o.kind = TG_OPT_SGD;
+    o.lr = lr;
+    o.momentum = momentum;
+    o.nesterov = nesterov;
+    o.weight_decay = wd;
+    return o;
+}
+
+static int node4(tg_graph *g, tg_opcode op, int a, int b, int c, int d) {
+    tg_node n = {0};
+    n.op = op;
+    n.nin = tg_ops[op].arity;
+    n.in[0] = a;
+    n.in[1] = b;
+    n.in[2] = c;
+    n.in[3] = d;
+    n.file = __FILE__;
+    n.line = __LINE__;
+    return ir_add(g, &n);
+}
+
+static int state(tg_graph *g, const char *param, const char *what, tg_shape s) {
+    char name[300];
+    snprintf(name, sizeof name, "opt.%s.%s", param, what);
+    return ir_leaf(g, TG_OP_STATE, name, TG_F32, s, IR_HERE);
+}
+
+/* sum(g * g) over every element, as a scalar. */
+static int sumsq(tg_graph *g, int x) {
+    int sq = ir_binary(g, TG_OP_MUL, x, x, IR_HERE);
+    unsigned mask = (1u << g->nodes[x].shape.ndim) - 1;
+    int s = mask ? ir_reduce_sum(g, sq, mask, IR_HERE) : sq;
+    return ir_reshape(g, s, (tg_shape){0, {0}}, IR_HERE);
+}
+
+static tg_status set_node(tg_graph *g, int id, int op_slot, float f0, float f1, int i0, int i1) {
+    (void)op_slot;
+    if (id < 0) return g->err;
+    tg_node *n = &g->nodes[id];
+    n->fa[0] = f0;
+    n->fa[1] = f1;
+    n->ia[0] = i0;
+    n->ia[1] = i1;
+    return TG_OK;
+}
+
+tg_status optim_append(tg_graph *g, const tg_optim *o, const int *param_grad, tg_writeback **wb_out, int *n_wb) {
+    *wb_out = NULL;
+    *n_wb = 0;
+    if (o->kind == TG_OPT_NONE) return TG_OK;
+    if ((unsigned)o->kind > TG_OPT_SGD) return tg_fail(TG_ERR_ARG, "optimizer: unknown kind %d", (int)o->kind);
+    int np = g->n_param_node;
+    int *grad = tg_calloc((size_t)np + 1, sizeof(int));
+    tg_writeback *wb = tg_calloc((size_t)np * 3 + 1, sizeof *wb);
+    if (!grad || !wb) {
+        free(grad);
+        free(wb);
+        return tg_fail(TG_ERR_NOMEM, "optimizer: out of memory");
+    }
+    memcpy(grad, param_grad, sizeof(int) * (size_t)np);
+    int hyper = ir_leaf(g, TG_OP_STATE, TG_HYPER_NAME, TG_F32, (tg_shape){1, {TG_HYPER_N}}, IR_HERE);
+
+    if (o->normalize_grads) {
+        for (int p = 0; p < np; p++) {
+            if (grad[p] < 0) continue;
+            int norm = ir_unary(g, TG_OP_SQRT, sumsq(g, grad[p]), IR_HERE);
+            int den = ir_binary(g, TG_OP_ADD, norm, ir_scalar(g, 1e-8f, IR_HERE), IR_HERE);
+            grad[p] = ir_binary(g, TG_OP_DIV, grad[p], den, IR_HERE);
+        }
+    }
+    if (o->clip_grad_norm > 0) {
+        int total = -1;
+        for (int p = 0; p < np; p++) {
+            if (grad[p] < 0) continue;
+            int s = sumsq(g, grad[p]);
+            total = total < 0 ? s : ir_binary(g, TG_OP_ADD, total, s, IR_HERE);
+        }
+        if (total >= 0) {
+            /* scale = min(max_norm / (norm + 1e-6), 1) */
+            int norm = ir_unary(g, TG_OP_SQRT, total, IR_HERE);
+            int den = ir_binary(g, TG_OP_ADD, norm, ir_scalar(g, 1e-6f, IR_HERE), IR_HERE);
+            int r = ir_binary(g, TG_OP_DIV, ir_scalar(g, o->clip_grad_norm, IR_HERE), den, IR_HERE);
+            int one = ir_scalar(g, 1.0f, IR_HERE);
+            tg_node w = {0};
+            w.op = TG_OP_WHERE;
+            w.nin = 3;
+            w.in[0] = ir_binary(g, TG_OP_LESS, r, one, IR_HERE);
+            w.in[1] = r;
+            w.in[2] = one;
+            w.file = __FILE__;
+            w.line = __LINE__;
+            int scale = ir_add(g, &w);
+            for (int p = 0; p < np; p++)
+                if (grad[p] >= 0) grad[p] = ir_binary(g, TG_OP_MUL, grad[p], scale, IR_HERE);
+        }
+    }
+
+    int k = 0;
+    for (int p = 0; p < np && g->err == TG_OK; p++) {
+        if (grad[p] < 0) continue;
+        const tg_param_decl *d = &g->model->params[p];
+        int pn = g->param_node[p];
+        if (o->kind == TG_OPT_ADAM || o->kind == TG_OPT_ADAMW) {
+            int m = state(g, d->name, "m", d->shape), v = state(g, d->name, "v", d->shape);
+            int m2 = node4(g, TG_OP_ADAM_M, m, grad[p], -1, -1);
+            set_node(g, m2, 0, o->beta1, 0, 0, 0);
+            int v2 = node4(g, TG_OP_ADAM_V, v, grad[p], -1, -1);
+            set_node(g, v2, 0, o->beta2, 0, 0, 0);
+            int p2 = node4(g, TG_OP_ADAM_P, pn, m2, v2, hyper);
+            set_node(g, p2, 0, o->eps, 0, o->kind == TG_OPT_ADAMW && d->decay, 0);
+            wb[k++] = (tg_writeback){m2, m};
+            wb[k++] = (tg_writeback){v2, v};
+            wb[k++] = (tg_writeback){p2, pn};
+        } else {
+            int vel = pn;
+            if (o->momentum > 0) {
+                int v = state(g, d->name, "momentum", d->shape);
+                vel = node4(g, TG_OP_SGD_V, v, grad[p], pn, hyper);
+                set_node(g, vel, 0, o->momentum, o->weight_decay, 0, 0);
+                wb[k++] = (tg_writeback){vel, v};
+            }
+            int p2 = node4(g, TG_OP_SGD_P, pn, grad[p], vel, hyper);
+            set_node(g, p2, 0, o->momentum, o->weight_decay, o->nesterov, o->momentum > 0);
+            wb[k++] = (tg_writeback){p2, pn};
+        }
+    }
+    free(grad);
+    if (g->err != TG_OK) {
+        free(wb);
+        return tg_fail(g->err, "optimizer: %s", g->errmsg);
+    }
+    *wb_out = wb;
+    *n_wb = k;
+    return TG_OK;
+}
+
+void optim_hyper(const tg_optim *o, const tg_lr *lr, int64_t t, int64_t s, float *h) {
+    float lr_t = tg_lr_at(lr, s);
+    memset(h, 0, sizeof(float) * TG_HYPER_N);
+    h[TG_HYPER_LR] = lr_t;
+    h[TG_HYPER_SHRINK] = 1.0f;
+    if (o->kind == TG_OPT_ADAM || o->kind == TG_OPT_ADAMW) {
+        double bc1 = 1.0 - pow(o->beta1, (double)t), bc2 = 1.0 - pow(o->beta2, (double)t);
+        h[TG_HYPER_LRT] = (float)(lr_t * sqrt(bc2) / bc1);
+        if (o->kind == TG_OPT_ADAMW) h[TG_HYPER_SHRINK] = 1.0f - lr_t * o->weight_decay;
+    }
+}

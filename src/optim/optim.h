@@ -1,0 +1,24 @@
+/* In-graph optimizers: the update ops are appended to the training graph and
+ * their results written back to params and state at the end of each step. */
+#ifndef TG_OPTIM_H
+#define TG_OPTIM_H
+#include "../ir/ir.h"
+
+/* An end-of-step copy: node src's value becomes leaf dst's (a param or a
+ * state) for the next step. The planner makes most of these free by
+ * computing src in dst's memory. */
+typedef struct {
+    int src, dst;
+} tg_writeback;
+
+#define TG_HYPER_NAME "opt.hyper"
+enum { TG_HYPER_LR, TG_HYPER_LRT, TG_HYPER_SHRINK, TG_HYPER_N = 4 };
+
+/* Appends clipping/normalization and the update of every param that has a
+ * gradient. *wb receives a malloc'd writeback list. */
+tg_status optim_append(tg_graph *g, const tg_optim *o, const int *param_grad, tg_writeback **wb, int *n_wb);
+
+/* The hyperparameter vector for global step t (from 1), with the schedule
+ * evaluated at schedule step s. */
+void optim_hyper(const tg_optim *o, const tg_lr *lr, int64_t t, int64_t s, float *hyper);
+#endif

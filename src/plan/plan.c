@@ -1,0 +1,308 @@
+/* The buffer planner (see plan.h): storage classes, categories, liveness,
+ * offsets, and a self-check. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan.h"
+#include "../build/model.h"
+
+static int64_t align_up(int64_t x, int64_t a) { return (x + a - 1) & ~(a - 1); }
+
+const char *plan_kind_name(tg_buf_kind k) {
+    static const char *names[] = {"param", "state", "input", "const", "grad", "output", "scratch"};
+    return (unsigned)k <= TG_BUF_SCRATCH ? names[k] : "?";
+}
+
+bool plan_runs(const tg_graph *g, int i) {
+    unsigned f = tg_ops[g->nodes[i].op].flags;
+    return !(f & (TG_OPF_LEAF | TG_OPF_VIEW | TG_OPF_CONSTANT));
+}
+
+int64_t plan_param_layout(const tg_model *m, int64_t align, int64_t *offsets) {
+    int64_t off = 0;
+    for (int p = 0; p < tg_model_param_count(m); p++) {
+        offsets[p] = off;
+        off = align_up(off + tg_shape_numel(m->params[p].shape) * 4, align);
+    }
+    return off;
+}
+
+/* union-find over node ids; the root is always the class's earliest node */
+static int find(int *parent, int x) {
+    while (parent[x] != x) x = parent[x] = parent[parent[x]];
+    return x;
+}
+static void unite(int *parent, int a, int b) {
+    a = find(parent, a);
+    b = find(parent, b);
+    if (a < b) parent[b] = a;
+    else if (b < a) parent[a] = b;
+}
+
+typedef struct {
+    int root;
+    int64_t bytes;
+} cls_size;
+
+static int by_size_desc(const void *x, const void *y) {
+    const cls_size *a = x, *b = y;
+    if (a->bytes != b->bytes) return a->bytes > b->bytes ? -1 : 1;
+    return a->root - b->root;
+}
+
+typedef struct {
+    int64_t off, end;
+} range;
+
+static int by_off(const void *x, const void *y) {
+    const range *a = x, *b = y;
+    return a->off < b->off ? -1 : a->off > b->off;
+}
+
+tg_status plan_build(const tg_graph *g, const tg_plan_req *req, tg_plan *out) {
+    memset(out, 0, sizeof *out);
+    int n = g->n;
+    int64_t A = req->align;
+    out->n = n;
+    out->align = A;
+    out->slot = tg_calloc((size_t)n + 1, sizeof(tg_slot));
+    out->wb_free = tg_calloc((size_t)req->n_wb + 1, sizeof(bool));
+    int *parent = tg_calloc((size_t)n + 1, sizeof(int));
+    int *last = tg_calloc((size_t)n + 1, sizeof(int));  /* per class root: last use */
+    int *kind = tg_calloc((size_t)n + 1, sizeof(int));  /* per class root */
+    cls_size *order = tg_calloc((size_t)n + 1, sizeof(cls_size));
+    range *busy = tg_calloc((size_t)n + 1, sizeof(range));
+    if (!out->slot || !out->wb_free || !parent || !last || !kind || !order || !busy) {
+        free(parent), free(last), free(kind), free(order), free(busy);
+        plan_free(out);
+        return tg_fail(TG_ERR_NOMEM, "plan: out of memory");
+    }
+
+    /* 1. Own category of each node. */
+    int *own = kind; /* reuse: own kind per node first, then per class */
+    for (int i = 0; i < n; i++) {
+        const tg_node *nd = &g->nodes[i];
+        parent[i] = i;
+        own[i] = nd->op == TG_OP_PARAM ? TG_BUF_PARAM
+                 : nd->op == TG_OP_STATE ? TG_BUF_STATE
+                 : nd->op == TG_OP_INPUT ? TG_BUF_INPUT
+                 : (tg_ops[nd->op].flags & TG_OPF_CONSTANT) ? TG_BUF_CONST
+                                                            : TG_BUF_SCRATCH;
+        out->naive_bytes += ir_numel(nd) * 4 > 4 ? ir_numel(nd) * 4 : 4;
+    }
+    for (int p = 0; p < req->n_params; p++)
+        if (req->param_grad[p] >= 0 && own[req->param_grad[p]] == TG_BUF_SCRATCH) own[req->param_grad[p]] = TG_BUF_GRAD;
+    for (int o = 0; o < req->n_outputs; o++)
+        if (req->outputs[o] >= 0 && own[req->outputs[o]] == TG_BUF_SCRATCH) own[req->outputs[o]] = TG_BUF_OUTPUT;
+
+    /* 2. Views join their input's class. */
+    for (int i = 0; i < n; i++)
+        if (tg_ops[g->nodes[i].op].flags & TG_OPF_VIEW) unite(parent, i, g->nodes[i].in[0]);
+    int *ckind = tg_calloc((size_t)n + 1, sizeof(int));
+    if (!ckind) {
+        free(parent), free(last), free(kind), free(order), free(busy);
+        plan_free(out);
+        return tg_fail(TG_ERR_NOMEM, "plan: out of memory");
+    }
+    for (int i = 0; i < n; i++) ckind[i] = TG_BUF_SCRATCH;
+    for (int i = 0; i < n; i++) {
+        int r = find(parent, i);
+        if (own[i] < ckind[r]) ckind[r] = own[i];
+    }
+    for (int i = 0; i < n; i++) last[i] = i;
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < g->nodes[i].nin; k++) {
+            int r = find(parent, g->nodes[i].in[k]);
+            if (last[r] < i) last[r] = i;
+        }
+    for (int i = 0; i < n; i++) { /* a view's own last use extends its class */
+        int r = find(parent, i);
+        if (last[r] < last[i]) last[r] = last[i];
+    }
+
+    /* 3. Optimizer updates computed into the param/state they replace. */
+    for (int w = 0; w < req->n_wb && !req->no_reuse; w++) {
+        int src = req->wb[w].src, dst = req->wb[w].dst;
+        if (src < 0 || dst < 0) continue;
+        const tg_node *s = &g->nodes[src];
+        int rd = find(parent, dst), rs = find(parent, src);
+        if (!(tg_ops[s->op].flags & TG_OPF_INPLACE) || rs != src || ckind[rs] != TG_BUF_SCRATCH) continue;
+        if (last[rd] > src) continue;
+        bool reads_dst = false, clash = false;
+        for (int k = 0; k < s->nin; k++) {
+            if (find(parent, s->in[k]) != rd) continue;
+            if (s->in[k] == dst) reads_dst = true;
+            if (!shape_eq(g->nodes[s->in[k]].shape, s->shape)) clash = true;
+        }
+        if (!reads_dst || clash || !shape_eq(g->nodes[dst].shape, s->shape)) continue;
+        int lr = last[rs] > last[rd] ? last[rs] : last[rd];
+        unite(parent, rd, rs);
+        last[find(parent, rd)] = lr;
+        out->wb_free[w] = true;
+    }
+
+    /* 4. In-place elementwise ops over scratch inputs that die with them. */
+    for (int i = 0; i < n && !req->no_reuse; i++) {
+        const tg_node *s = &g->nodes[i];
+        if (!(tg_ops[s->op].flags & TG_OPF_INPLACE) || find(parent, i) != i || ckind[i] != TG_BUF_SCRATCH) continue;
+        for (int k = 0; k < s->nin; k++) {
+            int x = s->in[k], rx = find(parent, x);
+            if (ckind[rx] != TG_BUF_SCRATCH || last[rx] != i || !shape_eq(g->nodes[x].shape, s->shape)) continue;
+            bool clash = false;
+            for (int j = 0; j < s->nin; j++)
+                if (j != k && find(parent, s->in[j]) == rx && !shape_eq(g->nodes[s->in[j]].shape, s->shape))
+                    clash = true;
+            if (clash) continue;
+            int lr = last[i];
+            unite(parent, rx, i);
+            last[find(parent, rx)] = lr;
+            break;
+        }
+    }
+
+    /* 5. Slots: category, size, live range per class. */
+    for (int i = 0; i < n; i++) {
+        int r = find(parent, i);
+        tg_slot *sl = &out->slot[i];
+        sl->root = r;
+        sl->kind = ckind[r];
+        sl->bytes = ir_numel(&g->nodes[i]) * 4 > 4 ? ir_numel(&g->nodes[i]) * 4 : 4;
+        sl->first = r;
+        sl->last = last[r];
+        sl->arena = sl->kind == TG_BUF_PARAM ? TG_ARENA_PARAMS
+                    : sl->kind == TG_BUF_SCRATCH ? TG_ARENA_SCRATCH
+                                                 : TG_ARENA_PERSIST;
+        if (plan_runs(g, i)) out->n_kernels++;
+    }
+    /* Class size: its largest member (members are equal-sized today). */
+    int64_t *csize = tg_calloc((size_t)n + 1, sizeof(int64_t));
+    if (!csize) {
+        free(parent), free(last), free(kind), free(order), free(busy), free(ckind);
+        plan_free(out);
+        return tg_fail(TG_ERR_NOMEM, "plan: out of memory");
+    }
+    for (int i = 0; i < n; i++)
+        if (csize[out->slot[i].root] < out->slot[i].bytes) csize[out->slot[i].root] = out->slot[i].bytes;
+    int n_cls = 0;
+    for (int i = 0; i < n; i++)
+        if (out->slot[i].root == i) order[n_cls++] = (cls_size){i, csize[i]};
+
+    /* 6. Offsets: params by model layout, persistent classes packed in order,
+     * scratch classes by greedy best-fit, largest first. */
+    int64_t persist = 0, scratch = 0;
+    int64_t *off = tg_calloc((size_t)n + 1, sizeof(int64_t));
+    if (!off) {
+        free(csize), free(parent), free(last), free(kind), free(order), free(busy), free(ckind);
+        plan_free(out);
+        return tg_fail(TG_ERR_NOMEM, "plan: out of memory");
+    }
+    for (int c = 0; c < n_cls; c++) {
+        int r = order[c].root;
+        const tg_slot *sl = &out->slot[r];
+        if (sl->arena == TG_ARENA_PARAMS) {
+            int p = g->nodes[r].param;
+            off[r] = req->param_offset ? req->param_offset[p] : 0;
+        } else if (sl->arena == TG_ARENA_PERSIST) {
+            off[r] = persist;
+            persist = align_up(persist + order[c].bytes, A);
+        }
+    }
+    qsort(order, (size_t)n_cls, sizeof *order, by_size_desc);
+    int n_placed = 0;
+    int *placed = tg_calloc((size_t)n_cls + 1, sizeof(int));
+    for (int c = 0; placed && c < n_cls; c++) {
+        int r = order[c].root;
+        const tg_slot *sl = &out->slot[r];
+        if (sl->arena != TG_ARENA_SCRATCH) continue;
+        int nb = 0;
+        for (int q = 0; q < n_placed; q++) {
+            const tg_slot *o = &out->slot[placed[q]];
+            if (req->no_reuse || !(o->last < sl->first || sl->last < o->first))
+                busy[nb++] = (range){off[placed[q]], off[placed[q]] + csize[placed[q]]};
+        }
+        qsort(busy, (size_t)nb, sizeof *busy, by_off);
+        int64_t at = 0;
+        for (int q = 0; q < nb; q++) {
+            if (busy[q].off >= at + order[c].bytes) break;
+            if (align_up(busy[q].end, A) > at) at = align_up(busy[q].end, A);
+        }
+        off[r] = at;
+        if (at + order[c].bytes > scratch) scratch = align_up(at + order[c].bytes, A);
+        placed[n_placed++] = r;
+    }
+    for (int i = 0; i < n; i++) out->slot[i].offset = off[out->slot[i].root];
+    out->arena_bytes[TG_ARENA_PARAMS] = 0;
+    for (int p = 0; p < req->n_params && req->param_offset; p++) {
+        int64_t end = req->param_offset[p] + tg_shape_numel(g->model->params[p].shape) * 4;
+        if (align_up(end, A) > out->arena_bytes[TG_ARENA_PARAMS]) out->arena_bytes[TG_ARENA_PARAMS] = align_up(end, A);
+    }
+    out->arena_bytes[TG_ARENA_PERSIST] = persist;
+    out->arena_bytes[TG_ARENA_SCRATCH] = scratch;
+    bool ok = placed != NULL;
+    free(placed), free(off), free(csize), free(parent), free(last), free(kind), free(order), free(busy), free(ckind);
+    if (!ok) {
+        plan_free(out);
+        return tg_fail(TG_ERR_NOMEM, "plan: out of memory");
+    }
+    return plan_check(g, out);
+}
+
+tg_status plan_check(const tg_graph *g, const tg_plan *p) {
+    /* Every node fits its class's memory and stays inside its arena. */
+    for (int i = 0; i < p->n; i++) {
+        const tg_slot *s = &p->slot[i], *r = &p->slot[s->root];
+        if (s->offset != r->offset || s->arena != r->arena)
+            return tg_fail(TG_ERR_STATE, "plan check: node %d is placed apart from its class %d", i, s->root);
+        if (s->offset < 0 || s->offset + s->bytes > p->arena_bytes[s->arena])
+            return tg_fail(TG_ERR_STATE, "plan check: node %d (%lld bytes at %lld) overruns arena %d", i,
+                           (long long)s->bytes, (long long)s->offset, s->arena);
+        if (s->offset % p->align)
+            return tg_fail(TG_ERR_STATE, "plan check: node %d offset %lld is not aligned", i, (long long)s->offset);
+    }
+    /* No two distinct classes that are live at the same time (or persistent)
+     * share a byte. */
+    for (int i = 0; i < p->n; i++) {
+        const tg_slot *a = &p->slot[i];
+        if (a->root != i) continue;
+        for (int j = i + 1; j < p->n; j++) {
+            const tg_slot *b = &p->slot[j];
+            if (b->root != j || b->arena != a->arena) continue;
+            bool both_live = a->arena != TG_ARENA_SCRATCH || !(a->last < b->first || b->last < a->first);
+            if (!both_live) continue;
+            /* Two uses of one param (same param node twice) cannot happen: one node per param. */
+            if (a->offset < b->offset + b->bytes && b->offset < a->offset + a->bytes) {
+                if (a->arena == TG_ARENA_PARAMS && g->nodes[i].param == g->nodes[j].param) continue;
+                return tg_fail(TG_ERR_STATE,
+                               "plan check: nodes %d and %d are live together and overlap in arena %d", i, j,
+                               a->arena);
+            }
+        }
+    }
+    return TG_OK;
+}
+
+void plan_print(const tg_graph *g, const tg_plan *p, FILE *f) {
+    int64_t by_kind[TG_BUF_SCRATCH + 1] = {0};
+    fprintf(f, "%-6s %-16s %-8s %5s %10s %12s %11s\n", "node", "op", "kind", "arena", "offset", "bytes", "live");
+    for (int i = 0; i < p->n; i++) {
+        const tg_slot *s = &p->slot[i];
+        if (s->root != i) continue;
+        by_kind[s->kind] += s->bytes;
+        fprintf(f, "%%%-5d %-16s %-8s %5d %10lld %12lld %5d-%-5d\n", i, tg_ops[g->nodes[i].op].name,
+                plan_kind_name(s->kind), s->arena, (long long)s->offset, (long long)s->bytes, s->first, s->last);
+    }
+    fprintf(f, "classes by kind:");
+    for (int k = 0; k <= TG_BUF_SCRATCH; k++) fprintf(f, " %s=%lld", plan_kind_name(k), (long long)by_kind[k]);
+    int64_t total = p->arena_bytes[0] + p->arena_bytes[1] + p->arena_bytes[2];
+    fprintf(f, "\narenas: params=%lld persist=%lld scratch=%lld\n", (long long)p->arena_bytes[0],
+            (long long)p->arena_bytes[1], (long long)p->arena_bytes[2]);
+    fprintf(f, "planned %lld bytes vs %lld one-buffer-per-tensor (%.1f%%), %d kernels\n", (long long)total,
+            (long long)p->naive_bytes, p->naive_bytes ? 100.0 * (double)total / (double)p->naive_bytes : 0.0,
+            p->n_kernels);
+}
+
+void plan_free(tg_plan *p) {
+    free(p->slot);
+    free(p->wb_free);
+    memset(p, 0, sizeof *p);
+}

@@ -1,0 +1,90 @@
+#define _POSIX_C_SOURCE 200809L
+#include "util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static _Thread_local char last_error[1024];
+
+tg_status tg_failv(tg_status s, const char *fmt, va_list ap) {
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    return s;
+}
+
+tg_status tg_fail(tg_status s, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    tg_failv(s, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+void tg_clear_error(void) { last_error[0] = 0; }
+const char *tg_last_error(void) { return last_error; }
+
+const char *tg_status_name(tg_status s) {
+    static const char *names[] = {"ok", "shape", "arg", "name", "size", "io",
+                                  "format", "backend", "limit", "nomem", "state"};
+    return (unsigned)s < sizeof names / sizeof names[0] ? names[s] : "unknown";
+}
+
+void *tg_calloc(size_t n, size_t size) { return calloc(n ? n : 1, size ? size : 1); }
+void *tg_realloc(void *p, size_t size) { return realloc(p, size ? size : 1); }
+
+char *tg_strdup(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d) memcpy(d, s, n);
+    return d;
+}
+
+void *tg_aalloc(size_t bytes) {
+    size_t n = (bytes + 63) & ~(size_t)63;
+    void *p = aligned_alloc(64, n ? n : 64);
+    if (p) memset(p, 0, n ? n : 64);
+    return p;
+}
+void tg_afree(void *p) { free(p); }
+
+/* lowbias32 (Chris Wellons' hash-prospector): good avalanche, u32 ops only,
+ * so WGSL computes the identical value. */
+uint32_t tg_hash32(uint32_t x) {
+    x ^= x >> 16;
+    x *= 0x7feb352du;
+    x ^= x >> 15;
+    x *= 0x846ca68bu;
+    x ^= x >> 16;
+    return x;
+}
+
+uint32_t tg_rng_u32(uint64_t seed, uint32_t salt, uint32_t index) {
+    uint32_t h = tg_hash32((uint32_t)seed ^ tg_hash32((uint32_t)(seed >> 32) + 0x9e3779b9u));
+    h = tg_hash32(h ^ salt);
+    return tg_hash32(h + index * 0x9e3779b9u);
+}
+
+float tg_rng_uniform(uint64_t seed, uint32_t salt, uint32_t index) {
+    return (float)(tg_rng_u32(seed, salt, index) >> 8) * (1.0f / 16777216.0f);
+}
+
+float tg_rng_normal(uint64_t seed, uint32_t salt, uint32_t index) {
+    /* u1 in (0, 1] so log never sees 0. */
+    float u1 = 1.0f - tg_rng_uniform(seed, salt, 2u * index);
+    float u2 = tg_rng_uniform(seed, salt, 2u * index + 1u);
+    return sqrtf(-2.0f * logf(u1)) * cosf(6.28318530717958647692f * u2);
+}
+
+uint32_t tg_str_hash(const char *s) {
+    uint32_t h = 2166136261u;
+    for (; *s; s++) h = (h ^ (uint8_t)*s) * 16777619u;
+    return h;
+}
+
+double tg_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}

@@ -1,0 +1,44 @@
+/* Shared helpers: error reporting, allocation, the counter-based PRNG. */
+#ifndef TG_UTIL_H
+#define TG_UTIL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "tensorgrad.h"
+
+#if defined(__GNUC__)
+#define TG_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define TG_PRINTF(a, b)
+#endif
+
+/* Sets this thread's last-error message and returns s, so callers can write
+ * `return tg_fail(TG_ERR_ARG, "tg_x: bad y %d", y);`. */
+tg_status tg_fail(tg_status s, const char *fmt, ...) TG_PRINTF(2, 3);
+tg_status tg_failv(tg_status s, const char *fmt, va_list ap);
+void tg_clear_error(void);
+
+/* calloc/realloc that never abort; NULL on failure (callers report NOMEM). */
+void *tg_calloc(size_t n, size_t size);
+void *tg_realloc(void *p, size_t size);
+char *tg_strdup(const char *s);
+/* Aligned (64-byte) zeroed allocation for tensor memory; free with tg_afree. */
+void *tg_aalloc(size_t bytes);
+void tg_afree(void *p);
+
+/* Counter-based PRNG: one integer hash of (seed, salt, index). The same
+ * function, written in WGSL, drives the GPU, so every backend draws the same
+ * numbers. uniform is in [0, 1) with 24 bits; normal uses Box-Muller on two
+ * uniforms drawn at indices 2i and 2i+1. */
+uint32_t tg_hash32(uint32_t x);
+uint32_t tg_rng_u32(uint64_t seed, uint32_t salt, uint32_t index);
+float tg_rng_uniform(uint64_t seed, uint32_t salt, uint32_t index);
+float tg_rng_normal(uint64_t seed, uint32_t salt, uint32_t index);
+/* FNV-1a of a string: the salt that ties a param's init to its name. */
+uint32_t tg_str_hash(const char *s);
+
+/* Monotonic seconds. */
+double tg_now(void);
+
+#endif
