@@ -245,6 +245,10 @@ tg_tensor tg_log_softmax_at(tg_tensor x, int axis, TG_AT);
 tg_tensor tg_softmax_causal_at(tg_tensor x, TG_AT);
 /* x with entries j > i of the last two axes replaced by `value`. */
 tg_tensor tg_where_causal_at(tg_tensor x, float value, TG_AT);
+/* Marks x as a named capture: its value stays readable after each step or
+ * run (tg_session_read). Returns x. */
+tg_tensor tg_capture_at(tg_tensor x, const char *name, TG_AT);
+#define tg_capture(x, name) tg_capture_at(x, name, __FILE__, __LINE__)
 /* mean((a - b)^2) over every element: a scalar. */
 tg_tensor tg_mse_at(tg_tensor a, tg_tensor b, TG_AT);
 #define tg_one_hot(idx, depth) tg_one_hot_at(idx, depth, __FILE__, __LINE__)
@@ -361,6 +365,11 @@ tg_status tg_session_get_param(tg_session *s, const char *name, float *data, int
 tg_status tg_session_upload(tg_session *s, const tg_feed *params, int n);
 /* The gradient of a param from the last step. */
 tg_status tg_session_get_grad(tg_session *s, const char *name, float *data, int64_t count);
+
+/* A capture by name, `count` elements of its own dtype (i32 stays i32). */
+tg_status tg_session_read(tg_session *s, const char *name, void *dst, int64_t count);
+/* Shape and dtype of a capture. */
+tg_status tg_session_capture_info(const tg_session *s, const char *name, tg_shape *shape, tg_dtype *dtype);
 
 /* The buffer plan: prints it (one line per buffer, totals at the end) and
  * returns its totals. */

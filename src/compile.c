@@ -83,9 +83,17 @@ tg_status program_build(const tg_compile_req *req, tg_program **out) {
     free(remap);
 
     if (s == TG_OK) {
-        tg_plan_req pr = {p->param_grad, p->n_params, &p->result, 1, p->wb, p->n_wb, req->align, req->param_offset,
-                          false};
+        int *outs = tg_calloc((size_t)p->g->n_caps + 1, sizeof(int));
+        if (!outs) {
+            program_free(p);
+            return tg_fail(TG_ERR_NOMEM, "compile: out of memory");
+        }
+        outs[0] = p->result;
+        for (int c = 0; c < p->g->n_caps; c++) outs[c + 1] = p->g->caps[c].id;
+        tg_plan_req pr = {p->param_grad, p->n_params, outs, 1 + p->g->n_caps, p->wb, p->n_wb, req->align,
+                          req->param_offset, false};
         s = plan_build(p->g, &pr, &p->plan);
+        free(outs);
     }
     if (s != TG_OK) {
         program_free(p);

@@ -241,6 +241,34 @@ tg_status tg_session_upload(tg_session *s, const tg_feed *params, int n) {
     return TG_OK;
 }
 
+static int find_capture(const tg_session *s, const char *name) {
+    const tg_graph *g = s->prog->g;
+    for (int c = 0; name && c < g->n_caps; c++)
+        if (strcmp(g->caps[c].name, name) == 0) return g->caps[c].id;
+    return -1;
+}
+
+tg_status tg_session_read(tg_session *s, const char *name, void *dst, int64_t count) {
+    if (!s || !dst) return tg_fail(TG_ERR_ARG, "tg_session_read: session and dst are required");
+    int id = find_capture(s, name);
+    if (id < 0) return tg_fail(TG_ERR_NAME, "tg_session_read: no capture named '%s'", name ? name : "(null)");
+    int64_t want = ir_numel(&s->prog->g->nodes[id]);
+    if (count != want)
+        return tg_fail(TG_ERR_SIZE, "tg_session_read: capture '%s' has %lld elements, got room for %lld", name,
+                       (long long)want, (long long)count);
+    const tg_slot *sl = &s->prog->plan.slot[id];
+    return s->eng->vt->read(s->eng, s->prog, sl->arena, sl->offset, dst, count * 4);
+}
+
+tg_status tg_session_capture_info(const tg_session *s, const char *name, tg_shape *shape, tg_dtype *dtype) {
+    if (!s) return tg_fail(TG_ERR_ARG, "tg_session_capture_info: session is NULL");
+    int id = find_capture(s, name);
+    if (id < 0) return tg_fail(TG_ERR_NAME, "tg_session_capture_info: no capture named '%s'", name ? name : "(null)");
+    if (shape) *shape = s->prog->g->nodes[id].shape;
+    if (dtype) *dtype = s->prog->g->nodes[id].dtype;
+    return TG_OK;
+}
+
 tg_status tg_session_plan_stats(const tg_session *s, tg_plan_stats *o) {
     if (!s || !o) return tg_fail(TG_ERR_ARG, "tg_session_plan_stats: NULL argument");
     memset(o, 0, sizeof *o);

@@ -94,34 +94,11 @@ void tg_graph_free(tg_graph *g) {
         free(g->nodes[i].name);
         free(g->nodes[i].data);
     }
+    for (int i = 0; i < g->n_caps; i++) free(g->caps[i].name);
+    free(g->caps);
     free(g->nodes);
     free(g->param_node);
     free(g);
-}
-
-tg_graph *ir_graph_clone(const tg_graph *src) {
-    tg_graph *g = ir_graph_new(src->model);
-    if (!g) return NULL;
-    g->nodes = tg_calloc((size_t)src->n + 1, sizeof(tg_node));
-    if (!g->nodes) {
-        tg_graph_free(g);
-        return NULL;
-    }
-    g->cap = src->n + 1;
-    for (int i = 0; i < src->n; i++) {
-        tg_node n = src->nodes[i];
-        n.name = n.name ? tg_strdup(n.name) : NULL;
-        if (n.data) {
-            float *d = malloc((size_t)ir_numel(&n) * sizeof(float));
-            if (d) memcpy(d, src->nodes[i].data, (size_t)ir_numel(&n) * sizeof(float));
-            n.data = d;
-        }
-        g->nodes[g->n++] = n;
-    }
-    memcpy(g->param_node, src->param_node, sizeof(int) * (size_t)src->n_param_node);
-    g->err = src->err;
-    memcpy(g->errmsg, src->errmsg, sizeof g->errmsg);
-    return g;
 }
 
 tg_status tg_graph_status(const tg_graph *g) { return g ? g->err : TG_ERR_ARG; }

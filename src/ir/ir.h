@@ -92,7 +92,8 @@ struct tg_graph {
     int n_param_node;
     tg_status err;
     char errmsg[512];
-    /* declared inputs (the session fills these before tracing) */
+    struct tg_capture { char *name; int id; } *caps; /* named intermediates kept readable */
+    int n_caps, cap_caps;
 };
 
 /* Appends a node built from `proto` (op, inputs, attributes); computes and
@@ -102,8 +103,6 @@ int ir_add(tg_graph *g, const tg_node *proto);
 /* Records the first error of the graph: "<op>: <message> (<file>:<line>)". */
 void ir_fail(tg_graph *g, const tg_node *n, const char *fmt, ...) TG_PRINTF(3, 4);
 tg_graph *ir_graph_new(tg_model *m);
-/* Copies the nodes of src (used by compile: passes rewrite a copy). */
-tg_graph *ir_graph_clone(const tg_graph *src);
 
 static inline tg_node *ir_node(const tg_graph *g, int id) { return &g->nodes[id]; }
 static inline tg_tensor ir_t(tg_graph *g, int id) { return (tg_tensor){g, id}; }

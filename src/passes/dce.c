@@ -9,6 +9,7 @@ tg_status pass_dce(tg_graph *g, const int *roots, int n_roots, int *remap) {
     if (!live) return tg_fail(TG_ERR_NOMEM, "dce: out of memory");
     for (int r = 0; r < n_roots; r++)
         if (roots[r] >= 0 && roots[r] < g->n) live[roots[r]] = true;
+    for (int c = 0; c < g->n_caps; c++) live[g->caps[c].id] = true;
     for (int i = g->n - 1; i >= 0; i--) {
         tg_node *n = &g->nodes[i];
         if (n->op == TG_OP_PARAM || n->op == TG_OP_INPUT || n->op == TG_OP_STATE) live[i] = true;
@@ -29,6 +30,7 @@ tg_status pass_dce(tg_graph *g, const int *roots, int n_roots, int *remap) {
         g->nodes[m++] = n;
     }
     g->n = m;
+    for (int c = 0; c < g->n_caps; c++) g->caps[c].id = remap[g->caps[c].id];
     for (int p = 0; p < g->n_param_node; p++)
         if (g->param_node[p] >= 0) g->param_node[p] = remap[g->param_node[p]];
     free(live);
