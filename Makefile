@@ -3,7 +3,7 @@ CC      ?= cc
 OPT     ?= -O2
 CFLAGS  ?= $(OPT) -g
 CFLAGS  += -std=c11 -Wall -Wextra -Wno-unused-parameter -Iinclude -MMD -MP
-LDLIBS  += -lm -lpthread
+LDLIBS  += -lm -lpthread -ldl
 BUILD   ?= build
 
 LIB_SRC := $(wildcard src/*.c src/*/*.c)
@@ -23,6 +23,9 @@ help:
 	@echo "make clean      remove build/"
 
 lib: $(BUILD)/libtensorgrad.a
+
+# The WebGPU runtime looks for the libraries scripts/fetch-webgpu.sh puts here.
+$(BUILD)/obj/src/webgpu/device.o: CFLAGS += -DTG_DEPS_DIR='"$(CURDIR)/.deps"'
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)

@@ -1,0 +1,50 @@
+/* The WGSL emitter of every op, one row per op in the order of ir.h. Adding
+ * an op = one row here + one emitter in ops_*.c (tests/test_webgpu.c checks
+ * that every op with a CPU kernel has a row). Leaves other than constants
+ * and views (reshape) have no kernel. */
+#include "emit.h"
+
+const tg_wgsl_op tg_wgsl_ops[TG_OP_COUNT] = {
+    [TG_OP_CONST]  = {wgsl_const},
+    [TG_OP_ARANGE] = {wgsl_arange},
+
+    [TG_OP_ADD]     = {wgsl_binary},
+    [TG_OP_SUB]     = {wgsl_binary},
+    [TG_OP_MUL]     = {wgsl_binary},
+    [TG_OP_DIV]     = {wgsl_binary},
+    [TG_OP_LESS]    = {wgsl_binary},
+    [TG_OP_GREATER] = {wgsl_binary},
+
+    [TG_OP_NEG]   = {wgsl_unary},
+    [TG_OP_SQRT]  = {wgsl_unary},
+    [TG_OP_RSQRT] = {wgsl_unary},
+    [TG_OP_LOG]   = {wgsl_unary},
+    [TG_OP_EXP]   = {wgsl_unary},
+    [TG_OP_RELU]  = {wgsl_unary},
+    [TG_OP_CAST]  = {wgsl_cast},
+
+    [TG_OP_WHERE] = {wgsl_where},
+
+    [TG_OP_SUM] = {wgsl_sum},
+
+    [TG_OP_PERMUTE]   = {wgsl_copy},
+    [TG_OP_BROADCAST] = {wgsl_copy},
+
+    [TG_OP_MATMUL] = {wgsl_matmul},
+
+    [TG_OP_ONE_HOT] = {wgsl_one_hot},
+
+    [TG_OP_LOG_SOFTMAX]    = {wgsl_softmax_lines},
+    [TG_OP_SOFTMAX_CAUSAL] = {wgsl_softmax_causal},
+    [TG_OP_WHERE_CAUSAL]   = {wgsl_where_causal},
+
+    [TG_OP_RELU_GRAD]        = {wgsl_relu_grad},
+    [TG_OP_LOG_SOFTMAX_GRAD] = {wgsl_softmax_lines},
+    [TG_OP_SOFTMAX_GRAD]     = {wgsl_softmax_lines},
+
+    [TG_OP_ADAM_M] = {wgsl_optim},
+    [TG_OP_ADAM_V] = {wgsl_optim},
+    [TG_OP_ADAM_P] = {wgsl_optim},
+    [TG_OP_SGD_V]  = {wgsl_optim},
+    [TG_OP_SGD_P]  = {wgsl_optim},
+};
