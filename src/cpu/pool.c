@@ -46,7 +46,10 @@ static void *worker(void *argp) {
     worker_arg wa = *(worker_arg *)argp;
     free(argp);
     tg_pool *p = wa.p;
-    unsigned seen = atomic_load(&p->gen);
+    /* The generation the pool was made with, not the current one: a job
+     * posted before this thread first ran must still be seen as new, or the
+     * caller waits for this worker forever. */
+    unsigned seen = 0;
     for (;;) {
         int spins = 0;
         while (atomic_load_explicit(&p->gen, memory_order_acquire) == seen && spins < 200000) {
