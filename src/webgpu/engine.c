@@ -80,14 +80,26 @@ static tg_status make_call(wgpu_ctx *c, const tg_graph *g, wg_program *wp, const
     return out->bg ? TG_OK : tg_fail(TG_ERR_BACKEND, "webgpu: %s: no bind group", what);
 }
 
-static tg_status compile_locked(wg_engine *e, tg_program *p, wg_program *wp) {
+/* Every kernel spec of the program, in order: the kernels of its nodes, then
+ * its writebacks. Pure codegen: every limit is checked before any GPU
+ * memory is allocated. */
+static tg_status emit_all(const tg_program *p, const tg_wgsl_limits *lim, tg_kernel_spec *k, int *n) {
+    const tg_graph *g = p->g;
+    tg_status st = tg_wgsl_check_arenas(g, &p->plan, lim);
+    *n = 0;
+    for (int i = 0; i < g->n && st == TG_OK; i++)
+        if ((st = tg_wgsl_emit(g, &p->plan, i, lim, &k[*n])) == TG_OK && (k[*n].source || k[*n].upload)) (*n)++;
+    for (int w = 0; w < p->n_wb && st == TG_OK; w++)
+        if (!p->plan.wb_free[w] && (st = tg_wgsl_emit_writeback(g, &p->plan, p->wb[w].src, p->wb[w].dst, lim, &k[*n])) == TG_OK)
+            (*n)++;
+    return st;
+}
+
+static tg_status compile_locked(wg_engine *e, tg_program *p, wg_program *wp, const tg_kernel_spec *ks, int n_specs) {
     wgpu_ctx *c = e->c;
     const tg_graph *g = p->g;
     const tg_plan *pl = &p->plan;
-    tg_wgsl_limits lim;
-    wgpu_kernel_limits(c, &lim);
-    tg_status st = tg_wgsl_check_arenas(g, pl, &lim);
-    if (st != TG_OK) return st;
+    tg_status st = TG_OK;
     wp->arena[TG_ARENA_PARAMS] = e->params;
     wp->bytes[TG_ARENA_PARAMS] = e->base.params_bytes;
     static const char *labels[] = {"params", "persistent arena", "scratch arena"};
@@ -97,32 +109,24 @@ static tg_status compile_locked(wg_engine *e, tg_program *p, wg_program *wp) {
         if (!wp->arena[a]) return tg_fail(TG_ERR_NOMEM, "webgpu: cannot allocate the %s (%lld bytes)", labels[a],
                                           (long long)pl->arena_bytes[a]);
     }
-    wp->calls = tg_calloc((size_t)(g->n + p->n_wb) + 1, sizeof(wg_call));
-    wg_call *init = tg_calloc((size_t)g->n + 1, sizeof(wg_call));
+    wp->calls = tg_calloc((size_t)n_specs + 1, sizeof(wg_call));
+    wg_call *init = tg_calloc((size_t)n_specs + 1, sizeof(wg_call));
     if (!wp->calls || !init) {
         free(init);
         return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
     }
     int n_init = 0;
-    for (int i = 0; i < g->n && st == TG_OK; i++) {
-        tg_kernel_spec k;
-        if ((st = tg_wgsl_emit(g, pl, i, &lim, &k)) != TG_OK) break;
-        const tg_slot *s = &pl->slot[i];
-        if (k.upload) c->f.QueueWriteBuffer(c->queue, wp->arena[s->arena], (uint64_t)s->offset, k.upload,
-                                            (size_t)k.upload_bytes);
-        else if (k.source) {
-            /* Constants run once, now; everything else every step. */
-            bool once = tg_ops[g->nodes[i].op].flags & TG_OPF_CONSTANT;
-            st = make_call(c, g, wp, &k, once ? &init[n_init++] : &wp->calls[wp->n_calls++]);
+    for (int i = 0; i < n_specs && st == TG_OK; i++) {
+        const tg_kernel_spec *k = &ks[i];
+        const tg_slot *s = &pl->slot[k->node];
+        if (k->upload) {
+            c->f.QueueWriteBuffer(c->queue, wp->arena[s->arena], (uint64_t)s->offset, k->upload, (size_t)k->upload_bytes);
+            continue;
         }
-        tg_kernel_spec_free(&k);
-    }
-    for (int w = 0; w < p->n_wb && st == TG_OK; w++) {
-        if (pl->wb_free[w]) continue;
-        tg_kernel_spec k;
-        if ((st = tg_wgsl_emit_writeback(g, pl, p->wb[w].src, p->wb[w].dst, &lim, &k)) != TG_OK) break;
-        st = make_call(c, g, wp, &k, &wp->calls[wp->n_calls++]);
-        tg_kernel_spec_free(&k);
+        /* Constants run once, now; everything else every step (a writeback's
+         * node is its destination, a leaf, so it lands in the step list). */
+        bool once = tg_ops[g->nodes[k->node].op].flags & TG_OPF_CONSTANT;
+        st = make_call(c, g, wp, k, once ? &init[n_init++] : &wp->calls[wp->n_calls++]);
     }
     if (st == TG_OK && n_init) {
         wg_encoder enc = c->f.DeviceCreateCommandEncoder(c->device, NULL);
@@ -141,9 +145,19 @@ static tg_status wg_compile(tg_engine *e_, tg_program *p) {
     wg_program *wp = tg_calloc(1, sizeof *wp);
     if (!wp) return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
     p->impl = wp;
-    pthread_mutex_lock(&e->c->mu);
-    tg_status st = compile_locked(e, p, wp);
-    pthread_mutex_unlock(&e->c->mu);
+    tg_kernel_spec *ks = tg_calloc((size_t)(p->g->n + p->n_wb) + 1, sizeof *ks);
+    if (!ks) return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
+    tg_wgsl_limits lim;
+    wgpu_kernel_limits(e->c, &lim);
+    int n = 0;
+    tg_status st = emit_all(p, &lim, ks, &n);
+    if (st == TG_OK) {
+        pthread_mutex_lock(&e->c->mu);
+        st = compile_locked(e, p, wp, ks, n);
+        pthread_mutex_unlock(&e->c->mu);
+    }
+    for (int i = 0; i < n; i++) tg_kernel_spec_free(&ks[i]);
+    free(ks);
     return st;
 }
 

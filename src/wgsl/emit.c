@@ -72,7 +72,7 @@ const char *wk_f32(float v, char buf[48]) {
             return buf;
         }
     }
-    snprintf(buf, 48, "bitcast<f32>(0x%08xu)", bits); /* inf, nan, subnormal, -0 */
+    snprintf(buf, 48, "f32_bits(0x%08xu)", bits); /* inf, nan, subnormal, -0 */
     return buf;
 }
 
@@ -224,6 +224,9 @@ static bool bind_operands(wk *k, int *bind_of, int64_t *elem_off) {
 }
 
 static void prelude(wk *k, const int *bind_of, const int64_t *elem_off) {
+    /* A function, not a bare bitcast: WGSL rejects a constant expression
+     * whose value is inf or nan, and user functions are never constant. */
+    wsb_printf(&k->s, "fn f32_bits(b: u32) -> f32 { return bitcast<f32>(b); }\n");
     for (int b = 0; b < k->spec->n_bindings; b++)
         wsb_printf(&k->s, "@group(0) @binding(%d) var<storage, read_write> b%d: array<u32>;\n", b, b);
     for (int o = 0; o <= k->n->nin; o++) {

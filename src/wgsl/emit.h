@@ -41,7 +41,8 @@ extern const tg_wgsl_op tg_wgsl_ops[TG_OP_COUNT];
 bool wk_fail(wk *k, tg_status s, const char *fmt, ...) TG_PRINTF(3, 4);
 const tg_node *wk_in(const wk *k, int i);
 const char *wk_type(tg_dtype dt);
-/* A WGSL f32 expression with exactly the value v (bitcast for inf/nan/subnormal). */
+/* A WGSL f32 expression with exactly the value v (f32_bits(...) for
+ * inf/nan/subnormal/-0: the prelude defines fn f32_bits(u32) -> f32). */
 const char *wk_f32(float v, char buf[48]);
 
 /* Emits the entry point header for `groups` workgroups of `wg` invocations,

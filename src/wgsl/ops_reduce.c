@@ -131,7 +131,7 @@ static bool lines_open(lines *L) {
     return true;
 }
 
-#define NEG_INF "bitcast<f32>(0xff800000u)"
+#define NEG_INF "f32_bits(0xff800000u)"
 
 /* log_softmax(x), log_softmax_grad(y, gy), softmax_grad(y, gy) along ia[0]. */
 bool wgsl_softmax_lines(wk *k) {
