@@ -35,7 +35,7 @@ $(BUILD)/libtensorgrad.a: $(LIB_OBJ)
 $(BUILD)/tg: $(BUILD)/obj/tools/tg.o $(EX_OBJ) $(BUILD)/libtensorgrad.a
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/tests/%: tests/%.c tests/check.h $(BUILD)/libtensorgrad.a
+$(BUILD)/tests/%: tests/%.c $(wildcard tests/*.h) $(BUILD)/libtensorgrad.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Isrc $< $(BUILD)/libtensorgrad.a -o $@ $(LDLIBS)
 
