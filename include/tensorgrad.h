@@ -378,6 +378,7 @@ typedef struct {
     int64_t naive_bytes;       /* one buffer per tensor, no reuse, no views */
     int64_t param_bytes, grad_bytes, state_bytes, input_bytes, scratch_bytes, other_bytes;
     int n_nodes, n_kernels;
+    int n_writebacks, n_writeback_copies; /* end-of-step updates; copies = those not computed in place */
 } tg_plan_stats;
 tg_status tg_session_plan_stats(const tg_session *s, tg_plan_stats *out);
 void tg_session_print_plan(const tg_session *s, void *file /* FILE* */);

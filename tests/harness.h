@@ -57,7 +57,7 @@ static tg_status case_open(case_run *r, const op_case *c, tg_backend be, uint64_
     r->m = tg_model_new();
     uint64_t st = seed * 7919 + 17;
     for (int i = 0; i < c->n; i++) {
-        char name[8];
+        char name[16];
         snprintf(name, sizeof name, "x%d", i);
         r->nx[i] = tg_shape_numel(c->shape[i]);
         r->x[i] = malloc(sizeof(float) * (size_t)(r->nx[i] ? r->nx[i] : 1));
@@ -77,7 +77,7 @@ static tg_status case_open(case_run *r, const op_case *c, tg_backend be, uint64_
 /* Uploads the current operand values, runs one step, returns the loss. */
 static float case_eval(case_run *r) {
     for (int i = 0; i < r->c->n; i++) {
-        char name[8];
+        char name[16];
         snprintf(name, sizeof name, "x%d", i);
         tg_session_set_param(r->s, name, r->x[i], r->nx[i]);
     }

@@ -59,7 +59,7 @@ int main(void) {
         }
         float *an[4] = {0};
         for (int i = 0; i < c->n; i++) {
-            char name[8];
+            char name[16];
             snprintf(name, sizeof name, "x%d", i);
             an[i] = calloc((size_t)r.nx[i] + 1, sizeof(float));
             /* An operand that only reaches the output through a non-differentiable
