@@ -19,7 +19,18 @@ struct tg_session {
     tg_optim optim;
     tg_lr lr[MAX_LR_CHAIN]; /* the schedule, warmup chains copied */
     int64_t step, lr_start;
+    uint64_t seed;
 };
+
+/* The per-step seed random ops read (see TG_RNG_SEED_NAME): a hash of the
+ * session seed and the step, so a resumed run draws what it would have. */
+static tg_status write_rng_seed(tg_session *s, tg_program *p, int64_t t) {
+    int id = p->g->rng_seed;
+    if (id < 0) return TG_OK;
+    uint32_t v[2] = {tg_rng_u32(s->seed, 0x5eed5eedu, (uint32_t)t), tg_rng_u32(s->seed, 0x5eed5eeeu, (uint32_t)t)};
+    const tg_slot *sl = &p->plan.slot[id];
+    return s->eng->vt->write(s->eng, p, sl->arena, sl->offset, v, sizeof v);
+}
 
 static void copy_lr(tg_lr *dst, const tg_lr *src) {
     int k = 0;
@@ -63,6 +74,7 @@ tg_status tg_session_new(const tg_train_spec *spec, tg_session **out) {
         return tg_fail(TG_ERR_NOMEM, "tg_session_new: out of memory");
     }
     s->model = spec->model;
+    s->seed = spec->seed;
     s->optim = spec->optim;
     copy_lr(s->lr, &spec->optim.lr);
     int64_t params_bytes = plan_param_layout(spec->model, ALIGN, s->param_offset);
@@ -158,6 +170,7 @@ tg_status tg_session_step(tg_session *s, const tg_feed *feeds, int n, float *los
         const tg_slot *sl = &s->prog->plan.slot[s->prog->hyper];
         if ((st = s->eng->vt->write(s->eng, s->prog, sl->arena, sl->offset, h, sizeof h)) != TG_OK) return st;
     }
+    if ((st = write_rng_seed(s, s->prog, t)) != TG_OK) return st;
     if ((st = s->eng->vt->run(s->eng, s->prog)) != TG_OK) return st;
     s->step = t;
     if (loss) {
