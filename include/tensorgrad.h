@@ -326,6 +326,38 @@ tg_linear tg_linear_new(tg_model *m, const char *name, int64_t in, int64_t out, 
 tg_tensor tg_linear_fwd_at(tg_graph *g, const tg_linear *l, tg_tensor x, TG_AT);
 #define tg_linear_fwd(g, l, x) tg_linear_fwd_at(g, l, x, __FILE__, __LINE__)
 
+/* LayerNorm over the last axis: "<name>.g" [dim] (ones), "<name>.b" [dim]
+ * (zeros), eps 1e-5 (set .eps before tracing to change it). */
+typedef struct {
+    tg_param g, b;
+    int64_t dim;
+    float eps;
+} tg_layernorm;
+tg_layernorm tg_layernorm_new(tg_model *m, const char *name, int64_t dim);
+tg_tensor tg_layernorm_fwd_at(tg_graph *g, const tg_layernorm *l, tg_tensor x, TG_AT);
+#define tg_layernorm_fwd(g, l, x) tg_layernorm_fwd_at(g, l, x, __FILE__, __LINE__)
+
+/* RMSNorm over the last axis: "<name>.g" [dim] (ones), eps 1e-6. */
+typedef struct {
+    tg_param g;
+    int64_t dim;
+    float eps;
+} tg_rmsnorm;
+tg_rmsnorm tg_rmsnorm_new(tg_model *m, const char *name, int64_t dim);
+tg_tensor tg_rmsnorm_fwd_at(tg_graph *g, const tg_rmsnorm *l, tg_tensor x, TG_AT);
+#define tg_rmsnorm_fwd(g, l, x) tg_rmsnorm_fwd_at(g, l, x, __FILE__, __LINE__)
+
+/* Embedding: "<name>.W" [vocab, dim] (randn 0.02); idx i32 [...] -> [..., dim].
+ * (The type shares its name with the tg_embedding() op; the op is a
+ * function-like macro, so the two do not collide.) */
+typedef struct {
+    tg_param W;
+    int64_t vocab, dim;
+} tg_embedding;
+tg_embedding tg_embedding_new(tg_model *m, const char *name, int64_t vocab, int64_t dim);
+tg_tensor tg_embedding_fwd_at(tg_graph *g, const tg_embedding *e, tg_tensor idx, TG_AT);
+#define tg_embedding_fwd(g, e, idx) tg_embedding_fwd_at(g, e, idx, __FILE__, __LINE__)
+
 /* ---- optimizers and learning-rate schedules ----------------------------- */
 
 typedef enum {
