@@ -54,10 +54,20 @@ static inline float row_sqdev(const float *x, int64_t n, float m) {
 }
 
 static inline float row_max(const float *x, int64_t n) {
+    float acc[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) acc[k] = x[i + k] > acc[k] ? x[i + k] : acc[k];
     float m = -INFINITY;
-    for (int64_t i = 0; i < n; i++) m = x[i] > m ? x[i] : m;
+    for (int k = 0; k < 8; k++) m = acc[k] > m ? acc[k] : m;
+    for (; i < n; i++) m = x[i] > m ? x[i] : m;
     return m;
 }
+
+/* Elementwise loops below go in blocks of eight that are computed into a
+ * local array and then stored: outputs may alias inputs (in-place), so the
+ * compiler may not reorder a plain loop's loads and stores, but it does
+ * vectorize such a block, even at -O2, and in-place use stays correct. */
 
 typedef struct {
     const tg_node *n;
@@ -184,10 +194,15 @@ static void norm_rows(void *arg, int64_t lo, int64_t hi) {
         const float *x = X + r * D;
         float *y = Y + r * D, mean, rstd;
         norm_stats_row(x, D, rms, n->fa[0], &mean, &rstd);
-        if (bias)
-            for (int64_t i = 0; i < D; i++) y[i] = (x[i] - mean) * rstd * gain[i] + bias[i];
-        else
-            for (int64_t i = 0; i < D; i++) y[i] = (x[i] - mean) * rstd * gain[i];
+        int64_t i = 0;
+        for (; i + 8 <= D; i += 8) {
+            float t[8];
+            for (int k = 0; k < 8; k++) t[k] = (x[i + k] - mean) * rstd * gain[i + k];
+            if (bias)
+                for (int k = 0; k < 8; k++) t[k] += bias[i + k];
+            memcpy(y + i, t, sizeof t);
+        }
+        for (; i < D; i++) y[i] = (x[i] - mean) * rstd * gain[i] + (bias ? bias[i] : 0.0f);
     }
 }
 
@@ -240,10 +255,12 @@ static void norm_dx_rows(void *arg, int64_t lo, int64_t hi) {
         }
         a = rms ? 0.0f : a / (float)D;
         b /= (float)D;
-        for (i = 0; i < D; i++) {
-            float xh = (x[i] - mean) * rstd;
-            dx[i] = rstd * (gy[i] * gain[i] - a - xh * b);
+        for (i = 0; i + 8 <= D; i += 8) {
+            float t[8];
+            for (int k = 0; k < 8; k++) t[k] = rstd * (gy[i + k] * gain[i + k] - a - (x[i + k] - mean) * rstd * b);
+            memcpy(dx + i, t, sizeof t);
         }
+        for (; i < D; i++) dx[i] = rstd * (gy[i] * gain[i] - a - (x[i] - mean) * rstd * b);
     }
 }
 
@@ -264,7 +281,13 @@ static void norm_dgain_cols(void *arg, int64_t c0, int64_t c1) {
     for (int64_t r = 0; r < j->rows; r++) {
         const float *x = X + r * D, *gy = GY + r * D;
         float mean = st[2 * r], rstd = st[2 * r + 1];
-        for (int64_t i = c0; i < c1; i++) dg[i] += gy[i] * ((x[i] - mean) * rstd);
+        int64_t i = c0;
+        for (; i + 8 <= c1; i += 8) {
+            float t[8];
+            for (int k = 0; k < 8; k++) t[k] = dg[i + k] + gy[i + k] * ((x[i + k] - mean) * rstd);
+            memcpy(dg + i, t, sizeof t);
+        }
+        for (; i < c1; i++) dg[i] += gy[i] * ((x[i] - mean) * rstd);
     }
 }
 
@@ -311,7 +334,13 @@ static void embedding_grad_cols(void *arg, int64_t c0, int64_t c1) {
         if (idx[r] < 0 || idx[r] >= V) continue;
         float *dst = gt + idx[r] * D;
         const float *src = gy + r * D;
-        for (int64_t i = c0; i < c1; i++) dst[i] += src[i];
+        int64_t i = c0;
+        for (; i + 8 <= c1; i += 8) {
+            float t[8];
+            for (int k = 0; k < 8; k++) t[k] = dst[i + k] + src[i + k];
+            memcpy(dst + i, t, sizeof t);
+        }
+        for (; i < c1; i++) dst[i] += src[i];
     }
 }
 
@@ -338,7 +367,18 @@ static void rope_rows(void *arg, int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; r++) {
         const float *x = X + r * D, *cs = tab + (r % j->T) * D, *sn = cs + h;
         float *y = Y + r * D;
-        for (int64_t i = 0; i < h; i++) {
+        int64_t i = 0;
+        for (; i + 8 <= h; i += 8) {
+            float lo[8], hi[8];
+            for (int k = 0; k < 8; k++) {
+                float a = x[i + k], b = x[i + h + k], c = cs[i + k], s = sign * sn[i + k];
+                lo[k] = a * c - b * s;
+                hi[k] = b * c + a * s;
+            }
+            memcpy(y + i, lo, sizeof lo);
+            memcpy(y + i + h, hi, sizeof hi);
+        }
+        for (; i < h; i++) {
             float a = x[i], b = x[i + h], c = cs[i], s = sign * sn[i];
             y[i] = a * c - b * s;
             y[i + h] = b * c + a * s;
