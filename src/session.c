@@ -8,19 +8,7 @@
 #include "engine.h"
 #include "build/model.h"
 
-#define ALIGN 256 /* WebGPU's storage-buffer offset alignment; the CPU just follows */
-#define MAX_LR_CHAIN 8
-
-struct tg_session {
-    tg_model *model;
-    tg_engine *eng;
-    tg_program *prog;
-    int64_t *param_offset;
-    tg_optim optim;
-    tg_lr lr[MAX_LR_CHAIN]; /* the schedule, warmup chains copied */
-    int64_t step, lr_start;
-    uint64_t seed;
-};
+#include "session.h"
 
 /* The per-step seed random ops read (see TG_RNG_SEED_NAME): a hash of the
  * session seed and the step, so a resumed run draws what it would have. */
@@ -34,7 +22,7 @@ static tg_status write_rng_seed(tg_session *s, tg_program *p, int64_t t) {
 
 static void copy_lr(tg_lr *dst, const tg_lr *src) {
     int k = 0;
-    for (const tg_lr *l = src; l && k < MAX_LR_CHAIN; l = l->kind == TG_LR_WARMUP ? l->then : NULL, k++) {
+    for (const tg_lr *l = src; l && k < TG_MAX_LR_CHAIN; l = l->kind == TG_LR_WARMUP ? l->then : NULL, k++) {
         dst[k] = *l;
         dst[k].then = NULL;
         if (k > 0) dst[k - 1].then = &dst[k];
@@ -77,10 +65,10 @@ tg_status tg_session_new(const tg_train_spec *spec, tg_session **out) {
     s->seed = spec->seed;
     s->optim = spec->optim;
     copy_lr(s->lr, &spec->optim.lr);
-    int64_t params_bytes = plan_param_layout(spec->model, ALIGN, s->param_offset);
+    int64_t params_bytes = plan_param_layout(spec->model, TG_ARENA_ALIGN, s->param_offset);
 
     tg_compile_req req = {spec->model, spec->loss, spec->user, spec->inputs, spec->n_inputs, &spec->optim,
-                          spec->optim.kind == TG_OPT_NONE, ALIGN, s->param_offset};
+                          spec->optim.kind == TG_OPT_NONE, TG_ARENA_ALIGN, s->param_offset};
     tg_status st = program_build(&req, &s->prog);
     if (st == TG_OK) {
         const tg_node *r = &s->prog->g->nodes[s->prog->result];
@@ -114,8 +102,7 @@ tg_status tg_session_new(const tg_train_spec *spec, tg_session **out) {
     return TG_OK;
 }
 
-/* Finds an input node by name in the program. */
-static int find_leaf(const tg_program *p, tg_opcode op, const char *name) {
+int session_find_leaf(const tg_program *p, tg_opcode op, const char *name) {
     for (int i = 0; i < p->g->n; i++)
         if (p->g->nodes[i].op == op && strcmp(p->g->nodes[i].name, name) == 0) return i;
     return -1;
@@ -129,7 +116,7 @@ static tg_status write_feeds(tg_session *s, const char *api, const tg_feed *feed
     if (n < 0 || (n > 0 && !feeds)) return tg_fail(TG_ERR_ARG, "%s: bad feed list", api);
     for (int f = 0; f < n; f++) {
         if (!feeds[f].name) return tg_fail(TG_ERR_NAME, "%s: feed %d has no name", api, f);
-        int id = find_leaf(s->prog, TG_OP_INPUT, feeds[f].name);
+        int id = session_find_leaf(s->prog, TG_OP_INPUT, feeds[f].name);
         if (id < 0) return tg_fail(TG_ERR_NAME, "%s: unknown input '%s'", api, feeds[f].name);
         for (int e = 0; e < f; e++)
             if (strcmp(feeds[e].name, feeds[f].name) == 0)
@@ -151,7 +138,7 @@ static tg_status write_feeds(tg_session *s, const char *api, const tg_feed *feed
         }
     }
     for (int f = 0; f < n; f++) {
-        int id = find_leaf(s->prog, TG_OP_INPUT, feeds[f].name);
+        int id = session_find_leaf(s->prog, TG_OP_INPUT, feeds[f].name);
         const tg_slot *sl = &s->prog->plan.slot[id];
         tg_status st = s->eng->vt->write(s->eng, s->prog, sl->arena, sl->offset, feeds[f].data, feeds[f].count * 4);
         if (st != TG_OK) return st;
