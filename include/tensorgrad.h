@@ -388,6 +388,28 @@ const tg_graph *tg_session_graph(const tg_session *s);
 /* CPU threads used by new sessions when the spec says 0 (else TG_THREADS, else all cores). */
 void tg_set_default_threads(int n);
 
+/* ---- safetensors -------------------------------------------------------- */
+
+/* Files of F32 and I32 tensors; reads are strict, writes atomic (a temporary
+ * "<path>.tmp.<pid>" is written, synced and renamed over path). */
+typedef struct {
+    const char *name;
+    tg_dtype dtype;    /* TG_F32 or TG_I32 */
+    tg_shape shape;    /* up to TG_MAX_DIMS dims */
+    const void *data;  /* numel little-endian elements; 4-byte aligned in files read */
+} tg_st_tensor;
+typedef struct tg_safetensors tg_safetensors;
+
+tg_status tg_safetensors_read(const char *path, tg_safetensors **out);
+void tg_safetensors_free(tg_safetensors *f);
+int tg_safetensors_count(const tg_safetensors *f);
+const tg_st_tensor *tg_safetensors_tensor(const tg_safetensors *f, int i); /* header order */
+const tg_st_tensor *tg_safetensors_find(const tg_safetensors *f, const char *name); /* NULL if absent */
+const char *tg_safetensors_meta(const tg_safetensors *f, const char *key);          /* NULL if absent */
+/* Writes tensors in the given order; meta is n_meta (key, value) pairs laid
+ * out flat: {"k1", "v1", "k2", "v2", ...}. */
+tg_status tg_safetensors_write(const char *path, const tg_st_tensor *t, int n, const char *const *meta, int n_meta);
+
 #ifdef __cplusplus
 }
 #endif
