@@ -388,10 +388,31 @@ const tg_graph *tg_session_graph(const tg_session *s);
 /* CPU threads used by new sessions when the spec says 0 (else TG_THREADS, else all cores). */
 void tg_set_default_threads(int n);
 
+/* ---- checkpoints --------------------------------------------------------- */
+
+/* Files are safetensors (docs/checkpoints.md). Writes are atomic: a
+ * temporary "<path>.tmp.<pid>" is written, synced and renamed over path, so
+ * path holds either the old file or the complete new one. Loads are strict
+ * (missing, unknown or wrong-shaped tensors are errors) and check the whole
+ * file before writing anything into the session. */
+
+/* Weights only: every model param under its name, F32, its shape. This is the
+ * file upstream tensorgrad loads by param name. */
+tg_status tg_session_save_params(tg_session *s, const char *path);
+tg_status tg_session_load_params(tg_session *s, const char *path);
+/* A full checkpoint: params, optimizer state, step count, LR schedule and
+ * seed. Load it into a session made from the same spec (same params,
+ * optimizer kind and state) and training continues exactly where it stopped:
+ * on the CPU, bitwise the same losses as a run that never stopped. The
+ * schedule and seed come from the file, not the spec; call
+ * tg_session_set_lr after loading to change the schedule. */
+tg_status tg_session_save(tg_session *s, const char *path);
+tg_status tg_session_load(tg_session *s, const char *path);
+
 /* ---- safetensors -------------------------------------------------------- */
 
-/* Files of F32 and I32 tensors; reads are strict, writes atomic (a temporary
- * "<path>.tmp.<pid>" is written, synced and renamed over path). */
+/* Files of F32 and I32 tensors (other dtypes are rejected), the format the
+ * checkpoints above use; reads are strict, writes atomic in the same way. */
 typedef struct {
     const char *name;
     tg_dtype dtype;    /* TG_F32 or TG_I32 */

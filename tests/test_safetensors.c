@@ -5,7 +5,9 @@
  * bad dtypes, huge sizes, duplicates, overlaps, every truncation of a valid
  * file and random corruption. Each must give an error naming a byte offset,
  * never a crash (`make sanitize` runs all of this under ASan+UBSan; buffers
- * are allocated to their exact size so any over-read is caught). */
+ * are allocated to their exact size so any over-read is caught). Then the
+ * session API: strict loads that write nothing on error, atomic writes, and
+ * resumed training that matches an uninterrupted run bit for bit. */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
 #include <math.h>
@@ -17,6 +19,7 @@
 
 #include "check.h"
 #include "io/safetensors.h"
+#include "session.h"
 #include "util/util.h"
 
 static char dir[64];
@@ -519,6 +522,362 @@ static void writer_errors(void) {
     free(big);
 }
 
+/* ---- sessions ------------------------------------------------------------ */
+
+enum { B = 8, IN = 3, HID = 16, OUT = 2 };
+typedef struct {
+    tg_linear l1, l2;
+} net;
+
+static tg_tensor mlp_loss(tg_graph *g, void *u) {
+    net *n = u;
+    tg_tensor h = tg_relu(tg_linear_fwd(g, &n->l1, tg_input(g, "x")));
+    return tg_mse(tg_linear_fwd(g, &n->l2, h), tg_input(g, "y"));
+}
+
+typedef struct {
+    tg_model *m;
+    net n;
+    tg_session *s;
+} run;
+
+static bool open_run(run *r, tg_optim o, uint64_t seed, bool freeze) {
+    r->m = tg_model_new();
+    r->n.l1 = tg_linear_new(r->m, "l1", IN, HID, true);
+    r->n.l2 = tg_linear_new(r->m, "l2", HID, OUT, true);
+    if (freeze) tg_model_freeze(r->m, r->n.l2.b);
+    static const tg_input_decl in[] = {{"x", TG_F32, {2, {B, IN}}}, {"y", TG_F32, {2, {B, OUT}}}};
+    tg_train_spec spec = {.model = r->m, .loss = mlp_loss, .user = &r->n, .inputs = in, .n_inputs = 2,
+                          .optim = o, .seed = seed, .threads = 2};
+    r->s = NULL;
+    tg_status st = tg_session_new(&spec, &r->s);
+    CHECK(st == TG_OK, "tg_session_new: %s", tg_last_error());
+    return st == TG_OK;
+}
+
+static void close_run(run *r) {
+    tg_session_free(r->s);
+    tg_model_free(r->m);
+    r->s = NULL;
+    r->m = NULL;
+}
+
+/* The data of step t (from 1): the same whoever runs it. */
+static tg_status step_at(tg_session *s, int64_t t, float *loss) {
+    float x[B * IN], y[B * OUT];
+    for (int i = 0; i < B * IN; i++) x[i] = (float)(tg_hash32((uint32_t)(t * 1000 + i)) % 2000) / 1000.0f - 1.0f;
+    for (int b = 0; b < B; b++) {
+        y[b * OUT] = sinf(2 * x[b * IN]) + x[b * IN + 1] * x[b * IN + 2];
+        y[b * OUT + 1] = x[b * IN + 1] - 0.5f * x[b * IN];
+    }
+    return tg_session_step(s, (tg_feed[]){{"x", x, B * IN}, {"y", y, B * OUT}}, 2, loss);
+}
+
+/* Every param, in model order, as one array. */
+static int64_t snapshot(run *r, float *out) {
+    int64_t o = 0;
+    for (int p = 0; p < tg_model_param_count(r->m); p++) {
+        int64_t n = tg_shape_numel(tg_model_param_shape(r->m, p));
+        if (out) tg_session_get_param(r->s, tg_model_param_name(r->m, p), out + o, n);
+        o += n;
+    }
+    return o;
+}
+
+static void params_files(void) {
+    run a, b;
+    if (!open_run(&a, tg_adam(tg_lr_constant(1e-2f)), 1, false)) return;
+    if (!open_run(&b, tg_adam(tg_lr_constant(1e-2f)), 2, false)) return;
+    for (int t = 1; t <= 3; t++) CHECK_OK(step_at(a.s, t, NULL));
+    const char *p = tmp_path("params.safetensors");
+    CHECK_OK(tg_session_save_params(a.s, p));
+
+    /* The file: every param, F32, its shape, in model order, nothing else. */
+    tg_safetensors *f = NULL;
+    CHECK_OK(tg_safetensors_read(p, &f));
+    CHECK(f && tg_safetensors_count(f) == 4, "params file has %d tensors", tg_safetensors_count(f));
+    for (int i = 0; f && i < 4 && i < tg_safetensors_count(f); i++) {
+        const tg_st_tensor *t = tg_safetensors_tensor(f, i);
+        tg_shape want = tg_model_param_shape(a.m, i);
+        CHECK(strcmp(t->name, tg_model_param_name(a.m, i)) == 0 && t->dtype == TG_F32 && t->shape.ndim == want.ndim &&
+                  t->shape.d[0] == want.d[0],
+              "params file tensor %d is '%s'", i, t->name);
+    }
+    tg_safetensors_free(f);
+
+    int64_t np = snapshot(&a, NULL);
+    float *pa = malloc(sizeof(float) * (size_t)np), *pb = malloc(sizeof(float) * (size_t)np),
+          *pb0 = malloc(sizeof(float) * (size_t)np);
+    snapshot(&a, pa);
+    snapshot(&b, pb0);
+    CHECK(memcmp(pa, pb0, sizeof(float) * (size_t)np) != 0, "different seeds gave the same params");
+
+    /* Strict: each bad file is refused and changes nothing. */
+    float w1[IN * HID], b1[HID], w2[HID * OUT], b2[OUT];
+    CHECK_OK(tg_session_get_param(a.s, "l1.W", w1, IN * HID));
+    CHECK_OK(tg_session_get_param(a.s, "l1.b", b1, HID));
+    CHECK_OK(tg_session_get_param(a.s, "l2.W", w2, HID * OUT));
+    CHECK_OK(tg_session_get_param(a.s, "l2.b", b2, OUT));
+    int32_t ib[HID] = {0};
+    const char *q = tmp_path("bad_params.safetensors");
+    struct {
+        tg_st_tensor t[5];
+        int n;
+        tg_status st;
+        const char *want;
+    } cases[] = {
+        {{{"l1.W", TG_F32, TG_SHAPE(IN, HID), w1}, {"l1.b", TG_F32, TG_SHAPE(HID), b1}, {"l2.W", TG_F32, TG_SHAPE(HID, OUT), w2}},
+         3, TG_ERR_NAME, "missing tensor 'l2.b'"},
+        {{{"l1.W", TG_F32, TG_SHAPE(IN, HID), w1}, {"l1.b", TG_F32, TG_SHAPE(HID), b1}, {"l2.W", TG_F32, TG_SHAPE(HID, OUT), w2},
+          {"l2.b", TG_F32, TG_SHAPE(OUT), b2}, {"l3.W", TG_F32, TG_SHAPE(OUT), b2}},
+         5, TG_ERR_NAME, "unknown tensor 'l3.W'"},
+        {{{"l1.W", TG_F32, TG_SHAPE(HID, IN), w1}, {"l1.b", TG_F32, TG_SHAPE(HID), b1}, {"l2.W", TG_F32, TG_SHAPE(HID, OUT), w2},
+          {"l2.b", TG_F32, TG_SHAPE(OUT), b2}},
+         4, TG_ERR_SIZE, "tensor 'l1.W' has shape [16,3], the session's is [3,16]"},
+        {{{"l1.W", TG_F32, TG_SHAPE(IN * HID), w1}, {"l1.b", TG_F32, TG_SHAPE(HID), b1}, {"l2.W", TG_F32, TG_SHAPE(HID, OUT), w2},
+          {"l2.b", TG_F32, TG_SHAPE(OUT), b2}},
+         4, TG_ERR_SIZE, "tensor 'l1.W' has shape [48], the session's is [3,16]"},
+        {{{"l1.W", TG_F32, TG_SHAPE(IN, HID), w1}, {"l1.b", TG_I32, TG_SHAPE(HID), ib}, {"l2.W", TG_F32, TG_SHAPE(HID, OUT), w2},
+          {"l2.b", TG_F32, TG_SHAPE(OUT), b2}},
+         4, TG_ERR_FORMAT, "tensor 'l1.b' is i32, the session's is f32"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        CHECK_OK(tg_safetensors_write(q, cases[k].t, cases[k].n, NULL, 0));
+        char want[400];
+        snprintf(want, sizeof want, "tg_session_load_params: %s: %s", q, cases[k].want);
+        CHECK_ERR(tg_session_load_params(b.s, q), cases[k].st, want);
+        snapshot(&b, pb);
+        CHECK(memcmp(pb, pb0, sizeof(float) * (size_t)np) == 0, "case %zu: a refused load changed params", k);
+    }
+    /* a full checkpoint is not a weights file */
+    const char *ck = tmp_path("full.safetensors");
+    CHECK_OK(tg_session_save(a.s, ck));
+    CHECK_ERR(tg_session_load_params(b.s, ck), TG_ERR_NAME,
+              "unknown tensor 'opt.l1.W.m' (the file is a full checkpoint: load it with tg_session_load)");
+    /* a malformed file: the reader's message, with the byte */
+    size_t n = 0;
+    uint8_t *img = slurp(p, &n);
+    if (img && n > 20) {
+        img[8] = '?';
+        spit(q, img, n);
+        CHECK_ERR(tg_session_load_params(b.s, q), TG_ERR_FORMAT, "tg_session_load_params: safetensors: ");
+        CHECK(strstr(tg_last_error(), ": byte "), "no byte offset in '%s'", tg_last_error());
+    }
+    free(img);
+    CHECK_ERR(tg_session_load_params(b.s, tmp_path("nothing_here")), TG_ERR_IO, "cannot open");
+    snapshot(&b, pb);
+    CHECK(memcmp(pb, pb0, sizeof(float) * (size_t)np) == 0, "a refused load changed params");
+    CHECK(tg_session_step_count(b.s) == 0, "a refused load changed the step count");
+
+    /* The good file loads bit for bit. */
+    CHECK_OK(tg_session_load_params(b.s, p));
+    snapshot(&b, pb);
+    CHECK(memcmp(pa, pb, sizeof(float) * (size_t)np) == 0, "loaded params differ from the saved ones");
+    CHECK(tg_session_step_count(b.s) == 0, "load_params must not change the step count");
+    CHECK_ERR(tg_session_save_params(a.s, missing_dir_path()), TG_ERR_IO, "No such file or directory");
+    free(pa);
+    free(pb);
+    free(pb0);
+    close_run(&a);
+    close_run(&b);
+}
+
+/* Full checkpoints refused for the wrong session or a damaged file. */
+static void checkpoint_errors(void) {
+    run a, b, c;
+    tg_optim adam = tg_adam(tg_lr_linear(1e-2f, 1e-3f, 20));
+    if (!open_run(&a, adam, 7, false)) return;
+    if (!open_run(&b, adam, 8, false)) return;
+    if (!open_run(&c, tg_sgd(tg_lr_constant(1e-2f), 0.9f, false, 0), 9, false)) return;
+    for (int t = 1; t <= 4; t++) CHECK_OK(step_at(a.s, t, NULL));
+    const char *p = tmp_path("ck.safetensors"), *q = tmp_path("ck_bad.safetensors");
+    CHECK_OK(tg_session_save(a.s, p));
+
+    /* What the file holds. */
+    tg_safetensors *f = NULL;
+    CHECK_OK(tg_safetensors_read(p, &f));
+    if (!f) return;
+    static const char *names[] = {"l1.W", "l1.b", "l2.W", "l2.b", "opt.l1.W.m", "opt.l1.W.v", "opt.l1.b.m",
+                                  "opt.l1.b.v", "opt.l2.W.m", "opt.l2.W.v", "opt.l2.b.m", "opt.l2.b.v"};
+    CHECK(tg_safetensors_count(f) == 12, "checkpoint holds %d tensors", tg_safetensors_count(f));
+    for (int i = 0; i < 12; i++) CHECK(tg_safetensors_find(f, names[i]), "checkpoint lacks '%s'", names[i]);
+    CHECK(!tg_safetensors_find(f, "opt.hyper") && !tg_safetensors_find(f, "rng.seed"), "per-step leaves saved");
+    const char *want_meta[][2] = {{"format", "tensorgrad-checkpoint-1"}, {"step", "4"}, {"lr_start", "0"},
+                                  {"seed", "7"}, {"optimizer", "adam"}};
+    for (int k = 0; k < 5; k++) {
+        const char *v = tg_safetensors_meta(f, want_meta[k][0]);
+        CHECK(v && strcmp(v, want_meta[k][1]) == 0, "metadata %s = '%s', want '%s'", want_meta[k][0], v ? v : "(null)",
+              want_meta[k][1]);
+    }
+    const char *lr = tg_safetensors_meta(f, "lr");
+    CHECK(lr && strncmp(lr, "linear peak=0.00999999978 final=0.00100000005 ", 46) == 0, "lr metadata '%s'",
+          lr ? lr : "(null)");
+
+    int64_t np = snapshot(&b, NULL);
+    float *p0 = malloc(sizeof(float) * (size_t)np), *p1 = malloc(sizeof(float) * (size_t)np);
+    snapshot(&b, p0);
+
+    /* A copy of the checkpoint with one thing changed: tensors (drop or
+     * reshape one) or metadata (replace or drop one value). */
+    int nt = tg_safetensors_count(f);
+    tg_st_tensor *t = calloc((size_t)nt, sizeof *t);
+    const char *meta[12];
+    struct {
+        const char *drop, *meta_key, *meta_val, *want;
+        tg_status st;
+    } cases[] = {
+        {"opt.l2.W.v", NULL, NULL, "missing tensor 'opt.l2.W.v'", TG_ERR_NAME},
+        {NULL, "format", "something-else", "not a full checkpoint (its __metadata__ format is 'something-else'", TG_ERR_FORMAT},
+        {NULL, "format", NULL, "not a full checkpoint (its __metadata__ format is missing", TG_ERR_FORMAT},
+        {NULL, "step", "12x", "metadata 'step' is '12x', not a non-negative integer", TG_ERR_FORMAT},
+        {NULL, "step", "-1", "metadata 'step' is '-1'", TG_ERR_FORMAT},
+        {NULL, "step", "99999999999999999999", "metadata 'step' is '99999999999999999999'", TG_ERR_FORMAT},
+        {NULL, "seed", NULL, "metadata 'seed' is missing", TG_ERR_FORMAT},
+        {NULL, "lr_start", "5", "metadata lr_start 5 is after step 4", TG_ERR_FORMAT},
+        {NULL, "optimizer", "sgd", "the checkpoint's optimizer is 'sgd', this session's is 'adam'", TG_ERR_STATE},
+        {NULL, "lr", "linear peak=1", "metadata 'lr' is 'linear peak=1', not a schedule", TG_ERR_FORMAT},
+        {NULL, "lr", "bogus", "not a schedule", TG_ERR_FORMAT},
+        {NULL, "lr", "constant peak=1 final=0 gamma=0 steps=0 every=0 milestones=; constant peak=1 final=0 gamma=0 "
+                     "steps=0 every=0 milestones=", "not a schedule", TG_ERR_FORMAT},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        int n = 0, nm = 0;
+        for (int i = 0; i < nt; i++)
+            if (!cases[k].drop || strcmp(tg_safetensors_tensor(f, i)->name, cases[k].drop) != 0)
+                t[n++] = *tg_safetensors_tensor(f, i);
+        for (int i = 0; i < f->n_meta; i++) {
+            bool hit = cases[k].meta_key && strcmp(f->meta[i].key, cases[k].meta_key) == 0;
+            if (hit && !cases[k].meta_val) continue;
+            meta[2 * nm] = f->meta[i].key;
+            meta[2 * nm + 1] = hit ? cases[k].meta_val : f->meta[i].value;
+            nm++;
+        }
+        CHECK_OK(tg_safetensors_write(q, t, n, meta, nm));
+        CHECK_ERR(tg_session_load(b.s, q), cases[k].st, cases[k].want);
+        snapshot(&b, p1);
+        CHECK(memcmp(p0, p1, sizeof(float) * (size_t)np) == 0 && tg_session_step_count(b.s) == 0,
+              "case %zu: a refused checkpoint changed the session", k);
+    }
+    free(t);
+    tg_safetensors_free(f);
+
+    CHECK_ERR(tg_session_load(c.s, p), TG_ERR_STATE, "the checkpoint's optimizer is 'adam', this session's is 'sgd'");
+    const char *wp = tmp_path("weights_only.safetensors");
+    CHECK_OK(tg_session_save_params(a.s, wp));
+    CHECK_ERR(tg_session_load(b.s, wp), TG_ERR_FORMAT, "a weights-only file loads with tg_session_load_params");
+    CHECK_ERR(tg_session_save(a.s, missing_dir_path()), TG_ERR_IO, "tg_session_save: safetensors: ");
+    CHECK_ERR(tg_session_load(NULL, p), TG_ERR_ARG, "required");
+    CHECK_ERR(tg_session_save(a.s, NULL), TG_ERR_ARG, "required");
+    snapshot(&b, p1);
+    CHECK(memcmp(p0, p1, sizeof(float) * (size_t)np) == 0 && tg_session_step_count(b.s) == 0,
+          "a refused checkpoint changed the session");
+    /* and a good one loads */
+    CHECK_OK(tg_session_load(b.s, p));
+    CHECK(tg_session_step_count(b.s) == 4, "step count after load: %lld", (long long)tg_session_step_count(b.s));
+    CHECK(stray_tmp_files() == 0, "temporary files left behind");
+    free(p0);
+    free(p1);
+    close_run(&a);
+    close_run(&b);
+    close_run(&c);
+}
+
+/* Training interrupted at step k (saved, the session thrown away, a fresh
+ * one from the same spec but another seed loaded) must continue with the
+ * very same losses and params as a run that never stopped. set_lr_at > 0
+ * swaps the schedule at that step, before the save. */
+static void resume(const char *what, tg_optim o, bool freeze, int N, int k, int set_lr_at, tg_lr new_lr) {
+    float *want = calloc((size_t)N + 1, sizeof(float)), *got = calloc((size_t)N + 1, sizeof(float));
+    run a, b;
+    if (!open_run(&a, o, 42, freeze)) return;
+    for (int t = 1; t <= N; t++) {
+        if (t == set_lr_at) CHECK_OK(tg_session_set_lr(a.s, new_lr));
+        CHECK_OK(step_at(a.s, t, &want[t]));
+    }
+    int64_t np = snapshot(&a, NULL);
+    float *pa = malloc(sizeof(float) * (size_t)np), *pb = malloc(sizeof(float) * (size_t)np);
+    snapshot(&a, pa);
+    close_run(&a);
+
+    const char *p = tmp_path("resume.safetensors");
+    if (!open_run(&a, o, 42, freeze)) return;
+    for (int t = 1; t <= k; t++) {
+        if (t == set_lr_at) CHECK_OK(tg_session_set_lr(a.s, new_lr));
+        CHECK_OK(step_at(a.s, t, &got[t]));
+    }
+    CHECK_OK(tg_session_save(a.s, p));
+    close_run(&a);
+    if (!open_run(&b, o, 4242, freeze)) return;
+    CHECK_OK(tg_session_load(b.s, p));
+    CHECK(tg_session_step_count(b.s) == k, "%s: step count %lld after load, want %d", what,
+          (long long)tg_session_step_count(b.s), k);
+    /* No random op exists yet to show it in the losses: the seed that drives
+     * their per-step stream must come back all the same. */
+    CHECK(b.s->seed == 42, "%s: seed %llu after load, want 42", what, (unsigned long long)b.s->seed);
+    for (int t = k + 1; t <= N; t++) CHECK_OK(step_at(b.s, t, &got[t]));
+    int diff = 0;
+    for (int t = 1; t <= N; t++) {
+        if (memcmp(&got[t], &want[t], 4) != 0 && diff++ < 3)
+            CHECK(false, "%s: step %d loss %.9g, uninterrupted %.9g", what, t, got[t], want[t]);
+    }
+    snapshot(&b, pb);
+    CHECK(diff == 0 && memcmp(pa, pb, sizeof(float) * (size_t)np) == 0, "%s: %d losses differ, params %s", what, diff,
+          memcmp(pa, pb, sizeof(float) * (size_t)np) ? "differ" : "match");
+    /* the model must actually learn, or the comparison proves little */
+    float first = 0, last = 0;
+    for (int t = 1; t <= 5; t++) first += want[t], last += want[N + 1 - t];
+    CHECK(last < first, "%s: loss did not fall (%g -> %g over 5 steps)", what, first, last);
+    close_run(&b);
+    free(pa);
+    free(pb);
+    free(want);
+    free(got);
+}
+
+/* The longest schedule a session holds (warmups chained into a multistep
+ * with every milestone) comes back field for field. */
+static void lr_roundtrip(void) {
+    int64_t ms[TG_LR_MAX_MILESTONES] = {3, 5, 8, 13, 21, 34, 55, 89};
+    tg_lr chain[TG_MAX_LR_CHAIN];
+    chain[TG_MAX_LR_CHAIN - 1] = tg_lr_multistep(-1.17549435e-38f, 0.333333343f, TG_LR_MAX_MILESTONES, ms);
+    for (int k = TG_MAX_LR_CHAIN - 2; k >= 0; k--) chain[k] = tg_lr_warmup(1e-3f * (float)(k + 1), 10 + k, &chain[k + 1]);
+    run a, b;
+    if (!open_run(&a, tg_adam(chain[0]), 1, false)) return;
+    if (!open_run(&b, tg_adam(tg_lr_constant(1)), 1, false)) return;
+    const char *p = tmp_path("lr.safetensors");
+    CHECK_OK(tg_session_save(a.s, p));
+    CHECK_OK(tg_session_load(b.s, p));
+    for (int k = 0; k < TG_MAX_LR_CHAIN; k++) {
+        tg_lr x = a.s->lr[k], y = b.s->lr[k];
+        CHECK(x.kind == y.kind && memcmp(&x.peak, &y.peak, 4) == 0 && memcmp(&x.final_lr, &y.final_lr, 4) == 0 &&
+                  memcmp(&x.gamma, &y.gamma, 4) == 0 && x.steps == y.steps && x.every == y.every &&
+                  x.n_milestones == y.n_milestones &&
+                  memcmp(x.milestones, y.milestones, sizeof x.milestones) == 0 &&
+                  (k + 1 < TG_MAX_LR_CHAIN ? y.then == &b.s->lr[k + 1] : y.then == NULL),
+              "lr link %d differs after load", k);
+    }
+    for (int64_t t = 1; t < 400; t += 7)
+        CHECK(tg_lr_at(a.s->lr, t) == tg_lr_at(b.s->lr, t), "lr at step %lld differs", (long long)t);
+    close_run(&a);
+    close_run(&b);
+}
+
+static void resumes(void) {
+    const int N = 30, k = 11;
+    resume("adam, linear lr", tg_adam(tg_lr_linear(2e-2f, 2e-3f, N)), false, N, k, 0, tg_lr_constant(0));
+    resume("adam, resume at step 1", tg_adam(tg_lr_linear(2e-2f, 2e-3f, N)), false, N, 1, 0, tg_lr_constant(0));
+    static const tg_lr cosine = {TG_LR_COSINE, 3e-2f, 1e-3f, 0, 25, 0, 0, {0}, NULL};
+    tg_optim adamw = tg_adamw(tg_lr_warmup(3e-2f, 5, &cosine), 0.05f);
+    adamw.clip_grad_norm = 0.5f;
+    resume("adamw, warmup+cosine, clip, a frozen param", adamw, true, N, k, 0, tg_lr_constant(0));
+    tg_optim sgd = tg_sgd(tg_lr_staircase(0.1f, 0.7f, 4), 0.9f, true, 1e-3f);
+    resume("sgd nesterov, staircase", sgd, false, N, k, 0, tg_lr_constant(0));
+    resume("sgd plain", tg_sgd(tg_lr_constant(0.3f), 0, false, 0), false, N, k, 0, tg_lr_constant(0));
+    int64_t ms[] = {14, 20};
+    resume("adam, set_lr before the save", tg_adam(tg_lr_linear(2e-2f, 2e-3f, N)), false, N, k, 6,
+           tg_lr_multistep(1e-2f, 0.5f, 2, ms));
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/tg_st_XXXXXX");
     if (!mkdtemp(dir)) {
@@ -532,6 +891,10 @@ int main(void) {
     header_length();
     truncations();
     writer_errors();
+    params_files();
+    checkpoint_errors();
+    lr_roundtrip();
+    resumes();
     /* clean up the scratch directory */
     DIR *d = opendir(dir);
     for (struct dirent *e; d && (e = readdir(d));) {
