@@ -385,6 +385,31 @@ void tg_session_print_plan(const tg_session *s, void *file /* FILE* */);
 /* The graph after grad, optimizer and passes. */
 const tg_graph *tg_session_graph(const tg_session *s);
 
+/* ---- forward-only compiles ----------------------------------------------
+ * A forward session shares the params (and the engine) of the session it is
+ * attached to: training updates are visible to it at once. Input shapes may
+ * use TG_BATCH for the batch dimension; the program is compiled for each
+ * batch size on first use and cached. */
+
+#define TG_BATCH (-1)
+
+typedef struct {
+    tg_trace_fn fn;            /* returns the output: any shape, any dtype */
+    void *user;
+    const tg_input_decl *inputs;
+    int n_inputs;
+} tg_infer_spec;
+
+tg_status tg_session_attach(tg_session *base, const tg_infer_spec *spec, tg_session **out);
+/* Runs the forward program for `batch` (ignored when no input uses TG_BATCH). */
+tg_status tg_session_run(tg_session *s, int64_t batch, const tg_feed *feeds, int n_feeds);
+/* The output of the last run, `count` elements of its own dtype (i32 stays i32). */
+tg_status tg_session_output(tg_session *s, void *dst, int64_t count);
+tg_status tg_session_output_info(const tg_session *s, tg_shape *shape, tg_dtype *dtype);
+/* The seed random ops (sampling, dropout) draw from; each step or run then
+ * uses a hash of (seed, step or run number). */
+tg_status tg_session_set_seed(tg_session *s, uint64_t seed);
+
 /* CPU threads used by new sessions when the spec says 0 (else TG_THREADS, else all cores). */
 void tg_set_default_threads(int n);
 

@@ -19,7 +19,25 @@ struct tg_session {
     tg_lr lr[TG_MAX_LR_CHAIN]; /* the schedule, warmup chains copied */
     int64_t step, lr_start;
     uint64_t seed;
+    /* forward-only sessions (infer.c): one program per batch size */
+    bool infer;
+    tg_trace_fn fn;
+    void *user;
+    tg_input_decl *inputs; /* copies; names owned */
+    int n_inputs;
+    struct tg_batch_prog {
+        int64_t batch;
+        tg_program *prog;
+    } *progs;
+    int n_progs;
+    int64_t runs;
 };
+
+/* Writes the checked feeds into the program's input buffers (api names the caller). */
+tg_status session_write_feeds(tg_session *s, tg_program *p, const char *api, const tg_feed *feeds, int n);
+tg_status session_write_rng_seed(tg_session *s, tg_program *p, int64_t t);
+/* Releases and frees a session's programs (infer.c for forward sessions). */
+void session_free_programs(tg_session *s);
 
 /* The program's node for a leaf (TG_OP_INPUT / TG_OP_STATE / ...) by name, or -1. */
 int session_find_leaf(const tg_program *p, tg_opcode op, const char *name);
