@@ -34,7 +34,12 @@ static bool is_saved_state(const tg_node *n) {
 
 /* Params in model order, then (full) the saved state leaves in graph order. */
 static tg_status collect(tg_session *s, const char *api, bool full, ck_entry **out, int *n_out) {
-    const tg_graph *g = s->prog->g;
+    if (full && s->infer)
+        return tg_fail(TG_ERR_STATE,
+                       "%s: a forward session has no training state: use the session it is attached to, "
+                       "or tg_session_save_params / load_params",
+                       api);
+    const tg_graph *g = full ? s->prog->g : NULL;
     int np = tg_model_param_count(s->model), n = np;
     for (int i = 0; full && i < g->n; i++) n += is_saved_state(&g->nodes[i]);
     ck_entry *e = tg_calloc((size_t)n + 1, sizeof *e);
@@ -230,7 +235,8 @@ static tg_status match(const char *api, const char *path, const tg_safetensors *
     while (k < nf && used[k]) k++;
     free(used);
     bool hint = !full && tg_safetensors_meta(f, "format") && strcmp(tg_safetensors_meta(f, "format"), CK_FORMAT) == 0;
-    return tg_fail(TG_ERR_NAME, "%s: %s: unknown tensor '%.100s'%s", api, path, f->t[k].name,
+    char nm[128];
+    return tg_fail(TG_ERR_NAME, "%s: %s: unknown tensor '%s'%s", api, path, st_shown(f->t[k].name, nm, sizeof nm),
                    hint ? " (the file is a full checkpoint: load it with tg_session_load)" : "");
 }
 
@@ -242,15 +248,20 @@ static tg_status load(tg_session *s, const char *api, const char *path, bool ful
     int n = 0, n_lr = 0;
     uint64_t step = 0, lr_start = 0, seed = 0;
     tg_lr lr[TG_MAX_LR_CHAIN];
-    tg_status st = tg_safetensors_read(path, &f);
-    if (st != TG_OK) return rewrap(api, st);
+    char sh[240];
+    tg_status st = collect(s, api, full, &e, &n);
+    if (st != TG_OK) return st;
+    if ((st = tg_safetensors_read(path, &f)) != TG_OK) {
+        free(e);
+        return rewrap(api, st);
+    }
     if (full) {
         const char *fmt = tg_safetensors_meta(f, "format");
         if (!fmt || strcmp(fmt, CK_FORMAT) != 0) {
             st = tg_fail(TG_ERR_FORMAT,
-                         "%s: %s: not a full checkpoint (its __metadata__ format is %s%.60s%s, want '" CK_FORMAT
+                         "%s: %s: not a full checkpoint (its __metadata__ format is %s%s%s, want '" CK_FORMAT
                          "'); a weights-only file loads with tg_session_load_params",
-                         api, path, fmt ? "'" : "", fmt ? fmt : "missing", fmt ? "'" : "");
+                         api, path, fmt ? "'" : "", fmt ? st_shown(fmt, sh, 64) : "missing", fmt ? "'" : "");
             goto done;
         }
         const char *keys[] = {"step", "lr_start", "seed"};
@@ -258,8 +269,8 @@ static tg_status load(tg_session *s, const char *api, const char *path, bool ful
         for (int k = 0; k < 3; k++) {
             const char *v = tg_safetensors_meta(f, keys[k]);
             if (!parse_u64(v, vals[k]) || (k < 2 && *vals[k] > INT64_MAX)) {
-                st = tg_fail(TG_ERR_FORMAT, "%s: %s: metadata '%s' is %s%.40s%s, not a non-negative integer", api,
-                             path, keys[k], v ? "'" : "", v ? v : "missing", v ? "'" : "");
+                st = tg_fail(TG_ERR_FORMAT, "%s: %s: metadata '%s' is %s%s%s, not a non-negative integer", api,
+                             path, keys[k], v ? "'" : "", v ? st_shown(v, sh, 48) : "missing", v ? "'" : "");
                 goto done;
             }
         }
@@ -270,18 +281,17 @@ static tg_status load(tg_session *s, const char *api, const char *path, bool ful
         }
         const char *opt = tg_safetensors_meta(f, "optimizer");
         if (!opt || strcmp(opt, opt_name(s->optim.kind)) != 0) {
-            st = tg_fail(TG_ERR_STATE, "%s: %s: the checkpoint's optimizer is '%.40s', this session's is '%s'", api,
-                         path, opt ? opt : "(missing)", opt_name(s->optim.kind));
+            st = tg_fail(TG_ERR_STATE, "%s: %s: the checkpoint's optimizer is '%s', this session's is '%s'", api,
+                         path, opt ? st_shown(opt, sh, 48) : "(missing)", opt_name(s->optim.kind));
             goto done;
         }
         const char *lrs = tg_safetensors_meta(f, "lr");
         if (!lrs || !lr_decode(lrs, lr, &n_lr)) {
-            st = tg_fail(TG_ERR_FORMAT, "%s: %s: metadata 'lr' is %s%.200s%s, not a schedule", api, path,
-                         lrs ? "'" : "", lrs ? lrs : "missing", lrs ? "'" : "");
+            st = tg_fail(TG_ERR_FORMAT, "%s: %s: metadata 'lr' is %s%s%s, not a schedule", api, path,
+                         lrs ? "'" : "", lrs ? st_shown(lrs, sh, sizeof sh) : "missing", lrs ? "'" : "");
             goto done;
         }
     }
-    if ((st = collect(s, api, full, &e, &n)) != TG_OK) goto done;
     if (!(src = tg_calloc((size_t)n + 1, sizeof *src))) {
         st = tg_fail(TG_ERR_NOMEM, "%s: out of memory", api);
         goto done;

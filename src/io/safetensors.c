@@ -41,8 +41,7 @@ int64_t st_nbytes(tg_dtype dt, tg_shape s) {
 
 static const char *dtype_tag(tg_dtype dt) { return dt == TG_F32 ? "F32" : dt == TG_I32 ? "I32" : "?"; }
 
-/* Names come from hostile files: show them printable and short in messages. */
-static const char *shown(const char *s, char *buf, size_t cap) {
+const char *st_shown(const char *s, char *buf, size_t cap) {
     size_t o = 0, i = 0, max = cap > 8 ? cap - 4 : 0;
     for (; s[i] && o < max; i++) {
         unsigned char c = (unsigned char)s[i];
@@ -361,7 +360,7 @@ static tg_status grow2(parser *p, void **a, size_t ea, void **b, size_t eb, int 
 static tg_status parse_tensor(parser *p, char *name, size_t key_at) {
     tg_safetensors *f = p->f;
     char nm[96], ctx[120], b[16], sb[160];
-    snprintf(ctx, sizeof ctx, "tensor '%s'", shown(name, nm, 64));
+    snprintf(ctx, sizeof ctx, "tensor '%s'", st_shown(name, nm, 64));
     tg_status st = TG_OK;
     bool have_dt = false, have_shape = false, have_off = false;
     tg_dtype dt = TG_F32;
@@ -390,7 +389,7 @@ static tg_status parse_tensor(parser *p, char *name, size_t key_at) {
                                                               : NULL;
             if (!have) {
                 st = perr(p, field_at, "%s: unknown field '%s' (expected dtype, shape, data_offsets)", ctx,
-                          shown(field, sb, 64));
+                          st_shown(field, sb, 64));
                 free(field);
                 goto fail;
             }
@@ -408,7 +407,7 @@ static tg_status parse_tensor(parser *p, char *name, size_t key_at) {
                     dt = tag[0] == 'F' ? TG_F32 : TG_I32;
                     free(tag);
                 } else {
-                    st = perr(p, dt_at, "%s: dtype '%s' is not supported (only F32 and I32)", ctx, shown(tag, sb, 32));
+                    st = perr(p, dt_at, "%s: dtype '%s' is not supported (only F32 and I32)", ctx, st_shown(tag, sb, 32));
                     free(tag);
                     goto fail;
                 }
@@ -564,7 +563,7 @@ static tg_status check_dups(parser *p, st_key *k, int n, const char *what, int *
         for (int i = 0; i < n; i++)
             if (k[i].idx == worst) name = k[i].name;
         size_t at = (size_t)(order ? p->ent[worst].key_at : p->meta_at[worst]);
-        return perr(p, at, "%s '%s' appears twice", what, shown(name, nm, 64));
+        return perr(p, at, "%s '%s' appears twice", what, st_shown(name, nm, 64));
     }
     if (order)
         for (int i = 0; i < n; i++) order[i] = k[i].idx;
@@ -601,7 +600,7 @@ static tg_status check_entries(parser *p, const uint8_t *data) {
             char n1[96], n2[96];
             st = perr(p, (size_t)p->ent[k[i].idx].range_at,
                       "tensor '%s': data_offsets [%lld, %lld] overlap tensor '%s' [%lld, %lld]",
-                      shown(k[i].name, n1, 64), (long long)k[i].a, (long long)k[i].b, shown(k[far].name, n2, 64),
+                      st_shown(k[i].name, n1, 64), (long long)k[i].a, (long long)k[i].b, st_shown(k[far].name, n2, 64),
                       (long long)k[far].a, (long long)k[far].b);
             goto done;
         }
@@ -806,12 +805,12 @@ static tg_status check_names(const char *path, const char **names, int n, const 
     for (int i = 0; i < n; i++) {
         if (!names[i]) return tg_fail(TG_ERR_ARG, "safetensors: %s: %s %d has no name", path, what, i);
         if (!utf8_valid(names[i]))
-            return tg_fail(TG_ERR_ARG, "safetensors: %s: %s '%s' is not valid UTF-8", path, what, shown(names[i], nm, 64));
+            return tg_fail(TG_ERR_ARG, "safetensors: %s: %s '%s' is not valid UTF-8", path, what, st_shown(names[i], nm, 64));
     }
     qsort(names, (size_t)n, sizeof *names, cmp_str);
     for (int i = 1; i < n; i++)
         if (strcmp(names[i], names[i - 1]) == 0)
-            return tg_fail(TG_ERR_NAME, "safetensors: %s: %s '%s' is given twice", path, what, shown(names[i], nm, 64));
+            return tg_fail(TG_ERR_NAME, "safetensors: %s: %s '%s' is given twice", path, what, st_shown(names[i], nm, 64));
     return TG_OK;
 }
 
@@ -854,13 +853,13 @@ tg_status tg_safetensors_write(const char *path, const tg_st_tensor *t, int n, c
     for (int i = 0; i < n; i++) {
         if (t[i].dtype != TG_F32 && t[i].dtype != TG_I32)
             return tg_fail(TG_ERR_ARG, "safetensors: %s: tensor '%s': only F32 and I32 can be written", path,
-                           t[i].name ? shown(t[i].name, nm, 64) : "(null)");
+                           t[i].name ? st_shown(t[i].name, nm, 64) : "(null)");
         if (st_nbytes(t[i].dtype, t[i].shape) < 0)
             return tg_fail(TG_ERR_SHAPE, "safetensors: %s: tensor '%s': bad shape %s", path,
-                           t[i].name ? shown(t[i].name, nm, 64) : "(null)", tg_shape_str(t[i].shape, sh, sizeof sh));
+                           t[i].name ? st_shown(t[i].name, nm, 64) : "(null)", tg_shape_str(t[i].shape, sh, sizeof sh));
         if (!t[i].data && st_nbytes(t[i].dtype, t[i].shape) > 0)
             return tg_fail(TG_ERR_ARG, "safetensors: %s: tensor '%s' has no data", path,
-                           t[i].name ? shown(t[i].name, nm, 64) : "(null)");
+                           t[i].name ? st_shown(t[i].name, nm, 64) : "(null)");
         if (t[i].name && strcmp(t[i].name, "__metadata__") == 0)
             return tg_fail(TG_ERR_NAME, "safetensors: %s: '__metadata__' cannot name a tensor", path);
     }

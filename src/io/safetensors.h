@@ -39,4 +39,8 @@ tg_status st_parse(const char *label, const uint8_t *buf, size_t size, tg_safete
 /* The byte size of a tensor of this dtype and shape, or -1 if it overflows
  * or the dtype is not storable (only F32 and I32 are). */
 int64_t st_nbytes(tg_dtype dt, tg_shape s);
+
+/* Strings from hostile files, made printable (control characters become
+ * '?') and cut to fit buf, for error messages. Returns buf. */
+const char *st_shown(const char *s, char *buf, size_t cap);
 #endif
