@@ -533,6 +533,57 @@ static void modules(void) {
     tg_model_free(m);
 }
 
+/* A trivial training session for a forward session to attach to. */
+static tg_tensor base_loss(tg_graph *g, void *u) {
+    (void)u;
+    return tg_sum(tg_mul(tg_use(g, 0), tg_input(g, "x")), TG_ALL, false);
+}
+
+/* ---- sampling in a forward-only session (the names example's use) ---- */
+
+static tg_tensor sample_fn(tg_graph *g, void *u) {
+    (void)u;
+    return tg_categorical(tg_mul_s(tg_input(g, "logits"), 2.0f)); /* temperature 0.5 */
+}
+
+static void forward_sampling(void) {
+    tg_model *m = tg_model_new();
+    tg_model_param(m, "w", TG_SHAPE(1), tg_init_ones());
+    tg_input_decl tin[] = {{"x", TG_F32, TG_SHAPE(1)}};
+    tg_train_spec spec = {.model = m, .loss = base_loss, .inputs = tin, .n_inputs = 1, .optim = {.kind = TG_OPT_NONE}};
+    tg_session *base = NULL, *fw = NULL;
+    CHECK_OK(tg_session_new(&spec, &base));
+    tg_input_decl in[] = {{"logits", TG_F32, TG_SHAPE(TG_BATCH, 3)}};
+    tg_infer_spec is = {sample_fn, NULL, in, 1};
+    if (base) CHECK_OK(tg_session_attach(base, &is, &fw));
+    if (!fw) {
+        tg_session_free(base);
+        tg_model_free(m);
+        return;
+    }
+    enum { NB = 3000 };
+    static float logits[NB * 3];
+    static int32_t a[NB], b[NB];
+    for (int r = 0; r < NB; r++) logits[r * 3] = 0.0f, logits[r * 3 + 1] = logf(2.0f), logits[r * 3 + 2] = -50.0f;
+    CHECK_OK(tg_session_run(fw, NB, (tg_feed[]){{"logits", logits, NB * 3}}, 1));
+    tg_shape sh;
+    tg_dtype dt;
+    CHECK_OK(tg_session_output_info(fw, &sh, &dt));
+    CHECK(dt == TG_I32 && shape_eq(sh, TG_SHAPE(NB)), "categorical output is %s", tg_dtype_name(dt));
+    CHECK_OK(tg_session_output(fw, a, NB));
+    CHECK_OK(tg_session_run(fw, NB, (tg_feed[]){{"logits", logits, NB * 3}}, 1));
+    CHECK_OK(tg_session_output(fw, b, NB));
+    int64_t ones = 0, bad = 0;
+    for (int r = 0; r < NB; r++) ones += a[r] == 1, bad += a[r] < 0 || a[r] > 1;
+    /* at temperature 0.5 the odds are 1 : 4 (class 2 is effectively never drawn) */
+    CHECK(bad == 0, "%lld samples outside the classes with non-negligible probability", (long long)bad);
+    CHECK(fabs((double)ones / NB - 0.8) < 0.03, "class 1 drawn %.3f of the time, want 0.8", (double)ones / NB);
+    CHECK(n_differ(a, b, NB) > NB / 5, "two runs drew the same samples");
+    tg_session_free(fw);
+    tg_session_free(base);
+    tg_model_free(m);
+}
+
 int main(void) {
     cross_entropy_values();
     norm_values();
@@ -542,5 +593,6 @@ int main(void) {
     random_ops();
     errors();
     modules();
+    forward_sampling();
     return check_summary("test_nn");
 }
