@@ -7,6 +7,7 @@
 #include "check.h"
 #include "build/model.h"
 #include "ir/ir.h"
+#include "session.h"
 
 static uint64_t lcg = 99;
 static float urand(void) { /* [0, 1) */
@@ -223,6 +224,72 @@ static void heads_and_rope(void) {
             }
     CHECK(count_close(rope, ref, 48, 1e-6, 1e-6, "rope") == 0, "rope values (base 10000)");
     CHECK(count_close(rope3, ref3, 48, 1e-6, 1e-6, "rope3") == 0, "rope values (base 3)");
+    tg_session_free(s);
+    tg_model_free(m);
+}
+
+/* ---- in place: outputs written over an input that dies with the op ---- */
+
+static tg_tensor inplace_fn(tg_graph *g, void *u) {
+    (void)u;
+    tg_tensor x = tg_input(g, "x"), gain = tg_input(g, "g"), bias = tg_input(g, "b");
+    /* captures live in their own buffers, so each op feeds one more (+ 0) */
+    tg_capture(tg_add_s(tg_layer_norm(tg_mul_s(x, 1.5f), gain, bias, 1e-5f), 0.0f), "ln");
+    tg_capture(tg_add_s(tg_rms_norm(tg_mul_s(x, 1.5f), gain, 1e-6f), 0.0f), "rms");
+    tg_capture(tg_add_s(tg_rope(tg_mul_s(x, 1.5f), 0.0f), 0.0f), "rope");
+    tg_capture(tg_add_s(tg_dropout(tg_mul_s(x, 1.5f), 0.5f), 0.0f), "drop");
+    return tg_sum(x, TG_ALL, false);
+}
+
+static void in_place(void) {
+    tg_model *m = tg_model_new();
+    tg_input_decl in[] = {{"x", TG_F32, TG_SHAPE(LN_R, LN_D)}, {"g", TG_F32, TG_SHAPE(LN_D)},
+                          {"b", TG_F32, TG_SHAPE(LN_D)}};
+    tg_session *s = open_fn(m, inplace_fn, NULL, in, 3, 1, 2);
+    if (!s) return;
+    /* The planner did put each op over its (dying, same-shaped) input. */
+    const tg_graph *g = s->prog->g;
+    const tg_plan *pl = &s->prog->plan;
+    int shared = 0;
+    for (int i = 0; i < g->n; i++) {
+        tg_opcode op = g->nodes[i].op;
+        if (op != TG_OP_LAYER_NORM && op != TG_OP_RMS_NORM && op != TG_OP_ROPE && op != TG_OP_DROPOUT) continue;
+        int x = g->nodes[i].in[0];
+        shared += pl->slot[i].arena == pl->slot[x].arena && pl->slot[i].offset == pl->slot[x].offset;
+    }
+    CHECK(shared == 4, "only %d of 4 ops were planned in place", shared);
+    static float x[LN_R * LN_D], ln[LN_R * LN_D], rms[LN_R * LN_D], rope[LN_R * LN_D], drop[LN_R * LN_D];
+    static double ref_ln[LN_R * LN_D], ref_rms[LN_R * LN_D], ref_rope[LN_R * LN_D];
+    for (int i = 0; i < LN_R * LN_D; i++) x[i] = 4.0f * urand() - 2.0f;
+    CHECK_OK(tg_session_step(s, (tg_feed[]){{"x", x, LN_R * LN_D}, {"g", ln_g, LN_D}, {"b", ln_b, LN_D}}, 3, NULL));
+    CHECK_OK(tg_session_read(s, "ln", ln, LN_R * LN_D));
+    CHECK_OK(tg_session_read(s, "rms", rms, LN_R * LN_D));
+    CHECK_OK(tg_session_read(s, "rope", rope, LN_R * LN_D));
+    CHECK_OK(tg_session_read(s, "drop", drop, LN_R * LN_D));
+    int64_t bad_drop = 0;
+    for (int r = 0; r < LN_R; r++) { /* rows are positions 0..LN_R-1 of one sequence */
+        const float *xr = x + r * LN_D;
+        double mu = 0, var = 0, ms = 0;
+        for (int i = 0; i < LN_D; i++) mu += 1.5 * xr[i], ms += 2.25 * xr[i] * xr[i];
+        mu /= LN_D, ms /= LN_D;
+        for (int i = 0; i < LN_D; i++) var += (1.5 * xr[i] - mu) * (1.5 * xr[i] - mu);
+        var /= LN_D;
+        for (int i = 0; i < LN_D; i++) {
+            ref_ln[r * LN_D + i] = (1.5 * xr[i] - mu) / sqrt(var + 1e-5) * ln_g[i] + ln_b[i];
+            ref_rms[r * LN_D + i] = 1.5 * xr[i] / sqrt(ms + 1e-6) * ln_g[i];
+            float d = drop[r * LN_D + i];
+            bad_drop += d != 0.0f && d != 1.5f * xr[i] * 2.0f;
+        }
+        for (int i = 0; i < LN_D / 2; i++) {
+            double ang = r * pow(10000.0, -2.0 * i / LN_D), a = 1.5 * xr[i], b = 1.5 * xr[i + LN_D / 2];
+            ref_rope[r * LN_D + i] = a * cos(ang) - b * sin(ang);
+            ref_rope[r * LN_D + i + LN_D / 2] = b * cos(ang) + a * sin(ang);
+        }
+    }
+    CHECK(count_close(ln, ref_ln, LN_R * LN_D, 1e-5, 1e-5, "layer_norm in place") == 0, "layer_norm in place");
+    CHECK(count_close(rms, ref_rms, LN_R * LN_D, 1e-5, 1e-5, "rms_norm in place") == 0, "rms_norm in place");
+    CHECK(count_close(rope, ref_rope, LN_R * LN_D, 1e-5, 1e-5, "rope in place") == 0, "rope in place");
+    CHECK(bad_drop == 0, "dropout in place: %lld elements neither 0 nor x / (1 - p)", (long long)bad_drop);
     tg_session_free(s);
     tg_model_free(m);
 }
@@ -589,6 +656,7 @@ int main(void) {
     norm_values();
     embedding_values();
     heads_and_rope();
+    in_place();
     thread_independence();
     random_ops();
     errors();
