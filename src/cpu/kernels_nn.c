@@ -91,7 +91,8 @@ static nn_job row_job(const tg_node *n, void *const *in, void *out, tg_shape mai
 
 /* ---- cross-entropy and NLL: logits [R, V] (leading axes flattened), targets i32 [R] ---- */
 
-/* loss[r] = logsumexp(x[r]) - x[r, t[r]], or 0 when t[r] is outside [0, V). */
+/* loss[r] = -log_softmax(x[r])[t[r]] = -((x[r, t] - max) - log(sum exp(x[r] - max))),
+ * or 0 when t[r] is outside [0, V). */
 static void xent_rows(void *arg, int64_t lo, int64_t hi) {
     nn_job *j = arg;
     const float *X = j->in[0];
@@ -106,7 +107,7 @@ static void xent_rows(void *arg, int64_t lo, int64_t hi) {
         }
         float m = row_max(x, V), s = 0.0f;
         for (int64_t v = 0; v < V; v++) s += expf(x[v] - m);
-        y[r] = m + logf(s) - x[t[r]];
+        y[r] = -((x[t[r]] - m) - logf(s)); /* PyTorch's order: no large m + small log(s) rounding */
     }
 }
 
