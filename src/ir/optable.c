@@ -30,9 +30,12 @@
  *   embedding                 in = (table [V, D], idx i32 [...]) -> [..., D]
  *   embedding_grad            in = (idx, gy [..., D]); ia[0] V -> [V, D]
  *   rope                      in = (x [..., T, D], table [T, D] = cos | sin halves); ia[0] inverse
- *   dropout                   in = (x, seed); fa[0] p, fa[1] 1/(1-p), ia[7] salt
- *   randn                     in = (seed); ia[7] salt; shape from the builder
- *   categorical               in = (logits [..., V], seed); ia[7] salt -> i32 [...] */
+ *   dropout                   in = (x, seed); fa[0] p, fa[1] 1/(1-p), ia[7] salt;
+ *                             element e: tg_rng_uniform(seed, salt, e) < p ? 0 : x[e] * fa[1]
+ *   randn                     in = (seed); ia[7] salt; shape from the builder; y[e] = tg_rng_normal(seed, salt, e)
+ *   categorical               in = (logits [..., V], seed); ia[7] salt -> i32 [...]; row r draws
+ *                             u = tg_rng_uniform(seed, salt, r), inverse CDF (cpu_categorical says how)
+ * (seed = the i32 [2] leaf read as low | high << 32) */
 #include "ir.h"
 #include "shape.h"
 #include "../grad/rules.h"
