@@ -101,23 +101,28 @@ static tg_tensor norm_fn(tg_graph *g, void *u) {
     return tg_sum(tg_capture(tg_layer_norm(x, gain, bias, 0.5f), "ln_eps"), TG_ALL, false);
 }
 
-static void norm_values(void) {
-    for (int i = 0; i < LN_R * LN_D; i++) ln_x[i] = 5.0f + 6.0f * urand() - 3.0f; /* mean far from 0 */
-    for (int i = 0; i < LN_D; i++) ln_g[i] = 2.0f * urand() - 1.0f, ln_b[i] = 2.0f * urand() - 1.0f;
-    static double ref_ln[LN_R * LN_D], ref_rms[LN_R * LN_D], ref_eps[LN_R * LN_D];
+/* Layer norm (eps given) and RMS norm (eps 1e-6) of the rows of scale * x
+ * [LN_R, LN_D] with ln_g and ln_b, in double. */
+static void norm_refs(const float *X, double scale, double eps, double *ln, double *rms) {
     for (int r = 0; r < LN_R; r++) {
-        const float *x = ln_x + r * LN_D;
-        double mu = 0, var = 0, ms = 0;
-        for (int i = 0; i < LN_D; i++) mu += x[i], ms += (double)x[i] * x[i];
+        double x[LN_D], mu = 0, var = 0, ms = 0;
+        for (int i = 0; i < LN_D; i++) x[i] = scale * X[r * LN_D + i], mu += x[i], ms += x[i] * x[i];
         mu /= LN_D, ms /= LN_D;
         for (int i = 0; i < LN_D; i++) var += (x[i] - mu) * (x[i] - mu);
         var /= LN_D;
         for (int i = 0; i < LN_D; i++) {
-            ref_ln[r * LN_D + i] = (x[i] - mu) / sqrt(var + 1e-5) * ln_g[i] + ln_b[i];
-            ref_eps[r * LN_D + i] = (x[i] - mu) / sqrt(var + 0.5) * ln_g[i] + ln_b[i];
-            ref_rms[r * LN_D + i] = x[i] / sqrt(ms + 1e-6) * ln_g[i];
+            ln[r * LN_D + i] = (x[i] - mu) / sqrt(var + eps) * ln_g[i] + ln_b[i];
+            if (rms) rms[r * LN_D + i] = x[i] / sqrt(ms + 1e-6) * ln_g[i];
         }
     }
+}
+
+static void norm_values(void) {
+    for (int i = 0; i < LN_R * LN_D; i++) ln_x[i] = 5.0f + 6.0f * urand() - 3.0f; /* mean far from 0 */
+    for (int i = 0; i < LN_D; i++) ln_g[i] = 2.0f * urand() - 1.0f, ln_b[i] = 2.0f * urand() - 1.0f;
+    static double ref_ln[LN_R * LN_D], ref_rms[LN_R * LN_D], ref_eps[LN_R * LN_D];
+    norm_refs(ln_x, 1.0, 1e-5, ref_ln, ref_rms);
+    norm_refs(ln_x, 1.0, 0.5, ref_eps, NULL);
     tg_model *m = tg_model_new();
     tg_input_decl in[] = {{"x", TG_F32, TG_SHAPE(LN_R, LN_D)}, {"g", TG_F32, TG_SHAPE(LN_D)},
                           {"b", TG_F32, TG_SHAPE(LN_D)}};
@@ -266,20 +271,11 @@ static void in_place(void) {
     CHECK_OK(tg_session_read(s, "rms", rms, LN_R * LN_D));
     CHECK_OK(tg_session_read(s, "rope", rope, LN_R * LN_D));
     CHECK_OK(tg_session_read(s, "drop", drop, LN_R * LN_D));
+    norm_refs(x, 1.5, 1e-5, ref_ln, ref_rms);
     int64_t bad_drop = 0;
+    for (int i = 0; i < LN_R * LN_D; i++) bad_drop += drop[i] != 0.0f && drop[i] != 1.5f * x[i] * 2.0f;
     for (int r = 0; r < LN_R; r++) { /* rows are positions 0..LN_R-1 of one sequence */
         const float *xr = x + r * LN_D;
-        double mu = 0, var = 0, ms = 0;
-        for (int i = 0; i < LN_D; i++) mu += 1.5 * xr[i], ms += 2.25 * xr[i] * xr[i];
-        mu /= LN_D, ms /= LN_D;
-        for (int i = 0; i < LN_D; i++) var += (1.5 * xr[i] - mu) * (1.5 * xr[i] - mu);
-        var /= LN_D;
-        for (int i = 0; i < LN_D; i++) {
-            ref_ln[r * LN_D + i] = (1.5 * xr[i] - mu) / sqrt(var + 1e-5) * ln_g[i] + ln_b[i];
-            ref_rms[r * LN_D + i] = 1.5 * xr[i] / sqrt(ms + 1e-6) * ln_g[i];
-            float d = drop[r * LN_D + i];
-            bad_drop += d != 0.0f && d != 1.5f * xr[i] * 2.0f;
-        }
         for (int i = 0; i < LN_D / 2; i++) {
             double ang = r * pow(10000.0, -2.0 * i / LN_D), a = 1.5 * xr[i], b = 1.5 * xr[i + LN_D / 2];
             ref_rope[r * LN_D + i] = a * cos(ang) - b * sin(ang);

@@ -9,18 +9,6 @@
 
 #include "../ir/ir.h"
 
-static tg_node mk(tg_opcode op, const char *api, const char *file, int line) {
-    tg_node n;
-    memset(&n, 0, sizeof n);
-    n.op = op;
-    n.nin = tg_ops[op].arity;
-    n.api = api;
-    n.file = file;
-    n.line = line;
-    n.param = -1;
-    return n;
-}
-
 static tg_tensor fail(tg_graph *g, tg_opcode op, const char *api, const char *file, int line, const char *fmt, ...)
     TG_PRINTF(6, 7);
 static tg_tensor fail(tg_graph *g, tg_opcode op, const char *api, const char *file, int line, const char *fmt, ...) {
@@ -29,7 +17,7 @@ static tg_tensor fail(tg_graph *g, tg_opcode op, const char *api, const char *fi
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    tg_node n = mk(op, api, file, line);
+    tg_node n = ir_proto(op, api, file, line);
     ir_fail(g, &n, "%s", msg);
     return (tg_tensor){g, -1};
 }
@@ -74,7 +62,7 @@ static tg_tensor loss_op(tg_opcode op, const char *api, tg_tensor x, tg_tensor t
     tg_graph *g = graph_of(api, op, ts, 2, file, line);
     if (!g) return (tg_tensor){NULL, -1};
     if ((unsigned)r > TG_REDUCTION_NONE) return fail(g, op, api, file, line, "unknown reduction %d", (int)r);
-    tg_node n = mk(op, api, file, line);
+    tg_node n = ir_proto(op, api, file, line);
     n.in[0] = x.id;
     n.in[1] = targets.id;
     return reduce_loss(g, ir_add(g, &n), r, file, line);
@@ -94,7 +82,7 @@ static tg_tensor norm_op(tg_opcode op, const char *api, const tg_tensor *t, int 
                          int line) {
     tg_graph *g = graph_of(api, op, t, nin, file, line);
     if (!g) return (tg_tensor){NULL, -1};
-    tg_node n = mk(op, api, file, line);
+    tg_node n = ir_proto(op, api, file, line);
     for (int k = 0; k < nin; k++) n.in[k] = t[k].id;
     n.fa[0] = eps;
     return (tg_tensor){g, ir_add(g, &n)};
@@ -116,7 +104,7 @@ tg_tensor tg_embedding_at(tg_tensor table, tg_tensor idx, const char *file, int 
     tg_tensor t[2] = {table, idx};
     tg_graph *g = graph_of("embedding", TG_OP_EMBEDDING, t, 2, file, line);
     if (!g) return (tg_tensor){NULL, -1};
-    tg_node n = mk(TG_OP_EMBEDDING, "embedding", file, line);
+    tg_node n = ir_proto(TG_OP_EMBEDDING, "embedding", file, line);
     n.in[0] = table.id;
     n.in[1] = idx.id;
     return (tg_tensor){g, ir_add(g, &n)};
@@ -194,13 +182,13 @@ tg_tensor tg_rope_at(tg_tensor x, float base, const char *file, int line) {
             tab[t * D + h + i] = (float)sin((double)t * freq);
         }
     }
-    tg_node c = mk(TG_OP_CONST, "rope", file, line);
+    tg_node c = ir_proto(TG_OP_CONST, "rope", file, line);
     c.dtype = TG_F32;
     c.shape = (tg_shape){2, {T, D}};
     c.data = tab;
     int table = ir_add(g, &c);
     free(tab);
-    tg_node n = mk(TG_OP_ROPE, "rope", file, line);
+    tg_node n = ir_proto(TG_OP_ROPE, "rope", file, line);
     n.in[0] = x.id;
     n.in[1] = table;
     return (tg_tensor){g, ir_add(g, &n)};
@@ -216,7 +204,7 @@ tg_tensor tg_dropout_at(tg_tensor x, float p, const char *file, int line) {
         return fail(g, TG_OP_DROPOUT, "dropout", file, line, "p %g must be in [0, 1) (x %s)", (double)p,
                     tg_shape_str(nd(x)->shape, sx, sizeof sx));
     }
-    tg_node n = mk(TG_OP_DROPOUT, "dropout", file, line);
+    tg_node n = ir_proto(TG_OP_DROPOUT, "dropout", file, line);
     n.in[0] = x.id;
     n.in[1] = ir_rng_seed(g);
     n.ia[7] = ir_rng_salt(g);
@@ -227,7 +215,7 @@ tg_tensor tg_dropout_at(tg_tensor x, float p, const char *file, int line) {
 
 tg_tensor tg_randn_at(tg_graph *g, tg_shape s, const char *file, int line) {
     if (!g) return (tg_tensor){NULL, -1};
-    tg_node n = mk(TG_OP_RANDN, "randn", file, line);
+    tg_node n = ir_proto(TG_OP_RANDN, "randn", file, line);
     n.in[0] = ir_rng_seed(g);
     n.ia[7] = ir_rng_salt(g);
     n.shape = s;
@@ -237,7 +225,7 @@ tg_tensor tg_randn_at(tg_graph *g, tg_shape s, const char *file, int line) {
 tg_tensor tg_categorical_at(tg_tensor logits, const char *file, int line) {
     if (!ok(logits)) return logits;
     tg_graph *g = logits.g;
-    tg_node n = mk(TG_OP_CATEGORICAL, "categorical", file, line);
+    tg_node n = ir_proto(TG_OP_CATEGORICAL, "categorical", file, line);
     n.in[0] = logits.id;
     n.in[1] = ir_rng_seed(g);
     n.ia[7] = ir_rng_salt(g);

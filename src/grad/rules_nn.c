@@ -1,27 +1,14 @@
 /* Gradient rules of the nn ops (issue 3). Each backward is one or two fused
  * kernels rather than a chain of elementwise ops, so the backward costs
  * about what the forward does and keeps no extra activations alive. */
-#include <string.h>
-
 #include "rules.h"
 
 #define N(id) (&g->nodes[id])
 #define X(k) (g->nodes[id].in[k])
 
-static tg_node mk(tg_opcode op, int nin, const char *file, int line) {
-    tg_node n;
-    memset(&n, 0, sizeof n);
-    n.op = op;
-    n.nin = nin;
-    n.file = file;
-    n.line = line;
-    n.param = -1;
-    return n;
-}
-
 /* d logits = (softmax(logits) - onehot(target)) * gy, one kernel. */
 void grad_cross_entropy(tg_graph *g, int id, int gy, int *gx) {
-    tg_node n = mk(TG_OP_CROSS_ENTROPY_GRAD, 3, IR_HERE);
+    tg_node n = ir_proto(TG_OP_CROSS_ENTROPY_GRAD, NULL, IR_HERE);
     n.in[0] = X(0);
     n.in[1] = X(1);
     n.in[2] = gy;
@@ -30,7 +17,7 @@ void grad_cross_entropy(tg_graph *g, int id, int gy, int *gx) {
 
 /* d logprobs = -gy at the target, 0 elsewhere. */
 void grad_nll_loss(tg_graph *g, int id, int gy, int *gx) {
-    tg_node n = mk(TG_OP_NLL_LOSS_GRAD, 2, IR_HERE);
+    tg_node n = ir_proto(TG_OP_NLL_LOSS_GRAD, NULL, IR_HERE);
     tg_shape xs = N(X(0))->shape;
     n.in[0] = X(1);
     n.in[1] = gy;
@@ -47,13 +34,13 @@ void grad_norm(tg_graph *g, int id, int gy, int *gx) {
     float eps = f->fa[0];
     int64_t D = N(x)->shape.d[N(x)->shape.ndim - 1];
 
-    tg_node st = mk(TG_OP_NORM_STATS, 1, IR_HERE);
+    tg_node st = ir_proto(TG_OP_NORM_STATS, NULL, IR_HERE);
     st.in[0] = x;
     st.ia[0] = rms;
     st.fa[0] = eps;
     int stats = ir_add(g, &st);
 
-    tg_node dx = mk(TG_OP_NORM_DX, 4, IR_HERE);
+    tg_node dx = ir_proto(TG_OP_NORM_DX, NULL, IR_HERE);
     dx.in[0] = x;
     dx.in[1] = gain;
     dx.in[2] = gy;
@@ -61,7 +48,7 @@ void grad_norm(tg_graph *g, int id, int gy, int *gx) {
     dx.ia[0] = rms;
     gx[0] = ir_add(g, &dx);
 
-    tg_node dg = mk(TG_OP_NORM_DGAIN, 3, IR_HERE);
+    tg_node dg = ir_proto(TG_OP_NORM_DGAIN, NULL, IR_HERE);
     dg.in[0] = x;
     dg.in[1] = gy;
     dg.in[2] = stats;
@@ -72,7 +59,7 @@ void grad_norm(tg_graph *g, int id, int gy, int *gx) {
 
 /* Scatter-add of the cotangent rows into the table's rows. */
 void grad_embedding(tg_graph *g, int id, int gy, int *gx) {
-    tg_node n = mk(TG_OP_EMBEDDING_GRAD, 2, IR_HERE);
+    tg_node n = ir_proto(TG_OP_EMBEDDING_GRAD, NULL, IR_HERE);
     n.in[0] = X(1);
     n.in[1] = gy;
     n.ia[0] = N(X(0))->shape.d[0];
@@ -81,7 +68,7 @@ void grad_embedding(tg_graph *g, int id, int gy, int *gx) {
 
 /* A rotation's adjoint is the opposite rotation. */
 void grad_rope(tg_graph *g, int id, int gy, int *gx) {
-    tg_node n = mk(TG_OP_ROPE, 2, IR_HERE);
+    tg_node n = ir_proto(TG_OP_ROPE, NULL, IR_HERE);
     n.in[0] = gy;
     n.in[1] = X(1);
     n.ia[0] = !N(id)->ia[0];

@@ -126,6 +126,10 @@ void shape_strides(tg_shape s, int64_t *st);
 /* Strides of `in` read as if broadcast to `out` (0 on broadcast axes). */
 void shape_bcast_strides(tg_shape in, tg_shape out, int64_t *st);
 
+/* A node of op `op` with its table arity, no inputs or attributes yet; api
+ * names the public builder in messages (NULL: the op's own name). */
+tg_node ir_proto(tg_opcode op, const char *api, const char *file, int line);
+
 /* Internal builders used by grad rules and the optimizer: same checks as the
  * public ones, call site = the rule's file:line. */
 int ir_leaf(tg_graph *g, tg_opcode op, const char *name, tg_dtype dt, tg_shape s, const char *file, int line);
