@@ -292,20 +292,23 @@ static void in_place(void) {
 
 /* ---- results do not depend on the thread count ---- */
 
-enum { TH_V = 50, TH_D = 64, TH_N = 1024 };
+/* A tiny tied-embedding model over the three modules: next-token
+ * cross-entropy of tok -> embedding -> RMS norm -> layer norm -> W^T. */
 typedef struct {
     tg_embedding emb;
     tg_layernorm ln;
     tg_rmsnorm rms;
-} th_model;
+} tiny;
 
-static tg_tensor threads_fn(tg_graph *g, void *u) {
-    th_model *p = u;
-    tg_tensor h = tg_embedding_fwd(g, &p->emb, tg_input(g, "idx"));
-    h = tg_rmsnorm_fwd(g, &p->rms, tg_layernorm_fwd(g, &p->ln, h));
+static tg_tensor tiny_fn(tg_graph *g, void *u) {
+    tiny *p = u;
+    tg_tensor h = tg_embedding_fwd(g, &p->emb, tg_input(g, "tok"));
+    h = tg_layernorm_fwd(g, &p->ln, tg_rmsnorm_fwd(g, &p->rms, h));
     tg_tensor logits = tg_matmul_t(h, tg_use(g, p->emb.W), false, true);
-    return tg_cross_entropy(logits, tg_input(g, "t"), TG_REDUCTION_MEAN);
+    return tg_cross_entropy(logits, tg_input(g, "next"), TG_REDUCTION_MEAN);
 }
+
+enum { TH_V = 50, TH_D = 64, TH_N = 1024 };
 
 static void thread_independence(void) {
     static int32_t idx[TH_N], t[TH_N];
@@ -316,12 +319,12 @@ static void thread_independence(void) {
     float loss0 = 0;
     for (int threads = 1; threads <= 4; threads++) {
         tg_model *m = tg_model_new();
-        th_model p = {tg_embedding_new(m, "emb", TH_V, TH_D), tg_layernorm_new(m, "ln", TH_D),
-                      tg_rmsnorm_new(m, "rms", TH_D)};
-        tg_input_decl in[] = {{"idx", TG_I32, TG_SHAPE(TH_N)}, {"t", TG_I32, TG_SHAPE(TH_N)}};
-        tg_session *s = open_fn(m, threads_fn, &p, in, 2, 5, threads);
+        tiny p = {tg_embedding_new(m, "emb", TH_V, TH_D), tg_layernorm_new(m, "ln", TH_D),
+                  tg_rmsnorm_new(m, "rms", TH_D)};
+        tg_input_decl in[] = {{"tok", TG_I32, TG_SHAPE(TH_N)}, {"next", TG_I32, TG_SHAPE(TH_N)}};
+        tg_session *s = open_fn(m, tiny_fn, &p, in, 2, 5, threads);
         float loss = NAN;
-        CHECK_OK(tg_session_step(s, (tg_feed[]){{"idx", idx, TH_N}, {"t", t, TH_N}}, 2, &loss));
+        CHECK_OK(tg_session_step(s, (tg_feed[]){{"tok", idx, TH_N}, {"next", t, TH_N}}, 2, &loss));
         for (int k = 0; k < 3; k++) CHECK_OK(tg_session_get_grad(s, names[k], threads == 1 ? ref[k] : got[k], sizes[k]));
         if (threads == 1) loss0 = loss;
         else {
@@ -534,19 +537,6 @@ static void errors(void) {
 /* ---- modules: names, layouts, inits, decay; a tiny model learns ---- */
 
 enum { MV = 8, MD = 16, MB = 64 };
-typedef struct {
-    tg_embedding emb;
-    tg_layernorm ln;
-    tg_rmsnorm rms;
-} tiny;
-
-static tg_tensor tiny_fn(tg_graph *g, void *u) {
-    tiny *p = u;
-    tg_tensor h = tg_embedding_fwd(g, &p->emb, tg_input(g, "tok"));
-    h = tg_layernorm_fwd(g, &p->ln, tg_rmsnorm_fwd(g, &p->rms, h));
-    tg_tensor logits = tg_matmul_t(h, tg_use(g, p->emb.W), false, true);
-    return tg_cross_entropy(logits, tg_input(g, "next"), TG_REDUCTION_MEAN);
-}
 
 static void modules(void) {
     tg_model *m = tg_model_new();
