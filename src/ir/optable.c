@@ -18,24 +18,7 @@
  *   adam_p             fa[0] eps, ia[0] apply weight decay; in[3] = hyper [lr, lrt, shrink]
  *   sgd_v              fa[0] momentum, fa[1] L2 decay; in = (v, g, p, hyper)
  *   sgd_p              fa[0] momentum, fa[1] L2 decay, ia[0] nesterov, ia[1] has momentum;
- *                      in = (p, g, v_new or p, hyper)
- * issue 3: nn ops
- *   cross_entropy, nll_loss   in = (logits or logprobs [..., V], targets i32 [...]) -> f32 [...]
- *   cross_entropy_grad        in = (logits, targets, gy [...]) -> [..., V]
- *   nll_loss_grad             in = (targets, gy); ia[0] V
- *   layer_norm / rms_norm     in = (x, g[, b]); fa[0] eps
- *   norm_stats                in = (x); fa[0] eps, ia[0] rms -> [..., 2] (mean, rstd; mean 0 for rms)
- *   norm_dx                   in = (x, g, gy, stats); ia[0] rms
- *   norm_dgain                in = (x, gy, stats) -> [D]
- *   embedding                 in = (table [V, D], idx i32 [...]) -> [..., D]
- *   embedding_grad            in = (idx, gy [..., D]); ia[0] V -> [V, D]
- *   rope                      in = (x [..., T, D], table [T, D] = cos | sin halves); ia[0] inverse
- *   dropout                   in = (x, seed); fa[0] p, fa[1] 1/(1-p), ia[7] salt;
- *                             element e: tg_rng_uniform(seed, salt, e) < p ? 0 : x[e] * fa[1]
- *   randn                     in = (seed); ia[7] salt; shape from the builder; y[e] = tg_rng_normal(seed, salt, e)
- *   categorical               in = (logits [..., V], seed); ia[7] salt -> i32 [...]; row r draws
- *                             u = tg_rng_uniform(seed, salt, r), inverse CDF (cpu_categorical says how)
- * (seed = the i32 [2] leaf read as low | high << 32) */
+ *                      in = (p, g, v_new or p, hyper) */
 #include "ir.h"
 #include "shape.h"
 #include "../grad/rules.h"
@@ -83,7 +66,23 @@ const tg_opinfo tg_ops[TG_OP_COUNT] = {
     [TG_OP_SOFTMAX_CAUSAL] = {"softmax_causal", 1, 0, shape_causal, grad_softmax_causal, cpu_softmax_causal},
     [TG_OP_WHERE_CAUSAL]   = {"where_causal",   1, TG_OPF_INPLACE, shape_causal, grad_where_causal, cpu_where_causal},
 
-    /* issue 3: nn ops */
+    /* issue 3: nn ops. Attributes:
+     *   cross_entropy, nll_loss   in = (logits or logprobs [..., V], targets i32 [...]) -> f32 [...]
+     *   cross_entropy_grad        in = (logits, targets, gy [...]) -> [..., V]
+     *   nll_loss_grad             in = (targets, gy); ia[0] V
+     *   layer_norm / rms_norm     in = (x, g[, b]); fa[0] eps
+     *   norm_stats                in = (x); fa[0] eps, ia[0] rms -> [..., 2] (mean, rstd; mean 0 for rms)
+     *   norm_dx                   in = (x, g, gy, stats); ia[0] rms
+     *   norm_dgain                in = (x, gy, stats) -> [D]
+     *   embedding                 in = (table [V, D], idx i32 [...]) -> [..., D]
+     *   embedding_grad            in = (idx, gy [..., D]); ia[0] V -> [V, D]
+     *   rope                      in = (x [..., T, D], table [T, D] = cos | sin halves); ia[0] inverse
+     *   dropout                   in = (x, seed); fa[0] p, fa[1] 1/(1-p), ia[7] salt;
+     *                             element e: tg_rng_uniform(seed, salt, e) < p ? 0 : x[e] * fa[1]
+     *   randn                     in = (seed); ia[7] salt; shape from the builder; y[e] = tg_rng_normal(seed, salt, e)
+     *   categorical               in = (logits [..., V], seed); ia[7] salt -> i32 [...]; row r draws
+     *                             u = tg_rng_uniform(seed, salt, r), inverse CDF (cpu_categorical says how)
+     * (seed = the i32 [2] leaf read as low | high << 32) */
     [TG_OP_CROSS_ENTROPY] = {"cross_entropy", 2, 0, shape_xent, grad_cross_entropy, cpu_cross_entropy},
     [TG_OP_NLL_LOSS]      = {"nll_loss",      2, 0, shape_xent, grad_nll_loss, cpu_nll_loss},
     [TG_OP_LAYER_NORM]    = {"layer_norm",    3, TG_OPF_INPLACE, shape_norm, grad_norm, cpu_norm},
