@@ -124,9 +124,6 @@ CASE_FN(c_split_heads3) { (void)g; return tg_split_heads(x[0], 3); }
 CASE_FN(c_merge_heads) { (void)g; return tg_merge_heads(x[0]); }
 CASE_FN(c_rope) { (void)g; return tg_rope(x[0], 0.0f); }
 CASE_FN(c_rope_base) { (void)g; return tg_rope(x[0], 100.0f); }
-CASE_FN(c_dropout) { (void)g; return tg_dropout(x[0], 0.4f); }
-CASE_FN(c_randn) { return tg_add(x[0], tg_randn(g, S(3, 4))); }
-CASE_FN(c_categorical) { (void)g; return tg_cast(tg_categorical(x[0]), TG_F32); }
 /* A small causal attention language model over every nn op with a gradient:
  * tied embedding -> layer norm -> heads -> rope -> attention -> cross-entropy. */
 CASE_FN(c_tiny_lm) {
@@ -139,6 +136,9 @@ CASE_FN(c_tiny_lm) {
     tg_tensor logits = tg_matmul_t(o, x[0], false, true);                 /* [2,4,6] */
     return tg_cross_entropy(logits, case_i32(g, S(2, 4), tgt), TG_REDUCTION_MEAN);
 }
+CASE_FN(c_dropout) { (void)g; return tg_dropout(x[0], 0.4f); }
+CASE_FN(c_randn) { return tg_add(x[0], tg_randn(g, S(3, 4))); }
+CASE_FN(c_categorical) { (void)g; return tg_cast(tg_categorical(x[0]), TG_F32); }
 
 static const op_case op_cases[] = {
     {"add", 2, {S(3, 4), S(3, 4)}, -1, 1, 0, c_add, false},
