@@ -257,6 +257,64 @@ tg_tensor tg_mse_at(tg_tensor a, tg_tensor b, TG_AT);
 #define tg_where_causal(x, v) tg_where_causal_at(x, v, __FILE__, __LINE__)
 #define tg_mse(a, b) tg_mse_at(a, b, __FILE__, __LINE__)
 
+/* ---- nn ops: losses, norms, embedding, attention helpers, random ops ----- */
+
+/* How a loss reduces over its positions (every axis but the class axis):
+ * MEAN and SUM give a scalar, NONE the per-position losses [...]. */
+typedef enum { TG_REDUCTION_MEAN = 0, TG_REDUCTION_SUM, TG_REDUCTION_NONE } tg_reduction;
+
+/* cross_entropy: raw logits [..., V] against i32 targets [...], log-softmax
+ * and NLL fused and stable (log-sum-exp); pass logits, not log-softmax
+ * output. nll_loss takes log-probabilities [..., V] instead. A target outside
+ * [0, V) (padding such as -1 or -100) adds 0 loss and gets 0 gradient, and
+ * MEAN still divides by the number of positions (upstream's rule; PyTorch's
+ * ignore_index divides by the kept positions). */
+tg_tensor tg_cross_entropy_at(tg_tensor logits, tg_tensor targets, tg_reduction r, TG_AT);
+tg_tensor tg_nll_loss_at(tg_tensor logprobs, tg_tensor targets, tg_reduction r, TG_AT);
+/* Normalization over the last axis D, g and b of shape [D]:
+ *   layer_norm  (x - mean) / sqrt(var + eps) * g + b   (biased variance; PyTorch's eps is 1e-5)
+ *   rms_norm    x / sqrt(mean(x^2) + eps) * g           (Llama's eps is 1e-6) */
+tg_tensor tg_layer_norm_at(tg_tensor x, tg_tensor g, tg_tensor b, float eps, TG_AT);
+tg_tensor tg_rms_norm_at(tg_tensor x, tg_tensor g, float eps, TG_AT);
+/* Rows of table [V, D] picked by i32 idx [...] -> [..., D]. An index outside
+ * [0, V) gives a zero row and sends no gradient. The table's gradient is a
+ * deterministic scatter-add (not one_hot @ table). */
+tg_tensor tg_embedding_at(tg_tensor table, tg_tensor idx, TG_AT);
+/* split_heads: x [..., T, H*Dh] -> [..., H, T, Dh]; merge_heads is its
+ * inverse, [..., H, T, Dh] -> [..., T, H*Dh]. */
+tg_tensor tg_split_heads_at(tg_tensor x, int64_t heads, TG_AT);
+tg_tensor tg_merge_heads_at(tg_tensor x, TG_AT);
+/* Rotary position embedding, rotate-half convention (RoFormer, Llama): x is
+ * [..., T, D] with D even; at position t (0..T-1) the pair (x[i], x[i+D/2])
+ * is rotated by the angle t * base^(-2i/D). base 0 means 10000. Upstream's
+ * rope(q, k) is tg_rope(q, base) and tg_rope(k, base). */
+tg_tensor tg_rope_at(tg_tensor x, float base, TG_AT);
+/* Random ops. Each draws from one counter-based hash of (the per-step seed,
+ * the op's salt, the element or row), the same function on every backend:
+ * the draws change every step, repeat for the same session seed and step,
+ * and do not depend on the thread count.
+ * dropout: training-time inverted dropout; each element is zeroed with
+ *   probability p, the rest are scaled by 1 / (1 - p). p = 0 returns x.
+ *   Leave it out of forward-only (inference) functions.
+ * randn: a tensor of the given shape drawn from N(0, 1); no gradient.
+ * categorical: one class index per row of logits [..., V] -> i32 [...],
+ *   drawn from softmax(logits) (pass raw logits; divide by a temperature
+ *   first if wanted); no gradient. */
+tg_tensor tg_dropout_at(tg_tensor x, float p, TG_AT);
+tg_tensor tg_randn_at(tg_graph *g, tg_shape s, TG_AT);
+tg_tensor tg_categorical_at(tg_tensor logits, TG_AT);
+#define tg_cross_entropy(logits, t, r) tg_cross_entropy_at(logits, t, r, __FILE__, __LINE__)
+#define tg_nll_loss(logprobs, t, r) tg_nll_loss_at(logprobs, t, r, __FILE__, __LINE__)
+#define tg_layer_norm(x, g, b, eps) tg_layer_norm_at(x, g, b, eps, __FILE__, __LINE__)
+#define tg_rms_norm(x, g, eps) tg_rms_norm_at(x, g, eps, __FILE__, __LINE__)
+#define tg_embedding(table, idx) tg_embedding_at(table, idx, __FILE__, __LINE__)
+#define tg_split_heads(x, heads) tg_split_heads_at(x, heads, __FILE__, __LINE__)
+#define tg_merge_heads(x) tg_merge_heads_at(x, __FILE__, __LINE__)
+#define tg_rope(x, base) tg_rope_at(x, base, __FILE__, __LINE__)
+#define tg_dropout(x, p) tg_dropout_at(x, p, __FILE__, __LINE__)
+#define tg_randn(g, s) tg_randn_at(g, s, __FILE__, __LINE__)
+#define tg_categorical(logits) tg_categorical_at(logits, __FILE__, __LINE__)
+
 /* ---- modules ------------------------------------------------------------ */
 
 /* Linear: y = x @ W + b, W is [in, out] (randn 0.02), b is [out] (zeros). */
@@ -267,6 +325,38 @@ typedef struct {
 tg_linear tg_linear_new(tg_model *m, const char *name, int64_t in, int64_t out, bool bias);
 tg_tensor tg_linear_fwd_at(tg_graph *g, const tg_linear *l, tg_tensor x, TG_AT);
 #define tg_linear_fwd(g, l, x) tg_linear_fwd_at(g, l, x, __FILE__, __LINE__)
+
+/* LayerNorm over the last axis: "<name>.g" [dim] (ones), "<name>.b" [dim]
+ * (zeros), eps 1e-5 (set .eps before tracing to change it). */
+typedef struct {
+    tg_param g, b;
+    int64_t dim;
+    float eps;
+} tg_layernorm;
+tg_layernorm tg_layernorm_new(tg_model *m, const char *name, int64_t dim);
+tg_tensor tg_layernorm_fwd_at(tg_graph *g, const tg_layernorm *l, tg_tensor x, TG_AT);
+#define tg_layernorm_fwd(g, l, x) tg_layernorm_fwd_at(g, l, x, __FILE__, __LINE__)
+
+/* RMSNorm over the last axis: "<name>.g" [dim] (ones), eps 1e-6. */
+typedef struct {
+    tg_param g;
+    int64_t dim;
+    float eps;
+} tg_rmsnorm;
+tg_rmsnorm tg_rmsnorm_new(tg_model *m, const char *name, int64_t dim);
+tg_tensor tg_rmsnorm_fwd_at(tg_graph *g, const tg_rmsnorm *l, tg_tensor x, TG_AT);
+#define tg_rmsnorm_fwd(g, l, x) tg_rmsnorm_fwd_at(g, l, x, __FILE__, __LINE__)
+
+/* Embedding: "<name>.W" [vocab, dim] (randn 0.02); idx i32 [...] -> [..., dim].
+ * (The type shares its name with the tg_embedding() op; the op is a
+ * function-like macro, so the two do not collide.) */
+typedef struct {
+    tg_param W;
+    int64_t vocab, dim;
+} tg_embedding;
+tg_embedding tg_embedding_new(tg_model *m, const char *name, int64_t vocab, int64_t dim);
+tg_tensor tg_embedding_fwd_at(tg_graph *g, const tg_embedding *e, tg_tensor idx, TG_AT);
+#define tg_embedding_fwd(g, e, idx) tg_embedding_fwd_at(g, e, idx, __FILE__, __LINE__)
 
 /* ---- optimizers and learning-rate schedules ----------------------------- */
 
@@ -378,14 +468,83 @@ typedef struct {
     int64_t naive_bytes;       /* one buffer per tensor, no reuse, no views */
     int64_t param_bytes, grad_bytes, state_bytes, input_bytes, scratch_bytes, other_bytes;
     int n_nodes, n_kernels;
+    int n_writebacks, n_writeback_copies; /* end-of-step updates; copies = those not computed in place */
 } tg_plan_stats;
 tg_status tg_session_plan_stats(const tg_session *s, tg_plan_stats *out);
 void tg_session_print_plan(const tg_session *s, void *file /* FILE* */);
 /* The graph after grad, optimizer and passes. */
 const tg_graph *tg_session_graph(const tg_session *s);
 
+/* ---- forward-only compiles ----------------------------------------------
+ * A forward session shares the params (and the engine) of the session it is
+ * attached to: training updates are visible to it at once. Input shapes may
+ * use TG_BATCH for the batch dimension; the program is compiled for each
+ * batch size on first use and cached. */
+
+#define TG_BATCH (-1)
+
+typedef struct {
+    tg_trace_fn fn;            /* returns the output: any shape, any dtype */
+    void *user;
+    const tg_input_decl *inputs;
+    int n_inputs;
+} tg_infer_spec;
+
+tg_status tg_session_attach(tg_session *base, const tg_infer_spec *spec, tg_session **out);
+/* Runs the forward program for `batch` (ignored when no input uses TG_BATCH). */
+tg_status tg_session_run(tg_session *s, int64_t batch, const tg_feed *feeds, int n_feeds);
+/* The output of the last run, `count` elements of its own dtype (i32 stays i32). */
+tg_status tg_session_output(tg_session *s, void *dst, int64_t count);
+tg_status tg_session_output_info(const tg_session *s, tg_shape *shape, tg_dtype *dtype);
+/* The seed random ops (sampling, dropout) draw from; each step or run then
+ * uses a hash of (seed, step or run number). */
+tg_status tg_session_set_seed(tg_session *s, uint64_t seed);
+
 /* CPU threads used by new sessions when the spec says 0 (else TG_THREADS, else all cores). */
 void tg_set_default_threads(int n);
+
+/* ---- checkpoints --------------------------------------------------------- */
+
+/* Files are safetensors (docs/checkpoints.md). Writes are atomic: a
+ * temporary "<path>.tmp.<pid>" is written, synced and renamed over path, so
+ * path holds either the old file or the complete new one. Loads are strict
+ * (missing, unknown or wrong-shaped tensors are errors) and check the whole
+ * file before writing anything into the session. */
+
+/* Weights only: every model param under its name, F32, its shape. This is the
+ * file upstream tensorgrad loads by param name. */
+tg_status tg_session_save_params(tg_session *s, const char *path);
+tg_status tg_session_load_params(tg_session *s, const char *path);
+/* A full checkpoint: params, optimizer state, step count, LR schedule and
+ * seed. Load it into a session made from the same spec (same params,
+ * optimizer kind and state) and training continues exactly where it stopped:
+ * on the CPU, bitwise the same losses as a run that never stopped. The
+ * schedule and seed come from the file, not the spec; call
+ * tg_session_set_lr after loading to change the schedule. */
+tg_status tg_session_save(tg_session *s, const char *path);
+tg_status tg_session_load(tg_session *s, const char *path);
+
+/* ---- safetensors -------------------------------------------------------- */
+
+/* Files of F32 and I32 tensors (other dtypes are rejected), the format the
+ * checkpoints above use; reads are strict, writes atomic in the same way. */
+typedef struct {
+    const char *name;
+    tg_dtype dtype;    /* TG_F32 or TG_I32 */
+    tg_shape shape;    /* up to TG_MAX_DIMS dims */
+    const void *data;  /* numel little-endian elements; 4-byte aligned in files read */
+} tg_st_tensor;
+typedef struct tg_safetensors tg_safetensors;
+
+tg_status tg_safetensors_read(const char *path, tg_safetensors **out);
+void tg_safetensors_free(tg_safetensors *f);
+int tg_safetensors_count(const tg_safetensors *f);
+const tg_st_tensor *tg_safetensors_tensor(const tg_safetensors *f, int i); /* header order */
+const tg_st_tensor *tg_safetensors_find(const tg_safetensors *f, const char *name); /* NULL if absent */
+const char *tg_safetensors_meta(const tg_safetensors *f, const char *key);          /* NULL if absent */
+/* Writes tensors in the given order; meta is n_meta (key, value) pairs laid
+ * out flat: {"k1", "v1", "k2", "v2", ...}. */
+tg_status tg_safetensors_write(const char *path, const tg_st_tensor *t, int n, const char *const *meta, int n_meta);
 
 /* ---- WebGPU ------------------------------------------------------------- */
 

@@ -46,9 +46,8 @@ static void *worker(void *argp) {
     worker_arg wa = *(worker_arg *)argp;
     free(argp);
     tg_pool *p = wa.p;
-    /* The generation the pool was made with, not the current one: a job
-     * posted before this thread first ran must still be seen as new, or the
-     * caller waits for this worker forever. */
+    /* The generation at creation, not now: a job posted before this thread
+     * got here must still be seen as new. */
     unsigned seen = 0;
     for (;;) {
         int spins = 0;

@@ -5,16 +5,19 @@
 
 #include "ir.h"
 
-static tg_node proto(tg_opcode op, const char *file, int line) {
+tg_node ir_proto(tg_opcode op, const char *api, const char *file, int line) {
     tg_node n;
     memset(&n, 0, sizeof n);
     n.op = op;
     n.nin = tg_ops[op].arity;
+    n.api = api;
     n.file = file;
     n.line = line;
     n.param = -1;
     return n;
 }
+
+static tg_node proto(tg_opcode op, const char *file, int line) { return ir_proto(op, NULL, file, line); }
 
 int ir_leaf(tg_graph *g, tg_opcode op, const char *name, tg_dtype dt, tg_shape s, const char *file, int line) {
     tg_node n = proto(op, file, line);
@@ -23,6 +26,13 @@ int ir_leaf(tg_graph *g, tg_opcode op, const char *name, tg_dtype dt, tg_shape s
     n.shape = s;
     return ir_add(g, &n);
 }
+
+int ir_rng_seed(tg_graph *g) {
+    if (g->rng_seed < 0) g->rng_seed = ir_leaf(g, TG_OP_STATE, TG_RNG_SEED_NAME, TG_I32, (tg_shape){1, {2}}, IR_HERE);
+    return g->rng_seed;
+}
+
+uint32_t ir_rng_salt(tg_graph *g) { return tg_hash32(0x5eed0000u + g->n_random_ops++); }
 
 int ir_unary(tg_graph *g, tg_opcode op, int x, const char *file, int line) {
     tg_node n = proto(op, file, line);

@@ -29,6 +29,11 @@ typedef enum {
     TG_OP_ONE_HOT,
     /* softmax family */
     TG_OP_LOG_SOFTMAX, TG_OP_SOFTMAX_CAUSAL, TG_OP_WHERE_CAUSAL,
+    /* issue 3: nn ops */
+    TG_OP_CROSS_ENTROPY, TG_OP_NLL_LOSS, TG_OP_LAYER_NORM, TG_OP_RMS_NORM, TG_OP_EMBEDDING, TG_OP_ROPE,
+    TG_OP_DROPOUT, TG_OP_RANDN, TG_OP_CATEGORICAL,
+    TG_OP_CROSS_ENTROPY_GRAD, TG_OP_NLL_LOSS_GRAD, TG_OP_NORM_STATS, TG_OP_NORM_DX, TG_OP_NORM_DGAIN,
+    TG_OP_EMBEDDING_GRAD,
     /* backward helpers */
     TG_OP_RELU_GRAD, TG_OP_LOG_SOFTMAX_GRAD, TG_OP_SOFTMAX_GRAD,
     /* optimizer updates */
@@ -94,6 +99,8 @@ struct tg_graph {
     char errmsg[512];
     struct tg_capture { char *name; int id; } *caps; /* named intermediates kept readable */
     int n_caps, cap_caps;
+    int rng_seed;           /* the TG_RNG_SEED_NAME leaf, -1 until a random op asks */
+    uint32_t n_random_ops;  /* salts handed out */
 };
 
 /* Appends a node built from `proto` (op, inputs, attributes); computes and
@@ -119,6 +126,10 @@ void shape_strides(tg_shape s, int64_t *st);
 /* Strides of `in` read as if broadcast to `out` (0 on broadcast axes). */
 void shape_bcast_strides(tg_shape in, tg_shape out, int64_t *st);
 
+/* A node of op `op` with its table arity, no inputs or attributes yet; api
+ * names the public builder in messages (NULL: the op's own name). */
+tg_node ir_proto(tg_opcode op, const char *api, const char *file, int line);
+
 /* Internal builders used by grad rules and the optimizer: same checks as the
  * public ones, call site = the rule's file:line. */
 int ir_leaf(tg_graph *g, tg_opcode op, const char *name, tg_dtype dt, tg_shape s, const char *file, int line);
@@ -131,5 +142,15 @@ int ir_sum_to_shape(tg_graph *g, int x, tg_shape s, const char *file, int line);
 int ir_matmul(tg_graph *g, int a, int b, bool ta, bool tb, const char *file, int line);
 int ir_permute(tg_graph *g, int x, tg_shape perm, const char *file, int line);
 #define IR_HERE __FILE__, __LINE__
+
+/* Random ops read the per-step seed from one state leaf, i32 [2] (the low
+ * and high 32 bits of a 64-bit seed), that the session rewrites before every
+ * step or run: hash of (session seed, step). Each random op also carries its
+ * own salt (ia[7] by convention), so two dropout layers draw different
+ * masks. Element e of a random op draws tg_rng_u32(seed, salt, e). */
+#define TG_RNG_SEED_NAME "rng.seed"
+int ir_rng_seed(tg_graph *g);
+/* A fresh salt for the next random op of this graph (its creation order). */
+uint32_t ir_rng_salt(tg_graph *g);
 
 #endif
