@@ -101,7 +101,51 @@ static double par_err(const float *a, const float *b, int64_t n) {
     return worst;
 }
 
-/* Runs case c on both backends and checks output, loss and grads. */
+/* Compares the capture "out" (f32 within tol, i32/bool exactly) and the
+ * gradient of params <prefix>0.. (10x tol: they sum over many more terms)
+ * of two sessions that ran the same step. */
+static void par_compare(const char *what, tg_session *gpu, tg_session *cpu, const char *prefix, const tg_shape *params,
+                        int n_params, double tol, bool verbose) {
+    tg_shape s;
+    tg_dtype dt;
+    CHECK_OK(tg_session_capture_info(cpu, "out", &s, &dt));
+    int64_t n = tg_shape_numel(s);
+    float *a = calloc((size_t)(n ? n : 1), 4), *b = calloc((size_t)(n ? n : 1), 4);
+    CHECK_OK(tg_session_read(gpu, "out", a, n));
+    CHECK_OK(tg_session_read(cpu, "out", b, n));
+    double worst = 0, gworst = 0;
+    if (dt == TG_F32) {
+        worst = par_err(a, b, n);
+        CHECK(worst <= tol, "%s: forward differs by %.3g (tolerance %.3g)", what, worst, tol);
+    } else {
+        int64_t bad = -1;
+        for (int64_t i = 0; i < n && bad < 0; i++)
+            if (memcmp(&a[i], &b[i], 4)) bad = i;
+        CHECK(bad < 0, "%s: %s output differs at %lld: %d vs %d", what, dt == TG_I32 ? "i32" : "bool", (long long)bad,
+              bad >= 0 ? ((int32_t *)a)[bad] : 0, bad >= 0 ? ((int32_t *)b)[bad] : 0);
+    }
+    for (int i = 0; i < n_params; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "%s%d", prefix, i);
+        int64_t m = tg_shape_numel(params[i]);
+        float *ga = malloc(4 * (size_t)m), *gb = malloc(4 * (size_t)m);
+        tg_status hc = tg_session_get_grad(cpu, name, gb, m);
+        tg_status hg = tg_session_get_grad(gpu, name, ga, m);
+        CHECK(hc == hg, "%s: grad of %s: cpu %s, webgpu %s", what, name, tg_status_name(hc), tg_status_name(hg));
+        if (hc == TG_OK && hg == TG_OK) {
+            double e = par_err(ga, gb, m);
+            CHECK(e <= 10 * tol, "%s: grad of %s differs by %.3g (tolerance %.3g)", what, name, e, 10 * tol);
+            if (e > gworst) gworst = e;
+        }
+        free(ga);
+        free(gb);
+    }
+    if (verbose) printf("  %-32s forward %.2g  grads %.2g\n", what, worst, gworst);
+    free(a);
+    free(b);
+}
+
+/* Runs case c on both backends and checks output and grads. */
 static void par_check(const par_case *c, bool verbose) {
     par_user u = {c, NULL, 0, {NULL, NULL}};
     for (int i = 0; i < 2 && c->ints[i].ndim >= 0; i++) {
@@ -109,53 +153,14 @@ static void par_check(const par_case *c, bool verbose) {
         u.ints[i] = malloc(sizeof(int32_t) * (size_t)(n ? n : 1));
         for (int64_t k = 0; k < n; k++) u.ints[i][k] = c->lo + (int32_t)((k * 7919 + i * 31 + 3) % (c->hi - c->lo));
     }
-    double tol = c->tol > 0 ? c->tol : 1e-5;
+    int np = 0;
+    while (np < PAR_MAX && c->params[np].ndim >= 0) np++;
     par_run cpu, gpu;
     tg_status sc = par_open(c, &u, TG_BACKEND_CPU, &cpu);
     CHECK(sc == TG_OK, "%s: cpu: %s", c->name, tg_last_error());
     tg_status sg = sc == TG_OK ? par_open(c, &u, TG_BACKEND_WEBGPU, &gpu) : TG_ERR_STATE;
     CHECK(sc != TG_OK || sg == TG_OK, "%s: webgpu: %s", c->name, tg_last_error());
-    if (sc == TG_OK && sg == TG_OK) {
-        tg_shape s;
-        tg_dtype dt;
-        CHECK_OK(tg_session_capture_info(cpu.s, "out", &s, &dt));
-        int64_t n = tg_shape_numel(s);
-        float *a = malloc(4 * (size_t)(n ? n : 1)), *b = malloc(4 * (size_t)(n ? n : 1));
-        CHECK_OK(tg_session_read(gpu.s, "out", a, n));
-        CHECK_OK(tg_session_read(cpu.s, "out", b, n));
-        double worst = 0;
-        if (dt == TG_F32) {
-            worst = par_err(a, b, n);
-            CHECK(worst <= tol, "%s: forward differs by %.3g (tolerance %.3g)", c->name, worst, tol);
-        } else {
-            int64_t bad = -1;
-            for (int64_t i = 0; i < n && bad < 0; i++)
-                if (memcmp(&a[i], &b[i], 4)) bad = i;
-            CHECK(bad < 0, "%s: %s output differs at %lld: %d vs %d", c->name, dt == TG_I32 ? "i32" : "bool",
-                  (long long)bad, bad >= 0 ? ((int32_t *)a)[bad] : 0, bad >= 0 ? ((int32_t *)b)[bad] : 0);
-        }
-        double gworst = 0;
-        for (int i = 0; i < PAR_MAX && c->params[i].ndim >= 0; i++) {
-            char name[8];
-            snprintf(name, sizeof name, "p%d", i);
-            int64_t m = tg_shape_numel(c->params[i]);
-            float *ga = malloc(4 * (size_t)m), *gb = malloc(4 * (size_t)m);
-            tg_status hc = tg_session_get_grad(cpu.s, name, gb, m);
-            tg_status hg = tg_session_get_grad(gpu.s, name, ga, m);
-            CHECK(hc == hg, "%s: grad of %s: cpu %s, webgpu %s", c->name, name, tg_status_name(hc), tg_status_name(hg));
-            if (hc == TG_OK && hg == TG_OK) {
-                double e = par_err(ga, gb, m);
-                /* Gradients sum over many more terms than the forward: 10x the tolerance. */
-                CHECK(e <= 10 * tol, "%s: grad of %s differs by %.3g (tolerance %.3g)", c->name, name, e, 10 * tol);
-                if (e > gworst) gworst = e;
-            }
-            free(ga);
-            free(gb);
-        }
-        if (verbose) printf("  %-28s forward %.2g  grads %.2g\n", c->name, worst, gworst);
-        free(a);
-        free(b);
-    }
+    if (sc == TG_OK && sg == TG_OK) par_compare(c->name, gpu.s, cpu.s, "p", c->params, np, c->tol > 0 ? c->tol : 1e-5, verbose);
     par_close(&cpu);
     if (sc == TG_OK) par_close(&gpu);
     free(u.w);

@@ -13,11 +13,12 @@
 #include <string.h>
 
 #include "parity.h"
+#include "harness.h"
 #include "util/util.h"
 #include "webgpu/webgpu.h"
 #include "wgsl/emit.h"
 
-#define S TG_SHAPE
+#define S TG_SHAPE /* op_cases.h #undefs its own */
 #define PRM(...) {__VA_ARGS__, P_END}
 
 /* ---- op cases ---- */
@@ -112,6 +113,29 @@ static tg_tensor b_consts(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
     return tg_add(b, c);
 }
 
+/* nn ops at sizes the shared table does not reach: rows over 32 wide (one
+ * workgroup per row), column sums over more than 8 rows, larger scatters. */
+static tg_tensor b_xent(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
+    return tg_cross_entropy(p[0], i[0], TG_REDUCTION_NONE);
+}
+static tg_tensor b_xent_mean(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
+    return tg_cross_entropy(p[0], i[0], TG_REDUCTION_MEAN);
+}
+static tg_tensor b_nll(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
+    return tg_nll_loss(tg_log_softmax(p[0], -1), i[0], TG_REDUCTION_SUM);
+}
+static tg_tensor b_ln(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_layer_norm(p[0], p[1], p[2], 1e-5f); }
+static tg_tensor b_rms(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_rms_norm(p[0], p[1], 1e-6f); }
+static tg_tensor b_emb(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_embedding(p[0], i[0]); }
+static tg_tensor b_rope(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_rope(p[0], 0.0f); }
+static tg_tensor b_dropout(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_dropout(p[0], 0.3f); }
+static tg_tensor b_randn(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
+    return tg_add(p[0], tg_randn(g, S(3, 171)));
+}
+static tg_tensor b_categorical(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
+    return tg_categorical(tg_mul_s(p[0], 3.0f));
+}
+
 static const par_case cases[] = {
     {"add broadcast [7,13]+[13]", PRM(S(7, 13), S(13)), P_NONE, 0, 1, b_add, 0},
     {"add broadcast 3-d", PRM(S(5, 1, 9), S(1, 4, 1)), P_NONE, 0, 1, b_add, 0},
@@ -174,6 +198,16 @@ static const par_case cases[] = {
     {"attention chain", PRM(S(2, 8, 16), S(2, 8, 16), S(2, 8, 16)), P_NONE, 0, 1, b_attn, 1e-4f},
     {"mse", PRM(S(33, 4), S(33, 4)), P_NONE, 0, 1, b_mse, 1e-4f},
     {"arange, constant, full", PRM(S(5)), P_NONE, 0, 1, b_consts, 0},
+    {"cross_entropy, 300 classes", PRM(S(9, 300)), {S(9), P_END}, -1, 302, b_xent, 1e-4f},
+    {"cross_entropy mean, 40 rows", PRM(S(40, 50)), {S(40), P_END}, 0, 50, b_xent_mean, 1e-4f},
+    {"nll_loss, 70 classes", PRM(S(6, 70)), {S(6), P_END}, -2, 70, b_nll, 1e-4f},
+    {"layer_norm, 100 wide", PRM(S(37, 100), S(100), S(100)), P_NONE, 0, 1, b_ln, 1e-4f},
+    {"rms_norm, 64 wide", PRM(S(2, 10, 64), S(64)), P_NONE, 0, 1, b_rms, 1e-4f},
+    {"embedding, 50 x 33", PRM(S(50, 33)), {S(4, 10), P_END}, -1, 51, b_emb, 0},
+    {"rope [3,17,24]", PRM(S(3, 17, 24)), P_NONE, 0, 1, b_rope, 0},
+    {"dropout 1000", PRM(S(1000)), P_NONE, 0, 1, b_dropout, 0},
+    {"randn [3,171]", PRM(S(3, 171)), P_NONE, 0, 1, b_randn, 0},
+    {"categorical, 100 classes", PRM(S(20, 100)), P_NONE, 0, 1, b_categorical, 0},
 };
 #define N_CASES (int)(sizeof cases / sizeof cases[0])
 
@@ -193,6 +227,29 @@ static void test_emitter_table(void) {
 
 static void test_ops(bool verbose) {
     for (int i = 0; i < N_CASES; i++) par_check(&cases[i], verbose);
+}
+
+/* Every row of the shared op-case table (tests/op_cases.h), so an op added
+ * there is checked on both backends with no change here. Tolerance 1e-4
+ * (its cases mix exp, log and sums). */
+static void test_op_table(bool verbose) {
+    for (int ci = 0; ci < N_OP_CASES; ci++) {
+        const op_case *c = &op_cases[ci];
+        case_run rc, rg;
+        tg_status sc = case_open(&rc, c, TG_BACKEND_CPU, 101 + (uint64_t)ci);
+        tg_status sg = case_open(&rg, c, TG_BACKEND_WEBGPU, 101 + (uint64_t)ci);
+        CHECK(sc == TG_OK, "%s: cpu: %s", c->name, sc == TG_OK ? "" : tg_last_error());
+        CHECK(sg == TG_OK, "%s: webgpu: %s", c->name, sg == TG_OK ? "" : tg_last_error());
+        if (sc == TG_OK && sg == TG_OK) {
+            float lc = case_eval(&rc), lg = case_eval(&rg);
+            CHECK(fabsf(lg - lc) <= 1e-4f * fmaxf(1.0f, fabsf(lc)), "%s: loss %.9g on webgpu, %.9g on cpu", c->name, lg, lc);
+            char what[64];
+            snprintf(what, sizeof what, "table: %s", c->name);
+            par_compare(what, rg.s, rc.s, "x", c->shape, c->no_grad ? 0 : c->n, 1e-4, verbose);
+        }
+        case_close(&rc);
+        case_close(&rg);
+    }
 }
 
 /* The same cases with at most 16 workgroups per grid dimension, so every
@@ -234,6 +291,7 @@ int main(int argc, char **argv) {
     test_limits();
     test_prng();
     test_ops(verbose);
+    test_op_table(verbose);
     test_ops_2d_grid(verbose);
     par_check(&big_case, verbose);
     test_training(verbose);

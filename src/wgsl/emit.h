@@ -62,7 +62,36 @@ void wk_index_fn(wk *k, const char *name, int nd, const int64_t *d, const int64_
  * "mapK(i)" or "i" or "0u". */
 void wk_bcast_maps(wk *k, int nin, char expr[][16]);
 
-/* Emitters (ops_ew.c, ops_reduce.c, ops_matmul.c). */
+/* ---- row and column kernels (rows.c) ---- */
+/* Invocations per workgroup for a row of len elements: a power of two in [32, 256]. */
+uint32_t wk_row_wg(int64_t len);
+/* var<workgroup> red: array<type, wg> */
+void wk_red_decl(wk *k, uint32_t wg, const char *type);
+/* Every invocation contributes `val`; all then hold the sum (or max) in `out`. */
+void wk_reduce(wk *k, uint32_t wg, const char *val, bool is_max, const char *out);
+
+/* A kernel over `lines` rows of A elements each, element a of row l at
+ * base + a * inner. Opened with wk_rows_open (defines `l` and `base`), then
+ * loops (wk_rows_loop: `a` and the element index `p`), per-row reductions
+ * (wk_rows_combine: a no-op with one thread per row) and wk_end. Rows longer
+ * than 32 get a workgroup each, shorter ones a thread. */
+typedef struct {
+    wk *k;
+    bool wide;
+    uint32_t wg;
+    int64_t lines, A, inner;
+} wk_rows;
+bool wk_rows_open(wk_rows *L, wk *k, int64_t lines, int64_t A, int64_t inner);
+void wk_rows_loop(wk_rows *L, const char *len); /* caller writes the body and "    }\n" */
+void wk_rows_combine(wk_rows *L, const char *var, bool is_max, const char *out);
+/* Opens a block run by one invocation per row (close it with "    }\n"). */
+void wk_rows_once(wk_rows *L);
+
+/* A whole kernel summing `expr` (in terms of u32 r and c) over rows r < R into
+ * output element c < C: 32 columns per workgroup, 8 row sets each. */
+bool wk_colsum(wk *k, int64_t R, int64_t C, const char *expr, const char *type);
+
+/* Emitters (ops_ew.c, ops_reduce.c, ops_matmul.c, ops_nn.c). */
 bool wgsl_const(wk *k);
 bool wgsl_arange(wk *k);
 bool wgsl_binary(wk *k);
@@ -78,5 +107,19 @@ bool wgsl_sum(wk *k);
 bool wgsl_softmax_lines(wk *k); /* log_softmax, log_softmax_grad, softmax_grad */
 bool wgsl_softmax_causal(wk *k);
 bool wgsl_matmul(wk *k);
+bool wgsl_cross_entropy(wk *k);
+bool wgsl_cross_entropy_grad(wk *k);
+bool wgsl_nll_loss(wk *k);
+bool wgsl_nll_loss_grad(wk *k);
+bool wgsl_norm(wk *k); /* layer_norm, rms_norm */
+bool wgsl_norm_stats(wk *k);
+bool wgsl_norm_dx(wk *k);
+bool wgsl_norm_dgain(wk *k);
+bool wgsl_embedding(wk *k);
+bool wgsl_embedding_grad(wk *k);
+bool wgsl_rope(wk *k);
+bool wgsl_dropout(wk *k);
+bool wgsl_randn(wk *k);
+bool wgsl_categorical(wk *k);
 
 #endif

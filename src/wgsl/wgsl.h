@@ -68,8 +68,12 @@ void tg_kernel_spec_free(tg_kernel_spec *k);
  * lies past the limit. */
 tg_status tg_wgsl_check_arenas(const tg_graph *g, const tg_plan *plan, const tg_wgsl_limits *lim);
 
-/* WGSL functions identical bit for bit to tg_hash32 and tg_rng_u32:
+/* WGSL versions of the PRNG in util.h (the integer ones bit for bit):
  *   fn tg_hash32(x: u32) -> u32
+ *   fn tg_rng_key(seed_lo: u32, seed_hi: u32, salt: u32) -> u32
+ *   fn tg_rng_key_u32(key: u32, index: u32) -> u32
+ *   fn tg_rng_key_uniform(key: u32, index: u32) -> f32
+ *   fn tg_rng_key_normal(key: u32, index: u32) -> f32
  *   fn tg_rng_u32(seed_lo: u32, seed_hi: u32, salt: u32, index: u32) -> u32 */
 extern const char tg_wgsl_prng[];
 
