@@ -295,5 +295,6 @@ int main(int argc, char **argv) {
     test_ops_2d_grid(verbose);
     par_check(&big_case, verbose);
     test_training(verbose);
+    test_forward_sessions();
     return check_summary("test_webgpu");
 }

@@ -125,6 +125,32 @@ static void test_prng(void) {
               bad, bad >= 0 ? got[bad] : 0, bad >= 0 ? tg_rng_u32(seeds[s], salts[s], (uint32_t)bad * 977u + 5u) : 0);
         free(src);
     }
+    /* The key split the random ops use: uniform bit for bit, normal to a few ulp. */
+    const char *body =
+        "@group(0) @binding(0) var<storage, read_write> b0: array<u32>;\n"
+        "@compute @workgroup_size(64)\n"
+        "fn main(@builtin(global_invocation_id) id: vec3<u32>) {\n"
+        "    let i = id.x;\n"
+        "    if (i >= 1000u) { return; }\n"
+        "    let key = tg_rng_key(0x01234567u, 0x89abcdefu, 99u);\n"
+        "    b0[i] = select(bitcast<u32>(tg_rng_key_uniform(key, i)), bitcast<u32>(tg_rng_key_normal(key, i)), i >= 500u);\n"
+        "}\n";
+    size_t cap = strlen(tg_wgsl_prng) + strlen(body) + 1;
+    char *src = malloc(cap);
+    snprintf(src, cap, "%s%s", tg_wgsl_prng, body);
+    CHECK_OK(wgpu_test_run(src, (N + 63) / 64, got, sizeof got));
+    free(src);
+    uint32_t key = tg_rng_key(0x89abcdef01234567ull, 99);
+    int bad_u = -1;
+    double worst_n = 0;
+    for (uint32_t i = 0; i < N; i++) {
+        float g;
+        memcpy(&g, &got[i], 4);
+        if (i < 500 && g != tg_rng_key_uniform(key, i) && bad_u < 0) bad_u = (int)i;
+        if (i >= 500) worst_n = fmax(worst_n, fabs((double)g - tg_rng_key_normal(key, i)));
+    }
+    CHECK(bad_u < 0, "WGSL tg_rng_key_uniform differs at %d", bad_u);
+    CHECK(worst_n < 1e-5, "WGSL tg_rng_key_normal differs by %.3g", worst_n);
 }
 
 /* ---- training parity: the sin MLP of examples/sin.c ---- */
@@ -187,6 +213,51 @@ static void train_pair(const char *what, tg_optim o, bool verbose) {
     double we = par_err(wg, wc, 64 * 64);
     CHECK(we <= 1e-4, "%s: l2.W after %d steps differs by %.3g", what, STEPS, we);
     if (verbose) printf("  train %-24s loss %.3g -> %.3g, max loss diff %.2g, weights %.2g\n", what, lc[0], lc[STEPS - 1], worst, we);
+}
+
+/* A forward session attached to a WebGPU training session shares its params
+ * (program per batch size, params arena shared): its predictions match the
+ * CPU's for the same params and follow training. */
+static tg_tensor sin_predict(tg_graph *g, void *user) {
+    sin_net *n = user;
+    tg_tensor h = tg_relu(tg_linear_fwd(g, &n->l1, tg_input(g, "x")));
+    return tg_linear_fwd(g, &n->l3, tg_relu(tg_linear_fwd(g, &n->l2, h)));
+}
+
+static void test_forward_sessions(void) {
+    float out[2][300], xs[300], ys[SIN_B];
+    for (int i = 0; i < 300; i++) xs[i] = -3.0f + 0.02f * (float)i;
+    for (int i = 0; i < SIN_B; i++) ys[i] = sinf(xs[i]);
+    tg_input_decl in[] = {{"x", TG_F32, S(SIN_B, 1)}, {"y", TG_F32, S(SIN_B, 1)}};
+    tg_input_decl fin[] = {{"x", TG_F32, S(TG_BATCH, 1)}};
+    for (int k = 0; k < 2; k++) {
+        tg_model *m = tg_model_new();
+        sin_net net = {tg_linear_new(m, "l1", 1, 64, true), tg_linear_new(m, "l2", 64, 64, true),
+                       tg_linear_new(m, "l3", 64, 1, true)};
+        tg_train_spec spec = {.model = m, .loss = sin_loss, .user = &net, .inputs = in, .n_inputs = 2,
+                              .optim = tg_adam(tg_lr_constant(1e-2f)), .seed = 5,
+                              .backend = k ? TG_BACKEND_WEBGPU : TG_BACKEND_CPU, .threads = 2};
+        tg_session *s = NULL, *f = NULL;
+        CHECK_OK(tg_session_new(&spec, &s));
+        tg_infer_spec is = {.fn = sin_predict, .user = &net, .inputs = fin, .n_inputs = 1};
+        if (s) CHECK_OK(tg_session_attach(s, &is, &f));
+        if (s && f) {
+            tg_feed tf[] = {{"x", xs, SIN_B}, {"y", ys, SIN_B}};
+            for (int i = 0; i < 5; i++) CHECK_OK(tg_session_step(s, tf, 2, NULL));
+            float before[7];
+            CHECK_OK(tg_session_run(f, 7, (tg_feed[]){{"x", xs, 7}}, 1));
+            CHECK_OK(tg_session_output(f, before, 7));
+            CHECK_OK(tg_session_step(s, tf, 2, NULL));
+            CHECK_OK(tg_session_run(f, 300, (tg_feed[]){{"x", xs, 300}}, 1));
+            CHECK_OK(tg_session_output(f, out[k], 300));
+            CHECK(before[3] != out[k][3], "%s: the forward session did not see the training step", k ? "webgpu" : "cpu");
+        }
+        tg_session_free(f);
+        tg_session_free(s);
+        tg_model_free(m);
+    }
+    double e = par_err(out[1], out[0], 300);
+    CHECK(e <= 1e-4, "forward session on webgpu differs from the cpu's by %.3g", e);
 }
 
 static void test_training(bool verbose) {
