@@ -63,7 +63,7 @@ typedef struct {
 static tg_status par_open(const par_case *c, par_user *u, tg_backend be, par_run *r) {
     r->m = tg_model_new();
     r->s = NULL;
-    char name[8];
+    char name[16];
     for (int i = 0; i < PAR_MAX && c->params[i].ndim >= 0; i++) {
         snprintf(name, sizeof name, "p%d", i);
         tg_model_param(r->m, name, c->params[i], tg_init_randn(1.0f));
