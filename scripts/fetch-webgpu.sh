@@ -13,7 +13,22 @@
 # Exit status 0 when everything is in place, 1 otherwise (with the reason on
 # stderr); `make test` treats a failure as "skip the WebGPU tests" except under
 # CI=true, where it fails the run.
+#
+# `fetch-webgpu.sh --apt-deps` prints the Debian packages this needs that the
+# machine lacks (npm, and the libraries lavapipe links against), for .ci/run
+# to install.
 set -eu
+
+# What libvulkan_lvp.so (bookworm-backports Mesa 25) links against, all from bookworm.
+LVP_DEPS="libllvm15 zlib1g libzstd1 libdrm2 libexpat1 libxcb1 libxcb-randr0 libx11-xcb1 libxcb-dri3-0
+          libxcb-present0 libxcb-xfixes0 libxcb-sync1 libxcb-shm0 libxshmfence1 libwayland-client0 libstdc++6"
+if [ "${1:-}" = --apt-deps ]; then
+    missing=""
+    command -v npm >/dev/null || missing="npm"
+    for p in $LVP_DEPS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
+    echo $missing
+    exit 0
+fi
 root=$(cd "$(dirname "$0")/.." && pwd)
 deps=$root/.deps
 dawn=$deps/webgpu/libwebgpu_wrapper.so
@@ -93,5 +108,5 @@ mv "$icd.tmp" "$icd"
 
 # lavapipe links against bookworm's LLVM 15, libdrm, xcb and wayland: name any that are missing.
 missing=$(ldd "$lvp" 2>/dev/null | awk '/not found/ {print $1}' | tr '\n' ' ')
-[ -z "$missing" ] || fail "lavapipe needs libraries this system lacks: $missing(apt-get install libllvm15 libdrm2 libwayland-client0 libx11-xcb1 libxcb-dri3-0 libxcb-present0 libxcb-shm0 libxcb-randr0 libxshmfence1 libzstd1 libexpat1 libelf1 libsensors5)"
+[ -z "$missing" ] || fail "lavapipe needs libraries this system lacks: $missing(apt-get install $(echo $LVP_DEPS))"
 exit 0
