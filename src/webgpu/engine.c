@@ -95,6 +95,30 @@ static tg_status emit_all(const tg_program *p, const tg_wgsl_limits *lim, tg_ker
     return st;
 }
 
+/* With TG_WGSL_DUMP=<dir>, every kernel of every program compiled goes to
+ * <dir>/p<program>_<index>_node<id>.wgsl with its bindings and grid in a
+ * header comment: for reading, diffing and profiling the generated code. */
+static void dump_kernels(const tg_kernel_spec *ks, int n) {
+    static int program;
+    const char *dir = getenv("TG_WGSL_DUMP");
+    if (!dir || !*dir) return;
+    program++;
+    for (int i = 0; i < n; i++) {
+        if (!ks[i].source) continue;
+        char path[512];
+        snprintf(path, sizeof path, "%s/p%d_%03d_node%d.wgsl", dir, program, i, ks[i].node);
+        FILE *f = fopen(path, "w");
+        if (!f) continue;
+        fprintf(f, "// grid %u x %u x %u of %u; bindings:", ks[i].dispatch[0], ks[i].dispatch[1], ks[i].dispatch[2],
+                ks[i].workgroup_size);
+        for (int b = 0; b < ks[i].n_bindings; b++)
+            fprintf(f, " (arena %d, %lld +%lld)", ks[i].bind[b].arena, (long long)ks[i].bind[b].offset,
+                    (long long)ks[i].bind[b].size);
+        fprintf(f, "\n%s", ks[i].source);
+        fclose(f);
+    }
+}
+
 static tg_status compile_locked(wg_engine *e, tg_program *p, wg_program *wp, const tg_kernel_spec *ks, int n_specs) {
     wgpu_ctx *c = e->c;
     const tg_graph *g = p->g;
@@ -151,6 +175,7 @@ static tg_status wg_compile(tg_engine *e_, tg_program *p) {
     wgpu_kernel_limits(e->c, &lim);
     int n = 0;
     tg_status st = emit_all(p, &lim, ks, &n);
+    if (st == TG_OK) dump_kernels(ks, n);
     if (st == TG_OK) {
         pthread_mutex_lock(&e->c->mu);
         st = compile_locked(e, p, wp, ks, n);
