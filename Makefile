@@ -46,7 +46,7 @@ $(BUILD)/tests/%: tests/%.c $(wildcard tests/*.h) $(BUILD)/libtensorgrad.a
 	$(CC) $(TG_CFLAGS) $(CFLAGS) $(LDFLAGS) -Isrc $< $(BUILD)/libtensorgrad.a -o $@ $(LDLIBS)
 
 demo: $(BUILD)/tg
-	$(BUILD)/tg train sin
+	$(BUILD)/tg train addition --checkpoint $(BUILD)/addition.safetensors
 
 # The WebGPU tests run on the fetched lavapipe (CPU Vulkan) when there is no
 # GPU; the fetch is a no-op once .deps/ has the files. Without a network the
