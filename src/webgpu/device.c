@@ -74,7 +74,7 @@ static void on_device(uint32_t status, wg_device d, wg_str msg, void *u1, void *
 static void on_lost(const wg_device *d, uint32_t reason, wg_str msg, void *u1, void *u2) {
     (void)d, (void)u2;
     wgpu_ctx *c = u1;
-    if (reason == WG_LOST_DESTROYED || reason == WG_LOST_CANCELLED) return; /* our own teardown */
+    if (reason == WG_LOST_CANCELLED) return; /* the instance going away at exit */
     pthread_mutex_lock(&c->err_mu);
     c->lost = true;
     copy_str(c->lost_msg, sizeof c->lost_msg, msg);
@@ -293,6 +293,15 @@ void wgpu_kernel_limits(const wgpu_ctx *c, tg_wgsl_limits *l) {
                           d->max_storage_buffers_per_shader_stage, d->max_compute_workgroup_storage_size,
                           d->max_compute_invocations_per_workgroup, d->max_compute_workgroups_per_dimension,
                           d->min_storage_buffer_offset_alignment};
+}
+
+void wgpu_test_lose_device(void) {
+    wgpu_ctx *c;
+    if (wgpu_ctx_get(&c) != TG_OK) return;
+    pthread_mutex_lock(&c->mu);
+    c->f.DeviceDestroy(c->device);
+    c->f.InstanceProcessEvents(c->instance); /* lets a deferred lost callback run */
+    pthread_mutex_unlock(&c->mu);
 }
 
 void wgpu_test_override_limits(const tg_wgsl_limits *l) {

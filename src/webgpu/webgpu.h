@@ -72,6 +72,8 @@ tg_status wgpu_test_compile(const char *src);
 tg_status wgpu_test_run(const char *src, uint32_t groups_x, void *out, size_t bytes);
 /* The limits codegen checks against: the device's unless a test overrides them. */
 void wgpu_kernel_limits(const wgpu_ctx *c, tg_wgsl_limits *l);
+/* Destroys the shared device, as a driver reset would lose it. */
+void wgpu_test_lose_device(void);
 /* Replaces the limits codegen checks against (NULL restores the device's). */
 void wgpu_test_override_limits(const tg_wgsl_limits *l);
 
