@@ -5,6 +5,8 @@ CFLAGS  ?= $(OPT) -g
 CFLAGS  += -std=c11 -Wall -Wextra -Wno-unused-parameter -Iinclude -MMD -MP
 LDLIBS  += -lm -lpthread
 BUILD   ?= build
+# The PyTorch peer `make bench` runs (bench/torch_ref.py, a copy, if this is missing).
+TORCH_REF ?= ../shared/peers/torch_ref.py
 
 LIB_SRC := $(wildcard src/*.c src/*/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
@@ -44,6 +46,14 @@ demo: $(BUILD)/tg
 
 test: $(TESTS) $(BUILD)/tg
 	@bash tests/run.sh $(BUILD)
+
+# Threads: TG_THREADS=N make bench (default: every CPU). Not part of `make test`.
+bench: $(BUILD)/bench/bench_tg
+	@CC="$(CC)" bash bench/run.sh $(BUILD) $(TORCH_REF)
+
+$(BUILD)/bench/bench_tg: bench/bench_tg.c $(BUILD)/libtensorgrad.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Isrc $< $(BUILD)/libtensorgrad.a -o $@ $(LDLIBS)
 
 clean:
 	rm -rf $(BUILD)
