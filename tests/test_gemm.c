@@ -1,0 +1,139 @@
+/* tg_gemm against a double-precision reference on many shapes (odd sizes,
+ * tile and block edges, K = 0 and 1, transposed operands, padded leading
+ * dimensions, batches with shared and per-batch B) on 1..3 threads, and the
+ * result bitwise identical whatever the thread count.
+ *
+ * Tolerance: any order of float summation of K products is within
+ * K * u * sum_k |a_ik * b_kj| of the exact value (u = 2^-24, plus one
+ * rounding of the products); we allow (K + 2) * FLT_EPSILON = 2 (K + 2) u
+ * times that sum, which is still far below the size of one lost or doubled
+ * product for the random inputs used here. */
+#include <float.h>
+#include <math.h>
+
+#include "check.h"
+#include "cpu/cpu.h"
+
+static uint64_t rng = 88172645463325252ull;
+static float frand(void) { /* uniform in [-1, 1) */
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (float)((rng >> 40) * (1.0 / 8388608.0) - 1.0);
+}
+
+typedef struct {
+    int64_t batch, M, N, K;
+    bool ta, tb, shared_b;
+    int64_t pad; /* extra elements per row of A, B and C */
+} shape;
+
+#define SENTINEL 12345.0f
+
+/* Runs one case on `pool` into C (allocated by the caller, batch * M * ldc). */
+static void run(tg_pool *pool, const shape *s, const float *A, const float *B, float *C) {
+    int64_t lda = (s->ta ? s->M : s->K) + s->pad, ldb = (s->tb ? s->K : s->N) + s->pad, ldc = s->N + s->pad;
+    int64_t arows = s->ta ? s->K : s->M, brows = s->tb ? s->N : s->K;
+    tg_gemm_args g = {s->batch, s->M, s->N, s->K, A, B, C, lda, ldb, ldc, arows * lda, s->shared_b ? 0 : brows * ldb,
+                      s->M * ldc, s->ta, s->tb};
+    tg_gemm(pool, &g);
+}
+
+static int check_case(tg_pool **pools, int n_pools, const shape *s) {
+    int64_t lda = (s->ta ? s->M : s->K) + s->pad, ldb = (s->tb ? s->K : s->N) + s->pad, ldc = s->N + s->pad;
+    int64_t arows = s->ta ? s->K : s->M, brows = s->tb ? s->N : s->K;
+    int64_t na = s->batch * arows * lda, nb = (s->shared_b ? 1 : s->batch) * brows * ldb, nc = s->batch * s->M * ldc;
+    float *A = malloc(sizeof(float) * (size_t)(na + 1)), *B = malloc(sizeof(float) * (size_t)(nb + 1));
+    float *C = malloc(sizeof(float) * (size_t)(nc + 1)), *C1 = malloc(sizeof(float) * (size_t)(nc + 1));
+    for (int64_t i = 0; i < na; i++) A[i] = frand();
+    for (int64_t i = 0; i < nb; i++) B[i] = frand();
+    int fails = 0;
+    char what[160];
+    snprintf(what, sizeof what, "batch=%lld M=%lld N=%lld K=%lld ta=%d tb=%d shared_b=%d pad=%lld", (long long)s->batch,
+             (long long)s->M, (long long)s->N, (long long)s->K, s->ta, s->tb, s->shared_b, (long long)s->pad);
+    for (int p = 0; p < n_pools; p++) {
+        /* NaN in C: the result must not depend on what C held; the padding
+         * columns hold a sentinel that must survive. */
+        for (int64_t i = 0; i < nc; i++) C[i] = (i % ldc) < s->N ? NAN : SENTINEL;
+        run(pools[p], s, A, B, C);
+        if (p == 0) {
+            double worst = 0;
+            bool pad_ok = true;
+            for (int64_t b = 0; b < s->batch; b++) {
+                const float *a = A + b * arows * lda, *bb = B + (s->shared_b ? 0 : b) * brows * ldb;
+                const float *c = C + b * s->M * ldc;
+                for (int64_t i = 0; i < s->M; i++)
+                    for (int64_t j = 0; j < ldc; j++) {
+                        if (j >= s->N) {
+                            pad_ok &= c[i * ldc + j] == SENTINEL;
+                            continue;
+                        }
+                        double ref = 0, mag = 0;
+                        for (int64_t k = 0; k < s->K; k++) {
+                            double x = s->ta ? a[k * lda + i] : a[i * lda + k];
+                            double y = s->tb ? bb[j * ldb + k] : bb[k * ldb + j];
+                            ref += x * y;
+                            mag += fabs(x * y);
+                        }
+                        double err = fabs((double)c[i * ldc + j] - ref), tol = (double)(s->K + 2) * FLT_EPSILON * mag;
+                        if (!(err <= tol)) worst = isnan(err) ? INFINITY : fmax(worst, err / (tol > 0 ? tol : 1e-30));
+                    }
+            }
+            CHECK(worst == 0, "%s: error %.3g x the tolerance", what, worst);
+            CHECK(pad_ok, "%s: wrote outside C's N columns", what);
+            fails += worst != 0 || !pad_ok;
+            memcpy(C1, C, sizeof(float) * (size_t)nc);
+        } else {
+            bool same = memcmp(C, C1, sizeof(float) * (size_t)nc) == 0;
+            CHECK(same, "%s: %d threads differ bitwise from %d", what, tg_pool_threads(pools[p]),
+                  tg_pool_threads(pools[0]));
+            fails += !same;
+        }
+    }
+    free(A);
+    free(B);
+    free(C);
+    free(C1);
+    return fails;
+}
+
+int main(void) {
+    tg_pool *pools[3];
+    for (int t = 0; t < 3; t++) pools[t] = tg_pool_new(t + 1);
+    CHECK(pools[0] && pools[1] && pools[2], "tg_pool_new");
+    CHECK(tg_gemm_kernel_name()[0] != 0, "kernel name");
+    printf("test_gemm: kernel %s\n", tg_gemm_kernel_name());
+
+    /* Sizes around the tile (12 x 32, 8 x 16 generic) and block (KC 256,
+     * MC 192) edges, tiny ones, and the sin MLP's. */
+    static const int64_t mk[][3] = {
+        {1, 1, 1},    {1, 1, 0},    {5, 7, 0},     {3, 1, 1},     {1, 64, 1},    {256, 64, 1},  {256, 1, 64},
+        {64, 64, 256}, {256, 64, 64}, {1, 64, 256},  {2, 3, 4},     {7, 13, 5},    {12, 32, 8},   {13, 33, 9},
+        {11, 31, 17}, {24, 64, 64}, {25, 65, 66},  {37, 95, 3},   {100, 7, 300}, {193, 97, 257}, {200, 40, 513},
+        {45, 300, 70}, {20, 3100, 20}, {384, 96, 130}, {97, 129, 2},
+    };
+    int n_shapes = (int)(sizeof mk / sizeof mk[0]);
+    int cases = 0;
+    for (int i = 0; i < n_shapes; i++)
+        for (int t = 0; t < 4; t++) {
+            shape s = {1, mk[i][0], mk[i][1], mk[i][2], t & 1, t >> 1, false, (i % 3) * 5};
+            check_case(pools, 3, &s);
+            cases++;
+        }
+    /* Batches: per-batch and shared B, each transposition. */
+    static const int64_t bmk[][4] = {{3, 17, 40, 33}, {4, 8, 8, 8}, {2, 64, 64, 256}, {5, 30, 70, 1}, {3, 200, 50, 40}};
+    for (int i = 0; i < 5; i++)
+        for (int t = 0; t < 8; t++) {
+            shape s = {bmk[i][0], bmk[i][1], bmk[i][2], bmk[i][3], t & 1, (t >> 1) & 1, t >> 2, i % 2 ? 3 : 0};
+            check_case(pools, 3, &s);
+            cases++;
+        }
+    /* batch = 0 and M = 0 / N = 0 must not touch C. */
+    float c0[4] = {1, 2, 3, 4}, a0[4] = {1, 1, 1, 1};
+    tg_gemm_args z = {0, 2, 2, 1, a0, a0, c0, 1, 2, 2, 2, 2, 4, false, false};
+    tg_gemm(pools[1], &z);
+    z.batch = 1, z.M = 0;
+    tg_gemm(pools[1], &z);
+    CHECK(c0[0] == 1 && c0[3] == 4, "empty products must not write C");
+    printf("test_gemm: %d cases\n", cases);
+    for (int t = 0; t < 3; t++) tg_pool_free(pools[t]);
+    return check_summary("test_gemm");
+}
