@@ -46,7 +46,9 @@ static void *worker(void *argp) {
     worker_arg wa = *(worker_arg *)argp;
     free(argp);
     tg_pool *p = wa.p;
-    unsigned seen = atomic_load(&p->gen);
+    /* The generation at creation, not now: a job posted before this thread
+     * got here must still be seen as new. */
+    unsigned seen = 0;
     for (;;) {
         int spins = 0;
         while (atomic_load_explicit(&p->gen, memory_order_acquire) == seen && spins < 200000) {
