@@ -24,16 +24,17 @@ typedef struct {
     int64_t batch, M, N, K;
     bool ta, tb, shared_b;
     int64_t pad; /* extra elements per row of A, B and C */
+    int epi;     /* bit 0: bias, bit 1: relu, bit 2: gate */
 } shape;
 
 #define SENTINEL 12345.0f
 
 /* Runs one case on `pool` into C (allocated by the caller, batch * M * ldc). */
-static void run(tg_pool *pool, const shape *s, const float *A, const float *B, float *C) {
+static void run(tg_pool *pool, const shape *s, const float *A, const float *B, float *C, const tg_gemm_epi *e) {
     int64_t lda = (s->ta ? s->M : s->K) + s->pad, ldb = (s->tb ? s->K : s->N) + s->pad, ldc = s->N + s->pad;
     int64_t arows = s->ta ? s->K : s->M, brows = s->tb ? s->N : s->K;
     tg_gemm_args g = {s->batch, s->M, s->N, s->K, A, B, C, lda, ldb, ldc, arows * lda, s->shared_b ? 0 : brows * ldb,
-                      s->M * ldc, s->ta, s->tb};
+                      s->M * ldc, s->ta, s->tb, s->epi ? e : NULL};
     tg_gemm(pool, &g);
 }
 
@@ -43,17 +44,22 @@ static int check_case(tg_pool **pools, int n_pools, const shape *s) {
     int64_t na = s->batch * arows * lda, nb = (s->shared_b ? 1 : s->batch) * brows * ldb, nc = s->batch * s->M * ldc;
     float *A = malloc(sizeof(float) * (size_t)(na + 1)), *B = malloc(sizeof(float) * (size_t)(nb + 1));
     float *C = malloc(sizeof(float) * (size_t)(nc + 1)), *C1 = malloc(sizeof(float) * (size_t)(nc + 1));
+    float *bias = malloc(sizeof(float) * (size_t)(s->N + 1)), *gate = malloc(sizeof(float) * (size_t)(nc + 1));
     for (int64_t i = 0; i < na; i++) A[i] = frand();
     for (int64_t i = 0; i < nb; i++) B[i] = frand();
+    for (int64_t i = 0; i < s->N; i++) bias[i] = frand();
+    for (int64_t i = 0; i < nc; i++) gate[i] = frand();
+    tg_gemm_epi epi = {s->epi & 1 ? bias : NULL, (s->epi & 2) != 0, s->epi & 4 ? gate : NULL, ldc, s->M * ldc};
     int fails = 0;
     char what[160];
-    snprintf(what, sizeof what, "batch=%lld M=%lld N=%lld K=%lld ta=%d tb=%d shared_b=%d pad=%lld", (long long)s->batch,
-             (long long)s->M, (long long)s->N, (long long)s->K, s->ta, s->tb, s->shared_b, (long long)s->pad);
+    snprintf(what, sizeof what, "batch=%lld M=%lld N=%lld K=%lld ta=%d tb=%d shared_b=%d pad=%lld epi=%d",
+             (long long)s->batch, (long long)s->M, (long long)s->N, (long long)s->K, s->ta, s->tb, s->shared_b,
+             (long long)s->pad, s->epi);
     for (int p = 0; p < n_pools; p++) {
         /* NaN in C: the result must not depend on what C held; the padding
          * columns hold a sentinel that must survive. */
         for (int64_t i = 0; i < nc; i++) C[i] = (i % ldc) < s->N ? NAN : SENTINEL;
-        run(pools[p], s, A, B, C);
+        run(pools[p], s, A, B, C, &epi);
         if (p == 0) {
             double worst = 0;
             bool pad_ok = true;
@@ -73,7 +79,12 @@ static int check_case(tg_pool **pools, int n_pools, const shape *s) {
                             ref += x * y;
                             mag += fabs(x * y);
                         }
-                        double err = fabs((double)c[i * ldc + j] - ref), tol = (double)(s->K + 2) * FLT_EPSILON * mag;
+                        /* the epilogue: one more rounding for the bias; relu and the gate are exact */
+                        double tol = (double)(s->K + 2) * FLT_EPSILON * mag;
+                        if (epi.bias) ref += bias[j], tol += (fabs(ref) + fabs(bias[j])) * FLT_EPSILON;
+                        if (epi.relu) ref = ref > 0 ? ref : 0;
+                        if (epi.gate && !(gate[b * s->M * ldc + i * ldc + j] > 0)) ref = 0, tol = 0;
+                        double err = fabs((double)c[i * ldc + j] - ref);
                         if (!(err <= tol)) worst = isnan(err) ? INFINITY : fmax(worst, err / (tol > 0 ? tol : 1e-30));
                     }
             }
@@ -92,6 +103,8 @@ static int check_case(tg_pool **pools, int n_pools, const shape *s) {
     free(B);
     free(C);
     free(C1);
+    free(bias);
+    free(gate);
     return fails;
 }
 
@@ -100,7 +113,6 @@ int main(void) {
     for (int t = 0; t < 3; t++) pools[t] = tg_pool_new(t + 1);
     CHECK(pools[0] && pools[1] && pools[2], "tg_pool_new");
     CHECK(tg_gemm_kernel_name()[0] != 0, "kernel name");
-    printf("test_gemm: kernel %s\n", tg_gemm_kernel_name());
 
     /* Sizes around the tile (12 x 32, 8 x 16 generic) and block (KC 256,
      * MC 192) edges, tiny ones, and the sin MLP's. */
@@ -108,27 +120,36 @@ int main(void) {
         {1, 1, 1},    {1, 1, 0},    {5, 7, 0},     {3, 1, 1},     {1, 64, 1},    {256, 64, 1},  {256, 1, 64},
         {64, 64, 256}, {256, 64, 64}, {1, 64, 256},  {2, 3, 4},     {7, 13, 5},    {12, 32, 8},   {13, 33, 9},
         {11, 31, 17}, {24, 64, 64}, {25, 65, 66},  {37, 95, 3},   {100, 7, 300}, {193, 97, 257}, {200, 40, 513},
-        {45, 300, 70}, {20, 3100, 20}, {384, 96, 130}, {97, 129, 2},
+        {45, 300, 70}, {20, 3100, 20}, {384, 96, 130}, {97, 129, 2}, {70, 260, 600}, {1, 50, 300}, {50, 1, 300},
     };
-    int n_shapes = (int)(sizeof mk / sizeof mk[0]);
+    static const int64_t bmk[][4] = {{3, 17, 40, 33}, {4, 8, 8, 8}, {2, 64, 64, 256}, {5, 30, 70, 1}, {3, 200, 50, 40},
+                                     {2, 1, 40, 300}, {3, 20, 1, 30}};
+    int n_shapes = (int)(sizeof mk / sizeof mk[0]), n_batched = (int)(sizeof bmk / sizeof bmk[0]);
     int cases = 0;
-    for (int i = 0; i < n_shapes; i++)
-        for (int t = 0; t < 4; t++) {
-            shape s = {1, mk[i][0], mk[i][1], mk[i][2], t & 1, t >> 1, false, (i % 3) * 5};
-            check_case(pools, 3, &s);
-            cases++;
-        }
-    /* Batches: per-batch and shared B, each transposition. */
-    static const int64_t bmk[][4] = {{3, 17, 40, 33}, {4, 8, 8, 8}, {2, 64, 64, 256}, {5, 30, 70, 1}, {3, 200, 50, 40}};
-    for (int i = 0; i < 5; i++)
-        for (int t = 0; t < 8; t++) {
-            shape s = {bmk[i][0], bmk[i][1], bmk[i][2], bmk[i][3], t & 1, (t >> 1) & 1, t >> 2, i % 2 ? 3 : 0};
-            check_case(pools, 3, &s);
-            cases++;
-        }
+    /* Each kernel this machine has: the best one, and the portable one that
+     * CPUs without AVX-512 get. */
+    for (int generic = 0; generic < 2; generic++) {
+        tg_gemm_use_generic(generic);
+        printf("test_gemm: kernel %s\n", tg_gemm_kernel_name());
+        for (int i = 0; i < n_shapes; i++)
+            for (int t = 0; t < 4; t++) {
+                shape s = {1, mk[i][0], mk[i][1], mk[i][2], t & 1, t >> 1, false, (i % 3) * 5, (i + t) % 8};
+                check_case(pools, 3, &s);
+                cases++;
+            }
+        /* Batches: per-batch and shared B, each transposition. */
+        for (int i = 0; i < n_batched; i++)
+            for (int t = 0; t < 8; t++) {
+                shape s = {bmk[i][0], bmk[i][1], bmk[i][2], bmk[i][3], t & 1, (t >> 1) & 1, t >> 2, i % 2 ? 3 : 0,
+                           (i * 3 + t) % 8};
+                check_case(pools, 3, &s);
+                cases++;
+            }
+    }
+    tg_gemm_use_generic(false);
     /* batch = 0 and M = 0 / N = 0 must not touch C. */
     float c0[4] = {1, 2, 3, 4}, a0[4] = {1, 1, 1, 1};
-    tg_gemm_args z = {0, 2, 2, 1, a0, a0, c0, 1, 2, 2, 2, 2, 4, false, false};
+    tg_gemm_args z = {0, 2, 2, 1, a0, a0, c0, 1, 2, 2, 2, 2, 4, false, false, NULL};
     tg_gemm(pools[1], &z);
     z.batch = 1, z.M = 0;
     tg_gemm(pools[1], &z);

@@ -27,6 +27,9 @@ TG_CPU_KERNEL(cpu_where_causal);
 
 /* kernels_misc.c: matmul, indexing, optimizer updates */
 TG_CPU_KERNEL(cpu_matmul);
+struct tg_gemm_args;
+/* The tg_gemm arguments of matmul node `id` (no epilogue). */
+void cpu_matmul_args(const tg_graph *g, int id, void *out, void *const *in, struct tg_gemm_args *ga);
 TG_CPU_KERNEL(cpu_one_hot);
 TG_CPU_KERNEL(cpu_adam_m);
 TG_CPU_KERNEL(cpu_adam_v);
