@@ -108,6 +108,123 @@ static int check_case(tg_pool **pools, int n_pools, const shape *s) {
     return fails;
 }
 
+/* ---- sessions: fused and specialized CPU steps change no bits ---- */
+
+typedef struct {
+    int n_layers;
+    tg_linear l[4];
+} mlp;
+
+static tg_tensor mlp_loss(tg_graph *g, void *user) {
+    mlp *net = user;
+    tg_tensor h = tg_input(g, "x");
+    for (int i = 0; i < net->n_layers; i++) {
+        h = tg_linear_fwd(g, &net->l[i], h);
+        if (i + 1 < net->n_layers) h = tg_relu(h);
+    }
+    return tg_mse(h, tg_input(g, "y"));
+}
+
+/* Trains an MLP (widths w[0..n]) for `steps` steps on fixed data; losses
+ * and the first layer's weights after training go to the caller. */
+static bool train(const int64_t *w, int n, int64_t batch, int threads, bool generic, int steps, float *losses,
+                  float *w0) {
+    tg_model *m = tg_model_new();
+    mlp net = {n, {{0}}};
+    for (int i = 0; i < n; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "l%d", i);
+        net.l[i] = tg_linear_new(m, name, w[i], w[i + 1], true);
+    }
+    tg_input_decl in[] = {{"x", TG_F32, TG_SHAPE(batch, w[0])}, {"y", TG_F32, TG_SHAPE(batch, w[n])}};
+    tg_train_spec spec = {.model = m, .loss = mlp_loss, .user = &net, .inputs = in, .n_inputs = 2,
+                          .optim = tg_adam(tg_lr_constant(5e-3f)), .seed = 7, .threads = threads};
+    tg_cpu_use_generic_steps(generic);
+    tg_session *s = NULL;
+    tg_status st = tg_session_new(&spec, &s);
+    tg_cpu_use_generic_steps(false);
+    CHECK(st == TG_OK, "tg_session_new: %s", tg_last_error());
+    bool ok = st == TG_OK;
+    int64_t nx = batch * w[0], ny = batch * w[n];
+    float *x = malloc(sizeof(float) * (size_t)nx), *y = malloc(sizeof(float) * (size_t)ny);
+    uint64_t keep = rng;
+    rng = 12345;
+    for (int64_t i = 0; i < nx; i++) x[i] = frand() * 3.0f;
+    for (int64_t i = 0; i < ny; i++) y[i] = sinf(x[i % nx]);
+    rng = keep;
+    tg_feed feeds[] = {{"x", x, nx}, {"y", y, ny}};
+    for (int i = 0; ok && i < steps; i++) ok = tg_session_step(s, feeds, 2, &losses[i]) == TG_OK;
+    if (ok) ok = tg_session_get_param(s, "l0.W", w0, w[0] * w[1]) == TG_OK;
+    CHECK(ok, "training failed: %s", tg_last_error());
+    tg_session_free(s);
+    tg_model_free(m);
+    free(x);
+    free(y);
+    return ok;
+}
+
+/* A matmul whose input dies at it, a kernel that may reuse that input's
+ * memory, then the matmul's relu: the fused step runs at the relu's turn,
+ * so it must see that the input was overwritten and not fuse. */
+static tg_tensor reuse_loss(tg_graph *g, void *user) {
+    const tg_param *p = user;
+    tg_tensor x = tg_input(g, "x");
+    tg_tensor a = tg_mul_s(x, 2.0f);
+    tg_tensor h = tg_matmul(a, tg_use(g, p[0]));
+    tg_tensor z = tg_mul(tg_add_s(x, 1.0f), tg_use(g, p[1]));
+    tg_tensor r = tg_relu(h);
+    return tg_add(tg_mse(r, tg_input(g, "y")), tg_mean(z, TG_ALL, false));
+}
+
+static void check_reuse(void) {
+    float ref[6] = {0}, got[6] = {1};
+    for (int generic = 1; generic >= 0; generic--) {
+        tg_model *m = tg_model_new();
+        tg_param p[2] = {tg_model_param(m, "W", TG_SHAPE(16, 16), tg_init_randn(0.5f)),
+                         tg_model_param(m, "v", TG_SHAPE(16), tg_init_randn(0.5f))};
+        tg_model_freeze(m, p[0]);
+        tg_input_decl in[] = {{"x", TG_F32, TG_SHAPE(64, 16)}, {"y", TG_F32, TG_SHAPE(64, 16)}};
+        tg_train_spec spec = {.model = m, .loss = reuse_loss, .user = p, .inputs = in, .n_inputs = 2,
+                              .optim = tg_adam(tg_lr_constant(1e-2f)), .seed = 3, .threads = 2};
+        float x[64 * 16], y[64 * 16];
+        rng = 99;
+        for (int i = 0; i < 64 * 16; i++) x[i] = frand(), y[i] = frand();
+        tg_cpu_use_generic_steps(generic);
+        tg_session *s = NULL;
+        CHECK_OK(tg_session_new(&spec, &s));
+        tg_cpu_use_generic_steps(false);
+        tg_feed feeds[] = {{"x", x, 64 * 16}, {"y", y, 64 * 16}};
+        for (int i = 0; s && i < 6; i++) CHECK_OK(tg_session_step(s, feeds, 2, generic ? &ref[i] : &got[i]));
+        tg_session_free(s);
+        tg_model_free(m);
+    }
+    CHECK(memcmp(ref, got, sizeof ref) == 0, "matmul input reused before the fused step: %.9g vs %.9g", got[5], ref[5]);
+}
+
+static void check_sessions(void) {
+    /* The sin MLP; one with k blocks in the backward products (K = 300 >
+     * KC), where relu's gradient may not be fused over its own input; one
+     * with odd widths. */
+    static const int64_t widths[][5] = {{1, 64, 64, 1}, {3, 300, 300, 2}, {5, 37, 19, 33, 3}};
+    static const int depth[] = {3, 3, 4};
+    static const int64_t batches[] = {256, 40, 29};
+    enum { STEPS = 12 };
+    for (int c = 0; c < 3; c++) {
+        float ref[STEPS], got[STEPS], *w_ref = malloc(sizeof(float) * 512 * 512), *w_got = malloc(sizeof(float) * 512 * 512);
+        int64_t nw = widths[c][0] * widths[c][1];
+        if (!train(widths[c], depth[c], batches[c], 1, true, STEPS, ref, w_ref)) continue;
+        CHECK(ref[STEPS - 1] < ref[0], "model %d: loss did not fall (%g -> %g)", c, ref[0], ref[STEPS - 1]);
+        for (int threads = 1; threads <= 3; threads++) {
+            if (!train(widths[c], depth[c], batches[c], threads, false, STEPS, got, w_got)) continue;
+            CHECK(memcmp(ref, got, sizeof ref) == 0 && memcmp(w_ref, w_got, sizeof(float) * (size_t)nw) == 0,
+                  "model %d, %d threads: fused steps differ from op-table kernels (loss %.9g vs %.9g)", c, threads,
+                  got[STEPS - 1], ref[STEPS - 1]);
+        }
+        free(w_ref);
+        free(w_got);
+    }
+}
+
 int main(void) {
     tg_pool *pools[3];
     for (int t = 0; t < 3; t++) pools[t] = tg_pool_new(t + 1);
@@ -156,5 +273,7 @@ int main(void) {
     CHECK(c0[0] == 1 && c0[3] == 4, "empty products must not write C");
     printf("test_gemm: %d cases\n", cases);
     for (int t = 0; t < 3; t++) tg_pool_free(pools[t]);
+    check_sessions();
+    check_reuse();
     return check_summary("test_gemm");
 }
