@@ -5,9 +5,13 @@
  *  - direct: K <= KC and B small. The micro-kernel reads A and B where they
  *    lie (B^T is packed panel by panel); no packing of A at all. This is the
  *    path of the small matrices that training steps are made of.
- *  - packed, BLIS-style: B is packed into KC x NR column panels (one stays in
- *    L1 while the micro-kernel runs), A into MR x KC row panels (an MC-row
- *    block stays in L2).
+ *  - packed, BLIS-style: for each KC x NC block of B, all threads pack it
+ *    together into NR-column panels, then each takes whole rows of C: it
+ *    packs MC rows of A at a time into MR-row panels and runs the
+ *    micro-kernel along each row of tiles, so the A panel stays in L1, B
+ *    panels stream from L2/L3 and C is walked row by row (which the
+ *    hardware prefetcher follows; going down columns of C with a large
+ *    power-of-two stride was a third slower).
  *
  * Each C element is one chain of FMAs over k in KC-sized blocks, whatever
  * tile it falls in; threads own disjoint tiles of C, and K is never split
@@ -18,9 +22,9 @@
 #include "cpu.h"
 #include "gemm_kernels.h"
 
-#define KC 256
-#define MC 192
-#define NC 3072
+#define KC 384
+#define MC 96
+#define NC 2048
 #define DIRECT_MAX_KN (64 * 1024) /* elements of B for the direct path: it stays in L2 */
 
 static _Atomic(const tg_ukernel *) chosen;
@@ -113,40 +117,52 @@ static void pack_b(const tg_gemm_args *g, const float *B, int64_t k0, int64_t kc
 
 /* ---- packed path ---- */
 
-static size_t packed_bytes(void) { return sizeof(float) * ((size_t)KC * (NC + 64) + (size_t)(MC + 16) * KC); }
+static size_t a_block_floats(void) { return (size_t)(MC + 16) * KC; }
+static size_t b_block_floats(void) { return (size_t)KC * (NC + 64); }
+/* Every thread's scratch: its A block, then (used from thread 0's only, or
+ * from each thread's own when batch entries run one per thread) a B block. */
+static size_t packed_bytes(void) { return sizeof(float) * (a_block_floats() + b_block_floats()); }
 
-/* C[i0:i1, j0:j1] of batch entry b, single-threaded. */
-static void gemm_packed(const tg_gemm_args *g, const tg_ukernel *uk, int64_t b, int64_t i0, int64_t i1, int64_t j0,
-                        int64_t j1, float *buf) {
+typedef struct {
+    int64_t b, jc, nc, pc, kc; /* batch entry, the B block's columns and k range */
+    const float *pb;           /* the packed B block */
+} block;
+
+/* Rows [i0, i1) of C[:, jc:jc+nc] (+)= op(A)[i0:i1, pc:pc+kc] @ the B block. */
+static void packed_rows(const tg_gemm_args *g, const tg_ukernel *uk, const block *k, int64_t i0, int64_t i1,
+                        float *pa) {
     const int MR = uk->mr, NR = uk->nr;
-    const float *A = g->A + b * g->sa, *B = g->B + b * g->sb;
-    float *C = g->C + b * g->sc;
-    float *pb = buf;                           /* KC x NC */
-    float *pa = buf + (int64_t)KC * (NC + 64); /* MC x KC */
-    for (int64_t jc = j0; jc < j1; jc += NC) {
-        int64_t nc = j1 - jc < NC ? j1 - jc : NC;
-        for (int64_t pc = 0; pc < g->K; pc += KC) {
-            int64_t kc = g->K - pc < KC ? g->K - pc : KC;
-            bool last = pc + kc == g->K;
-            pack_b(g, B, pc, kc, jc, nc, NR, pb);
-            for (int64_t ic = i0; ic < i1; ic += MC) {
-                int64_t mc = i1 - ic < MC ? i1 - ic : MC;
-                pack_a(g, A, ic, mc, pc, kc, MR, pa);
-                for (int64_t jr = 0; jr < nc; jr += NR) {
-                    tg_tile t = {kc, NULL, 1, MR, pb + (jr / NR) * NR * kc, NR, NULL, g->ldc, 0, 0, pc > 0, NULL,
-                                 false, NULL, 0};
-                    t.nr = (int)(nc - jr < NR ? nc - jr : NR);
-                    for (int64_t ir = 0; ir < mc; ir += MR) {
-                        t.mr = (int)(mc - ir < MR ? mc - ir : MR);
-                        t.a = pa + (ir / MR) * MR * kc;
-                        t.c = C + (ic + ir) * g->ldc + jc + jr;
-                        if (last) tile_epi(g, b, ic + ir, jc + jr, &t);
-                        uk->tile(&t);
-                    }
-                }
+    const float *A = g->A + k->b * g->sa;
+    float *C = g->C + k->b * g->sc;
+    bool last = k->pc + k->kc == g->K;
+    for (int64_t ic = i0; ic < i1; ic += MC) {
+        int64_t mc = i1 - ic < MC ? i1 - ic : MC;
+        pack_a(g, A, ic, mc, k->pc, k->kc, MR, pa);
+        for (int64_t ir = 0; ir < mc; ir += MR) {
+            tg_tile t = {k->kc, pa + (ir / MR) * MR * k->kc, 1, MR, NULL, NR, NULL, g->ldc, 0, 0, k->pc > 0, NULL,
+                         false, NULL, 0, NULL};
+            t.mr = (int)(mc - ir < MR ? mc - ir : MR);
+            for (int64_t jr = 0; jr < k->nc; jr += NR) {
+                t.nr = (int)(k->nc - jr < NR ? k->nc - jr : NR);
+                t.b = k->pb + (jr / NR) * NR * k->kc;
+                t.c = C + (ic + ir) * g->ldc + k->jc + jr;
+                t.c_next = jr + NR < k->nc ? t.c + NR : NULL;
+                if (last) tile_epi(g, k->b, ic + ir, k->jc + jr, &t);
+                uk->tile(&t);
             }
         }
     }
+}
+
+/* A whole batch entry on one thread. */
+static void packed_entry(const tg_gemm_args *g, const tg_ukernel *uk, int64_t b, float *buf) {
+    float *pb = buf + a_block_floats();
+    for (int64_t jc = 0; jc < g->N; jc += NC)
+        for (int64_t pc = 0; pc < g->K; pc += KC) {
+            block k = {b, jc, g->N - jc < NC ? g->N - jc : NC, pc, g->K - pc < KC ? g->K - pc : KC, pb};
+            pack_b(g, g->B + b * g->sb, pc, k.kc, jc, k.nc, uk->nr, pb);
+            packed_rows(g, uk, &k, 0, g->M, buf);
+        }
 }
 
 /* ---- direct path: tiles of C in column-panel-major order ---- */
@@ -159,8 +175,11 @@ typedef struct {
     int64_t mt, nt;      /* direct: tiles per batch entry down and across */
     int64_t units;       /* work units over all batch entries */
     int tasks;
-    bool by_rows;        /* packed: split rows (else columns) */
-    int64_t split;       /* packed: tasks per batch entry */
+    /* packed: a batch entry per task, or one product on all threads in
+     * phases: pack the B block blk (units: NR-column panels), then compute
+     * with it (units: MR-row groups) */
+    enum { ENTRIES, PACK_B, ROWS } phase;
+    block blk;
 } job;
 
 static void direct_tiles(const job *j, int64_t lo, int64_t hi, float *panel) {
@@ -172,7 +191,8 @@ static void direct_tiles(const job *j, int64_t lo, int64_t hi, float *panel) {
         int64_t i = ir * MR, jj = jr * NR;
         const float *A = g->A + b * g->sa, *B = g->B + b * g->sb;
         tg_tile t = {g->K, NULL, 0, 0, NULL, 0, g->C + b * g->sc + i * g->ldc + jj, g->ldc, 0, 0, false, NULL,
-                     false, NULL, 0};
+                     false, NULL, 0, NULL};
+        t.c_next = ir + 1 < j->mt ? t.c + MR * g->ldc : NULL;
         t.mr = (int)(g->M - i < MR ? g->M - i : MR);
         t.nr = (int)(g->N - jj < NR ? g->N - jj : NR);
         if (g->ta) t.a = A + i, t.rs_a = 1, t.cs_a = g->lda;
@@ -217,7 +237,7 @@ static void gemv_rows(const job *j, int64_t lo, int64_t hi, float *xbuf) {
             const int NR = j->uk->nr;
             for (int64_t i = r0; i < r1; i += NR) {
                 float row[64];
-                tg_tile t = {g->K, x, 1, 1, A + i, g->lda, row, 0, 1, 0, false, NULL, false, NULL, 0};
+                tg_tile t = {g->K, x, 1, 1, A + i, g->lda, row, 0, 1, 0, false, NULL, false, NULL, 0, NULL};
                 t.nr = (int)(r1 - i < NR ? r1 - i : NR);
                 j->uk->tile(&t);
                 for (int q = 0; q < t.nr; q++) C[(i + q) * incy] = row[q];
@@ -244,61 +264,97 @@ static void gemv_rows(const job *j, int64_t lo, int64_t hi, float *xbuf) {
 static void run_task(void *argp, int task, int thread) {
     job *j = argp;
     const tg_gemm_args *g = j->g;
-    if (j->path == PATH_PACKED) {
-        int64_t b = task / j->split, part = task % j->split;
-        int64_t unit = j->by_rows ? j->uk->mr : j->uk->nr, total = j->by_rows ? g->M : g->N;
-        int64_t units = (total + unit - 1) / unit;
-        int64_t lo = units * part / j->split * unit, hi = units * (part + 1) / j->split * unit;
-        if (hi > total) hi = total;
-        if (lo >= hi) return;
-        float *buf = tg_pool_scratch(j->pool, thread, packed_bytes());
-        if (j->by_rows) gemm_packed(g, j->uk, b, lo, hi, 0, g->N, buf);
-        else gemm_packed(g, j->uk, b, 0, g->M, lo, hi, buf);
-        return;
-    }
+    float *buf = tg_pool_scratch(j->pool, thread, 0); /* reserved by tg_gemm */
     int64_t lo = j->units * task / j->tasks, hi = j->units * (task + 1) / j->tasks;
     if (lo >= hi) return;
-    if (j->path == PATH_DIRECT) direct_tiles(j, lo, hi, tg_pool_scratch(j->pool, thread, sizeof(float) * 64 * KC));
-    else gemv_rows(j, lo, hi, tg_pool_scratch(j->pool, thread, sizeof(float) * (size_t)(g->K + 16)));
+    switch (j->path) {
+    case PATH_PACKED: {
+        const block *k = &j->blk;
+        if (j->phase == ENTRIES) {
+            for (int64_t b = lo; b < hi; b++) packed_entry(g, j->uk, b, buf);
+        } else if (j->phase == PACK_B) {
+            int64_t NR = j->uk->nr, c0 = lo * NR, c1 = hi * NR < k->nc ? hi * NR : k->nc;
+            pack_b(g, g->B + k->b * g->sb, k->pc, k->kc, k->jc + c0, c1 - c0, (int)NR,
+                   (float *)k->pb + lo * NR * k->kc);
+        } else {
+            int64_t MR = j->uk->mr, r1 = hi * MR < g->M ? hi * MR : g->M;
+            packed_rows(g, j->uk, k, lo * MR, r1, buf);
+        }
+        break;
+    }
+    case PATH_DIRECT: direct_tiles(j, lo, hi, buf); break;
+    default: gemv_rows(j, lo, hi, buf); break;
+    }
+}
+
+/* Out of memory for the packing buffers: a plain loop, slower and rounded
+ * differently, but it does not fail. */
+static void gemm_naive(const tg_gemm_args *g) {
+    for (int64_t b = 0; b < g->batch; b++)
+        for (int64_t i = 0; i < g->M; i++)
+            for (int64_t jj = 0; jj < g->N; jj++) {
+                const float *A = g->A + b * g->sa, *B = g->B + b * g->sb;
+                float s = 0.0f;
+                for (int64_t k = 0; k < g->K; k++)
+                    s += (g->ta ? A[k * g->lda + i] : A[i * g->lda + k]) * (g->tb ? B[jj * g->ldb + k] : B[k * g->ldb + jj]);
+                const tg_gemm_epi *e = g->epi;
+                if (e && e->bias) s += e->bias[jj];
+                if (e && e->relu) s = s > 0.0f ? s : 0.0f;
+                if (e && e->gate && !(e->gate[b * e->sg + i * e->ldg + jj] > 0.0f)) s = 0.0f;
+                g->C[b * g->sc + i * g->ldc + jj] = s;
+            }
 }
 
 void tg_gemm(tg_pool *pool, const tg_gemm_args *g) {
     if (g->batch <= 0 || g->M <= 0 || g->N <= 0) return;
     int th = tg_pool_threads(pool);
-    job j = {g, pick(), pool, choose(g), 0, 0, 0, 1, true, 1};
+    job j = {g, pick(), pool, choose(g), 0, 0, 0, 1, ENTRIES, {0}};
     double flops = 2.0 * (double)g->M * (double)g->N * (double)g->K * (double)g->batch;
     /* Below this, waking the other threads costs more than it saves. */
     int want = flops < 1.5e5 ? 1 : th;
-    size_t scratch = 0;
+    size_t scratch;
     if (j.path == PATH_PACKED) {
         scratch = packed_bytes();
-        if (g->batch >= want) {
-            j.tasks = (int)g->batch;
-        } else {
-            j.by_rows = g->M >= g->N;
-            int64_t units = j.by_rows ? (g->M + j.uk->mr - 1) / j.uk->mr : (g->N + j.uk->nr - 1) / j.uk->nr;
-            j.split = units < want ? units : want;
-            j.tasks = (int)(g->batch * j.split);
-        }
+    } else if (j.path == PATH_DIRECT) {
+        j.mt = (g->M + j.uk->mr - 1) / j.uk->mr;
+        j.nt = (g->N + j.uk->nr - 1) / j.uk->nr;
+        j.units = g->batch * j.mt * j.nt;
+        scratch = sizeof(float) * (size_t)j.uk->nr * KC;
     } else {
-        if (j.path == PATH_DIRECT) {
-            j.mt = (g->M + j.uk->mr - 1) / j.uk->mr;
-            j.nt = (g->N + j.uk->nr - 1) / j.uk->nr;
-            j.units = g->batch * j.mt * j.nt;
-            scratch = sizeof(float) * 64 * KC;
-        } else {
-            j.units = g->batch * (g->N == 1 ? g->M : g->N);
-            scratch = sizeof(float) * (size_t)(g->K + 16);
-        }
-        j.tasks = (int)(j.units < want ? j.units : want);
+        j.units = g->batch * (g->N == 1 ? g->M : g->N);
+        scratch = sizeof(float) * (size_t)(g->K + 16);
     }
-    int used = j.tasks < th ? j.tasks : th;
-    for (int t = 0; t < used; t++)
+    for (int t = 0; t < th; t++)
         if (!tg_pool_scratch(pool, t, scratch)) {
-            /* Out of memory for packing: run the direct path on one thread,
-             * slower but exact. Only the packed and tb paths need scratch. */
-            j.path = PATH_DIRECT;
-            break;
+            gemm_naive(g);
+            return;
         }
-    tg_pool_run(pool, j.tasks, run_task, &j);
+    if (j.path != PATH_PACKED) {
+        j.tasks = (int)(j.units < want ? j.units : want);
+        tg_pool_run(pool, j.tasks, run_task, &j);
+        return;
+    }
+    if (g->batch >= want) { /* batch entries split between threads, each on its own buffers */
+        j.units = g->batch;
+        j.tasks = (int)(g->batch < 4 * th ? g->batch : 4 * th);
+        tg_pool_run(pool, j.tasks, run_task, &j);
+        return;
+    }
+    /* One product on all threads: for each B block, pack it together, then
+     * split the rows of C. Each pool run is a full barrier. */
+    float *pb = (float *)tg_pool_scratch(pool, 0, 0) + a_block_floats();
+    int64_t row_units = (g->M + j.uk->mr - 1) / j.uk->mr;
+    for (int64_t b = 0; b < g->batch; b++)
+        for (int64_t jc = 0; jc < g->N; jc += NC)
+            for (int64_t pc = 0; pc < g->K; pc += KC) {
+                j.blk = (block){b, jc, g->N - jc < NC ? g->N - jc : NC, pc, g->K - pc < KC ? g->K - pc : KC, pb};
+                j.phase = PACK_B;
+                j.units = (j.blk.nc + j.uk->nr - 1) / j.uk->nr;
+                j.tasks = (int)(j.units < want ? j.units : want);
+                tg_pool_run(pool, j.tasks, run_task, &j);
+                j.phase = ROWS;
+                j.units = row_units;
+                j.tasks = (int)(j.units < 2 * want ? j.units : 2 * want);
+                tg_pool_run(pool, j.tasks, run_task, &j);
+            }
 }

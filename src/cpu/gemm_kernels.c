@@ -64,6 +64,11 @@ AVX512_INLINE void tile_12x32(const tg_tile *t, const int MR, const bool RS1, co
         _mm_prefetch((const char *)(c + r * ldc), _MM_HINT_T0);
         if (COLS > 16) _mm_prefetch((const char *)(c + r * ldc + 16), _MM_HINT_T0);
     }
+    if (t->c_next)
+        for (int r = 0; r < 12; r++) {
+            _mm_prefetch((const char *)(t->c_next + r * ldc), _MM_HINT_T1);
+            _mm_prefetch((const char *)(t->c_next + r * ldc + 16), _MM_HINT_T1);
+        }
     for (int64_t k = 0; k < kc; k++, a += cs, b += ldb) {
         __m512 b0, b1 = _mm512_setzero_ps();
         if (COLS == 32) {
@@ -73,7 +78,8 @@ AVX512_INLINE void tile_12x32(const tg_tile *t, const int MR, const bool RS1, co
             b0 = _mm512_maskz_loadu_ps(m0, b);
             if (COLS > 16) b1 = _mm512_maskz_loadu_ps(m1, b + 16);
         }
-        _mm_prefetch((const char *)(b + 8 * ldb), _MM_HINT_T0);
+        _mm_prefetch((const char *)(b + 16 * ldb), _MM_HINT_T0);
+        if (COLS > 16) _mm_prefetch((const char *)(b + 16 * ldb + 16), _MM_HINT_T0);
 #pragma GCC unroll 12
         for (int r = 0; r < MR; r++) {
             __m512 x = _mm512_set1_ps(a[r * rs]);

@@ -26,6 +26,7 @@ typedef struct {
     bool relu;
     const float *gate;
     int64_t ldg;
+    const float *c_next; /* the next tile's C, to prefetch into L2 (NULL: none) */
 } tg_tile;
 
 typedef struct {
