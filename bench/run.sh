@@ -15,6 +15,8 @@ out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 
 echo "tensorgrad bench: $threads thread(s) of $cpus CPU(s); $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')"
+load() { cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo 0; }
+load0=$(load)
 
 # Ours: sin MLP and GEMM.
 "$build/bench/bench_tg" | tee -a "$out" | sed 's/^/json: /' || echo "bench_tg failed"
@@ -45,6 +47,11 @@ if ${CC:-cc} -O2 -std=c11 "$here/bench_blas.c" -lopenblas -o "$blas" 2>/dev/null
     OPENBLAS_CORETYPE=SkylakeX OPENBLAS_NUM_THREADS=$threads "${pin[@]}" "$blas" | tee -a "$out" | sed 's/^/json: /'
 else
     echo "OpenBLAS not found (cblas.h / -lopenblas; Debian: libopenblas-dev): GEMM figures are ours alone"
+fi
+
+echo "json: {\"bench\": \"load\", \"load_before\": $load0, \"cpus\": $cpus}"
+if awk -v a="$load0" 'BEGIN { exit !(a > 1.0) }'; then
+    echo "warning: load average $load0 before the run: other processes share these cores, figures are noisy"
 fi
 
 # The table: pull fields out of the JSON lines (flat objects, our own format).

@@ -63,54 +63,42 @@ static void tile_epi(const tg_gemm_args *g, int64_t b, int64_t i, int64_t j, tg_
 
 /* op(A)[i,k] for rows [i0, i0+mc) and k in [k0, k0+kc) into MR-row panels,
  * zero-padded to a multiple of MR. */
-static void pack_a(const tg_gemm_args *g, const float *A, int64_t i0, int64_t mc, int64_t k0, int64_t kc, int MR,
-                   float *dst) {
+static void pack_a(const tg_gemm_args *g, const tg_ukernel *uk, const float *A, int64_t i0, int64_t mc, int64_t k0,
+                   int64_t kc, float *dst) {
+    const int MR = uk->mr;
     for (int64_t ip = 0; ip < mc; ip += MR, dst += MR * kc) {
-        int64_t rows = mc - ip < MR ? mc - ip : MR;
-        if (g->ta) {
-            for (int64_t k = 0; k < kc; k++) {
-                const float *s = A + (k0 + k) * g->lda + i0 + ip;
-                int64_t r = 0;
-                for (; r < rows; r++) dst[k * MR + r] = s[r];
-                for (; r < MR; r++) dst[k * MR + r] = 0.0f;
-            }
-        } else {
-            /* Row by row: each source row is read in order. */
-            for (int64_t r = 0; r < MR; r++) {
-                if (r < rows) {
-                    const float *s = A + (i0 + ip + r) * g->lda + k0;
-                    for (int64_t k = 0; k < kc; k++) dst[k * MR + r] = s[k];
-                } else {
-                    for (int64_t k = 0; k < kc; k++) dst[k * MR + r] = 0.0f;
-                }
-            }
+        int rows = (int)(mc - ip < MR ? mc - ip : MR);
+        if (!g->ta) {
+            uk->pack_t(kc, rows, A + (i0 + ip) * g->lda + k0, g->lda, MR, dst);
+            continue;
+        }
+        for (int64_t k = 0; k < kc; k++) {
+            const float *s = A + (k0 + k) * g->lda + i0 + ip;
+            int r = 0;
+            for (; r < rows; r++) dst[k * MR + r] = s[r];
+            for (; r < MR; r++) dst[k * MR + r] = 0.0f;
         }
     }
 }
 
 /* op(B)[k,j] for k in [k0, k0+kc), j in [j0, j0+nc) into NR-column panels. */
-static void pack_b(const tg_gemm_args *g, const float *B, int64_t k0, int64_t kc, int64_t j0, int64_t nc, int NR,
-                   float *dst) {
+static void pack_b(const tg_gemm_args *g, const tg_ukernel *uk, const float *B, int64_t k0, int64_t kc, int64_t j0,
+                   int64_t nc, float *dst) {
+    const int NR = uk->nr;
     for (int64_t jp = 0; jp < nc; jp += NR) {
-        int64_t cols = nc - jp < NR ? nc - jp : NR;
+        int cols = (int)(nc - jp < NR ? nc - jp : NR);
         float *panel = dst + (jp / NR) * NR * kc;
-        if (!g->tb) {
-            for (int64_t k = 0; k < kc; k++) {
-                const float *s = B + (k0 + k) * g->ldb + j0 + jp;
-                float *d = panel + k * NR;
-                int64_t c = 0;
-                if (cols == NR) memcpy(d, s, sizeof(float) * (size_t)NR), c = NR;
-                for (; c < cols; c++) d[c] = s[c];
-                for (; c < NR; c++) d[c] = 0.0f;
-            }
-        } else {
-            for (int64_t c = 0; c < NR; c++) {
-                const float *s = B + (j0 + jp + c) * g->ldb + k0;
-                if (c < cols)
-                    for (int64_t k = 0; k < kc; k++) panel[k * NR + c] = s[k];
-                else
-                    for (int64_t k = 0; k < kc; k++) panel[k * NR + c] = 0.0f;
-            }
+        if (g->tb) {
+            uk->pack_t(kc, cols, B + (j0 + jp) * g->ldb + k0, g->ldb, NR, panel);
+            continue;
+        }
+        for (int64_t k = 0; k < kc; k++) {
+            const float *s = B + (k0 + k) * g->ldb + j0 + jp;
+            float *d = panel + k * NR;
+            int c = 0;
+            if (cols == NR) memcpy(d, s, sizeof(float) * (size_t)NR), c = NR;
+            for (; c < cols; c++) d[c] = s[c];
+            for (; c < NR; c++) d[c] = 0.0f;
         }
     }
 }
@@ -137,7 +125,7 @@ static void packed_rows(const tg_gemm_args *g, const tg_ukernel *uk, const block
     bool last = k->pc + k->kc == g->K;
     for (int64_t ic = i0; ic < i1; ic += MC) {
         int64_t mc = i1 - ic < MC ? i1 - ic : MC;
-        pack_a(g, A, ic, mc, k->pc, k->kc, MR, pa);
+        pack_a(g, uk, A, ic, mc, k->pc, k->kc, pa);
         for (int64_t ir = 0; ir < mc; ir += MR) {
             tg_tile t = {k->kc, pa + (ir / MR) * MR * k->kc, 1, MR, NULL, NR, NULL, g->ldc, 0, 0, k->pc > 0, NULL,
                          false, NULL, 0, NULL};
@@ -160,7 +148,7 @@ static void packed_entry(const tg_gemm_args *g, const tg_ukernel *uk, int64_t b,
     for (int64_t jc = 0; jc < g->N; jc += NC)
         for (int64_t pc = 0; pc < g->K; pc += KC) {
             block k = {b, jc, g->N - jc < NC ? g->N - jc : NC, pc, g->K - pc < KC ? g->K - pc : KC, pb};
-            pack_b(g, g->B + b * g->sb, pc, k.kc, jc, k.nc, uk->nr, pb);
+            pack_b(g, uk, g->B + b * g->sb, pc, k.kc, jc, k.nc, pb);
             packed_rows(g, uk, &k, 0, g->M, buf);
         }
 }
@@ -202,7 +190,7 @@ static void direct_tiles(const job *j, int64_t lo, int64_t hi, float *panel) {
         } else {
             int64_t key = (g->sb ? b : 0) * j->nt + jr;
             if (key != packed_at) {
-                pack_b(g, B, 0, g->K, jj, t.nr, NR, panel);
+                pack_b(g, j->uk, B, 0, g->K, jj, t.nr, panel);
                 packed_at = key;
             }
             t.b = panel, t.ldb = NR;
@@ -274,8 +262,7 @@ static void run_task(void *argp, int task, int thread) {
             for (int64_t b = lo; b < hi; b++) packed_entry(g, j->uk, b, buf);
         } else if (j->phase == PACK_B) {
             int64_t NR = j->uk->nr, c0 = lo * NR, c1 = hi * NR < k->nc ? hi * NR : k->nc;
-            pack_b(g, g->B + k->b * g->sb, k->pc, k->kc, k->jc + c0, c1 - c0, (int)NR,
-                   (float *)k->pb + lo * NR * k->kc);
+            pack_b(g, j->uk, g->B + k->b * g->sb, k->pc, k->kc, k->jc + c0, c1 - c0, (float *)k->pb + lo * NR * k->kc);
         } else {
             int64_t MR = j->uk->mr, r1 = hi * MR < g->M ? hi * MR : g->M;
             packed_rows(g, j->uk, k, lo * MR, r1, buf);

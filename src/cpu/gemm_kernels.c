@@ -35,7 +35,16 @@ static void gemv_generic(int64_t m, int64_t k, const float *A, int64_t lda, cons
     }
 }
 
-static const tg_ukernel k_generic = {"generic 8x16", GMR, GNR, tile_generic, gemv_generic};
+static void pack_t_generic(int64_t kc, int rows, const float *src, int64_t ld, int w, float *dst) {
+    for (int r = 0; r < w; r++) {
+        if (r < rows)
+            for (int64_t k = 0; k < kc; k++) dst[k * w + r] = src[r * ld + k];
+        else
+            for (int64_t k = 0; k < kc; k++) dst[k * w + r] = 0.0f;
+    }
+}
+
+static const tg_ukernel k_generic = {"generic 8x16", GMR, GNR, tile_generic, gemv_generic, pack_t_generic};
 const tg_ukernel *tg_ukernel_generic(void) { return &k_generic; }
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -185,7 +194,53 @@ AVX512 static void gemv_avx512(int64_t m, int64_t k, const float *A, int64_t lda
     }
 }
 
-static const tg_ukernel k_avx512 = {"avx512 12x32", 12, 32, tile_avx512, gemv_avx512};
+/* 16 x 16 transpose in registers: 32-bit then 64-bit interleaves within
+ * 128-bit lanes, then two rounds of lane shuffles. */
+AVX512_INLINE void transpose16(__m512 v[16]) {
+    __m512 a[16], b[16];
+    for (int i = 0; i < 16; i += 2) {
+        a[i] = _mm512_unpacklo_ps(v[i], v[i + 1]);
+        a[i + 1] = _mm512_unpackhi_ps(v[i], v[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        __m512d a0 = _mm512_castps_pd(a[i]), a1 = _mm512_castps_pd(a[i + 1]), a2 = _mm512_castps_pd(a[i + 2]),
+                a3 = _mm512_castps_pd(a[i + 3]);
+        b[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a0, a2));
+        b[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a0, a2));
+        b[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(a1, a3));
+        b[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(a1, a3));
+    }
+    /* b[4g + c], 128-bit lane L: column 4L + c of rows 4g..4g+3 */
+    for (int c = 0; c < 4; c++) {
+        __m512 s0 = _mm512_shuffle_f32x4(b[c], b[4 + c], 0x44), s1 = _mm512_shuffle_f32x4(b[c], b[4 + c], 0xee);
+        __m512 s2 = _mm512_shuffle_f32x4(b[8 + c], b[12 + c], 0x44), s3 = _mm512_shuffle_f32x4(b[8 + c], b[12 + c], 0xee);
+        v[c] = _mm512_shuffle_f32x4(s0, s2, 0x88);
+        v[4 + c] = _mm512_shuffle_f32x4(s0, s2, 0xdd);
+        v[8 + c] = _mm512_shuffle_f32x4(s1, s3, 0x88);
+        v[12 + c] = _mm512_shuffle_f32x4(s1, s3, 0xdd);
+    }
+}
+
+/* 16 source rows x 16 k at a time through transpose16; stores of w - r0
+ * lanes (12 for A panels) overlap the next row's, in order. */
+AVX512 static void pack_t_avx512(int64_t kc, int rows, const float *src, int64_t ld, int w, float *dst) {
+    for (int r0 = 0; r0 < w; r0 += 16) {
+        int lanes = w - r0 < 16 ? w - r0 : 16;
+        __mmask16 store = (__mmask16)((1u << lanes) - 1);
+        for (int64_t k = 0; k < kc; k += 16) {
+            int64_t left = kc - k < 16 ? kc - k : 16;
+            __mmask16 load = (__mmask16)((1u << left) - 1);
+            __m512 v[16];
+#pragma GCC unroll 16
+            for (int i = 0; i < 16; i++)
+                v[i] = r0 + i < rows ? _mm512_maskz_loadu_ps(load, src + (r0 + i) * ld + k) : _mm512_setzero_ps();
+            transpose16(v);
+            for (int64_t q = 0; q < left; q++) _mm512_mask_storeu_ps(dst + (k + q) * w + r0, store, v[q]);
+        }
+    }
+}
+
+static const tg_ukernel k_avx512 = {"avx512 12x32", 12, 32, tile_avx512, gemv_avx512, pack_t_avx512};
 #endif
 
 const tg_ukernel *tg_ukernel_best(void) {

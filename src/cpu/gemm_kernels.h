@@ -35,6 +35,10 @@ typedef struct {
     void (*tile)(const tg_tile *t);
     /* y[i * incy] = dot(A[i, 0:k], x) for i < m, A rows contiguous (lda apart). */
     void (*gemv)(int64_t m, int64_t k, const float *A, int64_t lda, const float *x, float *y, int64_t incy);
+    /* Packs `rows` rows (ld apart) of kc floats transposed: dst[k * w + r] =
+     * src[r * ld + k], rows..w-1 zero. Row-major A into MR-row panels and
+     * B^T into NR-column panels. */
+    void (*pack_t)(int64_t kc, int rows, const float *src, int64_t ld, int w, float *dst);
 } tg_ukernel;
 
 /* The fastest kernel this CPU supports (checked at run time). */
