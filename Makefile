@@ -1,10 +1,12 @@
 # tensorgrad: `make` builds the library, the CLI and the examples.
 CC      ?= cc
-OPT     ?= -O2
-CFLAGS  ?= $(OPT) -g
-CFLAGS  += -std=c11 -Wall -Wextra -Wno-unused-parameter -Iinclude -MMD -MP
-LDLIBS  += -lm -lpthread
+CFLAGS  ?= -O2 -g
+LDFLAGS ?=
+# Flags the project needs whatever CFLAGS the caller passes.
+TG_CFLAGS := -std=c11 -Wall -Wextra -Wno-unused-parameter -Iinclude -MMD -MP
+LDLIBS  := -lm -lpthread
 BUILD   ?= build
+SANITIZE := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 # The PyTorch peer `make bench` runs (bench/torch_ref.py, a copy, if this is missing).
 TORCH_REF ?= ../shared/peers/torch_ref.py
 
@@ -14,13 +16,14 @@ EX_SRC  := $(wildcard examples/*.c)
 EX_OBJ  := $(EX_SRC:%.c=$(BUILD)/obj/%.o)
 TESTS   := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
 
-.PHONY: all lib demo test bench clean help
+.PHONY: all lib demo test sanitize bench clean help
 all: lib $(BUILD)/tg
 
 help:
 	@echo "make            build build/libtensorgrad.a and the CLI build/tg"
 	@echo "make demo       build and train the default example on the CPU"
 	@echo "make test       build and run every test"
+	@echo "make sanitize  run the tests in an ASan+UBSan build (build-asan/)"
 	@echo "make bench      benchmarks against PyTorch / OpenBLAS (needs python3-torch, libopenblas-dev)"
 	@echo "make clean      remove build/"
 
@@ -28,18 +31,18 @@ lib: $(BUILD)/libtensorgrad.a
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c $< -o $@
+	$(CC) $(TG_CFLAGS) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/libtensorgrad.a: $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	$(AR) rcs $@ $^
 
 $(BUILD)/tg: $(BUILD)/obj/tools/tg.o $(EX_OBJ) $(BUILD)/libtensorgrad.a
-	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+	$(CC) $(TG_CFLAGS) $(CFLAGS) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/tests/%: tests/%.c tests/check.h $(BUILD)/libtensorgrad.a
+$(BUILD)/tests/%: tests/%.c $(wildcard tests/*.h) $(BUILD)/libtensorgrad.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Isrc $< $(BUILD)/libtensorgrad.a -o $@ $(LDLIBS)
+	$(CC) $(TG_CFLAGS) $(CFLAGS) $(LDFLAGS) -Isrc $< $(BUILD)/libtensorgrad.a -o $@ $(LDLIBS)
 
 demo: $(BUILD)/tg
 	$(BUILD)/tg train sin
@@ -47,15 +50,18 @@ demo: $(BUILD)/tg
 test: $(TESTS) $(BUILD)/tg
 	@bash tests/run.sh $(BUILD)
 
+sanitize:
+	$(MAKE) BUILD=build-asan CFLAGS="$(SANITIZE)" LDFLAGS="-fsanitize=address,undefined" test
+
 # Threads: TG_THREADS=N make bench (default: every CPU). Not part of `make test`.
 bench: $(BUILD)/bench/bench_tg
 	@CC="$(CC)" bash bench/run.sh $(BUILD) $(TORCH_REF)
 
 $(BUILD)/bench/bench_tg: bench/bench_tg.c $(BUILD)/libtensorgrad.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Isrc $< $(BUILD)/libtensorgrad.a -o $@ $(LDLIBS)
+	$(CC) $(TG_CFLAGS) $(CFLAGS) $(LDFLAGS) -Isrc $< $(BUILD)/libtensorgrad.a -o $@ $(LDLIBS)
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) build-asan
 
 -include $(LIB_OBJ:.o=.d) $(EX_OBJ:.o=.d)

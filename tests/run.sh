@@ -4,9 +4,10 @@
 set -u
 dir=${1:-build}/tests
 total_pass=0 total_fail=0 crashed=0
-for t in "$dir"/test_*; do
+here=$(dirname "$0")
+for t in "$dir"/test_* "$here"/test_*.sh; do
     [ -x "$t" ] || continue
-    out=$("$t" 2>&1); rc=$?
+    case "$t" in *.sh) out=$("$t" "${1:-build}" 2>&1); rc=$? ;; *) out=$("$t" 2>&1); rc=$? ;; esac
     printf '%s\n' "$out" | grep -E 'FAIL|passed|skipped' | sed "s|^|$(basename "$t"): |" | sed 's/^\(test_[a-z0-9_]*\): \1: /\1: /'
     line=$(printf '%s\n' "$out" | grep -E '[0-9]+ passed, [0-9]+ failed' | tail -n 1)
     if [ -z "$line" ]; then

@@ -24,6 +24,13 @@ int ir_leaf(tg_graph *g, tg_opcode op, const char *name, tg_dtype dt, tg_shape s
     return ir_add(g, &n);
 }
 
+int ir_rng_seed(tg_graph *g) {
+    if (g->rng_seed < 0) g->rng_seed = ir_leaf(g, TG_OP_STATE, TG_RNG_SEED_NAME, TG_I32, (tg_shape){1, {2}}, IR_HERE);
+    return g->rng_seed;
+}
+
+uint32_t ir_rng_salt(tg_graph *g) { return tg_hash32(0x5eed0000u + g->n_random_ops++); }
+
 int ir_unary(tg_graph *g, tg_opcode op, int x, const char *file, int line) {
     tg_node n = proto(op, file, line);
     n.in[0] = x;

@@ -76,6 +76,7 @@ tg_graph *ir_graph_new(tg_model *m) {
     tg_graph *g = tg_calloc(1, sizeof *g);
     if (!g) return NULL;
     g->model = m;
+    g->rng_seed = -1;
     g->n_param_node = m ? tg_model_param_count(m) : 0;
     g->param_node = tg_calloc((size_t)g->n_param_node + 1, sizeof(int));
     if (!g->param_node) {

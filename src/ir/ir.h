@@ -94,6 +94,8 @@ struct tg_graph {
     char errmsg[512];
     struct tg_capture { char *name; int id; } *caps; /* named intermediates kept readable */
     int n_caps, cap_caps;
+    int rng_seed;           /* the TG_RNG_SEED_NAME leaf, -1 until a random op asks */
+    uint32_t n_random_ops;  /* salts handed out */
 };
 
 /* Appends a node built from `proto` (op, inputs, attributes); computes and
@@ -131,5 +133,15 @@ int ir_sum_to_shape(tg_graph *g, int x, tg_shape s, const char *file, int line);
 int ir_matmul(tg_graph *g, int a, int b, bool ta, bool tb, const char *file, int line);
 int ir_permute(tg_graph *g, int x, tg_shape perm, const char *file, int line);
 #define IR_HERE __FILE__, __LINE__
+
+/* Random ops read the per-step seed from one state leaf, i32 [2] (the low
+ * and high 32 bits of a 64-bit seed), that the session rewrites before every
+ * step or run: hash of (session seed, step). Each random op also carries its
+ * own salt (ia[7] by convention), so two dropout layers draw different
+ * masks. Element e of a random op draws tg_rng_u32(seed, salt, e). */
+#define TG_RNG_SEED_NAME "rng.seed"
+int ir_rng_seed(tg_graph *g);
+/* A fresh salt for the next random op of this graph (its creation order). */
+uint32_t ir_rng_salt(tg_graph *g);
 
 #endif

@@ -31,6 +31,7 @@ tg_status pass_dce(tg_graph *g, const int *roots, int n_roots, int *remap) {
     }
     g->n = m;
     for (int c = 0; c < g->n_caps; c++) g->caps[c].id = remap[g->caps[c].id];
+    if (g->rng_seed >= 0) g->rng_seed = remap[g->rng_seed];
     for (int p = 0; p < g->n_param_node; p++)
         if (g->param_node[p] >= 0) g->param_node[p] = remap[g->param_node[p]];
     free(live);

@@ -1,0 +1,134 @@
+/* The op-case table: every op, on several shapes (odd sizes, broadcasting),
+ * as a function of up to four f32 operands. The CPU finite-difference test
+ * (test_grad.c) and the cross-backend parity test both run every row, so a
+ * new op needs one row here to be checked everywhere.
+ *
+ * Each case's operands are params x0..x3 of the given shapes, filled with
+ * seeded random values in [lo, hi] (|x| >= gap when gap > 0, to keep kinks
+ * like relu's away from finite differences). The harness takes
+ * loss = sum(out * R) with R a fixed random tensor, so every output element
+ * gets a different weight (a plain mean would hide bugs). */
+#ifndef TG_OP_CASES_H
+#define TG_OP_CASES_H
+
+#include "tensorgrad.h"
+
+typedef struct {
+    const char *name;
+    int n;                  /* operands */
+    tg_shape shape[4];
+    float lo, hi, gap;
+    tg_tensor (*fn)(tg_graph *g, const tg_tensor *x);
+    bool no_grad;           /* not differentiable: forward values only */
+} op_case;
+
+#define S(...) TG_SHAPE(__VA_ARGS__)
+#define CASE_FN(name) static tg_tensor name(tg_graph *g, const tg_tensor *x)
+
+/* An i32 tensor of the given values, built from a constant and a cast. */
+static tg_tensor case_i32(tg_graph *g, tg_shape s, const float *v) { return tg_cast(tg_constant(g, s, v), TG_I32); }
+
+CASE_FN(c_add) { (void)g; return tg_add(x[0], x[1]); }
+CASE_FN(c_sub) { (void)g; return tg_sub(x[0], x[1]); }
+CASE_FN(c_mul) { (void)g; return tg_mul(x[0], x[1]); }
+CASE_FN(c_div) { (void)g; return tg_div(x[0], x[1]); }
+CASE_FN(c_scalars) {
+    (void)g;
+    tg_tensor a = tg_add_s(tg_mul_s(x[0], 1.5f), 0.25f);
+    tg_tensor b = tg_div_s(tg_sub_s(x[0], 2.0f), 3.0f);
+    return tg_add(tg_mul(a, b), tg_add(tg_rsub_s(1.0f, x[0]), tg_rdiv_s(2.0f, x[0])));
+}
+CASE_FN(c_neg) { (void)g; return tg_neg(x[0]); }
+CASE_FN(c_sqrt) { (void)g; return tg_sqrt(x[0]); }
+CASE_FN(c_rsqrt) { (void)g; return tg_rsqrt(x[0]); }
+CASE_FN(c_log) { (void)g; return tg_log(x[0]); }
+CASE_FN(c_exp) { (void)g; return tg_exp(x[0]); }
+CASE_FN(c_relu) { (void)g; return tg_relu(x[0]); }
+CASE_FN(c_where) { (void)g; return tg_where(tg_less_s(x[2], 0.0f), x[0], x[1]); }
+CASE_FN(c_compare) {
+    (void)g;
+    return tg_add(tg_cast(tg_less(x[0], x[1]), TG_F32), tg_mul_s(tg_cast(tg_greater_s(x[0], 0.1f), TG_F32), 2.0f));
+}
+CASE_FN(c_cast_i32) { (void)g; return tg_cast(tg_cast(tg_mul_s(x[0], 4.0f), TG_I32), TG_F32); }
+CASE_FN(c_sum0) { (void)g; return tg_sum(x[0], 0, false); }
+CASE_FN(c_sum1k) { (void)g; return tg_sum(x[0], -1, true); }
+CASE_FN(c_sum_all) { (void)g; return tg_sum(x[0], TG_ALL, false); }
+CASE_FN(c_sum_axes) { (void)g; return tg_sum_axes(x[0], S(0, 2), false); }
+CASE_FN(c_mean) { (void)g; return tg_mean(x[0], 1, false); }
+CASE_FN(c_mean_axes) { (void)g; return tg_mean_axes(x[0], S(1, 2), true); }
+CASE_FN(c_reshape) { (void)g; return tg_mul(tg_reshape(x[0], S(-1, 6)), x[1]); }
+CASE_FN(c_permute3) { (void)g; return tg_permute(x[0], S(1, 2, 0)); }
+CASE_FN(c_permute4) { (void)g; return tg_permute(x[0], S(0, 2, 1, 3)); }
+CASE_FN(c_broadcast_to) { (void)g; return tg_broadcast_to(x[0], S(3, 4, 5)); }
+CASE_FN(c_sum_to_shape) { (void)g; return tg_sum_to_shape(x[0], S(4, 1)); }
+CASE_FN(c_matmul) { (void)g; return tg_matmul(x[0], x[1]); }
+CASE_FN(c_matmul_ta) { (void)g; return tg_matmul_t(x[0], x[1], true, false); }
+CASE_FN(c_matmul_tb) { (void)g; return tg_matmul_t(x[0], x[1], false, true); }
+CASE_FN(c_matmul_tab) { (void)g; return tg_matmul_t(x[0], x[1], true, true); }
+CASE_FN(c_one_hot) {
+    static const float idx[] = {0, 3, 1, 4, 2, -1, 2};
+    return tg_mul(tg_one_hot(case_i32(g, S(7), idx), 4), x[0]);
+}
+CASE_FN(c_arange) { return tg_mul(tg_arange(g, 5, TG_F32), tg_add(x[0], tg_cast(tg_arange(g, 5, TG_I32), TG_F32))); }
+CASE_FN(c_log_softmax_last) { (void)g; return tg_log_softmax(x[0], -1); }
+CASE_FN(c_log_softmax_mid) { (void)g; return tg_log_softmax(x[0], 1); }
+CASE_FN(c_softmax_causal) { (void)g; return tg_softmax_causal(x[0]); }
+CASE_FN(c_where_causal) { (void)g; return tg_where_causal(x[0], -3.0f); }
+CASE_FN(c_mse) { (void)g; return tg_mse(x[0], x[1]); }
+CASE_FN(c_linear) {
+    (void)g;
+    return tg_relu(tg_add(tg_matmul(x[0], x[1]), x[2]));
+}
+
+static const op_case op_cases[] = {
+    {"add", 2, {S(3, 4), S(3, 4)}, -1, 1, 0, c_add, false},
+    {"add_bcast_row", 2, {S(3, 5), S(5)}, -1, 1, 0, c_add, false},
+    {"add_bcast_both", 2, {S(2, 3, 1), S(1, 4)}, -1, 1, 0, c_add, false},
+    {"sub_bcast", 2, {S(4, 1), S(2, 1, 3)}, -1, 1, 0, c_sub, false},
+    {"mul_bcast", 2, {S(2, 3, 4), S(3, 1)}, -1, 1, 0, c_mul, false},
+    {"mul_scalar_operand", 2, {S(5, 3), TG_SCALAR}, -1, 1, 0, c_mul, false},
+    {"div_bcast", 2, {S(3, 4), S(4)}, 0.5f, 2, 0, c_div, false},
+    {"scalar_forms", 1, {S(7)}, 0.5f, 2, 0, c_scalars, false},
+    {"neg", 1, {S(5, 3)}, -1, 1, 0, c_neg, false},
+    {"sqrt", 1, {S(9)}, 0.3f, 3, 0, c_sqrt, false},
+    {"rsqrt", 1, {S(2, 5)}, 0.3f, 3, 0, c_rsqrt, false},
+    {"log", 1, {S(11)}, 0.3f, 3, 0, c_log, false},
+    {"exp", 1, {S(3, 3)}, -2, 1, 0, c_exp, false},
+    {"relu", 1, {S(4, 7)}, -1, 1, 0.05f, c_relu, false},
+    {"where", 3, {S(3, 4), S(4), S(3, 1)}, -1, 1, 0.05f, c_where, false},
+    {"less_greater", 2, {S(3, 5), S(5)}, -1, 1, 0.05f, c_compare, true},
+    {"cast_i32", 1, {S(13)}, -3, 3, 0, c_cast_i32, true},
+    {"sum_axis0", 1, {S(4, 3)}, -1, 1, 0, c_sum0, false},
+    {"sum_last_keep", 1, {S(2, 3, 5)}, -1, 1, 0, c_sum1k, false},
+    {"sum_all", 1, {S(3, 7)}, -1, 1, 0, c_sum_all, false},
+    {"sum_axes_0_2", 1, {S(2, 3, 4)}, -1, 1, 0, c_sum_axes, false},
+    {"mean_axis1", 1, {S(3, 5, 2)}, -1, 1, 0, c_mean, false},
+    {"mean_axes_keep", 1, {S(2, 3, 4)}, -1, 1, 0, c_mean_axes, false},
+    {"reshape", 2, {S(2, 3, 2), S(6)}, -1, 1, 0, c_reshape, false},
+    {"permute3", 1, {S(2, 3, 4)}, -1, 1, 0, c_permute3, false},
+    {"permute4", 1, {S(2, 3, 4, 5)}, -1, 1, 0, c_permute4, false},
+    {"broadcast_to", 1, {S(4, 1)}, -1, 1, 0, c_broadcast_to, false},
+    {"sum_to_shape", 1, {S(3, 4, 5)}, -1, 1, 0, c_sum_to_shape, false},
+    {"matmul", 2, {S(5, 7), S(7, 3)}, -1, 1, 0, c_matmul, false},
+    {"matmul_shared_b", 2, {S(2, 3, 4), S(4, 5)}, -1, 1, 0, c_matmul, false},
+    {"matmul_batched", 2, {S(2, 3, 4), S(2, 4, 5)}, -1, 1, 0, c_matmul, false},
+    {"matmul_ta", 2, {S(4, 3), S(4, 5)}, -1, 1, 0, c_matmul_ta, false},
+    {"matmul_tb", 2, {S(3, 4), S(5, 4)}, -1, 1, 0, c_matmul_tb, false},
+    {"matmul_tab_batched", 2, {S(2, 4, 3), S(2, 5, 4)}, -1, 1, 0, c_matmul_tab, false},
+    {"matmul_ta_shared_b", 2, {S(2, 4, 3), S(4, 5)}, -1, 1, 0, c_matmul_ta, false},
+    {"matmul_tb_shared_b", 2, {S(2, 3, 4), S(5, 4)}, -1, 1, 0, c_matmul_tb, false},
+    {"matmul_large", 2, {S(33, 70), S(70, 37)}, -1, 1, 0, c_matmul, false},
+    {"linear_relu", 3, {S(6, 5), S(5, 4), S(4)}, -1, 1, 0, c_linear, false},
+    {"one_hot", 1, {S(7, 4)}, -1, 1, 0, c_one_hot, false},
+    {"arange", 1, {S(5)}, -1, 1, 0, c_arange, false},
+    {"log_softmax_last", 1, {S(3, 6)}, -2, 2, 0, c_log_softmax_last, false},
+    {"log_softmax_mid", 1, {S(2, 5, 3)}, -2, 2, 0, c_log_softmax_mid, false},
+    {"softmax_causal", 1, {S(2, 4, 4)}, -2, 2, 0, c_softmax_causal, false},
+    {"softmax_causal_5", 1, {S(3, 5, 5)}, -2, 2, 0, c_softmax_causal, false},
+    {"where_causal", 1, {S(2, 3, 3)}, -1, 1, 0, c_where_causal, false},
+    {"mse", 2, {S(4, 3), S(4, 3)}, -1, 1, 0, c_mse, false},
+};
+#define N_OP_CASES ((int)(sizeof op_cases / sizeof op_cases[0]))
+
+#undef S
+#endif

@@ -1,0 +1,167 @@
+/* Bad input gets a clear error, never a crash: shape errors name the op, the
+ * shapes and the caller's file:line; uploads and feeds are strict. */
+#include "check.h"
+
+static int bad_line;
+static int which;
+static tg_param W, B1;
+
+static tg_tensor bad_loss(tg_graph *g, void *u) {
+    (void)u;
+    tg_tensor x = tg_input(g, "x");
+    tg_tensor y;
+    switch (which) {
+    case 0: /* [256,64] x [32,1] */
+        bad_line = __LINE__ + 1;
+        y = tg_matmul(x, tg_use(g, W));
+        break;
+    case 1:
+        bad_line = __LINE__ + 1;
+        y = tg_add(x, tg_full(g, TG_SHAPE(3), 1.0f));
+        break;
+    case 2:
+        bad_line = __LINE__ + 1;
+        y = tg_reshape(x, TG_SHAPE(-1, 7));
+        break;
+    case 3:
+        bad_line = __LINE__ + 1;
+        y = tg_permute(x, TG_SHAPE(0, 0));
+        break;
+    case 4:
+        bad_line = __LINE__ + 1;
+        y = tg_sum(x, 5, false);
+        break;
+    case 5:
+        bad_line = __LINE__ + 1;
+        y = tg_input(g, "nope");
+        break;
+    case 6:
+        bad_line = __LINE__ + 1;
+        y = tg_add(x, tg_cast(x, TG_I32));
+        break;
+    case 7: /* not a scalar loss */
+        return tg_mul_s(x, 2.0f);
+    default:
+        y = x;
+    }
+    /* Ops after the failure keep going quietly and the first error wins. */
+    return tg_sum(tg_relu(tg_add_s(y, 1.0f)), TG_ALL, false);
+}
+
+static void shape_errors(void) {
+    static const struct {
+        tg_status st;
+        const char *want;
+    } cases[] = {
+        {TG_ERR_SHAPE, "tg_matmul: inner dims differ, [256,64] x [32,1] (test_errors.c:%d)"},
+        {TG_ERR_SHAPE, "tg_add: cannot broadcast [256,64] and [3] (test_errors.c:%d)"},
+        {TG_ERR_SHAPE, "tg_reshape: cannot reshape [256,64] to [-1,7] (test_errors.c:%d)"},
+        {TG_ERR_SHAPE, "tg_permute: not a permutation of the 2 axes of [256,64] (test_errors.c:%d)"},
+        {TG_ERR_SHAPE, "tg_sum: axis 5 out of range for [256,64] (test_errors.c:%d)"},
+        {TG_ERR_NAME, "tg_input: no input named 'nope' (declared: 'x') (test_errors.c:%d)"},
+        {TG_ERR_SHAPE, "tg_add: operands must both be f32 or both i32, got f32 [256,64] and i32 [256,64] (test_errors.c:%d)"},
+        {TG_ERR_SHAPE, "loss must be a single f32 value, got f32 [256,64]"},
+    };
+    for (which = 0; which < (int)(sizeof cases / sizeof cases[0]); which++) {
+        tg_model *m = tg_model_new();
+        W = tg_model_param(m, "W", TG_SHAPE(32, 1), tg_init_randn(0.02f));
+        tg_input_decl in[] = {{"x", TG_F32, TG_SHAPE(256, 64)}};
+        tg_train_spec spec = {.model = m, .loss = bad_loss, .inputs = in, .n_inputs = 1,
+                              .optim = tg_adam(tg_lr_constant(1e-3f))};
+        tg_session *s = (tg_session *)&spec; /* must be set to NULL on failure */
+        tg_status st = tg_session_new(&spec, &s);
+        char want[256]; /* the line is known once the trace has run */
+        snprintf(want, sizeof want, cases[which].want, bad_line);
+        CHECK_ERR(st, cases[which].st, want);
+        CHECK(s == NULL, "case %d: session not NULL after failure", which);
+        tg_model_free(m);
+    }
+}
+
+static tg_tensor good_loss(tg_graph *g, void *u) {
+    (void)u;
+    tg_tensor x = tg_input(g, "x"), t = tg_input(g, "t");
+    tg_tensor y = tg_add(tg_matmul(x, tg_use(g, W)), tg_use(g, B1));
+    return tg_mse(y, t);
+}
+
+static void strict_io(void) {
+    tg_model *m = tg_model_new();
+    W = tg_model_param(m, "W", TG_SHAPE(4, 2), tg_init_randn(0.5f));
+    B1 = tg_model_param(m, "b", TG_SHAPE(2), tg_init_zeros());
+    tg_input_decl in[] = {{"x", TG_F32, TG_SHAPE(8, 4)}, {"t", TG_F32, TG_SHAPE(8, 2)}};
+    tg_train_spec spec = {.model = m, .loss = good_loss, .inputs = in, .n_inputs = 2,
+                          .optim = tg_sgd(tg_lr_constant(0.1f), 0, false, 0)};
+    tg_session *s;
+    CHECK_OK(tg_session_new(&spec, &s));
+    if (!s) return;
+    float x[32] = {0}, t[16] = {0}, w[8], b[2] = {1, 2}, w0[8], loss;
+
+    /* feeds */
+    CHECK_OK(tg_session_step(s, (tg_feed[]){{"x", x, 32}, {"t", t, 16}}, 2, &loss));
+    CHECK_ERR(tg_session_step(s, (tg_feed[]){{"x", x, 31}, {"t", t, 16}}, 2, &loss), TG_ERR_SIZE,
+              "input 'x' needs 32 elements ([8,4]), got 31");
+    CHECK_ERR(tg_session_step(s, (tg_feed[]){{"x", x, 32}, {"y", t, 16}}, 2, &loss), TG_ERR_NAME, "unknown input 'y'");
+    CHECK_ERR(tg_session_step(s, (tg_feed[]){{"x", x, 32}}, 1, &loss), TG_ERR_NAME, "input 't' was not fed");
+    CHECK_ERR(tg_session_step(s, (tg_feed[]){{"x", x, 32}, {"x", x, 32}}, 2, &loss), TG_ERR_NAME, "fed twice");
+    CHECK_ERR(tg_session_step(s, (tg_feed[]){{"x", NULL, 32}, {"t", t, 16}}, 2, &loss), TG_ERR_ARG, "has no data");
+    CHECK_ERR(tg_session_step(s, (tg_feed[]){{NULL, x, 32}}, 1, &loss), TG_ERR_NAME, "no name");
+    CHECK_ERR(tg_session_step(NULL, NULL, 0, &loss), TG_ERR_ARG, "NULL");
+    CHECK(tg_session_step_count(s) == 1, "failed steps must not count: %lld", (long long)tg_session_step_count(s));
+
+    /* params */
+    CHECK_OK(tg_session_get_param(s, "W", w0, 8));
+    CHECK_ERR(tg_session_get_param(s, "W", w, 7), TG_ERR_SIZE, "param 'W' has 8 elements ([4,2]), got 7");
+    CHECK_ERR(tg_session_set_param(s, "V", w, 8), TG_ERR_NAME, "no param named 'V'");
+    for (int i = 0; i < 8; i++) w[i] = (float)i;
+    CHECK_ERR(tg_session_upload(s, (tg_feed[]){{"W", w, 8}}, 1), TG_ERR_NAME, "param 'b' is missing");
+    CHECK_ERR(tg_session_upload(s, (tg_feed[]){{"W", w, 8}, {"b", b, 2}, {"c", b, 2}}, 3), TG_ERR_NAME,
+              "no param named 'c'");
+    CHECK_ERR(tg_session_upload(s, (tg_feed[]){{"W", w, 8}, {"W", w, 8}}, 2), TG_ERR_NAME, "given twice");
+    CHECK_ERR(tg_session_upload(s, (tg_feed[]){{"W", w, 8}, {"b", b, 3}}, 2), TG_ERR_SIZE, "has 2 elements, got 3");
+    float w1[8];
+    CHECK_OK(tg_session_get_param(s, "W", w1, 8));
+    CHECK(memcmp(w0, w1, sizeof w0) == 0, "a failed upload changed a param");
+    CHECK_OK(tg_session_upload(s, (tg_feed[]){{"b", b, 2}, {"W", w, 8}}, 2));
+    CHECK_OK(tg_session_get_param(s, "W", w1, 8));
+    CHECK(memcmp(w, w1, sizeof w) == 0, "upload did not write W");
+    CHECK_ERR(tg_session_read(s, "nothing", w, 1), TG_ERR_NAME, "no capture named 'nothing'");
+    tg_session_free(s);
+    tg_model_free(m);
+}
+
+static void bad_specs(void) {
+    tg_session *s;
+    CHECK_ERR(tg_session_new(NULL, &s), TG_ERR_ARG, "required");
+    CHECK_ERR(tg_session_new(&(tg_train_spec){0}, NULL), TG_ERR_ARG, "out is NULL");
+    tg_model *m = tg_model_new();
+    W = tg_model_param(m, "W", TG_SHAPE(4, 2), tg_init_zeros());
+    CHECK(tg_model_param(m, "W", TG_SHAPE(3), tg_init_zeros()) == -1, "duplicate param accepted");
+    CHECK(tg_model_param(m, "Z", TG_SHAPE(3, 0), tg_init_zeros()) == -1, "zero-sized param accepted");
+    tg_input_decl in[] = {{"x", TG_F32, TG_SHAPE(8, 4)}, {"t", TG_F32, TG_SHAPE(8, 2)}};
+    tg_train_spec spec = {.model = m, .loss = good_loss, .inputs = in, .n_inputs = 2};
+    CHECK_ERR(tg_session_new(&spec, &s), TG_ERR_NAME, "duplicate name 'W'");
+    tg_model_free(m);
+
+    m = tg_model_new();
+    W = tg_model_param(m, "W", TG_SHAPE(4, 2), tg_init_zeros());
+    B1 = tg_model_param(m, "b", TG_SHAPE(2), tg_init_zeros());
+    spec.model = m;
+    spec.backend = (tg_backend)42;
+    CHECK_ERR(tg_session_new(&spec, &s), TG_ERR_ARG, "unknown backend");
+    spec.backend = TG_BACKEND_CPU;
+    tg_input_decl dup[] = {{"x", TG_F32, TG_SHAPE(8, 4)}, {"x", TG_F32, TG_SHAPE(8, 2)}};
+    spec.inputs = dup;
+    CHECK_ERR(tg_session_new(&spec, &s), TG_ERR_NAME, "input 'x' declared twice");
+    spec.inputs = in;
+    spec.optim.kind = (tg_opt_kind)9;
+    CHECK_ERR(tg_session_new(&spec, &s), TG_ERR_ARG, "unknown kind");
+    tg_model_free(m);
+}
+
+int main(void) {
+    shape_errors();
+    strict_io();
+    bad_specs();
+    return check_summary("test_errors");
+}

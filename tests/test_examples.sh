@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Trains the bundled examples through the CLI and checks their targets.
+# Usage: tests/test_examples.sh BUILD_DIR
+set -u
+tg=${1:-build}/tg
+pass=0 fail=0
+check() { # name, command... : the command must exit 0
+    local name=$1; shift
+    if out=$("$@" 2>&1); then pass=$((pass + 1)); else
+        fail=$((fail + 1)); echo "FAIL $name: $*"; printf '%s\n' "$out" | tail -n 5
+    fi
+}
+# sin MLP: loss below 1e-3 within 2000 steps (tg exits 2 otherwise)
+check sin "$tg" train sin --quiet
+out=$("$tg" train sin --steps 300 --quiet)
+case "$out" in *"final loss="*) pass=$((pass + 1)) ;; *) fail=$((fail + 1)); echo "FAIL sin: no 'final loss=' line" ;; esac
+echo "test_examples: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,164 @@
+/* The buffer planner, DCE and determinism, on the sin MLP. */
+#include <math.h>
+
+#include "check.h"
+#include "ir/ir.h"
+#include "plan/plan.h"
+
+typedef struct {
+    tg_linear l1, l2, l3;
+} mlp;
+
+static tg_tensor mlp_loss(tg_graph *g, void *u) {
+    mlp *n = u;
+    tg_tensor h = tg_relu(tg_linear_fwd(g, &n->l1, tg_input(g, "x")));
+    h = tg_relu(tg_linear_fwd(g, &n->l2, h));
+    return tg_mse(tg_linear_fwd(g, &n->l3, h), tg_input(g, "y"));
+}
+
+/* freeze: 1 = l1.W, 2 = l1.W and l1.b */
+static tg_session *open_mlp(tg_model **m, mlp *n, uint64_t seed, int threads, int freeze) {
+    *m = tg_model_new();
+    n->l1 = tg_linear_new(*m, "l1", 1, 64, true);
+    n->l2 = tg_linear_new(*m, "l2", 64, 64, true);
+    n->l3 = tg_linear_new(*m, "l3", 64, 1, true);
+    if (freeze >= 1) tg_model_freeze(*m, n->l1.W);
+    if (freeze >= 2) tg_model_freeze(*m, n->l1.b);
+    static const tg_input_decl in[] = {{"x", TG_F32, {2, {256, 1}}}, {"y", TG_F32, {2, {256, 1}}}};
+    tg_train_spec spec = {.model = *m, .loss = mlp_loss, .user = n, .inputs = in, .n_inputs = 2,
+                          .optim = tg_adam(tg_lr_constant(5e-3f)), .seed = seed, .threads = threads};
+    tg_session *s = NULL;
+    CHECK_OK(tg_session_new(&spec, &s));
+    return s;
+}
+
+/* 100 steps on a fixed data stream; losses into out[]. */
+static void train(tg_session *s, float *out) {
+    static float x[256], y[256];
+    uint64_t st = 12345;
+    for (int step = 0; step < 100; step++) {
+        for (int i = 0; i < 256; i++) {
+            st = st * 6364136223846793005ull + 1442695040888963407ull;
+            x[i] = (float)((double)(st >> 11) / 9007199254740992.0 * 6.283185 - 3.141593);
+            y[i] = sinf(x[i]);
+        }
+        out[step] = NAN;
+        CHECK_OK(tg_session_step(s, (tg_feed[]){{"x", x, 256}, {"y", y, 256}}, 2, &out[step]));
+    }
+}
+
+static int count_op(const tg_session *s, const char *op) {
+    const tg_graph *g = tg_session_graph(s);
+    int k = 0;
+    for (int i = 0; i < g->n; i++) k += strcmp(tg_ops[g->nodes[i].op].name, op) == 0;
+    return k;
+}
+
+static void determinism(void) {
+    float a[100], b[100], c[100], d[100];
+    tg_model *m;
+    mlp n;
+    tg_session *s = open_mlp(&m, &n, 7, 1, 0);
+    train(s, a);
+    tg_session_free(s);
+    tg_model_free(m);
+    s = open_mlp(&m, &n, 7, 1, 0);
+    train(s, b);
+    tg_session_free(s);
+    tg_model_free(m);
+    s = open_mlp(&m, &n, 7, 2, 0);
+    train(s, c);
+    tg_session_free(s);
+    tg_model_free(m);
+    s = open_mlp(&m, &n, 8, 1, 0);
+    train(s, d);
+    tg_session_free(s);
+    tg_model_free(m);
+    CHECK(memcmp(a, b, sizeof a) == 0, "same seed, different losses");
+    CHECK(memcmp(a, c, sizeof a) == 0, "1 and 2 threads give different losses");
+    CHECK(memcmp(a, d, sizeof a) != 0, "different seeds give identical losses");
+    CHECK(a[99] < a[0], "the loss did not go down: %f -> %f", a[0], a[99]);
+}
+
+static void plan_properties(void) {
+    tg_model *m;
+    mlp n;
+    tg_session *s = open_mlp(&m, &n, 1, 1, 0);
+    tg_plan_stats ps;
+    CHECK_OK(tg_session_plan_stats(s, &ps));
+    CHECK(ps.planned_bytes < ps.naive_bytes / 2, "planned %lld vs naive %lld", (long long)ps.planned_bytes,
+          (long long)ps.naive_bytes);
+    CHECK(ps.param_bytes == 4 * (64 + 64 + 64 * 64 + 64 + 64 + 1), "param bytes %lld", (long long)ps.param_bytes);
+    CHECK(ps.grad_bytes == ps.param_bytes, "grad bytes %lld", (long long)ps.grad_bytes);
+    CHECK(ps.state_bytes >= 2 * ps.param_bytes, "state bytes %lld", (long long)ps.state_bytes);
+    FILE *f = fopen("/dev/null", "w");
+    tg_session_print_plan(s, f);
+    fclose(f);
+
+    /* Every optimizer writeback is computed in place: no copies remain. */
+    CHECK(ps.n_writebacks == 18 && ps.n_writeback_copies == 0, "%d writebacks, %d still copies", ps.n_writebacks,
+          ps.n_writeback_copies);
+    tg_session_free(s);
+    tg_model_free(m);
+
+    /* Frozen l1.W: its weight gradient and the backprop into layer 1 vanish. */
+    s = open_mlp(&m, &n, 1, 1, 0);
+    int mm_all = count_op(s, "matmul");
+    tg_session_free(s);
+    tg_model_free(m);
+    s = open_mlp(&m, &n, 1, 1, 1);
+    int mm_frozen_w = count_op(s, "matmul");
+    float g[64];
+    CHECK_ERR(tg_session_get_grad(s, "l1.W", g, 64), TG_ERR_STATE, "no gradient");
+    CHECK_OK(tg_session_get_grad(s, "l1.b", g, 64));
+    tg_session_free(s);
+    tg_model_free(m);
+    s = open_mlp(&m, &n, 1, 1, 2);
+    int mm_frozen_l1 = count_op(s, "matmul");
+    tg_session_free(s);
+    tg_model_free(m);
+    CHECK(mm_all == 8, "unfrozen MLP has %d matmuls, want 3 forward + 5 backward", mm_all);
+    CHECK(mm_frozen_w == 7, "frozen l1.W leaves %d matmuls, want 7 (its weight gradient gone)", mm_frozen_w);
+    CHECK(mm_frozen_l1 == 6, "frozen l1 leaves %d matmuls, want 6 (no backprop into layer 1)", mm_frozen_l1);
+}
+
+/* plan_check must reject two live classes that share bytes. */
+static void check_catches_overlap(void) {
+    tg_model *m;
+    mlp n;
+    tg_session *s = open_mlp(&m, &n, 1, 1, 0);
+    const tg_graph *g = tg_session_graph(s);
+    tg_plan p;
+    int64_t off[8];
+    plan_param_layout(m, 256, off);
+    tg_plan_req req = {.n_params = 6, .align = 256, .param_offset = off};
+    int *pg = calloc(8, sizeof(int));
+    for (int i = 0; i < 6; i++) pg[i] = -1;
+    req.param_grad = pg;
+    CHECK_OK(plan_build(g, &req, &p));
+    CHECK_OK(plan_check(g, &p));
+    /* Move a scratch class onto another one that is live at the same time. */
+    int a = -1, b = -1;
+    for (int i = 0; i < p.n && b < 0; i++) {
+        if (p.slot[i].root != i || p.slot[i].arena != TG_ARENA_SCRATCH) continue;
+        if (a < 0) a = i;
+        else if (!(p.slot[a].last < p.slot[i].first || p.slot[i].last < p.slot[a].first)) b = i;
+    }
+    CHECK(a >= 0 && b >= 0, "no two overlapping scratch classes found");
+    if (a >= 0 && b >= 0) {
+        for (int i = 0; i < p.n; i++)
+            if (p.slot[i].root == b) p.slot[i].offset = p.slot[a].offset;
+        CHECK(plan_check(g, &p) == TG_ERR_STATE, "plan_check accepted overlapping live tensors");
+    }
+    plan_free(&p);
+    free(pg);
+    tg_session_free(s);
+    tg_model_free(m);
+}
+
+int main(void) {
+    determinism();
+    plan_properties();
+    check_catches_overlap();
+    return check_summary("test_plan");
+}
