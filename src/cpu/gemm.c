@@ -174,17 +174,19 @@ static void direct_tiles(const job *j, int64_t lo, int64_t hi, float *panel) {
     const tg_gemm_args *g = j->g;
     const int MR = j->uk->mr, NR = j->uk->nr;
     int64_t packed_at = -1; /* which (batch, column panel) `panel` holds */
+    /* Position of unit lo, then stepped along: ir fastest, then jr, then b. */
+    int64_t b = lo / (j->mt * j->nt), jr = lo % (j->mt * j->nt) / j->mt, ir = lo % j->mt;
+    tg_tile t = {g->K, NULL, 0, 0, NULL, 0, NULL, g->ldc, 0, 0, false, NULL, false, NULL, 0, NULL};
+    if (g->ta) t.rs_a = 1, t.cs_a = g->lda;
+    else t.rs_a = g->lda, t.cs_a = 1;
     for (int64_t u = lo; u < hi; u++) {
-        int64_t b = u / (j->mt * j->nt), rest = u % (j->mt * j->nt), jr = rest / j->mt, ir = rest % j->mt;
         int64_t i = ir * MR, jj = jr * NR;
         const float *A = g->A + b * g->sa, *B = g->B + b * g->sb;
-        tg_tile t = {g->K, NULL, 0, 0, NULL, 0, g->C + b * g->sc + i * g->ldc + jj, g->ldc, 0, 0, false, NULL,
-                     false, NULL, 0, NULL};
+        t.c = g->C + b * g->sc + i * g->ldc + jj;
         t.c_next = ir + 1 < j->mt ? t.c + MR * g->ldc : NULL;
         t.mr = (int)(g->M - i < MR ? g->M - i : MR);
         t.nr = (int)(g->N - jj < NR ? g->N - jj : NR);
-        if (g->ta) t.a = A + i, t.rs_a = 1, t.cs_a = g->lda;
-        else t.a = A + i * g->lda, t.rs_a = g->lda, t.cs_a = 1;
+        t.a = g->ta ? A + i : A + i * g->lda;
         if (!g->tb) {
             t.b = B + jj, t.ldb = g->ldb;
         } else {
@@ -197,6 +199,10 @@ static void direct_tiles(const job *j, int64_t lo, int64_t hi, float *panel) {
         }
         tile_epi(g, b, i, jj, &t);
         j->uk->tile(&t);
+        if (++ir == j->mt) {
+            ir = 0;
+            if (++jr == j->nt) jr = 0, b++;
+        }
     }
 }
 
