@@ -153,7 +153,7 @@ static void packed_entry(const tg_gemm_args *g, const tg_ukernel *uk, int64_t b,
         }
 }
 
-/* ---- direct path: tiles of C in column-panel-major order ---- */
+/* ---- direct path ---- */
 
 typedef struct {
     const tg_gemm_args *g;
@@ -170,12 +170,14 @@ typedef struct {
     block blk;
 } job;
 
-static void direct_tiles(const job *j, int64_t lo, int64_t hi, float *panel) {
+/* Units lo..hi-1 in (batch, row of tiles, column panel) order: a row of A
+ * (12 x K) stays in L1 while the tiles sweep across B, which stays in L2,
+ * and C is walked along its rows. B^T is packed whole, once per batch entry. */
+static void direct_tiles(const job *j, int64_t lo, int64_t hi, float *bt) {
     const tg_gemm_args *g = j->g;
     const int MR = j->uk->mr, NR = j->uk->nr;
-    int64_t packed_at = -1; /* which (batch, column panel) `panel` holds */
-    /* Position of unit lo, then stepped along: ir fastest, then jr, then b. */
-    int64_t b = lo / (j->mt * j->nt), jr = lo % (j->mt * j->nt) / j->mt, ir = lo % j->mt;
+    int64_t packed = -1; /* which batch entry's B^T `bt` holds */
+    int64_t b = lo / (j->mt * j->nt), ir = lo % (j->mt * j->nt) / j->nt, jr = lo % j->nt;
     tg_tile t = {g->K, NULL, 0, 0, NULL, 0, NULL, g->ldc, 0, 0, false, NULL, false, NULL, 0, NULL};
     if (g->ta) t.rs_a = 1, t.cs_a = g->lda;
     else t.rs_a = g->lda, t.cs_a = 1;
@@ -183,25 +185,25 @@ static void direct_tiles(const job *j, int64_t lo, int64_t hi, float *panel) {
         int64_t i = ir * MR, jj = jr * NR;
         const float *A = g->A + b * g->sa, *B = g->B + b * g->sb;
         t.c = g->C + b * g->sc + i * g->ldc + jj;
-        t.c_next = ir + 1 < j->mt ? t.c + MR * g->ldc : NULL;
+        t.c_next = jr + 1 < j->nt ? t.c + NR : ir + 1 < j->mt ? t.c - jj + MR * g->ldc : NULL;
         t.mr = (int)(g->M - i < MR ? g->M - i : MR);
         t.nr = (int)(g->N - jj < NR ? g->N - jj : NR);
         t.a = g->ta ? A + i : A + i * g->lda;
         if (!g->tb) {
             t.b = B + jj, t.ldb = g->ldb;
         } else {
-            int64_t key = (g->sb ? b : 0) * j->nt + jr;
-            if (key != packed_at) {
-                pack_b(g, j->uk, B, 0, g->K, jj, t.nr, panel);
-                packed_at = key;
+            int64_t key = g->sb ? b : 0;
+            if (key != packed) {
+                pack_b(g, j->uk, B, 0, g->K, 0, g->N, bt);
+                packed = key;
             }
-            t.b = panel, t.ldb = NR;
+            t.b = bt + jr * NR * g->K, t.ldb = NR;
         }
         tile_epi(g, b, i, jj, &t);
         j->uk->tile(&t);
-        if (++ir == j->mt) {
-            ir = 0;
-            if (++jr == j->nt) jr = 0, b++;
+        if (++jr == j->nt) {
+            jr = 0;
+            if (++ir == j->mt) ir = 0, b++;
         }
     }
 }
@@ -312,7 +314,7 @@ void tg_gemm(tg_pool *pool, const tg_gemm_args *g) {
         j.mt = (g->M + j.uk->mr - 1) / j.uk->mr;
         j.nt = (g->N + j.uk->nr - 1) / j.uk->nr;
         j.units = g->batch * j.mt * j.nt;
-        scratch = sizeof(float) * (size_t)j.uk->nr * KC;
+        scratch = sizeof(float) * (size_t)(g->K * j.nt * j.uk->nr); /* B^T, packed whole */
     } else {
         j.units = g->batch * (g->N == 1 ? g->M : g->N);
         scratch = sizeof(float) * (size_t)(g->K + 16);
