@@ -7,11 +7,11 @@
  *    path of the small matrices that training steps are made of.
  *  - packed, BLIS-style: for each KC x NC block of B, all threads pack it
  *    together into NR-column panels, then each takes whole rows of C: it
- *    packs MC rows of A at a time into MR-row panels and runs the
- *    micro-kernel along each row of tiles, so the A panel stays in L1, B
- *    panels stream from L2/L3 and C is walked row by row (which the
- *    hardware prefetcher follows; going down columns of C with a large
- *    power-of-two stride was a third slower).
+ *    packs MC rows of A at a time into MR-row panels and, for NL2 columns
+ *    of the B block at a time (kept in L2), runs the micro-kernel along
+ *    each row of tiles: the A panel stays in L1, B panels come from L2, and
+ *    C is walked row by row (which the hardware prefetcher follows; going
+ *    down columns of C with a large power-of-two stride was a third slower).
  *
  * Each C element is one chain of FMAs over k in KC-sized blocks, whatever
  * tile it falls in; threads own disjoint tiles of C, and K is never split
@@ -25,6 +25,7 @@
 #define KC 384
 #define MC 96
 #define NC 2048
+#define NL2 512 /* columns of the B block swept by one MC block of A: 768 KiB, stays in L2 */
 #define DIRECT_MAX_KN (64 * 1024) /* elements of B for the direct path: it stays in L2 */
 
 static _Atomic(const tg_ukernel *) chosen;
@@ -126,17 +127,20 @@ static void packed_rows(const tg_gemm_args *g, const tg_ukernel *uk, const block
     for (int64_t ic = i0; ic < i1; ic += MC) {
         int64_t mc = i1 - ic < MC ? i1 - ic : MC;
         pack_a(g, uk, A, ic, mc, k->pc, k->kc, pa);
-        for (int64_t ir = 0; ir < mc; ir += MR) {
-            tg_tile t = {k->kc, pa + (ir / MR) * MR * k->kc, 1, MR, NULL, NR, NULL, g->ldc, 0, 0, k->pc > 0, NULL,
-                         false, NULL, 0, NULL};
-            t.mr = (int)(mc - ir < MR ? mc - ir : MR);
-            for (int64_t jr = 0; jr < k->nc; jr += NR) {
-                t.nr = (int)(k->nc - jr < NR ? k->nc - jr : NR);
-                t.b = k->pb + (jr / NR) * NR * k->kc;
-                t.c = C + (ic + ir) * g->ldc + k->jc + jr;
-                t.c_next = jr + NR < k->nc ? t.c + NR : NULL;
-                if (last) tile_epi(g, k->b, ic + ir, k->jc + jr, &t);
-                uk->tile(&t);
+        for (int64_t j0 = 0; j0 < k->nc; j0 += NL2) {
+            int64_t j1 = k->nc - j0 < NL2 ? k->nc : j0 + NL2;
+            for (int64_t ir = 0; ir < mc; ir += MR) {
+                tg_tile t = {k->kc, pa + (ir / MR) * MR * k->kc, 1, MR, NULL, NR, NULL, g->ldc, 0, 0, k->pc > 0,
+                             NULL, false, NULL, 0, NULL};
+                t.mr = (int)(mc - ir < MR ? mc - ir : MR);
+                for (int64_t jr = j0; jr < j1; jr += NR) {
+                    t.nr = (int)(k->nc - jr < NR ? k->nc - jr : NR);
+                    t.b = k->pb + (jr / NR) * NR * k->kc;
+                    t.c = C + (ic + ir) * g->ldc + k->jc + jr;
+                    t.c_next = jr + NR < j1 ? t.c + NR : NULL;
+                    if (last) tile_epi(g, k->b, ic + ir, k->jc + jr, &t);
+                    uk->tile(&t);
+                }
             }
         }
     }
