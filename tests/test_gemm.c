@@ -8,6 +8,7 @@
  * rounding of the products); we allow (K + 2) * FLT_EPSILON = 2 (K + 2) u
  * times that sum, which is still far below the size of one lost or doubled
  * product for the random inputs used here. */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <float.h>
 #include <math.h>
 
@@ -225,7 +226,20 @@ static void check_sessions(void) {
     }
 }
 
+/* Thread count precedence, as the public header states it: spec.threads,
+ * then tg_set_default_threads, then TG_THREADS, then the CPUs. */
+static void check_threads(void) {
+    setenv("TG_THREADS", "3", 1);
+    tg_set_default_threads(2);
+    CHECK(tg_default_threads() == 2, "tg_set_default_threads must win over TG_THREADS, got %d", tg_default_threads());
+    tg_set_default_threads(0);
+    CHECK(tg_default_threads() == 3, "TG_THREADS=3 must apply, got %d", tg_default_threads());
+    unsetenv("TG_THREADS");
+    CHECK(tg_default_threads() >= 1, "default thread count");
+}
+
 int main(void) {
+    check_threads();
     tg_pool *pools[3];
     for (int t = 0; t < 3; t++) pools[t] = tg_pool_new(t + 1);
     CHECK(pools[0] && pools[1] && pools[2], "tg_pool_new");

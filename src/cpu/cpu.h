@@ -17,8 +17,9 @@ int tg_pool_threads(const tg_pool *p);
  * by the pool and reused across calls; NULL if it cannot grow. */
 void *tg_pool_scratch(tg_pool *p, int thread, size_t bytes);
 void tg_pool_run(tg_pool *p, int n_tasks, tg_task_fn fn, void *arg);
-/* The thread count new sessions use: TG_THREADS, else the default set by
- * tg_set_default_threads, else the CPUs this process may run on. */
+/* The thread count new sessions use when their spec says 0: the default set
+ * by tg_set_default_threads, else TG_THREADS, else the CPUs this process
+ * may run on. */
 int tg_default_threads(void);
 
 /* ---- GEMM ---- */

@@ -168,13 +168,16 @@ void tg_pool_run(tg_pool *p, int n_tasks, tg_task_fn fn, void *arg) {
     }
 }
 
-static int default_threads = 0;
-void tg_set_default_threads(int n) { default_threads = n > 0 ? n : 0; }
+static atomic_int default_threads;
+void tg_set_default_threads(int n) { atomic_store(&default_threads, n > 0 ? n : 0); }
 
+/* The order the public header gives: the program's own setting, then the
+ * environment, then the machine. */
 int tg_default_threads(void) {
+    int d = atomic_load(&default_threads);
+    if (d > 0) return d;
     const char *e = getenv("TG_THREADS");
     if (e && atoi(e) > 0) return atoi(e);
-    if (default_threads > 0) return default_threads;
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set) > 0 ? CPU_COUNT(&set) : 1;
     return 1;
