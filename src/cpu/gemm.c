@@ -214,12 +214,20 @@ static void direct_tiles(const job *j, int64_t lo, int64_t hi, float *bt) {
 
 /* ---- gemv path ---- */
 
-/* Rows [lo, hi) of the dot products, then the epilogue on them. */
+#define GEMV_CHUNK 256
+
+/* Outputs [lo, hi) of the dot products, GEMV_CHUNK at a time: into a local
+ * buffer, then through the epilogue into C, so that each C element is
+ * written once, after the gate element it may share memory with was read. */
 static void gemv_rows(const job *j, int64_t lo, int64_t hi, float *xbuf) {
     const tg_gemm_args *g = j->g;
+    const tg_gemm_epi *e = g->epi;
     int64_t per = g->N == 1 ? g->M : g->N; /* outputs per batch entry */
+    float out[GEMV_CHUNK];
     for (int64_t u = lo; u < hi;) {
-        int64_t b = u / per, r0 = u % per, r1 = per < r0 + (hi - u) ? per : r0 + (hi - u);
+        int64_t b = u / per, r0 = u % per, r1 = r0 + (hi - u);
+        if (r1 > per) r1 = per;
+        if (r1 > r0 + GEMV_CHUNK) r1 = r0 + GEMV_CHUNK;
         const float *A = g->A + b * g->sa, *B = g->B + b * g->sb;
         float *C = g->C + b * g->sc;
         const float *mat, *x;
@@ -236,25 +244,23 @@ static void gemv_rows(const job *j, int64_t lo, int64_t hi, float *xbuf) {
         if (g->N == 1 && g->ta) { /* A stored [K, M]: a row vector times a matrix, through the tile kernel */
             const int NR = j->uk->nr;
             for (int64_t i = r0; i < r1; i += NR) {
-                float row[64];
-                tg_tile t = {g->K, x, 1, 1, A + i, g->lda, row, 0, 1, 0, false, NULL, false, NULL, 0, NULL};
+                tg_tile t = {g->K, x, 1, 1, A + i, g->lda, out + (i - r0), 0, 1, 0, false, NULL, false, NULL, 0, NULL};
                 t.nr = (int)(r1 - i < NR ? r1 - i : NR);
                 j->uk->tile(&t);
-                for (int q = 0; q < t.nr; q++) C[(i + q) * incy] = row[q];
             }
         } else {
-            j->uk->gemv(r1 - r0, g->K, mat + r0 * ldm, ldm, x, C + r0 * incy, incy);
+            j->uk->gemv(r1 - r0, g->K, mat + r0 * ldm, ldm, x, out, 1);
         }
-        const tg_gemm_epi *e = g->epi;
-        if (e) /* the tile kernels' epilogue, element by element */
-            for (int64_t r = r0; r < r1; r++) {
+        for (int64_t r = r0; r < r1; r++) { /* the tile kernels' epilogue, element by element */
+            float v = out[r - r0];
+            if (e) {
                 int64_t i = g->N == 1 ? r : 0, jj = g->N == 1 ? 0 : r;
-                float v = C[r * incy];
                 if (e->bias) v += e->bias[jj];
                 if (e->relu) v = v > 0.0f ? v : 0.0f;
                 if (e->gate && !(e->gate[b * e->sg + i * e->ldg + jj] > 0.0f)) v = 0.0f;
-                C[r * incy] = v;
             }
+            C[r * incy] = v;
+        }
         u += r1 - r0;
     }
 }
