@@ -127,7 +127,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--sin")) do_gemm = false;
         else if (!strcmp(argv[i], "--gemm")) {
             do_sin = false;
-            for (n_sizes = 0; i + 1 < argc && n_sizes < 8 && atoi(argv[i + 1]) > 0; n_sizes++) sizes[n_sizes] = atoi(argv[++i]);
+            for (n_sizes = 0; i + 1 < argc && n_sizes < 8 && atoi(argv[i + 1]) > 0; n_sizes++)
+                sizes[n_sizes] = atoi(argv[++i]);
             if (n_sizes == 0) n_sizes = 3;
         } else {
             fprintf(stderr, "usage: bench_tg [--steps N] [--graph] [--sin | --gemm [sizes...]]\n");

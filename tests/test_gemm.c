@@ -7,7 +7,11 @@
  * K * u * sum_k |a_ik * b_kj| of the exact value (u = 2^-24, plus one
  * rounding of the products); we allow (K + 2) * FLT_EPSILON = 2 (K + 2) u
  * times that sum, which is still far below the size of one lost or doubled
- * product for the random inputs used here. */
+ * product for the random inputs used here.
+ *
+ * Then whole training sessions: the CPU executor's fused and specialized
+ * steps must give bitwise the losses and weights of the op-table kernels,
+ * on 1..3 threads, including the cases where a fusion must be refused. */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include <float.h>
 #include <math.h>
@@ -212,7 +216,8 @@ static void check_sessions(void) {
     static const int64_t batches[] = {256, 40, 29, 50};
     enum { STEPS = 12 };
     for (int c = 0; c < 4; c++) {
-        float ref[STEPS], got[STEPS], *w_ref = malloc(sizeof(float) * 512 * 512), *w_got = malloc(sizeof(float) * 512 * 512);
+        float ref[STEPS], got[STEPS];
+        float *w_ref = malloc(sizeof(float) * 512 * 512), *w_got = malloc(sizeof(float) * 512 * 512);
         int64_t nw = widths[c][0] * widths[c][1];
         if (!train(widths[c], depth[c], batches[c], 1, true, STEPS, ref, w_ref)) continue;
         CHECK(ref[STEPS - 1] < ref[0], "model %d: loss did not fall (%g -> %g)", c, ref[0], ref[STEPS - 1]);

@@ -301,7 +301,8 @@ static void gemm_naive(const tg_gemm_args *g) {
                 const float *A = g->A + b * g->sa, *B = g->B + b * g->sb;
                 float s = 0.0f;
                 for (int64_t k = 0; k < g->K; k++)
-                    s += (g->ta ? A[k * g->lda + i] : A[i * g->lda + k]) * (g->tb ? B[jj * g->ldb + k] : B[k * g->ldb + jj]);
+                    s += (g->ta ? A[k * g->lda + i] : A[i * g->lda + k]) *
+                         (g->tb ? B[jj * g->ldb + k] : B[k * g->ldb + jj]);
                 const tg_gemm_epi *e = g->epi;
                 if (e && e->bias) s += e->bias[jj];
                 if (e && e->relu) s = s > 0.0f ? s : 0.0f;

@@ -213,7 +213,8 @@ AVX512_INLINE void transpose16(__m512 v[16]) {
     /* b[4g + c], 128-bit lane L: column 4L + c of rows 4g..4g+3 */
     for (int c = 0; c < 4; c++) {
         __m512 s0 = _mm512_shuffle_f32x4(b[c], b[4 + c], 0x44), s1 = _mm512_shuffle_f32x4(b[c], b[4 + c], 0xee);
-        __m512 s2 = _mm512_shuffle_f32x4(b[8 + c], b[12 + c], 0x44), s3 = _mm512_shuffle_f32x4(b[8 + c], b[12 + c], 0xee);
+        __m512 s2 = _mm512_shuffle_f32x4(b[8 + c], b[12 + c], 0x44);
+        __m512 s3 = _mm512_shuffle_f32x4(b[8 + c], b[12 + c], 0xee);
         v[c] = _mm512_shuffle_f32x4(s0, s2, 0x88);
         v[4 + c] = _mm512_shuffle_f32x4(s0, s2, 0xdd);
         v[8 + c] = _mm512_shuffle_f32x4(s1, s3, 0x88);

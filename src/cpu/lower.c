@@ -283,7 +283,8 @@ int cpu_lower(const tg_program *p, char *const *arena, bool specialize, cpu_step
         unsigned f = tg_ops[nd->op].flags;
         pend[i] = -1;
         n_mm += nd->op == TG_OP_MATMUL;
-        if (tg_ops[nd->op].cpu && !(f & (TG_OPF_VIEW | TG_OPF_CONSTANT | TG_OPF_LEAF))) pos[i] = n_run, run[n_run++] = i;
+        if (tg_ops[nd->op].cpu && !(f & (TG_OPF_VIEW | TG_OPF_CONSTANT | TG_OPF_LEAF)))
+            pos[i] = n_run, run[n_run++] = i;
     }
     cpu_step *fused = tg_calloc((size_t)n_mm + 1, sizeof(cpu_step)); /* chains waiting for their last node */
     if (!run || !uses || !reader || !pos || !pend || !pinned || !absorbed || !fused) goto done;

@@ -76,7 +76,8 @@ static void *worker(void *argp) {
         if (state_gen(atomic_load(&p->state)) == seen) {
             pthread_mutex_lock(&p->mu);
             atomic_fetch_add(&p->sleepers, 1);
-            while (state_gen(atomic_load(&p->state)) == seen && !atomic_load(&p->stop)) pthread_cond_wait(&p->cv, &p->mu);
+            while (state_gen(atomic_load(&p->state)) == seen && !atomic_load(&p->stop))
+                pthread_cond_wait(&p->cv, &p->mu);
             atomic_fetch_sub(&p->sleepers, 1);
             pthread_mutex_unlock(&p->mu);
         }

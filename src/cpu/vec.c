@@ -126,7 +126,8 @@ AVX512 static void colsum_512(int64_t rows, int64_t cols, int64_t j0, int64_t j1
         for (int q = 0; q < 4; q++) k[q] = j + 16 * q < j1 ? tail_mask(j1 - j - 16 * q) : 0, s[q] = _mm512_setzero_ps();
         for (int64_t r = 0; r < rows; r++)
 #pragma GCC unroll 4
-            for (int q = 0; q < 4; q++) s[q] = _mm512_add_ps(s[q], _mm512_maskz_loadu_ps(k[q], x + r * cols + j + 16 * q));
+            for (int q = 0; q < 4; q++)
+                s[q] = _mm512_add_ps(s[q], _mm512_maskz_loadu_ps(k[q], x + r * cols + j + 16 * q));
 #pragma GCC unroll 4
         for (int q = 0; q < 4; q++) _mm512_mask_storeu_ps(y + j + 16 * q, k[q], s[q]);
     }
