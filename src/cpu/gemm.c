@@ -17,7 +17,6 @@
  * tile it falls in; threads own disjoint tiles of C, and K is never split
  * between threads, so results are bitwise the same for any thread count. */
 #include <stdatomic.h>
-#include <string.h>
 
 #include "cpu.h"
 #include "gemm_kernels.h"
@@ -69,16 +68,8 @@ static void pack_a(const tg_gemm_args *g, const tg_ukernel *uk, const float *A, 
     const int MR = uk->mr;
     for (int64_t ip = 0; ip < mc; ip += MR, dst += MR * kc) {
         int rows = (int)(mc - ip < MR ? mc - ip : MR);
-        if (!g->ta) {
-            uk->pack_t(kc, rows, A + (i0 + ip) * g->lda + k0, g->lda, MR, dst);
-            continue;
-        }
-        for (int64_t k = 0; k < kc; k++) {
-            const float *s = A + (k0 + k) * g->lda + i0 + ip;
-            int r = 0;
-            for (; r < rows; r++) dst[k * MR + r] = s[r];
-            for (; r < MR; r++) dst[k * MR + r] = 0.0f;
-        }
+        if (g->ta) uk->pack_n(kc, rows, A + k0 * g->lda + i0 + ip, g->lda, MR, dst);
+        else uk->pack_t(kc, rows, A + (i0 + ip) * g->lda + k0, g->lda, MR, dst);
     }
 }
 
@@ -89,18 +80,8 @@ static void pack_b(const tg_gemm_args *g, const tg_ukernel *uk, const float *B, 
     for (int64_t jp = 0; jp < nc; jp += NR) {
         int cols = (int)(nc - jp < NR ? nc - jp : NR);
         float *panel = dst + (jp / NR) * NR * kc;
-        if (g->tb) {
-            uk->pack_t(kc, cols, B + (j0 + jp) * g->ldb + k0, g->ldb, NR, panel);
-            continue;
-        }
-        for (int64_t k = 0; k < kc; k++) {
-            const float *s = B + (k0 + k) * g->ldb + j0 + jp;
-            float *d = panel + k * NR;
-            int c = 0;
-            if (cols == NR) memcpy(d, s, sizeof(float) * (size_t)NR), c = NR;
-            for (; c < cols; c++) d[c] = s[c];
-            for (; c < NR; c++) d[c] = 0.0f;
-        }
+        if (g->tb) uk->pack_t(kc, cols, B + (j0 + jp) * g->ldb + k0, g->ldb, NR, panel);
+        else uk->pack_n(kc, cols, B + k0 * g->ldb + j0 + jp, g->ldb, NR, panel);
     }
 }
 

@@ -44,7 +44,13 @@ static void pack_t_generic(int64_t kc, int rows, const float *src, int64_t ld, i
     }
 }
 
-static const tg_ukernel k_generic = {"generic 8x16", GMR, GNR, tile_generic, gemv_generic, pack_t_generic};
+static void pack_n_generic(int64_t kc, int rows, const float *src, int64_t ld, int w, float *dst) {
+    for (int64_t k = 0; k < kc; k++)
+        for (int r = 0; r < w; r++) dst[k * w + r] = r < rows ? src[k * ld + r] : 0.0f;
+}
+
+static const tg_ukernel k_generic = {"generic 8x16", GMR, GNR, tile_generic, gemv_generic, pack_t_generic,
+                                     pack_n_generic};
 const tg_ukernel *tg_ukernel_generic(void) { return &k_generic; }
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -241,7 +247,18 @@ AVX512 static void pack_t_avx512(int64_t kc, int rows, const float *src, int64_t
     }
 }
 
-static const tg_ukernel k_avx512 = {"avx512 12x32", 12, 32, tile_avx512, gemv_avx512, pack_t_avx512};
+AVX512 static void pack_n_avx512(int64_t kc, int rows, const float *src, int64_t ld, int w, float *dst) {
+    const __mmask16 l0 = rows >= 16 ? 0xffff : (__mmask16)((1u << rows) - 1);
+    const __mmask16 l1 = rows >= 32 ? 0xffff : rows <= 16 ? 0 : (__mmask16)((1u << (rows - 16)) - 1);
+    const __mmask16 s0 = w >= 16 ? 0xffff : (__mmask16)((1u << w) - 1);
+    const __mmask16 s1 = w >= 32 ? 0xffff : w <= 16 ? 0 : (__mmask16)((1u << (w - 16)) - 1);
+    for (int64_t k = 0; k < kc; k++, src += ld, dst += w) {
+        _mm512_mask_storeu_ps(dst, s0, _mm512_maskz_loadu_ps(l0, src));
+        if (s1) _mm512_mask_storeu_ps(dst + 16, s1, _mm512_maskz_loadu_ps(l1, src + 16));
+    }
+}
+
+static const tg_ukernel k_avx512 = {"avx512 12x32", 12, 32, tile_avx512, gemv_avx512, pack_t_avx512, pack_n_avx512};
 #endif
 
 const tg_ukernel *tg_ukernel_best(void) {

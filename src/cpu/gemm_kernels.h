@@ -39,6 +39,9 @@ typedef struct {
      * src[r * ld + k], rows..w-1 zero. Row-major A into MR-row panels and
      * B^T into NR-column panels. */
     void (*pack_t)(int64_t kc, int rows, const float *src, int64_t ld, int w, float *dst);
+    /* The same without the transpose: dst[k * w + r] = src[k * ld + r]
+     * (transposed A, row-major B); w <= 32. */
+    void (*pack_n)(int64_t kc, int rows, const float *src, int64_t ld, int w, float *dst);
 } tg_ukernel;
 
 /* The fastest kernel this CPU supports (checked at run time). */

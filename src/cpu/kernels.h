@@ -65,6 +65,9 @@ typedef struct {
 } tg_iter;
 /* st_in[k] are the inputs' strides over `out` (e.g. from shape_bcast_strides). */
 void tg_iter_init(tg_iter *it, tg_shape out, int nin, int64_t st_in[][TG_MAX_DIMS]);
-/* Element offsets of row r's first element for every operand. */
-void tg_iter_row(const tg_iter *it, int64_t r, int64_t *off);
+/* Element offsets of row r's first element for every operand, and its index
+ * over the outer axes; tg_iter_next steps both to the next row (no
+ * divisions, which cost more than a short row's work). */
+void tg_iter_row(const tg_iter *it, int64_t r, int64_t *idx, int64_t *off);
+void tg_iter_next(const tg_iter *it, int64_t *idx, int64_t *off);
 #endif

@@ -28,9 +28,9 @@ static float row_sum(const float *x, int64_t n) {
 
 /* Rows [lo, hi) of the iteration; for a kept last axis, columns [c0, c1). */
 static void sum_rows(sum_job *j, int64_t lo, int64_t hi, int64_t c0, int64_t c1) {
-    int64_t off[2], k = j->it.nd - 1, so = j->it.st[1][k];
-    for (int64_t r = lo; r < hi; r++) {
-        tg_iter_row(&j->it, r, off);
+    int64_t off[2], idx[TG_MAX_DIMS], k = j->it.nd - 1, so = j->it.st[1][k];
+    tg_iter_row(&j->it, lo, idx, off);
+    for (int64_t r = lo; r < hi; r++, tg_iter_next(&j->it, idx, off)) {
         if (j->i32) {
             const int32_t *x = (const int32_t *)j->x + off[0];
             int32_t *y = (int32_t *)j->y + off[1];
