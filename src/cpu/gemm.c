@@ -2,9 +2,11 @@
  * from the thread count, so results do not depend on it):
  *
  *  - gemv: N = 1, or M = 1 with B transposed: dot products.
- *  - direct: K <= KC and B small. The micro-kernel reads A and B where they
- *    lie (B^T is packed panel by panel); no packing of A at all. This is the
- *    path of the small matrices that training steps are made of.
+ *  - direct: B small, or one KC block of it. The micro-kernel reads A and B
+ *    where they lie (only B^T is packed, a block at a time); no packing of A
+ *    at all. This is the path of the small and skinny matrices that
+ *    training steps are made of, where packing costs as much as the
+ *    arithmetic (a 64x256x1024 weight gradient packs 1 MiB of B for 64 rows).
  *  - packed, BLIS-style: for each KC x NC block of B, all threads pack it
  *    together into NR-column panels, then each takes whole rows of C: it
  *    packs MC rows of A at a time into MR-row panels and, for NL2 columns
@@ -25,7 +27,8 @@
 #define MC 96
 #define NC 2048
 #define NL2 512 /* columns of the B block swept by one MC block of A: 768 KiB, stays in L2 */
-#define DIRECT_MAX_KN (64 * 1024) /* elements of B for the direct path: it stays in L2 */
+#define DIRECT_MAX_KN (64 * 1024) /* elements of B (or of its KC blocks, twice that) the direct path takes */
+#define DIRECT_MAX_M 96           /* rows of a transposed A the direct path reads in place */
 
 static _Atomic(const tg_ukernel *) chosen;
 static const tg_ukernel *pick(void) {
@@ -44,11 +47,18 @@ typedef enum { PATH_GEMV, PATH_DIRECT, PATH_PACKED } gemm_path;
 
 static gemm_path choose(const tg_gemm_args *g) {
     if (g->N == 1 || (g->M == 1 && g->tb)) return PATH_GEMV;
-    if (g->K <= KC && g->K * g->N <= DIRECT_MAX_KN) return PATH_DIRECT;
+    /* The direct path reads A and B in place. It pays when a KC-block of B
+     * fits in L2, and A is row-major or its rows (M apart) are short: long
+     * transposed rows put every k of a 12-wide column strip in the same L1
+     * set. Small products take it whatever their layout. */
+    int64_t kc = g->K < KC ? g->K : KC;
+    if ((g->K <= KC && g->K * g->N <= DIRECT_MAX_KN) ||
+        (kc * g->N <= 2 * DIRECT_MAX_KN && (!g->ta || g->M <= DIRECT_MAX_M)))
+        return PATH_DIRECT;
     return PATH_PACKED;
 }
 
-bool tg_gemm_single_pass(const tg_gemm_args *g) { return choose(g) != PATH_PACKED || g->K <= KC; }
+bool tg_gemm_single_pass(const tg_gemm_args *g) { return choose(g) == PATH_GEMV || g->K <= KC; }
 
 /* The epilogue pointers for tile (i, j) of batch entry b. */
 static void tile_epi(const tg_gemm_args *g, int64_t b, int64_t i, int64_t j, tg_tile *t) {
@@ -156,44 +166,50 @@ typedef struct {
 } job;
 
 /* Units lo..hi-1 in (batch, row of tiles, column panel) order: a row of A
- * (12 x K) stays in L1 while the tiles sweep across B, which stays in L2,
- * and C is walked along its rows. B^T is packed whole, once per batch entry. */
+ * (12 x KC) stays in L1 while the tiles sweep across the B block, which
+ * stays in L2, and C is walked along its rows. K goes in KC blocks, each
+ * over all the units (C is small on this path). B^T is packed one block at
+ * a time, once per batch entry. */
 static void direct_tiles(const job *j, int64_t lo, int64_t hi, float *bt) {
     const tg_gemm_args *g = j->g;
     const int MR = j->uk->mr, NR = j->uk->nr;
-    int64_t packed = -1; /* which batch entry's B^T `bt` holds */
-    int64_t b = lo / (j->mt * j->nt), ir = lo % (j->mt * j->nt) / j->nt, jr = lo % j->nt;
-    tg_tile t = {g->K, NULL, 0, 0, NULL, 0, NULL, g->ldc, 0, 0, false, NULL, false, NULL, 0, NULL};
-    if (g->ta) t.rs_a = 1, t.cs_a = g->lda;
-    else t.rs_a = g->lda, t.cs_a = 1;
-    for (int64_t u = lo; u < hi; u++) {
-        int64_t i = ir * MR, jj = jr * NR;
-        const float *A = g->A + b * g->sa, *B = g->B + b * g->sb;
-        t.c = g->C + b * g->sc + i * g->ldc + jj;
-        t.c_next = jr + 1 < j->nt ? t.c + NR : ir + 1 < j->mt ? t.c - jj + MR * g->ldc : NULL;
-        t.mr = (int)(g->M - i < MR ? g->M - i : MR);
-        t.nr = (int)(g->N - jj < NR ? g->N - jj : NR);
-        t.a = g->ta ? A + i : A + i * g->lda;
-        if (!g->tb) {
-            t.b = B + jj, t.ldb = g->ldb;
-        } else {
-            int64_t key = g->sb ? b : 0;
-            if (key != packed) {
-                pack_b(g, j->uk, B, 0, g->K, 0, g->N, bt);
-                packed = key;
+    int64_t pc = 0;
+    do {
+        int64_t kc = g->K - pc < KC ? g->K - pc : KC;
+        bool last = pc + kc >= g->K;
+        int64_t packed = -1; /* which batch entry's B^T block `bt` holds */
+        int64_t b = lo / (j->mt * j->nt), ir = lo % (j->mt * j->nt) / j->nt, jr = lo % j->nt;
+        tg_tile t = {kc, NULL, 0, 0, NULL, 0, NULL, g->ldc, 0, 0, pc > 0, NULL, false, NULL, 0, NULL};
+        if (g->ta) t.rs_a = 1, t.cs_a = g->lda;
+        else t.rs_a = g->lda, t.cs_a = 1;
+        for (int64_t u = lo; u < hi; u++) {
+            int64_t i = ir * MR, jj = jr * NR;
+            const float *A = g->A + b * g->sa, *B = g->B + b * g->sb;
+            t.c = g->C + b * g->sc + i * g->ldc + jj;
+            t.c_next = jr + 1 < j->nt ? t.c + NR : ir + 1 < j->mt ? t.c - jj + MR * g->ldc : NULL;
+            t.mr = (int)(g->M - i < MR ? g->M - i : MR);
+            t.nr = (int)(g->N - jj < NR ? g->N - jj : NR);
+            t.a = g->ta ? A + pc * g->lda + i : A + i * g->lda + pc;
+            if (!g->tb) {
+                t.b = B + pc * g->ldb + jj, t.ldb = g->ldb;
+            } else {
+                int64_t key = g->sb ? b : 0;
+                if (key != packed) {
+                    pack_b(g, j->uk, B, pc, kc, 0, g->N, bt);
+                    packed = key;
+                }
+                t.b = bt + jr * NR * kc, t.ldb = NR;
             }
-            t.b = bt + jr * NR * g->K, t.ldb = NR;
+            if (last) tile_epi(g, b, i, jj, &t);
+            j->uk->tile(&t);
+            if (++jr == j->nt) {
+                jr = 0;
+                if (++ir == j->mt) ir = 0, b++;
+            }
         }
-        tile_epi(g, b, i, jj, &t);
-        j->uk->tile(&t);
-        if (++jr == j->nt) {
-            jr = 0;
-            if (++ir == j->mt) ir = 0, b++;
-        }
-    }
+        pc += kc;
+    } while (pc < g->K);
 }
-
-/* ---- gemv path ---- */
 
 #define GEMV_CHUNK 256
 
@@ -306,7 +322,7 @@ void tg_gemm(tg_pool *pool, const tg_gemm_args *g) {
         j.mt = (g->M + j.uk->mr - 1) / j.uk->mr;
         j.nt = (g->N + j.uk->nr - 1) / j.uk->nr;
         j.units = g->batch * j.mt * j.nt;
-        scratch = sizeof(float) * (size_t)(g->K * j.nt * j.uk->nr); /* B^T, packed whole */
+        scratch = sizeof(float) * (size_t)((g->K < KC ? g->K : KC) * j.nt * j.uk->nr); /* a block of B^T */
     } else {
         j.units = g->batch * (g->N == 1 ? g->M : g->N);
         scratch = sizeof(float) * (size_t)(g->K + 16);
