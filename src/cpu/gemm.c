@@ -28,6 +28,7 @@
 #define NC 2048
 #define NL2 512 /* columns of the B block swept by one MC block of A: 768 KiB, stays in L2 */
 #define DIRECT_MAX_KN (64 * 1024) /* elements of B (or of its KC blocks, twice that) the direct path takes */
+#define MIN_FLOPS_PER_BYTE 16.0  /* see worth_threads */
 #define DIRECT_MAX_M 96           /* rows of a transposed A the direct path reads in place */
 
 static _Atomic(const tg_ukernel *) chosen;
@@ -264,6 +265,18 @@ static void gemv_rows(const job *j, int64_t lo, int64_t hi, float *xbuf) {
 
 /* ---- driver ---- */
 
+/* Whether other threads pay for themselves. Besides waking them, a thread
+ * on another core has to pull its share of A and B and push its share of C
+ * across the cores, which in a training step (where the operands were just
+ * written by the previous kernel on the caller's core) cost as much as the
+ * arithmetic it saved on a 256x64x64 product: so also require enough flops
+ * per byte touched. */
+static bool worth_threads(const tg_gemm_args *g, double flops) {
+    double bytes = 4.0 * ((double)g->batch * (double)(g->M * g->K + g->M * g->N) +
+                          (double)(g->sb ? g->batch : 1) * (double)(g->K * g->N));
+    return flops >= 1.5e5 && flops >= MIN_FLOPS_PER_BYTE * bytes;
+}
+
 static void run_task(void *argp, int task, int thread) {
     job *j = argp;
     const tg_gemm_args *g = j->g;
@@ -313,8 +326,7 @@ void tg_gemm(tg_pool *pool, const tg_gemm_args *g) {
     int th = tg_pool_threads(pool);
     job j = {g, pick(), pool, choose(g), 0, 0, 0, 1, ENTRIES, {0}};
     double flops = 2.0 * (double)g->M * (double)g->N * (double)g->K * (double)g->batch;
-    /* Below this, waking the other threads costs more than it saves. */
-    int want = flops < 1.5e5 ? 1 : th;
+    int want = worth_threads(g, flops) ? th : 1;
     size_t scratch;
     if (j.path == PATH_PACKED) {
         scratch = packed_bytes();
