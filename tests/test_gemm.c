@@ -43,6 +43,8 @@ static void run(tg_pool *pool, const shape *s, const float *A, const float *B, f
     tg_gemm(pool, &g);
 }
 
+static int split_cases; /* cases tg_gemm shares between threads */
+
 static int check_case(tg_pool **pools, int n_pools, const shape *s) {
     int64_t lda = (s->ta ? s->M : s->K) + s->pad, ldb = (s->tb ? s->K : s->N) + s->pad, ldc = s->N + s->pad;
     int64_t arows = s->ta ? s->K : s->M, brows = s->tb ? s->N : s->K;
@@ -55,6 +57,9 @@ static int check_case(tg_pool **pools, int n_pools, const shape *s) {
     for (int64_t i = 0; i < s->N; i++) bias[i] = frand();
     for (int64_t i = 0; i < nc; i++) gate[i] = frand();
     tg_gemm_epi epi = {s->epi & 1 ? bias : NULL, (s->epi & 2) != 0, s->epi & 4 ? gate : NULL, ldc, s->M * ldc};
+    tg_gemm_args probe = {s->batch, s->M, s->N, s->K, A, B, C, lda, ldb, ldc, 0, s->shared_b ? 0 : 1, 0, s->ta, s->tb,
+                          NULL};
+    split_cases += tg_gemm_splits(&probe);
     int fails = 0;
     char what[160];
     snprintf(what, sizeof what, "batch=%lld M=%lld N=%lld K=%lld ta=%d tb=%d shared_b=%d pad=%lld epi=%d",
@@ -212,11 +217,12 @@ static void check_sessions(void) {
      * input; one
      * with odd widths; one with 1-wide hidden layers (matrix-vector
      * products with relu's gradient fused in). */
-    static const int64_t widths[][5] = {{1, 64, 64, 1}, {3, 1000, 1000, 2}, {5, 37, 19, 33, 3}, {4, 1, 7, 1, 2}};
-    static const int depth[] = {3, 3, 4, 4};
-    static const int64_t batches[] = {256, 24, 29, 50};
+    static const int64_t widths[][5] = {{1, 64, 64, 1}, {3, 1000, 1000, 2}, {5, 37, 19, 33, 3}, {4, 1, 7, 1, 2},
+                                        {8, 256, 256, 4}};
+    static const int depth[] = {3, 3, 4, 4, 3};
+    static const int64_t batches[] = {256, 24, 29, 50, 512};
     enum { STEPS = 12 };
-    for (int c = 0; c < 4; c++) {
+    for (int c = 0; c < 5; c++) {
         float ref[STEPS], got[STEPS];
         float *w_ref = malloc(sizeof(float) * 512 * 512), *w_got = malloc(sizeof(float) * 512 * 512);
         int64_t nw = widths[c][0] * widths[c][1];
@@ -259,6 +265,7 @@ int main(void) {
         {64, 64, 256}, {256, 64, 64}, {1, 64, 256},  {2, 3, 4},     {7, 13, 5},    {12, 32, 8},   {13, 33, 9},
         {11, 31, 17}, {24, 64, 64}, {25, 65, 66},  {37, 95, 3},   {100, 7, 300}, {193, 97, 257}, {200, 40, 513},
         {45, 300, 70}, {20, 3100, 20}, {384, 96, 130}, {97, 129, 2}, {70, 260, 600}, {1, 50, 300}, {50, 1, 300},
+        {200, 600, 400}, {40, 2100, 390}, /* the packed path, and past NC columns */
     };
     static const int64_t bmk[][4] = {{3, 17, 40, 33}, {4, 8, 8, 8}, {2, 64, 64, 256}, {5, 30, 70, 1}, {3, 200, 50, 40},
                                      {2, 1, 40, 300}, {3, 20, 1, 30}};
@@ -292,7 +299,8 @@ int main(void) {
     z.batch = 1, z.M = 0;
     tg_gemm(pools[1], &z);
     CHECK(c0[0] == 1 && c0[3] == 4, "empty products must not write C");
-    printf("test_gemm: %d cases\n", cases);
+    printf("test_gemm: %d cases, %d shared between threads\n", cases, split_cases);
+    CHECK(split_cases >= 20, "only %d cases run on several threads: the thread checks would prove little", split_cases);
     for (int t = 0; t < 3; t++) tg_pool_free(pools[t]);
     check_sessions();
     check_reuse();

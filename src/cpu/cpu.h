@@ -50,6 +50,9 @@ void tg_gemm(tg_pool *pool, const tg_gemm_args *a);
 const char *tg_gemm_kernel_name(void);
 /* Tests: use the portable kernel (the one CPUs without AVX-512 get). */
 void tg_gemm_use_generic(bool on);
+/* Whether tg_gemm shares this product between threads (else it runs on
+ * the caller's); tests use it to make sure they cover both. */
+bool tg_gemm_splits(const tg_gemm_args *a);
 /* True if tg_gemm writes each element of C once (no k blocks), so an
  * epilogue may read a buffer that C overwrites element by element. */
 bool tg_gemm_single_pass(const tg_gemm_args *a);

@@ -265,6 +265,11 @@ static void gemv_rows(const job *j, int64_t lo, int64_t hi, float *xbuf) {
 
 /* ---- driver ---- */
 
+static bool worth_threads(const tg_gemm_args *g, double flops);
+bool tg_gemm_splits(const tg_gemm_args *g) {
+    return worth_threads(g, 2.0 * (double)g->M * (double)g->N * (double)g->K * (double)g->batch);
+}
+
 /* Whether other threads pay for themselves. Besides waking them, a thread
  * on another core has to pull its share of A and B and push its share of C
  * across the cores, which in a training step (where the operands were just
@@ -351,7 +356,7 @@ void tg_gemm(tg_pool *pool, const tg_gemm_args *g) {
     }
     if (g->batch >= want) { /* batch entries split between threads, each on its own buffers */
         j.units = g->batch;
-        j.tasks = (int)(g->batch < 4 * th ? g->batch : 4 * th);
+        j.tasks = (int)(g->batch < 4 * want ? g->batch : 4 * want);
         tg_pool_run(pool, j.tasks, run_task, &j);
         return;
     }
