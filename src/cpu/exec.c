@@ -1,5 +1,6 @@
 /* The CPU engine: arenas are host allocations, a program is a list of steps
  * (lower.c) resolved once at compile, and a training step walks that list. */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,8 +21,8 @@ typedef struct {
     char *params;
 } cpu_engine;
 
-static bool generic_steps;
-void tg_cpu_use_generic_steps(bool on) { generic_steps = on; }
+static atomic_bool generic_steps;
+void tg_cpu_use_generic_steps(bool on) { atomic_store(&generic_steps, on); }
 
 static void *addr(cpu_program *cp, const tg_plan *pl, int id) {
     const tg_slot *s = &pl->slot[id];
@@ -52,7 +53,7 @@ static tg_status cpu_compile(tg_engine *e_, tg_program *p) {
         for (int k = 0; k < n->nin; k++) in[k] = addr(cp, &p->plan, n->in[k]);
         info->cpu(&e->ctx, g, i, addr(cp, &p->plan, i), in);
     }
-    cp->n_steps = cpu_lower(p, cp->arena, !generic_steps, cp->steps);
+    cp->n_steps = cpu_lower(p, cp->arena, !atomic_load(&generic_steps), cp->steps);
     if (cp->n_steps < 0) return tg_fail(TG_ERR_NOMEM, "cpu: out of memory");
     for (int w = 0; w < p->n_wb; w++) {
         if (p->plan.wb_free[w]) continue;
