@@ -52,6 +52,7 @@ fi
 echo "json: {\"bench\": \"load\", \"load_before\": $load0, \"cpus\": $cpus}"
 if awk -v a="$load0" 'BEGIN { exit !(a > 1.0) }'; then
     echo "warning: load average $load0 before the run: other processes share these cores, figures are noisy"
+    echo "         (as root, 'chrt -f 10 make bench' runs both sides ahead of them for the ~10 s it takes)"
 fi
 
 # The table: pull fields out of the JSON lines (flat objects, our own format).
