@@ -34,6 +34,18 @@ TG_CPU_KERNEL(cpu_adam_p);
 TG_CPU_KERNEL(cpu_sgd_v);
 TG_CPU_KERNEL(cpu_sgd_p);
 
+/* kernels_math.c: issue 3 math and shape ops (min/max forward is cpu_binary) */
+TG_CPU_KERNEL(cpu_unary_math);
+TG_CPU_KERNEL(cpu_unary_grad);
+TG_CPU_KERNEL(cpu_minmax_grad);
+TG_CPU_KERNEL(cpu_softmax);
+TG_CPU_KERNEL(cpu_argmax);
+TG_CPU_KERNEL(cpu_narrow);
+TG_CPU_KERNEL(cpu_narrow_grad);
+TG_CPU_KERNEL(cpu_concat);
+TG_CPU_KERNEL(cpu_take_along_axis);
+TG_CPU_KERNEL(cpu_take_along_axis_grad);
+
 /* Strided iteration shared by the kernels: the output and up to 3 inputs
  * (broadcast strides), with size-1 axes dropped and contiguous axes merged,
  * so most loops end up as one long inner row. */
