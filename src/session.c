@@ -8,23 +8,11 @@
 #include "engine.h"
 #include "build/model.h"
 
-#define ALIGN 256 /* WebGPU's storage-buffer offset alignment; the CPU just follows */
-#define MAX_LR_CHAIN 8
-
-struct tg_session {
-    tg_model *model;
-    tg_engine *eng;
-    tg_program *prog;
-    int64_t *param_offset;
-    tg_optim optim;
-    tg_lr lr[MAX_LR_CHAIN]; /* the schedule, warmup chains copied */
-    int64_t step, lr_start;
-    uint64_t seed;
-};
+#include "session.h"
 
 /* The per-step seed random ops read (see TG_RNG_SEED_NAME): a hash of the
  * session seed and the step, so a resumed run draws what it would have. */
-static tg_status write_rng_seed(tg_session *s, tg_program *p, int64_t t) {
+tg_status session_write_rng_seed(tg_session *s, tg_program *p, int64_t t) {
     int id = p->g->rng_seed;
     if (id < 0) return TG_OK;
     uint32_t v[2] = {tg_rng_u32(s->seed, 0x5eed5eedu, (uint32_t)t), tg_rng_u32(s->seed, 0x5eed5eeeu, (uint32_t)t)};
@@ -34,7 +22,7 @@ static tg_status write_rng_seed(tg_session *s, tg_program *p, int64_t t) {
 
 static void copy_lr(tg_lr *dst, const tg_lr *src) {
     int k = 0;
-    for (const tg_lr *l = src; l && k < MAX_LR_CHAIN; l = l->kind == TG_LR_WARMUP ? l->then : NULL, k++) {
+    for (const tg_lr *l = src; l && k < TG_MAX_LR_CHAIN; l = l->kind == TG_LR_WARMUP ? l->then : NULL, k++) {
         dst[k] = *l;
         dst[k].then = NULL;
         if (k > 0) dst[k - 1].then = &dst[k];
@@ -43,8 +31,7 @@ static void copy_lr(tg_lr *dst, const tg_lr *src) {
 
 void tg_session_free(tg_session *s) {
     if (!s) return;
-    if (s->prog && s->eng) s->eng->vt->release(s->eng, s->prog);
-    program_free(s->prog);
+    session_free_programs(s);
     if (s->eng && --s->eng->refs == 0) s->eng->vt->destroy(s->eng);
     free(s->param_offset);
     free(s);
@@ -77,10 +64,10 @@ tg_status tg_session_new(const tg_train_spec *spec, tg_session **out) {
     s->seed = spec->seed;
     s->optim = spec->optim;
     copy_lr(s->lr, &spec->optim.lr);
-    int64_t params_bytes = plan_param_layout(spec->model, ALIGN, s->param_offset);
+    int64_t params_bytes = plan_param_layout(spec->model, TG_ARENA_ALIGN, s->param_offset);
 
     tg_compile_req req = {spec->model, spec->loss, spec->user, spec->inputs, spec->n_inputs, &spec->optim,
-                          spec->optim.kind == TG_OPT_NONE, ALIGN, s->param_offset};
+                          spec->optim.kind == TG_OPT_NONE, TG_ARENA_ALIGN, s->param_offset};
     tg_status st = program_build(&req, &s->prog);
     if (st == TG_OK) {
         const tg_node *r = &s->prog->g->nodes[s->prog->result];
@@ -114,22 +101,21 @@ tg_status tg_session_new(const tg_train_spec *spec, tg_session **out) {
     return TG_OK;
 }
 
-/* Finds an input node by name in the program. */
-static int find_leaf(const tg_program *p, tg_opcode op, const char *name) {
+int session_find_leaf(const tg_program *p, tg_opcode op, const char *name) {
     for (int i = 0; i < p->g->n; i++)
         if (p->g->nodes[i].op == op && strcmp(p->g->nodes[i].name, name) == 0) return i;
     return -1;
 }
 
 /* Checks and writes the feeds: every input exactly once, right sizes. */
-static tg_status write_feeds(tg_session *s, const char *api, const tg_feed *feeds, int n) {
-    const tg_graph *g = s->prog->g;
+tg_status session_write_feeds(tg_session *s, tg_program *p, const char *api, const tg_feed *feeds, int n) {
+    const tg_graph *g = p->g;
     int n_inputs = 0;
     for (int i = 0; i < g->n; i++) n_inputs += g->nodes[i].op == TG_OP_INPUT;
     if (n < 0 || (n > 0 && !feeds)) return tg_fail(TG_ERR_ARG, "%s: bad feed list", api);
     for (int f = 0; f < n; f++) {
         if (!feeds[f].name) return tg_fail(TG_ERR_NAME, "%s: feed %d has no name", api, f);
-        int id = find_leaf(s->prog, TG_OP_INPUT, feeds[f].name);
+        int id = session_find_leaf(p, TG_OP_INPUT, feeds[f].name);
         if (id < 0) return tg_fail(TG_ERR_NAME, "%s: unknown input '%s'", api, feeds[f].name);
         for (int e = 0; e < f; e++)
             if (strcmp(feeds[e].name, feeds[f].name) == 0)
@@ -151,9 +137,9 @@ static tg_status write_feeds(tg_session *s, const char *api, const tg_feed *feed
         }
     }
     for (int f = 0; f < n; f++) {
-        int id = find_leaf(s->prog, TG_OP_INPUT, feeds[f].name);
-        const tg_slot *sl = &s->prog->plan.slot[id];
-        tg_status st = s->eng->vt->write(s->eng, s->prog, sl->arena, sl->offset, feeds[f].data, feeds[f].count * 4);
+        int id = session_find_leaf(p, TG_OP_INPUT, feeds[f].name);
+        const tg_slot *sl = &p->plan.slot[id];
+        tg_status st = s->eng->vt->write(s->eng, p, sl->arena, sl->offset, feeds[f].data, feeds[f].count * 4);
         if (st != TG_OK) return st;
     }
     return TG_OK;
@@ -161,7 +147,8 @@ static tg_status write_feeds(tg_session *s, const char *api, const tg_feed *feed
 
 tg_status tg_session_step(tg_session *s, const tg_feed *feeds, int n, float *loss) {
     if (!s) return tg_fail(TG_ERR_ARG, "tg_session_step: session is NULL");
-    tg_status st = write_feeds(s, "tg_session_step", feeds, n);
+    if (s->infer) return tg_fail(TG_ERR_STATE, "tg_session_step: a forward session has no step; use tg_session_run");
+    tg_status st = session_write_feeds(s, s->prog, "tg_session_step", feeds, n);
     if (st != TG_OK) return st;
     int64_t t = s->step + 1;
     if (s->prog->hyper >= 0) {
@@ -170,7 +157,7 @@ tg_status tg_session_step(tg_session *s, const tg_feed *feeds, int n, float *los
         const tg_slot *sl = &s->prog->plan.slot[s->prog->hyper];
         if ((st = s->eng->vt->write(s->eng, s->prog, sl->arena, sl->offset, h, sizeof h)) != TG_OK) return st;
     }
-    if ((st = write_rng_seed(s, s->prog, t)) != TG_OK) return st;
+    if ((st = session_write_rng_seed(s, s->prog, t)) != TG_OK) return st;
     if ((st = s->eng->vt->run(s->eng, s->prog)) != TG_OK) return st;
     s->step = t;
     if (loss) {
@@ -182,6 +169,7 @@ tg_status tg_session_step(tg_session *s, const tg_feed *feeds, int n, float *los
 
 tg_status tg_session_set_lr(tg_session *s, tg_lr lr) {
     if (!s) return tg_fail(TG_ERR_ARG, "tg_session_set_lr: session is NULL");
+    if (s->infer) return tg_fail(TG_ERR_STATE, "tg_session_set_lr: a forward session has no optimizer");
     copy_lr(s->lr, &lr);
     s->lr_start = s->step;
     return TG_OK;
@@ -202,7 +190,7 @@ static tg_status param_io(tg_session *s, const char *api, const char *name, void
     }
     if (!data) return tg_fail(TG_ERR_ARG, "%s: data is NULL", api);
     if (grad) {
-        int id = s->prog->param_grad[p];
+        int id = s->prog && !s->infer ? s->prog->param_grad[p] : -1;
         if (id < 0) return tg_fail(TG_ERR_STATE, "%s: param '%s' has no gradient in this session", api, name);
         const tg_slot *sl = &s->prog->plan.slot[id];
         return s->eng->vt->read(s->eng, s->prog, sl->arena, sl->offset, data, count * 4);
@@ -263,6 +251,7 @@ static int find_capture(const tg_session *s, const char *name) {
 
 tg_status tg_session_read(tg_session *s, const char *name, void *dst, int64_t count) {
     if (!s || !dst) return tg_fail(TG_ERR_ARG, "tg_session_read: session and dst are required");
+    if (!s->prog) return tg_fail(TG_ERR_STATE, "tg_session_read: the forward session has not run yet");
     int id = find_capture(s, name);
     if (id < 0) return tg_fail(TG_ERR_NAME, "tg_session_read: no capture named '%s'", name ? name : "(null)");
     int64_t want = ir_numel(&s->prog->g->nodes[id]);
@@ -275,6 +264,7 @@ tg_status tg_session_read(tg_session *s, const char *name, void *dst, int64_t co
 
 tg_status tg_session_capture_info(const tg_session *s, const char *name, tg_shape *shape, tg_dtype *dtype) {
     if (!s) return tg_fail(TG_ERR_ARG, "tg_session_capture_info: session is NULL");
+    if (!s->prog) return tg_fail(TG_ERR_STATE, "tg_session_capture_info: the forward session has not run yet");
     int id = find_capture(s, name);
     if (id < 0) return tg_fail(TG_ERR_NAME, "tg_session_capture_info: no capture named '%s'", name ? name : "(null)");
     if (shape) *shape = s->prog->g->nodes[id].shape;
@@ -284,6 +274,7 @@ tg_status tg_session_capture_info(const tg_session *s, const char *name, tg_shap
 
 tg_status tg_session_plan_stats(const tg_session *s, tg_plan_stats *o) {
     if (!s || !o) return tg_fail(TG_ERR_ARG, "tg_session_plan_stats: NULL argument");
+    if (!s->prog) return tg_fail(TG_ERR_STATE, "tg_session_plan_stats: the forward session has not run yet");
     memset(o, 0, sizeof *o);
     const tg_plan *pl = &s->prog->plan;
     o->planned_bytes = pl->arena_bytes[0] + pl->arena_bytes[1] + pl->arena_bytes[2];
@@ -309,7 +300,13 @@ tg_status tg_session_plan_stats(const tg_session *s, tg_plan_stats *o) {
 }
 
 void tg_session_print_plan(const tg_session *s, void *file) {
-    if (s) plan_print(s->prog->g, &s->prog->plan, file ? file : stdout);
+    if (s && s->prog) plan_print(s->prog->g, &s->prog->plan, file ? file : stdout);
 }
 
-const tg_graph *tg_session_graph(const tg_session *s) { return s ? s->prog->g : NULL; }
+const tg_graph *tg_session_graph(const tg_session *s) { return s && s->prog ? s->prog->g : NULL; }
+
+tg_status tg_session_set_seed(tg_session *s, uint64_t seed) {
+    if (!s) return tg_fail(TG_ERR_ARG, "tg_session_set_seed: session is NULL");
+    s->seed = seed;
+    return TG_OK;
+}
