@@ -46,7 +46,10 @@ static void *worker(void *argp) {
     worker_arg wa = *(worker_arg *)argp;
     free(argp);
     tg_pool *p = wa.p;
-    unsigned seen = atomic_load(&p->gen);
+    /* Generation 0, not the current one: a worker that starts after the
+     * first job was published must still take part, or the caller waits for
+     * its `pending` forever (seen on loaded machines). */
+    unsigned seen = 0;
     for (;;) {
         int spins = 0;
         while (atomic_load_explicit(&p->gen, memory_order_acquire) == seen && spins < 200000) {
