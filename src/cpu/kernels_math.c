@@ -74,7 +74,9 @@ TG_CLONES static void um_forward(tg_opcode op, const tg_node *n, const float *x,
     case TG_OP_SIGMOID: VMAP(x, y, len, vsigmoid(v)); break;
     case TG_OP_ERF: VMAP(x, y, len, verf(v)); break;
     case TG_OP_GELU:
-        if (n->ia[0]) VMAP(x, y, len, 0.5f * v * (1.0f + vtanh(gelu_tanh_inner(v))));
+        /* 0.5 (1 + tanh u) = sigmoid(2u): exact algebra, and the sigmoid keeps
+         * the left tail where 1 + tanh u would cancel to 0 */
+        if (n->ia[0]) VMAP(x, y, len, v * vsigmoid(2.0f * gelu_tanh_inner(v)));
         else VMAP(x, y, len, v * vphi(v));
         break;
     case TG_OP_SILU: VMAP(x, y, len, v * vsigmoid(v)); break;
@@ -129,10 +131,11 @@ TG_CPU_KERNEL(cpu_unary_math) {
  * s is the tensor the gradient rule saved: y for tanh, sigmoid, softplus
  * and leaky_relu with alpha >= 0 (so x can be freed after the forward),
  * x otherwise. ia[0] is the forward op; fa, ia[1] its attributes. */
-/* d/dx 0.5 x (1 + tanh u) = 0.5 (1 + t) + 0.5 x (1 - t^2) u', u' = c (1 + 3k x^2) */
+/* d/dx x s(2u) = s + x s (1 - s) 2u', s = sigmoid(2u), u' = c (1 + 3k x^2)
+ * (the same as 0.5 (1 + t) + 0.5 x (1 - t^2) u' with t = tanh u) */
 VINLINE vf gelu_tanh_grad(vf x, vf g) {
-    vf t = vtanh(gelu_tanh_inner(x));
-    return g * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * (SQRT_2_OVER_PI * (1.0f + 3.0f * GELU_K * x * x)));
+    vf s = vsigmoid(2.0f * gelu_tanh_inner(x));
+    return g * (s + x * (s * (1.0f - s)) * (2.0f * SQRT_2_OVER_PI * (1.0f + 3.0f * GELU_K * x * x)));
 }
 
 VINLINE vf silu_grad(vf x, vf g) {

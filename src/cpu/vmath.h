@@ -109,8 +109,13 @@ VINLINE vf vtanh(vf x) {
     return vsel(vabs(x) < 0.0004f, x, p / q);
 }
 
-/* 1 / (1 + e^-x): e^-x overflows to inf for very negative x, giving 0. */
-VINLINE vf vsigmoid(vf x) { return 1.0f / (1.0f + vexp(-x)); }
+/* 1 / (1 + e^-x) for x >= 0 and e^x / (1 + e^x) below, so the exponential
+ * never overflows and the left tail keeps its relative accuracy down to the
+ * denormals. */
+VINLINE vf vsigmoid(vf x) {
+    vf e = vexp(-vabs(x)), r = 1.0f / (1.0f + e);
+    return vsel(x < 0.0f, e * r, r);
+}
 
 /* erfc(z) for z >= 0: t exp(-z^2 + P(t)), t = 1 / (1 + z/2), the Chebyshev
  * fit of Numerical Recipes (relative error < 1.2e-7 over the whole range).
