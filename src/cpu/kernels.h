@@ -34,7 +34,8 @@ TG_CPU_KERNEL(cpu_adam_p);
 TG_CPU_KERNEL(cpu_sgd_v);
 TG_CPU_KERNEL(cpu_sgd_p);
 
-/* kernels_math.c: issue 3 math and shape ops (min/max forward is cpu_binary) */
+/* kernels_math.c: issue 3 math and shape ops */
+TG_CPU_KERNEL(cpu_minmax);
 TG_CPU_KERNEL(cpu_unary_math);
 TG_CPU_KERNEL(cpu_unary_grad);
 TG_CPU_KERNEL(cpu_minmax_grad);

@@ -118,9 +118,6 @@ static void binary_row(tg_opcode code, tg_dtype dt, int64_t len, void *op, const
         case TG_OP_DIV: LOOP2(float, float, a / b); break;
         case TG_OP_LESS: LOOP2(uint32_t, float, a < b); break;
         case TG_OP_GREATER: LOOP2(uint32_t, float, a > b); break;
-        /* NaN in either operand gives NaN, as torch.minimum / maximum do */
-        case TG_OP_MIN: LOOP2(float, float, (a < b || a != a) ? a : b); break;
-        case TG_OP_MAX: LOOP2(float, float, (a > b || a != a) ? a : b); break;
         default: break;
         }
     } else {
@@ -131,8 +128,6 @@ static void binary_row(tg_opcode code, tg_dtype dt, int64_t len, void *op, const
         case TG_OP_DIV: LOOP2(int32_t, int32_t, idiv(a, b)); break;
         case TG_OP_LESS: LOOP2(uint32_t, int32_t, a < b); break;
         case TG_OP_GREATER: LOOP2(uint32_t, int32_t, a > b); break;
-        case TG_OP_MIN: LOOP2(int32_t, int32_t, a < b ? a : b); break;
-        case TG_OP_MAX: LOOP2(int32_t, int32_t, a > b ? a : b); break;
         default: break;
         }
     }

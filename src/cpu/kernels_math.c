@@ -86,9 +86,7 @@ TG_CLONES static void um_forward(tg_opcode op, const tg_node *n, const float *x,
     case TG_OP_COS: for (int64_t i = 0; i < len; i++) y[i] = cosf(x[i]); break;
     /* log(1 + e^x) = max(x, 0) + log1p(e^-|x|): no overflow for large x, no
      * lost digits for very negative x. */
-    case TG_OP_SOFTPLUS:
-        for (int64_t i = 0; i < len; i++) y[i] = fmaxf(x[i], 0.0f) + log1pf(expf(-fabsf(x[i])));
-        break;
+    case TG_OP_SOFTPLUS: VMAP(x, y, len, vsel(v > 0.0f, v, vsplat(0.0f)) + vlog1p_unit(vexp(-vabs(v)))); break;
     default: break;
     }
 }
@@ -166,9 +164,9 @@ TG_CLONES static void um_backward(const tg_node *n, const float *sp, const float
     case TG_OP_CLAMP: VMAP2(sp, gp, y, len, vsel((s >= lo) & (s <= hi), g, vsplat(0.0f))); break;
     case TG_OP_SIN: for (int64_t i = 0; i < len; i++) y[i] = gp[i] * cosf(sp[i]); break;
     case TG_OP_COS: for (int64_t i = 0; i < len; i++) y[i] = -gp[i] * sinf(sp[i]); break;
-    /* from y = softplus(x): sigmoid(x) = 1 - e^-y, as -expm1(-y) to keep its
-     * digits when y is tiny */
-    case TG_OP_SOFTPLUS: for (int64_t i = 0; i < len; i++) y[i] = gp[i] * -expm1f(-sp[i]); break;
+    /* from y = softplus(x) > 0: sigmoid(x) = 1 - e^-y, computed so it keeps
+     * its digits when y is tiny */
+    case TG_OP_SOFTPLUS: VMAP2(sp, gp, y, len, g * vone_minus_exp_neg(s)); break;
     default: break;
     }
 }
@@ -184,41 +182,97 @@ TG_CPU_KERNEL(cpu_unary_grad) {
     cpu_parallel(c, ir_numel(j.n), GRAIN, um_backward_range, &j);
 }
 
-/* ---- min / max backward ----
- * minmax_grad(a, b, gy) -> the share of gy that goes to one operand (ia[1]:
- * 0 = a, 1 = b) of min or max (ia[0]), over gy's shape (the forward output;
- * a and b broadcast to it). The operand that wins gets all of gy; at a tie
- * each gets half, as torch.maximum / torch.minimum do. */
+/* ---- min / max and their backward ----
+ * Rows of the merged broadcast iteration (tg_iter); operands with stride 0
+ * along a row are splatted, so the common tensor-scalar form runs at full
+ * vector width. Branch-free: a data-dependent branch per element costs more
+ * than the comparison itself on random data. */
 typedef struct {
     const tg_node *n;
     tg_iter it;
-    const float *a, *b, *gy;
-    float *gx;
+    const void *in[3];
+    void *out;
 } mm_job;
+
+/* max(a, b) / min(a, b); NaN in either operand gives NaN, as torch.maximum */
+TG_CLONES static void minmax_row(bool is_max, float *y, const float *a, int64_t sa, const float *b, int64_t sb,
+                                 int64_t len) {
+    for (int64_t i = 0; i < len; i += VL) {
+        int64_t m = len - i < VL ? len - i : VL;
+        vf x = vload_st(a + i * sa, sa, m), z = vload_st(b + i * sb, sb, m);
+        vi pick_a = (is_max ? x > z : x < z) | (x != x);
+        vf r = vsel(pick_a, x, z);
+        if (m == VL) vstore(y + i, r);
+        else vstore_n(y + i, r, m);
+    }
+}
+
+static void minmax_rows(void *arg, int64_t lo, int64_t hi) {
+    mm_job *j = arg;
+    int k = j->it.nd - 1;
+    int64_t off[4], sa = j->it.st[1][k], sb = j->it.st[2][k], len = j->it.inner;
+    bool is_max = j->n->op == TG_OP_MAX, f32 = j->n->dtype == TG_F32;
+    for (int64_t r = lo; r < hi; r++) {
+        tg_iter_row(&j->it, r, off);
+        if (f32) {
+            minmax_row(is_max, (float *)j->out + off[0], (const float *)j->in[0] + off[1], sa,
+                       (const float *)j->in[1] + off[2], sb, len);
+        } else {
+            const int32_t *a = (const int32_t *)j->in[0] + off[1], *b = (const int32_t *)j->in[1] + off[2];
+            int32_t *y = (int32_t *)j->out + off[0];
+            for (int64_t i = 0; i < len; i++) {
+                int32_t x = a[i * sa], z = b[i * sb];
+                y[i] = (is_max ? x > z : x < z) ? x : z;
+            }
+        }
+    }
+}
+
+/* min / max: a, b broadcast to y, f32 or i32 */
+TG_CPU_KERNEL(cpu_minmax) {
+    const tg_node *n = ir_node(g, id);
+    mm_job j = {n, {0}, {in[0], in[1], NULL}, out};
+    int64_t st[2][TG_MAX_DIMS];
+    for (int k = 0; k < 2; k++) shape_bcast_strides(ir_node(g, n->in[k])->shape, n->shape, st[k]);
+    tg_iter_init(&j.it, n->shape, 2, st);
+    int64_t grain = GRAIN / (j.it.inner ? j.it.inner : 1);
+    cpu_parallel(c, j.it.rows, grain > 0 ? grain : 1, minmax_rows, &j);
+}
+
+/* minmax_grad(a, b, gy) -> the share of gy that goes to one operand (ia[1]:
+ * 0 = a, 1 = b) of min or max (ia[0]), over gy's shape (the forward output;
+ * a and b broadcast to it). The operand that wins gets all of gy; at a tie
+ * each gets half, as torch.maximum / torch.minimum do. */
+TG_CLONES static void minmax_grad_row(bool is_max, float *gx, const float *own, int64_t so, const float *oth,
+                                      int64_t sa, const float *gy, int64_t sg, int64_t len) {
+    for (int64_t i = 0; i < len; i += VL) {
+        int64_t m = len - i < VL ? len - i : VL;
+        vf x = vload_st(own + i * so, so, m), z = vload_st(oth + i * sa, sa, m), g = vload_st(gy + i * sg, sg, m);
+        vi win = is_max ? x > z : x < z;
+        vf r = vsel(win, g, vsel(x == z, 0.5f * g, vsplat(0.0f)));
+        if (m == VL) vstore(gx + i, r);
+        else vstore_n(gx + i, r, m);
+    }
+}
 
 static void minmax_grad_rows(void *arg, int64_t lo, int64_t hi) {
     mm_job *j = arg;
     int k = j->it.nd - 1;
-    int64_t off[4], so = j->it.st[1][k], sa = j->it.st[2][k], sg = j->it.st[3][k];
+    int64_t off[4];
     bool is_max = j->n->ia[0] == TG_OP_MAX;
-    const float *own0 = j->n->ia[1] ? j->b : j->a, *oth0 = j->n->ia[1] ? j->a : j->b;
     for (int64_t r = lo; r < hi; r++) {
         tg_iter_row(&j->it, r, off);
-        /* operands 1, 2 are own and other, so their strides follow the side */
-        const float *own = own0 + off[1], *oth = oth0 + off[2], *gy = j->gy + off[3];
-        float *gx = j->gx + off[0];
-        for (int64_t i = 0; i < j->it.inner; i++) {
-            float x = own[i * so], y = oth[i * sa], g = gy[i * sg];
-            bool win = is_max ? x > y : x < y;
-            gx[i] = win ? g : x == y ? 0.5f * g : 0.0f;
-        }
+        /* operands 1, 2, 3 of the iteration: own side, other side, gy */
+        minmax_grad_row(is_max, (float *)j->out + off[0], (const float *)j->in[0] + off[1], j->it.st[1][k],
+                        (const float *)j->in[1] + off[2], j->it.st[2][k], (const float *)j->in[2] + off[3],
+                        j->it.st[3][k], j->it.inner);
     }
 }
 
 TG_CPU_KERNEL(cpu_minmax_grad) {
     const tg_node *n = ir_node(g, id);
-    mm_job j = {n, {0}, in[0], in[1], in[2], out};
     int side = (int)n->ia[1];
+    mm_job j = {n, {0}, {in[side], in[1 - side], in[2]}, out};
     int64_t st[3][TG_MAX_DIMS];
     shape_bcast_strides(ir_node(g, n->in[side])->shape, n->shape, st[0]);
     shape_bcast_strides(ir_node(g, n->in[1 - side])->shape, n->shape, st[1]);
@@ -256,47 +310,64 @@ static void ax_task(const ax_job *j, int64_t t, int64_t *o, int64_t *j0, int64_t
     *w = j->inner - *j0 < j->tile ? j->inner - *j0 : j->tile;
 }
 
-/* softmax along a contiguous row of A: y = e^(x - max) / sum */
+/* softmax along a contiguous row of A: y = e^(x - max) / sum. The sum runs
+ * over VL lane accumulators, then the lanes in order, then the tail: a
+ * fixed order for a given A. */
 TG_CLONES static void softmax_row(const float *x, float *y, int64_t A) {
     vf vm = vsplat(-INFINITY);
-    int64_t i = 0;
-    for (; i + VL <= A; i += VL) {
-        vf v = vload(x + i);
+    for (int64_t i = 0; i < A; i += VL) {
+        int64_t m = A - i < VL ? A - i : VL;
+        vf v = m == VL ? vload(x + i) : vload_n(x + i, m);
+        if (m < VL)
+            for (int64_t k = m; k < VL; k++) v[k] = -INFINITY;
         vm = vsel(v > vm, v, vm);
     }
-    float m = -INFINITY;
-    for (int k = 0; k < VL; k++) m = vm[k] > m ? vm[k] : m;
-    for (; i < A; i++) m = x[i] > m ? x[i] : m;
+    float mx = -INFINITY;
+    for (int k = 0; k < VL; k++) mx = vm[k] > mx ? vm[k] : mx;
     vf acc = vsplat(0.0f);
-    for (i = 0; i + VL <= A; i += VL) {
-        vf e = vexp(vload(x + i) - m);
+    int64_t i = 0;
+    for (; i + VL <= A; i += VL) {
+        vf e = vexp(vload(x + i) - mx);
         vstore(y + i, e);
         acc += e;
     }
-    if (i < A) vstore_n(y + i, vexp(vload_n(x + i, A - i) - m), A - i);
-    float s = 0.0f;
-    for (int k = 0; k < VL; k++) s += acc[k];
-    for (; i < A; i++) s += y[i];
-    float inv = 1.0f / s;
-    for (int64_t a = 0; a < A; a++) y[a] *= inv;
+    if (i < A) vstore_n(y + i, vexp(vload_n(x + i, A - i) - mx), A - i);
+    float sum = 0.0f;
+    for (int k = 0; k < VL; k++) sum += acc[k];
+    for (; i < A; i++) sum += y[i];
+    float inv = 1.0f / sum;
+    VMAP(y, y, A, v * inv);
 }
 
-/* softmax along a strided axis for a tile of w <= 64 adjacent inner positions:
- * the loops run along the contiguous inner positions. */
+/* softmax along a strided axis for a tile of w <= 4 VL adjacent inner
+ * positions: every loop runs along the contiguous inner positions, with the
+ * running max and sum of each position in a vector lane. */
 TG_CLONES static void softmax_tile(const float *x, float *y, int64_t A, int64_t inner, int64_t w) {
-    float m[64], s[64];
-    for (int64_t q = 0; q < w; q++) m[q] = -INFINITY, s[q] = 0.0f;
+    enum { NV = 4 };
+    vf m[NV], s[NV];
+    int64_t nv = (w + VL - 1) / VL;
+    for (int v = 0; v < NV; v++) m[v] = vsplat(-INFINITY), s[v] = vsplat(0.0f);
     for (int64_t a = 0; a < A; a++)
-        for (int64_t q = 0; q < w; q++) m[q] = x[a * inner + q] > m[q] ? x[a * inner + q] : m[q];
-    for (int64_t a = 0; a < A; a++) {
-        float *yr = y + a * inner;
-        for (int64_t q = 0; q < w; q++) yr[q] = x[a * inner + q] - m[q];
-        VMAP(yr, yr, w, vexp(v));
-        for (int64_t q = 0; q < w; q++) s[q] += yr[q];
-    }
-    for (int64_t q = 0; q < w; q++) s[q] = 1.0f / s[q];
+        for (int64_t v = 0; v < nv; v++) {
+            vf t = vload_st(x + a * inner + v * VL, 1, w - v * VL < VL ? w - v * VL : VL);
+            m[v] = vsel(t > m[v], t, m[v]);
+        }
     for (int64_t a = 0; a < A; a++)
-        for (int64_t q = 0; q < w; q++) y[a * inner + q] *= s[q];
+        for (int64_t v = 0; v < nv; v++) {
+            int64_t n = w - v * VL < VL ? w - v * VL : VL, at = a * inner + v * VL;
+            vf e = vexp(vload_st(x + at, 1, n) - m[v]);
+            s[v] += e;
+            if (n == VL) vstore(y + at, e);
+            else vstore_n(y + at, e, n);
+        }
+    for (int64_t v = 0; v < nv; v++) s[v] = 1.0f / s[v];
+    for (int64_t a = 0; a < A; a++)
+        for (int64_t v = 0; v < nv; v++) {
+            int64_t n = w - v * VL < VL ? w - v * VL : VL, at = a * inner + v * VL;
+            vf r = vload_st(y + at, 1, n) * s[v];
+            if (n == VL) vstore(y + at, r);
+            else vstore_n(y + at, r, n);
+        }
 }
 
 static void softmax_tasks(void *arg, int64_t lo, int64_t hi) {
@@ -318,11 +389,68 @@ static void softmax_tasks(void *arg, int64_t lo, int64_t hi) {
 /* softmax over axis ia[0]: x, y [outer, A, inner] f32 */
 TG_CPU_KERNEL(cpu_softmax) {
     const tg_node *n = ir_node(g, id);
-    ax_job j = {n, 0, 0, 0, in[0], NULL, out, 64, true};
+    ax_job j = {n, 0, 0, 0, in[0], NULL, out, 4 * VL, true};
     ax_view(n->shape, (int)n->ia[0], &j.outer, &j.A, &j.inner);
     if (j.A == 0) return;
     int64_t per_task = j.A * (j.inner == 1 ? 1 : j.tile);
     cpu_parallel(c, ax_tasks(&j), 1 + 8192 / per_task, softmax_tasks, &j);
+}
+
+/* softmax_grad(y, gy) along axis ia[0] (the backward of softmax and of
+ * softmax_causal): gx = y (gy - sum(gy y)), [outer, A, inner] f32. */
+TG_CLONES static void softmax_grad_row(const float *y, const float *gy, float *gx, int64_t A) {
+    vf acc = vsplat(0.0f);
+    int64_t i = 0;
+    for (; i + VL <= A; i += VL) acc += vload(gy + i) * vload(y + i);
+    float d = 0.0f;
+    for (int k = 0; k < VL; k++) d += acc[k];
+    for (; i < A; i++) d += gy[i] * y[i];
+    VMAP2(y, gy, gx, A, s * (g - d));
+}
+
+TG_CLONES static void softmax_grad_tile(const float *y, const float *gy, float *gx, int64_t A, int64_t inner,
+                                        int64_t w) {
+    enum { NV = 4 };
+    vf d[NV];
+    int64_t nv = (w + VL - 1) / VL;
+    for (int v = 0; v < NV; v++) d[v] = vsplat(0.0f);
+    for (int64_t a = 0; a < A; a++)
+        for (int64_t v = 0; v < nv; v++) {
+            int64_t n = w - v * VL < VL ? w - v * VL : VL, at = a * inner + v * VL;
+            d[v] += vload_st(gy + at, 1, n) * vload_st(y + at, 1, n);
+        }
+    for (int64_t a = 0; a < A; a++)
+        for (int64_t v = 0; v < nv; v++) {
+            int64_t n = w - v * VL < VL ? w - v * VL : VL, at = a * inner + v * VL;
+            vf s = vload_st(y + at, 1, n), r = s * (vload_st(gy + at, 1, n) - d[v]);
+            if (n == VL) vstore(gx + at, r);
+            else vstore_n(gx + at, r, n);
+        }
+}
+
+static void softmax_grad_tasks(void *arg, int64_t lo, int64_t hi) {
+    ax_job *j = arg;
+    const float *y = j->x, *gy = j->x2;
+    float *gx = j->y;
+    for (int64_t t = lo; t < hi; t++) {
+        if (j->inner == 1) {
+            softmax_grad_row(y + t * j->A, gy + t * j->A, gx + t * j->A, j->A);
+        } else {
+            int64_t o, j0, w;
+            ax_task(j, t, &o, &j0, &w);
+            int64_t base = o * j->A * j->inner + j0;
+            softmax_grad_tile(y + base, gy + base, gx + base, j->A, j->inner, w);
+        }
+    }
+}
+
+TG_CPU_KERNEL(cpu_softmax_grad) {
+    const tg_node *n = ir_node(g, id);
+    ax_job j = {n, 0, 0, 0, in[0], in[1], out, 4 * VL, true};
+    ax_view(n->shape, (int)n->ia[0], &j.outer, &j.A, &j.inner);
+    if (j.A == 0) return;
+    int64_t per_task = j.A * (j.inner == 1 ? 1 : j.tile);
+    cpu_parallel(c, ax_tasks(&j), 1 + 8192 / per_task, softmax_grad_tasks, &j);
 }
 
 /* ---- argmax / argmin ----

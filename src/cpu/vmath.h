@@ -51,6 +51,18 @@ VINLINE vf vload_n(const float *p, int64_t n) {
 }
 VINLINE void vstore_n(float *p, vf v, int64_t n) { memcpy(p, &v, (size_t)n * sizeof(float)); }
 
+/* m <= VL lanes of p[k * st]: stride 1 loads, stride 0 (a broadcast operand)
+ * splats, anything else gathers. */
+VINLINE vf vload_st(const float *p, int64_t st, int64_t m) {
+    if (st == 1) {
+        if (m == VL) return vload(p);
+        return vload_n(p, m);
+    }
+    vf v = {0};
+    if (st == 0) return v + p[0];
+    for (int64_t k = 0; k < m; k++) v[k] = p[k * st];
+    return v;
+}
 VINLINE vf vsplat(float v) { return (vf){0} + v; }
 VINLINE vf vsel(vi m, vf a, vf b) { return (vf)(((vi)a & m) | ((vi)b & ~m)); }
 VINLINE vf vabs(vf x) { return (vf)((vi)x & 0x7fffffff); }
@@ -87,6 +99,49 @@ VINLINE vf vexp(vf x) {
     vi k = __builtin_convertvector(n, vi);
     vi k1 = k >> 1;
     return p * vpow2i(k1) * vpow2i(k - k1);
+}
+
+/* log x for positive normal x (the callers guarantee it): x = m 2^e with
+ * m in [sqrt(1/2), sqrt 2), a degree-9 polynomial in m - 1 (Cephes'). */
+VINLINE vf vlog_pos(vf x) {
+    vi bits = (vi)x;
+    vf e = __builtin_convertvector(((bits >> 23) & 0xff) - 126, vf);
+    vf m = (vf)((bits & 0x807fffff) | 0x3f000000); /* in [0.5, 1) */
+    vi small = m < 0.707106781186547524f;
+    e = vsel(small, e - 1.0f, e);
+    m = vsel(small, m + m, m) - 1.0f;
+    vf z = m * m;
+    vf p = vsplat(7.0376836292e-2f);
+    p = p * m + -1.1514610310e-1f;
+    p = p * m + 1.1676998740e-1f;
+    p = p * m + -1.2420140846e-1f;
+    p = p * m + 1.4249322787e-1f;
+    p = p * m + -1.6668057665e-1f;
+    p = p * m + 2.0000714765e-1f;
+    p = p * m + -2.4999993993e-1f;
+    p = p * m + 3.3333331174e-1f;
+    vf y = p * m * z;
+    y = y + e * -2.12194440e-4f;
+    y = y + -0.5f * z;
+    return m + y + e * 0.693359375f;
+}
+
+/* log(1 + a) for a in [0, 1]: log(u) a / (u - 1) with u = 1 + a rounded,
+ * which cancels u's rounding error (u - 1 is exact); a itself when u = 1. */
+VINLINE vf vlog1p_unit(vf a) {
+    vf u = 1.0f + a, d = u - 1.0f;
+    vf r = vlog_pos(u) * (a / vsel(d == 0.0f, vsplat(1.0f), d));
+    return vsel(d == 0.0f, a, r);
+}
+
+/* 1 - e^-y for y >= 0. Where that is below 1/2, (1 - u) y / -log u with
+ * u = e^-y rounded (Kahan's expm1 trick) cancels u's rounding error, so
+ * tiny y keep their digits; y itself when u rounds to 1. */
+VINLINE vf vone_minus_exp_neg(vf y) {
+    vf u = vexp(-y), d = 1.0f - u;
+    vi near1 = u > 0.5f;
+    vf k = d * (y / -vlog_pos(vsel(near1, u, vsplat(0.75f))));
+    return vsel(near1, vsel(d == 0.0f, y, k), d);
 }
 
 /* tanh: x P(x^2) / Q(x^2), a [13/6] rational minimax fit on |x| <= 7.9053

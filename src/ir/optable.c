@@ -86,8 +86,8 @@ const tg_opinfo tg_ops[TG_OP_COUNT] = {
     [TG_OP_WHERE_CAUSAL]   = {"where_causal",   1, TG_OPF_INPLACE, shape_causal, grad_where_causal, cpu_where_causal},
 
     /* issue 3: math and shape ops */
-    [TG_OP_MIN]        = {"min",        2, EWI, shape_binary, grad_minmax, cpu_binary},
-    [TG_OP_MAX]        = {"max",        2, EWI, shape_binary, grad_minmax, cpu_binary},
+    [TG_OP_MIN]        = {"min",        2, EWI, shape_binary, grad_minmax, cpu_minmax},
+    [TG_OP_MAX]        = {"max",        2, EWI, shape_binary, grad_minmax, cpu_minmax},
     [TG_OP_CLAMP]      = {"clamp",      1, EWI, shape_unary_num, grad_unary_math, cpu_unary_math},
     [TG_OP_ABS]        = {"abs",        1, EWI, shape_unary_num, grad_unary_math, cpu_unary_math},
     [TG_OP_SQUARE]     = {"square",     1, EWI, shape_unary_num, grad_unary_math, cpu_unary_math},
