@@ -175,6 +175,19 @@ static void unary_extremes(void) {
     CHECK_OK(run_fn(apply_unary, &ge, TG_SHAPE(40), xt, NULL, yt, 40, NULL, 1, NULL));
     for (int i = 0; i < 40; i++)
         CHECK(near(yt[i], r_gelu(xt[i]), 1e-44, 3e-5), "gelu(%g) = %g, want %g", xt[i], yt[i], r_gelu(xt[i]));
+    /* sin / cos far from 0, past the vector range (libm lanes), and specials */
+    enum { NW = 2000 };
+    static float xw[NW], yw[NW], gw[NW];
+    for (int i = 0; i < NW; i++) xw[i] = (i % 2 ? 1.0f : -1.0f) * (float)i * (i < NW - 100 ? 4.1f : 1e4f);
+    xw[NW - 1] = INFINITY, xw[NW - 2] = NAN, xw[NW - 3] = -0.0f;
+    static const unary_ref sn = {"sin", o_sin, r_sin, r_cos, 0, 0, 0, 0};
+    CHECK_OK(run_fn(apply_unary, &sn, TG_SHAPE(NW), xw, NULL, yw, NW, gw, 1, NULL));
+    int bad = 0;
+    for (int i = 0; i < NW - 3; i++)
+        bad += !near(yw[i], sin(xw[i]), 2e-7, 0) || !near(gw[i], cos(xw[i]), 2e-7, 0);
+    CHECK(bad == 0, "sin/cos over a wide range: %d off", bad);
+    CHECK(isnan(yw[NW - 1]) && isnan(yw[NW - 2]) && yw[NW - 3] == 0 && signbit(yw[NW - 3]), "sin(inf, nan, -0)");
+
     static const unary_ref th = {"tanh", o_tanh, r_tanh, d_tanh, 0, 0, 0, 0};
     static const float xs[] = {NAN, INFINITY, -INFINITY, 1e-30f, -1e-30f};
     float ys[5];

@@ -58,6 +58,20 @@ typedef struct {
 
 VINLINE vf gelu_tanh_inner(vf v) { return SQRT_2_OVER_PI * (v + GELU_K * v * v * v); }
 
+/* sin / cos of every lane: the vector code, and libm for the lanes it does
+ * not cover (|x| > 8192, inf, NaN), so an element's result never depends
+ * on its neighbours. */
+VINLINE vf vsincos_any(vf v, bool want_cos) {
+    vf r = vsincos(v, want_cos);
+    vi bad = ~vsincos_ok(v);
+    int32_t any = 0;
+    for (int k = 0; k < VL; k++) any |= bad[k];
+    if (any)
+        for (int k = 0; k < VL; k++)
+            if (bad[k]) r[k] = want_cos ? cosf(v[k]) : sinf(v[k]);
+    return r;
+}
+
 /* clamp as PyTorch: max with lo first, then min with hi (so lo > hi gives
  * hi everywhere); NaN passes through. */
 VINLINE vf vclamp_seq(vf v, float lo, float hi) {
@@ -82,8 +96,8 @@ TG_CLONES static void um_forward(tg_opcode op, const tg_node *n, const float *x,
     case TG_OP_SILU: VMAP(x, y, len, v * vsigmoid(v)); break;
     case TG_OP_LEAKY_RELU: VMAP(x, y, len, vsel(v > 0.0f, v, alpha * v)); break;
     case TG_OP_CLAMP: VMAP(x, y, len, vclamp_seq(v, lo, hi)); break;
-    case TG_OP_SIN: for (int64_t i = 0; i < len; i++) y[i] = sinf(x[i]); break;
-    case TG_OP_COS: for (int64_t i = 0; i < len; i++) y[i] = cosf(x[i]); break;
+    case TG_OP_SIN: VMAP(x, y, len, vsincos_any(v, false)); break;
+    case TG_OP_COS: VMAP(x, y, len, vsincos_any(v, true)); break;
     /* log(1 + e^x) = max(x, 0) + log1p(e^-|x|): no overflow for large x, no
      * lost digits for very negative x. */
     case TG_OP_SOFTPLUS: VMAP(x, y, len, vsel(v > 0.0f, v, vsplat(0.0f)) + vlog1p_unit(vexp(-vabs(v)))); break;
@@ -162,8 +176,8 @@ TG_CLONES static void um_backward(const tg_node *n, const float *sp, const float
         break;
     case TG_OP_LEAKY_RELU: VMAP2(sp, gp, y, len, vsel(s > 0.0f, g, alpha * g)); break;
     case TG_OP_CLAMP: VMAP2(sp, gp, y, len, vsel((s >= lo) & (s <= hi), g, vsplat(0.0f))); break;
-    case TG_OP_SIN: for (int64_t i = 0; i < len; i++) y[i] = gp[i] * cosf(sp[i]); break;
-    case TG_OP_COS: for (int64_t i = 0; i < len; i++) y[i] = -gp[i] * sinf(sp[i]); break;
+    case TG_OP_SIN: VMAP2(sp, gp, y, len, g * vsincos_any(s, true)); break;
+    case TG_OP_COS: VMAP2(sp, gp, y, len, -g * vsincos_any(s, false)); break;
     /* from y = softplus(x) > 0: sigmoid(x) = 1 - e^-y, computed so it keeps
      * its digits when y is tiny */
     case TG_OP_SOFTPLUS: VMAP2(sp, gp, y, len, g * vone_minus_exp_neg(s)); break;

@@ -14,6 +14,7 @@
 #ifndef TG_VMATH_H
 #define TG_VMATH_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -142,6 +143,35 @@ VINLINE vf vone_minus_exp_neg(vf y) {
     vi near1 = u > 0.5f;
     vf k = d * (y / -vlog_pos(vsel(near1, u, vsplat(0.75f))));
     return vsel(near1, vsel(d == 0.0f, y, k), d);
+}
+
+/* sin and cos (cos when want_cos): Cody-Waite reduction by pi/4 in three
+ * parts, then Cephes' polynomials on [-pi/4, pi/4]. Accurate to a few ulp
+ * for |x| <= 8192; callers send larger or non-finite lanes to libm
+ * (vsincos_ok says which lanes are in range). */
+#define VSINCOS_MAX 8192.0f
+VINLINE vi vsincos_ok(vf x) { return vabs(x) <= VSINCOS_MAX; }
+VINLINE vf vsincos(vf x, bool want_cos) {
+    vf a = vsel(vsincos_ok(x), vabs(x), vsplat(0.0f));
+    vi j = __builtin_convertvector(a * 1.27323954473516f, vi); /* 4 / pi */
+    j = (j + 1) & ~1;                                             /* even octant */
+    vf q = __builtin_convertvector(j, vf);
+    vf r = ((a - q * 0.78515625f) - q * 2.4187564849853515625e-4f) - q * 3.77489497744594108e-8f;
+    vf z = r * r;
+    vf ps = vsplat(-1.9515295891e-4f);
+    ps = ps * z + 8.3321608736e-3f;
+    ps = ps * z + -1.6666654611e-1f;
+    ps = ps * z * r + r;
+    vf pc = vsplat(2.443315711809948e-5f);
+    pc = pc * z + -1.388731625493765e-3f;
+    pc = pc * z + 4.166664568298827e-2f;
+    pc = pc * z * z - 0.5f * z + 1.0f;
+    /* octant j in {0, 2, 4, 6}: sin takes ps, pc, -ps, -pc; cos takes pc, -ps, -pc, ps */
+    vi k = want_cos ? j + 2 : j;
+    vf v = vsel((k & 2) != 0, pc, ps);
+    vi neg = (k & 4) != 0;
+    if (!want_cos) neg ^= (vi)x < 0; /* the sign bit, so sin(-0) = -0 */
+    return (vf)((vi)v ^ (neg & (int32_t)0x80000000));
 }
 
 /* tanh: x P(x^2) / Q(x^2), a [13/6] rational minimax fit on |x| <= 7.9053
