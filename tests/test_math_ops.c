@@ -512,6 +512,51 @@ static void thread_independence(void) {
           "1 and 3 threads give different bits");
 }
 
+/* ---- in a forward-only compile with a batch dimension ---- */
+
+static tg_param fw_W;
+static tg_tensor fw_loss(tg_graph *g, void *u) {
+    (void)u;
+    return tg_sum(tg_matmul(tg_input(g, "x"), tg_use(g, fw_W)), TG_ALL, false);
+}
+static tg_tensor fw_predict(tg_graph *g, void *u) {
+    (void)u;
+    tg_tensor p = tg_softmax(tg_matmul(tg_input(g, "x"), tg_use(g, fw_W)), -1);
+    return tg_argmax(tg_take_along_axis(p, tg_cast(tg_full(g, TG_SHAPE(1, 5), 0), TG_I32), 0), -1, false);
+}
+
+static void forward_session(void) {
+    static const float W[20] = {1, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, 4};
+    tg_model *m = tg_model_new();
+    fw_W = tg_model_param(m, "W", TG_SHAPE(4, 5), tg_init_values(W));
+    tg_input_decl tin[] = {{"x", TG_F32, TG_SHAPE(2, 4)}};
+    tg_train_spec spec = {.model = m, .loss = fw_loss, .inputs = tin, .n_inputs = 1, .optim = {.kind = TG_OPT_NONE},
+                          .threads = 1};
+    tg_session *s = NULL, *f = NULL;
+    CHECK_OK(tg_session_new(&spec, &s));
+    tg_input_decl fin[] = {{"x", TG_F32, TG_SHAPE(TG_BATCH, 4)}};
+    tg_infer_spec is = {fw_predict, NULL, fin, 1};
+    CHECK_OK(tg_session_attach(s, &is, &f));
+    /* rows pick column 3, 1, 0: the row's largest scaled feature */
+    static const float x[12] = {0, 0, 1, 0.1f, 0.2f, 1, 0, 0, 5, 1, 0, 0};
+    int32_t out[3] = {-1, -1, -1};
+    tg_shape os;
+    tg_dtype odt;
+    if (f) {
+        CHECK_OK(tg_session_run(f, 3, (tg_feed[]){{"x", x, 12}}, 1));
+        CHECK_OK(tg_session_output_info(f, &os, &odt));
+        CHECK_OK(tg_session_output(f, out, 1));
+        CHECK(odt == TG_I32 && os.ndim == 1 && os.d[0] == 1, "forward argmax output dtype %d", (int)odt);
+        CHECK(out[0] == 3, "forward argmax of row 0 = %d", out[0]);
+        CHECK_OK(tg_session_run(f, 1, (tg_feed[]){{"x", x + 4, 4}}, 1));
+        CHECK_OK(tg_session_output(f, out, 1));
+        CHECK(out[0] == 1, "batch 1: argmax = %d", out[0]);
+    }
+    tg_session_free(f);
+    tg_session_free(s);
+    tg_model_free(m);
+}
+
 int main(void) {
     unary_values();
     unary_extremes();
@@ -522,5 +567,6 @@ int main(void) {
     take_along();
     errors();
     thread_independence();
+    forward_session();
     return check_summary("test_math_ops");
 }
