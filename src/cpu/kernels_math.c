@@ -209,6 +209,18 @@ typedef struct {
     void *out;
 } mm_job;
 
+/* Element offsets of row r's first element for every operand of it (what
+ * tg_iter_row gives; kept local so these kernels do not depend on how the
+ * shared iterator steps). */
+static void row_offsets(const tg_iter *it, int64_t r, int64_t *off) {
+    for (int o = 0; o < it->nops; o++) off[o] = 0;
+    for (int i = it->nd - 2; i >= 0; i--) {
+        int64_t q = r % it->d[i];
+        r /= it->d[i];
+        for (int o = 0; o < it->nops; o++) off[o] += q * it->st[o][i];
+    }
+}
+
 /* max(a, b) / min(a, b); NaN in either operand gives NaN, as torch.maximum */
 TG_CLONES static void minmax_row(bool is_max, float *y, const float *a, int64_t sa, const float *b, int64_t sb,
                                  int64_t len) {
@@ -228,7 +240,7 @@ static void minmax_rows(void *arg, int64_t lo, int64_t hi) {
     int64_t off[4], sa = j->it.st[1][k], sb = j->it.st[2][k], len = j->it.inner;
     bool is_max = j->n->op == TG_OP_MAX, f32 = j->n->dtype == TG_F32;
     for (int64_t r = lo; r < hi; r++) {
-        tg_iter_row(&j->it, r, off);
+        row_offsets(&j->it, r, off);
         if (f32) {
             minmax_row(is_max, (float *)j->out + off[0], (const float *)j->in[0] + off[1], sa,
                        (const float *)j->in[1] + off[2], sb, len);
@@ -296,7 +308,7 @@ static void minmax_grad_rows(void *arg, int64_t lo, int64_t hi) {
     int64_t off[4];
     bool is_max = j->n->ia[0] == TG_OP_MAX;
     for (int64_t r = lo; r < hi; r++) {
-        tg_iter_row(&j->it, r, off);
+        row_offsets(&j->it, r, off);
         /* operands 1, 2, 3 of the iteration: own side, other side, gy */
         minmax_grad_row(is_max, (float *)j->out + off[0], (const float *)j->in[0] + off[1], j->it.st[1][k],
                         (const float *)j->in[1] + off[2], j->it.st[2][k], (const float *)j->in[2] + off[3],
