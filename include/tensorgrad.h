@@ -359,6 +359,64 @@ void tg_split_at(tg_tensor x, int axis, const int64_t *sizes, int n, tg_tensor *
 tg_tensor tg_take_along_axis_at(tg_tensor x, tg_tensor idx, int axis, TG_AT);
 #define tg_take_along_axis(x, idx, axis) tg_take_along_axis_at(x, idx, axis, __FILE__, __LINE__)
 
+/* ---- nn ops: losses, norms, embedding, attention helpers, random ops ----- */
+
+/* How a loss reduces over its positions (every axis but the class axis):
+ * MEAN and SUM give a scalar, NONE the per-position losses [...]. */
+typedef enum { TG_REDUCTION_MEAN = 0, TG_REDUCTION_SUM, TG_REDUCTION_NONE } tg_reduction;
+
+/* cross_entropy: raw logits [..., V] against i32 targets [...], log-softmax
+ * and NLL fused and stable (log-sum-exp); pass logits, not log-softmax
+ * output. nll_loss takes log-probabilities [..., V] instead. A target outside
+ * [0, V) (padding such as -1 or -100) adds 0 loss and gets 0 gradient, and
+ * MEAN still divides by the number of positions (upstream's rule; PyTorch's
+ * ignore_index divides by the kept positions). */
+tg_tensor tg_cross_entropy_at(tg_tensor logits, tg_tensor targets, tg_reduction r, TG_AT);
+tg_tensor tg_nll_loss_at(tg_tensor logprobs, tg_tensor targets, tg_reduction r, TG_AT);
+/* Normalization over the last axis D, g and b of shape [D]:
+ *   layer_norm  (x - mean) / sqrt(var + eps) * g + b   (biased variance; PyTorch's eps is 1e-5)
+ *   rms_norm    x / sqrt(mean(x^2) + eps) * g           (Llama's eps is 1e-6) */
+tg_tensor tg_layer_norm_at(tg_tensor x, tg_tensor g, tg_tensor b, float eps, TG_AT);
+tg_tensor tg_rms_norm_at(tg_tensor x, tg_tensor g, float eps, TG_AT);
+/* Rows of table [V, D] picked by i32 idx [...] -> [..., D]. An index outside
+ * [0, V) gives a zero row and sends no gradient. The table's gradient is a
+ * deterministic scatter-add (not one_hot @ table). */
+tg_tensor tg_embedding_at(tg_tensor table, tg_tensor idx, TG_AT);
+/* split_heads: x [..., T, H*Dh] -> [..., H, T, Dh]; merge_heads is its
+ * inverse, [..., H, T, Dh] -> [..., T, H*Dh]. */
+tg_tensor tg_split_heads_at(tg_tensor x, int64_t heads, TG_AT);
+tg_tensor tg_merge_heads_at(tg_tensor x, TG_AT);
+/* Rotary position embedding, rotate-half convention (RoFormer, Llama): x is
+ * [..., T, D] with D even; at position t (0..T-1) the pair (x[i], x[i+D/2])
+ * is rotated by the angle t * base^(-2i/D). base 0 means 10000. Upstream's
+ * rope(q, k) is tg_rope(q, base) and tg_rope(k, base). */
+tg_tensor tg_rope_at(tg_tensor x, float base, TG_AT);
+/* Random ops. Each draws from one counter-based hash of (the per-step seed,
+ * the op's salt, the element or row), the same function on every backend:
+ * the draws change every step, repeat for the same session seed and step,
+ * and do not depend on the thread count.
+ * dropout: training-time inverted dropout; each element is zeroed with
+ *   probability p, the rest are scaled by 1 / (1 - p). p = 0 returns x.
+ *   Leave it out of forward-only (inference) functions.
+ * randn: a tensor of the given shape drawn from N(0, 1); no gradient.
+ * categorical: one class index per row of logits [..., V] -> i32 [...],
+ *   drawn from softmax(logits) (pass raw logits; divide by a temperature
+ *   first if wanted); no gradient. */
+tg_tensor tg_dropout_at(tg_tensor x, float p, TG_AT);
+tg_tensor tg_randn_at(tg_graph *g, tg_shape s, TG_AT);
+tg_tensor tg_categorical_at(tg_tensor logits, TG_AT);
+#define tg_cross_entropy(logits, t, r) tg_cross_entropy_at(logits, t, r, __FILE__, __LINE__)
+#define tg_nll_loss(logprobs, t, r) tg_nll_loss_at(logprobs, t, r, __FILE__, __LINE__)
+#define tg_layer_norm(x, g, b, eps) tg_layer_norm_at(x, g, b, eps, __FILE__, __LINE__)
+#define tg_rms_norm(x, g, eps) tg_rms_norm_at(x, g, eps, __FILE__, __LINE__)
+#define tg_embedding(table, idx) tg_embedding_at(table, idx, __FILE__, __LINE__)
+#define tg_split_heads(x, heads) tg_split_heads_at(x, heads, __FILE__, __LINE__)
+#define tg_merge_heads(x) tg_merge_heads_at(x, __FILE__, __LINE__)
+#define tg_rope(x, base) tg_rope_at(x, base, __FILE__, __LINE__)
+#define tg_dropout(x, p) tg_dropout_at(x, p, __FILE__, __LINE__)
+#define tg_randn(g, s) tg_randn_at(g, s, __FILE__, __LINE__)
+#define tg_categorical(logits) tg_categorical_at(logits, __FILE__, __LINE__)
+
 /* ---- modules ------------------------------------------------------------ */
 
 /* Linear: y = x @ W + b, W is [in, out] (randn 0.02), b is [out] (zeros). */
@@ -369,6 +427,38 @@ typedef struct {
 tg_linear tg_linear_new(tg_model *m, const char *name, int64_t in, int64_t out, bool bias);
 tg_tensor tg_linear_fwd_at(tg_graph *g, const tg_linear *l, tg_tensor x, TG_AT);
 #define tg_linear_fwd(g, l, x) tg_linear_fwd_at(g, l, x, __FILE__, __LINE__)
+
+/* LayerNorm over the last axis: "<name>.g" [dim] (ones), "<name>.b" [dim]
+ * (zeros), eps 1e-5 (set .eps before tracing to change it). */
+typedef struct {
+    tg_param g, b;
+    int64_t dim;
+    float eps;
+} tg_layernorm;
+tg_layernorm tg_layernorm_new(tg_model *m, const char *name, int64_t dim);
+tg_tensor tg_layernorm_fwd_at(tg_graph *g, const tg_layernorm *l, tg_tensor x, TG_AT);
+#define tg_layernorm_fwd(g, l, x) tg_layernorm_fwd_at(g, l, x, __FILE__, __LINE__)
+
+/* RMSNorm over the last axis: "<name>.g" [dim] (ones), eps 1e-6. */
+typedef struct {
+    tg_param g;
+    int64_t dim;
+    float eps;
+} tg_rmsnorm;
+tg_rmsnorm tg_rmsnorm_new(tg_model *m, const char *name, int64_t dim);
+tg_tensor tg_rmsnorm_fwd_at(tg_graph *g, const tg_rmsnorm *l, tg_tensor x, TG_AT);
+#define tg_rmsnorm_fwd(g, l, x) tg_rmsnorm_fwd_at(g, l, x, __FILE__, __LINE__)
+
+/* Embedding: "<name>.W" [vocab, dim] (randn 0.02); idx i32 [...] -> [..., dim].
+ * (The type shares its name with the tg_embedding() op; the op is a
+ * function-like macro, so the two do not collide.) */
+typedef struct {
+    tg_param W;
+    int64_t vocab, dim;
+} tg_embedding;
+tg_embedding tg_embedding_new(tg_model *m, const char *name, int64_t vocab, int64_t dim);
+tg_tensor tg_embedding_fwd_at(tg_graph *g, const tg_embedding *e, tg_tensor idx, TG_AT);
+#define tg_embedding_fwd(g, e, idx) tg_embedding_fwd_at(g, e, idx, __FILE__, __LINE__)
 
 /* ---- optimizers and learning-rate schedules ----------------------------- */
 

@@ -159,6 +159,66 @@ CASE_FN(c_mlp_gelu) {
     return tg_softmax(tg_silu(h), -1);
 }
 
+/* issue 3: nn ops */
+CASE_FN(c_xent_mean) {
+    static const float t[] = {0, 4, 2, 1, 3, 4};
+    return tg_cross_entropy(x[0], case_i32(g, S(6), t), TG_REDUCTION_MEAN);
+}
+CASE_FN(c_xent_sum) {
+    static const float t[] = {3, 0, 1, 2, 2, 0};
+    return tg_cross_entropy(x[0], case_i32(g, S(2, 3), t), TG_REDUCTION_SUM);
+}
+CASE_FN(c_xent_none) { /* -1 and 7 are outside [0, 7): zero loss, zero gradient */
+    static const float t[] = {6, -1, 0, 7, 3};
+    return tg_cross_entropy(x[0], case_i32(g, S(5), t), TG_REDUCTION_NONE);
+}
+CASE_FN(c_nll_mean) {
+    static const float t[] = {5, 0, 2, 3};
+    return tg_nll_loss(x[0], case_i32(g, S(4), t), TG_REDUCTION_MEAN);
+}
+CASE_FN(c_nll_none) {
+    static const float t[] = {2, -100, 0, 1};
+    return tg_nll_loss(x[0], case_i32(g, S(2, 2), t), TG_REDUCTION_NONE);
+}
+CASE_FN(c_log_softmax_nll) {
+    static const float t[] = {1, 0, 3};
+    return tg_nll_loss(tg_log_softmax(x[0], -1), case_i32(g, S(3), t), TG_REDUCTION_SUM);
+}
+CASE_FN(c_layer_norm) { (void)g; return tg_layer_norm(x[0], x[1], x[2], 1e-5f); }
+CASE_FN(c_rms_norm) { (void)g; return tg_rms_norm(x[0], x[1], 1e-6f); }
+CASE_FN(c_norm_chain) { /* a norm's input shared with another consumer, as in a residual stream */
+    (void)g;
+    return tg_add(tg_layer_norm(tg_rms_norm(x[0], x[1], 1e-6f), x[1], x[2], 1e-5f), tg_mul(x[0], x[2]));
+}
+CASE_FN(c_embedding) {
+    static const float idx[] = {0, 3, 3, -1, 4, 5, 1}; /* repeats, and two out-of-range indices */
+    return tg_embedding(x[0], case_i32(g, S(7), idx));
+}
+CASE_FN(c_embedding_2d) {
+    static const float idx[] = {6, 2, 2, 0, 6, 6};
+    return tg_mul(tg_embedding(x[0], case_i32(g, S(2, 3), idx)), x[1]);
+}
+CASE_FN(c_split_heads) { (void)g; return tg_split_heads(x[0], 2); }
+CASE_FN(c_split_heads3) { (void)g; return tg_split_heads(x[0], 3); }
+CASE_FN(c_merge_heads) { (void)g; return tg_merge_heads(x[0]); }
+CASE_FN(c_rope) { (void)g; return tg_rope(x[0], 0.0f); }
+CASE_FN(c_rope_base) { (void)g; return tg_rope(x[0], 100.0f); }
+/* A small causal attention language model over every nn op with a gradient:
+ * tied embedding -> layer norm -> heads -> rope -> attention -> cross-entropy. */
+CASE_FN(c_tiny_lm) {
+    static const float tok[] = {1, 5, 0, 2, 3, 3, 4, 0}, tgt[] = {5, 0, 2, 1, 3, 4, 0, -1};
+    tg_tensor h = tg_embedding(x[0], case_i32(g, S(2, 4), tok));         /* [2,4,8] */
+    h = tg_layer_norm(h, x[1], x[2], 1e-5f);
+    tg_tensor q = tg_rope(tg_split_heads(tg_matmul(h, x[3]), 2), 0.0f); /* [2,2,4,4] */
+    tg_tensor a = tg_softmax_causal(tg_mul_s(tg_matmul_t(q, q, false, true), 0.5f));
+    tg_tensor o = tg_add(h, tg_merge_heads(tg_matmul(a, q)));             /* [2,4,8] */
+    tg_tensor logits = tg_matmul_t(o, x[0], false, true);                 /* [2,4,6] */
+    return tg_cross_entropy(logits, case_i32(g, S(2, 4), tgt), TG_REDUCTION_MEAN);
+}
+CASE_FN(c_dropout) { (void)g; return tg_dropout(x[0], 0.4f); }
+CASE_FN(c_randn) { return tg_add(x[0], tg_randn(g, S(3, 4))); }
+CASE_FN(c_categorical) { (void)g; return tg_cast(tg_categorical(x[0]), TG_F32); }
+
 static const op_case op_cases[] = {
     {"add", 2, {S(3, 4), S(3, 4)}, -1, 1, 0, c_add, false},
     {"add_bcast_row", 2, {S(3, 5), S(5)}, -1, 1, 0, c_add, false},
@@ -244,6 +304,31 @@ static const op_case op_cases[] = {
     {"take_along_first", 1, {S(4, 3)}, -1, 1, 0, c_take_first, false},
     {"take_along_mid", 1, {S(2, 3, 2)}, -1, 1, 0, c_take_mid, false},
     {"mlp_gelu_silu_softmax", 3, {S(4, 5), S(5, 6), S(6)}, -1, 1, 0, c_mlp_gelu, false},
+
+    /* issue 3: nn ops */
+    {"cross_entropy_mean", 1, {S(6, 5)}, -2, 2, 0, c_xent_mean, false},
+    {"cross_entropy_sum", 1, {S(2, 3, 4)}, -2, 2, 0, c_xent_sum, false},
+    {"cross_entropy_none", 1, {S(5, 7)}, -3, 3, 0, c_xent_none, false},
+    {"nll_loss_mean", 1, {S(4, 6)}, -2, 0, 0, c_nll_mean, false},
+    {"nll_loss_none", 1, {S(2, 2, 3)}, -2, 0, 0, c_nll_none, false},
+    {"log_softmax_nll", 1, {S(3, 4)}, -2, 2, 0, c_log_softmax_nll, false},
+    {"layer_norm", 3, {S(6, 8), S(8), S(8)}, -2, 2, 0, c_layer_norm, false},
+    {"layer_norm_3d", 3, {S(2, 3, 5), S(5), S(5)}, -2, 2, 0, c_layer_norm, false},
+    {"layer_norm_1d", 3, {S(13), S(13), S(13)}, -2, 2, 0, c_layer_norm, false},
+    {"rms_norm", 2, {S(4, 6), S(6)}, -2, 2, 0, c_rms_norm, false},
+    {"rms_norm_3d", 2, {S(2, 3, 11), S(11)}, -2, 2, 0, c_rms_norm, false},
+    {"norm_chain", 3, {S(3, 9), S(9), S(9)}, -2, 2, 0, c_norm_chain, false},
+    {"embedding", 1, {S(6, 3)}, -1, 1, 0, c_embedding, false},
+    {"embedding_2d", 2, {S(7, 4), S(2, 3, 4)}, -1, 1, 0, c_embedding_2d, false},
+    {"split_heads", 1, {S(2, 3, 8)}, -1, 1, 0, c_split_heads, false},
+    {"split_heads_2d", 1, {S(4, 9)}, -1, 1, 0, c_split_heads3, false},
+    {"merge_heads", 1, {S(2, 2, 3, 4)}, -1, 1, 0, c_merge_heads, false},
+    {"rope", 1, {S(2, 5, 6)}, -1, 1, 0, c_rope, false},
+    {"rope_base100", 1, {S(3, 8)}, -1, 1, 0, c_rope_base, false},
+    {"dropout", 1, {S(4, 9)}, -1, 1, 0, c_dropout, true},
+    {"randn", 1, {S(3, 4)}, -1, 1, 0, c_randn, true},
+    {"categorical", 1, {S(6, 5)}, -2, 2, 0, c_categorical, true},
+    {"tiny_lm", 4, {S(6, 8), S(8), S(8), S(8, 8)}, -1, 1, 0, c_tiny_lm, false},
 };
 #define N_OP_CASES ((int)(sizeof op_cases / sizeof op_cases[0]))
 

@@ -47,6 +47,22 @@ TG_CPU_KERNEL(cpu_concat);
 TG_CPU_KERNEL(cpu_take_along_axis);
 TG_CPU_KERNEL(cpu_take_along_axis_grad);
 
+/* kernels_nn.c (issue 3): losses, norms, embedding, rope, random ops */
+TG_CPU_KERNEL(cpu_cross_entropy);
+TG_CPU_KERNEL(cpu_cross_entropy_grad);
+TG_CPU_KERNEL(cpu_nll_loss);
+TG_CPU_KERNEL(cpu_nll_loss_grad);
+TG_CPU_KERNEL(cpu_norm);
+TG_CPU_KERNEL(cpu_norm_stats);
+TG_CPU_KERNEL(cpu_norm_dx);
+TG_CPU_KERNEL(cpu_norm_dgain);
+TG_CPU_KERNEL(cpu_embedding);
+TG_CPU_KERNEL(cpu_embedding_grad);
+TG_CPU_KERNEL(cpu_rope);
+TG_CPU_KERNEL(cpu_dropout);
+TG_CPU_KERNEL(cpu_randn);
+TG_CPU_KERNEL(cpu_categorical);
+
 /* Strided iteration shared by the kernels: the output and up to 3 inputs
  * (broadcast strides), with size-1 axes dropped and contiguous axes merged,
  * so most loops end up as one long inner row. */

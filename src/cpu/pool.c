@@ -46,9 +46,8 @@ static void *worker(void *argp) {
     worker_arg wa = *(worker_arg *)argp;
     free(argp);
     tg_pool *p = wa.p;
-    /* Generation 0, not the current one: a worker that starts after the
-     * first job was published must still take part, or the caller waits for
-     * its `pending` forever (seen on loaded machines). */
+    /* The generation at creation, not now: a job posted before this thread
+     * got here must still be seen as new. */
     unsigned seen = 0;
     for (;;) {
         int spins = 0;

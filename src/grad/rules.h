@@ -22,6 +22,13 @@ void grad_matmul(tg_graph *g, int id, int gy, int *gx);
 void grad_log_softmax(tg_graph *g, int id, int gy, int *gx);
 void grad_softmax_causal(tg_graph *g, int id, int gy, int *gx);
 void grad_where_causal(tg_graph *g, int id, int gy, int *gx);
+/* issue 3: nn ops (rules_nn.c) */
+void grad_cross_entropy(tg_graph *g, int id, int gy, int *gx);
+void grad_nll_loss(tg_graph *g, int id, int gy, int *gx);
+void grad_norm(tg_graph *g, int id, int gy, int *gx);
+void grad_embedding(tg_graph *g, int id, int gy, int *gx);
+void grad_rope(tg_graph *g, int id, int gy, int *gx);
+void grad_dropout(tg_graph *g, int id, int gy, int *gx);
 
 /* rules_math.c: issue 3 math and shape ops */
 void grad_minmax(tg_graph *g, int id, int gy, int *gx);

@@ -7,22 +7,15 @@
 #define X(k) (g->nodes[id].in[k])
 #define STS(v, k) ir_sum_to_shape(g, v, SHAPE(X(k)), IR_HERE)
 
-static tg_node bw(tg_opcode op, int nin) {
-    tg_node n = {0};
-    n.op = op;
-    n.nin = nin;
-    n.file = __FILE__;
-    n.line = __LINE__;
-    n.param = -1;
-    return n;
-}
+/* A backward node of op `op`, attributed to this file (the rules'). */
+#define bw(op) ir_proto(op, NULL, __FILE__, __LINE__)
 
 /* d min/max: one minmax_grad per operand (ties split evenly), summed back to
  * the operand's shape. The scalar operand of the _s forms is a constant, so
  * its share is dropped by DCE. */
 void grad_minmax(tg_graph *g, int id, int gy, int *gx) {
     for (int side = 0; side < 2; side++) {
-        tg_node n = bw(TG_OP_MINMAX_GRAD, 3);
+        tg_node n = bw(TG_OP_MINMAX_GRAD);
         n.in[0] = X(0);
         n.in[1] = X(1);
         n.in[2] = gy;
@@ -40,7 +33,7 @@ void grad_unary_math(tg_graph *g, int id, int gy, int *gx) {
     const tg_node *f = &g->nodes[id];
     bool from_y = f->op == TG_OP_TANH || f->op == TG_OP_SIGMOID || f->op == TG_OP_SOFTPLUS ||
                   (f->op == TG_OP_LEAKY_RELU && f->fa[0] >= 0.0f);
-    tg_node n = bw(TG_OP_UNARY_GRAD, 2);
+    tg_node n = bw(TG_OP_UNARY_GRAD);
     n.in[0] = from_y ? id : X(0);
     n.in[1] = gy;
     n.ia[0] = f->op;
@@ -52,7 +45,7 @@ void grad_unary_math(tg_graph *g, int id, int gy, int *gx) {
 
 /* softmax: gx = y (gy - sum(gy y)) along the axis, one fused node */
 void grad_softmax(tg_graph *g, int id, int gy, int *gx) {
-    tg_node n = bw(TG_OP_SOFTMAX_GRAD, 2);
+    tg_node n = bw(TG_OP_SOFTMAX_GRAD);
     n.in[0] = id;
     n.in[1] = gy;
     n.ia[0] = g->nodes[id].ia[0];
@@ -61,7 +54,7 @@ void grad_softmax(tg_graph *g, int id, int gy, int *gx) {
 
 /* narrow: gy padded back to the input's shape with zeros */
 void grad_narrow(tg_graph *g, int id, int gy, int *gx) {
-    tg_node n = bw(TG_OP_NARROW_GRAD, 1);
+    tg_node n = bw(TG_OP_NARROW_GRAD);
     n.in[0] = gy;
     n.ia[0] = g->nodes[id].ia[0];
     n.ia[1] = g->nodes[id].ia[1];
@@ -75,7 +68,7 @@ void grad_concat(tg_graph *g, int id, int gy, int *gx) {
     int nin = g->nodes[id].nin;
     for (int k = 0; k < nin; k++) {
         int64_t len = SHAPE(X(k)).d[axis];
-        tg_node n = bw(TG_OP_NARROW, 1);
+        tg_node n = bw(TG_OP_NARROW);
         n.in[0] = gy;
         n.ia[0] = axis;
         n.ia[1] = at;
@@ -87,7 +80,7 @@ void grad_concat(tg_graph *g, int id, int gy, int *gx) {
 
 /* take_along_axis: gy scatter-added into zeros of x's shape; none for idx */
 void grad_take_along_axis(tg_graph *g, int id, int gy, int *gx) {
-    tg_node n = bw(TG_OP_TAKE_ALONG_AXIS_GRAD, 2);
+    tg_node n = bw(TG_OP_TAKE_ALONG_AXIS_GRAD);
     n.in[0] = gy;
     n.in[1] = X(1);
     n.ia[0] = g->nodes[id].ia[0];

@@ -114,6 +114,39 @@ const tg_opinfo tg_ops[TG_OP_COUNT] = {
     [TG_OP_TAKE_ALONG_AXIS_GRAD] = {"take_along_axis_grad", 2, 0, shape_take_along_axis_grad, NULL,
                                     cpu_take_along_axis_grad},
 
+    /* issue 3: nn ops. Attributes:
+     *   cross_entropy, nll_loss   in = (logits or logprobs [..., V], targets i32 [...]) -> f32 [...]
+     *   cross_entropy_grad        in = (logits, targets, gy [...]) -> [..., V]
+     *   nll_loss_grad             in = (targets, gy); ia[0] V
+     *   layer_norm / rms_norm     in = (x, g[, b]); fa[0] eps
+     *   norm_stats                in = (x); fa[0] eps, ia[0] rms -> [..., 2] (mean, rstd; mean 0 for rms)
+     *   norm_dx                   in = (x, g, gy, stats); ia[0] rms
+     *   norm_dgain                in = (x, gy, stats) -> [D]
+     *   embedding                 in = (table [V, D], idx i32 [...]) -> [..., D]
+     *   embedding_grad            in = (idx, gy [..., D]); ia[0] V -> [V, D]
+     *   rope                      in = (x [..., T, D], table [T, D] = cos | sin halves); ia[0] inverse
+     *   dropout                   in = (x, seed); fa[0] p, fa[1] 1/(1-p), ia[7] salt;
+     *                             element e: tg_rng_uniform(seed, salt, e) < p ? 0 : x[e] * fa[1]
+     *   randn                     in = (seed); ia[7] salt; shape from the builder; y[e] = tg_rng_normal(seed, salt, e)
+     *   categorical               in = (logits [..., V], seed); ia[7] salt -> i32 [...]; row r draws
+     *                             u = tg_rng_uniform(seed, salt, r), inverse CDF (cpu_categorical says how)
+     * (seed = the i32 [2] leaf read as low | high << 32) */
+    [TG_OP_CROSS_ENTROPY] = {"cross_entropy", 2, 0, shape_xent, grad_cross_entropy, cpu_cross_entropy},
+    [TG_OP_NLL_LOSS]      = {"nll_loss",      2, 0, shape_xent, grad_nll_loss, cpu_nll_loss},
+    [TG_OP_LAYER_NORM]    = {"layer_norm",    3, TG_OPF_INPLACE, shape_norm, grad_norm, cpu_norm},
+    [TG_OP_RMS_NORM]      = {"rms_norm",      2, TG_OPF_INPLACE, shape_norm, grad_norm, cpu_norm},
+    [TG_OP_EMBEDDING]     = {"embedding",     2, 0, shape_embedding, grad_embedding, cpu_embedding},
+    [TG_OP_ROPE]          = {"rope",          2, TG_OPF_INPLACE, shape_rope, grad_rope, cpu_rope},
+    [TG_OP_DROPOUT]       = {"dropout",       2, TG_OPF_INPLACE, shape_dropout, grad_dropout, cpu_dropout},
+    [TG_OP_RANDN]         = {"randn",         1, 0, shape_randn, NULL, cpu_randn},
+    [TG_OP_CATEGORICAL]   = {"categorical",   2, 0, shape_categorical, NULL, cpu_categorical},
+    [TG_OP_CROSS_ENTROPY_GRAD] = {"cross_entropy_grad", 3, TG_OPF_INPLACE, shape_xent_grad, NULL, cpu_cross_entropy_grad},
+    [TG_OP_NLL_LOSS_GRAD] = {"nll_loss_grad", 2, 0, shape_xent_grad, NULL, cpu_nll_loss_grad},
+    [TG_OP_NORM_STATS]    = {"norm_stats",    1, 0, shape_norm_grad, NULL, cpu_norm_stats},
+    [TG_OP_NORM_DX]       = {"norm_dx",       4, TG_OPF_INPLACE, shape_norm_grad, NULL, cpu_norm_dx},
+    [TG_OP_NORM_DGAIN]    = {"norm_dgain",    3, 0, shape_norm_grad, NULL, cpu_norm_dgain},
+    [TG_OP_EMBEDDING_GRAD] = {"embedding_grad", 2, 0, shape_embedding, NULL, cpu_embedding_grad},
+
     [TG_OP_RELU_GRAD]        = {"relu_grad",        2, EWI, shape_same, NULL, cpu_relu_grad},
     [TG_OP_LOG_SOFTMAX_GRAD] = {"log_softmax_grad", 2, 0, shape_axis_f32, NULL, cpu_log_softmax_grad},
     [TG_OP_SOFTMAX_GRAD]     = {"softmax_grad",     2, 0, shape_axis_f32, NULL, cpu_softmax_grad},

@@ -29,4 +29,15 @@ bool shape_concat(tg_graph *g, tg_node *n);
 bool shape_take_along_axis(tg_graph *g, tg_node *n);
 bool shape_take_along_axis_grad(tg_graph *g, tg_node *n);
 bool shape_minmax_grad(tg_graph *g, tg_node *n);
+
+/* issue 3: nn ops (shape_nn.c) */
+bool shape_xent(tg_graph *g, tg_node *n);
+bool shape_xent_grad(tg_graph *g, tg_node *n);
+bool shape_norm(tg_graph *g, tg_node *n);
+bool shape_norm_grad(tg_graph *g, tg_node *n);
+bool shape_embedding(tg_graph *g, tg_node *n);
+bool shape_rope(tg_graph *g, tg_node *n);
+bool shape_dropout(tg_graph *g, tg_node *n);
+bool shape_randn(tg_graph *g, tg_node *n);
+bool shape_categorical(tg_graph *g, tg_node *n);
 #endif
