@@ -46,7 +46,7 @@ $(BUILD)/tests/%: tests/%.c $(wildcard tests/*.h) $(BUILD)/libtensorgrad.a
 	$(CC) $(TG_CFLAGS) $(CFLAGS) $(LDFLAGS) -Isrc $< $(BUILD)/libtensorgrad.a -o $@ $(LDLIBS)
 
 demo: $(BUILD)/tg
-	$(BUILD)/tg train sin
+	$(BUILD)/tg train addition --checkpoint $(BUILD)/addition.safetensors
 
 test: $(TESTS) $(BUILD)/tg
 	@bash tests/run.sh $(BUILD)

@@ -10,9 +10,11 @@ typedef struct {
     tg_backend backend;
     int threads;
     bool quiet;
+    const char *checkpoint; /* where to save a checkpoint, NULL = the example's default */
 } tg_example_opts;
 
 int example_sin(const tg_example_opts *o);
+int example_addition(const tg_example_opts *o);
 
 /* Helpers shared by the examples (common.c). */
 double ex_now(void);                         /* monotonic seconds */

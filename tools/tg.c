@@ -8,8 +8,11 @@
 static int usage(FILE *f) {
     fprintf(f,
             "usage: tg train <example> [--steps N] [--seed S] [--backend cpu|webgpu] [--threads N] [--quiet]\n"
+            "                          [--checkpoint PATH]\n"
             "examples:\n"
-            "  sin        1-64-64-1 MLP fitting sin(x); ends with 'final loss=<value>'\n");
+            "  addition   3-layer transformer learning 2-digit addition; ends with 'heldout_accuracy=<value>'\n"
+            "  sin        1-64-64-1 MLP fitting sin(x); ends with 'final loss=<value>'\n"
+            "options: --checkpoint PATH  where addition saves its checkpoint (default addition.safetensors)\n");
     return f == stderr ? 2 : 0;
 }
 
@@ -23,6 +26,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--seed") && v) o.seed = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(a, "--threads") && v) o.threads = atoi(argv[++i]);
         else if (!strcmp(a, "--quiet")) o.quiet = true;
+        else if (!strcmp(a, "--checkpoint") && v) o.checkpoint = argv[++i];
         else if (!strcmp(a, "--backend") && v) {
             v = argv[++i];
             if (!strcmp(v, "cpu")) o.backend = TG_BACKEND_CPU;
@@ -38,6 +42,7 @@ int main(int argc, char **argv) {
     }
     const char *ex = argv[2];
     if (!strcmp(ex, "sin")) return example_sin(&o);
+    if (!strcmp(ex, "addition")) return example_addition(&o);
     fprintf(stderr, "tg: unknown example '%s'\n", ex);
     return usage(stderr);
 }
