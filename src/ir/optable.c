@@ -18,26 +18,7 @@
  *   adam_p             fa[0] eps, ia[0] apply weight decay; in[3] = hyper [lr, lrt, shrink]
  *   sgd_v              fa[0] momentum, fa[1] L2 decay; in = (v, g, p, hyper)
  *   sgd_p              fa[0] momentum, fa[1] L2 decay, ia[0] nesterov, ia[1] has momentum;
- *                      in = (p, g, v_new or p, hyper)
- *  issue 3 math and shape ops:
- *   min / max          NumPy broadcasting, f32 or i32; NaN propagates
- *   clamp              fa[0] lo, fa[1] hi: max with lo first, then min with hi
- *   gelu               ia[0] 1 = the tanh approximation, 0 = exact (erf)
- *   leaky_relu         fa[0] alpha: x > 0 ? x : alpha * x
- *   softmax            ia[0] axis
- *   argmax / argmin    ia[0] axis (kept as size 1); i32 out; first index wins ties
- *   stop_gradient      a view of its input with no gradient rule
- *   narrow             ia[0] axis, ia[1] start, ia[2] length
- *   concat             ia[0] axis; nin = 2..TG_MAX_IN inputs (arity is the maximum)
- *   take_along_axis    ia[0] axis; in = (x, idx i32); negative idx counts from the end,
- *                      still out of range reads 0
- *   minmax_grad        in = (a, b, gy); ia[0] TG_OP_MIN or TG_OP_MAX, ia[1] 0/1 = the share
- *                      of a/b: all of gy to the winner, half each at a tie
- *   unary_grad         in = (s, gy); ia[0] the forward op, ia[1] and fa[0..1] its ia[0], fa[0..1];
- *                      s = the forward output for tanh, sigmoid, softplus and leaky_relu with
- *                      alpha >= 0, the forward input otherwise
- *   narrow_grad        ia[0] axis, ia[1] start; the node's shape is the input's (zeros outside)
- *   take_along_axis_grad  ia[0] axis; in = (gy, idx); the node's shape is x's */
+ *                      in = (p, g, v_new or p, hyper) */
 #include "ir.h"
 #include "shape.h"
 #include "../grad/rules.h"
@@ -85,7 +66,25 @@ const tg_opinfo tg_ops[TG_OP_COUNT] = {
     [TG_OP_SOFTMAX_CAUSAL] = {"softmax_causal", 1, 0, shape_causal, grad_softmax_causal, cpu_softmax_causal},
     [TG_OP_WHERE_CAUSAL]   = {"where_causal",   1, TG_OPF_INPLACE, shape_causal, grad_where_causal, cpu_where_causal},
 
-    /* issue 3: math and shape ops */
+    /* issue 3: math and shape ops. Attributes:
+     *   min / max            NumPy broadcasting, f32 or i32; NaN propagates
+     *   clamp                fa[0] lo, fa[1] hi: max with lo first, then min with hi
+     *   gelu                 ia[0] 1 = the tanh approximation, 0 = exact (erf)
+     *   leaky_relu           fa[0] alpha: x > 0 ? x : alpha * x
+     *   softmax              ia[0] axis
+     *   argmax / argmin      ia[0] axis (kept as size 1); i32 out; the first index wins ties, NaN is extreme
+     *   stop_gradient        a view of its input with no gradient rule
+     *   narrow               ia[0] axis, ia[1] start, ia[2] length
+     *   concat               ia[0] axis; nin = 2..TG_MAX_IN inputs (arity is the maximum)
+     *   take_along_axis      in = (x, idx i32); ia[0] axis; a negative idx counts from the end,
+     *                        one still out of range reads 0
+     *   minmax_grad          in = (a, b, gy); ia[0] TG_OP_MIN or TG_OP_MAX, ia[1] 0/1 = the share
+     *                        of a/b: all of gy to the winner, half each at a tie
+     *   unary_grad           in = (s, gy); ia[0] the forward op, ia[1] and fa[0..1] its ia[0], fa[0..1];
+     *                        s = the forward output for tanh, sigmoid, softplus and leaky_relu with
+     *                        alpha >= 0, the forward input otherwise
+     *   narrow_grad          ia[0] axis, ia[1] start; the node's shape is the input's (zeros outside)
+     *   take_along_axis_grad in = (gy, idx); ia[0] axis; the node's shape is x's */
     [TG_OP_MIN]        = {"min",        2, EWI, shape_binary, grad_minmax, cpu_minmax},
     [TG_OP_MAX]        = {"max",        2, EWI, shape_binary, grad_minmax, cpu_minmax},
     [TG_OP_CLAMP]      = {"clamp",      1, EWI, shape_unary_num, grad_unary_math, cpu_unary_math},
