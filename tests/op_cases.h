@@ -152,6 +152,11 @@ CASE_FN(c_take_mid) {
     static const float idx[] = {1, 0, 2, 2, 0, 1, 1, 1, 0, 2, 2, 0};
     return tg_take_along_axis(x[0], case_i32(g, S(2, 3, 2), idx), 1);
 }
+CASE_FN(c_softmax_axis2) { (void)g; return tg_softmax(x[0], 2); }
+CASE_FN(c_unary_mix) {
+    (void)g;
+    return tg_add(tg_mul(tg_tanh(x[0]), tg_sigmoid(x[0])), tg_mul(tg_erf(x[0]), tg_softplus(tg_sin(x[0]))));
+}
 /* a small MLP with the new activations, to check they compose */
 CASE_FN(c_mlp_gelu) {
     (void)g;
@@ -304,6 +309,12 @@ static const op_case op_cases[] = {
     {"take_along_first", 1, {S(4, 3)}, -1, 1, 0, c_take_first, false},
     {"take_along_mid", 1, {S(2, 3, 2)}, -1, 1, 0, c_take_mid, false},
     {"mlp_gelu_silu_softmax", 3, {S(4, 5), S(5, 6), S(6)}, -1, 1, 0, c_mlp_gelu, false},
+    {"max_scalar_operand", 2, {S(5, 3), TG_SCALAR}, -1, 1, 0.05f, c_max_bcast, false},
+    {"min_3d_row", 2, {S(2, 3, 17), S(17)}, -1, 1, 0.05f, c_min_bcast, false},
+    {"unary_mix_scalar", 1, {TG_SCALAR}, -2, 2, 0, c_unary_mix, false},
+    {"unary_mix_3d", 1, {S(2, 3, 5)}, -2, 2, 0, c_unary_mix, false},
+    {"gelu_3d", 1, {S(3, 2, 7)}, -3, 3, 0, c_gelu, false},
+    {"softmax_4d_axis2", 1, {S(2, 3, 4, 5)}, -2, 2, 0, c_softmax_axis2, false},
 
     /* issue 3: nn ops */
     {"cross_entropy_mean", 1, {S(6, 5)}, -2, 2, 0, c_xent_mean, false},
