@@ -37,6 +37,19 @@ TG_CPU_KERNEL(cpu_adam_p);
 TG_CPU_KERNEL(cpu_sgd_v);
 TG_CPU_KERNEL(cpu_sgd_p);
 
+/* kernels_math.c: issue 3 math and shape ops */
+TG_CPU_KERNEL(cpu_minmax);
+TG_CPU_KERNEL(cpu_unary_math);
+TG_CPU_KERNEL(cpu_unary_grad);
+TG_CPU_KERNEL(cpu_minmax_grad);
+TG_CPU_KERNEL(cpu_softmax);
+TG_CPU_KERNEL(cpu_argmax);
+TG_CPU_KERNEL(cpu_narrow);
+TG_CPU_KERNEL(cpu_narrow_grad);
+TG_CPU_KERNEL(cpu_concat);
+TG_CPU_KERNEL(cpu_take_along_axis);
+TG_CPU_KERNEL(cpu_take_along_axis_grad);
+
 /* kernels_nn.c (issue 3): losses, norms, embedding, rope, random ops */
 TG_CPU_KERNEL(cpu_cross_entropy);
 TG_CPU_KERNEL(cpu_cross_entropy_grad);
