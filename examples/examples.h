@@ -15,10 +15,14 @@ typedef struct {
 
 int example_sin(const tg_example_opts *o);
 int example_addition(const tg_example_opts *o);
+int example_names(const tg_example_opts *o);
 
 /* Helpers shared by the examples (common.c). */
 double ex_now(void);                         /* monotonic seconds */
 uint64_t ex_rand(uint64_t *state);           /* 31 random bits */
 float ex_uniform(uint64_t *state);           /* [0, 1) */
+/* The path of an example data set ("words", "digits"), fetched by
+ * scripts/fetch-data.sh when missing. False if it cannot be had. */
+bool ex_data_path(const char *what, char *out, size_t n);
 #define EX_PI 3.14159265358979323846
 #endif

@@ -15,6 +15,7 @@ static int usage(FILE *f) {
             "       tg devices       list the CPU and the WebGPU adapter\n"
             "examples:\n"
             "  addition   3-layer transformer learning 2-digit addition; ends with 'heldout_accuracy=<value>'\n"
+            "  names      character-level transformer over Debian's word list; ends with 'val_loss=<value>'\n"
             "  sin        1-64-64-1 MLP fitting sin(x); ends with 'final loss=<value>'\n"
             "options: --checkpoint PATH  where addition saves its checkpoint (default addition.safetensors)\n");
     return f == stderr ? 2 : 0;
@@ -87,6 +88,7 @@ int main(int argc, char **argv) {
     const char *ex = argv[2];
     if (!strcmp(ex, "sin")) return example_sin(&o);
     if (!strcmp(ex, "addition")) return example_addition(&o);
+    if (!strcmp(ex, "names")) return example_names(&o);
     fprintf(stderr, "tg: unknown example '%s'\n", ex);
     return usage(stderr);
 }

@@ -30,6 +30,14 @@ void grad_embedding(tg_graph *g, int id, int gy, int *gx);
 void grad_rope(tg_graph *g, int id, int gy, int *gx);
 void grad_dropout(tg_graph *g, int id, int gy, int *gx);
 
+/* rules_math.c: issue 3 math and shape ops */
+void grad_minmax(tg_graph *g, int id, int gy, int *gx);
+void grad_unary_math(tg_graph *g, int id, int gy, int *gx);
+void grad_softmax(tg_graph *g, int id, int gy, int *gx);
+void grad_narrow(tg_graph *g, int id, int gy, int *gx);
+void grad_concat(tg_graph *g, int id, int gy, int *gx);
+void grad_take_along_axis(tg_graph *g, int id, int gy, int *gx);
+
 /* Appends the backward pass of scalar `loss` to g. param_grad[p] receives
  * the node holding d loss / d param p (-1 if p is frozen or unused). */
 tg_status grad_append(tg_graph *g, int loss, int *param_grad);

@@ -66,6 +66,53 @@ const tg_opinfo tg_ops[TG_OP_COUNT] = {
     [TG_OP_SOFTMAX_CAUSAL] = {"softmax_causal", 1, 0, shape_causal, grad_softmax_causal, cpu_softmax_causal},
     [TG_OP_WHERE_CAUSAL]   = {"where_causal",   1, TG_OPF_INPLACE, shape_causal, grad_where_causal, cpu_where_causal},
 
+    /* issue 3: math and shape ops. Attributes:
+     *   min / max            NumPy broadcasting, f32 or i32; NaN propagates
+     *   clamp                fa[0] lo, fa[1] hi: max with lo first, then min with hi
+     *   gelu                 ia[0] 1 = the tanh approximation, 0 = exact (erf)
+     *   leaky_relu           fa[0] alpha: x > 0 ? x : alpha * x
+     *   softmax              ia[0] axis
+     *   argmax / argmin      ia[0] axis (kept as size 1); i32 out; the first index wins ties, NaN is extreme
+     *   stop_gradient        a view of its input with no gradient rule
+     *   narrow               ia[0] axis, ia[1] start, ia[2] length
+     *   concat               ia[0] axis; nin = 2..TG_MAX_IN inputs (arity is the maximum)
+     *   take_along_axis      in = (x, idx i32); ia[0] axis; a negative idx counts from the end,
+     *                        one still out of range reads 0
+     *   minmax_grad          in = (a, b, gy); ia[0] TG_OP_MIN or TG_OP_MAX, ia[1] 0/1 = the share
+     *                        of a/b: all of gy to the winner, half each at a tie
+     *   unary_grad           in = (s, gy); ia[0] the forward op, ia[1] and fa[0..1] its ia[0], fa[0..1];
+     *                        s = the forward output for tanh, sigmoid, softplus and leaky_relu with
+     *                        alpha >= 0, the forward input otherwise
+     *   narrow_grad          ia[0] axis, ia[1] start; the node's shape is the input's (zeros outside)
+     *   take_along_axis_grad in = (gy, idx); ia[0] axis; the node's shape is x's */
+    [TG_OP_MIN]        = {"min",        2, EWI, shape_binary, grad_minmax, cpu_minmax},
+    [TG_OP_MAX]        = {"max",        2, EWI, shape_binary, grad_minmax, cpu_minmax},
+    [TG_OP_CLAMP]      = {"clamp",      1, EWI, shape_unary_num, grad_unary_math, cpu_unary_math},
+    [TG_OP_ABS]        = {"abs",        1, EWI, shape_unary_num, grad_unary_math, cpu_unary_math},
+    [TG_OP_SQUARE]     = {"square",     1, EWI, shape_unary_num, grad_unary_math, cpu_unary_math},
+    [TG_OP_SIN]        = {"sin",        1, EWI, shape_unary_f32, grad_unary_math, cpu_unary_math},
+    [TG_OP_COS]        = {"cos",        1, EWI, shape_unary_f32, grad_unary_math, cpu_unary_math},
+    [TG_OP_TANH]       = {"tanh",       1, EWI, shape_unary_f32, grad_unary_math, cpu_unary_math},
+    [TG_OP_SIGMOID]    = {"sigmoid",    1, EWI, shape_unary_f32, grad_unary_math, cpu_unary_math},
+    [TG_OP_ERF]        = {"erf",        1, EWI, shape_unary_f32, grad_unary_math, cpu_unary_math},
+    [TG_OP_GELU]       = {"gelu",       1, EWI, shape_unary_f32, grad_unary_math, cpu_unary_math},
+    [TG_OP_SILU]       = {"silu",       1, EWI, shape_unary_f32, grad_unary_math, cpu_unary_math},
+    [TG_OP_SOFTPLUS]   = {"softplus",   1, EWI, shape_unary_f32, grad_unary_math, cpu_unary_math},
+    [TG_OP_LEAKY_RELU] = {"leaky_relu", 1, EWI, shape_unary_f32, grad_unary_math, cpu_unary_math},
+    [TG_OP_SOFTMAX]    = {"softmax",    1, TG_OPF_INPLACE, shape_axis_f32, grad_softmax, cpu_softmax},
+    [TG_OP_ARGMAX]     = {"argmax",     1, 0, shape_arg, NULL, cpu_argmax},
+    [TG_OP_ARGMIN]     = {"argmin",     1, 0, shape_arg, NULL, cpu_argmax},
+    [TG_OP_STOP_GRADIENT] = {"stop_gradient", 1, TG_OPF_VIEW, shape_identity, NULL, NULL},
+    [TG_OP_NARROW]     = {"narrow",     1, 0, shape_narrow, grad_narrow, cpu_narrow},
+    [TG_OP_CONCAT]     = {"concat",     TG_MAX_IN, 0, shape_concat, grad_concat, cpu_concat},
+    [TG_OP_TAKE_ALONG_AXIS] = {"take_along_axis", 2, 0, shape_take_along_axis, grad_take_along_axis,
+                               cpu_take_along_axis},
+    [TG_OP_MINMAX_GRAD] = {"minmax_grad", 3, EWI, shape_minmax_grad, NULL, cpu_minmax_grad},
+    [TG_OP_UNARY_GRAD]  = {"unary_grad",  2, EWI, shape_same, NULL, cpu_unary_grad},
+    [TG_OP_NARROW_GRAD] = {"narrow_grad", 1, 0, shape_narrow_grad, NULL, cpu_narrow_grad},
+    [TG_OP_TAKE_ALONG_AXIS_GRAD] = {"take_along_axis_grad", 2, 0, shape_take_along_axis_grad, NULL,
+                                    cpu_take_along_axis_grad},
+
     /* issue 3: nn ops. Attributes:
      *   cross_entropy, nll_loss   in = (logits or logprobs [..., V], targets i32 [...]) -> f32 [...]
      *   cross_entropy_grad        in = (logits, targets, gy [...]) -> [..., V]

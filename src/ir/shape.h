@@ -18,6 +18,18 @@ bool shape_matmul(tg_graph *g, tg_node *n);
 bool shape_one_hot(tg_graph *g, tg_node *n);
 bool shape_axis_f32(tg_graph *g, tg_node *n);
 bool shape_causal(tg_graph *g, tg_node *n);
+
+/* shape_math.c: issue 3 math and shape ops */
+bool shape_unary_num(tg_graph *g, tg_node *n);
+bool shape_identity(tg_graph *g, tg_node *n);
+bool shape_arg(tg_graph *g, tg_node *n);
+bool shape_narrow(tg_graph *g, tg_node *n);
+bool shape_narrow_grad(tg_graph *g, tg_node *n);
+bool shape_concat(tg_graph *g, tg_node *n);
+bool shape_take_along_axis(tg_graph *g, tg_node *n);
+bool shape_take_along_axis_grad(tg_graph *g, tg_node *n);
+bool shape_minmax_grad(tg_graph *g, tg_node *n);
+
 /* issue 3: nn ops (shape_nn.c) */
 bool shape_xent(tg_graph *g, tg_node *n);
 bool shape_xent_grad(tg_graph *g, tg_node *n);
