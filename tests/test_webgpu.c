@@ -136,6 +136,34 @@ static tg_tensor b_categorical(tg_graph *g, const tg_tensor *p, const tg_tensor 
     return tg_categorical(tg_mul_s(p[0], 3.0f));
 }
 
+/* The math family over wide input ranges: sin/cos beyond one period, the
+ * saturating tails of tanh, sigmoid, softplus, erf and gelu. */
+static tg_tensor b_sincos(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
+    tg_tensor x = tg_mul_s(p[0], 40.0f);
+    return tg_add(tg_sin(x), tg_mul(tg_cos(x), p[1]));
+}
+static tg_tensor b_sat(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
+    tg_tensor x = tg_mul_s(p[0], 15.0f);
+    return tg_add(tg_add(tg_tanh(x), tg_sigmoid(x)), tg_add(tg_mul_s(tg_softplus(x), 0.1f), tg_mul_s(tg_silu(x), 0.1f)));
+}
+static tg_tensor b_erf_gelu(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
+    tg_tensor x = tg_mul_s(p[0], 4.0f);
+    return tg_add(tg_add(tg_erf(x), tg_gelu(x)), tg_gelu_tanh(x));
+}
+static tg_tensor b_piecewise(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
+    tg_tensor a = tg_add(tg_clamp(p[0], -0.5f, 0.7f), tg_leaky_relu(p[0], 0.1f));
+    return tg_add(a, tg_add(tg_abs(p[1]), tg_square(p[1])));
+}
+static tg_tensor b_int_math(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
+    return tg_add(tg_add(tg_abs(i[0]), tg_square(i[0])), tg_clamp(i[0], -2.5f, 3e9f));
+}
+static tg_tensor b_minmax_nan(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
+    return tg_add(tg_max(tg_sqrt(p[0]), p[1]), tg_min(p[1], tg_mul_s(p[0], 0.5f))); /* sqrt(< 0) is NaN */
+}
+static tg_tensor b_argmax_ties(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
+    return tg_argmax(tg_cast(tg_cast(tg_mul_s(p[0], 1.5f), TG_I32), TG_F32), 1, false);
+}
+
 static const par_case cases[] = {
     {"add broadcast [7,13]+[13]", PRM(S(7, 13), S(13)), P_NONE, 0, 1, b_add, 0},
     {"add broadcast 3-d", PRM(S(5, 1, 9), S(1, 4, 1)), P_NONE, 0, 1, b_add, 0},
@@ -203,6 +231,13 @@ static const par_case cases[] = {
     {"attention chain", PRM(S(2, 8, 16), S(2, 8, 16), S(2, 8, 16)), P_NONE, 0, 1, b_attn, 1e-4f},
     {"mse", PRM(S(33, 4), S(33, 4)), P_NONE, 0, 1, b_mse, 1e-4f},
     {"arange, constant, full", PRM(S(5)), P_NONE, 0, 1, b_consts, 0},
+    {"sin, cos over |x| < 150", PRM(S(30, 33), S(30, 33)), P_NONE, 0, 1, b_sincos, 1e-5f},
+    {"tanh, sigmoid, softplus, silu tails", PRM(S(500)), P_NONE, 0, 1, b_sat, 1e-5f},
+    {"erf, gelu, gelu_tanh tails", PRM(S(500)), P_NONE, 0, 1, b_erf_gelu, 1e-5f},
+    {"clamp, leaky_relu, abs, square", PRM(S(300), S(300)), P_NONE, 0, 1, b_piecewise, 0},
+    {"i32 abs, square, clamp", P_NONE, {S(70), P_END}, -60000, 60000, b_int_math, 0},
+    {"min, max with NaN", PRM(S(9, 20), S(20)), P_NONE, 0, 1, b_minmax_nan, 0},
+    {"argmax with ties", PRM(S(10, 40, 3)), P_NONE, 0, 1, b_argmax_ties, 0},
     {"cross_entropy, 300 classes", PRM(S(9, 300)), {S(9), P_END}, -1, 302, b_xent, 1e-4f},
     {"cross_entropy mean, 40 rows", PRM(S(40, 50)), {S(40), P_END}, 0, 50, b_xent_mean, 1e-4f},
     {"nll_loss, 70 classes", PRM(S(6, 70)), {S(6), P_END}, -2, 70, b_nll, 1e-4f},

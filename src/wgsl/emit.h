@@ -91,7 +91,7 @@ void wk_rows_once(wk_rows *L);
  * output element c < C: 32 columns per workgroup, 8 row sets each. */
 bool wk_colsum(wk *k, int64_t R, int64_t C, const char *expr, const char *type);
 
-/* Emitters (ops_ew.c, ops_reduce.c, ops_matmul.c, ops_nn.c). */
+/* Emitters (ops_ew.c, ops_reduce.c, ops_matmul.c, ops_math.c, ops_nn.c). */
 bool wgsl_const(wk *k);
 bool wgsl_arange(wk *k);
 bool wgsl_binary(wk *k);
@@ -107,6 +107,17 @@ bool wgsl_sum(wk *k);
 bool wgsl_softmax_lines(wk *k); /* log_softmax, log_softmax_grad, softmax_grad */
 bool wgsl_softmax_causal(wk *k);
 bool wgsl_matmul(wk *k);
+bool wgsl_unary_math(wk *k); /* abs square sin cos tanh sigmoid erf gelu silu softplus leaky_relu clamp */
+bool wgsl_unary_grad(wk *k);
+bool wgsl_minmax(wk *k);
+bool wgsl_minmax_grad(wk *k);
+bool wgsl_softmax(wk *k);
+bool wgsl_argmax(wk *k); /* argmax, argmin */
+bool wgsl_narrow(wk *k);
+bool wgsl_narrow_grad(wk *k);
+bool wgsl_concat(wk *k);
+bool wgsl_take_along_axis(wk *k);
+bool wgsl_take_along_axis_grad(wk *k);
 bool wgsl_cross_entropy(wk *k);
 bool wgsl_cross_entropy_grad(wk *k);
 bool wgsl_nll_loss(wk *k);
