@@ -154,14 +154,18 @@ static void check_pytorch(const tg_safetensors *f, tg_backend be) {
     tg_model_free(m);
 }
 
-/* 50 training steps (AdamW, linear LR decay, clipping: the addition recipe)
- * from the fixture's weights on the fixture's batch, on the CPU and on
- * WebGPU: every step's loss must agree to 1e-4 relative. */
+/* 50 training steps (AdamW, linear LR decay, clipping: the addition recipe
+ * at a fifth of its peak LR) from the fixture's weights on the fixture's
+ * batch, on the CPU and on WebGPU: every step's loss must agree to 1e-4
+ * relative. At the recipe's 5e-3 the run memorizes this one batch of 16
+ * through a chaotic stretch where the backends' 1e-7 float differences grow
+ * to 5e-3 within ten steps; at 1e-3 it still drives the loss from 4.3 to
+ * 6e-4 and they stay within 1e-5. */
 static void check_training(const tg_safetensors *f) {
     enum { STEPS = 50 };
     float losses[2][STEPS];
     int64_t B = need(f, "input.tokens")->shape.d[0];
-    tg_optim o = tg_adamw(tg_lr_linear(5e-3f, 5e-4f, STEPS), 0.01f);
+    tg_optim o = tg_adamw(tg_lr_linear(1e-3f, 1e-4f, STEPS), 0.01f);
     o.clip_grad_norm = 1.0f;
     for (int k = 0; k < 2; k++) {
         tg_model *m = tg_model_new();
