@@ -7,7 +7,6 @@
 
 #include "engine.h"
 #include "build/model.h"
-#include "webgpu/webgpu.h"
 
 #include "session.h"
 

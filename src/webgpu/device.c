@@ -140,6 +140,11 @@ static void prepare_vulkan(void) {
     }
 }
 
+/* The other names are tried as the usual places a WebGPU library lives, but
+ * only the Dawn build of wg_api.h is verified: another implementation with
+ * different enum values fails the adapter or device request with an error.
+ * (Our instance descriptor reads, in the standard layout, as no features and
+ * no limits, so even that first call is safe.) */
 static bool load_library(wgpu_ctx *c, char *why, size_t n) {
     const char *env = getenv("TG_WEBGPU_LIB");
     const char *fetched = TG_DEPS_DIR "/webgpu/libwebgpu_wrapper.so";

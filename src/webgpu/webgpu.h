@@ -62,8 +62,6 @@ wg_bgl wgpu_bgl(wgpu_ctx *c, int n_bindings);
  * first `bytes` to dst. */
 tg_status wgpu_map_read(wgpu_ctx *c, wg_buffer staging, void *dst, size_t bytes);
 
-tg_status wgpu_engine_new(int64_t params_bytes, tg_engine **out);
-
 /* Test hooks (tests/test_webgpu.c). */
 /* Compiles `src` (entry point "main") into a pipeline; errors as above. */
 tg_status wgpu_test_compile(const char *src);
