@@ -14,5 +14,12 @@ check() { # name, command... : the command must exit 0
 check sin "$tg" train sin --quiet
 out=$("$tg" train sin --steps 300 --quiet)
 case "$out" in *"final loss="*) pass=$((pass + 1)) ;; *) fail=$((fail + 1)); echo "FAIL sin: no 'final loss=' line" ;; esac
+# The same through --backend webgpu when there is an adapter (test_webgpu
+# fails CI when there is none): the sin MLP reaches its target there too.
+if "$tg" devices | grep -q '^webgpu .*(vulkan\|^webgpu .*(metal\|^webgpu .*(d3d12'; then
+    check "sin on webgpu" "$tg" train sin --backend webgpu --quiet
+else
+    echo "test_examples: webgpu run skipped: $("$tg" devices | grep '^webgpu')"
+fi
 echo "test_examples: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
