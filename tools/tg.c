@@ -11,13 +11,15 @@
 static int usage(FILE *f) {
     fprintf(f,
             "usage: tg train <example> [--steps N] [--seed S] [--backend cpu|webgpu] [--threads N] [--quiet]\n"
-            "                          [--checkpoint PATH]\n"
+            "                          [--checkpoint PATH] [--bench N]\n"
             "       tg devices       list the CPU and the WebGPU adapter\n"
             "examples:\n"
             "  addition   3-layer transformer learning 2-digit addition; ends with 'heldout_accuracy=<value>'\n"
+            "  gpt_small  the 10.8M-param GPT of the benchmarks (V=65, D=384, 6 layers, T=256, B=64); for a GPU\n"
             "  names      character-level transformer over Debian's word list; ends with 'val_loss=<value>'\n"
             "  sin        1-64-64-1 MLP fitting sin(x); ends with 'final loss=<value>'\n"
-            "options: --checkpoint PATH  where addition saves its checkpoint (default addition.safetensors)\n");
+            "options: --checkpoint PATH  where addition saves its checkpoint (default addition.safetensors)\n"
+            "         --bench N          time N steps on one fixed batch (after warm-up), print one JSON line\n");
     return f == stderr ? 2 : 0;
 }
 
@@ -72,6 +74,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--threads") && v) o.threads = atoi(argv[++i]);
         else if (!strcmp(a, "--quiet")) o.quiet = true;
         else if (!strcmp(a, "--checkpoint") && v) o.checkpoint = argv[++i];
+        else if (!strcmp(a, "--bench") && v) o.bench = atoi(argv[++i]);
         else if (!strcmp(a, "--backend") && v) {
             v = argv[++i];
             if (!strcmp(v, "cpu")) o.backend = TG_BACKEND_CPU;
@@ -89,6 +92,7 @@ int main(int argc, char **argv) {
     if (!strcmp(ex, "sin")) return example_sin(&o);
     if (!strcmp(ex, "addition")) return example_addition(&o);
     if (!strcmp(ex, "names")) return example_names(&o);
+    if (!strcmp(ex, "gpt_small")) return example_gpt_small(&o);
     fprintf(stderr, "tg: unknown example '%s'\n", ex);
     return usage(stderr);
 }
