@@ -110,7 +110,29 @@ bool wk_main(wk *k, int64_t groups, uint32_t wg) {
 
 #define FLAT_WG 256u
 
+void wk_helper(wk *k, unsigned id, const char *text) {
+    unsigned *h = k->helpers ? k->helpers : &k->own_helpers;
+    if (*h & (1u << id)) return;
+    *h |= 1u << id;
+    wsb_printf(&k->s, "%s", text);
+}
+
+void wk_names_default(wk *k) {
+    for (int j = 0; j < TG_MAX_IN; j++) snprintf(k->ld[j], sizeof k->ld[j], "ld%d", j);
+    snprintf(k->stn, sizeof k->stn, "st");
+    k->pfx[0] = 0;
+    k->fn_name = NULL;
+}
+
 bool wk_flat(wk *k, int64_t n) {
+    if (k->fn_name) {
+        /* The store of the node's own emitter lands in a private variable
+         * that the function returns: emitters may store from any branch. */
+        const char *t = wk_type(k->n->dtype);
+        wsb_printf(&k->s, "var<private> %s_r: %s;\nfn %s(i: u32, v: %s) { %s_r = v; }\nfn %s(i: u32) -> %s {\n",
+                   k->fn_name, t, k->stn, t, k->fn_name, k->fn_name, t);
+        return true;
+    }
     k->spec->threads = n;
     if (!wk_main(k, (n + FLAT_WG - 1) / FLAT_WG, FLAT_WG)) return false;
     wsb_printf(&k->s, "    let i = gid * %uu + lid;\n    if (i >= %lluu) { return; }\n", FLAT_WG,
@@ -118,7 +140,10 @@ bool wk_flat(wk *k, int64_t n) {
     return true;
 }
 
-void wk_end(wk *k) { wsb_printf(&k->s, "}\n"); }
+void wk_end(wk *k) {
+    if (k->fn_name) wsb_printf(&k->s, "    return %s_r;\n", k->fn_name);
+    wsb_printf(&k->s, "}\n");
+}
 
 void wk_index_fn(wk *k, const char *name, int nd, const int64_t *d, const int64_t *st) {
     wsb_printf(&k->s, "fn %s(i: u32) -> u32 {\n    var r = i;\n    var o = 0u;\n", name);
@@ -130,7 +155,7 @@ void wk_index_fn(wk *k, const char *name, int nd, const int64_t *d, const int64_
     wsb_printf(&k->s, "    return o;\n}\n");
 }
 
-void wk_bcast_maps(wk *k, int nin, char expr[][16]) {
+void wk_bcast_maps(wk *k, int nin, char expr[][WK_EXPR]) {
     int64_t st[TG_MAX_IN][TG_MAX_DIMS];
     for (int i = 0; i < nin; i++) shape_bcast_strides(wk_in(k, i)->shape, k->n->shape, st[i]);
     tg_iter it;
@@ -141,33 +166,34 @@ void wk_bcast_maps(wk *k, int nin, char expr[][16]) {
             same &= it.st[i + 1][a] == it.st[0][a];
             zero &= it.st[i + 1][a] == 0;
         }
-        if (same) snprintf(expr[i], 16, "i");
-        else if (zero) snprintf(expr[i], 16, "0u");
+        if (same) snprintf(expr[i], WK_EXPR, "i");
+        else if (zero) snprintf(expr[i], WK_EXPR, "0u");
         else {
-            char name[16];
-            snprintf(name, sizeof name, "map%d", i);
+            char name[32];
+            snprintf(name, sizeof name, "%smap%d", k->pfx, i);
             wk_index_fn(k, name, it.nd, it.d, it.st[i + 1]);
-            snprintf(expr[i], 16, "map%d(i)", i);
+            snprintf(expr[i], WK_EXPR, "%s(i)", name);
         }
     }
 }
 
 /* ---- bindings ---- */
 
-/* Operand o: 0 = the output, k+1 = input k. */
-static int operand_node(const tg_node *n, int id, int o) { return o == 0 ? id : n->in[o - 1]; }
-
-static bool bind_operands(wk *k, int *bind_of, int64_t *elem_off) {
+/* Binds operand nodes[0..n) as storage buffers: ranges of one arena that
+ * overlap share one binding (their union, see wgsl.h). Sets bind_of[o] and
+ * elem_off[o] (the operand's first element within its binding). */
+static bool bind_nodes(wk *k, const int *nodes, int n, int *bind_of, int64_t *elem_off) {
     tg_kernel_spec *sp = k->spec;
-    int nops = 1 + k->n->nin;
-    for (int o = 0; o < nops; o++) {
-        const tg_slot *s = &k->plan->slot[operand_node(k->n, k->id, o)];
+    for (int o = 0; o < n; o++) {
+        const tg_slot *s = &k->plan->slot[nodes[o]];
         int64_t lo = s->offset, hi = s->offset + s->bytes;
         int b = -1;
         for (int j = 0; j < sp->n_bindings && b < 0; j++)
             if (sp->bind[j].arena == s->arena && lo < sp->bind[j].offset + sp->bind[j].size && sp->bind[j].offset < hi)
                 b = j;
         if (b < 0) {
+            if (sp->n_bindings == TG_WGSL_MAX_BINDINGS)
+                return wk_fail(k, TG_ERR_LIMIT, "needs over %d storage buffers", TG_WGSL_MAX_BINDINGS);
             b = sp->n_bindings++;
             sp->bind[b] = (tg_wgsl_binding){s->arena, lo, hi - lo};
         } else {
@@ -189,16 +215,13 @@ static bool bind_operands(wk *k, int *bind_of, int64_t *elem_off) {
                 int64_t lo = x->offset < y->offset ? x->offset : y->offset;
                 int64_t hi = x->offset + x->size > y->offset + y->size ? x->offset + x->size : y->offset + y->size;
                 *x = (tg_wgsl_binding){x->arena, lo, hi - lo};
-                for (int o = 0; o < nops; o++) bind_of[o] = bind_of[o] == c ? a : bind_of[o] > c ? bind_of[o] - 1 : bind_of[o];
+                for (int o = 0; o < n; o++) bind_of[o] = bind_of[o] == c ? a : bind_of[o] > c ? bind_of[o] - 1 : bind_of[o];
                 memmove(y, y + 1, sizeof *y * (size_t)(sp->n_bindings - c - 1));
                 sp->n_bindings--;
                 again = true;
             }
     }
-    for (int o = 0; o < nops; o++) {
-        const tg_slot *s = &k->plan->slot[operand_node(k->n, k->id, o)];
-        elem_off[o] = (s->offset - sp->bind[bind_of[o]].offset) / 4;
-    }
+    for (int o = 0; o < n; o++) elem_off[o] = (k->plan->slot[nodes[o]].offset - sp->bind[bind_of[o]].offset) / 4;
     /* Limits: binding count, binding size (named by its largest operand), alignment. */
     if ((uint32_t)sp->n_bindings > k->lim->max_storage_buffers_per_stage)
         return wk_fail(k, TG_ERR_LIMIT, "needs %d storage buffers, over maxStorageBuffersPerShaderStage %u",
@@ -208,10 +231,8 @@ static bool bind_operands(wk *k, int *bind_of, int64_t *elem_off) {
             sp->bind[b].offset % k->lim->min_storage_buffer_offset_alignment == 0)
             continue;
         int big = -1;
-        for (int o = 0; o < nops; o++)
-            if (bind_of[o] == b &&
-                (big < 0 || k->plan->slot[operand_node(k->n, k->id, o)].bytes > k->plan->slot[big].bytes))
-                big = operand_node(k->n, k->id, o);
+        for (int o = 0; o < n; o++)
+            if (bind_of[o] == b && (big < 0 || k->plan->slot[nodes[o]].bytes > k->plan->slot[big].bytes)) big = nodes[o];
         char who[160];
         node_desc(k->g, big, who, sizeof who);
         if (sp->bind[b].offset % k->lim->min_storage_buffer_offset_alignment)
@@ -223,38 +244,180 @@ static bool bind_operands(wk *k, int *bind_of, int64_t *elem_off) {
     return true;
 }
 
-static void prelude(wk *k, const int *bind_of, const int64_t *elem_off) {
-    /* A function, not a bare bitcast: WGSL rejects a constant expression
-     * whose value is inf or nan, and user functions are never constant. */
-    wsb_printf(&k->s, "fn f32_bits(b: u32) -> f32 { return bitcast<f32>(b); }\n");
-    for (int b = 0; b < k->spec->n_bindings; b++)
-        wsb_printf(&k->s, "@group(0) @binding(%d) var<storage, read_write> b%d: array<u32>;\n", b, b);
-    for (int o = 0; o <= k->n->nin; o++) {
-        const char *t = wk_type(k->g->nodes[operand_node(k->n, k->id, o)].dtype);
-        char at[48];
-        if (elem_off[o]) snprintf(at, sizeof at, "b%d[%lldu + i]", bind_of[o], (long long)elem_off[o]);
-        else snprintf(at, sizeof at, "b%d[i]", bind_of[o]);
-        if (o == 0) {
-            wsb_printf(&k->s, "fn st(i: u32, v: %s) { %s = bitcast<u32>(v); }\n", t, at);
-            wsb_printf(&k->s, "fn ldo(i: u32) -> %s { return bitcast<%s>(%s); }\n", t, t, at);
-        } else {
-            wsb_printf(&k->s, "fn ld%d(i: u32) -> %s { return bitcast<%s>(%s); }\n", o - 1, t, t, at);
+int tg_wgsl_count_bindings(const tg_plan *plan, const int *nodes, int n) {
+    tg_wgsl_binding b[64];
+    int nb = 0;
+    for (int o = 0; o < n; o++) {
+        const tg_slot *s = &plan->slot[nodes[o]];
+        int64_t lo = s->offset, hi = s->offset + s->bytes;
+        for (bool merged = true; merged;) { /* absorb every binding the range touches */
+            merged = false;
+            for (int j = 0; j < nb; j++)
+                if (b[j].arena == s->arena && lo < b[j].offset + b[j].size && b[j].offset < hi) {
+                    if (b[j].offset < lo) lo = b[j].offset;
+                    if (b[j].offset + b[j].size > hi) hi = b[j].offset + b[j].size;
+                    b[j] = b[--nb];
+                    merged = true;
+                    break;
+                }
         }
+        if (nb == 64) return 64;
+        b[nb++] = (tg_wgsl_binding){s->arena, lo, hi - lo};
     }
+    return nb;
 }
 
-/* Emits the kernel of node n (whose output is node id's memory) with fn. */
-static tg_status emit_with(const tg_graph *g, const tg_plan *plan, int id, const tg_node *n, tg_wgsl_emit_fn fn,
-                           const tg_wgsl_limits *lim, tg_kernel_spec *out) {
-    const tg_opinfo *info = &tg_ops[n->op];
-    wk k = {g, n, id, plan, lim, out, {0}, TG_OK};
-    int bind_of[TG_MAX_IN + 1];
-    int64_t elem_off[TG_MAX_IN + 1];
-    wsb_printf(&k.s, "// node %d: %s\n", id, info->name);
-    if (bind_operands(&k, bind_of, elem_off)) {
-        prelude(&k, bind_of, elem_off);
-        fn(&k);
+/* ---- kernels, fused or not ---- */
+
+/* The operands of a kernel: stored outputs first, then the nodes its members
+ * read from memory (each once), in the order the members first read them. */
+typedef struct {
+    int *node;
+    int n, cap;
+    int n_out;
+} operands;
+
+static void ops_add(operands *o, int id) {
+    for (int i = 0; i < o->n; i++)
+        if (o->node[i] == id) return;
+    if (o->n < o->cap) o->node[o->n++] = id;
+}
+
+static int find_in(const int *list, int n, int id) {
+    for (int i = 0; i < n; i++)
+        if (list[i] == id) return i;
+    return -1;
+}
+
+/* The external reads of inlined node x (recursively through other inlined nodes). */
+static void collect(const tg_graph *g, const tg_wgsl_fused *f, int x, operands *o, bool *seen) {
+    int q = f ? find_in(f->inl, f->n_inl, x) : -1;
+    if (q < 0) {
+        ops_add(o, x);
+        return;
     }
+    if (seen[q]) return;
+    seen[q] = true;
+    const tg_node *n = &g->nodes[x];
+    for (int j = 0; j < n->nin; j++) collect(g, f, n->in[j], o, seen);
+}
+
+/* The WGSL name of node x's value inside the kernel: an inlined function,
+ * or the accessor of an operand read from memory. */
+static void value_name(const tg_wgsl_fused *f, const operands *o, int x, char *buf, size_t len) {
+    int q = f ? find_in(f->inl, f->n_inl, x) : -1;
+    if (q >= 0) snprintf(buf, len, "a%d", q);
+    else snprintf(buf, len, "x%d", find_in(o->node + o->n_out, o->n - o->n_out, x));
+}
+
+/* Emits node `x` (an inlinable op, or a view) as a function named `name` whose
+ * inputs are the functions in[], into k's module. */
+static void emit_inline(wk *k, int x, const char *name, char in[][24]) {
+    const tg_node *n = &k->g->nodes[x];
+    const char *t = wk_type(n->dtype);
+    if (tg_ops[n->op].flags & TG_OPF_VIEW) { /* the same elements in the same order */
+        wsb_printf(&k->s, "fn %s(i: u32) -> %s { return %s(i); }\n", name, t, in[0]);
+        return;
+    }
+    tg_kernel_spec dummy = {0};
+    wk sub = {k->g, n, x, k->plan, k->lim, &dummy, {0}, TG_OK, {{0}}, {0}, {0}, name, k->helpers, 0};
+    for (int j = 0; j < n->nin; j++) snprintf(sub.ld[j], sizeof sub.ld[j], "%s", in[j]);
+    snprintf(sub.stn, sizeof sub.stn, "%s_st", name);
+    snprintf(sub.pfx, sizeof sub.pfx, "%s_", name);
+    if (!tg_wgsl_ops[n->op].inl) wk_fail(&sub, TG_ERR_BACKEND, "op cannot be computed inline");
+    else tg_wgsl_ops[n->op].emit(&sub);
+    if (sub.st != TG_OK && k->st == TG_OK) k->st = sub.st;
+    if (sub.s.oom) k->s.oom = true;
+    if (sub.s.p) wsb_printf(&k->s, "%s", sub.s.p);
+    free(sub.s.p);
+}
+
+/* Writes the kernel of `kn` (whose output is node kid's memory) with emitter
+ * fn; f (NULL for none) adds the inlined producers and the epilogue. */
+static tg_status emit_kernel(const tg_graph *g, const tg_plan *plan, int kid, const tg_node *kn, tg_wgsl_emit_fn fn,
+                             const tg_wgsl_fused *f, const tg_wgsl_limits *lim, tg_kernel_spec *out) {
+    wk k = {g, kn, kid, plan, lim, out, {0}, TG_OK, {{0}}, {0}, {0}, NULL, NULL, 0};
+    k.helpers = &k.own_helpers;
+    int n_epi = f ? f->n_epi : 0, n_inl = f ? f->n_inl : 0;
+    int cap = 2 + kn->nin;
+    for (int q = 0; q < n_inl; q++) cap += g->nodes[f->inl[q]].nin;
+    for (int q = 0; q < n_epi; q++) cap += g->nodes[f->epi[q]].nin;
+    operands o = {tg_calloc((size_t)cap, sizeof(int)), 0, cap, 0};
+    int *bind_of = tg_calloc((size_t)cap, sizeof(int));
+    int64_t *elem_off = tg_calloc((size_t)cap, sizeof(int64_t));
+    bool *seen = tg_calloc((size_t)n_inl + 1, sizeof(bool));
+    char (*names)[24] = tg_calloc((size_t)TG_MAX_IN, sizeof *names);
+    if (!o.node || !bind_of || !elem_off || !seen || !names) {
+        free(o.node), free(bind_of), free(elem_off), free(seen), free(names);
+        return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory generating WGSL");
+    }
+    bool store_k = n_epi == 0 || f->store_kernel;
+    if (store_k) o.node[o.n++] = kid;
+    if (n_epi) o.node[o.n++] = f->epi[n_epi - 1];
+    o.n_out = o.n;
+    for (int j = 0; j < kn->nin; j++) collect(g, f, kn->in[j], &o, seen);
+    for (int q = 0; q < n_epi; q++) {
+        const tg_node *e = &g->nodes[f->epi[q]];
+        int chain = q ? f->epi[q - 1] : kid;
+        for (int j = 0; j < e->nin; j++)
+            if (e->in[j] != chain) collect(g, f, e->in[j], &o, seen);
+    }
+
+    wsb_printf(&k.s, "// node %d: %s", kid, tg_ops[kn->op].name);
+    for (int q = 0; q < n_inl; q++) wsb_printf(&k.s, " <- %s", tg_ops[g->nodes[f->inl[q]].op].name);
+    for (int q = 0; q < n_epi; q++) wsb_printf(&k.s, " -> %s", tg_ops[g->nodes[f->epi[q]].op].name);
+    wsb_printf(&k.s, "\n");
+    if (bind_nodes(&k, o.node, o.n, bind_of, elem_off)) {
+        /* A function, not a bare bitcast: WGSL rejects a constant expression
+         * whose value is inf or nan, and user functions are never constant. */
+        wsb_printf(&k.s, "fn f32_bits(b: u32) -> f32 { return bitcast<f32>(b); }\n");
+        for (int b = 0; b < out->n_bindings; b++)
+            wsb_printf(&k.s, "@group(0) @binding(%d) var<storage, read_write> b%d: array<u32>;\n", b, b);
+        char at[64];
+        for (int i = 0; i < o.n; i++) {
+            const char *t = wk_type(g->nodes[o.node[i]].dtype);
+            if (elem_off[i]) snprintf(at, sizeof at, "b%d[%lldu + i]", bind_of[i], (long long)elem_off[i]);
+            else snprintf(at, sizeof at, "b%d[i]", bind_of[i]);
+            if (i >= o.n_out) wsb_printf(&k.s, "fn x%d(i: u32) -> %s { return bitcast<%s>(%s); }\n", i - o.n_out, t, t, at);
+            else if (o.node[i] == kid && n_epi == 0) wsb_printf(&k.s, "fn st(i: u32, v: %s) { %s = bitcast<u32>(v); }\n", t, at);
+            else wsb_printf(&k.s, "fn s%s(i: u32, v: %s) { %s = bitcast<u32>(v); }\n", o.node[i] == kid ? "k" : "e", t, at);
+        }
+        for (int q = 0; q < n_inl && k.st == TG_OK; q++) {
+            const tg_node *a = &g->nodes[f->inl[q]];
+            char name[24];
+            for (int j = 0; j < a->nin; j++) value_name(f, &o, a->in[j], names[j], sizeof names[j]);
+            snprintf(name, sizeof name, "a%d", q);
+            emit_inline(&k, f->inl[q], name, names);
+        }
+        for (int j = 0; j < kn->nin; j++) {
+            const char *t = wk_type(g->nodes[kn->in[j]].dtype);
+            char v[24];
+            value_name(f, &o, kn->in[j], v, sizeof v);
+            wsb_printf(&k.s, "fn ld%d(i: u32) -> %s { return %s(i); }\n", j, t, v);
+        }
+        if (n_epi) {
+            const char *t = wk_type(kn->dtype);
+            wsb_printf(&k.s, "var<private> kv_r: %s;\nfn kv(i: u32) -> %s { return kv_r; }\n", t, t);
+            for (int q = 0; q < n_epi && k.st == TG_OK; q++) {
+                const tg_node *e = &g->nodes[f->epi[q]];
+                int chain = q ? f->epi[q - 1] : kid;
+                char name[24];
+                for (int j = 0; j < e->nin; j++) {
+                    if (e->in[j] == chain && q) snprintf(names[j], sizeof names[j], "e%d", q - 1);
+                    else if (e->in[j] == chain) snprintf(names[j], sizeof names[j], "kv");
+                    else value_name(f, &o, e->in[j], names[j], sizeof names[j]);
+                }
+                snprintf(name, sizeof name, "e%d", q);
+                emit_inline(&k, f->epi[q], name, names);
+            }
+            wsb_printf(&k.s, "fn st(i: u32, v: %s) {\n    kv_r = v;\n", t);
+            if (store_k) wsb_printf(&k.s, "    sk(i, v);\n");
+            wsb_printf(&k.s, "    se(i, e%d(i));\n}\n", n_epi - 1);
+        }
+        wk_names_default(&k);
+        if (k.st == TG_OK) fn(&k);
+    }
+    free(o.node), free(bind_of), free(elem_off), free(seen), free(names);
     if (k.st == TG_OK && k.s.oom) k.st = tg_fail(TG_ERR_NOMEM, "webgpu: out of memory generating WGSL");
     if (k.st != TG_OK || out->upload) {
         free(k.s.p);
@@ -277,7 +440,17 @@ tg_status tg_wgsl_emit(const tg_graph *g, const tg_plan *plan, int id, const tg_
         if (info->flags & TG_OPF_LEAF && !(info->flags & TG_OPF_CONSTANT)) return TG_OK;
         return tg_fail(TG_ERR_BACKEND, "webgpu: op '%s' (node %d) has no WGSL kernel", info->name, id);
     }
-    return emit_with(g, plan, id, n, fn, lim, out);
+    return emit_kernel(g, plan, id, n, fn, NULL, lim, out);
+}
+
+tg_status tg_wgsl_emit_fused(const tg_graph *g, const tg_plan *plan, const tg_wgsl_fused *f, const tg_wgsl_limits *lim,
+                             tg_kernel_spec *out) {
+    memset(out, 0, sizeof *out);
+    int id = f->kernel;
+    out->node = id;
+    tg_wgsl_emit_fn fn = tg_wgsl_ops[g->nodes[id].op].emit;
+    if (!fn) return tg_fail(TG_ERR_BACKEND, "webgpu: op '%s' (node %d) has no WGSL kernel", tg_ops[g->nodes[id].op].name, id);
+    return emit_kernel(g, plan, id, &g->nodes[id], fn, f, lim, out);
 }
 
 tg_status tg_wgsl_emit_writeback(const tg_graph *g, const tg_plan *plan, int src, int dst, const tg_wgsl_limits *lim,
@@ -289,7 +462,7 @@ tg_status tg_wgsl_emit_writeback(const tg_graph *g, const tg_plan *plan, int src
     copy.op = TG_OP_BROADCAST;
     copy.nin = 1;
     copy.in[0] = src;
-    return emit_with(g, plan, dst, &copy, wgsl_copy, lim, out);
+    return emit_kernel(g, plan, dst, &copy, wgsl_copy, NULL, lim, out);
 }
 
 void tg_kernel_spec_free(tg_kernel_spec *k) {

@@ -18,7 +18,16 @@ void wsb_printf(wsb *b, const char *fmt, ...) TG_PRINTF(2, 3);
  * input k; the prelude has declared their bindings and accessors:
  *   fn ldK(i: u32) -> T     element i of input K (T = f32, i32 or u32 for bool)
  *   fn st(i: u32, v: T)     element i of the output
- *   fn ldo(i: u32) -> T     element i of the output (for kernels that re-read it) */
+ * In a fused kernel (fuse.c) ldK may compute its element inline and st may
+ * pass the value through an epilogue; the kernel's emitter cannot tell.
+ *
+ * Inline mode. The emitters of ops marked `inl` in tg_wgsl_ops can also
+ * write a node as a function of the element index, for a fused kernel to
+ * call: with fn_name set, wk_flat opens `fn <fn_name>(i: u32) -> T` instead
+ * of an entry point. Such emitters name their inputs k->ld[K] and their
+ * store k->stn (never "ld0" or "st" literally), prefix the module-scope
+ * functions they declare with k->pfx, and declare shared helpers through
+ * wk_helper so that several inlined nodes can share one module. */
 typedef struct {
     const tg_graph *g;
     const tg_node *n;
@@ -28,11 +37,26 @@ typedef struct {
     tg_kernel_spec *spec;
     wsb s;
     tg_status st; /* first error, TG_OK while fine */
+    char ld[TG_MAX_IN][24];
+    char stn[24];
+    char pfx[16];
+    const char *fn_name; /* inline mode: the function to define */
+    unsigned *helpers;   /* wk_helper texts already in the module */
+    unsigned own_helpers;
 } wk;
+
+/* Module-scope helper texts shared by inlinable emitters (wk_helper ids). */
+enum { WK_H_IS_NAN, WK_H_MATH, WK_H_CLAMP_SEQ, WK_H_GELU_D, WK_H_IDIV, WK_H_F2I, WK_H_PRNG, WK_H_COUNT };
+/* Writes `text` unless helper `id` is already in this module. */
+void wk_helper(wk *k, unsigned id, const char *text);
+/* Sets the default names (ld0.., st, no prefix, kernel mode). */
+void wk_names_default(wk *k);
 
 typedef bool (*tg_wgsl_emit_fn)(wk *k);
 typedef struct {
     tg_wgsl_emit_fn emit; /* NULL: no kernel (leaves, views) */
+    bool inl;             /* the emitter supports inline mode (see wk) */
+    bool cheap;           /* a few ALU ops per element: fine to recompute in a kernel that reads it repeatedly */
 } tg_wgsl_op;
 extern const tg_wgsl_op tg_wgsl_ops[TG_OP_COUNT];
 
@@ -50,17 +74,19 @@ const char *wk_f32(float v, char buf[48]);
  * is the workgroup's linear index and `lid` the local index; the caller
  * writes the body and closes it with wk_end. */
 bool wk_main(wk *k, int64_t groups, uint32_t wg);
-/* An elementwise kernel over n items: thread `i` (u32), already range-checked. */
+/* An elementwise kernel over n items: thread `i` (u32), already range-checked.
+ * In inline mode: the function of element i instead (see wk). */
 bool wk_flat(wk *k, int64_t n);
 void wk_end(wk *k);
 
 /* fn name(i: u32) -> u32: the flat row-major index i over dims d[0..nd)
  * mapped to sum(coord * st). */
 void wk_index_fn(wk *k, const char *name, int nd, const int64_t *d, const int64_t *st);
-/* Index maps ldK for a broadcasting elementwise op: writes `fn mapK(i)` for
- * each input whose layout differs from the output's and sets expr[K] to
- * "mapK(i)" or "i" or "0u". */
-void wk_bcast_maps(wk *k, int nin, char expr[][16]);
+/* Index maps ldK for a broadcasting elementwise op: writes `fn <pfx>mapK(i)`
+ * for each input whose layout differs from the output's and sets expr[K] to
+ * "<pfx>mapK(i)" or "i" or "0u". */
+#define WK_EXPR 40
+void wk_bcast_maps(wk *k, int nin, char expr[][WK_EXPR]);
 
 /* ---- row and column kernels (rows.c) ---- */
 /* Invocations per workgroup for a row of len elements: a power of two in [32, 256]. */

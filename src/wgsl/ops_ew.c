@@ -43,7 +43,7 @@ static const char *idiv_fn = /* floor division, 0 for b == 0 (as cpu idiv) */
 
 /* add/sub/mul/div/less/greater with NumPy broadcasting, f32 or i32 operands. */
 bool wgsl_binary(wk *k) {
-    char ix[2][16];
+    char ix[2][WK_EXPR];
     wk_bcast_maps(k, 2, ix);
     bool i32 = wk_in(k, 0)->dtype == TG_I32;
     const char *e = NULL;
@@ -56,9 +56,9 @@ bool wgsl_binary(wk *k) {
     case TG_OP_GREATER: e = "select(0u, 1u, a > b)"; break;
     default: return wk_fail(k, TG_ERR_BACKEND, "not a binary op");
     }
-    if (i32 && k->n->op == TG_OP_DIV) wsb_printf(&k->s, "%s", idiv_fn);
+    if (i32 && k->n->op == TG_OP_DIV) wk_helper(k, WK_H_IDIV, idiv_fn);
     if (!wk_flat(k, ir_numel(k->n))) return false;
-    wsb_printf(&k->s, "    let a = ld0(%s);\n    let b = ld1(%s);\n    st(i, %s);\n", ix[0], ix[1], e);
+    wsb_printf(&k->s, "    let a = %s(%s);\n    let b = %s(%s);\n    %s(i, %s);\n", k->ld[0], ix[0], k->ld[1], ix[1], k->stn, e);
     wk_end(k);
     return true;
 }
@@ -76,7 +76,7 @@ bool wgsl_unary(wk *k) {
     default: return wk_fail(k, TG_ERR_BACKEND, "not a unary op");
     }
     if (!wk_flat(k, ir_numel(k->n))) return false;
-    wsb_printf(&k->s, "    let x = ld0(i);\n    st(i, %s);\n", e);
+    wsb_printf(&k->s, "    let x = %s(i);\n    %s(i, %s);\n", k->ld[0], k->stn, e);
     wk_end(k);
     return true;
 }
@@ -84,7 +84,7 @@ bool wgsl_unary(wk *k) {
 /* relu_grad(y, gy) = gy where y > 0, else 0 */
 bool wgsl_relu_grad(wk *k) {
     if (!wk_flat(k, ir_numel(k->n))) return false;
-    wsb_printf(&k->s, "    st(i, select(0.0f, ld1(i), ld0(i) > 0.0f));\n");
+    wsb_printf(&k->s, "    %s(i, select(0.0f, %s(i), %s(i) > 0.0f));\n", k->stn, k->ld[1], k->ld[0]);
     wk_end(k);
     return true;
 }
@@ -96,7 +96,7 @@ bool wgsl_cast(wk *k) {
     const char *e;
     if (from == to) e = "x";
     else if (from == TG_F32 && to == TG_I32) {
-        wsb_printf(&k->s,
+        wk_helper(k, WK_H_F2I,
                    "fn f2i(x: f32) -> i32 {\n"
                    "    if ((bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u) { return 0; }\n"
                    "    if (x >= 2147483648.0f) { return 2147483647; }\n"
@@ -110,17 +110,18 @@ bool wgsl_cast(wk *k) {
     else if (to == TG_F32) e = "select(0.0f, 1.0f, x != 0u)";
     else e = "select(0, 1, x != 0u)";
     if (!wk_flat(k, ir_numel(k->n))) return false;
-    wsb_printf(&k->s, "    let x = ld0(i);\n    st(i, %s);\n", e);
+    wsb_printf(&k->s, "    let x = %s(i);\n    %s(i, %s);\n", k->ld[0], k->stn, e);
     wk_end(k);
     return true;
 }
 
 /* where(cond, a, b) with broadcasting over all three. */
 bool wgsl_where(wk *k) {
-    char ix[3][16];
+    char ix[3][WK_EXPR];
     wk_bcast_maps(k, 3, ix);
     if (!wk_flat(k, ir_numel(k->n))) return false;
-    wsb_printf(&k->s, "    st(i, select(ld2(%s), ld1(%s), ld0(%s) != 0u));\n", ix[2], ix[1], ix[0]);
+    wsb_printf(&k->s, "    %s(i, select(%s(%s), %s(%s), %s(%s) != 0u));\n", k->stn, k->ld[2], ix[2], k->ld[1], ix[1], k->ld[0],
+               ix[0]);
     wk_end(k);
     return true;
 }
@@ -129,20 +130,22 @@ bool wgsl_where(wk *k) {
 bool wgsl_copy(wk *k) {
     const tg_node *n = k->n, *x = wk_in(k, 0);
     int64_t st[1][TG_MAX_DIMS];
-    char ix[1][16];
+    char ix[1][WK_EXPR];
     if (n->op == TG_OP_PERMUTE) {
         int64_t own[TG_MAX_DIMS];
         shape_strides(x->shape, own);
         for (int i = 0; i < n->shape.ndim; i++) st[0][i] = own[n->ia[i]];
         int64_t d[TG_MAX_DIMS];
         for (int i = 0; i < n->shape.ndim; i++) d[i] = n->shape.d[i];
-        wk_index_fn(k, "map0", n->shape.ndim, d, st[0]);
-        snprintf(ix[0], sizeof ix[0], "map0(i)");
+        char name[32];
+        snprintf(name, sizeof name, "%smap0", k->pfx);
+        wk_index_fn(k, name, n->shape.ndim, d, st[0]);
+        snprintf(ix[0], sizeof ix[0], "%s(i)", name);
     } else {
         wk_bcast_maps(k, 1, ix);
     }
     if (!wk_flat(k, ir_numel(n))) return false;
-    wsb_printf(&k->s, "    st(i, ld0(%s));\n", ix[0]);
+    wsb_printf(&k->s, "    %s(i, %s(%s));\n", k->stn, k->ld[0], ix[0]);
     wk_end(k);
     return true;
 }
@@ -151,8 +154,8 @@ bool wgsl_copy(wk *k) {
 bool wgsl_one_hot(wk *k) {
     int64_t depth = k->n->ia[0];
     if (!wk_flat(k, ir_numel(k->n))) return false;
-    wsb_printf(&k->s, "    st(i, select(0.0f, 1.0f, ld0(i / %lldu) == i32(i %% %lldu)));\n", (long long)depth,
-               (long long)depth);
+    wsb_printf(&k->s, "    %s(i, select(0.0f, 1.0f, %s(i / %lldu) == i32(i %% %lldu)));\n", k->stn, k->ld[0],
+               (long long)depth, (long long)depth);
     wk_end(k);
     return true;
 }
@@ -163,8 +166,8 @@ bool wgsl_where_causal(wk *k) {
     int64_t Tk = s->d[s->ndim - 1], Tq = s->d[s->ndim - 2];
     char f[48];
     if (!wk_flat(k, ir_numel(k->n))) return false;
-    wsb_printf(&k->s, "    let q = (i / %lldu) %% %lldu;\n    st(i, select(ld0(i), %s, i %% %lldu > q));\n",
-               (long long)Tk, (long long)Tq, wk_f32(k->n->fa[0], f), (long long)Tk);
+    wsb_printf(&k->s, "    let q = (i / %lldu) %% %lldu;\n    %s(i, select(%s(i), %s, i %% %lldu > q));\n",
+               (long long)Tk, (long long)Tq, k->stn, k->ld[0], wk_f32(k->n->fa[0], f), (long long)Tk);
     wk_end(k);
     return true;
 }

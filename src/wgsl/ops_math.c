@@ -15,8 +15,10 @@
 
 #include "emit.h"
 
+static const char *is_nan_fn = "fn is_nan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }\n";
+
+/* Needs is_nan_fn before it. */
 static const char *math_fns =
-    "fn is_nan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }\n"
     "fn sigmoid(x: f32) -> f32 {\n"
     "    let e = exp(-abs(x));\n    let r = 1.0f / (1.0f + e);\n    return select(r, e * r, x < 0.0f);\n}\n"
     "fn tanh_c(x: f32) -> f32 { return tanh(clamp(x, -9.0f, 9.0f)); }\n"
@@ -96,13 +98,14 @@ bool wgsl_unary_math(wk *k) {
         }
     } else {
         e = forward_expr(n, buf, sizeof buf);
-        wsb_printf(&k->s, "%s", math_fns);
-        wsb_printf(&k->s, "fn clamp_seq(x: f32, lo: f32, hi: f32) -> f32 {\n"
-                          "    let v = select(x, lo, x < lo);\n    return select(v, hi, v > hi);\n}\n");
+        wk_helper(k, WK_H_IS_NAN, is_nan_fn);
+        wk_helper(k, WK_H_MATH, math_fns);
+        wk_helper(k, WK_H_CLAMP_SEQ, "fn clamp_seq(x: f32, lo: f32, hi: f32) -> f32 {\n"
+                                      "    let v = select(x, lo, x < lo);\n    return select(v, hi, v > hi);\n}\n");
     }
     if (!e) return wk_fail(k, TG_ERR_BACKEND, "not a unary math op");
     if (!wk_flat(k, ir_numel(n))) return false;
-    wsb_printf(&k->s, "    let v = ld0(i);\n    st(i, %s);\n", e);
+    wsb_printf(&k->s, "    let v = %s(i);\n    %s(i, %s);\n", k->ld[0], k->stn, e);
     wk_end(k);
     return true;
 }
@@ -133,26 +136,27 @@ bool wgsl_unary_grad(wk *k) {
     case TG_OP_SOFTPLUS: e = "g * (1.0f - exp(-s))"; break; /* sigmoid(x) from y = softplus(x) */
     default: return wk_fail(k, TG_ERR_BACKEND, "unary_grad of an unknown op %lld", (long long)n->ia[0]);
     }
-    wsb_printf(&k->s, "%s", math_fns);
+    wk_helper(k, WK_H_IS_NAN, is_nan_fn);
+    wk_helper(k, WK_H_MATH, math_fns);
     /* d/dx x sigmoid(2u) = s2 + x s2 (1 - s2) 2 u', u' = sqrt(2/pi) (1 + 3 0.044715 x^2) */
-    wsb_printf(&k->s, "fn gelu_tanh_d(x: f32) -> f32 {\n"
+    wk_helper(k, WK_H_GELU_D, "fn gelu_tanh_d(x: f32) -> f32 {\n"
                       "    let s2 = sigmoid(2.0f * (0.79788456080286536f * (x + 0.044715f * x * x * x)));\n"
                       "    return s2 + x * (s2 * (1.0f - s2)) * (2.0f * 0.79788456080286536f * (1.0f + 3.0f * 0.044715f * x * x));\n}\n");
     if (!wk_flat(k, ir_numel(n))) return false;
-    wsb_printf(&k->s, "    let s = ld0(i);\n    let g = ld1(i);\n    st(i, %s);\n", e);
+    wsb_printf(&k->s, "    let s = %s(i);\n    let g = %s(i);\n    %s(i, %s);\n", k->ld[0], k->ld[1], k->stn, e);
     wk_end(k);
     return true;
 }
 
 /* min / max with broadcasting, f32 or i32; a NaN operand gives NaN. */
 bool wgsl_minmax(wk *k) {
-    char ix[2][16];
+    char ix[2][WK_EXPR];
     wk_bcast_maps(k, 2, ix);
     bool is_max = k->n->op == TG_OP_MAX, f32 = k->n->dtype == TG_F32;
-    if (f32) wsb_printf(&k->s, "%s", "fn is_nan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }\n");
+    if (f32) wk_helper(k, WK_H_IS_NAN, is_nan_fn);
     if (!wk_flat(k, ir_numel(k->n))) return false;
-    wsb_printf(&k->s, "    let a = ld0(%s);\n    let b = ld1(%s);\n", ix[0], ix[1]);
-    wsb_printf(&k->s, "    st(i, select(b, a, a %s b%s));\n", is_max ? ">" : "<", f32 ? " || is_nan(a)" : "");
+    wsb_printf(&k->s, "    let a = %s(%s);\n    let b = %s(%s);\n", k->ld[0], ix[0], k->ld[1], ix[1]);
+    wsb_printf(&k->s, "    %s(i, select(b, a, a %s b%s));\n", k->stn, is_max ? ">" : "<", f32 ? " || is_nan(a)" : "");
     wk_end(k);
     return true;
 }
@@ -160,14 +164,14 @@ bool wgsl_minmax(wk *k) {
 /* minmax_grad(a, b, gy) -> the share of gy of operand ia[1] (0 = a, 1 = b) of
  * min or max (ia[0]), over gy's shape: all of it to the winner, half at a tie. */
 bool wgsl_minmax_grad(wk *k) {
-    char ix[3][16];
+    char ix[3][WK_EXPR];
     wk_bcast_maps(k, 3, ix);
     int side = (int)k->n->ia[1];
     bool is_max = k->n->ia[0] == TG_OP_MAX;
     if (!wk_flat(k, ir_numel(k->n))) return false;
-    wsb_printf(&k->s, "    let own = ld%d(%s);\n    let oth = ld%d(%s);\n    let g = ld2(%s);\n", side, ix[side], 1 - side,
-               ix[1 - side], ix[2]);
-    wsb_printf(&k->s, "    st(i, select(select(0.0f, 0.5f * g, own == oth), g, own %s oth));\n", is_max ? ">" : "<");
+    wsb_printf(&k->s, "    let own = %s(%s);\n    let oth = %s(%s);\n    let g = %s(%s);\n", k->ld[side], ix[side],
+               k->ld[1 - side], ix[1 - side], k->ld[2], ix[2]);
+    wsb_printf(&k->s, "    %s(i, select(select(0.0f, 0.5f * g, own == oth), g, own %s oth));\n", k->stn, is_max ? ">" : "<");
     wk_end(k);
     return true;
 }
@@ -211,7 +215,7 @@ bool wgsl_argmax(wk *k) {
     int64_t outer, A, inner;
     axis_view(x->shape, (int)k->n->ia[0], &outer, &A, &inner);
     bool is_max = k->n->op == TG_OP_ARGMAX, f32 = x->dtype == TG_F32;
-    if (f32) wsb_printf(&k->s, "fn is_nan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }\n");
+    if (f32) wk_helper(k, WK_H_IS_NAN, is_nan_fn);
     if (!wk_flat(k, outer * inner)) return false;
     wsb_printf(&k->s,
                "    let base = (i / %lldu) * %lldu + i %% %lldu;\n"
@@ -232,7 +236,7 @@ bool wgsl_narrow(wk *k) {
     int64_t outer, L, inner, A = wk_in(k, 0)->shape.d[k->n->ia[0]];
     axis_view(k->n->shape, (int)k->n->ia[0], &outer, &L, &inner);
     if (!wk_flat(k, ir_numel(k->n))) return false;
-    wsb_printf(&k->s, "    st(i, ld0((i / %lldu) * %lldu + %lldu + i %% %lldu));\n", (long long)(L * inner),
+    wsb_printf(&k->s, "    %s(i, %s((i / %lldu) * %lldu + %lldu + i %% %lldu));\n", k->stn, k->ld[0], (long long)(L * inner),
                (long long)(A * inner), (long long)(k->n->ia[1] * inner), (long long)(L * inner));
     wk_end(k);
     return true;
@@ -248,9 +252,9 @@ bool wgsl_narrow_grad(wk *k) {
                "    let rem = i %% %lldu;\n    let a = rem / %lldu;\n"
                "    let inside = a >= %lldu && a < %lldu;\n"
                "    let src = select(0u, (i / %lldu) * %lldu + rem - %lldu, inside);\n"
-               "    st(i, select(0.0f, ld0(src), inside));\n",
+               "    %s(i, select(0.0f, %s(src), inside));\n",
                (long long)(A * inner), (long long)inner, (long long)s0, (long long)(s0 + L), (long long)(A * inner),
-               (long long)(L * inner), (long long)(s0 * inner));
+               (long long)(L * inner), (long long)(s0 * inner), k->stn, k->ld[0]);
     wk_end(k);
     return true;
 }
@@ -269,8 +273,8 @@ bool wgsl_concat(wk *k) {
         int64_t Aj = wk_in(k, j)->shape.d[axis];
         if (j < n->nin - 1) wsb_printf(&k->s, "    %sif (a < %lldu) {", j ? "else " : "", (long long)(start + Aj));
         else wsb_printf(&k->s, "    %s{", j ? "else " : "");
-        wsb_printf(&k->s, " st(i, ld%d((o * %lldu + a - %lldu) * %lldu + q)); }\n", j, (long long)Aj, (long long)start,
-                   (long long)inner);
+        wsb_printf(&k->s, " %s(i, %s((o * %lldu + a - %lldu) * %lldu + q)); }\n", k->stn, k->ld[j], (long long)Aj,
+                   (long long)start, (long long)inner);
         start += Aj;
     }
     wk_end(k);
@@ -286,11 +290,11 @@ bool wgsl_take_along_axis(wk *k) {
     axis_view(n->shape, (int)n->ia[0], &outer, &K, &inner);
     if (!wk_flat(k, ir_numel(n))) return false;
     wsb_printf(&k->s,
-               "    let t = ld1(i);\n    let v = select(t, t + %lldi, t < 0);\n    let ok = v >= 0 && v < %lldi;\n"
+               "    let t = %s(i);\n    let v = select(t, t + %lldi, t < 0);\n    let ok = v >= 0 && v < %lldi;\n"
                "    let src = (i / %lldu) * %lldu + u32(clamp(v, 0, %lldi)) * %lldu + i %% %lldu;\n"
-               "    st(i, select(bitcast<%s>(0u), ld0(src), ok));\n",
-               (long long)A, (long long)A, (long long)(K * inner), (long long)(A * inner), (long long)(A - 1),
-               (long long)inner, (long long)inner, wk_type(n->dtype));
+               "    %s(i, select(bitcast<%s>(0u), %s(src), ok));\n",
+               k->ld[1], (long long)A, (long long)A, (long long)(K * inner), (long long)(A * inner), (long long)(A - 1),
+               (long long)inner, (long long)inner, k->stn, wk_type(n->dtype), k->ld[0]);
     wk_end(k);
     return true;
 }

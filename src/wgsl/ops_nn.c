@@ -83,8 +83,8 @@ bool wgsl_nll_loss(wk *k) {
 bool wgsl_nll_loss_grad(wk *k) {
     int64_t V = k->n->ia[0];
     if (!wk_flat(k, ir_numel(k->n))) return false;
-    wsb_printf(&k->s, "    let r = i / %lldu;\n    st(i, select(0.0f, -ld1(r), ld0(r) == i32(i %% %lldu)));\n",
-               (long long)V, (long long)V);
+    wsb_printf(&k->s, "    let r = i / %lldu;\n    %s(i, select(0.0f, -%s(r), %s(r) == i32(i %% %lldu)));\n",
+               (long long)V, k->stn, k->ld[1], k->ld[0], (long long)V);
     wk_end(k);
     return true;
 }
@@ -175,10 +175,10 @@ bool wgsl_embedding(wk *k) {
     int64_t D = last_dim(k->n), V = wk_in(k, 0)->shape.d[0];
     if (!wk_flat(k, ir_numel(k->n))) return false;
     wsb_printf(&k->s,
-               "    let t = ld1(i / %lldu);\n"
-               "    let v = ld0(u32(clamp(t, 0, %lldi)) * %lldu + i %% %lldu);\n"
-               "    st(i, select(0.0f, v, t >= 0 && t < %lldi));\n",
-               (long long)D, (long long)(V - 1), (long long)D, (long long)D, (long long)V);
+               "    let t = %s(i / %lldu);\n"
+               "    let v = %s(u32(clamp(t, 0, %lldi)) * %lldu + i %% %lldu);\n"
+               "    %s(i, select(0.0f, v, t >= 0 && t < %lldi));\n",
+               k->ld[1], (long long)D, k->ld[0], (long long)(V - 1), (long long)D, (long long)D, k->stn, (long long)V);
     wk_end(k);
     return true;
 }
@@ -221,28 +221,28 @@ bool wgsl_rope(wk *k) {
 
 /* The launch key from the seed leaf (i32 [2]: low, high) at input `in`. */
 static void rng_key(wk *k, int in) {
-    wsb_printf(&k->s, "    let key = tg_rng_key(bitcast<u32>(ld%d(0u)), bitcast<u32>(ld%d(1u)), %uu);\n", in, in,
+    wsb_printf(&k->s, "    let key = tg_rng_key(bitcast<u32>(%s(0u)), bitcast<u32>(%s(1u)), %uu);\n", k->ld[in], k->ld[in],
                (unsigned)(uint32_t)k->n->ia[7]);
 }
 
 /* dropout: (x, seed) -> y; element e is 0 when uniform(e) < p, else x[e] / (1 - p). */
 bool wgsl_dropout(wk *k) {
     char p[48], sc[48];
-    wsb_printf(&k->s, "%s", tg_wgsl_prng);
+    wk_helper(k, WK_H_PRNG, tg_wgsl_prng);
     if (!wk_flat(k, ir_numel(k->n))) return false;
     rng_key(k, 1);
-    wsb_printf(&k->s, "    st(i, select(ld0(i) * %s, 0.0f, tg_rng_key_uniform(key, i) < %s));\n", wk_f32(k->n->fa[1], sc),
-               wk_f32(k->n->fa[0], p));
+    wsb_printf(&k->s, "    %s(i, select(%s(i) * %s, 0.0f, tg_rng_key_uniform(key, i) < %s));\n", k->stn, k->ld[0],
+               wk_f32(k->n->fa[1], sc), wk_f32(k->n->fa[0], p));
     wk_end(k);
     return true;
 }
 
 /* randn: (seed) -> y[e] = normal(e), Box-Muller as tg_rng_key_normal. */
 bool wgsl_randn(wk *k) {
-    wsb_printf(&k->s, "%s", tg_wgsl_prng);
+    wk_helper(k, WK_H_PRNG, tg_wgsl_prng);
     if (!wk_flat(k, ir_numel(k->n))) return false;
     rng_key(k, 0);
-    wsb_printf(&k->s, "    st(i, tg_rng_key_normal(key, i));\n");
+    wsb_printf(&k->s, "    %s(i, tg_rng_key_normal(key, i));\n", k->stn);
     wk_end(k);
     return true;
 }
@@ -251,7 +251,7 @@ bool wgsl_randn(wk *k) {
  * cpu_categorical's inverse CDF in its order (the pick is a running sum). */
 bool wgsl_categorical(wk *k) {
     int64_t V = last_dim(wk_in(k, 0)), R = ir_numel(k->n);
-    wsb_printf(&k->s, "%s", tg_wgsl_prng);
+    wk_helper(k, WK_H_PRNG, tg_wgsl_prng);
     if (!wk_flat(k, R)) return false;
     rng_key(k, 1);
     wsb_printf(&k->s,

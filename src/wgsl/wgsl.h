@@ -57,6 +57,23 @@ typedef struct {
  * shape). */
 tg_status tg_wgsl_emit(const tg_graph *g, const tg_plan *plan, int id, const tg_wgsl_limits *lim,
                        tg_kernel_spec *out);
+/* A fused kernel (planned by fuse.c): node `kernel`'s emitter writes the
+ * entry point; the nodes in inl (topological order: inputs before readers)
+ * are computed inline wherever a member reads them, never stored; the chain
+ * epi (each reading the one before, or the kernel node, at the element being
+ * stored) transforms every value the kernel stores, and its last node is
+ * what lands in memory, plus the kernel node's own value if store_kernel. */
+typedef struct {
+    int kernel;
+    int *inl, n_inl;
+    int *epi, n_epi;
+    bool store_kernel;
+} tg_wgsl_fused;
+tg_status tg_wgsl_emit_fused(const tg_graph *g, const tg_plan *plan, const tg_wgsl_fused *f, const tg_wgsl_limits *lim,
+                             tg_kernel_spec *out);
+/* How many storage bindings nodes[0..n) need once overlapping ranges of one
+ * arena are merged (as the emitters bind them). */
+int tg_wgsl_count_bindings(const tg_plan *plan, const int *nodes, int n);
 /* An end-of-step writeback (src's value into dst's memory) as a copy kernel.
  * A kernel rather than copyBufferToBuffer: WebGPU cannot copy between two
  * ranges of one buffer, and a writeback's source and destination often share
