@@ -15,8 +15,10 @@ typedef struct {
 } wg_call;
 
 typedef struct {
-    wg_buffer arena[TG_N_ARENAS]; /* [0] is the engine's params buffer (not owned) */
-    int64_t bytes[TG_N_ARENAS];
+    /* [0] is the engine's params buffer (not owned); [TG_WGSL_WORKSPACE] the
+     * fused kernels' own scratch (partial sums), NULL when none needs it */
+    wg_buffer arena[TG_N_ARENAS + 1];
+    int64_t bytes[TG_N_ARENAS + 1];
     wg_call *calls; /* per step, in order: kernels, then writebacks */
     int n_calls;
 } wg_program;
@@ -80,21 +82,6 @@ static tg_status make_call(wgpu_ctx *c, const tg_graph *g, wg_program *wp, const
     return out->bg ? TG_OK : tg_fail(TG_ERR_BACKEND, "webgpu: %s: no bind group", what);
 }
 
-/* Every kernel spec of the program, in order: the kernels of its nodes, then
- * its writebacks. Pure codegen: every limit is checked before any GPU
- * memory is allocated. */
-static tg_status emit_all(const tg_program *p, const tg_wgsl_limits *lim, tg_kernel_spec *k, int *n) {
-    const tg_graph *g = p->g;
-    tg_status st = tg_wgsl_check_arenas(g, &p->plan, lim);
-    *n = 0;
-    for (int i = 0; i < g->n && st == TG_OK; i++)
-        if ((st = tg_wgsl_emit(g, &p->plan, i, lim, &k[*n])) == TG_OK && (k[*n].source || k[*n].upload)) (*n)++;
-    for (int w = 0; w < p->n_wb && st == TG_OK; w++)
-        if (!p->plan.wb_free[w] && (st = tg_wgsl_emit_writeback(g, &p->plan, p->wb[w].src, p->wb[w].dst, lim, &k[*n])) == TG_OK)
-            (*n)++;
-    return st;
-}
-
 /* With TG_WGSL_DUMP=<dir>, every kernel of every program compiled goes to
  * <dir>/p<program>_<index>_node<id>.wgsl with its bindings and grid in a
  * header comment: for reading, diffing and profiling the generated code. */
@@ -119,7 +106,9 @@ static void dump_kernels(const tg_kernel_spec *ks, int n) {
     }
 }
 
-static tg_status compile_locked(wg_engine *e, tg_program *p, wg_program *wp, const tg_kernel_spec *ks, int n_specs) {
+static tg_status compile_locked(wg_engine *e, tg_program *p, wg_program *wp, const tg_wgsl_program *prog) {
+    const tg_kernel_spec *ks = prog->k;
+    int n_specs = prog->n;
     wgpu_ctx *c = e->c;
     const tg_graph *g = p->g;
     const tg_plan *pl = &p->plan;
@@ -132,6 +121,12 @@ static tg_status compile_locked(wg_engine *e, tg_program *p, wg_program *wp, con
         wp->arena[a] = new_buffer(c, labels[a], WG_USAGE_STORAGE | WG_USAGE_COPY_SRC | WG_USAGE_COPY_DST, pl->arena_bytes[a]);
         if (!wp->arena[a]) return tg_fail(TG_ERR_NOMEM, "webgpu: cannot allocate the %s (%lld bytes)", labels[a],
                                           (long long)pl->arena_bytes[a]);
+    }
+    if (prog->workspace_bytes > 0) {
+        wp->bytes[TG_WGSL_WORKSPACE] = prog->workspace_bytes;
+        wp->arena[TG_WGSL_WORKSPACE] = new_buffer(c, "fused-kernel workspace", WG_USAGE_STORAGE, prog->workspace_bytes);
+        if (!wp->arena[TG_WGSL_WORKSPACE])
+            return tg_fail(TG_ERR_NOMEM, "webgpu: cannot allocate %lld bytes of workspace", (long long)prog->workspace_bytes);
     }
     wp->calls = tg_calloc((size_t)n_specs + 1, sizeof(wg_call));
     wg_call *init = tg_calloc((size_t)n_specs + 1, sizeof(wg_call));
@@ -170,20 +165,17 @@ static tg_status wg_compile(tg_engine *e_, tg_program *p) {
     wg_program *wp = tg_calloc(1, sizeof *wp);
     if (!wp) return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
     p->impl = wp;
-    tg_kernel_spec *ks = tg_calloc((size_t)(p->g->n + p->n_wb) + 1, sizeof *ks);
-    if (!ks) return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
     tg_wgsl_limits lim;
     wgpu_kernel_limits(e->c, &lim);
-    int n = 0;
-    tg_status st = emit_all(p, &lim, ks, &n);
-    if (st == TG_OK) dump_kernels(ks, n);
-    if (st == TG_OK) {
-        pthread_mutex_lock(&e->c->mu);
-        st = compile_locked(e, p, wp, ks, n);
-        pthread_mutex_unlock(&e->c->mu);
-    }
-    for (int i = 0; i < n; i++) tg_kernel_spec_free(&ks[i]);
-    free(ks);
+    /* Pure codegen first: every limit is checked before any GPU memory is allocated. */
+    tg_wgsl_program prog;
+    tg_status st = tg_wgsl_emit_program(p->g, &p->plan, p->wb, p->n_wb, &lim, &prog);
+    if (st != TG_OK) return st;
+    dump_kernels(prog.k, prog.n);
+    pthread_mutex_lock(&e->c->mu);
+    st = compile_locked(e, p, wp, &prog);
+    pthread_mutex_unlock(&e->c->mu);
+    tg_wgsl_program_free(&prog);
     return st;
 }
 
@@ -194,7 +186,7 @@ static void wg_release(tg_engine *e_, tg_program *p) {
     pthread_mutex_lock(&e->c->mu);
     for (int i = 0; i < wp->n_calls; i++)
         if (wp->calls[i].bg) e->c->f.BindGroupRelease(wp->calls[i].bg);
-    for (int a = TG_ARENA_PERSIST; a < TG_N_ARENAS; a++) drop_buffer(e->c, wp->arena[a]);
+    for (int a = TG_ARENA_PERSIST; a <= TG_WGSL_WORKSPACE; a++) drop_buffer(e->c, wp->arena[a]);
     pthread_mutex_unlock(&e->c->mu);
     free(wp->calls);
     free(wp);

@@ -289,8 +289,21 @@ static int find_in(const int *list, int n, int id) {
     return -1;
 }
 
+/* Which link of the epilogue chain node x is (-1: the kernel node, q: epi[q]),
+ * looking through views kept inline; -2 if none. */
+static int chain_link(const tg_graph *g, const tg_wgsl_fused *f, int kid, int x) {
+    if (!f || !f->n_epi) return -2;
+    if (x == kid) return -1;
+    int q = find_in(f->epi, f->n_epi, x);
+    if (q >= 0) return q;
+    if ((tg_ops[g->nodes[x].op].flags & TG_OPF_VIEW) && find_in(f->inl, f->n_inl, x) >= 0)
+        return chain_link(g, f, kid, g->nodes[x].in[0]);
+    return -2;
+}
+
 /* The external reads of inlined node x (recursively through other inlined nodes). */
-static void collect(const tg_graph *g, const tg_wgsl_fused *f, int x, operands *o, bool *seen) {
+static void collect(const tg_graph *g, const tg_wgsl_fused *f, int kid, int x, operands *o, bool *seen) {
+    if (chain_link(g, f, kid, x) != -2) return; /* the value being stored, not a read */
     int q = f ? find_in(f->inl, f->n_inl, x) : -1;
     if (q < 0) {
         ops_add(o, x);
@@ -299,7 +312,7 @@ static void collect(const tg_graph *g, const tg_wgsl_fused *f, int x, operands *
     if (seen[q]) return;
     seen[q] = true;
     const tg_node *n = &g->nodes[x];
-    for (int j = 0; j < n->nin; j++) collect(g, f, n->in[j], o, seen);
+    for (int j = 0; j < n->nin; j++) collect(g, f, kid, n->in[j], o, seen);
 }
 
 /* The WGSL name of node x's value inside the kernel: an inlined function,
@@ -355,12 +368,10 @@ static tg_status emit_kernel(const tg_graph *g, const tg_plan *plan, int kid, co
     if (store_k) o.node[o.n++] = kid;
     if (n_epi) o.node[o.n++] = f->epi[n_epi - 1];
     o.n_out = o.n;
-    for (int j = 0; j < kn->nin; j++) collect(g, f, kn->in[j], &o, seen);
+    for (int j = 0; j < kn->nin; j++) collect(g, f, kid, kn->in[j], &o, seen);
     for (int q = 0; q < n_epi; q++) {
         const tg_node *e = &g->nodes[f->epi[q]];
-        int chain = q ? f->epi[q - 1] : kid;
-        for (int j = 0; j < e->nin; j++)
-            if (e->in[j] != chain) collect(g, f, e->in[j], &o, seen);
+        for (int j = 0; j < e->nin; j++) collect(g, f, kid, e->in[j], &o, seen);
     }
 
     wsb_printf(&k.s, "// node %d: %s", kid, tg_ops[kn->op].name);
@@ -383,6 +394,7 @@ static tg_status emit_kernel(const tg_graph *g, const tg_plan *plan, int kid, co
             else wsb_printf(&k.s, "fn s%s(i: u32, v: %s) { %s = bitcast<u32>(v); }\n", o.node[i] == kid ? "k" : "e", t, at);
         }
         for (int q = 0; q < n_inl && k.st == TG_OK; q++) {
+            if (chain_link(g, f, kid, f->inl[q]) != -2) continue;
             const tg_node *a = &g->nodes[f->inl[q]];
             char name[24];
             for (int j = 0; j < a->nin; j++) value_name(f, &o, a->in[j], names[j], sizeof names[j]);
@@ -400,11 +412,11 @@ static tg_status emit_kernel(const tg_graph *g, const tg_plan *plan, int kid, co
             wsb_printf(&k.s, "var<private> kv_r: %s;\nfn kv(i: u32) -> %s { return kv_r; }\n", t, t);
             for (int q = 0; q < n_epi && k.st == TG_OK; q++) {
                 const tg_node *e = &g->nodes[f->epi[q]];
-                int chain = q ? f->epi[q - 1] : kid;
                 char name[24];
                 for (int j = 0; j < e->nin; j++) {
-                    if (e->in[j] == chain && q) snprintf(names[j], sizeof names[j], "e%d", q - 1);
-                    else if (e->in[j] == chain) snprintf(names[j], sizeof names[j], "kv");
+                    int link = chain_link(g, f, kid, e->in[j]);
+                    if (link >= 0) snprintf(names[j], sizeof names[j], "e%d", link);
+                    else if (link == -1) snprintf(names[j], sizeof names[j], "kv");
                     else value_name(f, &o, e->in[j], names[j], sizeof names[j]);
                 }
                 snprintf(name, sizeof name, "e%d", q);

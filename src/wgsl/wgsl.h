@@ -21,6 +21,7 @@
 
 #include "../ir/ir.h"
 #include "../plan/plan.h"
+#include "../optim/optim.h"
 
 /* The device limits the generated kernels must respect. */
 typedef struct {
@@ -33,7 +34,9 @@ typedef struct {
     uint32_t min_storage_buffer_offset_alignment;
 } tg_wgsl_limits;
 
-#define TG_WGSL_MAX_BINDINGS (TG_MAX_IN + 1)
+/* Bindings a kernel may have (a fused kernel reads more than one node's
+ * inputs); the device's maxStorageBuffersPerShaderStage may allow fewer. */
+#define TG_WGSL_MAX_BINDINGS 10
 
 typedef struct {
     int arena;
@@ -74,6 +77,22 @@ tg_status tg_wgsl_emit_fused(const tg_graph *g, const tg_plan *plan, const tg_wg
 /* How many storage bindings nodes[0..n) need once overlapping ranges of one
  * arena are merged (as the emitters bind them). */
 int tg_wgsl_count_bindings(const tg_plan *plan, const int *nodes, int n);
+/* A whole program's kernels, in the order a step runs them (constants
+ * included: the engine runs those once), with the planner's fusions. */
+typedef struct {
+    tg_kernel_spec *k;
+    int n;
+    int n_groups;           /* fused groups planned */
+    int64_t workspace_bytes; /* scratch the kernels share outside the plan (binding arena TG_WGSL_WORKSPACE) */
+} tg_wgsl_program;
+#define TG_WGSL_WORKSPACE TG_N_ARENAS /* tg_wgsl_binding.arena of the engine's per-program workspace buffer */
+tg_status tg_wgsl_emit_program(const tg_graph *g, const tg_plan *plan, const tg_writeback *wb, int n_wb,
+                               const tg_wgsl_limits *lim, tg_wgsl_program *out);
+void tg_wgsl_program_free(tg_wgsl_program *p);
+/* Tests: 0 plans one kernel per node, 1 fuses (the default), -1 goes back to
+ * the environment (TG_WGSL_FUSE=0 turns fusion off). */
+void tg_wgsl_set_fusion(int on);
+
 /* An end-of-step writeback (src's value into dst's memory) as a copy kernel.
  * A kernel rather than copyBufferToBuffer: WebGPU cannot copy between two
  * ranges of one buffer, and a writeback's source and destination often share

@@ -1,0 +1,48 @@
+/* The groups the fusion planner (fuse.c) makes and the emitters of the two
+ * kinds that are not an ordinary kernel with inline parts (ops_fused.c). */
+#ifndef TG_WGSL_FUSED_H
+#define TG_WGSL_FUSED_H
+
+#include "wgsl.h"
+
+typedef enum {
+    FZ_FUSED, /* a kernel with inline producers and an epilogue (tg_wgsl_fused) */
+    FZ_OPTIM, /* the optimizer updates of many params */
+    FZ_SUMSQ  /* sums of squares of many tensors (the clip norm's terms) and their total */
+} fz_kind;
+
+/* One param's update. Adam: m2 = adam_m(m, g), v2 = adam_v(v, g), p2 =
+ * adam_p(p, m2, v2, hyper). SGD: v2 = sgd_v(v, g, p, hyper) (momentum only),
+ * p2 = sgd_p(p, g, v2 or p, hyper). g (node gx) is grad * scale when the
+ * planner computes the clip factor's multiply inline (scale >= 0), else grad
+ * itself. Each update is written over the state or param it replaces. */
+typedef struct {
+    int p, m, v, m2, v2, p2, hyper, gx, grad, scale; /* -1 for none */
+    bool decay, nesterov, momentum;
+    float fa[3]; /* adam: beta1, beta2, eps; sgd: momentum, weight decay */
+} fz_seg;
+
+/* sum = sum over every axis of sq = mul(x, x); stored if something other than the total reads it */
+typedef struct {
+    int sum, sq, x;
+    bool store;
+} fz_term;
+
+typedef struct {
+    fz_kind kind;
+    int turn; /* the node position at which the group's kernels run */
+    tg_wgsl_fused f;
+    fz_seg *seg;
+    int n_seg;
+    fz_term *term;
+    int n_term;
+    int *tree, n_tree; /* the adds totalling the terms (any order), -1/0 for none */
+    int total;         /* their root, stored; -1 for none */
+} fz_group;
+
+typedef tg_status (*fz_push)(tg_wgsl_program *out, int *cap, tg_kernel_spec **slot);
+/* Appends the kernel specs of an FZ_OPTIM or FZ_SUMSQ group to out (through
+ * push, which hands out the next spec; the caller counts it in out->n). */
+tg_status fz_emit_group(const tg_graph *g, const tg_plan *plan, const tg_wgsl_limits *lim, const fz_group *gr,
+                        tg_wgsl_program *out, int *cap, fz_push push);
+#endif

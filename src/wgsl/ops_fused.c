@@ -1,0 +1,404 @@
+/* The kernels of the fusion planner's many-tensor groups (fuse.c):
+ *
+ *   optimizer  every param's update in one dispatch: workgroups are dealt to
+ *              params (a segment each, ceil(n / 256) workgroups), and each
+ *              workgroup finds its segment in a table baked into the source
+ *              as a tree of comparisons (uniform per workgroup: no
+ *              divergence, no memory). Each invocation updates one element
+ *              of m, v and the param (or SGD's velocity and param) with the
+ *              expressions of the per-node kernels (ops_ew.c), so the fused
+ *              update computes exactly what they do.
+ *   sums of squares  the clip norm's sum(g * g) of every gradient: one
+ *              dispatch of 4096-element partial sums into the workspace,
+ *              then one workgroup adds each tensor's partials in order and
+ *              evaluates the graph's tree of adds over the totals.
+ *
+ * Operands are bound one range per arena (the union of every operand in
+ * it); a group whose ranges would pass maxStorageBufferBindingSize is cut
+ * into several dispatches. Offsets are baked in, so each model gets its own
+ * pipeline for these. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "emit.h"
+#include "fused.h"
+
+#define WG 256u
+#define CHUNK 4096 /* elements per partial sum: 16 per invocation */
+
+/* One binding per arena: the union of the ranges added. */
+typedef struct {
+    int64_t lo[TG_N_ARENAS], hi[TG_N_ARENAS];
+    int bind[TG_N_ARENAS]; /* binding index, -1 unused */
+} spans;
+
+static void spans_init(spans *s) {
+    for (int a = 0; a < TG_N_ARENAS; a++) s->lo[a] = INT64_MAX, s->hi[a] = -1, s->bind[a] = -1;
+}
+
+static void spans_add(spans *s, const tg_plan *p, int node) {
+    if (node < 0) return;
+    const tg_slot *sl = &p->slot[node];
+    if (sl->offset < s->lo[sl->arena]) s->lo[sl->arena] = sl->offset;
+    if (sl->offset + sl->bytes > s->hi[sl->arena]) s->hi[sl->arena] = sl->offset + sl->bytes;
+}
+
+static bool spans_fit(const spans *s, const tg_wgsl_limits *lim) {
+    for (int a = 0; a < TG_N_ARENAS; a++)
+        if (s->hi[a] >= 0 && (uint64_t)(s->hi[a] - s->lo[a]) > lim->max_storage_buffer_binding_size) return false;
+    return true;
+}
+
+/* Declares the bindings (and a workspace binding of `work` bytes if > 0). */
+static void spans_bind(wk *k, spans *s, int64_t work) {
+    tg_kernel_spec *sp = k->spec;
+    wsb_printf(&k->s, "fn f32_bits(b: u32) -> f32 { return bitcast<f32>(b); }\n");
+    for (int a = 0; a < TG_N_ARENAS; a++) {
+        if (s->hi[a] < 0) continue;
+        s->bind[a] = sp->n_bindings;
+        sp->bind[sp->n_bindings++] = (tg_wgsl_binding){a, s->lo[a], s->hi[a] - s->lo[a]};
+        wsb_printf(&k->s, "@group(0) @binding(%d) var<storage, read_write> b%d: array<u32>;\n", s->bind[a], s->bind[a]);
+    }
+    if (work > 0) {
+        sp->bind[sp->n_bindings] = (tg_wgsl_binding){TG_WGSL_WORKSPACE, 0, work};
+        wsb_printf(&k->s, "@group(0) @binding(%d) var<storage, read_write> work: array<u32>;\n", sp->n_bindings);
+        sp->n_bindings++;
+    }
+}
+
+/* "bB[OFFu + " for node's element 0 (the caller appends the index and "]"). */
+static const char *at(const spans *s, const tg_plan *p, int node, char *buf, size_t n) {
+    const tg_slot *sl = &p->slot[node];
+    snprintf(buf, n, "b%d[%lldu + ", s->bind[sl->arena], (long long)((sl->offset - s->lo[sl->arena]) / 4));
+    return buf;
+}
+
+static long long elem(const spans *s, const tg_plan *p, int node) {
+    if (node < 0) return 0;
+    const tg_slot *sl = &p->slot[node];
+    return (long long)((sl->offset - s->lo[sl->arena]) / 4);
+}
+
+static void open_kernel(wk *k, const tg_graph *g, const tg_plan *plan, const tg_wgsl_limits *lim, int node,
+                        tg_kernel_spec *sp) {
+    memset(k, 0, sizeof *k);
+    k->g = g, k->n = &g->nodes[node], k->id = node, k->plan = plan, k->lim = lim, k->spec = sp;
+    k->helpers = &k->own_helpers;
+    wk_names_default(k);
+    sp->node = node;
+}
+
+static tg_status close_kernel(wk *k, tg_wgsl_program *out) {
+    if (k->st == TG_OK && k->s.oom) k->st = tg_fail(TG_ERR_NOMEM, "webgpu: out of memory generating WGSL");
+    if (k->st != TG_OK) {
+        free(k->s.p);
+        memset(k->spec, 0, sizeof *k->spec);
+        return k->st;
+    }
+    k->spec->source = k->s.p;
+    out->n++;
+    return TG_OK;
+}
+
+/* fn seg(w) -> Seg: the segment whose workgroups [w0[i], w0[i+1]) hold w,
+ * as a balanced tree of comparisons over `fields` pre-formatted initializers. */
+static void seg_tree(wk *k, const int64_t *w0, char (*init)[256], int lo, int hi, int depth) {
+    if (hi - lo == 1) {
+        wsb_printf(&k->s, "%*sreturn Seg(%s);\n", 4 * depth, "", init[lo]);
+        return;
+    }
+    int mid = (lo + hi) / 2;
+    wsb_printf(&k->s, "%*sif (w < %lldu) {\n", 4 * depth, "", (long long)w0[mid]);
+    seg_tree(k, w0, init, lo, mid, depth + 1);
+    wsb_printf(&k->s, "%*s}\n", 4 * depth, "");
+    seg_tree(k, w0, init, mid, hi, depth);
+}
+
+/* ---- optimizer ---- */
+
+static void optim_spans(spans *s, const tg_plan *p, const fz_seg *q) {
+    int nodes[] = {q->p, q->p2, q->m, q->m2, q->v, q->v2, q->grad, q->scale, q->hyper};
+    for (size_t i = 0; i < sizeof nodes / sizeof nodes[0]; i++) spans_add(s, p, nodes[i]);
+}
+
+static tg_status emit_optim_chunk(const tg_graph *g, const tg_plan *plan, const tg_wgsl_limits *lim,
+                                  const fz_group *gr, int from, int to, tg_wgsl_program *out, int *cap, fz_push push) {
+    tg_kernel_spec *sp;
+    tg_status st = push(out, cap, &sp);
+    if (st != TG_OK) return st;
+    wk k;
+    open_kernel(&k, g, plan, lim, gr->turn, sp);
+    spans s;
+    spans_init(&s);
+    for (int i = from; i < to; i++) optim_spans(&s, plan, &gr->seg[i]);
+    const fz_seg *q0 = &gr->seg[from];
+    bool adam = g->nodes[q0->p2].op == TG_OP_ADAM_P;
+    wsb_printf(&k.s, "// node %d: %s update of %d params (%d to %d of the group)\n", gr->turn, adam ? "adam" : "sgd",
+               to - from, from, to - 1);
+    spans_bind(&k, &s, 0);
+    int n = to - from;
+    int64_t *w0 = tg_calloc((size_t)n + 1, sizeof(int64_t));
+    char (*init)[256] = tg_calloc((size_t)n + 1, sizeof *init);
+    if (!w0 || !init) {
+        free(w0), free(init);
+        return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
+    }
+    int64_t total = 0;
+    for (int i = 0; i < n; i++) {
+        const fz_seg *q = &gr->seg[from + i];
+        int64_t ne = ir_numel(&g->nodes[q->p2]);
+        w0[i] = total;
+        snprintf(init[i], sizeof init[i], "%lldu, %lldu, %lldu, %lldu, %lldu, %lldu, %lldu, %lldu, %lldu, %uu",
+                 (long long)total, (long long)ne, elem(&s, plan, q->p), elem(&s, plan, q->p2), elem(&s, plan, q->m),
+                 elem(&s, plan, q->m2), elem(&s, plan, q->v), elem(&s, plan, q->v2), elem(&s, plan, q->grad),
+                 q->decay ? 1u : 0u);
+        total += (ne + WG - 1) / WG;
+    }
+    wsb_printf(&k.s, "struct Seg { w0: u32, n: u32, pr: u32, pw: u32, mr: u32, mw: u32, vr: u32, vw: u32, g: u32, d: u32 }\n"
+                     "fn seg(w: u32) -> Seg {\n");
+    seg_tree(&k, w0, init, 0, n, 1);
+    wsb_printf(&k.s, "}\n");
+    free(w0), free(init);
+    if (wk_main(&k, total, WG)) {
+        sp->threads = total * WG;
+        char a[64], f0[48], f1[48], f2[48], om[48];
+        int bp = s.bind[plan->slot[q0->p].arena], bg = s.bind[plan->slot[q0->grad].arena];
+        wsb_printf(&k.s,
+                   "    if (gid >= %lldu) { return; }\n    let s = seg(gid);\n    let e = (gid - s.w0) * %uu + lid;\n"
+                   "    if (e >= s.n) { return; }\n",
+                   (long long)total, WG);
+        wsb_printf(&k.s, "    let g0 = bitcast<f32>(b%d[s.g + e]);\n", bg);
+        if (q0->scale >= 0) wsb_printf(&k.s, "    let g = g0 * bitcast<f32>(%s0u]);\n", at(&s, plan, q0->scale, a, sizeof a));
+        else wsb_printf(&k.s, "    let g = g0;\n");
+        wsb_printf(&k.s, "    let p = bitcast<f32>(b%d[s.pr + e]);\n", bp);
+        if (adam) {
+            int bm = s.bind[plan->slot[q0->m].arena], bv = s.bind[plan->slot[q0->v].arena];
+            wsb_printf(&k.s, "    let m = %s * bitcast<f32>(b%d[s.mr + e]) + %s * g;\n", wk_f32(q0->fa[0], f0), bm,
+                       wk_f32(1.0f - q0->fa[0], om));
+            wsb_printf(&k.s, "    let v = %s * bitcast<f32>(b%d[s.vr + e]) + %s * g * g;\n", wk_f32(q0->fa[1], f1), bv,
+                       wk_f32(1.0f - q0->fa[1], om));
+            wsb_printf(&k.s, "    let lrt = bitcast<f32>(%s%du]);\n", at(&s, plan, q0->hyper, a, sizeof a), TG_HYPER_LRT);
+            wsb_printf(&k.s, "    let shrink = select(1.0f, bitcast<f32>(%s%du]), s.d != 0u);\n",
+                       at(&s, plan, q0->hyper, a, sizeof a), TG_HYPER_SHRINK);
+            wsb_printf(&k.s,
+                       "    b%d[s.mw + e] = bitcast<u32>(m);\n    b%d[s.vw + e] = bitcast<u32>(v);\n"
+                       "    b%d[s.pw + e] = bitcast<u32>(shrink * p - lrt * m / (sqrt(v) + %s));\n",
+                       s.bind[plan->slot[q0->m2].arena], s.bind[plan->slot[q0->v2].arena],
+                       s.bind[plan->slot[q0->p2].arena], wk_f32(q0->fa[2], f2));
+        } else {
+            wsb_printf(&k.s, "    let mu = %s;\n", wk_f32(q0->fa[0], f0));
+            if (q0->momentum) {
+                int bv = s.bind[plan->slot[q0->v].arena];
+                wsb_printf(&k.s, "    let v = mu * bitcast<f32>(b%d[s.vr + e]) + g + %s * p;\n", bv, wk_f32(q0->fa[1], f1));
+                wsb_printf(&k.s, "    b%d[s.vw + e] = bitcast<u32>(v);\n", s.bind[plan->slot[q0->v2].arena]);
+            }
+            wsb_printf(&k.s, "    let g2 = g + %s * p;\n", wk_f32(q0->fa[1], f1));
+            const char *u = !q0->momentum ? "g2" : q0->nesterov ? "g2 + mu * v" : "v";
+            wsb_printf(&k.s, "    b%d[s.pw + e] = bitcast<u32>(p - bitcast<f32>(%s%du]) * (%s));\n",
+                       s.bind[plan->slot[q0->p2].arena], at(&s, plan, q0->hyper, a, sizeof a), TG_HYPER_LR, u);
+        }
+        wk_end(&k);
+    }
+    return close_kernel(&k, out);
+}
+
+static tg_status emit_optim(const tg_graph *g, const tg_plan *plan, const tg_wgsl_limits *lim, const fz_group *gr,
+                            tg_wgsl_program *out, int *cap, fz_push push) {
+    int from = 0;
+    spans s;
+    spans_init(&s);
+    for (int i = 0; i < gr->n_seg; i++) {
+        spans t = s;
+        optim_spans(&t, plan, &gr->seg[i]);
+        if (i > from && !spans_fit(&t, lim)) { /* cut before this param */
+            tg_status st = emit_optim_chunk(g, plan, lim, gr, from, i, out, cap, push);
+            if (st != TG_OK) return st;
+            from = i;
+            spans_init(&t);
+            optim_spans(&t, plan, &gr->seg[i]);
+        }
+        s = t;
+    }
+    return emit_optim_chunk(g, plan, lim, gr, from, gr->n_seg, out, cap, push);
+}
+
+/* ---- sums of squares ---- */
+
+static int64_t n_parts(const tg_graph *g, const fz_term *t) { return (ir_numel(&g->nodes[t->x]) + CHUNK - 1) / CHUNK; }
+
+/* Partial sums of terms [from, to) into work[wbase ..]. */
+static tg_status emit_partials(const tg_graph *g, const tg_plan *plan, const tg_wgsl_limits *lim, const fz_group *gr,
+                               int from, int to, int64_t wbase, int64_t work, tg_wgsl_program *out, int *cap,
+                               fz_push push) {
+    tg_kernel_spec *sp;
+    tg_status st = push(out, cap, &sp);
+    if (st != TG_OK) return st;
+    wk k;
+    open_kernel(&k, g, plan, lim, gr->turn, sp);
+    spans s;
+    spans_init(&s);
+    for (int i = from; i < to; i++) spans_add(&s, plan, gr->term[i].x);
+    wsb_printf(&k.s, "// node %d: sums of squares of %d tensors (%d to %d of the group): partial sums\n", gr->turn,
+               to - from, from, to - 1);
+    spans_bind(&k, &s, work);
+    int n = to - from;
+    int64_t *w0 = tg_calloc((size_t)n + 1, sizeof(int64_t));
+    char (*init)[256] = tg_calloc((size_t)n + 1, sizeof *init);
+    if (!w0 || !init) {
+        free(w0), free(init);
+        return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
+    }
+    int64_t total = 0;
+    for (int i = 0; i < n; i++) {
+        const fz_term *t = &gr->term[from + i];
+        const tg_slot *sl = &plan->slot[t->x];
+        w0[i] = total;
+        snprintf(init[i], sizeof init[i], "%lldu, %lldu, %lldu, %du", (long long)total, (long long)ir_numel(&g->nodes[t->x]),
+                 elem(&s, plan, t->x), s.bind[sl->arena]);
+        total += n_parts(g, t);
+    }
+    wsb_printf(&k.s, "struct Seg { w0: u32, n: u32, x: u32, b: u32 }\nfn seg(w: u32) -> Seg {\n");
+    seg_tree(&k, w0, init, 0, n, 1);
+    wsb_printf(&k.s, "}\n");
+    /* a term's binding is picked per workgroup (uniform), from the few arenas in use */
+    wsb_printf(&k.s, "fn ldx(b: u32, i: u32) -> f32 {\n");
+    for (int a = 0; a < TG_N_ARENAS; a++)
+        if (s.bind[a] >= 0) wsb_printf(&k.s, "    if (b == %du) { return bitcast<f32>(b%d[i]); }\n", s.bind[a], s.bind[a]);
+    wsb_printf(&k.s, "    return 0.0f;\n}\n");
+    free(w0), free(init);
+    wk_red_decl(&k, WG, "f32");
+    if (wk_main(&k, total, WG)) {
+        sp->threads = total * WG;
+        /* gid is uniform: the early return keeps the barriers uniform */
+        wsb_printf(&k.s,
+                   "    if (gid >= %lldu) { return; }\n    let s = seg(gid);\n    let base = (gid - s.w0) * %du;\n"
+                   "    var acc = 0.0f;\n"
+                   "    for (var j = 0u; j < %du; j++) {\n"
+                   "        let e = base + j * %uu + lid;\n"
+                   "        if (e < s.n) {\n            let x = ldx(s.b, s.x + e);\n            acc += x * x;\n        }\n"
+                   "    }\n",
+                   (long long)total, CHUNK, CHUNK / (int)WG, WG);
+        wk_reduce(&k, WG, "acc", false, "sum");
+        wsb_printf(&k.s, "    if (lid == 0u) { work[%lldu + gid] = bitcast<u32>(sum); }\n", (long long)wbase);
+        wk_end(&k);
+    }
+    return close_kernel(&k, out);
+}
+
+static int term_of(const tg_graph *g, const fz_group *gr, int x) {
+    while (tg_ops[g->nodes[x].op].flags & TG_OPF_VIEW) x = g->nodes[x].in[0];
+    for (int t = 0; t < gr->n_term; t++)
+        if (gr->term[t].sum == x) return t;
+    return -1;
+}
+
+static int by_id(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
+
+/* One workgroup: each term's partials added in order, then the stored terms
+ * and the graph's tree of adds over them. */
+static tg_status emit_combine(const tg_graph *g, const tg_plan *plan, const tg_wgsl_limits *lim, const fz_group *gr,
+                              int64_t work, tg_wgsl_program *out, int *cap, fz_push push) {
+    tg_kernel_spec *sp;
+    tg_status st = push(out, cap, &sp);
+    if (st != TG_OK) return st;
+    wk k;
+    open_kernel(&k, g, plan, lim, gr->turn, sp);
+    spans s;
+    spans_init(&s);
+    for (int t = 0; t < gr->n_term; t++)
+        if (gr->term[t].store) spans_add(&s, plan, gr->term[t].sum);
+    if (gr->total >= 0) spans_add(&s, plan, gr->total);
+    wsb_printf(&k.s, "// node %d: sums of squares of %d tensors: totals\n", gr->turn, gr->n_term);
+    spans_bind(&k, &s, work);
+    int n = gr->n_term;
+    int64_t *w0 = tg_calloc((size_t)n + 1, sizeof(int64_t));
+    char (*init)[256] = tg_calloc((size_t)n + 1, sizeof *init);
+    int *tree = tg_calloc((size_t)gr->n_tree + 1, sizeof(int));
+    if (!w0 || !init || !tree) {
+        free(w0), free(init), free(tree);
+        return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
+    }
+    int64_t p0 = 0;
+    for (int t = 0; t < n; t++) {
+        w0[t] = t;
+        snprintf(init[t], sizeof init[t], "%lldu, %lldu", (long long)p0, (long long)n_parts(g, &gr->term[t]));
+        p0 += n_parts(g, &gr->term[t]);
+    }
+    wsb_printf(&k.s, "struct Seg { p: u32, n: u32 }\nfn seg(w: u32) -> Seg {\n");
+    seg_tree(&k, w0, init, 0, n, 1);
+    wsb_printf(&k.s, "}\nvar<workgroup> sv: array<f32, %d>;\n", n);
+    free(w0), free(init);
+    if (wk_main(&k, 1, WG)) {
+        sp->threads = WG;
+        wsb_printf(&k.s,
+                   "    for (var t = lid; t < %du; t += %uu) {\n        let r = seg(t);\n        var acc = 0.0f;\n"
+                   "        for (var q = 0u; q < r.n; q++) { acc += bitcast<f32>(work[r.p + q]); }\n"
+                   "        sv[t] = acc;\n    }\n    workgroupBarrier();\n    if (lid == 0u) {\n",
+                   n, WG);
+        char a[64];
+        for (int t = 0; t < n; t++)
+            if (gr->term[t].store)
+                wsb_printf(&k.s, "        %s0u] = bitcast<u32>(sv[%du]);\n", at(&s, plan, gr->term[t].sum, a, sizeof a), t);
+        memcpy(tree, gr->tree, sizeof(int) * (size_t)gr->n_tree);
+        qsort(tree, (size_t)gr->n_tree, sizeof(int), by_id);
+        for (int q = 0; q < gr->n_tree; q++) {
+            const tg_node *ad = &g->nodes[tree[q]];
+            char opnd[2][32];
+            for (int j = 0; j < 2; j++) {
+                int x = ad->in[j];
+                while (tg_ops[g->nodes[x].op].flags & TG_OPF_VIEW) x = g->nodes[x].in[0];
+                int t = term_of(g, gr, x);
+                if (t >= 0) snprintf(opnd[j], sizeof opnd[j], "sv[%du]", t);
+                else snprintf(opnd[j], sizeof opnd[j], "t%d", x);
+            }
+            wsb_printf(&k.s, "        let t%d = %s + %s;\n", tree[q], opnd[0], opnd[1]);
+        }
+        if (gr->total >= 0) wsb_printf(&k.s, "        %s0u] = bitcast<u32>(t%d);\n", at(&s, plan, gr->total, a, sizeof a), gr->total);
+        wsb_printf(&k.s, "    }\n");
+        wk_end(&k);
+    }
+    free(tree);
+    return close_kernel(&k, out);
+}
+
+static tg_status emit_sumsq(const tg_graph *g, const tg_plan *plan, const tg_wgsl_limits *lim, const fz_group *gr,
+                            tg_wgsl_program *out, int *cap, fz_push push) {
+    int64_t parts = 0;
+    for (int t = 0; t < gr->n_term; t++) parts += n_parts(g, &gr->term[t]);
+    int64_t work = (parts ? parts : 1) * 4;
+    if ((uint64_t)work > lim->max_storage_buffer_binding_size)
+        return tg_fail(TG_ERR_LIMIT, "webgpu: node %d: %lld partial sums need more than one storage binding", gr->turn,
+                       (long long)parts);
+    if (work > out->workspace_bytes) out->workspace_bytes = work;
+    int from = 0;
+    int64_t wbase = 0, wfrom = 0;
+    spans s;
+    spans_init(&s);
+    for (int t = 0; t < gr->n_term; t++) {
+        spans u = s;
+        spans_add(&u, plan, gr->term[t].x);
+        if (t > from && !spans_fit(&u, lim)) {
+            tg_status st = emit_partials(g, plan, lim, gr, from, t, wfrom, work, out, cap, push);
+            if (st != TG_OK) return st;
+            from = t;
+            wfrom = wbase;
+            spans_init(&u);
+            spans_add(&u, plan, gr->term[t].x);
+        }
+        s = u;
+        wbase += n_parts(g, &gr->term[t]);
+    }
+    tg_status st = emit_partials(g, plan, lim, gr, from, gr->n_term, wfrom, work, out, cap, push);
+    if (st != TG_OK) return st;
+    return emit_combine(g, plan, lim, gr, work, out, cap, push);
+}
+
+tg_status fz_emit_group(const tg_graph *g, const tg_plan *plan, const tg_wgsl_limits *lim, const fz_group *gr,
+                        tg_wgsl_program *out, int *cap, fz_push push) {
+    switch (gr->kind) {
+    case FZ_OPTIM: return emit_optim(g, plan, lim, gr, out, cap, push);
+    case FZ_SUMSQ: return emit_sumsq(g, plan, lim, gr, out, cap, push);
+    default: return tg_fail(TG_ERR_BACKEND, "webgpu: fused group of unknown kind %d", (int)gr->kind);
+    }
+}
