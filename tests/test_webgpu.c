@@ -218,6 +218,8 @@ static const par_case cases[] = {
     {"matmul batch^T x shared B", PRM(S(2, 29, 37), S(29, 41)), P_NONE, 0, 1, b_mm_ta, 1e-4f},
     {"matmul batched", PRM(S(3, 37, 29), S(3, 29, 41)), P_NONE, 0, 1, b_mm, 1e-4f},
     {"matmul batched b^T", PRM(S(2, 3, 17, 9), S(2, 3, 19, 9)), P_NONE, 0, 1, b_mm_tb, 1e-4f},
+    {"matmul tile multiples [128,32]x[32,128]", PRM(S(128, 32), S(32, 128)), P_NONE, 0, 1, b_mm, 1e-4f},
+    {"matmul tile multiples a^T b^T batched", PRM(S(2, 48, 128), S(2, 64, 48)), P_NONE, 0, 1, b_mm_tab, 1e-4f},
     {"one_hot", PRM(S(17, 10)), {S(17), P_END}, -1, 12, b_one_hot, 0},
     {"log_softmax last, 300 wide", PRM(S(7, 300)), P_NONE, 0, 1, b_lsm_last, 1e-4f},
     {"log_softmax last, short", PRM(S(50, 10)), P_NONE, 0, 1, b_lsm_last, 1e-4f},
@@ -254,6 +256,22 @@ static const par_case cases[] = {
 /* One case big enough that a flat kernel needs more than 65535 workgroups of
  * 256, so the real device splits its grid in two dimensions. */
 static const par_case big_case = {"relu, 2-D grid (16.8M elements)", PRM(S(65535 * 256 + 3)), P_NONE, 0, 1, b_relu, 0};
+
+/* The matmul cases under each tile configuration, with and without a split
+ * K (the shapes that pick them on their own are too big for lavapipe). */
+static void test_matmul_configs(bool verbose) {
+    for (int cfg = 0; cfg < 3; cfg++)
+        for (int split = 0; split <= 3; split += 3) {
+            tg_wgsl_matmul_test_config(cfg, split);
+            for (int i = 0; i < N_CASES; i++)
+                if (strncmp(cases[i].name, "matmul", 6) == 0 || strncmp(cases[i].name, "attention", 9) == 0)
+                    par_check(&cases[i], verbose);
+        }
+    tg_wgsl_matmul_test_config(-1, 0);
+    /* split by shape: tall K under few output tiles (the weight gradients) */
+    static const par_case tall_k = {"matmul a^T, K=2048 split", {S(2048, 40), S(2048, 70), P_END}, P_NONE, 0, 1, b_mm_ta, 1e-4f};
+    par_check(&tall_k, verbose);
+}
 
 /* Every op the CPU can run (other than views) must have a WGSL emitter:
  * this is what catches an op added to the table without its kernel. */
@@ -333,6 +351,7 @@ int main(int argc, char **argv) {
     test_ops(verbose);
     test_op_table(verbose);
     test_ops_2d_grid(verbose);
+    test_matmul_configs(verbose);
     par_check(&big_case, verbose);
     test_training(verbose);
     test_forward_sessions();

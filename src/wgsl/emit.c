@@ -333,7 +333,7 @@ static void emit_inline(wk *k, int x, const char *name, char in[][24]) {
         return;
     }
     tg_kernel_spec dummy = {0};
-    wk sub = {k->g, n, x, k->plan, k->lim, &dummy, {0}, TG_OK, {{0}}, {0}, {0}, name, k->helpers, 0};
+    wk sub = {k->g, n, x, k->plan, k->lim, &dummy, {0}, TG_OK, {{0}}, {0}, {0}, name, k->helpers, 0, 0};
     for (int j = 0; j < n->nin; j++) snprintf(sub.ld[j], sizeof sub.ld[j], "%s", in[j]);
     snprintf(sub.stn, sizeof sub.stn, "%s_st", name);
     snprintf(sub.pfx, sizeof sub.pfx, "%s_", name);
@@ -348,8 +348,9 @@ static void emit_inline(wk *k, int x, const char *name, char in[][24]) {
 /* Writes the kernel of `kn` (whose output is node kid's memory) with emitter
  * fn; f (NULL for none) adds the inlined producers and the epilogue. */
 static tg_status emit_kernel(const tg_graph *g, const tg_plan *plan, int kid, const tg_node *kn, tg_wgsl_emit_fn fn,
-                             const tg_wgsl_fused *f, const tg_wgsl_limits *lim, tg_kernel_spec *out) {
-    wk k = {g, kn, kid, plan, lim, out, {0}, TG_OK, {{0}}, {0}, {0}, NULL, NULL, 0};
+                             const tg_wgsl_fused *f, int phase, int64_t work, const tg_wgsl_limits *lim,
+                             tg_kernel_spec *out) {
+    wk k = {g, kn, kid, plan, lim, out, {0}, TG_OK, {{0}}, {0}, {0}, NULL, NULL, 0, phase};
     k.helpers = &k.own_helpers;
     int n_epi = f ? f->n_epi : 0, n_inl = f ? f->n_inl : 0;
     int cap = 2 + kn->nin;
@@ -384,6 +385,17 @@ static tg_status emit_kernel(const tg_graph *g, const tg_plan *plan, int kid, co
         wsb_printf(&k.s, "fn f32_bits(b: u32) -> f32 { return bitcast<f32>(b); }\n");
         for (int b = 0; b < out->n_bindings; b++)
             wsb_printf(&k.s, "@group(0) @binding(%d) var<storage, read_write> b%d: array<u32>;\n", b, b);
+        if (work > 0) {
+            if (out->n_bindings == TG_WGSL_MAX_BINDINGS || (uint32_t)out->n_bindings >= lim->max_storage_buffers_per_stage)
+                wk_fail(&k, TG_ERR_LIMIT, "needs %d storage buffers with its workspace, over %u", out->n_bindings + 1,
+                        lim->max_storage_buffers_per_stage);
+            else if ((uint64_t)work > lim->max_storage_buffer_binding_size)
+                wk_fail(&k, TG_ERR_LIMIT, "needs %lld bytes of workspace, over maxStorageBufferBindingSize %llu",
+                        (long long)work, (unsigned long long)lim->max_storage_buffer_binding_size);
+            out->bind[out->n_bindings] = (tg_wgsl_binding){TG_WGSL_WORKSPACE, 0, work};
+            out->workspace = work;
+            wsb_printf(&k.s, "@group(0) @binding(%d) var<storage, read_write> work: array<u32>;\n", out->n_bindings++);
+        }
         char at[64];
         for (int i = 0; i < o.n; i++) {
             const char *t = wk_type(g->nodes[o.node[i]].dtype);
@@ -452,7 +464,7 @@ tg_status tg_wgsl_emit(const tg_graph *g, const tg_plan *plan, int id, const tg_
         if (info->flags & TG_OPF_LEAF && !(info->flags & TG_OPF_CONSTANT)) return TG_OK;
         return tg_fail(TG_ERR_BACKEND, "webgpu: op '%s' (node %d) has no WGSL kernel", info->name, id);
     }
-    return emit_kernel(g, plan, id, n, fn, NULL, lim, out);
+    return emit_kernel(g, plan, id, n, fn, NULL, 0, 0, lim, out);
 }
 
 tg_status tg_wgsl_emit_fused(const tg_graph *g, const tg_plan *plan, const tg_wgsl_fused *f, const tg_wgsl_limits *lim,
@@ -462,7 +474,17 @@ tg_status tg_wgsl_emit_fused(const tg_graph *g, const tg_plan *plan, const tg_wg
     out->node = id;
     tg_wgsl_emit_fn fn = tg_wgsl_ops[g->nodes[id].op].emit;
     if (!fn) return tg_fail(TG_ERR_BACKEND, "webgpu: op '%s' (node %d) has no WGSL kernel", tg_ops[g->nodes[id].op].name, id);
-    return emit_kernel(g, plan, id, &g->nodes[id], fn, f, lim, out);
+    return emit_kernel(g, plan, id, &g->nodes[id], fn, f, 0, 0, lim, out);
+}
+
+tg_status tg_wgsl_emit_phase(const tg_graph *g, const tg_plan *plan, const tg_wgsl_fused *f, int phase, int64_t work_bytes,
+                             const tg_wgsl_limits *lim, tg_kernel_spec *out) {
+    memset(out, 0, sizeof *out);
+    int id = f->kernel;
+    out->node = id;
+    tg_wgsl_emit_fn fn = tg_wgsl_ops[g->nodes[id].op].emit;
+    if (!fn) return tg_fail(TG_ERR_BACKEND, "webgpu: op '%s' (node %d) has no WGSL kernel", tg_ops[g->nodes[id].op].name, id);
+    return emit_kernel(g, plan, id, &g->nodes[id], fn, f, phase, work_bytes, lim, out);
 }
 
 tg_status tg_wgsl_emit_writeback(const tg_graph *g, const tg_plan *plan, int src, int dst, const tg_wgsl_limits *lim,
@@ -474,7 +496,7 @@ tg_status tg_wgsl_emit_writeback(const tg_graph *g, const tg_plan *plan, int src
     copy.op = TG_OP_BROADCAST;
     copy.nin = 1;
     copy.in[0] = src;
-    return emit_kernel(g, plan, dst, &copy, wgsl_copy, NULL, lim, out);
+    return emit_kernel(g, plan, dst, &copy, wgsl_copy, NULL, 0, 0, lim, out);
 }
 
 void tg_kernel_spec_free(tg_kernel_spec *k) {

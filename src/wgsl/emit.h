@@ -43,6 +43,7 @@ typedef struct {
     const char *fn_name; /* inline mode: the function to define */
     unsigned *helpers;   /* wk_helper texts already in the module */
     unsigned own_helpers;
+    int phase;           /* kernels that run in two dispatches (split-K matmul): 1, 2; else 0 */
 } wk;
 
 /* Module-scope helper texts shared by inlinable emitters (wk_helper ids). */
@@ -132,7 +133,7 @@ bool wgsl_optim(wk *k); /* adam_m, adam_v, adam_p, sgd_v, sgd_p */
 bool wgsl_sum(wk *k);
 bool wgsl_softmax_lines(wk *k); /* log_softmax, log_softmax_grad, softmax_grad */
 bool wgsl_softmax_causal(wk *k);
-bool wgsl_matmul(wk *k);
+bool wgsl_matmul(wk *k); /* phases 1 and 2 when tg_wgsl_matmul_split says so; they use `work` */
 bool wgsl_unary_math(wk *k); /* abs square sin cos tanh sigmoid erf gelu silu softplus leaky_relu clamp */
 bool wgsl_unary_grad(wk *k);
 bool wgsl_minmax(wk *k);

@@ -853,6 +853,19 @@ tg_status tg_wgsl_emit_program(const tg_graph *g, const tg_plan *plan, const tg_
     for (int i = 0; i < g->n && st == TG_OK; i++) {
         int gi = z.grp[i];
         if (gi >= 0 && z.gr[gi].turn != i) continue; /* runs at its group's turn */
+        int64_t work = 0;
+        int kn = gi < 0 ? i : z.gr[gi].kind == FZ_FUSED ? z.gr[gi].f.kernel : -1;
+        if (kn >= 0 && tg_wgsl_matmul_split(g, kn, &work) > 1) { /* two dispatches sharing the workspace */
+            tg_wgsl_fused one = {kn, NULL, 0, NULL, 0, false};
+            const tg_wgsl_fused *f = gi < 0 ? &one : &z.gr[gi].f;
+            for (int phase = 1; phase <= 2 && st == TG_OK; phase++) {
+                tg_kernel_spec *k;
+                if ((st = push_spec(out, &cap, &k)) != TG_OK) break;
+                if ((st = tg_wgsl_emit_phase(g, plan, f, phase, work, lim, k)) == TG_OK) out->n++;
+            }
+            if (work > out->workspace_bytes) out->workspace_bytes = work;
+            continue;
+        }
         if (gi < 0) {
             tg_kernel_spec *k;
             if ((st = push_spec(out, &cap, &k)) != TG_OK) break;

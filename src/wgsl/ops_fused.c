@@ -61,6 +61,7 @@ static void spans_bind(wk *k, spans *s, int64_t work) {
         wsb_printf(&k->s, "@group(0) @binding(%d) var<storage, read_write> b%d: array<u32>;\n", s->bind[a], s->bind[a]);
     }
     if (work > 0) {
+        sp->workspace = work;
         sp->bind[sp->n_bindings] = (tg_wgsl_binding){TG_WGSL_WORKSPACE, 0, work};
         wsb_printf(&k->s, "@group(0) @binding(%d) var<storage, read_write> work: array<u32>;\n", sp->n_bindings);
         sp->n_bindings++;

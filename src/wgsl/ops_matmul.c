@@ -1,16 +1,28 @@
 /* Matmul in WGSL: C[b] = op(A[b]) @ op(B[b]) (CPU: cpu_matmul).
  *
- * A workgroup of 16 x 16 invocations computes one tile of C, each invocation
- * a block of it in registers, with K advancing through workgroup memory:
- *   small: 64 x 64 tiles, 4 x 4 per invocation (rows ty + 16 r, columns
- *          tx + 16 c, so stores are coalesced), K 16 at a time;
- *   large: 128 x 128 tiles, 8 x 8 per invocation (rows 8 ty.., columns
- *          8 tx..) kept as vec4s, K 8 at a time: four times the arithmetic
- *          per workgroup-memory read, for products with both M and N >= 128.
- * The transposed-operand flags only change how a tile is loaded (each load
- * walks the operand's contiguous axis across neighbouring invocations), so no
- * transpose kernel ever runs. Rows of the shared tiles are padded so that
- * loads along K do not all land in one memory bank. */
+ * A workgroup of 256 invocations computes a BM x BN tile of C, each
+ * invocation a TM x TN block of it in registers (vec4 rows), with K
+ * advancing BK at a time through workgroup memory:
+ *   large   128 x 128 tiles, 8 x 8 per invocation;
+ *   tall    128 x 64, 8 x 4 (for N = 64, and where 128 x 128 tiles are too
+ *           few to fill the GPU);
+ *   small   64 x 64, 4 x 4.
+ * An invocation's rows are 4-row groups half a tile apart (rows 4 ty .. and
+ * BM/2 + 4 ty ..), likewise its columns, so the vec4 reads of a k-slice from
+ * workgroup memory by neighbouring invocations are neighbouring vec4s (no
+ * bank conflicts) and each of them feeds 16 multiply-adds. The register
+ * block is written out as named variables (no arrays indexed in loops,
+ * which a shader compiler may leave in local memory). The next K-slice is loaded
+ * into registers before the current one is computed, hiding the global
+ * load latency behind the arithmetic. Loads walk each operand's contiguous
+ * axis across neighbouring invocations (coalesced); workgroup rows are
+ * padded by a vec4 where that walk would hit one bank.
+ *
+ * The transposed-operand flags only change the index arithmetic of the
+ * loads, so no transpose kernel ever runs. When the output has too few tiles
+ * to fill the GPU and K is long (the weight gradients: [384 x 16384] x
+ * [16384 x 1536]), K is split: phase 1 writes one partial product per
+ * K-range into the workspace, phase 2 adds them in order and stores. */
 #include <stdio.h>
 
 #include "emit.h"
@@ -20,10 +32,16 @@ typedef struct {
     bool ta, tb;
 } mm_geom;
 
+typedef struct {
+    int bm, bn, tm, tn, bk;
+} mm_cfg;
+
+static const mm_cfg LARGE = {128, 128, 8, 8, 16}, TALL = {128, 64, 8, 4, 16}, SMALL = {64, 64, 4, 4, 16};
+
 /* The product as a batch of [M, K] x [K, N]; a shared B with a row-major A
  * folds the batch into M (one large product). */
-static mm_geom geometry(const wk *k) {
-    const tg_node *n = k->n, *a = wk_in(k, 0), *b = wk_in(k, 1);
+static mm_geom geometry(const tg_graph *gr, const tg_node *n) {
+    const tg_node *a = &gr->nodes[n->in[0]], *b = &gr->nodes[n->in[1]];
     int na = a->shape.ndim, nb = b->shape.ndim;
     mm_geom g = {n->shape.d[na - 2], n->shape.d[na - 1], 0, 1, 0, 0, 0, n->ia[0], n->ia[1]};
     g.K = a->shape.d[na - (g.ta ? 2 : 1)];
@@ -38,13 +56,154 @@ static mm_geom geometry(const wk *k) {
     return g;
 }
 
-/* Grid of (N / tile) x (M / tile) x batch workgroups of 256, within limits. */
-static bool grid(wk *k, const mm_geom *g, int tile, int shared_bytes) {
-    long long gx = (g->N + tile - 1) / tile, gy = (g->M + tile - 1) / tile;
+static long long tiles(const mm_geom *g, const mm_cfg *c) {
+    return ((g->M + c->bm - 1) / c->bm) * ((g->N + c->bn - 1) / c->bn) * g->batch;
+}
+
+/* Workgroups that make a GPU of about this many multiprocessors busy: the
+ * H200 the benchmarks run on has 132, two or three of these per SM. Below
+ * that, smaller tiles or a split K give more workgroups. */
+#define FILL 400
+
+static int test_cfg = -1, test_split = 0;
+
+void tg_wgsl_matmul_test_config(int cfg, int split) {
+    test_cfg = cfg;
+    test_split = split;
+}
+
+static mm_cfg choose(const mm_geom *g) {
+    if (test_cfg >= 0) return test_cfg == 0 ? LARGE : test_cfg == 1 ? TALL : SMALL;
+    if (g->M >= 128 && g->N >= 128 && tiles(g, &LARGE) >= FILL) return LARGE;
+    if (g->M >= 128 && g->N >= 64 && tiles(g, &TALL) >= FILL / 2) return TALL;
+    if (g->M >= 128 && g->N >= 128 && tiles(g, &LARGE) * 4 >= FILL) return LARGE; /* split K fills it */
+    return SMALL;
+}
+
+/* How many K-ranges: enough workgroups to fill the GPU, each range at least
+ * 256 long (a multiple of BK). 1 = no split. */
+static int split_of(const mm_geom *g, const mm_cfg *c) {
+    if (test_split > 0) return test_split;
+    long long t = tiles(g, c);
+    if (t >= FILL || g->K < 1024) return 1;
+    long long s = (FILL + t - 1) / t;
+    if (s > g->K / 256) s = g->K / 256;
+    if (s > 64) s = 64;
+    return s < 2 ? 1 : (int)s;
+}
+
+static long long k_per_split(const mm_geom *g, const mm_cfg *c, int s) {
+    long long kc = (g->K + s - 1) / s;
+    return (kc + c->bk - 1) / c->bk * c->bk;
+}
+
+int tg_wgsl_matmul_split(const tg_graph *gr, int id, int64_t *work_bytes) {
+    const tg_node *n = &gr->nodes[id];
+    *work_bytes = 0;
+    if (n->op != TG_OP_MATMUL) return 1;
+    mm_geom g = geometry(gr, n);
+    mm_cfg c = choose(&g);
+    int s = split_of(&g, &c);
+    if (s > 1) *work_bytes = (int64_t)s * g.batch * g.M * g.N * 4;
+    return s;
+}
+
+/* Element (row, col) of op(A) / op(B) relative to the batch base, as u32 expressions. */
+static void a_index(const mm_geom *g, const char *row, const char *col, char *buf, size_t n) {
+    if (!g->ta) snprintf(buf, n, "abase + (%s) * %lldu + %s", row, g->K, col);
+    else snprintf(buf, n, "abase + (%s) * %lldu + %s", col, g->M, row);
+}
+static void b_index(const mm_geom *g, const char *row, const char *col, char *buf, size_t n) {
+    if (!g->tb) snprintf(buf, n, "bbase + (%s) * %lldu + %s", row, g->N, col);
+    else snprintf(buf, n, "bbase + (%s) * %lldu + %s", col, g->K, row);
+}
+
+/* Loads of one K-slice of A (rows m0.., k0..) and B into registers paQ and
+ * pbQ, or their stores into workgroup memory. Slot q of an invocation is
+ * element e = lid + 256 q of the slice, walked along the operand's
+ * contiguous axis. */
+typedef struct {
+    const mm_geom *g;
+    const mm_cfg *c;
+    bool exact; /* M, N, K multiples of the tile: no bounds checks */
+    int apad, bpad; /* vec4s per k-row of As / Bs */
+} mm_ctx;
+
+static void a_slot(const mm_ctx *x, int q, char *m, char *k, size_t n) {
+    int e0 = 256 * q;
+    if (!x->g->ta) { /* contiguous along k: k fastest */
+        snprintf(m, n, "(%du + lid) / %du", e0, x->c->bk);
+        snprintf(k, n, "(%du + lid) %% %du", e0, x->c->bk);
+    } else {
+        snprintf(m, n, "(%du + lid) %% %du", e0, x->c->bm);
+        snprintf(k, n, "(%du + lid) / %du", e0, x->c->bm);
+    }
+}
+static void b_slot(const mm_ctx *x, int q, char *k, char *nn, size_t n) {
+    int e0 = 256 * q;
+    if (!x->g->tb) { /* contiguous along n */
+        snprintf(nn, n, "(%du + lid) %% %du", e0, x->c->bn);
+        snprintf(k, n, "(%du + lid) / %du", e0, x->c->bn);
+    } else {
+        snprintf(k, n, "(%du + lid) %% %du", e0, x->c->bk);
+        snprintf(nn, n, "(%du + lid) / %du", e0, x->c->bk);
+    }
+}
+
+static void emit_loads(wk *k, const mm_ctx *x, const char *k0) {
+    const mm_cfg *c = x->c;
+    int la = c->bm * c->bk / 256, lb = c->bk * c->bn / 256;
+    char r[64], col[64], rr[96], cc[96], idx[320];
+    for (int q = 0; q < la; q++) {
+        a_slot(x, q, r, col, sizeof r);
+        snprintf(rr, sizeof rr, "m0 + %s", r);
+        snprintf(cc, sizeof cc, "%s + %s", k0, col);
+        a_index(x->g, rr, cc, idx, sizeof idx);
+        if (x->exact) wsb_printf(&k->s, "        pa%d = ld0(%s);\n", q, idx);
+        else
+            wsb_printf(&k->s, "        pa%d = 0.0f;\n        if (%s < %lldu && %s < kend) { pa%d = ld0(%s); }\n", q, rr,
+                       x->g->M, cc, q, idx);
+    }
+    for (int q = 0; q < lb; q++) {
+        b_slot(x, q, r, col, sizeof r);
+        snprintf(rr, sizeof rr, "%s + %s", k0, r);
+        snprintf(cc, sizeof cc, "n0 + %s", col);
+        b_index(x->g, rr, cc, idx, sizeof idx);
+        if (x->exact) wsb_printf(&k->s, "        pb%d = ld1(%s);\n", q, idx);
+        else
+            wsb_printf(&k->s, "        pb%d = 0.0f;\n        if (%s < kend && %s < %lldu) { pb%d = ld1(%s); }\n", q, rr, cc,
+                       x->g->N, q, idx);
+    }
+}
+
+static void emit_stores(wk *k, const mm_ctx *x) {
+    const mm_cfg *c = x->c;
+    int la = c->bm * c->bk / 256, lb = c->bk * c->bn / 256;
+    char r[64], col[64];
+    for (int q = 0; q < la; q++) {
+        a_slot(x, q, r, col, sizeof r);
+        wsb_printf(&k->s, "        { let am = %s; As[(%s) * %du + am / 4u][am %% 4u] = pa%d; }\n", r, col, x->apad, q);
+    }
+    for (int q = 0; q < lb; q++) {
+        b_slot(x, q, r, col, sizeof r);
+        wsb_printf(&k->s, "        { let bn = %s; Bs[(%s) * %du + bn / 4u][bn %% 4u] = pb%d; }\n", col, r, x->bpad, q);
+    }
+}
+
+/* Row (r) / column group (h) of an invocation's block. */
+static void block_row(const mm_cfg *c, int r, char *buf, size_t n) {
+    snprintf(buf, n, "%du + 4u * ty + %du", (r / 4) * (c->bm / 2), r % 4);
+}
+static void block_col(const mm_cfg *c, int h, char *buf, size_t n) {
+    snprintf(buf, n, "%du + 4u * tx", h * (c->bn / 2));
+}
+
+static bool grid(wk *k, const mm_geom *g, const mm_cfg *c, int split, int shared_bytes) {
+    long long gx = (g->N + c->bn - 1) / c->bn, gy = (g->M + c->bm - 1) / c->bm, gz = g->batch * split;
     uint32_t lim = k->lim->max_workgroups_per_dimension;
-    if (gx > lim || gy > lim || g->batch > lim)
-        return wk_fail(k, TG_ERR_LIMIT, "matmul grid %lld x %lld x %lld exceeds maxComputeWorkgroupsPerDimension %u",
-                       gx, gy, g->batch, lim);
+    if (gx > lim || gy > lim || gz > lim)
+        return wk_fail(k, TG_ERR_LIMIT, "matmul grid %lld x %lld x %lld exceeds maxComputeWorkgroupsPerDimension %u", gx,
+                       gy, gz, lim);
     if (shared_bytes > (int64_t)k->lim->max_workgroup_storage_size)
         return wk_fail(k, TG_ERR_LIMIT, "matmul tiles need %d bytes of workgroup storage, over %u", shared_bytes,
                        k->lim->max_workgroup_storage_size);
@@ -54,134 +213,102 @@ static bool grid(wk *k, const mm_geom *g, int tile, int shared_bytes) {
     k->spec->workgroup_size = 256;
     k->spec->dispatch[0] = (uint32_t)(gx ? gx : 1);
     k->spec->dispatch[1] = (uint32_t)(gy ? gy : 1);
-    k->spec->dispatch[2] = (uint32_t)(g->batch ? g->batch : 1);
-    k->spec->threads = gx * gy * g->batch * 256;
+    k->spec->dispatch[2] = (uint32_t)(gz ? gz : 1);
+    k->spec->threads = gx * gy * gz * 256;
     return true;
 }
 
-/* Index expressions of op(A)[m0 + am, k0 + ak] and op(B)[k0 + bk, n0 + bn]
- * (relative to the batch bases), and how invocation slot e maps to them:
- * neighbouring e walk the stored contiguous axis. */
-static void operand_exprs(const mm_geom *g, int tile, int tk, char *ai, char *bi, size_t n, const char **amap,
-                          const char **bmap) {
-    static char am_buf[128], bm_buf[128];
-    if (!g->ta) {
-        snprintf(ai, n, "(m0 + am) * %lldu + k0 + ak", g->K);
-        snprintf(am_buf, sizeof am_buf, "let am = e / %du;\n            let ak = e %% %du;\n", tk, tk);
-    } else {
-        snprintf(ai, n, "(k0 + ak) * %lldu + m0 + am", g->M);
-        snprintf(am_buf, sizeof am_buf, "let ak = e / %du;\n            let am = e %% %du;\n", tile, tile);
-    }
-    if (!g->tb) {
-        snprintf(bi, n, "(k0 + bk) * %lldu + n0 + bn", g->N);
-        snprintf(bm_buf, sizeof bm_buf, "let bk = e / %du;\n            let bn = e %% %du;\n", tile, tile);
-    } else {
-        snprintf(bi, n, "(n0 + bn) * %lldu + k0 + bk", g->K);
-        snprintf(bm_buf, sizeof bm_buf, "let bn = e / %du;\n            let bk = e %% %du;\n", tk, tk);
-    }
-    *amap = am_buf;
-    *bmap = bm_buf;
-}
-
-/* The shared prologue and the tile loads (each invocation loads `per`
- * elements of each tile); `store_a` / `store_b` store av / bv at (ak, am) /
- * (bk, bn). */
-static void loads(wk *k, const mm_geom *g, int tile, int tk, int per, const char *store_a, const char *store_b) {
-    char ai[96], bi[96];
-    const char *amap, *bmap;
-    operand_exprs(g, tile, tk, ai, bi, sizeof ai, &amap, &bmap);
+/* Phase 0: the product, stored through st. Phase 1: partial products of
+ * the K-ranges into the workspace. */
+static bool tiled(wk *k, const mm_geom *g, const mm_cfg *c, int split) {
+    mm_ctx x = {g, c, false, c->bm / 4 + 1, c->bn / 4};
+    long long kc = split > 1 ? k_per_split(g, c, split) : g->K;
+    x.exact = g->M % c->bm == 0 && g->N % c->bn == 0 && kc % c->bk == 0 && (split == 1 || g->K % kc == 0);
+    if (g->tb) x.bpad = c->bn / 4 + 1; /* k-fastest stores into Bs */
+    int shared = 16 * c->bk * (x.apad + x.bpad);
+    if (!grid(k, g, c, split, shared)) return false;
+    int tx_n = c->bn / c->tn, th = c->tn / 4, la = c->bm * c->bk / 256, lb = c->bk * c->bn / 256;
+    wsb_printf(&k->s, "var<workgroup> As: array<vec4<f32>, %d>;\nvar<workgroup> Bs: array<vec4<f32>, %d>;\n",
+               c->bk * x.apad, c->bk * x.bpad);
     wsb_printf(&k->s,
                "@compute @workgroup_size(256)\n"
                "fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {\n"
-               "    let tx = lid %% 16u;\n    let ty = lid / 16u;\n"
-               "    let n0 = wid.x * %du;\n    let m0 = wid.y * %du;\n"
-               "    let abase = wid.z * %lldu;\n    let bbase = wid.z * %lldu;\n    let cbase = wid.z * %lldu;\n",
-               tile, tile, g->sa, g->sb, g->sc);
-    wsb_printf(&k->s, "%s", tile == 64 ? "    var acc: array<array<f32, 4>, 4>;\n" : "    var acc: array<vec4<f32>, 16>;\n");
-    wsb_printf(&k->s,
-               "    for (var k0 = 0u; k0 < %lldu; k0 += %du) {\n"
-               "        for (var q = 0u; q < %du; q++) {\n"
-               "            let e = lid + q * 256u;\n"
-               "            %s"
-               "            var av = 0.0f;\n"
-               "            if (m0 + am < %lldu && k0 + ak < %lldu) { av = ld0(abase + %s); }\n"
-               "            %s\n"
-               "            %s"
-               "            var bv = 0.0f;\n"
-               "            if (n0 + bn < %lldu && k0 + bk < %lldu) { bv = ld1(bbase + %s); }\n"
-               "            %s\n"
-               "        }\n"
-               "        workgroupBarrier();\n",
-               g->K, tk, per, amap, g->M, g->K, ai, store_a, bmap, g->N, g->K, bi, store_b);
-}
-
-#define S_TILE 64
-#define S_TK 16
-#define S_PAD (S_TILE + 1)
-
-static bool small_tiles(wk *k, const mm_geom *g) {
-    if (!grid(k, g, S_TILE, 2 * S_TK * S_PAD * 4)) return false;
-    wsb_printf(&k->s, "var<workgroup> As: array<f32, %d>;\nvar<workgroup> Bs: array<f32, %d>;\n", S_TK * S_PAD,
-               S_TK * S_PAD);
-    loads(k, g, S_TILE, S_TK, 4, "As[ak * 65u + am] = av;", "Bs[bk * 65u + bn] = bv;");
-    wsb_printf(&k->s,
-               "        for (var kk = 0u; kk < %du; kk++) {\n"
-               "            var ar: array<f32, 4>;\n            var br: array<f32, 4>;\n"
-               "            for (var r = 0u; r < 4u; r++) { ar[r] = As[kk * %du + ty + 16u * r]; }\n"
-               "            for (var c = 0u; c < 4u; c++) { br[c] = Bs[kk * %du + tx + 16u * c]; }\n"
-               "            for (var r = 0u; r < 4u; r++) {\n"
-               "                for (var c = 0u; c < 4u; c++) { acc[r][c] = acc[r][c] + ar[r] * br[c]; }\n"
-               "            }\n"
-               "        }\n"
-               "        workgroupBarrier();\n"
-               "    }\n"
-               "    for (var r = 0u; r < 4u; r++) {\n"
-               "        let m = m0 + ty + 16u * r;\n"
-               "        for (var c = 0u; c < 4u; c++) {\n"
-               "            let nn = n0 + tx + 16u * c;\n"
-               "            if (m < %lldu && nn < %lldu) { st(cbase + m * %lldu + nn, acc[r][c]); }\n"
-               "        }\n"
-               "    }\n"
-               "}\n",
-               S_TK, S_PAD, S_PAD, g->M, g->N, g->N);
+               "    let tx = lid %% %du;\n    let ty = lid / %du;\n"
+               "    let n0 = wid.x * %du;\n    let m0 = wid.y * %du;\n",
+               tx_n, tx_n, c->bn, c->bm);
+    if (split > 1)
+        wsb_printf(&k->s, "    let b = wid.z / %du;\n    let kbeg = (wid.z %% %du) * %lldu;\n    let kend = min(%lldu, kbeg + %lldu);\n",
+                   split, split, kc, g->K, kc);
+    else wsb_printf(&k->s, "    let b = wid.z;\n    let kbeg = 0u;\n    let kend = %lldu;\n", g->K);
+    wsb_printf(&k->s, "    let abase = b * %lldu;\n    let bbase = b * %lldu;\n", g->sa, g->sb);
+    for (int r = 0; r < c->tm; r++)
+        for (int h = 0; h < th; h++) wsb_printf(&k->s, "    var c%d_%d = vec4<f32>(0.0f);\n", r, h);
+    for (int q = 0; q < la; q++) wsb_printf(&k->s, "    var pa%d = 0.0f;\n", q);
+    for (int q = 0; q < lb; q++) wsb_printf(&k->s, "    var pb%d = 0.0f;\n", q);
+    wsb_printf(&k->s, "    {\n");
+    emit_loads(k, &x, "kbeg");
+    wsb_printf(&k->s, "    }\n    for (var k0 = kbeg; k0 < kend; k0 += %du) {\n        workgroupBarrier();\n", c->bk);
+    emit_stores(k, &x);
+    wsb_printf(&k->s, "        workgroupBarrier();\n        if (k0 + %du < kend) {\n", c->bk);
+    char knext[32];
+    snprintf(knext, sizeof knext, "(k0 + %du)", c->bk);
+    emit_loads(k, &x, knext);
+    wsb_printf(&k->s, "        }\n");
+    /* The k-loop stays a loop (compilers unroll a literal trip count on
+     * their own); the register block inside is written out. */
+    wsb_printf(&k->s, "        for (var kk = 0u; kk < %du; kk++) {\n", c->bk);
+    for (int ag = 0; ag < c->tm / 4; ag++)
+        wsb_printf(&k->s, "            let a%d = As[kk * %du + ty + %du];\n", ag, x.apad, ag * (c->bm / 8));
+    for (int h = 0; h < th; h++) wsb_printf(&k->s, "            let b%d = Bs[kk * %du + tx + %du];\n", h, x.bpad, h * (c->bn / 8));
+    static const char comp[4] = {'x', 'y', 'z', 'w'};
+    for (int r = 0; r < c->tm; r++)
+        for (int h = 0; h < th; h++)
+            wsb_printf(&k->s, "            c%d_%d = fma(vec4<f32>(a%d.%c), b%d, c%d_%d);\n", r, h, r / 4, comp[r % 4], h, r, h);
+    wsb_printf(&k->s, "        }\n");
+    wsb_printf(&k->s, "    }\n");
+    char row[64], col[64];
+    for (int r = 0; r < c->tm; r++) {
+        block_row(c, r, row, sizeof row);
+        wsb_printf(&k->s, "    {\n        let m = m0 + %s;\n", row);
+        if (!x.exact) wsb_printf(&k->s, "        if (m < %lldu) {\n", g->M);
+        for (int h = 0; h < th; h++) {
+            block_col(c, h, col, sizeof col);
+            for (int e = 0; e < 4; e++) {
+                static const char comp[4] = {'x', 'y', 'z', 'w'};
+                wsb_printf(&k->s, "        { let nn = n0 + %s + %du;", col, e);
+                if (!x.exact) wsb_printf(&k->s, " if (nn < %lldu) {", g->N);
+                if (split > 1)
+                    wsb_printf(&k->s, " work[wid.z * %lluu + m * %lldu + nn] = bitcast<u32>(c%d_%d.%c);",
+                               (unsigned long long)(g->M * g->N), g->N, r, h, comp[e]);
+                else wsb_printf(&k->s, " st(b * %lldu + m * %lldu + nn, c%d_%d.%c);", g->sc, g->N, r, h, comp[e]);
+                wsb_printf(&k->s, "%s }\n", x.exact ? "" : " }");
+            }
+        }
+        if (!x.exact) wsb_printf(&k->s, "        }\n");
+        wsb_printf(&k->s, "    }\n");
+    }
+    wsb_printf(&k->s, "}\n");
     return true;
 }
 
-#define L_TILE 128
-#define L_TK 8
-#define L_ROW 33 /* vec4s per padded tile row: 32 + 1 */
-
-static bool large_tiles(wk *k, const mm_geom *g) {
-    if (!grid(k, g, L_TILE, 2 * L_TK * L_ROW * 16)) return false;
-    wsb_printf(&k->s, "var<workgroup> As: array<vec4<f32>, %d>;\nvar<workgroup> Bs: array<vec4<f32>, %d>;\n",
-               L_TK * L_ROW, L_TK * L_ROW);
-    loads(k, g, L_TILE, L_TK, 4, "As[ak * 33u + am / 4u][am % 4u] = av;", "Bs[bk * 33u + bn / 4u][bn % 4u] = bv;");
-    /* acc[2 r + h] holds row 8 ty + r, columns 8 tx + 4 h .. + 3. */
+/* Phase 2: each output element is the sum of its partial products, in K order. */
+static bool reduce(wk *k, const mm_geom *g, int split) {
+    long long mn = g->M * g->N;
+    if (!wk_flat(k, g->batch * mn)) return false;
     wsb_printf(&k->s,
-               "        for (var kk = 0u; kk < %du; kk++) {\n"
-               "            let a0 = As[kk * 33u + 2u * ty];\n            let a1 = As[kk * 33u + 2u * ty + 1u];\n"
-               "            let b0 = Bs[kk * 33u + 2u * tx];\n            let b1 = Bs[kk * 33u + 2u * tx + 1u];\n"
-               "            for (var r = 0u; r < 4u; r++) {\n"
-               "                acc[2u * r] += a0[r] * b0;\n                acc[2u * r + 1u] += a0[r] * b1;\n"
-               "                acc[2u * r + 8u] += a1[r] * b0;\n                acc[2u * r + 9u] += a1[r] * b1;\n"
-               "            }\n"
-               "        }\n"
-               "        workgroupBarrier();\n"
-               "    }\n"
-               "    for (var r = 0u; r < 8u; r++) {\n"
-               "        let m = m0 + 8u * ty + r;\n"
-               "        if (m >= %lldu) { break; }\n"
-               "        for (var c = 0u; c < 8u; c++) {\n"
-               "            let nn = n0 + 8u * tx + c;\n"
-               "            if (nn < %lldu) { st(cbase + m * %lldu + nn, acc[2u * r + c / 4u][c %% 4u]); }\n"
-               "        }\n"
-               "    }\n"
-               "}\n",
-               L_TK, g->M, g->N, g->N);
+               "    let b = i / %lldu;\n    let r = i %% %lldu;\n    var acc = 0.0f;\n"
+               "    for (var s = 0u; s < %du; s++) { acc += bitcast<f32>(work[(b * %du + s) * %lldu + r]); }\n"
+               "    st(i, acc);\n",
+               mn, mn, split, split, mn);
+    wk_end(k);
     return true;
 }
 
 bool wgsl_matmul(wk *k) {
-    mm_geom g = geometry(k);
-    return g.M >= L_TILE && g.N >= L_TILE ? large_tiles(k, &g) : small_tiles(k, &g);
+    mm_geom g = geometry(k->g, k->n);
+    mm_cfg c = choose(&g);
+    int split = split_of(&g, &c);
+    if (split > 1 && k->phase == 0) return wk_fail(k, TG_ERR_BACKEND, "a split matmul runs in two phases");
+    if (k->phase == 2) return reduce(k, &g, split);
+    return tiled(k, &g, &c, k->phase == 1 ? split : 1);
 }

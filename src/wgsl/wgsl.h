@@ -53,6 +53,7 @@ typedef struct {
     uint32_t dispatch[3];    /* workgroups in x, y, z */
     const void *upload;      /* a literal constant: bytes written at compile instead */
     int64_t upload_bytes;
+    int64_t workspace;       /* bytes of the program's workspace it binds (0: none) */
 } tg_kernel_spec;
 
 /* Builds the kernel for node `id` of a planned graph. Leaves and views get
@@ -74,6 +75,17 @@ typedef struct {
 } tg_wgsl_fused;
 tg_status tg_wgsl_emit_fused(const tg_graph *g, const tg_plan *plan, const tg_wgsl_fused *f, const tg_wgsl_limits *lim,
                              tg_kernel_spec *out);
+/* A kernel that runs as two dispatches (phase 1 then 2) sharing `work_bytes`
+ * of the program's workspace: a matmul with its K split into ranges.
+ * tg_wgsl_matmul_split says how many ranges node id's matmul takes (1: one
+ * kernel) and the workspace they need. */
+int tg_wgsl_matmul_split(const tg_graph *g, int id, int64_t *work_bytes);
+/* Tests: every matmul compiled from now on uses tile configuration cfg (0
+ * 128x128, 1 128x64, 2 64x64; -1 chooses by shape again) and, with split > 0,
+ * that many K-ranges. */
+void tg_wgsl_matmul_test_config(int cfg, int split);
+tg_status tg_wgsl_emit_phase(const tg_graph *g, const tg_plan *plan, const tg_wgsl_fused *f, int phase, int64_t work_bytes,
+                             const tg_wgsl_limits *lim, tg_kernel_spec *out);
 /* How many storage bindings nodes[0..n) need once overlapping ranges of one
  * arena are merged (as the emitters bind them). */
 int tg_wgsl_count_bindings(const tg_plan *plan, const int *nodes, int n);
