@@ -1,17 +1,35 @@
 /* The WebGPU engine (the vtable of engine.h): arenas are storage buffers, a
  * compiled program is a list of (pipeline, bind group, grid), and a step is
- * one compute pass holding every kernel and then the writeback copies, in
- * one submit. Nothing waits for the GPU unless the caller reads something. */
+ * one compute pass holding every kernel and then the writeback copies.
+ * Nothing waits for the GPU unless the caller reads something.
+ *
+ * Encoding a dispatch costs the CPU a few microseconds (Dawn validates and
+ * records it, then translates it at submit), and the GPU sits idle until the
+ * step's commands arrive; so a long step is submitted in pieces as it is
+ * encoded (SUBMIT_EVERY dispatches each), and the GPU starts on the first
+ * piece while the CPU encodes the rest.
+ *
+ * TG_WG_PROFILE=N: the N-th run of each program (1 = the first) runs its
+ * dispatches one at a time, waiting for each, and prints to stderr every
+ * kernel's time (the wait's cost on an empty submit subtracted), the largest
+ * first, and the totals per kind of kernel. A tool for finding slow
+ * kernels on the real GPU; the step it profiles computes what it should. */
+#define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "webgpu.h"
+
+#define SUBMIT_EVERY 128
 
 typedef struct {
     wg_pipeline pipe;
     wg_bind_group bg;
     uint32_t grid[3];
+    int node;
+    char label[120]; /* for TG_WG_PROFILE: the kernel's first source line and the node's shape */
 } wg_call;
 
 typedef struct {
@@ -21,6 +39,7 @@ typedef struct {
     int64_t bytes[TG_N_ARENAS + 1];
     wg_call *calls; /* per step, in order: kernels, then writebacks */
     int n_calls;
+    int runs;
 } wg_program;
 
 typedef struct {
@@ -46,7 +65,7 @@ static void drop_buffer(wgpu_ctx *c, wg_buffer b) {
 static void encode(wgpu_ctx *c, wg_encoder enc, const wg_call *calls, int n) {
     wg_pass pass = c->f.CommandEncoderBeginComputePass(enc, NULL);
     for (int i = 0; i < n; i++) {
-        c->f.ComputePassEncoderSetPipeline(pass, calls[i].pipe);
+        if (i == 0 || calls[i].pipe != calls[i - 1].pipe) c->f.ComputePassEncoderSetPipeline(pass, calls[i].pipe);
         c->f.ComputePassEncoderSetBindGroup(pass, 0, calls[i].bg, 0, NULL);
         c->f.ComputePassEncoderDispatchWorkgroups(pass, calls[i].grid[0], calls[i].grid[1], calls[i].grid[2]);
     }
@@ -79,6 +98,12 @@ static tg_status make_call(wgpu_ctx *c, const tg_graph *g, wg_program *wp, const
     wg_bind_group_desc d = {NULL, {what, WG_STRLEN}, wgpu_bgl(c, k->n_bindings), (size_t)k->n_bindings, e};
     out->bg = c->f.DeviceCreateBindGroup(c->device, &d);
     memcpy(out->grid, k->dispatch, sizeof out->grid);
+    out->node = k->node;
+    const tg_node *n = &g->nodes[k->node];
+    char sh[64];
+    size_t line = strcspn(k->source, "\n");
+    snprintf(out->label, sizeof out->label, "%.*s %s", (int)(line < 80 ? line : 80), k->source,
+             tg_shape_str(n->shape, sh, sizeof sh));
     return out->bg ? TG_OK : tg_fail(TG_ERR_BACKEND, "webgpu: %s: no bind group", what);
 }
 
@@ -243,16 +268,114 @@ static tg_status wg_read(tg_engine *e_, tg_program *p, int arena, int64_t off, v
     return st;
 }
 
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Waits until the GPU has done everything submitted (a 4-byte read-back). */
+static tg_status wait_idle(wg_engine *e) {
+    wgpu_ctx *c = e->c;
+    if (e->staging_bytes < 4) {
+        drop_buffer(c, e->staging);
+        e->staging = new_buffer(c, "read-back", WG_USAGE_MAP_READ | WG_USAGE_COPY_DST, 4);
+        e->staging_bytes = e->staging ? 4 : 0;
+    }
+    if (!e->staging) return tg_fail(TG_ERR_NOMEM, "webgpu: cannot allocate a read-back buffer");
+    wg_encoder enc = c->f.DeviceCreateCommandEncoder(c->device, NULL);
+    c->f.CommandEncoderCopyBufferToBuffer(enc, e->params, 0, e->staging, 0, 4);
+    submit(c, enc);
+    uint32_t word;
+    return wgpu_map_read(c, e->staging, &word, 4);
+}
+
+typedef struct {
+    const char *label;
+    double ms;
+    int n;
+} prof_row;
+
+static int by_ms(const void *a, const void *b) {
+    double x = ((const prof_row *)a)->ms, y = ((const prof_row *)b)->ms;
+    return (x < y) - (x > y);
+}
+
+/* The label without its node number, for totals per kind of kernel. */
+static const char *kind_of(const char *label) {
+    const char *colon = strchr(label, ':');
+    return colon ? colon + 2 : label;
+}
+
+static tg_status profile_run(wg_engine *e, wg_program *wp) {
+    wgpu_ctx *c = e->c;
+    tg_status st = wait_idle(e);
+    double base = 1e9;
+    for (int r = 0; r < 5 && st == TG_OK; r++) { /* the cost of submitting and waiting for nothing */
+        double t0 = now_s();
+        wg_encoder enc = c->f.DeviceCreateCommandEncoder(c->device, NULL);
+        encode(c, enc, wp->calls, 0);
+        submit(c, enc);
+        st = wait_idle(e);
+        if (now_s() - t0 < base) base = now_s() - t0;
+    }
+    prof_row *rows = tg_calloc((size_t)wp->n_calls + 1, sizeof *rows), *kinds = tg_calloc((size_t)wp->n_calls + 1, sizeof *kinds);
+    int nk = 0;
+    double total = 0;
+    for (int i = 0; i < wp->n_calls && st == TG_OK && rows && kinds; i++) {
+        double t0 = now_s();
+        wg_encoder enc = c->f.DeviceCreateCommandEncoder(c->device, NULL);
+        encode(c, enc, &wp->calls[i], 1);
+        submit(c, enc);
+        st = wait_idle(e);
+        double ms = 1e3 * (now_s() - t0 - base);
+        if (ms < 0) ms = 0;
+        rows[i] = (prof_row){wp->calls[i].label, ms, 1};
+        total += ms;
+        const char *k = kind_of(wp->calls[i].label);
+        int j = 0;
+        while (j < nk && strcmp(kinds[j].label, k)) j++;
+        if (j == nk) kinds[nk++] = (prof_row){k, 0, 0};
+        kinds[j].ms += ms;
+        kinds[j].n++;
+    }
+    if (st == TG_OK && rows && kinds) {
+        qsort(rows, (size_t)wp->n_calls, sizeof *rows, by_ms);
+        qsort(kinds, (size_t)nk, sizeof *kinds, by_ms);
+        fprintf(stderr, "webgpu profile: %d dispatches, %.3f ms of kernels (each waited for alone; %.1f us of waiting "
+                        "subtracted from each)\n", wp->n_calls, total, base * 1e6);
+        fprintf(stderr, "  by kind:\n");
+        for (int j = 0; j < nk; j++)
+            fprintf(stderr, "  %9.3f ms %5.1f%% %4dx  %s\n", kinds[j].ms, 100 * kinds[j].ms / (total > 0 ? total : 1),
+                    kinds[j].n, kinds[j].label);
+        fprintf(stderr, "  slowest:\n");
+        for (int i = 0; i < wp->n_calls && i < 40; i++)
+            fprintf(stderr, "  %9.3f ms  %s\n", rows[i].ms, rows[i].label);
+    }
+    free(rows);
+    free(kinds);
+    return st;
+}
+
 static tg_status wg_run(tg_engine *e_, tg_program *p) {
     wg_engine *e = (wg_engine *)e_;
     wgpu_ctx *c = e->c;
     wg_program *wp = p->impl;
+    static int profile = -1;
+    if (profile < 0) {
+        const char *v = getenv("TG_WG_PROFILE");
+        profile = v ? atoi(v) : 0;
+    }
     pthread_mutex_lock(&c->mu);
     tg_status st = wgpu_take_error(c, "tg_session_step");
-    if (st == TG_OK) {
-        wg_encoder enc = c->f.DeviceCreateCommandEncoder(c->device, NULL);
-        encode(c, enc, wp->calls, wp->n_calls);
-        submit(c, enc);
+    if (st == TG_OK && profile > 0 && ++wp->runs == profile) st = profile_run(e, wp);
+    else if (st == TG_OK) {
+        for (int at = 0; at < wp->n_calls || at == 0; at += SUBMIT_EVERY) {
+            int n = wp->n_calls - at < SUBMIT_EVERY ? wp->n_calls - at : SUBMIT_EVERY;
+            wg_encoder enc = c->f.DeviceCreateCommandEncoder(c->device, NULL);
+            encode(c, enc, wp->calls + at, n);
+            submit(c, enc);
+        }
         st = wgpu_take_error(c, "tg_session_step");
     }
     pthread_mutex_unlock(&c->mu);

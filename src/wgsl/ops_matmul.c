@@ -74,9 +74,9 @@ void tg_wgsl_matmul_test_config(int cfg, int split) {
 
 static mm_cfg choose(const mm_geom *g) {
     if (test_cfg >= 0) return test_cfg == 0 ? LARGE : test_cfg == 1 ? TALL : SMALL;
-    if (g->M >= 128 && g->N >= 128 && tiles(g, &LARGE) >= FILL) return LARGE;
+    bool big = g->M >= 128 && g->N >= 128;
+    if (big && (tiles(g, &LARGE) >= FILL || g->K >= 2048)) return LARGE; /* a long K is split to fill the GPU */
     if (g->M >= 128 && g->N >= 64 && tiles(g, &TALL) >= FILL / 2) return TALL;
-    if (g->M >= 128 && g->N >= 128 && tiles(g, &LARGE) * 4 >= FILL) return LARGE; /* split K fills it */
     return SMALL;
 }
 
