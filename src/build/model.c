@@ -1,0 +1,136 @@
+/* Param declarations and seeded init. A param's init stream is salted by a
+ * hash of its name, so adding a param does not change the others' values. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model.h"
+#include "../ir/ir.h"
+
+tg_init tg_init_randn(float std) { return (tg_init){.kind = TG_INIT_RANDN, .scale = std, .decay = -1}; }
+tg_init tg_init_zeros(void) { return (tg_init){.kind = TG_INIT_ZEROS, .decay = -1}; }
+tg_init tg_init_ones(void) { return (tg_init){.kind = TG_INIT_ONES, .decay = -1}; }
+tg_init tg_init_kaiming(void) { return (tg_init){.kind = TG_INIT_KAIMING, .decay = -1}; }
+tg_init tg_init_values(const float *v) { return (tg_init){.kind = TG_INIT_VALUES, .values = v, .decay = -1}; }
+
+tg_model *tg_model_new(void) { return tg_calloc(1, sizeof(tg_model)); }
+
+void tg_model_free(tg_model *m) {
+    if (!m) return;
+    for (int i = 0; i < m->n; i++) {
+        free(m->params[i].name);
+        free((void *)m->params[i].init.values);
+    }
+    free(m->params);
+    free(m);
+}
+
+static tg_param model_fail(tg_model *m, tg_status s, const char *fmt, const char *name) {
+    if (m->err == TG_OK) {
+        m->err = s;
+        snprintf(m->errmsg, sizeof m->errmsg, fmt, name ? name : "(null)");
+    }
+    tg_fail(s, "%s", m->errmsg);
+    return -1;
+}
+
+tg_param tg_model_param(tg_model *m, const char *name, tg_shape shape, tg_init init) {
+    if (!m) return -1;
+    if (!name || !*name) return model_fail(m, TG_ERR_NAME, "tg_model_param: empty name%s", "");
+    if (tg_model_find(m, name) >= 0) return model_fail(m, TG_ERR_NAME, "tg_model_param: duplicate name '%s'", name);
+    if (shape.ndim < 0 || shape.ndim > TG_MAX_DIMS)
+        return model_fail(m, TG_ERR_SHAPE, "tg_model_param: '%s' has a bad number of dims", name);
+    for (int i = 0; i < shape.ndim; i++)
+        if (shape.d[i] <= 0) return model_fail(m, TG_ERR_SHAPE, "tg_model_param: '%s' has a dim <= 0", name);
+    if ((unsigned)init.kind > TG_INIT_VALUES)
+        return model_fail(m, TG_ERR_ARG, "tg_model_param: '%s' has an unknown init kind", name);
+    if (init.kind == TG_INIT_VALUES && !init.values)
+        return model_fail(m, TG_ERR_ARG, "tg_model_param: '%s' has TG_INIT_VALUES with no values", name);
+    if (m->n == m->cap) {
+        int cap = m->cap ? 2 * m->cap : 16;
+        tg_param_decl *p = tg_realloc(m->params, (size_t)cap * sizeof *p);
+        if (!p) return model_fail(m, TG_ERR_NOMEM, "tg_model_param: out of memory at '%s'", name);
+        m->params = p;
+        m->cap = cap;
+    }
+    tg_param_decl d = {0};
+    d.name = tg_strdup(name);
+    d.shape = shape;
+    d.init = init;
+    if (init.kind == TG_INIT_VALUES) {
+        size_t bytes = (size_t)tg_shape_numel(shape) * sizeof(float);
+        float *v = malloc(bytes ? bytes : 4);
+        if (!v || !d.name) {
+            free(v);
+            free(d.name);
+            return model_fail(m, TG_ERR_NOMEM, "tg_model_param: out of memory at '%s'", name);
+        }
+        memcpy(v, init.values, bytes);
+        d.init.values = v;
+    }
+    d.decay = init.decay >= 0 ? init.decay != 0 : (init.kind != TG_INIT_ZEROS && init.kind != TG_INIT_ONES);
+    m->params[m->n] = d;
+    return m->n++;
+}
+
+tg_status tg_model_freeze(tg_model *m, tg_param p) {
+    if (!m || p < 0 || p >= m->n) return tg_fail(TG_ERR_ARG, "tg_model_freeze: no param %d", p);
+    m->params[p].frozen = true;
+    return TG_OK;
+}
+
+tg_status tg_model_status(const tg_model *m) {
+    if (!m) return tg_fail(TG_ERR_ARG, "tg_model_status: NULL model");
+    if (m->err != TG_OK) tg_fail(m->err, "%s", m->errmsg);
+    return m->err;
+}
+
+int tg_model_param_count(const tg_model *m) { return m ? m->n : 0; }
+const char *tg_model_param_name(const tg_model *m, tg_param p) {
+    return m && p >= 0 && p < m->n ? m->params[p].name : NULL;
+}
+tg_shape tg_model_param_shape(const tg_model *m, tg_param p) {
+    return m && p >= 0 && p < m->n ? m->params[p].shape : (tg_shape){0, {0}};
+}
+
+tg_param tg_model_find(const tg_model *m, const char *name) {
+    if (!m || !name) return -1;
+    for (int i = 0; i < m->n; i++)
+        if (strcmp(m->params[i].name, name) == 0) return i;
+    return -1;
+}
+
+int64_t tg_model_numel(const tg_model *m) {
+    int64_t n = 0;
+    for (int i = 0; m && i < m->n; i++) n += tg_shape_numel(m->params[i].shape);
+    return n;
+}
+
+void model_init_param(const tg_model *m, int p, uint64_t seed, float *dst) {
+    const tg_param_decl *d = &m->params[p];
+    int64_t n = tg_shape_numel(d->shape);
+    uint32_t salt = tg_str_hash(d->name);
+    float std = 0;
+    switch (d->init.kind) {
+    case TG_INIT_ZEROS: memset(dst, 0, (size_t)n * sizeof(float)); return;
+    case TG_INIT_ONES:
+        for (int64_t i = 0; i < n; i++) dst[i] = 1.0f;
+        return;
+    case TG_INIT_VALUES: memcpy(dst, d->init.values, (size_t)n * sizeof(float)); return;
+    case TG_INIT_RANDN: std = d->init.scale > 0 ? d->init.scale : 0.02f; break;
+    case TG_INIT_KAIMING: {
+        int64_t fan = d->init.fan_in;
+        if (fan <= 0) {
+            fan = 1;
+            if (d->shape.ndim == 2) fan = d->shape.d[0];
+            else
+                for (int i = 1; i < d->shape.ndim; i++) fan *= d->shape.d[i];
+        }
+        float gain = d->init.scale > 0 ? d->init.scale : sqrtf(2.0f);
+        std = gain / sqrtf((float)(fan > 0 ? fan : 1));
+        break;
+    }
+    }
+    for (int64_t i = 0; i < n; i++) dst[i] = std * tg_rng_normal(seed, salt, (uint32_t)i);
+}

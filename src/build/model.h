@@ -1,0 +1,23 @@
+/* Models: named param declarations. Values live in sessions. */
+#ifndef TG_MODEL_H
+#define TG_MODEL_H
+#include "tensorgrad.h"
+
+typedef struct {
+    char *name;
+    tg_shape shape;
+    tg_init init;     /* values, if any, owned */
+    bool decay;       /* AdamW decay applies */
+    bool frozen;      /* no gradient, no update */
+} tg_param_decl;
+
+struct tg_model {
+    tg_param_decl *params;
+    int n, cap;
+    tg_status err;
+    char errmsg[256];
+};
+
+/* Fills dst (numel floats) with the param's initial values for `seed`. */
+void model_init_param(const tg_model *m, int p, uint64_t seed, float *dst);
+#endif
