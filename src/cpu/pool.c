@@ -46,7 +46,10 @@ static void *worker(void *argp) {
     worker_arg wa = *(worker_arg *)argp;
     free(argp);
     tg_pool *p = wa.p;
-    unsigned seen = atomic_load(&p->gen);
+    /* The generation the pool had when it was made, not when this thread got
+     * to run: a thread that starts after the first tg_pool_run would
+     * otherwise take that job as already seen and never finish it. */
+    unsigned seen = 0;
     for (;;) {
         int spins = 0;
         while (atomic_load_explicit(&p->gen, memory_order_acquire) == seen && spins < 200000) {
