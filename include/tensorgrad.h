@@ -257,6 +257,30 @@ tg_tensor tg_mse_at(tg_tensor a, tg_tensor b, TG_AT);
 #define tg_where_causal(x, v) tg_where_causal_at(x, v, __FILE__, __LINE__)
 #define tg_mse(a, b) tg_mse_at(a, b, __FILE__, __LINE__)
 
+/* ---- convolution, pooling, upsampling (NCHW, f32) ------------------------
+ * Output sizes follow PyTorch: floor((H + 2*pad - k) / stride) + 1, with
+ * zero padding on both sides of each spatial axis. */
+
+/* conv2d: x [N, C, H, W] with w [O, C/groups, kH, kW] -> [N, O, Ho, Wo].
+ * groups splits C and O into that many independent convolutions; groups = C
+ * (w [C*m, 1, kH, kW]) is depthwise. The _hw form takes stride and padding
+ * per axis. No bias: add one shaped [1, O, 1, 1] (tg_conv2d_layer does). */
+tg_tensor tg_conv2d_at(tg_tensor x, tg_tensor w, int stride, int padding, int groups, TG_AT);
+tg_tensor tg_conv2d_hw_at(tg_tensor x, tg_tensor w, int stride_h, int stride_w, int pad_h, int pad_w, int groups,
+                          TG_AT);
+/* max over k x k windows: [N, C, H, W] -> [N, C, Ho, Wo]. stride 0 means k.
+ * Padding (at most k/2) never wins; ties go to the first element in
+ * row-major window order, and so does the gradient. */
+tg_tensor tg_max_pool2d_at(tg_tensor x, int k, int stride, int padding, TG_AT);
+tg_tensor tg_max_pool2d_hw_at(tg_tensor x, int kh, int kw, int stride_h, int stride_w, int pad_h, int pad_w, TG_AT);
+/* each pixel repeated into a factor x factor block: [N, C, H, W] -> [N, C, H*f, W*f]. */
+tg_tensor tg_nearest_upsample2d_at(tg_tensor x, int factor, TG_AT);
+#define tg_conv2d(x, w, stride, padding, groups) tg_conv2d_at(x, w, stride, padding, groups, __FILE__, __LINE__)
+#define tg_conv2d_hw(x, w, sh, sw, ph, pw, groups) tg_conv2d_hw_at(x, w, sh, sw, ph, pw, groups, __FILE__, __LINE__)
+#define tg_max_pool2d(x, k, stride, padding) tg_max_pool2d_at(x, k, stride, padding, __FILE__, __LINE__)
+#define tg_max_pool2d_hw(x, kh, kw, sh, sw, ph, pw) tg_max_pool2d_hw_at(x, kh, kw, sh, sw, ph, pw, __FILE__, __LINE__)
+#define tg_nearest_upsample2d(x, factor) tg_nearest_upsample2d_at(x, factor, __FILE__, __LINE__)
+
 /* ---- modules ------------------------------------------------------------ */
 
 /* Linear: y = x @ W + b, W is [in, out] (randn 0.02), b is [out] (zeros). */
@@ -267,6 +291,18 @@ typedef struct {
 tg_linear tg_linear_new(tg_model *m, const char *name, int64_t in, int64_t out, bool bias);
 tg_tensor tg_linear_fwd_at(tg_graph *g, const tg_linear *l, tg_tensor x, TG_AT);
 #define tg_linear_fwd(g, l, x) tg_linear_fwd_at(g, l, x, __FILE__, __LINE__)
+
+/* Conv2d (PyTorch's layout, as upstream): W is [out, in/groups, k, k] with
+ * kaiming init over the true fan-in in/groups * k * k, b is [out] (zeros).
+ * Forward: conv2d(x, W, stride, padding, groups) + b over [1, out, 1, 1]. */
+typedef struct {
+    tg_param W, b; /* b = -1 without bias */
+    int64_t in, out, k, stride, padding, groups;
+} tg_conv2d_layer;
+tg_conv2d_layer tg_conv2d_layer_new(tg_model *m, const char *name, int64_t in, int64_t out, int64_t k, int64_t stride,
+                                    int64_t padding, int64_t groups, bool bias);
+tg_tensor tg_conv2d_layer_fwd_at(tg_graph *g, const tg_conv2d_layer *l, tg_tensor x, TG_AT);
+#define tg_conv2d_layer_fwd(g, l, x) tg_conv2d_layer_fwd_at(g, l, x, __FILE__, __LINE__)
 
 /* ---- optimizers and learning-rate schedules ----------------------------- */
 

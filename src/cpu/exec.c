@@ -114,6 +114,7 @@ static tg_status cpu_run(tg_engine *e_, tg_program *p) {
 static void cpu_destroy(tg_engine *e_) {
     cpu_engine *e = (cpu_engine *)e_;
     tg_pool_free(e->pool);
+    tg_afree(e->ctx.scratch);
     tg_afree(e->params);
     free(e);
 }

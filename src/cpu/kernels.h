@@ -34,6 +34,19 @@ TG_CPU_KERNEL(cpu_adam_p);
 TG_CPU_KERNEL(cpu_sgd_v);
 TG_CPU_KERNEL(cpu_sgd_p);
 
+/* kernels_conv.c (issue 4): convolution, pooling, upsampling and their gradients */
+TG_CPU_KERNEL(cpu_conv2d);
+TG_CPU_KERNEL(cpu_conv2d_grad_input);
+TG_CPU_KERNEL(cpu_conv2d_grad_weight);
+TG_CPU_KERNEL(cpu_max_pool2d);
+TG_CPU_KERNEL(cpu_max_pool2d_grad);
+TG_CPU_KERNEL(cpu_upsample2d);
+TG_CPU_KERNEL(cpu_upsample2d_grad);
+/* Tests: run conv2d and its gradients through the direct loops on every
+ * shape; shrink the im2col budget (floats) to force one image per chunk. */
+extern bool cpu_conv_force_direct;
+extern int64_t cpu_conv_scratch_floats;
+
 /* Strided iteration shared by the kernels: the output and up to 3 inputs
  * (broadcast strides), with size-1 axes dropped and contiguous axes merged,
  * so most loops end up as one long inner row. */

@@ -23,6 +23,11 @@ void grad_log_softmax(tg_graph *g, int id, int gy, int *gx);
 void grad_softmax_causal(tg_graph *g, int id, int gy, int *gx);
 void grad_where_causal(tg_graph *g, int id, int gy, int *gx);
 
+/* issue 4: convolution ops (rules_conv.c) */
+void grad_conv2d(tg_graph *g, int id, int gy, int *gx);
+void grad_max_pool2d(tg_graph *g, int id, int gy, int *gx);
+void grad_upsample2d(tg_graph *g, int id, int gy, int *gx);
+
 /* Appends the backward pass of scalar `loss` to g. param_grad[p] receives
  * the node holding d loss / d param p (-1 if p is frozen or unused). */
 tg_status grad_append(tg_graph *g, int loss, int *param_grad);

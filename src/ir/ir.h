@@ -29,6 +29,9 @@ typedef enum {
     TG_OP_ONE_HOT,
     /* softmax family */
     TG_OP_LOG_SOFTMAX, TG_OP_SOFTMAX_CAUSAL, TG_OP_WHERE_CAUSAL,
+    /* issue 4: convolution ops */
+    TG_OP_CONV2D, TG_OP_CONV2D_GRAD_INPUT, TG_OP_CONV2D_GRAD_WEIGHT,
+    TG_OP_MAX_POOL2D, TG_OP_MAX_POOL2D_GRAD, TG_OP_UPSAMPLE2D, TG_OP_UPSAMPLE2D_GRAD,
     /* backward helpers */
     TG_OP_RELU_GRAD, TG_OP_LOG_SOFTMAX_GRAD, TG_OP_SOFTMAX_GRAD,
     /* optimizer updates */

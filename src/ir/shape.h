@@ -18,4 +18,11 @@ bool shape_matmul(tg_graph *g, tg_node *n);
 bool shape_one_hot(tg_graph *g, tg_node *n);
 bool shape_axis_f32(tg_graph *g, tg_node *n);
 bool shape_causal(tg_graph *g, tg_node *n);
+
+/* issue 4: convolution ops (shape_conv.c) */
+bool shape_conv2d(tg_graph *g, tg_node *n);
+bool shape_conv2d_grad_input(tg_graph *g, tg_node *n);
+bool shape_conv2d_grad_weight(tg_graph *g, tg_node *n);
+bool shape_max_pool2d(tg_graph *g, tg_node *n);
+bool shape_upsample2d(tg_graph *g, tg_node *n);
 #endif
