@@ -14,10 +14,9 @@
  * results are the same for any TG_THREADS. The weight gradient never has a
  * per-image intermediate: chunks add into dW in image order.
  *
- * Convolutions with one input channel per group (depthwise, or a first layer
- * on grey images) have GEMMs too thin to pay for the unfolding; they run
- * direct loops over output planes instead (also the fallback when the
- * scratch buffer cannot grow). */
+ * Depthwise convolutions (one input channel per group) would need one thin
+ * GEMM per channel; they run direct loops over output planes instead (also
+ * the fallback when the scratch buffer cannot grow). */
 #include <math.h>
 #include <string.h>
 
@@ -76,30 +75,35 @@ typedef struct {
     int64_t n0, nb, gi;
 } chunk_job;
 
-/* Rows (nl, r) of col: image n0+nl, input channel gi*Cg + c, tap (i, j). */
-static void im2col_rows(void *arg, int64_t lo, int64_t hi) {
+/* Planes (nl, c): image n0+nl, input channel gi*Cg + c, unfolded into the
+ * kH*kW rows of col that read it (one per tap (i, j)). */
+static void im2col_planes(void *arg, int64_t lo, int64_t hi) {
     const chunk_job *j = arg;
     const conv_geom *q = j->q;
     int64_t ld = j->nb * q->P;
     for (int64_t t = lo; t < hi; t++) {
-        int64_t nl = t / q->Kc, r = t % q->Kc;
-        int64_t c = r / (q->kh * q->kw), i = r / q->kw % q->kh, jj = r % q->kw;
+        int64_t nl = t / q->Cg, c = t % q->Cg;
         const float *xp = j->x + ((j->n0 + nl) * q->C + j->gi * q->Cg + c) * q->H * q->W;
-        float *d = j->col + r * ld + nl * q->P;
-        int64_t lo_x, hi_x;
-        valid_cols(q->W, q->Wo, q->sw, q->pw, jj, &lo_x, &hi_x);
-        for (int64_t oy = 0; oy < q->Ho; oy++, d += q->Wo) {
-            int64_t iy = oy * q->sh - q->ph + i;
-            if (iy < 0 || iy >= q->H) {
-                memset(d, 0, sizeof(float) * (size_t)q->Wo);
-                continue;
+        for (int64_t jj = 0; jj < q->kw; jj++) {
+            int64_t lo_x, hi_x;
+            valid_cols(q->W, q->Wo, q->sw, q->pw, jj, &lo_x, &hi_x);
+            for (int64_t i = 0; i < q->kh; i++) {
+                float *d = j->col + ((c * q->kh + i) * q->kw + jj) * ld + nl * q->P;
+                for (int64_t oy = 0; oy < q->Ho; oy++, d += q->Wo) {
+                    int64_t iy = oy * q->sh - q->ph + i;
+                    if (iy < 0 || iy >= q->H) {
+                        for (int64_t ox = 0; ox < q->Wo; ox++) d[ox] = 0.0f;
+                        continue;
+                    }
+                    const float *row = xp + iy * q->W + jj - q->pw;
+                    for (int64_t ox = 0; ox < lo_x; ox++) d[ox] = 0.0f;
+                    if (q->sw == 1)
+                        for (int64_t ox = lo_x; ox < hi_x; ox++) d[ox] = row[ox];
+                    else
+                        for (int64_t ox = lo_x; ox < hi_x; ox++) d[ox] = row[ox * q->sw];
+                    for (int64_t ox = hi_x; ox < q->Wo; ox++) d[ox] = 0.0f;
+                }
             }
-            const float *row = xp + iy * q->W + jj - q->pw;
-            for (int64_t ox = 0; ox < lo_x; ox++) d[ox] = 0.0f;
-            if (q->sw == 1) memcpy(d + lo_x, row + lo_x, sizeof(float) * (size_t)(hi_x - lo_x));
-            else
-                for (int64_t ox = lo_x; ox < hi_x; ox++) d[ox] = row[ox * q->sw];
-            for (int64_t ox = hi_x; ox < q->Wo; ox++) d[ox] = 0.0f;
         }
     }
 }
@@ -173,7 +177,7 @@ static bool conv_fwd_gemm(cpu_ctx *c, const conv_geom *q, const float *x, const 
     for (j.n0 = 0; j.n0 < q->N; j.n0 += j.nb) {
         j.nb = q->N - j.n0 < nb ? q->N - j.n0 : nb;
         for (j.gi = 0; j.gi < q->G; j.gi++) {
-            cpu_parallel(c, j.nb * q->Kc, grain_rows(q->P), im2col_rows, &j);
+            cpu_parallel(c, j.nb * q->Cg, grain_rows(q->P * q->kh * q->kw), im2col_planes, &j);
             /* One image: Y's rows are out's rows, so the product lands in place. */
             bool direct_out = j.nb == 1;
             tg_gemm_args ga = {.batch = 1, .M = q->Og, .N = j.nb * q->P, .K = q->Kc, .A = w + j.gi * q->Og * q->Kc,
@@ -218,7 +222,7 @@ static bool conv_dw_gemm(cpu_ctx *c, const conv_geom *q, const float *x, const f
     for (j.n0 = 0; j.n0 < q->N; j.n0 += j.nb) {
         j.nb = q->N - j.n0 < nb ? q->N - j.n0 : nb;
         for (j.gi = 0; j.gi < q->G; j.gi++) {
-            cpu_parallel(c, j.nb * q->Kc, grain_rows(q->P), im2col_rows, &j);
+            cpu_parallel(c, j.nb * q->Cg, grain_rows(q->P * q->kh * q->kw), im2col_planes, &j);
             const float *a = gy + (j.n0 * q->O + j.gi * q->Og) * q->P;
             if (j.nb > 1) {
                 cpu_parallel(c, j.nb * q->Og, grain_rows(q->P), gather_rows, &j);
@@ -331,7 +335,9 @@ static void dw_rows(void *arg, int64_t lo, int64_t hi) {
     }
 }
 
-static bool use_direct(const conv_geom *q) { return cpu_conv_force_direct || q->Cg == 1; }
+/* Depthwise-like convs (one input channel per group, several groups) would
+ * run one thin GEMM per channel; direct loops over planes are cheaper. */
+static bool use_direct(const conv_geom *q) { return cpu_conv_force_direct || (q->Cg == 1 && q->G > 1); }
 
 /* x [N, C, H, W], w [O, C/G, kH, kW] -> y [N, O, Ho, Wo] */
 TG_CPU_KERNEL(cpu_conv2d) {
@@ -360,33 +366,30 @@ TG_CPU_KERNEL(cpu_conv2d_grad_weight) {
     cpu_parallel(c, q.O * q.Cg, grain_rows(q.N * q.P * q.kh * q.kw), dw_rows, &j);
 }
 
-/* ---- max pooling ---- */
+/* ---- max pooling ----
+ * Each window is clipped to the plane first (padding is never a candidate;
+ * padding <= kernel/2 leaves a real element in every window), then scanned
+ * without bounds tests. The backward gets the forward's output and sends
+ * each window's gradient to the first element in row-major window order
+ * that equals it (or is NaN when the max is NaN): the element the
+ * forward's strict '>' kept, so ties go to the first element. Which element
+ * wins is data-dependent, so both scans use selects and integer masks, not
+ * branches (which mispredict about half the time on real data). */
 
 typedef struct {
-    const tg_node *n;
-    int64_t H, W, Ho, Wo;
-    const float *x, *gy;
+    int64_t H, W, Ho, Wo, kh, kw, sh, sw, ph, pw;
+    const float *x, *y, *gy;
     float *out;
 } pool_job;
 
-/* Index in the plane of window (oy, ox)'s max: the first in row-major
- * window order among equals; a NaN wins (the first one), as in PyTorch.
- * Padding is never a candidate. */
-static int64_t window_argmax(const pool_job *j, const float *xp, int64_t oy, int64_t ox) {
-    const tg_node *n = j->n;
-    int64_t best = -1;
-    float bv = 0;
-    for (int64_t i = 0; i < n->ia[5]; i++) {
-        int64_t iy = oy * n->ia[0] - n->ia[2] + i;
-        if (iy < 0 || iy >= j->H) continue;
-        for (int64_t jj = 0; jj < n->ia[6]; jj++) {
-            int64_t ix = ox * n->ia[1] - n->ia[3] + jj;
-            if (ix < 0 || ix >= j->W) continue;
-            float v = xp[iy * j->W + ix];
-            if (best < 0 || v > bv || (v != v && bv == bv)) best = iy * j->W + ix, bv = v;
-        }
-    }
-    return best; /* >= 0: padding <= kernel/2 leaves a real element in every window */
+/* Window (oy, ox) clipped: rows [*i0, *i1), columns [*c0, *c1) of the plane. */
+static inline void pool_window(const pool_job *j, int64_t oy, int64_t ox, int64_t *i0, int64_t *i1, int64_t *c0,
+                               int64_t *c1) {
+    int64_t y0 = oy * j->sh - j->ph, x0 = ox * j->sw - j->pw;
+    *i0 = y0 < 0 ? 0 : y0;
+    *i1 = y0 + j->kh > j->H ? j->H : y0 + j->kh;
+    *c0 = x0 < 0 ? 0 : x0;
+    *c1 = x0 + j->kw > j->W ? j->W : x0 + j->kw;
 }
 
 static void pool_planes(void *arg, int64_t lo, int64_t hi) {
@@ -395,36 +398,69 @@ static void pool_planes(void *arg, int64_t lo, int64_t hi) {
         const float *xp = j->x + t * j->H * j->W;
         float *y = j->out + t * j->Ho * j->Wo;
         for (int64_t oy = 0; oy < j->Ho; oy++)
-            for (int64_t ox = 0; ox < j->Wo; ox++) y[oy * j->Wo + ox] = xp[window_argmax(j, xp, oy, ox)];
+            for (int64_t ox = 0; ox < j->Wo; ox++) {
+                int64_t i0, i1, c0, c1;
+                pool_window(j, oy, ox, &i0, &i1, &c0, &c1);
+                float m = -INFINITY;
+                int nan = 0;
+                for (int64_t i = i0; i < i1; i++)
+                    for (int64_t c = c0; c < c1; c++) {
+                        float v = xp[i * j->W + c];
+                        m = v > m ? v : m; /* maxss */
+                        nan |= v != v;
+                    }
+                y[oy * j->Wo + ox] = nan ? NAN : m;
+            }
     }
 }
 
-/* Each window's gradient goes to its argmax; overlapping windows add up in window order. */
 static void pool_grad_planes(void *arg, int64_t lo, int64_t hi) {
     const pool_job *j = arg;
     for (int64_t t = lo; t < hi; t++) {
-        const float *xp = j->x + t * j->H * j->W, *gy = j->gy + t * j->Ho * j->Wo;
+        const float *xp = j->x + t * j->H * j->W, *y = j->y + t * j->Ho * j->Wo, *gy = j->gy + t * j->Ho * j->Wo;
         float *dx = j->out + t * j->H * j->W;
         memset(dx, 0, sizeof(float) * (size_t)(j->H * j->W));
         for (int64_t oy = 0; oy < j->Ho; oy++)
-            for (int64_t ox = 0; ox < j->Wo; ox++) dx[window_argmax(j, xp, oy, ox)] += gy[oy * j->Wo + ox];
+            for (int64_t ox = 0; ox < j->Wo; ox++) {
+                int64_t i0, i1, c0, c1;
+                pool_window(j, oy, ox, &i0, &i1, &c0, &c1);
+                float m = y[oy * j->Wo + ox];
+                int mnan = m != m;
+                int64_t idx = i0 * j->W + c0, found = 0; /* found: 0 or all ones */
+                for (int64_t i = i0; i < i1; i++)
+                    for (int64_t c = c0; c < c1; c++) {
+                        float v = xp[i * j->W + c];
+                        int64_t hit = -(int64_t)((v == m) | ((v != v) & mnan));
+                        int64_t take = hit & ~found;
+                        idx = (idx & ~take) | ((i * j->W + c) & take);
+                        found |= hit;
+                    }
+                dx[idx] += gy[oy * j->Wo + ox];
+            }
     }
+}
+
+static pool_job pool_setup(const tg_node *n, tg_shape xs, tg_shape ys, void *const *in, void *out) {
+    pool_job j = {xs.d[2], xs.d[3], ys.d[2], ys.d[3], n->ia[5], n->ia[6], n->ia[0], n->ia[1], n->ia[2], n->ia[3],
+                  in[0], NULL, NULL, out};
+    if (n->op == TG_OP_MAX_POOL2D_GRAD) j.y = in[1], j.gy = in[2];
+    return j;
 }
 
 /* x [N, C, H, W] -> y [N, C, Ho, Wo] */
 TG_CPU_KERNEL(cpu_max_pool2d) {
     const tg_node *n = ir_node(g, id);
     tg_shape xs = ir_node(g, n->in[0])->shape;
-    pool_job j = {n, xs.d[2], xs.d[3], n->shape.d[2], n->shape.d[3], in[0], NULL, out};
-    cpu_parallel(c, xs.d[0] * xs.d[1], grain_rows(j.Ho * j.Wo * n->ia[5] * n->ia[6]), pool_planes, &j);
+    pool_job j = pool_setup(n, xs, n->shape, in, out);
+    cpu_parallel(c, xs.d[0] * xs.d[1], grain_rows(j.Ho * j.Wo * j.kh * j.kw), pool_planes, &j);
 }
 
-/* x [N, C, H, W], gy [N, C, Ho, Wo] -> dx [N, C, H, W] */
+/* x [N, C, H, W], y [N, C, Ho, Wo] (the forward's output), gy [N, C, Ho, Wo] -> dx [N, C, H, W] */
 TG_CPU_KERNEL(cpu_max_pool2d_grad) {
     const tg_node *n = ir_node(g, id);
     tg_shape ys = ir_node(g, n->in[1])->shape;
-    pool_job j = {n, n->shape.d[2], n->shape.d[3], ys.d[2], ys.d[3], in[0], in[1], out};
-    cpu_parallel(c, ys.d[0] * ys.d[1], grain_rows(j.Ho * j.Wo * n->ia[5] * n->ia[6]), pool_grad_planes, &j);
+    pool_job j = pool_setup(n, n->shape, ys, in, out);
+    cpu_parallel(c, ys.d[0] * ys.d[1], grain_rows(j.Ho * j.Wo * j.kh * j.kw), pool_grad_planes, &j);
 }
 
 /* ---- nearest upsampling ---- */

@@ -28,11 +28,22 @@ void grad_conv2d(tg_graph *g, int id, int gy, int *gx) {
     gx[1] = conv_backward(g, TG_OP_CONV2D_GRAD_WEIGHT, id, x, gy, ws.d[2], ws.d[3], __LINE__);
 }
 
-/* The backward re-finds each window's argmax in x (the same scan as the
- * forward), so no index tensor has to be kept. */
+/* The backward reads the forward's output y to find each window's winner
+ * (the first element equal to y), so no index tensor is kept and no float
+ * max has to be recomputed. */
 void grad_max_pool2d(tg_graph *g, int id, int gy, int *gx) {
     const tg_node *y = &g->nodes[id];
-    gx[0] = conv_backward(g, TG_OP_MAX_POOL2D_GRAD, id, y->in[0], gy, y->ia[5], y->ia[6], __LINE__);
+    tg_node n = {0};
+    n.op = TG_OP_MAX_POOL2D_GRAD;
+    n.nin = 3;
+    n.in[0] = y->in[0];
+    n.in[1] = id;
+    n.in[2] = gy;
+    for (int i = 0; i < 7; i++) n.ia[i] = y->ia[i];
+    n.file = __FILE__;
+    n.line = __LINE__;
+    n.param = -1;
+    gx[0] = ir_add(g, &n);
 }
 
 void grad_upsample2d(tg_graph *g, int id, int gy, int *gx) {

@@ -120,7 +120,7 @@ bool shape_conv2d_grad_weight(tg_graph *g, tg_node *n) {
     return true;
 }
 
-/* max_pool2d: x [N, C, H, W] -> [N, C, Ho, Wo]; max_pool2d_grad: (x, gy) -> [N, C, H, W].
+/* max_pool2d: x [N, C, H, W] -> [N, C, Ho, Wo]; max_pool2d_grad: (x, y, gy) -> [N, C, H, W].
  * ia: [0] stride_h [1] stride_w [2] pad_h [3] pad_w [5] kH [6] kW. Padding is
  * at most half the kernel (PyTorch's rule), so every window holds at least
  * one real element and padding never has to win. */
@@ -139,12 +139,14 @@ bool shape_max_pool2d(tg_graph *g, tg_node *n) {
     if (!window_out(g, n, "H", xs.d[2], n->ia[5], n->ia[0], n->ia[2], xs, &ho) ||
         !window_out(g, n, "W", xs.d[3], n->ia[6], n->ia[1], n->ia[3], xs, &wo))
         return false;
-    if (n->op == TG_OP_MAX_POOL2D_GRAD) {
-        const tg_node *gy = IN(1);
+    if (n->op == TG_OP_MAX_POOL2D_GRAD) { /* (x, y, gy): y and gy have the output's shape */
         tg_shape want = {4, {xs.d[0], xs.d[1], ho, wo}};
-        if (gy->dtype != TG_F32 || !shape_eq(gy->shape, want)) {
-            ir_fail(g, n, "gradient %s, expected f32 %s", S(gy->shape, sx), S(want, sx));
-            return false;
+        for (int k = 1; k < 3; k++) {
+            if (IN(k)->dtype != TG_F32 || !shape_eq(IN(k)->shape, want)) {
+                char sw[96];
+                ir_fail(g, n, "operand %d is %s, expected f32 %s", k, S(IN(k)->shape, sx), S(want, sw));
+                return false;
+            }
         }
         n->shape = xs;
     } else {
