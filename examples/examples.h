@@ -13,6 +13,19 @@ typedef struct {
 } tg_example_opts;
 
 int example_sin(const tg_example_opts *o);
+int example_digits(const tg_example_opts *o);
+int example_vae(const tg_example_opts *o);
+
+/* The 8x8 digits (digits_data.c): pixels scaled to [0, 1], images [n, 64]
+ * in one fixed shuffled order; the first n_train train, the last n_test
+ * (20%) test. Returns 0, or 1 after printing why not. */
+typedef struct {
+    int n, n_train, n_test;
+    float *x;
+    int32_t *y;
+} ex_digits;
+int ex_digits_load(ex_digits *d);
+void ex_digits_free(ex_digits *d);
 
 /* Helpers shared by the examples (common.c). */
 double ex_now(void);                         /* monotonic seconds */

@@ -9,7 +9,8 @@ static int usage(FILE *f) {
     fprintf(f,
             "usage: tg train <example> [--steps N] [--seed S] [--backend cpu|webgpu] [--threads N] [--quiet]\n"
             "examples:\n"
-            "  sin        1-64-64-1 MLP fitting sin(x); ends with 'final loss=<value>'\n");
+            "  sin        1-64-64-1 MLP fitting sin(x); ends with 'final loss=<value>'\n"
+            "  digits     CNN on the 8x8 handwritten digits; ends with 'test_accuracy=<value>'\n");
     return f == stderr ? 2 : 0;
 }
 
@@ -38,6 +39,7 @@ int main(int argc, char **argv) {
     }
     const char *ex = argv[2];
     if (!strcmp(ex, "sin")) return example_sin(&o);
+    if (!strcmp(ex, "digits")) return example_digits(&o);
     fprintf(stderr, "tg: unknown example '%s'\n", ex);
     return usage(stderr);
 }
