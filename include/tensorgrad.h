@@ -449,6 +449,49 @@ tg_status tg_session_set_seed(tg_session *s, uint64_t seed);
 /* CPU threads used by new sessions when the spec says 0 (else TG_THREADS, else all cores). */
 void tg_set_default_threads(int n);
 
+/* ---- checkpoints --------------------------------------------------------- */
+
+/* Files are safetensors (docs/checkpoints.md). Writes are atomic: a
+ * temporary "<path>.tmp.<pid>" is written, synced and renamed over path, so
+ * path holds either the old file or the complete new one. Loads are strict
+ * (missing, unknown or wrong-shaped tensors are errors) and check the whole
+ * file before writing anything into the session. */
+
+/* Weights only: every model param under its name, F32, its shape. This is the
+ * file upstream tensorgrad loads by param name. */
+tg_status tg_session_save_params(tg_session *s, const char *path);
+tg_status tg_session_load_params(tg_session *s, const char *path);
+/* A full checkpoint: params, optimizer state, step count, LR schedule and
+ * seed. Load it into a session made from the same spec (same params,
+ * optimizer kind and state) and training continues exactly where it stopped:
+ * on the CPU, bitwise the same losses as a run that never stopped. The
+ * schedule and seed come from the file, not the spec; call
+ * tg_session_set_lr after loading to change the schedule. */
+tg_status tg_session_save(tg_session *s, const char *path);
+tg_status tg_session_load(tg_session *s, const char *path);
+
+/* ---- safetensors -------------------------------------------------------- */
+
+/* Files of F32 and I32 tensors (other dtypes are rejected), the format the
+ * checkpoints above use; reads are strict, writes atomic in the same way. */
+typedef struct {
+    const char *name;
+    tg_dtype dtype;    /* TG_F32 or TG_I32 */
+    tg_shape shape;    /* up to TG_MAX_DIMS dims */
+    const void *data;  /* numel little-endian elements; 4-byte aligned in files read */
+} tg_st_tensor;
+typedef struct tg_safetensors tg_safetensors;
+
+tg_status tg_safetensors_read(const char *path, tg_safetensors **out);
+void tg_safetensors_free(tg_safetensors *f);
+int tg_safetensors_count(const tg_safetensors *f);
+const tg_st_tensor *tg_safetensors_tensor(const tg_safetensors *f, int i); /* header order */
+const tg_st_tensor *tg_safetensors_find(const tg_safetensors *f, const char *name); /* NULL if absent */
+const char *tg_safetensors_meta(const tg_safetensors *f, const char *key);          /* NULL if absent */
+/* Writes tensors in the given order; meta is n_meta (key, value) pairs laid
+ * out flat: {"k1", "v1", "k2", "v2", ...}. */
+tg_status tg_safetensors_write(const char *path, const tg_st_tensor *t, int n, const char *const *meta, int n_meta);
+
 #ifdef __cplusplus
 }
 #endif

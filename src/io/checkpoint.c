@@ -1,0 +1,324 @@
+/* Checkpoints: a session's params (and, for full checkpoints, its optimizer
+ * state and training position) as a safetensors file. docs/checkpoints.md
+ * describes the format.
+ *
+ * Loads check the whole file against the session before writing anything,
+ * so a bad file leaves the session as it was. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../build/model.h"
+#include "../session.h"
+#include "safetensors.h"
+
+#define CK_FORMAT "tensorgrad-checkpoint-1"
+
+/* One tensor of the session that a file holds. */
+typedef struct {
+    const char *name;
+    tg_dtype dtype;
+    tg_shape shape;
+    int arena;
+    int64_t offset, bytes;
+} ck_entry;
+
+/* State leaves that the session rewrites before every step carry nothing
+ * from one step to the next, so they are not saved. Every other state leaf
+ * (the optimizer's "opt.<param>.m/.v/.momentum", and whatever persistent
+ * state later ops add) is part of the training state. */
+static bool is_saved_state(const tg_node *n) {
+    return n->op == TG_OP_STATE && n->name && strcmp(n->name, TG_HYPER_NAME) != 0 && strcmp(n->name, TG_RNG_SEED_NAME) != 0;
+}
+
+/* Params in model order, then (full) the saved state leaves in graph order. */
+static tg_status collect(tg_session *s, const char *api, bool full, ck_entry **out, int *n_out) {
+    if (full && s->infer)
+        return tg_fail(TG_ERR_STATE,
+                       "%s: a forward session has no training state: use the session it is attached to, "
+                       "or tg_session_save_params / load_params",
+                       api);
+    const tg_graph *g = full ? s->prog->g : NULL;
+    int np = tg_model_param_count(s->model), n = np;
+    for (int i = 0; full && i < g->n; i++) n += is_saved_state(&g->nodes[i]);
+    ck_entry *e = tg_calloc((size_t)n + 1, sizeof *e);
+    if (!e) return tg_fail(TG_ERR_NOMEM, "%s: out of memory", api);
+    for (int p = 0; p < np; p++) {
+        const tg_param_decl *d = &s->model->params[p];
+        e[p] = (ck_entry){d->name, TG_F32, d->shape, TG_ARENA_PARAMS, s->param_offset[p], tg_shape_numel(d->shape) * 4};
+    }
+    for (int i = 0, k = np; full && i < g->n; i++) {
+        const tg_node *nd = &g->nodes[i];
+        if (!is_saved_state(nd)) continue;
+        const tg_slot *sl = &s->prog->plan.slot[i];
+        e[k++] = (ck_entry){nd->name, nd->dtype, nd->shape, sl->arena, sl->offset,
+                            ir_numel(nd) * (int64_t)tg_dtype_size(nd->dtype)};
+    }
+    *out = e;
+    *n_out = n;
+    return TG_OK;
+}
+
+/* Lower layers name the file; this adds which call failed. */
+static tg_status rewrap(const char *api, tg_status st) {
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", tg_last_error());
+    return tg_fail(st, "%s: %s", api, msg);
+}
+
+static const char *opt_name(tg_opt_kind k) {
+    switch (k) {
+    case TG_OPT_NONE: return "none";
+    case TG_OPT_ADAM: return "adam";
+    case TG_OPT_ADAMW: return "adamw";
+    case TG_OPT_SGD: return "sgd";
+    }
+    return "unknown";
+}
+
+static const char *const lr_kinds[] = {"constant", "linear", "cosine", "warmup", "staircase", "multistep"};
+#define N_LR_KINDS ((int)(sizeof lr_kinds / sizeof lr_kinds[0]))
+
+/* The schedule as text. Every field of every link is written, floats with 9
+ * significant digits (enough for any float to read back exactly). */
+static void lr_encode(const tg_lr *lr, char *buf, size_t cap) {
+    size_t o = 0;
+    buf[0] = 0;
+    int k = 0;
+    for (const tg_lr *l = lr; l && k < TG_MAX_LR_CHAIN && o < cap; l = l->kind == TG_LR_WARMUP ? l->then : NULL, k++) {
+        char ms[200] = "";
+        size_t mo = 0;
+        for (int i = 0; i < l->n_milestones && i < TG_LR_MAX_MILESTONES; i++)
+            mo += (size_t)snprintf(ms + mo, sizeof ms - mo, "%s%lld", i ? "," : "", (long long)l->milestones[i]);
+        int kind = (int)l->kind >= 0 && (int)l->kind < N_LR_KINDS ? (int)l->kind : 0;
+        o += (size_t)snprintf(buf + o, cap - o,
+                              "%s%s peak=%.9g final=%.9g gamma=%.9g steps=%lld every=%lld milestones=%s", k ? "; " : "",
+                              lr_kinds[kind], l->peak, l->final_lr, l->gamma, (long long)l->steps, (long long)l->every,
+                              ms);
+    }
+}
+
+/* " key=" then a number up to the next space, ';' or the end. */
+static bool lr_field(const char **p, const char *key, char kind, void *out) {
+    size_t kl = strlen(key);
+    if (**p != ' ' || strncmp(*p + 1, key, kl) != 0 || (*p)[1 + kl] != '=') return false;
+    const char *v = *p + 2 + kl;
+    char *end;
+    if (kind == 'f') {
+        *(float *)out = strtof(v, &end);
+    } else {
+        if ((*v < '0' || *v > '9') && *v != '-') return false;
+        *(int64_t *)out = strtoll(v, &end, 10);
+    }
+    if (end == v || (*end && *end != ' ' && *end != ';')) return false;
+    *p = end;
+    return true;
+}
+
+static bool lr_decode(const char *str, tg_lr *chain, int *n_out) {
+    const char *p = str;
+    int k = 0;
+    for (;;) {
+        if (k == TG_MAX_LR_CHAIN) return false;
+        tg_lr l = {0};
+        size_t w = strcspn(p, " ;");
+        int kind = -1;
+        for (int i = 0; i < N_LR_KINDS; i++)
+            if (strlen(lr_kinds[i]) == w && strncmp(p, lr_kinds[i], w) == 0) kind = i;
+        if (kind < 0) return false;
+        l.kind = (tg_lr_kind)kind;
+        p += w;
+        if (!lr_field(&p, "peak", 'f', &l.peak) || !lr_field(&p, "final", 'f', &l.final_lr) ||
+            !lr_field(&p, "gamma", 'f', &l.gamma) || !lr_field(&p, "steps", 'i', &l.steps) ||
+            !lr_field(&p, "every", 'i', &l.every) || strncmp(p, " milestones=", 12) != 0)
+            return false;
+        p += 12;
+        while ((*p >= '0' && *p <= '9') || *p == '-') {
+            if (l.n_milestones == TG_LR_MAX_MILESTONES) return false;
+            char *end;
+            l.milestones[l.n_milestones++] = strtoll(p, &end, 10);
+            if (end == p) return false;
+            p = end;
+            if (*p == ',' && p[1] != 0 && p[1] != ';') p++;
+        }
+        chain[k++] = l;
+        if (*p == 0) break;
+        /* Only a warmup continues into another schedule. */
+        if (strncmp(p, "; ", 2) != 0 || l.kind != TG_LR_WARMUP) return false;
+        p += 2;
+    }
+    *n_out = k;
+    return true;
+}
+
+/* A non-negative decimal integer, the whole string. */
+static bool parse_u64(const char *s, uint64_t *out) {
+    if (!s || !*s) return false;
+    uint64_t v = 0;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9') return false;
+        unsigned d = (unsigned)(*s - '0');
+        if (v > (UINT64_MAX - d) / 10) return false;
+        v = v * 10 + d;
+    }
+    *out = v;
+    return true;
+}
+
+static tg_status save(tg_session *s, const char *api, const char *path, bool full) {
+    if (!s || !path) return tg_fail(TG_ERR_ARG, "%s: session and path are required", api);
+    ck_entry *e;
+    int n;
+    tg_status st = collect(s, api, full, &e, &n);
+    if (st != TG_OK) return st;
+    int64_t total = 0;
+    for (int i = 0; i < n; i++) total += e[i].bytes;
+    char *host = malloc((size_t)total + 1);
+    tg_st_tensor *t = tg_calloc((size_t)n + 1, sizeof *t);
+    if (!host || !t) {
+        st = tg_fail(TG_ERR_NOMEM, "%s: out of memory for %lld bytes", api, (long long)total);
+        goto done;
+    }
+    int64_t o = 0;
+    for (int i = 0; i < n && st == TG_OK; i++) {
+        st = s->eng->vt->read(s->eng, s->prog, e[i].arena, e[i].offset, host + o, e[i].bytes);
+        t[i] = (tg_st_tensor){e[i].name, e[i].dtype, e[i].shape, host + o};
+        o += e[i].bytes;
+    }
+    if (st != TG_OK) goto done;
+    char step[24], lr_start[24], seed[24], lr[TG_MAX_LR_CHAIN * 512]; /* a link is at most ~340 chars */
+    snprintf(step, sizeof step, "%lld", (long long)s->step);
+    snprintf(lr_start, sizeof lr_start, "%lld", (long long)s->lr_start);
+    snprintf(seed, sizeof seed, "%" PRIu64, s->seed);
+    lr_encode(s->lr, lr, sizeof lr);
+    const char *meta[] = {"format", CK_FORMAT,   "step", step, "lr_start", lr_start, "seed", seed,
+                          "optimizer", opt_name(s->optim.kind), "lr", lr};
+    st = tg_safetensors_write(path, t, n, full ? meta : NULL, full ? 6 : 0);
+    if (st != TG_OK) st = rewrap(api, st);
+done:
+    free(host);
+    free(t);
+    free(e);
+    return st;
+}
+
+tg_status tg_session_save_params(tg_session *s, const char *path) {
+    return save(s, "tg_session_save_params", path, false);
+}
+
+tg_status tg_session_save(tg_session *s, const char *path) { return save(s, "tg_session_save", path, true); }
+
+/* Every entry present with its dtype and shape, nothing else in the file. */
+static tg_status match(const char *api, const char *path, const tg_safetensors *f, const ck_entry *e, int n, bool full,
+                       const tg_st_tensor **src) {
+    char a[160], b[160];
+    for (int i = 0; i < n; i++) {
+        const tg_st_tensor *t = tg_safetensors_find(f, e[i].name);
+        if (!t) return tg_fail(TG_ERR_NAME, "%s: %s: missing tensor '%s'", api, path, e[i].name);
+        if (t->dtype != e[i].dtype)
+            return tg_fail(TG_ERR_FORMAT, "%s: %s: tensor '%s' is %s, the session's is %s", api, path, e[i].name,
+                           tg_dtype_name(t->dtype), tg_dtype_name(e[i].dtype));
+        int same = t->shape.ndim == e[i].shape.ndim;
+        for (int d = 0; same && d < t->shape.ndim; d++) same = t->shape.d[d] == e[i].shape.d[d];
+        if (!same)
+            return tg_fail(TG_ERR_SIZE, "%s: %s: tensor '%s' has shape %s, the session's is %s", api, path, e[i].name,
+                           tg_shape_str(t->shape, a, sizeof a), tg_shape_str(e[i].shape, b, sizeof b));
+        src[i] = t;
+    }
+    int nf = tg_safetensors_count(f);
+    if (nf == n) return TG_OK; /* names are unique on both sides, so every file tensor was matched */
+    bool *used = tg_calloc((size_t)nf + 1, sizeof *used);
+    if (!used) return tg_fail(TG_ERR_NOMEM, "%s: out of memory", api);
+    for (int i = 0; i < n; i++) used[src[i] - f->t] = true;
+    int k = 0;
+    while (k < nf && used[k]) k++;
+    free(used);
+    bool hint = !full && tg_safetensors_meta(f, "format") && strcmp(tg_safetensors_meta(f, "format"), CK_FORMAT) == 0;
+    char nm[128];
+    return tg_fail(TG_ERR_NAME, "%s: %s: unknown tensor '%s'%s", api, path, st_shown(f->t[k].name, nm, sizeof nm),
+                   hint ? " (the file is a full checkpoint: load it with tg_session_load)" : "");
+}
+
+static tg_status load(tg_session *s, const char *api, const char *path, bool full) {
+    if (!s || !path) return tg_fail(TG_ERR_ARG, "%s: session and path are required", api);
+    tg_safetensors *f = NULL;
+    ck_entry *e = NULL;
+    const tg_st_tensor **src = NULL;
+    int n = 0, n_lr = 0;
+    uint64_t step = 0, lr_start = 0, seed = 0;
+    tg_lr lr[TG_MAX_LR_CHAIN];
+    char sh[240];
+    tg_status st = collect(s, api, full, &e, &n);
+    if (st != TG_OK) return st;
+    if ((st = tg_safetensors_read(path, &f)) != TG_OK) {
+        free(e);
+        return rewrap(api, st);
+    }
+    if (full) {
+        const char *fmt = tg_safetensors_meta(f, "format");
+        if (!fmt || strcmp(fmt, CK_FORMAT) != 0) {
+            st = tg_fail(TG_ERR_FORMAT,
+                         "%s: %s: not a full checkpoint (its __metadata__ format is %s%s%s, want '" CK_FORMAT
+                         "'); a weights-only file loads with tg_session_load_params",
+                         api, path, fmt ? "'" : "", fmt ? st_shown(fmt, sh, 64) : "missing", fmt ? "'" : "");
+            goto done;
+        }
+        const char *keys[] = {"step", "lr_start", "seed"};
+        uint64_t *vals[] = {&step, &lr_start, &seed};
+        for (int k = 0; k < 3; k++) {
+            const char *v = tg_safetensors_meta(f, keys[k]);
+            if (!parse_u64(v, vals[k]) || (k < 2 && *vals[k] > INT64_MAX)) {
+                st = tg_fail(TG_ERR_FORMAT, "%s: %s: metadata '%s' is %s%s%s, not a non-negative integer", api,
+                             path, keys[k], v ? "'" : "", v ? st_shown(v, sh, 48) : "missing", v ? "'" : "");
+                goto done;
+            }
+        }
+        if (lr_start > step) {
+            st = tg_fail(TG_ERR_FORMAT, "%s: %s: metadata lr_start %llu is after step %llu", api, path,
+                         (unsigned long long)lr_start, (unsigned long long)step);
+            goto done;
+        }
+        const char *opt = tg_safetensors_meta(f, "optimizer");
+        if (!opt || strcmp(opt, opt_name(s->optim.kind)) != 0) {
+            st = tg_fail(TG_ERR_STATE, "%s: %s: the checkpoint's optimizer is '%s', this session's is '%s'", api,
+                         path, opt ? st_shown(opt, sh, 48) : "(missing)", opt_name(s->optim.kind));
+            goto done;
+        }
+        const char *lrs = tg_safetensors_meta(f, "lr");
+        if (!lrs || !lr_decode(lrs, lr, &n_lr)) {
+            st = tg_fail(TG_ERR_FORMAT, "%s: %s: metadata 'lr' is %s%s%s, not a schedule", api, path,
+                         lrs ? "'" : "", lrs ? st_shown(lrs, sh, sizeof sh) : "missing", lrs ? "'" : "");
+            goto done;
+        }
+    }
+    if (!(src = tg_calloc((size_t)n + 1, sizeof *src))) {
+        st = tg_fail(TG_ERR_NOMEM, "%s: out of memory", api);
+        goto done;
+    }
+    if ((st = match(api, path, f, e, n, full, src)) != TG_OK) goto done;
+
+    /* Everything checked: now write. */
+    for (int i = 0; i < n && st == TG_OK; i++)
+        st = s->eng->vt->write(s->eng, s->prog, e[i].arena, e[i].offset, src[i]->data, e[i].bytes);
+    if (st == TG_OK && full) {
+        s->step = (int64_t)step;
+        s->lr_start = (int64_t)lr_start;
+        s->seed = seed;
+        for (int k = 0; k < n_lr; k++) {
+            s->lr[k] = lr[k];
+            s->lr[k].then = k + 1 < n_lr ? &s->lr[k + 1] : NULL;
+        }
+    }
+done:
+    free(src);
+    free(e);
+    tg_safetensors_free(f);
+    return st;
+}
+
+tg_status tg_session_load_params(tg_session *s, const char *path) {
+    return load(s, "tg_session_load_params", path, false);
+}
+
+tg_status tg_session_load(tg_session *s, const char *path) { return load(s, "tg_session_load", path, true); }

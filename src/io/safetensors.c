@@ -1,0 +1,953 @@
+/* safetensors: a strict reader and an atomic writer (see safetensors.h).
+ *
+ * The reader does not build a JSON tree: the header has a fixed shape (an
+ * object of tensor objects plus one object of strings), so the parser walks
+ * that shape directly and rejects anything else where it stands. There is no
+ * recursion, so nesting bombs fail at their first bracket, and the only
+ * allocations are the decoded strings and entry arrays, all bounded by the
+ * header's length, itself bounded by the file's size. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../util/util.h"
+#include "safetensors.h"
+
+/* Tensor data is copied byte for byte between the file and memory. */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "safetensors data is little-endian and is copied as is: a big-endian host needs byte swaps here"
+#endif
+
+#define HDR 8 /* file offset of the header's first byte */
+
+int64_t st_nbytes(tg_dtype dt, tg_shape s) {
+    if (dt != TG_F32 && dt != TG_I32) return -1;
+    if (s.ndim < 0 || s.ndim > TG_MAX_DIMS) return -1;
+    int64_t n = 4;
+    for (int i = 0; i < s.ndim; i++) {
+        if (s.d[i] < 0) return -1;
+        if (s.d[i] > 0 && n > INT64_MAX / s.d[i]) return -1;
+        n *= s.d[i];
+    }
+    return n;
+}
+
+static const char *dtype_tag(tg_dtype dt) { return dt == TG_F32 ? "F32" : dt == TG_I32 ? "I32" : "?"; }
+
+const char *st_shown(const char *s, char *buf, size_t cap) {
+    size_t o = 0, i = 0, max = cap > 8 ? cap - 4 : 0;
+    for (; s[i] && o < max; i++) {
+        unsigned char c = (unsigned char)s[i];
+        buf[o++] = c < 0x20 || c == 0x7f ? '?' : (char)c;
+    }
+    if (s[i]) {
+        while (o > 0 && ((unsigned char)buf[o - 1] & 0xC0) == 0x80) o--; /* do not cut a UTF-8 sequence */
+        if (o > 0 && (unsigned char)buf[o - 1] >= 0xC0) o--;
+        memcpy(buf + o, "...", 3);
+        o += 3;
+    }
+    buf[o] = 0;
+    return buf;
+}
+
+/* strerror is not thread-safe; the XSI strerror_r is. */
+static const char *errtext(int e, char *buf, size_t cap) {
+    if (strerror_r(e, buf, cap) != 0) snprintf(buf, cap, "error %d", e);
+    return buf;
+}
+
+/* Length of the valid UTF-8 sequence at s (RFC 3629: no overlongs, no
+ * surrogates, nothing past U+10FFFF), or 0 if it is not one. */
+static int utf8_seq(const uint8_t *s, size_t n) {
+    uint8_t c = s[0], lo = 0x80, hi = 0xBF;
+    int k;
+    if (c < 0x80) return 1;
+    if (c >= 0xC2 && c <= 0xDF) {
+        k = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        k = 3;
+        if (c == 0xE0) lo = 0xA0;
+        if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        k = 4;
+        if (c == 0xF0) lo = 0x90;
+        if (c == 0xF4) hi = 0x8F;
+    } else {
+        return 0;
+    }
+    if ((size_t)k > n || s[1] < lo || s[1] > hi) return 0;
+    for (int j = 2; j < k; j++)
+        if ((s[j] & 0xC0) != 0x80) return 0;
+    return k;
+}
+
+static bool utf8_valid(const char *s) {
+    size_t n = strlen(s);
+    for (size_t i = 0; i < n;) {
+        int k = utf8_seq((const uint8_t *)s + i, n - i);
+        if (!k) return false;
+        i += (size_t)k;
+    }
+    return true;
+}
+
+/* ---- reader -------------------------------------------------------------- */
+
+typedef struct {
+    const char *label;
+    const uint8_t *h; /* the header's JSON */
+    size_t n, i;      /* its length, the read position */
+    int64_t data_size;
+    tg_safetensors *f;
+    int cap_t, cap_meta;
+    struct st_ent { int64_t key_at, range_at, begin; } *ent; /* per tensor: header offsets of its name
+                                                                and data_offsets, its data offset */
+    int64_t *meta_at; /* per metadata entry: header offset of its key */
+} parser;
+
+static tg_status perr(const parser *p, size_t at, const char *fmt, ...) TG_PRINTF(3, 4);
+static tg_status perr(const parser *p, size_t at, const char *fmt, ...) {
+    char msg[700];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return tg_fail(TG_ERR_FORMAT, "safetensors: %s: byte %lld: %s", p->label, (long long)(HDR + at), msg);
+}
+
+/* What stands at header offset `at`, for "expected X, found Y". */
+static const char *found(const parser *p, size_t at, char *buf) {
+    if (at >= p->n) return "the end of the header";
+    uint8_t c = p->h[at];
+    if (c > 0x20 && c < 0x7f)
+        snprintf(buf, 16, "'%c'", c);
+    else
+        snprintf(buf, 16, "byte 0x%02x", c);
+    return buf;
+}
+
+static void ws(parser *p) {
+    while (p->i < p->n && (p->h[p->i] == ' ' || p->h[p->i] == '\t' || p->h[p->i] == '\n' || p->h[p->i] == '\r'))
+        p->i++;
+}
+
+static bool eat(parser *p, char c) {
+    ws(p);
+    if (p->i < p->n && p->h[p->i] == (uint8_t)c) {
+        p->i++;
+        return true;
+    }
+    return false;
+}
+
+static tg_status expect(parser *p, char c, const char *context) {
+    if (eat(p, c)) return TG_OK;
+    char b[16];
+    return perr(p, p->i, "expected '%c' %s, found %s", c, context, found(p, p->i, b));
+}
+
+static int hexval(uint8_t c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* Four hex digits at p->i (just after "\u"). */
+static tg_status hex4(parser *p, size_t esc_at, uint32_t *out) {
+    uint32_t v = 0;
+    for (int k = 0; k < 4; k++) {
+        int d = p->i < p->n ? hexval(p->h[p->i]) : -1;
+        if (d < 0) return perr(p, esc_at, "expected 4 hex digits after \\u");
+        v = v * 16 + (uint32_t)d;
+        p->i++;
+    }
+    *out = v;
+    return TG_OK;
+}
+
+static int utf8_encode(uint32_t cp, uint8_t *o) {
+    if (cp < 0x80) {
+        o[0] = (uint8_t)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        o[0] = (uint8_t)(0xC0 | cp >> 6);
+        o[1] = (uint8_t)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        o[0] = (uint8_t)(0xE0 | cp >> 12);
+        o[1] = (uint8_t)(0x80 | (cp >> 6 & 0x3F));
+        o[2] = (uint8_t)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    o[0] = (uint8_t)(0xF0 | cp >> 18);
+    o[1] = (uint8_t)(0x80 | (cp >> 12 & 0x3F));
+    o[2] = (uint8_t)(0x80 | (cp >> 6 & 0x3F));
+    o[3] = (uint8_t)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+/* One escape sequence after its backslash, as a code point. */
+static tg_status parse_escape(parser *p, size_t esc_at, uint32_t *cp) {
+    if (p->i >= p->n) return perr(p, esc_at, "unterminated escape at the end of the header");
+    uint8_t e = p->h[p->i++];
+    switch (e) {
+    case '"': *cp = '"'; return TG_OK;
+    case '\\': *cp = '\\'; return TG_OK;
+    case '/': *cp = '/'; return TG_OK;
+    case 'b': *cp = 8; return TG_OK;
+    case 'f': *cp = 12; return TG_OK;
+    case 'n': *cp = 10; return TG_OK;
+    case 'r': *cp = 13; return TG_OK;
+    case 't': *cp = 9; return TG_OK;
+    case 'u': break;
+    default: {
+        char b[16];
+        return perr(p, esc_at, "invalid escape: backslash followed by %s", found(p, p->i - 1, b));
+    }
+    }
+    uint32_t v;
+    tg_status st = hex4(p, esc_at, &v);
+    if (st != TG_OK) return st;
+    if (v >= 0xDC00 && v <= 0xDFFF) return perr(p, esc_at, "unpaired surrogate \\u%04X", (unsigned)v);
+    if (v >= 0xD800 && v <= 0xDBFF) {
+        size_t lo_at = p->i;
+        uint32_t lo = 0;
+        if (p->i + 1 < p->n && p->h[p->i] == '\\' && p->h[p->i + 1] == 'u') {
+            p->i += 2;
+            if ((st = hex4(p, lo_at, &lo)) != TG_OK) return st;
+        }
+        if (lo < 0xDC00 || lo > 0xDFFF) return perr(p, esc_at, "unpaired surrogate \\u%04X", (unsigned)v);
+        v = 0x10000 + ((v - 0xD800) << 10) + (lo - 0xDC00);
+    }
+    if (v == 0) return perr(p, esc_at, "\\u0000 (NUL) is not allowed in a string");
+    *cp = v;
+    return TG_OK;
+}
+
+/* A JSON string, decoded to UTF-8 in a new allocation (at most twice its
+ * encoded length). */
+static tg_status parse_string(parser *p, const char *what, char **out) {
+    *out = NULL;
+    ws(p);
+    size_t start = p->i;
+    if (p->i >= p->n || p->h[p->i] != '"') {
+        char b[16];
+        return perr(p, start, "expected %s (a string), found %s", what, found(p, start, b));
+    }
+    p->i++;
+    size_t cap = 16, len = 0;
+    char *s = malloc(cap);
+    if (!s) return tg_fail(TG_ERR_NOMEM, "safetensors: %s: out of memory", p->label);
+    tg_status st = TG_OK;
+    for (;;) {
+        if (p->i >= p->n) {
+            st = perr(p, start, "unterminated string");
+            break;
+        }
+        uint8_t c = p->h[p->i], enc[4];
+        int k;
+        if (c == '"') {
+            p->i++;
+            break;
+        }
+        if (c < 0x20) {
+            st = perr(p, p->i, "raw control character 0x%02x in a string (JSON requires an escape)", c);
+            break;
+        }
+        if (c == '\\') {
+            size_t esc_at = p->i++;
+            uint32_t cp = 0;
+            if ((st = parse_escape(p, esc_at, &cp)) != TG_OK) break;
+            k = utf8_encode(cp, enc);
+        } else {
+            k = utf8_seq(p->h + p->i, p->n - p->i);
+            if (!k) {
+                st = perr(p, p->i, "invalid UTF-8 in a string");
+                break;
+            }
+            memcpy(enc, p->h + p->i, (size_t)k);
+            p->i += (size_t)k;
+        }
+        if (len + (size_t)k + 1 > cap) {
+            char *ns = realloc(s, cap * 2);
+            if (!ns) {
+                st = tg_fail(TG_ERR_NOMEM, "safetensors: %s: out of memory", p->label);
+                break;
+            }
+            s = ns;
+            cap *= 2;
+        }
+        memcpy(s + len, enc, (size_t)k);
+        len += (size_t)k;
+    }
+    if (st != TG_OK) {
+        free(s);
+        return st;
+    }
+    s[len] = 0;
+    *out = s;
+    return TG_OK;
+}
+
+/* A non-negative integer that fits int64. */
+static tg_status parse_uint(parser *p, const char *what, int64_t *out) {
+    ws(p);
+    size_t start = p->i;
+    if (p->i < p->n && p->h[p->i] == '-') return perr(p, start, "%s must not be negative", what);
+    if (p->i >= p->n || p->h[p->i] < '0' || p->h[p->i] > '9') {
+        char b[16];
+        return perr(p, start, "expected %s (an integer), found %s", what, found(p, start, b));
+    }
+    if (p->h[p->i] == '0' && p->i + 1 < p->n && p->h[p->i + 1] >= '0' && p->h[p->i + 1] <= '9')
+        return perr(p, start, "%s has a leading zero", what);
+    int64_t v = 0;
+    while (p->i < p->n && p->h[p->i] >= '0' && p->h[p->i] <= '9') {
+        int d = p->h[p->i] - '0';
+        if (v > (INT64_MAX - d) / 10) return perr(p, start, "%s is too large (over 2^63 - 1)", what);
+        v = v * 10 + d;
+        p->i++;
+    }
+    if (p->i < p->n && (p->h[p->i] == '.' || p->h[p->i] == 'e' || p->h[p->i] == 'E'))
+        return perr(p, start, "%s must be an integer", what);
+    *out = v;
+    return TG_OK;
+}
+
+/* [n, n, ...] with at most `max` entries. */
+static tg_status parse_uint_array(parser *p, const char *what, const char *ctx, int64_t *out, int max, int *count) {
+    *count = 0;
+    char b[16];
+    ws(p);
+    if (!eat(p, '[')) return perr(p, p->i, "%s: expected '[' to start %s, found %s", ctx, what, found(p, p->i, b));
+    if (eat(p, ']')) return TG_OK;
+    for (;;) {
+        ws(p);
+        if (*count == max) return perr(p, p->i, "%s: %s has more than %d entries", ctx, what, max);
+        tg_status st = parse_uint(p, what, &out[*count]);
+        if (st != TG_OK) return st;
+        (*count)++;
+        if (eat(p, ',')) continue;
+        if (eat(p, ']')) return TG_OK;
+        return perr(p, p->i, "%s: expected ',' or ']' in %s, found %s", ctx, what, found(p, p->i, b));
+    }
+}
+
+/* Room for entry n in two parallel arrays that share the capacity *cap. */
+static tg_status grow2(parser *p, void **a, size_t ea, void **b, size_t eb, int *cap, int n) {
+    if (n < *cap) return TG_OK;
+    if (*cap > (1 << 28)) return tg_fail(TG_ERR_FORMAT, "safetensors: %s: too many header entries", p->label);
+    int nc = *cap ? *cap * 2 : 16;
+    void *na = realloc(*a, (size_t)nc * ea);
+    if (na) *a = na;
+    void *nb = na ? realloc(*b, (size_t)nc * eb) : NULL;
+    if (nb) *b = nb;
+    if (!na || !nb) return tg_fail(TG_ERR_NOMEM, "safetensors: %s: out of memory", p->label);
+    *cap = nc;
+    return TG_OK;
+}
+
+/* The body of one tensor entry; takes ownership of name. */
+static tg_status parse_tensor(parser *p, char *name, size_t key_at) {
+    tg_safetensors *f = p->f;
+    char nm[96], ctx[120], b[16], sb[160];
+    snprintf(ctx, sizeof ctx, "tensor '%s'", st_shown(name, nm, 64));
+    tg_status st = TG_OK;
+    bool have_dt = false, have_shape = false, have_off = false;
+    tg_dtype dt = TG_F32;
+    tg_shape shape = {0, {0}};
+    int64_t off[2] = {0, 0};
+    size_t shape_at = 0, off_at = 0;
+    ws(p);
+    if (!eat(p, '{')) {
+        st = perr(p, p->i, "%s: expected '{' to start its entry, found %s", ctx, found(p, p->i, b));
+        goto fail;
+    }
+    if (!eat(p, '}')) {
+        for (;;) {
+            ws(p);
+            size_t field_at = p->i;
+            char *field;
+            if ((st = parse_string(p, "a field name", &field)) != TG_OK) goto fail;
+            if ((st = expect(p, ':', "after a field name")) != TG_OK) {
+                free(field);
+                goto fail;
+            }
+            ws(p);
+            bool *have = strcmp(field, "dtype") == 0          ? &have_dt
+                         : strcmp(field, "shape") == 0        ? &have_shape
+                         : strcmp(field, "data_offsets") == 0 ? &have_off
+                                                              : NULL;
+            if (!have) {
+                st = perr(p, field_at, "%s: unknown field '%s' (expected dtype, shape, data_offsets)", ctx,
+                          st_shown(field, sb, 64));
+                free(field);
+                goto fail;
+            }
+            free(field);
+            if (*have) {
+                st = perr(p, field_at, "%s: a field appears twice", ctx);
+                goto fail;
+            }
+            *have = true;
+            if (have == &have_dt) {
+                size_t dt_at = p->i;
+                char *tag;
+                if ((st = parse_string(p, "a dtype", &tag)) != TG_OK) goto fail;
+                if (strcmp(tag, "F32") == 0 || strcmp(tag, "I32") == 0) {
+                    dt = tag[0] == 'F' ? TG_F32 : TG_I32;
+                    free(tag);
+                } else {
+                    st = perr(p, dt_at, "%s: dtype '%s' is not supported (only F32 and I32)", ctx, st_shown(tag, sb, 32));
+                    free(tag);
+                    goto fail;
+                }
+            } else if (have == &have_shape) {
+                shape_at = p->i;
+                if ((st = parse_uint_array(p, "shape", ctx, shape.d, TG_MAX_DIMS, &shape.ndim)) != TG_OK) goto fail;
+            } else {
+                off_at = p->i;
+                int k;
+                if ((st = parse_uint_array(p, "data_offsets", ctx, off, 2, &k)) != TG_OK) goto fail;
+                if (k != 2) {
+                    st = perr(p, off_at, "%s: data_offsets needs exactly 2 entries, has %d", ctx, k);
+                    goto fail;
+                }
+            }
+            if (eat(p, ',')) continue;
+            if (eat(p, '}')) break;
+            st = perr(p, p->i, "%s: expected ',' or '}' in its entry, found %s", ctx, found(p, p->i, b));
+            goto fail;
+        }
+    }
+    size_t end_at = p->i - 1;
+    if (!have_dt || !have_shape || !have_off) {
+        st = perr(p, end_at, "%s: missing \"%s\"", ctx, !have_dt ? "dtype" : !have_shape ? "shape" : "data_offsets");
+        goto fail;
+    }
+    int64_t nbytes = st_nbytes(dt, shape);
+    if (nbytes < 0) {
+        st = perr(p, shape_at, "%s: shape %s is too large", ctx, tg_shape_str(shape, sb, sizeof sb));
+        goto fail;
+    }
+    if (off[0] > off[1]) {
+        st = perr(p, off_at, "%s: data_offsets [%lld, %lld] end before they begin", ctx, (long long)off[0],
+                  (long long)off[1]);
+        goto fail;
+    }
+    if (off[1] > p->data_size) {
+        st = perr(p, off_at, "%s: data_offsets [%lld, %lld] run past the end of the data section (%lld bytes)", ctx,
+                  (long long)off[0], (long long)off[1], (long long)p->data_size);
+        goto fail;
+    }
+    if (off[1] - off[0] != nbytes) {
+        st = perr(p, off_at, "%s: %s %s needs %lld bytes, data_offsets [%lld, %lld] hold %lld", ctx, dtype_tag(dt),
+                  tg_shape_str(shape, sb, sizeof sb), (long long)nbytes, (long long)off[0], (long long)off[1],
+                  (long long)(off[1] - off[0]));
+        goto fail;
+    }
+    if ((st = grow2(p, (void **)&f->t, sizeof *f->t, (void **)&p->ent, sizeof *p->ent, &p->cap_t, f->n)) != TG_OK)
+        goto fail;
+    f->t[f->n] = (tg_st_tensor){name, dt, shape, NULL}; /* data is placed once every range is checked */
+    p->ent[f->n] = (struct st_ent){(int64_t)key_at, (int64_t)off_at, off[0]};
+    f->n++;
+    return TG_OK;
+fail:
+    free(name);
+    return st;
+}
+
+static tg_status parse_meta(parser *p) {
+    tg_safetensors *f = p->f;
+    char b[16];
+    ws(p);
+    if (!eat(p, '{')) return perr(p, p->i, "expected '{' to start __metadata__, found %s", found(p, p->i, b));
+    if (eat(p, '}')) return TG_OK;
+    for (;;) {
+        ws(p);
+        size_t key_at = p->i;
+        char *k = NULL, *v = NULL;
+        tg_status st = parse_string(p, "a metadata key", &k);
+        if (st == TG_OK) st = expect(p, ':', "after a metadata key");
+        if (st == TG_OK) st = parse_string(p, "a metadata value", &v);
+        if (st == TG_OK)
+            st = grow2(p, (void **)&f->meta, sizeof *f->meta, (void **)&p->meta_at, sizeof *p->meta_at, &p->cap_meta,
+                       f->n_meta);
+        if (st != TG_OK) {
+            free(k);
+            free(v);
+            return st;
+        }
+        f->meta[f->n_meta] = (st_meta){k, v};
+        p->meta_at[f->n_meta++] = (int64_t)key_at;
+        if (eat(p, ',')) continue;
+        if (eat(p, '}')) return TG_OK;
+        return perr(p, p->i, "expected ',' or '}' in __metadata__, found %s", found(p, p->i, b));
+    }
+}
+
+static tg_status parse_header(parser *p) {
+    char b[16];
+    bool seen_meta = false;
+    ws(p);
+    if (!eat(p, '{')) return perr(p, p->i, "expected '{' at the start of the header, found %s", found(p, p->i, b));
+    if (!eat(p, '}')) {
+        for (;;) {
+            ws(p);
+            size_t key_at = p->i;
+            char *key;
+            tg_status st = parse_string(p, "a tensor name", &key);
+            if (st == TG_OK) st = expect(p, ':', "after a tensor name");
+            if (st != TG_OK) {
+                free(key);
+                return st;
+            }
+            if (strcmp(key, "__metadata__") == 0) {
+                free(key);
+                if (seen_meta) return perr(p, key_at, "__metadata__ appears twice");
+                seen_meta = true;
+                st = parse_meta(p);
+            } else {
+                st = parse_tensor(p, key, key_at);
+            }
+            if (st != TG_OK) return st;
+            if (eat(p, ',')) continue;
+            if (eat(p, '}')) break;
+            return perr(p, p->i, "expected ',' or '}' after a header entry, found %s", found(p, p->i, b));
+        }
+    }
+    ws(p);
+    if (p->i != p->n)
+        return perr(p, p->i, "%s after the header's JSON object (only space padding may follow)", found(p, p->i, b));
+    return TG_OK;
+}
+
+/* Sorting with the parser as context (qsort has none). */
+typedef struct {
+    const char *name;
+    int64_t a, b;
+    int idx;
+} st_key;
+
+static int by_name_cmp(const void *x, const void *y) {
+    const st_key *a = x, *b = y;
+    int c = strcmp(a->name, b->name);
+    return c ? c : (a->idx > b->idx) - (a->idx < b->idx);
+}
+
+static int by_range_cmp(const void *x, const void *y) {
+    const st_key *a = x, *b = y;
+    if (a->a != b->a) return a->a < b->a ? -1 : 1;
+    if (a->b != b->b) return a->b < b->b ? -1 : 1;
+    return (a->idx > b->idx) - (a->idx < b->idx);
+}
+
+/* Duplicate names; reports the earliest second occurrence in the file. */
+static tg_status check_dups(parser *p, st_key *k, int n, const char *what, int *order) {
+    qsort(k, (size_t)n, sizeof *k, by_name_cmp);
+    int worst = -1;
+    for (int i = 1; i < n; i++)
+        if (strcmp(k[i].name, k[i - 1].name) == 0 && (worst < 0 || k[i].idx < worst)) worst = k[i].idx;
+    if (worst >= 0) {
+        char nm[96];
+        const char *name = NULL;
+        for (int i = 0; i < n; i++)
+            if (k[i].idx == worst) name = k[i].name;
+        size_t at = (size_t)(order ? p->ent[worst].key_at : p->meta_at[worst]);
+        return perr(p, at, "%s '%s' appears twice", what, st_shown(name, nm, 64));
+    }
+    if (order)
+        for (int i = 0; i < n; i++) order[i] = k[i].idx;
+    return TG_OK;
+}
+
+static tg_status check_entries(parser *p, const uint8_t *data) {
+    tg_safetensors *f = p->f;
+    int n = f->n > f->n_meta ? f->n : f->n_meta;
+    st_key *k = tg_calloc((size_t)n + 1, sizeof *k);
+    f->by_name = tg_calloc((size_t)f->n + 1, sizeof(int));
+    f->copies = tg_calloc((size_t)f->n + 1, sizeof(void *));
+    if (!k || !f->by_name || !f->copies) {
+        free(k);
+        return tg_fail(TG_ERR_NOMEM, "safetensors: %s: out of memory", p->label);
+    }
+    tg_status st;
+    for (int i = 0; i < f->n_meta; i++) k[i] = (st_key){f->meta[i].key, 0, 0, i};
+    if ((st = check_dups(p, k, f->n_meta, "metadata key", NULL)) != TG_OK) goto done;
+    for (int i = 0; i < f->n; i++) k[i] = (st_key){f->t[i].name, 0, 0, i};
+    if ((st = check_dups(p, k, f->n, "tensor", f->by_name)) != TG_OK) goto done;
+
+    /* Overlaps: in order of begin, each non-empty range must start at or
+     * after the furthest end seen so far. */
+    for (int i = 0; i < f->n; i++) {
+        int64_t b = p->ent[i].begin;
+        k[i] = (st_key){f->t[i].name, b, b + st_nbytes(f->t[i].dtype, f->t[i].shape), i};
+    }
+    qsort(k, (size_t)f->n, sizeof *k, by_range_cmp);
+    int far = -1;
+    for (int i = 0; i < f->n; i++) {
+        if (k[i].a == k[i].b) continue;
+        if (far >= 0 && k[i].a < k[far].b) {
+            char n1[96], n2[96];
+            st = perr(p, (size_t)p->ent[k[i].idx].range_at,
+                      "tensor '%s': data_offsets [%lld, %lld] overlap tensor '%s' [%lld, %lld]",
+                      st_shown(k[i].name, n1, 64), (long long)k[i].a, (long long)k[i].b, st_shown(k[far].name, n2, 64),
+                      (long long)k[far].a, (long long)k[far].b);
+            goto done;
+        }
+        if (far < 0 || k[i].b > k[far].b) far = i;
+    }
+
+    /* Place the data; ranges the file put at unaligned addresses get an
+     * aligned copy, so callers may read floats straight from .data. */
+    static const int32_t no_data[1];
+    for (int i = 0; i < f->n; i++) {
+        int64_t b = p->ent[i].begin, nb = st_nbytes(f->t[i].dtype, f->t[i].shape);
+        const uint8_t *src = nb ? data + b : (const uint8_t *)no_data;
+        if ((uintptr_t)src & 3) {
+            void *c = malloc((size_t)nb);
+            if (!c) {
+                st = tg_fail(TG_ERR_NOMEM, "safetensors: %s: out of memory", p->label);
+                goto done;
+            }
+            memcpy(c, src, (size_t)nb);
+            f->copies[f->n_copies++] = c;
+            src = c;
+        }
+        f->t[i].data = src;
+    }
+    st = TG_OK;
+done:
+    free(k);
+    return st;
+}
+
+void tg_safetensors_free(tg_safetensors *f) {
+    if (!f) return;
+    for (int i = 0; i < f->n; i++) free((char *)f->t[i].name);
+    for (int i = 0; i < f->n_meta; i++) {
+        free(f->meta[i].key);
+        free(f->meta[i].value);
+    }
+    for (int i = 0; i < f->n_copies; i++) free(f->copies[i]);
+    free(f->copies);
+    free(f->t);
+    free(f->meta);
+    free(f->by_name);
+    free(f->file);
+    free(f);
+}
+
+tg_status st_parse(const char *label, const uint8_t *buf, size_t size, tg_safetensors **out) {
+    *out = NULL;
+    if (size < HDR)
+        return tg_fail(TG_ERR_FORMAT, "safetensors: %s: byte 0: the file is %zu bytes, too short for the 8-byte header length",
+                       label, size);
+    uint64_t hl = 0;
+    for (int i = 7; i >= 0; i--) hl = hl << 8 | buf[i];
+    if (hl > (uint64_t)(size - HDR))
+        return tg_fail(TG_ERR_FORMAT,
+                       "safetensors: %s: byte 0: header length %llu runs past the end of the file (%zu bytes)", label,
+                       (unsigned long long)hl, size);
+    tg_safetensors *f = tg_calloc(1, sizeof *f);
+    if (!f) return tg_fail(TG_ERR_NOMEM, "safetensors: %s: out of memory", label);
+    parser p = {label, buf + HDR, (size_t)hl, 0, (int64_t)(size - HDR - hl), f, 0, 0, NULL, NULL};
+    tg_status st = parse_header(&p);
+    if (st == TG_OK) st = check_entries(&p, buf + HDR + hl);
+    free(p.ent);
+    free(p.meta_at);
+    if (st != TG_OK) {
+        tg_safetensors_free(f);
+        return st;
+    }
+    *out = f;
+    return TG_OK;
+}
+
+tg_status tg_safetensors_read(const char *path, tg_safetensors **out) {
+    if (!out) return tg_fail(TG_ERR_ARG, "tg_safetensors_read: out is NULL");
+    *out = NULL;
+    if (!path) return tg_fail(TG_ERR_ARG, "tg_safetensors_read: path is NULL");
+    char eb[128];
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return tg_fail(TG_ERR_IO, "safetensors: %s: cannot open: %s", path, errtext(errno, eb, sizeof eb));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        int e = errno;
+        close(fd);
+        return tg_fail(TG_ERR_IO, "safetensors: %s: cannot stat: %s", path, errtext(e, eb, sizeof eb));
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        close(fd);
+        return tg_fail(TG_ERR_IO, "safetensors: %s: not a regular file", path);
+    }
+    if ((uint64_t)sb.st_size > (uint64_t)SIZE_MAX / 2) {
+        close(fd);
+        return tg_fail(TG_ERR_NOMEM, "safetensors: %s: %lld bytes is too large to read", path, (long long)sb.st_size);
+    }
+    size_t size = (size_t)sb.st_size, got = 0;
+    uint8_t *buf = malloc(size ? size : 1);
+    if (!buf) {
+        close(fd);
+        return tg_fail(TG_ERR_NOMEM, "safetensors: %s: out of memory reading %zu bytes", path, size);
+    }
+    while (got < size) {
+        ssize_t r = read(fd, buf + got, size - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            int e = r < 0 ? errno : 0;
+            close(fd);
+            free(buf);
+            return e ? tg_fail(TG_ERR_IO, "safetensors: %s: read failed: %s", path, errtext(e, eb, sizeof eb))
+                     : tg_fail(TG_ERR_IO, "safetensors: %s: the file shrank while it was read", path);
+        }
+        got += (size_t)r;
+    }
+    close(fd);
+    tg_status st = st_parse(path, buf, size, out);
+    if (st != TG_OK) {
+        free(buf);
+        return st;
+    }
+    (*out)->file = buf;
+    return TG_OK;
+}
+
+int tg_safetensors_count(const tg_safetensors *f) { return f ? f->n : 0; }
+
+const tg_st_tensor *tg_safetensors_tensor(const tg_safetensors *f, int i) {
+    return f && i >= 0 && i < f->n ? &f->t[i] : NULL;
+}
+
+const tg_st_tensor *tg_safetensors_find(const tg_safetensors *f, const char *name) {
+    if (!f || !name) return NULL;
+    int lo = 0, hi = f->n;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        int c = strcmp(f->t[f->by_name[mid]].name, name);
+        if (c == 0) return &f->t[f->by_name[mid]];
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+const char *tg_safetensors_meta(const tg_safetensors *f, const char *key) {
+    for (int i = 0; f && key && i < f->n_meta; i++)
+        if (strcmp(f->meta[i].key, key) == 0) return f->meta[i].value;
+    return NULL;
+}
+
+/* ---- writer -------------------------------------------------------------- */
+
+typedef struct {
+    char *s;
+    size_t n, cap;
+    bool oom;
+} sbuf;
+
+static void sb_put(sbuf *b, const char *s, size_t n) {
+    if (b->oom) return;
+    if (b->n + n + 1 > b->cap) {
+        size_t nc = b->cap ? b->cap : 256;
+        while (nc < b->n + n + 1) nc *= 2;
+        char *ns = realloc(b->s, nc);
+        if (!ns) {
+            b->oom = true;
+            return;
+        }
+        b->s = ns;
+        b->cap = nc;
+    }
+    memcpy(b->s + b->n, s, n);
+    b->n += n;
+    b->s[b->n] = 0;
+}
+
+static void sb_cat(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
+
+/* A JSON string; s is valid UTF-8 (checked by the caller). */
+static void sb_json(sbuf *b, const char *s) {
+    sb_put(b, "\"", 1);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        char e[8];
+        if (c == '"' || c == '\\') {
+            e[0] = '\\';
+            e[1] = (char)c;
+            sb_put(b, e, 2);
+        } else if (c < 0x20) {
+            snprintf(e, sizeof e, "\\u%04x", c);
+            sb_put(b, e, 6);
+        } else {
+            sb_put(b, (const char *)&c, 1);
+        }
+    }
+    sb_put(b, "\"", 1);
+}
+
+static int cmp_str(const void *x, const void *y) { return strcmp(*(const char *const *)x, *(const char *const *)y); }
+
+/* Names must be unique, non-NULL and valid UTF-8 (a reader would reject the file otherwise). */
+static tg_status check_names(const char *path, const char **names, int n, const char *what) {
+    char nm[96];
+    for (int i = 0; i < n; i++) {
+        if (!names[i]) return tg_fail(TG_ERR_ARG, "safetensors: %s: %s %d has no name", path, what, i);
+        if (!utf8_valid(names[i]))
+            return tg_fail(TG_ERR_ARG, "safetensors: %s: %s '%s' is not valid UTF-8", path, what, st_shown(names[i], nm, 64));
+    }
+    qsort(names, (size_t)n, sizeof *names, cmp_str);
+    for (int i = 1; i < n; i++)
+        if (strcmp(names[i], names[i - 1]) == 0)
+            return tg_fail(TG_ERR_NAME, "safetensors: %s: %s '%s' is given twice", path, what, st_shown(names[i], nm, 64));
+    return TG_OK;
+}
+
+static int write_all(int fd, const void *p, size_t n) {
+    const char *c = p;
+    while (n > 0) {
+        ssize_t w = write(fd, c, n > (1u << 30) ? (1u << 30) : n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0) return errno;
+        if (w == 0) return EIO;
+        c += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* The rename is durable only once the directory entry is; best effort, as
+ * some file systems refuse fsync on directories. */
+static void sync_dir(const char *path) {
+    const char *slash = strrchr(path, '/');
+    char *dir = slash ? malloc((size_t)(slash - path) + 2) : NULL;
+    if (slash && !dir) return;
+    if (dir) {
+        size_t n = slash == path ? 1 : (size_t)(slash - path);
+        memcpy(dir, path, n);
+        dir[n] = 0;
+    }
+    int fd = open(dir ? dir : ".", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
+    free(dir);
+}
+
+tg_status tg_safetensors_write(const char *path, const tg_st_tensor *t, int n, const char *const *meta, int n_meta) {
+    if (!path || n < 0 || n_meta < 0 || (n > 0 && !t) || (n_meta > 0 && !meta))
+        return tg_fail(TG_ERR_ARG, "tg_safetensors_write: bad arguments");
+    char sh[160], nm[96];
+    for (int i = 0; i < n; i++) {
+        if (t[i].dtype != TG_F32 && t[i].dtype != TG_I32)
+            return tg_fail(TG_ERR_ARG, "safetensors: %s: tensor '%s': only F32 and I32 can be written", path,
+                           t[i].name ? st_shown(t[i].name, nm, 64) : "(null)");
+        if (st_nbytes(t[i].dtype, t[i].shape) < 0)
+            return tg_fail(TG_ERR_SHAPE, "safetensors: %s: tensor '%s': bad shape %s", path,
+                           t[i].name ? st_shown(t[i].name, nm, 64) : "(null)", tg_shape_str(t[i].shape, sh, sizeof sh));
+        if (!t[i].data && st_nbytes(t[i].dtype, t[i].shape) > 0)
+            return tg_fail(TG_ERR_ARG, "safetensors: %s: tensor '%s' has no data", path,
+                           t[i].name ? st_shown(t[i].name, nm, 64) : "(null)");
+        if (t[i].name && strcmp(t[i].name, "__metadata__") == 0)
+            return tg_fail(TG_ERR_NAME, "safetensors: %s: '__metadata__' cannot name a tensor", path);
+    }
+    const char **names = tg_calloc((size_t)(n > n_meta ? n : n_meta) + 1, sizeof *names);
+    if (!names) return tg_fail(TG_ERR_NOMEM, "safetensors: %s: out of memory", path);
+    for (int i = 0; i < n; i++) names[i] = t[i].name;
+    tg_status st = check_names(path, names, n, "tensor");
+    for (int i = 0; st == TG_OK && i < n_meta; i++) {
+        names[i] = meta[2 * i];
+        if (!meta[2 * i + 1] || !utf8_valid(meta[2 * i + 1]))
+            st = tg_fail(TG_ERR_ARG, "safetensors: %s: metadata value %d is missing or not valid UTF-8", path, i);
+    }
+    if (st == TG_OK) st = check_names(path, names, n_meta, "metadata key");
+    free(names);
+    if (st != TG_OK) return st;
+
+    /* Header in the caller's order, data contiguous in the same order. */
+    sbuf h = {0};
+    sb_cat(&h, "{");
+    if (n_meta > 0) {
+        sb_cat(&h, "\"__metadata__\":{");
+        for (int i = 0; i < n_meta; i++) {
+            if (i) sb_cat(&h, ",");
+            sb_json(&h, meta[2 * i]);
+            sb_cat(&h, ":");
+            sb_json(&h, meta[2 * i + 1]);
+        }
+        sb_cat(&h, "}");
+    }
+    int64_t off = 0;
+    for (int i = 0; i < n; i++) {
+        char num[64];
+        if (i || n_meta > 0) sb_cat(&h, ",");
+        sb_json(&h, t[i].name);
+        sb_cat(&h, ":{\"dtype\":\"");
+        sb_cat(&h, dtype_tag(t[i].dtype));
+        sb_cat(&h, "\",\"shape\":[");
+        for (int d = 0; d < t[i].shape.ndim; d++) {
+            snprintf(num, sizeof num, "%s%lld", d ? "," : "", (long long)t[i].shape.d[d]);
+            sb_cat(&h, num);
+        }
+        int64_t nb = st_nbytes(t[i].dtype, t[i].shape);
+        if (nb > INT64_MAX - off) {
+            free(h.s);
+            return tg_fail(TG_ERR_SIZE, "safetensors: %s: the tensors add up to more than 2^63 bytes", path);
+        }
+        snprintf(num, sizeof num, "],\"data_offsets\":[%lld,%lld]}", (long long)off, (long long)(off + nb));
+        sb_cat(&h, num);
+        off += nb;
+    }
+    sb_cat(&h, "}");
+    /* Space padding (which the format allows) puts the data at a multiple of 8. */
+    while (!h.oom && (HDR + h.n) % 8) sb_cat(&h, " ");
+    if (h.oom) {
+        free(h.s);
+        return tg_fail(TG_ERR_NOMEM, "safetensors: %s: out of memory", path);
+    }
+
+    size_t tl = strlen(path) + 32;
+    char *tmp = malloc(tl), eb[128];
+    if (!tmp) {
+        free(h.s);
+        return tg_fail(TG_ERR_NOMEM, "safetensors: %s: out of memory", path);
+    }
+    snprintf(tmp, tl, "%s.tmp.%ld", path, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0666);
+    if (fd < 0) {
+        st = tg_fail(TG_ERR_IO, "safetensors: %s: cannot create '%s': %s", path, tmp, errtext(errno, eb, sizeof eb));
+        free(tmp);
+        free(h.s);
+        return st;
+    }
+    uint8_t len8[8];
+    for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)h.n >> (8 * i));
+    int e = write_all(fd, len8, 8);
+    if (!e) e = write_all(fd, h.s, h.n);
+    for (int i = 0; !e && i < n; i++) e = write_all(fd, t[i].data, (size_t)st_nbytes(t[i].dtype, t[i].shape));
+    const char *op = "write";
+    if (!e && fsync(fd) != 0) e = errno, op = "sync";
+    if (close(fd) != 0 && !e) e = errno, op = "close";
+    if (!e && rename(tmp, path) != 0) e = errno, op = "rename";
+    if (e) {
+        unlink(tmp);
+        st = tg_fail(TG_ERR_IO, "safetensors: %s: cannot %s '%s': %s", path, op, tmp, errtext(e, eb, sizeof eb));
+    } else {
+        sync_dir(path);
+    }
+    free(tmp);
+    free(h.s);
+    return st;
+}

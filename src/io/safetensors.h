@@ -1,0 +1,46 @@
+/* safetensors files: a strict reader and an atomic writer.
+ *
+ * Layout: an 8-byte little-endian header length N, N bytes of JSON, then the
+ * data section. The JSON maps tensor names to {"dtype", "shape",
+ * "data_offsets": [begin, end]} (offsets into the data section), plus an
+ * optional "__metadata__" object of string values.
+ *
+ * The reader trusts nothing in the file: it accepts exactly that JSON subset
+ * (objects, arrays, strings, non-negative integers), and every error names
+ * the byte offset in the file where it was found. All allocations are bounded
+ * by the file's size. */
+#ifndef TG_SAFETENSORS_H
+#define TG_SAFETENSORS_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+#include "tensorgrad.h"
+
+typedef struct {
+    char *key, *value;
+} st_meta;
+
+struct tg_safetensors {
+    uint8_t *file;        /* the whole file when read from a path (owned), else NULL */
+    tg_st_tensor *t;      /* in header order; names owned, data points into the file or a copy */
+    int n;
+    int *by_name;         /* indices of t sorted by name, for lookups */
+    st_meta *meta;        /* in header order */
+    int n_meta;
+    void **copies;        /* tensors the file placed at unaligned offsets, copied out */
+    int n_copies;
+};
+
+/* Parses a safetensors image already in memory. label names it in errors
+ * (the path, usually). *out refers into buf, which must outlive it. */
+tg_status st_parse(const char *label, const uint8_t *buf, size_t size, tg_safetensors **out);
+
+/* The byte size of a tensor of this dtype and shape, or -1 if it overflows
+ * or the dtype is not storable (only F32 and I32 are). */
+int64_t st_nbytes(tg_dtype dt, tg_shape s);
+
+/* Strings from hostile files, made printable (control characters become
+ * '?') and cut to fit buf, for error messages. Returns buf. */
+const char *st_shown(const char *s, char *buf, size_t cap);
+#endif
