@@ -175,7 +175,7 @@ void tg_gemm(tg_pool *pool, const tg_gemm_args *g) {
     /* Parallelize across batch entries when there are enough of them, else
      * split each product; tiny work stays on one thread. */
     if (th > 1 && flops * (double)g->batch > 2e5 && g->batch < th) {
-        j.by_rows = g->M >= g->N;
+        j.by_rows = g->M >= g->N || j.direct; /* gemm_direct only splits rows */
         int64_t units = j.by_rows ? (g->M + 15) / 16 : (g->N + 31) / 32;
         j.split = units < th ? units : th;
     }
