@@ -14,7 +14,7 @@ EX_SRC  := $(wildcard examples/*.c)
 EX_OBJ  := $(EX_SRC:%.c=$(BUILD)/obj/%.o)
 TESTS   := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
 
-.PHONY: all lib demo test sanitize bench clean help
+.PHONY: all lib demo test sanitize bench bench-digits clean help
 all: lib $(BUILD)/tg
 
 help:
@@ -23,6 +23,7 @@ help:
 	@echo "make test       build and run every test"
 	@echo "make sanitize  run the tests in an ASan+UBSan build (build-asan/)"
 	@echo "make bench      benchmarks against PyTorch / OpenBLAS (needs python3-torch, libopenblas-dev)"
+	@echo "make bench-digits  the digits CNN step against PyTorch CPU (needs python3-torch)"
 	@echo "make clean      remove build/"
 
 lib: $(BUILD)/libtensorgrad.a
@@ -50,6 +51,14 @@ test: $(TESTS) $(BUILD)/tg
 
 sanitize:
 	$(MAKE) BUILD=build-asan CFLAGS="$(SANITIZE)" LDFLAGS="-fsanitize=address,undefined" test
+
+# Threads: TG_THREADS=N; rounds and steps: ROUNDS=, STEPS=. Not part of `make test`.
+bench-digits: $(BUILD)/bench/digits_bench
+	@bash bench/digits.sh $(BUILD)
+
+$(BUILD)/bench/%: bench/%.c $(BUILD)/libtensorgrad.a
+	@mkdir -p $(dir $@)
+	$(CC) $(TG_CFLAGS) $(CFLAGS) $(LDFLAGS) $< $(BUILD)/libtensorgrad.a -o $@ $(LDLIBS)
 
 clean:
 	rm -rf $(BUILD) build-asan

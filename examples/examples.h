@@ -10,6 +10,7 @@ typedef struct {
     tg_backend backend;
     int threads;
     bool quiet;
+    const char *out;    /* an output file the example writes (vae: its PNG); NULL = its default */
 } tg_example_opts;
 
 int example_sin(const tg_example_opts *o);
@@ -26,6 +27,9 @@ typedef struct {
 } ex_digits;
 int ex_digits_load(ex_digits *d);
 void ex_digits_free(ex_digits *d);
+
+/* png.c: an 8-bit greyscale PNG of w x h pixels (row-major); 0 on success. */
+int ex_write_png_gray(const char *path, const uint8_t *pix, int w, int h);
 
 /* Helpers shared by the examples (common.c). */
 double ex_now(void);                         /* monotonic seconds */

@@ -10,6 +10,8 @@
 #include "check.h"
 #include "cpu/kernels.h"
 
+static int64_t default_budget; /* cpu_conv_scratch_floats as the library sets it */
+
 typedef struct {
     int64_t N, C, H, W, O, kh, kw;
     int sh, sw, ph, pw, G;
@@ -139,7 +141,7 @@ static void reference_values(void) {
         ref_conv(&cfgs[ci], b.x, b.w, b.R, b.ry, b.rgx, b.rgw);
         for (int path = 0; path < 3; path++) {
             cpu_conv_force_direct = path == 1;
-            cpu_conv_scratch_floats = path == 2 ? 1 : (int64_t)1 << 20;
+            cpu_conv_scratch_floats = path == 2 ? 1 : default_budget;
             bool ok = run_conv(&cfgs[ci], b.x, b.w, b.R, 2, b.y, b.gx, b.gw);
             CHECK(ok, "config %d (%s): the session failed", ci, paths[path]);
             if (!ok) continue;
@@ -150,7 +152,7 @@ static void reference_values(void) {
                   paths[path], ey, ex, ew);
         }
         cpu_conv_force_direct = false;
-        cpu_conv_scratch_floats = (int64_t)1 << 20;
+        cpu_conv_scratch_floats = default_budget;
         bufs_free(&b);
     }
 }
@@ -164,7 +166,7 @@ static void thread_independence(void) {
     };
     for (int ci = 0; ci < 3; ci++) {
         for (int path = 0; path < 2; path++) {
-            cpu_conv_scratch_floats = path ? 4096 : (int64_t)1 << 20; /* several chunks on the second pass */
+            cpu_conv_scratch_floats = path ? 4096 : default_budget; /* several chunks on the second pass */
             bufs b, t;
             bufs_make(&b, &cfgs[ci]);
             bufs_make(&t, &cfgs[ci]);
@@ -180,7 +182,7 @@ static void thread_independence(void) {
             bufs_free(&t);
         }
     }
-    cpu_conv_scratch_floats = (int64_t)1 << 20;
+    cpu_conv_scratch_floats = default_budget;
 }
 
 /* conv with groups = dense conv whose weight is zero outside the group blocks. */
@@ -399,6 +401,7 @@ static void errors(void) {
 }
 
 int main(void) {
+    default_budget = cpu_conv_scratch_floats;
     reference_values();
     thread_independence();
     grouped_equals_block_diagonal();

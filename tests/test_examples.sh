@@ -14,5 +14,16 @@ check() { # name, command... : the command must exit 0
 check sin "$tg" train sin --quiet
 out=$("$tg" train sin --steps 300 --quiet)
 case "$out" in *"final loss="*) pass=$((pass + 1)) ;; *) fail=$((fail + 1)); echo "FAIL sin: no 'final loss=' line" ;; esac
+# digits CNN: the full run must reach test accuracy >= 0.97 (tg exits 2 below it)
+check digits "$tg" train digits --quiet
+# VAE, a few steps: it must report an ELBO and write a PNG
+png=$(mktemp --suffix=.png)
+out=$("$tg" train vae --steps 20 --quiet --out "$png" 2>&1)
+if [[ "$out" == *"test_elbo="* ]] && [ "$(head -c 8 "$png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ]; then
+    pass=$((pass + 1))
+else
+    fail=$((fail + 1)); echo "FAIL vae: no 'test_elbo=' line or no PNG"; printf '%s\n' "$out" | tail -n 5
+fi
+rm -f "$png"
 echo "test_examples: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

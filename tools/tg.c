@@ -8,9 +8,12 @@
 static int usage(FILE *f) {
     fprintf(f,
             "usage: tg train <example> [--steps N] [--seed S] [--backend cpu|webgpu] [--threads N] [--quiet]\n"
+            "                          [--out FILE]\n"
             "examples:\n"
             "  sin        1-64-64-1 MLP fitting sin(x); ends with 'final loss=<value>'\n"
-            "  digits     CNN on the 8x8 handwritten digits; ends with 'test_accuracy=<value>'\n");
+            "  digits     CNN on the 8x8 handwritten digits; ends with 'test_accuracy=<value>'\n"
+            "  vae        convolutional VAE on the digits; writes a PNG of reconstructions and samples\n"
+            "             (--out, default vae.png) and ends with 'test_elbo=<value>'\n");
     return f == stderr ? 2 : 0;
 }
 
@@ -24,6 +27,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--seed") && v) o.seed = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(a, "--threads") && v) o.threads = atoi(argv[++i]);
         else if (!strcmp(a, "--quiet")) o.quiet = true;
+        else if (!strcmp(a, "--out") && v) o.out = argv[++i];
         else if (!strcmp(a, "--backend") && v) {
             v = argv[++i];
             if (!strcmp(v, "cpu")) o.backend = TG_BACKEND_CPU;
@@ -40,6 +44,7 @@ int main(int argc, char **argv) {
     const char *ex = argv[2];
     if (!strcmp(ex, "sin")) return example_sin(&o);
     if (!strcmp(ex, "digits")) return example_digits(&o);
+    if (!strcmp(ex, "vae")) return example_vae(&o);
     fprintf(stderr, "tg: unknown example '%s'\n", ex);
     return usage(stderr);
 }
