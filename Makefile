@@ -3,10 +3,15 @@ CC      ?= cc
 CFLAGS  ?= -O2 -g
 LDFLAGS ?=
 # Flags the project needs whatever CFLAGS the caller passes.
-TG_CFLAGS := -std=c11 -Wall -Wextra -Wno-unused-parameter -Iinclude -MMD -MP
+# -Wno-psabi: GCC notes that wide vector arguments change the ABI without
+# AVX; the vector helpers (src/cpu/vmath.h) are static inline, never called
+# across object files, so no ABI is involved.
+TG_CFLAGS := -std=c11 -Wall -Wextra -Wno-unused-parameter -Wno-psabi -Iinclude -MMD -MP
 LDLIBS  := -lm -lpthread
 BUILD   ?= build
 SANITIZE := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+# The PyTorch peer `make bench` runs (bench/torch_ref.py, a copy, if this is missing).
+TORCH_REF ?= ../shared/peers/torch_ref.py
 
 LIB_SRC := $(wildcard src/*.c src/*/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
@@ -44,13 +49,21 @@ $(BUILD)/tests/%: tests/%.c $(wildcard tests/*.h) $(BUILD)/libtensorgrad.a
 	$(CC) $(TG_CFLAGS) $(CFLAGS) $(LDFLAGS) -Isrc $< $(BUILD)/libtensorgrad.a -o $@ $(LDLIBS)
 
 demo: $(BUILD)/tg
-	$(BUILD)/tg train sin
+	$(BUILD)/tg train addition --checkpoint $(BUILD)/addition.safetensors
 
 test: $(TESTS) $(BUILD)/tg
 	@bash tests/run.sh $(BUILD)
 
 sanitize:
 	$(MAKE) BUILD=build-asan CFLAGS="$(SANITIZE)" LDFLAGS="-fsanitize=address,undefined" test
+
+# Threads: TG_THREADS=N make bench (default: every CPU). Not part of `make test`.
+bench: $(BUILD)/bench/bench_tg
+	@CC="$(CC)" bash bench/run.sh $(BUILD) $(TORCH_REF)
+
+$(BUILD)/bench/bench_tg: bench/bench_tg.c $(BUILD)/libtensorgrad.a
+	@mkdir -p $(dir $@)
+	$(CC) $(TG_CFLAGS) $(CFLAGS) $(LDFLAGS) -Isrc $< $(BUILD)/libtensorgrad.a -o $@ $(LDLIBS)
 
 # Threads: TG_THREADS=N; rounds and steps: ROUNDS=, STEPS=. Not part of `make test`.
 bench-digits: $(BUILD)/bench/digits_bench

@@ -10,10 +10,13 @@ typedef struct {
     tg_backend backend;
     int threads;
     bool quiet;
-    const char *out;    /* an output file the example writes (vae: its PNG); NULL = its default */
+    const char *checkpoint; /* where to save a checkpoint, NULL = the example's default */
+    const char *out;        /* an output file the example writes (vae: its PNG); NULL = its default */
 } tg_example_opts;
 
 int example_sin(const tg_example_opts *o);
+int example_addition(const tg_example_opts *o);
+int example_names(const tg_example_opts *o);
 int example_digits(const tg_example_opts *o);
 int example_vae(const tg_example_opts *o);
 
@@ -35,5 +38,8 @@ int ex_write_png_gray(const char *path, const uint8_t *pix, int w, int h);
 double ex_now(void);                         /* monotonic seconds */
 uint64_t ex_rand(uint64_t *state);           /* 31 random bits */
 float ex_uniform(uint64_t *state);           /* [0, 1) */
+/* The path of an example data set ("words", "digits"), fetched by
+ * scripts/fetch-data.sh when missing. False if it cannot be had. */
+bool ex_data_path(const char *what, char *out, size_t n);
 #define EX_PI 3.14159265358979323846
 #endif

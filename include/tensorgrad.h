@@ -257,6 +257,166 @@ tg_tensor tg_mse_at(tg_tensor a, tg_tensor b, TG_AT);
 #define tg_where_causal(x, v) tg_where_causal_at(x, v, __FILE__, __LINE__)
 #define tg_mse(a, b) tg_mse_at(a, b, __FILE__, __LINE__)
 
+/* ---- issue 3: math and shape ops ---------------------------------------- */
+
+/* min / max with NumPy broadcasting, f32 or i32 (no cast needed for
+ * indices); the _s forms take a float on the right, converted to x's dtype.
+ * NaN propagates. Gradient: all of it to the operand that wins; at a tie,
+ * half to each (as torch.maximum / torch.minimum). */
+tg_tensor tg_min_at(tg_tensor a, tg_tensor b, TG_AT);
+tg_tensor tg_max_at(tg_tensor a, tg_tensor b, TG_AT);
+tg_tensor tg_min_s_at(tg_tensor a, float s, TG_AT);
+tg_tensor tg_max_s_at(tg_tensor a, float s, TG_AT);
+/* clamp(x, lo, hi) = min(max(x, lo), hi), so lo > hi gives hi (as PyTorch);
+ * +-INFINITY leaves a side open. f32 or i32 (bounds rounded inward). The
+ * gradient passes where lo <= x <= hi, boundaries included (as PyTorch). */
+tg_tensor tg_clamp_at(tg_tensor x, float lo, float hi, TG_AT);
+#define tg_min(a, b) tg_min_at(a, b, __FILE__, __LINE__)
+#define tg_max(a, b) tg_max_at(a, b, __FILE__, __LINE__)
+#define tg_min_s(a, s) tg_min_s_at(a, s, __FILE__, __LINE__)
+#define tg_max_s(a, s) tg_max_s_at(a, s, __FILE__, __LINE__)
+#define tg_clamp(x, lo, hi) tg_clamp_at(x, lo, hi, __FILE__, __LINE__)
+
+/* Unary math, elementwise. abs and square also take i32 (no gradient);
+ * the rest are f32. abs' gradient is sign(x), 0 at 0. gelu is the exact
+ * x * Phi(x) (erf form); gelu_tanh is the tanh approximation
+ * 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). silu is x * sigmoid(x).
+ * softplus is log(1 + e^x), computed as max(x, 0) + log1p(e^-|x|), so it
+ * neither overflows nor loses digits for large |x|. leaky_relu is
+ * x > 0 ? x : alpha * x for any alpha (not max(x, alpha x), which is wrong
+ * for alpha > 1); its gradient at 0 is alpha, as PyTorch. */
+tg_tensor tg_abs_at(tg_tensor x, TG_AT);
+tg_tensor tg_square_at(tg_tensor x, TG_AT);
+tg_tensor tg_sin_at(tg_tensor x, TG_AT);
+tg_tensor tg_cos_at(tg_tensor x, TG_AT);
+tg_tensor tg_tanh_at(tg_tensor x, TG_AT);
+tg_tensor tg_sigmoid_at(tg_tensor x, TG_AT);
+tg_tensor tg_erf_at(tg_tensor x, TG_AT);
+tg_tensor tg_gelu_at(tg_tensor x, TG_AT);
+tg_tensor tg_gelu_tanh_at(tg_tensor x, TG_AT);
+tg_tensor tg_silu_at(tg_tensor x, TG_AT);
+tg_tensor tg_softplus_at(tg_tensor x, TG_AT);
+tg_tensor tg_leaky_relu_at(tg_tensor x, float alpha, TG_AT);
+#define tg_abs(x) tg_abs_at(x, __FILE__, __LINE__)
+#define tg_square(x) tg_square_at(x, __FILE__, __LINE__)
+#define tg_sin(x) tg_sin_at(x, __FILE__, __LINE__)
+#define tg_cos(x) tg_cos_at(x, __FILE__, __LINE__)
+#define tg_tanh(x) tg_tanh_at(x, __FILE__, __LINE__)
+#define tg_sigmoid(x) tg_sigmoid_at(x, __FILE__, __LINE__)
+#define tg_erf(x) tg_erf_at(x, __FILE__, __LINE__)
+#define tg_gelu(x) tg_gelu_at(x, __FILE__, __LINE__)
+#define tg_gelu_tanh(x) tg_gelu_tanh_at(x, __FILE__, __LINE__)
+#define tg_silu(x) tg_silu_at(x, __FILE__, __LINE__)
+#define tg_softplus(x) tg_softplus_at(x, __FILE__, __LINE__)
+#define tg_leaky_relu(x, alpha) tg_leaky_relu_at(x, alpha, __FILE__, __LINE__)
+
+/* softmax over `axis` (negative counts from the end), fused with its own
+ * backward. argmax / argmin over `axis`: i32, the first index on ties, NaN
+ * counts as the extreme; keepdims keeps the axis as size 1; TG_ALL takes
+ * the flattened tensor (a 0-d result, or all ones with keepdims). f32 or
+ * i32 input; no gradient. */
+tg_tensor tg_softmax_at(tg_tensor x, int axis, TG_AT);
+tg_tensor tg_argmax_at(tg_tensor x, int axis, bool keepdims, TG_AT);
+tg_tensor tg_argmin_at(tg_tensor x, int axis, bool keepdims, TG_AT);
+#define tg_softmax(x, axis) tg_softmax_at(x, axis, __FILE__, __LINE__)
+#define tg_argmax(x, axis, keep) tg_argmax_at(x, axis, keep, __FILE__, __LINE__)
+#define tg_argmin(x, axis, keep) tg_argmin_at(x, axis, keep, __FILE__, __LINE__)
+
+/* stop_gradient: x itself in the forward (no copy), a constant to autograd.
+ * zeros / ones: f32 constants of shape s. */
+tg_tensor tg_stop_gradient_at(tg_tensor x, TG_AT);
+tg_tensor tg_zeros_at(tg_graph *g, tg_shape s, TG_AT);
+tg_tensor tg_ones_at(tg_graph *g, tg_shape s, TG_AT);
+#define tg_stop_gradient(x) tg_stop_gradient_at(x, __FILE__, __LINE__)
+#define tg_zeros(g, s) tg_zeros_at(g, s, __FILE__, __LINE__)
+#define tg_ones(g, s) tg_ones_at(g, s, __FILE__, __LINE__)
+
+/* Slicing and joining; axes may be negative. swap_axes is a permute.
+ * narrow takes `length` entries from `start` (negative: from the end) along
+ * `axis`; its gradient pads with zeros. concat joins n >= 1 tensors of one
+ * dtype along an existing axis; stack along a new axis at `axis`
+ * (0..rank). Lists are C arrays with a count; a compound literal needs
+ * parentheses inside the macro: tg_concat(((tg_tensor[]){a, b}), 2, -1).
+ * split cuts x along `axis` into n pieces of sizes[0..n) (which must sum to
+ * the axis) and writes them to out[0..n); on an error every piece is
+ * invalid. */
+tg_tensor tg_swap_axes_at(tg_tensor x, int a, int b, TG_AT);
+tg_tensor tg_narrow_at(tg_tensor x, int axis, int64_t start, int64_t length, TG_AT);
+tg_tensor tg_concat_at(const tg_tensor *xs, int n, int axis, TG_AT);
+tg_tensor tg_stack_at(const tg_tensor *xs, int n, int axis, TG_AT);
+void tg_split_at(tg_tensor x, int axis, const int64_t *sizes, int n, tg_tensor *out, TG_AT);
+#define tg_swap_axes(x, a, b) tg_swap_axes_at(x, a, b, __FILE__, __LINE__)
+#define tg_narrow(x, axis, start, len) tg_narrow_at(x, axis, start, len, __FILE__, __LINE__)
+#define tg_concat(xs, n, axis) tg_concat_at(xs, n, axis, __FILE__, __LINE__)
+#define tg_stack(xs, n, axis) tg_stack_at(xs, n, axis, __FILE__, __LINE__)
+#define tg_split(x, axis, sizes, n, out) tg_split_at(x, axis, sizes, n, out, __FILE__, __LINE__)
+
+/* take_along_axis(x, idx, axis) as numpy.take_along_axis: idx is i32 with
+ * x's rank and x's sizes on every other axis; the result has idx's shape,
+ * out[..., k, ...] = x[..., idx[..., k, ...], ...]. A negative index counts
+ * from the end; one still out of range gives 0. The gradient is a
+ * deterministic scatter-add into zeros of x's shape. */
+tg_tensor tg_take_along_axis_at(tg_tensor x, tg_tensor idx, int axis, TG_AT);
+#define tg_take_along_axis(x, idx, axis) tg_take_along_axis_at(x, idx, axis, __FILE__, __LINE__)
+
+/* ---- nn ops: losses, norms, embedding, attention helpers, random ops ----- */
+
+/* How a loss reduces over its positions (every axis but the class axis):
+ * MEAN and SUM give a scalar, NONE the per-position losses [...]. */
+typedef enum { TG_REDUCTION_MEAN = 0, TG_REDUCTION_SUM, TG_REDUCTION_NONE } tg_reduction;
+
+/* cross_entropy: raw logits [..., V] against i32 targets [...], log-softmax
+ * and NLL fused and stable (log-sum-exp); pass logits, not log-softmax
+ * output. nll_loss takes log-probabilities [..., V] instead. A target outside
+ * [0, V) (padding such as -1 or -100) adds 0 loss and gets 0 gradient, and
+ * MEAN still divides by the number of positions (upstream's rule; PyTorch's
+ * ignore_index divides by the kept positions). */
+tg_tensor tg_cross_entropy_at(tg_tensor logits, tg_tensor targets, tg_reduction r, TG_AT);
+tg_tensor tg_nll_loss_at(tg_tensor logprobs, tg_tensor targets, tg_reduction r, TG_AT);
+/* Normalization over the last axis D, g and b of shape [D]:
+ *   layer_norm  (x - mean) / sqrt(var + eps) * g + b   (biased variance; PyTorch's eps is 1e-5)
+ *   rms_norm    x / sqrt(mean(x^2) + eps) * g           (Llama's eps is 1e-6) */
+tg_tensor tg_layer_norm_at(tg_tensor x, tg_tensor g, tg_tensor b, float eps, TG_AT);
+tg_tensor tg_rms_norm_at(tg_tensor x, tg_tensor g, float eps, TG_AT);
+/* Rows of table [V, D] picked by i32 idx [...] -> [..., D]. An index outside
+ * [0, V) gives a zero row and sends no gradient. The table's gradient is a
+ * deterministic scatter-add (not one_hot @ table). */
+tg_tensor tg_embedding_at(tg_tensor table, tg_tensor idx, TG_AT);
+/* split_heads: x [..., T, H*Dh] -> [..., H, T, Dh]; merge_heads is its
+ * inverse, [..., H, T, Dh] -> [..., T, H*Dh]. */
+tg_tensor tg_split_heads_at(tg_tensor x, int64_t heads, TG_AT);
+tg_tensor tg_merge_heads_at(tg_tensor x, TG_AT);
+/* Rotary position embedding, rotate-half convention (RoFormer, Llama): x is
+ * [..., T, D] with D even; at position t (0..T-1) the pair (x[i], x[i+D/2])
+ * is rotated by the angle t * base^(-2i/D). base 0 means 10000. Upstream's
+ * rope(q, k) is tg_rope(q, base) and tg_rope(k, base). */
+tg_tensor tg_rope_at(tg_tensor x, float base, TG_AT);
+/* Random ops. Each draws from one counter-based hash of (the per-step seed,
+ * the op's salt, the element or row), the same function on every backend:
+ * the draws change every step, repeat for the same session seed and step,
+ * and do not depend on the thread count.
+ * dropout: training-time inverted dropout; each element is zeroed with
+ *   probability p, the rest are scaled by 1 / (1 - p). p = 0 returns x.
+ *   Leave it out of forward-only (inference) functions.
+ * randn: a tensor of the given shape drawn from N(0, 1); no gradient.
+ * categorical: one class index per row of logits [..., V] -> i32 [...],
+ *   drawn from softmax(logits) (pass raw logits; divide by a temperature
+ *   first if wanted); no gradient. */
+tg_tensor tg_dropout_at(tg_tensor x, float p, TG_AT);
+tg_tensor tg_randn_at(tg_graph *g, tg_shape s, TG_AT);
+tg_tensor tg_categorical_at(tg_tensor logits, TG_AT);
+#define tg_cross_entropy(logits, t, r) tg_cross_entropy_at(logits, t, r, __FILE__, __LINE__)
+#define tg_nll_loss(logprobs, t, r) tg_nll_loss_at(logprobs, t, r, __FILE__, __LINE__)
+#define tg_layer_norm(x, g, b, eps) tg_layer_norm_at(x, g, b, eps, __FILE__, __LINE__)
+#define tg_rms_norm(x, g, eps) tg_rms_norm_at(x, g, eps, __FILE__, __LINE__)
+#define tg_embedding(table, idx) tg_embedding_at(table, idx, __FILE__, __LINE__)
+#define tg_split_heads(x, heads) tg_split_heads_at(x, heads, __FILE__, __LINE__)
+#define tg_merge_heads(x) tg_merge_heads_at(x, __FILE__, __LINE__)
+#define tg_rope(x, base) tg_rope_at(x, base, __FILE__, __LINE__)
+#define tg_dropout(x, p) tg_dropout_at(x, p, __FILE__, __LINE__)
+#define tg_randn(g, s) tg_randn_at(g, s, __FILE__, __LINE__)
+#define tg_categorical(logits) tg_categorical_at(logits, __FILE__, __LINE__)
+
 /* ---- convolution, pooling, upsampling (NCHW, f32) ------------------------
  * Output sizes follow PyTorch: floor((H + 2*pad - k) / stride) + 1, with
  * zero padding on both sides of each spatial axis. */
@@ -291,6 +451,38 @@ typedef struct {
 tg_linear tg_linear_new(tg_model *m, const char *name, int64_t in, int64_t out, bool bias);
 tg_tensor tg_linear_fwd_at(tg_graph *g, const tg_linear *l, tg_tensor x, TG_AT);
 #define tg_linear_fwd(g, l, x) tg_linear_fwd_at(g, l, x, __FILE__, __LINE__)
+
+/* LayerNorm over the last axis: "<name>.g" [dim] (ones), "<name>.b" [dim]
+ * (zeros), eps 1e-5 (set .eps before tracing to change it). */
+typedef struct {
+    tg_param g, b;
+    int64_t dim;
+    float eps;
+} tg_layernorm;
+tg_layernorm tg_layernorm_new(tg_model *m, const char *name, int64_t dim);
+tg_tensor tg_layernorm_fwd_at(tg_graph *g, const tg_layernorm *l, tg_tensor x, TG_AT);
+#define tg_layernorm_fwd(g, l, x) tg_layernorm_fwd_at(g, l, x, __FILE__, __LINE__)
+
+/* RMSNorm over the last axis: "<name>.g" [dim] (ones), eps 1e-6. */
+typedef struct {
+    tg_param g;
+    int64_t dim;
+    float eps;
+} tg_rmsnorm;
+tg_rmsnorm tg_rmsnorm_new(tg_model *m, const char *name, int64_t dim);
+tg_tensor tg_rmsnorm_fwd_at(tg_graph *g, const tg_rmsnorm *l, tg_tensor x, TG_AT);
+#define tg_rmsnorm_fwd(g, l, x) tg_rmsnorm_fwd_at(g, l, x, __FILE__, __LINE__)
+
+/* Embedding: "<name>.W" [vocab, dim] (randn 0.02); idx i32 [...] -> [..., dim].
+ * (The type shares its name with the tg_embedding() op; the op is a
+ * function-like macro, so the two do not collide.) */
+typedef struct {
+    tg_param W;
+    int64_t vocab, dim;
+} tg_embedding;
+tg_embedding tg_embedding_new(tg_model *m, const char *name, int64_t vocab, int64_t dim);
+tg_tensor tg_embedding_fwd_at(tg_graph *g, const tg_embedding *e, tg_tensor idx, TG_AT);
+#define tg_embedding_fwd(g, e, idx) tg_embedding_fwd_at(g, e, idx, __FILE__, __LINE__)
 
 /* Conv2d (PyTorch's layout, as upstream): W is [out, in/groups, k, k] with
  * kaiming init over the true fan-in in/groups * k * k, b is [out] (zeros).

@@ -109,6 +109,150 @@ CASE_FN(c_linear) {
     return tg_relu(tg_add(tg_matmul(x[0], x[1]), x[2]));
 }
 
+/* ---- issue 3: math and shape ops ----
+ * min/max cases keep the operands apart (|x0| >= gap, |0.02 x1| <= 0.02) so
+ * finite differences never cross a tie; ties are checked in test_math_ops. */
+CASE_FN(c_max_bcast) { (void)g; return tg_max(x[0], tg_mul_s(x[1], 0.02f)); }
+CASE_FN(c_min_bcast) { (void)g; return tg_min(x[0], tg_mul_s(x[1], 0.02f)); }
+CASE_FN(c_minmax_s) { (void)g; return tg_add(tg_max_s(x[0], 0.0f), tg_mul_s(tg_min_s(x[0], 0.0f), 3.0f)); }
+CASE_FN(c_minmax_i32) {
+    (void)g;
+    tg_tensor a = tg_cast(tg_mul_s(x[0], 4.0f), TG_I32), b = tg_cast(tg_mul_s(x[1], 4.0f), TG_I32);
+    tg_tensor r = tg_add(tg_max(a, b), tg_mul_s(tg_min_s(a, 1.0f), 10.0f));
+    return tg_cast(tg_add(r, tg_abs(tg_clamp(tg_square(b), -3.5f, 5.5f))), TG_F32);
+}
+/* every element is clamped on one side or passes: |x0| >= gap > 0.02 */
+CASE_FN(c_clamp) {
+    (void)g;
+    tg_tensor lo = tg_clamp(x[0], -0.02f, 1e30f), hi = tg_clamp(x[0], -1e30f, 0.02f);
+    tg_tensor mid = tg_clamp(tg_mul_s(x[0], 0.01f), -0.5f, 0.5f);
+    return tg_add(tg_add(lo, tg_mul_s(hi, 2.0f)), tg_mul_s(mid, 3.0f));
+}
+CASE_FN(c_abs) { (void)g; return tg_abs(x[0]); }
+CASE_FN(c_square) { (void)g; return tg_square(x[0]); }
+CASE_FN(c_sin_cos) { (void)g; return tg_add(tg_sin(x[0]), tg_mul_s(tg_cos(x[0]), 0.5f)); }
+CASE_FN(c_tanh) { (void)g; return tg_tanh(x[0]); }
+CASE_FN(c_sigmoid) { (void)g; return tg_sigmoid(x[0]); }
+CASE_FN(c_erf) { (void)g; return tg_erf(x[0]); }
+CASE_FN(c_gelu) { (void)g; return tg_gelu(x[0]); }
+CASE_FN(c_gelu_tanh) { (void)g; return tg_gelu_tanh(x[0]); }
+CASE_FN(c_silu) { (void)g; return tg_silu(x[0]); }
+CASE_FN(c_softplus) { (void)g; return tg_softplus(x[0]); }
+CASE_FN(c_leaky) { (void)g; return tg_leaky_relu(x[0], 0.1f); }
+CASE_FN(c_leaky_big) { (void)g; return tg_leaky_relu(x[0], 1.5f); }
+CASE_FN(c_leaky_neg) { (void)g; return tg_leaky_relu(x[0], -0.3f); }
+CASE_FN(c_softmax_last) { (void)g; return tg_softmax(x[0], -1); }
+CASE_FN(c_softmax_mid) { (void)g; return tg_softmax(x[0], 1); }
+CASE_FN(c_softmax_first) { (void)g; return tg_softmax(x[0], 0); }
+CASE_FN(c_argmax) {
+    (void)g;
+    return tg_add(tg_argmax(x[0], 1, false), tg_mul_s(tg_argmin(x[0], -2, false), 7));
+}
+CASE_FN(c_argmax_axis0) { (void)g; return tg_argmax(x[0], 0, true); }
+CASE_FN(c_zeros_ones) {
+    return tg_mul(tg_add(x[0], tg_zeros(g, S(3, 4))), tg_add_s(tg_ones(g, S(4)), 1.0f));
+}
+CASE_FN(c_swap_axes) { (void)g; return tg_swap_axes(x[0], 0, -1); }
+CASE_FN(c_narrow) { (void)g; return tg_narrow(x[0], 1, 2, 3); }
+CASE_FN(c_narrow_neg) { (void)g; return tg_narrow(x[0], 0, -3, 2); }
+CASE_FN(c_concat3) { (void)g; return tg_concat(((tg_tensor[]){x[0], x[1], x[2]}), 3, -1); }
+/* 6 inputs: more than one concat node takes, with repeats */
+CASE_FN(c_concat6) {
+    (void)g;
+    return tg_concat(((tg_tensor[]){x[0], x[1], x[0], tg_mul_s(x[1], 2.0f), x[0], x[1]}), 6, 0);
+}
+CASE_FN(c_stack) { (void)g; return tg_stack(((tg_tensor[]){x[0], x[1], tg_mul(x[0], x[1])}), 3, 1); }
+CASE_FN(c_stack_last) { (void)g; return tg_stack(((tg_tensor[]){x[0], x[1]}), 2, -1); }
+CASE_FN(c_split) {
+    (void)g;
+    tg_tensor p[3];
+    tg_split(x[0], 1, ((int64_t[]){2, 4, 1}), 3, p);
+    return tg_concat(((tg_tensor[]){tg_mul_s(p[2], 3.0f), p[0], tg_square(p[1])}), 3, 1);
+}
+CASE_FN(c_take_last) {
+    static const float idx[] = {0, 4, 4, -1, 2, 9, 1, 1};
+    return tg_take_along_axis(x[0], case_i32(g, S(4, 2), idx), -1);
+}
+CASE_FN(c_take_first) {
+    static const float idx[] = {0, 1, 2, 3, 3, 3, 1, 0, -4, 2, 2, 2, 0, 0, 0};
+    return tg_take_along_axis(x[0], case_i32(g, S(5, 3), idx), 0);
+}
+CASE_FN(c_take_mid) {
+    static const float idx[] = {1, 0, 2, 2, 0, 1, 1, 1, 0, 2, 2, 0};
+    return tg_take_along_axis(x[0], case_i32(g, S(2, 3, 2), idx), 1);
+}
+CASE_FN(c_softmax_axis2) { (void)g; return tg_softmax(x[0], 2); }
+CASE_FN(c_unary_mix) {
+    (void)g;
+    return tg_add(tg_mul(tg_tanh(x[0]), tg_sigmoid(x[0])), tg_mul(tg_erf(x[0]), tg_softplus(tg_sin(x[0]))));
+}
+/* a small MLP with the new activations, to check they compose */
+CASE_FN(c_mlp_gelu) {
+    (void)g;
+    tg_tensor h = tg_gelu(tg_add(tg_matmul(x[0], x[1]), x[2]));
+    return tg_softmax(tg_silu(h), -1);
+}
+
+/* issue 3: nn ops */
+CASE_FN(c_xent_mean) {
+    static const float t[] = {0, 4, 2, 1, 3, 4};
+    return tg_cross_entropy(x[0], case_i32(g, S(6), t), TG_REDUCTION_MEAN);
+}
+CASE_FN(c_xent_sum) {
+    static const float t[] = {3, 0, 1, 2, 2, 0};
+    return tg_cross_entropy(x[0], case_i32(g, S(2, 3), t), TG_REDUCTION_SUM);
+}
+CASE_FN(c_xent_none) { /* -1 and 7 are outside [0, 7): zero loss, zero gradient */
+    static const float t[] = {6, -1, 0, 7, 3};
+    return tg_cross_entropy(x[0], case_i32(g, S(5), t), TG_REDUCTION_NONE);
+}
+CASE_FN(c_nll_mean) {
+    static const float t[] = {5, 0, 2, 3};
+    return tg_nll_loss(x[0], case_i32(g, S(4), t), TG_REDUCTION_MEAN);
+}
+CASE_FN(c_nll_none) {
+    static const float t[] = {2, -100, 0, 1};
+    return tg_nll_loss(x[0], case_i32(g, S(2, 2), t), TG_REDUCTION_NONE);
+}
+CASE_FN(c_log_softmax_nll) {
+    static const float t[] = {1, 0, 3};
+    return tg_nll_loss(tg_log_softmax(x[0], -1), case_i32(g, S(3), t), TG_REDUCTION_SUM);
+}
+CASE_FN(c_layer_norm) { (void)g; return tg_layer_norm(x[0], x[1], x[2], 1e-5f); }
+CASE_FN(c_rms_norm) { (void)g; return tg_rms_norm(x[0], x[1], 1e-6f); }
+CASE_FN(c_norm_chain) { /* a norm's input shared with another consumer, as in a residual stream */
+    (void)g;
+    return tg_add(tg_layer_norm(tg_rms_norm(x[0], x[1], 1e-6f), x[1], x[2], 1e-5f), tg_mul(x[0], x[2]));
+}
+CASE_FN(c_embedding) {
+    static const float idx[] = {0, 3, 3, -1, 4, 5, 1}; /* repeats, and two out-of-range indices */
+    return tg_embedding(x[0], case_i32(g, S(7), idx));
+}
+CASE_FN(c_embedding_2d) {
+    static const float idx[] = {6, 2, 2, 0, 6, 6};
+    return tg_mul(tg_embedding(x[0], case_i32(g, S(2, 3), idx)), x[1]);
+}
+CASE_FN(c_split_heads) { (void)g; return tg_split_heads(x[0], 2); }
+CASE_FN(c_split_heads3) { (void)g; return tg_split_heads(x[0], 3); }
+CASE_FN(c_merge_heads) { (void)g; return tg_merge_heads(x[0]); }
+CASE_FN(c_rope) { (void)g; return tg_rope(x[0], 0.0f); }
+CASE_FN(c_rope_base) { (void)g; return tg_rope(x[0], 100.0f); }
+/* A small causal attention language model over every nn op with a gradient:
+ * tied embedding -> layer norm -> heads -> rope -> attention -> cross-entropy. */
+CASE_FN(c_tiny_lm) {
+    static const float tok[] = {1, 5, 0, 2, 3, 3, 4, 0}, tgt[] = {5, 0, 2, 1, 3, 4, 0, -1};
+    tg_tensor h = tg_embedding(x[0], case_i32(g, S(2, 4), tok));         /* [2,4,8] */
+    h = tg_layer_norm(h, x[1], x[2], 1e-5f);
+    tg_tensor q = tg_rope(tg_split_heads(tg_matmul(h, x[3]), 2), 0.0f); /* [2,2,4,4] */
+    tg_tensor a = tg_softmax_causal(tg_mul_s(tg_matmul_t(q, q, false, true), 0.5f));
+    tg_tensor o = tg_add(h, tg_merge_heads(tg_matmul(a, q)));             /* [2,4,8] */
+    tg_tensor logits = tg_matmul_t(o, x[0], false, true);                 /* [2,4,6] */
+    return tg_cross_entropy(logits, case_i32(g, S(2, 4), tgt), TG_REDUCTION_MEAN);
+}
+CASE_FN(c_dropout) { (void)g; return tg_dropout(x[0], 0.4f); }
+CASE_FN(c_randn) { return tg_add(x[0], tg_randn(g, S(3, 4))); }
+CASE_FN(c_categorical) { (void)g; return tg_cast(tg_categorical(x[0]), TG_F32); }
+
 static const op_case op_cases[] = {
     {"add", 2, {S(3, 4), S(3, 4)}, -1, 1, 0, c_add, false},
     {"add_bcast_row", 2, {S(3, 5), S(5)}, -1, 1, 0, c_add, false},
@@ -168,6 +312,75 @@ static const op_case op_cases[] = {
     {"softmax_causal_5", 1, {S(3, 5, 5)}, -2, 2, 0, c_softmax_causal, false},
     {"where_causal", 1, {S(2, 3, 3)}, -1, 1, 0, c_where_causal, false},
     {"mse", 2, {S(4, 3), S(4, 3)}, -1, 1, 0, c_mse, false},
+
+    /* issue 3: math and shape ops */
+    {"max_bcast", 2, {S(3, 4), S(4)}, -1, 1, 0.05f, c_max_bcast, false},
+    {"min_bcast_both", 2, {S(2, 3, 1), S(1, 4)}, -1, 1, 0.05f, c_min_bcast, false},
+    {"min_max_scalar", 1, {S(5, 3)}, -1, 1, 0.05f, c_minmax_s, false},
+    {"min_max_abs_clamp_square_i32", 2, {S(3, 5), S(5)}, -1, 1, 0, c_minmax_i32, true},
+    {"clamp", 1, {S(4, 5)}, -1, 1, 0.05f, c_clamp, false},
+    {"abs", 1, {S(7, 3)}, -1, 1, 0.05f, c_abs, false},
+    {"square", 1, {S(2, 9)}, -2, 2, 0, c_square, false},
+    {"sin_cos", 1, {S(3, 7)}, -3, 3, 0, c_sin_cos, false},
+    {"tanh", 1, {S(37)}, -3, 3, 0, c_tanh, false},
+    {"sigmoid", 1, {S(4, 5)}, -4, 4, 0, c_sigmoid, false},
+    {"erf", 1, {S(33)}, -2.5f, 2.5f, 0, c_erf, false},
+    {"gelu", 1, {S(3, 13)}, -4, 4, 0, c_gelu, false},
+    {"gelu_tanh", 1, {S(3, 13)}, -4, 4, 0, c_gelu_tanh, false},
+    {"silu", 1, {S(19)}, -5, 5, 0, c_silu, false},
+    {"softplus", 1, {S(2, 11)}, -6, 6, 0, c_softplus, false},
+    {"leaky_relu", 1, {S(4, 6)}, -1, 1, 0.05f, c_leaky, false},
+    {"leaky_relu_alpha_1.5", 1, {S(5, 5)}, -1, 1, 0.05f, c_leaky_big, false},
+    {"leaky_relu_alpha_neg", 1, {S(17)}, -1, 1, 0.05f, c_leaky_neg, false},
+    {"softmax_last", 1, {S(3, 37)}, -2, 2, 0, c_softmax_last, false},
+    {"softmax_mid", 1, {S(2, 5, 3)}, -2, 2, 0, c_softmax_mid, false},
+    {"softmax_first_wide", 1, {S(3, 70)}, -2, 2, 0, c_softmax_first, false},
+    {"argmax_argmin", 1, {S(3, 4, 5)}, -1, 1, 0, c_argmax, true},
+    {"argmax_axis0_keep", 1, {S(4, 3)}, -1, 1, 0, c_argmax_axis0, true},
+    {"zeros_ones", 1, {S(3, 4)}, -1, 1, 0, c_zeros_ones, false},
+    {"swap_axes", 1, {S(2, 3, 4)}, -1, 1, 0, c_swap_axes, false},
+    {"narrow", 1, {S(4, 6)}, -1, 1, 0, c_narrow, false},
+    {"narrow_neg_start", 1, {S(5, 3, 2)}, -1, 1, 0, c_narrow_neg, false},
+    {"concat3", 3, {S(2, 3), S(2, 1), S(2, 4)}, -1, 1, 0, c_concat3, false},
+    {"concat6_axis0", 2, {S(2, 3), S(1, 3)}, -1, 1, 0, c_concat6, false},
+    {"stack", 2, {S(3, 4), S(3, 4)}, -1, 1, 0, c_stack, false},
+    {"stack_last", 2, {S(5), S(5)}, -1, 1, 0, c_stack_last, false},
+    {"split", 1, {S(3, 7)}, -1, 1, 0, c_split, false},
+    {"take_along_last", 1, {S(4, 5)}, -1, 1, 0, c_take_last, false},
+    {"take_along_first", 1, {S(4, 3)}, -1, 1, 0, c_take_first, false},
+    {"take_along_mid", 1, {S(2, 3, 2)}, -1, 1, 0, c_take_mid, false},
+    {"mlp_gelu_silu_softmax", 3, {S(4, 5), S(5, 6), S(6)}, -1, 1, 0, c_mlp_gelu, false},
+    {"max_scalar_operand", 2, {S(5, 3), TG_SCALAR}, -1, 1, 0.05f, c_max_bcast, false},
+    {"min_3d_row", 2, {S(2, 3, 17), S(17)}, -1, 1, 0.05f, c_min_bcast, false},
+    {"unary_mix_scalar", 1, {TG_SCALAR}, -2, 2, 0, c_unary_mix, false},
+    {"unary_mix_3d", 1, {S(2, 3, 5)}, -2, 2, 0, c_unary_mix, false},
+    {"gelu_3d", 1, {S(3, 2, 7)}, -3, 3, 0, c_gelu, false},
+    {"softmax_4d_axis2", 1, {S(2, 3, 4, 5)}, -2, 2, 0, c_softmax_axis2, false},
+
+    /* issue 3: nn ops */
+    {"cross_entropy_mean", 1, {S(6, 5)}, -2, 2, 0, c_xent_mean, false},
+    {"cross_entropy_sum", 1, {S(2, 3, 4)}, -2, 2, 0, c_xent_sum, false},
+    {"cross_entropy_none", 1, {S(5, 7)}, -3, 3, 0, c_xent_none, false},
+    {"nll_loss_mean", 1, {S(4, 6)}, -2, 0, 0, c_nll_mean, false},
+    {"nll_loss_none", 1, {S(2, 2, 3)}, -2, 0, 0, c_nll_none, false},
+    {"log_softmax_nll", 1, {S(3, 4)}, -2, 2, 0, c_log_softmax_nll, false},
+    {"layer_norm", 3, {S(6, 8), S(8), S(8)}, -2, 2, 0, c_layer_norm, false},
+    {"layer_norm_3d", 3, {S(2, 3, 5), S(5), S(5)}, -2, 2, 0, c_layer_norm, false},
+    {"layer_norm_1d", 3, {S(13), S(13), S(13)}, -2, 2, 0, c_layer_norm, false},
+    {"rms_norm", 2, {S(4, 6), S(6)}, -2, 2, 0, c_rms_norm, false},
+    {"rms_norm_3d", 2, {S(2, 3, 11), S(11)}, -2, 2, 0, c_rms_norm, false},
+    {"norm_chain", 3, {S(3, 9), S(9), S(9)}, -2, 2, 0, c_norm_chain, false},
+    {"embedding", 1, {S(6, 3)}, -1, 1, 0, c_embedding, false},
+    {"embedding_2d", 2, {S(7, 4), S(2, 3, 4)}, -1, 1, 0, c_embedding_2d, false},
+    {"split_heads", 1, {S(2, 3, 8)}, -1, 1, 0, c_split_heads, false},
+    {"split_heads_2d", 1, {S(4, 9)}, -1, 1, 0, c_split_heads3, false},
+    {"merge_heads", 1, {S(2, 2, 3, 4)}, -1, 1, 0, c_merge_heads, false},
+    {"rope", 1, {S(2, 5, 6)}, -1, 1, 0, c_rope, false},
+    {"rope_base100", 1, {S(3, 8)}, -1, 1, 0, c_rope_base, false},
+    {"dropout", 1, {S(4, 9)}, -1, 1, 0, c_dropout, true},
+    {"randn", 1, {S(3, 4)}, -1, 1, 0, c_randn, true},
+    {"categorical", 1, {S(6, 5)}, -2, 2, 0, c_categorical, true},
+    {"tiny_lm", 4, {S(6, 8), S(8), S(8), S(8, 8)}, -1, 1, 0, c_tiny_lm, false},
 };
 #define N_OP_CASES ((int)(sizeof op_cases / sizeof op_cases[0]))
 

@@ -21,3 +21,46 @@ tg_tensor tg_linear_fwd_at(tg_graph *g, const tg_linear *l, tg_tensor x, const c
     tg_tensor y = tg_matmul_at(x, tg_use_at(g, l->W, file, line), file, line);
     return l->b >= 0 ? tg_add_at(y, tg_use_at(g, l->b, file, line), file, line) : y;
 }
+
+/* Norm gains and biases start at ones and zeros, so the default rule in
+ * model.c already keeps AdamW's weight decay off them, as upstream does. */
+tg_layernorm tg_layernorm_new(tg_model *m, const char *name, int64_t dim) {
+    tg_layernorm l = {-1, -1, dim, 1e-5f};
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s.g", name ? name : "");
+    l.g = tg_model_param(m, buf, (tg_shape){1, {dim}}, tg_init_ones());
+    snprintf(buf, sizeof buf, "%s.b", name ? name : "");
+    l.b = tg_model_param(m, buf, (tg_shape){1, {dim}}, tg_init_zeros());
+    return l;
+}
+
+/* x [..., dim] -> [..., dim] */
+tg_tensor tg_layernorm_fwd_at(tg_graph *g, const tg_layernorm *l, tg_tensor x, const char *file, int line) {
+    return tg_layer_norm_at(x, tg_use_at(g, l->g, file, line), tg_use_at(g, l->b, file, line), l->eps, file, line);
+}
+
+tg_rmsnorm tg_rmsnorm_new(tg_model *m, const char *name, int64_t dim) {
+    tg_rmsnorm l = {-1, dim, 1e-6f};
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s.g", name ? name : "");
+    l.g = tg_model_param(m, buf, (tg_shape){1, {dim}}, tg_init_ones());
+    return l;
+}
+
+/* x [..., dim] -> [..., dim] */
+tg_tensor tg_rmsnorm_fwd_at(tg_graph *g, const tg_rmsnorm *l, tg_tensor x, const char *file, int line) {
+    return tg_rms_norm_at(x, tg_use_at(g, l->g, file, line), l->eps, file, line);
+}
+
+tg_embedding tg_embedding_new(tg_model *m, const char *name, int64_t vocab, int64_t dim) {
+    tg_embedding e = {-1, vocab, dim};
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s.W", name ? name : "");
+    e.W = tg_model_param(m, buf, (tg_shape){2, {vocab, dim}}, tg_init_randn(0.02f));
+    return e;
+}
+
+/* idx i32 [...] -> [..., dim] */
+tg_tensor tg_embedding_fwd_at(tg_graph *g, const tg_embedding *e, tg_tensor idx, const char *file, int line) {
+    return tg_embedding_at(tg_use_at(g, e->W, file, line), idx, file, line);
+}

@@ -17,24 +17,49 @@ int tg_pool_threads(const tg_pool *p);
  * by the pool and reused across calls; NULL if it cannot grow. */
 void *tg_pool_scratch(tg_pool *p, int thread, size_t bytes);
 void tg_pool_run(tg_pool *p, int n_tasks, tg_task_fn fn, void *arg);
-/* The thread count new sessions use: TG_THREADS, else the default set by
- * tg_set_default_threads, else the CPUs this process may run on. */
+/* The thread count new sessions use when their spec says 0: the default set
+ * by tg_set_default_threads, else TG_THREADS, else the CPUs this process
+ * may run on. */
 int tg_default_threads(void);
 
 /* ---- GEMM ---- */
+/* What is done to each element of C after the product, in this order:
+ * C += bias[j]; C = max(C, 0) if relu; C = gate[i,j] > 0 ? C : 0 (relu's
+ * gradient, gate being relu's output). The same float operations as the
+ * separate kernels, so fusing them changes no bits. */
+typedef struct {
+    const float *bias;
+    bool relu;
+    const float *gate;
+    int64_t ldg, sg; /* gate: between rows, between batch entries */
+} tg_gemm_epi;
+
 /* C[M,N] = op(A)[M,K] @ op(B)[K,N] for `batch` matrices. op(A) is A (lda
  * between rows) or, with ta, A stored [K,M]; likewise B. Stride between
  * batch entries: sa, sb, sc elements (sb = 0 shares one B). Row-major. */
-typedef struct {
+typedef struct tg_gemm_args {
     int64_t batch, M, N, K;
     const float *A, *B;
     float *C;
     int64_t lda, ldb, ldc, sa, sb, sc;
     bool ta, tb;
+    const tg_gemm_epi *epi; /* NULL: none */
 } tg_gemm_args;
 void tg_gemm(tg_pool *pool, const tg_gemm_args *a);
 /* Which micro-kernel tg_gemm uses on this machine ("avx512 12x32", ...). */
 const char *tg_gemm_kernel_name(void);
+/* Tests: use the portable kernel (the one CPUs without AVX-512 get). */
+void tg_gemm_use_generic(bool on);
+/* Whether tg_gemm shares this product between threads (else it runs on
+ * the caller's); tests use it to make sure they cover both. */
+bool tg_gemm_splits(const tg_gemm_args *a);
+/* True if tg_gemm writes each element of C once (no k blocks), so an
+ * epilogue may read a buffer that C overwrites element by element. */
+bool tg_gemm_single_pass(const tg_gemm_args *a);
+
+/* Tests: sessions compiled from now on run op-table kernels only, no
+ * specialized or fused steps. */
+void tg_cpu_use_generic_steps(bool on);
 
 /* ---- kernels ---- */
 struct cpu_ctx {

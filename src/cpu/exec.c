@@ -1,23 +1,15 @@
-/* The CPU engine: arenas are host allocations, a program is a list of
- * (kernel, output pointer, input pointers) resolved once at compile, and a
- * step walks that list. */
+/* The CPU engine: arenas are host allocations, a program is a list of steps
+ * (lower.c) resolved once at compile, and a training step walks that list. */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu.h"
-#include "../engine.h"
-
-typedef struct {
-    tg_cpu_fn fn;
-    int id;
-    void *out;
-    void *in[TG_MAX_IN];
-} cpu_call;
+#include "lower.h"
 
 typedef struct {
     char *arena[TG_N_ARENAS]; /* [0] is the engine's shared params arena */
-    cpu_call *calls;
-    int n_calls;
+    cpu_step *steps;
+    int n_steps;
     struct { void *dst; const void *src; int64_t bytes; } *copies; /* writebacks not done in place */
     int n_copies;
 } cpu_program;
@@ -28,6 +20,9 @@ typedef struct {
     cpu_ctx ctx;
     char *params;
 } cpu_engine;
+
+static atomic_bool generic_steps;
+void tg_cpu_use_generic_steps(bool on) { atomic_store(&generic_steps, on); }
 
 static void *addr(cpu_program *cp, const tg_plan *pl, int id) {
     const tg_slot *s = &pl->slot[id];
@@ -47,18 +42,19 @@ static tg_status cpu_compile(tg_engine *e_, tg_program *p) {
                            (long long)p->plan.arena_bytes[a], a);
     }
     const tg_graph *g = p->g;
-    cp->calls = tg_calloc((size_t)g->n + 1, sizeof(cpu_call));
+    cp->steps = tg_calloc((size_t)g->n + 1, sizeof(cpu_step));
     cp->copies = tg_calloc((size_t)p->n_wb + 1, sizeof *cp->copies);
-    if (!cp->calls || !cp->copies) return tg_fail(TG_ERR_NOMEM, "cpu: out of memory");
-    for (int i = 0; i < g->n; i++) {
+    if (!cp->steps || !cp->copies) return tg_fail(TG_ERR_NOMEM, "cpu: out of memory");
+    for (int i = 0; i < g->n; i++) { /* constants: once, now */
         const tg_node *n = &g->nodes[i];
         const tg_opinfo *info = &tg_ops[n->op];
-        if (!info->cpu || (info->flags & TG_OPF_VIEW)) continue;
-        cpu_call call = {info->cpu, i, addr(cp, &p->plan, i), {0}};
-        for (int k = 0; k < n->nin; k++) call.in[k] = addr(cp, &p->plan, n->in[k]);
-        if (info->flags & TG_OPF_CONSTANT) call.fn(&e->ctx, g, i, call.out, call.in); /* once, now */
-        else cp->calls[cp->n_calls++] = call;
+        if (!info->cpu || !(info->flags & TG_OPF_CONSTANT) || (info->flags & TG_OPF_VIEW)) continue;
+        void *in[TG_MAX_IN] = {0};
+        for (int k = 0; k < n->nin; k++) in[k] = addr(cp, &p->plan, n->in[k]);
+        info->cpu(&e->ctx, g, i, addr(cp, &p->plan, i), in);
     }
+    cp->n_steps = cpu_lower(p, cp->arena, !atomic_load(&generic_steps), cp->steps);
+    if (cp->n_steps < 0) return tg_fail(TG_ERR_NOMEM, "cpu: out of memory");
     for (int w = 0; w < p->n_wb; w++) {
         if (p->plan.wb_free[w]) continue;
         int src = p->wb[w].src, dst = p->wb[w].dst;
@@ -75,7 +71,7 @@ static void cpu_release(tg_engine *e, tg_program *p) {
     cpu_program *cp = p->impl;
     if (!cp) return;
     for (int a = TG_ARENA_PERSIST; a < TG_N_ARENAS; a++) tg_afree(cp->arena[a]);
-    free(cp->calls);
+    free(cp->steps);
     free(cp->copies);
     free(cp);
     p->impl = NULL;
@@ -103,10 +99,7 @@ static tg_status cpu_read(tg_engine *e_, tg_program *p, int arena, int64_t off, 
 static tg_status cpu_run(tg_engine *e_, tg_program *p) {
     cpu_engine *e = (cpu_engine *)e_;
     cpu_program *cp = p->impl;
-    for (int i = 0; i < cp->n_calls; i++) {
-        cpu_call *c = &cp->calls[i];
-        c->fn(&e->ctx, p->g, c->id, c->out, c->in);
-    }
+    for (int i = 0; i < cp->n_steps; i++) cp->steps[i].run(&e->ctx, &cp->steps[i]);
     for (int i = 0; i < cp->n_copies; i++) memcpy(cp->copies[i].dst, cp->copies[i].src, (size_t)cp->copies[i].bytes);
     return TG_OK;
 }

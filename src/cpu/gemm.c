@@ -1,188 +1,380 @@
-/* Single-precision GEMM, BLIS-style: B is packed into KC x NR column panels
- * (kept in L1 by the micro-kernel), A into MR x KC row panels (an MC-row
- * block stays in L2), and an MR x NR register-tile micro-kernel does the
- * arithmetic. Transposed operands are handled by the packing, so the
- * micro-kernel only ever sees one layout.
+/* Single-precision GEMM with three paths, chosen from the shape alone (never
+ * from the thread count, so results do not depend on it):
  *
- * Threads split C into disjoint column (or row) ranges, each packing its own
- * panels; no thread ever adds into another's tile, so the result is the same
- * bitwise whatever the thread count. */
-#include <string.h>
+ *  - gemv: N = 1, or M = 1 with B transposed: dot products.
+ *  - direct: B small, or one KC block of it. The micro-kernel reads A and B
+ *    where they lie (only B^T is packed, a block at a time); no packing of A
+ *    at all. This is the path of the small and skinny matrices that
+ *    training steps are made of, where packing costs as much as the
+ *    arithmetic (a 64x256x1024 weight gradient packs 1 MiB of B for 64 rows).
+ *  - packed, BLIS-style: for each KC x NC block of B, all threads pack it
+ *    together into NR-column panels, then each takes whole rows of C: it
+ *    packs MC rows of A at a time into MR-row panels and, for NL2 columns
+ *    of the B block at a time (kept in L2), runs the micro-kernel along
+ *    each row of tiles: the A panel stays in L1, B panels come from L2, and
+ *    C is walked row by row (which the hardware prefetcher follows; going
+ *    down columns of C with a large power-of-two stride was a third slower).
+ *
+ * Each C element is one chain of FMAs over k in KC-sized blocks, whatever
+ * tile it falls in; threads own disjoint tiles of C, and K is never split
+ * between threads, so results are bitwise the same for any thread count. */
+#include <stdatomic.h>
 
 #include "cpu.h"
 #include "gemm_kernels.h"
 
-#define KC 256
-#define MC 192
-#define NC 3072
+#define KC 384
+#define MC 96
+#define NC 2048
+#define NL2 512 /* columns of the B block swept by one MC block of A: 768 KiB, stays in L2 */
+#define DIRECT_MAX_KN (64 * 1024) /* elements of B (or of its KC blocks, twice that) the direct path takes */
+#define MIN_FLOPS_PER_BYTE 16.0  /* see worth_threads */
+#define DIRECT_MAX_M 96           /* rows of a transposed A the direct path reads in place */
 
+static _Atomic(const tg_ukernel *) chosen;
 static const tg_ukernel *pick(void) {
-    static const tg_ukernel *k;
-    if (!k) k = tg_ukernel_best();
+    const tg_ukernel *k = atomic_load_explicit(&chosen, memory_order_relaxed);
+    if (!k) {
+        k = tg_ukernel_best();
+        atomic_store_explicit(&chosen, k, memory_order_relaxed);
+    }
     return k;
 }
 
 const char *tg_gemm_kernel_name(void) { return pick()->name; }
+void tg_gemm_use_generic(bool on) { atomic_store(&chosen, on ? tg_ukernel_generic() : tg_ukernel_best()); }
+
+typedef enum { PATH_GEMV, PATH_DIRECT, PATH_PACKED } gemm_path;
+
+static gemm_path choose(const tg_gemm_args *g) {
+    if (g->N == 1 || (g->M == 1 && g->tb)) return PATH_GEMV;
+    /* The direct path reads A and B in place. It pays when a KC-block of B
+     * fits in L2, and A is row-major or its rows (M apart) are short: long
+     * transposed rows put every k of a 12-wide column strip in the same L1
+     * set. Small products take it whatever their layout. */
+    int64_t kc = g->K < KC ? g->K : KC;
+    if ((g->K <= KC && g->K * g->N <= DIRECT_MAX_KN) ||
+        (kc * g->N <= 2 * DIRECT_MAX_KN && (!g->ta || g->M <= DIRECT_MAX_M)))
+        return PATH_DIRECT;
+    return PATH_PACKED;
+}
+
+bool tg_gemm_single_pass(const tg_gemm_args *g) { return choose(g) == PATH_GEMV || g->K <= KC; }
+
+/* The epilogue pointers for tile (i, j) of batch entry b. */
+static void tile_epi(const tg_gemm_args *g, int64_t b, int64_t i, int64_t j, tg_tile *t) {
+    const tg_gemm_epi *e = g->epi;
+    t->bias = e && e->bias ? e->bias + j : NULL;
+    t->relu = e && e->relu;
+    t->gate = e && e->gate ? e->gate + b * e->sg + i * e->ldg + j : NULL;
+    t->ldg = e ? e->ldg : 0;
+}
+
+/* ---- packing ---- */
 
 /* op(A)[i,k] for rows [i0, i0+mc) and k in [k0, k0+kc) into MR-row panels,
  * zero-padded to a multiple of MR. */
-static void pack_a(const tg_gemm_args *g, const float *A, int64_t i0, int64_t mc, int64_t k0, int64_t kc, int MR,
-                   float *dst) {
-    for (int64_t ip = 0; ip < mc; ip += MR) {
-        int64_t rows = mc - ip < MR ? mc - ip : MR;
-        for (int64_t k = 0; k < kc; k++) {
-            float *d = dst + (ip / MR) * MR * kc + k * MR;
-            int64_t r = 0;
-            if (!g->ta) {
-                const float *s = A + (i0 + ip) * g->lda + k0 + k;
-                for (; r < rows; r++) d[r] = s[r * g->lda];
-            } else {
-                const float *s = A + (k0 + k) * g->lda + i0 + ip;
-                for (; r < rows; r++) d[r] = s[r];
-            }
-            for (; r < MR; r++) d[r] = 0.0f;
-        }
+static void pack_a(const tg_gemm_args *g, const tg_ukernel *uk, const float *A, int64_t i0, int64_t mc, int64_t k0,
+                   int64_t kc, float *dst) {
+    const int MR = uk->mr;
+    for (int64_t ip = 0; ip < mc; ip += MR, dst += MR * kc) {
+        int rows = (int)(mc - ip < MR ? mc - ip : MR);
+        if (g->ta) uk->pack_n(kc, rows, A + k0 * g->lda + i0 + ip, g->lda, MR, dst);
+        else uk->pack_t(kc, rows, A + (i0 + ip) * g->lda + k0, g->lda, MR, dst);
     }
 }
 
 /* op(B)[k,j] for k in [k0, k0+kc), j in [j0, j0+nc) into NR-column panels. */
-static void pack_b(const tg_gemm_args *g, const float *B, int64_t k0, int64_t kc, int64_t j0, int64_t nc, int NR,
-                   float *dst) {
+static void pack_b(const tg_gemm_args *g, const tg_ukernel *uk, const float *B, int64_t k0, int64_t kc, int64_t j0,
+                   int64_t nc, float *dst) {
+    const int NR = uk->nr;
     for (int64_t jp = 0; jp < nc; jp += NR) {
-        int64_t cols = nc - jp < NR ? nc - jp : NR;
+        int cols = (int)(nc - jp < NR ? nc - jp : NR);
         float *panel = dst + (jp / NR) * NR * kc;
-        if (!g->tb) {
-            for (int64_t k = 0; k < kc; k++) {
-                const float *s = B + (k0 + k) * g->ldb + j0 + jp;
-                float *d = panel + k * NR;
-                if (cols == NR) memcpy(d, s, sizeof(float) * NR);
-                else {
-                    int64_t c = 0;
-                    for (; c < cols; c++) d[c] = s[c];
-                    for (; c < NR; c++) d[c] = 0.0f;
-                }
-            }
-        } else {
-            for (int64_t k = 0; k < kc; k++) {
-                float *d = panel + k * NR;
-                int64_t c = 0;
-                for (; c < cols; c++) d[c] = B[(j0 + jp + c) * g->ldb + k0 + k];
-                for (; c < NR; c++) d[c] = 0.0f;
-            }
-        }
+        if (g->tb) uk->pack_t(kc, cols, B + (j0 + jp) * g->ldb + k0, g->ldb, NR, panel);
+        else uk->pack_n(kc, cols, B + k0 * g->ldb + j0 + jp, g->ldb, NR, panel);
     }
 }
 
-/* C[i0:i1, j0:j1] of one batch entry, single-threaded. */
-static void gemm_block(const tg_gemm_args *g, const float *A, const float *B, float *C, int64_t i0, int64_t i1,
-                       int64_t j0, int64_t j1, float *buf) {
-    const tg_ukernel *uk = pick();
+/* ---- packed path ---- */
+
+static size_t a_block_floats(void) { return (size_t)(MC + 16) * KC; }
+static size_t b_block_floats(void) { return (size_t)KC * (NC + 64); }
+/* Every thread's scratch: its A block, then (used from thread 0's only, or
+ * from each thread's own when batch entries run one per thread) a B block. */
+static size_t packed_bytes(void) { return sizeof(float) * (a_block_floats() + b_block_floats()); }
+
+typedef struct {
+    int64_t b, jc, nc, pc, kc; /* batch entry, the B block's columns and k range */
+    const float *pb;           /* the packed B block */
+} block;
+
+/* Rows [i0, i1) of C[:, jc:jc+nc] (+)= op(A)[i0:i1, pc:pc+kc] @ the B block. */
+static void packed_rows(const tg_gemm_args *g, const tg_ukernel *uk, const block *k, int64_t i0, int64_t i1,
+                        float *pa) {
     const int MR = uk->mr, NR = uk->nr;
-    float *pb = buf;                                   /* KC x NC */
-    float *pa = buf + (int64_t)KC * (NC + 64);         /* MC x KC */
-    float tile[32 * 64] __attribute__((aligned(64))); /* MR x NR edge tile */
-    if (g->K == 0) {
-        for (int64_t i = i0; i < i1; i++) memset(C + i * g->ldc + j0, 0, sizeof(float) * (size_t)(j1 - j0));
-        return;
-    }
-    for (int64_t jc = j0; jc < j1; jc += NC) {
-        int64_t nc = j1 - jc < NC ? j1 - jc : NC;
-        for (int64_t pc = 0; pc < g->K; pc += KC) {
-            int64_t kc = g->K - pc < KC ? g->K - pc : KC;
-            int acc = pc > 0;
-            pack_b(g, B, pc, kc, jc, nc, NR, pb);
-            for (int64_t ic = i0; ic < i1; ic += MC) {
-                int64_t mc = i1 - ic < MC ? i1 - ic : MC;
-                pack_a(g, A, ic, mc, pc, kc, MR, pa);
-                for (int64_t jr = 0; jr < nc; jr += NR) {
-                    int64_t nr = nc - jr < NR ? nc - jr : NR;
-                    const float *bp = pb + (jr / NR) * NR * kc;
-                    for (int64_t ir = 0; ir < mc; ir += MR) {
-                        int64_t mr = mc - ir < MR ? mc - ir : MR;
-                        const float *ap = pa + (ir / MR) * MR * kc;
-                        float *c = C + (ic + ir) * g->ldc + jc + jr;
-                        if (mr == MR && nr == NR) {
-                            uk->run(kc, ap, bp, c, g->ldc, acc);
-                        } else {
-                            uk->run(kc, ap, bp, tile, NR, 0);
-                            for (int64_t r = 0; r < mr; r++)
-                                for (int64_t q = 0; q < nr; q++)
-                                    c[r * g->ldc + q] = acc ? c[r * g->ldc + q] + tile[r * NR + q] : tile[r * NR + q];
-                        }
-                    }
+    const float *A = g->A + k->b * g->sa;
+    float *C = g->C + k->b * g->sc;
+    bool last = k->pc + k->kc == g->K;
+    for (int64_t ic = i0; ic < i1; ic += MC) {
+        int64_t mc = i1 - ic < MC ? i1 - ic : MC;
+        pack_a(g, uk, A, ic, mc, k->pc, k->kc, pa);
+        for (int64_t j0 = 0; j0 < k->nc; j0 += NL2) {
+            int64_t j1 = k->nc - j0 < NL2 ? k->nc : j0 + NL2;
+            for (int64_t ir = 0; ir < mc; ir += MR) {
+                tg_tile t = {k->kc, pa + (ir / MR) * MR * k->kc, 1, MR, NULL, NR, NULL, g->ldc, 0, 0, k->pc > 0,
+                             NULL, false, NULL, 0, NULL};
+                t.mr = (int)(mc - ir < MR ? mc - ir : MR);
+                for (int64_t jr = j0; jr < j1; jr += NR) {
+                    t.nr = (int)(k->nc - jr < NR ? k->nc - jr : NR);
+                    t.b = k->pb + (jr / NR) * NR * k->kc;
+                    t.c = C + (ic + ir) * g->ldc + k->jc + jr;
+                    t.c_next = jr + NR < j1 ? t.c + NR : NULL;
+                    if (last) tile_epi(g, k->b, ic + ir, k->jc + jr, &t);
+                    uk->tile(&t);
                 }
             }
         }
     }
 }
 
-/* Tiny products: packing costs more than it saves. */
-static void gemm_direct(const tg_gemm_args *g, const float *A, const float *B, float *C, int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; i++) {
-        float *c = C + i * g->ldc;
-        for (int64_t j = 0; j < g->N; j++) c[j] = 0.0f;
-        for (int64_t k = 0; k < g->K; k++) {
-            float a = g->ta ? A[k * g->lda + i] : A[i * g->lda + k];
-            if (!g->tb) {
-                const float *b = B + k * g->ldb;
-                for (int64_t j = 0; j < g->N; j++) c[j] += a * b[j];
-            } else {
-                for (int64_t j = 0; j < g->N; j++) c[j] += a * B[j * g->ldb + k];
-            }
+/* A whole batch entry on one thread. */
+static void packed_entry(const tg_gemm_args *g, const tg_ukernel *uk, int64_t b, float *buf) {
+    float *pb = buf + a_block_floats();
+    for (int64_t jc = 0; jc < g->N; jc += NC)
+        for (int64_t pc = 0; pc < g->K; pc += KC) {
+            block k = {b, jc, g->N - jc < NC ? g->N - jc : NC, pc, g->K - pc < KC ? g->K - pc : KC, pb};
+            pack_b(g, uk, g->B + b * g->sb, pc, k.kc, jc, k.nc, pb);
+            packed_rows(g, uk, &k, 0, g->M, buf);
         }
-    }
 }
+
+/* ---- direct path ---- */
 
 typedef struct {
     const tg_gemm_args *g;
+    const tg_ukernel *uk;
     tg_pool *pool;
-    int64_t split;     /* tasks per batch entry */
-    bool by_rows;      /* split rows (else columns) */
-    bool direct;
+    gemm_path path;
+    int64_t mt, nt;      /* direct: tiles per batch entry down and across */
+    int64_t units;       /* work units over all batch entries */
+    int tasks;
+    /* packed: a batch entry per task, or one product on all threads in
+     * phases: pack the B block blk (units: NR-column panels), then compute
+     * with it (units: MR-row groups) */
+    enum { ENTRIES, PACK_B, ROWS } phase;
+    block blk;
 } job;
 
-static size_t buf_bytes(void) { return sizeof(float) * ((size_t)KC * (NC + 64) + (size_t)MC * KC + 4096); }
+/* Units lo..hi-1 in (batch, row of tiles, column panel) order: a row of A
+ * (12 x KC) stays in L1 while the tiles sweep across the B block, which
+ * stays in L2, and C is walked along its rows. K goes in KC blocks, each
+ * over all the units (C is small on this path). B^T is packed one block at
+ * a time, once per batch entry. */
+static void direct_tiles(const job *j, int64_t lo, int64_t hi, float *bt) {
+    const tg_gemm_args *g = j->g;
+    const int MR = j->uk->mr, NR = j->uk->nr;
+    int64_t pc = 0;
+    do {
+        int64_t kc = g->K - pc < KC ? g->K - pc : KC;
+        bool last = pc + kc >= g->K;
+        int64_t packed = -1; /* which batch entry's B^T block `bt` holds */
+        int64_t b = lo / (j->mt * j->nt), ir = lo % (j->mt * j->nt) / j->nt, jr = lo % j->nt;
+        tg_tile t = {kc, NULL, 0, 0, NULL, 0, NULL, g->ldc, 0, 0, pc > 0, NULL, false, NULL, 0, NULL};
+        if (g->ta) t.rs_a = 1, t.cs_a = g->lda;
+        else t.rs_a = g->lda, t.cs_a = 1;
+        for (int64_t u = lo; u < hi; u++) {
+            int64_t i = ir * MR, jj = jr * NR;
+            const float *A = g->A + b * g->sa, *B = g->B + b * g->sb;
+            t.c = g->C + b * g->sc + i * g->ldc + jj;
+            t.c_next = jr + 1 < j->nt ? t.c + NR : ir + 1 < j->mt ? t.c - jj + MR * g->ldc : NULL;
+            t.mr = (int)(g->M - i < MR ? g->M - i : MR);
+            t.nr = (int)(g->N - jj < NR ? g->N - jj : NR);
+            t.a = g->ta ? A + pc * g->lda + i : A + i * g->lda + pc;
+            if (!g->tb) {
+                t.b = B + pc * g->ldb + jj, t.ldb = g->ldb;
+            } else {
+                int64_t key = g->sb ? b : 0;
+                if (key != packed) {
+                    pack_b(g, j->uk, B, pc, kc, 0, g->N, bt);
+                    packed = key;
+                }
+                t.b = bt + jr * NR * kc, t.ldb = NR;
+            }
+            if (last) tile_epi(g, b, i, jj, &t);
+            j->uk->tile(&t);
+            if (++jr == j->nt) {
+                jr = 0;
+                if (++ir == j->mt) ir = 0, b++;
+            }
+        }
+        pc += kc;
+    } while (pc < g->K);
+}
+
+#define GEMV_CHUNK 256
+
+/* Outputs [lo, hi) of the dot products, GEMV_CHUNK at a time: into a local
+ * buffer, then through the epilogue into C, so that each C element is
+ * written once, after the gate element it may share memory with was read. */
+static void gemv_rows(const job *j, int64_t lo, int64_t hi, float *xbuf) {
+    const tg_gemm_args *g = j->g;
+    const tg_gemm_epi *e = g->epi;
+    int64_t per = g->N == 1 ? g->M : g->N; /* outputs per batch entry */
+    float out[GEMV_CHUNK];
+    for (int64_t u = lo; u < hi;) {
+        int64_t b = u / per, r0 = u % per, r1 = r0 + (hi - u);
+        if (r1 > per) r1 = per;
+        if (r1 > r0 + GEMV_CHUNK) r1 = r0 + GEMV_CHUNK;
+        const float *A = g->A + b * g->sa, *B = g->B + b * g->sb;
+        float *C = g->C + b * g->sc;
+        const float *mat, *x;
+        int64_t ldm, xs, incy;
+        if (g->N == 1) { /* C[:, 0] = op(A) @ B[:, 0] */
+            mat = A, ldm = g->lda, x = B, xs = g->tb ? 1 : g->ldb, incy = g->ldc;
+        } else {         /* C[0, :] = B @ op(A)[0, :] with B stored [N, K] */
+            mat = B, ldm = g->ldb, x = A, xs = g->ta ? g->lda : 1, incy = 1;
+        }
+        if (xs != 1) {
+            for (int64_t k = 0; k < g->K; k++) xbuf[k] = x[k * xs];
+            x = xbuf;
+        }
+        if (g->N == 1 && g->ta) { /* A stored [K, M]: a row vector times a matrix, through the tile kernel */
+            const int NR = j->uk->nr;
+            for (int64_t i = r0; i < r1; i += NR) {
+                tg_tile t = {g->K, x, 1, 1, A + i, g->lda, out + (i - r0), 0, 1, 0, false, NULL, false, NULL, 0, NULL};
+                t.nr = (int)(r1 - i < NR ? r1 - i : NR);
+                j->uk->tile(&t);
+            }
+        } else {
+            j->uk->gemv(r1 - r0, g->K, mat + r0 * ldm, ldm, x, out, 1);
+        }
+        for (int64_t r = r0; r < r1; r++) { /* the tile kernels' epilogue, element by element */
+            float v = out[r - r0];
+            if (e) {
+                int64_t i = g->N == 1 ? r : 0, jj = g->N == 1 ? 0 : r;
+                if (e->bias) v += e->bias[jj];
+                if (e->relu) v = v > 0.0f ? v : 0.0f;
+                if (e->gate && !(e->gate[b * e->sg + i * e->ldg + jj] > 0.0f)) v = 0.0f;
+            }
+            C[r * incy] = v;
+        }
+        u += r1 - r0;
+    }
+}
+
+/* ---- driver ---- */
+
+static bool worth_threads(const tg_gemm_args *g, double flops);
+bool tg_gemm_splits(const tg_gemm_args *g) {
+    return worth_threads(g, 2.0 * (double)g->M * (double)g->N * (double)g->K * (double)g->batch);
+}
+
+/* Whether other threads pay for themselves. Besides waking them, a thread
+ * on another core has to pull its share of A and B and push its share of C
+ * across the cores, which in a training step (where the operands were just
+ * written by the previous kernel on the caller's core) cost as much as the
+ * arithmetic it saved on a 256x64x64 product: so also require enough flops
+ * per byte touched. */
+static bool worth_threads(const tg_gemm_args *g, double flops) {
+    double bytes = 4.0 * ((double)g->batch * (double)(g->M * g->K + g->M * g->N) +
+                          (double)(g->sb ? g->batch : 1) * (double)(g->K * g->N));
+    return flops >= 1.5e5 && flops >= MIN_FLOPS_PER_BYTE * bytes;
+}
 
 static void run_task(void *argp, int task, int thread) {
     job *j = argp;
     const tg_gemm_args *g = j->g;
-    int64_t b = task / j->split, part = task % j->split;
-    const float *A = g->A + b * g->sa, *B = g->B + b * g->sb;
-    float *C = g->C + b * g->sc;
-    int64_t unit = j->by_rows ? 16 : 32, total = j->by_rows ? g->M : g->N;
-    int64_t units = (total + unit - 1) / unit;
-    int64_t lo = units * part / j->split * unit, hi = units * (part + 1) / j->split * unit;
-    if (hi > total) hi = total;
+    float *buf = tg_pool_scratch(j->pool, thread, 0); /* reserved by tg_gemm */
+    int64_t lo = j->units * task / j->tasks, hi = j->units * (task + 1) / j->tasks;
     if (lo >= hi) return;
-    if (j->direct) {
-        gemm_direct(g, A, B, C, lo, hi);
-        return;
+    switch (j->path) {
+    case PATH_PACKED: {
+        const block *k = &j->blk;
+        if (j->phase == ENTRIES) {
+            for (int64_t b = lo; b < hi; b++) packed_entry(g, j->uk, b, buf);
+        } else if (j->phase == PACK_B) {
+            int64_t NR = j->uk->nr, c0 = lo * NR, c1 = hi * NR < k->nc ? hi * NR : k->nc;
+            pack_b(g, j->uk, g->B + k->b * g->sb, k->pc, k->kc, k->jc + c0, c1 - c0, (float *)k->pb + lo * NR * k->kc);
+        } else {
+            int64_t MR = j->uk->mr, r1 = hi * MR < g->M ? hi * MR : g->M;
+            packed_rows(g, j->uk, k, lo * MR, r1, buf);
+        }
+        break;
     }
-    float *buf = tg_pool_scratch(j->pool, thread, buf_bytes());
-    if (!buf) return; /* cannot happen after tg_gemm reserved it */
-    if (j->by_rows) gemm_block(g, A, B, C, lo, hi, 0, g->N, buf);
-    else gemm_block(g, A, B, C, 0, g->M, lo, hi, buf);
+    case PATH_DIRECT: direct_tiles(j, lo, hi, buf); break;
+    default: gemv_rows(j, lo, hi, buf); break;
+    }
+}
+
+/* Out of memory for the packing buffers: a plain loop, slower and rounded
+ * differently, but it does not fail. */
+static void gemm_naive(const tg_gemm_args *g) {
+    for (int64_t b = 0; b < g->batch; b++)
+        for (int64_t i = 0; i < g->M; i++)
+            for (int64_t jj = 0; jj < g->N; jj++) {
+                const float *A = g->A + b * g->sa, *B = g->B + b * g->sb;
+                float s = 0.0f;
+                for (int64_t k = 0; k < g->K; k++)
+                    s += (g->ta ? A[k * g->lda + i] : A[i * g->lda + k]) *
+                         (g->tb ? B[jj * g->ldb + k] : B[k * g->ldb + jj]);
+                const tg_gemm_epi *e = g->epi;
+                if (e && e->bias) s += e->bias[jj];
+                if (e && e->relu) s = s > 0.0f ? s : 0.0f;
+                if (e && e->gate && !(e->gate[b * e->sg + i * e->ldg + jj] > 0.0f)) s = 0.0f;
+                g->C[b * g->sc + i * g->ldc + jj] = s;
+            }
 }
 
 void tg_gemm(tg_pool *pool, const tg_gemm_args *g) {
     if (g->batch <= 0 || g->M <= 0 || g->N <= 0) return;
     int th = tg_pool_threads(pool);
-    double flops = 2.0 * (double)g->M * (double)g->N * (double)g->K;
-    job j = {g, pool, 1, true, false};
-    j.direct = g->M * g->N * g->K < 8 * 8 * 64 || g->K <= 2;
-    for (int t = 0; t < th && !j.direct; t++)
-        if (!tg_pool_scratch(pool, t, buf_bytes())) j.direct = true; /* out of memory: slow path */
-    /* Parallelize across batch entries when there are enough of them, else
-     * split each product; tiny work stays on one thread. */
-    if (th > 1 && flops * (double)g->batch > 2e5 && g->batch < th) {
-        j.by_rows = g->M >= g->N || j.direct; /* gemm_direct only splits rows */
-        int64_t units = j.by_rows ? (g->M + 15) / 16 : (g->N + 31) / 32;
-        j.split = units < th ? units : th;
+    job j = {g, pick(), pool, choose(g), 0, 0, 0, 1, ENTRIES, {0}};
+    double flops = 2.0 * (double)g->M * (double)g->N * (double)g->K * (double)g->batch;
+    int want = worth_threads(g, flops) ? th : 1;
+    size_t scratch;
+    if (j.path == PATH_PACKED) {
+        scratch = packed_bytes();
+    } else if (j.path == PATH_DIRECT) {
+        j.mt = (g->M + j.uk->mr - 1) / j.uk->mr;
+        j.nt = (g->N + j.uk->nr - 1) / j.uk->nr;
+        j.units = g->batch * j.mt * j.nt;
+        scratch = sizeof(float) * (size_t)((g->K < KC ? g->K : KC) * j.nt * j.uk->nr); /* a block of B^T */
+    } else {
+        j.units = g->batch * (g->N == 1 ? g->M : g->N);
+        scratch = sizeof(float) * (size_t)(g->K + 16);
     }
-    if (th > 1 && flops * (double)g->batch <= 2e5) {
-        /* run inline: waking the pool costs more than the product */
-        for (int64_t t = 0; t < g->batch * j.split; t++) run_task(&j, (int)t, 0);
+    for (int t = 0; t < th; t++)
+        if (!tg_pool_scratch(pool, t, scratch)) {
+            gemm_naive(g);
+            return;
+        }
+    if (j.path != PATH_PACKED) {
+        j.tasks = (int)(j.units < want ? j.units : want);
+        tg_pool_run(pool, j.tasks, run_task, &j);
         return;
     }
-    tg_pool_run(pool, (int)(g->batch * j.split), run_task, &j);
+    if (g->batch >= want) { /* batch entries split between threads, each on its own buffers */
+        j.units = g->batch;
+        j.tasks = (int)(g->batch < 4 * want ? g->batch : 4 * want);
+        tg_pool_run(pool, j.tasks, run_task, &j);
+        return;
+    }
+    /* One product on all threads: for each B block, pack it together, then
+     * split the rows of C. Each pool run is a full barrier. */
+    float *pb = (float *)tg_pool_scratch(pool, 0, 0) + a_block_floats();
+    int64_t row_units = (g->M + j.uk->mr - 1) / j.uk->mr;
+    for (int64_t b = 0; b < g->batch; b++)
+        for (int64_t jc = 0; jc < g->N; jc += NC)
+            for (int64_t pc = 0; pc < g->K; pc += KC) {
+                j.blk = (block){b, jc, g->N - jc < NC ? g->N - jc : NC, pc, g->K - pc < KC ? g->K - pc : KC, pb};
+                j.phase = PACK_B;
+                j.units = (j.blk.nc + j.uk->nr - 1) / j.uk->nr;
+                j.tasks = (int)(j.units < want ? j.units : want);
+                tg_pool_run(pool, j.tasks, run_task, &j);
+                j.phase = ROWS;
+                j.units = row_units;
+                j.tasks = (int)(j.units < 2 * want ? j.units : 2 * want);
+                tg_pool_run(pool, j.tasks, run_task, &j);
+            }
 }

@@ -1,15 +1,51 @@
-/* GEMM micro-kernels: C[MR x NR] (=|+=) sum over kc of a[k] (x) b[k], where a
- * is an MR-row packed panel and b an NR-column packed panel. */
+/* GEMM micro-kernels: one register tile of C, up to MR x NR, computed over
+ * kc steps of k. The A side is read through two strides (packed panels,
+ * row-major A and transposed A all fit), the B side one row of up to NR
+ * contiguous floats per k (a packed panel, or row-major B read in place).
+ * Edge tiles (mr < MR, nr < NR) run in the same kernel, with fewer rows and
+ * masked columns, so no element's arithmetic depends on where the tile
+ * boundaries fall: that keeps results independent of the thread split. */
 #ifndef TG_GEMM_KERNELS_H
 #define TG_GEMM_KERNELS_H
+#include <stdbool.h>
 #include <stdint.h>
+
+typedef struct {
+    int64_t kc;
+    const float *a;
+    int64_t rs_a, cs_a; /* a[r * rs_a + k * cs_a]; one of them is 1 */
+    const float *b;
+    int64_t ldb;        /* b[k * ldb + j], j < nr */
+    float *c;
+    int64_t ldc;
+    int mr, nr;
+    bool acc;           /* C += product (else C = product) */
+    /* Epilogue, applied after the product (the caller passes it with the
+     * last k block only): C += bias[j]; C = max(C, 0); C = gate[i,j] > 0 ? C : 0. */
+    const float *bias;
+    bool relu;
+    const float *gate;
+    int64_t ldg;
+    const float *c_next; /* the next tile's C, to prefetch into L2 (NULL: none) */
+} tg_tile;
 
 typedef struct {
     const char *name;
     int mr, nr;
-    void (*run)(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, int accumulate);
+    void (*tile)(const tg_tile *t);
+    /* y[i * incy] = dot(A[i, 0:k], x) for i < m, A rows contiguous (lda apart). */
+    void (*gemv)(int64_t m, int64_t k, const float *A, int64_t lda, const float *x, float *y, int64_t incy);
+    /* Packs `rows` rows (ld apart) of kc floats transposed: dst[k * w + r] =
+     * src[r * ld + k], rows..w-1 zero. Row-major A into MR-row panels and
+     * B^T into NR-column panels. */
+    void (*pack_t)(int64_t kc, int rows, const float *src, int64_t ld, int w, float *dst);
+    /* The same without the transpose: dst[k * w + r] = src[k * ld + r]
+     * (transposed A, row-major B); w <= 32. */
+    void (*pack_n)(int64_t kc, int rows, const float *src, int64_t ld, int w, float *dst);
 } tg_ukernel;
 
 /* The fastest kernel this CPU supports (checked at run time). */
 const tg_ukernel *tg_ukernel_best(void);
+/* The portable kernel, whatever the CPU. */
+const tg_ukernel *tg_ukernel_generic(void);
 #endif

@@ -27,12 +27,44 @@ TG_CPU_KERNEL(cpu_where_causal);
 
 /* kernels_misc.c: matmul, indexing, optimizer updates */
 TG_CPU_KERNEL(cpu_matmul);
+struct tg_gemm_args;
+/* The tg_gemm arguments of matmul node `id` (no epilogue). */
+void cpu_matmul_args(const tg_graph *g, int id, void *out, void *const *in, struct tg_gemm_args *ga);
 TG_CPU_KERNEL(cpu_one_hot);
 TG_CPU_KERNEL(cpu_adam_m);
 TG_CPU_KERNEL(cpu_adam_v);
 TG_CPU_KERNEL(cpu_adam_p);
 TG_CPU_KERNEL(cpu_sgd_v);
 TG_CPU_KERNEL(cpu_sgd_p);
+
+/* kernels_math.c: issue 3 math and shape ops */
+TG_CPU_KERNEL(cpu_minmax);
+TG_CPU_KERNEL(cpu_unary_math);
+TG_CPU_KERNEL(cpu_unary_grad);
+TG_CPU_KERNEL(cpu_minmax_grad);
+TG_CPU_KERNEL(cpu_softmax);
+TG_CPU_KERNEL(cpu_argmax);
+TG_CPU_KERNEL(cpu_narrow);
+TG_CPU_KERNEL(cpu_narrow_grad);
+TG_CPU_KERNEL(cpu_concat);
+TG_CPU_KERNEL(cpu_take_along_axis);
+TG_CPU_KERNEL(cpu_take_along_axis_grad);
+
+/* kernels_nn.c (issue 3): losses, norms, embedding, rope, random ops */
+TG_CPU_KERNEL(cpu_cross_entropy);
+TG_CPU_KERNEL(cpu_cross_entropy_grad);
+TG_CPU_KERNEL(cpu_nll_loss);
+TG_CPU_KERNEL(cpu_nll_loss_grad);
+TG_CPU_KERNEL(cpu_norm);
+TG_CPU_KERNEL(cpu_norm_stats);
+TG_CPU_KERNEL(cpu_norm_dx);
+TG_CPU_KERNEL(cpu_norm_dgain);
+TG_CPU_KERNEL(cpu_embedding);
+TG_CPU_KERNEL(cpu_embedding_grad);
+TG_CPU_KERNEL(cpu_rope);
+TG_CPU_KERNEL(cpu_dropout);
+TG_CPU_KERNEL(cpu_randn);
+TG_CPU_KERNEL(cpu_categorical);
 
 /* kernels_conv.c (issue 4): convolution, pooling, upsampling and their gradients */
 TG_CPU_KERNEL(cpu_conv2d);
@@ -59,6 +91,9 @@ typedef struct {
 } tg_iter;
 /* st_in[k] are the inputs' strides over `out` (e.g. from shape_bcast_strides). */
 void tg_iter_init(tg_iter *it, tg_shape out, int nin, int64_t st_in[][TG_MAX_DIMS]);
-/* Element offsets of row r's first element for every operand. */
-void tg_iter_row(const tg_iter *it, int64_t r, int64_t *off);
+/* Element offsets of row r's first element for every operand, and its index
+ * over the outer axes; tg_iter_next steps both to the next row (no
+ * divisions, which cost more than a short row's work). */
+void tg_iter_row(const tg_iter *it, int64_t r, int64_t *idx, int64_t *off);
+void tg_iter_next(const tg_iter *it, int64_t *idx, int64_t *off);
 #endif

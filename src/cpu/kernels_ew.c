@@ -42,12 +42,21 @@ void tg_iter_init(tg_iter *it, tg_shape out, int nin, int64_t st_in[][TG_MAX_DIM
     for (int i = 0; i < it->nd - 1; i++) it->rows *= it->d[i];
 }
 
-void tg_iter_row(const tg_iter *it, int64_t r, int64_t *off) {
+void tg_iter_row(const tg_iter *it, int64_t r, int64_t *idx, int64_t *off) {
     for (int o = 0; o < it->nops; o++) off[o] = 0;
     for (int i = it->nd - 2; i >= 0; i--) {
-        int64_t q = r % it->d[i];
+        idx[i] = r % it->d[i];
         r /= it->d[i];
-        for (int o = 0; o < it->nops; o++) off[o] += q * it->st[o][i];
+        for (int o = 0; o < it->nops; o++) off[o] += idx[i] * it->st[o][i];
+    }
+}
+
+void tg_iter_next(const tg_iter *it, int64_t *idx, int64_t *off) {
+    for (int i = it->nd - 2; i >= 0; i--) {
+        for (int o = 0; o < it->nops; o++) off[o] += it->st[o][i];
+        if (++idx[i] < it->d[i]) return;
+        for (int o = 0; o < it->nops; o++) off[o] -= it->st[o][i] * it->d[i];
+        idx[i] = 0;
     }
 }
 
@@ -136,9 +145,9 @@ static void binary_row(tg_opcode code, tg_dtype dt, int64_t len, void *op, const
 static void binary_rows(void *arg, int64_t lo, int64_t hi) {
     ew_job *j = arg;
     tg_dtype dt = ir_node(j->g, j->n->in[0])->dtype;
-    int64_t off[4];
-    for (int64_t r = lo; r < hi; r++) {
-        tg_iter_row(&j->it, r, off);
+    int64_t off[4], idx[TG_MAX_DIMS];
+    tg_iter_row(&j->it, lo, idx, off);
+    for (int64_t r = lo; r < hi; r++, tg_iter_next(&j->it, idx, off)) {
         binary_row(j->n->op, dt, j->it.inner, (char *)j->out + 4 * off[0], (const char *)j->in[0] + 4 * off[1],
                    j->it.st[1][j->it.nd - 1], (const char *)j->in[1] + 4 * off[2], j->it.st[2][j->it.nd - 1]);
     }
@@ -241,10 +250,10 @@ TG_CPU_KERNEL(cpu_cast) {
 
 static void where_rows(void *arg, int64_t lo, int64_t hi) {
     ew_job *j = arg;
-    int64_t off[4], k = j->it.nd - 1;
+    int64_t off[4], idx[TG_MAX_DIMS], k = j->it.nd - 1;
     int64_t sc = j->it.st[1][k], sa = j->it.st[2][k], sb = j->it.st[3][k];
-    for (int64_t r = lo; r < hi; r++) {
-        tg_iter_row(&j->it, r, off);
+    tg_iter_row(&j->it, lo, idx, off);
+    for (int64_t r = lo; r < hi; r++, tg_iter_next(&j->it, idx, off)) {
         const uint32_t *cond = (const uint32_t *)j->in[0] + off[1];
         const uint32_t *a = (const uint32_t *)j->in[1] + off[2], *b = (const uint32_t *)j->in[2] + off[3];
         uint32_t *o = (uint32_t *)j->out + off[0];
@@ -263,9 +272,9 @@ TG_CPU_KERNEL(cpu_where) {
 
 static void copy_rows(void *arg, int64_t lo, int64_t hi) {
     ew_job *j = arg;
-    int64_t off[4], s = j->it.st[1][j->it.nd - 1];
-    for (int64_t r = lo; r < hi; r++) {
-        tg_iter_row(&j->it, r, off);
+    int64_t off[4], idx[TG_MAX_DIMS], s = j->it.st[1][j->it.nd - 1];
+    tg_iter_row(&j->it, lo, idx, off);
+    for (int64_t r = lo; r < hi; r++, tg_iter_next(&j->it, idx, off)) {
         const uint32_t *x = (const uint32_t *)j->in[0] + off[1];
         uint32_t *o = (uint32_t *)j->out + off[0];
         if (s == 1) memcpy(o, x, (size_t)j->it.inner * 4);

@@ -7,7 +7,7 @@
 #include "../optim/optim.h"
 
 /* a [..., M, K] (ta: [..., K, M]) x b [K, N] (tb: [N, K]) or batched b. */
-TG_CPU_KERNEL(cpu_matmul) {
+void cpu_matmul_args(const tg_graph *g, int id, void *out, void *const *in, tg_gemm_args *ga) {
     const tg_node *n = ir_node(g, id), *a = ir_node(g, n->in[0]), *b = ir_node(g, n->in[1]);
     int na = a->shape.ndim, nb = b->shape.ndim;
     bool ta = n->ia[0], tb = n->ia[1];
@@ -15,12 +15,17 @@ TG_CPU_KERNEL(cpu_matmul) {
     int64_t K = a->shape.d[na - (ta ? 2 : 1)];
     int64_t batch = 1;
     for (int i = 0; i < na - 2; i++) batch *= a->shape.d[i];
-    tg_gemm_args ga = {batch, M, N, K, in[0], in[1], out, ta ? M : K, tb ? K : N, N, M * K, nb > 2 ? K * N : 0,
-                       M * N, ta, tb};
+    *ga = (tg_gemm_args){batch, M, N, K, in[0], in[1], out, ta ? M : K, tb ? K : N, N, M * K, nb > 2 ? K * N : 0,
+                         M * N, ta, tb, NULL};
     if (nb == 2 && !ta) { /* a shared B: fold the batch into the rows, one big product */
-        ga.M = batch * M;
-        ga.batch = 1;
+        ga->M = batch * M;
+        ga->batch = 1;
     }
+}
+
+TG_CPU_KERNEL(cpu_matmul) {
+    tg_gemm_args ga;
+    cpu_matmul_args(g, id, out, in, &ga);
     tg_gemm(c->pool, &ga);
 }
 

@@ -28,9 +28,9 @@ static float row_sum(const float *x, int64_t n) {
 
 /* Rows [lo, hi) of the iteration; for a kept last axis, columns [c0, c1). */
 static void sum_rows(sum_job *j, int64_t lo, int64_t hi, int64_t c0, int64_t c1) {
-    int64_t off[2], k = j->it.nd - 1, so = j->it.st[1][k];
-    for (int64_t r = lo; r < hi; r++) {
-        tg_iter_row(&j->it, r, off);
+    int64_t off[2], idx[TG_MAX_DIMS], k = j->it.nd - 1, so = j->it.st[1][k];
+    tg_iter_row(&j->it, lo, idx, off);
+    for (int64_t r = lo; r < hi; r++, tg_iter_next(&j->it, idx, off)) {
         if (j->i32) {
             const int32_t *x = (const int32_t *)j->x + off[0];
             int32_t *y = (int32_t *)j->y + off[1];
@@ -135,25 +135,8 @@ TG_CPU_KERNEL(cpu_log_softmax_grad) {
     cpu_parallel(c, j.outer * j.inner, 1 + 8192 / (j.A + 1), log_softmax_grad_lines, &j);
 }
 
-/* gx = y * (gy - sum(gy * y)) along the axis */
-static void softmax_grad_lines(void *arg, int64_t lo, int64_t hi) {
-    axis_job *j = arg;
-    int64_t s = j->inner;
-    for (int64_t l = lo; l < hi; l++) {
-        const float *y = j->x + LINE_BASE(j, l), *gy = j->gy + LINE_BASE(j, l);
-        float *gx = j->y + LINE_BASE(j, l);
-        float d = 0.0f;
-        for (int64_t a = 0; a < j->A; a++) d += gy[a * s] * y[a * s];
-        for (int64_t a = 0; a < j->A; a++) gx[a * s] = y[a * s] * (gy[a * s] - d);
-    }
-}
-
-TG_CPU_KERNEL(cpu_softmax_grad) {
-    const tg_node *n = ir_node(g, id);
-    axis_job j = {n, 0, 0, 0, in[0], in[1], out, 0};
-    axis_view(n, (int)n->ia[0], &j);
-    cpu_parallel(c, j.outer * j.inner, 1 + 8192 / (j.A + 1), softmax_grad_lines, &j);
-}
+/* softmax_grad (gx = y (gy - sum(gy y)) along the axis) is in kernels_math.c,
+ * vectorized and tiled for strided axes. */
 
 /* Rows of [..., Tq, Tk]: row r is query i = r % Tq; keys j > i get 0. */
 static void softmax_causal_rows(void *arg, int64_t lo, int64_t hi) {

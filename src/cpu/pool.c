@@ -1,6 +1,10 @@
-/* A small thread pool: the caller runs tasks too, workers spin briefly for
- * the next job (steps issue many small kernels back to back) and then sleep
- * on a condition variable. */
+/* A small thread pool. A job is published as one 64-bit word (generation,
+ * unit count, next unit) and every thread, the caller included, claims units
+ * from it with compare-and-swap. The caller only waits for workers that did
+ * claim a unit, never for one that is asleep or descheduled: on a busy
+ * machine it simply does the work itself. Idle workers spin for a short
+ * while (steps issue many small kernels back to back), then sleep on a
+ * condition variable. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>
@@ -9,17 +13,22 @@
 
 #include "cpu.h"
 
+#define MAX_UNITS 4096   /* units per job; more tasks are grouped into units */
+#define SPIN_SECONDS 2e-4 /* idle spinning before sleeping */
+
 struct tg_pool {
     int n; /* threads including the caller */
     pthread_t *th;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    atomic_uint gen;
-    atomic_int next;
-    atomic_int pending;
-    int sleepers;
-    bool stop;
-    int n_tasks;
+    _Atomic uint64_t state; /* generation << 32 | units << 16 | next unit */
+    atomic_int active;      /* workers inside a job's claim loop */
+    atomic_int sleepers;
+    atomic_bool stop;
+    uint32_t gen;           /* the caller's count of jobs */
+    /* The job, written before its state is published and not touched again
+     * until every worker that claimed a unit has left. */
+    int n_tasks, units;
     tg_task_fn fn;
     void *arg;
     void **scratch;
@@ -37,40 +46,46 @@ static void cpu_relax(void) {
 #endif
 }
 
-static void drain(tg_pool *p, int tid) {
-    int t;
-    while ((t = atomic_fetch_add_explicit(&p->next, 1, memory_order_relaxed)) < p->n_tasks) p->fn(p->arg, t, tid);
+static uint32_t state_gen(uint64_t s) { return (uint32_t)(s >> 32); }
+
+/* Claims and runs units of job `gen` until none is left. */
+static void claim(tg_pool *p, uint32_t gen, int tid) {
+    uint64_t s = atomic_load_explicit(&p->state, memory_order_acquire);
+    for (;;) {
+        uint32_t units = (uint32_t)(s >> 16) & 0xffff, next = (uint32_t)s & 0xffff;
+        if (state_gen(s) != gen || next >= units) return;
+        if (!atomic_compare_exchange_weak_explicit(&p->state, &s, s + 1, memory_order_acq_rel, memory_order_acquire))
+            continue;
+        int lo = (int)((int64_t)p->n_tasks * next / units), hi = (int)((int64_t)p->n_tasks * (next + 1) / units);
+        for (int t = lo; t < hi; t++) p->fn(p->arg, t, tid);
+        s = atomic_load_explicit(&p->state, memory_order_acquire);
+    }
 }
 
 static void *worker(void *argp) {
     worker_arg wa = *(worker_arg *)argp;
     free(argp);
     tg_pool *p = wa.p;
-    /* The generation the pool had when it was made, not when this thread got
-     * to run: a thread that starts after the first tg_pool_run would
-     * otherwise take that job as already seen and never finish it. */
-    unsigned seen = 0;
+    uint32_t seen = 0; /* the generation at creation: a job posted before we got here is still new */
     for (;;) {
-        int spins = 0;
-        while (atomic_load_explicit(&p->gen, memory_order_acquire) == seen && spins < 200000) {
+        double t0 = tg_now();
+        for (int spins = 1; state_gen(atomic_load_explicit(&p->state, memory_order_acquire)) == seen; spins++) {
             cpu_relax();
-            spins++;
+            if (spins % 64 == 0 && tg_now() - t0 > SPIN_SECONDS) break;
         }
-        if (atomic_load_explicit(&p->gen, memory_order_acquire) == seen) {
+        if (state_gen(atomic_load(&p->state)) == seen) {
             pthread_mutex_lock(&p->mu);
-            while (atomic_load(&p->gen) == seen && !p->stop) {
-                p->sleepers++;
+            atomic_fetch_add(&p->sleepers, 1);
+            while (state_gen(atomic_load(&p->state)) == seen && !atomic_load(&p->stop))
                 pthread_cond_wait(&p->cv, &p->mu);
-                p->sleepers--;
-            }
-            bool stop = p->stop;
+            atomic_fetch_sub(&p->sleepers, 1);
             pthread_mutex_unlock(&p->mu);
-            if (stop) return NULL;
         }
-        seen = atomic_load(&p->gen);
-        if (p->stop) return NULL;
-        drain(p, wa.id);
-        atomic_fetch_sub_explicit(&p->pending, 1, memory_order_release);
+        if (atomic_load(&p->stop)) return NULL;
+        seen = state_gen(atomic_load(&p->state));
+        atomic_fetch_add(&p->active, 1);
+        claim(p, seen, wa.id);
+        atomic_fetch_sub_explicit(&p->active, 1, memory_order_release);
     }
 }
 
@@ -105,8 +120,7 @@ tg_pool *tg_pool_new(int n) {
 void tg_pool_free(tg_pool *p) {
     if (!p) return;
     pthread_mutex_lock(&p->mu);
-    p->stop = true;
-    atomic_fetch_add(&p->gen, 1);
+    atomic_store(&p->stop, true);
     pthread_cond_broadcast(&p->cv);
     pthread_mutex_unlock(&p->mu);
     for (int i = 1; i < p->n; i++) pthread_join(p->th[i], NULL);
@@ -139,23 +153,32 @@ void tg_pool_run(tg_pool *p, int n_tasks, tg_task_fn fn, void *arg) {
     p->fn = fn;
     p->arg = arg;
     p->n_tasks = n_tasks;
-    atomic_store(&p->next, 0);
-    atomic_store(&p->pending, p->n - 1);
-    atomic_fetch_add_explicit(&p->gen, 1, memory_order_release);
-    pthread_mutex_lock(&p->mu);
-    if (p->sleepers) pthread_cond_broadcast(&p->cv);
-    pthread_mutex_unlock(&p->mu);
-    drain(p, 0);
-    while (atomic_load_explicit(&p->pending, memory_order_acquire) > 0) cpu_relax();
+    p->units = n_tasks < MAX_UNITS ? n_tasks : MAX_UNITS;
+    uint32_t gen = ++p->gen ? p->gen : ++p->gen; /* 0 is "before the first job" */
+    atomic_store(&p->state, (uint64_t)gen << 32 | (uint64_t)p->units << 16);
+    if (atomic_load(&p->sleepers) > 0) {
+        pthread_mutex_lock(&p->mu);
+        pthread_cond_broadcast(&p->cv);
+        pthread_mutex_unlock(&p->mu);
+    }
+    claim(p, gen, 0);
+    /* Every unit is claimed; wait for the workers still running theirs. */
+    for (int spins = 1; atomic_load_explicit(&p->active, memory_order_acquire) > 0; spins++) {
+        cpu_relax();
+        if (spins % 1024 == 0) sched_yield(); /* a worker holding a unit may need this core */
+    }
 }
 
-static int default_threads = 0;
-void tg_set_default_threads(int n) { default_threads = n > 0 ? n : 0; }
+static atomic_int default_threads;
+void tg_set_default_threads(int n) { atomic_store(&default_threads, n > 0 ? n : 0); }
 
+/* The order the public header gives: the program's own setting, then the
+ * environment, then the machine. */
 int tg_default_threads(void) {
+    int d = atomic_load(&default_threads);
+    if (d > 0) return d;
     const char *e = getenv("TG_THREADS");
     if (e && atoi(e) > 0) return atoi(e);
-    if (default_threads > 0) return default_threads;
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set) > 0 ? CPU_COUNT(&set) : 1;
     return 1;

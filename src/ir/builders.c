@@ -5,16 +5,19 @@
 
 #include "ir.h"
 
-static tg_node proto(tg_opcode op, const char *file, int line) {
+tg_node ir_proto(tg_opcode op, const char *api, const char *file, int line) {
     tg_node n;
     memset(&n, 0, sizeof n);
     n.op = op;
     n.nin = tg_ops[op].arity;
+    n.api = api;
     n.file = file;
     n.line = line;
     n.param = -1;
     return n;
 }
+
+static tg_node proto(tg_opcode op, const char *file, int line) { return ir_proto(op, NULL, file, line); }
 
 int ir_leaf(tg_graph *g, tg_opcode op, const char *name, tg_dtype dt, tg_shape s, const char *file, int line) {
     tg_node n = proto(op, file, line);

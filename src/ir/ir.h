@@ -29,6 +29,17 @@ typedef enum {
     TG_OP_ONE_HOT,
     /* softmax family */
     TG_OP_LOG_SOFTMAX, TG_OP_SOFTMAX_CAUSAL, TG_OP_WHERE_CAUSAL,
+    /* issue 3: math and shape ops */
+    TG_OP_MIN, TG_OP_MAX, TG_OP_CLAMP, TG_OP_ABS, TG_OP_SQUARE, TG_OP_SIN, TG_OP_COS, TG_OP_TANH,
+    TG_OP_SIGMOID, TG_OP_ERF, TG_OP_GELU, TG_OP_SILU, TG_OP_SOFTPLUS, TG_OP_LEAKY_RELU,
+    TG_OP_SOFTMAX, TG_OP_ARGMAX, TG_OP_ARGMIN, TG_OP_STOP_GRADIENT,
+    TG_OP_NARROW, TG_OP_CONCAT, TG_OP_TAKE_ALONG_AXIS,
+    TG_OP_MINMAX_GRAD, TG_OP_UNARY_GRAD, TG_OP_NARROW_GRAD, TG_OP_TAKE_ALONG_AXIS_GRAD,
+    /* issue 3: nn ops */
+    TG_OP_CROSS_ENTROPY, TG_OP_NLL_LOSS, TG_OP_LAYER_NORM, TG_OP_RMS_NORM, TG_OP_EMBEDDING, TG_OP_ROPE,
+    TG_OP_DROPOUT, TG_OP_RANDN, TG_OP_CATEGORICAL,
+    TG_OP_CROSS_ENTROPY_GRAD, TG_OP_NLL_LOSS_GRAD, TG_OP_NORM_STATS, TG_OP_NORM_DX, TG_OP_NORM_DGAIN,
+    TG_OP_EMBEDDING_GRAD,
     /* issue 4: convolution ops */
     TG_OP_CONV2D, TG_OP_CONV2D_GRAD_INPUT, TG_OP_CONV2D_GRAD_WEIGHT,
     TG_OP_MAX_POOL2D, TG_OP_MAX_POOL2D_GRAD, TG_OP_UPSAMPLE2D, TG_OP_UPSAMPLE2D_GRAD,
@@ -123,6 +134,10 @@ bool shape_broadcast(tg_shape a, tg_shape b, tg_shape *out);
 void shape_strides(tg_shape s, int64_t *st);
 /* Strides of `in` read as if broadcast to `out` (0 on broadcast axes). */
 void shape_bcast_strides(tg_shape in, tg_shape out, int64_t *st);
+
+/* A node of op `op` with its table arity, no inputs or attributes yet; api
+ * names the public builder in messages (NULL: the op's own name). */
+tg_node ir_proto(tg_opcode op, const char *api, const char *file, int line);
 
 /* Internal builders used by grad rules and the optimizer: same checks as the
  * public ones, call site = the rule's file:line. */

@@ -66,6 +66,86 @@ const tg_opinfo tg_ops[TG_OP_COUNT] = {
     [TG_OP_SOFTMAX_CAUSAL] = {"softmax_causal", 1, 0, shape_causal, grad_softmax_causal, cpu_softmax_causal},
     [TG_OP_WHERE_CAUSAL]   = {"where_causal",   1, TG_OPF_INPLACE, shape_causal, grad_where_causal, cpu_where_causal},
 
+    /* issue 3: math and shape ops. Attributes:
+     *   min / max            NumPy broadcasting, f32 or i32; NaN propagates
+     *   clamp                fa[0] lo, fa[1] hi: max with lo first, then min with hi
+     *   gelu                 ia[0] 1 = the tanh approximation, 0 = exact (erf)
+     *   leaky_relu           fa[0] alpha: x > 0 ? x : alpha * x
+     *   softmax              ia[0] axis
+     *   argmax / argmin      ia[0] axis (kept as size 1); i32 out; the first index wins ties, NaN is extreme
+     *   stop_gradient        a view of its input with no gradient rule
+     *   narrow               ia[0] axis, ia[1] start, ia[2] length
+     *   concat               ia[0] axis; nin = 2..TG_MAX_IN inputs (arity is the maximum)
+     *   take_along_axis      in = (x, idx i32); ia[0] axis; a negative idx counts from the end,
+     *                        one still out of range reads 0
+     *   minmax_grad          in = (a, b, gy); ia[0] TG_OP_MIN or TG_OP_MAX, ia[1] 0/1 = the share
+     *                        of a/b: all of gy to the winner, half each at a tie
+     *   unary_grad           in = (s, gy); ia[0] the forward op, ia[1] and fa[0..1] its ia[0], fa[0..1];
+     *                        s = the forward output for tanh, sigmoid, softplus and leaky_relu with
+     *                        alpha >= 0, the forward input otherwise
+     *   narrow_grad          ia[0] axis, ia[1] start; the node's shape is the input's (zeros outside)
+     *   take_along_axis_grad in = (gy, idx); ia[0] axis; the node's shape is x's */
+    [TG_OP_MIN]        = {"min",        2, EWI, shape_binary, grad_minmax, cpu_minmax},
+    [TG_OP_MAX]        = {"max",        2, EWI, shape_binary, grad_minmax, cpu_minmax},
+    [TG_OP_CLAMP]      = {"clamp",      1, EWI, shape_unary_num, grad_unary_math, cpu_unary_math},
+    [TG_OP_ABS]        = {"abs",        1, EWI, shape_unary_num, grad_unary_math, cpu_unary_math},
+    [TG_OP_SQUARE]     = {"square",     1, EWI, shape_unary_num, grad_unary_math, cpu_unary_math},
+    [TG_OP_SIN]        = {"sin",        1, EWI, shape_unary_f32, grad_unary_math, cpu_unary_math},
+    [TG_OP_COS]        = {"cos",        1, EWI, shape_unary_f32, grad_unary_math, cpu_unary_math},
+    [TG_OP_TANH]       = {"tanh",       1, EWI, shape_unary_f32, grad_unary_math, cpu_unary_math},
+    [TG_OP_SIGMOID]    = {"sigmoid",    1, EWI, shape_unary_f32, grad_unary_math, cpu_unary_math},
+    [TG_OP_ERF]        = {"erf",        1, EWI, shape_unary_f32, grad_unary_math, cpu_unary_math},
+    [TG_OP_GELU]       = {"gelu",       1, EWI, shape_unary_f32, grad_unary_math, cpu_unary_math},
+    [TG_OP_SILU]       = {"silu",       1, EWI, shape_unary_f32, grad_unary_math, cpu_unary_math},
+    [TG_OP_SOFTPLUS]   = {"softplus",   1, EWI, shape_unary_f32, grad_unary_math, cpu_unary_math},
+    [TG_OP_LEAKY_RELU] = {"leaky_relu", 1, EWI, shape_unary_f32, grad_unary_math, cpu_unary_math},
+    [TG_OP_SOFTMAX]    = {"softmax",    1, TG_OPF_INPLACE, shape_axis_f32, grad_softmax, cpu_softmax},
+    [TG_OP_ARGMAX]     = {"argmax",     1, 0, shape_arg, NULL, cpu_argmax},
+    [TG_OP_ARGMIN]     = {"argmin",     1, 0, shape_arg, NULL, cpu_argmax},
+    [TG_OP_STOP_GRADIENT] = {"stop_gradient", 1, TG_OPF_VIEW, shape_identity, NULL, NULL},
+    [TG_OP_NARROW]     = {"narrow",     1, 0, shape_narrow, grad_narrow, cpu_narrow},
+    [TG_OP_CONCAT]     = {"concat",     TG_MAX_IN, 0, shape_concat, grad_concat, cpu_concat},
+    [TG_OP_TAKE_ALONG_AXIS] = {"take_along_axis", 2, 0, shape_take_along_axis, grad_take_along_axis,
+                               cpu_take_along_axis},
+    [TG_OP_MINMAX_GRAD] = {"minmax_grad", 3, EWI, shape_minmax_grad, NULL, cpu_minmax_grad},
+    [TG_OP_UNARY_GRAD]  = {"unary_grad",  2, EWI, shape_same, NULL, cpu_unary_grad},
+    [TG_OP_NARROW_GRAD] = {"narrow_grad", 1, 0, shape_narrow_grad, NULL, cpu_narrow_grad},
+    [TG_OP_TAKE_ALONG_AXIS_GRAD] = {"take_along_axis_grad", 2, 0, shape_take_along_axis_grad, NULL,
+                                    cpu_take_along_axis_grad},
+
+    /* issue 3: nn ops. Attributes:
+     *   cross_entropy, nll_loss   in = (logits or logprobs [..., V], targets i32 [...]) -> f32 [...]
+     *   cross_entropy_grad        in = (logits, targets, gy [...]) -> [..., V]
+     *   nll_loss_grad             in = (targets, gy); ia[0] V
+     *   layer_norm / rms_norm     in = (x, g[, b]); fa[0] eps
+     *   norm_stats                in = (x); fa[0] eps, ia[0] rms -> [..., 2] (mean, rstd; mean 0 for rms)
+     *   norm_dx                   in = (x, g, gy, stats); ia[0] rms
+     *   norm_dgain                in = (x, gy, stats) -> [D]
+     *   embedding                 in = (table [V, D], idx i32 [...]) -> [..., D]
+     *   embedding_grad            in = (idx, gy [..., D]); ia[0] V -> [V, D]
+     *   rope                      in = (x [..., T, D], table [T, D] = cos | sin halves); ia[0] inverse
+     *   dropout                   in = (x, seed); fa[0] p, fa[1] 1/(1-p), ia[7] salt;
+     *                             element e: tg_rng_uniform(seed, salt, e) < p ? 0 : x[e] * fa[1]
+     *   randn                     in = (seed); ia[7] salt; shape from the builder; y[e] = tg_rng_normal(seed, salt, e)
+     *   categorical               in = (logits [..., V], seed); ia[7] salt -> i32 [...]; row r draws
+     *                             u = tg_rng_uniform(seed, salt, r), inverse CDF (cpu_categorical says how)
+     * (seed = the i32 [2] leaf read as low | high << 32) */
+    [TG_OP_CROSS_ENTROPY] = {"cross_entropy", 2, 0, shape_xent, grad_cross_entropy, cpu_cross_entropy},
+    [TG_OP_NLL_LOSS]      = {"nll_loss",      2, 0, shape_xent, grad_nll_loss, cpu_nll_loss},
+    [TG_OP_LAYER_NORM]    = {"layer_norm",    3, TG_OPF_INPLACE, shape_norm, grad_norm, cpu_norm},
+    [TG_OP_RMS_NORM]      = {"rms_norm",      2, TG_OPF_INPLACE, shape_norm, grad_norm, cpu_norm},
+    [TG_OP_EMBEDDING]     = {"embedding",     2, 0, shape_embedding, grad_embedding, cpu_embedding},
+    [TG_OP_ROPE]          = {"rope",          2, TG_OPF_INPLACE, shape_rope, grad_rope, cpu_rope},
+    [TG_OP_DROPOUT]       = {"dropout",       2, TG_OPF_INPLACE, shape_dropout, grad_dropout, cpu_dropout},
+    [TG_OP_RANDN]         = {"randn",         1, 0, shape_randn, NULL, cpu_randn},
+    [TG_OP_CATEGORICAL]   = {"categorical",   2, 0, shape_categorical, NULL, cpu_categorical},
+    [TG_OP_CROSS_ENTROPY_GRAD] = {"cross_entropy_grad", 3, TG_OPF_INPLACE, shape_xent_grad, NULL, cpu_cross_entropy_grad},
+    [TG_OP_NLL_LOSS_GRAD] = {"nll_loss_grad", 2, 0, shape_xent_grad, NULL, cpu_nll_loss_grad},
+    [TG_OP_NORM_STATS]    = {"norm_stats",    1, 0, shape_norm_grad, NULL, cpu_norm_stats},
+    [TG_OP_NORM_DX]       = {"norm_dx",       4, TG_OPF_INPLACE, shape_norm_grad, NULL, cpu_norm_dx},
+    [TG_OP_NORM_DGAIN]    = {"norm_dgain",    3, 0, shape_norm_grad, NULL, cpu_norm_dgain},
+    [TG_OP_EMBEDDING_GRAD] = {"embedding_grad", 2, 0, shape_embedding, NULL, cpu_embedding_grad},
+
     /* issue 4: convolution ops, NCHW f32.
      *   conv2d (x, w)                ia[0] stride_h [1] stride_w [2] pad_h [3] pad_w [4] groups
      *   conv2d_grad_input (gy, w)    the same, and ia[5], ia[6] = H, W of the input

@@ -51,30 +51,25 @@ void tg_afree(void *p) { free(p); }
 
 /* lowbias32 (Chris Wellons' hash-prospector): good avalanche, u32 ops only,
  * so WGSL computes the identical value. */
-uint32_t tg_hash32(uint32_t x) {
-    x ^= x >> 16;
-    x *= 0x7feb352du;
-    x ^= x >> 15;
-    x *= 0x846ca68bu;
-    x ^= x >> 16;
-    return x;
-}
+uint32_t tg_hash32(uint32_t x) { return tg_hash32_inline(x); }
 
 uint32_t tg_rng_u32(uint64_t seed, uint32_t salt, uint32_t index) {
-    uint32_t h = tg_hash32((uint32_t)seed ^ tg_hash32((uint32_t)(seed >> 32) + 0x9e3779b9u));
-    h = tg_hash32(h ^ salt);
-    return tg_hash32(h + index * 0x9e3779b9u);
+    return tg_rng_key_u32(tg_rng_key(seed, salt), index);
 }
 
 float tg_rng_uniform(uint64_t seed, uint32_t salt, uint32_t index) {
-    return (float)(tg_rng_u32(seed, salt, index) >> 8) * (1.0f / 16777216.0f);
+    return tg_rng_key_uniform(tg_rng_key(seed, salt), index);
+}
+
+float tg_rng_key_normal(uint32_t key, uint32_t index) {
+    /* u1 in (0, 1] so log never sees 0. */
+    float u1 = 1.0f - tg_rng_key_uniform(key, 2u * index);
+    float u2 = tg_rng_key_uniform(key, 2u * index + 1u);
+    return sqrtf(-2.0f * logf(u1)) * cosf(6.28318530717958647692f * u2);
 }
 
 float tg_rng_normal(uint64_t seed, uint32_t salt, uint32_t index) {
-    /* u1 in (0, 1] so log never sees 0. */
-    float u1 = 1.0f - tg_rng_uniform(seed, salt, 2u * index);
-    float u2 = tg_rng_uniform(seed, salt, 2u * index + 1u);
-    return sqrtf(-2.0f * logf(u1)) * cosf(6.28318530717958647692f * u2);
+    return tg_rng_key_normal(tg_rng_key(seed, salt), index);
 }
 
 uint32_t tg_str_hash(const char *s) {

@@ -35,6 +35,31 @@ uint32_t tg_hash32(uint32_t x);
 uint32_t tg_rng_u32(uint64_t seed, uint32_t salt, uint32_t index);
 float tg_rng_uniform(uint64_t seed, uint32_t salt, uint32_t index);
 float tg_rng_normal(uint64_t seed, uint32_t salt, uint32_t index);
+
+/* The same stream in two halves, so a kernel folds (seed, salt) into a key
+ * once per launch and pays one inlined hash per element:
+ * tg_rng_key_u32(tg_rng_key(seed, salt), i) == tg_rng_u32(seed, salt, i),
+ * and likewise for uniform and normal (util.c defines the three above
+ * through these, so they cannot drift apart). */
+static inline uint32_t tg_hash32_inline(uint32_t x) {
+    x ^= x >> 16;
+    x *= 0x7feb352du;
+    x ^= x >> 15;
+    x *= 0x846ca68bu;
+    x ^= x >> 16;
+    return x;
+}
+static inline uint32_t tg_rng_key(uint64_t seed, uint32_t salt) {
+    uint32_t h = tg_hash32_inline((uint32_t)seed ^ tg_hash32_inline((uint32_t)(seed >> 32) + 0x9e3779b9u));
+    return tg_hash32_inline(h ^ salt);
+}
+static inline uint32_t tg_rng_key_u32(uint32_t key, uint32_t index) {
+    return tg_hash32_inline(key + index * 0x9e3779b9u);
+}
+static inline float tg_rng_key_uniform(uint32_t key, uint32_t index) {
+    return (float)(tg_rng_key_u32(key, index) >> 8) * (1.0f / 16777216.0f);
+}
+float tg_rng_key_normal(uint32_t key, uint32_t index);
 /* FNV-1a of a string: the salt that ties a param's init to its name. */
 uint32_t tg_str_hash(const char *s);
 

@@ -1,0 +1,150 @@
+/* Our side of `make bench`: the sin MLP training step through the public API
+ * and tg_gemm at a few square sizes. Prints one JSON object per line; the
+ * driver (bench/run.sh) pairs them with the peers' lines.
+ *
+ *   bench_tg [--steps N] [--graph]      (threads: TG_THREADS, else all cores) */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tensorgrad.h"
+#include "cpu/cpu.h"
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* ---- the sin MLP, as in examples/sin.c: B=256, 1-64-64-1 ReLU, MSE, Adam 5e-3 ---- */
+
+#define B 256
+typedef struct {
+    tg_linear l1, l2, l3;
+} mlp;
+
+static tg_tensor sin_loss(tg_graph *g, void *user) {
+    mlp *net = user;
+    tg_tensor h = tg_relu(tg_linear_fwd(g, &net->l1, tg_input(g, "x")));
+    h = tg_relu(tg_linear_fwd(g, &net->l2, h));
+    return tg_mse(tg_linear_fwd(g, &net->l3, h), tg_input(g, "y"));
+}
+
+static int bench_sin(int steps, int warm, bool print_graph) {
+    tg_model *m = tg_model_new();
+    mlp net = {tg_linear_new(m, "l1", 1, 64, true), tg_linear_new(m, "l2", 64, 64, true),
+               tg_linear_new(m, "l3", 64, 1, true)};
+    tg_input_decl inputs[] = {{"x", TG_F32, TG_SHAPE(B, 1)}, {"y", TG_F32, TG_SHAPE(B, 1)}};
+    tg_train_spec spec = {.model = m, .loss = sin_loss, .user = &net, .inputs = inputs, .n_inputs = 2,
+                          .optim = tg_adam(tg_lr_constant(5e-3f)), .seed = 1};
+    tg_session *s;
+    if (tg_session_new(&spec, &s) != TG_OK) {
+        fprintf(stderr, "bench_tg: %s\n", tg_last_error());
+        tg_model_free(m);
+        return 1;
+    }
+    if (print_graph) {
+        tg_graph_print(tg_session_graph(s), stderr);
+        tg_session_print_plan(s, stderr);
+    }
+    /* One fixed batch, as the PyTorch peer does. */
+    static float xs[B], ys[B];
+    for (int i = 0; i < B; i++) {
+        xs[i] = (float)(((i * 0.618034) - floor(i * 0.618034)) * 2.0 * 3.14159265358979 - 3.14159265358979);
+        ys[i] = sinf(xs[i]);
+    }
+    tg_feed feeds[] = {{"x", xs, B}, {"y", ys, B}};
+    double *t = malloc(sizeof(double) * (size_t)steps);
+    float loss = 0;
+    int rc = 0;
+    for (int i = 0; i < warm + steps && rc == 0; i++) {
+        double t0 = now();
+        if (tg_session_step(s, feeds, 2, &loss) != TG_OK) {
+            fprintf(stderr, "bench_tg: %s\n", tg_last_error());
+            rc = 1;
+        }
+        if (i >= warm) t[i - warm] = now() - t0;
+    }
+    if (rc == 0) {
+        qsort(t, (size_t)steps, sizeof *t, cmp_double);
+        printf("{\"bench\": \"sin_mlp\", \"impl\": \"tensorgrad\", \"median_step_ms\": %.4f, \"min_step_ms\": %.4f, "
+               "\"steps\": %d, \"loss\": %.6g, \"threads\": %d}\n",
+               t[steps / 2] * 1e3, t[0] * 1e3, steps, loss, tg_default_threads());
+    }
+    free(t);
+    tg_session_free(s);
+    tg_model_free(m);
+    return rc;
+}
+
+/* ---- GEMM: C = A @ B, square, row-major ---- */
+
+static void bench_gemm(int n, tg_pool *pool) {
+    size_t sz = (size_t)n * (size_t)n;
+    float *A = malloc(sz * 4), *Bm = malloc(sz * 4), *C = malloc(sz * 4);
+    for (size_t i = 0; i < sz; i++) {
+        A[i] = (float)((i * 7 + 3) % 13) * 0.1f - 0.6f;
+        Bm[i] = (float)((i * 5 + 1) % 11) * 0.1f - 0.5f;
+    }
+    tg_gemm_args g = {1, n, n, n, A, Bm, C, n, n, n, 0, 0, 0, false, false, NULL};
+    double flop = 2.0 * n * (double)n * n;
+    /* Enough repetitions for ~0.5 s, at least 5, each timed on its own. */
+    int reps = (int)(0.5 * 150e9 / flop);
+    if (reps < 5) reps = 5;
+    if (reps > 2000) reps = 2000;
+    for (int i = 0; i < 2; i++) tg_gemm(pool, &g);
+    double *t = malloc(sizeof(double) * (size_t)reps);
+    for (int i = 0; i < reps; i++) {
+        double t0 = now();
+        tg_gemm(pool, &g);
+        t[i] = now() - t0;
+    }
+    qsort(t, (size_t)reps, sizeof *t, cmp_double);
+    printf("{\"bench\": \"gemm\", \"impl\": \"tensorgrad\", \"n\": %d, \"gflops\": %.2f, \"best_gflops\": %.2f, "
+           "\"reps\": %d, \"threads\": %d, \"kernel\": \"%s\"}\n",
+           n, flop / t[reps / 2] * 1e-9, flop / t[0] * 1e-9, reps, tg_pool_threads(pool), tg_gemm_kernel_name());
+    fflush(stdout);
+    free(t);
+    free(A);
+    free(Bm);
+    free(C);
+}
+
+int main(int argc, char **argv) {
+    int steps = 300, sizes[8] = {256, 1024, 2048}, n_sizes = 3;
+    bool graph = false, do_sin = true, do_gemm = true;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--steps") && i + 1 < argc) steps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--graph")) graph = true;
+        else if (!strcmp(argv[i], "--sin")) do_gemm = false;
+        else if (!strcmp(argv[i], "--gemm")) {
+            do_sin = false;
+            for (n_sizes = 0; i + 1 < argc && n_sizes < 8 && atoi(argv[i + 1]) > 0; n_sizes++)
+                sizes[n_sizes] = atoi(argv[++i]);
+            if (n_sizes == 0) n_sizes = 3;
+        } else {
+            fprintf(stderr, "usage: bench_tg [--steps N] [--graph] [--sin | --gemm [sizes...]]\n");
+            return 2;
+        }
+    }
+    if (steps < 1) steps = 1;
+    printf("{\"bench\": \"info\", \"impl\": \"tensorgrad\", \"kernel\": \"%s\", \"threads\": %d}\n",
+           tg_gemm_kernel_name(), tg_default_threads());
+    fflush(stdout);
+    if (do_sin && bench_sin(steps, 50, graph) != 0) return 1;
+    fflush(stdout);
+    if (do_gemm) {
+        tg_pool *pool = tg_pool_new(tg_default_threads());
+        for (int i = 0; i < n_sizes; i++) bench_gemm(sizes[i], pool);
+        tg_pool_free(pool);
+    }
+    return 0;
+}

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# `make bench`: our figures and the peers', from one run, as JSON lines
+# (prefixed "json: ") and a table with ratios. Installs nothing: a missing
+# peer (PyTorch, OpenBLAS) is reported and its column left empty.
+#
+#   bench/run.sh BUILD TORCH_REF    (env: TG_THREADS, CC, PYTHON)
+set -u
+build=${1:-build}
+torch_ref=${2:-../shared/peers/torch_ref.py}
+here=$(cd "$(dirname "$0")" && pwd)
+cpus=$(nproc 2>/dev/null || echo 1)
+threads=${TG_THREADS:-$cpus}
+export TG_THREADS=$threads
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+
+echo "tensorgrad bench: $threads thread(s) of $cpus CPU(s); $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')"
+load() { cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo 0; }
+load0=$(load)
+
+# Ours: sin MLP and GEMM.
+"$build/bench/bench_tg" | tee -a "$out" | sed 's/^/json: /' || echo "bench_tg failed"
+
+# PyTorch CPU on the same model. Its own OpenMP pool does the parallel work;
+# OpenBLAS threads on top of it oversubscribe the cores and now and then make
+# a run 20x slower, so the peer gets OPENBLAS_NUM_THREADS=1 (its faster, stable
+# setting). Pinned to the first $threads CPUs so both sides use as many cores.
+[ -f "$torch_ref" ] || torch_ref=$here/torch_ref.py
+py=
+for c in ${PYTHON:-python3 /usr/bin/python3}; do
+    if command -v "$c" >/dev/null 2>&1 && "$c" -c 'import torch' >/dev/null 2>&1; then py=$c; break; fi
+done
+pin=()
+if [ "$threads" -lt "$cpus" ] && command -v taskset >/dev/null 2>&1; then pin=(taskset -c "0-$((threads - 1))"); fi
+if [ -z "$py" ]; then
+    echo "PyTorch not found (no python3 with 'import torch'; Debian: python3-torch): sin MLP figures are ours alone"
+elif [ ! -f "$torch_ref" ]; then
+    echo "peer script not found ($torch_ref; set TORCH_REF=): sin MLP figures are ours alone"
+else
+    OPENBLAS_NUM_THREADS=1 "${pin[@]}" "$py" "$torch_ref" cpu eager mlp_sin 2>/dev/null | grep '^{' |
+        sed 's/^{"model": "mlp_sin"/{"bench": "sin_mlp", "impl": "pytorch"/' | tee -a "$out" | sed 's/^/json: /'
+fi
+
+# OpenBLAS sgemm, built here against -lopenblas (never the library).
+blas=$build/bench/bench_blas
+if ${CC:-cc} -O2 -std=c11 "$here/bench_blas.c" -lopenblas -o "$blas" 2>/dev/null; then
+    OPENBLAS_CORETYPE=SkylakeX OPENBLAS_NUM_THREADS=$threads "${pin[@]}" "$blas" | tee -a "$out" | sed 's/^/json: /'
+else
+    echo "OpenBLAS not found (cblas.h / -lopenblas; Debian: libopenblas-dev): GEMM figures are ours alone"
+fi
+
+echo "json: {\"bench\": \"load\", \"load_before\": $load0, \"cpus\": $cpus}"
+if awk -v a="$load0" 'BEGIN { exit !(a > 1.0) }'; then
+    echo "warning: load average $load0 before the run: other processes share these cores, figures are noisy"
+    echo "         (as root, 'chrt -f 10 make bench' runs both sides ahead of them for the ~10 s it takes)"
+fi
+
+# The table: pull fields out of the JSON lines (flat objects, our own format).
+awk '
+function field(line, key,   m) {
+    if (match(line, "\"" key "\": *\"[^\"]*\"")) { m = substr(line, RSTART, RLENGTH); sub(/^[^:]*: *"/, "", m); sub(/"$/, "", m); return m }
+    if (match(line, "\"" key "\": *[-0-9.e+]+")) { m = substr(line, RSTART, RLENGTH); sub(/^[^:]*: */, "", m); return m }
+    return ""
+}
+/"bench": "info"/ { kern[field($0, "impl")] = field($0, "kernel") }
+/"bench": "sin_mlp"/ { i = field($0, "impl"); smed[i] = field($0, "median_step_ms"); smin[i] = field($0, "min_step_ms") }
+/"bench": "gemm"/ { i = field($0, "impl"); n = field($0, "n"); g[i, n] = field($0, "gflops"); if (!(n in seen)) { seen[n] = 1; ns[++nn] = n } }
+function row(name, ours, theirs) {
+    printf "%-28s %14s %14s %12s\n", name, (ours != "") ? ours : "-", (theirs != "") ? theirs : "-",
+        (ours != "" && theirs > 0) ? sprintf("%.3f", ours / theirs) : "-"
+}
+END {
+    printf "\nGEMM kernels: tensorgrad %s, OpenBLAS %s\n\n", kern["tensorgrad"], ("openblas" in kern) ? kern["openblas"] : "(not run)"
+    printf "%-28s %14s %14s %12s\n", "sin MLP step (B=256)", "tensorgrad", "PyTorch CPU", "ours/theirs"
+    row("  median ms", smed["tensorgrad"], smed["pytorch"])
+    row("  min ms", smin["tensorgrad"], smin["pytorch"])
+    printf "\n%-28s %14s %14s %12s\n", "sgemm GFLOP/s (median)", "tensorgrad", "OpenBLAS", "ours/theirs"
+    for (k = 1; k <= nn; k++) {
+        n = ns[k]; o = g["tensorgrad", n]; t = g["openblas", n]
+        row("  " n "^3", o, t)
+    }
+    printf "\ntargets: sin MLP <= 0.25x PyTorch; GEMM >= 0.8x OpenBLAS at 1024^3 and up\n"
+}' "$out"

@@ -1,0 +1,328 @@
+/* Public builders of the math and shape ops of issue 3. Each records the
+ * caller's file:line and its own name, so an error reads
+ * "tg_narrow: range [3, 5) is outside axis 1 of [4,4] (model.c:12)".
+ * Composites (zeros, ones, swap_axes, stack, split, argmax over every axis)
+ * are spelled out here in terms of IR ops. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../ir/ir.h"
+
+static const tg_tensor BAD = {NULL, -1};
+
+static tg_tensor add_node(tg_graph *g, tg_node *n) { return (tg_tensor){g, ir_add(g, n)}; }
+
+static tg_tensor fail(tg_graph *g, tg_opcode op, const char *api, const char *file, int line, const char *msg) {
+    tg_node n = ir_proto(op, api, file, line);
+    ir_fail(g, &n, "%s", msg);
+    return (tg_tensor){g, -1};
+}
+
+static bool live(tg_tensor x) { return x.g && x.id >= 0 && x.id < x.g->n; }
+static tg_shape shape_of(tg_tensor x) { return x.g->nodes[x.id].shape; }
+
+/* An axis counted from the end when negative, against rank nd; false (and
+ * the error recorded) when out of range. */
+static bool norm_axis(tg_graph *g, tg_opcode op, const char *api, const char *file, int line, int axis, int nd,
+                      tg_shape s, int *out) {
+    int a = axis < 0 ? axis + nd : axis;
+    if (a < 0 || a >= nd) {
+        tg_node n = ir_proto(op, api, file, line);
+        char b[96];
+        ir_fail(g, &n, "axis %d out of range for %s", axis, tg_shape_str(s, b, sizeof b));
+        return false;
+    }
+    *out = a;
+    return true;
+}
+
+static tg_tensor unary(tg_opcode op, const char *api, tg_tensor x, const char *file, int line) {
+    if (!x.g) return BAD;
+    tg_node n = ir_proto(op, api, file, line);
+    n.in[0] = x.id;
+    return add_node(x.g, &n);
+}
+
+static tg_tensor binary(tg_opcode op, const char *api, tg_tensor a, tg_tensor b, const char *file, int line) {
+    if (!a.g || !b.g) return (tg_tensor){a.g ? a.g : b.g, -1};
+    if (a.g != b.g) return fail(a.g, op, api, file, line, "operands come from different graphs");
+    tg_node n = ir_proto(op, api, file, line);
+    n.in[0] = a.id;
+    n.in[1] = b.id;
+    return add_node(a.g, &n);
+}
+
+/* A 0-d constant of x's dtype (i32 stays i32: min/max on indices need no cast). */
+static tg_tensor scalar_like(tg_tensor x, float v, const char *file, int line) {
+    if (!live(x)) return (tg_tensor){x.g, -1};
+    tg_node n = ir_proto(TG_OP_CONST, "scalar", file, line);
+    n.dtype = x.g->nodes[x.id].dtype == TG_I32 ? TG_I32 : TG_F32;
+    n.fa[0] = v;
+    return add_node(x.g, &n);
+}
+
+/* ---- elementwise ---- */
+
+tg_tensor tg_min_at(tg_tensor a, tg_tensor b, const char *file, int line) {
+    return binary(TG_OP_MIN, "min", a, b, file, line);
+}
+tg_tensor tg_max_at(tg_tensor a, tg_tensor b, const char *file, int line) {
+    return binary(TG_OP_MAX, "max", a, b, file, line);
+}
+tg_tensor tg_min_s_at(tg_tensor a, float s, const char *file, int line) {
+    return binary(TG_OP_MIN, "min_s", a, scalar_like(a, s, file, line), file, line);
+}
+tg_tensor tg_max_s_at(tg_tensor a, float s, const char *file, int line) {
+    return binary(TG_OP_MAX, "max_s", a, scalar_like(a, s, file, line), file, line);
+}
+
+tg_tensor tg_clamp_at(tg_tensor x, float lo, float hi, const char *file, int line) {
+    if (!x.g) return BAD;
+    if (lo != lo || hi != hi) return fail(x.g, TG_OP_CLAMP, "clamp", file, line, "a bound is NaN");
+    tg_node n = ir_proto(TG_OP_CLAMP, "clamp", file, line);
+    n.in[0] = x.id;
+    n.fa[0] = lo;
+    n.fa[1] = hi;
+    return add_node(x.g, &n);
+}
+
+#define UNARY(fn, OP) \
+    tg_tensor tg_##fn##_at(tg_tensor x, const char *file, int line) { return unary(OP, #fn, x, file, line); }
+UNARY(abs, TG_OP_ABS)
+UNARY(square, TG_OP_SQUARE)
+UNARY(sin, TG_OP_SIN)
+UNARY(cos, TG_OP_COS)
+UNARY(tanh, TG_OP_TANH)
+UNARY(sigmoid, TG_OP_SIGMOID)
+UNARY(erf, TG_OP_ERF)
+UNARY(gelu, TG_OP_GELU)
+UNARY(silu, TG_OP_SILU)
+UNARY(softplus, TG_OP_SOFTPLUS)
+#undef UNARY
+
+tg_tensor tg_gelu_tanh_at(tg_tensor x, const char *file, int line) {
+    if (!x.g) return BAD;
+    tg_node n = ir_proto(TG_OP_GELU, "gelu_tanh", file, line);
+    n.in[0] = x.id;
+    n.ia[0] = 1;
+    return add_node(x.g, &n);
+}
+
+tg_tensor tg_leaky_relu_at(tg_tensor x, float alpha, const char *file, int line) {
+    if (!x.g) return BAD;
+    tg_node n = ir_proto(TG_OP_LEAKY_RELU, "leaky_relu", file, line);
+    n.in[0] = x.id;
+    n.fa[0] = alpha;
+    return add_node(x.g, &n);
+}
+
+tg_tensor tg_stop_gradient_at(tg_tensor x, const char *file, int line) {
+    return unary(TG_OP_STOP_GRADIENT, "stop_gradient", x, file, line);
+}
+
+/* ---- softmax, argmax, argmin ---- */
+
+tg_tensor tg_softmax_at(tg_tensor x, int axis, const char *file, int line) {
+    if (!live(x)) return (tg_tensor){x.g, -1};
+    tg_shape s = shape_of(x);
+    int a;
+    if (!norm_axis(x.g, TG_OP_SOFTMAX, "softmax", file, line, axis, s.ndim, s, &a)) return (tg_tensor){x.g, -1};
+    tg_node n = ir_proto(TG_OP_SOFTMAX, "softmax", file, line);
+    n.in[0] = x.id;
+    n.ia[0] = a;
+    return add_node(x.g, &n);
+}
+
+static tg_tensor arg(tg_opcode op, const char *api, tg_tensor x, int axis, bool keep, const char *file, int line) {
+    if (!live(x)) return (tg_tensor){x.g, -1};
+    tg_shape s = shape_of(x);
+    if (axis == TG_ALL) { /* over every element: of the flattened tensor */
+        tg_tensor r = arg(op, api, (tg_tensor){x.g, ir_reshape(x.g, x.id, (tg_shape){1, {tg_shape_numel(s)}}, file, line)},
+                          0, false, file, line);
+        tg_shape k = s;
+        for (int i = 0; i < k.ndim; i++) k.d[i] = 1;
+        return keep && live(r) ? (tg_tensor){x.g, ir_reshape(x.g, r.id, k, file, line)} : r;
+    }
+    int a;
+    if (!norm_axis(x.g, op, api, file, line, axis, s.ndim, s, &a)) return (tg_tensor){x.g, -1};
+    tg_node n = ir_proto(op, api, file, line);
+    n.in[0] = x.id;
+    n.ia[0] = a;
+    tg_tensor r = add_node(x.g, &n);
+    if (keep || !live(r)) return r;
+    tg_shape d = {0, {0}};
+    for (int i = 0; i < s.ndim; i++)
+        if (i != a) d.d[d.ndim++] = s.d[i];
+    return (tg_tensor){x.g, ir_reshape(x.g, r.id, d, file, line)};
+}
+
+tg_tensor tg_argmax_at(tg_tensor x, int axis, bool keepdims, const char *file, int line) {
+    return arg(TG_OP_ARGMAX, "argmax", x, axis, keepdims, file, line);
+}
+tg_tensor tg_argmin_at(tg_tensor x, int axis, bool keepdims, const char *file, int line) {
+    return arg(TG_OP_ARGMIN, "argmin", x, axis, keepdims, file, line);
+}
+
+/* ---- constants ---- */
+
+static tg_tensor filled(tg_graph *g, tg_shape s, float v, const char *api, const char *file, int line) {
+    if (!g) return BAD;
+    if (s.ndim < 0 || s.ndim > TG_MAX_DIMS) return fail(g, TG_OP_CONST, api, file, line, "bad number of dims");
+    tg_node n = ir_proto(TG_OP_CONST, api, file, line);
+    n.dtype = TG_F32;
+    n.shape = s;
+    n.fa[0] = v;
+    return add_node(g, &n);
+}
+
+tg_tensor tg_zeros_at(tg_graph *g, tg_shape s, const char *file, int line) { return filled(g, s, 0.0f, "zeros", file, line); }
+tg_tensor tg_ones_at(tg_graph *g, tg_shape s, const char *file, int line) { return filled(g, s, 1.0f, "ones", file, line); }
+
+/* ---- layout: swap_axes, narrow, concat, stack, split ---- */
+
+tg_tensor tg_swap_axes_at(tg_tensor x, int a, int b, const char *file, int line) {
+    if (!live(x)) return (tg_tensor){x.g, -1};
+    tg_shape s = shape_of(x);
+    int i, j;
+    if (!norm_axis(x.g, TG_OP_PERMUTE, "swap_axes", file, line, a, s.ndim, s, &i) ||
+        !norm_axis(x.g, TG_OP_PERMUTE, "swap_axes", file, line, b, s.ndim, s, &j))
+        return (tg_tensor){x.g, -1};
+    if (i == j) return x;
+    tg_node n = ir_proto(TG_OP_PERMUTE, "swap_axes", file, line);
+    n.in[0] = x.id;
+    for (int k = 0; k < s.ndim; k++) n.ia[k] = k;
+    n.ia[i] = j;
+    n.ia[j] = i;
+    n.ia[7] = s.ndim;
+    return add_node(x.g, &n);
+}
+
+static tg_tensor narrow(tg_tensor x, int axis, int64_t start, int64_t length, const char *api, const char *file,
+                        int line) {
+    if (!live(x)) return (tg_tensor){x.g, -1};
+    tg_shape s = shape_of(x);
+    int a;
+    if (!norm_axis(x.g, TG_OP_NARROW, api, file, line, axis, s.ndim, s, &a)) return (tg_tensor){x.g, -1};
+    if (start < 0) start += s.d[a];
+    if (start == 0 && length == s.d[a]) return x;
+    tg_node n = ir_proto(TG_OP_NARROW, api, file, line);
+    n.in[0] = x.id;
+    n.ia[0] = a;
+    n.ia[1] = start;
+    n.ia[2] = length;
+    return add_node(x.g, &n);
+}
+
+tg_tensor tg_narrow_at(tg_tensor x, int axis, int64_t start, int64_t length, const char *file, int line) {
+    return narrow(x, axis, start, length, "narrow", file, line);
+}
+
+/* One concat node takes up to TG_MAX_IN inputs; a longer list is joined in
+ * TG_MAX_IN groups, recursively, and the groups joined again. */
+static tg_tensor concat(const tg_tensor *xs, int n, int axis, const char *api, const char *file, int line) {
+    tg_graph *g = xs[0].g;
+    for (int k = 0; k < n; k++) {
+        if (!xs[k].g) return (tg_tensor){g, -1};
+        if (xs[k].g != g) return fail(g, TG_OP_CONCAT, api, file, line, "inputs come from different graphs");
+        if (!live(xs[k])) return (tg_tensor){g, -1};
+    }
+    if (n == 1) return xs[0];
+    tg_shape s = shape_of(xs[0]);
+    int a;
+    if (!norm_axis(g, TG_OP_CONCAT, api, file, line, axis, s.ndim, s, &a)) return (tg_tensor){g, -1};
+    if (n > TG_MAX_IN) {
+        tg_tensor part[TG_MAX_IN];
+        for (int p = 0, at = 0; p < TG_MAX_IN; p++) {
+            int cnt = n / TG_MAX_IN + (p < n % TG_MAX_IN);
+            part[p] = concat(xs + at, cnt, a, api, file, line);
+            if (!live(part[p])) return (tg_tensor){g, -1};
+            at += cnt;
+        }
+        return concat(part, TG_MAX_IN, a, api, file, line);
+    }
+    tg_node nd = ir_proto(TG_OP_CONCAT, api, file, line);
+    nd.nin = n;
+    nd.ia[0] = a;
+    for (int k = 0; k < n; k++) nd.in[k] = xs[k].id;
+    return add_node(g, &nd);
+}
+
+tg_tensor tg_concat_at(const tg_tensor *xs, int n, int axis, const char *file, int line) {
+    if (!xs || n <= 0) return BAD;
+    return concat(xs, n, axis, "concat", file, line);
+}
+
+tg_tensor tg_stack_at(const tg_tensor *xs, int n, int axis, const char *file, int line) {
+    if (!xs || n <= 0 || !xs[0].g) return BAD;
+    tg_graph *g = xs[0].g;
+    for (int k = 0; k < n; k++)
+        if (!live(xs[k])) return (tg_tensor){g, -1};
+    tg_shape s = shape_of(xs[0]);
+    char b0[96], bk[96];
+    for (int k = 1; k < n; k++) {
+        if (xs[k].g != g) return fail(g, TG_OP_CONCAT, "stack", file, line, "inputs come from different graphs");
+        if (!shape_eq(shape_of(xs[k]), s)) {
+            tg_node e = ir_proto(TG_OP_CONCAT, "stack", file, line);
+            ir_fail(g, &e, "input %d has shape %s, input 0 has %s", k, tg_shape_str(shape_of(xs[k]), bk, sizeof bk),
+                    tg_shape_str(s, b0, sizeof b0));
+            return (tg_tensor){g, -1};
+        }
+    }
+    if (s.ndim >= TG_MAX_DIMS) return fail(g, TG_OP_CONCAT, "stack", file, line, "the result would have too many dims");
+    int a;
+    if (!norm_axis(g, TG_OP_CONCAT, "stack", file, line, axis, s.ndim + 1, s, &a)) return (tg_tensor){g, -1};
+    tg_shape e = {s.ndim + 1, {0}};
+    for (int i = 0, j = 0; i < e.ndim; i++) e.d[i] = i == a ? 1 : s.d[j++];
+    tg_tensor stackbuf[16], *ys = n <= 16 ? stackbuf : tg_calloc((size_t)n, sizeof(tg_tensor));
+    if (!ys) return fail(g, TG_OP_CONCAT, "stack", file, line, "out of memory");
+    for (int k = 0; k < n; k++) ys[k] = (tg_tensor){g, ir_reshape(g, xs[k].id, e, file, line)};
+    tg_tensor r = concat(ys, n, a, "stack", file, line);
+    if (ys != stackbuf) free(ys);
+    return r;
+}
+
+void tg_split_at(tg_tensor x, int axis, const int64_t *sizes, int n, tg_tensor *out, const char *file, int line) {
+    if (!out || n <= 0) return;
+    for (int k = 0; k < n; k++) out[k] = (tg_tensor){x.g, -1};
+    if (!live(x)) return;
+    tg_shape s = shape_of(x);
+    int a;
+    if (!sizes) {
+        fail(x.g, TG_OP_NARROW, "split", file, line, "sizes is NULL");
+        return;
+    }
+    if (!norm_axis(x.g, TG_OP_NARROW, "split", file, line, axis, s.ndim, s, &a)) return;
+    int64_t total = 0;
+    bool neg = false;
+    for (int k = 0; k < n; k++) total += sizes[k], neg |= sizes[k] < 0;
+    if (neg || total != s.d[a]) {
+        tg_node e = ir_proto(TG_OP_NARROW, "split", file, line);
+        char b[96];
+        ir_fail(x.g, &e, "sizes %s to %lld, but axis %d of %s has %lld", neg ? "include a negative one and sum" : "sum",
+                (long long)total, a, tg_shape_str(s, b, sizeof b), (long long)s.d[a]);
+        return;
+    }
+    int64_t at = 0;
+    for (int k = 0; k < n; k++) {
+        out[k] = narrow(x, a, at, sizes[k], "split", file, line);
+        at += sizes[k];
+    }
+}
+
+/* ---- gathering ---- */
+
+tg_tensor tg_take_along_axis_at(tg_tensor x, tg_tensor idx, int axis, const char *file, int line) {
+    if (!x.g || !idx.g) return (tg_tensor){x.g ? x.g : idx.g, -1};
+    if (x.g != idx.g) return fail(x.g, TG_OP_TAKE_ALONG_AXIS, "take_along_axis", file, line,
+                                  "operands come from different graphs");
+    if (!live(x) || !live(idx)) return (tg_tensor){x.g, -1};
+    tg_shape s = shape_of(x);
+    int a;
+    if (!norm_axis(x.g, TG_OP_TAKE_ALONG_AXIS, "take_along_axis", file, line, axis, s.ndim, s, &a))
+        return (tg_tensor){x.g, -1};
+    tg_node n = ir_proto(TG_OP_TAKE_ALONG_AXIS, "take_along_axis", file, line);
+    n.in[0] = x.id;
+    n.in[1] = idx.id;
+    n.ia[0] = a;
+    return add_node(x.g, &n);
+}

@@ -1,0 +1,233 @@
+/* Public builders of the nn ops (issue 3): losses, norms, embedding, heads,
+ * rope, and the random ops. Like ops.c, each records the caller's file:line
+ * and its own name, then goes through ir_add and the op's shape rule. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../ir/ir.h"
+
+static tg_tensor fail(tg_graph *g, tg_opcode op, const char *api, const char *file, int line, const char *fmt, ...)
+    TG_PRINTF(6, 7);
+static tg_tensor fail(tg_graph *g, tg_opcode op, const char *api, const char *file, int line, const char *fmt, ...) {
+    char msg[300];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    tg_node n = ir_proto(op, api, file, line);
+    ir_fail(g, &n, "%s", msg);
+    return (tg_tensor){g, -1};
+}
+
+/* The graph every operand belongs to, or NULL after recording why not. An
+ * operand that is already invalid yields its graph, and ir_add passes the
+ * earlier error along. */
+static tg_graph *graph_of(const char *api, tg_opcode op, const tg_tensor *t, int n, const char *file, int line) {
+    tg_graph *g = NULL;
+    for (int i = 0; i < n; i++) {
+        if (!t[i].g) continue;
+        if (g && t[i].g != g) {
+            fail(g, op, api, file, line, "operands come from different graphs");
+            return NULL;
+        }
+        g = t[i].g;
+    }
+    return g;
+}
+
+static bool ok(tg_tensor t) { return t.g && t.id >= 0; }
+static const tg_node *nd(tg_tensor t) { return &t.g->nodes[t.id]; }
+
+/* ---- losses ---- */
+
+/* Per-position loss [...] reduced as asked: SUM and MEAN over every position. */
+static tg_tensor reduce_loss(tg_graph *g, int loss, tg_reduction r, const char *file, int line) {
+    if (loss < 0 || r == TG_REDUCTION_NONE) return (tg_tensor){g, loss};
+    const tg_node *l = &g->nodes[loss];
+    int64_t count = ir_numel(l);
+    unsigned mask = l->shape.ndim ? (1u << l->shape.ndim) - 1 : 0;
+    int s = mask ? ir_reduce_sum(g, loss, mask, file, line) : loss;
+    s = ir_reshape(g, s, (tg_shape){0, {0}}, file, line);
+    if (r == TG_REDUCTION_MEAN && count > 1)
+        s = ir_binary(g, TG_OP_MUL, s, ir_scalar(g, (float)(1.0 / (double)count), file, line), file, line);
+    return (tg_tensor){g, s};
+}
+
+static tg_tensor loss_op(tg_opcode op, const char *api, tg_tensor x, tg_tensor targets, tg_reduction r,
+                         const char *file, int line) {
+    tg_tensor ts[2] = {x, targets};
+    tg_graph *g = graph_of(api, op, ts, 2, file, line);
+    if (!g) return (tg_tensor){NULL, -1};
+    if ((unsigned)r > TG_REDUCTION_NONE) return fail(g, op, api, file, line, "unknown reduction %d", (int)r);
+    tg_node n = ir_proto(op, api, file, line);
+    n.in[0] = x.id;
+    n.in[1] = targets.id;
+    return reduce_loss(g, ir_add(g, &n), r, file, line);
+}
+
+tg_tensor tg_cross_entropy_at(tg_tensor logits, tg_tensor targets, tg_reduction r, const char *file, int line) {
+    return loss_op(TG_OP_CROSS_ENTROPY, "cross_entropy", logits, targets, r, file, line);
+}
+
+tg_tensor tg_nll_loss_at(tg_tensor logprobs, tg_tensor targets, tg_reduction r, const char *file, int line) {
+    return loss_op(TG_OP_NLL_LOSS, "nll_loss", logprobs, targets, r, file, line);
+}
+
+/* ---- norms ---- */
+
+static tg_tensor norm_op(tg_opcode op, const char *api, const tg_tensor *t, int nin, float eps, const char *file,
+                         int line) {
+    tg_graph *g = graph_of(api, op, t, nin, file, line);
+    if (!g) return (tg_tensor){NULL, -1};
+    tg_node n = ir_proto(op, api, file, line);
+    for (int k = 0; k < nin; k++) n.in[k] = t[k].id;
+    n.fa[0] = eps;
+    return (tg_tensor){g, ir_add(g, &n)};
+}
+
+tg_tensor tg_layer_norm_at(tg_tensor x, tg_tensor g, tg_tensor b, float eps, const char *file, int line) {
+    tg_tensor t[3] = {x, g, b};
+    return norm_op(TG_OP_LAYER_NORM, "layer_norm", t, 3, eps, file, line);
+}
+
+tg_tensor tg_rms_norm_at(tg_tensor x, tg_tensor g, float eps, const char *file, int line) {
+    tg_tensor t[2] = {x, g};
+    return norm_op(TG_OP_RMS_NORM, "rms_norm", t, 2, eps, file, line);
+}
+
+/* ---- embedding ---- */
+
+tg_tensor tg_embedding_at(tg_tensor table, tg_tensor idx, const char *file, int line) {
+    tg_tensor t[2] = {table, idx};
+    tg_graph *g = graph_of("embedding", TG_OP_EMBEDDING, t, 2, file, line);
+    if (!g) return (tg_tensor){NULL, -1};
+    tg_node n = ir_proto(TG_OP_EMBEDDING, "embedding", file, line);
+    n.in[0] = table.id;
+    n.in[1] = idx.id;
+    return (tg_tensor){g, ir_add(g, &n)};
+}
+
+/* ---- attention heads: a reshape (a view) and one transposing copy ---- */
+
+/* [..., T, H*Dh] -> [..., T, H, Dh] -> [..., H, T, Dh] */
+tg_tensor tg_split_heads_at(tg_tensor x, int64_t heads, const char *file, int line) {
+    if (!ok(x)) return x;
+    tg_graph *g = x.g;
+    tg_shape s = nd(x)->shape;
+    char sx[96];
+    tg_shape_str(s, sx, sizeof sx);
+    if (s.ndim < 2 || s.ndim + 1 > TG_MAX_DIMS)
+        return fail(g, TG_OP_PERMUTE, "split_heads", file, line, "x %s must be [..., T, D] with at most 5 dims", sx);
+    int64_t D = s.d[s.ndim - 1];
+    if (heads < 1 || D % heads != 0)
+        return fail(g, TG_OP_PERMUTE, "split_heads", file, line, "last dim %lld of x %s is not divisible by %lld heads",
+                    (long long)D, sx, (long long)heads);
+    tg_shape r = s, perm = {s.ndim + 1, {0}};
+    r.ndim = s.ndim + 1;
+    r.d[s.ndim - 1] = heads;
+    r.d[s.ndim] = D / heads;
+    for (int i = 0; i < perm.ndim; i++) perm.d[i] = i;
+    perm.d[s.ndim - 2] = s.ndim - 1;
+    perm.d[s.ndim - 1] = s.ndim - 2;
+    return (tg_tensor){g, ir_permute(g, ir_reshape(g, x.id, r, file, line), perm, file, line)};
+}
+
+/* [..., H, T, Dh] -> [..., T, H, Dh] -> [..., T, H*Dh] */
+tg_tensor tg_merge_heads_at(tg_tensor x, const char *file, int line) {
+    if (!ok(x)) return x;
+    tg_graph *g = x.g;
+    tg_shape s = nd(x)->shape;
+    char sx[96];
+    tg_shape_str(s, sx, sizeof sx);
+    if (s.ndim < 3) return fail(g, TG_OP_PERMUTE, "merge_heads", file, line, "x %s must be [..., H, T, Dh]", sx);
+    tg_shape perm = {s.ndim, {0}}, r = s;
+    for (int i = 0; i < perm.ndim; i++) perm.d[i] = i;
+    perm.d[s.ndim - 3] = s.ndim - 2;
+    perm.d[s.ndim - 2] = s.ndim - 3;
+    r.ndim = s.ndim - 1;
+    r.d[s.ndim - 3] = s.d[s.ndim - 2];
+    r.d[s.ndim - 2] = s.d[s.ndim - 3] * s.d[s.ndim - 1];
+    return (tg_tensor){g, ir_reshape(g, ir_permute(g, x.id, perm, file, line), r, file, line)};
+}
+
+/* ---- rope ---- */
+
+/* The cos | sin table [T, D] is a constant of the graph: computed here once
+ * in double precision (so long sequences keep accurate angles), uploaded
+ * once, and read by every backend, which therefore rotate identically. */
+tg_tensor tg_rope_at(tg_tensor x, float base, const char *file, int line) {
+    if (!ok(x)) return x;
+    tg_graph *g = x.g;
+    tg_shape s = nd(x)->shape;
+    char sx[96];
+    tg_shape_str(s, sx, sizeof sx);
+    if (base == 0.0f) base = 10000.0f;
+    if (!(base > 0.0f) || !isfinite(base)) return fail(g, TG_OP_ROPE, "rope", file, line, "base must be > 0 (x %s)", sx);
+    if (s.ndim < 2 || s.d[s.ndim - 1] % 2 != 0)
+        return fail(g, TG_OP_ROPE, "rope", file, line, "x %s must be [..., T, D] with D even", sx);
+    int64_t T = s.d[s.ndim - 2], D = s.d[s.ndim - 1], h = D / 2;
+    float *tab = malloc((size_t)(T * D > 0 ? T * D : 1) * sizeof(float));
+    if (!tab) {
+        tg_tensor r = fail(g, TG_OP_ROPE, "rope", file, line, "out of memory for the angle table of x %s", sx);
+        g->err = TG_ERR_NOMEM;
+        return r;
+    }
+    for (int64_t i = 0; i < h; i++) {
+        double freq = pow((double)base, -2.0 * (double)i / (double)D);
+        for (int64_t t = 0; t < T; t++) {
+            tab[t * D + i] = (float)cos((double)t * freq);
+            tab[t * D + h + i] = (float)sin((double)t * freq);
+        }
+    }
+    tg_node c = ir_proto(TG_OP_CONST, "rope", file, line);
+    c.dtype = TG_F32;
+    c.shape = (tg_shape){2, {T, D}};
+    c.data = tab;
+    int table = ir_add(g, &c);
+    free(tab);
+    tg_node n = ir_proto(TG_OP_ROPE, "rope", file, line);
+    n.in[0] = x.id;
+    n.in[1] = table;
+    return (tg_tensor){g, ir_add(g, &n)};
+}
+
+/* ---- random ops ---- */
+
+tg_tensor tg_dropout_at(tg_tensor x, float p, const char *file, int line) {
+    if (!ok(x) || p == 0.0f) return x;
+    tg_graph *g = x.g;
+    if (!(p > 0.0f && p < 1.0f)) {
+        char sx[96];
+        return fail(g, TG_OP_DROPOUT, "dropout", file, line, "p %g must be in [0, 1) (x %s)", (double)p,
+                    tg_shape_str(nd(x)->shape, sx, sizeof sx));
+    }
+    tg_node n = ir_proto(TG_OP_DROPOUT, "dropout", file, line);
+    n.in[0] = x.id;
+    n.in[1] = ir_rng_seed(g);
+    n.ia[7] = ir_rng_salt(g);
+    n.fa[0] = p;
+    n.fa[1] = (float)(1.0 / (1.0 - (double)p));
+    return (tg_tensor){g, ir_add(g, &n)};
+}
+
+tg_tensor tg_randn_at(tg_graph *g, tg_shape s, const char *file, int line) {
+    if (!g) return (tg_tensor){NULL, -1};
+    tg_node n = ir_proto(TG_OP_RANDN, "randn", file, line);
+    n.in[0] = ir_rng_seed(g);
+    n.ia[7] = ir_rng_salt(g);
+    n.shape = s;
+    return (tg_tensor){g, ir_add(g, &n)};
+}
+
+tg_tensor tg_categorical_at(tg_tensor logits, const char *file, int line) {
+    if (!ok(logits)) return logits;
+    tg_graph *g = logits.g;
+    tg_node n = ir_proto(TG_OP_CATEGORICAL, "categorical", file, line);
+    n.in[0] = logits.id;
+    n.in[1] = ir_rng_seed(g);
+    n.ia[7] = ir_rng_salt(g);
+    return (tg_tensor){g, ir_add(g, &n)};
+}

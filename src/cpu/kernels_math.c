@@ -1,0 +1,680 @@
+/* CPU kernels of the math and shape ops of issue 3: the unary math family
+ * and its backward, min/max backward, softmax over any axis, argmax/argmin,
+ * narrow and its adjoint, concat, take_along_axis and its scatter-add.
+ *
+ * Elementwise math runs on 16-lane vectors (vmath.h) in functions compiled
+ * for several instruction sets; every lane is computed the same way whatever
+ * chunk it lands in, so results do not depend on the thread count. Ops over
+ * one axis view the tensor as [outer, A, inner] and give each line (or tile
+ * of lines) to exactly one thread, so their sums have a fixed order. */
+#include <math.h>
+#include <string.h>
+
+#include "cpu.h"
+#include "kernels.h"
+#include "vmath.h"
+
+#define GRAIN 16384 /* elements per task, below which threads cost more than they save */
+
+#define SQRT_2_OVER_PI 0.79788456080286536f
+#define GELU_K 0.044715f
+#define INV_SQRT_2PI 0.39894228040143268f
+#define TWO_OVER_SQRT_PI 1.12837916709551257f
+
+/* ---- unary math: y = f(x), x and y flat [n] ---- */
+
+typedef struct {
+    const tg_node *n;
+    const void *x, *s, *gy;
+    void *y;
+} um_job;
+
+/* Applies BODY (an expression of vf v) to x[0..len) into y, VL lanes at a
+ * time; the last, partial vector is zero-padded and goes through the same
+ * code, so the expansion of BODY appears once. */
+#define VMAP(x, y, len, BODY)                                                    \
+    do {                                                                         \
+        for (int64_t i_ = 0; i_ < (len); i_ += VL) {                             \
+            int64_t m_ = (len) - i_ < VL ? (len) - i_ : VL;                      \
+            vf v = m_ == VL ? vload((x) + i_) : vload_n((x) + i_, m_);           \
+            vf r_ = (BODY);                                                      \
+            if (m_ == VL) vstore((y) + i_, r_);                                  \
+            else vstore_n((y) + i_, r_, m_);                                     \
+        }                                                                        \
+    } while (0)
+
+/* As VMAP with two inputs: s (the saved x or y) and g (the cotangent). */
+#define VMAP2(sp, gp, y, len, BODY)                                              \
+    do {                                                                         \
+        for (int64_t i_ = 0; i_ < (len); i_ += VL) {                             \
+            int64_t m_ = (len) - i_ < VL ? (len) - i_ : VL;                      \
+            vf s = m_ == VL ? vload((sp) + i_) : vload_n((sp) + i_, m_);         \
+            vf g = m_ == VL ? vload((gp) + i_) : vload_n((gp) + i_, m_);         \
+            vf r_ = (BODY);                                                      \
+            if (m_ == VL) vstore((y) + i_, r_);                                  \
+            else vstore_n((y) + i_, r_, m_);                                     \
+        }                                                                        \
+    } while (0)
+
+VINLINE vf gelu_tanh_inner(vf v) { return SQRT_2_OVER_PI * (v + GELU_K * v * v * v); }
+
+/* sin / cos of every lane: the vector code, and libm for the lanes it does
+ * not cover (|x| > 8192, inf, NaN), so an element's result never depends
+ * on its neighbours. */
+VINLINE vf vsincos_any(vf v, bool want_cos) {
+    vf r = vsincos(v, want_cos);
+    vi bad = ~vsincos_ok(v);
+    int32_t any = 0;
+    for (int k = 0; k < VL; k++) any |= bad[k];
+    if (any)
+        for (int k = 0; k < VL; k++)
+            if (bad[k]) r[k] = want_cos ? cosf(v[k]) : sinf(v[k]);
+    return r;
+}
+
+/* clamp as PyTorch: max with lo first, then min with hi (so lo > hi gives
+ * hi everywhere); NaN passes through. */
+VINLINE vf vclamp_seq(vf v, float lo, float hi) {
+    v = vsel(v < lo, vsplat(lo), v);
+    return vsel(v > hi, vsplat(hi), v);
+}
+
+TG_CLONES static void um_forward(tg_opcode op, const tg_node *n, const float *x, float *y, int64_t len) {
+    float alpha = n->fa[0], lo = n->fa[0], hi = n->fa[1];
+    switch (op) {
+    case TG_OP_ABS: VMAP(x, y, len, vabs(v)); break;
+    case TG_OP_SQUARE: VMAP(x, y, len, v * v); break;
+    case TG_OP_TANH: VMAP(x, y, len, vtanh(v)); break;
+    case TG_OP_SIGMOID: VMAP(x, y, len, vsigmoid(v)); break;
+    case TG_OP_ERF: VMAP(x, y, len, verf(v)); break;
+    case TG_OP_GELU:
+        /* 0.5 (1 + tanh u) = sigmoid(2u): exact algebra, and the sigmoid keeps
+         * the left tail where 1 + tanh u would cancel to 0 */
+        if (n->ia[0]) VMAP(x, y, len, v * vsigmoid(2.0f * gelu_tanh_inner(v)));
+        else VMAP(x, y, len, v * vphi(v));
+        break;
+    case TG_OP_SILU: VMAP(x, y, len, v * vsigmoid(v)); break;
+    case TG_OP_LEAKY_RELU: VMAP(x, y, len, vsel(v > 0.0f, v, alpha * v)); break;
+    case TG_OP_CLAMP: VMAP(x, y, len, vclamp_seq(v, lo, hi)); break;
+    case TG_OP_SIN: VMAP(x, y, len, vsincos_any(v, false)); break;
+    case TG_OP_COS: VMAP(x, y, len, vsincos_any(v, true)); break;
+    /* log(1 + e^x) = max(x, 0) + log1p(e^-|x|): no overflow for large x, no
+     * lost digits for very negative x. */
+    case TG_OP_SOFTPLUS: VMAP(x, y, len, vsel(v > 0.0f, v, vsplat(0.0f)) + vlog1p_unit(vexp(-vabs(v)))); break;
+    default: break;
+    }
+}
+
+/* i32 forms of abs, square and clamp (no gradient). Arithmetic wraps like
+ * the other i32 ops instead of overflowing. */
+static void um_forward_i32(tg_opcode op, const tg_node *n, const int32_t *x, int32_t *y, int64_t len) {
+    if (op == TG_OP_CLAMP) {
+        /* Integer bounds: the smallest integer >= lo and the largest <= hi, saturated. */
+        double lo = ceil(n->fa[0]), hi = floor(n->fa[1]);
+        int32_t ilo = lo <= -2147483648.0 ? INT32_MIN : lo >= 2147483647.0 ? INT32_MAX : (int32_t)lo;
+        int32_t ihi = hi <= -2147483648.0 ? INT32_MIN : hi >= 2147483647.0 ? INT32_MAX : (int32_t)hi;
+        for (int64_t i = 0; i < len; i++) {
+            int32_t v = x[i] < ilo ? ilo : x[i];
+            y[i] = v > ihi ? ihi : v;
+        }
+    } else if (op == TG_OP_ABS) {
+        for (int64_t i = 0; i < len; i++) y[i] = x[i] < 0 ? (int32_t)(0u - (uint32_t)x[i]) : x[i];
+    } else {
+        for (int64_t i = 0; i < len; i++) y[i] = (int32_t)((uint32_t)x[i] * (uint32_t)x[i]);
+    }
+}
+
+static void um_forward_range(void *arg, int64_t lo, int64_t hi) {
+    um_job *j = arg;
+    if (j->n->dtype == TG_I32)
+        um_forward_i32(j->n->op, j->n, (const int32_t *)j->x + lo, (int32_t *)j->y + lo, hi - lo);
+    else
+        um_forward(j->n->op, j->n, (const float *)j->x + lo, (float *)j->y + lo, hi - lo);
+}
+
+/* Any of the unary math ops; x and y have the same shape, f32 (or i32 for
+ * abs, square, clamp). */
+TG_CPU_KERNEL(cpu_unary_math) {
+    um_job j = {ir_node(g, id), in[0], NULL, NULL, out};
+    cpu_parallel(c, ir_numel(j.n), GRAIN, um_forward_range, &j);
+}
+
+/* ---- unary math backward: gx = f'(.) * gy over flat [n] ----
+ * s is the tensor the gradient rule saved: y for tanh, sigmoid, softplus
+ * and leaky_relu with alpha >= 0 (so x can be freed after the forward),
+ * x otherwise. ia[0] is the forward op; fa, ia[1] its attributes. */
+
+/* d/dx x s(2u) = s + x s (1 - s) 2u', s = sigmoid(2u), u' = c (1 + 3k x^2)
+ * (the same as 0.5 (1 + t) + 0.5 x (1 - t^2) u' with t = tanh u) */
+VINLINE vf gelu_tanh_grad(vf x, vf g) {
+    vf s = vsigmoid(2.0f * gelu_tanh_inner(x));
+    return g * (s + x * (s * (1.0f - s)) * (2.0f * SQRT_2_OVER_PI * (1.0f + 3.0f * GELU_K * x * x)));
+}
+
+VINLINE vf silu_grad(vf x, vf g) {
+    vf sg = vsigmoid(x);
+    return g * (sg * (1.0f + x * (1.0f - sg)));
+}
+
+TG_CLONES static void um_backward(const tg_node *n, const float *sp, const float *gp, float *y, int64_t len) {
+    float alpha = n->fa[0], lo = n->fa[0], hi = n->fa[1];
+    switch ((tg_opcode)n->ia[0]) {
+    case TG_OP_ABS: VMAP2(sp, gp, y, len, vsel(s > 0.0f, g, vsel(s < 0.0f, -g, vsplat(0.0f)))); break;
+    case TG_OP_SQUARE: VMAP2(sp, gp, y, len, 2.0f * s * g); break;
+    case TG_OP_TANH: VMAP2(sp, gp, y, len, g * (1.0f - s * s)); break;
+    case TG_OP_SIGMOID: VMAP2(sp, gp, y, len, g * (s * (1.0f - s))); break;
+    case TG_OP_ERF: VMAP2(sp, gp, y, len, g * (TWO_OVER_SQRT_PI * vexp(-(s * s)))); break;
+    case TG_OP_GELU:
+        if (n->ia[1]) {
+            VMAP2(sp, gp, y, len, gelu_tanh_grad(s, g));
+        } else {
+            /* d/dx x Phi(x) = Phi(x) + x phi(x) */
+            VMAP2(sp, gp, y, len, g * (vphi(s) + s * (INV_SQRT_2PI * vexp(-0.5f * s * s))));
+        }
+        break;
+    case TG_OP_SILU: /* d/dx x sig(x) = sig (1 + x (1 - sig)) */
+        VMAP2(sp, gp, y, len, silu_grad(s, g));
+        break;
+    case TG_OP_LEAKY_RELU: VMAP2(sp, gp, y, len, vsel(s > 0.0f, g, alpha * g)); break;
+    case TG_OP_CLAMP: VMAP2(sp, gp, y, len, vsel((s >= lo) & (s <= hi), g, vsplat(0.0f))); break;
+    case TG_OP_SIN: VMAP2(sp, gp, y, len, g * vsincos_any(s, true)); break;
+    case TG_OP_COS: VMAP2(sp, gp, y, len, -g * vsincos_any(s, false)); break;
+    /* from y = softplus(x) > 0: sigmoid(x) = 1 - e^-y, computed so it keeps
+     * its digits when y is tiny */
+    case TG_OP_SOFTPLUS: VMAP2(sp, gp, y, len, g * vone_minus_exp_neg(s)); break;
+    default: break;
+    }
+}
+
+static void um_backward_range(void *arg, int64_t lo, int64_t hi) {
+    um_job *j = arg;
+    um_backward(j->n, (const float *)j->s + lo, (const float *)j->gy + lo, (float *)j->y + lo, hi - lo);
+}
+
+/* unary_grad(s, gy) -> gx, all the same shape, f32 */
+TG_CPU_KERNEL(cpu_unary_grad) {
+    um_job j = {ir_node(g, id), NULL, in[0], in[1], out};
+    cpu_parallel(c, ir_numel(j.n), GRAIN, um_backward_range, &j);
+}
+
+/* ---- min / max and their backward ----
+ * Rows of the merged broadcast iteration (tg_iter); operands with stride 0
+ * along a row are splatted, so the common tensor-scalar form runs at full
+ * vector width. Branch-free: a data-dependent branch per element costs more
+ * than the comparison itself on random data. */
+typedef struct {
+    const tg_node *n;
+    tg_iter it;
+    const void *in[3];
+    void *out;
+} mm_job;
+
+/* Element offsets of row r's first element for every operand of it (what
+ * tg_iter_row gives; kept local so these kernels do not depend on how the
+ * shared iterator steps). */
+static void row_offsets(const tg_iter *it, int64_t r, int64_t *off) {
+    for (int o = 0; o < it->nops; o++) off[o] = 0;
+    for (int i = it->nd - 2; i >= 0; i--) {
+        int64_t q = r % it->d[i];
+        r /= it->d[i];
+        for (int o = 0; o < it->nops; o++) off[o] += q * it->st[o][i];
+    }
+}
+
+/* max(a, b) / min(a, b); NaN in either operand gives NaN, as torch.maximum */
+TG_CLONES static void minmax_row(bool is_max, float *y, const float *a, int64_t sa, const float *b, int64_t sb,
+                                 int64_t len) {
+    for (int64_t i = 0; i < len; i += VL) {
+        int64_t m = len - i < VL ? len - i : VL;
+        vf x = vload_st(a + i * sa, sa, m), z = vload_st(b + i * sb, sb, m);
+        vi pick_a = (is_max ? x > z : x < z) | (x != x);
+        vf r = vsel(pick_a, x, z);
+        if (m == VL) vstore(y + i, r);
+        else vstore_n(y + i, r, m);
+    }
+}
+
+static void minmax_rows(void *arg, int64_t lo, int64_t hi) {
+    mm_job *j = arg;
+    int k = j->it.nd - 1;
+    int64_t off[4], sa = j->it.st[1][k], sb = j->it.st[2][k], len = j->it.inner;
+    bool is_max = j->n->op == TG_OP_MAX, f32 = j->n->dtype == TG_F32;
+    for (int64_t r = lo; r < hi; r++) {
+        row_offsets(&j->it, r, off);
+        if (f32) {
+            minmax_row(is_max, (float *)j->out + off[0], (const float *)j->in[0] + off[1], sa,
+                       (const float *)j->in[1] + off[2], sb, len);
+        } else {
+            const int32_t *a = (const int32_t *)j->in[0] + off[1], *b = (const int32_t *)j->in[1] + off[2];
+            int32_t *y = (int32_t *)j->out + off[0];
+            for (int64_t i = 0; i < len; i++) {
+                int32_t x = a[i * sa], z = b[i * sb];
+                y[i] = (is_max ? x > z : x < z) ? x : z;
+            }
+        }
+    }
+}
+
+/* A broadcast iteration that merged into one long row (same-shape operands)
+ * is cut into rows of a few thousand, so it spreads over threads (as
+ * cpu_binary does). */
+static void split_long_row(tg_iter *it) {
+    if (it->nd != 1 || it->inner < 4 * GRAIN) return;
+    int64_t chunk = 4096;
+    while (it->inner % chunk) chunk /= 2;
+    if (chunk < 256) return;
+    it->nd = 2;
+    it->d[1] = chunk;
+    it->d[0] = it->inner / chunk;
+    for (int o = 0; o < it->nops; o++) {
+        it->st[o][1] = it->st[o][0];
+        it->st[o][0] = it->st[o][1] * chunk;
+    }
+    it->inner = chunk;
+    it->rows = it->d[0];
+}
+
+/* min / max: a, b broadcast to y, f32 or i32 */
+TG_CPU_KERNEL(cpu_minmax) {
+    const tg_node *n = ir_node(g, id);
+    mm_job j = {n, {0}, {in[0], in[1], NULL}, out};
+    int64_t st[2][TG_MAX_DIMS];
+    for (int k = 0; k < 2; k++) shape_bcast_strides(ir_node(g, n->in[k])->shape, n->shape, st[k]);
+    tg_iter_init(&j.it, n->shape, 2, st);
+    split_long_row(&j.it);
+    int64_t grain = GRAIN / (j.it.inner ? j.it.inner : 1);
+    cpu_parallel(c, j.it.rows, grain > 0 ? grain : 1, minmax_rows, &j);
+}
+
+/* minmax_grad(a, b, gy) -> the share of gy that goes to one operand (ia[1]:
+ * 0 = a, 1 = b) of min or max (ia[0]), over gy's shape (the forward output;
+ * a and b broadcast to it). The operand that wins gets all of gy; at a tie
+ * each gets half, as torch.maximum / torch.minimum do. */
+TG_CLONES static void minmax_grad_row(bool is_max, float *gx, const float *own, int64_t so, const float *oth,
+                                      int64_t sa, const float *gy, int64_t sg, int64_t len) {
+    for (int64_t i = 0; i < len; i += VL) {
+        int64_t m = len - i < VL ? len - i : VL;
+        vf x = vload_st(own + i * so, so, m), z = vload_st(oth + i * sa, sa, m), g = vload_st(gy + i * sg, sg, m);
+        vi win = is_max ? x > z : x < z;
+        vf r = vsel(win, g, vsel(x == z, 0.5f * g, vsplat(0.0f)));
+        if (m == VL) vstore(gx + i, r);
+        else vstore_n(gx + i, r, m);
+    }
+}
+
+static void minmax_grad_rows(void *arg, int64_t lo, int64_t hi) {
+    mm_job *j = arg;
+    int k = j->it.nd - 1;
+    int64_t off[4];
+    bool is_max = j->n->ia[0] == TG_OP_MAX;
+    for (int64_t r = lo; r < hi; r++) {
+        row_offsets(&j->it, r, off);
+        /* operands 1, 2, 3 of the iteration: own side, other side, gy */
+        minmax_grad_row(is_max, (float *)j->out + off[0], (const float *)j->in[0] + off[1], j->it.st[1][k],
+                        (const float *)j->in[1] + off[2], j->it.st[2][k], (const float *)j->in[2] + off[3],
+                        j->it.st[3][k], j->it.inner);
+    }
+}
+
+TG_CPU_KERNEL(cpu_minmax_grad) {
+    const tg_node *n = ir_node(g, id);
+    int side = (int)n->ia[1];
+    mm_job j = {n, {0}, {in[side], in[1 - side], in[2]}, out};
+    int64_t st[3][TG_MAX_DIMS];
+    shape_bcast_strides(ir_node(g, n->in[side])->shape, n->shape, st[0]);
+    shape_bcast_strides(ir_node(g, n->in[1 - side])->shape, n->shape, st[1]);
+    shape_bcast_strides(ir_node(g, n->in[2])->shape, n->shape, st[2]);
+    tg_iter_init(&j.it, n->shape, 3, st);
+    split_long_row(&j.it);
+    int64_t grain = GRAIN / (j.it.inner ? j.it.inner : 1);
+    cpu_parallel(c, j.it.rows, grain > 0 ? grain : 1, minmax_grad_rows, &j);
+}
+
+/* ---- ops over one axis: the tensor viewed as [outer, A, inner] ---- */
+
+typedef struct {
+    const tg_node *n;
+    int64_t outer, A, inner;
+    const void *x, *x2;
+    void *y;
+    int64_t tile; /* inner positions per task when inner > 1 */
+    bool f32;     /* argmax/argmin: the input's dtype */
+} ax_job;
+
+static void ax_view(tg_shape s, int axis, int64_t *outer, int64_t *A, int64_t *inner) {
+    *outer = 1;
+    *inner = 1;
+    for (int i = 0; i < axis; i++) *outer *= s.d[i];
+    for (int i = axis + 1; i < s.ndim; i++) *inner *= s.d[i];
+    *A = s.d[axis];
+}
+
+/* Tasks over [outer, inner] in tiles of `tile` inner positions. */
+static int64_t ax_tasks(const ax_job *j) { return j->outer * ((j->inner + j->tile - 1) / j->tile); }
+static void ax_task(const ax_job *j, int64_t t, int64_t *o, int64_t *j0, int64_t *w) {
+    int64_t per = (j->inner + j->tile - 1) / j->tile;
+    *o = t / per;
+    *j0 = (t % per) * j->tile;
+    *w = j->inner - *j0 < j->tile ? j->inner - *j0 : j->tile;
+}
+
+/* softmax along a contiguous row of A: y = e^(x - max) / sum. The sum runs
+ * over VL lane accumulators, then the lanes in order, then the tail: a
+ * fixed order for a given A. */
+TG_CLONES static void softmax_row(const float *x, float *y, int64_t A) {
+    vf vm = vsplat(-INFINITY);
+    for (int64_t i = 0; i < A; i += VL) {
+        int64_t m = A - i < VL ? A - i : VL;
+        vf v = m == VL ? vload(x + i) : vload_n(x + i, m);
+        if (m < VL)
+            for (int64_t k = m; k < VL; k++) v[k] = -INFINITY;
+        vm = vsel(v > vm, v, vm);
+    }
+    float mx = -INFINITY;
+    for (int k = 0; k < VL; k++) mx = vm[k] > mx ? vm[k] : mx;
+    vf acc = vsplat(0.0f);
+    int64_t i = 0;
+    for (; i + VL <= A; i += VL) {
+        vf e = vexp(vload(x + i) - mx);
+        vstore(y + i, e);
+        acc += e;
+    }
+    if (i < A) vstore_n(y + i, vexp(vload_n(x + i, A - i) - mx), A - i);
+    float sum = 0.0f;
+    for (int k = 0; k < VL; k++) sum += acc[k];
+    for (; i < A; i++) sum += y[i];
+    float inv = 1.0f / sum;
+    VMAP(y, y, A, v * inv);
+}
+
+/* softmax along a strided axis for a tile of w <= 4 VL adjacent inner
+ * positions: every loop runs along the contiguous inner positions, with the
+ * running max and sum of each position in a vector lane. */
+TG_CLONES static void softmax_tile(const float *x, float *y, int64_t A, int64_t inner, int64_t w) {
+    enum { NV = 4 };
+    vf m[NV], s[NV];
+    int64_t nv = (w + VL - 1) / VL;
+    for (int v = 0; v < NV; v++) m[v] = vsplat(-INFINITY), s[v] = vsplat(0.0f);
+    for (int64_t a = 0; a < A; a++)
+        for (int64_t v = 0; v < nv; v++) {
+            vf t = vload_st(x + a * inner + v * VL, 1, w - v * VL < VL ? w - v * VL : VL);
+            m[v] = vsel(t > m[v], t, m[v]);
+        }
+    for (int64_t a = 0; a < A; a++)
+        for (int64_t v = 0; v < nv; v++) {
+            int64_t n = w - v * VL < VL ? w - v * VL : VL, at = a * inner + v * VL;
+            vf e = vexp(vload_st(x + at, 1, n) - m[v]);
+            s[v] += e;
+            if (n == VL) vstore(y + at, e);
+            else vstore_n(y + at, e, n);
+        }
+    for (int64_t v = 0; v < nv; v++) s[v] = 1.0f / s[v];
+    for (int64_t a = 0; a < A; a++)
+        for (int64_t v = 0; v < nv; v++) {
+            int64_t n = w - v * VL < VL ? w - v * VL : VL, at = a * inner + v * VL;
+            vf r = vload_st(y + at, 1, n) * s[v];
+            if (n == VL) vstore(y + at, r);
+            else vstore_n(y + at, r, n);
+        }
+}
+
+static void softmax_tasks(void *arg, int64_t lo, int64_t hi) {
+    ax_job *j = arg;
+    const float *x = j->x;
+    float *y = j->y;
+    for (int64_t t = lo; t < hi; t++) {
+        if (j->inner == 1) {
+            softmax_row(x + t * j->A, y + t * j->A, j->A);
+        } else {
+            int64_t o, j0, w;
+            ax_task(j, t, &o, &j0, &w);
+            int64_t base = o * j->A * j->inner + j0;
+            softmax_tile(x + base, y + base, j->A, j->inner, w);
+        }
+    }
+}
+
+/* softmax over axis ia[0]: x, y [outer, A, inner] f32 */
+TG_CPU_KERNEL(cpu_softmax) {
+    const tg_node *n = ir_node(g, id);
+    ax_job j = {n, 0, 0, 0, in[0], NULL, out, 4 * VL, true};
+    ax_view(n->shape, (int)n->ia[0], &j.outer, &j.A, &j.inner);
+    if (j.A == 0) return;
+    int64_t per_task = j.A * (j.inner == 1 ? 1 : j.tile);
+    cpu_parallel(c, ax_tasks(&j), 1 + 8192 / per_task, softmax_tasks, &j);
+}
+
+/* softmax_grad(y, gy) along axis ia[0] (the backward of softmax and of
+ * softmax_causal): gx = y (gy - sum(gy y)), [outer, A, inner] f32. */
+TG_CLONES static void softmax_grad_row(const float *y, const float *gy, float *gx, int64_t A) {
+    vf acc = vsplat(0.0f);
+    int64_t i = 0;
+    for (; i + VL <= A; i += VL) acc += vload(gy + i) * vload(y + i);
+    float d = 0.0f;
+    for (int k = 0; k < VL; k++) d += acc[k];
+    for (; i < A; i++) d += gy[i] * y[i];
+    VMAP2(y, gy, gx, A, s * (g - d));
+}
+
+TG_CLONES static void softmax_grad_tile(const float *y, const float *gy, float *gx, int64_t A, int64_t inner,
+                                        int64_t w) {
+    enum { NV = 4 };
+    vf d[NV];
+    int64_t nv = (w + VL - 1) / VL;
+    for (int v = 0; v < NV; v++) d[v] = vsplat(0.0f);
+    for (int64_t a = 0; a < A; a++)
+        for (int64_t v = 0; v < nv; v++) {
+            int64_t n = w - v * VL < VL ? w - v * VL : VL, at = a * inner + v * VL;
+            d[v] += vload_st(gy + at, 1, n) * vload_st(y + at, 1, n);
+        }
+    for (int64_t a = 0; a < A; a++)
+        for (int64_t v = 0; v < nv; v++) {
+            int64_t n = w - v * VL < VL ? w - v * VL : VL, at = a * inner + v * VL;
+            vf s = vload_st(y + at, 1, n), r = s * (vload_st(gy + at, 1, n) - d[v]);
+            if (n == VL) vstore(gx + at, r);
+            else vstore_n(gx + at, r, n);
+        }
+}
+
+static void softmax_grad_tasks(void *arg, int64_t lo, int64_t hi) {
+    ax_job *j = arg;
+    const float *y = j->x, *gy = j->x2;
+    float *gx = j->y;
+    for (int64_t t = lo; t < hi; t++) {
+        if (j->inner == 1) {
+            softmax_grad_row(y + t * j->A, gy + t * j->A, gx + t * j->A, j->A);
+        } else {
+            int64_t o, j0, w;
+            ax_task(j, t, &o, &j0, &w);
+            int64_t base = o * j->A * j->inner + j0;
+            softmax_grad_tile(y + base, gy + base, gx + base, j->A, j->inner, w);
+        }
+    }
+}
+
+TG_CPU_KERNEL(cpu_softmax_grad) {
+    const tg_node *n = ir_node(g, id);
+    ax_job j = {n, 0, 0, 0, in[0], in[1], out, 4 * VL, true};
+    ax_view(n->shape, (int)n->ia[0], &j.outer, &j.A, &j.inner);
+    if (j.A == 0) return;
+    int64_t per_task = j.A * (j.inner == 1 ? 1 : j.tile);
+    cpu_parallel(c, ax_tasks(&j), 1 + 8192 / per_task, softmax_grad_tasks, &j);
+}
+
+/* ---- argmax / argmin ----
+ * x [outer, A, inner] (f32 or i32) -> i32 [outer, 1, inner]: the first
+ * index of the extreme value along A. A NaN counts as more extreme than any
+ * number (the first NaN wins), as in PyTorch. */
+/* BETTER(v, b): v replaces the best so far b */
+#define ARG_LINES(T, BETTER)                                                               \
+    do {                                                                                   \
+        const T *x = j->x;                                                                 \
+        for (int64_t t = lo; t < hi; t++) {                                                \
+            int64_t o, j0, w;                                                              \
+            ax_task(j, t, &o, &j0, &w);                                                    \
+            const T *xb = x + o * j->A * j->inner + j0;                                    \
+            int32_t *yb = (int32_t *)j->y + o * j->inner + j0;                             \
+            T best[64];                                                                    \
+            for (int64_t q = 0; q < w; q++) best[q] = xb[q], yb[q] = 0;                    \
+            for (int64_t a = 1; a < j->A; a++)                                             \
+                for (int64_t q = 0; q < w; q++) {                                          \
+                    T v = xb[a * j->inner + q], b = best[q];                               \
+                    if (BETTER) best[q] = v, yb[q] = (int32_t)a;                           \
+                }                                                                          \
+        }                                                                                  \
+    } while (0)
+
+static void arg_tasks(void *arg, int64_t lo, int64_t hi) {
+    ax_job *j = arg;
+    bool is_max = j->n->op == TG_OP_ARGMAX;
+    if (j->f32 && is_max) ARG_LINES(float, v > b || (v != v && b == b));
+    else if (j->f32) ARG_LINES(float, v < b || (v != v && b == b));
+    else if (is_max) ARG_LINES(int32_t, v > b);
+    else ARG_LINES(int32_t, v < b);
+}
+
+/* argmax / argmin over axis ia[0] */
+TG_CPU_KERNEL(cpu_argmax) {
+    const tg_node *n = ir_node(g, id), *x = ir_node(g, n->in[0]);
+    ax_job j = {n, 0, 0, 0, in[0], NULL, out, 64, x->dtype == TG_F32};
+    ax_view(x->shape, (int)n->ia[0], &j.outer, &j.A, &j.inner);
+    if (j.A == 0) return;
+    cpu_parallel(c, ax_tasks(&j), 1 + 8192 / (j.A * (j.inner < j.tile ? j.inner : j.tile)), arg_tasks, &j);
+}
+
+/* ---- narrow, its adjoint, concat: block copies, 4-byte elements ---- */
+
+typedef struct {
+    const tg_node *n;
+    int64_t outer, inner;
+    void *const *in;
+    void *out;
+    const tg_graph *g;
+} cp_job;
+
+/* narrow: x [outer, A, inner] -> y [outer, L, inner] = x[:, start:start+L, :] */
+static void narrow_rows(void *arg, int64_t lo, int64_t hi) {
+    cp_job *j = arg;
+    const tg_node *n = j->n;
+    int64_t axis = n->ia[0], A = ir_node(j->g, n->in[0])->shape.d[axis], L = n->shape.d[axis];
+    int64_t blk = L * j->inner;
+    for (int64_t o = lo; o < hi; o++)
+        memcpy((uint32_t *)j->out + o * blk, (const uint32_t *)j->in[0] + (o * A + n->ia[1]) * j->inner,
+               (size_t)blk * 4);
+}
+
+/* narrow_grad: gy [outer, L, inner] -> gx [outer, A, inner], zero outside
+ * [start, start+L) */
+static void narrow_grad_rows(void *arg, int64_t lo, int64_t hi) {
+    cp_job *j = arg;
+    const tg_node *n = j->n;
+    int64_t axis = n->ia[0], A = n->shape.d[axis], L = ir_node(j->g, n->in[0])->shape.d[axis];
+    int64_t before = n->ia[1] * j->inner, mid = L * j->inner, after = (A - n->ia[1] - L) * j->inner;
+    for (int64_t o = lo; o < hi; o++) {
+        uint32_t *y = (uint32_t *)j->out + o * A * j->inner;
+        memset(y, 0, (size_t)before * 4);
+        memcpy(y + before, (const uint32_t *)j->in[0] + o * mid, (size_t)mid * 4);
+        memset(y + before + mid, 0, (size_t)after * 4);
+    }
+}
+
+/* concat: inputs k [outer, A_k, inner] -> y [outer, sum A_k, inner] */
+static void concat_rows(void *arg, int64_t lo, int64_t hi) {
+    cp_job *j = arg;
+    const tg_node *n = j->n;
+    int64_t axis = n->ia[0], blk = n->shape.d[axis] * j->inner;
+    for (int64_t o = lo; o < hi; o++) {
+        uint32_t *y = (uint32_t *)j->out + o * blk;
+        for (int k = 0; k < n->nin; k++) {
+            int64_t kb = ir_node(j->g, n->in[k])->shape.d[axis] * j->inner;
+            memcpy(y, (const uint32_t *)j->in[k] + o * kb, (size_t)kb * 4);
+            y += kb;
+        }
+    }
+}
+
+static void run_copy(cpu_ctx *c, const tg_graph *g, int id, void *out, void *const *in, tg_range_fn fn) {
+    const tg_node *n = ir_node(g, id);
+    cp_job j = {n, 1, 1, in, out, g};
+    int64_t A;
+    ax_view(n->shape, (int)n->ia[0], &j.outer, &A, &j.inner);
+    int64_t row = A * j.inner;
+    cpu_parallel(c, j.outer, 1 + 4 * GRAIN / (row + 1), fn, &j);
+}
+
+TG_CPU_KERNEL(cpu_narrow) { run_copy(c, g, id, out, in, narrow_rows); }
+TG_CPU_KERNEL(cpu_narrow_grad) { run_copy(c, g, id, out, in, narrow_grad_rows); }
+TG_CPU_KERNEL(cpu_concat) { run_copy(c, g, id, out, in, concat_rows); }
+
+/* ---- take_along_axis and its scatter-add ----
+ * x [outer, A, inner], idx i32 [outer, K, inner] -> y [outer, K, inner],
+ * y[o,k,q] = x[o, idx[o,k,q], q]. A negative index counts from the end; one
+ * still out of range reads 0 (and its gradient is dropped). */
+static inline int64_t take_index(int32_t i, int64_t A) {
+    int64_t v = i < 0 ? (int64_t)i + A : i;
+    return v >= 0 && v < A ? v : -1;
+}
+
+typedef struct {
+    ax_job ax;      /* over idx / y: A here is K */
+    int64_t A;      /* the gathered axis of x */
+} take_job;
+
+static void take_tasks(void *arg, int64_t lo, int64_t hi) {
+    take_job *tj = arg;
+    const ax_job *j = &tj->ax;
+    const uint32_t *x = j->x;
+    const int32_t *idx = j->x2;
+    uint32_t *y = j->y;
+    int64_t K = j->A, A = tj->A, inner = j->inner;
+    for (int64_t t = lo; t < hi; t++) {
+        int64_t o, j0, w;
+        ax_task(j, t, &o, &j0, &w);
+        for (int64_t k = 0; k < K; k++) {
+            int64_t r = (o * K + k) * inner + j0;
+            for (int64_t q = 0; q < w; q++) {
+                int64_t i = take_index(idx[r + q], A);
+                y[r + q] = i < 0 ? 0 : x[(o * A + i) * inner + j0 + q];
+            }
+        }
+    }
+}
+
+/* take_along_axis_grad: gy [outer, K, inner], idx -> gx [outer, A, inner].
+ * Each task owns a tile of inner positions of one outer index, so it owns
+ * every gx element it adds to: no atomics, and the additions into one
+ * element happen in k order whatever the thread count. */
+static void take_grad_tasks(void *arg, int64_t lo, int64_t hi) {
+    take_job *tj = arg;
+    const ax_job *j = &tj->ax;
+    const float *gy = j->x;
+    const int32_t *idx = j->x2;
+    float *gx = j->y;
+    int64_t K = j->A, A = tj->A, inner = j->inner;
+    for (int64_t t = lo; t < hi; t++) {
+        int64_t o, j0, w;
+        ax_task(j, t, &o, &j0, &w);
+        for (int64_t a = 0; a < A; a++) memset(gx + (o * A + a) * inner + j0, 0, (size_t)w * sizeof(float));
+        for (int64_t k = 0; k < K; k++) {
+            int64_t r = (o * K + k) * inner + j0;
+            for (int64_t q = 0; q < w; q++) {
+                int64_t i = take_index(idx[r + q], A);
+                if (i >= 0) gx[(o * A + i) * inner + j0 + q] += gy[r + q];
+            }
+        }
+    }
+}
+
+static void run_take(cpu_ctx *c, const tg_graph *g, int id, void *out, void *const *in, bool grad) {
+    const tg_node *n = ir_node(g, id);
+    int axis = (int)n->ia[0];
+    const tg_node *ix = ir_node(g, n->in[1]);
+    take_job tj = {{n, 0, 0, 0, in[0], in[1], out, 256, false}, 0};
+    ax_view(ix->shape, axis, &tj.ax.outer, &tj.ax.A, &tj.ax.inner);
+    tj.A = (grad ? n : ir_node(g, n->in[0]))->shape.d[axis];
+    int64_t per = (tj.ax.A + tj.A) * (tj.ax.inner < tj.ax.tile ? tj.ax.inner : tj.ax.tile);
+    cpu_parallel(c, ax_tasks(&tj.ax), 1 + GRAIN / (per + 1), grad ? take_grad_tasks : take_tasks, &tj);
+}
+
+TG_CPU_KERNEL(cpu_take_along_axis) { run_take(c, g, id, out, in, false); }
+TG_CPU_KERNEL(cpu_take_along_axis_grad) { run_take(c, g, id, out, in, true); }

@@ -1,0 +1,462 @@
+/* CPU kernels of the nn ops (issue 3): cross-entropy and NLL, layer/RMS norm,
+ * embedding, rope, and the random ops.
+ *
+ * Work is split across threads by rows (or, for the column sums dgain and
+ * the embedding scatter-add, by column blocks), and every sum runs in a fixed
+ * order inside one task, so results are bitwise the same for any thread
+ * count. Random ops draw element e (or row r) from the counter-based hash
+ * tg_rng_* keyed by (per-step seed, the op's salt), so they are also
+ * independent of how the work is split, and reproducible on the GPU. */
+#include <math.h>
+#include <string.h>
+
+#include "cpu.h"
+#include "kernels.h"
+
+#define GRAIN 16384 /* elements per task, below which threads cost more than they save */
+
+static int64_t grain_rows(int64_t width) {
+    int64_t g = GRAIN / (width > 0 ? width : 1);
+    return g > 0 ? g : 1;
+}
+
+/* The per-step seed leaf: i32 [2], the low then the high 32 bits. */
+static uint64_t read_seed(const void *p) {
+    const uint32_t *s = p;
+    return (uint64_t)s[0] | (uint64_t)s[1] << 32;
+}
+
+/* Sums in eight lanes, combined pairwise: vectorizes, and the order is fixed
+ * by n alone. */
+static inline float lanes_combine(const float *a) {
+    return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+}
+
+static inline float row_sum(const float *x, int64_t n) {
+    float acc[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) acc[k] += x[i + k];
+    float s = lanes_combine(acc);
+    for (; i < n; i++) s += x[i];
+    return s;
+}
+
+/* sum((x - m)^2) */
+static inline float row_sqdev(const float *x, int64_t n, float m) {
+    float acc[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) acc[k] += (x[i + k] - m) * (x[i + k] - m);
+    float s = lanes_combine(acc);
+    for (; i < n; i++) s += (x[i] - m) * (x[i] - m);
+    return s;
+}
+
+static inline float row_max(const float *x, int64_t n) {
+    float acc[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) acc[k] = x[i + k] > acc[k] ? x[i + k] : acc[k];
+    float m = -INFINITY;
+    for (int k = 0; k < 8; k++) m = acc[k] > m ? acc[k] : m;
+    for (; i < n; i++) m = x[i] > m ? x[i] : m;
+    return m;
+}
+
+/* Elementwise loops below go in blocks of eight that are computed into a
+ * local array and then stored: outputs may alias inputs (in-place), so the
+ * compiler may not reorder a plain loop's loads and stores, but it does
+ * vectorize such a block, even at -O2, and in-place use stays correct. */
+
+typedef struct {
+    const tg_node *n;
+    void *const *in;
+    void *out;
+    int64_t rows, width; /* the row view of the op's main operand */
+    int64_t T;           /* rope: positions per sequence */
+    uint32_t key;        /* random ops: tg_rng_key(seed, salt) */
+} nn_job;
+
+static void run_rows(cpu_ctx *c, nn_job *j, tg_range_fn fn) {
+    cpu_parallel(c, j->rows, grain_rows(j->width), fn, j);
+}
+
+static nn_job row_job(const tg_node *n, void *const *in, void *out, tg_shape main) {
+    nn_job j = {n, in, out, 0, 0, 0, 0};
+    j.width = main.ndim ? main.d[main.ndim - 1] : 1;
+    j.rows = j.width ? tg_shape_numel(main) / j.width : 0;
+    return j;
+}
+
+/* ---- cross-entropy and NLL: logits [R, V] (leading axes flattened), targets i32 [R] ---- */
+
+/* loss[r] = -log_softmax(x[r])[t[r]] = -((x[r, t] - max) - log(sum exp(x[r] - max))),
+ * or 0 when t[r] is outside [0, V). */
+static void xent_rows(void *arg, int64_t lo, int64_t hi) {
+    nn_job *j = arg;
+    const float *X = j->in[0];
+    const int32_t *t = j->in[1];
+    float *y = j->out;
+    int64_t V = j->width;
+    for (int64_t r = lo; r < hi; r++) {
+        const float *x = X + r * V;
+        if (t[r] < 0 || t[r] >= V) {
+            y[r] = 0.0f;
+            continue;
+        }
+        float m = row_max(x, V), s = 0.0f;
+        for (int64_t v = 0; v < V; v++) s += expf(x[v] - m);
+        y[r] = -((x[t[r]] - m) - logf(s)); /* PyTorch's order: no large m + small log(s) rounding */
+    }
+}
+
+TG_CPU_KERNEL(cpu_cross_entropy) {
+    nn_job j = row_job(ir_node(g, id), in, out, ir_node(g, ir_node(g, id)->in[0])->shape);
+    run_rows(c, &j, xent_rows);
+}
+
+/* gx[r] = (softmax(x[r]) - onehot(t[r])) * gy[r]; 0 for an out-of-range
+ * target. gx may alias x (each element is read before it is written). */
+static void xent_grad_rows(void *arg, int64_t lo, int64_t hi) {
+    nn_job *j = arg;
+    const float *X = j->in[0], *gy = j->in[2];
+    const int32_t *t = j->in[1];
+    float *GX = j->out;
+    int64_t V = j->width;
+    for (int64_t r = lo; r < hi; r++) {
+        const float *x = X + r * V;
+        float *gx = GX + r * V;
+        if (t[r] < 0 || t[r] >= V) {
+            memset(gx, 0, (size_t)V * sizeof(float));
+            continue;
+        }
+        float m = row_max(x, V), s = 0.0f;
+        for (int64_t v = 0; v < V; v++) s += (gx[v] = expf(x[v] - m));
+        float k = gy[r] / s;
+        for (int64_t v = 0; v < V; v++) gx[v] *= k;
+        gx[t[r]] -= gy[r];
+    }
+}
+
+TG_CPU_KERNEL(cpu_cross_entropy_grad) {
+    const tg_node *n = ir_node(g, id);
+    nn_job j = row_job(n, in, out, n->shape);
+    run_rows(c, &j, xent_grad_rows);
+}
+
+/* loss[r] = -lp[r, t[r]], or 0 when t[r] is outside [0, V). */
+TG_CPU_KERNEL(cpu_nll_loss) {
+    (void)c;
+    const tg_node *n = ir_node(g, id);
+    tg_shape xs = ir_node(g, n->in[0])->shape;
+    int64_t V = xs.d[xs.ndim - 1], R = ir_numel(n);
+    const float *lp = in[0];
+    const int32_t *t = in[1];
+    float *y = out;
+    for (int64_t r = 0; r < R; r++) y[r] = t[r] >= 0 && t[r] < V ? -lp[r * V + t[r]] : 0.0f;
+}
+
+/* gx [R, V]: -gy[r] at the target, 0 elsewhere. */
+TG_CPU_KERNEL(cpu_nll_loss_grad) {
+    (void)c;
+    const tg_node *n = ir_node(g, id);
+    int64_t V = n->ia[0], R = ir_numel(n) / V;
+    const int32_t *t = in[0];
+    const float *gy = in[1];
+    float *gx = out;
+    memset(gx, 0, (size_t)(R * V) * sizeof(float));
+    for (int64_t r = 0; r < R; r++)
+        if (t[r] >= 0 && t[r] < V) gx[r * V + t[r]] = -gy[r];
+}
+
+/* ---- layer / RMS norm over the last axis: x [R, D], g [D], b [D], stats [R, 2] ---- */
+
+/* One definition of the row statistics for the forward and the backward, so
+ * the backward differentiates exactly what the forward computed. Layer norm:
+ * two passes (mean, then the biased variance), as accurate as Welford here.
+ * RMS norm: mean 0 and rstd = 1 / sqrt(mean(x^2) + eps). */
+static inline void norm_stats_row(const float *x, int64_t D, bool rms, float eps, float *mean, float *rstd) {
+    float m = rms ? 0.0f : row_sum(x, D) / (float)D;
+    *mean = m;
+    *rstd = 1.0f / sqrtf(row_sqdev(x, D, m) / (float)D + eps);
+}
+
+/* y = (x - mean) * rstd * g (+ b); y may alias x (a row's statistics are
+ * taken before the row is written). */
+static void norm_rows(void *arg, int64_t lo, int64_t hi) {
+    nn_job *j = arg;
+    const tg_node *n = j->n;
+    const float *X = j->in[0], *gain = j->in[1], *bias = n->nin > 2 ? j->in[2] : NULL;
+    float *Y = j->out;
+    int64_t D = j->width;
+    bool rms = n->op == TG_OP_RMS_NORM;
+    for (int64_t r = lo; r < hi; r++) {
+        const float *x = X + r * D;
+        float *y = Y + r * D, mean, rstd;
+        norm_stats_row(x, D, rms, n->fa[0], &mean, &rstd);
+        int64_t i = 0;
+        for (; i + 8 <= D; i += 8) {
+            float t[8];
+            for (int k = 0; k < 8; k++) t[k] = (x[i + k] - mean) * rstd * gain[i + k];
+            if (bias)
+                for (int k = 0; k < 8; k++) t[k] += bias[i + k];
+            memcpy(y + i, t, sizeof t);
+        }
+        for (; i < D; i++) y[i] = (x[i] - mean) * rstd * gain[i] + (bias ? bias[i] : 0.0f);
+    }
+}
+
+TG_CPU_KERNEL(cpu_norm) {
+    const tg_node *n = ir_node(g, id);
+    nn_job j = row_job(n, in, out, n->shape);
+    run_rows(c, &j, norm_rows);
+}
+
+static void norm_stats_rows(void *arg, int64_t lo, int64_t hi) {
+    nn_job *j = arg;
+    const float *X = j->in[0];
+    float *st = j->out;
+    for (int64_t r = lo; r < hi; r++)
+        norm_stats_row(X + r * j->width, j->width, j->n->ia[0], j->n->fa[0], &st[2 * r], &st[2 * r + 1]);
+}
+
+TG_CPU_KERNEL(cpu_norm_stats) {
+    const tg_node *n = ir_node(g, id);
+    nn_job j = row_job(n, in, out, ir_node(g, n->in[0])->shape);
+    run_rows(c, &j, norm_stats_rows);
+}
+
+/* With xh = (x - mean) * rstd and d = gy * g:
+ *   layer norm  dx = rstd * (d - mean(d) - xh * mean(d * xh))
+ *   RMS norm    dx = rstd * (d - xh * mean(d * xh))
+ * dx may alias x or gy: the second pass reads element i before writing it. */
+static void norm_dx_rows(void *arg, int64_t lo, int64_t hi) {
+    nn_job *j = arg;
+    const float *X = j->in[0], *gain = j->in[1], *GY = j->in[2], *st = j->in[3];
+    float *DX = j->out;
+    int64_t D = j->width;
+    bool rms = j->n->ia[0];
+    for (int64_t r = lo; r < hi; r++) {
+        const float *x = X + r * D, *gy = GY + r * D;
+        float *dx = DX + r * D, mean = st[2 * r], rstd = st[2 * r + 1];
+        float sa[8] = {0}, sb[8] = {0};
+        int64_t i = 0;
+        for (; i + 8 <= D; i += 8)
+            for (int k = 0; k < 8; k++) {
+                float d = gy[i + k] * gain[i + k];
+                sa[k] += d;
+                sb[k] += d * ((x[i + k] - mean) * rstd);
+            }
+        float a = lanes_combine(sa), b = lanes_combine(sb);
+        for (; i < D; i++) {
+            float d = gy[i] * gain[i];
+            a += d;
+            b += d * ((x[i] - mean) * rstd);
+        }
+        a = rms ? 0.0f : a / (float)D;
+        b /= (float)D;
+        for (i = 0; i + 8 <= D; i += 8) {
+            float t[8];
+            for (int k = 0; k < 8; k++) t[k] = rstd * (gy[i + k] * gain[i + k] - a - (x[i + k] - mean) * rstd * b);
+            memcpy(dx + i, t, sizeof t);
+        }
+        for (; i < D; i++) dx[i] = rstd * (gy[i] * gain[i] - a - (x[i] - mean) * rstd * b);
+    }
+}
+
+TG_CPU_KERNEL(cpu_norm_dx) {
+    const tg_node *n = ir_node(g, id);
+    nn_job j = row_job(n, in, out, n->shape);
+    run_rows(c, &j, norm_dx_rows);
+}
+
+/* dgain[i] = sum over rows r, in order, of gy[r, i] * xh[r, i]. Tasks own
+ * column blocks, so no sum is split between threads. */
+static void norm_dgain_cols(void *arg, int64_t c0, int64_t c1) {
+    nn_job *j = arg;
+    const float *X = j->in[0], *GY = j->in[1], *st = j->in[2];
+    float *dg = j->out;
+    int64_t D = j->width;
+    for (int64_t i = c0; i < c1; i++) dg[i] = 0.0f;
+    for (int64_t r = 0; r < j->rows; r++) {
+        const float *x = X + r * D, *gy = GY + r * D;
+        float mean = st[2 * r], rstd = st[2 * r + 1];
+        int64_t i = c0;
+        for (; i + 8 <= c1; i += 8) {
+            float t[8];
+            for (int k = 0; k < 8; k++) t[k] = dg[i + k] + gy[i + k] * ((x[i + k] - mean) * rstd);
+            memcpy(dg + i, t, sizeof t);
+        }
+        for (; i < c1; i++) dg[i] += gy[i] * ((x[i] - mean) * rstd);
+    }
+}
+
+TG_CPU_KERNEL(cpu_norm_dgain) {
+    const tg_node *n = ir_node(g, id);
+    nn_job j = row_job(n, in, out, ir_node(g, n->in[0])->shape);
+    int64_t grain = GRAIN / (j.rows ? j.rows : 1);
+    cpu_parallel(c, j.width, grain > 16 ? grain : 16, norm_dgain_cols, &j);
+}
+
+/* ---- embedding: table [V, D], idx i32 [R] (leading axes flattened), out [R, D] ---- */
+
+/* An index outside [0, V) gives a zero row (and gets no gradient). */
+static void embedding_rows(void *arg, int64_t lo, int64_t hi) {
+    nn_job *j = arg;
+    const float *table = j->in[0];
+    const int32_t *idx = j->in[1];
+    float *y = j->out;
+    int64_t D = j->width, V = j->T;
+    for (int64_t r = lo; r < hi; r++) {
+        if (idx[r] >= 0 && idx[r] < V) memcpy(y + r * D, table + idx[r] * D, (size_t)D * sizeof(float));
+        else memset(y + r * D, 0, (size_t)D * sizeof(float));
+    }
+}
+
+TG_CPU_KERNEL(cpu_embedding) {
+    const tg_node *n = ir_node(g, id);
+    nn_job j = row_job(n, in, out, n->shape);
+    j.T = ir_node(g, n->in[0])->shape.d[0]; /* V */
+    run_rows(c, &j, embedding_rows);
+}
+
+/* gtable [V, D] = sum over r of gy[r] into row idx[r]. Each task owns a block
+ * of columns of every table row and adds the cotangent rows in index order,
+ * so the sums are the same whatever the thread count, with no atomics. */
+static void embedding_grad_cols(void *arg, int64_t c0, int64_t c1) {
+    nn_job *j = arg;
+    const int32_t *idx = j->in[0];
+    const float *gy = j->in[1];
+    float *gt = j->out;
+    int64_t D = j->width, V = j->T;
+    for (int64_t v = 0; v < V; v++) memset(gt + v * D + c0, 0, (size_t)(c1 - c0) * sizeof(float));
+    for (int64_t r = 0; r < j->rows; r++) {
+        if (idx[r] < 0 || idx[r] >= V) continue;
+        float *dst = gt + idx[r] * D;
+        const float *src = gy + r * D;
+        int64_t i = c0;
+        for (; i + 8 <= c1; i += 8) {
+            float t[8];
+            for (int k = 0; k < 8; k++) t[k] = dst[i + k] + src[i + k];
+            memcpy(dst + i, t, sizeof t);
+        }
+        for (; i < c1; i++) dst[i] += src[i];
+    }
+}
+
+TG_CPU_KERNEL(cpu_embedding_grad) {
+    const tg_node *n = ir_node(g, id);
+    nn_job j = row_job(n, in, out, ir_node(g, n->in[1])->shape);
+    j.T = n->ia[0]; /* V */
+    int64_t grain = GRAIN / (j.rows ? j.rows : 1);
+    cpu_parallel(c, j.width, grain > 16 ? grain : 16, embedding_grad_cols, &j);
+}
+
+/* ---- rope: x [R, D] with R = (...) * T, table [T, D] = cos | sin, each [T, D/2] ---- */
+
+/* For position t = r % T and pair (i, i + D/2), with c, s the table's cos and
+ * sin of t * base^(-2i/D):
+ *   y[i] = x[i] c - x[i + D/2] s,   y[i + D/2] = x[i + D/2] c + x[i] s
+ * and the inverse rotation (s -> -s) for the backward. y may alias x. */
+static void rope_rows(void *arg, int64_t lo, int64_t hi) {
+    nn_job *j = arg;
+    const float *X = j->in[0], *tab = j->in[1];
+    float *Y = j->out;
+    int64_t D = j->width, h = D / 2;
+    float sign = j->n->ia[0] ? -1.0f : 1.0f;
+    for (int64_t r = lo; r < hi; r++) {
+        const float *x = X + r * D, *cs = tab + (r % j->T) * D, *sn = cs + h;
+        float *y = Y + r * D;
+        int64_t i = 0;
+        for (; i + 8 <= h; i += 8) {
+            float lo[8], hi[8];
+            for (int k = 0; k < 8; k++) {
+                float a = x[i + k], b = x[i + h + k], c = cs[i + k], s = sign * sn[i + k];
+                lo[k] = a * c - b * s;
+                hi[k] = b * c + a * s;
+            }
+            memcpy(y + i, lo, sizeof lo);
+            memcpy(y + i + h, hi, sizeof hi);
+        }
+        for (; i < h; i++) {
+            float a = x[i], b = x[i + h], c = cs[i], s = sign * sn[i];
+            y[i] = a * c - b * s;
+            y[i + h] = b * c + a * s;
+        }
+    }
+}
+
+TG_CPU_KERNEL(cpu_rope) {
+    const tg_node *n = ir_node(g, id);
+    nn_job j = row_job(n, in, out, n->shape);
+    j.T = n->shape.d[n->shape.ndim - 2];
+    run_rows(c, &j, rope_rows);
+}
+
+/* ---- random ops: in[last] is the seed leaf ---- */
+
+/* Element e is dropped when tg_rng_uniform(seed, salt, e) < p, else scaled
+ * by fa[1] = 1 / (1 - p). x and y are flat [N]; y may alias x. */
+static void dropout_range(void *arg, int64_t lo, int64_t hi) {
+    nn_job *j = arg;
+    const float *x = j->in[0];
+    float *y = j->out, p = j->n->fa[0], scale = j->n->fa[1];
+    for (int64_t e = lo; e < hi; e++) y[e] = tg_rng_key_uniform(j->key, (uint32_t)e) < p ? 0.0f : x[e] * scale;
+}
+
+TG_CPU_KERNEL(cpu_dropout) {
+    const tg_node *n = ir_node(g, id);
+    nn_job j = {n, in, out, ir_numel(n), 1, 0, tg_rng_key(read_seed(in[1]), (uint32_t)n->ia[7])};
+    run_rows(c, &j, dropout_range);
+}
+
+/* y [N] flat: y[e] = tg_rng_normal(seed, salt, e). */
+static void randn_range(void *arg, int64_t lo, int64_t hi) {
+    nn_job *j = arg;
+    float *y = j->out;
+    for (int64_t e = lo; e < hi; e++) y[e] = tg_rng_key_normal(j->key, (uint32_t)e);
+}
+
+TG_CPU_KERNEL(cpu_randn) {
+    const tg_node *n = ir_node(g, id);
+    nn_job j = {n, in, out, ir_numel(n), 4, 0, tg_rng_key(read_seed(in[0]), (uint32_t)n->ia[7])};
+    run_rows(c, &j, randn_range);
+}
+
+/* logits [R, V] -> i32 [R]: inverse-CDF sampling of softmax(x[r]) with one
+ * uniform u = tg_rng_uniform(seed, salt, r) per row. With m = max x[r] and
+ * w[v] = expf(x[v] - m), Z = sum of w in order v = 0..V-1, the pick is the
+ * first v whose running sum (same order) exceeds u * Z. Classes with w = 0
+ * are never picked; if rounding (or NaN logits) leaves no pick, the last
+ * class with w > 0 is taken, else V - 1. */
+static void categorical_rows(void *arg, int64_t lo, int64_t hi) {
+    nn_job *j = arg;
+    const float *X = j->in[0];
+    int32_t *y = j->out;
+    int64_t V = j->width;
+    for (int64_t r = lo; r < hi; r++) {
+        const float *x = X + r * V;
+        float m = row_max(x, V), z = 0.0f;
+        for (int64_t v = 0; v < V; v++) z += expf(x[v] - m);
+        float target = tg_rng_key_uniform(j->key, (uint32_t)r) * z, run = 0.0f;
+        int64_t pick = -1, last = V - 1;
+        for (int64_t v = 0; v < V; v++) {
+            float w = expf(x[v] - m);
+            if (w > 0.0f) last = v;
+            run += w;
+            if (target < run) {
+                pick = v;
+                break;
+            }
+        }
+        y[r] = (int32_t)(pick >= 0 ? pick : last);
+    }
+}
+
+TG_CPU_KERNEL(cpu_categorical) {
+    const tg_node *n = ir_node(g, id);
+    nn_job j = row_job(n, in, out, ir_node(g, n->in[0])->shape);
+    j.key = tg_rng_key(read_seed(in[1]), (uint32_t)n->ia[7]);
+    run_rows(c, &j, categorical_rows);
+}

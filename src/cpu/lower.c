@@ -1,0 +1,327 @@
+/* Lowering to CPU steps (see lower.h). A chain is fused only when it cannot
+ * change what any other kernel or the caller sees:
+ *  - every node whose value the fused kernel skips has exactly one reader
+ *    (the next node of the chain) and is not an output, capture, gradient
+ *    or writeback source;
+ *  - the fused kernel runs at the chain's last node's turn and writes only
+ *    that node's buffer, as the last node did; what it reads earlier nodes'
+ *    inputs from must not have been overwritten by kernels in between;
+ *  - the buffer written does not overlap what the fused kernel reads, except
+ *    in the one way an element-by-element pass tolerates (the same element).
+ * Fused kernels do the same float operations as the separate ones, so the
+ * results are bitwise the same as without fusion. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels.h"
+#include "lower.h"
+
+#define GRAIN 16384 /* elements per task: below about this, other threads cost more than they save */
+
+typedef struct {
+    const tg_program *p;
+    const tg_graph *g;
+    char *const *arena;
+    int *uses;    /* readers among the nodes */
+    int *reader;  /* for a node with one reader: that reader */
+    bool *pinned; /* read from outside: result, capture, gradient, writeback source */
+    const int *run; /* the nodes that run kernels, in order */
+    int *pos;     /* node -> its index in run[] */
+} lower_ctx;
+
+static char *addr(const lower_ctx *l, int id) {
+    const tg_slot *s = &l->p->plan.slot[id];
+    return l->arena[s->arena] + s->offset;
+}
+
+static int64_t bytes(const lower_ctx *l, int id) { return l->p->plan.slot[id].bytes; }
+static const tg_node *node(const lower_ctx *l, int id) { return &l->g->nodes[id]; }
+
+static bool overlap(const lower_ctx *l, int a, int b) {
+    char *pa = addr(l, a), *pb = addr(l, b);
+    return pa < pb + bytes(l, b) && pb < pa + bytes(l, a);
+}
+
+/* Same buffer, same size: an elementwise pass may read and write it. */
+static bool same(const lower_ctx *l, int a, int b) { return addr(l, a) == addr(l, b) && bytes(l, a) == bytes(l, b); }
+
+static bool absorbable(const lower_ctx *l, int id) { return l->uses[id] == 1 && !l->pinned[id]; }
+
+static bool f32(const lower_ctx *l, int id) { return node(l, id)->dtype == TG_F32; }
+
+/* ---- runners ---- */
+
+static void run_kernel(cpu_ctx *c, const cpu_step *s) { s->fn(c, s->g, s->id, s->out, s->in); }
+
+static void run_gemm(cpu_ctx *c, const cpu_step *s) { tg_gemm(c->pool, &s->gemm); }
+
+static void binary_range(void *arg, int64_t lo, int64_t hi) {
+    const cpu_step *s = arg;
+    s->vk->binary(s->op, hi - lo, s->o[0] + lo, s->x[0] + lo * s->sa, s->sa, s->x[1] + lo * s->sb, s->sb);
+}
+static void run_binary(cpu_ctx *c, const cpu_step *s) { cpu_parallel(c, s->n, GRAIN, binary_range, (void *)s); }
+
+static void binary_row_range(void *arg, int64_t lo, int64_t hi) {
+    const cpu_step *s = arg;
+    s->vk->binary_row(s->op, hi - lo, s->cols, s->o[0] + lo * s->cols, s->x[0] + lo * s->cols, s->x[1], s->row_left);
+}
+static void run_binary_row(cpu_ctx *c, const cpu_step *s) {
+    cpu_parallel(c, s->rows, 1 + GRAIN / s->cols, binary_row_range, (void *)s);
+}
+
+static void relu_range(void *arg, int64_t lo, int64_t hi) {
+    const cpu_step *s = arg;
+    s->vk->relu(hi - lo, s->o[0] + lo, s->x[0] + lo);
+}
+static void run_relu(cpu_ctx *c, const cpu_step *s) { cpu_parallel(c, s->n, GRAIN, relu_range, (void *)s); }
+
+static void relu_grad_range(void *arg, int64_t lo, int64_t hi) {
+    const cpu_step *s = arg;
+    s->vk->relu_grad(hi - lo, s->o[0] + lo, s->x[0] + lo, s->x[1] + lo);
+}
+static void run_relu_grad(cpu_ctx *c, const cpu_step *s) { cpu_parallel(c, s->n, GRAIN, relu_grad_range, (void *)s); }
+
+static void colsum_range(void *arg, int64_t lo, int64_t hi) {
+    const cpu_step *s = arg;
+    s->vk->colsum(s->rows, s->cols, lo, hi, s->x[0], s->o[0]);
+}
+static void run_colsum(cpu_ctx *c, const cpu_step *s) {
+    cpu_parallel(c, s->cols, 64 * (1 + GRAIN / (64 * s->rows)), colsum_range, (void *)s);
+}
+
+static void adam_range(void *arg, int64_t lo, int64_t hi) {
+    const cpu_step *s = arg;
+    const float *h = s->x[4];
+    s->vk->adam(hi - lo, s->o[0] + lo, s->o[1] + lo, s->o[2] + lo, s->x[0] + lo, s->x[1] + lo, s->x[2] + lo,
+                s->x[3] + lo, s->f[0], s->f[1], h[TG_HYPER_LRT], s->f[3] ? h[TG_HYPER_SHRINK] : 1.0f, s->f[2]);
+}
+static void run_adam(cpu_ctx *c, const cpu_step *s) { cpu_parallel(c, s->n, GRAIN, adam_range, (void *)s); }
+
+/* ---- matching ---- */
+
+/* A matmul, then optionally its bias add, then optionally relu or relu's
+ * gradient, done by the GEMM epilogue: the chain's members in chain[], the
+ * matmul first. Returns the chain length, 1 when nothing fuses. */
+static int matmul_chain(const lower_ctx *l, int mm_id, int *chain, int *bias, int *gate, bool *relu) {
+    const tg_node *mm = node(l, mm_id);
+    int len = 1, last = mm_id;
+    chain[0] = mm_id;
+    *bias = *gate = -1;
+    *relu = false;
+    if (absorbable(l, last)) {
+        const tg_node *n = node(l, l->reader[last]);
+        int other = n->nin == 2 ? (n->in[0] == last ? n->in[1] : n->in[0]) : -1;
+        if (n->op == TG_OP_ADD && other >= 0 && other != last && f32(l, other) && shape_eq(n->shape, mm->shape)) {
+            const tg_node *b = node(l, other);
+            int64_t N = mm->shape.d[mm->shape.ndim - 1];
+            if (ir_numel(b) == N && b->shape.ndim >= 1 && b->shape.d[b->shape.ndim - 1] == N)
+                *bias = other, last = chain[len++] = l->reader[last];
+        }
+    }
+    if (absorbable(l, last)) {
+        int k = l->reader[last];
+        const tg_node *n = node(l, k);
+        if (n->op == TG_OP_RELU && n->in[0] == last) {
+            *relu = true;
+            last = chain[len++] = k;
+        } else if (n->op == TG_OP_RELU_GRAD && n->in[1] == last && n->in[0] != last && f32(l, n->in[0])) {
+            *gate = n->in[0];
+            last = chain[len++] = k;
+        }
+    }
+    return len;
+}
+
+/* Fills s with the fused matmul chain ending at the run list's position
+ * pos_last, or returns false if it may not fuse. */
+static bool lower_matmul_chain(const lower_ctx *l, const int *chain, int len, int bias, int gate, bool relu,
+                               cpu_step *s) {
+    int mm = chain[0], last = chain[len - 1];
+    const tg_node *n = node(l, mm);
+    int reads[3] = {n->in[0], n->in[1], bias};
+    /* Kernels between the matmul's turn and the last node's must leave the
+     * fused kernel's early inputs alone. */
+    for (int r = l->pos[mm] + 1; r < l->pos[last]; r++) {
+        int x = l->run[r];
+        for (int k = 0; k < 3; k++)
+            if (reads[k] >= 0 && overlap(l, x, reads[k])) return false;
+    }
+    for (int k = 0; k < 3; k++)
+        if (reads[k] >= 0 && overlap(l, last, reads[k])) return false;
+    void *in[TG_MAX_IN] = {addr(l, n->in[0]), addr(l, n->in[1])};
+    cpu_matmul_args(l->g, mm, addr(l, last), in, &s->gemm);
+    /* The gate may be overwritten element by element, if each C element is
+     * written once. */
+    if (gate >= 0 && overlap(l, last, gate) && !(same(l, last, gate) && tg_gemm_single_pass(&s->gemm))) return false;
+    s->epi = (tg_gemm_epi){bias >= 0 ? (const float *)addr(l, bias) : NULL, relu,
+                           gate >= 0 ? (const float *)addr(l, gate) : NULL, s->gemm.ldc, s->gemm.sc};
+    s->gemm.epi = &s->epi;
+    s->run = run_gemm;
+    s->id = last;
+    s->n_nodes = len;
+    return true;
+}
+
+/* adam_m, adam_v, adam_p of one param, in one pass. */
+static int lower_adam(const lower_ctx *l, const int *run, int left, cpu_step *s) {
+    if (left < 3) return 0;
+    int im = run[0], iv = run[1], ip = run[2];
+    const tg_node *m = node(l, im), *v = node(l, iv), *p = node(l, ip);
+    if (v->op != TG_OP_ADAM_V || p->op != TG_OP_ADAM_P || v->in[1] != m->in[1] || p->in[1] != im || p->in[2] != iv)
+        return 0;
+    int ins[4] = {m->in[0], v->in[0], m->in[1], p->in[0]}, outs[3] = {im, iv, ip};
+    for (int k = 0; k < 4; k++)
+        if (!f32(l, ins[k]) || ir_numel(node(l, ins[k])) != ir_numel(m)) return 0;
+    for (int o = 0; o < 3; o++) {
+        for (int k = 0; k < 4; k++)
+            if (overlap(l, outs[o], ins[k]) && !same(l, outs[o], ins[k])) return 0;
+        for (int q = 0; q < o; q++)
+            if (overlap(l, outs[o], outs[q])) return 0;
+    }
+    s->run = run_adam;
+    s->n = ir_numel(m);
+    for (int o = 0; o < 3; o++) s->o[o] = (float *)addr(l, outs[o]);
+    for (int k = 0; k < 4; k++) s->x[k] = (const float *)addr(l, ins[k]);
+    s->x[4] = (const float *)addr(l, p->in[3]);
+    s->f[0] = m->fa[0], s->f[1] = v->fa[0], s->f[2] = p->fa[0], s->f[3] = p->ia[0] ? 1.0f : 0.0f;
+    s->id = ip;
+    return 3;
+}
+
+static bool lower_binary(const lower_ctx *l, int id, cpu_step *s) {
+    const tg_node *n = node(l, id);
+    if (!f32(l, id) || !f32(l, n->in[0]) || !f32(l, n->in[1])) return false;
+    static const vec_op ops[] = {[TG_OP_ADD] = VEC_ADD, [TG_OP_SUB] = VEC_SUB, [TG_OP_MUL] = VEC_MUL,
+                                 [TG_OP_DIV] = VEC_DIV};
+    const tg_node *a = node(l, n->in[0]), *b = node(l, n->in[1]);
+    int64_t N = ir_numel(n), na = ir_numel(a), nb = ir_numel(b);
+    int64_t cols = n->shape.ndim ? n->shape.d[n->shape.ndim - 1] : 1;
+    s->op = ops[n->op];
+    s->o[0] = (float *)s->out, s->x[0] = s->in[0], s->x[1] = s->in[1];
+    s->n = N;
+    if ((na == N || na == 1) && (nb == N || nb == 1)) {
+        s->run = run_binary;
+        s->sa = na == N, s->sb = nb == N;
+        return true;
+    }
+    const tg_node *row = na == N ? b : a;
+    if ((na == N) == (nb == N) || cols < 1 || ir_numel(row) != cols || row->shape.ndim < 1 ||
+        row->shape.d[row->shape.ndim - 1] != cols)
+        return false;
+    s->run = run_binary_row;
+    s->rows = N / cols, s->cols = cols;
+    s->row_left = row == a;
+    if (s->row_left) s->x[0] = s->in[1], s->x[1] = s->in[0];
+    return true;
+}
+
+/* A sum whose output keeps the input's trailing axes and drops the leading
+ * ones: column sums of [rows, cols]. */
+static bool lower_colsum(const lower_ctx *l, int id, cpu_step *s) {
+    const tg_node *n = node(l, id), *x = node(l, n->in[0]);
+    if (!f32(l, id) || n->shape.ndim != x->shape.ndim) return false;
+    int k = 0;
+    while (k < n->shape.ndim && n->shape.d[k] == 1) k++;
+    for (int i = k; i < n->shape.ndim; i++)
+        if (n->shape.d[i] != x->shape.d[i]) return false;
+    int64_t cols = ir_numel(n);
+    if (cols < 16) return false; /* a few long sums: the op-table kernel sums them in a better order */
+    s->run = run_colsum;
+    s->rows = ir_numel(x) / cols, s->cols = cols;
+    s->o[0] = s->out, s->x[0] = s->in[0];
+    return true;
+}
+
+static int lower_one(const lower_ctx *l, const int *run, int left, bool specialize, cpu_step *s) {
+    int id = run[0];
+    const tg_node *n = node(l, id);
+    memset(s, 0, sizeof *s);
+    s->g = l->g;
+    s->id = id;
+    s->fn = tg_ops[n->op].cpu;
+    s->out = addr(l, id);
+    for (int k = 0; k < n->nin; k++) s->in[k] = addr(l, n->in[k]);
+    s->run = run_kernel;
+    s->vk = vec_best();
+    s->n_nodes = 1;
+    if (!specialize) return 1;
+    int used = 0;
+    switch (n->op) {
+    case TG_OP_MATMUL:
+        cpu_matmul_args(l->g, id, s->out, s->in, &s->gemm);
+        s->run = run_gemm;
+        used = 1;
+        break;
+    case TG_OP_ADAM_M: used = lower_adam(l, run, left, s); break;
+    case TG_OP_ADD: case TG_OP_SUB: case TG_OP_MUL: case TG_OP_DIV: used = lower_binary(l, id, s); break;
+    case TG_OP_RELU:
+        if (f32(l, id)) s->run = run_relu, s->n = ir_numel(n), s->o[0] = s->out, s->x[0] = s->in[0], used = 1;
+        break;
+    case TG_OP_RELU_GRAD:
+        if (f32(l, id) && f32(l, n->in[1]))
+            s->run = run_relu_grad, s->n = ir_numel(n), s->o[0] = s->out, s->x[0] = s->in[0], s->x[1] = s->in[1],
+            used = 1;
+        break;
+    case TG_OP_SUM: used = lower_colsum(l, id, s); break;
+    default: break;
+    }
+    if (used == 0) s->run = run_kernel, used = 1;
+    s->n_nodes = used;
+    return used;
+}
+
+int cpu_lower(const tg_program *p, char *const *arena, bool specialize, cpu_step *steps) {
+    const tg_graph *g = p->g;
+    size_t n = (size_t)g->n + 1;
+    int *run = tg_calloc(n, sizeof(int)), *uses = tg_calloc(n, sizeof(int)), *reader = tg_calloc(n, sizeof(int));
+    int *pos = tg_calloc(n, sizeof(int)), *pend = tg_calloc(n, sizeof(int));
+    bool *pinned = tg_calloc(n, sizeof(bool)), *absorbed = tg_calloc(n, sizeof(bool));
+    int n_run = 0, n_mm = 0, n_fused = 0, n_steps = -1;
+    for (int i = 0; run && uses && reader && pos && pend && i < g->n; i++) {
+        const tg_node *nd = &g->nodes[i];
+        for (int k = 0; k < nd->nin; k++) uses[nd->in[k]]++, reader[nd->in[k]] = i;
+        unsigned f = tg_ops[nd->op].flags;
+        pend[i] = -1;
+        n_mm += nd->op == TG_OP_MATMUL;
+        if (tg_ops[nd->op].cpu && !(f & (TG_OPF_VIEW | TG_OPF_CONSTANT | TG_OPF_LEAF)))
+            pos[i] = n_run, run[n_run++] = i;
+    }
+    cpu_step *fused = tg_calloc((size_t)n_mm + 1, sizeof(cpu_step)); /* chains waiting for their last node */
+    if (!run || !uses || !reader || !pos || !pend || !pinned || !absorbed || !fused) goto done;
+    if (p->result >= 0) pinned[p->result] = true;
+    for (int c = 0; c < g->n_caps; c++) pinned[g->caps[c].id] = true;
+    for (int i = 0; i < p->n_params; i++)
+        if (p->param_grad[i] >= 0) pinned[p->param_grad[i]] = true;
+    for (int w = 0; w < p->n_wb; w++) pinned[p->wb[w].src] = true;
+    lower_ctx l = {p, g, arena, uses, reader, pinned, run, pos};
+    n_steps = 0;
+    for (int r = 0; r < n_run;) {
+        int id = run[r], chain[3], len, bias, gate;
+        bool relu;
+        if (absorbed[id]) { /* part of a fused step */
+            r++;
+            continue;
+        }
+        if (pend[id] >= 0) { /* the last node of a fused chain: its step goes here */
+            steps[n_steps] = fused[pend[id]];
+            steps[n_steps].gemm.epi = &steps[n_steps].epi;
+            n_steps++, r++;
+            continue;
+        }
+        if (specialize && g->nodes[id].op == TG_OP_MATMUL &&
+            (len = matmul_chain(&l, id, chain, &bias, &gate, &relu)) > 1) {
+            cpu_step *f = &fused[n_fused];
+            f->g = g, f->vk = vec_best();
+            if (lower_matmul_chain(&l, chain, len, bias, gate, relu, f)) {
+                for (int k = 0; k < len - 1; k++) absorbed[chain[k]] = true;
+                pend[chain[len - 1]] = n_fused++;
+                r++;
+                continue;
+            }
+        }
+        r += lower_one(&l, run + r, n_run - r, specialize, &steps[n_steps++]);
+    }
+done:
+    free(run), free(uses), free(reader), free(pos), free(pend), free(pinned), free(absorbed), free(fused);
+    return n_steps;
+}

@@ -1,0 +1,37 @@
+/* Lowering a planned graph to CPU steps. A step is either the op table's
+ * kernel for one node, or a specialized kernel whose arguments (pointers,
+ * sizes, strides, the GEMM set-up) were worked out once at compile time;
+ * some specialized steps stand for a short chain of nodes (a matmul with its
+ * bias add and relu, or with relu's gradient; Adam's three updates). */
+#ifndef TG_CPU_LOWER_H
+#define TG_CPU_LOWER_H
+#include "cpu.h"
+#include "vec.h"
+#include "../engine.h"
+
+typedef struct cpu_step cpu_step;
+struct cpu_step {
+    void (*run)(cpu_ctx *c, const cpu_step *s);
+    const tg_graph *g;
+    int id;                    /* the node whose output the step leaves (the chain's last) */
+    int n_nodes;               /* nodes it stands for */
+    /* the op table's kernel */
+    tg_cpu_fn fn;
+    void *out;
+    void *in[TG_MAX_IN];
+    /* specialized */
+    const vec_kernels *vk;
+    tg_gemm_args gemm;
+    tg_gemm_epi epi;
+    vec_op op;
+    int64_t n, rows, cols, sa, sb;
+    bool row_left;
+    float f[4];
+    float *o[3];
+    const float *x[5];
+};
+
+/* Fills steps[] (room for one per node) for the nodes that run each step;
+ * returns how many. specialize = false gives op-table kernels only. */
+int cpu_lower(const tg_program *p, char *const *arena, bool specialize, cpu_step *steps);
+#endif

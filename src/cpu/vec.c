@@ -1,0 +1,163 @@
+/* Elementwise loops: plain C, and AVX-512 with masked tails. */
+#include <math.h>
+
+#include "vec.h"
+
+/* ---- plain C ---- */
+
+static inline float apply(vec_op op, float a, float b) {
+    switch (op) {
+    case VEC_ADD: return a + b;
+    case VEC_SUB: return a - b;
+    case VEC_MUL: return a * b;
+    default: return a / b;
+    }
+}
+
+static void binary_c(vec_op op, int64_t n, float *o, const float *a, int64_t sa, const float *b, int64_t sb) {
+    for (int64_t i = 0; i < n; i++) o[i] = apply(op, a[i * sa], b[i * sb]);
+}
+
+static void binary_row_c(vec_op op, int64_t rows, int64_t cols, float *o, const float *a, const float *row,
+                         bool row_left) {
+    for (int64_t r = 0; r < rows; r++, o += cols, a += cols)
+        for (int64_t j = 0; j < cols; j++) o[j] = row_left ? apply(op, row[j], a[j]) : apply(op, a[j], row[j]);
+}
+
+static void relu_c(int64_t n, float *o, const float *x) {
+    for (int64_t i = 0; i < n; i++) o[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+static void relu_grad_c(int64_t n, float *o, const float *y, const float *gy) {
+    for (int64_t i = 0; i < n; i++) o[i] = y[i] > 0.0f ? gy[i] : 0.0f;
+}
+
+static void colsum_c(int64_t rows, int64_t cols, int64_t j0, int64_t j1, const float *x, float *y) {
+    for (int64_t j = j0; j < j1; j++) y[j] = 0.0f;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t j = j0; j < j1; j++) y[j] += x[r * cols + j];
+}
+
+static void adam_c(int64_t n, float *mo, float *vo, float *po, const float *m, const float *v, const float *g,
+                   const float *p, float b1, float b2, float lrt, float shrink, float eps) {
+    for (int64_t i = 0; i < n; i++) {
+        float gi = g[i], pi = p[i];
+        float mi = b1 * m[i] + (1.0f - b1) * gi;
+        float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
+        mo[i] = mi, vo[i] = vi;
+        po[i] = shrink * pi - lrt * mi / (sqrtf(vi) + eps);
+    }
+}
+
+static const vec_kernels k_c = {binary_c, binary_row_c, relu_c, relu_grad_c, colsum_c, adam_c};
+const vec_kernels *vec_generic(void) { return &k_c; }
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#define AVX512 __attribute__((target("avx512f")))
+#define AVX512_INLINE __attribute__((target("avx512f"), always_inline)) static inline
+
+static inline __mmask16 tail_mask(int64_t left) { return left >= 16 ? 0xffff : (__mmask16)((1u << left) - 1); }
+
+AVX512_INLINE __m512 vapply(vec_op op, __m512 a, __m512 b) {
+    switch (op) {
+    case VEC_ADD: return _mm512_add_ps(a, b);
+    case VEC_SUB: return _mm512_sub_ps(a, b);
+    case VEC_MUL: return _mm512_mul_ps(a, b);
+    default: return _mm512_div_ps(a, b);
+    }
+}
+
+/* OP is a constant in each instance below, so the switch folds away. */
+AVX512_INLINE void binary_body(const vec_op OP, int64_t n, float *o, const float *a, int64_t sa, const float *b,
+                               int64_t sb) {
+    __m512 as = _mm512_set1_ps(a[0]), bs = _mm512_set1_ps(b[0]);
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 k = tail_mask(n - i);
+        __m512 x = sa ? _mm512_maskz_loadu_ps(k, a + i) : as, y = sb ? _mm512_maskz_loadu_ps(k, b + i) : bs;
+        _mm512_mask_storeu_ps(o + i, k, vapply(OP, x, y));
+    }
+}
+
+AVX512 static void binary_512(vec_op op, int64_t n, float *o, const float *a, int64_t sa, const float *b, int64_t sb) {
+    if (n <= 0) return;
+    switch (op) {
+    case VEC_ADD: binary_body(VEC_ADD, n, o, a, sa, b, sb); break;
+    case VEC_SUB: binary_body(VEC_SUB, n, o, a, sa, b, sb); break;
+    case VEC_MUL: binary_body(VEC_MUL, n, o, a, sa, b, sb); break;
+    default: binary_body(VEC_DIV, n, o, a, sa, b, sb); break;
+    }
+}
+
+AVX512 static void binary_row_512(vec_op op, int64_t rows, int64_t cols, float *o, const float *a, const float *row,
+                                  bool row_left) {
+    for (int64_t r = 0; r < rows; r++, o += cols, a += cols)
+        for (int64_t j = 0; j < cols; j += 16) {
+            __mmask16 k = tail_mask(cols - j);
+            __m512 x = _mm512_maskz_loadu_ps(k, a + j), w = _mm512_maskz_loadu_ps(k, row + j);
+            _mm512_mask_storeu_ps(o + j, k, row_left ? vapply(op, w, x) : vapply(op, x, w));
+        }
+}
+
+/* max returns its second operand when either is NaN, and +0 for -0: the
+ * same as x > 0 ? x : 0. */
+AVX512 static void relu_512(int64_t n, float *o, const float *x) {
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 k = tail_mask(n - i);
+        _mm512_mask_storeu_ps(o + i, k, _mm512_max_ps(_mm512_maskz_loadu_ps(k, x + i), _mm512_setzero_ps()));
+    }
+}
+
+AVX512 static void relu_grad_512(int64_t n, float *o, const float *y, const float *gy) {
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 k = tail_mask(n - i);
+        __mmask16 pos = _mm512_mask_cmp_ps_mask(k, _mm512_maskz_loadu_ps(k, y + i), _mm512_setzero_ps(), _CMP_GT_OQ);
+        _mm512_mask_storeu_ps(o + i, k, _mm512_maskz_loadu_ps(pos, gy + i));
+    }
+}
+
+/* 64 columns at a time, in registers, down all the rows. */
+AVX512 static void colsum_512(int64_t rows, int64_t cols, int64_t j0, int64_t j1, const float *x, float *y) {
+    for (int64_t j = j0; j < j1; j += 64) {
+        __mmask16 k[4];
+        __m512 s[4];
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; q++) k[q] = j + 16 * q < j1 ? tail_mask(j1 - j - 16 * q) : 0, s[q] = _mm512_setzero_ps();
+        for (int64_t r = 0; r < rows; r++)
+#pragma GCC unroll 4
+            for (int q = 0; q < 4; q++)
+                s[q] = _mm512_add_ps(s[q], _mm512_maskz_loadu_ps(k[q], x + r * cols + j + 16 * q));
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; q++) _mm512_mask_storeu_ps(y + j + 16 * q, k[q], s[q]);
+    }
+}
+
+AVX512 static void adam_512(int64_t n, float *mo, float *vo, float *po, const float *m, const float *v,
+                            const float *g, const float *p, float b1, float b2, float lrt, float shrink, float eps) {
+    const __m512 vb1 = _mm512_set1_ps(b1), vc1 = _mm512_set1_ps(1.0f - b1), vb2 = _mm512_set1_ps(b2),
+                 vc2 = _mm512_set1_ps(1.0f - b2), vlrt = _mm512_set1_ps(lrt), vsh = _mm512_set1_ps(shrink),
+                 veps = _mm512_set1_ps(eps);
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 k = tail_mask(n - i);
+        __m512 gi = _mm512_maskz_loadu_ps(k, g + i), pi = _mm512_maskz_loadu_ps(k, p + i);
+        __m512 mi = _mm512_add_ps(_mm512_mul_ps(vb1, _mm512_maskz_loadu_ps(k, m + i)), _mm512_mul_ps(vc1, gi));
+        __m512 vi = _mm512_add_ps(_mm512_mul_ps(vb2, _mm512_maskz_loadu_ps(k, v + i)),
+                                  _mm512_mul_ps(_mm512_mul_ps(vc2, gi), gi));
+        __m512 step = _mm512_div_ps(_mm512_mul_ps(vlrt, mi), _mm512_add_ps(_mm512_sqrt_ps(vi), veps));
+        _mm512_mask_storeu_ps(mo + i, k, mi);
+        _mm512_mask_storeu_ps(vo + i, k, vi);
+        _mm512_mask_storeu_ps(po + i, k, _mm512_sub_ps(_mm512_mul_ps(vsh, pi), step));
+    }
+}
+
+static const vec_kernels k_512 = {binary_512, binary_row_512, relu_512, relu_grad_512, colsum_512, adam_512};
+#endif
+
+const vec_kernels *vec_best(void) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) return &k_512;
+#endif
+    return &k_c;
+}
