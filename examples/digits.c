@@ -18,24 +18,18 @@
 #define CLASSES 10
 
 typedef struct {
-    tg_conv2d_layer c1, c2;
+    tg_conv2d c1, c2;
     tg_linear fc;
 } digits_cnn;
 
 static tg_tensor cnn_logits(tg_graph *g, const digits_cnn *m, tg_tensor x) {
-    tg_tensor h = tg_max_pool2d(tg_relu(tg_conv2d_layer_fwd(g, &m->c1, x)), 2, 0, 0);
-    h = tg_max_pool2d(tg_relu(tg_conv2d_layer_fwd(g, &m->c2, h)), 2, 0, 0);
+    tg_tensor h = tg_max_pool2d(tg_relu(tg_conv2d_fwd(g, &m->c1, x)), 2, 0, 0);
+    h = tg_max_pool2d(tg_relu(tg_conv2d_fwd(g, &m->c2, h)), 2, 0, 0);
     return tg_linear_fwd(g, &m->fc, tg_reshape(h, TG_SHAPE(-1, 32 * 2 * 2)));
 }
 
-/* Mean cross-entropy of raw logits [B, 10] against i32 labels [B]. */
-static tg_tensor cross_entropy_mean(tg_tensor logits, tg_tensor labels) {
-    tg_tensor picked = tg_sum(tg_mul(tg_log_softmax(logits, -1), tg_one_hot(labels, CLASSES)), -1, false);
-    return tg_neg(tg_mean(picked, 0, false));
-}
-
 static tg_tensor digits_loss(tg_graph *g, void *user) {
-    return cross_entropy_mean(cnn_logits(g, user, tg_input(g, "x")), tg_input(g, "y"));
+    return tg_cross_entropy(cnn_logits(g, user, tg_input(g, "x")), tg_input(g, "y"), TG_REDUCTION_MEAN);
 }
 
 static tg_tensor digits_predict(tg_graph *g, void *user) { return cnn_logits(g, user, tg_input(g, "x")); }
@@ -65,8 +59,8 @@ int example_digits(const tg_example_opts *o) {
     ex_digits d;
     if (ex_digits_load(&d)) return 1;
     tg_model *m = tg_model_new();
-    digits_cnn net = {tg_conv2d_layer_new(m, "conv1", 1, 16, 3, 1, 1, 1, true),
-                      tg_conv2d_layer_new(m, "conv2", 16, 32, 3, 1, 1, 1, true),
+    digits_cnn net = {tg_conv2d_new(m, "conv1", 1, 16, 3, 1, 1, 1, true),
+                      tg_conv2d_new(m, "conv2", 16, 32, 3, 1, 1, 1, true),
                       tg_linear_new(m, "fc", 32 * 2 * 2, CLASSES, true)};
     tg_input_decl inputs[] = {{"x", TG_F32, TG_SHAPE(B, 1, 8, 8)}, {"y", TG_I32, TG_SHAPE(B)}};
     tg_train_spec spec = {.model = m, .loss = digits_loss, .user = &net, .inputs = inputs, .n_inputs = 2,

@@ -1,58 +1,23 @@
 /* The 8x8 handwritten digits (1797 images, pixel values 0..16, then the
  * label) that Debian's python3-sklearn ships. scripts/fetch-data.sh pulls the
- * .deb and unpacks just that file into .deps/data; this finds it (or runs the
- * script), parses it and deals it out in a fixed shuffled order. */
-#define _POSIX_C_SOURCE 200809L
+ * .deb and unpacks just that file into .deps/data (TG_DIGITS_CSV overrides the
+ * path); this parses it and deals it out in a fixed shuffled order. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "examples.h"
 
-/* The repository root: two levels above build/tg, else the working directory. */
-static void repo_root(char *buf, size_t n) {
-    ssize_t len = readlink("/proc/self/exe", buf, n - 1);
-    if (len > 0) {
-        buf[len] = 0;
-        for (int up = 0; up < 2; up++) {
-            char *slash = strrchr(buf, '/');
-            if (slash) *slash = 0;
-        }
-        char probe[4200];
-        snprintf(probe, sizeof probe, "%s/scripts/fetch-data.sh", buf);
-        if (access(probe, R_OK) == 0) return;
-    }
-    snprintf(buf, n, ".");
-}
-
 static FILE *open_csv(char *path, size_t n) {
     const char *env = getenv("TG_DIGITS_CSV");
-    if (env && *env) {
-        snprintf(path, n, "%s", env);
-        return fopen(path, "r");
-    }
-    char root[3072];
-    repo_root(root, sizeof root);
-    snprintf(path, n, "%s/.deps/data/digits.csv", root);
-    FILE *f = fopen(path, "r");
-    if (f) return f;
-    /* Not fetched yet: the script downloads python3-sklearn's .deb (no
-     * install) and prints where it put the CSV. */
-    char cmd[4300];
-    snprintf(cmd, sizeof cmd, "'%s/scripts/fetch-data.sh' digits", root);
-    fprintf(stderr, "digits: %s not found, running %s\n", path, cmd);
-    FILE *p = popen(cmd, "r");
-    if (!p) return NULL;
-    if (!fgets(path, (int)n, p)) path[0] = 0;
-    pclose(p);
-    path[strcspn(path, "\n")] = 0;
-    return path[0] ? fopen(path, "r") : NULL;
+    if (env && *env) snprintf(path, n, "%s", env);
+    else if (!ex_data_path("digits", path, n)) return NULL; /* fetches python3-sklearn's .deb when missing */
+    return fopen(path, "r");
 }
 
 int ex_digits_load(ex_digits *d) {
     memset(d, 0, sizeof *d);
-    char path[4096];
+    char path[4096] = "";
     FILE *f = open_csv(path, sizeof path);
     if (!f) {
         fprintf(stderr, "digits: cannot open the data (%s); run scripts/fetch-data.sh digits or set TG_DIGITS_CSV\n",

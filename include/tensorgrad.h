@@ -424,7 +424,7 @@ tg_tensor tg_categorical_at(tg_tensor logits, TG_AT);
 /* conv2d: x [N, C, H, W] with w [O, C/groups, kH, kW] -> [N, O, Ho, Wo].
  * groups splits C and O into that many independent convolutions; groups = C
  * (w [C*m, 1, kH, kW]) is depthwise. The _hw form takes stride and padding
- * per axis. No bias: add one shaped [1, O, 1, 1] (tg_conv2d_layer does). */
+ * per axis. No bias: add one shaped [1, O, 1, 1] (tg_conv2d does). */
 tg_tensor tg_conv2d_at(tg_tensor x, tg_tensor w, int stride, int padding, int groups, TG_AT);
 tg_tensor tg_conv2d_hw_at(tg_tensor x, tg_tensor w, int stride_h, int stride_w, int pad_h, int pad_w, int groups,
                           TG_AT);
@@ -484,17 +484,19 @@ tg_embedding tg_embedding_new(tg_model *m, const char *name, int64_t vocab, int6
 tg_tensor tg_embedding_fwd_at(tg_graph *g, const tg_embedding *e, tg_tensor idx, TG_AT);
 #define tg_embedding_fwd(g, e, idx) tg_embedding_fwd_at(g, e, idx, __FILE__, __LINE__)
 
-/* Conv2d (PyTorch's layout, as upstream): W is [out, in/groups, k, k] with
- * kaiming init over the true fan-in in/groups * k * k, b is [out] (zeros).
- * Forward: conv2d(x, W, stride, padding, groups) + b over [1, out, 1, 1]. */
+/* Conv2d (PyTorch's layout, as upstream): "<name>.W" [out, in/groups, k, k]
+ * with kaiming init over the true fan-in in/groups * k * k, "<name>.b" [out]
+ * (zeros). Forward: conv2d(x, W, stride, padding, groups) + b over
+ * [1, out, 1, 1]. (The type shares its name with the tg_conv2d() op, as
+ * tg_embedding does; the op is a function-like macro.) */
 typedef struct {
     tg_param W, b; /* b = -1 without bias */
     int64_t in, out, k, stride, padding, groups;
-} tg_conv2d_layer;
-tg_conv2d_layer tg_conv2d_layer_new(tg_model *m, const char *name, int64_t in, int64_t out, int64_t k, int64_t stride,
-                                    int64_t padding, int64_t groups, bool bias);
-tg_tensor tg_conv2d_layer_fwd_at(tg_graph *g, const tg_conv2d_layer *l, tg_tensor x, TG_AT);
-#define tg_conv2d_layer_fwd(g, l, x) tg_conv2d_layer_fwd_at(g, l, x, __FILE__, __LINE__)
+} tg_conv2d;
+tg_conv2d tg_conv2d_new(tg_model *m, const char *name, int64_t in, int64_t out, int64_t k, int64_t stride,
+                        int64_t padding, int64_t groups, bool bias);
+tg_tensor tg_conv2d_fwd_at(tg_graph *g, const tg_conv2d *l, tg_tensor x, TG_AT);
+#define tg_conv2d_fwd(g, l, x) tg_conv2d_fwd_at(g, l, x, __FILE__, __LINE__)
 
 /* ---- optimizers and learning-rate schedules ----------------------------- */
 

@@ -286,17 +286,17 @@ static void pooling_rules(void) {
 
 /* ---- the Conv2d layer ---- */
 
-static tg_conv2d_layer layer;
+static tg_conv2d layer;
 static tg_tensor layer_loss(tg_graph *g, void *u) {
     (void)u;
-    tg_tensor y = tg_conv2d_layer_fwd(g, &layer, tg_input(g, "x"));
+    tg_tensor y = tg_conv2d_fwd(g, &layer, tg_input(g, "x"));
     tg_capture(y, "y");
     return tg_sum(y, TG_ALL, false);
 }
 
 static void conv_layer(void) {
     tg_model *m = tg_model_new();
-    layer = tg_conv2d_layer_new(m, "c1", 4, 8, 3, 1, 1, 2, true);
+    layer = tg_conv2d_new(m, "c1", 4, 8, 3, 1, 1, 2, true);
     CHECK(tg_model_param_count(m) == 2, "Conv2d declares W and b");
     CHECK(!strcmp(tg_model_param_name(m, layer.W), "c1.W") && !strcmp(tg_model_param_name(m, layer.b), "c1.b"),
           "Conv2d param names");

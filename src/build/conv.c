@@ -68,9 +68,9 @@ tg_tensor tg_nearest_upsample2d_at(tg_tensor x, int factor, const char *file, in
 
 /* ---- Conv2d layer ---- */
 
-tg_conv2d_layer tg_conv2d_layer_new(tg_model *m, const char *name, int64_t in, int64_t out, int64_t k, int64_t stride,
-                                    int64_t padding, int64_t groups, bool bias) {
-    tg_conv2d_layer l = {-1, -1, in, out, k, stride, padding, groups};
+tg_conv2d tg_conv2d_new(tg_model *m, const char *name, int64_t in, int64_t out, int64_t k, int64_t stride,
+                        int64_t padding, int64_t groups, bool bias) {
+    tg_conv2d l = {-1, -1, in, out, k, stride, padding, groups};
     char buf[256];
     /* A bad groups value would make the fan-in below meaningless; the
      * declared shape is left for the conv2d shape rule to reject with a
@@ -88,7 +88,7 @@ tg_conv2d_layer tg_conv2d_layer_new(tg_model *m, const char *name, int64_t in, i
 }
 
 /* x [N, in, H, W] -> [N, out, Ho, Wo] */
-tg_tensor tg_conv2d_layer_fwd_at(tg_graph *g, const tg_conv2d_layer *l, tg_tensor x, const char *file, int line) {
+tg_tensor tg_conv2d_fwd_at(tg_graph *g, const tg_conv2d *l, tg_tensor x, const char *file, int line) {
     tg_tensor y = tg_conv2d_at(x, tg_use_at(g, l->W, file, line), (int)l->stride, (int)l->padding, (int)l->groups,
                                file, line);
     if (l->b < 0) return y;
