@@ -58,18 +58,19 @@ sanitize:
 	$(MAKE) BUILD=build-asan CFLAGS="$(SANITIZE)" LDFLAGS="-fsanitize=address,undefined" test
 
 # Threads: TG_THREADS=N make bench (default: every CPU). Not part of `make test`.
-bench: $(BUILD)/bench/bench_tg
+bench: $(BUILD)/bench/bench_tg $(BUILD)/bench/digits_bench
 	@CC="$(CC)" bash bench/run.sh $(BUILD) $(TORCH_REF)
 
 $(BUILD)/bench/bench_tg: bench/bench_tg.c $(BUILD)/libtensorgrad.a
 	@mkdir -p $(dir $@)
 	$(CC) $(TG_CFLAGS) $(CFLAGS) $(LDFLAGS) -Isrc $< $(BUILD)/libtensorgrad.a -o $@ $(LDLIBS)
 
-# Threads: TG_THREADS=N; rounds and steps: ROUNDS=, STEPS=. Not part of `make test`.
+# The digits CNN row alone, ROUNDS= alternating runs of STEPS= steps per side
+# (steadier than make bench's single run when other processes load the CPUs).
 bench-digits: $(BUILD)/bench/digits_bench
 	@bash bench/digits.sh $(BUILD)
 
-$(BUILD)/bench/%: bench/%.c $(BUILD)/libtensorgrad.a
+$(BUILD)/bench/digits_bench: bench/digits_bench.c $(BUILD)/libtensorgrad.a
 	@mkdir -p $(dir $@)
 	$(CC) $(TG_CFLAGS) $(CFLAGS) $(LDFLAGS) $< $(BUILD)/libtensorgrad.a -o $@ $(LDLIBS)
 

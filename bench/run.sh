@@ -41,6 +41,14 @@ else
         sed 's/^{"model": "mlp_sin"/{"bench": "sin_mlp", "impl": "pytorch"/' | tee -a "$out" | sed 's/^/json: /'
 fi
 
+# The digits CNN training step (issue 4): ours, then PyTorch's on the same
+# model, batch and thread count (bench/digits_torch.py).
+"${pin[@]}" "$build/bench/digits_bench" 200 | tee -a "$out" | sed 's/^/json: /' || echo "digits_bench failed"
+if [ -n "$py" ]; then
+    OPENBLAS_NUM_THREADS=1 "${pin[@]}" "$py" "$here/digits_torch.py" 200 2>/dev/null | grep '^{' | tee -a "$out" |
+        sed 's/^/json: /'
+fi
+
 # OpenBLAS sgemm, built here against -lopenblas (never the library).
 blas=$build/bench/bench_blas
 if ${CC:-cc} -O2 -std=c11 "$here/bench_blas.c" -lopenblas -o "$blas" 2>/dev/null; then
@@ -64,6 +72,7 @@ function field(line, key,   m) {
 }
 /"bench": "info"/ { kern[field($0, "impl")] = field($0, "kernel") }
 /"bench": "sin_mlp"/ { i = field($0, "impl"); smed[i] = field($0, "median_step_ms"); smin[i] = field($0, "min_step_ms") }
+/"bench": "digits_cnn"/ { i = field($0, "impl"); dmed[i] = field($0, "median_step_ms"); dmin[i] = field($0, "min_step_ms") }
 /"bench": "gemm"/ { i = field($0, "impl"); n = field($0, "n"); g[i, n] = field($0, "gflops"); if (!(n in seen)) { seen[n] = 1; ns[++nn] = n } }
 function row(name, ours, theirs) {
     printf "%-28s %14s %14s %12s\n", name, (ours != "") ? ours : "-", (theirs != "") ? theirs : "-",
@@ -74,10 +83,13 @@ END {
     printf "%-28s %14s %14s %12s\n", "sin MLP step (B=256)", "tensorgrad", "PyTorch CPU", "ours/theirs"
     row("  median ms", smed["tensorgrad"], smed["pytorch"])
     row("  min ms", smin["tensorgrad"], smin["pytorch"])
+    printf "\n%-28s %14s %14s %12s\n", "digits CNN step (B=64)", "tensorgrad", "PyTorch CPU", "ours/theirs"
+    row("  median ms", dmed["tensorgrad"], dmed["pytorch"])
+    row("  min ms", dmin["tensorgrad"], dmin["pytorch"])
     printf "\n%-28s %14s %14s %12s\n", "sgemm GFLOP/s (median)", "tensorgrad", "OpenBLAS", "ours/theirs"
     for (k = 1; k <= nn; k++) {
         n = ns[k]; o = g["tensorgrad", n]; t = g["openblas", n]
         row("  " n "^3", o, t)
     }
-    printf "\ntargets: sin MLP <= 0.25x PyTorch; GEMM >= 0.8x OpenBLAS at 1024^3 and up\n"
+    printf "\ntargets: sin MLP <= 0.25x PyTorch; digits CNN <= 0.3x PyTorch; GEMM >= 0.8x OpenBLAS at 1024^3 and up\n"
 }' "$out"

@@ -424,10 +424,13 @@ tg_tensor tg_categorical_at(tg_tensor logits, TG_AT);
 /* conv2d: x [N, C, H, W] with w [O, C/groups, kH, kW] -> [N, O, Ho, Wo].
  * groups splits C and O into that many independent convolutions; groups = C
  * (w [C*m, 1, kH, kW]) is depthwise. The _hw form takes stride and padding
- * per axis. No bias: add one shaped [1, O, 1, 1] (tg_conv2d does). */
+ * per axis; _bias also adds b [O] to every output plane (in the same kernel;
+ * tg_conv2d_fwd uses it). */
 tg_tensor tg_conv2d_at(tg_tensor x, tg_tensor w, int stride, int padding, int groups, TG_AT);
 tg_tensor tg_conv2d_hw_at(tg_tensor x, tg_tensor w, int stride_h, int stride_w, int pad_h, int pad_w, int groups,
                           TG_AT);
+tg_tensor tg_conv2d_bias_at(tg_tensor x, tg_tensor w, tg_tensor b, int stride_h, int stride_w, int pad_h, int pad_w,
+                            int groups, TG_AT);
 /* max over k x k windows: [N, C, H, W] -> [N, C, Ho, Wo]. stride 0 means k.
  * Padding (at most k/2) never wins; ties go to the first element in
  * row-major window order, and so does the gradient. */
@@ -437,6 +440,8 @@ tg_tensor tg_max_pool2d_hw_at(tg_tensor x, int kh, int kw, int stride_h, int str
 tg_tensor tg_nearest_upsample2d_at(tg_tensor x, int factor, TG_AT);
 #define tg_conv2d(x, w, stride, padding, groups) tg_conv2d_at(x, w, stride, padding, groups, __FILE__, __LINE__)
 #define tg_conv2d_hw(x, w, sh, sw, ph, pw, groups) tg_conv2d_hw_at(x, w, sh, sw, ph, pw, groups, __FILE__, __LINE__)
+#define tg_conv2d_bias(x, w, b, sh, sw, ph, pw, groups) \
+    tg_conv2d_bias_at(x, w, b, sh, sw, ph, pw, groups, __FILE__, __LINE__)
 #define tg_max_pool2d(x, k, stride, padding) tg_max_pool2d_at(x, k, stride, padding, __FILE__, __LINE__)
 #define tg_max_pool2d_hw(x, kh, kw, sh, sw, ph, pw) tg_max_pool2d_hw_at(x, kh, kw, sh, sw, ph, pw, __FILE__, __LINE__)
 #define tg_nearest_upsample2d(x, factor) tg_nearest_upsample2d_at(x, factor, __FILE__, __LINE__)
@@ -486,8 +491,7 @@ tg_tensor tg_embedding_fwd_at(tg_graph *g, const tg_embedding *e, tg_tensor idx,
 
 /* Conv2d (PyTorch's layout, as upstream): "<name>.W" [out, in/groups, k, k]
  * with kaiming init over the true fan-in in/groups * k * k, "<name>.b" [out]
- * (zeros). Forward: conv2d(x, W, stride, padding, groups) + b over
- * [1, out, 1, 1]. (The type shares its name with the tg_conv2d() op, as
+ * (zeros). Forward: conv2d_bias(x, W, b, stride, padding, groups). (The type shares its name with the tg_conv2d() op, as
  * tg_embedding does; the op is a function-like macro.) */
 typedef struct {
     tg_param W, b; /* b = -1 without bias */

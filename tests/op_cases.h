@@ -70,6 +70,7 @@ CASE_FN(c_conv_s1p0) { (void)g; return tg_conv2d(x[0], x[1], 1, 0, 1); }
 CASE_FN(c_conv_s2p1) { (void)g; return tg_conv2d(x[0], x[1], 2, 1, 1); }
 CASE_FN(c_conv_g2_hw) { (void)g; return tg_conv2d_hw(x[0], x[1], 1, 2, 1, 0, 2); }
 CASE_FN(c_conv_depthwise) { (void)g; return tg_conv2d(x[0], x[1], 1, 1, 3); }
+CASE_FN(c_conv_bias_s2) { (void)g; return tg_conv2d_bias(x[0], x[1], x[2], 2, 1, 1, 0, 2); }
 CASE_FN(c_conv_bias_chain) {
     /* conv -> + bias -> upsample -> strided conv: gradients through a stack */
     tg_tensor h = tg_add(tg_conv2d(x[0], x[1], 1, 1, 1), tg_reshape(x[2], S(1, 3, 1, 1)));
@@ -297,6 +298,7 @@ static const op_case op_cases[] = {
     {"conv2d_s2_p1", 2, {S(2, 3, 6, 5), S(4, 3, 3, 3)}, -1, 1, 0, c_conv_s2p1, false},
     {"conv2d_groups2_2x3_s12_p10", 2, {S(2, 4, 5, 6), S(6, 2, 2, 3)}, -1, 1, 0, c_conv_g2_hw, false},
     {"conv2d_depthwise_x2", 2, {S(2, 3, 5, 5), S(6, 1, 3, 3)}, -1, 1, 0, c_conv_depthwise, false},
+    {"conv2d_bias_groups2_s21_p10", 3, {S(2, 4, 5, 4), S(6, 2, 3, 2), S(6)}, -1, 1, 0, c_conv_bias_s2, false},
     {"conv2d_bias_upsample_chain", 4, {S(1, 2, 3, 4), S(3, 2, 3, 3), S(3), S(2, 3, 3, 2)}, -1, 1, 0,
      c_conv_bias_chain, false},
     {"max_pool2d_k2_floor", 1, {S(2, 3, 5, 5)}, -1, 1, 0, c_pool_k2, false},

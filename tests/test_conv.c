@@ -10,7 +10,7 @@
 #include "check.h"
 #include "cpu/kernels.h"
 
-static int64_t default_budget; /* cpu_conv_scratch_floats as the library sets it */
+static int64_t default_budget, default_tables; /* cpu_conv_scratch_floats, _table_max as the library sets them */
 
 typedef struct {
     int64_t N, C, H, W, O, kh, kw;
@@ -134,14 +134,17 @@ static void reference_values(void) {
         {1, 2, 4, 4, 3, 4, 4, 1, 1, 0, 0, 1},  /* kernel = input: one output pixel */
         {2, 2, 5, 5, 2, 3, 3, 3, 3, 2, 2, 1},  /* stride 3 with padding that leaves windows of padding only */
     };
-    static const char *paths[] = {"default", "direct", "one image per chunk"};
+    static const char *paths[] = {"default", "direct", "one image per chunk", "plain C", "row loops",
+                                  "row loops, plain C"};
     for (int ci = 0; ci < (int)(sizeof cfgs / sizeof cfgs[0]); ci++) {
         bufs b;
         bufs_make(&b, &cfgs[ci]);
         ref_conv(&cfgs[ci], b.x, b.w, b.R, b.ry, b.rgx, b.rgw);
-        for (int path = 0; path < 3; path++) {
+        for (int path = 0; path < 6; path++) {
             cpu_conv_force_direct = path == 1;
             cpu_conv_scratch_floats = path == 2 ? 1 : default_budget;
+            cpu_conv_force_generic = path == 3 || path == 5;
+            cpu_conv_table_max = path >= 4 ? 0 : default_tables;
             bool ok = run_conv(&cfgs[ci], b.x, b.w, b.R, 2, b.y, b.gx, b.gw);
             CHECK(ok, "config %d (%s): the session failed", ci, paths[path]);
             if (!ok) continue;
@@ -152,7 +155,9 @@ static void reference_values(void) {
                   paths[path], ey, ex, ew);
         }
         cpu_conv_force_direct = false;
+        cpu_conv_force_generic = false;
         cpu_conv_scratch_floats = default_budget;
+        cpu_conv_table_max = default_tables;
         bufs_free(&b);
     }
 }
@@ -167,6 +172,7 @@ static void thread_independence(void) {
     for (int ci = 0; ci < 3; ci++) {
         for (int path = 0; path < 2; path++) {
             cpu_conv_scratch_floats = path ? 4096 : default_budget; /* several chunks on the second pass */
+            cpu_conv_table_max = path ? 0 : default_tables;        /* and the row loops */
             bufs b, t;
             bufs_make(&b, &cfgs[ci]);
             bufs_make(&t, &cfgs[ci]);
@@ -183,6 +189,7 @@ static void thread_independence(void) {
         }
     }
     cpu_conv_scratch_floats = default_budget;
+    cpu_conv_table_max = default_tables;
 }
 
 /* conv with groups = dense conv whose weight is zero outside the group blocks. */
@@ -284,6 +291,87 @@ static void pooling_rules(void) {
           gx[1], gx[5]);
 }
 
+/* Pooling on data full of ties (four levels) and a few NaNs, against the
+ * documented rule: the max (NaN if the window holds one), and the whole
+ * gradient to the first element in row-major window order that equals it
+ * (the first NaN for a NaN max). Exact, for the 2x2 fast path (AVX-512 and
+ * plain C) and the general scan. */
+typedef struct {
+    int k, s, p;
+    tg_shape xs;
+} pool_cfg;
+static pool_cfg pcfg;
+static float *pool_x, *pool_R;
+
+static tg_tensor pool_ref_loss(tg_graph *g, void *u) {
+    tg_tensor y = tg_max_pool2d(tg_use(g, *(tg_param *)u), pcfg.k, pcfg.s, pcfg.p);
+    tg_capture(y, "y");
+    tg_tensor R = tg_constant(g, tg_tensor_shape(y), pool_R);
+    return tg_sum(tg_mul(y, R), TG_ALL, false);
+}
+
+static void pool_against_reference(void) {
+    static const pool_cfg cfgs[] = {
+        {2, 2, 0, {4, {2, 3, 7, 9}}}, {2, 2, 0, {4, {1, 2, 8, 40}}}, {3, 2, 1, {4, {2, 2, 7, 6}}},
+        {2, 1, 1, {4, {1, 3, 5, 4}}}, {3, 3, 0, {4, {2, 2, 9, 7}}},
+    };
+    for (int ci = 0; ci < (int)(sizeof cfgs / sizeof cfgs[0]); ci++) {
+        pcfg = cfgs[ci];
+        tg_shape xs = pcfg.xs;
+        int64_t H = xs.d[2], W = xs.d[3], planes = xs.d[0] * xs.d[1];
+        int64_t Ho = (H + 2 * pcfg.p - pcfg.k) / pcfg.s + 1, Wo = (W + 2 * pcfg.p - pcfg.k) / pcfg.s + 1;
+        int64_t nx = planes * H * W, ny = planes * Ho * Wo;
+        pool_x = malloc(sizeof(float) * (size_t)nx);
+        pool_R = malloc(sizeof(float) * (size_t)ny);
+        float *y = malloc(sizeof(float) * (size_t)ny), *gx = malloc(sizeof(float) * (size_t)nx);
+        float *ry = malloc(sizeof(float) * (size_t)ny), *rgx = calloc((size_t)nx, sizeof(float));
+        for (int64_t i = 0; i < nx; i++) pool_x[i] = (float)((int)((urand() + 1.0f) * 2.0f)) * 0.5f - 1.0f;
+        for (int64_t i = 0; i < nx; i += 37) pool_x[i] = NAN;
+        /* R is 0 on NaN windows (their gradient is then 0 wherever it goes; the
+         * loss is NaN, which does not reach the gradients); y checks their values. */
+        for (int64_t t = 0; t < planes; t++)
+            for (int64_t oy = 0; oy < Ho; oy++)
+                for (int64_t ox = 0; ox < Wo; ox++) {
+                    int64_t best = -1;
+                    float m = 0;
+                    for (int64_t i = 0; i < pcfg.k; i++)
+                        for (int64_t c = 0; c < pcfg.k; c++) {
+                            int64_t iy = oy * pcfg.s - pcfg.p + i, ix = ox * pcfg.s - pcfg.p + c;
+                            if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
+                            float v = pool_x[(t * H + iy) * W + ix];
+                            if (best < 0 || (m == m && (v != v || v > m))) best = (t * H + iy) * W + ix, m = v;
+                        }
+                    int64_t yi = (t * Ho + oy) * Wo + ox;
+                    ry[yi] = m;
+                    pool_R[yi] = m == m ? (float)(yi % 7 + 1) : 0.0f;
+                    if (m == m) rgx[best] += pool_R[yi];
+                }
+        for (int path = 0; path < 3; path++) { /* index table (AVX-512, plain C), window scan */
+            int generic = path == 1;
+            cpu_conv_force_generic = generic;
+            cpu_conv_table_max = path == 2 ? 0 : default_tables;
+            tg_model *mo = tg_model_new();
+            tg_param p = tg_model_param(mo, "x", xs, tg_init_values(pool_x));
+            tg_train_spec spec = {.model = mo, .loss = pool_ref_loss, .user = &p, .optim = {.kind = TG_OPT_NONE},
+                                  .threads = 2};
+            tg_session *s = NULL;
+            bool ok = tg_session_new(&spec, &s) == TG_OK && tg_session_step(s, NULL, 0, NULL) == TG_OK &&
+                      tg_session_read(s, "y", y, ny) == TG_OK && tg_session_get_grad(s, "x", gx, nx) == TG_OK;
+            CHECK(ok, "pool config %d: %s", ci, tg_last_error());
+            int bad_y = 0, bad_g = 0;
+            for (int64_t i = 0; ok && i < ny; i++) bad_y += !(y[i] == ry[i] || (y[i] != y[i] && ry[i] != ry[i]));
+            for (int64_t i = 0; ok && i < nx; i++) bad_g += gx[i] != rgx[i];
+            CHECK(ok && bad_y == 0 && bad_g == 0, "pool config %d (%s): %d outputs and %d gradients differ", ci,
+                  path == 2 ? "window scan" : generic ? "plain C" : "default", bad_y, bad_g);
+            tg_session_free(s);
+            tg_model_free(mo);
+        }
+        cpu_conv_force_generic = false;
+        cpu_conv_table_max = default_tables;
+        free(pool_x), free(pool_R), free(y), free(gx), free(ry), free(rgx);
+    }
+}
+
 /* ---- the Conv2d layer ---- */
 
 static tg_conv2d layer;
@@ -368,7 +456,8 @@ static tg_tensor err_loss(tg_graph *g, void *u) {
     case 4: err_line = __LINE__; y = tg_max_pool2d(x, 2, 2, 2); break;
     case 5: err_line = __LINE__; y = tg_nearest_upsample2d(x, 0); break;
     case 6: err_line = __LINE__; y = tg_max_pool2d(tg_reshape(x, TG_SHAPE(2, 4, 30)), 2, 0, 0); break;
-    default: err_line = __LINE__; y = tg_conv2d(x, tg_full(g, TG_SHAPE(6, 4, 3), 0.1f), 1, 0, 1); break;
+    case 7: err_line = __LINE__; y = tg_conv2d(x, tg_full(g, TG_SHAPE(6, 4, 3), 0.1f), 1, 0, 1); break;
+    default: err_line = __LINE__; y = tg_conv2d_bias(x, w6, tg_full(g, TG_SHAPE(4), 0.f), 1, 1, 0, 0, 2); break;
     }
     return tg_sum(y, TG_ALL, false);
 }
@@ -383,6 +472,7 @@ static void errors(void) {
         "tg_nearest_upsample2d: factor must be a positive integer, got 0",
         "tg_max_pool2d: input must be 4-d [N, C, H, W], got [2,4,30]",
         "tg_conv2d: weight must be 4-d [O, C/groups, kH, kW], got [6,4,3]",
+        "tg_conv2d_bias: bias must be f32 [6] for weight [6,2,3,3], got f32 [4]",
     };
     for (err_case = 0; err_case < (int)(sizeof want / sizeof want[0]); err_case++) {
         tg_model *m = tg_model_new();
@@ -402,10 +492,12 @@ static void errors(void) {
 
 int main(void) {
     default_budget = cpu_conv_scratch_floats;
+    default_tables = cpu_conv_table_max;
     reference_values();
     thread_independence();
     grouped_equals_block_diagonal();
     pooling_rules();
+    pool_against_reference();
     conv_layer();
     errors();
     return check_summary("test_conv");

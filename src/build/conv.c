@@ -17,17 +17,20 @@ static tg_node proto(tg_opcode op, const char *api, const char *file, int line) 
     return n;
 }
 
-tg_tensor tg_conv2d_hw_at(tg_tensor x, tg_tensor w, int stride_h, int stride_w, int pad_h, int pad_w, int groups,
-                          const char *file, int line) {
+/* b.g == NULL: no bias. */
+static tg_tensor conv(tg_tensor x, tg_tensor w, tg_tensor b, int stride_h, int stride_w, int pad_h, int pad_w,
+                      int groups, const char *api, const char *file, int line) {
     tg_graph *g = x.g ? x.g : w.g;
     if (!g) return (tg_tensor){NULL, -1};
-    tg_node n = proto(TG_OP_CONV2D, "conv2d", file, line);
-    if (x.g && w.g && x.g != w.g) {
+    tg_node n = proto(TG_OP_CONV2D, api, file, line);
+    if ((x.g && w.g && x.g != w.g) || (b.g && b.g != g)) {
         ir_fail(g, &n, "operands come from different graphs");
         return (tg_tensor){g, -1};
     }
+    n.nin = b.g ? 3 : 2;
     n.in[0] = x.id;
     n.in[1] = w.id;
+    n.in[2] = b.g ? b.id : 0;
     n.ia[0] = stride_h;
     n.ia[1] = stride_w;
     n.ia[2] = pad_h;
@@ -36,8 +39,28 @@ tg_tensor tg_conv2d_hw_at(tg_tensor x, tg_tensor w, int stride_h, int stride_w, 
     return (tg_tensor){g, ir_add(g, &n)};
 }
 
+static const tg_tensor NO_BIAS = {NULL, -1};
+
+tg_tensor tg_conv2d_hw_at(tg_tensor x, tg_tensor w, int stride_h, int stride_w, int pad_h, int pad_w, int groups,
+                          const char *file, int line) {
+    return conv(x, w, NO_BIAS, stride_h, stride_w, pad_h, pad_w, groups, "conv2d_hw", file, line);
+}
+
 tg_tensor tg_conv2d_at(tg_tensor x, tg_tensor w, int stride, int padding, int groups, const char *file, int line) {
-    return tg_conv2d_hw_at(x, w, stride, stride, padding, padding, groups, file, line);
+    return conv(x, w, NO_BIAS, stride, stride, padding, padding, groups, "conv2d", file, line);
+}
+
+tg_tensor tg_conv2d_bias_at(tg_tensor x, tg_tensor w, tg_tensor b, int stride_h, int stride_w, int pad_h, int pad_w,
+                            int groups, const char *file, int line) {
+    if (!b.g) { /* an invalid bias is an error, never "no bias" */
+        tg_graph *g = x.g ? x.g : w.g;
+        if (g) {
+            tg_node n = proto(TG_OP_CONV2D, "conv2d_bias", file, line);
+            ir_fail(g, &n, "the bias is not a tensor of this graph");
+        }
+        return (tg_tensor){g, -1};
+    }
+    return conv(x, w, b, stride_h, stride_w, pad_h, pad_w, groups, "conv2d_bias", file, line);
 }
 
 tg_tensor tg_max_pool2d_hw_at(tg_tensor x, int kh, int kw, int stride_h, int stride_w, int pad_h, int pad_w,
@@ -87,11 +110,11 @@ tg_conv2d tg_conv2d_new(tg_model *m, const char *name, int64_t in, int64_t out, 
     return l;
 }
 
-/* x [N, in, H, W] -> [N, out, Ho, Wo] */
+/* x [N, in, H, W] -> [N, out, Ho, Wo]; the bias rides in the conv op (added as
+ * each output plane is written, not as a separate broadcast pass). */
 tg_tensor tg_conv2d_fwd_at(tg_graph *g, const tg_conv2d *l, tg_tensor x, const char *file, int line) {
-    tg_tensor y = tg_conv2d_at(x, tg_use_at(g, l->W, file, line), (int)l->stride, (int)l->padding, (int)l->groups,
-                               file, line);
-    if (l->b < 0) return y;
-    tg_tensor b = tg_reshape_at(tg_use_at(g, l->b, file, line), (tg_shape){4, {1, l->out, 1, 1}}, file, line);
-    return tg_add_at(y, b, file, line);
+    tg_tensor w = tg_use_at(g, l->W, file, line);
+    int s = (int)l->stride, p = (int)l->padding, gr = (int)l->groups;
+    if (l->b < 0) return tg_conv2d_at(x, w, s, p, gr, file, line);
+    return tg_conv2d_bias_at(x, w, tg_use_at(g, l->b, file, line), s, s, p, p, gr, file, line);
 }

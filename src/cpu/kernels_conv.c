@@ -66,14 +66,224 @@ static void valid_cols(int64_t W, int64_t Wo, int64_t s, int64_t p, int64_t j, i
     if (*lo > *hi) *lo = *hi;
 }
 
+/* ---- row kernels: plain C, and AVX-512 (masked loads and stores) picked at
+ * run time. Both do the same float operations on every element, so which one
+ * runs never changes a bit of the results. ---- */
+
+typedef struct {
+    /* d[ox] = row[ox * s] for ox in [lo, hi), 0 for the rest of [0, n) */
+    void (*gather_row)(float *d, const float *row, int64_t s, int64_t lo, int64_t hi, int64_t n);
+    /* dst[ox * s] += src[ox] for ox in [lo, hi) */
+    void (*add_row)(float *dst, const float *src, int64_t s, int64_t lo, int64_t hi);
+    /* Max pooling through an index table idx [taps][n] (-1: padding): y[p] is
+     * NaN if a window element is, else the running v > m ? v : m over its
+     * elements in tap order, for p < n */
+    void (*pool)(float *y, const float *x, const int32_t *idx, int64_t taps, int64_t n);
+    /* its backward for windows that do not overlap, into a zeroed dx:
+     * dx[idx[k][p]] = 0 + gy[p] for the first tap k whose element equals y[p]
+     * (is NaN when y[p] is) */
+    void (*pool_grad)(float *dx, const float *x, const float *y, const float *gy, const int32_t *idx, int64_t taps,
+                      int64_t n);
+    /* d[i] = s[i] + b for i < n (d may be s) */
+    void (*add_scalar)(float *d, const float *s, float b, int64_t n);
+    /* d[p] = src[idx[p]], or 0 where idx[p] < 0, for p < n */
+    void (*gather)(float *d, const float *src, const int32_t *idx, int64_t n);
+    /* d[q] = sum over t < taps, in order from 0.0f, of src[t * ld + idx[t * n + q]]
+     * (0 where that index < 0), for q < n */
+    void (*gather_sum)(float *d, const float *src, int64_t ld, const int32_t *idx, int64_t taps, int64_t n);
+} conv_rows;
+
+static void gather_row_c(float *d, const float *row, int64_t s, int64_t lo, int64_t hi, int64_t n) {
+    for (int64_t ox = 0; ox < lo; ox++) d[ox] = 0.0f;
+    if (s == 1)
+        for (int64_t ox = lo; ox < hi; ox++) d[ox] = row[ox];
+    else
+        for (int64_t ox = lo; ox < hi; ox++) d[ox] = row[ox * s];
+    for (int64_t ox = hi; ox < n; ox++) d[ox] = 0.0f;
+}
+
+static void add_row_c(float *dst, const float *src, int64_t s, int64_t lo, int64_t hi) {
+    for (int64_t ox = lo; ox < hi; ox++) dst[ox * s] += src[ox];
+}
+
+static void pool_c(float *y, const float *x, const int32_t *idx, int64_t taps, int64_t n) {
+    for (int64_t p = 0; p < n; p++) {
+        float m = -INFINITY;
+        int nan = 0;
+        for (int64_t k = 0; k < taps; k++) {
+            int32_t i = idx[k * n + p];
+            float v = i < 0 ? -INFINITY : x[i]; /* padding never wins */
+            m = v > m ? v : m;
+            nan |= v != v;
+        }
+        y[p] = nan ? NAN : m;
+    }
+}
+
+static void pool_grad_c(float *dx, const float *x, const float *y, const float *gy, const int32_t *idx, int64_t taps,
+                        int64_t n) {
+    for (int64_t p = 0; p < n; p++) {
+        float m = y[p];
+        int mnan = m != m, found = 0;
+        int32_t at = -1;
+        for (int64_t k = 0; k < taps; k++) { /* masks, not branches: the winner is data-dependent */
+            int32_t i = idx[k * n + p];
+            float v = x[i < 0 ? 0 : i];
+            int hit = (i >= 0) & ((v == m) | ((v != v) & mnan)) & !found;
+            found |= hit;
+            at = hit ? i : at;
+        }
+        if (at >= 0) dx[at] = 0.0f + gy[p];
+    }
+}
+
+static void add_scalar_c(float *d, const float *s, float b, int64_t n) {
+    for (int64_t i = 0; i < n; i++) d[i] = s[i] + b;
+}
+
+static void gather_c(float *d, const float *src, const int32_t *idx, int64_t n) {
+    for (int64_t p = 0; p < n; p++) {
+        float v = src[idx[p] < 0 ? 0 : idx[p]];
+        d[p] = idx[p] < 0 ? 0.0f : v;
+    }
+}
+
+static void gather_sum_c(float *d, const float *src, int64_t ld, const int32_t *idx, int64_t taps, int64_t n) {
+    for (int64_t q = 0; q < n; q++) {
+        float acc = 0.0f;
+        for (int64_t t = 0; t < taps; t++) {
+            int32_t i = idx[t * n + q];
+            float v = src[t * ld + (i < 0 ? 0 : i)];
+            acc += i < 0 ? 0.0f : v;
+        }
+        d[q] = acc;
+    }
+}
+
+static const conv_rows rows_c = {gather_row_c, add_row_c, pool_c, pool_grad_c, add_scalar_c, gather_c, gather_sum_c};
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define AVX512 __attribute__((target("avx512f")))
+
+static inline __mmask16 lanes(int64_t from, int64_t to) { /* bits [from, to) of 16, clipped */
+    if (from < 0) from = 0;
+    if (to > 16) to = 16;
+    return to <= from ? 0 : (__mmask16)(((1u << to) - 1) & ~((1u << from) - 1));
+}
+
+AVX512 static void gather_row_512(float *d, const float *row, int64_t s, int64_t lo, int64_t hi, int64_t n) {
+    if (s != 1) {
+        gather_row_c(d, row, s, lo, hi, n);
+        return;
+    }
+    /* Lanes outside [lo, hi) are neither read nor faulted on, and load as 0. */
+    for (int64_t o = 0; o < n; o += 16)
+        _mm512_mask_storeu_ps(d + o, lanes(0, n - o), _mm512_maskz_loadu_ps(lanes(lo - o, hi - o), row + o));
+}
+
+AVX512 static void add_row_512(float *dst, const float *src, int64_t s, int64_t lo, int64_t hi) {
+    if (s != 1) {
+        add_row_c(dst, src, s, lo, hi);
+        return;
+    }
+    for (int64_t o = lo; o < hi; o += 16) {
+        __mmask16 k = lanes(0, hi - o);
+        _mm512_mask_storeu_ps(dst + o, k, _mm512_add_ps(_mm512_maskz_loadu_ps(k, dst + o), _mm512_maskz_loadu_ps(k, src + o)));
+    }
+}
+
+AVX512 static void pool_512(float *y, const float *x, const int32_t *idx, int64_t taps, int64_t n) {
+    for (int64_t p = 0; p < n; p += 16) {
+        __mmask16 k = lanes(0, n - p), nan = 0;
+        __m512 m = _mm512_set1_ps(-INFINITY);
+        for (int64_t t = 0; t < taps; t++) {
+            __m512i ix = _mm512_maskz_loadu_epi32(k, idx + t * n + p);
+            __mmask16 valid = k & _mm512_cmpge_epi32_mask(ix, _mm512_setzero_si512());
+            __m512 v = _mm512_mask_i32gather_ps(_mm512_set1_ps(-INFINITY), valid, ix, x, 4);
+            m = _mm512_max_ps(v, m); /* v > m ? v : m, the scalar step exactly */
+            nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+        }
+        _mm512_mask_storeu_ps(y + p, k, _mm512_mask_mov_ps(m, nan, _mm512_set1_ps(NAN)));
+    }
+}
+
+AVX512 static void pool_grad_512(float *dx, const float *x, const float *y, const float *gy, const int32_t *idx,
+                                 int64_t taps, int64_t n) {
+    for (int64_t p = 0; p < n; p += 16) {
+        __mmask16 k = lanes(0, n - p);
+        __m512 m = _mm512_maskz_loadu_ps(k, y + p);
+        __m512 g = _mm512_add_ps(_mm512_setzero_ps(), _mm512_maskz_loadu_ps(k, gy + p));
+        __mmask16 mnan = _mm512_cmp_ps_mask(m, m, _CMP_UNORD_Q), found = 0;
+        for (int64_t t = 0; t < taps && found != k; t++) {
+            __m512i ix = _mm512_maskz_loadu_epi32(k, idx + t * n + p);
+            __mmask16 valid = k & ~found & _mm512_cmpge_epi32_mask(ix, _mm512_setzero_si512());
+            __m512 v = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), valid, ix, x, 4);
+            __mmask16 hit = valid & (_mm512_cmp_ps_mask(v, m, _CMP_EQ_OQ) | (_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q) & mnan));
+            _mm512_mask_i32scatter_ps(dx, hit, ix, g, 4); /* windows do not overlap: no two lanes share an index */
+            found |= hit;
+        }
+    }
+}
+
+AVX512 static void add_scalar_512(float *d, const float *s, float b, int64_t n) {
+    __m512 bv = _mm512_set1_ps(b);
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 k = lanes(0, n - i);
+        _mm512_mask_storeu_ps(d + i, k, _mm512_add_ps(_mm512_maskz_loadu_ps(k, s + i), bv));
+    }
+}
+
+AVX512 static void gather_512(float *d, const float *src, const int32_t *idx, int64_t n) {
+    for (int64_t p = 0; p < n; p += 16) {
+        __mmask16 k = lanes(0, n - p);
+        __m512i ix = _mm512_maskz_loadu_epi32(k, idx + p);
+        __mmask16 valid = k & _mm512_cmpge_epi32_mask(ix, _mm512_setzero_si512());
+        _mm512_mask_storeu_ps(d + p, k, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), valid, ix, src, 4));
+    }
+}
+
+AVX512 static void gather_sum_512(float *d, const float *src, int64_t ld, const int32_t *idx, int64_t taps,
+                                  int64_t n) {
+    for (int64_t q = 0; q < n; q += 16) {
+        __mmask16 k = lanes(0, n - q);
+        __m512 acc = _mm512_setzero_ps();
+        for (int64_t t = 0; t < taps; t++) {
+            __m512i ix = _mm512_maskz_loadu_epi32(k, idx + t * n + q);
+            __mmask16 valid = k & _mm512_cmpge_epi32_mask(ix, _mm512_setzero_si512());
+            acc = _mm512_add_ps(acc, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), valid, ix, src + t * ld, 4));
+        }
+        _mm512_mask_storeu_ps(d + q, k, acc);
+    }
+}
+
+static const conv_rows rows_512 = {gather_row_512, add_row_512, pool_512,      pool_grad_512,
+                                   add_scalar_512, gather_512,  gather_sum_512};
+#endif
+
+/* Tests flip this to run the plain C rows on a machine with AVX-512. */
+bool cpu_conv_force_generic = false;
+
+static const conv_rows *rows_best(void) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (!cpu_conv_force_generic && __builtin_cpu_supports("avx512f")) return &rows_512;
+#endif
+    return &rows_c;
+}
+
 /* ---- the im2col path ---- */
 
 typedef struct {
     const conv_geom *q;
-    const float *x, *w, *gy;
+    const float *x, *w, *gy, *bias; /* bias [O] or NULL */
     float *out;
     float *col, *y; /* col [Kc, nb*P], y [Og, nb*P] (Y, gyP) */
     int64_t n0, nb, gi;
+    const conv_rows *rows;
+    /* Index tables, shared by every plane (NULL when too big: the row loops run):
+     * unfold [kH*kW][P], which input element of the plane each col entry reads;
+     * fold [kH*kW][H*W], which col entry of each tap lands on each input element. */
+    const int32_t *unfold, *fold;
 } chunk_job;
 
 /* Planes (nl, c): image n0+nl, input channel gi*Cg + c, unfolded into the
@@ -85,6 +295,11 @@ static void im2col_planes(void *arg, int64_t lo, int64_t hi) {
     for (int64_t t = lo; t < hi; t++) {
         int64_t nl = t / q->Cg, c = t % q->Cg;
         const float *xp = j->x + ((j->n0 + nl) * q->C + j->gi * q->Cg + c) * q->H * q->W;
+        if (j->unfold) {
+            for (int64_t tap = 0; tap < q->kh * q->kw; tap++)
+                j->rows->gather(j->col + (c * q->kh * q->kw + tap) * ld + nl * q->P, xp, j->unfold + tap * q->P, q->P);
+            continue;
+        }
         for (int64_t jj = 0; jj < q->kw; jj++) {
             int64_t lo_x, hi_x;
             valid_cols(q->W, q->Wo, q->sw, q->pw, jj, &lo_x, &hi_x);
@@ -92,31 +307,35 @@ static void im2col_planes(void *arg, int64_t lo, int64_t hi) {
                 float *d = j->col + ((c * q->kh + i) * q->kw + jj) * ld + nl * q->P;
                 for (int64_t oy = 0; oy < q->Ho; oy++, d += q->Wo) {
                     int64_t iy = oy * q->sh - q->ph + i;
-                    if (iy < 0 || iy >= q->H) {
-                        for (int64_t ox = 0; ox < q->Wo; ox++) d[ox] = 0.0f;
-                        continue;
-                    }
-                    const float *row = xp + iy * q->W + jj - q->pw;
-                    for (int64_t ox = 0; ox < lo_x; ox++) d[ox] = 0.0f;
-                    if (q->sw == 1)
-                        for (int64_t ox = lo_x; ox < hi_x; ox++) d[ox] = row[ox];
-                    else
-                        for (int64_t ox = lo_x; ox < hi_x; ox++) d[ox] = row[ox * q->sw];
-                    for (int64_t ox = hi_x; ox < q->Wo; ox++) d[ox] = 0.0f;
+                    bool in = iy >= 0 && iy < q->H; /* a padding row: all zeros */
+                    j->rows->gather_row(d, xp + (in ? iy * q->W : 0) + jj - q->pw, q->sw, in ? lo_x : 0, in ? hi_x : 0,
+                                        q->Wo);
                 }
             }
         }
     }
 }
 
-/* Rows (nl, o): Y[o, nl*P ..] -> out[n0+nl, gi*Og + o, ..] */
+/* Rows (nl, o): Y[o, nl*P ..] (+ bias[gi*Og + o]) -> out[n0+nl, gi*Og + o, ..] */
 static void scatter_rows(void *arg, int64_t lo, int64_t hi) {
     const chunk_job *j = arg;
     const conv_geom *q = j->q;
     for (int64_t t = lo; t < hi; t++) {
         int64_t nl = t / q->Og, o = t % q->Og;
-        memcpy(j->out + ((j->n0 + nl) * q->O + j->gi * q->Og + o) * q->P, j->y + o * j->nb * q->P + nl * q->P,
-               sizeof(float) * (size_t)q->P);
+        float *d = j->out + ((j->n0 + nl) * q->O + j->gi * q->Og + o) * q->P;
+        const float *src = j->y + o * j->nb * q->P + nl * q->P;
+        if (j->bias) j->rows->add_scalar(d, src, j->bias[j->gi * q->Og + o], q->P);
+        else memcpy(d, src, sizeof(float) * (size_t)q->P);
+    }
+}
+
+/* One image (the product landed in out): rows o of the group get their bias. */
+static void bias_rows(void *arg, int64_t lo, int64_t hi) {
+    const chunk_job *j = arg;
+    const conv_geom *q = j->q;
+    for (int64_t o = lo; o < hi; o++) {
+        float *d = j->out + (j->n0 * q->O + j->gi * q->Og + o) * q->P;
+        j->rows->add_scalar(d, d, j->bias[j->gi * q->Og + o], q->P);
     }
 }
 
@@ -139,6 +358,11 @@ static void col2im_planes(void *arg, int64_t lo, int64_t hi) {
     for (int64_t t = lo; t < hi; t++) {
         int64_t nl = t / q->Cg, c = t % q->Cg;
         float *dx = j->out + ((j->n0 + nl) * q->C + j->gi * q->Cg + c) * q->H * q->W;
+        if (j->fold) {
+            j->rows->gather_sum(dx, j->col + c * q->kh * q->kw * ld + nl * q->P, ld, j->fold, q->kh * q->kw,
+                                q->H * q->W);
+            continue;
+        }
         memset(dx, 0, sizeof(float) * (size_t)(q->H * q->W));
         for (int64_t i = 0; i < q->kh; i++) {
             for (int64_t jj = 0; jj < q->kw; jj++) {
@@ -148,33 +372,73 @@ static void col2im_planes(void *arg, int64_t lo, int64_t hi) {
                 for (int64_t oy = 0; oy < q->Ho; oy++) {
                     int64_t iy = oy * q->sh - q->ph + i;
                     if (iy < 0 || iy >= q->H) continue;
-                    float *row = dx + iy * q->W + jj - q->pw;
-                    const float *sr = s + oy * q->Wo;
-                    for (int64_t ox = lo_x; ox < hi_x; ox++) row[ox * q->sw] += sr[ox];
+                    j->rows->add_row(dx + iy * q->W + jj - q->pw, s + oy * q->Wo, q->sw, lo_x, hi_x);
                 }
             }
         }
     }
 }
 
+/* Index-table entries at most (256 KB): beyond this (large planes) the row
+ * loops run. Tests set 0 to run them on every shape. */
+int64_t cpu_conv_table_max = 65536;
+
 /* Images per chunk: as many as fit the scratch budget, at least one. */
-static int64_t chunk_images(const conv_geom *q, int64_t *col_floats) {
+static int64_t chunk_images(const conv_geom *q) {
     int64_t per = (q->Kc + q->Og) * q->P;
     int64_t nb = cpu_conv_scratch_floats / (per > 0 ? per : 1);
     if (nb < 1) nb = 1;
-    if (nb > q->N) nb = q->N;
-    *col_floats = (q->Kc * nb * q->P + 15) & ~(int64_t)15;
-    return nb;
+    return nb > q->N ? q->N : nb;
+}
+
+/* The scratch of one conv kernel call: col [Kc, nb*P], y [Og, nb*P], tmp
+ * [Og, Kc], and the index tables when they are small enough. */
+static bool conv_scratch(cpu_ctx *c, const conv_geom *q, bool fold, chunk_job *j, float **tmp) {
+    int64_t nb = chunk_images(q), kk = q->kh * q->kw;
+    int64_t col_n = (q->Kc * nb * q->P + 15) & ~(int64_t)15, y_n = (q->Og * nb * q->P + 15) & ~(int64_t)15;
+    int64_t t_n = (q->Og * q->Kc + 15) & ~(int64_t)15;
+    int64_t tab_n = fold ? kk * q->H * q->W : kk * q->P;
+    if (tab_n > cpu_conv_table_max) tab_n = 0;
+    float *buf = cpu_scratch(c, sizeof(float) * (size_t)(col_n + y_n + t_n + tab_n + 16));
+    if (!buf) return false;
+    j->col = buf, j->y = buf + col_n, j->nb = nb, j->rows = rows_best();
+    if (tmp) *tmp = buf + col_n + y_n;
+    int32_t *tab = tab_n ? (int32_t *)(buf + col_n + y_n + t_n) : NULL;
+    j->unfold = j->fold = NULL;
+    if (!tab) return true;
+    for (int64_t i = 0; i < q->kh; i++)
+        for (int64_t jj = 0; jj < q->kw; jj++) {
+            int32_t *row = tab + (i * q->kw + jj) * (fold ? q->H * q->W : q->P);
+            if (!fold) { /* col entry (oy, ox) of tap (i, jj) reads input (oy*s - p + i, ox*s - p + jj) */
+                for (int64_t oy = 0; oy < q->Ho; oy++)
+                    for (int64_t ox = 0; ox < q->Wo; ox++) {
+                        int64_t iy = oy * q->sh - q->ph + i, ix = ox * q->sw - q->pw + jj;
+                        row[oy * q->Wo + ox] =
+                            iy >= 0 && iy < q->H && ix >= 0 && ix < q->W ? (int32_t)(iy * q->W + ix) : -1;
+                    }
+            } else { /* input (iy, ix) receives col entry ((iy + p - i) / s, (ix + p - jj) / s) when exact */
+                for (int64_t iy = 0; iy < q->H; iy++)
+                    for (int64_t ix = 0; ix < q->W; ix++) {
+                        int64_t ny = iy + q->ph - i, nx = ix + q->pw - jj;
+                        bool ok = ny >= 0 && nx >= 0 && ny % q->sh == 0 && nx % q->sw == 0 && ny / q->sh < q->Ho &&
+                                  nx / q->sw < q->Wo;
+                        row[iy * q->W + ix] = ok ? (int32_t)(ny / q->sh * q->Wo + nx / q->sw) : -1;
+                    }
+            }
+        }
+    if (fold) j->fold = tab;
+    else j->unfold = tab;
+    return true;
 }
 
 static int64_t grain_rows(int64_t row_len) { return 1 + GRAIN / (row_len > 0 ? row_len : 1); }
 
 /* Returns false when the scratch cannot be had (the caller runs the direct loops). */
-static bool conv_fwd_gemm(cpu_ctx *c, const conv_geom *q, const float *x, const float *w, float *out) {
-    int64_t col_n, nb = chunk_images(q, &col_n);
-    float *buf = cpu_scratch(c, sizeof(float) * (size_t)(col_n + q->Og * nb * q->P + q->Og * q->Kc + 16));
-    if (!buf) return false;
-    chunk_job j = {q, x, w, NULL, out, buf, buf + col_n, 0, 0, 0};
+static bool conv_fwd_gemm(cpu_ctx *c, const conv_geom *q, const float *x, const float *w, const float *bias,
+                          float *out) {
+    chunk_job j = {.q = q, .x = x, .w = w, .bias = bias, .out = out};
+    if (!conv_scratch(c, q, false, &j, NULL)) return false;
+    int64_t nb = j.nb;
     for (j.n0 = 0; j.n0 < q->N; j.n0 += j.nb) {
         j.nb = q->N - j.n0 < nb ? q->N - j.n0 : nb;
         for (j.gi = 0; j.gi < q->G; j.gi++) {
@@ -186,16 +450,16 @@ static bool conv_fwd_gemm(cpu_ctx *c, const conv_geom *q, const float *x, const 
                                .lda = q->Kc, .ldb = j.nb * q->P, .ldc = j.nb * q->P};
             tg_gemm(c->pool, &ga);
             if (!direct_out) cpu_parallel(c, j.nb * q->Og, grain_rows(q->P), scatter_rows, &j);
+            else if (j.bias) cpu_parallel(c, q->Og, grain_rows(q->P), bias_rows, &j);
         }
     }
     return true;
 }
 
 static bool conv_dx_gemm(cpu_ctx *c, const conv_geom *q, const float *gy, const float *w, float *dx) {
-    int64_t col_n, nb = chunk_images(q, &col_n);
-    float *buf = cpu_scratch(c, sizeof(float) * (size_t)(col_n + q->Og * nb * q->P + q->Og * q->Kc + 16));
-    if (!buf) return false;
-    chunk_job j = {q, NULL, w, gy, dx, buf, buf + col_n, 0, 0, 0};
+    chunk_job j = {.q = q, .w = w, .gy = gy, .out = dx};
+    if (!conv_scratch(c, q, true, &j, NULL)) return false;
+    int64_t nb = j.nb;
     for (j.n0 = 0; j.n0 < q->N; j.n0 += j.nb) {
         j.nb = q->N - j.n0 < nb ? q->N - j.n0 : nb;
         for (j.gi = 0; j.gi < q->G; j.gi++) {
@@ -215,11 +479,10 @@ static bool conv_dx_gemm(cpu_ctx *c, const conv_geom *q, const float *gy, const 
 }
 
 static bool conv_dw_gemm(cpu_ctx *c, const conv_geom *q, const float *x, const float *gy, float *dw) {
-    int64_t col_n, nb = chunk_images(q, &col_n);
-    float *buf = cpu_scratch(c, sizeof(float) * (size_t)(col_n + q->Og * nb * q->P + q->Og * q->Kc + 16));
-    if (!buf) return false;
-    float *tmp = buf + col_n + q->Og * nb * q->P; /* a later chunk's product, added into dw */
-    chunk_job j = {q, x, NULL, gy, NULL, buf, buf + col_n, 0, 0, 0};
+    chunk_job j = {.q = q, .x = x, .gy = gy};
+    float *tmp; /* a later chunk's product, added into dw */
+    if (!conv_scratch(c, q, false, &j, &tmp)) return false;
+    int64_t nb = j.nb;
     for (j.n0 = 0; j.n0 < q->N; j.n0 += j.nb) {
         j.nb = q->N - j.n0 < nb ? q->N - j.n0 : nb;
         for (j.gi = 0; j.gi < q->G; j.gi++) {
@@ -247,6 +510,7 @@ typedef struct {
     const conv_geom *q;
     const float *a, *b; /* forward: x, w; dx: gy, w; dw: x, gy */
     float *out;
+    const float *bias;  /* forward: [O] or NULL */
 } direct_job;
 
 /* Planes (n, o) of y: sum over the group's channels and taps, in (c, i, j) order. */
@@ -275,6 +539,7 @@ static void fwd_planes(void *arg, int64_t lo, int64_t hi) {
                 }
             }
         }
+        if (j->bias) add_scalar_c(y, y, j->bias[o], q->P);
     }
 }
 
@@ -340,12 +605,13 @@ static void dw_rows(void *arg, int64_t lo, int64_t hi) {
  * run one thin GEMM per channel; direct loops over planes are cheaper. */
 static bool use_direct(const conv_geom *q) { return cpu_conv_force_direct || (q->Cg == 1 && q->G > 1); }
 
-/* x [N, C, H, W], w [O, C/G, kH, kW] -> y [N, O, Ho, Wo] */
+/* x [N, C, H, W], w [O, C/G, kH, kW], optional bias [O] -> y [N, O, Ho, Wo] */
 TG_CPU_KERNEL(cpu_conv2d) {
     const tg_node *n = ir_node(g, id);
     conv_geom q = geom(n, ir_node(g, n->in[0])->shape, ir_node(g, n->in[1])->shape, n->shape);
-    if (!use_direct(&q) && conv_fwd_gemm(c, &q, in[0], in[1], out)) return;
-    direct_job j = {&q, in[0], in[1], out};
+    const float *bias = n->nin > 2 ? in[2] : NULL;
+    if (!use_direct(&q) && conv_fwd_gemm(c, &q, in[0], in[1], bias, out)) return;
+    direct_job j = {&q, in[0], in[1], out, bias};
     cpu_parallel(c, q.N * q.O, grain_rows(q.P * q.Kc), fwd_planes, &j);
 }
 
@@ -354,7 +620,7 @@ TG_CPU_KERNEL(cpu_conv2d_grad_input) {
     const tg_node *n = ir_node(g, id);
     conv_geom q = geom(n, n->shape, ir_node(g, n->in[1])->shape, ir_node(g, n->in[0])->shape);
     if (!use_direct(&q) && conv_dx_gemm(c, &q, in[0], in[1], out)) return;
-    direct_job j = {&q, in[0], in[1], out};
+    direct_job j = {&q, in[0], in[1], out, NULL};
     cpu_parallel(c, q.N * q.C, grain_rows(q.P * q.Og * q.kh * q.kw), dx_planes, &j);
 }
 
@@ -363,24 +629,31 @@ TG_CPU_KERNEL(cpu_conv2d_grad_weight) {
     const tg_node *n = ir_node(g, id);
     conv_geom q = geom(n, ir_node(g, n->in[0])->shape, n->shape, ir_node(g, n->in[1])->shape);
     if (!use_direct(&q) && conv_dw_gemm(c, &q, in[0], in[1], out)) return;
-    direct_job j = {&q, in[0], in[1], out};
+    direct_job j = {&q, in[0], in[1], out, NULL};
     cpu_parallel(c, q.O * q.Cg, grain_rows(q.N * q.P * q.kh * q.kw), dw_rows, &j);
 }
 
 /* ---- max pooling ----
- * Each window is clipped to the plane first (padding is never a candidate;
- * padding <= kernel/2 leaves a real element in every window), then scanned
- * without bounds tests. The backward gets the forward's output and sends
- * each window's gradient to the first element in row-major window order
- * that equals it (or is NaN when the max is NaN): the element the
- * forward's strict '>' kept, so ties go to the first element. Which element
- * wins is data-dependent, so both scans use selects and integer masks, not
- * branches (which mispredict about half the time on real data). */
+ * The rule: padding is never a candidate (padding <= kernel/2 leaves a real
+ * element in every window); the max is NaN if the window holds one, else
+ * the running v > m ? v : m in row-major window order; the backward gets
+ * the forward's output and sends each window's gradient to the first
+ * element in that order that equals it (the first NaN for a NaN max): the
+ * element the strict '>' kept, so ties go to the first element.
+ *
+ * Non-overlapping windows (stride >= kernel, the usual case) run through an
+ * index table for a group of planes, [taps][planes in a group * Ho * Wo],
+ * 16 windows at a time whatever the plane size. Overlapping windows scan
+ * each window, with selects and integer masks rather than branches (which
+ * element wins is data-dependent and would mispredict half the time). */
 
 typedef struct {
     int64_t H, W, Ho, Wo, kh, kw, sh, sw, ph, pw;
     const float *x, *y, *gy;
     float *out;
+    const conv_rows *rows;
+    const int32_t *idx; /* the table, or NULL for the window scan */
+    int64_t group;      /* planes per table */
 } pool_job;
 
 /* Window (oy, ox) clipped: rows [*i0, *i1), columns [*c0, *c1) of the plane. */
@@ -391,6 +664,22 @@ static inline void pool_window(const pool_job *j, int64_t oy, int64_t ox, int64_
     *i1 = y0 + j->kh > j->H ? j->H : y0 + j->kh;
     *c0 = x0 < 0 ? 0 : x0;
     *c1 = x0 + j->kw > j->W ? j->W : x0 + j->kw;
+}
+
+/* Groups [lo, hi) of j->group planes through the table. */
+static void pool_groups(void *arg, int64_t lo, int64_t hi) {
+    const pool_job *j = arg;
+    int64_t HW = j->H * j->W, P = j->Ho * j->Wo, n = j->group * P;
+    for (int64_t t = lo; t < hi; t++) {
+        const float *x = j->x + t * j->group * HW;
+        if (j->gy) {
+            float *dx = j->out + t * j->group * HW;
+            memset(dx, 0, sizeof(float) * (size_t)(j->group * HW));
+            j->rows->pool_grad(dx, x, j->y + t * n, j->gy + t * n, j->idx, j->kh * j->kw, n);
+        } else {
+            j->rows->pool(j->out + t * n, x, j->idx, j->kh * j->kw, n);
+        }
+    }
 }
 
 static void pool_planes(void *arg, int64_t lo, int64_t hi) {
@@ -441,10 +730,31 @@ static void pool_grad_planes(void *arg, int64_t lo, int64_t hi) {
     }
 }
 
-static pool_job pool_setup(const tg_node *n, tg_shape xs, tg_shape ys, void *const *in, void *out) {
+/* Sets up the job and, for non-overlapping windows whose table fits, builds
+ * the table in c's scratch: planes per group so a group holds at least 64
+ * windows (four 16-wide blocks) and divides the plane count. */
+static pool_job pool_setup(cpu_ctx *c, const tg_node *n, tg_shape xs, tg_shape ys, void *const *in, void *out) {
     pool_job j = {xs.d[2], xs.d[3], ys.d[2], ys.d[3], n->ia[5], n->ia[6], n->ia[0], n->ia[1], n->ia[2], n->ia[3],
-                  in[0], NULL, NULL, out};
+                  in[0], NULL, NULL, out, rows_best(), NULL, 1};
     if (n->op == TG_OP_MAX_POOL2D_GRAD) j.y = in[1], j.gy = in[2];
+    int64_t planes = xs.d[0] * xs.d[1], P = j.Ho * j.Wo, kk = j.kh * j.kw;
+    if (j.sh < j.kh || j.sw < j.kw || planes == 0) return j;
+    while (j.group * P < 64 && planes % (2 * j.group) == 0) j.group *= 2;
+    if (kk * j.group * P > cpu_conv_table_max || j.group * j.H * j.W > INT32_MAX) return j;
+    int32_t *idx = cpu_scratch(c, sizeof(int32_t) * (size_t)(kk * j.group * P));
+    if (!idx) return j;
+    int64_t n_all = j.group * P;
+    for (int64_t l = 0; l < j.group; l++)
+        for (int64_t oy = 0; oy < j.Ho; oy++)
+            for (int64_t ox = 0; ox < j.Wo; ox++)
+                for (int64_t i = 0; i < j.kh; i++)
+                    for (int64_t cc = 0; cc < j.kw; cc++) {
+                        int64_t iy = oy * j.sh - j.ph + i, ix = ox * j.sw - j.pw + cc;
+                        bool in_plane = iy >= 0 && iy < j.H && ix >= 0 && ix < j.W;
+                        idx[(i * j.kw + cc) * n_all + l * P + oy * j.Wo + ox] =
+                            in_plane ? (int32_t)(l * j.H * j.W + iy * j.W + ix) : -1;
+                    }
+    j.idx = idx;
     return j;
 }
 
@@ -452,16 +762,20 @@ static pool_job pool_setup(const tg_node *n, tg_shape xs, tg_shape ys, void *con
 TG_CPU_KERNEL(cpu_max_pool2d) {
     const tg_node *n = ir_node(g, id);
     tg_shape xs = ir_node(g, n->in[0])->shape;
-    pool_job j = pool_setup(n, xs, n->shape, in, out);
-    cpu_parallel(c, xs.d[0] * xs.d[1], grain_rows(j.Ho * j.Wo * j.kh * j.kw), pool_planes, &j);
+    pool_job j = pool_setup(c, n, xs, n->shape, in, out);
+    int64_t planes = xs.d[0] * xs.d[1], work = j.Ho * j.Wo * j.kh * j.kw;
+    if (j.idx) cpu_parallel(c, planes / j.group, grain_rows(work * j.group), pool_groups, &j);
+    else cpu_parallel(c, planes, grain_rows(work), pool_planes, &j);
 }
 
 /* x [N, C, H, W], y [N, C, Ho, Wo] (the forward's output), gy [N, C, Ho, Wo] -> dx [N, C, H, W] */
 TG_CPU_KERNEL(cpu_max_pool2d_grad) {
     const tg_node *n = ir_node(g, id);
     tg_shape ys = ir_node(g, n->in[1])->shape;
-    pool_job j = pool_setup(n, n->shape, ys, in, out);
-    cpu_parallel(c, ys.d[0] * ys.d[1], grain_rows(j.Ho * j.Wo * j.kh * j.kw), pool_grad_planes, &j);
+    pool_job j = pool_setup(c, n, n->shape, ys, in, out);
+    int64_t planes = ys.d[0] * ys.d[1], work = j.Ho * j.Wo * j.kh * j.kw;
+    if (j.idx) cpu_parallel(c, planes / j.group, grain_rows(work * j.group), pool_groups, &j);
+    else cpu_parallel(c, planes, grain_rows(work), pool_grad_planes, &j);
 }
 
 /* ---- nearest upsampling ---- */

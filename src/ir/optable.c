@@ -147,13 +147,14 @@ const tg_opinfo tg_ops[TG_OP_COUNT] = {
     [TG_OP_EMBEDDING_GRAD] = {"embedding_grad", 2, 0, shape_embedding, NULL, cpu_embedding_grad},
 
     /* issue 4: convolution ops, NCHW f32.
-     *   conv2d (x, w)                ia[0] stride_h [1] stride_w [2] pad_h [3] pad_w [4] groups
+     *   conv2d (x, w[, b])           ia[0] stride_h [1] stride_w [2] pad_h [3] pad_w [4] groups;
+     *                                nin 2, or 3 with a bias b [O] added to every output plane
      *   conv2d_grad_input (gy, w)    the same, and ia[5], ia[6] = H, W of the input
      *   conv2d_grad_weight (x, gy)   the same, and ia[5], ia[6] = kH, kW
      *   max_pool2d (x), max_pool2d_grad (x, y, gy)   ia[0..3] as conv2d, ia[5], ia[6] = kH, kW;
      *       y is the forward's output: the gradient goes to the first window element equal to it
      *   nearest_upsample2d (x), upsample2d_grad (gy)   ia[0] factor */
-    [TG_OP_CONV2D]             = {"conv2d",             2, 0, shape_conv2d, grad_conv2d, cpu_conv2d},
+    [TG_OP_CONV2D]             = {"conv2d",             3, 0, shape_conv2d, grad_conv2d, cpu_conv2d},
     [TG_OP_CONV2D_GRAD_INPUT]  = {"conv2d_grad_input",  2, 0, shape_conv2d_grad_input, NULL, cpu_conv2d_grad_input},
     [TG_OP_CONV2D_GRAD_WEIGHT] = {"conv2d_grad_weight", 2, 0, shape_conv2d_grad_weight, NULL, cpu_conv2d_grad_weight},
     [TG_OP_MAX_POOL2D]         = {"max_pool2d",         1, 0, shape_max_pool2d, grad_max_pool2d, cpu_max_pool2d},

@@ -43,7 +43,7 @@ static bool window_out(tg_graph *g, tg_node *n, const char *axis, int64_t in, in
     return true;
 }
 
-/* conv2d: x [N, C, H, W], w [O, C/groups, kH, kW] -> [N, O, Ho, Wo].
+/* conv2d: x [N, C, H, W], w [O, C/groups, kH, kW], optional bias [O] -> [N, O, Ho, Wo].
  * ia: [0] stride_h [1] stride_w [2] pad_h [3] pad_w [4] groups. */
 bool shape_conv2d(tg_graph *g, tg_node *n) {
     if (!need_4d_f32(g, n, 0, "input", "[N, C, H, W]") || !need_4d_f32(g, n, 1, "weight", "[O, C/groups, kH, kW]"))
@@ -61,6 +61,15 @@ bool shape_conv2d(tg_graph *g, tg_node *n) {
                 "[O, C/groups, kH, kW])",
                 S(xs, sx), S(ws, sw), (long long)G);
         return false;
+    }
+    if (n->nin > 2) {
+        const tg_node *b = IN(2);
+        if (b->dtype != TG_F32 || b->shape.ndim != 1 || b->shape.d[0] != O) {
+            char sb[96];
+            ir_fail(g, n, "bias must be f32 [%lld] for weight %s, got %s %s", (long long)O, S(ws, sw),
+                    tg_dtype_name(b->dtype), S(b->shape, sb));
+            return false;
+        }
     }
     int64_t ho, wo;
     if (!window_out(g, n, "H", xs.d[2], ws.d[2], n->ia[0], n->ia[2], xs, &ho) ||
