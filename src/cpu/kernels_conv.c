@@ -14,6 +14,12 @@
  * results are the same for any TG_THREADS. The weight gradient never has a
  * per-image intermediate: chunks add into dW in image order.
  *
+ * Unfolding (im2col) and folding back (col2im) go through index tables
+ * built once per call, shared by every plane, 16 lanes at a time (AVX-512
+ * gathers when the CPU has them); planes too large for a table go row by
+ * row. A bias rides along in the forward, added as output planes are
+ * written.
+ *
  * Depthwise convolutions (one input channel per group) would need one thin
  * GEMM per channel; they run direct loops over output planes instead (also
  * the fallback when the scratch buffer cannot grow). */
