@@ -133,6 +133,8 @@ static void reference_values(void) {
         {2, 6, 5, 5, 4, 1, 1, 1, 1, 0, 0, 2},  /* 1x1, grouped */
         {1, 2, 4, 4, 3, 4, 4, 1, 1, 0, 0, 1},  /* kernel = input: one output pixel */
         {2, 2, 5, 5, 2, 3, 3, 3, 3, 2, 2, 1},  /* stride 3 with padding that leaves windows of padding only */
+        {3, 4, 4, 4, 5, 3, 3, 1, 1, 1, 1, 1},  /* a 4x4 plane: one register (the permute path) */
+        {2, 4, 3, 5, 4, 2, 2, 1, 1, 0, 0, 2},  /* a 3x5 plane, groups 2 */
     };
     static const char *paths[] = {"default", "direct", "one image per chunk", "plain C", "row loops",
                                   "row loops, plain C"};
