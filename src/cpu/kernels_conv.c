@@ -30,6 +30,7 @@
 #include "kernels.h"
 
 #define GRAIN 16384 /* elements per parallel task */
+static int64_t grain_rows(int64_t row_len) { return 1 + GRAIN / (row_len > 0 ? row_len : 1); }
 
 /* The im2col budget per chunk (1 MB: the unfolded panel stays in L2 between
  * being written and being multiplied); tests shrink it to force many chunks. */
@@ -92,8 +93,10 @@ typedef struct {
                       int64_t n);
     /* d[i] = s[i] + b for i < n (d may be s) */
     void (*add_scalar)(float *d, const float *s, float b, int64_t n);
-    /* d[p] = src[idx[p]], or 0 where idx[p] < 0, for p < n; indices < m */
-    void (*gather)(float *d, const float *src, int64_t m, const int32_t *idx, int64_t n);
+    /* d[r * n + p] = src[r * stride + idx[p]], or 0 where idx[p] < 0, for
+     * r < count, p < n; indices < m (one tap of im2col over `count` images) */
+    void (*gather)(float *d, const float *src, int64_t stride, int64_t m, const int32_t *idx, int64_t n,
+                   int64_t count);
     /* d[q] = sum over t < taps, in order from 0.0f, of src[t * ld + idx[t * n + q]]
      * (0 where that index < 0), for q < n; indices < m */
     void (*gather_sum)(float *d, const float *src, int64_t ld, int64_t m, const int32_t *idx, int64_t taps,
@@ -148,12 +151,14 @@ static void add_scalar_c(float *d, const float *s, float b, int64_t n) {
     for (int64_t i = 0; i < n; i++) d[i] = s[i] + b;
 }
 
-static void gather_c(float *d, const float *src, int64_t m, const int32_t *idx, int64_t n) {
+static void gather_c(float *d, const float *src, int64_t stride, int64_t m, const int32_t *idx, int64_t n,
+                     int64_t count) {
     (void)m;
-    for (int64_t p = 0; p < n; p++) {
-        float v = src[idx[p] < 0 ? 0 : idx[p]];
-        d[p] = idx[p] < 0 ? 0.0f : v;
-    }
+    for (int64_t r = 0; r < count; r++, d += n, src += stride)
+        for (int64_t p = 0; p < n; p++) {
+            float v = src[idx[p] < 0 ? 0 : idx[p]];
+            d[p] = idx[p] < 0 ? 0.0f : v;
+        }
 }
 
 static void gather_sum_c(float *d, const float *src, int64_t ld, int64_t m, const int32_t *idx, int64_t taps,
@@ -245,23 +250,19 @@ AVX512 static void add_scalar_512(float *d, const float *s, float b, int64_t n) 
 }
 
 /* A source of at most 16 floats (a 4x4 plane, a short col row) is loaded
- * once and permuted: a fraction of a gather's cost. */
-AVX512 static void gather_512(float *d, const float *src, int64_t m, const int32_t *idx, int64_t n) {
-    if (m <= 16) {
+ * whole and permuted: a fraction of a gather's cost. */
+AVX512 static void gather_512(float *d, const float *src, int64_t stride, int64_t m, const int32_t *idx, int64_t n,
+                              int64_t count) {
+    for (int64_t r = 0; r < count; r++, d += n, src += stride) {
         __m512 v = _mm512_maskz_loadu_ps(lanes(0, m), src);
         for (int64_t p = 0; p < n; p += 16) {
             __mmask16 k = lanes(0, n - p);
             __m512i ix = _mm512_maskz_loadu_epi32(k, idx + p);
             __mmask16 valid = k & _mm512_cmpge_epi32_mask(ix, _mm512_setzero_si512());
-            _mm512_mask_storeu_ps(d + p, k, _mm512_maskz_permutexvar_ps(valid, ix, v));
+            __m512 out = m <= 16 ? _mm512_maskz_permutexvar_ps(valid, ix, v)
+                                 : _mm512_mask_i32gather_ps(_mm512_setzero_ps(), valid, ix, src, 4);
+            _mm512_mask_storeu_ps(d + p, k, out);
         }
-        return;
-    }
-    for (int64_t p = 0; p < n; p += 16) {
-        __mmask16 k = lanes(0, n - p);
-        __m512i ix = _mm512_maskz_loadu_epi32(k, idx + p);
-        __mmask16 valid = k & _mm512_cmpge_epi32_mask(ix, _mm512_setzero_si512());
-        _mm512_mask_storeu_ps(d + p, k, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), valid, ix, src, 4));
     }
 }
 
@@ -310,6 +311,20 @@ typedef struct {
     const int32_t *unfold, *fold;
 } chunk_job;
 
+/* Rows r = (c, tap) of col through the unfold table, image after image:
+ * each row is written front to back. (Going plane by plane wrote kH*kW lines
+ * 4 KB apart per plane, and each line came back from L2 once per image.) */
+static void im2col_table_rows(void *arg, int64_t lo, int64_t hi) {
+    const chunk_job *j = arg;
+    const conv_geom *q = j->q;
+    int64_t kk = q->kh * q->kw, HW = q->H * q->W;
+    for (int64_t r = lo; r < hi; r++) {
+        int64_t c = r / kk, tap = r % kk;
+        const float *xp = j->x + (j->n0 * q->C + j->gi * q->Cg + c) * HW;
+        j->rows->gather(j->col + r * j->nb * q->P, xp, q->C * HW, HW, j->unfold + tap * q->P, q->P, j->nb);
+    }
+}
+
 /* Planes (nl, c): image n0+nl, input channel gi*Cg + c, unfolded into the
  * kH*kW rows of col that read it (one per tap (i, j)). */
 static void im2col_planes(void *arg, int64_t lo, int64_t hi) {
@@ -319,12 +334,6 @@ static void im2col_planes(void *arg, int64_t lo, int64_t hi) {
     for (int64_t t = lo; t < hi; t++) {
         int64_t nl = t / q->Cg, c = t % q->Cg;
         const float *xp = j->x + ((j->n0 + nl) * q->C + j->gi * q->Cg + c) * q->H * q->W;
-        if (j->unfold) {
-            for (int64_t tap = 0; tap < q->kh * q->kw; tap++)
-                j->rows->gather(j->col + (c * q->kh * q->kw + tap) * ld + nl * q->P, xp, q->H * q->W,
-                                j->unfold + tap * q->P, q->P);
-            continue;
-        }
         for (int64_t jj = 0; jj < q->kw; jj++) {
             int64_t lo_x, hi_x;
             valid_cols(q->W, q->Wo, q->sw, q->pw, jj, &lo_x, &hi_x);
@@ -339,6 +348,14 @@ static void im2col_planes(void *arg, int64_t lo, int64_t hi) {
             }
         }
     }
+}
+
+/* im2col of the chunk's group gi into col. */
+static void im2col(cpu_ctx *c, chunk_job *j) {
+    const conv_geom *q = j->q;
+    int64_t kk = q->kh * q->kw;
+    if (j->unfold) cpu_parallel(c, q->Cg * kk, grain_rows(j->nb * q->P), im2col_table_rows, j);
+    else cpu_parallel(c, j->nb * q->Cg, grain_rows(q->P * kk), im2col_planes, j);
 }
 
 /* Rows (nl, o): Y[o, nl*P ..] (+ bias[gi*Og + o]) -> out[n0+nl, gi*Og + o, ..] */
@@ -456,7 +473,6 @@ static bool conv_scratch(cpu_ctx *c, const conv_geom *q, bool fold, chunk_job *j
     return true;
 }
 
-static int64_t grain_rows(int64_t row_len) { return 1 + GRAIN / (row_len > 0 ? row_len : 1); }
 
 /* Returns false when the scratch cannot be had (the caller runs the direct loops). */
 static bool conv_fwd_gemm(cpu_ctx *c, const conv_geom *q, const float *x, const float *w, const float *bias,
@@ -467,7 +483,7 @@ static bool conv_fwd_gemm(cpu_ctx *c, const conv_geom *q, const float *x, const 
     for (j.n0 = 0; j.n0 < q->N; j.n0 += j.nb) {
         j.nb = q->N - j.n0 < nb ? q->N - j.n0 : nb;
         for (j.gi = 0; j.gi < q->G; j.gi++) {
-            cpu_parallel(c, j.nb * q->Cg, grain_rows(q->P * q->kh * q->kw), im2col_planes, &j);
+            im2col(c, &j);
             /* One image: Y's rows are out's rows, so the product lands in place. */
             bool direct_out = j.nb == 1;
             tg_gemm_args ga = {.batch = 1, .M = q->Og, .N = j.nb * q->P, .K = q->Kc, .A = w + j.gi * q->Og * q->Kc,
@@ -515,7 +531,7 @@ static bool conv_dw_gemm(cpu_ctx *c, const conv_geom *q, const float *x, const f
     for (j.n0 = 0; j.n0 < q->N; j.n0 += j.nb) {
         j.nb = q->N - j.n0 < nb ? q->N - j.n0 : nb;
         for (j.gi = 0; j.gi < q->G; j.gi++) {
-            cpu_parallel(c, j.nb * q->Cg, grain_rows(q->P * q->kh * q->kw), im2col_planes, &j);
+            im2col(c, &j);
             const float *b = gy + (j.n0 * q->O + j.gi * q->Og) * q->P;
             if (j.nb > 1) {
                 cpu_parallel(c, j.nb * q->Og, grain_rows(q->P), gather_rows, &j);
