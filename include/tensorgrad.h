@@ -690,6 +690,38 @@ const char *tg_safetensors_meta(const tg_safetensors *f, const char *key);      
  * out flat: {"k1", "v1", "k2", "v2", ...}. */
 tg_status tg_safetensors_write(const char *path, const tg_st_tensor *t, int n, const char *const *meta, int n_meta);
 
+/* ---- WebGPU ------------------------------------------------------------- */
+
+/* The WebGPU library is loaded at run time: $TG_WEBGPU_LIB if set, else the
+ * copy scripts/fetch-webgpu.sh put in the source tree's .deps/, else
+ * libwebgpu_dawn.so, libwgpu_native.so or libwebgpu_wrapper.so from the
+ * library path. Only a Vulkan adapter is accepted (Dawn's Null fallback
+ * computes nothing). When .deps/ holds the fetched lavapipe driver and no
+ * Vulkan driver variable (VK_DRIVER_FILES, VK_ICD_FILENAMES,
+ * VK_ADD_DRIVER_FILES) is set, the library adds it with VK_ADD_DRIVER_FILES
+ * before Vulkan starts, so a machine with no GPU still runs (slowly, on the
+ * CPU) and one with a GPU still prefers the GPU. */
+typedef struct {
+    char name[128];         /* "NVIDIA H200", "llvmpipe (LLVM 15.0.7, 256 bits)" */
+    char vendor[64], architecture[64], description[128];
+    char backend[16];       /* "vulkan" */
+    char type[16];          /* "discrete GPU", "integrated GPU", "CPU", "unknown" */
+    char library[256];      /* the WebGPU library file that was loaded */
+    uint32_t vendor_id, device_id;
+    uint32_t subgroup_min_size, subgroup_max_size;
+    uint64_t max_buffer_size, max_storage_buffer_binding_size;
+    uint32_t max_storage_buffers_per_shader_stage;
+    uint32_t max_compute_workgroup_storage_size;
+    uint32_t max_compute_invocations_per_workgroup;
+    uint32_t max_compute_workgroups_per_dimension;
+    uint32_t min_storage_buffer_offset_alignment;
+} tg_webgpu_adapter_info;
+
+/* Loads WebGPU (once per process) and describes the adapter sessions with
+ * backend TG_BACKEND_WEBGPU use. TG_ERR_BACKEND "webgpu: unavailable: <why>"
+ * when there is none. */
+tg_status tg_webgpu_info(tg_webgpu_adapter_info *out);
+
 #ifdef __cplusplus
 }
 #endif

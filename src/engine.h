@@ -60,4 +60,7 @@ struct tg_engine {
 };
 
 tg_status cpu_engine_new(int threads, int64_t params_bytes, tg_engine **out);
+/* The WebGPU engine (src/webgpu/): TG_ERR_BACKEND "webgpu: unavailable: ..."
+ * when no WebGPU library or Vulkan adapter can be had. */
+tg_status wgpu_engine_new(int64_t params_bytes, tg_engine **out);
 #endif

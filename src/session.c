@@ -40,8 +40,7 @@ void tg_session_free(tg_session *s) {
 static tg_status make_engine(const tg_train_spec *spec, int64_t params_bytes, tg_engine **out) {
     switch (spec->backend) {
     case TG_BACKEND_CPU: return cpu_engine_new(spec->threads, params_bytes, out);
-    case TG_BACKEND_WEBGPU:
-        return tg_fail(TG_ERR_BACKEND, "tg_session_new: the WebGPU backend is not built into this library yet");
+    case TG_BACKEND_WEBGPU: return wgpu_engine_new(params_bytes, out);
     }
     return tg_fail(TG_ERR_ARG, "tg_session_new: unknown backend %d", (int)spec->backend);
 }

@@ -25,5 +25,12 @@ else
     fail=$((fail + 1)); echo "FAIL vae: no 'test_elbo=' line or no PNG"; printf '%s\n' "$out" | tail -n 5
 fi
 rm -f "$png"
+# The same through --backend webgpu when there is an adapter (test_webgpu
+# fails CI when there is none): the sin MLP reaches its target there too.
+if "$tg" devices | grep -q '^webgpu .*(vulkan\|^webgpu .*(metal\|^webgpu .*(d3d12'; then
+    check "sin on webgpu" "$tg" train sin --backend webgpu --quiet
+else
+    echo "test_examples: webgpu run skipped: $("$tg" devices | grep '^webgpu')"
+fi
 echo "test_examples: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
