@@ -432,8 +432,9 @@ tg_tensor tg_conv2d_hw_at(tg_tensor x, tg_tensor w, int stride_h, int stride_w, 
 tg_tensor tg_conv2d_bias_at(tg_tensor x, tg_tensor w, tg_tensor b, int stride_h, int stride_w, int pad_h, int pad_w,
                             int groups, TG_AT);
 /* max over k x k windows: [N, C, H, W] -> [N, C, Ho, Wo]. stride 0 means k.
- * Padding (at most k/2) never wins; ties go to the first element in
- * row-major window order, and so does the gradient. */
+ * Padding (at most k/2) never wins; a NaN in a window makes its max NaN (as
+ * PyTorch); ties go to the first element in row-major window order, and so
+ * does the gradient. */
 tg_tensor tg_max_pool2d_at(tg_tensor x, int k, int stride, int padding, TG_AT);
 tg_tensor tg_max_pool2d_hw_at(tg_tensor x, int kh, int kw, int stride_h, int stride_w, int pad_h, int pad_w, TG_AT);
 /* each pixel repeated into a factor x factor block: [N, C, H, W] -> [N, C, H*f, W*f]. */
