@@ -28,6 +28,7 @@ help:
 	@echo "make test       build and run every test"
 	@echo "make sanitize  run the tests in an ASan+UBSan build (build-asan/)"
 	@echo "make bench      benchmarks against PyTorch / OpenBLAS (needs python3-torch, libopenblas-dev)"
+	@echo "make bench BACKEND=webgpu   the models on WebGPU beside PyTorch CUDA (a GPU machine)"
 	@echo "make bench-digits  the digits CNN step against PyTorch CPU (needs python3-torch)"
 	@echo "make clean      remove build/"
 
@@ -65,8 +66,11 @@ sanitize:
 	$(MAKE) BUILD=build-asan CFLAGS="$(SANITIZE)" LDFLAGS="-fsanitize=address,undefined" test
 
 # Threads: TG_THREADS=N make bench (default: every CPU). Not part of `make test`.
-bench: $(BUILD)/bench/bench_tg $(BUILD)/bench/digits_bench
-	@CC="$(CC)" bash bench/run.sh $(BUILD) $(TORCH_REF)
+# BACKEND=webgpu: the models on the WebGPU backend beside PyTorch CUDA eager.
+BACKEND ?= cpu
+bench: $(BUILD)/bench/bench_tg $(BUILD)/bench/digits_bench $(BUILD)/tg
+	@if [ "$(BACKEND)" = webgpu ]; then bash bench/run_webgpu.sh $(BUILD) $(TORCH_REF); \
+	else CC="$(CC)" bash bench/run.sh $(BUILD) $(TORCH_REF); fi
 
 $(BUILD)/bench/bench_tg: bench/bench_tg.c $(BUILD)/libtensorgrad.a
 	@mkdir -p $(dir $@)

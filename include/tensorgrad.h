@@ -612,7 +612,8 @@ typedef struct {
     int64_t planned_bytes;     /* everything the plan allocates */
     int64_t naive_bytes;       /* one buffer per tensor, no reuse, no views */
     int64_t param_bytes, grad_bytes, state_bytes, input_bytes, scratch_bytes, other_bytes;
-    int n_nodes, n_kernels;
+    int n_nodes, n_kernels;        /* graph nodes; nodes that run a kernel */
+    int n_dispatches;              /* kernel launches per step on this backend (after fusion, with writebacks) */
     int n_writebacks, n_writeback_copies; /* end-of-step updates; copies = those not computed in place */
 } tg_plan_stats;
 tg_status tg_session_plan_stats(const tg_session *s, tg_plan_stats *out);

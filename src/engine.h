@@ -18,6 +18,7 @@ typedef struct {
     int n_wb;
     int hyper;         /* optimizer hyperparameter state node, -1 without optimizer */
     void *impl;        /* the engine's compiled form */
+    int n_dispatches;  /* kernel launches per step or run, as the engine compiled them (after fusion) */
 } tg_program;
 
 typedef struct {

@@ -293,6 +293,7 @@ tg_status tg_session_plan_stats(const tg_session *s, tg_plan_stats *o) {
     o->scratch_bytes = pl->arena_bytes[TG_ARENA_SCRATCH];
     o->n_nodes = s->prog->g->n;
     o->n_kernels = pl->n_kernels;
+    o->n_dispatches = s->prog->n_dispatches;
     o->n_writebacks = s->prog->n_wb;
     for (int w = 0; w < s->prog->n_wb; w++) o->n_writeback_copies += !pl->wb_free[w];
     return TG_OK;

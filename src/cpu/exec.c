@@ -55,6 +55,7 @@ static tg_status cpu_compile(tg_engine *e_, tg_program *p) {
     }
     cp->n_steps = cpu_lower(p, cp->arena, !atomic_load(&generic_steps), cp->steps);
     if (cp->n_steps < 0) return tg_fail(TG_ERR_NOMEM, "cpu: out of memory");
+    p->n_dispatches = cp->n_steps;
     for (int w = 0; w < p->n_wb; w++) {
         if (p->plan.wb_free[w]) continue;
         int src = p->wb[w].src, dst = p->wb[w].dst;

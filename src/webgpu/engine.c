@@ -161,6 +161,7 @@ static tg_status compile_locked(wg_engine *e, tg_program *p, wg_program *wp, con
         if (init[i].bg) c->f.BindGroupRelease(init[i].bg);
     free(init);
     if (st == TG_OK) st = wgpu_take_error(c, "webgpu compile");
+    p->n_dispatches = wp->n_calls;
     return st;
 }
 
