@@ -91,7 +91,7 @@ void wk_rows_once(wk_rows *L);
  * output element c < C: 32 columns per workgroup, 8 row sets each. */
 bool wk_colsum(wk *k, int64_t R, int64_t C, const char *expr, const char *type);
 
-/* Emitters (ops_ew.c, ops_reduce.c, ops_matmul.c, ops_math.c, ops_nn.c). */
+/* Emitters (ops_ew.c, ops_reduce.c, ops_matmul.c, ops_math.c, ops_nn.c, ops_conv.c). */
 bool wgsl_const(wk *k);
 bool wgsl_arange(wk *k);
 bool wgsl_binary(wk *k);
@@ -132,5 +132,12 @@ bool wgsl_rope(wk *k);
 bool wgsl_dropout(wk *k);
 bool wgsl_randn(wk *k);
 bool wgsl_categorical(wk *k);
+bool wgsl_conv2d(wk *k); /* ops_conv.c: conv2d and its gradients, max pooling, nearest upsampling */
+bool wgsl_conv2d_grad_input(wk *k);
+bool wgsl_conv2d_grad_weight(wk *k);
+bool wgsl_max_pool2d(wk *k);
+bool wgsl_max_pool2d_grad(wk *k);
+bool wgsl_upsample2d(wk *k);
+bool wgsl_upsample2d_grad(wk *k);
 
 #endif
