@@ -114,7 +114,7 @@ static tg_tensor b_consts(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
 }
 
 /* Conv ops at sizes the shared table does not reach: weight gradients long
- * enough for a workgroup per weight, grids over 16 workgroups (2-D in
+ * enough to be split over invocations, grids over 16 workgroups (2-D in
  * test_ops_2d_grid), strides larger than the kernel, padding wider than
  * it, and max pooling with ties and NaN. */
 static tg_tensor b_conv3x3(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_conv2d(p[0], p[1], 1, 1, 2); }

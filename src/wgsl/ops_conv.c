@@ -11,9 +11,10 @@
  *                        taps that line up with the stride, found by arithmetic)
  *   conv2d_grad_weight   one weight element: gy * x over every image and
  *                        output pixel, in (n, oy, ox) order; when that sum is
- *                        long it gets a workgroup whose invocations take every
- *                        wg-th term and combine in a fixed tree, so the order
- *                        is fixed either way and nothing grows with the batch
+ *                        long, a column sum (rows.c: 32 weights a workgroup,
+ *                        8 invocations each taking every 8th term, then a
+ *                        fixed tree), so the order is fixed either way and
+ *                        nothing grows with the batch
  *   max_pool2d           one output element: the CPU's running v > m ? v : m
  *                        over the clipped window in row-major order (padding
  *                        is never a candidate), NaN if the window holds one
@@ -74,8 +75,8 @@ static win_geom pool_consts(wk *k, tg_shape xs, tg_shape ys) {
 }
 
 /* The taps of output pixel (oy, ox) that land inside the input: rows
- * [a_lo, a_hi) and columns [b_lo, b_hi) of the kernel, at input row y0 + a, column
- * x0 + b (empty ranges when the window lies wholly in the padding). */
+ * [a_lo, a_hi) and columns [b_lo, b_hi) of the kernel, at input row y0 + a,
+ * column x0 + b (empty ranges when the window lies wholly in the padding). */
 static const char *out_window =
     "    let y0 = i32(oy * SH) - PH;\n"
     "    let x0 = i32(ox * SW) - PW;\n"
@@ -146,8 +147,11 @@ bool wgsl_conv2d_grad_input(wk *k) {
 }
 
 /* Weight gradients whose sum runs over at least this many terms (images x
- * output pixels) get a workgroup per weight element rather than a thread. */
-#define DW_WIDE_TERMS 512
+ * output pixels) split it 8 ways (wk_colsum) rather than give it to one
+ * thread: a GPU gets 8x the invocations for the few weights of a small
+ * conv. (A workgroup per weight, tried first, made the digits CNN's step
+ * 2.5x slower on lavapipe: its barriers cost more than they saved.) */
+#define DW_WIDE_TERMS 256
 
 /* conv2d_grad_weight: (x [N, C, H, W], gy [N, O, Ho, Wo]) -> dw [O, C/G, kH, kW]:
  * dw[o, c, a, b] = sum over n, oy, ox of gy[n, o, oy, ox] * x[n, g*CG + c, oy*SH - PH + a, ox*SW - PW + b]. */
@@ -186,29 +190,16 @@ bool wgsl_conv2d_grad_weight(wk *k) {
         wk_end(k);
         return true;
     }
-    /* A workgroup per weight: invocation lid takes terms t = lid, lid + wg,
-     * ... (t = (n, oy, ox) flat), each one a product or 0 where the tap falls
-     * in the padding, then the fixed tree of wk_reduce. */
-    uint32_t wg = wk_row_wg(terms);
-    wk_red_decl(k, wg, "f32");
-    if (!wk_main(k, nw, wg)) return false;
-    k->spec->threads = nw * wg;
+    /* Column sums (rows.c): weight e is column c, term t = (n, oy, ox) row r. */
     wsb_printf(&k->s,
-               "    if (gid >= %lluu) { return; }\n"
-               "    let e = gid;\n%s"
-               "    var acc = 0.0f;\n"
-               "    for (var t = lid; t < %lluu; t += %uu) {\n"
-               "        let ox = t %% WO;\n        let oy = (t / WO) %% HO;\n        let img = t / P;\n"
-               "        let iy = i32(oy * SH) + dy;\n        let ix = i32(ox * SW) + dx;\n"
-               "        let inside = iy >= 0 && iy < Hi && ix >= 0 && ix < Wi;\n"
-               "        let xv = ld0(select(0u, (img * C + xc) * HW + u32(iy) * W + u32(ix), inside));\n"
-               "        acc += select(0.0f, ld1((img * O + o) * P + oy * WO + ox) * xv, inside);\n"
-               "    }\n",
-               (unsigned long long)nw, coords, (unsigned long long)terms, wg);
-    wk_reduce(k, wg, "acc", false, "total");
-    wsb_printf(&k->s, "    if (lid == 0u) { st(gid, total); }\n");
-    wk_end(k);
-    return true;
+               "fn term(t: u32, e: u32) -> f32 {\n%s"
+               "    let ox = t %% WO;\n    let oy = (t / WO) %% HO;\n    let img = t / P;\n"
+               "    let iy = i32(oy * SH) + dy;\n    let ix = i32(ox * SW) + dx;\n"
+               "    let inside = iy >= 0 && iy < Hi && ix >= 0 && ix < Wi;\n"
+               "    let xv = ld0(select(0u, (img * C + xc) * HW + u32(iy) * W + u32(ix), inside));\n"
+               "    return select(0.0f, ld1((img * O + o) * P + oy * WO + ox) * xv, inside);\n}\n",
+               coords);
+    return wk_colsum(k, terms, nw, "term(r, c)", "f32");
 }
 
 /* max_pool2d: x [N, C, H, W] -> y [N, C, Ho, Wo] */
