@@ -91,7 +91,7 @@ void wk_rows_once(wk_rows *L);
  * output element c < C: 32 columns per workgroup, 8 row sets each. */
 bool wk_colsum(wk *k, int64_t R, int64_t C, const char *expr, const char *type);
 
-/* Emitters (ops_ew.c, ops_reduce.c, ops_matmul.c, ops_math.c, ops_nn.c, ops_conv.c). */
+/* Emitters (ops_ew.c, ops_reduce.c, ops_matmul.c, ops_math.c, ops_nn.c). */
 bool wgsl_const(wk *k);
 bool wgsl_arange(wk *k);
 bool wgsl_binary(wk *k);
