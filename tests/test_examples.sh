@@ -40,6 +40,16 @@ rm -f "$png"
 # fails CI when there is none): the sin MLP reaches its target there too.
 if "$tg" devices | grep -q '^webgpu .*(vulkan\|^webgpu .*(metal\|^webgpu .*(d3d12'; then
     check "sin on webgpu" "$tg" train sin --backend webgpu --quiet
+    # The digits CNN (conv, pool and their gradients in WGSL), 100 of its
+    # steps (the full run is slow on lavapipe): it reports an accuracy, the
+    # same as the CPU's after the same steps give or take a few test images.
+    gpu=$("$tg" train digits --backend webgpu --steps 100 --quiet 2>&1 | sed -n 's/^test_accuracy=//p')
+    cpu=$("$tg" train digits --steps 100 --quiet 2>&1 | sed -n 's/^test_accuracy=//p')
+    if [ -n "$gpu" ] && [ -n "$cpu" ] && awk -v g="$gpu" -v c="$cpu" 'BEGIN { exit !(g > 0.8 && g - c < 0.02 && c - g < 0.02) }'; then
+        pass=$((pass + 1))
+    else
+        fail=$((fail + 1)); echo "FAIL digits on webgpu: test_accuracy '$gpu' (cpu after the same steps: '$cpu')"
+    fi
 else
     echo "test_examples: webgpu run skipped: $("$tg" devices | grep '^webgpu')"
 fi
