@@ -5,24 +5,13 @@
 
 #include "../ir/ir.h"
 
-static tg_node proto(tg_opcode op, const char *api, const char *file, int line) {
-    tg_node n;
-    memset(&n, 0, sizeof n);
-    n.op = op;
-    n.nin = tg_ops[op].arity;
-    n.api = api;
-    n.file = file;
-    n.line = line;
-    n.param = -1;
-    return n;
-}
 
 /* b.g == NULL: no bias. */
 static tg_tensor conv(tg_tensor x, tg_tensor w, tg_tensor b, int stride_h, int stride_w, int pad_h, int pad_w,
                       int groups, const char *api, const char *file, int line) {
     tg_graph *g = x.g ? x.g : w.g;
     if (!g) return (tg_tensor){NULL, -1};
-    tg_node n = proto(TG_OP_CONV2D, api, file, line);
+    tg_node n = ir_proto(TG_OP_CONV2D, api, file, line);
     if ((x.g && w.g && x.g != w.g) || (b.g && b.g != g)) {
         ir_fail(g, &n, "operands come from different graphs");
         return (tg_tensor){g, -1};
@@ -55,7 +44,7 @@ tg_tensor tg_conv2d_bias_at(tg_tensor x, tg_tensor w, tg_tensor b, int stride_h,
     if (!b.g) { /* an invalid bias is an error, never "no bias" */
         tg_graph *g = x.g ? x.g : w.g;
         if (g) {
-            tg_node n = proto(TG_OP_CONV2D, "conv2d_bias", file, line);
+            tg_node n = ir_proto(TG_OP_CONV2D, "conv2d_bias", file, line);
             ir_fail(g, &n, "the bias is not a tensor of this graph");
         }
         return (tg_tensor){g, -1};
@@ -66,7 +55,7 @@ tg_tensor tg_conv2d_bias_at(tg_tensor x, tg_tensor w, tg_tensor b, int stride_h,
 tg_tensor tg_max_pool2d_hw_at(tg_tensor x, int kh, int kw, int stride_h, int stride_w, int pad_h, int pad_w,
                               const char *file, int line) {
     if (!x.g) return (tg_tensor){NULL, -1};
-    tg_node n = proto(TG_OP_MAX_POOL2D, "max_pool2d", file, line);
+    tg_node n = ir_proto(TG_OP_MAX_POOL2D, "max_pool2d", file, line);
     n.in[0] = x.id;
     n.ia[0] = stride_h ? stride_h : kh;
     n.ia[1] = stride_w ? stride_w : kw;
@@ -83,7 +72,7 @@ tg_tensor tg_max_pool2d_at(tg_tensor x, int k, int stride, int padding, const ch
 
 tg_tensor tg_nearest_upsample2d_at(tg_tensor x, int factor, const char *file, int line) {
     if (!x.g) return (tg_tensor){NULL, -1};
-    tg_node n = proto(TG_OP_UPSAMPLE2D, "nearest_upsample2d", file, line);
+    tg_node n = ir_proto(TG_OP_UPSAMPLE2D, "nearest_upsample2d", file, line);
     n.in[0] = x.id;
     n.ia[0] = factor;
     return (tg_tensor){x.g, ir_add(x.g, &n)};
