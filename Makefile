@@ -60,9 +60,9 @@ sanitize:
 bench: $(BUILD)/bench/bench_tg
 	@CC="$(CC)" bash bench/run.sh $(BUILD) $(TORCH_REF)
 
-$(BUILD)/bench/bench_tg: bench/bench_tg.c $(BUILD)/libtensorgrad.a
+$(BUILD)/bench/bench_tg: bench/bench_tg.c $(BUILD)/obj/examples/gpt.o $(BUILD)/libtensorgrad.a
 	@mkdir -p $(dir $@)
-	$(CC) $(TG_CFLAGS) $(CFLAGS) $(LDFLAGS) -Isrc $< $(BUILD)/libtensorgrad.a -o $@ $(LDLIBS)
+	$(CC) $(TG_CFLAGS) $(CFLAGS) $(LDFLAGS) -Isrc $^ -o $@ $(LDLIBS)
 
 clean:
 	rm -rf $(BUILD) build-asan
