@@ -60,6 +60,7 @@ bool tg_gemm_single_pass(const tg_gemm_args *a);
 /* Tests: sessions compiled from now on run op-table kernels only, no
  * specialized or fused steps. */
 void tg_cpu_use_generic_steps(bool on);
+bool cpu_generic_steps(void);
 
 /* ---- kernels ---- */
 struct cpu_ctx {

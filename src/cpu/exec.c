@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuse.h"
 #include "lower.h"
 
 typedef struct {
@@ -26,6 +27,7 @@ typedef struct {
 
 static atomic_bool generic_steps;
 void tg_cpu_use_generic_steps(bool on) { atomic_store(&generic_steps, on); }
+bool cpu_generic_steps(void) { return atomic_load(&generic_steps); }
 
 static void *addr(cpu_program *cp, const tg_plan *pl, int id) {
     const tg_slot *s = &pl->slot[id];
@@ -57,6 +59,7 @@ static tg_status cpu_compile(tg_engine *e_, tg_program *p) {
         info->cpu(&e->ctx, g, i, addr(cp, &p->plan, i), in);
     }
     cp->n_steps = cpu_lower(p, cp->arena, !atomic_load(&generic_steps), cp->steps);
+    if (cp->n_steps == -2) return tg_fail(TG_ERR_STATE, "cpu: the plan does not keep a fused kernel's inputs apart");
     if (cp->n_steps < 0) return tg_fail(TG_ERR_NOMEM, "cpu: out of memory");
     const char *prof = getenv("TG_PROFILE");
     if (prof && *prof && *prof != '0') cp->prof = tg_calloc((size_t)cp->n_steps + 1, sizeof(double));
@@ -174,7 +177,8 @@ static void cpu_destroy(tg_engine *e_) {
     free(e);
 }
 
-static const tg_engine_vt cpu_vt = {"cpu", cpu_compile, cpu_release, cpu_write, cpu_read, cpu_run, cpu_destroy};
+static const tg_engine_vt cpu_vt = {"cpu", cpu_compile, cpu_release, cpu_write, cpu_read, cpu_run, cpu_destroy,
+                                    cpu_fuse};
 
 tg_status cpu_engine_new(int threads, int64_t params_bytes, tg_engine **out) {
     *out = NULL;

@@ -1,18 +1,12 @@
-/* Lowering to CPU steps (see lower.h). A chain is fused only when it cannot
- * change what any other kernel or the caller sees:
- *  - every node whose value the fused kernel skips has exactly one reader
- *    (the next node of the chain) and is not an output, capture, gradient
- *    or writeback source;
- *  - the fused kernel runs at the chain's last node's turn and writes only
- *    that node's buffer, as the last node did; what it reads earlier nodes'
- *    inputs from must not have been overwritten by kernels in between;
- *  - the buffer written does not overlap what the fused kernel reads, except
- *    in the one way an element-by-element pass tolerates (the same element).
- * Fused kernels do the same float operations as the separate ones, so the
- * results are bitwise the same as without fusion. */
+/* Lowering to CPU steps (see lower.h). Groups that change the plan were
+ * chosen before planning (fuse.c) and run here as one step at their turn;
+ * Adam's three updates of a param, which share no memory the plan could
+ * save, are fused here. Fused kernels do the same float operations as the
+ * separate ones, so the results are bitwise the same as without fusion. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuse.h"
 #include "kernels.h"
 #include "lower.h"
 
@@ -22,11 +16,6 @@ typedef struct {
     const tg_program *p;
     const tg_graph *g;
     char *const *arena;
-    int *uses;    /* readers among the nodes */
-    int *reader;  /* for a node with one reader: that reader */
-    bool *pinned; /* read from outside: result, capture, gradient, writeback source */
-    const int *run; /* the nodes that run kernels, in order */
-    int *pos;     /* node -> its index in run[] */
 } lower_ctx;
 
 static char *addr(const lower_ctx *l, int id) {
@@ -44,8 +33,6 @@ static bool overlap(const lower_ctx *l, int a, int b) {
 
 /* Same buffer, same size: an elementwise pass may read and write it. */
 static bool same(const lower_ctx *l, int a, int b) { return addr(l, a) == addr(l, b) && bytes(l, a) == bytes(l, b); }
-
-static bool absorbable(const lower_ctx *l, int id) { return l->uses[id] == 1 && !l->pinned[id]; }
 
 static bool f32(const lower_ctx *l, int id) { return node(l, id)->dtype == TG_F32; }
 
@@ -99,66 +86,23 @@ static void run_adam(cpu_ctx *c, const cpu_step *s) { cpu_parallel(c, s->n, GRAI
 
 /* ---- matching ---- */
 
-/* A matmul, then optionally its bias add, then optionally relu or relu's
- * gradient, done by the GEMM epilogue: the chain's members in chain[], the
- * matmul first. Returns the chain length, 1 when nothing fuses. */
-static int matmul_chain(const lower_ctx *l, int mm_id, int *chain, int *bias, int *gate, bool *relu) {
-    const tg_node *mm = node(l, mm_id);
-    int len = 1, last = mm_id;
-    chain[0] = mm_id;
-    *bias = *gate = -1;
-    *relu = false;
-    if (absorbable(l, last)) {
-        const tg_node *n = node(l, l->reader[last]);
-        int other = n->nin == 2 ? (n->in[0] == last ? n->in[1] : n->in[0]) : -1;
-        if (n->op == TG_OP_ADD && other >= 0 && other != last && f32(l, other) && shape_eq(n->shape, mm->shape)) {
-            const tg_node *b = node(l, other);
-            int64_t N = mm->shape.d[mm->shape.ndim - 1];
-            if (ir_numel(b) == N && b->shape.ndim >= 1 && b->shape.d[b->shape.ndim - 1] == N)
-                *bias = other, last = chain[len++] = l->reader[last];
-        }
-    }
-    if (absorbable(l, last)) {
-        int k = l->reader[last];
-        const tg_node *n = node(l, k);
-        if (n->op == TG_OP_RELU && n->in[0] == last) {
-            *relu = true;
-            last = chain[len++] = k;
-        } else if (n->op == TG_OP_RELU_GRAD && n->in[1] == last && n->in[0] != last && f32(l, n->in[0])) {
-            *gate = n->in[0];
-            last = chain[len++] = k;
-        }
-    }
-    return len;
-}
-
-/* Fills s with the fused matmul chain ending at the run list's position
- * pos_last, or returns false if it may not fuse. */
-static bool lower_matmul_chain(const lower_ctx *l, const int *chain, int len, int bias, int gate, bool relu,
-                               cpu_step *s) {
-    int mm = chain[0], last = chain[len - 1];
-    const tg_node *n = node(l, mm);
-    int reads[3] = {n->in[0], n->in[1], bias};
-    /* Kernels between the matmul's turn and the last node's must leave the
-     * fused kernel's early inputs alone. */
-    for (int r = l->pos[mm] + 1; r < l->pos[last]; r++) {
-        int x = l->run[r];
-        for (int k = 0; k < 3; k++)
-            if (reads[k] >= 0 && overlap(l, x, reads[k])) return false;
-    }
+/* The step of a fused matmul group (fuse.c chose it before planning). The
+ * plan keeps the matmul's inputs live until the group's turn and lets the
+ * output share memory with the gate only where the group allowed it; the
+ * checks here only make sure of that, and fail the compile if not. */
+static bool lower_matmul_group(const lower_ctx *l, const cpu_group *d, cpu_step *s) {
+    const tg_node *n = node(l, d->mm);
+    int reads[3] = {n->in[0], n->in[1], d->bias};
     for (int k = 0; k < 3; k++)
-        if (reads[k] >= 0 && overlap(l, last, reads[k])) return false;
+        if (reads[k] >= 0 && overlap(l, d->out, reads[k])) return false;
     void *in[TG_MAX_IN] = {addr(l, n->in[0]), addr(l, n->in[1])};
-    cpu_matmul_args(l->g, mm, addr(l, last), in, &s->gemm);
-    /* The gate may be overwritten element by element, if each C element is
-     * written once. */
-    if (gate >= 0 && overlap(l, last, gate) && !(same(l, last, gate) && tg_gemm_single_pass(&s->gemm))) return false;
-    s->epi = (tg_gemm_epi){bias >= 0 ? (const float *)addr(l, bias) : NULL, relu,
-                           gate >= 0 ? (const float *)addr(l, gate) : NULL, s->gemm.ldc, s->gemm.sc};
+    cpu_matmul_args(l->g, d->mm, addr(l, d->out), in, &s->gemm);
+    if (d->gate >= 0 && overlap(l, d->out, d->gate) && !(same(l, d->out, d->gate) && tg_gemm_single_pass(&s->gemm)))
+        return false;
+    s->epi = (tg_gemm_epi){d->bias >= 0 ? (const float *)addr(l, d->bias) : NULL, d->relu,
+                           d->gate >= 0 ? (const float *)addr(l, d->gate) : NULL, s->gemm.ldc, s->gemm.sc};
     s->gemm.epi = &s->epi;
     s->run = run_gemm;
-    s->id = last;
-    s->n_nodes = len;
     return true;
 }
 
@@ -270,58 +214,52 @@ static int lower_one(const lower_ctx *l, const int *run, int left, bool speciali
     return used;
 }
 
+/* The step of fused group `gid`, at its turn. */
+static bool lower_group(const lower_ctx *l, int gid, cpu_step *s) {
+    const cpu_groups *cg = l->p->fusion->impl;
+    const cpu_group *d = &cg->g[gid];
+    memset(s, 0, sizeof *s);
+    s->g = l->g;
+    s->vk = vec_best();
+    s->id = d->out;
+    s->n_nodes = 0;
+    for (int i = 0; i < l->g->n; i++) s->n_nodes += l->p->fusion->group[i] == gid;
+    switch (d->kind) {
+    case CPU_GROUP_MATMUL: return lower_matmul_group(l, d, s);
+    }
+    return false;
+}
+
 int cpu_lower(const tg_program *p, char *const *arena, bool specialize, cpu_step *steps) {
     const tg_graph *g = p->g;
+    const tg_fusion *fu = p->fusion;
     size_t n = (size_t)g->n + 1;
-    int *run = tg_calloc(n, sizeof(int)), *uses = tg_calloc(n, sizeof(int)), *reader = tg_calloc(n, sizeof(int));
-    int *pos = tg_calloc(n, sizeof(int)), *pend = tg_calloc(n, sizeof(int));
-    bool *pinned = tg_calloc(n, sizeof(bool)), *absorbed = tg_calloc(n, sizeof(bool));
-    int n_run = 0, n_mm = 0, n_fused = 0, n_steps = -1;
-    for (int i = 0; run && uses && reader && pos && pend && i < g->n; i++) {
-        const tg_node *nd = &g->nodes[i];
-        for (int k = 0; k < nd->nin; k++) uses[nd->in[k]]++, reader[nd->in[k]] = i;
-        unsigned f = tg_ops[nd->op].flags;
-        pend[i] = -1;
-        n_mm += nd->op == TG_OP_MATMUL;
-        if (tg_ops[nd->op].cpu && !(f & (TG_OPF_VIEW | TG_OPF_CONSTANT | TG_OPF_LEAF)))
-            pos[i] = n_run, run[n_run++] = i;
+    int *run = tg_calloc(n, sizeof(int));
+    int n_run = 0, n_steps = -1;
+    for (int i = 0; run && i < g->n; i++) {
+        unsigned f = tg_ops[g->nodes[i].op].flags;
+        if (tg_ops[g->nodes[i].op].cpu && !(f & (TG_OPF_VIEW | TG_OPF_CONSTANT | TG_OPF_LEAF))) run[n_run++] = i;
     }
-    cpu_step *fused = tg_calloc((size_t)n_mm + 1, sizeof(cpu_step)); /* chains waiting for their last node */
-    if (!run || !uses || !reader || !pos || !pend || !pinned || !absorbed || !fused) goto done;
-    if (p->result >= 0) pinned[p->result] = true;
-    for (int c = 0; c < g->n_caps; c++) pinned[g->caps[c].id] = true;
-    for (int i = 0; i < p->n_params; i++)
-        if (p->param_grad[i] >= 0) pinned[p->param_grad[i]] = true;
-    for (int w = 0; w < p->n_wb; w++) pinned[p->wb[w].src] = true;
-    lower_ctx l = {p, g, arena, uses, reader, pinned, run, pos};
+    if (!run) return -1;
+    lower_ctx l = {p, g, arena};
     n_steps = 0;
     for (int r = 0; r < n_run;) {
-        int id = run[r], chain[3], len, bias, gate;
-        bool relu;
-        if (absorbed[id]) { /* part of a fused step */
+        int id = run[r];
+        if (fu && fu->group[id] >= 0) { /* a member of a fused group: its step runs at the group's turn */
+            int gid = fu->group[id];
+            if (fu->turn[gid] == id && !lower_group(&l, gid, &steps[n_steps++])) {
+                n_steps = -2;
+                break;
+            }
             r++;
             continue;
         }
-        if (pend[id] >= 0) { /* the last node of a fused chain: its step goes here */
-            steps[n_steps] = fused[pend[id]];
-            steps[n_steps].gemm.epi = &steps[n_steps].epi;
-            n_steps++, r++;
+        if (fu && fu->role[id] == TG_FUSE_VIEW) { /* read in place by the groups */
+            r++;
             continue;
-        }
-        if (specialize && g->nodes[id].op == TG_OP_MATMUL &&
-            (len = matmul_chain(&l, id, chain, &bias, &gate, &relu)) > 1) {
-            cpu_step *f = &fused[n_fused];
-            f->g = g, f->vk = vec_best();
-            if (lower_matmul_chain(&l, chain, len, bias, gate, relu, f)) {
-                for (int k = 0; k < len - 1; k++) absorbed[chain[k]] = true;
-                pend[chain[len - 1]] = n_fused++;
-                r++;
-                continue;
-            }
         }
         r += lower_one(&l, run + r, n_run - r, specialize, &steps[n_steps++]);
     }
-done:
-    free(run), free(uses), free(reader), free(pos), free(pend), free(pinned), free(absorbed), free(fused);
+    free(run);
     return n_steps;
 }

@@ -32,6 +32,8 @@ struct cpu_step {
 };
 
 /* Fills steps[] (room for one per node) for the nodes that run each step;
- * returns how many. specialize = false gives op-table kernels only. */
+ * returns how many, -1 out of memory, -2 if the plan breaks what a fused
+ * group needs. specialize = false gives op-table kernels only (the groups of
+ * p->fusion still run fused: the plan depends on them). */
 int cpu_lower(const tg_program *p, char *const *arena, bool specialize, cpu_step *steps);
 #endif

@@ -1,0 +1,168 @@
+/* Rematerialization and the CPU backend's pre-plan fusion, on the addition
+ * transformer (examples/gpt.c): each must leave every loss bitwise the same
+ * as the plain program over several training steps, for any thread count,
+ * while planning less memory; and the planner's self-check must catch a
+ * plan that reads a value outside its life. */
+#include <math.h>
+
+#include "check.h"
+#include "cpu/cpu.h"
+#include "engine.h"
+#include "cpu/fuse.h"
+#include "passes/passes.h"
+#include "plan/plan.h"
+#include "../examples/gpt.c"
+
+enum { V = 12, D = 64, T = 8, B = 16, STEPS = 8 };
+
+static gpt_model net;
+
+static tg_tensor loss_fn(tg_graph *g, void *user) {
+    (void)user;
+    tg_tensor logits = gpt_forward(g, &net, tg_input(g, "tokens"), false);
+    tg_tensor ce = tg_cross_entropy(logits, tg_input(g, "targets"), TG_REDUCTION_NONE);
+    return tg_mean(ce, TG_ALL, false);
+}
+
+typedef struct {
+    bool generic;   /* op-table kernels only: nothing fused */
+    bool recompute; /* rematerialization pass on */
+    int threads;
+    int layers;
+} config;
+
+typedef struct {
+    float loss[STEPS];
+    tg_plan_stats ps;
+    int n_norms;  /* layer_norm nodes in the compiled graph */
+} result;
+
+static bool run(config c, result *r) {
+    memset(r, 0, sizeof *r);
+    tg_model *m = tg_model_new();
+    gpt_declare(&net, m, (gpt_config){V, D, c.layers, 4, T + 1});
+    tg_input_decl in[] = {{"tokens", TG_I32, TG_SHAPE(B, T)}, {"targets", TG_I32, TG_SHAPE(B, T)}};
+    tg_optim opt = tg_adamw(tg_lr_constant(3e-3f), 0.01f);
+    opt.clip_grad_norm = 1.0f;
+    tg_train_spec spec = {.model = m, .loss = loss_fn, .inputs = in, .n_inputs = 2, .optim = opt, .seed = 5,
+                          .threads = c.threads};
+    tg_cpu_use_generic_steps(c.generic);
+    pass_recompute_enable(c.recompute);
+    tg_session *s = NULL;
+    tg_status st = tg_session_new(&spec, &s);
+    tg_cpu_use_generic_steps(false);
+    pass_recompute_enable(true);
+    CHECK(st == TG_OK, "tg_session_new: %s", tg_last_error());
+    bool ok = st == TG_OK;
+    if (ok) {
+        CHECK_OK(tg_session_plan_stats(s, &r->ps));
+        const tg_graph *g = tg_session_graph(s);
+        for (int i = 0; i < g->n; i++) r->n_norms += g->nodes[i].op == TG_OP_LAYER_NORM;
+    }
+    static int32_t tok[B * T], tgt[B * T];
+    uint64_t rng = 77;
+    for (int i = 0; i < B * T; i++) {
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        tok[i] = (int32_t)((rng >> 33) % V);
+        tgt[i] = (int32_t)((rng >> 40) % V);
+    }
+    tg_feed feeds[] = {{"tokens", tok, B * T}, {"targets", tgt, B * T}};
+    for (int i = 0; ok && i < STEPS; i++) ok = tg_session_step(s, feeds, 2, &r->loss[i]) == TG_OK;
+    CHECK(ok, "training failed: %s", tg_last_error());
+    tg_session_free(s);
+    tg_model_free(m);
+    return ok;
+}
+
+static void same_losses(const result *a, const result *b, const char *what) {
+    bool same = memcmp(a->loss, b->loss, sizeof a->loss) == 0;
+    CHECK(same, "%s: losses differ (step %d: %.9g vs %.9g)", what, STEPS - 1, a->loss[STEPS - 1],
+          b->loss[STEPS - 1]);
+}
+
+static void losses_unchanged(void) {
+    for (int layers = 1; layers <= 3; layers += 2) {
+        result plain, remat, fused, all, all1;
+        if (!run((config){true, false, 2, layers}, &plain) || !run((config){true, true, 2, layers}, &remat) ||
+            !run((config){false, false, 2, layers}, &fused) || !run((config){false, true, 2, layers}, &all) ||
+            !run((config){false, true, 1, layers}, &all1))
+            continue;
+        CHECK(plain.loss[STEPS - 1] < plain.loss[0], "the loss did not fall: %g -> %g", plain.loss[0],
+              plain.loss[STEPS - 1]);
+        same_losses(&plain, &remat, "rematerialization");
+        same_losses(&plain, &fused, "fusion");
+        same_losses(&plain, &all, "rematerialization and fusion");
+        same_losses(&all, &all1, "1 and 2 threads");
+        /* Each pre-LN block's two norms and the final one feed a weight
+         * gradient: each is computed again there. */
+        int norms = 2 * layers + 1;
+        CHECK(plain.n_norms == norms && remat.n_norms == 2 * norms, "%d layer norms plain, %d recomputed (want %d, %d)",
+              plain.n_norms, remat.n_norms, norms, 2 * norms);
+        CHECK(remat.ps.planned_bytes < plain.ps.planned_bytes, "rematerialization planned %lld bytes, plain %lld",
+              (long long)remat.ps.planned_bytes, (long long)plain.ps.planned_bytes);
+        CHECK(fused.ps.planned_bytes < plain.ps.planned_bytes, "fusion planned %lld bytes, plain %lld",
+              (long long)fused.ps.planned_bytes, (long long)plain.ps.planned_bytes);
+        CHECK(all.ps.planned_bytes < fused.ps.planned_bytes && all.ps.planned_bytes < remat.ps.planned_bytes,
+              "both planned %lld bytes, fusion alone %lld, rematerialization alone %lld",
+              (long long)all.ps.planned_bytes, (long long)fused.ps.planned_bytes, (long long)remat.ps.planned_bytes);
+        CHECK(fused.ps.n_kernels < plain.ps.n_kernels, "fusion runs %d kernels, plain %d", fused.ps.n_kernels,
+              plain.ps.n_kernels);
+    }
+}
+
+/* plan_check must reject a plan where a value is read after its memory
+ * was given to something else, or before the turn that writes it. */
+static void check_catches_bad_turns(void) {
+    tg_model *m = tg_model_new();
+    gpt_declare(&net, m, (gpt_config){V, D, 1, 4, T + 1});
+    tg_input_decl in[] = {{"tokens", TG_I32, TG_SHAPE(B, T)}, {"targets", TG_I32, TG_SHAPE(B, T)}};
+    int64_t off[64];
+    plan_param_layout(m, 64, off);
+    tg_optim opt = tg_adam(tg_lr_constant(1e-3f));
+    tg_compile_req req = {m, loss_fn, NULL, in, 2, &opt, false, 64, off, cpu_fuse};
+    tg_program *p = NULL;
+    CHECK_OK(program_build(&req, &p));
+    if (!p) {
+        tg_model_free(m);
+        return;
+    }
+    CHECK(p->fusion && p->fusion->n_groups > 0, "nothing was fused");
+    CHECK_OK(plan_check(p->g, &p->plan));
+    int fused = 0;
+    for (int i = 0; i < p->plan.n; i++) fused += p->plan.slot[i].kind == TG_BUF_NONE;
+    CHECK(fused > 0, "no value was kept inside a fused kernel");
+    /* A scratch value read later than its class's end. */
+    tg_plan *pl = &p->plan;
+    int victim = -1;
+    for (int i = 0; i < pl->n && victim < 0; i++)
+        if (pl->slot[i].root == i && pl->slot[i].arena == TG_ARENA_SCRATCH && pl->slot[i].last > pl->slot[i].at)
+            victim = i;
+    CHECK(victim >= 0, "no scratch class read after it is written");
+    if (victim >= 0) {
+        int keep = pl->slot[victim].last;
+        for (int i = 0; i < pl->n; i++)
+            if (pl->slot[i].root == victim) pl->slot[i].last = pl->slot[victim].at;
+        CHECK(plan_check(p->g, pl) == TG_ERR_STATE, "plan_check accepted a read after the value's life");
+        for (int i = 0; i < pl->n; i++)
+            if (pl->slot[i].root == victim) pl->slot[i].last = keep;
+        CHECK_OK(plan_check(p->g, pl));
+    }
+    /* A fused group's output written before a value it reads exists. */
+    int out = -1;
+    for (int i = 0; i < pl->n && out < 0; i++)
+        if (p->fusion->role[i] == TG_FUSE_OUTPUT) out = i;
+    if (out >= 0) {
+        int keep = pl->slot[out].at;
+        pl->slot[out].at = 0;
+        CHECK(plan_check(p->g, pl) == TG_ERR_STATE, "plan_check accepted a kernel that runs before its inputs");
+        pl->slot[out].at = keep;
+    }
+    program_free(p);
+    tg_model_free(m);
+}
+
+int main(void) {
+    losses_unchanged();
+    check_catches_bad_turns();
+    return check_summary("test_fusion");
+}
