@@ -4,11 +4,30 @@
 
 #include "../ir/ir.h"
 
+/* ---- floating-point mode ----
+ * The CPU backend runs a program's kernels with subnormal floats flushed to
+ * zero, inputs and results (x86 MXCSR FTZ and DAZ; aarch64 FPCR.FZ), as GPUs
+ * do: a subnormal operand costs x86 a microcode assist of ~100 cycles, and
+ * training makes them (Adam's second moments and small gradients decay
+ * through that range), which slowed whole steps several times over. The
+ * caller's mode is saved and restored around each run, so the program's own
+ * floating-point environment is untouched; pool workers take the mode of the
+ * thread that posts each job, so every thread rounds alike and results do
+ * not depend on the thread count. */
+typedef uint64_t tg_fpmode;
+tg_fpmode tg_fpmode_get(void);
+void tg_fpmode_set(tg_fpmode m);
+/* m with subnormals flushed (a no-op on other targets). */
+tg_fpmode tg_fpmode_flush(tg_fpmode m);
+/* Whether a and b set the same controls (rounding, flushing; not the sticky flags). */
+bool tg_fpmode_same(tg_fpmode a, tg_fpmode b);
+
 /* ---- thread pool ---- */
 typedef struct tg_pool tg_pool;
 /* fn(arg, task, thread) runs for task in [0, n_tasks) across the pool's
  * threads; thread is in [0, tg_pool_threads). The call returns when all
- * tasks are done. Tasks must write disjoint memory. */
+ * tasks are done. Tasks must write disjoint memory. Workers run them in the
+ * caller's floating-point mode. */
 typedef void (*tg_task_fn)(void *arg, int task, int thread);
 tg_pool *tg_pool_new(int n_threads);
 void tg_pool_free(tg_pool *p);
@@ -50,6 +69,9 @@ void tg_gemm(tg_pool *pool, const tg_gemm_args *a);
 const char *tg_gemm_kernel_name(void);
 /* Tests: use the portable kernel (the one CPUs without AVX-512 get). */
 void tg_gemm_use_generic(bool on);
+/* Whether the chosen micro-kernel chains products with FMAs (AVX-512) or
+ * multiplies then adds (portable): kernels that must round like tg_gemm ask. */
+bool tg_gemm_uses_fma(void);
 /* Whether tg_gemm shares this product between threads (else it runs on
  * the caller's); tests use it to make sure they cover both. */
 bool tg_gemm_splits(const tg_gemm_args *a);

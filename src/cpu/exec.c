@@ -156,6 +156,8 @@ static tg_status cpu_read(tg_engine *e_, tg_program *p, int arena, int64_t off, 
 static tg_status cpu_run(tg_engine *e_, tg_program *p) {
     cpu_engine *e = (cpu_engine *)e_;
     cpu_program *cp = p->impl;
+    tg_fpmode caller = tg_fpmode_get();
+    tg_fpmode_set(tg_fpmode_flush(caller)); /* see cpu.h: subnormals flushed, the caller's mode restored */
     if (cp->prof) {
         for (int i = 0; i < cp->n_steps; i++) {
             double t0 = tg_now();
@@ -167,6 +169,7 @@ static tg_status cpu_run(tg_engine *e_, tg_program *p) {
         for (int i = 0; i < cp->n_steps; i++) cp->steps[i].run(&e->ctx, &cp->steps[i]);
     }
     for (int i = 0; i < cp->n_copies; i++) memcpy(cp->copies[i].dst, cp->copies[i].src, (size_t)cp->copies[i].bytes);
+    tg_fpmode_set(caller);
     return TG_OK;
 }
 

@@ -1,10 +1,13 @@
-/* A small thread pool. A job is published as one 64-bit word (generation,
- * unit count, next unit) and every thread, the caller included, claims units
- * from it with compare-and-swap. The caller only waits for workers that did
- * claim a unit, never for one that is asleep or descheduled: on a busy
- * machine it simply does the work itself. Idle workers spin for a short
- * while (steps issue many small kernels back to back), then sleep on a
- * condition variable. */
+/* A small thread pool. A job's units are dealt out in one contiguous range
+ * per thread, each published as a 64-bit word (generation, end, next unit);
+ * every thread, the caller included, claims units with compare-and-swap,
+ * first from its own range, then from the others'. Consecutive kernels
+ * split their rows the same way, so a thread mostly reads what it wrote
+ * itself, from its own core's cache, instead of pulling it from the other
+ * core; and a thread that is late (descheduled on a busy machine) has its
+ * range taken by the others, since the caller only waits for workers that
+ * did claim a unit. Idle workers spin for a short while (steps issue many
+ * small kernels back to back), then sleep on a condition variable. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>
@@ -12,6 +15,30 @@
 #include <stdlib.h>
 
 #include "cpu.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#define FP_CONTROL 0xffc0u /* MXCSR without its sticky exception flags */
+tg_fpmode tg_fpmode_get(void) { return _mm_getcsr(); }
+void tg_fpmode_set(tg_fpmode m) { _mm_setcsr((unsigned)m); }
+tg_fpmode tg_fpmode_flush(tg_fpmode m) { return m | 0x8040u; /* FTZ | DAZ */ }
+#elif defined(__aarch64__)
+#define FP_CONTROL (~(tg_fpmode)0x9fu) /* FPCR; the flags live in FPSR */
+tg_fpmode tg_fpmode_get(void) {
+    uint64_t v;
+    __asm__ volatile("mrs %0, fpcr" : "=r"(v));
+    return v;
+}
+void tg_fpmode_set(tg_fpmode m) { __asm__ volatile("msr fpcr, %0" : : "r"(m)); }
+tg_fpmode tg_fpmode_flush(tg_fpmode m) { return m | (1u << 24); /* FZ */ }
+#else
+#define FP_CONTROL 0u
+tg_fpmode tg_fpmode_get(void) { return 0; }
+void tg_fpmode_set(tg_fpmode m) { (void)m; }
+tg_fpmode tg_fpmode_flush(tg_fpmode m) { return m; }
+#endif
+
+bool tg_fpmode_same(tg_fpmode a, tg_fpmode b) { return (a & FP_CONTROL) == (b & FP_CONTROL); }
 
 #define MAX_UNITS 4096   /* units per job; more tasks are grouped into units */
 #define SPIN_SECONDS 2e-4 /* idle spinning before sleeping */
@@ -21,7 +48,9 @@ struct tg_pool {
     pthread_t *th;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    _Atomic uint64_t state; /* generation << 32 | units << 16 | next unit */
+    _Atomic uint64_t state; /* generation << 32: what idle workers watch */
+    struct range { _Alignas(64) _Atomic uint64_t w; } *range; /* per thread: generation << 32 | end << 16 | next */
+    int n_ranges;           /* ranges of the current job */
     atomic_int active;      /* workers inside a job's claim loop */
     atomic_int sleepers;
     atomic_bool stop;
@@ -31,6 +60,7 @@ struct tg_pool {
     int n_tasks, units;
     tg_task_fn fn;
     void *arg;
+    tg_fpmode fpmode; /* the caller's */
     void **scratch;
     size_t *scratch_bytes;
 };
@@ -48,17 +78,26 @@ static void cpu_relax(void) {
 
 static uint32_t state_gen(uint64_t s) { return (uint32_t)(s >> 32); }
 
-/* Claims and runs units of job `gen` until none is left. */
+/* Claims and runs units of job `gen` until none is left: its own range
+ * first, then the others' in turn. */
 static void claim(tg_pool *p, uint32_t gen, int tid) {
-    uint64_t s = atomic_load_explicit(&p->state, memory_order_acquire);
-    for (;;) {
-        uint32_t units = (uint32_t)(s >> 16) & 0xffff, next = (uint32_t)s & 0xffff;
-        if (state_gen(s) != gen || next >= units) return;
-        if (!atomic_compare_exchange_weak_explicit(&p->state, &s, s + 1, memory_order_acq_rel, memory_order_acquire))
-            continue;
-        int lo = (int)((int64_t)p->n_tasks * next / units), hi = (int)((int64_t)p->n_tasks * (next + 1) / units);
-        for (int t = lo; t < hi; t++) p->fn(p->arg, t, tid);
-        s = atomic_load_explicit(&p->state, memory_order_acquire);
+    int nr = p->n_ranges; /* the job's, or a later one's: then every CAS below fails on the generation */
+    for (int k = 0; k < nr; k++) {
+        _Atomic uint64_t *w = &p->range[(tid + k) % nr].w;
+        uint64_t s = atomic_load_explicit(w, memory_order_acquire);
+        for (;;) {
+            uint32_t end = (uint32_t)(s >> 16) & 0xffff, next = (uint32_t)s & 0xffff;
+            if (state_gen(s) != gen) return;
+            if (next >= end) break;
+            if (!atomic_compare_exchange_weak_explicit(w, &s, s + 1, memory_order_acq_rel, memory_order_acquire))
+                continue;
+            /* A claimed unit's job is current: its fields, the caller's mode among them, are stable. */
+            if (!tg_fpmode_same(tg_fpmode_get(), p->fpmode)) tg_fpmode_set(p->fpmode);
+            int lo = (int)((int64_t)p->n_tasks * next / p->units);
+            int hi = (int)((int64_t)p->n_tasks * (next + 1) / p->units);
+            for (int t = lo; t < hi; t++) p->fn(p->arg, t, tid);
+            s = atomic_load_explicit(w, memory_order_acquire);
+        }
     }
 }
 
@@ -99,13 +138,16 @@ tg_pool *tg_pool_new(int n) {
     p->th = tg_calloc((size_t)n, sizeof(pthread_t));
     p->scratch = tg_calloc((size_t)n, sizeof(void *));
     p->scratch_bytes = tg_calloc((size_t)n, sizeof(size_t));
-    if (!p->th || !p->scratch || !p->scratch_bytes) {
+    p->range = tg_aalloc(sizeof(struct range) * (size_t)n);
+    if (!p->th || !p->scratch || !p->scratch_bytes || !p->range) {
         free(p->th);
         free(p->scratch);
         free(p->scratch_bytes);
+        tg_afree(p->range);
         free(p);
         return NULL;
     }
+    for (int i = 0; i < n; i++) atomic_init(&p->range[i].w, 0);
     for (int i = 1; i < n; i++) {
         worker_arg *wa = malloc(sizeof *wa);
         if (!wa || pthread_create(&p->th[i], NULL, worker, wa ? (wa->p = p, wa->id = i, wa) : NULL) != 0) {
@@ -130,6 +172,7 @@ void tg_pool_free(tg_pool *p) {
     free(p->scratch);
     free(p->scratch_bytes);
     free(p->th);
+    tg_afree(p->range);
     free(p);
 }
 
@@ -154,8 +197,17 @@ void tg_pool_run(tg_pool *p, int n_tasks, tg_task_fn fn, void *arg) {
     p->arg = arg;
     p->n_tasks = n_tasks;
     p->units = n_tasks < MAX_UNITS ? n_tasks : MAX_UNITS;
+    p->fpmode = tg_fpmode_get();
     uint32_t gen = ++p->gen ? p->gen : ++p->gen; /* 0 is "before the first job" */
-    atomic_store(&p->state, (uint64_t)gen << 32 | (uint64_t)p->units << 16);
+    /* Thread t's own units: [t * units / nr, (t + 1) * units / nr). */
+    int nr = p->n < p->units ? p->n : p->units;
+    for (int t = 0; t < nr; t++) {
+        uint64_t lo = (uint64_t)p->units * (uint64_t)t / (uint64_t)nr;
+        uint64_t hi = (uint64_t)p->units * (uint64_t)(t + 1) / (uint64_t)nr;
+        atomic_store_explicit(&p->range[t].w, (uint64_t)gen << 32 | hi << 16 | lo, memory_order_relaxed);
+    }
+    p->n_ranges = nr;
+    atomic_store(&p->state, (uint64_t)gen << 32);
     if (atomic_load(&p->sleepers) > 0) {
         pthread_mutex_lock(&p->mu);
         pthread_cond_broadcast(&p->cv);
