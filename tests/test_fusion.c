@@ -29,6 +29,7 @@ typedef struct {
     bool recompute; /* rematerialization pass on */
     int threads;
     int layers;
+    bool portable;  /* the portable GEMM micro-kernel (multiply, then add) */
 } config;
 
 typedef struct {
@@ -48,6 +49,7 @@ static bool run(config c, result *r) {
                           .threads = c.threads};
     tg_cpu_use_generic_steps(c.generic);
     pass_recompute_enable(c.recompute);
+    tg_gemm_use_generic(c.portable);
     tg_session *s = NULL;
     tg_status st = tg_session_new(&spec, &s);
     tg_cpu_use_generic_steps(false);
@@ -69,6 +71,7 @@ static bool run(config c, result *r) {
     tg_feed feeds[] = {{"tokens", tok, B * T}, {"targets", tgt, B * T}};
     for (int i = 0; ok && i < STEPS; i++) ok = tg_session_step(s, feeds, 2, &r->loss[i]) == TG_OK;
     CHECK(ok, "training failed: %s", tg_last_error());
+    tg_gemm_use_generic(false);
     tg_session_free(s);
     tg_model_free(m);
     return ok;
@@ -82,11 +85,13 @@ static void same_losses(const result *a, const result *b, const char *what) {
 
 static void losses_unchanged(void) {
     for (int layers = 1; layers <= 3; layers += 2) {
-        result plain, remat, fused, all, all1;
-        if (!run((config){true, false, 2, layers}, &plain) || !run((config){true, true, 2, layers}, &remat) ||
-            !run((config){false, false, 2, layers}, &fused) || !run((config){false, true, 2, layers}, &all) ||
-            !run((config){false, true, 1, layers}, &all1))
+        result plain, remat, fused, all, all1, pplain, pall;
+        if (!run((config){true, false, 2, layers, false}, &plain) || !run((config){true, true, 2, layers, false}, &remat) ||
+            !run((config){false, false, 2, layers, false}, &fused) || !run((config){false, true, 2, layers, false}, &all) ||
+            !run((config){false, true, 1, layers, false}, &all1) || !run((config){true, false, 2, layers, true}, &pplain) ||
+            !run((config){false, true, 2, layers, true}, &pall))
             continue;
+        same_losses(&pplain, &pall, "fusion with the portable GEMM kernel");
         CHECK(plain.loss[STEPS - 1] < plain.loss[0], "the loss did not fall: %g -> %g", plain.loss[0],
               plain.loss[STEPS - 1]);
         same_losses(&plain, &remat, "rematerialization");
@@ -110,6 +115,45 @@ static void losses_unchanged(void) {
     }
 }
 
+/* A forward-only compile with the attention captured (so the softmax is
+ * kept, not absorbed): logits and attention bitwise as without fusion, for
+ * any batch size. */
+static tg_tensor predict_fn(tg_graph *g, void *user) {
+    (void)user;
+    return gpt_forward(g, &net, tg_input(g, "tokens"), true);
+}
+
+static void inference(void) {
+    enum { NB = 3 };
+    static float logits[2][NB * T * V], att[2][NB * 4 * T * T];
+    for (int generic = 0; generic <= 1; generic++) {
+        tg_model *m = tg_model_new();
+        gpt_declare(&net, m, (gpt_config){V, D, 2, 4, T + 1});
+        tg_input_decl in[] = {{"tokens", TG_I32, TG_SHAPE(B, T)}, {"targets", TG_I32, TG_SHAPE(B, T)}};
+        tg_train_spec spec = {.model = m, .loss = loss_fn, .inputs = in, .n_inputs = 2,
+                              .optim = tg_adam(tg_lr_constant(1e-3f)), .seed = 9, .threads = 2};
+        tg_input_decl fin[] = {{"tokens", TG_I32, TG_SHAPE(TG_BATCH, T)}};
+        tg_session *s = NULL, *f = NULL;
+        tg_cpu_use_generic_steps(generic);
+        CHECK_OK(tg_session_new(&spec, &s));
+        if (s) CHECK_OK(tg_session_attach(s, &(tg_infer_spec){predict_fn, NULL, fin, 1}, &f));
+        int32_t tok[NB * T];
+        for (int i = 0; i < NB * T; i++) tok[i] = (i * 7 + 3) % V;
+        if (f) {
+            CHECK_OK(tg_session_run(f, NB, (tg_feed[]){{"tokens", tok, NB * T}}, 1));
+            CHECK_OK(tg_session_output(f, logits[generic], NB * T * V));
+            CHECK_OK(tg_session_read(f, "attn.1", att[generic], NB * 4 * T * T));
+        }
+        tg_cpu_use_generic_steps(false);
+        tg_session_free(f);
+        tg_session_free(s);
+        tg_model_free(m);
+    }
+    CHECK(memcmp(logits[0], logits[1], sizeof logits[0]) == 0, "fused inference logits differ");
+    CHECK(memcmp(att[0], att[1], sizeof att[0]) == 0, "fused inference attention differs");
+    CHECK(att[0][1] == 0.0f && att[0][T] + att[0][T + 1] > 0.99f, "the captured attention is not causal softmax rows");
+}
+
 /* plan_check must reject a plan where a value is read after its memory
  * was given to something else, or before the turn that writes it. */
 static void check_catches_bad_turns(void) {
@@ -127,6 +171,15 @@ static void check_catches_bad_turns(void) {
         return;
     }
     CHECK(p->fusion && p->fusion->n_groups > 0, "nothing was fused");
+    if (p->fusion) {
+        const cpu_groups *cg = p->fusion->impl;
+        int fwd = 0, bwd = 0, views = 0;
+        for (int i = 0; i < cg->n; i++) fwd += cg->g[i].kind == CPU_GROUP_ATTN_FWD, bwd += cg->g[i].kind == CPU_GROUP_ATTN_BWD;
+        for (int i = 0; i < p->g->n; i++) views += p->fusion->role[i] == TG_FUSE_VIEW;
+        /* one layer: its attention each way; q, k, v and the output gradient read in place */
+        CHECK(fwd == 1 && bwd == 1 && views == 4, "%d forward and %d backward attention kernels, %d permutes read in place",
+              fwd, bwd, views);
+    }
     CHECK_OK(plan_check(p->g, &p->plan));
     int fused = 0;
     for (int i = 0; i < p->plan.n; i++) fused += p->plan.slot[i].kind == TG_BUF_NONE;
@@ -163,6 +216,7 @@ static void check_catches_bad_turns(void) {
 
 int main(void) {
     losses_unchanged();
+    inference();
     check_catches_bad_turns();
     return check_summary("test_fusion");
 }

@@ -11,6 +11,7 @@
  * output share an input's memory only where the group allows it. */
 #include <stdlib.h>
 
+#include "attention.h"
 #include "cpu.h"
 #include "fuse.h"
 #include "kernels.h"
@@ -23,6 +24,7 @@ typedef struct {
     int *uses;    /* readers among the nodes */
     int *reader;  /* for a node with one reader: that reader */
     bool *pinned; /* read from outside: result, capture, gradient, writeback source */
+    int *rd0, *rd; /* readers of node i: rd[rd0[i] .. rd0[i + 1]) (a node reading i twice, twice) */
 } fuse_ctx;
 
 static const tg_node *node(const fuse_ctx *x, int id) { return &x->g->nodes[id]; }
@@ -42,6 +44,171 @@ static int add_group(fuse_ctx *x, const int *absorbed, int n_abs, int out, bool 
     return gid;
 }
 
+/* The turn at which the value node id reads becomes available (through views). */
+static int ready_at(const fuse_ctx *x, int id) {
+    while (tg_ops[node(x, id)->op].flags & TG_OPF_VIEW) id = node(x, id)->in[0];
+    return tg_fusion_at(x->f, id);
+}
+
+/* ---- attention ---- */
+
+static bool is_matmul(const fuse_ctx *x, int id, bool ta, bool tb) {
+    const tg_node *n = node(x, id);
+    return n->op == TG_OP_MATMUL && (bool)n->ia[0] == ta && (bool)n->ia[1] == tb && n->shape.ndim == 4 &&
+           f32(x, id) && f32(x, n->in[0]) && f32(x, n->in[1]);
+}
+
+/* A one-element f32 constant (what tg_mul_s multiplies by). */
+static bool scalar_const(const fuse_ctx *x, int id) {
+    return node(x, id)->op == TG_OP_CONST && f32(x, id) && ir_numel(node(x, id)) == 1;
+}
+
+/* merge_heads / split_heads: permute (0, 2, 1, 3) of a 4-d f32 tensor. */
+static bool heads_permute(const fuse_ctx *x, int id) {
+    const tg_node *n = node(x, id);
+    return n->op == TG_OP_PERMUTE && n->shape.ndim == 4 && n->ia[0] == 0 && n->ia[1] == 2 && n->ia[2] == 1 &&
+           n->ia[3] == 3 && f32(x, id);
+}
+
+/* [B, H, T, Dh] with the attention's B, H, T and head width. */
+static bool bhtd(const fuse_ctx *x, int id, const tg_shape *att, int64_t Dh) {
+    const tg_shape *s = &node(x, id)->shape;
+    return s->ndim == 4 && s->d[0] == att->d[0] && s->d[1] == att->d[1] && s->d[2] == att->d[2] && s->d[3] == Dh &&
+           f32(x, id);
+}
+
+/* Where a product's result goes: into the merge_heads permute that is its
+ * only reader (the product then stays in the kernel), or itself. */
+static int result_of(const fuse_ctx *x, int mm, int *absorbed, int *n_abs) {
+    int r = x->uses[mm] == 1 ? x->reader[mm] : -1;
+    if (r >= 0 && !x->pinned[mm] && heads_permute(x, r) && free_node(x, r)) {
+        absorbed[(*n_abs)++] = mm;
+        return r;
+    }
+    return mm;
+}
+
+/* Records an attention group: absorbed members, then its outputs (the
+ * earliest one is its turn). Refused unless every value it reads from
+ * outside is there by then. */
+static void add_attention(fuse_ctx *x, const int *absorbed, int n_abs, const int *outs, int n_outs, const int *reads,
+                          int n_reads, cpu_group *d) {
+    int turn = outs[0];
+    for (int k = 1; k < n_outs; k++) turn = outs[k] < turn ? outs[k] : turn;
+    for (int k = 0; k < n_reads; k++)
+        if (reads[k] >= 0 && ready_at(x, reads[k]) >= turn) return;
+    d->out = turn;
+    int gid = add_group(x, absorbed, n_abs, turn, false, d);
+    for (int k = 0; k < n_outs; k++) x->f->group[outs[k]] = gid, x->f->role[outs[k]] = TG_FUSE_OUTPUT;
+}
+
+static bool attn_sizes_ok(const tg_shape *att, int64_t Dh) {
+    int64_t T = att->d[2];
+    return att->ndim == 4 && att->d[3] == T && T >= 2 && T <= ATTN_MAX_T && Dh >= 2 && Dh <= ATTN_MAX_DH;
+}
+
+/* softmax_causal(q k^T [* c]) v, from its softmax node. The product sizes
+ * are at least 2 in every direction, so tg_gemm would run its tile kernel
+ * on them (whose rounding the fused kernel follows). */
+static void fuse_attention_fwd(fuse_ctx *x, int a) {
+    const tg_node *an = node(x, a);
+    if (!free_node(x, a) || !f32(x, a) || an->shape.ndim != 4) return;
+    int s = an->in[0], s2 = -1, sc = -1;
+    if (node(x, s)->op == TG_OP_MUL && absorbable(x, s)) {
+        const tg_node *m = node(x, s);
+        if (scalar_const(x, m->in[1])) s2 = s, sc = m->in[1], s = m->in[0];
+        else if (scalar_const(x, m->in[0])) s2 = s, sc = m->in[0], s = m->in[1];
+        else return;
+    }
+    if (!is_matmul(x, s, false, true) || !absorbable(x, s) || !shape_eq(node(x, s)->shape, an->shape)) return;
+    int q = node(x, s)->in[0], k = node(x, s)->in[1];
+    int64_t Dh = node(x, q)->shape.d[3];
+    if (!attn_sizes_ok(&an->shape, Dh) || !bhtd(x, q, &an->shape, Dh) || !bhtd(x, k, &an->shape, Dh)) return;
+    int o = -1;
+    for (int r = x->rd0[a]; r < x->rd0[a + 1]; r++) {
+        int m = x->rd[r];
+        if (is_matmul(x, m, false, false) && node(x, m)->in[0] == a && node(x, m)->in[1] != a && free_node(x, m) &&
+            bhtd(x, node(x, m)->in[1], &an->shape, Dh) && o < 0)
+            o = m;
+    }
+    if (o < 0) return;
+    int absorbed[6], n_abs = 0, outs[2], n_outs = 0;
+    absorbed[n_abs++] = s;
+    if (s2 >= 0) absorbed[n_abs++] = s2;
+    bool keep_att = x->pinned[a] || x->uses[a] > 1;
+    if (keep_att) outs[n_outs++] = a;
+    else absorbed[n_abs++] = a;
+    int res = result_of(x, o, absorbed, &n_abs);
+    outs[n_outs++] = res;
+    int reads[4] = {q, k, node(x, o)->in[1], sc};
+    cpu_group d = {CPU_GROUP_ATTN_FWD, -1, -1, -1, -1, false, q, k, node(x, o)->in[1], -1, keep_att ? a : -1, sc,
+                   res, -1, -1, -1};
+    add_attention(x, absorbed, n_abs, outs, n_outs, reads, 4, &d);
+}
+
+/* The backward of the above, from its softmax_grad node:
+ *   dA = dout v^T, dS = softmax_grad(att, dA) [* c], dq = dS k, dk = dS^T q,
+ *   dv = att^T dout (each product optional but dA). */
+static void fuse_attention_bwd(fuse_ctx *x, int sg) {
+    const tg_node *gn = node(x, sg);
+    if (!free_node(x, sg) || !f32(x, sg) || gn->shape.ndim != 4 || gn->ia[0] != 3) return;
+    int att = gn->in[0], dA = gn->in[1];
+    if (!is_matmul(x, dA, false, true) || !absorbable(x, dA) || dA == att) return;
+    int dout = node(x, dA)->in[0], v = node(x, dA)->in[1];
+    int64_t Dh = node(x, dout)->shape.d[3];
+    if (!attn_sizes_ok(&gn->shape, Dh) || !bhtd(x, dout, &gn->shape, Dh) || !bhtd(x, v, &gn->shape, Dh) ||
+        !shape_eq(node(x, att)->shape, gn->shape) || !f32(x, att))
+        return;
+    int absorbed[8], n_abs = 0, outs[3], n_outs = 0;
+    absorbed[n_abs++] = dA;
+    int ds = sg, sc = -1;
+    if (absorbable(x, sg) && node(x, x->reader[sg])->op == TG_OP_MUL && free_node(x, x->reader[sg])) {
+        const tg_node *m = node(x, x->reader[sg]);
+        int other = m->in[0] == sg ? m->in[1] : m->in[0];
+        if (scalar_const(x, other) && m->in[0] != m->in[1]) ds = x->reader[sg], sc = other;
+    }
+    if (ds != sg) absorbed[n_abs++] = sg;
+    if (x->pinned[ds] || !free_node(x, ds)) return;
+    int dq = -1, dk = -1, q = -1, k = -1;
+    for (int r = x->rd0[ds]; r < x->rd0[ds + 1]; r++) {
+        int m = x->rd[r];
+        const tg_node *mn = node(x, m);
+        if (!free_node(x, m) || mn->in[0] != ds || mn->in[1] == ds) return;
+        if (is_matmul(x, m, false, false) && dq < 0 && bhtd(x, mn->in[1], &gn->shape, Dh)) dq = m, k = mn->in[1];
+        else if (is_matmul(x, m, true, false) && dk < 0 && bhtd(x, mn->in[1], &gn->shape, Dh)) dk = m, q = mn->in[1];
+        else return; /* some other reader of dS: leave it all alone */
+    }
+    absorbed[n_abs++] = ds;
+    int dv = -1;
+    for (int r = x->rd0[att]; r < x->rd0[att + 1] && dv < 0; r++) {
+        int m = x->rd[r];
+        if (is_matmul(x, m, true, false) && node(x, m)->in[0] == att && node(x, m)->in[1] == dout && free_node(x, m))
+            dv = m;
+    }
+    cpu_group d = {CPU_GROUP_ATTN_BWD, -1, -1, -1, -1, false, q, k, v, dout, att, sc, -1, -1, -1, -1};
+    if (dq >= 0) outs[n_outs++] = d.dq = result_of(x, dq, absorbed, &n_abs);
+    if (dk >= 0) outs[n_outs++] = d.dk = result_of(x, dk, absorbed, &n_abs);
+    if (dv >= 0) outs[n_outs++] = d.dv = result_of(x, dv, absorbed, &n_abs);
+    if (n_outs == 0) return;
+    int reads[6] = {att, dout, v, q, k, sc};
+    add_attention(x, absorbed, n_abs, outs, n_outs, reads, 6, &d);
+}
+
+/* A split_heads permute whose every reader is an attention kernel is read
+ * in place, with strides: it needs no memory and no copy. */
+static void view_permutes(fuse_ctx *x) {
+    const cpu_groups *cg = x->cg;
+    for (int i = 0; i < x->g->n; i++) {
+        if (!heads_permute(x, i) || !free_node(x, i) || x->pinned[i] || x->uses[i] == 0) continue;
+        bool all = true;
+        for (int r = x->rd0[i]; r < x->rd0[i + 1]; r++) {
+            int gid = x->f->group[x->rd[r]];
+            all &= gid >= 0 && cg->g[gid].kind != CPU_GROUP_MATMUL;
+        }
+        if (all) x->f->role[i] = TG_FUSE_VIEW;
+    }
+}
+
 /* ---- a matmul with its epilogue ---- */
 
 /* matmul, then optionally its bias add, then optionally relu or relu's
@@ -50,7 +217,7 @@ static void fuse_matmul(fuse_ctx *x, int mm_id) {
     const tg_node *mm = node(x, mm_id);
     if (!free_node(x, mm_id) || !f32(x, mm_id)) return;
     int chain[3] = {mm_id}, len = 1, last = mm_id;
-    cpu_group d = {CPU_GROUP_MATMUL, -1, mm_id, -1, -1, false};
+    cpu_group d = {CPU_GROUP_MATMUL, -1, mm_id, -1, -1, false, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
     if (absorbable(x, last)) {
         const tg_node *n = node(x, x->reader[last]);
         int other = n->nin == 2 ? (n->in[0] == last ? n->in[1] : n->in[0]) : -1;
@@ -100,29 +267,43 @@ tg_status cpu_fuse(const tg_program *p, tg_fusion **out) {
     if (cpu_generic_steps()) return TG_OK;
     const tg_graph *g = p->g;
     size_t n = (size_t)g->n + 1;
+    int n_edges = 0;
+    for (int i = 0; i < g->n; i++) n_edges += g->nodes[i].nin;
     fuse_ctx x = {p, g, tg_fusion_new(g->n), tg_calloc(1, sizeof(cpu_groups)), tg_calloc(n, sizeof(int)),
-                  tg_calloc(n, sizeof(int)), tg_calloc(n, sizeof(bool))};
+                  tg_calloc(n, sizeof(int)), tg_calloc(n, sizeof(bool)), tg_calloc(n + 1, sizeof(int)),
+                  tg_calloc((size_t)n_edges + 1, sizeof(int))};
     if (x.cg) x.cg->g = tg_calloc(n, sizeof(cpu_group));
-    if (!x.f || !x.cg || !x.cg->g || !x.uses || !x.reader || !x.pinned) {
+    if (!x.f || !x.cg || !x.cg->g || !x.uses || !x.reader || !x.pinned || !x.rd0 || !x.rd) {
         tg_fusion_free(x.f);
         groups_free(x.cg);
-        free(x.uses), free(x.reader), free(x.pinned);
+        free(x.uses), free(x.reader), free(x.pinned), free(x.rd0), free(x.rd);
         return tg_fail(TG_ERR_NOMEM, "cpu: out of memory");
     }
     x.f->impl = x.cg;
     x.f->impl_free = groups_free;
     for (int i = 0; i < g->n; i++)
         for (int k = 0; k < g->nodes[i].nin; k++) x.uses[g->nodes[i].in[k]]++, x.reader[g->nodes[i].in[k]] = i;
+    for (int i = 0; i < g->n; i++) x.rd0[i + 1] = x.rd0[i] + x.uses[i];
+    int *fill = x.reader; /* borrowed to fill the reader lists, then rebuilt */
+    for (int i = 0; i < g->n; i++) fill[i] = x.rd0[i];
+    for (int i = 0; i < g->n; i++)
+        for (int k = 0; k < g->nodes[i].nin; k++) x.rd[fill[g->nodes[i].in[k]]++] = i;
+    for (int i = 0; i < g->n; i++) x.reader[i] = x.uses[i] ? x.rd[x.rd0[i + 1] - 1] : -1;
     if (p->result >= 0) x.pinned[p->result] = true;
     for (int c = 0; c < g->n_caps; c++) x.pinned[g->caps[c].id] = true;
     for (int i = 0; i < p->n_params; i++)
         if (p->param_grad[i] >= 0) x.pinned[p->param_grad[i]] = true;
     for (int w = 0; w < p->n_wb; w++) x.pinned[p->wb[w].src] = true;
 
+    for (int i = 0; i < g->n; i++) {
+        if (g->nodes[i].op == TG_OP_SOFTMAX_CAUSAL) fuse_attention_fwd(&x, i);
+        if (g->nodes[i].op == TG_OP_SOFTMAX_GRAD) fuse_attention_bwd(&x, i);
+    }
     for (int i = 0; i < g->n; i++)
         if (g->nodes[i].op == TG_OP_MATMUL) fuse_matmul(&x, i);
+    view_permutes(&x);
 
-    free(x.uses), free(x.reader), free(x.pinned);
+    free(x.uses), free(x.reader), free(x.pinned), free(x.rd0), free(x.rd);
     if (x.f->n_groups == 0) {
         tg_fusion_free(x.f);
         return TG_OK;

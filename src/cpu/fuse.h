@@ -6,15 +6,22 @@
 #include "../engine.h"
 
 typedef enum {
-    CPU_GROUP_MATMUL, /* a matmul and its epilogue: bias add, relu or relu's gradient */
+    CPU_GROUP_MATMUL,   /* a matmul and its epilogue: bias add, relu or relu's gradient */
+    CPU_GROUP_ATTN_FWD, /* softmax_causal(q k^T [* c]) v [-> merge_heads] */
+    CPU_GROUP_ATTN_BWD, /* its backward: dq, dk, dv from the softmax, dout, q, k, v */
 } cpu_group_kind;
 
 typedef struct {
     cpu_group_kind kind;
-    int out;          /* the node the group's kernel writes (its turn) */
+    int out;          /* the node at whose turn the group's kernel runs */
     /* CPU_GROUP_MATMUL */
     int mm, bias, gate; /* bias and gate: -1 for none */
     bool relu;
+    /* attention: [B, H, T, Dh] operands (a permute view is read with strides)
+     * and where each result goes (a merge_heads permute, or the product
+     * itself); -1 for none */
+    int q, k, v, dout, att, scale; /* scale: a one-element constant */
+    int o, dq, dk, dv;
 } cpu_group;
 
 typedef struct {

@@ -42,6 +42,7 @@ static const tg_ukernel *pick(void) {
 }
 
 const char *tg_gemm_kernel_name(void) { return pick()->name; }
+bool tg_gemm_uses_fma(void) { return pick() != tg_ukernel_generic(); }
 void tg_gemm_use_generic(bool on) { atomic_store(&chosen, on ? tg_ukernel_generic() : tg_ukernel_best()); }
 
 typedef enum { PATH_GEMV, PATH_DIRECT, PATH_PACKED } gemm_path;

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "attention.h"
 #include "cpu.h"
 #include "kernels.h"
 
@@ -138,22 +139,14 @@ TG_CPU_KERNEL(cpu_log_softmax_grad) {
 /* softmax_grad (gx = y (gy - sum(gy y)) along the axis) is in kernels_math.c,
  * vectorized and tiled for strided axes. */
 
-/* Rows of [..., Tq, Tk]: row r is query i = r % Tq; keys j > i get 0. */
+/* Rows of [..., Tq, Tk]: row r is query i = r % Tq; keys j > i get 0. The
+ * row itself is attention.c's, which the fused attention kernel also uses. */
 static void softmax_causal_rows(void *arg, int64_t lo, int64_t hi) {
     axis_job *j = arg;
     int64_t Tk = j->A;
     for (int64_t r = lo; r < hi; r++) {
-        const float *x = j->x + r * Tk;
-        float *y = j->y + r * Tk;
         int64_t valid = r % j->Tq + 1;
-        if (valid > Tk) valid = Tk;
-        float m = -INFINITY;
-        for (int64_t a = 0; a < valid; a++) m = x[a] > m ? x[a] : m;
-        float z = 0.0f;
-        for (int64_t a = 0; a < valid; a++) z += (y[a] = expf(x[a] - m));
-        float inv = 1.0f / z;
-        for (int64_t a = 0; a < valid; a++) y[a] *= inv;
-        for (int64_t a = valid; a < Tk; a++) y[a] = 0.0f;
+        attn_softmax_causal_row(j->x + r * Tk, j->y + r * Tk, valid > Tk ? Tk : valid, Tk);
     }
 }
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attention.h"
 #include "fuse.h"
 #include "kernels.h"
 #include "lower.h"
@@ -214,6 +215,62 @@ static int lower_one(const lower_ctx *l, const int *run, int left, bool speciali
     return used;
 }
 
+/* ---- fused attention ---- */
+
+static void run_attn_fwd(cpu_ctx *c, const cpu_step *s) { cpu_attention_fwd(c, &s->attn.f); }
+static void run_attn_bwd(cpu_ctx *c, const cpu_step *s) { cpu_attention_bwd(c, &s->attn.b); }
+
+/* An operand a group reads, [B, H, T, Dh]: a split_heads permute the plan
+ * made a view lies in its input's [B, T, H, Dh] memory, heads interleaved;
+ * anything else is contiguous. */
+static attn_operand operand_in(const lower_ctx *l, int id) {
+    const tg_shape *s = &node(l, id)->shape;
+    int64_t H = s->d[1], T = s->d[2], Dh = s->d[3];
+    attn_operand o = {(float *)addr(l, id), H * T * Dh, T * Dh, Dh};
+    if (l->p->fusion->role[id] == TG_FUSE_VIEW) o.sh = Dh, o.st = H * Dh;
+    return o;
+}
+
+/* The result of a product: a merge_heads permute's memory is [B, T, H, Dh]. */
+static attn_operand operand_out(const lower_ctx *l, int id) {
+    const tg_node *n = node(l, id);
+    attn_operand o = {(float *)addr(l, id), 0, 0, 0};
+    const tg_shape *s = &n->shape;
+    if (n->op == TG_OP_PERMUTE) { /* node shape [B, T, H, Dh] */
+        o.sb = s->d[1] * s->d[2] * s->d[3], o.sh = s->d[3], o.st = s->d[2] * s->d[3];
+    } else {
+        o.sb = s->d[1] * s->d[2] * s->d[3], o.sh = s->d[2] * s->d[3], o.st = s->d[3];
+    }
+    return o;
+}
+
+static bool lower_attention(const lower_ctx *l, const cpu_group *d, cpu_step *s) {
+    const tg_shape *sv = &node(l, d->v)->shape;
+    int64_t B = sv->d[0], H = sv->d[1], T = sv->d[2], Dh = sv->d[3];
+    float scale = d->scale >= 0 ? *(const float *)addr(l, d->scale) : 1.0f;
+    /* Results never share memory with what the kernel reads. */
+    int reads[6] = {d->q, d->k, d->v, d->dout, d->att, d->scale}, writes[4] = {d->o, d->dq, d->dk, d->dv};
+    if (d->kind == CPU_GROUP_ATTN_FWD) writes[1] = d->att, reads[4] = -1;
+    for (int w = 0; w < 4; w++)
+        for (int r = 0; r < 6 && writes[w] >= 0; r++)
+            if (reads[r] >= 0 && overlap(l, writes[w], reads[r])) return false;
+    if (d->kind == CPU_GROUP_ATTN_FWD) {
+        s->attn.f = (attn_fwd){B, H, T, Dh, operand_in(l, d->q), operand_in(l, d->k), operand_in(l, d->v),
+                               operand_out(l, d->o), d->att >= 0 ? (float *)addr(l, d->att) : NULL, scale,
+                               d->scale >= 0};
+        s->run = run_attn_fwd;
+        return true;
+    }
+    attn_operand none = {NULL, 0, 0, 0};
+    s->attn.b = (attn_bwd){B, H, T, Dh, (const float *)addr(l, d->att), operand_in(l, d->dout),
+                           d->q >= 0 ? operand_in(l, d->q) : none, d->k >= 0 ? operand_in(l, d->k) : none,
+                           operand_in(l, d->v), d->dq >= 0 ? operand_out(l, d->dq) : none,
+                           d->dk >= 0 ? operand_out(l, d->dk) : none, d->dv >= 0 ? operand_out(l, d->dv) : none,
+                           scale, d->scale >= 0};
+    s->run = run_attn_bwd;
+    return true;
+}
+
 /* The step of fused group `gid`, at its turn. */
 static bool lower_group(const lower_ctx *l, int gid, cpu_step *s) {
     const cpu_groups *cg = l->p->fusion->impl;
@@ -226,6 +283,8 @@ static bool lower_group(const lower_ctx *l, int gid, cpu_step *s) {
     for (int i = 0; i < l->g->n; i++) s->n_nodes += l->p->fusion->group[i] == gid;
     switch (d->kind) {
     case CPU_GROUP_MATMUL: return lower_matmul_group(l, d, s);
+    case CPU_GROUP_ATTN_FWD:
+    case CPU_GROUP_ATTN_BWD: return lower_attention(l, d, s);
     }
     return false;
 }

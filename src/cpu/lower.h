@@ -5,6 +5,7 @@
  * bias add and relu, or with relu's gradient; Adam's three updates). */
 #ifndef TG_CPU_LOWER_H
 #define TG_CPU_LOWER_H
+#include "attention.h"
 #include "cpu.h"
 #include "vec.h"
 #include "../engine.h"
@@ -29,6 +30,10 @@ struct cpu_step {
     float f[4];
     float *o[3];
     const float *x[5];
+    union {
+        attn_fwd f;
+        attn_bwd b;
+    } attn;
 };
 
 /* Fills steps[] (room for one per node) for the nodes that run each step;
