@@ -28,7 +28,9 @@
 #define NC 2048
 #define NL2 512 /* columns of the B block swept by one MC block of A: 768 KiB, stays in L2 */
 #define DIRECT_MAX_KN (64 * 1024) /* elements of B (or of its KC blocks, twice that) the direct path takes */
-#define MIN_FLOPS_PER_BYTE 16.0  /* see worth_threads */
+#define MIN_FLOPS_PER_BYTE 8.0  /* see worth_threads */
+#define SMALL_FLOPS 4e6           /* below this, MIN_FLOPS_PER_BYTE_SMALL applies */
+#define MIN_FLOPS_PER_BYTE_SMALL 16.0
 #define DIRECT_MAX_M 96           /* rows of a transposed A the direct path reads in place */
 
 static _Atomic(const tg_ukernel *) chosen;
@@ -276,11 +278,16 @@ bool tg_gemm_splits(const tg_gemm_args *g) {
  * across the cores, which in a training step (where the operands were just
  * written by the previous kernel on the caller's core) cost as much as the
  * arithmetic it saved on a 256x64x64 product: so also require enough flops
- * per byte touched. */
+ * per byte touched. Since the pool deals rows to threads the way the
+ * elementwise kernels split them, a thread mostly finds its rows of A in its
+ * own cache, and an 8 MFLOP 1024x64x64 product (a transformer's projection,
+ * 8 flops per byte) runs 1.8x faster on two cores; products under 4 MFLOP
+ * (the sin MLP's) still need 16 flops per byte. */
 static bool worth_threads(const tg_gemm_args *g, double flops) {
     double bytes = 4.0 * ((double)g->batch * (double)(g->M * g->K + g->M * g->N) +
                           (double)(g->sb ? g->batch : 1) * (double)(g->K * g->N));
-    return flops >= 1.5e5 && flops >= MIN_FLOPS_PER_BYTE * bytes;
+    double need = flops >= SMALL_FLOPS ? MIN_FLOPS_PER_BYTE : MIN_FLOPS_PER_BYTE_SMALL;
+    return flops >= 1.5e5 && flops >= need * bytes;
 }
 
 static void run_task(void *argp, int task, int thread) {
