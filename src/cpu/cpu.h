@@ -36,6 +36,14 @@ int tg_pool_threads(const tg_pool *p);
  * by the pool and reused across calls; NULL if it cannot grow. */
 void *tg_pool_scratch(tg_pool *p, int thread, size_t bytes);
 void tg_pool_run(tg_pool *p, int n_tasks, tg_task_fn fn, void *arg);
+/* Between tg_pool_hot(p, true) and (p, false) (a training step), idle
+ * workers wait for the next job spinning instead of going to sleep after a
+ * fraction of a millisecond: a step's serial stretches (the loss, a small
+ * product) are long enough to put them to sleep, and waking a sleeping
+ * thread cost a VM's scheduler 0.1 ms on the next parallel kernel, and
+ * slowed the caller's serial kernels too. Outside a run they soon sleep, so
+ * the caller's own work between steps gets the cores. */
+void tg_pool_hot(tg_pool *p, bool on);
 /* The thread count new sessions use when their spec says 0: the default set
  * by tg_set_default_threads, else TG_THREADS, else the CPUs this process
  * may run on. */

@@ -158,6 +158,7 @@ static tg_status cpu_run(tg_engine *e_, tg_program *p) {
     cpu_program *cp = p->impl;
     tg_fpmode caller = tg_fpmode_get();
     tg_fpmode_set(tg_fpmode_flush(caller)); /* see cpu.h: subnormals flushed, the caller's mode restored */
+    tg_pool_hot(e->pool, true);
     if (cp->prof) {
         for (int i = 0; i < cp->n_steps; i++) {
             double t0 = tg_now();
@@ -169,6 +170,7 @@ static tg_status cpu_run(tg_engine *e_, tg_program *p) {
         for (int i = 0; i < cp->n_steps; i++) cp->steps[i].run(&e->ctx, &cp->steps[i]);
     }
     for (int i = 0; i < cp->n_copies; i++) memcpy(cp->copies[i].dst, cp->copies[i].src, (size_t)cp->copies[i].bytes);
+    tg_pool_hot(e->pool, false);
     tg_fpmode_set(caller);
     return TG_OK;
 }

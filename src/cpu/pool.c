@@ -41,7 +41,8 @@ tg_fpmode tg_fpmode_flush(tg_fpmode m) { return m; }
 bool tg_fpmode_same(tg_fpmode a, tg_fpmode b) { return (a & FP_CONTROL) == (b & FP_CONTROL); }
 
 #define MAX_UNITS 4096   /* units per job; more tasks are grouped into units */
-#define SPIN_SECONDS 2e-4 /* idle spinning before sleeping */
+#define SPIN_SECONDS 2e-4     /* idle spinning before sleeping */
+#define SPIN_SECONDS_HOT 5e-3 /* the same while the owner is inside a run (tg_pool_hot) */
 
 struct tg_pool {
     int n; /* threads including the caller */
@@ -54,6 +55,7 @@ struct tg_pool {
     atomic_int active;      /* workers inside a job's claim loop */
     atomic_int sleepers;
     atomic_bool stop;
+    atomic_bool hot;        /* inside a run: more jobs follow soon */
     uint32_t gen;           /* the caller's count of jobs */
     /* The job, written before its state is published and not touched again
      * until every worker that claimed a unit has left. */
@@ -110,7 +112,9 @@ static void *worker(void *argp) {
         double t0 = tg_now();
         for (int spins = 1; state_gen(atomic_load_explicit(&p->state, memory_order_acquire)) == seen; spins++) {
             cpu_relax();
-            if (spins % 64 == 0 && tg_now() - t0 > SPIN_SECONDS) break;
+            if (spins % 64 == 0 &&
+                tg_now() - t0 > (atomic_load_explicit(&p->hot, memory_order_relaxed) ? SPIN_SECONDS_HOT : SPIN_SECONDS))
+                break;
         }
         if (state_gen(atomic_load(&p->state)) == seen) {
             pthread_mutex_lock(&p->mu);
@@ -187,6 +191,10 @@ void *tg_pool_scratch(tg_pool *p, int thread, size_t bytes) {
 }
 
 int tg_pool_threads(const tg_pool *p) { return p ? p->n : 1; }
+
+void tg_pool_hot(tg_pool *p, bool on) {
+    if (p) atomic_store_explicit(&p->hot, on, memory_order_relaxed);
+}
 
 void tg_pool_run(tg_pool *p, int n_tasks, tg_task_fn fn, void *arg) {
     if (!p || p->n == 1 || n_tasks <= 1) {
