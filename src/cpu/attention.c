@@ -105,85 +105,138 @@ static void bwd_generic(const attn_bwd *a, int64_t b, int64_t h, float *vt, floa
     }
 }
 
-/* ---- AVX-512: FMA chains, as the AVX-512 GEMM kernel ---- */
+/* ---- AVX-512: FMA chains, as the AVX-512 GEMM kernel ----
+ * Vectors run down the queries (lane i = query i): a key's scores, the
+ * softmax's max, sum and normalization, and its gradient's dot product are
+ * then plain vertical operations in key order, as the row kernels do them
+ * one query at a time. */
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define HAVE_512 1
 #define AVX512 __attribute__((target("avx512f,fma")))
+#define AVX512_INLINE __attribute__((target("avx512f,fma"), always_inline)) static inline
 
 static inline __mmask16 lanes(int64_t n) { return n >= 16 ? 0xffff : (__mmask16)((1u << n) - 1); }
 
-/* C rows [T, Dh] (st apart) = P [T, VL-strided] @ X [T rows, xs apart]: for
- * each row i, an FMA chain over j from zero. */
-AVX512 static void rows_times(const float *P, const float *X, int64_t xs, int64_t T, int64_t Dh, float *C,
-                              int64_t cs) {
-    for (int64_t d = 0; d < Dh; d += 16) {
-        __mmask16 m = lanes(Dh - d);
-        __m512 x[ATTN_MAX_T];
-        for (int64_t j = 0; j < T; j++) x[j] = _mm512_maskz_loadu_ps(m, X + j * xs + d);
-        for (int64_t i = 0; i < T; i++) {
-            __m512 acc = _mm512_setzero_ps();
-            for (int64_t j = 0; j < T; j++) acc = _mm512_fmadd_ps(_mm512_set1_ps(P[i * VL + j]), x[j], acc);
-            _mm512_mask_storeu_ps(C + i * cs + d, m, acc);
-        }
+/* 16 x 16 transpose in registers (as gemm_kernels.c's). */
+AVX512_INLINE void transpose16(__m512 v[16]) {
+    __m512 a[16], b[16];
+    for (int i = 0; i < 16; i += 2) {
+        a[i] = _mm512_unpacklo_ps(v[i], v[i + 1]);
+        a[i + 1] = _mm512_unpackhi_ps(v[i], v[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        __m512d a0 = _mm512_castps_pd(a[i]), a1 = _mm512_castps_pd(a[i + 1]), a2 = _mm512_castps_pd(a[i + 2]),
+                a3 = _mm512_castps_pd(a[i + 3]);
+        b[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a0, a2));
+        b[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a0, a2));
+        b[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(a1, a3));
+        b[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(a1, a3));
+    }
+    for (int c = 0; c < 4; c++) {
+        __m512 s0 = _mm512_shuffle_f32x4(b[c], b[4 + c], 0x44), s1 = _mm512_shuffle_f32x4(b[c], b[4 + c], 0xee);
+        __m512 s2 = _mm512_shuffle_f32x4(b[8 + c], b[12 + c], 0x44);
+        __m512 s3 = _mm512_shuffle_f32x4(b[8 + c], b[12 + c], 0xee);
+        v[c] = _mm512_shuffle_f32x4(s0, s2, 0x88);
+        v[4 + c] = _mm512_shuffle_f32x4(s0, s2, 0xdd);
+        v[8 + c] = _mm512_shuffle_f32x4(s1, s3, 0x88);
+        v[12 + c] = _mm512_shuffle_f32x4(s1, s3, 0xdd);
     }
 }
 
-/* C rows [T, Dh] = P^T @ X: row j of C chains over i. */
-AVX512 static void rows_times_t(const float *P, int64_t ps, const float *X, int64_t xs, int64_t T, int64_t Dh,
-                                float *C, int64_t cs) {
-    for (int64_t d = 0; d < Dh; d += 16) {
-        __mmask16 m = lanes(Dh - d);
-        __m512 x[ATTN_MAX_T];
-        for (int64_t i = 0; i < T; i++) x[i] = _mm512_maskz_loadu_ps(m, X + i * xs + d);
-        for (int64_t j = 0; j < T; j++) {
-            __m512 acc = _mm512_setzero_ps();
-            for (int64_t i = 0; i < T; i++) acc = _mm512_fmadd_ps(_mm512_set1_ps(P[i * ps + j]), x[i], acc);
-            _mm512_mask_storeu_ps(C + j * cs + d, m, acc);
-        }
+/* x's T rows (st apart) transposed into t[d * 16 + i], d < Dh; lanes i >= T 0. */
+AVX512_INLINE void transpose_rows(const float *x, int64_t st, int64_t T, int64_t Dh, float *t) {
+    for (int64_t d0 = 0; d0 < Dh; d0 += 16) {
+        __mmask16 m = lanes(Dh - d0);
+        __m512 v[16];
+        for (int i = 0; i < 16; i++) v[i] = i < T ? _mm512_maskz_loadu_ps(m, x + i * st + d0) : _mm512_setzero_ps();
+        transpose16(v);
+        for (int64_t d = 0; d < 16 && d0 + d < Dh; d++) _mm512_store_ps(t + (d0 + d) * 16, v[d]);
     }
 }
 
-/* Row i of X K^T (K transposed in kt): lanes j, an FMA chain over d. */
-AVX512 static inline __m512 row_dot_keys(const float *x, const float *kt, int64_t Dh) {
+/* Column j of X Y^T over the queries: lanes i, an FMA chain over d of
+ * xt[d][i] * y[j][d]. */
+AVX512_INLINE __m512 column(const float *xt, const float *yj, int64_t Dh) {
     __m512 acc = _mm512_setzero_ps();
-    for (int64_t d = 0; d < Dh; d++) acc = _mm512_fmadd_ps(_mm512_set1_ps(x[d]), _mm512_loadu_ps(kt + d * VL), acc);
+    for (int64_t d = 0; d < Dh; d++) acc = _mm512_fmadd_ps(_mm512_load_ps(xt + d * 16), _mm512_set1_ps(yj[d]), acc);
     return acc;
 }
 
-AVX512 static void fwd_512(const attn_fwd *a, int64_t b, int64_t h, float *kt, float *ar) {
-    const int64_t T = a->T, Dh = a->Dh;
-    const float *Q = at(&a->q, b, h), *K = at(&a->k, b, h), *Vv = at(&a->v, b, h);
-    transpose_keys(K, a->k.st, T, Dh, kt);
-    for (int64_t i = 0; i < T; i++) {
-        vf s = (vf)row_dot_keys(Q + i * a->q.st, kt, Dh);
-        if (a->has_scale) s = s * a->scale;
-        vf y = softmax_causal16(s, i + 1 < T ? i + 1 : T);
-        _mm512_storeu_ps(ar + i * VL, (__m512)y);
-        if (a->att) _mm512_mask_storeu_ps(a->att + ((b * a->H + h) * T + i) * T, lanes(T), (__m512)y);
+/* C[r][:] = sum over s of P(r, s) X[s][:], an FMA chain over s, for r < T;
+ * P(r, s) = P[s * pr + r * ps]. */
+AVX512 static void times(const float *P, int64_t pr, int64_t ps, const float *X, int64_t xs, int64_t T, int64_t Dh,
+                         float *C, int64_t cs) {
+    for (int64_t d = 0; d < Dh; d += 16) {
+        __mmask16 m = lanes(Dh - d);
+        __m512 x[ATTN_MAX_T];
+        for (int64_t s = 0; s < T; s++) x[s] = _mm512_maskz_loadu_ps(m, X + s * xs + d);
+        for (int64_t r = 0; r < T; r++) {
+            __m512 acc = _mm512_setzero_ps();
+            for (int64_t s = 0; s < T; s++) acc = _mm512_fmadd_ps(_mm512_set1_ps(P[s * pr + r * ps]), x[s], acc);
+            _mm512_mask_storeu_ps(C + r * cs + d, m, acc);
+        }
     }
-    rows_times(ar, Vv, a->v.st, T, Dh, atw(&a->o, b, h), a->o.st);
 }
 
-AVX512 static void bwd_512(const attn_bwd *a, int64_t b, int64_t h, float *vt, float *ds) {
+/* ar[j * 16 + i] = softmax_causal(scale * q k^T)[i][j] (0 for j > i). */
+AVX512 static void fwd_512(const attn_fwd *a, int64_t b, int64_t h, float *qt, float *ar) {
+    const int64_t T = a->T, Dh = a->Dh;
+    const float *Q = at(&a->q, b, h), *K = at(&a->k, b, h), *Vv = at(&a->v, b, h);
+    transpose_rows(Q, a->q.st, T, Dh, qt);
+    __m512 c[ATTN_MAX_T], m = _mm512_set1_ps(-INFINITY), z = _mm512_setzero_ps();
+    const __m512 scale = _mm512_set1_ps(a->scale);
+    const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    for (int64_t j = 0; j < T; j++) {
+        c[j] = column(qt, K + j * a->k.st, Dh);
+        if (a->has_scale) c[j] = _mm512_mul_ps(c[j], scale);
+        /* queries i >= j see key j; the max as the row kernel takes it: x > m ? x : m */
+        __mmask16 valid = _mm512_cmpge_epi32_mask(lane, _mm512_set1_epi32((int)j)) & lanes(T);
+        m = _mm512_mask_mov_ps(m, _mm512_mask_cmp_ps_mask(valid, c[j], m, _CMP_GT_OQ), c[j]);
+    }
+    for (int64_t j = 0; j < T; j++) {
+        __mmask16 valid = _mm512_cmpge_epi32_mask(lane, _mm512_set1_epi32((int)j)) & lanes(T);
+        c[j] = (__m512)vexp((vf)_mm512_sub_ps(c[j], m));
+        z = _mm512_mask_add_ps(z, valid, z, c[j]);
+    }
+    __m512 inv = _mm512_div_ps(_mm512_set1_ps(1.0f), z);
+    __m512 rows[16];
+    for (int64_t j = 0; j < 16; j++) {
+        __mmask16 valid = _mm512_cmpge_epi32_mask(lane, _mm512_set1_epi32((int)j)) & lanes(T);
+        rows[j] = j < T ? _mm512_maskz_mul_ps(valid, c[j], inv) : _mm512_setzero_ps();
+        if (j < T) _mm512_store_ps(ar + j * 16, rows[j]);
+    }
+    if (a->att) {
+        transpose16(rows);
+        float *att = a->att + (b * a->H + h) * T * T;
+        for (int64_t i = 0; i < T; i++) _mm512_mask_storeu_ps(att + i * T, lanes(T), rows[i]);
+    }
+    times(ar, 16, 1, Vv, a->v.st, T, Dh, atw(&a->o, b, h), a->o.st);
+}
+
+AVX512 static void bwd_512(const attn_bwd *a, int64_t b, int64_t h, float *ot, float *ds) {
     const int64_t T = a->T, Dh = a->Dh;
     const float *A = a->att + (b * a->H + h) * T * T;
     const float *dO = at(&a->dout, b, h), *Q = at(&a->q, b, h), *K = at(&a->k, b, h), *Vv = at(&a->v, b, h);
-    transpose_keys(Vv, a->v.st, T, Dh, vt);
-    const __m512 scale = _mm512_set1_ps(a->scale);
-    for (int64_t i = 0; i < T; i++) {
-        vf da = (vf)row_dot_keys(dO + i * a->dout.st, vt, Dh);
-        float dot = 0.0f; /* softmax_grad's sum: in key order, multiply then add */
-        for (int64_t j = 0; j < T; j++) dot += da[j] * A[i * T + j];
-        __m512 ar = _mm512_maskz_loadu_ps(lanes(T), A + i * T);
-        __m512 g = _mm512_mul_ps(ar, _mm512_sub_ps((__m512)da, _mm512_set1_ps(dot)));
-        if (a->has_scale) g = _mm512_mul_ps(g, scale);
-        _mm512_storeu_ps(ds + i * VL, g);
+    transpose_rows(dO, a->dout.st, T, Dh, ot);
+    __m512 at_[16]; /* the softmax's columns: lanes i */
+    for (int i = 0; i < 16; i++) at_[i] = i < T ? _mm512_maskz_loadu_ps(lanes(T), A + i * T) : _mm512_setzero_ps();
+    transpose16(at_);
+    __m512 da[ATTN_MAX_T], dot = _mm512_setzero_ps();
+    for (int64_t j = 0; j < T; j++) {
+        da[j] = column(ot, Vv + j * a->v.st, Dh);
+        dot = _mm512_add_ps(dot, _mm512_mul_ps(da[j], at_[j])); /* softmax_grad's sum: key order, multiply then add */
     }
-    if (a->dq.p) rows_times(ds, K, a->k.st, T, Dh, atw(&a->dq, b, h), a->dq.st);
-    if (a->dk.p) rows_times_t(ds, VL, Q, a->q.st, T, Dh, atw(&a->dk, b, h), a->dk.st);
-    if (a->dv.p) rows_times_t(A, T, dO, a->dout.st, T, Dh, atw(&a->dv, b, h), a->dv.st);
+    const __m512 scale = _mm512_set1_ps(a->scale);
+    for (int64_t j = 0; j < T; j++) {
+        __m512 g = _mm512_mul_ps(at_[j], _mm512_sub_ps(da[j], dot));
+        if (a->has_scale) g = _mm512_mul_ps(g, scale);
+        _mm512_store_ps(ds + j * 16, g);
+    }
+    if (a->dq.p) times(ds, 16, 1, K, a->k.st, T, Dh, atw(&a->dq, b, h), a->dq.st);
+    if (a->dk.p) times(ds, 1, 16, Q, a->q.st, T, Dh, atw(&a->dk, b, h), a->dk.st);
+    if (a->dv.p) times(A, T, 1, dO, a->dout.st, T, Dh, atw(&a->dv, b, h), a->dv.st);
 }
 #endif
 
@@ -199,7 +252,7 @@ static void fwd_range(void *arg, int64_t lo, int64_t hi) {
     const attn_job *j = arg;
     float kt[ATTN_MAX_DH * VL] __attribute__((aligned(64)));
     float ar[ATTN_MAX_T * VL] __attribute__((aligned(64)));
-    memset(kt, 0, sizeof(float) * (size_t)(j->f->Dh * VL));
+    if (!j->fma) memset(kt, 0, sizeof(float) * (size_t)(j->f->Dh * VL));
     for (int64_t u = lo; u < hi; u++) {
         int64_t b = u / j->f->H, h = u % j->f->H;
 #ifdef HAVE_512
@@ -216,7 +269,7 @@ static void bwd_range(void *arg, int64_t lo, int64_t hi) {
     const attn_job *j = arg;
     float vt[ATTN_MAX_DH * VL] __attribute__((aligned(64)));
     float ds[ATTN_MAX_T * VL] __attribute__((aligned(64)));
-    memset(vt, 0, sizeof(float) * (size_t)(j->bw->Dh * VL));
+    if (!j->fma) memset(vt, 0, sizeof(float) * (size_t)(j->bw->Dh * VL));
     for (int64_t u = lo; u < hi; u++) {
         int64_t b = u / j->bw->H, h = u % j->bw->H;
 #ifdef HAVE_512

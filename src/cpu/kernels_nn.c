@@ -12,6 +12,7 @@
 
 #include "cpu.h"
 #include "kernels.h"
+#include "vmath.h"
 
 #define GRAIN 16384 /* elements per task, below which threads cost more than they save */
 
@@ -91,29 +92,60 @@ static nn_job row_job(const tg_node *n, void *const *in, void *out, tg_shape mai
 
 /* ---- cross-entropy and NLL: logits [R, V] (leading axes flattened), targets i32 [R] ---- */
 
+/* e[v] = exp(x[v] - max) over the row, with the vector exp (vmath.h), and
+ * their sum: in order for rows of at most 16, else in 16 lanes combined in a
+ * fixed order. Returns the sum; *m gets the max. */
+TG_CLONES static float xent_exp_row(const float *x, int64_t V, float *e, float *m) {
+    float mx = row_max(x, V);
+    vf acc = vsplat(0.0f);
+    for (int64_t v = 0; v < V; v += VL) {
+        int64_t n = V - v < VL ? V - v : VL;
+        vf ev = vexp(vload_n(x + v, n) - mx);
+        vstore_n(e + v, ev, n);
+        if (n == VL && V > VL) acc += ev;
+    }
+    float s = 0.0f;
+    if (V <= VL) {
+        for (int64_t v = 0; v < V; v++) s += e[v];
+    } else {
+        for (int k = 0; k < VL; k++) s += acc[k];
+        for (int64_t v = V - V % VL; v < V && V % VL; v++) s += e[v];
+    }
+    *m = mx;
+    return s;
+}
+
 /* loss[r] = -log_softmax(x[r])[t[r]] = -((x[r, t] - max) - log(sum exp(x[r] - max))),
  * or 0 when t[r] is outside [0, V). */
 static void xent_rows(void *arg, int64_t lo, int64_t hi) {
     nn_job *j = arg;
     const float *X = j->in[0];
     const int32_t *t = j->in[1];
-    float *y = j->out;
+    float *y = j->out, e[4 * VL];
     int64_t V = j->width;
+    float *buf = V <= 4 * VL ? e : NULL;
     for (int64_t r = lo; r < hi; r++) {
         const float *x = X + r * V;
         if (t[r] < 0 || t[r] >= V) {
             y[r] = 0.0f;
             continue;
         }
-        float m = row_max(x, V), s = 0.0f;
-        for (int64_t v = 0; v < V; v++) s += expf(x[v] - m);
+        float m, s;
+        if (buf) {
+            s = xent_exp_row(x, V, buf, &m);
+        } else { /* long rows: libm, no buffer */
+            m = row_max(x, V), s = 0.0f;
+            for (int64_t v = 0; v < V; v++) s += expf(x[v] - m);
+        }
         y[r] = -((x[t[r]] - m) - logf(s)); /* PyTorch's order: no large m + small log(s) rounding */
     }
 }
 
+static int64_t xent_grain(int64_t V) { return 1 + 4096 / (V > 0 ? V : 1); }
+
 TG_CPU_KERNEL(cpu_cross_entropy) {
     nn_job j = row_job(ir_node(g, id), in, out, ir_node(g, ir_node(g, id)->in[0])->shape);
-    run_rows(c, &j, xent_rows);
+    cpu_parallel(c, j.rows, xent_grain(j.width), xent_rows, &j);
 }
 
 /* gx[r] = (softmax(x[r]) - onehot(t[r])) * gy[r]; 0 for an out-of-range
@@ -131,8 +163,13 @@ static void xent_grad_rows(void *arg, int64_t lo, int64_t hi) {
             memset(gx, 0, (size_t)V * sizeof(float));
             continue;
         }
-        float m = row_max(x, V), s = 0.0f;
-        for (int64_t v = 0; v < V; v++) s += (gx[v] = expf(x[v] - m));
+        float m, s;
+        if (V <= 4 * VL) {
+            s = xent_exp_row(x, V, gx, &m);
+        } else {
+            m = row_max(x, V), s = 0.0f;
+            for (int64_t v = 0; v < V; v++) s += (gx[v] = expf(x[v] - m));
+        }
         float k = gy[r] / s;
         for (int64_t v = 0; v < V; v++) gx[v] *= k;
         gx[t[r]] -= gy[r];
@@ -142,7 +179,7 @@ static void xent_grad_rows(void *arg, int64_t lo, int64_t hi) {
 TG_CPU_KERNEL(cpu_cross_entropy_grad) {
     const tg_node *n = ir_node(g, id);
     nn_job j = row_job(n, in, out, n->shape);
-    run_rows(c, &j, xent_grad_rows);
+    cpu_parallel(c, j.rows, xent_grain(j.width), xent_grad_rows, &j);
 }
 
 /* loss[r] = -lp[r, t[r]], or 0 when t[r] is outside [0, V). */
@@ -172,19 +209,51 @@ TG_CPU_KERNEL(cpu_nll_loss_grad) {
 
 /* ---- layer / RMS norm over the last axis: x [R, D], g [D], b [D], stats [R, 2] ---- */
 
+/* The norms run on 16-lane vectors (vmath.h) in functions compiled for
+ * several instruction sets (TG_CLONES): a row's sums go lane by lane, then
+ * across the lanes in a fixed tree, so every row is reduced the same way
+ * whatever the CPU or the thread that takes it. */
+
+VINLINE float lanes16(vf a) {
+    float s[8];
+    for (int k = 0; k < 8; k++) s[k] = a[k] + a[k + 8];
+    return lanes_combine(s);
+}
+
+/* x[i .. i + n) for n <= VL; lanes past n are 0. */
+VINLINE vf vload_tail(const float *x, int64_t n) { return n == VL ? vload(x) : vload_n(x, n); }
+VINLINE void vstore_tail(float *y, vf v, int64_t n) {
+    if (n == VL) vstore(y, v);
+    else vstore_n(y, v, n);
+}
+
 /* One definition of the row statistics for the forward and the backward, so
  * the backward differentiates exactly what the forward computed. Layer norm:
  * two passes (mean, then the biased variance), as accurate as Welford here.
  * RMS norm: mean 0 and rstd = 1 / sqrt(mean(x^2) + eps). */
-static inline void norm_stats_row(const float *x, int64_t D, bool rms, float eps, float *mean, float *rstd) {
-    float m = rms ? 0.0f : row_sum(x, D) / (float)D;
+VINLINE void norm_stats_row(const float *x, int64_t D, bool rms, float eps, float *mean, float *rstd) {
+    float m = 0.0f;
+    if (!rms) {
+        vf acc = vsplat(0.0f);
+        for (int64_t i = 0; i < D; i += VL) acc += vload_tail(x + i, D - i < VL ? D - i : VL);
+        m = lanes16(acc) / (float)D;
+    }
+    vf acc = vsplat(0.0f);
+    for (int64_t i = 0; i < D; i += VL) {
+        int64_t n = D - i < VL ? D - i : VL;
+        vf d = vload_tail(x + i, n) - m;
+        if (n < VL) d = vsel(__builtin_convertvector((vf){0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, vi) <
+                                 (vi){0} + (int32_t)n,
+                             d, vsplat(0.0f));
+        acc += d * d;
+    }
     *mean = m;
-    *rstd = 1.0f / sqrtf(row_sqdev(x, D, m) / (float)D + eps);
+    *rstd = 1.0f / sqrtf(lanes16(acc) / (float)D + eps);
 }
 
 /* y = (x - mean) * rstd * g (+ b); y may alias x (a row's statistics are
  * taken before the row is written). */
-static void norm_rows(void *arg, int64_t lo, int64_t hi) {
+TG_CLONES static void norm_rows(void *arg, int64_t lo, int64_t hi) {
     nn_job *j = arg;
     const tg_node *n = j->n;
     const float *X = j->in[0], *gain = j->in[1], *bias = n->nin > 2 ? j->in[2] : NULL;
@@ -195,15 +264,12 @@ static void norm_rows(void *arg, int64_t lo, int64_t hi) {
         const float *x = X + r * D;
         float *y = Y + r * D, mean, rstd;
         norm_stats_row(x, D, rms, n->fa[0], &mean, &rstd);
-        int64_t i = 0;
-        for (; i + 8 <= D; i += 8) {
-            float t[8];
-            for (int k = 0; k < 8; k++) t[k] = (x[i + k] - mean) * rstd * gain[i + k];
-            if (bias)
-                for (int k = 0; k < 8; k++) t[k] += bias[i + k];
-            memcpy(y + i, t, sizeof t);
+        for (int64_t i = 0; i < D; i += VL) {
+            int64_t k = D - i < VL ? D - i : VL;
+            vf t = (vload_tail(x + i, k) - mean) * rstd * vload_tail(gain + i, k);
+            if (bias) t += vload_tail(bias + i, k);
+            vstore_tail(y + i, t, k);
         }
-        for (; i < D; i++) y[i] = (x[i] - mean) * rstd * gain[i] + (bias ? bias[i] : 0.0f);
     }
 }
 
@@ -213,7 +279,7 @@ TG_CPU_KERNEL(cpu_norm) {
     run_rows(c, &j, norm_rows);
 }
 
-static void norm_stats_rows(void *arg, int64_t lo, int64_t hi) {
+TG_CLONES static void norm_stats_rows(void *arg, int64_t lo, int64_t hi) {
     nn_job *j = arg;
     const float *X = j->in[0];
     float *st = j->out;
@@ -231,7 +297,7 @@ TG_CPU_KERNEL(cpu_norm_stats) {
  *   layer norm  dx = rstd * (d - mean(d) - xh * mean(d * xh))
  *   RMS norm    dx = rstd * (d - xh * mean(d * xh))
  * dx may alias x or gy: the second pass reads element i before writing it. */
-static void norm_dx_rows(void *arg, int64_t lo, int64_t hi) {
+TG_CLONES static void norm_dx_rows(void *arg, int64_t lo, int64_t hi) {
     nn_job *j = arg;
     const float *X = j->in[0], *gain = j->in[1], *GY = j->in[2], *st = j->in[3];
     float *DX = j->out;
@@ -240,28 +306,20 @@ static void norm_dx_rows(void *arg, int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; r++) {
         const float *x = X + r * D, *gy = GY + r * D;
         float *dx = DX + r * D, mean = st[2 * r], rstd = st[2 * r + 1];
-        float sa[8] = {0}, sb[8] = {0};
-        int64_t i = 0;
-        for (; i + 8 <= D; i += 8)
-            for (int k = 0; k < 8; k++) {
-                float d = gy[i + k] * gain[i + k];
-                sa[k] += d;
-                sb[k] += d * ((x[i + k] - mean) * rstd);
-            }
-        float a = lanes_combine(sa), b = lanes_combine(sb);
-        for (; i < D; i++) {
-            float d = gy[i] * gain[i];
-            a += d;
-            b += d * ((x[i] - mean) * rstd);
+        vf sa = vsplat(0.0f), sb = vsplat(0.0f);
+        for (int64_t i = 0; i < D; i += VL) { /* lanes past D load 0: they add 0 * whatever = 0 */
+            int64_t k = D - i < VL ? D - i : VL;
+            vf d = vload_tail(gy + i, k) * vload_tail(gain + i, k);
+            sa += d;
+            sb += d * ((vload_tail(x + i, k) - mean) * rstd);
         }
-        a = rms ? 0.0f : a / (float)D;
-        b /= (float)D;
-        for (i = 0; i + 8 <= D; i += 8) {
-            float t[8];
-            for (int k = 0; k < 8; k++) t[k] = rstd * (gy[i + k] * gain[i + k] - a - (x[i + k] - mean) * rstd * b);
-            memcpy(dx + i, t, sizeof t);
+        float a = rms ? 0.0f : lanes16(sa) / (float)D, b = lanes16(sb) / (float)D;
+        for (int64_t i = 0; i < D; i += VL) {
+            int64_t k = D - i < VL ? D - i : VL;
+            vf t = rstd * (vload_tail(gy + i, k) * vload_tail(gain + i, k) - a -
+                           (vload_tail(x + i, k) - mean) * rstd * b);
+            vstore_tail(dx + i, t, k);
         }
-        for (; i < D; i++) dx[i] = rstd * (gy[i] * gain[i] - a - (x[i] - mean) * rstd * b);
     }
 }
 
@@ -273,22 +331,23 @@ TG_CPU_KERNEL(cpu_norm_dx) {
 
 /* dgain[i] = sum over rows r, in order, of gy[r, i] * xh[r, i]. Tasks own
  * column blocks, so no sum is split between threads. */
-static void norm_dgain_cols(void *arg, int64_t c0, int64_t c1) {
+TG_CLONES static void norm_dgain_cols(void *arg, int64_t c0, int64_t c1) {
     nn_job *j = arg;
     const float *X = j->in[0], *GY = j->in[1], *st = j->in[2];
     float *dg = j->out;
     int64_t D = j->width;
-    for (int64_t i = c0; i < c1; i++) dg[i] = 0.0f;
-    for (int64_t r = 0; r < j->rows; r++) {
-        const float *x = X + r * D, *gy = GY + r * D;
-        float mean = st[2 * r], rstd = st[2 * r + 1];
-        int64_t i = c0;
-        for (; i + 8 <= c1; i += 8) {
-            float t[8];
-            for (int k = 0; k < 8; k++) t[k] = dg[i + k] + gy[i + k] * ((x[i + k] - mean) * rstd);
-            memcpy(dg + i, t, sizeof t);
+    for (int64_t i = c0; i < c1; i += 4 * VL) {
+        int64_t w = c1 - i < 4 * VL ? c1 - i : 4 * VL;
+        vf acc[4] = {vsplat(0.0f), vsplat(0.0f), vsplat(0.0f), vsplat(0.0f)};
+        for (int64_t r = 0; r < j->rows; r++) {
+            const float *x = X + r * D + i, *gy = GY + r * D + i;
+            float mean = st[2 * r], rstd = st[2 * r + 1];
+            for (int q = 0; q < 4 && q * VL < w; q++) {
+                int64_t k = w - q * VL < VL ? w - q * VL : VL;
+                acc[q] += vload_tail(gy + q * VL, k) * ((vload_tail(x + q * VL, k) - mean) * rstd);
+            }
         }
-        for (; i < c1; i++) dg[i] += gy[i] * ((x[i] - mean) * rstd);
+        for (int q = 0; q < 4 && q * VL < w; q++) vstore_tail(dg + i + q * VL, acc[q], w - q * VL < VL ? w - q * VL : VL);
     }
 }
 
