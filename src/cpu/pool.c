@@ -56,6 +56,7 @@ struct tg_pool {
     atomic_int sleepers;
     atomic_bool stop;
     atomic_bool hot;        /* inside a run: more jobs follow soon */
+    _Atomic double cooled;  /* when the last run ended (tg_now) */
     uint32_t gen;           /* the caller's count of jobs */
     /* The job, written before its state is published and not touched again
      * until every worker that claimed a unit has left. */
@@ -112,8 +113,12 @@ static void *worker(void *argp) {
         double t0 = tg_now();
         for (int spins = 1; state_gen(atomic_load_explicit(&p->state, memory_order_acquire)) == seen; spins++) {
             cpu_relax();
-            if (spins % 64 == 0 &&
-                tg_now() - t0 > (atomic_load_explicit(&p->hot, memory_order_relaxed) ? SPIN_SECONDS_HOT : SPIN_SECONDS))
+            if (spins % 64) continue;
+            /* Spin as long as the run lasts (up to SPIN_SECONDS_HOT), then
+             * SPIN_SECONDS past its end: the next step usually starts by then. */
+            double now = tg_now(), since = atomic_load_explicit(&p->cooled, memory_order_relaxed);
+            if (atomic_load_explicit(&p->hot, memory_order_relaxed) ? now - t0 > SPIN_SECONDS_HOT
+                                                                   : now - (since > t0 ? since : t0) > SPIN_SECONDS)
                 break;
         }
         if (state_gen(atomic_load(&p->state)) == seen) {
@@ -193,7 +198,9 @@ void *tg_pool_scratch(tg_pool *p, int thread, size_t bytes) {
 int tg_pool_threads(const tg_pool *p) { return p ? p->n : 1; }
 
 void tg_pool_hot(tg_pool *p, bool on) {
-    if (p) atomic_store_explicit(&p->hot, on, memory_order_relaxed);
+    if (!p) return;
+    if (!on) atomic_store_explicit(&p->cooled, tg_now(), memory_order_relaxed);
+    atomic_store_explicit(&p->hot, on, memory_order_relaxed);
 }
 
 void tg_pool_run(tg_pool *p, int n_tasks, tg_task_fn fn, void *arg) {
