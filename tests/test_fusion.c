@@ -13,7 +13,7 @@
 #include "plan/plan.h"
 #include "../examples/gpt.c"
 
-enum { V = 12, D = 64, T = 8, B = 16, STEPS = 8 };
+enum { V = 12, D = 64, T = 8, B = 32, STEPS = 8 }; /* B * T = 256 rows: sums over rows go in 2 blocks */
 
 static gpt_model net;
 

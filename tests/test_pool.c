@@ -7,6 +7,7 @@
 
 #include "check.h"
 #include "cpu/cpu.h"
+#include "cpu/kernels.h"
 
 enum { MAX_TASKS = 9000 };
 
@@ -101,8 +102,35 @@ static void flushes_subnormals(void) {
     }
 }
 
+/* Column sums in row blocks: the same bits for any thread count, close to
+ * a double-precision sum. */
+static void blocked_sums(void) {
+    enum { R = 1000, C = 37 };
+    static float x[R * C], y[4][C];
+    uint64_t st = 5;
+    for (int i = 0; i < R * C; i++) {
+        st = st * 6364136223846793005ull + 1442695040888963407ull;
+        x[i] = (float)((st >> 40) % 2001) * 1e-3f - 1.0f;
+    }
+    CHECK(cpu_row_blocks(R) > 1, "%d rows are summed in one block", R);
+    for (int th = 1; th <= 4; th++) {
+        tg_pool *p = tg_pool_new(th);
+        cpu_ctx c = {p, tg_pool_threads(p)};
+        cpu_colsum(&c, x, R, C, y[th - 1]);
+        tg_pool_free(p);
+    }
+    for (int th = 2; th <= 4; th++)
+        CHECK(memcmp(y[0], y[th - 1], sizeof y[0]) == 0, "column sums on %d threads differ from 1 thread", th);
+    for (int j = 0; j < C; j++) {
+        double ref = 0;
+        for (int r = 0; r < R; r++) ref += x[r * C + j];
+        CHECK(fabs(y[0][j] - ref) < 1e-3, "column %d sums to %g, want %g", j, y[0][j], ref);
+    }
+}
+
 int main(void) {
     every_task_once();
+    blocked_sums();
     flushes_subnormals();
     return check_summary("test_pool");
 }

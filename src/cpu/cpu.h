@@ -35,6 +35,9 @@ int tg_pool_threads(const tg_pool *p);
 /* A per-thread scratch buffer of at least `bytes` (64-byte aligned), owned
  * by the pool and reused across calls; NULL if it cannot grow. */
 void *tg_pool_scratch(tg_pool *p, int thread, size_t bytes);
+/* One buffer of at least `bytes` (64-byte aligned) that the tasks of a job
+ * share (per-block partial results), grown as needed; NULL if it cannot grow. */
+void *tg_pool_shared(tg_pool *p, size_t bytes);
 void tg_pool_run(tg_pool *p, int n_tasks, tg_task_fn fn, void *arg);
 /* Between tg_pool_hot(p, true) and (p, false) (a training step), idle
  * workers wait for the next job spinning instead of going to sleep after a
@@ -101,4 +104,17 @@ struct cpu_ctx {
 /* Runs fn over [0, n) split in chunks of at least `grain` items. */
 typedef void (*tg_range_fn)(void *arg, int64_t lo, int64_t hi);
 void cpu_parallel(cpu_ctx *c, int64_t n, int64_t grain, tg_range_fn fn, void *arg);
+
+/* Sums over a long axis of rows (bias gradients, norm gains, small
+ * embedding tables) are split into cpu_row_blocks(R) fixed blocks of rows:
+ * fn(arg, r0, r1, partial) writes the sums of rows [r0, r1), in row order,
+ * into its own `width` partial results, and out[i] = the partials added in
+ * block order. A block goes to the thread that owns its rows in every
+ * row-split kernel (the pool deals ranges in order), which mostly wrote
+ * them, so no thread pulls the other's rows across cores, as splitting the
+ * columns did (2-4x slower than one thread here). The blocks depend on R
+ * alone: results do not depend on the thread count. */
+typedef void (*tg_block_fn)(void *arg, int64_t r0, int64_t r1, float *partial);
+int64_t cpu_row_blocks(int64_t R);
+void cpu_reduce_rows(cpu_ctx *c, int64_t R, int64_t width, tg_block_fn fn, void *arg, float *out);
 #endif

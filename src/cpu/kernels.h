@@ -19,6 +19,11 @@ TG_CPU_KERNEL(cpu_relu_grad);
 
 /* kernels_reduce.c: reductions and the softmax family */
 TG_CPU_KERNEL(cpu_sum);
+/* A sum that keeps the trailing axes and drops the leading ones: column
+ * sums of x [rows, cols] (cpu_reduce_rows' blocks); the lowering's
+ * specialized step and the op-table kernel both run cpu_colsum. */
+bool cpu_colsum_shape(const tg_node *n, const tg_node *x, int64_t *rows, int64_t *cols);
+void cpu_colsum(cpu_ctx *c, const float *x, int64_t rows, int64_t cols, float *y);
 TG_CPU_KERNEL(cpu_log_softmax);
 TG_CPU_KERNEL(cpu_log_softmax_grad);
 TG_CPU_KERNEL(cpu_softmax_causal);

@@ -329,17 +329,16 @@ TG_CPU_KERNEL(cpu_norm_dx) {
     run_rows(c, &j, norm_dx_rows);
 }
 
-/* dgain[i] = sum over rows r, in order, of gy[r, i] * xh[r, i]. Tasks own
- * column blocks, so no sum is split between threads. */
-TG_CLONES static void norm_dgain_cols(void *arg, int64_t c0, int64_t c1) {
+/* dgain[i] = sum over rows r of gy[r, i] * xh[r, i], in row order within
+ * each of cpu_reduce_rows' blocks. */
+TG_CLONES static void norm_dgain_block(void *arg, int64_t r0, int64_t r1, float *dg) {
     nn_job *j = arg;
     const float *X = j->in[0], *GY = j->in[1], *st = j->in[2];
-    float *dg = j->out;
     int64_t D = j->width;
-    for (int64_t i = c0; i < c1; i += 4 * VL) {
-        int64_t w = c1 - i < 4 * VL ? c1 - i : 4 * VL;
+    for (int64_t i = 0; i < D; i += 4 * VL) {
+        int64_t w = D - i < 4 * VL ? D - i : 4 * VL;
         vf acc[4] = {vsplat(0.0f), vsplat(0.0f), vsplat(0.0f), vsplat(0.0f)};
-        for (int64_t r = 0; r < j->rows; r++) {
+        for (int64_t r = r0; r < r1; r++) {
             const float *x = X + r * D + i, *gy = GY + r * D + i;
             float mean = st[2 * r], rstd = st[2 * r + 1];
             for (int q = 0; q < 4 && q * VL < w; q++) {
@@ -354,8 +353,7 @@ TG_CLONES static void norm_dgain_cols(void *arg, int64_t c0, int64_t c1) {
 TG_CPU_KERNEL(cpu_norm_dgain) {
     const tg_node *n = ir_node(g, id);
     nn_job j = row_job(n, in, out, ir_node(g, n->in[0])->shape);
-    int64_t grain = GRAIN / (j.rows ? j.rows : 1);
-    cpu_parallel(c, j.width, grain > 16 ? grain : 16, norm_dgain_cols, &j);
+    cpu_reduce_rows(c, j.rows, j.width, norm_dgain_block, &j, out);
 }
 
 /* ---- embedding: table [V, D], idx i32 [R] (leading axes flattened), out [R, D] ---- */
@@ -380,17 +378,18 @@ TG_CPU_KERNEL(cpu_embedding) {
     run_rows(c, &j, embedding_rows);
 }
 
-/* gtable [V, D] = sum over r of gy[r] into row idx[r]. Each task owns a block
- * of columns of every table row and adds the cotangent rows in index order,
- * so the sums are the same whatever the thread count, with no atomics. */
-static void embedding_grad_cols(void *arg, int64_t c0, int64_t c1) {
-    nn_job *j = arg;
-    const int32_t *idx = j->in[0];
-    const float *gy = j->in[1];
-    float *gt = j->out;
-    int64_t D = j->width, V = j->T;
+/* gtable [V, D] = sum over r of gy[r] into row idx[r], in index order. A
+ * small table takes cpu_reduce_rows' blocks of rows, each added into its
+ * own partial table; a big one is split by column blocks of every table
+ * row instead (partial tables would cost more than the sums), each task
+ * adding the cotangent rows in index order. Either way the sums are the
+ * same whatever the thread count, with no atomics. */
+#define EMBED_PARTIAL_MAX (64 * 1024) /* table elements up to which the rows are blocked */
+
+static void embed_add(const int32_t *idx, const float *gy, int64_t r0, int64_t r1, int64_t V, int64_t D, int64_t c0,
+                      int64_t c1, float *gt) {
     for (int64_t v = 0; v < V; v++) memset(gt + v * D + c0, 0, (size_t)(c1 - c0) * sizeof(float));
-    for (int64_t r = 0; r < j->rows; r++) {
+    for (int64_t r = r0; r < r1; r++) {
         if (idx[r] < 0 || idx[r] >= V) continue;
         float *dst = gt + idx[r] * D;
         const float *src = gy + r * D;
@@ -404,10 +403,24 @@ static void embedding_grad_cols(void *arg, int64_t c0, int64_t c1) {
     }
 }
 
+static void embedding_grad_cols(void *arg, int64_t c0, int64_t c1) {
+    nn_job *j = arg;
+    embed_add(j->in[0], j->in[1], 0, j->rows, j->T, j->width, c0, c1, j->out);
+}
+
+static void embedding_grad_block(void *arg, int64_t r0, int64_t r1, float *gt) {
+    nn_job *j = arg;
+    embed_add(j->in[0], j->in[1], r0, r1, j->T, j->width, 0, j->width, gt);
+}
+
 TG_CPU_KERNEL(cpu_embedding_grad) {
     const tg_node *n = ir_node(g, id);
     nn_job j = row_job(n, in, out, ir_node(g, n->in[1])->shape);
     j.T = n->ia[0]; /* V */
+    if (j.T * j.width <= EMBED_PARTIAL_MAX) {
+        cpu_reduce_rows(c, j.rows, j.T * j.width, embedding_grad_block, &j, out);
+        return;
+    }
     int64_t grain = GRAIN / (j.rows ? j.rows : 1);
     cpu_parallel(c, j.width, grain > 16 ? grain : 16, embedding_grad_cols, &j);
 }

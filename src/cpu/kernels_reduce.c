@@ -7,6 +7,7 @@
 #include "attention.h"
 #include "cpu.h"
 #include "kernels.h"
+#include "vec.h"
 
 /* ---- sum over an axis mask (keepdims) ---- */
 
@@ -56,8 +57,39 @@ static void sum_by_cols(void *arg, int64_t lo, int64_t hi) {
     sum_rows(j, 0, j->it.rows, lo, hi);
 }
 
+bool cpu_colsum_shape(const tg_node *n, const tg_node *x, int64_t *rows, int64_t *cols) {
+    if (n->dtype != TG_F32 || n->shape.ndim != x->shape.ndim) return false;
+    int k = 0;
+    while (k < n->shape.ndim && n->shape.d[k] == 1) k++;
+    for (int i = k; i < n->shape.ndim; i++)
+        if (n->shape.d[i] != x->shape.d[i]) return false;
+    *cols = ir_numel(n);
+    *rows = *cols ? ir_numel(x) / *cols : 0;
+    return *cols >= 16; /* a few long sums: sum_rows adds them in a better order */
+}
+
+typedef struct {
+    const float *x;
+    int64_t cols;
+} colsum_job;
+
+static void colsum_block(void *arg, int64_t r0, int64_t r1, float *partial) {
+    const colsum_job *j = arg;
+    vec_best()->colsum(r1 - r0, j->cols, 0, j->cols, j->x + r0 * j->cols, partial);
+}
+
+void cpu_colsum(cpu_ctx *c, const float *x, int64_t rows, int64_t cols, float *y) {
+    colsum_job j = {x, cols};
+    cpu_reduce_rows(c, rows, cols, colsum_block, &j, y);
+}
+
 TG_CPU_KERNEL(cpu_sum) {
     const tg_node *n = ir_node(g, id), *x = ir_node(g, n->in[0]);
+    int64_t rows, cols;
+    if (cpu_colsum_shape(n, x, &rows, &cols)) {
+        cpu_colsum(c, in[0], rows, cols, out);
+        return;
+    }
     sum_job j = {{0}, in[0], out, n->dtype == TG_I32};
     memset(out, 0, (size_t)ir_numel(n) * 4);
     int64_t st[1][TG_MAX_DIMS];

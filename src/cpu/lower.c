@@ -69,13 +69,7 @@ static void relu_grad_range(void *arg, int64_t lo, int64_t hi) {
 }
 static void run_relu_grad(cpu_ctx *c, const cpu_step *s) { cpu_parallel(c, s->n, GRAIN, relu_grad_range, (void *)s); }
 
-static void colsum_range(void *arg, int64_t lo, int64_t hi) {
-    const cpu_step *s = arg;
-    s->vk->colsum(s->rows, s->cols, lo, hi, s->x[0], s->o[0]);
-}
-static void run_colsum(cpu_ctx *c, const cpu_step *s) {
-    cpu_parallel(c, s->cols, 64 * (1 + GRAIN / (64 * s->rows)), colsum_range, (void *)s);
-}
+static void run_colsum(cpu_ctx *c, const cpu_step *s) { cpu_colsum(c, s->x[0], s->rows, s->cols, s->o[0]); }
 
 static void adam_range(void *arg, int64_t lo, int64_t hi) {
     const cpu_step *s = arg;
@@ -163,16 +157,9 @@ static bool lower_binary(const lower_ctx *l, int id, cpu_step *s) {
 /* A sum whose output keeps the input's trailing axes and drops the leading
  * ones: column sums of [rows, cols]. */
 static bool lower_colsum(const lower_ctx *l, int id, cpu_step *s) {
-    const tg_node *n = node(l, id), *x = node(l, n->in[0]);
-    if (!f32(l, id) || n->shape.ndim != x->shape.ndim) return false;
-    int k = 0;
-    while (k < n->shape.ndim && n->shape.d[k] == 1) k++;
-    for (int i = k; i < n->shape.ndim; i++)
-        if (n->shape.d[i] != x->shape.d[i]) return false;
-    int64_t cols = ir_numel(n);
-    if (cols < 16) return false; /* a few long sums: the op-table kernel sums them in a better order */
+    const tg_node *n = node(l, id);
+    if (!cpu_colsum_shape(n, node(l, n->in[0]), &s->rows, &s->cols)) return false;
     s->run = run_colsum;
-    s->rows = ir_numel(x) / cols, s->cols = cols;
     s->o[0] = s->out, s->x[0] = s->in[0];
     return true;
 }

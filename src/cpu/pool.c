@@ -66,6 +66,8 @@ struct tg_pool {
     tg_fpmode fpmode; /* the caller's */
     void **scratch;
     size_t *scratch_bytes;
+    void *shared;
+    size_t shared_bytes;
 };
 
 typedef struct {
@@ -178,6 +180,7 @@ void tg_pool_free(tg_pool *p) {
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cv);
     for (int i = 0; i < p->n; i++) tg_afree(p->scratch[i]);
+    tg_afree(p->shared);
     free(p->scratch);
     free(p->scratch_bytes);
     free(p->th);
@@ -193,6 +196,16 @@ void *tg_pool_scratch(tg_pool *p, int thread, size_t bytes) {
         p->scratch_bytes[thread] = p->scratch[thread] ? bytes : 0;
     }
     return p->scratch[thread];
+}
+
+void *tg_pool_shared(tg_pool *p, size_t bytes) {
+    if (!p) return NULL;
+    if (p->shared_bytes < bytes) {
+        tg_afree(p->shared);
+        p->shared = tg_aalloc(bytes);
+        p->shared_bytes = p->shared ? bytes : 0;
+    }
+    return p->shared;
 }
 
 int tg_pool_threads(const tg_pool *p) { return p ? p->n : 1; }
@@ -276,4 +289,43 @@ void cpu_parallel(cpu_ctx *c, int64_t n, int64_t grain, tg_range_fn fn, void *ar
     if (tasks < th) tasks = th;
     range_job j = {n, (n + tasks - 1) / tasks, fn, arg};
     tg_pool_run(c->pool, (int)((n + j.chunk - 1) / j.chunk), range_task, &j);
+}
+
+int64_t cpu_row_blocks(int64_t R) {
+    int64_t nb = R / 128;
+    return nb < 2 ? 1 : nb > 8 ? 8 : nb;
+}
+
+typedef struct {
+    int64_t R, nb, width;
+    tg_block_fn fn;
+    void *arg;
+    float *part, *out;
+} rows_job;
+
+static void block_task(void *argp, int b, int thread) {
+    (void)thread;
+    rows_job *j = argp;
+    j->fn(j->arg, j->R * b / j->nb, j->R * (b + 1) / j->nb, j->part + (int64_t)b * j->width);
+}
+
+static void combine_range(void *argp, int64_t lo, int64_t hi) {
+    rows_job *j = argp;
+    for (int64_t i = lo; i < hi; i++) {
+        float s = j->part[i];
+        for (int64_t b = 1; b < j->nb; b++) s += j->part[b * j->width + i];
+        j->out[i] = s;
+    }
+}
+
+void cpu_reduce_rows(cpu_ctx *c, int64_t R, int64_t width, tg_block_fn fn, void *arg, float *out) {
+    int64_t nb = cpu_row_blocks(R);
+    float *part = nb > 1 && c ? tg_pool_shared(c->pool, sizeof(float) * (size_t)(nb * width)) : NULL;
+    if (!part) { /* one block (or out of memory: one block, rounded differently, but no failure) */
+        fn(arg, 0, R, out);
+        return;
+    }
+    rows_job j = {R, nb, width, fn, arg, part, out};
+    tg_pool_run(c->pool, (int)nb, block_task, &j);
+    cpu_parallel(c, width, 16384, combine_range, &j);
 }
