@@ -62,7 +62,26 @@ static gemm_path choose(const tg_gemm_args *g) {
     return PATH_PACKED;
 }
 
-bool tg_gemm_single_pass(const tg_gemm_args *g) { return choose(g) == PATH_GEMV || g->K <= KC; }
+/* Weight gradients (X^T dY: A transposed, K = the batch rows) are split
+ * along K into fixed blocks: each block's partial product is computed by
+ * the thread that owns those rows in the row-split kernels before it (so it
+ * reads its own cache, not the other core's), and the partials are added in
+ * block order. The blocks depend on the shape alone, so results do not
+ * depend on the thread count; each C element is then the sum of k_blocks
+ * FMA chains instead of one. */
+#define KSPLIT_MIN_K 512
+#define KSPLIT_BLOCK 256
+#define KSPLIT_MAX_BLOCKS 4
+#define KSPLIT_MAX_PARTIAL (4 << 20) /* floats of partial products */
+
+static int64_t k_blocks(const tg_gemm_args *g) {
+    if (!g->ta || g->tb || g->batch != 1 || g->K < KSPLIT_MIN_K || choose(g) == PATH_GEMV) return 1;
+    int64_t nb = g->K / KSPLIT_BLOCK;
+    if (nb > KSPLIT_MAX_BLOCKS) nb = KSPLIT_MAX_BLOCKS;
+    return nb * g->M * g->N <= KSPLIT_MAX_PARTIAL ? nb : 1;
+}
+
+bool tg_gemm_single_pass(const tg_gemm_args *g) { return choose(g) == PATH_GEMV || g->K <= KC || k_blocks(g) > 1; }
 
 /* The epilogue pointers for tile (i, j) of batch entry b. */
 static void tile_epi(const tg_gemm_args *g, int64_t b, int64_t i, int64_t j, tg_tile *t) {
@@ -270,7 +289,7 @@ static void gemv_rows(const job *j, int64_t lo, int64_t hi, float *xbuf) {
 
 static bool worth_threads(const tg_gemm_args *g, double flops);
 bool tg_gemm_splits(const tg_gemm_args *g) {
-    return worth_threads(g, 2.0 * (double)g->M * (double)g->N * (double)g->K * (double)g->batch);
+    return k_blocks(g) > 1 || worth_threads(g, 2.0 * (double)g->M * (double)g->N * (double)g->K * (double)g->batch);
 }
 
 /* Whether other threads pay for themselves. Besides waking them, a thread
@@ -334,8 +353,101 @@ static void gemm_naive(const tg_gemm_args *g) {
             }
 }
 
+/* ---- K split in blocks (see k_blocks) ---- */
+
+/* Scratch floats the product needs on one thread. */
+static size_t serial_scratch(const tg_gemm_args *g, const tg_ukernel *uk) {
+    switch (choose(g)) {
+    case PATH_PACKED: return packed_bytes() / sizeof(float);
+    case PATH_DIRECT: return (size_t)((g->K < KC ? g->K : KC) * ((g->N + uk->nr - 1) / uk->nr) * uk->nr);
+    default: return (size_t)(g->K + 16);
+    }
+}
+
+/* The whole product on the calling thread, with its scratch `buf`. */
+static void gemm_serial(const tg_gemm_args *g, const tg_ukernel *uk, float *buf) {
+    job j = {g, uk, NULL, choose(g), 0, 0, 0, 1, ENTRIES, {0}};
+    if (j.path == PATH_PACKED) {
+        for (int64_t b = 0; b < g->batch; b++) packed_entry(g, uk, b, buf);
+    } else if (j.path == PATH_DIRECT) {
+        j.mt = (g->M + uk->mr - 1) / uk->mr;
+        j.nt = (g->N + uk->nr - 1) / uk->nr;
+        direct_tiles(&j, 0, g->batch * j.mt * j.nt, buf);
+    } else {
+        gemv_rows(&j, 0, g->batch * (g->N == 1 ? g->M : g->N), buf);
+    }
+}
+
+typedef struct {
+    const tg_gemm_args *g;
+    const tg_ukernel *uk;
+    tg_pool *pool;
+    int64_t nb;
+    float *part; /* nb partial products, [M, N] each */
+} ksplit_job;
+
+static tg_gemm_args k_block(const ksplit_job *j, int64_t b) {
+    const tg_gemm_args *g = j->g;
+    int64_t k0 = g->K * b / j->nb, k1 = g->K * (b + 1) / j->nb;
+    tg_gemm_args s = *g;
+    s.K = k1 - k0;
+    s.A = g->ta ? g->A + k0 * g->lda : g->A + k0;
+    s.B = g->tb ? g->B + k0 : g->B + k0 * g->ldb;
+    s.C = j->part + b * g->M * g->N;
+    s.ldc = g->N;
+    s.epi = NULL;
+    return s;
+}
+
+static void ksplit_block(void *arg, int b, int thread) {
+    ksplit_job *j = arg;
+    tg_gemm_args s = k_block(j, b);
+    gemm_serial(&s, j->uk, tg_pool_scratch(j->pool, thread, 0));
+}
+
+/* Rows of C: the partials added in block order, then the epilogue as the
+ * tile kernels apply it. */
+static void ksplit_sum(void *arg, int task, int thread) {
+    (void)thread;
+    ksplit_job *j = arg;
+    const tg_gemm_args *g = j->g;
+    const tg_gemm_epi *e = g->epi;
+    int64_t MN = g->M * g->N, i0 = g->M * task / 8, i1 = g->M * (task + 1) / 8;
+    for (int64_t i = i0; i < i1; i++)
+        for (int64_t jj = 0; jj < g->N; jj++) {
+            const float *p = j->part + i * g->N + jj;
+            float v = p[0];
+            for (int64_t b = 1; b < j->nb; b++) v += p[b * MN];
+            if (e && e->bias) v += e->bias[jj];
+            if (e && e->relu) v = v > 0.0f ? v : 0.0f;
+            if (e && e->gate && !(e->gate[i * e->ldg + jj] > 0.0f)) v = 0.0f;
+            g->C[i * g->ldc + jj] = v;
+        }
+}
+
+static bool gemm_ksplit(tg_pool *pool, const tg_gemm_args *g, int64_t nb) {
+    ksplit_job j = {g, pick(), pool, nb, tg_pool_shared(pool, sizeof(float) * (size_t)(nb * g->M * g->N))};
+    if (!j.part) return false;
+    size_t need = 0;
+    for (int64_t b = 0; b < nb; b++) {
+        tg_gemm_args s = k_block(&j, b);
+        size_t f = serial_scratch(&s, j.uk);
+        need = f > need ? f : need;
+    }
+    for (int t = 0; t < tg_pool_threads(pool); t++)
+        if (!tg_pool_scratch(pool, t, need * sizeof(float))) return false;
+    tg_pool_run(pool, (int)nb, ksplit_block, &j);
+    tg_pool_run(pool, 8, ksplit_sum, &j);
+    return true;
+}
+
 void tg_gemm(tg_pool *pool, const tg_gemm_args *g) {
     if (g->batch <= 0 || g->M <= 0 || g->N <= 0) return;
+    int64_t nb = k_blocks(g);
+    if (nb > 1) {
+        if (!gemm_ksplit(pool, g, nb)) gemm_naive(g);
+        return;
+    }
     int th = tg_pool_threads(pool);
     job j = {g, pick(), pool, choose(g), 0, 0, 0, 1, ENTRIES, {0}};
     double flops = 2.0 * (double)g->M * (double)g->N * (double)g->K * (double)g->batch;
