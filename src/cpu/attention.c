@@ -156,27 +156,40 @@ AVX512_INLINE void transpose_rows(const float *x, int64_t st, int64_t T, int64_t
     }
 }
 
-/* Column j of X Y^T over the queries: lanes i, an FMA chain over d of
- * xt[d][i] * y[j][d]. */
-AVX512_INLINE __m512 column(const float *xt, const float *yj, int64_t Dh) {
-    __m512 acc = _mm512_setzero_ps();
-    for (int64_t d = 0; d < Dh; d++) acc = _mm512_fmadd_ps(_mm512_load_ps(xt + d * 16), _mm512_set1_ps(yj[d]), acc);
-    return acc;
+/* Columns j < T of X Y^T over the queries: c[j] lanes i, each an FMA chain
+ * over d of xt[d][i] * y[j][d]. The T chains advance together (d outer), so
+ * their FMA latencies overlap; the loops over 16 unroll and keep them in
+ * registers. */
+AVX512_INLINE void columns(const float *xt, const float *y, int64_t ys, int64_t T, int64_t Dh, __m512 c[16]) {
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; j++) c[j] = _mm512_setzero_ps();
+    for (int64_t d = 0; d < Dh; d++) {
+        __m512 x = _mm512_load_ps(xt + d * 16);
+#pragma GCC unroll 16
+        for (int j = 0; j < 16; j++)
+            if (j < T) c[j] = _mm512_fmadd_ps(x, _mm512_set1_ps(y[j * ys + d]), c[j]);
+    }
 }
 
 /* C[r][:] = sum over s of P(r, s) X[s][:], an FMA chain over s, for r < T;
- * P(r, s) = P[s * pr + r * ps]. */
+ * P(r, s) = P[s * pr + r * ps]. Rows advance together (s outer). */
 AVX512 static void times(const float *P, int64_t pr, int64_t ps, const float *X, int64_t xs, int64_t T, int64_t Dh,
                          float *C, int64_t cs) {
     for (int64_t d = 0; d < Dh; d += 16) {
         __mmask16 m = lanes(Dh - d);
-        __m512 x[ATTN_MAX_T];
-        for (int64_t s = 0; s < T; s++) x[s] = _mm512_maskz_loadu_ps(m, X + s * xs + d);
-        for (int64_t r = 0; r < T; r++) {
-            __m512 acc = _mm512_setzero_ps();
-            for (int64_t s = 0; s < T; s++) acc = _mm512_fmadd_ps(_mm512_set1_ps(P[s * pr + r * ps]), x[s], acc);
-            _mm512_mask_storeu_ps(C + r * cs + d, m, acc);
+        __m512 acc[16];
+#pragma GCC unroll 16
+        for (int r = 0; r < 16; r++) acc[r] = _mm512_setzero_ps();
+        for (int64_t s = 0; s < T; s++) {
+            __m512 x = _mm512_maskz_loadu_ps(m, X + s * xs + d);
+            const float *p = P + s * pr;
+#pragma GCC unroll 16
+            for (int r = 0; r < 16; r++)
+                if (r < T) acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(p[r * ps]), x, acc[r]);
         }
+#pragma GCC unroll 16
+        for (int r = 0; r < 16; r++)
+            if (r < T) _mm512_mask_storeu_ps(C + r * cs + d, m, acc[r]);
     }
 }
 
@@ -185,11 +198,11 @@ AVX512 static void fwd_512(const attn_fwd *a, int64_t b, int64_t h, float *qt, f
     const int64_t T = a->T, Dh = a->Dh;
     const float *Q = at(&a->q, b, h), *K = at(&a->k, b, h), *Vv = at(&a->v, b, h);
     transpose_rows(Q, a->q.st, T, Dh, qt);
-    __m512 c[ATTN_MAX_T], m = _mm512_set1_ps(-INFINITY), z = _mm512_setzero_ps();
+    __m512 c[16], m = _mm512_set1_ps(-INFINITY), z = _mm512_setzero_ps();
     const __m512 scale = _mm512_set1_ps(a->scale);
     const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    columns(qt, K, a->k.st, T, Dh, c);
     for (int64_t j = 0; j < T; j++) {
-        c[j] = column(qt, K + j * a->k.st, Dh);
         if (a->has_scale) c[j] = _mm512_mul_ps(c[j], scale);
         /* queries i >= j see key j; the max as the row kernel takes it: x > m ? x : m */
         __mmask16 valid = _mm512_cmpge_epi32_mask(lane, _mm512_set1_epi32((int)j)) & lanes(T);
@@ -223,11 +236,10 @@ AVX512 static void bwd_512(const attn_bwd *a, int64_t b, int64_t h, float *ot, f
     __m512 at_[16]; /* the softmax's columns: lanes i */
     for (int i = 0; i < 16; i++) at_[i] = i < T ? _mm512_maskz_loadu_ps(lanes(T), A + i * T) : _mm512_setzero_ps();
     transpose16(at_);
-    __m512 da[ATTN_MAX_T], dot = _mm512_setzero_ps();
-    for (int64_t j = 0; j < T; j++) {
-        da[j] = column(ot, Vv + j * a->v.st, Dh);
-        dot = _mm512_add_ps(dot, _mm512_mul_ps(da[j], at_[j])); /* softmax_grad's sum: key order, multiply then add */
-    }
+    __m512 da[16], dot = _mm512_setzero_ps();
+    columns(ot, Vv, a->v.st, T, Dh, da);
+    for (int64_t j = 0; j < T; j++) /* softmax_grad's sum: key order, multiply then add */
+        dot = _mm512_add_ps(dot, _mm512_mul_ps(da[j], at_[j]));
     const __m512 scale = _mm512_set1_ps(a->scale);
     for (int64_t j = 0; j < T; j++) {
         __m512 g = _mm512_mul_ps(at_[j], _mm512_sub_ps(da[j], dot));

@@ -105,7 +105,7 @@ static void profile_print(const tg_program *p, const cpu_program *cp) {
             int t = order[j];
             order[j] = order[j - 1], order[j - 1] = t;
         }
-    for (int k = 0; k < cp->n_steps && k < 60; k++) {
+    for (int k = 0; k < cp->n_steps && k < (getenv("TG_PROFILE_ALL") ? cp->n_steps : 60); k++) {
         const cpu_step *s = &cp->steps[order[k]];
         const tg_node *n = &g->nodes[s->id];
         char shape[64];

@@ -22,6 +22,7 @@
 
 #include "cpu.h"
 #include "gemm_kernels.h"
+#include "vec.h"
 
 #define KC 384
 #define MC 96
@@ -405,23 +406,33 @@ static void ksplit_block(void *arg, int b, int thread) {
     gemm_serial(&s, j->uk, tg_pool_scratch(j->pool, thread, 0));
 }
 
-/* Rows of C: the partials added in block order, then the epilogue as the
- * tile kernels apply it. */
+/* Rows of C: the partials added in block order (vector adds along the
+ * row), then the epilogue as the tile kernels apply it. With an epilogue
+ * the sums go through a local buffer, so a gate that C overwrites in place
+ * is read before its element is written. */
+#define KSPLIT_CHUNK 512
 static void ksplit_sum(void *arg, int task, int thread) {
     (void)thread;
     ksplit_job *j = arg;
     const tg_gemm_args *g = j->g;
     const tg_gemm_epi *e = g->epi;
+    const vec_kernels *vk = vec_best();
+    float buf[KSPLIT_CHUNK];
     int64_t MN = g->M * g->N, i0 = g->M * task / 8, i1 = g->M * (task + 1) / 8;
     for (int64_t i = i0; i < i1; i++)
-        for (int64_t jj = 0; jj < g->N; jj++) {
-            const float *p = j->part + i * g->N + jj;
-            float v = p[0];
-            for (int64_t b = 1; b < j->nb; b++) v += p[b * MN];
-            if (e && e->bias) v += e->bias[jj];
-            if (e && e->relu) v = v > 0.0f ? v : 0.0f;
-            if (e && e->gate && !(e->gate[i * e->ldg + jj] > 0.0f)) v = 0.0f;
-            g->C[i * g->ldc + jj] = v;
+        for (int64_t j0 = 0; j0 < g->N; j0 += KSPLIT_CHUNK) {
+            int64_t n = g->N - j0 < KSPLIT_CHUNK ? g->N - j0 : KSPLIT_CHUNK;
+            float *c = e ? buf : g->C + i * g->ldc + j0;
+            const float *p = j->part + i * g->N + j0;
+            vk->binary(VEC_ADD, n, c, p, 1, p + MN, 1);
+            for (int64_t b = 2; b < j->nb; b++) vk->binary(VEC_ADD, n, c, c, 1, p + b * MN, 1);
+            for (int64_t jj = 0; e && jj < n; jj++) {
+                float v = c[jj];
+                if (e->bias) v += e->bias[j0 + jj];
+                if (e->relu) v = v > 0.0f ? v : 0.0f;
+                if (e->gate && !(e->gate[i * e->ldg + j0 + jj] > 0.0f)) v = 0.0f;
+                g->C[i * g->ldc + j0 + jj] = v;
+            }
         }
 }
 
