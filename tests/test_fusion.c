@@ -112,6 +112,9 @@ static void losses_unchanged(void) {
               (long long)all.ps.planned_bytes, (long long)fused.ps.planned_bytes, (long long)remat.ps.planned_bytes);
         CHECK(fused.ps.n_kernels < plain.ps.n_kernels, "fusion runs %d kernels, plain %d", fused.ps.n_kernels,
               plain.ps.n_kernels);
+        CHECK(all.ps.n_writeback_copies == 0 && plain.ps.n_writeback_copies == 0,
+              "%d writebacks are copies with fusion, %d without: Adam must update in place", all.ps.n_writeback_copies,
+              plain.ps.n_writeback_copies);
     }
 }
 
@@ -173,8 +176,11 @@ static void check_catches_bad_turns(void) {
     CHECK(p->fusion && p->fusion->n_groups > 0, "nothing was fused");
     if (p->fusion) {
         const cpu_groups *cg = p->fusion->impl;
-        int fwd = 0, bwd = 0, views = 0;
-        for (int i = 0; i < cg->n; i++) fwd += cg->g[i].kind == CPU_GROUP_ATTN_FWD, bwd += cg->g[i].kind == CPU_GROUP_ATTN_BWD;
+        int fwd = 0, bwd = 0, views = 0, adam = 0;
+        for (int i = 0; i < cg->n; i++)
+            fwd += cg->g[i].kind == CPU_GROUP_ATTN_FWD, bwd += cg->g[i].kind == CPU_GROUP_ATTN_BWD,
+                adam += cg->g[i].kind == CPU_GROUP_ADAM;
+        CHECK(adam == tg_model_param_count(m), "%d Adam groups for %d params", adam, tg_model_param_count(m));
         for (int i = 0; i < p->g->n; i++) views += p->fusion->role[i] == TG_FUSE_VIEW;
         /* one layer: its attention each way; q, k, v and the output gradient read in place */
         CHECK(fwd == 1 && bwd == 1 && views == 4, "%d forward and %d backward attention kernels, %d permutes read in place",

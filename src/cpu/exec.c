@@ -128,6 +128,7 @@ static void cpu_release(tg_engine *e, tg_program *p) {
     if (!cp) return;
     if (cp->prof) profile_print(p, cp), free(cp->prof);
     for (int a = TG_ARENA_PERSIST; a < TG_N_ARENAS; a++) tg_afree(cp->arena[a]);
+    for (int i = 0; cp->steps && i <= p->g->n; i++) free(cp->steps[i].heap[0]), free(cp->steps[i].heap[1]);
     free(cp->steps);
     free(cp->copies);
     free(cp);

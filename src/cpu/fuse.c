@@ -142,7 +142,7 @@ static void fuse_attention_fwd(fuse_ctx *x, int a) {
     outs[n_outs++] = res;
     int reads[4] = {q, k, node(x, o)->in[1], sc};
     cpu_group d = {CPU_GROUP_ATTN_FWD, -1, -1, -1, -1, false, q, k, node(x, o)->in[1], -1, keep_att ? a : -1, sc,
-                   res, -1, -1, -1};
+                   res, -1, -1, -1, -1, -1, -1, -1, -1};
     add_attention(x, absorbed, n_abs, outs, n_outs, reads, 4, &d);
 }
 
@@ -185,13 +185,49 @@ static void fuse_attention_bwd(fuse_ctx *x, int sg) {
         if (is_matmul(x, m, true, false) && node(x, m)->in[0] == att && node(x, m)->in[1] == dout && free_node(x, m))
             dv = m;
     }
-    cpu_group d = {CPU_GROUP_ATTN_BWD, -1, -1, -1, -1, false, q, k, v, dout, att, sc, -1, -1, -1, -1};
+    cpu_group d = {CPU_GROUP_ATTN_BWD, -1, -1, -1, -1, false, q, k, v, dout, att, sc, -1, -1, -1, -1, -1, -1, -1, -1, -1};
     if (dq >= 0) outs[n_outs++] = d.dq = result_of(x, dq, absorbed, &n_abs);
     if (dk >= 0) outs[n_outs++] = d.dk = result_of(x, dk, absorbed, &n_abs);
     if (dv >= 0) outs[n_outs++] = d.dv = result_of(x, dv, absorbed, &n_abs);
     if (n_outs == 0) return;
     int reads[6] = {att, dout, v, q, k, sc};
     add_attention(x, absorbed, n_abs, outs, n_outs, reads, 6, &d);
+}
+
+/* ---- Adam ---- */
+
+/* adam_m(m, g'), adam_v(v, g'), adam_p(p, m', v', hyper) of one param, g'
+ * being the gradient or the gradient times the clip factor (a one-element
+ * tensor): one pass over the param, each element read and its three
+ * updates written in place (the planner computes them into m, v and p). */
+static void fuse_adam(fuse_ctx *x, int im) {
+    const tg_node *m = node(x, im);
+    if (!free_node(x, im) || x->uses[im] != 1) return;
+    int ip = x->reader[im];
+    const tg_node *pn = node(x, ip);
+    if (pn->op != TG_OP_ADAM_P || pn->in[1] != im || !free_node(x, ip)) return;
+    int iv = pn->in[2];
+    const tg_node *v = node(x, iv);
+    if (v->op != TG_OP_ADAM_V || v->in[1] != m->in[1] || !free_node(x, iv) || x->uses[iv] != 1) return;
+    int ins[4] = {m->in[0], v->in[0], m->in[1], pn->in[0]};
+    for (int k = 0; k < 4; k++)
+        if (!f32(x, ins[k]) || ir_numel(node(x, ins[k])) != ir_numel(m)) return;
+    int g = m->in[1], grad = g, gs = -1, absorbed[1], n_abs = 0;
+    const tg_node *gn = node(x, g);
+    if (gn->op == TG_OP_MUL && free_node(x, g) && !x->pinned[g] && x->uses[g] == 2 && gn->in[0] != gn->in[1]) {
+        for (int k = 0; k < 2 && gs < 0; k++) {
+            int a = gn->in[k], b = gn->in[1 - k];
+            if (ir_numel(node(x, b)) == 1 && f32(x, b) && shape_eq(node(x, a)->shape, gn->shape) && f32(x, a))
+                grad = a, gs = b;
+        }
+        if (gs >= 0) absorbed[n_abs++] = g;
+    }
+    cpu_group d = {CPU_GROUP_ADAM, im, -1, -1, -1, false, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                   im, iv, ip, grad, gs};
+    int gid = add_group(x, absorbed, n_abs, im, true, &d);
+    x->f->group[iv] = x->f->group[ip] = gid;
+    x->f->role[iv] = x->f->role[ip] = TG_FUSE_OUTPUT;
+    x->f->inplace[iv] = x->f->inplace[ip] = true;
 }
 
 /* A split_heads permute whose every reader is an attention kernel is read
@@ -217,7 +253,7 @@ static void fuse_matmul(fuse_ctx *x, int mm_id) {
     const tg_node *mm = node(x, mm_id);
     if (!free_node(x, mm_id) || !f32(x, mm_id)) return;
     int chain[3] = {mm_id}, len = 1, last = mm_id;
-    cpu_group d = {CPU_GROUP_MATMUL, -1, mm_id, -1, -1, false, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
+    cpu_group d = {CPU_GROUP_MATMUL, -1, mm_id, -1, -1, false, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
     if (absorbable(x, last)) {
         const tg_node *n = node(x, x->reader[last]);
         int other = n->nin == 2 ? (n->in[0] == last ? n->in[1] : n->in[0]) : -1;
@@ -301,6 +337,7 @@ tg_status cpu_fuse(const tg_program *p, tg_fusion **out) {
     }
     for (int i = 0; i < g->n; i++)
         if (g->nodes[i].op == TG_OP_MATMUL) fuse_matmul(&x, i);
+        else if (g->nodes[i].op == TG_OP_ADAM_M) fuse_adam(&x, i);
     view_permutes(&x);
 
     free(x.uses), free(x.reader), free(x.pinned), free(x.rd0), free(x.rd);

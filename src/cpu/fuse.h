@@ -9,6 +9,7 @@ typedef enum {
     CPU_GROUP_MATMUL,   /* a matmul and its epilogue: bias add, relu or relu's gradient */
     CPU_GROUP_ATTN_FWD, /* softmax_causal(q k^T [* c]) v [-> merge_heads] */
     CPU_GROUP_ATTN_BWD, /* its backward: dq, dk, dv from the softmax, dout, q, k, v */
+    CPU_GROUP_ADAM,     /* adam_m, adam_v, adam_p of one param, with the gradient's clip scale */
 } cpu_group_kind;
 
 typedef struct {
@@ -22,6 +23,9 @@ typedef struct {
      * itself); -1 for none */
     int q, k, v, dout, att, scale; /* scale: a one-element constant */
     int o, dq, dk, dv;
+    /* CPU_GROUP_ADAM: the three updates; grad and its scale (the clip
+     * factor, a one-element tensor; -1 for none) */
+    int am, av, ap, grad, gscale;
 } cpu_group;
 
 typedef struct {

@@ -71,13 +71,38 @@ static void run_relu_grad(cpu_ctx *c, const cpu_step *s) { cpu_parallel(c, s->n,
 
 static void run_colsum(cpu_ctx *c, const cpu_step *s) { cpu_colsum(c, s->x[0], s->rows, s->cols, s->o[0]); }
 
+/* Adam over several params in one job: their elements laid end to end. */
+typedef struct {
+    float *mo, *vo, *po;
+    const float *m, *v, *g, *p, *gscale; /* gscale: the clip factor (one float), or NULL */
+    int64_t n, at;                       /* elements, and where they start in the job */
+    float b1, b2, eps;
+    bool decay;
+} adam_param;
+
+typedef struct adam_batch {
+    adam_param *p;
+    int n;
+    int64_t total;
+    const float *hyper;
+    const vec_kernels *vk;
+} adam_batch;
+
 static void adam_range(void *arg, int64_t lo, int64_t hi) {
-    const cpu_step *s = arg;
-    const float *h = s->x[4];
-    s->vk->adam(hi - lo, s->o[0] + lo, s->o[1] + lo, s->o[2] + lo, s->x[0] + lo, s->x[1] + lo, s->x[2] + lo,
-                s->x[3] + lo, s->f[0], s->f[1], h[TG_HYPER_LRT], s->f[3] ? h[TG_HYPER_SHRINK] : 1.0f, s->f[2]);
+    const adam_batch *b = arg;
+    const float *h = b->hyper;
+    int k = 0;
+    while (k + 1 < b->n && b->p[k + 1].at <= lo) k++;
+    for (; k < b->n && b->p[k].at < hi; k++) {
+        const adam_param *a = &b->p[k];
+        int64_t i0 = lo > a->at ? lo - a->at : 0, i1 = hi - a->at < a->n ? hi - a->at : a->n;
+        if (i0 < i1) /* no clip factor: g * 1 is g, bit for bit */
+            b->vk->adam(i1 - i0, a->mo + i0, a->vo + i0, a->po + i0, a->m + i0, a->v + i0, a->g + i0, a->p + i0,
+                        a->gscale ? *a->gscale : 1.0f, a->b1, a->b2, h[TG_HYPER_LRT],
+                        a->decay ? h[TG_HYPER_SHRINK] : 1.0f, a->eps);
+    }
 }
-static void run_adam(cpu_ctx *c, const cpu_step *s) { cpu_parallel(c, s->n, GRAIN, adam_range, (void *)s); }
+static void run_adam(cpu_ctx *c, const cpu_step *s) { cpu_parallel(c, s->adam->total, 8192, adam_range, s->adam); }
 
 /* ---- matching ---- */
 
@@ -99,32 +124,6 @@ static bool lower_matmul_group(const lower_ctx *l, const cpu_group *d, cpu_step 
     s->gemm.epi = &s->epi;
     s->run = run_gemm;
     return true;
-}
-
-/* adam_m, adam_v, adam_p of one param, in one pass. */
-static int lower_adam(const lower_ctx *l, const int *run, int left, cpu_step *s) {
-    if (left < 3) return 0;
-    int im = run[0], iv = run[1], ip = run[2];
-    const tg_node *m = node(l, im), *v = node(l, iv), *p = node(l, ip);
-    if (v->op != TG_OP_ADAM_V || p->op != TG_OP_ADAM_P || v->in[1] != m->in[1] || p->in[1] != im || p->in[2] != iv)
-        return 0;
-    int ins[4] = {m->in[0], v->in[0], m->in[1], p->in[0]}, outs[3] = {im, iv, ip};
-    for (int k = 0; k < 4; k++)
-        if (!f32(l, ins[k]) || ir_numel(node(l, ins[k])) != ir_numel(m)) return 0;
-    for (int o = 0; o < 3; o++) {
-        for (int k = 0; k < 4; k++)
-            if (overlap(l, outs[o], ins[k]) && !same(l, outs[o], ins[k])) return 0;
-        for (int q = 0; q < o; q++)
-            if (overlap(l, outs[o], outs[q])) return 0;
-    }
-    s->run = run_adam;
-    s->n = ir_numel(m);
-    for (int o = 0; o < 3; o++) s->o[o] = (float *)addr(l, outs[o]);
-    for (int k = 0; k < 4; k++) s->x[k] = (const float *)addr(l, ins[k]);
-    s->x[4] = (const float *)addr(l, p->in[3]);
-    s->f[0] = m->fa[0], s->f[1] = v->fa[0], s->f[2] = p->fa[0], s->f[3] = p->ia[0] ? 1.0f : 0.0f;
-    s->id = ip;
-    return 3;
 }
 
 static bool lower_binary(const lower_ctx *l, int id, cpu_step *s) {
@@ -184,7 +183,6 @@ static int lower_one(const lower_ctx *l, const int *run, int left, bool speciali
         s->run = run_gemm;
         used = 1;
         break;
-    case TG_OP_ADAM_M: used = lower_adam(l, run, left, s); break;
     case TG_OP_ADD: case TG_OP_SUB: case TG_OP_MUL: case TG_OP_DIV: used = lower_binary(l, id, s); break;
     case TG_OP_RELU:
         if (f32(l, id)) s->run = run_relu, s->n = ir_numel(n), s->o[0] = s->out, s->x[0] = s->in[0], used = 1;
@@ -258,6 +256,24 @@ static bool lower_attention(const lower_ctx *l, const cpu_group *d, cpu_step *s)
     return true;
 }
 
+/* One param of a fused Adam group; the plan computes each update into the
+ * state it replaces (the same element, read first). */
+static bool adam_of(const lower_ctx *l, const cpu_group *d, adam_param *a) {
+    const tg_node *m = node(l, d->am), *v = node(l, d->av), *p = node(l, d->ap);
+    int ins[4] = {m->in[0], v->in[0], d->grad, p->in[0]}, outs[3] = {d->am, d->av, d->ap};
+    for (int o = 0; o < 3; o++) {
+        for (int k = 0; k < 4; k++)
+            if (overlap(l, outs[o], ins[k]) && !same(l, outs[o], ins[k])) return false;
+        for (int q = 0; q < o; q++)
+            if (overlap(l, outs[o], outs[q])) return false;
+    }
+    *a = (adam_param){(float *)addr(l, d->am), (float *)addr(l, d->av), (float *)addr(l, d->ap),
+                      (const float *)addr(l, ins[0]), (const float *)addr(l, ins[1]), (const float *)addr(l, ins[2]),
+                      (const float *)addr(l, ins[3]), d->gscale >= 0 ? (const float *)addr(l, d->gscale) : NULL,
+                      ir_numel(m), 0, m->fa[0], v->fa[0], p->fa[0], p->ia[0] != 0};
+    return true;
+}
+
 /* The step of fused group `gid`, at its turn. */
 static bool lower_group(const lower_ctx *l, int gid, cpu_step *s) {
     const cpu_groups *cg = l->p->fusion->impl;
@@ -272,6 +288,7 @@ static bool lower_group(const lower_ctx *l, int gid, cpu_step *s) {
     case CPU_GROUP_MATMUL: return lower_matmul_group(l, d, s);
     case CPU_GROUP_ATTN_FWD:
     case CPU_GROUP_ATTN_BWD: return lower_attention(l, d, s);
+    case CPU_GROUP_ADAM: break; /* batched by cpu_lower */
     }
     return false;
 }
@@ -293,6 +310,44 @@ int cpu_lower(const tg_program *p, char *const *arena, bool specialize, cpu_step
         int id = run[r];
         if (fu && fu->group[id] >= 0) { /* a member of a fused group: its step runs at the group's turn */
             int gid = fu->group[id];
+            const cpu_groups *cg = fu->impl;
+            if (fu->turn[gid] == id && cg->g[gid].kind == CPU_GROUP_ADAM) {
+                /* Consecutive Adam groups (nothing else runs between them:
+                 * every param's own buffers) make one job over all their
+                 * elements, shared by the threads. */
+                int k = 0;
+                for (int q = r; q < n_run; q++) {
+                    int gq = fu->group[run[q]];
+                    if (gq < 0 || cg->g[gq].kind != CPU_GROUP_ADAM) break;
+                    k += fu->turn[gq] == run[q];
+                }
+                adam_batch *b = tg_calloc(1, sizeof *b);
+                adam_param *ps = tg_calloc((size_t)k + 1, sizeof *ps);
+                cpu_step *s = &steps[n_steps++];
+                memset(s, 0, sizeof *s);
+                s->g = g, s->id = id, s->run = run_adam, s->adam = b, s->heap[0] = b, s->heap[1] = ps;
+                if (!b || !ps) {
+                    n_steps = -1;
+                    break;
+                }
+                *b = (adam_batch){ps, 0, 0, NULL, vec_best()};
+                for (; r < n_run; r++) {
+                    int gq = fu->group[run[r]];
+                    if (gq < 0 || cg->g[gq].kind != CPU_GROUP_ADAM) break;
+                    s->n_nodes++;
+                    if (fu->turn[gq] != run[r]) continue;
+                    if (!adam_of(&l, &cg->g[gq], &ps[b->n])) {
+                        n_steps = -2;
+                        break;
+                    }
+                    ps[b->n].at = b->total;
+                    b->total += ps[b->n].n;
+                    b->hyper = (const float *)addr(&l, node(&l, cg->g[gq].ap)->in[3]);
+                    b->n++;
+                }
+                if (n_steps < 0) break;
+                continue;
+            }
             if (fu->turn[gid] == id && !lower_group(&l, gid, &steps[n_steps++])) {
                 n_steps = -2;
                 break;

@@ -34,6 +34,8 @@ struct cpu_step {
         attn_fwd f;
         attn_bwd b;
     } attn;
+    struct adam_batch *adam;
+    void *heap[2]; /* allocations the step owns (freed with the program) */
 };
 
 /* Fills steps[] (room for one per node) for the nodes that run each step;

@@ -161,7 +161,7 @@ tg_status plan_build(const tg_graph *g, const tg_plan_req *req, tg_plan *out) {
         const tg_node *s = &g->nodes[src];
         int rd = find(parent, dst), rs = find(parent, src);
         if (!(tg_ops[s->op].flags & TG_OPF_INPLACE) || rs != src || ckind[rs] != TG_BUF_SCRATCH ||
-            ROLE(src) != TG_FUSE_NONE)
+            !(ROLE(src) == TG_FUSE_NONE || (ROLE(src) == TG_FUSE_OUTPUT && fu->inplace[src])))
             continue;
         if (last[rd] > AT(src)) continue;
         bool reads_dst = false, clash = false;
