@@ -326,6 +326,11 @@ void cpu_reduce_rows(cpu_ctx *c, int64_t R, int64_t width, tg_block_fn fn, void 
         return;
     }
     rows_job j = {R, nb, width, fn, arg, part, out};
+    if (R * width < 4 * 16384) { /* small: the same blocks, on the caller, cheaper than waking the pool */
+        for (int b = 0; b < nb; b++) block_task(&j, b, 0);
+        combine_range(&j, 0, width);
+        return;
+    }
     tg_pool_run(c->pool, (int)nb, block_task, &j);
     cpu_parallel(c, width, 16384, combine_range, &j);
 }
