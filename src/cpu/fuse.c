@@ -142,7 +142,7 @@ static void fuse_attention_fwd(fuse_ctx *x, int a) {
     outs[n_outs++] = res;
     int reads[4] = {q, k, node(x, o)->in[1], sc};
     cpu_group d = {CPU_GROUP_ATTN_FWD, -1, -1, -1, -1, false, q, k, node(x, o)->in[1], -1, keep_att ? a : -1, sc,
-                   res, -1, -1, -1, -1, -1, -1, -1, -1};
+                   res, -1, -1, -1, -1, -1, -1, -1, -1, {-1, -1, -1, -1, -1, -1, -1, -1, -1, false}};
     add_attention(x, absorbed, n_abs, outs, n_outs, reads, 4, &d);
 }
 
@@ -185,7 +185,8 @@ static void fuse_attention_bwd(fuse_ctx *x, int sg) {
         if (is_matmul(x, m, true, false) && node(x, m)->in[0] == att && node(x, m)->in[1] == dout && free_node(x, m))
             dv = m;
     }
-    cpu_group d = {CPU_GROUP_ATTN_BWD, -1, -1, -1, -1, false, q, k, v, dout, att, sc, -1, -1, -1, -1, -1, -1, -1, -1, -1};
+    cpu_group d = {CPU_GROUP_ATTN_BWD, -1, -1, -1, -1, false, q, k, v, dout, att, sc, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                   {-1, -1, -1, -1, -1, -1, -1, -1, -1, false}};
     if (dq >= 0) outs[n_outs++] = d.dq = result_of(x, dq, absorbed, &n_abs);
     if (dk >= 0) outs[n_outs++] = d.dk = result_of(x, dk, absorbed, &n_abs);
     if (dv >= 0) outs[n_outs++] = d.dv = result_of(x, dv, absorbed, &n_abs);
@@ -223,11 +224,102 @@ static void fuse_adam(fuse_ctx *x, int im) {
         if (gs >= 0) absorbed[n_abs++] = g;
     }
     cpu_group d = {CPU_GROUP_ADAM, im, -1, -1, -1, false, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
-                   im, iv, ip, grad, gs};
+                   im, iv, ip, grad, gs, {-1, -1, -1, -1, -1, -1, -1, -1, -1, false}};
     int gid = add_group(x, absorbed, n_abs, im, true, &d);
     x->f->group[iv] = x->f->group[ip] = gid;
     x->f->role[iv] = x->f->role[ip] = TG_FUSE_OUTPUT;
     x->f->inplace[iv] = x->f->inplace[ip] = true;
+}
+
+/* ---- layer / RMS norm backward ---- */
+
+#define FUSE_NORM_WITH_Y 0
+
+static bool norm_stats_of(const fuse_ctx *x, int st, int xin, bool rms) {
+    const tg_node *n = node(x, st);
+    return n->op == TG_OP_NORM_STATS && n->in[0] == xin && (bool)n->ia[0] == rms && free_node(x, st);
+}
+
+/* norm_stats(x), norm_dx(x, g, gy, stats) and, when it is the only reader,
+ * the add of dx into the residual stream's gradient, in one pass over the
+ * rows; with them the norm's forward output computed again for the
+ * backward (the rematerialized copy) when gy is ready by its turn, so x is
+ * read once for all three. */
+static void fuse_norm_bwd(fuse_ctx *x, int nd) {
+    const tg_node *n = node(x, nd);
+    if (!free_node(x, nd) || !f32(x, nd)) return;
+    int xin = n->in[0], gain = n->in[1], gy = n->in[2], st = n->in[3];
+    bool rms = n->ia[0];
+    if (!norm_stats_of(x, st, xin, rms) || !f32(x, xin) || !f32(x, gy) || !shape_eq(node(x, gy)->shape, n->shape))
+        return;
+    cpu_group d = {CPU_GROUP_NORM_BWD, -1, -1, -1, -1, false, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                   {xin, gy, st, nd, -1, -1, -1, -1, -1, false}};
+    int absorbed[2], n_abs = 0, outs[3], n_outs = 0;
+    for (int r = x->rd0[st]; r < x->rd0[st + 1]; r++) d.nb.keep_stats |= x->rd[r] != nd;
+    d.nb.keep_stats |= x->pinned[st];
+    int out = nd;
+    if (x->uses[nd] == 1 && !x->pinned[nd]) {
+        int a = x->reader[nd];
+        const tg_node *an = node(x, a);
+        int other = an->in[0] == nd ? an->in[1] : an->in[0];
+        if (an->op == TG_OP_ADD && other != nd && free_node(x, a) && f32(x, other) && shape_eq(an->shape, n->shape) &&
+            shape_eq(node(x, other)->shape, n->shape))
+            d.nb.add = out = a, d.nb.resid = other, absorbed[n_abs++] = nd;
+    }
+    /* The recomputed norm of the same x, if gy (and the residual) are ready by
+     * then. (Off: dx would then be written at the norm's turn, before the
+     * weight gradient that reads the norm, and live across the step's peak:
+     * +0.26 MB for the addition transformer's final norm.) */
+    for (int r = x->rd0[xin]; FUSE_NORM_WITH_Y && r < x->rd0[xin + 1] && d.nb.ln < 0; r++) {
+        int ln = x->rd[r];
+        const tg_node *l = node(x, ln);
+        if (l->op == (rms ? TG_OP_RMS_NORM : TG_OP_LAYER_NORM) && l->in[0] == xin && l->in[1] == gain &&
+            l->fa[0] == node(x, st)->fa[0] && free_node(x, ln) && ln < st && ready_at(x, gy) < ln &&
+            (d.nb.resid < 0 || ready_at(x, d.nb.resid) < ln) && f32(x, ln))
+            d.nb.ln = ln;
+    }
+    if (d.nb.ln >= 0) outs[n_outs++] = d.nb.ln;
+    if (d.nb.keep_stats) outs[n_outs++] = st;
+    else absorbed[n_abs++] = st;
+    outs[n_outs++] = out;
+    int turn = outs[0];
+    for (int k = 1; k < n_outs; k++) turn = outs[k] < turn ? outs[k] : turn;
+    int reads[4] = {xin, gain, gy, d.nb.resid};
+    for (int k = 0; k < 4; k++)
+        if (reads[k] >= 0 && ready_at(x, reads[k]) >= turn) return;
+    if (d.nb.ln >= 0 && node(x, d.nb.ln)->nin > 2 && ready_at(x, node(x, d.nb.ln)->in[2]) >= turn) return;
+    d.out = turn;
+    int gid = add_group(x, absorbed, n_abs, turn, false, &d);
+    for (int k = 0; k < n_outs; k++) x->f->group[outs[k]] = gid, x->f->role[outs[k]] = TG_FUSE_OUTPUT;
+    /* Each row is read whole (statistics, y, both sums) before its dx is
+     * written: dx may take the residual's or gy's memory. */
+    x->f->inplace[out] = true;
+}
+
+/* norm_dgain(x, gy, stats) and the column sum of gy (the norm's bias
+ * gradient) in one pass over the rows. */
+static void fuse_norm_sums(fuse_ctx *x, int dg) {
+    const tg_node *n = node(x, dg);
+    if (!free_node(x, dg) || !f32(x, dg)) return;
+    int gy = n->in[1];
+    int64_t D = ir_numel(n), rows, cols;
+    if (D > CPU_NORM_SUMS_MAX_D || !f32(x, n->in[0]) || !f32(x, gy)) return;
+    for (int r = x->rd0[gy]; r < x->rd0[gy + 1]; r++) {
+        int sb = x->rd[r];
+        if (node(x, sb)->op != TG_OP_SUM || !free_node(x, sb) || !cpu_colsum_shape(node(x, sb), node(x, gy), &rows, &cols) ||
+            cols != D || rows * D != ir_numel(node(x, gy)))
+            continue;
+        int turn = dg < sb ? dg : sb;
+        int reads[3] = {n->in[0], gy, n->in[2]};
+        for (int k = 0; k < 3; k++)
+            if (ready_at(x, reads[k]) >= turn) return;
+        cpu_group d = {CPU_GROUP_NORM_SUMS, turn, -1, -1, -1, false, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                       -1, -1, {n->in[0], gy, n->in[2], -1, -1, -1, -1, dg, sb, false}};
+        int gid = add_group(x, NULL, 0, turn, false, &d);
+        int other = turn == dg ? sb : dg;
+        x->f->group[other] = gid, x->f->role[other] = TG_FUSE_OUTPUT;
+        return;
+    }
 }
 
 /* A split_heads permute whose every reader is an attention kernel is read
@@ -253,7 +345,8 @@ static void fuse_matmul(fuse_ctx *x, int mm_id) {
     const tg_node *mm = node(x, mm_id);
     if (!free_node(x, mm_id) || !f32(x, mm_id)) return;
     int chain[3] = {mm_id}, len = 1, last = mm_id;
-    cpu_group d = {CPU_GROUP_MATMUL, -1, mm_id, -1, -1, false, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
+    cpu_group d = {CPU_GROUP_MATMUL, -1, mm_id, -1, -1, false, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                   {-1, -1, -1, -1, -1, -1, -1, -1, -1, false}};
     if (absorbable(x, last)) {
         const tg_node *n = node(x, x->reader[last]);
         int other = n->nin == 2 ? (n->in[0] == last ? n->in[1] : n->in[0]) : -1;
@@ -338,6 +431,8 @@ tg_status cpu_fuse(const tg_program *p, tg_fusion **out) {
     for (int i = 0; i < g->n; i++)
         if (g->nodes[i].op == TG_OP_MATMUL) fuse_matmul(&x, i);
         else if (g->nodes[i].op == TG_OP_ADAM_M) fuse_adam(&x, i);
+        else if (g->nodes[i].op == TG_OP_NORM_DX) fuse_norm_bwd(&x, i);
+        else if (g->nodes[i].op == TG_OP_NORM_DGAIN) fuse_norm_sums(&x, i);
     view_permutes(&x);
 
     free(x.uses), free(x.reader), free(x.pinned), free(x.rd0), free(x.rd);

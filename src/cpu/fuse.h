@@ -10,6 +10,8 @@ typedef enum {
     CPU_GROUP_ATTN_FWD, /* softmax_causal(q k^T [* c]) v [-> merge_heads] */
     CPU_GROUP_ATTN_BWD, /* its backward: dq, dk, dv from the softmax, dout, q, k, v */
     CPU_GROUP_ADAM,     /* adam_m, adam_v, adam_p of one param, with the gradient's clip scale */
+    CPU_GROUP_NORM_BWD, /* norm_stats, norm_dx [+ the residual gradient's add] [+ the recomputed norm] */
+    CPU_GROUP_NORM_SUMS /* norm_dgain and the bias gradient's column sum of the same gy */
 } cpu_group_kind;
 
 typedef struct {
@@ -26,6 +28,12 @@ typedef struct {
     /* CPU_GROUP_ADAM: the three updates; grad and its scale (the clip
      * factor, a one-element tensor; -1 for none) */
     int am, av, ap, grad, gscale;
+    /* norm groups: the nodes (-1 for none); stats is written only when
+     * something outside reads it */
+    struct {
+        int x, gy, stats, dx, add, resid, ln, dgain, dbias;
+        bool keep_stats;
+    } nb;
 } cpu_group;
 
 typedef struct {

@@ -64,6 +64,23 @@ TG_CPU_KERNEL(cpu_norm);
 TG_CPU_KERNEL(cpu_norm_stats);
 TG_CPU_KERNEL(cpu_norm_dx);
 TG_CPU_KERNEL(cpu_norm_dgain);
+/* A norm's backward rows in one pass (fuse.c's norm groups): per row of x
+ * [R, D], its statistics (stats, may be NULL), the forward output y again
+ * (NULL: not wanted), and dx (into out, plus resid when not NULL: the add
+ * of the residual's gradient); each computed as its own kernel does. */
+typedef struct {
+    int64_t R, D;
+    bool rms;
+    float eps;
+    const float *x, *gain, *bias, *gy, *resid; /* bias NULL for none (or RMS) */
+    float *stats, *y, *out;
+} cpu_norm_bwd;
+void cpu_norm_backward(cpu_ctx *c, const cpu_norm_bwd *a);
+/* norm_dgain and the column sum of gy (a bias gradient) in one pass over
+ * the rows: each as its own kernel sums. D <= CPU_NORM_SUMS_MAX_D. */
+#define CPU_NORM_SUMS_MAX_D 1024
+void cpu_norm_sums(cpu_ctx *c, int64_t R, int64_t D, const float *x, const float *gy, const float *stats,
+                   float *dgain, float *dbias);
 TG_CPU_KERNEL(cpu_embedding);
 TG_CPU_KERNEL(cpu_embedding_grad);
 TG_CPU_KERNEL(cpu_rope);

@@ -356,6 +356,90 @@ TG_CPU_KERNEL(cpu_norm_dgain) {
     cpu_reduce_rows(c, j.rows, j.width, norm_dgain_block, &j, out);
 }
 
+/* ---- the fused norm backward (see kernels.h) ---- */
+
+TG_CLONES static void norm_bwd_rows(void *arg, int64_t lo, int64_t hi) {
+    const cpu_norm_bwd *a = arg;
+    int64_t D = a->D;
+    for (int64_t r = lo; r < hi; r++) {
+        const float *x = a->x + r * D, *gy = a->gy + r * D;
+        float mean, rstd;
+        norm_stats_row(x, D, a->rms, a->eps, &mean, &rstd);
+        if (a->stats) a->stats[2 * r] = mean, a->stats[2 * r + 1] = rstd;
+        if (a->y) { /* norm_rows */
+            float *y = a->y + r * D;
+            for (int64_t i = 0; i < D; i += VL) {
+                int64_t k = D - i < VL ? D - i : VL;
+                vf t = (vload_tail(x + i, k) - mean) * rstd * vload_tail(a->gain + i, k);
+                if (a->bias) t += vload_tail(a->bias + i, k);
+                vstore_tail(y + i, t, k);
+            }
+        }
+        vf sa = vsplat(0.0f), sb = vsplat(0.0f); /* norm_dx_rows */
+        for (int64_t i = 0; i < D; i += VL) {
+            int64_t k = D - i < VL ? D - i : VL;
+            vf d = vload_tail(gy + i, k) * vload_tail(a->gain + i, k);
+            sa += d;
+            sb += d * ((vload_tail(x + i, k) - mean) * rstd);
+        }
+        float ma = a->rms ? 0.0f : lanes16(sa) / (float)D, mb = lanes16(sb) / (float)D;
+        float *out = a->out + r * D;
+        const float *res = a->resid ? a->resid + r * D : NULL;
+        for (int64_t i = 0; i < D; i += VL) {
+            int64_t k = D - i < VL ? D - i : VL;
+            vf t = rstd * (vload_tail(gy + i, k) * vload_tail(a->gain + i, k) - ma -
+                           (vload_tail(x + i, k) - mean) * rstd * mb);
+            if (res) t = vload_tail(res + i, k) + t; /* the add kernel: resid + dx */
+            vstore_tail(out + i, t, k);
+        }
+    }
+}
+
+void cpu_norm_backward(cpu_ctx *c, const cpu_norm_bwd *a) {
+    cpu_parallel(c, a->R, grain_rows(a->D), norm_bwd_rows, (void *)a);
+}
+
+typedef struct {
+    int64_t D;
+    const float *x, *gy, *st;
+} sums_job;
+
+/* Per block: dgain's partial (norm_dgain_block) and gy's column sums
+ * (colsum_512: each column summed down the rows from 0). */
+TG_CLONES static void norm_sums_block(void *arg, int64_t r0, int64_t r1, float *part) {
+    const sums_job *j = arg;
+    int64_t D = j->D;
+    for (int64_t i = 0; i < D; i += 4 * VL) {
+        int64_t w = D - i < 4 * VL ? D - i : 4 * VL;
+        vf acc[4] = {vsplat(0.0f), vsplat(0.0f), vsplat(0.0f), vsplat(0.0f)};
+        vf col[4] = {vsplat(0.0f), vsplat(0.0f), vsplat(0.0f), vsplat(0.0f)};
+        for (int64_t r = r0; r < r1; r++) {
+            const float *x = j->x + r * D + i, *gy = j->gy + r * D + i;
+            float mean = j->st[2 * r], rstd = j->st[2 * r + 1];
+            for (int q = 0; q < 4 && q * VL < w; q++) {
+                int64_t k = w - q * VL < VL ? w - q * VL : VL;
+                vf g = vload_tail(gy + q * VL, k);
+                acc[q] += g * ((vload_tail(x + q * VL, k) - mean) * rstd);
+                col[q] += g;
+            }
+        }
+        for (int q = 0; q < 4 && q * VL < w; q++) {
+            int64_t k = w - q * VL < VL ? w - q * VL : VL;
+            vstore_tail(part + i + q * VL, acc[q], k);
+            vstore_tail(part + D + i + q * VL, col[q], k);
+        }
+    }
+}
+
+void cpu_norm_sums(cpu_ctx *c, int64_t R, int64_t D, const float *x, const float *gy, const float *stats,
+                   float *dgain, float *dbias) {
+    sums_job j = {D, x, gy, stats};
+    float out[2 * CPU_NORM_SUMS_MAX_D];
+    cpu_reduce_rows(c, R, 2 * D, norm_sums_block, &j, out);
+    memcpy(dgain, out, (size_t)D * sizeof(float));
+    memcpy(dbias, out + D, (size_t)D * sizeof(float));
+}
+
 /* ---- embedding: table [V, D], idx i32 [R] (leading axes flattened), out [R, D] ---- */
 
 /* An index outside [0, V) gives a zero row (and gets no gradient). */

@@ -274,6 +274,49 @@ static bool adam_of(const lower_ctx *l, const cpu_group *d, adam_param *a) {
     return true;
 }
 
+/* ---- fused norm backward ---- */
+
+static void run_norm_bwd(cpu_ctx *c, const cpu_step *s) { cpu_norm_backward(c, &s->norm); }
+static void run_norm_sums(cpu_ctx *c, const cpu_step *s) {
+    cpu_norm_sums(c, s->rows, s->cols, s->x[0], s->x[1], s->x[2], s->o[0], s->o[1]);
+}
+
+static bool lower_norm(const lower_ctx *l, const cpu_group *d, cpu_step *s) {
+    const tg_node *xn = node(l, d->nb.x);
+    int64_t D = xn->shape.d[xn->shape.ndim - 1], R = ir_numel(xn) / (D ? D : 1);
+    if (d->kind == CPU_GROUP_NORM_SUMS) {
+        int reads[3] = {d->nb.x, d->nb.gy, d->nb.stats}, writes[2] = {d->nb.dgain, d->nb.dbias};
+        for (int w = 0; w < 2; w++)
+            for (int r = 0; r < 3; r++)
+                if (overlap(l, writes[w], reads[r])) return false;
+        s->rows = R, s->cols = D;
+        s->x[0] = (const float *)addr(l, d->nb.x), s->x[1] = (const float *)addr(l, d->nb.gy);
+        s->x[2] = (const float *)addr(l, d->nb.stats);
+        s->o[0] = (float *)addr(l, d->nb.dgain), s->o[1] = (float *)addr(l, d->nb.dbias);
+        s->run = run_norm_sums;
+        return true;
+    }
+    const tg_node *dx = node(l, d->nb.dx), *ln = d->nb.ln >= 0 ? node(l, d->nb.ln) : NULL;
+    int out = d->nb.add >= 0 ? d->nb.add : d->nb.dx, bias = ln && ln->nin > 2 ? ln->in[2] : -1;
+    /* Results apart from what the pass reads, but dx over the residual or gy
+     * (each row read whole before it is written). */
+    int reads[5] = {d->nb.x, dx->in[1], d->nb.gy, d->nb.resid, bias};
+    int writes[3] = {out, d->nb.ln, d->nb.keep_stats ? d->nb.stats : -1};
+    for (int w = 0; w < 3; w++)
+        for (int r = 0; r < 5; r++) {
+            if (writes[w] < 0 || reads[r] < 0 || !overlap(l, writes[w], reads[r])) continue;
+            if (!(w == 0 && (r == 2 || r == 3) && same(l, writes[w], reads[r]))) return false;
+        }
+    s->norm = (cpu_norm_bwd){R, D, dx->ia[0] != 0, node(l, d->nb.stats)->fa[0], (const float *)addr(l, d->nb.x),
+                             (const float *)addr(l, dx->in[1]), bias >= 0 ? (const float *)addr(l, bias) : NULL,
+                             (const float *)addr(l, d->nb.gy),
+                             d->nb.resid >= 0 ? (const float *)addr(l, d->nb.resid) : NULL,
+                             d->nb.keep_stats ? (float *)addr(l, d->nb.stats) : NULL,
+                             ln ? (float *)addr(l, d->nb.ln) : NULL, (float *)addr(l, out)};
+    s->run = run_norm_bwd;
+    return true;
+}
+
 /* The step of fused group `gid`, at its turn. */
 static bool lower_group(const lower_ctx *l, int gid, cpu_step *s) {
     const cpu_groups *cg = l->p->fusion->impl;
@@ -289,6 +332,8 @@ static bool lower_group(const lower_ctx *l, int gid, cpu_step *s) {
     case CPU_GROUP_ATTN_FWD:
     case CPU_GROUP_ATTN_BWD: return lower_attention(l, d, s);
     case CPU_GROUP_ADAM: break; /* batched by cpu_lower */
+    case CPU_GROUP_NORM_BWD:
+    case CPU_GROUP_NORM_SUMS: return lower_norm(l, d, s);
     }
     return false;
 }

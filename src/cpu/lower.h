@@ -7,6 +7,7 @@
 #define TG_CPU_LOWER_H
 #include "attention.h"
 #include "cpu.h"
+#include "kernels.h"
 #include "vec.h"
 #include "../engine.h"
 
@@ -35,6 +36,7 @@ struct cpu_step {
         attn_bwd b;
     } attn;
     struct adam_batch *adam;
+    cpu_norm_bwd norm;
     void *heap[2]; /* allocations the step owns (freed with the program) */
 };
 
