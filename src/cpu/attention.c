@@ -194,6 +194,8 @@ AVX512 static void times(const float *P, int64_t pr, int64_t ps, const float *X,
 }
 
 /* ar[j * 16 + i] = softmax_causal(scale * q k^T)[i][j] (0 for j > i). */
+/* Loops over the keys run 16 times with a guard, fully unrolled, so the
+ * columns stay in registers (a loop to T would index them in memory). */
 AVX512 static void fwd_512(const attn_fwd *a, int64_t b, int64_t h, float *qt, float *ar) {
     const int64_t T = a->T, Dh = a->Dh;
     const float *Q = at(&a->q, b, h), *K = at(&a->k, b, h), *Vv = at(&a->v, b, h);
@@ -201,29 +203,39 @@ AVX512 static void fwd_512(const attn_fwd *a, int64_t b, int64_t h, float *qt, f
     __m512 c[16], m = _mm512_set1_ps(-INFINITY), z = _mm512_setzero_ps();
     const __m512 scale = _mm512_set1_ps(a->scale);
     const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    const __mmask16 rows_ok = lanes(T);
     columns(qt, K, a->k.st, T, Dh, c);
-    for (int64_t j = 0; j < T; j++) {
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; j++) {
+        if (j >= T) break;
         if (a->has_scale) c[j] = _mm512_mul_ps(c[j], scale);
         /* queries i >= j see key j; the max as the row kernel takes it: x > m ? x : m */
-        __mmask16 valid = _mm512_cmpge_epi32_mask(lane, _mm512_set1_epi32((int)j)) & lanes(T);
+        __mmask16 valid = _mm512_cmpge_epi32_mask(lane, _mm512_set1_epi32(j)) & rows_ok;
         m = _mm512_mask_mov_ps(m, _mm512_mask_cmp_ps_mask(valid, c[j], m, _CMP_GT_OQ), c[j]);
     }
-    for (int64_t j = 0; j < T; j++) {
-        __mmask16 valid = _mm512_cmpge_epi32_mask(lane, _mm512_set1_epi32((int)j)) & lanes(T);
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; j++) {
+        if (j >= T) break;
         c[j] = (__m512)vexp((vf)_mm512_sub_ps(c[j], m));
-        z = _mm512_mask_add_ps(z, valid, z, c[j]);
+    }
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; j++) {
+        if (j >= T) break;
+        z = _mm512_mask_add_ps(z, _mm512_cmpge_epi32_mask(lane, _mm512_set1_epi32(j)) & rows_ok, z, c[j]);
     }
     __m512 inv = _mm512_div_ps(_mm512_set1_ps(1.0f), z);
-    __m512 rows[16];
-    for (int64_t j = 0; j < 16; j++) {
-        __mmask16 valid = _mm512_cmpge_epi32_mask(lane, _mm512_set1_epi32((int)j)) & lanes(T);
-        rows[j] = j < T ? _mm512_maskz_mul_ps(valid, c[j], inv) : _mm512_setzero_ps();
-        if (j < T) _mm512_store_ps(ar + j * 16, rows[j]);
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; j++) {
+        __mmask16 valid = _mm512_cmpge_epi32_mask(lane, _mm512_set1_epi32(j)) & rows_ok;
+        c[j] = j < T ? _mm512_maskz_mul_ps(valid, c[j], inv) : _mm512_setzero_ps();
+        if (j < T) _mm512_store_ps(ar + j * 16, c[j]);
     }
     if (a->att) {
-        transpose16(rows);
+        transpose16(c);
         float *att = a->att + (b * a->H + h) * T * T;
-        for (int64_t i = 0; i < T; i++) _mm512_mask_storeu_ps(att + i * T, lanes(T), rows[i]);
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; i++)
+            if (i < T) _mm512_mask_storeu_ps(att + i * T, rows_ok, c[i]);
     }
     times(ar, 16, 1, Vv, a->v.st, T, Dh, atw(&a->o, b, h), a->o.st);
 }
@@ -234,14 +246,18 @@ AVX512 static void bwd_512(const attn_bwd *a, int64_t b, int64_t h, float *ot, f
     const float *dO = at(&a->dout, b, h), *Q = at(&a->q, b, h), *K = at(&a->k, b, h), *Vv = at(&a->v, b, h);
     transpose_rows(dO, a->dout.st, T, Dh, ot);
     __m512 at_[16]; /* the softmax's columns: lanes i */
+#pragma GCC unroll 16
     for (int i = 0; i < 16; i++) at_[i] = i < T ? _mm512_maskz_loadu_ps(lanes(T), A + i * T) : _mm512_setzero_ps();
     transpose16(at_);
     __m512 da[16], dot = _mm512_setzero_ps();
     columns(ot, Vv, a->v.st, T, Dh, da);
-    for (int64_t j = 0; j < T; j++) /* softmax_grad's sum: key order, multiply then add */
-        dot = _mm512_add_ps(dot, _mm512_mul_ps(da[j], at_[j]));
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; j++) /* softmax_grad's sum: key order, multiply then add */
+        if (j < T) dot = _mm512_add_ps(dot, _mm512_mul_ps(da[j], at_[j]));
     const __m512 scale = _mm512_set1_ps(a->scale);
-    for (int64_t j = 0; j < T; j++) {
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; j++) {
+        if (j >= T) break;
         __m512 g = _mm512_mul_ps(at_[j], _mm512_sub_ps(da[j], dot));
         if (a->has_scale) g = _mm512_mul_ps(g, scale);
         _mm512_store_ps(ds + j * 16, g);

@@ -214,10 +214,13 @@ TG_CPU_KERNEL(cpu_nll_loss_grad) {
  * across the lanes in a fixed tree, so every row is reduced the same way
  * whatever the CPU or the thread that takes it. */
 
+/* lanes_combine of s[k] = a[k] + a[k + 8], in registers: the same adds in
+ * the same order, without a trip through memory. */
 VINLINE float lanes16(vf a) {
-    float s[8];
-    for (int k = 0; k < 8; k++) s[k] = a[k] + a[k + 8];
-    return lanes_combine(s);
+    vf t = a + __builtin_shuffle(a, (vi){8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7});
+    vf u = t + __builtin_shuffle(t, (vi){1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14});
+    vf w = u + __builtin_shuffle(u, (vi){2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13});
+    return w[0] + w[4];
 }
 
 /* x[i .. i + n) for n <= VL; lanes past n are 0. */
