@@ -61,7 +61,8 @@ static void fwd_generic(const attn_fwd *a, int64_t b, int64_t h, float *kt, floa
         if (a->has_scale) s = s * a->scale;
         vf y = softmax_causal16(s, i + 1 < T ? i + 1 : T);
         vstore(ar + i * VL, y);
-        if (a->att) memcpy(a->att + ((b * a->H + h) * T + i) * T, ar + i * VL, (size_t)T * sizeof(float));
+        float *att = a->att ? a->att + (b * a->H + h) * T * T : NULL;
+        for (int64_t j = 0; att && j < T; j++) att[a->att_cols ? j * T + i : i * T + j] = ar[i * VL + j];
     }
     for (int64_t i = 0; i < T; i++)
         for (int64_t d = 0; d < Dh; d++) {
@@ -74,6 +75,7 @@ static void fwd_generic(const attn_fwd *a, int64_t b, int64_t h, float *kt, floa
 static void bwd_generic(const attn_bwd *a, int64_t b, int64_t h, float *vt, float *ds) {
     const int64_t T = a->T, Dh = a->Dh;
     const float *A = a->att + (b * a->H + h) * T * T;
+    const int64_t ai = a->att_cols ? 1 : T, aj = a->att_cols ? T : 1; /* A(i, j) = A[i * ai + j * aj] */
     const float *dO = at(&a->dout, b, h), *Q = at(&a->q, b, h), *K = at(&a->k, b, h), *Vv = at(&a->v, b, h);
     float *dQ = atw(&a->dq, b, h), *dK = atw(&a->dk, b, h), *dV = atw(&a->dv, b, h);
     transpose_keys(Vv, a->v.st, T, Dh, vt);
@@ -81,9 +83,9 @@ static void bwd_generic(const attn_bwd *a, int64_t b, int64_t h, float *vt, floa
         vf da = vsplat(0.0f);
         for (int64_t d = 0; d < Dh; d++) da = da + dO[i * a->dout.st + d] * vload(vt + d * VL);
         float dot = 0.0f;
-        for (int64_t j = 0; j < T; j++) dot += da[j] * A[i * T + j];
+        for (int64_t j = 0; j < T; j++) dot += da[j] * A[i * ai + j * aj];
         for (int64_t j = 0; j < T; j++) {
-            float g = A[i * T + j] * (da[j] - dot);
+            float g = A[i * ai + j * aj] * (da[j] - dot);
             ds[i * VL + j] = a->has_scale ? g * a->scale : g;
         }
     }
@@ -97,7 +99,7 @@ static void bwd_generic(const attn_bwd *a, int64_t b, int64_t h, float *vt, floa
             float ak = 0.0f, av = 0.0f;
             for (int64_t i = 0; i < T; i++) {
                 ak = ak + ds[i * VL + j] * Q[i * a->q.st + d];
-                av = av + A[i * T + j] * dO[i * a->dout.st + d];
+                av = av + A[i * ai + j * aj] * dO[i * a->dout.st + d];
             }
             if (dK) dK[j * a->dk.st + d] = ak;
             if (dV) dV[j * a->dv.st + d] = av;
@@ -230,7 +232,12 @@ AVX512 static void fwd_512(const attn_fwd *a, int64_t b, int64_t h, float *qt, f
         c[j] = j < T ? _mm512_maskz_mul_ps(valid, c[j], inv) : _mm512_setzero_ps();
         if (j < T) _mm512_store_ps(ar + j * 16, c[j]);
     }
-    if (a->att) {
+    if (a->att && a->att_cols) { /* by keys: the columns as they are */
+        float *att = a->att + (b * a->H + h) * T * T;
+#pragma GCC unroll 16
+        for (int j = 0; j < 16; j++)
+            if (j < T) _mm512_mask_storeu_ps(att + j * T, rows_ok, c[j]);
+    } else if (a->att) {
         transpose16(c);
         float *att = a->att + (b * a->H + h) * T * T;
 #pragma GCC unroll 16
@@ -248,7 +255,7 @@ AVX512 static void bwd_512(const attn_bwd *a, int64_t b, int64_t h, float *ot, f
     __m512 at_[16]; /* the softmax's columns: lanes i */
 #pragma GCC unroll 16
     for (int i = 0; i < 16; i++) at_[i] = i < T ? _mm512_maskz_loadu_ps(lanes(T), A + i * T) : _mm512_setzero_ps();
-    transpose16(at_);
+    if (!a->att_cols) transpose16(at_); /* by keys already: column j is row j of memory */
     __m512 da[16], dot = _mm512_setzero_ps();
     columns(ot, Vv, a->v.st, T, Dh, da);
 #pragma GCC unroll 16
@@ -264,7 +271,7 @@ AVX512 static void bwd_512(const attn_bwd *a, int64_t b, int64_t h, float *ot, f
     }
     if (a->dq.p) times(ds, 16, 1, K, a->k.st, T, Dh, atw(&a->dq, b, h), a->dq.st);
     if (a->dk.p) times(ds, 1, 16, Q, a->q.st, T, Dh, atw(&a->dk, b, h), a->dk.st);
-    if (a->dv.p) times(A, T, 1, dO, a->dout.st, T, Dh, atw(&a->dv, b, h), a->dv.st);
+    if (a->dv.p) times(A, a->att_cols ? 1 : T, a->att_cols ? T : 1, dO, a->dout.st, T, Dh, atw(&a->dv, b, h), a->dv.st);
 }
 #endif
 

@@ -29,6 +29,7 @@ typedef struct {
     float *att;              /* the softmax, [B, H, T, T] contiguous; NULL: not kept */
     float scale;
     bool has_scale;          /* false: no multiply at all (not even by 1) */
+    bool att_cols;           /* att stored by keys (element (i, j) at j * T + i): only the backward reads it */
 } attn_fwd;
 
 typedef struct {
@@ -38,6 +39,7 @@ typedef struct {
     attn_operand dq, dk, dv;    /* outputs; p = NULL: not wanted */
     float scale;
     bool has_scale;
+    bool att_cols;              /* att as the forward stored it by keys */
 } attn_bwd;
 
 void cpu_attention_fwd(cpu_ctx *c, const attn_fwd *a);

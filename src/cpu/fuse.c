@@ -142,7 +142,7 @@ static void fuse_attention_fwd(fuse_ctx *x, int a) {
     outs[n_outs++] = res;
     int reads[4] = {q, k, node(x, o)->in[1], sc};
     cpu_group d = {CPU_GROUP_ATTN_FWD, -1, -1, -1, -1, false, q, k, node(x, o)->in[1], -1, keep_att ? a : -1, sc,
-                   res, -1, -1, -1, -1, -1, -1, -1, -1, {-1, -1, -1, -1, -1, -1, -1, -1, -1, false}};
+                   res, -1, -1, -1, false, -1, -1, -1, -1, -1, {-1, -1, -1, -1, -1, -1, -1, -1, -1, false}};
     add_attention(x, absorbed, n_abs, outs, n_outs, reads, 4, &d);
 }
 
@@ -185,8 +185,8 @@ static void fuse_attention_bwd(fuse_ctx *x, int sg) {
         if (is_matmul(x, m, true, false) && node(x, m)->in[0] == att && node(x, m)->in[1] == dout && free_node(x, m))
             dv = m;
     }
-    cpu_group d = {CPU_GROUP_ATTN_BWD, -1, -1, -1, -1, false, q, k, v, dout, att, sc, -1, -1, -1, -1, -1, -1, -1, -1, -1,
-                   {-1, -1, -1, -1, -1, -1, -1, -1, -1, false}};
+    cpu_group d = {CPU_GROUP_ATTN_BWD, -1, -1, -1, -1, false, q, k, v, dout, att, sc, -1, -1, -1, -1, false,
+                   -1, -1, -1, -1, -1, {-1, -1, -1, -1, -1, -1, -1, -1, -1, false}};
     if (dq >= 0) outs[n_outs++] = d.dq = result_of(x, dq, absorbed, &n_abs);
     if (dk >= 0) outs[n_outs++] = d.dk = result_of(x, dk, absorbed, &n_abs);
     if (dv >= 0) outs[n_outs++] = d.dv = result_of(x, dv, absorbed, &n_abs);
@@ -223,7 +223,7 @@ static void fuse_adam(fuse_ctx *x, int im) {
         }
         if (gs >= 0) absorbed[n_abs++] = g;
     }
-    cpu_group d = {CPU_GROUP_ADAM, im, -1, -1, -1, false, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    cpu_group d = {CPU_GROUP_ADAM, im, -1, -1, -1, false, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, false,
                    im, iv, ip, grad, gs, {-1, -1, -1, -1, -1, -1, -1, -1, -1, false}};
     int gid = add_group(x, absorbed, n_abs, im, true, &d);
     x->f->group[iv] = x->f->group[ip] = gid;
@@ -252,8 +252,8 @@ static void fuse_norm_bwd(fuse_ctx *x, int nd) {
     bool rms = n->ia[0];
     if (!norm_stats_of(x, st, xin, rms) || !f32(x, xin) || !f32(x, gy) || !shape_eq(node(x, gy)->shape, n->shape))
         return;
-    cpu_group d = {CPU_GROUP_NORM_BWD, -1, -1, -1, -1, false, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
-                   {xin, gy, st, nd, -1, -1, -1, -1, -1, false}};
+    cpu_group d = {CPU_GROUP_NORM_BWD, -1, -1, -1, -1, false, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, false,
+                   -1, -1, -1, -1, -1, {xin, gy, st, nd, -1, -1, -1, -1, -1, false}};
     int absorbed[2], n_abs = 0, outs[3], n_outs = 0;
     for (int r = x->rd0[st]; r < x->rd0[st + 1]; r++) d.nb.keep_stats |= x->rd[r] != nd;
     d.nb.keep_stats |= x->pinned[st];
@@ -313,12 +313,32 @@ static void fuse_norm_sums(fuse_ctx *x, int dg) {
         int reads[3] = {n->in[0], gy, n->in[2]};
         for (int k = 0; k < 3; k++)
             if (ready_at(x, reads[k]) >= turn) return;
-        cpu_group d = {CPU_GROUP_NORM_SUMS, turn, -1, -1, -1, false, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
-                       -1, -1, {n->in[0], gy, n->in[2], -1, -1, -1, -1, dg, sb, false}};
+        cpu_group d = {CPU_GROUP_NORM_SUMS, turn, -1, -1, -1, false, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, false,
+                       -1, -1, -1, -1, -1, {n->in[0], gy, n->in[2], -1, -1, -1, -1, dg, sb, false}};
         int gid = add_group(x, NULL, 0, turn, false, &d);
         int other = turn == dg ? sb : dg;
         x->f->group[other] = gid, x->f->role[other] = TG_FUSE_OUTPUT;
         return;
+    }
+}
+
+/* A kept softmax that only the attention backward reads is private to the
+ * two kernels: stored by keys, as the forward computes it down the query
+ * lanes, it needs no transpose on either side. */
+static void private_softmax(fuse_ctx *x) {
+    cpu_groups *cg = x->cg;
+    for (int i = 0; i < cg->n; i++) {
+        cpu_group *f = &cg->g[i];
+        if (f->kind != CPU_GROUP_ATTN_FWD || f->att < 0 || x->pinned[f->att]) continue;
+        bool private = true;
+        for (int r = x->rd0[f->att]; r < x->rd0[f->att + 1]; r++) {
+            int gid = x->f->group[x->rd[r]];
+            private &= gid >= 0 && cg->g[gid].kind == CPU_GROUP_ATTN_BWD && cg->g[gid].att == f->att;
+        }
+        if (!private) continue;
+        f->att_cols = true;
+        for (int k = 0; k < cg->n; k++)
+            if (cg->g[k].kind == CPU_GROUP_ATTN_BWD && cg->g[k].att == f->att) cg->g[k].att_cols = true;
     }
 }
 
@@ -345,8 +365,8 @@ static void fuse_matmul(fuse_ctx *x, int mm_id) {
     const tg_node *mm = node(x, mm_id);
     if (!free_node(x, mm_id) || !f32(x, mm_id)) return;
     int chain[3] = {mm_id}, len = 1, last = mm_id;
-    cpu_group d = {CPU_GROUP_MATMUL, -1, mm_id, -1, -1, false, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
-                   {-1, -1, -1, -1, -1, -1, -1, -1, -1, false}};
+    cpu_group d = {CPU_GROUP_MATMUL, -1, mm_id, -1, -1, false, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, false,
+                   -1, -1, -1, -1, -1, {-1, -1, -1, -1, -1, -1, -1, -1, -1, false}};
     if (absorbable(x, last)) {
         const tg_node *n = node(x, x->reader[last]);
         int other = n->nin == 2 ? (n->in[0] == last ? n->in[1] : n->in[0]) : -1;
@@ -434,6 +454,7 @@ tg_status cpu_fuse(const tg_program *p, tg_fusion **out) {
         else if (g->nodes[i].op == TG_OP_NORM_DX) fuse_norm_bwd(&x, i);
         else if (g->nodes[i].op == TG_OP_NORM_DGAIN) fuse_norm_sums(&x, i);
     view_permutes(&x);
+    private_softmax(&x);
 
     free(x.uses), free(x.reader), free(x.pinned), free(x.rd0), free(x.rd);
     if (x.f->n_groups == 0) {

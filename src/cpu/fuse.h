@@ -25,6 +25,7 @@ typedef struct {
      * itself); -1 for none */
     int q, k, v, dout, att, scale; /* scale: a one-element constant */
     int o, dq, dk, dv;
+    bool att_cols; /* the softmax is private to the attention kernels: stored by keys */
     /* CPU_GROUP_ADAM: the three updates; grad and its scale (the clip
      * factor, a one-element tensor; -1 for none) */
     int am, av, ap, grad, gscale;

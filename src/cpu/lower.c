@@ -242,7 +242,7 @@ static bool lower_attention(const lower_ctx *l, const cpu_group *d, cpu_step *s)
     if (d->kind == CPU_GROUP_ATTN_FWD) {
         s->attn.f = (attn_fwd){B, H, T, Dh, operand_in(l, d->q), operand_in(l, d->k), operand_in(l, d->v),
                                operand_out(l, d->o), d->att >= 0 ? (float *)addr(l, d->att) : NULL, scale,
-                               d->scale >= 0};
+                               d->scale >= 0, d->att_cols};
         s->run = run_attn_fwd;
         return true;
     }
@@ -251,7 +251,7 @@ static bool lower_attention(const lower_ctx *l, const cpu_group *d, cpu_step *s)
                            d->q >= 0 ? operand_in(l, d->q) : none, d->k >= 0 ? operand_in(l, d->k) : none,
                            operand_in(l, d->v), d->dq >= 0 ? operand_out(l, d->dq) : none,
                            d->dk >= 0 ? operand_out(l, d->dk) : none, d->dv >= 0 ? operand_out(l, d->dv) : none,
-                           scale, d->scale >= 0};
+                           scale, d->scale >= 0, d->att_cols};
     s->run = run_attn_bwd;
     return true;
 }
