@@ -166,6 +166,7 @@ static void check_catches_bad_turns(void) {
     int64_t off[64];
     plan_param_layout(m, 64, off);
     tg_optim opt = tg_adam(tg_lr_constant(1e-3f));
+    opt.clip_grad_norm = 1.0f;
     tg_compile_req req = {m, loss_fn, NULL, in, 2, &opt, false, 64, off, cpu_fuse};
     tg_program *p = NULL;
     CHECK_OK(program_build(&req, &p));
@@ -181,6 +182,8 @@ static void check_catches_bad_turns(void) {
             fwd += cg->g[i].kind == CPU_GROUP_ATTN_FWD, bwd += cg->g[i].kind == CPU_GROUP_ATTN_BWD,
                 adam += cg->g[i].kind == CPU_GROUP_ADAM;
         CHECK(adam == tg_model_param_count(m), "%d Adam groups for %d params", adam, tg_model_param_count(m));
+        CHECK(cg->n_sq == tg_model_param_count(m), "%d clip-norm terms in one job for %d params", cg->n_sq,
+              tg_model_param_count(m));
         for (int i = 0; i < p->g->n; i++) views += p->fusion->role[i] == TG_FUSE_VIEW;
         /* one layer: its attention each way; q, k, v and the output gradient read in place */
         CHECK(fwd == 1 && bwd == 1 && views == 4, "%d forward and %d backward attention kernels, %d permutes read in place",

@@ -322,6 +322,44 @@ static void fuse_norm_sums(fuse_ctx *x, int dg) {
     }
 }
 
+/* ---- the clip norm's sums of squares ---- */
+
+/* sum(x * x) over every axis, each x's square read only by its sum: all of
+ * them in one job at the first one's turn (each sum whole on one thread,
+ * squared and added as the mul and sum kernels do). */
+static void fuse_sumsq(fuse_ctx *x) {
+    const tg_graph *g = x->g;
+    cpu_groups *cg = x->cg;
+    int first = -1;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int s = 0; s < g->n; s++) {
+            const tg_node *sn = &g->nodes[s];
+            if (sn->op != TG_OP_SUM || !free_node(x, s) || !f32(x, s) || ir_numel(sn) != 1) continue;
+            int m = sn->in[0];
+            const tg_node *mn = node(x, m);
+            if (mn->op != TG_OP_MUL || mn->in[0] != mn->in[1] || !free_node(x, m) || x->uses[m] != 1 ||
+                x->pinned[m] || !f32(x, mn->in[0]) || ir_numel(mn) != ir_numel(node(x, mn->in[0])))
+                continue;
+            if (pass == 0) { /* the turn: the first such sum whose input is ready by then */
+                if (first < 0 && ready_at(x, mn->in[0]) < s) first = s;
+                continue;
+            }
+            if (ready_at(x, mn->in[0]) >= first || s < first) continue;
+            if (cg->n_sq == 0) {
+                cpu_group d = {CPU_GROUP_SUMSQ, first, -1, -1, -1, false, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, false,
+                               -1, -1, -1, -1, -1, {-1, -1, -1, -1, -1, -1, -1, -1, -1, false}};
+                add_group(x, NULL, 0, first, false, &d);
+            }
+            int gid = x->f->group[first];
+            x->f->group[m] = gid, x->f->role[m] = TG_FUSE_ABSORBED;
+            x->f->group[s] = gid, x->f->role[s] = TG_FUSE_OUTPUT;
+            cg->sq[cg->n_sq].x = mn->in[0], cg->sq[cg->n_sq].sum = s;
+            cg->n_sq++;
+        }
+        if (first < 0) return;
+    }
+}
+
 /* A kept softmax that only the attention backward reads is private to the
  * two kernels: stored by keys, as the forward computes it down the query
  * lanes, it needs no transpose on either side. */
@@ -407,7 +445,7 @@ static void fuse_matmul(fuse_ctx *x, int mm_id) {
 
 static void groups_free(void *p) {
     cpu_groups *cg = p;
-    if (cg) free(cg->g);
+    if (cg) free(cg->g), free(cg->sq);
     free(cg);
 }
 
@@ -421,8 +459,8 @@ tg_status cpu_fuse(const tg_program *p, tg_fusion **out) {
     fuse_ctx x = {p, g, tg_fusion_new(g->n), tg_calloc(1, sizeof(cpu_groups)), tg_calloc(n, sizeof(int)),
                   tg_calloc(n, sizeof(int)), tg_calloc(n, sizeof(bool)), tg_calloc(n + 1, sizeof(int)),
                   tg_calloc((size_t)n_edges + 1, sizeof(int))};
-    if (x.cg) x.cg->g = tg_calloc(n, sizeof(cpu_group));
-    if (!x.f || !x.cg || !x.cg->g || !x.uses || !x.reader || !x.pinned || !x.rd0 || !x.rd) {
+    if (x.cg) x.cg->g = tg_calloc(n, sizeof(cpu_group)), x.cg->sq = tg_calloc(n, sizeof *x.cg->sq);
+    if (!x.f || !x.cg || !x.cg->g || !x.cg->sq || !x.uses || !x.reader || !x.pinned || !x.rd0 || !x.rd) {
         tg_fusion_free(x.f);
         groups_free(x.cg);
         free(x.uses), free(x.reader), free(x.pinned), free(x.rd0), free(x.rd);
@@ -453,6 +491,7 @@ tg_status cpu_fuse(const tg_program *p, tg_fusion **out) {
         else if (g->nodes[i].op == TG_OP_ADAM_M) fuse_adam(&x, i);
         else if (g->nodes[i].op == TG_OP_NORM_DX) fuse_norm_bwd(&x, i);
         else if (g->nodes[i].op == TG_OP_NORM_DGAIN) fuse_norm_sums(&x, i);
+    fuse_sumsq(&x);
     view_permutes(&x);
     private_softmax(&x);
 

@@ -11,7 +11,8 @@ typedef enum {
     CPU_GROUP_ATTN_BWD, /* its backward: dq, dk, dv from the softmax, dout, q, k, v */
     CPU_GROUP_ADAM,     /* adam_m, adam_v, adam_p of one param, with the gradient's clip scale */
     CPU_GROUP_NORM_BWD, /* norm_stats, norm_dx [+ the residual gradient's add] [+ the recomputed norm] */
-    CPU_GROUP_NORM_SUMS /* norm_dgain and the bias gradient's column sum of the same gy */
+    CPU_GROUP_NORM_SUMS, /* norm_dgain and the bias gradient's column sum of the same gy */
+    CPU_GROUP_SUMSQ      /* every sum(g * g) over all axes (the clip norm's terms): cpu_groups.sq */
 } cpu_group_kind;
 
 typedef struct {
@@ -40,6 +41,8 @@ typedef struct {
 typedef struct {
     cpu_group *g;
     int n;
+    struct { int x, sum; } *sq; /* CPU_GROUP_SUMSQ's terms (one such group at most) */
+    int n_sq;
 } cpu_groups;
 
 tg_status cpu_fuse(const tg_program *p, tg_fusion **out);

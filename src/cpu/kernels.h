@@ -23,6 +23,14 @@ TG_CPU_KERNEL(cpu_sum);
  * sums of x [rows, cols] (cpu_reduce_rows' blocks); the lowering's
  * specialized step and the op-table kernel both run cpu_colsum. */
 bool cpu_colsum_shape(const tg_node *n, const tg_node *x, int64_t *rows, int64_t *cols);
+/* *out = sum over all of x[i] * x[i], as mul then a sum over every axis make
+ * it, for each term; terms spread over the threads (each whole on one). */
+typedef struct {
+    const float *x;
+    int64_t n;
+    float *out;
+} cpu_sumsq_term;
+void cpu_sumsq(cpu_ctx *c, const cpu_sumsq_term *t, int n);
 void cpu_colsum(cpu_ctx *c, const float *x, int64_t rows, int64_t cols, float *y);
 TG_CPU_KERNEL(cpu_log_softmax);
 TG_CPU_KERNEL(cpu_log_softmax_grad);

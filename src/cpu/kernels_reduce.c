@@ -28,6 +28,38 @@ static float row_sum(const float *x, int64_t n) {
     return s;
 }
 
+/* row_sum of x[i] * x[i] (each square rounded, as the mul kernel makes it). */
+static float row_sumsq(const float *x, int64_t n) {
+    float acc[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) acc[k] += x[i + k] * x[i + k];
+    float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    for (; i < n; i++) s += x[i] * x[i];
+    return s;
+}
+
+typedef struct {
+    const cpu_sumsq_term *t;
+} sumsq_job;
+
+static void sumsq_tasks(void *arg, int task, int thread) {
+    (void)thread;
+    const cpu_sumsq_term *t = ((const sumsq_job *)arg)->t + task;
+    *t->out = 0.0f + row_sumsq(t->x, t->n); /* cpu_sum: the output starts at 0, then takes the row's sum */
+}
+
+void cpu_sumsq(cpu_ctx *c, const cpu_sumsq_term *t, int n) {
+    sumsq_job j = {t};
+    int64_t total = 0;
+    for (int i = 0; i < n; i++) total += t[i].n;
+    if (total < 32768 || !c) {
+        for (int i = 0; i < n; i++) sumsq_tasks(&j, i, 0);
+        return;
+    }
+    tg_pool_run(c->pool, n, sumsq_tasks, &j);
+}
+
 /* Rows [lo, hi) of the iteration; for a kept last axis, columns [c0, c1). */
 static void sum_rows(sum_job *j, int64_t lo, int64_t hi, int64_t c0, int64_t c1) {
     int64_t off[2], idx[TG_MAX_DIMS], k = j->it.nd - 1, so = j->it.st[1][k];

@@ -317,6 +317,24 @@ static bool lower_norm(const lower_ctx *l, const cpu_group *d, cpu_step *s) {
     return true;
 }
 
+static void run_sumsq(cpu_ctx *c, const cpu_step *s) { cpu_sumsq(c, s->heap[0], (int)s->n); }
+
+static bool lower_sumsq(const lower_ctx *l, cpu_step *s) {
+    const cpu_groups *cg = l->p->fusion->impl;
+    cpu_sumsq_term *t = tg_calloc((size_t)cg->n_sq + 1, sizeof *t);
+    if (!t) return false;
+    s->heap[0] = t;
+    for (int i = 0; i < cg->n_sq; i++) {
+        t[i] = (cpu_sumsq_term){(const float *)addr(l, cg->sq[i].x), ir_numel(node(l, cg->sq[i].x)),
+                                (float *)addr(l, cg->sq[i].sum)};
+        for (int k = 0; k < cg->n_sq; k++)
+            if (overlap(l, cg->sq[i].sum, cg->sq[k].x)) return false;
+    }
+    s->n = cg->n_sq;
+    s->run = run_sumsq;
+    return true;
+}
+
 /* The step of fused group `gid`, at its turn. */
 static bool lower_group(const lower_ctx *l, int gid, cpu_step *s) {
     const cpu_groups *cg = l->p->fusion->impl;
@@ -334,6 +352,7 @@ static bool lower_group(const lower_ctx *l, int gid, cpu_step *s) {
     case CPU_GROUP_ADAM: break; /* batched by cpu_lower */
     case CPU_GROUP_NORM_BWD:
     case CPU_GROUP_NORM_SUMS: return lower_norm(l, d, s);
+    case CPU_GROUP_SUMSQ: return lower_sumsq(l, s);
     }
     return false;
 }
