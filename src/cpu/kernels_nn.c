@@ -92,52 +92,82 @@ static nn_job row_job(const tg_node *n, void *const *in, void *out, tg_shape mai
 
 /* ---- cross-entropy and NLL: logits [R, V] (leading axes flattened), targets i32 [R] ---- */
 
-/* e[v] = exp(x[v] - max) over the row, with the vector exp (vmath.h), and
- * their sum: in order for rows of at most 16, else in 16 lanes combined in a
- * fixed order. Returns the sum; *m gets the max. */
-TG_CLONES static float xent_exp_row(const float *x, int64_t V, float *e, float *m) {
-    float mx = row_max(x, V);
-    vf acc = vsplat(0.0f);
-    for (int64_t v = 0; v < V; v += VL) {
-        int64_t n = V - v < VL ? V - v : VL;
-        vf ev = vexp(vload_n(x + v, n) - mx);
-        vstore_n(e + v, ev, n);
-        if (n == VL && V > VL) acc += ev;
+/* Cross-entropy over at most 16 classes, 16 rows at a time: the rows are
+ * transposed so that a lane is a row and each class one vector; the max,
+ * the exps (vmath.h) and their sum (in class order) are then vertical
+ * operations, the same for every row wherever it falls. Longer rows go one
+ * at a time with libm. */
+
+/* The 16 x 16 transpose by block swaps (8, 4, 2, 1 wide). */
+VINLINE void vtranspose16(vf r[16]) {
+    static const int B[4] = {8, 4, 2, 1};
+#pragma GCC unroll 4
+    for (int s = 0; s < 4; s++) {
+        int b = B[s];
+        vi lo, hi;
+        for (int j = 0; j < 16; j++) {
+            lo[j] = (j & b) ? 16 + j - b : j;
+            hi[j] = (j & b) ? 16 + j : j + b;
+        }
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; i++)
+            if (!(i & b)) {
+                vf a = r[i], c = r[i + b];
+                r[i] = __builtin_shuffle(a, c, lo);
+                r[i + b] = __builtin_shuffle(a, c, hi);
+            }
     }
-    float s = 0.0f;
-    if (V <= VL) {
-        for (int64_t v = 0; v < V; v++) s += e[v];
-    } else {
-        for (int k = 0; k < VL; k++) s += acc[k];
-        for (int64_t v = V - V % VL; v < V && V % VL; v++) s += e[v];
-    }
-    *m = mx;
-    return s;
+}
+
+#define XENT_ROWS 16
+#define XENT_MAX_V 16
+
+/* Rows [r0, r0 + n) (n <= 16): cls[v] = the class-v logits of the rows, m
+ * their max, e[v] = exp(cls[v] - m), s = their sum in class order. */
+VINLINE void xent_block(const float *X, int64_t V, int64_t r0, int64_t n, vf e[XENT_MAX_V], vf *mx, vf *sum,
+                        vf cls[XENT_MAX_V]) {
+    vf r[16];
+    for (int i = 0; i < 16; i++) r[i] = i < n ? vload_n(X + (r0 + i) * V, V) : vsplat(0.0f);
+    vtranspose16(r);
+    vf m = vsplat(-INFINITY), z = vsplat(0.0f);
+    for (int64_t v = 0; v < V; v++) m = vsel(r[v] > m, r[v], m);
+    for (int64_t v = 0; v < V; v++) e[v] = vexp(r[v] - m), z += e[v];
+    for (int64_t v = 0; v < V; v++) cls[v] = r[v];
+    *mx = m, *sum = z;
 }
 
 /* loss[r] = -log_softmax(x[r])[t[r]] = -((x[r, t] - max) - log(sum exp(x[r] - max))),
  * or 0 when t[r] is outside [0, V). */
-static void xent_rows(void *arg, int64_t lo, int64_t hi) {
+TG_CLONES static void xent_rows(void *arg, int64_t lo, int64_t hi) {
     nn_job *j = arg;
     const float *X = j->in[0];
     const int32_t *t = j->in[1];
-    float *y = j->out, e[4 * VL];
+    float *y = j->out;
     int64_t V = j->width;
-    float *buf = V <= 4 * VL ? e : NULL;
-    for (int64_t r = lo; r < hi; r++) {
-        const float *x = X + r * V;
-        if (t[r] < 0 || t[r] >= V) {
-            y[r] = 0.0f;
-            continue;
-        }
-        float m, s;
-        if (buf) {
-            s = xent_exp_row(x, V, buf, &m);
-        } else { /* long rows: libm, no buffer */
-            m = row_max(x, V), s = 0.0f;
+    if (V > XENT_MAX_V) {
+        for (int64_t r = lo; r < hi; r++) {
+            const float *x = X + r * V;
+            if (t[r] < 0 || t[r] >= V) {
+                y[r] = 0.0f;
+                continue;
+            }
+            float m = row_max(x, V), s = 0.0f;
             for (int64_t v = 0; v < V; v++) s += expf(x[v] - m);
+            y[r] = -((x[t[r]] - m) - logf(s)); /* PyTorch's order: no large m + small log(s) rounding */
         }
-        y[r] = -((x[t[r]] - m) - logf(s)); /* PyTorch's order: no large m + small log(s) rounding */
+        return;
+    }
+    for (int64_t r0 = lo; r0 < hi; r0 += XENT_ROWS) {
+        int64_t n = hi - r0 < XENT_ROWS ? hi - r0 : XENT_ROWS;
+        vf e[XENT_MAX_V], cls[XENT_MAX_V], m, z;
+        xent_block(X, V, r0, n, e, &m, &z, cls);
+        vi tv = {0};
+        for (int i = 0; i < n; i++) tv[i] = t[r0 + i];
+        vf xt = vsplat(0.0f);
+        for (int64_t v = 0; v < V; v++) xt = vsel(tv == (int32_t)v, cls[v], xt);
+        vf loss = -((xt - m) - vlog_pos(z)); /* PyTorch's order, as above */
+        loss = vsel((tv >= 0) & (tv < (int32_t)V), loss, vsplat(0.0f));
+        vstore_n(y + r0, loss, n);
     }
 }
 
@@ -149,30 +179,43 @@ TG_CPU_KERNEL(cpu_cross_entropy) {
 }
 
 /* gx[r] = (softmax(x[r]) - onehot(t[r])) * gy[r]; 0 for an out-of-range
- * target. gx may alias x (each element is read before it is written). */
-static void xent_grad_rows(void *arg, int64_t lo, int64_t hi) {
+ * target. gx may alias x (a block's rows are read before any is written). */
+TG_CLONES static void xent_grad_rows(void *arg, int64_t lo, int64_t hi) {
     nn_job *j = arg;
     const float *X = j->in[0], *gy = j->in[2];
     const int32_t *t = j->in[1];
     float *GX = j->out;
     int64_t V = j->width;
-    for (int64_t r = lo; r < hi; r++) {
-        const float *x = X + r * V;
-        float *gx = GX + r * V;
-        if (t[r] < 0 || t[r] >= V) {
-            memset(gx, 0, (size_t)V * sizeof(float));
-            continue;
-        }
-        float m, s;
-        if (V <= 4 * VL) {
-            s = xent_exp_row(x, V, gx, &m);
-        } else {
-            m = row_max(x, V), s = 0.0f;
+    if (V > XENT_MAX_V) {
+        for (int64_t r = lo; r < hi; r++) {
+            const float *x = X + r * V;
+            float *gx = GX + r * V;
+            if (t[r] < 0 || t[r] >= V) {
+                memset(gx, 0, (size_t)V * sizeof(float));
+                continue;
+            }
+            float m = row_max(x, V), s = 0.0f;
             for (int64_t v = 0; v < V; v++) s += (gx[v] = expf(x[v] - m));
+            float k = gy[r] / s;
+            for (int64_t v = 0; v < V; v++) gx[v] *= k;
+            gx[t[r]] -= gy[r];
         }
-        float k = gy[r] / s;
-        for (int64_t v = 0; v < V; v++) gx[v] *= k;
-        gx[t[r]] -= gy[r];
+        return;
+    }
+    for (int64_t r0 = lo; r0 < hi; r0 += XENT_ROWS) {
+        int64_t n = hi - r0 < XENT_ROWS ? hi - r0 : XENT_ROWS;
+        vf e[XENT_MAX_V], cls[XENT_MAX_V], m, z;
+        xent_block(X, V, r0, n, e, &m, &z, cls);
+        vi tv = {0};
+        vf g = vsplat(0.0f);
+        for (int i = 0; i < n; i++) tv[i] = t[r0 + i], g[i] = gy[r0 + i];
+        vi ok = (tv >= 0) & (tv < (int32_t)V);
+        vf k = g / z;
+        vf r[16];
+        for (int64_t v = 0; v < 16; v++)
+            r[v] = v < V ? vsel(ok, vsel(tv == (int32_t)v, e[v] * k - g, e[v] * k), vsplat(0.0f)) : vsplat(0.0f);
+        vtranspose16(r);
+        for (int i = 0; i < n; i++) vstore_n(GX + (r0 + i) * V, r[i], V);
     }
 }
 
