@@ -30,6 +30,7 @@ typedef struct {
     int threads;
     int layers;
     bool portable;  /* the portable GEMM micro-kernel (multiply, then add) */
+    int t, b;       /* sequence length and batch; 0: T and B */
 } config;
 
 typedef struct {
@@ -41,8 +42,9 @@ typedef struct {
 static bool run(config c, result *r) {
     memset(r, 0, sizeof *r);
     tg_model *m = tg_model_new();
-    gpt_declare(&net, m, (gpt_config){V, D, c.layers, 4, T + 1});
-    tg_input_decl in[] = {{"tokens", TG_I32, TG_SHAPE(B, T)}, {"targets", TG_I32, TG_SHAPE(B, T)}};
+    int64_t t = c.t ? c.t : T, b = c.b ? c.b : B;
+    gpt_declare(&net, m, (gpt_config){V, D, c.layers, 4, t + 1});
+    tg_input_decl in[] = {{"tokens", TG_I32, TG_SHAPE(b, t)}, {"targets", TG_I32, TG_SHAPE(b, t)}};
     tg_optim opt = tg_adamw(tg_lr_constant(3e-3f), 0.01f);
     opt.clip_grad_norm = 1.0f;
     tg_train_spec spec = {.model = m, .loss = loss_fn, .inputs = in, .n_inputs = 2, .optim = opt, .seed = 5,
@@ -63,12 +65,12 @@ static bool run(config c, result *r) {
     }
     static int32_t tok[B * T], tgt[B * T];
     uint64_t rng = 77;
-    for (int i = 0; i < B * T; i++) {
+    for (int i = 0; i < b * t; i++) {
         rng = rng * 6364136223846793005ull + 1442695040888963407ull;
         tok[i] = (int32_t)((rng >> 33) % V);
         tgt[i] = (int32_t)((rng >> 40) % V);
     }
-    tg_feed feeds[] = {{"tokens", tok, B * T}, {"targets", tgt, B * T}};
+    tg_feed feeds[] = {{"tokens", tok, b * t}, {"targets", tgt, b * t}};
     for (int i = 0; ok && i < STEPS; i++) ok = tg_session_step(s, feeds, 2, &r->loss[i]) == TG_OK;
     CHECK(ok, "training failed: %s", tg_last_error());
     tg_gemm_use_generic(false);
@@ -86,12 +88,24 @@ static void same_losses(const result *a, const result *b, const char *what) {
 static void losses_unchanged(void) {
     for (int layers = 1; layers <= 3; layers += 2) {
         result plain, remat, fused, all, all1, pplain, pall;
-        if (!run((config){true, false, 2, layers, false}, &plain) || !run((config){true, true, 2, layers, false}, &remat) ||
-            !run((config){false, false, 2, layers, false}, &fused) || !run((config){false, true, 2, layers, false}, &all) ||
-            !run((config){false, true, 1, layers, false}, &all1) || !run((config){true, false, 2, layers, true}, &pplain) ||
-            !run((config){false, true, 2, layers, true}, &pall))
+        if (!run((config){true, false, 2, layers, false, 0, 0}, &plain) ||
+            !run((config){true, true, 2, layers, false, 0, 0}, &remat) ||
+            !run((config){false, false, 2, layers, false, 0, 0}, &fused) ||
+            !run((config){false, true, 2, layers, false, 0, 0}, &all) ||
+            !run((config){false, true, 1, layers, false, 0, 0}, &all1) ||
+            !run((config){true, false, 2, layers, true, 0, 0}, &pplain) ||
+            !run((config){false, true, 2, layers, true, 0, 0}, &pall))
             continue;
         same_losses(&pplain, &pall, "fusion with the portable GEMM kernel");
+        /* Shorter sequences, an odd number of (batch, head) units per thread
+         * (the forward and backward kernels pair units when T <= 8). */
+        result splain, sfused, sfused1;
+        if (run((config){true, false, 2, layers, false, 5, 7}, &splain) &&
+            run((config){false, true, 2, layers, false, 5, 7}, &sfused) &&
+            run((config){false, true, 1, layers, false, 5, 7}, &sfused1)) {
+            same_losses(&splain, &sfused, "fusion, T = 5");
+            same_losses(&sfused, &sfused1, "T = 5 on 1 and 2 threads");
+        }
         CHECK(plain.loss[STEPS - 1] < plain.loss[0], "the loss did not fall: %g -> %g", plain.loss[0],
               plain.loss[STEPS - 1]);
         same_losses(&plain, &remat, "rematerialization");

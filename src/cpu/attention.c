@@ -247,6 +247,138 @@ AVX512 static void fwd_512(const attn_fwd *a, int64_t b, int64_t h, float *qt, f
     times(ar, 16, 1, Vv, a->v.st, T, Dh, atw(&a->o, b, h), a->o.st);
 }
 
+/* Two (batch, head) units at once when T <= 8: unit A's queries in lanes
+ * 0-7, unit B's in lanes 8-15, so the softmax's vector work is shared; each
+ * lane does exactly what fwd_512 does for it. The keys' broadcast is two
+ * values, one per half. */
+#define AVX512DQ __attribute__((target("avx512f,avx512dq,avx512vl,fma")))
+AVX512DQ static void fwd_pair_512(const attn_fwd *a, int64_t u, float *qt, float *ar) {
+    const int64_t T = a->T, Dh = a->Dh;
+    const int64_t bA = u / a->H, hA = u % a->H, bB = (u + 1) / a->H, hB = (u + 1) % a->H;
+    const float *QA = at(&a->q, bA, hA), *KA = at(&a->k, bA, hA), *QB = at(&a->q, bB, hB), *KB = at(&a->k, bB, hB);
+    for (int64_t d0 = 0; d0 < Dh; d0 += 16) {
+        __mmask16 m = lanes(Dh - d0);
+        __m512 v[16];
+        for (int i = 0; i < 8; i++) {
+            v[i] = i < T ? _mm512_maskz_loadu_ps(m, QA + i * a->q.st + d0) : _mm512_setzero_ps();
+            v[8 + i] = i < T ? _mm512_maskz_loadu_ps(m, QB + i * a->q.st + d0) : _mm512_setzero_ps();
+        }
+        transpose16(v);
+        for (int64_t d = 0; d < 16 && d0 + d < Dh; d++) _mm512_store_ps(qt + (d0 + d) * 16, v[d]);
+    }
+    __m512 c[8];
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++) c[j] = _mm512_setzero_ps();
+    for (int64_t d = 0; d < Dh; d++) {
+        __m512 x = _mm512_load_ps(qt + d * 16);
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++)
+            if (j < T) {
+                __m512 k2 = _mm512_mask_broadcastss_ps(_mm512_set1_ps(KA[j * a->k.st + d]), 0xff00,
+                                                       _mm_load_ss(KB + j * a->k.st + d));
+                c[j] = _mm512_fmadd_ps(x, k2, c[j]);
+            }
+    }
+    const __m512 scale = _mm512_set1_ps(a->scale);
+    const __m512i lane8 = _mm512_set_epi32(7, 6, 5, 4, 3, 2, 1, 0, 7, 6, 5, 4, 3, 2, 1, 0);
+    const __mmask16 rows_ok = (__mmask16)(lanes(T) | lanes(T) << 8);
+    __m512 m = _mm512_set1_ps(-INFINITY), z = _mm512_setzero_ps();
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++) {
+        if (j >= T) break;
+        if (a->has_scale) c[j] = _mm512_mul_ps(c[j], scale);
+        __mmask16 valid = _mm512_cmpge_epi32_mask(lane8, _mm512_set1_epi32(j)) & rows_ok;
+        m = _mm512_mask_mov_ps(m, _mm512_mask_cmp_ps_mask(valid, c[j], m, _CMP_GT_OQ), c[j]);
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++) {
+        if (j >= T) break;
+        c[j] = (__m512)vexp((vf)_mm512_sub_ps(c[j], m));
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++) {
+        if (j >= T) break;
+        z = _mm512_mask_add_ps(z, _mm512_cmpge_epi32_mask(lane8, _mm512_set1_epi32(j)) & rows_ok, z, c[j]);
+    }
+    __m512 inv = _mm512_div_ps(_mm512_set1_ps(1.0f), z);
+    float *attA = a->att ? a->att + u * T * T : NULL, *attB = attA ? attA + T * T : NULL;
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++) {
+        if (j >= T) break;
+        __mmask16 valid = _mm512_cmpge_epi32_mask(lane8, _mm512_set1_epi32(j)) & rows_ok;
+        c[j] = _mm512_maskz_mul_ps(valid, c[j], inv);
+        _mm512_store_ps(ar + j * 16, c[j]);
+        if (attA) { /* by keys (the caller pairs only then) */
+            _mm256_mask_storeu_ps(attA + j * T, (__mmask8)lanes(T), _mm512_castps512_ps256(c[j]));
+            _mm256_mask_storeu_ps(attB + j * T, (__mmask8)lanes(T), _mm512_extractf32x8_ps(c[j], 1));
+        }
+    }
+    times(ar, 16, 1, at(&a->v, bA, hA), a->v.st, T, Dh, atw(&a->o, bA, hA), a->o.st);
+    times(ar + 8, 16, 1, at(&a->v, bB, hB), a->v.st, T, Dh, atw(&a->o, bB, hB), a->o.st);
+}
+
+/* The backward of two units at once (T <= 8, softmax stored by keys), as
+ * fwd_pair_512: each lane does what bwd_512 does for it. */
+AVX512DQ static void bwd_pair_512(const attn_bwd *a, int64_t u, float *ot, float *ds) {
+    const int64_t T = a->T, Dh = a->Dh;
+    const int64_t bA = u / a->H, hA = u % a->H, bB = (u + 1) / a->H, hB = (u + 1) % a->H;
+    const float *AA = a->att + u * T * T, *AB = AA + T * T;
+    const float *dOA = at(&a->dout, bA, hA), *dOB = at(&a->dout, bB, hB);
+    const float *VA = at(&a->v, bA, hA), *VB = at(&a->v, bB, hB);
+    for (int64_t d0 = 0; d0 < Dh; d0 += 16) {
+        __mmask16 m = lanes(Dh - d0);
+        __m512 v[16];
+        for (int i = 0; i < 8; i++) {
+            v[i] = i < T ? _mm512_maskz_loadu_ps(m, dOA + i * a->dout.st + d0) : _mm512_setzero_ps();
+            v[8 + i] = i < T ? _mm512_maskz_loadu_ps(m, dOB + i * a->dout.st + d0) : _mm512_setzero_ps();
+        }
+        transpose16(v);
+        for (int64_t d = 0; d < 16 && d0 + d < Dh; d++) _mm512_store_ps(ot + (d0 + d) * 16, v[d]);
+    }
+    __m512 at2[8], da[8], dot = _mm512_setzero_ps();
+    const __mmask8 t8 = (__mmask8)lanes(T);
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++) {
+        at2[j] = j < T ? _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_maskz_loadu_ps(t8, AA + j * T)),
+                                            _mm256_maskz_loadu_ps(t8, AB + j * T), 1)
+                       : _mm512_setzero_ps();
+        da[j] = _mm512_setzero_ps();
+    }
+    for (int64_t d = 0; d < Dh; d++) {
+        __m512 x = _mm512_load_ps(ot + d * 16);
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++)
+            if (j < T) {
+                __m512 v2 = _mm512_mask_broadcastss_ps(_mm512_set1_ps(VA[j * a->v.st + d]), 0xff00,
+                                                       _mm_load_ss(VB + j * a->v.st + d));
+                da[j] = _mm512_fmadd_ps(x, v2, da[j]);
+            }
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++) /* softmax_grad's sum: key order, multiply then add */
+        if (j < T) dot = _mm512_add_ps(dot, _mm512_mul_ps(da[j], at2[j]));
+    const __m512 scale = _mm512_set1_ps(a->scale);
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++) {
+        if (j >= T) break;
+        __m512 g = _mm512_mul_ps(at2[j], _mm512_sub_ps(da[j], dot));
+        if (a->has_scale) g = _mm512_mul_ps(g, scale);
+        _mm512_store_ps(ds + j * 16, g);
+    }
+    if (a->dq.p) {
+        times(ds, 16, 1, at(&a->k, bA, hA), a->k.st, T, Dh, atw(&a->dq, bA, hA), a->dq.st);
+        times(ds + 8, 16, 1, at(&a->k, bB, hB), a->k.st, T, Dh, atw(&a->dq, bB, hB), a->dq.st);
+    }
+    if (a->dk.p) {
+        times(ds, 1, 16, at(&a->q, bA, hA), a->q.st, T, Dh, atw(&a->dk, bA, hA), a->dk.st);
+        times(ds + 8, 1, 16, at(&a->q, bB, hB), a->q.st, T, Dh, atw(&a->dk, bB, hB), a->dk.st);
+    }
+    if (a->dv.p) {
+        times(AA, 1, T, dOA, a->dout.st, T, Dh, atw(&a->dv, bA, hA), a->dv.st);
+        times(AB, 1, T, dOB, a->dout.st, T, Dh, atw(&a->dv, bB, hB), a->dv.st);
+    }
+}
+
 AVX512 static void bwd_512(const attn_bwd *a, int64_t b, int64_t h, float *ot, float *ds) {
     const int64_t T = a->T, Dh = a->Dh;
     const float *A = a->att + (b * a->H + h) * T * T;
@@ -281,6 +413,7 @@ typedef struct {
     const attn_fwd *f;
     const attn_bwd *bw;
     bool fma;
+    bool pairs; /* fwd_pair_512 applies */
 } attn_job;
 
 static void fwd_range(void *arg, int64_t lo, int64_t hi) {
@@ -291,6 +424,10 @@ static void fwd_range(void *arg, int64_t lo, int64_t hi) {
     for (int64_t u = lo; u < hi; u++) {
         int64_t b = u / j->f->H, h = u % j->f->H;
 #ifdef HAVE_512
+        if (j->pairs && u + 1 < hi) {
+            fwd_pair_512(j->f, u++, kt, ar);
+            continue;
+        }
         if (j->fma) {
             fwd_512(j->f, b, h, kt, ar);
             continue;
@@ -308,6 +445,10 @@ static void bwd_range(void *arg, int64_t lo, int64_t hi) {
     for (int64_t u = lo; u < hi; u++) {
         int64_t b = u / j->bw->H, h = u % j->bw->H;
 #ifdef HAVE_512
+        if (j->pairs && u + 1 < hi) {
+            bwd_pair_512(j->bw, u++, vt, ds);
+            continue;
+        }
         if (j->fma) {
             bwd_512(j->bw, b, h, vt, ds);
             continue;
@@ -324,11 +465,19 @@ static int64_t grain(int64_t T, int64_t Dh) {
 }
 
 void cpu_attention_fwd(cpu_ctx *c, const attn_fwd *a) {
-    attn_job j = {a, NULL, tg_gemm_uses_fma()};
+    attn_job j = {a, NULL, tg_gemm_uses_fma(), false};
+#ifdef HAVE_512
+    j.pairs = j.fma && a->T <= 8 && (!a->att || a->att_cols) && __builtin_cpu_supports("avx512dq") &&
+              __builtin_cpu_supports("avx512vl");
+#endif
     cpu_parallel(c, a->B * a->H, grain(a->T, a->Dh), fwd_range, &j);
 }
 
 void cpu_attention_bwd(cpu_ctx *c, const attn_bwd *a) {
-    attn_job j = {NULL, a, tg_gemm_uses_fma()};
+    attn_job j = {NULL, a, tg_gemm_uses_fma(), false};
+#ifdef HAVE_512
+    j.pairs = j.fma && a->T <= 8 && a->att_cols && __builtin_cpu_supports("avx512dq") &&
+              __builtin_cpu_supports("avx512vl");
+#endif
     cpu_parallel(c, a->B * a->H, grain(a->T, a->Dh) / 2 + 1, bwd_range, &j);
 }

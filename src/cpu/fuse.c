@@ -369,9 +369,10 @@ static void private_softmax(fuse_ctx *x) {
         cpu_group *f = &cg->g[i];
         if (f->kind != CPU_GROUP_ATTN_FWD || f->att < 0 || x->pinned[f->att]) continue;
         bool private = true;
-        for (int r = x->rd0[f->att]; r < x->rd0[f->att + 1]; r++) {
+        for (int r = x->rd0[f->att]; r < x->rd0[f->att + 1]; r++) { /* its own forward group, or a backward */
             int gid = x->f->group[x->rd[r]];
-            private &= gid >= 0 && cg->g[gid].kind == CPU_GROUP_ATTN_BWD && cg->g[gid].att == f->att;
+            private &= gid >= 0 && (gid == x->f->group[f->att] ||
+                                    (cg->g[gid].kind == CPU_GROUP_ATTN_BWD && cg->g[gid].att == f->att));
         }
         if (!private) continue;
         f->att_cols = true;
