@@ -221,7 +221,7 @@ int main(int argc, char **argv) {
     fflush(stdout);
     if (do_sin && bench_sin(steps, 50, graph) != 0) return 1;
     fflush(stdout);
-    if (do_add && bench_addition(add_steps > 0 ? add_steps : 100, 20, graph && !do_sin) != 0) return 1;
+    if (do_add && bench_addition(add_steps > 0 ? add_steps : 300, 30, graph && !do_sin) != 0) return 1;
     fflush(stdout);
     if (do_gemm) {
         tg_pool *pool = tg_pool_new(tg_default_threads());

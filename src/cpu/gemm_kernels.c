@@ -94,6 +94,10 @@ AVX512_INLINE void tile_12x32(const tg_tile *t, const int MR, const bool RS1, co
             if (COLS > 16) b1 = _mm512_maskz_loadu_ps(m1, b + 16);
         }
         _mm_prefetch((const char *)(b + 16 * ldb), _MM_HINT_T0);
+        /* A read in place with its k rows far apart (a transposed operand,
+         * a weight gradient's X^T): the hardware prefetcher loses such a
+         * stride at every page, and the operand often comes from far away. */
+        if (RS1) _mm_prefetch((const char *)(a + 16 * cs), _MM_HINT_T0);
         if (COLS > 16) _mm_prefetch((const char *)(b + 16 * ldb + 16), _MM_HINT_T0);
 #pragma GCC unroll 12
         for (int r = 0; r < MR; r++) {
