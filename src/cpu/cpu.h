@@ -54,14 +54,17 @@ int tg_default_threads(void);
 
 /* ---- GEMM ---- */
 /* What is done to each element of C after the product, in this order:
- * C += bias[j]; C = max(C, 0) if relu; C = gate[i,j] > 0 ? C : 0 (relu's
- * gradient, gate being relu's output). The same float operations as the
- * separate kernels, so fusing them changes no bits. */
+ * C += bias[j]; C += resid[i,j] (a residual add); C = max(C, 0) if relu;
+ * C = gate[i,j] > 0 ? C : 0 (relu's gradient, gate being relu's output).
+ * The same float operations as the separate kernels, so fusing them changes
+ * no bits. */
 typedef struct {
     const float *bias;
     bool relu;
     const float *gate;
     int64_t ldg, sg; /* gate: between rows, between batch entries */
+    const float *resid;
+    int64_t ldr, sr; /* resid: between rows, between batch entries */
 } tg_gemm_epi;
 
 /* C[M,N] = op(A)[M,K] @ op(B)[K,N] for `batch` matrices. op(A) is A (lda

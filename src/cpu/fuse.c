@@ -31,6 +31,14 @@ static const tg_node *node(const fuse_ctx *x, int id) { return &x->g->nodes[id];
 static bool f32(const fuse_ctx *x, int id) { return node(x, id)->dtype == TG_F32; }
 static bool free_node(const fuse_ctx *x, int id) { return x->f->group[id] < 0 && x->f->role[id] == TG_FUSE_NONE; }
 static bool absorbable(const fuse_ctx *x, int id) { return x->uses[id] == 1 && !x->pinned[id] && free_node(x, id); }
+/* A group runs at its last node's turn, so the product's operands stay live
+ * until then: a reader far down the graph (a weight gradient added into
+ * another gradient at the end of the backward) would keep them across the
+ * step's memory peak. Only nearby readers join a matmul's chain. */
+#define MATMUL_CHAIN_REACH 8
+static bool chain_link(const fuse_ctx *x, int mm, int id) {
+    return absorbable(x, id) && x->reader[id] - mm <= MATMUL_CHAIN_REACH;
+}
 
 /* Records group members: absorbed[] first, then the output. */
 static int add_group(fuse_ctx *x, const int *absorbed, int n_abs, int out, bool inplace, const cpu_group *desc) {
@@ -141,7 +149,7 @@ static void fuse_attention_fwd(fuse_ctx *x, int a) {
     int res = result_of(x, o, absorbed, &n_abs);
     outs[n_outs++] = res;
     int reads[4] = {q, k, node(x, o)->in[1], sc};
-    cpu_group d = {CPU_GROUP_ATTN_FWD, -1, -1, -1, -1, false, q, k, node(x, o)->in[1], -1, keep_att ? a : -1, sc,
+    cpu_group d = {CPU_GROUP_ATTN_FWD, -1, -1, -1, -1, false, -1, q, k, node(x, o)->in[1], -1, keep_att ? a : -1, sc,
                    res, -1, -1, -1, false, -1, -1, -1, -1, -1, {-1, -1, -1, -1, -1, -1, -1, -1, -1, false}};
     add_attention(x, absorbed, n_abs, outs, n_outs, reads, 4, &d);
 }
@@ -185,7 +193,7 @@ static void fuse_attention_bwd(fuse_ctx *x, int sg) {
         if (is_matmul(x, m, true, false) && node(x, m)->in[0] == att && node(x, m)->in[1] == dout && free_node(x, m))
             dv = m;
     }
-    cpu_group d = {CPU_GROUP_ATTN_BWD, -1, -1, -1, -1, false, q, k, v, dout, att, sc, -1, -1, -1, -1, false,
+    cpu_group d = {CPU_GROUP_ATTN_BWD, -1, -1, -1, -1, false, -1, q, k, v, dout, att, sc, -1, -1, -1, -1, false,
                    -1, -1, -1, -1, -1, {-1, -1, -1, -1, -1, -1, -1, -1, -1, false}};
     if (dq >= 0) outs[n_outs++] = d.dq = result_of(x, dq, absorbed, &n_abs);
     if (dk >= 0) outs[n_outs++] = d.dk = result_of(x, dk, absorbed, &n_abs);
@@ -223,7 +231,7 @@ static void fuse_adam(fuse_ctx *x, int im) {
         }
         if (gs >= 0) absorbed[n_abs++] = g;
     }
-    cpu_group d = {CPU_GROUP_ADAM, im, -1, -1, -1, false, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, false,
+    cpu_group d = {CPU_GROUP_ADAM, im, -1, -1, -1, false, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, false,
                    im, iv, ip, grad, gs, {-1, -1, -1, -1, -1, -1, -1, -1, -1, false}};
     int gid = add_group(x, absorbed, n_abs, im, true, &d);
     x->f->group[iv] = x->f->group[ip] = gid;
@@ -252,7 +260,7 @@ static void fuse_norm_bwd(fuse_ctx *x, int nd) {
     bool rms = n->ia[0];
     if (!norm_stats_of(x, st, xin, rms) || !f32(x, xin) || !f32(x, gy) || !shape_eq(node(x, gy)->shape, n->shape))
         return;
-    cpu_group d = {CPU_GROUP_NORM_BWD, -1, -1, -1, -1, false, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, false,
+    cpu_group d = {CPU_GROUP_NORM_BWD, -1, -1, -1, -1, false, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, false,
                    -1, -1, -1, -1, -1, {xin, gy, st, nd, -1, -1, -1, -1, -1, false}};
     int absorbed[2], n_abs = 0, outs[3], n_outs = 0;
     for (int r = x->rd0[st]; r < x->rd0[st + 1]; r++) d.nb.keep_stats |= x->rd[r] != nd;
@@ -313,7 +321,7 @@ static void fuse_norm_sums(fuse_ctx *x, int dg) {
         int reads[3] = {n->in[0], gy, n->in[2]};
         for (int k = 0; k < 3; k++)
             if (ready_at(x, reads[k]) >= turn) return;
-        cpu_group d = {CPU_GROUP_NORM_SUMS, turn, -1, -1, -1, false, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, false,
+        cpu_group d = {CPU_GROUP_NORM_SUMS, turn, -1, -1, -1, false, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, false,
                        -1, -1, -1, -1, -1, {n->in[0], gy, n->in[2], -1, -1, -1, -1, dg, sb, false}};
         int gid = add_group(x, NULL, 0, turn, false, &d);
         int other = turn == dg ? sb : dg;
@@ -346,7 +354,7 @@ static void fuse_sumsq(fuse_ctx *x) {
             }
             if (ready_at(x, mn->in[0]) >= first || s < first) continue;
             if (cg->n_sq == 0) {
-                cpu_group d = {CPU_GROUP_SUMSQ, first, -1, -1, -1, false, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, false,
+                cpu_group d = {CPU_GROUP_SUMSQ, first, -1, -1, -1, false, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, false,
                                -1, -1, -1, -1, -1, {-1, -1, -1, -1, -1, -1, -1, -1, -1, false}};
                 add_group(x, NULL, 0, first, false, &d);
             }
@@ -398,15 +406,15 @@ static void view_permutes(fuse_ctx *x) {
 
 /* ---- a matmul with its epilogue ---- */
 
-/* matmul, then optionally its bias add, then optionally relu or relu's
- * gradient (as tg_gemm_epi applies them). */
+/* matmul, then optionally its bias add, then optionally a residual add, or
+ * relu, or relu's gradient (as tg_gemm_epi applies them). */
 static void fuse_matmul(fuse_ctx *x, int mm_id) {
     const tg_node *mm = node(x, mm_id);
     if (!free_node(x, mm_id) || !f32(x, mm_id)) return;
     int chain[3] = {mm_id}, len = 1, last = mm_id;
-    cpu_group d = {CPU_GROUP_MATMUL, -1, mm_id, -1, -1, false, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, false,
+    cpu_group d = {CPU_GROUP_MATMUL, -1, mm_id, -1, -1, false, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, false,
                    -1, -1, -1, -1, -1, {-1, -1, -1, -1, -1, -1, -1, -1, -1, false}};
-    if (absorbable(x, last)) {
+    if (chain_link(x, mm_id, last)) {
         const tg_node *n = node(x, x->reader[last]);
         int other = n->nin == 2 ? (n->in[0] == last ? n->in[1] : n->in[0]) : -1;
         if (n->op == TG_OP_ADD && other >= 0 && other != last && f32(x, other) && shape_eq(n->shape, mm->shape) &&
@@ -417,7 +425,17 @@ static void fuse_matmul(fuse_ctx *x, int mm_id) {
                 d.bias = other, last = chain[len++] = x->reader[last];
         }
     }
-    if (absorbable(x, last)) {
+    if (chain_link(x, mm_id, last)) { /* a residual added to the product */
+        int k = x->reader[last];
+        const tg_node *n = node(x, k);
+        int other = n->nin == 2 ? (n->in[0] == last ? n->in[1] : n->in[0]) : -1;
+        if (n->op == TG_OP_ADD && free_node(x, k) && other >= 0 && other != last && f32(x, other) &&
+            shape_eq(node(x, other)->shape, mm->shape) && shape_eq(n->shape, mm->shape)) {
+            d.resid = other, last = chain[len++] = k;
+            goto done; /* nothing after a residual add */
+        }
+    }
+    if (chain_link(x, mm_id, last)) {
         int k = x->reader[last];
         const tg_node *n = node(x, k);
         if (!free_node(x, k)) {
@@ -429,13 +447,14 @@ static void fuse_matmul(fuse_ctx *x, int mm_id) {
             last = chain[len++] = k;
         }
     }
+done:
     if (len == 1) return;
     d.out = last;
-    /* The epilogue reads the gate element by element, just before it writes
-     * that element of C: so C may overwrite the gate if each C element is
-     * written once (no k blocks). */
+    /* The epilogue reads the gate or the residual element by element, just
+     * before it writes that element of C: so C may overwrite it if each C
+     * element is written once (no k blocks). */
     bool inplace = false;
-    if (d.gate >= 0) {
+    if (d.gate >= 0 || d.resid >= 0) {
         void *in[TG_MAX_IN] = {0};
         tg_gemm_args ga;
         cpu_matmul_args(x->g, mm_id, NULL, in, &ga);

@@ -6,7 +6,7 @@
 #include "../engine.h"
 
 typedef enum {
-    CPU_GROUP_MATMUL,   /* a matmul and its epilogue: bias add, relu or relu's gradient */
+    CPU_GROUP_MATMUL,   /* a matmul and its epilogue: bias add, residual add, relu or relu's gradient */
     CPU_GROUP_ATTN_FWD, /* softmax_causal(q k^T [* c]) v [-> merge_heads] */
     CPU_GROUP_ATTN_BWD, /* its backward: dq, dk, dv from the softmax, dout, q, k, v */
     CPU_GROUP_ADAM,     /* adam_m, adam_v, adam_p of one param, with the gradient's clip scale */
@@ -21,6 +21,7 @@ typedef struct {
     /* CPU_GROUP_MATMUL */
     int mm, bias, gate; /* bias and gate: -1 for none */
     bool relu;
+    int resid;          /* a residual added to the product (after the bias): -1 for none */
     /* attention: [B, H, T, Dh] operands (a permute view is read with strides)
      * and where each result goes (a merge_heads permute, or the product
      * itself); -1 for none */

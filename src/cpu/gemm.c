@@ -91,6 +91,8 @@ static void tile_epi(const tg_gemm_args *g, int64_t b, int64_t i, int64_t j, tg_
     t->relu = e && e->relu;
     t->gate = e && e->gate ? e->gate + b * e->sg + i * e->ldg + j : NULL;
     t->ldg = e ? e->ldg : 0;
+    t->resid = e && e->resid ? e->resid + b * e->sr + i * e->ldr + j : NULL;
+    t->ldr = e ? e->ldr : 0;
 }
 
 /* ---- packing ---- */
@@ -146,7 +148,7 @@ static void packed_rows(const tg_gemm_args *g, const tg_ukernel *uk, const block
             int64_t j1 = k->nc - j0 < NL2 ? k->nc : j0 + NL2;
             for (int64_t ir = 0; ir < mc; ir += MR) {
                 tg_tile t = {k->kc, pa + (ir / MR) * MR * k->kc, 1, MR, NULL, NR, NULL, g->ldc, 0, 0, k->pc > 0,
-                             NULL, false, NULL, 0, NULL};
+                             NULL, false, NULL, 0, NULL, NULL, 0};
                 t.mr = (int)(mc - ir < MR ? mc - ir : MR);
                 for (int64_t jr = j0; jr < j1; jr += NR) {
                     t.nr = (int)(k->nc - jr < NR ? k->nc - jr : NR);
@@ -203,7 +205,7 @@ static void direct_tiles(const job *j, int64_t lo, int64_t hi, float *bt) {
         bool last = pc + kc >= g->K;
         int64_t packed = -1; /* which batch entry's B^T block `bt` holds */
         int64_t b = lo / (j->mt * j->nt), ir = lo % (j->mt * j->nt) / j->nt, jr = lo % j->nt;
-        tg_tile t = {kc, NULL, 0, 0, NULL, 0, NULL, g->ldc, 0, 0, pc > 0, NULL, false, NULL, 0, NULL};
+        tg_tile t = {kc, NULL, 0, 0, NULL, 0, NULL, g->ldc, 0, 0, pc > 0, NULL, false, NULL, 0, NULL, NULL, 0};
         if (g->ta) t.rs_a = 1, t.cs_a = g->lda;
         else t.rs_a = g->lda, t.cs_a = 1;
         for (int64_t u = lo; u < hi; u++) {
@@ -265,7 +267,8 @@ static void gemv_rows(const job *j, int64_t lo, int64_t hi, float *xbuf) {
         if (g->N == 1 && g->ta) { /* A stored [K, M]: a row vector times a matrix, through the tile kernel */
             const int NR = j->uk->nr;
             for (int64_t i = r0; i < r1; i += NR) {
-                tg_tile t = {g->K, x, 1, 1, A + i, g->lda, out + (i - r0), 0, 1, 0, false, NULL, false, NULL, 0, NULL};
+                tg_tile t = {g->K, x, 1, 1, A + i, g->lda, out + (i - r0), 0, 1, 0, false, NULL, false, NULL, 0, NULL,
+                             NULL, 0};
                 t.nr = (int)(r1 - i < NR ? r1 - i : NR);
                 j->uk->tile(&t);
             }
@@ -277,6 +280,7 @@ static void gemv_rows(const job *j, int64_t lo, int64_t hi, float *xbuf) {
             if (e) {
                 int64_t i = g->N == 1 ? r : 0, jj = g->N == 1 ? 0 : r;
                 if (e->bias) v += e->bias[jj];
+                if (e->resid) v += e->resid[b * e->sr + i * e->ldr + jj];
                 if (e->relu) v = v > 0.0f ? v : 0.0f;
                 if (e->gate && !(e->gate[b * e->sg + i * e->ldg + jj] > 0.0f)) v = 0.0f;
             }
@@ -348,6 +352,7 @@ static void gemm_naive(const tg_gemm_args *g) {
                          (g->tb ? B[jj * g->ldb + k] : B[k * g->ldb + jj]);
                 const tg_gemm_epi *e = g->epi;
                 if (e && e->bias) s += e->bias[jj];
+                if (e && e->resid) s += e->resid[b * e->sr + i * e->ldr + jj];
                 if (e && e->relu) s = s > 0.0f ? s : 0.0f;
                 if (e && e->gate && !(e->gate[b * e->sg + i * e->ldg + jj] > 0.0f)) s = 0.0f;
                 g->C[b * g->sc + i * g->ldc + jj] = s;
@@ -429,6 +434,7 @@ static void ksplit_sum(void *arg, int task, int thread) {
             for (int64_t jj = 0; e && jj < n; jj++) {
                 float v = c[jj];
                 if (e->bias) v += e->bias[j0 + jj];
+                if (e->resid) v += e->resid[i * e->ldr + j0 + jj];
                 if (e->relu) v = v > 0.0f ? v : 0.0f;
                 if (e->gate && !(e->gate[i * e->ldg + j0 + jj] > 0.0f)) v = 0.0f;
                 g->C[i * g->ldc + j0 + jj] = v;

@@ -119,8 +119,12 @@ static bool lower_matmul_group(const lower_ctx *l, const cpu_group *d, cpu_step 
     cpu_matmul_args(l->g, d->mm, addr(l, d->out), in, &s->gemm);
     if (d->gate >= 0 && overlap(l, d->out, d->gate) && !(same(l, d->out, d->gate) && tg_gemm_single_pass(&s->gemm)))
         return false;
+    if (d->resid >= 0 && overlap(l, d->out, d->resid) &&
+        !(same(l, d->out, d->resid) && tg_gemm_single_pass(&s->gemm)))
+        return false;
     s->epi = (tg_gemm_epi){d->bias >= 0 ? (const float *)addr(l, d->bias) : NULL, d->relu,
-                           d->gate >= 0 ? (const float *)addr(l, d->gate) : NULL, s->gemm.ldc, s->gemm.sc};
+                           d->gate >= 0 ? (const float *)addr(l, d->gate) : NULL, s->gemm.ldc, s->gemm.sc,
+                           d->resid >= 0 ? (const float *)addr(l, d->resid) : NULL, s->gemm.ldc, s->gemm.sc};
     s->gemm.epi = &s->epi;
     s->run = run_gemm;
     return true;
