@@ -7,7 +7,7 @@ LDFLAGS ?=
 # AVX; the vector helpers (src/cpu/vmath.h) are static inline, never called
 # across object files, so no ABI is involved.
 TG_CFLAGS := -std=c11 -Wall -Wextra -Wno-unused-parameter -Wno-psabi -Iinclude -MMD -MP
-LDLIBS  := -lm -lpthread
+LDLIBS  := -lm -lpthread -ldl
 BUILD   ?= build
 SANITIZE := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 # The PyTorch peer `make bench` runs (bench/torch_ref.py, a copy, if this is missing).
@@ -19,7 +19,7 @@ EX_SRC  := $(wildcard examples/*.c)
 EX_OBJ  := $(EX_SRC:%.c=$(BUILD)/obj/%.o)
 TESTS   := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
 
-.PHONY: all lib demo test sanitize bench clean help
+.PHONY: all lib demo test sanitize bench bench-digits clean help
 all: lib $(BUILD)/tg
 
 help:
@@ -28,9 +28,14 @@ help:
 	@echo "make test       build and run every test"
 	@echo "make sanitize  run the tests in an ASan+UBSan build (build-asan/)"
 	@echo "make bench      benchmarks against PyTorch / OpenBLAS (needs python3-torch, libopenblas-dev)"
+	@echo "make bench BACKEND=webgpu   the models on WebGPU beside PyTorch CUDA (a GPU machine)"
+	@echo "make bench-digits  the digits CNN step against PyTorch CPU (needs python3-torch)"
 	@echo "make clean      remove build/"
 
 lib: $(BUILD)/libtensorgrad.a
+
+# The WebGPU runtime looks for the libraries scripts/fetch-webgpu.sh puts here.
+$(BUILD)/obj/src/webgpu/device.o: TG_CFLAGS += -DTG_DEPS_DIR='"$(CURDIR)/.deps"'
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -50,19 +55,35 @@ $(BUILD)/tests/%: tests/%.c $(wildcard tests/*.h) $(BUILD)/libtensorgrad.a
 demo: $(BUILD)/tg
 	$(BUILD)/tg train addition --checkpoint $(BUILD)/addition.safetensors
 
+# The WebGPU tests run on the fetched lavapipe (CPU Vulkan) when there is no
+# GPU; the fetch is a no-op once .deps/ has the files. Without a network the
+# WebGPU tests say "skipped", except under CI=true where that fails the run.
 test: $(TESTS) $(BUILD)/tg
+	@bash scripts/fetch-webgpu.sh || [ "$${CI:-}" != true ] || { echo "make test: CI needs the WebGPU runtime"; exit 1; }
 	@bash tests/run.sh $(BUILD)
 
 sanitize:
 	$(MAKE) BUILD=build-asan CFLAGS="$(SANITIZE)" LDFLAGS="-fsanitize=address,undefined" test
 
 # Threads: TG_THREADS=N make bench (default: every CPU). Not part of `make test`.
-bench: $(BUILD)/bench/bench_tg
-	@CC="$(CC)" bash bench/run.sh $(BUILD) $(TORCH_REF)
+# BACKEND=webgpu: the models on the WebGPU backend beside PyTorch CUDA eager.
+BACKEND ?= cpu
+bench: $(BUILD)/bench/bench_tg $(BUILD)/bench/digits_bench $(BUILD)/tg
+	@if [ "$(BACKEND)" = webgpu ]; then bash bench/run_webgpu.sh $(BUILD) $(TORCH_REF); \
+	else CC="$(CC)" bash bench/run.sh $(BUILD) $(TORCH_REF); fi
 
 $(BUILD)/bench/bench_tg: bench/bench_tg.c $(BUILD)/obj/examples/gpt.o $(BUILD)/libtensorgrad.a
 	@mkdir -p $(dir $@)
 	$(CC) $(TG_CFLAGS) $(CFLAGS) $(LDFLAGS) -Isrc $^ -o $@ $(LDLIBS)
+
+# The digits CNN row alone, ROUNDS= alternating runs of STEPS= steps per side
+# (steadier than make bench's single run when other processes load the CPUs).
+bench-digits: $(BUILD)/bench/digits_bench
+	@bash bench/digits.sh $(BUILD)
+
+$(BUILD)/bench/digits_bench: bench/digits_bench.c $(BUILD)/libtensorgrad.a
+	@mkdir -p $(dir $@)
+	$(CC) $(TG_CFLAGS) $(CFLAGS) $(LDFLAGS) $< $(BUILD)/libtensorgrad.a -o $@ $(LDLIBS)
 
 clean:
 	rm -rf $(BUILD) build-asan

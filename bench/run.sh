@@ -42,6 +42,14 @@ else
             -e 's/^{"model": "addition"/{"bench": "addition", "impl": "pytorch"/' | tee -a "$out" | sed 's/^/json: /'
 fi
 
+# The digits CNN training step (issue 4): ours, then PyTorch's on the same
+# model, batch and thread count (bench/digits_torch.py).
+"${pin[@]}" "$build/bench/digits_bench" 200 | tee -a "$out" | sed 's/^/json: /' || echo "digits_bench failed"
+if [ -n "$py" ]; then
+    OPENBLAS_NUM_THREADS=1 "${pin[@]}" "$py" "$here/digits_torch.py" 200 2>/dev/null | grep '^{' | tee -a "$out" |
+        sed 's/^/json: /'
+fi
+
 # OpenBLAS sgemm, built here against -lopenblas (never the library).
 blas=$build/bench/bench_blas
 if ${CC:-cc} -O2 -std=c11 "$here/bench_blas.c" -lopenblas -o "$blas" 2>/dev/null; then
@@ -69,6 +77,7 @@ function field(line, key,   m) {
     if (i == "tensorgrad") { planned = field($0, "planned_bytes"); naive = field($0, "naive_bytes")
         pparam = field($0, "param_bytes"); pgrad = field($0, "grad_bytes"); pstate = field($0, "state_bytes")
         pscratch = field($0, "scratch_bytes") } }
+/"bench": "digits_cnn"/ { i = field($0, "impl"); dmed[i] = field($0, "median_step_ms"); dmin[i] = field($0, "min_step_ms") }
 /"bench": "gemm"/ { i = field($0, "impl"); n = field($0, "n"); g[i, n] = field($0, "gflops"); if (!(n in seen)) { seen[n] = 1; ns[++nn] = n } }
 function row(name, ours, theirs) {
     printf "%-28s %14s %14s %12s\n", name, (ours != "") ? ours : "-", (theirs != "") ? theirs : "-",
@@ -89,11 +98,14 @@ END {
         printf "  (params %.2f + grads %.2f + optimizer state %.2f + activations %.2f MB; the rest inputs and constants)\n",
             pparam / 1e6, pgrad / 1e6, pstate / 1e6, pscratch / 1e6
     }
+    printf "\n%-28s %14s %14s %12s\n", "digits CNN step (B=64)", "tensorgrad", "PyTorch CPU", "ours/theirs"
+    row("  median ms", dmed["tensorgrad"], dmed["pytorch"])
+    row("  min ms", dmin["tensorgrad"], dmin["pytorch"])
     printf "\n%-28s %14s %14s %12s\n", "sgemm GFLOP/s (median)", "tensorgrad", "OpenBLAS", "ours/theirs"
     for (k = 1; k <= nn; k++) {
         n = ns[k]; o = g["tensorgrad", n]; t = g["openblas", n]
         row("  " n "^3", o, t)
     }
     printf "\ntargets: sin MLP <= 0.25x PyTorch; addition <= 0.15x PyTorch and <= 11.6 MB planned (half of upstream'"'"'s\n"
-    printf "23.3 MB); GEMM >= 0.8x OpenBLAS at 1024^3 and up\n"
+    printf "23.3 MB); digits CNN <= 0.3x PyTorch; GEMM >= 0.8x OpenBLAS at 1024^3 and up\n"
 }' "$out"

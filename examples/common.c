@@ -1,6 +1,7 @@
 /* Helpers shared by the examples. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -48,4 +49,34 @@ bool ex_data_path(const char *what, char *out, size_t n) {
     if (!ok || rc != 0) return false;
     out[strcspn(out, "\n")] = 0;
     return out[0] != 0;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+void ex_bench_report(const char *model, const tg_session *s, tg_backend be, double *ms, int n) {
+    tg_plan_stats ps = {0};
+    tg_session_plan_stats(s, &ps);
+    qsort(ms, (size_t)n, sizeof *ms, cmp_double);
+    printf("{\"bench\": \"%s\", \"impl\": \"tensorgrad\", \"backend\": \"%s\", \"median_step_ms\": %.4f, "
+           "\"min_step_ms\": %.4f, \"steps\": %d, \"dispatches\": %d, \"planned_bytes\": %lld, \"naive_bytes\": %lld}\n",
+           model, be == TG_BACKEND_WEBGPU ? "webgpu" : "cpu", n ? ms[n / 2] : 0.0, n ? ms[0] : 0.0, n,
+           ps.n_dispatches, (long long)ps.planned_bytes, (long long)ps.naive_bytes);
+}
+
+int ex_bench_loop(const char *model, tg_session *s, tg_backend be, const tg_feed *feeds, int n_feeds, int steps) {
+    double *ms = calloc((size_t)steps + 1, sizeof(double));
+    float loss;
+    tg_status st = ms ? TG_OK : TG_ERR_NOMEM;
+    for (int i = 0; i < EX_BENCH_WARMUP + steps && st == TG_OK; i++) {
+        double t0 = ex_now();
+        st = tg_session_step(s, feeds, n_feeds, &loss); /* reading the loss waits for the step, as the peer's .item() */
+        if (i >= EX_BENCH_WARMUP) ms[i - EX_BENCH_WARMUP] = 1e3 * (ex_now() - t0);
+    }
+    if (st == TG_OK) ex_bench_report(model, s, be, ms, steps);
+    else fprintf(stderr, "error: %s\n", st == TG_ERR_NOMEM ? "out of memory" : tg_last_error());
+    free(ms);
+    return st == TG_OK ? 0 : 1;
 }

@@ -37,6 +37,13 @@ int example_sin(const tg_example_opts *o) {
     }
     static float xs[B], ys[B];
     uint64_t rng = o->seed * 2654435761u + 1;
+    if (o->bench > 0) { /* one fixed batch, as the PyTorch peer times it */
+        for (int i = 0; i < B; i++) ys[i] = sinf(xs[i] = (float)((ex_uniform(&rng) * 2.0 - 1.0) * EX_PI));
+        int rc = ex_bench_loop("sin_mlp", s, o->backend, (tg_feed[]){{"x", xs, B}, {"y", ys, B}}, 2, o->bench);
+        tg_session_free(s);
+        tg_model_free(m);
+        return rc;
+    }
     float loss = 0;
     double t0 = ex_now();
     for (int64_t step = 1; step <= steps; step++) {

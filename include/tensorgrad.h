@@ -417,6 +417,36 @@ tg_tensor tg_categorical_at(tg_tensor logits, TG_AT);
 #define tg_randn(g, s) tg_randn_at(g, s, __FILE__, __LINE__)
 #define tg_categorical(logits) tg_categorical_at(logits, __FILE__, __LINE__)
 
+/* ---- convolution, pooling, upsampling (NCHW, f32) ------------------------
+ * Output sizes follow PyTorch: floor((H + 2*pad - k) / stride) + 1, with
+ * zero padding on both sides of each spatial axis. */
+
+/* conv2d: x [N, C, H, W] with w [O, C/groups, kH, kW] -> [N, O, Ho, Wo].
+ * groups splits C and O into that many independent convolutions; groups = C
+ * (w [C*m, 1, kH, kW]) is depthwise. The _hw form takes stride and padding
+ * per axis; _bias also adds b [O] to every output plane (in the same kernel;
+ * tg_conv2d_fwd uses it). */
+tg_tensor tg_conv2d_at(tg_tensor x, tg_tensor w, int stride, int padding, int groups, TG_AT);
+tg_tensor tg_conv2d_hw_at(tg_tensor x, tg_tensor w, int stride_h, int stride_w, int pad_h, int pad_w, int groups,
+                          TG_AT);
+tg_tensor tg_conv2d_bias_at(tg_tensor x, tg_tensor w, tg_tensor b, int stride_h, int stride_w, int pad_h, int pad_w,
+                            int groups, TG_AT);
+/* max over k x k windows: [N, C, H, W] -> [N, C, Ho, Wo]. stride 0 means k.
+ * Padding (at most k/2) never wins; a NaN in a window makes its max NaN (as
+ * PyTorch); ties go to the first element in row-major window order, and so
+ * does the gradient. */
+tg_tensor tg_max_pool2d_at(tg_tensor x, int k, int stride, int padding, TG_AT);
+tg_tensor tg_max_pool2d_hw_at(tg_tensor x, int kh, int kw, int stride_h, int stride_w, int pad_h, int pad_w, TG_AT);
+/* each pixel repeated into a factor x factor block: [N, C, H, W] -> [N, C, H*f, W*f]. */
+tg_tensor tg_nearest_upsample2d_at(tg_tensor x, int factor, TG_AT);
+#define tg_conv2d(x, w, stride, padding, groups) tg_conv2d_at(x, w, stride, padding, groups, __FILE__, __LINE__)
+#define tg_conv2d_hw(x, w, sh, sw, ph, pw, groups) tg_conv2d_hw_at(x, w, sh, sw, ph, pw, groups, __FILE__, __LINE__)
+#define tg_conv2d_bias(x, w, b, sh, sw, ph, pw, groups) \
+    tg_conv2d_bias_at(x, w, b, sh, sw, ph, pw, groups, __FILE__, __LINE__)
+#define tg_max_pool2d(x, k, stride, padding) tg_max_pool2d_at(x, k, stride, padding, __FILE__, __LINE__)
+#define tg_max_pool2d_hw(x, kh, kw, sh, sw, ph, pw) tg_max_pool2d_hw_at(x, kh, kw, sh, sw, ph, pw, __FILE__, __LINE__)
+#define tg_nearest_upsample2d(x, factor) tg_nearest_upsample2d_at(x, factor, __FILE__, __LINE__)
+
 /* ---- modules ------------------------------------------------------------ */
 
 /* Linear: y = x @ W + b, W is [in, out] (randn 0.02), b is [out] (zeros). */
@@ -459,6 +489,19 @@ typedef struct {
 tg_embedding tg_embedding_new(tg_model *m, const char *name, int64_t vocab, int64_t dim);
 tg_tensor tg_embedding_fwd_at(tg_graph *g, const tg_embedding *e, tg_tensor idx, TG_AT);
 #define tg_embedding_fwd(g, e, idx) tg_embedding_fwd_at(g, e, idx, __FILE__, __LINE__)
+
+/* Conv2d (PyTorch's layout, as upstream): "<name>.W" [out, in/groups, k, k]
+ * with kaiming init over the true fan-in in/groups * k * k, "<name>.b" [out]
+ * (zeros). Forward: conv2d_bias(x, W, b, stride, padding, groups). (The type shares its name with the tg_conv2d() op, as
+ * tg_embedding does; the op is a function-like macro.) */
+typedef struct {
+    tg_param W, b; /* b = -1 without bias */
+    int64_t in, out, k, stride, padding, groups;
+} tg_conv2d;
+tg_conv2d tg_conv2d_new(tg_model *m, const char *name, int64_t in, int64_t out, int64_t k, int64_t stride,
+                        int64_t padding, int64_t groups, bool bias);
+tg_tensor tg_conv2d_fwd_at(tg_graph *g, const tg_conv2d *l, tg_tensor x, TG_AT);
+#define tg_conv2d_fwd(g, l, x) tg_conv2d_fwd_at(g, l, x, __FILE__, __LINE__)
 
 /* ---- optimizers and learning-rate schedules ----------------------------- */
 
@@ -569,7 +612,8 @@ typedef struct {
     int64_t planned_bytes;     /* everything the plan allocates */
     int64_t naive_bytes;       /* one buffer per tensor, no reuse, no views */
     int64_t param_bytes, grad_bytes, state_bytes, input_bytes, scratch_bytes, other_bytes;
-    int n_nodes, n_kernels;
+    int n_nodes, n_kernels;        /* graph nodes; nodes that run a kernel */
+    int n_dispatches;              /* kernel launches per step on this backend (after fusion, with writebacks) */
     int n_writebacks, n_writeback_copies; /* end-of-step updates; copies = those not computed in place */
 } tg_plan_stats;
 tg_status tg_session_plan_stats(const tg_session *s, tg_plan_stats *out);
@@ -647,6 +691,38 @@ const char *tg_safetensors_meta(const tg_safetensors *f, const char *key);      
 /* Writes tensors in the given order; meta is n_meta (key, value) pairs laid
  * out flat: {"k1", "v1", "k2", "v2", ...}. */
 tg_status tg_safetensors_write(const char *path, const tg_st_tensor *t, int n, const char *const *meta, int n_meta);
+
+/* ---- WebGPU ------------------------------------------------------------- */
+
+/* The WebGPU library is loaded at run time: $TG_WEBGPU_LIB if set, else the
+ * copy scripts/fetch-webgpu.sh put in the source tree's .deps/, else
+ * libwebgpu_dawn.so, libwgpu_native.so or libwebgpu_wrapper.so from the
+ * library path. Only a Vulkan adapter is accepted (Dawn's Null fallback
+ * computes nothing). When .deps/ holds the fetched lavapipe driver and no
+ * Vulkan driver variable (VK_DRIVER_FILES, VK_ICD_FILENAMES,
+ * VK_ADD_DRIVER_FILES) is set, the library adds it with VK_ADD_DRIVER_FILES
+ * before Vulkan starts, so a machine with no GPU still runs (slowly, on the
+ * CPU) and one with a GPU still prefers the GPU. */
+typedef struct {
+    char name[128];         /* "NVIDIA H200", "llvmpipe (LLVM 15.0.7, 256 bits)" */
+    char vendor[64], architecture[64], description[128];
+    char backend[16];       /* "vulkan" */
+    char type[16];          /* "discrete GPU", "integrated GPU", "CPU", "unknown" */
+    char library[256];      /* the WebGPU library file that was loaded */
+    uint32_t vendor_id, device_id;
+    uint32_t subgroup_min_size, subgroup_max_size;
+    uint64_t max_buffer_size, max_storage_buffer_binding_size;
+    uint32_t max_storage_buffers_per_shader_stage;
+    uint32_t max_compute_workgroup_storage_size;
+    uint32_t max_compute_invocations_per_workgroup;
+    uint32_t max_compute_workgroups_per_dimension;
+    uint32_t min_storage_buffer_offset_alignment;
+} tg_webgpu_adapter_info;
+
+/* Loads WebGPU (once per process) and describes the adapter sessions with
+ * backend TG_BACKEND_WEBGPU use. TG_ERR_BACKEND "webgpu: unavailable: <why>"
+ * when there is none. */
+tg_status tg_webgpu_info(tg_webgpu_adapter_info *out);
 
 #ifdef __cplusplus
 }

@@ -19,6 +19,7 @@ typedef struct {
     int hyper;         /* optimizer hyperparameter state node, -1 without optimizer */
     tg_fusion *fusion; /* what the backend fused before planning; NULL for none */
     void *impl;        /* the engine's compiled form */
+    int n_dispatches;  /* kernel launches per step or run, as the engine compiled them (after fusion) */
 } tg_program;
 
 /* A backend's fusion pass: sees the final graph (result, grads, writebacks,
@@ -69,4 +70,7 @@ struct tg_engine {
 };
 
 tg_status cpu_engine_new(int threads, int64_t params_bytes, tg_engine **out);
+/* The WebGPU engine (src/webgpu/): TG_ERR_BACKEND "webgpu: unavailable: ..."
+ * when no WebGPU library or Vulkan adapter can be had. */
+tg_status wgpu_engine_new(int64_t params_bytes, tg_engine **out);
 #endif

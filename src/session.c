@@ -40,8 +40,7 @@ void tg_session_free(tg_session *s) {
 static tg_status make_engine(const tg_train_spec *spec, int64_t params_bytes, tg_engine **out) {
     switch (spec->backend) {
     case TG_BACKEND_CPU: return cpu_engine_new(spec->threads, params_bytes, out);
-    case TG_BACKEND_WEBGPU:
-        return tg_fail(TG_ERR_BACKEND, "tg_session_new: the WebGPU backend is not built into this library yet");
+    case TG_BACKEND_WEBGPU: return wgpu_engine_new(params_bytes, out);
     }
     return tg_fail(TG_ERR_ARG, "tg_session_new: unknown backend %d", (int)spec->backend);
 }
@@ -296,6 +295,7 @@ tg_status tg_session_plan_stats(const tg_session *s, tg_plan_stats *o) {
     o->scratch_bytes = pl->arena_bytes[TG_ARENA_SCRATCH];
     o->n_nodes = s->prog->g->n;
     o->n_kernels = pl->n_kernels;
+    o->n_dispatches = s->prog->n_dispatches;
     o->n_writebacks = s->prog->n_wb;
     for (int w = 0; w < s->prog->n_wb; w++) o->n_writeback_copies += !pl->wb_free[w];
     return TG_OK;

@@ -1,24 +1,74 @@
-/* The tensorgrad command line: trains the bundled examples. */
+/* The tensorgrad command line: trains the bundled examples and lists the
+ * devices they can run on. */
+#define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../examples/examples.h"
 
 static int usage(FILE *f) {
     fprintf(f,
             "usage: tg train <example> [--steps N] [--seed S] [--backend cpu|webgpu] [--threads N] [--quiet]\n"
-            "                          [--checkpoint PATH]\n"
+            "                          [--checkpoint PATH] [--bench N] [--out FILE]\n"
+            "       tg devices       list the CPU and the WebGPU adapter\n"
             "examples:\n"
             "  addition   3-layer transformer learning 2-digit addition; ends with 'heldout_accuracy=<value>'\n"
+            "  digits     CNN on the 8x8 handwritten digits; ends with 'test_accuracy=<value>'\n"
+            "  gpt_small  the 10.8M-param GPT of the benchmarks (V=65, D=384, 6 layers, T=256, B=64); for a GPU\n"
             "  names      character-level transformer over Debian's word list; ends with 'val_loss=<value>'\n"
             "  sin        1-64-64-1 MLP fitting sin(x); ends with 'final loss=<value>'\n"
-            "options: --checkpoint PATH  where addition saves its checkpoint (default addition.safetensors)\n");
+            "  vae        convolutional VAE on the digits; writes a PNG of reconstructions and samples\n"
+            "             and ends with 'test_elbo=<value>'\n"
+            "options: --checkpoint PATH  where addition saves its checkpoint (default addition.safetensors)\n"
+            "         --bench N          time N steps on one fixed batch (after warm-up), print one JSON line\n"
+            "         --out FILE         where vae writes its PNG (default vae.png)\n");
     return f == stderr ? 2 : 0;
+}
+
+static void cpu_model(char *buf, size_t n) {
+    snprintf(buf, n, "unknown CPU");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[256];
+    while (f && fgets(line, sizeof line, f)) {
+        char *v = strchr(line, ':');
+        if (strncmp(line, "model name", 10) || !v) continue;
+        v += 1 + strspn(v + 1, " \t");
+        v[strcspn(v, "\n")] = 0;
+        snprintf(buf, n, "%s", v);
+        break;
+    }
+    if (f) fclose(f);
+}
+
+/* One line per backend, with the WebGPU adapter's limits that bound model size. */
+static int devices(void) {
+    char model[128];
+    cpu_model(model, sizeof model);
+    printf("cpu     %s, %ld cores online (TG_THREADS overrides)\n", model, sysconf(_SC_NPROCESSORS_ONLN));
+    tg_webgpu_adapter_info w;
+    if (tg_webgpu_info(&w) != TG_OK) {
+        printf("webgpu  %s\n", tg_last_error());
+        return 0;
+    }
+    printf("webgpu  %s (%s, %s)\n", w.name, w.backend, w.type);
+    if (w.description[0]) printf("        driver: %s\n", w.description);
+    printf("        library: %s\n", w.library);
+    printf("        max buffer %llu MiB, max storage binding %llu MiB, %u storage buffers per stage\n",
+           (unsigned long long)(w.max_buffer_size >> 20), (unsigned long long)(w.max_storage_buffer_binding_size >> 20),
+           w.max_storage_buffers_per_shader_stage);
+    printf("        workgroup storage %u KiB, %u invocations per workgroup, %u workgroups per dimension",
+           w.max_compute_workgroup_storage_size >> 10, w.max_compute_invocations_per_workgroup,
+           w.max_compute_workgroups_per_dimension);
+    if (w.subgroup_max_size) printf(", subgroups %u-%u", w.subgroup_min_size, w.subgroup_max_size);
+    printf("\n");
+    return 0;
 }
 
 int main(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) return usage(argc < 2 ? stderr : stdout);
+    if (!strcmp(argv[1], "devices")) return devices();
     if (strcmp(argv[1], "train") != 0 || argc < 3) return usage(stderr);
     tg_example_opts o = {0};
     for (int i = 3; i < argc; i++) {
@@ -28,6 +78,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--threads") && v) o.threads = atoi(argv[++i]);
         else if (!strcmp(a, "--quiet")) o.quiet = true;
         else if (!strcmp(a, "--checkpoint") && v) o.checkpoint = argv[++i];
+        else if (!strcmp(a, "--bench") && v) o.bench = atoi(argv[++i]);
+        else if (!strcmp(a, "--out") && v) o.out = argv[++i];
         else if (!strcmp(a, "--backend") && v) {
             v = argv[++i];
             if (!strcmp(v, "cpu")) o.backend = TG_BACKEND_CPU;
@@ -45,6 +97,9 @@ int main(int argc, char **argv) {
     if (!strcmp(ex, "sin")) return example_sin(&o);
     if (!strcmp(ex, "addition")) return example_addition(&o);
     if (!strcmp(ex, "names")) return example_names(&o);
+    if (!strcmp(ex, "gpt_small")) return example_gpt_small(&o);
+    if (!strcmp(ex, "digits")) return example_digits(&o);
+    if (!strcmp(ex, "vae")) return example_vae(&o);
     fprintf(stderr, "tg: unknown example '%s'\n", ex);
     return usage(stderr);
 }

@@ -102,7 +102,14 @@ bool cpu_generic_steps(void);
 struct cpu_ctx {
     tg_pool *pool;
     int threads;
+    /* One growable buffer for kernels that stage data around tg_gemm calls
+     * (conv's im2col); separate from the pool's per-thread buffers, which
+     * tg_gemm itself uses. Freed with the engine. */
+    void *scratch;
+    size_t scratch_bytes;
 };
+/* c->scratch grown to at least `bytes` (64-byte aligned); NULL if it cannot grow. */
+void *cpu_scratch(cpu_ctx *c, size_t bytes);
 
 /* Runs fn over [0, n) split in chunks of at least `grain` items. */
 typedef void (*tg_range_fn)(void *arg, int64_t lo, int64_t hi);

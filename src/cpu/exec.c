@@ -63,6 +63,7 @@ static tg_status cpu_compile(tg_engine *e_, tg_program *p) {
     if (cp->n_steps < 0) return tg_fail(TG_ERR_NOMEM, "cpu: out of memory");
     const char *prof = getenv("TG_PROFILE");
     if (prof && *prof && *prof != '0') cp->prof = tg_calloc((size_t)cp->n_steps + 1, sizeof(double));
+    p->n_dispatches = cp->n_steps;
     for (int w = 0; w < p->n_wb; w++) {
         if (p->plan.wb_free[w]) continue;
         int src = p->wb[w].src, dst = p->wb[w].dst;
@@ -179,6 +180,7 @@ static tg_status cpu_run(tg_engine *e_, tg_program *p) {
 static void cpu_destroy(tg_engine *e_) {
     cpu_engine *e = (cpu_engine *)e_;
     tg_pool_free(e->pool);
+    tg_afree(e->ctx.scratch);
     tg_afree(e->params);
     free(e);
 }

@@ -96,6 +96,23 @@ TG_CPU_KERNEL(cpu_dropout);
 TG_CPU_KERNEL(cpu_randn);
 TG_CPU_KERNEL(cpu_categorical);
 
+/* kernels_conv.c (issue 4): convolution, pooling, upsampling and their gradients */
+TG_CPU_KERNEL(cpu_conv2d);
+TG_CPU_KERNEL(cpu_conv2d_grad_input);
+TG_CPU_KERNEL(cpu_conv2d_grad_weight);
+TG_CPU_KERNEL(cpu_max_pool2d);
+TG_CPU_KERNEL(cpu_max_pool2d_grad);
+TG_CPU_KERNEL(cpu_upsample2d);
+TG_CPU_KERNEL(cpu_upsample2d_grad);
+/* Tests: run conv2d and its gradients through the direct loops on every
+ * shape; use the plain C loops where AVX-512 would run; shrink the im2col
+ * budget (floats) to force one image per chunk; set the index-table limit
+ * to 0 to run the row-by-row loops that large planes take. */
+extern bool cpu_conv_force_direct;
+extern bool cpu_conv_force_generic;
+extern int64_t cpu_conv_scratch_floats;
+extern int64_t cpu_conv_table_max;
+
 /* Strided iteration shared by the kernels: the output and up to 3 inputs
  * (broadcast strides), with size-1 axes dropped and contiguous axes merged,
  * so most loops end up as one long inner row. */

@@ -68,7 +68,8 @@ static void sum_rows(sum_job *j, int64_t lo, int64_t hi, int64_t c0, int64_t c1)
         if (j->i32) {
             const int32_t *x = (const int32_t *)j->x + off[0];
             int32_t *y = (int32_t *)j->y + off[1];
-            for (int64_t i = c0; i < c1; i++) y[i * so] += x[i];
+            /* wraps like i32 add (and WGSL), instead of signed-overflow UB */
+            for (int64_t i = c0; i < c1; i++) y[i * so] = (int32_t)((uint32_t)y[i * so] + (uint32_t)x[i]);
         } else if (so == 0) {
             j->y[off[1]] += row_sum(j->x + off[0] + c0, c1 - c0);
         } else {

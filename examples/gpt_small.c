@@ -1,0 +1,99 @@
+/* gpt_small: the benchmark-sized GPT of shared/peers/torch_ref.py (V=65,
+ * D=384, 6 layers, 6 heads, T=256, B=64, 10.8M params; AdamW 1e-3, weight
+ * decay 0.1, clip 1.0; mean cross-entropy over every position). It trains as
+ * a character model on Debian's word list joined into one text (65 symbols),
+ * so the loss means something; `--bench N` times it on one random batch, as
+ * the peer does. About 1 TFLOP per step: meant for a GPU (--backend webgpu). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "examples.h"
+#include "gpt.h"
+
+enum { V = 65, D = 384, LAYERS = 6, HEADS = 6, T = 256, B = 64 };
+
+static gpt_model net;
+
+/* tokens, targets i32 [B, T] -> mean cross-entropy */
+static tg_tensor loss_fn(tg_graph *g, void *user) {
+    (void)user;
+    tg_tensor logits = gpt_forward(g, &net, tg_input(g, "tokens"), false);
+    return tg_cross_entropy(logits, tg_input(g, "targets"), TG_REDUCTION_MEAN);
+}
+
+/* '\n', ' ', '\'', '-', a-z, A-Z and 9 more punctuation marks: 65 symbols; others map to ' '. */
+static int symbol(int c) {
+    static const char *extra = "\n '-.,;:!?&$3";
+    if (c >= 'a' && c <= 'z') return c - 'a';
+    if (c >= 'A' && c <= 'Z') return 26 + c - 'A';
+    const char *p = strchr(extra, c);
+    return p && c ? 52 + (int)(p - extra) : 53;
+}
+
+int example_gpt_small(const tg_example_opts *o) {
+    tg_model *m = tg_model_new();
+    gpt_declare(&net, m, (gpt_config){V, D, LAYERS, HEADS, T + 1});
+    tg_input_decl in[] = {{"tokens", TG_I32, TG_SHAPE(B, T)}, {"targets", TG_I32, TG_SHAPE(B, T)}};
+    tg_train_spec spec = {.model = m, .loss = loss_fn, .inputs = in, .n_inputs = 2,
+                          .optim = tg_adamw(tg_lr_constant(1e-3f), 0.1f), .seed = o->seed, .backend = o->backend,
+                          .threads = o->threads};
+    spec.optim.clip_grad_norm = 1.0f;
+    tg_session *s = NULL;
+    if (tg_session_new(&spec, &s) != TG_OK) {
+        fprintf(stderr, "error: %s\n", tg_last_error());
+        tg_model_free(m);
+        return 1;
+    }
+    static int32_t tok[B * T], tgt[B * T];
+    uint64_t rng = o->seed * 0x9e3779b97f4a7c15ull + 3;
+    if (o->bench > 0) {
+        for (int i = 0; i < B * T; i++) tok[i] = (int32_t)(ex_rand(&rng) % V), tgt[i] = (int32_t)(ex_rand(&rng) % V);
+        int rc = ex_bench_loop("gpt_small", s, o->backend, (tg_feed[]){{"tokens", tok, B * T}, {"targets", tgt, B * T}},
+                               2, o->bench);
+        tg_session_free(s);
+        tg_model_free(m);
+        return rc;
+    }
+    /* The text: every word of the list, one per line. */
+    char path[4096];
+    FILE *f = ex_data_path("words", path, sizeof path) ? fopen(path, "rb") : NULL;
+    char *text = NULL;
+    long n = 0;
+    if (f && fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) > T + 1 && fseek(f, 0, SEEK_SET) == 0 &&
+        (text = malloc((size_t)n)) && fread(text, 1, (size_t)n, f) != (size_t)n)
+        n = 0;
+    if (f) fclose(f);
+    if (!text || n <= T + 1) {
+        fprintf(stderr, "error: cannot read the word list (scripts/fetch-data.sh words)\n");
+        free(text);
+        tg_session_free(s);
+        tg_model_free(m);
+        return 1;
+    }
+    tg_plan_stats ps;
+    tg_session_plan_stats(s, &ps);
+    printf("gpt_small: %lld params, %d kernels per step, %.0f MB planned\n", (long long)tg_model_numel(m),
+           ps.n_dispatches, ps.planned_bytes / 1e6);
+    int64_t steps = o->steps > 0 ? o->steps : 200;
+    float loss = 0;
+    double t0 = ex_now();
+    tg_status st = TG_OK;
+    for (int64_t step = 1; step <= steps && st == TG_OK; step++) {
+        for (int b = 0; b < B; b++) {
+            long at = (long)(ex_rand(&rng) % (uint64_t)(n - T - 1));
+            for (int t = 0; t < T; t++) tok[b * T + t] = symbol(text[at + t]), tgt[b * T + t] = symbol(text[at + t + 1]);
+        }
+        bool report = step == 1 || step % 10 == 0 || step == steps;
+        st = tg_session_step(s, (tg_feed[]){{"tokens", tok, B * T}, {"targets", tgt, B * T}}, 2, report ? &loss : NULL);
+        if (report && st == TG_OK && !o->quiet)
+            printf("step %5lld/%lld  loss %.4f  %.1f ms/step\n", (long long)step, (long long)steps, loss,
+                   1e3 * (ex_now() - t0) / (double)step);
+    }
+    if (st != TG_OK) fprintf(stderr, "error: %s\n", tg_last_error());
+    else printf("final loss=%.4f\n", loss);
+    free(text);
+    tg_session_free(s);
+    tg_model_free(m);
+    return st == TG_OK ? 0 : 1;
+}

@@ -1,0 +1,324 @@
+/* The process-wide WebGPU device: finding and loading the library, the
+ * Vulkan adapter, the device, waiting on futures, and turning WebGPU's
+ * asynchronous errors into tg_status values. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "webgpu.h"
+
+#ifndef TG_DEPS_DIR
+#define TG_DEPS_DIR ".deps" /* the Makefile passes the source tree's absolute path */
+#endif
+
+#define WAIT_NS (600ull * 1000000000ull) /* a lavapipe step can take long; a hung device must not hang us forever */
+
+static wgpu_ctx g_ctx;
+static pthread_mutex_t g_init_mu = PTHREAD_MUTEX_INITIALIZER;
+static bool g_tried;
+static tg_status g_status;
+static char g_why[768];
+static bool g_override;
+static tg_wgsl_limits g_override_limits;
+
+static bool file_exists(const char *p) { return access(p, R_OK) == 0; }
+
+static void copy_str(char *dst, size_t n, wg_str s) {
+    size_t len = s.data ? (s.length == WG_STRLEN ? strlen(s.data) : s.length) : 0;
+    if (len >= n) len = n - 1;
+    if (len) memcpy(dst, s.data, len);
+    dst[len] = 0;
+}
+
+const char *wgpu_backend_name(uint32_t b) {
+    static const char *names[] = {"undefined", "null", "webgpu", "d3d11", "d3d12", "metal", "vulkan", "opengl", "opengles"};
+    return b < sizeof names / sizeof names[0] ? names[b] : "unknown";
+}
+
+tg_status wgpu_check_adapter(uint32_t backend, const char *name) {
+    if (backend == WG_BACKEND_VULKAN || backend == WG_BACKEND_METAL || backend == WG_BACKEND_D3D12) return TG_OK;
+    return tg_fail(TG_ERR_BACKEND,
+                   "webgpu: unavailable: the adapter '%s' uses the %s backend, which computes nothing "
+                   "(no usable Vulkan driver: run scripts/fetch-webgpu.sh for lavapipe, or install a GPU driver)",
+                   name && *name ? name : "?", wgpu_backend_name(backend));
+}
+
+/* ---- callbacks ---- */
+
+typedef struct {
+    uint32_t status;
+    void *handle;
+    char msg[512];
+} request_result;
+
+static void on_adapter(uint32_t status, wg_adapter a, wg_str msg, void *u1, void *u2) {
+    (void)u2;
+    request_result *r = u1;
+    r->status = status;
+    r->handle = a;
+    copy_str(r->msg, sizeof r->msg, msg);
+}
+
+static void on_device(uint32_t status, wg_device d, wg_str msg, void *u1, void *u2) {
+    (void)u2;
+    request_result *r = u1;
+    r->status = status;
+    r->handle = d;
+    copy_str(r->msg, sizeof r->msg, msg);
+}
+
+static void on_lost(const wg_device *d, uint32_t reason, wg_str msg, void *u1, void *u2) {
+    (void)d, (void)u2;
+    wgpu_ctx *c = u1;
+    if (reason == WG_LOST_CANCELLED) return; /* the instance going away at exit */
+    pthread_mutex_lock(&c->err_mu);
+    c->lost = true;
+    copy_str(c->lost_msg, sizeof c->lost_msg, msg);
+    pthread_mutex_unlock(&c->err_mu);
+}
+
+static void on_error(const wg_device *d, uint32_t type, wg_str msg, void *u1, void *u2) {
+    (void)d, (void)u2;
+    wgpu_ctx *c = u1;
+    pthread_mutex_lock(&c->err_mu);
+    if (!c->error) { /* keep the first: later ones are usually its consequences */
+        c->error = true;
+        char m[900];
+        copy_str(m, sizeof m, msg);
+        snprintf(c->err_msg, sizeof c->err_msg, "%s error: %s",
+                 type == WG_ERROR_OOM ? "out-of-memory" : type == WG_ERROR_INTERNAL ? "internal" : "validation", m);
+    }
+    pthread_mutex_unlock(&c->err_mu);
+}
+
+tg_status wgpu_take_error(wgpu_ctx *c, const char *api) {
+    tg_status st = TG_OK;
+    pthread_mutex_lock(&c->err_mu);
+    if (c->lost) st = tg_fail(TG_ERR_BACKEND, "%s: the WebGPU device was lost: %s", api, c->lost_msg);
+    else if (c->error) {
+        st = tg_fail(TG_ERR_BACKEND, "%s: WebGPU %s", api, c->err_msg);
+        c->error = false;
+    }
+    pthread_mutex_unlock(&c->err_mu);
+    return st;
+}
+
+tg_status wgpu_wait(wgpu_ctx *c, wg_future f, const char *what) {
+    wg_future_wait w = {f, 0};
+    uint32_t s = c->f.InstanceWaitAny(c->instance, 1, &w, WAIT_NS);
+    if (s == WG_WAIT_ERROR) {
+        /* An implementation without timed waits: poll. */
+        struct timespec nap = {0, 200000};
+        for (uint64_t waited = 0; waited < WAIT_NS && s != WG_WAIT_SUCCESS; waited += 200000) {
+            s = c->f.InstanceWaitAny(c->instance, 1, &w, 0);
+            if (s == WG_WAIT_SUCCESS) break;
+            c->f.InstanceProcessEvents(c->instance);
+            nanosleep(&nap, NULL);
+        }
+    }
+    if (s == WG_WAIT_SUCCESS && w.completed) return TG_OK;
+    return tg_fail(TG_ERR_BACKEND, "webgpu: %s did not complete (%s)", what,
+                   s == WG_WAIT_TIMED_OUT ? "timed out" : "wait failed");
+}
+
+/* ---- loading ---- */
+
+/* Vulkan before Dawn: a loader from .deps when the system has none (Dawn
+ * then finds it by soname), and the fetched lavapipe added to the drivers. */
+static void prepare_vulkan(void) {
+    const char *icd = TG_DEPS_DIR "/vulkan/lvp_icd.json";
+    if (!getenv("VK_DRIVER_FILES") && !getenv("VK_ICD_FILENAMES") && !getenv("VK_ADD_DRIVER_FILES") &&
+        file_exists(icd))
+        setenv("VK_ADD_DRIVER_FILES", icd, 0); /* once, under g_init_mu, before any Vulkan call */
+    if (!dlopen("libvulkan.so.1", RTLD_NOW | RTLD_GLOBAL)) {
+        const char *local = TG_DEPS_DIR "/vulkan/libvulkan.so.1";
+        if (file_exists(local)) dlopen(local, RTLD_NOW | RTLD_GLOBAL);
+    }
+}
+
+/* The other names are tried as the usual places a WebGPU library lives, but
+ * only the Dawn build of wg_api.h is verified: another implementation with
+ * different enum values fails the adapter or device request with an error.
+ * (Our instance descriptor reads, in the standard layout, as no features and
+ * no limits, so even that first call is safe.) */
+static bool load_library(wgpu_ctx *c, char *why, size_t n) {
+    const char *env = getenv("TG_WEBGPU_LIB");
+    const char *fetched = TG_DEPS_DIR "/webgpu/libwebgpu_wrapper.so";
+    const char *names[5];
+    int k = 0;
+    if (env && *env) names[k++] = env;
+    else {
+        if (file_exists(fetched)) names[k++] = fetched;
+        names[k++] = "libwebgpu_dawn.so";
+        names[k++] = "libwgpu_native.so";
+        names[k++] = "libwebgpu_wrapper.so";
+    }
+    for (int i = 0; i < k; i++) {
+        c->lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+        if (c->lib) {
+            snprintf(c->lib_path, sizeof c->lib_path, "%s", names[i]);
+            break;
+        }
+    }
+    if (!c->lib) {
+        if (env && *env) snprintf(why, n, "cannot load TG_WEBGPU_LIB=%s: %s", env, dlerror());
+        else
+            snprintf(why, n, "no WebGPU library found (%s, libwebgpu_dawn.so, libwgpu_native.so, libwebgpu_wrapper.so); "
+                     "run scripts/fetch-webgpu.sh or set TG_WEBGPU_LIB", fetched);
+        return false;
+    }
+#define WG_LOAD(ret, name, args)                                                       \
+    c->f.name = (ret(*) args)dlsym(c->lib, "wgpu" #name);                              \
+    if (!c->f.name) {                                                                  \
+        snprintf(why, n, "%s does not export wgpu" #name, c->lib_path);                \
+        return false;                                                                  \
+    }
+    WG_FUNCTIONS(WG_LOAD)
+#undef WG_LOAD
+    return true;
+}
+
+static void fill_info(wgpu_ctx *c, const wg_adapter_info *ai) {
+    tg_webgpu_adapter_info *o = &c->info;
+    copy_str(o->name, sizeof o->name, ai->device);
+    copy_str(o->vendor, sizeof o->vendor, ai->vendor);
+    copy_str(o->architecture, sizeof o->architecture, ai->architecture);
+    copy_str(o->description, sizeof o->description, ai->description);
+    snprintf(o->backend, sizeof o->backend, "%s", wgpu_backend_name(ai->backend_type));
+    static const char *types[] = {"unknown", "discrete GPU", "integrated GPU", "CPU", "unknown"};
+    snprintf(o->type, sizeof o->type, "%s", ai->adapter_type <= 4 ? types[ai->adapter_type] : "unknown");
+    snprintf(o->library, sizeof o->library, "%s", c->lib_path);
+    o->vendor_id = ai->vendor_id;
+    o->device_id = ai->device_id;
+    o->subgroup_min_size = ai->subgroup_min_size;
+    o->subgroup_max_size = ai->subgroup_max_size;
+}
+
+static void fill_limits(wgpu_ctx *c) {
+    tg_webgpu_adapter_info *o = &c->info;
+    const wg_limits *l = &c->limits;
+    o->max_buffer_size = l->max_buffer_size;
+    o->max_storage_buffer_binding_size = l->max_storage_buffer_binding_size;
+    o->max_storage_buffers_per_shader_stage = l->max_storage_buffers_per_shader_stage;
+    o->max_compute_workgroup_storage_size = l->max_compute_workgroup_storage_size;
+    o->max_compute_invocations_per_workgroup = l->max_compute_invocations_per_workgroup;
+    o->max_compute_workgroups_per_dimension = l->max_compute_workgroups_per_dimension;
+    o->min_storage_buffer_offset_alignment = l->min_storage_buffer_offset_alignment;
+}
+
+static bool init(wgpu_ctx *c, char *why, size_t n) {
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_mutex_init(&c->err_mu, NULL);
+    prepare_vulkan();
+    if (!load_library(c, why, n)) return false;
+    wg_instance_desc idesc = {NULL, {NULL, 1, 0}};
+    c->instance = c->f.CreateInstance(&idesc);
+    if (!c->instance) {
+        snprintf(why, n, "%s: wgpuCreateInstance failed", c->lib_path);
+        return false;
+    }
+    /* Vulkan only: asking for "any" lets Dawn hand out its Null adapter. */
+    wg_adapter_options opt = {NULL, WG_FEATURE_LEVEL_CORE, WG_POWER_HIGH_PERFORMANCE, 0, WG_BACKEND_VULKAN, NULL};
+    request_result r = {0};
+    wg_adapter_cb_info acb = {NULL, WG_CALLBACK_WAIT_ANY_ONLY, on_adapter, &r, NULL};
+    if (wgpu_wait(c, c->f.InstanceRequestAdapter(c->instance, &opt, acb), "requesting an adapter") != TG_OK ||
+        r.status != WG_SUCCESS || !r.handle) {
+        snprintf(why, n, "no Vulkan adapter (%s); without a GPU run scripts/fetch-webgpu.sh for lavapipe",
+                 r.msg[0] ? r.msg : "none offered");
+        return false;
+    }
+    c->adapter = r.handle;
+    wg_adapter_info ai;
+    memset(&ai, 0, sizeof ai);
+    if (c->f.AdapterGetInfo(c->adapter, &ai) != WG_SUCCESS) {
+        snprintf(why, n, "wgpuAdapterGetInfo failed");
+        return false;
+    }
+    uint32_t backend = ai.backend_type;
+    fill_info(c, &ai);
+    c->f.AdapterInfoFreeMembers(ai);
+    if (wgpu_check_adapter(backend, c->info.name) != TG_OK) {
+        snprintf(why, n, "%s", tg_last_error() + strlen("webgpu: unavailable: "));
+        return false;
+    }
+    wg_limits lim;
+    memset(&lim, 0, sizeof lim);
+    if (c->f.AdapterGetLimits(c->adapter, &lim) != WG_SUCCESS) {
+        snprintf(why, n, "wgpuAdapterGetLimits failed");
+        return false;
+    }
+    /* Ask for everything the adapter has: the defaults (128 MiB bindings,
+     * 8 storage buffers) are far below what GPUs offer. */
+    wg_device_desc dd;
+    memset(&dd, 0, sizeof dd);
+    dd.label = (wg_str){"tensorgrad", WG_STRLEN};
+    dd.required_limits = &lim;
+    dd.lost = (wg_lost_cb_info){NULL, WG_CALLBACK_ALLOW_SPONTANEOUS, on_lost, c, NULL};
+    dd.uncaptured = (wg_error_cb_info){NULL, on_error, c, NULL};
+    request_result d = {0};
+    wg_device_cb_info dcb = {NULL, WG_CALLBACK_WAIT_ANY_ONLY, on_device, &d, NULL};
+    if (wgpu_wait(c, c->f.AdapterRequestDevice(c->adapter, &dd, dcb), "requesting a device") != TG_OK ||
+        d.status != WG_SUCCESS || !d.handle) {
+        snprintf(why, n, "the %s adapter '%s' gave no device: %s", c->info.backend, c->info.name, d.msg);
+        return false;
+    }
+    c->device = d.handle;
+    c->queue = c->f.DeviceGetQueue(c->device);
+    memset(&c->limits, 0, sizeof c->limits);
+    if (c->f.DeviceGetLimits(c->device, &c->limits) != WG_SUCCESS) c->limits = lim;
+    fill_limits(c);
+    return true;
+}
+
+tg_status wgpu_ctx_get(wgpu_ctx **out) {
+    *out = NULL;
+    pthread_mutex_lock(&g_init_mu);
+    if (!g_tried) {
+        g_tried = true;
+        g_status = init(&g_ctx, g_why, sizeof g_why) ? TG_OK : TG_ERR_BACKEND;
+    }
+    pthread_mutex_unlock(&g_init_mu);
+    if (g_status != TG_OK) return tg_fail(TG_ERR_BACKEND, "webgpu: unavailable: %s", g_why);
+    *out = &g_ctx;
+    return TG_OK;
+}
+
+/* The limits codegen checks: the device's, or a test's override. */
+void wgpu_kernel_limits(const wgpu_ctx *c, tg_wgsl_limits *l) {
+    if (g_override) {
+        *l = g_override_limits;
+        return;
+    }
+    const wg_limits *d = &c->limits;
+    *l = (tg_wgsl_limits){d->max_storage_buffer_binding_size, d->max_buffer_size,
+                          d->max_storage_buffers_per_shader_stage, d->max_compute_workgroup_storage_size,
+                          d->max_compute_invocations_per_workgroup, d->max_compute_workgroups_per_dimension,
+                          d->min_storage_buffer_offset_alignment};
+}
+
+void wgpu_test_lose_device(void) {
+    wgpu_ctx *c;
+    if (wgpu_ctx_get(&c) != TG_OK) return;
+    pthread_mutex_lock(&c->mu);
+    c->f.DeviceDestroy(c->device);
+    c->f.InstanceProcessEvents(c->instance); /* lets a deferred lost callback run */
+    pthread_mutex_unlock(&c->mu);
+}
+
+void wgpu_test_override_limits(const tg_wgsl_limits *l) {
+    g_override = l != NULL;
+    if (l) g_override_limits = *l;
+}
+
+tg_status tg_webgpu_info(tg_webgpu_adapter_info *out) {
+    if (!out) return tg_fail(TG_ERR_ARG, "tg_webgpu_info: out is NULL");
+    memset(out, 0, sizeof *out);
+    wgpu_ctx *c;
+    tg_status st = wgpu_ctx_get(&c);
+    if (st == TG_OK) *out = c->info;
+    return st;
+}

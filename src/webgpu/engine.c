@@ -1,0 +1,308 @@
+/* The WebGPU engine (the vtable of engine.h): arenas are storage buffers, a
+ * compiled program is a list of (pipeline, bind group, grid), and a step is
+ * one compute pass holding every kernel and then the writeback copies, in
+ * one submit. Nothing waits for the GPU unless the caller reads something. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "webgpu.h"
+
+typedef struct {
+    wg_pipeline pipe;
+    wg_bind_group bg;
+    uint32_t grid[3];
+} wg_call;
+
+typedef struct {
+    wg_buffer arena[TG_N_ARENAS]; /* [0] is the engine's params buffer (not owned) */
+    int64_t bytes[TG_N_ARENAS];
+    wg_call *calls; /* per step, in order: kernels, then writebacks */
+    int n_calls;
+} wg_program;
+
+typedef struct {
+    tg_engine base;
+    wgpu_ctx *c;
+    wg_buffer params;
+    wg_buffer staging; /* MapRead buffer for reads, grown on demand */
+    int64_t staging_bytes;
+} wg_engine;
+
+static wg_buffer new_buffer(wgpu_ctx *c, const char *label, wg_flags usage, int64_t bytes) {
+    wg_buffer_desc d = {NULL, {label, WG_STRLEN}, usage, (uint64_t)(bytes < 4 ? 4 : (bytes + 3) & ~3ll), 0};
+    return c->f.DeviceCreateBuffer(c->device, &d);
+}
+
+static void drop_buffer(wgpu_ctx *c, wg_buffer b) {
+    if (!b) return;
+    c->f.BufferDestroy(b);
+    c->f.BufferRelease(b);
+}
+
+/* Records `n` calls into one compute pass of `enc`. */
+static void encode(wgpu_ctx *c, wg_encoder enc, const wg_call *calls, int n) {
+    wg_pass pass = c->f.CommandEncoderBeginComputePass(enc, NULL);
+    for (int i = 0; i < n; i++) {
+        c->f.ComputePassEncoderSetPipeline(pass, calls[i].pipe);
+        c->f.ComputePassEncoderSetBindGroup(pass, 0, calls[i].bg, 0, NULL);
+        c->f.ComputePassEncoderDispatchWorkgroups(pass, calls[i].grid[0], calls[i].grid[1], calls[i].grid[2]);
+    }
+    c->f.ComputePassEncoderEnd(pass);
+    c->f.ComputePassEncoderRelease(pass);
+}
+
+static void submit(wgpu_ctx *c, wg_encoder enc) {
+    wg_cmdbuf cb = c->f.CommandEncoderFinish(enc, NULL);
+    c->f.QueueSubmit(c->queue, 1, &cb);
+    c->f.CommandBufferRelease(cb);
+    c->f.CommandEncoderRelease(enc);
+}
+
+/* Turns a kernel spec into a call: the pipeline (cached by source) and a bind
+ * group over the program's arena buffers. */
+static tg_status make_call(wgpu_ctx *c, const tg_graph *g, wg_program *wp, const tg_kernel_spec *k, wg_call *out) {
+    char what[96];
+    snprintf(what, sizeof what, "node %d (%s)", k->node, tg_ops[g->nodes[k->node].op].name);
+    tg_status st = wgpu_pipeline(c, k->source, k->n_bindings, what, &out->pipe);
+    if (st != TG_OK) return st;
+    wg_bind_entry e[TG_WGSL_MAX_BINDINGS];
+    memset(e, 0, sizeof e);
+    for (int b = 0; b < k->n_bindings; b++) {
+        e[b].binding = (uint32_t)b;
+        e[b].buffer = wp->arena[k->bind[b].arena];
+        e[b].offset = (uint64_t)k->bind[b].offset;
+        e[b].size = (uint64_t)k->bind[b].size;
+    }
+    wg_bind_group_desc d = {NULL, {what, WG_STRLEN}, wgpu_bgl(c, k->n_bindings), (size_t)k->n_bindings, e};
+    out->bg = c->f.DeviceCreateBindGroup(c->device, &d);
+    memcpy(out->grid, k->dispatch, sizeof out->grid);
+    return out->bg ? TG_OK : tg_fail(TG_ERR_BACKEND, "webgpu: %s: no bind group", what);
+}
+
+/* Every kernel spec of the program, in order: the kernels of its nodes, then
+ * its writebacks. Pure codegen: every limit is checked before any GPU
+ * memory is allocated. */
+static tg_status emit_all(const tg_program *p, const tg_wgsl_limits *lim, tg_kernel_spec *k, int *n) {
+    const tg_graph *g = p->g;
+    tg_status st = tg_wgsl_check_arenas(g, &p->plan, lim);
+    *n = 0;
+    for (int i = 0; i < g->n && st == TG_OK; i++)
+        if ((st = tg_wgsl_emit(g, &p->plan, i, lim, &k[*n])) == TG_OK && (k[*n].source || k[*n].upload)) (*n)++;
+    for (int w = 0; w < p->n_wb && st == TG_OK; w++)
+        if (!p->plan.wb_free[w] && (st = tg_wgsl_emit_writeback(g, &p->plan, p->wb[w].src, p->wb[w].dst, lim, &k[*n])) == TG_OK)
+            (*n)++;
+    return st;
+}
+
+/* With TG_WGSL_DUMP=<dir>, every kernel of every program compiled goes to
+ * <dir>/p<program>_<index>_node<id>.wgsl with its bindings and grid in a
+ * header comment: for reading, diffing and profiling the generated code. */
+static void dump_kernels(const tg_kernel_spec *ks, int n) {
+    static int program;
+    const char *dir = getenv("TG_WGSL_DUMP");
+    if (!dir || !*dir) return;
+    program++;
+    for (int i = 0; i < n; i++) {
+        if (!ks[i].source) continue;
+        char path[512];
+        snprintf(path, sizeof path, "%s/p%d_%03d_node%d.wgsl", dir, program, i, ks[i].node);
+        FILE *f = fopen(path, "w");
+        if (!f) continue;
+        fprintf(f, "// grid %u x %u x %u of %u; bindings:", ks[i].dispatch[0], ks[i].dispatch[1], ks[i].dispatch[2],
+                ks[i].workgroup_size);
+        for (int b = 0; b < ks[i].n_bindings; b++)
+            fprintf(f, " (arena %d, %lld +%lld)", ks[i].bind[b].arena, (long long)ks[i].bind[b].offset,
+                    (long long)ks[i].bind[b].size);
+        fprintf(f, "\n%s", ks[i].source);
+        fclose(f);
+    }
+}
+
+static tg_status compile_locked(wg_engine *e, tg_program *p, wg_program *wp, const tg_kernel_spec *ks, int n_specs) {
+    wgpu_ctx *c = e->c;
+    const tg_graph *g = p->g;
+    const tg_plan *pl = &p->plan;
+    tg_status st = TG_OK;
+    wp->arena[TG_ARENA_PARAMS] = e->params;
+    wp->bytes[TG_ARENA_PARAMS] = e->base.params_bytes;
+    static const char *labels[] = {"params", "persistent arena", "scratch arena"};
+    for (int a = TG_ARENA_PERSIST; a < TG_N_ARENAS; a++) {
+        wp->bytes[a] = pl->arena_bytes[a];
+        wp->arena[a] = new_buffer(c, labels[a], WG_USAGE_STORAGE | WG_USAGE_COPY_SRC | WG_USAGE_COPY_DST, pl->arena_bytes[a]);
+        if (!wp->arena[a]) return tg_fail(TG_ERR_NOMEM, "webgpu: cannot allocate the %s (%lld bytes)", labels[a],
+                                          (long long)pl->arena_bytes[a]);
+    }
+    wp->calls = tg_calloc((size_t)n_specs + 1, sizeof(wg_call));
+    wg_call *init = tg_calloc((size_t)n_specs + 1, sizeof(wg_call));
+    if (!wp->calls || !init) {
+        free(init);
+        return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
+    }
+    int n_init = 0;
+    for (int i = 0; i < n_specs && st == TG_OK; i++) {
+        const tg_kernel_spec *k = &ks[i];
+        const tg_slot *s = &pl->slot[k->node];
+        if (k->upload) {
+            c->f.QueueWriteBuffer(c->queue, wp->arena[s->arena], (uint64_t)s->offset, k->upload, (size_t)k->upload_bytes);
+            continue;
+        }
+        /* Constants run once, now; everything else every step (a writeback's
+         * node is its destination, a leaf, so it lands in the step list). */
+        bool once = tg_ops[g->nodes[k->node].op].flags & TG_OPF_CONSTANT;
+        st = make_call(c, g, wp, k, once ? &init[n_init++] : &wp->calls[wp->n_calls++]);
+    }
+    if (st == TG_OK && n_init) {
+        wg_encoder enc = c->f.DeviceCreateCommandEncoder(c->device, NULL);
+        encode(c, enc, init, n_init);
+        submit(c, enc);
+    }
+    for (int i = 0; i < n_init; i++)
+        if (init[i].bg) c->f.BindGroupRelease(init[i].bg);
+    free(init);
+    if (st == TG_OK) st = wgpu_take_error(c, "webgpu compile");
+    p->n_dispatches = wp->n_calls;
+    return st;
+}
+
+static tg_status wg_compile(tg_engine *e_, tg_program *p) {
+    wg_engine *e = (wg_engine *)e_;
+    wg_program *wp = tg_calloc(1, sizeof *wp);
+    if (!wp) return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
+    p->impl = wp;
+    tg_kernel_spec *ks = tg_calloc((size_t)(p->g->n + p->n_wb) + 1, sizeof *ks);
+    if (!ks) return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
+    tg_wgsl_limits lim;
+    wgpu_kernel_limits(e->c, &lim);
+    int n = 0;
+    tg_status st = emit_all(p, &lim, ks, &n);
+    if (st == TG_OK) dump_kernels(ks, n);
+    if (st == TG_OK) {
+        pthread_mutex_lock(&e->c->mu);
+        st = compile_locked(e, p, wp, ks, n);
+        pthread_mutex_unlock(&e->c->mu);
+    }
+    for (int i = 0; i < n; i++) tg_kernel_spec_free(&ks[i]);
+    free(ks);
+    return st;
+}
+
+static void wg_release(tg_engine *e_, tg_program *p) {
+    wg_engine *e = (wg_engine *)e_;
+    wg_program *wp = p->impl;
+    if (!wp) return;
+    pthread_mutex_lock(&e->c->mu);
+    for (int i = 0; i < wp->n_calls; i++)
+        if (wp->calls[i].bg) e->c->f.BindGroupRelease(wp->calls[i].bg);
+    for (int a = TG_ARENA_PERSIST; a < TG_N_ARENAS; a++) drop_buffer(e->c, wp->arena[a]);
+    pthread_mutex_unlock(&e->c->mu);
+    free(wp->calls);
+    free(wp);
+    p->impl = NULL;
+}
+
+/* The buffer behind `arena`, with a bounds check of [off, off + bytes). */
+static tg_status locate(wg_engine *e, tg_program *p, int arena, int64_t off, int64_t bytes, const char *api,
+                        wg_buffer *buf) {
+    wg_program *wp = p ? p->impl : NULL;
+    int64_t size = arena == TG_ARENA_PARAMS ? e->base.params_bytes : wp ? wp->bytes[arena] : -1;
+    *buf = arena == TG_ARENA_PARAMS ? e->params : wp ? wp->arena[arena] : NULL;
+    if (arena < 0 || arena >= TG_N_ARENAS || !*buf) return tg_fail(TG_ERR_STATE, "%s: no arena %d", api, arena);
+    if (off < 0 || bytes < 0 || off + bytes > size || (off | bytes) & 3)
+        return tg_fail(TG_ERR_ARG, "%s: bytes [%lld, %lld) outside arena %d (%lld bytes) or not 4-aligned", api,
+                       (long long)off, (long long)(off + bytes), arena, (long long)size);
+    return TG_OK;
+}
+
+static tg_status wg_write(tg_engine *e_, tg_program *p, int arena, int64_t off, const void *src, int64_t bytes) {
+    wg_engine *e = (wg_engine *)e_;
+    wg_buffer buf;
+    tg_status st = locate(e, p, arena, off, bytes, "webgpu write", &buf);
+    if (st != TG_OK || bytes == 0) return st;
+    pthread_mutex_lock(&e->c->mu);
+    e->c->f.QueueWriteBuffer(e->c->queue, buf, (uint64_t)off, src, (size_t)bytes);
+    st = wgpu_take_error(e->c, "webgpu write");
+    pthread_mutex_unlock(&e->c->mu);
+    return st;
+}
+
+static tg_status wg_read(tg_engine *e_, tg_program *p, int arena, int64_t off, void *dst, int64_t bytes) {
+    wg_engine *e = (wg_engine *)e_;
+    wgpu_ctx *c = e->c;
+    wg_buffer buf;
+    tg_status st = locate(e, p, arena, off, bytes, "webgpu read", &buf);
+    if (st != TG_OK || bytes == 0) return st;
+    pthread_mutex_lock(&c->mu);
+    if (e->staging_bytes < bytes) {
+        drop_buffer(c, e->staging);
+        e->staging = new_buffer(c, "read-back", WG_USAGE_MAP_READ | WG_USAGE_COPY_DST, bytes);
+        e->staging_bytes = e->staging ? bytes : 0;
+    }
+    if (!e->staging) st = tg_fail(TG_ERR_NOMEM, "webgpu read: cannot allocate %lld bytes to read back", (long long)bytes);
+    if (st == TG_OK) {
+        wg_encoder enc = c->f.DeviceCreateCommandEncoder(c->device, NULL);
+        c->f.CommandEncoderCopyBufferToBuffer(enc, buf, (uint64_t)off, e->staging, 0, (uint64_t)bytes);
+        submit(c, enc);
+        st = wgpu_take_error(c, "webgpu read");
+    }
+    if (st == TG_OK) st = wgpu_map_read(c, e->staging, dst, (size_t)bytes);
+    if (st == TG_OK) st = wgpu_take_error(c, "webgpu read"); /* errors of earlier steps surface here */
+    pthread_mutex_unlock(&c->mu);
+    return st;
+}
+
+static tg_status wg_run(tg_engine *e_, tg_program *p) {
+    wg_engine *e = (wg_engine *)e_;
+    wgpu_ctx *c = e->c;
+    wg_program *wp = p->impl;
+    pthread_mutex_lock(&c->mu);
+    tg_status st = wgpu_take_error(c, "tg_session_step");
+    if (st == TG_OK) {
+        wg_encoder enc = c->f.DeviceCreateCommandEncoder(c->device, NULL);
+        encode(c, enc, wp->calls, wp->n_calls);
+        submit(c, enc);
+        st = wgpu_take_error(c, "tg_session_step");
+    }
+    pthread_mutex_unlock(&c->mu);
+    return st;
+}
+
+static void wg_destroy(tg_engine *e_) {
+    wg_engine *e = (wg_engine *)e_;
+    pthread_mutex_lock(&e->c->mu);
+    drop_buffer(e->c, e->params);
+    drop_buffer(e->c, e->staging);
+    pthread_mutex_unlock(&e->c->mu);
+    free(e);
+}
+
+/* fuse: NULL, the WebGPU backend plans every node (see engine.h). */
+static const tg_engine_vt wg_vt = {"webgpu", wg_compile, wg_release, wg_write, wg_read, wg_run, wg_destroy, NULL};
+
+tg_status wgpu_engine_new(int64_t params_bytes, tg_engine **out) {
+    *out = NULL;
+    wgpu_ctx *c;
+    tg_status st = wgpu_ctx_get(&c);
+    if (st != TG_OK) return st;
+    tg_wgsl_limits lim;
+    wgpu_kernel_limits(c, &lim);
+    if ((uint64_t)params_bytes > lim.max_buffer_size)
+        return tg_fail(TG_ERR_LIMIT, "webgpu: the params need %lld bytes, over maxBufferSize %llu",
+                       (long long)params_bytes, (unsigned long long)lim.max_buffer_size);
+    wg_engine *e = tg_calloc(1, sizeof *e);
+    if (!e) return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
+    e->base.vt = &wg_vt;
+    e->base.refs = 1;
+    e->base.align = 256;
+    e->base.params_bytes = params_bytes;
+    e->c = c;
+    pthread_mutex_lock(&c->mu);
+    e->params = new_buffer(c, "params", WG_USAGE_STORAGE | WG_USAGE_COPY_SRC | WG_USAGE_COPY_DST, params_bytes);
+    pthread_mutex_unlock(&c->mu);
+    if (!e->params) {
+        free(e);
+        return tg_fail(TG_ERR_NOMEM, "webgpu: cannot allocate %lld bytes of params", (long long)params_bytes);
+    }
+    *out = &e->base;
+    return TG_OK;
+}

@@ -1,0 +1,78 @@
+/* The WebGPU runtime: one process-wide device (loaded with dlopen on first
+ * use) and the engine that runs compiled programs on it. */
+#ifndef TG_WEBGPU_H
+#define TG_WEBGPU_H
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "wg_api.h"
+#include "../engine.h"
+#include "../wgsl/wgsl.h"
+
+typedef struct {
+    wg_api f;
+    void *lib;
+    char lib_path[256];
+    wg_instance instance;
+    wg_adapter adapter;
+    wg_device device;
+    wg_queue queue;
+    wg_limits limits;       /* the device's: the adapter's maxima, all requested */
+    tg_wgsl_limits klimits; /* what codegen checks against (limits, or a test override) */
+    tg_webgpu_adapter_info info;
+    /* Serializes every use of the device: WebGPU objects are not promised to
+     * be thread-safe, and sessions may live on different threads. */
+    pthread_mutex_t mu;
+    /* Set by callbacks that may fire on any thread, hence their own lock. */
+    pthread_mutex_t err_mu;
+    bool lost, error;
+    char lost_msg[512], err_msg[1024];
+    struct wg_pipe *pipes; /* compiled pipelines by source, for the life of the device */
+    int n_pipes, cap_pipes;
+    wg_bgl bgl[TG_WGSL_MAX_BINDINGS + 1];
+    wg_layout layout[TG_WGSL_MAX_BINDINGS + 1];
+} wgpu_ctx;
+
+/* The shared device, created on first call. On failure returns
+ * TG_ERR_BACKEND with "webgpu: unavailable: <why>" (the reason is kept and
+ * repeated on later calls without retrying). */
+tg_status wgpu_ctx_get(wgpu_ctx **out);
+
+/* Accepts only adapters on a real GPU API. Dawn falls back to its Null
+ * backend (which computes nothing) when Vulkan finds no usable driver, so a
+ * Null or unknown backend is refused here. */
+tg_status wgpu_check_adapter(uint32_t backend_type, const char *name);
+const char *wgpu_backend_name(uint32_t backend_type);
+
+/* Blocks until `f` completes (its callback has run). */
+tg_status wgpu_wait(wgpu_ctx *c, wg_future f, const char *what);
+/* Returns and clears a pending validation error or device loss as
+ * TG_ERR_BACKEND "<api>: <message>"; TG_OK if none. */
+tg_status wgpu_take_error(wgpu_ctx *c, const char *api);
+
+/* A compute pipeline for `src`, compiled once per distinct source (cached for
+ * the life of the device). A WGSL error comes back as TG_ERR_BACKEND with the
+ * shader's line, column and message, prefixed by `what`. */
+tg_status wgpu_pipeline(wgpu_ctx *c, const char *src, int n_bindings, const char *what, wg_pipeline *out);
+/* The bind group layout of a pipeline with n storage bindings (read_write, compute). */
+wg_bgl wgpu_bgl(wgpu_ctx *c, int n_bindings);
+
+/* Maps `staging` (a MapRead buffer whose copy was submitted) and copies its
+ * first `bytes` to dst. */
+tg_status wgpu_map_read(wgpu_ctx *c, wg_buffer staging, void *dst, size_t bytes);
+
+/* Test hooks (tests/test_webgpu.c). */
+/* Compiles `src` (entry point "main") into a pipeline; errors as above. */
+tg_status wgpu_test_compile(const char *src);
+/* Runs `src` once with binding 0 = a zeroed read_write buffer of `bytes`,
+ * dispatching groups_x workgroups, and copies the buffer back to out. */
+tg_status wgpu_test_run(const char *src, uint32_t groups_x, void *out, size_t bytes);
+/* The limits codegen checks against: the device's unless a test overrides them. */
+void wgpu_kernel_limits(const wgpu_ctx *c, tg_wgsl_limits *l);
+/* Destroys the shared device, as a driver reset would lose it. */
+void wgpu_test_lose_device(void);
+/* Replaces the limits codegen checks against (NULL restores the device's). */
+void wgpu_test_override_limits(const tg_wgsl_limits *l);
+
+#endif

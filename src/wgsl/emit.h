@@ -1,0 +1,136 @@
+/* Internals shared by the WGSL emitters: a string builder, the kernel being
+ * built, and helpers for the parts every kernel has (entry point, grid,
+ * index maps, literals). One emitter per op lives in ops_*.c; the table that
+ * maps opcodes to emitters is in ops.c. */
+#ifndef TG_WGSL_EMIT_H
+#define TG_WGSL_EMIT_H
+
+#include "wgsl.h"
+
+typedef struct {
+    char *p;
+    size_t n, cap;
+    bool oom;
+} wsb;
+void wsb_printf(wsb *b, const char *fmt, ...) TG_PRINTF(2, 3);
+
+/* The kernel under construction. Operand 0 is the output, operand k+1 is
+ * input k; the prelude has declared their bindings and accessors:
+ *   fn ldK(i: u32) -> T     element i of input K (T = f32, i32 or u32 for bool)
+ *   fn st(i: u32, v: T)     element i of the output
+ *   fn ldo(i: u32) -> T     element i of the output (for kernels that re-read it) */
+typedef struct {
+    const tg_graph *g;
+    const tg_node *n;
+    int id;
+    const tg_plan *plan;
+    const tg_wgsl_limits *lim;
+    tg_kernel_spec *spec;
+    wsb s;
+    tg_status st; /* first error, TG_OK while fine */
+} wk;
+
+typedef bool (*tg_wgsl_emit_fn)(wk *k);
+typedef struct {
+    tg_wgsl_emit_fn emit; /* NULL: no kernel (leaves, views) */
+} tg_wgsl_op;
+extern const tg_wgsl_op tg_wgsl_ops[TG_OP_COUNT];
+
+/* Records an error naming the node ("webgpu: node 12 (matmul [64,64]): ...");
+ * returns false. */
+bool wk_fail(wk *k, tg_status s, const char *fmt, ...) TG_PRINTF(3, 4);
+const tg_node *wk_in(const wk *k, int i);
+const char *wk_type(tg_dtype dt);
+/* A WGSL f32 expression with exactly the value v (f32_bits(...) for
+ * inf/nan/subnormal/-0: the prelude defines fn f32_bits(u32) -> f32). */
+const char *wk_f32(float v, char buf[48]);
+
+/* Emits the entry point header for `groups` workgroups of `wg` invocations,
+ * splitting the grid in 2-D when one dimension is not enough. Inside, `gid`
+ * is the workgroup's linear index and `lid` the local index; the caller
+ * writes the body and closes it with wk_end. */
+bool wk_main(wk *k, int64_t groups, uint32_t wg);
+/* An elementwise kernel over n items: thread `i` (u32), already range-checked. */
+bool wk_flat(wk *k, int64_t n);
+void wk_end(wk *k);
+
+/* fn name(i: u32) -> u32: the flat row-major index i over dims d[0..nd)
+ * mapped to sum(coord * st). */
+void wk_index_fn(wk *k, const char *name, int nd, const int64_t *d, const int64_t *st);
+/* Index maps ldK for a broadcasting elementwise op: writes `fn mapK(i)` for
+ * each input whose layout differs from the output's and sets expr[K] to
+ * "mapK(i)" or "i" or "0u". */
+void wk_bcast_maps(wk *k, int nin, char expr[][16]);
+
+/* ---- row and column kernels (rows.c) ---- */
+/* Invocations per workgroup for a row of len elements: a power of two in [32, 256]. */
+uint32_t wk_row_wg(int64_t len);
+/* var<workgroup> red: array<type, wg> */
+void wk_red_decl(wk *k, uint32_t wg, const char *type);
+/* Every invocation contributes `val`; all then hold the sum (or max) in `out`. */
+void wk_reduce(wk *k, uint32_t wg, const char *val, bool is_max, const char *out);
+
+/* A kernel over `lines` rows of A elements each, element a of row l at
+ * base + a * inner. Opened with wk_rows_open (defines `l` and `base`), then
+ * loops (wk_rows_loop: `a` and the element index `p`), per-row reductions
+ * (wk_rows_combine: a no-op with one thread per row) and wk_end. Rows longer
+ * than 32 get a workgroup each, shorter ones a thread. */
+typedef struct {
+    wk *k;
+    bool wide;
+    uint32_t wg;
+    int64_t lines, A, inner;
+} wk_rows;
+bool wk_rows_open(wk_rows *L, wk *k, int64_t lines, int64_t A, int64_t inner);
+void wk_rows_loop(wk_rows *L, const char *len); /* caller writes the body and "    }\n" */
+void wk_rows_combine(wk_rows *L, const char *var, bool is_max, const char *out);
+/* Opens a block run by one invocation per row (close it with "    }\n"). */
+void wk_rows_once(wk_rows *L);
+
+/* A whole kernel summing `expr` (in terms of u32 r and c) over rows r < R into
+ * output element c < C: 32 columns per workgroup, 8 row sets each. */
+bool wk_colsum(wk *k, int64_t R, int64_t C, const char *expr, const char *type);
+
+/* Emitters (ops_ew.c, ops_reduce.c, ops_matmul.c, ops_math.c, ops_nn.c). */
+bool wgsl_const(wk *k);
+bool wgsl_arange(wk *k);
+bool wgsl_binary(wk *k);
+bool wgsl_unary(wk *k);
+bool wgsl_cast(wk *k);
+bool wgsl_where(wk *k);
+bool wgsl_copy(wk *k); /* broadcast_to, permute */
+bool wgsl_one_hot(wk *k);
+bool wgsl_where_causal(wk *k);
+bool wgsl_relu_grad(wk *k);
+bool wgsl_optim(wk *k); /* adam_m, adam_v, adam_p, sgd_v, sgd_p */
+bool wgsl_sum(wk *k);
+bool wgsl_softmax_lines(wk *k); /* log_softmax, log_softmax_grad, softmax_grad */
+bool wgsl_softmax_causal(wk *k);
+bool wgsl_matmul(wk *k);
+bool wgsl_unary_math(wk *k); /* abs square sin cos tanh sigmoid erf gelu silu softplus leaky_relu clamp */
+bool wgsl_unary_grad(wk *k);
+bool wgsl_minmax(wk *k);
+bool wgsl_minmax_grad(wk *k);
+bool wgsl_softmax(wk *k);
+bool wgsl_argmax(wk *k); /* argmax, argmin */
+bool wgsl_narrow(wk *k);
+bool wgsl_narrow_grad(wk *k);
+bool wgsl_concat(wk *k);
+bool wgsl_take_along_axis(wk *k);
+bool wgsl_take_along_axis_grad(wk *k);
+bool wgsl_cross_entropy(wk *k);
+bool wgsl_cross_entropy_grad(wk *k);
+bool wgsl_nll_loss(wk *k);
+bool wgsl_nll_loss_grad(wk *k);
+bool wgsl_norm(wk *k); /* layer_norm, rms_norm */
+bool wgsl_norm_stats(wk *k);
+bool wgsl_norm_dx(wk *k);
+bool wgsl_norm_dgain(wk *k);
+bool wgsl_embedding(wk *k);
+bool wgsl_embedding_grad(wk *k);
+bool wgsl_rope(wk *k);
+bool wgsl_dropout(wk *k);
+bool wgsl_randn(wk *k);
+bool wgsl_categorical(wk *k);
+
+#endif

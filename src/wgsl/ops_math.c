@@ -1,0 +1,319 @@
+/* WGSL kernels of the math and shape ops (CPU: kernels_math.c): the unary
+ * math family and its backward, min/max and their backward, softmax over any
+ * axis, argmax/argmin, narrow (+ adjoint), concat, take_along_axis (+ its
+ * scatter-add).
+ *
+ * The special functions are written out here rather than taken from the WGSL
+ * builtins wherever a builtin's precision is left to the driver: sin and cos
+ * (Vulkan only bounds their absolute error, 2^-11, near 0), erf (no builtin)
+ * and tanh (some drivers build it from exp and give NaN for large |x|). The
+ * approximations are the classic ones the CPU also uses (Cody-Waite
+ * reduction + Taylor polynomials, the Numerical Recipes erfc fit), so results
+ * agree with the CPU to a few ulp, not bit for bit. */
+#include <math.h>
+#include <stdio.h>
+
+#include "emit.h"
+
+static const char *math_fns =
+    "fn is_nan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }\n"
+    "fn sigmoid(x: f32) -> f32 {\n"
+    "    let e = exp(-abs(x));\n    let r = 1.0f / (1.0f + e);\n    return select(r, e * r, x < 0.0f);\n}\n"
+    "fn tanh_c(x: f32) -> f32 { return tanh(clamp(x, -9.0f, 9.0f)); }\n"
+    /* log(1 + a) for a in [0, 1], keeping the digits of a tiny a (Kahan's trick) */
+    "fn log1p_u(a: f32) -> f32 {\n"
+    "    let u = 1.0f + a;\n    let d = u - 1.0f;\n    return select(log(u) * (a / d), a, d == 0.0f);\n}\n"
+    /* erfc(z), z >= 0: t exp(-z^2 + P(t)), t = 1 / (1 + z / 2) (relative error < 1.2e-7) */
+    "fn erfc_pos(z: f32) -> f32 {\n"
+    "    let t = 1.0f / (1.0f + 0.5f * z);\n"
+    "    var p = 0.17087277f;\n"
+    "    p = p * t - 0.82215223f;\n    p = p * t + 1.48851587f;\n    p = p * t - 1.13520398f;\n"
+    "    p = p * t + 0.27886807f;\n    p = p * t - 0.18628806f;\n    p = p * t + 0.09678418f;\n"
+    "    p = p * t + 0.37409196f;\n    p = p * t + 1.00002368f;\n    p = p * t - 1.26551223f;\n"
+    "    return t * exp(p - z * z);\n}\n"
+    /* erf: the Taylor series of 2/sqrt(pi) (x - x^3/3 + ...) below 1/2, 1 - erfc above */
+    "fn erf_f(x: f32) -> f32 {\n"
+    "    let x2 = x * x;\n"
+    "    var s = -1.0f / 75600.0f;\n"
+    "    s = s * x2 + 1.0f / 9360.0f;\n    s = s * x2 - 1.0f / 1320.0f;\n    s = s * x2 + 1.0f / 216.0f;\n"
+    "    s = s * x2 - 1.0f / 42.0f;\n    s = s * x2 + 1.0f / 10.0f;\n    s = s * x2 - 1.0f / 3.0f;\n"
+    "    s = (s * x2 + 1.0f) * x * 1.12837916709551257f;\n"
+    "    let big = 1.0f - erfc_pos(abs(x));\n"
+    "    return select(select(big, -big, x < 0.0f), s, abs(x) < 0.5f);\n}\n"
+    /* Phi(x), the standard normal CDF, from erfc so the left tail keeps its digits */
+    "fn phi(x: f32) -> f32 {\n"
+    "    let e = 0.5f * erfc_pos(abs(x) * 0.70710678118654752f);\n    return select(1.0f - e, e, x < 0.0f);\n}\n"
+    /* sin and cos: x = j pi/2 + r (pi/2 in three parts), then the Taylor
+     * polynomials on |r| <= pi/4 picked by the quadrant; accurate to a few ulp
+     * for |x| up to about 8192 */
+    "fn sincos_q(x: f32, want_cos: bool) -> f32 {\n"
+    "    let j = round(x * 0.63661977236758134f);\n"
+    "    let r = ((x - j * 1.5703125f) - j * 4.837512969970703e-4f) - j * 7.549790126404332e-8f;\n"
+    "    let r2 = r * r;\n"
+    "    let s = r + r * r2 * (-1.0f / 6.0f + r2 * (1.0f / 120.0f + r2 * (-1.0f / 5040.0f + r2 * (1.0f / 362880.0f))));\n"
+    "    let c = 1.0f + r2 * (-0.5f + r2 * (1.0f / 24.0f + r2 * (-1.0f / 720.0f + r2 * (1.0f / 40320.0f"
+    " + r2 * (-1.0f / 3628800.0f)))));\n"
+    "    let q = (bitcast<u32>(i32(j)) + select(0u, 1u, want_cos)) & 3u;\n"
+    "    let v = select(s, c, (q & 1u) == 1u);\n"
+    "    return select(v, -v, q >= 2u);\n}\n";
+
+/* The expression of op(v) for the forward of a unary math op (f32). */
+static const char *forward_expr(const tg_node *n, char *buf, size_t len) {
+    char a[48], b[48];
+    switch (n->op) {
+    case TG_OP_ABS: return "abs(v)";
+    case TG_OP_SQUARE: return "v * v";
+    case TG_OP_SIN: return "sincos_q(v, false)";
+    case TG_OP_COS: return "sincos_q(v, true)";
+    case TG_OP_TANH: return "tanh_c(v)";
+    case TG_OP_SIGMOID: return "sigmoid(v)";
+    case TG_OP_ERF: return "erf_f(v)";
+    case TG_OP_GELU: /* tanh form as x sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3) */
+        return n->ia[0] ? "v * sigmoid(2.0f * (0.79788456080286536f * (v + 0.044715f * v * v * v)))" : "v * phi(v)";
+    case TG_OP_SILU: return "v * sigmoid(v)";
+    case TG_OP_SOFTPLUS: return "max(v, 0.0f) + log1p_u(exp(-abs(v)))";
+    case TG_OP_LEAKY_RELU: snprintf(buf, len, "select(%s * v, v, v > 0.0f)", wk_f32(n->fa[0], a)); return buf;
+    case TG_OP_CLAMP: /* max with lo, then min with hi (lo > hi gives hi); NaN passes */
+        snprintf(buf, len, "clamp_seq(v, %s, %s)", wk_f32(n->fa[0], a), wk_f32(n->fa[1], b));
+        return buf;
+    default: return NULL;
+    }
+}
+
+static int32_t sat_i32(double v) { return v <= -2147483648.0 ? INT32_MIN : v >= 2147483647.0 ? INT32_MAX : (int32_t)v; }
+
+/* abs, square, sin, ..., clamp: y = f(x), same shape; i32 for abs, square, clamp. */
+bool wgsl_unary_math(wk *k) {
+    const tg_node *n = k->n;
+    char buf[160];
+    const char *e;
+    if (n->dtype == TG_I32) { /* wrapping like the other i32 ops */
+        if (n->op == TG_OP_ABS) e = "select(v, bitcast<i32>(0u - bitcast<u32>(v)), v < 0)";
+        else if (n->op == TG_OP_SQUARE) e = "v * v";
+        else {
+            snprintf(buf, sizeof buf, "min(max(v, %di), %di)", (int)sat_i32(ceil(n->fa[0])), (int)sat_i32(floor(n->fa[1])));
+            e = buf;
+        }
+    } else {
+        e = forward_expr(n, buf, sizeof buf);
+        wsb_printf(&k->s, "%s", math_fns);
+        wsb_printf(&k->s, "fn clamp_seq(x: f32, lo: f32, hi: f32) -> f32 {\n"
+                          "    let v = select(x, lo, x < lo);\n    return select(v, hi, v > hi);\n}\n");
+    }
+    if (!e) return wk_fail(k, TG_ERR_BACKEND, "not a unary math op");
+    if (!wk_flat(k, ir_numel(n))) return false;
+    wsb_printf(&k->s, "    let v = ld0(i);\n    st(i, %s);\n", e);
+    wk_end(k);
+    return true;
+}
+
+/* unary_grad(s, gy) -> gx: ia[0] the forward op, s its saved input (or
+ * output, for tanh, sigmoid, softplus, leaky_relu), see optable.c. */
+bool wgsl_unary_grad(wk *k) {
+    const tg_node *n = k->n;
+    char a[48], b[48], buf[200];
+    const char *e = NULL;
+    switch ((tg_opcode)n->ia[0]) {
+    case TG_OP_ABS: e = "select(select(0.0f, -g, s < 0.0f), g, s > 0.0f)"; break;
+    case TG_OP_SQUARE: e = "2.0f * s * g"; break;
+    case TG_OP_TANH: e = "g * (1.0f - s * s)"; break;
+    case TG_OP_SIGMOID: e = "g * (s * (1.0f - s))"; break;
+    case TG_OP_ERF: e = "g * (1.12837916709551257f * exp(-(s * s)))"; break;
+    case TG_OP_GELU:
+        e = n->ia[1] ? "g * gelu_tanh_d(s)" : "g * (phi(s) + s * (0.39894228040143268f * exp(-0.5f * s * s)))";
+        break;
+    case TG_OP_SILU: e = "g * (sigmoid(s) * (1.0f + s * (1.0f - sigmoid(s))))"; break;
+    case TG_OP_LEAKY_RELU: snprintf(buf, sizeof buf, "select(%s * g, g, s > 0.0f)", wk_f32(n->fa[0], a)); e = buf; break;
+    case TG_OP_CLAMP:
+        snprintf(buf, sizeof buf, "select(0.0f, g, s >= %s && s <= %s)", wk_f32(n->fa[0], a), wk_f32(n->fa[1], b));
+        e = buf;
+        break;
+    case TG_OP_SIN: e = "g * sincos_q(s, true)"; break;
+    case TG_OP_COS: e = "-g * sincos_q(s, false)"; break;
+    case TG_OP_SOFTPLUS: e = "g * (1.0f - exp(-s))"; break; /* sigmoid(x) from y = softplus(x) */
+    default: return wk_fail(k, TG_ERR_BACKEND, "unary_grad of an unknown op %lld", (long long)n->ia[0]);
+    }
+    wsb_printf(&k->s, "%s", math_fns);
+    /* d/dx x sigmoid(2u) = s2 + x s2 (1 - s2) 2 u', u' = sqrt(2/pi) (1 + 3 0.044715 x^2) */
+    wsb_printf(&k->s, "fn gelu_tanh_d(x: f32) -> f32 {\n"
+                      "    let s2 = sigmoid(2.0f * (0.79788456080286536f * (x + 0.044715f * x * x * x)));\n"
+                      "    return s2 + x * (s2 * (1.0f - s2)) * (2.0f * 0.79788456080286536f * (1.0f + 3.0f * 0.044715f * x * x));\n}\n");
+    if (!wk_flat(k, ir_numel(n))) return false;
+    wsb_printf(&k->s, "    let s = ld0(i);\n    let g = ld1(i);\n    st(i, %s);\n", e);
+    wk_end(k);
+    return true;
+}
+
+/* min / max with broadcasting, f32 or i32; a NaN operand gives NaN. */
+bool wgsl_minmax(wk *k) {
+    char ix[2][16];
+    wk_bcast_maps(k, 2, ix);
+    bool is_max = k->n->op == TG_OP_MAX, f32 = k->n->dtype == TG_F32;
+    if (f32) wsb_printf(&k->s, "%s", "fn is_nan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }\n");
+    if (!wk_flat(k, ir_numel(k->n))) return false;
+    wsb_printf(&k->s, "    let a = ld0(%s);\n    let b = ld1(%s);\n", ix[0], ix[1]);
+    wsb_printf(&k->s, "    st(i, select(b, a, a %s b%s));\n", is_max ? ">" : "<", f32 ? " || is_nan(a)" : "");
+    wk_end(k);
+    return true;
+}
+
+/* minmax_grad(a, b, gy) -> the share of gy of operand ia[1] (0 = a, 1 = b) of
+ * min or max (ia[0]), over gy's shape: all of it to the winner, half at a tie. */
+bool wgsl_minmax_grad(wk *k) {
+    char ix[3][16];
+    wk_bcast_maps(k, 3, ix);
+    int side = (int)k->n->ia[1];
+    bool is_max = k->n->ia[0] == TG_OP_MAX;
+    if (!wk_flat(k, ir_numel(k->n))) return false;
+    wsb_printf(&k->s, "    let own = ld%d(%s);\n    let oth = ld%d(%s);\n    let g = ld2(%s);\n", side, ix[side], 1 - side,
+               ix[1 - side], ix[2]);
+    wsb_printf(&k->s, "    st(i, select(select(0.0f, 0.5f * g, own == oth), g, own %s oth));\n", is_max ? ">" : "<");
+    wk_end(k);
+    return true;
+}
+
+static void axis_view(tg_shape s, int axis, int64_t *outer, int64_t *A, int64_t *inner) {
+    *outer = 1;
+    *inner = 1;
+    for (int i = 0; i < axis; i++) *outer *= s.d[i];
+    for (int i = axis + 1; i < s.ndim; i++) *inner *= s.d[i];
+    *A = s.d[axis];
+}
+
+/* softmax over axis ia[0]: e^(x - max) / sum; may run in place (each
+ * element is read before it is written, all others in earlier passes). */
+bool wgsl_softmax(wk *k) {
+    int64_t outer, A, inner;
+    axis_view(k->n->shape, (int)k->n->ia[0], &outer, &A, &inner);
+    char len[32];
+    snprintf(len, sizeof len, "%lldu", (long long)A);
+    wk_rows L;
+    if (!wk_rows_open(&L, k, outer * inner, A, inner)) return false;
+    wsb_printf(&k->s, "    var m = f32_bits(0xff800000u);\n");
+    wk_rows_loop(&L, len);
+    wsb_printf(&k->s, "        m = max(m, ld0(p));\n    }\n");
+    wk_rows_combine(&L, "m", true, "mx");
+    wsb_printf(&k->s, "    var z = 0.0f;\n");
+    wk_rows_loop(&L, len);
+    wsb_printf(&k->s, "        z += exp(ld0(p) - mx);\n    }\n");
+    wk_rows_combine(&L, "z", false, "zs");
+    wsb_printf(&k->s, "    let inv = 1.0f / zs;\n");
+    wk_rows_loop(&L, len);
+    wsb_printf(&k->s, "        st(p, exp(ld0(p) - mx) * inv);\n    }\n");
+    wk_end(k);
+    return true;
+}
+
+/* argmax / argmin over axis ia[0]: x [outer, A, inner] -> i32 [outer, 1,
+ * inner]; the first index of the extreme wins, and NaN is the most extreme. */
+bool wgsl_argmax(wk *k) {
+    const tg_node *x = wk_in(k, 0);
+    int64_t outer, A, inner;
+    axis_view(x->shape, (int)k->n->ia[0], &outer, &A, &inner);
+    bool is_max = k->n->op == TG_OP_ARGMAX, f32 = x->dtype == TG_F32;
+    if (f32) wsb_printf(&k->s, "fn is_nan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }\n");
+    if (!wk_flat(k, outer * inner)) return false;
+    wsb_printf(&k->s,
+               "    let base = (i / %lldu) * %lldu + i %% %lldu;\n"
+               "    var best = ld0(base);\n    var at = 0;\n"
+               "    for (var a = 1u; a < %lldu; a++) {\n"
+               "        let v = ld0(base + a * %lldu);\n"
+               "        if (v %s best%s) { best = v; at = i32(a); }\n"
+               "    }\n"
+               "    st(i, at);\n",
+               (long long)inner, (long long)(A * inner), (long long)inner, (long long)A, (long long)inner,
+               is_max ? ">" : "<", f32 ? " || (is_nan(v) && !is_nan(best))" : "");
+    wk_end(k);
+    return true;
+}
+
+/* narrow: x [outer, A, inner] -> y [outer, L, inner] = x[:, start:start+L, :] */
+bool wgsl_narrow(wk *k) {
+    int64_t outer, L, inner, A = wk_in(k, 0)->shape.d[k->n->ia[0]];
+    axis_view(k->n->shape, (int)k->n->ia[0], &outer, &L, &inner);
+    if (!wk_flat(k, ir_numel(k->n))) return false;
+    wsb_printf(&k->s, "    st(i, ld0((i / %lldu) * %lldu + %lldu + i %% %lldu));\n", (long long)(L * inner),
+               (long long)(A * inner), (long long)(k->n->ia[1] * inner), (long long)(L * inner));
+    wk_end(k);
+    return true;
+}
+
+/* narrow_grad: gy [outer, L, inner] -> gx [outer, A, inner], zero outside
+ * [start, start+L) along the axis. */
+bool wgsl_narrow_grad(wk *k) {
+    int64_t outer, A, inner, L = wk_in(k, 0)->shape.d[k->n->ia[0]], s0 = k->n->ia[1];
+    axis_view(k->n->shape, (int)k->n->ia[0], &outer, &A, &inner);
+    if (!wk_flat(k, ir_numel(k->n))) return false;
+    wsb_printf(&k->s,
+               "    let rem = i %% %lldu;\n    let a = rem / %lldu;\n"
+               "    let inside = a >= %lldu && a < %lldu;\n"
+               "    let src = select(0u, (i / %lldu) * %lldu + rem - %lldu, inside);\n"
+               "    st(i, select(0.0f, ld0(src), inside));\n",
+               (long long)(A * inner), (long long)inner, (long long)s0, (long long)(s0 + L), (long long)(A * inner),
+               (long long)(L * inner), (long long)(s0 * inner));
+    wk_end(k);
+    return true;
+}
+
+/* concat: inputs k [outer, A_k, inner] -> y [outer, sum A_k, inner] */
+bool wgsl_concat(wk *k) {
+    const tg_node *n = k->n;
+    int64_t outer, S, inner;
+    int axis = (int)n->ia[0];
+    axis_view(n->shape, axis, &outer, &S, &inner);
+    if (!wk_flat(k, ir_numel(n))) return false;
+    wsb_printf(&k->s, "    let o = i / %lldu;\n    let rem = i %% %lldu;\n    let a = rem / %lldu;\n    let q = rem %% %lldu;\n",
+               (long long)(S * inner), (long long)(S * inner), (long long)inner, (long long)inner);
+    int64_t start = 0;
+    for (int j = 0; j < n->nin; j++) {
+        int64_t Aj = wk_in(k, j)->shape.d[axis];
+        if (j < n->nin - 1) wsb_printf(&k->s, "    %sif (a < %lldu) {", j ? "else " : "", (long long)(start + Aj));
+        else wsb_printf(&k->s, "    %s{", j ? "else " : "");
+        wsb_printf(&k->s, " st(i, ld%d((o * %lldu + a - %lldu) * %lldu + q)); }\n", j, (long long)Aj, (long long)start,
+                   (long long)inner);
+        start += Aj;
+    }
+    wk_end(k);
+    return true;
+}
+
+/* take_along_axis: x [outer, A, inner], idx i32 [outer, K, inner] -> y
+ * [outer, K, inner], y = x[o, idx, q]; a negative index counts from the end,
+ * one still out of range reads 0. */
+bool wgsl_take_along_axis(wk *k) {
+    const tg_node *n = k->n;
+    int64_t outer, K, inner, A = wk_in(k, 0)->shape.d[n->ia[0]];
+    axis_view(n->shape, (int)n->ia[0], &outer, &K, &inner);
+    if (!wk_flat(k, ir_numel(n))) return false;
+    wsb_printf(&k->s,
+               "    let t = ld1(i);\n    let v = select(t, t + %lldi, t < 0);\n    let ok = v >= 0 && v < %lldi;\n"
+               "    let src = (i / %lldu) * %lldu + u32(clamp(v, 0, %lldi)) * %lldu + i %% %lldu;\n"
+               "    st(i, select(bitcast<%s>(0u), ld0(src), ok));\n",
+               (long long)A, (long long)A, (long long)(K * inner), (long long)(A * inner), (long long)(A - 1),
+               (long long)inner, (long long)inner, wk_type(n->dtype));
+    wk_end(k);
+    return true;
+}
+
+/* take_along_axis_grad: (gy [outer, K, inner], idx) -> gx [outer, A, inner].
+ * One invocation per gx element adds, in k order as the CPU does, the gy
+ * elements whose index picked it (no atomics). */
+bool wgsl_take_along_axis_grad(wk *k) {
+    const tg_node *n = k->n;
+    int64_t outer, A, inner, K = wk_in(k, 1)->shape.d[n->ia[0]];
+    axis_view(n->shape, (int)n->ia[0], &outer, &A, &inner);
+    if (!wk_flat(k, ir_numel(n))) return false;
+    wsb_printf(&k->s,
+               "    let o = i / %lldu;\n    let a = i32((i %% %lldu) / %lldu);\n    let q = i %% %lldu;\n"
+               "    var acc = 0.0f;\n"
+               "    for (var kk = 0u; kk < %lldu; kk++) {\n"
+               "        let j = (o * %lldu + kk) * %lldu + q;\n"
+               "        let t = ld1(j);\n"
+               "        if (select(t, t + %lldi, t < 0) == a) { acc += ld0(j); }\n"
+               "    }\n"
+               "    st(i, acc);\n",
+               (long long)(A * inner), (long long)(A * inner), (long long)inner, (long long)inner, (long long)K,
+               (long long)K, (long long)inner, (long long)A);
+    wk_end(k);
+    return true;
+}

@@ -1,0 +1,275 @@
+/* WGSL kernels of the nn ops (CPU: kernels_nn.c): cross-entropy and NLL,
+ * layer/RMS norm and their backward helpers, embedding, rope, and the random
+ * ops, which draw from the same counter-based hash as the CPU (tg_wgsl_prng).
+ *
+ * Row ops run on the row kernels of rows.c. Several of these ops may write
+ * over an input (in-place): each invocation reads element p only before it
+ * writes element p, and every read of another element happens in an earlier
+ * pass, behind the reduction barriers. Data-dependent conditions (targets,
+ * indices) never steer a barrier: they only pick values with select. */
+#include <stdio.h>
+
+#include "emit.h"
+
+static int64_t last_dim(const tg_node *n) { return n->shape.ndim ? n->shape.d[n->shape.ndim - 1] : 1; }
+
+static const char *f32_of(int64_t v, char buf[32]) {
+    snprintf(buf, 32, "%lld.0f", (long long)v);
+    return buf;
+}
+
+/* m = max of ld0 over the row, z = sum of exp(ld0 - m): the softmax of row l. */
+static void softmax_stats(wk_rows *L, const char *A) {
+    wsb_printf(&L->k->s, "    var m = f32_bits(0xff800000u);\n");
+    wk_rows_loop(L, A);
+    wsb_printf(&L->k->s, "        m = max(m, ld0(p));\n    }\n");
+    wk_rows_combine(L, "m", true, "mx");
+    wsb_printf(&L->k->s, "    var z = 0.0f;\n");
+    wk_rows_loop(L, A);
+    wsb_printf(&L->k->s, "        z += exp(ld0(p) - mx);\n    }\n");
+    wk_rows_combine(L, "z", false, "zs");
+}
+
+/* cross_entropy: logits [R, V], targets i32 [R] -> [R];
+ * -((x[t] - max) - log(sum exp(x - max))), 0 for a target outside [0, V). */
+bool wgsl_cross_entropy(wk *k) {
+    int64_t V = last_dim(wk_in(k, 0)), R = ir_numel(k->n);
+    char A[32];
+    snprintf(A, sizeof A, "%lldu", (long long)V);
+    wk_rows L;
+    if (!wk_rows_open(&L, k, R, V, 1)) return false;
+    wsb_printf(&k->s, "    let t = ld1(l);\n    let ok = t >= 0 && t < %lldi;\n", (long long)V);
+    softmax_stats(&L, A);
+    wk_rows_once(&L);
+    wsb_printf(&k->s, "        let xt = ld0(base + u32(clamp(t, 0, %lldi)));\n", (long long)(V - 1));
+    wsb_printf(&k->s, "        st(l, select(0.0f, -((xt - mx) - log(zs)), ok));\n    }\n");
+    wk_end(k);
+    return true;
+}
+
+/* cross_entropy_grad: (logits [R, V], targets [R], gy [R]) -> [R, V];
+ * (softmax(x) - onehot(t)) * gy, 0 for a target outside [0, V). */
+bool wgsl_cross_entropy_grad(wk *k) {
+    int64_t V = last_dim(k->n), R = V ? ir_numel(k->n) / V : 0;
+    char A[32];
+    snprintf(A, sizeof A, "%lldu", (long long)V);
+    wk_rows L;
+    if (!wk_rows_open(&L, k, R, V, 1)) return false;
+    wsb_printf(&k->s, "    let t = ld1(l);\n    let ok = t >= 0 && t < %lldi;\n    let g = ld2(l);\n", (long long)V);
+    softmax_stats(&L, A);
+    wsb_printf(&k->s, "    let kg = g / zs;\n");
+    wk_rows_loop(&L, A);
+    wsb_printf(&k->s,
+               "        let e = exp(ld0(p) - mx) * kg;\n"
+               "        st(p, select(0.0f, select(e, e - g, i32(a) == t), ok));\n    }\n");
+    wk_end(k);
+    return true;
+}
+
+/* nll_loss: (logprobs [R, V], targets [R]) -> [R]; -lp[t], 0 out of range. */
+bool wgsl_nll_loss(wk *k) {
+    int64_t V = last_dim(wk_in(k, 0));
+    if (!wk_flat(k, ir_numel(k->n))) return false;
+    wsb_printf(&k->s,
+               "    let t = ld1(i);\n"
+               "    let v = -ld0(i * %lldu + u32(clamp(t, 0, %lldi)));\n"
+               "    st(i, select(0.0f, v, t >= 0 && t < %lldi));\n",
+               (long long)V, (long long)(V - 1), (long long)V);
+    wk_end(k);
+    return true;
+}
+
+/* nll_loss_grad: (targets [R], gy [R]) -> [R, V]; -gy at the target, else 0. */
+bool wgsl_nll_loss_grad(wk *k) {
+    int64_t V = k->n->ia[0];
+    if (!wk_flat(k, ir_numel(k->n))) return false;
+    wsb_printf(&k->s, "    let r = i / %lldu;\n    st(i, select(0.0f, -ld1(r), ld0(r) == i32(i %% %lldu)));\n",
+               (long long)V, (long long)V);
+    wk_end(k);
+    return true;
+}
+
+/* The row statistics of norm_stats_row (kernels_nn.c): mean (0 for RMS) and
+ * rstd = 1 / sqrt(mean((x - mean)^2) + eps), over ld0 of the row. */
+static void norm_stats(wk_rows *L, bool rms, float eps) {
+    wk *k = L->k;
+    char A[32], D[32], e[48];
+    snprintf(A, sizeof A, "%lldu", (long long)L->A);
+    f32_of(L->A, D);
+    if (rms) wsb_printf(&k->s, "    let mean = 0.0f;\n");
+    else {
+        wsb_printf(&k->s, "    var s1 = 0.0f;\n");
+        wk_rows_loop(L, A);
+        wsb_printf(&k->s, "        s1 += ld0(p);\n    }\n");
+        wk_rows_combine(L, "s1", false, "ssum");
+        wsb_printf(&k->s, "    let mean = ssum / %s;\n", D);
+    }
+    wsb_printf(&k->s, "    var s2 = 0.0f;\n");
+    wk_rows_loop(L, A);
+    wsb_printf(&k->s, "        let dv = ld0(p) - mean;\n        s2 += dv * dv;\n    }\n");
+    wk_rows_combine(L, "s2", false, "sq");
+    wsb_printf(&k->s, "    let rstd = 1.0f / sqrt(sq / %s + %s);\n", D, wk_f32(eps, e));
+}
+
+/* layer_norm (x, g, b) / rms_norm (x, g) over the last axis of x [R, D]. */
+bool wgsl_norm(wk *k) {
+    const tg_node *n = k->n;
+    int64_t D = last_dim(n), R = D ? ir_numel(n) / D : 0;
+    char A[32];
+    snprintf(A, sizeof A, "%lldu", (long long)D);
+    wk_rows L;
+    if (!wk_rows_open(&L, k, R, D, 1)) return false;
+    norm_stats(&L, n->op == TG_OP_RMS_NORM, n->fa[0]);
+    wk_rows_loop(&L, A);
+    wsb_printf(&k->s, "        st(p, (ld0(p) - mean) * rstd * ld1(a)%s);\n    }\n", n->nin > 2 ? " + ld2(a)" : "");
+    wk_end(k);
+    return true;
+}
+
+/* norm_stats: x [R, D] -> [R, 2] = (mean, rstd) per row. */
+bool wgsl_norm_stats(wk *k) {
+    int64_t D = last_dim(wk_in(k, 0)), R = D ? ir_numel(wk_in(k, 0)) / D : 0;
+    wk_rows L;
+    if (!wk_rows_open(&L, k, R, D, 1)) return false;
+    norm_stats(&L, k->n->ia[0], k->n->fa[0]);
+    wk_rows_once(&L);
+    wsb_printf(&k->s, "        st(2u * l, mean);\n        st(2u * l + 1u, rstd);\n    }\n");
+    wk_end(k);
+    return true;
+}
+
+/* norm_dx: (x, g, gy, stats) -> dx [R, D]; with xh = (x - mean) rstd, d = gy g:
+ * rstd (d - mean(d) - xh mean(d xh)), without the mean(d) term for RMS. */
+bool wgsl_norm_dx(wk *k) {
+    int64_t D = last_dim(k->n), R = D ? ir_numel(k->n) / D : 0;
+    char A[32], Df[32];
+    snprintf(A, sizeof A, "%lldu", (long long)D);
+    f32_of(D, Df);
+    wk_rows L;
+    if (!wk_rows_open(&L, k, R, D, 1)) return false;
+    wsb_printf(&k->s, "    let mean = ld3(2u * l);\n    let rstd = ld3(2u * l + 1u);\n    var sa = 0.0f;\n    var sb = 0.0f;\n");
+    wk_rows_loop(&L, A);
+    wsb_printf(&k->s, "        let d = ld2(p) * ld1(a);\n        sa += d;\n        sb += d * ((ld0(p) - mean) * rstd);\n    }\n");
+    wk_rows_combine(&L, "sa", false, "ta");
+    wk_rows_combine(&L, "sb", false, "tb");
+    if (k->n->ia[0]) wsb_printf(&k->s, "    let am = 0.0f;\n");
+    else wsb_printf(&k->s, "    let am = ta / %s;\n", Df);
+    wsb_printf(&k->s, "    let bm = tb / %s;\n", Df);
+    wk_rows_loop(&L, A);
+    wsb_printf(&k->s, "        st(p, rstd * (ld2(p) * ld1(a) - am - (ld0(p) - mean) * rstd * bm));\n    }\n");
+    wk_end(k);
+    return true;
+}
+
+/* norm_dgain: (x [R, D], gy [R, D], stats [R, 2]) -> [D]: sum over rows of gy * xh. */
+bool wgsl_norm_dgain(wk *k) {
+    int64_t D = last_dim(wk_in(k, 0)), R = D ? ir_numel(wk_in(k, 0)) / D : 0;
+    char e[160];
+    snprintf(e, sizeof e, "ld1(r * %lldu + c) * ((ld0(r * %lldu + c) - ld2(2u * r)) * ld2(2u * r + 1u))", (long long)D,
+             (long long)D);
+    return wk_colsum(k, R, D, e, "f32");
+}
+
+/* embedding: (table [V, D], idx [R]) -> [R, D]; a zero row for an index outside [0, V). */
+bool wgsl_embedding(wk *k) {
+    int64_t D = last_dim(k->n), V = wk_in(k, 0)->shape.d[0];
+    if (!wk_flat(k, ir_numel(k->n))) return false;
+    wsb_printf(&k->s,
+               "    let t = ld1(i / %lldu);\n"
+               "    let v = ld0(u32(clamp(t, 0, %lldi)) * %lldu + i %% %lldu);\n"
+               "    st(i, select(0.0f, v, t >= 0 && t < %lldi));\n",
+               (long long)D, (long long)(V - 1), (long long)D, (long long)D, (long long)V);
+    wk_end(k);
+    return true;
+}
+
+/* embedding_grad: (idx [R], gy [R, D]) -> [V, D]. One invocation per table
+ * element adds the rows that picked it, in row order as the CPU does (so
+ * the sums are the CPU's exactly), with no atomics (WGSL has none for f32).
+ * Every invocation scans all R indices: fine for the vocabularies here; a
+ * large vocabulary would want the rows grouped by index first. */
+bool wgsl_embedding_grad(wk *k) {
+    int64_t V = k->n->ia[0], D = last_dim(k->n), R = ir_numel(wk_in(k, 0));
+    if (!wk_flat(k, V * D)) return false;
+    wsb_printf(&k->s,
+               "    let v = i32(i / %lldu);\n    let c = i %% %lldu;\n    var acc = 0.0f;\n"
+               "    for (var r = 0u; r < %lldu; r++) {\n"
+               "        if (ld0(r) == v) { acc += ld1(r * %lldu + c); }\n    }\n"
+               "    st(i, acc);\n",
+               (long long)D, (long long)D, (long long)R, (long long)D);
+    wk_end(k);
+    return true;
+}
+
+/* rope: (x [..., T, D], table [T, D] = cos | sin) -> [..., T, D]. One
+ * invocation per pair (i, i + D/2) of a row reads both before writing both. */
+bool wgsl_rope(wk *k) {
+    const tg_shape *s = &k->n->shape;
+    int64_t D = s->d[s->ndim - 1], T = s->d[s->ndim - 2], h = D / 2, R = D ? ir_numel(k->n) / D : 0;
+    if (!wk_flat(k, R * h)) return false;
+    wsb_printf(&k->s,
+               "    let r = i / %lldu;\n    let j = i %% %lldu;\n"
+               "    let tb = (r %% %lldu) * %lldu + j;\n"
+               "    let c = ld1(tb);\n    let s = %sld1(tb + %lldu);\n"
+               "    let xa = r * %lldu + j;\n    let a = ld0(xa);\n    let b = ld0(xa + %lldu);\n"
+               "    st(xa, a * c - b * s);\n    st(xa + %lldu, b * c + a * s);\n",
+               (long long)h, (long long)h, (long long)T, (long long)D, k->n->ia[0] ? "-" : "", (long long)h,
+               (long long)D, (long long)h, (long long)h);
+    wk_end(k);
+    return true;
+}
+
+/* The launch key from the seed leaf (i32 [2]: low, high) at input `in`. */
+static void rng_key(wk *k, int in) {
+    wsb_printf(&k->s, "    let key = tg_rng_key(bitcast<u32>(ld%d(0u)), bitcast<u32>(ld%d(1u)), %uu);\n", in, in,
+               (unsigned)(uint32_t)k->n->ia[7]);
+}
+
+/* dropout: (x, seed) -> y; element e is 0 when uniform(e) < p, else x[e] / (1 - p). */
+bool wgsl_dropout(wk *k) {
+    char p[48], sc[48];
+    wsb_printf(&k->s, "%s", tg_wgsl_prng);
+    if (!wk_flat(k, ir_numel(k->n))) return false;
+    rng_key(k, 1);
+    wsb_printf(&k->s, "    st(i, select(ld0(i) * %s, 0.0f, tg_rng_key_uniform(key, i) < %s));\n", wk_f32(k->n->fa[1], sc),
+               wk_f32(k->n->fa[0], p));
+    wk_end(k);
+    return true;
+}
+
+/* randn: (seed) -> y[e] = normal(e), Box-Muller as tg_rng_key_normal. */
+bool wgsl_randn(wk *k) {
+    wsb_printf(&k->s, "%s", tg_wgsl_prng);
+    if (!wk_flat(k, ir_numel(k->n))) return false;
+    rng_key(k, 0);
+    wsb_printf(&k->s, "    st(i, tg_rng_key_normal(key, i));\n");
+    wk_end(k);
+    return true;
+}
+
+/* categorical: (logits [R, V], seed) -> i32 [R]; one thread per row runs
+ * cpu_categorical's inverse CDF in its order (the pick is a running sum). */
+bool wgsl_categorical(wk *k) {
+    int64_t V = last_dim(wk_in(k, 0)), R = ir_numel(k->n);
+    wsb_printf(&k->s, "%s", tg_wgsl_prng);
+    if (!wk_flat(k, R)) return false;
+    rng_key(k, 1);
+    wsb_printf(&k->s,
+               "    let base = i * %lldu;\n"
+               "    var m = f32_bits(0xff800000u);\n"
+               "    for (var v = 0u; v < %lldu; v++) { m = max(m, ld0(base + v)); }\n"
+               "    var z = 0.0f;\n"
+               "    for (var v = 0u; v < %lldu; v++) { z += exp(ld0(base + v) - m); }\n"
+               "    let goal = tg_rng_key_uniform(key, i) * z;\n"
+               "    var run = 0.0f;\n    var pick = -1;\n    var last = %lldi;\n"
+               "    for (var v = 0u; v < %lldu; v++) {\n"
+               "        let w = exp(ld0(base + v) - m);\n"
+               "        if (w > 0.0f) { last = i32(v); }\n"
+               "        run += w;\n"
+               "        if (goal < run) { pick = i32(v); break; }\n"
+               "    }\n"
+               "    st(i, select(last, pick, pick >= 0));\n",
+               (long long)V, (long long)V, (long long)V, (long long)(V - 1), (long long)V);
+    wk_end(k);
+    return true;
+}

@@ -1,0 +1,340 @@
+/* The WebGPU backend against the CPU backend, on whatever adapter the
+ * runtime finds (lavapipe in CI): every op forward and backward, training,
+ * the adapter check, WGSL compile errors, limit errors and the PRNG.
+ *
+ * Tolerances (relative to max(1, |cpu value|)): 1e-5 for the forward of
+ * most ops, 1e-4 where a long sum or exp/log is involved, 10x that for
+ * gradients; i32 and bool outputs must match exactly. Training: the loss of
+ * every step within 1e-4 relative. Without a WebGPU runtime the test prints
+ * "skipped" with the reason, except under CI=true where that is a failure. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "parity.h"
+#include "harness.h"
+#include "util/util.h"
+#include "webgpu/webgpu.h"
+#include "wgsl/emit.h"
+
+#define S TG_SHAPE /* op_cases.h #undefs its own */
+#define PRM(...) {__VA_ARGS__, P_END}
+
+/* ---- op cases ---- */
+
+static tg_tensor pos(tg_tensor x) { return tg_add_s(tg_mul(x, x), 0.5f); } /* > 0 for sqrt/log/rsqrt */
+
+static tg_tensor b_add(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_add(p[0], p[1]); }
+static tg_tensor b_sub(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_sub(p[0], p[1]); }
+static tg_tensor b_mul(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_mul(p[0], p[1]); }
+static tg_tensor b_div(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_div(p[0], pos(p[1])); }
+static tg_tensor b_scalars(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
+    tg_tensor x = tg_rsub_s(2.0f, tg_mul_s(tg_sub_s(tg_add_s(p[0], 1.5f), 0.25f), -3.0f));
+    return tg_add(tg_div_s(x, 7.0f), tg_rdiv_s(1.0f, pos(p[0])));
+}
+static tg_tensor b_where_cmp(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
+    tg_tensor a = tg_where(tg_less(p[0], p[1]), p[0], p[1]);
+    return tg_where(tg_greater_s(p[0], 0.2f), a, tg_mul_s(p[1], 2.0f));
+}
+static tg_tensor b_where_bc(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
+    return tg_where(tg_greater_s(p[0], 0.0f), p[1], p[2]);
+}
+static tg_tensor b_less(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_less(p[0], p[1]); }
+static tg_tensor b_iadd(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_add(i[0], i[1]); }
+static tg_tensor b_isub(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_sub(i[0], i[1]); }
+static tg_tensor b_imul(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_mul(i[0], i[1]); }
+static tg_tensor b_idiv(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_div(i[0], i[1]); }
+static tg_tensor b_igreater(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_greater(i[0], i[1]); }
+static tg_tensor b_isum(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_sum(i[0], 0, true); }
+static tg_tensor b_neg(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_neg(p[0]); }
+static tg_tensor b_sqrt(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_sqrt(pos(p[0])); }
+static tg_tensor b_rsqrt(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_rsqrt(pos(p[0])); }
+static tg_tensor b_log(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_log(pos(p[0])); }
+static tg_tensor b_exp(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_exp(p[0]); }
+static tg_tensor b_relu(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_relu(p[0]); }
+static tg_tensor b_cast_fi(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
+    return tg_cast(tg_mul_s(p[0], 1e9f), TG_I32); /* saturates past +-2^31 */
+}
+static tg_tensor b_cast_if(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
+    return tg_mul(tg_cast(i[0], TG_F32), p[0]);
+}
+static tg_tensor b_cast_bool(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
+    tg_tensor fb = tg_cast(tg_cast(tg_relu(p[0]), TG_BOOL), TG_F32); /* f32 -> bool -> f32 */
+    tg_tensor ib = tg_cast(tg_cast(i[0], TG_BOOL), TG_I32);         /* i32 -> bool -> i32 */
+    return tg_add(tg_mul(fb, p[0]), tg_cast(ib, TG_F32));
+}
+static tg_tensor b_sum_last(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_sum(p[0], -1, true); }
+static tg_tensor b_sum_first(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_sum(p[0], 0, false); }
+static tg_tensor b_sum_mid(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_sum(p[0], 1, true); }
+static tg_tensor b_sum_all(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_sum(p[0], TG_ALL, false); }
+static tg_tensor b_sum_02(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
+    return tg_sum_axes(p[0], S(0, 2), true);
+}
+static tg_tensor b_mean(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_mean(p[0], -1, false); }
+static tg_tensor b_permute(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
+    return tg_permute(p[0], S(3, 1, 0, 2));
+}
+static tg_tensor b_reshape(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
+    return tg_mul(tg_reshape(p[0], S(6, -1)), p[1]);
+}
+static tg_tensor b_bcast(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
+    return tg_broadcast_to(p[0], S(5, 3, 7));
+}
+static tg_tensor b_sum_to(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
+    return tg_sum_to_shape(p[0], S(1, 7));
+}
+static tg_tensor b_mm(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_matmul(p[0], p[1]); }
+static tg_tensor b_mm_ta(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_matmul_t(p[0], p[1], true, false); }
+static tg_tensor b_mm_tb(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_matmul_t(p[0], p[1], false, true); }
+static tg_tensor b_mm_tab(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_matmul_t(p[0], p[1], true, true); }
+static tg_tensor b_one_hot(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
+    return tg_mul(tg_one_hot(i[0], 10), p[0]);
+}
+static tg_tensor b_lsm_last(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_log_softmax(p[0], -1); }
+static tg_tensor b_lsm_first(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_log_softmax(p[0], 0); }
+static tg_tensor b_lsm_mid(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_log_softmax(p[0], 1); }
+static tg_tensor b_smc(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_softmax_causal(p[0]); }
+static tg_tensor b_wc(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_where_causal(p[0], 0.5f); }
+static tg_tensor b_wc_inf(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
+    return tg_where_causal(tg_mul_s(p[0], 2.0f), -INFINITY);
+}
+static tg_tensor b_attn(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
+    /* scores -> causal mask -> softmax -> weighted values, the attention chain */
+    tg_tensor sc = tg_mul_s(tg_matmul_t(p[0], p[1], false, true), 0.25f);
+    return tg_matmul(tg_softmax_causal(tg_where_causal(sc, -1e9f)), p[2]);
+}
+static tg_tensor b_mse(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_mse(p[0], p[1]); }
+static tg_tensor b_consts(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
+    static const float lit[5] = {1.5f, -2.0f, 0.0f, 3.25f, 1e-30f};
+    tg_tensor a = tg_add(p[0], tg_arange(g, 5, TG_F32));
+    tg_tensor b = tg_mul(a, tg_constant(g, S(5), lit));
+    tg_tensor c = tg_add(tg_cast(tg_arange(g, 5, TG_I32), TG_F32), tg_full(g, S(3, 5), -0.75f));
+    return tg_add(b, c);
+}
+
+/* nn ops at sizes the shared table does not reach: rows over 32 wide (one
+ * workgroup per row), column sums over more than 8 rows, larger scatters. */
+static tg_tensor b_xent(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
+    return tg_cross_entropy(p[0], i[0], TG_REDUCTION_NONE);
+}
+static tg_tensor b_xent_mean(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
+    return tg_cross_entropy(p[0], i[0], TG_REDUCTION_MEAN);
+}
+static tg_tensor b_nll(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
+    return tg_nll_loss(tg_log_softmax(p[0], -1), i[0], TG_REDUCTION_SUM);
+}
+static tg_tensor b_ln(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_layer_norm(p[0], p[1], p[2], 1e-5f); }
+static tg_tensor b_rms(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_rms_norm(p[0], p[1], 1e-6f); }
+static tg_tensor b_emb(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_embedding(p[0], i[0]); }
+static tg_tensor b_rope(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_rope(p[0], 0.0f); }
+static tg_tensor b_dropout(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_dropout(p[0], 0.3f); }
+static tg_tensor b_randn(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
+    return tg_add(p[0], tg_randn(g, S(3, 171)));
+}
+static tg_tensor b_categorical(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
+    return tg_categorical(tg_mul_s(p[0], 3.0f));
+}
+
+/* The math family over wide input ranges: sin/cos beyond one period, the
+ * saturating tails of tanh, sigmoid, softplus, erf and gelu. */
+static tg_tensor b_sincos(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
+    tg_tensor x = tg_mul_s(p[0], 40.0f);
+    return tg_add(tg_sin(x), tg_mul(tg_cos(x), p[1]));
+}
+static tg_tensor b_sat(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
+    tg_tensor x = tg_mul_s(p[0], 15.0f);
+    return tg_add(tg_add(tg_tanh(x), tg_sigmoid(x)), tg_add(tg_mul_s(tg_softplus(x), 0.1f), tg_mul_s(tg_silu(x), 0.1f)));
+}
+static tg_tensor b_erf_gelu(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
+    tg_tensor x = tg_mul_s(p[0], 4.0f);
+    return tg_add(tg_add(tg_erf(x), tg_gelu(x)), tg_gelu_tanh(x));
+}
+static tg_tensor b_piecewise(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
+    tg_tensor a = tg_add(tg_clamp(p[0], -0.5f, 0.7f), tg_leaky_relu(p[0], 0.1f));
+    return tg_add(a, tg_add(tg_abs(p[1]), tg_square(p[1])));
+}
+static tg_tensor b_int_math(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
+    return tg_add(tg_add(tg_abs(i[0]), tg_square(i[0])), tg_clamp(i[0], -2.5f, 3e9f));
+}
+static tg_tensor b_minmax_nan(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
+    return tg_add(tg_max(tg_sqrt(p[0]), p[1]), tg_min(p[1], tg_mul_s(p[0], 0.5f))); /* sqrt(< 0) is NaN */
+}
+static tg_tensor b_argmax_ties(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
+    return tg_argmax(tg_cast(tg_cast(tg_mul_s(p[0], 1.5f), TG_I32), TG_F32), 1, false);
+}
+
+static const par_case cases[] = {
+    {"add broadcast [7,13]+[13]", PRM(S(7, 13), S(13)), P_NONE, 0, 1, b_add, 0},
+    {"add broadcast 3-d", PRM(S(5, 1, 9), S(1, 4, 1)), P_NONE, 0, 1, b_add, 0},
+    {"sub [7,13]-[7,1]", PRM(S(7, 13), S(7, 1)), P_NONE, 0, 1, b_sub, 0},
+    {"mul 4-d broadcast", PRM(S(2, 3, 5, 7), S(3, 1, 7)), P_NONE, 0, 1, b_mul, 0},
+    {"mul by a scalar param", PRM(S(9, 4), TG_SCALAR), P_NONE, 0, 1, b_mul, 0},
+    {"div [31,17]/[17]", PRM(S(31, 17), S(17)), P_NONE, 0, 1, b_div, 0},
+    {"tensor-scalar ops", PRM(S(300)), P_NONE, 0, 1, b_scalars, 0},
+    {"where(less, greater)", PRM(S(7, 13), S(13)), P_NONE, 0, 1, b_where_cmp, 0},
+    {"where broadcast 3 ways", PRM(S(4, 1, 6), S(5, 6), S(1)), P_NONE, 0, 1, b_where_bc, 0},
+    {"less f32 -> bool", PRM(S(7, 13), S(7, 1)), P_NONE, 0, 1, b_less, 0},
+    {"i32 add", P_NONE, {S(6, 11), S(11), P_END}, -5, 5, b_iadd, 0},
+    {"i32 sub", P_NONE, {S(6, 11), S(6, 1), P_END}, -5, 5, b_isub, 0},
+    {"i32 mul", P_NONE, {S(6, 11), S(11), P_END}, -40000, 40000, b_imul, 0},
+    {"i32 floor div, /0 = 0", P_NONE, {S(6, 11), S(11), P_END}, -5, 5, b_idiv, 0},
+    {"i32 greater", P_NONE, {S(6, 11), S(11), P_END}, -5, 5, b_igreater, 0},
+    {"i32 sum", P_NONE, {S(40, 3), P_END}, -1000000000, 1000000000, b_isum, 0},
+    {"neg", PRM(S(129, 33)), P_NONE, 0, 1, b_neg, 0},
+    {"sqrt", PRM(S(129, 33)), P_NONE, 0, 1, b_sqrt, 0},
+    {"rsqrt", PRM(S(129, 33)), P_NONE, 0, 1, b_rsqrt, 0},
+    {"log", PRM(S(129, 33)), P_NONE, 0, 1, b_log, 0},
+    {"exp", PRM(S(129, 33)), P_NONE, 0, 1, b_exp, 0},
+    {"relu", PRM(S(129, 33)), P_NONE, 0, 1, b_relu, 0},
+    {"cast f32 -> i32 saturating", PRM(S(70)), P_NONE, 0, 1, b_cast_fi, 0},
+    {"cast i32 -> f32", PRM(S(5, 8)), {S(5, 8), P_END}, -100, 100, b_cast_if, 0},
+    {"cast via bool", PRM(S(40)), {S(40), P_END}, -2, 3, b_cast_bool, 0},
+    {"sum last axis, 300 wide", PRM(S(37, 300)), P_NONE, 0, 1, b_sum_last, 1e-4f},
+    {"sum last axis, 1000 wide", PRM(S(3, 1000)), P_NONE, 0, 1, b_sum_last, 1e-4f},
+    {"sum last axis, short", PRM(S(37, 5)), P_NONE, 0, 1, b_sum_last, 0},
+    {"sum first axis", PRM(S(300, 37)), P_NONE, 0, 1, b_sum_first, 1e-4f},
+    {"sum first axis, many outputs", PRM(S(70, 1100)), P_NONE, 0, 1, b_sum_first, 1e-4f},
+    {"sum middle axis", PRM(S(6, 50, 7)), P_NONE, 0, 1, b_sum_mid, 1e-4f},
+    {"sum axes 0 and 2", PRM(S(4, 5, 66)), P_NONE, 0, 1, b_sum_02, 1e-4f},
+    {"sum all", PRM(S(33, 65)), P_NONE, 0, 1, b_sum_all, 1e-4f},
+    {"mean last axis", PRM(S(9, 70)), P_NONE, 0, 1, b_mean, 1e-4f},
+    {"permute 4-d", PRM(S(2, 3, 4, 5)), P_NONE, 0, 1, b_permute, 0},
+    {"reshape (a view)", PRM(S(2, 3, 7), S(7)), P_NONE, 0, 1, b_reshape, 0},
+    {"broadcast_to", PRM(S(3, 1)), P_NONE, 0, 1, b_bcast, 0},
+    {"sum_to_shape", PRM(S(5, 7)), P_NONE, 0, 1, b_sum_to, 0},
+    {"matmul [37,29]x[29,41]", PRM(S(37, 29), S(29, 41)), P_NONE, 0, 1, b_mm, 1e-4f},
+    {"matmul a^T", PRM(S(29, 37), S(29, 41)), P_NONE, 0, 1, b_mm_ta, 1e-4f},
+    {"matmul b^T", PRM(S(37, 29), S(41, 29)), P_NONE, 0, 1, b_mm_tb, 1e-4f},
+    {"matmul a^T b^T", PRM(S(29, 37), S(41, 29)), P_NONE, 0, 1, b_mm_tab, 1e-4f},
+    {"matmul K=1", PRM(S(65, 1), S(1, 70)), P_NONE, 0, 1, b_mm, 1e-4f},
+    {"matmul 3 tiles, K=150", PRM(S(130, 150), S(150, 70)), P_NONE, 0, 1, b_mm, 1e-4f},
+    {"matmul 128-tiles [200,70]x[70,260]", PRM(S(200, 70), S(70, 260)), P_NONE, 0, 1, b_mm, 1e-4f},
+    {"matmul 128-tiles a^T", PRM(S(70, 200), S(70, 131)), P_NONE, 0, 1, b_mm_ta, 1e-4f},
+    {"matmul 128-tiles b^T", PRM(S(129, 33), S(300, 33)), P_NONE, 0, 1, b_mm_tb, 1e-4f},
+    {"matmul 128-tiles a^T b^T", PRM(S(9, 140), S(130, 9)), P_NONE, 0, 1, b_mm_tab, 1e-4f},
+    {"matmul 128-tiles batched", PRM(S(2, 129, 17), S(2, 17, 128)), P_NONE, 0, 1, b_mm, 1e-4f},
+    {"matmul batch x shared B", PRM(S(3, 37, 29), S(29, 41)), P_NONE, 0, 1, b_mm, 1e-4f},
+    {"matmul batch^T x shared B", PRM(S(2, 29, 37), S(29, 41)), P_NONE, 0, 1, b_mm_ta, 1e-4f},
+    {"matmul batched", PRM(S(3, 37, 29), S(3, 29, 41)), P_NONE, 0, 1, b_mm, 1e-4f},
+    {"matmul batched b^T", PRM(S(2, 3, 17, 9), S(2, 3, 19, 9)), P_NONE, 0, 1, b_mm_tb, 1e-4f},
+    {"one_hot", PRM(S(17, 10)), {S(17), P_END}, -1, 12, b_one_hot, 0},
+    {"log_softmax last, 300 wide", PRM(S(7, 300)), P_NONE, 0, 1, b_lsm_last, 1e-4f},
+    {"log_softmax last, short", PRM(S(50, 10)), P_NONE, 0, 1, b_lsm_last, 1e-4f},
+    {"log_softmax first axis", PRM(S(40, 3)), P_NONE, 0, 1, b_lsm_first, 1e-4f},
+    {"log_softmax middle, wide", PRM(S(4, 64, 5)), P_NONE, 0, 1, b_lsm_mid, 1e-4f},
+    {"softmax_causal", PRM(S(2, 3, 9, 9)), P_NONE, 0, 1, b_smc, 1e-4f},
+    {"softmax_causal, wide rows", PRM(S(2, 40, 40)), P_NONE, 0, 1, b_smc, 1e-4f},
+    {"softmax_causal Tq != Tk", PRM(S(3, 5, 8)), P_NONE, 0, 1, b_smc, 1e-4f},
+    {"where_causal", PRM(S(2, 9, 9)), P_NONE, 0, 1, b_wc, 0},
+    {"where_causal -inf", PRM(S(3, 7, 5)), P_NONE, 0, 1, b_wc_inf, 0},
+    {"attention chain", PRM(S(2, 8, 16), S(2, 8, 16), S(2, 8, 16)), P_NONE, 0, 1, b_attn, 1e-4f},
+    {"mse", PRM(S(33, 4), S(33, 4)), P_NONE, 0, 1, b_mse, 1e-4f},
+    {"arange, constant, full", PRM(S(5)), P_NONE, 0, 1, b_consts, 0},
+    {"sin, cos over |x| < 150", PRM(S(30, 33), S(30, 33)), P_NONE, 0, 1, b_sincos, 1e-5f},
+    {"tanh, sigmoid, softplus, silu tails", PRM(S(500)), P_NONE, 0, 1, b_sat, 1e-5f},
+    {"erf, gelu, gelu_tanh tails", PRM(S(500)), P_NONE, 0, 1, b_erf_gelu, 1e-5f},
+    {"clamp, leaky_relu, abs, square", PRM(S(300), S(300)), P_NONE, 0, 1, b_piecewise, 0},
+    {"i32 abs, square, clamp", P_NONE, {S(70), P_END}, -60000, 60000, b_int_math, 0},
+    {"min, max with NaN", PRM(S(9, 20), S(20)), P_NONE, 0, 1, b_minmax_nan, 0},
+    {"argmax with ties", PRM(S(10, 40, 3)), P_NONE, 0, 1, b_argmax_ties, 0},
+    {"cross_entropy, 300 classes", PRM(S(9, 300)), {S(9), P_END}, -1, 302, b_xent, 1e-4f},
+    {"cross_entropy mean, 40 rows", PRM(S(40, 50)), {S(40), P_END}, 0, 50, b_xent_mean, 1e-4f},
+    {"nll_loss, 70 classes", PRM(S(6, 70)), {S(6), P_END}, -2, 70, b_nll, 1e-4f},
+    {"layer_norm, 100 wide", PRM(S(37, 100), S(100), S(100)), P_NONE, 0, 1, b_ln, 1e-4f},
+    {"rms_norm, 64 wide", PRM(S(2, 10, 64), S(64)), P_NONE, 0, 1, b_rms, 1e-4f},
+    {"embedding, 50 x 33", PRM(S(50, 33)), {S(4, 10), P_END}, -1, 51, b_emb, 0},
+    {"rope [3,17,24]", PRM(S(3, 17, 24)), P_NONE, 0, 1, b_rope, 0},
+    {"dropout 1000", PRM(S(1000)), P_NONE, 0, 1, b_dropout, 0},
+    {"randn [3,171]", PRM(S(3, 171)), P_NONE, 0, 1, b_randn, 0},
+    {"categorical, 100 classes", PRM(S(20, 100)), P_NONE, 0, 1, b_categorical, 0},
+};
+#define N_CASES (int)(sizeof cases / sizeof cases[0])
+
+/* One case big enough that a flat kernel needs more than 65535 workgroups of
+ * 256, so the real device splits its grid in two dimensions. */
+static const par_case big_case = {"relu, 2-D grid (16.8M elements)", PRM(S(65535 * 256 + 3)), P_NONE, 0, 1, b_relu, 0};
+
+/* Every op the CPU can run (other than views) must have a WGSL emitter:
+ * this is what catches an op added to the table without its kernel. */
+static void test_emitter_table(void) {
+    for (int op = 0; op < TG_OP_COUNT; op++) {
+        const tg_opinfo *o = &tg_ops[op];
+        if (!o->cpu || (o->flags & TG_OPF_VIEW)) continue;
+        CHECK(tg_wgsl_ops[op].emit != NULL, "op '%s' has a CPU kernel but no WGSL emitter", o->name);
+    }
+}
+
+static void test_ops(bool verbose) {
+    for (int i = 0; i < N_CASES; i++) par_check(&cases[i], verbose);
+}
+
+/* Every row of the shared op-case table (tests/op_cases.h), so an op added
+ * there is checked on both backends with no change here. Tolerance 1e-4
+ * (its cases mix exp, log and sums). */
+static void test_op_table(bool verbose) {
+    for (int ci = 0; ci < N_OP_CASES; ci++) {
+        const op_case *c = &op_cases[ci];
+        case_run rc, rg;
+        tg_status sc = case_open(&rc, c, TG_BACKEND_CPU, 101 + (uint64_t)ci);
+        tg_status sg = case_open(&rg, c, TG_BACKEND_WEBGPU, 101 + (uint64_t)ci);
+        CHECK(sc == TG_OK, "%s: cpu: %s", c->name, sc == TG_OK ? "" : tg_last_error());
+        CHECK(sg == TG_OK, "%s: webgpu: %s", c->name, sg == TG_OK ? "" : tg_last_error());
+        if (sc == TG_OK && sg == TG_OK) {
+            float lc = case_eval(&rc), lg = case_eval(&rg);
+            CHECK(fabsf(lg - lc) <= 1e-4f * fmaxf(1.0f, fabsf(lc)), "%s: loss %.9g on webgpu, %.9g on cpu", c->name, lg, lc);
+            char what[64];
+            snprintf(what, sizeof what, "table: %s", c->name);
+            par_compare(what, rg.s, rc.s, "x", c->shape, c->no_grad ? 0 : c->n, 1e-4, verbose);
+        }
+        case_close(&rc);
+        case_close(&rg);
+    }
+}
+
+/* The same cases with at most 16 workgroups per grid dimension, so every
+ * kernel beyond 16 workgroups runs on a 2-D grid (cases whose params need
+ * more than 16 x 16 groups of 256 are left out). */
+static void test_ops_2d_grid(bool verbose) {
+    tg_webgpu_adapter_info info;
+    CHECK_OK(tg_webgpu_info(&info));
+    tg_wgsl_limits l = {info.max_storage_buffer_binding_size, info.max_buffer_size,
+                        info.max_storage_buffers_per_shader_stage, info.max_compute_workgroup_storage_size,
+                        info.max_compute_invocations_per_workgroup, 16, info.min_storage_buffer_offset_alignment};
+    wgpu_test_override_limits(&l);
+    for (int i = 0; i < N_CASES; i++) {
+        bool fits = true;
+        for (int k = 0; k < PAR_MAX && cases[i].params[k].ndim >= 0; k++) fits &= tg_shape_numel(cases[i].params[k]) <= 16 * 16 * 256;
+        if (fits) par_check(&cases[i], verbose);
+    }
+    wgpu_test_override_limits(NULL);
+}
+
+#include "webgpu_misc.h"
+
+int main(int argc, char **argv) {
+    bool verbose = argc > 1 && strcmp(argv[1], "-v") == 0;
+    test_emitter_table();
+    tg_webgpu_adapter_info info;
+    if (tg_webgpu_info(&info) != TG_OK) {
+        const char *ci = getenv("CI");
+        if (ci && strcmp(ci, "true") == 0) {
+            CHECK(false, "WebGPU is required under CI: %s", tg_last_error());
+        } else {
+            printf("test_webgpu: skipped: %s\n", tg_last_error());
+        }
+        return check_summary("test_webgpu");
+    }
+    printf("test_webgpu: adapter %s (%s, %s)\n", info.name, info.backend, info.type);
+    test_adapter_check();
+    test_compile_errors();
+    test_limits();
+    test_prng();
+    test_ops(verbose);
+    test_op_table(verbose);
+    test_ops_2d_grid(verbose);
+    par_check(&big_case, verbose);
+    test_training(verbose);
+    test_forward_sessions();
+    return check_summary("test_webgpu");
+}
