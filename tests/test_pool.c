@@ -115,7 +115,7 @@ static void blocked_sums(void) {
     CHECK(cpu_row_blocks(R) > 1, "%d rows are summed in one block", R);
     for (int th = 1; th <= 4; th++) {
         tg_pool *p = tg_pool_new(th);
-        cpu_ctx c = {p, tg_pool_threads(p)};
+        cpu_ctx c = {.pool = p, .threads = tg_pool_threads(p)};
         cpu_colsum(&c, x, R, C, y[th - 1]);
         tg_pool_free(p);
     }
