@@ -72,9 +72,9 @@ bench: $(BUILD)/bench/bench_tg $(BUILD)/bench/digits_bench $(BUILD)/tg
 	@if [ "$(BACKEND)" = webgpu ]; then bash bench/run_webgpu.sh $(BUILD) $(TORCH_REF); \
 	else CC="$(CC)" bash bench/run.sh $(BUILD) $(TORCH_REF); fi
 
-$(BUILD)/bench/bench_tg: bench/bench_tg.c $(BUILD)/libtensorgrad.a
+$(BUILD)/bench/bench_tg: bench/bench_tg.c $(BUILD)/obj/examples/gpt.o $(BUILD)/libtensorgrad.a
 	@mkdir -p $(dir $@)
-	$(CC) $(TG_CFLAGS) $(CFLAGS) $(LDFLAGS) -Isrc $< $(BUILD)/libtensorgrad.a -o $@ $(LDLIBS)
+	$(CC) $(TG_CFLAGS) $(CFLAGS) $(LDFLAGS) -Isrc $^ -o $@ $(LDLIBS)
 
 # The digits CNN row alone, ROUNDS= alternating runs of STEPS= steps per side
 # (steadier than make bench's single run when other processes load the CPUs).

@@ -552,6 +552,9 @@ tg_optim tg_sgd(tg_lr lr, float momentum, bool nesterov, float weight_decay);
 
 /* ---- sessions ------------------------------------------------------------ */
 
+/* The CPU backend runs each step or run with subnormal floats flushed to
+ * zero (as GPUs do), saving and restoring the caller's floating-point mode
+ * around it; results are bitwise the same for any thread count. */
 typedef enum { TG_BACKEND_CPU = 0, TG_BACKEND_WEBGPU } tg_backend;
 
 typedef struct {
