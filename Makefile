@@ -19,7 +19,7 @@ EX_SRC  := $(wildcard examples/*.c)
 EX_OBJ  := $(EX_SRC:%.c=$(BUILD)/obj/%.o)
 TESTS   := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
 
-.PHONY: all lib demo test sanitize bench clean help
+.PHONY: all lib demo test sanitize bench bench-digits clean help
 all: lib $(BUILD)/tg
 
 help:
@@ -29,6 +29,7 @@ help:
 	@echo "make sanitize  run the tests in an ASan+UBSan build (build-asan/)"
 	@echo "make bench      benchmarks against PyTorch / OpenBLAS (needs python3-torch, libopenblas-dev)"
 	@echo "make bench BACKEND=webgpu   the models on WebGPU beside PyTorch CUDA (a GPU machine)"
+	@echo "make bench-digits  the digits CNN step against PyTorch CPU (needs python3-torch)"
 	@echo "make clean      remove build/"
 
 lib: $(BUILD)/libtensorgrad.a
@@ -67,13 +68,22 @@ sanitize:
 # Threads: TG_THREADS=N make bench (default: every CPU). Not part of `make test`.
 # BACKEND=webgpu: the models on the WebGPU backend beside PyTorch CUDA eager.
 BACKEND ?= cpu
-bench: $(BUILD)/bench/bench_tg $(BUILD)/tg
+bench: $(BUILD)/bench/bench_tg $(BUILD)/bench/digits_bench $(BUILD)/tg
 	@if [ "$(BACKEND)" = webgpu ]; then bash bench/run_webgpu.sh $(BUILD) $(TORCH_REF); \
 	else CC="$(CC)" bash bench/run.sh $(BUILD) $(TORCH_REF); fi
 
-$(BUILD)/bench/bench_tg: bench/bench_tg.c $(BUILD)/libtensorgrad.a
+$(BUILD)/bench/bench_tg: bench/bench_tg.c $(BUILD)/obj/examples/gpt.o $(BUILD)/libtensorgrad.a
 	@mkdir -p $(dir $@)
-	$(CC) $(TG_CFLAGS) $(CFLAGS) $(LDFLAGS) -Isrc $< $(BUILD)/libtensorgrad.a -o $@ $(LDLIBS)
+	$(CC) $(TG_CFLAGS) $(CFLAGS) $(LDFLAGS) -Isrc $^ -o $@ $(LDLIBS)
+
+# The digits CNN row alone, ROUNDS= alternating runs of STEPS= steps per side
+# (steadier than make bench's single run when other processes load the CPUs).
+bench-digits: $(BUILD)/bench/digits_bench
+	@bash bench/digits.sh $(BUILD)
+
+$(BUILD)/bench/digits_bench: bench/digits_bench.c $(BUILD)/libtensorgrad.a
+	@mkdir -p $(dir $@)
+	$(CC) $(TG_CFLAGS) $(CFLAGS) $(LDFLAGS) $< $(BUILD)/libtensorgrad.a -o $@ $(LDLIBS)
 
 clean:
 	rm -rf $(BUILD) build-asan

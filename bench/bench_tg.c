@@ -1,8 +1,10 @@
-/* Our side of `make bench`: the sin MLP training step through the public API
- * and tg_gemm at a few square sizes. Prints one JSON object per line; the
- * driver (bench/run.sh) pairs them with the peers' lines.
+/* Our side of `make bench`: the sin MLP and the addition transformer
+ * training steps through the public API, and tg_gemm at a few square sizes.
+ * Prints one JSON object per line; the driver (bench/run.sh) pairs them with
+ * the peers' lines.
  *
- *   bench_tg [--steps N] [--graph]      (threads: TG_THREADS, else all cores) */
+ *   bench_tg [--steps N] [--graph] [--sin | --addition | --gemm [sizes...]]
+ *   (threads: TG_THREADS, else all cores) */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
@@ -12,6 +14,7 @@
 
 #include "tensorgrad.h"
 #include "cpu/cpu.h"
+#include "../examples/gpt.h"
 
 static double now(void) {
     struct timespec ts;
@@ -85,6 +88,79 @@ static int bench_sin(int steps, int warm, bool print_graph) {
     return rc;
 }
 
+/* ---- the addition transformer, as in examples/addition.c and the peer's
+ * "addition": V=12, D=64, 3 pre-LN blocks, 4 heads, T=8, B=128, AdamW with
+ * clip 1.0, loss on the 3 result digits; one fixed batch, as the peer does ---- */
+
+enum { AV = 12, AT = 8, AB = 128 };
+static gpt_model add_net;
+
+static tg_tensor add_loss(tg_graph *g, void *user) {
+    (void)user;
+    static const float mask[AT] = {0, 0, 0, 0, 0, 1, 1, 1};
+    tg_tensor logits = gpt_forward(g, &add_net, tg_input(g, "tokens"), false);
+    tg_tensor ce = tg_cross_entropy(logits, tg_input(g, "targets"), TG_REDUCTION_NONE);
+    tg_tensor masked = tg_mul(ce, tg_constant(g, TG_SHAPE(AT), mask));
+    return tg_mul_s(tg_sum(masked, TG_ALL, false), 1.0f / (AB * 3));
+}
+
+static int bench_addition(int steps, int warm, bool print_graph) {
+    tg_model *m = tg_model_new();
+    gpt_declare(&add_net, m, (gpt_config){AV, 64, 3, 4, AT + 1});
+    tg_input_decl inputs[] = {{"tokens", TG_I32, TG_SHAPE(AB, AT)}, {"targets", TG_I32, TG_SHAPE(AB, AT)}};
+    tg_optim opt = tg_adamw(tg_lr_linear(5e-3f, 5e-4f, 1500), 0.01f);
+    opt.clip_grad_norm = 1.0f;
+    tg_train_spec spec = {.model = m, .loss = add_loss, .inputs = inputs, .n_inputs = 2, .optim = opt, .seed = 1};
+    tg_session *s;
+    if (tg_session_new(&spec, &s) != TG_OK) {
+        fprintf(stderr, "bench_tg: %s\n", tg_last_error());
+        tg_model_free(m);
+        return 1;
+    }
+    if (print_graph) {
+        tg_graph_print(tg_session_graph(s), stderr);
+        tg_session_print_plan(s, stderr);
+    }
+    tg_plan_stats ps;
+    tg_session_plan_stats(s, &ps);
+    static int32_t tokens[AB * AT], targets[AB * AT];
+    uint64_t rng = 12345;
+    for (int i = 0; i < AB; i++) {
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        int a = (int)((rng >> 33) % 100);
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        int b = (int)((rng >> 33) % 100), sum = a + b;
+        int32_t seq[AT + 1] = {a / 10, a % 10, 10, b / 10, b % 10, 11, sum % 10, (sum / 10) % 10, sum / 100};
+        for (int t = 0; t < AT; t++) tokens[i * AT + t] = seq[t], targets[i * AT + t] = seq[t + 1];
+    }
+    tg_feed feeds[] = {{"tokens", tokens, AB * AT}, {"targets", targets, AB * AT}};
+    double *t = malloc(sizeof(double) * (size_t)steps);
+    float loss = 0;
+    int rc = 0;
+    for (int i = 0; i < warm + steps && rc == 0; i++) {
+        double t0 = now();
+        if (tg_session_step(s, feeds, 2, &loss) != TG_OK) {
+            fprintf(stderr, "bench_tg: %s\n", tg_last_error());
+            rc = 1;
+        }
+        if (i >= warm) t[i - warm] = now() - t0;
+    }
+    if (rc == 0) {
+        qsort(t, (size_t)steps, sizeof *t, cmp_double);
+        printf("{\"bench\": \"addition\", \"impl\": \"tensorgrad\", \"median_step_ms\": %.4f, \"min_step_ms\": %.4f, "
+               "\"steps\": %d, \"loss\": %.6g, \"threads\": %d, \"kernels\": %d, \"planned_bytes\": %lld, "
+               "\"naive_bytes\": %lld, \"param_bytes\": %lld, \"grad_bytes\": %lld, \"state_bytes\": %lld, "
+               "\"scratch_bytes\": %lld}\n",
+               t[steps / 2] * 1e3, t[0] * 1e3, steps, loss, tg_default_threads(), ps.n_kernels,
+               (long long)ps.planned_bytes, (long long)ps.naive_bytes, (long long)ps.param_bytes,
+               (long long)ps.grad_bytes, (long long)ps.state_bytes, (long long)ps.scratch_bytes);
+    }
+    free(t);
+    tg_session_free(s);
+    tg_model_free(m);
+    return rc;
+}
+
 /* ---- GEMM: C = A @ B, square, row-major ---- */
 
 static void bench_gemm(int n, tg_pool *pool) {
@@ -120,18 +196,22 @@ static void bench_gemm(int n, tg_pool *pool) {
 
 int main(int argc, char **argv) {
     int steps = 300, sizes[8] = {256, 1024, 2048}, n_sizes = 3;
-    bool graph = false, do_sin = true, do_gemm = true;
+    int add_steps = 0; /* 0: the default */
+    bool graph = false, do_sin = true, do_add = true, do_gemm = true;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--steps") && i + 1 < argc) steps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--graph")) graph = true;
-        else if (!strcmp(argv[i], "--sin")) do_gemm = false;
+        else if (!strcmp(argv[i], "--sin")) do_gemm = do_add = false;
+        else if (!strcmp(argv[i], "--addition")) do_gemm = do_sin = false;
+        else if (!strcmp(argv[i], "--addition-steps") && i + 1 < argc) add_steps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--gemm")) {
-            do_sin = false;
+            do_sin = do_add = false;
             for (n_sizes = 0; i + 1 < argc && n_sizes < 8 && atoi(argv[i + 1]) > 0; n_sizes++)
                 sizes[n_sizes] = atoi(argv[++i]);
             if (n_sizes == 0) n_sizes = 3;
         } else {
-            fprintf(stderr, "usage: bench_tg [--steps N] [--graph] [--sin | --gemm [sizes...]]\n");
+            fprintf(stderr, "usage: bench_tg [--steps N] [--addition-steps N] [--graph] "
+                            "[--sin | --addition | --gemm [sizes...]]\n");
             return 2;
         }
     }
@@ -140,6 +220,8 @@ int main(int argc, char **argv) {
            tg_gemm_kernel_name(), tg_default_threads());
     fflush(stdout);
     if (do_sin && bench_sin(steps, 50, graph) != 0) return 1;
+    fflush(stdout);
+    if (do_add && bench_addition(add_steps > 0 ? add_steps : 300, 30, graph && !do_sin) != 0) return 1;
     fflush(stdout);
     if (do_gemm) {
         tg_pool *pool = tg_pool_new(tg_default_threads());

@@ -18,7 +18,7 @@ echo "tensorgrad bench: $threads thread(s) of $cpus CPU(s); $(grep -m1 'model na
 load() { cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo 0; }
 load0=$(load)
 
-# Ours: sin MLP and GEMM.
+# Ours: sin MLP, the addition transformer (step time and planned bytes), GEMM.
 "$build/bench/bench_tg" | tee -a "$out" | sed 's/^/json: /' || echo "bench_tg failed"
 
 # PyTorch CPU on the same model. Its own OpenMP pool does the parallel work;
@@ -33,12 +33,21 @@ done
 pin=()
 if [ "$threads" -lt "$cpus" ] && command -v taskset >/dev/null 2>&1; then pin=(taskset -c "0-$((threads - 1))"); fi
 if [ -z "$py" ]; then
-    echo "PyTorch not found (no python3 with 'import torch'; Debian: python3-torch): sin MLP figures are ours alone"
+    echo "PyTorch not found (no python3 with 'import torch'; Debian: python3-torch): step figures are ours alone"
 elif [ ! -f "$torch_ref" ]; then
-    echo "peer script not found ($torch_ref; set TORCH_REF=): sin MLP figures are ours alone"
+    echo "peer script not found ($torch_ref; set TORCH_REF=): step figures are ours alone"
 else
-    OPENBLAS_NUM_THREADS=1 "${pin[@]}" "$py" "$torch_ref" cpu eager mlp_sin 2>/dev/null | grep '^{' |
-        sed 's/^{"model": "mlp_sin"/{"bench": "sin_mlp", "impl": "pytorch"/' | tee -a "$out" | sed 's/^/json: /'
+    OPENBLAS_NUM_THREADS=1 "${pin[@]}" "$py" "$torch_ref" cpu eager mlp_sin addition 2>/dev/null | grep '^{' |
+        sed -e 's/^{"model": "mlp_sin"/{"bench": "sin_mlp", "impl": "pytorch"/' \
+            -e 's/^{"model": "addition"/{"bench": "addition", "impl": "pytorch"/' | tee -a "$out" | sed 's/^/json: /'
+fi
+
+# The digits CNN training step (issue 4): ours, then PyTorch's on the same
+# model, batch and thread count (bench/digits_torch.py).
+"${pin[@]}" "$build/bench/digits_bench" 200 | tee -a "$out" | sed 's/^/json: /' || echo "digits_bench failed"
+if [ -n "$py" ]; then
+    OPENBLAS_NUM_THREADS=1 "${pin[@]}" "$py" "$here/digits_torch.py" 200 2>/dev/null | grep '^{' | tee -a "$out" |
+        sed 's/^/json: /'
 fi
 
 # OpenBLAS sgemm, built here against -lopenblas (never the library).
@@ -64,6 +73,11 @@ function field(line, key,   m) {
 }
 /"bench": "info"/ { kern[field($0, "impl")] = field($0, "kernel") }
 /"bench": "sin_mlp"/ { i = field($0, "impl"); smed[i] = field($0, "median_step_ms"); smin[i] = field($0, "min_step_ms") }
+/"bench": "addition"/ { i = field($0, "impl"); amed[i] = field($0, "median_step_ms"); amin[i] = field($0, "min_step_ms")
+    if (i == "tensorgrad") { planned = field($0, "planned_bytes"); naive = field($0, "naive_bytes")
+        pparam = field($0, "param_bytes"); pgrad = field($0, "grad_bytes"); pstate = field($0, "state_bytes")
+        pscratch = field($0, "scratch_bytes") } }
+/"bench": "digits_cnn"/ { i = field($0, "impl"); dmed[i] = field($0, "median_step_ms"); dmin[i] = field($0, "min_step_ms") }
 /"bench": "gemm"/ { i = field($0, "impl"); n = field($0, "n"); g[i, n] = field($0, "gflops"); if (!(n in seen)) { seen[n] = 1; ns[++nn] = n } }
 function row(name, ours, theirs) {
     printf "%-28s %14s %14s %12s\n", name, (ours != "") ? ours : "-", (theirs != "") ? theirs : "-",
@@ -74,10 +88,24 @@ END {
     printf "%-28s %14s %14s %12s\n", "sin MLP step (B=256)", "tensorgrad", "PyTorch CPU", "ours/theirs"
     row("  median ms", smed["tensorgrad"], smed["pytorch"])
     row("  min ms", smin["tensorgrad"], smin["pytorch"])
+    printf "\n%-28s %14s %14s %12s\n", "addition step (B=128, T=8)", "tensorgrad", "PyTorch CPU", "ours/theirs"
+    row("  median ms", amed["tensorgrad"], amed["pytorch"])
+    row("  min ms", amin["tensorgrad"], amin["pytorch"])
+    if (planned != "") {
+        printf "\n%-28s %14s %14s %12s\n", "addition planned MB", "tensorgrad", "upstream", "ours/theirs"
+        row("  pooled (all buffers)", sprintf("%.2f", planned / 1e6), "23.3")
+        row("  one buffer per tensor", sprintf("%.2f", naive / 1e6), "117.3")
+        printf "  (params %.2f + grads %.2f + optimizer state %.2f + activations %.2f MB; the rest inputs and constants)\n",
+            pparam / 1e6, pgrad / 1e6, pstate / 1e6, pscratch / 1e6
+    }
+    printf "\n%-28s %14s %14s %12s\n", "digits CNN step (B=64)", "tensorgrad", "PyTorch CPU", "ours/theirs"
+    row("  median ms", dmed["tensorgrad"], dmed["pytorch"])
+    row("  min ms", dmin["tensorgrad"], dmin["pytorch"])
     printf "\n%-28s %14s %14s %12s\n", "sgemm GFLOP/s (median)", "tensorgrad", "OpenBLAS", "ours/theirs"
     for (k = 1; k <= nn; k++) {
         n = ns[k]; o = g["tensorgrad", n]; t = g["openblas", n]
         row("  " n "^3", o, t)
     }
-    printf "\ntargets: sin MLP <= 0.25x PyTorch; GEMM >= 0.8x OpenBLAS at 1024^3 and up\n"
+    printf "\ntargets: sin MLP <= 0.25x PyTorch; addition <= 0.15x PyTorch and <= 11.6 MB planned (half of upstream'"'"'s\n"
+    printf "23.3 MB); digits CNN <= 0.3x PyTorch; GEMM >= 0.8x OpenBLAS at 1024^3 and up\n"
 }' "$out"

@@ -163,5 +163,5 @@ int example_addition(const tg_example_opts *o) {
     tg_session_free(fwd);
     tg_session_free(s);
     tg_model_free(m);
-    return 0;
+    return acc >= 0.95 ? 0 : 2; /* the target for the default run */
 }

@@ -11,6 +11,7 @@ typedef struct {
     int threads;
     bool quiet;
     const char *checkpoint; /* where to save a checkpoint, NULL = the example's default */
+    const char *out;        /* an output file the example writes (vae: its PNG); NULL = its default */
     int bench;              /* > 0: time this many steps on one fixed batch, print JSON, skip the rest */
 } tg_example_opts;
 
@@ -18,6 +19,22 @@ int example_sin(const tg_example_opts *o);
 int example_addition(const tg_example_opts *o);
 int example_names(const tg_example_opts *o);
 int example_gpt_small(const tg_example_opts *o);
+int example_digits(const tg_example_opts *o);
+int example_vae(const tg_example_opts *o);
+
+/* The 8x8 digits (digits_data.c): pixels scaled to [0, 1], images [n, 64]
+ * in one fixed shuffled order; the first n_train train, the last n_test
+ * (20%) test. Returns 0, or 1 after printing why not. */
+typedef struct {
+    int n, n_train, n_test;
+    float *x;
+    int32_t *y;
+} ex_digits;
+int ex_digits_load(ex_digits *d);
+void ex_digits_free(ex_digits *d);
+
+/* png.c: an 8-bit greyscale PNG of w x h pixels (row-major); 0 on success. */
+int ex_write_png_gray(const char *path, const uint8_t *pix, int w, int h);
 
 /* Helpers shared by the examples (common.c). */
 double ex_now(void);                         /* monotonic seconds */

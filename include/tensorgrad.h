@@ -417,6 +417,36 @@ tg_tensor tg_categorical_at(tg_tensor logits, TG_AT);
 #define tg_randn(g, s) tg_randn_at(g, s, __FILE__, __LINE__)
 #define tg_categorical(logits) tg_categorical_at(logits, __FILE__, __LINE__)
 
+/* ---- convolution, pooling, upsampling (NCHW, f32) ------------------------
+ * Output sizes follow PyTorch: floor((H + 2*pad - k) / stride) + 1, with
+ * zero padding on both sides of each spatial axis. */
+
+/* conv2d: x [N, C, H, W] with w [O, C/groups, kH, kW] -> [N, O, Ho, Wo].
+ * groups splits C and O into that many independent convolutions; groups = C
+ * (w [C*m, 1, kH, kW]) is depthwise. The _hw form takes stride and padding
+ * per axis; _bias also adds b [O] to every output plane (in the same kernel;
+ * tg_conv2d_fwd uses it). */
+tg_tensor tg_conv2d_at(tg_tensor x, tg_tensor w, int stride, int padding, int groups, TG_AT);
+tg_tensor tg_conv2d_hw_at(tg_tensor x, tg_tensor w, int stride_h, int stride_w, int pad_h, int pad_w, int groups,
+                          TG_AT);
+tg_tensor tg_conv2d_bias_at(tg_tensor x, tg_tensor w, tg_tensor b, int stride_h, int stride_w, int pad_h, int pad_w,
+                            int groups, TG_AT);
+/* max over k x k windows: [N, C, H, W] -> [N, C, Ho, Wo]. stride 0 means k.
+ * Padding (at most k/2) never wins; a NaN in a window makes its max NaN (as
+ * PyTorch); ties go to the first element in row-major window order, and so
+ * does the gradient. */
+tg_tensor tg_max_pool2d_at(tg_tensor x, int k, int stride, int padding, TG_AT);
+tg_tensor tg_max_pool2d_hw_at(tg_tensor x, int kh, int kw, int stride_h, int stride_w, int pad_h, int pad_w, TG_AT);
+/* each pixel repeated into a factor x factor block: [N, C, H, W] -> [N, C, H*f, W*f]. */
+tg_tensor tg_nearest_upsample2d_at(tg_tensor x, int factor, TG_AT);
+#define tg_conv2d(x, w, stride, padding, groups) tg_conv2d_at(x, w, stride, padding, groups, __FILE__, __LINE__)
+#define tg_conv2d_hw(x, w, sh, sw, ph, pw, groups) tg_conv2d_hw_at(x, w, sh, sw, ph, pw, groups, __FILE__, __LINE__)
+#define tg_conv2d_bias(x, w, b, sh, sw, ph, pw, groups) \
+    tg_conv2d_bias_at(x, w, b, sh, sw, ph, pw, groups, __FILE__, __LINE__)
+#define tg_max_pool2d(x, k, stride, padding) tg_max_pool2d_at(x, k, stride, padding, __FILE__, __LINE__)
+#define tg_max_pool2d_hw(x, kh, kw, sh, sw, ph, pw) tg_max_pool2d_hw_at(x, kh, kw, sh, sw, ph, pw, __FILE__, __LINE__)
+#define tg_nearest_upsample2d(x, factor) tg_nearest_upsample2d_at(x, factor, __FILE__, __LINE__)
+
 /* ---- modules ------------------------------------------------------------ */
 
 /* Linear: y = x @ W + b, W is [in, out] (randn 0.02), b is [out] (zeros). */
@@ -459,6 +489,19 @@ typedef struct {
 tg_embedding tg_embedding_new(tg_model *m, const char *name, int64_t vocab, int64_t dim);
 tg_tensor tg_embedding_fwd_at(tg_graph *g, const tg_embedding *e, tg_tensor idx, TG_AT);
 #define tg_embedding_fwd(g, e, idx) tg_embedding_fwd_at(g, e, idx, __FILE__, __LINE__)
+
+/* Conv2d (PyTorch's layout, as upstream): "<name>.W" [out, in/groups, k, k]
+ * with kaiming init over the true fan-in in/groups * k * k, "<name>.b" [out]
+ * (zeros). Forward: conv2d_bias(x, W, b, stride, padding, groups). (The type shares its name with the tg_conv2d() op, as
+ * tg_embedding does; the op is a function-like macro.) */
+typedef struct {
+    tg_param W, b; /* b = -1 without bias */
+    int64_t in, out, k, stride, padding, groups;
+} tg_conv2d;
+tg_conv2d tg_conv2d_new(tg_model *m, const char *name, int64_t in, int64_t out, int64_t k, int64_t stride,
+                        int64_t padding, int64_t groups, bool bias);
+tg_tensor tg_conv2d_fwd_at(tg_graph *g, const tg_conv2d *l, tg_tensor x, TG_AT);
+#define tg_conv2d_fwd(g, l, x) tg_conv2d_fwd_at(g, l, x, __FILE__, __LINE__)
 
 /* ---- optimizers and learning-rate schedules ----------------------------- */
 
@@ -509,6 +552,9 @@ tg_optim tg_sgd(tg_lr lr, float momentum, bool nesterov, float weight_decay);
 
 /* ---- sessions ------------------------------------------------------------ */
 
+/* The CPU backend runs each step or run with subnormal floats flushed to
+ * zero (as GPUs do), saving and restoring the caller's floating-point mode
+ * around it; results are bitwise the same for any thread count. */
 typedef enum { TG_BACKEND_CPU = 0, TG_BACKEND_WEBGPU } tg_backend;
 
 typedef struct {

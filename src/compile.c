@@ -1,6 +1,7 @@
-/* The compile pipeline: trace -> grad -> optimizer -> passes -> plan. Each
- * step is a function of the previous one's data; the backend takes the
- * resulting program from there. */
+/* The compile pipeline: trace -> grad -> optimizer -> passes (DCE, then
+ * rematerialization) -> the backend's fusion pass -> plan. Each step is a
+ * function of the previous one's data; the backend takes the resulting
+ * program from there. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,6 +14,7 @@ void program_free(tg_program *p) {
     if (!p) return;
     tg_graph_free(p->g);
     plan_free(&p->plan);
+    tg_fusion_free(p->fusion);
     free(p->param_grad);
     free(p->wb);
     free(p);
@@ -34,6 +36,14 @@ static tg_status trace(const tg_compile_req *req, tg_program *p) {
     return TG_OK;
 }
 
+/* Node ids the program holds, after a pass renumbered the graph. */
+static void remap_program(tg_program *p, const int *remap) {
+    p->result = remap[p->result];
+    for (int w = 0; w < p->n_wb; w++) p->wb[w] = (tg_writeback){remap[p->wb[w].src], remap[p->wb[w].dst]};
+    for (int i = 0; i < p->n_params; i++)
+        if (p->param_grad[i] >= 0) p->param_grad[i] = remap[p->param_grad[i]];
+}
+
 tg_status program_build(const tg_compile_req *req, tg_program **out) {
     *out = NULL;
     if (!req->model || !req->fn) return tg_fail(TG_ERR_ARG, "compile: model and function are required");
@@ -50,6 +60,7 @@ tg_status program_build(const tg_compile_req *req, tg_program **out) {
     }
     for (int i = 0; i < p->n_params; i++) p->param_grad[i] = -1;
     tg_status s = trace(req, p);
+    int n_fwd = p->g->n;
     bool train = req->optim && req->optim->kind != TG_OPT_NONE;
     if (s == TG_OK && (train || req->grads)) s = grad_append(p->g, p->result, p->param_grad);
     if (s == TG_OK && train) s = optim_append(p->g, req->optim, p->param_grad, &p->wb, &p->n_wb);
@@ -72,16 +83,20 @@ tg_status program_build(const tg_compile_req *req, tg_program **out) {
         for (int i = 0; i < p->n_params; i++) roots[n_roots++] = p->param_grad[i];
     s = pass_dce(p->g, roots, n_roots, remap);
     if (s == TG_OK) {
-        p->result = remap[p->result];
-        for (int w = 0; w < p->n_wb; w++) p->wb[w] = (tg_writeback){remap[p->wb[w].src], remap[p->wb[w].dst]};
-        for (int i = 0; i < p->n_params; i++)
-            if (p->param_grad[i] >= 0) p->param_grad[i] = remap[p->param_grad[i]];
-        for (int i = 0; i < p->g->n; i++)
-            if (p->g->nodes[i].op == TG_OP_STATE && strcmp(p->g->nodes[i].name, TG_HYPER_NAME) == 0) p->hyper = i;
+        remap_program(p, remap);
+        /* The forward is what survived of the traced nodes: they come first. */
+        int first_bwd = 0;
+        for (int i = 0; i < n_fwd; i++) first_bwd += remap[i] >= 0;
+        int n_copies = 0;
+        if (train || req->grads) s = pass_recompute(p->g, first_bwd, remap, &n_copies);
+        if (s == TG_OK && n_copies) remap_program(p, remap);
     }
+    for (int i = 0; s == TG_OK && i < p->g->n; i++)
+        if (p->g->nodes[i].op == TG_OP_STATE && strcmp(p->g->nodes[i].name, TG_HYPER_NAME) == 0) p->hyper = i;
     free(roots);
     free(remap);
 
+    if (s == TG_OK && req->fuse) s = req->fuse(p, &p->fusion);
     if (s == TG_OK) {
         int *outs = tg_calloc((size_t)p->g->n_caps + 1, sizeof(int));
         if (!outs) {
@@ -91,7 +106,7 @@ tg_status program_build(const tg_compile_req *req, tg_program **out) {
         outs[0] = p->result;
         for (int c = 0; c < p->g->n_caps; c++) outs[c + 1] = p->g->caps[c].id;
         tg_plan_req pr = {p->param_grad, p->n_params, outs, 1 + p->g->n_caps, p->wb, p->n_wb, req->align,
-                          req->param_offset, false};
+                          req->param_offset, false, p->fusion};
         s = plan_build(p->g, &pr, &p->plan);
         free(outs);
     }

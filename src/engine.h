@@ -17,9 +17,16 @@ typedef struct {
     tg_writeback *wb;
     int n_wb;
     int hyper;         /* optimizer hyperparameter state node, -1 without optimizer */
+    tg_fusion *fusion; /* what the backend fused before planning; NULL for none */
     void *impl;        /* the engine's compiled form */
     int n_dispatches;  /* kernel launches per step or run, as the engine compiled them (after fusion) */
 } tg_program;
+
+/* A backend's fusion pass: sees the final graph (result, grads, writebacks,
+ * captures known) before planning, and says which nodes it will run as one
+ * kernel (*out = NULL: none). The plan then gives absorbed values no memory
+ * and the backend must run exactly those groups. */
+typedef tg_status (*tg_fuse_fn)(const tg_program *p, tg_fusion **out);
 
 typedef struct {
     tg_model *model;
@@ -31,6 +38,7 @@ typedef struct {
     bool grads;            /* with optim == NULL: still compute param grads */
     int64_t align;
     const int64_t *param_offset;
+    tg_fuse_fn fuse;       /* NULL: nothing fused */
 } tg_compile_req;
 
 tg_status program_build(const tg_compile_req *req, tg_program **out);
@@ -51,6 +59,7 @@ typedef struct {
     /* Runs every kernel of the program in order, then its writebacks. */
     tg_status (*run)(tg_engine *e, tg_program *p);
     void (*destroy)(tg_engine *e);
+    tg_fuse_fn fuse; /* NULL: the backend fuses nothing that changes the plan */
 } tg_engine_vt;
 
 struct tg_engine {

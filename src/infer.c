@@ -84,7 +84,8 @@ static tg_status program_for(tg_session *s, int64_t batch, tg_program **out) {
         for (int k = 0; k < in[i].shape.ndim; k++)
             if (in[i].shape.d[k] == TG_BATCH) in[i].shape.d[k] = batch;
     }
-    tg_compile_req req = {s->model, s->fn, s->user, in, s->n_inputs, NULL, false, TG_ARENA_ALIGN, s->param_offset};
+    tg_compile_req req = {s->model, s->fn, s->user, in, s->n_inputs, NULL, false, TG_ARENA_ALIGN, s->param_offset,
+                          s->eng->vt->fuse};
     tg_program *p;
     tg_status st = program_build(&req, &p);
     free(in);

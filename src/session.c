@@ -65,9 +65,12 @@ tg_status tg_session_new(const tg_train_spec *spec, tg_session **out) {
     copy_lr(s->lr, &spec->optim.lr);
     int64_t params_bytes = plan_param_layout(spec->model, TG_ARENA_ALIGN, s->param_offset);
 
+    /* The engine first: its fusion pass shapes the plan. */
+    tg_status st = make_engine(spec, params_bytes, &s->eng);
     tg_compile_req req = {spec->model, spec->loss, spec->user, spec->inputs, spec->n_inputs, &spec->optim,
-                          spec->optim.kind == TG_OPT_NONE, TG_ARENA_ALIGN, s->param_offset};
-    tg_status st = program_build(&req, &s->prog);
+                          spec->optim.kind == TG_OPT_NONE, TG_ARENA_ALIGN, s->param_offset,
+                          s->eng ? s->eng->vt->fuse : NULL};
+    if (st == TG_OK) st = program_build(&req, &s->prog);
     if (st == TG_OK) {
         const tg_node *r = &s->prog->g->nodes[s->prog->result];
         if (r->dtype != TG_F32 || ir_numel(r) != 1) {
@@ -76,7 +79,6 @@ tg_status tg_session_new(const tg_train_spec *spec, tg_session **out) {
                          tg_dtype_name(r->dtype), tg_shape_str(r->shape, b, sizeof b));
         }
     }
-    if (st == TG_OK) st = make_engine(spec, params_bytes, &s->eng);
     if (st == TG_OK) st = s->eng->vt->compile(s->eng, s->prog);
     /* Initial values: params from the seed, optimizer state zero (the arenas start zeroed). */
     float *buf = NULL;

@@ -65,6 +65,36 @@ CASE_FN(c_matmul) { (void)g; return tg_matmul(x[0], x[1]); }
 CASE_FN(c_matmul_ta) { (void)g; return tg_matmul_t(x[0], x[1], true, false); }
 CASE_FN(c_matmul_tb) { (void)g; return tg_matmul_t(x[0], x[1], false, true); }
 CASE_FN(c_matmul_tab) { (void)g; return tg_matmul_t(x[0], x[1], true, true); }
+/* issue 4: convolution ops */
+CASE_FN(c_conv_s1p0) { (void)g; return tg_conv2d(x[0], x[1], 1, 0, 1); }
+CASE_FN(c_conv_s2p1) { (void)g; return tg_conv2d(x[0], x[1], 2, 1, 1); }
+CASE_FN(c_conv_g2_hw) { (void)g; return tg_conv2d_hw(x[0], x[1], 1, 2, 1, 0, 2); }
+CASE_FN(c_conv_depthwise) { (void)g; return tg_conv2d(x[0], x[1], 1, 1, 3); }
+CASE_FN(c_conv_bias_s2) { (void)g; return tg_conv2d_bias(x[0], x[1], x[2], 2, 1, 1, 0, 2); }
+CASE_FN(c_conv_bias_chain) {
+    /* conv -> + bias -> upsample -> strided conv: gradients through a stack */
+    tg_tensor h = tg_add(tg_conv2d(x[0], x[1], 1, 1, 1), tg_reshape(x[2], S(1, 3, 1, 1)));
+    (void)g;
+    return tg_conv2d_hw(tg_nearest_upsample2d(h, 2), x[3], 2, 1, 0, 1, 1);
+}
+/* Max pooling has a kink wherever two window elements tie. Offsets 3 apart
+ * that differ at every position of any window up to 3x3 (by (y mod 3,
+ * x mod 3)) keep each window's runner-up well away from its max (operands
+ * lie in [-1, 1]), so finite differences stay valid; small offsets keep the
+ * loss small enough for float differences. */
+static tg_tensor separated(tg_graph *g, tg_tensor x) {
+    static float off[4096];
+    tg_shape s = tg_tensor_shape(x);
+    int64_t n = tg_shape_numel(s), H = s.d[2], W = s.d[3];
+    for (int64_t i = 0; i < n && i < 4096; i++) off[i] = (float)((i / W % H % 3) * 3 + i % W % 3) * 3.0f;
+    return tg_add(x, tg_constant(g, s, off));
+}
+CASE_FN(c_pool_k2) { return tg_max_pool2d(separated(g, x[0]), 2, 0, 0); }
+CASE_FN(c_pool_k3s2p1) { return tg_max_pool2d(separated(g, x[0]), 3, 2, 1); }
+CASE_FN(c_pool_hw_overlap) { return tg_max_pool2d_hw(separated(g, x[0]), 2, 3, 1, 2, 1, 1); }
+CASE_FN(c_upsample2) { (void)g; return tg_nearest_upsample2d(x[0], 2); }
+CASE_FN(c_upsample3) { (void)g; return tg_nearest_upsample2d(x[0], 3); }
+
 CASE_FN(c_one_hot) {
     static const float idx[] = {0, 3, 1, 4, 2, -1, 2};
     return tg_mul(tg_one_hot(case_i32(g, S(7), idx), 4), x[0]);
@@ -263,6 +293,19 @@ static const op_case op_cases[] = {
     {"matmul_tb_shared_b", 2, {S(2, 3, 4), S(5, 4)}, -1, 1, 0, c_matmul_tb, false},
     {"matmul_large", 2, {S(33, 70), S(70, 37)}, -1, 1, 0, c_matmul, false},
     {"linear_relu", 3, {S(6, 5), S(5, 4), S(4)}, -1, 1, 0, c_linear, false},
+    /* issue 4: convolution ops */
+    {"conv2d_s1_p0", 2, {S(2, 3, 5, 5), S(4, 3, 3, 3)}, -1, 1, 0, c_conv_s1p0, false},
+    {"conv2d_s2_p1", 2, {S(2, 3, 6, 5), S(4, 3, 3, 3)}, -1, 1, 0, c_conv_s2p1, false},
+    {"conv2d_groups2_2x3_s12_p10", 2, {S(2, 4, 5, 6), S(6, 2, 2, 3)}, -1, 1, 0, c_conv_g2_hw, false},
+    {"conv2d_depthwise_x2", 2, {S(2, 3, 5, 5), S(6, 1, 3, 3)}, -1, 1, 0, c_conv_depthwise, false},
+    {"conv2d_bias_groups2_s21_p10", 3, {S(2, 4, 5, 4), S(6, 2, 3, 2), S(6)}, -1, 1, 0, c_conv_bias_s2, false},
+    {"conv2d_bias_upsample_chain", 4, {S(1, 2, 3, 4), S(3, 2, 3, 3), S(3), S(2, 3, 3, 2)}, -1, 1, 0,
+     c_conv_bias_chain, false},
+    {"max_pool2d_k2_floor", 1, {S(2, 3, 5, 5)}, -1, 1, 0, c_pool_k2, false},
+    {"max_pool2d_k3_s2_p1", 1, {S(2, 2, 6, 5)}, -1, 1, 0, c_pool_k3s2p1, false},
+    {"max_pool2d_2x3_s12_p11", 1, {S(1, 2, 5, 6)}, -1, 1, 0, c_pool_hw_overlap, false},
+    {"nearest_upsample2d_x2", 1, {S(2, 3, 3, 2)}, -1, 1, 0, c_upsample2, false},
+    {"nearest_upsample2d_x3", 1, {S(1, 2, 2, 3)}, -1, 1, 0, c_upsample3, false},
     {"one_hot", 1, {S(7, 4)}, -1, 1, 0, c_one_hot, false},
     {"arange", 1, {S(5)}, -1, 1, 0, c_arange, false},
     {"log_softmax_last", 1, {S(3, 6)}, -2, 2, 0, c_log_softmax_last, false},

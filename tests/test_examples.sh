@@ -14,10 +14,42 @@ check() { # name, command... : the command must exit 0
 check sin "$tg" train sin --quiet
 out=$("$tg" train sin --steps 300 --quiet)
 case "$out" in *"final loss="*) pass=$((pass + 1)) ;; *) fail=$((fail + 1)); echo "FAIL sin: no 'final loss=' line" ;; esac
+# digits CNN: the full run must reach test accuracy >= 0.97 (tg exits 2 below it)
+check digits "$tg" train digits --quiet
+# addition transformer, the default run: held-out accuracy >= 0.95 (tg exits 2 below it)
+ckpt=$(mktemp --suffix=.safetensors)
+check addition "$tg" train addition --quiet --checkpoint "$ckpt"
+[ -s "$ckpt" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL addition: no checkpoint written"; }
+rm -f "$ckpt"
+# names, a short run: a validation loss well under uniform guessing (ln 27 = 3.30)
+out=$("$tg" train names --steps 200 --quiet 2>&1)
+vl=$(printf '%s\n' "$out" | sed -n 's/^val_loss=//p')
+if [ -n "$vl" ] && awk -v v="$vl" 'BEGIN { exit !(v < 2.9) }'; then pass=$((pass + 1)); else
+    fail=$((fail + 1)); echo "FAIL names: val_loss='$vl'"; printf '%s\n' "$out" | tail -n 3
+fi
+# VAE, a few steps: it must report an ELBO and write a PNG
+png=$(mktemp --suffix=.png)
+out=$("$tg" train vae --steps 20 --quiet --out "$png" 2>&1)
+if [[ "$out" == *"test_elbo="* ]] && [ "$(head -c 8 "$png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ]; then
+    pass=$((pass + 1))
+else
+    fail=$((fail + 1)); echo "FAIL vae: no 'test_elbo=' line or no PNG"; printf '%s\n' "$out" | tail -n 5
+fi
+rm -f "$png"
 # The same through --backend webgpu when there is an adapter (test_webgpu
 # fails CI when there is none): the sin MLP reaches its target there too.
 if "$tg" devices | grep -q '^webgpu .*(vulkan\|^webgpu .*(metal\|^webgpu .*(d3d12'; then
     check "sin on webgpu" "$tg" train sin --backend webgpu --quiet
+    # The digits CNN (conv, pool and their gradients in WGSL), 100 of its
+    # steps (the full run is slow on lavapipe): it reports an accuracy, the
+    # same as the CPU's after the same steps give or take a few test images.
+    gpu=$("$tg" train digits --backend webgpu --steps 100 --quiet 2>&1 | sed -n 's/^test_accuracy=//p')
+    cpu=$("$tg" train digits --steps 100 --quiet 2>&1 | sed -n 's/^test_accuracy=//p')
+    if [ -n "$gpu" ] && [ -n "$cpu" ] && awk -v g="$gpu" -v c="$cpu" 'BEGIN { exit !(g > 0.8 && g - c < 0.02 && c - g < 0.02) }'; then
+        pass=$((pass + 1))
+    else
+        fail=$((fail + 1)); echo "FAIL digits on webgpu: test_accuracy '$gpu' (cpu after the same steps: '$cpu')"
+    fi
 else
     echo "test_examples: webgpu run skipped: $("$tg" devices | grep '^webgpu')"
 fi

@@ -113,6 +113,45 @@ static tg_tensor b_consts(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
     return tg_add(b, c);
 }
 
+/* Conv ops at sizes the shared table does not reach: weight gradients long
+ * enough to be split over invocations, grids over 16 workgroups (2-D in
+ * test_ops_2d_grid), strides larger than the kernel, padding wider than
+ * it, and max pooling with ties and NaN. */
+static tg_tensor b_conv3x3(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_conv2d(p[0], p[1], 1, 1, 2); }
+static tg_tensor b_conv_bias_g4(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
+    return tg_conv2d_bias(p[0], p[1], p[2], 2, 1, 2, 1, 4);
+}
+static tg_tensor b_conv_dw(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_conv2d(p[0], p[1], 2, 1, 6); }
+static tg_tensor b_conv_1x1_s2(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_conv2d(p[0], p[1], 2, 0, 1); }
+static tg_tensor b_conv_wide_pad(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
+    return tg_conv2d_hw(p[0], p[1], 3, 2, 2, 3, 1);
+}
+/* Values 1.5 p0 truncated to integers (many ties, many negative windows next
+ * to padding) with the gradient of 1.5 p0: a + stop_gradient(q - a) is q
+ * exactly, so a gradient routed to the wrong tied element shows. */
+static tg_tensor ties(tg_tensor x) {
+    tg_tensor a = tg_mul_s(x, 1.5f);
+    tg_tensor q = tg_cast(tg_cast(a, TG_I32), TG_F32);
+    return tg_add(a, tg_stop_gradient(tg_sub(q, a)));
+}
+static tg_tensor b_pool_ties(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
+    return tg_max_pool2d(ties(p[0]), 2, 2, 1);
+}
+static tg_tensor b_pool_ties_overlap(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
+    return tg_max_pool2d_hw(ties(p[0]), 3, 2, 1, 2, 1, 1);
+}
+static tg_tensor b_pool_k3s2(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_max_pool2d(p[0], 3, 2, 1); }
+static tg_tensor b_pool_nan(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
+    return tg_max_pool2d(tg_sqrt(p[0]), 2, 2, 0); /* sqrt(< 0) is NaN */
+}
+static tg_tensor b_upsample(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
+    return tg_nearest_upsample2d(p[0], 3);
+}
+static tg_tensor b_conv_pool_stack(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
+    tg_tensor h = tg_max_pool2d(tg_relu(tg_conv2d(p[0], p[1], 1, 1, 1)), 2, 2, 0);
+    return tg_conv2d(tg_nearest_upsample2d(h, 2), p[2], 1, 1, 1);
+}
+
 /* nn ops at sizes the shared table does not reach: rows over 32 wide (one
  * workgroup per row), column sums over more than 8 rows, larger scatters. */
 static tg_tensor b_xent(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
@@ -240,6 +279,18 @@ static const par_case cases[] = {
     {"i32 abs, square, clamp", P_NONE, {S(70), P_END}, -60000, 60000, b_int_math, 0},
     {"min, max with NaN", PRM(S(9, 20), S(20)), P_NONE, 0, 1, b_minmax_nan, 0},
     {"argmax with ties", PRM(S(10, 40, 3)), P_NONE, 0, 1, b_argmax_ties, 0},
+    {"conv2d 3x3 p1 groups 2, dw of 576 terms", PRM(S(4, 8, 12, 12), S(6, 4, 3, 3)), P_NONE, 0, 1, b_conv3x3, 1e-4f},
+    {"conv2d bias, groups 4, 5x3 s21 p21", PRM(S(3, 8, 15, 13), S(8, 2, 5, 3), S(8)), P_NONE, 0, 1, b_conv_bias_g4, 1e-4f},
+    {"conv2d depthwise x2, s2 p1", PRM(S(8, 6, 20, 19), S(12, 1, 3, 3)), P_NONE, 0, 1, b_conv_dw, 1e-4f},
+    {"conv2d 1x1 stride 2", PRM(S(2, 5, 9, 8), S(7, 5, 1, 1)), P_NONE, 0, 1, b_conv_1x1_s2, 1e-4f},
+    {"conv2d 2x1 s32, padding over kernel", PRM(S(2, 3, 7, 6), S(4, 3, 2, 1)), P_NONE, 0, 1, b_conv_wide_pad, 1e-4f},
+    {"max_pool2d ties, padding", PRM(S(3, 4, 9, 10)), P_NONE, 0, 1, b_pool_ties, 0},
+    {"max_pool2d ties, overlapping 3x2", PRM(S(2, 3, 11, 9)), P_NONE, 0, 1, b_pool_ties_overlap, 0},
+    {"max_pool2d 3x3 s2 p1, 2-D grid", PRM(S(4, 16, 30, 31)), P_NONE, 0, 1, b_pool_k3s2, 0},
+    {"max_pool2d with NaN", PRM(S(2, 3, 8, 6)), P_NONE, 0, 1, b_pool_nan, 0},
+    {"nearest_upsample2d x3", PRM(S(3, 4, 10, 7)), P_NONE, 0, 1, b_upsample, 0},
+    {"conv, relu, pool, upsample, conv", PRM(S(4, 3, 10, 10), S(8, 3, 3, 3), S(5, 8, 3, 3)), P_NONE, 0, 1,
+     b_conv_pool_stack, 1e-4f},
     {"cross_entropy, 300 classes", PRM(S(9, 300)), {S(9), P_END}, -1, 302, b_xent, 1e-4f},
     {"cross_entropy mean, 40 rows", PRM(S(40, 50)), {S(40), P_END}, 0, 50, b_xent_mean, 1e-4f},
     {"nll_loss, 70 classes", PRM(S(6, 70)), {S(6), P_END}, -2, 70, b_nll, 1e-4f},

@@ -11,15 +11,19 @@
 static int usage(FILE *f) {
     fprintf(f,
             "usage: tg train <example> [--steps N] [--seed S] [--backend cpu|webgpu] [--threads N] [--quiet]\n"
-            "                          [--checkpoint PATH] [--bench N]\n"
+            "                          [--checkpoint PATH] [--bench N] [--out FILE]\n"
             "       tg devices       list the CPU and the WebGPU adapter\n"
             "examples:\n"
             "  addition   3-layer transformer learning 2-digit addition; ends with 'heldout_accuracy=<value>'\n"
+            "  digits     CNN on the 8x8 handwritten digits; ends with 'test_accuracy=<value>'\n"
             "  gpt_small  the 10.8M-param GPT of the benchmarks (V=65, D=384, 6 layers, T=256, B=64); for a GPU\n"
             "  names      character-level transformer over Debian's word list; ends with 'val_loss=<value>'\n"
             "  sin        1-64-64-1 MLP fitting sin(x); ends with 'final loss=<value>'\n"
+            "  vae        convolutional VAE on the digits; writes a PNG of reconstructions and samples\n"
+            "             and ends with 'test_elbo=<value>'\n"
             "options: --checkpoint PATH  where addition saves its checkpoint (default addition.safetensors)\n"
-            "         --bench N          time N steps on one fixed batch (after warm-up), print one JSON line\n");
+            "         --bench N          time N steps on one fixed batch (after warm-up), print one JSON line\n"
+            "         --out FILE         where vae writes its PNG (default vae.png)\n");
     return f == stderr ? 2 : 0;
 }
 
@@ -75,6 +79,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--quiet")) o.quiet = true;
         else if (!strcmp(a, "--checkpoint") && v) o.checkpoint = argv[++i];
         else if (!strcmp(a, "--bench") && v) o.bench = atoi(argv[++i]);
+        else if (!strcmp(a, "--out") && v) o.out = argv[++i];
         else if (!strcmp(a, "--backend") && v) {
             v = argv[++i];
             if (!strcmp(v, "cpu")) o.backend = TG_BACKEND_CPU;
@@ -93,6 +98,8 @@ int main(int argc, char **argv) {
     if (!strcmp(ex, "addition")) return example_addition(&o);
     if (!strcmp(ex, "names")) return example_names(&o);
     if (!strcmp(ex, "gpt_small")) return example_gpt_small(&o);
+    if (!strcmp(ex, "digits")) return example_digits(&o);
+    if (!strcmp(ex, "vae")) return example_vae(&o);
     fprintf(stderr, "tg: unknown example '%s'\n", ex);
     return usage(stderr);
 }

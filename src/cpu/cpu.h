@@ -4,11 +4,30 @@
 
 #include "../ir/ir.h"
 
+/* ---- floating-point mode ----
+ * The CPU backend runs a program's kernels with subnormal floats flushed to
+ * zero, inputs and results (x86 MXCSR FTZ and DAZ; aarch64 FPCR.FZ), as GPUs
+ * do: a subnormal operand costs x86 a microcode assist of ~100 cycles, and
+ * training makes them (Adam's second moments and small gradients decay
+ * through that range), which slowed whole steps several times over. The
+ * caller's mode is saved and restored around each run, so the program's own
+ * floating-point environment is untouched; pool workers take the mode of the
+ * thread that posts each job, so every thread rounds alike and results do
+ * not depend on the thread count. */
+typedef uint64_t tg_fpmode;
+tg_fpmode tg_fpmode_get(void);
+void tg_fpmode_set(tg_fpmode m);
+/* m with subnormals flushed (a no-op on other targets). */
+tg_fpmode tg_fpmode_flush(tg_fpmode m);
+/* Whether a and b set the same controls (rounding, flushing; not the sticky flags). */
+bool tg_fpmode_same(tg_fpmode a, tg_fpmode b);
+
 /* ---- thread pool ---- */
 typedef struct tg_pool tg_pool;
 /* fn(arg, task, thread) runs for task in [0, n_tasks) across the pool's
  * threads; thread is in [0, tg_pool_threads). The call returns when all
- * tasks are done. Tasks must write disjoint memory. */
+ * tasks are done. Tasks must write disjoint memory. Workers run them in the
+ * caller's floating-point mode. */
 typedef void (*tg_task_fn)(void *arg, int task, int thread);
 tg_pool *tg_pool_new(int n_threads);
 void tg_pool_free(tg_pool *p);
@@ -16,7 +35,18 @@ int tg_pool_threads(const tg_pool *p);
 /* A per-thread scratch buffer of at least `bytes` (64-byte aligned), owned
  * by the pool and reused across calls; NULL if it cannot grow. */
 void *tg_pool_scratch(tg_pool *p, int thread, size_t bytes);
+/* One buffer of at least `bytes` (64-byte aligned) that the tasks of a job
+ * share (per-block partial results), grown as needed; NULL if it cannot grow. */
+void *tg_pool_shared(tg_pool *p, size_t bytes);
 void tg_pool_run(tg_pool *p, int n_tasks, tg_task_fn fn, void *arg);
+/* Between tg_pool_hot(p, true) and (p, false) (a training step), idle
+ * workers wait for the next job spinning instead of going to sleep after a
+ * fraction of a millisecond: a step's serial stretches (the loss, a small
+ * product) are long enough to put them to sleep, and waking a sleeping
+ * thread cost a VM's scheduler 0.1 ms on the next parallel kernel, and
+ * slowed the caller's serial kernels too. Outside a run they soon sleep, so
+ * the caller's own work between steps gets the cores. */
+void tg_pool_hot(tg_pool *p, bool on);
 /* The thread count new sessions use when their spec says 0: the default set
  * by tg_set_default_threads, else TG_THREADS, else the CPUs this process
  * may run on. */
@@ -24,14 +54,17 @@ int tg_default_threads(void);
 
 /* ---- GEMM ---- */
 /* What is done to each element of C after the product, in this order:
- * C += bias[j]; C = max(C, 0) if relu; C = gate[i,j] > 0 ? C : 0 (relu's
- * gradient, gate being relu's output). The same float operations as the
- * separate kernels, so fusing them changes no bits. */
+ * C += bias[j]; C += resid[i,j] (a residual add); C = max(C, 0) if relu;
+ * C = gate[i,j] > 0 ? C : 0 (relu's gradient, gate being relu's output).
+ * The same float operations as the separate kernels, so fusing them changes
+ * no bits. */
 typedef struct {
     const float *bias;
     bool relu;
     const float *gate;
     int64_t ldg, sg; /* gate: between rows, between batch entries */
+    const float *resid;
+    int64_t ldr, sr; /* resid: between rows, between batch entries */
 } tg_gemm_epi;
 
 /* C[M,N] = op(A)[M,K] @ op(B)[K,N] for `batch` matrices. op(A) is A (lda
@@ -50,6 +83,9 @@ void tg_gemm(tg_pool *pool, const tg_gemm_args *a);
 const char *tg_gemm_kernel_name(void);
 /* Tests: use the portable kernel (the one CPUs without AVX-512 get). */
 void tg_gemm_use_generic(bool on);
+/* Whether the chosen micro-kernel chains products with FMAs (AVX-512) or
+ * multiplies then adds (portable): kernels that must round like tg_gemm ask. */
+bool tg_gemm_uses_fma(void);
 /* Whether tg_gemm shares this product between threads (else it runs on
  * the caller's); tests use it to make sure they cover both. */
 bool tg_gemm_splits(const tg_gemm_args *a);
@@ -60,14 +96,35 @@ bool tg_gemm_single_pass(const tg_gemm_args *a);
 /* Tests: sessions compiled from now on run op-table kernels only, no
  * specialized or fused steps. */
 void tg_cpu_use_generic_steps(bool on);
+bool cpu_generic_steps(void);
 
 /* ---- kernels ---- */
 struct cpu_ctx {
     tg_pool *pool;
     int threads;
+    /* One growable buffer for kernels that stage data around tg_gemm calls
+     * (conv's im2col); separate from the pool's per-thread buffers, which
+     * tg_gemm itself uses. Freed with the engine. */
+    void *scratch;
+    size_t scratch_bytes;
 };
+/* c->scratch grown to at least `bytes` (64-byte aligned); NULL if it cannot grow. */
+void *cpu_scratch(cpu_ctx *c, size_t bytes);
 
 /* Runs fn over [0, n) split in chunks of at least `grain` items. */
 typedef void (*tg_range_fn)(void *arg, int64_t lo, int64_t hi);
 void cpu_parallel(cpu_ctx *c, int64_t n, int64_t grain, tg_range_fn fn, void *arg);
+
+/* Sums over a long axis of rows (bias gradients, norm gains, small
+ * embedding tables) are split into cpu_row_blocks(R) fixed blocks of rows:
+ * fn(arg, r0, r1, partial) writes the sums of rows [r0, r1), in row order,
+ * into its own `width` partial results, and out[i] = the partials added in
+ * block order. A block goes to the thread that owns its rows in every
+ * row-split kernel (the pool deals ranges in order), which mostly wrote
+ * them, so no thread pulls the other's rows across cores, as splitting the
+ * columns did (2-4x slower than one thread here). The blocks depend on R
+ * alone: results do not depend on the thread count. */
+typedef void (*tg_block_fn)(void *arg, int64_t r0, int64_t r1, float *partial);
+int64_t cpu_row_blocks(int64_t R);
+void cpu_reduce_rows(cpu_ctx *c, int64_t R, int64_t width, tg_block_fn fn, void *arg, float *out);
 #endif

@@ -1,9 +1,11 @@
 /* The CPU engine: arenas are host allocations, a program is a list of steps
  * (lower.c) resolved once at compile, and a training step walks that list. */
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuse.h"
 #include "lower.h"
 
 typedef struct {
@@ -12,6 +14,8 @@ typedef struct {
     int n_steps;
     struct { void *dst; const void *src; int64_t bytes; } *copies; /* writebacks not done in place */
     int n_copies;
+    double *prof;  /* TG_PROFILE set: seconds spent in each step, summed over runs */
+    int64_t prof_runs;
 } cpu_program;
 
 typedef struct {
@@ -23,6 +27,7 @@ typedef struct {
 
 static atomic_bool generic_steps;
 void tg_cpu_use_generic_steps(bool on) { atomic_store(&generic_steps, on); }
+bool cpu_generic_steps(void) { return atomic_load(&generic_steps); }
 
 static void *addr(cpu_program *cp, const tg_plan *pl, int id) {
     const tg_slot *s = &pl->slot[id];
@@ -54,7 +59,10 @@ static tg_status cpu_compile(tg_engine *e_, tg_program *p) {
         info->cpu(&e->ctx, g, i, addr(cp, &p->plan, i), in);
     }
     cp->n_steps = cpu_lower(p, cp->arena, !atomic_load(&generic_steps), cp->steps);
+    if (cp->n_steps == -2) return tg_fail(TG_ERR_STATE, "cpu: the plan does not keep a fused kernel's inputs apart");
     if (cp->n_steps < 0) return tg_fail(TG_ERR_NOMEM, "cpu: out of memory");
+    const char *prof = getenv("TG_PROFILE");
+    if (prof && *prof && *prof != '0') cp->prof = tg_calloc((size_t)cp->n_steps + 1, sizeof(double));
     p->n_dispatches = cp->n_steps;
     for (int w = 0; w < p->n_wb; w++) {
         if (p->plan.wb_free[w]) continue;
@@ -67,11 +75,61 @@ static tg_status cpu_compile(tg_engine *e_, tg_program *p) {
     return TG_OK;
 }
 
+/* TG_PROFILE: where a program's steps spent their time, per step (the
+ * slowest first) and per op of the step's last node, on stderr. */
+static int by_time_desc(const void *x, const void *y, void *t_) {
+    const double *t = t_;
+    int a = *(const int *)x, b = *(const int *)y;
+    return t[a] < t[b] ? 1 : t[a] > t[b] ? -1 : a - b;
+}
+
+static void profile_print(const tg_program *p, const cpu_program *cp) {
+    const tg_graph *g = p->g;
+    double total = 0, by_op[TG_OP_COUNT] = {0};
+    int count[TG_OP_COUNT] = {0};
+    int *order = tg_calloc((size_t)cp->n_steps + 1, sizeof(int));
+    if (!order || cp->prof_runs == 0) {
+        free(order);
+        return;
+    }
+    for (int i = 0; i < cp->n_steps; i++) {
+        const tg_node *n = &g->nodes[cp->steps[i].id];
+        total += cp->prof[i], by_op[n->op] += cp->prof[i], count[n->op]++;
+        order[i] = i;
+    }
+    double per = 1e3 / (double)cp->prof_runs;
+    fprintf(stderr, "profile: %d steps, %.3f ms per run (%lld runs)\n", cp->n_steps, total * per,
+            (long long)cp->prof_runs);
+    /* insertion sort: a few hundred steps, once */
+    for (int i = 1; i < cp->n_steps; i++)
+        for (int j = i; j > 0 && by_time_desc(&order[j - 1], &order[j], cp->prof) > 0; j--) {
+            int t = order[j];
+            order[j] = order[j - 1], order[j - 1] = t;
+        }
+    for (int k = 0; k < cp->n_steps && k < (getenv("TG_PROFILE_ALL") ? cp->n_steps : 60); k++) {
+        const cpu_step *s = &cp->steps[order[k]];
+        const tg_node *n = &g->nodes[s->id];
+        char shape[64];
+        int at = 0;
+        for (int d = 0; d < n->shape.ndim && at < 56; d++)
+            at += snprintf(shape + at, sizeof shape - (size_t)at, d ? ",%lld" : "%lld", (long long)n->shape.d[d]);
+        shape[at] = 0;
+        fprintf(stderr, "  %8.4f ms  %%%-5d %-18s [%s] nodes=%d\n", cp->prof[order[k]] * per, s->id, tg_ops[n->op].name,
+                shape, s->n_nodes);
+    }
+    fprintf(stderr, "by op:\n");
+    for (int o = 0; o < TG_OP_COUNT; o++)
+        if (count[o]) fprintf(stderr, "  %8.4f ms  %-18s x%d\n", by_op[o] * per, tg_ops[o].name, count[o]);
+    free(order);
+}
+
 static void cpu_release(tg_engine *e, tg_program *p) {
     (void)e;
     cpu_program *cp = p->impl;
     if (!cp) return;
+    if (cp->prof) profile_print(p, cp), free(cp->prof);
     for (int a = TG_ARENA_PERSIST; a < TG_N_ARENAS; a++) tg_afree(cp->arena[a]);
+    for (int i = 0; cp->steps && i <= p->g->n; i++) free(cp->steps[i].heap[0]), free(cp->steps[i].heap[1]);
     free(cp->steps);
     free(cp->copies);
     free(cp);
@@ -100,19 +158,35 @@ static tg_status cpu_read(tg_engine *e_, tg_program *p, int arena, int64_t off, 
 static tg_status cpu_run(tg_engine *e_, tg_program *p) {
     cpu_engine *e = (cpu_engine *)e_;
     cpu_program *cp = p->impl;
-    for (int i = 0; i < cp->n_steps; i++) cp->steps[i].run(&e->ctx, &cp->steps[i]);
+    tg_fpmode caller = tg_fpmode_get();
+    tg_fpmode_set(tg_fpmode_flush(caller)); /* see cpu.h: subnormals flushed, the caller's mode restored */
+    tg_pool_hot(e->pool, true);
+    if (cp->prof) {
+        for (int i = 0; i < cp->n_steps; i++) {
+            double t0 = tg_now();
+            cp->steps[i].run(&e->ctx, &cp->steps[i]);
+            cp->prof[i] += tg_now() - t0;
+        }
+        cp->prof_runs++;
+    } else {
+        for (int i = 0; i < cp->n_steps; i++) cp->steps[i].run(&e->ctx, &cp->steps[i]);
+    }
     for (int i = 0; i < cp->n_copies; i++) memcpy(cp->copies[i].dst, cp->copies[i].src, (size_t)cp->copies[i].bytes);
+    tg_pool_hot(e->pool, false);
+    tg_fpmode_set(caller);
     return TG_OK;
 }
 
 static void cpu_destroy(tg_engine *e_) {
     cpu_engine *e = (cpu_engine *)e_;
     tg_pool_free(e->pool);
+    tg_afree(e->ctx.scratch);
     tg_afree(e->params);
     free(e);
 }
 
-static const tg_engine_vt cpu_vt = {"cpu", cpu_compile, cpu_release, cpu_write, cpu_read, cpu_run, cpu_destroy};
+static const tg_engine_vt cpu_vt = {"cpu", cpu_compile, cpu_release, cpu_write, cpu_read, cpu_run, cpu_destroy,
+                                    cpu_fuse};
 
 tg_status cpu_engine_new(int threads, int64_t params_bytes, tg_engine **out) {
     *out = NULL;

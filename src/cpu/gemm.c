@@ -22,13 +22,16 @@
 
 #include "cpu.h"
 #include "gemm_kernels.h"
+#include "vec.h"
 
 #define KC 384
 #define MC 96
 #define NC 2048
 #define NL2 512 /* columns of the B block swept by one MC block of A: 768 KiB, stays in L2 */
 #define DIRECT_MAX_KN (64 * 1024) /* elements of B (or of its KC blocks, twice that) the direct path takes */
-#define MIN_FLOPS_PER_BYTE 16.0  /* see worth_threads */
+#define MIN_FLOPS_PER_BYTE 8.0  /* see worth_threads */
+#define SMALL_FLOPS 4e6           /* below this, MIN_FLOPS_PER_BYTE_SMALL applies */
+#define MIN_FLOPS_PER_BYTE_SMALL 16.0
 #define DIRECT_MAX_M 96           /* rows of a transposed A the direct path reads in place */
 
 static _Atomic(const tg_ukernel *) chosen;
@@ -42,6 +45,7 @@ static const tg_ukernel *pick(void) {
 }
 
 const char *tg_gemm_kernel_name(void) { return pick()->name; }
+bool tg_gemm_uses_fma(void) { return pick() != tg_ukernel_generic(); }
 void tg_gemm_use_generic(bool on) { atomic_store(&chosen, on ? tg_ukernel_generic() : tg_ukernel_best()); }
 
 typedef enum { PATH_GEMV, PATH_DIRECT, PATH_PACKED } gemm_path;
@@ -59,7 +63,26 @@ static gemm_path choose(const tg_gemm_args *g) {
     return PATH_PACKED;
 }
 
-bool tg_gemm_single_pass(const tg_gemm_args *g) { return choose(g) == PATH_GEMV || g->K <= KC; }
+/* Weight gradients (X^T dY: A transposed, K = the batch rows) are split
+ * along K into fixed blocks: each block's partial product is computed by
+ * the thread that owns those rows in the row-split kernels before it (so it
+ * reads its own cache, not the other core's), and the partials are added in
+ * block order. The blocks depend on the shape alone, so results do not
+ * depend on the thread count; each C element is then the sum of k_blocks
+ * FMA chains instead of one. */
+#define KSPLIT_MIN_K 512
+#define KSPLIT_BLOCK 256
+#define KSPLIT_MAX_BLOCKS 4
+#define KSPLIT_MAX_PARTIAL (4 << 20) /* floats of partial products */
+
+static int64_t k_blocks(const tg_gemm_args *g) {
+    if (!g->ta || g->tb || g->batch != 1 || g->K < KSPLIT_MIN_K || choose(g) == PATH_GEMV) return 1;
+    int64_t nb = g->K / KSPLIT_BLOCK;
+    if (nb > KSPLIT_MAX_BLOCKS) nb = KSPLIT_MAX_BLOCKS;
+    return nb * g->M * g->N <= KSPLIT_MAX_PARTIAL ? nb : 1;
+}
+
+bool tg_gemm_single_pass(const tg_gemm_args *g) { return choose(g) == PATH_GEMV || g->K <= KC || k_blocks(g) > 1; }
 
 /* The epilogue pointers for tile (i, j) of batch entry b. */
 static void tile_epi(const tg_gemm_args *g, int64_t b, int64_t i, int64_t j, tg_tile *t) {
@@ -68,6 +91,8 @@ static void tile_epi(const tg_gemm_args *g, int64_t b, int64_t i, int64_t j, tg_
     t->relu = e && e->relu;
     t->gate = e && e->gate ? e->gate + b * e->sg + i * e->ldg + j : NULL;
     t->ldg = e ? e->ldg : 0;
+    t->resid = e && e->resid ? e->resid + b * e->sr + i * e->ldr + j : NULL;
+    t->ldr = e ? e->ldr : 0;
 }
 
 /* ---- packing ---- */
@@ -123,7 +148,7 @@ static void packed_rows(const tg_gemm_args *g, const tg_ukernel *uk, const block
             int64_t j1 = k->nc - j0 < NL2 ? k->nc : j0 + NL2;
             for (int64_t ir = 0; ir < mc; ir += MR) {
                 tg_tile t = {k->kc, pa + (ir / MR) * MR * k->kc, 1, MR, NULL, NR, NULL, g->ldc, 0, 0, k->pc > 0,
-                             NULL, false, NULL, 0, NULL};
+                             NULL, false, NULL, 0, NULL, NULL, 0};
                 t.mr = (int)(mc - ir < MR ? mc - ir : MR);
                 for (int64_t jr = j0; jr < j1; jr += NR) {
                     t.nr = (int)(k->nc - jr < NR ? k->nc - jr : NR);
@@ -180,7 +205,7 @@ static void direct_tiles(const job *j, int64_t lo, int64_t hi, float *bt) {
         bool last = pc + kc >= g->K;
         int64_t packed = -1; /* which batch entry's B^T block `bt` holds */
         int64_t b = lo / (j->mt * j->nt), ir = lo % (j->mt * j->nt) / j->nt, jr = lo % j->nt;
-        tg_tile t = {kc, NULL, 0, 0, NULL, 0, NULL, g->ldc, 0, 0, pc > 0, NULL, false, NULL, 0, NULL};
+        tg_tile t = {kc, NULL, 0, 0, NULL, 0, NULL, g->ldc, 0, 0, pc > 0, NULL, false, NULL, 0, NULL, NULL, 0};
         if (g->ta) t.rs_a = 1, t.cs_a = g->lda;
         else t.rs_a = g->lda, t.cs_a = 1;
         for (int64_t u = lo; u < hi; u++) {
@@ -242,7 +267,8 @@ static void gemv_rows(const job *j, int64_t lo, int64_t hi, float *xbuf) {
         if (g->N == 1 && g->ta) { /* A stored [K, M]: a row vector times a matrix, through the tile kernel */
             const int NR = j->uk->nr;
             for (int64_t i = r0; i < r1; i += NR) {
-                tg_tile t = {g->K, x, 1, 1, A + i, g->lda, out + (i - r0), 0, 1, 0, false, NULL, false, NULL, 0, NULL};
+                tg_tile t = {g->K, x, 1, 1, A + i, g->lda, out + (i - r0), 0, 1, 0, false, NULL, false, NULL, 0, NULL,
+                             NULL, 0};
                 t.nr = (int)(r1 - i < NR ? r1 - i : NR);
                 j->uk->tile(&t);
             }
@@ -254,6 +280,7 @@ static void gemv_rows(const job *j, int64_t lo, int64_t hi, float *xbuf) {
             if (e) {
                 int64_t i = g->N == 1 ? r : 0, jj = g->N == 1 ? 0 : r;
                 if (e->bias) v += e->bias[jj];
+                if (e->resid) v += e->resid[b * e->sr + i * e->ldr + jj];
                 if (e->relu) v = v > 0.0f ? v : 0.0f;
                 if (e->gate && !(e->gate[b * e->sg + i * e->ldg + jj] > 0.0f)) v = 0.0f;
             }
@@ -267,7 +294,7 @@ static void gemv_rows(const job *j, int64_t lo, int64_t hi, float *xbuf) {
 
 static bool worth_threads(const tg_gemm_args *g, double flops);
 bool tg_gemm_splits(const tg_gemm_args *g) {
-    return worth_threads(g, 2.0 * (double)g->M * (double)g->N * (double)g->K * (double)g->batch);
+    return k_blocks(g) > 1 || worth_threads(g, 2.0 * (double)g->M * (double)g->N * (double)g->K * (double)g->batch);
 }
 
 /* Whether other threads pay for themselves. Besides waking them, a thread
@@ -275,11 +302,16 @@ bool tg_gemm_splits(const tg_gemm_args *g) {
  * across the cores, which in a training step (where the operands were just
  * written by the previous kernel on the caller's core) cost as much as the
  * arithmetic it saved on a 256x64x64 product: so also require enough flops
- * per byte touched. */
+ * per byte touched. Since the pool deals rows to threads the way the
+ * elementwise kernels split them, a thread mostly finds its rows of A in its
+ * own cache, and an 8 MFLOP 1024x64x64 product (a transformer's projection,
+ * 8 flops per byte) runs 1.8x faster on two cores; products under 4 MFLOP
+ * (the sin MLP's) still need 16 flops per byte. */
 static bool worth_threads(const tg_gemm_args *g, double flops) {
     double bytes = 4.0 * ((double)g->batch * (double)(g->M * g->K + g->M * g->N) +
                           (double)(g->sb ? g->batch : 1) * (double)(g->K * g->N));
-    return flops >= 1.5e5 && flops >= MIN_FLOPS_PER_BYTE * bytes;
+    double need = flops >= SMALL_FLOPS ? MIN_FLOPS_PER_BYTE : MIN_FLOPS_PER_BYTE_SMALL;
+    return flops >= 1.5e5 && flops >= need * bytes;
 }
 
 static void run_task(void *argp, int task, int thread) {
@@ -320,14 +352,119 @@ static void gemm_naive(const tg_gemm_args *g) {
                          (g->tb ? B[jj * g->ldb + k] : B[k * g->ldb + jj]);
                 const tg_gemm_epi *e = g->epi;
                 if (e && e->bias) s += e->bias[jj];
+                if (e && e->resid) s += e->resid[b * e->sr + i * e->ldr + jj];
                 if (e && e->relu) s = s > 0.0f ? s : 0.0f;
                 if (e && e->gate && !(e->gate[b * e->sg + i * e->ldg + jj] > 0.0f)) s = 0.0f;
                 g->C[b * g->sc + i * g->ldc + jj] = s;
             }
 }
 
+/* ---- K split in blocks (see k_blocks) ---- */
+
+/* Scratch floats the product needs on one thread. */
+static size_t serial_scratch(const tg_gemm_args *g, const tg_ukernel *uk) {
+    switch (choose(g)) {
+    case PATH_PACKED: return packed_bytes() / sizeof(float);
+    case PATH_DIRECT: return (size_t)((g->K < KC ? g->K : KC) * ((g->N + uk->nr - 1) / uk->nr) * uk->nr);
+    default: return (size_t)(g->K + 16);
+    }
+}
+
+/* The whole product on the calling thread, with its scratch `buf`. */
+static void gemm_serial(const tg_gemm_args *g, const tg_ukernel *uk, float *buf) {
+    job j = {g, uk, NULL, choose(g), 0, 0, 0, 1, ENTRIES, {0}};
+    if (j.path == PATH_PACKED) {
+        for (int64_t b = 0; b < g->batch; b++) packed_entry(g, uk, b, buf);
+    } else if (j.path == PATH_DIRECT) {
+        j.mt = (g->M + uk->mr - 1) / uk->mr;
+        j.nt = (g->N + uk->nr - 1) / uk->nr;
+        direct_tiles(&j, 0, g->batch * j.mt * j.nt, buf);
+    } else {
+        gemv_rows(&j, 0, g->batch * (g->N == 1 ? g->M : g->N), buf);
+    }
+}
+
+typedef struct {
+    const tg_gemm_args *g;
+    const tg_ukernel *uk;
+    tg_pool *pool;
+    int64_t nb;
+    float *part; /* nb partial products, [M, N] each */
+} ksplit_job;
+
+static tg_gemm_args k_block(const ksplit_job *j, int64_t b) {
+    const tg_gemm_args *g = j->g;
+    int64_t k0 = g->K * b / j->nb, k1 = g->K * (b + 1) / j->nb;
+    tg_gemm_args s = *g;
+    s.K = k1 - k0;
+    s.A = g->ta ? g->A + k0 * g->lda : g->A + k0;
+    s.B = g->tb ? g->B + k0 : g->B + k0 * g->ldb;
+    s.C = j->part + b * g->M * g->N;
+    s.ldc = g->N;
+    s.epi = NULL;
+    return s;
+}
+
+static void ksplit_block(void *arg, int b, int thread) {
+    ksplit_job *j = arg;
+    tg_gemm_args s = k_block(j, b);
+    gemm_serial(&s, j->uk, tg_pool_scratch(j->pool, thread, 0));
+}
+
+/* Rows of C: the partials added in block order (vector adds along the
+ * row), then the epilogue as the tile kernels apply it. With an epilogue
+ * the sums go through a local buffer, so a gate that C overwrites in place
+ * is read before its element is written. */
+#define KSPLIT_CHUNK 512
+static void ksplit_sum(void *arg, int task, int thread) {
+    (void)thread;
+    ksplit_job *j = arg;
+    const tg_gemm_args *g = j->g;
+    const tg_gemm_epi *e = g->epi;
+    const vec_kernels *vk = vec_best();
+    float buf[KSPLIT_CHUNK];
+    int64_t MN = g->M * g->N, i0 = g->M * task / 8, i1 = g->M * (task + 1) / 8;
+    for (int64_t i = i0; i < i1; i++)
+        for (int64_t j0 = 0; j0 < g->N; j0 += KSPLIT_CHUNK) {
+            int64_t n = g->N - j0 < KSPLIT_CHUNK ? g->N - j0 : KSPLIT_CHUNK;
+            float *c = e ? buf : g->C + i * g->ldc + j0;
+            const float *p = j->part + i * g->N + j0;
+            vk->binary(VEC_ADD, n, c, p, 1, p + MN, 1);
+            for (int64_t b = 2; b < j->nb; b++) vk->binary(VEC_ADD, n, c, c, 1, p + b * MN, 1);
+            for (int64_t jj = 0; e && jj < n; jj++) {
+                float v = c[jj];
+                if (e->bias) v += e->bias[j0 + jj];
+                if (e->resid) v += e->resid[i * e->ldr + j0 + jj];
+                if (e->relu) v = v > 0.0f ? v : 0.0f;
+                if (e->gate && !(e->gate[i * e->ldg + j0 + jj] > 0.0f)) v = 0.0f;
+                g->C[i * g->ldc + j0 + jj] = v;
+            }
+        }
+}
+
+static bool gemm_ksplit(tg_pool *pool, const tg_gemm_args *g, int64_t nb) {
+    ksplit_job j = {g, pick(), pool, nb, tg_pool_shared(pool, sizeof(float) * (size_t)(nb * g->M * g->N))};
+    if (!j.part) return false;
+    size_t need = 0;
+    for (int64_t b = 0; b < nb; b++) {
+        tg_gemm_args s = k_block(&j, b);
+        size_t f = serial_scratch(&s, j.uk);
+        need = f > need ? f : need;
+    }
+    for (int t = 0; t < tg_pool_threads(pool); t++)
+        if (!tg_pool_scratch(pool, t, need * sizeof(float))) return false;
+    tg_pool_run(pool, (int)nb, ksplit_block, &j);
+    tg_pool_run(pool, 8, ksplit_sum, &j);
+    return true;
+}
+
 void tg_gemm(tg_pool *pool, const tg_gemm_args *g) {
     if (g->batch <= 0 || g->M <= 0 || g->N <= 0) return;
+    int64_t nb = k_blocks(g);
+    if (nb > 1) {
+        if (!gemm_ksplit(pool, g, nb)) gemm_naive(g);
+        return;
+    }
     int th = tg_pool_threads(pool);
     job j = {g, pick(), pool, choose(g), 0, 0, 0, 1, ENTRIES, {0}};
     double flops = 2.0 * (double)g->M * (double)g->N * (double)g->K * (double)g->batch;

@@ -21,6 +21,7 @@ static void tile_generic(const tg_tile *t) {
             float v = acc[r][q], *c = &t->c[r * t->ldc + q];
             if (t->acc) v += *c;
             if (t->bias) v += t->bias[q];
+            if (t->resid) v += t->resid[r * t->ldr + q];
             if (t->relu) v = v > 0.0f ? v : 0.0f;
             if (t->gate && !(t->gate[r * t->ldg + q] > 0.0f)) v = 0.0f;
             *c = v;
@@ -94,6 +95,10 @@ AVX512_INLINE void tile_12x32(const tg_tile *t, const int MR, const bool RS1, co
             if (COLS > 16) b1 = _mm512_maskz_loadu_ps(m1, b + 16);
         }
         _mm_prefetch((const char *)(b + 16 * ldb), _MM_HINT_T0);
+        /* A read in place with its k rows far apart (a transposed operand,
+         * a weight gradient's X^T): the hardware prefetcher loses such a
+         * stride at every page, and the operand often comes from far away. */
+        if (RS1) _mm_prefetch((const char *)(a + 16 * cs), _MM_HINT_T0);
         if (COLS > 16) _mm_prefetch((const char *)(b + 16 * ldb + 16), _MM_HINT_T0);
 #pragma GCC unroll 12
         for (int r = 0; r < MR; r++) {
@@ -114,6 +119,11 @@ AVX512_INLINE void tile_12x32(const tg_tile *t, const int MR, const bool RS1, co
         if (t->bias) {
             v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, t->bias));
             if (COLS > 16) v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, t->bias + 16));
+        }
+        if (t->resid) {
+            const float *rr = t->resid + r * t->ldr;
+            v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, rr));
+            if (COLS > 16) v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, rr + 16));
         }
         if (t->relu) { /* max returns its second operand for NaN: relu(NaN) = 0, as the relu kernel */
             v0 = _mm512_max_ps(v0, zero);

@@ -21,12 +21,15 @@ typedef struct {
     int mr, nr;
     bool acc;           /* C += product (else C = product) */
     /* Epilogue, applied after the product (the caller passes it with the
-     * last k block only): C += bias[j]; C = max(C, 0); C = gate[i,j] > 0 ? C : 0. */
+     * last k block only): C += bias[j]; C += resid[i,j]; C = max(C, 0);
+     * C = gate[i,j] > 0 ? C : 0. */
     const float *bias;
     bool relu;
     const float *gate;
     int64_t ldg;
     const float *c_next; /* the next tile's C, to prefetch into L2 (NULL: none) */
+    const float *resid;
+    int64_t ldr;
 } tg_tile;
 
 typedef struct {

@@ -19,6 +19,19 @@ TG_CPU_KERNEL(cpu_relu_grad);
 
 /* kernels_reduce.c: reductions and the softmax family */
 TG_CPU_KERNEL(cpu_sum);
+/* A sum that keeps the trailing axes and drops the leading ones: column
+ * sums of x [rows, cols] (cpu_reduce_rows' blocks); the lowering's
+ * specialized step and the op-table kernel both run cpu_colsum. */
+bool cpu_colsum_shape(const tg_node *n, const tg_node *x, int64_t *rows, int64_t *cols);
+/* *out = sum over all of x[i] * x[i], as mul then a sum over every axis make
+ * it, for each term; terms spread over the threads (each whole on one). */
+typedef struct {
+    const float *x;
+    int64_t n;
+    float *out;
+} cpu_sumsq_term;
+void cpu_sumsq(cpu_ctx *c, const cpu_sumsq_term *t, int n);
+void cpu_colsum(cpu_ctx *c, const float *x, int64_t rows, int64_t cols, float *y);
 TG_CPU_KERNEL(cpu_log_softmax);
 TG_CPU_KERNEL(cpu_log_softmax_grad);
 TG_CPU_KERNEL(cpu_softmax_causal);
@@ -59,12 +72,46 @@ TG_CPU_KERNEL(cpu_norm);
 TG_CPU_KERNEL(cpu_norm_stats);
 TG_CPU_KERNEL(cpu_norm_dx);
 TG_CPU_KERNEL(cpu_norm_dgain);
+/* A norm's backward rows in one pass (fuse.c's norm groups): per row of x
+ * [R, D], its statistics (stats, may be NULL), the forward output y again
+ * (NULL: not wanted), and dx (into out, plus resid when not NULL: the add
+ * of the residual's gradient); each computed as its own kernel does. */
+typedef struct {
+    int64_t R, D;
+    bool rms;
+    float eps;
+    const float *x, *gain, *bias, *gy, *resid; /* bias NULL for none (or RMS) */
+    float *stats, *y, *out;
+} cpu_norm_bwd;
+void cpu_norm_backward(cpu_ctx *c, const cpu_norm_bwd *a);
+/* norm_dgain and the column sum of gy (a bias gradient) in one pass over
+ * the rows: each as its own kernel sums. D <= CPU_NORM_SUMS_MAX_D. */
+#define CPU_NORM_SUMS_MAX_D 1024
+void cpu_norm_sums(cpu_ctx *c, int64_t R, int64_t D, const float *x, const float *gy, const float *stats,
+                   float *dgain, float *dbias);
 TG_CPU_KERNEL(cpu_embedding);
 TG_CPU_KERNEL(cpu_embedding_grad);
 TG_CPU_KERNEL(cpu_rope);
 TG_CPU_KERNEL(cpu_dropout);
 TG_CPU_KERNEL(cpu_randn);
 TG_CPU_KERNEL(cpu_categorical);
+
+/* kernels_conv.c (issue 4): convolution, pooling, upsampling and their gradients */
+TG_CPU_KERNEL(cpu_conv2d);
+TG_CPU_KERNEL(cpu_conv2d_grad_input);
+TG_CPU_KERNEL(cpu_conv2d_grad_weight);
+TG_CPU_KERNEL(cpu_max_pool2d);
+TG_CPU_KERNEL(cpu_max_pool2d_grad);
+TG_CPU_KERNEL(cpu_upsample2d);
+TG_CPU_KERNEL(cpu_upsample2d_grad);
+/* Tests: run conv2d and its gradients through the direct loops on every
+ * shape; use the plain C loops where AVX-512 would run; shrink the im2col
+ * budget (floats) to force one image per chunk; set the index-table limit
+ * to 0 to run the row-by-row loops that large planes take. */
+extern bool cpu_conv_force_direct;
+extern bool cpu_conv_force_generic;
+extern int64_t cpu_conv_scratch_floats;
+extern int64_t cpu_conv_table_max;
 
 /* Strided iteration shared by the kernels: the output and up to 3 inputs
  * (broadcast strides), with size-1 axes dropped and contiguous axes merged,

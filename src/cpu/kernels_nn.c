@@ -12,6 +12,7 @@
 
 #include "cpu.h"
 #include "kernels.h"
+#include "vmath.h"
 
 #define GRAIN 16384 /* elements per task, below which threads cost more than they save */
 
@@ -91,58 +92,137 @@ static nn_job row_job(const tg_node *n, void *const *in, void *out, tg_shape mai
 
 /* ---- cross-entropy and NLL: logits [R, V] (leading axes flattened), targets i32 [R] ---- */
 
+/* Cross-entropy over at most 16 classes, 16 rows at a time: the rows are
+ * transposed so that a lane is a row and each class one vector; the max,
+ * the exps (vmath.h) and their sum (in class order) are then vertical
+ * operations, the same for every row wherever it falls. Longer rows go one
+ * at a time with libm. */
+
+/* The 16 x 16 transpose by block swaps (8, 4, 2, 1 wide). */
+VINLINE void vtranspose16(vf r[16]) {
+    static const int B[4] = {8, 4, 2, 1};
+#pragma GCC unroll 4
+    for (int s = 0; s < 4; s++) {
+        int b = B[s];
+        vi lo, hi;
+        for (int j = 0; j < 16; j++) {
+            lo[j] = (j & b) ? 16 + j - b : j;
+            hi[j] = (j & b) ? 16 + j : j + b;
+        }
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; i++)
+            if (!(i & b)) {
+                vf a = r[i], c = r[i + b];
+                r[i] = __builtin_shuffle(a, c, lo);
+                r[i + b] = __builtin_shuffle(a, c, hi);
+            }
+    }
+}
+
+#define XENT_ROWS 16
+#define XENT_MAX_V 16
+
+/* Rows [r0, r0 + n) (n <= 16): cls[v] = the class-v logits of the rows, m
+ * their max, e[v] = exp(cls[v] - m), s = their sum in class order. */
+VINLINE void xent_block(const float *X, int64_t V, int64_t r0, int64_t n, vf e[XENT_MAX_V], vf *mx, vf *sum,
+                        vf cls[XENT_MAX_V]) {
+    vf r[16];
+    for (int i = 0; i < 16; i++) r[i] = i < n ? vload_n(X + (r0 + i) * V, V) : vsplat(0.0f);
+    vtranspose16(r);
+    vf m = vsplat(-INFINITY), z = vsplat(0.0f);
+    for (int64_t v = 0; v < V; v++) m = vsel(r[v] > m, r[v], m);
+    for (int64_t v = 0; v < V; v++) e[v] = vexp(r[v] - m), z += e[v];
+    for (int64_t v = 0; v < V; v++) cls[v] = r[v];
+    *mx = m, *sum = z;
+}
+
 /* loss[r] = -log_softmax(x[r])[t[r]] = -((x[r, t] - max) - log(sum exp(x[r] - max))),
  * or 0 when t[r] is outside [0, V). */
-static void xent_rows(void *arg, int64_t lo, int64_t hi) {
+TG_CLONES static void xent_rows(void *arg, int64_t lo, int64_t hi) {
     nn_job *j = arg;
     const float *X = j->in[0];
     const int32_t *t = j->in[1];
     float *y = j->out;
     int64_t V = j->width;
-    for (int64_t r = lo; r < hi; r++) {
-        const float *x = X + r * V;
-        if (t[r] < 0 || t[r] >= V) {
-            y[r] = 0.0f;
-            continue;
+    if (V > XENT_MAX_V) {
+        for (int64_t r = lo; r < hi; r++) {
+            const float *x = X + r * V;
+            if (t[r] < 0 || t[r] >= V) {
+                y[r] = 0.0f;
+                continue;
+            }
+            float m = row_max(x, V), s = 0.0f;
+            for (int64_t v = 0; v < V; v++) s += expf(x[v] - m);
+            y[r] = -((x[t[r]] - m) - logf(s)); /* PyTorch's order: no large m + small log(s) rounding */
         }
-        float m = row_max(x, V), s = 0.0f;
-        for (int64_t v = 0; v < V; v++) s += expf(x[v] - m);
-        y[r] = -((x[t[r]] - m) - logf(s)); /* PyTorch's order: no large m + small log(s) rounding */
+        return;
+    }
+    for (int64_t r0 = lo; r0 < hi; r0 += XENT_ROWS) {
+        int64_t n = hi - r0 < XENT_ROWS ? hi - r0 : XENT_ROWS;
+        vf e[XENT_MAX_V], cls[XENT_MAX_V], m, z;
+        xent_block(X, V, r0, n, e, &m, &z, cls);
+        vi tv = {0};
+        for (int i = 0; i < n; i++) tv[i] = t[r0 + i];
+        vf xt = vsplat(0.0f);
+        for (int64_t v = 0; v < V; v++) xt = vsel(tv == (int32_t)v, cls[v], xt);
+        vf loss = -((xt - m) - vlog_pos(z)); /* PyTorch's order, as above */
+        loss = vsel((tv >= 0) & (tv < (int32_t)V), loss, vsplat(0.0f));
+        vstore_n(y + r0, loss, n);
     }
 }
 
+static int64_t xent_grain(int64_t V) { return 1 + 4096 / (V > 0 ? V : 1); }
+
 TG_CPU_KERNEL(cpu_cross_entropy) {
     nn_job j = row_job(ir_node(g, id), in, out, ir_node(g, ir_node(g, id)->in[0])->shape);
-    run_rows(c, &j, xent_rows);
+    cpu_parallel(c, j.rows, xent_grain(j.width), xent_rows, &j);
 }
 
 /* gx[r] = (softmax(x[r]) - onehot(t[r])) * gy[r]; 0 for an out-of-range
- * target. gx may alias x (each element is read before it is written). */
-static void xent_grad_rows(void *arg, int64_t lo, int64_t hi) {
+ * target. gx may alias x (a block's rows are read before any is written). */
+TG_CLONES static void xent_grad_rows(void *arg, int64_t lo, int64_t hi) {
     nn_job *j = arg;
     const float *X = j->in[0], *gy = j->in[2];
     const int32_t *t = j->in[1];
     float *GX = j->out;
     int64_t V = j->width;
-    for (int64_t r = lo; r < hi; r++) {
-        const float *x = X + r * V;
-        float *gx = GX + r * V;
-        if (t[r] < 0 || t[r] >= V) {
-            memset(gx, 0, (size_t)V * sizeof(float));
-            continue;
+    if (V > XENT_MAX_V) {
+        for (int64_t r = lo; r < hi; r++) {
+            const float *x = X + r * V;
+            float *gx = GX + r * V;
+            if (t[r] < 0 || t[r] >= V) {
+                memset(gx, 0, (size_t)V * sizeof(float));
+                continue;
+            }
+            float m = row_max(x, V), s = 0.0f;
+            for (int64_t v = 0; v < V; v++) s += (gx[v] = expf(x[v] - m));
+            float k = gy[r] / s;
+            for (int64_t v = 0; v < V; v++) gx[v] *= k;
+            gx[t[r]] -= gy[r];
         }
-        float m = row_max(x, V), s = 0.0f;
-        for (int64_t v = 0; v < V; v++) s += (gx[v] = expf(x[v] - m));
-        float k = gy[r] / s;
-        for (int64_t v = 0; v < V; v++) gx[v] *= k;
-        gx[t[r]] -= gy[r];
+        return;
+    }
+    for (int64_t r0 = lo; r0 < hi; r0 += XENT_ROWS) {
+        int64_t n = hi - r0 < XENT_ROWS ? hi - r0 : XENT_ROWS;
+        vf e[XENT_MAX_V], cls[XENT_MAX_V], m, z;
+        xent_block(X, V, r0, n, e, &m, &z, cls);
+        vi tv = {0};
+        vf g = vsplat(0.0f);
+        for (int i = 0; i < n; i++) tv[i] = t[r0 + i], g[i] = gy[r0 + i];
+        vi ok = (tv >= 0) & (tv < (int32_t)V);
+        vf k = g / z;
+        vf r[16];
+        for (int64_t v = 0; v < 16; v++)
+            r[v] = v < V ? vsel(ok, vsel(tv == (int32_t)v, e[v] * k - g, e[v] * k), vsplat(0.0f)) : vsplat(0.0f);
+        vtranspose16(r);
+        for (int i = 0; i < n; i++) vstore_n(GX + (r0 + i) * V, r[i], V);
     }
 }
 
 TG_CPU_KERNEL(cpu_cross_entropy_grad) {
     const tg_node *n = ir_node(g, id);
     nn_job j = row_job(n, in, out, n->shape);
-    run_rows(c, &j, xent_grad_rows);
+    cpu_parallel(c, j.rows, xent_grain(j.width), xent_grad_rows, &j);
 }
 
 /* loss[r] = -lp[r, t[r]], or 0 when t[r] is outside [0, V). */
@@ -172,19 +252,54 @@ TG_CPU_KERNEL(cpu_nll_loss_grad) {
 
 /* ---- layer / RMS norm over the last axis: x [R, D], g [D], b [D], stats [R, 2] ---- */
 
+/* The norms run on 16-lane vectors (vmath.h) in functions compiled for
+ * several instruction sets (TG_CLONES): a row's sums go lane by lane, then
+ * across the lanes in a fixed tree, so every row is reduced the same way
+ * whatever the CPU or the thread that takes it. */
+
+/* lanes_combine of s[k] = a[k] + a[k + 8], in registers: the same adds in
+ * the same order, without a trip through memory. */
+VINLINE float lanes16(vf a) {
+    vf t = a + __builtin_shuffle(a, (vi){8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7});
+    vf u = t + __builtin_shuffle(t, (vi){1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14});
+    vf w = u + __builtin_shuffle(u, (vi){2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13});
+    return w[0] + w[4];
+}
+
+/* x[i .. i + n) for n <= VL; lanes past n are 0. */
+VINLINE vf vload_tail(const float *x, int64_t n) { return n == VL ? vload(x) : vload_n(x, n); }
+VINLINE void vstore_tail(float *y, vf v, int64_t n) {
+    if (n == VL) vstore(y, v);
+    else vstore_n(y, v, n);
+}
+
 /* One definition of the row statistics for the forward and the backward, so
  * the backward differentiates exactly what the forward computed. Layer norm:
  * two passes (mean, then the biased variance), as accurate as Welford here.
  * RMS norm: mean 0 and rstd = 1 / sqrt(mean(x^2) + eps). */
-static inline void norm_stats_row(const float *x, int64_t D, bool rms, float eps, float *mean, float *rstd) {
-    float m = rms ? 0.0f : row_sum(x, D) / (float)D;
+VINLINE void norm_stats_row(const float *x, int64_t D, bool rms, float eps, float *mean, float *rstd) {
+    float m = 0.0f;
+    if (!rms) {
+        vf acc = vsplat(0.0f);
+        for (int64_t i = 0; i < D; i += VL) acc += vload_tail(x + i, D - i < VL ? D - i : VL);
+        m = lanes16(acc) / (float)D;
+    }
+    vf acc = vsplat(0.0f);
+    for (int64_t i = 0; i < D; i += VL) {
+        int64_t n = D - i < VL ? D - i : VL;
+        vf d = vload_tail(x + i, n) - m;
+        if (n < VL) d = vsel(__builtin_convertvector((vf){0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, vi) <
+                                 (vi){0} + (int32_t)n,
+                             d, vsplat(0.0f));
+        acc += d * d;
+    }
     *mean = m;
-    *rstd = 1.0f / sqrtf(row_sqdev(x, D, m) / (float)D + eps);
+    *rstd = 1.0f / sqrtf(lanes16(acc) / (float)D + eps);
 }
 
 /* y = (x - mean) * rstd * g (+ b); y may alias x (a row's statistics are
  * taken before the row is written). */
-static void norm_rows(void *arg, int64_t lo, int64_t hi) {
+TG_CLONES static void norm_rows(void *arg, int64_t lo, int64_t hi) {
     nn_job *j = arg;
     const tg_node *n = j->n;
     const float *X = j->in[0], *gain = j->in[1], *bias = n->nin > 2 ? j->in[2] : NULL;
@@ -195,15 +310,12 @@ static void norm_rows(void *arg, int64_t lo, int64_t hi) {
         const float *x = X + r * D;
         float *y = Y + r * D, mean, rstd;
         norm_stats_row(x, D, rms, n->fa[0], &mean, &rstd);
-        int64_t i = 0;
-        for (; i + 8 <= D; i += 8) {
-            float t[8];
-            for (int k = 0; k < 8; k++) t[k] = (x[i + k] - mean) * rstd * gain[i + k];
-            if (bias)
-                for (int k = 0; k < 8; k++) t[k] += bias[i + k];
-            memcpy(y + i, t, sizeof t);
+        for (int64_t i = 0; i < D; i += VL) {
+            int64_t k = D - i < VL ? D - i : VL;
+            vf t = (vload_tail(x + i, k) - mean) * rstd * vload_tail(gain + i, k);
+            if (bias) t += vload_tail(bias + i, k);
+            vstore_tail(y + i, t, k);
         }
-        for (; i < D; i++) y[i] = (x[i] - mean) * rstd * gain[i] + (bias ? bias[i] : 0.0f);
     }
 }
 
@@ -213,7 +325,7 @@ TG_CPU_KERNEL(cpu_norm) {
     run_rows(c, &j, norm_rows);
 }
 
-static void norm_stats_rows(void *arg, int64_t lo, int64_t hi) {
+TG_CLONES static void norm_stats_rows(void *arg, int64_t lo, int64_t hi) {
     nn_job *j = arg;
     const float *X = j->in[0];
     float *st = j->out;
@@ -231,7 +343,7 @@ TG_CPU_KERNEL(cpu_norm_stats) {
  *   layer norm  dx = rstd * (d - mean(d) - xh * mean(d * xh))
  *   RMS norm    dx = rstd * (d - xh * mean(d * xh))
  * dx may alias x or gy: the second pass reads element i before writing it. */
-static void norm_dx_rows(void *arg, int64_t lo, int64_t hi) {
+TG_CLONES static void norm_dx_rows(void *arg, int64_t lo, int64_t hi) {
     nn_job *j = arg;
     const float *X = j->in[0], *gain = j->in[1], *GY = j->in[2], *st = j->in[3];
     float *DX = j->out;
@@ -240,28 +352,20 @@ static void norm_dx_rows(void *arg, int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; r++) {
         const float *x = X + r * D, *gy = GY + r * D;
         float *dx = DX + r * D, mean = st[2 * r], rstd = st[2 * r + 1];
-        float sa[8] = {0}, sb[8] = {0};
-        int64_t i = 0;
-        for (; i + 8 <= D; i += 8)
-            for (int k = 0; k < 8; k++) {
-                float d = gy[i + k] * gain[i + k];
-                sa[k] += d;
-                sb[k] += d * ((x[i + k] - mean) * rstd);
-            }
-        float a = lanes_combine(sa), b = lanes_combine(sb);
-        for (; i < D; i++) {
-            float d = gy[i] * gain[i];
-            a += d;
-            b += d * ((x[i] - mean) * rstd);
+        vf sa = vsplat(0.0f), sb = vsplat(0.0f);
+        for (int64_t i = 0; i < D; i += VL) { /* lanes past D load 0: they add 0 * whatever = 0 */
+            int64_t k = D - i < VL ? D - i : VL;
+            vf d = vload_tail(gy + i, k) * vload_tail(gain + i, k);
+            sa += d;
+            sb += d * ((vload_tail(x + i, k) - mean) * rstd);
         }
-        a = rms ? 0.0f : a / (float)D;
-        b /= (float)D;
-        for (i = 0; i + 8 <= D; i += 8) {
-            float t[8];
-            for (int k = 0; k < 8; k++) t[k] = rstd * (gy[i + k] * gain[i + k] - a - (x[i + k] - mean) * rstd * b);
-            memcpy(dx + i, t, sizeof t);
+        float a = rms ? 0.0f : lanes16(sa) / (float)D, b = lanes16(sb) / (float)D;
+        for (int64_t i = 0; i < D; i += VL) {
+            int64_t k = D - i < VL ? D - i : VL;
+            vf t = rstd * (vload_tail(gy + i, k) * vload_tail(gain + i, k) - a -
+                           (vload_tail(x + i, k) - mean) * rstd * b);
+            vstore_tail(dx + i, t, k);
         }
-        for (; i < D; i++) dx[i] = rstd * (gy[i] * gain[i] - a - (x[i] - mean) * rstd * b);
     }
 }
 
@@ -271,32 +375,115 @@ TG_CPU_KERNEL(cpu_norm_dx) {
     run_rows(c, &j, norm_dx_rows);
 }
 
-/* dgain[i] = sum over rows r, in order, of gy[r, i] * xh[r, i]. Tasks own
- * column blocks, so no sum is split between threads. */
-static void norm_dgain_cols(void *arg, int64_t c0, int64_t c1) {
+/* dgain[i] = sum over rows r of gy[r, i] * xh[r, i], in row order within
+ * each of cpu_reduce_rows' blocks. */
+TG_CLONES static void norm_dgain_block(void *arg, int64_t r0, int64_t r1, float *dg) {
     nn_job *j = arg;
     const float *X = j->in[0], *GY = j->in[1], *st = j->in[2];
-    float *dg = j->out;
     int64_t D = j->width;
-    for (int64_t i = c0; i < c1; i++) dg[i] = 0.0f;
-    for (int64_t r = 0; r < j->rows; r++) {
-        const float *x = X + r * D, *gy = GY + r * D;
-        float mean = st[2 * r], rstd = st[2 * r + 1];
-        int64_t i = c0;
-        for (; i + 8 <= c1; i += 8) {
-            float t[8];
-            for (int k = 0; k < 8; k++) t[k] = dg[i + k] + gy[i + k] * ((x[i + k] - mean) * rstd);
-            memcpy(dg + i, t, sizeof t);
+    for (int64_t i = 0; i < D; i += 4 * VL) {
+        int64_t w = D - i < 4 * VL ? D - i : 4 * VL;
+        vf acc[4] = {vsplat(0.0f), vsplat(0.0f), vsplat(0.0f), vsplat(0.0f)};
+        for (int64_t r = r0; r < r1; r++) {
+            const float *x = X + r * D + i, *gy = GY + r * D + i;
+            float mean = st[2 * r], rstd = st[2 * r + 1];
+            for (int q = 0; q < 4 && q * VL < w; q++) {
+                int64_t k = w - q * VL < VL ? w - q * VL : VL;
+                acc[q] += vload_tail(gy + q * VL, k) * ((vload_tail(x + q * VL, k) - mean) * rstd);
+            }
         }
-        for (; i < c1; i++) dg[i] += gy[i] * ((x[i] - mean) * rstd);
+        for (int q = 0; q < 4 && q * VL < w; q++) vstore_tail(dg + i + q * VL, acc[q], w - q * VL < VL ? w - q * VL : VL);
     }
 }
 
 TG_CPU_KERNEL(cpu_norm_dgain) {
     const tg_node *n = ir_node(g, id);
     nn_job j = row_job(n, in, out, ir_node(g, n->in[0])->shape);
-    int64_t grain = GRAIN / (j.rows ? j.rows : 1);
-    cpu_parallel(c, j.width, grain > 16 ? grain : 16, norm_dgain_cols, &j);
+    cpu_reduce_rows(c, j.rows, j.width, norm_dgain_block, &j, out);
+}
+
+/* ---- the fused norm backward (see kernels.h) ---- */
+
+TG_CLONES static void norm_bwd_rows(void *arg, int64_t lo, int64_t hi) {
+    const cpu_norm_bwd *a = arg;
+    int64_t D = a->D;
+    for (int64_t r = lo; r < hi; r++) {
+        const float *x = a->x + r * D, *gy = a->gy + r * D;
+        float mean, rstd;
+        norm_stats_row(x, D, a->rms, a->eps, &mean, &rstd);
+        if (a->stats) a->stats[2 * r] = mean, a->stats[2 * r + 1] = rstd;
+        if (a->y) { /* norm_rows */
+            float *y = a->y + r * D;
+            for (int64_t i = 0; i < D; i += VL) {
+                int64_t k = D - i < VL ? D - i : VL;
+                vf t = (vload_tail(x + i, k) - mean) * rstd * vload_tail(a->gain + i, k);
+                if (a->bias) t += vload_tail(a->bias + i, k);
+                vstore_tail(y + i, t, k);
+            }
+        }
+        vf sa = vsplat(0.0f), sb = vsplat(0.0f); /* norm_dx_rows */
+        for (int64_t i = 0; i < D; i += VL) {
+            int64_t k = D - i < VL ? D - i : VL;
+            vf d = vload_tail(gy + i, k) * vload_tail(a->gain + i, k);
+            sa += d;
+            sb += d * ((vload_tail(x + i, k) - mean) * rstd);
+        }
+        float ma = a->rms ? 0.0f : lanes16(sa) / (float)D, mb = lanes16(sb) / (float)D;
+        float *out = a->out + r * D;
+        const float *res = a->resid ? a->resid + r * D : NULL;
+        for (int64_t i = 0; i < D; i += VL) {
+            int64_t k = D - i < VL ? D - i : VL;
+            vf t = rstd * (vload_tail(gy + i, k) * vload_tail(a->gain + i, k) - ma -
+                           (vload_tail(x + i, k) - mean) * rstd * mb);
+            if (res) t = vload_tail(res + i, k) + t; /* the add kernel: resid + dx */
+            vstore_tail(out + i, t, k);
+        }
+    }
+}
+
+void cpu_norm_backward(cpu_ctx *c, const cpu_norm_bwd *a) {
+    cpu_parallel(c, a->R, grain_rows(a->D), norm_bwd_rows, (void *)a);
+}
+
+typedef struct {
+    int64_t D;
+    const float *x, *gy, *st;
+} sums_job;
+
+/* Per block: dgain's partial (norm_dgain_block) and gy's column sums
+ * (colsum_512: each column summed down the rows from 0). */
+TG_CLONES static void norm_sums_block(void *arg, int64_t r0, int64_t r1, float *part) {
+    const sums_job *j = arg;
+    int64_t D = j->D;
+    for (int64_t i = 0; i < D; i += 4 * VL) {
+        int64_t w = D - i < 4 * VL ? D - i : 4 * VL;
+        vf acc[4] = {vsplat(0.0f), vsplat(0.0f), vsplat(0.0f), vsplat(0.0f)};
+        vf col[4] = {vsplat(0.0f), vsplat(0.0f), vsplat(0.0f), vsplat(0.0f)};
+        for (int64_t r = r0; r < r1; r++) {
+            const float *x = j->x + r * D + i, *gy = j->gy + r * D + i;
+            float mean = j->st[2 * r], rstd = j->st[2 * r + 1];
+            for (int q = 0; q < 4 && q * VL < w; q++) {
+                int64_t k = w - q * VL < VL ? w - q * VL : VL;
+                vf g = vload_tail(gy + q * VL, k);
+                acc[q] += g * ((vload_tail(x + q * VL, k) - mean) * rstd);
+                col[q] += g;
+            }
+        }
+        for (int q = 0; q < 4 && q * VL < w; q++) {
+            int64_t k = w - q * VL < VL ? w - q * VL : VL;
+            vstore_tail(part + i + q * VL, acc[q], k);
+            vstore_tail(part + D + i + q * VL, col[q], k);
+        }
+    }
+}
+
+void cpu_norm_sums(cpu_ctx *c, int64_t R, int64_t D, const float *x, const float *gy, const float *stats,
+                   float *dgain, float *dbias) {
+    sums_job j = {D, x, gy, stats};
+    float out[2 * CPU_NORM_SUMS_MAX_D];
+    cpu_reduce_rows(c, R, 2 * D, norm_sums_block, &j, out);
+    memcpy(dgain, out, (size_t)D * sizeof(float));
+    memcpy(dbias, out + D, (size_t)D * sizeof(float));
 }
 
 /* ---- embedding: table [V, D], idx i32 [R] (leading axes flattened), out [R, D] ---- */
@@ -321,17 +508,18 @@ TG_CPU_KERNEL(cpu_embedding) {
     run_rows(c, &j, embedding_rows);
 }
 
-/* gtable [V, D] = sum over r of gy[r] into row idx[r]. Each task owns a block
- * of columns of every table row and adds the cotangent rows in index order,
- * so the sums are the same whatever the thread count, with no atomics. */
-static void embedding_grad_cols(void *arg, int64_t c0, int64_t c1) {
-    nn_job *j = arg;
-    const int32_t *idx = j->in[0];
-    const float *gy = j->in[1];
-    float *gt = j->out;
-    int64_t D = j->width, V = j->T;
+/* gtable [V, D] = sum over r of gy[r] into row idx[r], in index order. A
+ * small table takes cpu_reduce_rows' blocks of rows, each added into its
+ * own partial table; a big one is split by column blocks of every table
+ * row instead (partial tables would cost more than the sums), each task
+ * adding the cotangent rows in index order. Either way the sums are the
+ * same whatever the thread count, with no atomics. */
+#define EMBED_PARTIAL_MAX (64 * 1024) /* table elements up to which the rows are blocked */
+
+static void embed_add(const int32_t *idx, const float *gy, int64_t r0, int64_t r1, int64_t V, int64_t D, int64_t c0,
+                      int64_t c1, float *gt) {
     for (int64_t v = 0; v < V; v++) memset(gt + v * D + c0, 0, (size_t)(c1 - c0) * sizeof(float));
-    for (int64_t r = 0; r < j->rows; r++) {
+    for (int64_t r = r0; r < r1; r++) {
         if (idx[r] < 0 || idx[r] >= V) continue;
         float *dst = gt + idx[r] * D;
         const float *src = gy + r * D;
@@ -345,10 +533,24 @@ static void embedding_grad_cols(void *arg, int64_t c0, int64_t c1) {
     }
 }
 
+static void embedding_grad_cols(void *arg, int64_t c0, int64_t c1) {
+    nn_job *j = arg;
+    embed_add(j->in[0], j->in[1], 0, j->rows, j->T, j->width, c0, c1, j->out);
+}
+
+static void embedding_grad_block(void *arg, int64_t r0, int64_t r1, float *gt) {
+    nn_job *j = arg;
+    embed_add(j->in[0], j->in[1], r0, r1, j->T, j->width, 0, j->width, gt);
+}
+
 TG_CPU_KERNEL(cpu_embedding_grad) {
     const tg_node *n = ir_node(g, id);
     nn_job j = row_job(n, in, out, ir_node(g, n->in[1])->shape);
     j.T = n->ia[0]; /* V */
+    if (j.T * j.width <= EMBED_PARTIAL_MAX) {
+        cpu_reduce_rows(c, j.rows, j.T * j.width, embedding_grad_block, &j, out);
+        return;
+    }
     int64_t grain = GRAIN / (j.rows ? j.rows : 1);
     cpu_parallel(c, j.width, grain > 16 ? grain : 16, embedding_grad_cols, &j);
 }

@@ -4,8 +4,10 @@
 #include <math.h>
 #include <string.h>
 
+#include "attention.h"
 #include "cpu.h"
 #include "kernels.h"
+#include "vec.h"
 
 /* ---- sum over an axis mask (keepdims) ---- */
 
@@ -24,6 +26,38 @@ static float row_sum(const float *x, int64_t n) {
     float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
     for (; i < n; i++) s += x[i];
     return s;
+}
+
+/* row_sum of x[i] * x[i] (each square rounded, as the mul kernel makes it). */
+static float row_sumsq(const float *x, int64_t n) {
+    float acc[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) acc[k] += x[i + k] * x[i + k];
+    float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    for (; i < n; i++) s += x[i] * x[i];
+    return s;
+}
+
+typedef struct {
+    const cpu_sumsq_term *t;
+} sumsq_job;
+
+static void sumsq_tasks(void *arg, int task, int thread) {
+    (void)thread;
+    const cpu_sumsq_term *t = ((const sumsq_job *)arg)->t + task;
+    *t->out = 0.0f + row_sumsq(t->x, t->n); /* cpu_sum: the output starts at 0, then takes the row's sum */
+}
+
+void cpu_sumsq(cpu_ctx *c, const cpu_sumsq_term *t, int n) {
+    sumsq_job j = {t};
+    int64_t total = 0;
+    for (int i = 0; i < n; i++) total += t[i].n;
+    if (total < 32768 || !c) {
+        for (int i = 0; i < n; i++) sumsq_tasks(&j, i, 0);
+        return;
+    }
+    tg_pool_run(c->pool, n, sumsq_tasks, &j);
 }
 
 /* Rows [lo, hi) of the iteration; for a kept last axis, columns [c0, c1). */
@@ -56,8 +90,39 @@ static void sum_by_cols(void *arg, int64_t lo, int64_t hi) {
     sum_rows(j, 0, j->it.rows, lo, hi);
 }
 
+bool cpu_colsum_shape(const tg_node *n, const tg_node *x, int64_t *rows, int64_t *cols) {
+    if (n->dtype != TG_F32 || n->shape.ndim != x->shape.ndim) return false;
+    int k = 0;
+    while (k < n->shape.ndim && n->shape.d[k] == 1) k++;
+    for (int i = k; i < n->shape.ndim; i++)
+        if (n->shape.d[i] != x->shape.d[i]) return false;
+    *cols = ir_numel(n);
+    *rows = *cols ? ir_numel(x) / *cols : 0;
+    return *cols >= 16; /* a few long sums: sum_rows adds them in a better order */
+}
+
+typedef struct {
+    const float *x;
+    int64_t cols;
+} colsum_job;
+
+static void colsum_block(void *arg, int64_t r0, int64_t r1, float *partial) {
+    const colsum_job *j = arg;
+    vec_best()->colsum(r1 - r0, j->cols, 0, j->cols, j->x + r0 * j->cols, partial);
+}
+
+void cpu_colsum(cpu_ctx *c, const float *x, int64_t rows, int64_t cols, float *y) {
+    colsum_job j = {x, cols};
+    cpu_reduce_rows(c, rows, cols, colsum_block, &j, y);
+}
+
 TG_CPU_KERNEL(cpu_sum) {
     const tg_node *n = ir_node(g, id), *x = ir_node(g, n->in[0]);
+    int64_t rows, cols;
+    if (cpu_colsum_shape(n, x, &rows, &cols)) {
+        cpu_colsum(c, in[0], rows, cols, out);
+        return;
+    }
     sum_job j = {{0}, in[0], out, n->dtype == TG_I32};
     memset(out, 0, (size_t)ir_numel(n) * 4);
     int64_t st[1][TG_MAX_DIMS];
@@ -139,22 +204,14 @@ TG_CPU_KERNEL(cpu_log_softmax_grad) {
 /* softmax_grad (gx = y (gy - sum(gy y)) along the axis) is in kernels_math.c,
  * vectorized and tiled for strided axes. */
 
-/* Rows of [..., Tq, Tk]: row r is query i = r % Tq; keys j > i get 0. */
+/* Rows of [..., Tq, Tk]: row r is query i = r % Tq; keys j > i get 0. The
+ * row itself is attention.c's, which the fused attention kernel also uses. */
 static void softmax_causal_rows(void *arg, int64_t lo, int64_t hi) {
     axis_job *j = arg;
     int64_t Tk = j->A;
     for (int64_t r = lo; r < hi; r++) {
-        const float *x = j->x + r * Tk;
-        float *y = j->y + r * Tk;
         int64_t valid = r % j->Tq + 1;
-        if (valid > Tk) valid = Tk;
-        float m = -INFINITY;
-        for (int64_t a = 0; a < valid; a++) m = x[a] > m ? x[a] : m;
-        float z = 0.0f;
-        for (int64_t a = 0; a < valid; a++) z += (y[a] = expf(x[a] - m));
-        float inv = 1.0f / z;
-        for (int64_t a = 0; a < valid; a++) y[a] *= inv;
-        for (int64_t a = valid; a < Tk; a++) y[a] = 0.0f;
+        attn_softmax_causal_row(j->x + r * Tk, j->y + r * Tk, valid > Tk ? Tk : valid, Tk);
     }
 }
 

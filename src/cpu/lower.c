@@ -1,18 +1,13 @@
-/* Lowering to CPU steps (see lower.h). A chain is fused only when it cannot
- * change what any other kernel or the caller sees:
- *  - every node whose value the fused kernel skips has exactly one reader
- *    (the next node of the chain) and is not an output, capture, gradient
- *    or writeback source;
- *  - the fused kernel runs at the chain's last node's turn and writes only
- *    that node's buffer, as the last node did; what it reads earlier nodes'
- *    inputs from must not have been overwritten by kernels in between;
- *  - the buffer written does not overlap what the fused kernel reads, except
- *    in the one way an element-by-element pass tolerates (the same element).
- * Fused kernels do the same float operations as the separate ones, so the
- * results are bitwise the same as without fusion. */
+/* Lowering to CPU steps (see lower.h). Groups that change the plan were
+ * chosen before planning (fuse.c) and run here as one step at their turn;
+ * Adam's three updates of a param, which share no memory the plan could
+ * save, are fused here. Fused kernels do the same float operations as the
+ * separate ones, so the results are bitwise the same as without fusion. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "attention.h"
+#include "fuse.h"
 #include "kernels.h"
 #include "lower.h"
 
@@ -22,11 +17,6 @@ typedef struct {
     const tg_program *p;
     const tg_graph *g;
     char *const *arena;
-    int *uses;    /* readers among the nodes */
-    int *reader;  /* for a node with one reader: that reader */
-    bool *pinned; /* read from outside: result, capture, gradient, writeback source */
-    const int *run; /* the nodes that run kernels, in order */
-    int *pos;     /* node -> its index in run[] */
 } lower_ctx;
 
 static char *addr(const lower_ctx *l, int id) {
@@ -44,8 +34,6 @@ static bool overlap(const lower_ctx *l, int a, int b) {
 
 /* Same buffer, same size: an elementwise pass may read and write it. */
 static bool same(const lower_ctx *l, int a, int b) { return addr(l, a) == addr(l, b) && bytes(l, a) == bytes(l, b); }
-
-static bool absorbable(const lower_ctx *l, int id) { return l->uses[id] == 1 && !l->pinned[id]; }
 
 static bool f32(const lower_ctx *l, int id) { return node(l, id)->dtype == TG_F32; }
 
@@ -81,111 +69,65 @@ static void relu_grad_range(void *arg, int64_t lo, int64_t hi) {
 }
 static void run_relu_grad(cpu_ctx *c, const cpu_step *s) { cpu_parallel(c, s->n, GRAIN, relu_grad_range, (void *)s); }
 
-static void colsum_range(void *arg, int64_t lo, int64_t hi) {
-    const cpu_step *s = arg;
-    s->vk->colsum(s->rows, s->cols, lo, hi, s->x[0], s->o[0]);
-}
-static void run_colsum(cpu_ctx *c, const cpu_step *s) {
-    cpu_parallel(c, s->cols, 64 * (1 + GRAIN / (64 * s->rows)), colsum_range, (void *)s);
-}
+static void run_colsum(cpu_ctx *c, const cpu_step *s) { cpu_colsum(c, s->x[0], s->rows, s->cols, s->o[0]); }
+
+/* Adam over several params in one job: their elements laid end to end. */
+typedef struct {
+    float *mo, *vo, *po;
+    const float *m, *v, *g, *p, *gscale; /* gscale: the clip factor (one float), or NULL */
+    int64_t n, at;                       /* elements, and where they start in the job */
+    float b1, b2, eps;
+    bool decay;
+} adam_param;
+
+typedef struct adam_batch {
+    adam_param *p;
+    int n;
+    int64_t total;
+    const float *hyper;
+    const vec_kernels *vk;
+} adam_batch;
 
 static void adam_range(void *arg, int64_t lo, int64_t hi) {
-    const cpu_step *s = arg;
-    const float *h = s->x[4];
-    s->vk->adam(hi - lo, s->o[0] + lo, s->o[1] + lo, s->o[2] + lo, s->x[0] + lo, s->x[1] + lo, s->x[2] + lo,
-                s->x[3] + lo, s->f[0], s->f[1], h[TG_HYPER_LRT], s->f[3] ? h[TG_HYPER_SHRINK] : 1.0f, s->f[2]);
+    const adam_batch *b = arg;
+    const float *h = b->hyper;
+    int k = 0;
+    while (k + 1 < b->n && b->p[k + 1].at <= lo) k++;
+    for (; k < b->n && b->p[k].at < hi; k++) {
+        const adam_param *a = &b->p[k];
+        int64_t i0 = lo > a->at ? lo - a->at : 0, i1 = hi - a->at < a->n ? hi - a->at : a->n;
+        if (i0 < i1) /* no clip factor: g * 1 is g, bit for bit */
+            b->vk->adam(i1 - i0, a->mo + i0, a->vo + i0, a->po + i0, a->m + i0, a->v + i0, a->g + i0, a->p + i0,
+                        a->gscale ? *a->gscale : 1.0f, a->b1, a->b2, h[TG_HYPER_LRT],
+                        a->decay ? h[TG_HYPER_SHRINK] : 1.0f, a->eps);
+    }
 }
-static void run_adam(cpu_ctx *c, const cpu_step *s) { cpu_parallel(c, s->n, GRAIN, adam_range, (void *)s); }
+static void run_adam(cpu_ctx *c, const cpu_step *s) { cpu_parallel(c, s->adam->total, 8192, adam_range, s->adam); }
 
 /* ---- matching ---- */
 
-/* A matmul, then optionally its bias add, then optionally relu or relu's
- * gradient, done by the GEMM epilogue: the chain's members in chain[], the
- * matmul first. Returns the chain length, 1 when nothing fuses. */
-static int matmul_chain(const lower_ctx *l, int mm_id, int *chain, int *bias, int *gate, bool *relu) {
-    const tg_node *mm = node(l, mm_id);
-    int len = 1, last = mm_id;
-    chain[0] = mm_id;
-    *bias = *gate = -1;
-    *relu = false;
-    if (absorbable(l, last)) {
-        const tg_node *n = node(l, l->reader[last]);
-        int other = n->nin == 2 ? (n->in[0] == last ? n->in[1] : n->in[0]) : -1;
-        if (n->op == TG_OP_ADD && other >= 0 && other != last && f32(l, other) && shape_eq(n->shape, mm->shape)) {
-            const tg_node *b = node(l, other);
-            int64_t N = mm->shape.d[mm->shape.ndim - 1];
-            if (ir_numel(b) == N && b->shape.ndim >= 1 && b->shape.d[b->shape.ndim - 1] == N)
-                *bias = other, last = chain[len++] = l->reader[last];
-        }
-    }
-    if (absorbable(l, last)) {
-        int k = l->reader[last];
-        const tg_node *n = node(l, k);
-        if (n->op == TG_OP_RELU && n->in[0] == last) {
-            *relu = true;
-            last = chain[len++] = k;
-        } else if (n->op == TG_OP_RELU_GRAD && n->in[1] == last && n->in[0] != last && f32(l, n->in[0])) {
-            *gate = n->in[0];
-            last = chain[len++] = k;
-        }
-    }
-    return len;
-}
-
-/* Fills s with the fused matmul chain ending at the run list's position
- * pos_last, or returns false if it may not fuse. */
-static bool lower_matmul_chain(const lower_ctx *l, const int *chain, int len, int bias, int gate, bool relu,
-                               cpu_step *s) {
-    int mm = chain[0], last = chain[len - 1];
-    const tg_node *n = node(l, mm);
-    int reads[3] = {n->in[0], n->in[1], bias};
-    /* Kernels between the matmul's turn and the last node's must leave the
-     * fused kernel's early inputs alone. */
-    for (int r = l->pos[mm] + 1; r < l->pos[last]; r++) {
-        int x = l->run[r];
-        for (int k = 0; k < 3; k++)
-            if (reads[k] >= 0 && overlap(l, x, reads[k])) return false;
-    }
+/* The step of a fused matmul group (fuse.c chose it before planning). The
+ * plan keeps the matmul's inputs live until the group's turn and lets the
+ * output share memory with the gate only where the group allowed it; the
+ * checks here only make sure of that, and fail the compile if not. */
+static bool lower_matmul_group(const lower_ctx *l, const cpu_group *d, cpu_step *s) {
+    const tg_node *n = node(l, d->mm);
+    int reads[3] = {n->in[0], n->in[1], d->bias};
     for (int k = 0; k < 3; k++)
-        if (reads[k] >= 0 && overlap(l, last, reads[k])) return false;
+        if (reads[k] >= 0 && overlap(l, d->out, reads[k])) return false;
     void *in[TG_MAX_IN] = {addr(l, n->in[0]), addr(l, n->in[1])};
-    cpu_matmul_args(l->g, mm, addr(l, last), in, &s->gemm);
-    /* The gate may be overwritten element by element, if each C element is
-     * written once. */
-    if (gate >= 0 && overlap(l, last, gate) && !(same(l, last, gate) && tg_gemm_single_pass(&s->gemm))) return false;
-    s->epi = (tg_gemm_epi){bias >= 0 ? (const float *)addr(l, bias) : NULL, relu,
-                           gate >= 0 ? (const float *)addr(l, gate) : NULL, s->gemm.ldc, s->gemm.sc};
+    cpu_matmul_args(l->g, d->mm, addr(l, d->out), in, &s->gemm);
+    if (d->gate >= 0 && overlap(l, d->out, d->gate) && !(same(l, d->out, d->gate) && tg_gemm_single_pass(&s->gemm)))
+        return false;
+    if (d->resid >= 0 && overlap(l, d->out, d->resid) &&
+        !(same(l, d->out, d->resid) && tg_gemm_single_pass(&s->gemm)))
+        return false;
+    s->epi = (tg_gemm_epi){d->bias >= 0 ? (const float *)addr(l, d->bias) : NULL, d->relu,
+                           d->gate >= 0 ? (const float *)addr(l, d->gate) : NULL, s->gemm.ldc, s->gemm.sc,
+                           d->resid >= 0 ? (const float *)addr(l, d->resid) : NULL, s->gemm.ldc, s->gemm.sc};
     s->gemm.epi = &s->epi;
     s->run = run_gemm;
-    s->id = last;
-    s->n_nodes = len;
     return true;
-}
-
-/* adam_m, adam_v, adam_p of one param, in one pass. */
-static int lower_adam(const lower_ctx *l, const int *run, int left, cpu_step *s) {
-    if (left < 3) return 0;
-    int im = run[0], iv = run[1], ip = run[2];
-    const tg_node *m = node(l, im), *v = node(l, iv), *p = node(l, ip);
-    if (v->op != TG_OP_ADAM_V || p->op != TG_OP_ADAM_P || v->in[1] != m->in[1] || p->in[1] != im || p->in[2] != iv)
-        return 0;
-    int ins[4] = {m->in[0], v->in[0], m->in[1], p->in[0]}, outs[3] = {im, iv, ip};
-    for (int k = 0; k < 4; k++)
-        if (!f32(l, ins[k]) || ir_numel(node(l, ins[k])) != ir_numel(m)) return 0;
-    for (int o = 0; o < 3; o++) {
-        for (int k = 0; k < 4; k++)
-            if (overlap(l, outs[o], ins[k]) && !same(l, outs[o], ins[k])) return 0;
-        for (int q = 0; q < o; q++)
-            if (overlap(l, outs[o], outs[q])) return 0;
-    }
-    s->run = run_adam;
-    s->n = ir_numel(m);
-    for (int o = 0; o < 3; o++) s->o[o] = (float *)addr(l, outs[o]);
-    for (int k = 0; k < 4; k++) s->x[k] = (const float *)addr(l, ins[k]);
-    s->x[4] = (const float *)addr(l, p->in[3]);
-    s->f[0] = m->fa[0], s->f[1] = v->fa[0], s->f[2] = p->fa[0], s->f[3] = p->ia[0] ? 1.0f : 0.0f;
-    s->id = ip;
-    return 3;
 }
 
 static bool lower_binary(const lower_ctx *l, int id, cpu_step *s) {
@@ -218,16 +160,9 @@ static bool lower_binary(const lower_ctx *l, int id, cpu_step *s) {
 /* A sum whose output keeps the input's trailing axes and drops the leading
  * ones: column sums of [rows, cols]. */
 static bool lower_colsum(const lower_ctx *l, int id, cpu_step *s) {
-    const tg_node *n = node(l, id), *x = node(l, n->in[0]);
-    if (!f32(l, id) || n->shape.ndim != x->shape.ndim) return false;
-    int k = 0;
-    while (k < n->shape.ndim && n->shape.d[k] == 1) k++;
-    for (int i = k; i < n->shape.ndim; i++)
-        if (n->shape.d[i] != x->shape.d[i]) return false;
-    int64_t cols = ir_numel(n);
-    if (cols < 16) return false; /* a few long sums: the op-table kernel sums them in a better order */
+    const tg_node *n = node(l, id);
+    if (!cpu_colsum_shape(n, node(l, n->in[0]), &s->rows, &s->cols)) return false;
     s->run = run_colsum;
-    s->rows = ir_numel(x) / cols, s->cols = cols;
     s->o[0] = s->out, s->x[0] = s->in[0];
     return true;
 }
@@ -252,7 +187,6 @@ static int lower_one(const lower_ctx *l, const int *run, int left, bool speciali
         s->run = run_gemm;
         used = 1;
         break;
-    case TG_OP_ADAM_M: used = lower_adam(l, run, left, s); break;
     case TG_OP_ADD: case TG_OP_SUB: case TG_OP_MUL: case TG_OP_DIV: used = lower_binary(l, id, s); break;
     case TG_OP_RELU:
         if (f32(l, id)) s->run = run_relu, s->n = ir_numel(n), s->o[0] = s->out, s->x[0] = s->in[0], used = 1;
@@ -270,58 +204,231 @@ static int lower_one(const lower_ctx *l, const int *run, int left, bool speciali
     return used;
 }
 
+/* ---- fused attention ---- */
+
+static void run_attn_fwd(cpu_ctx *c, const cpu_step *s) { cpu_attention_fwd(c, &s->attn.f); }
+static void run_attn_bwd(cpu_ctx *c, const cpu_step *s) { cpu_attention_bwd(c, &s->attn.b); }
+
+/* An operand a group reads, [B, H, T, Dh]: a split_heads permute the plan
+ * made a view lies in its input's [B, T, H, Dh] memory, heads interleaved;
+ * anything else is contiguous. */
+static attn_operand operand_in(const lower_ctx *l, int id) {
+    const tg_shape *s = &node(l, id)->shape;
+    int64_t H = s->d[1], T = s->d[2], Dh = s->d[3];
+    attn_operand o = {(float *)addr(l, id), H * T * Dh, T * Dh, Dh};
+    if (l->p->fusion->role[id] == TG_FUSE_VIEW) o.sh = Dh, o.st = H * Dh;
+    return o;
+}
+
+/* The result of a product: a merge_heads permute's memory is [B, T, H, Dh]. */
+static attn_operand operand_out(const lower_ctx *l, int id) {
+    const tg_node *n = node(l, id);
+    attn_operand o = {(float *)addr(l, id), 0, 0, 0};
+    const tg_shape *s = &n->shape;
+    if (n->op == TG_OP_PERMUTE) { /* node shape [B, T, H, Dh] */
+        o.sb = s->d[1] * s->d[2] * s->d[3], o.sh = s->d[3], o.st = s->d[2] * s->d[3];
+    } else {
+        o.sb = s->d[1] * s->d[2] * s->d[3], o.sh = s->d[2] * s->d[3], o.st = s->d[3];
+    }
+    return o;
+}
+
+static bool lower_attention(const lower_ctx *l, const cpu_group *d, cpu_step *s) {
+    const tg_shape *sv = &node(l, d->v)->shape;
+    int64_t B = sv->d[0], H = sv->d[1], T = sv->d[2], Dh = sv->d[3];
+    float scale = d->scale >= 0 ? *(const float *)addr(l, d->scale) : 1.0f;
+    /* Results never share memory with what the kernel reads. */
+    int reads[6] = {d->q, d->k, d->v, d->dout, d->att, d->scale}, writes[4] = {d->o, d->dq, d->dk, d->dv};
+    if (d->kind == CPU_GROUP_ATTN_FWD) writes[1] = d->att, reads[4] = -1;
+    for (int w = 0; w < 4; w++)
+        for (int r = 0; r < 6 && writes[w] >= 0; r++)
+            if (reads[r] >= 0 && overlap(l, writes[w], reads[r])) return false;
+    if (d->kind == CPU_GROUP_ATTN_FWD) {
+        s->attn.f = (attn_fwd){B, H, T, Dh, operand_in(l, d->q), operand_in(l, d->k), operand_in(l, d->v),
+                               operand_out(l, d->o), d->att >= 0 ? (float *)addr(l, d->att) : NULL, scale,
+                               d->scale >= 0, d->att_cols};
+        s->run = run_attn_fwd;
+        return true;
+    }
+    attn_operand none = {NULL, 0, 0, 0};
+    s->attn.b = (attn_bwd){B, H, T, Dh, (const float *)addr(l, d->att), operand_in(l, d->dout),
+                           d->q >= 0 ? operand_in(l, d->q) : none, d->k >= 0 ? operand_in(l, d->k) : none,
+                           operand_in(l, d->v), d->dq >= 0 ? operand_out(l, d->dq) : none,
+                           d->dk >= 0 ? operand_out(l, d->dk) : none, d->dv >= 0 ? operand_out(l, d->dv) : none,
+                           scale, d->scale >= 0, d->att_cols};
+    s->run = run_attn_bwd;
+    return true;
+}
+
+/* One param of a fused Adam group; the plan computes each update into the
+ * state it replaces (the same element, read first). */
+static bool adam_of(const lower_ctx *l, const cpu_group *d, adam_param *a) {
+    const tg_node *m = node(l, d->am), *v = node(l, d->av), *p = node(l, d->ap);
+    int ins[4] = {m->in[0], v->in[0], d->grad, p->in[0]}, outs[3] = {d->am, d->av, d->ap};
+    for (int o = 0; o < 3; o++) {
+        for (int k = 0; k < 4; k++)
+            if (overlap(l, outs[o], ins[k]) && !same(l, outs[o], ins[k])) return false;
+        for (int q = 0; q < o; q++)
+            if (overlap(l, outs[o], outs[q])) return false;
+    }
+    *a = (adam_param){(float *)addr(l, d->am), (float *)addr(l, d->av), (float *)addr(l, d->ap),
+                      (const float *)addr(l, ins[0]), (const float *)addr(l, ins[1]), (const float *)addr(l, ins[2]),
+                      (const float *)addr(l, ins[3]), d->gscale >= 0 ? (const float *)addr(l, d->gscale) : NULL,
+                      ir_numel(m), 0, m->fa[0], v->fa[0], p->fa[0], p->ia[0] != 0};
+    return true;
+}
+
+/* ---- fused norm backward ---- */
+
+static void run_norm_bwd(cpu_ctx *c, const cpu_step *s) { cpu_norm_backward(c, &s->norm); }
+static void run_norm_sums(cpu_ctx *c, const cpu_step *s) {
+    cpu_norm_sums(c, s->rows, s->cols, s->x[0], s->x[1], s->x[2], s->o[0], s->o[1]);
+}
+
+static bool lower_norm(const lower_ctx *l, const cpu_group *d, cpu_step *s) {
+    const tg_node *xn = node(l, d->nb.x);
+    int64_t D = xn->shape.d[xn->shape.ndim - 1], R = ir_numel(xn) / (D ? D : 1);
+    if (d->kind == CPU_GROUP_NORM_SUMS) {
+        int reads[3] = {d->nb.x, d->nb.gy, d->nb.stats}, writes[2] = {d->nb.dgain, d->nb.dbias};
+        for (int w = 0; w < 2; w++)
+            for (int r = 0; r < 3; r++)
+                if (overlap(l, writes[w], reads[r])) return false;
+        s->rows = R, s->cols = D;
+        s->x[0] = (const float *)addr(l, d->nb.x), s->x[1] = (const float *)addr(l, d->nb.gy);
+        s->x[2] = (const float *)addr(l, d->nb.stats);
+        s->o[0] = (float *)addr(l, d->nb.dgain), s->o[1] = (float *)addr(l, d->nb.dbias);
+        s->run = run_norm_sums;
+        return true;
+    }
+    const tg_node *dx = node(l, d->nb.dx), *ln = d->nb.ln >= 0 ? node(l, d->nb.ln) : NULL;
+    int out = d->nb.add >= 0 ? d->nb.add : d->nb.dx, bias = ln && ln->nin > 2 ? ln->in[2] : -1;
+    /* Results apart from what the pass reads, but dx over the residual or gy
+     * (each row read whole before it is written). */
+    int reads[5] = {d->nb.x, dx->in[1], d->nb.gy, d->nb.resid, bias};
+    int writes[3] = {out, d->nb.ln, d->nb.keep_stats ? d->nb.stats : -1};
+    for (int w = 0; w < 3; w++)
+        for (int r = 0; r < 5; r++) {
+            if (writes[w] < 0 || reads[r] < 0 || !overlap(l, writes[w], reads[r])) continue;
+            if (!(w == 0 && (r == 2 || r == 3) && same(l, writes[w], reads[r]))) return false;
+        }
+    s->norm = (cpu_norm_bwd){R, D, dx->ia[0] != 0, node(l, d->nb.stats)->fa[0], (const float *)addr(l, d->nb.x),
+                             (const float *)addr(l, dx->in[1]), bias >= 0 ? (const float *)addr(l, bias) : NULL,
+                             (const float *)addr(l, d->nb.gy),
+                             d->nb.resid >= 0 ? (const float *)addr(l, d->nb.resid) : NULL,
+                             d->nb.keep_stats ? (float *)addr(l, d->nb.stats) : NULL,
+                             ln ? (float *)addr(l, d->nb.ln) : NULL, (float *)addr(l, out)};
+    s->run = run_norm_bwd;
+    return true;
+}
+
+static void run_sumsq(cpu_ctx *c, const cpu_step *s) { cpu_sumsq(c, s->heap[0], (int)s->n); }
+
+static bool lower_sumsq(const lower_ctx *l, cpu_step *s) {
+    const cpu_groups *cg = l->p->fusion->impl;
+    cpu_sumsq_term *t = tg_calloc((size_t)cg->n_sq + 1, sizeof *t);
+    if (!t) return false;
+    s->heap[0] = t;
+    for (int i = 0; i < cg->n_sq; i++) {
+        t[i] = (cpu_sumsq_term){(const float *)addr(l, cg->sq[i].x), ir_numel(node(l, cg->sq[i].x)),
+                                (float *)addr(l, cg->sq[i].sum)};
+        for (int k = 0; k < cg->n_sq; k++)
+            if (overlap(l, cg->sq[i].sum, cg->sq[k].x)) return false;
+    }
+    s->n = cg->n_sq;
+    s->run = run_sumsq;
+    return true;
+}
+
+/* The step of fused group `gid`, at its turn. */
+static bool lower_group(const lower_ctx *l, int gid, cpu_step *s) {
+    const cpu_groups *cg = l->p->fusion->impl;
+    const cpu_group *d = &cg->g[gid];
+    memset(s, 0, sizeof *s);
+    s->g = l->g;
+    s->vk = vec_best();
+    s->id = d->out;
+    s->n_nodes = 0;
+    for (int i = 0; i < l->g->n; i++) s->n_nodes += l->p->fusion->group[i] == gid;
+    switch (d->kind) {
+    case CPU_GROUP_MATMUL: return lower_matmul_group(l, d, s);
+    case CPU_GROUP_ATTN_FWD:
+    case CPU_GROUP_ATTN_BWD: return lower_attention(l, d, s);
+    case CPU_GROUP_ADAM: break; /* batched by cpu_lower */
+    case CPU_GROUP_NORM_BWD:
+    case CPU_GROUP_NORM_SUMS: return lower_norm(l, d, s);
+    case CPU_GROUP_SUMSQ: return lower_sumsq(l, s);
+    }
+    return false;
+}
+
 int cpu_lower(const tg_program *p, char *const *arena, bool specialize, cpu_step *steps) {
     const tg_graph *g = p->g;
+    const tg_fusion *fu = p->fusion;
     size_t n = (size_t)g->n + 1;
-    int *run = tg_calloc(n, sizeof(int)), *uses = tg_calloc(n, sizeof(int)), *reader = tg_calloc(n, sizeof(int));
-    int *pos = tg_calloc(n, sizeof(int)), *pend = tg_calloc(n, sizeof(int));
-    bool *pinned = tg_calloc(n, sizeof(bool)), *absorbed = tg_calloc(n, sizeof(bool));
-    int n_run = 0, n_mm = 0, n_fused = 0, n_steps = -1;
-    for (int i = 0; run && uses && reader && pos && pend && i < g->n; i++) {
-        const tg_node *nd = &g->nodes[i];
-        for (int k = 0; k < nd->nin; k++) uses[nd->in[k]]++, reader[nd->in[k]] = i;
-        unsigned f = tg_ops[nd->op].flags;
-        pend[i] = -1;
-        n_mm += nd->op == TG_OP_MATMUL;
-        if (tg_ops[nd->op].cpu && !(f & (TG_OPF_VIEW | TG_OPF_CONSTANT | TG_OPF_LEAF)))
-            pos[i] = n_run, run[n_run++] = i;
+    int *run = tg_calloc(n, sizeof(int));
+    int n_run = 0, n_steps = -1;
+    for (int i = 0; run && i < g->n; i++) {
+        unsigned f = tg_ops[g->nodes[i].op].flags;
+        if (tg_ops[g->nodes[i].op].cpu && !(f & (TG_OPF_VIEW | TG_OPF_CONSTANT | TG_OPF_LEAF))) run[n_run++] = i;
     }
-    cpu_step *fused = tg_calloc((size_t)n_mm + 1, sizeof(cpu_step)); /* chains waiting for their last node */
-    if (!run || !uses || !reader || !pos || !pend || !pinned || !absorbed || !fused) goto done;
-    if (p->result >= 0) pinned[p->result] = true;
-    for (int c = 0; c < g->n_caps; c++) pinned[g->caps[c].id] = true;
-    for (int i = 0; i < p->n_params; i++)
-        if (p->param_grad[i] >= 0) pinned[p->param_grad[i]] = true;
-    for (int w = 0; w < p->n_wb; w++) pinned[p->wb[w].src] = true;
-    lower_ctx l = {p, g, arena, uses, reader, pinned, run, pos};
+    if (!run) return -1;
+    lower_ctx l = {p, g, arena};
     n_steps = 0;
     for (int r = 0; r < n_run;) {
-        int id = run[r], chain[3], len, bias, gate;
-        bool relu;
-        if (absorbed[id]) { /* part of a fused step */
+        int id = run[r];
+        if (fu && fu->group[id] >= 0) { /* a member of a fused group: its step runs at the group's turn */
+            int gid = fu->group[id];
+            const cpu_groups *cg = fu->impl;
+            if (fu->turn[gid] == id && cg->g[gid].kind == CPU_GROUP_ADAM) {
+                /* Consecutive Adam groups (nothing else runs between them:
+                 * every param's own buffers) make one job over all their
+                 * elements, shared by the threads. */
+                int k = 0;
+                for (int q = r; q < n_run; q++) {
+                    int gq = fu->group[run[q]];
+                    if (gq < 0 || cg->g[gq].kind != CPU_GROUP_ADAM) break;
+                    k += fu->turn[gq] == run[q];
+                }
+                adam_batch *b = tg_calloc(1, sizeof *b);
+                adam_param *ps = tg_calloc((size_t)k + 1, sizeof *ps);
+                cpu_step *s = &steps[n_steps++];
+                memset(s, 0, sizeof *s);
+                s->g = g, s->id = id, s->run = run_adam, s->adam = b, s->heap[0] = b, s->heap[1] = ps;
+                if (!b || !ps) {
+                    n_steps = -1;
+                    break;
+                }
+                *b = (adam_batch){ps, 0, 0, NULL, vec_best()};
+                for (; r < n_run; r++) {
+                    int gq = fu->group[run[r]];
+                    if (gq < 0 || cg->g[gq].kind != CPU_GROUP_ADAM) break;
+                    s->n_nodes++;
+                    if (fu->turn[gq] != run[r]) continue;
+                    if (!adam_of(&l, &cg->g[gq], &ps[b->n])) {
+                        n_steps = -2;
+                        break;
+                    }
+                    ps[b->n].at = b->total;
+                    b->total += ps[b->n].n;
+                    b->hyper = (const float *)addr(&l, node(&l, cg->g[gq].ap)->in[3]);
+                    b->n++;
+                }
+                if (n_steps < 0) break;
+                continue;
+            }
+            if (fu->turn[gid] == id && !lower_group(&l, gid, &steps[n_steps++])) {
+                n_steps = -2;
+                break;
+            }
             r++;
             continue;
         }
-        if (pend[id] >= 0) { /* the last node of a fused chain: its step goes here */
-            steps[n_steps] = fused[pend[id]];
-            steps[n_steps].gemm.epi = &steps[n_steps].epi;
-            n_steps++, r++;
+        if (fu && fu->role[id] == TG_FUSE_VIEW) { /* read in place by the groups */
+            r++;
             continue;
-        }
-        if (specialize && g->nodes[id].op == TG_OP_MATMUL &&
-            (len = matmul_chain(&l, id, chain, &bias, &gate, &relu)) > 1) {
-            cpu_step *f = &fused[n_fused];
-            f->g = g, f->vk = vec_best();
-            if (lower_matmul_chain(&l, chain, len, bias, gate, relu, f)) {
-                for (int k = 0; k < len - 1; k++) absorbed[chain[k]] = true;
-                pend[chain[len - 1]] = n_fused++;
-                r++;
-                continue;
-            }
         }
         r += lower_one(&l, run + r, n_run - r, specialize, &steps[n_steps++]);
     }
-done:
-    free(run), free(uses), free(reader), free(pos), free(pend), free(pinned), free(absorbed), free(fused);
+    free(run);
     return n_steps;
 }

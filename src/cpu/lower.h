@@ -5,7 +5,9 @@
  * bias add and relu, or with relu's gradient; Adam's three updates). */
 #ifndef TG_CPU_LOWER_H
 #define TG_CPU_LOWER_H
+#include "attention.h"
 #include "cpu.h"
+#include "kernels.h"
 #include "vec.h"
 #include "../engine.h"
 
@@ -29,9 +31,18 @@ struct cpu_step {
     float f[4];
     float *o[3];
     const float *x[5];
+    union {
+        attn_fwd f;
+        attn_bwd b;
+    } attn;
+    struct adam_batch *adam;
+    cpu_norm_bwd norm;
+    void *heap[2]; /* allocations the step owns (freed with the program) */
 };
 
 /* Fills steps[] (room for one per node) for the nodes that run each step;
- * returns how many. specialize = false gives op-table kernels only. */
+ * returns how many, -1 out of memory, -2 if the plan breaks what a fused
+ * group needs. specialize = false gives op-table kernels only (the groups of
+ * p->fusion still run fused: the plan depends on them). */
 int cpu_lower(const tg_program *p, char *const *arena, bool specialize, cpu_step *steps);
 #endif

@@ -39,9 +39,9 @@ static void colsum_c(int64_t rows, int64_t cols, int64_t j0, int64_t j1, const f
 }
 
 static void adam_c(int64_t n, float *mo, float *vo, float *po, const float *m, const float *v, const float *g,
-                   const float *p, float b1, float b2, float lrt, float shrink, float eps) {
+                   const float *p, float gs, float b1, float b2, float lrt, float shrink, float eps) {
     for (int64_t i = 0; i < n; i++) {
-        float gi = g[i], pi = p[i];
+        float gi = g[i] * gs, pi = p[i];
         float mi = b1 * m[i] + (1.0f - b1) * gi;
         float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
         mo[i] = mi, vo[i] = vi;
@@ -134,13 +134,14 @@ AVX512 static void colsum_512(int64_t rows, int64_t cols, int64_t j0, int64_t j1
 }
 
 AVX512 static void adam_512(int64_t n, float *mo, float *vo, float *po, const float *m, const float *v,
-                            const float *g, const float *p, float b1, float b2, float lrt, float shrink, float eps) {
+                            const float *g, const float *p, float gs, float b1, float b2, float lrt, float shrink,
+                            float eps) {
     const __m512 vb1 = _mm512_set1_ps(b1), vc1 = _mm512_set1_ps(1.0f - b1), vb2 = _mm512_set1_ps(b2),
                  vc2 = _mm512_set1_ps(1.0f - b2), vlrt = _mm512_set1_ps(lrt), vsh = _mm512_set1_ps(shrink),
-                 veps = _mm512_set1_ps(eps);
+                 veps = _mm512_set1_ps(eps), vgs = _mm512_set1_ps(gs);
     for (int64_t i = 0; i < n; i += 16) {
         __mmask16 k = tail_mask(n - i);
-        __m512 gi = _mm512_maskz_loadu_ps(k, g + i), pi = _mm512_maskz_loadu_ps(k, p + i);
+        __m512 gi = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, g + i), vgs), pi = _mm512_maskz_loadu_ps(k, p + i);
         __m512 mi = _mm512_add_ps(_mm512_mul_ps(vb1, _mm512_maskz_loadu_ps(k, m + i)), _mm512_mul_ps(vc1, gi));
         __m512 vi = _mm512_add_ps(_mm512_mul_ps(vb2, _mm512_maskz_loadu_ps(k, v + i)),
                                   _mm512_mul_ps(_mm512_mul_ps(vc2, gi), gi));

@@ -3,6 +3,7 @@
  * tensors with several consumers. Backward ops are appended to the same
  * graph; work nobody needs (input gradients, frozen params) is left for DCE. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "rules.h"
 #include "../build/model.h"
@@ -48,9 +49,13 @@ tg_status grad_append(tg_graph *g, int loss, int *param_grad) {
         if (cot[i] < 0 || !needs[i] || !tg_ops[n->op].grad) continue;
         int gx[TG_MAX_IN] = {-1, -1, -1, -1};
         tg_ops[n->op].grad(g, i, cot[i], gx);
-        n = &g->nodes[i]; /* the rule may have grown the node array */
-        for (int k = 0; k < n->nin; k++) {
-            int x = n->in[k];
+        /* The rule, and the adds below, may grow (move) the node array: copy
+         * the inputs first. */
+        int nin = g->nodes[i].nin;
+        int32_t ins[TG_MAX_IN];
+        memcpy(ins, g->nodes[i].in, sizeof ins);
+        for (int k = 0; k < nin; k++) {
+            int x = ins[k];
             if (gx[k] < 0 || !needs[x]) continue;
             cot[x] = cot[x] < 0 ? gx[k] : ir_binary(g, TG_OP_ADD, cot[x], gx[k], IR_HERE);
         }

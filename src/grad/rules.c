@@ -6,7 +6,14 @@
 #define N(id) (&g->nodes[id])
 #define SHAPE(id) (g->nodes[id].shape)
 #define X(k) (g->nodes[id].in[k])
-#define STS(v, k) ir_sum_to_shape(g, v, SHAPE(X(k)), IR_HERE)
+/* A function, not a macro over ir_sum_to_shape: v is built (and the node
+ * array possibly moved by realloc) before the operand's shape is read. As a
+ * macro, the compiler was free to read g->nodes first and use it after
+ * ir_add had freed it (ASan caught it in the VAE's grad_mul). */
+static int sts(tg_graph *g, int id, int v, int k, const char *file, int line) {
+    return ir_sum_to_shape(g, v, g->nodes[g->nodes[id].in[k]].shape, file, line);
+}
+#define STS(v, k) sts(g, id, v, k, IR_HERE)
 
 void grad_add(tg_graph *g, int id, int gy, int *gx) {
     gx[0] = STS(gy, 0);
@@ -26,7 +33,8 @@ void grad_mul(tg_graph *g, int id, int gy, int *gx) {
 /* y = a / b: da = gy / b, db = -gy * y / b */
 void grad_div(tg_graph *g, int id, int gy, int *gx) {
     gx[0] = STS(ir_binary(g, TG_OP_DIV, gy, X(1), IR_HERE), 0);
-    int t = ir_binary(g, TG_OP_DIV, ir_binary(g, TG_OP_MUL, gy, id, IR_HERE), X(1), IR_HERE);
+    int b = X(1); /* read before the next builder can move the node array */
+    int t = ir_binary(g, TG_OP_DIV, ir_binary(g, TG_OP_MUL, gy, id, IR_HERE), b, IR_HERE);
     gx[1] = STS(ir_unary(g, TG_OP_NEG, t, IR_HERE), 1);
 }
 

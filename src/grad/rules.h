@@ -38,6 +38,11 @@ void grad_narrow(tg_graph *g, int id, int gy, int *gx);
 void grad_concat(tg_graph *g, int id, int gy, int *gx);
 void grad_take_along_axis(tg_graph *g, int id, int gy, int *gx);
 
+/* issue 4: convolution ops (rules_conv.c) */
+void grad_conv2d(tg_graph *g, int id, int gy, int *gx);
+void grad_max_pool2d(tg_graph *g, int id, int gy, int *gx);
+void grad_upsample2d(tg_graph *g, int id, int gy, int *gx);
+
 /* Appends the backward pass of scalar `loss` to g. param_grad[p] receives
  * the node holding d loss / d param p (-1 if p is frozen or unused). */
 tg_status grad_append(tg_graph *g, int loss, int *param_grad);

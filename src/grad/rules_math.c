@@ -5,7 +5,14 @@
 
 #define SHAPE(id) (g->nodes[id].shape)
 #define X(k) (g->nodes[id].in[k])
-#define STS(v, k) ir_sum_to_shape(g, v, SHAPE(X(k)), IR_HERE)
+/* A function, not a macro over ir_sum_to_shape: v is built (and the node
+ * array possibly moved by realloc) before the operand's shape is read. As a
+ * macro, the compiler was free to read g->nodes first and use it after
+ * ir_add had freed it (ASan caught it in the VAE's grad_mul). */
+static int sts(tg_graph *g, int id, int v, int k, const char *file, int line) {
+    return ir_sum_to_shape(g, v, g->nodes[g->nodes[id].in[k]].shape, file, line);
+}
+#define STS(v, k) sts(g, id, v, k, IR_HERE)
 
 /* A backward node of op `op`, attributed to this file (the rules'). */
 #define bw(op) ir_proto(op, NULL, __FILE__, __LINE__)

@@ -146,6 +146,22 @@ const tg_opinfo tg_ops[TG_OP_COUNT] = {
     [TG_OP_NORM_DGAIN]    = {"norm_dgain",    3, 0, shape_norm_grad, NULL, cpu_norm_dgain},
     [TG_OP_EMBEDDING_GRAD] = {"embedding_grad", 2, 0, shape_embedding, NULL, cpu_embedding_grad},
 
+    /* issue 4: convolution ops, NCHW f32.
+     *   conv2d (x, w[, b])           ia[0] stride_h [1] stride_w [2] pad_h [3] pad_w [4] groups;
+     *                                nin 2, or 3 with a bias b [O] added to every output plane
+     *   conv2d_grad_input (gy, w)    the same, and ia[5], ia[6] = H, W of the input
+     *   conv2d_grad_weight (x, gy)   the same, and ia[5], ia[6] = kH, kW
+     *   max_pool2d (x), max_pool2d_grad (x, y, gy)   ia[0..3] as conv2d, ia[5], ia[6] = kH, kW;
+     *       y is the forward's output: the gradient goes to the first window element equal to it
+     *   nearest_upsample2d (x), upsample2d_grad (gy)   ia[0] factor */
+    [TG_OP_CONV2D]             = {"conv2d",             3, 0, shape_conv2d, grad_conv2d, cpu_conv2d},
+    [TG_OP_CONV2D_GRAD_INPUT]  = {"conv2d_grad_input",  2, 0, shape_conv2d_grad_input, NULL, cpu_conv2d_grad_input},
+    [TG_OP_CONV2D_GRAD_WEIGHT] = {"conv2d_grad_weight", 2, 0, shape_conv2d_grad_weight, NULL, cpu_conv2d_grad_weight},
+    [TG_OP_MAX_POOL2D]         = {"max_pool2d",         1, 0, shape_max_pool2d, grad_max_pool2d, cpu_max_pool2d},
+    [TG_OP_MAX_POOL2D_GRAD]    = {"max_pool2d_grad",    3, 0, shape_max_pool2d, NULL, cpu_max_pool2d_grad},
+    [TG_OP_UPSAMPLE2D]         = {"nearest_upsample2d", 1, 0, shape_upsample2d, grad_upsample2d, cpu_upsample2d},
+    [TG_OP_UPSAMPLE2D_GRAD]    = {"upsample2d_grad",    1, 0, shape_upsample2d, NULL, cpu_upsample2d_grad},
+
     [TG_OP_RELU_GRAD]        = {"relu_grad",        2, EWI, shape_same, NULL, cpu_relu_grad},
     [TG_OP_LOG_SOFTMAX_GRAD] = {"log_softmax_grad", 2, 0, shape_axis_f32, NULL, cpu_log_softmax_grad},
     [TG_OP_SOFTMAX_GRAD]     = {"softmax_grad",     2, 0, shape_axis_f32, NULL, cpu_softmax_grad},

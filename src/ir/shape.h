@@ -40,4 +40,11 @@ bool shape_rope(tg_graph *g, tg_node *n);
 bool shape_dropout(tg_graph *g, tg_node *n);
 bool shape_randn(tg_graph *g, tg_node *n);
 bool shape_categorical(tg_graph *g, tg_node *n);
+
+/* issue 4: convolution ops (shape_conv.c) */
+bool shape_conv2d(tg_graph *g, tg_node *n);
+bool shape_conv2d_grad_input(tg_graph *g, tg_node *n);
+bool shape_conv2d_grad_weight(tg_graph *g, tg_node *n);
+bool shape_max_pool2d(tg_graph *g, tg_node *n);
+bool shape_upsample2d(tg_graph *g, tg_node *n);
 #endif

@@ -9,8 +9,31 @@
 static int64_t align_up(int64_t x, int64_t a) { return (x + a - 1) & ~(a - 1); }
 
 const char *plan_kind_name(tg_buf_kind k) {
-    static const char *names[] = {"param", "state", "input", "const", "grad", "output", "scratch"};
-    return (unsigned)k <= TG_BUF_SCRATCH ? names[k] : "?";
+    static const char *names[] = {"param", "state", "input", "const", "grad", "output", "scratch", "fused"};
+    return (unsigned)k <= TG_BUF_NONE ? names[k] : "?";
+}
+
+tg_fusion *tg_fusion_new(int n) {
+    tg_fusion *f = tg_calloc(1, sizeof *f);
+    if (!f) return NULL;
+    f->n = n;
+    f->role = tg_calloc((size_t)n + 1, 1);
+    f->group = tg_calloc((size_t)n + 1, sizeof(int));
+    f->turn = tg_calloc((size_t)n + 1, sizeof(int));
+    f->inplace = tg_calloc((size_t)n + 1, sizeof(bool));
+    if (!f->role || !f->group || !f->turn || !f->inplace) {
+        tg_fusion_free(f);
+        return NULL;
+    }
+    for (int i = 0; i < n; i++) f->group[i] = -1;
+    return f;
+}
+
+void tg_fusion_free(tg_fusion *f) {
+    if (!f) return;
+    if (f->impl_free) f->impl_free(f->impl);
+    free(f->role), free(f->group), free(f->turn), free(f->inplace);
+    free(f);
 }
 
 bool plan_runs(const tg_graph *g, int i) {
@@ -63,17 +86,21 @@ tg_status plan_build(const tg_graph *g, const tg_plan_req *req, tg_plan *out) {
     memset(out, 0, sizeof *out);
     int n = g->n;
     int64_t A = req->align;
+    const tg_fusion *fu = req->fusion && req->fusion->n == n ? req->fusion : NULL;
+#define ROLE(i) (fu ? fu->role[i] : TG_FUSE_NONE)
+#define AT(i) tg_fusion_at(fu, i)
     out->n = n;
     out->align = A;
     out->slot = tg_calloc((size_t)n + 1, sizeof(tg_slot));
     out->wb_free = tg_calloc((size_t)req->n_wb + 1, sizeof(bool));
     int *parent = tg_calloc((size_t)n + 1, sizeof(int));
-    int *last = tg_calloc((size_t)n + 1, sizeof(int));  /* per class root: last use */
+    int *last = tg_calloc((size_t)n + 1, sizeof(int));  /* per class root: last use, in turns */
+    int *first = tg_calloc((size_t)n + 1, sizeof(int)); /* per class root: first write, in turns */
     int *kind = tg_calloc((size_t)n + 1, sizeof(int));  /* per class root */
     cls_size *order = tg_calloc((size_t)n + 1, sizeof(cls_size));
     range *busy = tg_calloc((size_t)n + 1, sizeof(range));
-    if (!out->slot || !out->wb_free || !parent || !last || !kind || !order || !busy) {
-        free(parent), free(last), free(kind), free(order), free(busy);
+    if (!out->slot || !out->wb_free || !parent || !last || !first || !kind || !order || !busy) {
+        free(parent), free(last), free(first), free(kind), free(order), free(busy);
         plan_free(out);
         return tg_fail(TG_ERR_NOMEM, "plan: out of memory");
     }
@@ -88,6 +115,7 @@ tg_status plan_build(const tg_graph *g, const tg_plan_req *req, tg_plan *out) {
                  : nd->op == TG_OP_INPUT ? TG_BUF_INPUT
                  : (tg_ops[nd->op].flags & TG_OPF_CONSTANT) ? TG_BUF_CONST
                                                             : TG_BUF_SCRATCH;
+        if (ROLE(i) == TG_FUSE_ABSORBED) own[i] = TG_BUF_NONE;
         out->naive_bytes += ir_numel(nd) * 4 > 4 ? ir_numel(nd) * 4 : 4;
     }
     for (int p = 0; p < req->n_params; p++)
@@ -95,12 +123,13 @@ tg_status plan_build(const tg_graph *g, const tg_plan_req *req, tg_plan *out) {
     for (int o = 0; o < req->n_outputs; o++)
         if (req->outputs[o] >= 0 && own[req->outputs[o]] == TG_BUF_SCRATCH) own[req->outputs[o]] = TG_BUF_OUTPUT;
 
-    /* 2. Views join their input's class. */
+    /* 2. Views join their input's class; so do permutes the backend reads
+     * with strides. Absorbed nodes have no class. */
     for (int i = 0; i < n; i++)
-        if (tg_ops[g->nodes[i].op].flags & TG_OPF_VIEW) unite(parent, i, g->nodes[i].in[0]);
+        if ((tg_ops[g->nodes[i].op].flags & TG_OPF_VIEW) || ROLE(i) == TG_FUSE_VIEW) unite(parent, i, g->nodes[i].in[0]);
     int *ckind = tg_calloc((size_t)n + 1, sizeof(int));
     if (!ckind) {
-        free(parent), free(last), free(kind), free(order), free(busy);
+        free(parent), free(last), free(first), free(kind), free(order), free(busy);
         plan_free(out);
         return tg_fail(TG_ERR_NOMEM, "plan: out of memory");
     }
@@ -109,15 +138,20 @@ tg_status plan_build(const tg_graph *g, const tg_plan_req *req, tg_plan *out) {
         int r = find(parent, i);
         if (own[i] < ckind[r]) ckind[r] = own[i];
     }
-    for (int i = 0; i < n; i++) last[i] = i;
+    for (int i = 0; i < n; i++)
+        if (own[i] == TG_BUF_NONE) ckind[i] = TG_BUF_NONE; /* alone in its class: nothing views or joins it */
+    /* Live ranges in turns: a class is live from the first turn that
+     * writes one of its members to the last turn that reads one. */
+    for (int i = 0; i < n; i++) first[i] = last[i] = AT(i);
     for (int i = 0; i < n; i++)
         for (int k = 0; k < g->nodes[i].nin; k++) {
             int r = find(parent, g->nodes[i].in[k]);
-            if (last[r] < i) last[r] = i;
+            if (last[r] < AT(i)) last[r] = AT(i);
         }
     for (int i = 0; i < n; i++) { /* a view's own last use extends its class */
         int r = find(parent, i);
         if (last[r] < last[i]) last[r] = last[i];
+        if (first[r] > first[i]) first[r] = first[i];
     }
 
     /* 3. Optimizer updates computed into the param/state they replace. */
@@ -126,8 +160,10 @@ tg_status plan_build(const tg_graph *g, const tg_plan_req *req, tg_plan *out) {
         if (src < 0 || dst < 0) continue;
         const tg_node *s = &g->nodes[src];
         int rd = find(parent, dst), rs = find(parent, src);
-        if (!(tg_ops[s->op].flags & TG_OPF_INPLACE) || rs != src || ckind[rs] != TG_BUF_SCRATCH) continue;
-        if (last[rd] > src) continue;
+        if (!(tg_ops[s->op].flags & TG_OPF_INPLACE) || rs != src || ckind[rs] != TG_BUF_SCRATCH ||
+            !(ROLE(src) == TG_FUSE_NONE || (ROLE(src) == TG_FUSE_OUTPUT && fu->inplace[src])))
+            continue;
+        if (last[rd] > AT(src)) continue;
         bool reads_dst = false, clash = false;
         for (int k = 0; k < s->nin; k++) {
             if (find(parent, s->in[k]) != rd) continue;
@@ -135,49 +171,67 @@ tg_status plan_build(const tg_graph *g, const tg_plan_req *req, tg_plan *out) {
             if (!shape_eq(g->nodes[s->in[k]].shape, s->shape)) clash = true;
         }
         if (!reads_dst || clash || !shape_eq(g->nodes[dst].shape, s->shape)) continue;
-        int lr = last[rs] > last[rd] ? last[rs] : last[rd];
+        int lr = last[rs] > last[rd] ? last[rs] : last[rd], fr = first[rs] < first[rd] ? first[rs] : first[rd];
         unite(parent, rd, rs);
         last[find(parent, rd)] = lr;
+        first[find(parent, rd)] = fr;
         out->wb_free[w] = true;
     }
 
-    /* 4. In-place elementwise ops over scratch inputs that die with them. */
+    /* 4. In-place elementwise ops over scratch inputs that die with them.
+     * A fused group's output only where its kernel allows, and never over a
+     * value another member of the group also reads. */
     for (int i = 0; i < n && !req->no_reuse; i++) {
         const tg_node *s = &g->nodes[i];
         if (!(tg_ops[s->op].flags & TG_OPF_INPLACE) || find(parent, i) != i || ckind[i] != TG_BUF_SCRATCH) continue;
+        if (ROLE(i) == TG_FUSE_ABSORBED || ROLE(i) == TG_FUSE_VIEW || (ROLE(i) == TG_FUSE_OUTPUT && !fu->inplace[i]))
+            continue;
         for (int k = 0; k < s->nin; k++) {
             int x = s->in[k], rx = find(parent, x);
-            if (ckind[rx] != TG_BUF_SCRATCH || last[rx] != i || !shape_eq(g->nodes[x].shape, s->shape)) continue;
+            if (ROLE(x) == TG_FUSE_ABSORBED) continue;
+            if (ckind[rx] != TG_BUF_SCRATCH || last[rx] != AT(i) || !shape_eq(g->nodes[x].shape, s->shape)) continue;
+            bool shared = false;
+            for (int m = 0; fu && fu->group[i] >= 0 && m < n; m++)
+                if (m != i && fu->group[m] == fu->group[i])
+                    for (int q = 0; q < g->nodes[m].nin; q++)
+                        shared |= ROLE(g->nodes[m].in[q]) != TG_FUSE_ABSORBED && find(parent, g->nodes[m].in[q]) == rx;
+            if (shared) continue;
             bool clash = false;
             for (int j = 0; j < s->nin; j++)
                 if (j != k && find(parent, s->in[j]) == rx && !shape_eq(g->nodes[s->in[j]].shape, s->shape))
                     clash = true;
             if (clash) continue;
-            int lr = last[i];
+            int lr = last[i], fr = first[rx] < first[i] ? first[rx] : first[i];
             unite(parent, rx, i);
             last[find(parent, rx)] = lr;
+            first[find(parent, rx)] = fr;
             break;
         }
     }
 
-    /* 5. Slots: category, size, live range per class. */
+    /* 5. Slots: category, size, live range per class. A view's value
+     * exists once its input's does. */
     for (int i = 0; i < n; i++) {
         int r = find(parent, i);
         tg_slot *sl = &out->slot[i];
         sl->root = r;
         sl->kind = ckind[r];
         sl->bytes = ir_numel(&g->nodes[i]) * 4 > 4 ? ir_numel(&g->nodes[i]) * 4 : 4;
-        sl->first = r;
+        sl->first = first[r];
         sl->last = last[r];
+        bool view = (tg_ops[g->nodes[i].op].flags & TG_OPF_VIEW) || ROLE(i) == TG_FUSE_VIEW;
+        sl->at = view ? out->slot[g->nodes[i].in[0]].at : AT(i);
         sl->arena = sl->kind == TG_BUF_PARAM ? TG_ARENA_PARAMS
                     : sl->kind == TG_BUF_SCRATCH ? TG_ARENA_SCRATCH
                                                  : TG_ARENA_PERSIST;
-        if (plan_runs(g, i)) out->n_kernels++;
+        if (sl->kind == TG_BUF_NONE) sl->arena = -1, sl->bytes = 0;
+        if (plan_runs(g, i) && ROLE(i) == TG_FUSE_NONE) out->n_kernels++;
     }
+    if (fu) out->n_kernels += fu->n_groups;
     /* Class size: its largest member (members are equal-sized today). */
     int64_t *csize = tg_calloc((size_t)n + 1, sizeof(int64_t));
     if (!csize) {
-        free(parent), free(last), free(kind), free(order), free(busy), free(ckind);
+        free(parent), free(last), free(first), free(kind), free(order), free(busy), free(ckind);
         plan_free(out);
         return tg_fail(TG_ERR_NOMEM, "plan: out of memory");
     }
@@ -185,14 +239,14 @@ tg_status plan_build(const tg_graph *g, const tg_plan_req *req, tg_plan *out) {
         if (csize[out->slot[i].root] < out->slot[i].bytes) csize[out->slot[i].root] = out->slot[i].bytes;
     int n_cls = 0;
     for (int i = 0; i < n; i++)
-        if (out->slot[i].root == i) order[n_cls++] = (cls_size){i, csize[i]};
+        if (out->slot[i].root == i && out->slot[i].kind != TG_BUF_NONE) order[n_cls++] = (cls_size){i, csize[i]};
 
     /* 6. Offsets: params by model layout, persistent classes packed in order,
      * scratch classes by greedy best-fit, largest first. */
     int64_t persist = 0, scratch = 0;
     int64_t *off = tg_calloc((size_t)n + 1, sizeof(int64_t));
     if (!off) {
-        free(csize), free(parent), free(last), free(kind), free(order), free(busy), free(ckind);
+        free(csize), free(parent), free(last), free(first), free(kind), free(order), free(busy), free(ckind);
         plan_free(out);
         return tg_fail(TG_ERR_NOMEM, "plan: out of memory");
     }
@@ -239,18 +293,48 @@ tg_status plan_build(const tg_graph *g, const tg_plan_req *req, tg_plan *out) {
     out->arena_bytes[TG_ARENA_PERSIST] = persist;
     out->arena_bytes[TG_ARENA_SCRATCH] = scratch;
     bool ok = placed != NULL;
-    free(placed), free(off), free(csize), free(parent), free(last), free(kind), free(order), free(busy), free(ckind);
+    free(placed), free(off), free(csize), free(parent), free(last), free(first), free(kind), free(order), free(busy),
+        free(ckind);
     if (!ok) {
         plan_free(out);
         return tg_fail(TG_ERR_NOMEM, "plan: out of memory");
     }
     return plan_check(g, out);
+#undef ROLE
+#undef AT
 }
 
 tg_status plan_check(const tg_graph *g, const tg_plan *p) {
+    /* Every value is read while it is there: after the turn that writes it,
+     * inside its class's live range. A fused (absorbed) value lives only in
+     * its group's kernel, so only that kernel (the same turn) may read it. */
+    for (int i = 0; i < p->n; i++) {
+        const tg_slot *s = &p->slot[i];
+        for (int k = 0; k < g->nodes[i].nin; k++) {
+            int x = g->nodes[i].in[k];
+            const tg_slot *sx = &p->slot[x];
+            if (sx->kind == TG_BUF_NONE) {
+                if (sx->at != s->at)
+                    return tg_fail(TG_ERR_STATE, "plan check: node %d reads fused node %d outside its kernel", i, x);
+                continue;
+            }
+            if (sx->at > s->at || s->at < sx->first || s->at > sx->last)
+                return tg_fail(TG_ERR_STATE,
+                               "plan check: node %d reads node %d at turn %d, outside its value's life (%d, %d-%d)", i,
+                               x, s->at, sx->at, sx->first, sx->last);
+        }
+        if (s->kind != TG_BUF_NONE && (s->at < s->first || s->at > s->last))
+            return tg_fail(TG_ERR_STATE, "plan check: node %d is written at turn %d, outside its class's life %d-%d", i,
+                           s->at, s->first, s->last);
+    }
     /* Every node fits its class's memory and stays inside its arena. */
     for (int i = 0; i < p->n; i++) {
         const tg_slot *s = &p->slot[i], *r = &p->slot[s->root];
+        if (s->kind == TG_BUF_NONE) {
+            if (s->arena != -1 || s->bytes != 0 || s->root != i)
+                return tg_fail(TG_ERR_STATE, "plan check: fused node %d has memory", i);
+            continue;
+        }
         if (s->offset != r->offset || s->arena != r->arena)
             return tg_fail(TG_ERR_STATE, "plan check: node %d is placed apart from its class %d", i, s->root);
         if (s->offset < 0 || s->offset + s->bytes > p->arena_bytes[s->arena])
@@ -263,10 +347,10 @@ tg_status plan_check(const tg_graph *g, const tg_plan *p) {
      * share a byte. */
     for (int i = 0; i < p->n; i++) {
         const tg_slot *a = &p->slot[i];
-        if (a->root != i) continue;
+        if (a->root != i || a->kind == TG_BUF_NONE) continue;
         for (int j = i + 1; j < p->n; j++) {
             const tg_slot *b = &p->slot[j];
-            if (b->root != j || b->arena != a->arena) continue;
+            if (b->root != j || b->arena != a->arena || b->kind == TG_BUF_NONE) continue;
             bool both_live = a->arena != TG_ARENA_SCRATCH || !(a->last < b->first || b->last < a->first);
             if (!both_live) continue;
             /* Two uses of one param (same param node twice) cannot happen: one node per param. */
@@ -282,7 +366,7 @@ tg_status plan_check(const tg_graph *g, const tg_plan *p) {
 }
 
 void plan_print(const tg_graph *g, const tg_plan *p, FILE *f) {
-    int64_t by_kind[TG_BUF_SCRATCH + 1] = {0};
+    int64_t by_kind[TG_BUF_NONE + 1] = {0};
     fprintf(f, "%-6s %-16s %-8s %5s %10s %12s %11s\n", "node", "op", "kind", "arena", "offset", "bytes", "live");
     for (int i = 0; i < p->n; i++) {
         const tg_slot *s = &p->slot[i];
@@ -293,6 +377,9 @@ void plan_print(const tg_graph *g, const tg_plan *p, FILE *f) {
     }
     fprintf(f, "classes by kind:");
     for (int k = 0; k <= TG_BUF_SCRATCH; k++) fprintf(f, " %s=%lld", plan_kind_name(k), (long long)by_kind[k]);
+    int n_fused = 0;
+    for (int i = 0; i < p->n; i++) n_fused += p->slot[i].kind == TG_BUF_NONE;
+    if (n_fused) fprintf(f, " (and %d values kept inside fused kernels)", n_fused);
     int64_t total = p->arena_bytes[0] + p->arena_bytes[1] + p->arena_bytes[2];
     fprintf(f, "\narenas: params=%lld persist=%lld scratch=%lld\n", (long long)p->arena_bytes[0],
             (long long)p->arena_bytes[1], (long long)p->arena_bytes[2]);

@@ -10,7 +10,13 @@
  *                      session compiled from the same trained params
  *   arena 1 (persist)  grads, optimizer state, inputs, constants, outputs
  *   arena 2 (scratch)  intermediates, packed by liveness: two classes share
- *                      bytes only if their live ranges do not overlap */
+ *                      bytes only if their live ranges do not overlap
+ *
+ * A backend may fuse nodes into one kernel before planning (tg_fusion): a
+ * group runs at one turn and writes its outputs then; the values it keeps in
+ * registers (absorbed nodes) get no memory at all, and a permute its kernels
+ * read with strides is planned as a view. Liveness counts in turns, so a
+ * group's inputs stay live until its turn and its outputs are live from it. */
 #ifndef TG_PLAN_H
 #define TG_PLAN_H
 
@@ -20,18 +26,46 @@
 #include "../optim/optim.h"
 
 typedef enum {
-    TG_BUF_PARAM, TG_BUF_STATE, TG_BUF_INPUT, TG_BUF_CONST, TG_BUF_GRAD, TG_BUF_OUTPUT, TG_BUF_SCRATCH
+    TG_BUF_PARAM, TG_BUF_STATE, TG_BUF_INPUT, TG_BUF_CONST, TG_BUF_GRAD, TG_BUF_OUTPUT, TG_BUF_SCRATCH,
+    TG_BUF_NONE /* absorbed into a fused kernel: no memory (arena -1, 0 bytes) */
 } tg_buf_kind;
 
 enum { TG_ARENA_PARAMS, TG_ARENA_PERSIST, TG_ARENA_SCRATCH, TG_N_ARENAS };
 
+/* What a backend's fusion pass decided, per node, before planning. */
+typedef enum {
+    TG_FUSE_NONE,     /* its own kernel, as the op table says */
+    TG_FUSE_ABSORBED, /* computed inside its group's kernel, never stored; read only by its group */
+    TG_FUSE_OUTPUT,   /* stored by its group's kernel, at the group's turn */
+    TG_FUSE_VIEW      /* a permute nobody materializes: its readers take its input's memory with strides */
+} tg_fuse_role;
+
+typedef struct tg_fusion {
+    int n;           /* nodes */
+    uint8_t *role;   /* per node, a tg_fuse_role */
+    int *group;      /* per node: its group, -1 for none */
+    int *turn;       /* per group: the node position at which its kernel runs */
+    bool *inplace;   /* per group output: its kernel may write it over one of the node's own
+                      * inputs (one that no other member reads), element by element */
+    int n_groups;
+    void *impl;      /* the backend's own description of the groups */
+    void (*impl_free)(void *impl);
+} tg_fusion;
+tg_fusion *tg_fusion_new(int n_nodes);
+void tg_fusion_free(tg_fusion *f);
+/* The turn at which node i's value is produced (its group's, or i). */
+static inline int tg_fusion_at(const tg_fusion *f, int i) {
+    return f && f->group[i] >= 0 ? f->turn[f->group[i]] : i;
+}
+
 typedef struct {
     tg_buf_kind kind;  /* category of the node's storage class */
-    int arena;
+    int arena;         /* -1 for TG_BUF_NONE */
     int64_t offset;    /* bytes into the arena */
-    int64_t bytes;     /* this node's size (>= 4) */
+    int64_t bytes;     /* this node's size (>= 4; 0 for TG_BUF_NONE) */
     int root;          /* the class's first node */
-    int first, last;   /* live range of the class, in node order */
+    int first, last;   /* live range of the class, in turns (node order, a fused group at its turn) */
+    int at;            /* the turn at which this node's value is written */
 } tg_slot;
 
 typedef struct {
@@ -54,16 +88,20 @@ typedef struct {
     int64_t align;         /* offset alignment in bytes (a power of two) */
     const int64_t *param_offset; /* arena-0 offset of each model param */
     bool no_reuse;         /* one buffer per class: for debugging the planner */
+    const tg_fusion *fusion; /* NULL: nothing fused */
 } tg_plan_req;
 
 /* Lays out params in model order; returns the params arena size. */
 int64_t plan_param_layout(const tg_model *m, int64_t align, int64_t *offsets);
 tg_status plan_build(const tg_graph *g, const tg_plan_req *req, tg_plan *out);
-/* Proves no two simultaneously live classes overlap in memory. */
+/* Proves no two simultaneously live classes overlap in memory, and that
+ * every value is read while its memory holds it (between the turn that
+ * writes it and the end of its class's live range). */
 tg_status plan_check(const tg_graph *g, const tg_plan *p);
 void plan_print(const tg_graph *g, const tg_plan *p, FILE *f);
 void plan_free(tg_plan *p);
 const char *plan_kind_name(tg_buf_kind k);
-/* True if node i runs a kernel each step (not a leaf, view or constant). */
+/* True if node i runs a kernel each step (not a leaf, view or constant);
+ * with fusion, a group's members run as one kernel, counted in n_kernels once. */
 bool plan_runs(const tg_graph *g, int i);
 #endif

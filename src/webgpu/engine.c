@@ -391,7 +391,8 @@ static void wg_destroy(tg_engine *e_) {
     free(e);
 }
 
-static const tg_engine_vt wg_vt = {"webgpu", wg_compile, wg_release, wg_write, wg_read, wg_run, wg_destroy};
+/* fuse: NULL, the WebGPU backend plans every node (see engine.h). */
+static const tg_engine_vt wg_vt = {"webgpu", wg_compile, wg_release, wg_write, wg_read, wg_run, wg_destroy, NULL};
 
 tg_status wgpu_engine_new(int64_t params_bytes, tg_engine **out) {
     *out = NULL;

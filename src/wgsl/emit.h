@@ -159,5 +159,12 @@ bool wgsl_rope(wk *k);
 bool wgsl_dropout(wk *k);
 bool wgsl_randn(wk *k);
 bool wgsl_categorical(wk *k);
+bool wgsl_conv2d(wk *k); /* ops_conv.c: conv2d and its gradients, max pooling, nearest upsampling */
+bool wgsl_conv2d_grad_input(wk *k);
+bool wgsl_conv2d_grad_weight(wk *k);
+bool wgsl_max_pool2d(wk *k);
+bool wgsl_max_pool2d_grad(wk *k);
+bool wgsl_upsample2d(wk *k);
+bool wgsl_upsample2d_grad(wk *k);
 
 #endif

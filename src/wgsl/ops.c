@@ -82,6 +82,14 @@ const tg_wgsl_op tg_wgsl_ops[TG_OP_COUNT] = {
     [TG_OP_NORM_DGAIN]         = {wgsl_norm_dgain},
     [TG_OP_EMBEDDING_GRAD]     = {wgsl_embedding_grad},
 
+    [TG_OP_CONV2D]             = {wgsl_conv2d},
+    [TG_OP_CONV2D_GRAD_INPUT]  = {wgsl_conv2d_grad_input},
+    [TG_OP_CONV2D_GRAD_WEIGHT] = {wgsl_conv2d_grad_weight},
+    [TG_OP_MAX_POOL2D]         = {wgsl_max_pool2d},
+    [TG_OP_MAX_POOL2D_GRAD]    = {wgsl_max_pool2d_grad},
+    [TG_OP_UPSAMPLE2D]         = {wgsl_upsample2d},
+    [TG_OP_UPSAMPLE2D_GRAD]    = {wgsl_upsample2d_grad},
+
     [TG_OP_RELU_GRAD]        = {wgsl_relu_grad, true, true},
     [TG_OP_LOG_SOFTMAX_GRAD] = {wgsl_softmax_lines},
     [TG_OP_SOFTMAX_GRAD]     = {wgsl_softmax_lines},

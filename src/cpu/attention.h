@@ -1,0 +1,51 @@
+/* Causal self-attention as one CPU kernel per direction, for the fused
+ * groups of fuse.c: per (batch, head), the T x T scores, the causal softmax
+ * and the products with V stay in L1 instead of going through five
+ * kernels, two permute copies and 4 * B * H tiny GEMMs. Operands are read
+ * and written where they lie, through strides (a split_heads permute is
+ * never materialized).
+ *
+ * The float operations are those of the separate kernels, in the same order
+ * (each product an FMA chain over k from zero when the GEMM micro-kernel is
+ * the AVX-512 one, separate multiply and add with the portable one; the
+ * softmax and its gradient as kernels_reduce.c and kernels_math.c compute
+ * them), so results are bitwise the same as without fusion. */
+#ifndef TG_CPU_ATTENTION_H
+#define TG_CPU_ATTENTION_H
+#include "cpu.h"
+
+#define ATTN_MAX_T 16   /* keys per row: one vector */
+#define ATTN_MAX_DH 256 /* head width */
+
+/* A [B, H, T, Dh] operand: element (b, h, t, d) at p[b*sb + h*sh + t*st + d]. */
+typedef struct {
+    float *p;
+    int64_t sb, sh, st;
+} attn_operand;
+
+typedef struct {
+    int64_t B, H, T, Dh;
+    attn_operand q, k, v, o; /* o = softmax_causal(q k^T * scale) v */
+    float *att;              /* the softmax, [B, H, T, T] contiguous; NULL: not kept */
+    float scale;
+    bool has_scale;          /* false: no multiply at all (not even by 1) */
+    bool att_cols;           /* att stored by keys (element (i, j) at j * T + i): only the backward reads it */
+} attn_fwd;
+
+typedef struct {
+    int64_t B, H, T, Dh;
+    const float *att;           /* [B, H, T, T] contiguous */
+    attn_operand dout, q, k, v; /* inputs */
+    attn_operand dq, dk, dv;    /* outputs; p = NULL: not wanted */
+    float scale;
+    bool has_scale;
+    bool att_cols;              /* att as the forward stored it by keys */
+} attn_bwd;
+
+void cpu_attention_fwd(cpu_ctx *c, const attn_fwd *a);
+void cpu_attention_bwd(cpu_ctx *c, const attn_bwd *a);
+/* The causal softmax of one row of x (valid = keys 0..valid-1, the rest of
+ * the Tk outputs 0); shared with the softmax_causal kernel so both round
+ * alike. */
+void attn_softmax_causal_row(const float *x, float *y, int64_t valid, int64_t Tk);
+#endif

@@ -1,0 +1,525 @@
+/* The CPU fusion pass (see fuse.h). A chain of nodes becomes one group only
+ * when that cannot change what any other kernel or the caller sees:
+ *  - every member whose value the group keeps to itself (absorbed) has all
+ *    its readers inside the group and is not a result, capture, gradient or
+ *    writeback source;
+ *  - the group's kernel runs at its output's turn, after every value it
+ *    reads from outside has been written;
+ *  - its kernel does the same float operations as the separate kernels, so
+ *    results are bitwise the same with or without fusion.
+ * The planner then keeps the group's inputs live until its turn and lets an
+ * output share an input's memory only where the group allows it. */
+#include <stdlib.h>
+
+#include "attention.h"
+#include "cpu.h"
+#include "fuse.h"
+#include "kernels.h"
+
+typedef struct {
+    const tg_program *p;
+    const tg_graph *g;
+    tg_fusion *f;
+    cpu_groups *cg;
+    int *uses;    /* readers among the nodes */
+    int *reader;  /* for a node with one reader: that reader */
+    bool *pinned; /* read from outside: result, capture, gradient, writeback source */
+    int *rd0, *rd; /* readers of node i: rd[rd0[i] .. rd0[i + 1]) (a node reading i twice, twice) */
+} fuse_ctx;
+
+static const tg_node *node(const fuse_ctx *x, int id) { return &x->g->nodes[id]; }
+static bool f32(const fuse_ctx *x, int id) { return node(x, id)->dtype == TG_F32; }
+static bool free_node(const fuse_ctx *x, int id) { return x->f->group[id] < 0 && x->f->role[id] == TG_FUSE_NONE; }
+static bool absorbable(const fuse_ctx *x, int id) { return x->uses[id] == 1 && !x->pinned[id] && free_node(x, id); }
+/* A group runs at its last node's turn, so the product's operands stay live
+ * until then: a reader far down the graph (a weight gradient added into
+ * another gradient at the end of the backward) would keep them across the
+ * step's memory peak. Only nearby readers join a matmul's chain. */
+#define MATMUL_CHAIN_REACH 8
+static bool chain_link(const fuse_ctx *x, int mm, int id) {
+    return absorbable(x, id) && x->reader[id] - mm <= MATMUL_CHAIN_REACH;
+}
+
+/* Records group members: absorbed[] first, then the output. */
+static int add_group(fuse_ctx *x, const int *absorbed, int n_abs, int out, bool inplace, const cpu_group *desc) {
+    int gid = x->f->n_groups++;
+    for (int k = 0; k < n_abs; k++) x->f->group[absorbed[k]] = gid, x->f->role[absorbed[k]] = TG_FUSE_ABSORBED;
+    x->f->group[out] = gid;
+    x->f->role[out] = TG_FUSE_OUTPUT;
+    x->f->turn[gid] = out;
+    x->f->inplace[out] = inplace;
+    x->cg->g[x->cg->n++] = *desc;
+    return gid;
+}
+
+/* The turn at which the value node id reads becomes available (through views). */
+static int ready_at(const fuse_ctx *x, int id) {
+    while (tg_ops[node(x, id)->op].flags & TG_OPF_VIEW) id = node(x, id)->in[0];
+    return tg_fusion_at(x->f, id);
+}
+
+/* ---- attention ---- */
+
+static bool is_matmul(const fuse_ctx *x, int id, bool ta, bool tb) {
+    const tg_node *n = node(x, id);
+    return n->op == TG_OP_MATMUL && (bool)n->ia[0] == ta && (bool)n->ia[1] == tb && n->shape.ndim == 4 &&
+           f32(x, id) && f32(x, n->in[0]) && f32(x, n->in[1]);
+}
+
+/* A one-element f32 constant (what tg_mul_s multiplies by). */
+static bool scalar_const(const fuse_ctx *x, int id) {
+    return node(x, id)->op == TG_OP_CONST && f32(x, id) && ir_numel(node(x, id)) == 1;
+}
+
+/* merge_heads / split_heads: permute (0, 2, 1, 3) of a 4-d f32 tensor. */
+static bool heads_permute(const fuse_ctx *x, int id) {
+    const tg_node *n = node(x, id);
+    return n->op == TG_OP_PERMUTE && n->shape.ndim == 4 && n->ia[0] == 0 && n->ia[1] == 2 && n->ia[2] == 1 &&
+           n->ia[3] == 3 && f32(x, id);
+}
+
+/* [B, H, T, Dh] with the attention's B, H, T and head width. */
+static bool bhtd(const fuse_ctx *x, int id, const tg_shape *att, int64_t Dh) {
+    const tg_shape *s = &node(x, id)->shape;
+    return s->ndim == 4 && s->d[0] == att->d[0] && s->d[1] == att->d[1] && s->d[2] == att->d[2] && s->d[3] == Dh &&
+           f32(x, id);
+}
+
+/* Where a product's result goes: into the merge_heads permute that is its
+ * only reader (the product then stays in the kernel), or itself. */
+static int result_of(const fuse_ctx *x, int mm, int *absorbed, int *n_abs) {
+    int r = x->uses[mm] == 1 ? x->reader[mm] : -1;
+    if (r >= 0 && !x->pinned[mm] && heads_permute(x, r) && free_node(x, r)) {
+        absorbed[(*n_abs)++] = mm;
+        return r;
+    }
+    return mm;
+}
+
+/* Records an attention group: absorbed members, then its outputs (the
+ * earliest one is its turn). Refused unless every value it reads from
+ * outside is there by then. */
+static void add_attention(fuse_ctx *x, const int *absorbed, int n_abs, const int *outs, int n_outs, const int *reads,
+                          int n_reads, cpu_group *d) {
+    int turn = outs[0];
+    for (int k = 1; k < n_outs; k++) turn = outs[k] < turn ? outs[k] : turn;
+    for (int k = 0; k < n_reads; k++)
+        if (reads[k] >= 0 && ready_at(x, reads[k]) >= turn) return;
+    d->out = turn;
+    int gid = add_group(x, absorbed, n_abs, turn, false, d);
+    for (int k = 0; k < n_outs; k++) x->f->group[outs[k]] = gid, x->f->role[outs[k]] = TG_FUSE_OUTPUT;
+}
+
+static bool attn_sizes_ok(const tg_shape *att, int64_t Dh) {
+    int64_t T = att->d[2];
+    return att->ndim == 4 && att->d[3] == T && T >= 2 && T <= ATTN_MAX_T && Dh >= 2 && Dh <= ATTN_MAX_DH;
+}
+
+/* softmax_causal(q k^T [* c]) v, from its softmax node. The product sizes
+ * are at least 2 in every direction, so tg_gemm would run its tile kernel
+ * on them (whose rounding the fused kernel follows). */
+static void fuse_attention_fwd(fuse_ctx *x, int a) {
+    const tg_node *an = node(x, a);
+    if (!free_node(x, a) || !f32(x, a) || an->shape.ndim != 4) return;
+    int s = an->in[0], s2 = -1, sc = -1;
+    if (node(x, s)->op == TG_OP_MUL && absorbable(x, s)) {
+        const tg_node *m = node(x, s);
+        if (scalar_const(x, m->in[1])) s2 = s, sc = m->in[1], s = m->in[0];
+        else if (scalar_const(x, m->in[0])) s2 = s, sc = m->in[0], s = m->in[1];
+        else return;
+    }
+    if (!is_matmul(x, s, false, true) || !absorbable(x, s) || !shape_eq(node(x, s)->shape, an->shape)) return;
+    int q = node(x, s)->in[0], k = node(x, s)->in[1];
+    int64_t Dh = node(x, q)->shape.d[3];
+    if (!attn_sizes_ok(&an->shape, Dh) || !bhtd(x, q, &an->shape, Dh) || !bhtd(x, k, &an->shape, Dh)) return;
+    int o = -1;
+    for (int r = x->rd0[a]; r < x->rd0[a + 1]; r++) {
+        int m = x->rd[r];
+        if (is_matmul(x, m, false, false) && node(x, m)->in[0] == a && node(x, m)->in[1] != a && free_node(x, m) &&
+            bhtd(x, node(x, m)->in[1], &an->shape, Dh) && o < 0)
+            o = m;
+    }
+    if (o < 0) return;
+    int absorbed[6], n_abs = 0, outs[2], n_outs = 0;
+    absorbed[n_abs++] = s;
+    if (s2 >= 0) absorbed[n_abs++] = s2;
+    bool keep_att = x->pinned[a] || x->uses[a] > 1;
+    if (keep_att) outs[n_outs++] = a;
+    else absorbed[n_abs++] = a;
+    int res = result_of(x, o, absorbed, &n_abs);
+    outs[n_outs++] = res;
+    int reads[4] = {q, k, node(x, o)->in[1], sc};
+    cpu_group d = {CPU_GROUP_ATTN_FWD, -1, -1, -1, -1, false, -1, q, k, node(x, o)->in[1], -1, keep_att ? a : -1, sc,
+                   res, -1, -1, -1, false, -1, -1, -1, -1, -1, {-1, -1, -1, -1, -1, -1, -1, -1, -1, false}};
+    add_attention(x, absorbed, n_abs, outs, n_outs, reads, 4, &d);
+}
+
+/* The backward of the above, from its softmax_grad node:
+ *   dA = dout v^T, dS = softmax_grad(att, dA) [* c], dq = dS k, dk = dS^T q,
+ *   dv = att^T dout (each product optional but dA). */
+static void fuse_attention_bwd(fuse_ctx *x, int sg) {
+    const tg_node *gn = node(x, sg);
+    if (!free_node(x, sg) || !f32(x, sg) || gn->shape.ndim != 4 || gn->ia[0] != 3) return;
+    int att = gn->in[0], dA = gn->in[1];
+    if (!is_matmul(x, dA, false, true) || !absorbable(x, dA) || dA == att) return;
+    int dout = node(x, dA)->in[0], v = node(x, dA)->in[1];
+    int64_t Dh = node(x, dout)->shape.d[3];
+    if (!attn_sizes_ok(&gn->shape, Dh) || !bhtd(x, dout, &gn->shape, Dh) || !bhtd(x, v, &gn->shape, Dh) ||
+        !shape_eq(node(x, att)->shape, gn->shape) || !f32(x, att))
+        return;
+    int absorbed[8], n_abs = 0, outs[3], n_outs = 0;
+    absorbed[n_abs++] = dA;
+    int ds = sg, sc = -1;
+    if (absorbable(x, sg) && node(x, x->reader[sg])->op == TG_OP_MUL && free_node(x, x->reader[sg])) {
+        const tg_node *m = node(x, x->reader[sg]);
+        int other = m->in[0] == sg ? m->in[1] : m->in[0];
+        if (scalar_const(x, other) && m->in[0] != m->in[1]) ds = x->reader[sg], sc = other;
+    }
+    if (ds != sg) absorbed[n_abs++] = sg;
+    if (x->pinned[ds] || !free_node(x, ds)) return;
+    int dq = -1, dk = -1, q = -1, k = -1;
+    for (int r = x->rd0[ds]; r < x->rd0[ds + 1]; r++) {
+        int m = x->rd[r];
+        const tg_node *mn = node(x, m);
+        if (!free_node(x, m) || mn->in[0] != ds || mn->in[1] == ds) return;
+        if (is_matmul(x, m, false, false) && dq < 0 && bhtd(x, mn->in[1], &gn->shape, Dh)) dq = m, k = mn->in[1];
+        else if (is_matmul(x, m, true, false) && dk < 0 && bhtd(x, mn->in[1], &gn->shape, Dh)) dk = m, q = mn->in[1];
+        else return; /* some other reader of dS: leave it all alone */
+    }
+    absorbed[n_abs++] = ds;
+    int dv = -1;
+    for (int r = x->rd0[att]; r < x->rd0[att + 1] && dv < 0; r++) {
+        int m = x->rd[r];
+        if (is_matmul(x, m, true, false) && node(x, m)->in[0] == att && node(x, m)->in[1] == dout && free_node(x, m))
+            dv = m;
+    }
+    cpu_group d = {CPU_GROUP_ATTN_BWD, -1, -1, -1, -1, false, -1, q, k, v, dout, att, sc, -1, -1, -1, -1, false,
+                   -1, -1, -1, -1, -1, {-1, -1, -1, -1, -1, -1, -1, -1, -1, false}};
+    if (dq >= 0) outs[n_outs++] = d.dq = result_of(x, dq, absorbed, &n_abs);
+    if (dk >= 0) outs[n_outs++] = d.dk = result_of(x, dk, absorbed, &n_abs);
+    if (dv >= 0) outs[n_outs++] = d.dv = result_of(x, dv, absorbed, &n_abs);
+    if (n_outs == 0) return;
+    int reads[6] = {att, dout, v, q, k, sc};
+    add_attention(x, absorbed, n_abs, outs, n_outs, reads, 6, &d);
+}
+
+/* ---- Adam ---- */
+
+/* adam_m(m, g'), adam_v(v, g'), adam_p(p, m', v', hyper) of one param, g'
+ * being the gradient or the gradient times the clip factor (a one-element
+ * tensor): one pass over the param, each element read and its three
+ * updates written in place (the planner computes them into m, v and p). */
+static void fuse_adam(fuse_ctx *x, int im) {
+    const tg_node *m = node(x, im);
+    if (!free_node(x, im) || x->uses[im] != 1) return;
+    int ip = x->reader[im];
+    const tg_node *pn = node(x, ip);
+    if (pn->op != TG_OP_ADAM_P || pn->in[1] != im || !free_node(x, ip)) return;
+    int iv = pn->in[2];
+    const tg_node *v = node(x, iv);
+    if (v->op != TG_OP_ADAM_V || v->in[1] != m->in[1] || !free_node(x, iv) || x->uses[iv] != 1) return;
+    int ins[4] = {m->in[0], v->in[0], m->in[1], pn->in[0]};
+    for (int k = 0; k < 4; k++)
+        if (!f32(x, ins[k]) || ir_numel(node(x, ins[k])) != ir_numel(m)) return;
+    int g = m->in[1], grad = g, gs = -1, absorbed[1], n_abs = 0;
+    const tg_node *gn = node(x, g);
+    if (gn->op == TG_OP_MUL && free_node(x, g) && !x->pinned[g] && x->uses[g] == 2 && gn->in[0] != gn->in[1]) {
+        for (int k = 0; k < 2 && gs < 0; k++) {
+            int a = gn->in[k], b = gn->in[1 - k];
+            if (ir_numel(node(x, b)) == 1 && f32(x, b) && shape_eq(node(x, a)->shape, gn->shape) && f32(x, a))
+                grad = a, gs = b;
+        }
+        if (gs >= 0) absorbed[n_abs++] = g;
+    }
+    cpu_group d = {CPU_GROUP_ADAM, im, -1, -1, -1, false, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, false,
+                   im, iv, ip, grad, gs, {-1, -1, -1, -1, -1, -1, -1, -1, -1, false}};
+    int gid = add_group(x, absorbed, n_abs, im, true, &d);
+    x->f->group[iv] = x->f->group[ip] = gid;
+    x->f->role[iv] = x->f->role[ip] = TG_FUSE_OUTPUT;
+    x->f->inplace[iv] = x->f->inplace[ip] = true;
+}
+
+/* ---- layer / RMS norm backward ---- */
+
+#define FUSE_NORM_WITH_Y 0
+
+static bool norm_stats_of(const fuse_ctx *x, int st, int xin, bool rms) {
+    const tg_node *n = node(x, st);
+    return n->op == TG_OP_NORM_STATS && n->in[0] == xin && (bool)n->ia[0] == rms && free_node(x, st);
+}
+
+/* norm_stats(x), norm_dx(x, g, gy, stats) and, when it is the only reader,
+ * the add of dx into the residual stream's gradient, in one pass over the
+ * rows; with them the norm's forward output computed again for the
+ * backward (the rematerialized copy) when gy is ready by its turn, so x is
+ * read once for all three. */
+static void fuse_norm_bwd(fuse_ctx *x, int nd) {
+    const tg_node *n = node(x, nd);
+    if (!free_node(x, nd) || !f32(x, nd)) return;
+    int xin = n->in[0], gain = n->in[1], gy = n->in[2], st = n->in[3];
+    bool rms = n->ia[0];
+    if (!norm_stats_of(x, st, xin, rms) || !f32(x, xin) || !f32(x, gy) || !shape_eq(node(x, gy)->shape, n->shape))
+        return;
+    cpu_group d = {CPU_GROUP_NORM_BWD, -1, -1, -1, -1, false, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, false,
+                   -1, -1, -1, -1, -1, {xin, gy, st, nd, -1, -1, -1, -1, -1, false}};
+    int absorbed[2], n_abs = 0, outs[3], n_outs = 0;
+    for (int r = x->rd0[st]; r < x->rd0[st + 1]; r++) d.nb.keep_stats |= x->rd[r] != nd;
+    d.nb.keep_stats |= x->pinned[st];
+    int out = nd;
+    if (x->uses[nd] == 1 && !x->pinned[nd]) {
+        int a = x->reader[nd];
+        const tg_node *an = node(x, a);
+        int other = an->in[0] == nd ? an->in[1] : an->in[0];
+        if (an->op == TG_OP_ADD && other != nd && free_node(x, a) && f32(x, other) && shape_eq(an->shape, n->shape) &&
+            shape_eq(node(x, other)->shape, n->shape))
+            d.nb.add = out = a, d.nb.resid = other, absorbed[n_abs++] = nd;
+    }
+    /* The recomputed norm of the same x, if gy (and the residual) are ready by
+     * then. (Off: dx would then be written at the norm's turn, before the
+     * weight gradient that reads the norm, and live across the step's peak:
+     * +0.26 MB for the addition transformer's final norm.) */
+    for (int r = x->rd0[xin]; FUSE_NORM_WITH_Y && r < x->rd0[xin + 1] && d.nb.ln < 0; r++) {
+        int ln = x->rd[r];
+        const tg_node *l = node(x, ln);
+        if (l->op == (rms ? TG_OP_RMS_NORM : TG_OP_LAYER_NORM) && l->in[0] == xin && l->in[1] == gain &&
+            l->fa[0] == node(x, st)->fa[0] && free_node(x, ln) && ln < st && ready_at(x, gy) < ln &&
+            (d.nb.resid < 0 || ready_at(x, d.nb.resid) < ln) && f32(x, ln))
+            d.nb.ln = ln;
+    }
+    if (d.nb.ln >= 0) outs[n_outs++] = d.nb.ln;
+    if (d.nb.keep_stats) outs[n_outs++] = st;
+    else absorbed[n_abs++] = st;
+    outs[n_outs++] = out;
+    int turn = outs[0];
+    for (int k = 1; k < n_outs; k++) turn = outs[k] < turn ? outs[k] : turn;
+    int reads[4] = {xin, gain, gy, d.nb.resid};
+    for (int k = 0; k < 4; k++)
+        if (reads[k] >= 0 && ready_at(x, reads[k]) >= turn) return;
+    if (d.nb.ln >= 0 && node(x, d.nb.ln)->nin > 2 && ready_at(x, node(x, d.nb.ln)->in[2]) >= turn) return;
+    d.out = turn;
+    int gid = add_group(x, absorbed, n_abs, turn, false, &d);
+    for (int k = 0; k < n_outs; k++) x->f->group[outs[k]] = gid, x->f->role[outs[k]] = TG_FUSE_OUTPUT;
+    /* Each row is read whole (statistics, y, both sums) before its dx is
+     * written: dx may take the residual's or gy's memory. */
+    x->f->inplace[out] = true;
+}
+
+/* norm_dgain(x, gy, stats) and the column sum of gy (the norm's bias
+ * gradient) in one pass over the rows. */
+static void fuse_norm_sums(fuse_ctx *x, int dg) {
+    const tg_node *n = node(x, dg);
+    if (!free_node(x, dg) || !f32(x, dg)) return;
+    int gy = n->in[1];
+    int64_t D = ir_numel(n), rows, cols;
+    if (D > CPU_NORM_SUMS_MAX_D || !f32(x, n->in[0]) || !f32(x, gy)) return;
+    for (int r = x->rd0[gy]; r < x->rd0[gy + 1]; r++) {
+        int sb = x->rd[r];
+        if (node(x, sb)->op != TG_OP_SUM || !free_node(x, sb) || !cpu_colsum_shape(node(x, sb), node(x, gy), &rows, &cols) ||
+            cols != D || rows * D != ir_numel(node(x, gy)))
+            continue;
+        int turn = dg < sb ? dg : sb;
+        int reads[3] = {n->in[0], gy, n->in[2]};
+        for (int k = 0; k < 3; k++)
+            if (ready_at(x, reads[k]) >= turn) return;
+        cpu_group d = {CPU_GROUP_NORM_SUMS, turn, -1, -1, -1, false, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, false,
+                       -1, -1, -1, -1, -1, {n->in[0], gy, n->in[2], -1, -1, -1, -1, dg, sb, false}};
+        int gid = add_group(x, NULL, 0, turn, false, &d);
+        int other = turn == dg ? sb : dg;
+        x->f->group[other] = gid, x->f->role[other] = TG_FUSE_OUTPUT;
+        return;
+    }
+}
+
+/* ---- the clip norm's sums of squares ---- */
+
+/* sum(x * x) over every axis, each x's square read only by its sum: all of
+ * them in one job at the first one's turn (each sum whole on one thread,
+ * squared and added as the mul and sum kernels do). */
+static void fuse_sumsq(fuse_ctx *x) {
+    const tg_graph *g = x->g;
+    cpu_groups *cg = x->cg;
+    int first = -1;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int s = 0; s < g->n; s++) {
+            const tg_node *sn = &g->nodes[s];
+            if (sn->op != TG_OP_SUM || !free_node(x, s) || !f32(x, s) || ir_numel(sn) != 1) continue;
+            int m = sn->in[0];
+            const tg_node *mn = node(x, m);
+            if (mn->op != TG_OP_MUL || mn->in[0] != mn->in[1] || !free_node(x, m) || x->uses[m] != 1 ||
+                x->pinned[m] || !f32(x, mn->in[0]) || ir_numel(mn) != ir_numel(node(x, mn->in[0])))
+                continue;
+            if (pass == 0) { /* the turn: the first such sum whose input is ready by then */
+                if (first < 0 && ready_at(x, mn->in[0]) < s) first = s;
+                continue;
+            }
+            if (ready_at(x, mn->in[0]) >= first || s < first) continue;
+            if (cg->n_sq == 0) {
+                cpu_group d = {CPU_GROUP_SUMSQ, first, -1, -1, -1, false, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, false,
+                               -1, -1, -1, -1, -1, {-1, -1, -1, -1, -1, -1, -1, -1, -1, false}};
+                add_group(x, NULL, 0, first, false, &d);
+            }
+            int gid = x->f->group[first];
+            x->f->group[m] = gid, x->f->role[m] = TG_FUSE_ABSORBED;
+            x->f->group[s] = gid, x->f->role[s] = TG_FUSE_OUTPUT;
+            cg->sq[cg->n_sq].x = mn->in[0], cg->sq[cg->n_sq].sum = s;
+            cg->n_sq++;
+        }
+        if (first < 0) return;
+    }
+}
+
+/* A kept softmax that only the attention backward reads is private to the
+ * two kernels: stored by keys, as the forward computes it down the query
+ * lanes, it needs no transpose on either side. */
+static void private_softmax(fuse_ctx *x) {
+    cpu_groups *cg = x->cg;
+    for (int i = 0; i < cg->n; i++) {
+        cpu_group *f = &cg->g[i];
+        if (f->kind != CPU_GROUP_ATTN_FWD || f->att < 0 || x->pinned[f->att]) continue;
+        bool private = true;
+        for (int r = x->rd0[f->att]; r < x->rd0[f->att + 1]; r++) { /* its own forward group, or a backward */
+            int gid = x->f->group[x->rd[r]];
+            private &= gid >= 0 && (gid == x->f->group[f->att] ||
+                                    (cg->g[gid].kind == CPU_GROUP_ATTN_BWD && cg->g[gid].att == f->att));
+        }
+        if (!private) continue;
+        f->att_cols = true;
+        for (int k = 0; k < cg->n; k++)
+            if (cg->g[k].kind == CPU_GROUP_ATTN_BWD && cg->g[k].att == f->att) cg->g[k].att_cols = true;
+    }
+}
+
+/* A split_heads permute whose every reader is an attention kernel is read
+ * in place, with strides: it needs no memory and no copy. */
+static void view_permutes(fuse_ctx *x) {
+    const cpu_groups *cg = x->cg;
+    for (int i = 0; i < x->g->n; i++) {
+        if (!heads_permute(x, i) || !free_node(x, i) || x->pinned[i] || x->uses[i] == 0) continue;
+        bool all = true;
+        for (int r = x->rd0[i]; r < x->rd0[i + 1]; r++) {
+            int gid = x->f->group[x->rd[r]];
+            all &= gid >= 0 && cg->g[gid].kind != CPU_GROUP_MATMUL;
+        }
+        if (all) x->f->role[i] = TG_FUSE_VIEW;
+    }
+}
+
+/* ---- a matmul with its epilogue ---- */
+
+/* matmul, then optionally its bias add, then optionally a residual add, or
+ * relu, or relu's gradient (as tg_gemm_epi applies them). */
+static void fuse_matmul(fuse_ctx *x, int mm_id) {
+    const tg_node *mm = node(x, mm_id);
+    if (!free_node(x, mm_id) || !f32(x, mm_id)) return;
+    int chain[3] = {mm_id}, len = 1, last = mm_id;
+    cpu_group d = {CPU_GROUP_MATMUL, -1, mm_id, -1, -1, false, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, false,
+                   -1, -1, -1, -1, -1, {-1, -1, -1, -1, -1, -1, -1, -1, -1, false}};
+    if (chain_link(x, mm_id, last)) {
+        const tg_node *n = node(x, x->reader[last]);
+        int other = n->nin == 2 ? (n->in[0] == last ? n->in[1] : n->in[0]) : -1;
+        if (n->op == TG_OP_ADD && other >= 0 && other != last && f32(x, other) && shape_eq(n->shape, mm->shape) &&
+            free_node(x, x->reader[last])) {
+            const tg_node *b = node(x, other);
+            int64_t N = mm->shape.d[mm->shape.ndim - 1];
+            if (ir_numel(b) == N && b->shape.ndim >= 1 && b->shape.d[b->shape.ndim - 1] == N)
+                d.bias = other, last = chain[len++] = x->reader[last];
+        }
+    }
+    if (chain_link(x, mm_id, last)) { /* a residual added to the product */
+        int k = x->reader[last];
+        const tg_node *n = node(x, k);
+        int other = n->nin == 2 ? (n->in[0] == last ? n->in[1] : n->in[0]) : -1;
+        if (n->op == TG_OP_ADD && free_node(x, k) && other >= 0 && other != last && f32(x, other) &&
+            shape_eq(node(x, other)->shape, mm->shape) && shape_eq(n->shape, mm->shape)) {
+            d.resid = other, last = chain[len++] = k;
+            goto done; /* nothing after a residual add */
+        }
+    }
+    if (chain_link(x, mm_id, last)) {
+        int k = x->reader[last];
+        const tg_node *n = node(x, k);
+        if (!free_node(x, k)) {
+        } else if (n->op == TG_OP_RELU && n->in[0] == last) {
+            d.relu = true;
+            last = chain[len++] = k;
+        } else if (n->op == TG_OP_RELU_GRAD && n->in[1] == last && n->in[0] != last && f32(x, n->in[0])) {
+            d.gate = n->in[0];
+            last = chain[len++] = k;
+        }
+    }
+done:
+    if (len == 1) return;
+    d.out = last;
+    /* The epilogue reads the gate or the residual element by element, just
+     * before it writes that element of C: so C may overwrite it if each C
+     * element is written once (no k blocks). */
+    bool inplace = false;
+    if (d.gate >= 0 || d.resid >= 0) {
+        void *in[TG_MAX_IN] = {0};
+        tg_gemm_args ga;
+        cpu_matmul_args(x->g, mm_id, NULL, in, &ga);
+        inplace = tg_gemm_single_pass(&ga);
+    }
+    add_group(x, chain, len - 1, last, inplace, &d);
+}
+
+static void groups_free(void *p) {
+    cpu_groups *cg = p;
+    if (cg) free(cg->g), free(cg->sq);
+    free(cg);
+}
+
+tg_status cpu_fuse(const tg_program *p, tg_fusion **out) {
+    *out = NULL;
+    if (cpu_generic_steps()) return TG_OK;
+    const tg_graph *g = p->g;
+    size_t n = (size_t)g->n + 1;
+    int n_edges = 0;
+    for (int i = 0; i < g->n; i++) n_edges += g->nodes[i].nin;
+    fuse_ctx x = {p, g, tg_fusion_new(g->n), tg_calloc(1, sizeof(cpu_groups)), tg_calloc(n, sizeof(int)),
+                  tg_calloc(n, sizeof(int)), tg_calloc(n, sizeof(bool)), tg_calloc(n + 1, sizeof(int)),
+                  tg_calloc((size_t)n_edges + 1, sizeof(int))};
+    if (x.cg) x.cg->g = tg_calloc(n, sizeof(cpu_group)), x.cg->sq = tg_calloc(n, sizeof *x.cg->sq);
+    if (!x.f || !x.cg || !x.cg->g || !x.cg->sq || !x.uses || !x.reader || !x.pinned || !x.rd0 || !x.rd) {
+        tg_fusion_free(x.f);
+        groups_free(x.cg);
+        free(x.uses), free(x.reader), free(x.pinned), free(x.rd0), free(x.rd);
+        return tg_fail(TG_ERR_NOMEM, "cpu: out of memory");
+    }
+    x.f->impl = x.cg;
+    x.f->impl_free = groups_free;
+    for (int i = 0; i < g->n; i++)
+        for (int k = 0; k < g->nodes[i].nin; k++) x.uses[g->nodes[i].in[k]]++, x.reader[g->nodes[i].in[k]] = i;
+    for (int i = 0; i < g->n; i++) x.rd0[i + 1] = x.rd0[i] + x.uses[i];
+    int *fill = x.reader; /* borrowed to fill the reader lists, then rebuilt */
+    for (int i = 0; i < g->n; i++) fill[i] = x.rd0[i];
+    for (int i = 0; i < g->n; i++)
+        for (int k = 0; k < g->nodes[i].nin; k++) x.rd[fill[g->nodes[i].in[k]]++] = i;
+    for (int i = 0; i < g->n; i++) x.reader[i] = x.uses[i] ? x.rd[x.rd0[i + 1] - 1] : -1;
+    if (p->result >= 0) x.pinned[p->result] = true;
+    for (int c = 0; c < g->n_caps; c++) x.pinned[g->caps[c].id] = true;
+    for (int i = 0; i < p->n_params; i++)
+        if (p->param_grad[i] >= 0) x.pinned[p->param_grad[i]] = true;
+    for (int w = 0; w < p->n_wb; w++) x.pinned[p->wb[w].src] = true;
+
+    for (int i = 0; i < g->n; i++) {
+        if (g->nodes[i].op == TG_OP_SOFTMAX_CAUSAL) fuse_attention_fwd(&x, i);
+        if (g->nodes[i].op == TG_OP_SOFTMAX_GRAD) fuse_attention_bwd(&x, i);
+    }
+    for (int i = 0; i < g->n; i++)
+        if (g->nodes[i].op == TG_OP_MATMUL) fuse_matmul(&x, i);
+        else if (g->nodes[i].op == TG_OP_ADAM_M) fuse_adam(&x, i);
+        else if (g->nodes[i].op == TG_OP_NORM_DX) fuse_norm_bwd(&x, i);
+        else if (g->nodes[i].op == TG_OP_NORM_DGAIN) fuse_norm_sums(&x, i);
+    fuse_sumsq(&x);
+    view_permutes(&x);
+    private_softmax(&x);
+
+    free(x.uses), free(x.reader), free(x.pinned), free(x.rd0), free(x.rd);
+    if (x.f->n_groups == 0) {
+        tg_fusion_free(x.f);
+        return TG_OK;
+    }
+    *out = x.f;
+    return TG_OK;
+}
