@@ -22,7 +22,11 @@
  * loads, so no transpose kernel ever runs. When the output has too few tiles
  * to fill the GPU and K is long (the weight gradients: [384 x 16384] x
  * [16384 x 1536]), K is split: phase 1 writes one partial product per
- * K-range into the workspace, phase 2 adds them in order and stores. */
+ * K-range into the workspace, phase 2 adds them in order and stores.
+ *
+ * Measured on the H200 (gpt_small step): BK 16 53.3 ms, 8 54.3, 32 62.1.
+ * The large tiles reach about 40 TFLOP/s on the weight gradients, less on
+ * the K = 384 products; the matmuls are most of gpt_small's step. */
 #include <stdio.h>
 
 #include "emit.h"
