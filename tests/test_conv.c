@@ -296,8 +296,8 @@ static void pooling_rules(void) {
 /* Pooling on data full of ties (four levels) and a few NaNs, against the
  * documented rule: the max (NaN if the window holds one), and the whole
  * gradient to the first element in row-major window order that equals it
- * (the first NaN for a NaN max). Exact, for the 2x2 fast path (AVX-512 and
- * plain C) and the general scan. */
+ * (the first NaN for a NaN max). Exact, for the 2x2 fast paths (pool2x2.c,
+ * the index table in AVX-512 and plain C) and the general scan. */
 typedef struct {
     int k, s, p;
     tg_shape xs;
@@ -316,6 +316,8 @@ static void pool_against_reference(void) {
     static const pool_cfg cfgs[] = {
         {2, 2, 0, {4, {2, 3, 7, 9}}}, {2, 2, 0, {4, {1, 2, 8, 40}}}, {3, 2, 1, {4, {2, 2, 7, 6}}},
         {2, 1, 1, {4, {1, 3, 5, 4}}}, {3, 3, 0, {4, {2, 2, 9, 7}}},
+        /* pool2x2.c's shapes: Wo dividing 16 (a partial last block of 16), 16 dividing Wo */
+        {2, 2, 0, {4, {3, 5, 8, 8}}}, {2, 2, 0, {4, {1, 3, 4, 4}}}, {2, 2, 0, {4, {1, 2, 6, 64}}},
     };
     for (int ci = 0; ci < (int)(sizeof cfgs / sizeof cfgs[0]); ci++) {
         pcfg = cfgs[ci];

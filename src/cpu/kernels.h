@@ -102,6 +102,9 @@ TG_CPU_KERNEL(cpu_conv2d_grad_input);
 TG_CPU_KERNEL(cpu_conv2d_grad_weight);
 TG_CPU_KERNEL(cpu_max_pool2d);
 TG_CPU_KERNEL(cpu_max_pool2d_grad);
+/* pool2x2.c: 2x2 / stride 2 pooling over planes it tiles, on AVX-512; false when it does not apply */
+bool cpu_pool2x2(cpu_ctx *c, const tg_node *n, tg_shape xs, const float *x, const float *y, const float *gy,
+                 float *out);
 TG_CPU_KERNEL(cpu_upsample2d);
 TG_CPU_KERNEL(cpu_upsample2d_grad);
 /* Tests: run conv2d and its gradients through the direct loops on every

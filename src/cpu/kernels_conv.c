@@ -803,10 +803,15 @@ static pool_job pool_setup(cpu_ctx *c, const tg_node *n, tg_shape xs, tg_shape y
     return j;
 }
 
+/* The 2x2 path (pool2x2.c) stands in for the index table, so the tests'
+ * switches that turn the table or AVX-512 off turn it off too. */
+static bool pool2x2_ok(void) { return !cpu_conv_force_generic && cpu_conv_table_max > 0; }
+
 /* x [N, C, H, W] -> y [N, C, Ho, Wo] */
 TG_CPU_KERNEL(cpu_max_pool2d) {
     const tg_node *n = ir_node(g, id);
     tg_shape xs = ir_node(g, n->in[0])->shape;
+    if (pool2x2_ok() && cpu_pool2x2(c, n, xs, in[0], NULL, NULL, out)) return;
     pool_job j = pool_setup(c, n, xs, n->shape, in, out);
     int64_t planes = xs.d[0] * xs.d[1], work = j.Ho * j.Wo * j.kh * j.kw;
     if (j.idx) cpu_parallel(c, planes / j.group, grain_rows(work * j.group), pool_groups, &j);
@@ -817,6 +822,7 @@ TG_CPU_KERNEL(cpu_max_pool2d) {
 TG_CPU_KERNEL(cpu_max_pool2d_grad) {
     const tg_node *n = ir_node(g, id);
     tg_shape ys = ir_node(g, n->in[1])->shape;
+    if (pool2x2_ok() && cpu_pool2x2(c, n, n->shape, in[0], in[1], in[2], out)) return;
     pool_job j = pool_setup(c, n, n->shape, ys, in, out);
     int64_t planes = ys.d[0] * ys.d[1], work = j.Ho * j.Wo * j.kh * j.kw;
     if (j.idx) cpu_parallel(c, planes / j.group, grain_rows(work * j.group), pool_groups, &j);
