@@ -30,6 +30,7 @@
 
 #include "cpu.h"
 #include "kernels.h"
+#include "vec.h"
 
 #define GRAIN 16384 /* elements per parallel task */
 static int64_t grain_rows(int64_t row_len) { return 1 + GRAIN / (row_len > 0 ? row_len : 1); }
@@ -894,7 +895,7 @@ static bool pool2x2_ok(void) { return !cpu_conv_force_generic && cpu_conv_table_
 TG_CPU_KERNEL(cpu_max_pool2d) {
     const tg_node *n = ir_node(g, id);
     tg_shape xs = ir_node(g, n->in[0])->shape;
-    if (pool2x2_ok() && cpu_pool2x2(c, n, xs, in[0], NULL, NULL, out)) return;
+    if (pool2x2_ok() && cpu_pool2x2(c, n, xs, in[0], NULL, NULL, false, out)) return;
     pool_job j = pool_setup(c, n, xs, n->shape, in, out);
     int64_t planes = xs.d[0] * xs.d[1], work = j.Ho * j.Wo * j.kh * j.kw;
     if (j.idx) cpu_parallel(c, planes / j.group, grain_rows(work * j.group), pool_groups, &j);
@@ -905,11 +906,30 @@ TG_CPU_KERNEL(cpu_max_pool2d) {
 TG_CPU_KERNEL(cpu_max_pool2d_grad) {
     const tg_node *n = ir_node(g, id);
     tg_shape ys = ir_node(g, n->in[1])->shape;
-    if (pool2x2_ok() && cpu_pool2x2(c, n, n->shape, in[0], in[1], in[2], out)) return;
+    if (pool2x2_ok() && cpu_pool2x2(c, n, n->shape, in[0], in[1], in[2], false, out)) return;
     pool_job j = pool_setup(c, n, n->shape, ys, in, out);
     int64_t planes = ys.d[0] * ys.d[1], work = j.Ho * j.Wo * j.kh * j.kw;
     if (j.idx) cpu_parallel(c, planes / j.group, grain_rows(work * j.group), pool_groups, &j);
     else cpu_parallel(c, planes, grain_rows(work), pool_grad_planes, &j);
+}
+
+typedef struct {
+    const float *x;
+    float *dx;
+} relu_pass;
+
+static void relu_grad_inplace(void *arg, int64_t lo, int64_t hi) {
+    const relu_pass *j = arg;
+    vec_best()->relu_grad(hi - lo, j->dx + lo, j->x + lo, j->dx + lo);
+}
+
+/* x [N, C, H, W] (a relu's output), y, gy [N, C, Ho, Wo] -> dx [N, C, H, W] */
+void cpu_max_pool2d_grad_relu(cpu_ctx *c, const tg_graph *g, int pg, void *out, void *const *in) {
+    const tg_node *n = ir_node(g, pg);
+    if (pool2x2_ok() && cpu_pool2x2(c, n, n->shape, in[0], in[1], in[2], true, out)) return;
+    cpu_max_pool2d_grad(c, g, pg, out, in);
+    relu_pass j = {in[0], out};
+    cpu_parallel(c, ir_numel(n), GRAIN, relu_grad_inplace, &j);
 }
 
 /* ---- nearest upsampling ---- */

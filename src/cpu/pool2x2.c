@@ -26,6 +26,7 @@ typedef struct {
     const float *x, *y, *gy; /* x [planes*H*W]; y, gy [planes*Ho*Wo] (backward) */
     float *out;
     int64_t n_out, Wo, W, row_blocks; /* row_blocks: blocks per output row (16 | Wo), else 0 */
+    bool relu;                        /* backward: x is a relu's output, whose gradient rides along */
     int32_t tap[4][16];               /* window offset (0..63) of each lane's tap (i, j), tap = 2i + j */
     int32_t inv[4][16];               /* window offset 16k + l <- lane (16 * tap + p) of the four taps */
 } pool2_job;
@@ -85,6 +86,8 @@ AVX512 static void grad_blocks(void *arg, int64_t lo, int64_t hi) {
         load_window(j->x, x0, d, valid, v);
         __m512 m = _mm512_maskz_loadu_ps(k, j->y + o);
         __m512 gy = _mm512_add_ps(_mm512_setzero_ps(), _mm512_maskz_loadu_ps(k, j->gy + o));
+        /* relu_grad(x, dx) = dx where x > 0: the winner equals the max */
+        if (j->relu) gy = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(m, _mm512_setzero_ps(), _CMP_GT_OQ), gy);
         __mmask16 mnan = _mm512_cmp_ps_mask(m, m, _CMP_UNORD_Q), found = 0;
         for (int t = 0; t < 4; t++) { /* the first tap equal to the max (the first NaN for a NaN max) */
             __m512 e = pick64(v, _mm512_loadu_si512(j->tap[t]));
@@ -100,14 +103,15 @@ AVX512 static void grad_blocks(void *arg, int64_t lo, int64_t hi) {
 }
 
 /* x [N, C, H, W] -> out: y [N, C, Ho, Wo], or with y and gy [N, C, Ho, Wo]
- * (the backward) dx [N, C, H, W]. False when the shape or CPU does not fit. */
+ * (the backward) dx [N, C, H, W], times relu's gradient if `relu` (x being
+ * a relu's output). False when the shape or CPU does not fit. */
 bool cpu_pool2x2(cpu_ctx *c, const tg_node *n, tg_shape xs, const float *x, const float *y, const float *gy,
-                 float *out) {
+                 bool relu, float *out) {
     int64_t H = xs.d[2], W = xs.d[3], Ho = H / 2, Wo = W / 2, planes = xs.d[0] * xs.d[1];
     bool fits = n->ia[5] == 2 && n->ia[6] == 2 && n->ia[0] == 2 && n->ia[1] == 2 && n->ia[2] == 0 && n->ia[3] == 0 &&
                 H % 2 == 0 && W % 2 == 0 && Wo > 0 && (16 % Wo == 0 || Wo % 16 == 0);
     if (!fits || !__builtin_cpu_supports("avx512f")) return false;
-    pool2_job j = {x, y, gy, out, planes * Ho * Wo, Wo, W, Wo % 16 == 0 ? Wo / 16 : 0, {{0}}, {{0}}};
+    pool2_job j = {x, y, gy, out, planes * Ho * Wo, Wo, W, Wo % 16 == 0 ? Wo / 16 : 0, relu, {{0}}, {{0}}};
     for (int t = 0; t < 4; t++)
         for (int p = 0; p < 16; p++) {
             int i = t >> 1, jj = t & 1;
@@ -122,7 +126,7 @@ bool cpu_pool2x2(cpu_ctx *c, const tg_node *n, tg_shape xs, const float *x, cons
 }
 #else
 bool cpu_pool2x2(cpu_ctx *c, const tg_node *n, tg_shape xs, const float *x, const float *y, const float *gy,
-                 float *out) {
+                 bool relu, float *out) {
     return false;
 }
 #endif
