@@ -427,8 +427,8 @@ int64_t cpu_conv_table_max = 65536;
 static int64_t chunk_images(const conv_geom *q) {
     int64_t per = (q->Kc + q->Og) * q->P;
     int64_t nb = cpu_conv_scratch_floats / (per > 0 ? per : 1);
-    if (nb < 1) nb = 1;
     if (nb > q->N) nb = q->N;
+    if (nb < 1) return 1; /* also for an empty batch: no chunks */
     int64_t chunks = (q->N + nb - 1) / nb;
     return (q->N + chunks - 1) / chunks;
 }
@@ -615,7 +615,8 @@ static bool conv_dw_gemm(cpu_ctx *c, const conv_geom *q, const float *x, const f
     int64_t KO = q->Kc * q->Og;
     tg_gemm_args ga = {.batch = 1, .M = q->Kc, .N = q->Og, .K = r.nb * q->P, .lda = r.nb * q->P,
                        .ldb = r.nb * q->P, .ldc = q->Og, .tb = true};
-    if (!conv_setup(c, q, false, r.chunks * q->G * KO, &ga, &r)) return false;
+    if (!conv_setup(c, q, false, (r.chunks ? r.chunks : 1) * q->G * KO, &ga, &r)) return false;
+    if (r.chunks == 0) memset(r.part, 0, sizeof(float) * (size_t)(q->G * KO)); /* an empty batch: dW = 0 */
     tg_pool_run(c->pool, (int)r.chunks, dw_block, &r);
     /* Blocks added into the first along contiguous rows (vectorized), then
      * transposed: summing down the strided columns cost a tenth of the step. */
