@@ -8,6 +8,7 @@
 #include <math.h>
 
 #include "check.h"
+#include "cpu/cpu.h"
 #include "cpu/kernels.h"
 
 static int64_t default_budget, default_tables; /* cpu_conv_scratch_floats, _table_max as the library sets them */
@@ -296,8 +297,8 @@ static void pooling_rules(void) {
 /* Pooling on data full of ties (four levels) and a few NaNs, against the
  * documented rule: the max (NaN if the window holds one), and the whole
  * gradient to the first element in row-major window order that equals it
- * (the first NaN for a NaN max). Exact, for the 2x2 fast path (AVX-512 and
- * plain C) and the general scan. */
+ * (the first NaN for a NaN max). Exact, for the 2x2 fast paths (pool2x2.c,
+ * the index table in AVX-512 and plain C) and the general scan. */
 typedef struct {
     int k, s, p;
     tg_shape xs;
@@ -316,6 +317,8 @@ static void pool_against_reference(void) {
     static const pool_cfg cfgs[] = {
         {2, 2, 0, {4, {2, 3, 7, 9}}}, {2, 2, 0, {4, {1, 2, 8, 40}}}, {3, 2, 1, {4, {2, 2, 7, 6}}},
         {2, 1, 1, {4, {1, 3, 5, 4}}}, {3, 3, 0, {4, {2, 2, 9, 7}}},
+        /* pool2x2.c's shapes: Wo dividing 16 (a partial last block of 16), 16 dividing Wo */
+        {2, 2, 0, {4, {3, 5, 8, 8}}}, {2, 2, 0, {4, {1, 3, 4, 4}}}, {2, 2, 0, {4, {1, 2, 6, 64}}},
     };
     for (int ci = 0; ci < (int)(sizeof cfgs / sizeof cfgs[0]); ci++) {
         pcfg = cfgs[ci];
@@ -371,6 +374,54 @@ static void pool_against_reference(void) {
         cpu_conv_force_generic = false;
         cpu_conv_table_max = default_tables;
         free(pool_x), free(pool_R), free(y), free(gx), free(ry), free(rgx);
+    }
+}
+
+/* relu then pooling: the backward's fused relu_grad(max_pool2d_grad) step
+ * (pool2x2.c's pass, or the two kernels when that does not apply) gives the
+ * same bits as the separate op-table kernels. Data with ties, negatives and
+ * zeros, so windows whose max the relu clipped to 0 are covered. */
+static tg_tensor relu_pool_loss(tg_graph *g, void *u) {
+    tg_tensor y = tg_max_pool2d(tg_relu(tg_use(g, *(tg_param *)u)), 2, 0, 0);
+    tg_tensor R = tg_constant(g, tg_tensor_shape(y), pool_R);
+    return tg_sum(tg_mul(y, R), TG_ALL, false);
+}
+
+static bool relu_pool_grad(tg_shape xs, const float *x, float *gx, int64_t nx) {
+    tg_model *mo = tg_model_new();
+    tg_param p = tg_model_param(mo, "x", xs, tg_init_values(x));
+    tg_train_spec spec = {.model = mo, .loss = relu_pool_loss, .user = &p, .optim = {.kind = TG_OPT_NONE}, .threads = 2};
+    tg_session *s = NULL;
+    bool ok = tg_session_new(&spec, &s) == TG_OK && tg_session_step(s, NULL, 0, NULL) == TG_OK &&
+              tg_session_get_grad(s, "x", gx, nx) == TG_OK;
+    tg_session_free(s);
+    tg_model_free(mo);
+    return ok;
+}
+
+static void relu_pool_fused(void) {
+    static const tg_shape shapes[] = {{4, {4, 8, 8, 8}}, {4, {2, 3, 6, 64}}, {4, {2, 3, 7, 9}}};
+    for (int si = 0; si < 3; si++) {
+        tg_shape xs = shapes[si];
+        int64_t nx = xs.d[0] * xs.d[1] * xs.d[2] * xs.d[3], ny = xs.d[0] * xs.d[1] * (xs.d[2] / 2) * (xs.d[3] / 2);
+        float *x = malloc(sizeof(float) * (size_t)nx), *gf = malloc(sizeof(float) * (size_t)nx);
+        float *gs = malloc(sizeof(float) * (size_t)nx);
+        pool_R = malloc(sizeof(float) * (size_t)ny);
+        for (int64_t i = 0; i < nx; i++) x[i] = (float)((int)((urand() + 1.0f) * 2.0f)) * 0.5f - 1.0f;
+        for (int64_t i = 0; i < ny; i++) pool_R[i] = urand();
+        for (int generic = 0; generic < 2; generic++) { /* pool2x2.c where it applies; the two kernels */
+            cpu_conv_force_generic = generic;
+            tg_cpu_use_generic_steps(true);
+            bool ok = relu_pool_grad(xs, x, gs, nx);
+            tg_cpu_use_generic_steps(false);
+            ok = ok && relu_pool_grad(xs, x, gf, nx);
+            int bad = 0;
+            for (int64_t i = 0; ok && i < nx; i++) bad += memcmp(&gf[i], &gs[i], sizeof(float)) != 0;
+            CHECK(ok && bad == 0, "relu + pool shape %d (%s): %d fused gradients differ (%s)", si,
+                  generic ? "plain C" : "default", bad, ok ? "" : tg_last_error());
+        }
+        cpu_conv_force_generic = false;
+        free(x), free(gf), free(gs), free(pool_R);
     }
 }
 
@@ -500,6 +551,7 @@ int main(void) {
     grouped_equals_block_diagonal();
     pooling_rules();
     pool_against_reference();
+    relu_pool_fused();
     conv_layer();
     errors();
     return check_summary("test_conv");

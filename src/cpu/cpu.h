@@ -79,6 +79,12 @@ typedef struct tg_gemm_args {
     const tg_gemm_epi *epi; /* NULL: none */
 } tg_gemm_args;
 void tg_gemm(tg_pool *pool, const tg_gemm_args *a);
+/* The same product on the calling thread alone (inside a pool task), with
+ * `buf` of tg_gemm_serial_floats(a) floats, 64-byte aligned, for packing.
+ * Its bits depend on the shape alone, like tg_gemm's, though they may
+ * differ from tg_gemm's where that splits K (weight-gradient shapes). */
+size_t tg_gemm_serial_floats(const tg_gemm_args *a);
+void tg_gemm_serial(const tg_gemm_args *a, float *buf);
 /* Which micro-kernel tg_gemm uses on this machine ("avx512 12x32", ...). */
 const char *tg_gemm_kernel_name(void);
 /* Tests: use the portable kernel (the one CPUs without AVX-512 get). */

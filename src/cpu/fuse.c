@@ -404,6 +404,23 @@ static void view_permutes(fuse_ctx *x) {
     }
 }
 
+/* ---- max pooling's gradient with the relu's before it ---- */
+
+/* relu_grad(x, max_pool2d_grad(x, y, gy)), x being the relu's output that
+ * was pooled: the pooling gradient's pass applies the relu's (each window
+ * sends its gradient to one element, equal to the window's max), which
+ * saves a pass over dx and dx's memory. */
+static void fuse_pool_relu(fuse_ctx *x, int rg) {
+    const tg_node *n = node(x, rg);
+    int pg = n->in[1];
+    if (!free_node(x, rg) || !f32(x, rg) || node(x, pg)->op != TG_OP_MAX_POOL2D_GRAD || !absorbable(x, pg) ||
+        node(x, pg)->in[0] != n->in[0] || !f32(x, pg) || !shape_eq(n->shape, node(x, pg)->shape))
+        return;
+    cpu_group d = {CPU_GROUP_POOL_RELU, rg, pg, -1, -1, false, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, false,
+                   -1, -1, -1, -1, -1, {-1, -1, -1, -1, -1, -1, -1, -1, -1, false}};
+    add_group(x, &pg, 1, rg, false, &d);
+}
+
 /* ---- a matmul with its epilogue ---- */
 
 /* matmul, then optionally its bias add, then optionally a residual add, or
@@ -511,6 +528,7 @@ tg_status cpu_fuse(const tg_program *p, tg_fusion **out) {
         else if (g->nodes[i].op == TG_OP_ADAM_M) fuse_adam(&x, i);
         else if (g->nodes[i].op == TG_OP_NORM_DX) fuse_norm_bwd(&x, i);
         else if (g->nodes[i].op == TG_OP_NORM_DGAIN) fuse_norm_sums(&x, i);
+        else if (g->nodes[i].op == TG_OP_RELU_GRAD) fuse_pool_relu(&x, i);
     fuse_sumsq(&x);
     view_permutes(&x);
     private_softmax(&x);

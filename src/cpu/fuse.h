@@ -12,7 +12,8 @@ typedef enum {
     CPU_GROUP_ADAM,     /* adam_m, adam_v, adam_p of one param, with the gradient's clip scale */
     CPU_GROUP_NORM_BWD, /* norm_stats, norm_dx [+ the residual gradient's add] [+ the recomputed norm] */
     CPU_GROUP_NORM_SUMS, /* norm_dgain and the bias gradient's column sum of the same gy */
-    CPU_GROUP_SUMSQ      /* every sum(g * g) over all axes (the clip norm's terms): cpu_groups.sq */
+    CPU_GROUP_SUMSQ,     /* every sum(g * g) over all axes (the clip norm's terms): cpu_groups.sq */
+    CPU_GROUP_POOL_RELU  /* relu_grad(x, max_pool2d_grad(x, y, gy)): mm = the pooling gradient */
 } cpu_group_kind;
 
 typedef struct {

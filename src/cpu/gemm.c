@@ -384,6 +384,12 @@ static void gemm_serial(const tg_gemm_args *g, const tg_ukernel *uk, float *buf)
     }
 }
 
+size_t tg_gemm_serial_floats(const tg_gemm_args *g) { return serial_scratch(g, pick()) + 16; }
+
+void tg_gemm_serial(const tg_gemm_args *g, float *buf) {
+    if (g->batch > 0 && g->M > 0 && g->N > 0) gemm_serial(g, pick(), buf);
+}
+
 typedef struct {
     const tg_gemm_args *g;
     const tg_ukernel *uk;

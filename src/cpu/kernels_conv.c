@@ -1,18 +1,20 @@
 /* CPU kernels of the convolution family (issue 4), all NCHW f32.
  *
- * conv2d and its two backward ops go through tg_gemm on im2col panels. A
- * chunk of `nb` images is unfolded, one group at a time, into
+ * conv2d and its two backward ops are GEMMs on im2col panels. A chunk of
+ * `nb` images is unfolded, one group at a time, into
  *     col [Kc, nb*P]    Kc = C/G * kH * kW rows, column nl*P + p = image nl, output pixel p
  * and then
  *     forward       Y  [Og, nb*P] = W_g [Og, Kc] @ col            (Y scattered into out)
  *     input grad    dcol [Kc, nb*P] = W_g^T @ gyP [Og, nb*P]      (dcol folded back: col2im)
  *     weight grad   dW_g [Og, Kc] += gyP @ col^T                  (contracts over every pixel of the chunk)
- * where gyP is gy's group rows gathered image after image. The chunk size
- * depends on the shapes only (a fixed scratch budget), never on the thread
- * count, and every phase either runs in tg_gemm (bitwise independent of the
- * thread count) or gives each thread whole output planes to itself, so
+ * where gyP is gy's group rows gathered image after image. A chunk runs
+ * whole on one thread (unfold, tg_gemm_serial, fold back), and the threads
+ * share out the chunks (see conv_run). The chunk size depends on the
+ * shapes only (a fixed per-thread budget), never on the thread count, so
  * results are the same for any TG_THREADS. The weight gradient never has a
- * per-image intermediate: chunks add into dW in image order.
+ * per-image intermediate: a fixed number of blocks of images (at most
+ * DW_BLOCKS) each sum their chunks in image order, and dW adds the blocks
+ * in order.
  *
  * Unfolding (im2col) and folding back (col2im) go through index tables
  * built once per call, shared by every plane, 16 lanes at a time (AVX-512
@@ -28,13 +30,16 @@
 
 #include "cpu.h"
 #include "kernels.h"
+#include "vec.h"
 
 #define GRAIN 16384 /* elements per parallel task */
 static int64_t grain_rows(int64_t row_len) { return 1 + GRAIN / (row_len > 0 ? row_len : 1); }
 
-/* The im2col budget per chunk (1 MB: the unfolded panel stays in L2 between
- * being written and being multiplied); tests shrink it to force many chunks. */
-int64_t cpu_conv_scratch_floats = (int64_t)1 << 18;
+/* The panels' budget per chunk (128 KB: col and Y stay in the core's L2,
+ * and the digits CNN's batch of 64 makes four to six chunks, enough to keep
+ * two threads even; 1 MB chunks left one thread idle). Tests shrink it to
+ * force many chunks. */
+int64_t cpu_conv_scratch_floats = (int64_t)1 << 15;
 
 void *cpu_scratch(cpu_ctx *c, size_t bytes) {
     if (c->scratch_bytes < bytes) {
@@ -350,14 +355,6 @@ static void im2col_planes(void *arg, int64_t lo, int64_t hi) {
     }
 }
 
-/* im2col of the chunk's group gi into col. */
-static void im2col(cpu_ctx *c, chunk_job *j) {
-    const conv_geom *q = j->q;
-    int64_t kk = q->kh * q->kw;
-    if (j->unfold) cpu_parallel(c, q->Cg * kk, grain_rows(j->nb * q->P), im2col_table_rows, j);
-    else cpu_parallel(c, j->nb * q->Cg, grain_rows(q->P * kk), im2col_planes, j);
-}
-
 /* Rows (nl, o): Y[o, nl*P ..] (+ bias[gi*Og + o]) -> out[n0+nl, gi*Og + o, ..] */
 static void scatter_rows(void *arg, int64_t lo, int64_t hi) {
     const chunk_job *j = arg;
@@ -425,28 +422,144 @@ static void col2im_planes(void *arg, int64_t lo, int64_t hi) {
  * loops run. Tests set 0 to run them on every shape. */
 int64_t cpu_conv_table_max = 65536;
 
-/* Images per chunk: as many as fit the scratch budget, at least one. */
+/* Images per chunk: as many as fit the per-thread budget (at least one),
+ * evened out so the chunks are the same size but for the last. */
 static int64_t chunk_images(const conv_geom *q) {
     int64_t per = (q->Kc + q->Og) * q->P;
     int64_t nb = cpu_conv_scratch_floats / (per > 0 ? per : 1);
-    if (nb < 1) nb = 1;
-    return nb > q->N ? q->N : nb;
+    if (nb > q->N) nb = q->N;
+    if (nb < 1) return 1; /* also for an empty batch: no chunks */
+    int64_t chunks = (q->N + nb - 1) / nb;
+    return (q->N + chunks - 1) / chunks;
 }
 
-/* The scratch of one conv kernel call: col [Kc, nb*P], y [Og, nb*P], tmp
- * [Og, Kc], and the index tables when they are small enough. */
-static bool conv_scratch(cpu_ctx *c, const conv_geom *q, bool fold, chunk_job *j, float **tmp) {
-    int64_t nb = chunk_images(q), kk = q->kh * q->kw;
-    int64_t col_n = (q->Kc * nb * q->P + 15) & ~(int64_t)15, y_n = (q->Og * nb * q->P + 15) & ~(int64_t)15;
-    int64_t t_n = (q->Og * q->Kc + 15) & ~(int64_t)15;
-    int64_t tab_n = fold ? kk * q->H * q->W : kk * q->P;
+/* The weight gradient's partial sums: at most this many [Kc, Og] blocks,
+ * whatever the batch. */
+#define DW_BLOCKS 8
+
+/* One conv kernel call split by images over the pool: each task takes
+ * whole chunks and runs unfold, product and fold-back on its own thread,
+ * in its own slice of the scratch, so a chunk's panels never leave the
+ * core that wrote them and the call has one barrier. (Splitting each phase
+ * over the threads instead cost a barrier per phase and sent the panels
+ * across cores; on the digits CNN two threads ran no faster than one.)
+ * Chunks depend on the shape alone and each runs the same serial product,
+ * so results do not depend on the thread count. */
+typedef struct {
+    const conv_geom *q;
+    const float *x, *w, *gy, *bias;
+    float *out;
+    const int32_t *unfold, *fold;
+    float *buf;            /* per thread: col, y, tmp [Kc, Og], the product's packing */
+    int64_t per_thread;    /* floats of each thread's slice */
+    int64_t nb, chunks;    /* images per chunk; chunks, or (weight gradient) blocks of images */
+    float *part;           /* weight gradient: the blocks' sums, [chunks][Kc * Og] */
+    const conv_rows *rows;
+} conv_run;
+
+static int64_t pad16(int64_t n) { return (n + 15) & ~(int64_t)15; }
+
+/* The chunk job of images [n0, n0 + nb) on thread `thread`'s slice. */
+static chunk_job chunk_at(const conv_run *r, int thread, int64_t n0, int64_t nb, float **tmp, float **gbuf) {
+    const conv_geom *q = r->q;
+    float *b = r->buf + thread * r->per_thread;
+    int64_t col_n = pad16(q->Kc * r->nb * q->P), y_n = pad16(q->Og * r->nb * q->P);
+    chunk_job j = {q, r->x, r->w, r->gy, r->bias, r->out, b, b + col_n, n0, nb, 0, r->rows, r->unfold, r->fold};
+    *tmp = b + col_n + y_n;
+    *gbuf = *tmp + pad16(q->Kc * q->Og);
+    return j;
+}
+
+static void unfold_chunk(const chunk_job *j) {
+    const conv_geom *q = j->q;
+    if (j->unfold) im2col_table_rows((void *)j, 0, q->Cg * q->kh * q->kw);
+    else im2col_planes((void *)j, 0, j->nb * q->Cg);
+}
+
+/* Chunk `task`: y [nb, O, Ho, Wo] = conv(x [nb, C, H, W]) (+ bias), group by group. */
+static void fwd_chunk(void *arg, int task, int thread) {
+    const conv_run *r = arg;
+    const conv_geom *q = r->q;
+    int64_t n0 = task * r->nb, nb = q->N - n0 < r->nb ? q->N - n0 : r->nb;
+    float *tmp, *gbuf;
+    chunk_job j = chunk_at(r, thread, n0, nb, &tmp, &gbuf);
+    for (j.gi = 0; j.gi < q->G; j.gi++) {
+        unfold_chunk(&j);
+        bool direct_out = nb == 1; /* one image: Y's rows are out's rows, the product lands in place */
+        tg_gemm_args ga = {.batch = 1, .M = q->Og, .N = nb * q->P, .K = q->Kc, .A = r->w + j.gi * q->Og * q->Kc,
+                           .B = j.col, .C = direct_out ? r->out + (n0 * q->O + j.gi * q->Og) * q->P : j.y,
+                           .lda = q->Kc, .ldb = nb * q->P, .ldc = nb * q->P};
+        tg_gemm_serial(&ga, gbuf);
+        if (!direct_out) scatter_rows(&j, 0, nb * q->Og);
+        else if (j.bias) bias_rows(&j, 0, q->Og);
+    }
+}
+
+/* Chunk `task`: dx [nb, C, H, W] from gy [nb, O, Ho, Wo], group by group. */
+static void dx_chunk(void *arg, int task, int thread) {
+    const conv_run *r = arg;
+    const conv_geom *q = r->q;
+    int64_t n0 = task * r->nb, nb = q->N - n0 < r->nb ? q->N - n0 : r->nb;
+    float *tmp, *gbuf;
+    chunk_job j = chunk_at(r, thread, n0, nb, &tmp, &gbuf);
+    for (j.gi = 0; j.gi < q->G; j.gi++) {
+        const float *b = r->gy + (n0 * q->O + j.gi * q->Og) * q->P; /* one image: gy's rows as they lie */
+        if (nb > 1) {
+            gather_rows(&j, 0, nb * q->Og);
+            b = j.y;
+        }
+        tg_gemm_args ga = {.batch = 1, .M = q->Kc, .N = nb * q->P, .K = q->Og, .A = r->w + j.gi * q->Og * q->Kc,
+                           .B = b, .C = j.col, .lda = q->Kc, .ldb = nb * q->P, .ldc = nb * q->P, .ta = true};
+        tg_gemm_serial(&ga, gbuf);
+        col2im_planes(&j, 0, nb * q->Cg);
+    }
+}
+
+/* Block `task` of images: part[task] [G][Kc, Og] = the sum over its chunks,
+ * in image order, of col [Kc, K] @ gyP^T (K = the chunk's pixels). The
+ * product with the long K as the streamed dimension and gyP read as B^T
+ * runs markedly faster in the GEMM than gyP @ col^T. */
+static void dw_block(void *arg, int task, int thread) {
+    const conv_run *r = arg;
+    const conv_geom *q = r->q;
+    int64_t b0 = q->N * task / r->chunks, b1 = q->N * (task + 1) / r->chunks;
+    int64_t sub = (b1 - b0 + r->nb - 1) / r->nb, nb = sub ? (b1 - b0 + sub - 1) / sub : 1;
+    float *part = r->part + task * q->G * q->Kc * q->Og;
+    for (int64_t n0 = b0; n0 < b1; n0 += nb) {
+        float *tmp, *gbuf;
+        chunk_job j = chunk_at(r, thread, n0, b1 - n0 < nb ? b1 - n0 : nb, &tmp, &gbuf);
+        for (j.gi = 0; j.gi < q->G; j.gi++) {
+            unfold_chunk(&j);
+            const float *b = r->gy + (n0 * q->O + j.gi * q->Og) * q->P;
+            if (j.nb > 1) {
+                gather_rows(&j, 0, j.nb * q->Og);
+                b = j.y;
+            }
+            float *dst = part + j.gi * q->Kc * q->Og;
+            tg_gemm_args ga = {.batch = 1, .M = q->Kc, .N = q->Og, .K = j.nb * q->P, .A = j.col, .B = b,
+                               .C = n0 == b0 ? dst : tmp, .lda = j.nb * q->P, .ldb = j.nb * q->P, .ldc = q->Og,
+                               .tb = true};
+            tg_gemm_serial(&ga, gbuf);
+            for (int64_t i = 0; n0 > b0 && i < q->Kc * q->Og; i++) dst[i] += tmp[i];
+        }
+    }
+}
+
+/* Sets up r for a call: the index tables (shared, built here) and every
+ * thread's slice, in c's scratch, sized for the largest chunk's product
+ * `ga` (its pointers unset). False when the scratch cannot grow. */
+static bool conv_setup(cpu_ctx *c, const conv_geom *q, bool fold, int64_t part_floats, const tg_gemm_args *ga,
+                       conv_run *r) {
+    int64_t kk = q->kh * q->kw, th = tg_pool_threads(c->pool);
+    int64_t tab_n = pad16(fold ? kk * q->H * q->W : kk * q->P);
     if (tab_n > cpu_conv_table_max) tab_n = 0;
-    float *buf = cpu_scratch(c, sizeof(float) * (size_t)(col_n + y_n + t_n + tab_n + 16));
+    r->per_thread = pad16(q->Kc * r->nb * q->P) + pad16(q->Og * r->nb * q->P) + pad16(q->Kc * q->Og) +
+                    pad16((int64_t)tg_gemm_serial_floats(ga));
+    float *buf = cpu_scratch(c, sizeof(float) * (size_t)(th * r->per_thread + pad16(part_floats) + tab_n));
     if (!buf) return false;
-    j->col = buf, j->y = buf + col_n, j->nb = nb, j->rows = rows_best();
-    if (tmp) *tmp = buf + col_n + y_n;
-    int32_t *tab = tab_n ? (int32_t *)(buf + col_n + y_n + t_n) : NULL;
-    j->unfold = j->fold = NULL;
+    r->buf = buf, r->part = buf + th * r->per_thread, r->rows = rows_best();
+    int32_t *tab = tab_n ? (int32_t *)(r->part + pad16(part_floats)) : NULL;
+    r->unfold = r->fold = NULL;
     if (!tab) return true;
     for (int64_t i = 0; i < q->kh; i++)
         for (int64_t jj = 0; jj < q->kw; jj++) {
@@ -468,83 +581,55 @@ static bool conv_scratch(cpu_ctx *c, const conv_geom *q, bool fold, chunk_job *j
                     }
             }
         }
-    if (fold) j->fold = tab;
-    else j->unfold = tab;
+    if (fold) r->fold = tab;
+    else r->unfold = tab;
     return true;
 }
-
 
 /* Returns false when the scratch cannot be had (the caller runs the direct loops). */
 static bool conv_fwd_gemm(cpu_ctx *c, const conv_geom *q, const float *x, const float *w, const float *bias,
                           float *out) {
-    chunk_job j = {.q = q, .x = x, .w = w, .bias = bias, .out = out};
-    if (!conv_scratch(c, q, false, &j, NULL)) return false;
-    int64_t nb = j.nb;
-    for (j.n0 = 0; j.n0 < q->N; j.n0 += j.nb) {
-        j.nb = q->N - j.n0 < nb ? q->N - j.n0 : nb;
-        for (j.gi = 0; j.gi < q->G; j.gi++) {
-            im2col(c, &j);
-            /* One image: Y's rows are out's rows, so the product lands in place. */
-            bool direct_out = j.nb == 1;
-            tg_gemm_args ga = {.batch = 1, .M = q->Og, .N = j.nb * q->P, .K = q->Kc, .A = w + j.gi * q->Og * q->Kc,
-                               .B = j.col, .C = direct_out ? out + (j.n0 * q->O + j.gi * q->Og) * q->P : j.y,
-                               .lda = q->Kc, .ldb = j.nb * q->P, .ldc = j.nb * q->P};
-            tg_gemm(c->pool, &ga);
-            if (!direct_out) cpu_parallel(c, j.nb * q->Og, grain_rows(q->P), scatter_rows, &j);
-            else if (j.bias) cpu_parallel(c, q->Og, grain_rows(q->P), bias_rows, &j);
-        }
-    }
+    conv_run r = {.q = q, .x = x, .w = w, .bias = bias, .out = out, .nb = chunk_images(q)};
+    tg_gemm_args ga = {.batch = 1, .M = q->Og, .N = r.nb * q->P, .K = q->Kc, .lda = q->Kc, .ldb = r.nb * q->P,
+                       .ldc = r.nb * q->P};
+    if (!conv_setup(c, q, false, 0, &ga, &r)) return false;
+    tg_pool_run(c->pool, (int)((q->N + r.nb - 1) / r.nb), fwd_chunk, &r);
     return true;
 }
 
 static bool conv_dx_gemm(cpu_ctx *c, const conv_geom *q, const float *gy, const float *w, float *dx) {
-    chunk_job j = {.q = q, .w = w, .gy = gy, .out = dx};
-    if (!conv_scratch(c, q, true, &j, NULL)) return false;
-    int64_t nb = j.nb;
-    for (j.n0 = 0; j.n0 < q->N; j.n0 += j.nb) {
-        j.nb = q->N - j.n0 < nb ? q->N - j.n0 : nb;
-        for (j.gi = 0; j.gi < q->G; j.gi++) {
-            const float *b = gy + (j.n0 * q->O + j.gi * q->Og) * q->P; /* one image: gy's rows as they lie */
-            if (j.nb > 1) {
-                cpu_parallel(c, j.nb * q->Og, grain_rows(q->P), gather_rows, &j);
-                b = j.y;
-            }
-            tg_gemm_args ga = {.batch = 1, .M = q->Kc, .N = j.nb * q->P, .K = q->Og, .A = w + j.gi * q->Og * q->Kc,
-                               .B = b, .C = j.col, .lda = q->Kc, .ldb = j.nb * q->P, .ldc = j.nb * q->P,
-                               .ta = true};
-            tg_gemm(c->pool, &ga);
-            cpu_parallel(c, j.nb * q->Cg, grain_rows(q->H * q->W * q->kh * q->kw), col2im_planes, &j);
-        }
-    }
+    conv_run r = {.q = q, .w = w, .gy = gy, .out = dx, .nb = chunk_images(q)};
+    tg_gemm_args ga = {.batch = 1, .M = q->Kc, .N = r.nb * q->P, .K = q->Og, .lda = q->Kc, .ldb = r.nb * q->P,
+                       .ldc = r.nb * q->P, .ta = true};
+    if (!conv_setup(c, q, true, 0, &ga, &r)) return false;
+    tg_pool_run(c->pool, (int)((q->N + r.nb - 1) / r.nb), dx_chunk, &r);
     return true;
 }
 
-/* dW_g^T [Kc, Og] = col [Kc, K] @ gyP^T (K = the chunk's pixels) and then
- * transposed into dW: the product with the long K as the packed, streamed
- * dimension and gyP read as B^T runs markedly faster in tg_gemm than gyP @
- * col^T. */
+/* dW from the blocks' partial sums, added in block order and transposed:
+ * dW_g [Og, Kc] = sum over blocks of part [Kc, Og]. */
 static bool conv_dw_gemm(cpu_ctx *c, const conv_geom *q, const float *x, const float *gy, float *dw) {
-    chunk_job j = {.q = q, .x = x, .gy = gy};
-    float *tmp; /* [Kc, Og]: one chunk's product, transposed into (or added to) dW */
-    if (!conv_scratch(c, q, false, &j, &tmp)) return false;
-    int64_t nb = j.nb;
-    for (j.n0 = 0; j.n0 < q->N; j.n0 += j.nb) {
-        j.nb = q->N - j.n0 < nb ? q->N - j.n0 : nb;
-        for (j.gi = 0; j.gi < q->G; j.gi++) {
-            im2col(c, &j);
-            const float *b = gy + (j.n0 * q->O + j.gi * q->Og) * q->P;
-            if (j.nb > 1) {
-                cpu_parallel(c, j.nb * q->Og, grain_rows(q->P), gather_rows, &j);
-                b = j.y;
-            }
-            tg_gemm_args ga = {.batch = 1, .M = q->Kc, .N = q->Og, .K = j.nb * q->P, .A = j.col, .B = b, .C = tmp,
-                               .lda = j.nb * q->P, .ldb = j.nb * q->P, .ldc = q->Og, .tb = true};
-            tg_gemm(c->pool, &ga);
-            float *dst = dw + j.gi * q->Og * q->Kc;
-            for (int64_t o = 0; o < q->Og; o++)
-                for (int64_t k = 0; k < q->Kc; k++)
-                    dst[o * q->Kc + k] = j.n0 == 0 ? tmp[k * q->Og + o] : dst[o * q->Kc + k] + tmp[k * q->Og + o];
-        }
+    conv_run r = {.q = q, .x = x, .gy = gy, .nb = chunk_images(q)};
+    r.chunks = (q->N + r.nb - 1) / r.nb;
+    if (r.chunks > DW_BLOCKS) r.chunks = DW_BLOCKS;
+    int64_t KO = q->Kc * q->Og;
+    tg_gemm_args ga = {.batch = 1, .M = q->Kc, .N = q->Og, .K = r.nb * q->P, .lda = r.nb * q->P,
+                       .ldb = r.nb * q->P, .ldc = q->Og, .tb = true};
+    if (!conv_setup(c, q, false, (r.chunks ? r.chunks : 1) * q->G * KO, &ga, &r)) return false;
+    if (r.chunks == 0) memset(r.part, 0, sizeof(float) * (size_t)(q->G * KO)); /* an empty batch: dW = 0 */
+    tg_pool_run(c->pool, (int)r.chunks, dw_block, &r);
+    /* Blocks added into the first along contiguous rows (vectorized), then
+     * transposed: summing down the strided columns cost a tenth of the step. */
+    int64_t all = q->G * KO;
+    for (int64_t b = 1; b < r.chunks; b++) {
+        const float *src = r.part + b * all;
+        for (int64_t i = 0; i < all; i++) r.part[i] += src[i];
+    }
+    for (int64_t gi = 0; gi < q->G; gi++) {
+        float *dst = dw + gi * KO;
+        const float *p = r.part + gi * KO;
+        for (int64_t o = 0; o < q->Og; o++)
+            for (int64_t k = 0; k < q->Kc; k++) dst[o * q->Kc + k] = p[k * q->Og + o];
     }
     return true;
 }
@@ -803,10 +888,15 @@ static pool_job pool_setup(cpu_ctx *c, const tg_node *n, tg_shape xs, tg_shape y
     return j;
 }
 
+/* The 2x2 path (pool2x2.c) stands in for the index table, so the tests'
+ * switches that turn the table or AVX-512 off turn it off too. */
+static bool pool2x2_ok(void) { return !cpu_conv_force_generic && cpu_conv_table_max > 0; }
+
 /* x [N, C, H, W] -> y [N, C, Ho, Wo] */
 TG_CPU_KERNEL(cpu_max_pool2d) {
     const tg_node *n = ir_node(g, id);
     tg_shape xs = ir_node(g, n->in[0])->shape;
+    if (pool2x2_ok() && cpu_pool2x2(c, n, xs, in[0], NULL, NULL, false, out)) return;
     pool_job j = pool_setup(c, n, xs, n->shape, in, out);
     int64_t planes = xs.d[0] * xs.d[1], work = j.Ho * j.Wo * j.kh * j.kw;
     if (j.idx) cpu_parallel(c, planes / j.group, grain_rows(work * j.group), pool_groups, &j);
@@ -817,10 +907,30 @@ TG_CPU_KERNEL(cpu_max_pool2d) {
 TG_CPU_KERNEL(cpu_max_pool2d_grad) {
     const tg_node *n = ir_node(g, id);
     tg_shape ys = ir_node(g, n->in[1])->shape;
+    if (pool2x2_ok() && cpu_pool2x2(c, n, n->shape, in[0], in[1], in[2], false, out)) return;
     pool_job j = pool_setup(c, n, n->shape, ys, in, out);
     int64_t planes = ys.d[0] * ys.d[1], work = j.Ho * j.Wo * j.kh * j.kw;
     if (j.idx) cpu_parallel(c, planes / j.group, grain_rows(work * j.group), pool_groups, &j);
     else cpu_parallel(c, planes, grain_rows(work), pool_grad_planes, &j);
+}
+
+typedef struct {
+    const float *x;
+    float *dx;
+} relu_pass;
+
+static void relu_grad_inplace(void *arg, int64_t lo, int64_t hi) {
+    const relu_pass *j = arg;
+    vec_best()->relu_grad(hi - lo, j->dx + lo, j->x + lo, j->dx + lo);
+}
+
+/* x [N, C, H, W] (a relu's output), y, gy [N, C, Ho, Wo] -> dx [N, C, H, W] */
+void cpu_max_pool2d_grad_relu(cpu_ctx *c, const tg_graph *g, int pg, void *out, void *const *in) {
+    const tg_node *n = ir_node(g, pg);
+    if (pool2x2_ok() && cpu_pool2x2(c, n, n->shape, in[0], in[1], in[2], true, out)) return;
+    cpu_max_pool2d_grad(c, g, pg, out, in);
+    relu_pass j = {in[0], out};
+    cpu_parallel(c, ir_numel(n), GRAIN, relu_grad_inplace, &j);
 }
 
 /* ---- nearest upsampling ---- */

@@ -339,6 +339,21 @@ static bool lower_sumsq(const lower_ctx *l, cpu_step *s) {
     return true;
 }
 
+static void run_pool_relu(cpu_ctx *c, const cpu_step *s) { cpu_max_pool2d_grad_relu(c, s->g, s->sa, s->out, s->in); }
+
+/* dx apart from x, y and gy: the fallback's relu pass reads x after dx is written. */
+static bool lower_pool_relu(const lower_ctx *l, const cpu_group *d, cpu_step *s) {
+    const tg_node *pg = node(l, d->mm);
+    for (int k = 0; k < 3; k++) {
+        if (overlap(l, d->out, pg->in[k])) return false;
+        s->in[k] = addr(l, pg->in[k]);
+    }
+    s->out = addr(l, d->out);
+    s->sa = d->mm;
+    s->run = run_pool_relu;
+    return true;
+}
+
 /* The step of fused group `gid`, at its turn. */
 static bool lower_group(const lower_ctx *l, int gid, cpu_step *s) {
     const cpu_groups *cg = l->p->fusion->impl;
@@ -357,6 +372,7 @@ static bool lower_group(const lower_ctx *l, int gid, cpu_step *s) {
     case CPU_GROUP_NORM_BWD:
     case CPU_GROUP_NORM_SUMS: return lower_norm(l, d, s);
     case CPU_GROUP_SUMSQ: return lower_sumsq(l, s);
+    case CPU_GROUP_POOL_RELU: return lower_pool_relu(l, d, s);
     }
     return false;
 }

@@ -1,0 +1,132 @@
+/* Max pooling 2x2, stride 2, no padding, over planes the windows tile
+ * exactly (H = 2*Ho, W = 2*Wo): the CNN case, on AVX-512.
+ *
+ * The index-table path gathers each tap and, backward, zeroes dx and then
+ * scatters into it; gathers and scatters cost about one load per lane.
+ * Here 16 outputs read a window of 64 inputs in four plain loads, and each
+ * tap is a fixed two-source permutation of those four vectors:
+ *   - Wo divides 16: the planes stacked are one tall image whose output row
+ *     R reads input rows 2R and 2R+1, so 16 consecutive outputs (16/Wo
+ *     whole rows) read 64 consecutive inputs;
+ *   - 16 divides Wo: 16 outputs of one row read 32 inputs of each of the
+ *     two input rows.
+ * Backward, the four taps' gradients are permuted back into the window and
+ * stored whole, zeros included, so dx needs no zero-fill. The rule and its
+ * ties and NaNs are those of kernels_conv.c's pooling, bit for bit. */
+#include <math.h>
+
+#include "cpu.h"
+#include "kernels.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define AVX512 __attribute__((target("avx512f")))
+
+typedef struct {
+    const float *x, *y, *gy; /* x [planes*H*W]; y, gy [planes*Ho*Wo] (backward) */
+    float *out;
+    int64_t n_out, Wo, W, row_blocks; /* row_blocks: blocks per output row (16 | Wo), else 0 */
+    bool relu;                        /* backward: x is a relu's output, whose gradient rides along */
+    int32_t tap[4][16];               /* window offset (0..63) of each lane's tap (i, j), tap = 2i + j */
+    int32_t inv[4][16];               /* window offset 16k + l <- lane (16 * tap + p) of the four taps */
+} pool2_job;
+
+/* Block b: the window's start, the distance of its second half (the two
+ * input rows' halves), and how many of its 16 outputs exist. */
+static void block_at(const pool2_job *j, int64_t b, int64_t *x0, int64_t *d, int64_t *valid) {
+    if (j->row_blocks) {
+        int64_t R = b / j->row_blocks, c = b % j->row_blocks * 16;
+        *x0 = 2 * R * j->W + 2 * c, *d = j->W, *valid = 16;
+    } else {
+        *x0 = b * 64, *d = 32, *valid = j->n_out - b * 16 < 16 ? j->n_out - b * 16 : 16;
+    }
+}
+
+static inline __mmask16 first(int64_t n) { return n >= 16 ? 0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1); }
+
+/* 16 of the 64 floats v[0..3] (each 16) picked by idx (0..63). */
+AVX512 static inline __m512 pick64(const __m512 v[4], __m512i idx) {
+    __mmask16 hi = _mm512_test_epi32_mask(idx, _mm512_set1_epi32(32));
+    return _mm512_mask_blend_ps(hi, _mm512_permutex2var_ps(v[0], idx, v[1]), _mm512_permutex2var_ps(v[2], idx, v[3]));
+}
+
+/* The window of block b: rows [x0, x0+32) and [x0+d, x0+d+32), 4*valid floats in all. */
+AVX512 static void load_window(const float *x, int64_t x0, int64_t d, int64_t valid, __m512 v[4]) {
+    int64_t n = 4 * valid; /* a partial block is whole rows, contiguous (d = 32) */
+    for (int k = 0; k < 4; k++) v[k] = _mm512_maskz_loadu_ps(first(n - 16 * k), x + x0 + (k >> 1) * d + (k & 1) * 16);
+}
+
+AVX512 static void fwd_blocks(void *arg, int64_t lo, int64_t hi) {
+    const pool2_job *j = arg;
+    for (int64_t b = lo; b < hi; b++) {
+        int64_t x0, d, valid;
+        block_at(j, b, &x0, &d, &valid);
+        __m512 v[4];
+        load_window(j->x, x0, d, valid, v);
+        __m512 m = pick64(v, _mm512_loadu_si512(j->tap[0]));
+        __mmask16 nan = _mm512_cmp_ps_mask(m, m, _CMP_UNORD_Q);
+        for (int t = 1; t < 4; t++) {
+            __m512 e = pick64(v, _mm512_loadu_si512(j->tap[t]));
+            m = _mm512_max_ps(e, m); /* e > m ? e : m: ties keep the earlier tap */
+            nan |= _mm512_cmp_ps_mask(e, e, _CMP_UNORD_Q);
+        }
+        int64_t o = j->row_blocks ? b / j->row_blocks * j->Wo + b % j->row_blocks * 16 : b * 16;
+        _mm512_mask_storeu_ps(j->out + o, first(valid), _mm512_mask_mov_ps(m, nan, _mm512_set1_ps(NAN)));
+    }
+}
+
+AVX512 static void grad_blocks(void *arg, int64_t lo, int64_t hi) {
+    const pool2_job *j = arg;
+    for (int64_t b = lo; b < hi; b++) {
+        int64_t x0, d, valid;
+        block_at(j, b, &x0, &d, &valid);
+        int64_t o = j->row_blocks ? b / j->row_blocks * j->Wo + b % j->row_blocks * 16 : b * 16;
+        __mmask16 k = first(valid);
+        __m512 v[4], g[4];
+        load_window(j->x, x0, d, valid, v);
+        __m512 m = _mm512_maskz_loadu_ps(k, j->y + o);
+        __m512 gy = _mm512_add_ps(_mm512_setzero_ps(), _mm512_maskz_loadu_ps(k, j->gy + o));
+        /* relu_grad(x, dx) = dx where x > 0: the winner equals the max */
+        if (j->relu) gy = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(m, _mm512_setzero_ps(), _CMP_GT_OQ), gy);
+        __mmask16 mnan = _mm512_cmp_ps_mask(m, m, _CMP_UNORD_Q), found = 0;
+        for (int t = 0; t < 4; t++) { /* the first tap equal to the max (the first NaN for a NaN max) */
+            __m512 e = pick64(v, _mm512_loadu_si512(j->tap[t]));
+            __mmask16 hit = ~found & (_mm512_cmp_ps_mask(e, m, _CMP_EQ_OQ) | (_mm512_cmp_ps_mask(e, e, _CMP_UNORD_Q) & mnan));
+            g[t] = _mm512_maskz_mov_ps(hit, gy);
+            found |= hit;
+        }
+        int64_t n = 4 * valid;
+        for (int q = 0; q < 4; q++)
+            _mm512_mask_storeu_ps(j->out + x0 + (q >> 1) * d + (q & 1) * 16, first(n - 16 * q),
+                                  pick64(g, _mm512_loadu_si512(j->inv[q])));
+    }
+}
+
+/* x [N, C, H, W] -> out: y [N, C, Ho, Wo], or with y and gy [N, C, Ho, Wo]
+ * (the backward) dx [N, C, H, W], times relu's gradient if `relu` (x being
+ * a relu's output). False when the shape or CPU does not fit. */
+bool cpu_pool2x2(cpu_ctx *c, const tg_node *n, tg_shape xs, const float *x, const float *y, const float *gy,
+                 bool relu, float *out) {
+    int64_t H = xs.d[2], W = xs.d[3], Ho = H / 2, Wo = W / 2, planes = xs.d[0] * xs.d[1];
+    bool fits = n->ia[5] == 2 && n->ia[6] == 2 && n->ia[0] == 2 && n->ia[1] == 2 && n->ia[2] == 0 && n->ia[3] == 0 &&
+                H % 2 == 0 && W % 2 == 0 && Wo > 0 && (16 % Wo == 0 || Wo % 16 == 0);
+    if (!fits || !__builtin_cpu_supports("avx512f")) return false;
+    pool2_job j = {x, y, gy, out, planes * Ho * Wo, Wo, W, Wo % 16 == 0 ? Wo / 16 : 0, relu, {{0}}, {{0}}};
+    for (int t = 0; t < 4; t++)
+        for (int p = 0; p < 16; p++) {
+            int i = t >> 1, jj = t & 1;
+            int32_t off = j.row_blocks ? 32 * i + 2 * p + jj
+                                       : (int32_t)(4 * Wo * (p / Wo) + 2 * Wo * i + 2 * (p % Wo) + jj);
+            j.tap[t][p] = off;
+            j.inv[off >> 4][off & 15] = 16 * t + p;
+        }
+    int64_t blocks = j.row_blocks ? planes * Ho * j.row_blocks : (j.n_out + 15) / 16;
+    cpu_parallel(c, blocks, 1 + 16384 / 64, gy ? grad_blocks : fwd_blocks, &j);
+    return true;
+}
+#else
+bool cpu_pool2x2(cpu_ctx *c, const tg_node *n, tg_shape xs, const float *x, const float *y, const float *gy,
+                 bool relu, float *out) {
+    return false;
+}
+#endif
