@@ -62,8 +62,9 @@ test: $(TESTS) $(BUILD)/tg
 	@bash scripts/fetch-webgpu.sh || [ "$${CI:-}" != true ] || { echo "make test: CI needs the WebGPU runtime"; exit 1; }
 	@bash tests/run.sh $(BUILD)
 
+# The suppressions cover only leaks inside the lavapipe driver (see the file).
 sanitize:
-	$(MAKE) BUILD=build-asan CFLAGS="$(SANITIZE)" LDFLAGS="-fsanitize=address,undefined" test
+	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp $(MAKE) BUILD=build-asan CFLAGS="$(SANITIZE)" LDFLAGS="-fsanitize=address,undefined" test
 
 # Threads: TG_THREADS=N make bench (default: every CPU). Not part of `make test`.
 # BACKEND=webgpu: the models on the WebGPU backend beside PyTorch CUDA eager.
