@@ -116,6 +116,15 @@ static void seg_tree(wk *k, const int64_t *w0, char (*init)[256], int lo, int hi
     seg_tree(k, w0, init, mid, hi, depth);
 }
 
+/* The tables seg_tree reads: n first workgroups and n initializers. */
+static bool seg_alloc(int n, int64_t **w0, char (**init)[256]) {
+    *w0 = tg_calloc((size_t)n + 1, sizeof **w0);
+    *init = tg_calloc((size_t)n + 1, sizeof **init);
+    if (*w0 && *init) return true;
+    free(*w0), free(*init);
+    return false;
+}
+
 /* ---- optimizer ---- */
 
 static void optim_spans(spans *s, const tg_plan *p, const fz_seg *q) {
@@ -139,12 +148,9 @@ static tg_status emit_optim_chunk(const tg_graph *g, const tg_plan *plan, const 
                to - from, from, to - 1);
     spans_bind(&k, &s, 0);
     int n = to - from;
-    int64_t *w0 = tg_calloc((size_t)n + 1, sizeof(int64_t));
-    char (*init)[256] = tg_calloc((size_t)n + 1, sizeof *init);
-    if (!w0 || !init) {
-        free(w0), free(init);
-        return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
-    }
+    int64_t *w0;
+    char (*init)[256];
+    if (!seg_alloc(n, &w0, &init)) return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
     int64_t total = 0;
     for (int i = 0; i < n; i++) {
         const fz_seg *q = &gr->seg[from + i];
@@ -244,12 +250,9 @@ static tg_status emit_partials(const tg_graph *g, const tg_plan *plan, const tg_
                to - from, from, to - 1);
     spans_bind(&k, &s, work);
     int n = to - from;
-    int64_t *w0 = tg_calloc((size_t)n + 1, sizeof(int64_t));
-    char (*init)[256] = tg_calloc((size_t)n + 1, sizeof *init);
-    if (!w0 || !init) {
-        free(w0), free(init);
-        return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
-    }
+    int64_t *w0;
+    char (*init)[256];
+    if (!seg_alloc(n, &w0, &init)) return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
     int64_t total = 0;
     for (int i = 0; i < n; i++) {
         const fz_term *t = &gr->term[from + i];
@@ -313,11 +316,11 @@ static tg_status emit_combine(const tg_graph *g, const tg_plan *plan, const tg_w
     wsb_printf(&k.s, "// node %d: sums of squares of %d tensors: totals\n", gr->turn, gr->n_term);
     spans_bind(&k, &s, work);
     int n = gr->n_term;
-    int64_t *w0 = tg_calloc((size_t)n + 1, sizeof(int64_t));
-    char (*init)[256] = tg_calloc((size_t)n + 1, sizeof *init);
+    int64_t *w0;
+    char (*init)[256];
     int *tree = tg_calloc((size_t)gr->n_tree + 1, sizeof(int));
-    if (!w0 || !init || !tree) {
-        free(w0), free(init), free(tree);
+    if (!tree || !seg_alloc(n, &w0, &init)) {
+        free(tree);
         return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
     }
     int64_t p0 = 0;
