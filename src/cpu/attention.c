@@ -114,38 +114,11 @@ static void bwd_generic(const attn_bwd *a, int64_t b, int64_t h, float *vt, floa
  * one query at a time. */
 
 #if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
+#include "avx512.h"
 #define HAVE_512 1
-#define AVX512 __attribute__((target("avx512f,fma")))
-#define AVX512_INLINE __attribute__((target("avx512f,fma"), always_inline)) static inline
 
 static inline __mmask16 lanes(int64_t n) { return n >= 16 ? 0xffff : (__mmask16)((1u << n) - 1); }
 
-/* 16 x 16 transpose in registers (as gemm_kernels.c's). */
-AVX512_INLINE void transpose16(__m512 v[16]) {
-    __m512 a[16], b[16];
-    for (int i = 0; i < 16; i += 2) {
-        a[i] = _mm512_unpacklo_ps(v[i], v[i + 1]);
-        a[i + 1] = _mm512_unpackhi_ps(v[i], v[i + 1]);
-    }
-    for (int i = 0; i < 16; i += 4) {
-        __m512d a0 = _mm512_castps_pd(a[i]), a1 = _mm512_castps_pd(a[i + 1]), a2 = _mm512_castps_pd(a[i + 2]),
-                a3 = _mm512_castps_pd(a[i + 3]);
-        b[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a0, a2));
-        b[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a0, a2));
-        b[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(a1, a3));
-        b[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(a1, a3));
-    }
-    for (int c = 0; c < 4; c++) {
-        __m512 s0 = _mm512_shuffle_f32x4(b[c], b[4 + c], 0x44), s1 = _mm512_shuffle_f32x4(b[c], b[4 + c], 0xee);
-        __m512 s2 = _mm512_shuffle_f32x4(b[8 + c], b[12 + c], 0x44);
-        __m512 s3 = _mm512_shuffle_f32x4(b[8 + c], b[12 + c], 0xee);
-        v[c] = _mm512_shuffle_f32x4(s0, s2, 0x88);
-        v[4 + c] = _mm512_shuffle_f32x4(s0, s2, 0xdd);
-        v[8 + c] = _mm512_shuffle_f32x4(s1, s3, 0x88);
-        v[12 + c] = _mm512_shuffle_f32x4(s1, s3, 0xdd);
-    }
-}
 
 /* x's T rows (st apart) transposed into t[d * 16 + i], d < Dh; lanes i >= T 0. */
 AVX512_INLINE void transpose_rows(const float *x, int64_t st, int64_t T, int64_t Dh, float *t) {

@@ -55,10 +55,7 @@ static const tg_ukernel k_generic = {"generic 8x16", GMR, GNR, tile_generic, gem
 const tg_ukernel *tg_ukernel_generic(void) { return &k_generic; }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-
-#define AVX512 __attribute__((target("avx512f,fma")))
-#define AVX512_INLINE __attribute__((target("avx512f,fma"), always_inline)) static inline
+#include "avx512.h"
 
 /* 12 rows x 32 columns: 24 accumulators, 2 B vectors, 1 broadcast. MR, RS1
  * and COLS are constants at every call site, so the row loops unroll and the
@@ -210,33 +207,6 @@ AVX512 static void gemv_avx512(int64_t m, int64_t k, const float *A, int64_t lda
     }
 }
 
-/* 16 x 16 transpose in registers: 32-bit then 64-bit interleaves within
- * 128-bit lanes, then two rounds of lane shuffles. */
-AVX512_INLINE void transpose16(__m512 v[16]) {
-    __m512 a[16], b[16];
-    for (int i = 0; i < 16; i += 2) {
-        a[i] = _mm512_unpacklo_ps(v[i], v[i + 1]);
-        a[i + 1] = _mm512_unpackhi_ps(v[i], v[i + 1]);
-    }
-    for (int i = 0; i < 16; i += 4) {
-        __m512d a0 = _mm512_castps_pd(a[i]), a1 = _mm512_castps_pd(a[i + 1]), a2 = _mm512_castps_pd(a[i + 2]),
-                a3 = _mm512_castps_pd(a[i + 3]);
-        b[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a0, a2));
-        b[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a0, a2));
-        b[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(a1, a3));
-        b[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(a1, a3));
-    }
-    /* b[4g + c], 128-bit lane L: column 4L + c of rows 4g..4g+3 */
-    for (int c = 0; c < 4; c++) {
-        __m512 s0 = _mm512_shuffle_f32x4(b[c], b[4 + c], 0x44), s1 = _mm512_shuffle_f32x4(b[c], b[4 + c], 0xee);
-        __m512 s2 = _mm512_shuffle_f32x4(b[8 + c], b[12 + c], 0x44);
-        __m512 s3 = _mm512_shuffle_f32x4(b[8 + c], b[12 + c], 0xee);
-        v[c] = _mm512_shuffle_f32x4(s0, s2, 0x88);
-        v[4 + c] = _mm512_shuffle_f32x4(s0, s2, 0xdd);
-        v[8 + c] = _mm512_shuffle_f32x4(s1, s3, 0x88);
-        v[12 + c] = _mm512_shuffle_f32x4(s1, s3, 0xdd);
-    }
-}
 
 /* 16 source rows x 16 k at a time through transpose16; stores of w - r0
  * lanes (12 for A panels) overlap the next row's, in order. */
