@@ -27,6 +27,26 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* Runs warm + steps training steps on one batch; t[0..steps) gets the timed
+ * steps' durations in seconds, sorted. Returns 0, or 1 after printing the
+ * error (t is then incomplete). */
+static int time_steps(tg_session *s, const tg_feed *feeds, int n_feeds, int warm, int steps, double *t, float *loss) {
+    if (!t) {
+        fprintf(stderr, "bench_tg: out of memory\n");
+        return 1;
+    }
+    for (int i = 0; i < warm + steps; i++) {
+        double t0 = now();
+        if (tg_session_step(s, feeds, n_feeds, loss) != TG_OK) {
+            fprintf(stderr, "bench_tg: %s\n", tg_last_error());
+            return 1;
+        }
+        if (i >= warm) t[i - warm] = now() - t0;
+    }
+    qsort(t, (size_t)steps, sizeof *t, cmp_double);
+    return 0;
+}
+
 /* ---- the sin MLP, as in examples/sin.c: B=256, 1-64-64-1 ReLU, MSE, Adam 5e-3 ---- */
 
 #define B 256
@@ -67,17 +87,8 @@ static int bench_sin(int steps, int warm, bool print_graph) {
     tg_feed feeds[] = {{"x", xs, B}, {"y", ys, B}};
     double *t = malloc(sizeof(double) * (size_t)steps);
     float loss = 0;
-    int rc = 0;
-    for (int i = 0; i < warm + steps && rc == 0; i++) {
-        double t0 = now();
-        if (tg_session_step(s, feeds, 2, &loss) != TG_OK) {
-            fprintf(stderr, "bench_tg: %s\n", tg_last_error());
-            rc = 1;
-        }
-        if (i >= warm) t[i - warm] = now() - t0;
-    }
+    int rc = time_steps(s, feeds, 2, warm, steps, t, &loss);
     if (rc == 0) {
-        qsort(t, (size_t)steps, sizeof *t, cmp_double);
         printf("{\"bench\": \"sin_mlp\", \"impl\": \"tensorgrad\", \"median_step_ms\": %.4f, \"min_step_ms\": %.4f, "
                "\"steps\": %d, \"loss\": %.6g, \"threads\": %d}\n",
                t[steps / 2] * 1e3, t[0] * 1e3, steps, loss, tg_default_threads());
@@ -136,17 +147,8 @@ static int bench_addition(int steps, int warm, bool print_graph) {
     tg_feed feeds[] = {{"tokens", tokens, AB * AT}, {"targets", targets, AB * AT}};
     double *t = malloc(sizeof(double) * (size_t)steps);
     float loss = 0;
-    int rc = 0;
-    for (int i = 0; i < warm + steps && rc == 0; i++) {
-        double t0 = now();
-        if (tg_session_step(s, feeds, 2, &loss) != TG_OK) {
-            fprintf(stderr, "bench_tg: %s\n", tg_last_error());
-            rc = 1;
-        }
-        if (i >= warm) t[i - warm] = now() - t0;
-    }
+    int rc = time_steps(s, feeds, 2, warm, steps, t, &loss);
     if (rc == 0) {
-        qsort(t, (size_t)steps, sizeof *t, cmp_double);
         printf("{\"bench\": \"addition\", \"impl\": \"tensorgrad\", \"median_step_ms\": %.4f, \"min_step_ms\": %.4f, "
                "\"steps\": %d, \"loss\": %.6g, \"threads\": %d, \"kernels\": %d, \"planned_bytes\": %lld, "
                "\"naive_bytes\": %lld, \"param_bytes\": %lld, \"grad_bytes\": %lld, \"state_bytes\": %lld, "
