@@ -137,4 +137,7 @@ void tg_iter_init(tg_iter *it, tg_shape out, int nin, int64_t st_in[][TG_MAX_DIM
  * divisions, which cost more than a short row's work). */
 void tg_iter_row(const tg_iter *it, int64_t r, int64_t *idx, int64_t *off);
 void tg_iter_next(const tg_iter *it, int64_t *idx, int64_t *off);
+/* An iteration that merged into one long row (same-shape operands) cut into
+ * rows of a few thousand elements, so that it spreads over threads. */
+void tg_iter_split_long_row(tg_iter *it);
 #endif

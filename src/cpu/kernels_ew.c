@@ -158,22 +158,20 @@ static void run_rows(cpu_ctx *c, ew_job *j, tg_range_fn fn) {
     cpu_parallel(c, j->it.rows, grain > 0 ? grain : 1, fn, j);
 }
 
-/* A flat elementwise op over one long row is split into row chunks too. */
-static void split_flat(tg_iter *it) {
-    if (it->nd == 1 && it->inner >= 4 * GRAIN) {
-        int64_t chunk = 4096;
-        while (it->inner % chunk) chunk /= 2;
-        if (chunk < 256) return;
-        it->nd = 2;
-        it->d[1] = chunk;
-        it->d[0] = it->inner / chunk;
-        for (int o = 0; o < it->nops; o++) {
-            it->st[o][1] = it->st[o][0];
-            it->st[o][0] = it->st[o][1] * chunk;
-        }
-        it->inner = chunk;
-        it->rows = it->d[0];
+void tg_iter_split_long_row(tg_iter *it) {
+    if (it->nd != 1 || it->inner < 4 * GRAIN) return;
+    int64_t chunk = 4096;
+    while (it->inner % chunk) chunk /= 2;
+    if (chunk < 256) return;
+    it->nd = 2;
+    it->d[1] = chunk;
+    it->d[0] = it->inner / chunk;
+    for (int o = 0; o < it->nops; o++) {
+        it->st[o][1] = it->st[o][0];
+        it->st[o][0] = it->st[o][1] * chunk;
     }
+    it->inner = chunk;
+    it->rows = it->d[0];
 }
 
 TG_CPU_KERNEL(cpu_binary) {
@@ -182,7 +180,7 @@ TG_CPU_KERNEL(cpu_binary) {
     shape_bcast_strides(ir_node(g, j.n->in[0])->shape, j.n->shape, st[0]);
     shape_bcast_strides(ir_node(g, j.n->in[1])->shape, j.n->shape, st[1]);
     tg_iter_init(&j.it, j.n->shape, 2, st);
-    split_flat(&j.it);
+    tg_iter_split_long_row(&j.it);
     run_rows(c, &j, binary_rows);
 }
 
@@ -266,7 +264,7 @@ TG_CPU_KERNEL(cpu_where) {
     int64_t st[3][TG_MAX_DIMS];
     for (int k = 0; k < 3; k++) shape_bcast_strides(ir_node(g, j.n->in[k])->shape, j.n->shape, st[k]);
     tg_iter_init(&j.it, j.n->shape, 3, st);
-    split_flat(&j.it);
+    tg_iter_split_long_row(&j.it);
     run_rows(c, &j, where_rows);
 }
 

@@ -255,25 +255,6 @@ static void minmax_rows(void *arg, int64_t lo, int64_t hi) {
     }
 }
 
-/* A broadcast iteration that merged into one long row (same-shape operands)
- * is cut into rows of a few thousand, so it spreads over threads (as
- * cpu_binary does). */
-static void split_long_row(tg_iter *it) {
-    if (it->nd != 1 || it->inner < 4 * GRAIN) return;
-    int64_t chunk = 4096;
-    while (it->inner % chunk) chunk /= 2;
-    if (chunk < 256) return;
-    it->nd = 2;
-    it->d[1] = chunk;
-    it->d[0] = it->inner / chunk;
-    for (int o = 0; o < it->nops; o++) {
-        it->st[o][1] = it->st[o][0];
-        it->st[o][0] = it->st[o][1] * chunk;
-    }
-    it->inner = chunk;
-    it->rows = it->d[0];
-}
-
 /* min / max: a, b broadcast to y, f32 or i32 */
 TG_CPU_KERNEL(cpu_minmax) {
     const tg_node *n = ir_node(g, id);
@@ -281,7 +262,7 @@ TG_CPU_KERNEL(cpu_minmax) {
     int64_t st[2][TG_MAX_DIMS];
     for (int k = 0; k < 2; k++) shape_bcast_strides(ir_node(g, n->in[k])->shape, n->shape, st[k]);
     tg_iter_init(&j.it, n->shape, 2, st);
-    split_long_row(&j.it);
+    tg_iter_split_long_row(&j.it);
     int64_t grain = GRAIN / (j.it.inner ? j.it.inner : 1);
     cpu_parallel(c, j.it.rows, grain > 0 ? grain : 1, minmax_rows, &j);
 }
@@ -325,7 +306,7 @@ TG_CPU_KERNEL(cpu_minmax_grad) {
     shape_bcast_strides(ir_node(g, n->in[1 - side])->shape, n->shape, st[1]);
     shape_bcast_strides(ir_node(g, n->in[2])->shape, n->shape, st[2]);
     tg_iter_init(&j.it, n->shape, 3, st);
-    split_long_row(&j.it);
+    tg_iter_split_long_row(&j.it);
     int64_t grain = GRAIN / (j.it.inner ? j.it.inner : 1);
     cpu_parallel(c, j.it.rows, grain > 0 ? grain : 1, minmax_grad_rows, &j);
 }
