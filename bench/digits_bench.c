@@ -10,19 +10,12 @@
 #include <time.h>
 
 #include "tensorgrad.h"
+#include "../examples/digits_cnn.h"
 
 #define B 64
 
-typedef struct {
-    tg_conv2d c1, c2;
-    tg_linear fc;
-} cnn;
-
 static tg_tensor loss_fn(tg_graph *g, void *u) {
-    cnn *m = u;
-    tg_tensor h = tg_max_pool2d(tg_relu(tg_conv2d_fwd(g, &m->c1, tg_input(g, "x"))), 2, 0, 0);
-    h = tg_max_pool2d(tg_relu(tg_conv2d_fwd(g, &m->c2, h)), 2, 0, 0);
-    tg_tensor logits = tg_linear_fwd(g, &m->fc, tg_reshape(h, TG_SHAPE(B, 128)));
+    tg_tensor logits = digits_cnn_logits(g, u, tg_input(g, "x"));
     return tg_cross_entropy(logits, tg_input(g, "y"), TG_REDUCTION_MEAN);
 }
 
@@ -41,8 +34,7 @@ int main(int argc, char **argv) {
     int steps = argc > 1 ? atoi(argv[1]) : 200;
     if (steps < 1) steps = 1;
     tg_model *m = tg_model_new();
-    cnn net = {tg_conv2d_new(m, "conv1", 1, 16, 3, 1, 1, 1, true),
-               tg_conv2d_new(m, "conv2", 16, 32, 3, 1, 1, 1, true), tg_linear_new(m, "fc", 128, 10, true)};
+    digits_cnn net = digits_cnn_new(m);
     tg_input_decl in[] = {{"x", TG_F32, TG_SHAPE(B, 1, 8, 8)}, {"y", TG_I32, TG_SHAPE(B)}};
     tg_train_spec spec = {.model = m, .loss = loss_fn, .user = &net, .inputs = in, .n_inputs = 2,
                           .optim = tg_adam(tg_lr_constant(1e-3f)), .seed = 1};

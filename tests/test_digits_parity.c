@@ -6,6 +6,7 @@
 #include <math.h>
 
 #include "check.h"
+#include "../examples/digits_cnn.h"
 
 #define B 64
 
@@ -19,16 +20,8 @@ static const char *fixture(const char *name) {
 
 static const char *PARAMS[] = {"conv1.W", "conv1.b", "conv2.W", "conv2.b", "fc.W", "fc.b"};
 
-typedef struct {
-    tg_conv2d c1, c2;
-    tg_linear fc;
-} cnn;
-
 static tg_tensor loss_fn(tg_graph *g, void *u) {
-    cnn *m = u;
-    tg_tensor h = tg_max_pool2d(tg_relu(tg_conv2d_fwd(g, &m->c1, tg_input(g, "x"))), 2, 0, 0);
-    h = tg_max_pool2d(tg_relu(tg_conv2d_fwd(g, &m->c2, h)), 2, 0, 0);
-    tg_tensor logits = tg_capture(tg_linear_fwd(g, &m->fc, tg_reshape(h, TG_SHAPE(B, 128))), "logits");
+    tg_tensor logits = tg_capture(digits_cnn_logits(g, u, tg_input(g, "x")), "logits");
     return tg_cross_entropy(logits, tg_input(g, "y"), TG_REDUCTION_MEAN);
 }
 
@@ -54,8 +47,7 @@ static const tg_st_tensor *need(const tg_safetensors *f, const char *name) {
 
 static void run(const tg_safetensors *f, int threads) {
     tg_model *m = tg_model_new();
-    cnn net = {tg_conv2d_new(m, "conv1", 1, 16, 3, 1, 1, 1, true),
-               tg_conv2d_new(m, "conv2", 16, 32, 3, 1, 1, 1, true), tg_linear_new(m, "fc", 128, 10, true)};
+    digits_cnn net = digits_cnn_new(m);
     tg_input_decl in[] = {{"x", TG_F32, TG_SHAPE(B, 1, 8, 8)}, {"y", TG_I32, TG_SHAPE(B)}};
     tg_train_spec spec = {.model = m, .loss = loss_fn, .user = &net, .inputs = in, .n_inputs = 2,
                           .optim = {.kind = TG_OPT_NONE}, .threads = threads};
