@@ -27,7 +27,7 @@ static tg_wgsl_limits g_override_limits;
 
 static bool file_exists(const char *p) { return access(p, R_OK) == 0; }
 
-static void copy_str(char *dst, size_t n, wg_str s) {
+void wgpu_copy_str(char *dst, size_t n, wg_str s) {
     size_t len = s.data ? (s.length == WG_STRLEN ? strlen(s.data) : s.length) : 0;
     if (len >= n) len = n - 1;
     if (len) memcpy(dst, s.data, len);
@@ -60,7 +60,7 @@ static void on_adapter(uint32_t status, wg_adapter a, wg_str msg, void *u1, void
     request_result *r = u1;
     r->status = status;
     r->handle = a;
-    copy_str(r->msg, sizeof r->msg, msg);
+    wgpu_copy_str(r->msg, sizeof r->msg, msg);
 }
 
 static void on_device(uint32_t status, wg_device d, wg_str msg, void *u1, void *u2) {
@@ -68,7 +68,7 @@ static void on_device(uint32_t status, wg_device d, wg_str msg, void *u1, void *
     request_result *r = u1;
     r->status = status;
     r->handle = d;
-    copy_str(r->msg, sizeof r->msg, msg);
+    wgpu_copy_str(r->msg, sizeof r->msg, msg);
 }
 
 static void on_lost(const wg_device *d, uint32_t reason, wg_str msg, void *u1, void *u2) {
@@ -77,7 +77,7 @@ static void on_lost(const wg_device *d, uint32_t reason, wg_str msg, void *u1, v
     if (reason == WG_LOST_CANCELLED) return; /* the instance going away at exit */
     pthread_mutex_lock(&c->err_mu);
     c->lost = true;
-    copy_str(c->lost_msg, sizeof c->lost_msg, msg);
+    wgpu_copy_str(c->lost_msg, sizeof c->lost_msg, msg);
     pthread_mutex_unlock(&c->err_mu);
 }
 
@@ -88,7 +88,7 @@ static void on_error(const wg_device *d, uint32_t type, wg_str msg, void *u1, vo
     if (!c->error) { /* keep the first: later ones are usually its consequences */
         c->error = true;
         char m[900];
-        copy_str(m, sizeof m, msg);
+        wgpu_copy_str(m, sizeof m, msg);
         snprintf(c->err_msg, sizeof c->err_msg, "%s error: %s",
                  type == WG_ERROR_OOM ? "out-of-memory" : type == WG_ERROR_INTERNAL ? "internal" : "validation", m);
     }
@@ -184,10 +184,10 @@ static bool load_library(wgpu_ctx *c, char *why, size_t n) {
 
 static void fill_info(wgpu_ctx *c, const wg_adapter_info *ai) {
     tg_webgpu_adapter_info *o = &c->info;
-    copy_str(o->name, sizeof o->name, ai->device);
-    copy_str(o->vendor, sizeof o->vendor, ai->vendor);
-    copy_str(o->architecture, sizeof o->architecture, ai->architecture);
-    copy_str(o->description, sizeof o->description, ai->description);
+    wgpu_copy_str(o->name, sizeof o->name, ai->device);
+    wgpu_copy_str(o->vendor, sizeof o->vendor, ai->vendor);
+    wgpu_copy_str(o->architecture, sizeof o->architecture, ai->architecture);
+    wgpu_copy_str(o->description, sizeof o->description, ai->description);
     snprintf(o->backend, sizeof o->backend, "%s", wgpu_backend_name(ai->backend_type));
     static const char *types[] = {"unknown", "discrete GPU", "integrated GPU", "CPU", "unknown"};
     snprintf(o->type, sizeof o->type, "%s", ai->adapter_type <= 4 ? types[ai->adapter_type] : "unknown");

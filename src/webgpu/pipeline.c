@@ -64,10 +64,7 @@ static void on_popped(uint32_t status, uint32_t type, wg_str msg, void *u1, void
     scope_result *r = u1;
     r->status = status;
     r->type = type;
-    size_t len = msg.data ? (msg.length == WG_STRLEN ? strlen(msg.data) : msg.length) : 0;
-    if (len >= sizeof r->msg) len = sizeof r->msg - 1;
-    if (len) memcpy(r->msg, msg.data, len);
-    r->msg[len] = 0;
+    wgpu_copy_str(r->msg, sizeof r->msg, msg);
 }
 
 /* Line `line` (1-based) of src, for the error message. */

@@ -44,6 +44,8 @@ tg_status wgpu_ctx_get(wgpu_ctx **out);
  * Null or unknown backend is refused here. */
 tg_status wgpu_check_adapter(uint32_t backend_type, const char *name);
 const char *wgpu_backend_name(uint32_t backend_type);
+/* A WebGPU string view into dst[n], cut to fit and NUL-terminated. */
+void wgpu_copy_str(char *dst, size_t n, wg_str s);
 
 /* Blocks until `f` completes (its callback has run). */
 tg_status wgpu_wait(wgpu_ctx *c, wg_future f, const char *what);
