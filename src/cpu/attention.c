@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "attention.h"
+#include "isa.h"
 #include "vmath.h"
 
 /* The causal softmax of a row of at most 16 keys: the max of the valid
@@ -24,7 +25,7 @@ VINLINE vf softmax_causal16(vf x, int64_t valid) {
 
 /* The same for a row of any length, VL keys at a time (the softmax_causal
  * kernel's row). */
-TG_CLONES void attn_softmax_causal_row(const float *x, float *y, int64_t valid, int64_t Tk) {
+TG_MULTI(, attn_softmax_causal_row, (const float *x, float *y, int64_t valid, int64_t Tk), (x, y, valid, Tk)) {
     float m = -INFINITY;
     for (int64_t a = 0; a < valid; a++) m = x[a] > m ? x[a] : m;
     for (int64_t a = 0; a < valid; a += VL) {
@@ -48,16 +49,23 @@ static void transpose_keys(const float *x, int64_t st, int64_t T, int64_t Dh, fl
         for (int64_t d = 0; d < Dh; d++) t[d * VL + j] = x[j * st + d];
 }
 
-/* ---- portable: separate multiply and add, as the portable GEMM kernel ---- */
+/* ---- vectors over the keys: separate multiply and add as the portable GEMM
+ * kernel, or (fma) FMA chains as the AVX2 one ---- */
 
-static void fwd_generic(const attn_fwd *a, int64_t b, int64_t h, float *kt, float *ar) {
+/* acc + x * y, fused when fma */
+#define MADD(fma, acc, x, y) ((fma) ? __builtin_fmaf(x, y, acc) : (acc) + (x) * (y))
+
+TG_MULTI(static, fwd_generic, (const attn_fwd *a, int64_t b, int64_t h, float *kt, float *ar, bool fma),
+         (a, b, h, kt, ar, fma)) {
     const int64_t T = a->T, Dh = a->Dh;
     const float *Q = at(&a->q, b, h), *K = at(&a->k, b, h), *Vv = at(&a->v, b, h);
     float *O = atw(&a->o, b, h);
     transpose_keys(K, a->k.st, T, Dh, kt);
     for (int64_t i = 0; i < T; i++) {
         vf s = vsplat(0.0f);
-        for (int64_t d = 0; d < Dh; d++) s = s + Q[i * a->q.st + d] * vload(kt + d * VL);
+        for (int64_t d = 0; d < Dh; d++)
+            s = fma ? vfma(vsplat(Q[i * a->q.st + d]), vload(kt + d * VL), s)
+                    : s + Q[i * a->q.st + d] * vload(kt + d * VL);
         if (a->has_scale) s = s * a->scale;
         vf y = softmax_causal16(s, i + 1 < T ? i + 1 : T);
         vstore(ar + i * VL, y);
@@ -67,12 +75,13 @@ static void fwd_generic(const attn_fwd *a, int64_t b, int64_t h, float *kt, floa
     for (int64_t i = 0; i < T; i++)
         for (int64_t d = 0; d < Dh; d++) {
             float acc = 0.0f;
-            for (int64_t j = 0; j < T; j++) acc = acc + ar[i * VL + j] * Vv[j * a->v.st + d];
+            for (int64_t j = 0; j < T; j++) acc = MADD(fma, acc, ar[i * VL + j], Vv[j * a->v.st + d]);
             O[i * a->o.st + d] = acc;
         }
 }
 
-static void bwd_generic(const attn_bwd *a, int64_t b, int64_t h, float *vt, float *ds) {
+TG_MULTI(static, bwd_generic, (const attn_bwd *a, int64_t b, int64_t h, float *vt, float *ds, bool fma),
+         (a, b, h, vt, ds, fma)) {
     const int64_t T = a->T, Dh = a->Dh;
     const float *A = a->att + (b * a->H + h) * T * T;
     const int64_t ai = a->att_cols ? 1 : T, aj = a->att_cols ? T : 1; /* A(i, j) = A[i * ai + j * aj] */
@@ -81,7 +90,9 @@ static void bwd_generic(const attn_bwd *a, int64_t b, int64_t h, float *vt, floa
     transpose_keys(Vv, a->v.st, T, Dh, vt);
     for (int64_t i = 0; i < T; i++) {
         vf da = vsplat(0.0f);
-        for (int64_t d = 0; d < Dh; d++) da = da + dO[i * a->dout.st + d] * vload(vt + d * VL);
+        for (int64_t d = 0; d < Dh; d++)
+            da = fma ? vfma(vsplat(dO[i * a->dout.st + d]), vload(vt + d * VL), da)
+                     : da + dO[i * a->dout.st + d] * vload(vt + d * VL);
         float dot = 0.0f;
         for (int64_t j = 0; j < T; j++) dot += da[j] * A[i * ai + j * aj];
         for (int64_t j = 0; j < T; j++) {
@@ -92,14 +103,14 @@ static void bwd_generic(const attn_bwd *a, int64_t b, int64_t h, float *vt, floa
     for (int64_t d = 0; d < Dh; d++) {
         for (int64_t i = 0; dQ && i < T; i++) {
             float acc = 0.0f;
-            for (int64_t j = 0; j < T; j++) acc = acc + ds[i * VL + j] * K[j * a->k.st + d];
+            for (int64_t j = 0; j < T; j++) acc = MADD(fma, acc, ds[i * VL + j], K[j * a->k.st + d]);
             dQ[i * a->dq.st + d] = acc;
         }
         for (int64_t j = 0; j < T; j++) {
             float ak = 0.0f, av = 0.0f;
             for (int64_t i = 0; i < T; i++) {
-                ak = ak + ds[i * VL + j] * Q[i * a->q.st + d];
-                av = av + A[i * ai + j * aj] * dO[i * a->dout.st + d];
+                ak = MADD(fma, ak, ds[i * VL + j], Q[i * a->q.st + d]);
+                av = MADD(fma, av, A[i * ai + j * aj], dO[i * a->dout.st + d]);
             }
             if (dK) dK[j * a->dk.st + d] = ak;
             if (dV) dV[j * a->dv.st + d] = av;
@@ -387,7 +398,8 @@ AVX512 static void bwd_512(const attn_bwd *a, int64_t b, int64_t h, float *ot, f
 typedef struct {
     const attn_fwd *f;
     const attn_bwd *bw;
-    bool fma;
+    bool fma;   /* products as FMA chains (the GEMM kernel's) */
+    bool k512;  /* fwd_512 / bwd_512 apply */
     bool pairs; /* fwd_pair_512 applies */
 } attn_job;
 
@@ -395,7 +407,7 @@ static void fwd_range(void *arg, int64_t lo, int64_t hi) {
     const attn_job *j = arg;
     float kt[ATTN_MAX_DH * VL] __attribute__((aligned(64)));
     float ar[ATTN_MAX_T * VL] __attribute__((aligned(64)));
-    if (!j->fma) memset(kt, 0, sizeof(float) * (size_t)(j->f->Dh * VL));
+    if (!j->k512) memset(kt, 0, sizeof(float) * (size_t)(j->f->Dh * VL));
     for (int64_t u = lo; u < hi; u++) {
         int64_t b = u / j->f->H, h = u % j->f->H;
 #ifdef HAVE_512
@@ -403,12 +415,12 @@ static void fwd_range(void *arg, int64_t lo, int64_t hi) {
             fwd_pair_512(j->f, u++, kt, ar);
             continue;
         }
-        if (j->fma) {
+        if (j->k512) {
             fwd_512(j->f, b, h, kt, ar);
             continue;
         }
 #endif
-        fwd_generic(j->f, b, h, kt, ar);
+        fwd_generic(j->f, b, h, kt, ar, j->fma);
     }
 }
 
@@ -416,7 +428,7 @@ static void bwd_range(void *arg, int64_t lo, int64_t hi) {
     const attn_job *j = arg;
     float vt[ATTN_MAX_DH * VL] __attribute__((aligned(64)));
     float ds[ATTN_MAX_T * VL] __attribute__((aligned(64)));
-    if (!j->fma) memset(vt, 0, sizeof(float) * (size_t)(j->bw->Dh * VL));
+    if (!j->k512) memset(vt, 0, sizeof(float) * (size_t)(j->bw->Dh * VL));
     for (int64_t u = lo; u < hi; u++) {
         int64_t b = u / j->bw->H, h = u % j->bw->H;
 #ifdef HAVE_512
@@ -424,12 +436,12 @@ static void bwd_range(void *arg, int64_t lo, int64_t hi) {
             bwd_pair_512(j->bw, u++, vt, ds);
             continue;
         }
-        if (j->fma) {
+        if (j->k512) {
             bwd_512(j->bw, b, h, vt, ds);
             continue;
         }
 #endif
-        bwd_generic(j->bw, b, h, vt, ds);
+        bwd_generic(j->bw, b, h, vt, ds, j->fma);
     }
 }
 
@@ -440,18 +452,20 @@ static int64_t grain(int64_t T, int64_t Dh) {
 }
 
 void cpu_attention_fwd(cpu_ctx *c, const attn_fwd *a) {
-    attn_job j = {a, NULL, tg_gemm_uses_fma(), false};
+    attn_job j = {a, NULL, tg_gemm_uses_fma(), false, false};
 #ifdef HAVE_512
-    j.pairs = j.fma && a->T <= 8 && (!a->att || a->att_cols) && __builtin_cpu_supports("avx512dq") &&
+    j.k512 = j.fma && cpu_isa() == CPU_AVX512;
+    j.pairs = j.k512 && a->T <= 8 && (!a->att || a->att_cols) && __builtin_cpu_supports("avx512dq") &&
               __builtin_cpu_supports("avx512vl");
 #endif
     cpu_parallel(c, a->B * a->H, grain(a->T, a->Dh), fwd_range, &j);
 }
 
 void cpu_attention_bwd(cpu_ctx *c, const attn_bwd *a) {
-    attn_job j = {NULL, a, tg_gemm_uses_fma(), false};
+    attn_job j = {NULL, a, tg_gemm_uses_fma(), false, false};
 #ifdef HAVE_512
-    j.pairs = j.fma && a->T <= 8 && a->att_cols && __builtin_cpu_supports("avx512dq") &&
+    j.k512 = j.fma && cpu_isa() == CPU_AVX512;
+    j.pairs = j.k512 && a->T <= 8 && a->att_cols && __builtin_cpu_supports("avx512dq") &&
               __builtin_cpu_supports("avx512vl");
 #endif
     cpu_parallel(c, a->B * a->H, grain(a->T, a->Dh) / 2 + 1, bwd_range, &j);

@@ -6,8 +6,9 @@
  * never materialized).
  *
  * The float operations are those of the separate kernels, in the same order
- * (each product an FMA chain over k from zero when the GEMM micro-kernel is
- * the AVX-512 one, separate multiply and add with the portable one; the
+ * (each product an FMA chain over k from zero when the GEMM micro-kernel
+ * chains FMAs, the AVX-512 and AVX2 ones, separate multiply and add with the
+ * portable one; the
  * softmax and its gradient as kernels_reduce.c and kernels_math.c compute
  * them), so results are bitwise the same as without fusion. */
 #ifndef TG_CPU_ATTENTION_H

@@ -3,6 +3,7 @@
 #define TG_CPU_H
 
 #include "../ir/ir.h"
+#include "isa.h"
 
 /* ---- floating-point mode ----
  * The CPU backend runs a program's kernels with subnormal floats flushed to

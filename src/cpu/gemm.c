@@ -34,19 +34,14 @@
 #define MIN_FLOPS_PER_BYTE_SMALL 16.0
 #define DIRECT_MAX_M 96           /* rows of a transposed A the direct path reads in place */
 
-static _Atomic(const tg_ukernel *) chosen;
+static atomic_bool force_generic;
 static const tg_ukernel *pick(void) {
-    const tg_ukernel *k = atomic_load_explicit(&chosen, memory_order_relaxed);
-    if (!k) {
-        k = tg_ukernel_best();
-        atomic_store_explicit(&chosen, k, memory_order_relaxed);
-    }
-    return k;
+    return atomic_load_explicit(&force_generic, memory_order_relaxed) ? tg_ukernel_generic() : tg_ukernel_best();
 }
 
 const char *tg_gemm_kernel_name(void) { return pick()->name; }
-bool tg_gemm_uses_fma(void) { return pick() != tg_ukernel_generic(); }
-void tg_gemm_use_generic(bool on) { atomic_store(&chosen, on ? tg_ukernel_generic() : tg_ukernel_best()); }
+bool tg_gemm_uses_fma(void) { return pick()->fma; }
+void tg_gemm_use_generic(bool on) { atomic_store(&force_generic, on); }
 
 typedef enum { PATH_GEMV, PATH_DIRECT, PATH_PACKED } gemm_path;
 

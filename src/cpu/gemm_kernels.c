@@ -1,7 +1,8 @@
-/* GEMM micro-kernels. The AVX-512 kernel is compiled for that target only
- * (function attribute) and chosen at run time, so the library still runs on
- * CPUs without it. */
+/* GEMM micro-kernels. The AVX-512 kernel (and the AVX2 one, gemm_avx2.c) is
+ * compiled for that target only (function attributes) and chosen at run
+ * time by the CPU path (isa.h), so the library still runs on CPUs without it. */
 #include "gemm_kernels.h"
+#include "isa.h"
 
 /* ---- portable: 8 x 16, plain C ---- */
 
@@ -36,7 +37,7 @@ static void gemv_generic(int64_t m, int64_t k, const float *A, int64_t lda, cons
     }
 }
 
-static void pack_t_generic(int64_t kc, int rows, const float *src, int64_t ld, int w, float *dst) {
+void tg_pack_t_generic(int64_t kc, int rows, const float *src, int64_t ld, int w, float *dst) {
     for (int r = 0; r < w; r++) {
         if (r < rows)
             for (int64_t k = 0; k < kc; k++) dst[k * w + r] = src[r * ld + k];
@@ -50,8 +51,8 @@ static void pack_n_generic(int64_t kc, int rows, const float *src, int64_t ld, i
         for (int r = 0; r < w; r++) dst[k * w + r] = r < rows ? src[k * ld + r] : 0.0f;
 }
 
-static const tg_ukernel k_generic = {"generic 8x16", GMR, GNR, tile_generic, gemv_generic, pack_t_generic,
-                                     pack_n_generic};
+static const tg_ukernel k_generic = {"generic 8x16",    GMR,           GNR, false, tile_generic, gemv_generic,
+                                     tg_pack_t_generic, pack_n_generic};
 const tg_ukernel *tg_ukernel_generic(void) { return &k_generic; }
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -238,13 +239,16 @@ AVX512 static void pack_n_avx512(int64_t kc, int rows, const float *src, int64_t
     }
 }
 
-static const tg_ukernel k_avx512 = {"avx512 12x32", 12, 32, tile_avx512, gemv_avx512, pack_t_avx512, pack_n_avx512};
+static const tg_ukernel k_avx512 = {"avx512 12x32", 12,           32,           true,
+                                    tile_avx512,    gemv_avx512, pack_t_avx512, pack_n_avx512};
 #endif
 
 const tg_ukernel *tg_ukernel_best(void) {
+    switch (cpu_isa()) {
 #if defined(__x86_64__) && defined(__GNUC__)
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma")) return &k_avx512;
+    case CPU_AVX512: return &k_avx512;
+    case CPU_AVX2: return tg_ukernel_avx2();
 #endif
-    return &k_generic;
+    default: return &k_generic;
+    }
 }

@@ -35,6 +35,7 @@ typedef struct {
 typedef struct {
     const char *name;
     int mr, nr;
+    bool fma; /* products chained with FMAs (else multiply, then add) */
     void (*tile)(const tg_tile *t);
     /* y[i * incy] = dot(A[i, 0:k], x) for i < m, A rows contiguous (lda apart). */
     void (*gemv)(int64_t m, int64_t k, const float *A, int64_t lda, const float *x, float *y, int64_t incy);
@@ -47,8 +48,12 @@ typedef struct {
     void (*pack_n)(int64_t kc, int rows, const float *src, int64_t ld, int w, float *dst);
 } tg_ukernel;
 
-/* The fastest kernel this CPU supports (checked at run time). */
+/* The kernel of the CPU path in use (isa.h). */
 const tg_ukernel *tg_ukernel_best(void);
+/* AVX2+FMA (gemm_avx2.c); NULL where it is not compiled in. */
+const tg_ukernel *tg_ukernel_avx2(void);
+/* The portable packing of row-major A and B^T, for kernels without their own. */
+void tg_pack_t_generic(int64_t kc, int rows, const float *src, int64_t ld, int w, float *dst);
 /* The portable kernel, whatever the CPU. */
 const tg_ukernel *tg_ukernel_generic(void);
 #endif

@@ -296,7 +296,7 @@ bool cpu_conv_force_generic = false;
 
 static const conv_rows *rows_best(void) {
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (!cpu_conv_force_generic && __builtin_cpu_supports("avx512f")) return &rows_512;
+    if (!cpu_conv_force_generic && cpu_isa() == CPU_AVX512) return &rows_512;
 #endif
     return &rows_c;
 }

@@ -12,6 +12,7 @@
 
 #include "cpu.h"
 #include "kernels.h"
+#include "isa.h"
 #include "vmath.h"
 
 #define GRAIN 16384 /* elements per task, below which threads cost more than they save */
@@ -79,7 +80,7 @@ VINLINE vf vclamp_seq(vf v, float lo, float hi) {
     return vsel(v > hi, vsplat(hi), v);
 }
 
-TG_CLONES static void um_forward(tg_opcode op, const tg_node *n, const float *x, float *y, int64_t len) {
+TG_MULTI(static, um_forward, (tg_opcode op, const tg_node *n, const float *x, float *y, int64_t len), (op, n, x, y, len)) {
     float alpha = n->fa[0], lo = n->fa[0], hi = n->fa[1];
     switch (op) {
     case TG_OP_ABS: VMAP(x, y, len, vabs(v)); break;
@@ -156,7 +157,7 @@ VINLINE vf silu_grad(vf x, vf g) {
     return g * (sg * (1.0f + x * (1.0f - sg)));
 }
 
-TG_CLONES static void um_backward(const tg_node *n, const float *sp, const float *gp, float *y, int64_t len) {
+TG_MULTI(static, um_backward, (const tg_node *n, const float *sp, const float *gp, float *y, int64_t len), (n, sp, gp, y, len)) {
     float alpha = n->fa[0], lo = n->fa[0], hi = n->fa[1];
     switch ((tg_opcode)n->ia[0]) {
     case TG_OP_ABS: VMAP2(sp, gp, y, len, vsel(s > 0.0f, g, vsel(s < 0.0f, -g, vsplat(0.0f)))); break;
@@ -222,8 +223,7 @@ static void row_offsets(const tg_iter *it, int64_t r, int64_t *off) {
 }
 
 /* max(a, b) / min(a, b); NaN in either operand gives NaN, as torch.maximum */
-TG_CLONES static void minmax_row(bool is_max, float *y, const float *a, int64_t sa, const float *b, int64_t sb,
-                                 int64_t len) {
+TG_MULTI(static, minmax_row, (bool is_max, float *y, const float *a, int64_t sa, const float *b, int64_t sb, int64_t len), (is_max, y, a, sa, b, sb, len)) {
     for (int64_t i = 0; i < len; i += VL) {
         int64_t m = len - i < VL ? len - i : VL;
         vf x = vload_st(a + i * sa, sa, m), z = vload_st(b + i * sb, sb, m);
@@ -271,8 +271,7 @@ TG_CPU_KERNEL(cpu_minmax) {
  * 0 = a, 1 = b) of min or max (ia[0]), over gy's shape (the forward output;
  * a and b broadcast to it). The operand that wins gets all of gy; at a tie
  * each gets half, as torch.maximum / torch.minimum do. */
-TG_CLONES static void minmax_grad_row(bool is_max, float *gx, const float *own, int64_t so, const float *oth,
-                                      int64_t sa, const float *gy, int64_t sg, int64_t len) {
+TG_MULTI(static, minmax_grad_row, (bool is_max, float *gx, const float *own, int64_t so, const float *oth, int64_t sa, const float *gy, int64_t sg, int64_t len), (is_max, gx, own, so, oth, sa, gy, sg, len)) {
     for (int64_t i = 0; i < len; i += VL) {
         int64_t m = len - i < VL ? len - i : VL;
         vf x = vload_st(own + i * so, so, m), z = vload_st(oth + i * sa, sa, m), g = vload_st(gy + i * sg, sg, m);
@@ -342,7 +341,7 @@ static void ax_task(const ax_job *j, int64_t t, int64_t *o, int64_t *j0, int64_t
 /* softmax along a contiguous row of A: y = e^(x - max) / sum. The sum runs
  * over VL lane accumulators, then the lanes in order, then the tail: a
  * fixed order for a given A. */
-TG_CLONES static void softmax_row(const float *x, float *y, int64_t A) {
+TG_MULTI(static, softmax_row, (const float *x, float *y, int64_t A), (x, y, A)) {
     vf vm = vsplat(-INFINITY);
     for (int64_t i = 0; i < A; i += VL) {
         int64_t m = A - i < VL ? A - i : VL;
@@ -371,7 +370,7 @@ TG_CLONES static void softmax_row(const float *x, float *y, int64_t A) {
 /* softmax along a strided axis for a tile of w <= 4 VL adjacent inner
  * positions: every loop runs along the contiguous inner positions, with the
  * running max and sum of each position in a vector lane. */
-TG_CLONES static void softmax_tile(const float *x, float *y, int64_t A, int64_t inner, int64_t w) {
+TG_MULTI(static, softmax_tile, (const float *x, float *y, int64_t A, int64_t inner, int64_t w), (x, y, A, inner, w)) {
     enum { NV = 4 };
     vf m[NV], s[NV];
     int64_t nv = (w + VL - 1) / VL;
@@ -427,7 +426,7 @@ TG_CPU_KERNEL(cpu_softmax) {
 
 /* softmax_grad(y, gy) along axis ia[0] (the backward of softmax and of
  * softmax_causal): gx = y (gy - sum(gy y)), [outer, A, inner] f32. */
-TG_CLONES static void softmax_grad_row(const float *y, const float *gy, float *gx, int64_t A) {
+TG_MULTI(static, softmax_grad_row, (const float *y, const float *gy, float *gx, int64_t A), (y, gy, gx, A)) {
     vf acc = vsplat(0.0f);
     int64_t i = 0;
     for (; i + VL <= A; i += VL) acc += vload(gy + i) * vload(y + i);
@@ -437,8 +436,7 @@ TG_CLONES static void softmax_grad_row(const float *y, const float *gy, float *g
     VMAP2(y, gy, gx, A, s * (g - d));
 }
 
-TG_CLONES static void softmax_grad_tile(const float *y, const float *gy, float *gx, int64_t A, int64_t inner,
-                                        int64_t w) {
+TG_MULTI(static, softmax_grad_tile, (const float *y, const float *gy, float *gx, int64_t A, int64_t inner, int64_t w), (y, gy, gx, A, inner, w)) {
     enum { NV = 4 };
     vf d[NV];
     int64_t nv = (w + VL - 1) / VL;

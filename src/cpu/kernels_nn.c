@@ -12,6 +12,7 @@
 
 #include "cpu.h"
 #include "kernels.h"
+#include "isa.h"
 #include "vmath.h"
 
 #define GRAIN 16384 /* elements per task, below which threads cost more than they save */
@@ -138,7 +139,7 @@ VINLINE void xent_block(const float *X, int64_t V, int64_t r0, int64_t n, vf e[X
 
 /* loss[r] = -log_softmax(x[r])[t[r]] = -((x[r, t] - max) - log(sum exp(x[r] - max))),
  * or 0 when t[r] is outside [0, V). */
-TG_CLONES static void xent_rows(void *arg, int64_t lo, int64_t hi) {
+TG_MULTI(static, xent_rows, (void *arg, int64_t lo, int64_t hi), (arg, lo, hi)) {
     nn_job *j = arg;
     const float *X = j->in[0];
     const int32_t *t = j->in[1];
@@ -180,7 +181,7 @@ TG_CPU_KERNEL(cpu_cross_entropy) {
 
 /* gx[r] = (softmax(x[r]) - onehot(t[r])) * gy[r]; 0 for an out-of-range
  * target. gx may alias x (a block's rows are read before any is written). */
-TG_CLONES static void xent_grad_rows(void *arg, int64_t lo, int64_t hi) {
+TG_MULTI(static, xent_grad_rows, (void *arg, int64_t lo, int64_t hi), (arg, lo, hi)) {
     nn_job *j = arg;
     const float *X = j->in[0], *gy = j->in[2];
     const int32_t *t = j->in[1];
@@ -253,7 +254,7 @@ TG_CPU_KERNEL(cpu_nll_loss_grad) {
 /* ---- layer / RMS norm over the last axis: x [R, D], g [D], b [D], stats [R, 2] ---- */
 
 /* The norms run on 16-lane vectors (vmath.h) in functions compiled for
- * several instruction sets (TG_CLONES): a row's sums go lane by lane, then
+ * several instruction sets (TG_MULTI): a row's sums go lane by lane, then
  * across the lanes in a fixed tree, so every row is reduced the same way
  * whatever the CPU or the thread that takes it. */
 
@@ -299,7 +300,7 @@ VINLINE void norm_stats_row(const float *x, int64_t D, bool rms, float eps, floa
 
 /* y = (x - mean) * rstd * g (+ b); y may alias x (a row's statistics are
  * taken before the row is written). */
-TG_CLONES static void norm_rows(void *arg, int64_t lo, int64_t hi) {
+TG_MULTI(static, norm_rows, (void *arg, int64_t lo, int64_t hi), (arg, lo, hi)) {
     nn_job *j = arg;
     const tg_node *n = j->n;
     const float *X = j->in[0], *gain = j->in[1], *bias = n->nin > 2 ? j->in[2] : NULL;
@@ -325,7 +326,7 @@ TG_CPU_KERNEL(cpu_norm) {
     run_rows(c, &j, norm_rows);
 }
 
-TG_CLONES static void norm_stats_rows(void *arg, int64_t lo, int64_t hi) {
+TG_MULTI(static, norm_stats_rows, (void *arg, int64_t lo, int64_t hi), (arg, lo, hi)) {
     nn_job *j = arg;
     const float *X = j->in[0];
     float *st = j->out;
@@ -343,7 +344,7 @@ TG_CPU_KERNEL(cpu_norm_stats) {
  *   layer norm  dx = rstd * (d - mean(d) - xh * mean(d * xh))
  *   RMS norm    dx = rstd * (d - xh * mean(d * xh))
  * dx may alias x or gy: the second pass reads element i before writing it. */
-TG_CLONES static void norm_dx_rows(void *arg, int64_t lo, int64_t hi) {
+TG_MULTI(static, norm_dx_rows, (void *arg, int64_t lo, int64_t hi), (arg, lo, hi)) {
     nn_job *j = arg;
     const float *X = j->in[0], *gain = j->in[1], *GY = j->in[2], *st = j->in[3];
     float *DX = j->out;
@@ -377,7 +378,7 @@ TG_CPU_KERNEL(cpu_norm_dx) {
 
 /* dgain[i] = sum over rows r of gy[r, i] * xh[r, i], in row order within
  * each of cpu_reduce_rows' blocks. */
-TG_CLONES static void norm_dgain_block(void *arg, int64_t r0, int64_t r1, float *dg) {
+TG_MULTI(static, norm_dgain_block, (void *arg, int64_t r0, int64_t r1, float *dg), (arg, r0, r1, dg)) {
     nn_job *j = arg;
     const float *X = j->in[0], *GY = j->in[1], *st = j->in[2];
     int64_t D = j->width;
@@ -404,7 +405,7 @@ TG_CPU_KERNEL(cpu_norm_dgain) {
 
 /* ---- the fused norm backward (see kernels.h) ---- */
 
-TG_CLONES static void norm_bwd_rows(void *arg, int64_t lo, int64_t hi) {
+TG_MULTI(static, norm_bwd_rows, (void *arg, int64_t lo, int64_t hi), (arg, lo, hi)) {
     const cpu_norm_bwd *a = arg;
     int64_t D = a->D;
     for (int64_t r = lo; r < hi; r++) {
@@ -452,7 +453,7 @@ typedef struct {
 
 /* Per block: dgain's partial (norm_dgain_block) and gy's column sums
  * (colsum_512: each column summed down the rows from 0). */
-TG_CLONES static void norm_sums_block(void *arg, int64_t r0, int64_t r1, float *part) {
+TG_MULTI(static, norm_sums_block, (void *arg, int64_t r0, int64_t r1, float *part), (arg, r0, r1, part)) {
     const sums_job *j = arg;
     int64_t D = j->D;
     for (int64_t i = 0; i < D; i += 4 * VL) {

@@ -110,7 +110,7 @@ bool cpu_pool2x2(cpu_ctx *c, const tg_node *n, tg_shape xs, const float *x, cons
     int64_t H = xs.d[2], W = xs.d[3], Ho = H / 2, Wo = W / 2, planes = xs.d[0] * xs.d[1];
     bool fits = n->ia[5] == 2 && n->ia[6] == 2 && n->ia[0] == 2 && n->ia[1] == 2 && n->ia[2] == 0 && n->ia[3] == 0 &&
                 H % 2 == 0 && W % 2 == 0 && Wo > 0 && (16 % Wo == 0 || Wo % 16 == 0);
-    if (!fits || !__builtin_cpu_supports("avx512f")) return false;
+    if (!fits || cpu_isa() != CPU_AVX512) return false;
     pool2_job j = {x, y, gy, out, planes * Ho * Wo, Wo, W, Wo % 16 == 0 ? Wo / 16 : 0, relu, {{0}}, {{0}}};
     for (int t = 0; t < 4; t++)
         for (int p = 0; p < 16; p++) {

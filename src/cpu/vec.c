@@ -1,6 +1,7 @@
 /* Elementwise loops: plain C, and AVX-512 with masked tails. */
 #include <math.h>
 
+#include "isa.h"
 #include "vec.h"
 
 /* ---- plain C ---- */
@@ -157,8 +158,7 @@ static const vec_kernels k_512 = {binary_512, binary_row_512, relu_512, relu_gra
 
 const vec_kernels *vec_best(void) {
 #if defined(__x86_64__) && defined(__GNUC__)
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f")) return &k_512;
+    if (cpu_isa() == CPU_AVX512) return &k_512;
 #endif
     return &k_c;
 }

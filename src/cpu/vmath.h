@@ -19,24 +19,14 @@
 #include <string.h>
 
 /* Every helper is forced inline: the kernels calling them are compiled for
- * several targets, and an out-of-line call would pass 64-byte vectors under
- * two different ABIs. */
+ * several targets (TG_MULTI, isa.h), and an out-of-line call would pass
+ * 64-byte vectors under two different ABIs. */
 #define VINLINE static inline __attribute__((always_inline))
 
 #define VL 16
 typedef float vf __attribute__((vector_size(4 * VL)));
 typedef int32_t vi __attribute__((vector_size(4 * VL)));
 typedef uint32_t vu __attribute__((vector_size(4 * VL)));
-
-/* Kernels that loop over vf call these through a function compiled for
- * several instruction sets, picked once at load time (ifunc), where the
- * toolchain and C library support it. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__) && \
-    defined(__GLIBC__) && !defined(TG_NO_CLONES)
-#define TG_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define TG_CLONES
-#endif
 
 VINLINE vf vload(const float *p) {
     vf v;
@@ -74,6 +64,14 @@ VINLINE vf vload_st(const float *p, int64_t st, int64_t m) {
 #define VSHUF(a, ...) __builtin_shuffle(a, (vi){__VA_ARGS__})
 #define VSHUF2(a, b, ...) __builtin_shuffle(a, b, (vi){__VA_ARGS__})
 #endif
+
+/* c + a * b rounded once, lane by lane: inside a kernel compiled for a
+ * target with FMA (TG_MULTI) each is one fused instruction. */
+VINLINE vf vfma(vf a, vf b, vf c) {
+    vf r;
+    for (int i = 0; i < VL; i++) r[i] = __builtin_fmaf(a[i], b[i], c[i]);
+    return r;
+}
 
 VINLINE vf vsplat(float v) { return (vf){0} + v; }
 VINLINE vf vsel(vi m, vf a, vf b) { return (vf)(((vi)a & m) | ((vi)b & ~m)); }

@@ -1,0 +1,75 @@
+/* The CPU path (isa.h): detected once, lowered by $TG_CPU. */
+#include "isa.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const names[] = {"generic", "neon", "avx2", "avx512"};
+
+const char *cpu_isa_name(cpu_isa_t isa) { return names[isa]; }
+
+cpu_isa_t cpu_isa_best(void) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma")) return CPU_AVX512;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return CPU_AVX2;
+#elif defined(__aarch64__)
+    return CPU_NEON;
+#endif
+    return CPU_GENERIC;
+}
+
+/* Whether `isa` runs here: the best path or one below it on the same family. */
+static bool runs_here(cpu_isa_t isa, cpu_isa_t best) {
+    if (isa == CPU_GENERIC || isa == best) return true;
+    return best == CPU_AVX512 && isa == CPU_AVX2;
+}
+
+/* The path $TG_CPU asks for; the best one when unset, unknown or too high
+ * (err says which). */
+static cpu_isa_t from_env(char *err, size_t n, bool *ok) {
+    cpu_isa_t best = cpu_isa_best();
+    const char *e = getenv("TG_CPU");
+    *ok = true;
+    if (!e || !*e) return best;
+    for (int i = 0; i < (int)(sizeof names / sizeof *names); i++)
+        if (!strcmp(e, names[i])) {
+            if (runs_here((cpu_isa_t)i, best)) return (cpu_isa_t)i;
+            *ok = false;
+            if (err)
+                snprintf(err, n, "TG_CPU=%s: this CPU's best path is %s (%s%s)", e, names[best], names[best],
+                         best == CPU_AVX512 ? ", avx2, generic" : best == CPU_GENERIC ? "" : ", generic");
+            return best;
+        }
+    *ok = false;
+    if (err)
+        snprintf(err, n, "TG_CPU=%s: unknown CPU path (%s)", e,
+                 best == CPU_NEON ? "neon or generic" : "avx512, avx2 or generic");
+    return best;
+}
+
+static atomic_int chosen = -1;
+
+cpu_isa_t cpu_isa(void) {
+    int c = atomic_load_explicit(&chosen, memory_order_relaxed);
+    if (c < 0) {
+        bool ok;
+        c = (int)from_env(NULL, 0, &ok);
+        atomic_store_explicit(&chosen, c, memory_order_relaxed);
+    }
+    return (cpu_isa_t)c;
+}
+
+bool cpu_isa_env_ok(char *err, size_t n) {
+    bool ok;
+    from_env(err, n, &ok);
+    return ok;
+}
+
+bool cpu_isa_set(cpu_isa_t isa) {
+    if (!runs_here(isa, cpu_isa_best())) return false;
+    atomic_store(&chosen, (int)isa);
+    return true;
+}
