@@ -652,6 +652,18 @@ tg_status tg_session_set_seed(tg_session *s, uint64_t seed);
 /* CPU threads used by new sessions when the spec says 0 (else TG_THREADS, else all cores). */
 void tg_set_default_threads(int n);
 
+/* The CPU backend's instruction-set path: the best this CPU supports, or a
+ * lower one named by the environment variable TG_CPU (avx512, avx2 or
+ * generic; neon or generic on aarch64), read once per process. CPU sessions
+ * fail to start when TG_CPU names an unknown path or one above the CPU's. */
+typedef struct {
+    const char *path;  /* in use */
+    const char *best;  /* the best this CPU supports */
+    char kernels[320]; /* the code the path runs, kernel family by family */
+} tg_cpu_path_info;
+/* Fills *out; TG_ERR_ARG (and out describes the best path) when TG_CPU is bad. */
+tg_status tg_cpu_info(tg_cpu_path_info *out);
+
 /* ---- checkpoints --------------------------------------------------------- */
 
 /* Files are safetensors (docs/checkpoints.md). Writes are atomic: a

@@ -1,5 +1,7 @@
 /* Bad input gets a clear error, never a crash: shape errors name the op, the
  * shapes and the caller's file:line; uploads and feeds are strict. */
+/* setenv, unsetenv */
+#define _POSIX_C_SOURCE 200112L
 #include "check.h"
 
 static int bad_line;
@@ -159,9 +161,42 @@ static void bad_specs(void) {
     tg_model_free(m);
 }
 
+/* TG_CPU names a path: unknown names and paths above the CPU's are errors
+ * that say what the CPU has; the process keeps its path. */
+static void cpu_path_errors(void) {
+    tg_model *m = tg_model_new();
+    W = tg_model_param(m, "W", TG_SHAPE(4, 2), tg_init_zeros());
+    B1 = tg_model_param(m, "b", TG_SHAPE(2), tg_init_zeros());
+    tg_input_decl in[] = {{"x", TG_F32, TG_SHAPE(8, 4)}, {"t", TG_F32, TG_SHAPE(8, 2)}};
+    tg_train_spec spec = {.model = m, .loss = good_loss, .inputs = in, .n_inputs = 2};
+    const char *old = getenv("TG_CPU");
+    char keep[32];
+    snprintf(keep, sizeof keep, "%s", old ? old : "");
+    tg_cpu_path_info ci;
+    CHECK_OK(tg_cpu_info(&ci));
+    tg_session *s = NULL;
+    setenv("TG_CPU", "bogus", 1);
+    CHECK_ERR(tg_session_new(&spec, &s), TG_ERR_ARG, "TG_CPU=bogus: unknown CPU path");
+    CHECK_ERR(tg_cpu_info(&ci), TG_ERR_ARG, "unknown CPU path");
+    const char *above = !strcmp(ci.best, "avx2") ? "avx512" : !strcmp(ci.best, "generic") ? "avx2" : "neon";
+    setenv("TG_CPU", above, 1);
+    char want[80];
+    snprintf(want, sizeof want, "this CPU's best path is %s", ci.best);
+    if (strcmp(ci.best, "avx512")) CHECK_ERR(tg_session_new(&spec, &s), TG_ERR_ARG, want);
+    setenv("TG_CPU", "generic", 1);
+    CHECK_OK(tg_session_new(&spec, &s));
+    tg_session_free(s);
+    if (old) setenv("TG_CPU", keep, 1);
+    else unsetenv("TG_CPU");
+    CHECK_OK(tg_cpu_info(&ci));
+    CHECK(strstr(ci.kernels, "gemm ") != NULL, "kernels: %s", ci.kernels);
+    tg_model_free(m);
+}
+
 int main(void) {
     shape_errors();
     strict_io();
     bad_specs();
+    cpu_path_errors();
     return check_summary("test_errors");
 }

@@ -47,6 +47,13 @@ static int devices(void) {
     char model[128];
     cpu_model(model, sizeof model);
     printf("cpu     %s, %ld cores online (TG_THREADS overrides)\n", model, sysconf(_SC_NPROCESSORS_ONLN));
+    tg_cpu_path_info ci;
+    if (tg_cpu_info(&ci) != TG_OK) {
+        fprintf(stderr, "tg devices: %s\n", tg_last_error());
+        return 1;
+    }
+    printf("        path %s (best on this CPU: %s; TG_CPU lowers it)\n        kernels: %s\n", ci.path, ci.best,
+           ci.kernels);
     tg_webgpu_adapter_info w;
     if (tg_webgpu_info(&w) != TG_OK) {
         printf("webgpu  %s\n", tg_last_error());

@@ -192,6 +192,11 @@ tg_status cpu_engine_new(int threads, int64_t params_bytes, tg_engine **out) {
     *out = NULL;
     cpu_engine *e = tg_calloc(1, sizeof *e);
     if (!e) return tg_fail(TG_ERR_NOMEM, "cpu: out of memory");
+    char why[160];
+    if (!cpu_isa_env_ok(why, sizeof why)) {
+        free(e);
+        return tg_fail(TG_ERR_ARG, "cpu: %s", why);
+    }
     if (threads <= 0) threads = tg_default_threads();
     e->base.vt = &cpu_vt;
     e->base.refs = 1;

@@ -1,10 +1,11 @@
 /* The CPU path (isa.h): detected once, lowered by $TG_CPU. */
-#include "isa.h"
-
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "../util/util.h"
+#include "cpu.h"
 
 static const char *const names[] = {"generic", "neon", "avx2", "avx512"};
 
@@ -72,4 +73,32 @@ bool cpu_isa_set(cpu_isa_t isa) {
     if (!runs_here(isa, cpu_isa_best())) return false;
     atomic_store(&chosen, (int)isa);
     return true;
+}
+
+/* ---- the public description (tensorgrad.h) ---- */
+
+/* What each kernel family runs on each path; kept beside the dispatch in
+ * the files named. */
+static void describe(cpu_isa_t isa, char *buf, size_t n) {
+    const char *v = isa == CPU_AVX512 ? "avx512" : isa == CPU_AVX2 ? "avx2" : isa == CPU_NEON ? "neon" : "generic";
+    bool k512 = isa == CPU_AVX512;
+    snprintf(buf, n,
+             "gemm %s; attention %s; vector math, softmax, norms, cross-entropy %s (16-lane vectors); "
+             "conv rows %s; 2x2 pooling %s; elementwise and Adam passes %s",
+             tg_gemm_kernel_name(),                              /* gemm_kernels.c */
+             k512 ? "avx512" : isa == CPU_AVX2 ? "avx2 fma vectors" : "generic vectors", /* attention.c */
+             v,                                                  /* TG_MULTI kernels */
+             k512 ? "avx512" : "generic",                       /* kernels_conv.c */
+             k512 ? "avx512" : "index tables",                  /* pool2x2.c */
+             k512 ? "avx512" : "generic");                      /* vec.c */
+}
+
+tg_status tg_cpu_info(tg_cpu_path_info *out) {
+    if (!out) return tg_fail(TG_ERR_ARG, "tg_cpu_info: out is NULL");
+    char why[160];
+    bool ok = cpu_isa_env_ok(why, sizeof why);
+    out->path = cpu_isa_name(cpu_isa());
+    out->best = cpu_isa_name(cpu_isa_best());
+    describe(cpu_isa(), out->kernels, sizeof out->kernels);
+    return ok ? TG_OK : tg_fail(TG_ERR_ARG, "tg_cpu_info: %s", why);
 }
