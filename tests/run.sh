@@ -5,19 +5,39 @@ set -u
 dir=${1:-build}/tests
 total_pass=0 total_fail=0 crashed=0
 here=$(dirname "$0")
-for t in "$dir"/test_* "$here"/test_*.sh; do
-    [ -x "$t" ] || continue
-    case "$t" in *.sh) out=$("$t" "${1:-build}" 2>&1); rc=$? ;; *) out=$("$t" 2>&1); rc=$? ;; esac
-    printf '%s\n' "$out" | grep -E 'FAIL|passed|skipped' | sed "s|^|$(basename "$t"): |" | sed 's/^\(test_[a-z0-9_]*\): \1: /\1: /'
+# run NAME CMD...: one test, its lines prefixed with NAME, its counts added up.
+run() {
+    local name=$1 out rc line p f
+    shift
+    out=$("$@" 2>&1); rc=$?
+    printf '%s\n' "$out" | grep -E 'FAIL|passed|skipped' | sed "s|^|$name: |" | sed 's/^\(test_[a-z0-9_]*\): \1: /\1: /'
     line=$(printf '%s\n' "$out" | grep -E '[0-9]+ passed, [0-9]+ failed' | tail -n 1)
     if [ -z "$line" ]; then
-        echo "$(basename "$t"): no summary line (exit $rc)"; printf '%s\n' "$out" | tail -n 20
-        crashed=$((crashed + 1)); continue
+        echo "$name: no summary line (exit $rc)"; printf '%s\n' "$out" | tail -n 20
+        crashed=$((crashed + 1)); return
     fi
     p=$(printf '%s' "$line" | sed -E 's/.* ([0-9]+) passed.*/\1/')
     f=$(printf '%s' "$line" | sed -E 's/.* ([0-9]+) failed.*/\1/')
     total_pass=$((total_pass + p)); total_fail=$((total_fail + f))
-    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then echo "$(basename "$t"): exit $rc"; crashed=$((crashed + 1)); fi
+    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then echo "$name: exit $rc"; crashed=$((crashed + 1)); fi
+}
+for t in "$dir"/test_* "$here"/test_*.sh; do
+    [ -x "$t" ] || continue
+    case "$t" in *.sh) run "$(basename "$t")" "$t" "${1:-build}" ;; *) run "$(basename "$t")" "$t" ;; esac
+done
+
+# The CPU paths below this CPU's best (which the runs above used), forced
+# with TG_CPU: the op, fusion and training suites, whose kernels differ per
+# path. test_gemm covers the portable kernel itself, so it runs again for
+# AVX2 only. Paths above the CPU's are left out (tg devices says the best).
+best=$("${1:-build}/tg" devices 2>/dev/null | sed -n 's/.*best on this CPU: \([a-z0-9]*\).*/\1/p')
+suites="test_nn test_math_ops test_conv test_pool test_fusion test_optim test_addition_parity test_digits_parity"
+case "$best" in avx512) paths="avx2 generic" ;; avx2 | neon) paths="generic" ;; *) paths="" ;; esac
+for path in $paths; do
+    extra=; [ "$path" = avx2 ] && extra=test_gemm
+    for s in $suites $extra; do
+        [ -x "$dir/$s" ] && run "$s[TG_CPU=$path]" env TG_CPU=$path "$dir/$s"
+    done
 done
 total_fail=$((total_fail + crashed))
 echo "all tests: $total_pass passed, $total_fail failed"
