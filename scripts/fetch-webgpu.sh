@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Puts a WebGPU runtime for the tests into .deps/ (git-ignored), changing
 # nothing on the system:
-#   .deps/webgpu/libwebgpu_wrapper.so   Dawn, from the npm package bun-webgpu-linux-x64@0.1.7
+#   .deps/webgpu/libwebgpu_wrapper.so   Dawn, from the npm package of the host platform:
+#                                       bun-webgpu-linux-x64@0.1.7; on macOS (arm64, x86_64)
+#                                       bun-webgpu-darwin-*@0.1.5 (libwebgpu_wrapper.dylib), on
+#                                       Windows bun-webgpu-win32-x64@0.1.5 (webgpu_wrapper.dll)
+#   (Linux only, for lavapipe:)
 #   .deps/vulkan/libvulkan.so.1         the Vulkan loader, only when the system has none
 #   .deps/vulkan/libvulkan_lvp.so       lavapipe (CPU Vulkan) from bookworm-backports' mesa-vulkan-drivers
 #   .deps/vulkan/lvp_icd.json           its ICD file (the library adds it to the loader's list)
@@ -31,15 +35,22 @@ if [ "${1:-}" = --apt-deps ]; then
 fi
 root=$(cd "$(dirname "$0")/.." && pwd)
 deps=$root/.deps
-dawn=$deps/webgpu/libwebgpu_wrapper.so
 vk=$deps/vulkan
 lvp=$vk/libvulkan_lvp.so
 icd=$vk/lvp_icd.json
-DAWN_PKG=bun-webgpu-linux-x64@0.1.7
 LIBDIR=usr/lib/x86_64-linux-gnu
 
 fail() { echo "fetch-webgpu: $*" >&2; exit 1; }
-[ "$(uname -m)" = x86_64 ] || fail "only x86_64 Linux is supported (the Dawn package is linux-x64)"
+# The npm package family ships Dawn for these hosts only (no linux-arm64).
+case "$(uname -s)/$(uname -m)" in
+Linux/x86_64) platform=linux-x64 version=0.1.7 lib=libwebgpu_wrapper.so ;;
+Darwin/arm64) platform=darwin-arm64 version=0.1.5 lib=libwebgpu_wrapper.dylib ;;
+Darwin/x86_64) platform=darwin-x64 version=0.1.5 lib=libwebgpu_wrapper.dylib ;;
+MINGW*/x86_64 | MSYS*/x86_64 | CYGWIN*/x86_64) platform=win32-x64 version=0.1.5 lib=webgpu_wrapper.dll ;;
+*) fail "no Dawn build for $(uname -s) $(uname -m) (bun-webgpu-* has linux-x64, darwin-arm64, darwin-x64, win32-x64)" ;;
+esac
+DAWN_PKG=bun-webgpu-$platform@$version
+dawn=$deps/webgpu/$lib
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -48,12 +59,13 @@ trap 'rm -rf "$tmp"' EXIT
 if [ ! -s "$dawn" ]; then
     command -v npm >/dev/null || fail "npm is needed to fetch Dawn ($DAWN_PKG); install it (apt-get install npm)"
     (cd "$tmp" && npm pack --silent "$DAWN_PKG" >/dev/null) || fail "npm pack $DAWN_PKG failed"
-    tar -xzf "$tmp"/bun-webgpu-linux-x64-*.tgz -C "$tmp" package/libwebgpu_wrapper.so ||
-        fail "the npm package has no package/libwebgpu_wrapper.so"
+    tar -xzf "$tmp"/bun-webgpu-$platform-*.tgz -C "$tmp" "package/$lib" || fail "the npm package has no package/$lib"
     mkdir -p "$(dirname "$dawn")"
-    mv "$tmp/package/libwebgpu_wrapper.so" "$dawn"
+    mv "$tmp/package/$lib" "$dawn"
     echo "fetch-webgpu: Dawn -> ${dawn#$root/}"
 fi
+# Metal and D3D12 come with the system; lavapipe is for Linux without a GPU.
+[ "$platform" = linux-x64 ] || exit 0
 
 # ---- Debian packages through a private apt configuration ----------------------
 have_loader() { ldconfig -p 2>/dev/null | grep -q 'libvulkan\.so\.1 '; }

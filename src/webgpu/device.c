@@ -221,14 +221,22 @@ static bool init(wgpu_ctx *c, char *why, size_t n) {
         snprintf(why, n, "%s: wgpuCreateInstance failed", c->lib_path);
         return false;
     }
-    /* Vulkan only: asking for "any" lets Dawn hand out its Null adapter. */
-    wg_adapter_options opt = {NULL, WG_FEATURE_LEVEL_CORE, WG_POWER_HIGH_PERFORMANCE, 0, WG_BACKEND_VULKAN, NULL};
+    /* The platform's native backend only: asking for "any" lets Dawn hand
+     * out its Null adapter. */
+#if defined(__APPLE__)
+    const uint32_t native = WG_BACKEND_METAL;
+#elif defined(_WIN32)
+    const uint32_t native = WG_BACKEND_D3D12;
+#else
+    const uint32_t native = WG_BACKEND_VULKAN;
+#endif
+    wg_adapter_options opt = {NULL, WG_FEATURE_LEVEL_CORE, WG_POWER_HIGH_PERFORMANCE, 0, native, NULL};
     request_result r = {0};
     wg_adapter_cb_info acb = {NULL, WG_CALLBACK_WAIT_ANY_ONLY, on_adapter, &r, NULL};
     if (wgpu_wait(c, c->f.InstanceRequestAdapter(c->instance, &opt, acb), "requesting an adapter") != TG_OK ||
         r.status != WG_SUCCESS || !r.handle) {
-        snprintf(why, n, "no Vulkan adapter (%s); without a GPU run scripts/fetch-webgpu.sh for lavapipe",
-                 r.msg[0] ? r.msg : "none offered");
+        snprintf(why, n, "no %s adapter (%s)%s", wgpu_backend_name(native), r.msg[0] ? r.msg : "none offered",
+                 native == WG_BACKEND_VULKAN ? "; without a GPU run scripts/fetch-webgpu.sh for lavapipe" : "");
         return false;
     }
     c->adapter = r.handle;
