@@ -19,7 +19,7 @@ EX_SRC  := $(wildcard examples/*.c)
 EX_OBJ  := $(EX_SRC:%.c=$(BUILD)/obj/%.o)
 TESTS   := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
 
-.PHONY: all lib demo test sanitize bench bench-digits clean help
+.PHONY: all lib demo test test-aarch64 sanitize bench bench-digits clean help
 all: lib $(BUILD)/tg
 
 help:
@@ -27,6 +27,7 @@ help:
 	@echo "make demo       build and train the default example on the CPU"
 	@echo "make test       build and run every test"
 	@echo "make sanitize  run the tests in an ASan+UBSan build (build-asan/)"
+	@echo "make test-aarch64  the CPU tests built for aarch64 (NEON) and run under qemu-user (build-aarch64/)"
 	@echo "make bench      benchmarks against PyTorch / OpenBLAS (needs python3-torch, libopenblas-dev)"
 	@echo "make bench BACKEND=webgpu   the models on WebGPU beside PyTorch CUDA (a GPU machine)"
 	@echo "make bench-digits  the digits CNN step against PyTorch CPU (needs python3-torch)"
@@ -62,6 +63,18 @@ test: $(TESTS) $(BUILD)/tg
 	@bash scripts/fetch-webgpu.sh || [ "$${CI:-}" != true ] || { echo "make test: CI needs the WebGPU runtime"; exit 1; }
 	@bash tests/run.sh $(BUILD)
 
+# The CPU tests cross-built for aarch64 (its NEON path, then the portable
+# one) and run under qemu-user: correctness only, no WebGPU (Dawn has no
+# linux-arm64 build). Debian: gcc-aarch64-linux-gnu qemu-user.
+AARCH64_CC ?= aarch64-linux-gnu-gcc
+AARCH64_TESTS := $(filter-out build-aarch64/tests/test_webgpu%,$(patsubst tests/%.c,build-aarch64/tests/%,$(wildcard tests/test_*.c)))
+# GCC 12 for aarch64 crashes (an internal compiler error in the loop
+# vectorizer) on a max-reduction loop of test_conv.c; the tests need no vectors.
+build-aarch64/tests/%: CFLAGS += -fno-tree-loop-vectorize
+test-aarch64:
+	$(MAKE) CC=$(AARCH64_CC) AR=$(AARCH64_CC:gcc=ar) BUILD=build-aarch64 $(AARCH64_TESTS) build-aarch64/tg
+	QEMU_LD_PREFIX=/usr/aarch64-linux-gnu TG_TEST_RUNNER=qemu-aarch64 bash tests/run.sh build-aarch64
+
 # The suppressions cover only leaks inside the lavapipe driver (see the file).
 sanitize:
 	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp $(MAKE) BUILD=build-asan CFLAGS="$(SANITIZE)" LDFLAGS="-fsanitize=address,undefined" test
@@ -87,6 +100,6 @@ $(BUILD)/bench/digits_bench: bench/digits_bench.c $(BUILD)/libtensorgrad.a
 	$(CC) $(TG_CFLAGS) $(CFLAGS) $(LDFLAGS) $< $(BUILD)/libtensorgrad.a -o $@ $(LDLIBS)
 
 clean:
-	rm -rf $(BUILD) build-asan
+	rm -rf $(BUILD) build-asan build-aarch64
 
 -include $(LIB_OBJ:.o=.d) $(EX_OBJ:.o=.d)

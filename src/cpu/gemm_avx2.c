@@ -170,5 +170,5 @@ const tg_ukernel *tg_ukernel_avx2(void) {
     return &k;
 }
 #else
-const tg_ukernel *tg_ukernel_avx2(void) { return NULL; }
+const tg_ukernel *tg_ukernel_avx2(void) { return 0; }
 #endif

@@ -249,6 +249,9 @@ const tg_ukernel *tg_ukernel_best(void) {
     case CPU_AVX512: return &k_avx512;
     case CPU_AVX2: return tg_ukernel_avx2();
 #endif
+#if defined(__aarch64__)
+    case CPU_NEON: return tg_ukernel_neon();
+#endif
     default: return &k_generic;
     }
 }

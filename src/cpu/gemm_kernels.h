@@ -50,8 +50,9 @@ typedef struct {
 
 /* The kernel of the CPU path in use (isa.h). */
 const tg_ukernel *tg_ukernel_best(void);
-/* AVX2+FMA (gemm_avx2.c); NULL where it is not compiled in. */
+/* AVX2+FMA (gemm_avx2.c), NEON (gemm_neon.c); NULL where not compiled in. */
 const tg_ukernel *tg_ukernel_avx2(void);
+const tg_ukernel *tg_ukernel_neon(void);
 /* The portable packing of row-major A and B^T, for kernels without their own. */
 void tg_pack_t_generic(int64_t kc, int rows, const float *src, int64_t ld, int w, float *dst);
 /* The portable kernel, whatever the CPU. */
