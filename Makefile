@@ -29,6 +29,7 @@ help:
 	@echo "make sanitize  run the tests in an ASan+UBSan build (build-asan/)"
 	@echo "make test-aarch64  the CPU tests built for aarch64 (NEON) and run under qemu-user (build-aarch64/)"
 	@echo "make bench      benchmarks against PyTorch / OpenBLAS (needs python3-torch, libopenblas-dev)"
+	@echo "make bench CPU=avx2   the same with our CPU path, PyTorch and OpenBLAS forced to AVX2"
 	@echo "make bench BACKEND=webgpu   the models on WebGPU beside PyTorch CUDA (a GPU machine)"
 	@echo "make bench-digits  the digits CNN step against PyTorch CPU (needs python3-torch)"
 	@echo "make clean      remove build/"
@@ -81,10 +82,11 @@ sanitize:
 
 # Threads: TG_THREADS=N make bench (default: every CPU). Not part of `make test`.
 # BACKEND=webgpu: the models on the WebGPU backend beside PyTorch CUDA eager.
+# CPU=avx2 (or avx512): our CPU path and the peers' kernels forced to it.
 BACKEND ?= cpu
 bench: $(BUILD)/bench/bench_tg $(BUILD)/bench/digits_bench $(BUILD)/tg
 	@if [ "$(BACKEND)" = webgpu ]; then bash bench/run_webgpu.sh $(BUILD) $(TORCH_REF); \
-	else CC="$(CC)" bash bench/run.sh $(BUILD) $(TORCH_REF); fi
+	else CC="$(CC)" CPU="$(CPU)" bash bench/run.sh $(BUILD) $(TORCH_REF); fi
 
 $(BUILD)/bench/bench_tg: bench/bench_tg.c $(BUILD)/obj/examples/gpt.o $(BUILD)/libtensorgrad.a
 	@mkdir -p $(dir $@)

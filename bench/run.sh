@@ -3,7 +3,13 @@
 # (prefixed "json: ") and a table with ratios. Installs nothing: a missing
 # peer (PyTorch, OpenBLAS) is reported and its column left empty.
 #
-#   bench/run.sh BUILD TORCH_REF    (env: TG_THREADS, CC, PYTHON)
+#   bench/run.sh BUILD TORCH_REF    (env: TG_THREADS, CC, PYTHON, CPU)
+#
+# CPU=avx512|avx2: our CPU path forced (TG_CPU), and the peers forced to
+# the same instruction set (PyTorch: ATEN_CPU_CAPABILITY; OpenBLAS:
+# OPENBLAS_CORETYPE SkylakeX or Haswell); unset, everyone runs the best path
+# of this CPU. Either way the portable C path's figures (TG_CPU=generic)
+# are printed beside ours.
 set -u
 build=${1:-build}
 torch_ref=${2:-../shared/peers/torch_ref.py}
@@ -14,12 +20,27 @@ export TG_THREADS=$threads
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 
+cpu=${CPU:-$("$build/tg" devices 2>/dev/null | sed -n 's/.*best on this CPU: \([a-z0-9]*\).*/\1/p')}
+case "$cpu" in
+avx512) aten=avx512 coretype=SkylakeX ;;
+avx2) aten=avx2 coretype=Haswell ;;
+*) aten=default coretype=Prescott ;;
+esac
+[ -n "${CPU:-}" ] && export TG_CPU=$CPU
+echo "CPU path: ours $cpu (TG_CPU=${TG_CPU:-}), PyTorch ATEN_CPU_CAPABILITY=$aten, OpenBLAS OPENBLAS_CORETYPE=$coretype"
+
 echo "tensorgrad bench: $threads thread(s) of $cpus CPU(s); $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')"
 load() { cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo 0; }
 load0=$(load)
 
 # Ours: sin MLP, the addition transformer (step time and planned bytes), GEMM.
 "$build/bench/bench_tg" | tee -a "$out" | sed 's/^/json: /' || echo "bench_tg failed"
+# The portable path on the same models (one GEMM size: it is 20x slower).
+as_generic() { sed 's/"impl": "tensorgrad"/"impl": "generic"/' | tee -a "$out" | sed 's/^/json: /'; }
+for a in --sin --addition "--gemm 1024"; do
+    # shellcheck disable=SC2086
+    TG_CPU=generic "$build/bench/bench_tg" $a | grep -v '"bench": "info"' | as_generic || echo "bench_tg (generic) failed"
+done
 
 # PyTorch CPU on the same model. Its own OpenMP pool does the parallel work;
 # OpenBLAS threads on top of it oversubscribe the cores and now and then make
@@ -37,7 +58,7 @@ if [ -z "$py" ]; then
 elif [ ! -f "$torch_ref" ]; then
     echo "peer script not found ($torch_ref; set TORCH_REF=): step figures are ours alone"
 else
-    OPENBLAS_NUM_THREADS=1 "${pin[@]}" "$py" "$torch_ref" cpu eager mlp_sin addition 2>/dev/null | grep '^{' |
+    ATEN_CPU_CAPABILITY=$aten OPENBLAS_NUM_THREADS=1 "${pin[@]}" "$py" "$torch_ref" cpu eager mlp_sin addition 2>/dev/null | grep '^{' |
         sed -e 's/^{"model": "mlp_sin"/{"bench": "sin_mlp", "impl": "pytorch"/' \
             -e 's/^{"model": "addition"/{"bench": "addition", "impl": "pytorch"/' | tee -a "$out" | sed 's/^/json: /'
 fi
@@ -45,15 +66,16 @@ fi
 # The digits CNN training step (issue 4): ours, then PyTorch's on the same
 # model, batch and thread count (bench/digits_torch.py).
 "${pin[@]}" "$build/bench/digits_bench" 200 | tee -a "$out" | sed 's/^/json: /' || echo "digits_bench failed"
+TG_CPU=generic "${pin[@]}" "$build/bench/digits_bench" 50 | as_generic || echo "digits_bench (generic) failed"
 if [ -n "$py" ]; then
-    OPENBLAS_NUM_THREADS=1 "${pin[@]}" "$py" "$here/digits_torch.py" 200 2>/dev/null | grep '^{' | tee -a "$out" |
+    ATEN_CPU_CAPABILITY=$aten OPENBLAS_NUM_THREADS=1 "${pin[@]}" "$py" "$here/digits_torch.py" 200 2>/dev/null | grep '^{' | tee -a "$out" |
         sed 's/^/json: /'
 fi
 
 # OpenBLAS sgemm, built here against -lopenblas (never the library).
 blas=$build/bench/bench_blas
 if ${CC:-cc} -O2 -std=c11 "$here/bench_blas.c" -lopenblas -o "$blas" 2>/dev/null; then
-    OPENBLAS_CORETYPE=SkylakeX OPENBLAS_NUM_THREADS=$threads "${pin[@]}" "$blas" | tee -a "$out" | sed 's/^/json: /'
+    OPENBLAS_CORETYPE=$coretype OPENBLAS_NUM_THREADS=$threads "${pin[@]}" "$blas" | tee -a "$out" | sed 's/^/json: /'
 else
     echo "OpenBLAS not found (cblas.h / -lopenblas; Debian: libopenblas-dev): GEMM figures are ours alone"
 fi
@@ -79,17 +101,19 @@ function field(line, key,   m) {
         pscratch = field($0, "scratch_bytes") } }
 /"bench": "digits_cnn"/ { i = field($0, "impl"); dmed[i] = field($0, "median_step_ms"); dmin[i] = field($0, "min_step_ms") }
 /"bench": "gemm"/ { i = field($0, "impl"); n = field($0, "n"); g[i, n] = field($0, "gflops"); if (!(n in seen)) { seen[n] = 1; ns[++nn] = n } }
-function row(name, ours, theirs) {
-    printf "%-28s %14s %14s %12s\n", name, (ours != "") ? ours : "-", (theirs != "") ? theirs : "-",
+function row(name, ours, theirs, gen) {
+    printf "%-28s %14s %14s %12s", name, (ours != "") ? ours : "-", (theirs != "") ? theirs : "-",
         (ours != "" && theirs > 0) ? sprintf("%.3f", ours / theirs) : "-"
+    if (gen != "") printf "   generic C %s (%s)", gen, (theirs > 0) ? sprintf("%.3fx", gen / theirs) : "-"
+    printf "\n"
 }
 END {
     printf "\nGEMM kernels: tensorgrad %s, OpenBLAS %s\n\n", kern["tensorgrad"], ("openblas" in kern) ? kern["openblas"] : "(not run)"
     printf "%-28s %14s %14s %12s\n", "sin MLP step (B=256)", "tensorgrad", "PyTorch CPU", "ours/theirs"
-    row("  median ms", smed["tensorgrad"], smed["pytorch"])
+    row("  median ms", smed["tensorgrad"], smed["pytorch"], smed["generic"])
     row("  min ms", smin["tensorgrad"], smin["pytorch"])
     printf "\n%-28s %14s %14s %12s\n", "addition step (B=128, T=8)", "tensorgrad", "PyTorch CPU", "ours/theirs"
-    row("  median ms", amed["tensorgrad"], amed["pytorch"])
+    row("  median ms", amed["tensorgrad"], amed["pytorch"], amed["generic"])
     row("  min ms", amin["tensorgrad"], amin["pytorch"])
     if (planned != "") {
         printf "\n%-28s %14s %14s %12s\n", "addition planned MB", "tensorgrad", "upstream", "ours/theirs"
@@ -99,13 +123,15 @@ END {
             pparam / 1e6, pgrad / 1e6, pstate / 1e6, pscratch / 1e6
     }
     printf "\n%-28s %14s %14s %12s\n", "digits CNN step (B=64)", "tensorgrad", "PyTorch CPU", "ours/theirs"
-    row("  median ms", dmed["tensorgrad"], dmed["pytorch"])
+    row("  median ms", dmed["tensorgrad"], dmed["pytorch"], dmed["generic"])
     row("  min ms", dmin["tensorgrad"], dmin["pytorch"])
     printf "\n%-28s %14s %14s %12s\n", "sgemm GFLOP/s (median)", "tensorgrad", "OpenBLAS", "ours/theirs"
     for (k = 1; k <= nn; k++) {
         n = ns[k]; o = g["tensorgrad", n]; t = g["openblas", n]
-        row("  " n "^3", o, t)
+        row("  " n "^3", o, t, g["generic", n])
     }
     printf "\ntargets: sin MLP <= 0.25x PyTorch; addition <= 0.15x PyTorch and <= 11.6 MB planned (half of upstream'"'"'s\n"
     printf "23.3 MB); digits CNN <= 0.3x PyTorch; GEMM >= 0.8x OpenBLAS at 1024^3 and up\n"
+    printf "CPU=avx2 targets: sin MLP <= 0.25x, addition <= 0.2x, digits CNN <= 0.3x PyTorch (avx2); sgemm >= 0.8x\n"
+    printf "OpenBLAS-Haswell at 1024^3 and 2048^3\n"
 }' "$out"
