@@ -35,9 +35,10 @@ load0=$(load)
 
 # Ours: sin MLP, the addition transformer (step time and planned bytes), GEMM.
 "$build/bench/bench_tg" | tee -a "$out" | sed 's/^/json: /' || echo "bench_tg failed"
-# The portable path on the same models (one GEMM size: it is 20x slower).
+# The portable path on the same models, fewer steps and one GEMM size: it
+# is 10-20x slower.
 as_generic() { sed 's/"impl": "tensorgrad"/"impl": "generic"/' | tee -a "$out" | sed 's/^/json: /'; }
-for a in --sin --addition "--gemm 1024"; do
+for a in "--sin --steps 100" "--addition --addition-steps 20" "--gemm 1024"; do
     # shellcheck disable=SC2086
     TG_CPU=generic "$build/bench/bench_tg" $a | grep -v '"bench": "info"' | as_generic || echo "bench_tg (generic) failed"
 done

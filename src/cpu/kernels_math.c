@@ -80,7 +80,8 @@ VINLINE vf vclamp_seq(vf v, float lo, float hi) {
     return vsel(v > hi, vsplat(hi), v);
 }
 
-TG_MULTI(static, um_forward, (tg_opcode op, const tg_node *n, const float *x, float *y, int64_t len), (op, n, x, y, len)) {
+TG_MULTI(static, um_forward, (tg_opcode op, const tg_node *n, const float *x, float *y, int64_t len),
+         (op, n, x, y, len)) {
     float alpha = n->fa[0], lo = n->fa[0], hi = n->fa[1];
     switch (op) {
     case TG_OP_ABS: VMAP(x, y, len, vabs(v)); break;
@@ -157,7 +158,8 @@ VINLINE vf silu_grad(vf x, vf g) {
     return g * (sg * (1.0f + x * (1.0f - sg)));
 }
 
-TG_MULTI(static, um_backward, (const tg_node *n, const float *sp, const float *gp, float *y, int64_t len), (n, sp, gp, y, len)) {
+TG_MULTI(static, um_backward, (const tg_node *n, const float *sp, const float *gp, float *y, int64_t len),
+         (n, sp, gp, y, len)) {
     float alpha = n->fa[0], lo = n->fa[0], hi = n->fa[1];
     switch ((tg_opcode)n->ia[0]) {
     case TG_OP_ABS: VMAP2(sp, gp, y, len, vsel(s > 0.0f, g, vsel(s < 0.0f, -g, vsplat(0.0f)))); break;
@@ -223,7 +225,9 @@ static void row_offsets(const tg_iter *it, int64_t r, int64_t *off) {
 }
 
 /* max(a, b) / min(a, b); NaN in either operand gives NaN, as torch.maximum */
-TG_MULTI(static, minmax_row, (bool is_max, float *y, const float *a, int64_t sa, const float *b, int64_t sb, int64_t len), (is_max, y, a, sa, b, sb, len)) {
+TG_MULTI(static, minmax_row, (bool is_max, float *y, const float *a, int64_t sa, const float *b, int64_t sb,
+          int64_t len),
+         (is_max, y, a, sa, b, sb, len)) {
     for (int64_t i = 0; i < len; i += VL) {
         int64_t m = len - i < VL ? len - i : VL;
         vf x = vload_st(a + i * sa, sa, m), z = vload_st(b + i * sb, sb, m);
@@ -271,7 +275,9 @@ TG_CPU_KERNEL(cpu_minmax) {
  * 0 = a, 1 = b) of min or max (ia[0]), over gy's shape (the forward output;
  * a and b broadcast to it). The operand that wins gets all of gy; at a tie
  * each gets half, as torch.maximum / torch.minimum do. */
-TG_MULTI(static, minmax_grad_row, (bool is_max, float *gx, const float *own, int64_t so, const float *oth, int64_t sa, const float *gy, int64_t sg, int64_t len), (is_max, gx, own, so, oth, sa, gy, sg, len)) {
+TG_MULTI(static, minmax_grad_row, (bool is_max, float *gx, const float *own, int64_t so, const float *oth, int64_t sa,
+          const float *gy, int64_t sg, int64_t len),
+         (is_max, gx, own, so, oth, sa, gy, sg, len)) {
     for (int64_t i = 0; i < len; i += VL) {
         int64_t m = len - i < VL ? len - i : VL;
         vf x = vload_st(own + i * so, so, m), z = vload_st(oth + i * sa, sa, m), g = vload_st(gy + i * sg, sg, m);
@@ -436,7 +442,8 @@ TG_MULTI(static, softmax_grad_row, (const float *y, const float *gy, float *gx, 
     VMAP2(y, gy, gx, A, s * (g - d));
 }
 
-TG_MULTI(static, softmax_grad_tile, (const float *y, const float *gy, float *gx, int64_t A, int64_t inner, int64_t w), (y, gy, gx, A, inner, w)) {
+TG_MULTI(static, softmax_grad_tile, (const float *y, const float *gy, float *gx, int64_t A, int64_t inner, int64_t w),
+         (y, gy, gx, A, inner, w)) {
     enum { NV = 4 };
     vf d[NV];
     int64_t nv = (w + VL - 1) / VL;

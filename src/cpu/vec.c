@@ -1,8 +1,10 @@
-/* Elementwise loops: plain C, and AVX-512 with masked tails. */
+/* Elementwise loops: plain C, the same over 16-lane vectors compiled per
+ * path (TG_MULTI: AVX2, NEON, the baseline), and AVX-512 with masked tails. */
 #include <math.h>
 
 #include "isa.h"
 #include "vec.h"
+#include "vmath.h"
 
 /* ---- plain C ---- */
 
@@ -52,6 +54,82 @@ static void adam_c(int64_t n, float *mo, float *vo, float *po, const float *m, c
 
 static const vec_kernels k_c = {binary_c, binary_row_c, relu_c, relu_grad_c, colsum_c, adam_c};
 const vec_kernels *vec_generic(void) { return &k_c; }
+
+/* ---- vectors: the plain C loops VL elements at a time (the same float
+ * operations, so the same bits), the tail through vload_n / vstore_n ---- */
+
+VINLINE vf vtail(const float *p, int64_t m) { return m == VL ? vload(p) : vload_n(p, m); }
+VINLINE vf vapply_v(vec_op op, vf a, vf b) {
+    switch (op) {
+    case VEC_ADD: return a + b;
+    case VEC_SUB: return a - b;
+    case VEC_MUL: return a * b;
+    default: return a / b;
+    }
+}
+/* OP is a constant in each call below, so the switch folds away. */
+VINLINE void binary_op_v(const vec_op OP, int64_t n, float *o, const float *a, int64_t sa, const float *b,
+                         int64_t sb) {
+    vf as = vsplat(a[0]), bs = vsplat(b[0]);
+    for (int64_t i = 0; i < n; i += VL) {
+        int64_t m = n - i < VL ? n - i : VL;
+        vstore_n(o + i, vapply_v(OP, sa ? vtail(a + i, m) : as, sb ? vtail(b + i, m) : bs), m);
+    }
+}
+TG_MULTI(static, binary_v, (vec_op op, int64_t n, float *o, const float *a, int64_t sa, const float *b, int64_t sb),
+         (op, n, o, a, sa, b, sb)) {
+    if (n <= 0) return;
+    switch (op) {
+    case VEC_ADD: binary_op_v(VEC_ADD, n, o, a, sa, b, sb); break;
+    case VEC_SUB: binary_op_v(VEC_SUB, n, o, a, sa, b, sb); break;
+    case VEC_MUL: binary_op_v(VEC_MUL, n, o, a, sa, b, sb); break;
+    default: binary_op_v(VEC_DIV, n, o, a, sa, b, sb); break;
+    }
+}
+TG_MULTI(static, binary_row_v,
+         (vec_op op, int64_t rows, int64_t cols, float *o, const float *a, const float *row, bool row_left),
+         (op, rows, cols, o, a, row, row_left)) {
+    for (int64_t r = 0; r < rows; r++, o += cols, a += cols)
+        for (int64_t j = 0; j < cols; j += VL) {
+            int64_t m = cols - j < VL ? cols - j : VL;
+            vf x = vtail(a + j, m), w = vtail(row + j, m);
+            vstore_n(o + j, row_left ? vapply_v(op, w, x) : vapply_v(op, x, w), m);
+        }
+}
+TG_MULTI(static, relu_v, (int64_t n, float *o, const float *x), (n, o, x)) {
+    for (int64_t i = 0; i < n; i += VL) {
+        int64_t m = n - i < VL ? n - i : VL;
+        vf v = vtail(x + i, m);
+        vstore_n(o + i, vsel(v > 0.0f, v, vsplat(0.0f)), m);
+    }
+}
+TG_MULTI(static, relu_grad_v, (int64_t n, float *o, const float *y, const float *gy), (n, o, y, gy)) {
+    for (int64_t i = 0; i < n; i += VL) {
+        int64_t m = n - i < VL ? n - i : VL;
+        vstore_n(o + i, vsel(vtail(y + i, m) > 0.0f, vtail(gy + i, m), vsplat(0.0f)), m);
+    }
+}
+/* 4 VL columns at a time, in registers, down all the rows. */
+TG_MULTI(static, colsum_v, (int64_t rows, int64_t cols, int64_t j0, int64_t j1, const float *x, float *y),
+         (rows, cols, j0, j1, x, y)) {
+    for (int64_t j = j0; j < j1; j += 4 * VL) {
+        int64_t m[4];
+        vf s[4];
+        for (int q = 0; q < 4; q++) {
+            int64_t left = j1 - j - q * VL;
+            m[q] = left <= 0 ? 0 : left < VL ? left : VL;
+            s[q] = vsplat(0.0f);
+        }
+        for (int64_t r = 0; r < rows; r++)
+            for (int q = 0; q < 4; q++)
+                if (m[q]) s[q] += vtail(x + r * cols + j + q * VL, m[q]);
+        for (int q = 0; q < 4; q++)
+            if (m[q]) vstore_n(y + j + q * VL, s[q], m[q]);
+    }
+}
+
+/* Adam stays plain C: a vector sqrt has no portable spelling. */
+static const vec_kernels k_v = {binary_v, binary_row_v, relu_v, relu_grad_v, colsum_v, adam_c};
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -160,5 +238,5 @@ const vec_kernels *vec_best(void) {
 #if defined(__x86_64__) && defined(__GNUC__)
     if (cpu_isa() == CPU_AVX512) return &k_512;
 #endif
-    return &k_c;
+    return cpu_isa() == CPU_GENERIC ? &k_c : &k_v;
 }
