@@ -18,15 +18,7 @@ static void tile_generic(const tg_tile *t) {
             for (int q = 0; q < t->nr; q++) acc[r][q] += x * b[q];
         }
     for (int r = 0; r < t->mr; r++)
-        for (int q = 0; q < t->nr; q++) {
-            float v = acc[r][q], *c = &t->c[r * t->ldc + q];
-            if (t->acc) v += *c;
-            if (t->bias) v += t->bias[q];
-            if (t->resid) v += t->resid[r * t->ldr + q];
-            if (t->relu) v = v > 0.0f ? v : 0.0f;
-            if (t->gate && !(t->gate[r * t->ldg + q] > 0.0f)) v = 0.0f;
-            *c = v;
-        }
+        for (int q = 0; q < t->nr; q++) t->c[r * t->ldc + q] = tg_tile_epilogue(t, r, q, acc[r][q]);
 }
 
 static void gemv_generic(int64_t m, int64_t k, const float *A, int64_t lda, const float *x, float *y, int64_t incy) {

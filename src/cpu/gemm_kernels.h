@@ -48,6 +48,18 @@ typedef struct {
     void (*pack_n)(int64_t kc, int rows, const float *src, int64_t ld, int w, float *dst);
 } tg_ukernel;
 
+/* Element (r, q) of C after the epilogue, v being its product: the order
+ * of the scalar kernels (the vector ones keep it too). */
+static inline float tg_tile_epilogue(const tg_tile *t, int r, int q, float v) {
+    const float *c = &t->c[r * t->ldc + q];
+    if (t->acc) v += *c;
+    if (t->bias) v += t->bias[q];
+    if (t->resid) v += t->resid[r * t->ldr + q];
+    if (t->relu) v = v > 0.0f ? v : 0.0f;
+    if (t->gate && !(t->gate[r * t->ldg + q] > 0.0f)) v = 0.0f;
+    return v;
+}
+
 /* The kernel of the CPU path in use (isa.h). */
 const tg_ukernel *tg_ukernel_best(void);
 /* AVX2+FMA (gemm_avx2.c), NEON (gemm_neon.c); NULL where not compiled in. */

@@ -1,5 +1,6 @@
-/* The NEON GEMM micro-kernel (gemm_kernels.h) for aarch64: 8 rows x 12
- * columns, 24 accumulators, 3 B vectors and 2 of A in the 32 q registers.
+/* The NEON GEMM micro-kernel (gemm_kernels.h) for aarch64: 6 rows x 16
+ * columns, 24 accumulators, 4 B vectors and 2 of A in the 32 q registers
+ * (16 columns: gemm.c's blocks are multiples of 16).
  * Each C element is one FMA chain over k from zero, then the epilogue;
  * edge tiles take the same steps one element at a time (fmaf rounds as
  * the vector FMA does), so no result depends on where a tile falls. */
@@ -8,19 +9,8 @@
 #if defined(__aarch64__) && defined(__ARM_NEON)
 #include <arm_neon.h>
 
-#define NMR 8
-#define NNR 12
-
-/* C = the epilogue of v, for element (r, q) of the tile. */
-static inline float epilogue(const tg_tile *t, int r, int q, float v) {
-    float *c = &t->c[r * t->ldc + q];
-    if (t->acc) v += *c;
-    if (t->bias) v += t->bias[q];
-    if (t->resid) v += t->resid[r * t->ldr + q];
-    if (t->relu) v = v > 0.0f ? v : 0.0f;
-    if (t->gate && !(t->gate[r * t->ldg + q] > 0.0f)) v = 0.0f;
-    return v;
-}
+#define NMR 6
+#define NNR 16
 
 static void tile_edge(const tg_tile *t) {
     float acc[NMR][NNR] = {{0}};
@@ -31,40 +21,40 @@ static void tile_edge(const tg_tile *t) {
             for (int q = 0; q < t->nr; q++) acc[r][q] = __builtin_fmaf(x, b[q], acc[r][q]);
         }
     for (int r = 0; r < t->mr; r++)
-        for (int q = 0; q < t->nr; q++) t->c[r * t->ldc + q] = epilogue(t, r, q, acc[r][q]);
+        for (int q = 0; q < t->nr; q++) t->c[r * t->ldc + q] = tg_tile_epilogue(t, r, q, acc[r][q]);
 }
 
-/* A full 8 x 12 tile: A's 8 values of a k step in two vectors (packed or
- * transposed A, rs_a = 1) or gathered (row-major A). */
+/* A full 6 x 16 tile: A's 6 values of a k step in a vector and a half
+ * (packed or transposed A, rs_a = 1) or gathered (row-major A). */
 static void tile_full(const tg_tile *t) {
-    float32x4_t c[NMR][3];
-    for (int r = 0; r < NMR; r++) c[r][0] = c[r][1] = c[r][2] = vdupq_n_f32(0.0f);
+    float32x4_t c[NMR][4];
+    for (int r = 0; r < NMR; r++) c[r][0] = c[r][1] = c[r][2] = c[r][3] = vdupq_n_f32(0.0f);
     const float *a = t->a, *b = t->b;
     const int64_t rs = t->rs_a;
     for (int64_t k = 0; k < t->kc; k++, a += t->cs_a, b += t->ldb) {
-        float32x4_t b0 = vld1q_f32(b), b1 = vld1q_f32(b + 4), b2 = vld1q_f32(b + 8), a0, a1;
+        float32x4_t b0 = vld1q_f32(b), b1 = vld1q_f32(b + 4), b2 = vld1q_f32(b + 8), b3 = vld1q_f32(b + 12), a0;
+        float32x2_t a1;
         if (rs == 1) {
             a0 = vld1q_f32(a);
-            a1 = vld1q_f32(a + 4);
+            a1 = vld1_f32(a + 4);
         } else {
-            float g[8] = {a[0], a[rs], a[2 * rs], a[3 * rs], a[4 * rs], a[5 * rs], a[6 * rs], a[7 * rs]};
+            float g[6] = {a[0], a[rs], a[2 * rs], a[3 * rs], a[4 * rs], a[5 * rs]};
             a0 = vld1q_f32(g);
-            a1 = vld1q_f32(g + 4);
+            a1 = vld1_f32(g + 4);
         }
-#define ROW(r, av, l)                                  \
-    c[r][0] = vfmaq_laneq_f32(c[r][0], b0, av, l);     \
-    c[r][1] = vfmaq_laneq_f32(c[r][1], b1, av, l);     \
-    c[r][2] = vfmaq_laneq_f32(c[r][2], b2, av, l);
-        ROW(0, a0, 0) ROW(1, a0, 1) ROW(2, a0, 2) ROW(3, a0, 3)
-        ROW(4, a1, 0) ROW(5, a1, 1) ROW(6, a1, 2) ROW(7, a1, 3)
+#define ROW(r, FMA, av, l)                 \
+    c[r][0] = FMA(c[r][0], b0, av, l);     \
+    c[r][1] = FMA(c[r][1], b1, av, l);     \
+    c[r][2] = FMA(c[r][2], b2, av, l);     \
+    c[r][3] = FMA(c[r][3], b3, av, l);
+        ROW(0, vfmaq_laneq_f32, a0, 0) ROW(1, vfmaq_laneq_f32, a0, 1) ROW(2, vfmaq_laneq_f32, a0, 2)
+        ROW(3, vfmaq_laneq_f32, a0, 3) ROW(4, vfmaq_lane_f32, a1, 0) ROW(5, vfmaq_lane_f32, a1, 1)
 #undef ROW
     }
     for (int r = 0; r < NMR; r++) {
         float v[NNR];
-        vst1q_f32(v, c[r][0]);
-        vst1q_f32(v + 4, c[r][1]);
-        vst1q_f32(v + 8, c[r][2]);
-        for (int q = 0; q < NNR; q++) t->c[r * t->ldc + q] = epilogue(t, r, q, v[q]);
+        for (int q = 0; q < 4; q++) vst1q_f32(v + 4 * q, c[r][q]);
+        for (int q = 0; q < NNR; q++) t->c[r * t->ldc + q] = tg_tile_epilogue(t, r, q, v[q]);
     }
 }
 
@@ -90,7 +80,7 @@ static void pack_n_neon(int64_t kc, int rows, const float *src, int64_t ld, int 
 }
 
 const tg_ukernel *tg_ukernel_neon(void) {
-    static const tg_ukernel k = {"neon 8x12", NMR, NNR, true, tile_neon, gemv_neon, tg_pack_t_generic, pack_n_neon};
+    static const tg_ukernel k = {"neon 6x16", NMR, NNR, true, tile_neon, gemv_neon, tg_pack_t_generic, pack_n_neon};
     return &k;
 }
 #else
