@@ -66,7 +66,12 @@ typedef struct {
 #define TG_SHAPE(...) ((tg_shape){TG__NARGS(__VA_ARGS__), {__VA_ARGS__}})
 #define TG_SCALAR ((tg_shape){0, {0}})
 
+/* The element count; -1 for a bad shape (a negative dim, more than
+ * TG_MAX_DIMS dims, or a count that overflows int64). */
 int64_t tg_shape_numel(tg_shape s);
+/* The most elements one tensor or param may have (4 TiB of f32): larger
+ * shapes are TG_ERR_LIMIT, so no byte size or offset can overflow. */
+#define TG_MAX_NUMEL ((int64_t)1 << 40)
 /* Writes "[256,64]" into buf; returns buf. */
 char *tg_shape_str(tg_shape s, char *buf, size_t n);
 

@@ -28,7 +28,9 @@ static tg_status trace(const tg_compile_req *req, tg_program *p) {
         tg_input_new_at(g, d->name, d->dtype, d->shape, "input declaration", i);
     }
     if (g->err != TG_OK) return tg_fail(g->err, "%s", g->errmsg);
+    tg_graph *prev = ir_trace_begin(g);
     tg_tensor r = req->fn(g, req->user);
+    ir_trace_end(prev);
     if (g->err != TG_OK) return tg_fail(g->err, "%s", g->errmsg);
     if (r.g != g || r.id < 0 || r.id >= g->n)
         return tg_fail(TG_ERR_ARG, "compile: the traced function returned a tensor that is not from its graph");
@@ -114,6 +116,7 @@ tg_status program_build(const tg_compile_req *req, tg_program **out) {
         program_free(p);
         return s;
     }
+    ir_seal(p->g);
     *out = p;
     return TG_OK;
 }

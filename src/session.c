@@ -53,6 +53,8 @@ tg_status tg_session_new(const tg_train_spec *spec, tg_session **out) {
     if (spec->n_inputs < 0 || (spec->n_inputs > 0 && !spec->inputs))
         return tg_fail(TG_ERR_ARG, "tg_session_new: bad input list");
     if (tg_model_status(spec->model) != TG_OK) return spec->model->err;
+    tg_status st = optim_check(&spec->optim, "tg_session_new");
+    if (st != TG_OK) return st;
     tg_session *s = tg_calloc(1, sizeof *s);
     int np = tg_model_param_count(spec->model);
     if (!s || !(s->param_offset = tg_calloc((size_t)np + 1, sizeof(int64_t)))) {
@@ -66,7 +68,7 @@ tg_status tg_session_new(const tg_train_spec *spec, tg_session **out) {
     int64_t params_bytes = plan_param_layout(spec->model, TG_ARENA_ALIGN, s->param_offset);
 
     /* The engine first: its fusion pass shapes the plan. */
-    tg_status st = make_engine(spec, params_bytes, &s->eng);
+    st = make_engine(spec, params_bytes, &s->eng);
     tg_compile_req req = {spec->model, spec->loss, spec->user, spec->inputs, spec->n_inputs, &spec->optim,
                           spec->optim.kind == TG_OPT_NONE, TG_ARENA_ALIGN, s->param_offset,
                           s->eng ? s->eng->vt->fuse : NULL};
@@ -171,6 +173,8 @@ tg_status tg_session_step(tg_session *s, const tg_feed *feeds, int n, float *los
 tg_status tg_session_set_lr(tg_session *s, tg_lr lr) {
     if (!s) return tg_fail(TG_ERR_ARG, "tg_session_set_lr: session is NULL");
     if (s->infer) return tg_fail(TG_ERR_STATE, "tg_session_set_lr: a forward session has no optimizer");
+    tg_status st = lr_check(&lr, "tg_session_set_lr");
+    if (st != TG_OK) return st;
     copy_lr(s->lr, &lr);
     s->lr_start = s->step;
     return TG_OK;

@@ -6,7 +6,6 @@
 #include "engine.h"
 
 #define TG_ARENA_ALIGN 256 /* WebGPU's storage-buffer offset alignment; the CPU just follows */
-#define TG_MAX_LR_CHAIN 8
 
 /* A session: a compiled program on an engine. Params live in the engine's
  * params arena at param_offset[p]. */

@@ -37,6 +37,19 @@ tg_optim tg_sgd(tg_lr lr, float momentum, bool nesterov, float wd) {
     return o;
 }
 
+tg_status optim_check(const tg_optim *o, const char *api) {
+    if ((unsigned)o->kind > TG_OPT_SGD) return tg_fail(TG_ERR_ARG, "%s: optimizer: unknown kind %d", api, (int)o->kind);
+    if (o->kind == TG_OPT_NONE) return TG_OK;
+    float f[] = {o->beta1, o->beta2, o->eps, o->weight_decay, o->momentum, o->clip_grad_norm};
+    const char *names[] = {"beta1", "beta2", "eps", "weight_decay", "momentum", "clip_grad_norm"};
+    for (int i = 0; i < 6; i++)
+        if (!isfinite(f[i])) return tg_fail(TG_ERR_ARG, "%s: optimizer %s is %g", api, names[i], f[i]);
+    if (o->kind != TG_OPT_SGD && (o->beta1 < 0 || o->beta1 >= 1 || o->beta2 < 0 || o->beta2 >= 1 || o->eps < 0))
+        return tg_fail(TG_ERR_ARG, "%s: Adam needs 0 <= beta1, beta2 < 1 and eps >= 0 (got %g, %g, %g)", api,
+                       o->beta1, o->beta2, o->eps);
+    return lr_check(&o->lr, api);
+}
+
 static int node4(tg_graph *g, tg_opcode op, int a, int b, int c, int d) {
     tg_node n = {0};
     n.op = op;

@@ -18,6 +18,14 @@ enum { TG_HYPER_LR, TG_HYPER_LRT, TG_HYPER_SHRINK, TG_HYPER_N = 4 };
  * gradient. *wb receives a malloc'd writeback list. */
 tg_status optim_append(tg_graph *g, const tg_optim *o, const int *param_grad, tg_writeback **wb, int *n_wb);
 
+/* The longest warmup chain a session keeps. */
+#define TG_MAX_LR_CHAIN 8
+/* TG_OK, or TG_ERR_ARG naming api and the field, for a schedule or optimizer
+ * set by hand out of range (kind, milestone count, negative steps, non-finite
+ * values, a warmup chain too long). */
+tg_status lr_check(const tg_lr *lr, const char *api);
+tg_status optim_check(const tg_optim *o, const char *api);
+
 /* The hyperparameter vector for global step t (from 1), with the schedule
  * evaluated at schedule step s. */
 void optim_hyper(const tg_optim *o, const tg_lr *lr, int64_t t, int64_t s, float *hyper);
