@@ -42,7 +42,8 @@ typedef enum {
     TG_ERR_BACKEND,     /* the backend is unavailable or failed */
     TG_ERR_LIMIT,       /* a size over a device limit */
     TG_ERR_NOMEM,       /* out of memory */
-    TG_ERR_STATE        /* a call that does not fit the object's state */
+    TG_ERR_STATE,       /* a call that does not fit the object's state */
+    TG_ERR_NUMERIC      /* a step or run met a NaN or Inf (its updates were not applied) */
 } tg_status;
 
 const char *tg_status_name(tg_status s);
@@ -578,6 +579,11 @@ typedef struct {
     uint64_t seed;             /* param init */
     tg_backend backend;
     int threads;               /* CPU threads; 0 = TG_THREADS or all cores */
+    /* Check every kernel's output (also TG_CHECK_NUMERICS=1): the first NaN
+     * or Inf fails the step with TG_ERR_NUMERIC naming the op and its call
+     * site. Off, a step still fails (updates not applied) when the loss or
+     * the global gradient norm is not finite. */
+    bool check_numerics;
 } tg_train_spec;
 
 typedef struct tg_session tg_session;

@@ -38,6 +38,9 @@ tg_status session_write_rng_seed(tg_session *s, tg_program *p, int64_t t);
 /* Releases and frees a session's programs (infer.c for forward sessions). */
 void session_free_programs(tg_session *s);
 
+/* spec.check_numerics, or TG_CHECK_NUMERICS set (and not "0"). */
+bool session_check_numerics(bool asked);
+
 /* The program's node for a leaf (TG_OP_INPUT / TG_OP_STATE / ...) by name, or -1. */
 int session_find_leaf(const tg_program *p, tg_opcode op, const char *name);
 #endif

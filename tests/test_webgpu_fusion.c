@@ -95,8 +95,10 @@ static void test_mlp(void) {
         compare(runs[r].what, &f, &u, STEPS, 64 * 64, 1e-5);
         CHECK(f.dispatches < u.dispatches, "%s: %d dispatches fused, %d unfused", runs[r].what, f.dispatches, u.dispatches);
         printf("  sin MLP %-22s %3d dispatches per step (%d unfused)\n", runs[r].what, f.dispatches, u.dispatches);
-        if (r == 0) /* examples/sin.c's setup: a regression in fusion shows here */
-            CHECK(f.dispatches <= 16, "sin MLP with Adam: %d dispatches per step, want <= 16", f.dispatches);
+        /* examples/sin.c's setup: a regression in fusion shows here. 16 kernels
+         * train it, 7 more sum the gradients squared for the step check
+         * (a non-finite loss or gradient norm fails the step). */
+        if (r == 0) CHECK(f.dispatches <= 23, "sin MLP with Adam: %d dispatches per step, want <= 23", f.dispatches);
     }
 }
 
@@ -118,7 +120,7 @@ static void test_chunked(void) {
     /* 256 KiB: the largest tensor ([256,256]) fits, the 264 KB of gradients do not */
     tg_wgsl_limits l = {256 << 10, info.max_buffer_size, info.max_storage_buffers_per_shader_stage,
                         info.max_compute_workgroup_storage_size, info.max_compute_invocations_per_workgroup,
-                        info.max_compute_workgroups_per_dimension, info.min_storage_buffer_offset_alignment};
+                        info.max_compute_workgroups_per_dimension, info.min_storage_buffer_offset_alignment, false};
     wgpu_test_override_limits(&l);
     CHECK_OK(mlp_train(W, o, STEPS, &c));
     wgpu_test_override_limits(NULL);
@@ -186,8 +188,9 @@ static void test_addition(void) {
     printf("  addition transformer: %d dispatches per step (%d unfused)\n", df, du);
     /* A regression guard at the count measured when fusion landed: 184, of
      * which 7 recompute layer norms for the backward (the planner's
-     * rematerialization) and 24 are the heads' permutes. */
-    CHECK(df <= 184, "addition transformer: %d dispatches per step, want <= 184", df);
+     * rematerialization) and 24 are the heads' permutes; plus 1 for the
+     * step check (it shares the clip norm's sums). */
+    CHECK(df <= 185, "addition transformer: %d dispatches per step, want <= 185", df);
 }
 
 int main(void) {

@@ -64,6 +64,10 @@ typedef struct tg_node {
     const char *file;  /* call site that built the node */
     int line;
     int param;         /* TG_OP_PARAM: model param index */
+    /* Backward nodes: the forward op whose gradient they compute, for
+     * messages ("gradient of tg_matmul (model.c:41)"); of_file NULL otherwise. */
+    const char *of_api, *of_file;
+    int of_line;
 } tg_node;
 
 /* Op table row. */

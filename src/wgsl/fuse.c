@@ -843,7 +843,7 @@ tg_status tg_wgsl_emit_program(const tg_graph *g, const tg_plan *plan, const tg_
     if (st != TG_OK) return st;
     fz z;
     st = fz_init(&z, g, plan, wb, n_wb, lim);
-    if (st == TG_OK && fusion_on()) {
+    if (st == TG_OK && fusion_on() && !lim->one_kernel_per_node) {
         plan_optimizer(&z, wb, n_wb);
         plan_sumsq(&z);
         plan_elementwise(&z);
