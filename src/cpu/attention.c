@@ -191,7 +191,8 @@ AVX512 static void fwd_512(const attn_fwd *a, int64_t b, int64_t h, float *qt, f
 #pragma GCC unroll 16
     for (int j = 0; j < 16; j++) {
         if (j >= T) break;
-        c[j] = (__m512)vexp((vf)_mm512_sub_ps(c[j], m));
+        c[j] = _mm512_sub_ps(c[j], m);
+        vexp_at((vf *)&c[j]);
     }
 #pragma GCC unroll 16
     for (int j = 0; j < 16; j++) {
@@ -266,7 +267,8 @@ AVX512DQ static void fwd_pair_512(const attn_fwd *a, int64_t u, float *qt, float
 #pragma GCC unroll 8
     for (int j = 0; j < 8; j++) {
         if (j >= T) break;
-        c[j] = (__m512)vexp((vf)_mm512_sub_ps(c[j], m));
+        c[j] = _mm512_sub_ps(c[j], m);
+        vexp_at((vf *)&c[j]);
     }
 #pragma GCC unroll 8
     for (int j = 0; j < 8; j++) {

@@ -98,25 +98,25 @@ static nn_job row_job(const tg_node *n, void *const *in, void *out, tg_shape mai
  * operations, the same for every row wherever it falls. Longer rows go one
  * at a time with libm. */
 
-/* The 16 x 16 transpose by block swaps (8, 4, 2, 1 wide). */
-VINLINE void vtranspose16(vf r[16]) {
-    static const int B[4] = {8, 4, 2, 1};
-#pragma GCC unroll 4
-    for (int s = 0; s < 4; s++) {
-        int b = B[s];
-        vi lo, hi;
-        for (int j = 0; j < 16; j++) {
-            lo[j] = (j & b) ? 16 + j - b : j;
-            hi[j] = (j & b) ? 16 + j : j + b;
+/* The 16 x 16 transpose by block swaps (8, 4, 2, 1 wide): rows i and i + b
+ * (i & b == 0) trade their b-wide blocks; VT_LO/VT_HI pick the lanes. */
+#define VT_LO8 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23
+#define VT_HI8 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31
+#define VT_LO4 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27
+#define VT_HI4 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31
+#define VT_LO2 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29
+#define VT_HI2 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31
+#define VT_LO1 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30
+#define VT_HI1 1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31
+#define VT_SWAP(b)                                        \
+    _Pragma("GCC unroll 16") for (int i = 0; i < 16; i++) \
+        if (!(i & b)) {                                   \
+            vf a = r[i], c = r[i + b];                    \
+            r[i] = VSHUF2(a, c, VT_LO##b);                \
+            r[i + b] = VSHUF2(a, c, VT_HI##b);            \
         }
-#pragma GCC unroll 16
-        for (int i = 0; i < 16; i++)
-            if (!(i & b)) {
-                vf a = r[i], c = r[i + b];
-                r[i] = __builtin_shuffle(a, c, lo);
-                r[i + b] = __builtin_shuffle(a, c, hi);
-            }
-    }
+VINLINE void vtranspose16(vf r[16]) {
+    VT_SWAP(8) VT_SWAP(4) VT_SWAP(2) VT_SWAP(1)
 }
 
 #define XENT_ROWS 16
@@ -260,9 +260,9 @@ TG_CPU_KERNEL(cpu_nll_loss_grad) {
 /* lanes_combine of s[k] = a[k] + a[k + 8], in registers: the same adds in
  * the same order, without a trip through memory. */
 VINLINE float lanes16(vf a) {
-    vf t = a + __builtin_shuffle(a, (vi){8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7});
-    vf u = t + __builtin_shuffle(t, (vi){1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14});
-    vf w = u + __builtin_shuffle(u, (vi){2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13});
+    vf t = a + VSHUF(a, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
+    vf u = t + VSHUF(t, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
+    vf w = u + VSHUF(u, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
     return w[0] + w[4];
 }
 

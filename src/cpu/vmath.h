@@ -64,6 +64,17 @@ VINLINE vf vload_st(const float *p, int64_t st, int64_t m) {
     for (int64_t k = 0; k < m; k++) v[k] = p[k * st];
     return v;
 }
+/* Lane shuffles of one vector or two (indices 0..2*VL-1 pick from a then b),
+ * constant indices only: GCC spells it __builtin_shuffle with a mask
+ * vector, Clang __builtin_shufflevector with the indices as arguments. */
+#if defined(__clang__)
+#define VSHUF(a, ...) __builtin_shufflevector(a, a, __VA_ARGS__)
+#define VSHUF2(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
+#else
+#define VSHUF(a, ...) __builtin_shuffle(a, (vi){__VA_ARGS__})
+#define VSHUF2(a, b, ...) __builtin_shuffle(a, b, (vi){__VA_ARGS__})
+#endif
+
 VINLINE vf vsplat(float v) { return (vf){0} + v; }
 VINLINE vf vsel(vi m, vf a, vf b) { return (vf)(((vi)a & m) | ((vi)b & ~m)); }
 VINLINE vf vabs(vf x) { return (vf)((vi)x & 0x7fffffff); }
@@ -101,6 +112,11 @@ VINLINE vf vexp(vf x) {
     vi k1 = k >> 1;
     return p * vpow2i(k1) * vpow2i(k - k1);
 }
+
+/* vexp through a pointer, for kernels that carry a target attribute: Clang
+ * rejects passing a 64-byte vector by value between functions compiled for
+ * different targets (an ABI change), even when the call is inlined. */
+VINLINE void vexp_at(vf *x) { *x = vexp(*x); }
 
 /* log x for positive normal x (the callers guarantee it): x = m 2^e with
  * m in [sqrt(1/2), sqrt 2), a degree-9 polynomial in m - 1 (Cephes'). */
