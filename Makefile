@@ -19,7 +19,7 @@ EX_SRC  := $(wildcard examples/*.c)
 EX_OBJ  := $(EX_SRC:%.c=$(BUILD)/obj/%.o)
 TESTS   := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
 
-.PHONY: all lib demo test test-aarch64 sanitize bench bench-digits clean help
+.PHONY: all lib demo test test-aarch64 sanitize fuzz tsan bench bench-digits clean help
 all: lib $(BUILD)/tg
 
 help:
@@ -28,11 +28,14 @@ help:
 	@echo "make test       build and run every test"
 	@echo "make sanitize  run the tests in an ASan+UBSan build (build-asan/)"
 	@echo "make test-aarch64  the CPU tests built for aarch64 (NEON) and run under qemu-user (build-aarch64/)"
+	@echo "make fuzz       libFuzzer on the safetensors reader, the checkpoint loaders and the graph API"
+	@echo "                (clang; FUZZ_SECONDS=N each, default 45; build-fuzz/; make test runs it)"
+	@echo "make tsan       the thread tests (pool, concurrent saves) under ThreadSanitizer (build-tsan/)"
 	@echo "make bench      benchmarks against PyTorch / OpenBLAS (needs python3-torch, libopenblas-dev)"
 	@echo "make bench CPU=avx2   the same with our CPU path, PyTorch and OpenBLAS forced to AVX2"
 	@echo "make bench BACKEND=webgpu   the models on WebGPU beside PyTorch CUDA (a GPU machine)"
 	@echo "make bench-digits  the digits CNN step against PyTorch CPU (needs python3-torch)"
-	@echo "make clean      remove build/"
+	@echo "make clean      remove build/ and the sanitizer, fuzz and clang builds"
 
 lib: $(BUILD)/libtensorgrad.a
 
@@ -80,6 +83,22 @@ test-aarch64:
 sanitize:
 	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp $(MAKE) BUILD=build-asan CFLAGS="$(SANITIZE)" LDFLAGS="-fsanitize=address,undefined" test
 
+# libFuzzer needs clang; the library is built instrumented in build-fuzz/.
+# TG_NO_CLONES: no target_clones resolvers, which run before the sanitizers
+# are set up. -O0: clang with ASan takes many minutes per GEMM file at -O1.
+# The seeds are files the library writes (fuzz/seed.c).
+FUZZ_SECONDS ?= 45
+FUZZ_CFLAGS := -O0 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -DTG_NO_CLONES
+fuzz: $(BUILD)/libtensorgrad.a
+	$(MAKE) BUILD=build-fuzz CC=clang CFLAGS="$(FUZZ_CFLAGS)" lib
+	bash fuzz/run.sh build-fuzz $(BUILD) $(FUZZ_SECONDS)
+
+TSAN_TESTS := test_pool test_saves
+tsan:
+	$(MAKE) BUILD=build-tsan CFLAGS="-O1 -g -fsanitize=thread -DTG_NO_CLONES" LDFLAGS=-fsanitize=thread \
+		$(TSAN_TESTS:%=build-tsan/tests/%)
+	@for t in $(TSAN_TESTS); do TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/$$t || exit 1; done
+
 # Threads: TG_THREADS=N make bench (default: every CPU). Not part of `make test`.
 # BACKEND=webgpu: the models on the WebGPU backend beside PyTorch CUDA eager.
 # CPU=avx2 (or avx512): our CPU path and the peers' kernels forced to it.
@@ -102,6 +121,6 @@ $(BUILD)/bench/digits_bench: bench/digits_bench.c $(BUILD)/libtensorgrad.a
 	$(CC) $(TG_CFLAGS) $(CFLAGS) $(LDFLAGS) $< $(BUILD)/libtensorgrad.a -o $@ $(LDLIBS)
 
 clean:
-	rm -rf $(BUILD) build-asan build-aarch64
+	rm -rf $(BUILD) build-asan build-aarch64 build-fuzz build-tsan build-clang
 
 -include $(LIB_OBJ:.o=.d) $(EX_OBJ:.o=.d)

@@ -61,13 +61,13 @@ static tg_tensor sin_loss(tg_graph *g, void *user) {
     return tg_mse(tg_linear_fwd(g, &net->l3, h), tg_input(g, "y"));
 }
 
-static int bench_sin(int steps, int warm, bool print_graph) {
+static int bench_sin(int steps, int warm, bool print_graph, bool check) {
     tg_model *m = tg_model_new();
     mlp net = {tg_linear_new(m, "l1", 1, 64, true), tg_linear_new(m, "l2", 64, 64, true),
                tg_linear_new(m, "l3", 64, 1, true)};
     tg_input_decl inputs[] = {{"x", TG_F32, TG_SHAPE(B, 1)}, {"y", TG_F32, TG_SHAPE(B, 1)}};
     tg_train_spec spec = {.model = m, .loss = sin_loss, .user = &net, .inputs = inputs, .n_inputs = 2,
-                          .optim = tg_adam(tg_lr_constant(5e-3f)), .seed = 1};
+                          .optim = tg_adam(tg_lr_constant(5e-3f)), .seed = 1, .check_numerics = check};
     tg_session *s;
     if (tg_session_new(&spec, &s) != TG_OK) {
         fprintf(stderr, "bench_tg: %s\n", tg_last_error());
@@ -89,9 +89,9 @@ static int bench_sin(int steps, int warm, bool print_graph) {
     float loss = 0;
     int rc = time_steps(s, feeds, 2, warm, steps, t, &loss);
     if (rc == 0) {
-        printf("{\"bench\": \"sin_mlp\", \"impl\": \"tensorgrad\", \"median_step_ms\": %.4f, \"min_step_ms\": %.4f, "
+        printf("{\"bench\": \"sin_mlp\", \"impl\": \"%s\", \"median_step_ms\": %.4f, \"min_step_ms\": %.4f, "
                "\"steps\": %d, \"loss\": %.6g, \"threads\": %d}\n",
-               t[steps / 2] * 1e3, t[0] * 1e3, steps, loss, tg_default_threads());
+               check ? "tensorgrad_checked" : "tensorgrad", t[steps / 2] * 1e3, t[0] * 1e3, steps, loss, tg_default_threads());
     }
     free(t);
     tg_session_free(s);
@@ -115,13 +115,14 @@ static tg_tensor add_loss(tg_graph *g, void *user) {
     return tg_mul_s(tg_sum(masked, TG_ALL, false), 1.0f / (AB * 3));
 }
 
-static int bench_addition(int steps, int warm, bool print_graph) {
+static int bench_addition(int steps, int warm, bool print_graph, bool check) {
     tg_model *m = tg_model_new();
     gpt_declare(&add_net, m, (gpt_config){AV, 64, 3, 4, AT + 1});
     tg_input_decl inputs[] = {{"tokens", TG_I32, TG_SHAPE(AB, AT)}, {"targets", TG_I32, TG_SHAPE(AB, AT)}};
     tg_optim opt = tg_adamw(tg_lr_linear(5e-3f, 5e-4f, 1500), 0.01f);
     opt.clip_grad_norm = 1.0f;
-    tg_train_spec spec = {.model = m, .loss = add_loss, .inputs = inputs, .n_inputs = 2, .optim = opt, .seed = 1};
+    tg_train_spec spec = {.model = m, .loss = add_loss, .inputs = inputs, .n_inputs = 2, .optim = opt, .seed = 1,
+                          .check_numerics = check};
     tg_session *s;
     if (tg_session_new(&spec, &s) != TG_OK) {
         fprintf(stderr, "bench_tg: %s\n", tg_last_error());
@@ -149,11 +150,12 @@ static int bench_addition(int steps, int warm, bool print_graph) {
     float loss = 0;
     int rc = time_steps(s, feeds, 2, warm, steps, t, &loss);
     if (rc == 0) {
-        printf("{\"bench\": \"addition\", \"impl\": \"tensorgrad\", \"median_step_ms\": %.4f, \"min_step_ms\": %.4f, "
+        printf("{\"bench\": \"addition\", \"impl\": \"%s\", \"median_step_ms\": %.4f, \"min_step_ms\": %.4f, "
                "\"steps\": %d, \"loss\": %.6g, \"threads\": %d, \"kernels\": %d, \"planned_bytes\": %lld, "
                "\"naive_bytes\": %lld, \"param_bytes\": %lld, \"grad_bytes\": %lld, \"state_bytes\": %lld, "
                "\"scratch_bytes\": %lld}\n",
-               t[steps / 2] * 1e3, t[0] * 1e3, steps, loss, tg_default_threads(), ps.n_kernels,
+               check ? "tensorgrad_checked" : "tensorgrad", t[steps / 2] * 1e3, t[0] * 1e3, steps, loss,
+               tg_default_threads(), ps.n_kernels,
                (long long)ps.planned_bytes, (long long)ps.naive_bytes, (long long)ps.param_bytes,
                (long long)ps.grad_bytes, (long long)ps.state_bytes, (long long)ps.scratch_bytes);
     }
@@ -221,9 +223,12 @@ int main(int argc, char **argv) {
     printf("{\"bench\": \"info\", \"impl\": \"tensorgrad\", \"kernel\": \"%s\", \"threads\": %d}\n",
            tg_gemm_kernel_name(), tg_default_threads());
     fflush(stdout);
-    if (do_sin && bench_sin(steps, 50, graph) != 0) return 1;
+    /* Each model again with spec.check_numerics (every kernel's output checked): its cost. */
+    if (do_sin && (bench_sin(steps, 50, graph, false) != 0 || bench_sin(steps, 50, false, true) != 0)) return 1;
     fflush(stdout);
-    if (do_add && bench_addition(add_steps > 0 ? add_steps : 300, 30, graph && !do_sin) != 0) return 1;
+    int as = add_steps > 0 ? add_steps : 300;
+    if (do_add && (bench_addition(as, 30, graph && !do_sin, false) != 0 || bench_addition(as, 30, false, true) != 0))
+        return 1;
     fflush(stdout);
     if (do_gemm) {
         tg_pool *pool = tg_pool_new(tg_default_threads());

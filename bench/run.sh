@@ -113,9 +113,11 @@ END {
     printf "%-28s %14s %14s %12s\n", "sin MLP step (B=256)", "tensorgrad", "PyTorch CPU", "ours/theirs"
     row("  median ms", smed["tensorgrad"], smed["pytorch"], smed["generic"])
     row("  min ms", smin["tensorgrad"], smin["pytorch"])
+    row("  check_numerics median ms", smed["tensorgrad_checked"], smed["tensorgrad"])
     printf "\n%-28s %14s %14s %12s\n", "addition step (B=128, T=8)", "tensorgrad", "PyTorch CPU", "ours/theirs"
     row("  median ms", amed["tensorgrad"], amed["pytorch"], amed["generic"])
     row("  min ms", amin["tensorgrad"], amin["pytorch"])
+    row("  check_numerics median ms", amed["tensorgrad_checked"], amed["tensorgrad"])
     if (planned != "") {
         printf "\n%-28s %14s %14s %12s\n", "addition planned MB", "tensorgrad", "upstream", "ours/theirs"
         row("  pooled (all buffers)", sprintf("%.2f", planned / 1e6), "23.3")
@@ -131,6 +133,7 @@ END {
         n = ns[k]; o = g["tensorgrad", n]; t = g["openblas", n]
         row("  " n "^3", o, t, g["generic", n])
     }
+    printf "\n(check_numerics rows: ours with every kernel checked, beside ours without; goal under 2x)\n"
     printf "\ntargets: sin MLP <= 0.25x PyTorch; addition <= 0.15x PyTorch and <= 11.6 MB planned (half of upstream'"'"'s\n"
     printf "23.3 MB); digits CNN <= 0.3x PyTorch; GEMM >= 0.8x OpenBLAS at 1024^3 and up\n"
     printf "CPU=avx2 targets: sin MLP <= 0.25x, addition <= 0.2x, digits CNN <= 0.3x PyTorch (avx2); sgemm >= 0.8x\n"

@@ -42,7 +42,8 @@ typedef enum {
     TG_ERR_BACKEND,     /* the backend is unavailable or failed */
     TG_ERR_LIMIT,       /* a size over a device limit */
     TG_ERR_NOMEM,       /* out of memory */
-    TG_ERR_STATE        /* a call that does not fit the object's state */
+    TG_ERR_STATE,       /* a call that does not fit the object's state */
+    TG_ERR_NUMERIC      /* a step or run met a NaN or Inf (its updates were not applied) */
 } tg_status;
 
 const char *tg_status_name(tg_status s);
@@ -66,7 +67,12 @@ typedef struct {
 #define TG_SHAPE(...) ((tg_shape){TG__NARGS(__VA_ARGS__), {__VA_ARGS__}})
 #define TG_SCALAR ((tg_shape){0, {0}})
 
+/* The element count; -1 for a bad shape (a negative dim, more than
+ * TG_MAX_DIMS dims, or a count that overflows int64). */
 int64_t tg_shape_numel(tg_shape s);
+/* The most elements one tensor or param may have (4 TiB of f32): larger
+ * shapes are TG_ERR_LIMIT, so no byte size or offset can overflow. */
+#define TG_MAX_NUMEL ((int64_t)1 << 40)
 /* Writes "[256,64]" into buf; returns buf. */
 char *tg_shape_str(tg_shape s, char *buf, size_t n);
 
@@ -573,6 +579,11 @@ typedef struct {
     uint64_t seed;             /* param init */
     tg_backend backend;
     int threads;               /* CPU threads; 0 = TG_THREADS or all cores */
+    /* Check every kernel's output (also TG_CHECK_NUMERICS=1): the first NaN
+     * or Inf fails the step with TG_ERR_NUMERIC naming the op and its call
+     * site. Off, a step still fails (updates not applied) when the loss or
+     * the global gradient norm is not finite. */
+    bool check_numerics;
 } tg_train_spec;
 
 typedef struct tg_session tg_session;

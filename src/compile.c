@@ -2,6 +2,7 @@
  * rematerialization) -> the backend's fusion pass -> plan. Each step is a
  * function of the previous one's data; the backend takes the resulting
  * program from there. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,7 +29,9 @@ static tg_status trace(const tg_compile_req *req, tg_program *p) {
         tg_input_new_at(g, d->name, d->dtype, d->shape, "input declaration", i);
     }
     if (g->err != TG_OK) return tg_fail(g->err, "%s", g->errmsg);
+    tg_graph *prev = ir_trace_begin(g);
     tg_tensor r = req->fn(g, req->user);
+    ir_trace_end(prev);
     if (g->err != TG_OK) return tg_fail(g->err, "%s", g->errmsg);
     if (r.g != g || r.id < 0 || r.id >= g->n)
         return tg_fail(TG_ERR_ARG, "compile: the traced function returned a tensor that is not from its graph");
@@ -36,9 +39,40 @@ static tg_status trace(const tg_compile_req *req, tg_program *p) {
     return TG_OK;
 }
 
+bool program_is_update(tg_opcode op) {
+    return op == TG_OP_ADAM_M || op == TG_OP_ADAM_V || op == TG_OP_ADAM_P || op == TG_OP_SGD_V || op == TG_OP_SGD_P;
+}
+
+static const char *base_name(const char *path) {
+    const char *s = path ? strrchr(path, '/') : NULL;
+    return s ? s + 1 : (path ? path : "?");
+}
+
+tg_status program_numeric_fail(const tg_program *p, int id, float v, int64_t at) {
+    const tg_node *n = &p->g->nodes[id];
+    char shape[96], what[300];
+    tg_shape_str(n->shape, shape, sizeof shape);
+    if (n->op == TG_OP_INPUT || n->op == TG_OP_PARAM)
+        snprintf(what, sizeof what, "%s '%s' %s", n->op == TG_OP_INPUT ? "input" : "param", n->name, shape);
+    else if (id == p->check)
+        return tg_fail(TG_ERR_NUMERIC, "the loss or the global gradient norm is not finite (check_numerics names the "
+                                       "op); the step's updates were not applied");
+    else if (program_is_update(n->op))
+        snprintf(what, sizeof what, "the optimizer update %s %s", tg_ops[n->op].name, shape);
+    else if (n->of_file)
+        snprintf(what, sizeof what, "%s %s, in the gradient of tg_%s (%s:%d)", tg_ops[n->op].name, shape, n->of_api,
+                 base_name(n->of_file), n->of_line);
+    else
+        snprintf(what, sizeof what, "tg_%s %s (%s:%d)", n->api ? n->api : tg_ops[n->op].name, shape,
+                 base_name(n->file), n->line);
+    return tg_fail(TG_ERR_NUMERIC, "%s at element %lld of %s; %s", v != v ? "NaN" : v > 0 ? "+Inf" : "-Inf",
+                   (long long)at, what, p->n_wb ? "the step's updates were not applied" : "the run stopped there");
+}
+
 /* Node ids the program holds, after a pass renumbered the graph. */
 static void remap_program(tg_program *p, const int *remap) {
     p->result = remap[p->result];
+    if (p->check >= 0) p->check = remap[p->check];
     for (int w = 0; w < p->n_wb; w++) p->wb[w] = (tg_writeback){remap[p->wb[w].src], remap[p->wb[w].dst]};
     for (int i = 0; i < p->n_params; i++)
         if (p->param_grad[i] >= 0) p->param_grad[i] = remap[p->param_grad[i]];
@@ -52,6 +86,7 @@ tg_status program_build(const tg_compile_req *req, tg_program **out) {
     if (!p) return tg_fail(TG_ERR_NOMEM, "compile: out of memory");
     p->n_params = tg_model_param_count(req->model);
     p->hyper = -1;
+    p->check = -1;
     p->g = ir_graph_new(req->model);
     p->param_grad = tg_calloc((size_t)p->n_params + 1, sizeof(int));
     if (!p->g || !p->param_grad) {
@@ -63,7 +98,8 @@ tg_status program_build(const tg_compile_req *req, tg_program **out) {
     int n_fwd = p->g->n;
     bool train = req->optim && req->optim->kind != TG_OPT_NONE;
     if (s == TG_OK && (train || req->grads)) s = grad_append(p->g, p->result, p->param_grad);
-    if (s == TG_OK && train) s = optim_append(p->g, req->optim, p->param_grad, &p->wb, &p->n_wb);
+    if (s == TG_OK && train)
+        s = optim_append(p->g, req->optim, p->param_grad, p->result, &p->wb, &p->n_wb, &p->check);
     if (s != TG_OK) {
         program_free(p);
         return s;
@@ -71,13 +107,14 @@ tg_status program_build(const tg_compile_req *req, tg_program **out) {
 
     /* Roots: the result, writeback sources, and (with no optimizer to consume
      * them) the grads the caller asked for. */
-    int n_roots = 0, *roots = tg_calloc((size_t)(1 + p->n_wb + p->n_params), sizeof(int));
+    int n_roots = 0, *roots = tg_calloc((size_t)(2 + p->n_wb + p->n_params), sizeof(int));
     int *remap = tg_calloc((size_t)p->g->n + 1, sizeof(int));
     if (!roots || !remap) {
         free(roots), free(remap), program_free(p);
         return tg_fail(TG_ERR_NOMEM, "compile: out of memory");
     }
     roots[n_roots++] = p->result;
+    if (p->check >= 0) roots[n_roots++] = p->check;
     for (int w = 0; w < p->n_wb; w++) roots[n_roots++] = p->wb[w].src;
     if (!train)
         for (int i = 0; i < p->n_params; i++) roots[n_roots++] = p->param_grad[i];
@@ -87,25 +124,31 @@ tg_status program_build(const tg_compile_req *req, tg_program **out) {
         /* The forward is what survived of the traced nodes: they come first. */
         int first_bwd = 0;
         for (int i = 0; i < n_fwd; i++) first_bwd += remap[i] >= 0;
+        p->first_bwd = first_bwd;
         int n_copies = 0;
         if (train || req->grads) s = pass_recompute(p->g, first_bwd, remap, &n_copies);
         if (s == TG_OK && n_copies) remap_program(p, remap);
     }
-    for (int i = 0; s == TG_OK && i < p->g->n; i++)
+    p->first_update = p->g->n;
+    for (int i = 0; s == TG_OK && i < p->g->n; i++) {
         if (p->g->nodes[i].op == TG_OP_STATE && strcmp(p->g->nodes[i].name, TG_HYPER_NAME) == 0) p->hyper = i;
+        if (program_is_update(p->g->nodes[i].op) && i < p->first_update) p->first_update = i;
+    }
     free(roots);
     free(remap);
 
     if (s == TG_OK && req->fuse) s = req->fuse(p, &p->fusion);
     if (s == TG_OK) {
-        int *outs = tg_calloc((size_t)p->g->n_caps + 1, sizeof(int));
+        int *outs = tg_calloc((size_t)p->g->n_caps + 2, sizeof(int));
         if (!outs) {
             program_free(p);
             return tg_fail(TG_ERR_NOMEM, "compile: out of memory");
         }
-        outs[0] = p->result;
-        for (int c = 0; c < p->g->n_caps; c++) outs[c + 1] = p->g->caps[c].id;
-        tg_plan_req pr = {p->param_grad, p->n_params, outs, 1 + p->g->n_caps, p->wb, p->n_wb, req->align,
+        int n_outs = 0;
+        outs[n_outs++] = p->result;
+        if (p->check >= 0) outs[n_outs++] = p->check;
+        for (int c = 0; c < p->g->n_caps; c++) outs[n_outs++] = p->g->caps[c].id;
+        tg_plan_req pr = {p->param_grad, p->n_params, outs, n_outs, p->wb, p->n_wb, req->align,
                           req->param_offset, false, p->fusion};
         s = plan_build(p->g, &pr, &p->plan);
         free(outs);
@@ -114,6 +157,7 @@ tg_status program_build(const tg_compile_req *req, tg_program **out) {
         program_free(p);
         return s;
     }
+    ir_seal(p->g);
     *out = p;
     return TG_OK;
 }

@@ -20,7 +20,21 @@ typedef struct {
     tg_fusion *fusion; /* what the backend fused before planning; NULL for none */
     void *impl;        /* the engine's compiled form */
     int n_dispatches;  /* kernel launches per step or run, as the engine compiled them (after fusion) */
+    /* Numerics: check is a scalar, loss * 0 + the sum of every grad squared,
+     * computed before node first_update (the first optimizer update): not
+     * finite when the loss or any gradient is not, or the norm overflows.
+     * An engine's run reads it there and stops with TG_ERR_NUMERIC before
+     * anything is updated. check_each (spec.check_numerics): every kernel's
+     * f32 output is checked after it runs. Nodes >= first_bwd are backward. */
+    int check, first_update, first_bwd;
+    bool check_each;
 } tg_program;
+
+/* TG_ERR_NUMERIC for element `at` (value v) of node `id`'s output, naming
+ * the op, its shape and call site (or the forward op it is a gradient of). */
+tg_status program_numeric_fail(const tg_program *p, int id, float v, int64_t at);
+/* True for the optimizer's update ops. */
+bool program_is_update(tg_opcode op);
 
 /* A backend's fusion pass: sees the final graph (result, grads, writebacks,
  * captures known) before planning, and says which nodes it will run as one

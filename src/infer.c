@@ -90,6 +90,7 @@ static tg_status program_for(tg_session *s, int64_t batch, tg_program **out) {
     tg_status st = program_build(&req, &p);
     free(in);
     if (st != TG_OK) return st;
+    p->check_each = session_check_numerics(false);
     if ((st = s->eng->vt->compile(s->eng, p)) != TG_OK) {
         s->eng->vt->release(s->eng, p);
         program_free(p);

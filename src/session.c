@@ -53,6 +53,8 @@ tg_status tg_session_new(const tg_train_spec *spec, tg_session **out) {
     if (spec->n_inputs < 0 || (spec->n_inputs > 0 && !spec->inputs))
         return tg_fail(TG_ERR_ARG, "tg_session_new: bad input list");
     if (tg_model_status(spec->model) != TG_OK) return spec->model->err;
+    tg_status st = optim_check(&spec->optim, "tg_session_new");
+    if (st != TG_OK) return st;
     tg_session *s = tg_calloc(1, sizeof *s);
     int np = tg_model_param_count(spec->model);
     if (!s || !(s->param_offset = tg_calloc((size_t)np + 1, sizeof(int64_t)))) {
@@ -66,11 +68,12 @@ tg_status tg_session_new(const tg_train_spec *spec, tg_session **out) {
     int64_t params_bytes = plan_param_layout(spec->model, TG_ARENA_ALIGN, s->param_offset);
 
     /* The engine first: its fusion pass shapes the plan. */
-    tg_status st = make_engine(spec, params_bytes, &s->eng);
+    st = make_engine(spec, params_bytes, &s->eng);
     tg_compile_req req = {spec->model, spec->loss, spec->user, spec->inputs, spec->n_inputs, &spec->optim,
                           spec->optim.kind == TG_OPT_NONE, TG_ARENA_ALIGN, s->param_offset,
                           s->eng ? s->eng->vt->fuse : NULL};
     if (st == TG_OK) st = program_build(&req, &s->prog);
+    if (st == TG_OK) s->prog->check_each = session_check_numerics(spec->check_numerics);
     if (st == TG_OK) {
         const tg_node *r = &s->prog->g->nodes[s->prog->result];
         if (r->dtype != TG_F32 || ir_numel(r) != 1) {
@@ -100,6 +103,27 @@ tg_status tg_session_new(const tg_train_spec *spec, tg_session **out) {
     }
     *out = s;
     return TG_OK;
+}
+
+bool session_check_numerics(bool asked) {
+    const char *v = getenv("TG_CHECK_NUMERICS");
+    return asked || (v && *v && strcmp(v, "0") != 0);
+}
+
+/* check_each: the params and the persist arena (optimizer state) as they
+ * were before the step, so one that fails inside the updates can be undone. */
+static tg_status snapshot(tg_session *s, char **buf, bool restore) {
+    int64_t pb = s->eng->params_bytes, sb = s->prog->plan.arena_bytes[TG_ARENA_PERSIST];
+    if (!restore && !(*buf = malloc((size_t)(pb + sb) + 1)))
+        return tg_fail(TG_ERR_NOMEM, "tg_session_step: out of memory for the numerics snapshot");
+    const tg_engine_vt *vt = s->eng->vt;
+    int arena[2] = {TG_ARENA_PARAMS, TG_ARENA_PERSIST};
+    int64_t off[2] = {0, pb}, bytes[2] = {pb, sb};
+    tg_status st = TG_OK;
+    for (int k = 0; k < 2 && st == TG_OK; k++)
+        st = restore ? vt->write(s->eng, s->prog, arena[k], 0, *buf + off[k], bytes[k])
+                     : vt->read(s->eng, s->prog, arena[k], 0, *buf + off[k], bytes[k]);
+    return st;
 }
 
 int session_find_leaf(const tg_program *p, tg_opcode op, const char *name) {
@@ -149,6 +173,7 @@ tg_status session_write_feeds(tg_session *s, tg_program *p, const char *api, con
 tg_status tg_session_step(tg_session *s, const tg_feed *feeds, int n, float *loss) {
     if (!s) return tg_fail(TG_ERR_ARG, "tg_session_step: session is NULL");
     if (s->infer) return tg_fail(TG_ERR_STATE, "tg_session_step: a forward session has no step; use tg_session_run");
+    if (s->step == INT64_MAX) return tg_fail(TG_ERR_STATE, "tg_session_step: the step count is at its maximum");
     tg_status st = session_write_feeds(s, s->prog, "tg_session_step", feeds, n);
     if (st != TG_OK) return st;
     int64_t t = s->step + 1;
@@ -159,7 +184,25 @@ tg_status tg_session_step(tg_session *s, const tg_feed *feeds, int n, float *los
         if ((st = s->eng->vt->write(s->eng, s->prog, sl->arena, sl->offset, h, sizeof h)) != TG_OK) return st;
     }
     if ((st = session_write_rng_seed(s, s->prog, t)) != TG_OK) return st;
-    if ((st = s->eng->vt->run(s->eng, s->prog)) != TG_OK) return st;
+    char *saved = NULL;
+    if (s->prog->check_each && (st = snapshot(s, &saved, false)) != TG_OK) {
+        free(saved);
+        return st;
+    }
+    st = s->eng->vt->run(s->eng, s->prog);
+    if (st == TG_ERR_NUMERIC) {
+        char msg[600];
+        snprintf(msg, sizeof msg, "tg_session_step: %s", tg_last_error());
+        if (saved) snapshot(s, &saved, true);
+        free(saved);
+        if (loss) {
+            const tg_slot *sl = &s->prog->plan.slot[s->prog->result];
+            s->eng->vt->read(s->eng, s->prog, sl->arena, sl->offset, loss, 4);
+        }
+        return tg_fail(TG_ERR_NUMERIC, "%s", msg);
+    }
+    free(saved);
+    if (st != TG_OK) return st;
     s->step = t;
     if (loss) {
         const tg_slot *sl = &s->prog->plan.slot[s->prog->result];
@@ -171,6 +214,8 @@ tg_status tg_session_step(tg_session *s, const tg_feed *feeds, int n, float *los
 tg_status tg_session_set_lr(tg_session *s, tg_lr lr) {
     if (!s) return tg_fail(TG_ERR_ARG, "tg_session_set_lr: session is NULL");
     if (s->infer) return tg_fail(TG_ERR_STATE, "tg_session_set_lr: a forward session has no optimizer");
+    tg_status st = lr_check(&lr, "tg_session_set_lr");
+    if (st != TG_OK) return st;
     copy_lr(s->lr, &lr);
     s->lr_start = s->step;
     return TG_OK;

@@ -6,7 +6,6 @@
 #include "engine.h"
 
 #define TG_ARENA_ALIGN 256 /* WebGPU's storage-buffer offset alignment; the CPU just follows */
-#define TG_MAX_LR_CHAIN 8
 
 /* A session: a compiled program on an engine. Params live in the engine's
  * params arena at param_offset[p]. */
@@ -38,6 +37,9 @@ tg_status session_write_feeds(tg_session *s, tg_program *p, const char *api, con
 tg_status session_write_rng_seed(tg_session *s, tg_program *p, int64_t t);
 /* Releases and frees a session's programs (infer.c for forward sessions). */
 void session_free_programs(tg_session *s);
+
+/* spec.check_numerics, or TG_CHECK_NUMERICS set (and not "0"). */
+bool session_check_numerics(bool asked);
 
 /* The program's node for a leaf (TG_OP_INPUT / TG_OP_STATE / ...) by name, or -1. */
 int session_find_leaf(const tg_program *p, tg_opcode op, const char *name);

@@ -1,5 +1,6 @@
 /* Public builders of the convolution family (issue 4) and the Conv2d layer.
  * Attribute layout: see the convolution block of ir/optable.c. */
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -102,6 +103,14 @@ tg_conv2d tg_conv2d_new(tg_model *m, const char *name, int64_t in, int64_t out, 
 /* x [N, in, H, W] -> [N, out, Ho, Wo]; the bias rides in the conv op (added as
  * each output plane is written, not as a separate broadcast pass). */
 tg_tensor tg_conv2d_fwd_at(tg_graph *g, const tg_conv2d *l, tg_tensor x, const char *file, int line) {
+    if (!ir_module_ok(g, l, "conv2d_fwd", file, line)) return (tg_tensor){g, -1};
+    if (l->stride < 1 || l->stride > INT_MAX || l->padding < 0 || l->padding > INT_MAX || l->groups < 1 ||
+        l->groups > INT_MAX) {
+        tg_node n = ir_proto(TG_OP_CONV2D, "conv2d_fwd", file, line);
+        ir_fail(g, &n, "stride %lld, padding %lld, groups %lld out of range", (long long)l->stride,
+                (long long)l->padding, (long long)l->groups);
+        return (tg_tensor){g, -1};
+    }
     tg_tensor w = tg_use_at(g, l->W, file, line);
     int s = (int)l->stride, p = (int)l->padding, gr = (int)l->groups;
     if (l->b < 0) return tg_conv2d_at(x, w, s, p, gr, file, line);

@@ -129,7 +129,7 @@ static tg_tensor bin(tg_opcode op, const char *api, tg_tensor a, tg_tensor b, co
 
 /* A scalar constant of x's dtype, for the tensor-scalar forms. */
 static tg_tensor scalar_like(tg_tensor x, float v, const char *file, int line) {
-    if (!x.g || x.id < 0) return (tg_tensor){x.g, -1};
+    if (!ir_live(x)) return (tg_tensor){x.g, -1};
     tg_node n = ir_proto(TG_OP_CONST, "scalar", file, line);
     n.dtype = x.g->nodes[x.id].dtype == TG_I32 ? TG_I32 : TG_F32;
     n.fa[0] = v;
@@ -180,7 +180,7 @@ tg_tensor tg_cast_at(tg_tensor x, tg_dtype dt, const char *file, int line) {
         ir_fail(x.g, &n, "unknown dtype %d", (int)dt);
         return (tg_tensor){x.g, -1};
     }
-    if (x.id >= 0 && x.g->nodes[x.id].dtype == dt) return x;
+    if (ir_live(x) && x.g->nodes[x.id].dtype == dt) return x;
     n.in[0] = x.id;
     n.ia[0] = dt;
     return add_node(x.g, &n);
@@ -203,6 +203,11 @@ tg_tensor tg_where_at(tg_tensor c, tg_tensor a, tg_tensor b, const char *file, i
 static bool axes_mask(tg_tensor x, tg_shape axes, const char *api, const char *file, int line, unsigned *mask) {
     int nd = x.g->nodes[x.id].shape.ndim;
     *mask = 0;
+    if (axes.ndim < 0 || axes.ndim > TG_MAX_DIMS) {
+        tg_node n = ir_proto(TG_OP_SUM, api, file, line);
+        ir_fail(x.g, &n, "an axis list of %d entries (at most %d)", axes.ndim, TG_MAX_DIMS);
+        return false;
+    }
     for (int i = 0; i < axes.ndim; i++) {
         int64_t a = axes.d[i];
         if (a == TG_ALL) {
@@ -224,7 +229,7 @@ static bool axes_mask(tg_tensor x, tg_shape axes, const char *api, const char *f
 
 static tg_tensor reduce(tg_tensor x, tg_shape axes, bool keep, bool mean, const char *api, const char *file,
                         int line) {
-    if (!x.g || x.id < 0) return (tg_tensor){x.g, -1};
+    if (!ir_live(x)) return (tg_tensor){x.g, -1};
     unsigned mask;
     if (!axes_mask(x, axes, api, file, line, &mask)) return (tg_tensor){x.g, -1};
     tg_shape xs = x.g->nodes[x.id].shape;
@@ -282,7 +287,7 @@ tg_tensor tg_permute_at(tg_tensor x, tg_shape perm, const char *file, int line) 
     if (perm.ndim < 0 || perm.ndim > TG_MAX_DIMS) perm.ndim = 7; /* rejected by the rule */
     for (int i = 0; i < perm.ndim && i < TG_MAX_DIMS; i++) n.ia[i] = perm.d[i];
     n.ia[7] = perm.ndim;
-    if (x.id >= 0) {
+    if (ir_live(x)) {
         int nd = x.g->nodes[x.id].shape.ndim;
         for (int i = 0; i < perm.ndim && i < TG_MAX_DIMS; i++)
             if (n.ia[i] < 0) n.ia[i] += nd;
@@ -292,7 +297,7 @@ tg_tensor tg_permute_at(tg_tensor x, tg_shape perm, const char *file, int line) 
 
 tg_tensor tg_broadcast_to_at(tg_tensor x, tg_shape s, const char *file, int line) {
     if (!x.g) return BAD;
-    if (x.id >= 0 && shape_eq(x.g->nodes[x.id].shape, s)) return x;
+    if (ir_live(x) && shape_eq(x.g->nodes[x.id].shape, s)) return x;
     tg_node n = ir_proto(TG_OP_BROADCAST, "broadcast_to", file, line);
     n.in[0] = x.id;
     n.shape = s;
@@ -333,7 +338,7 @@ tg_tensor tg_log_softmax_at(tg_tensor x, int axis, const char *file, int line) {
     if (!x.g) return BAD;
     tg_node n = ir_proto(TG_OP_LOG_SOFTMAX, "log_softmax", file, line);
     n.in[0] = x.id;
-    n.ia[0] = axis < 0 && x.id >= 0 ? axis + x.g->nodes[x.id].shape.ndim : axis;
+    n.ia[0] = axis < 0 && ir_live(x) ? axis + x.g->nodes[x.id].shape.ndim : axis;
     return add_node(x.g, &n);
 }
 
@@ -350,7 +355,7 @@ tg_tensor tg_where_causal_at(tg_tensor x, float value, const char *file, int lin
 }
 
 tg_tensor tg_capture_at(tg_tensor x, const char *name, const char *file, int line) {
-    if (!x.g || x.id < 0) return x;
+    if (!ir_live(x)) return x;
     tg_graph *g = x.g;
     tg_node n = ir_proto(TG_OP_INPUT, "capture", file, line);
     if (!name || !*name) {

@@ -38,7 +38,7 @@ static tg_graph *graph_of(const char *api, tg_opcode op, const tg_tensor *t, int
     return g;
 }
 
-static bool ok(tg_tensor t) { return t.g && t.id >= 0; }
+static bool ok(tg_tensor t) { return ir_live(t); }
 static const tg_node *nd(tg_tensor t) { return &t.g->nodes[t.id]; }
 
 /* ---- losses ---- */

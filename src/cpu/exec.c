@@ -16,6 +16,7 @@ typedef struct {
     int n_copies;
     double *prof;  /* TG_PROFILE set: seconds spent in each step, summed over runs */
     int64_t prof_runs;
+    int split;     /* the first step of the optimizer updates: the step check runs before it */
 } cpu_program;
 
 typedef struct {
@@ -64,6 +65,11 @@ static tg_status cpu_compile(tg_engine *e_, tg_program *p) {
     const char *prof = getenv("TG_PROFILE");
     if (prof && *prof && *prof != '0') cp->prof = tg_calloc((size_t)cp->n_steps + 1, sizeof(double));
     p->n_dispatches = cp->n_steps;
+    cp->split = 0;
+    while (cp->split < cp->n_steps && cp->steps[cp->split].id < p->first_update) cp->split++;
+    bool before = p->check < 0;
+    for (int i = 0; i < cp->split && !before; i++) before = cp->steps[i].id == p->check;
+    if (!before) return tg_fail(TG_ERR_STATE, "cpu: the step check is not computed before the optimizer updates");
     for (int w = 0; w < p->n_wb; w++) {
         if (p->plan.wb_free[w]) continue;
         int src = p->wb[w].src, dst = p->wb[w].dst;
@@ -155,26 +161,50 @@ static tg_status cpu_read(tg_engine *e_, tg_program *p, int arena, int64_t off, 
     return TG_OK;
 }
 
+/* check_each: the first non-finite f32 value node `id` holds, as a failure. */
+static tg_status check_node(const tg_program *p, cpu_program *cp, int id) {
+    const tg_node *n = &p->g->nodes[id];
+    const tg_slot *sl = &p->plan.slot[id];
+    if (n->dtype != TG_F32 || sl->arena < 0 || sl->bytes == 0) return TG_OK;
+    const float *x = addr(cp, &p->plan, id);
+    int64_t at = tg_first_nonfinite(x, ir_numel(n));
+    return at < 0 ? TG_OK : program_numeric_fail(p, id, x[at], at);
+}
+
+/* Steps [from, to); with check_each, each output (and first the inputs and
+ * params) is checked as it is made. */
+static tg_status run_steps(cpu_engine *e, const tg_program *p, cpu_program *cp, int from, int to) {
+    tg_status st = TG_OK;
+    if (p->check_each && from == 0)
+        for (int i = 0; i < p->g->n && st == TG_OK; i++)
+            if (p->g->nodes[i].op == TG_OP_INPUT || p->g->nodes[i].op == TG_OP_PARAM) st = check_node(p, cp, i);
+    for (int i = from; i < to && st == TG_OK; i++) {
+        double t0 = cp->prof ? tg_now() : 0;
+        cp->steps[i].run(&e->ctx, &cp->steps[i]);
+        if (cp->prof) cp->prof[i] += tg_now() - t0;
+        if (p->check_each) st = check_node(p, cp, cp->steps[i].id);
+    }
+    return st;
+}
+
 static tg_status cpu_run(tg_engine *e_, tg_program *p) {
     cpu_engine *e = (cpu_engine *)e_;
     cpu_program *cp = p->impl;
     tg_fpmode caller = tg_fpmode_get();
     tg_fpmode_set(tg_fpmode_flush(caller)); /* see cpu.h: subnormals flushed, the caller's mode restored */
     tg_pool_hot(e->pool, true);
-    if (cp->prof) {
-        for (int i = 0; i < cp->n_steps; i++) {
-            double t0 = tg_now();
-            cp->steps[i].run(&e->ctx, &cp->steps[i]);
-            cp->prof[i] += tg_now() - t0;
-        }
-        cp->prof_runs++;
-    } else {
-        for (int i = 0; i < cp->n_steps; i++) cp->steps[i].run(&e->ctx, &cp->steps[i]);
+    tg_status st = run_steps(e, p, cp, 0, cp->split);
+    if (st == TG_OK && p->check >= 0) {
+        float v = *(const float *)addr(cp, &p->plan, p->check);
+        if (v - v != 0) st = program_numeric_fail(p, p->check, v, 0);
     }
-    for (int i = 0; i < cp->n_copies; i++) memcpy(cp->copies[i].dst, cp->copies[i].src, (size_t)cp->copies[i].bytes);
+    if (st == TG_OK) st = run_steps(e, p, cp, cp->split, cp->n_steps);
+    if (cp->prof) cp->prof_runs++;
+    for (int i = 0; st == TG_OK && i < cp->n_copies; i++)
+        memcpy(cp->copies[i].dst, cp->copies[i].src, (size_t)cp->copies[i].bytes);
     tg_pool_hot(e->pool, false);
     tg_fpmode_set(caller);
-    return TG_OK;
+    return st;
 }
 
 static void cpu_destroy(tg_engine *e_) {

@@ -45,8 +45,9 @@ void tg_iter_init(tg_iter *it, tg_shape out, int nin, int64_t st_in[][TG_MAX_DIM
 void tg_iter_row(const tg_iter *it, int64_t r, int64_t *idx, int64_t *off) {
     for (int o = 0; o < it->nops; o++) off[o] = 0;
     for (int i = it->nd - 2; i >= 0; i--) {
-        idx[i] = r % it->d[i];
-        r /= it->d[i];
+        /* A zero-size axis has no rows; callers may still ask for row 0 of an empty range. */
+        idx[i] = it->d[i] ? r % it->d[i] : 0;
+        r = it->d[i] ? r / it->d[i] : 0;
         for (int o = 0; o < it->nops; o++) off[o] += idx[i] * it->st[o][i];
     }
 }

@@ -51,7 +51,9 @@ struct tg_pool {
     pthread_cond_t cv;
     _Atomic uint64_t state; /* generation << 32: what idle workers watch */
     struct range { _Alignas(64) _Atomic uint64_t w; } *range; /* per thread: generation << 32 | end << 16 | next */
-    int n_ranges;           /* ranges of the current job */
+    /* Ranges of the current job. Atomic: a worker still in the last job's
+     * claim loop may read it while the owner writes the next job's. */
+    atomic_int n_ranges;
     atomic_int active;      /* workers inside a job's claim loop */
     atomic_int sleepers;
     atomic_bool stop;
@@ -86,7 +88,8 @@ static uint32_t state_gen(uint64_t s) { return (uint32_t)(s >> 32); }
 /* Claims and runs units of job `gen` until none is left: its own range
  * first, then the others' in turn. */
 static void claim(tg_pool *p, uint32_t gen, int tid) {
-    int nr = p->n_ranges; /* the job's, or a later one's: then every CAS below fails on the generation */
+    /* the job's, or a later one's: then every CAS below fails on the generation */
+    int nr = atomic_load_explicit(&p->n_ranges, memory_order_relaxed);
     for (int k = 0; k < nr; k++) {
         _Atomic uint64_t *w = &p->range[(tid + k) % nr].w;
         uint64_t s = atomic_load_explicit(w, memory_order_acquire);
@@ -238,7 +241,7 @@ void tg_pool_run(tg_pool *p, int n_tasks, tg_task_fn fn, void *arg) {
         uint64_t hi = (uint64_t)p->units * (uint64_t)(t + 1) / (uint64_t)nr;
         atomic_store_explicit(&p->range[t].w, (uint64_t)gen << 32 | hi << 16 | lo, memory_order_relaxed);
     }
-    p->n_ranges = nr;
+    atomic_store_explicit(&p->n_ranges, nr, memory_order_relaxed); /* published by the state store below */
     atomic_store(&p->state, (uint64_t)gen << 32);
     if (atomic_load(&p->sleepers) > 0) {
         pthread_mutex_lock(&p->mu);

@@ -48,7 +48,14 @@ tg_status grad_append(tg_graph *g, int loss, int *param_grad) {
         const tg_node *n = &g->nodes[i];
         if (cot[i] < 0 || !needs[i] || !tg_ops[n->op].grad) continue;
         int gx[TG_MAX_IN] = {-1, -1, -1, -1};
+        int before = g->n;
         tg_ops[n->op].grad(g, i, cot[i], gx);
+        for (int k = before; k < g->n; k++) {
+            const tg_node *f = &g->nodes[i];
+            g->nodes[k].of_api = f->api ? f->api : tg_ops[f->op].name;
+            g->nodes[k].of_file = f->file;
+            g->nodes[k].of_line = f->line;
+        }
         /* The rule, and the adds below, may grow (move) the node array: copy
          * the inputs first. */
         int nin = g->nodes[i].nin;

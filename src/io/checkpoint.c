@@ -152,6 +152,23 @@ static bool lr_decode(const char *str, tg_lr *chain, int *n_out) {
     return true;
 }
 
+/* The checksum of a checkpoint's tensor bytes, in the session's order: a
+ * 64-bit multiply-xor hash over 8-byte words (a few GB/s), so a flipped bit
+ * in the data section is found on load. */
+static uint64_t data_hash(uint64_t h, const void *p, int64_t bytes) {
+    const unsigned char *b = p;
+    int64_t i = 0;
+    for (; i + 8 <= bytes; i += 8) {
+        uint64_t w;
+        memcpy(&w, b + i, 8);
+        h = (h ^ w) * 0x100000001b3ull;
+        h ^= h >> 29;
+    }
+    for (; i < bytes; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+#define HASH_SEED 0xcbf29ce484222325ull
+
 /* A non-negative decimal integer, the whole string. */
 static bool parse_u64(const char *s, uint64_t *out) {
     if (!s || !*s) return false;
@@ -187,14 +204,15 @@ static tg_status save(tg_session *s, const char *api, const char *path, bool ful
         o += e[i].bytes;
     }
     if (st != TG_OK) goto done;
-    char step[24], lr_start[24], seed[24], lr[TG_MAX_LR_CHAIN * 512]; /* a link is at most ~340 chars */
+    char step[24], lr_start[24], seed[24], sum[24], lr[TG_MAX_LR_CHAIN * 512]; /* a link is at most ~340 chars */
+    snprintf(sum, sizeof sum, "%" PRIu64, data_hash(HASH_SEED, host, total));
     snprintf(step, sizeof step, "%lld", (long long)s->step);
     snprintf(lr_start, sizeof lr_start, "%lld", (long long)s->lr_start);
     snprintf(seed, sizeof seed, "%" PRIu64, s->seed);
     lr_encode(s->lr, lr, sizeof lr);
     const char *meta[] = {"format", CK_FORMAT,   "step", step, "lr_start", lr_start, "seed", seed,
-                          "optimizer", opt_name(s->optim.kind), "lr", lr};
-    st = tg_safetensors_write(path, t, n, full ? meta : NULL, full ? 6 : 0);
+                          "optimizer", opt_name(s->optim.kind), "lr", lr, "checksum", sum};
+    st = tg_safetensors_write(path, t, n, full ? meta : NULL, full ? 7 : 0);
     if (st != TG_OK) st = rewrap(api, st);
 done:
     free(host);
@@ -268,7 +286,8 @@ static tg_status load(tg_session *s, const char *api, const char *path, bool ful
         uint64_t *vals[] = {&step, &lr_start, &seed};
         for (int k = 0; k < 3; k++) {
             const char *v = tg_safetensors_meta(f, keys[k]);
-            if (!parse_u64(v, vals[k]) || (k < 2 && *vals[k] > INT64_MAX)) {
+            /* step + 1 must stay an int64: the next step's number */
+            if (!parse_u64(v, vals[k]) || (k < 2 && *vals[k] >= INT64_MAX)) {
                 st = tg_fail(TG_ERR_FORMAT, "%s: %s: metadata '%s' is %s%s%s, not a non-negative integer", api,
                              path, keys[k], v ? "'" : "", v ? st_shown(v, sh, 48) : "missing", v ? "'" : "");
                 goto done;
@@ -291,13 +310,43 @@ static tg_status load(tg_session *s, const char *api, const char *path, bool ful
                          lrs ? "'" : "", lrs ? st_shown(lrs, sh, sizeof sh) : "missing", lrs ? "'" : "");
             goto done;
         }
+        for (int k = 0; k < n_lr; k++) lr[k].then = k + 1 < n_lr ? &lr[k + 1] : NULL;
+        char what[300];
+        snprintf(what, sizeof what, "%s: %s: metadata 'lr'", api, path);
+        if ((st = lr_check(lr, what)) != TG_OK) {
+            char msg[600];
+            snprintf(msg, sizeof msg, "%s", tg_last_error());
+            st = tg_fail(TG_ERR_FORMAT, "%s", msg);
+            goto done;
+        }
     }
     if (!(src = tg_calloc((size_t)n + 1, sizeof *src))) {
         st = tg_fail(TG_ERR_NOMEM, "%s: out of memory", api);
         goto done;
     }
     if ((st = match(api, path, f, e, n, full, src)) != TG_OK) goto done;
+    /* A NaN or Inf param or optimizer state would poison every later step. */
+    for (int i = 0; i < n; i++) {
+        if (src[i]->dtype != TG_F32) continue;
+        int64_t at = tg_first_nonfinite(src[i]->data, e[i].bytes / 4);
+        if (at >= 0) {
+            float v = ((const float *)src[i]->data)[at];
+            st = tg_fail(TG_ERR_FORMAT, "%s: %s: tensor '%s' holds %s at element %lld", api, path, e[i].name,
+                         v != v ? "NaN" : "Inf", (long long)at);
+            goto done;
+        }
+    }
 
+    const char *sum = full ? tg_safetensors_meta(f, "checksum") : NULL;
+    if (sum) { /* files written before the checksum have none and still load */
+        uint64_t want, got = HASH_SEED;
+        for (int i = 0; i < n; i++) got = data_hash(got, src[i]->data, e[i].bytes);
+        if (!parse_u64(sum, &want) || want != got) {
+            st = tg_fail(TG_ERR_FORMAT, "%s: %s: the data section does not match its checksum (%s in the metadata, "
+                         "%" PRIu64 " computed): the file is damaged", api, path, st_shown(sum, sh, 48), got);
+            goto done;
+        }
+    }
     /* Everything checked: now write. */
     for (int i = 0; i < n && st == TG_OK; i++)
         st = s->eng->vt->write(s->eng, s->prog, e[i].arena, e[i].offset, src[i]->data, e[i].bytes);

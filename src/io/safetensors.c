@@ -918,13 +918,11 @@ tg_status tg_safetensors_write(const char *path, const tg_st_tensor *t, int n, c
         return tg_fail(TG_ERR_NOMEM, "safetensors: %s: out of memory", path);
     }
 
-    size_t tl = strlen(path) + 32;
-    char *tmp = malloc(tl), eb[128];
+    char *tmp = st_temp_name(path), eb[128];
     if (!tmp) {
         free(h.s);
         return tg_fail(TG_ERR_NOMEM, "safetensors: %s: out of memory", path);
     }
-    snprintf(tmp, tl, "%s.tmp.%ld", path, (long)getpid());
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0666);
     if (fd < 0) {
         st = tg_fail(TG_ERR_IO, "safetensors: %s: cannot create '%s': %s", path, tmp, errtext(errno, eb, sizeof eb));
@@ -946,6 +944,7 @@ tg_status tg_safetensors_write(const char *path, const tg_st_tensor *t, int n, c
         st = tg_fail(TG_ERR_IO, "safetensors: %s: cannot %s '%s': %s", path, op, tmp, errtext(e, eb, sizeof eb));
     } else {
         sync_dir(path);
+        st_remove_stale(path);
     }
     free(tmp);
     free(h.s);

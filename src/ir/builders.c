@@ -19,6 +19,14 @@ tg_node ir_proto(tg_opcode op, const char *api, const char *file, int line) {
 
 static tg_node proto(tg_opcode op, const char *file, int line) { return ir_proto(op, NULL, file, line); }
 
+bool ir_module_ok(tg_graph *g, const void *module, const char *api, const char *file, int line) {
+    if (!g) return false;
+    if (module) return true;
+    tg_node n = ir_proto(TG_OP_PARAM, api, file, line);
+    ir_fail_status(g, TG_ERR_ARG, &n, "the module is NULL");
+    return false;
+}
+
 int ir_leaf(tg_graph *g, tg_opcode op, const char *name, tg_dtype dt, tg_shape s, const char *file, int line) {
     tg_node n = proto(op, file, line);
     n.name = (char *)name;
@@ -63,7 +71,12 @@ int ir_reduce_sum(tg_graph *g, int x, unsigned axes_mask, const char *file, int 
 }
 
 int ir_reshape(tg_graph *g, int x, tg_shape s, const char *file, int line) {
-    if (x < 0) return -1;
+    if (x < 0 || x >= g->n || s.ndim < 0 || s.ndim > TG_MAX_DIMS) {
+        tg_node n = proto(TG_OP_RESHAPE, file, line);
+        n.in[0] = x; /* ir_add reports the bad id or rank */
+        n.shape = s;
+        return ir_add(g, &n);
+    }
     if (shape_eq(g->nodes[x].shape, s)) return x;
     tg_node n = proto(TG_OP_RESHAPE, file, line);
     n.in[0] = x;
@@ -81,7 +94,7 @@ int ir_permute(tg_graph *g, int x, tg_shape perm, const char *file, int line) {
 
 /* Sums the axes that broadcasting added or stretched so x gets shape s. */
 int ir_sum_to_shape(tg_graph *g, int x, tg_shape s, const char *file, int line) {
-    if (x < 0) return -1;
+    if (x < 0 || x >= g->n || s.ndim < 0 || s.ndim > TG_MAX_DIMS) return ir_reshape(g, x, s, file, line);
     tg_shape xs = g->nodes[x].shape;
     if (shape_eq(xs, s)) return x;
     tg_node err = proto(TG_OP_SUM, file, line);

@@ -20,9 +20,16 @@ const char *tg_dtype_name(tg_dtype dt) {
 }
 
 int64_t tg_shape_numel(tg_shape s) {
+    if (s.ndim < 0 || s.ndim > TG_MAX_DIMS) return -1;
     int64_t n = 1;
-    for (int i = 0; i < s.ndim; i++) n *= s.d[i];
+    for (int i = 0; i < s.ndim; i++)
+        if (s.d[i] < 0 || __builtin_mul_overflow(n, s.d[i], &n)) return -1;
     return n;
+}
+
+bool ir_numel_ok(tg_shape s) {
+    int64_t n = tg_shape_numel(s);
+    return n >= 0 && n <= TG_MAX_NUMEL;
 }
 
 int64_t ir_numel(const tg_node *n) { return tg_shape_numel(n->shape); }
@@ -111,22 +118,70 @@ static const char *base_name(const char *path) {
     return s ? s + 1 : (path ? path : "?");
 }
 
-void ir_fail(tg_graph *g, const tg_node *n, const char *fmt, ...) {
-    if (g->err != TG_OK) return; /* keep the first error: later ones are consequences */
+/* The graph this thread is tracing (the user's function is running), so an
+ * op on a tensor kept from another trace is blamed on the trace that made
+ * the mistake, and the other graph, maybe compiled already, is left as it is. */
+static _Thread_local tg_graph *tracing;
+
+tg_graph *ir_trace_begin(tg_graph *g) {
+    tg_graph *prev = tracing;
+    tracing = g;
+    return prev;
+}
+
+void ir_trace_end(tg_graph *prev) { tracing = prev; }
+
+void ir_seal(tg_graph *g) { g->sealed = true; }
+
+static void failv(tg_graph *g, tg_status st, const tg_node *n, const char *fmt, va_list ap) {
+    if (tracing && tracing != g) g = tracing;
+    if (g->sealed || g->err != TG_OK) return; /* keep the first error: later ones are consequences */
     char msg[400];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    g->err = TG_ERR_SHAPE;
+    g->err = st;
     snprintf(g->errmsg, sizeof g->errmsg, "tg_%s: %s (%s:%d)", n->api ? n->api : tg_ops[n->op].name, msg,
              base_name(n->file), n->line);
 }
 
+void ir_fail(tg_graph *g, const tg_node *n, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    failv(g, TG_ERR_SHAPE, n, fmt, ap);
+    va_end(ap);
+}
+
+void ir_fail_status(tg_graph *g, tg_status st, const tg_node *n, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    failv(g, st, n, fmt, ap);
+    va_end(ap);
+}
+
+/* The checks that come before anything of proto is read or appended. */
+static bool proto_ok(tg_graph *g, const tg_node *proto) {
+    if ((unsigned)proto->op >= TG_OP_COUNT || proto->nin < 0 || proto->nin > TG_MAX_IN) return false;
+    if ((tracing && tracing != g) || g->sealed) {
+        ir_fail_status(g, TG_ERR_ARG, proto,
+                       "an operand comes from another graph (a tensor kept from an earlier trace?)");
+        return false;
+    }
+    for (int i = 0; i < proto->nin; i++) {
+        if (proto->in[i] == -1) return false; /* an earlier error, already recorded */
+        if (proto->in[i] < 0 || proto->in[i] >= g->n) {
+            ir_fail_status(g, TG_ERR_ARG, proto, "operand %d is tensor id %d, not a tensor of this graph (%d nodes)",
+                           i, (int)proto->in[i], g->n);
+            return false;
+        }
+    }
+    if (proto->shape.ndim < 0 || proto->shape.ndim > TG_MAX_DIMS) {
+        ir_fail(g, proto, "shape has %d dims (at most %d)", proto->shape.ndim, TG_MAX_DIMS);
+        return false;
+    }
+    return true;
+}
+
 int ir_add(tg_graph *g, const tg_node *proto) {
-    if (!g) return -1;
-    for (int i = 0; i < proto->nin; i++)
-        if (proto->in[i] < 0 || proto->in[i] >= g->n) return -1;
+    if (!g || !proto_ok(g, proto)) return -1;
     if (g->n == g->cap) {
         int cap = g->cap ? g->cap * 2 : 64;
         tg_node *nodes = tg_realloc(g->nodes, (size_t)cap * sizeof(tg_node));
@@ -149,6 +204,12 @@ int ir_add(tg_graph *g, const tg_node *proto) {
             ir_fail(g, &n, "negative dimension %lld", (long long)n.shape.d[i]);
             return -1;
         }
+    }
+    if (!ir_numel_ok(n.shape)) {
+        char b[160];
+        ir_fail_status(g, TG_ERR_LIMIT, &n, "shape %s has more than %lld elements", tg_shape_str(n.shape, b, sizeof b),
+                       (long long)TG_MAX_NUMEL);
+        return -1;
     }
     if (proto->name && !(n.name = tg_strdup(proto->name))) return -1;
     if (proto->data) {

@@ -64,6 +64,10 @@ typedef struct tg_node {
     const char *file;  /* call site that built the node */
     int line;
     int param;         /* TG_OP_PARAM: model param index */
+    /* Backward nodes: the forward op whose gradient they compute, for
+     * messages ("gradient of tg_matmul (model.c:41)"); of_file NULL otherwise. */
+    const char *of_api, *of_file;
+    int of_line;
 } tg_node;
 
 /* Op table row. */
@@ -110,6 +114,7 @@ struct tg_graph {
     int n_caps, cap_caps;
     int rng_seed;           /* the TG_RNG_SEED_NAME leaf, -1 until a random op asks */
     uint32_t n_random_ops;  /* salts handed out */
+    bool sealed;            /* compiled: nothing may be appended any more */
 };
 
 /* Appends a node built from `proto` (op, inputs, attributes); computes and
@@ -118,13 +123,24 @@ struct tg_graph {
 int ir_add(tg_graph *g, const tg_node *proto);
 /* Records the first error of the graph: "<op>: <message> (<file>:<line>)". */
 void ir_fail(tg_graph *g, const tg_node *n, const char *fmt, ...) TG_PRINTF(3, 4);
+void ir_fail_status(tg_graph *g, tg_status st, const tg_node *n, const char *fmt, ...) TG_PRINTF(4, 5);
 tg_graph *ir_graph_new(tg_model *m);
+/* Marks g as the graph this thread traces until ir_trace_end(previous);
+ * ops on any other graph meanwhile fail and record the error in g. */
+tg_graph *ir_trace_begin(tg_graph *g);
+void ir_trace_end(tg_graph *prev);
+/* After compile: later ops on g's tensors are refused, g is never changed. */
+void ir_seal(tg_graph *g);
+/* True when t names a node of its graph. */
+static inline bool ir_live(tg_tensor t) { return t.g && t.id >= 0 && t.id < t.g->n; }
 
 static inline tg_node *ir_node(const tg_graph *g, int id) { return &g->nodes[id]; }
 static inline tg_tensor ir_t(tg_graph *g, int id) { return (tg_tensor){g, id}; }
 
 /* Small helpers every stage uses. */
 int64_t ir_numel(const tg_node *n);
+/* Every dim >= 0 and the element count at most TG_MAX_NUMEL (no overflow). */
+bool ir_numel_ok(tg_shape s);
 size_t tg_dtype_size(tg_dtype dt);
 const char *tg_dtype_name(tg_dtype dt);
 bool shape_eq(tg_shape a, tg_shape b);
@@ -151,6 +167,8 @@ int ir_sum_to_shape(tg_graph *g, int x, tg_shape s, const char *file, int line);
 int ir_matmul(tg_graph *g, int a, int b, bool ta, bool tb, const char *file, int line);
 int ir_permute(tg_graph *g, int x, tg_shape perm, const char *file, int line);
 #define IR_HERE __FILE__, __LINE__
+/* A module's _fwd: false (error recorded in g) for a NULL module or graph. */
+bool ir_module_ok(tg_graph *g, const void *module, const char *api, const char *file, int line);
 
 /* Random ops read the per-step seed from one state leaf, i32 [2] (the low
  * and high 32 bits of a 64-bit seed), that the session rewrites before every

@@ -135,8 +135,9 @@ bool shape_reshape(tg_graph *g, tg_node *n) {
         } else if (s.d[i] < 0) {
             ir_fail(g, n, "bad dimension in %s", S(s, ss));
             return false;
-        } else {
-            known *= s.d[i];
+        } else if (__builtin_mul_overflow(known, s.d[i], &known)) {
+            ir_fail(g, n, "cannot reshape %s to %s", S(x->shape, sx), S(s, ss));
+            return false;
         }
     }
     int64_t total = ir_numel(x);

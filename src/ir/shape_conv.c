@@ -184,9 +184,11 @@ bool shape_upsample2d(tg_graph *g, tg_node *n) {
         }
         n->shape.d[2] /= f;
         n->shape.d[3] /= f;
-    } else {
-        n->shape.d[2] *= f;
-        n->shape.d[3] *= f;
+    } else if (__builtin_mul_overflow(xs.d[2], f, &n->shape.d[2]) ||
+               __builtin_mul_overflow(xs.d[3], f, &n->shape.d[3]) || !ir_numel_ok(n->shape)) {
+        ir_fail_status(g, TG_ERR_LIMIT, n, "factor %lld makes %s more than %lld elements", (long long)f, S(xs, sx),
+                       (long long)TG_MAX_NUMEL);
+        return false;
     }
     n->dtype = TG_F32;
     return true;

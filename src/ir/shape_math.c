@@ -61,9 +61,11 @@ bool shape_narrow(tg_graph *g, tg_node *n) {
     char b[96];
     if (!axis_ok(g, n, x->shape, n->ia[0])) return false;
     int64_t dim = x->shape.d[n->ia[0]];
-    if (n->ia[1] < 0 || n->ia[2] < 0 || n->ia[1] + n->ia[2] > dim) {
+    if (n->ia[1] < 0 || n->ia[2] < 0 || n->ia[1] > dim || n->ia[2] > dim - n->ia[1]) {
+        int64_t end;
+        if (__builtin_add_overflow(n->ia[1], n->ia[2], &end)) end = INT64_MAX;
         ir_fail(g, n, "range [%lld, %lld) is outside axis %lld of %s (size %lld)", (long long)n->ia[1],
-                (long long)(n->ia[1] + n->ia[2]), (long long)n->ia[0], S(x->shape, b), (long long)dim);
+                (long long)end, (long long)n->ia[0], S(x->shape, b), (long long)dim);
         return false;
     }
     n->shape = x->shape;

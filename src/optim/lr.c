@@ -3,7 +3,7 @@
  * changing the schedule never recompiles. Steps count from 1. */
 #include <math.h>
 
-#include "tensorgrad.h"
+#include "optim.h"
 
 tg_lr tg_lr_constant(float lr) { return (tg_lr){.kind = TG_LR_CONSTANT, .peak = lr}; }
 tg_lr tg_lr_linear(float peak, float final_lr, int64_t steps) {
@@ -31,6 +31,26 @@ static double frac(int64_t s, int64_t steps) {
     return f < 1.0 ? f : 1.0;
 }
 
+tg_status lr_check(const tg_lr *lr, const char *api) {
+    for (int depth = 0; lr; depth++) {
+        if (depth >= TG_MAX_LR_CHAIN)
+            return tg_fail(TG_ERR_ARG, "%s: the warmup chain is longer than %d schedules", api, TG_MAX_LR_CHAIN);
+        if ((unsigned)lr->kind > TG_LR_MULTISTEP)
+            return tg_fail(TG_ERR_ARG, "%s: unknown schedule kind %d", api, (int)lr->kind);
+        if (!isfinite(lr->peak) || !isfinite(lr->final_lr) || !isfinite(lr->gamma))
+            return tg_fail(TG_ERR_ARG, "%s: schedule %d has a non-finite peak, final_lr or gamma (%g, %g, %g)", api,
+                           depth, lr->peak, lr->final_lr, lr->gamma);
+        if (lr->steps < 0 || lr->every < 0)
+            return tg_fail(TG_ERR_ARG, "%s: schedule %d has negative steps or every (%lld, %lld)", api, depth,
+                           (long long)lr->steps, (long long)lr->every);
+        if (lr->n_milestones < 0 || lr->n_milestones > TG_LR_MAX_MILESTONES)
+            return tg_fail(TG_ERR_ARG, "%s: schedule %d has %d milestones (0 to %d)", api, depth, lr->n_milestones,
+                           TG_LR_MAX_MILESTONES);
+        lr = lr->kind == TG_LR_WARMUP ? lr->then : NULL;
+    }
+    return TG_OK;
+}
+
 float tg_lr_at(const tg_lr *lr, int64_t s) {
     for (int depth = 0; lr && depth < 16; depth++) {
         switch (lr->kind) {
@@ -39,7 +59,7 @@ float tg_lr_at(const tg_lr *lr, int64_t s) {
         case TG_LR_COSINE:
             return (float)(lr->final_lr + (lr->peak - lr->final_lr) / 2.0 * (1.0 + cos(3.14159265358979323846 * frac(s, lr->steps))));
         case TG_LR_WARMUP:
-            if (s <= lr->steps || !lr->then) return (float)(lr->peak * frac(s, lr->steps));
+            if (s <= lr->steps || lr->steps < 0 || !lr->then) return (float)(lr->peak * frac(s, lr->steps));
             s -= lr->steps;
             lr = lr->then;
             continue;
@@ -47,7 +67,7 @@ float tg_lr_at(const tg_lr *lr, int64_t s) {
             return (float)(lr->peak * pow(lr->gamma, (double)((s - 1) / (lr->every > 0 ? lr->every : 1))));
         case TG_LR_MULTISTEP: {
             int k = 0;
-            for (int i = 0; i < lr->n_milestones; i++) k += lr->milestones[i] <= s;
+            for (int i = 0; i < lr->n_milestones && i < TG_LR_MAX_MILESTONES; i++) k += lr->milestones[i] <= s;
             return (float)(lr->peak * pow(lr->gamma, k));
         }
         }

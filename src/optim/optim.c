@@ -37,6 +37,19 @@ tg_optim tg_sgd(tg_lr lr, float momentum, bool nesterov, float wd) {
     return o;
 }
 
+tg_status optim_check(const tg_optim *o, const char *api) {
+    if ((unsigned)o->kind > TG_OPT_SGD) return tg_fail(TG_ERR_ARG, "%s: optimizer: unknown kind %d", api, (int)o->kind);
+    if (o->kind == TG_OPT_NONE) return TG_OK;
+    float f[] = {o->beta1, o->beta2, o->eps, o->weight_decay, o->momentum, o->clip_grad_norm};
+    const char *names[] = {"beta1", "beta2", "eps", "weight_decay", "momentum", "clip_grad_norm"};
+    for (int i = 0; i < 6; i++)
+        if (!isfinite(f[i])) return tg_fail(TG_ERR_ARG, "%s: optimizer %s is %g", api, names[i], f[i]);
+    if (o->kind != TG_OPT_SGD && (o->beta1 < 0 || o->beta1 >= 1 || o->beta2 < 0 || o->beta2 >= 1 || o->eps < 0))
+        return tg_fail(TG_ERR_ARG, "%s: Adam needs 0 <= beta1, beta2 < 1 and eps >= 0 (got %g, %g, %g)", api,
+                       o->beta1, o->beta2, o->eps);
+    return lr_check(&o->lr, api);
+}
+
 static int node4(tg_graph *g, tg_opcode op, int a, int b, int c, int d) {
     tg_node n = {0};
     n.op = op;
@@ -56,8 +69,7 @@ static int state(tg_graph *g, const char *param, const char *what, tg_shape s) {
     return ir_leaf(g, TG_OP_STATE, name, TG_F32, s, IR_HERE);
 }
 
-/* sum(g * g) over every element, as a scalar. */
-static int sumsq(tg_graph *g, int x) {
+int optim_sumsq(tg_graph *g, int x) {
     int sq = ir_binary(g, TG_OP_MUL, x, x, IR_HERE);
     unsigned mask = (1u << g->nodes[x].shape.ndim) - 1;
     int s = mask ? ir_reduce_sum(g, sq, mask, IR_HERE) : sq;
@@ -75,9 +87,22 @@ static tg_status set_node(tg_graph *g, int id, int op_slot, float f0, float f1, 
     return TG_OK;
 }
 
-tg_status optim_append(tg_graph *g, const tg_optim *o, const int *param_grad, tg_writeback **wb_out, int *n_wb) {
+/* The sum of every gradient squared, as a scalar; -1 when none has one. */
+static int total_sumsq(tg_graph *g, const int *grad, int np) {
+    int total = -1;
+    for (int p = 0; p < np; p++) {
+        if (grad[p] < 0) continue;
+        int s = optim_sumsq(g, grad[p]);
+        total = total < 0 ? s : ir_binary(g, TG_OP_ADD, total, s, IR_HERE);
+    }
+    return total;
+}
+
+tg_status optim_append(tg_graph *g, const tg_optim *o, const int *param_grad, int loss, tg_writeback **wb_out,
+                       int *n_wb, int *check) {
     *wb_out = NULL;
     *n_wb = 0;
+    *check = -1;
     if (o->kind == TG_OPT_NONE) return TG_OK;
     if ((unsigned)o->kind > TG_OPT_SGD) return tg_fail(TG_ERR_ARG, "optimizer: unknown kind %d", (int)o->kind);
     int np = g->n_param_node;
@@ -90,22 +115,19 @@ tg_status optim_append(tg_graph *g, const tg_optim *o, const int *param_grad, tg
     }
     memcpy(grad, param_grad, sizeof(int) * (size_t)np);
     int hyper = ir_leaf(g, TG_OP_STATE, TG_HYPER_NAME, TG_F32, (tg_shape){1, {TG_HYPER_N}}, IR_HERE);
+    int raw_total = total_sumsq(g, grad, np), loss0 = ir_binary(g, TG_OP_MUL, loss, ir_scalar(g, 0, IR_HERE), IR_HERE);
+    *check = raw_total < 0 ? loss0 : ir_binary(g, TG_OP_ADD, loss0, raw_total, IR_HERE);
 
     if (o->normalize_grads) {
         for (int p = 0; p < np; p++) {
             if (grad[p] < 0) continue;
-            int norm = ir_unary(g, TG_OP_SQRT, sumsq(g, grad[p]), IR_HERE);
+            int norm = ir_unary(g, TG_OP_SQRT, optim_sumsq(g, grad[p]), IR_HERE);
             int den = ir_binary(g, TG_OP_ADD, norm, ir_scalar(g, 1e-8f, IR_HERE), IR_HERE);
             grad[p] = ir_binary(g, TG_OP_DIV, grad[p], den, IR_HERE);
         }
     }
     if (o->clip_grad_norm > 0) {
-        int total = -1;
-        for (int p = 0; p < np; p++) {
-            if (grad[p] < 0) continue;
-            int s = sumsq(g, grad[p]);
-            total = total < 0 ? s : ir_binary(g, TG_OP_ADD, total, s, IR_HERE);
-        }
+        int total = o->normalize_grads ? total_sumsq(g, grad, np) : raw_total;
         if (total >= 0) {
             /* scale = min(max_norm / (norm + 1e-6), 1) */
             int norm = ir_unary(g, TG_OP_SQRT, total, IR_HERE);

@@ -86,6 +86,15 @@ tg_status plan_build(const tg_graph *g, const tg_plan_req *req, tg_plan *out) {
     memset(out, 0, sizeof *out);
     int n = g->n;
     int64_t A = req->align;
+    /* Every offset below is at most the sum of all buffers plus their
+     * alignment: bounding that sum first keeps all of them far from overflow. */
+    int64_t total = 0;
+    for (int i = 0; i < n; i++) {
+        total += ir_numel(&g->nodes[i]) * 4 + A; /* each at most 4 * TG_MAX_NUMEL: no overflow before the check */
+        if (total > TG_MAX_PROGRAM_BYTES)
+            return tg_fail(TG_ERR_LIMIT, "plan: the program needs more than %lld bytes of buffers",
+                           (long long)TG_MAX_PROGRAM_BYTES);
+    }
     const tg_fusion *fu = req->fusion && req->fusion->n == n ? req->fusion : NULL;
 #define ROLE(i) (fu ? fu->role[i] : TG_FUSE_NONE)
 #define AT(i) tg_fusion_at(fu, i)

@@ -25,6 +25,10 @@
 #include "../ir/ir.h"
 #include "../optim/optim.h"
 
+/* The most buffer bytes one program may plan (64 PiB): far past any machine,
+ * far below int64 overflow for any sum of offsets. */
+#define TG_MAX_PROGRAM_BYTES ((int64_t)1 << 56)
+
 typedef enum {
     TG_BUF_PARAM, TG_BUF_STATE, TG_BUF_INPUT, TG_BUF_CONST, TG_BUF_GRAD, TG_BUF_OUTPUT, TG_BUF_SCRATCH,
     TG_BUF_NONE /* absorbed into a fused kernel: no memory (arena -1, 0 bytes) */

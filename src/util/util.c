@@ -27,7 +27,7 @@ const char *tg_last_error(void) { return last_error; }
 
 const char *tg_status_name(tg_status s) {
     static const char *names[] = {"ok", "shape", "arg", "name", "size", "io",
-                                  "format", "backend", "limit", "nomem", "state"};
+                                  "format", "backend", "limit", "nomem", "state", "numeric"};
     return (unsigned)s < sizeof names / sizeof names[0] ? names[s] : "unknown";
 }
 
@@ -82,4 +82,18 @@ double tg_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int64_t tg_first_nonfinite(const float *x, int64_t n) {
+    /* x - x is 0 for finite x and NaN otherwise: a branch-free sum per block
+     * finds the block, then the element. */
+    for (int64_t b = 0; b < n; b += 1024) {
+        int64_t e = n - b < 1024 ? n - b : 1024;
+        float acc = 0;
+        for (int64_t i = 0; i < e; i++) acc += x[b + i] - x[b + i];
+        if (acc == 0) continue;
+        for (int64_t i = 0; i < e; i++)
+            if (!isfinite(x[b + i])) return b + i;
+    }
+    return -1;
 }

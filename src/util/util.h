@@ -63,6 +63,9 @@ float tg_rng_key_normal(uint32_t key, uint32_t index);
 /* FNV-1a of a string: the salt that ties a param's init to its name. */
 uint32_t tg_str_hash(const char *s);
 
+/* The index of the first NaN or Inf among x[0..n), or -1. */
+int64_t tg_first_nonfinite(const float *x, int64_t n);
+
 /* Monotonic seconds. */
 double tg_now(void);
 

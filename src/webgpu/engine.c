@@ -39,6 +39,7 @@ typedef struct {
     int64_t bytes[TG_N_ARENAS + 1];
     wg_call *calls; /* per step, in order: kernels, then writebacks */
     int n_calls;
+    int split; /* the first call of the optimizer updates and writebacks: the step check is read before it */
     int runs;
 } wg_program;
 
@@ -182,6 +183,9 @@ static tg_status compile_locked(wg_engine *e, tg_program *p, wg_program *wp, con
     free(init);
     if (st == TG_OK) st = wgpu_take_error(c, "webgpu compile");
     p->n_dispatches = wp->n_calls;
+    while (wp->split < wp->n_calls && wp->calls[wp->split].node < p->first_update &&
+           !(tg_ops[g->nodes[wp->calls[wp->split].node].op].flags & TG_OPF_LEAF))
+        wp->split++;
     return st;
 }
 
@@ -192,6 +196,7 @@ static tg_status wg_compile(tg_engine *e_, tg_program *p) {
     p->impl = wp;
     tg_wgsl_limits lim;
     wgpu_kernel_limits(e->c, &lim);
+    lim.one_kernel_per_node = p->check_each;
     /* Pure codegen first: every limit is checked before any GPU memory is allocated. */
     tg_wgsl_program prog;
     tg_status st = tg_wgsl_emit_program(p->g, &p->plan, p->wb, p->n_wb, &lim, &prog);
@@ -357,6 +362,62 @@ static tg_status profile_run(wg_engine *e, wg_program *wp) {
     return st;
 }
 
+/* Submits calls [from, to) in pieces of SUBMIT_EVERY (c->mu held). */
+static tg_status submit_calls(wgpu_ctx *c, const wg_program *wp, int from, int to) {
+    for (int at = from; at < to || at == from; at += SUBMIT_EVERY) {
+        int n = to - at < SUBMIT_EVERY ? to - at : SUBMIT_EVERY;
+        wg_encoder enc = c->f.DeviceCreateCommandEncoder(c->device, NULL);
+        encode(c, enc, wp->calls + at, n);
+        submit(c, enc);
+    }
+    return wgpu_take_error(c, "tg_session_step");
+}
+
+/* check_each: node id's f32 output read back and searched for NaN or Inf
+ * (the debugging mode: one wait per kernel). c->mu not held. */
+static tg_status check_node(wg_engine *e, tg_program *p, int id) {
+    const tg_node *n = &p->g->nodes[id];
+    const tg_slot *sl = &p->plan.slot[id];
+    if (n->dtype != TG_F32 || sl->arena < 0 || sl->bytes == 0) return TG_OK;
+    int64_t count = ir_numel(n);
+    float *x = malloc((size_t)count * 4 + 4);
+    if (!x) return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory checking numerics");
+    tg_status st = wg_read(&e->base, p, sl->arena, sl->offset, x, count * 4);
+    int64_t at = st == TG_OK ? tg_first_nonfinite(x, count) : -1;
+    if (at >= 0) st = program_numeric_fail(p, id, x[at], at);
+    free(x);
+    return st;
+}
+
+static tg_status run_checked(wg_engine *e, tg_program *p, wg_program *wp) {
+    wgpu_ctx *c = e->c;
+    tg_status st = TG_OK;
+    if (!p->check_each) {
+        pthread_mutex_lock(&c->mu);
+        st = submit_calls(c, wp, 0, wp->split);
+        pthread_mutex_unlock(&c->mu);
+        float v = 0;
+        const tg_slot *sl = &p->plan.slot[p->check];
+        if (st == TG_OK) st = wg_read(&e->base, p, sl->arena, sl->offset, &v, 4);
+        if (st == TG_OK && v - v != 0) st = program_numeric_fail(p, p->check, v, 0);
+    } else {
+        for (int i = 0; i < p->g->n && st == TG_OK; i++)
+            if (p->g->nodes[i].op == TG_OP_INPUT || p->g->nodes[i].op == TG_OP_PARAM) st = check_node(e, p, i);
+        for (int i = 0; i < wp->n_calls && st == TG_OK; i++) {
+            pthread_mutex_lock(&c->mu);
+            st = submit_calls(c, wp, i, i + 1);
+            pthread_mutex_unlock(&c->mu);
+            if (st == TG_OK && !(tg_ops[p->g->nodes[wp->calls[i].node].op].flags & TG_OPF_LEAF))
+                st = check_node(e, p, wp->calls[i].node);
+        }
+        return st;
+    }
+    pthread_mutex_lock(&c->mu);
+    if (st == TG_OK) st = submit_calls(c, wp, wp->split, wp->n_calls);
+    pthread_mutex_unlock(&c->mu);
+    return st;
+}
+
 static tg_status wg_run(tg_engine *e_, tg_program *p) {
     wg_engine *e = (wg_engine *)e_;
     wgpu_ctx *c = e->c;
@@ -368,17 +429,11 @@ static tg_status wg_run(tg_engine *e_, tg_program *p) {
     }
     pthread_mutex_lock(&c->mu);
     tg_status st = wgpu_take_error(c, "tg_session_step");
+    bool checked = p->check >= 0 || p->check_each;
     if (st == TG_OK && profile > 0 && ++wp->runs == profile) st = profile_run(e, wp);
-    else if (st == TG_OK) {
-        for (int at = 0; at < wp->n_calls || at == 0; at += SUBMIT_EVERY) {
-            int n = wp->n_calls - at < SUBMIT_EVERY ? wp->n_calls - at : SUBMIT_EVERY;
-            wg_encoder enc = c->f.DeviceCreateCommandEncoder(c->device, NULL);
-            encode(c, enc, wp->calls + at, n);
-            submit(c, enc);
-        }
-        st = wgpu_take_error(c, "tg_session_step");
-    }
+    else if (st == TG_OK && !checked) st = submit_calls(c, wp, 0, wp->n_calls);
     pthread_mutex_unlock(&c->mu);
+    if (st == TG_OK && checked && !(profile > 0 && wp->runs == profile)) st = run_checked(e, p, wp);
     return st;
 }
 

@@ -535,6 +535,25 @@ static bool same_kind(const fz *z, const fz_seg *a, const fz_seg *b) {
 #undef AR
 }
 
+/* Whether one param's fused update can bind what it touches: the fused
+ * kernel binds each arena's span whole (state, gradient, clip scale and
+ * hyperparameters included), and a single param's update is never split. */
+static bool seg_fits(const fz *z, const fz_seg *q) {
+    int nodes[] = {q->p, q->p2, q->m, q->m2, q->v, q->v2, q->grad, q->scale, q->hyper};
+    int64_t lo[TG_N_ARENAS], hi[TG_N_ARENAS];
+    for (int a = 0; a < TG_N_ARENAS; a++) lo[a] = INT64_MAX, hi[a] = -1;
+    for (size_t i = 0; i < sizeof nodes / sizeof nodes[0]; i++) {
+        if (nodes[i] < 0) continue;
+        const tg_slot *sl = &z->plan->slot[nodes[i]];
+        if (sl->arena < 0) continue;
+        if (sl->offset < lo[sl->arena]) lo[sl->arena] = sl->offset;
+        if (sl->offset + sl->bytes > hi[sl->arena]) hi[sl->arena] = sl->offset + sl->bytes;
+    }
+    for (int a = 0; a < TG_N_ARENAS; a++)
+        if (hi[a] >= 0 && (uint64_t)(hi[a] - lo[a]) > z->lim->max_storage_buffer_binding_size) return false;
+    return true;
+}
+
 static void plan_optimizer(fz *z, const tg_writeback *wb, int n_wb) {
     const tg_graph *g = z->g;
     fz_seg *segs = tg_calloc((size_t)z->n + 1, sizeof *segs);
@@ -546,7 +565,8 @@ static void plan_optimizer(fz *z, const tg_writeback *wb, int n_wb) {
         return;
     }
     for (int i = 0; i < z->n; i++)
-        if ((g->nodes[i].op == TG_OP_ADAM_P || g->nodes[i].op == TG_OP_SGD_P) && match_update(z, i, wb, n_wb, &segs[ns]))
+        if ((g->nodes[i].op == TG_OP_ADAM_P || g->nodes[i].op == TG_OP_SGD_P) && match_update(z, i, wb, n_wb, &segs[ns]) &&
+            seg_fits(z, &segs[ns]))
             ns++;
     for (int a = 0; a < ns && !z->oom; a++) {
         if (used[a]) continue;
@@ -843,7 +863,7 @@ tg_status tg_wgsl_emit_program(const tg_graph *g, const tg_plan *plan, const tg_
     if (st != TG_OK) return st;
     fz z;
     st = fz_init(&z, g, plan, wb, n_wb, lim);
-    if (st == TG_OK && fusion_on()) {
+    if (st == TG_OK && fusion_on() && !lim->one_kernel_per_node) {
         plan_optimizer(&z, wb, n_wb);
         plan_sumsq(&z);
         plan_elementwise(&z);

@@ -50,9 +50,23 @@ static bool spans_fit(const spans *s, const tg_wgsl_limits *lim) {
     return true;
 }
 
-/* Declares the bindings (and a workspace binding of `work` bytes if > 0). */
+/* Declares the bindings (and a workspace binding of `work` bytes if > 0).
+ * Each binding is checked as Dawn will bind it, whole: a chunk of one param
+ * is never cut further, so its span (the update's state, gradient, clip
+ * scale and hyperparameters included) may alone be over the limit. */
 static void spans_bind(wk *k, spans *s, int64_t work) {
     tg_kernel_spec *sp = k->spec;
+    for (int a = 0; a < TG_N_ARENAS; a++) {
+        if (s->hi[a] < 0) continue;
+        if ((uint64_t)(s->hi[a] - s->lo[a]) > k->lim->max_storage_buffer_binding_size)
+            wk_fail(k, TG_ERR_LIMIT, "a fused kernel needs a %lld-byte storage binding of arena %d, over "
+                    "maxStorageBufferBindingSize %llu", (long long)(s->hi[a] - s->lo[a]), a,
+                    (unsigned long long)k->lim->max_storage_buffer_binding_size);
+        if (s->lo[a] % k->lim->min_storage_buffer_offset_alignment)
+            wk_fail(k, TG_ERR_LIMIT, "a fused kernel's binding of arena %d starts at %lld, not a multiple of "
+                    "minStorageBufferOffsetAlignment %u", a, (long long)s->lo[a],
+                    k->lim->min_storage_buffer_offset_alignment);
+    }
     wsb_printf(&k->s, "fn f32_bits(b: u32) -> f32 { return bitcast<f32>(b); }\n");
     for (int a = 0; a < TG_N_ARENAS; a++) {
         if (s->hi[a] < 0) continue;

@@ -32,6 +32,9 @@ typedef struct {
     uint32_t max_invocations_per_workgroup;
     uint32_t max_workgroups_per_dimension;
     uint32_t min_storage_buffer_offset_alignment;
+    /* Not a device limit: one kernel per node, so every node's value can be
+     * read after its own kernel (the engine sets it for check_numerics). */
+    bool one_kernel_per_node;
 } tg_wgsl_limits;
 
 /* Bindings a kernel may have (a fused kernel reads more than one node's

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# `make fuzz`: builds each libFuzzer target against the instrumented library
+# in FUZZ_BUILD, writes the seed corpora with the plain build, and runs each
+# target for SECONDS. Prints "fuzz: N passed, N failed" (a target fails on
+# any crash, leak or sanitizer report; its reproducer is kept in FUZZ_BUILD).
+set -u
+fb=${1:-build-fuzz} plain=${2:-build} secs=${3:-45}
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(dirname "$here")
+mkdir -p "$fb/fuzz"
+pass=0 fail=0
+seeds=$fb/fuzz/seeds
+rm -rf "$seeds" && mkdir -p "$seeds"
+cc -std=c11 -I"$root/include" "$here/seed.c" "$plain/libtensorgrad.a" -o "$fb/fuzz/seed" -lm -lpthread -ldl &&
+    "$fb/fuzz/seed" "$seeds" || { echo "fuzz: cannot write the seeds"; fail=$((fail + 1)); }
+for t in safetensors checkpoint graph; do
+    bin=$fb/fuzz/fuzz_$t
+    if ! clang -std=c11 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+        -I"$root/include" -I"$root/src" "$here/fuzz_$t.c" "$fb/libtensorgrad.a" -o "$bin" -lm -lpthread -ldl; then
+        echo "fuzz_$t: FAIL: does not build"; fail=$((fail + 1)); continue
+    fi
+    corpus=$fb/fuzz/corpus_$t
+    mkdir -p "$corpus"
+    [ "$t" = graph ] || cp "$seeds"/* "$corpus"/ 2>/dev/null
+    log=$fb/fuzz/fuzz_$t.log
+    if ASAN_OPTIONS=allocator_may_return_null=1 "$bin" -max_total_time="$secs" -timeout=20 -rss_limit_mb=2560 \
+        -artifact_prefix="$fb/fuzz/crash_${t}_" "$corpus" >"$log" 2>&1; then
+        echo "fuzz_$t: $(grep -Eo 'Done [0-9]+ runs' "$log" | tail -n 1) in ${secs} s, no crash"
+        pass=$((pass + 1))
+    else
+        echo "fuzz_$t: FAIL: crashed (reproducer: $(ls "$fb"/fuzz/crash_"${t}"_* 2>/dev/null | head -n 1))"
+        grep -E 'ERROR|SUMMARY|runtime error' "$log" | head -n 5
+        fail=$((fail + 1))
+    fi
+done
+echo "fuzz: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,187 @@
+/* Hostile input: sizes that overflow, handles that are stale, forged or NULL,
+ * shapes of too many dims, schedules and optimizers set by hand out of
+ * range. Each must be a clear error (status and message), never a crash,
+ * and a failed trace must leave nothing behind in a compiled program. */
+#include <limits.h>
+#include <math.h>
+
+#include "check.h"
+
+typedef struct {
+    int which;
+    tg_linear l;
+    tg_tensor kept; /* a tensor saved during the training trace */
+    int line;
+} ctx;
+
+static tg_tensor mlp_loss(tg_graph *g, void *u) {
+    ctx *c = u;
+    c->kept = tg_relu(tg_linear_fwd(g, &c->l, tg_input(g, "x")));
+    return tg_mse(c->kept, tg_input(g, "y"));
+}
+
+static tg_tensor forged(tg_graph *g, int id) { return (tg_tensor){g, id}; }
+
+/* Builds one bad op per case, then carries on as a model would. */
+static tg_tensor bad_trace(tg_graph *g, void *u) {
+    ctx *c = u;
+    tg_tensor x = tg_input(g, "x"), y = x;
+    c->line = __LINE__ + 2;
+    switch (c->which) {
+    case 0: y = tg_add(x, tg_full(g, TG_SHAPE((int64_t)1 << 31, (int64_t)1 << 31, 4), 1.0f)); break;
+    case 1: y = tg_reshape(x, TG_SHAPE((int64_t)1 << 62, (int64_t)1 << 62, 0, -1)); break;
+    case 2: y = tg_nearest_upsample2d(tg_reshape(x, TG_SHAPE(1, 1, 4, 2)), INT_MAX); break;
+    case 3: y = tg_relu(forged(g, 100000)); break;
+    case 4: y = tg_add(x, forged(g, -7)); break;
+    case 5: y = tg_full(g, ((tg_shape){7, {1, 1, 1, 1, 1, 1}}), 1.0f); break;
+    case 6: y = tg_sum_axes(x, ((tg_shape){9, {0}}), false); break;
+    case 7: y = tg_linear_fwd(g, NULL, x); break;
+    case 8: y = tg_narrow(x, 1, INT64_MAX, INT64_MAX); break;
+    case 9: y = tg_relu(c->kept); break; /* a tensor of the (compiled) training graph */
+    }
+    return tg_mse(y, tg_input(g, "y"));
+}
+
+static tg_train_spec spec_for(tg_model *m, tg_trace_fn fn, ctx *c, const tg_input_decl *in) {
+    return (tg_train_spec){.model = m, .loss = fn, .user = c, .inputs = in, .n_inputs = 2,
+                           .optim = tg_adam(tg_lr_constant(1e-2f))};
+}
+
+static void trace_errors(void) {
+    static const struct {
+        tg_status st;
+        const char *want;
+    } cases[] = {
+        {TG_ERR_LIMIT, "tg_full: shape [2147483648,2147483648,4] has more than 1099511627776 elements"},
+        {TG_ERR_SHAPE, "tg_reshape: cannot reshape [4,2] to [4611686018427387904,4611686018427387904,0,-1]"},
+        {TG_ERR_LIMIT, "tg_nearest_upsample2d: factor 2147483647 makes [1,1,4,2] more than"},
+        {TG_ERR_ARG, "tg_relu: operand 0 is tensor id 100000, not a tensor of this graph"},
+        {TG_ERR_ARG, "tg_add: operand 1 is tensor id -7, not a tensor of this graph"},
+        {TG_ERR_SHAPE, "tg_full: shape has 7 dims (at most 6)"},
+        {TG_ERR_SHAPE, "tg_sum_axes: an axis list of 9 entries (at most 6)"},
+        {TG_ERR_ARG, "tg_linear_fwd: the module is NULL"},
+        {TG_ERR_SHAPE, "tg_narrow: range [9223372036854775807, 9223372036854775807) is outside axis 1"},
+    };
+    tg_input_decl in[] = {{"x", TG_F32, TG_SHAPE(4, 2)}, {"y", TG_F32, TG_SHAPE(4, 2)}};
+    for (int k = 0; k < (int)(sizeof cases / sizeof cases[0]); k++) {
+        tg_model *m = tg_model_new();
+        ctx c = {.which = k, .l = tg_linear_new(m, "l", 2, 2, true)};
+        tg_train_spec spec = spec_for(m, bad_trace, &c, in);
+        tg_session *s = NULL;
+        char want[300];
+        snprintf(want, sizeof want, "%s", cases[k].want);
+        tg_status st = tg_session_new(&spec, &s);
+        CHECK_ERR(st, cases[k].st, want);
+        char at[64];
+        snprintf(at, sizeof at, "(test_robust.c:%d)", c.line + k); /* one case a line */
+        CHECK(strstr(tg_last_error(), at), "case %d: '%s' lacks the call site %s", k, tg_last_error(), at);
+        CHECK(s == NULL, "case %d: a session after failure", k);
+        tg_session_free(s);
+        tg_model_free(m);
+    }
+}
+
+/* A tensor kept from the training trace and used in a later trace: an error
+ * in the later trace; the compiled training graph gains nothing, so the
+ * session still steps and frees cleanly. */
+static void stale_handle(void) {
+    tg_model *m = tg_model_new();
+    ctx c = {.l = tg_linear_new(m, "l", 2, 2, true)};
+    tg_input_decl in[] = {{"x", TG_F32, TG_SHAPE(4, 2)}, {"y", TG_F32, TG_SHAPE(4, 2)}};
+    tg_train_spec spec = spec_for(m, mlp_loss, &c, in);
+    tg_session *s = NULL, *f = NULL;
+    CHECK_OK(tg_session_new(&spec, &s));
+    if (!s) return;
+    int nodes = tg_graph_node_count(tg_session_graph(s));
+    c.which = 9;
+    tg_infer_spec is = {.fn = bad_trace, .user = &c, .inputs = in, .n_inputs = 2};
+    CHECK_OK(tg_session_attach(s, &is, &f));
+    float x[8] = {1, 2, 3, 4, 5, 6, 7, 8}, y[8] = {0};
+    tg_feed feeds[] = {{"x", x, 8}, {"y", y, 8}};
+    CHECK_ERR(tg_session_run(f, 0, feeds, 2), TG_ERR_ARG, "tg_relu: an operand comes from another graph");
+    CHECK(tg_graph_node_count(tg_session_graph(s)) == nodes, "the training graph grew from %d to %d nodes", nodes,
+          tg_graph_node_count(tg_session_graph(s)));
+    /* Outside any trace, an op on a compiled graph's tensor is refused too. */
+    CHECK(!tg_tensor_ok(tg_relu(c.kept)), "an op appended to a compiled graph");
+    CHECK(tg_graph_node_count(tg_session_graph(s)) == nodes, "the training graph grew");
+    float loss;
+    CHECK_OK(tg_session_step(s, feeds, 2, &loss));
+    tg_session_free(f);
+    tg_session_free(s);
+    tg_model_free(m);
+}
+
+static void model_errors(void) {
+    tg_model *m = tg_model_new();
+    int64_t big = (int64_t)1 << 40;
+    CHECK(tg_model_param(m, "huge", TG_SHAPE(big, big), tg_init_zeros()) < 0, "a [2^40, 2^40] param was accepted");
+    CHECK_ERR(tg_model_status(m), TG_ERR_LIMIT, "tg_model_param: 'huge' takes the model past TG_MAX_NUMEL");
+    tg_model_free(m);
+    m = tg_model_new();
+    CHECK(tg_model_param(m, "deep", ((tg_shape){7, {1, 1, 1, 1, 1, 1}}), tg_init_zeros()) < 0, "a 7-dim param");
+    CHECK_ERR(tg_model_status(m), TG_ERR_SHAPE, "bad number of dims");
+    tg_model_free(m);
+    CHECK(tg_shape_numel(TG_SHAPE(INT64_MAX, 2)) == -1, "numel overflow not reported");
+    CHECK(tg_shape_numel(TG_SHAPE(3, -1)) == -1, "numel of a negative dim");
+    CHECK(tg_shape_numel(((tg_shape){9, {1}})) == -1, "numel of 9 dims");
+}
+
+/* Schedules and optimizers filled in by hand. */
+static void optim_errors(void) {
+    tg_lr many = tg_lr_constant(1e-3f);
+    many.kind = TG_LR_MULTISTEP;
+    many.n_milestones = 12;
+    tg_lr neg = tg_lr_linear(1e-3f, 0, INT64_MIN);
+    tg_lr nan_peak = tg_lr_cosine(NAN, 0, 10);
+    tg_lr kind = tg_lr_constant(1e-3f);
+    kind.kind = (tg_lr_kind)99;
+    tg_lr inner = tg_lr_warmup(1e-3f, 5, &nan_peak);
+    struct {
+        tg_optim o;
+        const char *want;
+    } cases[] = {
+        {tg_adam(many), "tg_session_new: schedule 0 has 12 milestones (0 to 8)"},
+        {tg_adam(neg), "tg_session_new: schedule 0 has negative steps or every"},
+        {tg_sgd(nan_peak, 0.9f, false, 0), "tg_session_new: schedule 0 has a non-finite peak"},
+        {tg_adamw(inner, 0.01f), "tg_session_new: schedule 1 has a non-finite peak"},
+        {tg_adam(kind), "tg_session_new: unknown schedule kind 99"},
+        {tg_adam(tg_lr_constant(1e-3f)), "tg_session_new: Adam needs 0 <= beta1, beta2 < 1"},
+        {tg_sgd(tg_lr_constant(1e-3f), INFINITY, false, 0), "tg_session_new: optimizer momentum is inf"},
+        {{.kind = (tg_opt_kind)7}, "tg_session_new: optimizer: unknown kind 7"},
+    };
+    cases[5].o.beta2 = 1.5f;
+    tg_input_decl in[] = {{"x", TG_F32, TG_SHAPE(4, 2)}, {"y", TG_F32, TG_SHAPE(4, 2)}};
+    for (int k = 0; k < (int)(sizeof cases / sizeof cases[0]); k++) {
+        tg_model *m = tg_model_new();
+        ctx c = {.l = tg_linear_new(m, "l", 2, 2, true)};
+        tg_train_spec spec = spec_for(m, mlp_loss, &c, in);
+        spec.optim = cases[k].o;
+        tg_session *s = NULL;
+        CHECK_ERR(tg_session_new(&spec, &s), TG_ERR_ARG, cases[k].want);
+        tg_session_free(s);
+        tg_model_free(m);
+    }
+    /* set_lr checks the same way and keeps the old schedule. */
+    tg_model *m = tg_model_new();
+    ctx c = {.l = tg_linear_new(m, "l", 2, 2, true)};
+    tg_train_spec spec = spec_for(m, mlp_loss, &c, in);
+    tg_session *s = NULL;
+    CHECK_OK(tg_session_new(&spec, &s));
+    CHECK_ERR(tg_session_set_lr(s, many), TG_ERR_ARG, "tg_session_set_lr: schedule 0 has 12 milestones");
+    float x[8] = {1, 2, 3, 4, 5, 6, 7, 8}, y[8] = {0}, loss;
+    tg_feed feeds[] = {{"x", x, 8}, {"y", y, 8}};
+    CHECK_OK(tg_session_step(s, feeds, 2, &loss));
+    CHECK(isfinite(loss), "loss %g after a refused set_lr", loss);
+    tg_session_free(s);
+    tg_model_free(m);
+    /* tg_lr_at itself never reads past the milestones. */
+    CHECK(isfinite(tg_lr_at(&many, 5)), "tg_lr_at of 12 milestones");
+}
+
+int main(void) {
+    trace_errors();
+    stale_handle();
+    model_errors();
+    optim_errors();
+    return check_summary("test_robust");
+}

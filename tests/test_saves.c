@@ -1,0 +1,214 @@
+/* Checkpoints that load must be sound, and saves must never leave a mixed
+ * or partial file: values out of range (step, schedule, NaN state) and a
+ * damaged data section are refused with nothing changed; two threads saving
+ * one path leave, at every moment, a complete file from one of them; a
+ * temporary left by a killed save is removed by the next save. */
+#define _POSIX_C_SOURCE 200809L
+#include <dirent.h>
+#include <math.h>
+#include <pthread.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "io/safetensors.h"
+
+static tg_linear lin;
+static tg_tensor loss_fn(tg_graph *g, void *u) {
+    (void)u;
+    return tg_mse(tg_linear_fwd(g, &lin, tg_input(g, "x")), tg_input(g, "y"));
+}
+
+static tg_session *make(tg_model **m, uint64_t seed) {
+    *m = tg_model_new();
+    lin = tg_linear_new(*m, "l", 4, 4, true);
+    static const tg_input_decl in[] = {{"x", TG_F32, TG_SHAPE(8, 4)}, {"y", TG_F32, TG_SHAPE(8, 4)}};
+    tg_train_spec spec = {.model = *m, .loss = loss_fn, .inputs = in, .n_inputs = 2,
+                          .optim = tg_adam(tg_lr_linear(1e-2f, 1e-3f, 100)), .seed = seed};
+    tg_session *s = NULL;
+    CHECK_OK(tg_session_new(&spec, &s));
+    float x[32], loss;
+    for (int i = 0; i < 32; i++) x[i] = (float)(i % 7) / 7;
+    tg_feed f[] = {{"x", x, 32}, {"y", x, 32}};
+    for (int i = 0; i < 3 && s; i++) CHECK_OK(tg_session_step(s, f, 2, &loss));
+    return s;
+}
+
+static char dir[64];
+static char *at(const char *name) {
+    static char buf[4][128];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
+    return buf[k];
+}
+
+/* Rewrites the checkpoint at src into dst with one metadata value or one
+ * tensor element replaced. */
+static void rewrite(const char *src, const char *dst, const char *key, const char *value, const char *tensor,
+                    float v) {
+    tg_safetensors *f = NULL;
+    CHECK_OK(tg_safetensors_read(src, &f));
+    if (!f) return;
+    int n = tg_safetensors_count(f);
+    tg_st_tensor *t = calloc((size_t)n, sizeof *t);
+    float *copy = NULL;
+    for (int i = 0; i < n; i++) {
+        t[i] = f->t[i];
+        if (tensor && strcmp(t[i].name, tensor) == 0) {
+            int64_t c = tg_shape_numel(t[i].shape);
+            copy = malloc((size_t)c * 4);
+            memcpy(copy, t[i].data, (size_t)c * 4);
+            copy[c - 1] = v;
+            t[i].data = copy;
+        }
+    }
+    const char *meta[32];
+    int nm = 0;
+    for (int i = 0; i < f->n_meta && nm < 16; i++, nm++) {
+        meta[2 * nm] = f->meta[i].key;
+        meta[2 * nm + 1] = key && strcmp(key, f->meta[i].key) == 0 ? value : f->meta[i].value;
+    }
+    CHECK_OK(tg_safetensors_write(dst, t, n, meta, nm));
+    free(copy);
+    free(t);
+    tg_safetensors_free(f);
+}
+
+static void bad_values(void) {
+    tg_model *m;
+    tg_session *s = make(&m, 1);
+    if (!s) return;
+    const char *good = at("good.safetensors"), *bad = at("bad.safetensors");
+    CHECK_OK(tg_session_save(s, good));
+    float before[16], after[16];
+    CHECK_OK(tg_session_get_param(s, "l.W", before, 16));
+    struct {
+        const char *key, *value, *tensor;
+        float v;
+        const char *want;
+    } cases[] = {
+        {"step", "9223372036854775807", NULL, 0, "metadata 'step' is '9223372036854775807', not a non-negative"},
+        {"lr", "linear peak=nan final=0.001 gamma=0 steps=100 every=0 milestones=", NULL, 0, "metadata 'lr'"},
+        {"lr", "linear peak=0.01 final=0.001 gamma=0 steps=-5 every=0 milestones=", NULL, 0, "metadata 'lr'"},
+        {NULL, NULL, "opt.l.W.v", NAN, "tensor 'opt.l.W.v' holds NaN at element 15"},
+        {NULL, NULL, "opt.l.b.m", INFINITY, "tensor 'opt.l.b.m' holds Inf at element 3"},
+        {"checksum", "12345", NULL, 0, "the data section does not match its checksum (12345 in the metadata"},
+    };
+    for (int k = 0; k < (int)(sizeof cases / sizeof cases[0]); k++) {
+        rewrite(good, bad, cases[k].key, cases[k].value, cases[k].tensor, cases[k].v);
+        CHECK_ERR(tg_session_load(s, bad), TG_ERR_FORMAT, cases[k].want);
+        CHECK(tg_session_step_count(s) == 3, "case %d: the refused load changed the step count", k);
+    }
+    /* A flipped bit in the data: the checksum catches it (NaN checks cannot). */
+    FILE *fp = fopen(good, "r+b");
+    CHECK(fp != NULL, "cannot open %s", good);
+    if (fp) {
+        fseek(fp, -3, SEEK_END);
+        int c = fgetc(fp);
+        fseek(fp, -3, SEEK_END);
+        fputc(c ^ 0x10, fp);
+        fclose(fp);
+    }
+    CHECK_ERR(tg_session_load(s, good), TG_ERR_FORMAT, "does not match its checksum");
+    CHECK_OK(tg_session_get_param(s, "l.W", after, 16));
+    CHECK(memcmp(before, after, sizeof before) == 0, "a refused load changed the params");
+    /* A file with no checksum (written before there was one) still loads. */
+    CHECK_OK(tg_session_save(s, good));
+    rewrite(good, bad, NULL, NULL, NULL, 0);
+    tg_safetensors *f = NULL;
+    CHECK_OK(tg_safetensors_read(good, &f));
+    tg_safetensors_free(f);
+    tg_session_free(s);
+    tg_model_free(m);
+}
+
+typedef struct {
+    tg_session *s;
+    const char *path;
+    int n, failed;
+} saver;
+
+static void *save_loop(void *arg) {
+    saver *v = arg;
+    for (int i = 0; i < v->n; i++) v->failed += tg_session_save(v->s, v->path) != TG_OK;
+    return NULL;
+}
+
+static int count_temps(void) {
+    DIR *d = opendir(dir);
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d));) n += strstr(e->d_name, ".tmp.") != NULL;
+    if (d) closedir(d);
+    return n;
+}
+
+static void concurrent_saves(void) {
+    tg_model *ma, *mb, *mc;
+    tg_session *a = make(&ma, 1), *b = make(&mb, 2), *c = make(&mc, 3);
+    if (!a || !b || !c) return;
+    float pa[16], pb[16], pc[16];
+    CHECK_OK(tg_session_get_param(a, "l.W", pa, 16));
+    CHECK_OK(tg_session_get_param(b, "l.W", pb, 16));
+    CHECK(memcmp(pa, pb, sizeof pa) != 0, "the two states are the same");
+    const char *path = at("shared.safetensors");
+    CHECK_OK(tg_session_save(a, path));
+    saver va = {a, path, 1000, 0}, vb = {b, path, 1000, 0};
+    pthread_t ta, tb;
+    pthread_create(&ta, NULL, save_loop, &va);
+    pthread_create(&tb, NULL, save_loop, &vb);
+    int loads = 0, bad = 0, mixed = 0;
+    for (int i = 0; i < 300; i++, loads++) {
+        if (tg_session_load(c, path) != TG_OK) {
+            if (bad++ == 0) fprintf(stderr, "load: %s\n", tg_last_error());
+            continue;
+        }
+        CHECK_OK(tg_session_get_param(c, "l.W", pc, 16));
+        mixed += memcmp(pc, pa, sizeof pc) != 0 && memcmp(pc, pb, sizeof pc) != 0;
+    }
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    CHECK(va.failed == 0 && vb.failed == 0, "%d and %d of 1000 saves failed", va.failed, vb.failed);
+    CHECK(bad == 0 && mixed == 0, "%d of %d loads failed, %d gave neither state", bad, loads, mixed);
+    CHECK(count_temps() == 0, "%d temporaries left behind", count_temps());
+    tg_session_free(a), tg_session_free(b), tg_session_free(c);
+    tg_model_free(ma), tg_model_free(mb), tg_model_free(mc);
+}
+
+/* A save killed before its rename leaves "<path>.tmp.<pid>.<n>": the next
+ * save removes it once that process is gone, never a live one's. */
+static void stale_temps(void) {
+    pid_t child = fork();
+    if (child == 0) _exit(0);
+    waitpid(child, NULL, 0);
+    const char *path = at("stale.safetensors");
+    char dead[160], mine[160];
+    snprintf(dead, sizeof dead, "%s.tmp.%ld.0", path, (long)child);
+    snprintf(mine, sizeof mine, "%s.tmp.%ld.999999", path, (long)getpid());
+    FILE *f1 = fopen(dead, "w"), *f2 = fopen(mine, "w");
+    if (f1) fclose(f1);
+    if (f2) fclose(f2);
+    tg_model *m;
+    tg_session *s = make(&m, 1);
+    if (s) CHECK_OK(tg_session_save(s, path));
+    CHECK(access(dead, F_OK) != 0, "the dead process's temporary is still there");
+    CHECK(access(mine, F_OK) == 0, "a live process's temporary was removed");
+    unlink(mine);
+    unlink(path);
+    tg_session_free(s);
+    tg_model_free(m);
+}
+
+int main(void) {
+    snprintf(dir, sizeof dir, "/tmp/tg_saves_XXXXXX");
+    if (!mkdtemp(dir)) return 1;
+    bad_values();
+    stale_temps();
+    concurrent_saves();
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));)
+        if (e->d_name[0] != '.') unlink(at(e->d_name));
+    if (d) closedir(d);
+    rmdir(dir);
+    return check_summary("test_saves");
+}
