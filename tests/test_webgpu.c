@@ -381,8 +381,32 @@ static void test_ops_2d_grid(bool verbose) {
 
 #include "webgpu_misc.h"
 
+/* --bits FILE: only the op cases of this file (not the shared table, to keep
+ * the doubled run short), with the WebGPU results' bytes written to FILE and
+ * the bounds-clamp state printed (tests/test_webgpu_robust.sh runs
+ * it with and without TG_WEBGPU_ROBUST=1 and compares the files). */
+static int robust_bits(const char *path) {
+    tg_webgpu_adapter_info info;
+    if (tg_webgpu_info(&info) != TG_OK) {
+        printf("test_webgpu: skipped: %s\n", tg_last_error());
+        return check_summary("test_webgpu");
+    }
+    par_bits = fopen(path, "wb");
+    CHECK(par_bits != NULL, "cannot write %s", path);
+    if (!par_bits) return check_summary("test_webgpu");
+    printf("bounds clamps: %s\n", info.robust ? "on" : "off");
+    test_ops(false);
+    fclose(par_bits);
+    return check_summary("test_webgpu");
+}
+
 int main(int argc, char **argv) {
     bool verbose = argc > 1 && strcmp(argv[1], "-v") == 0;
+    if (argc > 2 && strcmp(argv[1], "--bits") == 0) return robust_bits(argv[2]);
+    if (argc > 1 && strcmp(argv[1], "--matmul") == 0) { /* the matmul cases under every tile configuration alone */
+        if (tg_webgpu_info(&(tg_webgpu_adapter_info){0}) == TG_OK) test_matmul_configs(true);
+        return check_summary("test_webgpu");
+    }
     test_emitter_table();
     tg_webgpu_adapter_info info;
     if (tg_webgpu_info(&info) != TG_OK) {
