@@ -227,13 +227,17 @@ static void feature_names(const wg_features *f, const wg_features *skip, char *b
 
 /* Whether Dawn reports `toggle` among the ones the device uses
  * (dawn::native::GetTogglesUsed, a C++ export: it returns a
- * std::vector<const char *> through a hidden result pointer, and the
- * library's operator delete frees it). Without that export (another
+ * std::vector<const char *> through a hidden result pointer, which is
+ * freed here with operator delete). Without that export (another
  * implementation) nothing can confirm it: false. */
 static bool device_uses_toggle(wgpu_ctx *c, const char *toggle) {
     typedef struct { const char **begin, **end, **cap; } cxx_vec;
     void (*used)(cxx_vec *, wg_device) = (void (*)(cxx_vec *, wg_device))dlsym(c->lib, "_ZN4dawn6native14GetTogglesUsedEP14WGPUDeviceImpl");
-    void (*del)(void *) = (void (*)(void *))dlsym(c->lib, "_ZdlPv");
+    /* The operator delete that matches the library's operator new: a
+     * global one first (a sanitizer's, which then also serves its new),
+     * else the one of the library's own C++ runtime. */
+    void (*del)(void *) = (void (*)(void *))dlsym(RTLD_DEFAULT, "_ZdlPv");
+    if (!del) del = (void (*)(void *))dlsym(c->lib, "_ZdlPv");
     if (!used || !del) return false;
     cxx_vec v = {0};
     used(&v, c->device);
