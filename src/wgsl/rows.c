@@ -7,9 +7,16 @@
 
 #define SHORT_ROW 32 /* rows this long or shorter: one thread per row */
 
+/* A long row's workgroup: at most 64 invocations, each looping over several
+ * elements, so its tree reductions take 6 barrier steps instead of 8 and more
+ * rows are in flight per multiprocessor. Measured on the H200, gpt_small
+ * (rows of 256 and 384): step 48.1 ms at 256, 46.3 at 128, 45.8 at 64;
+ * causal softmax 1.88 -> 0.81 ms, layer norm 2.07 -> 1.64 ms. */
+#define ROW_WG_MAX 64
+
 uint32_t wk_row_wg(int64_t len) {
     uint32_t wg = 32;
-    while (wg < 256 && wg < len) wg *= 2;
+    while (wg < ROW_WG_MAX && wg < len) wg *= 2;
     return wg;
 }
 
