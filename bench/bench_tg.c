@@ -202,14 +202,15 @@ static void bench_gemm(int n, tg_pool *pool) {
 enum { CHAIN = 8 };
 
 /* C_1 = A @ B, C_k = C_{k-1} @ B (B scaled by 1/sqrt(n) keeps the values
- * bounded); gradients stopped, so a step is the CHAIN products and one sum.
+ * bounded); gradients stopped, so a step is the CHAIN products and the sum
+ * of one row.
  * The chain spreads the step's fixed cost (submit, loss read-back) over
  * CHAIN products, as the peer's loop of torch.mm calls does. */
 static tg_tensor gemm_chain(tg_graph *g, void *user) {
     (void)user;
     tg_tensor b = tg_stop_gradient(tg_use(g, 1)), c = tg_matmul(tg_stop_gradient(tg_use(g, 0)), b);
     for (int k = 1; k < CHAIN; k++) c = tg_matmul(c, b);
-    return tg_sum(c, TG_ALL, false);
+    return tg_sum(tg_narrow(c, 0, 0, 1), TG_ALL, false); /* one row: the products are the step */
 }
 
 static int bench_gemm_session(int n, tg_backend be, int reps) {

@@ -13,7 +13,7 @@ for n in [int(a) for a in sys.argv[1:]] or [1024, 2048, 4096]:
         c = a @ b
         for _ in range(CHAIN - 1):
             c = c @ b
-        return c.sum().item()  # a read-back per step, as our loss
+        return c[0].sum().item()  # a read-back per step, as our loss (the sum of one row)
     for _ in range(3):
         step()
     t = []
