@@ -306,9 +306,9 @@ static bool init(wgpu_ctx *c, char *why, size_t n) {
     memset(&dd, 0, sizeof dd);
     dd.label = (wg_str){"tensorgrad", WG_STRLEN};
     dd.required_limits = &lim;
-    /* The clamps Dawn's compiler puts on every storage access cost GEMM a
-     * third of its speed, and codegen already checked every index against
-     * the buffers' sizes at compile time. */
+    /* Codegen already checked every index against the buffers' sizes at
+     * compile time; the clamps Dawn's compiler puts on every storage access
+     * cost the H200 5% of gpt_small's step (48.2 against 45.7 ms). */
     const char *env = getenv("TG_WEBGPU_ROBUST");
     bool want_robust = env && *env && strcmp(env, "0") != 0;
     static const char *const fast[] = {"disable_robustness"};
