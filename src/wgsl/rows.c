@@ -2,7 +2,8 @@
  * stride `inner`) and over columns. Long rows get a workgroup each with tree
  * reductions in workgroup memory; short rows get a thread each, looping in
  * the CPU's order. Column sums give each workgroup 8 adjacent columns (so
- * reads fill whole sectors) and 32 interleaved row sets, combined at the end. */
+ * reads fill whole sectors) and 32 interleaved row sets (128 for tall sums),
+ * combined at the end. */
 #include "emit.h"
 
 #define SHORT_ROW 32 /* rows this long or shorter: one thread per row */
