@@ -4,6 +4,7 @@
  * the peers' lines.
  *
  *   bench_tg [--steps N] [--graph] [--sin | --addition | --gemm [sizes...]]
+ *   bench_tg --gemm-webgpu sizes...   (square GEMM on WebGPU, a chain of 8 products per step)
  *   (threads: TG_THREADS, else all cores) */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -198,6 +199,57 @@ static void bench_gemm(int n, tg_pool *pool) {
     free(C);
 }
 
+/* ---- GEMM on a session's backend: a chain of CHAIN products [n,n]x[n,n] ---- */
+
+enum { CHAIN = 8 };
+
+/* C_1 = A @ B, C_k = C_{k-1} @ B (B scaled by 1/sqrt(n) keeps the values
+ * bounded); gradients stopped, so a step is the CHAIN products and the sum
+ * of one row.
+ * The chain spreads the step's fixed cost (submit, loss read-back) over
+ * CHAIN products, as the peer's loop of torch.mm calls does. */
+static tg_tensor gemm_chain(tg_graph *g, void *user) {
+    (void)user;
+    tg_tensor b = tg_stop_gradient(tg_use(g, 1)), c = tg_matmul(tg_stop_gradient(tg_use(g, 0)), b);
+    for (int k = 1; k < CHAIN; k++) c = tg_matmul(c, b);
+    return tg_sum(tg_narrow(c, 0, 0, 1), TG_ALL, false); /* one row: the products are the step */
+}
+
+static int bench_gemm_session(int n, tg_backend be, int reps) {
+    tg_model *m = tg_model_new();
+    tg_model_param(m, "A", TG_SHAPE(n, n), tg_init_randn(1.0f));
+    tg_model_param(m, "B", TG_SHAPE(n, n), tg_init_randn(1.0f / sqrtf((float)n)));
+    tg_train_spec spec = {.model = m, .loss = gemm_chain, .optim = (tg_optim){0}, .seed = 1, .backend = be};
+    tg_session *s = NULL;
+    if (tg_session_new(&spec, &s) != TG_OK) {
+        fprintf(stderr, "gemm %d: %s\n", n, tg_last_error());
+        tg_model_free(m);
+        return 1;
+    }
+    double *t = malloc(sizeof(double) * (size_t)reps);
+    float loss;
+    tg_status st = TG_OK;
+    for (int i = 0; i < 3 && st == TG_OK; i++) st = tg_session_step(s, NULL, 0, &loss);
+    for (int i = 0; i < reps && st == TG_OK; i++) {
+        double t0 = now();
+        st = tg_session_step(s, NULL, 0, &loss);
+        t[i] = now() - t0;
+    }
+    if (st == TG_OK) {
+        qsort(t, (size_t)reps, sizeof *t, cmp_double);
+        double flop = CHAIN * 2.0 * n * (double)n * n;
+        printf("{\"bench\": \"gemm\", \"impl\": \"tensorgrad\", \"backend\": \"%s\", \"n\": %d, "
+               "\"tflops\": %.2f, \"best_tflops\": %.2f, \"reps\": %d, \"chain\": %d}\n",
+               be == TG_BACKEND_WEBGPU ? "webgpu" : "cpu", n, flop / t[reps / 2] * 1e-12, flop / t[0] * 1e-12, reps,
+               CHAIN);
+    } else fprintf(stderr, "gemm %d: %s\n", n, tg_last_error());
+    fflush(stdout);
+    free(t);
+    tg_session_free(s);
+    tg_model_free(m);
+    return st == TG_OK ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
     int steps = 300, sizes[8] = {256, 1024, 2048}, n_sizes = 3;
     int add_steps = 0; /* 0: the default */
@@ -208,6 +260,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--sin")) do_gemm = do_add = false;
         else if (!strcmp(argv[i], "--addition")) do_gemm = do_sin = false;
         else if (!strcmp(argv[i], "--addition-steps") && i + 1 < argc) add_steps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--gemm-webgpu")) { /* square GEMM on the WebGPU backend, then exit */
+            int rc = 0;
+            for (int k = 0; i + 1 < argc && atoi(argv[i + 1]) > 0; k++) rc |= bench_gemm_session(atoi(argv[++i]), TG_BACKEND_WEBGPU, 20);
+            return rc;
+        }
         else if (!strcmp(argv[i], "--gemm")) {
             do_sin = do_add = false;
             for (n_sizes = 0; i + 1 < argc && n_sizes < 8 && atoi(argv[i + 1]) > 0; n_sizes++)
@@ -215,7 +272,7 @@ int main(int argc, char **argv) {
             if (n_sizes == 0) n_sizes = 3;
         } else {
             fprintf(stderr, "usage: bench_tg [--steps N] [--addition-steps N] [--graph] "
-                            "[--sin | --addition | --gemm [sizes...]]\n");
+                            "[--sin | --addition | --gemm [sizes...] | --gemm-webgpu sizes...]\n");
             return 2;
         }
     }

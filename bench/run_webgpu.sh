@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # `make bench BACKEND=webgpu`: our training steps on the WebGPU backend beside
-# PyTorch CUDA eager on the same models, from one run: step time (median),
-# the ratio ours/theirs, dispatches per step and planned bytes.
-#   bench/run_webgpu.sh BUILD TORCH_REF     (env: PYTHON, BENCH_MODELS)
+# PyTorch CUDA on the same models, from one run: step time (median) against
+# eager and torch.compile, the ratio ours/eager, dispatches per step, planned
+# bytes against PyTorch's peak allocated bytes; then square fp32 GEMM against
+# torch.mm (TF32 off).
+#   bench/run_webgpu.sh BUILD [TORCH_REF]     (env: PYTHON, BENCH_MODELS, GEMM_SIZES)
+# TORCH_REF is ignored: the peer is this folder's torch_ref.py, which reports
+# torch.cuda.max_memory_allocated().
 set -u
 build=${1:-build}
-torch_ref=${2:-../shared/peers/torch_ref.py}
 here=$(cd "$(dirname "$0")" && pwd)
-[ -f "$torch_ref" ] || torch_ref=$here/torch_ref.py
+torch_ref=$here/torch_ref.py
 models=${BENCH_MODELS:-mlp_sin addition gpt_small}
+sizes=${GEMM_SIZES:-1024 2048 4096}
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 
@@ -23,6 +27,7 @@ for m in $models; do
     "$build/tg" train $args --backend webgpu | grep '^{' | tee -a "$out" | sed 's/^/json: /' ||
         echo "$m: tensorgrad on WebGPU failed"
 done
+"$build/bench/bench_tg" --gemm-webgpu $sizes | grep '^{' | tee -a "$out" | sed 's/^/json: /' || echo "gemm on WebGPU failed"
 
 py=
 for c in ${PYTHON:-python3 /usr/bin/python3}; do
@@ -33,8 +38,12 @@ done
 if [ -z "$py" ]; then
     echo "PyTorch with CUDA not found: figures are ours alone"
 else
-    "$py" "$torch_ref" cuda eager $models 2>/dev/null | grep '^{' | sed 's/^{"model": "\([a-z_]*\)"/{"bench": "\1", "impl": "pytorch"/; s/"bench": "mlp_sin"/"bench": "sin_mlp"/' |
-        tee -a "$out" | sed 's/^/json: /'
+    for mode in eager compile; do
+        "$py" "$torch_ref" cuda $mode $models 2>/dev/null | grep '^{' |
+            sed 's/^{"model": "\([a-z_]*\)"/{"bench": "\1", "impl": "pytorch"/; s/"bench": "mlp_sin"/"bench": "sin_mlp"/' |
+            sed "s/\"impl\": \"pytorch\"/\"impl\": \"pytorch_$mode\"/" | tee -a "$out" | sed 's/^/json: /'
+    done
+    "$py" "$here/torch_gemm.py" $sizes 2>/dev/null | grep '^{' | tee -a "$out" | sed 's/^/json: /'
 fi
 
 awk '
@@ -43,16 +52,28 @@ function field(line, key,   m) {
     if (match(line, "\"" key "\": *[-0-9.e+]+")) { m = substr(line, RSTART, RLENGTH); sub(/^[^:]*: */, "", m); return m }
     return ""
 }
-{ b = field($0, "bench"); i = field($0, "impl"); med[b, i] = field($0, "median_step_ms")
-  if (i == "tensorgrad") { disp[b] = field($0, "dispatches"); mb[b] = field($0, "planned_bytes") / 1e6 } }
+{ b = field($0, "bench"); i = field($0, "impl")
+  if (b == "gemm") { tf[field($0, "n"), i] = field($0, "tflops"); next }
+  med[b, i] = field($0, "median_step_ms")
+  if (i == "tensorgrad") { disp[b] = field($0, "dispatches"); mb[b] = field($0, "planned_bytes") / 1e6 }
+  if (i == "pytorch_eager") peak[b] = field($0, "peak_bytes") / 1e6 }
+function r(a, b) { return (a != "" && b > 0) ? sprintf("%.2f", a / b) : "-" }
+function v(a) { return (a != "") ? a : "-" }
 END {
-    printf "\n%-12s %14s %14s %8s %11s %12s\n", "model", "ours ms/step", "torch ms/step", "ratio", "dispatches", "planned MB"
+    printf "\n%-10s %10s %10s %8s %10s %8s %6s %10s %10s %6s\n", "model", "ours ms", "eager ms", "ratio",
+        "compile ms", "ratio", "disp", "planned MB", "torch peak", "ratio"
     n = split("sin_mlp addition gpt_small", names, " ")
     for (k = 1; k <= n; k++) {
-        b = names[k]; o = med[b, "tensorgrad"]; t = med[b, "pytorch"]
+        b = names[k]; o = med[b, "tensorgrad"]; t = med[b, "pytorch_eager"]; c = med[b, "pytorch_compile"]
         if (o == "" && t == "") continue
-        printf "%-12s %14s %14s %8s %11s %12s\n", b, (o != "") ? o : "-", (t != "") ? t : "-",
-            (o != "" && t > 0) ? sprintf("%.2f", o / t) : "-", disp[b], (o != "") ? sprintf("%.1f", mb[b]) : "-"
+        printf "%-10s %10s %10s %8s %10s %8s %6s %10s %10s %6s\n", b, v(o), v(t), r(o, t), v(c), r(o, c), v(disp[b]),
+            (o != "") ? sprintf("%.1f", mb[b]) : "-", (peak[b] != "") ? sprintf("%.1f", peak[b]) : "-", r(mb[b], peak[b])
     }
-    printf "\ngoals: addition <= 0.4x PyTorch eager, gpt_small <= 1.0x\n"
+    printf "\n%-10s %14s %14s %8s\n", "gemm n", "ours TFLOP/s", "torch.mm", "ratio"
+    ns = split("'"$sizes"'", gs, " ")
+    for (k = 1; k <= ns; k++) {
+        o = tf[gs[k], "tensorgrad"]; t = tf[gs[k], "pytorch"]
+        printf "%-10s %14s %14s %8s\n", gs[k], v(o), v(t), (o != "" && t > 0) ? sprintf("%.2f", o / t) : "-"
+    }
+    printf "\ntargets: gpt_small <= 1.0x eager (goal 0.8x), planned <= 0.6x torch peak, addition <= 1.0 ms and <= 100 dispatches, GEMM >= 0.75x torch.mm from 2048\n"
 }' "$out"

@@ -86,6 +86,13 @@ int example_addition(const tg_example_opts *o) {
         tg_model_free(m);
         return 1;
     }
+    if (o->plan) {
+        int rc = ex_plan_report("addition", s, o->backend, o->plan);
+        tg_session_free(fwd);
+        tg_session_free(s);
+        tg_model_free(m);
+        return rc;
+    }
     tg_plan_stats ps;
     tg_session_plan_stats(s, &ps);
     if (!o->bench)

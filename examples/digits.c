@@ -61,6 +61,14 @@ int example_digits(const tg_example_opts *o) {
         ex_digits_free(&d);
         return 1;
     }
+    if (o->plan) {
+        int rc = ex_plan_report("digits_cnn", s, o->backend, o->plan);
+        tg_session_free(fwd);
+        tg_session_free(s);
+        tg_model_free(m);
+        ex_digits_free(&d);
+        return rc;
+    }
     if (o->bench > 0) { /* the first B training images as one fixed batch, as bench/digits_torch.py times it */
         tg_feed feeds[] = {{"x", d.x, B * 64}, {"y", d.y, B}};
         int rc = ex_bench_loop("digits_cnn", s, o->backend, feeds, 2, o->bench);

@@ -13,6 +13,7 @@ typedef struct {
     const char *checkpoint; /* where to save a checkpoint, NULL = the example's default */
     const char *out;        /* an output file the example writes (vae: its PNG); NULL = its default */
     int bench;              /* > 0: time this many steps on one fixed batch, print JSON, skip the rest */
+    int plan;               /* 1: compile only and print the plan's totals; 2: the same as one JSON line */
 } tg_example_opts;
 
 int example_sin(const tg_example_opts *o);
@@ -46,6 +47,10 @@ bool ex_data_path(const char *what, char *out, size_t n);
 /* Prints one JSON line for `make bench`: median/min of the n step times (ms,
  * sorted in place), dispatches per step and planned bytes. */
 void ex_bench_report(const char *model, const tg_session *s, tg_backend be, double *ms, int n);
+/* `tg plan`: the plan's totals by category and the dispatches per step of a
+ * compiled, never-run session; mode 2 prints one JSON line with the keys
+ * --bench uses (planned_bytes, naive_bytes, dispatches). Returns an exit code. */
+int ex_plan_report(const char *model, const tg_session *s, tg_backend be, int mode);
 #define EX_BENCH_WARMUP 10
 /* Warms up, then times `steps` training steps on the same feeds (reading the
  * loss every step) and prints the JSON line. Returns an exit code. */

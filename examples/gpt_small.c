@@ -45,6 +45,12 @@ int example_gpt_small(const tg_example_opts *o) {
         tg_model_free(m);
         return 1;
     }
+    if (o->plan) {
+        int rc = ex_plan_report("gpt_small", s, o->backend, o->plan);
+        tg_session_free(s);
+        tg_model_free(m);
+        return rc;
+    }
     static int32_t tok[B * T], tgt[B * T];
     uint64_t rng = o->seed * 0x9e3779b97f4a7c15ull + 3;
     if (o->bench > 0) {

@@ -174,6 +174,15 @@ int example_names(const tg_example_opts *o) {
     if (st == TG_OK) st = tg_session_attach(s, &(tg_infer_spec){loss_fn, NULL, ev_in, 3}, &ev);
     if (st == TG_OK) st = tg_session_attach(s, &(tg_infer_spec){sample_fn, NULL, ev_in, 1}, &smp);
     if (st == TG_OK) st = tg_session_set_seed(smp, o->seed);
+    if (st == TG_OK && o->plan) {
+        int rc = ex_plan_report("names", s, o->backend, o->plan);
+        tg_session_free(smp);
+        tg_session_free(ev);
+        tg_session_free(s);
+        tg_model_free(m);
+        free(train.w), free(train.len), free(val.w), free(val.len);
+        return rc;
+    }
 
     static int32_t tok[B * T], tgt[B * T];
     static float mask[B * T];

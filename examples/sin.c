@@ -35,6 +35,12 @@ int example_sin(const tg_example_opts *o) {
         tg_model_free(m);
         return 1;
     }
+    if (o->plan) {
+        int rc = ex_plan_report("sin_mlp", s, o->backend, o->plan);
+        tg_session_free(s);
+        tg_model_free(m);
+        return rc;
+    }
     static float xs[B], ys[B];
     uint64_t rng = o->seed * 2654435761u + 1;
     if (o->bench > 0) { /* one fixed batch, as the PyTorch peer times it */

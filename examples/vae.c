@@ -158,6 +158,10 @@ int example_vae(const tg_example_opts *o) {
         rc = 1;
         goto done;
     }
+    if (o->plan) {
+        rc = ex_plan_report("vae", s, o->backend, o->plan);
+        goto done;
+    }
     if (!o->quiet)
         printf("digits VAE: %lld params, latent %d, %d train / %d test images, batch %d, %lld steps\n",
                (long long)tg_model_numel(m), Z, d.n_train, d.n_test, B, (long long)steps);

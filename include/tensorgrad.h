@@ -743,12 +743,23 @@ typedef struct {
     uint32_t max_compute_invocations_per_workgroup;
     uint32_t max_compute_workgroups_per_dimension;
     uint32_t min_storage_buffer_offset_alignment;
+    char features[256];     /* the adapter's optional features, space-separated: "subgroups timestamp-query ..." */
+    /* Bounds clamps on every storage access. Off by default (Dawn's
+     * disable_robustness toggle: every index our kernels compute is in range
+     * by construction); on with TG_WEBGPU_ROBUST=1, or when the library did
+     * not take the toggle. */
+    bool robust;
 } tg_webgpu_adapter_info;
 
 /* Loads WebGPU (once per process) and describes the adapter sessions with
  * backend TG_BACKEND_WEBGPU use. TG_ERR_BACKEND "webgpu: unavailable: <why>"
  * when there is none. */
 tg_status tg_webgpu_info(tg_webgpu_adapter_info *out);
+/* The features the adapter offers beyond tg_webgpu_info's when the instance
+ * and adapter are asked for with Dawn's allow_unsafe_apis toggle (a separate
+ * instance, made and released here; sessions never use it), space-separated
+ * into buf[n] ("" when there are none). */
+tg_status tg_webgpu_unsafe_features(char *buf, size_t n);
 
 #ifdef __cplusplus
 }

@@ -17,6 +17,10 @@
 
 #define PAR_MAX 4
 
+/* When set, par_compare also appends the WebGPU side's raw output and
+ * gradient bytes here, so two runs of the suite can be compared bit for bit. */
+static FILE *par_bits;
+
 typedef struct {
     const char *name;
     tg_shape params[PAR_MAX];   /* f32 params p0.. (randn std 1); ndim -1 ends the list */
@@ -114,6 +118,7 @@ static void par_compare(const char *what, tg_session *gpu, tg_session *cpu, cons
     CHECK_OK(tg_session_read(gpu, "out", a, n));
     CHECK_OK(tg_session_read(cpu, "out", b, n));
     double worst = 0, gworst = 0;
+    if (par_bits) fwrite(a, 4, (size_t)n, par_bits);
     if (dt == TG_F32) {
         worst = par_err(a, b, n);
         CHECK(worst <= tol, "%s: forward differs by %.3g (tolerance %.3g)", what, worst, tol);
@@ -131,6 +136,7 @@ static void par_compare(const char *what, tg_session *gpu, tg_session *cpu, cons
         float *ga = malloc(4 * (size_t)m), *gb = malloc(4 * (size_t)m);
         tg_status hc = tg_session_get_grad(cpu, name, gb, m);
         tg_status hg = tg_session_get_grad(gpu, name, ga, m);
+        if (par_bits && hg == TG_OK) fwrite(ga, 4, (size_t)m, par_bits);
         CHECK(hc == hg, "%s: grad of %s: cpu %s, webgpu %s", what, name, tg_status_name(hc), tg_status_name(hg));
         if (hc == TG_OK && hg == TG_OK) {
             double e = par_err(ga, gb, m);

@@ -53,5 +53,16 @@ if "$tg" devices | grep -q '^webgpu .*(vulkan\|^webgpu .*(metal\|^webgpu .*(d3d1
 else
     echo "test_examples: webgpu run skipped: $("$tg" devices | grep '^webgpu')"
 fi
+# tg plan compiles without training: one JSON line with the keys --bench uses,
+# pooled memory below one buffer per tensor, and the text form's totals
+out=$("$tg" plan addition --json 2>&1)
+field() { printf '%s' "$out" | sed -n "s/.*\"$1\": \([0-9]*\).*/\1/p"; }
+d=$(field dispatches) p=$(field planned_bytes) n=$(field naive_bytes)
+if [ -n "$d" ] && [ -n "$p" ] && [ -n "$n" ] && [ "$d" -gt 0 ] && [ "$p" -gt 0 ] && [ "$p" -lt "$n" ]; then
+    pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL plan --json: $out"; fi
+out=$("$tg" plan sin 2>&1)
+case "$out" in *"dispatches per step"*"planned"*"one buffer per tensor"*) pass=$((pass + 1)) ;;
+    *) fail=$((fail + 1)); echo "FAIL plan: $out" ;; esac
+"$tg" plan nosuch >/dev/null 2>&1; [ $? -eq 2 ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL plan nosuch: not exit 2"; }
 echo "test_examples: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -234,6 +234,7 @@ static const par_case cases[] = {
     {"sum last axis, short", PRM(S(37, 5)), P_NONE, 0, 1, b_sum_last, 0},
     {"sum first axis", PRM(S(300, 37)), P_NONE, 0, 1, b_sum_first, 1e-4f},
     {"sum first axis, many outputs", PRM(S(70, 1100)), P_NONE, 0, 1, b_sum_first, 1e-4f},
+    {"sum first axis, 16400 rows (tall column sum)", PRM(S(16400, 9)), P_NONE, 0, 1, b_sum_first, 1e-4f},
     {"sum middle axis", PRM(S(6, 50, 7)), P_NONE, 0, 1, b_sum_mid, 1e-4f},
     {"sum axes 0 and 2", PRM(S(4, 5, 66)), P_NONE, 0, 1, b_sum_02, 1e-4f},
     {"sum all", PRM(S(33, 65)), P_NONE, 0, 1, b_sum_all, 1e-4f},
@@ -295,6 +296,7 @@ static const par_case cases[] = {
     {"cross_entropy mean, 40 rows", PRM(S(40, 50)), {S(40), P_END}, 0, 50, b_xent_mean, 1e-4f},
     {"nll_loss, 70 classes", PRM(S(6, 70)), {S(6), P_END}, -2, 70, b_nll, 1e-4f},
     {"layer_norm, 100 wide", PRM(S(37, 100), S(100), S(100)), P_NONE, 0, 1, b_ln, 1e-4f},
+    {"layer_norm, 16400 rows (tall gain sums)", PRM(S(16400, 8), S(8), S(8)), P_NONE, 0, 1, b_ln, 1e-4f},
     {"rms_norm, 64 wide", PRM(S(2, 10, 64), S(64)), P_NONE, 0, 1, b_rms, 1e-4f},
     {"embedding, 50 x 33", PRM(S(50, 33)), {S(4, 10), P_END}, -1, 51, b_emb, 0},
     {"rope [3,17,24]", PRM(S(3, 17, 24)), P_NONE, 0, 1, b_rope, 0},
@@ -381,8 +383,32 @@ static void test_ops_2d_grid(bool verbose) {
 
 #include "webgpu_misc.h"
 
+/* --bits FILE: only the op cases of this file (not the shared table, to keep
+ * the doubled run short), with the WebGPU results' bytes written to FILE and
+ * the bounds-clamp state printed (tests/test_webgpu_robust.sh runs
+ * it with and without TG_WEBGPU_ROBUST=1 and compares the files). */
+static int robust_bits(const char *path) {
+    tg_webgpu_adapter_info info;
+    if (tg_webgpu_info(&info) != TG_OK) {
+        printf("test_webgpu: skipped: %s\n", tg_last_error());
+        return check_summary("test_webgpu");
+    }
+    par_bits = fopen(path, "wb");
+    CHECK(par_bits != NULL, "cannot write %s", path);
+    if (!par_bits) return check_summary("test_webgpu");
+    printf("bounds clamps: %s\n", info.robust ? "on" : "off");
+    test_ops(false);
+    fclose(par_bits);
+    return check_summary("test_webgpu");
+}
+
 int main(int argc, char **argv) {
     bool verbose = argc > 1 && strcmp(argv[1], "-v") == 0;
+    if (argc > 2 && strcmp(argv[1], "--bits") == 0) return robust_bits(argv[2]);
+    if (argc > 1 && strcmp(argv[1], "--matmul") == 0) { /* the matmul cases under every tile configuration alone */
+        if (tg_webgpu_info(&(tg_webgpu_adapter_info){0}) == TG_OK) test_matmul_configs(true);
+        return check_summary("test_webgpu");
+    }
     test_emitter_table();
     tg_webgpu_adapter_info info;
     if (tg_webgpu_info(&info) != TG_OK) {

@@ -12,6 +12,8 @@ static int usage(FILE *f) {
     fprintf(f,
             "usage: tg train <example> [--steps N] [--seed S] [--backend cpu|webgpu] [--threads N] [--quiet]\n"
             "                          [--checkpoint PATH] [--bench N] [--out FILE]\n"
+            "       tg plan <example> [--backend cpu|webgpu] [--json]\n"
+            "                        compile without training; print the buffer plan's totals and dispatches per step\n"
             "       tg devices       list the CPU and the WebGPU adapter\n"
             "examples:\n"
             "  addition   3-layer transformer learning 2-digit addition; ends with 'heldout_accuracy=<value>'\n"
@@ -42,6 +44,19 @@ static void cpu_model(char *buf, size_t n) {
     if (f) fclose(f);
 }
 
+/* The adapter's optional features, the experimental ones Dawn would add
+ * under allow_unsafe_apis, and whether storage accesses are clamped. */
+static void webgpu_features(const tg_webgpu_adapter_info *w) {
+    char more[256];
+    printf("        features: %s\n", w->features[0] ? w->features : "(none)");
+    if (tg_webgpu_unsafe_features(more, sizeof more) == TG_OK)
+        printf("        with allow_unsafe_apis also: %s\n", more[0] ? more : "(nothing more)");
+    else
+        printf("        with allow_unsafe_apis: %s\n", tg_last_error());
+    printf("        bounds clamps: %s\n", w->robust ? "on (TG_WEBGPU_ROBUST=1, or the library refused disable_robustness)"
+                                                    : "off (disable_robustness; TG_WEBGPU_ROBUST=1 turns them on)");
+}
+
 /* One line per backend, with the WebGPU adapter's limits that bound model size. */
 static int devices(void) {
     char model[128];
@@ -70,12 +85,51 @@ static int devices(void) {
            w.max_compute_workgroups_per_dimension);
     if (w.subgroup_max_size) printf(", subgroups %u-%u", w.subgroup_min_size, w.subgroup_max_size);
     printf("\n");
+    webgpu_features(&w);
     return 0;
+}
+
+static int run_example(const char *ex, const tg_example_opts *o) {
+    if (!strcmp(ex, "sin")) return example_sin(o);
+    if (!strcmp(ex, "addition")) return example_addition(o);
+    if (!strcmp(ex, "names")) return example_names(o);
+    if (!strcmp(ex, "gpt_small")) return example_gpt_small(o);
+    if (!strcmp(ex, "digits")) return example_digits(o);
+    if (!strcmp(ex, "vae")) return example_vae(o);
+    fprintf(stderr, "tg: unknown example '%s'\n", ex);
+    return usage(stderr);
+}
+
+static int parse_backend(const char *v, tg_backend *out) {
+    if (v && !strcmp(v, "cpu")) *out = TG_BACKEND_CPU;
+    else if (v && !strcmp(v, "webgpu")) *out = TG_BACKEND_WEBGPU;
+    else {
+        fprintf(stderr, "tg: unknown backend '%s' (cpu or webgpu)\n", v ? v : "");
+        return 2;
+    }
+    return 0;
+}
+
+/* tg plan <example> [--backend B] [--json] */
+static int plan_cmd(int argc, char **argv) {
+    if (argc < 3) return usage(stderr);
+    tg_example_opts o = {.plan = 1, .quiet = true};
+    for (int i = 3; i < argc; i++) {
+        if (!strcmp(argv[i], "--json")) o.plan = 2;
+        else if (!strcmp(argv[i], "--backend") && i + 1 < argc) {
+            if (parse_backend(argv[++i], &o.backend)) return 2;
+        } else {
+            fprintf(stderr, "tg: unknown option '%s' for plan\n", argv[i]);
+            return usage(stderr);
+        }
+    }
+    return run_example(argv[2], &o);
 }
 
 int main(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) return usage(argc < 2 ? stderr : stdout);
     if (!strcmp(argv[1], "devices")) return devices();
+    if (!strcmp(argv[1], "plan")) return plan_cmd(argc, argv);
     if (strcmp(argv[1], "train") != 0 || argc < 3) return usage(stderr);
     tg_example_opts o = {0};
     for (int i = 3; i < argc; i++) {
@@ -88,25 +142,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--bench") && v) o.bench = atoi(argv[++i]);
         else if (!strcmp(a, "--out") && v) o.out = argv[++i];
         else if (!strcmp(a, "--backend") && v) {
-            v = argv[++i];
-            if (!strcmp(v, "cpu")) o.backend = TG_BACKEND_CPU;
-            else if (!strcmp(v, "webgpu")) o.backend = TG_BACKEND_WEBGPU;
-            else {
-                fprintf(stderr, "tg: unknown backend '%s' (cpu or webgpu)\n", v);
-                return 2;
-            }
+            if (parse_backend(argv[++i], &o.backend)) return 2;
         } else {
             fprintf(stderr, "tg: unknown option '%s'\n", a);
             return usage(stderr);
         }
     }
-    const char *ex = argv[2];
-    if (!strcmp(ex, "sin")) return example_sin(&o);
-    if (!strcmp(ex, "addition")) return example_addition(&o);
-    if (!strcmp(ex, "names")) return example_names(&o);
-    if (!strcmp(ex, "gpt_small")) return example_gpt_small(&o);
-    if (!strcmp(ex, "digits")) return example_digits(&o);
-    if (!strcmp(ex, "vae")) return example_vae(&o);
-    fprintf(stderr, "tg: unknown example '%s'\n", ex);
-    return usage(stderr);
+    return run_example(argv[2], &o);
 }

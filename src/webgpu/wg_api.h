@@ -49,7 +49,9 @@ enum { WG_ERROR_FILTER_VALIDATION = 1, WG_ERROR_FILTER_OOM = 2, WG_ERROR_FILTER_
 enum { WG_ERROR_NONE = 1, WG_ERROR_VALIDATION = 2, WG_ERROR_OOM = 3, WG_ERROR_INTERNAL = 4, WG_ERROR_UNKNOWN = 5 };
 enum { WG_MESSAGE_ERROR = 1, WG_MESSAGE_WARNING = 2, WG_MESSAGE_INFO = 3 };
 enum { WG_LOST_UNKNOWN = 1, WG_LOST_DESTROYED = 2, WG_LOST_CANCELLED = 3, WG_LOST_FAILED_CREATION = 4 };
-enum { WG_STYPE_SHADER_SOURCE_WGSL = 2 };
+enum { WG_STYPE_SHADER_SOURCE_WGSL = 2, WG_STYPE_DAWN_TOGGLES = 0x0005000A };
+/* Feature names of webgpu.h 2025-06-18 (Dawn's own start at 0x50000). */
+enum { WG_FEATURE_SHADER_F16 = 0xA, WG_FEATURE_SUBGROUPS = 0x11, WG_FEATURE_SUBGROUP_MATRIX = 0x50034 };
 
 #define WG_USAGE_MAP_READ ((wg_flags)0x1)
 #define WG_USAGE_COPY_SRC ((wg_flags)0x4)
@@ -124,6 +126,21 @@ typedef struct {
     uint32_t max_compute_workgroups_per_dimension;
     uint32_t max_immediate_size;
 } wg_limits;
+
+/* Dawn's toggles descriptor (WGPUDawnTogglesDescriptor), chained to an
+ * instance, adapter-options or device descriptor. */
+typedef struct {
+    wg_chain chain; /* stype WG_STYPE_DAWN_TOGGLES */
+    size_t enabled_count;
+    const char *const *enabled;
+    size_t disabled_count;
+    const char *const *disabled;
+} wg_toggles;
+
+typedef struct {
+    size_t count;
+    const uint32_t *features;
+} wg_features; /* WGPUSupportedFeatures */
 
 /* Callbacks: (status, payload..., userdata1, userdata2). */
 typedef void (*wg_adapter_cb)(uint32_t status, wg_adapter adapter, wg_str message, void *u1, void *u2);
@@ -281,6 +298,8 @@ _Static_assert(sizeof(wg_instance_desc) == 32, "Dawn WGPUInstanceDescriptor");
 _Static_assert(sizeof(wg_adapter_options) == 32, "WGPURequestAdapterOptions");
 _Static_assert(sizeof(wg_adapter_info) == 96, "WGPUAdapterInfo");
 _Static_assert(sizeof(wg_limits) == 152, "WGPULimits");
+_Static_assert(sizeof(wg_toggles) == 48, "WGPUDawnTogglesDescriptor");
+_Static_assert(sizeof(wg_features) == 16, "WGPUSupportedFeatures");
 _Static_assert(sizeof(wg_adapter_cb_info) == 40, "WGPU*CallbackInfo");
 _Static_assert(sizeof(wg_error_cb_info) == 32, "WGPUUncapturedErrorCallbackInfo");
 _Static_assert(sizeof(wg_label_desc) == 24, "WGPUQueueDescriptor");
@@ -308,6 +327,8 @@ _Static_assert(sizeof(wg_layout_desc) == 48, "WGPUPipelineLayoutDescriptor");
     X(uint32_t, AdapterGetInfo, (wg_adapter, wg_adapter_info *))                                                  \
     X(void, AdapterInfoFreeMembers, (wg_adapter_info))                                                           \
     X(uint32_t, AdapterGetLimits, (wg_adapter, wg_limits *))                                                      \
+    X(void, AdapterGetFeatures, (wg_adapter, wg_features *))                                                      \
+    X(void, SupportedFeaturesFreeMembers, (wg_features))                                                          \
     X(wg_future, AdapterRequestDevice, (wg_adapter, const wg_device_desc *, wg_device_cb_info))                   \
     X(void, AdapterRelease, (wg_adapter))                                                                         \
     X(wg_queue, DeviceGetQueue, (wg_device))                                                                      \

@@ -40,7 +40,11 @@ bool wgsl_sum(wk *k) {
         wk_end(k);
         return true;
     }
+    /* Few outputs (a total): the widest workgroup, as nothing runs beside
+     * them; many rows: wk_row_wg's narrow one. */
     uint32_t wg = wk_row_wg(R);
+    if (n_out < 1024)
+        while (wg < 256 && wg < R) wg *= 2;
     wk_red_decl(k, wg, t);
     if (!wk_main(k, n_out, wg)) return false;
     k->spec->threads = n_out * wg;

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The op parity suite on WebGPU twice: as sessions run by default (Dawn's
+# disable_robustness: no bounds clamps) and with TG_WEBGPU_ROBUST=1 (clamps
+# on). Every index is in range by construction, so the two must agree bit for
+# bit, and the device must report that it took the toggle.
+# Usage: tests/test_webgpu_robust.sh BUILD_DIR
+set -u
+t=${1:-build}/tests/test_webgpu
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp}
+off=$(env -u TG_WEBGPU_ROBUST "$t" --bits "$dir/off" 2>&1)
+case "$off" in *"skipped:"*)
+    if [ "${CI:-}" = true ]; then echo "FAIL: WebGPU is required under CI"; echo "0 passed, 1 failed"; exit 1; fi
+    echo "test_webgpu_robust: skipped (no WebGPU)"; echo "0 passed, 0 failed"; exit 0 ;;
+esac
+on=$(TG_WEBGPU_ROBUST=1 "$t" --bits "$dir/on" 2>&1)
+pass=0 fail=0
+expect() { # name, condition...
+    local name=$1; shift
+    if "$@"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $name"; fi
+}
+has() { case "$1" in *"$2"*) return 0 ;; *) return 1 ;; esac }
+expect "default run: parity suite passes" has "$off" " 0 failed"
+expect "TG_WEBGPU_ROBUST=1 run: parity suite passes" has "$on" " 0 failed"
+expect "default device took disable_robustness (bounds clamps: off)" has "$off" "bounds clamps: off"
+expect "TG_WEBGPU_ROBUST=1 device keeps the clamps (bounds clamps: on)" has "$on" "bounds clamps: on"
+expect "results written" test -s "$dir/off"
+expect "clamps on and off give the same bits" cmp -s "$dir/off" "$dir/on"
+[ "$fail" -eq 0 ] || { printf '%s\n' "$off" | grep FAIL | head -5; printf '%s\n' "$on" | grep FAIL | head -5; }
+echo "test_webgpu_robust: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
