@@ -119,6 +119,9 @@ int ir_add(tg_graph *g, const tg_node *proto);
 /* Records the first error of the graph: "<op>: <message> (<file>:<line>)". */
 void ir_fail(tg_graph *g, const tg_node *n, const char *fmt, ...) TG_PRINTF(3, 4);
 tg_graph *ir_graph_new(tg_model *m);
+/* tg_graph_dot with fused groups drawn as clusters: group[i] is node i's
+ * group in [0, n_groups), -1 for none (group NULL: no clusters). */
+tg_status ir_graph_dot(const tg_graph *g, const int *group, int n_groups, void *file);
 
 static inline tg_node *ir_node(const tg_graph *g, int id) { return &g->nodes[id]; }
 static inline tg_tensor ir_t(tg_graph *g, int id) { return (tg_tensor){g, id}; }
