@@ -27,7 +27,7 @@ TESTS   := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
 all: lib shared $(BUILD)/tg
 
 help:
-	@echo "make            build build/libtensorgrad.a and the CLI build/tg"
+	@echo "make            build build/libtensorgrad.a, build/libtensorgrad.so and the CLI build/tg (one job per core unless you give -j)"
 	@echo "make demo       build and train the default example on the CPU"
 	@echo "make test       build and run every test"
 	@echo "make sanitize  run the tests in an ASan+UBSan build (build-asan/)"
