@@ -175,14 +175,15 @@ int example_names(const tg_example_opts *o) {
     if (st == TG_OK) st = tg_session_attach(s, &(tg_infer_spec){sample_fn, NULL, ev_in, 1}, &smp);
     if (st == TG_OK) st = tg_session_set_seed(smp, o->seed);
     int rc = 0;
-    if (st == TG_OK && ex_graph_only(o, &spec, s, &rc)) st = TG_ERR_STATE; /* done: skip training */
     ex_run run;
-    if (st == TG_OK && ex_run_start(&run, o, steps, B, "val_loss")) rc = 1, st = TG_ERR_STATE;
-    if (st != TG_OK) {
-        if (!rc) fprintf(stderr, "error: %s\n", tg_last_error());
+    bool stop = st != TG_OK; /* an error, a graph written instead, or no --log file */
+    if (st != TG_OK) fprintf(stderr, "error: %s\n", tg_last_error()), rc = 1;
+    else if (ex_graph_only(o, &spec, s, &rc)) stop = true;
+    else if (ex_run_start(&run, o, steps, B, "val_loss")) stop = true, rc = 1;
+    if (stop) {
         tg_session_free(smp), tg_session_free(ev), tg_session_free(s), tg_model_free(m);
         free(train.w), free(train.len), free(val.w), free(val.len);
-        return rc ? rc : 1;
+        return rc;
     }
     /* The validation loss every 500 steps is for people and files; the last one is always computed. */
     bool watched = !o->quiet || o->log || o->plot;

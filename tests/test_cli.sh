@@ -61,6 +61,11 @@ grep -q '<svg xmlns="http://www.w3.org/2000/svg" width="640" height="400"' loss.
 # The CPU backend fuses each matmul with its bias and relu: clusters in the compiled graph only.
 grep -q 'subgraph cluster_fused' compiled.dot && ! grep -q 'subgraph cluster_fused' traced.dot && ok ||
     bad "tg graph sin --compiled: no fused-kernel clusters"
+# Every example draws its graph and nothing else on stdout.
+for ex in addition digits gpt_small names sin vae; do
+    "$tg" graph "$ex" > "g_$ex.dot" 2>err.txt && head -n 1 "g_$ex.dot" | grep -qx 'digraph tensorgrad {' &&
+        tail -n 1 "g_$ex.dot" | grep -qx '}' && ok || bad "tg graph $ex: $(head -c 200 err.txt)"
+done
 if command -v dot >/dev/null; then
     dot -Tsvg traced.dot -o traced.svg 2>err.txt && dot -Tsvg compiled.dot -o compiled.svg 2>>err.txt && ok ||
         bad "dot rejects the DOT: $(cat err.txt)"
