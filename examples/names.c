@@ -155,7 +155,7 @@ int example_names(const tg_example_opts *o) {
     char path[4096];
     word_set train = {0}, val = {0};
     if (!ex_data_path("words", path, sizeof path) || !load_words(path, o->seed + 1, &train, &val)) {
-        fprintf(stderr, "error: cannot read the word list (scripts/fetch-data.sh words fetches wamerican)\n");
+        fprintf(stderr, "error: cannot read the word list (install wamerican, or run scripts/fetch-data.sh words in a source tree)\n");
         return 1;
     }
     if (!o->quiet && !o->graph) printf("names: %d training words, %d validation words from %s\n", train.n, val.n, path);
