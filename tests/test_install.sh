@@ -88,6 +88,22 @@ else
     bad "cmake missing"
 fi
 
+# An installed library finds the runtime in its data directory: device.c
+# built for a data directory in $tmp (and no source tree), linked ahead of the
+# archive's copy, with the runtime installed there as make install does.
+if [ -f "$top/.deps/webgpu/libwebgpu_wrapper.so" ] && [ -f "$top/.deps/vulkan/lvp_icd.json" ]; then
+    data=$tmp/data
+    bash "$top/pkg/install-runtime.sh" "$top/.deps" "" "$data" >/dev/null
+    if $cc -std=c11 -O1 -I"$top/include" -I"$top/src" -DTG_DATA_DIR="\"$data\"" -DTG_DEPS_DIR='"/nonexistent"' \
+           -c "$top/src/webgpu/device.c" -o "$tmp/device.o" 2>"$tmp/err" &&
+       $cc -std=c11 -O1 -I"$top/include" "$top/tools/tg.c" "$top"/examples/*.c "$tmp/device.o" "$build/libtensorgrad.a" \
+           -o "$tmp/tg_data" -lm -lpthread -ldl 2>>"$tmp/err"; then
+        out=$(env -u TG_WEBGPU_LIB -u VK_DRIVER_FILES -u VK_ICD_FILENAMES -u VK_ADD_DRIVER_FILES "$tmp/tg_data" devices 2>&1)
+        [[ "$out" == *"library: $data/webgpu/libwebgpu_wrapper.so"* ]] && [[ "$out" == *"(vulkan,"* ]] && ok ||
+            bad "WebGPU from the data directory: $out"
+    else bad "building tg with a data directory: $(cat "$tmp/err")"; fi
+fi
+
 # The installed CLI reports the same version.
 v=$("$dest$prefix/bin/tg" --version 2>&1)
 [[ "$v" == "tg "*"$(sed -n 's/^#define TG_VERSION_STRING "\(.*\)"/\1/p' "$top/include/tensorgrad.h")"* ]] && ok || bad "tg --version: '$v'"
