@@ -1,4 +1,8 @@
 # tensorgrad: `make` builds the library, the CLI and the examples.
+# In parallel by default; a caller's own -j (or a parent make's jobserver) wins.
+ifeq ($(filter -j% --jobserver%,$(MAKEFLAGS)),)
+MAKEFLAGS += -j$(shell nproc 2>/dev/null || echo 2)
+endif
 CC      ?= cc
 CFLAGS  ?= -O2 -g
 LDFLAGS ?=
@@ -20,10 +24,10 @@ EX_OBJ  := $(EX_SRC:%.c=$(BUILD)/obj/%.o)
 TESTS   := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
 
 .PHONY: all lib demo test test-aarch64 sanitize fuzz tsan bench bench-digits clean help
-all: lib $(BUILD)/tg
+all: lib shared $(BUILD)/tg
 
 help:
-	@echo "make            build build/libtensorgrad.a and the CLI build/tg"
+	@echo "make            build build/libtensorgrad.a, build/libtensorgrad.so and the CLI build/tg (one job per core unless you give -j)"
 	@echo "make demo       build and train the default example on the CPU"
 	@echo "make test       build and run every test"
 	@echo "make sanitize  run the tests in an ASan+UBSan build (build-asan/)"
@@ -35,12 +39,19 @@ help:
 	@echo "make bench CPU=avx2   the same with our CPU path, PyTorch and OpenBLAS forced to AVX2"
 	@echo "make bench BACKEND=webgpu   the models on WebGPU beside PyTorch CUDA (a GPU machine)"
 	@echo "make bench-digits  the digits CNN step against PyTorch CPU (needs python3-torch)"
-	@echo "make clean      remove build/ and the sanitizer, fuzz and clang builds"
+	@echo "make shared     build build/libtensorgrad.so (its own -fPIC objects in build/obj-pic)"
+	@echo "make install    install header, libraries, tensorgrad.pc, the CMake package and bin/tg"
+	@echo "                under PREFIX (default /usr/local), staged under DESTDIR if set"
+	@echo "make uninstall  remove what make install put under the same PREFIX and DESTDIR"
+	@echo "make clean      remove build/ and the sanitizer, fuzz, tsan, clang and aarch64 builds"
 
 lib: $(BUILD)/libtensorgrad.a
 
-# The WebGPU runtime looks for the libraries scripts/fetch-webgpu.sh puts here.
-$(BUILD)/obj/src/webgpu/device.o: TG_CFLAGS += -DTG_DEPS_DIR='"$(CURDIR)/.deps"'
+# The WebGPU runtime looks for the libraries scripts/fetch-webgpu.sh puts in
+# .deps/, and, once installed, in the data directory make install fills.
+WEBGPU_DIRS := -DTG_DEPS_DIR='"$(CURDIR)/.deps"' -DTG_DATA_DIR='"$(TG_DATADIR)"'
+$(BUILD)/obj/src/webgpu/device.o $(BUILD)/obj-pic/src/webgpu/device.o: TG_CFLAGS += $(WEBGPU_DIRS)
+$(BUILD)/obj/src/webgpu/device.o $(BUILD)/obj-pic/src/webgpu/device.o: $(BUILD)/prefix.stamp
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -123,4 +134,66 @@ $(BUILD)/bench/digits_bench: bench/digits_bench.c $(BUILD)/libtensorgrad.a
 clean:
 	rm -rf $(BUILD) build-asan build-aarch64 build-fuzz build-tsan build-clang
 
--include $(LIB_OBJ:.o=.d) $(EX_OBJ:.o=.d)
+# ---- install: the shared library, pkg-config, the CMake package ----
+# The shared library has its own -fPIC objects so that the static library's
+# objects (and make bench) stay exactly as they were.
+PREFIX     ?= /usr/local
+LIBDIR     ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+BINDIR     ?= $(PREFIX)/bin
+# Where the installed library finds the fetched WebGPU runtime (docs/install.md).
+TG_DATADIR ?= $(LIBDIR)/tensorgrad
+VERSION := $(shell sed -n 's/^\#define TG_VERSION_STRING "\(.*\)"/\1/p' include/tensorgrad.h)
+VMAJOR  := $(word 1,$(subst ., ,$(VERSION)))
+VMINOR  := $(word 2,$(subst ., ,$(VERSION)))
+# Before 1.0 every minor release may change the ABI, so the soname carries it.
+SOVER   := $(if $(filter 0,$(VMAJOR)),$(VMAJOR).$(VMINOR),$(VMAJOR))
+SONAME  := libtensorgrad.so.$(SOVER)
+PIC_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj-pic/%.o)
+.PHONY: shared install uninstall
+
+shared: $(BUILD)/libtensorgrad.so
+
+$(BUILD)/obj-pic/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(TG_CFLAGS) $(CFLAGS) -fPIC -c $< -o $@
+
+# Rebuilds device.o when PREFIX changes (it holds the data directory's path).
+$(BUILD)/prefix.stamp: FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(TG_DATADIR)' | cmp -s - $@ || echo '$(TG_DATADIR)' > $@
+FORCE:
+
+# The version script exports the tg_ names and hides every other symbol.
+$(BUILD)/libtensorgrad.so: $(PIC_OBJ) pkg/tensorgrad.map
+	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,--version-script=pkg/tensorgrad.map -Wl,--no-undefined \
+	    $(CFLAGS) $(LDFLAGS) $(PIC_OBJ) -o $@.$(VERSION) $(LDLIBS)
+	ln -sf libtensorgrad.so.$(VERSION) $(BUILD)/$(SONAME)
+	ln -sf libtensorgrad.so.$(VERSION) $@
+
+D := $(DESTDIR)
+install: $(BUILD)/libtensorgrad.a $(BUILD)/libtensorgrad.so $(BUILD)/tg
+	install -d $(D)$(INCLUDEDIR) $(D)$(LIBDIR)/pkgconfig $(D)$(LIBDIR)/cmake/tensorgrad $(D)$(BINDIR)
+	install -m 644 include/tensorgrad.h $(D)$(INCLUDEDIR)/
+	install -m 644 $(BUILD)/libtensorgrad.a $(D)$(LIBDIR)/
+	install -m 755 $(BUILD)/libtensorgrad.so.$(VERSION) $(D)$(LIBDIR)/
+	ln -sf libtensorgrad.so.$(VERSION) $(D)$(LIBDIR)/$(SONAME)
+	ln -sf libtensorgrad.so.$(VERSION) $(D)$(LIBDIR)/libtensorgrad.so
+	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|; s|@VERSION@|$(VERSION)|' \
+	    pkg/tensorgrad.pc.in > $(D)$(LIBDIR)/pkgconfig/tensorgrad.pc
+	sed -e 's|@VERSION@|$(VERSION)|g; s|@SONAME@|$(SONAME)|g' \
+	    -e 's|@TO_PREFIX@|$(shell realpath -m --relative-to=$(LIBDIR)/cmake/tensorgrad $(PREFIX))|' \
+	    -e 's|@LIB_REL@|$(shell realpath -m --relative-to=$(PREFIX) $(LIBDIR))|' \
+	    -e 's|@INCLUDE_REL@|$(shell realpath -m --relative-to=$(PREFIX) $(INCLUDEDIR))|' \
+	    pkg/tensorgrad-config.cmake.in > $(D)$(LIBDIR)/cmake/tensorgrad/tensorgrad-config.cmake
+	sed -e 's|@VERSION@|$(VERSION)|g' pkg/tensorgrad-config-version.cmake.in \
+	    > $(D)$(LIBDIR)/cmake/tensorgrad/tensorgrad-config-version.cmake
+	install -m 755 $(BUILD)/tg $(D)$(BINDIR)/
+	@bash pkg/install-runtime.sh .deps $(D) $(TG_DATADIR)
+
+uninstall:
+	rm -f $(D)$(INCLUDEDIR)/tensorgrad.h $(D)$(LIBDIR)/libtensorgrad.a $(D)$(LIBDIR)/libtensorgrad.so* \
+	    $(D)$(LIBDIR)/pkgconfig/tensorgrad.pc $(D)$(BINDIR)/tg
+	rm -rf $(D)$(LIBDIR)/cmake/tensorgrad $(D)$(TG_DATADIR)
+
+-include $(LIB_OBJ:.o=.d) $(EX_OBJ:.o=.d) $(PIC_OBJ:.o=.d)

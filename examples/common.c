@@ -40,6 +40,13 @@ static bool repo_root(char *out, size_t n) {
 bool ex_data_path(const char *what, char *out, size_t n) {
     char root[4096], cmd[4300];
     if (!repo_root(root, sizeof root)) snprintf(root, sizeof root, ".");
+    snprintf(cmd, sizeof cmd, "%s/scripts/fetch-data.sh", root);
+    if (access(cmd, X_OK) != 0) {
+        /* An installed tg has no source tree to fetch into: only the system's word list. */
+        if (strcmp(what, "words") != 0 || access("/usr/share/dict/words", R_OK) != 0) return false;
+        snprintf(out, n, "/usr/share/dict/words");
+        return true;
+    }
     /* scripts/fetch-data.sh prints the path (fetching the .deb only when needed). */
     snprintf(cmd, sizeof cmd, "'%s/scripts/fetch-data.sh' '%s'", root, what);
     FILE *p = popen(cmd, "r");

@@ -61,17 +61,11 @@ int example_digits(const tg_example_opts *o) {
         ex_digits_free(&d);
         return 1;
     }
-    if (o->plan) {
-        int rc = ex_plan_report("digits_cnn", s, o->backend, o->plan);
-        tg_session_free(fwd);
-        tg_session_free(s);
-        tg_model_free(m);
-        ex_digits_free(&d);
-        return rc;
-    }
-    if (o->bench > 0) { /* the first B training images as one fixed batch, as bench/digits_torch.py times it */
+    int rc = 0;
+    if (ex_compile_only(o, "digits_cnn", &spec, s, &rc) || o->bench > 0) {
+        /* bench: the first B training images as one fixed batch, as bench/digits_torch.py times it */
         tg_feed feeds[] = {{"x", d.x, B * 64}, {"y", d.y, B}};
-        int rc = ex_bench_loop("digits_cnn", s, o->backend, feeds, 2, o->bench);
+        if (!o->graph && !o->plan) rc = ex_bench_loop("digits_cnn", s, o->backend, feeds, 2, o->bench);
         tg_session_free(fwd);
         tg_session_free(s);
         tg_model_free(m);
@@ -91,9 +85,12 @@ int example_digits(const tg_example_opts *o) {
     static int32_t yb[B];
     uint64_t rng = o->seed * 0x9e3779b97f4a7c15ull + 11;
     int pos = d.n_train;
-    float loss = 0, loss_sum = 0;
-    int rc = 0;
+    float loss = 0;
     double t0 = ex_now(), acc = 0;
+    ex_run run;
+    if (ex_run_start(&run, o, steps, B, "test_accuracy")) rc = 1, steps = 0;
+    /* The test accuracy every 200 steps is for people and files; the last one is always computed. */
+    bool watched = !o->quiet || o->log || o->plot;
     for (int64_t step = 1; step <= steps; step++) {
         for (int b = 0; b < B; b++) {
             if (pos == d.n_train) {
@@ -113,23 +110,23 @@ int example_digits(const tg_example_opts *o) {
             rc = 1;
             break;
         }
-        loss_sum += loss;
-        if (!o->quiet && (step % 200 == 0 || step == steps)) {
-            acc = accuracy(fwd, test_x, test_y, d.n_test);
-            printf("step %5lld  loss %.4f  test accuracy %.4f  (%.0f steps/s)\n", (long long)step,
-                   loss_sum / (step % 200 ? step % 200 : 200), acc, step / (ex_now() - t0));
-            loss_sum = 0;
-        }
+        bool eval = watched && step % 200 == 0 && step < steps;
+        if (eval) acc = accuracy(fwd, test_x, test_y, d.n_test);
+        if ((ex_run_due(&run, step) || eval) && step < steps)
+            ex_run_step(&run, step, loss, tg_lr_at(&spec.optim.lr, step), eval ? &acc : NULL);
     }
     if (rc == 0) {
         acc = accuracy(fwd, test_x, test_y, d.n_test);
         if (acc < 0) rc = 1;
         else {
-            printf("train time %.2fs (%.3f ms/step)\n", ex_now() - t0, (ex_now() - t0) * 1e3 / (double)steps);
+            ex_run_step(&run, steps, loss, tg_lr_at(&spec.optim.lr, steps), &acc);
+            if (ex_run_end(&run)) rc = 1;
+            if (!o->quiet) printf("train time %.2fs (%.3f ms/step)\n", ex_now() - t0, (ex_now() - t0) * 1e3 / (double)steps);
             printf("test_accuracy=%.4f\n", acc);
-            rc = acc >= 0.97 ? 0 : 2;
+            rc = rc ? rc : acc >= 0.97 ? 0 : 2;
         }
     }
+    ex_run_end(&run); /* closes the CSV after an error; a no-op after the normal end */
     free(order);
     tg_session_free(fwd);
     tg_session_free(s);

@@ -2,6 +2,8 @@
  * returns a process exit code. */
 #ifndef TG_EXAMPLES_H
 #define TG_EXAMPLES_H
+#include <stdio.h>
+
 #include "tensorgrad.h"
 
 typedef struct {
@@ -14,6 +16,10 @@ typedef struct {
     const char *out;        /* an output file the example writes (vae: its PNG); NULL = its default */
     int bench;              /* > 0: time this many steps on one fixed batch, print JSON, skip the rest */
     int plan;               /* 1: compile only and print the plan's totals; 2: the same as one JSON line */
+    const char *log;        /* --log: a CSV of step, loss, lr, time and the eval metric; NULL = none */
+    const char *plot;       /* --plot: the loss curve as .png or .svg; NULL = none */
+    FILE *graph;            /* tg graph: write the graph as DOT here instead of training */
+    bool graph_compiled;    /* tg graph --compiled: the compiled graph (grad, optimizer, passes) */
 } tg_example_opts;
 
 int example_sin(const tg_example_opts *o);
@@ -36,6 +42,48 @@ void ex_digits_free(ex_digits *d);
 
 /* png.c: an 8-bit greyscale PNG of w x h pixels (row-major); 0 on success. */
 int ex_write_png_gray(const char *path, const uint8_t *pix, int w, int h);
+
+/* plot.c: the loss curve (and the eval metric's points) as PNG or SVG. */
+#define EX_PLOT_W 640
+#define EX_PLOT_H 400
+typedef struct {
+    int64_t *step;
+    float *loss;
+    int n, cap;
+    int64_t *eval_step;
+    double *eval;
+    int n_eval, cap_eval;
+    const char *metric;
+} ex_curve;
+bool ex_plot_format_ok(const char *path); /* .png or .svg */
+int ex_plot_write(const char *path, const ex_curve *c);
+
+/* run.c: what every example prints and writes while it trains: the
+ * progress line, the --log CSV and the --plot curve. */
+typedef struct {
+    tg_progress prog;
+    FILE *csv;
+    const char *plot;
+    const char *metric; /* the eval metric's name ("val_loss"), NULL for none */
+    ex_curve curve;
+    double t0;
+    bool quiet;
+} ex_run;
+/* Returns 0, or 1 after printing why (the CSV cannot be created). */
+int ex_run_start(ex_run *r, const tg_example_opts *o, int64_t steps, int64_t batch, const char *metric);
+/* True on the steps whose loss should be read and passed to ex_run_step. */
+bool ex_run_due(const ex_run *r, int64_t step);
+/* Records a step: the progress line, a CSV row, a point of the curve.
+ * eval: the metric's value at this step, or NULL. */
+void ex_run_step(ex_run *r, int64_t step, float loss, float lr, const double *eval);
+/* Ends the line, closes the CSV, writes the plot. Returns 0, or 1 after
+ * printing why. */
+int ex_run_end(ex_run *r);
+/* The modes that compile and stop: with o->graph set (tg graph), writes the
+ * traced (or compiled) graph of the spec as DOT; with o->plan set (tg plan),
+ * prints the plan's totals for `name`. Returns true (*rc = the exit code) in
+ * those modes; false: go on training. */
+bool ex_compile_only(const tg_example_opts *o, const char *name, const tg_train_spec *spec, const tg_session *s, int *rc);
 
 /* Helpers shared by the examples (common.c). */
 double ex_now(void);                         /* monotonic seconds */

@@ -45,8 +45,8 @@ int example_gpt_small(const tg_example_opts *o) {
         tg_model_free(m);
         return 1;
     }
-    if (o->plan) {
-        int rc = ex_plan_report("gpt_small", s, o->backend, o->plan);
+    int rc;
+    if (ex_compile_only(o, "gpt_small", &spec, s, &rc)) {
         tg_session_free(s);
         tg_model_free(m);
         return rc;
@@ -55,7 +55,7 @@ int example_gpt_small(const tg_example_opts *o) {
     uint64_t rng = o->seed * 0x9e3779b97f4a7c15ull + 3;
     if (o->bench > 0) {
         for (int i = 0; i < B * T; i++) tok[i] = (int32_t)(ex_rand(&rng) % V), tgt[i] = (int32_t)(ex_rand(&rng) % V);
-        int rc = ex_bench_loop("gpt_small", s, o->backend, (tg_feed[]){{"tokens", tok, B * T}, {"targets", tgt, B * T}},
+        rc = ex_bench_loop("gpt_small", s, o->backend, (tg_feed[]){{"tokens", tok, B * T}, {"targets", tgt, B * T}},
                                2, o->bench);
         tg_session_free(s);
         tg_model_free(m);
@@ -79,27 +79,29 @@ int example_gpt_small(const tg_example_opts *o) {
     }
     tg_plan_stats ps;
     tg_session_plan_stats(s, &ps);
-    printf("gpt_small: %lld params, %d kernels per step, %.0f MB planned\n", (long long)tg_model_numel(m),
-           ps.n_dispatches, ps.planned_bytes / 1e6);
+    if (!o->quiet)
+        printf("gpt_small: %lld params, %d kernels per step, %.0f MB planned\n", (long long)tg_model_numel(m),
+               ps.n_dispatches, ps.planned_bytes / 1e6);
     int64_t steps = o->steps > 0 ? o->steps : 200;
     float loss = 0;
-    double t0 = ex_now();
     tg_status st = TG_OK;
+    ex_run run;
+    if (ex_run_start(&run, o, steps, B, NULL)) st = TG_ERR_IO, steps = 0;
     for (int64_t step = 1; step <= steps && st == TG_OK; step++) {
         for (int b = 0; b < B; b++) {
             long at = (long)(ex_rand(&rng) % (uint64_t)(n - T - 1));
             for (int t = 0; t < T; t++) tok[b * T + t] = symbol(text[at + t]), tgt[b * T + t] = symbol(text[at + t + 1]);
         }
-        bool report = step == 1 || step % 10 == 0 || step == steps;
+        bool report = ex_run_due(&run, step);
         st = tg_session_step(s, (tg_feed[]){{"tokens", tok, B * T}, {"targets", tgt, B * T}}, 2, report ? &loss : NULL);
-        if (report && st == TG_OK && !o->quiet)
-            printf("step %5lld/%lld  loss %.4f  %.1f ms/step\n", (long long)step, (long long)steps, loss,
-                   1e3 * (ex_now() - t0) / (double)step);
+        if (report && st == TG_OK) ex_run_step(&run, step, loss, tg_lr_at(&spec.optim.lr, step), NULL);
     }
-    if (st != TG_OK) fprintf(stderr, "error: %s\n", tg_last_error());
+    rc = ex_run_end(&run);
+    if (st == TG_ERR_IO) rc = 1;
+    else if (st != TG_OK) fprintf(stderr, "error: %s\n", tg_last_error());
     else printf("final loss=%.4f\n", loss);
     free(text);
     tg_session_free(s);
     tg_model_free(m);
-    return st == TG_OK ? 0 : 1;
+    return st != TG_OK ? 1 : rc;
 }

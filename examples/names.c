@@ -155,10 +155,10 @@ int example_names(const tg_example_opts *o) {
     char path[4096];
     word_set train = {0}, val = {0};
     if (!ex_data_path("words", path, sizeof path) || !load_words(path, o->seed + 1, &train, &val)) {
-        fprintf(stderr, "error: cannot read the word list (scripts/fetch-data.sh words fetches wamerican)\n");
+        fprintf(stderr, "error: cannot read the word list (install wamerican, or run scripts/fetch-data.sh words in a source tree)\n");
         return 1;
     }
-    printf("names: %d training words, %d validation words from %s\n", train.n, val.n, path);
+    if (!o->quiet && !o->graph) printf("names: %d training words, %d validation words from %s\n", train.n, val.n, path);
     tg_model *m = tg_model_new();
     gpt_declare(&net, m, (gpt_config){V, D, LAYERS, HEADS, SEQ});
     tg_input_decl in[] = {{"tokens", TG_I32, TG_SHAPE(B, T)}, {"targets", TG_I32, TG_SHAPE(B, T)},
@@ -174,36 +174,40 @@ int example_names(const tg_example_opts *o) {
     if (st == TG_OK) st = tg_session_attach(s, &(tg_infer_spec){loss_fn, NULL, ev_in, 3}, &ev);
     if (st == TG_OK) st = tg_session_attach(s, &(tg_infer_spec){sample_fn, NULL, ev_in, 1}, &smp);
     if (st == TG_OK) st = tg_session_set_seed(smp, o->seed);
-    if (st == TG_OK && o->plan) {
-        int rc = ex_plan_report("names", s, o->backend, o->plan);
-        tg_session_free(smp);
-        tg_session_free(ev);
-        tg_session_free(s);
-        tg_model_free(m);
+    int rc = 0;
+    ex_run run;
+    bool stop = st != TG_OK; /* an error, a graph written instead, or no --log file */
+    if (st != TG_OK) fprintf(stderr, "error: %s\n", tg_last_error()), rc = 1;
+    else if (ex_compile_only(o, "names", &spec, s, &rc)) stop = true;
+    else if (ex_run_start(&run, o, steps, B, "val_loss")) stop = true, rc = 1;
+    if (stop) {
+        tg_session_free(smp), tg_session_free(ev), tg_session_free(s), tg_model_free(m);
         free(train.w), free(train.len), free(val.w), free(val.len);
         return rc;
     }
+    /* The validation loss every 500 steps is for people and files; the last one is always computed. */
+    bool watched = !o->quiet || o->log || o->plot;
 
     static int32_t tok[B * T], tgt[B * T];
     static float mask[B * T];
     uint64_t rng = o->seed * 0x9e3779b97f4a7c15ull + 7;
-    double t0 = ex_now(), vl = NAN;
+    double vl = NAN;
     float loss = 0;
     for (int64_t step = 1; step <= steps && st == TG_OK; step++) {
         int preds = 0;
         for (int i = 0; i < B; i++)
             preds += encode(&train, (int)(ex_rand(&rng) % (uint64_t)train.n), tok + i * T, tgt + i * T, mask + i * T);
         for (int k = 0; k < B * T; k++) mask[k] /= (float)preds;
-        bool report = step == 1 || step % 250 == 0 || step == steps;
+        bool eval = watched && step % 500 == 0 && step < steps, report = ex_run_due(&run, step) || eval;
         st = tg_session_step(s, (tg_feed[]){{"tokens", tok, B * T}, {"targets", tgt, B * T}, {"mask", mask, B * T}},
-                             3, report ? &loss : NULL);
-        if (st != TG_OK || !report || o->quiet) continue;
-        if (step % 500 == 0 || step == steps) st = val_loss(ev, &val, &vl);
-        printf("step %5lld/%lld  loss %.4f", (long long)step, (long long)steps, loss);
-        if (step % 500 == 0 || step == steps) printf("  val %.4f", vl);
-        printf("  %.1f ms/step\n", 1e3 * (ex_now() - t0) / (double)step);
+                             3, report || step == steps ? &loss : NULL);
+        if (st == TG_OK && eval) st = val_loss(ev, &val, &vl);
+        if (st == TG_OK && report && step < steps)
+            ex_run_step(&run, step, loss, tg_lr_at(&spec.optim.lr, step), eval ? &vl : NULL);
     }
     if (st == TG_OK) st = val_loss(ev, &val, &vl);
+    if (st == TG_OK) ex_run_step(&run, steps, loss, tg_lr_at(&spec.optim.lr, steps), &vl);
+    rc = ex_run_end(&run);
     char words[N_SAMPLES][T + 1];
     if (st == TG_OK) st = sample_words(smp, words);
     if (st != TG_OK) fprintf(stderr, "error: %s\n", tg_last_error());
@@ -217,5 +221,5 @@ int example_names(const tg_example_opts *o) {
     tg_session_free(s);
     tg_model_free(m);
     free(train.w), free(train.len), free(val.w), free(val.len);
-    return st == TG_OK ? 0 : 1;
+    return st != TG_OK ? 1 : rc;
 }

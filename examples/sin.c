@@ -35,8 +35,8 @@ int example_sin(const tg_example_opts *o) {
         tg_model_free(m);
         return 1;
     }
-    if (o->plan) {
-        int rc = ex_plan_report("sin_mlp", s, o->backend, o->plan);
+    int rc;
+    if (ex_compile_only(o, "sin_mlp", &spec, s, &rc)) {
         tg_session_free(s);
         tg_model_free(m);
         return rc;
@@ -51,7 +51,12 @@ int example_sin(const tg_example_opts *o) {
         return rc;
     }
     float loss = 0;
-    double t0 = ex_now();
+    ex_run run;
+    if (ex_run_start(&run, o, steps, B, NULL)) {
+        tg_session_free(s);
+        tg_model_free(m);
+        return 1;
+    }
     for (int64_t step = 1; step <= steps; step++) {
         for (int i = 0; i < B; i++) {
             xs[i] = (float)((ex_uniform(&rng) * 2.0 - 1.0) * EX_PI);
@@ -60,15 +65,16 @@ int example_sin(const tg_example_opts *o) {
         tg_feed feeds[] = {{"x", xs, B}, {"y", ys, B}};
         if (tg_session_step(s, feeds, 2, &loss) != TG_OK) {
             fprintf(stderr, "error: %s\n", tg_last_error());
+            ex_run_end(&run);
             tg_session_free(s);
             tg_model_free(m);
             return 1;
         }
-        if (!o->quiet && (step % 200 == 0 || step == 1))
-            printf("step %5lld  loss %.6f  (%.0f steps/s)\n", (long long)step, loss, step / (ex_now() - t0));
+        if (ex_run_due(&run, step)) ex_run_step(&run, step, loss, tg_lr_at(&spec.optim.lr, step), NULL);
     }
+    rc = ex_run_end(&run);
     printf("final loss=%.6g\n", loss);
     tg_session_free(s);
     tg_model_free(m);
-    return loss < 1e-3f ? 0 : 2;
+    return rc ? rc : loss < 1e-3f ? 0 : 2;
 }

@@ -133,7 +133,7 @@ fail:
 
 int example_vae(const tg_example_opts *o) {
     int64_t steps = o->steps > 0 ? o->steps : 1500;
-    const char *png = o->out ? o->out : "vae.png";
+    const char *png = o->out; /* the picture only where asked */
     ex_digits d;
     if (ex_digits_load(&d)) return 1;
     tg_model *m = tg_model_new();
@@ -158,35 +158,32 @@ int example_vae(const tg_example_opts *o) {
         rc = 1;
         goto done;
     }
-    if (o->plan) {
-        rc = ex_plan_report("vae", s, o->backend, o->plan);
-        goto done;
-    }
+    if (ex_compile_only(o, "vae", &spec, s, &rc)) goto done;
     if (!o->quiet)
         printf("digits VAE: %lld params, latent %d, %d train / %d test images, batch %d, %lld steps\n",
                (long long)tg_model_numel(m), Z, d.n_train, d.n_test, B, (long long)steps);
 
     static float xb[B * 64];
     uint64_t rng = o->seed * 0x9e3779b97f4a7c15ull + 5;
-    double t0 = ex_now(), sum_loss = 0, sum_rec = 0, sum_kl = 0;
-    int n_avg = 0;
+    ex_run run;
+    if (ex_run_start(&run, o, steps, B, "test_elbo")) {
+        rc = 1;
+        goto done;
+    }
+    double t0 = ex_now();
+    float loss = 0;
     for (int64_t step = 1; step <= steps; step++) {
         for (int b = 0; b < B; b++)
             memcpy(xb + b * 64, d.x + (size_t)(ex_rand(&rng) % (uint64_t)d.n_train) * 64, sizeof(float) * 64);
         tg_feed feeds[] = {{"x", xb, B * 64}};
-        float loss, r, k;
-        if (tg_session_step(s, feeds, 1, &loss) != TG_OK || tg_session_read(s, "rec", &r, 1) != TG_OK ||
-            tg_session_read(s, "kl", &k, 1) != TG_OK) {
+        if (tg_session_step(s, feeds, 1, &loss) != TG_OK) {
             fprintf(stderr, "error: %s\n", tg_last_error());
+            ex_run_end(&run);
             rc = 1;
             goto done;
         }
-        sum_loss += loss, sum_rec += r, sum_kl += k, n_avg++;
-        if (!o->quiet && (step % 250 == 0 || step == steps)) {
-            printf("step %5lld  ELBO %8.3f nats/image  (reconstruction %.3f, KL %.3f)  %.0f steps/s\n",
-                   (long long)step, -sum_loss / n_avg, sum_rec / n_avg, sum_kl / n_avg, step / (ex_now() - t0));
-            sum_loss = sum_rec = sum_kl = 0, n_avg = 0;
-        }
+        /* the loss is the negative ELBO, nats per image */
+        if (ex_run_due(&run, step) && step < steps) ex_run_step(&run, step, loss, tg_lr_at(&spec.optim.lr, step), NULL);
     }
     double train_s = ex_now() - t0;
 
@@ -197,10 +194,13 @@ int example_vae(const tg_example_opts *o) {
         fprintf(stderr, "error: %s\n", tg_last_error());
         rc = 1;
     }
-    if (rc == 0 && write_grid(png, rec, gen, &d, o->seed)) rc = 1;
+    double elbo = -test_loss;
+    if (rc == 0) ex_run_step(&run, steps, loss, tg_lr_at(&spec.optim.lr, steps), &elbo);
+    if (ex_run_end(&run)) rc = 1;
+    if (rc == 0 && png && write_grid(png, rec, gen, &d, o->seed)) rc = 1;
     if (rc == 0) {
-        printf("train time %.2fs (%.3f ms/step)\n", train_s, train_s * 1e3 / (double)steps);
-        printf("wrote %s: test digits, their reconstructions, then samples z ~ N(0, I)\n", png);
+        if (!o->quiet) printf("train time %.2fs (%.3f ms/step)\n", train_s, train_s * 1e3 / (double)steps);
+        if (png) printf("wrote %s: test digits, their reconstructions, then samples z ~ N(0, I)\n", png);
         printf("test_elbo=%.3f\n", -test_loss);
     }
 done:

@@ -29,6 +29,20 @@
 extern "C" {
 #endif
 
+/* ---- version ------------------------------------------------------------ */
+
+/* The version of this header. Before 1.0 a new minor version may change the
+ * API and ABI (the shared library's soname carries major.minor). */
+#define TG_VERSION_MAJOR 0
+#define TG_VERSION_MINOR 5
+#define TG_VERSION_PATCH 0
+#define TG_VERSION_STRING "0.5.0"
+
+/* The version of the library linked at run time, "MAJOR.MINOR.PATCH"; it
+ * differs from TG_VERSION_STRING only when a program runs against a shared
+ * library other than the one it was built with. */
+const char *tg_version(void);
+
 /* ---- status ------------------------------------------------------------- */
 
 typedef enum {
@@ -143,6 +157,13 @@ const char *tg_graph_error(const tg_graph *g);
 int tg_graph_node_count(const tg_graph *g);
 /* Prints one line per node (id, op, shape, inputs). */
 void tg_graph_print(const tg_graph *g, void *file /* FILE* */);
+/* Writes the graph as Graphviz DOT: one node per op with its shape and dtype;
+ * params, inputs, optimizer state and constants as leaves of their own
+ * shapes; forward, backward and optimizer nodes in their own colours;
+ * captures with a double border. Works on a traced graph and on
+ * tg_session_graph's. TG_ERR_ARG for a NULL graph or file, TG_ERR_IO when
+ * the write fails. Render with `dot -Tsvg`. */
+tg_status tg_graph_dot(const tg_graph *g, void *file /* FILE* */);
 
 /* Leaves. Op builders are macros that record the caller's file:line; the
  * _at functions take them explicitly. */
@@ -634,6 +655,10 @@ tg_status tg_session_plan_stats(const tg_session *s, tg_plan_stats *out);
 void tg_session_print_plan(const tg_session *s, void *file /* FILE* */);
 /* The graph after grad, optimizer and passes. */
 const tg_graph *tg_session_graph(const tg_session *s);
+/* tg_graph_dot of that graph, with the nodes the backend fuses into one
+ * kernel drawn as one cluster each. TG_ERR_ARG for NULL, TG_ERR_STATE for a
+ * forward session that has not run, TG_ERR_IO when the write fails. */
+tg_status tg_session_dot(const tg_session *s, void *file /* FILE* */);
 
 /* ---- forward-only compiles ----------------------------------------------
  * A forward session shares the params (and the engine) of the session it is
@@ -720,11 +745,13 @@ tg_status tg_safetensors_write(const char *path, const tg_st_tensor *t, int n, c
 
 /* ---- WebGPU ------------------------------------------------------------- */
 
-/* The WebGPU library is loaded at run time: $TG_WEBGPU_LIB if set, else the
- * copy scripts/fetch-webgpu.sh put in the source tree's .deps/, else
+/* The WebGPU library is loaded at run time: $TG_WEBGPU_LIB if set, else
  * libwebgpu_dawn.so, libwgpu_native.so or libwebgpu_wrapper.so from the
- * library path. Only a Vulkan adapter is accepted (Dawn's Null fallback
- * computes nothing). When .deps/ holds the fetched lavapipe driver and no
+ * library path, else the Dawn copy in the installed data directory
+ * ($(LIBDIR)/tensorgrad/webgpu, filled by make install), else the one
+ * scripts/fetch-webgpu.sh put in the source tree's .deps/ (docs/install.md).
+ * Only a Vulkan adapter is accepted (Dawn's Null fallback computes
+ * nothing). When one of those folders holds the fetched lavapipe driver and no
  * Vulkan driver variable (VK_DRIVER_FILES, VK_ICD_FILENAMES,
  * VK_ADD_DRIVER_FILES) is set, the library adds it with VK_ADD_DRIVER_FILES
  * before Vulkan starts, so a machine with no GPU still runs (slowly, on the
@@ -760,6 +787,29 @@ tg_status tg_webgpu_info(tg_webgpu_adapter_info *out);
  * instance, made and released here; sessions never use it), space-separated
  * into buf[n] ("" when there are none). */
 tg_status tg_webgpu_unsafe_features(char *buf, size_t n);
+
+/* ---- progress line --------------------------------------------------------
+ * The line `tg train` prints: "step 200/2000  loss 0.0123  25600 ex/s  ETA 0:07".
+ * On a terminal it is redrawn in place (a line is kept every `every` steps);
+ * otherwise one line is printed every `every` steps. Fill the public fields,
+ * call tg_progress_start, then per step: if tg_progress_due(p, step), read
+ * the loss and call tg_progress_update. No allocation; nothing can fail. */
+typedef struct {
+    int64_t total;  /* steps in the run, for the ETA; 0 = unknown */
+    int64_t batch;  /* examples per step, for examples/s; 0 = show steps/s */
+    int64_t every;  /* steps between kept lines; 0 = total / 10 */
+    void *file;     /* FILE* to write to; NULL = stdout */
+    /* set by tg_progress_start */
+    double t0_;
+    bool live_, drawn_;
+} tg_progress;
+void tg_progress_start(tg_progress *p);
+bool tg_progress_due(const tg_progress *p, int64_t step);
+/* extra: appended to the line (an eval result such as "val 1.93"), or NULL;
+ * a line with extra is always kept. */
+void tg_progress_update(tg_progress *p, int64_t step, float loss, const char *extra);
+/* Ends a live line with a newline so later output starts on its own line. */
+void tg_progress_end(tg_progress *p);
 
 #ifdef __cplusplus
 }

@@ -352,6 +352,13 @@ void tg_session_print_plan(const tg_session *s, void *file) {
 
 const tg_graph *tg_session_graph(const tg_session *s) { return s && s->prog ? s->prog->g : NULL; }
 
+tg_status tg_session_dot(const tg_session *s, void *file) {
+    if (!s || !file) return tg_fail(TG_ERR_ARG, "tg_session_dot: session and file must not be NULL");
+    if (!s->prog) return tg_fail(TG_ERR_STATE, "tg_session_dot: the forward session has not run yet");
+    const tg_fusion *fu = s->prog->fusion;
+    return ir_graph_dot(s->prog->g, fu ? fu->group : NULL, fu ? fu->n_groups : 0, file);
+}
+
 tg_status tg_session_set_seed(tg_session *s, uint64_t seed) {
     if (!s) return tg_fail(TG_ERR_ARG, "tg_session_set_seed: session is NULL");
     s->seed = seed;

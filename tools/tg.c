@@ -1,6 +1,8 @@
-/* The tensorgrad command line: trains the bundled examples and lists the
- * devices they can run on. */
+/* The tensorgrad command line: trains the bundled examples, draws their
+ * graphs and lists the devices they can run on. */
 #define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,25 +10,180 @@
 
 #include "../examples/examples.h"
 
+/* The examples and the options each one reads: any other option is an error,
+ * so nothing is silently ignored. */
+enum {
+    OPT_BENCH = 1 << 0,      /* --bench N */
+    OPT_CHECKPOINT = 1 << 1, /* --checkpoint PATH */
+    OPT_OUT = 1 << 2         /* --out FILE */
+};
+static const struct example {
+    const char *name;
+    int (*run)(const tg_example_opts *o);
+    unsigned opts;
+    const char *help;
+} examples[] = {
+    {"addition", example_addition, OPT_BENCH | OPT_CHECKPOINT,
+     "3-layer transformer learning 2-digit addition; ends with 'heldout_accuracy=<value>'"},
+    {"digits", example_digits, OPT_BENCH, "CNN on the 8x8 handwritten digits; ends with 'test_accuracy=<value>'"},
+    {"gpt_small", example_gpt_small, OPT_BENCH,
+     "the 10.8M-param GPT of the benchmarks (V=65, D=384, 6 layers, T=256, B=64); for a GPU"},
+    {"names", example_names, 0, "character-level transformer over Debian's word list; ends with 'val_loss=<value>'"},
+    {"sin", example_sin, OPT_BENCH, "1-64-64-1 MLP fitting sin(x); ends with 'final loss=<value>'"},
+    {"vae", example_vae, OPT_OUT, "convolutional VAE on the digits; ends with 'test_elbo=<value>'"},
+};
+#define N_EXAMPLES (int)(sizeof examples / sizeof examples[0])
+
 static int usage(FILE *f) {
     fprintf(f,
             "usage: tg train <example> [--steps N] [--seed S] [--backend cpu|webgpu] [--threads N] [--quiet]\n"
-            "                          [--checkpoint PATH] [--bench N] [--out FILE]\n"
+            "                          [--log run.csv] [--plot loss.png|loss.svg]\n"
+            "                          [--bench N] [--checkpoint PATH] [--out FILE]   (examples that use them)\n"
+            "       tg graph <example> [--compiled] [--svg out.svg]   the graph as Graphviz DOT\n"
             "       tg plan <example> [--backend cpu|webgpu] [--json]\n"
             "                        compile without training; print the buffer plan's totals and dispatches per step\n"
             "       tg devices       list the CPU and the WebGPU adapter\n"
-            "examples:\n"
-            "  addition   3-layer transformer learning 2-digit addition; ends with 'heldout_accuracy=<value>'\n"
-            "  digits     CNN on the 8x8 handwritten digits; ends with 'test_accuracy=<value>'\n"
-            "  gpt_small  the 10.8M-param GPT of the benchmarks (V=65, D=384, 6 layers, T=256, B=64); for a GPU\n"
-            "  names      character-level transformer over Debian's word list; ends with 'val_loss=<value>'\n"
-            "  sin        1-64-64-1 MLP fitting sin(x); ends with 'final loss=<value>'\n"
-            "  vae        convolutional VAE on the digits; writes a PNG of reconstructions and samples\n"
-            "             and ends with 'test_elbo=<value>'\n"
-            "options: --checkpoint PATH  where addition saves its checkpoint (default addition.safetensors)\n"
+            "       tg --version     the version of tg and of the library\n"
+            "examples:\n");
+    for (int i = 0; i < N_EXAMPLES; i++) fprintf(f, "  %-10s %s\n", examples[i].name, examples[i].help);
+    fprintf(f,
+            "options: --log FILE         a CSV row per reported step: step, loss, lr, time_s and the eval metric\n"
+            "         --plot FILE        the loss curve (log scale when it spans decades) with the eval points, .png or .svg\n"
             "         --bench N          time N steps on one fixed batch (after warm-up), print one JSON line\n"
-            "         --out FILE         where vae writes its PNG (default vae.png)\n");
+            "                            (addition, digits, gpt_small, sin)\n"
+            "         --checkpoint PATH  addition: save the trained session there\n"
+            "         --out FILE         vae: write a PNG of reconstructions and samples there\n"
+            "         --compiled         tg graph: the compiled graph (backward, optimizer, passes), not the traced one\n"
+            "         --svg FILE         tg graph: render with Graphviz's dot (without it: writes FILE.dot)\n"
+            "tg writes files only where an option asks.\n");
     return f == stderr ? 2 : 0;
+}
+
+static const struct example *find_example(const char *name) {
+    for (int i = 0; i < N_EXAMPLES; i++)
+        if (!strcmp(examples[i].name, name)) return &examples[i];
+    fprintf(stderr, "tg: unknown example '%s'\n", name);
+    return NULL;
+}
+
+/* A whole-string integer in [lo, hi], or an error naming the option. */
+static bool parse_int(const char *opt, const char *v, long long lo, long long hi, long long *out) {
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (errno || end == v || *end || x < lo || x > hi) {
+        fprintf(stderr, "tg: %s needs an integer in [%lld, %lld], not '%s'\n", opt, lo, hi, v);
+        return false;
+    }
+    *out = x;
+    return true;
+}
+
+/* Parses the options of `tg train` / `tg graph` for example ex into o.
+ * Returns 0, or 2 after printing why. */
+static int parse_opts(const struct example *ex, bool graph, int argc, char **argv, tg_example_opts *o,
+                      const char **svg) {
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        long long x;
+        bool takes_value = !strcmp(a, "--steps") || !strcmp(a, "--seed") || !strcmp(a, "--threads") ||
+                           !strcmp(a, "--backend") || !strcmp(a, "--log") || !strcmp(a, "--plot") ||
+                           !strcmp(a, "--bench") || !strcmp(a, "--checkpoint") || !strcmp(a, "--out") ||
+                           !strcmp(a, "--svg");
+        if (takes_value && !v) {
+            fprintf(stderr, "tg: %s needs a value\n", a);
+            return 2;
+        }
+        unsigned need = !strcmp(a, "--bench") ? OPT_BENCH : !strcmp(a, "--checkpoint") ? OPT_CHECKPOINT
+                        : !strcmp(a, "--out")  ? OPT_OUT : 0;
+        bool train_only = need || !strcmp(a, "--steps") || !strcmp(a, "--log") || !strcmp(a, "--plot") ||
+                          !strcmp(a, "--quiet");
+        bool graph_only = !strcmp(a, "--compiled") || !strcmp(a, "--svg");
+        if ((need && !(ex->opts & need)) || (graph && train_only) || (!graph && graph_only)) {
+            fprintf(stderr, "tg: %s %s does not use %s (see tg --help)\n", graph ? "graph" : "train", ex->name, a);
+            return 2;
+        }
+        if (takes_value) i++;
+        if (!strcmp(a, "--steps")) {
+            if (!parse_int(a, v, 1, INT64_MAX, &x)) return 2;
+            o->steps = x;
+        } else if (!strcmp(a, "--seed")) {
+            if (!parse_int(a, v, 0, INT64_MAX, &x)) return 2;
+            o->seed = (uint64_t)x;
+        } else if (!strcmp(a, "--threads")) {
+            if (!parse_int(a, v, 1, 4096, &x)) return 2;
+            o->threads = (int)x;
+        } else if (!strcmp(a, "--bench")) {
+            if (!parse_int(a, v, 1, 1000000, &x)) return 2;
+            o->bench = (int)x;
+        } else if (!strcmp(a, "--quiet")) o->quiet = true;
+        else if (!strcmp(a, "--log")) o->log = v;
+        else if (!strcmp(a, "--checkpoint")) o->checkpoint = v;
+        else if (!strcmp(a, "--out")) o->out = v;
+        else if (!strcmp(a, "--compiled")) o->graph_compiled = true;
+        else if (!strcmp(a, "--svg")) *svg = v;
+        else if (!strcmp(a, "--plot")) {
+            if (!ex_plot_format_ok(v)) {
+                fprintf(stderr, "tg: --plot writes .png or .svg, not '%s'\n", v);
+                return 2;
+            }
+            o->plot = v;
+        } else if (!strcmp(a, "--backend")) {
+            if (!strcmp(v, "cpu")) o->backend = TG_BACKEND_CPU;
+            else if (!strcmp(v, "webgpu")) o->backend = TG_BACKEND_WEBGPU;
+            else {
+                fprintf(stderr, "tg: unknown backend '%s' (cpu or webgpu)\n", v);
+                return 2;
+            }
+        } else {
+            fprintf(stderr, "tg: unknown option '%s'\n", a);
+            return usage(stderr);
+        }
+    }
+    if (o->bench && (o->log || o->plot)) {
+        fprintf(stderr, "tg: --bench times steps and prints JSON; it writes no --log or --plot\n");
+        return 2;
+    }
+    return 0;
+}
+
+/* tg graph: DOT on stdout, or rendered to an SVG with Graphviz's dot. */
+static int graph_cmd(const struct example *ex, tg_example_opts *o, const char *svg) {
+    if (!svg) {
+        o->graph = stdout;
+        return ex->run(o);
+    }
+    char dot_path[4096], cmd[8400];
+    snprintf(dot_path, sizeof dot_path, "%s.dot", svg);
+    if (strchr(svg, '\'')) {
+        fprintf(stderr, "tg: --svg path must not contain a quote\n");
+        return 2;
+    }
+    FILE *f = fopen(dot_path, "w");
+    if (!f) {
+        fprintf(stderr, "tg: cannot create %s\n", dot_path);
+        return 1;
+    }
+    o->graph = f;
+    int rc = ex->run(o);
+    if (fclose(f) != 0 && rc == 0) {
+        fprintf(stderr, "tg: error writing %s\n", dot_path);
+        rc = 1;
+    }
+    if (rc) return rc;
+    if (system("command -v dot >/dev/null 2>&1") != 0) {
+        printf("wrote %s; Graphviz's dot is not installed (apt-get install graphviz), render it with:\n"
+               "  dot -Tsvg '%s' -o '%s'\n", dot_path, dot_path, svg);
+        return 0;
+    }
+    snprintf(cmd, sizeof cmd, "dot -Tsvg '%s' -o '%s'", dot_path, svg);
+    if (system(cmd) != 0) {
+        fprintf(stderr, "tg: dot failed on %s\n", dot_path);
+        return 1;
+    }
+    remove(dot_path);
+    printf("wrote %s\n", svg);
+    return 0;
 }
 
 static void cpu_model(char *buf, size_t n) {
@@ -89,64 +246,36 @@ static int devices(void) {
     return 0;
 }
 
-static int run_example(const char *ex, const tg_example_opts *o) {
-    if (!strcmp(ex, "sin")) return example_sin(o);
-    if (!strcmp(ex, "addition")) return example_addition(o);
-    if (!strcmp(ex, "names")) return example_names(o);
-    if (!strcmp(ex, "gpt_small")) return example_gpt_small(o);
-    if (!strcmp(ex, "digits")) return example_digits(o);
-    if (!strcmp(ex, "vae")) return example_vae(o);
-    fprintf(stderr, "tg: unknown example '%s'\n", ex);
-    return usage(stderr);
-}
-
-static int parse_backend(const char *v, tg_backend *out) {
-    if (v && !strcmp(v, "cpu")) *out = TG_BACKEND_CPU;
-    else if (v && !strcmp(v, "webgpu")) *out = TG_BACKEND_WEBGPU;
-    else {
-        fprintf(stderr, "tg: unknown backend '%s' (cpu or webgpu)\n", v ? v : "");
-        return 2;
-    }
-    return 0;
-}
-
 /* tg plan <example> [--backend B] [--json] */
-static int plan_cmd(int argc, char **argv) {
-    if (argc < 3) return usage(stderr);
+static int plan_cmd(const struct example *ex, int argc, char **argv) {
     tg_example_opts o = {.plan = 1, .quiet = true};
-    for (int i = 3; i < argc; i++) {
+    for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) o.plan = 2;
-        else if (!strcmp(argv[i], "--backend") && i + 1 < argc) {
-            if (parse_backend(argv[++i], &o.backend)) return 2;
-        } else {
-            fprintf(stderr, "tg: unknown option '%s' for plan\n", argv[i]);
-            return usage(stderr);
+        else if (!strcmp(argv[i], "--backend") && i + 1 < argc && !strcmp(argv[i + 1], "cpu")) o.backend = TG_BACKEND_CPU, i++;
+        else if (!strcmp(argv[i], "--backend") && i + 1 < argc && !strcmp(argv[i + 1], "webgpu")) o.backend = TG_BACKEND_WEBGPU, i++;
+        else {
+            fprintf(stderr, "tg: plan takes --backend cpu|webgpu and --json, not '%s'\n", argv[i]);
+            return 2;
         }
     }
-    return run_example(argv[2], &o);
+    return ex->run(&o);
 }
 
 int main(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) return usage(argc < 2 ? stderr : stdout);
-    if (!strcmp(argv[1], "devices")) return devices();
-    if (!strcmp(argv[1], "plan")) return plan_cmd(argc, argv);
-    if (strcmp(argv[1], "train") != 0 || argc < 3) return usage(stderr);
-    tg_example_opts o = {0};
-    for (int i = 3; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--steps") && v) o.steps = atoll(argv[++i]);
-        else if (!strcmp(a, "--seed") && v) o.seed = strtoull(argv[++i], NULL, 10);
-        else if (!strcmp(a, "--threads") && v) o.threads = atoi(argv[++i]);
-        else if (!strcmp(a, "--quiet")) o.quiet = true;
-        else if (!strcmp(a, "--checkpoint") && v) o.checkpoint = argv[++i];
-        else if (!strcmp(a, "--bench") && v) o.bench = atoi(argv[++i]);
-        else if (!strcmp(a, "--out") && v) o.out = argv[++i];
-        else if (!strcmp(a, "--backend") && v) {
-            if (parse_backend(argv[++i], &o.backend)) return 2;
-        } else {
-            fprintf(stderr, "tg: unknown option '%s'\n", a);
-            return usage(stderr);
-        }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
+        printf("tg %s (library %s)\n", TG_VERSION_STRING, tg_version());
+        return 0;
     }
-    return run_example(argv[2], &o);
+    if (!strcmp(argv[1], "devices")) return devices();
+    bool graph = !strcmp(argv[1], "graph"), plan = !strcmp(argv[1], "plan");
+    if ((strcmp(argv[1], "train") != 0 && !graph && !plan) || argc < 3) return usage(stderr);
+    const struct example *ex = find_example(argv[2]);
+    if (!ex) return usage(stderr);
+    if (plan) return plan_cmd(ex, argc - 3, argv + 3);
+    tg_example_opts o = {0};
+    const char *svg = NULL;
+    int rc = parse_opts(ex, graph, argc - 3, argv + 3, &o, &svg);
+    if (rc) return rc;
+    return graph ? graph_cmd(ex, &o, svg) : ex->run(&o);
 }

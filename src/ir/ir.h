@@ -133,6 +133,9 @@ void ir_trace_end(tg_graph *prev);
 void ir_seal(tg_graph *g);
 /* True when t names a node of its graph. */
 static inline bool ir_live(tg_tensor t) { return t.g && t.id >= 0 && t.id < t.g->n; }
+/* tg_graph_dot with fused groups drawn as clusters: group[i] is node i's
+ * group in [0, n_groups), -1 for none (group NULL: no clusters). */
+tg_status ir_graph_dot(const tg_graph *g, const int *group, int n_groups, void *file);
 
 static inline tg_node *ir_node(const tg_graph *g, int id) { return &g->nodes[id]; }
 static inline tg_tensor ir_t(tg_graph *g, int id) { return (tg_tensor){g, id}; }

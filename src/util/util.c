@@ -25,6 +25,8 @@ tg_status tg_fail(tg_status s, const char *fmt, ...) {
 void tg_clear_error(void) { last_error[0] = 0; }
 const char *tg_last_error(void) { return last_error; }
 
+const char *tg_version(void) { return TG_VERSION_STRING; }
+
 const char *tg_status_name(tg_status s) {
     static const char *names[] = {"ok", "shape", "arg", "name", "size", "io",
                                   "format", "backend", "limit", "nomem", "state", "numeric"};

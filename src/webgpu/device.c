@@ -14,6 +14,9 @@
 #ifndef TG_DEPS_DIR
 #define TG_DEPS_DIR ".deps" /* the Makefile passes the source tree's absolute path */
 #endif
+#ifndef TG_DATA_DIR
+#define TG_DATA_DIR "/usr/local/lib/tensorgrad" /* the Makefile passes $(LIBDIR)/tensorgrad */
+#endif
 
 #define WAIT_NS (600ull * 1000000000ull) /* a lavapipe step can take long; a hung device must not hang us forever */
 
@@ -127,16 +130,45 @@ tg_status wgpu_wait(wgpu_ctx *c, wg_future f, const char *what) {
 
 /* ---- loading ---- */
 
-/* Vulkan before Dawn: a loader from .deps when the system has none (Dawn
- * then finds it by soname), and the fetched lavapipe added to the drivers. */
+/* The folders that may hold a fetched runtime (webgpu/, vulkan/): the data
+ * directory make install fills, then the source tree's .deps/ (an uninstalled
+ * build). */
+static const char *const runtime_dirs[] = {TG_DATA_DIR, TG_DEPS_DIR};
+#define N_RUNTIME_DIRS 2
+
+/* The WebGPU libraries to try, in order: $TG_WEBGPU_LIB alone when set; else
+ * the names the dynamic linker finds on the library path, then the fetched
+ * Dawn in each runtime dir. Returns the count; paths[] points into bufs. */
+static int webgpu_candidates(const char *paths[], char bufs[][1024], int max) {
+    const char *env = getenv("TG_WEBGPU_LIB");
+    if (env && *env) {
+        paths[0] = env;
+        return 1;
+    }
+    static const char *const sonames[] = {"libwebgpu_dawn.so", "libwgpu_native.so", "libwebgpu_wrapper.so"};
+    int k = 0;
+    for (int i = 0; i < 3 && k < max; i++) paths[k++] = sonames[i];
+    for (int i = 0; i < N_RUNTIME_DIRS && k < max; i++) {
+        snprintf(bufs[i], 1024, "%s/webgpu/libwebgpu_wrapper.so", runtime_dirs[i]);
+        if (file_exists(bufs[i])) paths[k++] = bufs[i];
+    }
+    return k;
+}
+
+/* Vulkan before Dawn: a loader from a runtime dir when the system has none
+ * (Dawn then finds it by soname), and the fetched lavapipe added to the drivers. */
 static void prepare_vulkan(void) {
-    const char *icd = TG_DEPS_DIR "/vulkan/lvp_icd.json";
-    if (!getenv("VK_DRIVER_FILES") && !getenv("VK_ICD_FILENAMES") && !getenv("VK_ADD_DRIVER_FILES") &&
-        file_exists(icd))
-        setenv("VK_ADD_DRIVER_FILES", icd, 0); /* once, under g_init_mu, before any Vulkan call */
-    if (!dlopen("libvulkan.so.1", RTLD_NOW | RTLD_GLOBAL)) {
-        const char *local = TG_DEPS_DIR "/vulkan/libvulkan.so.1";
-        if (file_exists(local)) dlopen(local, RTLD_NOW | RTLD_GLOBAL);
+    char path[1024];
+    bool have_loader = dlopen("libvulkan.so.1", RTLD_NOW | RTLD_GLOBAL) != NULL;
+    bool have_icd = getenv("VK_DRIVER_FILES") || getenv("VK_ICD_FILENAMES") || getenv("VK_ADD_DRIVER_FILES");
+    for (int i = 0; i < N_RUNTIME_DIRS; i++) {
+        snprintf(path, sizeof path, "%s/vulkan/lvp_icd.json", runtime_dirs[i]);
+        if (!have_icd && file_exists(path)) {
+            setenv("VK_ADD_DRIVER_FILES", path, 0); /* once, under g_init_mu, before any Vulkan call */
+            have_icd = true;
+        }
+        snprintf(path, sizeof path, "%s/vulkan/libvulkan.so.1", runtime_dirs[i]);
+        if (!have_loader && file_exists(path)) have_loader = dlopen(path, RTLD_NOW | RTLD_GLOBAL) != NULL;
     }
 }
 
@@ -146,17 +178,9 @@ static void prepare_vulkan(void) {
  * (Our instance descriptor reads, in the standard layout, as no features and
  * no limits, so even that first call is safe.) */
 static bool load_library(wgpu_ctx *c, char *why, size_t n) {
-    const char *env = getenv("TG_WEBGPU_LIB");
-    const char *fetched = TG_DEPS_DIR "/webgpu/libwebgpu_wrapper.so";
-    const char *names[5];
-    int k = 0;
-    if (env && *env) names[k++] = env;
-    else {
-        if (file_exists(fetched)) names[k++] = fetched;
-        names[k++] = "libwebgpu_dawn.so";
-        names[k++] = "libwgpu_native.so";
-        names[k++] = "libwebgpu_wrapper.so";
-    }
+    const char *names[3 + N_RUNTIME_DIRS];
+    char bufs[N_RUNTIME_DIRS][1024];
+    int k = webgpu_candidates(names, bufs, 3 + N_RUNTIME_DIRS);
     for (int i = 0; i < k; i++) {
         c->lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
         if (c->lib) {
@@ -165,10 +189,12 @@ static bool load_library(wgpu_ctx *c, char *why, size_t n) {
         }
     }
     if (!c->lib) {
+        const char *env = getenv("TG_WEBGPU_LIB");
         if (env && *env) snprintf(why, n, "cannot load TG_WEBGPU_LIB=%s: %s", env, dlerror());
         else
-            snprintf(why, n, "no WebGPU library found (%s, libwebgpu_dawn.so, libwgpu_native.so, libwebgpu_wrapper.so); "
-                     "run scripts/fetch-webgpu.sh or set TG_WEBGPU_LIB", fetched);
+            snprintf(why, n, "no WebGPU library found (libwebgpu_dawn.so, libwgpu_native.so, libwebgpu_wrapper.so "
+                     "on the library path; %s/webgpu; %s/webgpu); run scripts/fetch-webgpu.sh or set TG_WEBGPU_LIB",
+                     runtime_dirs[0], runtime_dirs[1]);
         return false;
     }
 #define WG_LOAD(ret, name, args)                                                       \

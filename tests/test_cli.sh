@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# The CLI does what it says and only that: --version, options an example does
+# not use are errors, no files unless asked, tg graph's DOT parses (Graphviz),
+# --log's CSV rows match the printed losses, --plot writes a PNG or SVG of
+# the documented size.
+# Usage: tests/test_cli.sh BUILD_DIR
+set -u
+tg=$(cd "${1:-build}" && pwd)/tg
+here=$(cd "$(dirname "$0")" && pwd)
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL $*"; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cd "$tmp" || exit 1
+
+version=$(sed -n 's/^#define TG_VERSION_STRING "\(.*\)"/\1/p' "$here/../include/tensorgrad.h")
+[ "$("$tg" --version)" = "tg $version (library $version)" ] && ok || bad "tg --version: $("$tg" --version 2>&1)"
+
+# Options an example does not read are refused before anything runs.
+for args in "train sin --checkpoint x.safetensors" "train sin --out x.png" "train names --bench 3" \
+            "train sin --steps 0" "train sin --steps 12x" "train sin --plot loss.jpg" "graph sin --log x.csv" \
+            "train sin --compiled" "train sin --steps"; do
+    out=$("$tg" $args 2>&1); rc=$?
+    [ "$rc" -eq 2 ] && [[ "$out" == tg:* ]] && ok || bad "tg $args: exit $rc, '$out'"
+done
+[ -z "$(ls -A)" ] && ok || bad "a refused command wrote: $(ls -A)"
+
+# Training writes nothing unasked (addition used to drop a checkpoint here).
+"$tg" train addition --steps 3 --quiet >/dev/null 2>&1
+"$tg" train vae --steps 2 --quiet >/dev/null 2>&1
+[ -z "$(ls -A)" ] && ok || bad "tg train wrote unasked: $(ls -A)"
+
+# --log: one row per printed step, the same losses.
+"$tg" train sin --steps 300 --log run.csv > printed.txt 2>&1
+head -n 1 run.csv | grep -qx 'step,loss,lr,time_s,eval' && ok || bad "CSV header: $(head -n 1 run.csv)"
+printed=$(sed -n 's|^step \([0-9]*\)/300  loss \([^ ]*\) .*|\1 \2|p' printed.txt)
+logged=$(awk -F, 'NR > 1 { printf "%s %.6g\n", $1, $2 }' run.csv)
+[ -n "$printed" ] && [ "$printed" = "$logged" ] && ok || bad "--log rows differ from the printed losses: printed '$printed' logged '$logged'"
+[ "$(awk -F, 'NR > 1 && $3 == 0.005 && $4 >= 0' run.csv | wc -l)" -eq "$(printf '%s\n' "$printed" | wc -l)" ] && ok ||
+    bad "--log lr/time columns"
+# An example with an eval metric fills its column on the last row.
+"$tg" train digits --steps 20 --quiet --log digits.csv >/dev/null 2>&1
+tail -n 1 digits.csv | grep -qE '^20,[^,]+,[^,]+,[^,]+,0\.[0-9]+$' && head -n 1 digits.csv | grep -q ',test_accuracy$' && ok ||
+    bad "digits --log: $(head -n 1 digits.csv) / $(tail -n 1 digits.csv)"
+
+# --plot: a PNG of 640x400 (IHDR width and height), an SVG of the same size.
+"$tg" train sin --steps 300 --quiet --plot loss.png >/dev/null 2>&1
+sig=$(head -c 8 loss.png 2>/dev/null | od -An -tx1 | tr -d ' \n')
+wh=$(dd if=loss.png bs=1 skip=16 count=8 2>/dev/null | od -An -tx1 | tr -d ' \n')
+[ "$sig" = 89504e470d0a1a0a ] && [ "$wh" = 0000028000000190 ] && ok || bad "--plot PNG: signature $sig, size $wh"
+"$tg" train sin --steps 300 --quiet --plot loss.svg >/dev/null 2>&1
+grep -q '<svg xmlns="http://www.w3.org/2000/svg" width="640" height="400"' loss.svg 2>/dev/null &&
+    grep -q '<polyline' loss.svg && ok || bad "--plot SVG"
+
+# tg graph: DOT of the traced and the compiled graph; Graphviz must parse it.
+"$tg" graph sin > traced.dot 2>err.txt && grep -q '^digraph tensorgrad {' traced.dot && ok || bad "tg graph sin: $(cat err.txt)"
+"$tg" graph sin --compiled > compiled.dot 2>err.txt && grep -q 'fillcolor=mistyrose' compiled.dot &&
+    grep -q 'fillcolor=honeydew' compiled.dot && ! grep -q 'fillcolor=mistyrose' <(grep -v '^    l_' traced.dot) &&
+    ok || bad "tg graph sin --compiled: no backward/optimizer nodes, or the traced graph has some"
+# The CPU backend fuses each matmul with its bias and relu: clusters in the compiled graph only.
+grep -q 'subgraph cluster_fused' compiled.dot && ! grep -q 'subgraph cluster_fused' traced.dot && ok ||
+    bad "tg graph sin --compiled: no fused-kernel clusters"
+# Every example draws its graph and nothing else on stdout.
+for ex in addition digits gpt_small names sin vae; do
+    "$tg" graph "$ex" > "g_$ex.dot" 2>err.txt && head -n 1 "g_$ex.dot" | grep -qx 'digraph tensorgrad {' &&
+        tail -n 1 "g_$ex.dot" | grep -qx '}' && ok || bad "tg graph $ex: $(head -c 200 err.txt)"
+done
+if command -v dot >/dev/null; then
+    dot -Tsvg traced.dot -o traced.svg 2>err.txt && dot -Tsvg compiled.dot -o compiled.svg 2>>err.txt && ok ||
+        bad "dot rejects the DOT: $(cat err.txt)"
+    "$tg" graph addition --compiled --svg add.svg >/dev/null 2>err.txt && grep -q '<svg' add.svg && [ ! -e add.svg.dot ] &&
+        ok || bad "tg graph --svg: $(cat err.txt)"
+elif [ "${CI:-}" = true ]; then
+    bad "Graphviz (dot) missing in CI"
+else
+    echo "test_cli: Graphviz checks skipped (no dot)"
+fi
+echo "test_cli: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# make install into a temporary DESTDIR, then builds tests/install/consumer.c
+# against the installed tree with pkg-config (shared and --static) and with
+# CMake's find_package, runs each, and checks the shared library's exports.
+# Usage: tests/test_install.sh BUILD_DIR
+set -u
+build=${1:-build}
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/.." && pwd)
+pass=0 fail=0
+# make sanitize would build a second, sanitized set of -fPIC objects just for
+# this (minutes of CI); the plain make test covers install.
+case "${CFLAGS:-}" in *-fsanitize*)
+    echo "test_install: skipped under sanitizers (make test runs it)"
+    echo "test_install: 0 passed, 0 failed"; exit 0 ;;
+esac
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL $*"; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+# The PREFIX the tree was built for (it is compiled into the WebGPU search
+# path): another one would rebuild the library under test.
+dest=$tmp/root prefix=${PREFIX:-/usr/local}
+cc=${CC:-cc}
+if out=$(make -s -C "$top" BUILD="$build" PREFIX=$prefix DESTDIR="$dest" install 2>&1); then ok; else
+    bad "make install"; printf '%s\n' "$out" | tail -n 20
+    echo "test_install: $pass passed, $fail failed"; exit 1
+fi
+lib=$dest$prefix/lib
+for f in include/tensorgrad.h lib/libtensorgrad.a lib/pkgconfig/tensorgrad.pc \
+         lib/cmake/tensorgrad/tensorgrad-config.cmake bin/tg; do
+    [ -e "$dest$prefix/$f" ] && ok || bad "installed tree lacks $f"
+done
+# The fetched WebGPU runtime, when there is one, goes to the data directory
+# with lavapipe's ICD file pointing at its installed copy.
+if [ -f "$top/.deps/webgpu/libwebgpu_wrapper.so" ]; then
+    [ -f "$lib/tensorgrad/webgpu/libwebgpu_wrapper.so" ] && ok || bad "no WebGPU runtime in $prefix/lib/tensorgrad"
+    if [ -f "$top/.deps/vulkan/lvp_icd.json" ]; then
+        grep -q "\"library_path\":\"$prefix/lib/tensorgrad/vulkan/libvulkan_lvp.so\"" "$lib/tensorgrad/vulkan/lvp_icd.json" &&
+            ok || bad "installed ICD: $(cat "$lib/tensorgrad/vulkan/lvp_icd.json" 2>&1)"
+    fi
+fi
+soname=$(readelf -d "$lib/libtensorgrad.so" 2>/dev/null | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+[ -n "$soname" ] && [ -e "$lib/$soname" ] && ok || bad "soname '$soname' missing or not installed"
+
+# Only tg_ names are exported, and every function the header declares is.
+exports=$(nm -D --defined-only "$lib/libtensorgrad.so" | awk '{print $3}' | sort -u)
+others=$(printf '%s\n' "$exports" | grep -v '^tg_' | grep -v '^_' || true)
+[ -n "$exports" ] && [ -z "$others" ] && ok || bad "non-tg_ exports: $(echo $others | head -c 300)"
+missing=$(grep -oE '^[a-z_ ]*[ *](tg_[a-z0-9_]+)\(' "$top/include/tensorgrad.h" | grep -oE 'tg_[a-z0-9_]+\($' | tr -d '(' | sort -u |
+          comm -23 - <(printf '%s\n' "$exports"))
+[ -z "$missing" ] && ok || bad "header functions not exported: $(echo $missing)"
+
+export PKG_CONFIG_PATH=$lib/pkgconfig PKG_CONFIG_SYSROOT_DIR=$dest
+run() { # name, binary: runs it and expects the consumer's line
+    local name=$1; shift
+    if out=$("$@" 2>&1) && [[ "$out" == "tensorgrad "*" loss "* ]]; then ok; else bad "$name: $out"; fi
+}
+if pkg-config --exists tensorgrad 2>/dev/null; then
+    [ "$(pkg-config --modversion tensorgrad)" = "$(sed -n 's/^#define TG_VERSION_STRING "\(.*\)"/\1/p' "$top/include/tensorgrad.h")" ] &&
+        ok || bad "pkg-config --modversion"
+    if $cc ${CFLAGS:-} "$here/install/consumer.c" $(pkg-config --cflags --libs tensorgrad) ${LDFLAGS:-} -o "$tmp/c_shared" 2>"$tmp/err"; then
+        ok
+        # It must need the shared library, and find it only through the path given.
+        readelf -d "$tmp/c_shared" | grep -q "NEEDED.*$soname" && ok || bad "pkg-config shared: not linked to $soname"
+        run "pkg-config shared" env LD_LIBRARY_PATH="$lib" "$tmp/c_shared"
+    else bad "pkg-config shared build: $(cat "$tmp/err")"; fi
+    # --static adds the private libraries; -l:libtensorgrad.a picks the archive
+    # where the linker would prefer the .so beside it.
+    static_flags=$(pkg-config --static --cflags --libs tensorgrad | sed 's/-ltensorgrad\b/-l:libtensorgrad.a/')
+    if $cc ${CFLAGS:-} "$here/install/consumer.c" $static_flags ${LDFLAGS:-} -o "$tmp/c_static" 2>"$tmp/err"; then
+        ok
+        readelf -d "$tmp/c_static" | grep -q 'NEEDED.*libtensorgrad' && bad "pkg-config --static: linked to the .so" || ok
+        run "pkg-config static" "$tmp/c_static"
+    else bad "pkg-config static build: $(cat "$tmp/err")"; fi
+else
+    bad "pkg-config (pkgconf) missing or cannot read tensorgrad.pc"
+fi
+
+if command -v cmake >/dev/null; then
+    if CFLAGS=${CFLAGS:-} LDFLAGS=${LDFLAGS:-} cmake -S "$here/install" -B "$tmp/cmake" -DCMAKE_C_COMPILER="$cc" \
+           -DCMAKE_PREFIX_PATH="$dest$prefix" >"$tmp/err" 2>&1 && cmake --build "$tmp/cmake" >>"$tmp/err" 2>&1; then
+        ok
+        run "cmake shared" "$tmp/cmake/consumer_cmake"
+        run "cmake static" "$tmp/cmake/consumer_cmake_static"
+    else bad "cmake find_package build: $(tail -n 15 "$tmp/err")"; fi
+else
+    bad "cmake missing"
+fi
+
+# An installed library finds the runtime in its data directory: device.c
+# built for a data directory in $tmp (and no source tree), linked ahead of the
+# archive's copy, with the runtime installed there as make install does.
+if [ -f "$top/.deps/webgpu/libwebgpu_wrapper.so" ] && [ -f "$top/.deps/vulkan/lvp_icd.json" ]; then
+    data=$tmp/data
+    bash "$top/pkg/install-runtime.sh" "$top/.deps" "" "$data" >/dev/null
+    if $cc -std=c11 -O1 -I"$top/include" -I"$top/src" -DTG_DATA_DIR="\"$data\"" -DTG_DEPS_DIR='"/nonexistent"' \
+           -c "$top/src/webgpu/device.c" -o "$tmp/device.o" 2>"$tmp/err" &&
+       $cc -std=c11 -O1 -I"$top/include" "$top/tools/tg.c" "$top"/examples/*.c "$tmp/device.o" "$build/libtensorgrad.a" \
+           -o "$tmp/tg_data" -lm -lpthread -ldl 2>>"$tmp/err"; then
+        out=$(env -u TG_WEBGPU_LIB -u VK_DRIVER_FILES -u VK_ICD_FILENAMES -u VK_ADD_DRIVER_FILES "$tmp/tg_data" devices 2>&1)
+        [[ "$out" == *"library: $data/webgpu/libwebgpu_wrapper.so"* ]] && [[ "$out" == *"(vulkan,"* ]] && ok ||
+            bad "WebGPU from the data directory: $out"
+    else bad "building tg with a data directory: $(cat "$tmp/err")"; fi
+fi
+
+# The installed CLI reports the same version.
+v=$("$dest$prefix/bin/tg" --version 2>&1)
+[[ "$v" == "tg "*"$(sed -n 's/^#define TG_VERSION_STRING "\(.*\)"/\1/p' "$top/include/tensorgrad.h")"* ]] && ok || bad "tg --version: '$v'"
+
+# uninstall leaves nothing of ours behind.
+make -s -C "$top" BUILD="$build" PREFIX=$prefix DESTDIR="$dest" uninstall >/dev/null 2>&1
+left=$(find "$dest" -type f 2>/dev/null)
+[ -z "$left" ] && ok || bad "make uninstall left: $left"
+echo "test_install: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
