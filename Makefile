@@ -10,7 +10,11 @@ LDFLAGS ?=
 # -Wno-psabi: GCC notes that wide vector arguments change the ABI without
 # AVX; the vector helpers (src/cpu/vmath.h) are static inline, never called
 # across object files, so no ABI is involved.
-TG_CFLAGS := -std=c11 -Wall -Wextra -Wno-unused-parameter -Wno-psabi -Iinclude -MMD -MP
+# -ffp-contract=off: no fused multiply-adds the source does not spell
+# (GCC's default under -std=c11, not Clang's): kernels compiled for FMA
+# targets must round as the portable ones, and results must not depend on
+# the compiler's choice.
+TG_CFLAGS := -std=c11 -ffp-contract=off -Wall -Wextra -Wno-unused-parameter -Wno-psabi -Iinclude -MMD -MP
 LDLIBS  := -lm -lpthread -ldl
 BUILD   ?= build
 SANITIZE := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
