@@ -23,7 +23,7 @@ for t in safetensors checkpoint graph; do
     mkdir -p "$corpus"
     [ "$t" = graph ] || cp "$seeds"/* "$corpus"/ 2>/dev/null
     log=$fb/fuzz/fuzz_$t.log
-    if ASAN_OPTIONS=allocator_may_return_null=1 "$bin" -max_total_time="$secs" -timeout=20 -rss_limit_mb=2560 \
+    if ASAN_OPTIONS=allocator_may_return_null=1 "$bin" -seed=1 -max_total_time="$secs" -timeout=20 -rss_limit_mb=2560 \
         -artifact_prefix="$fb/fuzz/crash_${t}_" "$corpus" >"$log" 2>&1; then
         echo "fuzz_$t: $(grep -Eo 'Done [0-9]+ runs' "$log" | tail -n 1) in ${secs} s, no crash"
         pass=$((pass + 1))

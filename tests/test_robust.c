@@ -37,7 +37,8 @@ static tg_tensor bad_trace(tg_graph *g, void *u) {
     case 6: y = tg_sum_axes(x, ((tg_shape){9, {0}}), false); break;
     case 7: y = tg_linear_fwd(g, NULL, x); break;
     case 8: y = tg_narrow(x, 1, INT64_MAX, INT64_MAX); break;
-    case 9: y = tg_relu(c->kept); break; /* a tensor of the (compiled) training graph */
+    case 9: y = tg_full(g, TG_SHAPE(0, INT64_MAX, 16), 1.0f); break; /* empty, but its strides overflow */
+    case 10: y = tg_relu(c->kept); break; /* a tensor of the (compiled) training graph */
     }
     return tg_mse(y, tg_input(g, "y"));
 }
@@ -61,6 +62,7 @@ static void trace_errors(void) {
         {TG_ERR_SHAPE, "tg_sum_axes: an axis list of 9 entries (at most 6)"},
         {TG_ERR_ARG, "tg_linear_fwd: the module is NULL"},
         {TG_ERR_SHAPE, "tg_narrow: range [9223372036854775807, 9223372036854775807) is outside axis 1"},
+        {TG_ERR_LIMIT, "tg_full: shape [0,9223372036854775807,16] spans more than 1099511627776 elements"},
     };
     tg_input_decl in[] = {{"x", TG_F32, TG_SHAPE(4, 2)}, {"y", TG_F32, TG_SHAPE(4, 2)}};
     for (int k = 0; k < (int)(sizeof cases / sizeof cases[0]); k++) {
@@ -93,7 +95,7 @@ static void stale_handle(void) {
     CHECK_OK(tg_session_new(&spec, &s));
     if (!s) return;
     int nodes = tg_graph_node_count(tg_session_graph(s));
-    c.which = 9;
+    c.which = 10;
     tg_infer_spec is = {.fn = bad_trace, .user = &c, .inputs = in, .n_inputs = 2};
     CHECK_OK(tg_session_attach(s, &is, &f));
     float x[8] = {1, 2, 3, 4, 5, 6, 7, 8}, y[8] = {0};

@@ -29,7 +29,14 @@ int64_t tg_shape_numel(tg_shape s) {
 
 bool ir_numel_ok(tg_shape s) {
     int64_t n = tg_shape_numel(s);
-    return n >= 0 && n <= TG_MAX_NUMEL;
+    return n >= 0 && n <= TG_MAX_NUMEL && ir_span(s) <= TG_MAX_NUMEL;
+}
+
+int64_t ir_span(tg_shape s) {
+    int64_t n = 1;
+    for (int i = 0; i < s.ndim && i < TG_MAX_DIMS; i++)
+        if (s.d[i] > 0 && __builtin_mul_overflow(n, s.d[i], &n)) return INT64_MAX;
+    return n;
 }
 
 int64_t ir_numel(const tg_node *n) { return tg_shape_numel(n->shape); }
@@ -207,8 +214,8 @@ int ir_add(tg_graph *g, const tg_node *proto) {
     }
     if (!ir_numel_ok(n.shape)) {
         char b[160];
-        ir_fail_status(g, TG_ERR_LIMIT, &n, "shape %s has more than %lld elements", tg_shape_str(n.shape, b, sizeof b),
-                       (long long)TG_MAX_NUMEL);
+        ir_fail_status(g, TG_ERR_LIMIT, &n, "shape %s %s more than %lld elements", tg_shape_str(n.shape, b, sizeof b),
+                       ir_numel(&n) >= 0 && ir_numel(&n) <= TG_MAX_NUMEL ? "spans" : "has", (long long)TG_MAX_NUMEL);
         return -1;
     }
     if (proto->name && !(n.name = tg_strdup(proto->name))) return -1;

@@ -29,18 +29,18 @@ typedef enum {
     TG_OP_ONE_HOT,
     /* softmax family */
     TG_OP_LOG_SOFTMAX, TG_OP_SOFTMAX_CAUSAL, TG_OP_WHERE_CAUSAL,
-    /* issue 3: math and shape ops */
+    /* math and shape ops */
     TG_OP_MIN, TG_OP_MAX, TG_OP_CLAMP, TG_OP_ABS, TG_OP_SQUARE, TG_OP_SIN, TG_OP_COS, TG_OP_TANH,
     TG_OP_SIGMOID, TG_OP_ERF, TG_OP_GELU, TG_OP_SILU, TG_OP_SOFTPLUS, TG_OP_LEAKY_RELU,
     TG_OP_SOFTMAX, TG_OP_ARGMAX, TG_OP_ARGMIN, TG_OP_STOP_GRADIENT,
     TG_OP_NARROW, TG_OP_CONCAT, TG_OP_TAKE_ALONG_AXIS,
     TG_OP_MINMAX_GRAD, TG_OP_UNARY_GRAD, TG_OP_NARROW_GRAD, TG_OP_TAKE_ALONG_AXIS_GRAD,
-    /* issue 3: nn ops */
+    /* nn ops */
     TG_OP_CROSS_ENTROPY, TG_OP_NLL_LOSS, TG_OP_LAYER_NORM, TG_OP_RMS_NORM, TG_OP_EMBEDDING, TG_OP_ROPE,
     TG_OP_DROPOUT, TG_OP_RANDN, TG_OP_CATEGORICAL,
     TG_OP_CROSS_ENTROPY_GRAD, TG_OP_NLL_LOSS_GRAD, TG_OP_NORM_STATS, TG_OP_NORM_DX, TG_OP_NORM_DGAIN,
     TG_OP_EMBEDDING_GRAD,
-    /* issue 4: convolution ops */
+    /* convolution ops */
     TG_OP_CONV2D, TG_OP_CONV2D_GRAD_INPUT, TG_OP_CONV2D_GRAD_WEIGHT,
     TG_OP_MAX_POOL2D, TG_OP_MAX_POOL2D_GRAD, TG_OP_UPSAMPLE2D, TG_OP_UPSAMPLE2D_GRAD,
     /* backward helpers */
@@ -142,8 +142,11 @@ static inline tg_tensor ir_t(tg_graph *g, int id) { return (tg_tensor){g, id}; }
 
 /* Small helpers every stage uses. */
 int64_t ir_numel(const tg_node *n);
-/* Every dim >= 0 and the element count at most TG_MAX_NUMEL (no overflow). */
+/* Every dim >= 0, and both the element count and the span (the product of
+ * the nonzero dims, which bounds every stride of an empty tensor too) at
+ * most TG_MAX_NUMEL: no size or stride computed from s overflows. */
 bool ir_numel_ok(tg_shape s);
+int64_t ir_span(tg_shape s);
 size_t tg_dtype_size(tg_dtype dt);
 const char *tg_dtype_name(tg_dtype dt);
 bool shape_eq(tg_shape a, tg_shape b);
