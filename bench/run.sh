@@ -64,7 +64,7 @@ else
             -e 's/^{"model": "addition"/{"bench": "addition", "impl": "pytorch"/' | tee -a "$out" | sed 's/^/json: /'
 fi
 
-# The digits CNN training step (issue 4): ours, then PyTorch's on the same
+# The digits CNN training step: ours, then PyTorch's on the same
 # model, batch and thread count (bench/digits_torch.py).
 "${pin[@]}" "$build/bench/digits_bench" 200 | tee -a "$out" | sed 's/^/json: /' || echo "digits_bench failed"
 TG_CPU=generic "${pin[@]}" "$build/bench/digits_bench" 50 | as_generic || echo "digits_bench (generic) failed"

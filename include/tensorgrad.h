@@ -284,7 +284,7 @@ tg_tensor tg_mse_at(tg_tensor a, tg_tensor b, TG_AT);
 #define tg_where_causal(x, v) tg_where_causal_at(x, v, __FILE__, __LINE__)
 #define tg_mse(a, b) tg_mse_at(a, b, __FILE__, __LINE__)
 
-/* ---- issue 3: math and shape ops ---------------------------------------- */
+/* ---- math and shape ops ---------------------------------------- */
 
 /* min / max with NumPy broadcasting, f32 or i32 (no cast needed for
  * indices); the _s forms take a float on the right, converted to x's dtype.

@@ -65,7 +65,7 @@ CASE_FN(c_matmul) { (void)g; return tg_matmul(x[0], x[1]); }
 CASE_FN(c_matmul_ta) { (void)g; return tg_matmul_t(x[0], x[1], true, false); }
 CASE_FN(c_matmul_tb) { (void)g; return tg_matmul_t(x[0], x[1], false, true); }
 CASE_FN(c_matmul_tab) { (void)g; return tg_matmul_t(x[0], x[1], true, true); }
-/* issue 4: convolution ops */
+/* convolution ops */
 CASE_FN(c_conv_s1p0) { (void)g; return tg_conv2d(x[0], x[1], 1, 0, 1); }
 CASE_FN(c_conv_s2p1) { (void)g; return tg_conv2d(x[0], x[1], 2, 1, 1); }
 CASE_FN(c_conv_g2_hw) { (void)g; return tg_conv2d_hw(x[0], x[1], 1, 2, 1, 0, 2); }
@@ -110,7 +110,7 @@ CASE_FN(c_linear) {
     return tg_relu(tg_add(tg_matmul(x[0], x[1]), x[2]));
 }
 
-/* ---- issue 3: math and shape ops ----
+/* ---- math and shape ops ----
  * min/max cases keep the operands apart (|x0| >= gap, |0.02 x1| <= 0.02) so
  * finite differences never cross a tie; ties are checked in test_math_ops. */
 CASE_FN(c_max_bcast) { (void)g; return tg_max(x[0], tg_mul_s(x[1], 0.02f)); }
@@ -194,7 +194,7 @@ CASE_FN(c_mlp_gelu) {
     return tg_softmax(tg_silu(h), -1);
 }
 
-/* issue 3: nn ops */
+/* nn ops */
 CASE_FN(c_xent_mean) {
     static const float t[] = {0, 4, 2, 1, 3, 4};
     return tg_cross_entropy(x[0], case_i32(g, S(6), t), TG_REDUCTION_MEAN);
@@ -293,7 +293,7 @@ static const op_case op_cases[] = {
     {"matmul_tb_shared_b", 2, {S(2, 3, 4), S(5, 4)}, -1, 1, 0, c_matmul_tb, false},
     {"matmul_large", 2, {S(33, 70), S(70, 37)}, -1, 1, 0, c_matmul, false},
     {"linear_relu", 3, {S(6, 5), S(5, 4), S(4)}, -1, 1, 0, c_linear, false},
-    /* issue 4: convolution ops */
+    /* convolution ops */
     {"conv2d_s1_p0", 2, {S(2, 3, 5, 5), S(4, 3, 3, 3)}, -1, 1, 0, c_conv_s1p0, false},
     {"conv2d_s2_p1", 2, {S(2, 3, 6, 5), S(4, 3, 3, 3)}, -1, 1, 0, c_conv_s2p1, false},
     {"conv2d_groups2_2x3_s12_p10", 2, {S(2, 4, 5, 6), S(6, 2, 2, 3)}, -1, 1, 0, c_conv_g2_hw, false},
@@ -315,7 +315,7 @@ static const op_case op_cases[] = {
     {"where_causal", 1, {S(2, 3, 3)}, -1, 1, 0, c_where_causal, false},
     {"mse", 2, {S(4, 3), S(4, 3)}, -1, 1, 0, c_mse, false},
 
-    /* issue 3: math and shape ops */
+    /* math and shape ops */
     {"max_bcast", 2, {S(3, 4), S(4)}, -1, 1, 0.05f, c_max_bcast, false},
     {"min_bcast_both", 2, {S(2, 3, 1), S(1, 4)}, -1, 1, 0.05f, c_min_bcast, false},
     {"min_max_scalar", 1, {S(5, 3)}, -1, 1, 0.05f, c_minmax_s, false},
@@ -359,7 +359,7 @@ static const op_case op_cases[] = {
     {"gelu_3d", 1, {S(3, 2, 7)}, -3, 3, 0, c_gelu, false},
     {"softmax_4d_axis2", 1, {S(2, 3, 4, 5)}, -2, 2, 0, c_softmax_axis2, false},
 
-    /* issue 3: nn ops */
+    /* nn ops */
     {"cross_entropy_mean", 1, {S(6, 5)}, -2, 2, 0, c_xent_mean, false},
     {"cross_entropy_sum", 1, {S(2, 3, 4)}, -2, 2, 0, c_xent_sum, false},
     {"cross_entropy_none", 1, {S(5, 7)}, -3, 3, 0, c_xent_none, false},

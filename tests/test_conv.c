@@ -1,4 +1,4 @@
-/* Convolution family (issue 4) beyond the finite-difference rows of
+/* Convolution family beyond the finite-difference rows of
  * op_cases.h: values against a plain double-precision reference (finite
  * differences only prove the gradient matches the forward, not that the
  * forward is right), every CPU code path (im2col + GEMM, direct loops, one

@@ -246,7 +246,7 @@ static tg_tensor digits_loss(tg_graph *g, void *user) {
     return tg_mul_s(tg_sum(tg_mul(ce, tg_constant(g, TG_SHAPE(T), mask)), TG_ALL, false), 1.0f / (128 * 3));
 }
 
-/* Issue 3's memory target, as make bench measures it: the addition
+/* The memory target, as make bench measures it: the addition
  * transformer (B=128, T=8, 3 layers, AdamW with clipping) must plan at most
  * 11.6 MB in all (half of upstream's pooled 23.3 MB). Compile only. */
 static void addition_plan(void) {

@@ -1,4 +1,4 @@
-/* Public builders of the convolution family (issue 4) and the Conv2d layer.
+/* Public builders of the convolution family and the Conv2d layer.
  * Attribute layout: see the convolution block of ir/optable.c. */
 #include <limits.h>
 #include <stdio.h>

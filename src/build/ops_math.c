@@ -1,4 +1,4 @@
-/* Public builders of the math and shape ops of issue 3. Each records the
+/* Public builders of the math and shape ops. Each records the
  * caller's file:line and its own name, so an error reads
  * "tg_narrow: range [3, 5) is outside axis 1 of [4,4] (model.c:12)".
  * Composites (zeros, ones, swap_axes, stack, split, argmax over every axis)

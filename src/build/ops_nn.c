@@ -1,4 +1,4 @@
-/* Public builders of the nn ops (issue 3): losses, norms, embedding, heads,
+/* Public builders of the nn ops: losses, norms, embedding, heads,
  * rope, and the random ops. Like ops.c, each records the caller's file:line
  * and its own name, then goes through ir_add and the op's shape rule. */
 #include <math.h>

@@ -50,7 +50,7 @@ TG_CPU_KERNEL(cpu_adam_p);
 TG_CPU_KERNEL(cpu_sgd_v);
 TG_CPU_KERNEL(cpu_sgd_p);
 
-/* kernels_math.c: issue 3 math and shape ops */
+/* kernels_math.c: math and shape ops */
 TG_CPU_KERNEL(cpu_minmax);
 TG_CPU_KERNEL(cpu_unary_math);
 TG_CPU_KERNEL(cpu_unary_grad);
@@ -63,7 +63,7 @@ TG_CPU_KERNEL(cpu_concat);
 TG_CPU_KERNEL(cpu_take_along_axis);
 TG_CPU_KERNEL(cpu_take_along_axis_grad);
 
-/* kernels_nn.c (issue 3): losses, norms, embedding, rope, random ops */
+/* kernels_nn.c: losses, norms, embedding, rope, random ops */
 TG_CPU_KERNEL(cpu_cross_entropy);
 TG_CPU_KERNEL(cpu_cross_entropy_grad);
 TG_CPU_KERNEL(cpu_nll_loss);
@@ -96,7 +96,7 @@ TG_CPU_KERNEL(cpu_dropout);
 TG_CPU_KERNEL(cpu_randn);
 TG_CPU_KERNEL(cpu_categorical);
 
-/* kernels_conv.c (issue 4): convolution, pooling, upsampling and their gradients */
+/* kernels_conv.c: convolution, pooling, upsampling and their gradients */
 TG_CPU_KERNEL(cpu_conv2d);
 TG_CPU_KERNEL(cpu_conv2d_grad_input);
 TG_CPU_KERNEL(cpu_conv2d_grad_weight);

@@ -1,4 +1,4 @@
-/* CPU kernels of the convolution family (issue 4), all NCHW f32.
+/* CPU kernels of the convolution family, all NCHW f32.
  *
  * conv2d and its two backward ops are GEMMs on im2col panels. A chunk of
  * `nb` images is unfolded, one group at a time, into

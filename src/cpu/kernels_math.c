@@ -1,4 +1,4 @@
-/* CPU kernels of the math and shape ops of issue 3: the unary math family
+/* CPU kernels of the math and shape ops: the unary math family
  * and its backward, min/max backward, softmax over any axis, argmax/argmin,
  * narrow and its adjoint, concat, take_along_axis and its scatter-add.
  *

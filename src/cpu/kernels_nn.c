@@ -1,4 +1,4 @@
-/* CPU kernels of the nn ops (issue 3): cross-entropy and NLL, layer/RMS norm,
+/* CPU kernels of the nn ops: cross-entropy and NLL, layer/RMS norm,
  * embedding, rope, and the random ops.
  *
  * Work is split across threads by rows (or, for the column sums dgain and

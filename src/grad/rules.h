@@ -22,7 +22,7 @@ void grad_matmul(tg_graph *g, int id, int gy, int *gx);
 void grad_log_softmax(tg_graph *g, int id, int gy, int *gx);
 void grad_softmax_causal(tg_graph *g, int id, int gy, int *gx);
 void grad_where_causal(tg_graph *g, int id, int gy, int *gx);
-/* issue 3: nn ops (rules_nn.c) */
+/* nn ops (rules_nn.c) */
 void grad_cross_entropy(tg_graph *g, int id, int gy, int *gx);
 void grad_nll_loss(tg_graph *g, int id, int gy, int *gx);
 void grad_norm(tg_graph *g, int id, int gy, int *gx);
@@ -30,7 +30,7 @@ void grad_embedding(tg_graph *g, int id, int gy, int *gx);
 void grad_rope(tg_graph *g, int id, int gy, int *gx);
 void grad_dropout(tg_graph *g, int id, int gy, int *gx);
 
-/* rules_math.c: issue 3 math and shape ops */
+/* rules_math.c: math and shape ops */
 void grad_minmax(tg_graph *g, int id, int gy, int *gx);
 void grad_unary_math(tg_graph *g, int id, int gy, int *gx);
 void grad_softmax(tg_graph *g, int id, int gy, int *gx);
@@ -38,7 +38,7 @@ void grad_narrow(tg_graph *g, int id, int gy, int *gx);
 void grad_concat(tg_graph *g, int id, int gy, int *gx);
 void grad_take_along_axis(tg_graph *g, int id, int gy, int *gx);
 
-/* issue 4: convolution ops (rules_conv.c) */
+/* convolution ops (rules_conv.c) */
 void grad_conv2d(tg_graph *g, int id, int gy, int *gx);
 void grad_max_pool2d(tg_graph *g, int id, int gy, int *gx);
 void grad_upsample2d(tg_graph *g, int id, int gy, int *gx);

@@ -1,4 +1,4 @@
-/* Gradient rules of the convolution family (issue 4). Each backward is its
+/* Gradient rules of the convolution family. Each backward is its
  * own op with its own kernel: the weight gradient contracts over every
  * image and output pixel inside one kernel, so no [batch, ...] intermediate
  * of per-image weight gradients ever exists (upstream's overflow bug). */

@@ -1,4 +1,4 @@
-/* Gradient rules of the math and shape ops of issue 3. Elementwise ops
+/* Gradient rules of the math and shape ops. Elementwise ops
  * append one fused backward node each (unary_grad, minmax_grad) instead of a
  * chain of primitive ops; shape ops append their adjoint copy. */
 #include "rules.h"

@@ -1,4 +1,4 @@
-/* Gradient rules of the nn ops (issue 3). Each backward is one or two fused
+/* Gradient rules of the nn ops. Each backward is one or two fused
  * kernels rather than a chain of elementwise ops, so the backward costs
  * about what the forward does and keeps no extra activations alive. */
 #include "rules.h"

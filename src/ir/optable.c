@@ -66,7 +66,7 @@ const tg_opinfo tg_ops[TG_OP_COUNT] = {
     [TG_OP_SOFTMAX_CAUSAL] = {"softmax_causal", 1, 0, shape_causal, grad_softmax_causal, cpu_softmax_causal},
     [TG_OP_WHERE_CAUSAL]   = {"where_causal",   1, TG_OPF_INPLACE, shape_causal, grad_where_causal, cpu_where_causal},
 
-    /* issue 3: math and shape ops. Attributes:
+    /* math and shape ops. Attributes:
      *   min / max            NumPy broadcasting, f32 or i32; NaN propagates
      *   clamp                fa[0] lo, fa[1] hi: max with lo first, then min with hi
      *   gelu                 ia[0] 1 = the tanh approximation, 0 = exact (erf)
@@ -113,7 +113,7 @@ const tg_opinfo tg_ops[TG_OP_COUNT] = {
     [TG_OP_TAKE_ALONG_AXIS_GRAD] = {"take_along_axis_grad", 2, 0, shape_take_along_axis_grad, NULL,
                                     cpu_take_along_axis_grad},
 
-    /* issue 3: nn ops. Attributes:
+    /* nn ops. Attributes:
      *   cross_entropy, nll_loss   in = (logits or logprobs [..., V], targets i32 [...]) -> f32 [...]
      *   cross_entropy_grad        in = (logits, targets, gy [...]) -> [..., V]
      *   nll_loss_grad             in = (targets, gy); ia[0] V
@@ -146,7 +146,7 @@ const tg_opinfo tg_ops[TG_OP_COUNT] = {
     [TG_OP_NORM_DGAIN]    = {"norm_dgain",    3, 0, shape_norm_grad, NULL, cpu_norm_dgain},
     [TG_OP_EMBEDDING_GRAD] = {"embedding_grad", 2, 0, shape_embedding, NULL, cpu_embedding_grad},
 
-    /* issue 4: convolution ops, NCHW f32.
+    /* convolution ops, NCHW f32.
      *   conv2d (x, w[, b])           ia[0] stride_h [1] stride_w [2] pad_h [3] pad_w [4] groups;
      *                                nin 2, or 3 with a bias b [O] added to every output plane
      *   conv2d_grad_input (gy, w)    the same, and ia[5], ia[6] = H, W of the input

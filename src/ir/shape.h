@@ -19,7 +19,7 @@ bool shape_one_hot(tg_graph *g, tg_node *n);
 bool shape_axis_f32(tg_graph *g, tg_node *n);
 bool shape_causal(tg_graph *g, tg_node *n);
 
-/* shape_math.c: issue 3 math and shape ops */
+/* shape_math.c: math and shape ops */
 bool shape_unary_num(tg_graph *g, tg_node *n);
 bool shape_identity(tg_graph *g, tg_node *n);
 bool shape_arg(tg_graph *g, tg_node *n);
@@ -30,7 +30,7 @@ bool shape_take_along_axis(tg_graph *g, tg_node *n);
 bool shape_take_along_axis_grad(tg_graph *g, tg_node *n);
 bool shape_minmax_grad(tg_graph *g, tg_node *n);
 
-/* issue 3: nn ops (shape_nn.c) */
+/* nn ops (shape_nn.c) */
 bool shape_xent(tg_graph *g, tg_node *n);
 bool shape_xent_grad(tg_graph *g, tg_node *n);
 bool shape_norm(tg_graph *g, tg_node *n);
@@ -41,7 +41,7 @@ bool shape_dropout(tg_graph *g, tg_node *n);
 bool shape_randn(tg_graph *g, tg_node *n);
 bool shape_categorical(tg_graph *g, tg_node *n);
 
-/* issue 4: convolution ops (shape_conv.c) */
+/* convolution ops (shape_conv.c) */
 bool shape_conv2d(tg_graph *g, tg_node *n);
 bool shape_conv2d_grad_input(tg_graph *g, tg_node *n);
 bool shape_conv2d_grad_weight(tg_graph *g, tg_node *n);

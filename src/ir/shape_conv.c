@@ -1,4 +1,4 @@
-/* Shape rules of the convolution family (issue 4): conv2d, max_pool2d,
+/* Shape rules of the convolution family: conv2d, max_pool2d,
  * nearest_upsample2d and their backward ops. Everything is NCHW f32.
  *
  * Output sizes follow PyTorch (and upstream): floor((H + 2p - k) / s) + 1,

@@ -1,4 +1,4 @@
-/* Shape rules of the math and shape ops of issue 3. Axes arrive already
+/* Shape rules of the math and shape ops. Axes arrive already
  * made non-negative by the builders; every rule still checks its range, so
  * a node built some other way cannot index out of bounds. */
 #include <string.h>

@@ -1,4 +1,4 @@
-/* Shape rules of the nn ops (issue 3): losses, norms, embedding, rope and the
+/* Shape rules of the nn ops: losses, norms, embedding, rope and the
  * random ops, with their backward helpers. Messages name the operands and
  * their shapes; ir_fail adds the builder's name and call site. */
 #include <math.h>
