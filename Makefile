@@ -99,18 +99,17 @@ sanitize:
 	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp $(MAKE) BUILD=build-asan CFLAGS="$(SANITIZE)" LDFLAGS="-fsanitize=address,undefined" test
 
 # libFuzzer needs clang; the library is built instrumented in build-fuzz/.
-# TG_NO_CLONES: no target_clones resolvers, which run before the sanitizers
-# are set up. -O0: clang with ASan takes many minutes per GEMM file at -O1.
+# -O0: clang with ASan takes many minutes per GEMM file at -O1.
 # The seeds are files the library writes (fuzz/seed.c).
 FUZZ_SECONDS ?= 45
-FUZZ_CFLAGS := -O0 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -DTG_NO_CLONES
+FUZZ_CFLAGS := -O0 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
 fuzz: $(BUILD)/libtensorgrad.a
 	$(MAKE) BUILD=build-fuzz CC=clang CFLAGS="$(FUZZ_CFLAGS)" lib
 	bash fuzz/run.sh build-fuzz $(BUILD) $(FUZZ_SECONDS)
 
 TSAN_TESTS := test_pool test_saves
 tsan:
-	$(MAKE) BUILD=build-tsan CFLAGS="-O1 -g -fsanitize=thread -DTG_NO_CLONES" LDFLAGS=-fsanitize=thread \
+	$(MAKE) BUILD=build-tsan CFLAGS="-O1 -g -fsanitize=thread" LDFLAGS=-fsanitize=thread \
 		$(TSAN_TESTS:%=build-tsan/tests/%)
 	@for t in $(TSAN_TESTS); do TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/$$t || exit 1; done
 
