@@ -168,8 +168,16 @@ $(BUILD)/prefix.stamp: FORCE
 FORCE:
 
 # The version script exports the tg_ names and hides every other symbol.
-$(BUILD)/libtensorgrad.so: $(PIC_OBJ) pkg/tensorgrad.map
-	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,--version-script=pkg/tensorgrad.map -Wl,--no-undefined \
+# The version script lists the functions the header declares (a line that
+# starts with the return type), so internal tg_ helpers stay hidden.
+$(BUILD)/tensorgrad.map: include/tensorgrad.h
+	@mkdir -p $(dir $@)
+	{ echo '/* generated from include/tensorgrad.h */'; echo '{ global:'; \
+	  grep -oE '^[a-z0-9_ ]*[ *](tg_[a-z0-9_]+)\(' $< | grep -oE 'tg_[a-z0-9_]+\($$' | tr -d '(' | sort -u | sed 's/$$/;/'; \
+	  echo 'local: *; };'; } > $@
+
+$(BUILD)/libtensorgrad.so: $(PIC_OBJ) $(BUILD)/tensorgrad.map
+	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,--version-script=$(BUILD)/tensorgrad.map -Wl,--no-undefined \
 	    $(CFLAGS) $(LDFLAGS) $(PIC_OBJ) -o $@.$(VERSION) $(LDLIBS)
 	ln -sf libtensorgrad.so.$(VERSION) $(BUILD)/$(SONAME)
 	ln -sf libtensorgrad.so.$(VERSION) $@

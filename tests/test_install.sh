@@ -43,13 +43,15 @@ fi
 soname=$(readelf -d "$lib/libtensorgrad.so" 2>/dev/null | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
 [ -n "$soname" ] && [ -e "$lib/$soname" ] && ok || bad "soname '$soname' missing or not installed"
 
-# Only tg_ names are exported, and every function the header declares is.
+# Exactly the functions the header declares are exported: no other tg_ name, nothing else.
 exports=$(nm -D --defined-only "$lib/libtensorgrad.so" | awk '{print $3}' | sort -u)
 others=$(printf '%s\n' "$exports" | grep -v '^tg_' | grep -v '^_' || true)
 [ -n "$exports" ] && [ -z "$others" ] && ok || bad "non-tg_ exports: $(echo $others | head -c 300)"
-missing=$(grep -oE '^[a-z_ ]*[ *](tg_[a-z0-9_]+)\(' "$top/include/tensorgrad.h" | grep -oE 'tg_[a-z0-9_]+\($' | tr -d '(' | sort -u |
-          comm -23 - <(printf '%s\n' "$exports"))
+declared=$(grep -oE '^[a-z0-9_ ]*[ *](tg_[a-z0-9_]+)\(' "$top/include/tensorgrad.h" | grep -oE 'tg_[a-z0-9_]+\($' | tr -d '(' | sort -u)
+missing=$(comm -23 <(printf '%s\n' "$declared") <(printf '%s\n' "$exports"))
 [ -z "$missing" ] && ok || bad "header functions not exported: $(echo $missing)"
+internal=$(comm -13 <(printf '%s\n' "$declared") <(printf '%s\n' "$exports" | grep '^tg_'))
+[ -z "$internal" ] && ok || bad "internal tg_ names exported: $(echo $internal | head -c 300)"
 
 export PKG_CONFIG_PATH=$lib/pkgconfig PKG_CONFIG_SYSROOT_DIR=$dest
 run() { # name, binary: runs it and expects the consumer's line
