@@ -23,6 +23,13 @@ for t in safetensors checkpoint graph; do
     mkdir -p "$corpus"
     [ "$t" = graph ] || cp "$seeds"/* "$corpus"/ 2>/dev/null
     log=$fb/fuzz/fuzz_$t.log
+    # Inputs that once crashed or hung a target run first, once each.
+    if ls "$here/regress_$t"/* >/dev/null 2>&1 &&
+        ! ASAN_OPTIONS=allocator_may_return_null=1 "$bin" -timeout=20 -rss_limit_mb=2560 "$here/regress_$t"/* >"$log" 2>&1; then
+        echo "fuzz_$t: FAIL: a regression input fails again ($log)"
+        grep -E 'ERROR|SUMMARY|runtime error|Running' "$log" | head -n 5
+        fail=$((fail + 1)); continue
+    fi
     if ASAN_OPTIONS=allocator_may_return_null=1 "$bin" -seed=1 -max_total_time="$secs" -timeout=20 -rss_limit_mb=2560 \
         -artifact_prefix="$fb/fuzz/crash_${t}_" "$corpus" >"$log" 2>&1; then
         echo "fuzz_$t: $(grep -Eo 'Done [0-9]+ runs' "$log" | tail -n 1) in ${secs} s, no crash"

@@ -39,7 +39,12 @@ static bool f32(const lower_ctx *l, int id) { return node(l, id)->dtype == TG_F3
 
 /* ---- runners ---- */
 
-static void run_kernel(cpu_ctx *c, const cpu_step *s) { s->fn(c, s->g, s->id, s->out, s->in); }
+/* An empty output has nothing to compute, while its other dims can still be
+ * huge: a concat of [2^40, 0] tensors would loop 2^40 times over nothing. */
+static void run_kernel(cpu_ctx *c, const cpu_step *s) {
+    if (ir_numel(ir_node(s->g, s->id)) == 0) return;
+    s->fn(c, s->g, s->id, s->out, s->in);
+}
 
 static void run_gemm(cpu_ctx *c, const cpu_step *s) { tg_gemm(c->pool, &s->gemm); }
 
