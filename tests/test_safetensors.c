@@ -768,7 +768,8 @@ static void checkpoint_errors(void) {
      * reshape one) or metadata (replace or drop one value). */
     int nt = tg_safetensors_count(f);
     tg_st_tensor *t = calloc((size_t)nt, sizeof *t);
-    const char *meta[12];
+    const char *meta[2 * 16];
+    CHECK(f->n_meta <= 16, "the checkpoint has %d metadata entries (the copy holds 16)", f->n_meta);
     struct {
         const char *drop, *meta_key, *meta_val, *want;
         tg_status st;
@@ -792,7 +793,7 @@ static void checkpoint_errors(void) {
         for (int i = 0; i < nt; i++)
             if (!cases[k].drop || strcmp(tg_safetensors_tensor(f, i)->name, cases[k].drop) != 0)
                 t[n++] = *tg_safetensors_tensor(f, i);
-        for (int i = 0; i < f->n_meta; i++) {
+        for (int i = 0; i < f->n_meta && nm < 16; i++) {
             bool hit = cases[k].meta_key && strcmp(f->meta[i].key, cases[k].meta_key) == 0;
             if (hit && !cases[k].meta_val) continue;
             meta[2 * nm] = f->meta[i].key;
