@@ -92,7 +92,7 @@ AARCH64_TESTS := $(filter-out build-aarch64/tests/test_webgpu%,$(patsubst tests/
 build-aarch64/tests/%: CFLAGS += -fno-tree-loop-vectorize
 test-aarch64:
 	$(MAKE) CC=$(AARCH64_CC) AR=$(AARCH64_CC:gcc=ar) BUILD=build-aarch64 $(AARCH64_TESTS) build-aarch64/tg
-	QEMU_LD_PREFIX=/usr/aarch64-linux-gnu TG_TEST_RUNNER=qemu-aarch64 bash tests/run.sh build-aarch64
+	QEMU_LD_PREFIX=/usr/aarch64-linux-gnu TG_TEST_RUNNER=qemu-aarch64 TG_TEST_NO_WEBGPU=1 bash tests/run.sh build-aarch64
 
 # The suppressions cover only leaks inside the lavapipe driver (see the file).
 sanitize:

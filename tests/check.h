@@ -39,6 +39,18 @@ static int check_pass, check_fail;
               tg_status_name(want), needle);                                                   \
     } while (0)
 
+/* A test that finds no WebGPU adapter skips its WebGPU part, except under CI
+ * (CI=true), which installs the runtime and so must not skip silently. A run
+ * that cannot have WebGPU at all (make test-aarch64: Dawn has no linux-arm64
+ * build) says so with TG_TEST_NO_WEBGPU=1. */
+static inline void check_webgpu_missing(const char *suite) {
+    const char *ci = getenv("CI"), *none = getenv("TG_TEST_NO_WEBGPU");
+    if (ci && strcmp(ci, "true") == 0 && !(none && strcmp(none, "1") == 0))
+        CHECK(false, "%s: WebGPU is required under CI: %s", suite, tg_last_error());
+    else
+        printf("%s: webgpu skipped: %s\n", suite, tg_last_error());
+}
+
 static inline int check_summary(const char *suite) {
     printf("%s: %d passed, %d failed\n", suite, check_pass, check_fail);
     return check_fail ? 1 : 0;

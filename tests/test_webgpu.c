@@ -412,12 +412,7 @@ int main(int argc, char **argv) {
     test_emitter_table();
     tg_webgpu_adapter_info info;
     if (tg_webgpu_info(&info) != TG_OK) {
-        const char *ci = getenv("CI");
-        if (ci && strcmp(ci, "true") == 0) {
-            CHECK(false, "WebGPU is required under CI: %s", tg_last_error());
-        } else {
-            printf("test_webgpu: skipped: %s\n", tg_last_error());
-        }
+        check_webgpu_missing("test_webgpu");
         return check_summary("test_webgpu");
     }
     printf("test_webgpu: adapter %s (%s, %s)\n", info.name, info.backend, info.type);

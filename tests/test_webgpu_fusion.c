@@ -235,9 +235,7 @@ static void test_addition(void) {
 int main(void) {
     tg_webgpu_adapter_info info;
     if (tg_webgpu_info(&info) != TG_OK) {
-        const char *ci = getenv("CI");
-        if (ci && strcmp(ci, "true") == 0) CHECK(false, "WebGPU is required under CI: %s", tg_last_error());
-        else printf("test_webgpu_fusion: skipped: %s\n", tg_last_error());
+        check_webgpu_missing("test_webgpu_fusion");
         return check_summary("test_webgpu_fusion");
     }
     test_mlp();
