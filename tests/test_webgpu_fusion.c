@@ -159,7 +159,7 @@ static void test_exact_bindings(void) {
     CHECK_OK(tg_session_new(&spec, &s));
     wgpu_test_override_limits(NULL);
     tg_wgsl_program prog;
-    if (s) CHECK_OK(tg_wgsl_emit_program(s->prog->g, &s->prog->plan, s->prog->wb, s->prog->n_wb, &l, &prog));
+    if (s) CHECK_OK(tg_wgsl_emit_program(s->prog->g, &s->prog->plan, s->prog->fusion, s->prog->wb, s->prog->n_wb, &l, &prog));
     int64_t worst = 0;
     for (int i = 0; s && i < prog.n; i++)
         for (int b = 0; b < prog.k[i].n_bindings; b++)

@@ -98,6 +98,7 @@ tg_status plan_build(const tg_graph *g, const tg_plan_req *req, tg_plan *out) {
     const tg_fusion *fu = req->fusion && req->fusion->n == n ? req->fusion : NULL;
 #define ROLE(i) (fu ? fu->role[i] : TG_FUSE_NONE)
 #define AT(i) tg_fusion_at(fu, i)
+#define NO_MEMORY(i) (ROLE(i) == TG_FUSE_ABSORBED || ROLE(i) == TG_FUSE_REMAT)
     out->n = n;
     out->align = A;
     out->slot = tg_calloc((size_t)n + 1, sizeof(tg_slot));
@@ -124,7 +125,7 @@ tg_status plan_build(const tg_graph *g, const tg_plan_req *req, tg_plan *out) {
                  : nd->op == TG_OP_INPUT ? TG_BUF_INPUT
                  : (tg_ops[nd->op].flags & TG_OPF_CONSTANT) ? TG_BUF_CONST
                                                             : TG_BUF_SCRATCH;
-        if (ROLE(i) == TG_FUSE_ABSORBED) own[i] = TG_BUF_NONE;
+        if (NO_MEMORY(i)) own[i] = TG_BUF_NONE;
         out->naive_bytes += ir_numel(nd) * 4 > 4 ? ir_numel(nd) * 4 : 4;
     }
     for (int p = 0; p < req->n_params; p++)
@@ -193,17 +194,17 @@ tg_status plan_build(const tg_graph *g, const tg_plan_req *req, tg_plan *out) {
     for (int i = 0; i < n && !req->no_reuse; i++) {
         const tg_node *s = &g->nodes[i];
         if (!(tg_ops[s->op].flags & TG_OPF_INPLACE) || find(parent, i) != i || ckind[i] != TG_BUF_SCRATCH) continue;
-        if (ROLE(i) == TG_FUSE_ABSORBED || ROLE(i) == TG_FUSE_VIEW || (ROLE(i) == TG_FUSE_OUTPUT && !fu->inplace[i]))
+        if (NO_MEMORY(i) || ROLE(i) == TG_FUSE_VIEW || (ROLE(i) == TG_FUSE_OUTPUT && !fu->inplace[i]))
             continue;
         for (int k = 0; k < s->nin; k++) {
             int x = s->in[k], rx = find(parent, x);
-            if (ROLE(x) == TG_FUSE_ABSORBED) continue;
+            if (NO_MEMORY(x)) continue;
             if (ckind[rx] != TG_BUF_SCRATCH || last[rx] != AT(i) || !shape_eq(g->nodes[x].shape, s->shape)) continue;
             bool shared = false;
             for (int m = 0; fu && fu->group[i] >= 0 && m < n; m++)
                 if (m != i && fu->group[m] == fu->group[i])
                     for (int q = 0; q < g->nodes[m].nin; q++)
-                        shared |= ROLE(g->nodes[m].in[q]) != TG_FUSE_ABSORBED && find(parent, g->nodes[m].in[q]) == rx;
+                        shared |= !NO_MEMORY(g->nodes[m].in[q]) && find(parent, g->nodes[m].in[q]) == rx;
             if (shared) continue;
             bool clash = false;
             for (int j = 0; j < s->nin; j++)
@@ -234,6 +235,7 @@ tg_status plan_build(const tg_graph *g, const tg_plan_req *req, tg_plan *out) {
                     : sl->kind == TG_BUF_SCRATCH ? TG_ARENA_SCRATCH
                                                  : TG_ARENA_PERSIST;
         if (sl->kind == TG_BUF_NONE) sl->arena = -1, sl->bytes = 0;
+        sl->remat = ROLE(i) == TG_FUSE_REMAT;
         if (plan_runs(g, i) && ROLE(i) == TG_FUSE_NONE) out->n_kernels++;
     }
     if (fu) out->n_kernels += fu->n_groups;
@@ -311,19 +313,21 @@ tg_status plan_build(const tg_graph *g, const tg_plan_req *req, tg_plan *out) {
     return plan_check(g, out);
 #undef ROLE
 #undef AT
+#undef NO_MEMORY
 }
 
 tg_status plan_check(const tg_graph *g, const tg_plan *p) {
     /* Every value is read while it is there: after the turn that writes it,
      * inside its class's live range. A fused (absorbed) value lives only in
-     * its group's kernel, so only that kernel (the same turn) may read it. */
+     * its group's kernel, so only that kernel (the same turn) may read it,
+     * and later kernels that compute it again (remat). */
     for (int i = 0; i < p->n; i++) {
         const tg_slot *s = &p->slot[i];
         for (int k = 0; k < g->nodes[i].nin; k++) {
             int x = g->nodes[i].in[k];
             const tg_slot *sx = &p->slot[x];
             if (sx->kind == TG_BUF_NONE) {
-                if (sx->at != s->at)
+                if (sx->at != s->at && !(sx->remat && s->at > sx->at))
                     return tg_fail(TG_ERR_STATE, "plan check: node %d reads fused node %d outside its kernel", i, x);
                 continue;
             }

@@ -41,7 +41,9 @@ typedef enum {
     TG_FUSE_NONE,     /* its own kernel, as the op table says */
     TG_FUSE_ABSORBED, /* computed inside its group's kernel, never stored; read only by its group */
     TG_FUSE_OUTPUT,   /* stored by its group's kernel, at the group's turn */
-    TG_FUSE_VIEW      /* a permute nobody materializes: its readers take its input's memory with strides */
+    TG_FUSE_VIEW,     /* a permute nobody materializes: its readers take its input's memory with strides */
+    TG_FUSE_REMAT     /* absorbed, and read by later groups that compute it again from what they read
+                       * (attention's softmax, from the scores and the statistics its group kept) */
 } tg_fuse_role;
 
 typedef struct tg_fusion {
@@ -70,6 +72,7 @@ typedef struct {
     int root;          /* the class's first node */
     int first, last;   /* live range of the class, in turns (node order, a fused group at its turn) */
     int at;            /* the turn at which this node's value is written */
+    bool remat;        /* TG_BUF_NONE, and later turns may read it (TG_FUSE_REMAT) */
 } tg_slot;
 
 typedef struct {

@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "webgpu.h"
+#include "../wgsl/attention.h"
 
 #define SUBMIT_EVERY 128
 
@@ -199,7 +200,7 @@ static tg_status wg_compile(tg_engine *e_, tg_program *p) {
     lim.one_kernel_per_node = p->check_each;
     /* Pure codegen first: every limit is checked before any GPU memory is allocated. */
     tg_wgsl_program prog;
-    tg_status st = tg_wgsl_emit_program(p->g, &p->plan, p->wb, p->n_wb, &lim, &prog);
+    tg_status st = tg_wgsl_emit_program(p->g, &p->plan, p->fusion, p->wb, p->n_wb, &lim, &prog);
     if (st != TG_OK) return st;
     dump_kernels(prog.k, prog.n);
     pthread_mutex_lock(&e->c->mu);
@@ -446,8 +447,32 @@ static void wg_destroy(tg_engine *e_) {
     free(e);
 }
 
-/* fuse: NULL, the WebGPU backend plans every node (see engine.h). */
-static const tg_engine_vt wg_vt = {"webgpu", wg_compile, wg_release, wg_write, wg_read, wg_run, wg_destroy, NULL};
+/* The fusion pass before planning: causal attention (src/wgsl/attention.h).
+ * The other fusions are decided after planning, in tg_wgsl_emit_program.
+ * Off where every node's value must be readable (check_numerics). */
+static tg_status wg_fuse(const tg_program *p, tg_fusion **out) {
+    *out = NULL;
+    if (p->check_each || !tg_wgsl_fusion_enabled()) return TG_OK;
+    wgpu_ctx *c;
+    tg_status st = wgpu_ctx_get(&c);
+    if (st != TG_OK) return st;
+    tg_wgsl_limits lim;
+    wgpu_kernel_limits(c, &lim);
+    const tg_graph *g = p->g;
+    bool *pinned = tg_calloc((size_t)g->n + 1, sizeof(bool));
+    if (!pinned) return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
+    if (p->result >= 0) pinned[p->result] = true;
+    if (p->check >= 0) pinned[p->check] = true;
+    for (int c2 = 0; c2 < g->n_caps; c2++) pinned[g->caps[c2].id] = true;
+    for (int i = 0; i < p->n_params; i++)
+        if (p->param_grad[i] >= 0) pinned[p->param_grad[i]] = true;
+    for (int w = 0; w < p->n_wb; w++) pinned[p->wb[w].src] = true;
+    st = tg_wgsl_fuse_attention(g, pinned, &lim, out);
+    free(pinned);
+    return st;
+}
+
+static const tg_engine_vt wg_vt = {"webgpu", wg_compile, wg_release, wg_write, wg_read, wg_run, wg_destroy, wg_fuse};
 
 tg_status wgpu_engine_new(int64_t params_bytes, tg_engine **out) {
     *out = NULL;

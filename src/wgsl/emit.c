@@ -124,6 +124,27 @@ void wk_names_default(wk *k) {
     k->fn_name = NULL;
 }
 
+void wk_open(wk *k, const tg_graph *g, const tg_plan *plan, const tg_wgsl_limits *lim, int node,
+             tg_kernel_spec *sp) {
+    memset(k, 0, sizeof *k);
+    k->g = g, k->n = &g->nodes[node], k->id = node, k->plan = plan, k->lim = lim, k->spec = sp;
+    k->helpers = &k->own_helpers;
+    wk_names_default(k);
+    sp->node = node;
+}
+
+tg_status wk_close(wk *k, tg_wgsl_program *out) {
+    if (k->st == TG_OK && k->s.oom) k->st = tg_fail(TG_ERR_NOMEM, "webgpu: out of memory generating WGSL");
+    if (k->st != TG_OK) {
+        free(k->s.p);
+        memset(k->spec, 0, sizeof *k->spec);
+        return k->st;
+    }
+    k->spec->source = k->s.p;
+    out->n++;
+    return TG_OK;
+}
+
 bool wk_flat(wk *k, int64_t n) {
     if (k->fn_name) {
         /* The store of the node's own emitter lands in a private variable
@@ -182,7 +203,7 @@ void wk_bcast_maps(wk *k, int nin, char expr[][WK_EXPR]) {
 /* Binds operand nodes[0..n) as storage buffers: ranges of one arena that
  * overlap share one binding (their union, see wgsl.h). Sets bind_of[o] and
  * elem_off[o] (the operand's first element within its binding). */
-static bool bind_nodes(wk *k, const int *nodes, int n, int *bind_of, int64_t *elem_off) {
+bool wk_bind_nodes(wk *k, const int *nodes, int n, int *bind_of, int64_t *elem_off) {
     tg_kernel_spec *sp = k->spec;
     for (int o = 0; o < n; o++) {
         const tg_slot *s = &k->plan->slot[nodes[o]];
@@ -379,7 +400,7 @@ static tg_status emit_kernel(const tg_graph *g, const tg_plan *plan, int kid, co
     for (int q = 0; q < n_inl; q++) wsb_printf(&k.s, " <- %s", tg_ops[g->nodes[f->inl[q]].op].name);
     for (int q = 0; q < n_epi; q++) wsb_printf(&k.s, " -> %s", tg_ops[g->nodes[f->epi[q]].op].name);
     wsb_printf(&k.s, "\n");
-    if (bind_nodes(&k, o.node, o.n, bind_of, elem_off)) {
+    if (wk_bind_nodes(&k, o.node, o.n, bind_of, elem_off)) {
         /* A function, not a bare bitcast: WGSL rejects a constant expression
          * whose value is inf or nan, and user functions are never constant. */
         wsb_printf(&k.s, "fn f32_bits(b: u32) -> f32 { return bitcast<f32>(b); }\n");

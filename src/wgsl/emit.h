@@ -70,6 +70,16 @@ const char *wk_type(tg_dtype dt);
  * inf/nan/subnormal/-0: the prelude defines fn f32_bits(u32) -> f32). */
 const char *wk_f32(float v, char buf[48]);
 
+/* A kernel written outside the per-node driver (a fused group's): wk_open
+ * starts spec sp as node's kernel, wk_close hands its source to the
+ * program (out->n++) or frees it and reports the first error. */
+void wk_open(wk *k, const tg_graph *g, const tg_plan *plan, const tg_wgsl_limits *lim, int node, tg_kernel_spec *sp);
+tg_status wk_close(wk *k, tg_wgsl_program *out);
+/* Gives nodes[0..n) storage bindings in k->spec, one per arena range and
+ * merged where ranges overlap (bind_of[o], and elem_off[o]: the node's
+ * first element in it), checking the count, size and alignment limits. */
+bool wk_bind_nodes(wk *k, const int *nodes, int n, int *bind_of, int64_t *elem_off);
+
 /* Emits the entry point header for `groups` workgroups of `wg` invocations,
  * splitting the grid in 2-D when one dimension is not enough. Inside, `gid`
  * is the workgroup's linear index and `lid` the local index; the caller

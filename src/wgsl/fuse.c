@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attention.h"
 #include "emit.h"
 #include "fused.h"
 
@@ -34,6 +35,7 @@ enum { R_NONE, R_KERNEL, R_INL, R_EPI, R_MEMBER };
 typedef struct {
     const tg_graph *g;
     const tg_plan *plan;
+    const tg_fusion *fu; /* the attention groups chosen before planning, NULL for none */
     const tg_wgsl_limits *lim;
     int n;
     int *coff, *cons;  /* consumers of node i: cons[coff[i] .. coff[i+1]) */
@@ -776,10 +778,39 @@ static bool fusion_on(void) {
     return g_fusion != 0;
 }
 
-static tg_status fz_init(fz *z, const tg_graph *g, const tg_plan *plan, const tg_writeback *wb, int n_wb,
-                         const tg_wgsl_limits *lim) {
+/* The attention groups the plan was made with: their members run at the
+ * group's turn, the values they keep have no memory, and a permute they
+ * read with strides runs no kernel (it joins its first reader's group). */
+static tg_status pre_planned(fz *z) {
+    if (!z->fu) return TG_OK;
+    const tg_wgsl_attns *at = z->fu->impl;
+    int base = z->n_gr;
+    for (int gi = 0; gi < z->fu->n_groups; gi++) {
+        fz_group *gr = new_group(z, FZ_ATTN);
+        if (!gr) return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
+        gr->turn = z->fu->turn[gi];
+        gr->attn = &at->a[gi];
+    }
+    for (int i = 0; i < z->n; i++) {
+        int gi = z->fu->group[i];
+        uint8_t role = z->fu->role[i];
+        if (role == TG_FUSE_VIEW)
+            for (int c = z->coff[i]; c < z->coff[i + 1] && gi < 0; c++) gi = z->fu->group[z->cons[c]];
+        if (gi < 0) continue;
+        z->grp[i] = base + gi;
+        z->role[i] = R_MEMBER;
+        z->at[i] = z->fu->turn[gi];
+        z->kept[i] = role != TG_FUSE_OUTPUT;
+    }
+    return TG_OK;
+}
+
+bool tg_wgsl_fusion_enabled(void) { return fusion_on(); }
+
+static tg_status fz_init(fz *z, const tg_graph *g, const tg_plan *plan, const tg_fusion *fu, const tg_writeback *wb,
+                         int n_wb, const tg_wgsl_limits *lim) {
     memset(z, 0, sizeof *z);
-    z->g = g, z->plan = plan, z->lim = lim, z->n = g->n;
+    z->g = g, z->plan = plan, z->lim = lim, z->n = g->n, z->fu = fu && fu->n == g->n ? fu : NULL;
     int n = g->n;
     z->coff = tg_calloc((size_t)n + 2, sizeof(int));
     z->must_store = tg_calloc((size_t)n + 1, sizeof(bool));
@@ -835,7 +866,7 @@ static tg_status fz_init(fz *z, const tg_graph *g, const tg_plan *plan, const tg
     /* a view's value is its input's: what must be kept of one must be of the other */
     for (int i = n - 1; i >= 0; i--)
         if (is_view(g, i) && z->must_store[i]) z->must_store[g->nodes[i].in[0]] = true;
-    return TG_OK;
+    return pre_planned(z);
 }
 
 static void fz_free(fz *z) {
@@ -856,13 +887,25 @@ static tg_status push_spec(tg_wgsl_program *out, int *cap, tg_kernel_spec **slot
     return TG_OK;
 }
 
-tg_status tg_wgsl_emit_program(const tg_graph *g, const tg_plan *plan, const tg_writeback *wb, int n_wb,
-                               const tg_wgsl_limits *lim, tg_wgsl_program *out) {
+/* The attention kernels' statistics come first in the workspace; the
+ * scratch the other kernels share (bound from 0) is moved past them. */
+static void place_workspace(tg_wgsl_program *out, int64_t attn_bytes) {
+    if (attn_bytes == 0) return;
+    int64_t base = (attn_bytes + 255) / 256 * 256;
+    for (int s = 0; s < out->n; s++)
+        for (int b = 0; b < out->k[s].n_bindings && !out->k[s].attention_work; b++)
+            if (out->k[s].bind[b].arena == TG_WGSL_WORKSPACE) out->k[s].bind[b].offset += base;
+    out->workspace_bytes = out->workspace_bytes ? base + out->workspace_bytes : attn_bytes;
+}
+
+tg_status tg_wgsl_emit_program(const tg_graph *g, const tg_plan *plan, const tg_fusion *fu, const tg_writeback *wb,
+                               int n_wb, const tg_wgsl_limits *lim, tg_wgsl_program *out) {
     memset(out, 0, sizeof *out);
     tg_status st = tg_wgsl_check_arenas(g, plan, lim);
     if (st != TG_OK) return st;
     fz z;
-    st = fz_init(&z, g, plan, wb, n_wb, lim);
+    st = fz_init(&z, g, plan, fu, wb, n_wb, lim);
+    int64_t attn_bytes = z.fu ? ((const tg_wgsl_attns *)z.fu->impl)->work_bytes : 0;
     if (st == TG_OK && fusion_on() && !lim->one_kernel_per_node) {
         plan_optimizer(&z, wb, n_wb);
         plan_sumsq(&z);
@@ -873,6 +916,10 @@ tg_status tg_wgsl_emit_program(const tg_graph *g, const tg_plan *plan, const tg_
     for (int i = 0; i < g->n && st == TG_OK; i++) {
         int gi = z.grp[i];
         if (gi >= 0 && z.gr[gi].turn != i) continue; /* runs at its group's turn */
+        if (gi >= 0 && z.gr[gi].kind == FZ_ATTN) {
+            st = tg_wgsl_emit_attention(g, plan, z.fu, z.gr[gi].attn, lim, attn_bytes, out, &cap, push_spec);
+            continue;
+        }
         int64_t work = 0;
         int kn = gi < 0 ? i : z.gr[gi].kind == FZ_FUSED ? z.gr[gi].f.kernel : -1;
         if (kn >= 0 && tg_wgsl_matmul_split(g, kn, &work) > 1) { /* two dispatches sharing the workspace */
@@ -907,6 +954,7 @@ tg_status tg_wgsl_emit_program(const tg_graph *g, const tg_plan *plan, const tg_
         if ((st = push_spec(out, &cap, &k)) != TG_OK) break;
         if ((st = tg_wgsl_emit_writeback(g, plan, wb[w].src, wb[w].dst, lim, k)) == TG_OK) out->n++;
     }
+    place_workspace(out, attn_bytes);
     out->n_groups = z.n_gr;
     fz_free(&z);
     if (st != TG_OK) tg_wgsl_program_free(out);

@@ -8,7 +8,8 @@
 typedef enum {
     FZ_FUSED, /* a kernel with inline producers and an epilogue (tg_wgsl_fused) */
     FZ_OPTIM, /* the optimizer updates of many params */
-    FZ_SUMSQ  /* sums of squares of many tensors (the clip norm's terms) and their total */
+    FZ_SUMSQ, /* sums of squares of many tensors (the clip norm's terms) and their total */
+    FZ_ATTN   /* a fused attention, chosen before planning (attention.h) */
 } fz_kind;
 
 /* One param's update. Adam: m2 = adam_m(m, g), v2 = adam_v(v, g), p2 =
@@ -38,6 +39,7 @@ typedef struct {
     int n_term;
     int *tree, n_tree; /* the adds totalling the terms (any order), -1/0 for none */
     int total;         /* their root, stored; -1 for none */
+    const struct tg_wgsl_attn_s *attn; /* FZ_ATTN */
 } fz_group;
 
 typedef tg_status (*fz_push)(tg_wgsl_program *out, int *cap, tg_kernel_spec **slot);

@@ -95,27 +95,6 @@ static long long elem(const spans *s, const tg_plan *p, int node) {
     return (long long)((sl->offset - s->lo[sl->arena]) / 4);
 }
 
-static void open_kernel(wk *k, const tg_graph *g, const tg_plan *plan, const tg_wgsl_limits *lim, int node,
-                        tg_kernel_spec *sp) {
-    memset(k, 0, sizeof *k);
-    k->g = g, k->n = &g->nodes[node], k->id = node, k->plan = plan, k->lim = lim, k->spec = sp;
-    k->helpers = &k->own_helpers;
-    wk_names_default(k);
-    sp->node = node;
-}
-
-static tg_status close_kernel(wk *k, tg_wgsl_program *out) {
-    if (k->st == TG_OK && k->s.oom) k->st = tg_fail(TG_ERR_NOMEM, "webgpu: out of memory generating WGSL");
-    if (k->st != TG_OK) {
-        free(k->s.p);
-        memset(k->spec, 0, sizeof *k->spec);
-        return k->st;
-    }
-    k->spec->source = k->s.p;
-    out->n++;
-    return TG_OK;
-}
-
 /* fn seg(w) -> Seg: the segment whose workgroups [w0[i], w0[i+1]) hold w,
  * as a balanced tree of comparisons over `fields` pre-formatted initializers. */
 static void seg_tree(wk *k, const int64_t *w0, char (*init)[256], int lo, int hi, int depth) {
@@ -152,7 +131,7 @@ static tg_status emit_optim_chunk(const tg_graph *g, const tg_plan *plan, const 
     tg_status st = push(out, cap, &sp);
     if (st != TG_OK) return st;
     wk k;
-    open_kernel(&k, g, plan, lim, gr->turn, sp);
+    wk_open(&k, g, plan, lim, gr->turn, sp);
     spans s;
     spans_init(&s);
     for (int i = from; i < to; i++) optim_spans(&s, plan, &gr->seg[i]);
@@ -221,7 +200,7 @@ static tg_status emit_optim_chunk(const tg_graph *g, const tg_plan *plan, const 
         }
         wk_end(&k);
     }
-    return close_kernel(&k, out);
+    return wk_close(&k, out);
 }
 
 static tg_status emit_optim(const tg_graph *g, const tg_plan *plan, const tg_wgsl_limits *lim, const fz_group *gr,
@@ -256,7 +235,7 @@ static tg_status emit_partials(const tg_graph *g, const tg_plan *plan, const tg_
     tg_status st = push(out, cap, &sp);
     if (st != TG_OK) return st;
     wk k;
-    open_kernel(&k, g, plan, lim, gr->turn, sp);
+    wk_open(&k, g, plan, lim, gr->turn, sp);
     spans s;
     spans_init(&s);
     for (int i = from; i < to; i++) spans_add(&s, plan, gr->term[i].x);
@@ -301,7 +280,7 @@ static tg_status emit_partials(const tg_graph *g, const tg_plan *plan, const tg_
         wsb_printf(&k.s, "    if (lid == 0u) { work[%lldu + gid] = bitcast<u32>(sum); }\n", (long long)wbase);
         wk_end(&k);
     }
-    return close_kernel(&k, out);
+    return wk_close(&k, out);
 }
 
 static int term_of(const tg_graph *g, const fz_group *gr, int x) {
@@ -321,7 +300,7 @@ static tg_status emit_combine(const tg_graph *g, const tg_plan *plan, const tg_w
     tg_status st = push(out, cap, &sp);
     if (st != TG_OK) return st;
     wk k;
-    open_kernel(&k, g, plan, lim, gr->turn, sp);
+    wk_open(&k, g, plan, lim, gr->turn, sp);
     spans s;
     spans_init(&s);
     for (int t = 0; t < gr->n_term; t++)
@@ -377,7 +356,7 @@ static tg_status emit_combine(const tg_graph *g, const tg_plan *plan, const tg_w
         wk_end(&k);
     }
     free(tree);
-    return close_kernel(&k, out);
+    return wk_close(&k, out);
 }
 
 static tg_status emit_sumsq(const tg_graph *g, const tg_plan *plan, const tg_wgsl_limits *lim, const fz_group *gr,

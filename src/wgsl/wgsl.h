@@ -57,6 +57,8 @@ typedef struct {
     const void *upload;      /* a literal constant: bytes written at compile instead */
     int64_t upload_bytes;
     int64_t workspace;       /* bytes of the program's workspace it binds (0: none) */
+    bool attention_work;     /* it binds the attention statistics (the workspace's first part), not the
+                              * scratch the other kernels share after them */
 } tg_kernel_spec;
 
 /* Builds the kernel for node `id` of a planned graph. Leaves and views get
@@ -101,12 +103,14 @@ typedef struct {
     int64_t workspace_bytes; /* scratch the kernels share outside the plan (binding arena TG_WGSL_WORKSPACE) */
 } tg_wgsl_program;
 #define TG_WGSL_WORKSPACE TG_N_ARENAS /* tg_wgsl_binding.arena of the engine's per-program workspace buffer */
-tg_status tg_wgsl_emit_program(const tg_graph *g, const tg_plan *plan, const tg_writeback *wb, int n_wb,
-                               const tg_wgsl_limits *lim, tg_wgsl_program *out);
+/* fu: the groups chosen before planning (tg_wgsl_fuse_attention), NULL for none. */
+tg_status tg_wgsl_emit_program(const tg_graph *g, const tg_plan *plan, const tg_fusion *fu, const tg_writeback *wb,
+                               int n_wb, const tg_wgsl_limits *lim, tg_wgsl_program *out);
 void tg_wgsl_program_free(tg_wgsl_program *p);
 /* Tests: 0 plans one kernel per node, 1 fuses (the default), -1 goes back to
  * the environment (TG_WGSL_FUSE=0 turns fusion off). */
 void tg_wgsl_set_fusion(int on);
+bool tg_wgsl_fusion_enabled(void);
 
 /* An end-of-step writeback (src's value into dst's memory) as a copy kernel.
  * A kernel rather than copyBufferToBuffer: WebGPU cannot copy between two

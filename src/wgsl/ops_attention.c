@@ -1,0 +1,315 @@
+/* The fused causal attention kernels (see attention.h). Every kernel gives
+ * one invocation a row (a query row, or a key row in the dk/dv kernel)
+ * held in vec4 registers, and walks the other side in tiles that the
+ * workgroup loads into workgroup memory together; row t attends to keys
+ * 0..t. With s = c q.k (c the scores' constant) and L the row's
+ * log-sum-exp:
+ *
+ *   forward   online softmax: m = max, l = sum exp(s - m), acc = sum
+ *             exp(s - m) v, rescaled when m grows; o = acc / l, L = m + log l
+ *   dq        p = exp(s - L), dp = dout.v; D = sum p dp (first pass);
+ *             dq = sum p (dp - D) c' k (second pass)
+ *   dk, dv    over the queries i >= j of key row j: dv = sum p dout,
+ *             dk = sum p (dp - D) c' q
+ *
+ * c' is the constant multiplying softmax_grad in the graph (1 if none). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attention.h"
+#include "emit.h"
+
+enum { OP_Q, OP_K, OP_V, OP_O, OP_DOUT, OP_DQ, OP_DK, OP_DV, N_OP };
+static const char *op_name[N_OP] = {"Q", "K", "V", "O", "G", "DQ", "DK", "DV"};
+
+typedef struct {
+    wk k;
+    const tg_wgsl_attn *a;
+    const tg_fusion *f;
+    int node[N_OP];   /* -1: not in this kernel */
+    uint32_t wg;      /* invocations (rows) per workgroup */
+    int64_t work;     /* bytes of the attention workspace (every group's statistics) */
+    int64_t dh4, nblk;
+} akern;
+
+static float const_value(const tg_graph *g, int id) {
+    const tg_node *n = &g->nodes[id];
+    return n->data ? ((const float *)n->data)[0] : n->fa[0];
+}
+
+/* Rows per tile: the largest power of two up to 64 whose `per_row` bytes
+ * fit the workgroup memory. */
+static int64_t tile_rows(const akern *K, int64_t per_row) {
+    int64_t r = 64;
+    while (r > 1 && (uint64_t)(r * per_row) > K->k.lim->max_workgroup_storage_size) r /= 2;
+    return r;
+}
+
+/* Bindings of the operands in use, their row index functions iX(b, h, t)
+ * (in vec4s), and the statistics' workspace binding. */
+static bool declare(akern *K) {
+    wk *k = &K->k;
+    const tg_wgsl_attn *a = K->a;
+    int nodes[N_OP], which[N_OP], n = 0, bind_of[N_OP];
+    int64_t off[N_OP];
+    static const int order[N_OP] = {OP_O, OP_DQ, OP_DK, OP_DV, OP_Q, OP_K, OP_V, OP_DOUT}; /* outputs first */
+    for (int q = 0; q < N_OP; q++)
+        if (K->node[order[q]] >= 0) which[n] = order[q], nodes[n++] = K->node[order[q]];
+    if (!wk_bind_nodes(k, nodes, n, bind_of, off)) return false;
+    tg_kernel_spec *sp = k->spec;
+    if (sp->n_bindings + 1 > TG_WGSL_MAX_BINDINGS || (uint32_t)sp->n_bindings + 1 > k->lim->max_storage_buffers_per_stage)
+        return wk_fail(k, TG_ERR_LIMIT, "attention needs %d storage buffers, over %u", sp->n_bindings + 1,
+                       k->lim->max_storage_buffers_per_stage);
+    for (int b = 0; b < sp->n_bindings; b++)
+        wsb_printf(&k->s, "@group(0) @binding(%d) var<storage, read_write> b%d: array<vec4<f32>>;\n", b, b);
+    sp->bind[sp->n_bindings] = (tg_wgsl_binding){TG_WGSL_WORKSPACE, 0, K->work};
+    sp->workspace = K->work;
+    sp->attention_work = true;
+    wsb_printf(&k->s, "@group(0) @binding(%d) var<storage, read_write> work: array<f32>;\n", sp->n_bindings++);
+    long long H = a->H, T = a->T;
+    for (int q = 0; q < n; q++) {
+        const char *nm = op_name[which[q]];
+        bool strided = tg_wgsl_attn_strided(K->f, k->g, nodes[q]);
+        wsb_printf(&k->s, "fn i%s(b: u32, h: u32, t: u32) -> u32 { return %lldu + ((b * %lldu + %s) * %lldu + %s) * %lldu; }\n",
+                   nm, (long long)(off[q] / 4), strided ? T : H, strided ? "t" : "h", strided ? H : T,
+                   strided ? "h" : "t", (long long)K->dh4);
+        wsb_printf(&k->s, "fn b%s(i: u32) -> vec4<f32> { return b%d[i]; }\n", nm, bind_of[q]);
+        if (q < N_OP && (which[q] == OP_O || which[q] >= OP_DQ))
+            wsb_printf(&k->s, "fn s%s(i: u32, v: vec4<f32>) { b%d[i] = v; }\n", nm, bind_of[q]);
+    }
+    return true;
+}
+
+/* Opens the entry point: b, h and this invocation's row r (rq: clamped in range). */
+static bool open_main(akern *K) {
+    wk *k = &K->k;
+    const tg_wgsl_attn *a = K->a;
+    K->nblk = (a->T + K->wg - 1) / K->wg;
+    k->spec->threads = a->B * a->H * K->nblk * K->wg;
+    if (!wk_main(k, a->B * a->H * K->nblk, K->wg)) return false;
+    wsb_printf(&k->s, "    if (gid >= %lldu) { return; }\n", (long long)(a->B * a->H * K->nblk));
+    wsb_printf(&k->s,
+               "    let bh = gid / %lldu;\n    let blk = gid - bh * %lldu;\n    let b = bh / %lldu;\n"
+               "    let h = bh - b * %lldu;\n    let r = blk * %uu + lid;\n    let rq = min(r, %lldu);\n",
+               (long long)K->nblk, (long long)K->nblk, (long long)a->H, (long long)a->H, K->wg, (long long)(a->T - 1));
+    return true;
+}
+
+/* `let <v>0..n = <src>(<base> + d);` for each vec4 of a row. */
+static void load_row(akern *K, const char *v, const char *src, const char *base, bool var) {
+    for (int64_t d = 0; d < K->dh4; d++)
+        wsb_printf(&K->k.s, "    %s %s%lld = %s(%s + %lldu);\n", var ? "var" : "let", v, (long long)d, src, base, (long long)d);
+}
+
+/* "dot(x0, t[o + 0u]) + ..." into the module, as one expression. */
+static void dot_row(akern *K, const char *x, const char *tile, const char *o) {
+    for (int64_t d = 0; d < K->dh4; d++)
+        wsb_printf(&K->k.s, "%sdot(%s%lld, %s[%s + %lldu])", d ? " + " : "", x, (long long)d, tile, o, (long long)d);
+}
+
+static void scale_expr(akern *K, int node, char *buf) {
+    char f[48];
+    if (node < 0) strcpy(buf, "");
+    else snprintf(buf, 64, " * %s", wk_f32(const_value(K->k.g, node), f));
+}
+
+/* A loop over key tiles of `rows` rows filling kt (and vt) with rows j0.. of
+ * K (and V), up to the last key the workgroup's queries see. */
+static void key_tiles(akern *K, int64_t rows, bool with_v) {
+    wsb_printf(&K->k.s,
+               "    let kend = min(blk * %uu + %uu, %lldu);\n"
+               "    for (var j0 = 0u; j0 < kend; j0 += %lldu) {\n        workgroupBarrier();\n"
+               "        for (var e = lid; e < %lldu; e += %uu) {\n            let j = j0 + e / %lldu;\n"
+               "            let c = e - (e / %lldu) * %lldu;\n"
+               "            if (j < %lldu) { kt[e] = bK(iK(b, h, j) + c);%s }\n        }\n"
+               "        workgroupBarrier();\n"
+               "        let jn = select(0u, min(%lldu, rq + 1u - j0), rq >= j0);\n"
+               "        for (var jj = 0u; jj < jn; jj++) {\n            let kb = jj * %lldu;\n",
+               K->wg, K->wg, (long long)K->a->T, (long long)rows, (long long)(rows * K->dh4), K->wg, (long long)K->dh4,
+               (long long)K->dh4, (long long)K->dh4, (long long)K->a->T, with_v ? " vt[e] = bV(iV(b, h, j) + c);" : "",
+               (long long)rows, (long long)K->dh4);
+}
+
+static void tiles_decl(akern *K, int64_t rows, const char *a, const char *b) {
+    wsb_printf(&K->k.s, "var<workgroup> %s: array<vec4<f32>, %lld>;\n", a, (long long)(rows * K->dh4));
+    if (b) wsb_printf(&K->k.s, "var<workgroup> %s: array<vec4<f32>, %lld>;\n", b, (long long)(rows * K->dh4));
+}
+
+static tg_status emit_forward(akern *K, tg_wgsl_program *out) {
+    wk *k = &K->k;
+    const tg_wgsl_attn *a = K->a;
+    int64_t rows = tile_rows(K, a->Dh * 8);
+    char sc[64];
+    scale_expr(K, a->scale, sc);
+    wsb_printf(&k->s, "// node %d: attention forward [%lld,%lld,%lld,%lld] (online softmax, %lld-key tiles)\n", k->id,
+               (long long)a->B, (long long)a->H, (long long)a->T, (long long)a->Dh, (long long)rows);
+    if (!declare(K)) return wk_close(k, out);
+    tiles_decl(K, rows, "kt", "vt");
+    if (!open_main(K)) return wk_close(k, out);
+    wsb_printf(&k->s, "    let qi = iQ(b, h, rq);\n");
+    load_row(K, "q", "bQ", "qi", false);
+    for (int64_t d = 0; d < K->dh4; d++) wsb_printf(&k->s, "    var a%lld = vec4<f32>(0.0f);\n", (long long)d);
+    wsb_printf(&k->s, "    var m = -3.0e38f;\n    var l = 0.0f;\n");
+    key_tiles(K, rows, true);
+    wsb_printf(&k->s, "            let s = (");
+    dot_row(K, "q", "kt", "kb");
+    wsb_printf(&k->s, ")%s;\n            if (s > m) {\n                let c = exp(m - s);\n                l = l * c;\n", sc);
+    for (int64_t d = 0; d < K->dh4; d++) wsb_printf(&k->s, "                a%lld = a%lld * c;\n", (long long)d, (long long)d);
+    wsb_printf(&k->s, "                m = s;\n            }\n            let p = exp(s - m);\n            l = l + p;\n");
+    for (int64_t d = 0; d < K->dh4; d++)
+        wsb_printf(&k->s, "            a%lld = a%lld + p * vt[kb + %lldu];\n", (long long)d, (long long)d, (long long)d);
+    wsb_printf(&k->s, "        }\n    }\n    if (r < %lldu) {\n        let inv = 1.0f / l;\n        let oi = iO(b, h, r);\n",
+               (long long)a->T);
+    for (int64_t d = 0; d < K->dh4; d++)
+        wsb_printf(&k->s, "        sO(oi + %lldu, a%lld * inv);\n", (long long)d, (long long)d);
+    wsb_printf(&k->s, "        work[%lldu + bh * %lldu + r] = m + log(l);\n    }\n", (long long)(a->lse_at / 4),
+               (long long)a->T);
+    wk_end(k);
+    return wk_close(k, out);
+}
+
+/* dq (and D for the dk/dv kernel): one query row per invocation. */
+static tg_status emit_dq(akern *K, tg_wgsl_program *out) {
+    wk *k = &K->k;
+    const tg_wgsl_attn *a = K->a;
+    int64_t rows = tile_rows(K, a->Dh * 8);
+    char sc[64], dsc[64];
+    scale_expr(K, a->scale, sc);
+    scale_expr(K, a->dscale, dsc);
+    wsb_printf(&k->s, "// node %d: attention backward, dq [%lld,%lld,%lld,%lld] (%lld-key tiles)\n", k->id,
+               (long long)a->B, (long long)a->H, (long long)a->T, (long long)a->Dh, (long long)rows);
+    if (!declare(K)) return wk_close(k, out);
+    tiles_decl(K, rows, "kt", "vt");
+    if (!open_main(K)) return wk_close(k, out);
+    wsb_printf(&k->s, "    let qi = iQ(b, h, rq);\n    let gi = iG(b, h, rq);\n");
+    load_row(K, "q", "bQ", "qi", false);
+    load_row(K, "g", "bG", "gi", false);
+    wsb_printf(&k->s, "    let L = work[%lldu + bh * %lldu + rq];\n    var D = 0.0f;\n", (long long)(a->lse_at / 4),
+               (long long)a->T);
+    for (int pass = 0; pass < (K->node[OP_DQ] >= 0 ? 2 : 1); pass++) {
+        if (pass == 1)
+            for (int64_t d = 0; d < K->dh4; d++) wsb_printf(&k->s, "    var d%lld = vec4<f32>(0.0f);\n", (long long)d);
+        wsb_printf(&k->s, "    {\n"); /* each pass's own kend */
+        key_tiles(K, rows, true);
+        wsb_printf(&k->s, "            let p = exp((");
+        dot_row(K, "q", "kt", "kb");
+        wsb_printf(&k->s, ")%s - L);\n            let dp = ", sc);
+        dot_row(K, "g", "vt", "kb");
+        wsb_printf(&k->s, ";\n");
+        if (pass == 0) {
+            wsb_printf(&k->s, "            D = D + p * dp;\n");
+        } else {
+            wsb_printf(&k->s, "            let ds = p * (dp - D)%s;\n", dsc);
+            for (int64_t d = 0; d < K->dh4; d++)
+                wsb_printf(&k->s, "            d%lld = d%lld + ds * kt[kb + %lldu];\n", (long long)d, (long long)d,
+                           (long long)d);
+        }
+        wsb_printf(&k->s, "        }\n    }\n    }\n");
+    }
+    wsb_printf(&k->s, "    if (r < %lldu) {\n        work[%lldu + bh * %lldu + r] = D;\n", (long long)a->T,
+               (long long)(a->d_at / 4), (long long)a->T);
+    if (K->node[OP_DQ] >= 0) {
+        wsb_printf(&k->s, "        let oi = iDQ(b, h, r);\n");
+        for (int64_t d = 0; d < K->dh4; d++) wsb_printf(&k->s, "        sDQ(oi + %lldu, d%lld);\n", (long long)d, (long long)d);
+    }
+    wsb_printf(&k->s, "    }\n");
+    wk_end(k);
+    return wk_close(k, out);
+}
+
+/* dk and dv: one key row j per invocation, over the query tiles i >= j. */
+static tg_status emit_dkdv(akern *K, tg_wgsl_program *out) {
+    wk *k = &K->k;
+    const tg_wgsl_attn *a = K->a;
+    int64_t rows = tile_rows(K, a->Dh * 8 + 8);
+    char sc[64], dsc[64];
+    scale_expr(K, a->scale, sc);
+    scale_expr(K, a->dscale, dsc);
+    long long T = a->T, dh4 = K->dh4;
+    wsb_printf(&k->s, "// node %d: attention backward, dk dv [%lld,%lld,%lld,%lld] (%lld-query tiles)\n", k->id,
+               (long long)a->B, (long long)a->H, T, (long long)a->Dh, (long long)rows);
+    if (!declare(K)) return wk_close(k, out);
+    tiles_decl(K, rows, "qt", "gt");
+    wsb_printf(&k->s, "var<workgroup> lt: array<f32, %lld>;\nvar<workgroup> dt: array<f32, %lld>;\n", (long long)rows,
+               (long long)rows);
+    if (!open_main(K)) return wk_close(k, out);
+    wsb_printf(&k->s, "    let ki = iK(b, h, rq);\n    let vi = iV(b, h, rq);\n");
+    load_row(K, "k", "bK", "ki", false);
+    load_row(K, "v", "bV", "vi", false);
+    for (int64_t d = 0; d < K->dh4; d++)
+        wsb_printf(&k->s, "    var dk%lld = vec4<f32>(0.0f);\n    var dv%lld = vec4<f32>(0.0f);\n", (long long)d, (long long)d);
+    wsb_printf(&k->s,
+               "    for (var i0 = blk * %uu; i0 < %lldu; i0 += %lldu) {\n        workgroupBarrier();\n"
+               "        for (var e = lid; e < %lldu; e += %uu) {\n            let i = i0 + e / %lldu;\n"
+               "            let c = e - (e / %lldu) * %lldu;\n"
+               "            if (i < %lldu) { qt[e] = bQ(iQ(b, h, i) + c); gt[e] = bG(iG(b, h, i) + c); }\n        }\n"
+               "        for (var e = lid; e < %lldu; e += %uu) {\n"
+               "            if (i0 + e < %lldu) { lt[e] = work[%lldu + bh * %lldu + i0 + e]; dt[e] = work[%lldu + bh * %lldu + i0 + e]; }\n"
+               "        }\n        workgroupBarrier();\n"
+               "        let ihi = min(i0 + %lldu, %lldu);\n"
+               "        for (var i = max(i0, rq); i < ihi; i++) {\n            let ib = (i - i0) * %lldu;\n"
+               "            let p = exp((",
+               K->wg, T, (long long)rows, (long long)rows * dh4, K->wg, dh4, dh4, dh4, T, (long long)rows, K->wg, T,
+               (long long)(a->lse_at / 4), T, (long long)(a->d_at / 4), T, (long long)rows, T, dh4);
+    for (int64_t d = 0; d < K->dh4; d++) wsb_printf(&k->s, "%sdot(k%lld, qt[ib + %lldu])", d ? " + " : "", (long long)d, (long long)d);
+    wsb_printf(&k->s, ")%s - lt[i - i0]);\n            let dp = ", sc);
+    for (int64_t d = 0; d < K->dh4; d++) wsb_printf(&k->s, "%sdot(v%lld, gt[ib + %lldu])", d ? " + " : "", (long long)d, (long long)d);
+    wsb_printf(&k->s, ";\n            let ds = p * (dp - dt[i - i0])%s;\n", dsc);
+    for (int64_t d = 0; d < K->dh4; d++)
+        wsb_printf(&k->s, "            dv%lld = dv%lld + p * gt[ib + %lldu];\n            dk%lld = dk%lld + ds * qt[ib + %lldu];\n",
+                   (long long)d, (long long)d, (long long)d, (long long)d, (long long)d, (long long)d);
+    wsb_printf(&k->s, "        }\n    }\n    if (r < %lldu) {\n", T);
+    if (K->node[OP_DK] >= 0) {
+        wsb_printf(&k->s, "        let oi = iDK(b, h, r);\n");
+        for (int64_t d = 0; d < K->dh4; d++) wsb_printf(&k->s, "        sDK(oi + %lldu, dk%lld);\n", (long long)d, (long long)d);
+    }
+    if (K->node[OP_DV] >= 0) {
+        wsb_printf(&k->s, "        let vo = iDV(b, h, r);\n");
+        for (int64_t d = 0; d < K->dh4; d++) wsb_printf(&k->s, "        sDV(vo + %lldu, dv%lld);\n", (long long)d, (long long)d);
+    }
+    wsb_printf(&k->s, "    }\n");
+    wk_end(k);
+    return wk_close(k, out);
+}
+
+static uint32_t rows_per_group(int64_t T) {
+    uint32_t w = 4;
+    while (w < 64 && w < T) w *= 2;
+    return w;
+}
+
+tg_status tg_wgsl_emit_attention(const tg_graph *g, const tg_plan *plan, const tg_fusion *f, const tg_wgsl_attn *a,
+                                 const tg_wgsl_limits *lim, int64_t work_bytes, tg_wgsl_program *out, int *cap,
+                                 tg_status (*push)(tg_wgsl_program *, int *, tg_kernel_spec **)) {
+    for (int kernel = 0; kernel < (a->bwd ? 2 : 1); kernel++) {
+        if (a->bwd && kernel == 1 && a->dk < 0 && a->dv < 0) break;
+        tg_kernel_spec *sp;
+        tg_status st = push(out, cap, &sp);
+        if (st != TG_OK) return st;
+        akern K;
+        memset(&K, 0, sizeof K);
+        K.a = a, K.f = f, K.wg = rows_per_group(a->T), K.dh4 = a->Dh / 4, K.work = work_bytes;
+        for (int o = 0; o < N_OP; o++) K.node[o] = -1;
+        int turn = a->bwd ? (a->dq >= 0 ? a->dq : a->dk >= 0 ? a->dk : a->dv) : a->o;
+        for (int o = 0; o < 3 && a->bwd; o++) {
+            int c = o == 0 ? a->dq : o == 1 ? a->dk : a->dv;
+            if (c >= 0 && c < turn) turn = c;
+        }
+        wk_open(&K.k, g, plan, lim, turn, sp);
+        if (!a->bwd) {
+            K.node[OP_Q] = a->q, K.node[OP_K] = a->k, K.node[OP_V] = a->v, K.node[OP_O] = a->o;
+            st = emit_forward(&K, out);
+        } else if (kernel == 0) {
+            K.node[OP_Q] = a->q, K.node[OP_K] = a->k, K.node[OP_V] = a->v, K.node[OP_DOUT] = a->dout;
+            K.node[OP_DQ] = a->dq;
+            st = emit_dq(&K, out);
+        } else {
+            K.node[OP_Q] = a->q, K.node[OP_K] = a->k, K.node[OP_V] = a->v, K.node[OP_DOUT] = a->dout;
+            K.node[OP_DK] = a->dk, K.node[OP_DV] = a->dv;
+            st = emit_dkdv(&K, out);
+        }
+        if (st != TG_OK) return st;
+    }
+    return TG_OK;
+}
