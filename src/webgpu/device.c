@@ -400,7 +400,7 @@ void wgpu_kernel_limits(const wgpu_ctx *c, tg_wgsl_limits *l) {
     *l = (tg_wgsl_limits){d->max_storage_buffer_binding_size, d->max_buffer_size,
                           d->max_storage_buffers_per_shader_stage, d->max_compute_workgroup_storage_size,
                           d->max_compute_invocations_per_workgroup, d->max_compute_workgroups_per_dimension,
-                          d->min_storage_buffer_offset_alignment, false};
+                          d->min_storage_buffer_offset_alignment, false, strcmp(c->info.type, "CPU") == 0};
 }
 
 void wgpu_test_lose_device(void) {

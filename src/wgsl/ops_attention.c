@@ -29,6 +29,7 @@ typedef struct {
     const tg_fusion *f;
     int node[N_OP];   /* -1: not in this kernel */
     uint32_t wg;      /* invocations (rows) per workgroup */
+    bool unroll;      /* rows as named registers (see expand) */
     int64_t work;     /* bytes of the attention workspace (every group's statistics) */
     int64_t dh4, nblk;
 } akern;
@@ -96,16 +97,73 @@ static bool open_main(akern *K) {
     return true;
 }
 
-/* `let <v>0..n = <src>(<base> + d);` for each vec4 of a row. */
-static void load_row(akern *K, const char *v, const char *src, const char *base, bool var) {
-    for (int64_t d = 0; d < K->dh4; d++)
-        wsb_printf(&K->k.s, "    %s %s%lld = %s(%s + %lldu);\n", var ? "var" : "let", v, (long long)d, src, base, (long long)d);
+/* Rows live in registers as Dh/4 vec4s: unrolled into named values
+ * (r0, r1, ...; what the GPU's compiler gets) or, as generated for a CPU
+ * adapter whose shader compiler is slow on long straight-line code, arrays
+ * walked by loops. Statements are written once as templates: "$r" is vec4
+ * number d of row r, "@" is d as an index. */
+static void expand(akern *K, const char *t, int64_t d, wsb *o) {
+    for (const char *c = t; *c; c++) {
+        if (*c == '@') {
+            if (K->unroll) wsb_printf(o, "%lldu", (long long)d);
+            else wsb_printf(o, "d");
+        } else if (*c == '$') {
+            size_t n = strspn(c + 1, "abcdefghijklmnopqrstuvwxyz");
+            if (K->unroll) wsb_printf(o, "%.*s%lld", (int)n, c + 1, (long long)d);
+            else wsb_printf(o, "%.*s[d]", (int)n, c + 1);
+            c += n;
+        } else {
+            wsb_printf(o, "%c", *c);
+        }
+    }
 }
 
-/* "dot(x0, t[o + 0u]) + ..." into the module, as one expression. */
-static void dot_row(akern *K, const char *x, const char *tile, const char *o) {
-    for (int64_t d = 0; d < K->dh4; d++)
-        wsb_printf(&K->k.s, "%sdot(%s%lld, %s[%s + %lldu])", d ? " + " : "", x, (long long)d, tile, o, (long long)d);
+/* The statement template t for every d. */
+static void each(akern *K, const char *indent, const char *t) {
+    if (K->unroll) {
+        for (int64_t d = 0; d < K->dh4; d++) {
+            wsb_printf(&K->k.s, "%s", indent);
+            expand(K, t, d, &K->k.s);
+            wsb_printf(&K->k.s, "\n");
+        }
+        return;
+    }
+    wsb_printf(&K->k.s, "%sfor (var d = 0u; d < %lldu; d++) { ", indent, (long long)K->dh4);
+    expand(K, t, 0, &K->k.s);
+    wsb_printf(&K->k.s, " }\n");
+}
+
+/* Declares row r (zeros, or `src(base + d)` for each d). */
+static void row(akern *K, const char *r, const char *src, const char *base) {
+    char t[96];
+    if (K->unroll) {
+        if (src) snprintf(t, sizeof t, "let $%s = %s(%s + @);", r, src, base);
+        else snprintf(t, sizeof t, "var $%s = vec4<f32>(0.0f);", r);
+        each(K, "    ", t);
+        return;
+    }
+    wsb_printf(&K->k.s, "    var %s: array<vec4<f32>, %lld>;\n", r, (long long)K->dh4);
+    if (!src) return;
+    snprintf(t, sizeof t, "$%s = %s(%s + @);", r, src, base);
+    each(K, "    ", t);
+}
+
+/* `name` = sum over d of dot(term): one expression, or an accumulating loop. */
+static void dot_sum(akern *K, const char *indent, const char *name, const char *term, const char *tail) {
+    if (K->unroll) {
+        wsb_printf(&K->k.s, "%slet %s = (", indent, name);
+        for (int64_t d = 0; d < K->dh4; d++) {
+            wsb_printf(&K->k.s, "%s", d ? " + " : "");
+            expand(K, term, d, &K->k.s);
+        }
+        wsb_printf(&K->k.s, ")%s;\n", tail);
+        return;
+    }
+    wsb_printf(&K->k.s, "%svar %s_ = 0.0f;\n", indent, name);
+    char t[128];
+    snprintf(t, sizeof t, "%s_ = %s_ + %s;", name, name, term);
+    each(K, indent, t);
+    wsb_printf(&K->k.s, "%slet %s = %s_%s;\n", indent, name, name, tail);
 }
 
 static void scale_expr(akern *K, int node, char *buf) {
@@ -148,21 +206,18 @@ static tg_status emit_forward(akern *K, tg_wgsl_program *out) {
     tiles_decl(K, rows, "kt", "vt");
     if (!open_main(K)) return wk_close(k, out);
     wsb_printf(&k->s, "    let qi = iQ(b, h, rq);\n");
-    load_row(K, "q", "bQ", "qi", false);
-    for (int64_t d = 0; d < K->dh4; d++) wsb_printf(&k->s, "    var a%lld = vec4<f32>(0.0f);\n", (long long)d);
+    row(K, "q", "bQ", "qi");
+    row(K, "acc", NULL, NULL);
     wsb_printf(&k->s, "    var m = -3.0e38f;\n    var l = 0.0f;\n");
     key_tiles(K, rows, true);
-    wsb_printf(&k->s, "            let s = (");
-    dot_row(K, "q", "kt", "kb");
-    wsb_printf(&k->s, ")%s;\n            if (s > m) {\n                let c = exp(m - s);\n                l = l * c;\n", sc);
-    for (int64_t d = 0; d < K->dh4; d++) wsb_printf(&k->s, "                a%lld = a%lld * c;\n", (long long)d, (long long)d);
+    dot_sum(K, "            ", "s", "dot($q, kt[kb + @])", sc);
+    wsb_printf(&k->s, "            if (s > m) {\n                let c = exp(m - s);\n                l = l * c;\n");
+    each(K, "                ", "$acc = $acc * c;");
     wsb_printf(&k->s, "                m = s;\n            }\n            let p = exp(s - m);\n            l = l + p;\n");
-    for (int64_t d = 0; d < K->dh4; d++)
-        wsb_printf(&k->s, "            a%lld = a%lld + p * vt[kb + %lldu];\n", (long long)d, (long long)d, (long long)d);
+    each(K, "            ", "$acc = $acc + p * vt[kb + @];");
     wsb_printf(&k->s, "        }\n    }\n    if (r < %lldu) {\n        let inv = 1.0f / l;\n        let oi = iO(b, h, r);\n",
                (long long)a->T);
-    for (int64_t d = 0; d < K->dh4; d++)
-        wsb_printf(&k->s, "        sO(oi + %lldu, a%lld * inv);\n", (long long)d, (long long)d);
+    each(K, "        ", "sO(oi + @, $acc * inv);");
     wsb_printf(&k->s, "        work[%lldu + bh * %lldu + r] = m + log(l);\n    }\n", (long long)(a->lse_at / 4),
                (long long)a->T);
     wk_end(k);
@@ -183,35 +238,31 @@ static tg_status emit_dq(akern *K, tg_wgsl_program *out) {
     tiles_decl(K, rows, "kt", "vt");
     if (!open_main(K)) return wk_close(k, out);
     wsb_printf(&k->s, "    let qi = iQ(b, h, rq);\n    let gi = iG(b, h, rq);\n");
-    load_row(K, "q", "bQ", "qi", false);
-    load_row(K, "g", "bG", "gi", false);
-    wsb_printf(&k->s, "    let L = work[%lldu + bh * %lldu + rq];\n    var D = 0.0f;\n", (long long)(a->lse_at / 4),
+    row(K, "q", "bQ", "qi");
+    row(K, "g", "bG", "gi");
+    wsb_printf(&k->s, "    let lse = work[%lldu + bh * %lldu + rq];\n    var D = 0.0f;\n", (long long)(a->lse_at / 4),
                (long long)a->T);
-    for (int pass = 0; pass < (K->node[OP_DQ] >= 0 ? 2 : 1); pass++) {
-        if (pass == 1)
-            for (int64_t d = 0; d < K->dh4; d++) wsb_printf(&k->s, "    var d%lld = vec4<f32>(0.0f);\n", (long long)d);
+    bool dq = K->node[OP_DQ] >= 0;
+    if (dq) row(K, "gq", NULL, NULL);
+    for (int pass = 0; pass < (dq ? 2 : 1); pass++) {
         wsb_printf(&k->s, "    {\n"); /* each pass's own kend */
         key_tiles(K, rows, true);
-        wsb_printf(&k->s, "            let p = exp((");
-        dot_row(K, "q", "kt", "kb");
-        wsb_printf(&k->s, ")%s - L);\n            let dp = ", sc);
-        dot_row(K, "g", "vt", "kb");
-        wsb_printf(&k->s, ";\n");
+        dot_sum(K, "            ", "s", "dot($q, kt[kb + @])", sc);
+        wsb_printf(&k->s, "            let p = exp(s - lse);\n");
+        dot_sum(K, "            ", "dp", "dot($g, vt[kb + @])", "");
         if (pass == 0) {
             wsb_printf(&k->s, "            D = D + p * dp;\n");
         } else {
             wsb_printf(&k->s, "            let ds = p * (dp - D)%s;\n", dsc);
-            for (int64_t d = 0; d < K->dh4; d++)
-                wsb_printf(&k->s, "            d%lld = d%lld + ds * kt[kb + %lldu];\n", (long long)d, (long long)d,
-                           (long long)d);
+            each(K, "            ", "$gq = $gq + ds * kt[kb + @];");
         }
         wsb_printf(&k->s, "        }\n    }\n    }\n");
     }
     wsb_printf(&k->s, "    if (r < %lldu) {\n        work[%lldu + bh * %lldu + r] = D;\n", (long long)a->T,
                (long long)(a->d_at / 4), (long long)a->T);
-    if (K->node[OP_DQ] >= 0) {
+    if (dq) {
         wsb_printf(&k->s, "        let oi = iDQ(b, h, r);\n");
-        for (int64_t d = 0; d < K->dh4; d++) wsb_printf(&k->s, "        sDQ(oi + %lldu, d%lld);\n", (long long)d, (long long)d);
+        each(K, "        ", "sDQ(oi + @, $gq);");
     }
     wsb_printf(&k->s, "    }\n");
     wk_end(k);
@@ -235,10 +286,10 @@ static tg_status emit_dkdv(akern *K, tg_wgsl_program *out) {
                (long long)rows);
     if (!open_main(K)) return wk_close(k, out);
     wsb_printf(&k->s, "    let ki = iK(b, h, rq);\n    let vi = iV(b, h, rq);\n");
-    load_row(K, "k", "bK", "ki", false);
-    load_row(K, "v", "bV", "vi", false);
-    for (int64_t d = 0; d < K->dh4; d++)
-        wsb_printf(&k->s, "    var dk%lld = vec4<f32>(0.0f);\n    var dv%lld = vec4<f32>(0.0f);\n", (long long)d, (long long)d);
+    row(K, "k", "bK", "ki");
+    row(K, "v", "bV", "vi");
+    row(K, "gk", NULL, NULL);
+    row(K, "gv", NULL, NULL);
     wsb_printf(&k->s,
                "    for (var i0 = blk * %uu; i0 < %lldu; i0 += %lldu) {\n        workgroupBarrier();\n"
                "        for (var e = lid; e < %lldu; e += %uu) {\n            let i = i0 + e / %lldu;\n"
@@ -248,29 +299,37 @@ static tg_status emit_dkdv(akern *K, tg_wgsl_program *out) {
                "            if (i0 + e < %lldu) { lt[e] = work[%lldu + bh * %lldu + i0 + e]; dt[e] = work[%lldu + bh * %lldu + i0 + e]; }\n"
                "        }\n        workgroupBarrier();\n"
                "        let ihi = min(i0 + %lldu, %lldu);\n"
-               "        for (var i = max(i0, rq); i < ihi; i++) {\n            let ib = (i - i0) * %lldu;\n"
-               "            let p = exp((",
+               "        for (var i = max(i0, rq); i < ihi; i++) {\n            let ib = (i - i0) * %lldu;\n",
                K->wg, T, (long long)rows, (long long)rows * dh4, K->wg, dh4, dh4, dh4, T, (long long)rows, K->wg, T,
                (long long)(a->lse_at / 4), T, (long long)(a->d_at / 4), T, (long long)rows, T, dh4);
-    for (int64_t d = 0; d < K->dh4; d++) wsb_printf(&k->s, "%sdot(k%lld, qt[ib + %lldu])", d ? " + " : "", (long long)d, (long long)d);
-    wsb_printf(&k->s, ")%s - lt[i - i0]);\n            let dp = ", sc);
-    for (int64_t d = 0; d < K->dh4; d++) wsb_printf(&k->s, "%sdot(v%lld, gt[ib + %lldu])", d ? " + " : "", (long long)d, (long long)d);
-    wsb_printf(&k->s, ";\n            let ds = p * (dp - dt[i - i0])%s;\n", dsc);
-    for (int64_t d = 0; d < K->dh4; d++)
-        wsb_printf(&k->s, "            dv%lld = dv%lld + p * gt[ib + %lldu];\n            dk%lld = dk%lld + ds * qt[ib + %lldu];\n",
-                   (long long)d, (long long)d, (long long)d, (long long)d, (long long)d, (long long)d);
+    dot_sum(K, "            ", "s", "dot($k, qt[ib + @])", sc);
+    wsb_printf(&k->s, "            let p = exp(s - lt[i - i0]);\n");
+    dot_sum(K, "            ", "dp", "dot($v, gt[ib + @])", "");
+    wsb_printf(&k->s, "            let ds = p * (dp - dt[i - i0])%s;\n", dsc);
+    each(K, "            ", "$gv = $gv + p * gt[ib + @];");
+    each(K, "            ", "$gk = $gk + ds * qt[ib + @];");
     wsb_printf(&k->s, "        }\n    }\n    if (r < %lldu) {\n", T);
     if (K->node[OP_DK] >= 0) {
         wsb_printf(&k->s, "        let oi = iDK(b, h, r);\n");
-        for (int64_t d = 0; d < K->dh4; d++) wsb_printf(&k->s, "        sDK(oi + %lldu, dk%lld);\n", (long long)d, (long long)d);
+        each(K, "        ", "sDK(oi + @, $gk);");
     }
     if (K->node[OP_DV] >= 0) {
         wsb_printf(&k->s, "        let vo = iDV(b, h, r);\n");
-        for (int64_t d = 0; d < K->dh4; d++) wsb_printf(&k->s, "        sDV(vo + %lldu, dv%lld);\n", (long long)d, (long long)d);
+        each(K, "        ", "sDV(vo + @, $gv);");
     }
     wsb_printf(&k->s, "    }\n");
     wk_end(k);
     return wk_close(k, out);
+}
+
+static int g_form = -1;
+void tg_wgsl_attention_test_form(int unroll) { g_form = unroll; }
+
+static bool unrolled(const tg_wgsl_limits *lim) {
+    if (g_form >= 0) return g_form == 1;
+    const char *e = getenv("TG_WGSL_ATTN_UNROLL");
+    if (e && (strcmp(e, "0") == 0 || strcmp(e, "1") == 0)) return e[0] == '1';
+    return !lim->cpu_adapter;
 }
 
 static uint32_t rows_per_group(int64_t T) {
@@ -289,7 +348,7 @@ tg_status tg_wgsl_emit_attention(const tg_graph *g, const tg_plan *plan, const t
         if (st != TG_OK) return st;
         akern K;
         memset(&K, 0, sizeof K);
-        K.a = a, K.f = f, K.wg = rows_per_group(a->T), K.dh4 = a->Dh / 4, K.work = work_bytes;
+        K.a = a, K.f = f, K.wg = rows_per_group(a->T), K.dh4 = a->Dh / 4, K.work = work_bytes, K.unroll = unrolled(lim);
         for (int o = 0; o < N_OP; o++) K.node[o] = -1;
         int turn = a->bwd ? (a->dq >= 0 ? a->dq : a->dk >= 0 ? a->dk : a->dv) : a->o;
         for (int o = 0; o < 3 && a->bwd; o++) {

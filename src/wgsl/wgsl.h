@@ -35,6 +35,10 @@ typedef struct {
     /* Not a device limit: one kernel per node, so every node's value can be
      * read after its own kernel (the engine sets it for check_numerics). */
     bool one_kernel_per_node;
+    /* Not a limit: a CPU adapter (lavapipe), whose shader compiler takes
+     * seconds on long straight-line code (the fused attention then walks
+     * its register rows with loops instead of unrolling them). */
+    bool cpu_adapter;
 } tg_wgsl_limits;
 
 /* Bindings a kernel may have (a fused kernel reads more than one node's

@@ -1,0 +1,170 @@
+/* The fused causal attention of the WebGPU backend (src/wgsl/attention.h)
+ * against the CPU backend: forward output and the gradients of q, k and v
+ * at T in {1, 7, 64, 257} and head sizes {8, 64, 80}, with the heads
+ * permutes read and written with strides and without them; that each case
+ * was fused (one forward and one backward group, and no [T, T] memory);
+ * and that a GPT's plan runs no permute kernel. Needs a WebGPU device
+ * (lavapipe). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "parity.h"
+#include "webgpu/webgpu.h"
+#include "wgsl/attention.h"
+#include "session.h"
+#include "../examples/gpt.c"
+
+#define S TG_SHAPE
+#define PRM(...) {__VA_ARGS__, P_END}
+
+static int64_t g_heads, g_dh;
+
+/* q, k, v [B, T, H * Dh] -> heads -> softmax_causal(q k^T / sqrt(Dh)) v -> merged [B, T, H * Dh] */
+static tg_tensor b_heads(tg_graph *g, const tg_tensor *p, const tg_tensor *in) {
+    (void)g, (void)in;
+    tg_tensor q = tg_split_heads(p[0], g_heads), k = tg_split_heads(p[1], g_heads), v = tg_split_heads(p[2], g_heads);
+    tg_tensor s = tg_mul_s(tg_matmul_t(q, k, false, true), 1.0f / sqrtf((float)g_dh));
+    return tg_merge_heads(tg_matmul(tg_softmax_causal(s), v));
+}
+
+/* q, k, v [B, H, T, Dh] as they are, no scale */
+static tg_tensor b_plain(tg_graph *g, const tg_tensor *p, const tg_tensor *in) {
+    (void)g, (void)in;
+    return tg_matmul(tg_softmax_causal(tg_matmul_t(p[0], p[1], false, true)), p[2]);
+}
+
+/* The WebGPU session of case c: its attention groups and planned bytes. */
+static void fused_info(const par_case *c, int *groups, int64_t *planned) {
+    par_user u = {c, NULL, 0, {NULL, NULL}};
+    par_run r;
+    *groups = -1, *planned = -1;
+    if (par_open(c, &u, TG_BACKEND_WEBGPU, &r) == TG_OK) {
+        *groups = r.s->prog->fusion ? r.s->prog->fusion->n_groups : 0;
+        tg_plan_stats ps;
+        if (tg_session_plan_stats(r.s, &ps) == TG_OK) *planned = ps.planned_bytes;
+    }
+    par_close(&r);
+    free(u.w);
+}
+
+/* Every T with Dh = 8, and the large head sizes at a T each: the shader
+ * compiler of a CPU adapter takes seconds per large-Dh kernel. */
+static void test_parity(void) {
+    static const int64_t cfg[][3] = {{1, 8, 3}, {7, 8, 3}, {64, 8, 3}, {257, 8, 3}, {64, 64, 1}, {7, 80, 1}, {257, 80, 2}};
+    for (size_t ci = 0; ci < sizeof cfg / sizeof cfg[0]; ci++) {
+        int64_t T = cfg[ci][0], Dh = cfg[ci][1], B = T > 64 ? 1 : 2, H = 2;
+        g_heads = H, g_dh = Dh;
+        char name[2][96];
+        snprintf(name[0], sizeof name[0], "attention heads B=%lld T=%lld H=%lld Dh=%lld", (long long)B, (long long)T,
+                 (long long)H, (long long)Dh);
+        snprintf(name[1], sizeof name[1], "attention plain B=%lld T=%lld H=%lld Dh=%lld", (long long)B, (long long)T,
+                 (long long)H, (long long)Dh);
+        par_case cs[2] = {
+            {name[0], PRM(S(B, T, H * Dh), S(B, T, H * Dh), S(B, T, H * Dh)), P_NONE, 0, 1, b_heads, 2e-4f},
+            {name[1], PRM(S(B, H, T, Dh), S(B, H, T, Dh), S(B, H, T, Dh)), P_NONE, 0, 1, b_plain, 2e-4f},
+        };
+        for (int v = 0; v < 2; v++) {
+            if (!(cfg[ci][2] & (1 << v))) continue;
+            par_check(&cs[v], false);
+            int groups, g0;
+            int64_t planned, unfused;
+            fused_info(&cs[v], &groups, &planned);
+            tg_wgsl_set_fusion(0);
+            fused_info(&cs[v], &g0, &unfused);
+            tg_wgsl_set_fusion(-1);
+            CHECK(groups == 2, "%s: %d fused groups, want 2 (forward and backward)", cs[v].name, groups);
+            /* the scores and softmax [B, H, T, T] and their gradients have no memory */
+            CHECK(T < 8 || unfused - planned >= B * H * T * T * 4, "%s: planned %lld bytes, unfused %lld", cs[v].name,
+                  (long long)planned, (long long)unfused);
+        }
+    }
+}
+
+/* Odd head sizes are left to the separate kernels (the stated rule), and
+ * still agree. */
+static void test_unfused_rule(void) {
+    g_heads = 2, g_dh = 6;
+    par_case c = {"attention Dh=6 (not fused)", PRM(S(2, 2, 9, 6), S(2, 2, 9, 6), S(2, 2, 9, 6)), P_NONE, 0, 1, b_plain, 2e-4f};
+    par_check(&c, false);
+    int groups;
+    int64_t planned;
+    fused_info(&c, &groups, &planned);
+    CHECK(groups == 0, "Dh=6: %d attention groups, want none", groups);
+}
+
+/* A 2-layer GPT (the structure of gpt_small, small sizes): its training step
+ * has no permute kernel (every split_heads and merge_heads, forward and
+ * backward, is read or written with strides). */
+static gpt_model gnet;
+static tg_tensor gpt_loss(tg_graph *g, void *user) {
+    (void)user;
+    tg_tensor logits = gpt_forward(g, &gnet, tg_input(g, "tokens"), false);
+    return tg_cross_entropy(logits, tg_input(g, "targets"), TG_REDUCTION_MEAN);
+}
+
+static void test_gpt_plan(void) {
+    enum { V = 17, D = 64, L = 2, H = 4, T = 32, B = 4 };
+    tg_model *m = tg_model_new();
+    gpt_declare(&gnet, m, (gpt_config){V, D, L, H, T});
+    tg_input_decl in[] = {{"tokens", TG_I32, S(B, T)}, {"targets", TG_I32, S(B, T)}};
+    tg_train_spec spec = {.model = m, .loss = gpt_loss, .inputs = in, .n_inputs = 2,
+                          .optim = tg_adamw(tg_lr_constant(1e-3f), 0.01f), .seed = 3, .backend = TG_BACKEND_WEBGPU};
+    tg_session *s = NULL;
+    CHECK_OK(tg_session_new(&spec, &s));
+    if (s) {
+        tg_webgpu_adapter_info info;
+        CHECK_OK(tg_webgpu_info(&info));
+        tg_wgsl_limits l = {info.max_storage_buffer_binding_size, info.max_buffer_size,
+                            info.max_storage_buffers_per_shader_stage, info.max_compute_workgroup_storage_size,
+                            info.max_compute_invocations_per_workgroup, info.max_compute_workgroups_per_dimension,
+                            info.min_storage_buffer_offset_alignment, false, false};
+        tg_wgsl_program prog;
+        CHECK_OK(tg_wgsl_emit_program(s->prog->g, &s->prog->plan, s->prog->fusion, s->prog->wb, s->prog->n_wb, &l, &prog));
+        int permutes = 0, attn = 0;
+        for (int i = 0; i < prog.n; i++) {
+            const char *src = prog.k[i].source;
+            if (!src) continue;
+            char first[128];
+            snprintf(first, sizeof first, "%.*s", (int)strcspn(src, "\n"), src);
+            permutes += strstr(first, "permute") != NULL;
+            attn += strstr(first, "attention") != NULL;
+        }
+        CHECK(permutes == 0, "gpt: %d permute kernels per step, want none", permutes);
+        CHECK(attn == 3 * L, "gpt: %d attention kernels, want %d (one forward, two backward per layer)", attn, 3 * L);
+        tg_wgsl_program_free(&prog);
+    }
+    tg_session_free(s);
+    tg_model_free(m);
+}
+
+/* The unrolled form (what a GPU gets; lavapipe gets loops) at small head
+ * sizes, which its compiler builds quickly. */
+static void test_unrolled(void) {
+    tg_wgsl_attention_test_form(1);
+    static const int64_t Ts[] = {7, 64}, Dhs[] = {8, 16};
+    for (int ti = 0; ti < 2; ti++)
+        for (int di = 0; di < 2; di++) {
+            int64_t T = Ts[ti], Dh = Dhs[di];
+            g_heads = 2, g_dh = Dh;
+            char name[96];
+            snprintf(name, sizeof name, "attention heads, unrolled, T=%lld Dh=%lld", (long long)T, (long long)Dh);
+            par_case c = {name, PRM(S(2, T, 2 * Dh), S(2, T, 2 * Dh), S(2, T, 2 * Dh)), P_NONE, 0, 1, b_heads, 2e-4f};
+            par_check(&c, false);
+        }
+    tg_wgsl_attention_test_form(-1);
+}
+
+int main(void) {
+    tg_webgpu_adapter_info info;
+    if (tg_webgpu_info(&info) != TG_OK) {
+        check_webgpu_missing("test_webgpu_attention");
+        return check_summary("test_webgpu_attention");
+    }
+    test_parity();
+    test_unrolled();
+    test_unfused_rule();
+    test_gpt_plan();
+    return check_summary("test_webgpu_attention");
+}
