@@ -83,12 +83,12 @@ int ex_plan_report(const char *model, const tg_session *s, tg_backend be, int mo
     if (mode == 2) {
         printf("{\"plan\": \"%s\", \"backend\": \"%s\", \"dispatches\": %d, \"planned_bytes\": %lld, "
                "\"naive_bytes\": %lld, \"param_bytes\": %lld, \"grad_bytes\": %lld, \"state_bytes\": %lld, "
-               "\"input_bytes\": %lld, \"activation_bytes\": %lld, \"other_bytes\": %lld, \"kernels\": %d, "
-               "\"writebacks\": %d}\n",
+               "\"input_bytes\": %lld, \"activation_bytes\": %lld, \"other_bytes\": %lld, \"workspace_bytes\": %lld, "
+               "\"kernels\": %d, \"writebacks\": %d}\n",
                model, bk, ps.n_dispatches, (long long)ps.planned_bytes, (long long)ps.naive_bytes,
                (long long)ps.param_bytes, (long long)ps.grad_bytes, (long long)ps.state_bytes,
-               (long long)ps.input_bytes, (long long)ps.scratch_bytes, (long long)ps.other_bytes, ps.n_kernels,
-               ps.n_writebacks);
+               (long long)ps.input_bytes, (long long)ps.scratch_bytes, (long long)ps.other_bytes,
+               (long long)ps.workspace_bytes, ps.n_kernels, ps.n_writebacks);
         return 0;
     }
     printf("%s on %s: %d dispatches per step (%d graph nodes run kernels, %d writebacks, %d of them copies)\n", model, bk,
@@ -97,6 +97,7 @@ int ex_plan_report(const char *model, const tg_session *s, tg_backend be, int mo
            ps.grad_bytes / 1e6, ps.state_bytes / 1e6);
     printf("  inputs       %10.2f MB\n  activations  %10.2f MB (pooled by liveness)\n  other        %10.2f MB\n",
            ps.input_bytes / 1e6, ps.scratch_bytes / 1e6, ps.other_bytes / 1e6);
+    if (ps.workspace_bytes) printf("  kernel workspace %6.2f MB\n", ps.workspace_bytes / 1e6);
     printf("  planned      %10.2f MB\n  one buffer per tensor %.2f MB (%.0f%% saved)\n", ps.planned_bytes / 1e6,
            ps.naive_bytes / 1e6, ps.naive_bytes ? 100.0 * (1.0 - (double)ps.planned_bytes / (double)ps.naive_bytes) : 0.0);
     return 0;

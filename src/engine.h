@@ -20,6 +20,7 @@ typedef struct {
     tg_fusion *fusion; /* what the backend fused before planning; NULL for none */
     void *impl;        /* the engine's compiled form */
     int n_dispatches;  /* kernel launches per step or run, as the engine compiled them (after fusion) */
+    int64_t workspace_bytes; /* what the engine allocates beyond the plan for its kernels */
     /* Numerics: check is a scalar, loss * 0 + the sum of every grad squared,
      * computed before node first_update (the first optimizer update): not
      * finite when the loss or any gradient is not, or the norm overflows.

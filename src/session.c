@@ -323,7 +323,8 @@ tg_status tg_session_plan_stats(const tg_session *s, tg_plan_stats *o) {
     if (!s->prog) return tg_fail(TG_ERR_STATE, "tg_session_plan_stats: the forward session has not run yet");
     memset(o, 0, sizeof *o);
     const tg_plan *pl = &s->prog->plan;
-    o->planned_bytes = pl->arena_bytes[0] + pl->arena_bytes[1] + pl->arena_bytes[2];
+    o->workspace_bytes = s->prog->workspace_bytes;
+    o->planned_bytes = pl->arena_bytes[0] + pl->arena_bytes[1] + pl->arena_bytes[2] + o->workspace_bytes;
     o->naive_bytes = pl->naive_bytes;
     for (int i = 0; i < pl->n; i++) {
         const tg_slot *sl = &pl->slot[i];

@@ -184,6 +184,7 @@ static tg_status compile_locked(wg_engine *e, tg_program *p, wg_program *wp, con
     free(init);
     if (st == TG_OK) st = wgpu_take_error(c, "webgpu compile");
     p->n_dispatches = wp->n_calls;
+    p->workspace_bytes = prog->workspace_bytes;
     while (wp->split < wp->n_calls && wp->calls[wp->split].node < p->first_update &&
            !(tg_ops[g->nodes[wp->calls[wp->split].node].op].flags & TG_OPF_LEAF))
         wp->split++;
