@@ -39,10 +39,11 @@ static float const_value(const tg_graph *g, int id) {
     return n->data ? ((const float *)n->data)[0] : n->fa[0];
 }
 
-/* Rows per tile: the largest power of two up to 64 whose `per_row` bytes
- * fit the workgroup memory. */
+/* Rows per tile: the largest power of two up to 64 (and up to T rounded up)
+ * whose `per_row` bytes fit the workgroup memory. */
 static int64_t tile_rows(const akern *K, int64_t per_row) {
     int64_t r = 64;
+    while (r > 1 && r / 2 >= K->a->T) r /= 2; /* no longer than the rows there are */
     while (r > 1 && (uint64_t)(r * per_row) > K->k.lim->max_workgroup_storage_size) r /= 2;
     return r;
 }
