@@ -1,5 +1,5 @@
 /* Forward values (against double libm or by hand) and exact gradients of the
- * issue-3 math and shape ops, where finite differences cannot reach: ties,
+ * math and shape ops (ops_math.c), where finite differences cannot reach: ties,
  * i32 forms, argmax/argmin, stop_gradient, extreme inputs, scatter-add with
  * repeated indices; the errors bad axes, shapes and dtypes give; and
  * results that must not depend on the thread count. */
