@@ -285,10 +285,10 @@ VINLINE void norm_stats_row(const float *x, int64_t D, bool rms, float eps, floa
         for (int64_t i = 0; i < D; i += VL) acc += vload_tail(x + i, D - i < VL ? D - i : VL);
         m = lanes16(acc) / (float)D;
     }
-    vf acc = vsplat(0.0f);
+    vf acc = vsplat(0.0f), vm = vsplat(m);
     for (int64_t i = 0; i < D; i += VL) {
         int64_t n = D - i < VL ? D - i : VL;
-        vf d = vload_tail(x + i, n) - m;
+        vf d = vload_tail(x + i, n) - vm;
         if (n < VL) d = vsel(__builtin_convertvector((vf){0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, vi) <
                                  (vi){0} + (int32_t)n,
                              d, vsplat(0.0f));
@@ -311,9 +311,10 @@ TG_MULTI(static, norm_rows, (void *arg, int64_t lo, int64_t hi), (arg, lo, hi)) 
         const float *x = X + r * D;
         float *y = Y + r * D, mean, rstd;
         norm_stats_row(x, D, rms, n->fa[0], &mean, &rstd);
+        vf vm = vsplat(mean), vr = vsplat(rstd);
         for (int64_t i = 0; i < D; i += VL) {
             int64_t k = D - i < VL ? D - i : VL;
-            vf t = (vload_tail(x + i, k) - mean) * rstd * vload_tail(gain + i, k);
+            vf t = (vload_tail(x + i, k) - vm) * vr * vload_tail(gain + i, k);
             if (bias) t += vload_tail(bias + i, k);
             vstore_tail(y + i, t, k);
         }
@@ -352,19 +353,20 @@ TG_MULTI(static, norm_dx_rows, (void *arg, int64_t lo, int64_t hi), (arg, lo, hi
     bool rms = j->n->ia[0];
     for (int64_t r = lo; r < hi; r++) {
         const float *x = X + r * D, *gy = GY + r * D;
-        float *dx = DX + r * D, mean = st[2 * r], rstd = st[2 * r + 1];
+        float *dx = DX + r * D;
+        vf vm = vsplat(st[2 * r]), vr = vsplat(st[2 * r + 1]);
         vf sa = vsplat(0.0f), sb = vsplat(0.0f);
         for (int64_t i = 0; i < D; i += VL) { /* lanes past D load 0: they add 0 * whatever = 0 */
             int64_t k = D - i < VL ? D - i : VL;
             vf d = vload_tail(gy + i, k) * vload_tail(gain + i, k);
             sa += d;
-            sb += d * ((vload_tail(x + i, k) - mean) * rstd);
+            sb += d * ((vload_tail(x + i, k) - vm) * vr);
         }
-        float a = rms ? 0.0f : lanes16(sa) / (float)D, b = lanes16(sb) / (float)D;
+        vf va = vsplat(rms ? 0.0f : lanes16(sa) / (float)D), vb = vsplat(lanes16(sb) / (float)D);
         for (int64_t i = 0; i < D; i += VL) {
             int64_t k = D - i < VL ? D - i : VL;
-            vf t = rstd * (vload_tail(gy + i, k) * vload_tail(gain + i, k) - a -
-                           (vload_tail(x + i, k) - mean) * rstd * b);
+            vf t = vr * (vload_tail(gy + i, k) * vload_tail(gain + i, k) - va -
+                         (vload_tail(x + i, k) - vm) * vr * vb);
             vstore_tail(dx + i, t, k);
         }
     }
@@ -387,10 +389,10 @@ TG_MULTI(static, norm_dgain_block, (void *arg, int64_t r0, int64_t r1, float *dg
         vf acc[4] = {vsplat(0.0f), vsplat(0.0f), vsplat(0.0f), vsplat(0.0f)};
         for (int64_t r = r0; r < r1; r++) {
             const float *x = X + r * D + i, *gy = GY + r * D + i;
-            float mean = st[2 * r], rstd = st[2 * r + 1];
+            vf vm = vsplat(st[2 * r]), vr = vsplat(st[2 * r + 1]);
             for (int q = 0; q < 4 && q * VL < w; q++) {
                 int64_t k = w - q * VL < VL ? w - q * VL : VL;
-                acc[q] += vload_tail(gy + q * VL, k) * ((vload_tail(x + q * VL, k) - mean) * rstd);
+                acc[q] += vload_tail(gy + q * VL, k) * ((vload_tail(x + q * VL, k) - vm) * vr);
             }
         }
         for (int q = 0; q < 4 && q * VL < w; q++) vstore_tail(dg + i + q * VL, acc[q], w - q * VL < VL ? w - q * VL : VL);
@@ -413,11 +415,12 @@ TG_MULTI(static, norm_bwd_rows, (void *arg, int64_t lo, int64_t hi), (arg, lo, h
         float mean, rstd;
         norm_stats_row(x, D, a->rms, a->eps, &mean, &rstd);
         if (a->stats) a->stats[2 * r] = mean, a->stats[2 * r + 1] = rstd;
+        vf vm = vsplat(mean), vr = vsplat(rstd);
         if (a->y) { /* norm_rows */
             float *y = a->y + r * D;
             for (int64_t i = 0; i < D; i += VL) {
                 int64_t k = D - i < VL ? D - i : VL;
-                vf t = (vload_tail(x + i, k) - mean) * rstd * vload_tail(a->gain + i, k);
+                vf t = (vload_tail(x + i, k) - vm) * vr * vload_tail(a->gain + i, k);
                 if (a->bias) t += vload_tail(a->bias + i, k);
                 vstore_tail(y + i, t, k);
             }
@@ -427,15 +430,15 @@ TG_MULTI(static, norm_bwd_rows, (void *arg, int64_t lo, int64_t hi), (arg, lo, h
             int64_t k = D - i < VL ? D - i : VL;
             vf d = vload_tail(gy + i, k) * vload_tail(a->gain + i, k);
             sa += d;
-            sb += d * ((vload_tail(x + i, k) - mean) * rstd);
+            sb += d * ((vload_tail(x + i, k) - vm) * vr);
         }
-        float ma = a->rms ? 0.0f : lanes16(sa) / (float)D, mb = lanes16(sb) / (float)D;
+        vf ma = vsplat(a->rms ? 0.0f : lanes16(sa) / (float)D), mb = vsplat(lanes16(sb) / (float)D);
         float *out = a->out + r * D;
         const float *res = a->resid ? a->resid + r * D : NULL;
         for (int64_t i = 0; i < D; i += VL) {
             int64_t k = D - i < VL ? D - i : VL;
-            vf t = rstd * (vload_tail(gy + i, k) * vload_tail(a->gain + i, k) - ma -
-                           (vload_tail(x + i, k) - mean) * rstd * mb);
+            vf t = vr * (vload_tail(gy + i, k) * vload_tail(a->gain + i, k) - ma -
+                         (vload_tail(x + i, k) - vm) * vr * mb);
             if (res) t = vload_tail(res + i, k) + t; /* the add kernel: resid + dx */
             vstore_tail(out + i, t, k);
         }
@@ -462,11 +465,11 @@ TG_MULTI(static, norm_sums_block, (void *arg, int64_t r0, int64_t r1, float *par
         vf col[4] = {vsplat(0.0f), vsplat(0.0f), vsplat(0.0f), vsplat(0.0f)};
         for (int64_t r = r0; r < r1; r++) {
             const float *x = j->x + r * D + i, *gy = j->gy + r * D + i;
-            float mean = j->st[2 * r], rstd = j->st[2 * r + 1];
+            vf vm = vsplat(j->st[2 * r]), vr = vsplat(j->st[2 * r + 1]);
             for (int q = 0; q < 4 && q * VL < w; q++) {
                 int64_t k = w - q * VL < VL ? w - q * VL : VL;
                 vf g = vload_tail(gy + q * VL, k);
-                acc[q] += g * ((vload_tail(x + q * VL, k) - mean) * rstd);
+                acc[q] += g * ((vload_tail(x + q * VL, k) - vm) * vr);
                 col[q] += g;
             }
         }

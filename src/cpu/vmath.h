@@ -33,7 +33,12 @@ VINLINE vf vload(const float *p) {
     memcpy(&v, p, sizeof v);
     return v;
 }
-VINLINE void vstore(float *p, vf v) { memcpy(p, &v, sizeof v); }
+/* In halves: GCC stores a 16-lane vector whole on a target without 16-lane
+ * registers (AVX2) through the stack, 16 bytes at a time. */
+VINLINE void vstore(float *p, vf v) {
+    memcpy(p, &v, sizeof v / 2);
+    memcpy(p + VL / 2, (char *)&v + sizeof v / 2, sizeof v / 2);
+}
 /* The first n < VL lanes; the rest are zero (harmless to every function here). */
 VINLINE vf vload_n(const float *p, int64_t n) {
     vf v = {0};
@@ -73,7 +78,16 @@ VINLINE vf vfma(vf a, vf b, vf c) {
     return r;
 }
 
-VINLINE vf vsplat(float v) { return (vf){0} + v; }
+/* 0 + v in every lane (so -0 comes out +0, as it always has). Written as a
+ * loop, which GCC turns into one broadcast: the vector-scalar form (and so
+ * any `x * s` with a scalar s) goes through the stack lane by lane on AVX2,
+ * so hot loops hoist their scalars into vsplat()s. */
+VINLINE vf vsplat(float v) {
+    vf r;
+    float s = 0.0f + v;
+    for (int i = 0; i < VL; i++) r[i] = s;
+    return r;
+}
 VINLINE vf vsel(vi m, vf a, vf b) { return (vf)(((vi)a & m) | ((vi)b & ~m)); }
 VINLINE vf vabs(vf x) { return (vf)((vi)x & 0x7fffffff); }
 /* sign bit of x copied onto |y| */
