@@ -3,6 +3,7 @@
 #ifndef TG_CPU_KERNELS_H
 #define TG_CPU_KERNELS_H
 #include "../ir/ir.h"
+#include "cpu.h"
 
 #define TG_CPU_KERNEL(name) void name(cpu_ctx *c, const tg_graph *g, int id, void *out, void *const *in)
 
@@ -84,6 +85,10 @@ typedef struct {
     float *stats, *y, *out;
 } cpu_norm_bwd;
 void cpu_norm_backward(cpu_ctx *c, const cpu_norm_bwd *a);
+/* The AVX2 path's row functions over a cpu_norm_bwd (norm_avx2.c): the
+ * forward (x, gain, bias, y and optionally stats; gy unused) or the fused
+ * backward; NULL where the build has no AVX2 code. */
+tg_range_fn cpu_norm_rows_avx2(bool backward);
 /* norm_dgain and the column sum of gy (a bias gradient) in one pass over
  * the rows: each as its own kernel sums. D <= CPU_NORM_SUMS_MAX_D. */
 #define CPU_NORM_SUMS_MAX_D 1024

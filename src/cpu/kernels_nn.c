@@ -324,6 +324,13 @@ TG_MULTI(static, norm_rows, (void *arg, int64_t lo, int64_t hi), (arg, lo, hi)) 
 TG_CPU_KERNEL(cpu_norm) {
     const tg_node *n = ir_node(g, id);
     nn_job j = row_job(n, in, out, n->shape);
+    tg_range_fn avx2 = cpu_isa() == CPU_AVX2 ? cpu_norm_rows_avx2(false) : NULL;
+    if (avx2) {
+        cpu_norm_bwd a = {.R = j.rows, .D = j.width, .rms = n->op == TG_OP_RMS_NORM, .eps = n->fa[0], .x = in[0],
+                          .gain = in[1], .bias = n->nin > 2 ? in[2] : NULL, .y = out};
+        cpu_parallel(c, a.R, grain_rows(a.D), avx2, &a);
+        return;
+    }
     run_rows(c, &j, norm_rows);
 }
 
@@ -446,7 +453,8 @@ TG_MULTI(static, norm_bwd_rows, (void *arg, int64_t lo, int64_t hi), (arg, lo, h
 }
 
 void cpu_norm_backward(cpu_ctx *c, const cpu_norm_bwd *a) {
-    cpu_parallel(c, a->R, grain_rows(a->D), norm_bwd_rows, (void *)a);
+    tg_range_fn avx2 = cpu_isa() == CPU_AVX2 ? cpu_norm_rows_avx2(true) : NULL;
+    cpu_parallel(c, a->R, grain_rows(a->D), avx2 ? avx2 : norm_bwd_rows, (void *)a);
 }
 
 typedef struct {
