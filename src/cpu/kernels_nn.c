@@ -391,6 +391,7 @@ TG_MULTI(static, norm_dgain_block, (void *arg, int64_t r0, int64_t r1, float *dg
     nn_job *j = arg;
     const float *X = j->in[0], *GY = j->in[1], *st = j->in[2];
     int64_t D = j->width;
+    if (cpu_isa() == CPU_AVX2 && cpu_norm_cols_avx2(D, r0, r1, X, GY, st, dg, NULL)) return;
     for (int64_t i = 0; i < D; i += 4 * VL) {
         int64_t w = D - i < 4 * VL ? D - i : 4 * VL;
         vf acc[4] = {vsplat(0.0f), vsplat(0.0f), vsplat(0.0f), vsplat(0.0f)};
@@ -467,6 +468,7 @@ typedef struct {
 TG_MULTI(static, norm_sums_block, (void *arg, int64_t r0, int64_t r1, float *part), (arg, r0, r1, part)) {
     const sums_job *j = arg;
     int64_t D = j->D;
+    if (cpu_isa() == CPU_AVX2 && cpu_norm_cols_avx2(D, r0, r1, j->x, j->gy, j->st, part, part + D)) return;
     for (int64_t i = 0; i < D; i += 4 * VL) {
         int64_t w = D - i < 4 * VL ? D - i : 4 * VL;
         vf acc[4] = {vsplat(0.0f), vsplat(0.0f), vsplat(0.0f), vsplat(0.0f)};

@@ -136,6 +136,43 @@ AVX2 static void bwd_rows(void *arg, int64_t lo, int64_t hi) {
 }
 
 tg_range_fn cpu_norm_rows_avx2(bool backward) { return backward ? bwd_rows : fwd_rows; }
+
+/* norm_dgain_block and norm_sums_block: 32 columns at a time, rows in order. */
+AVX2 static void cols(int64_t D, int64_t r0, int64_t r1, const float *X, const float *GY, const float *st, float *dg,
+                      float *db) {
+    for (int64_t i = 0; i < D; i += 32) {
+        __m256i k[4];
+        __m256 acc[4], col[4];
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; q++) k[q] = lanes8(D - i - 8 * q), acc[q] = col[q] = _mm256_setzero_ps();
+        for (int64_t r = r0; r < r1; r++) {
+            const float *x = X + r * D + i, *gy = GY + r * D + i;
+            __m256 vm = _mm256_set1_ps(st[2 * r]), vr = _mm256_set1_ps(st[2 * r + 1]);
+#pragma GCC unroll 4
+            for (int q = 0; q < 4; q++) {
+                __m256 g = _mm256_maskload_ps(gy + 8 * q, k[q]);
+                __m256 xh = _mm256_mul_ps(_mm256_sub_ps(_mm256_maskload_ps(x + 8 * q, k[q]), vm), vr);
+                acc[q] = _mm256_add_ps(acc[q], _mm256_mul_ps(g, xh));
+                if (db) col[q] = _mm256_add_ps(col[q], g);
+            }
+        }
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; q++) {
+            _mm256_maskstore_ps(dg + i + 8 * q, k[q], acc[q]);
+            if (db) _mm256_maskstore_ps(db + i + 8 * q, k[q], col[q]);
+        }
+    }
+}
+
+bool cpu_norm_cols_avx2(int64_t D, int64_t r0, int64_t r1, const float *x, const float *gy, const float *st,
+                        float *dg, float *db) {
+    cols(D, r0, r1, x, gy, st, dg, db);
+    return true;
+}
 #else
 tg_range_fn cpu_norm_rows_avx2(bool backward) { return (void)backward, NULL; }
+bool cpu_norm_cols_avx2(int64_t D, int64_t r0, int64_t r1, const float *x, const float *gy, const float *st,
+                        float *dg, float *db) {
+    return false;
+}
 #endif
