@@ -76,22 +76,27 @@ AVX2_INLINE void stats_row(const float *x, int64_t D, bool rms, float eps, float
     *rstd = 1.0f / sqrtf(lanes16(acc) / (float)D + eps);
 }
 
-/* y = (x - mean) * rstd * g (+ b), and the statistics when a->stats. */
+/* Row r of y = (x - mean) * rstd * g (+ b). */
+AVX2_INLINE void y_row(const cpu_norm_bwd *a, int64_t r, v16 vm, v16 vr) {
+    const int64_t D = a->D;
+    const float *x = a->x + r * D;
+    float *y = a->y + r * D;
+    for (int64_t i = 0; i < D; i += 16) {
+        int64_t k = D - i < 16 ? D - i : 16;
+        v16 t = mul16(mul16(sub16(load16(x + i, k), vm), vr), load16(a->gain + i, k));
+        if (a->bias) t = add16(t, load16(a->bias + i, k));
+        store16(y + i, t, k);
+    }
+}
+
+/* y, and the statistics when a->stats. */
 AVX2 static void fwd_rows(void *arg, int64_t lo, int64_t hi) {
     const cpu_norm_bwd *a = arg;
-    const int64_t D = a->D;
     for (int64_t r = lo; r < hi; r++) {
-        const float *x = a->x + r * D;
-        float *y = a->y + r * D, mean, rstd;
-        stats_row(x, D, a->rms, a->eps, &mean, &rstd);
+        float mean, rstd;
+        stats_row(a->x + r * a->D, a->D, a->rms, a->eps, &mean, &rstd);
         if (a->stats) a->stats[2 * r] = mean, a->stats[2 * r + 1] = rstd;
-        v16 vm = splat16(mean), vr = splat16(rstd);
-        for (int64_t i = 0; i < D; i += 16) {
-            int64_t k = D - i < 16 ? D - i : 16;
-            v16 t = mul16(mul16(sub16(load16(x + i, k), vm), vr), load16(a->gain + i, k));
-            if (a->bias) t = add16(t, load16(a->bias + i, k));
-            store16(y + i, t, k);
-        }
+        y_row(a, r, splat16(mean), splat16(rstd));
     }
 }
 
@@ -106,15 +111,7 @@ AVX2 static void bwd_rows(void *arg, int64_t lo, int64_t hi) {
         stats_row(x, D, a->rms, a->eps, &mean, &rstd);
         if (a->stats) a->stats[2 * r] = mean, a->stats[2 * r + 1] = rstd;
         v16 vm = splat16(mean), vr = splat16(rstd);
-        if (a->y) {
-            float *y = a->y + r * D;
-            for (int64_t i = 0; i < D; i += 16) {
-                int64_t k = D - i < 16 ? D - i : 16;
-                v16 t = mul16(mul16(sub16(load16(x + i, k), vm), vr), load16(a->gain + i, k));
-                if (a->bias) t = add16(t, load16(a->bias + i, k));
-                store16(y + i, t, k);
-            }
-        }
+        if (a->y) y_row(a, r, vm, vr);
         v16 sa = splat16(0.0f), sb = splat16(0.0f);
         for (int64_t i = 0; i < D; i += 16) {
             int64_t k = D - i < 16 ? D - i : 16;
