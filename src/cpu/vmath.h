@@ -33,12 +33,7 @@ VINLINE vf vload(const float *p) {
     memcpy(&v, p, sizeof v);
     return v;
 }
-/* In halves: GCC stores a 16-lane vector whole on a target without 16-lane
- * registers (AVX2) through the stack, 16 bytes at a time. */
-VINLINE void vstore(float *p, vf v) {
-    memcpy(p, &v, sizeof v / 2);
-    memcpy(p + VL / 2, (char *)&v + sizeof v / 2, sizeof v / 2);
-}
+VINLINE void vstore(float *p, vf v) { memcpy(p, &v, sizeof v); }
 /* The first n < VL lanes; the rest are zero (harmless to every function here). */
 VINLINE vf vload_n(const float *p, int64_t n) {
     vf v = {0};
