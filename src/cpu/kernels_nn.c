@@ -28,33 +28,6 @@ static uint64_t read_seed(const void *p) {
     return (uint64_t)s[0] | (uint64_t)s[1] << 32;
 }
 
-/* Sums in eight lanes, combined pairwise: vectorizes, and the order is fixed
- * by n alone. */
-static inline float lanes_combine(const float *a) {
-    return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
-}
-
-static inline float row_sum(const float *x, int64_t n) {
-    float acc[8] = {0};
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int k = 0; k < 8; k++) acc[k] += x[i + k];
-    float s = lanes_combine(acc);
-    for (; i < n; i++) s += x[i];
-    return s;
-}
-
-/* sum((x - m)^2) */
-static inline float row_sqdev(const float *x, int64_t n, float m) {
-    float acc[8] = {0};
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int k = 0; k < 8; k++) acc[k] += (x[i + k] - m) * (x[i + k] - m);
-    float s = lanes_combine(acc);
-    for (; i < n; i++) s += (x[i] - m) * (x[i] - m);
-    return s;
-}
-
 static inline float row_max(const float *x, int64_t n) {
     float acc[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY};
     int64_t i = 0;
@@ -258,8 +231,8 @@ TG_CPU_KERNEL(cpu_nll_loss_grad) {
  * across the lanes in a fixed tree, so every row is reduced the same way
  * whatever the CPU or the thread that takes it. */
 
-/* lanes_combine of s[k] = a[k] + a[k + 8], in registers: the same adds in
- * the same order, without a trip through memory. */
+/* The 16 lanes added in a fixed tree, in registers: s[k] = a[k] + a[k + 8],
+ * then ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7)). */
 VINLINE float lanes16(vf a) {
     vf t = a + VSHUF(a, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
     vf u = t + VSHUF(t, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
