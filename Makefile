@@ -167,18 +167,34 @@ $(BUILD)/prefix.stamp: FORCE
 	@echo '$(TG_DATADIR)' | cmp -s - $@ || echo '$(TG_DATADIR)' > $@
 FORCE:
 
-# The version script exports the tg_ names and hides every other symbol.
-# The version script lists the functions the header declares (a line that
+# The exported symbols are the functions the header declares (a line that
 # starts with the return type), so internal tg_ helpers stay hidden.
-$(BUILD)/tensorgrad.map: include/tensorgrad.h
+$(BUILD)/tensorgrad.syms: include/tensorgrad.h
 	@mkdir -p $(dir $@)
-	{ echo '/* generated from include/tensorgrad.h */'; echo '{ global:'; \
-	  grep -oE '^[a-z0-9_ ]*[ *](tg_[a-z0-9_]+)\(' $< | grep -oE 'tg_[a-z0-9_]+\($$' | tr -d '(' | sort -u | sed 's/$$/;/'; \
-	  echo 'local: *; };'; } > $@
+	grep -oE '^[a-z0-9_ ]*[ *](tg_[a-z0-9_]+)\(' $< | grep -oE 'tg_[a-z0-9_]+\($$' | tr -d '(' | sort -u > $@
+# GNU ld: a version script that exports those names and hides the rest.
+$(BUILD)/tensorgrad.map: $(BUILD)/tensorgrad.syms
+	{ echo '/* generated from include/tensorgrad.h */'; echo '{ global:'; sed 's/$$/;/' $<; echo 'local: *; };'; } > $@
+# Apple's ld: an exported-symbols list (C names carry a leading underscore).
+$(BUILD)/tensorgrad.exp: $(BUILD)/tensorgrad.syms
+	sed 's/^/_/' $< > $@
 
-$(BUILD)/libtensorgrad.so: $(PIC_OBJ) $(BUILD)/tensorgrad.map
-	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,--version-script=$(BUILD)/tensorgrad.map -Wl,--no-undefined \
-	    $(CFLAGS) $(LDFLAGS) $(PIC_OBJ) -o $@.$(VERSION) $(LDLIBS)
+# Apple's linker takes neither version scripts nor sonames (nor needs
+# --no-undefined: it refuses undefined symbols by default); macOS gets an
+# install name and the exported-symbols list instead. Not built on macOS here.
+ifeq ($(shell uname -s 2>/dev/null),Darwin)
+# Files that ask for _POSIX_C_SOURCE would otherwise lose what macOS adds to
+# POSIX (sysconf's _SC_NPROCESSORS_ONLN among it).
+TG_CFLAGS += -D_DARWIN_C_SOURCE
+SHARED_EXPORTS := $(BUILD)/tensorgrad.exp
+SHARED_FLAGS := -dynamiclib -Wl,-install_name,@rpath/$(SONAME) -Wl,-exported_symbols_list,$(SHARED_EXPORTS)
+else
+SHARED_EXPORTS := $(BUILD)/tensorgrad.map
+SHARED_FLAGS := -shared -Wl,-soname,$(SONAME) -Wl,--version-script=$(SHARED_EXPORTS) -Wl,--no-undefined
+endif
+
+$(BUILD)/libtensorgrad.so: $(PIC_OBJ) $(SHARED_EXPORTS)
+	$(CC) $(SHARED_FLAGS) $(CFLAGS) $(LDFLAGS) $(PIC_OBJ) -o $@.$(VERSION) $(LDLIBS)
 	ln -sf libtensorgrad.so.$(VERSION) $(BUILD)/$(SONAME)
 	ln -sf libtensorgrad.so.$(VERSION) $@
 

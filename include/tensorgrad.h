@@ -601,9 +601,10 @@ typedef struct {
     tg_backend backend;
     int threads;               /* CPU threads; 0 = TG_THREADS or all cores */
     /* Check every kernel's output (also TG_CHECK_NUMERICS=1): the first NaN
-     * or Inf fails the step with TG_ERR_NUMERIC naming the op and its call
-     * site. Off, a step still fails (updates not applied) when the loss or
-     * the global gradient norm is not finite. */
+     * or Inf fails the step with TG_ERR_NUMERIC naming the op, its call
+     * site and the first param gradient that depends on it (else the loss
+     * or the result). Off, a step still fails (updates not applied) when
+     * the loss or the global gradient norm is not finite. */
     bool check_numerics;
 } tg_train_spec;
 

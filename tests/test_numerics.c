@@ -3,29 +3,46 @@
  * updates are not applied (params and optimizer state as before), on every
  * backend, with spec.check_numerics (every kernel checked, the op named) and
  * without (the loss and the global gradient norm checked). */
+/* setenv, unsetenv */
+#define _POSIX_C_SOURCE 200112L
 #include <math.h>
 
 #include "check.h"
 
+enum {
+    PLAIN,
+    ROOT,  /* sqrt(square(.)): finite forward, Inf in the backward at 0 */
+    FWD,   /* sqrt of the pre-activations: NaN in the forward; the loss is the mean output, so
+            * l2.b's gradient is a constant and l2.W's is the first that reads the NaN */
+    GRAD   /* plus sum(sqrt(p)) for a param p of zeros: Inf in p's gradient only */
+};
+
 typedef struct {
     tg_linear l1, l2;
-    bool root; /* sqrt(square(.)): finite forward, Inf in the backward at 0 */
-    int line;
+    tg_param p;
+    int kind, line;
 } net;
 
 static tg_tensor loss_fn(tg_graph *g, void *u) {
     net *n = u;
-    tg_tensor h = tg_relu(tg_linear_fwd(g, &n->l1, tg_input(g, "x")));
+    tg_tensor h = tg_linear_fwd(g, &n->l1, tg_input(g, "x"));
     n->line = __LINE__ + 1;
-    if (n->root) h = tg_sqrt(tg_square(h));
-    return tg_mse(tg_linear_fwd(g, &n->l2, h), tg_input(g, "y"));
+    h = n->kind == FWD ? tg_sqrt(h) : tg_relu(h);
+    n->line = n->kind == ROOT ? __LINE__ + 1 : n->line;
+    if (n->kind == ROOT) h = tg_sqrt(tg_square(h));
+    tg_tensor out = tg_linear_fwd(g, &n->l2, h);
+    if (n->kind == FWD) return tg_mean(out, TG_ALL, false);
+    tg_tensor loss = tg_mse(out, tg_input(g, "y"));
+    n->line = n->kind == GRAD ? __LINE__ + 1 : n->line;
+    return n->kind == GRAD ? tg_add(loss, tg_sum(tg_sqrt(tg_use(g, n->p)), TG_ALL, false)) : loss;
 }
 
-static tg_status make(tg_backend b, bool check, bool root, net *n, tg_model **m, tg_session **s) {
+static tg_status make(tg_backend b, bool check, int kind, net *n, tg_model **m, tg_session **s) {
     *m = tg_model_new();
     n->l1 = tg_linear_new(*m, "l1", 2, 4, true);
     n->l2 = tg_linear_new(*m, "l2", 4, 1, true);
-    n->root = root;
+    if (kind == GRAD) n->p = tg_model_param(*m, "p", TG_SHAPE(4), tg_init_zeros());
+    n->kind = kind;
     static const tg_input_decl in[] = {{"x", TG_F32, TG_SHAPE(8, 2)}, {"y", TG_F32, TG_SHAPE(8, 1)}};
     tg_train_spec spec = {.model = *m, .loss = loss_fn, .user = n, .inputs = in, .n_inputs = 2,
                           .optim = tg_adam(tg_lr_constant(1e-2f)), .seed = 5, .backend = b, .check_numerics = check};
@@ -69,8 +86,8 @@ static void run(tg_backend b, const char *bname, bool check) {
     tg_session *a = NULL, *s = NULL;
     /* The same kernels on both sides: check_numerics runs every op as its own
      * kernel, and a GPU may round a fused kernel differently (the H200 does). */
-    CHECK_OK(make(b, check, false, &na, &ma, &a));
-    CHECK_OK(make(b, check, false, &nb, &mb, &s));
+    CHECK_OK(make(b, check, PLAIN, &na, &ma, &a));
+    CHECK_OK(make(b, check, PLAIN, &nb, &mb, &s));
     if (!a || !s) return;
     float loss;
     char what[96];
@@ -94,6 +111,9 @@ static void run(tg_backend b, const char *bname, bool check) {
               check ? "+Inf at element " : "the loss or the global gradient norm is not finite");
     /* The CPU fuses mse's square into its sum, so it names the [1,1] sum, WebGPU the [8,1] square. */
     CHECK(!check || strstr(tg_last_error(), "of tg_mse ["), "%s: '%s'", what, tg_last_error());
+    /* The square feeds only the loss: no gradient reads it. */
+    CHECK(!strstr(tg_last_error(), "tg_mse [8,1]") || strstr(tg_last_error(), "; it reaches the loss;"), "%s: '%s'",
+          what, tg_last_error());
     CHECK(check || !isfinite(loss), "%s: the failed step's loss %g", what, loss);
     same_state(a, s, what);
 
@@ -109,11 +129,13 @@ static void run(tg_backend b, const char *bname, bool check) {
     /* A finite forward whose backward is not: sqrt's gradient at 0 is Inf,
      * times 0 from square's is NaN; relu's gradient (a select) then drops
      * it, so the params' gradients are finite. Only check_numerics sees it. */
-    CHECK_OK(make(b, check, true, &nb, &mb, &s));
+    CHECK_OK(make(b, check, ROOT, &nb, &mb, &s));
     if (!s) return;
     memset(x, 0, sizeof x); /* every pre-activation is the zero bias */
     char want[160];
-    snprintf(want, sizeof want, "in the gradient of tg_sqrt (test_numerics.c:%d)", nb.line);
+    /* Relu's gradient drops it, but only by value: in the graph it reaches l1's gradients, never l2's. */
+    snprintf(want, sizeof want, "in the gradient of tg_sqrt (test_numerics.c:%d); it reaches the gradient of param 'l1.",
+             nb.line);
     snprintf(what, sizeof what, "%s, check_numerics %d, sqrt at 0", bname, check);
     if (check) CHECK_ERR(step(s, x, Y, &loss), TG_ERR_NUMERIC, want);
     else CHECK_OK(step(s, x, Y, &loss));
@@ -123,13 +145,69 @@ static void run(tg_backend b, const char *bname, bool check) {
     tg_model_free(mb);
 }
 
+static tg_tensor forward_fn(tg_graph *g, void *u) {
+    net *n = u;
+    n->line = __LINE__ + 1;
+    tg_tensor h = tg_sqrt(tg_linear_fwd(g, &n->l1, tg_input(g, "x")));
+    return tg_linear_fwd(g, &n->l2, h);
+}
+
+/* check_numerics names what the bad value reaches: the first param gradient
+ * (in the order the step computes them) that reads it, else the result. */
+static void reach(tg_backend b, const char *bname) {
+    net n;
+    tg_model *m;
+    tg_session *s = NULL, *f = NULL;
+    float loss, p0[8], p1[8];
+    char want[200];
+    CHECK_OK(make(b, true, FWD, &n, &m, &s));
+    if (!s) return;
+    /* X has both signs and l1.W is random: some pre-activation is negative. */
+    CHECK_OK(tg_session_get_param(s, "l1.W", p0, 8));
+    snprintf(want, sizeof want, "of tg_sqrt [8,4] (test_numerics.c:%d); it reaches the gradient of param 'l2.W' first",
+             n.line);
+    CHECK_ERR(step(s, X, Y, &loss), TG_ERR_NUMERIC, want);
+    CHECK(strstr(tg_last_error(), "NaN at element "), "%s, forward NaN: '%s'", bname, tg_last_error());
+    CHECK_OK(tg_session_get_param(s, "l1.W", p1, 8));
+    CHECK(memcmp(p0, p1, sizeof p0) == 0 && tg_session_step_count(s) == 0, "%s, forward NaN: updates applied", bname);
+
+    /* Forward only: nothing has a gradient, so it names the result. */
+    static const tg_input_decl in[] = {{"x", TG_F32, TG_SHAPE(8, 2)}};
+    tg_infer_spec fs = {.fn = forward_fn, .user = &n, .inputs = in, .n_inputs = 1};
+    setenv("TG_CHECK_NUMERICS", "1", 1);
+    CHECK_OK(tg_session_attach(s, &fs, &f));
+    tg_feed fx[] = {{"x", X, 16}};
+    tg_status st = f ? tg_session_run(f, 0, fx, 1) : TG_ERR_ARG; /* traces forward_fn: n.line is its sqrt's */
+    snprintf(want, sizeof want, "of tg_sqrt [8,4] (test_numerics.c:%d); it reaches the result; the run stopped there",
+             n.line);
+    CHECK(st == TG_ERR_NUMERIC && strstr(tg_last_error(), want), "%s, forward only: status %d, '%s'", bname, st,
+          tg_last_error());
+    unsetenv("TG_CHECK_NUMERICS");
+    tg_session_free(f);
+    tg_session_free(s);
+    tg_model_free(m);
+
+    /* sqrt'(0) is Inf in the gradient of p alone. */
+    CHECK_OK(make(b, true, GRAD, &n, &m, &s));
+    if (!s) return;
+    snprintf(want, sizeof want, "in the gradient of tg_sqrt (test_numerics.c:%d); it ", n.line);
+    CHECK_ERR(step(s, X, Y, &loss), TG_ERR_NUMERIC, want);
+    CHECK(strstr(tg_last_error(), "+Inf at element 0 of ") && strstr(tg_last_error(), " gradient of param 'p'"),
+          "%s, gradient Inf: '%s'", bname, tg_last_error());
+    CHECK(tg_session_step_count(s) == 0, "%s, gradient Inf: the step counted", bname);
+    tg_session_free(s);
+    tg_model_free(m);
+}
+
 int main(void) {
     run(TG_BACKEND_CPU, "cpu", false);
     run(TG_BACKEND_CPU, "cpu", true);
+    reach(TG_BACKEND_CPU, "cpu");
     tg_webgpu_adapter_info info;
     if (tg_webgpu_info(&info) == TG_OK) {
         run(TG_BACKEND_WEBGPU, "webgpu", false);
         run(TG_BACKEND_WEBGPU, "webgpu", true);
+        reach(TG_BACKEND_WEBGPU, "webgpu");
     } else {
         check_webgpu_missing("test_numerics");
     }

@@ -39,9 +39,6 @@ TG_MULTI(, attn_softmax_causal_row, (const float *x, float *y, int64_t valid, in
     for (int64_t a = valid; a < Tk; a++) y[a] = 0.0f;
 }
 
-static const float *at(const attn_operand *o, int64_t b, int64_t h) { return o->p + b * o->sb + h * o->sh; }
-static float *atw(const attn_operand *o, int64_t b, int64_t h) { return o->p ? o->p + b * o->sb + h * o->sh : NULL; }
-
 /* Keys' rows transposed: t[d * VL + j] = x[j * st + d]; lanes j >= T stay
  * as the caller zeroed them. */
 static void transpose_keys(const float *x, int64_t st, int64_t T, int64_t Dh, float *t) {
@@ -58,8 +55,8 @@ static void transpose_keys(const float *x, int64_t st, int64_t T, int64_t Dh, fl
 TG_MULTI(static, fwd_generic, (const attn_fwd *a, int64_t b, int64_t h, float *kt, float *ar, bool fma),
          (a, b, h, kt, ar, fma)) {
     const int64_t T = a->T, Dh = a->Dh;
-    const float *Q = at(&a->q, b, h), *K = at(&a->k, b, h), *Vv = at(&a->v, b, h);
-    float *O = atw(&a->o, b, h);
+    const float *Q = attn_at(&a->q, b, h), *K = attn_at(&a->k, b, h), *Vv = attn_at(&a->v, b, h);
+    float *O = attn_atw(&a->o, b, h);
     transpose_keys(K, a->k.st, T, Dh, kt);
     for (int64_t i = 0; i < T; i++) {
         vf s = vsplat(0.0f);
@@ -85,8 +82,9 @@ TG_MULTI(static, bwd_generic, (const attn_bwd *a, int64_t b, int64_t h, float *v
     const int64_t T = a->T, Dh = a->Dh;
     const float *A = a->att + (b * a->H + h) * T * T;
     const int64_t ai = a->att_cols ? 1 : T, aj = a->att_cols ? T : 1; /* A(i, j) = A[i * ai + j * aj] */
-    const float *dO = at(&a->dout, b, h), *Q = at(&a->q, b, h), *K = at(&a->k, b, h), *Vv = at(&a->v, b, h);
-    float *dQ = atw(&a->dq, b, h), *dK = atw(&a->dk, b, h), *dV = atw(&a->dv, b, h);
+    const float *dO = attn_at(&a->dout, b, h), *Q = attn_at(&a->q, b, h), *K = attn_at(&a->k, b, h),
+                *Vv = attn_at(&a->v, b, h);
+    float *dQ = attn_atw(&a->dq, b, h), *dK = attn_atw(&a->dk, b, h), *dV = attn_atw(&a->dv, b, h);
     transpose_keys(Vv, a->v.st, T, Dh, vt);
     for (int64_t i = 0; i < T; i++) {
         vf da = vsplat(0.0f);
@@ -184,7 +182,7 @@ AVX512 static void times(const float *P, int64_t pr, int64_t ps, const float *X,
  * columns stay in registers (a loop to T would index them in memory). */
 AVX512 static void fwd_512(const attn_fwd *a, int64_t b, int64_t h, float *qt, float *ar) {
     const int64_t T = a->T, Dh = a->Dh;
-    const float *Q = at(&a->q, b, h), *K = at(&a->k, b, h), *Vv = at(&a->v, b, h);
+    const float *Q = attn_at(&a->q, b, h), *K = attn_at(&a->k, b, h), *Vv = attn_at(&a->v, b, h);
     transpose_rows(Q, a->q.st, T, Dh, qt);
     __m512 c[16], m = _mm512_set1_ps(-INFINITY), z = _mm512_setzero_ps();
     const __m512 scale = _mm512_set1_ps(a->scale);
@@ -229,7 +227,7 @@ AVX512 static void fwd_512(const attn_fwd *a, int64_t b, int64_t h, float *qt, f
         for (int i = 0; i < 16; i++)
             if (i < T) _mm512_mask_storeu_ps(att + i * T, rows_ok, c[i]);
     }
-    times(ar, 16, 1, Vv, a->v.st, T, Dh, atw(&a->o, b, h), a->o.st);
+    times(ar, 16, 1, Vv, a->v.st, T, Dh, attn_atw(&a->o, b, h), a->o.st);
 }
 
 /* Two (batch, head) units at once when T <= 8: unit A's queries in lanes
@@ -240,7 +238,8 @@ AVX512 static void fwd_512(const attn_fwd *a, int64_t b, int64_t h, float *qt, f
 AVX512DQ static void fwd_pair_512(const attn_fwd *a, int64_t u, float *qt, float *ar) {
     const int64_t T = a->T, Dh = a->Dh;
     const int64_t bA = u / a->H, hA = u % a->H, bB = (u + 1) / a->H, hB = (u + 1) % a->H;
-    const float *QA = at(&a->q, bA, hA), *KA = at(&a->k, bA, hA), *QB = at(&a->q, bB, hB), *KB = at(&a->k, bB, hB);
+    const float *QA = attn_at(&a->q, bA, hA), *KA = attn_at(&a->k, bA, hA);
+    const float *QB = attn_at(&a->q, bB, hB), *KB = attn_at(&a->k, bB, hB);
     for (int64_t d0 = 0; d0 < Dh; d0 += 16) {
         __mmask16 m = lanes(Dh - d0);
         __m512 v[16];
@@ -299,8 +298,8 @@ AVX512DQ static void fwd_pair_512(const attn_fwd *a, int64_t u, float *qt, float
             _mm256_mask_storeu_ps(attB + j * T, (__mmask8)lanes(T), _mm512_extractf32x8_ps(c[j], 1));
         }
     }
-    times(ar, 16, 1, at(&a->v, bA, hA), a->v.st, T, Dh, atw(&a->o, bA, hA), a->o.st);
-    times(ar + 8, 16, 1, at(&a->v, bB, hB), a->v.st, T, Dh, atw(&a->o, bB, hB), a->o.st);
+    times(ar, 16, 1, attn_at(&a->v, bA, hA), a->v.st, T, Dh, attn_atw(&a->o, bA, hA), a->o.st);
+    times(ar + 8, 16, 1, attn_at(&a->v, bB, hB), a->v.st, T, Dh, attn_atw(&a->o, bB, hB), a->o.st);
 }
 
 /* The backward of two units at once (T <= 8, softmax stored by keys), as
@@ -309,8 +308,8 @@ AVX512DQ static void bwd_pair_512(const attn_bwd *a, int64_t u, float *ot, float
     const int64_t T = a->T, Dh = a->Dh;
     const int64_t bA = u / a->H, hA = u % a->H, bB = (u + 1) / a->H, hB = (u + 1) % a->H;
     const float *AA = a->att + u * T * T, *AB = AA + T * T;
-    const float *dOA = at(&a->dout, bA, hA), *dOB = at(&a->dout, bB, hB);
-    const float *VA = at(&a->v, bA, hA), *VB = at(&a->v, bB, hB);
+    const float *dOA = attn_at(&a->dout, bA, hA), *dOB = attn_at(&a->dout, bB, hB);
+    const float *VA = attn_at(&a->v, bA, hA), *VB = attn_at(&a->v, bB, hB);
     for (int64_t d0 = 0; d0 < Dh; d0 += 16) {
         __mmask16 m = lanes(Dh - d0);
         __m512 v[16];
@@ -352,23 +351,24 @@ AVX512DQ static void bwd_pair_512(const attn_bwd *a, int64_t u, float *ot, float
         _mm512_store_ps(ds + j * 16, g);
     }
     if (a->dq.p) {
-        times(ds, 16, 1, at(&a->k, bA, hA), a->k.st, T, Dh, atw(&a->dq, bA, hA), a->dq.st);
-        times(ds + 8, 16, 1, at(&a->k, bB, hB), a->k.st, T, Dh, atw(&a->dq, bB, hB), a->dq.st);
+        times(ds, 16, 1, attn_at(&a->k, bA, hA), a->k.st, T, Dh, attn_atw(&a->dq, bA, hA), a->dq.st);
+        times(ds + 8, 16, 1, attn_at(&a->k, bB, hB), a->k.st, T, Dh, attn_atw(&a->dq, bB, hB), a->dq.st);
     }
     if (a->dk.p) {
-        times(ds, 1, 16, at(&a->q, bA, hA), a->q.st, T, Dh, atw(&a->dk, bA, hA), a->dk.st);
-        times(ds + 8, 1, 16, at(&a->q, bB, hB), a->q.st, T, Dh, atw(&a->dk, bB, hB), a->dk.st);
+        times(ds, 1, 16, attn_at(&a->q, bA, hA), a->q.st, T, Dh, attn_atw(&a->dk, bA, hA), a->dk.st);
+        times(ds + 8, 1, 16, attn_at(&a->q, bB, hB), a->q.st, T, Dh, attn_atw(&a->dk, bB, hB), a->dk.st);
     }
     if (a->dv.p) {
-        times(AA, 1, T, dOA, a->dout.st, T, Dh, atw(&a->dv, bA, hA), a->dv.st);
-        times(AB, 1, T, dOB, a->dout.st, T, Dh, atw(&a->dv, bB, hB), a->dv.st);
+        times(AA, 1, T, dOA, a->dout.st, T, Dh, attn_atw(&a->dv, bA, hA), a->dv.st);
+        times(AB, 1, T, dOB, a->dout.st, T, Dh, attn_atw(&a->dv, bB, hB), a->dv.st);
     }
 }
 
 AVX512 static void bwd_512(const attn_bwd *a, int64_t b, int64_t h, float *ot, float *ds) {
     const int64_t T = a->T, Dh = a->Dh;
     const float *A = a->att + (b * a->H + h) * T * T;
-    const float *dO = at(&a->dout, b, h), *Q = at(&a->q, b, h), *K = at(&a->k, b, h), *Vv = at(&a->v, b, h);
+    const float *dO = attn_at(&a->dout, b, h), *Q = attn_at(&a->q, b, h), *K = attn_at(&a->k, b, h),
+                *Vv = attn_at(&a->v, b, h);
     transpose_rows(dO, a->dout.st, T, Dh, ot);
     __m512 at_[16]; /* the softmax's columns: lanes i */
 #pragma GCC unroll 16
@@ -387,9 +387,10 @@ AVX512 static void bwd_512(const attn_bwd *a, int64_t b, int64_t h, float *ot, f
         if (a->has_scale) g = _mm512_mul_ps(g, scale);
         _mm512_store_ps(ds + j * 16, g);
     }
-    if (a->dq.p) times(ds, 16, 1, K, a->k.st, T, Dh, atw(&a->dq, b, h), a->dq.st);
-    if (a->dk.p) times(ds, 1, 16, Q, a->q.st, T, Dh, atw(&a->dk, b, h), a->dk.st);
-    if (a->dv.p) times(A, a->att_cols ? 1 : T, a->att_cols ? T : 1, dO, a->dout.st, T, Dh, atw(&a->dv, b, h), a->dv.st);
+    if (a->dq.p) times(ds, 16, 1, K, a->k.st, T, Dh, attn_atw(&a->dq, b, h), a->dq.st);
+    if (a->dk.p) times(ds, 1, 16, Q, a->q.st, T, Dh, attn_atw(&a->dk, b, h), a->dk.st);
+    if (a->dv.p)
+        times(A, a->att_cols ? 1 : T, a->att_cols ? T : 1, dO, a->dout.st, T, Dh, attn_atw(&a->dv, b, h), a->dv.st);
 }
 #endif
 
@@ -420,7 +421,8 @@ static void fwd_range(void *arg, int64_t lo, int64_t hi) {
             continue;
         }
 #endif
-        fwd_generic(j->f, b, h, kt, ar, j->fma);
+        if (j->f->T <= 8) attn_fwd8(j->f, b, h, kt, ar, j->fma);
+        else fwd_generic(j->f, b, h, kt, ar, j->fma);
     }
 }
 
@@ -441,7 +443,8 @@ static void bwd_range(void *arg, int64_t lo, int64_t hi) {
             continue;
         }
 #endif
-        bwd_generic(j->bw, b, h, vt, ds, j->fma);
+        if (j->bw->T <= 8) attn_bwd8(j->bw, b, h, vt, ds, j->fma);
+        else bwd_generic(j->bw, b, h, vt, ds, j->fma);
     }
 }
 

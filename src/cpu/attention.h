@@ -43,6 +43,17 @@ typedef struct {
     bool att_cols;              /* att as the forward stored it by keys */
 } attn_bwd;
 
+/* Unit (b, h) of an operand; attn_atw: NULL when the output is not wanted. */
+static inline const float *attn_at(const attn_operand *o, int64_t b, int64_t h) { return o->p + b * o->sb + h * o->sh; }
+static inline float *attn_atw(const attn_operand *o, int64_t b, int64_t h) {
+    return o->p ? o->p + b * o->sb + h * o->sh : NULL;
+}
+
+/* Unit (b, h) for T <= 8 without AVX-512 (attention8.c): qt / ot hold
+ * 8 * Dh floats, ar / ds 64; fma as the GEMM micro-kernel rounds. */
+void attn_fwd8(const attn_fwd *a, int64_t b, int64_t h, float *qt, float *ar, bool fma);
+void attn_bwd8(const attn_bwd *a, int64_t b, int64_t h, float *ot, float *ds, bool fma);
+
 void cpu_attention_fwd(cpu_ctx *c, const attn_fwd *a);
 void cpu_attention_bwd(cpu_ctx *c, const attn_bwd *a);
 /* The causal softmax of one row of x (valid = keys 0..valid-1, the rest of

@@ -83,15 +83,16 @@ static void describe(cpu_isa_t isa, char *buf, size_t n) {
     const char *v = isa == CPU_AVX512 ? "avx512" : isa == CPU_AVX2 ? "avx2" : isa == CPU_NEON ? "neon" : "generic";
     bool k512 = isa == CPU_AVX512;
     snprintf(buf, n,
-             "gemm %s; attention %s; vector math, softmax, norms, cross-entropy %s (16-lane vectors); "
+             "gemm %s; attention %s; vector math, softmax, norms, cross-entropy %s (16-lane vectors%s); "
              "conv rows %s; 2x2 pooling %s; elementwise passes %s; Adam pass %s",
              tg_gemm_kernel_name(),                              /* gemm_kernels.c */
-             k512 ? "avx512" : isa == CPU_AVX2 ? "avx2 fma vectors" : "generic vectors", /* attention.c */
-             v,                                                  /* TG_MULTI kernels */
+             k512 ? "avx512" : isa == CPU_AVX2 ? "avx2 8-lane (T <= 8), fma vectors" : "8-lane (T <= 8), vectors",
+             /* attention.c, attention8.c */
+             v, isa == CPU_AVX2 ? "; norm rows in 8-lane pairs" : "", /* TG_MULTI kernels, norm_avx2.c */
              k512 ? "avx512" : "generic",                       /* kernels_conv.c */
              k512 ? "avx512" : "index tables",                  /* pool2x2.c */
              k512 ? "avx512" : isa == CPU_GENERIC ? "generic" : v, /* vec.c */
-             k512 ? "avx512" : "generic");
+             k512 ? "avx512" : isa == CPU_AVX2 ? "avx2" : "generic"); /* vec.c */
 }
 
 tg_status tg_cpu_info(tg_cpu_path_info *out) {

@@ -3,6 +3,7 @@
 #ifndef TG_CPU_KERNELS_H
 #define TG_CPU_KERNELS_H
 #include "../ir/ir.h"
+#include "cpu.h"
 
 #define TG_CPU_KERNEL(name) void name(cpu_ctx *c, const tg_graph *g, int id, void *out, void *const *in)
 
@@ -84,6 +85,14 @@ typedef struct {
     float *stats, *y, *out;
 } cpu_norm_bwd;
 void cpu_norm_backward(cpu_ctx *c, const cpu_norm_bwd *a);
+/* The AVX2 path's row functions over a cpu_norm_bwd (norm_avx2.c): the
+ * forward (x, gain, bias, y and optionally stats; gy unused) or the fused
+ * backward; NULL where the build has no AVX2 code. */
+tg_range_fn cpu_norm_rows_avx2(bool backward);
+/* Rows [r0, r1) of norm_dgain (into dg) and of gy's column sums (into db,
+ * NULL: not wanted) on AVX2; false where the build has no AVX2 code. */
+bool cpu_norm_cols_avx2(int64_t D, int64_t r0, int64_t r1, const float *x, const float *gy, const float *st,
+                        float *dg, float *db);
 /* norm_dgain and the column sum of gy (a bias gradient) in one pass over
  * the rows: each as its own kernel sums. D <= CPU_NORM_SUMS_MAX_D. */
 #define CPU_NORM_SUMS_MAX_D 1024

@@ -28,33 +28,6 @@ static uint64_t read_seed(const void *p) {
     return (uint64_t)s[0] | (uint64_t)s[1] << 32;
 }
 
-/* Sums in eight lanes, combined pairwise: vectorizes, and the order is fixed
- * by n alone. */
-static inline float lanes_combine(const float *a) {
-    return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
-}
-
-static inline float row_sum(const float *x, int64_t n) {
-    float acc[8] = {0};
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int k = 0; k < 8; k++) acc[k] += x[i + k];
-    float s = lanes_combine(acc);
-    for (; i < n; i++) s += x[i];
-    return s;
-}
-
-/* sum((x - m)^2) */
-static inline float row_sqdev(const float *x, int64_t n, float m) {
-    float acc[8] = {0};
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int k = 0; k < 8; k++) acc[k] += (x[i + k] - m) * (x[i + k] - m);
-    float s = lanes_combine(acc);
-    for (; i < n; i++) s += (x[i] - m) * (x[i] - m);
-    return s;
-}
-
 static inline float row_max(const float *x, int64_t n) {
     float acc[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY};
     int64_t i = 0;
@@ -258,8 +231,8 @@ TG_CPU_KERNEL(cpu_nll_loss_grad) {
  * across the lanes in a fixed tree, so every row is reduced the same way
  * whatever the CPU or the thread that takes it. */
 
-/* lanes_combine of s[k] = a[k] + a[k + 8], in registers: the same adds in
- * the same order, without a trip through memory. */
+/* The 16 lanes added in a fixed tree, in registers: s[k] = a[k] + a[k + 8],
+ * then ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7)). */
 VINLINE float lanes16(vf a) {
     vf t = a + VSHUF(a, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
     vf u = t + VSHUF(t, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
@@ -285,10 +258,10 @@ VINLINE void norm_stats_row(const float *x, int64_t D, bool rms, float eps, floa
         for (int64_t i = 0; i < D; i += VL) acc += vload_tail(x + i, D - i < VL ? D - i : VL);
         m = lanes16(acc) / (float)D;
     }
-    vf acc = vsplat(0.0f);
+    vf acc = vsplat(0.0f), vm = vsplat(m);
     for (int64_t i = 0; i < D; i += VL) {
         int64_t n = D - i < VL ? D - i : VL;
-        vf d = vload_tail(x + i, n) - m;
+        vf d = vload_tail(x + i, n) - vm;
         if (n < VL) d = vsel(__builtin_convertvector((vf){0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, vi) <
                                  (vi){0} + (int32_t)n,
                              d, vsplat(0.0f));
@@ -311,9 +284,10 @@ TG_MULTI(static, norm_rows, (void *arg, int64_t lo, int64_t hi), (arg, lo, hi)) 
         const float *x = X + r * D;
         float *y = Y + r * D, mean, rstd;
         norm_stats_row(x, D, rms, n->fa[0], &mean, &rstd);
+        vf vm = vsplat(mean), vr = vsplat(rstd);
         for (int64_t i = 0; i < D; i += VL) {
             int64_t k = D - i < VL ? D - i : VL;
-            vf t = (vload_tail(x + i, k) - mean) * rstd * vload_tail(gain + i, k);
+            vf t = (vload_tail(x + i, k) - vm) * vr * vload_tail(gain + i, k);
             if (bias) t += vload_tail(bias + i, k);
             vstore_tail(y + i, t, k);
         }
@@ -323,6 +297,13 @@ TG_MULTI(static, norm_rows, (void *arg, int64_t lo, int64_t hi), (arg, lo, hi)) 
 TG_CPU_KERNEL(cpu_norm) {
     const tg_node *n = ir_node(g, id);
     nn_job j = row_job(n, in, out, n->shape);
+    tg_range_fn avx2 = cpu_isa() == CPU_AVX2 ? cpu_norm_rows_avx2(false) : NULL;
+    if (avx2) {
+        cpu_norm_bwd a = {.R = j.rows, .D = j.width, .rms = n->op == TG_OP_RMS_NORM, .eps = n->fa[0], .x = in[0],
+                          .gain = in[1], .bias = n->nin > 2 ? in[2] : NULL, .y = out};
+        cpu_parallel(c, a.R, grain_rows(a.D), avx2, &a);
+        return;
+    }
     run_rows(c, &j, norm_rows);
 }
 
@@ -352,19 +333,20 @@ TG_MULTI(static, norm_dx_rows, (void *arg, int64_t lo, int64_t hi), (arg, lo, hi
     bool rms = j->n->ia[0];
     for (int64_t r = lo; r < hi; r++) {
         const float *x = X + r * D, *gy = GY + r * D;
-        float *dx = DX + r * D, mean = st[2 * r], rstd = st[2 * r + 1];
+        float *dx = DX + r * D;
+        vf vm = vsplat(st[2 * r]), vr = vsplat(st[2 * r + 1]);
         vf sa = vsplat(0.0f), sb = vsplat(0.0f);
         for (int64_t i = 0; i < D; i += VL) { /* lanes past D load 0: they add 0 * whatever = 0 */
             int64_t k = D - i < VL ? D - i : VL;
             vf d = vload_tail(gy + i, k) * vload_tail(gain + i, k);
             sa += d;
-            sb += d * ((vload_tail(x + i, k) - mean) * rstd);
+            sb += d * ((vload_tail(x + i, k) - vm) * vr);
         }
-        float a = rms ? 0.0f : lanes16(sa) / (float)D, b = lanes16(sb) / (float)D;
+        vf va = vsplat(rms ? 0.0f : lanes16(sa) / (float)D), vb = vsplat(lanes16(sb) / (float)D);
         for (int64_t i = 0; i < D; i += VL) {
             int64_t k = D - i < VL ? D - i : VL;
-            vf t = rstd * (vload_tail(gy + i, k) * vload_tail(gain + i, k) - a -
-                           (vload_tail(x + i, k) - mean) * rstd * b);
+            vf t = vr * (vload_tail(gy + i, k) * vload_tail(gain + i, k) - va -
+                         (vload_tail(x + i, k) - vm) * vr * vb);
             vstore_tail(dx + i, t, k);
         }
     }
@@ -382,15 +364,16 @@ TG_MULTI(static, norm_dgain_block, (void *arg, int64_t r0, int64_t r1, float *dg
     nn_job *j = arg;
     const float *X = j->in[0], *GY = j->in[1], *st = j->in[2];
     int64_t D = j->width;
+    if (cpu_isa() == CPU_AVX2 && cpu_norm_cols_avx2(D, r0, r1, X, GY, st, dg, NULL)) return;
     for (int64_t i = 0; i < D; i += 4 * VL) {
         int64_t w = D - i < 4 * VL ? D - i : 4 * VL;
         vf acc[4] = {vsplat(0.0f), vsplat(0.0f), vsplat(0.0f), vsplat(0.0f)};
         for (int64_t r = r0; r < r1; r++) {
             const float *x = X + r * D + i, *gy = GY + r * D + i;
-            float mean = st[2 * r], rstd = st[2 * r + 1];
+            vf vm = vsplat(st[2 * r]), vr = vsplat(st[2 * r + 1]);
             for (int q = 0; q < 4 && q * VL < w; q++) {
                 int64_t k = w - q * VL < VL ? w - q * VL : VL;
-                acc[q] += vload_tail(gy + q * VL, k) * ((vload_tail(x + q * VL, k) - mean) * rstd);
+                acc[q] += vload_tail(gy + q * VL, k) * ((vload_tail(x + q * VL, k) - vm) * vr);
             }
         }
         for (int q = 0; q < 4 && q * VL < w; q++) vstore_tail(dg + i + q * VL, acc[q], w - q * VL < VL ? w - q * VL : VL);
@@ -413,11 +396,12 @@ TG_MULTI(static, norm_bwd_rows, (void *arg, int64_t lo, int64_t hi), (arg, lo, h
         float mean, rstd;
         norm_stats_row(x, D, a->rms, a->eps, &mean, &rstd);
         if (a->stats) a->stats[2 * r] = mean, a->stats[2 * r + 1] = rstd;
+        vf vm = vsplat(mean), vr = vsplat(rstd);
         if (a->y) { /* norm_rows */
             float *y = a->y + r * D;
             for (int64_t i = 0; i < D; i += VL) {
                 int64_t k = D - i < VL ? D - i : VL;
-                vf t = (vload_tail(x + i, k) - mean) * rstd * vload_tail(a->gain + i, k);
+                vf t = (vload_tail(x + i, k) - vm) * vr * vload_tail(a->gain + i, k);
                 if (a->bias) t += vload_tail(a->bias + i, k);
                 vstore_tail(y + i, t, k);
             }
@@ -427,15 +411,15 @@ TG_MULTI(static, norm_bwd_rows, (void *arg, int64_t lo, int64_t hi), (arg, lo, h
             int64_t k = D - i < VL ? D - i : VL;
             vf d = vload_tail(gy + i, k) * vload_tail(a->gain + i, k);
             sa += d;
-            sb += d * ((vload_tail(x + i, k) - mean) * rstd);
+            sb += d * ((vload_tail(x + i, k) - vm) * vr);
         }
-        float ma = a->rms ? 0.0f : lanes16(sa) / (float)D, mb = lanes16(sb) / (float)D;
+        vf ma = vsplat(a->rms ? 0.0f : lanes16(sa) / (float)D), mb = vsplat(lanes16(sb) / (float)D);
         float *out = a->out + r * D;
         const float *res = a->resid ? a->resid + r * D : NULL;
         for (int64_t i = 0; i < D; i += VL) {
             int64_t k = D - i < VL ? D - i : VL;
-            vf t = rstd * (vload_tail(gy + i, k) * vload_tail(a->gain + i, k) - ma -
-                           (vload_tail(x + i, k) - mean) * rstd * mb);
+            vf t = vr * (vload_tail(gy + i, k) * vload_tail(a->gain + i, k) - ma -
+                         (vload_tail(x + i, k) - vm) * vr * mb);
             if (res) t = vload_tail(res + i, k) + t; /* the add kernel: resid + dx */
             vstore_tail(out + i, t, k);
         }
@@ -443,7 +427,8 @@ TG_MULTI(static, norm_bwd_rows, (void *arg, int64_t lo, int64_t hi), (arg, lo, h
 }
 
 void cpu_norm_backward(cpu_ctx *c, const cpu_norm_bwd *a) {
-    cpu_parallel(c, a->R, grain_rows(a->D), norm_bwd_rows, (void *)a);
+    tg_range_fn avx2 = cpu_isa() == CPU_AVX2 ? cpu_norm_rows_avx2(true) : NULL;
+    cpu_parallel(c, a->R, grain_rows(a->D), avx2 ? avx2 : norm_bwd_rows, (void *)a);
 }
 
 typedef struct {
@@ -456,17 +441,18 @@ typedef struct {
 TG_MULTI(static, norm_sums_block, (void *arg, int64_t r0, int64_t r1, float *part), (arg, r0, r1, part)) {
     const sums_job *j = arg;
     int64_t D = j->D;
+    if (cpu_isa() == CPU_AVX2 && cpu_norm_cols_avx2(D, r0, r1, j->x, j->gy, j->st, part, part + D)) return;
     for (int64_t i = 0; i < D; i += 4 * VL) {
         int64_t w = D - i < 4 * VL ? D - i : 4 * VL;
         vf acc[4] = {vsplat(0.0f), vsplat(0.0f), vsplat(0.0f), vsplat(0.0f)};
         vf col[4] = {vsplat(0.0f), vsplat(0.0f), vsplat(0.0f), vsplat(0.0f)};
         for (int64_t r = r0; r < r1; r++) {
             const float *x = j->x + r * D + i, *gy = j->gy + r * D + i;
-            float mean = j->st[2 * r], rstd = j->st[2 * r + 1];
+            vf vm = vsplat(j->st[2 * r]), vr = vsplat(j->st[2 * r + 1]);
             for (int q = 0; q < 4 && q * VL < w; q++) {
                 int64_t k = w - q * VL < VL ? w - q * VL : VL;
                 vf g = vload_tail(gy + q * VL, k);
-                acc[q] += g * ((vload_tail(x + q * VL, k) - mean) * rstd);
+                acc[q] += g * ((vload_tail(x + q * VL, k) - vm) * vr);
                 col[q] += g;
             }
         }

@@ -8,11 +8,12 @@
  * range taken by the others, since the caller only waits for workers that
  * did claim a unit. Idle workers spin for a short while (steps issue many
  * small kernels back to back), then sleep on a condition variable. */
-#define _GNU_SOURCE
+#define _GNU_SOURCE /* sched_getaffinity (Linux) */
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "cpu.h"
 
@@ -266,9 +267,13 @@ int tg_default_threads(void) {
     if (d > 0) return d;
     const char *e = getenv("TG_THREADS");
     if (e && atoi(e) > 0) return atoi(e);
+#ifdef __linux__
+    /* The cores this process may run on (taskset, cgroups), not all the machine's. */
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set) > 0 ? CPU_COUNT(&set) : 1;
-    return 1;
+#endif
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
 }
 
 typedef struct {

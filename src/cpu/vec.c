@@ -232,11 +232,65 @@ AVX512 static void adam_512(int64_t n, float *mo, float *vo, float *po, const fl
 }
 
 static const vec_kernels k_512 = {binary_512, binary_row_512, relu_512, relu_grad_512, colsum_512, adam_512};
+
+/* AVX2 in 8-lane registers where the 16-lane bodies carry vectors from one
+ * iteration to the next (GCC keeps those on the stack without AVX-512);
+ * the same operations in the same order as colsum_c and adam_c. */
+#define AVX2 __attribute__((target("avx2,fma")))
+#define AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) static inline
+
+AVX2_INLINE __m256i lanes8(int64_t n) {
+    n = n < 0 ? 0 : n > 8 ? 8 : n;
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* 32 columns at a time, in registers, down all the rows. */
+AVX2 static void colsum_avx2(int64_t rows, int64_t cols, int64_t j0, int64_t j1, const float *x, float *y) {
+    for (int64_t j = j0; j < j1; j += 32) {
+        __m256i k[4];
+        __m256 s[4];
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; q++) k[q] = lanes8(j1 - j - 8 * q), s[q] = _mm256_setzero_ps();
+        if (j + 32 <= j1)
+            for (int64_t r = 0; r < rows; r++)
+#pragma GCC unroll 4
+                for (int q = 0; q < 4; q++) s[q] = _mm256_add_ps(s[q], _mm256_loadu_ps(x + r * cols + j + 8 * q));
+        else
+            for (int64_t r = 0; r < rows; r++)
+#pragma GCC unroll 4
+                for (int q = 0; q < 4; q++)
+                    s[q] = _mm256_add_ps(s[q], _mm256_maskload_ps(x + r * cols + j + 8 * q, k[q]));
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; q++) _mm256_maskstore_ps(y + j + 8 * q, k[q], s[q]);
+    }
+}
+
+AVX2 static void adam_avx2(int64_t n, float *mo, float *vo, float *po, const float *m, const float *v,
+                           const float *g, const float *p, float gs, float b1, float b2, float lrt, float shrink,
+                           float eps) {
+    const __m256 vb1 = _mm256_set1_ps(b1), vc1 = _mm256_set1_ps(1.0f - b1), vb2 = _mm256_set1_ps(b2),
+                 vc2 = _mm256_set1_ps(1.0f - b2), vlrt = _mm256_set1_ps(lrt), vsh = _mm256_set1_ps(shrink),
+                 veps = _mm256_set1_ps(eps), vgs = _mm256_set1_ps(gs);
+    for (int64_t i = 0; i < n; i += 8) {
+        __m256i k = lanes8(n - i);
+        __m256 gi = _mm256_mul_ps(_mm256_maskload_ps(g + i, k), vgs), pi = _mm256_maskload_ps(p + i, k);
+        __m256 mi = _mm256_add_ps(_mm256_mul_ps(vb1, _mm256_maskload_ps(m + i, k)), _mm256_mul_ps(vc1, gi));
+        __m256 vi = _mm256_add_ps(_mm256_mul_ps(vb2, _mm256_maskload_ps(v + i, k)),
+                                  _mm256_mul_ps(_mm256_mul_ps(vc2, gi), gi));
+        __m256 step = _mm256_div_ps(_mm256_mul_ps(vlrt, mi), _mm256_add_ps(_mm256_sqrt_ps(vi), veps));
+        _mm256_maskstore_ps(mo + i, k, mi);
+        _mm256_maskstore_ps(vo + i, k, vi);
+        _mm256_maskstore_ps(po + i, k, _mm256_sub_ps(_mm256_mul_ps(vsh, pi), step));
+    }
+}
+
+static const vec_kernels k_avx2 = {binary_v, binary_row_v, relu_v, relu_grad_v, colsum_avx2, adam_avx2};
 #endif
 
 const vec_kernels *vec_best(void) {
 #if defined(__x86_64__) && defined(__GNUC__)
     if (cpu_isa() == CPU_AVX512) return &k_512;
+    if (cpu_isa() == CPU_AVX2) return &k_avx2;
 #endif
     return cpu_isa() == CPU_GENERIC ? &k_c : &k_v;
 }
