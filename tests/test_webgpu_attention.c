@@ -96,7 +96,7 @@ static void test_unfused_rule(void) {
 
 /* A 2-layer GPT (the structure of gpt_small, small sizes): its training step
  * has no permute kernel (every split_heads and merge_heads, forward and
- * backward, is read or written with strides). */
+ * backward, is read or written with strides), and runs. */
 static gpt_model gnet;
 static tg_tensor gpt_loss(tg_graph *g, void *user) {
     (void)user;
@@ -134,6 +134,13 @@ static void test_gpt_plan(void) {
         CHECK(permutes == 0, "gpt: %d permute kernels per step, want none", permutes);
         CHECK(attn == 3 * L, "gpt: %d attention kernels, want %d (one forward, two backward per layer)", attn, 3 * L);
         tg_wgsl_program_free(&prog);
+        /* one step, which also waits for the device: lavapipe's queue thread
+         * would otherwise still be compiling the constants' kernels at exit */
+        static int32_t tok[B * T], tgt[B * T];
+        for (int i = 0; i < B * T; i++) tok[i] = i % V, tgt[i] = (i * 7 + 3) % V;
+        float loss = NAN;
+        CHECK_OK(tg_session_step(s, (tg_feed[]){{"tokens", tok, B * T}, {"targets", tgt, B * T}}, 2, &loss));
+        CHECK(fabsf(loss - logf((float)V)) < 0.5f, "gpt: first loss %g, want about log(%d)", loss, V);
     }
     tg_session_free(s);
     tg_model_free(m);
