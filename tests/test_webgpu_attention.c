@@ -2,13 +2,17 @@
  * against the CPU backend: forward output and the gradients of q, k and v
  * at T in {1, 7, 64, 257} and head sizes {8, 64, 80}, with the heads
  * permutes read and written with strides and without them; that each case
- * was fused (one forward and one backward group, and no [T, T] memory);
+ * was fused (one forward and one backward group, and no [T, T] memory) in
+ * the form its head size gets (64 x 64 blocks, or rows above Dh 64);
  * and that a GPT's plan runs no permute kernel. Needs a WebGPU device
  * (lavapipe). */
+#define _POSIX_C_SOURCE 200809L
+#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "parity.h"
 #include "webgpu/webgpu.h"
@@ -35,10 +39,15 @@ static tg_tensor b_plain(tg_graph *g, const tg_tensor *p, const tg_tensor *in) {
     return tg_matmul(tg_softmax_causal(tg_matmul_t(p[0], p[1], false, true)), p[2]);
 }
 
-/* The WebGPU session of case c: its attention groups and planned bytes. */
-static void fused_info(const par_case *c, int *groups, int64_t *planned) {
+/* The WebGPU session of case c: its attention groups, planned bytes, and
+ * how many of its kernels are the attention's in 64 x 64 blocks and how
+ * many in rows (from the kernels' header comments, through TG_WGSL_DUMP). */
+static void fused_info(const par_case *c, int *groups, int64_t *planned, int forms[2]) {
     par_user u = {c, NULL, 0, {NULL, NULL}};
     par_run r;
+    char dir[] = "/tmp/tg_attn_XXXXXX";
+    bool dump = forms && mkdtemp(dir);
+    if (dump) setenv("TG_WGSL_DUMP", dir, 1);
     *groups = -1, *planned = -1;
     if (par_open(c, &u, TG_BACKEND_WEBGPU, &r) == TG_OK) {
         *groups = r.s->prog->fusion ? r.s->prog->fusion->n_groups : 0;
@@ -47,6 +56,22 @@ static void fused_info(const par_case *c, int *groups, int64_t *planned) {
     }
     par_close(&r);
     free(u.w);
+    if (!dump) return;
+    unsetenv("TG_WGSL_DUMP");
+    forms[0] = forms[1] = 0;
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (e->d_name[0] == '.') continue;
+        char path[600], line[512];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        FILE *f = fopen(path, "r");
+        while (f && fgets(line, sizeof line, f))
+            if (strstr(line, ": attention ")) forms[strstr(line, "(64 x 64 blocks)") ? 0 : 1]++;
+        if (f) fclose(f);
+        remove(path);
+    }
+    if (d) closedir(d);
+    rmdir(dir);
 }
 
 /* Every T with Dh = 8, and the large head sizes at a T each: the shader
@@ -68,11 +93,15 @@ static void test_parity(void) {
         for (int v = 0; v < 2; v++) {
             if (!(cfg[ci][2] & (1 << v))) continue;
             par_check(&cs[v], false);
-            int groups, g0;
+            int groups, g0, forms[2];
             int64_t planned, unfused;
-            fused_info(&cs[v], &groups, &planned);
+            fused_info(&cs[v], &groups, &planned, forms);
+            /* 64 x 64 blocks up to Dh 64 (they need 32 KiB of workgroup memory: lavapipe's), rows above */
+            bool tiles = Dh <= 64;
+            CHECK(forms[tiles ? 0 : 1] == 3 && forms[tiles ? 1 : 0] == 0, "%s: %d kernels in blocks, %d in rows; want 3 %s",
+                  cs[v].name, forms[0], forms[1], tiles ? "in blocks" : "in rows");
             tg_wgsl_set_fusion(0);
-            fused_info(&cs[v], &g0, &unfused);
+            fused_info(&cs[v], &g0, &unfused, NULL);
             tg_wgsl_set_fusion(-1);
             CHECK(groups == 2, "%s: %d fused groups, want 2 (forward and backward)", cs[v].name, groups);
             /* the scores and softmax [B, H, T, T] and their gradients have no memory */
@@ -90,7 +119,7 @@ static void test_unfused_rule(void) {
     par_check(&c, false);
     int groups;
     int64_t planned;
-    fused_info(&c, &groups, &planned);
+    fused_info(&c, &groups, &planned, NULL);
     CHECK(groups == 0, "Dh=6: %d attention groups, want none", groups);
 }
 
@@ -146,8 +175,8 @@ static void test_gpt_plan(void) {
     tg_model_free(m);
 }
 
-/* The unrolled form (what a GPU gets; lavapipe gets loops) at small head
- * sizes, which its compiler builds quickly. */
+/* The row form unrolled (what a GPU gets above head size 64; lavapipe gets
+ * loops) at small head sizes, which lavapipe's compiler builds quickly. */
 static void test_unrolled(void) {
     tg_wgsl_attention_test_form(1);
     static const int64_t Ts[] = {7, 64}, Dhs[] = {8, 16};

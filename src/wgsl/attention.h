@@ -53,10 +53,13 @@ tg_status tg_wgsl_fuse_attention(const tg_graph *g, const bool *pinned, const tg
 /* Whether node x is a heads permute read with strides ([B, T, H, Dh] in memory). */
 bool tg_wgsl_attn_strided(const tg_fusion *f, const tg_graph *g, int x);
 
-/* Tests and benchmarks: 1 writes the kernels' register rows unrolled, 0 as
- * loops, -1 goes back to choosing by adapter (loops on a CPU adapter) or
- * by TG_WGSL_ATTN_UNROLL=0/1. */
-void tg_wgsl_attention_test_form(int unroll);
+/* Tests and benchmarks: the kernels' form. 2: 64 x 64 blocks over a
+ * workgroup (the default where they fit: Dh <= 64 and 32 KiB of workgroup
+ * memory); 1: a row per invocation, unrolled into registers (the default
+ * elsewhere on a GPU); 0: rows walked by loops (the default elsewhere on a
+ * CPU adapter, whose shader compiler is slow on long straight-line code);
+ * -1: back to the defaults. TG_WGSL_ATTN=tiles|rows|row-loops does the same. */
+void tg_wgsl_attention_test_form(int form);
 
 /* Appends the group's kernels (1 forward, 2 backward) to out through push.
  * The attention workspace is the first work_bytes of the program's

@@ -17,22 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attention.h"
-#include "emit.h"
+#include "attention_kernels.h"
 
-enum { OP_Q, OP_K, OP_V, OP_O, OP_DOUT, OP_DQ, OP_DK, OP_DV, N_OP };
 static const char *op_name[N_OP] = {"Q", "K", "V", "O", "G", "DQ", "DK", "DV"};
-
-typedef struct {
-    wk k;
-    const tg_wgsl_attn *a;
-    const tg_fusion *f;
-    int node[N_OP];   /* -1: not in this kernel */
-    uint32_t wg;      /* invocations (rows) per workgroup */
-    bool unroll;      /* rows as named registers (see expand) */
-    int64_t work;     /* bytes of the attention workspace (every group's statistics) */
-    int64_t dh4, nblk;
-} akern;
 
 static float const_value(const tg_graph *g, int id) {
     const tg_node *n = &g->nodes[id];
@@ -50,7 +37,7 @@ static int64_t tile_rows(const akern *K, int64_t per_row) {
 
 /* Bindings of the operands in use, their row index functions iX(b, h, t)
  * (in vec4s), and the statistics' workspace binding. */
-static bool declare(akern *K) {
+bool tg_wgsl_attn_declare(akern *K) {
     wk *k = &K->k;
     const tg_wgsl_attn *a = K->a;
     int nodes[N_OP], which[N_OP], n = 0, bind_of[N_OP];
@@ -77,7 +64,7 @@ static bool declare(akern *K) {
                    nm, (long long)(off[q] / 4), strided ? T : H, strided ? "t" : "h", strided ? H : T,
                    strided ? "h" : "t", (long long)K->dh4);
         wsb_printf(&k->s, "fn b%s(i: u32) -> vec4<f32> { return b%d[i]; }\n", nm, bind_of[q]);
-        if (q < N_OP && (which[q] == OP_O || which[q] >= OP_DQ))
+        if ((which[q] == OP_O || which[q] >= OP_DQ))
             wsb_printf(&k->s, "fn s%s(i: u32, v: vec4<f32>) { b%d[i] = v; }\n", nm, bind_of[q]);
     }
     return true;
@@ -167,7 +154,7 @@ static void dot_sum(akern *K, const char *indent, const char *name, const char *
     wsb_printf(&K->k.s, "%slet %s = %s_%s;\n", indent, name, name, tail);
 }
 
-static void scale_expr(akern *K, int node, char *buf) {
+void tg_wgsl_attn_scale(akern *K, int node, char *buf) {
     char f[48];
     if (node < 0) strcpy(buf, "");
     else snprintf(buf, 64, " * %s", wk_f32(const_value(K->k.g, node), f));
@@ -200,10 +187,10 @@ static tg_status emit_forward(akern *K, tg_wgsl_program *out) {
     const tg_wgsl_attn *a = K->a;
     int64_t rows = tile_rows(K, a->Dh * 8);
     char sc[64];
-    scale_expr(K, a->scale, sc);
+    tg_wgsl_attn_scale(K, a->scale, sc);
     wsb_printf(&k->s, "// node %d: attention forward [%lld,%lld,%lld,%lld] (online softmax, %lld-key tiles)\n", k->id,
                (long long)a->B, (long long)a->H, (long long)a->T, (long long)a->Dh, (long long)rows);
-    if (!declare(K)) return wk_close(k, out);
+    if (!tg_wgsl_attn_declare(K)) return wk_close(k, out);
     tiles_decl(K, rows, "kt", "vt");
     if (!open_main(K)) return wk_close(k, out);
     wsb_printf(&k->s, "    let qi = iQ(b, h, rq);\n");
@@ -231,11 +218,11 @@ static tg_status emit_dq(akern *K, tg_wgsl_program *out) {
     const tg_wgsl_attn *a = K->a;
     int64_t rows = tile_rows(K, a->Dh * 8);
     char sc[64], dsc[64];
-    scale_expr(K, a->scale, sc);
-    scale_expr(K, a->dscale, dsc);
+    tg_wgsl_attn_scale(K, a->scale, sc);
+    tg_wgsl_attn_scale(K, a->dscale, dsc);
     wsb_printf(&k->s, "// node %d: attention backward, dq [%lld,%lld,%lld,%lld] (%lld-key tiles)\n", k->id,
                (long long)a->B, (long long)a->H, (long long)a->T, (long long)a->Dh, (long long)rows);
-    if (!declare(K)) return wk_close(k, out);
+    if (!tg_wgsl_attn_declare(K)) return wk_close(k, out);
     tiles_decl(K, rows, "kt", "vt");
     if (!open_main(K)) return wk_close(k, out);
     wsb_printf(&k->s, "    let qi = iQ(b, h, rq);\n    let gi = iG(b, h, rq);\n");
@@ -276,12 +263,12 @@ static tg_status emit_dkdv(akern *K, tg_wgsl_program *out) {
     const tg_wgsl_attn *a = K->a;
     int64_t rows = tile_rows(K, a->Dh * 8 + 8);
     char sc[64], dsc[64];
-    scale_expr(K, a->scale, sc);
-    scale_expr(K, a->dscale, dsc);
+    tg_wgsl_attn_scale(K, a->scale, sc);
+    tg_wgsl_attn_scale(K, a->dscale, dsc);
     long long T = a->T, dh4 = K->dh4;
     wsb_printf(&k->s, "// node %d: attention backward, dk dv [%lld,%lld,%lld,%lld] (%lld-query tiles)\n", k->id,
                (long long)a->B, (long long)a->H, T, (long long)a->Dh, (long long)rows);
-    if (!declare(K)) return wk_close(k, out);
+    if (!tg_wgsl_attn_declare(K)) return wk_close(k, out);
     tiles_decl(K, rows, "qt", "gt");
     wsb_printf(&k->s, "var<workgroup> lt: array<f32, %lld>;\nvar<workgroup> dt: array<f32, %lld>;\n", (long long)rows,
                (long long)rows);
@@ -324,13 +311,20 @@ static tg_status emit_dkdv(akern *K, tg_wgsl_program *out) {
 }
 
 static int g_form = -1;
-void tg_wgsl_attention_test_form(int unroll) { g_form = unroll; }
+void tg_wgsl_attention_test_form(int form) { g_form = form; }
 
-static bool unrolled(const tg_wgsl_limits *lim) {
-    if (g_form >= 0) return g_form == 1;
-    const char *e = getenv("TG_WGSL_ATTN_UNROLL");
-    if (e && (strcmp(e, "0") == 0 || strcmp(e, "1") == 0)) return e[0] == '1';
-    return !lim->cpu_adapter;
+/* The kernels' form: 64 x 64 blocks where they fit (head size up to 64),
+ * else rows, unrolled on a GPU and as loops on a CPU adapter. */
+typedef enum { FORM_ROW_LOOPS, FORM_ROWS, FORM_TILES } attn_form;
+
+static attn_form form_of(const tg_wgsl_attn *a, const tg_wgsl_limits *lim) {
+    bool tiles = tg_wgsl_attn_tiles_fit(a, lim);
+    if (g_form >= 0) return g_form == 2 && tiles ? FORM_TILES : g_form == 0 ? FORM_ROW_LOOPS : FORM_ROWS;
+    const char *e = getenv("TG_WGSL_ATTN"); /* benchmarks: tiles, rows or row-loops */
+    if (e && strcmp(e, "rows") == 0) return FORM_ROWS;
+    if (e && strcmp(e, "row-loops") == 0) return FORM_ROW_LOOPS;
+    if (tiles) return FORM_TILES;
+    return lim->cpu_adapter ? FORM_ROW_LOOPS : FORM_ROWS;
 }
 
 static uint32_t rows_per_group(int64_t T) {
@@ -349,7 +343,9 @@ tg_status tg_wgsl_emit_attention(const tg_graph *g, const tg_plan *plan, const t
         if (st != TG_OK) return st;
         akern K;
         memset(&K, 0, sizeof K);
-        K.a = a, K.f = f, K.wg = rows_per_group(a->T), K.dh4 = a->Dh / 4, K.work = work_bytes, K.unroll = unrolled(lim);
+        attn_form form = form_of(a, lim);
+        K.a = a, K.f = f, K.wg = rows_per_group(a->T), K.dh4 = a->Dh / 4, K.work = work_bytes;
+        K.unroll = form == FORM_ROWS;
         for (int o = 0; o < N_OP; o++) K.node[o] = -1;
         int turn = a->bwd ? (a->dq >= 0 ? a->dq : a->dk >= 0 ? a->dk : a->dv) : a->o;
         for (int o = 0; o < 3 && a->bwd; o++) {
@@ -359,15 +355,15 @@ tg_status tg_wgsl_emit_attention(const tg_graph *g, const tg_plan *plan, const t
         wk_open(&K.k, g, plan, lim, turn, sp);
         if (!a->bwd) {
             K.node[OP_Q] = a->q, K.node[OP_K] = a->k, K.node[OP_V] = a->v, K.node[OP_O] = a->o;
-            st = emit_forward(&K, out);
+            st = form == FORM_TILES ? tg_wgsl_attn_tiles_forward(&K, out) : emit_forward(&K, out);
         } else if (kernel == 0) {
             K.node[OP_Q] = a->q, K.node[OP_K] = a->k, K.node[OP_V] = a->v, K.node[OP_DOUT] = a->dout;
             K.node[OP_DQ] = a->dq;
-            st = emit_dq(&K, out);
+            st = form == FORM_TILES ? tg_wgsl_attn_tiles_dq(&K, out) : emit_dq(&K, out);
         } else {
             K.node[OP_Q] = a->q, K.node[OP_K] = a->k, K.node[OP_V] = a->v, K.node[OP_DOUT] = a->dout;
             K.node[OP_DK] = a->dk, K.node[OP_DV] = a->dv;
-            st = emit_dkdv(&K, out);
+            st = form == FORM_TILES ? tg_wgsl_attn_tiles_dkdv(&K, out) : emit_dkdv(&K, out);
         }
         if (st != TG_OK) return st;
     }
