@@ -24,9 +24,12 @@
  * [16384 x 1536]), K is split: phase 1 writes one partial product per
  * K-range into the workspace, phase 2 adds them in order and stores.
  *
- * Measured on the H200 (gpt_small step): BK 16 53.3 ms, 8 54.3, 32 62.1.
- * The large tiles reach about 40 TFLOP/s on the weight gradients, less on
- * the K = 384 products; the matmuls are most of gpt_small's step. */
+ * Measured on the H200 (gpt_small step, k-slices written out): BK 16
+ * 45.7 ms, 8 45.8, 32 51.0. The large tiles reach about 55 TFLOP/s on the
+ * split weight gradients, 40 on square 4096 products, 15 to 30 on the
+ * K = 384 products; the matmuls are most of gpt_small's step. Two buffers
+ * of each tile (one barrier per slice instead of two) measured slower:
+ * 48.8 ms. */
 #include <stdio.h>
 
 #include "emit.h"
@@ -72,11 +75,12 @@ static long long tiles(const mm_geom *g, const mm_cfg *c) {
  * ones (256 measured the same, 128 and 1000 slower). */
 #define FILL 384
 
-static int test_cfg = -1, test_split = 0;
+static int test_cfg = -1, test_split = 0, test_unroll = -1;
 
-void tg_wgsl_matmul_test_config(int cfg, int split) {
+void tg_wgsl_matmul_test_config(int cfg, int split, int unroll) {
     test_cfg = cfg;
     test_split = split;
+    test_unroll = unroll;
 }
 
 static mm_cfg choose(const mm_geom *g) {
@@ -261,17 +265,25 @@ static bool tiled(wk *k, const mm_geom *g, const mm_cfg *c, int split) {
     snprintf(knext, sizeof knext, "(k0 + %du)", c->bk);
     emit_loads(k, &x, knext);
     wsb_printf(&k->s, "        }\n");
-    /* The k-loop stays a loop (compilers unroll a literal trip count on
-     * their own); the register block inside is written out. */
-    wsb_printf(&k->s, "        for (var kk = 0u; kk < %du; kk++) {\n", c->bk);
-    for (int ag = 0; ag < c->tm / 4; ag++)
-        wsb_printf(&k->s, "            let a%d = As[kk * %du + ty + %du];\n", ag, x.apad, ag * (c->bm / 8));
-    for (int h = 0; h < th; h++) wsb_printf(&k->s, "            let b%d = Bs[kk * %du + tx + %du];\n", h, x.bpad, h * (c->bn / 8));
-    static const char comp[4] = {'x', 'y', 'z', 'w'};
-    for (int r = 0; r < c->tm; r++)
+    /* The k-slice is written out step by step for a GPU: left as a loop,
+     * NVIDIA's compiler does not unroll it (square 4096 products: 37.1 ->
+     * 40.1 TFLOP/s, gpt_small 47.9 -> 45.7 ms a step on the H200). A CPU
+     * adapter gets the loop: its shader compiler is slow on long code. */
+    bool unroll = test_unroll >= 0 ? test_unroll == 1 : !k->lim->cpu_adapter;
+    if (!unroll) wsb_printf(&k->s, "        for (var kk = 0u; kk < %du; kk++) {\n", c->bk);
+    for (int step = 0; step < (unroll ? c->bk : 1); step++) {
+        if (unroll) wsb_printf(&k->s, "        {\n            let kk = %du;\n", step);
+        for (int ag = 0; ag < c->tm / 4; ag++)
+            wsb_printf(&k->s, "            let a%d = As[kk * %du + ty + %du];\n", ag, x.apad, ag * (c->bm / 8));
         for (int h = 0; h < th; h++)
-            wsb_printf(&k->s, "            c%d_%d = fma(vec4<f32>(a%d.%c), b%d, c%d_%d);\n", r, h, r / 4, comp[r % 4], h, r, h);
-    wsb_printf(&k->s, "        }\n");
+            wsb_printf(&k->s, "            let b%d = Bs[kk * %du + tx + %du];\n", h, x.bpad, h * (c->bn / 8));
+        static const char comp[4] = {'x', 'y', 'z', 'w'};
+        for (int r = 0; r < c->tm; r++)
+            for (int h = 0; h < th; h++)
+                wsb_printf(&k->s, "            c%d_%d = fma(vec4<f32>(a%d.%c), b%d, c%d_%d);\n", r, h, r / 4, comp[r % 4], h,
+                           r, h);
+        wsb_printf(&k->s, "        }\n");
+    }
     wsb_printf(&k->s, "    }\n");
     char row[64], col[64];
     for (int r = 0; r < c->tm; r++) {

@@ -90,9 +90,10 @@ tg_status tg_wgsl_emit_fused(const tg_graph *g, const tg_plan *plan, const tg_wg
  * kernel) and the workspace they need. */
 int tg_wgsl_matmul_split(const tg_graph *g, int id, int64_t *work_bytes);
 /* Tests: every matmul compiled from now on uses tile configuration cfg (0
- * 128x128, 1 128x64, 2 64x64; -1 chooses by shape again) and, with split > 0,
- * that many K-ranges. */
-void tg_wgsl_matmul_test_config(int cfg, int split);
+ * 128x128, 1 128x64, 2 64x64; -1 chooses by shape again), with split > 0
+ * that many K-ranges, and its k-slices written out step by step (unroll 1,
+ * what a GPU gets), as a loop (0, what a CPU adapter gets) or by adapter (-1). */
+void tg_wgsl_matmul_test_config(int cfg, int split, int unroll);
 tg_status tg_wgsl_emit_phase(const tg_graph *g, const tg_plan *plan, const tg_wgsl_fused *f, int phase, int64_t work_bytes,
                              const tg_wgsl_limits *lim, tg_kernel_spec *out);
 /* How many storage bindings nodes[0..n) need once overlapping ranges of one
