@@ -39,6 +39,16 @@ static tg_status trace(const tg_compile_req *req, tg_program *p) {
     return TG_OK;
 }
 
+void program_pinned(const tg_program *p, bool *pinned) {
+    const tg_graph *g = p->g;
+    if (p->result >= 0) pinned[p->result] = true;
+    if (p->check >= 0) pinned[p->check] = true;
+    for (int c = 0; c < g->n_caps; c++) pinned[g->caps[c].id] = true;
+    for (int i = 0; i < p->n_params; i++)
+        if (p->param_grad[i] >= 0) pinned[p->param_grad[i]] = true;
+    for (int w = 0; w < p->n_wb; w++) pinned[p->wb[w].src] = true;
+}
+
 bool program_is_update(tg_opcode op) {
     return op == TG_OP_ADAM_M || op == TG_OP_ADAM_V || op == TG_OP_ADAM_P || op == TG_OP_SGD_V || op == TG_OP_SGD_P;
 }

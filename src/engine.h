@@ -42,6 +42,10 @@ bool program_is_update(tg_opcode op);
  * kernel (*out = NULL: none). The plan then gives absorbed values no memory
  * and the backend must run exactly those groups. */
 typedef tg_status (*tg_fuse_fn)(const tg_program *p, tg_fusion **out);
+/* For a fusion pass: pinned[i] (g->n entries) set for every node read from
+ * outside the program's kernels (the result, the numeric check, captures,
+ * param gradients, writeback sources), which no group may absorb. */
+void program_pinned(const tg_program *p, bool *pinned);
 
 typedef struct {
     tg_model *model;

@@ -513,11 +513,7 @@ tg_status cpu_fuse(const tg_program *p, tg_fusion **out) {
     for (int i = 0; i < g->n; i++)
         for (int k = 0; k < g->nodes[i].nin; k++) x.rd[fill[g->nodes[i].in[k]]++] = i;
     for (int i = 0; i < g->n; i++) x.reader[i] = x.uses[i] ? x.rd[x.rd0[i + 1] - 1] : -1;
-    if (p->result >= 0) x.pinned[p->result] = true;
-    for (int c = 0; c < g->n_caps; c++) x.pinned[g->caps[c].id] = true;
-    for (int i = 0; i < p->n_params; i++)
-        if (p->param_grad[i] >= 0) x.pinned[p->param_grad[i]] = true;
-    for (int w = 0; w < p->n_wb; w++) x.pinned[p->wb[w].src] = true;
+    program_pinned(p, x.pinned);
 
     for (int i = 0; i < g->n; i++) {
         if (g->nodes[i].op == TG_OP_SOFTMAX_CAUSAL) fuse_attention_fwd(&x, i);
