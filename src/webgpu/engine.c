@@ -442,6 +442,10 @@ static tg_status wg_run(tg_engine *e_, tg_program *p) {
 static void wg_destroy(tg_engine *e_) {
     wg_engine *e = (wg_engine *)e_;
     pthread_mutex_lock(&e->c->mu);
+    /* Work still queued (a compile's constants, a step nobody waited for)
+     * finishes first: lavapipe crashed in its queue thread when a process
+     * exited while it still compiled those kernels. */
+    if (e->params) (void)wait_idle(e);
     drop_buffer(e->c, e->params);
     drop_buffer(e->c, e->staging);
     pthread_mutex_unlock(&e->c->mu);
@@ -462,12 +466,7 @@ static tg_status wg_fuse(const tg_program *p, tg_fusion **out) {
     const tg_graph *g = p->g;
     bool *pinned = tg_calloc((size_t)g->n + 1, sizeof(bool));
     if (!pinned) return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
-    if (p->result >= 0) pinned[p->result] = true;
-    if (p->check >= 0) pinned[p->check] = true;
-    for (int c2 = 0; c2 < g->n_caps; c2++) pinned[g->caps[c2].id] = true;
-    for (int i = 0; i < p->n_params; i++)
-        if (p->param_grad[i] >= 0) pinned[p->param_grad[i]] = true;
-    for (int w = 0; w < p->n_wb; w++) pinned[p->wb[w].src] = true;
+    program_pinned(p, pinned);
     st = tg_wgsl_fuse_attention(g, pinned, &lim, out);
     free(pinned);
     return st;
