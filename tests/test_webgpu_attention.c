@@ -3,7 +3,7 @@
  * at T in {1, 7, 64, 257} and head sizes {8, 64, 80}, with the heads
  * permutes read and written with strides and without them; that each case
  * was fused (one forward and one backward group, and no [T, T] memory) in
- * the form its head size gets (64 x 64 blocks, or rows above Dh 64);
+ * the form its sizes get (64 x 64 blocks, or rows above Dh 64 or below T 64);
  * and that a GPT's plan runs no permute kernel. Needs a WebGPU device
  * (lavapipe). */
 #define _POSIX_C_SOURCE 200809L
@@ -96,8 +96,8 @@ static void test_parity(void) {
             int groups, g0, forms[2];
             int64_t planned, unfused;
             fused_info(&cs[v], &groups, &planned, forms);
-            /* 64 x 64 blocks up to Dh 64 (they need 32 KiB of workgroup memory: lavapipe's), rows above */
-            bool tiles = Dh <= 64;
+            /* 64 x 64 blocks up to Dh 64 (they need 32 KiB of workgroup memory: lavapipe's) from T 64, rows else */
+            bool tiles = Dh <= 64 && T >= 64;
             CHECK(forms[tiles ? 0 : 1] == 3 && forms[tiles ? 1 : 0] == 0, "%s: %d kernels in blocks, %d in rows; want 3 %s",
                   cs[v].name, forms[0], forms[1], tiles ? "in blocks" : "in rows");
             tg_wgsl_set_fusion(0);
@@ -189,6 +189,19 @@ static void test_unrolled(void) {
             par_case c = {name, PRM(S(2, T, 2 * Dh), S(2, T, 2 * Dh), S(2, T, 2 * Dh)), P_NONE, 0, 1, b_heads, 2e-4f};
             par_check(&c, false);
         }
+    /* the blocks below T 64 (rows by default there): every row and key masked but a few */
+    tg_wgsl_attention_test_form(2);
+    for (int T = 1; T <= 7; T += 6) {
+        g_heads = 2, g_dh = 8;
+        char name[96];
+        snprintf(name, sizeof name, "attention heads, blocks, T=%d Dh=8", T);
+        par_case c = {name, PRM(S(2, T, 16), S(2, T, 16), S(2, T, 16)), P_NONE, 0, 1, b_heads, 2e-4f};
+        int groups, forms[2];
+        int64_t planned;
+        fused_info(&c, &groups, &planned, forms);
+        CHECK(forms[0] == 3 && forms[1] == 0, "%s: %d kernels in blocks, %d in rows; want 3 in blocks", name, forms[0], forms[1]);
+        par_check(&c, false);
+    }
     tg_wgsl_attention_test_form(-1);
 }
 

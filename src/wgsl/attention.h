@@ -54,8 +54,8 @@ tg_status tg_wgsl_fuse_attention(const tg_graph *g, const bool *pinned, const tg
 bool tg_wgsl_attn_strided(const tg_fusion *f, const tg_graph *g, int x);
 
 /* Tests and benchmarks: the kernels' form. 2: 64 x 64 blocks over a
- * workgroup (the default where they fit: Dh <= 64 and 32 KiB of workgroup
- * memory); 1: a row per invocation, unrolled into registers (the default
+ * workgroup (the default where they fit, Dh <= 64 and 32 KiB of workgroup
+ * memory, and T >= 64); 1: a row per invocation, unrolled into registers (the default
  * elsewhere on a GPU); 0: rows walked by loops (the default elsewhere on a
  * CPU adapter, whose shader compiler is slow on long straight-line code);
  * -1: back to the defaults. TG_WGSL_ATTN=tiles|rows|row-loops does the same. */
