@@ -289,14 +289,134 @@ AVX512 static void gather_sum_512(float *d, const float *src, int64_t ld, int64_
 
 static const conv_rows rows_512 = {gather_row_512, add_row_512, pool_512,      pool_grad_512,
                                    add_scalar_512, gather_512,  gather_sum_512};
+
+/* The same rows in 8 lanes for AVX2, masks as vectors: the same float
+ * operations per element as the plain C, so the same bits. AVX2 has no
+ * scatter: a pooling gradient stores its winners one by one. */
+#define AVX2 __attribute__((target("avx2")))
+
+AVX2 static inline __m256i lanes8(int64_t from, int64_t to) { /* lanes [from, to) of 8, clipped */
+    from = from < 0 ? 0 : from > 8 ? 8 : from;
+    to = to < 0 ? 0 : to > 8 ? 8 : to;
+    __m256i i = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    return _mm256_and_si256(_mm256_cmpgt_epi32(i, _mm256_set1_epi32((int)from - 1)),
+                            _mm256_cmpgt_epi32(_mm256_set1_epi32((int)to), i));
+}
+
+/* The lanes of k whose index is a real element (>= 0; padding is -1). */
+AVX2 static inline __m256i valid8(__m256i k, __m256i ix) {
+    return _mm256_and_si256(k, _mm256_cmpgt_epi32(ix, _mm256_set1_epi32(-1)));
+}
+
+AVX2 static void gather_row_avx2(float *d, const float *row, int64_t s, int64_t lo, int64_t hi, int64_t n) {
+    if (s != 1) {
+        gather_row_c(d, row, s, lo, hi, n);
+        return;
+    }
+    for (int64_t o = 0; o < n; o += 8)
+        _mm256_maskstore_ps(d + o, lanes8(0, n - o), _mm256_maskload_ps(row + o, lanes8(lo - o, hi - o)));
+}
+
+AVX2 static void add_row_avx2(float *dst, const float *src, int64_t s, int64_t lo, int64_t hi) {
+    if (s != 1) {
+        add_row_c(dst, src, s, lo, hi);
+        return;
+    }
+    for (int64_t o = lo; o < hi; o += 8) {
+        __m256i k = lanes8(0, hi - o);
+        _mm256_maskstore_ps(dst + o, k, _mm256_add_ps(_mm256_maskload_ps(dst + o, k), _mm256_maskload_ps(src + o, k)));
+    }
+}
+
+AVX2 static void pool_avx2(float *y, const float *x, const int32_t *idx, int64_t taps, int64_t n) {
+    for (int64_t p = 0; p < n; p += 8) {
+        __m256i k = lanes8(0, n - p);
+        __m256 m = _mm256_set1_ps(-INFINITY), nan = _mm256_setzero_ps();
+        for (int64_t t = 0; t < taps; t++) {
+            __m256i ix = _mm256_maskload_epi32(idx + t * n + p, k);
+            __m256 v = _mm256_mask_i32gather_ps(_mm256_set1_ps(-INFINITY), x, ix, _mm256_castsi256_ps(valid8(k, ix)), 4);
+            m = _mm256_max_ps(v, m); /* v > m ? v : m, the scalar step exactly */
+            nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+        }
+        _mm256_maskstore_ps(y + p, k, _mm256_blendv_ps(m, _mm256_set1_ps(NAN), nan));
+    }
+}
+
+AVX2 static void pool_grad_avx2(float *dx, const float *x, const float *y, const float *gy, const int32_t *idx,
+                                int64_t taps, int64_t n) {
+    for (int64_t p = 0; p < n; p += 8) {
+        __m256i k = lanes8(0, n - p);
+        __m256 m = _mm256_maskload_ps(y + p, k);
+        __m256 g = _mm256_add_ps(_mm256_setzero_ps(), _mm256_maskload_ps(gy + p, k));
+        __m256 mnan = _mm256_cmp_ps(m, m, _CMP_UNORD_Q);
+        int all = _mm256_movemask_ps(_mm256_castsi256_ps(k)), found = 0;
+        for (int64_t t = 0; t < taps && found != all; t++) {
+            __m256i ix = _mm256_maskload_epi32(idx + t * n + p, k), ok = valid8(k, ix);
+            __m256 v = _mm256_mask_i32gather_ps(_mm256_setzero_ps(), x, ix, _mm256_castsi256_ps(ok), 4);
+            __m256 eq = _mm256_or_ps(_mm256_cmp_ps(v, m, _CMP_EQ_OQ), _mm256_and_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q), mnan));
+            int hit = _mm256_movemask_ps(_mm256_and_ps(eq, _mm256_castsi256_ps(ok))) & ~found;
+            if (hit) {
+                int32_t at[8];
+                float gv[8];
+                _mm256_storeu_si256((__m256i *)at, ix);
+                _mm256_storeu_ps(gv, g);
+                for (int l = 0; l < 8; l++)
+                    if (hit >> l & 1) dx[at[l]] = gv[l];
+            }
+            found |= hit;
+        }
+    }
+}
+
+AVX2 static void add_scalar_avx2(float *d, const float *s, float b, int64_t n) {
+    __m256 bv = _mm256_set1_ps(b);
+    for (int64_t i = 0; i < n; i += 8) {
+        __m256i k = lanes8(0, n - i);
+        _mm256_maskstore_ps(d + i, k, _mm256_add_ps(_mm256_maskload_ps(s + i, k), bv));
+    }
+}
+
+/* Lane l of v[ix[l]] for a source of at most 8 floats (loaded whole and
+ * permuted), else gathered; 0 where the index is padding. */
+AVX2 static inline __m256 pick8(const float *src, int64_t m, __m256i ix, __m256i ok) {
+    __m256 v = m <= 8 ? _mm256_permutevar8x32_ps(_mm256_maskload_ps(src, lanes8(0, m)), ix)
+                      : _mm256_mask_i32gather_ps(_mm256_setzero_ps(), src, ix, _mm256_castsi256_ps(ok), 4);
+    return _mm256_and_ps(v, _mm256_castsi256_ps(ok));
+}
+
+AVX2 static void gather_avx2(float *d, const float *src, int64_t stride, int64_t m, const int32_t *idx, int64_t n,
+                             int64_t count) {
+    for (int64_t r = 0; r < count; r++, d += n, src += stride)
+        for (int64_t p = 0; p < n; p += 8) {
+            __m256i k = lanes8(0, n - p), ix = _mm256_maskload_epi32(idx + p, k);
+            _mm256_maskstore_ps(d + p, k, pick8(src, m, ix, valid8(k, ix)));
+        }
+}
+
+AVX2 static void gather_sum_avx2(float *d, const float *src, int64_t ld, int64_t m, const int32_t *idx,
+                                 int64_t taps, int64_t n) {
+    for (int64_t q = 0; q < n; q += 8) {
+        __m256i k = lanes8(0, n - q);
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t t = 0; t < taps; t++) {
+            __m256i ix = _mm256_maskload_epi32(idx + t * n + q, k);
+            acc = _mm256_add_ps(acc, pick8(src + t * ld, m, ix, valid8(k, ix)));
+        }
+        _mm256_maskstore_ps(d + q, k, acc);
+    }
+}
+
+static const conv_rows rows_avx2 = {gather_row_avx2, add_row_avx2, pool_avx2,      pool_grad_avx2,
+                                    add_scalar_avx2, gather_avx2,  gather_sum_avx2};
 #endif
 
-/* Tests flip this to run the plain C rows on a machine with AVX-512. */
+/* Tests flip this to run the plain C rows on a machine with AVX-512 or AVX2. */
 bool cpu_conv_force_generic = false;
 
 static const conv_rows *rows_best(void) {
 #if defined(__x86_64__) && defined(__GNUC__)
     if (!cpu_conv_force_generic && cpu_isa() == CPU_AVX512) return &rows_512;
+    if (!cpu_conv_force_generic && cpu_isa() == CPU_AVX2) return &rows_avx2;
 #endif
     return &rows_c;
 }
