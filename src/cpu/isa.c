@@ -89,8 +89,8 @@ static void describe(cpu_isa_t isa, char *buf, size_t n) {
              k512 ? "avx512" : isa == CPU_AVX2 ? "avx2 8-lane (T <= 8), fma vectors" : "8-lane (T <= 8), vectors",
              /* attention.c, attention8.c */
              v, isa == CPU_AVX2 ? "; norm rows in 8-lane pairs" : "", /* TG_MULTI kernels, norm_avx2.c */
-             k512 ? "avx512" : "generic",                       /* kernels_conv.c */
-             k512 ? "avx512" : "index tables",                  /* pool2x2.c */
+             k512 ? "avx512" : isa == CPU_AVX2 ? "avx2" : "generic", /* kernels_conv.c */
+             k512 ? "avx512" : isa == CPU_AVX2 ? "avx2" : "index tables", /* pool2x2.c */
              k512 ? "avx512" : isa == CPU_GENERIC ? "generic" : v, /* vec.c */
              k512 ? "avx512" : isa == CPU_AVX2 ? "avx2" : "generic"); /* vec.c */
 }
