@@ -51,11 +51,15 @@ bool tg_wgsl_attn_tiles_fit(const tg_wgsl_attn *a, const tg_wgsl_limits *lim) {
     return (uint64_t)(region_a(a, 4) + ROWS * ROWS / 4) * 16 <= lim->max_workgroup_storage_size;
 }
 
-/* Opens the kernel: workgroup memory, the entry point over B * H * blocks
- * workgroups, and b, h, bh, blk, tx, ty. */
-static bool open_tiles(akern *K, int chunks, const char *what) {
+/* Opens the kernel: the scale strings (sc: the scores', dsc: the
+ * gradient's, 64 bytes each), workgroup memory, the entry point over
+ * B * H * blocks workgroups, and b, h, bh, blk, tx, ty, r0 and dv (the
+ * invocation's vec4 of the head dimension, clamped). */
+static bool open_tiles(akern *K, int chunks, const char *what, char *sc, char *dsc) {
     wk *k = &K->k;
     const tg_wgsl_attn *a = K->a;
+    tg_wgsl_attn_scale(K, a->scale, sc);
+    tg_wgsl_attn_scale(K, a->dscale, dsc);
     wsb_printf(&k->s, "// node %d: attention %s [%lld,%lld,%lld,%lld] (64 x 64 blocks)\n", k->id, what, (long long)a->B,
                (long long)a->H, (long long)a->T, (long long)a->Dh);
     if (!tg_wgsl_attn_declare(K)) return false;
@@ -71,8 +75,9 @@ static bool open_tiles(akern *K, int chunks, const char *what) {
     wsb_printf(&k->s,
                "    if (gid >= %lldu) { return; }\n    let bh = gid / %lldu;\n    let blk = gid - bh * %lldu;\n"
                "    let b = bh / %lldu;\n    let h = bh - b * %lldu;\n    let tx = lid %% 16u;\n    let ty = lid / 16u;\n"
-               "    let r0 = blk * 64u + 4u * ty;\n",
-               (long long)groups, (long long)K->nblk, (long long)K->nblk, (long long)a->H, (long long)a->H);
+               "    let r0 = blk * 64u + 4u * ty;\n    let dv = min(tx, %lldu);\n",
+               (long long)groups, (long long)K->nblk, (long long)K->nblk, (long long)a->H, (long long)a->H,
+               (long long)(K->dh4 - 1));
     return true;
 }
 
@@ -215,11 +220,9 @@ static void key_loop(akern *K) {
 tg_status tg_wgsl_attn_tiles_forward(akern *K, tg_wgsl_program *out) {
     wk *k = &K->k;
     const tg_wgsl_attn *a = K->a;
-    char sc[64];
-    tg_wgsl_attn_scale(K, a->scale, sc);
-    if (!open_tiles(K, 2, "forward")) return wk_close(k, out);
+    char sc[64], dsc[64];
+    if (!open_tiles(K, 2, "forward", sc, dsc)) return wk_close(k, out);
     wsb *s = &k->s;
-    wsb_printf(s, "    let dv = min(tx, %lldu);\n", (long long)(K->dh4 - 1));
     declare_acc(K, "o");
     for (int r = 0; r < 4; r++) wsb_printf(s, "    var m%d = -3.0e38f;\n    var l%d = 0.0f;\n", r, r);
     key_loop(K);
@@ -263,12 +266,9 @@ tg_status tg_wgsl_attn_tiles_dq(akern *K, tg_wgsl_program *out) {
     wk *k = &K->k;
     const tg_wgsl_attn *a = K->a;
     char sc[64], dsc[64];
-    tg_wgsl_attn_scale(K, a->scale, sc);
-    tg_wgsl_attn_scale(K, a->dscale, dsc);
-    if (!open_tiles(K, 4, "backward, dq")) return wk_close(k, out);
+    if (!open_tiles(K, 4, "backward, dq", sc, dsc)) return wk_close(k, out);
     wsb *s = &k->s;
     long long T = a->T;
-    wsb_printf(s, "    let dv = min(tx, %lldu);\n", (long long)(K->dh4 - 1));
     for (int r = 0; r < 4; r++)
         wsb_printf(s, "    let lse%d = work[%lldu + bh * %lldu + min(r0 + %du, %lldu)];\n    var dp%d = 0.0f;\n", r,
                    (long long)(a->lse_at / 4), T, r, T - 1, r);
@@ -297,12 +297,9 @@ tg_status tg_wgsl_attn_tiles_dkdv(akern *K, tg_wgsl_program *out) {
     wk *k = &K->k;
     const tg_wgsl_attn *a = K->a;
     char sc[64], dsc[64];
-    tg_wgsl_attn_scale(K, a->scale, sc);
-    tg_wgsl_attn_scale(K, a->dscale, dsc);
-    if (!open_tiles(K, 4, "backward, dk dv")) return wk_close(k, out);
+    if (!open_tiles(K, 4, "backward, dk dv", sc, dsc)) return wk_close(k, out);
     wsb *s = &k->s;
     long long T = a->T;
-    wsb_printf(s, "    let dv = min(tx, %lldu);\n", (long long)(K->dh4 - 1));
     declare_acc(K, "gk");
     declare_acc(K, "gv");
     wsb_printf(s, "    for (var i0 = blk * 64u; i0 < %lldu; i0 += 64u) {\n", T);
