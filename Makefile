@@ -209,9 +209,9 @@ install: $(BUILD)/libtensorgrad.a $(BUILD)/libtensorgrad.so $(BUILD)/tg
 	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|; s|@VERSION@|$(VERSION)|' \
 	    pkg/tensorgrad.pc.in > $(D)$(LIBDIR)/pkgconfig/tensorgrad.pc
 	sed -e 's|@VERSION@|$(VERSION)|g; s|@SONAME@|$(SONAME)|g' \
-	    -e 's|@TO_PREFIX@|$(shell realpath -m --relative-to=$(LIBDIR)/cmake/tensorgrad $(PREFIX))|' \
-	    -e 's|@LIB_REL@|$(shell realpath -m --relative-to=$(PREFIX) $(LIBDIR))|' \
-	    -e 's|@INCLUDE_REL@|$(shell realpath -m --relative-to=$(PREFIX) $(INCLUDEDIR))|' \
+	    -e 's|@TO_PREFIX@|$(shell sh pkg/relpath.sh $(LIBDIR)/cmake/tensorgrad $(PREFIX))|' \
+	    -e 's|@LIB_REL@|$(shell sh pkg/relpath.sh $(PREFIX) $(LIBDIR))|' \
+	    -e 's|@INCLUDE_REL@|$(shell sh pkg/relpath.sh $(PREFIX) $(INCLUDEDIR))|' \
 	    pkg/tensorgrad-config.cmake.in > $(D)$(LIBDIR)/cmake/tensorgrad/tensorgrad-config.cmake
 	sed -e 's|@VERSION@|$(VERSION)|g' pkg/tensorgrad-config-version.cmake.in \
 	    > $(D)$(LIBDIR)/cmake/tensorgrad/tensorgrad-config-version.cmake

@@ -5,12 +5,14 @@
 # Usage: pkg/install-runtime.sh DEPS_DIR DESTDIR DATADIR
 set -euo pipefail
 deps=$1 dest=$2 data=$3
-if [ ! -f "$deps/webgpu/libwebgpu_wrapper.so" ]; then
+lib=libwebgpu_wrapper.so
+[ "$(uname -s)" = Darwin ] && lib=libwebgpu_wrapper.dylib
+if [ ! -f "$deps/webgpu/$lib" ]; then
     echo "install: no fetched WebGPU runtime in $deps (scripts/fetch-webgpu.sh); the installed library will look in TG_WEBGPU_LIB and the library path"
     exit 0
 fi
 install -d "$dest$data/webgpu"
-install -m 755 "$deps/webgpu/libwebgpu_wrapper.so" "$dest$data/webgpu/"
+install -m 755 "$deps/webgpu/$lib" "$dest$data/webgpu/"
 if [ -f "$deps/vulkan/libvulkan_lvp.so" ]; then
     install -d "$dest$data/vulkan"
     install -m 755 "$deps/vulkan/libvulkan_lvp.so" "$dest$data/vulkan/"

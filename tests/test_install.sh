@@ -27,6 +27,16 @@ if out=$(make -s -C "$top" BUILD="$build" PREFIX=$prefix DESTDIR="$dest" install
     echo "test_install: $pass passed, $fail failed"; exit 1
 fi
 lib=$dest$prefix/lib
+# pkg/relpath.sh (the CMake package's relative paths; macOS has no GNU
+# realpath) agrees with realpath -m --relative-to where that exists.
+if realpath -m --relative-to=/ / >/dev/null 2>&1; then
+    for pair in "/usr/local/lib/cmake/tensorgrad /usr/local" "/usr/local /usr/local/lib64" "/opt/tg /usr/include" \
+                "/usr/lo /usr/local/lib" "/usr/local /usr/local" "/a/b/ /a/b/c//d/" "/ /usr/lib"; do
+        set -- $pair
+        [ "$(sh "$top/pkg/relpath.sh" "$1" "$2")" = "$(realpath -m --relative-to="$1" "$2")" ] && ok ||
+            bad "pkg/relpath.sh $1 $2: $(sh "$top/pkg/relpath.sh" "$1" "$2"), realpath says $(realpath -m --relative-to="$1" "$2")"
+    done
+fi
 for f in include/tensorgrad.h lib/libtensorgrad.a lib/pkgconfig/tensorgrad.pc \
          lib/cmake/tensorgrad/tensorgrad-config.cmake bin/tg; do
     [ -e "$dest$prefix/$f" ] && ok || bad "installed tree lacks $f"

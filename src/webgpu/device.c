@@ -145,11 +145,16 @@ static int webgpu_candidates(const char *paths[], char bufs[][1024], int max) {
         paths[0] = env;
         return 1;
     }
-    static const char *const sonames[] = {"libwebgpu_dawn.so", "libwgpu_native.so", "libwebgpu_wrapper.so"};
+#ifdef __APPLE__
+#define DSO ".dylib" /* what scripts/fetch-webgpu.sh fetches there: libwebgpu_wrapper.dylib */
+#else
+#define DSO ".so"
+#endif
+    static const char *const sonames[] = {"libwebgpu_dawn" DSO, "libwgpu_native" DSO, "libwebgpu_wrapper" DSO};
     int k = 0;
     for (int i = 0; i < 3 && k < max; i++) paths[k++] = sonames[i];
     for (int i = 0; i < N_RUNTIME_DIRS && k < max; i++) {
-        snprintf(bufs[i], 1024, "%s/webgpu/libwebgpu_wrapper.so", runtime_dirs[i]);
+        snprintf(bufs[i], 1024, "%s/webgpu/libwebgpu_wrapper" DSO, runtime_dirs[i]);
         if (file_exists(bufs[i])) paths[k++] = bufs[i];
     }
     return k;
@@ -192,7 +197,7 @@ static bool load_library(wgpu_ctx *c, char *why, size_t n) {
         const char *env = getenv("TG_WEBGPU_LIB");
         if (env && *env) snprintf(why, n, "cannot load TG_WEBGPU_LIB=%s: %s", env, dlerror());
         else
-            snprintf(why, n, "no WebGPU library found (libwebgpu_dawn.so, libwgpu_native.so, libwebgpu_wrapper.so "
+            snprintf(why, n, "no WebGPU library found (libwebgpu_dawn" DSO ", libwgpu_native" DSO ", libwebgpu_wrapper" DSO " "
                      "on the library path; %s/webgpu; %s/webgpu); run scripts/fetch-webgpu.sh or set TG_WEBGPU_LIB",
                      runtime_dirs[0], runtime_dirs[1]);
         return false;
