@@ -57,9 +57,11 @@ WEBGPU_DIRS := -DTG_DEPS_DIR='"$(CURDIR)/.deps"' -DTG_DATA_DIR='"$(TG_DATADIR)"'
 $(BUILD)/obj/src/webgpu/device.o $(BUILD)/obj-pic/src/webgpu/device.o: TG_CFLAGS += $(WEBGPU_DIRS)
 $(BUILD)/obj/src/webgpu/device.o $(BUILD)/obj-pic/src/webgpu/device.o: $(BUILD)/prefix.stamp
 
+# Library objects hide every symbol the header does not declare (the header
+# marks its own default), so internal tg_ names never bind across libraries.
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(TG_CFLAGS) $(CFLAGS) -c $< -o $@
+	$(CC) $(TG_CFLAGS) -fvisibility=hidden $(CFLAGS) -c $< -o $@
 
 $(BUILD)/libtensorgrad.a: $(LIB_OBJ)
 	@mkdir -p $(dir $@)
@@ -159,7 +161,7 @@ shared: $(BUILD)/libtensorgrad.so
 
 $(BUILD)/obj-pic/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(TG_CFLAGS) $(CFLAGS) -fPIC -c $< -o $@
+	$(CC) $(TG_CFLAGS) -fvisibility=hidden $(CFLAGS) -fPIC -c $< -o $@
 
 # Rebuilds device.o when PREFIX changes (it holds the data directory's path).
 $(BUILD)/prefix.stamp: FORCE

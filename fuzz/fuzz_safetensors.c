@@ -7,7 +7,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     tg_safetensors *f = NULL;
-    if (st_parse("fuzz", data, size, &f) != TG_OK) return 0;
+    if (tg_st_parse("fuzz", data, size, &f) != TG_OK) return 0;
     volatile float sink = 0;
     for (int i = 0; i < tg_safetensors_count(f); i++) {
         const tg_st_tensor *t = tg_safetensors_tensor(f, i);

@@ -28,6 +28,11 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+/* The library is built with hidden visibility; what this header declares is
+ * its public API. */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
 
 /* ---- version ------------------------------------------------------------ */
 
@@ -814,6 +819,9 @@ void tg_progress_update(tg_progress *p, int64_t step, float loss, const char *ex
 /* Ends a live line with a newline so later output starts on its own line. */
 void tg_progress_end(tg_progress *p);
 
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 #ifdef __cplusplus
 }
 #endif

@@ -11,10 +11,10 @@
 #include "grad/rules.h"
 #include "passes/passes.h"
 
-void program_free(tg_program *p) {
+void tg_program_free(tg_program *p) {
     if (!p) return;
     tg_graph_free(p->g);
-    plan_free(&p->plan);
+    tg_plan_free(&p->plan);
     tg_fusion_free(p->fusion);
     free(p->param_grad);
     free(p->wb);
@@ -29,9 +29,9 @@ static tg_status trace(const tg_compile_req *req, tg_program *p) {
         tg_input_new_at(g, d->name, d->dtype, d->shape, "input declaration", i);
     }
     if (g->err != TG_OK) return tg_fail(g->err, "%s", g->errmsg);
-    tg_graph *prev = ir_trace_begin(g);
+    tg_graph *prev = tg_ir_trace_begin(g);
     tg_tensor r = req->fn(g, req->user);
-    ir_trace_end(prev);
+    tg_ir_trace_end(prev);
     if (g->err != TG_OK) return tg_fail(g->err, "%s", g->errmsg);
     if (r.g != g || r.id < 0 || r.id >= g->n)
         return tg_fail(TG_ERR_ARG, "compile: the traced function returned a tensor that is not from its graph");
@@ -39,7 +39,7 @@ static tg_status trace(const tg_compile_req *req, tg_program *p) {
     return TG_OK;
 }
 
-void program_pinned(const tg_program *p, bool *pinned) {
+void tg_program_pinned(const tg_program *p, bool *pinned) {
     const tg_graph *g = p->g;
     if (p->result >= 0) pinned[p->result] = true;
     if (p->check >= 0) pinned[p->check] = true;
@@ -49,7 +49,7 @@ void program_pinned(const tg_program *p, bool *pinned) {
     for (int w = 0; w < p->n_wb; w++) pinned[p->wb[w].src] = true;
 }
 
-bool program_is_update(tg_opcode op) {
+bool tg_program_is_update(tg_opcode op) {
     return op == TG_OP_ADAM_M || op == TG_OP_ADAM_V || op == TG_OP_ADAM_P || op == TG_OP_SGD_V || op == TG_OP_SGD_P;
 }
 
@@ -86,7 +86,7 @@ static void numeric_reach(const tg_program *p, int id, char *out, size_t cap) {
     free(hit);
 }
 
-tg_status program_numeric_fail(const tg_program *p, int id, float v, int64_t at) {
+tg_status tg_program_numeric_fail(const tg_program *p, int id, float v, int64_t at) {
     const tg_node *n = &p->g->nodes[id];
     char shape[96], what[300];
     tg_shape_str(n->shape, shape, sizeof shape);
@@ -95,7 +95,7 @@ tg_status program_numeric_fail(const tg_program *p, int id, float v, int64_t at)
     else if (id == p->check)
         return tg_fail(TG_ERR_NUMERIC, "the loss or the global gradient norm is not finite (check_numerics names the "
                                        "op); the step's updates were not applied");
-    else if (program_is_update(n->op))
+    else if (tg_program_is_update(n->op))
         snprintf(what, sizeof what, "the optimizer update %s %s", tg_ops[n->op].name, shape);
     else if (n->of_file)
         snprintf(what, sizeof what, "%s %s, in the gradient of tg_%s (%s:%d)", tg_ops[n->op].name, shape, n->of_api,
@@ -104,7 +104,7 @@ tg_status program_numeric_fail(const tg_program *p, int id, float v, int64_t at)
         snprintf(what, sizeof what, "tg_%s %s (%s:%d)", n->api ? n->api : tg_ops[n->op].name, shape,
                  base_name(n->file), n->line);
     char reach[200] = "";
-    if (n->op != TG_OP_INPUT && n->op != TG_OP_PARAM && !program_is_update(n->op))
+    if (n->op != TG_OP_INPUT && n->op != TG_OP_PARAM && !tg_program_is_update(n->op))
         numeric_reach(p, id, reach, sizeof reach);
     return tg_fail(TG_ERR_NUMERIC, "%s at element %lld of %s%s; %s", v != v ? "NaN" : v > 0 ? "+Inf" : "-Inf",
                    (long long)at, what, reach, p->n_wb ? "the step's updates were not applied" : "the run stopped there");
@@ -119,7 +119,7 @@ static void remap_program(tg_program *p, const int *remap) {
         if (p->param_grad[i] >= 0) p->param_grad[i] = remap[p->param_grad[i]];
 }
 
-tg_status program_build(const tg_compile_req *req, tg_program **out) {
+tg_status tg_program_build(const tg_compile_req *req, tg_program **out) {
     *out = NULL;
     if (!req->model || !req->fn) return tg_fail(TG_ERR_ARG, "compile: model and function are required");
     if (tg_model_status(req->model) != TG_OK) return req->model->err;
@@ -128,21 +128,21 @@ tg_status program_build(const tg_compile_req *req, tg_program **out) {
     p->n_params = tg_model_param_count(req->model);
     p->hyper = -1;
     p->check = -1;
-    p->g = ir_graph_new(req->model);
+    p->g = tg_ir_graph_new(req->model);
     p->param_grad = tg_calloc((size_t)p->n_params + 1, sizeof(int));
     if (!p->g || !p->param_grad) {
-        program_free(p);
+        tg_program_free(p);
         return tg_fail(TG_ERR_NOMEM, "compile: out of memory");
     }
     for (int i = 0; i < p->n_params; i++) p->param_grad[i] = -1;
     tg_status s = trace(req, p);
     int n_fwd = p->g->n;
     bool train = req->optim && req->optim->kind != TG_OPT_NONE;
-    if (s == TG_OK && (train || req->grads)) s = grad_append(p->g, p->result, p->param_grad);
+    if (s == TG_OK && (train || req->grads)) s = tg_grad_append(p->g, p->result, p->param_grad);
     if (s == TG_OK && train)
-        s = optim_append(p->g, req->optim, p->param_grad, p->result, &p->wb, &p->n_wb, &p->check);
+        s = tg_optim_append(p->g, req->optim, p->param_grad, p->result, &p->wb, &p->n_wb, &p->check);
     if (s != TG_OK) {
-        program_free(p);
+        tg_program_free(p);
         return s;
     }
 
@@ -151,7 +151,7 @@ tg_status program_build(const tg_compile_req *req, tg_program **out) {
     int n_roots = 0, *roots = tg_calloc((size_t)(2 + p->n_wb + p->n_params), sizeof(int));
     int *remap = tg_calloc((size_t)p->g->n + 1, sizeof(int));
     if (!roots || !remap) {
-        free(roots), free(remap), program_free(p);
+        free(roots), free(remap), tg_program_free(p);
         return tg_fail(TG_ERR_NOMEM, "compile: out of memory");
     }
     roots[n_roots++] = p->result;
@@ -159,7 +159,7 @@ tg_status program_build(const tg_compile_req *req, tg_program **out) {
     for (int w = 0; w < p->n_wb; w++) roots[n_roots++] = p->wb[w].src;
     if (!train)
         for (int i = 0; i < p->n_params; i++) roots[n_roots++] = p->param_grad[i];
-    s = pass_dce(p->g, roots, n_roots, remap);
+    s = tg_pass_dce(p->g, roots, n_roots, remap);
     if (s == TG_OK) {
         remap_program(p, remap);
         /* The forward is what survived of the traced nodes: they come first. */
@@ -167,13 +167,13 @@ tg_status program_build(const tg_compile_req *req, tg_program **out) {
         for (int i = 0; i < n_fwd; i++) first_bwd += remap[i] >= 0;
         p->first_bwd = first_bwd;
         int n_copies = 0;
-        if (train || req->grads) s = pass_recompute(p->g, first_bwd, remap, &n_copies);
+        if (train || req->grads) s = tg_pass_recompute(p->g, first_bwd, remap, &n_copies);
         if (s == TG_OK && n_copies) remap_program(p, remap);
     }
     p->first_update = p->g->n;
     for (int i = 0; s == TG_OK && i < p->g->n; i++) {
         if (p->g->nodes[i].op == TG_OP_STATE && strcmp(p->g->nodes[i].name, TG_HYPER_NAME) == 0) p->hyper = i;
-        if (program_is_update(p->g->nodes[i].op) && i < p->first_update) p->first_update = i;
+        if (tg_program_is_update(p->g->nodes[i].op) && i < p->first_update) p->first_update = i;
     }
     free(roots);
     free(remap);
@@ -182,7 +182,7 @@ tg_status program_build(const tg_compile_req *req, tg_program **out) {
     if (s == TG_OK) {
         int *outs = tg_calloc((size_t)p->g->n_caps + 2, sizeof(int));
         if (!outs) {
-            program_free(p);
+            tg_program_free(p);
             return tg_fail(TG_ERR_NOMEM, "compile: out of memory");
         }
         int n_outs = 0;
@@ -191,14 +191,14 @@ tg_status program_build(const tg_compile_req *req, tg_program **out) {
         for (int c = 0; c < p->g->n_caps; c++) outs[n_outs++] = p->g->caps[c].id;
         tg_plan_req pr = {p->param_grad, p->n_params, outs, n_outs, p->wb, p->n_wb, req->align,
                           req->param_offset, false, p->fusion};
-        s = plan_build(p->g, &pr, &p->plan);
+        s = tg_plan_build(p->g, &pr, &p->plan);
         free(outs);
     }
     if (s != TG_OK) {
-        program_free(p);
+        tg_program_free(p);
         return s;
     }
-    ir_seal(p->g);
+    tg_ir_seal(p->g);
     *out = p;
     return TG_OK;
 }

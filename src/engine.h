@@ -33,9 +33,9 @@ typedef struct {
 
 /* TG_ERR_NUMERIC for element `at` (value v) of node `id`'s output, naming
  * the op, its shape and call site (or the forward op it is a gradient of). */
-tg_status program_numeric_fail(const tg_program *p, int id, float v, int64_t at);
+tg_status tg_program_numeric_fail(const tg_program *p, int id, float v, int64_t at);
 /* True for the optimizer's update ops. */
-bool program_is_update(tg_opcode op);
+bool tg_program_is_update(tg_opcode op);
 
 /* A backend's fusion pass: sees the final graph (result, grads, writebacks,
  * captures known) before planning, and says which nodes it will run as one
@@ -45,7 +45,7 @@ typedef tg_status (*tg_fuse_fn)(const tg_program *p, tg_fusion **out);
 /* For a fusion pass: pinned[i] (g->n entries) set for every node read from
  * outside the program's kernels (the result, the numeric check, captures,
  * param gradients, writeback sources), which no group may absorb. */
-void program_pinned(const tg_program *p, bool *pinned);
+void tg_program_pinned(const tg_program *p, bool *pinned);
 
 typedef struct {
     tg_model *model;
@@ -60,8 +60,8 @@ typedef struct {
     tg_fuse_fn fuse;       /* NULL: nothing fused */
 } tg_compile_req;
 
-tg_status program_build(const tg_compile_req *req, tg_program **out);
-void program_free(tg_program *p);
+tg_status tg_program_build(const tg_compile_req *req, tg_program **out);
+void tg_program_free(tg_program *p);
 
 /* A backend instance: a device plus the params arena that every program
  * compiled on it shares. */
@@ -88,8 +88,8 @@ struct tg_engine {
     int64_t params_bytes;
 };
 
-tg_status cpu_engine_new(int threads, int64_t params_bytes, tg_engine **out);
+tg_status tg_cpu_engine_new(int threads, int64_t params_bytes, tg_engine **out);
 /* The WebGPU engine (src/webgpu/): TG_ERR_BACKEND "webgpu: unavailable: ..."
  * when no WebGPU library or Vulkan adapter can be had. */
-tg_status wgpu_engine_new(int64_t params_bytes, tg_engine **out);
+tg_status tg_wgpu_engine_new(int64_t params_bytes, tg_engine **out);
 #endif

@@ -6,18 +6,18 @@
 #include "session.h"
 #include "build/model.h"
 
-void session_free_programs(tg_session *s) {
+void tg_session_free_programs(tg_session *s) {
     if (s->infer) {
         for (int i = 0; i < s->n_progs; i++) {
             if (s->eng) s->eng->vt->release(s->eng, s->progs[i].prog);
-            program_free(s->progs[i].prog);
+            tg_program_free(s->progs[i].prog);
         }
         free(s->progs);
         for (int i = 0; i < s->n_inputs; i++) free((char *)s->inputs[i].name);
         free(s->inputs);
     } else if (s->prog) {
         if (s->eng) s->eng->vt->release(s->eng, s->prog);
-        program_free(s->prog);
+        tg_program_free(s->prog);
     }
     s->prog = NULL;
 }
@@ -87,13 +87,13 @@ static tg_status program_for(tg_session *s, int64_t batch, tg_program **out) {
     tg_compile_req req = {s->model, s->fn, s->user, in, s->n_inputs, NULL, false, TG_ARENA_ALIGN, s->param_offset,
                           s->eng->vt->fuse};
     tg_program *p;
-    tg_status st = program_build(&req, &p);
+    tg_status st = tg_program_build(&req, &p);
     free(in);
     if (st != TG_OK) return st;
-    p->check_each = session_check_numerics(false);
+    p->check_each = tg_session_check_numerics(false);
     if ((st = s->eng->vt->compile(s->eng, p)) != TG_OK) {
         s->eng->vt->release(s->eng, p);
-        program_free(p);
+        tg_program_free(p);
         return st;
     }
     s->progs[s->n_progs++] = (struct tg_batch_prog){batch, p};
@@ -109,8 +109,8 @@ tg_status tg_session_run(tg_session *s, int64_t batch, const tg_feed *feeds, int
     tg_program *p = NULL;
     tg_status st = program_for(s, batch, &p);
     if (st != TG_OK) return st;
-    if ((st = session_write_feeds(s, p, "tg_session_run", feeds, n)) != TG_OK) return st;
-    if ((st = session_write_rng_seed(s, p, ++s->runs)) != TG_OK) return st;
+    if ((st = tg_session_write_feeds(s, p, "tg_session_run", feeds, n)) != TG_OK) return st;
+    if ((st = tg_session_write_rng_seed(s, p, ++s->runs)) != TG_OK) return st;
     if ((st = s->eng->vt->run(s->eng, p)) != TG_OK) return st;
     s->prog = p; /* outputs and captures now come from this program */
     return TG_OK;
@@ -129,10 +129,10 @@ tg_status tg_session_output(tg_session *s, void *dst, int64_t count) {
     if (!s || !dst) return tg_fail(TG_ERR_ARG, "tg_session_output: session and dst are required");
     if (!s->prog) return tg_fail(TG_ERR_STATE, "tg_session_output: the session has not run yet");
     const tg_node *r = &s->prog->g->nodes[s->prog->result];
-    if (count != ir_numel(r)) {
+    if (count != tg_ir_numel(r)) {
         char b[96];
         return tg_fail(TG_ERR_SIZE, "tg_session_output: the output has %lld elements (%s), got room for %lld",
-                       (long long)ir_numel(r), tg_shape_str(r->shape, b, sizeof b), (long long)count);
+                       (long long)tg_ir_numel(r), tg_shape_str(r->shape, b, sizeof b), (long long)count);
     }
     const tg_slot *sl = &s->prog->plan.slot[s->prog->result];
     return s->eng->vt->read(s->eng, s->prog, sl->arena, sl->offset, dst, count * 4);

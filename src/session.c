@@ -12,7 +12,7 @@
 
 /* The per-step seed random ops read (see TG_RNG_SEED_NAME): a hash of the
  * session seed and the step, so a resumed run draws what it would have. */
-tg_status session_write_rng_seed(tg_session *s, tg_program *p, int64_t t) {
+tg_status tg_session_write_rng_seed(tg_session *s, tg_program *p, int64_t t) {
     int id = p->g->rng_seed;
     if (id < 0) return TG_OK;
     uint32_t v[2] = {tg_rng_u32(s->seed, 0x5eed5eedu, (uint32_t)t), tg_rng_u32(s->seed, 0x5eed5eeeu, (uint32_t)t)};
@@ -31,7 +31,7 @@ static void copy_lr(tg_lr *dst, const tg_lr *src) {
 
 void tg_session_free(tg_session *s) {
     if (!s) return;
-    session_free_programs(s);
+    tg_session_free_programs(s);
     if (s->eng && --s->eng->refs == 0) s->eng->vt->destroy(s->eng);
     free(s->param_offset);
     free(s);
@@ -39,8 +39,8 @@ void tg_session_free(tg_session *s) {
 
 static tg_status make_engine(const tg_train_spec *spec, int64_t params_bytes, tg_engine **out) {
     switch (spec->backend) {
-    case TG_BACKEND_CPU: return cpu_engine_new(spec->threads, params_bytes, out);
-    case TG_BACKEND_WEBGPU: return wgpu_engine_new(params_bytes, out);
+    case TG_BACKEND_CPU: return tg_cpu_engine_new(spec->threads, params_bytes, out);
+    case TG_BACKEND_WEBGPU: return tg_wgpu_engine_new(params_bytes, out);
     }
     return tg_fail(TG_ERR_ARG, "tg_session_new: unknown backend %d", (int)spec->backend);
 }
@@ -53,7 +53,7 @@ tg_status tg_session_new(const tg_train_spec *spec, tg_session **out) {
     if (spec->n_inputs < 0 || (spec->n_inputs > 0 && !spec->inputs))
         return tg_fail(TG_ERR_ARG, "tg_session_new: bad input list");
     if (tg_model_status(spec->model) != TG_OK) return spec->model->err;
-    tg_status st = optim_check(&spec->optim, "tg_session_new");
+    tg_status st = tg_optim_check(&spec->optim, "tg_session_new");
     if (st != TG_OK) return st;
     tg_session *s = tg_calloc(1, sizeof *s);
     int np = tg_model_param_count(spec->model);
@@ -65,18 +65,18 @@ tg_status tg_session_new(const tg_train_spec *spec, tg_session **out) {
     s->seed = spec->seed;
     s->optim = spec->optim;
     copy_lr(s->lr, &spec->optim.lr);
-    int64_t params_bytes = plan_param_layout(spec->model, TG_ARENA_ALIGN, s->param_offset);
+    int64_t params_bytes = tg_plan_param_layout(spec->model, TG_ARENA_ALIGN, s->param_offset);
 
     /* The engine first: its fusion pass shapes the plan. */
     st = make_engine(spec, params_bytes, &s->eng);
     tg_compile_req req = {spec->model, spec->loss, spec->user, spec->inputs, spec->n_inputs, &spec->optim,
                           spec->optim.kind == TG_OPT_NONE, TG_ARENA_ALIGN, s->param_offset,
                           s->eng ? s->eng->vt->fuse : NULL};
-    if (st == TG_OK) st = program_build(&req, &s->prog);
-    if (st == TG_OK) s->prog->check_each = session_check_numerics(spec->check_numerics);
+    if (st == TG_OK) st = tg_program_build(&req, &s->prog);
+    if (st == TG_OK) s->prog->check_each = tg_session_check_numerics(spec->check_numerics);
     if (st == TG_OK) {
         const tg_node *r = &s->prog->g->nodes[s->prog->result];
-        if (r->dtype != TG_F32 || ir_numel(r) != 1) {
+        if (r->dtype != TG_F32 || tg_ir_numel(r) != 1) {
             char b[96];
             st = tg_fail(TG_ERR_SHAPE, "tg_session_new: the loss must be a single f32 value, got %s %s",
                          tg_dtype_name(r->dtype), tg_shape_str(r->shape, b, sizeof b));
@@ -93,7 +93,7 @@ tg_status tg_session_new(const tg_train_spec *spec, tg_session **out) {
             break;
         }
         buf = nb;
-        model_init_param(spec->model, p, spec->seed, buf);
+        tg_model_init_param(spec->model, p, spec->seed, buf);
         st = s->eng->vt->write(s->eng, s->prog, TG_ARENA_PARAMS, s->param_offset[p], buf, n * 4);
     }
     free(buf);
@@ -105,7 +105,7 @@ tg_status tg_session_new(const tg_train_spec *spec, tg_session **out) {
     return TG_OK;
 }
 
-bool session_check_numerics(bool asked) {
+bool tg_session_check_numerics(bool asked) {
     const char *v = getenv("TG_CHECK_NUMERICS");
     return asked || (v && *v && strcmp(v, "0") != 0);
 }
@@ -126,26 +126,26 @@ static tg_status snapshot(tg_session *s, char **buf, bool restore) {
     return st;
 }
 
-int session_find_leaf(const tg_program *p, tg_opcode op, const char *name) {
+int tg_session_find_leaf(const tg_program *p, tg_opcode op, const char *name) {
     for (int i = 0; i < p->g->n; i++)
         if (p->g->nodes[i].op == op && strcmp(p->g->nodes[i].name, name) == 0) return i;
     return -1;
 }
 
 /* Checks and writes the feeds: every input exactly once, right sizes. */
-tg_status session_write_feeds(tg_session *s, tg_program *p, const char *api, const tg_feed *feeds, int n) {
+tg_status tg_session_write_feeds(tg_session *s, tg_program *p, const char *api, const tg_feed *feeds, int n) {
     const tg_graph *g = p->g;
     int n_inputs = 0;
     for (int i = 0; i < g->n; i++) n_inputs += g->nodes[i].op == TG_OP_INPUT;
     if (n < 0 || (n > 0 && !feeds)) return tg_fail(TG_ERR_ARG, "%s: bad feed list", api);
     for (int f = 0; f < n; f++) {
         if (!feeds[f].name) return tg_fail(TG_ERR_NAME, "%s: feed %d has no name", api, f);
-        int id = session_find_leaf(p, TG_OP_INPUT, feeds[f].name);
+        int id = tg_session_find_leaf(p, TG_OP_INPUT, feeds[f].name);
         if (id < 0) return tg_fail(TG_ERR_NAME, "%s: unknown input '%s'", api, feeds[f].name);
         for (int e = 0; e < f; e++)
             if (strcmp(feeds[e].name, feeds[f].name) == 0)
                 return tg_fail(TG_ERR_NAME, "%s: input '%s' fed twice", api, feeds[f].name);
-        int64_t want = ir_numel(&g->nodes[id]);
+        int64_t want = tg_ir_numel(&g->nodes[id]);
         if (feeds[f].count != want) {
             char b[96];
             return tg_fail(TG_ERR_SIZE, "%s: input '%s' needs %lld elements (%s), got %lld", api, feeds[f].name,
@@ -162,7 +162,7 @@ tg_status session_write_feeds(tg_session *s, tg_program *p, const char *api, con
         }
     }
     for (int f = 0; f < n; f++) {
-        int id = session_find_leaf(p, TG_OP_INPUT, feeds[f].name);
+        int id = tg_session_find_leaf(p, TG_OP_INPUT, feeds[f].name);
         const tg_slot *sl = &p->plan.slot[id];
         tg_status st = s->eng->vt->write(s->eng, p, sl->arena, sl->offset, feeds[f].data, feeds[f].count * 4);
         if (st != TG_OK) return st;
@@ -174,16 +174,16 @@ tg_status tg_session_step(tg_session *s, const tg_feed *feeds, int n, float *los
     if (!s) return tg_fail(TG_ERR_ARG, "tg_session_step: session is NULL");
     if (s->infer) return tg_fail(TG_ERR_STATE, "tg_session_step: a forward session has no step; use tg_session_run");
     if (s->step == INT64_MAX) return tg_fail(TG_ERR_STATE, "tg_session_step: the step count is at its maximum");
-    tg_status st = session_write_feeds(s, s->prog, "tg_session_step", feeds, n);
+    tg_status st = tg_session_write_feeds(s, s->prog, "tg_session_step", feeds, n);
     if (st != TG_OK) return st;
     int64_t t = s->step + 1;
     if (s->prog->hyper >= 0) {
         float h[TG_HYPER_N];
-        optim_hyper(&s->optim, s->lr, t, t - s->lr_start, h);
+        tg_optim_hyper(&s->optim, s->lr, t, t - s->lr_start, h);
         const tg_slot *sl = &s->prog->plan.slot[s->prog->hyper];
         if ((st = s->eng->vt->write(s->eng, s->prog, sl->arena, sl->offset, h, sizeof h)) != TG_OK) return st;
     }
-    if ((st = session_write_rng_seed(s, s->prog, t)) != TG_OK) return st;
+    if ((st = tg_session_write_rng_seed(s, s->prog, t)) != TG_OK) return st;
     char *saved = NULL;
     if (s->prog->check_each && (st = snapshot(s, &saved, false)) != TG_OK) {
         free(saved);
@@ -214,7 +214,7 @@ tg_status tg_session_step(tg_session *s, const tg_feed *feeds, int n, float *los
 tg_status tg_session_set_lr(tg_session *s, tg_lr lr) {
     if (!s) return tg_fail(TG_ERR_ARG, "tg_session_set_lr: session is NULL");
     if (s->infer) return tg_fail(TG_ERR_STATE, "tg_session_set_lr: a forward session has no optimizer");
-    tg_status st = lr_check(&lr, "tg_session_set_lr");
+    tg_status st = tg_lr_check(&lr, "tg_session_set_lr");
     if (st != TG_OK) return st;
     copy_lr(s->lr, &lr);
     s->lr_start = s->step;
@@ -300,7 +300,7 @@ tg_status tg_session_read(tg_session *s, const char *name, void *dst, int64_t co
     if (!s->prog) return tg_fail(TG_ERR_STATE, "tg_session_read: the forward session has not run yet");
     int id = find_capture(s, name);
     if (id < 0) return tg_fail(TG_ERR_NAME, "tg_session_read: no capture named '%s'", name ? name : "(null)");
-    int64_t want = ir_numel(&s->prog->g->nodes[id]);
+    int64_t want = tg_ir_numel(&s->prog->g->nodes[id]);
     if (count != want)
         return tg_fail(TG_ERR_SIZE, "tg_session_read: capture '%s' has %lld elements, got room for %lld", name,
                        (long long)want, (long long)count);
@@ -348,7 +348,7 @@ tg_status tg_session_plan_stats(const tg_session *s, tg_plan_stats *o) {
 }
 
 void tg_session_print_plan(const tg_session *s, void *file) {
-    if (s && s->prog) plan_print(s->prog->g, &s->prog->plan, file ? file : stdout);
+    if (s && s->prog) tg_plan_print(s->prog->g, &s->prog->plan, file ? file : stdout);
 }
 
 const tg_graph *tg_session_graph(const tg_session *s) { return s && s->prog ? s->prog->g : NULL; }
@@ -357,7 +357,7 @@ tg_status tg_session_dot(const tg_session *s, void *file) {
     if (!s || !file) return tg_fail(TG_ERR_ARG, "tg_session_dot: session and file must not be NULL");
     if (!s->prog) return tg_fail(TG_ERR_STATE, "tg_session_dot: the forward session has not run yet");
     const tg_fusion *fu = s->prog->fusion;
-    return ir_graph_dot(s->prog->g, fu ? fu->group : NULL, fu ? fu->n_groups : 0, file);
+    return tg_ir_graph_dot(s->prog->g, fu ? fu->group : NULL, fu ? fu->n_groups : 0, file);
 }
 
 tg_status tg_session_set_seed(tg_session *s, uint64_t seed) {

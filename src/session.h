@@ -33,14 +33,14 @@ struct tg_session {
 };
 
 /* Writes the checked feeds into the program's input buffers (api names the caller). */
-tg_status session_write_feeds(tg_session *s, tg_program *p, const char *api, const tg_feed *feeds, int n);
-tg_status session_write_rng_seed(tg_session *s, tg_program *p, int64_t t);
+tg_status tg_session_write_feeds(tg_session *s, tg_program *p, const char *api, const tg_feed *feeds, int n);
+tg_status tg_session_write_rng_seed(tg_session *s, tg_program *p, int64_t t);
 /* Releases and frees a session's programs (infer.c for forward sessions). */
-void session_free_programs(tg_session *s);
+void tg_session_free_programs(tg_session *s);
 
 /* spec.check_numerics, or TG_CHECK_NUMERICS set (and not "0"). */
-bool session_check_numerics(bool asked);
+bool tg_session_check_numerics(bool asked);
 
 /* The program's node for a leaf (TG_OP_INPUT / TG_OP_STATE / ...) by name, or -1. */
-int session_find_leaf(const tg_program *p, tg_opcode op, const char *name);
+int tg_session_find_leaf(const tg_program *p, tg_opcode op, const char *name);
 #endif

@@ -11,7 +11,7 @@
 #include "cpu/cpu.h"
 #include "cpu/kernels.h"
 
-static int64_t default_budget, default_tables; /* cpu_conv_scratch_floats, _table_max as the library sets them */
+static int64_t default_budget, default_tables; /* tg_cpu_conv_scratch_floats, _table_max as the library sets them */
 
 typedef struct {
     int64_t N, C, H, W, O, kh, kw;
@@ -147,10 +147,10 @@ static void reference_values(void) {
         size_t all = (size_t)(b.ny + b.nx + b.nw);
         float *seen[2] = {malloc(sizeof(float) * all), malloc(sizeof(float) * all)};
         for (int path = 0; path < 6; path++) {
-            cpu_conv_force_direct = path == 1;
-            cpu_conv_scratch_floats = path == 2 ? 1 : default_budget;
-            cpu_conv_force_generic = path == 3 || path == 5;
-            cpu_conv_table_max = path >= 4 ? 0 : default_tables;
+            tg_cpu_conv_force_direct = path == 1;
+            tg_cpu_conv_scratch_floats = path == 2 ? 1 : default_budget;
+            tg_cpu_conv_force_generic = path == 3 || path == 5;
+            tg_cpu_conv_table_max = path >= 4 ? 0 : default_tables;
             bool ok = run_conv(&cfgs[ci], b.x, b.w, b.R, 2, b.y, b.gx, b.gw);
             CHECK(ok, "config %d (%s): the session failed", ci, paths[path]);
             if (!ok) continue;
@@ -171,10 +171,10 @@ static void reference_values(void) {
             CHECK(same, "config %d (%s): not the bits of %s", ci, paths[path], paths[path - 3]);
         }
         free(seen[0]), free(seen[1]);
-        cpu_conv_force_direct = false;
-        cpu_conv_force_generic = false;
-        cpu_conv_scratch_floats = default_budget;
-        cpu_conv_table_max = default_tables;
+        tg_cpu_conv_force_direct = false;
+        tg_cpu_conv_force_generic = false;
+        tg_cpu_conv_scratch_floats = default_budget;
+        tg_cpu_conv_table_max = default_tables;
         bufs_free(&b);
     }
 }
@@ -188,8 +188,8 @@ static void thread_independence(void) {
     };
     for (int ci = 0; ci < 3; ci++) {
         for (int path = 0; path < 2; path++) {
-            cpu_conv_scratch_floats = path ? 4096 : default_budget; /* several chunks on the second pass */
-            cpu_conv_table_max = path ? 0 : default_tables;        /* and the row loops */
+            tg_cpu_conv_scratch_floats = path ? 4096 : default_budget; /* several chunks on the second pass */
+            tg_cpu_conv_table_max = path ? 0 : default_tables;        /* and the row loops */
             bufs b, t;
             bufs_make(&b, &cfgs[ci]);
             bufs_make(&t, &cfgs[ci]);
@@ -205,8 +205,8 @@ static void thread_independence(void) {
             bufs_free(&t);
         }
     }
-    cpu_conv_scratch_floats = default_budget;
-    cpu_conv_table_max = default_tables;
+    tg_cpu_conv_scratch_floats = default_budget;
+    tg_cpu_conv_table_max = default_tables;
 }
 
 /* conv with groups = dense conv whose weight is zero outside the group blocks. */
@@ -367,8 +367,8 @@ static void pool_against_reference(void) {
                 }
         for (int path = 0; path < 3; path++) { /* index table (AVX-512, plain C), window scan */
             int generic = path == 1;
-            cpu_conv_force_generic = generic;
-            cpu_conv_table_max = path == 2 ? 0 : default_tables;
+            tg_cpu_conv_force_generic = generic;
+            tg_cpu_conv_table_max = path == 2 ? 0 : default_tables;
             tg_model *mo = tg_model_new();
             tg_param p = tg_model_param(mo, "x", xs, tg_init_values(pool_x));
             tg_train_spec spec = {.model = mo, .loss = pool_ref_loss, .user = &p, .optim = {.kind = TG_OPT_NONE},
@@ -385,8 +385,8 @@ static void pool_against_reference(void) {
             tg_session_free(s);
             tg_model_free(mo);
         }
-        cpu_conv_force_generic = false;
-        cpu_conv_table_max = default_tables;
+        tg_cpu_conv_force_generic = false;
+        tg_cpu_conv_table_max = default_tables;
         free(pool_x), free(pool_R), free(y), free(gx), free(ry), free(rgx);
     }
 }
@@ -424,7 +424,7 @@ static void relu_pool_fused(void) {
         for (int64_t i = 0; i < nx; i++) x[i] = (float)((int)((urand() + 1.0f) * 2.0f)) * 0.5f - 1.0f;
         for (int64_t i = 0; i < ny; i++) pool_R[i] = urand();
         for (int generic = 0; generic < 2; generic++) { /* pool2x2.c where it applies; the two kernels */
-            cpu_conv_force_generic = generic;
+            tg_cpu_conv_force_generic = generic;
             tg_cpu_use_generic_steps(true);
             bool ok = relu_pool_grad(xs, x, gs, nx);
             tg_cpu_use_generic_steps(false);
@@ -434,7 +434,7 @@ static void relu_pool_fused(void) {
             CHECK(ok && bad == 0, "relu + pool shape %d (%s): %d fused gradients differ (%s)", si,
                   generic ? "plain C" : "default", bad, ok ? "" : tg_last_error());
         }
-        cpu_conv_force_generic = false;
+        tg_cpu_conv_force_generic = false;
         free(x), free(gf), free(gs), free(pool_R);
     }
 }
@@ -499,8 +499,8 @@ static void conv_layer(void) {
     m = tg_model_new();
     tg_model_param(m, "k", TG_SHAPE(64, 3, 5, 5), tg_init_kaiming());
     float *v = malloc(sizeof(float) * 64 * 75);
-    extern void model_init_param(const tg_model *m, int p, uint64_t seed, float *dst);
-    model_init_param(m, 0, 3, v);
+    extern void tg_model_init_param(const tg_model *m, int p, uint64_t seed, float *dst);
+    tg_model_init_param(m, 0, 3, v);
     double ss = 0;
     for (int i = 0; i < 64 * 75; i++) ss += (double)v[i] * v[i];
     double std = sqrt(ss / (64 * 75)), want = sqrt(2.0 / 75);
@@ -558,8 +558,8 @@ static void errors(void) {
 }
 
 int main(void) {
-    default_budget = cpu_conv_scratch_floats;
-    default_tables = cpu_conv_table_max;
+    default_budget = tg_cpu_conv_scratch_floats;
+    default_tables = tg_cpu_conv_table_max;
     reference_values();
     thread_independence();
     grouped_equals_block_diagonal();

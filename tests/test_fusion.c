@@ -50,12 +50,12 @@ static bool run(config c, result *r) {
     tg_train_spec spec = {.model = m, .loss = loss_fn, .inputs = in, .n_inputs = 2, .optim = opt, .seed = 5,
                           .threads = c.threads};
     tg_cpu_use_generic_steps(c.generic);
-    pass_recompute_enable(c.recompute);
+    tg_pass_recompute_enable(c.recompute);
     tg_gemm_use_generic(c.portable);
     tg_session *s = NULL;
     tg_status st = tg_session_new(&spec, &s);
     tg_cpu_use_generic_steps(false);
-    pass_recompute_enable(true);
+    tg_pass_recompute_enable(true);
     CHECK(st == TG_OK, "tg_session_new: %s", tg_last_error());
     bool ok = st == TG_OK;
     if (ok) {
@@ -171,19 +171,19 @@ static void inference(void) {
     CHECK(att[0][1] == 0.0f && att[0][T] + att[0][T + 1] > 0.99f, "the captured attention is not causal softmax rows");
 }
 
-/* plan_check must reject a plan where a value is read after its memory
+/* tg_plan_check must reject a plan where a value is read after its memory
  * was given to something else, or before the turn that writes it. */
 static void check_catches_bad_turns(void) {
     tg_model *m = tg_model_new();
     gpt_declare(&net, m, (gpt_config){V, D, 1, 4, T + 1});
     tg_input_decl in[] = {{"tokens", TG_I32, TG_SHAPE(B, T)}, {"targets", TG_I32, TG_SHAPE(B, T)}};
     int64_t off[64];
-    plan_param_layout(m, 64, off);
+    tg_plan_param_layout(m, 64, off);
     tg_optim opt = tg_adam(tg_lr_constant(1e-3f));
     opt.clip_grad_norm = 1.0f;
-    tg_compile_req req = {m, loss_fn, NULL, in, 2, &opt, false, 64, off, cpu_fuse};
+    tg_compile_req req = {m, loss_fn, NULL, in, 2, &opt, false, 64, off, tg_cpu_fuse};
     tg_program *p = NULL;
-    CHECK_OK(program_build(&req, &p));
+    CHECK_OK(tg_program_build(&req, &p));
     if (!p) {
         tg_model_free(m);
         return;
@@ -203,7 +203,7 @@ static void check_catches_bad_turns(void) {
         CHECK(fwd == 1 && bwd == 1 && views == 4, "%d forward and %d backward attention kernels, %d permutes read in place",
               fwd, bwd, views);
     }
-    CHECK_OK(plan_check(p->g, &p->plan));
+    CHECK_OK(tg_plan_check(p->g, &p->plan));
     int fused = 0;
     for (int i = 0; i < p->plan.n; i++) fused += p->plan.slot[i].kind == TG_BUF_NONE;
     CHECK(fused > 0, "no value was kept inside a fused kernel");
@@ -218,10 +218,10 @@ static void check_catches_bad_turns(void) {
         int keep = pl->slot[victim].last;
         for (int i = 0; i < pl->n; i++)
             if (pl->slot[i].root == victim) pl->slot[i].last = pl->slot[victim].at;
-        CHECK(plan_check(p->g, pl) == TG_ERR_STATE, "plan_check accepted a read after the value's life");
+        CHECK(tg_plan_check(p->g, pl) == TG_ERR_STATE, "plan_check accepted a read after the value's life");
         for (int i = 0; i < pl->n; i++)
             if (pl->slot[i].root == victim) pl->slot[i].last = keep;
-        CHECK_OK(plan_check(p->g, pl));
+        CHECK_OK(tg_plan_check(p->g, pl));
     }
     /* A fused group's output written before a value it reads exists. */
     int out = -1;
@@ -230,10 +230,10 @@ static void check_catches_bad_turns(void) {
     if (out >= 0) {
         int keep = pl->slot[out].at;
         pl->slot[out].at = 0;
-        CHECK(plan_check(p->g, pl) == TG_ERR_STATE, "plan_check accepted a kernel that runs before its inputs");
+        CHECK(tg_plan_check(p->g, pl) == TG_ERR_STATE, "plan_check accepted a kernel that runs before its inputs");
         pl->slot[out].at = keep;
     }
-    program_free(p);
+    tg_program_free(p);
     tg_model_free(m);
 }
 

@@ -62,6 +62,13 @@ missing=$(comm -23 <(printf '%s\n' "$declared") <(printf '%s\n' "$exports"))
 [ -z "$missing" ] && ok || bad "header functions not exported: $(echo $missing)"
 internal=$(comm -13 <(printf '%s\n' "$declared") <(printf '%s\n' "$exports" | grep '^tg_'))
 [ -z "$internal" ] && ok || bad "internal tg_ names exported: $(echo $internal | head -c 300)"
+# The archive: every global it defines carries the tg_ prefix (a user's own
+# shape_eq must still link), and only the header's have default visibility.
+globals=$(nm -g --defined-only "$lib/libtensorgrad.a" | awk 'NF == 3 { print $3 }' | sort -u)
+unprefixed=$(printf '%s\n' "$globals" | grep -v '^tg_' || true)
+[ -n "$globals" ] && [ -z "$unprefixed" ] && ok || bad "archive globals without tg_: $(echo $unprefixed | head -c 300)"
+visible=$(readelf -sW "$lib/libtensorgrad.a" | awk '$5 == "GLOBAL" && $6 == "DEFAULT" && $7 != "UND" { print $8 }' | sort -u)
+[ "$visible" = "$declared" ] && ok || bad "archive: default-visibility names differ from the header's: $(comm -3 <(printf '%s\n' "$visible") <(printf '%s\n' "$declared") | head -c 300)"
 
 export PKG_CONFIG_PATH=$lib/pkgconfig PKG_CONFIG_SYSROOT_DIR=$dest
 run() { # name, binary: runs it and expects the consumer's line

@@ -207,7 +207,7 @@ static void heads_and_rope(void) {
     tg_shape sh;
     tg_dtype dt;
     CHECK_OK(tg_session_capture_info(s, "split", &sh, &dt));
-    CHECK(shape_eq(sh, TG_SHAPE(2, 4, 3, 2)), "split_heads shape");
+    CHECK(tg_shape_eq(sh, TG_SHAPE(2, 4, 3, 2)), "split_heads shape");
     CHECK_OK(tg_session_read(s, "split", split, 48));
     CHECK_OK(tg_session_read(s, "merged", merged, 48));
     CHECK_OK(tg_session_read(s, "rope", rope, 48));
@@ -357,7 +357,7 @@ static tg_tensor random_fn(tg_graph *g, void *u) {
     static float logits[CAT_R * CAT_V];
     for (int r = 0; r < CAT_R; r++) memcpy(logits + r * CAT_V, cat_logits, sizeof cat_logits);
     tg_capture(tg_categorical(tg_constant(g, TG_SHAPE(CAT_R, CAT_V), logits)), "cat");
-    tg_tensor seed = {g, ir_rng_seed(g)};
+    tg_tensor seed = {g, tg_ir_rng_seed(g)};
     tg_capture(seed, "seed");
     CHECK(tg_dropout(x, 0.0f).id == x.id, "dropout with p = 0 is not x itself");
     /* loss = sum(dropout(x) * w) with w[e] = e % 7 - 3: d loss / dx = w * mask / (1 - p) */
@@ -555,7 +555,7 @@ static void modules(void) {
     CHECK(tg_model_param_count(m) == 4, "%d params", tg_model_param_count(m));
     for (int k = 0; k < 4; k++) {
         tg_param q = tg_model_find(m, want[k].name);
-        CHECK(q >= 0 && shape_eq(tg_model_param_shape(m, q), want[k].shape), "param %s", want[k].name);
+        CHECK(q >= 0 && tg_shape_eq(tg_model_param_shape(m, q), want[k].shape), "param %s", want[k].name);
         CHECK(q >= 0 && m->params[q].decay == want[k].decay, "param %s: decay should be %d", want[k].name,
               want[k].decay);
     }
@@ -627,7 +627,7 @@ static void forward_sampling(void) {
     tg_shape sh;
     tg_dtype dt;
     CHECK_OK(tg_session_output_info(fw, &sh, &dt));
-    CHECK(dt == TG_I32 && shape_eq(sh, TG_SHAPE(NB)), "categorical output is %s", tg_dtype_name(dt));
+    CHECK(dt == TG_I32 && tg_shape_eq(sh, TG_SHAPE(NB)), "categorical output is %s", tg_dtype_name(dt));
     CHECK_OK(tg_session_output(fw, a, NB));
     CHECK_OK(tg_session_run(fw, NB, (tg_feed[]){{"logits", logits, NB * 3}}, 1));
     CHECK_OK(tg_session_output(fw, b, NB));

@@ -122,7 +122,7 @@ static void plan_properties(void) {
     CHECK(mm_frozen_l1 == 6, "frozen l1 leaves %d matmuls, want 6 (no backprop into layer 1)", mm_frozen_l1);
 }
 
-/* plan_check must reject two live classes that share bytes. */
+/* tg_plan_check must reject two live classes that share bytes. */
 static void check_catches_overlap(void) {
     tg_model *m;
     mlp n;
@@ -130,13 +130,13 @@ static void check_catches_overlap(void) {
     const tg_graph *g = tg_session_graph(s);
     tg_plan p;
     int64_t off[8];
-    plan_param_layout(m, 256, off);
+    tg_plan_param_layout(m, 256, off);
     tg_plan_req req = {.n_params = 6, .align = 256, .param_offset = off};
     int *pg = calloc(8, sizeof(int));
     for (int i = 0; i < 6; i++) pg[i] = -1;
     req.param_grad = pg;
-    CHECK_OK(plan_build(g, &req, &p));
-    CHECK_OK(plan_check(g, &p));
+    CHECK_OK(tg_plan_build(g, &req, &p));
+    CHECK_OK(tg_plan_check(g, &p));
     /* Move a scratch class onto another one that is live at the same time. */
     int a = -1, b = -1;
     for (int i = 0; i < p.n && b < 0; i++) {
@@ -148,9 +148,9 @@ static void check_catches_overlap(void) {
     if (a >= 0 && b >= 0) {
         for (int i = 0; i < p.n; i++)
             if (p.slot[i].root == b) p.slot[i].offset = p.slot[a].offset;
-        CHECK(plan_check(g, &p) == TG_ERR_STATE, "plan_check accepted overlapping live tensors");
+        CHECK(tg_plan_check(g, &p) == TG_ERR_STATE, "plan_check accepted overlapping live tensors");
     }
-    plan_free(&p);
+    tg_plan_free(&p);
     free(pg);
     tg_session_free(s);
     tg_model_free(m);

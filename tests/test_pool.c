@@ -112,11 +112,11 @@ static void blocked_sums(void) {
         st = st * 6364136223846793005ull + 1442695040888963407ull;
         x[i] = (float)((st >> 40) % 2001) * 1e-3f - 1.0f;
     }
-    CHECK(cpu_row_blocks(R) > 1, "%d rows are summed in one block", R);
+    CHECK(tg_cpu_row_blocks(R) > 1, "%d rows are summed in one block", R);
     for (int th = 1; th <= 4; th++) {
         tg_pool *p = tg_pool_new(th);
         cpu_ctx c = {.pool = p, .threads = tg_pool_threads(p)};
-        cpu_colsum(&c, x, R, C, y[th - 1]);
+        tg_cpu_colsum(&c, x, R, C, y[th - 1]);
         tg_pool_free(p);
     }
     for (int th = 2; th <= 4; th++)

@@ -84,7 +84,7 @@ static int stray_tmp_files(void) {
 static tg_status parse_exact(const uint8_t *img, size_t n, tg_safetensors **out) {
     uint8_t *b = malloc(n ? n : 1);
     if (n) memcpy(b, img, n);
-    tg_status st = st_parse("mem", b, n, out);
+    tg_status st = tg_st_parse("mem", b, n, out);
     if (st == TG_OK) {
         /* the parse refers into b; keep it alive with the result */
         (*out)->file = b;
@@ -150,7 +150,7 @@ static void roundtrip(void) {
         CHECK(r->dtype == t[i].dtype, "tensor %d dtype", i);
         CHECK(r->shape.ndim == t[i].shape.ndim && memcmp(r->shape.d, t[i].shape.d, sizeof(int64_t) * (size_t)r->shape.ndim) == 0,
               "tensor %d shape", i);
-        int64_t nb = st_nbytes(t[i].dtype, t[i].shape);
+        int64_t nb = tg_st_nbytes(t[i].dtype, t[i].shape);
         CHECK(nb == 0 || memcmp(r->data, t[i].data, (size_t)nb) == 0, "tensor '%s' data differs", t[i].name);
         CHECK(((uintptr_t)r->data & 3) == 0, "tensor '%s' data is not 4-byte aligned", t[i].name);
         CHECK(tg_safetensors_find(f, t[i].name) == r, "find('%s') did not return it", t[i].name);

@@ -378,13 +378,13 @@ static void test_ops_2d_grid(bool verbose) {
     tg_wgsl_limits l = {info.max_storage_buffer_binding_size, info.max_buffer_size,
                         info.max_storage_buffers_per_shader_stage, info.max_compute_workgroup_storage_size,
                         info.max_compute_invocations_per_workgroup, 16, info.min_storage_buffer_offset_alignment, false, false};
-    wgpu_test_override_limits(&l);
+    tg_wgpu_test_override_limits(&l);
     for (int i = 0; i < N_CASES; i++) {
         bool fits = true;
         for (int k = 0; k < PAR_MAX && cases[i].params[k].ndim >= 0; k++) fits &= tg_shape_numel(cases[i].params[k]) <= 16 * 16 * 256;
         if (fits) par_check(&cases[i], verbose);
     }
-    wgpu_test_override_limits(NULL);
+    tg_wgpu_test_override_limits(NULL);
 }
 
 #include "webgpu_misc.h"

@@ -122,9 +122,9 @@ static void test_chunked(void) {
     tg_wgsl_limits l = {256 << 10, info.max_buffer_size, info.max_storage_buffers_per_shader_stage,
                         info.max_compute_workgroup_storage_size, info.max_compute_invocations_per_workgroup,
                         info.max_compute_workgroups_per_dimension, info.min_storage_buffer_offset_alignment, false, false};
-    wgpu_test_override_limits(&l);
+    tg_wgpu_test_override_limits(&l);
     CHECK_OK(mlp_train(W, o, STEPS, &c));
-    wgpu_test_override_limits(NULL);
+    tg_wgpu_test_override_limits(NULL);
     compare("chunked vs one group", &c, &f, STEPS, W * W, 1e-5);
     compare("chunked vs unfused", &c, &u, STEPS, W * W, 1e-5);
     CHECK(c.dispatches >= f.dispatches + 2, "a small binding limit gave %d dispatches, %d without it", c.dispatches,
@@ -155,9 +155,9 @@ static void test_exact_bindings(void) {
     tg_train_spec spec = {.model = m, .loss = big_w_loss, .inputs = in, .n_inputs = 1,
                           .optim = tg_adam(tg_lr_constant(1e-3f)), .backend = TG_BACKEND_WEBGPU};
     tg_session *s = NULL;
-    wgpu_test_override_limits(&l);
+    tg_wgpu_test_override_limits(&l);
     CHECK_OK(tg_session_new(&spec, &s));
-    wgpu_test_override_limits(NULL);
+    tg_wgpu_test_override_limits(NULL);
     tg_wgsl_program prog;
     if (s) CHECK_OK(tg_wgsl_emit_program(s->prog->g, &s->prog->plan, s->prog->fusion, s->prog->wb, s->prog->n_wb, &l, &prog));
     int64_t worst = 0;

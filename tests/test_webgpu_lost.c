@@ -30,7 +30,7 @@ int main(void) {
     tg_feed f = {"x", x, 3};
     CHECK_OK(tg_session_step(s, &f, 1, &l));
     CHECK(l == 6.0f, "loss %g before the loss of the device", l);
-    wgpu_test_lose_device();
+    tg_wgpu_test_lose_device();
     CHECK_ERR(tg_session_step(s, &f, 1, &l), TG_ERR_BACKEND, "lost");
     CHECK_ERR(tg_session_get_param(s, "w", w, 3), TG_ERR_BACKEND, "lost");
     tg_session *s2 = NULL;

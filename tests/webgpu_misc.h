@@ -6,10 +6,10 @@
 /* Dawn offers its Null adapter when Vulkan has no usable driver; it must be
  * refused, not used (it "runs" every dispatch and computes nothing). */
 static void test_adapter_check(void) {
-    CHECK_ERR(wgpu_check_adapter(WG_BACKEND_NULL, "Null backend"), TG_ERR_BACKEND, "null backend");
-    CHECK_ERR(wgpu_check_adapter(WG_BACKEND_UNDEFINED, "x"), TG_ERR_BACKEND, "unavailable");
-    CHECK_ERR(wgpu_check_adapter(77, "x"), TG_ERR_BACKEND, "unknown backend");
-    CHECK_OK(wgpu_check_adapter(WG_BACKEND_VULKAN, "llvmpipe"));
+    CHECK_ERR(tg_wgpu_check_adapter(WG_BACKEND_NULL, "Null backend"), TG_ERR_BACKEND, "null backend");
+    CHECK_ERR(tg_wgpu_check_adapter(WG_BACKEND_UNDEFINED, "x"), TG_ERR_BACKEND, "unavailable");
+    CHECK_ERR(tg_wgpu_check_adapter(77, "x"), TG_ERR_BACKEND, "unknown backend");
+    CHECK_OK(tg_wgpu_check_adapter(WG_BACKEND_VULKAN, "llvmpipe"));
     tg_webgpu_adapter_info info;
     CHECK_OK(tg_webgpu_info(&info));
     CHECK(strcmp(info.backend, "vulkan") == 0, "backend is %s", info.backend);
@@ -33,18 +33,18 @@ static const char *k_fill =
     "}\n";
 
 static void test_compile_errors(void) {
-    tg_status st = wgpu_test_compile(k_broken);
+    tg_status st = tg_wgpu_test_compile(k_broken);
     CHECK(st == TG_ERR_BACKEND && strstr(tg_last_error(), "line 4") && strstr(tg_last_error(), "column") &&
               strstr(tg_last_error(), "no_such_name"),
           "broken WGSL -> %s: %s", tg_status_name(st), tg_last_error());
-    CHECK_OK(wgpu_test_compile(k_fill));
+    CHECK_OK(tg_wgpu_test_compile(k_fill));
     uint32_t out[100];
-    CHECK_OK(wgpu_test_run(k_fill, 2, out, sizeof out));
+    CHECK_OK(tg_wgpu_test_run(k_fill, 2, out, sizeof out));
     CHECK(out[0] == 0 && out[99] == 297, "fill kernel wrote %u, %u", out[0], out[99]);
     /* A validation error of the device (too many workgroups) is a status, and
      * the device stays usable after it. */
-    CHECK_ERR(wgpu_test_run(k_fill, 70000, out, sizeof out), TG_ERR_BACKEND, "rror");
-    CHECK_OK(wgpu_test_run(k_fill, 2, out, sizeof out));
+    CHECK_ERR(tg_wgpu_test_run(k_fill, 70000, out, sizeof out), TG_ERR_BACKEND, "rror");
+    CHECK_OK(tg_wgpu_test_run(k_fill, 2, out, sizeof out));
 }
 
 typedef struct {
@@ -80,16 +80,16 @@ static void test_limits(void) {
     tg_wgsl_limits l = {1 << 20, info.max_buffer_size, info.max_storage_buffers_per_shader_stage,
                         info.max_compute_workgroup_storage_size, info.max_compute_invocations_per_workgroup,
                         info.max_compute_workgroups_per_dimension, info.min_storage_buffer_offset_alignment, false, false};
-    wgpu_test_override_limits(&l);
+    tg_wgpu_test_override_limits(&l);
     CHECK_ERR(compile_big(S(512, 1024), true), TG_ERR_LIMIT, "[512,1024]) needs a 2097152-byte storage binding");
     CHECK_ERR(compile_big(S(512, 1024), true), TG_ERR_LIMIT, "maxStorageBufferBindingSize 1048576");
     CHECK_OK(compile_big(S(512, 256), true));
     l.max_storage_buffer_binding_size = info.max_storage_buffer_binding_size;
     l.max_buffer_size = 1 << 20;
-    wgpu_test_override_limits(&l);
+    tg_wgpu_test_override_limits(&l);
     CHECK_ERR(compile_big(S(300, 1024), false), TG_ERR_LIMIT, "over maxBufferSize 1048576");
     CHECK_ERR(compile_big(S(300, 1024), false), TG_ERR_LIMIT, "(broadcast_to f32 [300,1024])");
-    wgpu_test_override_limits(NULL);
+    tg_wgpu_test_override_limits(NULL);
     /* The device's own limit, no override: one element over the binding size.
      * Refused at compile, before any GPU memory is allocated. */
     if (info.max_storage_buffer_binding_size <= (1ull << 30)) {
@@ -115,7 +115,7 @@ static void test_prng(void) {
                  "    b0[i] = select(tg_rng_u32(%uu, %uu, %uu, i * 977u + 5u), tg_hash32(i), i %% 2u == 1u);\n"
                  "}\n",
                  tg_wgsl_prng, (unsigned)N, (unsigned)(uint32_t)seeds[s], (unsigned)(seeds[s] >> 32), salts[s]);
-        CHECK_OK(wgpu_test_run(src, (N + 63) / 64, got, sizeof got));
+        CHECK_OK(tg_wgpu_test_run(src, (N + 63) / 64, got, sizeof got));
         int bad = -1;
         for (uint32_t i = 0; i < N && bad < 0; i++) {
             uint32_t want = i % 2 ? tg_hash32(i) : tg_rng_u32(seeds[s], salts[s], i * 977u + 5u);
@@ -138,7 +138,7 @@ static void test_prng(void) {
     size_t cap = strlen(tg_wgsl_prng) + strlen(body) + 1;
     char *src = malloc(cap);
     snprintf(src, cap, "%s%s", tg_wgsl_prng, body);
-    CHECK_OK(wgpu_test_run(src, (N + 63) / 64, got, sizeof got));
+    CHECK_OK(tg_wgpu_test_run(src, (N + 63) / 64, got, sizeof got));
     free(src);
     uint32_t key = tg_rng_key(0x89abcdef01234567ull, 99);
     int bad_u = -1;

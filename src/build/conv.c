@@ -12,9 +12,9 @@ static tg_tensor conv(tg_tensor x, tg_tensor w, tg_tensor b, int stride_h, int s
                       int groups, const char *api, const char *file, int line) {
     tg_graph *g = x.g ? x.g : w.g;
     if (!g) return (tg_tensor){NULL, -1};
-    tg_node n = ir_proto(TG_OP_CONV2D, api, file, line);
+    tg_node n = tg_ir_proto(TG_OP_CONV2D, api, file, line);
     if ((x.g && w.g && x.g != w.g) || (b.g && b.g != g)) {
-        ir_fail(g, &n, "operands come from different graphs");
+        tg_ir_fail(g, &n, "operands come from different graphs");
         return (tg_tensor){g, -1};
     }
     n.nin = b.g ? 3 : 2;
@@ -26,7 +26,7 @@ static tg_tensor conv(tg_tensor x, tg_tensor w, tg_tensor b, int stride_h, int s
     n.ia[2] = pad_h;
     n.ia[3] = pad_w;
     n.ia[4] = groups;
-    return (tg_tensor){g, ir_add(g, &n)};
+    return (tg_tensor){g, tg_ir_add(g, &n)};
 }
 
 static const tg_tensor NO_BIAS = {NULL, -1};
@@ -45,8 +45,8 @@ tg_tensor tg_conv2d_bias_at(tg_tensor x, tg_tensor w, tg_tensor b, int stride_h,
     if (!b.g) { /* an invalid bias is an error, never "no bias" */
         tg_graph *g = x.g ? x.g : w.g;
         if (g) {
-            tg_node n = ir_proto(TG_OP_CONV2D, "conv2d_bias", file, line);
-            ir_fail(g, &n, "the bias is not a tensor of this graph");
+            tg_node n = tg_ir_proto(TG_OP_CONV2D, "conv2d_bias", file, line);
+            tg_ir_fail(g, &n, "the bias is not a tensor of this graph");
         }
         return (tg_tensor){g, -1};
     }
@@ -56,7 +56,7 @@ tg_tensor tg_conv2d_bias_at(tg_tensor x, tg_tensor w, tg_tensor b, int stride_h,
 tg_tensor tg_max_pool2d_hw_at(tg_tensor x, int kh, int kw, int stride_h, int stride_w, int pad_h, int pad_w,
                               const char *file, int line) {
     if (!x.g) return (tg_tensor){NULL, -1};
-    tg_node n = ir_proto(TG_OP_MAX_POOL2D, "max_pool2d", file, line);
+    tg_node n = tg_ir_proto(TG_OP_MAX_POOL2D, "max_pool2d", file, line);
     n.in[0] = x.id;
     n.ia[0] = stride_h ? stride_h : kh;
     n.ia[1] = stride_w ? stride_w : kw;
@@ -64,7 +64,7 @@ tg_tensor tg_max_pool2d_hw_at(tg_tensor x, int kh, int kw, int stride_h, int str
     n.ia[3] = pad_w;
     n.ia[5] = kh;
     n.ia[6] = kw;
-    return (tg_tensor){x.g, ir_add(x.g, &n)};
+    return (tg_tensor){x.g, tg_ir_add(x.g, &n)};
 }
 
 tg_tensor tg_max_pool2d_at(tg_tensor x, int k, int stride, int padding, const char *file, int line) {
@@ -73,10 +73,10 @@ tg_tensor tg_max_pool2d_at(tg_tensor x, int k, int stride, int padding, const ch
 
 tg_tensor tg_nearest_upsample2d_at(tg_tensor x, int factor, const char *file, int line) {
     if (!x.g) return (tg_tensor){NULL, -1};
-    tg_node n = ir_proto(TG_OP_UPSAMPLE2D, "nearest_upsample2d", file, line);
+    tg_node n = tg_ir_proto(TG_OP_UPSAMPLE2D, "nearest_upsample2d", file, line);
     n.in[0] = x.id;
     n.ia[0] = factor;
-    return (tg_tensor){x.g, ir_add(x.g, &n)};
+    return (tg_tensor){x.g, tg_ir_add(x.g, &n)};
 }
 
 /* ---- Conv2d layer ---- */
@@ -103,11 +103,11 @@ tg_conv2d tg_conv2d_new(tg_model *m, const char *name, int64_t in, int64_t out, 
 /* x [N, in, H, W] -> [N, out, Ho, Wo]; the bias rides in the conv op (added as
  * each output plane is written, not as a separate broadcast pass). */
 tg_tensor tg_conv2d_fwd_at(tg_graph *g, const tg_conv2d *l, tg_tensor x, const char *file, int line) {
-    if (!ir_module_ok(g, l, "conv2d_fwd", file, line)) return (tg_tensor){g, -1};
+    if (!tg_ir_module_ok(g, l, "conv2d_fwd", file, line)) return (tg_tensor){g, -1};
     if (l->stride < 1 || l->stride > INT_MAX || l->padding < 0 || l->padding > INT_MAX || l->groups < 1 ||
         l->groups > INT_MAX) {
-        tg_node n = ir_proto(TG_OP_CONV2D, "conv2d_fwd", file, line);
-        ir_fail(g, &n, "stride %lld, padding %lld, groups %lld out of range", (long long)l->stride,
+        tg_node n = tg_ir_proto(TG_OP_CONV2D, "conv2d_fwd", file, line);
+        tg_ir_fail(g, &n, "stride %lld, padding %lld, groups %lld out of range", (long long)l->stride,
                 (long long)l->padding, (long long)l->groups);
         return (tg_tensor){g, -1};
     }

@@ -43,7 +43,7 @@ tg_param tg_model_param(tg_model *m, const char *name, tg_shape shape, tg_init i
         return model_fail(m, TG_ERR_SHAPE, "tg_model_param: '%s' has a bad number of dims", name);
     for (int i = 0; i < shape.ndim; i++)
         if (shape.d[i] <= 0) return model_fail(m, TG_ERR_SHAPE, "tg_model_param: '%s' has a dim <= 0", name);
-    if (!ir_numel_ok(shape) || tg_model_numel(m) > TG_MAX_NUMEL - tg_shape_numel(shape))
+    if (!tg_ir_numel_ok(shape) || tg_model_numel(m) > TG_MAX_NUMEL - tg_shape_numel(shape))
         return model_fail(m, TG_ERR_LIMIT, "tg_model_param: '%s' takes the model past TG_MAX_NUMEL elements", name);
     if ((unsigned)init.kind > TG_INIT_VALUES)
         return model_fail(m, TG_ERR_ARG, "tg_model_param: '%s' has an unknown init kind", name);
@@ -109,7 +109,7 @@ int64_t tg_model_numel(const tg_model *m) {
     return n;
 }
 
-void model_init_param(const tg_model *m, int p, uint64_t seed, float *dst) {
+void tg_model_init_param(const tg_model *m, int p, uint64_t seed, float *dst) {
     const tg_param_decl *d = &m->params[p];
     int64_t n = tg_shape_numel(d->shape);
     uint32_t salt = tg_str_hash(d->name);

@@ -19,5 +19,5 @@ struct tg_model {
 };
 
 /* Fills dst (numel floats) with the param's initial values for `seed`. */
-void model_init_param(const tg_model *m, int p, uint64_t seed, float *dst);
+void tg_model_init_param(const tg_model *m, int p, uint64_t seed, float *dst);
 #endif

@@ -18,7 +18,7 @@ tg_linear tg_linear_new(tg_model *m, const char *name, int64_t in, int64_t out, 
 
 /* x [..., in] -> [..., out] */
 tg_tensor tg_linear_fwd_at(tg_graph *g, const tg_linear *l, tg_tensor x, const char *file, int line) {
-    if (!ir_module_ok(g, l, "linear_fwd", file, line)) return (tg_tensor){g, -1};
+    if (!tg_ir_module_ok(g, l, "linear_fwd", file, line)) return (tg_tensor){g, -1};
     tg_tensor y = tg_matmul_at(x, tg_use_at(g, l->W, file, line), file, line);
     return l->b >= 0 ? tg_add_at(y, tg_use_at(g, l->b, file, line), file, line) : y;
 }
@@ -37,7 +37,7 @@ tg_layernorm tg_layernorm_new(tg_model *m, const char *name, int64_t dim) {
 
 /* x [..., dim] -> [..., dim] */
 tg_tensor tg_layernorm_fwd_at(tg_graph *g, const tg_layernorm *l, tg_tensor x, const char *file, int line) {
-    if (!ir_module_ok(g, l, "layernorm_fwd", file, line)) return (tg_tensor){g, -1};
+    if (!tg_ir_module_ok(g, l, "layernorm_fwd", file, line)) return (tg_tensor){g, -1};
     return tg_layer_norm_at(x, tg_use_at(g, l->g, file, line), tg_use_at(g, l->b, file, line), l->eps, file, line);
 }
 
@@ -51,7 +51,7 @@ tg_rmsnorm tg_rmsnorm_new(tg_model *m, const char *name, int64_t dim) {
 
 /* x [..., dim] -> [..., dim] */
 tg_tensor tg_rmsnorm_fwd_at(tg_graph *g, const tg_rmsnorm *l, tg_tensor x, const char *file, int line) {
-    if (!ir_module_ok(g, l, "rmsnorm_fwd", file, line)) return (tg_tensor){g, -1};
+    if (!tg_ir_module_ok(g, l, "rmsnorm_fwd", file, line)) return (tg_tensor){g, -1};
     return tg_rms_norm_at(x, tg_use_at(g, l->g, file, line), l->eps, file, line);
 }
 
@@ -65,6 +65,6 @@ tg_embedding tg_embedding_new(tg_model *m, const char *name, int64_t vocab, int6
 
 /* idx i32 [...] -> [..., dim] */
 tg_tensor tg_embedding_fwd_at(tg_graph *g, const tg_embedding *e, tg_tensor idx, const char *file, int line) {
-    if (!ir_module_ok(g, e, "embedding_fwd", file, line)) return (tg_tensor){g, -1};
+    if (!tg_ir_module_ok(g, e, "embedding_fwd", file, line)) return (tg_tensor){g, -1};
     return tg_embedding_at(tg_use_at(g, e->W, file, line), idx, file, line);
 }

@@ -11,7 +11,7 @@ static const tg_tensor BAD = {NULL, -1};
 
 
 static tg_tensor add_node(tg_graph *g, tg_node *n) {
-    int id = ir_add(g, n);
+    int id = tg_ir_add(g, n);
     return (tg_tensor){g, id};
 }
 
@@ -19,8 +19,8 @@ static tg_tensor add_node(tg_graph *g, tg_node *n) {
 static tg_graph *graph_of(const char *api, tg_tensor a, tg_tensor b, const char *file, int line) {
     if (!a.g || !b.g) return a.g ? a.g : b.g;
     if (a.g != b.g) {
-        tg_node n = ir_proto(TG_OP_ADD, api, file, line);
-        ir_fail(a.g, &n, "operands come from different graphs");
+        tg_node n = tg_ir_proto(TG_OP_ADD, api, file, line);
+        tg_ir_fail(a.g, &n, "operands come from different graphs");
         return NULL;
     }
     return a.g;
@@ -30,9 +30,9 @@ static tg_graph *graph_of(const char *api, tg_tensor a, tg_tensor b, const char 
 
 tg_tensor tg_use_at(tg_graph *g, tg_param p, const char *file, int line) {
     if (!g) return BAD;
-    tg_node n = ir_proto(TG_OP_PARAM, "use", file, line);
+    tg_node n = tg_ir_proto(TG_OP_PARAM, "use", file, line);
     if (!g->model || p < 0 || p >= g->n_param_node) {
-        ir_fail(g, &n, "param %d is not in this graph's model", p);
+        tg_ir_fail(g, &n, "param %d is not in this graph's model", p);
         return (tg_tensor){g, -1};
     }
     if (g->param_node[p] >= 0) return (tg_tensor){g, g->param_node[p]};
@@ -50,28 +50,28 @@ tg_tensor tg_input_at(tg_graph *g, const char *name, const char *file, int line)
     if (!g) return BAD;
     for (int i = 0; name && i < g->n; i++)
         if (g->nodes[i].op == TG_OP_INPUT && strcmp(g->nodes[i].name, name) == 0) return (tg_tensor){g, i};
-    tg_node n = ir_proto(TG_OP_INPUT, "input", file, line);
+    tg_node n = tg_ir_proto(TG_OP_INPUT, "input", file, line);
     char known[256] = "";
     for (int i = 0; i < g->n; i++) {
         if (g->nodes[i].op != TG_OP_INPUT) continue;
         size_t k = strlen(known);
         snprintf(known + k, sizeof known - k, "%s'%s'", k ? ", " : "", g->nodes[i].name);
     }
-    ir_fail(g, &n, "no input named '%s' (declared: %s)", name ? name : "(null)", known[0] ? known : "none");
+    tg_ir_fail(g, &n, "no input named '%s' (declared: %s)", name ? name : "(null)", known[0] ? known : "none");
     g->err = TG_ERR_NAME;
     return (tg_tensor){g, -1};
 }
 
 tg_tensor tg_input_new_at(tg_graph *g, const char *name, tg_dtype dt, tg_shape s, const char *file, int line) {
     if (!g) return BAD;
-    tg_node n = ir_proto(TG_OP_INPUT, "input_new", file, line);
+    tg_node n = tg_ir_proto(TG_OP_INPUT, "input_new", file, line);
     if (!name || !*name || (unsigned)dt > TG_BOOL || s.ndim < 0 || s.ndim > TG_MAX_DIMS) {
-        ir_fail(g, &n, "bad input declaration '%s'", name ? name : "(null)");
+        tg_ir_fail(g, &n, "bad input declaration '%s'", name ? name : "(null)");
         return (tg_tensor){g, -1};
     }
     for (int i = 0; i < g->n; i++) {
         if (g->nodes[i].op == TG_OP_INPUT && strcmp(g->nodes[i].name, name) == 0) {
-            ir_fail(g, &n, "input '%s' declared twice", name);
+            tg_ir_fail(g, &n, "input '%s' declared twice", name);
             g->err = TG_ERR_NAME;
             return (tg_tensor){g, -1};
         }
@@ -88,7 +88,7 @@ tg_tensor tg_scalar_at(tg_graph *g, float v, const char *file, int line) {
 
 tg_tensor tg_full_at(tg_graph *g, tg_shape s, float v, const char *file, int line) {
     if (!g) return BAD;
-    tg_node n = ir_proto(TG_OP_CONST, "full", file, line);
+    tg_node n = tg_ir_proto(TG_OP_CONST, "full", file, line);
     n.dtype = TG_F32;
     n.shape = s;
     n.fa[0] = v;
@@ -97,9 +97,9 @@ tg_tensor tg_full_at(tg_graph *g, tg_shape s, float v, const char *file, int lin
 
 tg_tensor tg_constant_at(tg_graph *g, tg_shape s, const float *data, const char *file, int line) {
     if (!g) return BAD;
-    tg_node n = ir_proto(TG_OP_CONST, "constant", file, line);
+    tg_node n = tg_ir_proto(TG_OP_CONST, "constant", file, line);
     if (!data) {
-        ir_fail(g, &n, "data is NULL");
+        tg_ir_fail(g, &n, "data is NULL");
         return (tg_tensor){g, -1};
     }
     n.dtype = TG_F32;
@@ -110,7 +110,7 @@ tg_tensor tg_constant_at(tg_graph *g, tg_shape s, const float *data, const char 
 
 tg_tensor tg_arange_at(tg_graph *g, int64_t len, tg_dtype dt, const char *file, int line) {
     if (!g) return BAD;
-    tg_node n = ir_proto(TG_OP_ARANGE, "arange", file, line);
+    tg_node n = tg_ir_proto(TG_OP_ARANGE, "arange", file, line);
     n.dtype = dt == TG_F32 ? TG_F32 : TG_I32;
     n.ia[0] = len;
     return add_node(g, &n);
@@ -121,7 +121,7 @@ tg_tensor tg_arange_at(tg_graph *g, int64_t len, tg_dtype dt, const char *file, 
 static tg_tensor bin(tg_opcode op, const char *api, tg_tensor a, tg_tensor b, const char *file, int line) {
     tg_graph *g = graph_of(api, a, b, file, line);
     if (!g) return (tg_tensor){a.g, -1};
-    tg_node n = ir_proto(op, api, file, line);
+    tg_node n = tg_ir_proto(op, api, file, line);
     n.in[0] = a.id;
     n.in[1] = b.id;
     return add_node(g, &n);
@@ -130,7 +130,7 @@ static tg_tensor bin(tg_opcode op, const char *api, tg_tensor a, tg_tensor b, co
 /* A scalar constant of x's dtype, for the tensor-scalar forms. */
 static tg_tensor scalar_like(tg_tensor x, float v, const char *file, int line) {
     if (!ir_live(x)) return (tg_tensor){x.g, -1};
-    tg_node n = ir_proto(TG_OP_CONST, "scalar", file, line);
+    tg_node n = tg_ir_proto(TG_OP_CONST, "scalar", file, line);
     n.dtype = x.g->nodes[x.id].dtype == TG_I32 ? TG_I32 : TG_F32;
     n.fa[0] = v;
     return add_node(x.g, &n);
@@ -159,7 +159,7 @@ tg_tensor tg_rdiv_s_at(float s, tg_tensor a, const char *file, int line) {
 
 static tg_tensor un(tg_opcode op, const char *api, tg_tensor x, const char *file, int line) {
     if (!x.g) return BAD;
-    tg_node n = ir_proto(op, api, file, line);
+    tg_node n = tg_ir_proto(op, api, file, line);
     n.in[0] = x.id;
     return add_node(x.g, &n);
 }
@@ -175,9 +175,9 @@ UNARY(relu, TG_OP_RELU)
 
 tg_tensor tg_cast_at(tg_tensor x, tg_dtype dt, const char *file, int line) {
     if (!x.g) return BAD;
-    tg_node n = ir_proto(TG_OP_CAST, "cast", file, line);
+    tg_node n = tg_ir_proto(TG_OP_CAST, "cast", file, line);
     if ((unsigned)dt > TG_BOOL) {
-        ir_fail(x.g, &n, "unknown dtype %d", (int)dt);
+        tg_ir_fail(x.g, &n, "unknown dtype %d", (int)dt);
         return (tg_tensor){x.g, -1};
     }
     if (ir_live(x) && x.g->nodes[x.id].dtype == dt) return x;
@@ -190,7 +190,7 @@ tg_tensor tg_where_at(tg_tensor c, tg_tensor a, tg_tensor b, const char *file, i
     tg_graph *g = graph_of("where", c, a, file, line);
     if (g) g = graph_of("where", a, b, file, line);
     if (!g) return (tg_tensor){c.g, -1};
-    tg_node n = ir_proto(TG_OP_WHERE, "where", file, line);
+    tg_node n = tg_ir_proto(TG_OP_WHERE, "where", file, line);
     n.in[0] = c.id;
     n.in[1] = a.id;
     n.in[2] = b.id;
@@ -204,8 +204,8 @@ static bool axes_mask(tg_tensor x, tg_shape axes, const char *api, const char *f
     int nd = x.g->nodes[x.id].shape.ndim;
     *mask = 0;
     if (axes.ndim < 0 || axes.ndim > TG_MAX_DIMS) {
-        tg_node n = ir_proto(TG_OP_SUM, api, file, line);
-        ir_fail(x.g, &n, "an axis list of %d entries (at most %d)", axes.ndim, TG_MAX_DIMS);
+        tg_node n = tg_ir_proto(TG_OP_SUM, api, file, line);
+        tg_ir_fail(x.g, &n, "an axis list of %d entries (at most %d)", axes.ndim, TG_MAX_DIMS);
         return false;
     }
     for (int i = 0; i < axes.ndim; i++) {
@@ -216,9 +216,9 @@ static bool axes_mask(tg_tensor x, tg_shape axes, const char *api, const char *f
         }
         if (a < 0) a += nd;
         if (a < 0 || a >= nd) {
-            tg_node n = ir_proto(TG_OP_SUM, api, file, line);
+            tg_node n = tg_ir_proto(TG_OP_SUM, api, file, line);
             char s[96];
-            ir_fail(x.g, &n, "axis %lld out of range for %s", (long long)axes.d[i],
+            tg_ir_fail(x.g, &n, "axis %lld out of range for %s", (long long)axes.d[i],
                     tg_shape_str(x.g->nodes[x.id].shape, s, sizeof s));
             return false;
         }
@@ -233,7 +233,7 @@ static tg_tensor reduce(tg_tensor x, tg_shape axes, bool keep, bool mean, const 
     unsigned mask;
     if (!axes_mask(x, axes, api, file, line, &mask)) return (tg_tensor){x.g, -1};
     tg_shape xs = x.g->nodes[x.id].shape;
-    tg_node n = ir_proto(TG_OP_SUM, api, file, line);
+    tg_node n = tg_ir_proto(TG_OP_SUM, api, file, line);
     n.in[0] = x.id;
     n.ia[0] = mask;
     tg_tensor r = mask ? add_node(x.g, &n) : x;
@@ -248,7 +248,7 @@ static tg_tensor reduce(tg_tensor x, tg_shape axes, bool keep, bool mean, const 
         tg_shape s = {0, {0}};
         for (int i = 0; i < xs.ndim; i++)
             if (!(mask & (1u << i))) s.d[s.ndim++] = xs.d[i];
-        r.id = ir_reshape(x.g, r.id, s, file, line);
+        r.id = tg_ir_reshape(x.g, r.id, s, file, line);
     }
     return r;
 }
@@ -270,11 +270,11 @@ tg_tensor tg_mean_axes_at(tg_tensor x, tg_shape axes, bool keep, const char *fil
 
 tg_tensor tg_reshape_at(tg_tensor x, tg_shape s, const char *file, int line) {
     if (!x.g) return BAD;
-    tg_node n = ir_proto(TG_OP_RESHAPE, "reshape", file, line);
+    tg_node n = tg_ir_proto(TG_OP_RESHAPE, "reshape", file, line);
     n.in[0] = x.id;
     n.shape = s;
     if (s.ndim < 0 || s.ndim > TG_MAX_DIMS) {
-        ir_fail(x.g, &n, "bad number of dims %d", s.ndim);
+        tg_ir_fail(x.g, &n, "bad number of dims %d", s.ndim);
         return (tg_tensor){x.g, -1};
     }
     return add_node(x.g, &n);
@@ -282,7 +282,7 @@ tg_tensor tg_reshape_at(tg_tensor x, tg_shape s, const char *file, int line) {
 
 tg_tensor tg_permute_at(tg_tensor x, tg_shape perm, const char *file, int line) {
     if (!x.g) return BAD;
-    tg_node n = ir_proto(TG_OP_PERMUTE, "permute", file, line);
+    tg_node n = tg_ir_proto(TG_OP_PERMUTE, "permute", file, line);
     n.in[0] = x.id;
     if (perm.ndim < 0 || perm.ndim > TG_MAX_DIMS) perm.ndim = 7; /* rejected by the rule */
     for (int i = 0; i < perm.ndim && i < TG_MAX_DIMS; i++) n.ia[i] = perm.d[i];
@@ -297,8 +297,8 @@ tg_tensor tg_permute_at(tg_tensor x, tg_shape perm, const char *file, int line) 
 
 tg_tensor tg_broadcast_to_at(tg_tensor x, tg_shape s, const char *file, int line) {
     if (!x.g) return BAD;
-    if (ir_live(x) && shape_eq(x.g->nodes[x.id].shape, s)) return x;
-    tg_node n = ir_proto(TG_OP_BROADCAST, "broadcast_to", file, line);
+    if (ir_live(x) && tg_shape_eq(x.g->nodes[x.id].shape, s)) return x;
+    tg_node n = tg_ir_proto(TG_OP_BROADCAST, "broadcast_to", file, line);
     n.in[0] = x.id;
     n.shape = s;
     return add_node(x.g, &n);
@@ -306,7 +306,7 @@ tg_tensor tg_broadcast_to_at(tg_tensor x, tg_shape s, const char *file, int line
 
 tg_tensor tg_sum_to_shape_at(tg_tensor x, tg_shape s, const char *file, int line) {
     if (!x.g) return BAD;
-    return (tg_tensor){x.g, ir_sum_to_shape(x.g, x.id, s, file, line)};
+    return (tg_tensor){x.g, tg_ir_sum_to_shape(x.g, x.id, s, file, line)};
 }
 
 /* ---- contraction, indexing, softmax family ---- */
@@ -314,7 +314,7 @@ tg_tensor tg_sum_to_shape_at(tg_tensor x, tg_shape s, const char *file, int line
 tg_tensor tg_matmul_t_at(tg_tensor a, tg_tensor b, bool ta, bool tb, const char *file, int line) {
     tg_graph *g = graph_of("matmul", a, b, file, line);
     if (!g) return (tg_tensor){a.g, -1};
-    tg_node n = ir_proto(TG_OP_MATMUL, "matmul", file, line);
+    tg_node n = tg_ir_proto(TG_OP_MATMUL, "matmul", file, line);
     n.in[0] = a.id;
     n.in[1] = b.id;
     n.ia[0] = ta;
@@ -328,7 +328,7 @@ tg_tensor tg_matmul_at(tg_tensor a, tg_tensor b, const char *file, int line) {
 
 tg_tensor tg_one_hot_at(tg_tensor idx, int64_t depth, const char *file, int line) {
     if (!idx.g) return BAD;
-    tg_node n = ir_proto(TG_OP_ONE_HOT, "one_hot", file, line);
+    tg_node n = tg_ir_proto(TG_OP_ONE_HOT, "one_hot", file, line);
     n.in[0] = idx.id;
     n.ia[0] = depth;
     return add_node(idx.g, &n);
@@ -336,7 +336,7 @@ tg_tensor tg_one_hot_at(tg_tensor idx, int64_t depth, const char *file, int line
 
 tg_tensor tg_log_softmax_at(tg_tensor x, int axis, const char *file, int line) {
     if (!x.g) return BAD;
-    tg_node n = ir_proto(TG_OP_LOG_SOFTMAX, "log_softmax", file, line);
+    tg_node n = tg_ir_proto(TG_OP_LOG_SOFTMAX, "log_softmax", file, line);
     n.in[0] = x.id;
     n.ia[0] = axis < 0 && ir_live(x) ? axis + x.g->nodes[x.id].shape.ndim : axis;
     return add_node(x.g, &n);
@@ -348,7 +348,7 @@ tg_tensor tg_softmax_causal_at(tg_tensor x, const char *file, int line) {
 
 tg_tensor tg_where_causal_at(tg_tensor x, float value, const char *file, int line) {
     if (!x.g) return BAD;
-    tg_node n = ir_proto(TG_OP_WHERE_CAUSAL, "where_causal", file, line);
+    tg_node n = tg_ir_proto(TG_OP_WHERE_CAUSAL, "where_causal", file, line);
     n.in[0] = x.id;
     n.fa[0] = value;
     return add_node(x.g, &n);
@@ -357,14 +357,14 @@ tg_tensor tg_where_causal_at(tg_tensor x, float value, const char *file, int lin
 tg_tensor tg_capture_at(tg_tensor x, const char *name, const char *file, int line) {
     if (!ir_live(x)) return x;
     tg_graph *g = x.g;
-    tg_node n = ir_proto(TG_OP_INPUT, "capture", file, line);
+    tg_node n = tg_ir_proto(TG_OP_INPUT, "capture", file, line);
     if (!name || !*name) {
-        ir_fail(g, &n, "a capture needs a name");
+        tg_ir_fail(g, &n, "a capture needs a name");
         return (tg_tensor){g, -1};
     }
     for (int i = 0; i < g->n_caps; i++) {
         if (strcmp(g->caps[i].name, name) == 0) {
-            ir_fail(g, &n, "capture '%s' defined twice", name);
+            tg_ir_fail(g, &n, "capture '%s' defined twice", name);
             g->err = TG_ERR_NAME;
             return (tg_tensor){g, -1};
         }
@@ -373,7 +373,7 @@ tg_tensor tg_capture_at(tg_tensor x, const char *name, const char *file, int lin
         int cap = g->cap_caps ? 2 * g->cap_caps : 8;
         struct tg_capture *c = tg_realloc(g->caps, (size_t)cap * sizeof *c);
         if (!c) {
-            ir_fail(g, &n, "out of memory");
+            tg_ir_fail(g, &n, "out of memory");
             g->err = TG_ERR_NOMEM;
             return (tg_tensor){g, -1};
         }
@@ -382,7 +382,7 @@ tg_tensor tg_capture_at(tg_tensor x, const char *name, const char *file, int lin
     }
     char *copy = tg_strdup(name);
     if (!copy) {
-        ir_fail(g, &n, "out of memory");
+        tg_ir_fail(g, &n, "out of memory");
         g->err = TG_ERR_NOMEM;
         return (tg_tensor){g, -1};
     }

@@ -10,11 +10,11 @@
 
 static const tg_tensor BAD = {NULL, -1};
 
-static tg_tensor add_node(tg_graph *g, tg_node *n) { return (tg_tensor){g, ir_add(g, n)}; }
+static tg_tensor add_node(tg_graph *g, tg_node *n) { return (tg_tensor){g, tg_ir_add(g, n)}; }
 
 static tg_tensor fail(tg_graph *g, tg_opcode op, const char *api, const char *file, int line, const char *msg) {
-    tg_node n = ir_proto(op, api, file, line);
-    ir_fail(g, &n, "%s", msg);
+    tg_node n = tg_ir_proto(op, api, file, line);
+    tg_ir_fail(g, &n, "%s", msg);
     return (tg_tensor){g, -1};
 }
 
@@ -27,9 +27,9 @@ static bool norm_axis(tg_graph *g, tg_opcode op, const char *api, const char *fi
                       tg_shape s, int *out) {
     int a = axis < 0 ? axis + nd : axis;
     if (a < 0 || a >= nd) {
-        tg_node n = ir_proto(op, api, file, line);
+        tg_node n = tg_ir_proto(op, api, file, line);
         char b[96];
-        ir_fail(g, &n, "axis %d out of range for %s", axis, tg_shape_str(s, b, sizeof b));
+        tg_ir_fail(g, &n, "axis %d out of range for %s", axis, tg_shape_str(s, b, sizeof b));
         return false;
     }
     *out = a;
@@ -38,7 +38,7 @@ static bool norm_axis(tg_graph *g, tg_opcode op, const char *api, const char *fi
 
 static tg_tensor unary(tg_opcode op, const char *api, tg_tensor x, const char *file, int line) {
     if (!x.g) return BAD;
-    tg_node n = ir_proto(op, api, file, line);
+    tg_node n = tg_ir_proto(op, api, file, line);
     n.in[0] = x.id;
     return add_node(x.g, &n);
 }
@@ -46,7 +46,7 @@ static tg_tensor unary(tg_opcode op, const char *api, tg_tensor x, const char *f
 static tg_tensor binary(tg_opcode op, const char *api, tg_tensor a, tg_tensor b, const char *file, int line) {
     if (!a.g || !b.g) return (tg_tensor){a.g ? a.g : b.g, -1};
     if (a.g != b.g) return fail(a.g, op, api, file, line, "operands come from different graphs");
-    tg_node n = ir_proto(op, api, file, line);
+    tg_node n = tg_ir_proto(op, api, file, line);
     n.in[0] = a.id;
     n.in[1] = b.id;
     return add_node(a.g, &n);
@@ -55,7 +55,7 @@ static tg_tensor binary(tg_opcode op, const char *api, tg_tensor a, tg_tensor b,
 /* A 0-d constant of x's dtype (i32 stays i32: min/max on indices need no cast). */
 static tg_tensor scalar_like(tg_tensor x, float v, const char *file, int line) {
     if (!live(x)) return (tg_tensor){x.g, -1};
-    tg_node n = ir_proto(TG_OP_CONST, "scalar", file, line);
+    tg_node n = tg_ir_proto(TG_OP_CONST, "scalar", file, line);
     n.dtype = x.g->nodes[x.id].dtype == TG_I32 ? TG_I32 : TG_F32;
     n.fa[0] = v;
     return add_node(x.g, &n);
@@ -79,7 +79,7 @@ tg_tensor tg_max_s_at(tg_tensor a, float s, const char *file, int line) {
 tg_tensor tg_clamp_at(tg_tensor x, float lo, float hi, const char *file, int line) {
     if (!x.g) return BAD;
     if (lo != lo || hi != hi) return fail(x.g, TG_OP_CLAMP, "clamp", file, line, "a bound is NaN");
-    tg_node n = ir_proto(TG_OP_CLAMP, "clamp", file, line);
+    tg_node n = tg_ir_proto(TG_OP_CLAMP, "clamp", file, line);
     n.in[0] = x.id;
     n.fa[0] = lo;
     n.fa[1] = hi;
@@ -102,7 +102,7 @@ UNARY(softplus, TG_OP_SOFTPLUS)
 
 tg_tensor tg_gelu_tanh_at(tg_tensor x, const char *file, int line) {
     if (!x.g) return BAD;
-    tg_node n = ir_proto(TG_OP_GELU, "gelu_tanh", file, line);
+    tg_node n = tg_ir_proto(TG_OP_GELU, "gelu_tanh", file, line);
     n.in[0] = x.id;
     n.ia[0] = 1;
     return add_node(x.g, &n);
@@ -110,7 +110,7 @@ tg_tensor tg_gelu_tanh_at(tg_tensor x, const char *file, int line) {
 
 tg_tensor tg_leaky_relu_at(tg_tensor x, float alpha, const char *file, int line) {
     if (!x.g) return BAD;
-    tg_node n = ir_proto(TG_OP_LEAKY_RELU, "leaky_relu", file, line);
+    tg_node n = tg_ir_proto(TG_OP_LEAKY_RELU, "leaky_relu", file, line);
     n.in[0] = x.id;
     n.fa[0] = alpha;
     return add_node(x.g, &n);
@@ -127,7 +127,7 @@ tg_tensor tg_softmax_at(tg_tensor x, int axis, const char *file, int line) {
     tg_shape s = shape_of(x);
     int a;
     if (!norm_axis(x.g, TG_OP_SOFTMAX, "softmax", file, line, axis, s.ndim, s, &a)) return (tg_tensor){x.g, -1};
-    tg_node n = ir_proto(TG_OP_SOFTMAX, "softmax", file, line);
+    tg_node n = tg_ir_proto(TG_OP_SOFTMAX, "softmax", file, line);
     n.in[0] = x.id;
     n.ia[0] = a;
     return add_node(x.g, &n);
@@ -137,15 +137,15 @@ static tg_tensor arg(tg_opcode op, const char *api, tg_tensor x, int axis, bool 
     if (!live(x)) return (tg_tensor){x.g, -1};
     tg_shape s = shape_of(x);
     if (axis == TG_ALL) { /* over every element: of the flattened tensor */
-        tg_tensor r = arg(op, api, (tg_tensor){x.g, ir_reshape(x.g, x.id, (tg_shape){1, {tg_shape_numel(s)}}, file, line)},
+        tg_tensor r = arg(op, api, (tg_tensor){x.g, tg_ir_reshape(x.g, x.id, (tg_shape){1, {tg_shape_numel(s)}}, file, line)},
                           0, false, file, line);
         tg_shape k = s;
         for (int i = 0; i < k.ndim; i++) k.d[i] = 1;
-        return keep && live(r) ? (tg_tensor){x.g, ir_reshape(x.g, r.id, k, file, line)} : r;
+        return keep && live(r) ? (tg_tensor){x.g, tg_ir_reshape(x.g, r.id, k, file, line)} : r;
     }
     int a;
     if (!norm_axis(x.g, op, api, file, line, axis, s.ndim, s, &a)) return (tg_tensor){x.g, -1};
-    tg_node n = ir_proto(op, api, file, line);
+    tg_node n = tg_ir_proto(op, api, file, line);
     n.in[0] = x.id;
     n.ia[0] = a;
     tg_tensor r = add_node(x.g, &n);
@@ -153,7 +153,7 @@ static tg_tensor arg(tg_opcode op, const char *api, tg_tensor x, int axis, bool 
     tg_shape d = {0, {0}};
     for (int i = 0; i < s.ndim; i++)
         if (i != a) d.d[d.ndim++] = s.d[i];
-    return (tg_tensor){x.g, ir_reshape(x.g, r.id, d, file, line)};
+    return (tg_tensor){x.g, tg_ir_reshape(x.g, r.id, d, file, line)};
 }
 
 tg_tensor tg_argmax_at(tg_tensor x, int axis, bool keepdims, const char *file, int line) {
@@ -168,7 +168,7 @@ tg_tensor tg_argmin_at(tg_tensor x, int axis, bool keepdims, const char *file, i
 static tg_tensor filled(tg_graph *g, tg_shape s, float v, const char *api, const char *file, int line) {
     if (!g) return BAD;
     if (s.ndim < 0 || s.ndim > TG_MAX_DIMS) return fail(g, TG_OP_CONST, api, file, line, "bad number of dims");
-    tg_node n = ir_proto(TG_OP_CONST, api, file, line);
+    tg_node n = tg_ir_proto(TG_OP_CONST, api, file, line);
     n.dtype = TG_F32;
     n.shape = s;
     n.fa[0] = v;
@@ -188,7 +188,7 @@ tg_tensor tg_swap_axes_at(tg_tensor x, int a, int b, const char *file, int line)
         !norm_axis(x.g, TG_OP_PERMUTE, "swap_axes", file, line, b, s.ndim, s, &j))
         return (tg_tensor){x.g, -1};
     if (i == j) return x;
-    tg_node n = ir_proto(TG_OP_PERMUTE, "swap_axes", file, line);
+    tg_node n = tg_ir_proto(TG_OP_PERMUTE, "swap_axes", file, line);
     n.in[0] = x.id;
     for (int k = 0; k < s.ndim; k++) n.ia[k] = k;
     n.ia[i] = j;
@@ -205,7 +205,7 @@ static tg_tensor narrow(tg_tensor x, int axis, int64_t start, int64_t length, co
     if (!norm_axis(x.g, TG_OP_NARROW, api, file, line, axis, s.ndim, s, &a)) return (tg_tensor){x.g, -1};
     if (start < 0) start += s.d[a];
     if (start == 0 && length == s.d[a]) return x;
-    tg_node n = ir_proto(TG_OP_NARROW, api, file, line);
+    tg_node n = tg_ir_proto(TG_OP_NARROW, api, file, line);
     n.in[0] = x.id;
     n.ia[0] = a;
     n.ia[1] = start;
@@ -240,7 +240,7 @@ static tg_tensor concat(const tg_tensor *xs, int n, int axis, const char *api, c
         }
         return concat(part, TG_MAX_IN, a, api, file, line);
     }
-    tg_node nd = ir_proto(TG_OP_CONCAT, api, file, line);
+    tg_node nd = tg_ir_proto(TG_OP_CONCAT, api, file, line);
     nd.nin = n;
     nd.ia[0] = a;
     for (int k = 0; k < n; k++) nd.in[k] = xs[k].id;
@@ -261,9 +261,9 @@ tg_tensor tg_stack_at(const tg_tensor *xs, int n, int axis, const char *file, in
     char b0[96], bk[96];
     for (int k = 1; k < n; k++) {
         if (xs[k].g != g) return fail(g, TG_OP_CONCAT, "stack", file, line, "inputs come from different graphs");
-        if (!shape_eq(shape_of(xs[k]), s)) {
-            tg_node e = ir_proto(TG_OP_CONCAT, "stack", file, line);
-            ir_fail(g, &e, "input %d has shape %s, input 0 has %s", k, tg_shape_str(shape_of(xs[k]), bk, sizeof bk),
+        if (!tg_shape_eq(shape_of(xs[k]), s)) {
+            tg_node e = tg_ir_proto(TG_OP_CONCAT, "stack", file, line);
+            tg_ir_fail(g, &e, "input %d has shape %s, input 0 has %s", k, tg_shape_str(shape_of(xs[k]), bk, sizeof bk),
                     tg_shape_str(s, b0, sizeof b0));
             return (tg_tensor){g, -1};
         }
@@ -275,7 +275,7 @@ tg_tensor tg_stack_at(const tg_tensor *xs, int n, int axis, const char *file, in
     for (int i = 0, j = 0; i < e.ndim; i++) e.d[i] = i == a ? 1 : s.d[j++];
     tg_tensor stackbuf[16], *ys = n <= 16 ? stackbuf : tg_calloc((size_t)n, sizeof(tg_tensor));
     if (!ys) return fail(g, TG_OP_CONCAT, "stack", file, line, "out of memory");
-    for (int k = 0; k < n; k++) ys[k] = (tg_tensor){g, ir_reshape(g, xs[k].id, e, file, line)};
+    for (int k = 0; k < n; k++) ys[k] = (tg_tensor){g, tg_ir_reshape(g, xs[k].id, e, file, line)};
     tg_tensor r = concat(ys, n, a, "stack", file, line);
     if (ys != stackbuf) free(ys);
     return r;
@@ -296,9 +296,9 @@ void tg_split_at(tg_tensor x, int axis, const int64_t *sizes, int n, tg_tensor *
     bool neg = false;
     for (int k = 0; k < n; k++) total += sizes[k], neg |= sizes[k] < 0;
     if (neg || total != s.d[a]) {
-        tg_node e = ir_proto(TG_OP_NARROW, "split", file, line);
+        tg_node e = tg_ir_proto(TG_OP_NARROW, "split", file, line);
         char b[96];
-        ir_fail(x.g, &e, "sizes %s to %lld, but axis %d of %s has %lld", neg ? "include a negative one and sum" : "sum",
+        tg_ir_fail(x.g, &e, "sizes %s to %lld, but axis %d of %s has %lld", neg ? "include a negative one and sum" : "sum",
                 (long long)total, a, tg_shape_str(s, b, sizeof b), (long long)s.d[a]);
         return;
     }
@@ -320,7 +320,7 @@ tg_tensor tg_take_along_axis_at(tg_tensor x, tg_tensor idx, int axis, const char
     int a;
     if (!norm_axis(x.g, TG_OP_TAKE_ALONG_AXIS, "take_along_axis", file, line, axis, s.ndim, s, &a))
         return (tg_tensor){x.g, -1};
-    tg_node n = ir_proto(TG_OP_TAKE_ALONG_AXIS, "take_along_axis", file, line);
+    tg_node n = tg_ir_proto(TG_OP_TAKE_ALONG_AXIS, "take_along_axis", file, line);
     n.in[0] = x.id;
     n.in[1] = idx.id;
     n.ia[0] = a;

@@ -1,6 +1,6 @@
 /* Public builders of the nn ops: losses, norms, embedding, heads,
  * rope, and the random ops. Like ops.c, each records the caller's file:line
- * and its own name, then goes through ir_add and the op's shape rule. */
+ * and its own name, then goes through tg_ir_add and the op's shape rule. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -17,13 +17,13 @@ static tg_tensor fail(tg_graph *g, tg_opcode op, const char *api, const char *fi
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    tg_node n = ir_proto(op, api, file, line);
-    ir_fail(g, &n, "%s", msg);
+    tg_node n = tg_ir_proto(op, api, file, line);
+    tg_ir_fail(g, &n, "%s", msg);
     return (tg_tensor){g, -1};
 }
 
 /* The graph every operand belongs to, or NULL after recording why not. An
- * operand that is already invalid yields its graph, and ir_add passes the
+ * operand that is already invalid yields its graph, and tg_ir_add passes the
  * earlier error along. */
 static tg_graph *graph_of(const char *api, tg_opcode op, const tg_tensor *t, int n, const char *file, int line) {
     tg_graph *g = NULL;
@@ -47,12 +47,12 @@ static const tg_node *nd(tg_tensor t) { return &t.g->nodes[t.id]; }
 static tg_tensor reduce_loss(tg_graph *g, int loss, tg_reduction r, const char *file, int line) {
     if (loss < 0 || r == TG_REDUCTION_NONE) return (tg_tensor){g, loss};
     const tg_node *l = &g->nodes[loss];
-    int64_t count = ir_numel(l);
+    int64_t count = tg_ir_numel(l);
     unsigned mask = l->shape.ndim ? (1u << l->shape.ndim) - 1 : 0;
-    int s = mask ? ir_reduce_sum(g, loss, mask, file, line) : loss;
-    s = ir_reshape(g, s, (tg_shape){0, {0}}, file, line);
+    int s = mask ? tg_ir_reduce_sum(g, loss, mask, file, line) : loss;
+    s = tg_ir_reshape(g, s, (tg_shape){0, {0}}, file, line);
     if (r == TG_REDUCTION_MEAN && count > 1)
-        s = ir_binary(g, TG_OP_MUL, s, ir_scalar(g, (float)(1.0 / (double)count), file, line), file, line);
+        s = tg_ir_binary(g, TG_OP_MUL, s, tg_ir_scalar(g, (float)(1.0 / (double)count), file, line), file, line);
     return (tg_tensor){g, s};
 }
 
@@ -62,10 +62,10 @@ static tg_tensor loss_op(tg_opcode op, const char *api, tg_tensor x, tg_tensor t
     tg_graph *g = graph_of(api, op, ts, 2, file, line);
     if (!g) return (tg_tensor){NULL, -1};
     if ((unsigned)r > TG_REDUCTION_NONE) return fail(g, op, api, file, line, "unknown reduction %d", (int)r);
-    tg_node n = ir_proto(op, api, file, line);
+    tg_node n = tg_ir_proto(op, api, file, line);
     n.in[0] = x.id;
     n.in[1] = targets.id;
-    return reduce_loss(g, ir_add(g, &n), r, file, line);
+    return reduce_loss(g, tg_ir_add(g, &n), r, file, line);
 }
 
 tg_tensor tg_cross_entropy_at(tg_tensor logits, tg_tensor targets, tg_reduction r, const char *file, int line) {
@@ -82,10 +82,10 @@ static tg_tensor norm_op(tg_opcode op, const char *api, const tg_tensor *t, int 
                          int line) {
     tg_graph *g = graph_of(api, op, t, nin, file, line);
     if (!g) return (tg_tensor){NULL, -1};
-    tg_node n = ir_proto(op, api, file, line);
+    tg_node n = tg_ir_proto(op, api, file, line);
     for (int k = 0; k < nin; k++) n.in[k] = t[k].id;
     n.fa[0] = eps;
-    return (tg_tensor){g, ir_add(g, &n)};
+    return (tg_tensor){g, tg_ir_add(g, &n)};
 }
 
 tg_tensor tg_layer_norm_at(tg_tensor x, tg_tensor g, tg_tensor b, float eps, const char *file, int line) {
@@ -104,10 +104,10 @@ tg_tensor tg_embedding_at(tg_tensor table, tg_tensor idx, const char *file, int 
     tg_tensor t[2] = {table, idx};
     tg_graph *g = graph_of("embedding", TG_OP_EMBEDDING, t, 2, file, line);
     if (!g) return (tg_tensor){NULL, -1};
-    tg_node n = ir_proto(TG_OP_EMBEDDING, "embedding", file, line);
+    tg_node n = tg_ir_proto(TG_OP_EMBEDDING, "embedding", file, line);
     n.in[0] = table.id;
     n.in[1] = idx.id;
-    return (tg_tensor){g, ir_add(g, &n)};
+    return (tg_tensor){g, tg_ir_add(g, &n)};
 }
 
 /* ---- attention heads: a reshape (a view) and one transposing copy ---- */
@@ -132,7 +132,7 @@ tg_tensor tg_split_heads_at(tg_tensor x, int64_t heads, const char *file, int li
     for (int i = 0; i < perm.ndim; i++) perm.d[i] = i;
     perm.d[s.ndim - 2] = s.ndim - 1;
     perm.d[s.ndim - 1] = s.ndim - 2;
-    return (tg_tensor){g, ir_permute(g, ir_reshape(g, x.id, r, file, line), perm, file, line)};
+    return (tg_tensor){g, tg_ir_permute(g, tg_ir_reshape(g, x.id, r, file, line), perm, file, line)};
 }
 
 /* [..., H, T, Dh] -> [..., T, H, Dh] -> [..., T, H*Dh] */
@@ -150,7 +150,7 @@ tg_tensor tg_merge_heads_at(tg_tensor x, const char *file, int line) {
     r.ndim = s.ndim - 1;
     r.d[s.ndim - 3] = s.d[s.ndim - 2];
     r.d[s.ndim - 2] = s.d[s.ndim - 3] * s.d[s.ndim - 1];
-    return (tg_tensor){g, ir_reshape(g, ir_permute(g, x.id, perm, file, line), r, file, line)};
+    return (tg_tensor){g, tg_ir_reshape(g, tg_ir_permute(g, x.id, perm, file, line), r, file, line)};
 }
 
 /* ---- rope ---- */
@@ -182,16 +182,16 @@ tg_tensor tg_rope_at(tg_tensor x, float base, const char *file, int line) {
             tab[t * D + h + i] = (float)sin((double)t * freq);
         }
     }
-    tg_node c = ir_proto(TG_OP_CONST, "rope", file, line);
+    tg_node c = tg_ir_proto(TG_OP_CONST, "rope", file, line);
     c.dtype = TG_F32;
     c.shape = (tg_shape){2, {T, D}};
     c.data = tab;
-    int table = ir_add(g, &c);
+    int table = tg_ir_add(g, &c);
     free(tab);
-    tg_node n = ir_proto(TG_OP_ROPE, "rope", file, line);
+    tg_node n = tg_ir_proto(TG_OP_ROPE, "rope", file, line);
     n.in[0] = x.id;
     n.in[1] = table;
-    return (tg_tensor){g, ir_add(g, &n)};
+    return (tg_tensor){g, tg_ir_add(g, &n)};
 }
 
 /* ---- random ops ---- */
@@ -204,30 +204,30 @@ tg_tensor tg_dropout_at(tg_tensor x, float p, const char *file, int line) {
         return fail(g, TG_OP_DROPOUT, "dropout", file, line, "p %g must be in [0, 1) (x %s)", (double)p,
                     tg_shape_str(nd(x)->shape, sx, sizeof sx));
     }
-    tg_node n = ir_proto(TG_OP_DROPOUT, "dropout", file, line);
+    tg_node n = tg_ir_proto(TG_OP_DROPOUT, "dropout", file, line);
     n.in[0] = x.id;
-    n.in[1] = ir_rng_seed(g);
-    n.ia[7] = ir_rng_salt(g);
+    n.in[1] = tg_ir_rng_seed(g);
+    n.ia[7] = tg_ir_rng_salt(g);
     n.fa[0] = p;
     n.fa[1] = (float)(1.0 / (1.0 - (double)p));
-    return (tg_tensor){g, ir_add(g, &n)};
+    return (tg_tensor){g, tg_ir_add(g, &n)};
 }
 
 tg_tensor tg_randn_at(tg_graph *g, tg_shape s, const char *file, int line) {
     if (!g) return (tg_tensor){NULL, -1};
-    tg_node n = ir_proto(TG_OP_RANDN, "randn", file, line);
-    n.in[0] = ir_rng_seed(g);
-    n.ia[7] = ir_rng_salt(g);
+    tg_node n = tg_ir_proto(TG_OP_RANDN, "randn", file, line);
+    n.in[0] = tg_ir_rng_seed(g);
+    n.ia[7] = tg_ir_rng_salt(g);
     n.shape = s;
-    return (tg_tensor){g, ir_add(g, &n)};
+    return (tg_tensor){g, tg_ir_add(g, &n)};
 }
 
 tg_tensor tg_categorical_at(tg_tensor logits, const char *file, int line) {
     if (!ok(logits)) return logits;
     tg_graph *g = logits.g;
-    tg_node n = ir_proto(TG_OP_CATEGORICAL, "categorical", file, line);
+    tg_node n = tg_ir_proto(TG_OP_CATEGORICAL, "categorical", file, line);
     n.in[0] = logits.id;
-    n.in[1] = ir_rng_seed(g);
-    n.ia[7] = ir_rng_salt(g);
-    return (tg_tensor){g, ir_add(g, &n)};
+    n.in[1] = tg_ir_rng_seed(g);
+    n.ia[7] = tg_ir_rng_salt(g);
+    return (tg_tensor){g, tg_ir_add(g, &n)};
 }

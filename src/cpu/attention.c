@@ -25,7 +25,7 @@ VINLINE vf softmax_causal16(vf x, int64_t valid) {
 
 /* The same for a row of any length, VL keys at a time (the softmax_causal
  * kernel's row). */
-TG_MULTI(, attn_softmax_causal_row, (const float *x, float *y, int64_t valid, int64_t Tk), (x, y, valid, Tk)) {
+TG_MULTI(, tg_attn_softmax_causal_row, (const float *x, float *y, int64_t valid, int64_t Tk), (x, y, valid, Tk)) {
     float m = -INFINITY;
     for (int64_t a = 0; a < valid; a++) m = x[a] > m ? x[a] : m;
     for (int64_t a = 0; a < valid; a += VL) {
@@ -421,7 +421,7 @@ static void fwd_range(void *arg, int64_t lo, int64_t hi) {
             continue;
         }
 #endif
-        if (j->f->T <= 8) attn_fwd8(j->f, b, h, kt, ar, j->fma);
+        if (j->f->T <= 8) tg_attn_fwd8(j->f, b, h, kt, ar, j->fma);
         else fwd_generic(j->f, b, h, kt, ar, j->fma);
     }
 }
@@ -443,7 +443,7 @@ static void bwd_range(void *arg, int64_t lo, int64_t hi) {
             continue;
         }
 #endif
-        if (j->bw->T <= 8) attn_bwd8(j->bw, b, h, vt, ds, j->fma);
+        if (j->bw->T <= 8) tg_attn_bwd8(j->bw, b, h, vt, ds, j->fma);
         else bwd_generic(j->bw, b, h, vt, ds, j->fma);
     }
 }
@@ -454,22 +454,22 @@ static int64_t grain(int64_t T, int64_t Dh) {
     return g > 0 ? g : 1;
 }
 
-void cpu_attention_fwd(cpu_ctx *c, const attn_fwd *a) {
+void tg_cpu_attention_fwd(cpu_ctx *c, const attn_fwd *a) {
     attn_job j = {a, NULL, tg_gemm_uses_fma(), false, false};
 #ifdef HAVE_512
-    j.k512 = j.fma && cpu_isa() == CPU_AVX512;
+    j.k512 = j.fma && tg_cpu_isa() == CPU_AVX512;
     j.pairs = j.k512 && a->T <= 8 && (!a->att || a->att_cols) && __builtin_cpu_supports("avx512dq") &&
               __builtin_cpu_supports("avx512vl");
 #endif
-    cpu_parallel(c, a->B * a->H, grain(a->T, a->Dh), fwd_range, &j);
+    tg_cpu_parallel(c, a->B * a->H, grain(a->T, a->Dh), fwd_range, &j);
 }
 
-void cpu_attention_bwd(cpu_ctx *c, const attn_bwd *a) {
+void tg_cpu_attention_bwd(cpu_ctx *c, const attn_bwd *a) {
     attn_job j = {NULL, a, tg_gemm_uses_fma(), false, false};
 #ifdef HAVE_512
-    j.k512 = j.fma && cpu_isa() == CPU_AVX512;
+    j.k512 = j.fma && tg_cpu_isa() == CPU_AVX512;
     j.pairs = j.k512 && a->T <= 8 && a->att_cols && __builtin_cpu_supports("avx512dq") &&
               __builtin_cpu_supports("avx512vl");
 #endif
-    cpu_parallel(c, a->B * a->H, grain(a->T, a->Dh) / 2 + 1, bwd_range, &j);
+    tg_cpu_parallel(c, a->B * a->H, grain(a->T, a->Dh) / 2 + 1, bwd_range, &j);
 }

@@ -51,13 +51,13 @@ static inline float *attn_atw(const attn_operand *o, int64_t b, int64_t h) {
 
 /* Unit (b, h) for T <= 8 without AVX-512 (attention8.c): qt / ot hold
  * 8 * Dh floats, ar / ds 64; fma as the GEMM micro-kernel rounds. */
-void attn_fwd8(const attn_fwd *a, int64_t b, int64_t h, float *qt, float *ar, bool fma);
-void attn_bwd8(const attn_bwd *a, int64_t b, int64_t h, float *ot, float *ds, bool fma);
+void tg_attn_fwd8(const attn_fwd *a, int64_t b, int64_t h, float *qt, float *ar, bool fma);
+void tg_attn_bwd8(const attn_bwd *a, int64_t b, int64_t h, float *ot, float *ds, bool fma);
 
-void cpu_attention_fwd(cpu_ctx *c, const attn_fwd *a);
-void cpu_attention_bwd(cpu_ctx *c, const attn_bwd *a);
+void tg_cpu_attention_fwd(cpu_ctx *c, const attn_fwd *a);
+void tg_cpu_attention_bwd(cpu_ctx *c, const attn_bwd *a);
 /* The causal softmax of one row of x (valid = keys 0..valid-1, the rest of
  * the Tk outputs 0); shared with the softmax_causal kernel so both round
  * alike. */
-void attn_softmax_causal_row(const float *x, float *y, int64_t valid, int64_t Tk);
+void tg_attn_softmax_causal_row(const float *x, float *y, int64_t valid, int64_t Tk);
 #endif

@@ -162,13 +162,13 @@ VINLINE void bwd8(bool fma, const attn_bwd *a, int64_t b, int64_t h, float *ot, 
 }
 
 /* fma is a constant inside each copy, so its branches fold away. */
-TG_MULTI(, attn_fwd8, (const attn_fwd *a, int64_t b, int64_t h, float *qt, float *ar, bool fma),
+TG_MULTI(, tg_attn_fwd8, (const attn_fwd *a, int64_t b, int64_t h, float *qt, float *ar, bool fma),
          (a, b, h, qt, ar, fma)) {
     if (fma) fwd8(true, a, b, h, qt, ar);
     else fwd8(false, a, b, h, qt, ar);
 }
 
-TG_MULTI(, attn_bwd8, (const attn_bwd *a, int64_t b, int64_t h, float *ot, float *ds, bool fma),
+TG_MULTI(, tg_attn_bwd8, (const attn_bwd *a, int64_t b, int64_t h, float *ot, float *ds, bool fma),
          (a, b, h, ot, ds, fma)) {
     if (fma) bwd8(true, a, b, h, ot, ds);
     else bwd8(false, a, b, h, ot, ds);

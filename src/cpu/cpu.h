@@ -103,7 +103,7 @@ bool tg_gemm_single_pass(const tg_gemm_args *a);
 /* Tests: sessions compiled from now on run op-table kernels only, no
  * specialized or fused steps. */
 void tg_cpu_use_generic_steps(bool on);
-bool cpu_generic_steps(void);
+bool tg_cpu_generic_steps(void);
 
 /* ---- kernels ---- */
 struct cpu_ctx {
@@ -116,14 +116,14 @@ struct cpu_ctx {
     size_t scratch_bytes;
 };
 /* c->scratch grown to at least `bytes` (64-byte aligned); NULL if it cannot grow. */
-void *cpu_scratch(cpu_ctx *c, size_t bytes);
+void *tg_cpu_scratch(cpu_ctx *c, size_t bytes);
 
 /* Runs fn over [0, n) split in chunks of at least `grain` items. */
 typedef void (*tg_range_fn)(void *arg, int64_t lo, int64_t hi);
-void cpu_parallel(cpu_ctx *c, int64_t n, int64_t grain, tg_range_fn fn, void *arg);
+void tg_cpu_parallel(cpu_ctx *c, int64_t n, int64_t grain, tg_range_fn fn, void *arg);
 
 /* Sums over a long axis of rows (bias gradients, norm gains, small
- * embedding tables) are split into cpu_row_blocks(R) fixed blocks of rows:
+ * embedding tables) are split into tg_cpu_row_blocks(R) fixed blocks of rows:
  * fn(arg, r0, r1, partial) writes the sums of rows [r0, r1), in row order,
  * into its own `width` partial results, and out[i] = the partials added in
  * block order. A block goes to the thread that owns its rows in every
@@ -132,6 +132,6 @@ void cpu_parallel(cpu_ctx *c, int64_t n, int64_t grain, tg_range_fn fn, void *ar
  * columns did (2-4x slower than one thread here). The blocks depend on R
  * alone: results do not depend on the thread count. */
 typedef void (*tg_block_fn)(void *arg, int64_t r0, int64_t r1, float *partial);
-int64_t cpu_row_blocks(int64_t R);
-void cpu_reduce_rows(cpu_ctx *c, int64_t R, int64_t width, tg_block_fn fn, void *arg, float *out);
+int64_t tg_cpu_row_blocks(int64_t R);
+void tg_cpu_reduce_rows(cpu_ctx *c, int64_t R, int64_t width, tg_block_fn fn, void *arg, float *out);
 #endif

@@ -28,7 +28,7 @@ typedef struct {
 
 static atomic_bool generic_steps;
 void tg_cpu_use_generic_steps(bool on) { atomic_store(&generic_steps, on); }
-bool cpu_generic_steps(void) { return atomic_load(&generic_steps); }
+bool tg_cpu_generic_steps(void) { return atomic_load(&generic_steps); }
 
 static void *addr(cpu_program *cp, const tg_plan *pl, int id) {
     const tg_slot *s = &pl->slot[id];
@@ -59,7 +59,7 @@ static tg_status cpu_compile(tg_engine *e_, tg_program *p) {
         for (int k = 0; k < n->nin; k++) in[k] = addr(cp, &p->plan, n->in[k]);
         info->cpu(&e->ctx, g, i, addr(cp, &p->plan, i), in);
     }
-    cp->n_steps = cpu_lower(p, cp->arena, !atomic_load(&generic_steps), cp->steps);
+    cp->n_steps = tg_cpu_lower(p, cp->arena, !atomic_load(&generic_steps), cp->steps);
     if (cp->n_steps == -2) return tg_fail(TG_ERR_STATE, "cpu: the plan does not keep a fused kernel's inputs apart");
     if (cp->n_steps < 0) return tg_fail(TG_ERR_NOMEM, "cpu: out of memory");
     const char *prof = getenv("TG_PROFILE");
@@ -167,8 +167,8 @@ static tg_status check_node(const tg_program *p, cpu_program *cp, int id) {
     const tg_slot *sl = &p->plan.slot[id];
     if (n->dtype != TG_F32 || sl->arena < 0 || sl->bytes == 0) return TG_OK;
     const float *x = addr(cp, &p->plan, id);
-    int64_t at = tg_first_nonfinite(x, ir_numel(n));
-    return at < 0 ? TG_OK : program_numeric_fail(p, id, x[at], at);
+    int64_t at = tg_first_nonfinite(x, tg_ir_numel(n));
+    return at < 0 ? TG_OK : tg_program_numeric_fail(p, id, x[at], at);
 }
 
 /* Steps [from, to); with check_each, each output (and first the inputs and
@@ -196,7 +196,7 @@ static tg_status cpu_run(tg_engine *e_, tg_program *p) {
     tg_status st = run_steps(e, p, cp, 0, cp->split);
     if (st == TG_OK && p->check >= 0) {
         float v = *(const float *)addr(cp, &p->plan, p->check);
-        if (v - v != 0) st = program_numeric_fail(p, p->check, v, 0);
+        if (v - v != 0) st = tg_program_numeric_fail(p, p->check, v, 0);
     }
     if (st == TG_OK) st = run_steps(e, p, cp, cp->split, cp->n_steps);
     if (cp->prof) cp->prof_runs++;
@@ -216,14 +216,14 @@ static void cpu_destroy(tg_engine *e_) {
 }
 
 static const tg_engine_vt cpu_vt = {"cpu", cpu_compile, cpu_release, cpu_write, cpu_read, cpu_run, cpu_destroy,
-                                    cpu_fuse};
+                                    tg_cpu_fuse};
 
-tg_status cpu_engine_new(int threads, int64_t params_bytes, tg_engine **out) {
+tg_status tg_cpu_engine_new(int threads, int64_t params_bytes, tg_engine **out) {
     *out = NULL;
     cpu_engine *e = tg_calloc(1, sizeof *e);
     if (!e) return tg_fail(TG_ERR_NOMEM, "cpu: out of memory");
     char why[160];
-    if (!cpu_isa_env_ok(why, sizeof why)) {
+    if (!tg_cpu_isa_env_ok(why, sizeof why)) {
         free(e);
         return tg_fail(TG_ERR_ARG, "cpu: %s", why);
     }

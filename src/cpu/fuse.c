@@ -68,7 +68,7 @@ static bool is_matmul(const fuse_ctx *x, int id, bool ta, bool tb) {
 
 /* A one-element f32 constant (what tg_mul_s multiplies by). */
 static bool scalar_const(const fuse_ctx *x, int id) {
-    return node(x, id)->op == TG_OP_CONST && f32(x, id) && ir_numel(node(x, id)) == 1;
+    return node(x, id)->op == TG_OP_CONST && f32(x, id) && tg_ir_numel(node(x, id)) == 1;
 }
 
 /* merge_heads / split_heads: permute (0, 2, 1, 3) of a 4-d f32 tensor. */
@@ -128,7 +128,7 @@ static void fuse_attention_fwd(fuse_ctx *x, int a) {
         else if (scalar_const(x, m->in[0])) s2 = s, sc = m->in[0], s = m->in[1];
         else return;
     }
-    if (!is_matmul(x, s, false, true) || !absorbable(x, s) || !shape_eq(node(x, s)->shape, an->shape)) return;
+    if (!is_matmul(x, s, false, true) || !absorbable(x, s) || !tg_shape_eq(node(x, s)->shape, an->shape)) return;
     int q = node(x, s)->in[0], k = node(x, s)->in[1];
     int64_t Dh = node(x, q)->shape.d[3];
     if (!attn_sizes_ok(&an->shape, Dh) || !bhtd(x, q, &an->shape, Dh) || !bhtd(x, k, &an->shape, Dh)) return;
@@ -165,7 +165,7 @@ static void fuse_attention_bwd(fuse_ctx *x, int sg) {
     int dout = node(x, dA)->in[0], v = node(x, dA)->in[1];
     int64_t Dh = node(x, dout)->shape.d[3];
     if (!attn_sizes_ok(&gn->shape, Dh) || !bhtd(x, dout, &gn->shape, Dh) || !bhtd(x, v, &gn->shape, Dh) ||
-        !shape_eq(node(x, att)->shape, gn->shape) || !f32(x, att))
+        !tg_shape_eq(node(x, att)->shape, gn->shape) || !f32(x, att))
         return;
     int absorbed[8], n_abs = 0, outs[3], n_outs = 0;
     absorbed[n_abs++] = dA;
@@ -220,13 +220,13 @@ static void fuse_adam(fuse_ctx *x, int im) {
     if (v->op != TG_OP_ADAM_V || v->in[1] != m->in[1] || !free_node(x, iv) || x->uses[iv] != 1) return;
     int ins[4] = {m->in[0], v->in[0], m->in[1], pn->in[0]};
     for (int k = 0; k < 4; k++)
-        if (!f32(x, ins[k]) || ir_numel(node(x, ins[k])) != ir_numel(m)) return;
+        if (!f32(x, ins[k]) || tg_ir_numel(node(x, ins[k])) != tg_ir_numel(m)) return;
     int g = m->in[1], grad = g, gs = -1, absorbed[1], n_abs = 0;
     const tg_node *gn = node(x, g);
     if (gn->op == TG_OP_MUL && free_node(x, g) && !x->pinned[g] && x->uses[g] == 2 && gn->in[0] != gn->in[1]) {
         for (int k = 0; k < 2 && gs < 0; k++) {
             int a = gn->in[k], b = gn->in[1 - k];
-            if (ir_numel(node(x, b)) == 1 && f32(x, b) && shape_eq(node(x, a)->shape, gn->shape) && f32(x, a))
+            if (tg_ir_numel(node(x, b)) == 1 && f32(x, b) && tg_shape_eq(node(x, a)->shape, gn->shape) && f32(x, a))
                 grad = a, gs = b;
         }
         if (gs >= 0) absorbed[n_abs++] = g;
@@ -258,7 +258,7 @@ static void fuse_norm_bwd(fuse_ctx *x, int nd) {
     if (!free_node(x, nd) || !f32(x, nd)) return;
     int xin = n->in[0], gain = n->in[1], gy = n->in[2], st = n->in[3];
     bool rms = n->ia[0];
-    if (!norm_stats_of(x, st, xin, rms) || !f32(x, xin) || !f32(x, gy) || !shape_eq(node(x, gy)->shape, n->shape))
+    if (!norm_stats_of(x, st, xin, rms) || !f32(x, xin) || !f32(x, gy) || !tg_shape_eq(node(x, gy)->shape, n->shape))
         return;
     cpu_group d = {CPU_GROUP_NORM_BWD, -1, -1, -1, -1, false, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, false,
                    -1, -1, -1, -1, -1, {xin, gy, st, nd, -1, -1, -1, -1, -1, false}};
@@ -270,8 +270,8 @@ static void fuse_norm_bwd(fuse_ctx *x, int nd) {
         int a = x->reader[nd];
         const tg_node *an = node(x, a);
         int other = an->in[0] == nd ? an->in[1] : an->in[0];
-        if (an->op == TG_OP_ADD && other != nd && free_node(x, a) && f32(x, other) && shape_eq(an->shape, n->shape) &&
-            shape_eq(node(x, other)->shape, n->shape))
+        if (an->op == TG_OP_ADD && other != nd && free_node(x, a) && f32(x, other) && tg_shape_eq(an->shape, n->shape) &&
+            tg_shape_eq(node(x, other)->shape, n->shape))
             d.nb.add = out = a, d.nb.resid = other, absorbed[n_abs++] = nd;
     }
     /* The recomputed norm of the same x, if gy (and the residual) are ready by
@@ -310,12 +310,12 @@ static void fuse_norm_sums(fuse_ctx *x, int dg) {
     const tg_node *n = node(x, dg);
     if (!free_node(x, dg) || !f32(x, dg)) return;
     int gy = n->in[1];
-    int64_t D = ir_numel(n), rows, cols;
+    int64_t D = tg_ir_numel(n), rows, cols;
     if (D > CPU_NORM_SUMS_MAX_D || !f32(x, n->in[0]) || !f32(x, gy)) return;
     for (int r = x->rd0[gy]; r < x->rd0[gy + 1]; r++) {
         int sb = x->rd[r];
-        if (node(x, sb)->op != TG_OP_SUM || !free_node(x, sb) || !cpu_colsum_shape(node(x, sb), node(x, gy), &rows, &cols) ||
-            cols != D || rows * D != ir_numel(node(x, gy)))
+        if (node(x, sb)->op != TG_OP_SUM || !free_node(x, sb) || !tg_cpu_colsum_shape(node(x, sb), node(x, gy), &rows, &cols) ||
+            cols != D || rows * D != tg_ir_numel(node(x, gy)))
             continue;
         int turn = dg < sb ? dg : sb;
         int reads[3] = {n->in[0], gy, n->in[2]};
@@ -342,11 +342,11 @@ static void fuse_sumsq(fuse_ctx *x) {
     for (int pass = 0; pass < 2; pass++) {
         for (int s = 0; s < g->n; s++) {
             const tg_node *sn = &g->nodes[s];
-            if (sn->op != TG_OP_SUM || !free_node(x, s) || !f32(x, s) || ir_numel(sn) != 1) continue;
+            if (sn->op != TG_OP_SUM || !free_node(x, s) || !f32(x, s) || tg_ir_numel(sn) != 1) continue;
             int m = sn->in[0];
             const tg_node *mn = node(x, m);
             if (mn->op != TG_OP_MUL || mn->in[0] != mn->in[1] || !free_node(x, m) || x->uses[m] != 1 ||
-                x->pinned[m] || !f32(x, mn->in[0]) || ir_numel(mn) != ir_numel(node(x, mn->in[0])))
+                x->pinned[m] || !f32(x, mn->in[0]) || tg_ir_numel(mn) != tg_ir_numel(node(x, mn->in[0])))
                 continue;
             if (pass == 0) { /* the turn: the first such sum whose input is ready by then */
                 if (first < 0 && ready_at(x, mn->in[0]) < s) first = s;
@@ -414,7 +414,7 @@ static void fuse_pool_relu(fuse_ctx *x, int rg) {
     const tg_node *n = node(x, rg);
     int pg = n->in[1];
     if (!free_node(x, rg) || !f32(x, rg) || node(x, pg)->op != TG_OP_MAX_POOL2D_GRAD || !absorbable(x, pg) ||
-        node(x, pg)->in[0] != n->in[0] || !f32(x, pg) || !shape_eq(n->shape, node(x, pg)->shape))
+        node(x, pg)->in[0] != n->in[0] || !f32(x, pg) || !tg_shape_eq(n->shape, node(x, pg)->shape))
         return;
     cpu_group d = {CPU_GROUP_POOL_RELU, rg, pg, -1, -1, false, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, false,
                    -1, -1, -1, -1, -1, {-1, -1, -1, -1, -1, -1, -1, -1, -1, false}};
@@ -434,11 +434,11 @@ static void fuse_matmul(fuse_ctx *x, int mm_id) {
     if (chain_link(x, mm_id, last)) {
         const tg_node *n = node(x, x->reader[last]);
         int other = n->nin == 2 ? (n->in[0] == last ? n->in[1] : n->in[0]) : -1;
-        if (n->op == TG_OP_ADD && other >= 0 && other != last && f32(x, other) && shape_eq(n->shape, mm->shape) &&
+        if (n->op == TG_OP_ADD && other >= 0 && other != last && f32(x, other) && tg_shape_eq(n->shape, mm->shape) &&
             free_node(x, x->reader[last])) {
             const tg_node *b = node(x, other);
             int64_t N = mm->shape.d[mm->shape.ndim - 1];
-            if (ir_numel(b) == N && b->shape.ndim >= 1 && b->shape.d[b->shape.ndim - 1] == N)
+            if (tg_ir_numel(b) == N && b->shape.ndim >= 1 && b->shape.d[b->shape.ndim - 1] == N)
                 d.bias = other, last = chain[len++] = x->reader[last];
         }
     }
@@ -447,7 +447,7 @@ static void fuse_matmul(fuse_ctx *x, int mm_id) {
         const tg_node *n = node(x, k);
         int other = n->nin == 2 ? (n->in[0] == last ? n->in[1] : n->in[0]) : -1;
         if (n->op == TG_OP_ADD && free_node(x, k) && other >= 0 && other != last && f32(x, other) &&
-            shape_eq(node(x, other)->shape, mm->shape) && shape_eq(n->shape, mm->shape)) {
+            tg_shape_eq(node(x, other)->shape, mm->shape) && tg_shape_eq(n->shape, mm->shape)) {
             d.resid = other, last = chain[len++] = k;
             goto done; /* nothing after a residual add */
         }
@@ -474,7 +474,7 @@ done:
     if (d.gate >= 0 || d.resid >= 0) {
         void *in[TG_MAX_IN] = {0};
         tg_gemm_args ga;
-        cpu_matmul_args(x->g, mm_id, NULL, in, &ga);
+        tg_cpu_matmul_args(x->g, mm_id, NULL, in, &ga);
         inplace = tg_gemm_single_pass(&ga);
     }
     add_group(x, chain, len - 1, last, inplace, &d);
@@ -486,9 +486,9 @@ static void groups_free(void *p) {
     free(cg);
 }
 
-tg_status cpu_fuse(const tg_program *p, tg_fusion **out) {
+tg_status tg_cpu_fuse(const tg_program *p, tg_fusion **out) {
     *out = NULL;
-    if (cpu_generic_steps()) return TG_OK;
+    if (tg_cpu_generic_steps()) return TG_OK;
     const tg_graph *g = p->g;
     size_t n = (size_t)g->n + 1;
     int n_edges = 0;
@@ -513,7 +513,7 @@ tg_status cpu_fuse(const tg_program *p, tg_fusion **out) {
     for (int i = 0; i < g->n; i++)
         for (int k = 0; k < g->nodes[i].nin; k++) x.rd[fill[g->nodes[i].in[k]]++] = i;
     for (int i = 0; i < g->n; i++) x.reader[i] = x.uses[i] ? x.rd[x.rd0[i + 1] - 1] : -1;
-    program_pinned(p, x.pinned);
+    tg_program_pinned(p, x.pinned);
 
     for (int i = 0; i < g->n; i++) {
         if (g->nodes[i].op == TG_OP_SOFTMAX_CAUSAL) fuse_attention_fwd(&x, i);

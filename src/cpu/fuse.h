@@ -47,5 +47,5 @@ typedef struct {
     int n_sq;
 } cpu_groups;
 
-tg_status cpu_fuse(const tg_program *p, tg_fusion **out);
+tg_status tg_cpu_fuse(const tg_program *p, tg_fusion **out);
 #endif

@@ -422,7 +422,7 @@ static void ksplit_sum(void *arg, int task, int thread) {
     ksplit_job *j = arg;
     const tg_gemm_args *g = j->g;
     const tg_gemm_epi *e = g->epi;
-    const vec_kernels *vk = vec_best();
+    const vec_kernels *vk = tg_vec_best();
     float buf[KSPLIT_CHUNK];
     int64_t MN = g->M * g->N, i0 = g->M * task / 8, i1 = g->M * (task + 1) / 8;
     for (int64_t i = i0; i < i1; i++)

@@ -236,7 +236,7 @@ static const tg_ukernel k_avx512 = {"avx512 12x32", 12,           32,           
 #endif
 
 const tg_ukernel *tg_ukernel_best(void) {
-    switch (cpu_isa()) {
+    switch (tg_cpu_isa()) {
 #if defined(__x86_64__) && defined(__GNUC__)
     case CPU_AVX512: return &k_avx512;
     case CPU_AVX2: return tg_ukernel_avx2();

@@ -9,9 +9,9 @@
 
 static const char *const names[] = {"generic", "neon", "avx2", "avx512"};
 
-const char *cpu_isa_name(cpu_isa_t isa) { return names[isa]; }
+const char *tg_cpu_isa_name(cpu_isa_t isa) { return names[isa]; }
 
-cpu_isa_t cpu_isa_best(void) {
+cpu_isa_t tg_cpu_isa_best(void) {
 #if defined(__x86_64__) && defined(__GNUC__)
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma")) return CPU_AVX512;
@@ -31,7 +31,7 @@ static bool runs_here(cpu_isa_t isa, cpu_isa_t best) {
 /* The path $TG_CPU asks for; the best one when unset, unknown or too high
  * (err says which). */
 static cpu_isa_t from_env(char *err, size_t n, bool *ok) {
-    cpu_isa_t best = cpu_isa_best();
+    cpu_isa_t best = tg_cpu_isa_best();
     const char *e = getenv("TG_CPU");
     *ok = true;
     if (!e || !*e) return best;
@@ -53,7 +53,7 @@ static cpu_isa_t from_env(char *err, size_t n, bool *ok) {
 
 static atomic_int chosen = -1;
 
-cpu_isa_t cpu_isa(void) {
+cpu_isa_t tg_cpu_isa(void) {
     int c = atomic_load_explicit(&chosen, memory_order_relaxed);
     if (c < 0) {
         bool ok;
@@ -63,14 +63,14 @@ cpu_isa_t cpu_isa(void) {
     return (cpu_isa_t)c;
 }
 
-bool cpu_isa_env_ok(char *err, size_t n) {
+bool tg_cpu_isa_env_ok(char *err, size_t n) {
     bool ok;
     from_env(err, n, &ok);
     return ok;
 }
 
-bool cpu_isa_set(cpu_isa_t isa) {
-    if (!runs_here(isa, cpu_isa_best())) return false;
+bool tg_cpu_isa_set(cpu_isa_t isa) {
+    if (!runs_here(isa, tg_cpu_isa_best())) return false;
     atomic_store(&chosen, (int)isa);
     return true;
 }
@@ -98,9 +98,9 @@ static void describe(cpu_isa_t isa, char *buf, size_t n) {
 tg_status tg_cpu_info(tg_cpu_path_info *out) {
     if (!out) return tg_fail(TG_ERR_ARG, "tg_cpu_info: out is NULL");
     char why[160];
-    bool ok = cpu_isa_env_ok(why, sizeof why);
-    out->path = cpu_isa_name(cpu_isa());
-    out->best = cpu_isa_name(cpu_isa_best());
-    describe(cpu_isa(), out->kernels, sizeof out->kernels);
+    bool ok = tg_cpu_isa_env_ok(why, sizeof why);
+    out->path = tg_cpu_isa_name(tg_cpu_isa());
+    out->best = tg_cpu_isa_name(tg_cpu_isa_best());
+    describe(tg_cpu_isa(), out->kernels, sizeof out->kernels);
     return ok ? TG_OK : tg_fail(TG_ERR_ARG, "tg_cpu_info: %s", why);
 }

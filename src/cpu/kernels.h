@@ -8,22 +8,22 @@
 #define TG_CPU_KERNEL(name) void name(cpu_ctx *c, const tg_graph *g, int id, void *out, void *const *in)
 
 /* kernels_ew.c: elementwise, broadcasting, constants */
-TG_CPU_KERNEL(cpu_const);
-TG_CPU_KERNEL(cpu_arange);
-TG_CPU_KERNEL(cpu_binary);
-TG_CPU_KERNEL(cpu_unary);
-TG_CPU_KERNEL(cpu_cast);
-TG_CPU_KERNEL(cpu_where);
-TG_CPU_KERNEL(cpu_broadcast);
-TG_CPU_KERNEL(cpu_permute);
-TG_CPU_KERNEL(cpu_relu_grad);
+TG_CPU_KERNEL(tg_cpu_const);
+TG_CPU_KERNEL(tg_cpu_arange);
+TG_CPU_KERNEL(tg_cpu_binary);
+TG_CPU_KERNEL(tg_cpu_unary);
+TG_CPU_KERNEL(tg_cpu_cast);
+TG_CPU_KERNEL(tg_cpu_where);
+TG_CPU_KERNEL(tg_cpu_broadcast);
+TG_CPU_KERNEL(tg_cpu_permute);
+TG_CPU_KERNEL(tg_cpu_relu_grad);
 
 /* kernels_reduce.c: reductions and the softmax family */
-TG_CPU_KERNEL(cpu_sum);
+TG_CPU_KERNEL(tg_cpu_sum);
 /* A sum that keeps the trailing axes and drops the leading ones: column
- * sums of x [rows, cols] (cpu_reduce_rows' blocks); the lowering's
- * specialized step and the op-table kernel both run cpu_colsum. */
-bool cpu_colsum_shape(const tg_node *n, const tg_node *x, int64_t *rows, int64_t *cols);
+ * sums of x [rows, cols] (tg_cpu_reduce_rows' blocks); the lowering's
+ * specialized step and the op-table kernel both run tg_cpu_colsum. */
+bool tg_cpu_colsum_shape(const tg_node *n, const tg_node *x, int64_t *rows, int64_t *cols);
 /* *out = sum over all of x[i] * x[i], as mul then a sum over every axis make
  * it, for each term; terms spread over the threads (each whole on one). */
 typedef struct {
@@ -31,48 +31,48 @@ typedef struct {
     int64_t n;
     float *out;
 } cpu_sumsq_term;
-void cpu_sumsq(cpu_ctx *c, const cpu_sumsq_term *t, int n);
-void cpu_colsum(cpu_ctx *c, const float *x, int64_t rows, int64_t cols, float *y);
-TG_CPU_KERNEL(cpu_log_softmax);
-TG_CPU_KERNEL(cpu_log_softmax_grad);
-TG_CPU_KERNEL(cpu_softmax_causal);
-TG_CPU_KERNEL(cpu_softmax_grad);
-TG_CPU_KERNEL(cpu_where_causal);
+void tg_cpu_sumsq(cpu_ctx *c, const cpu_sumsq_term *t, int n);
+void tg_cpu_colsum(cpu_ctx *c, const float *x, int64_t rows, int64_t cols, float *y);
+TG_CPU_KERNEL(tg_cpu_log_softmax);
+TG_CPU_KERNEL(tg_cpu_log_softmax_grad);
+TG_CPU_KERNEL(tg_cpu_softmax_causal);
+TG_CPU_KERNEL(tg_cpu_softmax_grad);
+TG_CPU_KERNEL(tg_cpu_where_causal);
 
 /* kernels_misc.c: matmul, indexing, optimizer updates */
-TG_CPU_KERNEL(cpu_matmul);
+TG_CPU_KERNEL(tg_cpu_matmul);
 struct tg_gemm_args;
 /* The tg_gemm arguments of matmul node `id` (no epilogue). */
-void cpu_matmul_args(const tg_graph *g, int id, void *out, void *const *in, struct tg_gemm_args *ga);
-TG_CPU_KERNEL(cpu_one_hot);
-TG_CPU_KERNEL(cpu_adam_m);
-TG_CPU_KERNEL(cpu_adam_v);
-TG_CPU_KERNEL(cpu_adam_p);
-TG_CPU_KERNEL(cpu_sgd_v);
-TG_CPU_KERNEL(cpu_sgd_p);
+void tg_cpu_matmul_args(const tg_graph *g, int id, void *out, void *const *in, struct tg_gemm_args *ga);
+TG_CPU_KERNEL(tg_cpu_one_hot);
+TG_CPU_KERNEL(tg_cpu_adam_m);
+TG_CPU_KERNEL(tg_cpu_adam_v);
+TG_CPU_KERNEL(tg_cpu_adam_p);
+TG_CPU_KERNEL(tg_cpu_sgd_v);
+TG_CPU_KERNEL(tg_cpu_sgd_p);
 
 /* kernels_math.c: math and shape ops */
-TG_CPU_KERNEL(cpu_minmax);
-TG_CPU_KERNEL(cpu_unary_math);
-TG_CPU_KERNEL(cpu_unary_grad);
-TG_CPU_KERNEL(cpu_minmax_grad);
-TG_CPU_KERNEL(cpu_softmax);
-TG_CPU_KERNEL(cpu_argmax);
-TG_CPU_KERNEL(cpu_narrow);
-TG_CPU_KERNEL(cpu_narrow_grad);
-TG_CPU_KERNEL(cpu_concat);
-TG_CPU_KERNEL(cpu_take_along_axis);
-TG_CPU_KERNEL(cpu_take_along_axis_grad);
+TG_CPU_KERNEL(tg_cpu_minmax);
+TG_CPU_KERNEL(tg_cpu_unary_math);
+TG_CPU_KERNEL(tg_cpu_unary_grad);
+TG_CPU_KERNEL(tg_cpu_minmax_grad);
+TG_CPU_KERNEL(tg_cpu_softmax);
+TG_CPU_KERNEL(tg_cpu_argmax);
+TG_CPU_KERNEL(tg_cpu_narrow);
+TG_CPU_KERNEL(tg_cpu_narrow_grad);
+TG_CPU_KERNEL(tg_cpu_concat);
+TG_CPU_KERNEL(tg_cpu_take_along_axis);
+TG_CPU_KERNEL(tg_cpu_take_along_axis_grad);
 
 /* kernels_nn.c: losses, norms, embedding, rope, random ops */
-TG_CPU_KERNEL(cpu_cross_entropy);
-TG_CPU_KERNEL(cpu_cross_entropy_grad);
-TG_CPU_KERNEL(cpu_nll_loss);
-TG_CPU_KERNEL(cpu_nll_loss_grad);
-TG_CPU_KERNEL(cpu_norm);
-TG_CPU_KERNEL(cpu_norm_stats);
-TG_CPU_KERNEL(cpu_norm_dx);
-TG_CPU_KERNEL(cpu_norm_dgain);
+TG_CPU_KERNEL(tg_cpu_cross_entropy);
+TG_CPU_KERNEL(tg_cpu_cross_entropy_grad);
+TG_CPU_KERNEL(tg_cpu_nll_loss);
+TG_CPU_KERNEL(tg_cpu_nll_loss_grad);
+TG_CPU_KERNEL(tg_cpu_norm);
+TG_CPU_KERNEL(tg_cpu_norm_stats);
+TG_CPU_KERNEL(tg_cpu_norm_dx);
+TG_CPU_KERNEL(tg_cpu_norm_dgain);
 /* A norm's backward rows in one pass (fuse.c's norm groups): per row of x
  * [R, D], its statistics (stats, may be NULL), the forward output y again
  * (NULL: not wanted), and dx (into out, plus resid when not NULL: the add
@@ -84,50 +84,50 @@ typedef struct {
     const float *x, *gain, *bias, *gy, *resid; /* bias NULL for none (or RMS) */
     float *stats, *y, *out;
 } cpu_norm_bwd;
-void cpu_norm_backward(cpu_ctx *c, const cpu_norm_bwd *a);
+void tg_cpu_norm_backward(cpu_ctx *c, const cpu_norm_bwd *a);
 /* The AVX2 path's row functions over a cpu_norm_bwd (norm_avx2.c): the
  * forward (x, gain, bias, y and optionally stats; gy unused) or the fused
  * backward; NULL where the build has no AVX2 code. */
-tg_range_fn cpu_norm_rows_avx2(bool backward);
+tg_range_fn tg_cpu_norm_rows_avx2(bool backward);
 /* Rows [r0, r1) of norm_dgain (into dg) and of gy's column sums (into db,
  * NULL: not wanted) on AVX2; false where the build has no AVX2 code. */
-bool cpu_norm_cols_avx2(int64_t D, int64_t r0, int64_t r1, const float *x, const float *gy, const float *st,
+bool tg_cpu_norm_cols_avx2(int64_t D, int64_t r0, int64_t r1, const float *x, const float *gy, const float *st,
                         float *dg, float *db);
 /* norm_dgain and the column sum of gy (a bias gradient) in one pass over
  * the rows: each as its own kernel sums. D <= CPU_NORM_SUMS_MAX_D. */
 #define CPU_NORM_SUMS_MAX_D 1024
-void cpu_norm_sums(cpu_ctx *c, int64_t R, int64_t D, const float *x, const float *gy, const float *stats,
+void tg_cpu_norm_sums(cpu_ctx *c, int64_t R, int64_t D, const float *x, const float *gy, const float *stats,
                    float *dgain, float *dbias);
-TG_CPU_KERNEL(cpu_embedding);
-TG_CPU_KERNEL(cpu_embedding_grad);
-TG_CPU_KERNEL(cpu_rope);
-TG_CPU_KERNEL(cpu_dropout);
-TG_CPU_KERNEL(cpu_randn);
-TG_CPU_KERNEL(cpu_categorical);
+TG_CPU_KERNEL(tg_cpu_embedding);
+TG_CPU_KERNEL(tg_cpu_embedding_grad);
+TG_CPU_KERNEL(tg_cpu_rope);
+TG_CPU_KERNEL(tg_cpu_dropout);
+TG_CPU_KERNEL(tg_cpu_randn);
+TG_CPU_KERNEL(tg_cpu_categorical);
 
 /* kernels_conv.c: convolution, pooling, upsampling and their gradients */
-TG_CPU_KERNEL(cpu_conv2d);
-TG_CPU_KERNEL(cpu_conv2d_grad_input);
-TG_CPU_KERNEL(cpu_conv2d_grad_weight);
-TG_CPU_KERNEL(cpu_max_pool2d);
-TG_CPU_KERNEL(cpu_max_pool2d_grad);
+TG_CPU_KERNEL(tg_cpu_conv2d);
+TG_CPU_KERNEL(tg_cpu_conv2d_grad_input);
+TG_CPU_KERNEL(tg_cpu_conv2d_grad_weight);
+TG_CPU_KERNEL(tg_cpu_max_pool2d);
+TG_CPU_KERNEL(tg_cpu_max_pool2d_grad);
 /* pool2x2.c: 2x2 / stride 2 pooling over planes it tiles, on AVX-512; false when it does not apply */
-bool cpu_pool2x2(cpu_ctx *c, const tg_node *n, tg_shape xs, const float *x, const float *y, const float *gy,
+bool tg_cpu_pool2x2(cpu_ctx *c, const tg_node *n, tg_shape xs, const float *x, const float *y, const float *gy,
                  bool relu, float *out);
 /* relu_grad(x, max_pool2d_grad(x, y, gy)) for pooling node `pg`'s gradient,
  * x being a relu's output: one pass where pool2x2.c applies, else the two
  * kernels (the second in place). in: x, y, gy. */
-void cpu_max_pool2d_grad_relu(cpu_ctx *c, const tg_graph *g, int pg, void *out, void *const *in);
-TG_CPU_KERNEL(cpu_upsample2d);
-TG_CPU_KERNEL(cpu_upsample2d_grad);
+void tg_cpu_max_pool2d_grad_relu(cpu_ctx *c, const tg_graph *g, int pg, void *out, void *const *in);
+TG_CPU_KERNEL(tg_cpu_upsample2d);
+TG_CPU_KERNEL(tg_cpu_upsample2d_grad);
 /* Tests: run conv2d and its gradients through the direct loops on every
  * shape; use the plain C loops where AVX-512 would run; shrink the im2col
  * budget (floats) to force one image per chunk; set the index-table limit
  * to 0 to run the row-by-row loops that large planes take. */
-extern bool cpu_conv_force_direct;
-extern bool cpu_conv_force_generic;
-extern int64_t cpu_conv_scratch_floats;
-extern int64_t cpu_conv_table_max;
+extern bool tg_cpu_conv_force_direct;
+extern bool tg_cpu_conv_force_generic;
+extern int64_t tg_cpu_conv_scratch_floats;
+extern int64_t tg_cpu_conv_table_max;
 
 /* Strided iteration shared by the kernels: the output and up to 3 inputs
  * (broadcast strides), with size-1 axes dropped and contiguous axes merged,
@@ -139,7 +139,7 @@ typedef struct {
     int nops;
     int64_t rows, inner;        /* prod(d[0..nd-1)), d[nd-1] */
 } tg_iter;
-/* st_in[k] are the inputs' strides over `out` (e.g. from shape_bcast_strides). */
+/* st_in[k] are the inputs' strides over `out` (e.g. from tg_shape_bcast_strides). */
 void tg_iter_init(tg_iter *it, tg_shape out, int nin, int64_t st_in[][TG_MAX_DIMS]);
 /* Element offsets of row r's first element for every operand, and its index
  * over the outer axes; tg_iter_next steps both to the next row (no

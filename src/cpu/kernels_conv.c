@@ -39,9 +39,9 @@ static int64_t grain_rows(int64_t row_len) { return 1 + GRAIN / (row_len > 0 ? r
  * and the digits CNN's batch of 64 makes four to six chunks, enough to keep
  * two threads even; 1 MB chunks left one thread idle). Tests shrink it to
  * force many chunks. */
-int64_t cpu_conv_scratch_floats = (int64_t)1 << 15;
+int64_t tg_cpu_conv_scratch_floats = (int64_t)1 << 15;
 
-void *cpu_scratch(cpu_ctx *c, size_t bytes) {
+void *tg_cpu_scratch(cpu_ctx *c, size_t bytes) {
     if (c->scratch_bytes < bytes) {
         tg_afree(c->scratch);
         c->scratch = tg_aalloc(bytes);
@@ -51,7 +51,7 @@ void *cpu_scratch(cpu_ctx *c, size_t bytes) {
 }
 
 /* Tests flip this to run the direct loops on every shape. */
-bool cpu_conv_force_direct = false;
+bool tg_cpu_conv_force_direct = false;
 
 typedef struct {
     int64_t N, C, H, W, O, G, Cg, Og, kh, kw, sh, sw, ph, pw, Ho, Wo, P, Kc;
@@ -411,12 +411,12 @@ static const conv_rows rows_avx2 = {gather_row_avx2, add_row_avx2, pool_avx2,   
 #endif
 
 /* Tests flip this to run the plain C rows on a machine with AVX-512 or AVX2. */
-bool cpu_conv_force_generic = false;
+bool tg_cpu_conv_force_generic = false;
 
 static const conv_rows *rows_best(void) {
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (!cpu_conv_force_generic && cpu_isa() == CPU_AVX512) return &rows_512;
-    if (!cpu_conv_force_generic && cpu_isa() == CPU_AVX2) return &rows_avx2;
+    if (!tg_cpu_conv_force_generic && tg_cpu_isa() == CPU_AVX512) return &rows_512;
+    if (!tg_cpu_conv_force_generic && tg_cpu_isa() == CPU_AVX2) return &rows_avx2;
 #endif
     return &rows_c;
 }
@@ -540,13 +540,13 @@ static void col2im_planes(void *arg, int64_t lo, int64_t hi) {
 
 /* Index-table entries at most (256 KB): beyond this (large planes) the row
  * loops run. Tests set 0 to run them on every shape. */
-int64_t cpu_conv_table_max = 65536;
+int64_t tg_cpu_conv_table_max = 65536;
 
 /* Images per chunk: as many as fit the per-thread budget (at least one),
  * evened out so the chunks are the same size but for the last. */
 static int64_t chunk_images(const conv_geom *q) {
     int64_t per = (q->Kc + q->Og) * q->P;
-    int64_t nb = cpu_conv_scratch_floats / (per > 0 ? per : 1);
+    int64_t nb = tg_cpu_conv_scratch_floats / (per > 0 ? per : 1);
     if (nb > q->N) nb = q->N;
     if (nb < 1) return 1; /* also for an empty batch: no chunks */
     int64_t chunks = (q->N + nb - 1) / nb;
@@ -672,10 +672,10 @@ static bool conv_setup(cpu_ctx *c, const conv_geom *q, bool fold, int64_t part_f
                        conv_run *r) {
     int64_t kk = q->kh * q->kw, th = tg_pool_threads(c->pool);
     int64_t tab_n = pad16(fold ? kk * q->H * q->W : kk * q->P);
-    if (tab_n > cpu_conv_table_max) tab_n = 0;
+    if (tab_n > tg_cpu_conv_table_max) tab_n = 0;
     r->per_thread = pad16(q->Kc * r->nb * q->P) + pad16(q->Og * r->nb * q->P) + pad16(q->Kc * q->Og) +
                     pad16((int64_t)tg_gemm_serial_floats(ga));
-    float *buf = cpu_scratch(c, sizeof(float) * (size_t)(th * r->per_thread + pad16(part_floats) + tab_n));
+    float *buf = tg_cpu_scratch(c, sizeof(float) * (size_t)(th * r->per_thread + pad16(part_floats) + tab_n));
     if (!buf) return false;
     r->buf = buf, r->part = buf + th * r->per_thread, r->rows = rows_best();
     int32_t *tab = tab_n ? (int32_t *)(r->part + pad16(part_floats)) : NULL;
@@ -853,34 +853,34 @@ static void dw_rows(void *arg, int64_t lo, int64_t hi) {
 
 /* Depthwise-like convs (one input channel per group, several groups) would
  * run one thin GEMM per channel; direct loops over planes are cheaper. */
-static bool use_direct(const conv_geom *q) { return cpu_conv_force_direct || (q->Cg == 1 && q->G > 1); }
+static bool use_direct(const conv_geom *q) { return tg_cpu_conv_force_direct || (q->Cg == 1 && q->G > 1); }
 
 /* x [N, C, H, W], w [O, C/G, kH, kW], optional bias [O] -> y [N, O, Ho, Wo] */
-TG_CPU_KERNEL(cpu_conv2d) {
+TG_CPU_KERNEL(tg_cpu_conv2d) {
     const tg_node *n = ir_node(g, id);
     conv_geom q = geom(n, ir_node(g, n->in[0])->shape, ir_node(g, n->in[1])->shape, n->shape);
     const float *bias = n->nin > 2 ? in[2] : NULL;
     if (!use_direct(&q) && conv_fwd_gemm(c, &q, in[0], in[1], bias, out)) return;
     direct_job j = {&q, in[0], in[1], out, bias};
-    cpu_parallel(c, q.N * q.O, grain_rows(q.P * q.Kc), fwd_planes, &j);
+    tg_cpu_parallel(c, q.N * q.O, grain_rows(q.P * q.Kc), fwd_planes, &j);
 }
 
 /* gy [N, O, Ho, Wo], w [O, C/G, kH, kW] -> dx [N, C, H, W] */
-TG_CPU_KERNEL(cpu_conv2d_grad_input) {
+TG_CPU_KERNEL(tg_cpu_conv2d_grad_input) {
     const tg_node *n = ir_node(g, id);
     conv_geom q = geom(n, n->shape, ir_node(g, n->in[1])->shape, ir_node(g, n->in[0])->shape);
     if (!use_direct(&q) && conv_dx_gemm(c, &q, in[0], in[1], out)) return;
     direct_job j = {&q, in[0], in[1], out, NULL};
-    cpu_parallel(c, q.N * q.C, grain_rows(q.P * q.Og * q.kh * q.kw), dx_planes, &j);
+    tg_cpu_parallel(c, q.N * q.C, grain_rows(q.P * q.Og * q.kh * q.kw), dx_planes, &j);
 }
 
 /* x [N, C, H, W], gy [N, O, Ho, Wo] -> dw [O, C/G, kH, kW] */
-TG_CPU_KERNEL(cpu_conv2d_grad_weight) {
+TG_CPU_KERNEL(tg_cpu_conv2d_grad_weight) {
     const tg_node *n = ir_node(g, id);
     conv_geom q = geom(n, ir_node(g, n->in[0])->shape, n->shape, ir_node(g, n->in[1])->shape);
     if (!use_direct(&q) && conv_dw_gemm(c, &q, in[0], in[1], out)) return;
     direct_job j = {&q, in[0], in[1], out, NULL};
-    cpu_parallel(c, q.O * q.Cg, grain_rows(q.N * q.P * q.kh * q.kw), dw_rows, &j);
+    tg_cpu_parallel(c, q.O * q.Cg, grain_rows(q.N * q.P * q.kh * q.kw), dw_rows, &j);
 }
 
 /* ---- max pooling ----
@@ -990,8 +990,8 @@ static pool_job pool_setup(cpu_ctx *c, const tg_node *n, tg_shape xs, tg_shape y
     int64_t planes = xs.d[0] * xs.d[1], P = j.Ho * j.Wo, kk = j.kh * j.kw;
     if (j.sh < j.kh || j.sw < j.kw || planes == 0) return j;
     while (j.group * P < 64 && planes % (2 * j.group) == 0) j.group *= 2;
-    if (kk * j.group * P > cpu_conv_table_max || j.group * j.H * j.W > INT32_MAX) return j;
-    int32_t *idx = cpu_scratch(c, sizeof(int32_t) * (size_t)(kk * j.group * P));
+    if (kk * j.group * P > tg_cpu_conv_table_max || j.group * j.H * j.W > INT32_MAX) return j;
+    int32_t *idx = tg_cpu_scratch(c, sizeof(int32_t) * (size_t)(kk * j.group * P));
     if (!idx) return j;
     int64_t n_all = j.group * P;
     for (int64_t l = 0; l < j.group; l++)
@@ -1010,28 +1010,28 @@ static pool_job pool_setup(cpu_ctx *c, const tg_node *n, tg_shape xs, tg_shape y
 
 /* The 2x2 path (pool2x2.c) stands in for the index table, so the tests'
  * switches that turn the table or AVX-512 off turn it off too. */
-static bool pool2x2_ok(void) { return !cpu_conv_force_generic && cpu_conv_table_max > 0; }
+static bool pool2x2_ok(void) { return !tg_cpu_conv_force_generic && tg_cpu_conv_table_max > 0; }
 
 /* x [N, C, H, W] -> y [N, C, Ho, Wo] */
-TG_CPU_KERNEL(cpu_max_pool2d) {
+TG_CPU_KERNEL(tg_cpu_max_pool2d) {
     const tg_node *n = ir_node(g, id);
     tg_shape xs = ir_node(g, n->in[0])->shape;
-    if (pool2x2_ok() && cpu_pool2x2(c, n, xs, in[0], NULL, NULL, false, out)) return;
+    if (pool2x2_ok() && tg_cpu_pool2x2(c, n, xs, in[0], NULL, NULL, false, out)) return;
     pool_job j = pool_setup(c, n, xs, n->shape, in, out);
     int64_t planes = xs.d[0] * xs.d[1], work = j.Ho * j.Wo * j.kh * j.kw;
-    if (j.idx) cpu_parallel(c, planes / j.group, grain_rows(work * j.group), pool_groups, &j);
-    else cpu_parallel(c, planes, grain_rows(work), pool_planes, &j);
+    if (j.idx) tg_cpu_parallel(c, planes / j.group, grain_rows(work * j.group), pool_groups, &j);
+    else tg_cpu_parallel(c, planes, grain_rows(work), pool_planes, &j);
 }
 
 /* x [N, C, H, W], y [N, C, Ho, Wo] (the forward's output), gy [N, C, Ho, Wo] -> dx [N, C, H, W] */
-TG_CPU_KERNEL(cpu_max_pool2d_grad) {
+TG_CPU_KERNEL(tg_cpu_max_pool2d_grad) {
     const tg_node *n = ir_node(g, id);
     tg_shape ys = ir_node(g, n->in[1])->shape;
-    if (pool2x2_ok() && cpu_pool2x2(c, n, n->shape, in[0], in[1], in[2], false, out)) return;
+    if (pool2x2_ok() && tg_cpu_pool2x2(c, n, n->shape, in[0], in[1], in[2], false, out)) return;
     pool_job j = pool_setup(c, n, n->shape, ys, in, out);
     int64_t planes = ys.d[0] * ys.d[1], work = j.Ho * j.Wo * j.kh * j.kw;
-    if (j.idx) cpu_parallel(c, planes / j.group, grain_rows(work * j.group), pool_groups, &j);
-    else cpu_parallel(c, planes, grain_rows(work), pool_grad_planes, &j);
+    if (j.idx) tg_cpu_parallel(c, planes / j.group, grain_rows(work * j.group), pool_groups, &j);
+    else tg_cpu_parallel(c, planes, grain_rows(work), pool_grad_planes, &j);
 }
 
 typedef struct {
@@ -1041,16 +1041,16 @@ typedef struct {
 
 static void relu_grad_inplace(void *arg, int64_t lo, int64_t hi) {
     const relu_pass *j = arg;
-    vec_best()->relu_grad(hi - lo, j->dx + lo, j->x + lo, j->dx + lo);
+    tg_vec_best()->relu_grad(hi - lo, j->dx + lo, j->x + lo, j->dx + lo);
 }
 
 /* x [N, C, H, W] (a relu's output), y, gy [N, C, Ho, Wo] -> dx [N, C, H, W] */
-void cpu_max_pool2d_grad_relu(cpu_ctx *c, const tg_graph *g, int pg, void *out, void *const *in) {
+void tg_cpu_max_pool2d_grad_relu(cpu_ctx *c, const tg_graph *g, int pg, void *out, void *const *in) {
     const tg_node *n = ir_node(g, pg);
-    if (pool2x2_ok() && cpu_pool2x2(c, n, n->shape, in[0], in[1], in[2], true, out)) return;
-    cpu_max_pool2d_grad(c, g, pg, out, in);
+    if (pool2x2_ok() && tg_cpu_pool2x2(c, n, n->shape, in[0], in[1], in[2], true, out)) return;
+    tg_cpu_max_pool2d_grad(c, g, pg, out, in);
     relu_pass j = {in[0], out};
-    cpu_parallel(c, ir_numel(n), GRAIN, relu_grad_inplace, &j);
+    tg_cpu_parallel(c, tg_ir_numel(n), GRAIN, relu_grad_inplace, &j);
 }
 
 /* ---- nearest upsampling ---- */
@@ -1094,17 +1094,17 @@ static void up_grad_planes(void *arg, int64_t lo, int64_t hi) {
 }
 
 /* x [N, C, H, W] -> y [N, C, H*f, W*f] */
-TG_CPU_KERNEL(cpu_upsample2d) {
+TG_CPU_KERNEL(tg_cpu_upsample2d) {
     const tg_node *n = ir_node(g, id);
     tg_shape xs = ir_node(g, n->in[0])->shape;
     up_job j = {xs.d[2], xs.d[3], n->ia[0], in[0], out};
-    cpu_parallel(c, xs.d[0] * xs.d[1], grain_rows(ir_numel(n) / (xs.d[0] * xs.d[1] + 1)), up_planes, &j);
+    tg_cpu_parallel(c, xs.d[0] * xs.d[1], grain_rows(tg_ir_numel(n) / (xs.d[0] * xs.d[1] + 1)), up_planes, &j);
 }
 
 /* gy [N, C, H*f, W*f] -> dx [N, C, H, W] */
-TG_CPU_KERNEL(cpu_upsample2d_grad) {
+TG_CPU_KERNEL(tg_cpu_upsample2d_grad) {
     const tg_node *n = ir_node(g, id);
     up_job j = {n->shape.d[2], n->shape.d[3], n->ia[0], in[0], out};
     int64_t planes = n->shape.d[0] * n->shape.d[1];
-    cpu_parallel(c, planes, grain_rows(j.H * j.W * j.f * j.f), up_grad_planes, &j);
+    tg_cpu_parallel(c, planes, grain_rows(j.H * j.W * j.f * j.f), up_grad_planes, &j);
 }

@@ -11,7 +11,7 @@
 
 void tg_iter_init(tg_iter *it, tg_shape out, int nin, int64_t st_in[][TG_MAX_DIMS]) {
     int64_t ost[TG_MAX_DIMS];
-    shape_strides(out, ost);
+    tg_shape_strides(out, ost);
     it->nops = nin + 1;
     it->nd = 0;
     for (int i = 0; i < out.ndim; i++) {
@@ -63,10 +63,10 @@ void tg_iter_next(const tg_iter *it, int64_t *idx, int64_t *off) {
 
 /* ---- constants ---- */
 
-TG_CPU_KERNEL(cpu_const) {
+TG_CPU_KERNEL(tg_cpu_const) {
     (void)c, (void)in;
     const tg_node *n = ir_node(g, id);
-    int64_t N = ir_numel(n);
+    int64_t N = tg_ir_numel(n);
     if (n->data) {
         memcpy(out, n->data, (size_t)N * sizeof(float));
     } else if (n->dtype == TG_F32) {
@@ -77,7 +77,7 @@ TG_CPU_KERNEL(cpu_const) {
     }
 }
 
-TG_CPU_KERNEL(cpu_arange) {
+TG_CPU_KERNEL(tg_cpu_arange) {
     (void)c, (void)in;
     const tg_node *n = ir_node(g, id);
     for (int64_t i = 0; i < n->ia[0]; i++) {
@@ -156,7 +156,7 @@ static void binary_rows(void *arg, int64_t lo, int64_t hi) {
 
 static void run_rows(cpu_ctx *c, ew_job *j, tg_range_fn fn) {
     int64_t grain = GRAIN / (j->it.inner ? j->it.inner : 1);
-    cpu_parallel(c, j->it.rows, grain > 0 ? grain : 1, fn, j);
+    tg_cpu_parallel(c, j->it.rows, grain > 0 ? grain : 1, fn, j);
 }
 
 void tg_iter_split_long_row(tg_iter *it) {
@@ -175,11 +175,11 @@ void tg_iter_split_long_row(tg_iter *it) {
     it->rows = it->d[0];
 }
 
-TG_CPU_KERNEL(cpu_binary) {
+TG_CPU_KERNEL(tg_cpu_binary) {
     ew_job j = {g, ir_node(g, id), {0}, out, in};
     int64_t st[2][TG_MAX_DIMS];
-    shape_bcast_strides(ir_node(g, j.n->in[0])->shape, j.n->shape, st[0]);
-    shape_bcast_strides(ir_node(g, j.n->in[1])->shape, j.n->shape, st[1]);
+    tg_shape_bcast_strides(ir_node(g, j.n->in[0])->shape, j.n->shape, st[0]);
+    tg_shape_bcast_strides(ir_node(g, j.n->in[1])->shape, j.n->shape, st[1]);
     tg_iter_init(&j.it, j.n->shape, 2, st);
     tg_iter_split_long_row(&j.it);
     run_rows(c, &j, binary_rows);
@@ -202,9 +202,9 @@ static void unary_rows(void *arg, int64_t lo, int64_t hi) {
     }
 }
 
-TG_CPU_KERNEL(cpu_unary) {
+TG_CPU_KERNEL(tg_cpu_unary) {
     ew_job j = {g, ir_node(g, id), {0}, out, in};
-    cpu_parallel(c, ir_numel(j.n), GRAIN, unary_rows, &j);
+    tg_cpu_parallel(c, tg_ir_numel(j.n), GRAIN, unary_rows, &j);
 }
 
 /* relu_grad(y, gy) = gy where y > 0, else 0 */
@@ -215,9 +215,9 @@ static void relu_grad_rows(void *arg, int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; i++) gx[i] = y[i] > 0.0f ? gy[i] : 0.0f;
 }
 
-TG_CPU_KERNEL(cpu_relu_grad) {
+TG_CPU_KERNEL(tg_cpu_relu_grad) {
     ew_job j = {g, ir_node(g, id), {0}, out, in};
-    cpu_parallel(c, ir_numel(j.n), GRAIN, relu_grad_rows, &j);
+    tg_cpu_parallel(c, tg_ir_numel(j.n), GRAIN, relu_grad_rows, &j);
 }
 
 /* Casts: f32 -> i32 truncates toward zero and saturates (NaN -> 0), so no
@@ -229,11 +229,11 @@ static int32_t f2i(float x) {
     return (int32_t)x;
 }
 
-TG_CPU_KERNEL(cpu_cast) {
+TG_CPU_KERNEL(tg_cpu_cast) {
     (void)c;
     const tg_node *n = ir_node(g, id);
     tg_dtype from = ir_node(g, n->in[0])->dtype, to = n->dtype;
-    int64_t N = ir_numel(n);
+    int64_t N = tg_ir_numel(n);
     const void *x = in[0];
     for (int64_t i = 0; i < N; i++) {
         float f = from == TG_F32 ? ((const float *)x)[i] : (float)((const int32_t *)x)[i];
@@ -260,10 +260,10 @@ static void where_rows(void *arg, int64_t lo, int64_t hi) {
     }
 }
 
-TG_CPU_KERNEL(cpu_where) {
+TG_CPU_KERNEL(tg_cpu_where) {
     ew_job j = {g, ir_node(g, id), {0}, out, in};
     int64_t st[3][TG_MAX_DIMS];
-    for (int k = 0; k < 3; k++) shape_bcast_strides(ir_node(g, j.n->in[k])->shape, j.n->shape, st[k]);
+    for (int k = 0; k < 3; k++) tg_shape_bcast_strides(ir_node(g, j.n->in[k])->shape, j.n->shape, st[k]);
     tg_iter_init(&j.it, j.n->shape, 3, st);
     tg_iter_split_long_row(&j.it);
     run_rows(c, &j, where_rows);
@@ -284,18 +284,18 @@ static void copy_rows(void *arg, int64_t lo, int64_t hi) {
     }
 }
 
-TG_CPU_KERNEL(cpu_broadcast) {
+TG_CPU_KERNEL(tg_cpu_broadcast) {
     ew_job j = {g, ir_node(g, id), {0}, out, in};
     int64_t st[1][TG_MAX_DIMS];
-    shape_bcast_strides(ir_node(g, j.n->in[0])->shape, j.n->shape, st[0]);
+    tg_shape_bcast_strides(ir_node(g, j.n->in[0])->shape, j.n->shape, st[0]);
     tg_iter_init(&j.it, j.n->shape, 1, st);
     run_rows(c, &j, copy_rows);
 }
 
-TG_CPU_KERNEL(cpu_permute) {
+TG_CPU_KERNEL(tg_cpu_permute) {
     ew_job j = {g, ir_node(g, id), {0}, out, in};
     int64_t own[TG_MAX_DIMS], st[1][TG_MAX_DIMS];
-    shape_strides(ir_node(g, j.n->in[0])->shape, own);
+    tg_shape_strides(ir_node(g, j.n->in[0])->shape, own);
     for (int i = 0; i < j.n->shape.ndim; i++) st[0][i] = own[j.n->ia[i]];
     tg_iter_init(&j.it, j.n->shape, 1, st);
     run_rows(c, &j, copy_rows);

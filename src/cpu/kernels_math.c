@@ -136,9 +136,9 @@ static void um_forward_range(void *arg, int64_t lo, int64_t hi) {
 
 /* Any of the unary math ops; x and y have the same shape, f32 (or i32 for
  * abs, square, clamp). */
-TG_CPU_KERNEL(cpu_unary_math) {
+TG_CPU_KERNEL(tg_cpu_unary_math) {
     um_job j = {ir_node(g, id), in[0], NULL, NULL, out};
-    cpu_parallel(c, ir_numel(j.n), GRAIN, um_forward_range, &j);
+    tg_cpu_parallel(c, tg_ir_numel(j.n), GRAIN, um_forward_range, &j);
 }
 
 /* ---- unary math backward: gx = f'(.) * gy over flat [n] ----
@@ -195,9 +195,9 @@ static void um_backward_range(void *arg, int64_t lo, int64_t hi) {
 }
 
 /* unary_grad(s, gy) -> gx, all the same shape, f32 */
-TG_CPU_KERNEL(cpu_unary_grad) {
+TG_CPU_KERNEL(tg_cpu_unary_grad) {
     um_job j = {ir_node(g, id), NULL, in[0], in[1], out};
-    cpu_parallel(c, ir_numel(j.n), GRAIN, um_backward_range, &j);
+    tg_cpu_parallel(c, tg_ir_numel(j.n), GRAIN, um_backward_range, &j);
 }
 
 /* ---- min / max and their backward ----
@@ -260,15 +260,15 @@ static void minmax_rows(void *arg, int64_t lo, int64_t hi) {
 }
 
 /* min / max: a, b broadcast to y, f32 or i32 */
-TG_CPU_KERNEL(cpu_minmax) {
+TG_CPU_KERNEL(tg_cpu_minmax) {
     const tg_node *n = ir_node(g, id);
     mm_job j = {n, {0}, {in[0], in[1], NULL}, out};
     int64_t st[2][TG_MAX_DIMS];
-    for (int k = 0; k < 2; k++) shape_bcast_strides(ir_node(g, n->in[k])->shape, n->shape, st[k]);
+    for (int k = 0; k < 2; k++) tg_shape_bcast_strides(ir_node(g, n->in[k])->shape, n->shape, st[k]);
     tg_iter_init(&j.it, n->shape, 2, st);
     tg_iter_split_long_row(&j.it);
     int64_t grain = GRAIN / (j.it.inner ? j.it.inner : 1);
-    cpu_parallel(c, j.it.rows, grain > 0 ? grain : 1, minmax_rows, &j);
+    tg_cpu_parallel(c, j.it.rows, grain > 0 ? grain : 1, minmax_rows, &j);
 }
 
 /* minmax_grad(a, b, gy) -> the share of gy that goes to one operand (ia[1]:
@@ -302,18 +302,18 @@ static void minmax_grad_rows(void *arg, int64_t lo, int64_t hi) {
     }
 }
 
-TG_CPU_KERNEL(cpu_minmax_grad) {
+TG_CPU_KERNEL(tg_cpu_minmax_grad) {
     const tg_node *n = ir_node(g, id);
     int side = (int)n->ia[1];
     mm_job j = {n, {0}, {in[side], in[1 - side], in[2]}, out};
     int64_t st[3][TG_MAX_DIMS];
-    shape_bcast_strides(ir_node(g, n->in[side])->shape, n->shape, st[0]);
-    shape_bcast_strides(ir_node(g, n->in[1 - side])->shape, n->shape, st[1]);
-    shape_bcast_strides(ir_node(g, n->in[2])->shape, n->shape, st[2]);
+    tg_shape_bcast_strides(ir_node(g, n->in[side])->shape, n->shape, st[0]);
+    tg_shape_bcast_strides(ir_node(g, n->in[1 - side])->shape, n->shape, st[1]);
+    tg_shape_bcast_strides(ir_node(g, n->in[2])->shape, n->shape, st[2]);
     tg_iter_init(&j.it, n->shape, 3, st);
     tg_iter_split_long_row(&j.it);
     int64_t grain = GRAIN / (j.it.inner ? j.it.inner : 1);
-    cpu_parallel(c, j.it.rows, grain > 0 ? grain : 1, minmax_grad_rows, &j);
+    tg_cpu_parallel(c, j.it.rows, grain > 0 ? grain : 1, minmax_grad_rows, &j);
 }
 
 /* ---- ops over one axis: the tensor viewed as [outer, A, inner] ---- */
@@ -421,13 +421,13 @@ static void softmax_tasks(void *arg, int64_t lo, int64_t hi) {
 }
 
 /* softmax over axis ia[0]: x, y [outer, A, inner] f32 */
-TG_CPU_KERNEL(cpu_softmax) {
+TG_CPU_KERNEL(tg_cpu_softmax) {
     const tg_node *n = ir_node(g, id);
     ax_job j = {n, 0, 0, 0, in[0], NULL, out, 4 * VL, true};
     ax_view(n->shape, (int)n->ia[0], &j.outer, &j.A, &j.inner);
     if (j.A == 0) return;
     int64_t per_task = j.A * (j.inner == 1 ? 1 : j.tile);
-    cpu_parallel(c, ax_tasks(&j), 1 + 8192 / per_task, softmax_tasks, &j);
+    tg_cpu_parallel(c, ax_tasks(&j), 1 + 8192 / per_task, softmax_tasks, &j);
 }
 
 /* softmax_grad(y, gy) along axis ia[0] (the backward of softmax and of
@@ -478,13 +478,13 @@ static void softmax_grad_tasks(void *arg, int64_t lo, int64_t hi) {
     }
 }
 
-TG_CPU_KERNEL(cpu_softmax_grad) {
+TG_CPU_KERNEL(tg_cpu_softmax_grad) {
     const tg_node *n = ir_node(g, id);
     ax_job j = {n, 0, 0, 0, in[0], in[1], out, 4 * VL, true};
     ax_view(n->shape, (int)n->ia[0], &j.outer, &j.A, &j.inner);
     if (j.A == 0) return;
     int64_t per_task = j.A * (j.inner == 1 ? 1 : j.tile);
-    cpu_parallel(c, ax_tasks(&j), 1 + 8192 / per_task, softmax_grad_tasks, &j);
+    tg_cpu_parallel(c, ax_tasks(&j), 1 + 8192 / per_task, softmax_grad_tasks, &j);
 }
 
 /* ---- argmax / argmin ----
@@ -520,12 +520,12 @@ static void arg_tasks(void *arg, int64_t lo, int64_t hi) {
 }
 
 /* argmax / argmin over axis ia[0] */
-TG_CPU_KERNEL(cpu_argmax) {
+TG_CPU_KERNEL(tg_cpu_argmax) {
     const tg_node *n = ir_node(g, id), *x = ir_node(g, n->in[0]);
     ax_job j = {n, 0, 0, 0, in[0], NULL, out, 64, x->dtype == TG_F32};
     ax_view(x->shape, (int)n->ia[0], &j.outer, &j.A, &j.inner);
     if (j.A == 0) return;
-    cpu_parallel(c, ax_tasks(&j), 1 + 8192 / (j.A * (j.inner < j.tile ? j.inner : j.tile)), arg_tasks, &j);
+    tg_cpu_parallel(c, ax_tasks(&j), 1 + 8192 / (j.A * (j.inner < j.tile ? j.inner : j.tile)), arg_tasks, &j);
 }
 
 /* ---- narrow, its adjoint, concat: block copies, 4-byte elements ---- */
@@ -585,12 +585,12 @@ static void run_copy(cpu_ctx *c, const tg_graph *g, int id, void *out, void *con
     int64_t A;
     ax_view(n->shape, (int)n->ia[0], &j.outer, &A, &j.inner);
     int64_t row = A * j.inner;
-    cpu_parallel(c, j.outer, 1 + 4 * GRAIN / (row + 1), fn, &j);
+    tg_cpu_parallel(c, j.outer, 1 + 4 * GRAIN / (row + 1), fn, &j);
 }
 
-TG_CPU_KERNEL(cpu_narrow) { run_copy(c, g, id, out, in, narrow_rows); }
-TG_CPU_KERNEL(cpu_narrow_grad) { run_copy(c, g, id, out, in, narrow_grad_rows); }
-TG_CPU_KERNEL(cpu_concat) { run_copy(c, g, id, out, in, concat_rows); }
+TG_CPU_KERNEL(tg_cpu_narrow) { run_copy(c, g, id, out, in, narrow_rows); }
+TG_CPU_KERNEL(tg_cpu_narrow_grad) { run_copy(c, g, id, out, in, narrow_grad_rows); }
+TG_CPU_KERNEL(tg_cpu_concat) { run_copy(c, g, id, out, in, concat_rows); }
 
 /* ---- take_along_axis and its scatter-add ----
  * x [outer, A, inner], idx i32 [outer, K, inner] -> y [outer, K, inner],
@@ -659,8 +659,8 @@ static void run_take(cpu_ctx *c, const tg_graph *g, int id, void *out, void *con
     ax_view(ix->shape, axis, &tj.ax.outer, &tj.ax.A, &tj.ax.inner);
     tj.A = (grad ? n : ir_node(g, n->in[0]))->shape.d[axis];
     int64_t per = (tj.ax.A + tj.A) * (tj.ax.inner < tj.ax.tile ? tj.ax.inner : tj.ax.tile);
-    cpu_parallel(c, ax_tasks(&tj.ax), 1 + GRAIN / (per + 1), grad ? take_grad_tasks : take_tasks, &tj);
+    tg_cpu_parallel(c, ax_tasks(&tj.ax), 1 + GRAIN / (per + 1), grad ? take_grad_tasks : take_tasks, &tj);
 }
 
-TG_CPU_KERNEL(cpu_take_along_axis) { run_take(c, g, id, out, in, false); }
-TG_CPU_KERNEL(cpu_take_along_axis_grad) { run_take(c, g, id, out, in, true); }
+TG_CPU_KERNEL(tg_cpu_take_along_axis) { run_take(c, g, id, out, in, false); }
+TG_CPU_KERNEL(tg_cpu_take_along_axis_grad) { run_take(c, g, id, out, in, true); }

@@ -7,7 +7,7 @@
 #include "../optim/optim.h"
 
 /* a [..., M, K] (ta: [..., K, M]) x b [K, N] (tb: [N, K]) or batched b. */
-void cpu_matmul_args(const tg_graph *g, int id, void *out, void *const *in, tg_gemm_args *ga) {
+void tg_cpu_matmul_args(const tg_graph *g, int id, void *out, void *const *in, tg_gemm_args *ga) {
     const tg_node *n = ir_node(g, id), *a = ir_node(g, n->in[0]), *b = ir_node(g, n->in[1]);
     int na = a->shape.ndim, nb = b->shape.ndim;
     bool ta = n->ia[0], tb = n->ia[1];
@@ -23,19 +23,19 @@ void cpu_matmul_args(const tg_graph *g, int id, void *out, void *const *in, tg_g
     }
 }
 
-TG_CPU_KERNEL(cpu_matmul) {
+TG_CPU_KERNEL(tg_cpu_matmul) {
     tg_gemm_args ga;
-    cpu_matmul_args(g, id, out, in, &ga);
+    tg_cpu_matmul_args(g, id, out, in, &ga);
     tg_gemm(c->pool, &ga);
 }
 
-TG_CPU_KERNEL(cpu_one_hot) {
+TG_CPU_KERNEL(tg_cpu_one_hot) {
     (void)c;
     const tg_node *n = ir_node(g, id);
-    int64_t depth = n->ia[0], rows = ir_numel(n) / depth;
+    int64_t depth = n->ia[0], rows = tg_ir_numel(n) / depth;
     const int32_t *idx = in[0];
     float *y = out;
-    memset(y, 0, (size_t)ir_numel(n) * sizeof(float));
+    memset(y, 0, (size_t)tg_ir_numel(n) * sizeof(float));
     for (int64_t r = 0; r < rows; r++)
         if (idx[r] >= 0 && idx[r] < depth) y[r * depth + idx[r]] = 1.0f;
 }
@@ -94,10 +94,10 @@ static void sgd_p_range(void *arg, int64_t lo, int64_t hi) {
 #define OPT_KERNEL(name, fn)                                                       \
     TG_CPU_KERNEL(name) {                                                          \
         opt_job j = {ir_node(g, id), in, out};                                     \
-        cpu_parallel(c, ir_numel(j.n), 16384, fn, &j);                             \
+        tg_cpu_parallel(c, tg_ir_numel(j.n), 16384, fn, &j);                             \
     }
-OPT_KERNEL(cpu_adam_m, adam_m_range)
-OPT_KERNEL(cpu_adam_v, adam_v_range)
-OPT_KERNEL(cpu_adam_p, adam_p_range)
-OPT_KERNEL(cpu_sgd_v, sgd_v_range)
-OPT_KERNEL(cpu_sgd_p, sgd_p_range)
+OPT_KERNEL(tg_cpu_adam_m, adam_m_range)
+OPT_KERNEL(tg_cpu_adam_v, adam_v_range)
+OPT_KERNEL(tg_cpu_adam_p, adam_p_range)
+OPT_KERNEL(tg_cpu_sgd_v, sgd_v_range)
+OPT_KERNEL(tg_cpu_sgd_p, sgd_p_range)

@@ -54,7 +54,7 @@ typedef struct {
 } nn_job;
 
 static void run_rows(cpu_ctx *c, nn_job *j, tg_range_fn fn) {
-    cpu_parallel(c, j->rows, grain_rows(j->width), fn, j);
+    tg_cpu_parallel(c, j->rows, grain_rows(j->width), fn, j);
 }
 
 static nn_job row_job(const tg_node *n, void *const *in, void *out, tg_shape main) {
@@ -147,9 +147,9 @@ TG_MULTI(static, xent_rows, (void *arg, int64_t lo, int64_t hi), (arg, lo, hi)) 
 
 static int64_t xent_grain(int64_t V) { return 1 + 4096 / (V > 0 ? V : 1); }
 
-TG_CPU_KERNEL(cpu_cross_entropy) {
+TG_CPU_KERNEL(tg_cpu_cross_entropy) {
     nn_job j = row_job(ir_node(g, id), in, out, ir_node(g, ir_node(g, id)->in[0])->shape);
-    cpu_parallel(c, j.rows, xent_grain(j.width), xent_rows, &j);
+    tg_cpu_parallel(c, j.rows, xent_grain(j.width), xent_rows, &j);
 }
 
 /* gx[r] = (softmax(x[r]) - onehot(t[r])) * gy[r]; 0 for an out-of-range
@@ -193,18 +193,18 @@ TG_MULTI(static, xent_grad_rows, (void *arg, int64_t lo, int64_t hi), (arg, lo, 
     }
 }
 
-TG_CPU_KERNEL(cpu_cross_entropy_grad) {
+TG_CPU_KERNEL(tg_cpu_cross_entropy_grad) {
     const tg_node *n = ir_node(g, id);
     nn_job j = row_job(n, in, out, n->shape);
-    cpu_parallel(c, j.rows, xent_grain(j.width), xent_grad_rows, &j);
+    tg_cpu_parallel(c, j.rows, xent_grain(j.width), xent_grad_rows, &j);
 }
 
 /* loss[r] = -lp[r, t[r]], or 0 when t[r] is outside [0, V). */
-TG_CPU_KERNEL(cpu_nll_loss) {
+TG_CPU_KERNEL(tg_cpu_nll_loss) {
     (void)c;
     const tg_node *n = ir_node(g, id);
     tg_shape xs = ir_node(g, n->in[0])->shape;
-    int64_t V = xs.d[xs.ndim - 1], R = ir_numel(n);
+    int64_t V = xs.d[xs.ndim - 1], R = tg_ir_numel(n);
     const float *lp = in[0];
     const int32_t *t = in[1];
     float *y = out;
@@ -212,10 +212,10 @@ TG_CPU_KERNEL(cpu_nll_loss) {
 }
 
 /* gx [R, V]: -gy[r] at the target, 0 elsewhere. */
-TG_CPU_KERNEL(cpu_nll_loss_grad) {
+TG_CPU_KERNEL(tg_cpu_nll_loss_grad) {
     (void)c;
     const tg_node *n = ir_node(g, id);
-    int64_t V = n->ia[0], R = ir_numel(n) / V;
+    int64_t V = n->ia[0], R = tg_ir_numel(n) / V;
     const int32_t *t = in[0];
     const float *gy = in[1];
     float *gx = out;
@@ -294,14 +294,14 @@ TG_MULTI(static, norm_rows, (void *arg, int64_t lo, int64_t hi), (arg, lo, hi)) 
     }
 }
 
-TG_CPU_KERNEL(cpu_norm) {
+TG_CPU_KERNEL(tg_cpu_norm) {
     const tg_node *n = ir_node(g, id);
     nn_job j = row_job(n, in, out, n->shape);
-    tg_range_fn avx2 = cpu_isa() == CPU_AVX2 ? cpu_norm_rows_avx2(false) : NULL;
+    tg_range_fn avx2 = tg_cpu_isa() == CPU_AVX2 ? tg_cpu_norm_rows_avx2(false) : NULL;
     if (avx2) {
         cpu_norm_bwd a = {.R = j.rows, .D = j.width, .rms = n->op == TG_OP_RMS_NORM, .eps = n->fa[0], .x = in[0],
                           .gain = in[1], .bias = n->nin > 2 ? in[2] : NULL, .y = out};
-        cpu_parallel(c, a.R, grain_rows(a.D), avx2, &a);
+        tg_cpu_parallel(c, a.R, grain_rows(a.D), avx2, &a);
         return;
     }
     run_rows(c, &j, norm_rows);
@@ -315,7 +315,7 @@ TG_MULTI(static, norm_stats_rows, (void *arg, int64_t lo, int64_t hi), (arg, lo,
         norm_stats_row(X + r * j->width, j->width, j->n->ia[0], j->n->fa[0], &st[2 * r], &st[2 * r + 1]);
 }
 
-TG_CPU_KERNEL(cpu_norm_stats) {
+TG_CPU_KERNEL(tg_cpu_norm_stats) {
     const tg_node *n = ir_node(g, id);
     nn_job j = row_job(n, in, out, ir_node(g, n->in[0])->shape);
     run_rows(c, &j, norm_stats_rows);
@@ -352,19 +352,19 @@ TG_MULTI(static, norm_dx_rows, (void *arg, int64_t lo, int64_t hi), (arg, lo, hi
     }
 }
 
-TG_CPU_KERNEL(cpu_norm_dx) {
+TG_CPU_KERNEL(tg_cpu_norm_dx) {
     const tg_node *n = ir_node(g, id);
     nn_job j = row_job(n, in, out, n->shape);
     run_rows(c, &j, norm_dx_rows);
 }
 
 /* dgain[i] = sum over rows r of gy[r, i] * xh[r, i], in row order within
- * each of cpu_reduce_rows' blocks. */
+ * each of tg_cpu_reduce_rows' blocks. */
 TG_MULTI(static, norm_dgain_block, (void *arg, int64_t r0, int64_t r1, float *dg), (arg, r0, r1, dg)) {
     nn_job *j = arg;
     const float *X = j->in[0], *GY = j->in[1], *st = j->in[2];
     int64_t D = j->width;
-    if (cpu_isa() == CPU_AVX2 && cpu_norm_cols_avx2(D, r0, r1, X, GY, st, dg, NULL)) return;
+    if (tg_cpu_isa() == CPU_AVX2 && tg_cpu_norm_cols_avx2(D, r0, r1, X, GY, st, dg, NULL)) return;
     for (int64_t i = 0; i < D; i += 4 * VL) {
         int64_t w = D - i < 4 * VL ? D - i : 4 * VL;
         vf acc[4] = {vsplat(0.0f), vsplat(0.0f), vsplat(0.0f), vsplat(0.0f)};
@@ -380,10 +380,10 @@ TG_MULTI(static, norm_dgain_block, (void *arg, int64_t r0, int64_t r1, float *dg
     }
 }
 
-TG_CPU_KERNEL(cpu_norm_dgain) {
+TG_CPU_KERNEL(tg_cpu_norm_dgain) {
     const tg_node *n = ir_node(g, id);
     nn_job j = row_job(n, in, out, ir_node(g, n->in[0])->shape);
-    cpu_reduce_rows(c, j.rows, j.width, norm_dgain_block, &j, out);
+    tg_cpu_reduce_rows(c, j.rows, j.width, norm_dgain_block, &j, out);
 }
 
 /* ---- the fused norm backward (see kernels.h) ---- */
@@ -426,9 +426,9 @@ TG_MULTI(static, norm_bwd_rows, (void *arg, int64_t lo, int64_t hi), (arg, lo, h
     }
 }
 
-void cpu_norm_backward(cpu_ctx *c, const cpu_norm_bwd *a) {
-    tg_range_fn avx2 = cpu_isa() == CPU_AVX2 ? cpu_norm_rows_avx2(true) : NULL;
-    cpu_parallel(c, a->R, grain_rows(a->D), avx2 ? avx2 : norm_bwd_rows, (void *)a);
+void tg_cpu_norm_backward(cpu_ctx *c, const cpu_norm_bwd *a) {
+    tg_range_fn avx2 = tg_cpu_isa() == CPU_AVX2 ? tg_cpu_norm_rows_avx2(true) : NULL;
+    tg_cpu_parallel(c, a->R, grain_rows(a->D), avx2 ? avx2 : norm_bwd_rows, (void *)a);
 }
 
 typedef struct {
@@ -441,7 +441,7 @@ typedef struct {
 TG_MULTI(static, norm_sums_block, (void *arg, int64_t r0, int64_t r1, float *part), (arg, r0, r1, part)) {
     const sums_job *j = arg;
     int64_t D = j->D;
-    if (cpu_isa() == CPU_AVX2 && cpu_norm_cols_avx2(D, r0, r1, j->x, j->gy, j->st, part, part + D)) return;
+    if (tg_cpu_isa() == CPU_AVX2 && tg_cpu_norm_cols_avx2(D, r0, r1, j->x, j->gy, j->st, part, part + D)) return;
     for (int64_t i = 0; i < D; i += 4 * VL) {
         int64_t w = D - i < 4 * VL ? D - i : 4 * VL;
         vf acc[4] = {vsplat(0.0f), vsplat(0.0f), vsplat(0.0f), vsplat(0.0f)};
@@ -464,11 +464,11 @@ TG_MULTI(static, norm_sums_block, (void *arg, int64_t r0, int64_t r1, float *par
     }
 }
 
-void cpu_norm_sums(cpu_ctx *c, int64_t R, int64_t D, const float *x, const float *gy, const float *stats,
+void tg_cpu_norm_sums(cpu_ctx *c, int64_t R, int64_t D, const float *x, const float *gy, const float *stats,
                    float *dgain, float *dbias) {
     sums_job j = {D, x, gy, stats};
     float out[2 * CPU_NORM_SUMS_MAX_D];
-    cpu_reduce_rows(c, R, 2 * D, norm_sums_block, &j, out);
+    tg_cpu_reduce_rows(c, R, 2 * D, norm_sums_block, &j, out);
     memcpy(dgain, out, (size_t)D * sizeof(float));
     memcpy(dbias, out + D, (size_t)D * sizeof(float));
 }
@@ -488,7 +488,7 @@ static void embedding_rows(void *arg, int64_t lo, int64_t hi) {
     }
 }
 
-TG_CPU_KERNEL(cpu_embedding) {
+TG_CPU_KERNEL(tg_cpu_embedding) {
     const tg_node *n = ir_node(g, id);
     nn_job j = row_job(n, in, out, n->shape);
     j.T = ir_node(g, n->in[0])->shape.d[0]; /* V */
@@ -496,7 +496,7 @@ TG_CPU_KERNEL(cpu_embedding) {
 }
 
 /* gtable [V, D] = sum over r of gy[r] into row idx[r], in index order. A
- * small table takes cpu_reduce_rows' blocks of rows, each added into its
+ * small table takes tg_cpu_reduce_rows' blocks of rows, each added into its
  * own partial table; a big one is split by column blocks of every table
  * row instead (partial tables would cost more than the sums), each task
  * adding the cotangent rows in index order. Either way the sums are the
@@ -530,16 +530,16 @@ static void embedding_grad_block(void *arg, int64_t r0, int64_t r1, float *gt) {
     embed_add(j->in[0], j->in[1], r0, r1, j->T, j->width, 0, j->width, gt);
 }
 
-TG_CPU_KERNEL(cpu_embedding_grad) {
+TG_CPU_KERNEL(tg_cpu_embedding_grad) {
     const tg_node *n = ir_node(g, id);
     nn_job j = row_job(n, in, out, ir_node(g, n->in[1])->shape);
     j.T = n->ia[0]; /* V */
     if (j.T * j.width <= EMBED_PARTIAL_MAX) {
-        cpu_reduce_rows(c, j.rows, j.T * j.width, embedding_grad_block, &j, out);
+        tg_cpu_reduce_rows(c, j.rows, j.T * j.width, embedding_grad_block, &j, out);
         return;
     }
     int64_t grain = GRAIN / (j.rows ? j.rows : 1);
-    cpu_parallel(c, j.width, grain > 16 ? grain : 16, embedding_grad_cols, &j);
+    tg_cpu_parallel(c, j.width, grain > 16 ? grain : 16, embedding_grad_cols, &j);
 }
 
 /* ---- rope: x [R, D] with R = (...) * T, table [T, D] = cos | sin, each [T, D/2] ---- */
@@ -576,7 +576,7 @@ static void rope_rows(void *arg, int64_t lo, int64_t hi) {
     }
 }
 
-TG_CPU_KERNEL(cpu_rope) {
+TG_CPU_KERNEL(tg_cpu_rope) {
     const tg_node *n = ir_node(g, id);
     nn_job j = row_job(n, in, out, n->shape);
     j.T = n->shape.d[n->shape.ndim - 2];
@@ -594,9 +594,9 @@ static void dropout_range(void *arg, int64_t lo, int64_t hi) {
     for (int64_t e = lo; e < hi; e++) y[e] = tg_rng_key_uniform(j->key, (uint32_t)e) < p ? 0.0f : x[e] * scale;
 }
 
-TG_CPU_KERNEL(cpu_dropout) {
+TG_CPU_KERNEL(tg_cpu_dropout) {
     const tg_node *n = ir_node(g, id);
-    nn_job j = {n, in, out, ir_numel(n), 1, 0, tg_rng_key(read_seed(in[1]), (uint32_t)n->ia[7])};
+    nn_job j = {n, in, out, tg_ir_numel(n), 1, 0, tg_rng_key(read_seed(in[1]), (uint32_t)n->ia[7])};
     run_rows(c, &j, dropout_range);
 }
 
@@ -607,9 +607,9 @@ static void randn_range(void *arg, int64_t lo, int64_t hi) {
     for (int64_t e = lo; e < hi; e++) y[e] = tg_rng_key_normal(j->key, (uint32_t)e);
 }
 
-TG_CPU_KERNEL(cpu_randn) {
+TG_CPU_KERNEL(tg_cpu_randn) {
     const tg_node *n = ir_node(g, id);
-    nn_job j = {n, in, out, ir_numel(n), 4, 0, tg_rng_key(read_seed(in[0]), (uint32_t)n->ia[7])};
+    nn_job j = {n, in, out, tg_ir_numel(n), 4, 0, tg_rng_key(read_seed(in[0]), (uint32_t)n->ia[7])};
     run_rows(c, &j, randn_range);
 }
 
@@ -643,7 +643,7 @@ static void categorical_rows(void *arg, int64_t lo, int64_t hi) {
     }
 }
 
-TG_CPU_KERNEL(cpu_categorical) {
+TG_CPU_KERNEL(tg_cpu_categorical) {
     const tg_node *n = ir_node(g, id);
     nn_job j = row_job(n, in, out, ir_node(g, n->in[0])->shape);
     j.key = tg_rng_key(read_seed(in[1]), (uint32_t)n->ia[7]);

@@ -46,10 +46,10 @@ typedef struct {
 static void sumsq_tasks(void *arg, int task, int thread) {
     (void)thread;
     const cpu_sumsq_term *t = ((const sumsq_job *)arg)->t + task;
-    *t->out = 0.0f + row_sumsq(t->x, t->n); /* cpu_sum: the output starts at 0, then takes the row's sum */
+    *t->out = 0.0f + row_sumsq(t->x, t->n); /* tg_cpu_sum: the output starts at 0, then takes the row's sum */
 }
 
-void cpu_sumsq(cpu_ctx *c, const cpu_sumsq_term *t, int n) {
+void tg_cpu_sumsq(cpu_ctx *c, const cpu_sumsq_term *t, int n) {
     sumsq_job j = {t};
     int64_t total = 0;
     for (int i = 0; i < n; i++) total += t[i].n;
@@ -100,14 +100,14 @@ static void sum_by_cols(void *arg, int64_t lo, int64_t hi) {
     sum_rows(j, 0, j->it.rows, lo, hi);
 }
 
-bool cpu_colsum_shape(const tg_node *n, const tg_node *x, int64_t *rows, int64_t *cols) {
+bool tg_cpu_colsum_shape(const tg_node *n, const tg_node *x, int64_t *rows, int64_t *cols) {
     if (n->dtype != TG_F32 || n->shape.ndim != x->shape.ndim) return false;
     int k = 0;
     while (k < n->shape.ndim && n->shape.d[k] == 1) k++;
     for (int i = k; i < n->shape.ndim; i++)
         if (n->shape.d[i] != x->shape.d[i]) return false;
-    *cols = ir_numel(n);
-    *rows = *cols ? ir_numel(x) / *cols : 0;
+    *cols = tg_ir_numel(n);
+    *rows = *cols ? tg_ir_numel(x) / *cols : 0;
     return *cols >= 16; /* a few long sums: sum_rows adds them in a better order */
 }
 
@@ -118,25 +118,25 @@ typedef struct {
 
 static void colsum_block(void *arg, int64_t r0, int64_t r1, float *partial) {
     const colsum_job *j = arg;
-    vec_best()->colsum(r1 - r0, j->cols, 0, j->cols, j->x + r0 * j->cols, partial);
+    tg_vec_best()->colsum(r1 - r0, j->cols, 0, j->cols, j->x + r0 * j->cols, partial);
 }
 
-void cpu_colsum(cpu_ctx *c, const float *x, int64_t rows, int64_t cols, float *y) {
+void tg_cpu_colsum(cpu_ctx *c, const float *x, int64_t rows, int64_t cols, float *y) {
     colsum_job j = {x, cols};
-    cpu_reduce_rows(c, rows, cols, colsum_block, &j, y);
+    tg_cpu_reduce_rows(c, rows, cols, colsum_block, &j, y);
 }
 
-TG_CPU_KERNEL(cpu_sum) {
+TG_CPU_KERNEL(tg_cpu_sum) {
     const tg_node *n = ir_node(g, id), *x = ir_node(g, n->in[0]);
     int64_t rows, cols;
-    if (cpu_colsum_shape(n, x, &rows, &cols)) {
-        cpu_colsum(c, in[0], rows, cols, out);
+    if (tg_cpu_colsum_shape(n, x, &rows, &cols)) {
+        tg_cpu_colsum(c, in[0], rows, cols, out);
         return;
     }
     sum_job j = {{0}, in[0], out, n->dtype == TG_I32};
-    memset(out, 0, (size_t)ir_numel(n) * 4);
+    memset(out, 0, (size_t)tg_ir_numel(n) * 4);
     int64_t st[1][TG_MAX_DIMS];
-    shape_bcast_strides(n->shape, x->shape, st[0]);
+    tg_shape_bcast_strides(n->shape, x->shape, st[0]);
     tg_iter_init(&j.it, x->shape, 1, st);
     int k = j.it.nd - 1;
     bool outer_kept = true; /* every axis but the last is kept: rows own disjoint outputs */
@@ -146,8 +146,8 @@ TG_CPU_KERNEL(cpu_sum) {
         j.it.st[0][2] == 1 && j.it.st[0][1] == j.it.d[2] && j.it.st[0][0] == j.it.d[1] * j.it.d[2])
         sum_outer_inner(j.x, j.y, j.it.d[0], j.it.d[1], j.it.d[2]);
     else if (total < 32768 || c->threads <= 1) sum_by_rows(&j, 0, j.it.rows);
-    else if (j.it.st[1][k] != 0) cpu_parallel(c, j.it.inner, 64, sum_by_cols, &j);
-    else if (outer_kept) cpu_parallel(c, j.it.rows, 1 + 16384 / (j.it.inner + 1), sum_by_rows, &j);
+    else if (j.it.st[1][k] != 0) tg_cpu_parallel(c, j.it.inner, 64, sum_by_cols, &j);
+    else if (outer_kept) tg_cpu_parallel(c, j.it.rows, 1 + 16384 / (j.it.inner + 1), sum_by_rows, &j);
     else sum_by_rows(&j, 0, j.it.rows);
 }
 
@@ -187,11 +187,11 @@ static void log_softmax_lines(void *arg, int64_t lo, int64_t hi) {
     }
 }
 
-TG_CPU_KERNEL(cpu_log_softmax) {
+TG_CPU_KERNEL(tg_cpu_log_softmax) {
     const tg_node *n = ir_node(g, id);
     axis_job j = {n, 0, 0, 0, in[0], NULL, out, 0};
     axis_view(n, (int)n->ia[0], &j);
-    cpu_parallel(c, j.outer * j.inner, 1 + 8192 / (j.A + 1), log_softmax_lines, &j);
+    tg_cpu_parallel(c, j.outer * j.inner, 1 + 8192 / (j.A + 1), log_softmax_lines, &j);
 }
 
 /* gx = gy - exp(y) * sum(gy) along the axis */
@@ -207,11 +207,11 @@ static void log_softmax_grad_lines(void *arg, int64_t lo, int64_t hi) {
     }
 }
 
-TG_CPU_KERNEL(cpu_log_softmax_grad) {
+TG_CPU_KERNEL(tg_cpu_log_softmax_grad) {
     const tg_node *n = ir_node(g, id);
     axis_job j = {n, 0, 0, 0, in[0], in[1], out, 0};
     axis_view(n, (int)n->ia[0], &j);
-    cpu_parallel(c, j.outer * j.inner, 1 + 8192 / (j.A + 1), log_softmax_grad_lines, &j);
+    tg_cpu_parallel(c, j.outer * j.inner, 1 + 8192 / (j.A + 1), log_softmax_grad_lines, &j);
 }
 
 /* softmax_grad (gx = y (gy - sum(gy y)) along the axis) is in kernels_math.c,
@@ -224,16 +224,16 @@ static void softmax_causal_rows(void *arg, int64_t lo, int64_t hi) {
     int64_t Tk = j->A;
     for (int64_t r = lo; r < hi; r++) {
         int64_t valid = r % j->Tq + 1;
-        attn_softmax_causal_row(j->x + r * Tk, j->y + r * Tk, valid > Tk ? Tk : valid, Tk);
+        tg_attn_softmax_causal_row(j->x + r * Tk, j->y + r * Tk, valid > Tk ? Tk : valid, Tk);
     }
 }
 
-TG_CPU_KERNEL(cpu_softmax_causal) {
+TG_CPU_KERNEL(tg_cpu_softmax_causal) {
     const tg_node *n = ir_node(g, id);
     axis_job j = {n, 0, 0, 0, in[0], NULL, out, 0};
     j.A = n->shape.d[n->shape.ndim - 1];
     j.Tq = n->shape.d[n->shape.ndim - 2];
-    cpu_parallel(c, ir_numel(n) / (j.A ? j.A : 1), 1 + 8192 / (j.A + 1), softmax_causal_rows, &j);
+    tg_cpu_parallel(c, tg_ir_numel(n) / (j.A ? j.A : 1), 1 + 8192 / (j.A + 1), softmax_causal_rows, &j);
 }
 
 static void where_causal_rows(void *arg, int64_t lo, int64_t hi) {
@@ -247,10 +247,10 @@ static void where_causal_rows(void *arg, int64_t lo, int64_t hi) {
     }
 }
 
-TG_CPU_KERNEL(cpu_where_causal) {
+TG_CPU_KERNEL(tg_cpu_where_causal) {
     const tg_node *n = ir_node(g, id);
     axis_job j = {n, 0, 0, 0, in[0], NULL, out, 0};
     j.A = n->shape.d[n->shape.ndim - 1];
     j.Tq = n->shape.d[n->shape.ndim - 2];
-    cpu_parallel(c, ir_numel(n) / (j.A ? j.A : 1), 1 + 8192 / (j.A + 1), where_causal_rows, &j);
+    tg_cpu_parallel(c, tg_ir_numel(n) / (j.A ? j.A : 1), 1 + 8192 / (j.A + 1), where_causal_rows, &j);
 }

@@ -42,7 +42,7 @@ static bool f32(const lower_ctx *l, int id) { return node(l, id)->dtype == TG_F3
 /* An empty output has nothing to compute, while its other dims can still be
  * huge: a concat of [2^40, 0] tensors would loop 2^40 times over nothing. */
 static void run_kernel(cpu_ctx *c, const cpu_step *s) {
-    if (ir_numel(ir_node(s->g, s->id)) == 0) return;
+    if (tg_ir_numel(ir_node(s->g, s->id)) == 0) return;
     s->fn(c, s->g, s->id, s->out, s->in);
 }
 
@@ -52,29 +52,29 @@ static void binary_range(void *arg, int64_t lo, int64_t hi) {
     const cpu_step *s = arg;
     s->vk->binary(s->op, hi - lo, s->o[0] + lo, s->x[0] + lo * s->sa, s->sa, s->x[1] + lo * s->sb, s->sb);
 }
-static void run_binary(cpu_ctx *c, const cpu_step *s) { cpu_parallel(c, s->n, GRAIN, binary_range, (void *)s); }
+static void run_binary(cpu_ctx *c, const cpu_step *s) { tg_cpu_parallel(c, s->n, GRAIN, binary_range, (void *)s); }
 
 static void binary_row_range(void *arg, int64_t lo, int64_t hi) {
     const cpu_step *s = arg;
     s->vk->binary_row(s->op, hi - lo, s->cols, s->o[0] + lo * s->cols, s->x[0] + lo * s->cols, s->x[1], s->row_left);
 }
 static void run_binary_row(cpu_ctx *c, const cpu_step *s) {
-    cpu_parallel(c, s->rows, 1 + GRAIN / s->cols, binary_row_range, (void *)s);
+    tg_cpu_parallel(c, s->rows, 1 + GRAIN / s->cols, binary_row_range, (void *)s);
 }
 
 static void relu_range(void *arg, int64_t lo, int64_t hi) {
     const cpu_step *s = arg;
     s->vk->relu(hi - lo, s->o[0] + lo, s->x[0] + lo);
 }
-static void run_relu(cpu_ctx *c, const cpu_step *s) { cpu_parallel(c, s->n, GRAIN, relu_range, (void *)s); }
+static void run_relu(cpu_ctx *c, const cpu_step *s) { tg_cpu_parallel(c, s->n, GRAIN, relu_range, (void *)s); }
 
 static void relu_grad_range(void *arg, int64_t lo, int64_t hi) {
     const cpu_step *s = arg;
     s->vk->relu_grad(hi - lo, s->o[0] + lo, s->x[0] + lo, s->x[1] + lo);
 }
-static void run_relu_grad(cpu_ctx *c, const cpu_step *s) { cpu_parallel(c, s->n, GRAIN, relu_grad_range, (void *)s); }
+static void run_relu_grad(cpu_ctx *c, const cpu_step *s) { tg_cpu_parallel(c, s->n, GRAIN, relu_grad_range, (void *)s); }
 
-static void run_colsum(cpu_ctx *c, const cpu_step *s) { cpu_colsum(c, s->x[0], s->rows, s->cols, s->o[0]); }
+static void run_colsum(cpu_ctx *c, const cpu_step *s) { tg_cpu_colsum(c, s->x[0], s->rows, s->cols, s->o[0]); }
 
 /* Adam over several params in one job: their elements laid end to end. */
 typedef struct {
@@ -107,7 +107,7 @@ static void adam_range(void *arg, int64_t lo, int64_t hi) {
                         a->decay ? h[TG_HYPER_SHRINK] : 1.0f, a->eps);
     }
 }
-static void run_adam(cpu_ctx *c, const cpu_step *s) { cpu_parallel(c, s->adam->total, 8192, adam_range, s->adam); }
+static void run_adam(cpu_ctx *c, const cpu_step *s) { tg_cpu_parallel(c, s->adam->total, 8192, adam_range, s->adam); }
 
 /* ---- matching ---- */
 
@@ -121,7 +121,7 @@ static bool lower_matmul_group(const lower_ctx *l, const cpu_group *d, cpu_step 
     for (int k = 0; k < 3; k++)
         if (reads[k] >= 0 && overlap(l, d->out, reads[k])) return false;
     void *in[TG_MAX_IN] = {addr(l, n->in[0]), addr(l, n->in[1])};
-    cpu_matmul_args(l->g, d->mm, addr(l, d->out), in, &s->gemm);
+    tg_cpu_matmul_args(l->g, d->mm, addr(l, d->out), in, &s->gemm);
     if (d->gate >= 0 && overlap(l, d->out, d->gate) && !(same(l, d->out, d->gate) && tg_gemm_single_pass(&s->gemm)))
         return false;
     if (d->resid >= 0 && overlap(l, d->out, d->resid) &&
@@ -141,7 +141,7 @@ static bool lower_binary(const lower_ctx *l, int id, cpu_step *s) {
     static const vec_op ops[] = {[TG_OP_ADD] = VEC_ADD, [TG_OP_SUB] = VEC_SUB, [TG_OP_MUL] = VEC_MUL,
                                  [TG_OP_DIV] = VEC_DIV};
     const tg_node *a = node(l, n->in[0]), *b = node(l, n->in[1]);
-    int64_t N = ir_numel(n), na = ir_numel(a), nb = ir_numel(b);
+    int64_t N = tg_ir_numel(n), na = tg_ir_numel(a), nb = tg_ir_numel(b);
     int64_t cols = n->shape.ndim ? n->shape.d[n->shape.ndim - 1] : 1;
     s->op = ops[n->op];
     s->o[0] = (float *)s->out, s->x[0] = s->in[0], s->x[1] = s->in[1];
@@ -152,7 +152,7 @@ static bool lower_binary(const lower_ctx *l, int id, cpu_step *s) {
         return true;
     }
     const tg_node *row = na == N ? b : a;
-    if ((na == N) == (nb == N) || cols < 1 || ir_numel(row) != cols || row->shape.ndim < 1 ||
+    if ((na == N) == (nb == N) || cols < 1 || tg_ir_numel(row) != cols || row->shape.ndim < 1 ||
         row->shape.d[row->shape.ndim - 1] != cols)
         return false;
     s->run = run_binary_row;
@@ -166,7 +166,7 @@ static bool lower_binary(const lower_ctx *l, int id, cpu_step *s) {
  * ones: column sums of [rows, cols]. */
 static bool lower_colsum(const lower_ctx *l, int id, cpu_step *s) {
     const tg_node *n = node(l, id);
-    if (!cpu_colsum_shape(n, node(l, n->in[0]), &s->rows, &s->cols)) return false;
+    if (!tg_cpu_colsum_shape(n, node(l, n->in[0]), &s->rows, &s->cols)) return false;
     s->run = run_colsum;
     s->o[0] = s->out, s->x[0] = s->in[0];
     return true;
@@ -182,23 +182,23 @@ static int lower_one(const lower_ctx *l, const int *run, int left, bool speciali
     s->out = addr(l, id);
     for (int k = 0; k < n->nin; k++) s->in[k] = addr(l, n->in[k]);
     s->run = run_kernel;
-    s->vk = vec_best();
+    s->vk = tg_vec_best();
     s->n_nodes = 1;
     if (!specialize) return 1;
     int used = 0;
     switch (n->op) {
     case TG_OP_MATMUL:
-        cpu_matmul_args(l->g, id, s->out, s->in, &s->gemm);
+        tg_cpu_matmul_args(l->g, id, s->out, s->in, &s->gemm);
         s->run = run_gemm;
         used = 1;
         break;
     case TG_OP_ADD: case TG_OP_SUB: case TG_OP_MUL: case TG_OP_DIV: used = lower_binary(l, id, s); break;
     case TG_OP_RELU:
-        if (f32(l, id)) s->run = run_relu, s->n = ir_numel(n), s->o[0] = s->out, s->x[0] = s->in[0], used = 1;
+        if (f32(l, id)) s->run = run_relu, s->n = tg_ir_numel(n), s->o[0] = s->out, s->x[0] = s->in[0], used = 1;
         break;
     case TG_OP_RELU_GRAD:
         if (f32(l, id) && f32(l, n->in[1]))
-            s->run = run_relu_grad, s->n = ir_numel(n), s->o[0] = s->out, s->x[0] = s->in[0], s->x[1] = s->in[1],
+            s->run = run_relu_grad, s->n = tg_ir_numel(n), s->o[0] = s->out, s->x[0] = s->in[0], s->x[1] = s->in[1],
             used = 1;
         break;
     case TG_OP_SUM: used = lower_colsum(l, id, s); break;
@@ -211,8 +211,8 @@ static int lower_one(const lower_ctx *l, const int *run, int left, bool speciali
 
 /* ---- fused attention ---- */
 
-static void run_attn_fwd(cpu_ctx *c, const cpu_step *s) { cpu_attention_fwd(c, &s->attn.f); }
-static void run_attn_bwd(cpu_ctx *c, const cpu_step *s) { cpu_attention_bwd(c, &s->attn.b); }
+static void run_attn_fwd(cpu_ctx *c, const cpu_step *s) { tg_cpu_attention_fwd(c, &s->attn.f); }
+static void run_attn_bwd(cpu_ctx *c, const cpu_step *s) { tg_cpu_attention_bwd(c, &s->attn.b); }
 
 /* An operand a group reads, [B, H, T, Dh]: a split_heads permute the plan
  * made a view lies in its input's [B, T, H, Dh] memory, heads interleaved;
@@ -279,20 +279,20 @@ static bool adam_of(const lower_ctx *l, const cpu_group *d, adam_param *a) {
     *a = (adam_param){(float *)addr(l, d->am), (float *)addr(l, d->av), (float *)addr(l, d->ap),
                       (const float *)addr(l, ins[0]), (const float *)addr(l, ins[1]), (const float *)addr(l, ins[2]),
                       (const float *)addr(l, ins[3]), d->gscale >= 0 ? (const float *)addr(l, d->gscale) : NULL,
-                      ir_numel(m), 0, m->fa[0], v->fa[0], p->fa[0], p->ia[0] != 0};
+                      tg_ir_numel(m), 0, m->fa[0], v->fa[0], p->fa[0], p->ia[0] != 0};
     return true;
 }
 
 /* ---- fused norm backward ---- */
 
-static void run_norm_bwd(cpu_ctx *c, const cpu_step *s) { cpu_norm_backward(c, &s->norm); }
+static void run_norm_bwd(cpu_ctx *c, const cpu_step *s) { tg_cpu_norm_backward(c, &s->norm); }
 static void run_norm_sums(cpu_ctx *c, const cpu_step *s) {
-    cpu_norm_sums(c, s->rows, s->cols, s->x[0], s->x[1], s->x[2], s->o[0], s->o[1]);
+    tg_cpu_norm_sums(c, s->rows, s->cols, s->x[0], s->x[1], s->x[2], s->o[0], s->o[1]);
 }
 
 static bool lower_norm(const lower_ctx *l, const cpu_group *d, cpu_step *s) {
     const tg_node *xn = node(l, d->nb.x);
-    int64_t D = xn->shape.d[xn->shape.ndim - 1], R = ir_numel(xn) / (D ? D : 1);
+    int64_t D = xn->shape.d[xn->shape.ndim - 1], R = tg_ir_numel(xn) / (D ? D : 1);
     if (d->kind == CPU_GROUP_NORM_SUMS) {
         int reads[3] = {d->nb.x, d->nb.gy, d->nb.stats}, writes[2] = {d->nb.dgain, d->nb.dbias};
         for (int w = 0; w < 2; w++)
@@ -326,7 +326,7 @@ static bool lower_norm(const lower_ctx *l, const cpu_group *d, cpu_step *s) {
     return true;
 }
 
-static void run_sumsq(cpu_ctx *c, const cpu_step *s) { cpu_sumsq(c, s->heap[0], (int)s->n); }
+static void run_sumsq(cpu_ctx *c, const cpu_step *s) { tg_cpu_sumsq(c, s->heap[0], (int)s->n); }
 
 static bool lower_sumsq(const lower_ctx *l, cpu_step *s) {
     const cpu_groups *cg = l->p->fusion->impl;
@@ -334,7 +334,7 @@ static bool lower_sumsq(const lower_ctx *l, cpu_step *s) {
     if (!t) return false;
     s->heap[0] = t;
     for (int i = 0; i < cg->n_sq; i++) {
-        t[i] = (cpu_sumsq_term){(const float *)addr(l, cg->sq[i].x), ir_numel(node(l, cg->sq[i].x)),
+        t[i] = (cpu_sumsq_term){(const float *)addr(l, cg->sq[i].x), tg_ir_numel(node(l, cg->sq[i].x)),
                                 (float *)addr(l, cg->sq[i].sum)};
         for (int k = 0; k < cg->n_sq; k++)
             if (overlap(l, cg->sq[i].sum, cg->sq[k].x)) return false;
@@ -344,7 +344,7 @@ static bool lower_sumsq(const lower_ctx *l, cpu_step *s) {
     return true;
 }
 
-static void run_pool_relu(cpu_ctx *c, const cpu_step *s) { cpu_max_pool2d_grad_relu(c, s->g, s->sa, s->out, s->in); }
+static void run_pool_relu(cpu_ctx *c, const cpu_step *s) { tg_cpu_max_pool2d_grad_relu(c, s->g, s->sa, s->out, s->in); }
 
 /* dx apart from x, y and gy: the fallback's relu pass reads x after dx is written. */
 static bool lower_pool_relu(const lower_ctx *l, const cpu_group *d, cpu_step *s) {
@@ -365,7 +365,7 @@ static bool lower_group(const lower_ctx *l, int gid, cpu_step *s) {
     const cpu_group *d = &cg->g[gid];
     memset(s, 0, sizeof *s);
     s->g = l->g;
-    s->vk = vec_best();
+    s->vk = tg_vec_best();
     s->id = d->out;
     s->n_nodes = 0;
     for (int i = 0; i < l->g->n; i++) s->n_nodes += l->p->fusion->group[i] == gid;
@@ -373,7 +373,7 @@ static bool lower_group(const lower_ctx *l, int gid, cpu_step *s) {
     case CPU_GROUP_MATMUL: return lower_matmul_group(l, d, s);
     case CPU_GROUP_ATTN_FWD:
     case CPU_GROUP_ATTN_BWD: return lower_attention(l, d, s);
-    case CPU_GROUP_ADAM: break; /* batched by cpu_lower */
+    case CPU_GROUP_ADAM: break; /* batched by tg_cpu_lower */
     case CPU_GROUP_NORM_BWD:
     case CPU_GROUP_NORM_SUMS: return lower_norm(l, d, s);
     case CPU_GROUP_SUMSQ: return lower_sumsq(l, s);
@@ -382,7 +382,7 @@ static bool lower_group(const lower_ctx *l, int gid, cpu_step *s) {
     return false;
 }
 
-int cpu_lower(const tg_program *p, char *const *arena, bool specialize, cpu_step *steps) {
+int tg_cpu_lower(const tg_program *p, char *const *arena, bool specialize, cpu_step *steps) {
     const tg_graph *g = p->g;
     const tg_fusion *fu = p->fusion;
     size_t n = (size_t)g->n + 1;
@@ -419,7 +419,7 @@ int cpu_lower(const tg_program *p, char *const *arena, bool specialize, cpu_step
                     n_steps = -1;
                     break;
                 }
-                *b = (adam_batch){ps, 0, 0, NULL, vec_best()};
+                *b = (adam_batch){ps, 0, 0, NULL, tg_vec_best()};
                 for (; r < n_run; r++) {
                     int gq = fu->group[run[r]];
                     if (gq < 0 || cg->g[gq].kind != CPU_GROUP_ADAM) break;

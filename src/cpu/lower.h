@@ -44,5 +44,5 @@ struct cpu_step {
  * returns how many, -1 out of memory, -2 if the plan breaks what a fused
  * group needs. specialize = false gives op-table kernels only (the groups of
  * p->fusion still run fused: the plan depends on them). */
-int cpu_lower(const tg_program *p, char *const *arena, bool specialize, cpu_step *steps);
+int tg_cpu_lower(const tg_program *p, char *const *arena, bool specialize, cpu_step *steps);
 #endif

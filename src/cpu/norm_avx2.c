@@ -132,7 +132,7 @@ AVX2 static void bwd_rows(void *arg, int64_t lo, int64_t hi) {
     }
 }
 
-tg_range_fn cpu_norm_rows_avx2(bool backward) { return backward ? bwd_rows : fwd_rows; }
+tg_range_fn tg_cpu_norm_rows_avx2(bool backward) { return backward ? bwd_rows : fwd_rows; }
 
 /* norm_dgain_block and norm_sums_block: 32 columns at a time, rows in order. */
 AVX2 static void cols(int64_t D, int64_t r0, int64_t r1, const float *X, const float *GY, const float *st, float *dg,
@@ -161,14 +161,14 @@ AVX2 static void cols(int64_t D, int64_t r0, int64_t r1, const float *X, const f
     }
 }
 
-bool cpu_norm_cols_avx2(int64_t D, int64_t r0, int64_t r1, const float *x, const float *gy, const float *st,
+bool tg_cpu_norm_cols_avx2(int64_t D, int64_t r0, int64_t r1, const float *x, const float *gy, const float *st,
                         float *dg, float *db) {
     cols(D, r0, r1, x, gy, st, dg, db);
     return true;
 }
 #else
-tg_range_fn cpu_norm_rows_avx2(bool backward) { return (void)backward, NULL; }
-bool cpu_norm_cols_avx2(int64_t D, int64_t r0, int64_t r1, const float *x, const float *gy, const float *st,
+tg_range_fn tg_cpu_norm_rows_avx2(bool backward) { return (void)backward, NULL; }
+bool tg_cpu_norm_cols_avx2(int64_t D, int64_t r0, int64_t r1, const float *x, const float *gy, const float *st,
                         float *dg, float *db) {
     return false;
 }

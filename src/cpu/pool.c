@@ -289,7 +289,7 @@ static void range_task(void *argp, int task, int thread) {
     if (lo < hi) j->fn(j->arg, lo, hi);
 }
 
-void cpu_parallel(cpu_ctx *c, int64_t n, int64_t grain, tg_range_fn fn, void *arg) {
+void tg_cpu_parallel(cpu_ctx *c, int64_t n, int64_t grain, tg_range_fn fn, void *arg) {
     int th = c ? c->threads : 1;
     if (n <= 0) return;
     if (th <= 1 || n < 2 * grain) {
@@ -303,7 +303,7 @@ void cpu_parallel(cpu_ctx *c, int64_t n, int64_t grain, tg_range_fn fn, void *ar
     tg_pool_run(c->pool, (int)((n + j.chunk - 1) / j.chunk), range_task, &j);
 }
 
-int64_t cpu_row_blocks(int64_t R) {
+int64_t tg_cpu_row_blocks(int64_t R) {
     int64_t nb = R / 128;
     return nb < 2 ? 1 : nb > 8 ? 8 : nb;
 }
@@ -330,8 +330,8 @@ static void combine_range(void *argp, int64_t lo, int64_t hi) {
     }
 }
 
-void cpu_reduce_rows(cpu_ctx *c, int64_t R, int64_t width, tg_block_fn fn, void *arg, float *out) {
-    int64_t nb = cpu_row_blocks(R);
+void tg_cpu_reduce_rows(cpu_ctx *c, int64_t R, int64_t width, tg_block_fn fn, void *arg, float *out) {
+    int64_t nb = tg_cpu_row_blocks(R);
     float *part = nb > 1 && c ? tg_pool_shared(c->pool, sizeof(float) * (size_t)(nb * width)) : NULL;
     if (!part) { /* one block (or out of memory: one block, rounded differently, but no failure) */
         fn(arg, 0, R, out);
@@ -344,5 +344,5 @@ void cpu_reduce_rows(cpu_ctx *c, int64_t R, int64_t width, tg_block_fn fn, void 
         return;
     }
     tg_pool_run(c->pool, (int)nb, block_task, &j);
-    cpu_parallel(c, width, 16384, combine_range, &j);
+    tg_cpu_parallel(c, width, 16384, combine_range, &j);
 }

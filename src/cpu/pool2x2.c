@@ -182,10 +182,10 @@ AVX2 static void grad_blocks8(void *arg, int64_t lo, int64_t hi) {
 /* x [N, C, H, W] -> out: y [N, C, Ho, Wo], or with y and gy [N, C, Ho, Wo]
  * (the backward) dx [N, C, H, W], times relu's gradient if `relu` (x being
  * a relu's output). False when the shape or CPU does not fit. */
-bool cpu_pool2x2(cpu_ctx *c, const tg_node *n, tg_shape xs, const float *x, const float *y, const float *gy,
+bool tg_cpu_pool2x2(cpu_ctx *c, const tg_node *n, tg_shape xs, const float *x, const float *y, const float *gy,
                  bool relu, float *out) {
     int64_t H = xs.d[2], W = xs.d[3], Ho = H / 2, Wo = W / 2, planes = xs.d[0] * xs.d[1];
-    cpu_isa_t isa = cpu_isa();
+    cpu_isa_t isa = tg_cpu_isa();
     int64_t L = isa == CPU_AVX512 ? 16 : isa == CPU_AVX2 ? 8 : 0;
     bool fits = n->ia[5] == 2 && n->ia[6] == 2 && n->ia[0] == 2 && n->ia[1] == 2 && n->ia[2] == 0 && n->ia[3] == 0 &&
                 H % 2 == 0 && W % 2 == 0 && Wo > 0 && L && (L % Wo == 0 || Wo % L == 0);
@@ -200,12 +200,12 @@ bool cpu_pool2x2(cpu_ctx *c, const tg_node *n, tg_shape xs, const float *x, cons
             j.inv[off / L][off % L] = (int32_t)(L * t + p);
         }
     int64_t blocks = j.row_blocks ? planes * Ho * j.row_blocks : (j.n_out + L - 1) / L;
-    if (L == 16) cpu_parallel(c, blocks, 1 + 16384 / 64, gy ? grad_blocks : fwd_blocks, &j);
-    else cpu_parallel(c, blocks, 1 + 16384 / 32, gy ? grad_blocks8 : fwd_blocks8, &j);
+    if (L == 16) tg_cpu_parallel(c, blocks, 1 + 16384 / 64, gy ? grad_blocks : fwd_blocks, &j);
+    else tg_cpu_parallel(c, blocks, 1 + 16384 / 32, gy ? grad_blocks8 : fwd_blocks8, &j);
     return true;
 }
 #else
-bool cpu_pool2x2(cpu_ctx *c, const tg_node *n, tg_shape xs, const float *x, const float *y, const float *gy,
+bool tg_cpu_pool2x2(cpu_ctx *c, const tg_node *n, tg_shape xs, const float *x, const float *y, const float *gy,
                  bool relu, float *out) {
     return false;
 }

@@ -53,7 +53,7 @@ static void adam_c(int64_t n, float *mo, float *vo, float *po, const float *m, c
 }
 
 static const vec_kernels k_c = {binary_c, binary_row_c, relu_c, relu_grad_c, colsum_c, adam_c};
-const vec_kernels *vec_generic(void) { return &k_c; }
+const vec_kernels *tg_vec_generic(void) { return &k_c; }
 
 /* ---- vectors: the plain C loops VL elements at a time (the same float
  * operations, so the same bits), the tail through vload_n / vstore_n ---- */
@@ -287,10 +287,10 @@ AVX2 static void adam_avx2(int64_t n, float *mo, float *vo, float *po, const flo
 static const vec_kernels k_avx2 = {binary_v, binary_row_v, relu_v, relu_grad_v, colsum_avx2, adam_avx2};
 #endif
 
-const vec_kernels *vec_best(void) {
+const vec_kernels *tg_vec_best(void) {
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (cpu_isa() == CPU_AVX512) return &k_512;
-    if (cpu_isa() == CPU_AVX2) return &k_avx2;
+    if (tg_cpu_isa() == CPU_AVX512) return &k_512;
+    if (tg_cpu_isa() == CPU_AVX2) return &k_avx2;
 #endif
-    return cpu_isa() == CPU_GENERIC ? &k_c : &k_v;
+    return tg_cpu_isa() == CPU_GENERIC ? &k_c : &k_v;
 }

@@ -26,6 +26,6 @@ typedef struct {
                  const float *p, float gs, float b1, float b2, float lrt, float shrink, float eps);
 } vec_kernels;
 
-const vec_kernels *vec_best(void);
-const vec_kernels *vec_generic(void);
+const vec_kernels *tg_vec_best(void);
+const vec_kernels *tg_vec_generic(void);
 #endif

@@ -8,12 +8,12 @@
 #include "rules.h"
 #include "../build/model.h"
 
-tg_status grad_append(tg_graph *g, int loss, int *param_grad) {
+tg_status tg_grad_append(tg_graph *g, int loss, int *param_grad) {
     int n_fwd = g->n;
     for (int p = 0; p < g->n_param_node; p++) param_grad[p] = -1;
     if (loss < 0 || loss >= n_fwd) return tg_fail(TG_ERR_ARG, "grad: the loss is not a tensor of this graph");
     const tg_node *L = &g->nodes[loss];
-    if (L->dtype != TG_F32 || ir_numel(L) != 1) {
+    if (L->dtype != TG_F32 || tg_ir_numel(L) != 1) {
         char s[96];
         return tg_fail(TG_ERR_SHAPE, "grad: the loss must be a single f32 value, got %s %s", tg_dtype_name(L->dtype),
                        tg_shape_str(L->shape, s, sizeof s));
@@ -42,7 +42,7 @@ tg_status grad_append(tg_graph *g, int loss, int *param_grad) {
     one.fa[0] = 1.0f;
     one.file = __FILE__;
     one.line = __LINE__;
-    cot[loss] = ir_add(g, &one);
+    cot[loss] = tg_ir_add(g, &one);
 
     for (int i = loss; i >= 0 && g->err == TG_OK; i--) {
         const tg_node *n = &g->nodes[i];
@@ -64,7 +64,7 @@ tg_status grad_append(tg_graph *g, int loss, int *param_grad) {
         for (int k = 0; k < nin; k++) {
             int x = ins[k];
             if (gx[k] < 0 || !needs[x]) continue;
-            cot[x] = cot[x] < 0 ? gx[k] : ir_binary(g, TG_OP_ADD, cot[x], gx[k], IR_HERE);
+            cot[x] = cot[x] < 0 ? gx[k] : tg_ir_binary(g, TG_OP_ADD, cot[x], gx[k], IR_HERE);
         }
     }
     for (int i = 0; i < n_fwd; i++) {

@@ -6,68 +6,68 @@
 #define N(id) (&g->nodes[id])
 #define SHAPE(id) (g->nodes[id].shape)
 #define X(k) (g->nodes[id].in[k])
-/* A function, not a macro over ir_sum_to_shape: v is built (and the node
+/* A function, not a macro over tg_ir_sum_to_shape: v is built (and the node
  * array possibly moved by realloc) before the operand's shape is read. As a
  * macro, the compiler was free to read g->nodes first and use it after
- * ir_add had freed it (ASan caught it in the VAE's grad_mul). */
+ * tg_ir_add had freed it (ASan caught it in the VAE's tg_grad_mul). */
 static int sts(tg_graph *g, int id, int v, int k, const char *file, int line) {
-    return ir_sum_to_shape(g, v, g->nodes[g->nodes[id].in[k]].shape, file, line);
+    return tg_ir_sum_to_shape(g, v, g->nodes[g->nodes[id].in[k]].shape, file, line);
 }
 #define STS(v, k) sts(g, id, v, k, IR_HERE)
 
-void grad_add(tg_graph *g, int id, int gy, int *gx) {
+void tg_grad_add(tg_graph *g, int id, int gy, int *gx) {
     gx[0] = STS(gy, 0);
     gx[1] = STS(gy, 1);
 }
 
-void grad_sub(tg_graph *g, int id, int gy, int *gx) {
+void tg_grad_sub(tg_graph *g, int id, int gy, int *gx) {
     gx[0] = STS(gy, 0);
-    gx[1] = STS(ir_unary(g, TG_OP_NEG, gy, IR_HERE), 1);
+    gx[1] = STS(tg_ir_unary(g, TG_OP_NEG, gy, IR_HERE), 1);
 }
 
-void grad_mul(tg_graph *g, int id, int gy, int *gx) {
-    gx[0] = STS(ir_binary(g, TG_OP_MUL, gy, X(1), IR_HERE), 0);
-    gx[1] = STS(ir_binary(g, TG_OP_MUL, gy, X(0), IR_HERE), 1);
+void tg_grad_mul(tg_graph *g, int id, int gy, int *gx) {
+    gx[0] = STS(tg_ir_binary(g, TG_OP_MUL, gy, X(1), IR_HERE), 0);
+    gx[1] = STS(tg_ir_binary(g, TG_OP_MUL, gy, X(0), IR_HERE), 1);
 }
 
 /* y = a / b: da = gy / b, db = -gy * y / b */
-void grad_div(tg_graph *g, int id, int gy, int *gx) {
-    gx[0] = STS(ir_binary(g, TG_OP_DIV, gy, X(1), IR_HERE), 0);
+void tg_grad_div(tg_graph *g, int id, int gy, int *gx) {
+    gx[0] = STS(tg_ir_binary(g, TG_OP_DIV, gy, X(1), IR_HERE), 0);
     int b = X(1); /* read before the next builder can move the node array */
-    int t = ir_binary(g, TG_OP_DIV, ir_binary(g, TG_OP_MUL, gy, id, IR_HERE), b, IR_HERE);
-    gx[1] = STS(ir_unary(g, TG_OP_NEG, t, IR_HERE), 1);
+    int t = tg_ir_binary(g, TG_OP_DIV, tg_ir_binary(g, TG_OP_MUL, gy, id, IR_HERE), b, IR_HERE);
+    gx[1] = STS(tg_ir_unary(g, TG_OP_NEG, t, IR_HERE), 1);
 }
 
-void grad_neg(tg_graph *g, int id, int gy, int *gx) {
+void tg_grad_neg(tg_graph *g, int id, int gy, int *gx) {
     (void)id;
-    gx[0] = ir_unary(g, TG_OP_NEG, gy, IR_HERE);
+    gx[0] = tg_ir_unary(g, TG_OP_NEG, gy, IR_HERE);
 }
 
 /* y = sqrt(x): dx = gy * 0.5 / y */
-void grad_sqrt(tg_graph *g, int id, int gy, int *gx) {
-    int half = ir_binary(g, TG_OP_MUL, gy, ir_scalar(g, 0.5f, IR_HERE), IR_HERE);
-    gx[0] = ir_binary(g, TG_OP_DIV, half, id, IR_HERE);
+void tg_grad_sqrt(tg_graph *g, int id, int gy, int *gx) {
+    int half = tg_ir_binary(g, TG_OP_MUL, gy, tg_ir_scalar(g, 0.5f, IR_HERE), IR_HERE);
+    gx[0] = tg_ir_binary(g, TG_OP_DIV, half, id, IR_HERE);
 }
 
 /* y = x^-1/2: dx = gy * -0.5 * y^3 */
-void grad_rsqrt(tg_graph *g, int id, int gy, int *gx) {
-    int y3 = ir_binary(g, TG_OP_MUL, ir_binary(g, TG_OP_MUL, id, id, IR_HERE), id, IR_HERE);
-    int t = ir_binary(g, TG_OP_MUL, gy, y3, IR_HERE);
-    gx[0] = ir_binary(g, TG_OP_MUL, t, ir_scalar(g, -0.5f, IR_HERE), IR_HERE);
+void tg_grad_rsqrt(tg_graph *g, int id, int gy, int *gx) {
+    int y3 = tg_ir_binary(g, TG_OP_MUL, tg_ir_binary(g, TG_OP_MUL, id, id, IR_HERE), id, IR_HERE);
+    int t = tg_ir_binary(g, TG_OP_MUL, gy, y3, IR_HERE);
+    gx[0] = tg_ir_binary(g, TG_OP_MUL, t, tg_ir_scalar(g, -0.5f, IR_HERE), IR_HERE);
 }
 
-void grad_log(tg_graph *g, int id, int gy, int *gx) { gx[0] = ir_binary(g, TG_OP_DIV, gy, X(0), IR_HERE); }
+void tg_grad_log(tg_graph *g, int id, int gy, int *gx) { gx[0] = tg_ir_binary(g, TG_OP_DIV, gy, X(0), IR_HERE); }
 
-void grad_exp(tg_graph *g, int id, int gy, int *gx) { gx[0] = ir_binary(g, TG_OP_MUL, gy, id, IR_HERE); }
+void tg_grad_exp(tg_graph *g, int id, int gy, int *gx) { gx[0] = tg_ir_binary(g, TG_OP_MUL, gy, id, IR_HERE); }
 
 /* Reads the output (y > 0 iff x > 0), so x can be freed after the forward. */
-void grad_relu(tg_graph *g, int id, int gy, int *gx) {
-    gx[0] = ir_binary(g, TG_OP_RELU_GRAD, id, gy, IR_HERE);
+void tg_grad_relu(tg_graph *g, int id, int gy, int *gx) {
+    gx[0] = tg_ir_binary(g, TG_OP_RELU_GRAD, id, gy, IR_HERE);
 }
 
 /* where(c, a, b): da = where(c, gy, 0), db = where(c, 0, gy) */
-void grad_where(tg_graph *g, int id, int gy, int *gx) {
-    int zero = ir_scalar(g, 0.0f, IR_HERE);
+void tg_grad_where(tg_graph *g, int id, int gy, int *gx) {
+    int zero = tg_ir_scalar(g, 0.0f, IR_HERE);
     tg_node n = {0};
     n.op = TG_OP_WHERE;
     n.nin = 3;
@@ -76,15 +76,15 @@ void grad_where(tg_graph *g, int id, int gy, int *gx) {
     n.in[0] = X(0);
     n.in[1] = gy;
     n.in[2] = zero;
-    gx[1] = STS(ir_add(g, &n), 1);
+    gx[1] = STS(tg_ir_add(g, &n), 1);
     n.in[1] = zero;
     n.in[2] = gy;
-    gx[2] = STS(ir_add(g, &n), 2);
+    gx[2] = STS(tg_ir_add(g, &n), 2);
     gx[0] = -1;
 }
 
 /* gy has the kept-dims shape; broadcast it back. */
-void grad_sum(tg_graph *g, int id, int gy, int *gx) {
+void tg_grad_sum(tg_graph *g, int id, int gy, int *gx) {
     tg_node n = {0};
     n.op = TG_OP_BROADCAST;
     n.nin = 1;
@@ -92,25 +92,25 @@ void grad_sum(tg_graph *g, int id, int gy, int *gx) {
     n.shape = SHAPE(X(0));
     n.file = __FILE__;
     n.line = __LINE__;
-    gx[0] = ir_add(g, &n);
+    gx[0] = tg_ir_add(g, &n);
 }
 
-void grad_reshape(tg_graph *g, int id, int gy, int *gx) { gx[0] = ir_reshape(g, gy, SHAPE(X(0)), IR_HERE); }
+void tg_grad_reshape(tg_graph *g, int id, int gy, int *gx) { gx[0] = tg_ir_reshape(g, gy, SHAPE(X(0)), IR_HERE); }
 
-void grad_permute(tg_graph *g, int id, int gy, int *gx) {
+void tg_grad_permute(tg_graph *g, int id, int gy, int *gx) {
     const tg_node *n = N(id);
     tg_shape inv = {(int)n->ia[7], {0}};
     for (int i = 0; i < inv.ndim; i++) inv.d[n->ia[i]] = i;
-    gx[0] = ir_permute(g, gy, inv, IR_HERE);
+    gx[0] = tg_ir_permute(g, gy, inv, IR_HERE);
 }
 
-void grad_broadcast(tg_graph *g, int id, int gy, int *gx) { gx[0] = STS(gy, 0); }
+void tg_grad_broadcast(tg_graph *g, int id, int gy, int *gx) { gx[0] = STS(gy, 0); }
 
 /* C = op(A) op(B), op = optional transpose of the last two axes.
  * d op(A) = dC op(B)^T, d op(B) = op(A)^T dC. A 2-d B shared across A's batch
  * gets its gradient as one 2-d product over all rows ([R,K]^T x [R,N]), never
  * a per-batch intermediate. */
-void grad_matmul(tg_graph *g, int id, int gy, int *gx) {
+void tg_grad_matmul(tg_graph *g, int id, int gy, int *gx) {
     const tg_node *n = N(id);
     int a = X(0), b = X(1);
     bool ta = n->ia[0], tb = n->ia[1];
@@ -119,22 +119,22 @@ void grad_matmul(tg_graph *g, int id, int gy, int *gx) {
 
     /* dA */
     if (!ta) {
-        gx[0] = ir_matmul(g, gy, b, false, !tb, IR_HERE);
+        gx[0] = tg_ir_matmul(g, gy, b, false, !tb, IR_HERE);
     } else if (b_batched) {
-        gx[0] = ir_matmul(g, b, gy, tb, true, IR_HERE);
+        gx[0] = tg_ir_matmul(g, b, gy, tb, true, IR_HERE);
     } else {
         /* A is [..., K, M] with a shared B: (dC op(B)^T)^T per batch. */
-        int t = ir_matmul(g, gy, b, false, !tb, IR_HERE); /* [..., M, K] */
+        int t = tg_ir_matmul(g, gy, b, false, !tb, IR_HERE); /* [..., M, K] */
         tg_shape perm = {as.ndim, {0}};
         for (int i = 0; i < as.ndim; i++) perm.d[i] = i;
         perm.d[as.ndim - 2] = as.ndim - 1;
         perm.d[as.ndim - 1] = as.ndim - 2;
-        gx[0] = ir_permute(g, t, perm, IR_HERE);
+        gx[0] = tg_ir_permute(g, t, perm, IR_HERE);
     }
 
     /* dB */
     if (b_batched) {
-        gx[1] = tb ? ir_matmul(g, gy, a, true, ta, IR_HERE) : ir_matmul(g, a, gy, !ta, false, IR_HERE);
+        gx[1] = tb ? tg_ir_matmul(g, gy, a, true, ta, IR_HERE) : tg_ir_matmul(g, a, gy, !ta, false, IR_HERE);
         return;
     }
     int a2 = a, dc2 = gy;
@@ -145,19 +145,19 @@ void grad_matmul(tg_graph *g, int id, int gy, int *gx) {
             for (int i = 0; i < as.ndim; i++) perm.d[i] = i;
             perm.d[as.ndim - 2] = as.ndim - 1;
             perm.d[as.ndim - 1] = as.ndim - 2;
-            a2 = ir_permute(g, a, perm, IR_HERE);
+            a2 = tg_ir_permute(g, a, perm, IR_HERE);
             ta2 = false;
         }
         int64_t K = as.d[as.ndim - (ta ? 2 : 1)];
         tg_shape ys = SHAPE(gy);
-        a2 = ir_reshape(g, a2, (tg_shape){2, {-1, K}}, IR_HERE);
-        dc2 = ir_reshape(g, gy, (tg_shape){2, {-1, ys.d[ys.ndim - 1]}}, IR_HERE);
+        a2 = tg_ir_reshape(g, a2, (tg_shape){2, {-1, K}}, IR_HERE);
+        dc2 = tg_ir_reshape(g, gy, (tg_shape){2, {-1, ys.d[ys.ndim - 1]}}, IR_HERE);
     }
     /* op(A)2 is [R, K] stored as a2 (transposed if ta2); dC2 is [R, N]. */
-    gx[1] = tb ? ir_matmul(g, dc2, a2, true, ta2, IR_HERE) : ir_matmul(g, a2, dc2, !ta2, false, IR_HERE);
+    gx[1] = tb ? tg_ir_matmul(g, dc2, a2, true, ta2, IR_HERE) : tg_ir_matmul(g, a2, dc2, !ta2, false, IR_HERE);
 }
 
-void grad_log_softmax(tg_graph *g, int id, int gy, int *gx) {
+void tg_grad_log_softmax(tg_graph *g, int id, int gy, int *gx) {
     tg_node n = {0};
     n.op = TG_OP_LOG_SOFTMAX_GRAD;
     n.nin = 2;
@@ -166,10 +166,10 @@ void grad_log_softmax(tg_graph *g, int id, int gy, int *gx) {
     n.ia[0] = N(id)->ia[0];
     n.file = __FILE__;
     n.line = __LINE__;
-    gx[0] = ir_add(g, &n);
+    gx[0] = tg_ir_add(g, &n);
 }
 
-void grad_softmax_causal(tg_graph *g, int id, int gy, int *gx) {
+void tg_grad_softmax_causal(tg_graph *g, int id, int gy, int *gx) {
     tg_node n = {0};
     n.op = TG_OP_SOFTMAX_GRAD;
     n.nin = 2;
@@ -178,10 +178,10 @@ void grad_softmax_causal(tg_graph *g, int id, int gy, int *gx) {
     n.ia[0] = SHAPE(id).ndim - 1;
     n.file = __FILE__;
     n.line = __LINE__;
-    gx[0] = ir_add(g, &n);
+    gx[0] = tg_ir_add(g, &n);
 }
 
-void grad_where_causal(tg_graph *g, int id, int gy, int *gx) {
+void tg_grad_where_causal(tg_graph *g, int id, int gy, int *gx) {
     (void)id;
     tg_node n = {0};
     n.op = TG_OP_WHERE_CAUSAL;
@@ -190,5 +190,5 @@ void grad_where_causal(tg_graph *g, int id, int gy, int *gx) {
     n.fa[0] = 0.0f;
     n.file = __FILE__;
     n.line = __LINE__;
-    gx[0] = ir_add(g, &n);
+    gx[0] = tg_ir_add(g, &n);
 }

@@ -17,24 +17,24 @@ static int conv_backward(tg_graph *g, tg_opcode op, int id, int a, int b, int64_
     n.file = __FILE__;
     n.line = line;
     n.param = -1;
-    return ir_add(g, &n);
+    return tg_ir_add(g, &n);
 }
 
 /* y = conv2d(x, w[, b]): dx = conv2d_grad_input(gy, w), dw = conv2d_grad_weight(x, gy),
  * db = gy summed over images and pixels. */
-void grad_conv2d(tg_graph *g, int id, int gy, int *gx) {
+void tg_grad_conv2d(tg_graph *g, int id, int gy, int *gx) {
     int x = g->nodes[id].in[0], w = g->nodes[id].in[1];
     tg_shape xs = g->nodes[x].shape, ws = g->nodes[w].shape;
     bool bias = g->nodes[id].nin > 2;
     gx[0] = conv_backward(g, TG_OP_CONV2D_GRAD_INPUT, id, gy, w, xs.d[2], xs.d[3], __LINE__);
     gx[1] = conv_backward(g, TG_OP_CONV2D_GRAD_WEIGHT, id, x, gy, ws.d[2], ws.d[3], __LINE__);
-    if (bias) gx[2] = ir_reshape(g, ir_reduce_sum(g, gy, 1u | 4u | 8u, IR_HERE), (tg_shape){1, {ws.d[0]}}, IR_HERE);
+    if (bias) gx[2] = tg_ir_reshape(g, tg_ir_reduce_sum(g, gy, 1u | 4u | 8u, IR_HERE), (tg_shape){1, {ws.d[0]}}, IR_HERE);
 }
 
 /* The backward reads the forward's output y to find each window's winner
  * (the first element equal to y), so no index tensor is kept and no float
  * max has to be recomputed. */
-void grad_max_pool2d(tg_graph *g, int id, int gy, int *gx) {
+void tg_grad_max_pool2d(tg_graph *g, int id, int gy, int *gx) {
     const tg_node *y = &g->nodes[id];
     tg_node n = {0};
     n.op = TG_OP_MAX_POOL2D_GRAD;
@@ -46,10 +46,10 @@ void grad_max_pool2d(tg_graph *g, int id, int gy, int *gx) {
     n.file = __FILE__;
     n.line = __LINE__;
     n.param = -1;
-    gx[0] = ir_add(g, &n);
+    gx[0] = tg_ir_add(g, &n);
 }
 
-void grad_upsample2d(tg_graph *g, int id, int gy, int *gx) {
+void tg_grad_upsample2d(tg_graph *g, int id, int gy, int *gx) {
     tg_node n = {0};
     n.op = TG_OP_UPSAMPLE2D_GRAD;
     n.nin = 1;
@@ -58,5 +58,5 @@ void grad_upsample2d(tg_graph *g, int id, int gy, int *gx) {
     n.file = __FILE__;
     n.line = __LINE__;
     n.param = -1;
-    gx[0] = ir_add(g, &n);
+    gx[0] = tg_ir_add(g, &n);
 }

@@ -5,22 +5,22 @@
 
 #define SHAPE(id) (g->nodes[id].shape)
 #define X(k) (g->nodes[id].in[k])
-/* A function, not a macro over ir_sum_to_shape: v is built (and the node
+/* A function, not a macro over tg_ir_sum_to_shape: v is built (and the node
  * array possibly moved by realloc) before the operand's shape is read. As a
  * macro, the compiler was free to read g->nodes first and use it after
- * ir_add had freed it (ASan caught it in the VAE's grad_mul). */
+ * tg_ir_add had freed it (ASan caught it in the VAE's tg_grad_mul). */
 static int sts(tg_graph *g, int id, int v, int k, const char *file, int line) {
-    return ir_sum_to_shape(g, v, g->nodes[g->nodes[id].in[k]].shape, file, line);
+    return tg_ir_sum_to_shape(g, v, g->nodes[g->nodes[id].in[k]].shape, file, line);
 }
 #define STS(v, k) sts(g, id, v, k, IR_HERE)
 
 /* A backward node of op `op`, attributed to this file (the rules'). */
-#define bw(op) ir_proto(op, NULL, __FILE__, __LINE__)
+#define bw(op) tg_ir_proto(op, NULL, __FILE__, __LINE__)
 
 /* d min/max: one minmax_grad per operand (ties split evenly), summed back to
  * the operand's shape. The scalar operand of the _s forms is a constant, so
  * its share is dropped by DCE. */
-void grad_minmax(tg_graph *g, int id, int gy, int *gx) {
+void tg_grad_minmax(tg_graph *g, int id, int gy, int *gx) {
     for (int side = 0; side < 2; side++) {
         tg_node n = bw(TG_OP_MINMAX_GRAD);
         n.in[0] = X(0);
@@ -28,7 +28,7 @@ void grad_minmax(tg_graph *g, int id, int gy, int *gx) {
         n.in[2] = gy;
         n.ia[0] = g->nodes[id].op;
         n.ia[1] = side;
-        gx[side] = STS(ir_add(g, &n), side);
+        gx[side] = STS(tg_ir_add(g, &n), side);
     }
 }
 
@@ -36,7 +36,7 @@ void grad_minmax(tg_graph *g, int id, int gy, int *gx) {
  * s is the output where the derivative can be had from it (tanh, sigmoid,
  * softplus, and leaky_relu with alpha >= 0, where y > 0 iff x > 0), so the
  * input need not stay alive for the backward; the input otherwise. */
-void grad_unary_math(tg_graph *g, int id, int gy, int *gx) {
+void tg_grad_unary_math(tg_graph *g, int id, int gy, int *gx) {
     const tg_node *f = &g->nodes[id];
     bool from_y = f->op == TG_OP_TANH || f->op == TG_OP_SIGMOID || f->op == TG_OP_SOFTPLUS ||
                   (f->op == TG_OP_LEAKY_RELU && f->fa[0] >= 0.0f);
@@ -47,30 +47,30 @@ void grad_unary_math(tg_graph *g, int id, int gy, int *gx) {
     n.ia[1] = f->ia[0];
     n.fa[0] = f->fa[0];
     n.fa[1] = f->fa[1];
-    gx[0] = ir_add(g, &n);
+    gx[0] = tg_ir_add(g, &n);
 }
 
 /* softmax: gx = y (gy - sum(gy y)) along the axis, one fused node */
-void grad_softmax(tg_graph *g, int id, int gy, int *gx) {
+void tg_grad_softmax(tg_graph *g, int id, int gy, int *gx) {
     tg_node n = bw(TG_OP_SOFTMAX_GRAD);
     n.in[0] = id;
     n.in[1] = gy;
     n.ia[0] = g->nodes[id].ia[0];
-    gx[0] = ir_add(g, &n);
+    gx[0] = tg_ir_add(g, &n);
 }
 
 /* narrow: gy padded back to the input's shape with zeros */
-void grad_narrow(tg_graph *g, int id, int gy, int *gx) {
+void tg_grad_narrow(tg_graph *g, int id, int gy, int *gx) {
     tg_node n = bw(TG_OP_NARROW_GRAD);
     n.in[0] = gy;
     n.ia[0] = g->nodes[id].ia[0];
     n.ia[1] = g->nodes[id].ia[1];
     n.shape = SHAPE(X(0));
-    gx[0] = ir_add(g, &n);
+    gx[0] = tg_ir_add(g, &n);
 }
 
 /* concat: each input gets its slice of gy */
-void grad_concat(tg_graph *g, int id, int gy, int *gx) {
+void tg_grad_concat(tg_graph *g, int id, int gy, int *gx) {
     int64_t axis = g->nodes[id].ia[0], at = 0;
     int nin = g->nodes[id].nin;
     for (int k = 0; k < nin; k++) {
@@ -80,18 +80,18 @@ void grad_concat(tg_graph *g, int id, int gy, int *gx) {
         n.ia[0] = axis;
         n.ia[1] = at;
         n.ia[2] = len;
-        gx[k] = ir_add(g, &n);
+        gx[k] = tg_ir_add(g, &n);
         at += len;
     }
 }
 
 /* take_along_axis: gy scatter-added into zeros of x's shape; none for idx */
-void grad_take_along_axis(tg_graph *g, int id, int gy, int *gx) {
+void tg_grad_take_along_axis(tg_graph *g, int id, int gy, int *gx) {
     tg_node n = bw(TG_OP_TAKE_ALONG_AXIS_GRAD);
     n.in[0] = gy;
     n.in[1] = X(1);
     n.ia[0] = g->nodes[id].ia[0];
     n.shape = SHAPE(X(0));
-    gx[0] = ir_add(g, &n);
+    gx[0] = tg_ir_add(g, &n);
     gx[1] = -1;
 }

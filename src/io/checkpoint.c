@@ -53,7 +53,7 @@ static tg_status collect(tg_session *s, const char *api, bool full, ck_entry **o
         if (!is_saved_state(nd)) continue;
         const tg_slot *sl = &s->prog->plan.slot[i];
         e[k++] = (ck_entry){nd->name, nd->dtype, nd->shape, sl->arena, sl->offset,
-                            ir_numel(nd) * (int64_t)tg_dtype_size(nd->dtype)};
+                            tg_ir_numel(nd) * (int64_t)tg_dtype_size(nd->dtype)};
     }
     *out = e;
     *n_out = n;
@@ -254,7 +254,7 @@ static tg_status match(const char *api, const char *path, const tg_safetensors *
     free(used);
     bool hint = !full && tg_safetensors_meta(f, "format") && strcmp(tg_safetensors_meta(f, "format"), CK_FORMAT) == 0;
     char nm[128];
-    return tg_fail(TG_ERR_NAME, "%s: %s: unknown tensor '%s'%s", api, path, st_shown(f->t[k].name, nm, sizeof nm),
+    return tg_fail(TG_ERR_NAME, "%s: %s: unknown tensor '%s'%s", api, path, tg_st_shown(f->t[k].name, nm, sizeof nm),
                    hint ? " (the file is a full checkpoint: load it with tg_session_load)" : "");
 }
 
@@ -279,7 +279,7 @@ static tg_status load(tg_session *s, const char *api, const char *path, bool ful
             st = tg_fail(TG_ERR_FORMAT,
                          "%s: %s: not a full checkpoint (its __metadata__ format is %s%s%s, want '" CK_FORMAT
                          "'); a weights-only file loads with tg_session_load_params",
-                         api, path, fmt ? "'" : "", fmt ? st_shown(fmt, sh, 64) : "missing", fmt ? "'" : "");
+                         api, path, fmt ? "'" : "", fmt ? tg_st_shown(fmt, sh, 64) : "missing", fmt ? "'" : "");
             goto done;
         }
         const char *keys[] = {"step", "lr_start", "seed"};
@@ -289,7 +289,7 @@ static tg_status load(tg_session *s, const char *api, const char *path, bool ful
             /* step + 1 must stay an int64: the next step's number */
             if (!parse_u64(v, vals[k]) || (k < 2 && *vals[k] >= INT64_MAX)) {
                 st = tg_fail(TG_ERR_FORMAT, "%s: %s: metadata '%s' is %s%s%s, not a non-negative integer", api,
-                             path, keys[k], v ? "'" : "", v ? st_shown(v, sh, 48) : "missing", v ? "'" : "");
+                             path, keys[k], v ? "'" : "", v ? tg_st_shown(v, sh, 48) : "missing", v ? "'" : "");
                 goto done;
             }
         }
@@ -301,19 +301,19 @@ static tg_status load(tg_session *s, const char *api, const char *path, bool ful
         const char *opt = tg_safetensors_meta(f, "optimizer");
         if (!opt || strcmp(opt, opt_name(s->optim.kind)) != 0) {
             st = tg_fail(TG_ERR_STATE, "%s: %s: the checkpoint's optimizer is '%s', this session's is '%s'", api,
-                         path, opt ? st_shown(opt, sh, 48) : "(missing)", opt_name(s->optim.kind));
+                         path, opt ? tg_st_shown(opt, sh, 48) : "(missing)", opt_name(s->optim.kind));
             goto done;
         }
         const char *lrs = tg_safetensors_meta(f, "lr");
         if (!lrs || !lr_decode(lrs, lr, &n_lr)) {
             st = tg_fail(TG_ERR_FORMAT, "%s: %s: metadata 'lr' is %s%s%s, not a schedule", api, path,
-                         lrs ? "'" : "", lrs ? st_shown(lrs, sh, sizeof sh) : "missing", lrs ? "'" : "");
+                         lrs ? "'" : "", lrs ? tg_st_shown(lrs, sh, sizeof sh) : "missing", lrs ? "'" : "");
             goto done;
         }
         for (int k = 0; k < n_lr; k++) lr[k].then = k + 1 < n_lr ? &lr[k + 1] : NULL;
         char what[300];
         snprintf(what, sizeof what, "%s: %s: metadata 'lr'", api, path);
-        if ((st = lr_check(lr, what)) != TG_OK) {
+        if ((st = tg_lr_check(lr, what)) != TG_OK) {
             char msg[600];
             snprintf(msg, sizeof msg, "%s", tg_last_error());
             st = tg_fail(TG_ERR_FORMAT, "%s", msg);
@@ -343,7 +343,7 @@ static tg_status load(tg_session *s, const char *api, const char *path, bool ful
         for (int i = 0; i < n; i++) got = data_hash(got, src[i]->data, e[i].bytes);
         if (!parse_u64(sum, &want) || want != got) {
             st = tg_fail(TG_ERR_FORMAT, "%s: %s: the data section does not match its checksum (%s in the metadata, "
-                         "%" PRIu64 " computed): the file is damaged", api, path, st_shown(sum, sh, 48), got);
+                         "%" PRIu64 " computed): the file is damaged", api, path, tg_st_shown(sum, sh, 48), got);
             goto done;
         }
     }

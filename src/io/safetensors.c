@@ -27,7 +27,7 @@
 
 #define HDR 8 /* file offset of the header's first byte */
 
-int64_t st_nbytes(tg_dtype dt, tg_shape s) {
+int64_t tg_st_nbytes(tg_dtype dt, tg_shape s) {
     if (dt != TG_F32 && dt != TG_I32) return -1;
     if (s.ndim < 0 || s.ndim > TG_MAX_DIMS) return -1;
     int64_t n = 4;
@@ -41,7 +41,7 @@ int64_t st_nbytes(tg_dtype dt, tg_shape s) {
 
 static const char *dtype_tag(tg_dtype dt) { return dt == TG_F32 ? "F32" : dt == TG_I32 ? "I32" : "?"; }
 
-const char *st_shown(const char *s, char *buf, size_t cap) {
+const char *tg_st_shown(const char *s, char *buf, size_t cap) {
     size_t o = 0, i = 0, max = cap > 8 ? cap - 4 : 0;
     for (; s[i] && o < max; i++) {
         unsigned char c = (unsigned char)s[i];
@@ -360,7 +360,7 @@ static tg_status grow2(parser *p, void **a, size_t ea, void **b, size_t eb, int 
 static tg_status parse_tensor(parser *p, char *name, size_t key_at) {
     tg_safetensors *f = p->f;
     char nm[96], ctx[120], b[16], sb[160];
-    snprintf(ctx, sizeof ctx, "tensor '%s'", st_shown(name, nm, 64));
+    snprintf(ctx, sizeof ctx, "tensor '%s'", tg_st_shown(name, nm, 64));
     tg_status st = TG_OK;
     bool have_dt = false, have_shape = false, have_off = false;
     tg_dtype dt = TG_F32;
@@ -389,7 +389,7 @@ static tg_status parse_tensor(parser *p, char *name, size_t key_at) {
                                                               : NULL;
             if (!have) {
                 st = perr(p, field_at, "%s: unknown field '%s' (expected dtype, shape, data_offsets)", ctx,
-                          st_shown(field, sb, 64));
+                          tg_st_shown(field, sb, 64));
                 free(field);
                 goto fail;
             }
@@ -407,7 +407,7 @@ static tg_status parse_tensor(parser *p, char *name, size_t key_at) {
                     dt = tag[0] == 'F' ? TG_F32 : TG_I32;
                     free(tag);
                 } else {
-                    st = perr(p, dt_at, "%s: dtype '%s' is not supported (only F32 and I32)", ctx, st_shown(tag, sb, 32));
+                    st = perr(p, dt_at, "%s: dtype '%s' is not supported (only F32 and I32)", ctx, tg_st_shown(tag, sb, 32));
                     free(tag);
                     goto fail;
                 }
@@ -434,7 +434,7 @@ static tg_status parse_tensor(parser *p, char *name, size_t key_at) {
         st = perr(p, end_at, "%s: missing \"%s\"", ctx, !have_dt ? "dtype" : !have_shape ? "shape" : "data_offsets");
         goto fail;
     }
-    int64_t nbytes = st_nbytes(dt, shape);
+    int64_t nbytes = tg_st_nbytes(dt, shape);
     if (nbytes < 0) {
         st = perr(p, shape_at, "%s: shape %s is too large", ctx, tg_shape_str(shape, sb, sizeof sb));
         goto fail;
@@ -563,7 +563,7 @@ static tg_status check_dups(parser *p, st_key *k, int n, const char *what, int *
         for (int i = 0; i < n; i++)
             if (k[i].idx == worst) name = k[i].name;
         size_t at = (size_t)(order ? p->ent[worst].key_at : p->meta_at[worst]);
-        return perr(p, at, "%s '%s' appears twice", what, st_shown(name, nm, 64));
+        return perr(p, at, "%s '%s' appears twice", what, tg_st_shown(name, nm, 64));
     }
     if (order)
         for (int i = 0; i < n; i++) order[i] = k[i].idx;
@@ -590,7 +590,7 @@ static tg_status check_entries(parser *p, const uint8_t *data) {
      * after the furthest end seen so far. */
     for (int i = 0; i < f->n; i++) {
         int64_t b = p->ent[i].begin;
-        k[i] = (st_key){f->t[i].name, b, b + st_nbytes(f->t[i].dtype, f->t[i].shape), i};
+        k[i] = (st_key){f->t[i].name, b, b + tg_st_nbytes(f->t[i].dtype, f->t[i].shape), i};
     }
     qsort(k, (size_t)f->n, sizeof *k, by_range_cmp);
     int far = -1;
@@ -600,7 +600,7 @@ static tg_status check_entries(parser *p, const uint8_t *data) {
             char n1[96], n2[96];
             st = perr(p, (size_t)p->ent[k[i].idx].range_at,
                       "tensor '%s': data_offsets [%lld, %lld] overlap tensor '%s' [%lld, %lld]",
-                      st_shown(k[i].name, n1, 64), (long long)k[i].a, (long long)k[i].b, st_shown(k[far].name, n2, 64),
+                      tg_st_shown(k[i].name, n1, 64), (long long)k[i].a, (long long)k[i].b, tg_st_shown(k[far].name, n2, 64),
                       (long long)k[far].a, (long long)k[far].b);
             goto done;
         }
@@ -611,7 +611,7 @@ static tg_status check_entries(parser *p, const uint8_t *data) {
      * aligned copy, so callers may read floats straight from .data. */
     static const int32_t no_data[1];
     for (int i = 0; i < f->n; i++) {
-        int64_t b = p->ent[i].begin, nb = st_nbytes(f->t[i].dtype, f->t[i].shape);
+        int64_t b = p->ent[i].begin, nb = tg_st_nbytes(f->t[i].dtype, f->t[i].shape);
         const uint8_t *src = nb ? data + b : (const uint8_t *)no_data;
         if ((uintptr_t)src & 3) {
             void *c = malloc((size_t)nb);
@@ -647,7 +647,7 @@ void tg_safetensors_free(tg_safetensors *f) {
     free(f);
 }
 
-tg_status st_parse(const char *label, const uint8_t *buf, size_t size, tg_safetensors **out) {
+tg_status tg_st_parse(const char *label, const uint8_t *buf, size_t size, tg_safetensors **out) {
     *out = NULL;
     if (size < HDR)
         return tg_fail(TG_ERR_FORMAT, "safetensors: %s: byte 0: the file is %zu bytes, too short for the 8-byte header length",
@@ -713,7 +713,7 @@ tg_status tg_safetensors_read(const char *path, tg_safetensors **out) {
         got += (size_t)r;
     }
     close(fd);
-    tg_status st = st_parse(path, buf, size, out);
+    tg_status st = tg_st_parse(path, buf, size, out);
     if (st != TG_OK) {
         free(buf);
         return st;
@@ -805,12 +805,12 @@ static tg_status check_names(const char *path, const char **names, int n, const 
     for (int i = 0; i < n; i++) {
         if (!names[i]) return tg_fail(TG_ERR_ARG, "safetensors: %s: %s %d has no name", path, what, i);
         if (!utf8_valid(names[i]))
-            return tg_fail(TG_ERR_ARG, "safetensors: %s: %s '%s' is not valid UTF-8", path, what, st_shown(names[i], nm, 64));
+            return tg_fail(TG_ERR_ARG, "safetensors: %s: %s '%s' is not valid UTF-8", path, what, tg_st_shown(names[i], nm, 64));
     }
     qsort(names, (size_t)n, sizeof *names, cmp_str);
     for (int i = 1; i < n; i++)
         if (strcmp(names[i], names[i - 1]) == 0)
-            return tg_fail(TG_ERR_NAME, "safetensors: %s: %s '%s' is given twice", path, what, st_shown(names[i], nm, 64));
+            return tg_fail(TG_ERR_NAME, "safetensors: %s: %s '%s' is given twice", path, what, tg_st_shown(names[i], nm, 64));
     return TG_OK;
 }
 
@@ -853,13 +853,13 @@ tg_status tg_safetensors_write(const char *path, const tg_st_tensor *t, int n, c
     for (int i = 0; i < n; i++) {
         if (t[i].dtype != TG_F32 && t[i].dtype != TG_I32)
             return tg_fail(TG_ERR_ARG, "safetensors: %s: tensor '%s': only F32 and I32 can be written", path,
-                           t[i].name ? st_shown(t[i].name, nm, 64) : "(null)");
-        if (st_nbytes(t[i].dtype, t[i].shape) < 0)
+                           t[i].name ? tg_st_shown(t[i].name, nm, 64) : "(null)");
+        if (tg_st_nbytes(t[i].dtype, t[i].shape) < 0)
             return tg_fail(TG_ERR_SHAPE, "safetensors: %s: tensor '%s': bad shape %s", path,
-                           t[i].name ? st_shown(t[i].name, nm, 64) : "(null)", tg_shape_str(t[i].shape, sh, sizeof sh));
-        if (!t[i].data && st_nbytes(t[i].dtype, t[i].shape) > 0)
+                           t[i].name ? tg_st_shown(t[i].name, nm, 64) : "(null)", tg_shape_str(t[i].shape, sh, sizeof sh));
+        if (!t[i].data && tg_st_nbytes(t[i].dtype, t[i].shape) > 0)
             return tg_fail(TG_ERR_ARG, "safetensors: %s: tensor '%s' has no data", path,
-                           t[i].name ? st_shown(t[i].name, nm, 64) : "(null)");
+                           t[i].name ? tg_st_shown(t[i].name, nm, 64) : "(null)");
         if (t[i].name && strcmp(t[i].name, "__metadata__") == 0)
             return tg_fail(TG_ERR_NAME, "safetensors: %s: '__metadata__' cannot name a tensor", path);
     }
@@ -901,7 +901,7 @@ tg_status tg_safetensors_write(const char *path, const tg_st_tensor *t, int n, c
             snprintf(num, sizeof num, "%s%lld", d ? "," : "", (long long)t[i].shape.d[d]);
             sb_cat(&h, num);
         }
-        int64_t nb = st_nbytes(t[i].dtype, t[i].shape);
+        int64_t nb = tg_st_nbytes(t[i].dtype, t[i].shape);
         if (nb > INT64_MAX - off) {
             free(h.s);
             return tg_fail(TG_ERR_SIZE, "safetensors: %s: the tensors add up to more than 2^63 bytes", path);
@@ -918,7 +918,7 @@ tg_status tg_safetensors_write(const char *path, const tg_st_tensor *t, int n, c
         return tg_fail(TG_ERR_NOMEM, "safetensors: %s: out of memory", path);
     }
 
-    char *tmp = st_temp_name(path), eb[128];
+    char *tmp = tg_st_temp_name(path), eb[128];
     if (!tmp) {
         free(h.s);
         return tg_fail(TG_ERR_NOMEM, "safetensors: %s: out of memory", path);
@@ -934,7 +934,7 @@ tg_status tg_safetensors_write(const char *path, const tg_st_tensor *t, int n, c
     for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)h.n >> (8 * i));
     int e = write_all(fd, len8, 8);
     if (!e) e = write_all(fd, h.s, h.n);
-    for (int i = 0; !e && i < n; i++) e = write_all(fd, t[i].data, (size_t)st_nbytes(t[i].dtype, t[i].shape));
+    for (int i = 0; !e && i < n; i++) e = write_all(fd, t[i].data, (size_t)tg_st_nbytes(t[i].dtype, t[i].shape));
     const char *op = "write";
     if (!e && fsync(fd) != 0) e = errno, op = "sync";
     if (close(fd) != 0 && !e) e = errno, op = "close";
@@ -944,7 +944,7 @@ tg_status tg_safetensors_write(const char *path, const tg_st_tensor *t, int n, c
         st = tg_fail(TG_ERR_IO, "safetensors: %s: cannot %s '%s': %s", path, op, tmp, errtext(e, eb, sizeof eb));
     } else {
         sync_dir(path);
-        st_remove_stale(path);
+        tg_st_remove_stale(path);
     }
     free(tmp);
     free(h.s);

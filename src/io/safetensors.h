@@ -34,19 +34,19 @@ struct tg_safetensors {
 
 /* Parses a safetensors image already in memory. label names it in errors
  * (the path, usually). *out refers into buf, which must outlive it. */
-tg_status st_parse(const char *label, const uint8_t *buf, size_t size, tg_safetensors **out);
+tg_status tg_st_parse(const char *label, const uint8_t *buf, size_t size, tg_safetensors **out);
 
 /* The byte size of a tensor of this dtype and shape, or -1 if it overflows
  * or the dtype is not storable (only F32 and I32 are). */
-int64_t st_nbytes(tg_dtype dt, tg_shape s);
+int64_t tg_st_nbytes(tg_dtype dt, tg_shape s);
 
 /* Atomic saves (tempname.c): a temporary name unique to this save (malloc'd,
  * NULL when out of memory), and the removal of path's temporaries left by
  * processes that died mid-save. */
-char *st_temp_name(const char *path);
-void st_remove_stale(const char *path);
+char *tg_st_temp_name(const char *path);
+void tg_st_remove_stale(const char *path);
 
 /* Strings from hostile files, made printable (control characters become
  * '?') and cut to fit buf, for error messages. Returns buf. */
-const char *st_shown(const char *s, char *buf, size_t cap);
+const char *tg_st_shown(const char *s, char *buf, size_t cap);
 #endif

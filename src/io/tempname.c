@@ -18,7 +18,7 @@
 
 static atomic_uint_fast64_t saves;
 
-char *st_temp_name(const char *path) {
+char *tg_st_temp_name(const char *path) {
     size_t n = strlen(path) + 64;
     char *tmp = malloc(n);
     if (tmp)
@@ -36,7 +36,7 @@ static long temp_pid(const char *name, const char *base) {
     return pid > 0 && (*end == 0 || *end == '.') ? pid : -1;
 }
 
-void st_remove_stale(const char *path) {
+void tg_st_remove_stale(const char *path) {
     const char *slash = strrchr(path, '/');
     const char *base = slash ? slash + 1 : path;
     size_t dl = slash ? (size_t)(slash - path) : 0;

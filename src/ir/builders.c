@@ -1,11 +1,11 @@
 /* Internal node builders shared by the public op builders, the gradient
- * rules and the optimizer. Each fills a proto node and goes through ir_add,
+ * rules and the optimizer. Each fills a proto node and goes through tg_ir_add,
  * so every node, forward or backward, passes its shape rule. */
 #include <string.h>
 
 #include "ir.h"
 
-tg_node ir_proto(tg_opcode op, const char *api, const char *file, int line) {
+tg_node tg_ir_proto(tg_opcode op, const char *api, const char *file, int line) {
     tg_node n;
     memset(&n, 0, sizeof n);
     n.op = op;
@@ -17,92 +17,92 @@ tg_node ir_proto(tg_opcode op, const char *api, const char *file, int line) {
     return n;
 }
 
-static tg_node proto(tg_opcode op, const char *file, int line) { return ir_proto(op, NULL, file, line); }
+static tg_node proto(tg_opcode op, const char *file, int line) { return tg_ir_proto(op, NULL, file, line); }
 
-bool ir_module_ok(tg_graph *g, const void *module, const char *api, const char *file, int line) {
+bool tg_ir_module_ok(tg_graph *g, const void *module, const char *api, const char *file, int line) {
     if (!g) return false;
     if (module) return true;
-    tg_node n = ir_proto(TG_OP_PARAM, api, file, line);
-    ir_fail_status(g, TG_ERR_ARG, &n, "the module is NULL");
+    tg_node n = tg_ir_proto(TG_OP_PARAM, api, file, line);
+    tg_ir_fail_status(g, TG_ERR_ARG, &n, "the module is NULL");
     return false;
 }
 
-int ir_leaf(tg_graph *g, tg_opcode op, const char *name, tg_dtype dt, tg_shape s, const char *file, int line) {
+int tg_ir_leaf(tg_graph *g, tg_opcode op, const char *name, tg_dtype dt, tg_shape s, const char *file, int line) {
     tg_node n = proto(op, file, line);
     n.name = (char *)name;
     n.dtype = dt;
     n.shape = s;
-    return ir_add(g, &n);
+    return tg_ir_add(g, &n);
 }
 
-int ir_rng_seed(tg_graph *g) {
-    if (g->rng_seed < 0) g->rng_seed = ir_leaf(g, TG_OP_STATE, TG_RNG_SEED_NAME, TG_I32, (tg_shape){1, {2}}, IR_HERE);
+int tg_ir_rng_seed(tg_graph *g) {
+    if (g->rng_seed < 0) g->rng_seed = tg_ir_leaf(g, TG_OP_STATE, TG_RNG_SEED_NAME, TG_I32, (tg_shape){1, {2}}, IR_HERE);
     return g->rng_seed;
 }
 
-uint32_t ir_rng_salt(tg_graph *g) { return tg_hash32(0x5eed0000u + g->n_random_ops++); }
+uint32_t tg_ir_rng_salt(tg_graph *g) { return tg_hash32(0x5eed0000u + g->n_random_ops++); }
 
-int ir_unary(tg_graph *g, tg_opcode op, int x, const char *file, int line) {
+int tg_ir_unary(tg_graph *g, tg_opcode op, int x, const char *file, int line) {
     tg_node n = proto(op, file, line);
     n.in[0] = x;
-    return ir_add(g, &n);
+    return tg_ir_add(g, &n);
 }
 
-int ir_binary(tg_graph *g, tg_opcode op, int a, int b, const char *file, int line) {
+int tg_ir_binary(tg_graph *g, tg_opcode op, int a, int b, const char *file, int line) {
     tg_node n = proto(op, file, line);
     n.in[0] = a;
     n.in[1] = b;
-    return ir_add(g, &n);
+    return tg_ir_add(g, &n);
 }
 
-int ir_scalar(tg_graph *g, float v, const char *file, int line) {
+int tg_ir_scalar(tg_graph *g, float v, const char *file, int line) {
     tg_node n = proto(TG_OP_CONST, file, line);
     n.dtype = TG_F32;
     n.shape = (tg_shape){0, {0}};
     n.fa[0] = v;
-    return ir_add(g, &n);
+    return tg_ir_add(g, &n);
 }
 
-int ir_reduce_sum(tg_graph *g, int x, unsigned axes_mask, const char *file, int line) {
+int tg_ir_reduce_sum(tg_graph *g, int x, unsigned axes_mask, const char *file, int line) {
     tg_node n = proto(TG_OP_SUM, file, line);
     n.in[0] = x;
     n.ia[0] = axes_mask;
-    return ir_add(g, &n);
+    return tg_ir_add(g, &n);
 }
 
-int ir_reshape(tg_graph *g, int x, tg_shape s, const char *file, int line) {
+int tg_ir_reshape(tg_graph *g, int x, tg_shape s, const char *file, int line) {
     if (x < 0 || x >= g->n || s.ndim < 0 || s.ndim > TG_MAX_DIMS) {
         tg_node n = proto(TG_OP_RESHAPE, file, line);
-        n.in[0] = x; /* ir_add reports the bad id or rank */
+        n.in[0] = x; /* tg_ir_add reports the bad id or rank */
         n.shape = s;
-        return ir_add(g, &n);
+        return tg_ir_add(g, &n);
     }
-    if (shape_eq(g->nodes[x].shape, s)) return x;
+    if (tg_shape_eq(g->nodes[x].shape, s)) return x;
     tg_node n = proto(TG_OP_RESHAPE, file, line);
     n.in[0] = x;
     n.shape = s;
-    return ir_add(g, &n);
+    return tg_ir_add(g, &n);
 }
 
-int ir_permute(tg_graph *g, int x, tg_shape perm, const char *file, int line) {
+int tg_ir_permute(tg_graph *g, int x, tg_shape perm, const char *file, int line) {
     tg_node n = proto(TG_OP_PERMUTE, file, line);
     n.in[0] = x;
     for (int i = 0; i < perm.ndim; i++) n.ia[i] = perm.d[i];
     n.ia[7] = perm.ndim;
-    return ir_add(g, &n);
+    return tg_ir_add(g, &n);
 }
 
 /* Sums the axes that broadcasting added or stretched so x gets shape s. */
-int ir_sum_to_shape(tg_graph *g, int x, tg_shape s, const char *file, int line) {
-    if (x < 0 || x >= g->n || s.ndim < 0 || s.ndim > TG_MAX_DIMS) return ir_reshape(g, x, s, file, line);
+int tg_ir_sum_to_shape(tg_graph *g, int x, tg_shape s, const char *file, int line) {
+    if (x < 0 || x >= g->n || s.ndim < 0 || s.ndim > TG_MAX_DIMS) return tg_ir_reshape(g, x, s, file, line);
     tg_shape xs = g->nodes[x].shape;
-    if (shape_eq(xs, s)) return x;
+    if (tg_shape_eq(xs, s)) return x;
     tg_node err = proto(TG_OP_SUM, file, line);
     err.api = "sum_to_shape";
     tg_shape r;
-    if (s.ndim > xs.ndim || !shape_broadcast(s, xs, &r) || !shape_eq(r, xs)) {
+    if (s.ndim > xs.ndim || !tg_shape_broadcast(s, xs, &r) || !tg_shape_eq(r, xs)) {
         char a[96], b[96];
-        ir_fail(g, &err, "cannot sum %s down to %s", tg_shape_str(xs, a, sizeof a), tg_shape_str(s, b, sizeof b));
+        tg_ir_fail(g, &err, "cannot sum %s down to %s", tg_shape_str(xs, a, sizeof a), tg_shape_str(s, b, sizeof b));
         return -1;
     }
     unsigned mask = 0;
@@ -110,15 +110,15 @@ int ir_sum_to_shape(tg_graph *g, int x, tg_shape s, const char *file, int line) 
         int j = s.ndim - xs.ndim + i;
         if (j < 0 || (s.d[j] == 1 && xs.d[i] != 1)) mask |= 1u << i;
     }
-    int r_id = mask ? ir_reduce_sum(g, x, mask, file, line) : x;
-    return ir_reshape(g, r_id, s, file, line);
+    int r_id = mask ? tg_ir_reduce_sum(g, x, mask, file, line) : x;
+    return tg_ir_reshape(g, r_id, s, file, line);
 }
 
-int ir_matmul(tg_graph *g, int a, int b, bool ta, bool tb, const char *file, int line) {
+int tg_ir_matmul(tg_graph *g, int a, int b, bool ta, bool tb, const char *file, int line) {
     tg_node n = proto(TG_OP_MATMUL, file, line);
     n.in[0] = a;
     n.in[1] = b;
     n.ia[0] = ta;
     n.ia[1] = tb;
-    return ir_add(g, &n);
+    return tg_ir_add(g, &n);
 }

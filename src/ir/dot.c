@@ -65,7 +65,7 @@ static void put_node(FILE *f, const tg_graph *g, int i, int *count, const char *
     fprintf(f, "];\n");
 }
 
-tg_status ir_graph_dot(const tg_graph *g, const int *group, int n_groups, void *file) {
+tg_status tg_ir_graph_dot(const tg_graph *g, const int *group, int n_groups, void *file) {
     FILE *f = file;
     if (!g || !f) return tg_fail(TG_ERR_ARG, "tg_graph_dot: graph and file must not be NULL");
     fprintf(f, "digraph tensorgrad {\n  rankdir=TB;\n"
@@ -98,4 +98,4 @@ tg_status ir_graph_dot(const tg_graph *g, const int *group, int n_groups, void *
     return TG_OK;
 }
 
-tg_status tg_graph_dot(const tg_graph *g, void *file) { return ir_graph_dot(g, NULL, 0, file); }
+tg_status tg_graph_dot(const tg_graph *g, void *file) { return tg_ir_graph_dot(g, NULL, 0, file); }

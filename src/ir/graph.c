@@ -27,19 +27,19 @@ int64_t tg_shape_numel(tg_shape s) {
     return n;
 }
 
-bool ir_numel_ok(tg_shape s) {
+bool tg_ir_numel_ok(tg_shape s) {
     int64_t n = tg_shape_numel(s);
-    return n >= 0 && n <= TG_MAX_NUMEL && ir_span(s) <= TG_MAX_NUMEL;
+    return n >= 0 && n <= TG_MAX_NUMEL && tg_ir_span(s) <= TG_MAX_NUMEL;
 }
 
-int64_t ir_span(tg_shape s) {
+int64_t tg_ir_span(tg_shape s) {
     int64_t n = 1;
     for (int i = 0; i < s.ndim && i < TG_MAX_DIMS; i++)
         if (s.d[i] > 0 && __builtin_mul_overflow(n, s.d[i], &n)) return INT64_MAX;
     return n;
 }
 
-int64_t ir_numel(const tg_node *n) { return tg_shape_numel(n->shape); }
+int64_t tg_ir_numel(const tg_node *n) { return tg_shape_numel(n->shape); }
 
 char *tg_shape_str(tg_shape s, char *buf, size_t n) {
     size_t k = 0;
@@ -50,14 +50,14 @@ char *tg_shape_str(tg_shape s, char *buf, size_t n) {
     return buf;
 }
 
-bool shape_eq(tg_shape a, tg_shape b) {
+bool tg_shape_eq(tg_shape a, tg_shape b) {
     if (a.ndim != b.ndim) return false;
     for (int i = 0; i < a.ndim; i++)
         if (a.d[i] != b.d[i]) return false;
     return true;
 }
 
-bool shape_broadcast(tg_shape a, tg_shape b, tg_shape *out) {
+bool tg_shape_broadcast(tg_shape a, tg_shape b, tg_shape *out) {
     tg_shape r = {a.ndim > b.ndim ? a.ndim : b.ndim, {0}};
     for (int i = 0; i < r.ndim; i++) {
         int ia = a.ndim - r.ndim + i, ib = b.ndim - r.ndim + i;
@@ -69,7 +69,7 @@ bool shape_broadcast(tg_shape a, tg_shape b, tg_shape *out) {
     return true;
 }
 
-void shape_strides(tg_shape s, int64_t *st) {
+void tg_shape_strides(tg_shape s, int64_t *st) {
     int64_t acc = 1;
     for (int i = s.ndim - 1; i >= 0; i--) {
         st[i] = acc;
@@ -77,16 +77,16 @@ void shape_strides(tg_shape s, int64_t *st) {
     }
 }
 
-void shape_bcast_strides(tg_shape in, tg_shape out, int64_t *st) {
+void tg_shape_bcast_strides(tg_shape in, tg_shape out, int64_t *st) {
     int64_t own[TG_MAX_DIMS];
-    shape_strides(in, own);
+    tg_shape_strides(in, own);
     for (int i = 0; i < out.ndim; i++) {
         int j = in.ndim - out.ndim + i;
         st[i] = (j < 0 || in.d[j] == 1) ? 0 : own[j];
     }
 }
 
-tg_graph *ir_graph_new(tg_model *m) {
+tg_graph *tg_ir_graph_new(tg_model *m) {
     tg_graph *g = tg_calloc(1, sizeof *g);
     if (!g) return NULL;
     g->model = m;
@@ -101,7 +101,7 @@ tg_graph *ir_graph_new(tg_model *m) {
     return g;
 }
 
-tg_graph *tg_graph_new(tg_model *m) { return ir_graph_new(m); }
+tg_graph *tg_graph_new(tg_model *m) { return tg_ir_graph_new(m); }
 
 void tg_graph_free(tg_graph *g) {
     if (!g) return;
@@ -130,15 +130,15 @@ static const char *base_name(const char *path) {
  * the mistake, and the other graph, maybe compiled already, is left as it is. */
 static _Thread_local tg_graph *tracing;
 
-tg_graph *ir_trace_begin(tg_graph *g) {
+tg_graph *tg_ir_trace_begin(tg_graph *g) {
     tg_graph *prev = tracing;
     tracing = g;
     return prev;
 }
 
-void ir_trace_end(tg_graph *prev) { tracing = prev; }
+void tg_ir_trace_end(tg_graph *prev) { tracing = prev; }
 
-void ir_seal(tg_graph *g) { g->sealed = true; }
+void tg_ir_seal(tg_graph *g) { g->sealed = true; }
 
 static void failv(tg_graph *g, tg_status st, const tg_node *n, const char *fmt, va_list ap) {
     if (tracing && tracing != g) g = tracing;
@@ -150,14 +150,14 @@ static void failv(tg_graph *g, tg_status st, const tg_node *n, const char *fmt, 
              base_name(n->file), n->line);
 }
 
-void ir_fail(tg_graph *g, const tg_node *n, const char *fmt, ...) {
+void tg_ir_fail(tg_graph *g, const tg_node *n, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     failv(g, TG_ERR_SHAPE, n, fmt, ap);
     va_end(ap);
 }
 
-void ir_fail_status(tg_graph *g, tg_status st, const tg_node *n, const char *fmt, ...) {
+void tg_ir_fail_status(tg_graph *g, tg_status st, const tg_node *n, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     failv(g, st, n, fmt, ap);
@@ -168,26 +168,26 @@ void ir_fail_status(tg_graph *g, tg_status st, const tg_node *n, const char *fmt
 static bool proto_ok(tg_graph *g, const tg_node *proto) {
     if ((unsigned)proto->op >= TG_OP_COUNT || proto->nin < 0 || proto->nin > TG_MAX_IN) return false;
     if ((tracing && tracing != g) || g->sealed) {
-        ir_fail_status(g, TG_ERR_ARG, proto,
+        tg_ir_fail_status(g, TG_ERR_ARG, proto,
                        "an operand comes from another graph (a tensor kept from an earlier trace?)");
         return false;
     }
     for (int i = 0; i < proto->nin; i++) {
         if (proto->in[i] == -1) return false; /* an earlier error, already recorded */
         if (proto->in[i] < 0 || proto->in[i] >= g->n) {
-            ir_fail_status(g, TG_ERR_ARG, proto, "operand %d is tensor id %d, not a tensor of this graph (%d nodes)",
+            tg_ir_fail_status(g, TG_ERR_ARG, proto, "operand %d is tensor id %d, not a tensor of this graph (%d nodes)",
                            i, (int)proto->in[i], g->n);
             return false;
         }
     }
     if (proto->shape.ndim < 0 || proto->shape.ndim > TG_MAX_DIMS) {
-        ir_fail(g, proto, "shape has %d dims (at most %d)", proto->shape.ndim, TG_MAX_DIMS);
+        tg_ir_fail(g, proto, "shape has %d dims (at most %d)", proto->shape.ndim, TG_MAX_DIMS);
         return false;
     }
     return true;
 }
 
-int ir_add(tg_graph *g, const tg_node *proto) {
+int tg_ir_add(tg_graph *g, const tg_node *proto) {
     if (!g || !proto_ok(g, proto)) return -1;
     if (g->n == g->cap) {
         int cap = g->cap ? g->cap * 2 : 64;
@@ -208,19 +208,19 @@ int ir_add(tg_graph *g, const tg_node *proto) {
     if (!tg_ops[n.op].shape(g, &n)) return -1;
     for (int i = 0; i < n.shape.ndim; i++) {
         if (n.shape.d[i] < 0) {
-            ir_fail(g, &n, "negative dimension %lld", (long long)n.shape.d[i]);
+            tg_ir_fail(g, &n, "negative dimension %lld", (long long)n.shape.d[i]);
             return -1;
         }
     }
-    if (!ir_numel_ok(n.shape)) {
+    if (!tg_ir_numel_ok(n.shape)) {
         char b[160];
-        ir_fail_status(g, TG_ERR_LIMIT, &n, "shape %s %s more than %lld elements", tg_shape_str(n.shape, b, sizeof b),
-                       ir_numel(&n) >= 0 && ir_numel(&n) <= TG_MAX_NUMEL ? "spans" : "has", (long long)TG_MAX_NUMEL);
+        tg_ir_fail_status(g, TG_ERR_LIMIT, &n, "shape %s %s more than %lld elements", tg_shape_str(n.shape, b, sizeof b),
+                       tg_ir_numel(&n) >= 0 && tg_ir_numel(&n) <= TG_MAX_NUMEL ? "spans" : "has", (long long)TG_MAX_NUMEL);
         return -1;
     }
     if (proto->name && !(n.name = tg_strdup(proto->name))) return -1;
     if (proto->data) {
-        size_t bytes = (size_t)ir_numel(&n) * sizeof(float);
+        size_t bytes = (size_t)tg_ir_numel(&n) * sizeof(float);
         if (!(n.data = malloc(bytes ? bytes : 4))) {
             free(n.name);
             return -1;

@@ -75,7 +75,7 @@ typedef struct tg_graph tg_graph;
 typedef struct cpu_ctx cpu_ctx;
 
 /* Computes n->shape and n->dtype from the inputs and attributes, or records
- * an error on g (via ir_fail) and returns false. */
+ * an error on g (via tg_ir_fail) and returns false. */
 typedef bool (*tg_shape_fn)(tg_graph *g, tg_node *n);
 /* Appends the backward of node `id` given its output cotangent `gy`; writes
  * the cotangent of each input to gx[i] (-1 for none). */
@@ -120,61 +120,61 @@ struct tg_graph {
 /* Appends a node built from `proto` (op, inputs, attributes); computes and
  * checks its shape with the op's shape rule. Returns the new id, or -1 after
  * recording an error. Inputs that are invalid (< 0) propagate silently. */
-int ir_add(tg_graph *g, const tg_node *proto);
+int tg_ir_add(tg_graph *g, const tg_node *proto);
 /* Records the first error of the graph: "<op>: <message> (<file>:<line>)". */
-void ir_fail(tg_graph *g, const tg_node *n, const char *fmt, ...) TG_PRINTF(3, 4);
-void ir_fail_status(tg_graph *g, tg_status st, const tg_node *n, const char *fmt, ...) TG_PRINTF(4, 5);
-tg_graph *ir_graph_new(tg_model *m);
-/* Marks g as the graph this thread traces until ir_trace_end(previous);
+void tg_ir_fail(tg_graph *g, const tg_node *n, const char *fmt, ...) TG_PRINTF(3, 4);
+void tg_ir_fail_status(tg_graph *g, tg_status st, const tg_node *n, const char *fmt, ...) TG_PRINTF(4, 5);
+tg_graph *tg_ir_graph_new(tg_model *m);
+/* Marks g as the graph this thread traces until tg_ir_trace_end(previous);
  * ops on any other graph meanwhile fail and record the error in g. */
-tg_graph *ir_trace_begin(tg_graph *g);
-void ir_trace_end(tg_graph *prev);
+tg_graph *tg_ir_trace_begin(tg_graph *g);
+void tg_ir_trace_end(tg_graph *prev);
 /* After compile: later ops on g's tensors are refused, g is never changed. */
-void ir_seal(tg_graph *g);
+void tg_ir_seal(tg_graph *g);
 /* True when t names a node of its graph. */
 static inline bool ir_live(tg_tensor t) { return t.g && t.id >= 0 && t.id < t.g->n; }
 /* tg_graph_dot with fused groups drawn as clusters: group[i] is node i's
  * group in [0, n_groups), -1 for none (group NULL: no clusters). */
-tg_status ir_graph_dot(const tg_graph *g, const int *group, int n_groups, void *file);
+tg_status tg_ir_graph_dot(const tg_graph *g, const int *group, int n_groups, void *file);
 
 static inline tg_node *ir_node(const tg_graph *g, int id) { return &g->nodes[id]; }
 static inline tg_tensor ir_t(tg_graph *g, int id) { return (tg_tensor){g, id}; }
 
 /* Small helpers every stage uses. */
-int64_t ir_numel(const tg_node *n);
+int64_t tg_ir_numel(const tg_node *n);
 /* Every dim >= 0, and both the element count and the span (the product of
  * the nonzero dims, which bounds every stride of an empty tensor too) at
  * most TG_MAX_NUMEL: no size or stride computed from s overflows. */
-bool ir_numel_ok(tg_shape s);
-int64_t ir_span(tg_shape s);
+bool tg_ir_numel_ok(tg_shape s);
+int64_t tg_ir_span(tg_shape s);
 size_t tg_dtype_size(tg_dtype dt);
 const char *tg_dtype_name(tg_dtype dt);
-bool shape_eq(tg_shape a, tg_shape b);
+bool tg_shape_eq(tg_shape a, tg_shape b);
 /* NumPy broadcast of a and b; false if incompatible. */
-bool shape_broadcast(tg_shape a, tg_shape b, tg_shape *out);
+bool tg_shape_broadcast(tg_shape a, tg_shape b, tg_shape *out);
 /* Row-major strides of s (in elements). */
-void shape_strides(tg_shape s, int64_t *st);
+void tg_shape_strides(tg_shape s, int64_t *st);
 /* Strides of `in` read as if broadcast to `out` (0 on broadcast axes). */
-void shape_bcast_strides(tg_shape in, tg_shape out, int64_t *st);
+void tg_shape_bcast_strides(tg_shape in, tg_shape out, int64_t *st);
 
 /* A node of op `op` with its table arity, no inputs or attributes yet; api
  * names the public builder in messages (NULL: the op's own name). */
-tg_node ir_proto(tg_opcode op, const char *api, const char *file, int line);
+tg_node tg_ir_proto(tg_opcode op, const char *api, const char *file, int line);
 
 /* Internal builders used by grad rules and the optimizer: same checks as the
  * public ones, call site = the rule's file:line. */
-int ir_leaf(tg_graph *g, tg_opcode op, const char *name, tg_dtype dt, tg_shape s, const char *file, int line);
-int ir_unary(tg_graph *g, tg_opcode op, int x, const char *file, int line);
-int ir_binary(tg_graph *g, tg_opcode op, int a, int b, const char *file, int line);
-int ir_scalar(tg_graph *g, float v, const char *file, int line);
-int ir_reduce_sum(tg_graph *g, int x, unsigned axes_mask, const char *file, int line);
-int ir_reshape(tg_graph *g, int x, tg_shape s, const char *file, int line);
-int ir_sum_to_shape(tg_graph *g, int x, tg_shape s, const char *file, int line);
-int ir_matmul(tg_graph *g, int a, int b, bool ta, bool tb, const char *file, int line);
-int ir_permute(tg_graph *g, int x, tg_shape perm, const char *file, int line);
+int tg_ir_leaf(tg_graph *g, tg_opcode op, const char *name, tg_dtype dt, tg_shape s, const char *file, int line);
+int tg_ir_unary(tg_graph *g, tg_opcode op, int x, const char *file, int line);
+int tg_ir_binary(tg_graph *g, tg_opcode op, int a, int b, const char *file, int line);
+int tg_ir_scalar(tg_graph *g, float v, const char *file, int line);
+int tg_ir_reduce_sum(tg_graph *g, int x, unsigned axes_mask, const char *file, int line);
+int tg_ir_reshape(tg_graph *g, int x, tg_shape s, const char *file, int line);
+int tg_ir_sum_to_shape(tg_graph *g, int x, tg_shape s, const char *file, int line);
+int tg_ir_matmul(tg_graph *g, int a, int b, bool ta, bool tb, const char *file, int line);
+int tg_ir_permute(tg_graph *g, int x, tg_shape perm, const char *file, int line);
 #define IR_HERE __FILE__, __LINE__
 /* A module's _fwd: false (error recorded in g) for a NULL module or graph. */
-bool ir_module_ok(tg_graph *g, const void *module, const char *api, const char *file, int line);
+bool tg_ir_module_ok(tg_graph *g, const void *module, const char *api, const char *file, int line);
 
 /* Random ops read the per-step seed from one state leaf, i32 [2] (the low
  * and high 32 bits of a 64-bit seed), that the session rewrites before every
@@ -182,8 +182,8 @@ bool ir_module_ok(tg_graph *g, const void *module, const char *api, const char *
  * own salt (ia[7] by convention), so two dropout layers draw different
  * masks. Element e of a random op draws tg_rng_u32(seed, salt, e). */
 #define TG_RNG_SEED_NAME "rng.seed"
-int ir_rng_seed(tg_graph *g);
+int tg_ir_rng_seed(tg_graph *g);
 /* A fresh salt for the next random op of this graph (its creation order). */
-uint32_t ir_rng_salt(tg_graph *g);
+uint32_t tg_ir_rng_salt(tg_graph *g);
 
 #endif

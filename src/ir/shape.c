@@ -1,6 +1,6 @@
 /* Shape rules, one per op family: each fills n->shape / n->dtype from the
  * inputs and attributes, or records a message naming the shapes involved.
- * The builder's name and call site are added by ir_fail. */
+ * The builder's name and call site are added by tg_ir_fail. */
 #include <string.h>
 
 #include "ir.h"
@@ -10,15 +10,15 @@
 #define S(t, buf) tg_shape_str((t), buf, sizeof buf)
 
 /* Leaves keep the shape and dtype the builder put in the proto. */
-bool shape_leaf(tg_graph *g, tg_node *n) {
+bool tg_shape_leaf(tg_graph *g, tg_node *n) {
     (void)g;
     (void)n;
     return true;
 }
 
-bool shape_arange(tg_graph *g, tg_node *n) {
+bool tg_shape_arange(tg_graph *g, tg_node *n) {
     if (n->ia[0] < 0) {
-        ir_fail(g, n, "length %lld is negative", (long long)n->ia[0]);
+        tg_ir_fail(g, n, "length %lld is negative", (long long)n->ia[0]);
         return false;
     }
     n->shape = (tg_shape){1, {n->ia[0]}};
@@ -27,27 +27,27 @@ bool shape_arange(tg_graph *g, tg_node *n) {
 
 static bool need_dtype(tg_graph *g, tg_node *n, int k, tg_dtype dt) {
     if (IN(k)->dtype == dt) return true;
-    ir_fail(g, n, "operand %d is %s, expected %s", k, tg_dtype_name(IN(k)->dtype), tg_dtype_name(dt));
+    tg_ir_fail(g, n, "operand %d is %s, expected %s", k, tg_dtype_name(IN(k)->dtype), tg_dtype_name(dt));
     return false;
 }
 
-bool shape_binary(tg_graph *g, tg_node *n) {
+bool tg_shape_binary(tg_graph *g, tg_node *n) {
     const tg_node *a = IN(0), *b = IN(1);
     char sa[96], sb[96];
     if (a->dtype != b->dtype || a->dtype == TG_BOOL) {
-        ir_fail(g, n, "operands must both be f32 or both i32, got %s %s and %s %s",
+        tg_ir_fail(g, n, "operands must both be f32 or both i32, got %s %s and %s %s",
                 tg_dtype_name(a->dtype), S(a->shape, sa), tg_dtype_name(b->dtype), S(b->shape, sb));
         return false;
     }
-    if (!shape_broadcast(a->shape, b->shape, &n->shape)) {
-        ir_fail(g, n, "cannot broadcast %s and %s", S(a->shape, sa), S(b->shape, sb));
+    if (!tg_shape_broadcast(a->shape, b->shape, &n->shape)) {
+        tg_ir_fail(g, n, "cannot broadcast %s and %s", S(a->shape, sa), S(b->shape, sb));
         return false;
     }
     n->dtype = (n->op == TG_OP_LESS || n->op == TG_OP_GREATER) ? TG_BOOL : a->dtype;
     return true;
 }
 
-bool shape_unary_f32(tg_graph *g, tg_node *n) {
+bool tg_shape_unary_f32(tg_graph *g, tg_node *n) {
     if (!need_dtype(g, n, 0, TG_F32)) return false;
     n->shape = IN(0)->shape;
     n->dtype = TG_F32;
@@ -56,13 +56,13 @@ bool shape_unary_f32(tg_graph *g, tg_node *n) {
 
 /* Same shape as operand 0; every operand the same shape (backward helpers,
  * optimizer updates; the optimizer's hyperparameter vector is exempt). */
-bool shape_same(tg_graph *g, tg_node *n) {
+bool tg_shape_same(tg_graph *g, tg_node *n) {
     char s0[96], sk[96];
     int check = n->nin;
     if (n->op == TG_OP_ADAM_P || n->op == TG_OP_SGD_P || n->op == TG_OP_SGD_V) check = n->nin - 1;
     for (int k = 1; k < check; k++) {
-        if (!shape_eq(IN(k)->shape, IN(0)->shape)) {
-            ir_fail(g, n, "operand %d has shape %s, expected %s", k, S(IN(k)->shape, sk), S(IN(0)->shape, s0));
+        if (!tg_shape_eq(IN(k)->shape, IN(0)->shape)) {
+            tg_ir_fail(g, n, "operand %d has shape %s, expected %s", k, S(IN(k)->shape, sk), S(IN(0)->shape, s0));
             return false;
         }
     }
@@ -73,43 +73,43 @@ bool shape_same(tg_graph *g, tg_node *n) {
     return true;
 }
 
-bool shape_cast(tg_graph *g, tg_node *n) {
+bool tg_shape_cast(tg_graph *g, tg_node *n) {
     n->shape = IN(0)->shape;
     n->dtype = (tg_dtype)n->ia[0];
     (void)g;
     return true;
 }
 
-bool shape_where(tg_graph *g, tg_node *n) {
+bool tg_shape_where(tg_graph *g, tg_node *n) {
     const tg_node *c = IN(0), *a = IN(1), *b = IN(2);
     char sc[96], sa[96], sb[96];
     if (c->dtype != TG_BOOL) {
-        ir_fail(g, n, "condition must be bool, got %s", tg_dtype_name(c->dtype));
+        tg_ir_fail(g, n, "condition must be bool, got %s", tg_dtype_name(c->dtype));
         return false;
     }
     if (a->dtype != b->dtype) {
-        ir_fail(g, n, "branches differ in dtype, %s and %s", tg_dtype_name(a->dtype), tg_dtype_name(b->dtype));
+        tg_ir_fail(g, n, "branches differ in dtype, %s and %s", tg_dtype_name(a->dtype), tg_dtype_name(b->dtype));
         return false;
     }
     tg_shape ab;
-    if (!shape_broadcast(a->shape, b->shape, &ab) || !shape_broadcast(c->shape, ab, &n->shape)) {
-        ir_fail(g, n, "cannot broadcast %s, %s and %s", S(c->shape, sc), S(a->shape, sa), S(b->shape, sb));
+    if (!tg_shape_broadcast(a->shape, b->shape, &ab) || !tg_shape_broadcast(c->shape, ab, &n->shape)) {
+        tg_ir_fail(g, n, "cannot broadcast %s, %s and %s", S(c->shape, sc), S(a->shape, sa), S(b->shape, sb));
         return false;
     }
     n->dtype = a->dtype;
     return true;
 }
 
-bool shape_sum(tg_graph *g, tg_node *n) {
+bool tg_shape_sum(tg_graph *g, tg_node *n) {
     const tg_node *x = IN(0);
     unsigned mask = (unsigned)n->ia[0];
     if (x->dtype == TG_BOOL) {
-        ir_fail(g, n, "cannot reduce a bool tensor; cast it first");
+        tg_ir_fail(g, n, "cannot reduce a bool tensor; cast it first");
         return false;
     }
     if (mask >> x->shape.ndim) {
         char s[96];
-        ir_fail(g, n, "axis out of range for %s", S(x->shape, s));
+        tg_ir_fail(g, n, "axis out of range for %s", S(x->shape, s));
         return false;
     }
     n->shape = x->shape;
@@ -119,7 +119,7 @@ bool shape_sum(tg_graph *g, tg_node *n) {
     return true;
 }
 
-bool shape_reshape(tg_graph *g, tg_node *n) {
+bool tg_shape_reshape(tg_graph *g, tg_node *n) {
     const tg_node *x = IN(0);
     tg_shape s = n->shape;
     char sx[96], ss[96];
@@ -128,28 +128,28 @@ bool shape_reshape(tg_graph *g, tg_node *n) {
     for (int i = 0; i < s.ndim; i++) {
         if (s.d[i] == -1) {
             if (infer >= 0) {
-                ir_fail(g, n, "more than one -1 in %s", S(s, ss));
+                tg_ir_fail(g, n, "more than one -1 in %s", S(s, ss));
                 return false;
             }
             infer = i;
         } else if (s.d[i] < 0) {
-            ir_fail(g, n, "bad dimension in %s", S(s, ss));
+            tg_ir_fail(g, n, "bad dimension in %s", S(s, ss));
             return false;
         } else if (__builtin_mul_overflow(known, s.d[i], &known)) {
-            ir_fail(g, n, "cannot reshape %s to %s", S(x->shape, sx), S(s, ss));
+            tg_ir_fail(g, n, "cannot reshape %s to %s", S(x->shape, sx), S(s, ss));
             return false;
         }
     }
-    int64_t total = ir_numel(x);
+    int64_t total = tg_ir_numel(x);
     if (infer >= 0) {
         if (known == 0 || total % known) {
-            ir_fail(g, n, "cannot reshape %s to %s", S(x->shape, sx), S(s, ss));
+            tg_ir_fail(g, n, "cannot reshape %s to %s", S(x->shape, sx), S(s, ss));
             return false;
         }
         s.d[infer] = total / known;
     }
     if (tg_shape_numel(s) != total) {
-        ir_fail(g, n, "cannot reshape %s (%lld elements) to %s", S(x->shape, sx), (long long)total, S(s, ss));
+        tg_ir_fail(g, n, "cannot reshape %s (%lld elements) to %s", S(x->shape, sx), (long long)total, S(s, ss));
         return false;
     }
     n->shape = s;
@@ -157,19 +157,19 @@ bool shape_reshape(tg_graph *g, tg_node *n) {
     return true;
 }
 
-bool shape_permute(tg_graph *g, tg_node *n) {
+bool tg_shape_permute(tg_graph *g, tg_node *n) {
     const tg_node *x = IN(0);
     int nd = x->shape.ndim;
     unsigned seen = 0;
     char sx[96];
     if ((int)n->ia[7] != nd) {
-        ir_fail(g, n, "permutation has %d axes, tensor %s has %d", (int)n->ia[7], S(x->shape, sx), nd);
+        tg_ir_fail(g, n, "permutation has %d axes, tensor %s has %d", (int)n->ia[7], S(x->shape, sx), nd);
         return false;
     }
     for (int i = 0; i < nd; i++) {
         int64_t p = n->ia[i];
         if (p < 0 || p >= nd || (seen & (1u << p))) {
-            ir_fail(g, n, "not a permutation of the %d axes of %s", nd, S(x->shape, sx));
+            tg_ir_fail(g, n, "not a permutation of the %d axes of %s", nd, S(x->shape, sx));
             return false;
         }
         seen |= 1u << p;
@@ -180,12 +180,12 @@ bool shape_permute(tg_graph *g, tg_node *n) {
     return true;
 }
 
-bool shape_broadcast_to(tg_graph *g, tg_node *n) {
+bool tg_shape_broadcast_to(tg_graph *g, tg_node *n) {
     const tg_node *x = IN(0);
     tg_shape t = n->shape, r;
     char sx[96], st[96];
-    if (x->shape.ndim > t.ndim || !shape_broadcast(x->shape, t, &r) || !shape_eq(r, t)) {
-        ir_fail(g, n, "cannot broadcast %s to %s", S(x->shape, sx), S(t, st));
+    if (x->shape.ndim > t.ndim || !tg_shape_broadcast(x->shape, t, &r) || !tg_shape_eq(r, t)) {
+        tg_ir_fail(g, n, "cannot broadcast %s to %s", S(x->shape, sx), S(t, st));
         return false;
     }
     n->dtype = x->dtype;
@@ -194,23 +194,23 @@ bool shape_broadcast_to(tg_graph *g, tg_node *n) {
 
 /* a [..., M, K] (or [..., K, M] with ta) x b [K, N] (or [N, K] with tb), b
  * either 2-d or with a's batch dims. */
-bool shape_matmul(tg_graph *g, tg_node *n) {
+bool tg_shape_matmul(tg_graph *g, tg_node *n) {
     const tg_node *a = IN(0), *b = IN(1);
     char sa[96], sb[96];
     bool ta = n->ia[0], tb = n->ia[1];
     if (a->dtype != TG_F32 || b->dtype != TG_F32) {
-        ir_fail(g, n, "operands must be f32, got %s and %s", tg_dtype_name(a->dtype), tg_dtype_name(b->dtype));
+        tg_ir_fail(g, n, "operands must be f32, got %s and %s", tg_dtype_name(a->dtype), tg_dtype_name(b->dtype));
         return false;
     }
     if (a->shape.ndim < 2 || b->shape.ndim < 2) {
-        ir_fail(g, n, "operands need at least 2 dims, got %s x %s", S(a->shape, sa), S(b->shape, sb));
+        tg_ir_fail(g, n, "operands need at least 2 dims, got %s x %s", S(a->shape, sa), S(b->shape, sb));
         return false;
     }
     int na = a->shape.ndim, nb = b->shape.ndim;
     int64_t M = a->shape.d[na - (ta ? 1 : 2)], K = a->shape.d[na - (ta ? 2 : 1)];
     int64_t Kb = b->shape.d[nb - (tb ? 1 : 2)], N = b->shape.d[nb - (tb ? 2 : 1)];
     if (K != Kb) {
-        ir_fail(g, n, "inner dims differ, %s%s x %s%s", S(a->shape, sa), ta ? "^T" : "", S(b->shape, sb),
+        tg_ir_fail(g, n, "inner dims differ, %s%s x %s%s", S(a->shape, sa), ta ? "^T" : "", S(b->shape, sb),
                 tb ? "^T" : "");
         return false;
     }
@@ -218,7 +218,7 @@ bool shape_matmul(tg_graph *g, tg_node *n) {
         bool same = nb == na;
         for (int i = 0; same && i < na - 2; i++) same = a->shape.d[i] == b->shape.d[i];
         if (!same) {
-            ir_fail(g, n, "batch dims differ, %s x %s (b must be 2-d or share a's batch dims)", S(a->shape, sa),
+            tg_ir_fail(g, n, "batch dims differ, %s x %s (b must be 2-d or share a's batch dims)", S(a->shape, sa),
                     S(b->shape, sb));
             return false;
         }
@@ -230,11 +230,11 @@ bool shape_matmul(tg_graph *g, tg_node *n) {
     return true;
 }
 
-bool shape_one_hot(tg_graph *g, tg_node *n) {
+bool tg_shape_one_hot(tg_graph *g, tg_node *n) {
     const tg_node *x = IN(0);
     if (!need_dtype(g, n, 0, TG_I32)) return false;
     if (x->shape.ndim >= TG_MAX_DIMS || n->ia[0] <= 0) {
-        ir_fail(g, n, "depth %lld must be > 0 and the result at most %d dims", (long long)n->ia[0], TG_MAX_DIMS);
+        tg_ir_fail(g, n, "depth %lld must be > 0 and the result at most %d dims", (long long)n->ia[0], TG_MAX_DIMS);
         return false;
     }
     n->shape = x->shape;
@@ -244,26 +244,26 @@ bool shape_one_hot(tg_graph *g, tg_node *n) {
 }
 
 /* Ops over one axis (ia[0], already made non-negative by the builder). */
-bool shape_axis_f32(tg_graph *g, tg_node *n) {
+bool tg_shape_axis_f32(tg_graph *g, tg_node *n) {
     const tg_node *x = IN(0);
     char sx[96];
     if (!need_dtype(g, n, 0, TG_F32)) return false;
     if (n->ia[0] < 0 || n->ia[0] >= x->shape.ndim) {
-        ir_fail(g, n, "axis %lld out of range for %s", (long long)n->ia[0], S(x->shape, sx));
+        tg_ir_fail(g, n, "axis %lld out of range for %s", (long long)n->ia[0], S(x->shape, sx));
         return false;
     }
-    if (n->nin > 1 && !shape_eq(IN(1)->shape, x->shape)) return shape_same(g, n);
+    if (n->nin > 1 && !tg_shape_eq(IN(1)->shape, x->shape)) return tg_shape_same(g, n);
     n->shape = x->shape;
     n->dtype = TG_F32;
     return true;
 }
 
-bool shape_causal(tg_graph *g, tg_node *n) {
+bool tg_shape_causal(tg_graph *g, tg_node *n) {
     const tg_node *x = IN(0);
     char sx[96];
     if (!need_dtype(g, n, 0, TG_F32)) return false;
     if (x->shape.ndim < 2) {
-        ir_fail(g, n, "needs at least 2 dims [..., T, T], got %s", S(x->shape, sx));
+        tg_ir_fail(g, n, "needs at least 2 dims [..., T, T], got %s", S(x->shape, sx));
         return false;
     }
     n->shape = x->shape;

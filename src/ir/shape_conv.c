@@ -15,11 +15,11 @@ static bool need_4d_f32(tg_graph *g, tg_node *n, int k, const char *what, const 
     const tg_node *x = IN(k);
     char s[96];
     if (x->dtype != TG_F32) {
-        ir_fail(g, n, "%s must be f32, got %s %s", what, tg_dtype_name(x->dtype), S(x->shape, s));
+        tg_ir_fail(g, n, "%s must be f32, got %s %s", what, tg_dtype_name(x->dtype), S(x->shape, s));
         return false;
     }
     if (x->shape.ndim != 4) {
-        ir_fail(g, n, "%s must be 4-d %s, got %s", what, dims, S(x->shape, s));
+        tg_ir_fail(g, n, "%s must be 4-d %s, got %s", what, dims, S(x->shape, s));
         return false;
     }
     return true;
@@ -30,12 +30,12 @@ static bool window_out(tg_graph *g, tg_node *n, const char *axis, int64_t in, in
                        tg_shape xs, int64_t *out) {
     char sx[96];
     if (k < 1 || s < 1 || p < 0) {
-        ir_fail(g, n, "%s: kernel %lld, stride %lld, padding %lld (need kernel >= 1, stride >= 1, padding >= 0)",
+        tg_ir_fail(g, n, "%s: kernel %lld, stride %lld, padding %lld (need kernel >= 1, stride >= 1, padding >= 0)",
                 axis, (long long)k, (long long)s, (long long)p);
         return false;
     }
     if (in + 2 * p < k) {
-        ir_fail(g, n, "kernel %s=%lld is larger than the padded input (%lld + 2*%lld) of %s", axis, (long long)k,
+        tg_ir_fail(g, n, "kernel %s=%lld is larger than the padded input (%lld + 2*%lld) of %s", axis, (long long)k,
                 (long long)in, (long long)p, S(xs, sx));
         return false;
     }
@@ -45,18 +45,18 @@ static bool window_out(tg_graph *g, tg_node *n, const char *axis, int64_t in, in
 
 /* conv2d: x [N, C, H, W], w [O, C/groups, kH, kW], optional bias [O] -> [N, O, Ho, Wo].
  * ia: [0] stride_h [1] stride_w [2] pad_h [3] pad_w [4] groups. */
-bool shape_conv2d(tg_graph *g, tg_node *n) {
+bool tg_shape_conv2d(tg_graph *g, tg_node *n) {
     if (!need_4d_f32(g, n, 0, "input", "[N, C, H, W]") || !need_4d_f32(g, n, 1, "weight", "[O, C/groups, kH, kW]"))
         return false;
     tg_shape xs = IN(0)->shape, ws = IN(1)->shape;
     char sx[96], sw[96];
     int64_t G = n->ia[4], C = xs.d[1], O = ws.d[0];
     if (G < 1) {
-        ir_fail(g, n, "groups must be >= 1, got %lld", (long long)G);
+        tg_ir_fail(g, n, "groups must be >= 1, got %lld", (long long)G);
         return false;
     }
     if (C % G || O % G || ws.d[1] != C / G) {
-        ir_fail(g, n,
+        tg_ir_fail(g, n,
                 "input %s and weight %s do not fit groups=%lld (need C and O divisible by groups and weight "
                 "[O, C/groups, kH, kW])",
                 S(xs, sx), S(ws, sw), (long long)G);
@@ -66,7 +66,7 @@ bool shape_conv2d(tg_graph *g, tg_node *n) {
         const tg_node *b = IN(2);
         if (b->dtype != TG_F32 || b->shape.ndim != 1 || b->shape.d[0] != O) {
             char sb[96];
-            ir_fail(g, n, "bias must be f32 [%lld] for weight %s, got %s %s", (long long)O, S(ws, sw),
+            tg_ir_fail(g, n, "bias must be f32 [%lld] for weight %s, got %s %s", (long long)O, S(ws, sw),
                     tg_dtype_name(b->dtype), S(b->shape, sb));
             return false;
         }
@@ -82,7 +82,7 @@ bool shape_conv2d(tg_graph *g, tg_node *n) {
 
 /* conv2d_grad_input: gy [N, O, Ho, Wo], w [O, C/groups, kH, kW] -> dx [N, C, H, W];
  * H, W in ia[5], ia[6] (a strided conv maps several input sizes to one Ho). */
-bool shape_conv2d_grad_input(tg_graph *g, tg_node *n) {
+bool tg_shape_conv2d_grad_input(tg_graph *g, tg_node *n) {
     if (!need_4d_f32(g, n, 0, "gradient", "[N, O, Ho, Wo]") || !need_4d_f32(g, n, 1, "weight", "[O, C/g, kH, kW]"))
         return false;
     tg_shape ys = IN(0)->shape, ws = IN(1)->shape;
@@ -90,14 +90,14 @@ bool shape_conv2d_grad_input(tg_graph *g, tg_node *n) {
     int64_t G = n->ia[4], ho, wo;
     tg_shape xs = {4, {ys.d[0], ws.d[1] * G, n->ia[5], n->ia[6]}};
     if (G < 1 || ys.d[1] != ws.d[0] || ws.d[0] % G) {
-        ir_fail(g, n, "gradient %s does not fit weight %s with groups=%lld", S(ys, sy), S(ws, sw), (long long)G);
+        tg_ir_fail(g, n, "gradient %s does not fit weight %s with groups=%lld", S(ys, sy), S(ws, sw), (long long)G);
         return false;
     }
     if (!window_out(g, n, "H", xs.d[2], ws.d[2], n->ia[0], n->ia[2], xs, &ho) ||
         !window_out(g, n, "W", xs.d[3], ws.d[3], n->ia[1], n->ia[3], xs, &wo))
         return false;
     if (ho != ys.d[2] || wo != ys.d[3]) {
-        ir_fail(g, n, "gradient %s does not match the output of input %s", S(ys, sy), S(xs, sw));
+        tg_ir_fail(g, n, "gradient %s does not match the output of input %s", S(ys, sy), S(xs, sw));
         return false;
     }
     n->shape = xs;
@@ -107,21 +107,21 @@ bool shape_conv2d_grad_input(tg_graph *g, tg_node *n) {
 
 /* conv2d_grad_weight: x [N, C, H, W], gy [N, O, Ho, Wo] -> dw [O, C/groups, kH, kW];
  * kH, kW in ia[5], ia[6]. */
-bool shape_conv2d_grad_weight(tg_graph *g, tg_node *n) {
+bool tg_shape_conv2d_grad_weight(tg_graph *g, tg_node *n) {
     if (!need_4d_f32(g, n, 0, "input", "[N, C, H, W]") || !need_4d_f32(g, n, 1, "gradient", "[N, O, Ho, Wo]"))
         return false;
     tg_shape xs = IN(0)->shape, ys = IN(1)->shape;
     char sx[96], sy[96];
     int64_t G = n->ia[4], ho, wo;
     if (G < 1 || xs.d[0] != ys.d[0] || xs.d[1] % G || ys.d[1] % G) {
-        ir_fail(g, n, "input %s and gradient %s do not fit groups=%lld", S(xs, sx), S(ys, sy), (long long)G);
+        tg_ir_fail(g, n, "input %s and gradient %s do not fit groups=%lld", S(xs, sx), S(ys, sy), (long long)G);
         return false;
     }
     if (!window_out(g, n, "H", xs.d[2], n->ia[5], n->ia[0], n->ia[2], xs, &ho) ||
         !window_out(g, n, "W", xs.d[3], n->ia[6], n->ia[1], n->ia[3], xs, &wo))
         return false;
     if (ho != ys.d[2] || wo != ys.d[3]) {
-        ir_fail(g, n, "gradient %s does not match the output of input %s", S(ys, sy), S(xs, sx));
+        tg_ir_fail(g, n, "gradient %s does not match the output of input %s", S(ys, sy), S(xs, sx));
         return false;
     }
     n->shape = (tg_shape){4, {ys.d[1], xs.d[1] / G, n->ia[5], n->ia[6]}};
@@ -133,14 +133,14 @@ bool shape_conv2d_grad_weight(tg_graph *g, tg_node *n) {
  * ia: [0] stride_h [1] stride_w [2] pad_h [3] pad_w [5] kH [6] kW. Padding is
  * at most half the kernel (PyTorch's rule), so every window holds at least
  * one real element and padding never has to win. */
-bool shape_max_pool2d(tg_graph *g, tg_node *n) {
+bool tg_shape_max_pool2d(tg_graph *g, tg_node *n) {
     if (!need_4d_f32(g, n, 0, "input", "[N, C, H, W]")) return false;
     tg_shape xs = IN(0)->shape;
     char sx[96];
     int64_t ho, wo;
     for (int a = 0; a < 2; a++) {
         if (n->ia[2 + a] > n->ia[5 + a] / 2) {
-            ir_fail(g, n, "padding %s=%lld is more than half the kernel %lld", a ? "W" : "H", (long long)n->ia[2 + a],
+            tg_ir_fail(g, n, "padding %s=%lld is more than half the kernel %lld", a ? "W" : "H", (long long)n->ia[2 + a],
                     (long long)n->ia[5 + a]);
             return false;
         }
@@ -151,9 +151,9 @@ bool shape_max_pool2d(tg_graph *g, tg_node *n) {
     if (n->op == TG_OP_MAX_POOL2D_GRAD) { /* (x, y, gy): y and gy have the output's shape */
         tg_shape want = {4, {xs.d[0], xs.d[1], ho, wo}};
         for (int k = 1; k < 3; k++) {
-            if (IN(k)->dtype != TG_F32 || !shape_eq(IN(k)->shape, want)) {
+            if (IN(k)->dtype != TG_F32 || !tg_shape_eq(IN(k)->shape, want)) {
                 char sw[96];
-                ir_fail(g, n, "operand %d is %s, expected f32 %s", k, S(IN(k)->shape, sx), S(want, sw));
+                tg_ir_fail(g, n, "operand %d is %s, expected f32 %s", k, S(IN(k)->shape, sx), S(want, sw));
                 return false;
             }
         }
@@ -167,26 +167,26 @@ bool shape_max_pool2d(tg_graph *g, tg_node *n) {
 
 /* nearest_upsample2d: [N, C, H, W] -> [N, C, H*f, W*f]; its gradient sums
  * each f x f block back: [N, C, H*f, W*f] -> [N, C, H, W]. ia[0] = f. */
-bool shape_upsample2d(tg_graph *g, tg_node *n) {
+bool tg_shape_upsample2d(tg_graph *g, tg_node *n) {
     if (!need_4d_f32(g, n, 0, "input", "[N, C, H, W]")) return false;
     tg_shape xs = IN(0)->shape;
     char sx[96];
     int64_t f = n->ia[0];
     if (f < 1) {
-        ir_fail(g, n, "factor must be a positive integer, got %lld", (long long)f);
+        tg_ir_fail(g, n, "factor must be a positive integer, got %lld", (long long)f);
         return false;
     }
     n->shape = xs;
     if (n->op == TG_OP_UPSAMPLE2D_GRAD) {
         if (xs.d[2] % f || xs.d[3] % f) {
-            ir_fail(g, n, "gradient %s is not a multiple of factor %lld", S(xs, sx), (long long)f);
+            tg_ir_fail(g, n, "gradient %s is not a multiple of factor %lld", S(xs, sx), (long long)f);
             return false;
         }
         n->shape.d[2] /= f;
         n->shape.d[3] /= f;
     } else if (__builtin_mul_overflow(xs.d[2], f, &n->shape.d[2]) ||
-               __builtin_mul_overflow(xs.d[3], f, &n->shape.d[3]) || !ir_numel_ok(n->shape)) {
-        ir_fail_status(g, TG_ERR_LIMIT, n, "factor %lld makes %s more than %lld elements", (long long)f, S(xs, sx),
+               __builtin_mul_overflow(xs.d[3], f, &n->shape.d[3]) || !tg_ir_numel_ok(n->shape)) {
+        tg_ir_fail_status(g, TG_ERR_LIMIT, n, "factor %lld makes %s more than %lld elements", (long long)f, S(xs, sx),
                        (long long)TG_MAX_NUMEL);
         return false;
     }

@@ -12,15 +12,15 @@
 static bool axis_ok(tg_graph *g, tg_node *n, tg_shape s, int64_t axis) {
     if (axis >= 0 && axis < s.ndim) return true;
     char b[96];
-    ir_fail(g, n, "axis %lld out of range for %s", (long long)axis, S(s, b));
+    tg_ir_fail(g, n, "axis %lld out of range for %s", (long long)axis, S(s, b));
     return false;
 }
 
 /* abs, square, clamp: f32, or i32 (forward only) */
-bool shape_unary_num(tg_graph *g, tg_node *n) {
+bool tg_shape_unary_num(tg_graph *g, tg_node *n) {
     const tg_node *x = IN(0);
     if (x->dtype != TG_F32 && x->dtype != TG_I32) {
-        ir_fail(g, n, "operand is %s, expected f32 or i32", tg_dtype_name(x->dtype));
+        tg_ir_fail(g, n, "operand is %s, expected f32 or i32", tg_dtype_name(x->dtype));
         return false;
     }
     n->shape = x->shape;
@@ -29,7 +29,7 @@ bool shape_unary_num(tg_graph *g, tg_node *n) {
 }
 
 /* stop_gradient: the input as it is, any dtype */
-bool shape_identity(tg_graph *g, tg_node *n) {
+bool tg_shape_identity(tg_graph *g, tg_node *n) {
     (void)g;
     n->shape = IN(0)->shape;
     n->dtype = IN(0)->dtype;
@@ -37,16 +37,16 @@ bool shape_identity(tg_graph *g, tg_node *n) {
 }
 
 /* argmax / argmin over ia[0]: f32 or i32 in, i32 out, the axis kept as 1 */
-bool shape_arg(tg_graph *g, tg_node *n) {
+bool tg_shape_arg(tg_graph *g, tg_node *n) {
     const tg_node *x = IN(0);
     char b[96];
     if (x->dtype != TG_F32 && x->dtype != TG_I32) {
-        ir_fail(g, n, "operand is %s, expected f32 or i32", tg_dtype_name(x->dtype));
+        tg_ir_fail(g, n, "operand is %s, expected f32 or i32", tg_dtype_name(x->dtype));
         return false;
     }
     if (!axis_ok(g, n, x->shape, n->ia[0])) return false;
     if (x->shape.d[n->ia[0]] == 0) {
-        ir_fail(g, n, "axis %lld of %s is empty", (long long)n->ia[0], S(x->shape, b));
+        tg_ir_fail(g, n, "axis %lld of %s is empty", (long long)n->ia[0], S(x->shape, b));
         return false;
     }
     n->shape = x->shape;
@@ -56,7 +56,7 @@ bool shape_arg(tg_graph *g, tg_node *n) {
 }
 
 /* narrow: ia[0] axis, ia[1] start, ia[2] length */
-bool shape_narrow(tg_graph *g, tg_node *n) {
+bool tg_shape_narrow(tg_graph *g, tg_node *n) {
     const tg_node *x = IN(0);
     char b[96];
     if (!axis_ok(g, n, x->shape, n->ia[0])) return false;
@@ -64,7 +64,7 @@ bool shape_narrow(tg_graph *g, tg_node *n) {
     if (n->ia[1] < 0 || n->ia[2] < 0 || n->ia[1] > dim || n->ia[2] > dim - n->ia[1]) {
         int64_t end;
         if (__builtin_add_overflow(n->ia[1], n->ia[2], &end)) end = INT64_MAX;
-        ir_fail(g, n, "range [%lld, %lld) is outside axis %lld of %s (size %lld)", (long long)n->ia[1],
+        tg_ir_fail(g, n, "range [%lld, %lld) is outside axis %lld of %s (size %lld)", (long long)n->ia[1],
                 (long long)end, (long long)n->ia[0], S(x->shape, b), (long long)dim);
         return false;
     }
@@ -76,7 +76,7 @@ bool shape_narrow(tg_graph *g, tg_node *n) {
 
 /* narrow_grad: gy placed at [start, start + len) of axis ia[0] of the
  * builder-given shape, zeros elsewhere; ia[1] start */
-bool shape_narrow_grad(tg_graph *g, tg_node *n) {
+bool tg_shape_narrow_grad(tg_graph *g, tg_node *n) {
     const tg_node *gy = IN(0);
     tg_shape t = n->shape;
     char a[96], b[96];
@@ -84,7 +84,7 @@ bool shape_narrow_grad(tg_graph *g, tg_node *n) {
     for (int i = 0; ok && i < t.ndim; i++)
         ok = i == n->ia[0] ? n->ia[1] + gy->shape.d[i] <= t.d[i] : gy->shape.d[i] == t.d[i];
     if (!ok) {
-        ir_fail(g, n, "cannot place %s at %lld along axis %lld of %s", S(gy->shape, a), (long long)n->ia[1],
+        tg_ir_fail(g, n, "cannot place %s at %lld along axis %lld of %s", S(gy->shape, a), (long long)n->ia[1],
                 (long long)n->ia[0], S(t, b));
         return false;
     }
@@ -93,7 +93,7 @@ bool shape_narrow_grad(tg_graph *g, tg_node *n) {
 }
 
 /* concat along ia[0]: nin inputs of one dtype and rank, equal but on the axis */
-bool shape_concat(tg_graph *g, tg_node *n) {
+bool tg_shape_concat(tg_graph *g, tg_node *n) {
     const tg_node *x0 = IN(0);
     char a[96], b[96];
     if (!axis_ok(g, n, x0->shape, n->ia[0])) return false;
@@ -102,13 +102,13 @@ bool shape_concat(tg_graph *g, tg_node *n) {
     for (int k = 1; k < n->nin; k++) {
         const tg_node *xk = IN(k);
         if (xk->dtype != x0->dtype) {
-            ir_fail(g, n, "inputs differ in dtype, %s and %s", tg_dtype_name(x0->dtype), tg_dtype_name(xk->dtype));
+            tg_ir_fail(g, n, "inputs differ in dtype, %s and %s", tg_dtype_name(x0->dtype), tg_dtype_name(xk->dtype));
             return false;
         }
         bool ok = xk->shape.ndim == x0->shape.ndim;
         for (int i = 0; ok && i < x0->shape.ndim; i++) ok = i == n->ia[0] || xk->shape.d[i] == x0->shape.d[i];
         if (!ok) {
-            ir_fail(g, n, "shapes %s and %s differ outside axis %lld", S(x0->shape, a), S(xk->shape, b),
+            tg_ir_fail(g, n, "shapes %s and %s differ outside axis %lld", S(x0->shape, a), S(xk->shape, b),
                     (long long)n->ia[0]);
             return false;
         }
@@ -119,22 +119,22 @@ bool shape_concat(tg_graph *g, tg_node *n) {
 
 /* take_along_axis(x, idx i32, axis ia[0]): same rank, equal but on the
  * axis; the result has idx's shape and x's dtype */
-bool shape_take_along_axis(tg_graph *g, tg_node *n) {
+bool tg_shape_take_along_axis(tg_graph *g, tg_node *n) {
     const tg_node *x = IN(0), *ix = IN(1);
     char a[96], b[96];
     if (x->dtype != TG_F32 && x->dtype != TG_I32) {
-        ir_fail(g, n, "values are %s, expected f32 or i32", tg_dtype_name(x->dtype));
+        tg_ir_fail(g, n, "values are %s, expected f32 or i32", tg_dtype_name(x->dtype));
         return false;
     }
     if (ix->dtype != TG_I32) {
-        ir_fail(g, n, "indices are %s, expected i32", tg_dtype_name(ix->dtype));
+        tg_ir_fail(g, n, "indices are %s, expected i32", tg_dtype_name(ix->dtype));
         return false;
     }
     if (!axis_ok(g, n, x->shape, n->ia[0])) return false;
     bool ok = ix->shape.ndim == x->shape.ndim;
     for (int i = 0; ok && i < x->shape.ndim; i++) ok = i == n->ia[0] || ix->shape.d[i] == x->shape.d[i];
     if (!ok) {
-        ir_fail(g, n, "indices %s must match values %s on every axis but %lld", S(ix->shape, a), S(x->shape, b),
+        tg_ir_fail(g, n, "indices %s must match values %s on every axis but %lld", S(ix->shape, a), S(x->shape, b),
                 (long long)n->ia[0]);
         return false;
     }
@@ -144,15 +144,15 @@ bool shape_take_along_axis(tg_graph *g, tg_node *n) {
 }
 
 /* take_along_axis_grad(gy, idx): scatter-add into the builder-given shape */
-bool shape_take_along_axis_grad(tg_graph *g, tg_node *n) {
+bool tg_shape_take_along_axis_grad(tg_graph *g, tg_node *n) {
     const tg_node *gy = IN(0), *ix = IN(1);
     tg_shape t = n->shape;
     char a[96], b[96];
-    bool ok = gy->dtype == TG_F32 && ix->dtype == TG_I32 && shape_eq(gy->shape, ix->shape) &&
+    bool ok = gy->dtype == TG_F32 && ix->dtype == TG_I32 && tg_shape_eq(gy->shape, ix->shape) &&
               t.ndim == ix->shape.ndim && n->ia[0] >= 0 && n->ia[0] < t.ndim;
     for (int i = 0; ok && i < t.ndim; i++) ok = i == n->ia[0] || ix->shape.d[i] == t.d[i];
     if (!ok) {
-        ir_fail(g, n, "cannot scatter %s into %s along axis %lld", S(gy->shape, a), S(t, b), (long long)n->ia[0]);
+        tg_ir_fail(g, n, "cannot scatter %s into %s along axis %lld", S(gy->shape, a), S(t, b), (long long)n->ia[0]);
         return false;
     }
     n->dtype = TG_F32;
@@ -160,13 +160,13 @@ bool shape_take_along_axis_grad(tg_graph *g, tg_node *n) {
 }
 
 /* minmax_grad(a, b, gy): gy's shape, which a and b broadcast to */
-bool shape_minmax_grad(tg_graph *g, tg_node *n) {
+bool tg_shape_minmax_grad(tg_graph *g, tg_node *n) {
     const tg_node *a = IN(0), *b = IN(1), *gy = IN(2);
     tg_shape ab;
     char sa[96], sb[96], sg[96];
-    if (a->dtype != TG_F32 || b->dtype != TG_F32 || gy->dtype != TG_F32 || !shape_broadcast(a->shape, b->shape, &ab) ||
-        !shape_eq(ab, gy->shape)) {
-        ir_fail(g, n, "operands %s and %s do not broadcast to the cotangent %s", S(a->shape, sa), S(b->shape, sb),
+    if (a->dtype != TG_F32 || b->dtype != TG_F32 || gy->dtype != TG_F32 || !tg_shape_broadcast(a->shape, b->shape, &ab) ||
+        !tg_shape_eq(ab, gy->shape)) {
+        tg_ir_fail(g, n, "operands %s and %s do not broadcast to the cotangent %s", S(a->shape, sa), S(b->shape, sb),
                 S(gy->shape, sg));
         return false;
     }

@@ -1,6 +1,6 @@
 /* Shape rules of the nn ops: losses, norms, embedding, rope and the
  * random ops, with their backward helpers. Messages name the operands and
- * their shapes; ir_fail adds the builder's name and call site. */
+ * their shapes; tg_ir_fail adds the builder's name and call site. */
 #include <math.h>
 #include <string.h>
 
@@ -13,7 +13,7 @@
 static bool need(tg_graph *g, tg_node *n, int k, const char *what, tg_dtype dt) {
     if (IN(k)->dtype == dt) return true;
     char s[96];
-    ir_fail(g, n, "%s must be %s, got %s %s", what, tg_dtype_name(dt), tg_dtype_name(IN(k)->dtype),
+    tg_ir_fail(g, n, "%s must be %s, got %s %s", what, tg_dtype_name(dt), tg_dtype_name(IN(k)->dtype),
             S(IN(k)->shape, s));
     return false;
 }
@@ -28,22 +28,22 @@ static tg_shape lead_of(tg_shape x) {
 static bool need_seed(tg_graph *g, tg_node *n, int k) {
     const tg_node *s = IN(k);
     if (s->dtype == TG_I32 && s->shape.ndim == 1 && s->shape.d[0] == 2) return true;
-    ir_fail(g, n, "operand %d must be the i32 [2] seed leaf", k);
+    tg_ir_fail(g, n, "operand %d must be the i32 [2] seed leaf", k);
     return false;
 }
 
 /* logits / log-probabilities [..., V] and targets i32 [...] -> f32 [...] */
-bool shape_xent(tg_graph *g, tg_node *n) {
+bool tg_shape_xent(tg_graph *g, tg_node *n) {
     const tg_node *x = IN(0), *t = IN(1);
     const char *what = n->op == TG_OP_CROSS_ENTROPY ? "logits" : "log-probabilities";
     char sx[96], st[96];
     if (!need(g, n, 0, what, TG_F32) || !need(g, n, 1, "targets", TG_I32)) return false;
     if (x->shape.ndim < 1 || x->shape.d[x->shape.ndim - 1] < 1) {
-        ir_fail(g, n, "%s %s need a non-empty last (class) axis", what, S(x->shape, sx));
+        tg_ir_fail(g, n, "%s %s need a non-empty last (class) axis", what, S(x->shape, sx));
         return false;
     }
-    if (!shape_eq(lead_of(x->shape), t->shape)) {
-        ir_fail(g, n, "targets %s must have the shape of %s %s without the class axis", S(t->shape, st), what,
+    if (!tg_shape_eq(lead_of(x->shape), t->shape)) {
+        tg_ir_fail(g, n, "targets %s must have the shape of %s %s without the class axis", S(t->shape, st), what,
                 S(x->shape, sx));
         return false;
     }
@@ -54,24 +54,24 @@ bool shape_xent(tg_graph *g, tg_node *n) {
 
 /* cross_entropy_grad (logits, targets, gy) -> logits' shape;
  * nll_loss_grad (targets, gy), ia[0] = V -> [..., V] */
-bool shape_xent_grad(tg_graph *g, tg_node *n) {
+bool tg_shape_xent_grad(tg_graph *g, tg_node *n) {
     char s0[96], s1[96];
     int t = n->op == TG_OP_CROSS_ENTROPY_GRAD ? 1 : 0;
     if (!need(g, n, t, "targets", TG_I32) || !need(g, n, t + 1, "the cotangent", TG_F32)) return false;
-    if (!shape_eq(IN(t)->shape, IN(t + 1)->shape)) {
-        ir_fail(g, n, "cotangent %s does not match targets %s", S(IN(t + 1)->shape, s1), S(IN(t)->shape, s0));
+    if (!tg_shape_eq(IN(t)->shape, IN(t + 1)->shape)) {
+        tg_ir_fail(g, n, "cotangent %s does not match targets %s", S(IN(t + 1)->shape, s1), S(IN(t)->shape, s0));
         return false;
     }
     if (n->op == TG_OP_CROSS_ENTROPY_GRAD) {
         if (!need(g, n, 0, "logits", TG_F32)) return false;
-        if (IN(0)->shape.ndim < 1 || !shape_eq(lead_of(IN(0)->shape), IN(1)->shape)) {
-            ir_fail(g, n, "targets %s do not fit logits %s", S(IN(1)->shape, s1), S(IN(0)->shape, s0));
+        if (IN(0)->shape.ndim < 1 || !tg_shape_eq(lead_of(IN(0)->shape), IN(1)->shape)) {
+            tg_ir_fail(g, n, "targets %s do not fit logits %s", S(IN(1)->shape, s1), S(IN(0)->shape, s0));
             return false;
         }
         n->shape = IN(0)->shape;
     } else {
         if (IN(0)->shape.ndim >= TG_MAX_DIMS || n->ia[0] < 1) {
-            ir_fail(g, n, "bad class count %lld for targets %s", (long long)n->ia[0], S(IN(0)->shape, s0));
+            tg_ir_fail(g, n, "bad class count %lld for targets %s", (long long)n->ia[0], S(IN(0)->shape, s0));
             return false;
         }
         n->shape = IN(0)->shape;
@@ -82,12 +82,12 @@ bool shape_xent_grad(tg_graph *g, tg_node *n) {
 }
 
 /* layer_norm (x [..., D], g [D], b [D]) and rms_norm (x, g) -> x's shape */
-bool shape_norm(tg_graph *g, tg_node *n) {
+bool tg_shape_norm(tg_graph *g, tg_node *n) {
     const tg_node *x = IN(0);
     char sx[96], sp[96];
     if (!need(g, n, 0, "x", TG_F32)) return false;
     if (x->shape.ndim < 1 || x->shape.d[x->shape.ndim - 1] < 1) {
-        ir_fail(g, n, "x %s needs a non-empty last axis to normalize over", S(x->shape, sx));
+        tg_ir_fail(g, n, "x %s needs a non-empty last axis to normalize over", S(x->shape, sx));
         return false;
     }
     int64_t D = x->shape.d[x->shape.ndim - 1];
@@ -95,12 +95,12 @@ bool shape_norm(tg_graph *g, tg_node *n) {
         const char *what = k == 1 ? "gain" : "bias";
         if (!need(g, n, k, what, TG_F32)) return false;
         if (IN(k)->shape.ndim != 1 || IN(k)->shape.d[0] != D) {
-            ir_fail(g, n, "%s %s must be [%lld] for x %s", what, S(IN(k)->shape, sp), (long long)D, S(x->shape, sx));
+            tg_ir_fail(g, n, "%s %s must be [%lld] for x %s", what, S(IN(k)->shape, sp), (long long)D, S(x->shape, sx));
             return false;
         }
     }
     if (!(n->fa[0] >= 0.0f) || !isfinite(n->fa[0])) {
-        ir_fail(g, n, "eps %g must be finite and >= 0", (double)n->fa[0]);
+        tg_ir_fail(g, n, "eps %g must be finite and >= 0", (double)n->fa[0]);
         return false;
     }
     n->shape = x->shape;
@@ -108,25 +108,25 @@ bool shape_norm(tg_graph *g, tg_node *n) {
     return true;
 }
 
-/* Backward helpers of the norms, built by grad_norm only:
+/* Backward helpers of the norms, built by tg_grad_norm only:
  *   norm_stats (x [..., D]) -> [..., 2]
  *   norm_dx (x, g, gy, stats) -> x's shape
  *   norm_dgain (x, gy, stats) -> [D] */
-bool shape_norm_grad(tg_graph *g, tg_node *n) {
+bool tg_shape_norm_grad(tg_graph *g, tg_node *n) {
     const tg_node *x = IN(0);
     char sx[96], so[96], ss[96];
     for (int k = 0; k < n->nin; k++)
         if (!need(g, n, k, "operand", TG_F32)) return false;
     if (x->shape.ndim < 1) {
-        ir_fail(g, n, "x %s has no axis to normalize over", S(x->shape, sx));
+        tg_ir_fail(g, n, "x %s has no axis to normalize over", S(x->shape, sx));
         return false;
     }
     tg_shape stats = x->shape;
     stats.d[stats.ndim - 1] = 2;
     if (n->op != TG_OP_NORM_STATS) {
         int gy = n->op == TG_OP_NORM_DX ? 2 : 1, st = gy + 1;
-        if (!shape_eq(IN(gy)->shape, x->shape) || !shape_eq(IN(st)->shape, stats)) {
-            ir_fail(g, n, "cotangent %s or stats %s do not fit x %s", S(IN(gy)->shape, so), S(IN(st)->shape, ss),
+        if (!tg_shape_eq(IN(gy)->shape, x->shape) || !tg_shape_eq(IN(st)->shape, stats)) {
+            tg_ir_fail(g, n, "cotangent %s or stats %s do not fit x %s", S(IN(gy)->shape, so), S(IN(st)->shape, ss),
                     S(x->shape, sx));
             return false;
         }
@@ -142,17 +142,17 @@ bool shape_norm_grad(tg_graph *g, tg_node *n) {
 
 /* embedding (table [V, D], idx i32 [...]) -> [..., D];
  * embedding_grad (idx, gy [..., D]), ia[0] = V -> [V, D] */
-bool shape_embedding(tg_graph *g, tg_node *n) {
+bool tg_shape_embedding(tg_graph *g, tg_node *n) {
     char s0[96], s1[96];
     if (n->op == TG_OP_EMBEDDING) {
         const tg_node *t = IN(0), *idx = IN(1);
         if (!need(g, n, 0, "table", TG_F32) || !need(g, n, 1, "indices", TG_I32)) return false;
         if (t->shape.ndim != 2) {
-            ir_fail(g, n, "table %s must be 2-d [vocab, dim]", S(t->shape, s0));
+            tg_ir_fail(g, n, "table %s must be 2-d [vocab, dim]", S(t->shape, s0));
             return false;
         }
         if (idx->shape.ndim >= TG_MAX_DIMS) {
-            ir_fail(g, n, "indices %s leave no room for the embedding axis (at most %d dims)", S(idx->shape, s1),
+            tg_ir_fail(g, n, "indices %s leave no room for the embedding axis (at most %d dims)", S(idx->shape, s1),
                     TG_MAX_DIMS);
             return false;
         }
@@ -161,8 +161,8 @@ bool shape_embedding(tg_graph *g, tg_node *n) {
     } else {
         const tg_node *idx = IN(0), *gy = IN(1);
         if (!need(g, n, 0, "indices", TG_I32) || !need(g, n, 1, "the cotangent", TG_F32)) return false;
-        if (gy->shape.ndim != idx->shape.ndim + 1 || !shape_eq(lead_of(gy->shape), idx->shape) || n->ia[0] < 1) {
-            ir_fail(g, n, "cotangent %s does not fit indices %s", S(gy->shape, s1), S(idx->shape, s0));
+        if (gy->shape.ndim != idx->shape.ndim + 1 || !tg_shape_eq(lead_of(gy->shape), idx->shape) || n->ia[0] < 1) {
+            tg_ir_fail(g, n, "cotangent %s does not fit indices %s", S(gy->shape, s1), S(idx->shape, s0));
             return false;
         }
         n->shape = (tg_shape){2, {n->ia[0], gy->shape.d[gy->shape.ndim - 1]}};
@@ -172,17 +172,17 @@ bool shape_embedding(tg_graph *g, tg_node *n) {
 }
 
 /* rope (x [..., T, D], table [T, D]) -> x's shape; D even */
-bool shape_rope(tg_graph *g, tg_node *n) {
+bool tg_shape_rope(tg_graph *g, tg_node *n) {
     const tg_node *x = IN(0), *t = IN(1);
     char sx[96], st[96];
     if (!need(g, n, 0, "x", TG_F32)) return false;
     int nd = x->shape.ndim;
     if (nd < 2 || x->shape.d[nd - 1] % 2 != 0) {
-        ir_fail(g, n, "x %s must be [..., T, D] with D even (dims are rotated in pairs)", S(x->shape, sx));
+        tg_ir_fail(g, n, "x %s must be [..., T, D] with D even (dims are rotated in pairs)", S(x->shape, sx));
         return false;
     }
     if (t->shape.ndim != 2 || t->shape.d[0] != x->shape.d[nd - 2] || t->shape.d[1] != x->shape.d[nd - 1]) {
-        ir_fail(g, n, "angle table %s does not fit x %s", S(t->shape, st), S(x->shape, sx));
+        tg_ir_fail(g, n, "angle table %s does not fit x %s", S(t->shape, st), S(x->shape, sx));
         return false;
     }
     n->shape = x->shape;
@@ -190,10 +190,10 @@ bool shape_rope(tg_graph *g, tg_node *n) {
     return true;
 }
 
-bool shape_dropout(tg_graph *g, tg_node *n) {
+bool tg_shape_dropout(tg_graph *g, tg_node *n) {
     if (!need(g, n, 0, "x", TG_F32) || !need_seed(g, n, 1)) return false;
     if (!(n->fa[0] >= 0.0f && n->fa[0] < 1.0f)) {
-        ir_fail(g, n, "p %g must be in [0, 1)", (double)n->fa[0]);
+        tg_ir_fail(g, n, "p %g must be in [0, 1)", (double)n->fa[0]);
         return false;
     }
     n->shape = IN(0)->shape;
@@ -202,16 +202,16 @@ bool shape_dropout(tg_graph *g, tg_node *n) {
 }
 
 /* The shape comes from the builder (the node proto). */
-bool shape_randn(tg_graph *g, tg_node *n) {
+bool tg_shape_randn(tg_graph *g, tg_node *n) {
     char s[96];
     if (!need_seed(g, n, 0)) return false;
     if (n->shape.ndim < 0 || n->shape.ndim > TG_MAX_DIMS) {
-        ir_fail(g, n, "a shape of %d dims (at most %d)", n->shape.ndim, TG_MAX_DIMS);
+        tg_ir_fail(g, n, "a shape of %d dims (at most %d)", n->shape.ndim, TG_MAX_DIMS);
         return false;
     }
     for (int i = 0; i < n->shape.ndim; i++) {
         if (n->shape.d[i] < 1) {
-            ir_fail(g, n, "shape %s has a dim < 1", S(n->shape, s));
+            tg_ir_fail(g, n, "shape %s has a dim < 1", S(n->shape, s));
             return false;
         }
     }
@@ -220,12 +220,12 @@ bool shape_randn(tg_graph *g, tg_node *n) {
 }
 
 /* logits [..., V] -> i32 [...] */
-bool shape_categorical(tg_graph *g, tg_node *n) {
+bool tg_shape_categorical(tg_graph *g, tg_node *n) {
     const tg_node *x = IN(0);
     char sx[96];
     if (!need(g, n, 0, "logits", TG_F32) || !need_seed(g, n, 1)) return false;
     if (x->shape.ndim < 1 || x->shape.d[x->shape.ndim - 1] < 1) {
-        ir_fail(g, n, "logits %s need a non-empty last (class) axis", S(x->shape, sx));
+        tg_ir_fail(g, n, "logits %s need a non-empty last (class) axis", S(x->shape, sx));
         return false;
     }
     n->shape = lead_of(x->shape);

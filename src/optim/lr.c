@@ -31,7 +31,7 @@ static double frac(int64_t s, int64_t steps) {
     return f < 1.0 ? f : 1.0;
 }
 
-tg_status lr_check(const tg_lr *lr, const char *api) {
+tg_status tg_lr_check(const tg_lr *lr, const char *api) {
     for (int depth = 0; lr; depth++) {
         if (depth >= TG_MAX_LR_CHAIN)
             return tg_fail(TG_ERR_ARG, "%s: the warmup chain is longer than %d schedules", api, TG_MAX_LR_CHAIN);

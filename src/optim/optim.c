@@ -37,7 +37,7 @@ tg_optim tg_sgd(tg_lr lr, float momentum, bool nesterov, float wd) {
     return o;
 }
 
-tg_status optim_check(const tg_optim *o, const char *api) {
+tg_status tg_optim_check(const tg_optim *o, const char *api) {
     if ((unsigned)o->kind > TG_OPT_SGD) return tg_fail(TG_ERR_ARG, "%s: optimizer: unknown kind %d", api, (int)o->kind);
     if (o->kind == TG_OPT_NONE) return TG_OK;
     float f[] = {o->beta1, o->beta2, o->eps, o->weight_decay, o->momentum, o->clip_grad_norm};
@@ -47,7 +47,7 @@ tg_status optim_check(const tg_optim *o, const char *api) {
     if (o->kind != TG_OPT_SGD && (o->beta1 < 0 || o->beta1 >= 1 || o->beta2 < 0 || o->beta2 >= 1 || o->eps < 0))
         return tg_fail(TG_ERR_ARG, "%s: Adam needs 0 <= beta1, beta2 < 1 and eps >= 0 (got %g, %g, %g)", api,
                        o->beta1, o->beta2, o->eps);
-    return lr_check(&o->lr, api);
+    return tg_lr_check(&o->lr, api);
 }
 
 static int node4(tg_graph *g, tg_opcode op, int a, int b, int c, int d) {
@@ -60,20 +60,20 @@ static int node4(tg_graph *g, tg_opcode op, int a, int b, int c, int d) {
     n.in[3] = d;
     n.file = __FILE__;
     n.line = __LINE__;
-    return ir_add(g, &n);
+    return tg_ir_add(g, &n);
 }
 
 static int state(tg_graph *g, const char *param, const char *what, tg_shape s) {
     char name[300];
     snprintf(name, sizeof name, "opt.%s.%s", param, what);
-    return ir_leaf(g, TG_OP_STATE, name, TG_F32, s, IR_HERE);
+    return tg_ir_leaf(g, TG_OP_STATE, name, TG_F32, s, IR_HERE);
 }
 
-int optim_sumsq(tg_graph *g, int x) {
-    int sq = ir_binary(g, TG_OP_MUL, x, x, IR_HERE);
+int tg_optim_sumsq(tg_graph *g, int x) {
+    int sq = tg_ir_binary(g, TG_OP_MUL, x, x, IR_HERE);
     unsigned mask = (1u << g->nodes[x].shape.ndim) - 1;
-    int s = mask ? ir_reduce_sum(g, sq, mask, IR_HERE) : sq;
-    return ir_reshape(g, s, (tg_shape){0, {0}}, IR_HERE);
+    int s = mask ? tg_ir_reduce_sum(g, sq, mask, IR_HERE) : sq;
+    return tg_ir_reshape(g, s, (tg_shape){0, {0}}, IR_HERE);
 }
 
 static tg_status set_node(tg_graph *g, int id, int op_slot, float f0, float f1, int i0, int i1) {
@@ -92,13 +92,13 @@ static int total_sumsq(tg_graph *g, const int *grad, int np) {
     int total = -1;
     for (int p = 0; p < np; p++) {
         if (grad[p] < 0) continue;
-        int s = optim_sumsq(g, grad[p]);
-        total = total < 0 ? s : ir_binary(g, TG_OP_ADD, total, s, IR_HERE);
+        int s = tg_optim_sumsq(g, grad[p]);
+        total = total < 0 ? s : tg_ir_binary(g, TG_OP_ADD, total, s, IR_HERE);
     }
     return total;
 }
 
-tg_status optim_append(tg_graph *g, const tg_optim *o, const int *param_grad, int loss, tg_writeback **wb_out,
+tg_status tg_optim_append(tg_graph *g, const tg_optim *o, const int *param_grad, int loss, tg_writeback **wb_out,
                        int *n_wb, int *check) {
     *wb_out = NULL;
     *n_wb = 0;
@@ -114,37 +114,37 @@ tg_status optim_append(tg_graph *g, const tg_optim *o, const int *param_grad, in
         return tg_fail(TG_ERR_NOMEM, "optimizer: out of memory");
     }
     memcpy(grad, param_grad, sizeof(int) * (size_t)np);
-    int hyper = ir_leaf(g, TG_OP_STATE, TG_HYPER_NAME, TG_F32, (tg_shape){1, {TG_HYPER_N}}, IR_HERE);
-    int raw_total = total_sumsq(g, grad, np), loss0 = ir_binary(g, TG_OP_MUL, loss, ir_scalar(g, 0, IR_HERE), IR_HERE);
-    *check = raw_total < 0 ? loss0 : ir_binary(g, TG_OP_ADD, loss0, raw_total, IR_HERE);
+    int hyper = tg_ir_leaf(g, TG_OP_STATE, TG_HYPER_NAME, TG_F32, (tg_shape){1, {TG_HYPER_N}}, IR_HERE);
+    int raw_total = total_sumsq(g, grad, np), loss0 = tg_ir_binary(g, TG_OP_MUL, loss, tg_ir_scalar(g, 0, IR_HERE), IR_HERE);
+    *check = raw_total < 0 ? loss0 : tg_ir_binary(g, TG_OP_ADD, loss0, raw_total, IR_HERE);
 
     if (o->normalize_grads) {
         for (int p = 0; p < np; p++) {
             if (grad[p] < 0) continue;
-            int norm = ir_unary(g, TG_OP_SQRT, optim_sumsq(g, grad[p]), IR_HERE);
-            int den = ir_binary(g, TG_OP_ADD, norm, ir_scalar(g, 1e-8f, IR_HERE), IR_HERE);
-            grad[p] = ir_binary(g, TG_OP_DIV, grad[p], den, IR_HERE);
+            int norm = tg_ir_unary(g, TG_OP_SQRT, tg_optim_sumsq(g, grad[p]), IR_HERE);
+            int den = tg_ir_binary(g, TG_OP_ADD, norm, tg_ir_scalar(g, 1e-8f, IR_HERE), IR_HERE);
+            grad[p] = tg_ir_binary(g, TG_OP_DIV, grad[p], den, IR_HERE);
         }
     }
     if (o->clip_grad_norm > 0) {
         int total = o->normalize_grads ? total_sumsq(g, grad, np) : raw_total;
         if (total >= 0) {
             /* scale = min(max_norm / (norm + 1e-6), 1) */
-            int norm = ir_unary(g, TG_OP_SQRT, total, IR_HERE);
-            int den = ir_binary(g, TG_OP_ADD, norm, ir_scalar(g, 1e-6f, IR_HERE), IR_HERE);
-            int r = ir_binary(g, TG_OP_DIV, ir_scalar(g, o->clip_grad_norm, IR_HERE), den, IR_HERE);
-            int one = ir_scalar(g, 1.0f, IR_HERE);
+            int norm = tg_ir_unary(g, TG_OP_SQRT, total, IR_HERE);
+            int den = tg_ir_binary(g, TG_OP_ADD, norm, tg_ir_scalar(g, 1e-6f, IR_HERE), IR_HERE);
+            int r = tg_ir_binary(g, TG_OP_DIV, tg_ir_scalar(g, o->clip_grad_norm, IR_HERE), den, IR_HERE);
+            int one = tg_ir_scalar(g, 1.0f, IR_HERE);
             tg_node w = {0};
             w.op = TG_OP_WHERE;
             w.nin = 3;
-            w.in[0] = ir_binary(g, TG_OP_LESS, r, one, IR_HERE);
+            w.in[0] = tg_ir_binary(g, TG_OP_LESS, r, one, IR_HERE);
             w.in[1] = r;
             w.in[2] = one;
             w.file = __FILE__;
             w.line = __LINE__;
-            int scale = ir_add(g, &w);
+            int scale = tg_ir_add(g, &w);
             for (int p = 0; p < np; p++)
-                if (grad[p] >= 0) grad[p] = ir_binary(g, TG_OP_MUL, grad[p], scale, IR_HERE);
+                if (grad[p] >= 0) grad[p] = tg_ir_binary(g, TG_OP_MUL, grad[p], scale, IR_HERE);
         }
     }
 
@@ -187,7 +187,7 @@ tg_status optim_append(tg_graph *g, const tg_optim *o, const int *param_grad, in
     return TG_OK;
 }
 
-void optim_hyper(const tg_optim *o, const tg_lr *lr, int64_t t, int64_t s, float *h) {
+void tg_optim_hyper(const tg_optim *o, const tg_lr *lr, int64_t t, int64_t s, float *h) {
     float lr_t = tg_lr_at(lr, s);
     memset(h, 0, sizeof(float) * TG_HYPER_N);
     h[TG_HYPER_LR] = lr_t;

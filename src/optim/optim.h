@@ -19,21 +19,21 @@ enum { TG_HYPER_LR, TG_HYPER_LRT, TG_HYPER_SHRINK, TG_HYPER_N = 4 };
  * check, loss * 0 + the sum of every raw gradient squared (not finite when
  * the loss or the gradient norm is not), appended before any update; it
  * shares the clip norm's sums when clipping sees the raw gradients. */
-tg_status optim_append(tg_graph *g, const tg_optim *o, const int *param_grad, int loss, tg_writeback **wb, int *n_wb,
+tg_status tg_optim_append(tg_graph *g, const tg_optim *o, const int *param_grad, int loss, tg_writeback **wb, int *n_wb,
                        int *check);
 
 /* sum(x * x) over every element of x, as a scalar node. */
-int optim_sumsq(tg_graph *g, int x);
+int tg_optim_sumsq(tg_graph *g, int x);
 
 /* The longest warmup chain a session keeps. */
 #define TG_MAX_LR_CHAIN 8
 /* TG_OK, or TG_ERR_ARG naming api and the field, for a schedule or optimizer
  * set by hand out of range (kind, milestone count, negative steps, non-finite
  * values, a warmup chain too long). */
-tg_status lr_check(const tg_lr *lr, const char *api);
-tg_status optim_check(const tg_optim *o, const char *api);
+tg_status tg_lr_check(const tg_lr *lr, const char *api);
+tg_status tg_optim_check(const tg_optim *o, const char *api);
 
 /* The hyperparameter vector for global step t (from 1), with the schedule
  * evaluated at schedule step s. */
-void optim_hyper(const tg_optim *o, const tg_lr *lr, int64_t t, int64_t s, float *hyper);
+void tg_optim_hyper(const tg_optim *o, const tg_lr *lr, int64_t t, int64_t s, float *hyper);
 #endif

@@ -4,7 +4,7 @@
 
 #include "passes.h"
 
-tg_status pass_dce(tg_graph *g, const int *roots, int n_roots, int *remap) {
+tg_status tg_pass_dce(tg_graph *g, const int *roots, int n_roots, int *remap) {
     bool *live = tg_calloc((size_t)g->n + 1, sizeof(bool));
     if (!live) return tg_fail(TG_ERR_NOMEM, "dce: out of memory");
     for (int r = 0; r < n_roots; r++)

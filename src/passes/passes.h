@@ -6,13 +6,13 @@
 /* Dead-code elimination: keeps the nodes the roots depend on, the captures, plus
  * every param, input and state leaf (they are part of the session's interface).
  * Compacts g in place; remap[old] = new id or -1 (remap has g->n entries). */
-tg_status pass_dce(tg_graph *g, const int *roots, int n_roots, int *remap);
+tg_status tg_pass_dce(tg_graph *g, const int *roots, int n_roots, int *remap);
 
 /* Rematerialization (recompute.c): copies of cheap forward nodes placed
  * just before their first reader in the backward (nodes >= first_bwd), which
  * then read the copy. remap[old] = new id (g->n entries, before the pass);
  * *n_copies = how many were added. */
-tg_status pass_recompute(tg_graph *g, int first_bwd, int *remap, int *n_copies);
+tg_status tg_pass_recompute(tg_graph *g, int first_bwd, int *remap, int *n_copies);
 /* Tests: compiles from now on skip (false) or run (true, the default) the pass. */
-void pass_recompute_enable(bool on);
+void tg_pass_recompute_enable(bool on);
 #endif

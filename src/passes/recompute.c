@@ -16,13 +16,13 @@
 #include "passes.h"
 
 static atomic_bool disabled;
-void pass_recompute_enable(bool on) { atomic_store(&disabled, !on); }
+void tg_pass_recompute_enable(bool on) { atomic_store(&disabled, !on); }
 
 static bool cheap(const tg_node *n) {
     return (n->op == TG_OP_LAYER_NORM || n->op == TG_OP_RMS_NORM) && !n->name && !n->data;
 }
 
-tg_status pass_recompute(tg_graph *g, int first_bwd, int *remap, int *n_copies) {
+tg_status tg_pass_recompute(tg_graph *g, int first_bwd, int *remap, int *n_copies) {
     int n = g->n;
     *n_copies = 0;
     for (int i = 0; i < n; i++) remap[i] = i;

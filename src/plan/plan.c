@@ -8,7 +8,7 @@
 
 static int64_t align_up(int64_t x, int64_t a) { return (x + a - 1) & ~(a - 1); }
 
-const char *plan_kind_name(tg_buf_kind k) {
+const char *tg_plan_kind_name(tg_buf_kind k) {
     static const char *names[] = {"param", "state", "input", "const", "grad", "output", "scratch", "fused"};
     return (unsigned)k <= TG_BUF_NONE ? names[k] : "?";
 }
@@ -36,12 +36,12 @@ void tg_fusion_free(tg_fusion *f) {
     free(f);
 }
 
-bool plan_runs(const tg_graph *g, int i) {
+bool tg_plan_runs(const tg_graph *g, int i) {
     unsigned f = tg_ops[g->nodes[i].op].flags;
     return !(f & (TG_OPF_LEAF | TG_OPF_VIEW | TG_OPF_CONSTANT));
 }
 
-int64_t plan_param_layout(const tg_model *m, int64_t align, int64_t *offsets) {
+int64_t tg_plan_param_layout(const tg_model *m, int64_t align, int64_t *offsets) {
     int64_t off = 0;
     for (int p = 0; p < tg_model_param_count(m); p++) {
         offsets[p] = off;
@@ -82,7 +82,7 @@ static int by_off(const void *x, const void *y) {
     return a->off < b->off ? -1 : a->off > b->off;
 }
 
-tg_status plan_build(const tg_graph *g, const tg_plan_req *req, tg_plan *out) {
+tg_status tg_plan_build(const tg_graph *g, const tg_plan_req *req, tg_plan *out) {
     memset(out, 0, sizeof *out);
     int n = g->n;
     int64_t A = req->align;
@@ -90,7 +90,7 @@ tg_status plan_build(const tg_graph *g, const tg_plan_req *req, tg_plan *out) {
      * alignment: bounding that sum first keeps all of them far from overflow. */
     int64_t total = 0;
     for (int i = 0; i < n; i++) {
-        total += ir_numel(&g->nodes[i]) * 4 + A; /* each at most 4 * TG_MAX_NUMEL: no overflow before the check */
+        total += tg_ir_numel(&g->nodes[i]) * 4 + A; /* each at most 4 * TG_MAX_NUMEL: no overflow before the check */
         if (total > TG_MAX_PROGRAM_BYTES)
             return tg_fail(TG_ERR_LIMIT, "plan: the program needs more than %lld bytes of buffers",
                            (long long)TG_MAX_PROGRAM_BYTES);
@@ -111,7 +111,7 @@ tg_status plan_build(const tg_graph *g, const tg_plan_req *req, tg_plan *out) {
     range *busy = tg_calloc((size_t)n + 1, sizeof(range));
     if (!out->slot || !out->wb_free || !parent || !last || !first || !kind || !order || !busy) {
         free(parent), free(last), free(first), free(kind), free(order), free(busy);
-        plan_free(out);
+        tg_plan_free(out);
         return tg_fail(TG_ERR_NOMEM, "plan: out of memory");
     }
 
@@ -126,7 +126,7 @@ tg_status plan_build(const tg_graph *g, const tg_plan_req *req, tg_plan *out) {
                  : (tg_ops[nd->op].flags & TG_OPF_CONSTANT) ? TG_BUF_CONST
                                                             : TG_BUF_SCRATCH;
         if (NO_MEMORY(i)) own[i] = TG_BUF_NONE;
-        out->naive_bytes += ir_numel(nd) * 4 > 4 ? ir_numel(nd) * 4 : 4;
+        out->naive_bytes += tg_ir_numel(nd) * 4 > 4 ? tg_ir_numel(nd) * 4 : 4;
     }
     for (int p = 0; p < req->n_params; p++)
         if (req->param_grad[p] >= 0 && own[req->param_grad[p]] == TG_BUF_SCRATCH) own[req->param_grad[p]] = TG_BUF_GRAD;
@@ -140,7 +140,7 @@ tg_status plan_build(const tg_graph *g, const tg_plan_req *req, tg_plan *out) {
     int *ckind = tg_calloc((size_t)n + 1, sizeof(int));
     if (!ckind) {
         free(parent), free(last), free(first), free(kind), free(order), free(busy);
-        plan_free(out);
+        tg_plan_free(out);
         return tg_fail(TG_ERR_NOMEM, "plan: out of memory");
     }
     for (int i = 0; i < n; i++) ckind[i] = TG_BUF_SCRATCH;
@@ -178,9 +178,9 @@ tg_status plan_build(const tg_graph *g, const tg_plan_req *req, tg_plan *out) {
         for (int k = 0; k < s->nin; k++) {
             if (find(parent, s->in[k]) != rd) continue;
             if (s->in[k] == dst) reads_dst = true;
-            if (!shape_eq(g->nodes[s->in[k]].shape, s->shape)) clash = true;
+            if (!tg_shape_eq(g->nodes[s->in[k]].shape, s->shape)) clash = true;
         }
-        if (!reads_dst || clash || !shape_eq(g->nodes[dst].shape, s->shape)) continue;
+        if (!reads_dst || clash || !tg_shape_eq(g->nodes[dst].shape, s->shape)) continue;
         int lr = last[rs] > last[rd] ? last[rs] : last[rd], fr = first[rs] < first[rd] ? first[rs] : first[rd];
         unite(parent, rd, rs);
         last[find(parent, rd)] = lr;
@@ -199,7 +199,7 @@ tg_status plan_build(const tg_graph *g, const tg_plan_req *req, tg_plan *out) {
         for (int k = 0; k < s->nin; k++) {
             int x = s->in[k], rx = find(parent, x);
             if (NO_MEMORY(x)) continue;
-            if (ckind[rx] != TG_BUF_SCRATCH || last[rx] != AT(i) || !shape_eq(g->nodes[x].shape, s->shape)) continue;
+            if (ckind[rx] != TG_BUF_SCRATCH || last[rx] != AT(i) || !tg_shape_eq(g->nodes[x].shape, s->shape)) continue;
             bool shared = false;
             for (int m = 0; fu && fu->group[i] >= 0 && m < n; m++)
                 if (m != i && fu->group[m] == fu->group[i])
@@ -208,7 +208,7 @@ tg_status plan_build(const tg_graph *g, const tg_plan_req *req, tg_plan *out) {
             if (shared) continue;
             bool clash = false;
             for (int j = 0; j < s->nin; j++)
-                if (j != k && find(parent, s->in[j]) == rx && !shape_eq(g->nodes[s->in[j]].shape, s->shape))
+                if (j != k && find(parent, s->in[j]) == rx && !tg_shape_eq(g->nodes[s->in[j]].shape, s->shape))
                     clash = true;
             if (clash) continue;
             int lr = last[i], fr = first[rx] < first[i] ? first[rx] : first[i];
@@ -226,7 +226,7 @@ tg_status plan_build(const tg_graph *g, const tg_plan_req *req, tg_plan *out) {
         tg_slot *sl = &out->slot[i];
         sl->root = r;
         sl->kind = ckind[r];
-        sl->bytes = ir_numel(&g->nodes[i]) * 4 > 4 ? ir_numel(&g->nodes[i]) * 4 : 4;
+        sl->bytes = tg_ir_numel(&g->nodes[i]) * 4 > 4 ? tg_ir_numel(&g->nodes[i]) * 4 : 4;
         sl->first = first[r];
         sl->last = last[r];
         bool view = (tg_ops[g->nodes[i].op].flags & TG_OPF_VIEW) || ROLE(i) == TG_FUSE_VIEW;
@@ -236,14 +236,14 @@ tg_status plan_build(const tg_graph *g, const tg_plan_req *req, tg_plan *out) {
                                                  : TG_ARENA_PERSIST;
         if (sl->kind == TG_BUF_NONE) sl->arena = -1, sl->bytes = 0;
         sl->remat = ROLE(i) == TG_FUSE_REMAT;
-        if (plan_runs(g, i) && ROLE(i) == TG_FUSE_NONE) out->n_kernels++;
+        if (tg_plan_runs(g, i) && ROLE(i) == TG_FUSE_NONE) out->n_kernels++;
     }
     if (fu) out->n_kernels += fu->n_groups;
     /* Class size: its largest member (members are equal-sized today). */
     int64_t *csize = tg_calloc((size_t)n + 1, sizeof(int64_t));
     if (!csize) {
         free(parent), free(last), free(first), free(kind), free(order), free(busy), free(ckind);
-        plan_free(out);
+        tg_plan_free(out);
         return tg_fail(TG_ERR_NOMEM, "plan: out of memory");
     }
     for (int i = 0; i < n; i++)
@@ -258,7 +258,7 @@ tg_status plan_build(const tg_graph *g, const tg_plan_req *req, tg_plan *out) {
     int64_t *off = tg_calloc((size_t)n + 1, sizeof(int64_t));
     if (!off) {
         free(csize), free(parent), free(last), free(first), free(kind), free(order), free(busy), free(ckind);
-        plan_free(out);
+        tg_plan_free(out);
         return tg_fail(TG_ERR_NOMEM, "plan: out of memory");
     }
     for (int c = 0; c < n_cls; c++) {
@@ -307,16 +307,16 @@ tg_status plan_build(const tg_graph *g, const tg_plan_req *req, tg_plan *out) {
     free(placed), free(off), free(csize), free(parent), free(last), free(first), free(kind), free(order), free(busy),
         free(ckind);
     if (!ok) {
-        plan_free(out);
+        tg_plan_free(out);
         return tg_fail(TG_ERR_NOMEM, "plan: out of memory");
     }
-    return plan_check(g, out);
+    return tg_plan_check(g, out);
 #undef ROLE
 #undef AT
 #undef NO_MEMORY
 }
 
-tg_status plan_check(const tg_graph *g, const tg_plan *p) {
+tg_status tg_plan_check(const tg_graph *g, const tg_plan *p) {
     /* Every value is read while it is there: after the turn that writes it,
      * inside its class's live range. A fused (absorbed) value lives only in
      * its group's kernel, so only that kernel (the same turn) may read it,
@@ -378,7 +378,7 @@ tg_status plan_check(const tg_graph *g, const tg_plan *p) {
     return TG_OK;
 }
 
-void plan_print(const tg_graph *g, const tg_plan *p, FILE *f) {
+void tg_plan_print(const tg_graph *g, const tg_plan *p, FILE *f) {
     int64_t by_kind[TG_BUF_NONE + 1] = {0};
     fprintf(f, "%-6s %-16s %-8s %5s %10s %12s %11s\n", "node", "op", "kind", "arena", "offset", "bytes", "live");
     for (int i = 0; i < p->n; i++) {
@@ -386,10 +386,10 @@ void plan_print(const tg_graph *g, const tg_plan *p, FILE *f) {
         if (s->root != i) continue;
         by_kind[s->kind] += s->bytes;
         fprintf(f, "%%%-5d %-16s %-8s %5d %10lld %12lld %5d-%-5d\n", i, tg_ops[g->nodes[i].op].name,
-                plan_kind_name(s->kind), s->arena, (long long)s->offset, (long long)s->bytes, s->first, s->last);
+                tg_plan_kind_name(s->kind), s->arena, (long long)s->offset, (long long)s->bytes, s->first, s->last);
     }
     fprintf(f, "classes by kind:");
-    for (int k = 0; k <= TG_BUF_SCRATCH; k++) fprintf(f, " %s=%lld", plan_kind_name(k), (long long)by_kind[k]);
+    for (int k = 0; k <= TG_BUF_SCRATCH; k++) fprintf(f, " %s=%lld", tg_plan_kind_name(k), (long long)by_kind[k]);
     int n_fused = 0;
     for (int i = 0; i < p->n; i++) n_fused += p->slot[i].kind == TG_BUF_NONE;
     if (n_fused) fprintf(f, " (and %d values kept inside fused kernels)", n_fused);
@@ -401,7 +401,7 @@ void plan_print(const tg_graph *g, const tg_plan *p, FILE *f) {
             p->n_kernels);
 }
 
-void plan_free(tg_plan *p) {
+void tg_plan_free(tg_plan *p) {
     free(p->slot);
     free(p->wb_free);
     memset(p, 0, sizeof *p);

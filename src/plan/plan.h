@@ -99,16 +99,16 @@ typedef struct {
 } tg_plan_req;
 
 /* Lays out params in model order; returns the params arena size. */
-int64_t plan_param_layout(const tg_model *m, int64_t align, int64_t *offsets);
-tg_status plan_build(const tg_graph *g, const tg_plan_req *req, tg_plan *out);
+int64_t tg_plan_param_layout(const tg_model *m, int64_t align, int64_t *offsets);
+tg_status tg_plan_build(const tg_graph *g, const tg_plan_req *req, tg_plan *out);
 /* Proves no two simultaneously live classes overlap in memory, and that
  * every value is read while its memory holds it (between the turn that
  * writes it and the end of its class's live range). */
-tg_status plan_check(const tg_graph *g, const tg_plan *p);
-void plan_print(const tg_graph *g, const tg_plan *p, FILE *f);
-void plan_free(tg_plan *p);
-const char *plan_kind_name(tg_buf_kind k);
+tg_status tg_plan_check(const tg_graph *g, const tg_plan *p);
+void tg_plan_print(const tg_graph *g, const tg_plan *p, FILE *f);
+void tg_plan_free(tg_plan *p);
+const char *tg_plan_kind_name(tg_buf_kind k);
 /* True if node i runs a kernel each step (not a leaf, view or constant);
  * with fusion, a group's members run as one kernel, counted in n_kernels once. */
-bool plan_runs(const tg_graph *g, int i);
+bool tg_plan_runs(const tg_graph *g, int i);
 #endif

@@ -30,24 +30,24 @@ static tg_wgsl_limits g_override_limits;
 
 static bool file_exists(const char *p) { return access(p, R_OK) == 0; }
 
-void wgpu_copy_str(char *dst, size_t n, wg_str s) {
+void tg_wgpu_copy_str(char *dst, size_t n, wg_str s) {
     size_t len = s.data ? (s.length == WG_STRLEN ? strlen(s.data) : s.length) : 0;
     if (len >= n) len = n - 1;
     if (len) memcpy(dst, s.data, len);
     dst[len] = 0;
 }
 
-const char *wgpu_backend_name(uint32_t b) {
+const char *tg_wgpu_backend_name(uint32_t b) {
     static const char *names[] = {"undefined", "null", "webgpu", "d3d11", "d3d12", "metal", "vulkan", "opengl", "opengles"};
     return b < sizeof names / sizeof names[0] ? names[b] : "unknown";
 }
 
-tg_status wgpu_check_adapter(uint32_t backend, const char *name) {
+tg_status tg_wgpu_check_adapter(uint32_t backend, const char *name) {
     if (backend == WG_BACKEND_VULKAN || backend == WG_BACKEND_METAL || backend == WG_BACKEND_D3D12) return TG_OK;
     return tg_fail(TG_ERR_BACKEND,
                    "webgpu: unavailable: the adapter '%s' uses the %s backend, which computes nothing "
                    "(no usable Vulkan driver: run scripts/fetch-webgpu.sh for lavapipe, or install a GPU driver)",
-                   name && *name ? name : "?", wgpu_backend_name(backend));
+                   name && *name ? name : "?", tg_wgpu_backend_name(backend));
 }
 
 /* ---- callbacks ---- */
@@ -63,7 +63,7 @@ static void on_adapter(uint32_t status, wg_adapter a, wg_str msg, void *u1, void
     request_result *r = u1;
     r->status = status;
     r->handle = a;
-    wgpu_copy_str(r->msg, sizeof r->msg, msg);
+    tg_wgpu_copy_str(r->msg, sizeof r->msg, msg);
 }
 
 static void on_device(uint32_t status, wg_device d, wg_str msg, void *u1, void *u2) {
@@ -71,7 +71,7 @@ static void on_device(uint32_t status, wg_device d, wg_str msg, void *u1, void *
     request_result *r = u1;
     r->status = status;
     r->handle = d;
-    wgpu_copy_str(r->msg, sizeof r->msg, msg);
+    tg_wgpu_copy_str(r->msg, sizeof r->msg, msg);
 }
 
 static void on_lost(const wg_device *d, uint32_t reason, wg_str msg, void *u1, void *u2) {
@@ -80,7 +80,7 @@ static void on_lost(const wg_device *d, uint32_t reason, wg_str msg, void *u1, v
     if (reason == WG_LOST_CANCELLED) return; /* the instance going away at exit */
     pthread_mutex_lock(&c->err_mu);
     c->lost = true;
-    wgpu_copy_str(c->lost_msg, sizeof c->lost_msg, msg);
+    tg_wgpu_copy_str(c->lost_msg, sizeof c->lost_msg, msg);
     pthread_mutex_unlock(&c->err_mu);
 }
 
@@ -91,14 +91,14 @@ static void on_error(const wg_device *d, uint32_t type, wg_str msg, void *u1, vo
     if (!c->error) { /* keep the first: later ones are usually its consequences */
         c->error = true;
         char m[900];
-        wgpu_copy_str(m, sizeof m, msg);
+        tg_wgpu_copy_str(m, sizeof m, msg);
         snprintf(c->err_msg, sizeof c->err_msg, "%s error: %s",
                  type == WG_ERROR_OOM ? "out-of-memory" : type == WG_ERROR_INTERNAL ? "internal" : "validation", m);
     }
     pthread_mutex_unlock(&c->err_mu);
 }
 
-tg_status wgpu_take_error(wgpu_ctx *c, const char *api) {
+tg_status tg_wgpu_take_error(wgpu_ctx *c, const char *api) {
     tg_status st = TG_OK;
     pthread_mutex_lock(&c->err_mu);
     if (c->lost) st = tg_fail(TG_ERR_BACKEND, "%s: the WebGPU device was lost: %s", api, c->lost_msg);
@@ -110,7 +110,7 @@ tg_status wgpu_take_error(wgpu_ctx *c, const char *api) {
     return st;
 }
 
-tg_status wgpu_wait(wgpu_ctx *c, wg_future f, const char *what) {
+tg_status tg_wgpu_wait(wgpu_ctx *c, wg_future f, const char *what) {
     wg_future_wait w = {f, 0};
     uint32_t s = c->f.InstanceWaitAny(c->instance, 1, &w, WAIT_NS);
     if (s == WG_WAIT_ERROR) {
@@ -215,11 +215,11 @@ static bool load_library(wgpu_ctx *c, char *why, size_t n) {
 
 static void fill_info(wgpu_ctx *c, const wg_adapter_info *ai) {
     tg_webgpu_adapter_info *o = &c->info;
-    wgpu_copy_str(o->name, sizeof o->name, ai->device);
-    wgpu_copy_str(o->vendor, sizeof o->vendor, ai->vendor);
-    wgpu_copy_str(o->architecture, sizeof o->architecture, ai->architecture);
-    wgpu_copy_str(o->description, sizeof o->description, ai->description);
-    snprintf(o->backend, sizeof o->backend, "%s", wgpu_backend_name(ai->backend_type));
+    tg_wgpu_copy_str(o->name, sizeof o->name, ai->device);
+    tg_wgpu_copy_str(o->vendor, sizeof o->vendor, ai->vendor);
+    tg_wgpu_copy_str(o->architecture, sizeof o->architecture, ai->architecture);
+    tg_wgpu_copy_str(o->description, sizeof o->description, ai->description);
+    snprintf(o->backend, sizeof o->backend, "%s", tg_wgpu_backend_name(ai->backend_type));
     static const char *types[] = {"unknown", "discrete GPU", "integrated GPU", "CPU", "unknown"};
     snprintf(o->type, sizeof o->type, "%s", ai->adapter_type <= 4 ? types[ai->adapter_type] : "unknown");
     snprintf(o->library, sizeof o->library, "%s", c->lib_path);
@@ -320,9 +320,9 @@ static bool init(wgpu_ctx *c, char *why, size_t n) {
     wg_adapter_options opt = {NULL, WG_FEATURE_LEVEL_CORE, WG_POWER_HIGH_PERFORMANCE, 0, native, NULL};
     request_result r = {0};
     wg_adapter_cb_info acb = {NULL, WG_CALLBACK_WAIT_ANY_ONLY, on_adapter, &r, NULL};
-    if (wgpu_wait(c, c->f.InstanceRequestAdapter(c->instance, &opt, acb), "requesting an adapter") != TG_OK ||
+    if (tg_wgpu_wait(c, c->f.InstanceRequestAdapter(c->instance, &opt, acb), "requesting an adapter") != TG_OK ||
         r.status != WG_SUCCESS || !r.handle) {
-        snprintf(why, n, "no %s adapter (%s)%s", wgpu_backend_name(native), r.msg[0] ? r.msg : "none offered",
+        snprintf(why, n, "no %s adapter (%s)%s", tg_wgpu_backend_name(native), r.msg[0] ? r.msg : "none offered",
                  native == WG_BACKEND_VULKAN ? "; without a GPU run scripts/fetch-webgpu.sh for lavapipe" : "");
         return false;
     }
@@ -336,7 +336,7 @@ static bool init(wgpu_ctx *c, char *why, size_t n) {
     uint32_t backend = ai.backend_type;
     fill_info(c, &ai);
     c->f.AdapterInfoFreeMembers(ai);
-    if (wgpu_check_adapter(backend, c->info.name) != TG_OK) {
+    if (tg_wgpu_check_adapter(backend, c->info.name) != TG_OK) {
         snprintf(why, n, "%s", tg_last_error() + strlen("webgpu: unavailable: "));
         return false;
     }
@@ -364,7 +364,7 @@ static bool init(wgpu_ctx *c, char *why, size_t n) {
     dd.uncaptured = (wg_error_cb_info){NULL, on_error, c, NULL};
     request_result d = {0};
     wg_device_cb_info dcb = {NULL, WG_CALLBACK_WAIT_ANY_ONLY, on_device, &d, NULL};
-    if (wgpu_wait(c, c->f.AdapterRequestDevice(c->adapter, &dd, dcb), "requesting a device") != TG_OK ||
+    if (tg_wgpu_wait(c, c->f.AdapterRequestDevice(c->adapter, &dd, dcb), "requesting a device") != TG_OK ||
         d.status != WG_SUCCESS || !d.handle) {
         snprintf(why, n, "the %s adapter '%s' gave no device: %s", c->info.backend, c->info.name, d.msg);
         return false;
@@ -382,7 +382,7 @@ static bool init(wgpu_ctx *c, char *why, size_t n) {
     return true;
 }
 
-tg_status wgpu_ctx_get(wgpu_ctx **out) {
+tg_status tg_wgpu_ctx_get(wgpu_ctx **out) {
     *out = NULL;
     pthread_mutex_lock(&g_init_mu);
     if (!g_tried) {
@@ -396,7 +396,7 @@ tg_status wgpu_ctx_get(wgpu_ctx **out) {
 }
 
 /* The limits codegen checks: the device's, or a test's override. */
-void wgpu_kernel_limits(const wgpu_ctx *c, tg_wgsl_limits *l) {
+void tg_wgpu_kernel_limits(const wgpu_ctx *c, tg_wgsl_limits *l) {
     if (g_override) {
         *l = g_override_limits;
         return;
@@ -408,16 +408,16 @@ void wgpu_kernel_limits(const wgpu_ctx *c, tg_wgsl_limits *l) {
                           d->min_storage_buffer_offset_alignment, false, strcmp(c->info.type, "CPU") == 0};
 }
 
-void wgpu_test_lose_device(void) {
+void tg_wgpu_test_lose_device(void) {
     wgpu_ctx *c;
-    if (wgpu_ctx_get(&c) != TG_OK) return;
+    if (tg_wgpu_ctx_get(&c) != TG_OK) return;
     pthread_mutex_lock(&c->mu);
     c->f.DeviceDestroy(c->device);
     c->f.InstanceProcessEvents(c->instance); /* lets a deferred lost callback run */
     pthread_mutex_unlock(&c->mu);
 }
 
-void wgpu_test_override_limits(const tg_wgsl_limits *l) {
+void tg_wgpu_test_override_limits(const tg_wgsl_limits *l) {
     g_override = l != NULL;
     if (l) g_override_limits = *l;
 }
@@ -426,7 +426,7 @@ tg_status tg_webgpu_info(tg_webgpu_adapter_info *out) {
     if (!out) return tg_fail(TG_ERR_ARG, "tg_webgpu_info: out is NULL");
     memset(out, 0, sizeof *out);
     wgpu_ctx *c;
-    tg_status st = wgpu_ctx_get(&c);
+    tg_status st = tg_wgpu_ctx_get(&c);
     if (st == TG_OK) *out = c->info;
     return st;
 }
@@ -438,7 +438,7 @@ tg_status tg_webgpu_unsafe_features(char *buf, size_t n) {
     if (!buf || !n) return tg_fail(TG_ERR_ARG, "tg_webgpu_unsafe_features: no buffer");
     buf[0] = 0;
     wgpu_ctx *c;
-    tg_status st = wgpu_ctx_get(&c);
+    tg_status st = tg_wgpu_ctx_get(&c);
     if (st != TG_OK) return st;
     static const char *const unsafe[] = {"allow_unsafe_apis"};
     wg_toggles t_inst = {{NULL, WG_STYPE_DAWN_TOGGLES}, 1, unsafe, 0, NULL};

@@ -87,7 +87,7 @@ static void submit(wgpu_ctx *c, wg_encoder enc) {
 static tg_status make_call(wgpu_ctx *c, const tg_graph *g, wg_program *wp, const tg_kernel_spec *k, wg_call *out) {
     char what[96];
     snprintf(what, sizeof what, "node %d (%s)", k->node, tg_ops[g->nodes[k->node].op].name);
-    tg_status st = wgpu_pipeline(c, k->source, k->n_bindings, what, &out->pipe);
+    tg_status st = tg_wgpu_pipeline(c, k->source, k->n_bindings, what, &out->pipe);
     if (st != TG_OK) return st;
     wg_bind_entry e[TG_WGSL_MAX_BINDINGS];
     memset(e, 0, sizeof e);
@@ -97,7 +97,7 @@ static tg_status make_call(wgpu_ctx *c, const tg_graph *g, wg_program *wp, const
         e[b].offset = (uint64_t)k->bind[b].offset;
         e[b].size = (uint64_t)k->bind[b].size;
     }
-    wg_bind_group_desc d = {NULL, {what, WG_STRLEN}, wgpu_bgl(c, k->n_bindings), (size_t)k->n_bindings, e};
+    wg_bind_group_desc d = {NULL, {what, WG_STRLEN}, tg_wgpu_bgl(c, k->n_bindings), (size_t)k->n_bindings, e};
     out->bg = c->f.DeviceCreateBindGroup(c->device, &d);
     memcpy(out->grid, k->dispatch, sizeof out->grid);
     out->node = k->node;
@@ -182,7 +182,7 @@ static tg_status compile_locked(wg_engine *e, tg_program *p, wg_program *wp, con
     for (int i = 0; i < n_init; i++)
         if (init[i].bg) c->f.BindGroupRelease(init[i].bg);
     free(init);
-    if (st == TG_OK) st = wgpu_take_error(c, "webgpu compile");
+    if (st == TG_OK) st = tg_wgpu_take_error(c, "webgpu compile");
     p->n_dispatches = wp->n_calls;
     p->workspace_bytes = prog->workspace_bytes;
     while (wp->split < wp->n_calls && wp->calls[wp->split].node < p->first_update &&
@@ -197,7 +197,7 @@ static tg_status wg_compile(tg_engine *e_, tg_program *p) {
     if (!wp) return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
     p->impl = wp;
     tg_wgsl_limits lim;
-    wgpu_kernel_limits(e->c, &lim);
+    tg_wgpu_kernel_limits(e->c, &lim);
     lim.one_kernel_per_node = p->check_each;
     /* Pure codegen first: every limit is checked before any GPU memory is allocated. */
     tg_wgsl_program prog;
@@ -245,7 +245,7 @@ static tg_status wg_write(tg_engine *e_, tg_program *p, int arena, int64_t off, 
     if (st != TG_OK || bytes == 0) return st;
     pthread_mutex_lock(&e->c->mu);
     e->c->f.QueueWriteBuffer(e->c->queue, buf, (uint64_t)off, src, (size_t)bytes);
-    st = wgpu_take_error(e->c, "webgpu write");
+    st = tg_wgpu_take_error(e->c, "webgpu write");
     pthread_mutex_unlock(&e->c->mu);
     return st;
 }
@@ -267,10 +267,10 @@ static tg_status wg_read(tg_engine *e_, tg_program *p, int arena, int64_t off, v
         wg_encoder enc = c->f.DeviceCreateCommandEncoder(c->device, NULL);
         c->f.CommandEncoderCopyBufferToBuffer(enc, buf, (uint64_t)off, e->staging, 0, (uint64_t)bytes);
         submit(c, enc);
-        st = wgpu_take_error(c, "webgpu read");
+        st = tg_wgpu_take_error(c, "webgpu read");
     }
-    if (st == TG_OK) st = wgpu_map_read(c, e->staging, dst, (size_t)bytes);
-    if (st == TG_OK) st = wgpu_take_error(c, "webgpu read"); /* errors of earlier steps surface here */
+    if (st == TG_OK) st = tg_wgpu_map_read(c, e->staging, dst, (size_t)bytes);
+    if (st == TG_OK) st = tg_wgpu_take_error(c, "webgpu read"); /* errors of earlier steps surface here */
     pthread_mutex_unlock(&c->mu);
     return st;
 }
@@ -294,7 +294,7 @@ static tg_status wait_idle(wg_engine *e) {
     c->f.CommandEncoderCopyBufferToBuffer(enc, e->params, 0, e->staging, 0, 4);
     submit(c, enc);
     uint32_t word;
-    return wgpu_map_read(c, e->staging, &word, 4);
+    return tg_wgpu_map_read(c, e->staging, &word, 4);
 }
 
 typedef struct {
@@ -372,7 +372,7 @@ static tg_status submit_calls(wgpu_ctx *c, const wg_program *wp, int from, int t
         encode(c, enc, wp->calls + at, n);
         submit(c, enc);
     }
-    return wgpu_take_error(c, "tg_session_step");
+    return tg_wgpu_take_error(c, "tg_session_step");
 }
 
 /* check_each: node id's f32 output read back and searched for NaN or Inf
@@ -381,12 +381,12 @@ static tg_status check_node(wg_engine *e, tg_program *p, int id) {
     const tg_node *n = &p->g->nodes[id];
     const tg_slot *sl = &p->plan.slot[id];
     if (n->dtype != TG_F32 || sl->arena < 0 || sl->bytes == 0) return TG_OK;
-    int64_t count = ir_numel(n);
+    int64_t count = tg_ir_numel(n);
     float *x = malloc((size_t)count * 4 + 4);
     if (!x) return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory checking numerics");
     tg_status st = wg_read(&e->base, p, sl->arena, sl->offset, x, count * 4);
     int64_t at = st == TG_OK ? tg_first_nonfinite(x, count) : -1;
-    if (at >= 0) st = program_numeric_fail(p, id, x[at], at);
+    if (at >= 0) st = tg_program_numeric_fail(p, id, x[at], at);
     free(x);
     return st;
 }
@@ -401,7 +401,7 @@ static tg_status run_checked(wg_engine *e, tg_program *p, wg_program *wp) {
         float v = 0;
         const tg_slot *sl = &p->plan.slot[p->check];
         if (st == TG_OK) st = wg_read(&e->base, p, sl->arena, sl->offset, &v, 4);
-        if (st == TG_OK && v - v != 0) st = program_numeric_fail(p, p->check, v, 0);
+        if (st == TG_OK && v - v != 0) st = tg_program_numeric_fail(p, p->check, v, 0);
     } else {
         for (int i = 0; i < p->g->n && st == TG_OK; i++)
             if (p->g->nodes[i].op == TG_OP_INPUT || p->g->nodes[i].op == TG_OP_PARAM) st = check_node(e, p, i);
@@ -430,7 +430,7 @@ static tg_status wg_run(tg_engine *e_, tg_program *p) {
         profile = v ? atoi(v) : 0;
     }
     pthread_mutex_lock(&c->mu);
-    tg_status st = wgpu_take_error(c, "tg_session_step");
+    tg_status st = tg_wgpu_take_error(c, "tg_session_step");
     bool checked = p->check >= 0 || p->check_each;
     if (st == TG_OK && profile > 0 && ++wp->runs == profile) st = profile_run(e, wp);
     else if (st == TG_OK && !checked) st = submit_calls(c, wp, 0, wp->n_calls);
@@ -459,14 +459,14 @@ static tg_status wg_fuse(const tg_program *p, tg_fusion **out) {
     *out = NULL;
     if (p->check_each || !tg_wgsl_fusion_enabled()) return TG_OK;
     wgpu_ctx *c;
-    tg_status st = wgpu_ctx_get(&c);
+    tg_status st = tg_wgpu_ctx_get(&c);
     if (st != TG_OK) return st;
     tg_wgsl_limits lim;
-    wgpu_kernel_limits(c, &lim);
+    tg_wgpu_kernel_limits(c, &lim);
     const tg_graph *g = p->g;
     bool *pinned = tg_calloc((size_t)g->n + 1, sizeof(bool));
     if (!pinned) return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
-    program_pinned(p, pinned);
+    tg_program_pinned(p, pinned);
     st = tg_wgsl_fuse_attention(g, pinned, &lim, out);
     free(pinned);
     return st;
@@ -474,13 +474,13 @@ static tg_status wg_fuse(const tg_program *p, tg_fusion **out) {
 
 static const tg_engine_vt wg_vt = {"webgpu", wg_compile, wg_release, wg_write, wg_read, wg_run, wg_destroy, wg_fuse};
 
-tg_status wgpu_engine_new(int64_t params_bytes, tg_engine **out) {
+tg_status tg_wgpu_engine_new(int64_t params_bytes, tg_engine **out) {
     *out = NULL;
     wgpu_ctx *c;
-    tg_status st = wgpu_ctx_get(&c);
+    tg_status st = tg_wgpu_ctx_get(&c);
     if (st != TG_OK) return st;
     tg_wgsl_limits lim;
-    wgpu_kernel_limits(c, &lim);
+    tg_wgpu_kernel_limits(c, &lim);
     if ((uint64_t)params_bytes > lim.max_buffer_size)
         return tg_fail(TG_ERR_LIMIT, "webgpu: the params need %lld bytes, over maxBufferSize %llu",
                        (long long)params_bytes, (unsigned long long)lim.max_buffer_size);

@@ -13,7 +13,7 @@ struct wg_pipe {
     wg_pipeline pipe;
 };
 
-wg_bgl wgpu_bgl(wgpu_ctx *c, int n) {
+wg_bgl tg_wgpu_bgl(wgpu_ctx *c, int n) {
     if (n < 1 || n > TG_WGSL_MAX_BINDINGS) return NULL;
     if (!c->bgl[n]) {
         wg_bgl_entry e[TG_WGSL_MAX_BINDINGS];
@@ -64,7 +64,7 @@ static void on_popped(uint32_t status, uint32_t type, wg_str msg, void *u1, void
     scope_result *r = u1;
     r->status = status;
     r->type = type;
-    wgpu_copy_str(r->msg, sizeof r->msg, msg);
+    tg_wgpu_copy_str(r->msg, sizeof r->msg, msg);
 }
 
 /* Line `line` (1-based) of src, for the error message. */
@@ -82,7 +82,7 @@ static void source_line(const char *src, uint64_t line, char *out, size_t n) {
 
 static tg_status compile(wgpu_ctx *c, const char *src, int n_bindings, const char *what, wg_pipeline *out) {
     *out = NULL;
-    if (!wgpu_bgl(c, n_bindings) || !c->layout[n_bindings])
+    if (!tg_wgpu_bgl(c, n_bindings) || !c->layout[n_bindings])
         return tg_fail(TG_ERR_BACKEND, "webgpu: %s: cannot make a layout of %d bindings", what, n_bindings);
     c->f.DevicePushErrorScope(c->device, WG_ERROR_FILTER_VALIDATION);
     wg_wgsl_source code = {{NULL, WG_STYPE_SHADER_SOURCE_WGSL}, {src, WG_STRLEN}};
@@ -90,7 +90,7 @@ static tg_status compile(wgpu_ctx *c, const char *src, int n_bindings, const cha
     wg_shader sh = c->f.DeviceCreateShaderModule(c->device, &sd);
     compile_result cr = {0};
     wg_compile_cb_info ccb = {NULL, WG_CALLBACK_WAIT_ANY_ONLY, on_compiled, &cr, NULL};
-    tg_status st = wgpu_wait(c, c->f.ShaderModuleGetCompilationInfo(sh, ccb), "shader compilation");
+    tg_status st = tg_wgpu_wait(c, c->f.ShaderModuleGetCompilationInfo(sh, ccb), "shader compilation");
     wg_pipeline p = NULL;
     if (st == TG_OK && !cr.has_error) {
         wg_pipeline_desc pd;
@@ -103,7 +103,7 @@ static tg_status compile(wgpu_ctx *c, const char *src, int n_bindings, const cha
     }
     scope_result sr = {0};
     wg_pop_cb_info pcb = {NULL, WG_CALLBACK_WAIT_ANY_ONLY, on_popped, &sr, NULL};
-    tg_status pst = wgpu_wait(c, c->f.DevicePopErrorScope(c->device, pcb), "the pipeline error scope");
+    tg_status pst = tg_wgpu_wait(c, c->f.DevicePopErrorScope(c->device, pcb), "the pipeline error scope");
     c->f.ShaderModuleRelease(sh);
     if (st == TG_OK && cr.has_error) {
         char text[160];
@@ -124,7 +124,7 @@ static tg_status compile(wgpu_ctx *c, const char *src, int n_bindings, const cha
     return TG_OK;
 }
 
-tg_status wgpu_pipeline(wgpu_ctx *c, const char *src, int n_bindings, const char *what, wg_pipeline *out) {
+tg_status tg_wgpu_pipeline(wgpu_ctx *c, const char *src, int n_bindings, const char *what, wg_pipeline *out) {
     uint32_t h = tg_str_hash(src) ^ (uint32_t)n_bindings;
     for (int i = 0; i < c->n_pipes; i++)
         if (c->pipes[i].hash == h && strcmp(c->pipes[i].src, src) == 0) {
@@ -147,13 +147,13 @@ tg_status wgpu_pipeline(wgpu_ctx *c, const char *src, int n_bindings, const char
 
 /* ---- test hooks ---- */
 
-tg_status wgpu_test_compile(const char *src) {
+tg_status tg_wgpu_test_compile(const char *src) {
     wgpu_ctx *c;
-    tg_status st = wgpu_ctx_get(&c);
+    tg_status st = tg_wgpu_ctx_get(&c);
     if (st != TG_OK) return st;
     pthread_mutex_lock(&c->mu);
     wg_pipeline p;
-    st = wgpu_pipeline(c, src, 1, "test kernel", &p);
+    st = tg_wgpu_pipeline(c, src, 1, "test kernel", &p);
     pthread_mutex_unlock(&c->mu);
     return st;
 }
@@ -167,13 +167,13 @@ static void on_mapped(uint32_t status, wg_str msg, void *u1, void *u2) {
     ((map_result *)u1)->status = status;
 }
 
-tg_status wgpu_map_read(wgpu_ctx *c, wg_buffer staging, void *dst, size_t bytes) {
+tg_status tg_wgpu_map_read(wgpu_ctx *c, wg_buffer staging, void *dst, size_t bytes) {
     map_result mr = {0};
     wg_map_cb_info mcb = {NULL, WG_CALLBACK_WAIT_ANY_ONLY, on_mapped, &mr, NULL};
-    tg_status st = wgpu_wait(c, c->f.BufferMapAsync(staging, WG_MAP_READ, 0, bytes, mcb), "reading back");
+    tg_status st = tg_wgpu_wait(c, c->f.BufferMapAsync(staging, WG_MAP_READ, 0, bytes, mcb), "reading back");
     if (st != TG_OK) return st;
     if (mr.status != WG_SUCCESS) {
-        st = wgpu_take_error(c, "webgpu read");
+        st = tg_wgpu_take_error(c, "webgpu read");
         return st != TG_OK ? st : tg_fail(TG_ERR_BACKEND, "webgpu: mapping the read-back buffer failed");
     }
     const void *src = c->f.BufferGetConstMappedRange(staging, 0, bytes);
@@ -182,14 +182,14 @@ tg_status wgpu_map_read(wgpu_ctx *c, wg_buffer staging, void *dst, size_t bytes)
     return src ? TG_OK : tg_fail(TG_ERR_BACKEND, "webgpu: the read-back buffer has no mapped range");
 }
 
-tg_status wgpu_test_run(const char *src, uint32_t groups_x, void *out, size_t bytes) {
+tg_status tg_wgpu_test_run(const char *src, uint32_t groups_x, void *out, size_t bytes) {
     wgpu_ctx *c;
-    tg_status st = wgpu_ctx_get(&c);
+    tg_status st = tg_wgpu_ctx_get(&c);
     if (st != TG_OK) return st;
     bytes = (bytes + 3) & ~(size_t)3;
     pthread_mutex_lock(&c->mu);
     wg_pipeline p;
-    st = wgpu_pipeline(c, src, 1, "test kernel", &p);
+    st = tg_wgpu_pipeline(c, src, 1, "test kernel", &p);
     if (st != TG_OK) {
         pthread_mutex_unlock(&c->mu);
         return st;
@@ -199,7 +199,7 @@ tg_status wgpu_test_run(const char *src, uint32_t groups_x, void *out, size_t by
     wg_buffer_desc sd = {NULL, {"test staging", WG_STRLEN}, WG_USAGE_MAP_READ | WG_USAGE_COPY_DST, bytes, 0};
     wg_buffer staging = c->f.DeviceCreateBuffer(c->device, &sd);
     wg_bind_entry e = {NULL, 0, buf, 0, bytes, NULL, NULL};
-    wg_bind_group_desc gd = {NULL, {NULL, 0}, wgpu_bgl(c, 1), 1, &e};
+    wg_bind_group_desc gd = {NULL, {NULL, 0}, tg_wgpu_bgl(c, 1), 1, &e};
     wg_bind_group bg = c->f.DeviceCreateBindGroup(c->device, &gd);
     wg_encoder enc = c->f.DeviceCreateCommandEncoder(c->device, NULL);
     wg_pass pass = c->f.CommandEncoderBeginComputePass(enc, NULL);
@@ -213,8 +213,8 @@ tg_status wgpu_test_run(const char *src, uint32_t groups_x, void *out, size_t by
     c->f.QueueSubmit(c->queue, 1, &cb);
     c->f.CommandBufferRelease(cb);
     c->f.CommandEncoderRelease(enc);
-    st = wgpu_take_error(c, "wgpu_test_run");
-    if (st == TG_OK) st = wgpu_map_read(c, staging, out, bytes);
+    st = tg_wgpu_take_error(c, "wgpu_test_run");
+    if (st == TG_OK) st = tg_wgpu_map_read(c, staging, out, bytes);
     c->f.BindGroupRelease(bg);
     c->f.BufferDestroy(buf);
     c->f.BufferRelease(buf);

@@ -37,44 +37,44 @@ typedef struct {
 /* The shared device, created on first call. On failure returns
  * TG_ERR_BACKEND with "webgpu: unavailable: <why>" (the reason is kept and
  * repeated on later calls without retrying). */
-tg_status wgpu_ctx_get(wgpu_ctx **out);
+tg_status tg_wgpu_ctx_get(wgpu_ctx **out);
 
 /* Accepts only adapters on a real GPU API. Dawn falls back to its Null
  * backend (which computes nothing) when Vulkan finds no usable driver, so a
  * Null or unknown backend is refused here. */
-tg_status wgpu_check_adapter(uint32_t backend_type, const char *name);
-const char *wgpu_backend_name(uint32_t backend_type);
+tg_status tg_wgpu_check_adapter(uint32_t backend_type, const char *name);
+const char *tg_wgpu_backend_name(uint32_t backend_type);
 /* A WebGPU string view into dst[n], cut to fit and NUL-terminated. */
-void wgpu_copy_str(char *dst, size_t n, wg_str s);
+void tg_wgpu_copy_str(char *dst, size_t n, wg_str s);
 
 /* Blocks until `f` completes (its callback has run). */
-tg_status wgpu_wait(wgpu_ctx *c, wg_future f, const char *what);
+tg_status tg_wgpu_wait(wgpu_ctx *c, wg_future f, const char *what);
 /* Returns and clears a pending validation error or device loss as
  * TG_ERR_BACKEND "<api>: <message>"; TG_OK if none. */
-tg_status wgpu_take_error(wgpu_ctx *c, const char *api);
+tg_status tg_wgpu_take_error(wgpu_ctx *c, const char *api);
 
 /* A compute pipeline for `src`, compiled once per distinct source (cached for
  * the life of the device). A WGSL error comes back as TG_ERR_BACKEND with the
  * shader's line, column and message, prefixed by `what`. */
-tg_status wgpu_pipeline(wgpu_ctx *c, const char *src, int n_bindings, const char *what, wg_pipeline *out);
+tg_status tg_wgpu_pipeline(wgpu_ctx *c, const char *src, int n_bindings, const char *what, wg_pipeline *out);
 /* The bind group layout of a pipeline with n storage bindings (read_write, compute). */
-wg_bgl wgpu_bgl(wgpu_ctx *c, int n_bindings);
+wg_bgl tg_wgpu_bgl(wgpu_ctx *c, int n_bindings);
 
 /* Maps `staging` (a MapRead buffer whose copy was submitted) and copies its
  * first `bytes` to dst. */
-tg_status wgpu_map_read(wgpu_ctx *c, wg_buffer staging, void *dst, size_t bytes);
+tg_status tg_wgpu_map_read(wgpu_ctx *c, wg_buffer staging, void *dst, size_t bytes);
 
 /* Test hooks (tests/test_webgpu.c). */
 /* Compiles `src` (entry point "main") into a pipeline; errors as above. */
-tg_status wgpu_test_compile(const char *src);
+tg_status tg_wgpu_test_compile(const char *src);
 /* Runs `src` once with binding 0 = a zeroed read_write buffer of `bytes`,
  * dispatching groups_x workgroups, and copies the buffer back to out. */
-tg_status wgpu_test_run(const char *src, uint32_t groups_x, void *out, size_t bytes);
+tg_status tg_wgpu_test_run(const char *src, uint32_t groups_x, void *out, size_t bytes);
 /* The limits codegen checks against: the device's unless a test overrides them. */
-void wgpu_kernel_limits(const wgpu_ctx *c, tg_wgsl_limits *l);
+void tg_wgpu_kernel_limits(const wgpu_ctx *c, tg_wgsl_limits *l);
 /* Destroys the shared device, as a driver reset would lose it. */
-void wgpu_test_lose_device(void);
+void tg_wgpu_test_lose_device(void);
 /* Replaces the limits codegen checks against (NULL restores the device's). */
-void wgpu_test_override_limits(const tg_wgsl_limits *l);
+void tg_wgpu_test_override_limits(const tg_wgsl_limits *l);
 
 #endif

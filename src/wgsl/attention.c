@@ -34,7 +34,7 @@ static bool matmul_of(const actx *x, int id, bool ta, bool tb) {
 }
 
 static bool scalar_const(const actx *x, int id) {
-    return nd(x, id)->op == TG_OP_CONST && nd(x, id)->dtype == TG_F32 && ir_numel(nd(x, id)) == 1;
+    return nd(x, id)->op == TG_OP_CONST && nd(x, id)->dtype == TG_F32 && tg_ir_numel(nd(x, id)) == 1;
 }
 
 /* permute (0, 2, 1, 3): split_heads, merge_heads and their gradients */
@@ -86,7 +86,7 @@ static bool match_fwd(const actx *x, int a, tg_wgsl_attn *d, int *abs, int *n_ab
         d->scale = m->in[c];
         s = m->in[1 - c];
     }
-    if (!matmul_of(x, s, false, true) || !private1(x, s) || !shape_eq(nd(x, s)->shape, an->shape)) return false;
+    if (!matmul_of(x, s, false, true) || !private1(x, s) || !tg_shape_eq(nd(x, s)->shape, an->shape)) return false;
     abs[(*n_abs)++] = s;
     d->q = nd(x, s)->in[0], d->k = nd(x, s)->in[1];
     const tg_shape *qs = &nd(x, d->q)->shape;

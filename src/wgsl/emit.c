@@ -10,7 +10,7 @@
 #include "emit.h"
 #include "../cpu/kernels.h" /* tg_iter: the same dimension merging the CPU kernels use */
 
-void wsb_printf(wsb *b, const char *fmt, ...) {
+void tg_wsb_printf(wsb *b, const char *fmt, ...) {
     if (b->oom) return;
     for (;;) {
         va_list ap;
@@ -37,9 +37,9 @@ void wsb_printf(wsb *b, const char *fmt, ...) {
     }
 }
 
-const tg_node *wk_in(const wk *k, int i) { return &k->g->nodes[k->n->in[i]]; }
+const tg_node *tg_wk_in(const wk *k, int i) { return &k->g->nodes[k->n->in[i]]; }
 
-const char *wk_type(tg_dtype dt) { return dt == TG_F32 ? "f32" : dt == TG_I32 ? "i32" : "u32"; }
+const char *tg_wk_type(tg_dtype dt) { return dt == TG_F32 ? "f32" : dt == TG_I32 ? "i32" : "u32"; }
 
 static const char *node_desc(const tg_graph *g, int id, char *buf, size_t n) {
     char sh[96];
@@ -48,7 +48,7 @@ static const char *node_desc(const tg_graph *g, int id, char *buf, size_t n) {
     return buf;
 }
 
-bool wk_fail(wk *k, tg_status s, const char *fmt, ...) {
+bool tg_wk_fail(wk *k, tg_status s, const char *fmt, ...) {
     if (k->st != TG_OK) return false;
     char msg[512], who[160];
     va_list ap;
@@ -59,7 +59,7 @@ bool wk_fail(wk *k, tg_status s, const char *fmt, ...) {
     return false;
 }
 
-const char *wk_f32(float v, char buf[48]) {
+const char *tg_wk_f32(float v, char buf[48]) {
     uint32_t bits;
     memcpy(&bits, &v, 4);
     int cls = fpclassify(v);
@@ -83,24 +83,24 @@ static bool grid(wk *k, int64_t groups, uint32_t *gx, uint32_t *gy) {
     int64_t y = (groups + lim - 1) / lim;
     int64_t x = (groups + y - 1) / y;
     if (y > lim)
-        return wk_fail(k, TG_ERR_LIMIT, "%lld workgroups exceed %lld x %lld (maxComputeWorkgroupsPerDimension)",
+        return tg_wk_fail(k, TG_ERR_LIMIT, "%lld workgroups exceed %lld x %lld (maxComputeWorkgroupsPerDimension)",
                        (long long)groups, (long long)lim, (long long)lim);
     *gx = (uint32_t)x;
     *gy = (uint32_t)y;
     return true;
 }
 
-bool wk_main(wk *k, int64_t groups, uint32_t wg) {
+bool tg_wk_main(wk *k, int64_t groups, uint32_t wg) {
     uint32_t gx = 1, gy = 1;
     if (wg > k->lim->max_invocations_per_workgroup)
-        return wk_fail(k, TG_ERR_LIMIT, "workgroup of %u invocations exceeds maxComputeInvocationsPerWorkgroup %u", wg,
+        return tg_wk_fail(k, TG_ERR_LIMIT, "workgroup of %u invocations exceeds maxComputeInvocationsPerWorkgroup %u", wg,
                        k->lim->max_invocations_per_workgroup);
     if (!grid(k, groups, &gx, &gy)) return false;
     k->spec->workgroup_size = wg;
     k->spec->dispatch[0] = gx;
     k->spec->dispatch[1] = gy;
     k->spec->dispatch[2] = 1;
-    wsb_printf(&k->s,
+    tg_wsb_printf(&k->s,
                "@compute @workgroup_size(%u)\n"
                "fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {\n"
                "    let gid = wid.y * %uu + wid.x;\n",
@@ -110,30 +110,30 @@ bool wk_main(wk *k, int64_t groups, uint32_t wg) {
 
 #define FLAT_WG 256u
 
-void wk_helper(wk *k, unsigned id, const char *text) {
+void tg_wk_helper(wk *k, unsigned id, const char *text) {
     unsigned *h = k->helpers ? k->helpers : &k->own_helpers;
     if (*h & (1u << id)) return;
     *h |= 1u << id;
-    wsb_printf(&k->s, "%s", text);
+    tg_wsb_printf(&k->s, "%s", text);
 }
 
-void wk_names_default(wk *k) {
+void tg_wk_names_default(wk *k) {
     for (int j = 0; j < TG_MAX_IN; j++) snprintf(k->ld[j], sizeof k->ld[j], "ld%d", j);
     snprintf(k->stn, sizeof k->stn, "st");
     k->pfx[0] = 0;
     k->fn_name = NULL;
 }
 
-void wk_open(wk *k, const tg_graph *g, const tg_plan *plan, const tg_wgsl_limits *lim, int node,
+void tg_wk_open(wk *k, const tg_graph *g, const tg_plan *plan, const tg_wgsl_limits *lim, int node,
              tg_kernel_spec *sp) {
     memset(k, 0, sizeof *k);
     k->g = g, k->n = &g->nodes[node], k->id = node, k->plan = plan, k->lim = lim, k->spec = sp;
     k->helpers = &k->own_helpers;
-    wk_names_default(k);
+    tg_wk_names_default(k);
     sp->node = node;
 }
 
-tg_status wk_close(wk *k, tg_wgsl_program *out) {
+tg_status tg_wk_close(wk *k, tg_wgsl_program *out) {
     if (k->st == TG_OK && k->s.oom) k->st = tg_fail(TG_ERR_NOMEM, "webgpu: out of memory generating WGSL");
     if (k->st != TG_OK) {
         free(k->s.p);
@@ -145,40 +145,40 @@ tg_status wk_close(wk *k, tg_wgsl_program *out) {
     return TG_OK;
 }
 
-bool wk_flat(wk *k, int64_t n) {
+bool tg_wk_flat(wk *k, int64_t n) {
     if (k->fn_name) {
         /* The store of the node's own emitter lands in a private variable
          * that the function returns: emitters may store from any branch. */
-        const char *t = wk_type(k->n->dtype);
-        wsb_printf(&k->s, "var<private> %s_r: %s;\nfn %s(i: u32, v: %s) { %s_r = v; }\nfn %s(i: u32) -> %s {\n",
+        const char *t = tg_wk_type(k->n->dtype);
+        tg_wsb_printf(&k->s, "var<private> %s_r: %s;\nfn %s(i: u32, v: %s) { %s_r = v; }\nfn %s(i: u32) -> %s {\n",
                    k->fn_name, t, k->stn, t, k->fn_name, k->fn_name, t);
         return true;
     }
     k->spec->threads = n;
-    if (!wk_main(k, (n + FLAT_WG - 1) / FLAT_WG, FLAT_WG)) return false;
-    wsb_printf(&k->s, "    let i = gid * %uu + lid;\n    if (i >= %lluu) { return; }\n", FLAT_WG,
+    if (!tg_wk_main(k, (n + FLAT_WG - 1) / FLAT_WG, FLAT_WG)) return false;
+    tg_wsb_printf(&k->s, "    let i = gid * %uu + lid;\n    if (i >= %lluu) { return; }\n", FLAT_WG,
                (unsigned long long)n);
     return true;
 }
 
-void wk_end(wk *k) {
-    if (k->fn_name) wsb_printf(&k->s, "    return %s_r;\n", k->fn_name);
-    wsb_printf(&k->s, "}\n");
+void tg_wk_end(wk *k) {
+    if (k->fn_name) tg_wsb_printf(&k->s, "    return %s_r;\n", k->fn_name);
+    tg_wsb_printf(&k->s, "}\n");
 }
 
-void wk_index_fn(wk *k, const char *name, int nd, const int64_t *d, const int64_t *st) {
-    wsb_printf(&k->s, "fn %s(i: u32) -> u32 {\n    var r = i;\n    var o = 0u;\n", name);
+void tg_wk_index_fn(wk *k, const char *name, int nd, const int64_t *d, const int64_t *st) {
+    tg_wsb_printf(&k->s, "fn %s(i: u32) -> u32 {\n    var r = i;\n    var o = 0u;\n", name);
     for (int a = nd - 1; a > 0; a--) {
-        if (st[a]) wsb_printf(&k->s, "    o += (r %% %lldu) * %lldu;\n", (long long)d[a], (long long)st[a]);
-        wsb_printf(&k->s, "    r = r / %lldu;\n", (long long)d[a]);
+        if (st[a]) tg_wsb_printf(&k->s, "    o += (r %% %lldu) * %lldu;\n", (long long)d[a], (long long)st[a]);
+        tg_wsb_printf(&k->s, "    r = r / %lldu;\n", (long long)d[a]);
     }
-    if (nd > 0 && st[0]) wsb_printf(&k->s, "    o += r * %lldu;\n", (long long)st[0]);
-    wsb_printf(&k->s, "    return o;\n}\n");
+    if (nd > 0 && st[0]) tg_wsb_printf(&k->s, "    o += r * %lldu;\n", (long long)st[0]);
+    tg_wsb_printf(&k->s, "    return o;\n}\n");
 }
 
-void wk_bcast_maps(wk *k, int nin, char expr[][WK_EXPR]) {
+void tg_wk_bcast_maps(wk *k, int nin, char expr[][WK_EXPR]) {
     int64_t st[TG_MAX_IN][TG_MAX_DIMS];
-    for (int i = 0; i < nin; i++) shape_bcast_strides(wk_in(k, i)->shape, k->n->shape, st[i]);
+    for (int i = 0; i < nin; i++) tg_shape_bcast_strides(tg_wk_in(k, i)->shape, k->n->shape, st[i]);
     tg_iter it;
     tg_iter_init(&it, k->n->shape, nin, st);
     for (int i = 0; i < nin; i++) {
@@ -192,7 +192,7 @@ void wk_bcast_maps(wk *k, int nin, char expr[][WK_EXPR]) {
         else {
             char name[32];
             snprintf(name, sizeof name, "%smap%d", k->pfx, i);
-            wk_index_fn(k, name, it.nd, it.d, it.st[i + 1]);
+            tg_wk_index_fn(k, name, it.nd, it.d, it.st[i + 1]);
             snprintf(expr[i], WK_EXPR, "%s(i)", name);
         }
     }
@@ -203,7 +203,7 @@ void wk_bcast_maps(wk *k, int nin, char expr[][WK_EXPR]) {
 /* Binds operand nodes[0..n) as storage buffers: ranges of one arena that
  * overlap share one binding (their union, see wgsl.h). Sets bind_of[o] and
  * elem_off[o] (the operand's first element within its binding). */
-bool wk_bind_nodes(wk *k, const int *nodes, int n, int *bind_of, int64_t *elem_off) {
+bool tg_wk_bind_nodes(wk *k, const int *nodes, int n, int *bind_of, int64_t *elem_off) {
     tg_kernel_spec *sp = k->spec;
     for (int o = 0; o < n; o++) {
         const tg_slot *s = &k->plan->slot[nodes[o]];
@@ -214,7 +214,7 @@ bool wk_bind_nodes(wk *k, const int *nodes, int n, int *bind_of, int64_t *elem_o
                 b = j;
         if (b < 0) {
             if (sp->n_bindings == TG_WGSL_MAX_BINDINGS)
-                return wk_fail(k, TG_ERR_LIMIT, "needs over %d storage buffers", TG_WGSL_MAX_BINDINGS);
+                return tg_wk_fail(k, TG_ERR_LIMIT, "needs over %d storage buffers", TG_WGSL_MAX_BINDINGS);
             b = sp->n_bindings++;
             sp->bind[b] = (tg_wgsl_binding){s->arena, lo, hi - lo};
         } else {
@@ -245,7 +245,7 @@ bool wk_bind_nodes(wk *k, const int *nodes, int n, int *bind_of, int64_t *elem_o
     for (int o = 0; o < n; o++) elem_off[o] = (k->plan->slot[nodes[o]].offset - sp->bind[bind_of[o]].offset) / 4;
     /* Limits: binding count, binding size (named by its largest operand), alignment. */
     if ((uint32_t)sp->n_bindings > k->lim->max_storage_buffers_per_stage)
-        return wk_fail(k, TG_ERR_LIMIT, "needs %d storage buffers, over maxStorageBuffersPerShaderStage %u",
+        return tg_wk_fail(k, TG_ERR_LIMIT, "needs %d storage buffers, over maxStorageBuffersPerShaderStage %u",
                        sp->n_bindings, k->lim->max_storage_buffers_per_stage);
     for (int b = 0; b < sp->n_bindings; b++) {
         if ((uint64_t)sp->bind[b].size <= k->lim->max_storage_buffer_binding_size &&
@@ -257,9 +257,9 @@ bool wk_bind_nodes(wk *k, const int *nodes, int n, int *bind_of, int64_t *elem_o
         char who[160];
         node_desc(k->g, big, who, sizeof who);
         if (sp->bind[b].offset % k->lim->min_storage_buffer_offset_alignment)
-            return wk_fail(k, TG_ERR_LIMIT, "%s sits at offset %lld, not a multiple of minStorageBufferOffsetAlignment %u",
+            return tg_wk_fail(k, TG_ERR_LIMIT, "%s sits at offset %lld, not a multiple of minStorageBufferOffsetAlignment %u",
                            who, (long long)sp->bind[b].offset, k->lim->min_storage_buffer_offset_alignment);
-        return wk_fail(k, TG_ERR_LIMIT, "%s needs a %lld-byte storage binding, over maxStorageBufferBindingSize %llu",
+        return tg_wk_fail(k, TG_ERR_LIMIT, "%s needs a %lld-byte storage binding, over maxStorageBufferBindingSize %llu",
                        who, (long long)sp->bind[b].size, (unsigned long long)k->lim->max_storage_buffer_binding_size);
     }
     return true;
@@ -348,9 +348,9 @@ static void value_name(const tg_wgsl_fused *f, const operands *o, int x, char *b
  * inputs are the functions in[], into k's module. */
 static void emit_inline(wk *k, int x, const char *name, char in[][24]) {
     const tg_node *n = &k->g->nodes[x];
-    const char *t = wk_type(n->dtype);
+    const char *t = tg_wk_type(n->dtype);
     if (tg_ops[n->op].flags & TG_OPF_VIEW) { /* the same elements in the same order */
-        wsb_printf(&k->s, "fn %s(i: u32) -> %s { return %s(i); }\n", name, t, in[0]);
+        tg_wsb_printf(&k->s, "fn %s(i: u32) -> %s { return %s(i); }\n", name, t, in[0]);
         return;
     }
     tg_kernel_spec dummy = {0};
@@ -358,11 +358,11 @@ static void emit_inline(wk *k, int x, const char *name, char in[][24]) {
     for (int j = 0; j < n->nin; j++) snprintf(sub.ld[j], sizeof sub.ld[j], "%s", in[j]);
     snprintf(sub.stn, sizeof sub.stn, "%s_st", name);
     snprintf(sub.pfx, sizeof sub.pfx, "%s_", name);
-    if (!tg_wgsl_ops[n->op].inl) wk_fail(&sub, TG_ERR_BACKEND, "op cannot be computed inline");
+    if (!tg_wgsl_ops[n->op].inl) tg_wk_fail(&sub, TG_ERR_BACKEND, "op cannot be computed inline");
     else tg_wgsl_ops[n->op].emit(&sub);
     if (sub.st != TG_OK && k->st == TG_OK) k->st = sub.st;
     if (sub.s.oom) k->s.oom = true;
-    if (sub.s.p) wsb_printf(&k->s, "%s", sub.s.p);
+    if (sub.s.p) tg_wsb_printf(&k->s, "%s", sub.s.p);
     free(sub.s.p);
 }
 
@@ -396,35 +396,35 @@ static tg_status emit_kernel(const tg_graph *g, const tg_plan *plan, int kid, co
         for (int j = 0; j < e->nin; j++) collect(g, f, kid, e->in[j], &o, seen);
     }
 
-    wsb_printf(&k.s, "// node %d: %s", kid, tg_ops[kn->op].name);
-    for (int q = 0; q < n_inl; q++) wsb_printf(&k.s, " <- %s", tg_ops[g->nodes[f->inl[q]].op].name);
-    for (int q = 0; q < n_epi; q++) wsb_printf(&k.s, " -> %s", tg_ops[g->nodes[f->epi[q]].op].name);
-    wsb_printf(&k.s, "\n");
-    if (wk_bind_nodes(&k, o.node, o.n, bind_of, elem_off)) {
+    tg_wsb_printf(&k.s, "// node %d: %s", kid, tg_ops[kn->op].name);
+    for (int q = 0; q < n_inl; q++) tg_wsb_printf(&k.s, " <- %s", tg_ops[g->nodes[f->inl[q]].op].name);
+    for (int q = 0; q < n_epi; q++) tg_wsb_printf(&k.s, " -> %s", tg_ops[g->nodes[f->epi[q]].op].name);
+    tg_wsb_printf(&k.s, "\n");
+    if (tg_wk_bind_nodes(&k, o.node, o.n, bind_of, elem_off)) {
         /* A function, not a bare bitcast: WGSL rejects a constant expression
          * whose value is inf or nan, and user functions are never constant. */
-        wsb_printf(&k.s, "fn f32_bits(b: u32) -> f32 { return bitcast<f32>(b); }\n");
+        tg_wsb_printf(&k.s, "fn f32_bits(b: u32) -> f32 { return bitcast<f32>(b); }\n");
         for (int b = 0; b < out->n_bindings; b++)
-            wsb_printf(&k.s, "@group(0) @binding(%d) var<storage, read_write> b%d: array<u32>;\n", b, b);
+            tg_wsb_printf(&k.s, "@group(0) @binding(%d) var<storage, read_write> b%d: array<u32>;\n", b, b);
         if (work > 0) {
             if (out->n_bindings == TG_WGSL_MAX_BINDINGS || (uint32_t)out->n_bindings >= lim->max_storage_buffers_per_stage)
-                wk_fail(&k, TG_ERR_LIMIT, "needs %d storage buffers with its workspace, over %u", out->n_bindings + 1,
+                tg_wk_fail(&k, TG_ERR_LIMIT, "needs %d storage buffers with its workspace, over %u", out->n_bindings + 1,
                         lim->max_storage_buffers_per_stage);
             else if ((uint64_t)work > lim->max_storage_buffer_binding_size)
-                wk_fail(&k, TG_ERR_LIMIT, "needs %lld bytes of workspace, over maxStorageBufferBindingSize %llu",
+                tg_wk_fail(&k, TG_ERR_LIMIT, "needs %lld bytes of workspace, over maxStorageBufferBindingSize %llu",
                         (long long)work, (unsigned long long)lim->max_storage_buffer_binding_size);
             out->bind[out->n_bindings] = (tg_wgsl_binding){TG_WGSL_WORKSPACE, 0, work};
             out->workspace = work;
-            wsb_printf(&k.s, "@group(0) @binding(%d) var<storage, read_write> work: array<u32>;\n", out->n_bindings++);
+            tg_wsb_printf(&k.s, "@group(0) @binding(%d) var<storage, read_write> work: array<u32>;\n", out->n_bindings++);
         }
         char at[64];
         for (int i = 0; i < o.n; i++) {
-            const char *t = wk_type(g->nodes[o.node[i]].dtype);
+            const char *t = tg_wk_type(g->nodes[o.node[i]].dtype);
             if (elem_off[i]) snprintf(at, sizeof at, "b%d[%lldu + i]", bind_of[i], (long long)elem_off[i]);
             else snprintf(at, sizeof at, "b%d[i]", bind_of[i]);
-            if (i >= o.n_out) wsb_printf(&k.s, "fn x%d(i: u32) -> %s { return bitcast<%s>(%s); }\n", i - o.n_out, t, t, at);
-            else if (o.node[i] == kid && n_epi == 0) wsb_printf(&k.s, "fn st(i: u32, v: %s) { %s = bitcast<u32>(v); }\n", t, at);
-            else wsb_printf(&k.s, "fn s%s(i: u32, v: %s) { %s = bitcast<u32>(v); }\n", o.node[i] == kid ? "k" : "e", t, at);
+            if (i >= o.n_out) tg_wsb_printf(&k.s, "fn x%d(i: u32) -> %s { return bitcast<%s>(%s); }\n", i - o.n_out, t, t, at);
+            else if (o.node[i] == kid && n_epi == 0) tg_wsb_printf(&k.s, "fn st(i: u32, v: %s) { %s = bitcast<u32>(v); }\n", t, at);
+            else tg_wsb_printf(&k.s, "fn s%s(i: u32, v: %s) { %s = bitcast<u32>(v); }\n", o.node[i] == kid ? "k" : "e", t, at);
         }
         for (int q = 0; q < n_inl && k.st == TG_OK; q++) {
             if (chain_link(g, f, kid, f->inl[q]) != -2) continue;
@@ -435,14 +435,14 @@ static tg_status emit_kernel(const tg_graph *g, const tg_plan *plan, int kid, co
             emit_inline(&k, f->inl[q], name, names);
         }
         for (int j = 0; j < kn->nin; j++) {
-            const char *t = wk_type(g->nodes[kn->in[j]].dtype);
+            const char *t = tg_wk_type(g->nodes[kn->in[j]].dtype);
             char v[24];
             value_name(f, &o, kn->in[j], v, sizeof v);
-            wsb_printf(&k.s, "fn ld%d(i: u32) -> %s { return %s(i); }\n", j, t, v);
+            tg_wsb_printf(&k.s, "fn ld%d(i: u32) -> %s { return %s(i); }\n", j, t, v);
         }
         if (n_epi) {
-            const char *t = wk_type(kn->dtype);
-            wsb_printf(&k.s, "var<private> kv_r: %s;\nfn kv(i: u32) -> %s { return kv_r; }\n", t, t);
+            const char *t = tg_wk_type(kn->dtype);
+            tg_wsb_printf(&k.s, "var<private> kv_r: %s;\nfn kv(i: u32) -> %s { return kv_r; }\n", t, t);
             for (int q = 0; q < n_epi && k.st == TG_OK; q++) {
                 const tg_node *e = &g->nodes[f->epi[q]];
                 char name[24];
@@ -455,11 +455,11 @@ static tg_status emit_kernel(const tg_graph *g, const tg_plan *plan, int kid, co
                 snprintf(name, sizeof name, "e%d", q);
                 emit_inline(&k, f->epi[q], name, names);
             }
-            wsb_printf(&k.s, "fn st(i: u32, v: %s) {\n    kv_r = v;\n", t);
-            if (store_k) wsb_printf(&k.s, "    sk(i, v);\n");
-            wsb_printf(&k.s, "    se(i, e%d(i));\n}\n", n_epi - 1);
+            tg_wsb_printf(&k.s, "fn st(i: u32, v: %s) {\n    kv_r = v;\n", t);
+            if (store_k) tg_wsb_printf(&k.s, "    sk(i, v);\n");
+            tg_wsb_printf(&k.s, "    se(i, e%d(i));\n}\n", n_epi - 1);
         }
-        wk_names_default(&k);
+        tg_wk_names_default(&k);
         if (k.st == TG_OK) fn(&k);
     }
     free(o.node), free(bind_of), free(elem_off), free(seen), free(names);
@@ -517,7 +517,7 @@ tg_status tg_wgsl_emit_writeback(const tg_graph *g, const tg_plan *plan, int src
     copy.op = TG_OP_BROADCAST;
     copy.nin = 1;
     copy.in[0] = src;
-    return emit_kernel(g, plan, dst, &copy, wgsl_copy, NULL, 0, 0, lim, out);
+    return emit_kernel(g, plan, dst, &copy, tg_wgsl_copy, NULL, 0, 0, lim, out);
 }
 
 void tg_kernel_spec_free(tg_kernel_spec *k) {

@@ -12,7 +12,7 @@ typedef struct {
     size_t n, cap;
     bool oom;
 } wsb;
-void wsb_printf(wsb *b, const char *fmt, ...) TG_PRINTF(2, 3);
+void tg_wsb_printf(wsb *b, const char *fmt, ...) TG_PRINTF(2, 3);
 
 /* The kernel under construction. Operand 0 is the output, operand k+1 is
  * input k; the prelude has declared their bindings and accessors:
@@ -23,11 +23,11 @@ void wsb_printf(wsb *b, const char *fmt, ...) TG_PRINTF(2, 3);
  *
  * Inline mode. The emitters of ops marked `inl` in tg_wgsl_ops can also
  * write a node as a function of the element index, for a fused kernel to
- * call: with fn_name set, wk_flat opens `fn <fn_name>(i: u32) -> T` instead
+ * call: with fn_name set, tg_wk_flat opens `fn <fn_name>(i: u32) -> T` instead
  * of an entry point. Such emitters name their inputs k->ld[K] and their
  * store k->stn (never "ld0" or "st" literally), prefix the module-scope
  * functions they declare with k->pfx, and declare shared helpers through
- * wk_helper so that several inlined nodes can share one module. */
+ * tg_wk_helper so that several inlined nodes can share one module. */
 typedef struct {
     const tg_graph *g;
     const tg_node *n;
@@ -41,17 +41,17 @@ typedef struct {
     char stn[24];
     char pfx[16];
     const char *fn_name; /* inline mode: the function to define */
-    unsigned *helpers;   /* wk_helper texts already in the module */
+    unsigned *helpers;   /* tg_wk_helper texts already in the module */
     unsigned own_helpers;
     int phase;           /* kernels that run in two dispatches (split-K matmul): 1, 2; else 0 */
 } wk;
 
-/* Module-scope helper texts shared by inlinable emitters (wk_helper ids). */
+/* Module-scope helper texts shared by inlinable emitters (tg_wk_helper ids). */
 enum { WK_H_IS_NAN, WK_H_MATH, WK_H_CLAMP_SEQ, WK_H_GELU_D, WK_H_IDIV, WK_H_F2I, WK_H_PRNG, WK_H_COUNT };
 /* Writes `text` unless helper `id` is already in this module. */
-void wk_helper(wk *k, unsigned id, const char *text);
+void tg_wk_helper(wk *k, unsigned id, const char *text);
 /* Sets the default names (ld0.., st, no prefix, kernel mode). */
-void wk_names_default(wk *k);
+void tg_wk_names_default(wk *k);
 
 typedef bool (*tg_wgsl_emit_fn)(wk *k);
 typedef struct {
@@ -63,54 +63,54 @@ extern const tg_wgsl_op tg_wgsl_ops[TG_OP_COUNT];
 
 /* Records an error naming the node ("webgpu: node 12 (matmul [64,64]): ...");
  * returns false. */
-bool wk_fail(wk *k, tg_status s, const char *fmt, ...) TG_PRINTF(3, 4);
-const tg_node *wk_in(const wk *k, int i);
-const char *wk_type(tg_dtype dt);
+bool tg_wk_fail(wk *k, tg_status s, const char *fmt, ...) TG_PRINTF(3, 4);
+const tg_node *tg_wk_in(const wk *k, int i);
+const char *tg_wk_type(tg_dtype dt);
 /* A WGSL f32 expression with exactly the value v (f32_bits(...) for
  * inf/nan/subnormal/-0: the prelude defines fn f32_bits(u32) -> f32). */
-const char *wk_f32(float v, char buf[48]);
+const char *tg_wk_f32(float v, char buf[48]);
 
-/* A kernel written outside the per-node driver (a fused group's): wk_open
- * starts spec sp as node's kernel, wk_close hands its source to the
+/* A kernel written outside the per-node driver (a fused group's): tg_wk_open
+ * starts spec sp as node's kernel, tg_wk_close hands its source to the
  * program (out->n++) or frees it and reports the first error. */
-void wk_open(wk *k, const tg_graph *g, const tg_plan *plan, const tg_wgsl_limits *lim, int node, tg_kernel_spec *sp);
-tg_status wk_close(wk *k, tg_wgsl_program *out);
+void tg_wk_open(wk *k, const tg_graph *g, const tg_plan *plan, const tg_wgsl_limits *lim, int node, tg_kernel_spec *sp);
+tg_status tg_wk_close(wk *k, tg_wgsl_program *out);
 /* Gives nodes[0..n) storage bindings in k->spec, one per arena range and
  * merged where ranges overlap (bind_of[o], and elem_off[o]: the node's
  * first element in it), checking the count, size and alignment limits. */
-bool wk_bind_nodes(wk *k, const int *nodes, int n, int *bind_of, int64_t *elem_off);
+bool tg_wk_bind_nodes(wk *k, const int *nodes, int n, int *bind_of, int64_t *elem_off);
 
 /* Emits the entry point header for `groups` workgroups of `wg` invocations,
  * splitting the grid in 2-D when one dimension is not enough. Inside, `gid`
  * is the workgroup's linear index and `lid` the local index; the caller
- * writes the body and closes it with wk_end. */
-bool wk_main(wk *k, int64_t groups, uint32_t wg);
+ * writes the body and closes it with tg_wk_end. */
+bool tg_wk_main(wk *k, int64_t groups, uint32_t wg);
 /* An elementwise kernel over n items: thread `i` (u32), already range-checked.
  * In inline mode: the function of element i instead (see wk). */
-bool wk_flat(wk *k, int64_t n);
-void wk_end(wk *k);
+bool tg_wk_flat(wk *k, int64_t n);
+void tg_wk_end(wk *k);
 
 /* fn name(i: u32) -> u32: the flat row-major index i over dims d[0..nd)
  * mapped to sum(coord * st). */
-void wk_index_fn(wk *k, const char *name, int nd, const int64_t *d, const int64_t *st);
+void tg_wk_index_fn(wk *k, const char *name, int nd, const int64_t *d, const int64_t *st);
 /* Index maps ldK for a broadcasting elementwise op: writes `fn <pfx>mapK(i)`
  * for each input whose layout differs from the output's and sets expr[K] to
  * "<pfx>mapK(i)" or "i" or "0u". */
 #define WK_EXPR 40
-void wk_bcast_maps(wk *k, int nin, char expr[][WK_EXPR]);
+void tg_wk_bcast_maps(wk *k, int nin, char expr[][WK_EXPR]);
 
 /* ---- row and column kernels (rows.c) ---- */
 /* Invocations per workgroup for a row of len elements: a power of two in [32, 256]. */
-uint32_t wk_row_wg(int64_t len);
+uint32_t tg_wk_row_wg(int64_t len);
 /* var<workgroup> red: array<type, wg> */
-void wk_red_decl(wk *k, uint32_t wg, const char *type);
+void tg_wk_red_decl(wk *k, uint32_t wg, const char *type);
 /* Every invocation contributes `val`; all then hold the sum (or max) in `out`. */
-void wk_reduce(wk *k, uint32_t wg, const char *val, bool is_max, const char *out);
+void tg_wk_reduce(wk *k, uint32_t wg, const char *val, bool is_max, const char *out);
 
 /* A kernel over `lines` rows of A elements each, element a of row l at
- * base + a * inner. Opened with wk_rows_open (defines `l` and `base`), then
- * loops (wk_rows_loop: `a` and the element index `p`), per-row reductions
- * (wk_rows_combine: a no-op with one thread per row) and wk_end. Rows longer
+ * base + a * inner. Opened with tg_wk_rows_open (defines `l` and `base`), then
+ * loops (tg_wk_rows_loop: `a` and the element index `p`), per-row reductions
+ * (tg_wk_rows_combine: a no-op with one thread per row) and tg_wk_end. Rows longer
  * than 32 get a workgroup each, shorter ones a thread. */
 typedef struct {
     wk *k;
@@ -118,63 +118,63 @@ typedef struct {
     uint32_t wg;
     int64_t lines, A, inner;
 } wk_rows;
-bool wk_rows_open(wk_rows *L, wk *k, int64_t lines, int64_t A, int64_t inner);
-void wk_rows_loop(wk_rows *L, const char *len); /* caller writes the body and "    }\n" */
-void wk_rows_combine(wk_rows *L, const char *var, bool is_max, const char *out);
+bool tg_wk_rows_open(wk_rows *L, wk *k, int64_t lines, int64_t A, int64_t inner);
+void tg_wk_rows_loop(wk_rows *L, const char *len); /* caller writes the body and "    }\n" */
+void tg_wk_rows_combine(wk_rows *L, const char *var, bool is_max, const char *out);
 /* Opens a block run by one invocation per row (close it with "    }\n"). */
-void wk_rows_once(wk_rows *L);
+void tg_wk_rows_once(wk_rows *L);
 
 /* A whole kernel summing `expr` (in terms of u32 r and c) over rows r < R into
  * output element c < C: 32 columns per workgroup, 8 row sets each. */
-bool wk_colsum(wk *k, int64_t R, int64_t C, const char *expr, const char *type);
+bool tg_wk_colsum(wk *k, int64_t R, int64_t C, const char *expr, const char *type);
 
 /* Emitters (ops_ew.c, ops_reduce.c, ops_matmul.c, ops_math.c, ops_nn.c). */
-bool wgsl_const(wk *k);
-bool wgsl_arange(wk *k);
-bool wgsl_binary(wk *k);
-bool wgsl_unary(wk *k);
-bool wgsl_cast(wk *k);
-bool wgsl_where(wk *k);
-bool wgsl_copy(wk *k); /* broadcast_to, permute */
-bool wgsl_one_hot(wk *k);
-bool wgsl_where_causal(wk *k);
-bool wgsl_relu_grad(wk *k);
-bool wgsl_optim(wk *k); /* adam_m, adam_v, adam_p, sgd_v, sgd_p */
-bool wgsl_sum(wk *k);
-bool wgsl_softmax_lines(wk *k); /* log_softmax, log_softmax_grad, softmax_grad */
-bool wgsl_softmax_causal(wk *k);
-bool wgsl_matmul(wk *k); /* phases 1 and 2 when tg_wgsl_matmul_split says so; they use `work` */
-bool wgsl_unary_math(wk *k); /* abs square sin cos tanh sigmoid erf gelu silu softplus leaky_relu clamp */
-bool wgsl_unary_grad(wk *k);
-bool wgsl_minmax(wk *k);
-bool wgsl_minmax_grad(wk *k);
-bool wgsl_softmax(wk *k);
-bool wgsl_argmax(wk *k); /* argmax, argmin */
-bool wgsl_narrow(wk *k);
-bool wgsl_narrow_grad(wk *k);
-bool wgsl_concat(wk *k);
-bool wgsl_take_along_axis(wk *k);
-bool wgsl_take_along_axis_grad(wk *k);
-bool wgsl_cross_entropy(wk *k);
-bool wgsl_cross_entropy_grad(wk *k);
-bool wgsl_nll_loss(wk *k);
-bool wgsl_nll_loss_grad(wk *k);
-bool wgsl_norm(wk *k); /* layer_norm, rms_norm */
-bool wgsl_norm_stats(wk *k);
-bool wgsl_norm_dx(wk *k);
-bool wgsl_norm_dgain(wk *k);
-bool wgsl_embedding(wk *k);
-bool wgsl_embedding_grad(wk *k);
-bool wgsl_rope(wk *k);
-bool wgsl_dropout(wk *k);
-bool wgsl_randn(wk *k);
-bool wgsl_categorical(wk *k);
-bool wgsl_conv2d(wk *k); /* ops_conv.c: conv2d and its gradients, max pooling, nearest upsampling */
-bool wgsl_conv2d_grad_input(wk *k);
-bool wgsl_conv2d_grad_weight(wk *k);
-bool wgsl_max_pool2d(wk *k);
-bool wgsl_max_pool2d_grad(wk *k);
-bool wgsl_upsample2d(wk *k);
-bool wgsl_upsample2d_grad(wk *k);
+bool tg_wgsl_const(wk *k);
+bool tg_wgsl_arange(wk *k);
+bool tg_wgsl_binary(wk *k);
+bool tg_wgsl_unary(wk *k);
+bool tg_wgsl_cast(wk *k);
+bool tg_wgsl_where(wk *k);
+bool tg_wgsl_copy(wk *k); /* broadcast_to, permute */
+bool tg_wgsl_one_hot(wk *k);
+bool tg_wgsl_where_causal(wk *k);
+bool tg_wgsl_relu_grad(wk *k);
+bool tg_wgsl_optim(wk *k); /* adam_m, adam_v, adam_p, sgd_v, sgd_p */
+bool tg_wgsl_sum(wk *k);
+bool tg_wgsl_softmax_lines(wk *k); /* log_softmax, log_softmax_grad, softmax_grad */
+bool tg_wgsl_softmax_causal(wk *k);
+bool tg_wgsl_matmul(wk *k); /* phases 1 and 2 when tg_wgsl_matmul_split says so; they use `work` */
+bool tg_wgsl_unary_math(wk *k); /* abs square sin cos tanh sigmoid erf gelu silu softplus leaky_relu clamp */
+bool tg_wgsl_unary_grad(wk *k);
+bool tg_wgsl_minmax(wk *k);
+bool tg_wgsl_minmax_grad(wk *k);
+bool tg_wgsl_softmax(wk *k);
+bool tg_wgsl_argmax(wk *k); /* argmax, argmin */
+bool tg_wgsl_narrow(wk *k);
+bool tg_wgsl_narrow_grad(wk *k);
+bool tg_wgsl_concat(wk *k);
+bool tg_wgsl_take_along_axis(wk *k);
+bool tg_wgsl_take_along_axis_grad(wk *k);
+bool tg_wgsl_cross_entropy(wk *k);
+bool tg_wgsl_cross_entropy_grad(wk *k);
+bool tg_wgsl_nll_loss(wk *k);
+bool tg_wgsl_nll_loss_grad(wk *k);
+bool tg_wgsl_norm(wk *k); /* layer_norm, rms_norm */
+bool tg_wgsl_norm_stats(wk *k);
+bool tg_wgsl_norm_dx(wk *k);
+bool tg_wgsl_norm_dgain(wk *k);
+bool tg_wgsl_embedding(wk *k);
+bool tg_wgsl_embedding_grad(wk *k);
+bool tg_wgsl_rope(wk *k);
+bool tg_wgsl_dropout(wk *k);
+bool tg_wgsl_randn(wk *k);
+bool tg_wgsl_categorical(wk *k);
+bool tg_wgsl_conv2d(wk *k); /* ops_conv.c: conv2d and its gradients, max pooling, nearest upsampling */
+bool tg_wgsl_conv2d_grad_input(wk *k);
+bool tg_wgsl_conv2d_grad_weight(wk *k);
+bool tg_wgsl_max_pool2d(wk *k);
+bool tg_wgsl_max_pool2d_grad(wk *k);
+bool tg_wgsl_upsample2d(wk *k);
+bool tg_wgsl_upsample2d_grad(wk *k);
 
 #endif

@@ -50,7 +50,7 @@ typedef struct {
 } fz;
 
 static bool is_view(const tg_graph *g, int i) { return tg_ops[g->nodes[i].op].flags & TG_OPF_VIEW; }
-static bool runs(const fz *z, int i) { return plan_runs(z->g, i); }
+static bool runs(const fz *z, int i) { return tg_plan_runs(z->g, i); }
 
 static bool overlap(const tg_slot *a, const tg_slot *b) {
     return a->arena == b->arena && a->offset < b->offset + b->bytes && b->offset < a->offset + a->bytes;
@@ -228,9 +228,9 @@ static void gview_free(gview *v) { free(v->mem), free(v->st), free(v->rd); }
  * every other element only in an earlier pass). Views keep the flat index. */
 static bool same_element(const fz *z, const draft *d, int m, int x) {
     const tg_node *n = &z->g->nodes[m], *xn = &z->g->nodes[x];
-    if (ir_numel(xn) != ir_numel(&z->g->nodes[d->kernel])) return false;
-    if (m == d->kernel) return (tg_ops[n->op].flags & TG_OPF_INPLACE) && shape_eq(xn->shape, n->shape);
-    if (!(tg_ops[n->op].flags & (TG_OPF_ELEMWISE | TG_OPF_VIEW)) || !(is_view(z->g, m) || shape_eq(xn->shape, n->shape)))
+    if (tg_ir_numel(xn) != tg_ir_numel(&z->g->nodes[d->kernel])) return false;
+    if (m == d->kernel) return (tg_ops[n->op].flags & TG_OPF_INPLACE) && tg_shape_eq(xn->shape, n->shape);
+    if (!(tg_ops[n->op].flags & (TG_OPF_ELEMWISE | TG_OPF_VIEW)) || !(is_view(z->g, m) || tg_shape_eq(xn->shape, n->shape)))
         return false;
     if (in_list(d->epi, d->n_epi, m)) return true;
     /* an inline producer: every reader of m in the draft reads it in step too */
@@ -336,16 +336,16 @@ static void grow_epilogue(fz *z, draft *d) {
         if (readers(z, cur, rd, 2, views, &nv) != 1 || nv > 8) return;
         int c = rd[0];
         const tg_node *cn = &z->g->nodes[c];
-        if (!(tg_ops[cn->op].flags & TG_OPF_ELEMWISE) || !fusable_ew(z, c) || ir_numel(cn) != ir_numel(&z->g->nodes[cur]))
+        if (!(tg_ops[cn->op].flags & TG_OPF_ELEMWISE) || !fusable_ew(z, c) || tg_ir_numel(cn) != tg_ir_numel(&z->g->nodes[cur]))
             if (!(tg_ops[cn->op].flags & TG_OPF_ELEMWISE) || !runs(z, c) || !tg_wgsl_ops[cn->op].inl || z->grp[c] >= 0 ||
-                ir_numel(cn) != ir_numel(&z->g->nodes[cur]))
+                tg_ir_numel(cn) != tg_ir_numel(&z->g->nodes[cur]))
                 return;
         int save_inl = d->n_inl;
         for (int v = 0; v < nv; v++) d->inl[d->n_inl++] = views[v];
         /* every operand that is the chain value must be read in step */
         bool step = true;
         for (int k = 0; k < cn->nin; k++)
-            if ((cn->in[k] == cur || in_list(views, nv, cn->in[k])) && !shape_eq(z->g->nodes[cn->in[k]].shape, cn->shape))
+            if ((cn->in[k] == cur || in_list(views, nv, cn->in[k])) && !tg_shape_eq(z->g->nodes[cn->in[k]].shape, cn->shape))
                 step = false;
         d->epi[d->n_epi++] = c;
         /* At the kernel's turn the epilogue's outputs are written early; at
@@ -464,7 +464,7 @@ static void split_grad(const fz *z, int gx, int m2, int v2, int *grad, int *scal
     *scale = -1;
     if (n->op != TG_OP_MUL || z->must_store[gx] || z->grp[gx] >= 0) return;
     const tg_node *a = &z->g->nodes[n->in[0]], *s = &z->g->nodes[n->in[1]];
-    if (ir_numel(s) != 1 || !shape_eq(a->shape, n->shape) || a->dtype != TG_F32) return;
+    if (tg_ir_numel(s) != 1 || !tg_shape_eq(a->shape, n->shape) || a->dtype != TG_F32) return;
     int rd[4], nv = 0;
     int nr = readers(z, gx, rd, 4, NULL, &nv);
     if (nv || nr < 1 || nr > 2) return;
@@ -644,7 +644,7 @@ static void plan_optimizer(fz *z, const tg_writeback *wb, int n_wb) {
 /* node s = sum over every axis of mul(x, x), the mul read by nothing else */
 static int sumsq_term(const fz *z, int s) {
     const tg_node *n = &z->g->nodes[s];
-    if (n->op != TG_OP_SUM || z->grp[s] >= 0 || ir_numel(n) != 1 || n->dtype != TG_F32) return -1;
+    if (n->op != TG_OP_SUM || z->grp[s] >= 0 || tg_ir_numel(n) != 1 || n->dtype != TG_F32) return -1;
     int x2 = n->in[0];
     const tg_node *m = &z->g->nodes[x2];
     if (m->op != TG_OP_MUL || m->in[0] != m->in[1] || z->grp[x2] >= 0 || z->must_store[x2] || !only_reader(z, x2, s))
@@ -658,7 +658,7 @@ static bool tree_of_terms(const fz *z, int t, const bool *is_term, int *inner, i
     if (is_view(z->g, t)) return tree_of_terms(z, z->g->nodes[t].in[0], is_term, inner, n_inner, cap);
     if (is_term[t]) return true;
     const tg_node *n = &z->g->nodes[t];
-    if (n->op != TG_OP_ADD || ir_numel(n) != 1 || z->grp[t] >= 0 || *n_inner >= cap) return false;
+    if (n->op != TG_OP_ADD || tg_ir_numel(n) != 1 || z->grp[t] >= 0 || *n_inner >= cap) return false;
     inner[(*n_inner)++] = t;
     return tree_of_terms(z, n->in[0], is_term, inner, n_inner, cap) &&
            tree_of_terms(z, n->in[1], is_term, inner, n_inner, cap);
@@ -689,7 +689,7 @@ static void plan_sumsq(fz *z) {
             int rd[2], nv = 0;
             if (readers(z, t, rd, 2, NULL, &nv) != 1) break;
             const tg_node *r = &g->nodes[rd[0]];
-            if (r->op != TG_OP_ADD || ir_numel(r) != 1 || z->grp[rd[0]] >= 0 || z->must_store[t]) break;
+            if (r->op != TG_OP_ADD || tg_ir_numel(r) != 1 || z->grp[rd[0]] >= 0 || z->must_store[t]) break;
             t = rd[0];
         }
         if (t != terms[0].sum && tree_of_terms(z, t, is_term, inner, &n_inner, z->n)) {
@@ -715,7 +715,7 @@ static void plan_sumsq(fz *z) {
         terms[q].store = !in_tree || z->must_store[terms[q].sum] || readers(z, terms[q].sum, NULL, 0, NULL, &(int){0}) != 1;
     }
     /* one small sum is as well served by one kernel per node */
-    if (nt == 0 || (nt == 1 && ir_numel(&g->nodes[terms[0].x]) < 65536)) {
+    if (nt == 0 || (nt == 1 && tg_ir_numel(&g->nodes[terms[0].x]) < 65536)) {
         free(is_term), free(inner), free(terms);
         return;
     }
@@ -945,7 +945,7 @@ tg_status tg_wgsl_emit_program(const tg_graph *g, const tg_plan *plan, const tg_
             if ((st = push_spec(out, &cap, &k)) != TG_OK) break;
             if ((st = tg_wgsl_emit_fused(g, plan, &gr->f, lim, k)) == TG_OK) out->n++;
         } else {
-            st = fz_emit_group(g, plan, lim, gr, out, &cap, push_spec);
+            st = tg_fz_emit_group(g, plan, lim, gr, out, &cap, push_spec);
         }
     }
     for (int w = 0; w < n_wb && st == TG_OK; w++) {

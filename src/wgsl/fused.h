@@ -45,6 +45,6 @@ typedef struct {
 typedef tg_status (*fz_push)(tg_wgsl_program *out, int *cap, tg_kernel_spec **slot);
 /* Appends the kernel specs of an FZ_OPTIM or FZ_SUMSQ group to out (through
  * push, which hands out the next spec; the caller counts it in out->n). */
-tg_status fz_emit_group(const tg_graph *g, const tg_plan *plan, const tg_wgsl_limits *lim, const fz_group *gr,
+tg_status tg_fz_emit_group(const tg_graph *g, const tg_plan *plan, const tg_wgsl_limits *lim, const fz_group *gr,
                         tg_wgsl_program *out, int *cap, fz_push push);
 #endif

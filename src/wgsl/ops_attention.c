@@ -45,27 +45,27 @@ bool tg_wgsl_attn_declare(akern *K) {
     static const int order[N_OP] = {OP_O, OP_DQ, OP_DK, OP_DV, OP_Q, OP_K, OP_V, OP_DOUT}; /* outputs first */
     for (int q = 0; q < N_OP; q++)
         if (K->node[order[q]] >= 0) which[n] = order[q], nodes[n++] = K->node[order[q]];
-    if (!wk_bind_nodes(k, nodes, n, bind_of, off)) return false;
+    if (!tg_wk_bind_nodes(k, nodes, n, bind_of, off)) return false;
     tg_kernel_spec *sp = k->spec;
     if (sp->n_bindings + 1 > TG_WGSL_MAX_BINDINGS || (uint32_t)sp->n_bindings + 1 > k->lim->max_storage_buffers_per_stage)
-        return wk_fail(k, TG_ERR_LIMIT, "attention needs %d storage buffers, over %u", sp->n_bindings + 1,
+        return tg_wk_fail(k, TG_ERR_LIMIT, "attention needs %d storage buffers, over %u", sp->n_bindings + 1,
                        k->lim->max_storage_buffers_per_stage);
     for (int b = 0; b < sp->n_bindings; b++)
-        wsb_printf(&k->s, "@group(0) @binding(%d) var<storage, read_write> b%d: array<vec4<f32>>;\n", b, b);
+        tg_wsb_printf(&k->s, "@group(0) @binding(%d) var<storage, read_write> b%d: array<vec4<f32>>;\n", b, b);
     sp->bind[sp->n_bindings] = (tg_wgsl_binding){TG_WGSL_WORKSPACE, 0, K->work};
     sp->workspace = K->work;
     sp->attention_work = true;
-    wsb_printf(&k->s, "@group(0) @binding(%d) var<storage, read_write> work: array<f32>;\n", sp->n_bindings++);
+    tg_wsb_printf(&k->s, "@group(0) @binding(%d) var<storage, read_write> work: array<f32>;\n", sp->n_bindings++);
     long long H = a->H, T = a->T;
     for (int q = 0; q < n; q++) {
         const char *nm = op_name[which[q]];
         bool strided = tg_wgsl_attn_strided(K->f, k->g, nodes[q]);
-        wsb_printf(&k->s, "fn i%s(b: u32, h: u32, t: u32) -> u32 { return %lldu + ((b * %lldu + %s) * %lldu + %s) * %lldu; }\n",
+        tg_wsb_printf(&k->s, "fn i%s(b: u32, h: u32, t: u32) -> u32 { return %lldu + ((b * %lldu + %s) * %lldu + %s) * %lldu; }\n",
                    nm, (long long)(off[q] / 4), strided ? T : H, strided ? "t" : "h", strided ? H : T,
                    strided ? "h" : "t", (long long)K->dh4);
-        wsb_printf(&k->s, "fn b%s(i: u32) -> vec4<f32> { return b%d[i]; }\n", nm, bind_of[q]);
+        tg_wsb_printf(&k->s, "fn b%s(i: u32) -> vec4<f32> { return b%d[i]; }\n", nm, bind_of[q]);
         if ((which[q] == OP_O || which[q] >= OP_DQ))
-            wsb_printf(&k->s, "fn s%s(i: u32, v: vec4<f32>) { b%d[i] = v; }\n", nm, bind_of[q]);
+            tg_wsb_printf(&k->s, "fn s%s(i: u32, v: vec4<f32>) { b%d[i] = v; }\n", nm, bind_of[q]);
     }
     return true;
 }
@@ -76,9 +76,9 @@ static bool open_main(akern *K) {
     const tg_wgsl_attn *a = K->a;
     K->nblk = (a->T + K->wg - 1) / K->wg;
     k->spec->threads = a->B * a->H * K->nblk * K->wg;
-    if (!wk_main(k, a->B * a->H * K->nblk, K->wg)) return false;
-    wsb_printf(&k->s, "    if (gid >= %lldu) { return; }\n", (long long)(a->B * a->H * K->nblk));
-    wsb_printf(&k->s,
+    if (!tg_wk_main(k, a->B * a->H * K->nblk, K->wg)) return false;
+    tg_wsb_printf(&k->s, "    if (gid >= %lldu) { return; }\n", (long long)(a->B * a->H * K->nblk));
+    tg_wsb_printf(&k->s,
                "    let bh = gid / %lldu;\n    let blk = gid - bh * %lldu;\n    let b = bh / %lldu;\n"
                "    let h = bh - b * %lldu;\n    let r = blk * %uu + lid;\n    let rq = min(r, %lldu);\n",
                (long long)K->nblk, (long long)K->nblk, (long long)a->H, (long long)a->H, K->wg, (long long)(a->T - 1));
@@ -93,15 +93,15 @@ static bool open_main(akern *K) {
 static void expand(akern *K, const char *t, int64_t d, wsb *o) {
     for (const char *c = t; *c; c++) {
         if (*c == '@') {
-            if (K->unroll) wsb_printf(o, "%lldu", (long long)d);
-            else wsb_printf(o, "d");
+            if (K->unroll) tg_wsb_printf(o, "%lldu", (long long)d);
+            else tg_wsb_printf(o, "d");
         } else if (*c == '$') {
             size_t n = strspn(c + 1, "abcdefghijklmnopqrstuvwxyz");
-            if (K->unroll) wsb_printf(o, "%.*s%lld", (int)n, c + 1, (long long)d);
-            else wsb_printf(o, "%.*s[d]", (int)n, c + 1);
+            if (K->unroll) tg_wsb_printf(o, "%.*s%lld", (int)n, c + 1, (long long)d);
+            else tg_wsb_printf(o, "%.*s[d]", (int)n, c + 1);
             c += n;
         } else {
-            wsb_printf(o, "%c", *c);
+            tg_wsb_printf(o, "%c", *c);
         }
     }
 }
@@ -110,15 +110,15 @@ static void expand(akern *K, const char *t, int64_t d, wsb *o) {
 static void each(akern *K, const char *indent, const char *t) {
     if (K->unroll) {
         for (int64_t d = 0; d < K->dh4; d++) {
-            wsb_printf(&K->k.s, "%s", indent);
+            tg_wsb_printf(&K->k.s, "%s", indent);
             expand(K, t, d, &K->k.s);
-            wsb_printf(&K->k.s, "\n");
+            tg_wsb_printf(&K->k.s, "\n");
         }
         return;
     }
-    wsb_printf(&K->k.s, "%sfor (var d = 0u; d < %lldu; d++) { ", indent, (long long)K->dh4);
+    tg_wsb_printf(&K->k.s, "%sfor (var d = 0u; d < %lldu; d++) { ", indent, (long long)K->dh4);
     expand(K, t, 0, &K->k.s);
-    wsb_printf(&K->k.s, " }\n");
+    tg_wsb_printf(&K->k.s, " }\n");
 }
 
 /* Declares row r (zeros, or `src(base + d)` for each d). */
@@ -130,7 +130,7 @@ static void row(akern *K, const char *r, const char *src, const char *base) {
         each(K, "    ", t);
         return;
     }
-    wsb_printf(&K->k.s, "    var %s: array<vec4<f32>, %lld>;\n", r, (long long)K->dh4);
+    tg_wsb_printf(&K->k.s, "    var %s: array<vec4<f32>, %lld>;\n", r, (long long)K->dh4);
     if (!src) return;
     snprintf(t, sizeof t, "$%s = %s(%s + @);", r, src, base);
     each(K, "    ", t);
@@ -139,31 +139,31 @@ static void row(akern *K, const char *r, const char *src, const char *base) {
 /* `name` = sum over d of dot(term): one expression, or an accumulating loop. */
 static void dot_sum(akern *K, const char *indent, const char *name, const char *term, const char *tail) {
     if (K->unroll) {
-        wsb_printf(&K->k.s, "%slet %s = (", indent, name);
+        tg_wsb_printf(&K->k.s, "%slet %s = (", indent, name);
         for (int64_t d = 0; d < K->dh4; d++) {
-            wsb_printf(&K->k.s, "%s", d ? " + " : "");
+            tg_wsb_printf(&K->k.s, "%s", d ? " + " : "");
             expand(K, term, d, &K->k.s);
         }
-        wsb_printf(&K->k.s, ")%s;\n", tail);
+        tg_wsb_printf(&K->k.s, ")%s;\n", tail);
         return;
     }
-    wsb_printf(&K->k.s, "%svar %s_ = 0.0f;\n", indent, name);
+    tg_wsb_printf(&K->k.s, "%svar %s_ = 0.0f;\n", indent, name);
     char t[128];
     snprintf(t, sizeof t, "%s_ = %s_ + %s;", name, name, term);
     each(K, indent, t);
-    wsb_printf(&K->k.s, "%slet %s = %s_%s;\n", indent, name, name, tail);
+    tg_wsb_printf(&K->k.s, "%slet %s = %s_%s;\n", indent, name, name, tail);
 }
 
 void tg_wgsl_attn_scale(akern *K, int node, char *buf) {
     char f[48];
     if (node < 0) strcpy(buf, "");
-    else snprintf(buf, 64, " * %s", wk_f32(const_value(K->k.g, node), f));
+    else snprintf(buf, 64, " * %s", tg_wk_f32(const_value(K->k.g, node), f));
 }
 
 /* A loop over key tiles of `rows` rows filling kt (and vt) with rows j0.. of
  * K (and V), up to the last key the workgroup's queries see. */
 static void key_tiles(akern *K, int64_t rows, bool with_v) {
-    wsb_printf(&K->k.s,
+    tg_wsb_printf(&K->k.s,
                "    let kend = min(blk * %uu + %uu, %lldu);\n"
                "    for (var j0 = 0u; j0 < kend; j0 += %lldu) {\n        workgroupBarrier();\n"
                "        for (var e = lid; e < %lldu; e += %uu) {\n            let j = j0 + e / %lldu;\n"
@@ -178,8 +178,8 @@ static void key_tiles(akern *K, int64_t rows, bool with_v) {
 }
 
 static void tiles_decl(akern *K, int64_t rows, const char *a, const char *b) {
-    wsb_printf(&K->k.s, "var<workgroup> %s: array<vec4<f32>, %lld>;\n", a, (long long)(rows * K->dh4));
-    if (b) wsb_printf(&K->k.s, "var<workgroup> %s: array<vec4<f32>, %lld>;\n", b, (long long)(rows * K->dh4));
+    tg_wsb_printf(&K->k.s, "var<workgroup> %s: array<vec4<f32>, %lld>;\n", a, (long long)(rows * K->dh4));
+    if (b) tg_wsb_printf(&K->k.s, "var<workgroup> %s: array<vec4<f32>, %lld>;\n", b, (long long)(rows * K->dh4));
 }
 
 static tg_status emit_forward(akern *K, tg_wgsl_program *out) {
@@ -188,28 +188,28 @@ static tg_status emit_forward(akern *K, tg_wgsl_program *out) {
     int64_t rows = tile_rows(K, a->Dh * 8);
     char sc[64];
     tg_wgsl_attn_scale(K, a->scale, sc);
-    wsb_printf(&k->s, "// node %d: attention forward [%lld,%lld,%lld,%lld] (online softmax, %lld-key tiles)\n", k->id,
+    tg_wsb_printf(&k->s, "// node %d: attention forward [%lld,%lld,%lld,%lld] (online softmax, %lld-key tiles)\n", k->id,
                (long long)a->B, (long long)a->H, (long long)a->T, (long long)a->Dh, (long long)rows);
-    if (!tg_wgsl_attn_declare(K)) return wk_close(k, out);
+    if (!tg_wgsl_attn_declare(K)) return tg_wk_close(k, out);
     tiles_decl(K, rows, "kt", "vt");
-    if (!open_main(K)) return wk_close(k, out);
-    wsb_printf(&k->s, "    let qi = iQ(b, h, rq);\n");
+    if (!open_main(K)) return tg_wk_close(k, out);
+    tg_wsb_printf(&k->s, "    let qi = iQ(b, h, rq);\n");
     row(K, "q", "bQ", "qi");
     row(K, "acc", NULL, NULL);
-    wsb_printf(&k->s, "    var m = -3.0e38f;\n    var l = 0.0f;\n");
+    tg_wsb_printf(&k->s, "    var m = -3.0e38f;\n    var l = 0.0f;\n");
     key_tiles(K, rows, true);
     dot_sum(K, "            ", "s", "dot($q, kt[kb + @])", sc);
-    wsb_printf(&k->s, "            if (s > m) {\n                let c = exp(m - s);\n                l = l * c;\n");
+    tg_wsb_printf(&k->s, "            if (s > m) {\n                let c = exp(m - s);\n                l = l * c;\n");
     each(K, "                ", "$acc = $acc * c;");
-    wsb_printf(&k->s, "                m = s;\n            }\n            let p = exp(s - m);\n            l = l + p;\n");
+    tg_wsb_printf(&k->s, "                m = s;\n            }\n            let p = exp(s - m);\n            l = l + p;\n");
     each(K, "            ", "$acc = $acc + p * vt[kb + @];");
-    wsb_printf(&k->s, "        }\n    }\n    if (r < %lldu) {\n        let inv = 1.0f / l;\n        let oi = iO(b, h, r);\n",
+    tg_wsb_printf(&k->s, "        }\n    }\n    if (r < %lldu) {\n        let inv = 1.0f / l;\n        let oi = iO(b, h, r);\n",
                (long long)a->T);
     each(K, "        ", "sO(oi + @, $acc * inv);");
-    wsb_printf(&k->s, "        work[%lldu + bh * %lldu + r] = m + log(l);\n    }\n", (long long)(a->lse_at / 4),
+    tg_wsb_printf(&k->s, "        work[%lldu + bh * %lldu + r] = m + log(l);\n    }\n", (long long)(a->lse_at / 4),
                (long long)a->T);
-    wk_end(k);
-    return wk_close(k, out);
+    tg_wk_end(k);
+    return tg_wk_close(k, out);
 }
 
 /* dq (and D for the dk/dv kernel): one query row per invocation. */
@@ -220,41 +220,41 @@ static tg_status emit_dq(akern *K, tg_wgsl_program *out) {
     char sc[64], dsc[64];
     tg_wgsl_attn_scale(K, a->scale, sc);
     tg_wgsl_attn_scale(K, a->dscale, dsc);
-    wsb_printf(&k->s, "// node %d: attention backward, dq [%lld,%lld,%lld,%lld] (%lld-key tiles)\n", k->id,
+    tg_wsb_printf(&k->s, "// node %d: attention backward, dq [%lld,%lld,%lld,%lld] (%lld-key tiles)\n", k->id,
                (long long)a->B, (long long)a->H, (long long)a->T, (long long)a->Dh, (long long)rows);
-    if (!tg_wgsl_attn_declare(K)) return wk_close(k, out);
+    if (!tg_wgsl_attn_declare(K)) return tg_wk_close(k, out);
     tiles_decl(K, rows, "kt", "vt");
-    if (!open_main(K)) return wk_close(k, out);
-    wsb_printf(&k->s, "    let qi = iQ(b, h, rq);\n    let gi = iG(b, h, rq);\n");
+    if (!open_main(K)) return tg_wk_close(k, out);
+    tg_wsb_printf(&k->s, "    let qi = iQ(b, h, rq);\n    let gi = iG(b, h, rq);\n");
     row(K, "q", "bQ", "qi");
     row(K, "g", "bG", "gi");
-    wsb_printf(&k->s, "    let lse = work[%lldu + bh * %lldu + rq];\n    var D = 0.0f;\n", (long long)(a->lse_at / 4),
+    tg_wsb_printf(&k->s, "    let lse = work[%lldu + bh * %lldu + rq];\n    var D = 0.0f;\n", (long long)(a->lse_at / 4),
                (long long)a->T);
     bool dq = K->node[OP_DQ] >= 0;
     if (dq) row(K, "gq", NULL, NULL);
     for (int pass = 0; pass < (dq ? 2 : 1); pass++) {
-        wsb_printf(&k->s, "    {\n"); /* each pass's own kend */
+        tg_wsb_printf(&k->s, "    {\n"); /* each pass's own kend */
         key_tiles(K, rows, true);
         dot_sum(K, "            ", "s", "dot($q, kt[kb + @])", sc);
-        wsb_printf(&k->s, "            let p = exp(s - lse);\n");
+        tg_wsb_printf(&k->s, "            let p = exp(s - lse);\n");
         dot_sum(K, "            ", "dp", "dot($g, vt[kb + @])", "");
         if (pass == 0) {
-            wsb_printf(&k->s, "            D = D + p * dp;\n");
+            tg_wsb_printf(&k->s, "            D = D + p * dp;\n");
         } else {
-            wsb_printf(&k->s, "            let ds = p * (dp - D)%s;\n", dsc);
+            tg_wsb_printf(&k->s, "            let ds = p * (dp - D)%s;\n", dsc);
             each(K, "            ", "$gq = $gq + ds * kt[kb + @];");
         }
-        wsb_printf(&k->s, "        }\n    }\n    }\n");
+        tg_wsb_printf(&k->s, "        }\n    }\n    }\n");
     }
-    wsb_printf(&k->s, "    if (r < %lldu) {\n        work[%lldu + bh * %lldu + r] = D;\n", (long long)a->T,
+    tg_wsb_printf(&k->s, "    if (r < %lldu) {\n        work[%lldu + bh * %lldu + r] = D;\n", (long long)a->T,
                (long long)(a->d_at / 4), (long long)a->T);
     if (dq) {
-        wsb_printf(&k->s, "        let oi = iDQ(b, h, r);\n");
+        tg_wsb_printf(&k->s, "        let oi = iDQ(b, h, r);\n");
         each(K, "        ", "sDQ(oi + @, $gq);");
     }
-    wsb_printf(&k->s, "    }\n");
-    wk_end(k);
-    return wk_close(k, out);
+    tg_wsb_printf(&k->s, "    }\n");
+    tg_wk_end(k);
+    return tg_wk_close(k, out);
 }
 
 /* dk and dv: one key row j per invocation, over the query tiles i >= j. */
@@ -266,19 +266,19 @@ static tg_status emit_dkdv(akern *K, tg_wgsl_program *out) {
     tg_wgsl_attn_scale(K, a->scale, sc);
     tg_wgsl_attn_scale(K, a->dscale, dsc);
     long long T = a->T, dh4 = K->dh4;
-    wsb_printf(&k->s, "// node %d: attention backward, dk dv [%lld,%lld,%lld,%lld] (%lld-query tiles)\n", k->id,
+    tg_wsb_printf(&k->s, "// node %d: attention backward, dk dv [%lld,%lld,%lld,%lld] (%lld-query tiles)\n", k->id,
                (long long)a->B, (long long)a->H, T, (long long)a->Dh, (long long)rows);
-    if (!tg_wgsl_attn_declare(K)) return wk_close(k, out);
+    if (!tg_wgsl_attn_declare(K)) return tg_wk_close(k, out);
     tiles_decl(K, rows, "qt", "gt");
-    wsb_printf(&k->s, "var<workgroup> lt: array<f32, %lld>;\nvar<workgroup> dt: array<f32, %lld>;\n", (long long)rows,
+    tg_wsb_printf(&k->s, "var<workgroup> lt: array<f32, %lld>;\nvar<workgroup> dt: array<f32, %lld>;\n", (long long)rows,
                (long long)rows);
-    if (!open_main(K)) return wk_close(k, out);
-    wsb_printf(&k->s, "    let ki = iK(b, h, rq);\n    let vi = iV(b, h, rq);\n");
+    if (!open_main(K)) return tg_wk_close(k, out);
+    tg_wsb_printf(&k->s, "    let ki = iK(b, h, rq);\n    let vi = iV(b, h, rq);\n");
     row(K, "k", "bK", "ki");
     row(K, "v", "bV", "vi");
     row(K, "gk", NULL, NULL);
     row(K, "gv", NULL, NULL);
-    wsb_printf(&k->s,
+    tg_wsb_printf(&k->s,
                "    for (var i0 = blk * %uu; i0 < %lldu; i0 += %lldu) {\n        workgroupBarrier();\n"
                "        for (var e = lid; e < %lldu; e += %uu) {\n            let i = i0 + e / %lldu;\n"
                "            let c = e - (e / %lldu) * %lldu;\n"
@@ -291,23 +291,23 @@ static tg_status emit_dkdv(akern *K, tg_wgsl_program *out) {
                K->wg, T, (long long)rows, (long long)rows * dh4, K->wg, dh4, dh4, dh4, T, (long long)rows, K->wg, T,
                (long long)(a->lse_at / 4), T, (long long)(a->d_at / 4), T, (long long)rows, T, dh4);
     dot_sum(K, "            ", "s", "dot($k, qt[ib + @])", sc);
-    wsb_printf(&k->s, "            let p = exp(s - lt[i - i0]);\n");
+    tg_wsb_printf(&k->s, "            let p = exp(s - lt[i - i0]);\n");
     dot_sum(K, "            ", "dp", "dot($v, gt[ib + @])", "");
-    wsb_printf(&k->s, "            let ds = p * (dp - dt[i - i0])%s;\n", dsc);
+    tg_wsb_printf(&k->s, "            let ds = p * (dp - dt[i - i0])%s;\n", dsc);
     each(K, "            ", "$gv = $gv + p * gt[ib + @];");
     each(K, "            ", "$gk = $gk + ds * qt[ib + @];");
-    wsb_printf(&k->s, "        }\n    }\n    if (r < %lldu) {\n", T);
+    tg_wsb_printf(&k->s, "        }\n    }\n    if (r < %lldu) {\n", T);
     if (K->node[OP_DK] >= 0) {
-        wsb_printf(&k->s, "        let oi = iDK(b, h, r);\n");
+        tg_wsb_printf(&k->s, "        let oi = iDK(b, h, r);\n");
         each(K, "        ", "sDK(oi + @, $gk);");
     }
     if (K->node[OP_DV] >= 0) {
-        wsb_printf(&k->s, "        let vo = iDV(b, h, r);\n");
+        tg_wsb_printf(&k->s, "        let vo = iDV(b, h, r);\n");
         each(K, "        ", "sDV(vo + @, $gv);");
     }
-    wsb_printf(&k->s, "    }\n");
-    wk_end(k);
-    return wk_close(k, out);
+    tg_wsb_printf(&k->s, "    }\n");
+    tg_wk_end(k);
+    return tg_wk_close(k, out);
 }
 
 static int g_form = -1;
@@ -355,7 +355,7 @@ tg_status tg_wgsl_emit_attention(const tg_graph *g, const tg_plan *plan, const t
             int c = o == 0 ? a->dq : o == 1 ? a->dk : a->dv;
             if (c >= 0 && c < turn) turn = c;
         }
-        wk_open(&K.k, g, plan, lim, turn, sp);
+        tg_wk_open(&K.k, g, plan, lim, turn, sp);
         if (!a->bwd) {
             K.node[OP_Q] = a->q, K.node[OP_K] = a->k, K.node[OP_V] = a->v, K.node[OP_O] = a->o;
             st = form == FORM_TILES ? tg_wgsl_attn_tiles_forward(&K, out) : emit_forward(&K, out);

@@ -60,19 +60,19 @@ static bool open_tiles(akern *K, int chunks, const char *what, char *sc, char *d
     const tg_wgsl_attn *a = K->a;
     tg_wgsl_attn_scale(K, a->scale, sc);
     tg_wgsl_attn_scale(K, a->dscale, dsc);
-    wsb_printf(&k->s, "// node %d: attention %s [%lld,%lld,%lld,%lld] (64 x 64 blocks)\n", k->id, what, (long long)a->B,
+    tg_wsb_printf(&k->s, "// node %d: attention %s [%lld,%lld,%lld,%lld] (64 x 64 blocks)\n", k->id, what, (long long)a->B,
                (long long)a->H, (long long)a->T, (long long)a->Dh);
     if (!tg_wgsl_attn_declare(K)) return false;
     K->dh4 = a->Dh / 4;
     K->nblk = (a->T + ROWS - 1) / ROWS;
     K->wg = 256;
     int64_t asz = region_a(a, chunks);
-    wsb_printf(&k->s, "const AB = %lldu;\nvar<workgroup> sh: array<vec4<f32>, %lld>;\n", (long long)asz,
+    tg_wsb_printf(&k->s, "const AB = %lldu;\nvar<workgroup> sh: array<vec4<f32>, %lld>;\n", (long long)asz,
                (long long)(asz + ROWS * ROWS / 4));
     int64_t groups = a->B * a->H * K->nblk;
     k->spec->threads = groups * 256;
-    if (!wk_main(k, groups, 256)) return false;
-    wsb_printf(&k->s,
+    if (!tg_wk_main(k, groups, 256)) return false;
+    tg_wsb_printf(&k->s,
                "    if (gid >= %lldu) { return; }\n    let bh = gid / %lldu;\n    let blk = gid - bh * %lldu;\n"
                "    let b = bh / %lldu;\n    let h = bh - b * %lldu;\n    let tx = lid %% 16u;\n    let ty = lid / 16u;\n"
                "    let r0 = blk * 64u + 4u * ty;\n    let dv = min(tx, %lldu);\n",
@@ -86,7 +86,7 @@ static bool open_tiles(akern *K, int chunks, const char *what, char *sc, char *d
 static void load_chunk(akern *K, int op, const char *base, int64_t at) {
     int64_t dc = chunk_dims(K->a->Dh), per = dc / 4, n = ROWS * per;
     const char *t = op_tag[op];
-    wsb_printf(&K->k.s,
+    tg_wsb_printf(&K->k.s,
                "        if (lid < %lldu) {\n            let rr = lid / %lldu;\n            let q4 = lid %% %lldu;\n"
                "            let t = %s + rr;\n            var x = vec4<f32>(0.0f);\n"
                "            if (t < %lldu) { x = b%s(i%s(b, h, t) + dc4 + q4); }\n"
@@ -104,22 +104,22 @@ static void score_blocks(akern *K, int n, const char *const *pfx, const int *opa
     wsb *s = &K->k.s;
     int64_t dc = chunk_dims(K->a->Dh), cs = dc * 16;
     for (int p = 0; p < n; p++)
-        for (int r = 0; r < 4; r++) wsb_printf(s, "        var %s%d = vec4<f32>(0.0f);\n", pfx[p], r);
-    wsb_printf(s, "        for (var dc4 = 0u; dc4 < %lldu; dc4 += %lldu) {\n        workgroupBarrier();\n",
+        for (int r = 0; r < 4; r++) tg_wsb_printf(s, "        var %s%d = vec4<f32>(0.0f);\n", pfx[p], r);
+    tg_wsb_printf(s, "        for (var dc4 = 0u; dc4 < %lldu; dc4 += %lldu) {\n        workgroupBarrier();\n",
                (long long)K->dh4, (long long)(dc / 4));
     for (int p = 0; p < n; p++) {
         load_chunk(K, opa[p], ra, 2 * p * cs);
         load_chunk(K, opb[p], rb, (2 * p + 1) * cs);
     }
-    wsb_printf(s, "        workgroupBarrier();\n        for (var d = 0u; d < %lldu; d++) {\n", (long long)dc);
+    tg_wsb_printf(s, "        workgroupBarrier();\n        for (var d = 0u; d < %lldu; d++) {\n", (long long)dc);
     for (int p = 0; p < n; p++) {
-        wsb_printf(s, "            let x%d = sh[%lldu + d * 16u + ty];\n            let y%d = sh[%lldu + d * 16u + tx];\n", p,
+        tg_wsb_printf(s, "            let x%d = sh[%lldu + d * 16u + ty];\n            let y%d = sh[%lldu + d * 16u + tx];\n", p,
                    (long long)(2 * p * cs), p, (long long)((2 * p + 1) * cs));
         static const char comp[4] = {'x', 'y', 'z', 'w'};
         for (int r = 0; r < 4; r++)
-            wsb_printf(s, "            %s%d = fma(vec4<f32>(x%d.%c), y%d, %s%d);\n", pfx[p], r, p, comp[r], p, pfx[p], r);
+            tg_wsb_printf(s, "            %s%d = fma(vec4<f32>(x%d.%c), y%d, %s%d);\n", pfx[p], r, p, comp[r], p, pfx[p], r);
     }
-    wsb_printf(s, "        }\n        }\n");
+    tg_wsb_printf(s, "        }\n        }\n");
 }
 
 /* Block pP_r into region B transposed ([column][row / 4]), then rows
@@ -128,7 +128,7 @@ static void score_blocks(akern *K, int n, const char *const *pfx, const int *opa
  * before every read after. */
 static void stage(akern *K, const char *p, int op, const char *base) {
     const char *t = op_tag[op];
-    wsb_printf(&K->k.s,
+    tg_wsb_printf(&K->k.s,
                "        workgroupBarrier();\n"
                "        sh[AB + (4u * tx) * 16u + ty] = vec4<f32>(%s0.x, %s1.x, %s2.x, %s3.x);\n"
                "        sh[AB + (4u * tx + 1u) * 16u + ty] = vec4<f32>(%s0.y, %s1.y, %s2.y, %s3.y);\n"
@@ -143,7 +143,7 @@ static void stage(akern *K, const char *p, int op, const char *base) {
 
 /* accR += sum over the tile's 64 columns j of B[j] (row r) times A's row j. */
 static void accumulate(akern *K, const char *acc) {
-    wsb_printf(&K->k.s,
+    tg_wsb_printf(&K->k.s,
                "        for (var j = 0u; j < 64u; j++) {\n            let p = sh[AB + j * 16u + ty];\n"
                "            let x = sh[j * %lldu + dv];\n"
                "            %s0 = fma(vec4<f32>(p.x), x, %s0);\n            %s1 = fma(vec4<f32>(p.y), x, %s1);\n"
@@ -155,101 +155,101 @@ static void accumulate(akern *K, const char *acc) {
  * through region A (free on entry and on exit). */
 static void row_reduce(akern *K, const char *in, const char *out, bool max) {
     wsb *s = &K->k.s;
-    wsb_printf(s, "        workgroupBarrier();\n");
-    for (int r = 0; r < 4; r++) wsb_printf(s, "        sh[(4u * ty + %du) * 4u + tx / 4u][tx %% 4u] = %s%d;\n", r, in, r);
-    wsb_printf(s, "        workgroupBarrier();\n");
+    tg_wsb_printf(s, "        workgroupBarrier();\n");
+    for (int r = 0; r < 4; r++) tg_wsb_printf(s, "        sh[(4u * ty + %du) * 4u + tx / 4u][tx %% 4u] = %s%d;\n", r, in, r);
+    tg_wsb_printf(s, "        workgroupBarrier();\n");
     for (int r = 0; r < 4; r++) {
-        wsb_printf(s, "        let w%s%d = sh[(4u * ty + %du) * 4u];\n", out, r, r);
+        tg_wsb_printf(s, "        let w%s%d = sh[(4u * ty + %du) * 4u];\n", out, r, r);
         for (int q = 1; q < 4; q++)
-            wsb_printf(s, "        let w%s%d_%d = sh[(4u * ty + %du) * 4u + %du];\n", out, r, q, r, q);
+            tg_wsb_printf(s, "        let w%s%d_%d = sh[(4u * ty + %du) * 4u + %du];\n", out, r, q, r, q);
         if (max)
-            wsb_printf(s,
+            tg_wsb_printf(s,
                        "        let v%s%d = max(max(w%s%d, w%s%d_1), max(w%s%d_2, w%s%d_3));\n"
                        "        let %s%d = max(max(v%s%d.x, v%s%d.y), max(v%s%d.z, v%s%d.w));\n",
                        out, r, out, r, out, r, out, r, out, r, out, r, out, r, out, r, out, r, out, r);
         else
-            wsb_printf(s,
+            tg_wsb_printf(s,
                        "        let v%s%d = (w%s%d + w%s%d_1) + (w%s%d_2 + w%s%d_3);\n"
                        "        let %s%d = (v%s%d.x + v%s%d.y) + (v%s%d.z + v%s%d.w);\n",
                        out, r, out, r, out, r, out, r, out, r, out, r, out, r, out, r, out, r, out, r);
     }
-    wsb_printf(s, "        workgroupBarrier();\n");
+    tg_wsb_printf(s, "        workgroupBarrier();\n");
 }
 
 /* The 4 x 4 causal mask of the block: `vec4 ok_r`, row 4 ty + r of the
  * block against the tile's columns; queries attend to keys j <= i. */
 static void mask(akern *K, bool rows_are_queries, const char *col0) {
     wsb *s = &K->k.s;
-    wsb_printf(s, "        let cv = vec4<u32>(%s + 4u * tx) + vec4<u32>(0u, 1u, 2u, 3u);\n", col0);
+    tg_wsb_printf(s, "        let cv = vec4<u32>(%s + 4u * tx) + vec4<u32>(0u, 1u, 2u, 3u);\n", col0);
     for (int r = 0; r < 4; r++) {
         if (rows_are_queries)
-            wsb_printf(s, "        let ok%d = (cv <= vec4<u32>(r0 + %du)) & (cv < vec4<u32>(%lldu));\n", r, r,
+            tg_wsb_printf(s, "        let ok%d = (cv <= vec4<u32>(r0 + %du)) & (cv < vec4<u32>(%lldu));\n", r, r,
                        (long long)K->a->T);
         else
-            wsb_printf(s, "        let ok%d = (cv >= vec4<u32>(r0 + %du)) & (cv < vec4<u32>(%lldu));\n", r, r,
+            tg_wsb_printf(s, "        let ok%d = (cv >= vec4<u32>(r0 + %du)) & (cv < vec4<u32>(%lldu));\n", r, r,
                        (long long)K->a->T);
     }
 }
 
 static void declare_acc(akern *K, const char *acc) {
-    for (int r = 0; r < 4; r++) wsb_printf(&K->k.s, "    var %s%d = vec4<f32>(0.0f);\n", acc, r);
+    for (int r = 0; r < 4; r++) tg_wsb_printf(&K->k.s, "    var %s%d = vec4<f32>(0.0f);\n", acc, r);
 }
 
 /* Stores accR (scaled by `scale_r`, or as is) into rows r0 + r of operand op. */
 static void store_rows(akern *K, int op, const char *acc, const char *scale) {
     for (int r = 0; r < 4; r++) {
-        wsb_printf(&K->k.s, "    if (r0 + %du < %lldu && tx < %lldu) { s%s(i%s(b, h, r0 + %du) + tx, %s%d", r,
+        tg_wsb_printf(&K->k.s, "    if (r0 + %du < %lldu && tx < %lldu) { s%s(i%s(b, h, r0 + %du) + tx, %s%d", r,
                    (long long)K->a->T, (long long)K->dh4, op_tag[op], op_tag[op], r, acc, r);
-        if (scale) wsb_printf(&K->k.s, " * %s%d", scale, r);
-        wsb_printf(&K->k.s, "); }\n");
+        if (scale) tg_wsb_printf(&K->k.s, " * %s%d", scale, r);
+        tg_wsb_printf(&K->k.s, "); }\n");
     }
 }
 
 /* Row statistic v_r of rows r0 + r into the workspace at float offset `at`. */
 static void store_stat(akern *K, int64_t at, const char *v) {
     for (int r = 0; r < 4; r++)
-        wsb_printf(&K->k.s, "    if (tx == 0u && r0 + %du < %lldu) { work[%lldu + bh * %lldu + r0 + %du] = %s%d; }\n", r,
+        tg_wsb_printf(&K->k.s, "    if (tx == 0u && r0 + %du < %lldu) { work[%lldu + bh * %lldu + r0 + %du] = %s%d; }\n", r,
                    (long long)K->a->T, (long long)at, (long long)K->a->T, r, v, r);
 }
 
 /* The last key tile a query block sees. */
 static void key_loop(akern *K) {
-    wsb_printf(&K->k.s, "    for (var j0 = 0u; j0 < min(blk * 64u + 64u, %lldu); j0 += 64u) {\n", (long long)K->a->T);
+    tg_wsb_printf(&K->k.s, "    for (var j0 = 0u; j0 < min(blk * 64u + 64u, %lldu); j0 += 64u) {\n", (long long)K->a->T);
 }
 
 tg_status tg_wgsl_attn_tiles_forward(akern *K, tg_wgsl_program *out) {
     wk *k = &K->k;
     const tg_wgsl_attn *a = K->a;
     char sc[64], dsc[64];
-    if (!open_tiles(K, 2, "forward", sc, dsc)) return wk_close(k, out);
+    if (!open_tiles(K, 2, "forward", sc, dsc)) return tg_wk_close(k, out);
     wsb *s = &k->s;
     declare_acc(K, "o");
-    for (int r = 0; r < 4; r++) wsb_printf(s, "    var m%d = -3.0e38f;\n    var l%d = 0.0f;\n", r, r);
+    for (int r = 0; r < 4; r++) tg_wsb_printf(s, "    var m%d = -3.0e38f;\n    var l%d = 0.0f;\n", r, r);
     key_loop(K);
     static const char *const pf[1] = {"s"};
     score_blocks(K, 1, pf, (int[]){OP_Q}, (int[]){OP_K}, "blk * 64u", "j0");
     mask(K, true, "j0");
     for (int r = 0; r < 4; r++) {
-        wsb_printf(s, "        let z%d = select(vec4<f32>(-3.0e38f), s%d%s, ok%d);\n", r, r, sc, r);
-        wsb_printf(s, "        let mx%d = max(max(z%d.x, z%d.y), max(z%d.z, z%d.w));\n", r, r, r, r, r);
+        tg_wsb_printf(s, "        let z%d = select(vec4<f32>(-3.0e38f), s%d%s, ok%d);\n", r, r, sc, r);
+        tg_wsb_printf(s, "        let mx%d = max(max(z%d.x, z%d.y), max(z%d.z, z%d.w));\n", r, r, r, r, r);
     }
     row_reduce(K, "mx", "mt", true);
     for (int r = 0; r < 4; r++)
-        wsb_printf(s,
+        tg_wsb_printf(s,
                    "        let mn%d = max(m%d, mt%d);\n        let al%d = exp(m%d - mn%d);\n        m%d = mn%d;\n"
                    "        let p%d = exp(z%d - vec4<f32>(mn%d));\n"
                    "        l%d = l%d * al%d + ((p%d.x + p%d.y) + (p%d.z + p%d.w));\n        o%d = o%d * al%d;\n",
                    r, r, r, r, r, r, r, r, r, r, r, r, r, r, r, r, r, r, r, r, r);
     stage(K, "p", OP_V, "j0");
     accumulate(K, "o");
-    wsb_printf(s, "    }\n    {\n");
+    tg_wsb_printf(s, "    }\n    {\n");
     row_reduce(K, "l", "lt", false);
-    for (int r = 0; r < 4; r++) wsb_printf(s, "    let inv%d = 1.0f / lt%d;\n    let lse%d = m%d + log(lt%d);\n", r, r, r, r, r);
+    for (int r = 0; r < 4; r++) tg_wsb_printf(s, "    let inv%d = 1.0f / lt%d;\n    let lse%d = m%d + log(lt%d);\n", r, r, r, r, r);
     store_rows(K, OP_O, "o", "inv");
     store_stat(K, a->lse_at / 4, "lse");
-    wsb_printf(s, "    }\n");
-    wk_end(k);
-    return wk_close(k, out);
+    tg_wsb_printf(s, "    }\n");
+    tg_wk_end(k);
+    return tg_wk_close(k, out);
 }
 
 /* p_r and dp_r of a query block against key tile j0, from the kept log-sum-exp lse_r. */
@@ -259,63 +259,63 @@ static void probabilities(akern *K, const char *sc) {
     score_blocks(K, 2, pf, (int[]){OP_Q, OP_DOUT}, (int[]){OP_K, OP_V}, "blk * 64u", "j0");
     mask(K, true, "j0");
     for (int r = 0; r < 4; r++)
-        wsb_printf(s, "        let p%d = select(vec4<f32>(0.0f), exp(s%d%s - vec4<f32>(lse%d)), ok%d);\n", r, r, sc, r, r);
+        tg_wsb_printf(s, "        let p%d = select(vec4<f32>(0.0f), exp(s%d%s - vec4<f32>(lse%d)), ok%d);\n", r, r, sc, r, r);
 }
 
 tg_status tg_wgsl_attn_tiles_dq(akern *K, tg_wgsl_program *out) {
     wk *k = &K->k;
     const tg_wgsl_attn *a = K->a;
     char sc[64], dsc[64];
-    if (!open_tiles(K, 4, "backward, dq", sc, dsc)) return wk_close(k, out);
+    if (!open_tiles(K, 4, "backward, dq", sc, dsc)) return tg_wk_close(k, out);
     wsb *s = &k->s;
     long long T = a->T;
     for (int r = 0; r < 4; r++)
-        wsb_printf(s, "    let lse%d = work[%lldu + bh * %lldu + min(r0 + %du, %lldu)];\n    var dp%d = 0.0f;\n", r,
+        tg_wsb_printf(s, "    let lse%d = work[%lldu + bh * %lldu + min(r0 + %du, %lldu)];\n    var dp%d = 0.0f;\n", r,
                    (long long)(a->lse_at / 4), T, r, T - 1, r);
     key_loop(K);
     probabilities(K, sc);
-    for (int r = 0; r < 4; r++) wsb_printf(s, "        dp%d = dp%d + dot(p%d, g%d);\n", r, r, r, r);
-    wsb_printf(s, "    }\n    {\n");
+    for (int r = 0; r < 4; r++) tg_wsb_printf(s, "        dp%d = dp%d + dot(p%d, g%d);\n", r, r, r, r);
+    tg_wsb_printf(s, "    }\n    {\n");
     row_reduce(K, "dp", "D", false);
     store_stat(K, a->d_at / 4, "D");
     if (K->node[OP_DQ] >= 0) {
         declare_acc(K, "dq");
         key_loop(K);
         probabilities(K, sc);
-        for (int r = 0; r < 4; r++) wsb_printf(s, "        let ds%d = p%d * (g%d - vec4<f32>(D%d))%s;\n", r, r, r, r, dsc);
+        for (int r = 0; r < 4; r++) tg_wsb_printf(s, "        let ds%d = p%d * (g%d - vec4<f32>(D%d))%s;\n", r, r, r, r, dsc);
         stage(K, "ds", OP_K, "j0");
         accumulate(K, "dq");
-        wsb_printf(s, "    }\n");
+        tg_wsb_printf(s, "    }\n");
         store_rows(K, OP_DQ, "dq", NULL);
     }
-    wsb_printf(s, "    }\n");
-    wk_end(k);
-    return wk_close(k, out);
+    tg_wsb_printf(s, "    }\n");
+    tg_wk_end(k);
+    return tg_wk_close(k, out);
 }
 
 tg_status tg_wgsl_attn_tiles_dkdv(akern *K, tg_wgsl_program *out) {
     wk *k = &K->k;
     const tg_wgsl_attn *a = K->a;
     char sc[64], dsc[64];
-    if (!open_tiles(K, 4, "backward, dk dv", sc, dsc)) return wk_close(k, out);
+    if (!open_tiles(K, 4, "backward, dk dv", sc, dsc)) return tg_wk_close(k, out);
     wsb *s = &k->s;
     long long T = a->T;
     declare_acc(K, "gk");
     declare_acc(K, "gv");
-    wsb_printf(s, "    for (var i0 = blk * 64u; i0 < %lldu; i0 += 64u) {\n", T);
+    tg_wsb_printf(s, "    for (var i0 = blk * 64u; i0 < %lldu; i0 += 64u) {\n", T);
     static const char *const pf[2] = {"s", "g"};
     score_blocks(K, 2, pf, (int[]){OP_K, OP_V}, (int[]){OP_Q, OP_DOUT}, "blk * 64u", "i0");
     mask(K, false, "i0");
-    wsb_printf(s, "        let ci = min(cv, vec4<u32>(%lldu));\n", T - 1);
+    tg_wsb_printf(s, "        let ci = min(cv, vec4<u32>(%lldu));\n", T - 1);
     static const char comp[4] = {'x', 'y', 'z', 'w'};
     for (int st = 0; st < 2; st++) {
         int64_t at = (st ? a->d_at : a->lse_at) / 4;
-        wsb_printf(s, "        let %s = vec4<f32>(", st ? "dd" : "ll");
-        for (int c = 0; c < 4; c++) wsb_printf(s, "%swork[%lldu + bh * %lldu + ci.%c]", c ? ", " : "", (long long)at, T, comp[c]);
-        wsb_printf(s, ");\n");
+        tg_wsb_printf(s, "        let %s = vec4<f32>(", st ? "dd" : "ll");
+        for (int c = 0; c < 4; c++) tg_wsb_printf(s, "%swork[%lldu + bh * %lldu + ci.%c]", c ? ", " : "", (long long)at, T, comp[c]);
+        tg_wsb_printf(s, ");\n");
     }
     for (int r = 0; r < 4; r++)
-        wsb_printf(s,
+        tg_wsb_printf(s,
                    "        let p%d = select(vec4<f32>(0.0f), exp(s%d%s - ll), ok%d);\n"
                    "        let ds%d = p%d * (g%d - dd)%s;\n",
                    r, r, sc, r, r, r, r, dsc);
@@ -327,9 +327,9 @@ tg_status tg_wgsl_attn_tiles_dkdv(akern *K, tg_wgsl_program *out) {
         stage(K, "ds", OP_Q, "i0");
         accumulate(K, "gk");
     }
-    wsb_printf(s, "    }\n");
+    tg_wsb_printf(s, "    }\n");
     if (K->node[OP_DK] >= 0) store_rows(K, OP_DK, "gk", NULL);
     if (K->node[OP_DV] >= 0) store_rows(K, OP_DV, "gv", NULL);
-    wk_end(k);
-    return wk_close(k, out);
+    tg_wk_end(k);
+    return tg_wk_close(k, out);
 }

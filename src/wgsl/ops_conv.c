@@ -36,8 +36,8 @@
 
 #define IS_NAN_FN "fn is_nan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }\n"
 
-static void cu(wk *k, const char *name, int64_t v) { wsb_printf(&k->s, "const %s = %lldu;\n", name, (long long)v); }
-static void ci(wk *k, const char *name, int64_t v) { wsb_printf(&k->s, "const %s = %lldi;\n", name, (long long)v); }
+static void cu(wk *k, const char *name, int64_t v) { tg_wsb_printf(&k->s, "const %s = %lldu;\n", name, (long long)v); }
+static void ci(wk *k, const char *name, int64_t v) { tg_wsb_printf(&k->s, "const %s = %lldi;\n", name, (long long)v); }
 
 /* The window geometry shared by conv and pooling: x [N, C, H, W] through a
  * kH x kW window at stride (SH, SW), padding (PH, PW) -> [., ., Ho, Wo]. */
@@ -86,11 +86,11 @@ static const char *out_window =
     "    let b_hi = u32(clamp(Wi - x0, 0, KWi));\n";
 
 /* conv2d: (x [N, C, H, W], w [O, C/G, kH, kW][, b [O]]) -> y [N, O, Ho, Wo] */
-bool wgsl_conv2d(wk *k) {
+bool tg_wgsl_conv2d(wk *k) {
     const tg_node *n = k->n;
-    conv_consts(k, wk_in(k, 0)->shape, wk_in(k, 1)->shape, n->shape);
-    if (!wk_flat(k, ir_numel(n))) return false;
-    wsb_printf(&k->s,
+    conv_consts(k, tg_wk_in(k, 0)->shape, tg_wk_in(k, 1)->shape, n->shape);
+    if (!tg_wk_flat(k, tg_ir_numel(n))) return false;
+    tg_wsb_printf(&k->s,
                "    let ox = i %% WO;\n    let oy = (i / WO) %% HO;\n"
                "    let o = (i / P) %% O;\n    let img = i / (P * O);\n"
                "%s"
@@ -108,7 +108,7 @@ bool wgsl_conv2d(wk *k) {
                "    }\n"
                "    st(i, acc%s);\n",
                out_window, n->nin > 2 ? " + ld2(o)" : "");
-    wk_end(k);
+    tg_wk_end(k);
     return true;
 }
 
@@ -116,11 +116,11 @@ bool wgsl_conv2d(wk *k) {
  * Input row iy is read by tap a of output row oy when oy*SH - PH + a = iy:
  * the taps a = ty - oy*SH (ty = iy + PH) with 0 <= oy < Ho and 0 <= a < kH,
  * which step by SH from the lowest one. */
-bool wgsl_conv2d_grad_input(wk *k) {
+bool tg_wgsl_conv2d_grad_input(wk *k) {
     const tg_node *n = k->n;
-    conv_consts(k, n->shape, wk_in(k, 1)->shape, wk_in(k, 0)->shape);
-    if (!wk_flat(k, ir_numel(n))) return false;
-    wsb_printf(&k->s,
+    conv_consts(k, n->shape, tg_wk_in(k, 1)->shape, tg_wk_in(k, 0)->shape);
+    if (!tg_wk_flat(k, tg_ir_numel(n))) return false;
+    tg_wsb_printf(&k->s,
                "    let ix = i %% W;\n    let iy = (i / W) %% H;\n"
                "    let ch = (i / HW) %% C;\n    let img = i / (HW * C);\n"
                "    let c = ch %% CG;\n    let o0 = (ch / CG) * OG;\n"
@@ -142,12 +142,12 @@ bool wgsl_conv2d_grad_input(wk *k) {
                "        }\n"
                "    }\n"
                "    st(i, acc);\n");
-    wk_end(k);
+    tg_wk_end(k);
     return true;
 }
 
 /* Weight gradients whose sum runs over at least this many terms (images x
- * output pixels) split it 32 ways (wk_colsum) rather than give it to one
+ * output pixels) split it 32 ways (tg_wk_colsum) rather than give it to one
  * thread: a GPU gets 32x the invocations for the few weights of a small
  * conv. (A workgroup per weight, tried first, made the digits CNN's step
  * 2.5x slower on lavapipe: its barriers cost more than they saved.) */
@@ -155,10 +155,10 @@ bool wgsl_conv2d_grad_input(wk *k) {
 
 /* conv2d_grad_weight: (x [N, C, H, W], gy [N, O, Ho, Wo]) -> dw [O, C/G, kH, kW]:
  * dw[o, c, a, b] = sum over n, oy, ox of gy[n, o, oy, ox] * x[n, g*CG + c, oy*SH - PH + a, ox*SW - PW + b]. */
-bool wgsl_conv2d_grad_weight(wk *k) {
+bool tg_wgsl_conv2d_grad_weight(wk *k) {
     const tg_node *n = k->n;
-    win_geom q = conv_consts(k, wk_in(k, 0)->shape, n->shape, wk_in(k, 1)->shape);
-    int64_t terms = q.N * q.Ho * q.Wo, nw = ir_numel(n);
+    win_geom q = conv_consts(k, tg_wk_in(k, 0)->shape, n->shape, tg_wk_in(k, 1)->shape);
+    int64_t terms = q.N * q.Ho * q.Wo, nw = tg_ir_numel(n);
     const char *coords = "    let b = e % KW;\n    let a = (e / KW) % KH;\n" /* a %s argument: single % */
                          "    let c = (e / (KH * KW)) % CG;\n    let o = e / (KH * KW * CG);\n"
                          "    let xc = (o / OG) * CG + c;\n"
@@ -166,8 +166,8 @@ bool wgsl_conv2d_grad_weight(wk *k) {
     if (terms < DW_WIDE_TERMS) {
         /* A thread per weight: only the output rows and columns whose tap
          * lands inside the input, [oy0, oy1) x [ox0, ox1). */
-        if (!wk_flat(k, nw)) return false;
-        wsb_printf(&k->s,
+        if (!tg_wk_flat(k, nw)) return false;
+        tg_wsb_printf(&k->s,
                    "    let e = i;\n%s"
                    "    let oy0 = u32(max(0, (SHi - 1 - dy) / SHi));\n"
                    "    let oy1 = u32(clamp((Hi - 1 - dy + SHi) / SHi, 0, HOi));\n"
@@ -187,11 +187,11 @@ bool wgsl_conv2d_grad_weight(wk *k) {
                    "    }\n"
                    "    st(i, acc);\n",
                    coords);
-        wk_end(k);
+        tg_wk_end(k);
         return true;
     }
     /* Column sums (rows.c): weight e is column c, term t = (n, oy, ox) row r. */
-    wsb_printf(&k->s,
+    tg_wsb_printf(&k->s,
                "fn term(t: u32, e: u32) -> f32 {\n%s"
                "    let ox = t %% WO;\n    let oy = (t / WO) %% HO;\n    let img = t / P;\n"
                "    let iy = i32(oy * SH) + dy;\n    let ix = i32(ox * SW) + dx;\n"
@@ -199,16 +199,16 @@ bool wgsl_conv2d_grad_weight(wk *k) {
                "    let xv = ld0(select(0u, (img * C + xc) * HW + u32(iy) * W + u32(ix), inside));\n"
                "    return select(0.0f, ld1((img * O + o) * P + oy * WO + ox) * xv, inside);\n}\n",
                coords);
-    return wk_colsum(k, terms, nw, "term(r, c)", "f32");
+    return tg_wk_colsum(k, terms, nw, "term(r, c)", "f32");
 }
 
 /* max_pool2d: x [N, C, H, W] -> y [N, C, Ho, Wo] */
-bool wgsl_max_pool2d(wk *k) {
+bool tg_wgsl_max_pool2d(wk *k) {
     const tg_node *n = k->n;
-    pool_consts(k, wk_in(k, 0)->shape, n->shape);
-    wsb_printf(&k->s, IS_NAN_FN);
-    if (!wk_flat(k, ir_numel(n))) return false;
-    wsb_printf(&k->s,
+    pool_consts(k, tg_wk_in(k, 0)->shape, n->shape);
+    tg_wsb_printf(&k->s, IS_NAN_FN);
+    if (!tg_wk_flat(k, tg_ir_numel(n))) return false;
+    tg_wsb_printf(&k->s,
                "    let ox = i %% WO;\n    let oy = (i / WO) %% HO;\n    let xb = (i / P) * HW;\n"
                "%s"
                "    var m = f32_bits(0xff800000u);\n"
@@ -223,7 +223,7 @@ bool wgsl_max_pool2d(wk *k) {
                "    }\n"
                "    st(i, select(m, f32_bits(0x7fc00000u), has_nan));\n",
                out_window);
-    wk_end(k);
+    tg_wk_end(k);
     return true;
 }
 
@@ -231,12 +231,12 @@ bool wgsl_max_pool2d(wk *k) {
  * The windows covering input row iy are oy in [ceil((iy + PH - kH + 1) / SH),
  * (iy + PH) / SH] within [0, Ho); each is scanned for its winner as the
  * CPU's window scan does (the first element when none matches, as there). */
-bool wgsl_max_pool2d_grad(wk *k) {
+bool tg_wgsl_max_pool2d_grad(wk *k) {
     const tg_node *n = k->n;
-    pool_consts(k, n->shape, wk_in(k, 1)->shape);
-    wsb_printf(&k->s, IS_NAN_FN);
-    if (!wk_flat(k, ir_numel(n))) return false;
-    wsb_printf(&k->s,
+    pool_consts(k, n->shape, tg_wk_in(k, 1)->shape);
+    tg_wsb_printf(&k->s, IS_NAN_FN);
+    if (!tg_wk_flat(k, tg_ir_numel(n))) return false;
+    tg_wsb_printf(&k->s,
                "    let ix = i %% W;\n    let iy = (i / W) %% H;\n    let pl = i / HW;\n"
                "    let xb = pl * HW;\n    let me = iy * W + ix;\n"
                "    let ty = i32(iy) + PH;\n    let tx = i32(ix) + PW;\n"
@@ -267,33 +267,33 @@ bool wgsl_max_pool2d_grad(wk *k) {
                "        }\n"
                "    }\n"
                "    st(i, acc);\n");
-    wk_end(k);
+    tg_wk_end(k);
     return true;
 }
 
 /* nearest_upsample2d: x [N, C, H, W] -> y [N, C, H*f, W*f] */
-bool wgsl_upsample2d(wk *k) {
+bool tg_wgsl_upsample2d(wk *k) {
     const tg_node *n = k->n;
-    tg_shape xs = wk_in(k, 0)->shape;
+    tg_shape xs = tg_wk_in(k, 0)->shape;
     int64_t f = n->ia[0];
     cu(k, "F", f), cu(k, "W", xs.d[3]), cu(k, "HW", xs.d[2] * xs.d[3]);
     cu(k, "WF", xs.d[3] * f), cu(k, "HF", xs.d[2] * f);
-    if (!wk_flat(k, ir_numel(n))) return false;
-    wsb_printf(&k->s,
+    if (!tg_wk_flat(k, tg_ir_numel(n))) return false;
+    tg_wsb_printf(&k->s,
                "    let X = i %% WF;\n    let Y = (i / WF) %% HF;\n    let pl = i / (HF * WF);\n"
                "    st(i, ld0(pl * HW + (Y / F) * W + X / F));\n");
-    wk_end(k);
+    tg_wk_end(k);
     return true;
 }
 
 /* upsample2d_grad: gy [N, C, H*f, W*f] -> dx [N, C, H, W], each f x f block
  * summed in row-major order from 0 (the CPU's order: the same bits). */
-bool wgsl_upsample2d_grad(wk *k) {
+bool tg_wgsl_upsample2d_grad(wk *k) {
     const tg_node *n = k->n;
     int64_t f = n->ia[0], H = n->shape.d[2], W = n->shape.d[3];
     cu(k, "F", f), cu(k, "W", W), cu(k, "H", H), cu(k, "WF", W * f), cu(k, "HWFF", H * W * f * f);
-    if (!wk_flat(k, ir_numel(n))) return false;
-    wsb_printf(&k->s,
+    if (!tg_wk_flat(k, tg_ir_numel(n))) return false;
+    tg_wsb_printf(&k->s,
                "    let x = i %% W;\n    let y = (i / W) %% H;\n"
                "    let base = (i / (H * W)) * HWFF + y * F * WF + x * F;\n"
                "    var acc = 0.0f;\n"
@@ -301,6 +301,6 @@ bool wgsl_upsample2d_grad(wk *k) {
                "        for (var b = 0u; b < F; b++) { acc += ld0(base + a * WF + b); }\n"
                "    }\n"
                "    st(i, acc);\n");
-    wk_end(k);
+    tg_wk_end(k);
     return true;
 }

@@ -9,27 +9,27 @@
 #include "../optim/optim.h"
 
 /* const: a fill (once, at compile), or literal values uploaded as they are. */
-bool wgsl_const(wk *k) {
+bool tg_wgsl_const(wk *k) {
     const tg_node *n = k->n;
-    int64_t N = ir_numel(n);
+    int64_t N = tg_ir_numel(n);
     if (n->data) {
         k->spec->upload = n->data;
         k->spec->upload_bytes = N * 4;
         return true;
     }
-    if (!wk_flat(k, N)) return false;
+    if (!tg_wk_flat(k, N)) return false;
     char f[48];
-    if (n->dtype == TG_F32) wsb_printf(&k->s, "    st(i, %s);\n", wk_f32(n->fa[0], f));
-    else wsb_printf(&k->s, "    st(i, %s(%di));\n", wk_type(n->dtype), (int)(int32_t)n->fa[0]);
-    wk_end(k);
+    if (n->dtype == TG_F32) tg_wsb_printf(&k->s, "    st(i, %s);\n", tg_wk_f32(n->fa[0], f));
+    else tg_wsb_printf(&k->s, "    st(i, %s(%di));\n", tg_wk_type(n->dtype), (int)(int32_t)n->fa[0]);
+    tg_wk_end(k);
     return true;
 }
 
 /* arange: [n] of 0, 1, ..., n-1 as f32 or i32 */
-bool wgsl_arange(wk *k) {
-    if (!wk_flat(k, ir_numel(k->n))) return false;
-    wsb_printf(&k->s, "    st(i, %s(i));\n", wk_type(k->n->dtype));
-    wk_end(k);
+bool tg_wgsl_arange(wk *k) {
+    if (!tg_wk_flat(k, tg_ir_numel(k->n))) return false;
+    tg_wsb_printf(&k->s, "    st(i, %s(i));\n", tg_wk_type(k->n->dtype));
+    tg_wk_end(k);
     return true;
 }
 
@@ -42,10 +42,10 @@ static const char *idiv_fn = /* floor division, 0 for b == 0 (as cpu idiv) */
     "}\n";
 
 /* add/sub/mul/div/less/greater with NumPy broadcasting, f32 or i32 operands. */
-bool wgsl_binary(wk *k) {
+bool tg_wgsl_binary(wk *k) {
     char ix[2][WK_EXPR];
-    wk_bcast_maps(k, 2, ix);
-    bool i32 = wk_in(k, 0)->dtype == TG_I32;
+    tg_wk_bcast_maps(k, 2, ix);
+    bool i32 = tg_wk_in(k, 0)->dtype == TG_I32;
     const char *e = NULL;
     switch (k->n->op) {
     case TG_OP_ADD: e = "a + b"; break;
@@ -54,17 +54,17 @@ bool wgsl_binary(wk *k) {
     case TG_OP_DIV: e = i32 ? "idiv(a, b)" : "a / b"; break;
     case TG_OP_LESS: e = "select(0u, 1u, a < b)"; break;
     case TG_OP_GREATER: e = "select(0u, 1u, a > b)"; break;
-    default: return wk_fail(k, TG_ERR_BACKEND, "not a binary op");
+    default: return tg_wk_fail(k, TG_ERR_BACKEND, "not a binary op");
     }
-    if (i32 && k->n->op == TG_OP_DIV) wk_helper(k, WK_H_IDIV, idiv_fn);
-    if (!wk_flat(k, ir_numel(k->n))) return false;
-    wsb_printf(&k->s, "    let a = %s(%s);\n    let b = %s(%s);\n    %s(i, %s);\n", k->ld[0], ix[0], k->ld[1], ix[1], k->stn, e);
-    wk_end(k);
+    if (i32 && k->n->op == TG_OP_DIV) tg_wk_helper(k, WK_H_IDIV, idiv_fn);
+    if (!tg_wk_flat(k, tg_ir_numel(k->n))) return false;
+    tg_wsb_printf(&k->s, "    let a = %s(%s);\n    let b = %s(%s);\n    %s(i, %s);\n", k->ld[0], ix[0], k->ld[1], ix[1], k->stn, e);
+    tg_wk_end(k);
     return true;
 }
 
 /* f32 -> f32 math; rsqrt as 1/sqrt (inverseSqrt may be less precise). */
-bool wgsl_unary(wk *k) {
+bool tg_wgsl_unary(wk *k) {
     const char *e = NULL;
     switch (k->n->op) {
     case TG_OP_NEG: e = "-x"; break;
@@ -73,30 +73,30 @@ bool wgsl_unary(wk *k) {
     case TG_OP_LOG: e = "log(x)"; break;
     case TG_OP_EXP: e = "exp(x)"; break;
     case TG_OP_RELU: e = "select(0.0f, x, x > 0.0f)"; break;
-    default: return wk_fail(k, TG_ERR_BACKEND, "not a unary op");
+    default: return tg_wk_fail(k, TG_ERR_BACKEND, "not a unary op");
     }
-    if (!wk_flat(k, ir_numel(k->n))) return false;
-    wsb_printf(&k->s, "    let x = %s(i);\n    %s(i, %s);\n", k->ld[0], k->stn, e);
-    wk_end(k);
+    if (!tg_wk_flat(k, tg_ir_numel(k->n))) return false;
+    tg_wsb_printf(&k->s, "    let x = %s(i);\n    %s(i, %s);\n", k->ld[0], k->stn, e);
+    tg_wk_end(k);
     return true;
 }
 
 /* relu_grad(y, gy) = gy where y > 0, else 0 */
-bool wgsl_relu_grad(wk *k) {
-    if (!wk_flat(k, ir_numel(k->n))) return false;
-    wsb_printf(&k->s, "    %s(i, select(0.0f, %s(i), %s(i) > 0.0f));\n", k->stn, k->ld[1], k->ld[0]);
-    wk_end(k);
+bool tg_wgsl_relu_grad(wk *k) {
+    if (!tg_wk_flat(k, tg_ir_numel(k->n))) return false;
+    tg_wsb_printf(&k->s, "    %s(i, select(0.0f, %s(i), %s(i) > 0.0f));\n", k->stn, k->ld[1], k->ld[0]);
+    tg_wk_end(k);
     return true;
 }
 
 /* Casts between f32, i32 and bool. NaN is tested on the bits: shader
  * compilers may assume x != x never holds. */
-bool wgsl_cast(wk *k) {
-    tg_dtype from = wk_in(k, 0)->dtype, to = k->n->dtype;
+bool tg_wgsl_cast(wk *k) {
+    tg_dtype from = tg_wk_in(k, 0)->dtype, to = k->n->dtype;
     const char *e;
     if (from == to) e = "x";
     else if (from == TG_F32 && to == TG_I32) {
-        wk_helper(k, WK_H_F2I,
+        tg_wk_helper(k, WK_H_F2I,
                    "fn f2i(x: f32) -> i32 {\n"
                    "    if ((bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u) { return 0; }\n"
                    "    if (x >= 2147483648.0f) { return 2147483647; }\n"
@@ -109,103 +109,103 @@ bool wgsl_cast(wk *k) {
     else if (from == TG_I32) e = "select(0u, 1u, x != 0)";
     else if (to == TG_F32) e = "select(0.0f, 1.0f, x != 0u)";
     else e = "select(0, 1, x != 0u)";
-    if (!wk_flat(k, ir_numel(k->n))) return false;
-    wsb_printf(&k->s, "    let x = %s(i);\n    %s(i, %s);\n", k->ld[0], k->stn, e);
-    wk_end(k);
+    if (!tg_wk_flat(k, tg_ir_numel(k->n))) return false;
+    tg_wsb_printf(&k->s, "    let x = %s(i);\n    %s(i, %s);\n", k->ld[0], k->stn, e);
+    tg_wk_end(k);
     return true;
 }
 
 /* where(cond, a, b) with broadcasting over all three. */
-bool wgsl_where(wk *k) {
+bool tg_wgsl_where(wk *k) {
     char ix[3][WK_EXPR];
-    wk_bcast_maps(k, 3, ix);
-    if (!wk_flat(k, ir_numel(k->n))) return false;
-    wsb_printf(&k->s, "    %s(i, select(%s(%s), %s(%s), %s(%s) != 0u));\n", k->stn, k->ld[2], ix[2], k->ld[1], ix[1], k->ld[0],
+    tg_wk_bcast_maps(k, 3, ix);
+    if (!tg_wk_flat(k, tg_ir_numel(k->n))) return false;
+    tg_wsb_printf(&k->s, "    %s(i, select(%s(%s), %s(%s), %s(%s) != 0u));\n", k->stn, k->ld[2], ix[2], k->ld[1], ix[1], k->ld[0],
                ix[0]);
-    wk_end(k);
+    tg_wk_end(k);
     return true;
 }
 
 /* broadcast_to and permute: a gather through the input's strides. */
-bool wgsl_copy(wk *k) {
-    const tg_node *n = k->n, *x = wk_in(k, 0);
+bool tg_wgsl_copy(wk *k) {
+    const tg_node *n = k->n, *x = tg_wk_in(k, 0);
     int64_t st[1][TG_MAX_DIMS];
     char ix[1][WK_EXPR];
     if (n->op == TG_OP_PERMUTE) {
         int64_t own[TG_MAX_DIMS];
-        shape_strides(x->shape, own);
+        tg_shape_strides(x->shape, own);
         for (int i = 0; i < n->shape.ndim; i++) st[0][i] = own[n->ia[i]];
         int64_t d[TG_MAX_DIMS];
         for (int i = 0; i < n->shape.ndim; i++) d[i] = n->shape.d[i];
         char name[32];
         snprintf(name, sizeof name, "%smap0", k->pfx);
-        wk_index_fn(k, name, n->shape.ndim, d, st[0]);
+        tg_wk_index_fn(k, name, n->shape.ndim, d, st[0]);
         snprintf(ix[0], sizeof ix[0], "%s(i)", name);
     } else {
-        wk_bcast_maps(k, 1, ix);
+        tg_wk_bcast_maps(k, 1, ix);
     }
-    if (!wk_flat(k, ir_numel(n))) return false;
-    wsb_printf(&k->s, "    %s(i, %s(%s));\n", k->stn, k->ld[0], ix[0]);
-    wk_end(k);
+    if (!tg_wk_flat(k, tg_ir_numel(n))) return false;
+    tg_wsb_printf(&k->s, "    %s(i, %s(%s));\n", k->stn, k->ld[0], ix[0]);
+    tg_wk_end(k);
     return true;
 }
 
 /* one_hot: i32 [...] -> f32 [..., depth]; out-of-range indices give zeros. */
-bool wgsl_one_hot(wk *k) {
+bool tg_wgsl_one_hot(wk *k) {
     int64_t depth = k->n->ia[0];
-    if (!wk_flat(k, ir_numel(k->n))) return false;
-    wsb_printf(&k->s, "    %s(i, select(0.0f, 1.0f, %s(i / %lldu) == i32(i %% %lldu)));\n", k->stn, k->ld[0],
+    if (!tg_wk_flat(k, tg_ir_numel(k->n))) return false;
+    tg_wsb_printf(&k->s, "    %s(i, select(0.0f, 1.0f, %s(i / %lldu) == i32(i %% %lldu)));\n", k->stn, k->ld[0],
                (long long)depth, (long long)depth);
-    wk_end(k);
+    tg_wk_end(k);
     return true;
 }
 
 /* where_causal over [..., Tq, Tk]: key j > query i gets the fill value. */
-bool wgsl_where_causal(wk *k) {
+bool tg_wgsl_where_causal(wk *k) {
     const tg_shape *s = &k->n->shape;
     int64_t Tk = s->d[s->ndim - 1], Tq = s->d[s->ndim - 2];
     char f[48];
-    if (!wk_flat(k, ir_numel(k->n))) return false;
-    wsb_printf(&k->s, "    let q = (i / %lldu) %% %lldu;\n    %s(i, select(%s(i), %s, i %% %lldu > q));\n",
-               (long long)Tk, (long long)Tq, k->stn, k->ld[0], wk_f32(k->n->fa[0], f), (long long)Tk);
-    wk_end(k);
+    if (!tg_wk_flat(k, tg_ir_numel(k->n))) return false;
+    tg_wsb_printf(&k->s, "    let q = (i / %lldu) %% %lldu;\n    %s(i, select(%s(i), %s, i %% %lldu > q));\n",
+               (long long)Tk, (long long)Tq, k->stn, k->ld[0], tg_wk_f32(k->n->fa[0], f), (long long)Tk);
+    tg_wk_end(k);
     return true;
 }
 
 /* Optimizer updates over one param (see cpu_adam_* / cpu_sgd_*); the
  * hyperparameter vector is input 3 for adam_p, sgd_v and sgd_p. */
-bool wgsl_optim(wk *k) {
+bool tg_wgsl_optim(wk *k) {
     const tg_node *n = k->n;
     char f0[48], f1[48], one_minus[48];
-    if (!wk_flat(k, ir_numel(n))) return false;
+    if (!tg_wk_flat(k, tg_ir_numel(n))) return false;
     switch (n->op) {
     case TG_OP_ADAM_M:
-        wsb_printf(&k->s, "    st(i, %s * ld0(i) + %s * ld1(i));\n", wk_f32(n->fa[0], f0),
-                   wk_f32(1.0f - n->fa[0], one_minus));
+        tg_wsb_printf(&k->s, "    st(i, %s * ld0(i) + %s * ld1(i));\n", tg_wk_f32(n->fa[0], f0),
+                   tg_wk_f32(1.0f - n->fa[0], one_minus));
         break;
     case TG_OP_ADAM_V:
-        wsb_printf(&k->s, "    let g = ld1(i);\n    st(i, %s * ld0(i) + %s * g * g);\n", wk_f32(n->fa[0], f0),
-                   wk_f32(1.0f - n->fa[0], one_minus));
+        tg_wsb_printf(&k->s, "    let g = ld1(i);\n    st(i, %s * ld0(i) + %s * g * g);\n", tg_wk_f32(n->fa[0], f0),
+                   tg_wk_f32(1.0f - n->fa[0], one_minus));
         break;
     case TG_OP_ADAM_P:
-        wsb_printf(&k->s, "    let lrt = ld3(%du);\n", TG_HYPER_LRT);
-        if (n->ia[0]) wsb_printf(&k->s, "    let shrink = ld3(%du);\n", TG_HYPER_SHRINK);
-        else wsb_printf(&k->s, "    let shrink = 1.0f;\n");
-        wsb_printf(&k->s, "    st(i, shrink * ld0(i) - lrt * ld1(i) / (sqrt(ld2(i)) + %s));\n", wk_f32(n->fa[0], f0));
+        tg_wsb_printf(&k->s, "    let lrt = ld3(%du);\n", TG_HYPER_LRT);
+        if (n->ia[0]) tg_wsb_printf(&k->s, "    let shrink = ld3(%du);\n", TG_HYPER_SHRINK);
+        else tg_wsb_printf(&k->s, "    let shrink = 1.0f;\n");
+        tg_wsb_printf(&k->s, "    st(i, shrink * ld0(i) - lrt * ld1(i) / (sqrt(ld2(i)) + %s));\n", tg_wk_f32(n->fa[0], f0));
         break;
     case TG_OP_SGD_V:
-        wsb_printf(&k->s, "    st(i, %s * ld0(i) + ld1(i) + %s * ld2(i));\n", wk_f32(n->fa[0], f0),
-                   wk_f32(n->fa[1], f1));
+        tg_wsb_printf(&k->s, "    st(i, %s * ld0(i) + ld1(i) + %s * ld2(i));\n", tg_wk_f32(n->fa[0], f0),
+                   tg_wk_f32(n->fa[1], f1));
         break;
     case TG_OP_SGD_P: {
         const char *u = !n->ia[1] ? "g2" : n->ia[0] ? "g2 + mu * ld2(i)" : "ld2(i)";
-        wsb_printf(&k->s, "    let mu = %s;\n    let p = ld0(i);\n    let g2 = ld1(i) + %s * p;\n", wk_f32(n->fa[0], f0),
-                   wk_f32(n->fa[1], f1));
-        wsb_printf(&k->s, "    st(i, p - ld3(%du) * (%s));\n", TG_HYPER_LR, u);
+        tg_wsb_printf(&k->s, "    let mu = %s;\n    let p = ld0(i);\n    let g2 = ld1(i) + %s * p;\n", tg_wk_f32(n->fa[0], f0),
+                   tg_wk_f32(n->fa[1], f1));
+        tg_wsb_printf(&k->s, "    st(i, p - ld3(%du) * (%s));\n", TG_HYPER_LR, u);
         break;
     }
-    default: return wk_fail(k, TG_ERR_BACKEND, "not an optimizer op");
+    default: return tg_wk_fail(k, TG_ERR_BACKEND, "not an optimizer op");
     }
-    wk_end(k);
+    tg_wk_end(k);
     return true;
 }

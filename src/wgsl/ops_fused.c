@@ -59,25 +59,25 @@ static void spans_bind(wk *k, spans *s, int64_t work) {
     for (int a = 0; a < TG_N_ARENAS; a++) {
         if (s->hi[a] < 0) continue;
         if ((uint64_t)(s->hi[a] - s->lo[a]) > k->lim->max_storage_buffer_binding_size)
-            wk_fail(k, TG_ERR_LIMIT, "a fused kernel needs a %lld-byte storage binding of arena %d, over "
+            tg_wk_fail(k, TG_ERR_LIMIT, "a fused kernel needs a %lld-byte storage binding of arena %d, over "
                     "maxStorageBufferBindingSize %llu", (long long)(s->hi[a] - s->lo[a]), a,
                     (unsigned long long)k->lim->max_storage_buffer_binding_size);
         if (s->lo[a] % k->lim->min_storage_buffer_offset_alignment)
-            wk_fail(k, TG_ERR_LIMIT, "a fused kernel's binding of arena %d starts at %lld, not a multiple of "
+            tg_wk_fail(k, TG_ERR_LIMIT, "a fused kernel's binding of arena %d starts at %lld, not a multiple of "
                     "minStorageBufferOffsetAlignment %u", a, (long long)s->lo[a],
                     k->lim->min_storage_buffer_offset_alignment);
     }
-    wsb_printf(&k->s, "fn f32_bits(b: u32) -> f32 { return bitcast<f32>(b); }\n");
+    tg_wsb_printf(&k->s, "fn f32_bits(b: u32) -> f32 { return bitcast<f32>(b); }\n");
     for (int a = 0; a < TG_N_ARENAS; a++) {
         if (s->hi[a] < 0) continue;
         s->bind[a] = sp->n_bindings;
         sp->bind[sp->n_bindings++] = (tg_wgsl_binding){a, s->lo[a], s->hi[a] - s->lo[a]};
-        wsb_printf(&k->s, "@group(0) @binding(%d) var<storage, read_write> b%d: array<u32>;\n", s->bind[a], s->bind[a]);
+        tg_wsb_printf(&k->s, "@group(0) @binding(%d) var<storage, read_write> b%d: array<u32>;\n", s->bind[a], s->bind[a]);
     }
     if (work > 0) {
         sp->workspace = work;
         sp->bind[sp->n_bindings] = (tg_wgsl_binding){TG_WGSL_WORKSPACE, 0, work};
-        wsb_printf(&k->s, "@group(0) @binding(%d) var<storage, read_write> work: array<u32>;\n", sp->n_bindings);
+        tg_wsb_printf(&k->s, "@group(0) @binding(%d) var<storage, read_write> work: array<u32>;\n", sp->n_bindings);
         sp->n_bindings++;
     }
 }
@@ -99,13 +99,13 @@ static long long elem(const spans *s, const tg_plan *p, int node) {
  * as a balanced tree of comparisons over `fields` pre-formatted initializers. */
 static void seg_tree(wk *k, const int64_t *w0, char (*init)[256], int lo, int hi, int depth) {
     if (hi - lo == 1) {
-        wsb_printf(&k->s, "%*sreturn Seg(%s);\n", 4 * depth, "", init[lo]);
+        tg_wsb_printf(&k->s, "%*sreturn Seg(%s);\n", 4 * depth, "", init[lo]);
         return;
     }
     int mid = (lo + hi) / 2;
-    wsb_printf(&k->s, "%*sif (w < %lldu) {\n", 4 * depth, "", (long long)w0[mid]);
+    tg_wsb_printf(&k->s, "%*sif (w < %lldu) {\n", 4 * depth, "", (long long)w0[mid]);
     seg_tree(k, w0, init, lo, mid, depth + 1);
-    wsb_printf(&k->s, "%*s}\n", 4 * depth, "");
+    tg_wsb_printf(&k->s, "%*s}\n", 4 * depth, "");
     seg_tree(k, w0, init, mid, hi, depth);
 }
 
@@ -131,13 +131,13 @@ static tg_status emit_optim_chunk(const tg_graph *g, const tg_plan *plan, const 
     tg_status st = push(out, cap, &sp);
     if (st != TG_OK) return st;
     wk k;
-    wk_open(&k, g, plan, lim, gr->turn, sp);
+    tg_wk_open(&k, g, plan, lim, gr->turn, sp);
     spans s;
     spans_init(&s);
     for (int i = from; i < to; i++) optim_spans(&s, plan, &gr->seg[i]);
     const fz_seg *q0 = &gr->seg[from];
     bool adam = g->nodes[q0->p2].op == TG_OP_ADAM_P;
-    wsb_printf(&k.s, "// node %d: %s update of %d params (%d to %d of the group)\n", gr->turn, adam ? "adam" : "sgd",
+    tg_wsb_printf(&k.s, "// node %d: %s update of %d params (%d to %d of the group)\n", gr->turn, adam ? "adam" : "sgd",
                to - from, from, to - 1);
     spans_bind(&k, &s, 0);
     int n = to - from;
@@ -147,7 +147,7 @@ static tg_status emit_optim_chunk(const tg_graph *g, const tg_plan *plan, const 
     int64_t total = 0;
     for (int i = 0; i < n; i++) {
         const fz_seg *q = &gr->seg[from + i];
-        int64_t ne = ir_numel(&g->nodes[q->p2]);
+        int64_t ne = tg_ir_numel(&g->nodes[q->p2]);
         w0[i] = total;
         snprintf(init[i], sizeof init[i], "%lldu, %lldu, %lldu, %lldu, %lldu, %lldu, %lldu, %lldu, %lldu, %uu",
                  (long long)total, (long long)ne, elem(&s, plan, q->p), elem(&s, plan, q->p2), elem(&s, plan, q->m),
@@ -155,52 +155,52 @@ static tg_status emit_optim_chunk(const tg_graph *g, const tg_plan *plan, const 
                  q->decay ? 1u : 0u);
         total += (ne + WG - 1) / WG;
     }
-    wsb_printf(&k.s, "struct Seg { w0: u32, n: u32, pr: u32, pw: u32, mr: u32, mw: u32, vr: u32, vw: u32, g: u32, d: u32 }\n"
+    tg_wsb_printf(&k.s, "struct Seg { w0: u32, n: u32, pr: u32, pw: u32, mr: u32, mw: u32, vr: u32, vw: u32, g: u32, d: u32 }\n"
                      "fn seg(w: u32) -> Seg {\n");
     seg_tree(&k, w0, init, 0, n, 1);
-    wsb_printf(&k.s, "}\n");
+    tg_wsb_printf(&k.s, "}\n");
     free(w0), free(init);
-    if (wk_main(&k, total, WG)) {
+    if (tg_wk_main(&k, total, WG)) {
         sp->threads = total * WG;
         char a[64], f0[48], f1[48], f2[48], om[48];
         int bp = s.bind[plan->slot[q0->p].arena], bg = s.bind[plan->slot[q0->grad].arena];
-        wsb_printf(&k.s,
+        tg_wsb_printf(&k.s,
                    "    if (gid >= %lldu) { return; }\n    let s = seg(gid);\n    let e = (gid - s.w0) * %uu + lid;\n"
                    "    if (e >= s.n) { return; }\n",
                    (long long)total, WG);
-        wsb_printf(&k.s, "    let g0 = bitcast<f32>(b%d[s.g + e]);\n", bg);
-        if (q0->scale >= 0) wsb_printf(&k.s, "    let g = g0 * bitcast<f32>(%s0u]);\n", at(&s, plan, q0->scale, a, sizeof a));
-        else wsb_printf(&k.s, "    let g = g0;\n");
-        wsb_printf(&k.s, "    let p = bitcast<f32>(b%d[s.pr + e]);\n", bp);
+        tg_wsb_printf(&k.s, "    let g0 = bitcast<f32>(b%d[s.g + e]);\n", bg);
+        if (q0->scale >= 0) tg_wsb_printf(&k.s, "    let g = g0 * bitcast<f32>(%s0u]);\n", at(&s, plan, q0->scale, a, sizeof a));
+        else tg_wsb_printf(&k.s, "    let g = g0;\n");
+        tg_wsb_printf(&k.s, "    let p = bitcast<f32>(b%d[s.pr + e]);\n", bp);
         if (adam) {
             int bm = s.bind[plan->slot[q0->m].arena], bv = s.bind[plan->slot[q0->v].arena];
-            wsb_printf(&k.s, "    let m = %s * bitcast<f32>(b%d[s.mr + e]) + %s * g;\n", wk_f32(q0->fa[0], f0), bm,
-                       wk_f32(1.0f - q0->fa[0], om));
-            wsb_printf(&k.s, "    let v = %s * bitcast<f32>(b%d[s.vr + e]) + %s * g * g;\n", wk_f32(q0->fa[1], f1), bv,
-                       wk_f32(1.0f - q0->fa[1], om));
-            wsb_printf(&k.s, "    let lrt = bitcast<f32>(%s%du]);\n", at(&s, plan, q0->hyper, a, sizeof a), TG_HYPER_LRT);
-            wsb_printf(&k.s, "    let shrink = select(1.0f, bitcast<f32>(%s%du]), s.d != 0u);\n",
+            tg_wsb_printf(&k.s, "    let m = %s * bitcast<f32>(b%d[s.mr + e]) + %s * g;\n", tg_wk_f32(q0->fa[0], f0), bm,
+                       tg_wk_f32(1.0f - q0->fa[0], om));
+            tg_wsb_printf(&k.s, "    let v = %s * bitcast<f32>(b%d[s.vr + e]) + %s * g * g;\n", tg_wk_f32(q0->fa[1], f1), bv,
+                       tg_wk_f32(1.0f - q0->fa[1], om));
+            tg_wsb_printf(&k.s, "    let lrt = bitcast<f32>(%s%du]);\n", at(&s, plan, q0->hyper, a, sizeof a), TG_HYPER_LRT);
+            tg_wsb_printf(&k.s, "    let shrink = select(1.0f, bitcast<f32>(%s%du]), s.d != 0u);\n",
                        at(&s, plan, q0->hyper, a, sizeof a), TG_HYPER_SHRINK);
-            wsb_printf(&k.s,
+            tg_wsb_printf(&k.s,
                        "    b%d[s.mw + e] = bitcast<u32>(m);\n    b%d[s.vw + e] = bitcast<u32>(v);\n"
                        "    b%d[s.pw + e] = bitcast<u32>(shrink * p - lrt * m / (sqrt(v) + %s));\n",
                        s.bind[plan->slot[q0->m2].arena], s.bind[plan->slot[q0->v2].arena],
-                       s.bind[plan->slot[q0->p2].arena], wk_f32(q0->fa[2], f2));
+                       s.bind[plan->slot[q0->p2].arena], tg_wk_f32(q0->fa[2], f2));
         } else {
-            wsb_printf(&k.s, "    let mu = %s;\n", wk_f32(q0->fa[0], f0));
+            tg_wsb_printf(&k.s, "    let mu = %s;\n", tg_wk_f32(q0->fa[0], f0));
             if (q0->momentum) {
                 int bv = s.bind[plan->slot[q0->v].arena];
-                wsb_printf(&k.s, "    let v = mu * bitcast<f32>(b%d[s.vr + e]) + g + %s * p;\n", bv, wk_f32(q0->fa[1], f1));
-                wsb_printf(&k.s, "    b%d[s.vw + e] = bitcast<u32>(v);\n", s.bind[plan->slot[q0->v2].arena]);
+                tg_wsb_printf(&k.s, "    let v = mu * bitcast<f32>(b%d[s.vr + e]) + g + %s * p;\n", bv, tg_wk_f32(q0->fa[1], f1));
+                tg_wsb_printf(&k.s, "    b%d[s.vw + e] = bitcast<u32>(v);\n", s.bind[plan->slot[q0->v2].arena]);
             }
-            wsb_printf(&k.s, "    let g2 = g + %s * p;\n", wk_f32(q0->fa[1], f1));
+            tg_wsb_printf(&k.s, "    let g2 = g + %s * p;\n", tg_wk_f32(q0->fa[1], f1));
             const char *u = !q0->momentum ? "g2" : q0->nesterov ? "g2 + mu * v" : "v";
-            wsb_printf(&k.s, "    b%d[s.pw + e] = bitcast<u32>(p - bitcast<f32>(%s%du]) * (%s));\n",
+            tg_wsb_printf(&k.s, "    b%d[s.pw + e] = bitcast<u32>(p - bitcast<f32>(%s%du]) * (%s));\n",
                        s.bind[plan->slot[q0->p2].arena], at(&s, plan, q0->hyper, a, sizeof a), TG_HYPER_LR, u);
         }
-        wk_end(&k);
+        tg_wk_end(&k);
     }
-    return wk_close(&k, out);
+    return tg_wk_close(&k, out);
 }
 
 static tg_status emit_optim(const tg_graph *g, const tg_plan *plan, const tg_wgsl_limits *lim, const fz_group *gr,
@@ -225,7 +225,7 @@ static tg_status emit_optim(const tg_graph *g, const tg_plan *plan, const tg_wgs
 
 /* ---- sums of squares ---- */
 
-static int64_t n_parts(const tg_graph *g, const fz_term *t) { return (ir_numel(&g->nodes[t->x]) + CHUNK - 1) / CHUNK; }
+static int64_t n_parts(const tg_graph *g, const fz_term *t) { return (tg_ir_numel(&g->nodes[t->x]) + CHUNK - 1) / CHUNK; }
 
 /* Partial sums of terms [from, to) into work[wbase ..]. */
 static tg_status emit_partials(const tg_graph *g, const tg_plan *plan, const tg_wgsl_limits *lim, const fz_group *gr,
@@ -235,11 +235,11 @@ static tg_status emit_partials(const tg_graph *g, const tg_plan *plan, const tg_
     tg_status st = push(out, cap, &sp);
     if (st != TG_OK) return st;
     wk k;
-    wk_open(&k, g, plan, lim, gr->turn, sp);
+    tg_wk_open(&k, g, plan, lim, gr->turn, sp);
     spans s;
     spans_init(&s);
     for (int i = from; i < to; i++) spans_add(&s, plan, gr->term[i].x);
-    wsb_printf(&k.s, "// node %d: sums of squares of %d tensors (%d to %d of the group): partial sums\n", gr->turn,
+    tg_wsb_printf(&k.s, "// node %d: sums of squares of %d tensors (%d to %d of the group): partial sums\n", gr->turn,
                to - from, from, to - 1);
     spans_bind(&k, &s, work);
     int n = to - from;
@@ -251,24 +251,24 @@ static tg_status emit_partials(const tg_graph *g, const tg_plan *plan, const tg_
         const fz_term *t = &gr->term[from + i];
         const tg_slot *sl = &plan->slot[t->x];
         w0[i] = total;
-        snprintf(init[i], sizeof init[i], "%lldu, %lldu, %lldu, %du", (long long)total, (long long)ir_numel(&g->nodes[t->x]),
+        snprintf(init[i], sizeof init[i], "%lldu, %lldu, %lldu, %du", (long long)total, (long long)tg_ir_numel(&g->nodes[t->x]),
                  elem(&s, plan, t->x), s.bind[sl->arena]);
         total += n_parts(g, t);
     }
-    wsb_printf(&k.s, "struct Seg { w0: u32, n: u32, x: u32, b: u32 }\nfn seg(w: u32) -> Seg {\n");
+    tg_wsb_printf(&k.s, "struct Seg { w0: u32, n: u32, x: u32, b: u32 }\nfn seg(w: u32) -> Seg {\n");
     seg_tree(&k, w0, init, 0, n, 1);
-    wsb_printf(&k.s, "}\n");
+    tg_wsb_printf(&k.s, "}\n");
     /* a term's binding is picked per workgroup (uniform), from the few arenas in use */
-    wsb_printf(&k.s, "fn ldx(b: u32, i: u32) -> f32 {\n");
+    tg_wsb_printf(&k.s, "fn ldx(b: u32, i: u32) -> f32 {\n");
     for (int a = 0; a < TG_N_ARENAS; a++)
-        if (s.bind[a] >= 0) wsb_printf(&k.s, "    if (b == %du) { return bitcast<f32>(b%d[i]); }\n", s.bind[a], s.bind[a]);
-    wsb_printf(&k.s, "    return 0.0f;\n}\n");
+        if (s.bind[a] >= 0) tg_wsb_printf(&k.s, "    if (b == %du) { return bitcast<f32>(b%d[i]); }\n", s.bind[a], s.bind[a]);
+    tg_wsb_printf(&k.s, "    return 0.0f;\n}\n");
     free(w0), free(init);
-    wk_red_decl(&k, WG, "f32");
-    if (wk_main(&k, total, WG)) {
+    tg_wk_red_decl(&k, WG, "f32");
+    if (tg_wk_main(&k, total, WG)) {
         sp->threads = total * WG;
         /* gid is uniform: the early return keeps the barriers uniform */
-        wsb_printf(&k.s,
+        tg_wsb_printf(&k.s,
                    "    if (gid >= %lldu) { return; }\n    let s = seg(gid);\n    let base = (gid - s.w0) * %du;\n"
                    "    var acc = 0.0f;\n"
                    "    for (var j = 0u; j < %du; j++) {\n"
@@ -276,11 +276,11 @@ static tg_status emit_partials(const tg_graph *g, const tg_plan *plan, const tg_
                    "        if (e < s.n) {\n            let x = ldx(s.b, s.x + e);\n            acc += x * x;\n        }\n"
                    "    }\n",
                    (long long)total, CHUNK, CHUNK / (int)WG, WG);
-        wk_reduce(&k, WG, "acc", false, "sum");
-        wsb_printf(&k.s, "    if (lid == 0u) { work[%lldu + gid] = bitcast<u32>(sum); }\n", (long long)wbase);
-        wk_end(&k);
+        tg_wk_reduce(&k, WG, "acc", false, "sum");
+        tg_wsb_printf(&k.s, "    if (lid == 0u) { work[%lldu + gid] = bitcast<u32>(sum); }\n", (long long)wbase);
+        tg_wk_end(&k);
     }
-    return wk_close(&k, out);
+    return tg_wk_close(&k, out);
 }
 
 static int term_of(const tg_graph *g, const fz_group *gr, int x) {
@@ -300,13 +300,13 @@ static tg_status emit_combine(const tg_graph *g, const tg_plan *plan, const tg_w
     tg_status st = push(out, cap, &sp);
     if (st != TG_OK) return st;
     wk k;
-    wk_open(&k, g, plan, lim, gr->turn, sp);
+    tg_wk_open(&k, g, plan, lim, gr->turn, sp);
     spans s;
     spans_init(&s);
     for (int t = 0; t < gr->n_term; t++)
         if (gr->term[t].store) spans_add(&s, plan, gr->term[t].sum);
     if (gr->total >= 0) spans_add(&s, plan, gr->total);
-    wsb_printf(&k.s, "// node %d: sums of squares of %d tensors: totals\n", gr->turn, gr->n_term);
+    tg_wsb_printf(&k.s, "// node %d: sums of squares of %d tensors: totals\n", gr->turn, gr->n_term);
     spans_bind(&k, &s, work);
     int n = gr->n_term;
     int64_t *w0;
@@ -322,13 +322,13 @@ static tg_status emit_combine(const tg_graph *g, const tg_plan *plan, const tg_w
         snprintf(init[t], sizeof init[t], "%lldu, %lldu", (long long)p0, (long long)n_parts(g, &gr->term[t]));
         p0 += n_parts(g, &gr->term[t]);
     }
-    wsb_printf(&k.s, "struct Seg { p: u32, n: u32 }\nfn seg(w: u32) -> Seg {\n");
+    tg_wsb_printf(&k.s, "struct Seg { p: u32, n: u32 }\nfn seg(w: u32) -> Seg {\n");
     seg_tree(&k, w0, init, 0, n, 1);
-    wsb_printf(&k.s, "}\nvar<workgroup> sv: array<f32, %d>;\n", n);
+    tg_wsb_printf(&k.s, "}\nvar<workgroup> sv: array<f32, %d>;\n", n);
     free(w0), free(init);
-    if (wk_main(&k, 1, WG)) {
+    if (tg_wk_main(&k, 1, WG)) {
         sp->threads = WG;
-        wsb_printf(&k.s,
+        tg_wsb_printf(&k.s,
                    "    for (var t = lid; t < %du; t += %uu) {\n        let r = seg(t);\n        var acc = 0.0f;\n"
                    "        for (var q = 0u; q < r.n; q++) { acc += bitcast<f32>(work[r.p + q]); }\n"
                    "        sv[t] = acc;\n    }\n    workgroupBarrier();\n    if (lid == 0u) {\n",
@@ -336,7 +336,7 @@ static tg_status emit_combine(const tg_graph *g, const tg_plan *plan, const tg_w
         char a[64];
         for (int t = 0; t < n; t++)
             if (gr->term[t].store)
-                wsb_printf(&k.s, "        %s0u] = bitcast<u32>(sv[%du]);\n", at(&s, plan, gr->term[t].sum, a, sizeof a), t);
+                tg_wsb_printf(&k.s, "        %s0u] = bitcast<u32>(sv[%du]);\n", at(&s, plan, gr->term[t].sum, a, sizeof a), t);
         memcpy(tree, gr->tree, sizeof(int) * (size_t)gr->n_tree);
         qsort(tree, (size_t)gr->n_tree, sizeof(int), by_id);
         for (int q = 0; q < gr->n_tree; q++) {
@@ -349,14 +349,14 @@ static tg_status emit_combine(const tg_graph *g, const tg_plan *plan, const tg_w
                 if (t >= 0) snprintf(opnd[j], sizeof opnd[j], "sv[%du]", t);
                 else snprintf(opnd[j], sizeof opnd[j], "t%d", x);
             }
-            wsb_printf(&k.s, "        let t%d = %s + %s;\n", tree[q], opnd[0], opnd[1]);
+            tg_wsb_printf(&k.s, "        let t%d = %s + %s;\n", tree[q], opnd[0], opnd[1]);
         }
-        if (gr->total >= 0) wsb_printf(&k.s, "        %s0u] = bitcast<u32>(t%d);\n", at(&s, plan, gr->total, a, sizeof a), gr->total);
-        wsb_printf(&k.s, "    }\n");
-        wk_end(&k);
+        if (gr->total >= 0) tg_wsb_printf(&k.s, "        %s0u] = bitcast<u32>(t%d);\n", at(&s, plan, gr->total, a, sizeof a), gr->total);
+        tg_wsb_printf(&k.s, "    }\n");
+        tg_wk_end(&k);
     }
     free(tree);
-    return wk_close(&k, out);
+    return tg_wk_close(&k, out);
 }
 
 static tg_status emit_sumsq(const tg_graph *g, const tg_plan *plan, const tg_wgsl_limits *lim, const fz_group *gr,
@@ -391,7 +391,7 @@ static tg_status emit_sumsq(const tg_graph *g, const tg_plan *plan, const tg_wgs
     return emit_combine(g, plan, lim, gr, work, out, cap, push);
 }
 
-tg_status fz_emit_group(const tg_graph *g, const tg_plan *plan, const tg_wgsl_limits *lim, const fz_group *gr,
+tg_status tg_fz_emit_group(const tg_graph *g, const tg_plan *plan, const tg_wgsl_limits *lim, const fz_group *gr,
                         tg_wgsl_program *out, int *cap, fz_push push) {
     switch (gr->kind) {
     case FZ_OPTIM: return emit_optim(g, plan, lim, gr, out, cap, push);

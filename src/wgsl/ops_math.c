@@ -74,9 +74,9 @@ static const char *forward_expr(const tg_node *n, char *buf, size_t len) {
         return n->ia[0] ? "v * sigmoid(2.0f * (0.79788456080286536f * (v + 0.044715f * v * v * v)))" : "v * phi(v)";
     case TG_OP_SILU: return "v * sigmoid(v)";
     case TG_OP_SOFTPLUS: return "max(v, 0.0f) + log1p_u(exp(-abs(v)))";
-    case TG_OP_LEAKY_RELU: snprintf(buf, len, "select(%s * v, v, v > 0.0f)", wk_f32(n->fa[0], a)); return buf;
+    case TG_OP_LEAKY_RELU: snprintf(buf, len, "select(%s * v, v, v > 0.0f)", tg_wk_f32(n->fa[0], a)); return buf;
     case TG_OP_CLAMP: /* max with lo, then min with hi (lo > hi gives hi); NaN passes */
-        snprintf(buf, len, "clamp_seq(v, %s, %s)", wk_f32(n->fa[0], a), wk_f32(n->fa[1], b));
+        snprintf(buf, len, "clamp_seq(v, %s, %s)", tg_wk_f32(n->fa[0], a), tg_wk_f32(n->fa[1], b));
         return buf;
     default: return NULL;
     }
@@ -85,7 +85,7 @@ static const char *forward_expr(const tg_node *n, char *buf, size_t len) {
 static int32_t sat_i32(double v) { return v <= -2147483648.0 ? INT32_MIN : v >= 2147483647.0 ? INT32_MAX : (int32_t)v; }
 
 /* abs, square, sin, ..., clamp: y = f(x), same shape; i32 for abs, square, clamp. */
-bool wgsl_unary_math(wk *k) {
+bool tg_wgsl_unary_math(wk *k) {
     const tg_node *n = k->n;
     char buf[160];
     const char *e;
@@ -98,21 +98,21 @@ bool wgsl_unary_math(wk *k) {
         }
     } else {
         e = forward_expr(n, buf, sizeof buf);
-        wk_helper(k, WK_H_IS_NAN, is_nan_fn);
-        wk_helper(k, WK_H_MATH, math_fns);
-        wk_helper(k, WK_H_CLAMP_SEQ, "fn clamp_seq(x: f32, lo: f32, hi: f32) -> f32 {\n"
+        tg_wk_helper(k, WK_H_IS_NAN, is_nan_fn);
+        tg_wk_helper(k, WK_H_MATH, math_fns);
+        tg_wk_helper(k, WK_H_CLAMP_SEQ, "fn clamp_seq(x: f32, lo: f32, hi: f32) -> f32 {\n"
                                       "    let v = select(x, lo, x < lo);\n    return select(v, hi, v > hi);\n}\n");
     }
-    if (!e) return wk_fail(k, TG_ERR_BACKEND, "not a unary math op");
-    if (!wk_flat(k, ir_numel(n))) return false;
-    wsb_printf(&k->s, "    let v = %s(i);\n    %s(i, %s);\n", k->ld[0], k->stn, e);
-    wk_end(k);
+    if (!e) return tg_wk_fail(k, TG_ERR_BACKEND, "not a unary math op");
+    if (!tg_wk_flat(k, tg_ir_numel(n))) return false;
+    tg_wsb_printf(&k->s, "    let v = %s(i);\n    %s(i, %s);\n", k->ld[0], k->stn, e);
+    tg_wk_end(k);
     return true;
 }
 
 /* unary_grad(s, gy) -> gx: ia[0] the forward op, s its saved input (or
  * output, for tanh, sigmoid, softplus, leaky_relu), see optable.c. */
-bool wgsl_unary_grad(wk *k) {
+bool tg_wgsl_unary_grad(wk *k) {
     const tg_node *n = k->n;
     char a[48], b[48], buf[200];
     const char *e = NULL;
@@ -126,53 +126,53 @@ bool wgsl_unary_grad(wk *k) {
         e = n->ia[1] ? "g * gelu_tanh_d(s)" : "g * (phi(s) + s * (0.39894228040143268f * exp(-0.5f * s * s)))";
         break;
     case TG_OP_SILU: e = "g * (sigmoid(s) * (1.0f + s * (1.0f - sigmoid(s))))"; break;
-    case TG_OP_LEAKY_RELU: snprintf(buf, sizeof buf, "select(%s * g, g, s > 0.0f)", wk_f32(n->fa[0], a)); e = buf; break;
+    case TG_OP_LEAKY_RELU: snprintf(buf, sizeof buf, "select(%s * g, g, s > 0.0f)", tg_wk_f32(n->fa[0], a)); e = buf; break;
     case TG_OP_CLAMP:
-        snprintf(buf, sizeof buf, "select(0.0f, g, s >= %s && s <= %s)", wk_f32(n->fa[0], a), wk_f32(n->fa[1], b));
+        snprintf(buf, sizeof buf, "select(0.0f, g, s >= %s && s <= %s)", tg_wk_f32(n->fa[0], a), tg_wk_f32(n->fa[1], b));
         e = buf;
         break;
     case TG_OP_SIN: e = "g * sincos_q(s, true)"; break;
     case TG_OP_COS: e = "-g * sincos_q(s, false)"; break;
     case TG_OP_SOFTPLUS: e = "g * (1.0f - exp(-s))"; break; /* sigmoid(x) from y = softplus(x) */
-    default: return wk_fail(k, TG_ERR_BACKEND, "unary_grad of an unknown op %lld", (long long)n->ia[0]);
+    default: return tg_wk_fail(k, TG_ERR_BACKEND, "unary_grad of an unknown op %lld", (long long)n->ia[0]);
     }
-    wk_helper(k, WK_H_IS_NAN, is_nan_fn);
-    wk_helper(k, WK_H_MATH, math_fns);
+    tg_wk_helper(k, WK_H_IS_NAN, is_nan_fn);
+    tg_wk_helper(k, WK_H_MATH, math_fns);
     /* d/dx x sigmoid(2u) = s2 + x s2 (1 - s2) 2 u', u' = sqrt(2/pi) (1 + 3 0.044715 x^2) */
-    wk_helper(k, WK_H_GELU_D, "fn gelu_tanh_d(x: f32) -> f32 {\n"
+    tg_wk_helper(k, WK_H_GELU_D, "fn gelu_tanh_d(x: f32) -> f32 {\n"
                       "    let s2 = sigmoid(2.0f * (0.79788456080286536f * (x + 0.044715f * x * x * x)));\n"
                       "    return s2 + x * (s2 * (1.0f - s2)) * (2.0f * 0.79788456080286536f * (1.0f + 3.0f * 0.044715f * x * x));\n}\n");
-    if (!wk_flat(k, ir_numel(n))) return false;
-    wsb_printf(&k->s, "    let s = %s(i);\n    let g = %s(i);\n    %s(i, %s);\n", k->ld[0], k->ld[1], k->stn, e);
-    wk_end(k);
+    if (!tg_wk_flat(k, tg_ir_numel(n))) return false;
+    tg_wsb_printf(&k->s, "    let s = %s(i);\n    let g = %s(i);\n    %s(i, %s);\n", k->ld[0], k->ld[1], k->stn, e);
+    tg_wk_end(k);
     return true;
 }
 
 /* min / max with broadcasting, f32 or i32; a NaN operand gives NaN. */
-bool wgsl_minmax(wk *k) {
+bool tg_wgsl_minmax(wk *k) {
     char ix[2][WK_EXPR];
-    wk_bcast_maps(k, 2, ix);
+    tg_wk_bcast_maps(k, 2, ix);
     bool is_max = k->n->op == TG_OP_MAX, f32 = k->n->dtype == TG_F32;
-    if (f32) wk_helper(k, WK_H_IS_NAN, is_nan_fn);
-    if (!wk_flat(k, ir_numel(k->n))) return false;
-    wsb_printf(&k->s, "    let a = %s(%s);\n    let b = %s(%s);\n", k->ld[0], ix[0], k->ld[1], ix[1]);
-    wsb_printf(&k->s, "    %s(i, select(b, a, a %s b%s));\n", k->stn, is_max ? ">" : "<", f32 ? " || is_nan(a)" : "");
-    wk_end(k);
+    if (f32) tg_wk_helper(k, WK_H_IS_NAN, is_nan_fn);
+    if (!tg_wk_flat(k, tg_ir_numel(k->n))) return false;
+    tg_wsb_printf(&k->s, "    let a = %s(%s);\n    let b = %s(%s);\n", k->ld[0], ix[0], k->ld[1], ix[1]);
+    tg_wsb_printf(&k->s, "    %s(i, select(b, a, a %s b%s));\n", k->stn, is_max ? ">" : "<", f32 ? " || is_nan(a)" : "");
+    tg_wk_end(k);
     return true;
 }
 
 /* minmax_grad(a, b, gy) -> the share of gy of operand ia[1] (0 = a, 1 = b) of
  * min or max (ia[0]), over gy's shape: all of it to the winner, half at a tie. */
-bool wgsl_minmax_grad(wk *k) {
+bool tg_wgsl_minmax_grad(wk *k) {
     char ix[3][WK_EXPR];
-    wk_bcast_maps(k, 3, ix);
+    tg_wk_bcast_maps(k, 3, ix);
     int side = (int)k->n->ia[1];
     bool is_max = k->n->ia[0] == TG_OP_MAX;
-    if (!wk_flat(k, ir_numel(k->n))) return false;
-    wsb_printf(&k->s, "    let own = %s(%s);\n    let oth = %s(%s);\n    let g = %s(%s);\n", k->ld[side], ix[side],
+    if (!tg_wk_flat(k, tg_ir_numel(k->n))) return false;
+    tg_wsb_printf(&k->s, "    let own = %s(%s);\n    let oth = %s(%s);\n    let g = %s(%s);\n", k->ld[side], ix[side],
                k->ld[1 - side], ix[1 - side], k->ld[2], ix[2]);
-    wsb_printf(&k->s, "    %s(i, select(select(0.0f, 0.5f * g, own == oth), g, own %s oth));\n", k->stn, is_max ? ">" : "<");
-    wk_end(k);
+    tg_wsb_printf(&k->s, "    %s(i, select(select(0.0f, 0.5f * g, own == oth), g, own %s oth));\n", k->stn, is_max ? ">" : "<");
+    tg_wk_end(k);
     return true;
 }
 
@@ -186,38 +186,38 @@ static void axis_view(tg_shape s, int axis, int64_t *outer, int64_t *A, int64_t 
 
 /* softmax over axis ia[0]: e^(x - max) / sum; may run in place (each
  * element is read before it is written, all others in earlier passes). */
-bool wgsl_softmax(wk *k) {
+bool tg_wgsl_softmax(wk *k) {
     int64_t outer, A, inner;
     axis_view(k->n->shape, (int)k->n->ia[0], &outer, &A, &inner);
     char len[32];
     snprintf(len, sizeof len, "%lldu", (long long)A);
     wk_rows L;
-    if (!wk_rows_open(&L, k, outer * inner, A, inner)) return false;
-    wsb_printf(&k->s, "    var m = f32_bits(0xff800000u);\n");
-    wk_rows_loop(&L, len);
-    wsb_printf(&k->s, "        m = max(m, ld0(p));\n    }\n");
-    wk_rows_combine(&L, "m", true, "mx");
-    wsb_printf(&k->s, "    var z = 0.0f;\n");
-    wk_rows_loop(&L, len);
-    wsb_printf(&k->s, "        z += exp(ld0(p) - mx);\n    }\n");
-    wk_rows_combine(&L, "z", false, "zs");
-    wsb_printf(&k->s, "    let inv = 1.0f / zs;\n");
-    wk_rows_loop(&L, len);
-    wsb_printf(&k->s, "        st(p, exp(ld0(p) - mx) * inv);\n    }\n");
-    wk_end(k);
+    if (!tg_wk_rows_open(&L, k, outer * inner, A, inner)) return false;
+    tg_wsb_printf(&k->s, "    var m = f32_bits(0xff800000u);\n");
+    tg_wk_rows_loop(&L, len);
+    tg_wsb_printf(&k->s, "        m = max(m, ld0(p));\n    }\n");
+    tg_wk_rows_combine(&L, "m", true, "mx");
+    tg_wsb_printf(&k->s, "    var z = 0.0f;\n");
+    tg_wk_rows_loop(&L, len);
+    tg_wsb_printf(&k->s, "        z += exp(ld0(p) - mx);\n    }\n");
+    tg_wk_rows_combine(&L, "z", false, "zs");
+    tg_wsb_printf(&k->s, "    let inv = 1.0f / zs;\n");
+    tg_wk_rows_loop(&L, len);
+    tg_wsb_printf(&k->s, "        st(p, exp(ld0(p) - mx) * inv);\n    }\n");
+    tg_wk_end(k);
     return true;
 }
 
 /* argmax / argmin over axis ia[0]: x [outer, A, inner] -> i32 [outer, 1,
  * inner]; the first index of the extreme wins, and NaN is the most extreme. */
-bool wgsl_argmax(wk *k) {
-    const tg_node *x = wk_in(k, 0);
+bool tg_wgsl_argmax(wk *k) {
+    const tg_node *x = tg_wk_in(k, 0);
     int64_t outer, A, inner;
     axis_view(x->shape, (int)k->n->ia[0], &outer, &A, &inner);
     bool is_max = k->n->op == TG_OP_ARGMAX, f32 = x->dtype == TG_F32;
-    if (f32) wk_helper(k, WK_H_IS_NAN, is_nan_fn);
-    if (!wk_flat(k, outer * inner)) return false;
-    wsb_printf(&k->s,
+    if (f32) tg_wk_helper(k, WK_H_IS_NAN, is_nan_fn);
+    if (!tg_wk_flat(k, outer * inner)) return false;
+    tg_wsb_printf(&k->s,
                "    let base = (i / %lldu) * %lldu + i %% %lldu;\n"
                "    var best = ld0(base);\n    var at = 0;\n"
                "    for (var a = 1u; a < %lldu; a++) {\n"
@@ -227,87 +227,87 @@ bool wgsl_argmax(wk *k) {
                "    st(i, at);\n",
                (long long)inner, (long long)(A * inner), (long long)inner, (long long)A, (long long)inner,
                is_max ? ">" : "<", f32 ? " || (is_nan(v) && !is_nan(best))" : "");
-    wk_end(k);
+    tg_wk_end(k);
     return true;
 }
 
 /* narrow: x [outer, A, inner] -> y [outer, L, inner] = x[:, start:start+L, :] */
-bool wgsl_narrow(wk *k) {
-    int64_t outer, L, inner, A = wk_in(k, 0)->shape.d[k->n->ia[0]];
+bool tg_wgsl_narrow(wk *k) {
+    int64_t outer, L, inner, A = tg_wk_in(k, 0)->shape.d[k->n->ia[0]];
     axis_view(k->n->shape, (int)k->n->ia[0], &outer, &L, &inner);
-    if (!wk_flat(k, ir_numel(k->n))) return false;
-    wsb_printf(&k->s, "    %s(i, %s((i / %lldu) * %lldu + %lldu + i %% %lldu));\n", k->stn, k->ld[0], (long long)(L * inner),
+    if (!tg_wk_flat(k, tg_ir_numel(k->n))) return false;
+    tg_wsb_printf(&k->s, "    %s(i, %s((i / %lldu) * %lldu + %lldu + i %% %lldu));\n", k->stn, k->ld[0], (long long)(L * inner),
                (long long)(A * inner), (long long)(k->n->ia[1] * inner), (long long)(L * inner));
-    wk_end(k);
+    tg_wk_end(k);
     return true;
 }
 
 /* narrow_grad: gy [outer, L, inner] -> gx [outer, A, inner], zero outside
  * [start, start+L) along the axis. */
-bool wgsl_narrow_grad(wk *k) {
-    int64_t outer, A, inner, L = wk_in(k, 0)->shape.d[k->n->ia[0]], s0 = k->n->ia[1];
+bool tg_wgsl_narrow_grad(wk *k) {
+    int64_t outer, A, inner, L = tg_wk_in(k, 0)->shape.d[k->n->ia[0]], s0 = k->n->ia[1];
     axis_view(k->n->shape, (int)k->n->ia[0], &outer, &A, &inner);
-    if (!wk_flat(k, ir_numel(k->n))) return false;
-    wsb_printf(&k->s,
+    if (!tg_wk_flat(k, tg_ir_numel(k->n))) return false;
+    tg_wsb_printf(&k->s,
                "    let rem = i %% %lldu;\n    let a = rem / %lldu;\n"
                "    let inside = a >= %lldu && a < %lldu;\n"
                "    let src = select(0u, (i / %lldu) * %lldu + rem - %lldu, inside);\n"
                "    %s(i, select(0.0f, %s(src), inside));\n",
                (long long)(A * inner), (long long)inner, (long long)s0, (long long)(s0 + L), (long long)(A * inner),
                (long long)(L * inner), (long long)(s0 * inner), k->stn, k->ld[0]);
-    wk_end(k);
+    tg_wk_end(k);
     return true;
 }
 
 /* concat: inputs k [outer, A_k, inner] -> y [outer, sum A_k, inner] */
-bool wgsl_concat(wk *k) {
+bool tg_wgsl_concat(wk *k) {
     const tg_node *n = k->n;
     int64_t outer, S, inner;
     int axis = (int)n->ia[0];
     axis_view(n->shape, axis, &outer, &S, &inner);
-    if (!wk_flat(k, ir_numel(n))) return false;
-    wsb_printf(&k->s, "    let o = i / %lldu;\n    let rem = i %% %lldu;\n    let a = rem / %lldu;\n    let q = rem %% %lldu;\n",
+    if (!tg_wk_flat(k, tg_ir_numel(n))) return false;
+    tg_wsb_printf(&k->s, "    let o = i / %lldu;\n    let rem = i %% %lldu;\n    let a = rem / %lldu;\n    let q = rem %% %lldu;\n",
                (long long)(S * inner), (long long)(S * inner), (long long)inner, (long long)inner);
     int64_t start = 0;
     for (int j = 0; j < n->nin; j++) {
-        int64_t Aj = wk_in(k, j)->shape.d[axis];
-        if (j < n->nin - 1) wsb_printf(&k->s, "    %sif (a < %lldu) {", j ? "else " : "", (long long)(start + Aj));
-        else wsb_printf(&k->s, "    %s{", j ? "else " : "");
-        wsb_printf(&k->s, " %s(i, %s((o * %lldu + a - %lldu) * %lldu + q)); }\n", k->stn, k->ld[j], (long long)Aj,
+        int64_t Aj = tg_wk_in(k, j)->shape.d[axis];
+        if (j < n->nin - 1) tg_wsb_printf(&k->s, "    %sif (a < %lldu) {", j ? "else " : "", (long long)(start + Aj));
+        else tg_wsb_printf(&k->s, "    %s{", j ? "else " : "");
+        tg_wsb_printf(&k->s, " %s(i, %s((o * %lldu + a - %lldu) * %lldu + q)); }\n", k->stn, k->ld[j], (long long)Aj,
                    (long long)start, (long long)inner);
         start += Aj;
     }
-    wk_end(k);
+    tg_wk_end(k);
     return true;
 }
 
 /* take_along_axis: x [outer, A, inner], idx i32 [outer, K, inner] -> y
  * [outer, K, inner], y = x[o, idx, q]; a negative index counts from the end,
  * one still out of range reads 0. */
-bool wgsl_take_along_axis(wk *k) {
+bool tg_wgsl_take_along_axis(wk *k) {
     const tg_node *n = k->n;
-    int64_t outer, K, inner, A = wk_in(k, 0)->shape.d[n->ia[0]];
+    int64_t outer, K, inner, A = tg_wk_in(k, 0)->shape.d[n->ia[0]];
     axis_view(n->shape, (int)n->ia[0], &outer, &K, &inner);
-    if (!wk_flat(k, ir_numel(n))) return false;
-    wsb_printf(&k->s,
+    if (!tg_wk_flat(k, tg_ir_numel(n))) return false;
+    tg_wsb_printf(&k->s,
                "    let t = %s(i);\n    let v = select(t, t + %lldi, t < 0);\n    let ok = v >= 0 && v < %lldi;\n"
                "    let src = (i / %lldu) * %lldu + u32(clamp(v, 0, %lldi)) * %lldu + i %% %lldu;\n"
                "    %s(i, select(bitcast<%s>(0u), %s(src), ok));\n",
                k->ld[1], (long long)A, (long long)A, (long long)(K * inner), (long long)(A * inner), (long long)(A - 1),
-               (long long)inner, (long long)inner, k->stn, wk_type(n->dtype), k->ld[0]);
-    wk_end(k);
+               (long long)inner, (long long)inner, k->stn, tg_wk_type(n->dtype), k->ld[0]);
+    tg_wk_end(k);
     return true;
 }
 
 /* take_along_axis_grad: (gy [outer, K, inner], idx) -> gx [outer, A, inner].
  * One invocation per gx element adds, in k order as the CPU does, the gy
  * elements whose index picked it (no atomics). */
-bool wgsl_take_along_axis_grad(wk *k) {
+bool tg_wgsl_take_along_axis_grad(wk *k) {
     const tg_node *n = k->n;
-    int64_t outer, A, inner, K = wk_in(k, 1)->shape.d[n->ia[0]];
+    int64_t outer, A, inner, K = tg_wk_in(k, 1)->shape.d[n->ia[0]];
     axis_view(n->shape, (int)n->ia[0], &outer, &A, &inner);
-    if (!wk_flat(k, ir_numel(n))) return false;
-    wsb_printf(&k->s,
+    if (!tg_wk_flat(k, tg_ir_numel(n))) return false;
+    tg_wsb_printf(&k->s,
                "    let o = i / %lldu;\n    let a = i32((i %% %lldu) / %lldu);\n    let q = i %% %lldu;\n"
                "    var acc = 0.0f;\n"
                "    for (var kk = 0u; kk < %lldu; kk++) {\n"
@@ -318,6 +318,6 @@ bool wgsl_take_along_axis_grad(wk *k) {
                "    st(i, acc);\n",
                (long long)(A * inner), (long long)(A * inner), (long long)inner, (long long)inner, (long long)K,
                (long long)K, (long long)inner, (long long)A);
-    wk_end(k);
+    tg_wk_end(k);
     return true;
 }

@@ -1,4 +1,4 @@
-/* Matmul in WGSL: C[b] = op(A[b]) @ op(B[b]) (CPU: cpu_matmul).
+/* Matmul in WGSL: C[b] = op(A[b]) @ op(B[b]) (CPU: tg_cpu_matmul).
  *
  * A workgroup of 256 invocations computes a BM x BN tile of C, each
  * invocation a TM x TN block of it in registers (vec4 rows), with K
@@ -170,9 +170,9 @@ static void emit_loads(wk *k, const mm_ctx *x, const char *k0) {
         snprintf(rr, sizeof rr, "m0 + %s", r);
         snprintf(cc, sizeof cc, "%s + %s", k0, col);
         a_index(x->g, rr, cc, idx, sizeof idx);
-        if (x->exact) wsb_printf(&k->s, "        pa%d = ld0(%s);\n", q, idx);
+        if (x->exact) tg_wsb_printf(&k->s, "        pa%d = ld0(%s);\n", q, idx);
         else
-            wsb_printf(&k->s, "        pa%d = 0.0f;\n        if (%s < %lldu && %s < kend) { pa%d = ld0(%s); }\n", q, rr,
+            tg_wsb_printf(&k->s, "        pa%d = 0.0f;\n        if (%s < %lldu && %s < kend) { pa%d = ld0(%s); }\n", q, rr,
                        x->g->M, cc, q, idx);
     }
     for (int q = 0; q < lb; q++) {
@@ -180,9 +180,9 @@ static void emit_loads(wk *k, const mm_ctx *x, const char *k0) {
         snprintf(rr, sizeof rr, "%s + %s", k0, r);
         snprintf(cc, sizeof cc, "n0 + %s", col);
         b_index(x->g, rr, cc, idx, sizeof idx);
-        if (x->exact) wsb_printf(&k->s, "        pb%d = ld1(%s);\n", q, idx);
+        if (x->exact) tg_wsb_printf(&k->s, "        pb%d = ld1(%s);\n", q, idx);
         else
-            wsb_printf(&k->s, "        pb%d = 0.0f;\n        if (%s < kend && %s < %lldu) { pb%d = ld1(%s); }\n", q, rr, cc,
+            tg_wsb_printf(&k->s, "        pb%d = 0.0f;\n        if (%s < kend && %s < %lldu) { pb%d = ld1(%s); }\n", q, rr, cc,
                        x->g->N, q, idx);
     }
 }
@@ -193,11 +193,11 @@ static void emit_stores(wk *k, const mm_ctx *x) {
     char r[64], col[64];
     for (int q = 0; q < la; q++) {
         a_slot(x, q, r, col, sizeof r);
-        wsb_printf(&k->s, "        { let am = %s; As[(%s) * %du + am / 4u][am %% 4u] = pa%d; }\n", r, col, x->apad, q);
+        tg_wsb_printf(&k->s, "        { let am = %s; As[(%s) * %du + am / 4u][am %% 4u] = pa%d; }\n", r, col, x->apad, q);
     }
     for (int q = 0; q < lb; q++) {
         b_slot(x, q, r, col, sizeof r);
-        wsb_printf(&k->s, "        { let bn = %s; Bs[(%s) * %du + bn / 4u][bn %% 4u] = pb%d; }\n", col, r, x->bpad, q);
+        tg_wsb_printf(&k->s, "        { let bn = %s; Bs[(%s) * %du + bn / 4u][bn %% 4u] = pb%d; }\n", col, r, x->bpad, q);
     }
 }
 
@@ -213,13 +213,13 @@ static bool grid(wk *k, const mm_geom *g, const mm_cfg *c, int split, int shared
     long long gx = (g->N + c->bn - 1) / c->bn, gy = (g->M + c->bm - 1) / c->bm, gz = g->batch * split;
     uint32_t lim = k->lim->max_workgroups_per_dimension;
     if (gx > lim || gy > lim || gz > lim)
-        return wk_fail(k, TG_ERR_LIMIT, "matmul grid %lld x %lld x %lld exceeds maxComputeWorkgroupsPerDimension %u", gx,
+        return tg_wk_fail(k, TG_ERR_LIMIT, "matmul grid %lld x %lld x %lld exceeds maxComputeWorkgroupsPerDimension %u", gx,
                        gy, gz, lim);
     if (shared_bytes > (int64_t)k->lim->max_workgroup_storage_size)
-        return wk_fail(k, TG_ERR_LIMIT, "matmul tiles need %d bytes of workgroup storage, over %u", shared_bytes,
+        return tg_wk_fail(k, TG_ERR_LIMIT, "matmul tiles need %d bytes of workgroup storage, over %u", shared_bytes,
                        k->lim->max_workgroup_storage_size);
     if (256 > k->lim->max_invocations_per_workgroup)
-        return wk_fail(k, TG_ERR_LIMIT, "matmul needs 256 invocations per workgroup, over %u",
+        return tg_wk_fail(k, TG_ERR_LIMIT, "matmul needs 256 invocations per workgroup, over %u",
                        k->lim->max_invocations_per_workgroup);
     k->spec->workgroup_size = 256;
     k->spec->dispatch[0] = (uint32_t)(gx ? gx : 1);
@@ -239,95 +239,95 @@ static bool tiled(wk *k, const mm_geom *g, const mm_cfg *c, int split) {
     int shared = 16 * c->bk * (x.apad + x.bpad);
     if (!grid(k, g, c, split, shared)) return false;
     int tx_n = c->bn / c->tn, th = c->tn / 4, la = c->bm * c->bk / 256, lb = c->bk * c->bn / 256;
-    wsb_printf(&k->s, "var<workgroup> As: array<vec4<f32>, %d>;\nvar<workgroup> Bs: array<vec4<f32>, %d>;\n",
+    tg_wsb_printf(&k->s, "var<workgroup> As: array<vec4<f32>, %d>;\nvar<workgroup> Bs: array<vec4<f32>, %d>;\n",
                c->bk * x.apad, c->bk * x.bpad);
-    wsb_printf(&k->s,
+    tg_wsb_printf(&k->s,
                "@compute @workgroup_size(256)\n"
                "fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {\n"
                "    let tx = lid %% %du;\n    let ty = lid / %du;\n"
                "    let n0 = wid.x * %du;\n    let m0 = wid.y * %du;\n",
                tx_n, tx_n, c->bn, c->bm);
     if (split > 1)
-        wsb_printf(&k->s, "    let b = wid.z / %du;\n    let kbeg = (wid.z %% %du) * %lldu;\n    let kend = min(%lldu, kbeg + %lldu);\n",
+        tg_wsb_printf(&k->s, "    let b = wid.z / %du;\n    let kbeg = (wid.z %% %du) * %lldu;\n    let kend = min(%lldu, kbeg + %lldu);\n",
                    split, split, kc, g->K, kc);
-    else wsb_printf(&k->s, "    let b = wid.z;\n    let kbeg = 0u;\n    let kend = %lldu;\n", g->K);
-    wsb_printf(&k->s, "    let abase = b * %lldu;\n    let bbase = b * %lldu;\n", g->sa, g->sb);
+    else tg_wsb_printf(&k->s, "    let b = wid.z;\n    let kbeg = 0u;\n    let kend = %lldu;\n", g->K);
+    tg_wsb_printf(&k->s, "    let abase = b * %lldu;\n    let bbase = b * %lldu;\n", g->sa, g->sb);
     for (int r = 0; r < c->tm; r++)
-        for (int h = 0; h < th; h++) wsb_printf(&k->s, "    var c%d_%d = vec4<f32>(0.0f);\n", r, h);
-    for (int q = 0; q < la; q++) wsb_printf(&k->s, "    var pa%d = 0.0f;\n", q);
-    for (int q = 0; q < lb; q++) wsb_printf(&k->s, "    var pb%d = 0.0f;\n", q);
-    wsb_printf(&k->s, "    {\n");
+        for (int h = 0; h < th; h++) tg_wsb_printf(&k->s, "    var c%d_%d = vec4<f32>(0.0f);\n", r, h);
+    for (int q = 0; q < la; q++) tg_wsb_printf(&k->s, "    var pa%d = 0.0f;\n", q);
+    for (int q = 0; q < lb; q++) tg_wsb_printf(&k->s, "    var pb%d = 0.0f;\n", q);
+    tg_wsb_printf(&k->s, "    {\n");
     emit_loads(k, &x, "kbeg");
-    wsb_printf(&k->s, "    }\n    for (var k0 = kbeg; k0 < kend; k0 += %du) {\n        workgroupBarrier();\n", c->bk);
+    tg_wsb_printf(&k->s, "    }\n    for (var k0 = kbeg; k0 < kend; k0 += %du) {\n        workgroupBarrier();\n", c->bk);
     emit_stores(k, &x);
-    wsb_printf(&k->s, "        workgroupBarrier();\n        if (k0 + %du < kend) {\n", c->bk);
+    tg_wsb_printf(&k->s, "        workgroupBarrier();\n        if (k0 + %du < kend) {\n", c->bk);
     char knext[32];
     snprintf(knext, sizeof knext, "(k0 + %du)", c->bk);
     emit_loads(k, &x, knext);
-    wsb_printf(&k->s, "        }\n");
+    tg_wsb_printf(&k->s, "        }\n");
     /* The k-slice is written out step by step for a GPU: left as a loop,
      * NVIDIA's compiler does not unroll it (square 4096 products: 37.1 ->
      * 40.1 TFLOP/s, gpt_small 47.9 -> 45.7 ms a step on the H200). A CPU
      * adapter gets the loop: its shader compiler is slow on long code. */
     bool unroll = test_unroll >= 0 ? test_unroll == 1 : !k->lim->cpu_adapter;
-    if (!unroll) wsb_printf(&k->s, "        for (var kk = 0u; kk < %du; kk++) {\n", c->bk);
+    if (!unroll) tg_wsb_printf(&k->s, "        for (var kk = 0u; kk < %du; kk++) {\n", c->bk);
     for (int step = 0; step < (unroll ? c->bk : 1); step++) {
-        if (unroll) wsb_printf(&k->s, "        {\n            let kk = %du;\n", step);
+        if (unroll) tg_wsb_printf(&k->s, "        {\n            let kk = %du;\n", step);
         for (int ag = 0; ag < c->tm / 4; ag++)
-            wsb_printf(&k->s, "            let a%d = As[kk * %du + ty + %du];\n", ag, x.apad, ag * (c->bm / 8));
+            tg_wsb_printf(&k->s, "            let a%d = As[kk * %du + ty + %du];\n", ag, x.apad, ag * (c->bm / 8));
         for (int h = 0; h < th; h++)
-            wsb_printf(&k->s, "            let b%d = Bs[kk * %du + tx + %du];\n", h, x.bpad, h * (c->bn / 8));
+            tg_wsb_printf(&k->s, "            let b%d = Bs[kk * %du + tx + %du];\n", h, x.bpad, h * (c->bn / 8));
         static const char comp[4] = {'x', 'y', 'z', 'w'};
         for (int r = 0; r < c->tm; r++)
             for (int h = 0; h < th; h++)
-                wsb_printf(&k->s, "            c%d_%d = fma(vec4<f32>(a%d.%c), b%d, c%d_%d);\n", r, h, r / 4, comp[r % 4], h,
+                tg_wsb_printf(&k->s, "            c%d_%d = fma(vec4<f32>(a%d.%c), b%d, c%d_%d);\n", r, h, r / 4, comp[r % 4], h,
                            r, h);
-        wsb_printf(&k->s, "        }\n");
+        tg_wsb_printf(&k->s, "        }\n");
     }
-    wsb_printf(&k->s, "    }\n");
+    tg_wsb_printf(&k->s, "    }\n");
     char row[64], col[64];
     for (int r = 0; r < c->tm; r++) {
         block_row(c, r, row, sizeof row);
-        wsb_printf(&k->s, "    {\n        let m = m0 + %s;\n", row);
-        if (!x.exact) wsb_printf(&k->s, "        if (m < %lldu) {\n", g->M);
+        tg_wsb_printf(&k->s, "    {\n        let m = m0 + %s;\n", row);
+        if (!x.exact) tg_wsb_printf(&k->s, "        if (m < %lldu) {\n", g->M);
         for (int h = 0; h < th; h++) {
             block_col(c, h, col, sizeof col);
             for (int e = 0; e < 4; e++) {
                 static const char comp[4] = {'x', 'y', 'z', 'w'};
-                wsb_printf(&k->s, "        { let nn = n0 + %s + %du;", col, e);
-                if (!x.exact) wsb_printf(&k->s, " if (nn < %lldu) {", g->N);
+                tg_wsb_printf(&k->s, "        { let nn = n0 + %s + %du;", col, e);
+                if (!x.exact) tg_wsb_printf(&k->s, " if (nn < %lldu) {", g->N);
                 if (split > 1)
-                    wsb_printf(&k->s, " work[wid.z * %lluu + m * %lldu + nn] = bitcast<u32>(c%d_%d.%c);",
+                    tg_wsb_printf(&k->s, " work[wid.z * %lluu + m * %lldu + nn] = bitcast<u32>(c%d_%d.%c);",
                                (unsigned long long)(g->M * g->N), g->N, r, h, comp[e]);
-                else wsb_printf(&k->s, " st(b * %lldu + m * %lldu + nn, c%d_%d.%c);", g->sc, g->N, r, h, comp[e]);
-                wsb_printf(&k->s, "%s }\n", x.exact ? "" : " }");
+                else tg_wsb_printf(&k->s, " st(b * %lldu + m * %lldu + nn, c%d_%d.%c);", g->sc, g->N, r, h, comp[e]);
+                tg_wsb_printf(&k->s, "%s }\n", x.exact ? "" : " }");
             }
         }
-        if (!x.exact) wsb_printf(&k->s, "        }\n");
-        wsb_printf(&k->s, "    }\n");
+        if (!x.exact) tg_wsb_printf(&k->s, "        }\n");
+        tg_wsb_printf(&k->s, "    }\n");
     }
-    wsb_printf(&k->s, "}\n");
+    tg_wsb_printf(&k->s, "}\n");
     return true;
 }
 
 /* Phase 2: each output element is the sum of its partial products, in K order. */
 static bool reduce(wk *k, const mm_geom *g, int split) {
     long long mn = g->M * g->N;
-    if (!wk_flat(k, g->batch * mn)) return false;
-    wsb_printf(&k->s,
+    if (!tg_wk_flat(k, g->batch * mn)) return false;
+    tg_wsb_printf(&k->s,
                "    let b = i / %lldu;\n    let r = i %% %lldu;\n    var acc = 0.0f;\n"
                "    for (var s = 0u; s < %du; s++) { acc += bitcast<f32>(work[(b * %du + s) * %lldu + r]); }\n"
                "    st(i, acc);\n",
                mn, mn, split, split, mn);
-    wk_end(k);
+    tg_wk_end(k);
     return true;
 }
 
-bool wgsl_matmul(wk *k) {
+bool tg_wgsl_matmul(wk *k) {
     mm_geom g = geometry(k->g, k->n);
     mm_cfg c = choose(&g);
     int split = split_of(&g, &c);
-    if (split > 1 && k->phase == 0) return wk_fail(k, TG_ERR_BACKEND, "a split matmul runs in two phases");
+    if (split > 1 && k->phase == 0) return tg_wk_fail(k, TG_ERR_BACKEND, "a split matmul runs in two phases");
     if (k->phase == 2) return reduce(k, &g, split);
     return tiled(k, &g, &c, k->phase == 1 ? split : 1);
 }

@@ -20,72 +20,72 @@ static const char *f32_of(int64_t v, char buf[32]) {
 
 /* m = max of ld0 over the row, z = sum of exp(ld0 - m): the softmax of row l. */
 static void softmax_stats(wk_rows *L, const char *A) {
-    wsb_printf(&L->k->s, "    var m = f32_bits(0xff800000u);\n");
-    wk_rows_loop(L, A);
-    wsb_printf(&L->k->s, "        m = max(m, ld0(p));\n    }\n");
-    wk_rows_combine(L, "m", true, "mx");
-    wsb_printf(&L->k->s, "    var z = 0.0f;\n");
-    wk_rows_loop(L, A);
-    wsb_printf(&L->k->s, "        z += exp(ld0(p) - mx);\n    }\n");
-    wk_rows_combine(L, "z", false, "zs");
+    tg_wsb_printf(&L->k->s, "    var m = f32_bits(0xff800000u);\n");
+    tg_wk_rows_loop(L, A);
+    tg_wsb_printf(&L->k->s, "        m = max(m, ld0(p));\n    }\n");
+    tg_wk_rows_combine(L, "m", true, "mx");
+    tg_wsb_printf(&L->k->s, "    var z = 0.0f;\n");
+    tg_wk_rows_loop(L, A);
+    tg_wsb_printf(&L->k->s, "        z += exp(ld0(p) - mx);\n    }\n");
+    tg_wk_rows_combine(L, "z", false, "zs");
 }
 
 /* cross_entropy: logits [R, V], targets i32 [R] -> [R];
  * -((x[t] - max) - log(sum exp(x - max))), 0 for a target outside [0, V). */
-bool wgsl_cross_entropy(wk *k) {
-    int64_t V = last_dim(wk_in(k, 0)), R = ir_numel(k->n);
+bool tg_wgsl_cross_entropy(wk *k) {
+    int64_t V = last_dim(tg_wk_in(k, 0)), R = tg_ir_numel(k->n);
     char A[32];
     snprintf(A, sizeof A, "%lldu", (long long)V);
     wk_rows L;
-    if (!wk_rows_open(&L, k, R, V, 1)) return false;
-    wsb_printf(&k->s, "    let t = ld1(l);\n    let ok = t >= 0 && t < %lldi;\n", (long long)V);
+    if (!tg_wk_rows_open(&L, k, R, V, 1)) return false;
+    tg_wsb_printf(&k->s, "    let t = ld1(l);\n    let ok = t >= 0 && t < %lldi;\n", (long long)V);
     softmax_stats(&L, A);
-    wk_rows_once(&L);
-    wsb_printf(&k->s, "        let xt = ld0(base + u32(clamp(t, 0, %lldi)));\n", (long long)(V - 1));
-    wsb_printf(&k->s, "        st(l, select(0.0f, -((xt - mx) - log(zs)), ok));\n    }\n");
-    wk_end(k);
+    tg_wk_rows_once(&L);
+    tg_wsb_printf(&k->s, "        let xt = ld0(base + u32(clamp(t, 0, %lldi)));\n", (long long)(V - 1));
+    tg_wsb_printf(&k->s, "        st(l, select(0.0f, -((xt - mx) - log(zs)), ok));\n    }\n");
+    tg_wk_end(k);
     return true;
 }
 
 /* cross_entropy_grad: (logits [R, V], targets [R], gy [R]) -> [R, V];
  * (softmax(x) - onehot(t)) * gy, 0 for a target outside [0, V). */
-bool wgsl_cross_entropy_grad(wk *k) {
-    int64_t V = last_dim(k->n), R = V ? ir_numel(k->n) / V : 0;
+bool tg_wgsl_cross_entropy_grad(wk *k) {
+    int64_t V = last_dim(k->n), R = V ? tg_ir_numel(k->n) / V : 0;
     char A[32];
     snprintf(A, sizeof A, "%lldu", (long long)V);
     wk_rows L;
-    if (!wk_rows_open(&L, k, R, V, 1)) return false;
-    wsb_printf(&k->s, "    let t = ld1(l);\n    let ok = t >= 0 && t < %lldi;\n    let g = ld2(l);\n", (long long)V);
+    if (!tg_wk_rows_open(&L, k, R, V, 1)) return false;
+    tg_wsb_printf(&k->s, "    let t = ld1(l);\n    let ok = t >= 0 && t < %lldi;\n    let g = ld2(l);\n", (long long)V);
     softmax_stats(&L, A);
-    wsb_printf(&k->s, "    let kg = g / zs;\n");
-    wk_rows_loop(&L, A);
-    wsb_printf(&k->s,
+    tg_wsb_printf(&k->s, "    let kg = g / zs;\n");
+    tg_wk_rows_loop(&L, A);
+    tg_wsb_printf(&k->s,
                "        let e = exp(ld0(p) - mx) * kg;\n"
                "        st(p, select(0.0f, select(e, e - g, i32(a) == t), ok));\n    }\n");
-    wk_end(k);
+    tg_wk_end(k);
     return true;
 }
 
 /* nll_loss: (logprobs [R, V], targets [R]) -> [R]; -lp[t], 0 out of range. */
-bool wgsl_nll_loss(wk *k) {
-    int64_t V = last_dim(wk_in(k, 0));
-    if (!wk_flat(k, ir_numel(k->n))) return false;
-    wsb_printf(&k->s,
+bool tg_wgsl_nll_loss(wk *k) {
+    int64_t V = last_dim(tg_wk_in(k, 0));
+    if (!tg_wk_flat(k, tg_ir_numel(k->n))) return false;
+    tg_wsb_printf(&k->s,
                "    let t = ld1(i);\n"
                "    let v = -ld0(i * %lldu + u32(clamp(t, 0, %lldi)));\n"
                "    st(i, select(0.0f, v, t >= 0 && t < %lldi));\n",
                (long long)V, (long long)(V - 1), (long long)V);
-    wk_end(k);
+    tg_wk_end(k);
     return true;
 }
 
 /* nll_loss_grad: (targets [R], gy [R]) -> [R, V]; -gy at the target, else 0. */
-bool wgsl_nll_loss_grad(wk *k) {
+bool tg_wgsl_nll_loss_grad(wk *k) {
     int64_t V = k->n->ia[0];
-    if (!wk_flat(k, ir_numel(k->n))) return false;
-    wsb_printf(&k->s, "    let r = i / %lldu;\n    %s(i, select(0.0f, -%s(r), %s(r) == i32(i %% %lldu)));\n",
+    if (!tg_wk_flat(k, tg_ir_numel(k->n))) return false;
+    tg_wsb_printf(&k->s, "    let r = i / %lldu;\n    %s(i, select(0.0f, -%s(r), %s(r) == i32(i %% %lldu)));\n",
                (long long)V, k->stn, k->ld[1], k->ld[0], (long long)V);
-    wk_end(k);
+    tg_wk_end(k);
     return true;
 }
 
@@ -96,115 +96,115 @@ static void norm_stats(wk_rows *L, bool rms, float eps) {
     char A[32], D[32], e[48];
     snprintf(A, sizeof A, "%lldu", (long long)L->A);
     f32_of(L->A, D);
-    if (rms) wsb_printf(&k->s, "    let mean = 0.0f;\n");
+    if (rms) tg_wsb_printf(&k->s, "    let mean = 0.0f;\n");
     else {
-        wsb_printf(&k->s, "    var s1 = 0.0f;\n");
-        wk_rows_loop(L, A);
-        wsb_printf(&k->s, "        s1 += ld0(p);\n    }\n");
-        wk_rows_combine(L, "s1", false, "ssum");
-        wsb_printf(&k->s, "    let mean = ssum / %s;\n", D);
+        tg_wsb_printf(&k->s, "    var s1 = 0.0f;\n");
+        tg_wk_rows_loop(L, A);
+        tg_wsb_printf(&k->s, "        s1 += ld0(p);\n    }\n");
+        tg_wk_rows_combine(L, "s1", false, "ssum");
+        tg_wsb_printf(&k->s, "    let mean = ssum / %s;\n", D);
     }
-    wsb_printf(&k->s, "    var s2 = 0.0f;\n");
-    wk_rows_loop(L, A);
-    wsb_printf(&k->s, "        let dv = ld0(p) - mean;\n        s2 += dv * dv;\n    }\n");
-    wk_rows_combine(L, "s2", false, "sq");
-    wsb_printf(&k->s, "    let rstd = 1.0f / sqrt(sq / %s + %s);\n", D, wk_f32(eps, e));
+    tg_wsb_printf(&k->s, "    var s2 = 0.0f;\n");
+    tg_wk_rows_loop(L, A);
+    tg_wsb_printf(&k->s, "        let dv = ld0(p) - mean;\n        s2 += dv * dv;\n    }\n");
+    tg_wk_rows_combine(L, "s2", false, "sq");
+    tg_wsb_printf(&k->s, "    let rstd = 1.0f / sqrt(sq / %s + %s);\n", D, tg_wk_f32(eps, e));
 }
 
 /* layer_norm (x, g, b) / rms_norm (x, g) over the last axis of x [R, D]. */
-bool wgsl_norm(wk *k) {
+bool tg_wgsl_norm(wk *k) {
     const tg_node *n = k->n;
-    int64_t D = last_dim(n), R = D ? ir_numel(n) / D : 0;
+    int64_t D = last_dim(n), R = D ? tg_ir_numel(n) / D : 0;
     char A[32];
     snprintf(A, sizeof A, "%lldu", (long long)D);
     wk_rows L;
-    if (!wk_rows_open(&L, k, R, D, 1)) return false;
+    if (!tg_wk_rows_open(&L, k, R, D, 1)) return false;
     norm_stats(&L, n->op == TG_OP_RMS_NORM, n->fa[0]);
-    wk_rows_loop(&L, A);
-    wsb_printf(&k->s, "        st(p, (ld0(p) - mean) * rstd * ld1(a)%s);\n    }\n", n->nin > 2 ? " + ld2(a)" : "");
-    wk_end(k);
+    tg_wk_rows_loop(&L, A);
+    tg_wsb_printf(&k->s, "        st(p, (ld0(p) - mean) * rstd * ld1(a)%s);\n    }\n", n->nin > 2 ? " + ld2(a)" : "");
+    tg_wk_end(k);
     return true;
 }
 
 /* norm_stats: x [R, D] -> [R, 2] = (mean, rstd) per row. */
-bool wgsl_norm_stats(wk *k) {
-    int64_t D = last_dim(wk_in(k, 0)), R = D ? ir_numel(wk_in(k, 0)) / D : 0;
+bool tg_wgsl_norm_stats(wk *k) {
+    int64_t D = last_dim(tg_wk_in(k, 0)), R = D ? tg_ir_numel(tg_wk_in(k, 0)) / D : 0;
     wk_rows L;
-    if (!wk_rows_open(&L, k, R, D, 1)) return false;
+    if (!tg_wk_rows_open(&L, k, R, D, 1)) return false;
     norm_stats(&L, k->n->ia[0], k->n->fa[0]);
-    wk_rows_once(&L);
-    wsb_printf(&k->s, "        st(2u * l, mean);\n        st(2u * l + 1u, rstd);\n    }\n");
-    wk_end(k);
+    tg_wk_rows_once(&L);
+    tg_wsb_printf(&k->s, "        st(2u * l, mean);\n        st(2u * l + 1u, rstd);\n    }\n");
+    tg_wk_end(k);
     return true;
 }
 
 /* norm_dx: (x, g, gy, stats) -> dx [R, D]; with xh = (x - mean) rstd, d = gy g:
  * rstd (d - mean(d) - xh mean(d xh)), without the mean(d) term for RMS. */
-bool wgsl_norm_dx(wk *k) {
-    int64_t D = last_dim(k->n), R = D ? ir_numel(k->n) / D : 0;
+bool tg_wgsl_norm_dx(wk *k) {
+    int64_t D = last_dim(k->n), R = D ? tg_ir_numel(k->n) / D : 0;
     char A[32], Df[32];
     snprintf(A, sizeof A, "%lldu", (long long)D);
     f32_of(D, Df);
     wk_rows L;
-    if (!wk_rows_open(&L, k, R, D, 1)) return false;
-    wsb_printf(&k->s, "    let mean = ld3(2u * l);\n    let rstd = ld3(2u * l + 1u);\n    var sa = 0.0f;\n    var sb = 0.0f;\n");
-    wk_rows_loop(&L, A);
-    wsb_printf(&k->s, "        let d = ld2(p) * ld1(a);\n        sa += d;\n        sb += d * ((ld0(p) - mean) * rstd);\n    }\n");
-    wk_rows_combine(&L, "sa", false, "ta");
-    wk_rows_combine(&L, "sb", false, "tb");
-    if (k->n->ia[0]) wsb_printf(&k->s, "    let am = 0.0f;\n");
-    else wsb_printf(&k->s, "    let am = ta / %s;\n", Df);
-    wsb_printf(&k->s, "    let bm = tb / %s;\n", Df);
-    wk_rows_loop(&L, A);
-    wsb_printf(&k->s, "        st(p, rstd * (ld2(p) * ld1(a) - am - (ld0(p) - mean) * rstd * bm));\n    }\n");
-    wk_end(k);
+    if (!tg_wk_rows_open(&L, k, R, D, 1)) return false;
+    tg_wsb_printf(&k->s, "    let mean = ld3(2u * l);\n    let rstd = ld3(2u * l + 1u);\n    var sa = 0.0f;\n    var sb = 0.0f;\n");
+    tg_wk_rows_loop(&L, A);
+    tg_wsb_printf(&k->s, "        let d = ld2(p) * ld1(a);\n        sa += d;\n        sb += d * ((ld0(p) - mean) * rstd);\n    }\n");
+    tg_wk_rows_combine(&L, "sa", false, "ta");
+    tg_wk_rows_combine(&L, "sb", false, "tb");
+    if (k->n->ia[0]) tg_wsb_printf(&k->s, "    let am = 0.0f;\n");
+    else tg_wsb_printf(&k->s, "    let am = ta / %s;\n", Df);
+    tg_wsb_printf(&k->s, "    let bm = tb / %s;\n", Df);
+    tg_wk_rows_loop(&L, A);
+    tg_wsb_printf(&k->s, "        st(p, rstd * (ld2(p) * ld1(a) - am - (ld0(p) - mean) * rstd * bm));\n    }\n");
+    tg_wk_end(k);
     return true;
 }
 
 /* norm_dgain: (x [R, D], gy [R, D], stats [R, 2]) -> [D]: sum over rows of gy * xh. */
-bool wgsl_norm_dgain(wk *k) {
-    int64_t D = last_dim(wk_in(k, 0)), R = D ? ir_numel(wk_in(k, 0)) / D : 0;
+bool tg_wgsl_norm_dgain(wk *k) {
+    int64_t D = last_dim(tg_wk_in(k, 0)), R = D ? tg_ir_numel(tg_wk_in(k, 0)) / D : 0;
     char e[160];
     snprintf(e, sizeof e, "ld1(r * %lldu + c) * ((ld0(r * %lldu + c) - ld2(2u * r)) * ld2(2u * r + 1u))", (long long)D,
              (long long)D);
-    return wk_colsum(k, R, D, e, "f32");
+    return tg_wk_colsum(k, R, D, e, "f32");
 }
 
 /* embedding: (table [V, D], idx [R]) -> [R, D]; a zero row for an index outside [0, V). */
-bool wgsl_embedding(wk *k) {
-    int64_t D = last_dim(k->n), V = wk_in(k, 0)->shape.d[0];
-    if (!wk_flat(k, ir_numel(k->n))) return false;
-    wsb_printf(&k->s,
+bool tg_wgsl_embedding(wk *k) {
+    int64_t D = last_dim(k->n), V = tg_wk_in(k, 0)->shape.d[0];
+    if (!tg_wk_flat(k, tg_ir_numel(k->n))) return false;
+    tg_wsb_printf(&k->s,
                "    let t = %s(i / %lldu);\n"
                "    let v = %s(u32(clamp(t, 0, %lldi)) * %lldu + i %% %lldu);\n"
                "    %s(i, select(0.0f, v, t >= 0 && t < %lldi));\n",
                k->ld[1], (long long)D, k->ld[0], (long long)(V - 1), (long long)D, (long long)D, k->stn, (long long)V);
-    wk_end(k);
+    tg_wk_end(k);
     return true;
 }
 
 /* embedding_grad: (idx [R], gy [R, D]) -> [V, D], no atomics (WGSL has
- * none for f32): a column sum (wk_colsum) over the R rows for each of the
+ * none for f32): a column sum (tg_wk_colsum) over the R rows for each of the
  * V x D table elements, a row adding only where its index picks that
  * element. Every element scans all R indices, which suits the vocabularies
  * here (65 x 384 over 16384 rows: 0.56 ms on an H200 where one invocation
  * per element, looping alone, took 3.4); a large vocabulary would want the
  * rows grouped by index first. */
-bool wgsl_embedding_grad(wk *k) {
-    int64_t V = k->n->ia[0], D = last_dim(k->n), R = ir_numel(wk_in(k, 0));
+bool tg_wgsl_embedding_grad(wk *k) {
+    int64_t V = k->n->ia[0], D = last_dim(k->n), R = tg_ir_numel(tg_wk_in(k, 0));
     char e[160];
     snprintf(e, sizeof e, "select(0.0f, ld1(r * %lldu + c %% %lldu), ld0(r) == i32(c / %lldu))", (long long)D,
              (long long)D, (long long)D);
-    return wk_colsum(k, R, V * D, e, "f32");
+    return tg_wk_colsum(k, R, V * D, e, "f32");
 }
 
 /* rope: (x [..., T, D], table [T, D] = cos | sin) -> [..., T, D]. One
  * invocation per pair (i, i + D/2) of a row reads both before writing both. */
-bool wgsl_rope(wk *k) {
+bool tg_wgsl_rope(wk *k) {
     const tg_shape *s = &k->n->shape;
-    int64_t D = s->d[s->ndim - 1], T = s->d[s->ndim - 2], h = D / 2, R = D ? ir_numel(k->n) / D : 0;
-    if (!wk_flat(k, R * h)) return false;
-    wsb_printf(&k->s,
+    int64_t D = s->d[s->ndim - 1], T = s->d[s->ndim - 2], h = D / 2, R = D ? tg_ir_numel(k->n) / D : 0;
+    if (!tg_wk_flat(k, R * h)) return false;
+    tg_wsb_printf(&k->s,
                "    let r = i / %lldu;\n    let j = i %% %lldu;\n"
                "    let tb = (r %% %lldu) * %lldu + j;\n"
                "    let c = ld1(tb);\n    let s = %sld1(tb + %lldu);\n"
@@ -212,46 +212,46 @@ bool wgsl_rope(wk *k) {
                "    st(xa, a * c - b * s);\n    st(xa + %lldu, b * c + a * s);\n",
                (long long)h, (long long)h, (long long)T, (long long)D, k->n->ia[0] ? "-" : "", (long long)h,
                (long long)D, (long long)h, (long long)h);
-    wk_end(k);
+    tg_wk_end(k);
     return true;
 }
 
 /* The launch key from the seed leaf (i32 [2]: low, high) at input `in`. */
 static void rng_key(wk *k, int in) {
-    wsb_printf(&k->s, "    let key = tg_rng_key(bitcast<u32>(%s(0u)), bitcast<u32>(%s(1u)), %uu);\n", k->ld[in], k->ld[in],
+    tg_wsb_printf(&k->s, "    let key = tg_rng_key(bitcast<u32>(%s(0u)), bitcast<u32>(%s(1u)), %uu);\n", k->ld[in], k->ld[in],
                (unsigned)(uint32_t)k->n->ia[7]);
 }
 
 /* dropout: (x, seed) -> y; element e is 0 when uniform(e) < p, else x[e] / (1 - p). */
-bool wgsl_dropout(wk *k) {
+bool tg_wgsl_dropout(wk *k) {
     char p[48], sc[48];
-    wk_helper(k, WK_H_PRNG, tg_wgsl_prng);
-    if (!wk_flat(k, ir_numel(k->n))) return false;
+    tg_wk_helper(k, WK_H_PRNG, tg_wgsl_prng);
+    if (!tg_wk_flat(k, tg_ir_numel(k->n))) return false;
     rng_key(k, 1);
-    wsb_printf(&k->s, "    %s(i, select(%s(i) * %s, 0.0f, tg_rng_key_uniform(key, i) < %s));\n", k->stn, k->ld[0],
-               wk_f32(k->n->fa[1], sc), wk_f32(k->n->fa[0], p));
-    wk_end(k);
+    tg_wsb_printf(&k->s, "    %s(i, select(%s(i) * %s, 0.0f, tg_rng_key_uniform(key, i) < %s));\n", k->stn, k->ld[0],
+               tg_wk_f32(k->n->fa[1], sc), tg_wk_f32(k->n->fa[0], p));
+    tg_wk_end(k);
     return true;
 }
 
 /* randn: (seed) -> y[e] = normal(e), Box-Muller as tg_rng_key_normal. */
-bool wgsl_randn(wk *k) {
-    wk_helper(k, WK_H_PRNG, tg_wgsl_prng);
-    if (!wk_flat(k, ir_numel(k->n))) return false;
+bool tg_wgsl_randn(wk *k) {
+    tg_wk_helper(k, WK_H_PRNG, tg_wgsl_prng);
+    if (!tg_wk_flat(k, tg_ir_numel(k->n))) return false;
     rng_key(k, 0);
-    wsb_printf(&k->s, "    %s(i, tg_rng_key_normal(key, i));\n", k->stn);
-    wk_end(k);
+    tg_wsb_printf(&k->s, "    %s(i, tg_rng_key_normal(key, i));\n", k->stn);
+    tg_wk_end(k);
     return true;
 }
 
 /* categorical: (logits [R, V], seed) -> i32 [R]; one thread per row runs
- * cpu_categorical's inverse CDF in its order (the pick is a running sum). */
-bool wgsl_categorical(wk *k) {
-    int64_t V = last_dim(wk_in(k, 0)), R = ir_numel(k->n);
-    wk_helper(k, WK_H_PRNG, tg_wgsl_prng);
-    if (!wk_flat(k, R)) return false;
+ * tg_cpu_categorical's inverse CDF in its order (the pick is a running sum). */
+bool tg_wgsl_categorical(wk *k) {
+    int64_t V = last_dim(tg_wk_in(k, 0)), R = tg_ir_numel(k->n);
+    tg_wk_helper(k, WK_H_PRNG, tg_wgsl_prng);
+    if (!tg_wk_flat(k, R)) return false;
     rng_key(k, 1);
-    wsb_printf(&k->s,
+    tg_wsb_printf(&k->s,
                "    let base = i * %lldu;\n"
                "    var m = f32_bits(0xff800000u);\n"
                "    for (var v = 0u; v < %lldu; v++) { m = max(m, ld0(base + v)); }\n"
@@ -267,6 +267,6 @@ bool wgsl_categorical(wk *k) {
                "    }\n"
                "    st(i, select(last, pick, pick >= 0));\n",
                (long long)V, (long long)V, (long long)V, (long long)(V - 1), (long long)V);
-    wk_end(k);
+    tg_wk_end(k);
     return true;
 }

@@ -15,19 +15,19 @@
  * causal softmax 1.88 -> 0.81 ms, layer norm 2.07 -> 1.64 ms. */
 #define ROW_WG_MAX 64
 
-uint32_t wk_row_wg(int64_t len) {
+uint32_t tg_wk_row_wg(int64_t len) {
     uint32_t wg = 32;
     while (wg < ROW_WG_MAX && wg < len) wg *= 2;
     return wg;
 }
 
-void wk_red_decl(wk *k, uint32_t wg, const char *type) {
-    wsb_printf(&k->s, "var<workgroup> red: array<%s, %u>;\n", type, wg);
+void tg_wk_red_decl(wk *k, uint32_t wg, const char *type) {
+    tg_wsb_printf(&k->s, "var<workgroup> red: array<%s, %u>;\n", type, wg);
 }
 
 /* The barriers are in uniform control flow: the loop bound is a literal. */
-void wk_reduce(wk *k, uint32_t wg, const char *val, bool is_max, const char *out) {
-    wsb_printf(&k->s,
+void tg_wk_reduce(wk *k, uint32_t wg, const char *val, bool is_max, const char *out) {
+    tg_wsb_printf(&k->s,
                "    red[lid] = %s;\n    workgroupBarrier();\n"
                "    for (var s = %uu; s > 0u; s = s >> 1u) {\n"
                "        if (lid < s) { red[lid] = %s; }\n"
@@ -36,37 +36,37 @@ void wk_reduce(wk *k, uint32_t wg, const char *val, bool is_max, const char *out
                val, wg / 2, is_max ? "max(red[lid], red[lid + s])" : "red[lid] + red[lid + s]", out);
 }
 
-bool wk_rows_open(wk_rows *L, wk *k, int64_t lines, int64_t A, int64_t inner) {
-    *L = (wk_rows){k, A > SHORT_ROW, wk_row_wg(A), lines, A, inner};
+bool tg_wk_rows_open(wk_rows *L, wk *k, int64_t lines, int64_t A, int64_t inner) {
+    *L = (wk_rows){k, A > SHORT_ROW, tg_wk_row_wg(A), lines, A, inner};
     if (L->wide) {
-        wk_red_decl(k, L->wg, "f32");
-        if (!wk_main(k, lines, L->wg)) return false;
+        tg_wk_red_decl(k, L->wg, "f32");
+        if (!tg_wk_main(k, lines, L->wg)) return false;
         k->spec->threads = lines * L->wg;
         /* gid is uniform, so returning here keeps later barriers uniform. */
-        wsb_printf(&k->s, "    let l = gid;\n    if (l >= %lldu) { return; }\n", (long long)lines);
+        tg_wsb_printf(&k->s, "    let l = gid;\n    if (l >= %lldu) { return; }\n", (long long)lines);
     } else {
-        if (!wk_flat(k, lines)) return false;
-        wsb_printf(&k->s, "    let l = i;\n");
+        if (!tg_wk_flat(k, lines)) return false;
+        tg_wsb_printf(&k->s, "    let l = i;\n");
     }
-    if (inner == 1) wsb_printf(&k->s, "    let base = l * %lldu;\n", (long long)A);
+    if (inner == 1) tg_wsb_printf(&k->s, "    let base = l * %lldu;\n", (long long)A);
     else
-        wsb_printf(&k->s, "    let base = (l / %lldu) * %lldu + l %% %lldu;\n", (long long)inner, (long long)(A * inner),
+        tg_wsb_printf(&k->s, "    let base = (l / %lldu) * %lldu + l %% %lldu;\n", (long long)inner, (long long)(A * inner),
                    (long long)inner);
     return true;
 }
 
-void wk_rows_loop(wk_rows *L, const char *len) {
-    if (L->wide) wsb_printf(&L->k->s, "    for (var a = lid; a < %s; a += %uu) {\n", len, L->wg);
-    else wsb_printf(&L->k->s, "    for (var a = 0u; a < %s; a++) {\n", len);
-    wsb_printf(&L->k->s, "        let p = base + a * %lldu;\n", (long long)L->inner);
+void tg_wk_rows_loop(wk_rows *L, const char *len) {
+    if (L->wide) tg_wsb_printf(&L->k->s, "    for (var a = lid; a < %s; a += %uu) {\n", len, L->wg);
+    else tg_wsb_printf(&L->k->s, "    for (var a = 0u; a < %s; a++) {\n", len);
+    tg_wsb_printf(&L->k->s, "        let p = base + a * %lldu;\n", (long long)L->inner);
 }
 
-void wk_rows_combine(wk_rows *L, const char *var, bool is_max, const char *out) {
-    if (L->wide) wk_reduce(L->k, L->wg, var, is_max, out);
-    else wsb_printf(&L->k->s, "    let %s = %s;\n", out, var);
+void tg_wk_rows_combine(wk_rows *L, const char *var, bool is_max, const char *out) {
+    if (L->wide) tg_wk_reduce(L->k, L->wg, var, is_max, out);
+    else tg_wsb_printf(&L->k->s, "    let %s = %s;\n", out, var);
 }
 
-void wk_rows_once(wk_rows *L) { wsb_printf(&L->k->s, L->wide ? "    if (lid == 0u) {\n" : "    {\n"); }
+void tg_wk_rows_once(wk_rows *L) { tg_wsb_printf(&L->k->s, L->wide ? "    if (lid == 0u) {\n" : "    {\n"); }
 
 #define CW 8  /* columns per workgroup: a warp reads one 32-byte sector from each of 4 rows */
 #define TALL_R 16384 /* rows from which a column sum takes the tall shape below (gpt_small: B x T) */
@@ -80,24 +80,24 @@ void wk_rows_once(wk_rows *L) { wsb_printf(&L->k->s, L->wide ? "    if (lid == 0
  * partials each (1024 invocations) instead of 32 of 4. Measured on the
  * H200, gpt_small: its 19 bias sums 1.25 -> 0.41 ms, 13 gain sums 1.49 ->
  * 0.70 ms, the step 49.7 -> 48.0 ms; 16 partials gave 48.4 ms. */
-bool wk_colsum(wk *k, int64_t R, int64_t C, const char *expr, const char *type) {
+bool tg_wk_colsum(wk *k, int64_t R, int64_t C, const char *expr, const char *type) {
     int rw = 32, un = 4; /* interleaved row sets, combined at the end; partials per invocation */
     if (R >= TALL_R && CW * 128 <= k->lim->max_invocations_per_workgroup) rw = 128, un = 8;
-    wsb_printf(&k->s, "var<workgroup> red: array<%s, %d>;\n", type, CW * rw);
-    wsb_printf(&k->s, "fn colv(r: u32, c: u32) -> %s { return %s; }\n", type, expr);
-    if (!wk_main(k, (C + CW - 1) / CW, CW * rw)) return false;
+    tg_wsb_printf(&k->s, "var<workgroup> red: array<%s, %d>;\n", type, CW * rw);
+    tg_wsb_printf(&k->s, "fn colv(r: u32, c: u32) -> %s { return %s; }\n", type, expr);
+    if (!tg_wk_main(k, (C + CW - 1) / CW, CW * rw)) return false;
     k->spec->threads = ((C + CW - 1) / CW) * CW * rw;
-    wsb_printf(&k->s, "    let tx = lid %% %du;\n    let ty = lid / %du;\n    let c = gid * %du + tx;\n", CW, CW, CW);
-    for (int u = 0; u < un; u++) wsb_printf(&k->s, "    var a%d = %s(0);\n", u, type);
-    wsb_printf(&k->s, "    if (c < %lldu) {\n        var r = ty;\n        while (r + %du < %lldu) {\n", (long long)C,
+    tg_wsb_printf(&k->s, "    let tx = lid %% %du;\n    let ty = lid / %du;\n    let c = gid * %du + tx;\n", CW, CW, CW);
+    for (int u = 0; u < un; u++) tg_wsb_printf(&k->s, "    var a%d = %s(0);\n", u, type);
+    tg_wsb_printf(&k->s, "    if (c < %lldu) {\n        var r = ty;\n        while (r + %du < %lldu) {\n", (long long)C,
                (un - 1) * rw, (long long)R);
-    for (int u = 0; u < un; u++) wsb_printf(&k->s, "            a%d += colv(r + %du, c);\n", u, u * rw);
-    wsb_printf(&k->s, "            r += %du;\n        }\n        while (r < %lldu) { a0 += colv(r, c); r += %du; }\n    }\n",
+    for (int u = 0; u < un; u++) tg_wsb_printf(&k->s, "            a%d += colv(r + %du, c);\n", u, u * rw);
+    tg_wsb_printf(&k->s, "            r += %du;\n        }\n        while (r < %lldu) { a0 += colv(r, c); r += %du; }\n    }\n",
                un * rw, (long long)R, rw);
     /* the partials pairwise: (a0 + a1) + (a2 + a3), then those pairs */
     for (int w = 1; w < un; w *= 2)
-        for (int u = 0; u + w < un; u += 2 * w) wsb_printf(&k->s, "    a%d = a%d + a%d;\n", u, u, u + w);
-    wsb_printf(&k->s,
+        for (int u = 0; u + w < un; u += 2 * w) tg_wsb_printf(&k->s, "    a%d = a%d + a%d;\n", u, u, u + w);
+    tg_wsb_printf(&k->s,
                "    red[lid] = a0;\n    workgroupBarrier();\n"
                "    for (var s = %du; s > 0u; s = s >> 1u) {\n"
                "        if (ty < s) { red[lid] = red[lid] + red[lid + s * %du]; }\n"
