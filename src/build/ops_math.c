@@ -86,27 +86,11 @@ tg_tensor tg_clamp_at(tg_tensor x, float lo, float hi, const char *file, int lin
     return add_node(x.g, &n);
 }
 
-#define UNARY(fn, OP) \
-    tg_tensor tg_##fn##_at(tg_tensor x, const char *file, int line) { return unary(OP, #fn, x, file, line); }
-UNARY(abs, TG_OP_ABS)
-UNARY(square, TG_OP_SQUARE)
-UNARY(sin, TG_OP_SIN)
-UNARY(cos, TG_OP_COS)
-UNARY(tanh, TG_OP_TANH)
-UNARY(sigmoid, TG_OP_SIGMOID)
-UNARY(erf, TG_OP_ERF)
-UNARY(gelu, TG_OP_GELU)
-UNARY(silu, TG_OP_SILU)
-UNARY(softplus, TG_OP_SOFTPLUS)
-#undef UNARY
-
-tg_tensor tg_gelu_tanh_at(tg_tensor x, const char *file, int line) {
-    if (!x.g) return BAD;
-    tg_node n = tg_ir_proto(TG_OP_GELU, "gelu_tanh", file, line);
-    n.in[0] = x.id;
-    n.ia[0] = 1;
-    return add_node(x.g, &n);
-}
+/* tg_<name>_at for each attribute-free unary math row of ops.def */
+#define TG_UNARY_MATH_ATTR(...)
+#define TG_UNARY_MATH(OP, name, flags, save, fwd, bwd, i32) \
+    tg_tensor tg_##name##_at(tg_tensor x, const char *file, int line) { return unary(TG_OP_##OP, #name, x, file, line); }
+#include "../ir/ops.def"
 
 tg_tensor tg_leaky_relu_at(tg_tensor x, float alpha, const char *file, int line) {
     if (!x.g) return BAD;

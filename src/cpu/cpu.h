@@ -106,6 +106,7 @@ void tg_cpu_use_generic_steps(bool on);
 bool tg_cpu_generic_steps(void);
 
 /* ---- kernels ---- */
+typedef struct cpu_ctx cpu_ctx;
 struct cpu_ctx {
     tg_pool *pool;
     int threads;

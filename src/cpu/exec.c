@@ -54,10 +54,10 @@ static tg_status cpu_compile(tg_engine *e_, tg_program *p) {
     for (int i = 0; i < g->n; i++) { /* constants: once, now */
         const tg_node *n = &g->nodes[i];
         const tg_opinfo *info = &tg_ops[n->op];
-        if (!info->cpu || !(info->flags & TG_OPF_CONSTANT) || (info->flags & TG_OPF_VIEW)) continue;
+        if (!tg_cpu_kernels[n->op] || !(info->flags & TG_OPF_CONSTANT) || (info->flags & TG_OPF_VIEW)) continue;
         void *in[TG_MAX_IN] = {0};
         for (int k = 0; k < n->nin; k++) in[k] = addr(cp, &p->plan, n->in[k]);
-        info->cpu(&e->ctx, g, i, addr(cp, &p->plan, i), in);
+        tg_cpu_kernels[n->op](&e->ctx, g, i, addr(cp, &p->plan, i), in);
     }
     cp->n_steps = tg_cpu_lower(p, cp->arena, !atomic_load(&generic_steps), cp->steps);
     if (cp->n_steps == -2) return tg_fail(TG_ERR_STATE, "cpu: the plan does not keep a fused kernel's inputs apart");

@@ -1,11 +1,16 @@
-/* CPU kernels, one per op (or per op family), referenced by the op table.
- * Signature: (ctx, graph, node id, output memory, input memories). */
+/* CPU kernels, one per kernel family of ops.def (tg_cpu_<kernel>), listed
+ * per op in tg_cpu_kernels (ops.c). Signature: (ctx, graph, node id, output
+ * memory, input memories). */
 #ifndef TG_CPU_KERNELS_H
 #define TG_CPU_KERNELS_H
 #include "../ir/ir.h"
 #include "cpu.h"
 
 #define TG_CPU_KERNEL(name) void name(cpu_ctx *c, const tg_graph *g, int id, void *out, void *const *in)
+/* Runs node `id`: out is the output's memory, in[i] the inputs'. */
+typedef void (*tg_cpu_fn)(cpu_ctx *c, const tg_graph *g, int id, void *out, void *const *in);
+/* Each op's kernel; NULL for leaves and views. */
+extern const tg_cpu_fn tg_cpu_kernels[TG_OP_COUNT];
 
 /* kernels_ew.c: elementwise, broadcasting, constants */
 TG_CPU_KERNEL(tg_cpu_const);

@@ -17,47 +17,33 @@
 
 #define GRAIN 16384 /* elements per task, below which threads cost more than they save */
 
-#define SQRT_2_OVER_PI 0.79788456080286536f
-#define GELU_K 0.044715f
-#define INV_SQRT_2PI 0.39894228040143268f
-#define TWO_OVER_SQRT_PI 1.12837916709551257f
+/* ---- unary math: y = f(x), x and y flat [n] ----
+ * ops.def writes each op's math once as expressions; this renders them as
+ * 16-lane vector code. The primitives: */
+#define ew_sel(c, a, b) vsel((c), EW_V(a), EW_V(b))
+#define ew_abs vabs
+#define ew_exp vexp
+#define ew_tanh vtanh
+#define ew_sigmoid vsigmoid
+#define ew_erf verf
+#define ew_phi vphi
+#define ew_sin(x) vsincos_any((x), false)
+#define ew_cos(x) vsincos_any((x), true)
+#define ew_clamp vclamp_seq
+#define ew_log1p_unit vlog1p_unit
+#define ew_one_minus_exp_neg vone_minus_exp_neg
+#define ew_iabs(x) vseli((x) < 0, (vi)(0u - (vu)(x)), (x))
+#define ew_imul(a, b) (vi)((vu)(a) * (vu)(b))
 
-/* ---- unary math: y = f(x), x and y flat [n] ---- */
-
-typedef struct {
-    const tg_node *n;
-    const void *x, *s, *gy;
-    void *y;
-} um_job;
-
-/* Applies BODY (an expression of vf v) to x[0..len) into y, VL lanes at a
- * time; the last, partial vector is zero-padded and goes through the same
- * code, so the expansion of BODY appears once. */
-#define VMAP(x, y, len, BODY)                                                    \
-    do {                                                                         \
-        for (int64_t i_ = 0; i_ < (len); i_ += VL) {                             \
-            int64_t m_ = (len) - i_ < VL ? (len) - i_ : VL;                      \
-            vf v = m_ == VL ? vload((x) + i_) : vload_n((x) + i_, m_);           \
-            vf r_ = (BODY);                                                      \
-            if (m_ == VL) vstore((y) + i_, r_);                                  \
-            else vstore_n((y) + i_, r_, m_);                                     \
-        }                                                                        \
-    } while (0)
-
-/* As VMAP with two inputs: s (the saved x or y) and g (the cotangent). */
-#define VMAP2(sp, gp, y, len, BODY)                                              \
-    do {                                                                         \
-        for (int64_t i_ = 0; i_ < (len); i_ += VL) {                             \
-            int64_t m_ = (len) - i_ < VL ? (len) - i_ : VL;                      \
-            vf s = m_ == VL ? vload((sp) + i_) : vload_n((sp) + i_, m_);         \
-            vf g = m_ == VL ? vload((gp) + i_) : vload_n((gp) + i_, m_);         \
-            vf r_ = (BODY);                                                      \
-            if (m_ == VL) vstore((y) + i_, r_);                                  \
-            else vstore_n((y) + i_, r_, m_);                                     \
-        }                                                                        \
-    } while (0)
-
-VINLINE vf gelu_tanh_inner(vf v) { return SQRT_2_OVER_PI * (v + GELU_K * v * v * v); }
+/* A literal operand of ew_sel as a vector; a vector as it is (adding 0
+ * would turn -0 into +0). */
+VINLINE vf ew_vec(vf x) { return x; }
+#define EW_V(x) _Generic((x), vf: ew_vec, default: vsplat)(x)
+VINLINE vi vseli(vi m, vi a, vi b) { return (a & m) | (b & ~m); }
+VINLINE vi ew_iclamp(vi x, int32_t lo, int32_t hi) {
+    x = vseli(x < lo, (vi){0} + lo, x);
+    return vseli(x > hi, (vi){0} + hi, x);
+}
 
 /* sin / cos of every lane: the vector code, and libm for the lanes it does
  * not cover (|x| > 8192, inf, NaN), so an element's result never depends
@@ -73,6 +59,15 @@ VINLINE vf vsincos_any(vf v, bool want_cos) {
     return r;
 }
 
+/* log of every lane, through libm: the expressions use it away from the
+ * cases a polynomial handles better, so speed matters less than covering
+ * every input (0, negatives, subnormals, inf, NaN). */
+VINLINE vf ew_log(vf v) {
+    vf r;
+    for (int k = 0; k < VL; k++) r[k] = logf(v[k]);
+    return r;
+}
+
 /* clamp as PyTorch: max with lo first, then min with hi (so lo > hi gives
  * hi everywhere); NaN passes through. */
 VINLINE vf vclamp_seq(vf v, float lo, float hi) {
@@ -80,49 +75,79 @@ VINLINE vf vclamp_seq(vf v, float lo, float hi) {
     return vsel(v > hi, vsplat(hi), v);
 }
 
+#define TG_EW_FN(name, x, expr) VINLINE vf name(vf x) { return EW_V(expr); }
+#define TG_EW_FN2(name, x, y, expr) VINLINE vf name(vf x, vf y) { return EW_V(expr); }
+#include "../ir/ops.def"
+
+typedef struct {
+    const tg_node *n;
+    const void *x, *s, *gy;
+    void *y;
+} um_job;
+
+/* Applies BODY (an expression of vf v) to x[0..len) into y, VL lanes at a
+ * time; the last, partial vector is zero-padded and goes through the same
+ * code, so the expansion of BODY appears once. */
+#define VMAP(x, y, len, BODY)                                                    \
+    do {                                                                         \
+        for (int64_t i_ = 0; i_ < (len); i_ += VL) {                             \
+            int64_t m_ = (len) - i_ < VL ? (len) - i_ : VL;                      \
+            vf v = m_ == VL ? vload((x) + i_) : vload_n((x) + i_, m_);           \
+            vf r_ = EW_V(BODY);                                                  \
+            if (m_ == VL) vstore((y) + i_, r_);                                  \
+            else vstore_n((y) + i_, r_, m_);                                     \
+        }                                                                        \
+    } while (0)
+
+/* As VMAP with two inputs: s (the saved x or y) and g (the cotangent). */
+#define VMAP2(sp, gp, y, len, BODY)                                              \
+    do {                                                                         \
+        for (int64_t i_ = 0; i_ < (len); i_ += VL) {                             \
+            int64_t m_ = (len) - i_ < VL ? (len) - i_ : VL;                      \
+            vf s = m_ == VL ? vload((sp) + i_) : vload_n((sp) + i_, m_);         \
+            vf g = m_ == VL ? vload((gp) + i_) : vload_n((gp) + i_, m_);         \
+            vf r_ = EW_V(BODY);                                                  \
+            if (m_ == VL) vstore((y) + i_, r_);                                  \
+            else vstore_n((y) + i_, r_, m_);                                     \
+        }                                                                        \
+    } while (0)
+
+/* As VMAP over i32 lanes (memcpy in and out: the same bytes as floats). */
+#define VMAPI(x, y, len, BODY)                                                   \
+    do {                                                                         \
+        for (int64_t i_ = 0; i_ < (len); i_ += VL) {                             \
+            int64_t m_ = (len) - i_ < VL ? (len) - i_ : VL;                      \
+            vi v = {0};                                                          \
+            memcpy(&v, (x) + i_, (size_t)m_ * sizeof(int32_t));                  \
+            vi r_ = (BODY);                                                      \
+            memcpy((y) + i_, &r_, (size_t)m_ * sizeof(int32_t));                 \
+        }                                                                        \
+    } while (0)
+
 TG_MULTI(static, um_forward, (tg_opcode op, const tg_node *n, const float *x, float *y, int64_t len),
          (op, n, x, y, len)) {
-    float alpha = n->fa[0], lo = n->fa[0], hi = n->fa[1];
+    const float p0 = n->fa[0], p1 = n->fa[1];
+    (void)p0, (void)p1;
     switch (op) {
-    case TG_OP_ABS: VMAP(x, y, len, vabs(v)); break;
-    case TG_OP_SQUARE: VMAP(x, y, len, v * v); break;
-    case TG_OP_TANH: VMAP(x, y, len, vtanh(v)); break;
-    case TG_OP_SIGMOID: VMAP(x, y, len, vsigmoid(v)); break;
-    case TG_OP_ERF: VMAP(x, y, len, verf(v)); break;
-    case TG_OP_GELU:
-        /* 0.5 (1 + tanh u) = sigmoid(2u): exact algebra, and the sigmoid keeps
-         * the left tail where 1 + tanh u would cancel to 0 */
-        if (n->ia[0]) VMAP(x, y, len, v * vsigmoid(2.0f * gelu_tanh_inner(v)));
-        else VMAP(x, y, len, v * vphi(v));
-        break;
-    case TG_OP_SILU: VMAP(x, y, len, v * vsigmoid(v)); break;
-    case TG_OP_LEAKY_RELU: VMAP(x, y, len, vsel(v > 0.0f, v, alpha * v)); break;
-    case TG_OP_CLAMP: VMAP(x, y, len, vclamp_seq(v, lo, hi)); break;
-    case TG_OP_SIN: VMAP(x, y, len, vsincos_any(v, false)); break;
-    case TG_OP_COS: VMAP(x, y, len, vsincos_any(v, true)); break;
-    /* log(1 + e^x) = max(x, 0) + log1p(e^-|x|): no overflow for large x, no
-     * lost digits for very negative x. */
-    case TG_OP_SOFTPLUS: VMAP(x, y, len, vsel(v > 0.0f, v, vsplat(0.0f)) + vlog1p_unit(vexp(-vabs(v)))); break;
+#define TG_UNARY_MATH(OP, name, flags, save, fwd, bwd, i32) case TG_OP_##OP: VMAP(x, y, len, fwd); break;
+#include "../ir/ops.def"
     default: break;
     }
 }
 
-/* i32 forms of abs, square and clamp (no gradient). Arithmetic wraps like
- * the other i32 ops instead of overflowing. */
+/* i32 forms: integer bounds for clamp-like ops are the smallest integer
+ * >= p0 and the largest <= p1, saturated. */
+static int32_t sat_i32(double v) { return v <= -2147483648.0 ? INT32_MIN : v >= 2147483647.0 ? INT32_MAX : (int32_t)v; }
+#define TG_EW_I32_BODY_I32(expr) expr
+#define TG_EW_I32_BODY_F32_ONLY v
 static void um_forward_i32(tg_opcode op, const tg_node *n, const int32_t *x, int32_t *y, int64_t len) {
-    if (op == TG_OP_CLAMP) {
-        /* Integer bounds: the smallest integer >= lo and the largest <= hi, saturated. */
-        double lo = ceil(n->fa[0]), hi = floor(n->fa[1]);
-        int32_t ilo = lo <= -2147483648.0 ? INT32_MIN : lo >= 2147483647.0 ? INT32_MAX : (int32_t)lo;
-        int32_t ihi = hi <= -2147483648.0 ? INT32_MIN : hi >= 2147483647.0 ? INT32_MAX : (int32_t)hi;
-        for (int64_t i = 0; i < len; i++) {
-            int32_t v = x[i] < ilo ? ilo : x[i];
-            y[i] = v > ihi ? ihi : v;
-        }
-    } else if (op == TG_OP_ABS) {
-        for (int64_t i = 0; i < len; i++) y[i] = x[i] < 0 ? (int32_t)(0u - (uint32_t)x[i]) : x[i];
-    } else {
-        for (int64_t i = 0; i < len; i++) y[i] = (int32_t)((uint32_t)x[i] * (uint32_t)x[i]);
+    const int32_t i0 = sat_i32(ceil(n->fa[0])), i1 = sat_i32(floor(n->fa[1]));
+    (void)i0, (void)i1;
+    switch (op) {
+#define TG_UNARY_MATH(OP, name, flags, save, fwd, bwd, i32) \
+    case TG_OP_##OP: VMAPI(x, y, len, TG_EW_I32_BODY_##i32); break;
+#include "../ir/ops.def"
+    default: break;
     }
 }
 
@@ -135,56 +160,22 @@ static void um_forward_range(void *arg, int64_t lo, int64_t hi) {
 }
 
 /* Any of the unary math ops; x and y have the same shape, f32 (or i32 for
- * abs, square, clamp). */
+ * those with an i32 form). */
 TG_CPU_KERNEL(tg_cpu_unary_math) {
     um_job j = {ir_node(g, id), in[0], NULL, NULL, out};
     tg_cpu_parallel(c, tg_ir_numel(j.n), GRAIN, um_forward_range, &j);
 }
 
 /* ---- unary math backward: gx = f'(.) * gy over flat [n] ----
- * s is the tensor the gradient rule saved: y for tanh, sigmoid, softplus
- * and leaky_relu with alpha >= 0 (so x can be freed after the forward),
- * x otherwise. ia[0] is the forward op; fa, ia[1] its attributes. */
-
-/* d/dx x s(2u) = s + x s (1 - s) 2u', s = sigmoid(2u), u' = c (1 + 3k x^2)
- * (the same as 0.5 (1 + t) + 0.5 x (1 - t^2) u' with t = tanh u) */
-VINLINE vf gelu_tanh_grad(vf x, vf g) {
-    vf s = vsigmoid(2.0f * gelu_tanh_inner(x));
-    return g * (s + x * (s * (1.0f - s)) * (2.0f * SQRT_2_OVER_PI * (1.0f + 3.0f * GELU_K * x * x)));
-}
-
-VINLINE vf silu_grad(vf x, vf g) {
-    vf sg = vsigmoid(x);
-    return g * (sg * (1.0f + x * (1.0f - sg)));
-}
-
+ * s is the tensor the gradient rule saved (ops.def's save column); ia[0] is
+ * the forward op, fa its attributes. */
 TG_MULTI(static, um_backward, (const tg_node *n, const float *sp, const float *gp, float *y, int64_t len),
          (n, sp, gp, y, len)) {
-    float alpha = n->fa[0], lo = n->fa[0], hi = n->fa[1];
+    const float p0 = n->fa[0], p1 = n->fa[1];
+    (void)p0, (void)p1;
     switch ((tg_opcode)n->ia[0]) {
-    case TG_OP_ABS: VMAP2(sp, gp, y, len, vsel(s > 0.0f, g, vsel(s < 0.0f, -g, vsplat(0.0f)))); break;
-    case TG_OP_SQUARE: VMAP2(sp, gp, y, len, 2.0f * s * g); break;
-    case TG_OP_TANH: VMAP2(sp, gp, y, len, g * (1.0f - s * s)); break;
-    case TG_OP_SIGMOID: VMAP2(sp, gp, y, len, g * (s * (1.0f - s))); break;
-    case TG_OP_ERF: VMAP2(sp, gp, y, len, g * (TWO_OVER_SQRT_PI * vexp(-(s * s)))); break;
-    case TG_OP_GELU:
-        if (n->ia[1]) {
-            VMAP2(sp, gp, y, len, gelu_tanh_grad(s, g));
-        } else {
-            /* d/dx x Phi(x) = Phi(x) + x phi(x) */
-            VMAP2(sp, gp, y, len, g * (vphi(s) + s * (INV_SQRT_2PI * vexp(-0.5f * s * s))));
-        }
-        break;
-    case TG_OP_SILU: /* d/dx x sig(x) = sig (1 + x (1 - sig)) */
-        VMAP2(sp, gp, y, len, silu_grad(s, g));
-        break;
-    case TG_OP_LEAKY_RELU: VMAP2(sp, gp, y, len, vsel(s > 0.0f, g, alpha * g)); break;
-    case TG_OP_CLAMP: VMAP2(sp, gp, y, len, vsel((s >= lo) & (s <= hi), g, vsplat(0.0f))); break;
-    case TG_OP_SIN: VMAP2(sp, gp, y, len, g * vsincos_any(s, true)); break;
-    case TG_OP_COS: VMAP2(sp, gp, y, len, -g * vsincos_any(s, false)); break;
-    /* from y = softplus(x) > 0: sigmoid(x) = 1 - e^-y, computed so it keeps
-     * its digits when y is tiny */
-    case TG_OP_SOFTPLUS: VMAP2(sp, gp, y, len, g * vone_minus_exp_neg(s)); break;
+#define TG_UNARY_MATH(OP, name, flags, save, fwd, bwd, i32) case TG_OP_##OP: VMAP2(sp, gp, y, len, bwd); break;
+#include "../ir/ops.def"
     default: break;
     }
 }

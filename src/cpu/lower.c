@@ -178,7 +178,7 @@ static int lower_one(const lower_ctx *l, const int *run, int left, bool speciali
     memset(s, 0, sizeof *s);
     s->g = l->g;
     s->id = id;
-    s->fn = tg_ops[n->op].cpu;
+    s->fn = tg_cpu_kernels[n->op];
     s->out = addr(l, id);
     for (int k = 0; k < n->nin; k++) s->in[k] = addr(l, n->in[k]);
     s->run = run_kernel;
@@ -390,7 +390,7 @@ int tg_cpu_lower(const tg_program *p, char *const *arena, bool specialize, cpu_s
     int n_run = 0, n_steps = -1;
     for (int i = 0; run && i < g->n; i++) {
         unsigned f = tg_ops[g->nodes[i].op].flags;
-        if (tg_ops[g->nodes[i].op].cpu && !(f & (TG_OPF_VIEW | TG_OPF_CONSTANT | TG_OPF_LEAF))) run[n_run++] = i;
+        if (tg_cpu_kernels[g->nodes[i].op] && !(f & (TG_OPF_VIEW | TG_OPF_CONSTANT | TG_OPF_LEAF))) run[n_run++] = i;
     }
     if (!run) return -1;
     lower_ctx l = {p, g, arena};

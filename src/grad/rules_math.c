@@ -32,19 +32,26 @@ void tg_grad_minmax(tg_graph *g, int id, int gy, int *gx) {
     }
 }
 
-/* Unary math: gx = unary_grad(s, gy) with the forward's op and attributes.
- * s is the output where the derivative can be had from it (tanh, sigmoid,
- * softplus, and leaky_relu with alpha >= 0, where y > 0 iff x > 0), so the
- * input need not stay alive for the backward; the input otherwise. */
+/* Whether the backward of unary math node f reads its output (ops.def's save
+ * column): then the input need not stay alive for the backward. */
+static bool saves_output(const tg_node *f) {
+    const float p0 = f->fa[0], p1 = f->fa[1];
+    (void)p0, (void)p1;
+    switch (f->op) {
+#define TG_UNARY_MATH(OP, name, flags, save, fwd, bwd, i32) case TG_OP_##OP: return save;
+#include "../ir/ops.def"
+    default: return false;
+    }
+}
+
+/* Unary math: gx = unary_grad(s, gy) with the forward's op and attributes,
+ * s the forward's output or input as saves_output says. */
 void tg_grad_unary_math(tg_graph *g, int id, int gy, int *gx) {
     const tg_node *f = &g->nodes[id];
-    bool from_y = f->op == TG_OP_TANH || f->op == TG_OP_SIGMOID || f->op == TG_OP_SOFTPLUS ||
-                  (f->op == TG_OP_LEAKY_RELU && f->fa[0] >= 0.0f);
     tg_node n = bw(TG_OP_UNARY_GRAD);
-    n.in[0] = from_y ? id : X(0);
+    n.in[0] = saves_output(f) ? id : X(0);
     n.in[1] = gy;
     n.ia[0] = f->op;
-    n.ia[1] = f->ia[0];
     n.fa[0] = f->fa[0];
     n.fa[1] = f->fa[1];
     gx[0] = tg_ir_add(g, &n);

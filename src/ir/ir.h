@@ -10,43 +10,10 @@
 
 #define TG_MAX_IN 4
 
+/* One opcode per row of ops.def. */
 typedef enum {
-    /* leaves */
-    TG_OP_PARAM, TG_OP_INPUT, TG_OP_STATE, TG_OP_CONST, TG_OP_ARANGE,
-    /* elementwise binary, NumPy broadcasting */
-    TG_OP_ADD, TG_OP_SUB, TG_OP_MUL, TG_OP_DIV, TG_OP_LESS, TG_OP_GREATER,
-    /* elementwise unary */
-    TG_OP_NEG, TG_OP_SQRT, TG_OP_RSQRT, TG_OP_LOG, TG_OP_EXP, TG_OP_RELU, TG_OP_CAST,
-    /* elementwise ternary */
-    TG_OP_WHERE,
-    /* reductions (keepdims in the IR; builders reshape) */
-    TG_OP_SUM,
-    /* layout */
-    TG_OP_RESHAPE, TG_OP_PERMUTE, TG_OP_BROADCAST,
-    /* contraction */
-    TG_OP_MATMUL,
-    /* indexing */
-    TG_OP_ONE_HOT,
-    /* softmax family */
-    TG_OP_LOG_SOFTMAX, TG_OP_SOFTMAX_CAUSAL, TG_OP_WHERE_CAUSAL,
-    /* math and shape ops */
-    TG_OP_MIN, TG_OP_MAX, TG_OP_CLAMP, TG_OP_ABS, TG_OP_SQUARE, TG_OP_SIN, TG_OP_COS, TG_OP_TANH,
-    TG_OP_SIGMOID, TG_OP_ERF, TG_OP_GELU, TG_OP_SILU, TG_OP_SOFTPLUS, TG_OP_LEAKY_RELU,
-    TG_OP_SOFTMAX, TG_OP_ARGMAX, TG_OP_ARGMIN, TG_OP_STOP_GRADIENT,
-    TG_OP_NARROW, TG_OP_CONCAT, TG_OP_TAKE_ALONG_AXIS,
-    TG_OP_MINMAX_GRAD, TG_OP_UNARY_GRAD, TG_OP_NARROW_GRAD, TG_OP_TAKE_ALONG_AXIS_GRAD,
-    /* nn ops */
-    TG_OP_CROSS_ENTROPY, TG_OP_NLL_LOSS, TG_OP_LAYER_NORM, TG_OP_RMS_NORM, TG_OP_EMBEDDING, TG_OP_ROPE,
-    TG_OP_DROPOUT, TG_OP_RANDN, TG_OP_CATEGORICAL,
-    TG_OP_CROSS_ENTROPY_GRAD, TG_OP_NLL_LOSS_GRAD, TG_OP_NORM_STATS, TG_OP_NORM_DX, TG_OP_NORM_DGAIN,
-    TG_OP_EMBEDDING_GRAD,
-    /* convolution ops */
-    TG_OP_CONV2D, TG_OP_CONV2D_GRAD_INPUT, TG_OP_CONV2D_GRAD_WEIGHT,
-    TG_OP_MAX_POOL2D, TG_OP_MAX_POOL2D_GRAD, TG_OP_UPSAMPLE2D, TG_OP_UPSAMPLE2D_GRAD,
-    /* backward helpers */
-    TG_OP_RELU_GRAD, TG_OP_LOG_SOFTMAX_GRAD, TG_OP_SOFTMAX_GRAD,
-    /* optimizer updates */
-    TG_OP_ADAM_M, TG_OP_ADAM_V, TG_OP_ADAM_P, TG_OP_SGD_V, TG_OP_SGD_P,
+#define TG_OP(OP, ...) TG_OP_##OP,
+#include "ops.def"
     TG_OP_COUNT
 } tg_opcode;
 
@@ -70,9 +37,8 @@ typedef struct tg_node {
     int of_line;
 } tg_node;
 
-/* Op table row. */
+/* Op registry row. */
 typedef struct tg_graph tg_graph;
-typedef struct cpu_ctx cpu_ctx;
 
 /* Computes n->shape and n->dtype from the inputs and attributes, or records
  * an error on g (via tg_ir_fail) and returns false. */
@@ -80,15 +46,16 @@ typedef bool (*tg_shape_fn)(tg_graph *g, tg_node *n);
 /* Appends the backward of node `id` given its output cotangent `gy`; writes
  * the cotangent of each input to gx[i] (-1 for none). */
 typedef void (*tg_grad_fn)(tg_graph *g, int id, int gy, int *gx);
-/* Runs node `id`: out is the output's memory, in[i] the inputs'. */
-typedef void (*tg_cpu_fn)(cpu_ctx *c, const tg_graph *g, int id, void *out, void *const *in);
 
 enum {
     TG_OPF_LEAF = 1 << 0,     /* no inputs; value comes from outside or compile time */
     TG_OPF_ELEMWISE = 1 << 1, /* out[i] depends on inputs at i only (after broadcast) */
     TG_OPF_VIEW = 1 << 2,     /* output aliases input 0's memory */
     TG_OPF_CONSTANT = 1 << 3, /* computed once at compile time */
-    TG_OPF_INPLACE = 1 << 4   /* output may overwrite input 0 (same size, same order) */
+    TG_OPF_INPLACE = 1 << 4,  /* output may overwrite input 0 (same size, same order) */
+    TG_OPF_MAP = 1 << 5,      /* each output element computed on its own from a few input elements */
+    TG_OPF_CHEAP = 1 << 6,    /* a few ALU operations per element: fine to recompute */
+    TG_OPF_I32 = 1 << 7       /* unary math: takes i32 operands too */
 };
 
 typedef struct {
@@ -97,7 +64,6 @@ typedef struct {
     unsigned flags;
     tg_shape_fn shape;
     tg_grad_fn grad;    /* NULL: not differentiable (zero gradient) */
-    tg_cpu_fn cpu;      /* NULL for leaves and views */
 } tg_opinfo;
 
 extern const tg_opinfo tg_ops[TG_OP_COUNT];

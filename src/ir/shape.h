@@ -7,6 +7,7 @@ bool tg_shape_leaf(tg_graph *g, tg_node *n);
 bool tg_shape_arange(tg_graph *g, tg_node *n);
 bool tg_shape_binary(tg_graph *g, tg_node *n);
 bool tg_shape_unary_f32(tg_graph *g, tg_node *n);
+bool tg_shape_unary_math(tg_graph *g, tg_node *n);
 bool tg_shape_same(tg_graph *g, tg_node *n);
 bool tg_shape_cast(tg_graph *g, tg_node *n);
 bool tg_shape_where(tg_graph *g, tg_node *n);

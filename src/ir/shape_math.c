@@ -28,6 +28,11 @@ bool tg_shape_unary_num(tg_graph *g, tg_node *n) {
     return true;
 }
 
+/* The unary math rows of ops.def: f32, or i32 for those with an i32 form */
+bool tg_shape_unary_math(tg_graph *g, tg_node *n) {
+    return (tg_ops[n->op].flags & TG_OPF_I32) ? tg_shape_unary_num(g, n) : tg_shape_unary_f32(g, n);
+}
+
 /* stop_gradient: the input as it is, any dtype */
 bool tg_shape_identity(tg_graph *g, tg_node *n) {
     (void)g;

@@ -358,7 +358,7 @@ static void emit_inline(wk *k, int x, const char *name, char in[][24]) {
     for (int j = 0; j < n->nin; j++) snprintf(sub.ld[j], sizeof sub.ld[j], "%s", in[j]);
     snprintf(sub.stn, sizeof sub.stn, "%s_st", name);
     snprintf(sub.pfx, sizeof sub.pfx, "%s_", name);
-    if (!tg_wgsl_ops[n->op].inl) tg_wk_fail(&sub, TG_ERR_BACKEND, "op cannot be computed inline");
+    if (!tg_wgsl_inline_ok(n->op)) tg_wk_fail(&sub, TG_ERR_BACKEND, "op cannot be computed inline");
     else tg_wgsl_ops[n->op].emit(&sub);
     if (sub.st != TG_OK && k->st == TG_OK) k->st = sub.st;
     if (sub.s.oom) k->s.oom = true;

@@ -47,7 +47,7 @@ typedef struct {
 } wk;
 
 /* Module-scope helper texts shared by inlinable emitters (tg_wk_helper ids). */
-enum { WK_H_IS_NAN, WK_H_MATH, WK_H_CLAMP_SEQ, WK_H_GELU_D, WK_H_IDIV, WK_H_F2I, WK_H_PRNG, WK_H_COUNT };
+enum { WK_H_IS_NAN, WK_H_MATH, WK_H_EW, WK_H_IDIV, WK_H_F2I, WK_H_PRNG, WK_H_COUNT };
 /* Writes `text` unless helper `id` is already in this module. */
 void tg_wk_helper(wk *k, unsigned id, const char *text);
 /* Sets the default names (ld0.., st, no prefix, kernel mode). */
@@ -56,9 +56,9 @@ void tg_wk_names_default(wk *k);
 typedef bool (*tg_wgsl_emit_fn)(wk *k);
 typedef struct {
     tg_wgsl_emit_fn emit; /* NULL: no kernel (leaves, views) */
-    bool inl;             /* the emitter supports inline mode (see wk) */
-    bool cheap;           /* a few ALU ops per element: fine to recompute in a kernel that reads it repeatedly */
 } tg_wgsl_op;
+/* The op can be written as an inline function (wk's inline mode): ops.def's MAP. */
+static inline bool tg_wgsl_inline_ok(tg_opcode op) { return (tg_ops[op].flags & TG_OPF_MAP) != 0; }
 extern const tg_wgsl_op tg_wgsl_ops[TG_OP_COUNT];
 
 /* Records an error naming the node ("webgpu: node 12 (matmul [64,64]): ...");
@@ -144,7 +144,7 @@ bool tg_wgsl_sum(wk *k);
 bool tg_wgsl_softmax_lines(wk *k); /* log_softmax, log_softmax_grad, softmax_grad */
 bool tg_wgsl_softmax_causal(wk *k);
 bool tg_wgsl_matmul(wk *k); /* phases 1 and 2 when tg_wgsl_matmul_split says so; they use `work` */
-bool tg_wgsl_unary_math(wk *k); /* abs square sin cos tanh sigmoid erf gelu silu softplus leaky_relu clamp */
+bool tg_wgsl_unary_math(wk *k); /* the unary math rows of ops.def */
 bool tg_wgsl_unary_grad(wk *k);
 bool tg_wgsl_minmax(wk *k);
 bool tg_wgsl_minmax_grad(wk *k);

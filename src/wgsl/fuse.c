@@ -297,7 +297,7 @@ static bool reads_once(const fz *z, const draft *d, int m) {
 
 static bool fusable_ew(const fz *z, int x) {
     const tg_node *n = &z->g->nodes[x];
-    return runs(z, x) && tg_wgsl_ops[n->op].inl && z->grp[x] < 0 && !z->must_store[x];
+    return runs(z, x) && tg_wgsl_inline_ok(n->op) && z->grp[x] < 0 && !z->must_store[x];
 }
 
 /* Tries to take producer x (an input of a member) into the draft, then its own inputs. */
@@ -315,7 +315,7 @@ static void try_inline(fz *z, draft *d, int x) {
             return;
         }
     d->inl[d->n_inl++] = x;
-    bool cheap = tg_wgsl_ops[z->g->nodes[x].op].cheap;
+    bool cheap = (tg_ops[z->g->nodes[x].op].flags & TG_OPF_CHEAP) != 0;
     bool ok = true;
     for (int r = 0; r < nr && ok && !cheap; r++) ok = reads_once(z, d, rd[r]);
     if (!ok || !d_ok(z, d)) {
@@ -337,7 +337,7 @@ static void grow_epilogue(fz *z, draft *d) {
         int c = rd[0];
         const tg_node *cn = &z->g->nodes[c];
         if (!(tg_ops[cn->op].flags & TG_OPF_ELEMWISE) || !fusable_ew(z, c) || tg_ir_numel(cn) != tg_ir_numel(&z->g->nodes[cur]))
-            if (!(tg_ops[cn->op].flags & TG_OPF_ELEMWISE) || !runs(z, c) || !tg_wgsl_ops[cn->op].inl || z->grp[c] >= 0 ||
+            if (!(tg_ops[cn->op].flags & TG_OPF_ELEMWISE) || !runs(z, c) || !tg_wgsl_inline_ok(cn->op) || z->grp[c] >= 0 ||
                 tg_ir_numel(cn) != tg_ir_numel(&z->g->nodes[cur]))
                 return;
         int save_inl = d->n_inl;
@@ -407,7 +407,7 @@ static void plan_elementwise(fz *z) {
         return;
     }
     for (int i = 0; i < z->n && !z->oom; i++) {
-        if (!runs(z, i) || z->grp[i] >= 0 || tg_wgsl_ops[z->g->nodes[i].op].inl) continue;
+        if (!runs(z, i) || z->grp[i] >= 0 || tg_wgsl_inline_ok(z->g->nodes[i].op)) continue;
         memset(d, 0, sizeof *d);
         d->kernel = i;
         d->turn = i;

@@ -10,8 +10,10 @@
  * approximations are the classic ones the CPU also uses (Cody-Waite
  * reduction + Taylor polynomials, the Numerical Recipes erfc fit), so results
  * agree with the CPU to a few ulp, not bit for bit. */
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "emit.h"
 
@@ -59,90 +61,92 @@ static const char *math_fns =
     "    let v = select(s, c, (q & 1u) == 1u);\n"
     "    return select(v, -v, q >= 2u);\n}\n";
 
-/* The expression of op(v) for the forward of a unary math op (f32). */
-static const char *forward_expr(const tg_node *n, char *buf, size_t len) {
-    char a[48], b[48];
-    switch (n->op) {
-    case TG_OP_ABS: return "abs(v)";
-    case TG_OP_SQUARE: return "v * v";
-    case TG_OP_SIN: return "sincos_q(v, false)";
-    case TG_OP_COS: return "sincos_q(v, true)";
-    case TG_OP_TANH: return "tanh_c(v)";
-    case TG_OP_SIGMOID: return "sigmoid(v)";
-    case TG_OP_ERF: return "erf_f(v)";
-    case TG_OP_GELU: /* tanh form as x sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3) */
-        return n->ia[0] ? "v * sigmoid(2.0f * (0.79788456080286536f * (v + 0.044715f * v * v * v)))" : "v * phi(v)";
-    case TG_OP_SILU: return "v * sigmoid(v)";
-    case TG_OP_SOFTPLUS: return "max(v, 0.0f) + log1p_u(exp(-abs(v)))";
-    case TG_OP_LEAKY_RELU: snprintf(buf, len, "select(%s * v, v, v > 0.0f)", tg_wk_f32(n->fa[0], a)); return buf;
-    case TG_OP_CLAMP: /* max with lo, then min with hi (lo > hi gives hi); NaN passes */
-        snprintf(buf, len, "clamp_seq(v, %s, %s)", tg_wk_f32(n->fa[0], a), tg_wk_f32(n->fa[1], b));
-        return buf;
-    default: return NULL;
+/* ops.def's primitives in WGSL (the CPU's are in cpu/kernels_math.c), then
+ * its helpers, rendered from the same text as on the CPU. */
+static const char *ew_fns =
+    "fn ew_sel(c: bool, a: f32, b: f32) -> f32 { return select(b, a, c); }\n"
+    "fn ew_abs(x: f32) -> f32 { return abs(x); }\n"
+    "fn ew_exp(x: f32) -> f32 { return exp(x); }\n"
+    "fn ew_log(x: f32) -> f32 { return log(x); }\n"
+    "fn ew_tanh(x: f32) -> f32 { return tanh_c(x); }\n"
+    "fn ew_sigmoid(x: f32) -> f32 { return sigmoid(x); }\n"
+    "fn ew_erf(x: f32) -> f32 { return erf_f(x); }\n"
+    "fn ew_phi(x: f32) -> f32 { return phi(x); }\n"
+    "fn ew_sin(x: f32) -> f32 { return sincos_q(x, false); }\n"
+    "fn ew_cos(x: f32) -> f32 { return sincos_q(x, true); }\n"
+    "fn ew_clamp(x: f32, lo: f32, hi: f32) -> f32 {\n"
+    "    let v = select(x, lo, x < lo);\n    return select(v, hi, v > hi);\n}\n"
+    "fn ew_log1p_unit(a: f32) -> f32 { return log1p_u(a); }\n"
+    "fn ew_one_minus_exp_neg(y: f32) -> f32 { return 1.0f - exp(-y); }\n"
+    "fn ew_iabs(x: i32) -> i32 { return select(x, bitcast<i32>(0u - bitcast<u32>(x)), x < 0); }\n"
+    "fn ew_imul(a: i32, b: i32) -> i32 { return a * b; }\n" /* WGSL's i32 arithmetic wraps */
+    "fn ew_iclamp(x: i32, lo: i32, hi: i32) -> i32 { return min(max(x, lo), hi); }\n"
+#define TG_EW_FN(name, x, expr) "fn " #name "(" #x ": f32) -> f32 { return " #expr "; }\n"
+#define TG_EW_FN2(name, x, y, expr) "fn " #name "(" #x ": f32, " #y ": f32) -> f32 { return " #expr "; }\n"
+#include "../ir/ops.def"
+    ;
+
+/* Each unary math op's expressions as text: forward, backward, i32 form. */
+#define TG_EW_I32_TEXT_I32(expr) #expr
+#define TG_EW_I32_TEXT_F32_ONLY NULL
+static const struct {
+    const char *fwd, *bwd, *i32;
+} exprs[TG_OP_COUNT] = {
+#define TG_UNARY_MATH(OP, name, flags, save, fwd, bwd, i32) [TG_OP_##OP] = {#fwd, #bwd, TG_EW_I32_TEXT_##i32},
+#include "../ir/ops.def"
+};
+
+/* Whether expression e names the identifier id. */
+static bool names(const char *e, const char *id) {
+    size_t len = strlen(id);
+    for (const char *p = strstr(e, id); p; p = strstr(p + 1, id)) {
+        bool before = p > e && (isalnum((unsigned char)p[-1]) || p[-1] == '_');
+        bool after = isalnum((unsigned char)p[len]) || p[len] == '_';
+        if (!before && !after) return true;
     }
+    return false;
 }
 
 static int32_t sat_i32(double v) { return v <= -2147483648.0 ? INT32_MIN : v >= 2147483647.0 ? INT32_MAX : (int32_t)v; }
 
-/* abs, square, sin, ..., clamp: y = f(x), same shape; i32 for abs, square, clamp. */
+/* The lets for the attributes expression e uses (see ops.def). */
+static void attr_lets(wk *k, const char *e) {
+    const tg_node *n = k->n;
+    char a[48];
+    if (names(e, "p0")) tg_wsb_printf(&k->s, "    let p0 = %s;\n", tg_wk_f32(n->fa[0], a));
+    if (names(e, "p1")) tg_wsb_printf(&k->s, "    let p1 = %s;\n", tg_wk_f32(n->fa[1], a));
+    if (names(e, "i0")) tg_wsb_printf(&k->s, "    let i0 = %di;\n", (int)sat_i32(ceil(n->fa[0])));
+    if (names(e, "i1")) tg_wsb_printf(&k->s, "    let i1 = %di;\n", (int)sat_i32(floor(n->fa[1])));
+}
+
+static void ew_helpers(wk *k) {
+    tg_wk_helper(k, WK_H_IS_NAN, is_nan_fn);
+    tg_wk_helper(k, WK_H_MATH, math_fns);
+    tg_wk_helper(k, WK_H_EW, ew_fns);
+}
+
+/* A unary math row of ops.def: y = f(x), same shape; i32 for those with an
+ * i32 form. */
 bool tg_wgsl_unary_math(wk *k) {
     const tg_node *n = k->n;
-    char buf[160];
-    const char *e;
-    if (n->dtype == TG_I32) { /* wrapping like the other i32 ops */
-        if (n->op == TG_OP_ABS) e = "select(v, bitcast<i32>(0u - bitcast<u32>(v)), v < 0)";
-        else if (n->op == TG_OP_SQUARE) e = "v * v";
-        else {
-            snprintf(buf, sizeof buf, "min(max(v, %di), %di)", (int)sat_i32(ceil(n->fa[0])), (int)sat_i32(floor(n->fa[1])));
-            e = buf;
-        }
-    } else {
-        e = forward_expr(n, buf, sizeof buf);
-        tg_wk_helper(k, WK_H_IS_NAN, is_nan_fn);
-        tg_wk_helper(k, WK_H_MATH, math_fns);
-        tg_wk_helper(k, WK_H_CLAMP_SEQ, "fn clamp_seq(x: f32, lo: f32, hi: f32) -> f32 {\n"
-                                      "    let v = select(x, lo, x < lo);\n    return select(v, hi, v > hi);\n}\n");
-    }
+    const char *e = n->op < TG_OP_COUNT ? (n->dtype == TG_I32 ? exprs[n->op].i32 : exprs[n->op].fwd) : NULL;
     if (!e) return tg_wk_fail(k, TG_ERR_BACKEND, "not a unary math op");
+    ew_helpers(k);
     if (!tg_wk_flat(k, tg_ir_numel(n))) return false;
+    attr_lets(k, e);
     tg_wsb_printf(&k->s, "    let v = %s(i);\n    %s(i, %s);\n", k->ld[0], k->stn, e);
     tg_wk_end(k);
     return true;
 }
 
-/* unary_grad(s, gy) -> gx: ia[0] the forward op, s its saved input (or
- * output, for tanh, sigmoid, softplus, leaky_relu), see optable.c. */
+/* unary_grad(s, gy) -> gx: ia[0] the forward op, s what it saved (ops.def). */
 bool tg_wgsl_unary_grad(wk *k) {
     const tg_node *n = k->n;
-    char a[48], b[48], buf[200];
-    const char *e = NULL;
-    switch ((tg_opcode)n->ia[0]) {
-    case TG_OP_ABS: e = "select(select(0.0f, -g, s < 0.0f), g, s > 0.0f)"; break;
-    case TG_OP_SQUARE: e = "2.0f * s * g"; break;
-    case TG_OP_TANH: e = "g * (1.0f - s * s)"; break;
-    case TG_OP_SIGMOID: e = "g * (s * (1.0f - s))"; break;
-    case TG_OP_ERF: e = "g * (1.12837916709551257f * exp(-(s * s)))"; break;
-    case TG_OP_GELU:
-        e = n->ia[1] ? "g * gelu_tanh_d(s)" : "g * (phi(s) + s * (0.39894228040143268f * exp(-0.5f * s * s)))";
-        break;
-    case TG_OP_SILU: e = "g * (sigmoid(s) * (1.0f + s * (1.0f - sigmoid(s))))"; break;
-    case TG_OP_LEAKY_RELU: snprintf(buf, sizeof buf, "select(%s * g, g, s > 0.0f)", tg_wk_f32(n->fa[0], a)); e = buf; break;
-    case TG_OP_CLAMP:
-        snprintf(buf, sizeof buf, "select(0.0f, g, s >= %s && s <= %s)", tg_wk_f32(n->fa[0], a), tg_wk_f32(n->fa[1], b));
-        e = buf;
-        break;
-    case TG_OP_SIN: e = "g * sincos_q(s, true)"; break;
-    case TG_OP_COS: e = "-g * sincos_q(s, false)"; break;
-    case TG_OP_SOFTPLUS: e = "g * (1.0f - exp(-s))"; break; /* sigmoid(x) from y = softplus(x) */
-    default: return tg_wk_fail(k, TG_ERR_BACKEND, "unary_grad of an unknown op %lld", (long long)n->ia[0]);
-    }
-    tg_wk_helper(k, WK_H_IS_NAN, is_nan_fn);
-    tg_wk_helper(k, WK_H_MATH, math_fns);
-    /* d/dx x sigmoid(2u) = s2 + x s2 (1 - s2) 2 u', u' = sqrt(2/pi) (1 + 3 0.044715 x^2) */
-    tg_wk_helper(k, WK_H_GELU_D, "fn gelu_tanh_d(x: f32) -> f32 {\n"
-                      "    let s2 = sigmoid(2.0f * (0.79788456080286536f * (x + 0.044715f * x * x * x)));\n"
-                      "    return s2 + x * (s2 * (1.0f - s2)) * (2.0f * 0.79788456080286536f * (1.0f + 3.0f * 0.044715f * x * x));\n}\n");
+    const char *e = n->ia[0] >= 0 && n->ia[0] < TG_OP_COUNT ? exprs[n->ia[0]].bwd : NULL;
+    if (!e) return tg_wk_fail(k, TG_ERR_BACKEND, "unary_grad of an unknown op %lld", (long long)n->ia[0]);
+    ew_helpers(k);
     if (!tg_wk_flat(k, tg_ir_numel(n))) return false;
+    attr_lets(k, e);
     tg_wsb_printf(&k->s, "    let s = %s(i);\n    let g = %s(i);\n    %s(i, %s);\n", k->ld[0], k->ld[1], k->stn, e);
     tg_wk_end(k);
     return true;
