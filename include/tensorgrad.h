@@ -316,7 +316,9 @@ tg_tensor tg_clamp_at(tg_tensor x, float lo, float hi, TG_AT);
  * softplus is log(1 + e^x), computed as max(x, 0) + log1p(e^-|x|), so it
  * neither overflows nor loses digits for large |x|. leaky_relu is
  * x > 0 ? x : alpha * x for any alpha (not max(x, alpha x), which is wrong
- * for alpha > 1); its gradient at 0 is alpha, as PyTorch. */
+ * for alpha > 1); its gradient at 0 is alpha, as PyTorch. log1p is log(1 + x)
+ * and expm1 e^x - 1, both accurate for tiny x. hardtanh clamps to [-1, 1]
+ * (gradient 1 strictly inside, 0 elsewhere). */
 tg_tensor tg_abs_at(tg_tensor x, TG_AT);
 tg_tensor tg_square_at(tg_tensor x, TG_AT);
 tg_tensor tg_sin_at(tg_tensor x, TG_AT);
@@ -329,6 +331,9 @@ tg_tensor tg_gelu_tanh_at(tg_tensor x, TG_AT);
 tg_tensor tg_silu_at(tg_tensor x, TG_AT);
 tg_tensor tg_softplus_at(tg_tensor x, TG_AT);
 tg_tensor tg_leaky_relu_at(tg_tensor x, float alpha, TG_AT);
+tg_tensor tg_log1p_at(tg_tensor x, TG_AT);
+tg_tensor tg_expm1_at(tg_tensor x, TG_AT);
+tg_tensor tg_hardtanh_at(tg_tensor x, TG_AT);
 #define tg_abs(x) tg_abs_at(x, __FILE__, __LINE__)
 #define tg_square(x) tg_square_at(x, __FILE__, __LINE__)
 #define tg_sin(x) tg_sin_at(x, __FILE__, __LINE__)
@@ -341,6 +346,9 @@ tg_tensor tg_leaky_relu_at(tg_tensor x, float alpha, TG_AT);
 #define tg_silu(x) tg_silu_at(x, __FILE__, __LINE__)
 #define tg_softplus(x) tg_softplus_at(x, __FILE__, __LINE__)
 #define tg_leaky_relu(x, alpha) tg_leaky_relu_at(x, alpha, __FILE__, __LINE__)
+#define tg_log1p(x) tg_log1p_at(x, __FILE__, __LINE__)
+#define tg_expm1(x) tg_expm1_at(x, __FILE__, __LINE__)
+#define tg_hardtanh(x) tg_hardtanh_at(x, __FILE__, __LINE__)
 
 /* softmax over `axis` (negative counts from the end), fused with its own
  * backward. argmax / argmin over `axis`: i32, the first index on ties, NaN

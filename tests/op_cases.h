@@ -142,6 +142,13 @@ CASE_FN(c_softplus) { (void)g; return tg_softplus(x[0]); }
 CASE_FN(c_leaky) { (void)g; return tg_leaky_relu(x[0], 0.1f); }
 CASE_FN(c_leaky_big) { (void)g; return tg_leaky_relu(x[0], 1.5f); }
 CASE_FN(c_leaky_neg) { (void)g; return tg_leaky_relu(x[0], -0.3f); }
+CASE_FN(c_log1p) { (void)g; return tg_log1p(x[0]); }
+CASE_FN(c_expm1) { (void)g; return tg_expm1(x[0]); }
+/* the kinks at x0 = 0 only, which the gap keeps clear of */
+CASE_FN(c_hardtanh) {
+    (void)g;
+    return tg_add(tg_hardtanh(tg_add_s(x[0], 1.0f)), tg_mul_s(tg_hardtanh(tg_add_s(x[0], -1.0f)), 2.0f));
+}
 CASE_FN(c_softmax_last) { (void)g; return tg_softmax(x[0], -1); }
 CASE_FN(c_softmax_mid) { (void)g; return tg_softmax(x[0], 1); }
 CASE_FN(c_softmax_first) { (void)g; return tg_softmax(x[0], 0); }
@@ -334,6 +341,9 @@ static const op_case op_cases[] = {
     {"leaky_relu", 1, {S(4, 6)}, -1, 1, 0.05f, c_leaky, false},
     {"leaky_relu_alpha_1.5", 1, {S(5, 5)}, -1, 1, 0.05f, c_leaky_big, false},
     {"leaky_relu_alpha_neg", 1, {S(17)}, -1, 1, 0.05f, c_leaky_neg, false},
+    {"log1p", 1, {S(5, 7)}, -0.9f, 3, 0, c_log1p, false},
+    {"expm1", 1, {S(3, 11)}, -3, 3, 0, c_expm1, false},
+    {"hardtanh", 1, {S(4, 9)}, -1.5f, 1.5f, 0.05f, c_hardtanh, false},
     {"softmax_last", 1, {S(3, 37)}, -2, 2, 0, c_softmax_last, false},
     {"softmax_mid", 1, {S(2, 5, 3)}, -2, 2, 0, c_softmax_mid, false},
     {"softmax_first_wide", 1, {S(3, 70)}, -2, 2, 0, c_softmax_first, false},

@@ -100,13 +100,19 @@ static double r_abs(double x) { return fabs(x); }
 static double d_abs(double x) { return x > 0 ? 1.0 : x < 0 ? -1.0 : 0.0; }
 static double r_square(double x) { return x * x; }
 static double d_square(double x) { return 2.0 * x; }
+static double r_log1p(double x) { return log1p(x); }
+static double d_log1p(double x) { return 1.0 / (1.0 + x); }
+static double r_expm1(double x) { return expm1(x); }
+static double d_expm1(double x) { return exp(x); }
+static double r_hardtanh(double x) { return x < -1.0 ? -1.0 : x > 1.0 ? 1.0 : x; }
+static double d_hardtanh(double x) { return x > -1.0 && x < 1.0 ? 1.0 : 0.0; }
 static double r_leaky2(double x) { return x > 0 ? x : 2.0 * x; }
 static double d_leaky2(double x) { return x > 0 ? 1.0 : 2.0; }
 
 #define OP1(name) \
     static tg_tensor o_##name(tg_tensor x) { return tg_##name(x); }
 OP1(tanh) OP1(sigmoid) OP1(erf) OP1(gelu) OP1(gelu_tanh) OP1(silu) OP1(softplus) OP1(sin) OP1(cos) OP1(abs)
-OP1(square)
+OP1(square) OP1(log1p) OP1(expm1) OP1(hardtanh)
 static tg_tensor o_leaky2(tg_tensor x) { return tg_leaky_relu(x, 2.0f); }
 
 static tg_tensor apply_unary(tg_graph *g, tg_tensor x, const void *u) {
@@ -128,6 +134,9 @@ static void unary_values(void) {
         {"abs", o_abs, r_abs, d_abs, 0, 0, 0, 0},
         {"square", o_square, r_square, d_square, 1e-38, 1e-7, 0, 1e-7},
         {"leaky_relu(2)", o_leaky2, r_leaky2, d_leaky2, 0, 0, 0, 0},
+        {"log1p", o_log1p, r_log1p, d_log1p, 1e-38, 1e-6, 1e-38, 1e-6},
+        {"expm1", o_expm1, r_expm1, d_expm1, 1e-38, 2e-6, 1e-38, 2e-6},
+        {"hardtanh", o_hardtanh, r_hardtanh, d_hardtanh, 0, 0, 0, 0},
     };
     enum { N = 4003 };
     static float x[N], y[N], gx[N];
