@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "engine.h"
-#include "build/model.h"
+#include "ir/model.h"
 #include "grad/rules.h"
 #include "passes/passes.h"
 

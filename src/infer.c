@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "session.h"
-#include "build/model.h"
+#include "ir/model.h"
 
 void tg_session_free_programs(tg_session *s) {
     if (s->infer) {

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "engine.h"
-#include "build/model.h"
+#include "ir/model.h"
 
 #include "session.h"
 

@@ -5,7 +5,7 @@
 #include <math.h>
 
 #include "check.h"
-#include "build/model.h"
+#include "ir/model.h"
 #include "ir/ir.h"
 #include "session.h"
 

@@ -4,6 +4,7 @@
 #ifndef TG_CPU_KERNELS_H
 #define TG_CPU_KERNELS_H
 #include "../ir/ir.h"
+#include "../ir/iter.h"
 #include "cpu.h"
 
 #define TG_CPU_KERNEL(name) void name(cpu_ctx *c, const tg_graph *g, int id, void *out, void *const *in)
@@ -134,23 +135,6 @@ extern bool tg_cpu_conv_force_generic;
 extern int64_t tg_cpu_conv_scratch_floats;
 extern int64_t tg_cpu_conv_table_max;
 
-/* Strided iteration shared by the kernels: the output and up to 3 inputs
- * (broadcast strides), with size-1 axes dropped and contiguous axes merged,
- * so most loops end up as one long inner row. */
-typedef struct {
-    int nd;
-    int64_t d[TG_MAX_DIMS];
-    int64_t st[4][TG_MAX_DIMS]; /* [0] the output, [1..] the inputs, in elements */
-    int nops;
-    int64_t rows, inner;        /* prod(d[0..nd-1)), d[nd-1] */
-} tg_iter;
-/* st_in[k] are the inputs' strides over `out` (e.g. from tg_shape_bcast_strides). */
-void tg_iter_init(tg_iter *it, tg_shape out, int nin, int64_t st_in[][TG_MAX_DIMS]);
-/* Element offsets of row r's first element for every operand, and its index
- * over the outer axes; tg_iter_next steps both to the next row (no
- * divisions, which cost more than a short row's work). */
-void tg_iter_row(const tg_iter *it, int64_t r, int64_t *idx, int64_t *off);
-void tg_iter_next(const tg_iter *it, int64_t *idx, int64_t *off);
 /* An iteration that merged into one long row (same-shape operands) cut into
  * rows of a few thousand elements, so that it spreads over threads. */
 void tg_iter_split_long_row(tg_iter *it);

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "rules.h"
-#include "../build/model.h"
+#include "../ir/model.h"
 
 tg_status tg_grad_append(tg_graph *g, int loss, int *param_grad) {
     int n_fwd = g->n;

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../build/model.h"
+#include "../ir/model.h"
 #include "../session.h"
 #include "safetensors.h"
 

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "ir.h"
-#include "../build/model.h"
+#include "model.h"
 
 size_t tg_dtype_size(tg_dtype dt) { (void)dt; return 4; }
 

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "optim.h"
-#include "../build/model.h"
+#include "../ir/model.h"
 
 tg_optim tg_adam(tg_lr lr) {
     tg_optim o = {0};

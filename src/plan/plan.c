@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "plan.h"
-#include "../build/model.h"
+#include "../ir/model.h"
 
 static int64_t align_up(int64_t x, int64_t a) { return (x + a - 1) & ~(a - 1); }
 

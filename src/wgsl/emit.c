@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "emit.h"
-#include "../cpu/kernels.h" /* tg_iter: the same dimension merging the CPU kernels use */
+#include "../ir/iter.h" /* the same dimension merging the CPU kernels use */
 
 void tg_wsb_printf(wsb *b, const char *fmt, ...) {
     if (b->oom) return;

@@ -4,7 +4,7 @@
 #include <stdio.h>
 
 #include "emit.h"
-#include "../cpu/kernels.h"
+#include "../ir/iter.h"
 
 /* sum over an axis mask, keepdims: x [...] -> [...] with reduced axes of size 1. */
 bool tg_wgsl_sum(wk *k) {

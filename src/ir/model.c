@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "model.h"
-#include "../ir/ir.h"
+#include "ir.h"
 
 tg_init tg_init_randn(float std) { return (tg_init){.kind = TG_INIT_RANDN, .scale = std, .decay = -1}; }
 tg_init tg_init_zeros(void) { return (tg_init){.kind = TG_INIT_ZEROS, .decay = -1}; }

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "../ir/ir.h"
-#include "model.h"
+#include "../ir/model.h"
 
 static const tg_tensor BAD = {NULL, -1};
 
