@@ -6,6 +6,8 @@
  *
  *   tg_s  plain C floats (below): the op-table kernels and the fused Adam's C loop
  *   tg_y  AVX2 __m256, tg_z  AVX-512 __m512 (cpu/vec.c)
+ *   tg_w  WGSL text (below): TG_WGSL(expr) is the expression as a string over
+ *         the operands' names, which the WGSL emitters bind with `let`
  *
  * Nothing is fused into a multiply-add: none is spelled here and the build
  * forbids contraction, so an FMA target rounds as the portable loops do. */
@@ -39,4 +41,13 @@
 #define tg_s_mul(a, b) ((a) * (b))
 #define tg_s_div(a, b) ((a) / (b))
 #define tg_s_sqrt(a) sqrtf(a)
+
+/* Fully parenthesized, so WGSL parses the tree the macros build. */
+#define tg_w_add(a, b) (a + b)
+#define tg_w_sub(a, b) (a - b)
+#define tg_w_mul(a, b) (a * b)
+#define tg_w_div(a, b) (a / b)
+#define tg_w_sqrt(a) sqrt(a)
+#define TG_WGSL(e) TG_WGSL_STR(e)
+#define TG_WGSL_STR(e) #e
 #endif
