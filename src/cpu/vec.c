@@ -213,6 +213,7 @@ AVX512 static void colsum_512(int64_t rows, int64_t cols, int64_t j0, int64_t j1
     }
 }
 
+/* AVX-512 as a backend of optim/update.h */
 #define tg_z_add _mm512_add_ps
 #define tg_z_sub _mm512_sub_ps
 #define tg_z_mul _mm512_mul_ps
@@ -270,6 +271,7 @@ AVX2 static void colsum_avx2(int64_t rows, int64_t cols, int64_t j0, int64_t j1,
     }
 }
 
+/* AVX2 as a backend of optim/update.h */
 #define tg_y_add _mm256_add_ps
 #define tg_y_sub _mm256_sub_ps
 #define tg_y_mul _mm256_mul_ps
