@@ -1,10 +1,10 @@
 /* Matmul (through tg_gemm), one_hot, and the optimizer updates. */
-#include <math.h>
 #include <string.h>
 
 #include "cpu.h"
 #include "kernels.h"
 #include "../optim/optim.h"
+#include "../optim/update.h"
 
 /* a [..., M, K] (ta: [..., K, M]) x b [K, N] (tb: [N, K]) or batched b. */
 void tg_cpu_matmul_args(const tg_graph *g, int id, void *out, void *const *in, tg_gemm_args *ga) {
@@ -40,7 +40,7 @@ TG_CPU_KERNEL(tg_cpu_one_hot) {
         if (idx[r] >= 0 && idx[r] < depth) y[r * depth + idx[r]] = 1.0f;
 }
 
-/* ---- optimizer updates: flat loops over one param ---- */
+/* ---- optimizer updates: flat loops over one param (formulas: optim/update.h) ---- */
 
 typedef struct {
     const tg_node *n;
@@ -51,43 +51,41 @@ typedef struct {
 static void adam_m_range(void *arg, int64_t lo, int64_t hi) {
     opt_job *j = arg;
     const float *m = j->in[0], *gr = j->in[1];
-    float b = j->n->fa[0];
-    for (int64_t i = lo; i < hi; i++) j->out[i] = b * m[i] + (1.0f - b) * gr[i];
+    float b = j->n->fa[0], ob = 1.0f - b;
+    for (int64_t i = lo; i < hi; i++) j->out[i] = TG_ADAM_M(tg_s, b, ob, m[i], gr[i]);
 }
 
 static void adam_v_range(void *arg, int64_t lo, int64_t hi) {
     opt_job *j = arg;
     const float *v = j->in[0], *gr = j->in[1];
-    float b = j->n->fa[0];
-    for (int64_t i = lo; i < hi; i++) j->out[i] = b * v[i] + (1.0f - b) * gr[i] * gr[i];
+    float b = j->n->fa[0], ob = 1.0f - b;
+    for (int64_t i = lo; i < hi; i++) j->out[i] = TG_ADAM_V(tg_s, b, ob, v[i], gr[i]);
 }
 
-/* p' = shrink * p - lrt * m / (sqrt(v) + eps) */
 static void adam_p_range(void *arg, int64_t lo, int64_t hi) {
     opt_job *j = arg;
     const float *p = j->in[0], *m = j->in[1], *v = j->in[2], *h = j->in[3];
     float lrt = h[TG_HYPER_LRT], shrink = j->n->ia[0] ? h[TG_HYPER_SHRINK] : 1.0f, eps = j->n->fa[0];
-    for (int64_t i = lo; i < hi; i++) j->out[i] = shrink * p[i] - lrt * m[i] / (sqrtf(v[i]) + eps);
+    for (int64_t i = lo; i < hi; i++) j->out[i] = TG_ADAM_P(tg_s, shrink, lrt, eps, p[i], m[i], v[i]);
 }
 
-/* v' = mu * v + (g + wd * p) */
 static void sgd_v_range(void *arg, int64_t lo, int64_t hi) {
     opt_job *j = arg;
     const float *v = j->in[0], *gr = j->in[1], *p = j->in[2];
     float mu = j->n->fa[0], wd = j->n->fa[1];
-    for (int64_t i = lo; i < hi; i++) j->out[i] = mu * v[i] + gr[i] + wd * p[i];
+    for (int64_t i = lo; i < hi; i++) j->out[i] = TG_SGD_V(tg_s, mu, wd, v[i], gr[i], p[i]);
 }
 
-/* p' = p - lr * update, update = v' (momentum), g' + mu v' (nesterov) or g' */
+/* in[2] is v' with momentum, else p (unread) */
 static void sgd_p_range(void *arg, int64_t lo, int64_t hi) {
     opt_job *j = arg;
     const float *p = j->in[0], *gr = j->in[1], *v = j->in[2], *h = j->in[3];
     float mu = j->n->fa[0], wd = j->n->fa[1], lr = h[TG_HYPER_LR];
     bool nesterov = j->n->ia[0], mom = j->n->ia[1];
     for (int64_t i = lo; i < hi; i++) {
-        float g2 = gr[i] + wd * p[i];
-        float u = mom ? (nesterov ? g2 + mu * v[i] : v[i]) : g2;
-        j->out[i] = p[i] - lr * u;
+        float g2 = TG_SGD_G(tg_s, wd, gr[i], p[i]);
+        float u = mom ? (nesterov ? TG_SGD_NESTEROV(tg_s, mu, g2, v[i]) : v[i]) : g2;
+        j->out[i] = TG_SGD_P(tg_s, lr, p[i], u);
     }
 }
 

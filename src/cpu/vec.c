@@ -3,6 +3,7 @@
 #include <math.h>
 
 #include "isa.h"
+#include "../optim/update.h"
 #include "vec.h"
 #include "vmath.h"
 
@@ -43,12 +44,12 @@ static void colsum_c(int64_t rows, int64_t cols, int64_t j0, int64_t j1, const f
 
 static void adam_c(int64_t n, float *mo, float *vo, float *po, const float *m, const float *v, const float *g,
                    const float *p, float gs, float b1, float b2, float lrt, float shrink, float eps) {
+    float ob1 = 1.0f - b1, ob2 = 1.0f - b2;
     for (int64_t i = 0; i < n; i++) {
-        float gi = g[i] * gs, pi = p[i];
-        float mi = b1 * m[i] + (1.0f - b1) * gi;
-        float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
+        float gi = TG_OPT_GRAD(tg_s, g[i], gs), pi = p[i];
+        float mi = TG_ADAM_M(tg_s, b1, ob1, m[i], gi), vi = TG_ADAM_V(tg_s, b2, ob2, v[i], gi);
         mo[i] = mi, vo[i] = vi;
-        po[i] = shrink * pi - lrt * mi / (sqrtf(vi) + eps);
+        po[i] = TG_ADAM_P(tg_s, shrink, lrt, eps, pi, mi, vi);
     }
 }
 
@@ -212,6 +213,13 @@ AVX512 static void colsum_512(int64_t rows, int64_t cols, int64_t j0, int64_t j1
     }
 }
 
+/* AVX-512 as a backend of optim/update.h */
+#define tg_z_add _mm512_add_ps
+#define tg_z_sub _mm512_sub_ps
+#define tg_z_mul _mm512_mul_ps
+#define tg_z_div _mm512_div_ps
+#define tg_z_sqrt _mm512_sqrt_ps
+
 AVX512 static void adam_512(int64_t n, float *mo, float *vo, float *po, const float *m, const float *v,
                             const float *g, const float *p, float gs, float b1, float b2, float lrt, float shrink,
                             float eps) {
@@ -220,14 +228,12 @@ AVX512 static void adam_512(int64_t n, float *mo, float *vo, float *po, const fl
                  veps = _mm512_set1_ps(eps), vgs = _mm512_set1_ps(gs);
     for (int64_t i = 0; i < n; i += 16) {
         __mmask16 k = tail_mask(n - i);
-        __m512 gi = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, g + i), vgs), pi = _mm512_maskz_loadu_ps(k, p + i);
-        __m512 mi = _mm512_add_ps(_mm512_mul_ps(vb1, _mm512_maskz_loadu_ps(k, m + i)), _mm512_mul_ps(vc1, gi));
-        __m512 vi = _mm512_add_ps(_mm512_mul_ps(vb2, _mm512_maskz_loadu_ps(k, v + i)),
-                                  _mm512_mul_ps(_mm512_mul_ps(vc2, gi), gi));
-        __m512 step = _mm512_div_ps(_mm512_mul_ps(vlrt, mi), _mm512_add_ps(_mm512_sqrt_ps(vi), veps));
+        __m512 gi = TG_OPT_GRAD(tg_z, _mm512_maskz_loadu_ps(k, g + i), vgs), pi = _mm512_maskz_loadu_ps(k, p + i);
+        __m512 mi = TG_ADAM_M(tg_z, vb1, vc1, _mm512_maskz_loadu_ps(k, m + i), gi);
+        __m512 vi = TG_ADAM_V(tg_z, vb2, vc2, _mm512_maskz_loadu_ps(k, v + i), gi);
         _mm512_mask_storeu_ps(mo + i, k, mi);
         _mm512_mask_storeu_ps(vo + i, k, vi);
-        _mm512_mask_storeu_ps(po + i, k, _mm512_sub_ps(_mm512_mul_ps(vsh, pi), step));
+        _mm512_mask_storeu_ps(po + i, k, TG_ADAM_P(tg_z, vsh, vlrt, veps, pi, mi, vi));
     }
 }
 
@@ -265,6 +271,13 @@ AVX2 static void colsum_avx2(int64_t rows, int64_t cols, int64_t j0, int64_t j1,
     }
 }
 
+/* AVX2 as a backend of optim/update.h */
+#define tg_y_add _mm256_add_ps
+#define tg_y_sub _mm256_sub_ps
+#define tg_y_mul _mm256_mul_ps
+#define tg_y_div _mm256_div_ps
+#define tg_y_sqrt _mm256_sqrt_ps
+
 AVX2 static void adam_avx2(int64_t n, float *mo, float *vo, float *po, const float *m, const float *v,
                            const float *g, const float *p, float gs, float b1, float b2, float lrt, float shrink,
                            float eps) {
@@ -273,14 +286,12 @@ AVX2 static void adam_avx2(int64_t n, float *mo, float *vo, float *po, const flo
                  veps = _mm256_set1_ps(eps), vgs = _mm256_set1_ps(gs);
     for (int64_t i = 0; i < n; i += 8) {
         __m256i k = lanes8(n - i);
-        __m256 gi = _mm256_mul_ps(_mm256_maskload_ps(g + i, k), vgs), pi = _mm256_maskload_ps(p + i, k);
-        __m256 mi = _mm256_add_ps(_mm256_mul_ps(vb1, _mm256_maskload_ps(m + i, k)), _mm256_mul_ps(vc1, gi));
-        __m256 vi = _mm256_add_ps(_mm256_mul_ps(vb2, _mm256_maskload_ps(v + i, k)),
-                                  _mm256_mul_ps(_mm256_mul_ps(vc2, gi), gi));
-        __m256 step = _mm256_div_ps(_mm256_mul_ps(vlrt, mi), _mm256_add_ps(_mm256_sqrt_ps(vi), veps));
+        __m256 gi = TG_OPT_GRAD(tg_y, _mm256_maskload_ps(g + i, k), vgs), pi = _mm256_maskload_ps(p + i, k);
+        __m256 mi = TG_ADAM_M(tg_y, vb1, vc1, _mm256_maskload_ps(m + i, k), gi);
+        __m256 vi = TG_ADAM_V(tg_y, vb2, vc2, _mm256_maskload_ps(v + i, k), gi);
         _mm256_maskstore_ps(mo + i, k, mi);
         _mm256_maskstore_ps(vo + i, k, vi);
-        _mm256_maskstore_ps(po + i, k, _mm256_sub_ps(_mm256_mul_ps(vsh, pi), step));
+        _mm256_maskstore_ps(po + i, k, TG_ADAM_P(tg_y, vsh, vlrt, veps, pi, mi, vi));
     }
 }
 

@@ -20,7 +20,7 @@ typedef struct {
     void (*relu_grad)(int64_t n, float *o, const float *y, const float *gy);
     /* y[j] = sum over r of x[r * cols + j], rows in order, for j in [j0, j1) */
     void (*colsum)(int64_t rows, int64_t cols, int64_t j0, int64_t j1, const float *x, float *y);
-    /* Adam's three updates in one pass (see kernels_misc.c for each), of the
+    /* Adam's three updates in one pass (the formulas of optim/update.h), of the
      * gradient g * gs (the clip factor's multiply, rounded as the mul kernel) */
     void (*adam)(int64_t n, float *mo, float *vo, float *po, const float *m, const float *v, const float *g,
                  const float *p, float gs, float b1, float b2, float lrt, float shrink, float eps);

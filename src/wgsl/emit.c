@@ -76,6 +76,11 @@ const char *tg_wk_f32(float v, char buf[48]) {
     return buf;
 }
 
+void tg_wk_let_f32(wk *k, const char *name, float v) {
+    char f[48];
+    tg_wsb_printf(&k->s, "    let %s = %s;\n", name, tg_wk_f32(v, f));
+}
+
 /* Splits `groups` workgroups over x (and y when x is not enough). */
 static bool grid(wk *k, int64_t groups, uint32_t *gx, uint32_t *gy) {
     int64_t lim = k->lim->max_workgroups_per_dimension;

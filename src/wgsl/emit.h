@@ -69,6 +69,8 @@ const char *tg_wk_type(tg_dtype dt);
 /* A WGSL f32 expression with exactly the value v (f32_bits(...) for
  * inf/nan/subnormal/-0: the prelude defines fn f32_bits(u32) -> f32). */
 const char *tg_wk_f32(float v, char buf[48]);
+/* "    let <name> = <v as tg_wk_f32 writes it>;" into the kernel's body */
+void tg_wk_let_f32(wk *k, const char *name, float v);
 
 /* A kernel written outside the per-node driver (a fused group's): tg_wk_open
  * starts spec sp as node's kernel, tg_wk_close hands its source to the
@@ -140,6 +142,10 @@ bool tg_wgsl_one_hot(wk *k);
 bool tg_wgsl_where_causal(wk *k);
 bool tg_wgsl_relu_grad(wk *k);
 bool tg_wgsl_optim(wk *k); /* adam_m, adam_v, adam_p, sgd_v, sgd_p */
+/* SGD's new param into `let u` from the bound g, p, mu, wd, lr and, with
+ * momentum, v (the new velocity): tg_wgsl_optim and the fused optimizer
+ * group pick the step direction here, once */
+void tg_wgsl_sgd_step(wk *k, bool momentum, bool nesterov);
 bool tg_wgsl_sum(wk *k);
 bool tg_wgsl_softmax_lines(wk *k); /* log_softmax, log_softmax_grad, softmax_grad */
 bool tg_wgsl_softmax_causal(wk *k);

@@ -7,6 +7,7 @@
 
 #include "emit.h"
 #include "../optim/optim.h"
+#include "../optim/update.h"
 
 /* const: a fill (once, at compile), or literal values uploaded as they are. */
 bool tg_wgsl_const(wk *k) {
@@ -172,40 +173,53 @@ bool tg_wgsl_where_causal(wk *k) {
     return true;
 }
 
-/* Optimizer updates over one param (see cpu_adam_* / cpu_sgd_*); the
- * hyperparameter vector is input 3 for adam_p, sgd_v and sgd_p. */
+/* Optimizer updates over one param, the formulas of optim/update.h over
+ * operands bound by name; the hyperparameter vector is input 3 for adam_p,
+ * sgd_v and sgd_p. */
 bool tg_wgsl_optim(wk *k) {
     const tg_node *n = k->n;
-    char f0[48], f1[48], one_minus[48];
     if (!tg_wk_flat(k, tg_ir_numel(n))) return false;
     switch (n->op) {
     case TG_OP_ADAM_M:
-        tg_wsb_printf(&k->s, "    st(i, %s * ld0(i) + %s * ld1(i));\n", tg_wk_f32(n->fa[0], f0),
-                   tg_wk_f32(1.0f - n->fa[0], one_minus));
+        tg_wk_let_f32(k, "beta1", n->fa[0]), tg_wk_let_f32(k, "ob1", 1.0f - n->fa[0]);
+        tg_wsb_printf(&k->s, "    let m0 = ld0(i);\n    let g = ld1(i);\n    st(i, %s);\n",
+                      TG_WGSL(TG_ADAM_M(tg_w, beta1, ob1, m0, g)));
         break;
     case TG_OP_ADAM_V:
-        tg_wsb_printf(&k->s, "    let g = ld1(i);\n    st(i, %s * ld0(i) + %s * g * g);\n", tg_wk_f32(n->fa[0], f0),
-                   tg_wk_f32(1.0f - n->fa[0], one_minus));
+        tg_wk_let_f32(k, "beta2", n->fa[0]), tg_wk_let_f32(k, "ob2", 1.0f - n->fa[0]);
+        tg_wsb_printf(&k->s, "    let v0 = ld0(i);\n    let g = ld1(i);\n    st(i, %s);\n",
+                      TG_WGSL(TG_ADAM_V(tg_w, beta2, ob2, v0, g)));
         break;
     case TG_OP_ADAM_P:
         tg_wsb_printf(&k->s, "    let lrt = ld3(%du);\n", TG_HYPER_LRT);
         if (n->ia[0]) tg_wsb_printf(&k->s, "    let shrink = ld3(%du);\n", TG_HYPER_SHRINK);
         else tg_wsb_printf(&k->s, "    let shrink = 1.0f;\n");
-        tg_wsb_printf(&k->s, "    st(i, shrink * ld0(i) - lrt * ld1(i) / (sqrt(ld2(i)) + %s));\n", tg_wk_f32(n->fa[0], f0));
+        tg_wk_let_f32(k, "eps", n->fa[0]);
+        tg_wsb_printf(&k->s, "    let p = ld0(i);\n    let m = ld1(i);\n    let v = ld2(i);\n    st(i, %s);\n",
+                      TG_WGSL(TG_ADAM_P(tg_w, shrink, lrt, eps, p, m, v)));
         break;
     case TG_OP_SGD_V:
-        tg_wsb_printf(&k->s, "    st(i, %s * ld0(i) + ld1(i) + %s * ld2(i));\n", tg_wk_f32(n->fa[0], f0),
-                   tg_wk_f32(n->fa[1], f1));
+    case TG_OP_SGD_P:
+        tg_wk_let_f32(k, "mu", n->fa[0]), tg_wk_let_f32(k, "wd", n->fa[1]);
+        if (n->op == TG_OP_SGD_V) {
+            tg_wsb_printf(&k->s, "    let v0 = ld0(i);\n    let g = ld1(i);\n    let p = ld2(i);\n    st(i, %s);\n",
+                          TG_WGSL(TG_SGD_V(tg_w, mu, wd, v0, g, p)));
+            break;
+        }
+        /* sgd_p: in[2] is v' with momentum, else p */
+        tg_wsb_printf(&k->s, "    let lr = ld3(%du);\n    let p = ld0(i);\n    let g = ld1(i);\n", TG_HYPER_LR);
+        if (n->ia[1]) tg_wsb_printf(&k->s, "    let v = ld2(i);\n");
+        tg_wgsl_sgd_step(k, n->ia[1], n->ia[0]);
+        tg_wsb_printf(&k->s, "    st(i, u);\n");
         break;
-    case TG_OP_SGD_P: {
-        const char *u = !n->ia[1] ? "g2" : n->ia[0] ? "g2 + mu * ld2(i)" : "ld2(i)";
-        tg_wsb_printf(&k->s, "    let mu = %s;\n    let p = ld0(i);\n    let g2 = ld1(i) + %s * p;\n", tg_wk_f32(n->fa[0], f0),
-                   tg_wk_f32(n->fa[1], f1));
-        tg_wsb_printf(&k->s, "    st(i, p - ld3(%du) * (%s));\n", TG_HYPER_LR, u);
-        break;
-    }
     default: return tg_wk_fail(k, TG_ERR_BACKEND, "not an optimizer op");
     }
     tg_wk_end(k);
     return true;
+}
+
+void tg_wgsl_sgd_step(wk *k, bool momentum, bool nesterov) {
+    const char *d = !momentum ? "g2" : nesterov ? TG_WGSL(TG_SGD_NESTEROV(tg_w, mu, g2, v)) : "v";
+    tg_wsb_printf(&k->s, "    let g2 = %s;\n    let d = %s;\n    let u = %s;\n", TG_WGSL(TG_SGD_G(tg_w, wd, g, p)), d,
+                  TG_WGSL(TG_SGD_P(tg_w, lr, p, d)));
 }

@@ -23,6 +23,7 @@
 
 #include "emit.h"
 #include "fused.h"
+#include "../optim/update.h"
 
 #define WG 256u
 #define CHUNK 4096 /* elements per partial sum: 16 per invocation */
@@ -162,41 +163,45 @@ static tg_status emit_optim_chunk(const tg_graph *g, const tg_plan *plan, const 
     free(w0), free(init);
     if (tg_wk_main(&k, total, WG)) {
         sp->threads = total * WG;
-        char a[64], f0[48], f1[48], f2[48], om[48];
+        char a[64];
         int bp = s.bind[plan->slot[q0->p].arena], bg = s.bind[plan->slot[q0->grad].arena];
         tg_wsb_printf(&k.s,
                    "    if (gid >= %lldu) { return; }\n    let s = seg(gid);\n    let e = (gid - s.w0) * %uu + lid;\n"
                    "    if (e >= s.n) { return; }\n",
                    (long long)total, WG);
         tg_wsb_printf(&k.s, "    let g0 = bitcast<f32>(b%d[s.g + e]);\n", bg);
-        if (q0->scale >= 0) tg_wsb_printf(&k.s, "    let g = g0 * bitcast<f32>(%s0u]);\n", at(&s, plan, q0->scale, a, sizeof a));
+        if (q0->scale >= 0)
+            tg_wsb_printf(&k.s, "    let gs = bitcast<f32>(%s0u]);\n    let g = %s;\n", at(&s, plan, q0->scale, a, sizeof a),
+                       TG_WGSL(TG_OPT_GRAD(tg_w, g0, gs)));
         else tg_wsb_printf(&k.s, "    let g = g0;\n");
         tg_wsb_printf(&k.s, "    let p = bitcast<f32>(b%d[s.pr + e]);\n", bp);
         if (adam) {
             int bm = s.bind[plan->slot[q0->m].arena], bv = s.bind[plan->slot[q0->v].arena];
-            tg_wsb_printf(&k.s, "    let m = %s * bitcast<f32>(b%d[s.mr + e]) + %s * g;\n", tg_wk_f32(q0->fa[0], f0), bm,
-                       tg_wk_f32(1.0f - q0->fa[0], om));
-            tg_wsb_printf(&k.s, "    let v = %s * bitcast<f32>(b%d[s.vr + e]) + %s * g * g;\n", tg_wk_f32(q0->fa[1], f1), bv,
-                       tg_wk_f32(1.0f - q0->fa[1], om));
+            tg_wk_let_f32(&k, "beta1", q0->fa[0]), tg_wk_let_f32(&k, "ob1", 1.0f - q0->fa[0]);
+            tg_wk_let_f32(&k, "beta2", q0->fa[1]), tg_wk_let_f32(&k, "ob2", 1.0f - q0->fa[1]);
+            tg_wk_let_f32(&k, "eps", q0->fa[2]);
+            tg_wsb_printf(&k.s, "    let m0 = bitcast<f32>(b%d[s.mr + e]);\n    let v0 = bitcast<f32>(b%d[s.vr + e]);\n", bm, bv);
             tg_wsb_printf(&k.s, "    let lrt = bitcast<f32>(%s%du]);\n", at(&s, plan, q0->hyper, a, sizeof a), TG_HYPER_LRT);
             tg_wsb_printf(&k.s, "    let shrink = select(1.0f, bitcast<f32>(%s%du]), s.d != 0u);\n",
                        at(&s, plan, q0->hyper, a, sizeof a), TG_HYPER_SHRINK);
+            tg_wsb_printf(&k.s, "    let m = %s;\n    let v = %s;\n", TG_WGSL(TG_ADAM_M(tg_w, beta1, ob1, m0, g)),
+                       TG_WGSL(TG_ADAM_V(tg_w, beta2, ob2, v0, g)));
             tg_wsb_printf(&k.s,
                        "    b%d[s.mw + e] = bitcast<u32>(m);\n    b%d[s.vw + e] = bitcast<u32>(v);\n"
-                       "    b%d[s.pw + e] = bitcast<u32>(shrink * p - lrt * m / (sqrt(v) + %s));\n",
+                       "    b%d[s.pw + e] = bitcast<u32>(%s);\n",
                        s.bind[plan->slot[q0->m2].arena], s.bind[plan->slot[q0->v2].arena],
-                       s.bind[plan->slot[q0->p2].arena], tg_wk_f32(q0->fa[2], f2));
+                       s.bind[plan->slot[q0->p2].arena], TG_WGSL(TG_ADAM_P(tg_w, shrink, lrt, eps, p, m, v)));
         } else {
-            tg_wsb_printf(&k.s, "    let mu = %s;\n", tg_wk_f32(q0->fa[0], f0));
+            tg_wk_let_f32(&k, "mu", q0->fa[0]), tg_wk_let_f32(&k, "wd", q0->fa[1]);
+            tg_wsb_printf(&k.s, "    let lr = bitcast<f32>(%s%du]);\n", at(&s, plan, q0->hyper, a, sizeof a), TG_HYPER_LR);
             if (q0->momentum) {
                 int bv = s.bind[plan->slot[q0->v].arena];
-                tg_wsb_printf(&k.s, "    let v = mu * bitcast<f32>(b%d[s.vr + e]) + g + %s * p;\n", bv, tg_wk_f32(q0->fa[1], f1));
+                tg_wsb_printf(&k.s, "    let v0 = bitcast<f32>(b%d[s.vr + e]);\n    let v = %s;\n", bv,
+                           TG_WGSL(TG_SGD_V(tg_w, mu, wd, v0, g, p)));
                 tg_wsb_printf(&k.s, "    b%d[s.vw + e] = bitcast<u32>(v);\n", s.bind[plan->slot[q0->v2].arena]);
             }
-            tg_wsb_printf(&k.s, "    let g2 = g + %s * p;\n", tg_wk_f32(q0->fa[1], f1));
-            const char *u = !q0->momentum ? "g2" : q0->nesterov ? "g2 + mu * v" : "v";
-            tg_wsb_printf(&k.s, "    b%d[s.pw + e] = bitcast<u32>(p - bitcast<f32>(%s%du]) * (%s));\n",
-                       s.bind[plan->slot[q0->p2].arena], at(&s, plan, q0->hyper, a, sizeof a), TG_HYPER_LR, u);
+            tg_wgsl_sgd_step(&k, q0->momentum, q0->nesterov);
+            tg_wsb_printf(&k.s, "    b%d[s.pw + e] = bitcast<u32>(u);\n", s.bind[plan->slot[q0->p2].arena]);
         }
         tg_wk_end(&k);
     }
