@@ -112,9 +112,8 @@ static int32_t sat_i32(double v) { return v <= -2147483648.0 ? INT32_MIN : v >= 
 /* The lets for the attributes expression e uses (see ops.def). */
 static void attr_lets(wk *k, const char *e) {
     const tg_node *n = k->n;
-    char a[48];
-    if (names(e, "p0")) tg_wsb_printf(&k->s, "    let p0 = %s;\n", tg_wk_f32(n->fa[0], a));
-    if (names(e, "p1")) tg_wsb_printf(&k->s, "    let p1 = %s;\n", tg_wk_f32(n->fa[1], a));
+    if (names(e, "p0")) tg_wk_let_f32(k, "p0", n->fa[0]);
+    if (names(e, "p1")) tg_wk_let_f32(k, "p1", n->fa[1]);
     if (names(e, "i0")) tg_wsb_printf(&k->s, "    let i0 = %di;\n", (int)sat_i32(ceil(n->fa[0])));
     if (names(e, "i1")) tg_wsb_printf(&k->s, "    let i1 = %di;\n", (int)sat_i32(floor(n->fa[1])));
 }
