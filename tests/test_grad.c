@@ -7,6 +7,49 @@
 #include "check.h"
 #include "harness.h"
 
+/* Every op of ops.def must be reached by an op case (here, and on both
+ * backends in test_webgpu), or be listed below with the test that checks
+ * it: an op added without a test fails here. */
+static const char *op_names[] = {
+#define TG_OP(OP, name, ...) #name,
+#include "ir/ops.def"
+};
+enum { N_OPS = sizeof op_names / sizeof op_names[0] };
+static const struct { const char *op, *where; } tested_elsewhere[] = {
+    {"param", "every case"}, {"state", "test_optim, test_saves"}, {"input", "test_nn, test_addition_parity"},
+    {"adam_m", "test_optim"}, {"adam_v", "test_optim"}, {"adam_p", "test_optim"},
+    {"sgd_v", "test_optim"}, {"sgd_p", "test_optim"},
+    /* finite differences see through it: its zero gradient is checked by value */
+    {"stop_gradient", "test_math_ops, test_webgpu"},
+};
+static bool covered[N_OPS];
+
+/* Marks the ops of the compiled graph, read from its DOT (labels start with the op's name). */
+static void mark_ops(tg_session *s) {
+    FILE *f = tmpfile();
+    if (!f) return;
+    char buf[1 << 14], name[64];
+    if (tg_session_dot(s, f) == TG_OK) {
+        rewind(f);
+        while (fgets(buf, sizeof buf, f)) {
+            const char *l = strstr(buf, "[label=\"");
+            if (!l || sscanf(l + 8, "%63[a-z0-9_]", name) != 1) continue;
+            for (int o = 0; o < N_OPS; o++)
+                if (strcmp(name, op_names[o]) == 0) covered[o] = true;
+        }
+    }
+    fclose(f);
+}
+
+static void check_coverage(void) {
+    for (int o = 0; o < N_OPS; o++) {
+        bool elsewhere = false;
+        for (size_t e = 0; e < sizeof tested_elsewhere / sizeof tested_elsewhere[0]; e++)
+            elsewhere |= strcmp(tested_elsewhere[e].op, op_names[o]) == 0;
+        CHECK(covered[o] || elsewhere, "op '%s' is in ops.def but no case of tests/op_cases.h reaches it", op_names[o]);
+    }
+}
+
 #define ATOL 2e-3f
 #define RTOL 2e-2f
 
@@ -49,6 +92,7 @@ int main(void) {
             case_close(&r);
             continue;
         }
+        mark_ops(r.s);
         float loss = case_eval(&r);
         CHECK(isfinite(loss), "%s: loss is %f", c->name, loss);
         if (c->no_grad) {
@@ -83,5 +127,6 @@ int main(void) {
         case_close(&r);
     }
     CHECK(checked > 30, "only %d cases were gradient-checked", checked);
+    check_coverage();
     return check_summary("test_grad");
 }
