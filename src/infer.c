@@ -219,9 +219,7 @@ tg_status tg_forward_plan_stats(const tg_forward *f, tg_plan_stats *o) {
     return tg_session_base_plan_stats(TG_SESSION_BASE(f), "tg_forward_plan_stats", o);
 }
 
-void tg_forward_print_plan(const tg_forward *f, void *file) {
-    if (f) tg_plan_print(f->b.prog->g, &f->b.prog->plan, file ? file : stdout);
-}
+void tg_forward_print_plan(const tg_forward *f, void *file) { tg_session_base_print_plan(TG_SESSION_BASE(f), file); }
 
 const tg_graph *tg_forward_graph(const tg_forward *f) { return f ? f->b.prog->g : NULL; }
 

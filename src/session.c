@@ -176,9 +176,7 @@ tg_status tg_session_plan_stats(const tg_session *s, tg_plan_stats *o) {
     return tg_session_base_plan_stats(TG_SESSION_BASE(s), "tg_session_plan_stats", o);
 }
 
-void tg_session_print_plan(const tg_session *s, void *file) {
-    if (s) tg_plan_print(s->b.prog->g, &s->b.prog->plan, file ? file : stdout);
-}
+void tg_session_print_plan(const tg_session *s, void *file) { tg_session_base_print_plan(TG_SESSION_BASE(s), file); }
 
 const tg_graph *tg_session_graph(const tg_session *s) { return s ? s->b.prog->g : NULL; }
 

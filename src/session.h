@@ -69,6 +69,7 @@ tg_status tg_session_base_read(tg_session_base *b, const char *api, const char *
 tg_status tg_session_base_capture_info(const tg_session_base *b, const char *api, const char *name, tg_shape *shape,
                                        tg_dtype *dtype);
 tg_status tg_session_base_plan_stats(const tg_session_base *b, const char *api, tg_plan_stats *o);
+void tg_session_base_print_plan(const tg_session_base *b, void *file);
 tg_status tg_session_base_dot(const tg_session_base *b, const char *api, void *file);
 
 /* spec.check_numerics, or TG_CHECK_NUMERICS set (and not "0"). */

@@ -227,6 +227,10 @@ tg_status tg_session_base_plan_stats(const tg_session_base *b, const char *api, 
     return TG_OK;
 }
 
+void tg_session_base_print_plan(const tg_session_base *b, void *file) {
+    if (b) tg_plan_print(b->prog->g, &b->prog->plan, file ? file : stdout);
+}
+
 tg_status tg_session_base_dot(const tg_session_base *b, const char *api, void *file) {
     if (!b || !file) return tg_fail(TG_ERR_ARG, "%s: session and file must not be NULL", api);
     const tg_fusion *fu = b->prog->fusion;

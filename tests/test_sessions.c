@@ -28,6 +28,16 @@ static tg_tensor bad_shapes(tg_graph *g, void *u) {
 static const float X[8] = {0.5f, -1, 2, 0.25f, -0.75f, 1.5f, 1, 1};
 static const int32_t T[4] = {0, 2, 1, 2};
 
+/* Inputs x [4, 2] f32 and t [4] i32, Adam; seed as given. */
+static tg_session *open_train(tg_model *m, uint64_t seed) {
+    tg_input_decl tin[] = {{"x", TG_F32, TG_SHAPE(4, 2)}, {"t", TG_I32, TG_SHAPE(4)}};
+    tg_train_spec ts = {.model = m, .loss = loss_fn, .inputs = tin, .n_inputs = 2,
+                        .optim = tg_adam(tg_lr_constant(0.05f)), .seed = seed, .threads = 1};
+    tg_session *s = NULL;
+    CHECK_OK(tg_session_new(&ts, &s));
+    return s;
+}
+
 /* Alone: no training session, no loss; params as tg_session_new draws them
  * from the same seed, weights through upload and load_params. */
 static void forward_alone(tg_model *m) {
@@ -35,11 +45,7 @@ static void forward_alone(tg_model *m) {
     tg_forward_spec fs = {.fn = predict, .inputs = fin, .n_inputs = 1, .model = m, .seed = 5, .threads = 1};
     tg_forward *f = NULL, *g = NULL;
     CHECK_OK(tg_forward_new(&fs, &f));
-    tg_input_decl tin[] = {{"x", TG_F32, TG_SHAPE(4, 2)}, {"t", TG_I32, TG_SHAPE(4)}};
-    tg_train_spec ts = {.model = m, .loss = loss_fn, .inputs = tin, .n_inputs = 2,
-                        .optim = tg_adam(tg_lr_constant(0.05f)), .seed = 5, .threads = 1};
-    tg_session *s = NULL;
-    CHECK_OK(tg_session_new(&ts, &s));
+    tg_session *s = open_train(m, 5);
     if (!f || !s) return;
     float w[16], v[16];
     CHECK_OK(tg_forward_get_param(f, "l1.W", w, 16));
@@ -88,11 +94,7 @@ static void forward_alone(tg_model *m) {
 /* Both constructors trace at once: the function's error, and no session. */
 static void trace_errors(tg_model *m) {
     tg_input_decl fin[] = {{"x", TG_F32, TG_SHAPE(TG_BATCH, 2)}};
-    tg_input_decl tin[] = {{"x", TG_F32, TG_SHAPE(4, 2)}, {"t", TG_I32, TG_SHAPE(4)}};
-    tg_train_spec ts = {.model = m, .loss = loss_fn, .inputs = tin, .n_inputs = 2,
-                        .optim = tg_adam(tg_lr_constant(0.05f)), .threads = 1};
-    tg_session *s = NULL;
-    CHECK_OK(tg_session_new(&ts, &s));
+    tg_session *s = open_train(m, 1);
     if (!s) return;
     tg_forward_spec bad = {.fn = bad_shapes, .inputs = fin, .n_inputs = 1};
     tg_forward *f = (tg_forward *)&bad; /* must come back NULL */
@@ -110,11 +112,7 @@ static void trace_errors(tg_model *m) {
 
 /* The feed checks, training and forward alike; a failed step changes nothing. */
 static void feed_checks(tg_model *m) {
-    tg_input_decl tin[] = {{"x", TG_F32, TG_SHAPE(4, 2)}, {"t", TG_I32, TG_SHAPE(4)}};
-    tg_train_spec ts = {.model = m, .loss = loss_fn, .inputs = tin, .n_inputs = 2,
-                        .optim = tg_adam(tg_lr_constant(0.05f)), .threads = 1};
-    tg_session *s = NULL;
-    CHECK_OK(tg_session_new(&ts, &s));
+    tg_session *s = open_train(m, 1);
     tg_input_decl fin[] = {{"x", TG_F32, TG_SHAPE(TG_BATCH, 2)}};
     tg_forward *f = NULL;
     if (s) CHECK_OK(tg_forward_attach(s, &(tg_forward_spec){.fn = predict, .inputs = fin, .n_inputs = 1}, &f));
