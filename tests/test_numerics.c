@@ -176,9 +176,9 @@ static void reach(tg_backend b, const char *bname) {
     static const tg_input_decl in[] = {{"x", TG_F32, TG_SHAPE(8, 2)}};
     tg_forward_spec fs = {.fn = forward_fn, .user = &n, .inputs = in, .n_inputs = 1};
     setenv("TG_CHECK_NUMERICS", "1", 1);
-    CHECK_OK(tg_forward_attach(s, &fs, &f));
+    CHECK_OK(tg_forward_attach(s, &fs, &f)); /* traces forward_fn: n.line is its sqrt's */
     tg_feed fx[] = {TG_FEED("x", X, 16)};
-    tg_status st = f ? tg_forward_run(f, 0, fx, 1) : TG_ERR_ARG; /* traces forward_fn: n.line is its sqrt's */
+    tg_status st = f ? tg_forward_run(f, 0, fx, 1) : TG_ERR_ARG;
     snprintf(want, sizeof want, "of tg_sqrt [8,4] (test_numerics.c:%d); it reaches the result; the run stopped there",
              n.line);
     CHECK(st == TG_ERR_NUMERIC && strstr(tg_last_error(), want), "%s, forward only: status %d, '%s'", bname, st,
