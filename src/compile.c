@@ -22,6 +22,8 @@ void tg_program_free(tg_program *p) {
     free(p);
 }
 
+/* Reads the final graph (after the passes renumbered it), so the node ids
+ * are the plan's: a step then finds each feed's buffer without a scan. */
 static tg_status input_table(tg_program *p) {
     const tg_graph *g = p->g;
     for (int i = 0; i < g->n; i++) p->n_in += g->nodes[i].op == TG_OP_INPUT;
