@@ -85,7 +85,7 @@ static int bench_sin(int steps, int warm, bool print_graph, bool check) {
         xs[i] = (float)(((i * 0.618034) - floor(i * 0.618034)) * 2.0 * 3.14159265358979 - 3.14159265358979);
         ys[i] = sinf(xs[i]);
     }
-    tg_feed feeds[] = {{"x", xs, B}, {"y", ys, B}};
+    tg_feed feeds[] = {TG_FEED("x", xs, B), TG_FEED("y", ys, B)};
     double *t = malloc(sizeof(double) * (size_t)steps);
     float loss = 0;
     int rc = time_steps(s, feeds, 2, warm, steps, t, &loss);
@@ -146,7 +146,7 @@ static int bench_addition(int steps, int warm, bool print_graph, bool check) {
         int32_t seq[AT + 1] = {a / 10, a % 10, 10, b / 10, b % 10, 11, sum % 10, (sum / 10) % 10, sum / 100};
         for (int t = 0; t < AT; t++) tokens[i * AT + t] = seq[t], targets[i * AT + t] = seq[t + 1];
     }
-    tg_feed feeds[] = {{"tokens", tokens, AB * AT}, {"targets", targets, AB * AT}};
+    tg_feed feeds[] = {TG_FEED("tokens", tokens, AB * AT), TG_FEED("targets", targets, AB * AT)};
     double *t = malloc(sizeof(double) * (size_t)steps);
     float loss = 0;
     int rc = time_steps(s, feeds, 2, warm, steps, t, &loss);

@@ -48,7 +48,7 @@ int main(int argc, char **argv) {
     unsigned r = 12345;
     for (int i = 0; i < B * 64; i++) x[i] = (float)((r = r * 1103515245u + 12345u) >> 8 & 0xffff) / 65536.0f;
     for (int i = 0; i < B; i++) y[i] = (int32_t)((r = r * 1103515245u + 12345u) >> 16) % 10;
-    tg_feed feeds[] = {{"x", x, B * 64}, {"y", y, B}};
+    tg_feed feeds[] = {TG_FEED("x", x, B * 64), TG_FEED("y", y, B)};
     float loss;
     for (int i = 0; i < 20; i++) tg_session_step(s, feeds, 2, &loss); /* warm up: first-touch, pool spin-up */
     double *t = malloc(sizeof(double) * (size_t)steps);

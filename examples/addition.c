@@ -46,15 +46,15 @@ static tg_tensor predict_fn(tg_graph *g, void *user) {
 }
 
 /* Generates the 3 sum digits of a + b one at a time; returns the sum. */
-static int predict(tg_session *fwd, int a, int b, tg_status *st) {
+static int predict(tg_forward *fwd, int a, int b, tg_status *st) {
     int32_t seq[SEQ], tokens[T] = {0};
     float logits[T * V];
     encode(a, b, seq);
     memcpy(tokens, seq, 6 * sizeof(int32_t));
     int sum = 0, scale = 1;
     for (int d = 0; d < 3; d++) {
-        if ((*st = tg_session_run(fwd, 1, (tg_feed[]){{"tokens", tokens, T}}, 1)) != TG_OK) return -1;
-        if ((*st = tg_session_output(fwd, logits, T * V)) != TG_OK) return -1;
+        if ((*st = tg_forward_run(fwd, 1, (tg_feed[]){TG_FEED("tokens", tokens, T)}, 1)) != TG_OK) return -1;
+        if ((*st = tg_forward_output(fwd, logits, T * V)) != TG_OK) return -1;
         const float *row = logits + (5 + d) * V; /* the position that predicts digit d */
         int best = 0;
         for (int v = 1; v < 10; v++)
@@ -75,10 +75,12 @@ int example_addition(const tg_example_opts *o) {
     opt.clip_grad_norm = 1.0f;
     tg_train_spec spec = {.model = m, .loss = loss_fn, .inputs = inputs, .n_inputs = 2, .optim = opt,
                           .seed = o->seed, .backend = o->backend, .threads = o->threads};
-    tg_session *s = NULL, *fwd = NULL;
+    tg_session *s = NULL;
+    tg_forward *fwd = NULL;
     tg_status st = tg_session_new(&spec, &s);
     tg_input_decl fin[] = {{"tokens", TG_I32, TG_SHAPE(TG_BATCH, T)}};
-    if (st == TG_OK) st = tg_session_attach(s, &(tg_infer_spec){predict_fn, NULL, fin, 1}, &fwd);
+    tg_forward_spec fspec = {.fn = predict_fn, .inputs = fin, .n_inputs = 1};
+    if (st == TG_OK) st = tg_forward_attach(s, &fspec, &fwd);
     if (st != TG_OK) {
         fprintf(stderr, "error: %s\n", tg_last_error());
         tg_session_free(s);
@@ -87,7 +89,7 @@ int example_addition(const tg_example_opts *o) {
     }
     int rc;
     if (ex_compile_only(o, "addition", &spec, s, &rc)) {
-        tg_session_free(fwd);
+        tg_forward_free(fwd);
         tg_session_free(s);
         tg_model_free(m);
         return rc;
@@ -107,9 +109,9 @@ int example_addition(const tg_example_opts *o) {
             memcpy(tokens + i * T, seq, T * sizeof(int32_t));
             memcpy(targets + i * T, seq + 1, T * sizeof(int32_t));
         }
-        tg_feed f[] = {{"tokens", tokens, B * T}, {"targets", targets, B * T}};
+        tg_feed f[] = {TG_FEED("tokens", tokens, B * T), TG_FEED("targets", targets, B * T)};
         rc = ex_bench_loop("addition", s, o->backend, f, 2, o->bench);
-        tg_session_free(fwd);
+        tg_forward_free(fwd);
         tg_session_free(s);
         tg_model_free(m);
         return rc;
@@ -117,7 +119,7 @@ int example_addition(const tg_example_opts *o) {
     float loss = 0;
     ex_run run;
     if (ex_run_start(&run, o, steps, B, "heldout_accuracy")) {
-        tg_session_free(fwd);
+        tg_forward_free(fwd);
         tg_session_free(s);
         tg_model_free(m);
         return 1;
@@ -137,7 +139,7 @@ int example_addition(const tg_example_opts *o) {
         }
         /* Reading the loss waits for the step: only on the steps the progress line shows. */
         bool due = ex_run_due(&run, step);
-        st = tg_session_step(s, (tg_feed[]){{"tokens", tokens, B * T}, {"targets", targets, B * T}}, 2,
+        st = tg_session_step(s, (tg_feed[]){TG_FEED("tokens", tokens, B * T), TG_FEED("targets", targets, B * T)}, 2,
                              due ? &loss : NULL);
         if (st == TG_OK && due && step < steps) ex_run_step(&run, step, loss, tg_lr_at(&spec.optim.lr, step), NULL);
     }
@@ -155,7 +157,7 @@ int example_addition(const tg_example_opts *o) {
     rc = ex_run_end(&run);
     if (st != TG_OK) {
         fprintf(stderr, "error: %s\n", tg_last_error());
-        tg_session_free(fwd);
+        tg_forward_free(fwd);
         tg_session_free(s);
         tg_model_free(m);
         return 1;
@@ -175,7 +177,7 @@ int example_addition(const tg_example_opts *o) {
         rc = 1;
     }
     printf("heldout_accuracy=%.4f\n", acc);
-    tg_session_free(fwd);
+    tg_forward_free(fwd);
     tg_session_free(s);
     tg_model_free(m);
     return rc ? rc : acc >= 0.95 ? 0 : 2; /* the target of the default run */

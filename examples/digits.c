@@ -22,11 +22,11 @@ static tg_tensor digits_loss(tg_graph *g, void *user) {
 static tg_tensor digits_predict(tg_graph *g, void *user) { return digits_cnn_logits(g, user, tg_input(g, "x")); }
 
 /* Fraction of images [n, 64] whose largest logit is their label. */
-static double accuracy(tg_session *fwd, const float *x, const int32_t *y, int n) {
+static double accuracy(tg_forward *fwd, const float *x, const int32_t *y, int n) {
     float *lg = malloc(sizeof(float) * (size_t)n * CLASSES);
     int right = 0;
-    tg_feed f = {"x", x, (int64_t)n * 64};
-    if (lg && tg_session_run(fwd, n, &f, 1) == TG_OK && tg_session_output(fwd, lg, (int64_t)n * CLASSES) == TG_OK) {
+    tg_feed f = TG_FEED("x", x, (int64_t)n * 64);
+    if (lg && tg_forward_run(fwd, n, &f, 1) == TG_OK && tg_forward_output(fwd, lg, (int64_t)n * CLASSES) == TG_OK) {
         for (int i = 0; i < n; i++) {
             int best = 0;
             for (int k = 1; k < CLASSES; k++)
@@ -52,9 +52,10 @@ int example_digits(const tg_example_opts *o) {
                           .optim = tg_adam(tg_lr_cosine(3e-3f, 1e-4f, steps)), .seed = o->seed,
                           .backend = o->backend, .threads = o->threads};
     tg_input_decl pin[] = {{"x", TG_F32, TG_SHAPE(TG_BATCH, 1, 8, 8)}};
-    tg_infer_spec pspec = {digits_predict, &net, pin, 1};
-    tg_session *s = NULL, *fwd = NULL;
-    if (tg_session_new(&spec, &s) != TG_OK || tg_session_attach(s, &pspec, &fwd) != TG_OK) {
+    tg_forward_spec pspec = {.fn = digits_predict, .user = &net, .inputs = pin, .n_inputs = 1};
+    tg_session *s = NULL;
+    tg_forward *fwd = NULL;
+    if (tg_session_new(&spec, &s) != TG_OK || tg_forward_attach(s, &pspec, &fwd) != TG_OK) {
         fprintf(stderr, "error: %s\n", tg_last_error());
         tg_session_free(s);
         tg_model_free(m);
@@ -64,9 +65,9 @@ int example_digits(const tg_example_opts *o) {
     int rc = 0;
     if (ex_compile_only(o, "digits_cnn", &spec, s, &rc) || o->bench > 0) {
         /* bench: the first B training images as one fixed batch, as bench/digits_torch.py times it */
-        tg_feed feeds[] = {{"x", d.x, B * 64}, {"y", d.y, B}};
+        tg_feed feeds[] = {TG_FEED("x", d.x, B * 64), TG_FEED("y", d.y, B)};
         if (!o->graph && !o->plan) rc = ex_bench_loop("digits_cnn", s, o->backend, feeds, 2, o->bench);
-        tg_session_free(fwd);
+        tg_forward_free(fwd);
         tg_session_free(s);
         tg_model_free(m);
         ex_digits_free(&d);
@@ -104,7 +105,7 @@ int example_digits(const tg_example_opts *o) {
             memcpy(xb + b * 64, d.x + (size_t)k * 64, sizeof(float) * 64);
             yb[b] = d.y[k];
         }
-        tg_feed feeds[] = {{"x", xb, B * 64}, {"y", yb, B}};
+        tg_feed feeds[] = {TG_FEED("x", xb, B * 64), TG_FEED("y", yb, B)};
         if (tg_session_step(s, feeds, 2, &loss) != TG_OK) {
             fprintf(stderr, "error: %s\n", tg_last_error());
             rc = 1;
@@ -128,7 +129,7 @@ int example_digits(const tg_example_opts *o) {
     }
     ex_run_end(&run); /* closes the CSV after an error; a no-op after the normal end */
     free(order);
-    tg_session_free(fwd);
+    tg_forward_free(fwd);
     tg_session_free(s);
     tg_model_free(m);
     ex_digits_free(&d);

@@ -55,8 +55,8 @@ int example_gpt_small(const tg_example_opts *o) {
     uint64_t rng = o->seed * 0x9e3779b97f4a7c15ull + 3;
     if (o->bench > 0) {
         for (int i = 0; i < B * T; i++) tok[i] = (int32_t)(ex_rand(&rng) % V), tgt[i] = (int32_t)(ex_rand(&rng) % V);
-        rc = ex_bench_loop("gpt_small", s, o->backend, (tg_feed[]){{"tokens", tok, B * T}, {"targets", tgt, B * T}},
-                               2, o->bench);
+        tg_feed feeds[] = {TG_FEED("tokens", tok, B * T), TG_FEED("targets", tgt, B * T)};
+        rc = ex_bench_loop("gpt_small", s, o->backend, feeds, 2, o->bench);
         tg_session_free(s);
         tg_model_free(m);
         return rc;
@@ -93,7 +93,8 @@ int example_gpt_small(const tg_example_opts *o) {
             for (int t = 0; t < T; t++) tok[b * T + t] = symbol(text[at + t]), tgt[b * T + t] = symbol(text[at + t + 1]);
         }
         bool report = ex_run_due(&run, step);
-        st = tg_session_step(s, (tg_feed[]){{"tokens", tok, B * T}, {"targets", tgt, B * T}}, 2, report ? &loss : NULL);
+        tg_feed feeds[] = {TG_FEED("tokens", tok, B * T), TG_FEED("targets", tgt, B * T)};
+        st = tg_session_step(s, feeds, 2, report ? &loss : NULL);
         if (report && st == TG_OK) ex_run_step(&run, step, loss, tg_lr_at(&spec.optim.lr, step), NULL);
     }
     rc = ex_run_end(&run);

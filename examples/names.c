@@ -107,7 +107,7 @@ static tg_tensor sample_fn(tg_graph *g, void *user) {
 }
 
 /* Validation loss over the whole validation set, EVAL_B words per run. */
-static tg_status val_loss(tg_session *ev, const word_set *val, double *out) {
+static tg_status val_loss(tg_forward *ev, const word_set *val, double *out) {
     static int32_t tok[EVAL_B * T], tgt[EVAL_B * T];
     static float mask[EVAL_B * T];
     double total = 0;
@@ -116,10 +116,10 @@ static tg_status val_loss(tg_session *ev, const word_set *val, double *out) {
         int nb = val->n - i0 < EVAL_B ? val->n - i0 : EVAL_B, preds = 0;
         for (int i = 0; i < nb; i++) preds += encode(val, i0 + i, tok + i * T, tgt + i * T, mask + i * T);
         for (int k = 0; k < nb * T; k++) mask[k] /= (float)preds;
-        tg_feed f[] = {{"tokens", tok, nb * T}, {"targets", tgt, nb * T}, {"mask", mask, nb * T}};
+        tg_feed f[] = {TG_FEED("tokens", tok, nb * T), TG_FEED("targets", tgt, nb * T), TG_FEED("mask", mask, nb * T)};
         float l;
-        tg_status st = tg_session_run(ev, nb, f, 3);
-        if (st == TG_OK) st = tg_session_output(ev, &l, 1);
+        tg_status st = tg_forward_run(ev, nb, f, 3);
+        if (st == TG_OK) st = tg_forward_output(ev, &l, 1);
         if (st != TG_OK) return st;
         total += (double)l * preds;
         count += preds;
@@ -129,13 +129,13 @@ static tg_status val_loss(tg_session *ev, const word_set *val, double *out) {
 }
 
 /* Samples N_SAMPLES words, one letter per run. */
-static tg_status sample_words(tg_session *smp, char words[][T + 1]) {
+static tg_status sample_words(tg_forward *smp, char words[][T + 1]) {
     int32_t tok[N_SAMPLES * T] = {0}, out[N_SAMPLES * T];
     bool done[N_SAMPLES] = {0};
     memset(words, 0, sizeof(char) * N_SAMPLES * (T + 1));
     for (int t = 0; t < T - 1; t++) {
-        tg_status st = tg_session_run(smp, N_SAMPLES, (tg_feed[]){{"tokens", tok, N_SAMPLES * T}}, 1);
-        if (st == TG_OK) st = tg_session_output(smp, out, N_SAMPLES * T);
+        tg_status st = tg_forward_run(smp, N_SAMPLES, (tg_feed[]){TG_FEED("tokens", tok, N_SAMPLES * T)}, 1);
+        if (st == TG_OK) st = tg_forward_output(smp, out, N_SAMPLES * T);
         if (st != TG_OK) return st;
         for (int i = 0; i < N_SAMPLES; i++) {
             int c = out[i * T + t];
@@ -169,11 +169,14 @@ int example_names(const tg_example_opts *o) {
                           .optim = tg_adamw(tg_lr_linear(5e-3f, 5e-4f, steps), 0.01f), .seed = o->seed,
                           .backend = o->backend, .threads = o->threads};
     spec.optim.clip_grad_norm = 1.0f;
-    tg_session *s = NULL, *ev = NULL, *smp = NULL;
+    tg_session *s = NULL;
+    tg_forward *ev = NULL, *smp = NULL;
     tg_status st = tg_session_new(&spec, &s);
-    if (st == TG_OK) st = tg_session_attach(s, &(tg_infer_spec){loss_fn, NULL, ev_in, 3}, &ev);
-    if (st == TG_OK) st = tg_session_attach(s, &(tg_infer_spec){sample_fn, NULL, ev_in, 1}, &smp);
-    if (st == TG_OK) st = tg_session_set_seed(smp, o->seed);
+    tg_forward_spec ev_spec = {.fn = loss_fn, .inputs = ev_in, .n_inputs = 3};
+    tg_forward_spec smp_spec = {.fn = sample_fn, .inputs = ev_in, .n_inputs = 1};
+    if (st == TG_OK) st = tg_forward_attach(s, &ev_spec, &ev);
+    if (st == TG_OK) st = tg_forward_attach(s, &smp_spec, &smp);
+    if (st == TG_OK) st = tg_forward_set_seed(smp, o->seed);
     int rc = 0;
     ex_run run;
     bool stop = st != TG_OK; /* an error, a graph written instead, or no --log file */
@@ -181,7 +184,7 @@ int example_names(const tg_example_opts *o) {
     else if (ex_compile_only(o, "names", &spec, s, &rc)) stop = true;
     else if (ex_run_start(&run, o, steps, B, "val_loss")) stop = true, rc = 1;
     if (stop) {
-        tg_session_free(smp), tg_session_free(ev), tg_session_free(s), tg_model_free(m);
+        tg_forward_free(smp), tg_forward_free(ev), tg_session_free(s), tg_model_free(m);
         free(train.w), free(train.len), free(val.w), free(val.len);
         return rc;
     }
@@ -199,8 +202,8 @@ int example_names(const tg_example_opts *o) {
             preds += encode(&train, (int)(ex_rand(&rng) % (uint64_t)train.n), tok + i * T, tgt + i * T, mask + i * T);
         for (int k = 0; k < B * T; k++) mask[k] /= (float)preds;
         bool eval = watched && step % 500 == 0 && step < steps, report = ex_run_due(&run, step) || eval;
-        st = tg_session_step(s, (tg_feed[]){{"tokens", tok, B * T}, {"targets", tgt, B * T}, {"mask", mask, B * T}},
-                             3, report || step == steps ? &loss : NULL);
+        tg_feed feeds[] = {TG_FEED("tokens", tok, B * T), TG_FEED("targets", tgt, B * T), TG_FEED("mask", mask, B * T)};
+        st = tg_session_step(s, feeds, 3, report || step == steps ? &loss : NULL);
         if (st == TG_OK && eval) st = val_loss(ev, &val, &vl);
         if (st == TG_OK && report && step < steps)
             ex_run_step(&run, step, loss, tg_lr_at(&spec.optim.lr, step), eval ? &vl : NULL);
@@ -216,8 +219,8 @@ int example_names(const tg_example_opts *o) {
         for (int i = 0; i < N_SAMPLES; i++) printf(" %s", words[i]);
         printf("\nval_loss=%.4f\n", vl);
     }
-    tg_session_free(smp);
-    tg_session_free(ev);
+    tg_forward_free(smp);
+    tg_forward_free(ev);
     tg_session_free(s);
     tg_model_free(m);
     free(train.w), free(train.len), free(val.w), free(val.len);

@@ -45,7 +45,8 @@ int example_sin(const tg_example_opts *o) {
     uint64_t rng = o->seed * 2654435761u + 1;
     if (o->bench > 0) { /* one fixed batch, as the PyTorch peer times it */
         for (int i = 0; i < B; i++) ys[i] = sinf(xs[i] = (float)((ex_uniform(&rng) * 2.0 - 1.0) * EX_PI));
-        int rc = ex_bench_loop("sin_mlp", s, o->backend, (tg_feed[]){{"x", xs, B}, {"y", ys, B}}, 2, o->bench);
+        tg_feed feeds[] = {TG_FEED("x", xs, B), TG_FEED("y", ys, B)};
+        int rc = ex_bench_loop("sin_mlp", s, o->backend, feeds, 2, o->bench);
         tg_session_free(s);
         tg_model_free(m);
         return rc;
@@ -62,7 +63,7 @@ int example_sin(const tg_example_opts *o) {
             xs[i] = (float)((ex_uniform(&rng) * 2.0 - 1.0) * EX_PI);
             ys[i] = sinf(xs[i]);
         }
-        tg_feed feeds[] = {{"x", xs, B}, {"y", ys, B}};
+        tg_feed feeds[] = {TG_FEED("x", xs, B), TG_FEED("y", ys, B)};
         if (tg_session_step(s, feeds, 2, &loss) != TG_OK) {
             fprintf(stderr, "error: %s\n", tg_last_error());
             ex_run_end(&run);

@@ -93,7 +93,7 @@ static void put_digit(uint8_t *img, int w, int row_y, int col, const float *p) {
         }
 }
 
-static int write_grid(const char *path, tg_session *rec, tg_session *gen, const ex_digits *d, uint64_t seed) {
+static int write_grid(const char *path, tg_forward *rec, tg_forward *gen, const ex_digits *d, uint64_t seed) {
     /* The first test image of each class, in class order. */
     float xs[10 * 64], out[30 * 64], z[30 * Z];
     int have = 0;
@@ -107,16 +107,16 @@ static int write_grid(const char *path, tg_session *rec, tg_session *gen, const 
     uint8_t *img = calloc((size_t)w * h, 1);
     if (!img) return 1;
     for (size_t i = 0; i < (size_t)w * h; i++) img[i] = 40; /* dark grey gaps frame the black cells */
-    tg_feed fx = {"x", xs, have * 64};
-    if (tg_session_run(rec, have, &fx, 1) != TG_OK || tg_session_output(rec, out, have * 64) != TG_OK) goto fail;
+    tg_feed fx = TG_FEED("x", xs, have * 64);
+    if (tg_forward_run(rec, have, &fx, 1) != TG_OK || tg_forward_output(rec, out, have * 64) != TG_OK) goto fail;
     for (int k = 0; k < have; k++) {
         put_digit(img, w, 0, k, xs + k * 64);
         put_digit(img, w, CELL, k, out + k * 64);
     }
     uint64_t rng = seed * 7 + 1234567;
     fill_normal(&rng, z, 30 * Z);
-    tg_feed fz = {"z", z, 30 * Z};
-    if (tg_session_run(gen, 30, &fz, 1) != TG_OK || tg_session_output(gen, out, 30 * 64) != TG_OK) goto fail;
+    tg_feed fz = TG_FEED("z", z, 30 * Z);
+    if (tg_forward_run(gen, 30, &fz, 1) != TG_OK || tg_forward_output(gen, out, 30 * 64) != TG_OK) goto fail;
     for (int k = 0; k < 30; k++) put_digit(img, w, 2 * CELL + 8 + (k / 10) * CELL, k % 10, out + k * 64);
     if (ex_write_png_gray(path, img, w, h)) {
         fprintf(stderr, "vae: cannot write %s\n", path);
@@ -149,11 +149,14 @@ int example_vae(const tg_example_opts *o) {
                           .backend = o->backend, .threads = o->threads};
     tg_input_decl rin[] = {{"x", TG_F32, TG_SHAPE(TG_BATCH, 1, 8, 8)}};
     tg_input_decl gin[] = {{"z", TG_F32, TG_SHAPE(TG_BATCH, Z)}};
-    tg_session *s = NULL, *ev = NULL, *rec = NULL, *gen = NULL;
+    tg_session *s = NULL;
+    tg_forward *ev = NULL, *rec = NULL, *gen = NULL;
     int rc = 0;
-    if (tg_session_new(&spec, &s) != TG_OK || tg_session_attach(s, &(tg_infer_spec){train_loss, &net, rin, 1}, &ev) ||
-        tg_session_attach(s, &(tg_infer_spec){reconstruct, &net, rin, 1}, &rec) ||
-        tg_session_attach(s, &(tg_infer_spec){generate, &net, gin, 1}, &gen)) {
+    tg_forward_spec ev_spec = {.fn = train_loss, .user = &net, .inputs = rin, .n_inputs = 1};
+    tg_forward_spec rec_spec = {.fn = reconstruct, .user = &net, .inputs = rin, .n_inputs = 1};
+    tg_forward_spec gen_spec = {.fn = generate, .user = &net, .inputs = gin, .n_inputs = 1};
+    if (tg_session_new(&spec, &s) != TG_OK || tg_forward_attach(s, &ev_spec, &ev) ||
+        tg_forward_attach(s, &rec_spec, &rec) || tg_forward_attach(s, &gen_spec, &gen)) {
         fprintf(stderr, "error: %s\n", tg_last_error());
         rc = 1;
         goto done;
@@ -175,7 +178,7 @@ int example_vae(const tg_example_opts *o) {
     for (int64_t step = 1; step <= steps; step++) {
         for (int b = 0; b < B; b++)
             memcpy(xb + b * 64, d.x + (size_t)(ex_rand(&rng) % (uint64_t)d.n_train) * 64, sizeof(float) * 64);
-        tg_feed feeds[] = {{"x", xb, B * 64}};
+        tg_feed feeds[] = {TG_FEED("x", xb, B * 64)};
         if (tg_session_step(s, feeds, 1, &loss) != TG_OK) {
             fprintf(stderr, "error: %s\n", tg_last_error());
             ex_run_end(&run);
@@ -189,8 +192,8 @@ int example_vae(const tg_example_opts *o) {
 
     /* Test ELBO: the whole test split at once, one draw of eps per image. */
     float test_loss = NAN;
-    tg_feed ef = {"x", d.x + (size_t)d.n_train * 64, (int64_t)d.n_test * 64};
-    if (tg_session_run(ev, d.n_test, &ef, 1) != TG_OK || tg_session_output(ev, &test_loss, 1) != TG_OK) {
+    tg_feed ef = TG_FEED("x", d.x + (size_t)d.n_train * 64, (int64_t)d.n_test * 64);
+    if (tg_forward_run(ev, d.n_test, &ef, 1) != TG_OK || tg_forward_output(ev, &test_loss, 1) != TG_OK) {
         fprintf(stderr, "error: %s\n", tg_last_error());
         rc = 1;
     }
@@ -204,9 +207,9 @@ int example_vae(const tg_example_opts *o) {
         printf("test_elbo=%.3f\n", -test_loss);
     }
 done:
-    tg_session_free(gen);
-    tg_session_free(rec);
-    tg_session_free(ev);
+    tg_forward_free(gen);
+    tg_forward_free(rec);
+    tg_forward_free(ev);
     tg_session_free(s);
     tg_model_free(m);
     ex_digits_free(&d);

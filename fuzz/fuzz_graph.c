@@ -91,7 +91,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         tg_session *s = NULL;
         if (tg_session_new(&spec, &s) == TG_OK) {
             float x[16] = {0}, loss;
-            tg_feed f[] = {{"x", x, 16}};
+            tg_feed f[] = {TG_FEED("x", x, 16)};
             tg_session_step(s, f, 1, &loss);
         }
         tg_session_free(s);

@@ -8,7 +8,7 @@ int main(int argc, char **argv) {
     tg_session *s = fuzz_session();
     if (!s) return 1;
     float x[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, y[8] = {0}, loss;
-    tg_feed f[] = {{"x", x, 12}, {"y", y, 8}};
+    tg_feed f[] = {TG_FEED("x", x, 12), TG_FEED("y", y, 8)};
     char path[512];
     for (int k = 0; k < 3; k++) {
         tg_session_step(s, f, 2, &loss);

@@ -621,18 +621,38 @@ typedef struct {
     bool check_numerics;
 } tg_train_spec;
 
+/* Two kinds of session, two types: a training session (tg_session: a loss,
+ * gradients, an optimizer, steps) and a forward session (tg_forward: a
+ * function of the params, run for outputs). A training-only call on a
+ * forward session does not compile. Both hold their params on a device;
+ * a forward session either has its own (tg_forward_new) or shares a
+ * training session's (tg_forward_attach). */
 typedef struct tg_session tg_session;
+typedef struct tg_forward tg_forward;
 
 /* Traces, differentiates, appends the optimizer, plans and compiles. */
 tg_status tg_session_new(const tg_train_spec *spec, tg_session **out);
 void tg_session_free(tg_session *s);
 
-/* Feeds for step/run: `count` elements of the input's dtype at `data`. */
+/* Feeds for step/run, and params for upload: `count` elements of `dtype`
+ * at `data`. The dtype must be the input's (TG_ERR_ARG otherwise).
+ * TG_F32 is 0, so {"x", x, n} feeds an f32 input; an i32 input takes
+ * {"tokens", tok, n, TG_I32}, or TG_FEED below. */
 typedef struct {
     const char *name;
     const void *data;
     int64_t count;
+    tg_dtype dtype;
 } tg_feed;
+
+#ifndef __cplusplus
+/* C11: a feed whose dtype follows the element type of data, float (TG_F32)
+ * or int32_t (TG_I32); a pointer to anything else does not compile. It is
+ * an initializer: (tg_feed[]){TG_FEED("tokens", tok, n), TG_FEED("x", x, m)}. */
+#define TG_FEED(name, data, count) {(name), (data), (count), TG_DTYPE_OF(data)}
+#define TG_DTYPE_OF(p) \
+    _Generic(&*(p), float *: TG_F32, const float *: TG_F32, int32_t *: TG_I32, const int32_t *: TG_I32)
+#endif
 
 /* One step: write inputs, forward, backward, update, writebacks. Every
  * declared input must be fed exactly once. loss may be NULL. */
@@ -642,8 +662,8 @@ tg_status tg_session_set_lr(tg_session *s, tg_lr lr);
 int64_t tg_session_step_count(const tg_session *s);
 
 /* Params by name. set/get take one param (count must match); upload takes
- * every param exactly once (strict: missing, unknown, duplicate or
- * wrong-sized names are errors, and nothing is written then). */
+ * every param exactly once (strict: missing, unknown, duplicate,
+ * wrong-sized or non-f32 feeds are errors, and nothing is written then). */
 tg_status tg_session_set_param(tg_session *s, const char *name, const float *data, int64_t count);
 tg_status tg_session_get_param(tg_session *s, const char *name, float *data, int64_t count);
 tg_status tg_session_upload(tg_session *s, const tg_feed *params, int n);
@@ -672,15 +692,18 @@ void tg_session_print_plan(const tg_session *s, void *file /* FILE* */);
 /* The graph after grad, optimizer and passes. */
 const tg_graph *tg_session_graph(const tg_session *s);
 /* tg_graph_dot of that graph, with the nodes the backend fuses into one
- * kernel drawn as one cluster each. TG_ERR_ARG for NULL, TG_ERR_STATE for a
- * forward session that has not run, TG_ERR_IO when the write fails. */
+ * kernel drawn as one cluster each. TG_ERR_ARG for NULL, TG_ERR_IO when
+ * the write fails. */
 tg_status tg_session_dot(const tg_session *s, void *file /* FILE* */);
+/* The seed random ops (sampling, dropout) draw from; each step then uses a
+ * hash of (seed, step number). */
+tg_status tg_session_set_seed(tg_session *s, uint64_t seed);
 
-/* ---- forward-only compiles ----------------------------------------------
- * A forward session shares the params (and the engine) of the session it is
- * attached to: training updates are visible to it at once. Input shapes may
- * use TG_BATCH for the batch dimension; the program is compiled for each
- * batch size on first use and cached. */
+/* ---- forward sessions ---------------------------------------------------
+ * Input shapes may use TG_BATCH for the batch dimension: the program is
+ * compiled for each batch size on first use and cached. Both constructors
+ * trace (and compile) at once, for batch 1 when an input uses TG_BATCH, so
+ * an error in the function comes back from them. */
 
 #define TG_BATCH (-1)
 
@@ -689,17 +712,46 @@ typedef struct {
     void *user;
     const tg_input_decl *inputs;
     int n_inputs;
-} tg_infer_spec;
+    bool check_numerics;       /* as tg_train_spec's: every run checks every kernel's output */
+    /* tg_forward_new only: tg_forward_attach takes the model (which may be
+     * left NULL or must be the same), the device and the params from the
+     * training session, and leaves seed, backend and threads alone. */
+    tg_model *model;
+    uint64_t seed;             /* param init: the same seed gives the params tg_session_new would */
+    tg_backend backend;
+    int threads;               /* CPU threads; 0 = TG_THREADS or all cores */
+} tg_forward_spec;
 
-tg_status tg_session_attach(tg_session *base, const tg_infer_spec *spec, tg_session **out);
+/* A forward session with params of its own, initialized from spec->seed
+ * (load weights with tg_forward_load_params or tg_forward_upload). */
+tg_status tg_forward_new(const tg_forward_spec *spec, tg_forward **out);
+/* A forward session sharing the params (and the device) of a training
+ * session: its updates are visible at once, and a checkpoint loaded into
+ * either is loaded for both. Either may be freed first. */
+tg_status tg_forward_attach(tg_session *train, const tg_forward_spec *spec, tg_forward **out);
+void tg_forward_free(tg_forward *f);
 /* Runs the forward program for `batch` (ignored when no input uses TG_BATCH). */
-tg_status tg_session_run(tg_session *s, int64_t batch, const tg_feed *feeds, int n_feeds);
-/* The output of the last run, `count` elements of its own dtype (i32 stays i32). */
-tg_status tg_session_output(tg_session *s, void *dst, int64_t count);
-tg_status tg_session_output_info(const tg_session *s, tg_shape *shape, tg_dtype *dtype);
-/* The seed random ops (sampling, dropout) draw from; each step or run then
- * uses a hash of (seed, step or run number). */
-tg_status tg_session_set_seed(tg_session *s, uint64_t seed);
+tg_status tg_forward_run(tg_forward *f, int64_t batch, const tg_feed *feeds, int n_feeds);
+/* The output of the last run, `count` elements of its own dtype (i32 stays
+ * i32); TG_ERR_STATE before a run. */
+tg_status tg_forward_output(tg_forward *f, void *dst, int64_t count);
+tg_status tg_forward_output_info(const tg_forward *f, tg_shape *shape, tg_dtype *dtype);
+/* A capture of the last run, as tg_session_read / capture_info. */
+tg_status tg_forward_read(tg_forward *f, const char *name, void *dst, int64_t count);
+tg_status tg_forward_capture_info(const tg_forward *f, const char *name, tg_shape *shape, tg_dtype *dtype);
+/* Params, as tg_session's (attached: the training session's params). */
+tg_status tg_forward_set_param(tg_forward *f, const char *name, const float *data, int64_t count);
+tg_status tg_forward_get_param(tg_forward *f, const char *name, float *data, int64_t count);
+tg_status tg_forward_upload(tg_forward *f, const tg_feed *params, int n);
+/* The plan and graph of the last run's program (before a run: the first
+ * one compiled), as tg_session_plan_stats / print_plan / graph / dot. */
+tg_status tg_forward_plan_stats(const tg_forward *f, tg_plan_stats *out);
+void tg_forward_print_plan(const tg_forward *f, void *file /* FILE* */);
+const tg_graph *tg_forward_graph(const tg_forward *f);
+tg_status tg_forward_dot(const tg_forward *f, void *file /* FILE* */);
+/* The seed random ops (sampling) draw from; each run then uses a hash of
+ * (seed, run number). */
+tg_status tg_forward_set_seed(tg_forward *f, uint64_t seed);
 
 /* CPU threads used by new sessions when the spec says 0 (else TG_THREADS, else all cores). */
 void tg_set_default_threads(int n);
@@ -728,6 +780,8 @@ tg_status tg_cpu_info(tg_cpu_path_info *out);
  * file upstream tensorgrad loads by param name. */
 tg_status tg_session_save_params(tg_session *s, const char *path);
 tg_status tg_session_load_params(tg_session *s, const char *path);
+tg_status tg_forward_save_params(tg_forward *f, const char *path);
+tg_status tg_forward_load_params(tg_forward *f, const char *path);
 /* A full checkpoint: params, optimizer state, step count, LR schedule and
  * seed. Load it into a session made from the same spec (same params,
  * optimizer kind and state) and training continues exactly where it stopped:

@@ -18,7 +18,20 @@ void tg_program_free(tg_program *p) {
     tg_fusion_free(p->fusion);
     free(p->param_grad);
     free(p->wb);
+    free(p->in);
     free(p);
+}
+
+/* Reads the final graph (after the passes renumbered it), so the node ids
+ * are the plan's: a step then finds each feed's buffer without a scan. */
+static tg_status input_table(tg_program *p) {
+    const tg_graph *g = p->g;
+    for (int i = 0; i < g->n; i++) p->n_in += g->nodes[i].op == TG_OP_INPUT;
+    if (!(p->in = tg_calloc((size_t)p->n_in + 1, sizeof *p->in)))
+        return tg_fail(TG_ERR_NOMEM, "compile: out of memory");
+    for (int i = 0, k = 0; i < g->n; i++)
+        if (g->nodes[i].op == TG_OP_INPUT) p->in[k++] = (tg_program_input){g->nodes[i].name, i, 0};
+    return TG_OK;
 }
 
 static tg_status trace(const tg_compile_req *req, tg_program *p) {
@@ -194,6 +207,7 @@ tg_status tg_program_build(const tg_compile_req *req, tg_program **out) {
         s = tg_plan_build(p->g, &pr, &p->plan);
         free(outs);
     }
+    if (s == TG_OK) s = input_table(p);
     if (s != TG_OK) {
         tg_program_free(p);
         return s;

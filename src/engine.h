@@ -7,6 +7,15 @@
 #include "optim/optim.h"
 #include "plan/plan.h"
 
+/* A graph input as a program holds it: names resolved to nodes once, when
+ * the program is built, so a step looks its feeds up here and never scans
+ * the graph. */
+typedef struct {
+    const char *name; /* the graph's */
+    int node;
+    uint64_t fed;     /* the feed round that last wrote it: a second write in one round is a duplicate */
+} tg_program_input;
+
 /* A graph after trace, grad, optimizer and passes, with its buffer plan. */
 typedef struct {
     tg_graph *g;
@@ -29,6 +38,9 @@ typedef struct {
      * f32 output is checked after it runs. Nodes >= first_bwd are backward. */
     int check, first_update, first_bwd;
     bool check_each;
+    tg_program_input *in; /* the INPUT nodes that survived the passes, in graph order */
+    int n_in;
+    uint64_t feed_round;
 } tg_program;
 
 /* TG_ERR_NUMERIC for element `at` (value v) of node `id`'s output, naming

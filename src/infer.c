@@ -1,139 +1,234 @@
-/* Forward-only sessions: attached to a session whose params (and engine)
- * they share, compiled once per batch size on first use. */
+/* Forward sessions: a function of the params with no gradient and no
+ * optimizer, compiled once per batch size (the first at once, so errors in
+ * the function come back from the constructor). Params are their own
+ * (tg_forward_new) or a training session's (tg_forward_attach). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "session.h"
 #include "ir/model.h"
 
-void tg_session_free_programs(tg_session *s) {
-    if (s->infer) {
-        for (int i = 0; i < s->n_progs; i++) {
-            if (s->eng) s->eng->vt->release(s->eng, s->progs[i].prog);
-            tg_program_free(s->progs[i].prog);
-        }
-        free(s->progs);
-        for (int i = 0; i < s->n_inputs; i++) free((char *)s->inputs[i].name);
-        free(s->inputs);
-    } else if (s->prog) {
-        if (s->eng) s->eng->vt->release(s->eng, s->prog);
-        tg_program_free(s->prog);
+/* Random ops in a forward draw apart from the training steps'. */
+#define TG_FORWARD_SEED_MIX 0x1f2e3d4c5b6a7988ull
+
+void tg_forward_free(tg_forward *f) {
+    if (!f) return;
+    for (int i = 0; i < f->n_progs; i++) {
+        if (f->b.eng) f->b.eng->vt->release(f->b.eng, f->progs[i].prog);
+        tg_program_free(f->progs[i].prog);
     }
-    s->prog = NULL;
+    free(f->progs);
+    for (int i = 0; i < f->n_inputs; i++) free((char *)f->inputs[i].name);
+    free(f->inputs);
+    tg_session_base_close(&f->b);
+    free(f);
 }
 
-tg_status tg_session_attach(tg_session *base, const tg_infer_spec *spec, tg_session **out) {
-    if (!out) return tg_fail(TG_ERR_ARG, "tg_session_attach: out is NULL");
-    *out = NULL;
-    if (!base || !spec || !spec->fn) return tg_fail(TG_ERR_ARG, "tg_session_attach: base, spec and spec->fn are required");
-    if (spec->n_inputs < 0 || (spec->n_inputs > 0 && !spec->inputs))
-        return tg_fail(TG_ERR_ARG, "tg_session_attach: bad input list");
-    tg_session *s = tg_calloc(1, sizeof *s);
-    int np = tg_model_param_count(base->model);
-    if (!s || !(s->param_offset = tg_calloc((size_t)np + 1, sizeof(int64_t))) ||
-        !(s->inputs = tg_calloc((size_t)spec->n_inputs + 1, sizeof(tg_input_decl)))) {
-        if (s) free(s->param_offset);
-        free(s);
-        return tg_fail(TG_ERR_NOMEM, "tg_session_attach: out of memory");
-    }
-    s->infer = true;
-    s->model = base->model;
-    s->eng = base->eng;
-    s->eng->refs++;
-    memcpy(s->param_offset, base->param_offset, sizeof(int64_t) * (size_t)np);
-    s->seed = base->seed ^ 0x1f2e3d4c5b6a7988ull;
-    s->fn = spec->fn;
-    s->user = spec->user;
-    for (int i = 0; i < spec->n_inputs; i++) {
-        const tg_input_decl *d = &spec->inputs[i];
-        s->inputs[i] = *d;
-        s->inputs[i].name = d->name ? tg_strdup(d->name) : NULL;
-        s->n_inputs++;
-        bool bad = !s->inputs[i].name || d->shape.ndim < 0 || d->shape.ndim > TG_MAX_DIMS;
-        for (int k = 0; !bad && k < d->shape.ndim; k++) bad = d->shape.d[k] < 0 && d->shape.d[k] != TG_BATCH;
-        if (bad) {
-            tg_session_free(s);
-            return tg_fail(TG_ERR_ARG, "tg_session_attach: input %d ('%s') has no name or a bad shape", i,
-                           d->name ? d->name : "(null)");
-        }
-    }
-    *out = s;
-    return TG_OK;
-}
-
-static bool uses_batch(const tg_session *s) {
-    for (int i = 0; i < s->n_inputs; i++)
-        for (int k = 0; k < s->inputs[i].shape.ndim; k++)
-            if (s->inputs[i].shape.d[k] == TG_BATCH) return true;
+static bool uses_batch(const tg_forward *f) {
+    for (int i = 0; i < f->n_inputs; i++)
+        for (int k = 0; k < f->inputs[i].shape.ndim; k++)
+            if (f->inputs[i].shape.d[k] == TG_BATCH) return true;
     return false;
 }
 
 /* The program for `batch`, compiled now if this is its first use. */
-static tg_status program_for(tg_session *s, int64_t batch, tg_program **out) {
-    for (int i = 0; i < s->n_progs; i++)
-        if (s->progs[i].batch == batch) return (*out = s->progs[i].prog, TG_OK);
-    tg_input_decl *in = tg_calloc((size_t)s->n_inputs + 1, sizeof *in);
-    struct tg_batch_prog *grown = tg_realloc(s->progs, sizeof *grown * (size_t)(s->n_progs + 1));
+static tg_status program_for(tg_forward *f, int64_t batch, const char *api, tg_program **out) {
+    for (int i = 0; i < f->n_progs; i++)
+        if (f->progs[i].batch == batch) return (*out = f->progs[i].prog, TG_OK);
+    tg_input_decl *in = tg_calloc((size_t)f->n_inputs + 1, sizeof *in);
+    struct tg_batch_prog *grown = tg_realloc(f->progs, sizeof *grown * (size_t)(f->n_progs + 1));
+    if (grown) f->progs = grown;
     if (!in || !grown) {
         free(in);
-        return tg_fail(TG_ERR_NOMEM, "tg_session_run: out of memory");
+        return tg_fail(TG_ERR_NOMEM, "%s: out of memory", api);
     }
-    s->progs = grown;
-    for (int i = 0; i < s->n_inputs; i++) {
-        in[i] = s->inputs[i];
+    for (int i = 0; i < f->n_inputs; i++) {
+        in[i] = f->inputs[i];
         for (int k = 0; k < in[i].shape.ndim; k++)
             if (in[i].shape.d[k] == TG_BATCH) in[i].shape.d[k] = batch;
     }
-    tg_compile_req req = {s->model, s->fn, s->user, in, s->n_inputs, NULL, false, TG_ARENA_ALIGN, s->param_offset,
-                          s->eng->vt->fuse};
+    tg_engine *e = f->b.eng;
+    tg_compile_req req = {f->b.model, f->fn, f->user, in, f->n_inputs, NULL, false, TG_ARENA_ALIGN, f->b.param_offset,
+                          e->vt->fuse};
     tg_program *p;
     tg_status st = tg_program_build(&req, &p);
     free(in);
     if (st != TG_OK) return st;
-    p->check_each = tg_session_check_numerics(false);
-    if ((st = s->eng->vt->compile(s->eng, p)) != TG_OK) {
-        s->eng->vt->release(s->eng, p);
+    p->check_each = tg_session_check_numerics(f->check_numerics);
+    if ((st = e->vt->compile(e, p)) != TG_OK) {
+        e->vt->release(e, p);
         tg_program_free(p);
         return st;
     }
-    s->progs[s->n_progs++] = (struct tg_batch_prog){batch, p};
+    f->progs[f->n_progs++] = (struct tg_batch_prog){batch, p};
     *out = p;
     return TG_OK;
 }
 
-tg_status tg_session_run(tg_session *s, int64_t batch, const tg_feed *feeds, int n) {
-    if (!s) return tg_fail(TG_ERR_ARG, "tg_session_run: session is NULL");
-    if (!s->infer) return tg_fail(TG_ERR_STATE, "tg_session_run: not a forward session (see tg_session_attach)");
-    if (!uses_batch(s)) batch = 0;
-    else if (batch <= 0) return tg_fail(TG_ERR_ARG, "tg_session_run: batch %lld must be > 0", (long long)batch);
-    tg_program *p = NULL;
-    tg_status st = program_for(s, batch, &p);
-    if (st != TG_OK) return st;
-    if ((st = tg_session_write_feeds(s, p, "tg_session_run", feeds, n)) != TG_OK) return st;
-    if ((st = tg_session_write_rng_seed(s, p, ++s->runs)) != TG_OK) return st;
-    if ((st = s->eng->vt->run(s->eng, p)) != TG_OK) return st;
-    s->prog = p; /* outputs and captures now come from this program */
+/* The spec's function and inputs copied, then the first program compiled:
+ * for batch 1 when an input uses TG_BATCH (b.eng and b.model already set). */
+static tg_status trace_spec(tg_forward *f, const tg_forward_spec *spec, const char *api) {
+    f->fn = spec->fn;
+    f->user = spec->user;
+    f->check_numerics = spec->check_numerics;
+    if (!(f->inputs = tg_calloc((size_t)spec->n_inputs + 1, sizeof(tg_input_decl))))
+        return tg_fail(TG_ERR_NOMEM, "%s: out of memory", api);
+    for (int i = 0; i < spec->n_inputs; i++) {
+        const tg_input_decl *d = &spec->inputs[i];
+        f->inputs[i] = *d;
+        f->inputs[i].name = d->name ? tg_strdup(d->name) : NULL;
+        f->n_inputs++;
+        bool bad = !f->inputs[i].name || d->shape.ndim < 0 || d->shape.ndim > TG_MAX_DIMS;
+        for (int k = 0; !bad && k < d->shape.ndim; k++) bad = d->shape.d[k] < 0 && d->shape.d[k] != TG_BATCH;
+        if (bad)
+            return tg_fail(TG_ERR_ARG, "%s: input %d ('%s') has no name or a bad shape", api, i,
+                           d->name ? d->name : "(null)");
+    }
+    return program_for(f, uses_batch(f) ? 1 : 0, api, &f->b.prog);
+}
+
+static tg_status check_spec(const tg_forward_spec *spec, const char *api) {
+    if (!spec || !spec->fn) return tg_fail(TG_ERR_ARG, "%s: spec and spec->fn are required", api);
+    if (spec->n_inputs < 0 || (spec->n_inputs > 0 && !spec->inputs))
+        return tg_fail(TG_ERR_ARG, "%s: bad input list", api);
     return TG_OK;
 }
 
-tg_status tg_session_output_info(const tg_session *s, tg_shape *shape, tg_dtype *dtype) {
-    if (!s) return tg_fail(TG_ERR_ARG, "tg_session_output_info: session is NULL");
-    if (!s->prog) return tg_fail(TG_ERR_STATE, "tg_session_output_info: the session has not run yet");
-    const tg_node *r = &s->prog->g->nodes[s->prog->result];
+tg_status tg_forward_new(const tg_forward_spec *spec, tg_forward **out) {
+    const char *api = "tg_forward_new";
+    if (!out) return tg_fail(TG_ERR_ARG, "%s: out is NULL", api);
+    *out = NULL;
+    tg_status st = check_spec(spec, api);
+    if (st != TG_OK) return st;
+    if (!spec->model) return tg_fail(TG_ERR_ARG, "%s: spec->model is required", api);
+    if (tg_model_status(spec->model) != TG_OK) return spec->model->err;
+    tg_forward *f = tg_calloc(1, sizeof *f);
+    if (!f) return tg_fail(TG_ERR_NOMEM, "%s: out of memory", api);
+    f->b.seed = spec->seed ^ TG_FORWARD_SEED_MIX;
+    st = tg_session_base_open(&f->b, spec->model, spec->backend, spec->threads, api);
+    if (st == TG_OK) st = trace_spec(f, spec, api);
+    if (st == TG_OK) st = tg_session_base_init_params(&f->b, spec->seed, api);
+    if (st != TG_OK) {
+        tg_forward_free(f);
+        return st;
+    }
+    *out = f;
+    return TG_OK;
+}
+
+tg_status tg_forward_attach(tg_session *train, const tg_forward_spec *spec, tg_forward **out) {
+    const char *api = "tg_forward_attach";
+    if (!out) return tg_fail(TG_ERR_ARG, "%s: out is NULL", api);
+    *out = NULL;
+    if (!train) return tg_fail(TG_ERR_ARG, "%s: the training session is NULL", api);
+    tg_status st = check_spec(spec, api);
+    if (st != TG_OK) return st;
+    if (spec->model && spec->model != train->b.model)
+        return tg_fail(TG_ERR_ARG, "%s: spec->model is not the training session's model (leave it NULL)", api);
+    tg_forward *f = tg_calloc(1, sizeof *f);
+    int np = tg_model_param_count(train->b.model);
+    if (!f || !(f->b.param_offset = tg_calloc((size_t)np + 1, sizeof(int64_t)))) {
+        free(f);
+        return tg_fail(TG_ERR_NOMEM, "%s: out of memory", api);
+    }
+    f->b.model = train->b.model;
+    f->b.eng = train->b.eng;
+    f->b.eng->refs++;
+    memcpy(f->b.param_offset, train->b.param_offset, sizeof(int64_t) * (size_t)np);
+    f->b.seed = train->b.seed ^ TG_FORWARD_SEED_MIX;
+    if ((st = trace_spec(f, spec, api)) != TG_OK) {
+        tg_forward_free(f);
+        return st;
+    }
+    *out = f;
+    return TG_OK;
+}
+
+tg_status tg_forward_run(tg_forward *f, int64_t batch, const tg_feed *feeds, int n) {
+    const char *api = "tg_forward_run";
+    if (!f) return tg_fail(TG_ERR_ARG, "%s: session is NULL", api);
+    if (!uses_batch(f)) batch = 0;
+    else if (batch <= 0) return tg_fail(TG_ERR_ARG, "%s: batch %lld must be > 0", api, (long long)batch);
+    tg_program *p = NULL;
+    tg_status st = program_for(f, batch, api, &p);
+    if (st != TG_OK) return st;
+    if ((st = tg_session_write_feeds(&f->b, p, api, feeds, n)) != TG_OK) return st;
+    if ((st = tg_session_write_rng_seed(&f->b, p, ++f->runs)) != TG_OK) return st;
+    if ((st = f->b.eng->vt->run(f->b.eng, p)) != TG_OK) return st;
+    f->b.prog = p; /* outputs and captures now come from this program */
+    f->ran = true;
+    return TG_OK;
+}
+
+static tg_status ran(const tg_forward *f, const char *api) {
+    if (!f) return tg_fail(TG_ERR_ARG, "%s: session is NULL", api);
+    return f->ran ? TG_OK : tg_fail(TG_ERR_STATE, "%s: the forward session has not run yet", api);
+}
+
+tg_status tg_forward_output_info(const tg_forward *f, tg_shape *shape, tg_dtype *dtype) {
+    tg_status st = ran(f, "tg_forward_output_info");
+    if (st != TG_OK) return st;
+    const tg_node *r = &f->b.prog->g->nodes[f->b.prog->result];
     if (shape) *shape = r->shape;
     if (dtype) *dtype = r->dtype;
     return TG_OK;
 }
 
-tg_status tg_session_output(tg_session *s, void *dst, int64_t count) {
-    if (!s || !dst) return tg_fail(TG_ERR_ARG, "tg_session_output: session and dst are required");
-    if (!s->prog) return tg_fail(TG_ERR_STATE, "tg_session_output: the session has not run yet");
-    const tg_node *r = &s->prog->g->nodes[s->prog->result];
+tg_status tg_forward_output(tg_forward *f, void *dst, int64_t count) {
+    const char *api = "tg_forward_output";
+    if (!dst) return tg_fail(TG_ERR_ARG, "%s: dst is NULL", api);
+    tg_status st = ran(f, api);
+    if (st != TG_OK) return st;
+    const tg_program *p = f->b.prog;
+    const tg_node *r = &p->g->nodes[p->result];
     if (count != tg_ir_numel(r)) {
         char b[96];
-        return tg_fail(TG_ERR_SIZE, "tg_session_output: the output has %lld elements (%s), got room for %lld",
+        return tg_fail(TG_ERR_SIZE, "%s: the output has %lld elements (%s), got room for %lld", api,
                        (long long)tg_ir_numel(r), tg_shape_str(r->shape, b, sizeof b), (long long)count);
     }
-    const tg_slot *sl = &s->prog->plan.slot[s->prog->result];
-    return s->eng->vt->read(s->eng, s->prog, sl->arena, sl->offset, dst, count * 4);
+    const tg_slot *sl = &p->plan.slot[p->result];
+    return f->b.eng->vt->read(f->b.eng, f->b.prog, sl->arena, sl->offset, dst, count * 4);
+}
+
+tg_status tg_forward_read(tg_forward *f, const char *name, void *dst, int64_t count) {
+    tg_status st = ran(f, "tg_forward_read");
+    return st != TG_OK ? st : tg_session_base_read(&f->b, "tg_forward_read", name, dst, count);
+}
+
+tg_status tg_forward_capture_info(const tg_forward *f, const char *name, tg_shape *shape, tg_dtype *dtype) {
+    tg_status st = ran(f, "tg_forward_capture_info");
+    return st != TG_OK ? st : tg_session_base_capture_info(&f->b, "tg_forward_capture_info", name, shape, dtype);
+}
+
+/* The rest is the base's, under this type's names. */
+
+tg_status tg_forward_set_param(tg_forward *f, const char *name, const float *data, int64_t count) {
+    return tg_session_base_param_io(TG_SESSION_BASE(f), "tg_forward_set_param", name, (void *)data, count, true);
+}
+
+tg_status tg_forward_get_param(tg_forward *f, const char *name, float *data, int64_t count) {
+    return tg_session_base_param_io(TG_SESSION_BASE(f), "tg_forward_get_param", name, data, count, false);
+}
+
+tg_status tg_forward_upload(tg_forward *f, const tg_feed *params, int n) {
+    return tg_session_base_upload(TG_SESSION_BASE(f), "tg_forward_upload", params, n);
+}
+
+tg_status tg_forward_plan_stats(const tg_forward *f, tg_plan_stats *o) {
+    return tg_session_base_plan_stats(TG_SESSION_BASE(f), "tg_forward_plan_stats", o);
+}
+
+void tg_forward_print_plan(const tg_forward *f, void *file) { tg_session_base_print_plan(TG_SESSION_BASE(f), file); }
+
+const tg_graph *tg_forward_graph(const tg_forward *f) { return f ? f->b.prog->g : NULL; }
+
+tg_status tg_forward_dot(const tg_forward *f, void *file) {
+    return tg_session_base_dot(TG_SESSION_BASE(f), "tg_forward_dot", file);
+}
+
+tg_status tg_forward_set_seed(tg_forward *f, uint64_t seed) {
+    if (!f) return tg_fail(TG_ERR_ARG, "tg_forward_set_seed: session is NULL");
+    f->b.seed = seed;
+    return TG_OK;
 }

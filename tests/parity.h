@@ -81,7 +81,7 @@ static tg_status par_open(const par_case *c, par_user *u, tg_backend be, par_run
     tg_status st = tg_session_new(&spec, &r->s);
     if (st != TG_OK) return st;
     tg_feed feeds[2];
-    for (int i = 0; i < n_in; i++) feeds[i] = (tg_feed){in[i].name, u->ints[i], tg_shape_numel(c->ints[i])};
+    for (int i = 0; i < n_in; i++) feeds[i] = (tg_feed){in[i].name, u->ints[i], tg_shape_numel(c->ints[i]), TG_I32};
     float loss;
     return tg_session_step(r->s, feeds, n_in, &loss);
 }

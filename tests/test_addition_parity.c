@@ -105,9 +105,11 @@ static tg_session *open_fixture(const tg_safetensors *f, tg_model *m, model *p, 
 
 static tg_status fixture_step(tg_session *s, const tg_safetensors *f, int64_t B, float *loss) {
     const tg_st_tensor *tokens = need(f, "input.tokens"), *targets = need(f, "input.targets"), *mask = need(f, "input.mask");
-    return tg_session_step(s, (tg_feed[]){{"tokens", tokens->data, B * T}, {"targets", targets->data, B * T},
-                                          {"mask", mask->data, T}},
-                           3, loss);
+    /* The file's dtypes: a fixture written with the wrong one fails here. */
+    tg_feed feeds[] = {{"tokens", tokens->data, B * T, tokens->dtype},
+                       {"targets", targets->data, B * T, targets->dtype},
+                       {"mask", mask->data, T, mask->dtype}};
+    return tg_session_step(s, feeds, 3, loss);
 }
 
 /* Logits, loss and every gradient of one step on `be` against PyTorch's. */

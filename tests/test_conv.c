@@ -480,7 +480,7 @@ static void conv_layer(void) {
         CHECK_OK(tg_session_set_param(s, "c1.b", b, 8));
         float x[200], y[400];
         for (int i = 0; i < 200; i++) x[i] = urand();
-        tg_feed f = {"x", x, 200};
+        tg_feed f = TG_FEED("x", x, 200);
         CHECK_OK(tg_session_step(s, &f, 1, NULL));
         CHECK_OK(tg_session_read(s, "y", y, 400));
         conv_cfg c = {2, 4, 5, 5, 8, 3, 3, 1, 1, 1, 1, 2};

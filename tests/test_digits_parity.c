@@ -61,7 +61,7 @@ static void run(const tg_safetensors *f, int threads) {
         if (t) CHECK_OK(tg_session_set_param(s, PARAMS[i], t->data, tg_shape_numel(t->shape)));
     }
     float loss = NAN, logits[B * 10];
-    tg_feed feeds[] = {{"x", x->data, B * 64}, {"y", y->data, B}};
+    tg_feed feeds[] = {{"x", x->data, B * 64, x->dtype}, {"y", y->data, B, y->dtype}};
     CHECK_OK(tg_session_step(s, feeds, 2, &loss));
     CHECK_OK(tg_session_read(s, "logits", logits, B * 10));
     double e = rel_err(logits, lg->data, B * 10);

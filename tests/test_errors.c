@@ -100,14 +100,14 @@ static void strict_io(void) {
     float x[32] = {0}, t[16] = {0}, w[8], b[2] = {1, 2}, w0[8], loss;
 
     /* feeds */
-    CHECK_OK(tg_session_step(s, (tg_feed[]){{"x", x, 32}, {"t", t, 16}}, 2, &loss));
-    CHECK_ERR(tg_session_step(s, (tg_feed[]){{"x", x, 31}, {"t", t, 16}}, 2, &loss), TG_ERR_SIZE,
+    CHECK_OK(tg_session_step(s, (tg_feed[]){TG_FEED("x", x, 32), TG_FEED("t", t, 16)}, 2, &loss));
+    CHECK_ERR(tg_session_step(s, (tg_feed[]){TG_FEED("x", x, 31), TG_FEED("t", t, 16)}, 2, &loss), TG_ERR_SIZE,
               "input 'x' needs 32 elements ([8,4]), got 31");
-    CHECK_ERR(tg_session_step(s, (tg_feed[]){{"x", x, 32}, {"y", t, 16}}, 2, &loss), TG_ERR_NAME, "unknown input 'y'");
-    CHECK_ERR(tg_session_step(s, (tg_feed[]){{"x", x, 32}}, 1, &loss), TG_ERR_NAME, "input 't' was not fed");
-    CHECK_ERR(tg_session_step(s, (tg_feed[]){{"x", x, 32}, {"x", x, 32}}, 2, &loss), TG_ERR_NAME, "fed twice");
-    CHECK_ERR(tg_session_step(s, (tg_feed[]){{"x", NULL, 32}, {"t", t, 16}}, 2, &loss), TG_ERR_ARG, "has no data");
-    CHECK_ERR(tg_session_step(s, (tg_feed[]){{NULL, x, 32}}, 1, &loss), TG_ERR_NAME, "no name");
+    CHECK_ERR(tg_session_step(s, (tg_feed[]){TG_FEED("x", x, 32), TG_FEED("y", t, 16)}, 2, &loss), TG_ERR_NAME, "unknown input 'y'");
+    CHECK_ERR(tg_session_step(s, (tg_feed[]){TG_FEED("x", x, 32)}, 1, &loss), TG_ERR_NAME, "input 't' was not fed");
+    CHECK_ERR(tg_session_step(s, (tg_feed[]){TG_FEED("x", x, 32), TG_FEED("x", x, 32)}, 2, &loss), TG_ERR_NAME, "fed twice");
+    CHECK_ERR(tg_session_step(s, (tg_feed[]){{"x", NULL, 32, TG_F32}, TG_FEED("t", t, 16)}, 2, &loss), TG_ERR_ARG, "has no data");
+    CHECK_ERR(tg_session_step(s, (tg_feed[]){TG_FEED(NULL, x, 32)}, 1, &loss), TG_ERR_NAME, "no name");
     CHECK_ERR(tg_session_step(NULL, NULL, 0, &loss), TG_ERR_ARG, "NULL");
     CHECK(tg_session_step_count(s) == 1, "failed steps must not count: %lld", (long long)tg_session_step_count(s));
 
@@ -116,15 +116,15 @@ static void strict_io(void) {
     CHECK_ERR(tg_session_get_param(s, "W", w, 7), TG_ERR_SIZE, "param 'W' has 8 elements ([4,2]), got 7");
     CHECK_ERR(tg_session_set_param(s, "V", w, 8), TG_ERR_NAME, "no param named 'V'");
     for (int i = 0; i < 8; i++) w[i] = (float)i;
-    CHECK_ERR(tg_session_upload(s, (tg_feed[]){{"W", w, 8}}, 1), TG_ERR_NAME, "param 'b' is missing");
-    CHECK_ERR(tg_session_upload(s, (tg_feed[]){{"W", w, 8}, {"b", b, 2}, {"c", b, 2}}, 3), TG_ERR_NAME,
+    CHECK_ERR(tg_session_upload(s, (tg_feed[]){TG_FEED("W", w, 8)}, 1), TG_ERR_NAME, "param 'b' is missing");
+    CHECK_ERR(tg_session_upload(s, (tg_feed[]){TG_FEED("W", w, 8), TG_FEED("b", b, 2), TG_FEED("c", b, 2)}, 3), TG_ERR_NAME,
               "no param named 'c'");
-    CHECK_ERR(tg_session_upload(s, (tg_feed[]){{"W", w, 8}, {"W", w, 8}}, 2), TG_ERR_NAME, "given twice");
-    CHECK_ERR(tg_session_upload(s, (tg_feed[]){{"W", w, 8}, {"b", b, 3}}, 2), TG_ERR_SIZE, "has 2 elements, got 3");
+    CHECK_ERR(tg_session_upload(s, (tg_feed[]){TG_FEED("W", w, 8), TG_FEED("W", w, 8)}, 2), TG_ERR_NAME, "given twice");
+    CHECK_ERR(tg_session_upload(s, (tg_feed[]){TG_FEED("W", w, 8), TG_FEED("b", b, 3)}, 2), TG_ERR_SIZE, "has 2 elements, got 3");
     float w1[8];
     CHECK_OK(tg_session_get_param(s, "W", w1, 8));
     CHECK(memcmp(w0, w1, sizeof w0) == 0, "a failed upload changed a param");
-    CHECK_OK(tg_session_upload(s, (tg_feed[]){{"b", b, 2}, {"W", w, 8}}, 2));
+    CHECK_OK(tg_session_upload(s, (tg_feed[]){TG_FEED("b", b, 2), TG_FEED("W", w, 8)}, 2));
     CHECK_OK(tg_session_get_param(s, "W", w1, 8));
     CHECK(memcmp(w, w1, sizeof w) == 0, "upload did not write W");
     CHECK_ERR(tg_session_read(s, "nothing", w, 1), TG_ERR_NAME, "no capture named 'nothing'");

@@ -70,7 +70,7 @@ static bool run(config c, result *r) {
         tok[i] = (int32_t)((rng >> 33) % V);
         tgt[i] = (int32_t)((rng >> 40) % V);
     }
-    tg_feed feeds[] = {{"tokens", tok, b * t}, {"targets", tgt, b * t}};
+    tg_feed feeds[] = {TG_FEED("tokens", tok, b * t), TG_FEED("targets", tgt, b * t)};
     for (int i = 0; ok && i < STEPS; i++) ok = tg_session_step(s, feeds, 2, &r->loss[i]) == TG_OK;
     CHECK(ok, "training failed: %s", tg_last_error());
     tg_gemm_use_generic(false);
@@ -150,19 +150,20 @@ static void inference(void) {
         tg_train_spec spec = {.model = m, .loss = loss_fn, .inputs = in, .n_inputs = 2,
                               .optim = tg_adam(tg_lr_constant(1e-3f)), .seed = 9, .threads = 2};
         tg_input_decl fin[] = {{"tokens", TG_I32, TG_SHAPE(TG_BATCH, T)}};
-        tg_session *s = NULL, *f = NULL;
+        tg_session *s = NULL;
+        tg_forward *f = NULL;
         tg_cpu_use_generic_steps(generic);
         CHECK_OK(tg_session_new(&spec, &s));
-        if (s) CHECK_OK(tg_session_attach(s, &(tg_infer_spec){predict_fn, NULL, fin, 1}, &f));
+        if (s) CHECK_OK(tg_forward_attach(s, &(tg_forward_spec){.fn = predict_fn, .inputs = fin, .n_inputs = 1}, &f));
         int32_t tok[NB * T];
         for (int i = 0; i < NB * T; i++) tok[i] = (i * 7 + 3) % V;
         if (f) {
-            CHECK_OK(tg_session_run(f, NB, (tg_feed[]){{"tokens", tok, NB * T}}, 1));
-            CHECK_OK(tg_session_output(f, logits[generic], NB * T * V));
-            CHECK_OK(tg_session_read(f, "attn.1", att[generic], NB * 4 * T * T));
+            CHECK_OK(tg_forward_run(f, NB, (tg_feed[]){TG_FEED("tokens", tok, NB * T)}, 1));
+            CHECK_OK(tg_forward_output(f, logits[generic], NB * T * V));
+            CHECK_OK(tg_forward_read(f, "attn.1", att[generic], NB * 4 * T * T));
         }
         tg_cpu_use_generic_steps(false);
-        tg_session_free(f);
+        tg_forward_free(f);
         tg_session_free(s);
         tg_model_free(m);
     }

@@ -169,7 +169,7 @@ static bool train(const int64_t *w, int n, int64_t batch, int threads, bool gene
     for (int64_t i = 0; i < nx; i++) x[i] = frand() * 3.0f;
     for (int64_t i = 0; i < ny; i++) y[i] = sinf(x[i % nx]);
     rng = keep;
-    tg_feed feeds[] = {{"x", x, nx}, {"y", y, ny}};
+    tg_feed feeds[] = {TG_FEED("x", x, nx), TG_FEED("y", y, ny)};
     for (int i = 0; ok && i < steps; i++) ok = tg_session_step(s, feeds, 2, &losses[i]) == TG_OK;
     if (ok) ok = tg_session_get_param(s, "l0.W", w0, w[0] * w[1]) == TG_OK;
     CHECK(ok, "training failed: %s", tg_last_error());
@@ -210,7 +210,7 @@ static void check_reuse(void) {
         tg_session *s = NULL;
         CHECK_OK(tg_session_new(&spec, &s));
         tg_cpu_use_generic_steps(false);
-        tg_feed feeds[] = {{"x", x, 64 * 16}, {"y", y, 64 * 16}};
+        tg_feed feeds[] = {TG_FEED("x", x, 64 * 16), TG_FEED("y", y, 64 * 16)};
         for (int i = 0; s && i < 6; i++) CHECK_OK(tg_session_step(s, feeds, 2, generic ? &ref[i] : &got[i]));
         tg_session_free(s);
         tg_model_free(m);

@@ -49,70 +49,68 @@ int main(void) {
     tg_input_decl tin[] = {{"x", TG_F32, TG_SHAPE(16, 2)}, {"y", TG_F32, TG_SHAPE(16, 1)}};
     tg_train_spec spec = {.model = m, .loss = loss_fn, .inputs = tin, .n_inputs = 2,
                           .optim = tg_adam(tg_lr_constant(1e-2f)), .seed = 3, .threads = 1};
-    tg_session *train, *fwd, *cls;
+    tg_session *train;
+    tg_forward *fwd, *cls;
     CHECK_OK(tg_session_new(&spec, &train));
     tg_input_decl fin[] = {{"x", TG_F32, TG_SHAPE(TG_BATCH, 2)}};
-    CHECK_OK(tg_session_attach(train, &(tg_infer_spec){predict, NULL, fin, 1}, &fwd));
-    CHECK_OK(tg_session_attach(train, &(tg_infer_spec){sign, NULL, fin, 1}, &cls));
+    CHECK_OK(tg_forward_attach(train, &(tg_forward_spec){.fn = predict, .inputs = fin, .n_inputs = 1}, &fwd));
+    CHECK_OK(tg_forward_attach(train, &(tg_forward_spec){.fn = sign, .inputs = fin, .n_inputs = 1}, &cls));
 
     float x[2 * 300], t[16], y[300], want[300], loss;
     for (int i = 0; i < 600; i++) x[i] = sinf((float)i * 0.37f) * 2.0f;
     for (int i = 0; i < 16; i++) t[i] = x[2 * i] * x[2 * i + 1];
     float before[3];
-    CHECK_OK(tg_session_run(fwd, 3, (tg_feed[]){{"x", x, 6}}, 1));
-    CHECK_OK(tg_session_output(fwd, before, 3));
+    CHECK_OK(tg_forward_run(fwd, 3, (tg_feed[]){TG_FEED("x", x, 6)}, 1));
+    CHECK_OK(tg_forward_output(fwd, before, 3));
     for (int step = 0; step < 20; step++)
-        CHECK_OK(tg_session_step(train, (tg_feed[]){{"x", x, 32}, {"y", t, 16}}, 2, &loss));
+        CHECK_OK(tg_session_step(train, (tg_feed[]){TG_FEED("x", x, 32), TG_FEED("y", t, 16)}, 2, &loss));
 
     int sizes[] = {1, 7, 300, 7};
     for (int k = 0; k < 4; k++) {
         int n = sizes[k];
-        CHECK_OK(tg_session_run(fwd, n, (tg_feed[]){{"x", x, 2 * n}}, 1));
+        CHECK_OK(tg_forward_run(fwd, n, (tg_feed[]){TG_FEED("x", x, 2 * n)}, 1));
         tg_shape sh;
         tg_dtype dt;
-        CHECK_OK(tg_session_output_info(fwd, &sh, &dt));
+        CHECK_OK(tg_forward_output_info(fwd, &sh, &dt));
         CHECK(sh.ndim == 2 && sh.d[0] == n && sh.d[1] == 1 && dt == TG_F32, "batch %d: output shape", n);
-        CHECK_OK(tg_session_output(fwd, y, n));
+        CHECK_OK(tg_forward_output(fwd, y, n));
         reference(train, x, n, want);
         int bad = 0;
         for (int i = 0; i < n; i++) bad += fabsf(y[i] - want[i]) > 1e-5f * (1 + fabsf(want[i]));
         CHECK(bad == 0, "batch %d: %d outputs differ from the host reference", n, bad);
         float hidden[300 * 8];
-        CHECK_OK(tg_session_read(fwd, "hidden", hidden, 8 * n));
+        CHECK_OK(tg_forward_read(fwd, "hidden", hidden, 8 * n));
     }
     /* Training moved the params; the attached session saw it. */
     CHECK(fabsf(before[0] - y[0]) > 1e-6f, "forward output did not change after training");
 
     int32_t cls_out[7];
-    CHECK_OK(tg_session_run(cls, 7, (tg_feed[]){{"x", x, 14}}, 1));
+    CHECK_OK(tg_forward_run(cls, 7, (tg_feed[]){TG_FEED("x", x, 14)}, 1));
     tg_dtype dt;
-    CHECK_OK(tg_session_output_info(cls, NULL, &dt));
+    CHECK_OK(tg_forward_output_info(cls, NULL, &dt));
     CHECK(dt == TG_I32, "i32 output reported as %d", (int)dt);
-    CHECK_OK(tg_session_output(cls, cls_out, 7));
+    CHECK_OK(tg_forward_output(cls, cls_out, 7));
     reference(train, x, 7, want);
     for (int i = 0; i < 7; i++) CHECK(cls_out[i] == (want[i] > 0), "class %d: %d for %f", i, cls_out[i], want[i]);
 
-    /* Misuse is an error, not a crash. */
-    CHECK_ERR(tg_session_step(fwd, NULL, 0, &loss), TG_ERR_STATE, "use tg_session_run");
-    CHECK_ERR(tg_session_run(train, 1, NULL, 0), TG_ERR_STATE, "not a forward session");
-    CHECK_ERR(tg_session_run(fwd, 0, (tg_feed[]){{"x", x, 0}}, 1), TG_ERR_ARG, "must be > 0");
-    CHECK_ERR(tg_session_run(fwd, 5, (tg_feed[]){{"x", x, 9}}, 1), TG_ERR_SIZE, "needs 10 elements ([5,2]), got 9");
-    CHECK_ERR(tg_session_output(fwd, y, 3), TG_ERR_SIZE, "has 7 elements");
-    float g;
-    CHECK_ERR(tg_session_get_grad(fwd, "l1.b", &g, 8), TG_ERR_STATE, "no gradient");
-    tg_session *never;
-    CHECK_OK(tg_session_attach(train, &(tg_infer_spec){predict, NULL, fin, 1}, &never));
-    CHECK_ERR(tg_session_output(never, y, 1), TG_ERR_STATE, "has not run yet");
-    tg_session_free(never);
+    /* Misuse is an error, not a crash (training calls on a forward session
+     * do not compile: tests/test_session_types.sh). */
+    CHECK_ERR(tg_forward_run(fwd, 0, (tg_feed[]){TG_FEED("x", x, 0)}, 1), TG_ERR_ARG, "must be > 0");
+    CHECK_ERR(tg_forward_run(fwd, 5, (tg_feed[]){TG_FEED("x", x, 9)}, 1), TG_ERR_SIZE, "needs 10 elements ([5,2]), got 9");
+    CHECK_ERR(tg_forward_output(fwd, y, 3), TG_ERR_SIZE, "has 7 elements");
+    tg_forward *never;
+    CHECK_OK(tg_forward_attach(train, &(tg_forward_spec){.fn = predict, .inputs = fin, .n_inputs = 1}, &never));
+    CHECK_ERR(tg_forward_output(never, y, 1), TG_ERR_STATE, "has not run yet");
+    tg_forward_free(never);
 
     /* The forward session outlives the training session it shares params with. */
     tg_session_free(train);
-    CHECK_OK(tg_session_run(fwd, 7, (tg_feed[]){{"x", x, 14}}, 1));
+    CHECK_OK(tg_forward_run(fwd, 7, (tg_feed[]){TG_FEED("x", x, 14)}, 1));
     float y2[7];
-    CHECK_OK(tg_session_output(fwd, y2, 7));
+    CHECK_OK(tg_forward_output(fwd, y2, 7));
     CHECK(memcmp(y2, want, sizeof y2) == 0 || fabsf(y2[0] - want[0]) < 1e-5f, "output changed after freeing the base");
-    tg_session_free(fwd);
-    tg_session_free(cls);
+    tg_forward_free(fwd);
+    tg_forward_free(cls);
     tg_model_free(m);
     return check_summary("test_infer");
 }

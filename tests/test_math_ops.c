@@ -544,27 +544,28 @@ static void forward_session(void) {
     tg_input_decl tin[] = {{"x", TG_F32, TG_SHAPE(2, 4)}};
     tg_train_spec spec = {.model = m, .loss = fw_loss, .inputs = tin, .n_inputs = 1, .optim = {.kind = TG_OPT_NONE},
                           .threads = 1};
-    tg_session *s = NULL, *f = NULL;
+    tg_session *s = NULL;
+    tg_forward *f = NULL;
     CHECK_OK(tg_session_new(&spec, &s));
     tg_input_decl fin[] = {{"x", TG_F32, TG_SHAPE(TG_BATCH, 4)}};
-    tg_infer_spec is = {fw_predict, NULL, fin, 1};
-    CHECK_OK(tg_session_attach(s, &is, &f));
+    tg_forward_spec is = {.fn = fw_predict, .inputs = fin, .n_inputs = 1};
+    CHECK_OK(tg_forward_attach(s, &is, &f));
     /* rows pick column 3, 1, 0: the row's largest scaled feature */
     static const float x[12] = {0, 0, 1, 0.1f, 0.2f, 1, 0, 0, 5, 1, 0, 0};
     int32_t out[3] = {-1, -1, -1};
     tg_shape os;
     tg_dtype odt;
     if (f) {
-        CHECK_OK(tg_session_run(f, 3, (tg_feed[]){{"x", x, 12}}, 1));
-        CHECK_OK(tg_session_output_info(f, &os, &odt));
-        CHECK_OK(tg_session_output(f, out, 1));
+        CHECK_OK(tg_forward_run(f, 3, (tg_feed[]){TG_FEED("x", x, 12)}, 1));
+        CHECK_OK(tg_forward_output_info(f, &os, &odt));
+        CHECK_OK(tg_forward_output(f, out, 1));
         CHECK(odt == TG_I32 && os.ndim == 1 && os.d[0] == 1, "forward argmax output dtype %d", (int)odt);
         CHECK(out[0] == 3, "forward argmax of row 0 = %d", out[0]);
-        CHECK_OK(tg_session_run(f, 1, (tg_feed[]){{"x", x + 4, 4}}, 1));
-        CHECK_OK(tg_session_output(f, out, 1));
+        CHECK_OK(tg_forward_run(f, 1, (tg_feed[]){TG_FEED("x", x + 4, 4)}, 1));
+        CHECK_OK(tg_forward_output(f, out, 1));
         CHECK(out[0] == 1, "batch 1: argmax = %d", out[0]);
     }
-    tg_session_free(f);
+    tg_forward_free(f);
     tg_session_free(s);
     tg_model_free(m);
 }

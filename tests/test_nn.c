@@ -78,7 +78,7 @@ static void cross_entropy_values(int classes) {
     tg_input_decl in[] = {{"x", TG_F32, TG_SHAPE(CE_R, CE_V)}, {"t", TG_I32, TG_SHAPE(CE_R)}};
     tg_session *s = open_fn(m, ce_fn, NULL, in, 2, 1, 2);
     float none[CE_R], nll[CE_R], mean = NAN, total = NAN;
-    CHECK_OK(tg_session_step(s, (tg_feed[]){{"x", ce_x, CE_R * CE_V}, {"t", ce_t, CE_R}}, 2, NULL));
+    CHECK_OK(tg_session_step(s, (tg_feed[]){TG_FEED("x", ce_x, CE_R * CE_V), TG_FEED("t", ce_t, CE_R)}, 2, NULL));
     CHECK_OK(tg_session_read(s, "none", none, CE_R));
     CHECK_OK(tg_session_read(s, "nll", nll, CE_R));
     CHECK_OK(tg_session_read(s, "mean", &mean, 1));
@@ -132,7 +132,7 @@ static void norm_values(void) {
                           {"b", TG_F32, TG_SHAPE(LN_D)}};
     tg_session *s = open_fn(m, norm_fn, NULL, in, 3, 1, 2);
     static float ln[LN_R * LN_D], rms[LN_R * LN_D], eps[LN_R * LN_D];
-    CHECK_OK(tg_session_step(s, (tg_feed[]){{"x", ln_x, LN_R * LN_D}, {"g", ln_g, LN_D}, {"b", ln_b, LN_D}}, 3, NULL));
+    CHECK_OK(tg_session_step(s, (tg_feed[]){TG_FEED("x", ln_x, LN_R * LN_D), TG_FEED("g", ln_g, LN_D), TG_FEED("b", ln_b, LN_D)}, 3, NULL));
     CHECK_OK(tg_session_read(s, "ln", ln, LN_R * LN_D));
     CHECK_OK(tg_session_read(s, "rms", rms, LN_R * LN_D));
     CHECK_OK(tg_session_read(s, "ln_eps", eps, LN_R * LN_D));
@@ -166,7 +166,7 @@ static void embedding_values(void) {
     tg_input_decl in[] = {{"idx", TG_I32, TG_SHAPE(EM_N)}};
     tg_session *s = open_fn(m, embedding_fn, NULL, in, 1, 1, 3);
     float y[EM_N * EM_D], grad[EM_V * EM_D], want[EM_V * EM_D] = {0};
-    CHECK_OK(tg_session_step(s, (tg_feed[]){{"idx", em_idx, EM_N}}, 1, NULL));
+    CHECK_OK(tg_session_step(s, (tg_feed[]){TG_FEED("idx", em_idx, EM_N)}, 1, NULL));
     CHECK_OK(tg_session_read(s, "y", y, EM_N * EM_D));
     CHECK_OK(tg_session_get_grad(s, "table", grad, EM_V * EM_D));
     int bad = 0;
@@ -203,7 +203,7 @@ static void heads_and_rope(void) {
     tg_input_decl in[] = {{"x", TG_F32, TG_SHAPE(2, 3, 8)}};
     tg_session *s = open_fn(m, heads_rope_fn, NULL, in, 1, 1, 1);
     float split[48], merged[48], rope[48], rope3[48];
-    CHECK_OK(tg_session_step(s, (tg_feed[]){{"x", x, 48}}, 1, NULL));
+    CHECK_OK(tg_session_step(s, (tg_feed[]){TG_FEED("x", x, 48)}, 1, NULL));
     tg_shape sh;
     tg_dtype dt;
     CHECK_OK(tg_session_capture_info(s, "split", &sh, &dt));
@@ -257,8 +257,8 @@ static void in_place(void) {
     tg_session *s = open_fn(m, inplace_fn, NULL, in, 3, 1, 2);
     if (!s) return;
     /* The planner did put each op over its (dying, same-shaped) input. */
-    const tg_graph *g = s->prog->g;
-    const tg_plan *pl = &s->prog->plan;
+    const tg_graph *g = s->b.prog->g;
+    const tg_plan *pl = &s->b.prog->plan;
     int shared = 0;
     for (int i = 0; i < g->n; i++) {
         tg_opcode op = g->nodes[i].op;
@@ -270,7 +270,7 @@ static void in_place(void) {
     static float x[LN_R * LN_D], ln[LN_R * LN_D], rms[LN_R * LN_D], rope[LN_R * LN_D], drop[LN_R * LN_D];
     static double ref_ln[LN_R * LN_D], ref_rms[LN_R * LN_D], ref_rope[LN_R * LN_D];
     for (int i = 0; i < LN_R * LN_D; i++) x[i] = 4.0f * urand() - 2.0f;
-    CHECK_OK(tg_session_step(s, (tg_feed[]){{"x", x, LN_R * LN_D}, {"g", ln_g, LN_D}, {"b", ln_b, LN_D}}, 3, NULL));
+    CHECK_OK(tg_session_step(s, (tg_feed[]){TG_FEED("x", x, LN_R * LN_D), TG_FEED("g", ln_g, LN_D), TG_FEED("b", ln_b, LN_D)}, 3, NULL));
     CHECK_OK(tg_session_read(s, "ln", ln, LN_R * LN_D));
     CHECK_OK(tg_session_read(s, "rms", rms, LN_R * LN_D));
     CHECK_OK(tg_session_read(s, "rope", rope, LN_R * LN_D));
@@ -328,7 +328,7 @@ static void thread_independence(void) {
         tg_input_decl in[] = {{"tok", TG_I32, TG_SHAPE(TH_N)}, {"next", TG_I32, TG_SHAPE(TH_N)}};
         tg_session *s = open_fn(m, tiny_fn, &p, in, 2, 5, threads);
         float loss = NAN;
-        CHECK_OK(tg_session_step(s, (tg_feed[]){{"tok", idx, TH_N}, {"next", t, TH_N}}, 2, &loss));
+        CHECK_OK(tg_session_step(s, (tg_feed[]){TG_FEED("tok", idx, TH_N), TG_FEED("next", t, TH_N)}, 2, &loss));
         for (int k = 0; k < 3; k++) CHECK_OK(tg_session_get_grad(s, names[k], threads == 1 ? ref[k] : got[k], sizes[k]));
         if (threads == 1) loss0 = loss;
         else {
@@ -581,7 +581,7 @@ static void modules(void) {
     for (int i = 0; i < MB; i++) tok[i] = i % MV, next[i] = (i % MV + 3) % MV;
     float first = NAN, loss = NAN;
     for (int step = 0; step < 150; step++) {
-        CHECK_OK(tg_session_step(s, (tg_feed[]){{"tok", tok, MB}, {"next", next, MB}}, 2, &loss));
+        CHECK_OK(tg_session_step(s, (tg_feed[]){TG_FEED("tok", tok, MB), TG_FEED("next", next, MB)}, 2, &loss));
         if (step == 0) first = loss;
     }
     /* near ln V: logits start small (the table is randn 0.02) */
@@ -609,11 +609,12 @@ static void forward_sampling(void) {
     tg_model_param(m, "w", TG_SHAPE(1), tg_init_ones());
     tg_input_decl tin[] = {{"x", TG_F32, TG_SHAPE(1)}};
     tg_train_spec spec = {.model = m, .loss = base_loss, .inputs = tin, .n_inputs = 1, .optim = {.kind = TG_OPT_NONE}};
-    tg_session *base = NULL, *fw = NULL;
+    tg_session *base = NULL;
+    tg_forward *fw = NULL;
     CHECK_OK(tg_session_new(&spec, &base));
     tg_input_decl in[] = {{"logits", TG_F32, TG_SHAPE(TG_BATCH, 3)}};
-    tg_infer_spec is = {sample_fn, NULL, in, 1};
-    if (base) CHECK_OK(tg_session_attach(base, &is, &fw));
+    tg_forward_spec is = {.fn = sample_fn, .inputs = in, .n_inputs = 1};
+    if (base) CHECK_OK(tg_forward_attach(base, &is, &fw));
     if (!fw) {
         tg_session_free(base);
         tg_model_free(m);
@@ -623,21 +624,21 @@ static void forward_sampling(void) {
     static float logits[NB * 3];
     static int32_t a[NB], b[NB];
     for (int r = 0; r < NB; r++) logits[r * 3] = 0.0f, logits[r * 3 + 1] = logf(2.0f), logits[r * 3 + 2] = -50.0f;
-    CHECK_OK(tg_session_run(fw, NB, (tg_feed[]){{"logits", logits, NB * 3}}, 1));
+    CHECK_OK(tg_forward_run(fw, NB, (tg_feed[]){TG_FEED("logits", logits, NB * 3)}, 1));
     tg_shape sh;
     tg_dtype dt;
-    CHECK_OK(tg_session_output_info(fw, &sh, &dt));
+    CHECK_OK(tg_forward_output_info(fw, &sh, &dt));
     CHECK(dt == TG_I32 && tg_shape_eq(sh, TG_SHAPE(NB)), "categorical output is %s", tg_dtype_name(dt));
-    CHECK_OK(tg_session_output(fw, a, NB));
-    CHECK_OK(tg_session_run(fw, NB, (tg_feed[]){{"logits", logits, NB * 3}}, 1));
-    CHECK_OK(tg_session_output(fw, b, NB));
+    CHECK_OK(tg_forward_output(fw, a, NB));
+    CHECK_OK(tg_forward_run(fw, NB, (tg_feed[]){TG_FEED("logits", logits, NB * 3)}, 1));
+    CHECK_OK(tg_forward_output(fw, b, NB));
     int64_t ones = 0, bad = 0;
     for (int r = 0; r < NB; r++) ones += a[r] == 1, bad += a[r] < 0 || a[r] > 1;
     /* at temperature 0.5 the odds are 1 : 4 (class 2 is effectively never drawn) */
     CHECK(bad == 0, "%lld samples outside the classes with non-negligible probability", (long long)bad);
     CHECK(fabs((double)ones / NB - 0.8) < 0.03, "class 1 drawn %.3f of the time, want 0.8", (double)ones / NB);
     CHECK(n_differ(a, b, NB) > NB / 5, "two runs drew the same samples");
-    tg_session_free(fw);
+    tg_forward_free(fw);
     tg_session_free(base);
     tg_model_free(m);
 }

@@ -52,7 +52,7 @@ static tg_status make(tg_backend b, bool check, int kind, net *n, tg_model **m, 
 static float X[16], Y[8];
 
 static tg_status step(tg_session *s, const float *x, const float *y, float *loss) {
-    tg_feed f[] = {{"x", x, 16}, {"y", y, 8}};
+    tg_feed f[] = {TG_FEED("x", x, 16), TG_FEED("y", y, 8)};
     return tg_session_step(s, f, 2, loss);
 }
 
@@ -157,7 +157,8 @@ static tg_tensor forward_fn(tg_graph *g, void *u) {
 static void reach(tg_backend b, const char *bname) {
     net n;
     tg_model *m;
-    tg_session *s = NULL, *f = NULL;
+    tg_session *s = NULL;
+    tg_forward *f = NULL;
     float loss, p0[8], p1[8];
     char want[200];
     CHECK_OK(make(b, true, FWD, &n, &m, &s));
@@ -173,17 +174,17 @@ static void reach(tg_backend b, const char *bname) {
 
     /* Forward only: nothing has a gradient, so it names the result. */
     static const tg_input_decl in[] = {{"x", TG_F32, TG_SHAPE(8, 2)}};
-    tg_infer_spec fs = {.fn = forward_fn, .user = &n, .inputs = in, .n_inputs = 1};
+    tg_forward_spec fs = {.fn = forward_fn, .user = &n, .inputs = in, .n_inputs = 1};
     setenv("TG_CHECK_NUMERICS", "1", 1);
-    CHECK_OK(tg_session_attach(s, &fs, &f));
-    tg_feed fx[] = {{"x", X, 16}};
-    tg_status st = f ? tg_session_run(f, 0, fx, 1) : TG_ERR_ARG; /* traces forward_fn: n.line is its sqrt's */
+    CHECK_OK(tg_forward_attach(s, &fs, &f)); /* traces forward_fn: n.line is its sqrt's */
+    tg_feed fx[] = {TG_FEED("x", X, 16)};
+    tg_status st = f ? tg_forward_run(f, 0, fx, 1) : TG_ERR_ARG;
     snprintf(want, sizeof want, "of tg_sqrt [8,4] (test_numerics.c:%d); it reaches the result; the run stopped there",
              n.line);
     CHECK(st == TG_ERR_NUMERIC && strstr(tg_last_error(), want), "%s, forward only: status %d, '%s'", bname, st,
           tg_last_error());
     unsetenv("TG_CHECK_NUMERICS");
-    tg_session_free(f);
+    tg_forward_free(f);
     tg_session_free(s);
     tg_model_free(m);
 

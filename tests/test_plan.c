@@ -43,7 +43,7 @@ static void train(tg_session *s, float *out) {
             y[i] = sinf(x[i]);
         }
         out[step] = NAN;
-        CHECK_OK(tg_session_step(s, (tg_feed[]){{"x", x, 256}, {"y", y, 256}}, 2, &out[step]));
+        CHECK_OK(tg_session_step(s, (tg_feed[]){TG_FEED("x", x, 256), TG_FEED("y", y, 256)}, 2, &out[step]));
     }
 }
 

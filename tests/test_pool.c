@@ -81,7 +81,7 @@ static void flushes_subnormals(void) {
         for (int flush = 0; flush <= 1; flush++) {
             tg_fpmode mine = flush ? tg_fpmode_flush(caller) : caller;
             tg_fpmode_set(mine);
-            CHECK_OK(tg_session_step(s, (tg_feed[]){{"x", x, N}}, 1, NULL));
+            CHECK_OK(tg_session_step(s, (tg_feed[]){TG_FEED("x", x, N)}, 1, NULL));
             tg_fpmode after = tg_fpmode_get();
             tg_fpmode_set(caller);
             CHECK(tg_fpmode_same(after, mine), "the step changed the caller's floating-point mode");

@@ -91,16 +91,18 @@ static void stale_handle(void) {
     ctx c = {.l = tg_linear_new(m, "l", 2, 2, true)};
     tg_input_decl in[] = {{"x", TG_F32, TG_SHAPE(4, 2)}, {"y", TG_F32, TG_SHAPE(4, 2)}};
     tg_train_spec spec = spec_for(m, mlp_loss, &c, in);
-    tg_session *s = NULL, *f = NULL;
+    tg_session *s = NULL;
+    tg_forward *f = NULL;
     CHECK_OK(tg_session_new(&spec, &s));
     if (!s) return;
     int nodes = tg_graph_node_count(tg_session_graph(s));
     c.which = 10;
-    tg_infer_spec is = {.fn = bad_trace, .user = &c, .inputs = in, .n_inputs = 2};
-    CHECK_OK(tg_session_attach(s, &is, &f));
+    tg_forward_spec is = {.fn = bad_trace, .user = &c, .inputs = in, .n_inputs = 2};
+    /* attach traces at once: the error comes back from it, with no session. */
+    CHECK_ERR(tg_forward_attach(s, &is, &f), TG_ERR_ARG, "tg_relu: an operand comes from another graph");
+    CHECK(f == NULL, "a failed attach left a session");
     float x[8] = {1, 2, 3, 4, 5, 6, 7, 8}, y[8] = {0};
-    tg_feed feeds[] = {{"x", x, 8}, {"y", y, 8}};
-    CHECK_ERR(tg_session_run(f, 0, feeds, 2), TG_ERR_ARG, "tg_relu: an operand comes from another graph");
+    tg_feed feeds[] = {TG_FEED("x", x, 8), TG_FEED("y", y, 8)};
     CHECK(tg_graph_node_count(tg_session_graph(s)) == nodes, "the training graph grew from %d to %d nodes", nodes,
           tg_graph_node_count(tg_session_graph(s)));
     /* Outside any trace, an op on a compiled graph's tensor is refused too. */
@@ -108,7 +110,7 @@ static void stale_handle(void) {
     CHECK(tg_graph_node_count(tg_session_graph(s)) == nodes, "the training graph grew");
     float loss;
     CHECK_OK(tg_session_step(s, feeds, 2, &loss));
-    tg_session_free(f);
+    tg_forward_free(f);
     tg_session_free(s);
     tg_model_free(m);
 }
@@ -171,7 +173,7 @@ static void optim_errors(void) {
     CHECK_OK(tg_session_new(&spec, &s));
     CHECK_ERR(tg_session_set_lr(s, many), TG_ERR_ARG, "tg_session_set_lr: schedule 0 has 12 milestones");
     float x[8] = {1, 2, 3, 4, 5, 6, 7, 8}, y[8] = {0}, loss;
-    tg_feed feeds[] = {{"x", x, 8}, {"y", y, 8}};
+    tg_feed feeds[] = {TG_FEED("x", x, 8), TG_FEED("y", y, 8)};
     CHECK_OK(tg_session_step(s, feeds, 2, &loss));
     CHECK(isfinite(loss), "loss %g after a refused set_lr", loss);
     tg_session_free(s);

@@ -29,7 +29,7 @@ static tg_session *make(tg_model **m, uint64_t seed) {
     CHECK_OK(tg_session_new(&spec, &s));
     float x[32], loss;
     for (int i = 0; i < 32; i++) x[i] = (float)(i % 7) / 7;
-    tg_feed f[] = {{"x", x, 32}, {"y", x, 32}};
+    tg_feed f[] = {TG_FEED("x", x, 32), TG_FEED("y", x, 32)};
     for (int i = 0; i < 3 && s; i++) CHECK_OK(tg_session_step(s, f, 2, &loss));
     return s;
 }

@@ -50,7 +50,7 @@ static void fused_info(const par_case *c, int *groups, int64_t *planned, int for
     if (dump) setenv("TG_WGSL_DUMP", dir, 1);
     *groups = -1, *planned = -1;
     if (par_open(c, &u, TG_BACKEND_WEBGPU, &r) == TG_OK) {
-        *groups = r.s->prog->fusion ? r.s->prog->fusion->n_groups : 0;
+        *groups = r.s->b.prog->fusion ? r.s->b.prog->fusion->n_groups : 0;
         tg_plan_stats ps;
         if (tg_session_plan_stats(r.s, &ps) == TG_OK) *planned = ps.planned_bytes;
     }
@@ -150,7 +150,7 @@ static void test_gpt_plan(void) {
                             info.max_compute_invocations_per_workgroup, info.max_compute_workgroups_per_dimension,
                             info.min_storage_buffer_offset_alignment, false, false};
         tg_wgsl_program prog;
-        CHECK_OK(tg_wgsl_emit_program(s->prog->g, &s->prog->plan, s->prog->fusion, s->prog->wb, s->prog->n_wb, &l, &prog));
+        CHECK_OK(tg_wgsl_emit_program(s->b.prog->g, &s->b.prog->plan, s->b.prog->fusion, s->b.prog->wb, s->b.prog->n_wb, &l, &prog));
         int permutes = 0, attn = 0;
         for (int i = 0; i < prog.n; i++) {
             const char *src = prog.k[i].source;
@@ -168,7 +168,7 @@ static void test_gpt_plan(void) {
         static int32_t tok[B * T], tgt[B * T];
         for (int i = 0; i < B * T; i++) tok[i] = i % V, tgt[i] = (i * 7 + 3) % V;
         float loss = NAN;
-        CHECK_OK(tg_session_step(s, (tg_feed[]){{"tokens", tok, B * T}, {"targets", tgt, B * T}}, 2, &loss));
+        CHECK_OK(tg_session_step(s, (tg_feed[]){TG_FEED("tokens", tok, B * T), TG_FEED("targets", tgt, B * T)}, 2, &loss));
         CHECK(fabsf(loss - logf((float)V)) < 0.5f, "gpt: first loss %g, want about log(%d)", loss, V);
     }
     tg_session_free(s);

@@ -55,7 +55,7 @@ static tg_status mlp_train(int width, tg_optim o, int steps, mlp_result *r) {
             xs[i] = (float)(((double)(rng >> 40) / 16777216.0 * 2.0 - 1.0) * 3.14159265358979);
             ys[i] = sinf(xs[i]);
         }
-        st = tg_session_step(s, (tg_feed[]){{"x", xs, B}, {"y", ys, B}}, 2, &r->loss[step]);
+        st = tg_session_step(s, (tg_feed[]){TG_FEED("x", xs, B), TG_FEED("y", ys, B)}, 2, &r->loss[step]);
     }
     if (st == TG_OK) st = tg_session_get_param(s, "l2.W", r->w, (int64_t)width * width);
     tg_session_free(s);
@@ -159,7 +159,7 @@ static void test_exact_bindings(void) {
     CHECK_OK(tg_session_new(&spec, &s));
     tg_wgpu_test_override_limits(NULL);
     tg_wgsl_program prog;
-    if (s) CHECK_OK(tg_wgsl_emit_program(s->prog->g, &s->prog->plan, s->prog->fusion, s->prog->wb, s->prog->n_wb, &l, &prog));
+    if (s) CHECK_OK(tg_wgsl_emit_program(s->b.prog->g, &s->b.prog->plan, s->b.prog->fusion, s->b.prog->wb, s->b.prog->n_wb, &l, &prog));
     int64_t worst = 0;
     for (int i = 0; s && i < prog.n; i++)
         for (int b = 0; b < prog.k[i].n_bindings; b++)
@@ -205,7 +205,7 @@ static tg_status add_train(int steps, float *losses, int *dispatches) {
             tok[i] = (int32_t)((rng >> 33) % 12);
             tgt[i] = (int32_t)((rng >> 45) % 10);
         }
-        st = tg_session_step(s, (tg_feed[]){{"tokens", tok, AB * AT}, {"targets", tgt, AB * AT}}, 2, &losses[step]);
+        st = tg_session_step(s, (tg_feed[]){TG_FEED("tokens", tok, AB * AT), TG_FEED("targets", tgt, AB * AT)}, 2, &losses[step]);
     }
     tg_session_free(s);
     tg_model_free(m);

@@ -27,7 +27,7 @@ int main(void) {
     tg_session *s = NULL;
     CHECK_OK(new_session(m, &s));
     float x[3] = {1, 2, 3}, l = 0, w[3];
-    tg_feed f = {"x", x, 3};
+    tg_feed f = TG_FEED("x", x, 3);
     CHECK_OK(tg_session_step(s, &f, 1, &l));
     CHECK(l == 6.0f, "loss %g before the loss of the device", l);
     tg_wgpu_test_lose_device();

@@ -186,7 +186,7 @@ static tg_status sin_train(tg_backend be, tg_optim o, int steps, float *losses, 
             xs[i] = (float)(((double)(rng >> 40) / 16777216.0 * 2.0 - 1.0) * 3.14159265358979);
             ys[i] = sinf(xs[i]);
         }
-        tg_feed f[] = {{"x", xs, SIN_B}, {"y", ys, SIN_B}};
+        tg_feed f[] = {TG_FEED("x", xs, SIN_B), TG_FEED("y", ys, SIN_B)};
         st = tg_session_step(s, f, 2, &losses[step]);
     }
     if (st == TG_OK) st = tg_session_get_param(s, "l2.W", w2, 64 * 64);
@@ -237,22 +237,23 @@ static void test_forward_sessions(void) {
         tg_train_spec spec = {.model = m, .loss = sin_loss, .user = &net, .inputs = in, .n_inputs = 2,
                               .optim = tg_adam(tg_lr_constant(1e-2f)), .seed = 5,
                               .backend = k ? TG_BACKEND_WEBGPU : TG_BACKEND_CPU, .threads = 2};
-        tg_session *s = NULL, *f = NULL;
+        tg_session *s = NULL;
+        tg_forward *f = NULL;
         CHECK_OK(tg_session_new(&spec, &s));
-        tg_infer_spec is = {.fn = sin_predict, .user = &net, .inputs = fin, .n_inputs = 1};
-        if (s) CHECK_OK(tg_session_attach(s, &is, &f));
+        tg_forward_spec is = {.fn = sin_predict, .user = &net, .inputs = fin, .n_inputs = 1};
+        if (s) CHECK_OK(tg_forward_attach(s, &is, &f));
         if (s && f) {
-            tg_feed tf[] = {{"x", xs, SIN_B}, {"y", ys, SIN_B}};
+            tg_feed tf[] = {TG_FEED("x", xs, SIN_B), TG_FEED("y", ys, SIN_B)};
             for (int i = 0; i < 5; i++) CHECK_OK(tg_session_step(s, tf, 2, NULL));
             float before[7];
-            CHECK_OK(tg_session_run(f, 7, (tg_feed[]){{"x", xs, 7}}, 1));
-            CHECK_OK(tg_session_output(f, before, 7));
+            CHECK_OK(tg_forward_run(f, 7, (tg_feed[]){TG_FEED("x", xs, 7)}, 1));
+            CHECK_OK(tg_forward_output(f, before, 7));
             CHECK_OK(tg_session_step(s, tf, 2, NULL));
-            CHECK_OK(tg_session_run(f, 300, (tg_feed[]){{"x", xs, 300}}, 1));
-            CHECK_OK(tg_session_output(f, out[k], 300));
+            CHECK_OK(tg_forward_run(f, 300, (tg_feed[]){TG_FEED("x", xs, 300)}, 1));
+            CHECK_OK(tg_forward_output(f, out[k], 300));
             CHECK(before[3] != out[k][3], "%s: the forward session did not see the training step", k ? "webgpu" : "cpu");
         }
-        tg_session_free(f);
+        tg_forward_free(f);
         tg_session_free(s);
         tg_model_free(m);
     }

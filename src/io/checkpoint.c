@@ -32,13 +32,11 @@ static bool is_saved_state(const tg_node *n) {
     return n->op == TG_OP_STATE && n->name && strcmp(n->name, TG_HYPER_NAME) != 0 && strcmp(n->name, TG_RNG_SEED_NAME) != 0;
 }
 
-/* Params in model order, then (full) the saved state leaves in graph order. */
-static tg_status collect(tg_session *s, const char *api, bool full, ck_entry **out, int *n_out) {
-    if (full && s->infer)
-        return tg_fail(TG_ERR_STATE,
-                       "%s: a forward session has no training state: use the session it is attached to, "
-                       "or tg_session_save_params / load_params",
-                       api);
+/* Params in model order, then (with a training session: a full
+ * checkpoint) the saved state leaves in graph order. */
+static tg_status collect(const tg_session_base *s, const tg_session *train, const char *api, ck_entry **out,
+                         int *n_out) {
+    bool full = train != NULL;
     const tg_graph *g = full ? s->prog->g : NULL;
     int np = tg_model_param_count(s->model), n = np;
     for (int i = 0; full && i < g->n; i++) n += is_saved_state(&g->nodes[i]);
@@ -183,11 +181,13 @@ static bool parse_u64(const char *s, uint64_t *out) {
     return true;
 }
 
-static tg_status save(tg_session *s, const char *api, const char *path, bool full) {
+/* train: a full checkpoint of that session (s is its base); NULL: params only. */
+static tg_status save(tg_session_base *s, const tg_session *train, const char *api, const char *path) {
     if (!s || !path) return tg_fail(TG_ERR_ARG, "%s: session and path are required", api);
+    bool full = train != NULL;
     ck_entry *e;
     int n;
-    tg_status st = collect(s, api, full, &e, &n);
+    tg_status st = collect(s, train, api, &e, &n);
     if (st != TG_OK) return st;
     int64_t total = 0;
     for (int i = 0; i < n; i++) total += e[i].bytes;
@@ -204,14 +204,18 @@ static tg_status save(tg_session *s, const char *api, const char *path, bool ful
         o += e[i].bytes;
     }
     if (st != TG_OK) goto done;
+    const char *meta[14];
     char step[24], lr_start[24], seed[24], sum[24], lr[TG_MAX_LR_CHAIN * 512]; /* a link is at most ~340 chars */
-    snprintf(sum, sizeof sum, "%" PRIu64, data_hash(HASH_SEED, host, total));
-    snprintf(step, sizeof step, "%lld", (long long)s->step);
-    snprintf(lr_start, sizeof lr_start, "%lld", (long long)s->lr_start);
-    snprintf(seed, sizeof seed, "%" PRIu64, s->seed);
-    lr_encode(s->lr, lr, sizeof lr);
-    const char *meta[] = {"format", CK_FORMAT,   "step", step, "lr_start", lr_start, "seed", seed,
-                          "optimizer", opt_name(s->optim.kind), "lr", lr, "checksum", sum};
+    if (full) {
+        snprintf(sum, sizeof sum, "%" PRIu64, data_hash(HASH_SEED, host, total));
+        snprintf(step, sizeof step, "%lld", (long long)train->step);
+        snprintf(lr_start, sizeof lr_start, "%lld", (long long)train->lr_start);
+        snprintf(seed, sizeof seed, "%" PRIu64, s->seed);
+        lr_encode(train->lr, lr, sizeof lr);
+        const char *m[] = {"format", CK_FORMAT,   "step", step, "lr_start", lr_start, "seed", seed,
+                           "optimizer", opt_name(train->optim.kind), "lr", lr, "checksum", sum};
+        memcpy(meta, m, sizeof m);
+    }
     st = tg_safetensors_write(path, t, n, full ? meta : NULL, full ? 7 : 0);
     if (st != TG_OK) st = rewrap(api, st);
 done:
@@ -222,10 +226,16 @@ done:
 }
 
 tg_status tg_session_save_params(tg_session *s, const char *path) {
-    return save(s, "tg_session_save_params", path, false);
+    return save(s ? &s->b : NULL, NULL, "tg_session_save_params", path);
 }
 
-tg_status tg_session_save(tg_session *s, const char *path) { return save(s, "tg_session_save", path, true); }
+tg_status tg_forward_save_params(tg_forward *f, const char *path) {
+    return save(f ? &f->b : NULL, NULL, "tg_forward_save_params", path);
+}
+
+tg_status tg_session_save(tg_session *s, const char *path) {
+    return save(s ? &s->b : NULL, s, "tg_session_save", path);
+}
 
 /* Every entry present with its dtype and shape, nothing else in the file. */
 static tg_status match(const char *api, const char *path, const tg_safetensors *f, const ck_entry *e, int n, bool full,
@@ -258,8 +268,10 @@ static tg_status match(const char *api, const char *path, const tg_safetensors *
                    hint ? " (the file is a full checkpoint: load it with tg_session_load)" : "");
 }
 
-static tg_status load(tg_session *s, const char *api, const char *path, bool full) {
+/* train: a full checkpoint into that session (s is its base); NULL: params only. */
+static tg_status load(tg_session_base *s, tg_session *train, const char *api, const char *path) {
     if (!s || !path) return tg_fail(TG_ERR_ARG, "%s: session and path are required", api);
+    bool full = train != NULL;
     tg_safetensors *f = NULL;
     ck_entry *e = NULL;
     const tg_st_tensor **src = NULL;
@@ -267,7 +279,7 @@ static tg_status load(tg_session *s, const char *api, const char *path, bool ful
     uint64_t step = 0, lr_start = 0, seed = 0;
     tg_lr lr[TG_MAX_LR_CHAIN];
     char sh[240];
-    tg_status st = collect(s, api, full, &e, &n);
+    tg_status st = collect(s, train, api, &e, &n);
     if (st != TG_OK) return st;
     if ((st = tg_safetensors_read(path, &f)) != TG_OK) {
         free(e);
@@ -299,9 +311,9 @@ static tg_status load(tg_session *s, const char *api, const char *path, bool ful
             goto done;
         }
         const char *opt = tg_safetensors_meta(f, "optimizer");
-        if (!opt || strcmp(opt, opt_name(s->optim.kind)) != 0) {
+        if (!opt || strcmp(opt, opt_name(train->optim.kind)) != 0) {
             st = tg_fail(TG_ERR_STATE, "%s: %s: the checkpoint's optimizer is '%s', this session's is '%s'", api,
-                         path, opt ? tg_st_shown(opt, sh, 48) : "(missing)", opt_name(s->optim.kind));
+                         path, opt ? tg_st_shown(opt, sh, 48) : "(missing)", opt_name(train->optim.kind));
             goto done;
         }
         const char *lrs = tg_safetensors_meta(f, "lr");
@@ -351,12 +363,12 @@ static tg_status load(tg_session *s, const char *api, const char *path, bool ful
     for (int i = 0; i < n && st == TG_OK; i++)
         st = s->eng->vt->write(s->eng, s->prog, e[i].arena, e[i].offset, src[i]->data, e[i].bytes);
     if (st == TG_OK && full) {
-        s->step = (int64_t)step;
-        s->lr_start = (int64_t)lr_start;
+        train->step = (int64_t)step;
+        train->lr_start = (int64_t)lr_start;
         s->seed = seed;
         for (int k = 0; k < n_lr; k++) {
-            s->lr[k] = lr[k];
-            s->lr[k].then = k + 1 < n_lr ? &s->lr[k + 1] : NULL;
+            train->lr[k] = lr[k];
+            train->lr[k].then = k + 1 < n_lr ? &train->lr[k + 1] : NULL;
         }
     }
 done:
@@ -367,7 +379,13 @@ done:
 }
 
 tg_status tg_session_load_params(tg_session *s, const char *path) {
-    return load(s, "tg_session_load_params", path, false);
+    return load(s ? &s->b : NULL, NULL, "tg_session_load_params", path);
 }
 
-tg_status tg_session_load(tg_session *s, const char *path) { return load(s, "tg_session_load", path, true); }
+tg_status tg_forward_load_params(tg_forward *f, const char *path) {
+    return load(f ? &f->b : NULL, NULL, "tg_forward_load_params", path);
+}
+
+tg_status tg_session_load(tg_session *s, const char *path) {
+    return load(s ? &s->b : NULL, s, "tg_session_load", path);
+}

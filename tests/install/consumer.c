@@ -28,7 +28,7 @@ int main(void) {
     float x[8], y[8], loss = 0;
     for (int i = 0; i < 8; i++) x[i] = (float)i / 8, y[i] = 3 * x[i] + 1;
     for (int step = 0; step < 300; step++)
-        if (tg_session_step(s, (tg_feed[]){{"x", x, 8}, {"y", y, 8}}, 2, &loss) != TG_OK) return 1;
+        if (tg_session_step(s, (tg_feed[]){TG_FEED("x", x, 8), TG_FEED("y", y, 8)}, 2, &loss) != TG_OK) return 1;
     tg_session_free(s);
     tg_model_free(m);
     printf("tensorgrad %s loss %g\n", tg_version(), loss);

@@ -30,18 +30,19 @@ int main(int argc, char **argv) {
     tg_train_spec spec = {.model = m, .loss = loss, .user = &net, .inputs = in, .n_inputs = 2,
                           .optim = tg_adam(tg_lr_constant(1e-3f))};
     tg_input_decl fin[] = {{"x", TG_F32, TG_SHAPE(TG_BATCH, 1)}};
-    tg_session *s = NULL, *f = NULL;
+    tg_session *s = NULL;
+    tg_forward *f = NULL;
     float *x = calloc((size_t)n, sizeof *x), *y = calloc((size_t)n, sizeof *y);
     tg_status st = x && y ? tg_session_new(&spec, &s) : TG_ERR_NOMEM;
-    if (st == TG_OK) st = tg_session_attach(s, &(tg_infer_spec){forward, &net, fin, 1}, &f);
+    if (st == TG_OK) st = tg_forward_attach(s, &(tg_forward_spec){.fn = forward, .user = &net, .inputs = fin, .n_inputs = 1}, &f);
     if (st == TG_OK) st = tg_session_load_params(s, argv[1]);
     for (int i = 0; i < n; i++) x[i] = strtof(argv[i + 2], NULL);
-    if (st == TG_OK) st = tg_session_run(f, n, (tg_feed[]){{"x", x, n}}, 1);
-    if (st == TG_OK) st = tg_session_output(f, y, n);
+    if (st == TG_OK) st = tg_forward_run(f, n, (tg_feed[]){TG_FEED("x", x, n)}, 1);
+    if (st == TG_OK) st = tg_forward_output(f, y, n);
     if (st != TG_OK) fprintf(stderr, "error: %s\n", tg_last_error());
     for (int i = 0; st == TG_OK && i < n; i++) printf("%.9g\n", y[i]);
     free(x), free(y);
-    tg_session_free(f);
+    tg_forward_free(f);
     tg_session_free(s);
     tg_model_free(m);
     return st == TG_OK ? 0 : 1;

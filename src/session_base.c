@@ -1,0 +1,238 @@
+/* What training and forward sessions share: the engine and params arena,
+ * feeds, params by name, captures and plan queries. The public functions of
+ * both types (session.c, infer.c) are thin wrappers naming themselves. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+#include "ir/model.h"
+
+#include "session.h"
+
+tg_status tg_session_base_open(tg_session_base *b, tg_model *m, tg_backend be, int threads, const char *api) {
+    int np = tg_model_param_count(m);
+    b->model = m;
+    if (!(b->param_offset = tg_calloc((size_t)np + 1, sizeof(int64_t))))
+        return tg_fail(TG_ERR_NOMEM, "%s: out of memory", api);
+    int64_t params_bytes = tg_plan_param_layout(m, TG_ARENA_ALIGN, b->param_offset);
+    switch (be) {
+    case TG_BACKEND_CPU: return tg_cpu_engine_new(threads, params_bytes, &b->eng);
+    case TG_BACKEND_WEBGPU: return tg_wgpu_engine_new(params_bytes, &b->eng);
+    }
+    return tg_fail(TG_ERR_ARG, "%s: unknown backend %d", api, (int)be);
+}
+
+tg_status tg_session_base_init_params(tg_session_base *b, uint64_t seed, const char *api) {
+    float *buf = NULL;
+    tg_status st = TG_OK;
+    for (int p = 0; st == TG_OK && p < tg_model_param_count(b->model); p++) {
+        int64_t n = tg_shape_numel(b->model->params[p].shape);
+        float *nb = realloc(buf, (size_t)n * sizeof(float));
+        if (!nb) {
+            st = tg_fail(TG_ERR_NOMEM, "%s: out of memory", api);
+            break;
+        }
+        buf = nb;
+        tg_model_init_param(b->model, p, seed, buf);
+        st = b->eng->vt->write(b->eng, b->prog, TG_ARENA_PARAMS, b->param_offset[p], buf, n * 4);
+    }
+    free(buf);
+    return st;
+}
+
+void tg_session_base_close(tg_session_base *b) {
+    if (b->eng && --b->eng->refs == 0) b->eng->vt->destroy(b->eng);
+    free(b->param_offset);
+    b->eng = NULL;
+    b->param_offset = NULL;
+}
+
+bool tg_session_check_numerics(bool asked) {
+    const char *v = getenv("TG_CHECK_NUMERICS");
+    return asked || (v && *v && strcmp(v, "0") != 0);
+}
+
+/* The per-step seed random ops read (see TG_RNG_SEED_NAME): a hash of the
+ * session seed and the step, so a resumed run draws what it would have. */
+tg_status tg_session_write_rng_seed(tg_session_base *b, tg_program *p, int64_t t) {
+    int id = p->g->rng_seed;
+    if (id < 0) return TG_OK;
+    uint32_t v[2] = {tg_rng_u32(b->seed, 0x5eed5eedu, (uint32_t)t), tg_rng_u32(b->seed, 0x5eed5eeeu, (uint32_t)t)};
+    const tg_slot *sl = &p->plan.slot[id];
+    return b->eng->vt->write(b->eng, p, sl->arena, sl->offset, v, sizeof v);
+}
+
+static tg_program_input *find_input(tg_program *p, const char *name) {
+    for (int i = 0; i < p->n_in; i++)
+        if (strcmp(p->in[i].name, name) == 0) return &p->in[i];
+    return NULL;
+}
+
+/* One feed against its input: dtype, then size, then data. */
+static tg_status check_feed(const tg_program *p, const tg_program_input *in, const tg_feed *fd, const char *api) {
+    const tg_node *nd = &p->g->nodes[in->node];
+    char b[96];
+    tg_shape_str(nd->shape, b, sizeof b);
+    if (fd->dtype != nd->dtype)
+        return tg_fail(TG_ERR_ARG, "%s: input '%s' %s is %s, the feed is %s%s", api, fd->name, b,
+                       tg_dtype_name(nd->dtype), tg_dtype_name(fd->dtype),
+                       nd->dtype == TG_I32 && fd->dtype == TG_F32 ? " (set the feed's .dtype to TG_I32)" : "");
+    int64_t want = tg_ir_numel(nd);
+    if (fd->count != want)
+        return tg_fail(TG_ERR_SIZE, "%s: input '%s' needs %lld elements (%s), got %lld", api, fd->name,
+                       (long long)want, b, (long long)fd->count);
+    if (want > 0 && !fd->data) return tg_fail(TG_ERR_ARG, "%s: input '%s' has no data", api, fd->name);
+    return TG_OK;
+}
+
+/* Every input exactly once: each feed marks its table entry with this
+ * round's number, so a second mark is a duplicate and an entry left
+ * unmarked was not fed. Nothing is written unless every feed passes. */
+tg_status tg_session_write_feeds(tg_session_base *b, tg_program *p, const char *api, const tg_feed *feeds, int n) {
+    if (n < 0 || (n > 0 && !feeds)) return tg_fail(TG_ERR_ARG, "%s: bad feed list", api);
+    uint64_t round = ++p->feed_round;
+    for (int f = 0; f < n; f++) {
+        if (!feeds[f].name) return tg_fail(TG_ERR_NAME, "%s: feed %d has no name", api, f);
+        tg_program_input *in = find_input(p, feeds[f].name);
+        if (!in) return tg_fail(TG_ERR_NAME, "%s: unknown input '%s'", api, feeds[f].name);
+        if (in->fed == round) return tg_fail(TG_ERR_NAME, "%s: input '%s' fed twice", api, feeds[f].name);
+        in->fed = round;
+        tg_status st = check_feed(p, in, &feeds[f], api);
+        if (st != TG_OK) return st;
+    }
+    for (int i = 0; n != p->n_in && i < p->n_in; i++)
+        if (p->in[i].fed != round) return tg_fail(TG_ERR_NAME, "%s: input '%s' was not fed", api, p->in[i].name);
+    for (int f = 0; f < n; f++) {
+        const tg_slot *sl = &p->plan.slot[find_input(p, feeds[f].name)->node];
+        tg_status st = b->eng->vt->write(b->eng, p, sl->arena, sl->offset, feeds[f].data, feeds[f].count * 4);
+        if (st != TG_OK) return st;
+    }
+    return TG_OK;
+}
+
+tg_status tg_session_base_param_check(const tg_session_base *b, const char *api, const char *name, const void *data,
+                                      int64_t count, tg_param *out) {
+    if (!b || !name) return tg_fail(TG_ERR_ARG, "%s: session and name are required", api);
+    tg_param p = tg_model_find(b->model, name);
+    if (p < 0) return tg_fail(TG_ERR_NAME, "%s: no param named '%s'", api, name);
+    int64_t want = tg_shape_numel(b->model->params[p].shape);
+    if (count != want) {
+        char s[96];
+        return tg_fail(TG_ERR_SIZE, "%s: param '%s' has %lld elements (%s), got %lld", api, name, (long long)want,
+                       tg_shape_str(b->model->params[p].shape, s, sizeof s), (long long)count);
+    }
+    if (!data) return tg_fail(TG_ERR_ARG, "%s: data is NULL", api);
+    *out = p;
+    return TG_OK;
+}
+
+tg_status tg_session_base_param_io(tg_session_base *b, const char *api, const char *name, void *data, int64_t count,
+                                   bool write) {
+    tg_param p;
+    tg_status st = tg_session_base_param_check(b, api, name, data, count, &p);
+    if (st != TG_OK) return st;
+    return write ? b->eng->vt->write(b->eng, b->prog, TG_ARENA_PARAMS, b->param_offset[p], data, count * 4)
+                 : b->eng->vt->read(b->eng, b->prog, TG_ARENA_PARAMS, b->param_offset[p], data, count * 4);
+}
+
+tg_status tg_session_base_upload(tg_session_base *b, const char *api, const tg_feed *params, int n) {
+    if (!b || n < 0 || (n > 0 && !params)) return tg_fail(TG_ERR_ARG, "%s: bad arguments", api);
+    int np = tg_model_param_count(b->model);
+    /* Check everything first: a failed upload writes nothing. */
+    for (int f = 0; f < n; f++) {
+        tg_param p = params[f].name ? tg_model_find(b->model, params[f].name) : -1;
+        if (p < 0) return tg_fail(TG_ERR_NAME, "%s: no param named '%s'", api, params[f].name ? params[f].name : "(null)");
+        for (int e = 0; e < f; e++)
+            if (strcmp(params[e].name, params[f].name) == 0)
+                return tg_fail(TG_ERR_NAME, "%s: param '%s' given twice", api, params[f].name);
+        if (params[f].dtype != TG_F32)
+            return tg_fail(TG_ERR_ARG, "%s: param '%s' is f32, the feed is %s", api, params[f].name,
+                           tg_dtype_name(params[f].dtype));
+        int64_t want = tg_shape_numel(b->model->params[p].shape);
+        if (params[f].count != want)
+            return tg_fail(TG_ERR_SIZE, "%s: param '%s' has %lld elements, got %lld", api, params[f].name,
+                           (long long)want, (long long)params[f].count);
+        if (!params[f].data) return tg_fail(TG_ERR_ARG, "%s: param '%s' has no data", api, params[f].name);
+    }
+    if (n != np) {
+        for (int p = 0; p < np; p++) {
+            bool given = false;
+            for (int f = 0; f < n && !given; f++) given = strcmp(params[f].name, b->model->params[p].name) == 0;
+            if (!given) return tg_fail(TG_ERR_NAME, "%s: param '%s' is missing", api, b->model->params[p].name);
+        }
+    }
+    for (int f = 0; f < n; f++) {
+        tg_status st = tg_session_base_param_io(b, api, params[f].name, (void *)params[f].data, params[f].count, true);
+        if (st != TG_OK) return st;
+    }
+    return TG_OK;
+}
+
+static int find_capture(const tg_session_base *b, const char *name) {
+    const tg_graph *g = b->prog->g;
+    for (int c = 0; name && c < g->n_caps; c++)
+        if (strcmp(g->caps[c].name, name) == 0) return g->caps[c].id;
+    return -1;
+}
+
+tg_status tg_session_base_read(tg_session_base *b, const char *api, const char *name, void *dst, int64_t count) {
+    if (!b || !dst) return tg_fail(TG_ERR_ARG, "%s: session and dst are required", api);
+    int id = find_capture(b, name);
+    if (id < 0) return tg_fail(TG_ERR_NAME, "%s: no capture named '%s'", api, name ? name : "(null)");
+    int64_t want = tg_ir_numel(&b->prog->g->nodes[id]);
+    if (count != want)
+        return tg_fail(TG_ERR_SIZE, "%s: capture '%s' has %lld elements, got room for %lld", api, name,
+                       (long long)want, (long long)count);
+    const tg_slot *sl = &b->prog->plan.slot[id];
+    return b->eng->vt->read(b->eng, b->prog, sl->arena, sl->offset, dst, count * 4);
+}
+
+tg_status tg_session_base_capture_info(const tg_session_base *b, const char *api, const char *name, tg_shape *shape,
+                                       tg_dtype *dtype) {
+    if (!b) return tg_fail(TG_ERR_ARG, "%s: session is NULL", api);
+    int id = find_capture(b, name);
+    if (id < 0) return tg_fail(TG_ERR_NAME, "%s: no capture named '%s'", api, name ? name : "(null)");
+    if (shape) *shape = b->prog->g->nodes[id].shape;
+    if (dtype) *dtype = b->prog->g->nodes[id].dtype;
+    return TG_OK;
+}
+
+tg_status tg_session_base_plan_stats(const tg_session_base *b, const char *api, tg_plan_stats *o) {
+    if (!b || !o) return tg_fail(TG_ERR_ARG, "%s: NULL argument", api);
+    const tg_program *p = b->prog;
+    memset(o, 0, sizeof *o);
+    const tg_plan *pl = &p->plan;
+    o->workspace_bytes = p->workspace_bytes;
+    o->planned_bytes = pl->arena_bytes[0] + pl->arena_bytes[1] + pl->arena_bytes[2] + o->workspace_bytes;
+    o->naive_bytes = pl->naive_bytes;
+    for (int i = 0; i < pl->n; i++) {
+        const tg_slot *sl = &pl->slot[i];
+        if (sl->root != i) continue;
+        switch (sl->kind) {
+        case TG_BUF_PARAM: o->param_bytes += sl->bytes; break;
+        case TG_BUF_GRAD: o->grad_bytes += sl->bytes; break;
+        case TG_BUF_STATE: o->state_bytes += sl->bytes; break;
+        case TG_BUF_INPUT: o->input_bytes += sl->bytes; break;
+        case TG_BUF_SCRATCH: break;
+        default: o->other_bytes += sl->bytes; break;
+        }
+    }
+    o->scratch_bytes = pl->arena_bytes[TG_ARENA_SCRATCH];
+    o->n_nodes = p->g->n;
+    o->n_kernels = pl->n_kernels;
+    o->n_dispatches = p->n_dispatches;
+    o->n_writebacks = p->n_wb;
+    for (int w = 0; w < p->n_wb; w++) o->n_writeback_copies += !pl->wb_free[w];
+    return TG_OK;
+}
+
+void tg_session_base_print_plan(const tg_session_base *b, void *file) {
+    if (b) tg_plan_print(b->prog->g, &b->prog->plan, file ? file : stdout);
+}
+
+tg_status tg_session_base_dot(const tg_session_base *b, const char *api, void *file) {
+    if (!b || !file) return tg_fail(TG_ERR_ARG, "%s: session and file must not be NULL", api);
+    const tg_fusion *fu = b->prog->fusion;
+    return tg_ir_graph_dot(b->prog->g, fu ? fu->group : NULL, fu ? fu->n_groups : 0, file);
+}
