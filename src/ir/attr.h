@@ -2,12 +2,10 @@
  * the node's op selects. tg_ir_proto zeroes the whole union, so the fields an
  * op does not use, and the padding, are 0: two nodes built alike are equal
  * byte for byte, and a node copied whole (recompute) keeps its meaning.
- * Inputs and their order are described beside the ops (optable.c). */
+ * Inputs and their order are described beside the ops (optable.c). Only
+ * ir.h includes this, after tg_opcode (tg_dtype, tg_shape: tensorgrad.h). */
 #ifndef TG_ATTR_H
 #define TG_ATTR_H
-
-#include <stdbool.h>
-#include <stdint.h>
 
 /* Unary math rows of ops.def. The expressions there call these p0, p1, and
  * i0, i1 for the integer range inside [p0, p1] (ceil(p0), floor(p1),
