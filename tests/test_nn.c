@@ -436,9 +436,9 @@ static void random_ops(void) {
     uint32_t salt_drop = 0, salt_randn = 0, salt_cat = 0;
     for (int i = 0; i < g->n; i++) {
         const tg_node *n = &g->nodes[i];
-        if (n->op == TG_OP_DROPOUT && !salt_drop) salt_drop = (uint32_t)n->ia[7];
-        if (n->op == TG_OP_RANDN) salt_randn = (uint32_t)n->ia[7];
-        if (n->op == TG_OP_CATEGORICAL) salt_cat = (uint32_t)n->ia[7];
+        if (n->op == TG_OP_DROPOUT && !salt_drop) salt_drop = n->at.rand.salt;
+        if (n->op == TG_OP_RANDN) salt_randn = n->at.rand.salt;
+        if (n->op == TG_OP_CATEGORICAL) salt_cat = n->at.rand.salt;
     }
     uint64_t seed = (uint64_t)(uint32_t)a2.seed[0] | (uint64_t)(uint32_t)a2.seed[1] << 32;
     int64_t bad_drop = 0, bad_randn = 0, bad_cat = 0, bad_grad = 0;

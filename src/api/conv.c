@@ -21,11 +21,11 @@ static tg_tensor conv(tg_tensor x, tg_tensor w, tg_tensor b, int stride_h, int s
     n.in[0] = x.id;
     n.in[1] = w.id;
     n.in[2] = b.g ? b.id : 0;
-    n.ia[0] = stride_h;
-    n.ia[1] = stride_w;
-    n.ia[2] = pad_h;
-    n.ia[3] = pad_w;
-    n.ia[4] = groups;
+    n.at.conv.stride_h = stride_h;
+    n.at.conv.stride_w = stride_w;
+    n.at.conv.pad_h = pad_h;
+    n.at.conv.pad_w = pad_w;
+    n.at.conv.groups = groups;
     return (tg_tensor){g, tg_ir_add(g, &n)};
 }
 
@@ -58,12 +58,12 @@ tg_tensor tg_max_pool2d_hw_at(tg_tensor x, int kh, int kw, int stride_h, int str
     if (!x.g) return (tg_tensor){NULL, -1};
     tg_node n = tg_ir_proto(TG_OP_MAX_POOL2D, "max_pool2d", file, line);
     n.in[0] = x.id;
-    n.ia[0] = stride_h ? stride_h : kh;
-    n.ia[1] = stride_w ? stride_w : kw;
-    n.ia[2] = pad_h;
-    n.ia[3] = pad_w;
-    n.ia[5] = kh;
-    n.ia[6] = kw;
+    n.at.conv.stride_h = stride_h ? stride_h : kh;
+    n.at.conv.stride_w = stride_w ? stride_w : kw;
+    n.at.conv.pad_h = pad_h;
+    n.at.conv.pad_w = pad_w;
+    n.at.conv.kh = kh;
+    n.at.conv.kw = kw;
     return (tg_tensor){x.g, tg_ir_add(x.g, &n)};
 }
 
@@ -75,7 +75,7 @@ tg_tensor tg_nearest_upsample2d_at(tg_tensor x, int factor, const char *file, in
     if (!x.g) return (tg_tensor){NULL, -1};
     tg_node n = tg_ir_proto(TG_OP_UPSAMPLE2D, "nearest_upsample2d", file, line);
     n.in[0] = x.id;
-    n.ia[0] = factor;
+    n.at.upsample.factor = factor;
     return (tg_tensor){x.g, tg_ir_add(x.g, &n)};
 }
 

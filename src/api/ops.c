@@ -91,7 +91,7 @@ tg_tensor tg_full_at(tg_graph *g, tg_shape s, float v, const char *file, int lin
     tg_node n = tg_ir_proto(TG_OP_CONST, "full", file, line);
     n.dtype = TG_F32;
     n.shape = s;
-    n.fa[0] = v;
+    n.at.fill.value = v;
     return add_node(g, &n);
 }
 
@@ -112,7 +112,7 @@ tg_tensor tg_arange_at(tg_graph *g, int64_t len, tg_dtype dt, const char *file, 
     if (!g) return BAD;
     tg_node n = tg_ir_proto(TG_OP_ARANGE, "arange", file, line);
     n.dtype = dt == TG_F32 ? TG_F32 : TG_I32;
-    n.ia[0] = len;
+    n.at.arange.len = len;
     return add_node(g, &n);
 }
 
@@ -132,7 +132,7 @@ static tg_tensor scalar_like(tg_tensor x, float v, const char *file, int line) {
     if (!ir_live(x)) return (tg_tensor){x.g, -1};
     tg_node n = tg_ir_proto(TG_OP_CONST, "scalar", file, line);
     n.dtype = x.g->nodes[x.id].dtype == TG_I32 ? TG_I32 : TG_F32;
-    n.fa[0] = v;
+    n.at.fill.value = v;
     return add_node(x.g, &n);
 }
 
@@ -182,7 +182,7 @@ tg_tensor tg_cast_at(tg_tensor x, tg_dtype dt, const char *file, int line) {
     }
     if (ir_live(x) && x.g->nodes[x.id].dtype == dt) return x;
     n.in[0] = x.id;
-    n.ia[0] = dt;
+    n.at.cast.to = dt;
     return add_node(x.g, &n);
 }
 
@@ -235,7 +235,7 @@ static tg_tensor reduce(tg_tensor x, tg_shape axes, bool keep, bool mean, const 
     tg_shape xs = x.g->nodes[x.id].shape;
     tg_node n = tg_ir_proto(TG_OP_SUM, api, file, line);
     n.in[0] = x.id;
-    n.ia[0] = mask;
+    n.at.sum.axes = mask;
     tg_tensor r = mask ? add_node(x.g, &n) : x;
     if (r.id < 0) return r;
     if (mean) {
@@ -285,12 +285,12 @@ tg_tensor tg_permute_at(tg_tensor x, tg_shape perm, const char *file, int line) 
     tg_node n = tg_ir_proto(TG_OP_PERMUTE, "permute", file, line);
     n.in[0] = x.id;
     if (perm.ndim < 0 || perm.ndim > TG_MAX_DIMS) perm.ndim = 7; /* rejected by the rule */
-    for (int i = 0; i < perm.ndim && i < TG_MAX_DIMS; i++) n.ia[i] = perm.d[i];
-    n.ia[7] = perm.ndim;
+    n.at.permute.perm.ndim = perm.ndim; /* only the axes used: the rest stays 0 */
+    for (int i = 0; i < perm.ndim && i < TG_MAX_DIMS; i++) n.at.permute.perm.d[i] = perm.d[i];
     if (ir_live(x)) {
         int nd = x.g->nodes[x.id].shape.ndim;
         for (int i = 0; i < perm.ndim && i < TG_MAX_DIMS; i++)
-            if (n.ia[i] < 0) n.ia[i] += nd;
+            if (n.at.permute.perm.d[i] < 0) n.at.permute.perm.d[i] += nd;
     }
     return add_node(x.g, &n);
 }
@@ -317,8 +317,8 @@ tg_tensor tg_matmul_t_at(tg_tensor a, tg_tensor b, bool ta, bool tb, const char 
     tg_node n = tg_ir_proto(TG_OP_MATMUL, "matmul", file, line);
     n.in[0] = a.id;
     n.in[1] = b.id;
-    n.ia[0] = ta;
-    n.ia[1] = tb;
+    n.at.matmul.ta = ta;
+    n.at.matmul.tb = tb;
     return add_node(g, &n);
 }
 
@@ -330,7 +330,7 @@ tg_tensor tg_one_hot_at(tg_tensor idx, int64_t depth, const char *file, int line
     if (!idx.g) return BAD;
     tg_node n = tg_ir_proto(TG_OP_ONE_HOT, "one_hot", file, line);
     n.in[0] = idx.id;
-    n.ia[0] = depth;
+    n.at.one_hot.depth = depth;
     return add_node(idx.g, &n);
 }
 
@@ -338,7 +338,7 @@ tg_tensor tg_log_softmax_at(tg_tensor x, int axis, const char *file, int line) {
     if (!x.g) return BAD;
     tg_node n = tg_ir_proto(TG_OP_LOG_SOFTMAX, "log_softmax", file, line);
     n.in[0] = x.id;
-    n.ia[0] = axis < 0 && ir_live(x) ? axis + x.g->nodes[x.id].shape.ndim : axis;
+    n.at.axis.axis = axis < 0 && ir_live(x) ? axis + x.g->nodes[x.id].shape.ndim : axis;
     return add_node(x.g, &n);
 }
 
@@ -350,7 +350,7 @@ tg_tensor tg_where_causal_at(tg_tensor x, float value, const char *file, int lin
     if (!x.g) return BAD;
     tg_node n = tg_ir_proto(TG_OP_WHERE_CAUSAL, "where_causal", file, line);
     n.in[0] = x.id;
-    n.fa[0] = value;
+    n.at.fill.value = value;
     return add_node(x.g, &n);
 }
 

@@ -57,7 +57,7 @@ static tg_tensor scalar_like(tg_tensor x, float v, const char *file, int line) {
     if (!live(x)) return (tg_tensor){x.g, -1};
     tg_node n = tg_ir_proto(TG_OP_CONST, "scalar", file, line);
     n.dtype = x.g->nodes[x.id].dtype == TG_I32 ? TG_I32 : TG_F32;
-    n.fa[0] = v;
+    n.at.fill.value = v;
     return add_node(x.g, &n);
 }
 
@@ -81,8 +81,8 @@ tg_tensor tg_clamp_at(tg_tensor x, float lo, float hi, const char *file, int lin
     if (lo != lo || hi != hi) return fail(x.g, TG_OP_CLAMP, "clamp", file, line, "a bound is NaN");
     tg_node n = tg_ir_proto(TG_OP_CLAMP, "clamp", file, line);
     n.in[0] = x.id;
-    n.fa[0] = lo;
-    n.fa[1] = hi;
+    n.at.unary.p0 = lo;
+    n.at.unary.p1 = hi;
     return add_node(x.g, &n);
 }
 
@@ -96,7 +96,7 @@ tg_tensor tg_leaky_relu_at(tg_tensor x, float alpha, const char *file, int line)
     if (!x.g) return BAD;
     tg_node n = tg_ir_proto(TG_OP_LEAKY_RELU, "leaky_relu", file, line);
     n.in[0] = x.id;
-    n.fa[0] = alpha;
+    n.at.unary.p0 = alpha;
     return add_node(x.g, &n);
 }
 
@@ -113,7 +113,7 @@ tg_tensor tg_softmax_at(tg_tensor x, int axis, const char *file, int line) {
     if (!norm_axis(x.g, TG_OP_SOFTMAX, "softmax", file, line, axis, s.ndim, s, &a)) return (tg_tensor){x.g, -1};
     tg_node n = tg_ir_proto(TG_OP_SOFTMAX, "softmax", file, line);
     n.in[0] = x.id;
-    n.ia[0] = a;
+    n.at.axis.axis = a;
     return add_node(x.g, &n);
 }
 
@@ -131,7 +131,7 @@ static tg_tensor arg(tg_opcode op, const char *api, tg_tensor x, int axis, bool 
     if (!norm_axis(x.g, op, api, file, line, axis, s.ndim, s, &a)) return (tg_tensor){x.g, -1};
     tg_node n = tg_ir_proto(op, api, file, line);
     n.in[0] = x.id;
-    n.ia[0] = a;
+    n.at.axis.axis = a;
     tg_tensor r = add_node(x.g, &n);
     if (keep || !live(r)) return r;
     tg_shape d = {0, {0}};
@@ -155,7 +155,7 @@ static tg_tensor filled(tg_graph *g, tg_shape s, float v, const char *api, const
     tg_node n = tg_ir_proto(TG_OP_CONST, api, file, line);
     n.dtype = TG_F32;
     n.shape = s;
-    n.fa[0] = v;
+    n.at.fill.value = v;
     return add_node(g, &n);
 }
 
@@ -174,10 +174,10 @@ tg_tensor tg_swap_axes_at(tg_tensor x, int a, int b, const char *file, int line)
     if (i == j) return x;
     tg_node n = tg_ir_proto(TG_OP_PERMUTE, "swap_axes", file, line);
     n.in[0] = x.id;
-    for (int k = 0; k < s.ndim; k++) n.ia[k] = k;
-    n.ia[i] = j;
-    n.ia[j] = i;
-    n.ia[7] = s.ndim;
+    n.at.permute.perm.ndim = s.ndim;
+    for (int k = 0; k < s.ndim; k++) n.at.permute.perm.d[k] = k;
+    n.at.permute.perm.d[i] = j;
+    n.at.permute.perm.d[j] = i;
     return add_node(x.g, &n);
 }
 
@@ -191,9 +191,9 @@ static tg_tensor narrow(tg_tensor x, int axis, int64_t start, int64_t length, co
     if (start == 0 && length == s.d[a]) return x;
     tg_node n = tg_ir_proto(TG_OP_NARROW, api, file, line);
     n.in[0] = x.id;
-    n.ia[0] = a;
-    n.ia[1] = start;
-    n.ia[2] = length;
+    n.at.axis.axis = a;
+    n.at.axis.start = start;
+    n.at.axis.len = length;
     return add_node(x.g, &n);
 }
 
@@ -226,7 +226,7 @@ static tg_tensor concat(const tg_tensor *xs, int n, int axis, const char *api, c
     }
     tg_node nd = tg_ir_proto(TG_OP_CONCAT, api, file, line);
     nd.nin = n;
-    nd.ia[0] = a;
+    nd.at.axis.axis = a;
     for (int k = 0; k < n; k++) nd.in[k] = xs[k].id;
     return add_node(g, &nd);
 }
@@ -307,6 +307,6 @@ tg_tensor tg_take_along_axis_at(tg_tensor x, tg_tensor idx, int axis, const char
     tg_node n = tg_ir_proto(TG_OP_TAKE_ALONG_AXIS, "take_along_axis", file, line);
     n.in[0] = x.id;
     n.in[1] = idx.id;
-    n.ia[0] = a;
+    n.at.axis.axis = a;
     return add_node(x.g, &n);
 }

@@ -84,7 +84,7 @@ static tg_tensor norm_op(tg_opcode op, const char *api, const tg_tensor *t, int 
     if (!g) return (tg_tensor){NULL, -1};
     tg_node n = tg_ir_proto(op, api, file, line);
     for (int k = 0; k < nin; k++) n.in[k] = t[k].id;
-    n.fa[0] = eps;
+    n.at.norm.eps = eps;
     return (tg_tensor){g, tg_ir_add(g, &n)};
 }
 
@@ -207,9 +207,9 @@ tg_tensor tg_dropout_at(tg_tensor x, float p, const char *file, int line) {
     tg_node n = tg_ir_proto(TG_OP_DROPOUT, "dropout", file, line);
     n.in[0] = x.id;
     n.in[1] = tg_ir_rng_seed(g);
-    n.ia[7] = tg_ir_rng_salt(g);
-    n.fa[0] = p;
-    n.fa[1] = (float)(1.0 / (1.0 - (double)p));
+    n.at.rand.salt = tg_ir_rng_salt(g);
+    n.at.rand.p = p;
+    n.at.rand.scale = (float)(1.0 / (1.0 - (double)p));
     return (tg_tensor){g, tg_ir_add(g, &n)};
 }
 
@@ -217,7 +217,7 @@ tg_tensor tg_randn_at(tg_graph *g, tg_shape s, const char *file, int line) {
     if (!g) return (tg_tensor){NULL, -1};
     tg_node n = tg_ir_proto(TG_OP_RANDN, "randn", file, line);
     n.in[0] = tg_ir_rng_seed(g);
-    n.ia[7] = tg_ir_rng_salt(g);
+    n.at.rand.salt = tg_ir_rng_salt(g);
     n.shape = s;
     return (tg_tensor){g, tg_ir_add(g, &n)};
 }
@@ -228,6 +228,6 @@ tg_tensor tg_categorical_at(tg_tensor logits, const char *file, int line) {
     tg_node n = tg_ir_proto(TG_OP_CATEGORICAL, "categorical", file, line);
     n.in[0] = logits.id;
     n.in[1] = tg_ir_rng_seed(g);
-    n.ia[7] = tg_ir_rng_salt(g);
+    n.at.rand.salt = tg_ir_rng_salt(g);
     return (tg_tensor){g, tg_ir_add(g, &n)};
 }

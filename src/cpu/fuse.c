@@ -62,7 +62,7 @@ static int ready_at(const fuse_ctx *x, int id) {
 
 static bool is_matmul(const fuse_ctx *x, int id, bool ta, bool tb) {
     const tg_node *n = node(x, id);
-    return n->op == TG_OP_MATMUL && (bool)n->ia[0] == ta && (bool)n->ia[1] == tb && n->shape.ndim == 4 &&
+    return n->op == TG_OP_MATMUL && n->at.matmul.ta == ta && n->at.matmul.tb == tb && n->shape.ndim == 4 &&
            f32(x, id) && f32(x, n->in[0]) && f32(x, n->in[1]);
 }
 
@@ -73,9 +73,7 @@ static bool scalar_const(const fuse_ctx *x, int id) {
 
 /* merge_heads / split_heads: permute (0, 2, 1, 3) of a 4-d f32 tensor. */
 static bool heads_permute(const fuse_ctx *x, int id) {
-    const tg_node *n = node(x, id);
-    return n->op == TG_OP_PERMUTE && n->shape.ndim == 4 && n->ia[0] == 0 && n->ia[1] == 2 && n->ia[2] == 1 &&
-           n->ia[3] == 3 && f32(x, id);
+    return tg_ir_heads_permute(node(x, id)) && f32(x, id);
 }
 
 /* [B, H, T, Dh] with the attention's B, H, T and head width. */
@@ -159,7 +157,7 @@ static void fuse_attention_fwd(fuse_ctx *x, int a) {
  *   dv = att^T dout (each product optional but dA). */
 static void fuse_attention_bwd(fuse_ctx *x, int sg) {
     const tg_node *gn = node(x, sg);
-    if (!free_node(x, sg) || !f32(x, sg) || gn->shape.ndim != 4 || gn->ia[0] != 3) return;
+    if (!free_node(x, sg) || !f32(x, sg) || gn->shape.ndim != 4 || gn->at.axis.axis != 3) return;
     int att = gn->in[0], dA = gn->in[1];
     if (!is_matmul(x, dA, false, true) || !absorbable(x, dA) || dA == att) return;
     int dout = node(x, dA)->in[0], v = node(x, dA)->in[1];
@@ -245,7 +243,7 @@ static void fuse_adam(fuse_ctx *x, int im) {
 
 static bool norm_stats_of(const fuse_ctx *x, int st, int xin, bool rms) {
     const tg_node *n = node(x, st);
-    return n->op == TG_OP_NORM_STATS && n->in[0] == xin && (bool)n->ia[0] == rms && free_node(x, st);
+    return n->op == TG_OP_NORM_STATS && n->in[0] == xin && n->at.norm.rms == rms && free_node(x, st);
 }
 
 /* norm_stats(x), norm_dx(x, g, gy, stats) and, when it is the only reader,
@@ -257,7 +255,7 @@ static void fuse_norm_bwd(fuse_ctx *x, int nd) {
     const tg_node *n = node(x, nd);
     if (!free_node(x, nd) || !f32(x, nd)) return;
     int xin = n->in[0], gain = n->in[1], gy = n->in[2], st = n->in[3];
-    bool rms = n->ia[0];
+    bool rms = n->at.norm.rms;
     if (!norm_stats_of(x, st, xin, rms) || !f32(x, xin) || !f32(x, gy) || !tg_shape_eq(node(x, gy)->shape, n->shape))
         return;
     cpu_group d = {CPU_GROUP_NORM_BWD, -1, -1, -1, -1, false, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, false,
@@ -282,7 +280,7 @@ static void fuse_norm_bwd(fuse_ctx *x, int nd) {
         int ln = x->rd[r];
         const tg_node *l = node(x, ln);
         if (l->op == (rms ? TG_OP_RMS_NORM : TG_OP_LAYER_NORM) && l->in[0] == xin && l->in[1] == gain &&
-            l->fa[0] == node(x, st)->fa[0] && free_node(x, ln) && ln < st && ready_at(x, gy) < ln &&
+            l->at.norm.eps == node(x, st)->at.norm.eps && free_node(x, ln) && ln < st && ready_at(x, gy) < ln &&
             (d.nb.resid < 0 || ready_at(x, d.nb.resid) < ln) && f32(x, ln))
             d.nb.ln = ln;
     }

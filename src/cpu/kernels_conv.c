@@ -61,8 +61,8 @@ static conv_geom geom(const tg_node *n, tg_shape xs, tg_shape ws, tg_shape ys) {
     conv_geom q;
     q.N = xs.d[0], q.C = xs.d[1], q.H = xs.d[2], q.W = xs.d[3];
     q.O = ws.d[0], q.kh = ws.d[2], q.kw = ws.d[3];
-    q.G = n->ia[4], q.Cg = q.C / q.G, q.Og = q.O / q.G;
-    q.sh = n->ia[0], q.sw = n->ia[1], q.ph = n->ia[2], q.pw = n->ia[3];
+    q.G = n->at.conv.groups, q.Cg = q.C / q.G, q.Og = q.O / q.G;
+    q.sh = n->at.conv.stride_h, q.sw = n->at.conv.stride_w, q.ph = n->at.conv.pad_h, q.pw = n->at.conv.pad_w;
     q.Ho = ys.d[2], q.Wo = ys.d[3], q.P = q.Ho * q.Wo;
     q.Kc = q.Cg * q.kh * q.kw;
     return q;
@@ -984,7 +984,8 @@ static void pool_grad_planes(void *arg, int64_t lo, int64_t hi) {
  * the table in c's scratch: planes per group so a group holds at least 64
  * windows (four 16-wide blocks) and divides the plane count. */
 static pool_job pool_setup(cpu_ctx *c, const tg_node *n, tg_shape xs, tg_shape ys, void *const *in, void *out) {
-    pool_job j = {xs.d[2], xs.d[3], ys.d[2], ys.d[3], n->ia[5], n->ia[6], n->ia[0], n->ia[1], n->ia[2], n->ia[3],
+    const tg_attr_conv *a = &n->at.conv;
+    pool_job j = {xs.d[2], xs.d[3], ys.d[2], ys.d[3], a->kh, a->kw, a->stride_h, a->stride_w, a->pad_h, a->pad_w,
                   in[0], NULL, NULL, out, rows_best(), NULL, 1};
     if (n->op == TG_OP_MAX_POOL2D_GRAD) j.y = in[1], j.gy = in[2];
     int64_t planes = xs.d[0] * xs.d[1], P = j.Ho * j.Wo, kk = j.kh * j.kw;
@@ -1097,14 +1098,14 @@ static void up_grad_planes(void *arg, int64_t lo, int64_t hi) {
 TG_CPU_KERNEL(tg_cpu_upsample2d) {
     const tg_node *n = ir_node(g, id);
     tg_shape xs = ir_node(g, n->in[0])->shape;
-    up_job j = {xs.d[2], xs.d[3], n->ia[0], in[0], out};
+    up_job j = {xs.d[2], xs.d[3], n->at.upsample.factor, in[0], out};
     tg_cpu_parallel(c, xs.d[0] * xs.d[1], grain_rows(tg_ir_numel(n) / (xs.d[0] * xs.d[1] + 1)), up_planes, &j);
 }
 
 /* gy [N, C, H*f, W*f] -> dx [N, C, H, W] */
 TG_CPU_KERNEL(tg_cpu_upsample2d_grad) {
     const tg_node *n = ir_node(g, id);
-    up_job j = {n->shape.d[2], n->shape.d[3], n->ia[0], in[0], out};
+    up_job j = {n->shape.d[2], n->shape.d[3], n->at.upsample.factor, in[0], out};
     int64_t planes = n->shape.d[0] * n->shape.d[1];
     tg_cpu_parallel(c, planes, grain_rows(j.H * j.W * j.f * j.f), up_grad_planes, &j);
 }

@@ -18,9 +18,9 @@ TG_CPU_KERNEL(tg_cpu_const) {
     if (n->data) {
         memcpy(out, n->data, (size_t)N * sizeof(float));
     } else if (n->dtype == TG_F32) {
-        for (int64_t i = 0; i < N; i++) ((float *)out)[i] = n->fa[0];
+        for (int64_t i = 0; i < N; i++) ((float *)out)[i] = n->at.fill.value;
     } else {
-        int32_t v = (int32_t)n->fa[0];
+        int32_t v = (int32_t)n->at.fill.value;
         for (int64_t i = 0; i < N; i++) ((int32_t *)out)[i] = v;
     }
 }
@@ -28,7 +28,7 @@ TG_CPU_KERNEL(tg_cpu_const) {
 TG_CPU_KERNEL(tg_cpu_arange) {
     (void)c, (void)in;
     const tg_node *n = ir_node(g, id);
-    for (int64_t i = 0; i < n->ia[0]; i++) {
+    for (int64_t i = 0; i < n->at.arange.len; i++) {
         if (n->dtype == TG_F32) ((float *)out)[i] = (float)i;
         else ((int32_t *)out)[i] = (int32_t)i;
     }
@@ -244,7 +244,7 @@ TG_CPU_KERNEL(tg_cpu_permute) {
     ew_job j = {g, ir_node(g, id), {0}, out, in};
     int64_t own[TG_MAX_DIMS], st[1][TG_MAX_DIMS];
     tg_shape_strides(ir_node(g, j.n->in[0])->shape, own);
-    for (int i = 0; i < j.n->shape.ndim; i++) st[0][i] = own[j.n->ia[i]];
+    for (int i = 0; i < j.n->shape.ndim; i++) st[0][i] = own[j.n->at.permute.perm.d[i]];
     tg_iter_init(&j.it, j.n->shape, 1, st);
     run_rows(c, &j, copy_rows);
 }

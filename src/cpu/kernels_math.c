@@ -126,7 +126,7 @@ typedef struct {
 
 TG_MULTI(static, um_forward, (tg_opcode op, const tg_node *n, const float *x, float *y, int64_t len),
          (op, n, x, y, len)) {
-    const float p0 = n->fa[0], p1 = n->fa[1];
+    const float p0 = n->at.unary.p0, p1 = n->at.unary.p1;
     (void)p0, (void)p1;
     switch (op) {
 #define TG_UNARY_MATH(OP, name, flags, save, fwd, bwd, i32) case TG_OP_##OP: VMAP(x, y, len, fwd); break;
@@ -141,7 +141,7 @@ static int32_t sat_i32(double v) { return v <= -2147483648.0 ? INT32_MIN : v >= 
 #define TG_EW_I32_BODY_I32(expr) expr
 #define TG_EW_I32_BODY_F32_ONLY v
 static void um_forward_i32(tg_opcode op, const tg_node *n, const int32_t *x, int32_t *y, int64_t len) {
-    const int32_t i0 = sat_i32(ceil(n->fa[0])), i1 = sat_i32(floor(n->fa[1]));
+    const int32_t i0 = sat_i32(ceil(n->at.unary.p0)), i1 = sat_i32(floor(n->at.unary.p1));
     (void)i0, (void)i1;
     switch (op) {
 #define TG_UNARY_MATH(OP, name, flags, save, fwd, bwd, i32) \
@@ -167,13 +167,12 @@ TG_CPU_KERNEL(tg_cpu_unary_math) {
 }
 
 /* ---- unary math backward: gx = f'(.) * gy over flat [n] ----
- * s is the tensor the gradient rule saved (ops.def's save column); ia[0] is
- * the forward op, fa its attributes. */
+ * s is the tensor the gradient rule saved (ops.def's save column). */
 TG_MULTI(static, um_backward, (const tg_node *n, const float *sp, const float *gp, float *y, int64_t len),
          (n, sp, gp, y, len)) {
-    const float p0 = n->fa[0], p1 = n->fa[1];
+    const float p0 = n->at.unary_grad.fwd.p0, p1 = n->at.unary_grad.fwd.p1;
     (void)p0, (void)p1;
-    switch ((tg_opcode)n->ia[0]) {
+    switch (n->at.unary_grad.op) {
 #define TG_UNARY_MATH(OP, name, flags, save, fwd, bwd, i32) case TG_OP_##OP: VMAP2(sp, gp, y, len, bwd); break;
 #include "../ir/ops.def"
     default: break;
@@ -262,8 +261,8 @@ TG_CPU_KERNEL(tg_cpu_minmax) {
     tg_cpu_parallel(c, j.it.rows, grain > 0 ? grain : 1, minmax_rows, &j);
 }
 
-/* minmax_grad(a, b, gy) -> the share of gy that goes to one operand (ia[1]:
- * 0 = a, 1 = b) of min or max (ia[0]), over gy's shape (the forward output;
+/* minmax_grad(a, b, gy) -> the share of gy that goes to one operand (side
+ * 0 = a, 1 = b) of min or max, over gy's shape (the forward output;
  * a and b broadcast to it). The operand that wins gets all of gy; at a tie
  * each gets half, as torch.maximum / torch.minimum do. */
 TG_MULTI(static, minmax_grad_row, (bool is_max, float *gx, const float *own, int64_t so, const float *oth, int64_t sa,
@@ -283,7 +282,7 @@ static void minmax_grad_rows(void *arg, int64_t lo, int64_t hi) {
     mm_job *j = arg;
     int k = j->it.nd - 1;
     int64_t off[4];
-    bool is_max = j->n->ia[0] == TG_OP_MAX;
+    bool is_max = j->n->at.minmax_grad.op == TG_OP_MAX;
     for (int64_t r = lo; r < hi; r++) {
         row_offsets(&j->it, r, off);
         /* operands 1, 2, 3 of the iteration: own side, other side, gy */
@@ -295,7 +294,7 @@ static void minmax_grad_rows(void *arg, int64_t lo, int64_t hi) {
 
 TG_CPU_KERNEL(tg_cpu_minmax_grad) {
     const tg_node *n = ir_node(g, id);
-    int side = (int)n->ia[1];
+    int side = n->at.minmax_grad.side;
     mm_job j = {n, {0}, {in[side], in[1 - side], in[2]}, out};
     int64_t st[3][TG_MAX_DIMS];
     tg_shape_bcast_strides(ir_node(g, n->in[side])->shape, n->shape, st[0]);
@@ -411,17 +410,17 @@ static void softmax_tasks(void *arg, int64_t lo, int64_t hi) {
     }
 }
 
-/* softmax over axis ia[0]: x, y [outer, A, inner] f32 */
+/* softmax over the axis: x, y [outer, A, inner] f32 */
 TG_CPU_KERNEL(tg_cpu_softmax) {
     const tg_node *n = ir_node(g, id);
     ax_job j = {n, 0, 0, 0, in[0], NULL, out, 4 * VL, true};
-    ax_view(n->shape, (int)n->ia[0], &j.outer, &j.A, &j.inner);
+    ax_view(n->shape, (int)n->at.axis.axis, &j.outer, &j.A, &j.inner);
     if (j.A == 0) return;
     int64_t per_task = j.A * (j.inner == 1 ? 1 : j.tile);
     tg_cpu_parallel(c, ax_tasks(&j), 1 + 8192 / per_task, softmax_tasks, &j);
 }
 
-/* softmax_grad(y, gy) along axis ia[0] (the backward of softmax and of
+/* softmax_grad(y, gy) along the axis (the backward of softmax and of
  * softmax_causal): gx = y (gy - sum(gy y)), [outer, A, inner] f32. */
 TG_MULTI(static, softmax_grad_row, (const float *y, const float *gy, float *gx, int64_t A), (y, gy, gx, A)) {
     vf acc = vsplat(0.0f);
@@ -472,7 +471,7 @@ static void softmax_grad_tasks(void *arg, int64_t lo, int64_t hi) {
 TG_CPU_KERNEL(tg_cpu_softmax_grad) {
     const tg_node *n = ir_node(g, id);
     ax_job j = {n, 0, 0, 0, in[0], in[1], out, 4 * VL, true};
-    ax_view(n->shape, (int)n->ia[0], &j.outer, &j.A, &j.inner);
+    ax_view(n->shape, (int)n->at.axis.axis, &j.outer, &j.A, &j.inner);
     if (j.A == 0) return;
     int64_t per_task = j.A * (j.inner == 1 ? 1 : j.tile);
     tg_cpu_parallel(c, ax_tasks(&j), 1 + 8192 / per_task, softmax_grad_tasks, &j);
@@ -510,11 +509,11 @@ static void arg_tasks(void *arg, int64_t lo, int64_t hi) {
     else ARG_LINES(int32_t, v < b);
 }
 
-/* argmax / argmin over axis ia[0] */
+/* argmax / argmin over the axis */
 TG_CPU_KERNEL(tg_cpu_argmax) {
     const tg_node *n = ir_node(g, id), *x = ir_node(g, n->in[0]);
     ax_job j = {n, 0, 0, 0, in[0], NULL, out, 64, x->dtype == TG_F32};
-    ax_view(x->shape, (int)n->ia[0], &j.outer, &j.A, &j.inner);
+    ax_view(x->shape, (int)n->at.axis.axis, &j.outer, &j.A, &j.inner);
     if (j.A == 0) return;
     tg_cpu_parallel(c, ax_tasks(&j), 1 + 8192 / (j.A * (j.inner < j.tile ? j.inner : j.tile)), arg_tasks, &j);
 }
@@ -533,10 +532,10 @@ typedef struct {
 static void narrow_rows(void *arg, int64_t lo, int64_t hi) {
     cp_job *j = arg;
     const tg_node *n = j->n;
-    int64_t axis = n->ia[0], A = ir_node(j->g, n->in[0])->shape.d[axis], L = n->shape.d[axis];
+    int64_t axis = n->at.axis.axis, A = ir_node(j->g, n->in[0])->shape.d[axis], L = n->shape.d[axis];
     int64_t blk = L * j->inner;
     for (int64_t o = lo; o < hi; o++)
-        memcpy((uint32_t *)j->out + o * blk, (const uint32_t *)j->in[0] + (o * A + n->ia[1]) * j->inner,
+        memcpy((uint32_t *)j->out + o * blk, (const uint32_t *)j->in[0] + (o * A + n->at.axis.start) * j->inner,
                (size_t)blk * 4);
 }
 
@@ -545,8 +544,8 @@ static void narrow_rows(void *arg, int64_t lo, int64_t hi) {
 static void narrow_grad_rows(void *arg, int64_t lo, int64_t hi) {
     cp_job *j = arg;
     const tg_node *n = j->n;
-    int64_t axis = n->ia[0], A = n->shape.d[axis], L = ir_node(j->g, n->in[0])->shape.d[axis];
-    int64_t before = n->ia[1] * j->inner, mid = L * j->inner, after = (A - n->ia[1] - L) * j->inner;
+    int64_t axis = n->at.axis.axis, A = n->shape.d[axis], L = ir_node(j->g, n->in[0])->shape.d[axis];
+    int64_t before = n->at.axis.start * j->inner, mid = L * j->inner, after = (A - n->at.axis.start - L) * j->inner;
     for (int64_t o = lo; o < hi; o++) {
         uint32_t *y = (uint32_t *)j->out + o * A * j->inner;
         memset(y, 0, (size_t)before * 4);
@@ -559,7 +558,7 @@ static void narrow_grad_rows(void *arg, int64_t lo, int64_t hi) {
 static void concat_rows(void *arg, int64_t lo, int64_t hi) {
     cp_job *j = arg;
     const tg_node *n = j->n;
-    int64_t axis = n->ia[0], blk = n->shape.d[axis] * j->inner;
+    int64_t axis = n->at.axis.axis, blk = n->shape.d[axis] * j->inner;
     for (int64_t o = lo; o < hi; o++) {
         uint32_t *y = (uint32_t *)j->out + o * blk;
         for (int k = 0; k < n->nin; k++) {
@@ -574,7 +573,7 @@ static void run_copy(cpu_ctx *c, const tg_graph *g, int id, void *out, void *con
     const tg_node *n = ir_node(g, id);
     cp_job j = {n, 1, 1, in, out, g};
     int64_t A;
-    ax_view(n->shape, (int)n->ia[0], &j.outer, &A, &j.inner);
+    ax_view(n->shape, (int)n->at.axis.axis, &j.outer, &A, &j.inner);
     int64_t row = A * j.inner;
     tg_cpu_parallel(c, j.outer, 1 + 4 * GRAIN / (row + 1), fn, &j);
 }
@@ -644,7 +643,7 @@ static void take_grad_tasks(void *arg, int64_t lo, int64_t hi) {
 
 static void run_take(cpu_ctx *c, const tg_graph *g, int id, void *out, void *const *in, bool grad) {
     const tg_node *n = ir_node(g, id);
-    int axis = (int)n->ia[0];
+    int axis = (int)n->at.axis.axis;
     const tg_node *ix = ir_node(g, n->in[1]);
     take_job tj = {{n, 0, 0, 0, in[0], in[1], out, 256, false}, 0};
     ax_view(ix->shape, axis, &tj.ax.outer, &tj.ax.A, &tj.ax.inner);

@@ -10,7 +10,7 @@
 void tg_cpu_matmul_args(const tg_graph *g, int id, void *out, void *const *in, tg_gemm_args *ga) {
     const tg_node *n = ir_node(g, id), *a = ir_node(g, n->in[0]), *b = ir_node(g, n->in[1]);
     int na = a->shape.ndim, nb = b->shape.ndim;
-    bool ta = n->ia[0], tb = n->ia[1];
+    bool ta = n->at.matmul.ta, tb = n->at.matmul.tb;
     int64_t M = n->shape.d[na - 2], N = n->shape.d[na - 1];
     int64_t K = a->shape.d[na - (ta ? 2 : 1)];
     int64_t batch = 1;
@@ -32,7 +32,7 @@ TG_CPU_KERNEL(tg_cpu_matmul) {
 TG_CPU_KERNEL(tg_cpu_one_hot) {
     (void)c;
     const tg_node *n = ir_node(g, id);
-    int64_t depth = n->ia[0], rows = tg_ir_numel(n) / depth;
+    int64_t depth = n->at.one_hot.depth, rows = tg_ir_numel(n) / depth;
     const int32_t *idx = in[0];
     float *y = out;
     memset(y, 0, (size_t)tg_ir_numel(n) * sizeof(float));
@@ -51,28 +51,28 @@ typedef struct {
 static void adam_m_range(void *arg, int64_t lo, int64_t hi) {
     opt_job *j = arg;
     const float *m = j->in[0], *gr = j->in[1];
-    float b = j->n->fa[0], ob = 1.0f - b;
+    float b = j->n->at.adam.beta, ob = 1.0f - b;
     for (int64_t i = lo; i < hi; i++) j->out[i] = TG_ADAM_M(tg_s, b, ob, m[i], gr[i]);
 }
 
 static void adam_v_range(void *arg, int64_t lo, int64_t hi) {
     opt_job *j = arg;
     const float *v = j->in[0], *gr = j->in[1];
-    float b = j->n->fa[0], ob = 1.0f - b;
+    float b = j->n->at.adam.beta, ob = 1.0f - b;
     for (int64_t i = lo; i < hi; i++) j->out[i] = TG_ADAM_V(tg_s, b, ob, v[i], gr[i]);
 }
 
 static void adam_p_range(void *arg, int64_t lo, int64_t hi) {
     opt_job *j = arg;
     const float *p = j->in[0], *m = j->in[1], *v = j->in[2], *h = j->in[3];
-    float lrt = h[TG_HYPER_LRT], shrink = j->n->ia[0] ? h[TG_HYPER_SHRINK] : 1.0f, eps = j->n->fa[0];
+    float lrt = h[TG_HYPER_LRT], shrink = j->n->at.adam.decay ? h[TG_HYPER_SHRINK] : 1.0f, eps = j->n->at.adam.eps;
     for (int64_t i = lo; i < hi; i++) j->out[i] = TG_ADAM_P(tg_s, shrink, lrt, eps, p[i], m[i], v[i]);
 }
 
 static void sgd_v_range(void *arg, int64_t lo, int64_t hi) {
     opt_job *j = arg;
     const float *v = j->in[0], *gr = j->in[1], *p = j->in[2];
-    float mu = j->n->fa[0], wd = j->n->fa[1];
+    float mu = j->n->at.sgd.momentum, wd = j->n->at.sgd.weight_decay;
     for (int64_t i = lo; i < hi; i++) j->out[i] = TG_SGD_V(tg_s, mu, wd, v[i], gr[i], p[i]);
 }
 
@@ -80,8 +80,8 @@ static void sgd_v_range(void *arg, int64_t lo, int64_t hi) {
 static void sgd_p_range(void *arg, int64_t lo, int64_t hi) {
     opt_job *j = arg;
     const float *p = j->in[0], *gr = j->in[1], *v = j->in[2], *h = j->in[3];
-    float mu = j->n->fa[0], wd = j->n->fa[1], lr = h[TG_HYPER_LR];
-    bool nesterov = j->n->ia[0], mom = j->n->ia[1];
+    float mu = j->n->at.sgd.momentum, wd = j->n->at.sgd.weight_decay, lr = h[TG_HYPER_LR];
+    bool nesterov = j->n->at.sgd.nesterov, mom = j->n->at.sgd.has_momentum;
     for (int64_t i = lo; i < hi; i++) {
         float g2 = TG_SGD_G(tg_s, wd, gr[i], p[i]);
         float u = mom ? (nesterov ? TG_SGD_NESTEROV(tg_s, mu, g2, v[i]) : v[i]) : g2;

@@ -215,7 +215,7 @@ TG_CPU_KERNEL(tg_cpu_nll_loss) {
 TG_CPU_KERNEL(tg_cpu_nll_loss_grad) {
     (void)c;
     const tg_node *n = ir_node(g, id);
-    int64_t V = n->ia[0], R = tg_ir_numel(n) / V;
+    int64_t V = n->at.classes.v, R = tg_ir_numel(n) / V;
     const int32_t *t = in[0];
     const float *gy = in[1];
     float *gx = out;
@@ -283,7 +283,7 @@ TG_MULTI(static, norm_rows, (void *arg, int64_t lo, int64_t hi), (arg, lo, hi)) 
     for (int64_t r = lo; r < hi; r++) {
         const float *x = X + r * D;
         float *y = Y + r * D, mean, rstd;
-        norm_stats_row(x, D, rms, n->fa[0], &mean, &rstd);
+        norm_stats_row(x, D, rms, n->at.norm.eps, &mean, &rstd);
         vf vm = vsplat(mean), vr = vsplat(rstd);
         for (int64_t i = 0; i < D; i += VL) {
             int64_t k = D - i < VL ? D - i : VL;
@@ -299,7 +299,7 @@ TG_CPU_KERNEL(tg_cpu_norm) {
     nn_job j = row_job(n, in, out, n->shape);
     tg_range_fn avx2 = tg_cpu_isa() == CPU_AVX2 ? tg_cpu_norm_rows_avx2(false) : NULL;
     if (avx2) {
-        cpu_norm_bwd a = {.R = j.rows, .D = j.width, .rms = n->op == TG_OP_RMS_NORM, .eps = n->fa[0], .x = in[0],
+        cpu_norm_bwd a = {.R = j.rows, .D = j.width, .rms = n->op == TG_OP_RMS_NORM, .eps = n->at.norm.eps, .x = in[0],
                           .gain = in[1], .bias = n->nin > 2 ? in[2] : NULL, .y = out};
         tg_cpu_parallel(c, a.R, grain_rows(a.D), avx2, &a);
         return;
@@ -312,7 +312,7 @@ TG_MULTI(static, norm_stats_rows, (void *arg, int64_t lo, int64_t hi), (arg, lo,
     const float *X = j->in[0];
     float *st = j->out;
     for (int64_t r = lo; r < hi; r++)
-        norm_stats_row(X + r * j->width, j->width, j->n->ia[0], j->n->fa[0], &st[2 * r], &st[2 * r + 1]);
+        norm_stats_row(X + r * j->width, j->width, j->n->at.norm.rms, j->n->at.norm.eps, &st[2 * r], &st[2 * r + 1]);
 }
 
 TG_CPU_KERNEL(tg_cpu_norm_stats) {
@@ -330,7 +330,7 @@ TG_MULTI(static, norm_dx_rows, (void *arg, int64_t lo, int64_t hi), (arg, lo, hi
     const float *X = j->in[0], *gain = j->in[1], *GY = j->in[2], *st = j->in[3];
     float *DX = j->out;
     int64_t D = j->width;
-    bool rms = j->n->ia[0];
+    bool rms = j->n->at.norm.rms;
     for (int64_t r = lo; r < hi; r++) {
         const float *x = X + r * D, *gy = GY + r * D;
         float *dx = DX + r * D;
@@ -533,7 +533,7 @@ static void embedding_grad_block(void *arg, int64_t r0, int64_t r1, float *gt) {
 TG_CPU_KERNEL(tg_cpu_embedding_grad) {
     const tg_node *n = ir_node(g, id);
     nn_job j = row_job(n, in, out, ir_node(g, n->in[1])->shape);
-    j.T = n->ia[0]; /* V */
+    j.T = n->at.classes.v;
     if (j.T * j.width <= EMBED_PARTIAL_MAX) {
         tg_cpu_reduce_rows(c, j.rows, j.T * j.width, embedding_grad_block, &j, out);
         return;
@@ -553,7 +553,7 @@ static void rope_rows(void *arg, int64_t lo, int64_t hi) {
     const float *X = j->in[0], *tab = j->in[1];
     float *Y = j->out;
     int64_t D = j->width, h = D / 2;
-    float sign = j->n->ia[0] ? -1.0f : 1.0f;
+    float sign = j->n->at.rope.inverse ? -1.0f : 1.0f;
     for (int64_t r = lo; r < hi; r++) {
         const float *x = X + r * D, *cs = tab + (r % j->T) * D, *sn = cs + h;
         float *y = Y + r * D;
@@ -586,17 +586,17 @@ TG_CPU_KERNEL(tg_cpu_rope) {
 /* ---- random ops: in[last] is the seed leaf ---- */
 
 /* Element e is dropped when tg_rng_uniform(seed, salt, e) < p, else scaled
- * by fa[1] = 1 / (1 - p). x and y are flat [N]; y may alias x. */
+ * by 1 / (1 - p). x and y are flat [N]; y may alias x. */
 static void dropout_range(void *arg, int64_t lo, int64_t hi) {
     nn_job *j = arg;
     const float *x = j->in[0];
-    float *y = j->out, p = j->n->fa[0], scale = j->n->fa[1];
+    float *y = j->out, p = j->n->at.rand.p, scale = j->n->at.rand.scale;
     for (int64_t e = lo; e < hi; e++) y[e] = tg_rng_key_uniform(j->key, (uint32_t)e) < p ? 0.0f : x[e] * scale;
 }
 
 TG_CPU_KERNEL(tg_cpu_dropout) {
     const tg_node *n = ir_node(g, id);
-    nn_job j = {n, in, out, tg_ir_numel(n), 1, 0, tg_rng_key(read_seed(in[1]), (uint32_t)n->ia[7])};
+    nn_job j = {n, in, out, tg_ir_numel(n), 1, 0, tg_rng_key(read_seed(in[1]), n->at.rand.salt)};
     run_rows(c, &j, dropout_range);
 }
 
@@ -609,7 +609,7 @@ static void randn_range(void *arg, int64_t lo, int64_t hi) {
 
 TG_CPU_KERNEL(tg_cpu_randn) {
     const tg_node *n = ir_node(g, id);
-    nn_job j = {n, in, out, tg_ir_numel(n), 4, 0, tg_rng_key(read_seed(in[0]), (uint32_t)n->ia[7])};
+    nn_job j = {n, in, out, tg_ir_numel(n), 4, 0, tg_rng_key(read_seed(in[0]), n->at.rand.salt)};
     run_rows(c, &j, randn_range);
 }
 
@@ -646,6 +646,6 @@ static void categorical_rows(void *arg, int64_t lo, int64_t hi) {
 TG_CPU_KERNEL(tg_cpu_categorical) {
     const tg_node *n = ir_node(g, id);
     nn_job j = row_job(n, in, out, ir_node(g, n->in[0])->shape);
-    j.key = tg_rng_key(read_seed(in[1]), (uint32_t)n->ia[7]);
+    j.key = tg_rng_key(read_seed(in[1]), n->at.rand.salt);
     run_rows(c, &j, categorical_rows);
 }

@@ -190,7 +190,7 @@ static void log_softmax_lines(void *arg, int64_t lo, int64_t hi) {
 TG_CPU_KERNEL(tg_cpu_log_softmax) {
     const tg_node *n = ir_node(g, id);
     axis_job j = {n, 0, 0, 0, in[0], NULL, out, 0};
-    axis_view(n, (int)n->ia[0], &j);
+    axis_view(n, (int)n->at.axis.axis, &j);
     tg_cpu_parallel(c, j.outer * j.inner, 1 + 8192 / (j.A + 1), log_softmax_lines, &j);
 }
 
@@ -210,7 +210,7 @@ static void log_softmax_grad_lines(void *arg, int64_t lo, int64_t hi) {
 TG_CPU_KERNEL(tg_cpu_log_softmax_grad) {
     const tg_node *n = ir_node(g, id);
     axis_job j = {n, 0, 0, 0, in[0], in[1], out, 0};
-    axis_view(n, (int)n->ia[0], &j);
+    axis_view(n, (int)n->at.axis.axis, &j);
     tg_cpu_parallel(c, j.outer * j.inner, 1 + 8192 / (j.A + 1), log_softmax_grad_lines, &j);
 }
 
@@ -238,7 +238,7 @@ TG_CPU_KERNEL(tg_cpu_softmax_causal) {
 
 static void where_causal_rows(void *arg, int64_t lo, int64_t hi) {
     axis_job *j = arg;
-    float v = j->n->fa[0];
+    float v = j->n->at.fill.value;
     for (int64_t r = lo; r < hi; r++) {
         const float *x = j->x + r * j->A;
         float *y = j->y + r * j->A;

@@ -279,7 +279,7 @@ static bool adam_of(const lower_ctx *l, const cpu_group *d, adam_param *a) {
     *a = (adam_param){(float *)addr(l, d->am), (float *)addr(l, d->av), (float *)addr(l, d->ap),
                       (const float *)addr(l, ins[0]), (const float *)addr(l, ins[1]), (const float *)addr(l, ins[2]),
                       (const float *)addr(l, ins[3]), d->gscale >= 0 ? (const float *)addr(l, d->gscale) : NULL,
-                      tg_ir_numel(m), 0, m->fa[0], v->fa[0], p->fa[0], p->ia[0] != 0};
+                      tg_ir_numel(m), 0, m->at.adam.beta, v->at.adam.beta, p->at.adam.eps, p->at.adam.decay};
     return true;
 }
 
@@ -316,7 +316,7 @@ static bool lower_norm(const lower_ctx *l, const cpu_group *d, cpu_step *s) {
             if (writes[w] < 0 || reads[r] < 0 || !overlap(l, writes[w], reads[r])) continue;
             if (!(w == 0 && (r == 2 || r == 3) && same(l, writes[w], reads[r]))) return false;
         }
-    s->norm = (cpu_norm_bwd){R, D, dx->ia[0] != 0, node(l, d->nb.stats)->fa[0], (const float *)addr(l, d->nb.x),
+    s->norm = (cpu_norm_bwd){R, D, dx->at.norm.rms, node(l, d->nb.stats)->at.norm.eps, (const float *)addr(l, d->nb.x),
                              (const float *)addr(l, dx->in[1]), bias >= 0 ? (const float *)addr(l, bias) : NULL,
                              (const float *)addr(l, d->nb.gy),
                              d->nb.resid >= 0 ? (const float *)addr(l, d->nb.resid) : NULL,

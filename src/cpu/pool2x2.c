@@ -187,7 +187,8 @@ bool tg_cpu_pool2x2(cpu_ctx *c, const tg_node *n, tg_shape xs, const float *x, c
     int64_t H = xs.d[2], W = xs.d[3], Ho = H / 2, Wo = W / 2, planes = xs.d[0] * xs.d[1];
     cpu_isa_t isa = tg_cpu_isa();
     int64_t L = isa == CPU_AVX512 ? 16 : isa == CPU_AVX2 ? 8 : 0;
-    bool fits = n->ia[5] == 2 && n->ia[6] == 2 && n->ia[0] == 2 && n->ia[1] == 2 && n->ia[2] == 0 && n->ia[3] == 0 &&
+    const tg_attr_conv *a = &n->at.conv;
+    bool fits = a->kh == 2 && a->kw == 2 && a->stride_h == 2 && a->stride_w == 2 && a->pad_h == 0 && a->pad_w == 0 &&
                 H % 2 == 0 && W % 2 == 0 && Wo > 0 && L && (L % Wo == 0 || Wo % L == 0);
     if (!fits) return false;
     pool2_job j = {x, y, gy, out, planes * Ho * Wo, Wo, W, Wo % L == 0 ? Wo / L : 0, L, relu, {{0}}, {{0}}};

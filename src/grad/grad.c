@@ -35,13 +35,10 @@ tg_status tg_grad_append(tg_graph *g, int loss, int *param_grad) {
         if (n->dtype != TG_F32) needs[i] = false;
     }
 
-    tg_node one = {0};
-    one.op = TG_OP_CONST;
+    tg_node one = tg_ir_proto(TG_OP_CONST, NULL, IR_HERE);
     one.dtype = TG_F32;
     one.shape = L->shape;
-    one.fa[0] = 1.0f;
-    one.file = __FILE__;
-    one.line = __LINE__;
+    one.at.fill.value = 1.0f;
     cot[loss] = tg_ir_add(g, &one);
 
     for (int i = loss; i >= 0 && g->err == TG_OK; i--) {

@@ -99,8 +99,8 @@ void tg_grad_reshape(tg_graph *g, int id, int gy, int *gx) { gx[0] = tg_ir_resha
 
 void tg_grad_permute(tg_graph *g, int id, int gy, int *gx) {
     const tg_node *n = N(id);
-    tg_shape inv = {(int)n->ia[7], {0}};
-    for (int i = 0; i < inv.ndim; i++) inv.d[n->ia[i]] = i;
+    tg_shape inv = {n->at.permute.perm.ndim, {0}};
+    for (int i = 0; i < inv.ndim; i++) inv.d[n->at.permute.perm.d[i]] = i;
     gx[0] = tg_ir_permute(g, gy, inv, IR_HERE);
 }
 
@@ -113,7 +113,7 @@ void tg_grad_broadcast(tg_graph *g, int id, int gy, int *gx) { gx[0] = STS(gy, 0
 void tg_grad_matmul(tg_graph *g, int id, int gy, int *gx) {
     const tg_node *n = N(id);
     int a = X(0), b = X(1);
-    bool ta = n->ia[0], tb = n->ia[1];
+    bool ta = n->at.matmul.ta, tb = n->at.matmul.tb;
     tg_shape as = SHAPE(a), bs = SHAPE(b);
     bool b_batched = bs.ndim > 2, a_batched = as.ndim > 2;
 
@@ -158,37 +158,25 @@ void tg_grad_matmul(tg_graph *g, int id, int gy, int *gx) {
 }
 
 void tg_grad_log_softmax(tg_graph *g, int id, int gy, int *gx) {
-    tg_node n = {0};
-    n.op = TG_OP_LOG_SOFTMAX_GRAD;
-    n.nin = 2;
+    tg_node n = tg_ir_proto(TG_OP_LOG_SOFTMAX_GRAD, NULL, IR_HERE);
     n.in[0] = id;
     n.in[1] = gy;
-    n.ia[0] = N(id)->ia[0];
-    n.file = __FILE__;
-    n.line = __LINE__;
+    n.at.axis.axis = N(id)->at.axis.axis;
     gx[0] = tg_ir_add(g, &n);
 }
 
 void tg_grad_softmax_causal(tg_graph *g, int id, int gy, int *gx) {
-    tg_node n = {0};
-    n.op = TG_OP_SOFTMAX_GRAD;
-    n.nin = 2;
+    tg_node n = tg_ir_proto(TG_OP_SOFTMAX_GRAD, NULL, IR_HERE);
     n.in[0] = id;
     n.in[1] = gy;
-    n.ia[0] = SHAPE(id).ndim - 1;
-    n.file = __FILE__;
-    n.line = __LINE__;
+    n.at.axis.axis = SHAPE(id).ndim - 1;
     gx[0] = tg_ir_add(g, &n);
 }
 
 void tg_grad_where_causal(tg_graph *g, int id, int gy, int *gx) {
     (void)id;
-    tg_node n = {0};
-    n.op = TG_OP_WHERE_CAUSAL;
-    n.nin = 1;
+    tg_node n = tg_ir_proto(TG_OP_WHERE_CAUSAL, NULL, IR_HERE);
     n.in[0] = gy;
-    n.fa[0] = 0.0f;
-    n.file = __FILE__;
-    n.line = __LINE__;
+    n.at.fill.value = 0.0f;
     gx[0] = tg_ir_add(g, &n);
 }

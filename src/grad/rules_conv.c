@@ -4,19 +4,15 @@
  * of per-image weight gradients ever exists (upstream's overflow bug). */
 #include "rules.h"
 
-static int conv_backward(tg_graph *g, tg_opcode op, int id, int a, int b, int64_t d5, int64_t d6, int line) {
-    const tg_node *y = &g->nodes[id];
-    tg_node n = {0};
-    n.op = op;
-    n.nin = 2;
+/* The forward's stride, padding and groups; h, w: what the backward's shape
+ * rule cannot recover (grad_input: the input's H, W; grad_weight: kH, kW). */
+static int conv_backward(tg_graph *g, tg_opcode op, int id, int a, int b, int64_t h, int64_t w, int line) {
+    tg_node n = tg_ir_proto(op, NULL, __FILE__, line);
     n.in[0] = a;
     n.in[1] = b;
-    for (int i = 0; i < 5; i++) n.ia[i] = y->ia[i];
-    n.ia[5] = d5;
-    n.ia[6] = d6;
-    n.file = __FILE__;
-    n.line = line;
-    n.param = -1;
+    n.at.conv = g->nodes[id].at.conv;
+    if (op == TG_OP_CONV2D_GRAD_INPUT) n.at.conv.in_h = h, n.at.conv.in_w = w;
+    else n.at.conv.kh = h, n.at.conv.kw = w;
     return tg_ir_add(g, &n);
 }
 
@@ -36,27 +32,17 @@ void tg_grad_conv2d(tg_graph *g, int id, int gy, int *gx) {
  * max has to be recomputed. */
 void tg_grad_max_pool2d(tg_graph *g, int id, int gy, int *gx) {
     const tg_node *y = &g->nodes[id];
-    tg_node n = {0};
-    n.op = TG_OP_MAX_POOL2D_GRAD;
-    n.nin = 3;
+    tg_node n = tg_ir_proto(TG_OP_MAX_POOL2D_GRAD, NULL, IR_HERE);
     n.in[0] = y->in[0];
     n.in[1] = id;
     n.in[2] = gy;
-    for (int i = 0; i < 7; i++) n.ia[i] = y->ia[i];
-    n.file = __FILE__;
-    n.line = __LINE__;
-    n.param = -1;
+    n.at.conv = y->at.conv;
     gx[0] = tg_ir_add(g, &n);
 }
 
 void tg_grad_upsample2d(tg_graph *g, int id, int gy, int *gx) {
-    tg_node n = {0};
-    n.op = TG_OP_UPSAMPLE2D_GRAD;
-    n.nin = 1;
+    tg_node n = tg_ir_proto(TG_OP_UPSAMPLE2D_GRAD, NULL, IR_HERE);
     n.in[0] = gy;
-    n.ia[0] = g->nodes[id].ia[0];
-    n.file = __FILE__;
-    n.line = __LINE__;
-    n.param = -1;
+    n.at.upsample = g->nodes[id].at.upsample;
     gx[0] = tg_ir_add(g, &n);
 }

@@ -26,8 +26,8 @@ void tg_grad_minmax(tg_graph *g, int id, int gy, int *gx) {
         n.in[0] = X(0);
         n.in[1] = X(1);
         n.in[2] = gy;
-        n.ia[0] = g->nodes[id].op;
-        n.ia[1] = side;
+        n.at.minmax_grad.op = g->nodes[id].op;
+        n.at.minmax_grad.side = side;
         gx[side] = STS(tg_ir_add(g, &n), side);
     }
 }
@@ -35,7 +35,7 @@ void tg_grad_minmax(tg_graph *g, int id, int gy, int *gx) {
 /* Whether the backward of unary math node f reads its output (ops.def's save
  * column): then the input need not stay alive for the backward. */
 static bool saves_output(const tg_node *f) {
-    const float p0 = f->fa[0], p1 = f->fa[1];
+    const float p0 = f->at.unary.p0, p1 = f->at.unary.p1;
     (void)p0, (void)p1;
     switch (f->op) {
 #define TG_UNARY_MATH(OP, name, flags, save, fwd, bwd, i32) case TG_OP_##OP: return save;
@@ -51,9 +51,8 @@ void tg_grad_unary_math(tg_graph *g, int id, int gy, int *gx) {
     tg_node n = bw(TG_OP_UNARY_GRAD);
     n.in[0] = saves_output(f) ? id : X(0);
     n.in[1] = gy;
-    n.ia[0] = f->op;
-    n.fa[0] = f->fa[0];
-    n.fa[1] = f->fa[1];
+    n.at.unary_grad.op = f->op;
+    n.at.unary_grad.fwd = f->at.unary;
     gx[0] = tg_ir_add(g, &n);
 }
 
@@ -62,7 +61,7 @@ void tg_grad_softmax(tg_graph *g, int id, int gy, int *gx) {
     tg_node n = bw(TG_OP_SOFTMAX_GRAD);
     n.in[0] = id;
     n.in[1] = gy;
-    n.ia[0] = g->nodes[id].ia[0];
+    n.at.axis.axis = g->nodes[id].at.axis.axis;
     gx[0] = tg_ir_add(g, &n);
 }
 
@@ -70,23 +69,23 @@ void tg_grad_softmax(tg_graph *g, int id, int gy, int *gx) {
 void tg_grad_narrow(tg_graph *g, int id, int gy, int *gx) {
     tg_node n = bw(TG_OP_NARROW_GRAD);
     n.in[0] = gy;
-    n.ia[0] = g->nodes[id].ia[0];
-    n.ia[1] = g->nodes[id].ia[1];
+    n.at.axis.axis = g->nodes[id].at.axis.axis;
+    n.at.axis.start = g->nodes[id].at.axis.start;
     n.shape = SHAPE(X(0));
     gx[0] = tg_ir_add(g, &n);
 }
 
 /* concat: each input gets its slice of gy */
 void tg_grad_concat(tg_graph *g, int id, int gy, int *gx) {
-    int64_t axis = g->nodes[id].ia[0], at = 0;
+    int64_t axis = g->nodes[id].at.axis.axis, at = 0;
     int nin = g->nodes[id].nin;
     for (int k = 0; k < nin; k++) {
         int64_t len = SHAPE(X(k)).d[axis];
         tg_node n = bw(TG_OP_NARROW);
         n.in[0] = gy;
-        n.ia[0] = axis;
-        n.ia[1] = at;
-        n.ia[2] = len;
+        n.at.axis.axis = axis;
+        n.at.axis.start = at;
+        n.at.axis.len = len;
         gx[k] = tg_ir_add(g, &n);
         at += len;
     }
@@ -97,7 +96,7 @@ void tg_grad_take_along_axis(tg_graph *g, int id, int gy, int *gx) {
     tg_node n = bw(TG_OP_TAKE_ALONG_AXIS_GRAD);
     n.in[0] = gy;
     n.in[1] = X(1);
-    n.ia[0] = g->nodes[id].ia[0];
+    n.at.axis.axis = g->nodes[id].at.axis.axis;
     n.shape = SHAPE(X(0));
     gx[0] = tg_ir_add(g, &n);
     gx[1] = -1;

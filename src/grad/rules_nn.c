@@ -21,7 +21,7 @@ void tg_grad_nll_loss(tg_graph *g, int id, int gy, int *gx) {
     tg_shape xs = N(X(0))->shape;
     n.in[0] = X(1);
     n.in[1] = gy;
-    n.ia[0] = xs.d[xs.ndim - 1];
+    n.at.classes.v = xs.d[xs.ndim - 1];
     gx[0] = tg_ir_add(g, &n);
 }
 
@@ -31,13 +31,13 @@ void tg_grad_norm(tg_graph *g, int id, int gy, int *gx) {
     const tg_node *f = N(id);
     bool rms = f->op == TG_OP_RMS_NORM;
     int x = X(0), gain = X(1), nin = f->nin;
-    float eps = f->fa[0];
+    float eps = f->at.norm.eps;
     int64_t D = N(x)->shape.d[N(x)->shape.ndim - 1];
 
     tg_node st = tg_ir_proto(TG_OP_NORM_STATS, NULL, IR_HERE);
     st.in[0] = x;
-    st.ia[0] = rms;
-    st.fa[0] = eps;
+    st.at.norm.rms = rms;
+    st.at.norm.eps = eps;
     int stats = tg_ir_add(g, &st);
 
     tg_node dx = tg_ir_proto(TG_OP_NORM_DX, NULL, IR_HERE);
@@ -45,7 +45,7 @@ void tg_grad_norm(tg_graph *g, int id, int gy, int *gx) {
     dx.in[1] = gain;
     dx.in[2] = gy;
     dx.in[3] = stats;
-    dx.ia[0] = rms;
+    dx.at.norm.rms = rms;
     gx[0] = tg_ir_add(g, &dx);
 
     tg_node dg = tg_ir_proto(TG_OP_NORM_DGAIN, NULL, IR_HERE);
@@ -62,7 +62,7 @@ void tg_grad_embedding(tg_graph *g, int id, int gy, int *gx) {
     tg_node n = tg_ir_proto(TG_OP_EMBEDDING_GRAD, NULL, IR_HERE);
     n.in[0] = X(1);
     n.in[1] = gy;
-    n.ia[0] = N(X(0))->shape.d[0];
+    n.at.classes.v = N(X(0))->shape.d[0];
     gx[0] = tg_ir_add(g, &n);
 }
 
@@ -71,7 +71,7 @@ void tg_grad_rope(tg_graph *g, int id, int gy, int *gx) {
     tg_node n = tg_ir_proto(TG_OP_ROPE, NULL, IR_HERE);
     n.in[0] = gy;
     n.in[1] = X(1);
-    n.ia[0] = !N(id)->ia[0];
+    n.at.rope.inverse = !N(id)->at.rope.inverse;
     gx[0] = tg_ir_add(g, &n);
 }
 

@@ -59,14 +59,14 @@ int tg_ir_scalar(tg_graph *g, float v, const char *file, int line) {
     tg_node n = proto(TG_OP_CONST, file, line);
     n.dtype = TG_F32;
     n.shape = (tg_shape){0, {0}};
-    n.fa[0] = v;
+    n.at.fill.value = v;
     return tg_ir_add(g, &n);
 }
 
 int tg_ir_reduce_sum(tg_graph *g, int x, unsigned axes_mask, const char *file, int line) {
     tg_node n = proto(TG_OP_SUM, file, line);
     n.in[0] = x;
-    n.ia[0] = axes_mask;
+    n.at.sum.axes = axes_mask;
     return tg_ir_add(g, &n);
 }
 
@@ -87,8 +87,8 @@ int tg_ir_reshape(tg_graph *g, int x, tg_shape s, const char *file, int line) {
 int tg_ir_permute(tg_graph *g, int x, tg_shape perm, const char *file, int line) {
     tg_node n = proto(TG_OP_PERMUTE, file, line);
     n.in[0] = x;
-    for (int i = 0; i < perm.ndim; i++) n.ia[i] = perm.d[i];
-    n.ia[7] = perm.ndim;
+    n.at.permute.perm.ndim = perm.ndim;
+    for (int i = 0; i < perm.ndim && i < TG_MAX_DIMS; i++) n.at.permute.perm.d[i] = perm.d[i];
     return tg_ir_add(g, &n);
 }
 
@@ -118,7 +118,7 @@ int tg_ir_matmul(tg_graph *g, int a, int b, bool ta, bool tb, const char *file, 
     tg_node n = proto(TG_OP_MATMUL, file, line);
     n.in[0] = a;
     n.in[1] = b;
-    n.ia[0] = ta;
-    n.ia[1] = tb;
+    n.at.matmul.ta = ta;
+    n.at.matmul.tb = tb;
     return tg_ir_add(g, &n);
 }

@@ -17,14 +17,15 @@ typedef enum {
     TG_OP_COUNT
 } tg_opcode;
 
+#include "attr.h"
+
 typedef struct tg_node {
     tg_opcode op;
     tg_dtype dtype;
     int nin;
     int32_t in[TG_MAX_IN];
     tg_shape shape;
-    int64_t ia[8];     /* integer attributes; meaning per op (see optable.c) */
-    float fa[4];       /* float attributes */
+    tg_attrs at;       /* the op's attributes (attr.h) */
     char *name;        /* leaves: param/input/state name */
     float *data;       /* TG_OP_CONST with literal values (owned), else NULL */
     const char *api;   /* public builder name for messages ("mean" for a sum built by tg_mean) */
@@ -105,6 +106,12 @@ tg_status tg_ir_graph_dot(const tg_graph *g, const int *group, int n_groups, voi
 
 static inline tg_node *ir_node(const tg_graph *g, int id) { return &g->nodes[id]; }
 static inline tg_tensor ir_t(tg_graph *g, int id) { return (tg_tensor){g, id}; }
+/* permute (0, 2, 1, 3) of a 4-d tensor: split_heads, merge_heads and their
+ * gradients, which the attention matchers look for. */
+static inline bool tg_ir_heads_permute(const tg_node *n) {
+    const int64_t *p = n->at.permute.perm.d;
+    return n->op == TG_OP_PERMUTE && n->at.permute.perm.ndim == 4 && p[0] == 0 && p[1] == 2 && p[2] == 1 && p[3] == 3;
+}
 
 /* Small helpers every stage uses. */
 int64_t tg_ir_numel(const tg_node *n);
@@ -145,7 +152,7 @@ bool tg_ir_module_ok(tg_graph *g, const void *module, const char *api, const cha
 /* Random ops read the per-step seed from one state leaf, i32 [2] (the low
  * and high 32 bits of a 64-bit seed), that the session rewrites before every
  * step or run: hash of (session seed, step). Each random op also carries its
- * own salt (ia[7] by convention), so two dropout layers draw different
+ * own salt (at.rand.salt), so two dropout layers draw different
  * masks. Element e of a random op draws tg_rng_u32(seed, salt, e). */
 #define TG_RNG_SEED_NAME "rng.seed"
 int tg_ir_rng_seed(tg_graph *g);

@@ -17,11 +17,11 @@ bool tg_shape_leaf(tg_graph *g, tg_node *n) {
 }
 
 bool tg_shape_arange(tg_graph *g, tg_node *n) {
-    if (n->ia[0] < 0) {
-        tg_ir_fail(g, n, "length %lld is negative", (long long)n->ia[0]);
+    if (n->at.arange.len < 0) {
+        tg_ir_fail(g, n, "length %lld is negative", (long long)n->at.arange.len);
         return false;
     }
-    n->shape = (tg_shape){1, {n->ia[0]}};
+    n->shape = (tg_shape){1, {n->at.arange.len}};
     return true;
 }
 
@@ -75,7 +75,7 @@ bool tg_shape_same(tg_graph *g, tg_node *n) {
 
 bool tg_shape_cast(tg_graph *g, tg_node *n) {
     n->shape = IN(0)->shape;
-    n->dtype = (tg_dtype)n->ia[0];
+    n->dtype = n->at.cast.to;
     (void)g;
     return true;
 }
@@ -102,7 +102,7 @@ bool tg_shape_where(tg_graph *g, tg_node *n) {
 
 bool tg_shape_sum(tg_graph *g, tg_node *n) {
     const tg_node *x = IN(0);
-    unsigned mask = (unsigned)n->ia[0];
+    unsigned mask = n->at.sum.axes;
     if (x->dtype == TG_BOOL) {
         tg_ir_fail(g, n, "cannot reduce a bool tensor; cast it first");
         return false;
@@ -162,12 +162,12 @@ bool tg_shape_permute(tg_graph *g, tg_node *n) {
     int nd = x->shape.ndim;
     unsigned seen = 0;
     char sx[96];
-    if ((int)n->ia[7] != nd) {
-        tg_ir_fail(g, n, "permutation has %d axes, tensor %s has %d", (int)n->ia[7], S(x->shape, sx), nd);
+    if (n->at.permute.perm.ndim != nd) {
+        tg_ir_fail(g, n, "permutation has %d axes, tensor %s has %d", n->at.permute.perm.ndim, S(x->shape, sx), nd);
         return false;
     }
     for (int i = 0; i < nd; i++) {
-        int64_t p = n->ia[i];
+        int64_t p = n->at.permute.perm.d[i];
         if (p < 0 || p >= nd || (seen & (1u << p))) {
             tg_ir_fail(g, n, "not a permutation of the %d axes of %s", nd, S(x->shape, sx));
             return false;
@@ -197,7 +197,7 @@ bool tg_shape_broadcast_to(tg_graph *g, tg_node *n) {
 bool tg_shape_matmul(tg_graph *g, tg_node *n) {
     const tg_node *a = IN(0), *b = IN(1);
     char sa[96], sb[96];
-    bool ta = n->ia[0], tb = n->ia[1];
+    bool ta = n->at.matmul.ta, tb = n->at.matmul.tb;
     if (a->dtype != TG_F32 || b->dtype != TG_F32) {
         tg_ir_fail(g, n, "operands must be f32, got %s and %s", tg_dtype_name(a->dtype), tg_dtype_name(b->dtype));
         return false;
@@ -232,24 +232,25 @@ bool tg_shape_matmul(tg_graph *g, tg_node *n) {
 
 bool tg_shape_one_hot(tg_graph *g, tg_node *n) {
     const tg_node *x = IN(0);
+    int64_t depth = n->at.one_hot.depth;
     if (!need_dtype(g, n, 0, TG_I32)) return false;
-    if (x->shape.ndim >= TG_MAX_DIMS || n->ia[0] <= 0) {
-        tg_ir_fail(g, n, "depth %lld must be > 0 and the result at most %d dims", (long long)n->ia[0], TG_MAX_DIMS);
+    if (x->shape.ndim >= TG_MAX_DIMS || depth <= 0) {
+        tg_ir_fail(g, n, "depth %lld must be > 0 and the result at most %d dims", (long long)depth, TG_MAX_DIMS);
         return false;
     }
     n->shape = x->shape;
-    n->shape.d[n->shape.ndim++] = n->ia[0];
+    n->shape.d[n->shape.ndim++] = depth;
     n->dtype = TG_F32;
     return true;
 }
 
-/* Ops over one axis (ia[0], already made non-negative by the builder). */
+/* Ops over one axis (already made non-negative by the builder). */
 bool tg_shape_axis_f32(tg_graph *g, tg_node *n) {
     const tg_node *x = IN(0);
     char sx[96];
     if (!need_dtype(g, n, 0, TG_F32)) return false;
-    if (n->ia[0] < 0 || n->ia[0] >= x->shape.ndim) {
-        tg_ir_fail(g, n, "axis %lld out of range for %s", (long long)n->ia[0], S(x->shape, sx));
+    if (n->at.axis.axis < 0 || n->at.axis.axis >= x->shape.ndim) {
+        tg_ir_fail(g, n, "axis %lld out of range for %s", (long long)n->at.axis.axis, S(x->shape, sx));
         return false;
     }
     if (n->nin > 1 && !tg_shape_eq(IN(1)->shape, x->shape)) return tg_shape_same(g, n);

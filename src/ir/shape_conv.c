@@ -43,14 +43,14 @@ static bool window_out(tg_graph *g, tg_node *n, const char *axis, int64_t in, in
     return true;
 }
 
-/* conv2d: x [N, C, H, W], w [O, C/groups, kH, kW], optional bias [O] -> [N, O, Ho, Wo].
- * ia: [0] stride_h [1] stride_w [2] pad_h [3] pad_w [4] groups. */
+/* conv2d: x [N, C, H, W], w [O, C/groups, kH, kW], optional bias [O] -> [N, O, Ho, Wo]. */
 bool tg_shape_conv2d(tg_graph *g, tg_node *n) {
+    const tg_attr_conv *c = &n->at.conv;
     if (!need_4d_f32(g, n, 0, "input", "[N, C, H, W]") || !need_4d_f32(g, n, 1, "weight", "[O, C/groups, kH, kW]"))
         return false;
     tg_shape xs = IN(0)->shape, ws = IN(1)->shape;
     char sx[96], sw[96];
-    int64_t G = n->ia[4], C = xs.d[1], O = ws.d[0];
+    int64_t G = c->groups, C = xs.d[1], O = ws.d[0];
     if (G < 1) {
         tg_ir_fail(g, n, "groups must be >= 1, got %lld", (long long)G);
         return false;
@@ -72,8 +72,8 @@ bool tg_shape_conv2d(tg_graph *g, tg_node *n) {
         }
     }
     int64_t ho, wo;
-    if (!window_out(g, n, "H", xs.d[2], ws.d[2], n->ia[0], n->ia[2], xs, &ho) ||
-        !window_out(g, n, "W", xs.d[3], ws.d[3], n->ia[1], n->ia[3], xs, &wo))
+    if (!window_out(g, n, "H", xs.d[2], ws.d[2], c->stride_h, c->pad_h, xs, &ho) ||
+        !window_out(g, n, "W", xs.d[3], ws.d[3], c->stride_w, c->pad_w, xs, &wo))
         return false;
     n->shape = (tg_shape){4, {xs.d[0], O, ho, wo}};
     n->dtype = TG_F32;
@@ -81,20 +81,21 @@ bool tg_shape_conv2d(tg_graph *g, tg_node *n) {
 }
 
 /* conv2d_grad_input: gy [N, O, Ho, Wo], w [O, C/groups, kH, kW] -> dx [N, C, H, W];
- * H, W in ia[5], ia[6] (a strided conv maps several input sizes to one Ho). */
+ * H, W from the attributes. */
 bool tg_shape_conv2d_grad_input(tg_graph *g, tg_node *n) {
+    const tg_attr_conv *c = &n->at.conv;
     if (!need_4d_f32(g, n, 0, "gradient", "[N, O, Ho, Wo]") || !need_4d_f32(g, n, 1, "weight", "[O, C/g, kH, kW]"))
         return false;
     tg_shape ys = IN(0)->shape, ws = IN(1)->shape;
     char sy[96], sw[96];
-    int64_t G = n->ia[4], ho, wo;
-    tg_shape xs = {4, {ys.d[0], ws.d[1] * G, n->ia[5], n->ia[6]}};
+    int64_t G = c->groups, ho, wo;
+    tg_shape xs = {4, {ys.d[0], ws.d[1] * G, c->in_h, c->in_w}};
     if (G < 1 || ys.d[1] != ws.d[0] || ws.d[0] % G) {
         tg_ir_fail(g, n, "gradient %s does not fit weight %s with groups=%lld", S(ys, sy), S(ws, sw), (long long)G);
         return false;
     }
-    if (!window_out(g, n, "H", xs.d[2], ws.d[2], n->ia[0], n->ia[2], xs, &ho) ||
-        !window_out(g, n, "W", xs.d[3], ws.d[3], n->ia[1], n->ia[3], xs, &wo))
+    if (!window_out(g, n, "H", xs.d[2], ws.d[2], c->stride_h, c->pad_h, xs, &ho) ||
+        !window_out(g, n, "W", xs.d[3], ws.d[3], c->stride_w, c->pad_w, xs, &wo))
         return false;
     if (ho != ys.d[2] || wo != ys.d[3]) {
         tg_ir_fail(g, n, "gradient %s does not match the output of input %s", S(ys, sy), S(xs, sw));
@@ -105,48 +106,49 @@ bool tg_shape_conv2d_grad_input(tg_graph *g, tg_node *n) {
     return true;
 }
 
-/* conv2d_grad_weight: x [N, C, H, W], gy [N, O, Ho, Wo] -> dw [O, C/groups, kH, kW];
- * kH, kW in ia[5], ia[6]. */
+/* conv2d_grad_weight: x [N, C, H, W], gy [N, O, Ho, Wo] -> dw [O, C/groups, kH, kW]. */
 bool tg_shape_conv2d_grad_weight(tg_graph *g, tg_node *n) {
+    const tg_attr_conv *c = &n->at.conv;
     if (!need_4d_f32(g, n, 0, "input", "[N, C, H, W]") || !need_4d_f32(g, n, 1, "gradient", "[N, O, Ho, Wo]"))
         return false;
     tg_shape xs = IN(0)->shape, ys = IN(1)->shape;
     char sx[96], sy[96];
-    int64_t G = n->ia[4], ho, wo;
+    int64_t G = c->groups, ho, wo;
     if (G < 1 || xs.d[0] != ys.d[0] || xs.d[1] % G || ys.d[1] % G) {
         tg_ir_fail(g, n, "input %s and gradient %s do not fit groups=%lld", S(xs, sx), S(ys, sy), (long long)G);
         return false;
     }
-    if (!window_out(g, n, "H", xs.d[2], n->ia[5], n->ia[0], n->ia[2], xs, &ho) ||
-        !window_out(g, n, "W", xs.d[3], n->ia[6], n->ia[1], n->ia[3], xs, &wo))
+    if (!window_out(g, n, "H", xs.d[2], c->kh, c->stride_h, c->pad_h, xs, &ho) ||
+        !window_out(g, n, "W", xs.d[3], c->kw, c->stride_w, c->pad_w, xs, &wo))
         return false;
     if (ho != ys.d[2] || wo != ys.d[3]) {
         tg_ir_fail(g, n, "gradient %s does not match the output of input %s", S(ys, sy), S(xs, sx));
         return false;
     }
-    n->shape = (tg_shape){4, {ys.d[1], xs.d[1] / G, n->ia[5], n->ia[6]}};
+    n->shape = (tg_shape){4, {ys.d[1], xs.d[1] / G, c->kh, c->kw}};
     n->dtype = TG_F32;
     return true;
 }
 
 /* max_pool2d: x [N, C, H, W] -> [N, C, Ho, Wo]; max_pool2d_grad: (x, y, gy) -> [N, C, H, W].
- * ia: [0] stride_h [1] stride_w [2] pad_h [3] pad_w [5] kH [6] kW. Padding is
- * at most half the kernel (PyTorch's rule), so every window holds at least
+ * Padding is at most half the kernel (PyTorch's rule), so every window holds at least
  * one real element and padding never has to win. */
 bool tg_shape_max_pool2d(tg_graph *g, tg_node *n) {
+    const tg_attr_conv *c = &n->at.conv;
     if (!need_4d_f32(g, n, 0, "input", "[N, C, H, W]")) return false;
     tg_shape xs = IN(0)->shape;
     char sx[96];
     int64_t ho, wo;
     for (int a = 0; a < 2; a++) {
-        if (n->ia[2 + a] > n->ia[5 + a] / 2) {
-            tg_ir_fail(g, n, "padding %s=%lld is more than half the kernel %lld", a ? "W" : "H", (long long)n->ia[2 + a],
-                    (long long)n->ia[5 + a]);
+        int64_t pad = a ? c->pad_w : c->pad_h, k = a ? c->kw : c->kh;
+        if (pad > k / 2) {
+            tg_ir_fail(g, n, "padding %s=%lld is more than half the kernel %lld", a ? "W" : "H", (long long)pad,
+                    (long long)k);
             return false;
         }
     }
-    if (!window_out(g, n, "H", xs.d[2], n->ia[5], n->ia[0], n->ia[2], xs, &ho) ||
-        !window_out(g, n, "W", xs.d[3], n->ia[6], n->ia[1], n->ia[3], xs, &wo))
+    if (!window_out(g, n, "H", xs.d[2], c->kh, c->stride_h, c->pad_h, xs, &ho) ||
+        !window_out(g, n, "W", xs.d[3], c->kw, c->stride_w, c->pad_w, xs, &wo))
         return false;
     if (n->op == TG_OP_MAX_POOL2D_GRAD) { /* (x, y, gy): y and gy have the output's shape */
         tg_shape want = {4, {xs.d[0], xs.d[1], ho, wo}};
@@ -166,12 +168,12 @@ bool tg_shape_max_pool2d(tg_graph *g, tg_node *n) {
 }
 
 /* nearest_upsample2d: [N, C, H, W] -> [N, C, H*f, W*f]; its gradient sums
- * each f x f block back: [N, C, H*f, W*f] -> [N, C, H, W]. ia[0] = f. */
+ * each f x f block back: [N, C, H*f, W*f] -> [N, C, H, W]. */
 bool tg_shape_upsample2d(tg_graph *g, tg_node *n) {
     if (!need_4d_f32(g, n, 0, "input", "[N, C, H, W]")) return false;
     tg_shape xs = IN(0)->shape;
     char sx[96];
-    int64_t f = n->ia[0];
+    int64_t f = n->at.upsample.factor;
     if (f < 1) {
         tg_ir_fail(g, n, "factor must be a positive integer, got %lld", (long long)f);
         return false;

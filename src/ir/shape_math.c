@@ -41,67 +41,71 @@ bool tg_shape_identity(tg_graph *g, tg_node *n) {
     return true;
 }
 
-/* argmax / argmin over ia[0]: f32 or i32 in, i32 out, the axis kept as 1 */
+/* argmax / argmin over the axis: f32 or i32 in, i32 out, the axis kept as 1 */
 bool tg_shape_arg(tg_graph *g, tg_node *n) {
+    const int64_t ax = n->at.axis.axis;
     const tg_node *x = IN(0);
     char b[96];
     if (x->dtype != TG_F32 && x->dtype != TG_I32) {
         tg_ir_fail(g, n, "operand is %s, expected f32 or i32", tg_dtype_name(x->dtype));
         return false;
     }
-    if (!axis_ok(g, n, x->shape, n->ia[0])) return false;
-    if (x->shape.d[n->ia[0]] == 0) {
-        tg_ir_fail(g, n, "axis %lld of %s is empty", (long long)n->ia[0], S(x->shape, b));
+    if (!axis_ok(g, n, x->shape, ax)) return false;
+    if (x->shape.d[ax] == 0) {
+        tg_ir_fail(g, n, "axis %lld of %s is empty", (long long)ax, S(x->shape, b));
         return false;
     }
     n->shape = x->shape;
-    n->shape.d[n->ia[0]] = 1;
+    n->shape.d[ax] = 1;
     n->dtype = TG_I32;
     return true;
 }
 
-/* narrow: ia[0] axis, ia[1] start, ia[2] length */
+/* narrow: [start, start + len) of the axis */
 bool tg_shape_narrow(tg_graph *g, tg_node *n) {
+    const int64_t ax = n->at.axis.axis, start = n->at.axis.start, len = n->at.axis.len;
     const tg_node *x = IN(0);
     char b[96];
-    if (!axis_ok(g, n, x->shape, n->ia[0])) return false;
-    int64_t dim = x->shape.d[n->ia[0]];
-    if (n->ia[1] < 0 || n->ia[2] < 0 || n->ia[1] > dim || n->ia[2] > dim - n->ia[1]) {
+    if (!axis_ok(g, n, x->shape, ax)) return false;
+    int64_t dim = x->shape.d[ax];
+    if (start < 0 || len < 0 || start > dim || len > dim - start) {
         int64_t end;
-        if (__builtin_add_overflow(n->ia[1], n->ia[2], &end)) end = INT64_MAX;
-        tg_ir_fail(g, n, "range [%lld, %lld) is outside axis %lld of %s (size %lld)", (long long)n->ia[1],
-                (long long)end, (long long)n->ia[0], S(x->shape, b), (long long)dim);
+        if (__builtin_add_overflow(start, len, &end)) end = INT64_MAX;
+        tg_ir_fail(g, n, "range [%lld, %lld) is outside axis %lld of %s (size %lld)", (long long)start,
+                (long long)end, (long long)ax, S(x->shape, b), (long long)dim);
         return false;
     }
     n->shape = x->shape;
-    n->shape.d[n->ia[0]] = n->ia[2];
+    n->shape.d[ax] = len;
     n->dtype = x->dtype;
     return true;
 }
 
-/* narrow_grad: gy placed at [start, start + len) of axis ia[0] of the
- * builder-given shape, zeros elsewhere; ia[1] start */
+/* narrow_grad: gy placed at [start, start + len) of the axis of the
+ * builder-given shape, zeros elsewhere */
 bool tg_shape_narrow_grad(tg_graph *g, tg_node *n) {
+    const int64_t ax = n->at.axis.axis, start = n->at.axis.start;
     const tg_node *gy = IN(0);
     tg_shape t = n->shape;
     char a[96], b[96];
-    bool ok = t.ndim == gy->shape.ndim && n->ia[0] >= 0 && n->ia[0] < t.ndim && n->ia[1] >= 0;
+    bool ok = t.ndim == gy->shape.ndim && ax >= 0 && ax < t.ndim && start >= 0;
     for (int i = 0; ok && i < t.ndim; i++)
-        ok = i == n->ia[0] ? n->ia[1] + gy->shape.d[i] <= t.d[i] : gy->shape.d[i] == t.d[i];
+        ok = i == ax ? start + gy->shape.d[i] <= t.d[i] : gy->shape.d[i] == t.d[i];
     if (!ok) {
-        tg_ir_fail(g, n, "cannot place %s at %lld along axis %lld of %s", S(gy->shape, a), (long long)n->ia[1],
-                (long long)n->ia[0], S(t, b));
+        tg_ir_fail(g, n, "cannot place %s at %lld along axis %lld of %s", S(gy->shape, a), (long long)start,
+                (long long)ax, S(t, b));
         return false;
     }
     n->dtype = gy->dtype;
     return true;
 }
 
-/* concat along ia[0]: nin inputs of one dtype and rank, equal but on the axis */
+/* concat along the axis: nin inputs of one dtype and rank, equal but on the axis */
 bool tg_shape_concat(tg_graph *g, tg_node *n) {
+    const int64_t ax = n->at.axis.axis;
     const tg_node *x0 = IN(0);
     char a[96], b[96];
-    if (!axis_ok(g, n, x0->shape, n->ia[0])) return false;
+    if (!axis_ok(g, n, x0->shape, ax)) return false;
     n->shape = x0->shape;
     n->dtype = x0->dtype;
     for (int k = 1; k < n->nin; k++) {
@@ -111,20 +115,21 @@ bool tg_shape_concat(tg_graph *g, tg_node *n) {
             return false;
         }
         bool ok = xk->shape.ndim == x0->shape.ndim;
-        for (int i = 0; ok && i < x0->shape.ndim; i++) ok = i == n->ia[0] || xk->shape.d[i] == x0->shape.d[i];
+        for (int i = 0; ok && i < x0->shape.ndim; i++) ok = i == ax || xk->shape.d[i] == x0->shape.d[i];
         if (!ok) {
             tg_ir_fail(g, n, "shapes %s and %s differ outside axis %lld", S(x0->shape, a), S(xk->shape, b),
-                    (long long)n->ia[0]);
+                    (long long)ax);
             return false;
         }
-        n->shape.d[n->ia[0]] += xk->shape.d[n->ia[0]];
+        n->shape.d[ax] += xk->shape.d[ax];
     }
     return true;
 }
 
-/* take_along_axis(x, idx i32, axis ia[0]): same rank, equal but on the
+/* take_along_axis(x, idx i32, axis): same rank, equal but on the
  * axis; the result has idx's shape and x's dtype */
 bool tg_shape_take_along_axis(tg_graph *g, tg_node *n) {
+    const int64_t ax = n->at.axis.axis;
     const tg_node *x = IN(0), *ix = IN(1);
     char a[96], b[96];
     if (x->dtype != TG_F32 && x->dtype != TG_I32) {
@@ -135,12 +140,12 @@ bool tg_shape_take_along_axis(tg_graph *g, tg_node *n) {
         tg_ir_fail(g, n, "indices are %s, expected i32", tg_dtype_name(ix->dtype));
         return false;
     }
-    if (!axis_ok(g, n, x->shape, n->ia[0])) return false;
+    if (!axis_ok(g, n, x->shape, ax)) return false;
     bool ok = ix->shape.ndim == x->shape.ndim;
-    for (int i = 0; ok && i < x->shape.ndim; i++) ok = i == n->ia[0] || ix->shape.d[i] == x->shape.d[i];
+    for (int i = 0; ok && i < x->shape.ndim; i++) ok = i == ax || ix->shape.d[i] == x->shape.d[i];
     if (!ok) {
         tg_ir_fail(g, n, "indices %s must match values %s on every axis but %lld", S(ix->shape, a), S(x->shape, b),
-                (long long)n->ia[0]);
+                (long long)ax);
         return false;
     }
     n->shape = ix->shape;
@@ -150,14 +155,15 @@ bool tg_shape_take_along_axis(tg_graph *g, tg_node *n) {
 
 /* take_along_axis_grad(gy, idx): scatter-add into the builder-given shape */
 bool tg_shape_take_along_axis_grad(tg_graph *g, tg_node *n) {
+    const int64_t ax = n->at.axis.axis;
     const tg_node *gy = IN(0), *ix = IN(1);
     tg_shape t = n->shape;
     char a[96], b[96];
     bool ok = gy->dtype == TG_F32 && ix->dtype == TG_I32 && tg_shape_eq(gy->shape, ix->shape) &&
-              t.ndim == ix->shape.ndim && n->ia[0] >= 0 && n->ia[0] < t.ndim;
-    for (int i = 0; ok && i < t.ndim; i++) ok = i == n->ia[0] || ix->shape.d[i] == t.d[i];
+              t.ndim == ix->shape.ndim && ax >= 0 && ax < t.ndim;
+    for (int i = 0; ok && i < t.ndim; i++) ok = i == ax || ix->shape.d[i] == t.d[i];
     if (!ok) {
-        tg_ir_fail(g, n, "cannot scatter %s into %s along axis %lld", S(gy->shape, a), S(t, b), (long long)n->ia[0]);
+        tg_ir_fail(g, n, "cannot scatter %s into %s along axis %lld", S(gy->shape, a), S(t, b), (long long)ax);
         return false;
     }
     n->dtype = TG_F32;

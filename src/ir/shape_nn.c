@@ -53,7 +53,7 @@ bool tg_shape_xent(tg_graph *g, tg_node *n) {
 }
 
 /* cross_entropy_grad (logits, targets, gy) -> logits' shape;
- * nll_loss_grad (targets, gy), ia[0] = V -> [..., V] */
+ * nll_loss_grad (targets, gy) -> [..., V] */
 bool tg_shape_xent_grad(tg_graph *g, tg_node *n) {
     char s0[96], s1[96];
     int t = n->op == TG_OP_CROSS_ENTROPY_GRAD ? 1 : 0;
@@ -70,12 +70,12 @@ bool tg_shape_xent_grad(tg_graph *g, tg_node *n) {
         }
         n->shape = IN(0)->shape;
     } else {
-        if (IN(0)->shape.ndim >= TG_MAX_DIMS || n->ia[0] < 1) {
-            tg_ir_fail(g, n, "bad class count %lld for targets %s", (long long)n->ia[0], S(IN(0)->shape, s0));
+        if (IN(0)->shape.ndim >= TG_MAX_DIMS || n->at.classes.v < 1) {
+            tg_ir_fail(g, n, "bad class count %lld for targets %s", (long long)n->at.classes.v, S(IN(0)->shape, s0));
             return false;
         }
         n->shape = IN(0)->shape;
-        n->shape.d[n->shape.ndim++] = n->ia[0];
+        n->shape.d[n->shape.ndim++] = n->at.classes.v;
     }
     n->dtype = TG_F32;
     return true;
@@ -99,8 +99,8 @@ bool tg_shape_norm(tg_graph *g, tg_node *n) {
             return false;
         }
     }
-    if (!(n->fa[0] >= 0.0f) || !isfinite(n->fa[0])) {
-        tg_ir_fail(g, n, "eps %g must be finite and >= 0", (double)n->fa[0]);
+    if (!(n->at.norm.eps >= 0.0f) || !isfinite(n->at.norm.eps)) {
+        tg_ir_fail(g, n, "eps %g must be finite and >= 0", (double)n->at.norm.eps);
         return false;
     }
     n->shape = x->shape;
@@ -141,7 +141,7 @@ bool tg_shape_norm_grad(tg_graph *g, tg_node *n) {
 }
 
 /* embedding (table [V, D], idx i32 [...]) -> [..., D];
- * embedding_grad (idx, gy [..., D]), ia[0] = V -> [V, D] */
+ * embedding_grad (idx, gy [..., D]) -> [V, D] */
 bool tg_shape_embedding(tg_graph *g, tg_node *n) {
     char s0[96], s1[96];
     if (n->op == TG_OP_EMBEDDING) {
@@ -161,11 +161,12 @@ bool tg_shape_embedding(tg_graph *g, tg_node *n) {
     } else {
         const tg_node *idx = IN(0), *gy = IN(1);
         if (!need(g, n, 0, "indices", TG_I32) || !need(g, n, 1, "the cotangent", TG_F32)) return false;
-        if (gy->shape.ndim != idx->shape.ndim + 1 || !tg_shape_eq(lead_of(gy->shape), idx->shape) || n->ia[0] < 1) {
+        int64_t V = n->at.classes.v;
+        if (gy->shape.ndim != idx->shape.ndim + 1 || !tg_shape_eq(lead_of(gy->shape), idx->shape) || V < 1) {
             tg_ir_fail(g, n, "cotangent %s does not fit indices %s", S(gy->shape, s1), S(idx->shape, s0));
             return false;
         }
-        n->shape = (tg_shape){2, {n->ia[0], gy->shape.d[gy->shape.ndim - 1]}};
+        n->shape = (tg_shape){2, {V, gy->shape.d[gy->shape.ndim - 1]}};
     }
     n->dtype = TG_F32;
     return true;
@@ -192,8 +193,8 @@ bool tg_shape_rope(tg_graph *g, tg_node *n) {
 
 bool tg_shape_dropout(tg_graph *g, tg_node *n) {
     if (!need(g, n, 0, "x", TG_F32) || !need_seed(g, n, 1)) return false;
-    if (!(n->fa[0] >= 0.0f && n->fa[0] < 1.0f)) {
-        tg_ir_fail(g, n, "p %g must be in [0, 1)", (double)n->fa[0]);
+    if (!(n->at.rand.p >= 0.0f && n->at.rand.p < 1.0f)) {
+        tg_ir_fail(g, n, "p %g must be in [0, 1)", (double)n->at.rand.p);
         return false;
     }
     n->shape = IN(0)->shape;

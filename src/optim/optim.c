@@ -50,17 +50,14 @@ tg_status tg_optim_check(const tg_optim *o, const char *api) {
     return tg_lr_check(&o->lr, api);
 }
 
-static int node4(tg_graph *g, tg_opcode op, int a, int b, int c, int d) {
-    tg_node n = {0};
-    n.op = op;
-    n.nin = tg_ops[op].arity;
+/* An update node's inputs; the caller sets its attributes and adds it. */
+static tg_node update(tg_opcode op, int a, int b, int c, int d) {
+    tg_node n = tg_ir_proto(op, NULL, IR_HERE);
     n.in[0] = a;
     n.in[1] = b;
     n.in[2] = c;
     n.in[3] = d;
-    n.file = __FILE__;
-    n.line = __LINE__;
-    return tg_ir_add(g, &n);
+    return n;
 }
 
 static int state(tg_graph *g, const char *param, const char *what, tg_shape s) {
@@ -74,17 +71,6 @@ int tg_optim_sumsq(tg_graph *g, int x) {
     unsigned mask = (1u << g->nodes[x].shape.ndim) - 1;
     int s = mask ? tg_ir_reduce_sum(g, sq, mask, IR_HERE) : sq;
     return tg_ir_reshape(g, s, (tg_shape){0, {0}}, IR_HERE);
-}
-
-static tg_status set_node(tg_graph *g, int id, int op_slot, float f0, float f1, int i0, int i1) {
-    (void)op_slot;
-    if (id < 0) return g->err;
-    tg_node *n = &g->nodes[id];
-    n->fa[0] = f0;
-    n->fa[1] = f1;
-    n->ia[0] = i0;
-    n->ia[1] = i1;
-    return TG_OK;
 }
 
 /* The sum of every gradient squared, as a scalar; -1 when none has one. */
@@ -155,12 +141,16 @@ tg_status tg_optim_append(tg_graph *g, const tg_optim *o, const int *param_grad,
         int pn = g->param_node[p];
         if (o->kind == TG_OPT_ADAM || o->kind == TG_OPT_ADAMW) {
             int m = state(g, d->name, "m", d->shape), v = state(g, d->name, "v", d->shape);
-            int m2 = node4(g, TG_OP_ADAM_M, m, grad[p], -1, -1);
-            set_node(g, m2, 0, o->beta1, 0, 0, 0);
-            int v2 = node4(g, TG_OP_ADAM_V, v, grad[p], -1, -1);
-            set_node(g, v2, 0, o->beta2, 0, 0, 0);
-            int p2 = node4(g, TG_OP_ADAM_P, pn, m2, v2, hyper);
-            set_node(g, p2, 0, o->eps, 0, o->kind == TG_OPT_ADAMW && d->decay, 0);
+            tg_node u = update(TG_OP_ADAM_M, m, grad[p], -1, -1);
+            u.at.adam.beta = o->beta1;
+            int m2 = tg_ir_add(g, &u);
+            u = update(TG_OP_ADAM_V, v, grad[p], -1, -1);
+            u.at.adam.beta = o->beta2;
+            int v2 = tg_ir_add(g, &u);
+            u = update(TG_OP_ADAM_P, pn, m2, v2, hyper);
+            u.at.adam.eps = o->eps;
+            u.at.adam.decay = o->kind == TG_OPT_ADAMW && d->decay;
+            int p2 = tg_ir_add(g, &u);
             wb[k++] = (tg_writeback){m2, m};
             wb[k++] = (tg_writeback){v2, v};
             wb[k++] = (tg_writeback){p2, pn};
@@ -168,12 +158,18 @@ tg_status tg_optim_append(tg_graph *g, const tg_optim *o, const int *param_grad,
             int vel = pn;
             if (o->momentum > 0) {
                 int v = state(g, d->name, "momentum", d->shape);
-                vel = node4(g, TG_OP_SGD_V, v, grad[p], pn, hyper);
-                set_node(g, vel, 0, o->momentum, o->weight_decay, 0, 0);
+                tg_node u = update(TG_OP_SGD_V, v, grad[p], pn, hyper);
+                u.at.sgd.momentum = o->momentum;
+                u.at.sgd.weight_decay = o->weight_decay;
+                vel = tg_ir_add(g, &u);
                 wb[k++] = (tg_writeback){vel, v};
             }
-            int p2 = node4(g, TG_OP_SGD_P, pn, grad[p], vel, hyper);
-            set_node(g, p2, 0, o->momentum, o->weight_decay, o->nesterov, o->momentum > 0);
+            tg_node u = update(TG_OP_SGD_P, pn, grad[p], vel, hyper);
+            u.at.sgd.momentum = o->momentum;
+            u.at.sgd.weight_decay = o->weight_decay;
+            u.at.sgd.nesterov = o->nesterov;
+            u.at.sgd.has_momentum = o->momentum > 0;
+            int p2 = tg_ir_add(g, &u);
             wb[k++] = (tg_writeback){p2, pn};
         }
     }

@@ -29,7 +29,7 @@ static bool f32_4d(const actx *x, int id) { return nd(x, id)->dtype == TG_F32 &&
 
 static bool matmul_of(const actx *x, int id, bool ta, bool tb) {
     const tg_node *n = nd(x, id);
-    return n->op == TG_OP_MATMUL && (bool)n->ia[0] == ta && (bool)n->ia[1] == tb && f32_4d(x, id) && f32_4d(x, n->in[0]) &&
+    return n->op == TG_OP_MATMUL && n->at.matmul.ta == ta && n->at.matmul.tb == tb && f32_4d(x, id) && f32_4d(x, n->in[0]) &&
            f32_4d(x, n->in[1]) && n->in[0] != n->in[1];
 }
 
@@ -39,8 +39,7 @@ static bool scalar_const(const actx *x, int id) {
 
 /* permute (0, 2, 1, 3): split_heads, merge_heads and their gradients */
 static bool heads_permute(const actx *x, int id) {
-    const tg_node *n = nd(x, id);
-    return n->op == TG_OP_PERMUTE && f32_4d(x, id) && n->ia[0] == 0 && n->ia[1] == 2 && n->ia[2] == 1 && n->ia[3] == 3;
+    return tg_ir_heads_permute(nd(x, id)) && f32_4d(x, id);
 }
 
 static bool bhtd(const tg_shape *s, const tg_wgsl_attn *a) {
@@ -112,7 +111,7 @@ static bool match_fwd(const actx *x, int a, tg_wgsl_attn *d, int *abs, int *n_ab
  *   dv = att^T dout. It must take every reader of the softmax but o. */
 static bool match_bwd(const actx *x, const tg_wgsl_attn *f, int o_mm, int sg, tg_wgsl_attn *d, int *abs, int *n_abs) {
     const tg_node *gn = nd(x, sg);
-    if (gn->op != TG_OP_SOFTMAX_GRAD || gn->ia[0] != 3 || gn->in[0] != f->att || !f32_4d(x, sg) || !is_free(x, sg))
+    if (gn->op != TG_OP_SOFTMAX_GRAD || gn->at.axis.axis != 3 || gn->in[0] != f->att || !f32_4d(x, sg) || !is_free(x, sg))
         return false;
     *d = *f;
     d->bwd = true;

@@ -502,13 +502,13 @@ static bool match_update(const fz *z, int p2, const tg_writeback *wb, int n_wb, 
         s->p = pn->in[0], s->m = mn->in[0], s->v = vn->in[0], s->m2 = m2, s->v2 = v2, s->p2 = p2, s->hyper = pn->in[3];
         s->gx = mn->in[1];
         split_grad(z, s->gx, m2, v2, &s->grad, &s->scale);
-        s->decay = pn->ia[0] != 0;
-        s->fa[0] = mn->fa[0], s->fa[1] = vn->fa[0], s->fa[2] = pn->fa[0];
+        s->decay = pn->at.adam.decay;
+        s->hp[0] = mn->at.adam.beta, s->hp[1] = vn->at.adam.beta, s->hp[2] = pn->at.adam.eps;
         return true;
     }
     if (pn->op == TG_OP_SGD_P) {
         int vel = pn->in[2];
-        bool mom = pn->ia[1] != 0;
+        bool mom = pn->at.sgd.has_momentum;
         if (!wb_free_to(z, wb, n_wb, p2, pn->in[0])) return false;
         s->p = pn->in[0], s->p2 = p2, s->hyper = pn->in[3], s->gx = pn->in[1], s->m = s->m2 = -1, s->v = s->v2 = -1;
         if (mom) {
@@ -521,8 +521,8 @@ static bool match_update(const fz *z, int p2, const tg_writeback *wb, int n_wb, 
             return false;
         }
         split_grad(z, s->gx, p2, s->v2 >= 0 ? s->v2 : p2, &s->grad, &s->scale);
-        s->fa[0] = pn->fa[0], s->fa[1] = pn->fa[1];
-        s->nesterov = pn->ia[0] != 0, s->momentum = mom;
+        s->hp[0] = pn->at.sgd.momentum, s->hp[1] = pn->at.sgd.weight_decay;
+        s->nesterov = pn->at.sgd.nesterov, s->momentum = mom;
         return true;
     }
     return false;
@@ -532,7 +532,7 @@ static bool same_kind(const fz *z, const fz_seg *a, const fz_seg *b) {
     const tg_plan *p = z->plan;
 #define AR(x) ((x) >= 0 ? p->slot[x].arena : -1)
     return z->g->nodes[a->p2].op == z->g->nodes[b->p2].op && a->hyper == b->hyper && a->scale == b->scale &&
-           memcmp(a->fa, b->fa, sizeof a->fa) == 0 && a->nesterov == b->nesterov && a->momentum == b->momentum &&
+           memcmp(a->hp, b->hp, sizeof a->hp) == 0 && a->nesterov == b->nesterov && a->momentum == b->momentum &&
            AR(a->p) == AR(b->p) && AR(a->m) == AR(b->m) && AR(a->v) == AR(b->v) && AR(a->grad) == AR(b->grad);
 #undef AR
 }

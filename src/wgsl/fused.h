@@ -20,7 +20,7 @@ typedef enum {
 typedef struct {
     int p, m, v, m2, v2, p2, hyper, gx, grad, scale; /* -1 for none */
     bool decay, nesterov, momentum;
-    float fa[3]; /* adam: beta1, beta2, eps; sgd: momentum, weight decay */
+    float hp[3]; /* adam: beta1, beta2, eps; sgd: momentum, weight decay */
 } fz_seg;
 
 /* sum = sum over every axis of sq = mul(x, x); stored if something other than the total reads it */

@@ -23,7 +23,7 @@ static const char *op_name[N_OP] = {"Q", "K", "V", "O", "G", "DQ", "DK", "DV"};
 
 static float const_value(const tg_graph *g, int id) {
     const tg_node *n = &g->nodes[id];
-    return n->data ? ((const float *)n->data)[0] : n->fa[0];
+    return n->data ? ((const float *)n->data)[0] : n->at.fill.value;
 }
 
 /* Rows per tile: the largest power of two up to 64 (and up to T rounded up)

@@ -54,22 +54,22 @@ static void win_consts(wk *k, const win_geom *q) {
     ci(k, "HOi", q->Ho), ci(k, "WOi", q->Wo);
 }
 
-/* conv geometry from x, w and y's shapes; ia as in optable.c. Also declares
+/* conv geometry from x, w and y's shapes and the attributes. Also declares
  * O, OG (output channels per group) and CG (input channels per group). */
 static win_geom conv_consts(wk *k, tg_shape xs, tg_shape ws, tg_shape ys) {
-    const tg_node *n = k->n;
+    const tg_attr_conv *a = &k->n->at.conv;
     win_geom q = {xs.d[0], xs.d[1], xs.d[2], xs.d[3], ys.d[2], ys.d[3], ws.d[2], ws.d[3],
-                  n->ia[0], n->ia[1], n->ia[2], n->ia[3]};
-    int64_t G = n->ia[4];
+                  a->stride_h, a->stride_w, a->pad_h, a->pad_w};
+    int64_t G = a->groups;
     win_consts(k, &q);
     cu(k, "O", ws.d[0]), cu(k, "OG", ws.d[0] / G), cu(k, "CG", xs.d[1] / G);
     return q;
 }
 
 static win_geom pool_consts(wk *k, tg_shape xs, tg_shape ys) {
-    const tg_node *n = k->n;
-    win_geom q = {xs.d[0], xs.d[1], xs.d[2], xs.d[3], ys.d[2], ys.d[3], n->ia[5], n->ia[6],
-                  n->ia[0], n->ia[1], n->ia[2], n->ia[3]};
+    const tg_attr_conv *a = &k->n->at.conv;
+    win_geom q = {xs.d[0], xs.d[1], xs.d[2], xs.d[3], ys.d[2], ys.d[3], a->kh, a->kw,
+                  a->stride_h, a->stride_w, a->pad_h, a->pad_w};
     win_consts(k, &q);
     return q;
 }
@@ -275,7 +275,7 @@ bool tg_wgsl_max_pool2d_grad(wk *k) {
 bool tg_wgsl_upsample2d(wk *k) {
     const tg_node *n = k->n;
     tg_shape xs = tg_wk_in(k, 0)->shape;
-    int64_t f = n->ia[0];
+    int64_t f = n->at.upsample.factor;
     cu(k, "F", f), cu(k, "W", xs.d[3]), cu(k, "HW", xs.d[2] * xs.d[3]);
     cu(k, "WF", xs.d[3] * f), cu(k, "HF", xs.d[2] * f);
     if (!tg_wk_flat(k, tg_ir_numel(n))) return false;
@@ -290,7 +290,7 @@ bool tg_wgsl_upsample2d(wk *k) {
  * summed in row-major order from 0 (the CPU's order: the same bits). */
 bool tg_wgsl_upsample2d_grad(wk *k) {
     const tg_node *n = k->n;
-    int64_t f = n->ia[0], H = n->shape.d[2], W = n->shape.d[3];
+    int64_t f = n->at.upsample.factor, H = n->shape.d[2], W = n->shape.d[3];
     cu(k, "F", f), cu(k, "W", W), cu(k, "H", H), cu(k, "WF", W * f), cu(k, "HWFF", H * W * f * f);
     if (!tg_wk_flat(k, tg_ir_numel(n))) return false;
     tg_wsb_printf(&k->s,

@@ -20,8 +20,8 @@ bool tg_wgsl_const(wk *k) {
     }
     if (!tg_wk_flat(k, N)) return false;
     char f[48];
-    if (n->dtype == TG_F32) tg_wsb_printf(&k->s, "    st(i, %s);\n", tg_wk_f32(n->fa[0], f));
-    else tg_wsb_printf(&k->s, "    st(i, %s(%di));\n", tg_wk_type(n->dtype), (int)(int32_t)n->fa[0]);
+    if (n->dtype == TG_F32) tg_wsb_printf(&k->s, "    st(i, %s);\n", tg_wk_f32(n->at.fill.value, f));
+    else tg_wsb_printf(&k->s, "    st(i, %s(%di));\n", tg_wk_type(n->dtype), (int)(int32_t)n->at.fill.value);
     tg_wk_end(k);
     return true;
 }
@@ -135,7 +135,7 @@ bool tg_wgsl_copy(wk *k) {
     if (n->op == TG_OP_PERMUTE) {
         int64_t own[TG_MAX_DIMS];
         tg_shape_strides(x->shape, own);
-        for (int i = 0; i < n->shape.ndim; i++) st[0][i] = own[n->ia[i]];
+        for (int i = 0; i < n->shape.ndim; i++) st[0][i] = own[n->at.permute.perm.d[i]];
         int64_t d[TG_MAX_DIMS];
         for (int i = 0; i < n->shape.ndim; i++) d[i] = n->shape.d[i];
         char name[32];
@@ -153,7 +153,7 @@ bool tg_wgsl_copy(wk *k) {
 
 /* one_hot: i32 [...] -> f32 [..., depth]; out-of-range indices give zeros. */
 bool tg_wgsl_one_hot(wk *k) {
-    int64_t depth = k->n->ia[0];
+    int64_t depth = k->n->at.one_hot.depth;
     if (!tg_wk_flat(k, tg_ir_numel(k->n))) return false;
     tg_wsb_printf(&k->s, "    %s(i, select(0.0f, 1.0f, %s(i / %lldu) == i32(i %% %lldu)));\n", k->stn, k->ld[0],
                (long long)depth, (long long)depth);
@@ -168,7 +168,7 @@ bool tg_wgsl_where_causal(wk *k) {
     char f[48];
     if (!tg_wk_flat(k, tg_ir_numel(k->n))) return false;
     tg_wsb_printf(&k->s, "    let q = (i / %lldu) %% %lldu;\n    %s(i, select(%s(i), %s, i %% %lldu > q));\n",
-               (long long)Tk, (long long)Tq, k->stn, k->ld[0], tg_wk_f32(k->n->fa[0], f), (long long)Tk);
+               (long long)Tk, (long long)Tq, k->stn, k->ld[0], tg_wk_f32(k->n->at.fill.value, f), (long long)Tk);
     tg_wk_end(k);
     return true;
 }
@@ -181,26 +181,26 @@ bool tg_wgsl_optim(wk *k) {
     if (!tg_wk_flat(k, tg_ir_numel(n))) return false;
     switch (n->op) {
     case TG_OP_ADAM_M:
-        tg_wk_let_f32(k, "beta1", n->fa[0]), tg_wk_let_f32(k, "ob1", 1.0f - n->fa[0]);
+        tg_wk_let_f32(k, "beta1", n->at.adam.beta), tg_wk_let_f32(k, "ob1", 1.0f - n->at.adam.beta);
         tg_wsb_printf(&k->s, "    let m0 = ld0(i);\n    let g = ld1(i);\n    st(i, %s);\n",
                       TG_WGSL(TG_ADAM_M(tg_w, beta1, ob1, m0, g)));
         break;
     case TG_OP_ADAM_V:
-        tg_wk_let_f32(k, "beta2", n->fa[0]), tg_wk_let_f32(k, "ob2", 1.0f - n->fa[0]);
+        tg_wk_let_f32(k, "beta2", n->at.adam.beta), tg_wk_let_f32(k, "ob2", 1.0f - n->at.adam.beta);
         tg_wsb_printf(&k->s, "    let v0 = ld0(i);\n    let g = ld1(i);\n    st(i, %s);\n",
                       TG_WGSL(TG_ADAM_V(tg_w, beta2, ob2, v0, g)));
         break;
     case TG_OP_ADAM_P:
         tg_wsb_printf(&k->s, "    let lrt = ld3(%du);\n", TG_HYPER_LRT);
-        if (n->ia[0]) tg_wsb_printf(&k->s, "    let shrink = ld3(%du);\n", TG_HYPER_SHRINK);
+        if (n->at.adam.decay) tg_wsb_printf(&k->s, "    let shrink = ld3(%du);\n", TG_HYPER_SHRINK);
         else tg_wsb_printf(&k->s, "    let shrink = 1.0f;\n");
-        tg_wk_let_f32(k, "eps", n->fa[0]);
+        tg_wk_let_f32(k, "eps", n->at.adam.eps);
         tg_wsb_printf(&k->s, "    let p = ld0(i);\n    let m = ld1(i);\n    let v = ld2(i);\n    st(i, %s);\n",
                       TG_WGSL(TG_ADAM_P(tg_w, shrink, lrt, eps, p, m, v)));
         break;
     case TG_OP_SGD_V:
     case TG_OP_SGD_P:
-        tg_wk_let_f32(k, "mu", n->fa[0]), tg_wk_let_f32(k, "wd", n->fa[1]);
+        tg_wk_let_f32(k, "mu", n->at.sgd.momentum), tg_wk_let_f32(k, "wd", n->at.sgd.weight_decay);
         if (n->op == TG_OP_SGD_V) {
             tg_wsb_printf(&k->s, "    let v0 = ld0(i);\n    let g = ld1(i);\n    let p = ld2(i);\n    st(i, %s);\n",
                           TG_WGSL(TG_SGD_V(tg_w, mu, wd, v0, g, p)));
@@ -208,8 +208,8 @@ bool tg_wgsl_optim(wk *k) {
         }
         /* sgd_p: in[2] is v' with momentum, else p */
         tg_wsb_printf(&k->s, "    let lr = ld3(%du);\n    let p = ld0(i);\n    let g = ld1(i);\n", TG_HYPER_LR);
-        if (n->ia[1]) tg_wsb_printf(&k->s, "    let v = ld2(i);\n");
-        tg_wgsl_sgd_step(k, n->ia[1], n->ia[0]);
+        if (n->at.sgd.has_momentum) tg_wsb_printf(&k->s, "    let v = ld2(i);\n");
+        tg_wgsl_sgd_step(k, n->at.sgd.has_momentum, n->at.sgd.nesterov);
         tg_wsb_printf(&k->s, "    st(i, u);\n");
         break;
     default: return tg_wk_fail(k, TG_ERR_BACKEND, "not an optimizer op");

@@ -177,9 +177,9 @@ static tg_status emit_optim_chunk(const tg_graph *g, const tg_plan *plan, const 
         tg_wsb_printf(&k.s, "    let p = bitcast<f32>(b%d[s.pr + e]);\n", bp);
         if (adam) {
             int bm = s.bind[plan->slot[q0->m].arena], bv = s.bind[plan->slot[q0->v].arena];
-            tg_wk_let_f32(&k, "beta1", q0->fa[0]), tg_wk_let_f32(&k, "ob1", 1.0f - q0->fa[0]);
-            tg_wk_let_f32(&k, "beta2", q0->fa[1]), tg_wk_let_f32(&k, "ob2", 1.0f - q0->fa[1]);
-            tg_wk_let_f32(&k, "eps", q0->fa[2]);
+            tg_wk_let_f32(&k, "beta1", q0->hp[0]), tg_wk_let_f32(&k, "ob1", 1.0f - q0->hp[0]);
+            tg_wk_let_f32(&k, "beta2", q0->hp[1]), tg_wk_let_f32(&k, "ob2", 1.0f - q0->hp[1]);
+            tg_wk_let_f32(&k, "eps", q0->hp[2]);
             tg_wsb_printf(&k.s, "    let m0 = bitcast<f32>(b%d[s.mr + e]);\n    let v0 = bitcast<f32>(b%d[s.vr + e]);\n", bm, bv);
             tg_wsb_printf(&k.s, "    let lrt = bitcast<f32>(%s%du]);\n", at(&s, plan, q0->hyper, a, sizeof a), TG_HYPER_LRT);
             tg_wsb_printf(&k.s, "    let shrink = select(1.0f, bitcast<f32>(%s%du]), s.d != 0u);\n",
@@ -192,7 +192,7 @@ static tg_status emit_optim_chunk(const tg_graph *g, const tg_plan *plan, const 
                        s.bind[plan->slot[q0->m2].arena], s.bind[plan->slot[q0->v2].arena],
                        s.bind[plan->slot[q0->p2].arena], TG_WGSL(TG_ADAM_P(tg_w, shrink, lrt, eps, p, m, v)));
         } else {
-            tg_wk_let_f32(&k, "mu", q0->fa[0]), tg_wk_let_f32(&k, "wd", q0->fa[1]);
+            tg_wk_let_f32(&k, "mu", q0->hp[0]), tg_wk_let_f32(&k, "wd", q0->hp[1]);
             tg_wsb_printf(&k.s, "    let lr = bitcast<f32>(%s%du]);\n", at(&s, plan, q0->hyper, a, sizeof a), TG_HYPER_LR);
             if (q0->momentum) {
                 int bv = s.bind[plan->slot[q0->v].arena];

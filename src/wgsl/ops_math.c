@@ -110,12 +110,11 @@ static bool names(const char *e, const char *id) {
 static int32_t sat_i32(double v) { return v <= -2147483648.0 ? INT32_MIN : v >= 2147483647.0 ? INT32_MAX : (int32_t)v; }
 
 /* The lets for the attributes expression e uses (see ops.def). */
-static void attr_lets(wk *k, const char *e) {
-    const tg_node *n = k->n;
-    if (names(e, "p0")) tg_wk_let_f32(k, "p0", n->fa[0]);
-    if (names(e, "p1")) tg_wk_let_f32(k, "p1", n->fa[1]);
-    if (names(e, "i0")) tg_wsb_printf(&k->s, "    let i0 = %di;\n", (int)sat_i32(ceil(n->fa[0])));
-    if (names(e, "i1")) tg_wsb_printf(&k->s, "    let i1 = %di;\n", (int)sat_i32(floor(n->fa[1])));
+static void attr_lets(wk *k, const char *e, const tg_attr_unary *u) {
+    if (names(e, "p0")) tg_wk_let_f32(k, "p0", u->p0);
+    if (names(e, "p1")) tg_wk_let_f32(k, "p1", u->p1);
+    if (names(e, "i0")) tg_wsb_printf(&k->s, "    let i0 = %di;\n", (int)sat_i32(ceil(u->p0)));
+    if (names(e, "i1")) tg_wsb_printf(&k->s, "    let i1 = %di;\n", (int)sat_i32(floor(u->p1)));
 }
 
 static void ew_helpers(wk *k) {
@@ -132,20 +131,21 @@ bool tg_wgsl_unary_math(wk *k) {
     if (!e) return tg_wk_fail(k, TG_ERR_BACKEND, "not a unary math op");
     ew_helpers(k);
     if (!tg_wk_flat(k, tg_ir_numel(n))) return false;
-    attr_lets(k, e);
+    attr_lets(k, e, &n->at.unary);
     tg_wsb_printf(&k->s, "    let v = %s(i);\n    %s(i, %s);\n", k->ld[0], k->stn, e);
     tg_wk_end(k);
     return true;
 }
 
-/* unary_grad(s, gy) -> gx: ia[0] the forward op, s what it saved (ops.def). */
+/* unary_grad(s, gy) -> gx of the forward op, s what it saved (ops.def). */
 bool tg_wgsl_unary_grad(wk *k) {
     const tg_node *n = k->n;
-    const char *e = n->ia[0] >= 0 && n->ia[0] < TG_OP_COUNT ? exprs[n->ia[0]].bwd : NULL;
-    if (!e) return tg_wk_fail(k, TG_ERR_BACKEND, "unary_grad of an unknown op %lld", (long long)n->ia[0]);
+    tg_opcode op = n->at.unary_grad.op;
+    const char *e = (unsigned)op < TG_OP_COUNT ? exprs[op].bwd : NULL;
+    if (!e) return tg_wk_fail(k, TG_ERR_BACKEND, "unary_grad of an unknown op %d", (int)op);
     ew_helpers(k);
     if (!tg_wk_flat(k, tg_ir_numel(n))) return false;
-    attr_lets(k, e);
+    attr_lets(k, e, &n->at.unary_grad.fwd);
     tg_wsb_printf(&k->s, "    let s = %s(i);\n    let g = %s(i);\n    %s(i, %s);\n", k->ld[0], k->ld[1], k->stn, e);
     tg_wk_end(k);
     return true;
@@ -164,13 +164,13 @@ bool tg_wgsl_minmax(wk *k) {
     return true;
 }
 
-/* minmax_grad(a, b, gy) -> the share of gy of operand ia[1] (0 = a, 1 = b) of
- * min or max (ia[0]), over gy's shape: all of it to the winner, half at a tie. */
+/* minmax_grad(a, b, gy) -> the share of gy of one operand (side 0 = a, 1 = b)
+ * of min or max, over gy's shape: all of it to the winner, half at a tie. */
 bool tg_wgsl_minmax_grad(wk *k) {
     char ix[3][WK_EXPR];
     tg_wk_bcast_maps(k, 3, ix);
-    int side = (int)k->n->ia[1];
-    bool is_max = k->n->ia[0] == TG_OP_MAX;
+    int side = k->n->at.minmax_grad.side;
+    bool is_max = k->n->at.minmax_grad.op == TG_OP_MAX;
     if (!tg_wk_flat(k, tg_ir_numel(k->n))) return false;
     tg_wsb_printf(&k->s, "    let own = %s(%s);\n    let oth = %s(%s);\n    let g = %s(%s);\n", k->ld[side], ix[side],
                k->ld[1 - side], ix[1 - side], k->ld[2], ix[2]);
@@ -187,11 +187,11 @@ static void axis_view(tg_shape s, int axis, int64_t *outer, int64_t *A, int64_t 
     *A = s.d[axis];
 }
 
-/* softmax over axis ia[0]: e^(x - max) / sum; may run in place (each
+/* softmax over the axis: e^(x - max) / sum; may run in place (each
  * element is read before it is written, all others in earlier passes). */
 bool tg_wgsl_softmax(wk *k) {
     int64_t outer, A, inner;
-    axis_view(k->n->shape, (int)k->n->ia[0], &outer, &A, &inner);
+    axis_view(k->n->shape, (int)k->n->at.axis.axis, &outer, &A, &inner);
     char len[32];
     snprintf(len, sizeof len, "%lldu", (long long)A);
     wk_rows L;
@@ -211,12 +211,12 @@ bool tg_wgsl_softmax(wk *k) {
     return true;
 }
 
-/* argmax / argmin over axis ia[0]: x [outer, A, inner] -> i32 [outer, 1,
+/* argmax / argmin over the axis: x [outer, A, inner] -> i32 [outer, 1,
  * inner]; the first index of the extreme wins, and NaN is the most extreme. */
 bool tg_wgsl_argmax(wk *k) {
     const tg_node *x = tg_wk_in(k, 0);
     int64_t outer, A, inner;
-    axis_view(x->shape, (int)k->n->ia[0], &outer, &A, &inner);
+    axis_view(x->shape, (int)k->n->at.axis.axis, &outer, &A, &inner);
     bool is_max = k->n->op == TG_OP_ARGMAX, f32 = x->dtype == TG_F32;
     if (f32) tg_wk_helper(k, WK_H_IS_NAN, is_nan_fn);
     if (!tg_wk_flat(k, outer * inner)) return false;
@@ -236,11 +236,11 @@ bool tg_wgsl_argmax(wk *k) {
 
 /* narrow: x [outer, A, inner] -> y [outer, L, inner] = x[:, start:start+L, :] */
 bool tg_wgsl_narrow(wk *k) {
-    int64_t outer, L, inner, A = tg_wk_in(k, 0)->shape.d[k->n->ia[0]];
-    axis_view(k->n->shape, (int)k->n->ia[0], &outer, &L, &inner);
+    int64_t outer, L, inner, A = tg_wk_in(k, 0)->shape.d[k->n->at.axis.axis];
+    axis_view(k->n->shape, (int)k->n->at.axis.axis, &outer, &L, &inner);
     if (!tg_wk_flat(k, tg_ir_numel(k->n))) return false;
     tg_wsb_printf(&k->s, "    %s(i, %s((i / %lldu) * %lldu + %lldu + i %% %lldu));\n", k->stn, k->ld[0], (long long)(L * inner),
-               (long long)(A * inner), (long long)(k->n->ia[1] * inner), (long long)(L * inner));
+               (long long)(A * inner), (long long)(k->n->at.axis.start * inner), (long long)(L * inner));
     tg_wk_end(k);
     return true;
 }
@@ -248,8 +248,8 @@ bool tg_wgsl_narrow(wk *k) {
 /* narrow_grad: gy [outer, L, inner] -> gx [outer, A, inner], zero outside
  * [start, start+L) along the axis. */
 bool tg_wgsl_narrow_grad(wk *k) {
-    int64_t outer, A, inner, L = tg_wk_in(k, 0)->shape.d[k->n->ia[0]], s0 = k->n->ia[1];
-    axis_view(k->n->shape, (int)k->n->ia[0], &outer, &A, &inner);
+    int64_t outer, A, inner, L = tg_wk_in(k, 0)->shape.d[k->n->at.axis.axis], s0 = k->n->at.axis.start;
+    axis_view(k->n->shape, (int)k->n->at.axis.axis, &outer, &A, &inner);
     if (!tg_wk_flat(k, tg_ir_numel(k->n))) return false;
     tg_wsb_printf(&k->s,
                "    let rem = i %% %lldu;\n    let a = rem / %lldu;\n"
@@ -266,7 +266,7 @@ bool tg_wgsl_narrow_grad(wk *k) {
 bool tg_wgsl_concat(wk *k) {
     const tg_node *n = k->n;
     int64_t outer, S, inner;
-    int axis = (int)n->ia[0];
+    int axis = (int)n->at.axis.axis;
     axis_view(n->shape, axis, &outer, &S, &inner);
     if (!tg_wk_flat(k, tg_ir_numel(n))) return false;
     tg_wsb_printf(&k->s, "    let o = i / %lldu;\n    let rem = i %% %lldu;\n    let a = rem / %lldu;\n    let q = rem %% %lldu;\n",
@@ -289,8 +289,8 @@ bool tg_wgsl_concat(wk *k) {
  * one still out of range reads 0. */
 bool tg_wgsl_take_along_axis(wk *k) {
     const tg_node *n = k->n;
-    int64_t outer, K, inner, A = tg_wk_in(k, 0)->shape.d[n->ia[0]];
-    axis_view(n->shape, (int)n->ia[0], &outer, &K, &inner);
+    int64_t outer, K, inner, A = tg_wk_in(k, 0)->shape.d[n->at.axis.axis];
+    axis_view(n->shape, (int)n->at.axis.axis, &outer, &K, &inner);
     if (!tg_wk_flat(k, tg_ir_numel(n))) return false;
     tg_wsb_printf(&k->s,
                "    let t = %s(i);\n    let v = select(t, t + %lldi, t < 0);\n    let ok = v >= 0 && v < %lldi;\n"
@@ -307,8 +307,8 @@ bool tg_wgsl_take_along_axis(wk *k) {
  * elements whose index picked it (no atomics). */
 bool tg_wgsl_take_along_axis_grad(wk *k) {
     const tg_node *n = k->n;
-    int64_t outer, A, inner, K = tg_wk_in(k, 1)->shape.d[n->ia[0]];
-    axis_view(n->shape, (int)n->ia[0], &outer, &A, &inner);
+    int64_t outer, A, inner, K = tg_wk_in(k, 1)->shape.d[n->at.axis.axis];
+    axis_view(n->shape, (int)n->at.axis.axis, &outer, &A, &inner);
     if (!tg_wk_flat(k, tg_ir_numel(n))) return false;
     tg_wsb_printf(&k->s,
                "    let o = i / %lldu;\n    let a = i32((i %% %lldu) / %lldu);\n    let q = i %% %lldu;\n"

@@ -50,7 +50,7 @@ static const mm_cfg LARGE = {128, 128, 8, 8, 16}, TALL = {128, 64, 8, 4, 16}, SM
 static mm_geom geometry(const tg_graph *gr, const tg_node *n) {
     const tg_node *a = &gr->nodes[n->in[0]], *b = &gr->nodes[n->in[1]];
     int na = a->shape.ndim, nb = b->shape.ndim;
-    mm_geom g = {n->shape.d[na - 2], n->shape.d[na - 1], 0, 1, 0, 0, 0, n->ia[0], n->ia[1]};
+    mm_geom g = {n->shape.d[na - 2], n->shape.d[na - 1], 0, 1, 0, 0, 0, n->at.matmul.ta, n->at.matmul.tb};
     g.K = a->shape.d[na - (g.ta ? 2 : 1)];
     for (int i = 0; i < na - 2; i++) g.batch *= a->shape.d[i];
     g.sa = g.M * g.K;

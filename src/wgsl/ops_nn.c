@@ -81,7 +81,7 @@ bool tg_wgsl_nll_loss(wk *k) {
 
 /* nll_loss_grad: (targets [R], gy [R]) -> [R, V]; -gy at the target, else 0. */
 bool tg_wgsl_nll_loss_grad(wk *k) {
-    int64_t V = k->n->ia[0];
+    int64_t V = k->n->at.classes.v;
     if (!tg_wk_flat(k, tg_ir_numel(k->n))) return false;
     tg_wsb_printf(&k->s, "    let r = i / %lldu;\n    %s(i, select(0.0f, -%s(r), %s(r) == i32(i %% %lldu)));\n",
                (long long)V, k->stn, k->ld[1], k->ld[0], (long long)V);
@@ -119,7 +119,7 @@ bool tg_wgsl_norm(wk *k) {
     snprintf(A, sizeof A, "%lldu", (long long)D);
     wk_rows L;
     if (!tg_wk_rows_open(&L, k, R, D, 1)) return false;
-    norm_stats(&L, n->op == TG_OP_RMS_NORM, n->fa[0]);
+    norm_stats(&L, n->op == TG_OP_RMS_NORM, n->at.norm.eps);
     tg_wk_rows_loop(&L, A);
     tg_wsb_printf(&k->s, "        st(p, (ld0(p) - mean) * rstd * ld1(a)%s);\n    }\n", n->nin > 2 ? " + ld2(a)" : "");
     tg_wk_end(k);
@@ -131,7 +131,7 @@ bool tg_wgsl_norm_stats(wk *k) {
     int64_t D = last_dim(tg_wk_in(k, 0)), R = D ? tg_ir_numel(tg_wk_in(k, 0)) / D : 0;
     wk_rows L;
     if (!tg_wk_rows_open(&L, k, R, D, 1)) return false;
-    norm_stats(&L, k->n->ia[0], k->n->fa[0]);
+    norm_stats(&L, k->n->at.norm.rms, k->n->at.norm.eps);
     tg_wk_rows_once(&L);
     tg_wsb_printf(&k->s, "        st(2u * l, mean);\n        st(2u * l + 1u, rstd);\n    }\n");
     tg_wk_end(k);
@@ -152,7 +152,7 @@ bool tg_wgsl_norm_dx(wk *k) {
     tg_wsb_printf(&k->s, "        let d = ld2(p) * ld1(a);\n        sa += d;\n        sb += d * ((ld0(p) - mean) * rstd);\n    }\n");
     tg_wk_rows_combine(&L, "sa", false, "ta");
     tg_wk_rows_combine(&L, "sb", false, "tb");
-    if (k->n->ia[0]) tg_wsb_printf(&k->s, "    let am = 0.0f;\n");
+    if (k->n->at.norm.rms) tg_wsb_printf(&k->s, "    let am = 0.0f;\n");
     else tg_wsb_printf(&k->s, "    let am = ta / %s;\n", Df);
     tg_wsb_printf(&k->s, "    let bm = tb / %s;\n", Df);
     tg_wk_rows_loop(&L, A);
@@ -191,7 +191,7 @@ bool tg_wgsl_embedding(wk *k) {
  * per element, looping alone, took 3.4); a large vocabulary would want the
  * rows grouped by index first. */
 bool tg_wgsl_embedding_grad(wk *k) {
-    int64_t V = k->n->ia[0], D = last_dim(k->n), R = tg_ir_numel(tg_wk_in(k, 0));
+    int64_t V = k->n->at.classes.v, D = last_dim(k->n), R = tg_ir_numel(tg_wk_in(k, 0));
     char e[160];
     snprintf(e, sizeof e, "select(0.0f, ld1(r * %lldu + c %% %lldu), ld0(r) == i32(c / %lldu))", (long long)D,
              (long long)D, (long long)D);
@@ -210,7 +210,7 @@ bool tg_wgsl_rope(wk *k) {
                "    let c = ld1(tb);\n    let s = %sld1(tb + %lldu);\n"
                "    let xa = r * %lldu + j;\n    let a = ld0(xa);\n    let b = ld0(xa + %lldu);\n"
                "    st(xa, a * c - b * s);\n    st(xa + %lldu, b * c + a * s);\n",
-               (long long)h, (long long)h, (long long)T, (long long)D, k->n->ia[0] ? "-" : "", (long long)h,
+               (long long)h, (long long)h, (long long)T, (long long)D, k->n->at.rope.inverse ? "-" : "", (long long)h,
                (long long)D, (long long)h, (long long)h);
     tg_wk_end(k);
     return true;
@@ -219,7 +219,7 @@ bool tg_wgsl_rope(wk *k) {
 /* The launch key from the seed leaf (i32 [2]: low, high) at input `in`. */
 static void rng_key(wk *k, int in) {
     tg_wsb_printf(&k->s, "    let key = tg_rng_key(bitcast<u32>(%s(0u)), bitcast<u32>(%s(1u)), %uu);\n", k->ld[in], k->ld[in],
-               (unsigned)(uint32_t)k->n->ia[7]);
+               (unsigned)k->n->at.rand.salt);
 }
 
 /* dropout: (x, seed) -> y; element e is 0 when uniform(e) < p, else x[e] / (1 - p). */
@@ -229,7 +229,7 @@ bool tg_wgsl_dropout(wk *k) {
     if (!tg_wk_flat(k, tg_ir_numel(k->n))) return false;
     rng_key(k, 1);
     tg_wsb_printf(&k->s, "    %s(i, select(%s(i) * %s, 0.0f, tg_rng_key_uniform(key, i) < %s));\n", k->stn, k->ld[0],
-               tg_wk_f32(k->n->fa[1], sc), tg_wk_f32(k->n->fa[0], p));
+               tg_wk_f32(k->n->at.rand.scale, sc), tg_wk_f32(k->n->at.rand.p, p));
     tg_wk_end(k);
     return true;
 }

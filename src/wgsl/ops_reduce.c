@@ -71,10 +71,10 @@ static bool open_axis(wk_rows *L, wk *k, int axis) {
 
 #define NEG_INF "f32_bits(0xff800000u)"
 
-/* log_softmax(x), log_softmax_grad(y, gy), softmax_grad(y, gy) along ia[0]. */
+/* log_softmax(x), log_softmax_grad(y, gy), softmax_grad(y, gy) along the axis. */
 bool tg_wgsl_softmax_lines(wk *k) {
     wk_rows L;
-    if (!open_axis(&L, k, (int)k->n->ia[0])) return false;
+    if (!open_axis(&L, k, (int)k->n->at.axis.axis)) return false;
     char A[32];
     snprintf(A, sizeof A, "%lldu", (long long)L.A);
     switch (k->n->op) {
