@@ -64,7 +64,7 @@ bool tg_wgsl_attn_declare(akern *K) {
                    nm, (long long)(off[q] / 4), strided ? T : H, strided ? "t" : "h", strided ? H : T,
                    strided ? "h" : "t", (long long)K->dh4);
         tg_wsb_printf(&k->s, "fn b%s(i: u32) -> vec4<f32> { return b%d[i]; }\n", nm, bind_of[q]);
-        if ((which[q] == OP_O || which[q] >= OP_DQ))
+        if (which[q] == OP_O || which[q] >= OP_DQ)
             tg_wsb_printf(&k->s, "fn s%s(i: u32, v: vec4<f32>) { b%d[i] = v; }\n", nm, bind_of[q]);
     }
     return true;
