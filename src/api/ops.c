@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../ir/ir.h"
+#include "api.h"
 #include "../ir/model.h"
 
 static const tg_tensor BAD = {NULL, -1};
@@ -127,8 +128,9 @@ static tg_tensor bin(tg_opcode op, const char *api, tg_tensor a, tg_tensor b, co
     return add_node(g, &n);
 }
 
-/* A scalar constant of x's dtype, for the tensor-scalar forms. */
-static tg_tensor scalar_like(tg_tensor x, float v, const char *file, int line) {
+/* A 0-d constant of x's dtype, for the tensor-scalar forms (i32 stays i32:
+ * min/max on indices need no cast). */
+tg_tensor tg_api_scalar_like(tg_tensor x, float v, const char *file, int line) {
     if (!ir_live(x)) return (tg_tensor){x.g, -1};
     tg_node n = tg_ir_proto(TG_OP_CONST, "scalar", file, line);
     n.dtype = x.g->nodes[x.id].dtype == TG_I32 ? TG_I32 : TG_F32;
@@ -141,7 +143,7 @@ static tg_tensor scalar_like(tg_tensor x, float v, const char *file, int line) {
         return bin(OP, #fn, a, b, file, line);                                         \
     }                                                                                  \
     tg_tensor tg_##fn##_s_at(tg_tensor a, float s, const char *file, int line) {       \
-        return bin(OP, #fn "_s", a, scalar_like(a, s, file, line), file, line);        \
+        return bin(OP, #fn "_s", a, tg_api_scalar_like(a, s, file, line), file, line);        \
     }
 BINARY(add, TG_OP_ADD)
 BINARY(sub, TG_OP_SUB)
@@ -151,10 +153,10 @@ BINARY(less, TG_OP_LESS)
 BINARY(greater, TG_OP_GREATER)
 
 tg_tensor tg_rsub_s_at(float s, tg_tensor a, const char *file, int line) {
-    return bin(TG_OP_SUB, "rsub_s", scalar_like(a, s, file, line), a, file, line);
+    return bin(TG_OP_SUB, "rsub_s", tg_api_scalar_like(a, s, file, line), a, file, line);
 }
 tg_tensor tg_rdiv_s_at(float s, tg_tensor a, const char *file, int line) {
-    return bin(TG_OP_DIV, "rdiv_s", scalar_like(a, s, file, line), a, file, line);
+    return bin(TG_OP_DIV, "rdiv_s", tg_api_scalar_like(a, s, file, line), a, file, line);
 }
 
 static tg_tensor un(tg_opcode op, const char *api, tg_tensor x, const char *file, int line) {
@@ -242,7 +244,7 @@ static tg_tensor reduce(tg_tensor x, tg_shape axes, bool keep, bool mean, const 
         int64_t count = 1;
         for (int i = 0; i < xs.ndim; i++)
             if (mask & (1u << i)) count *= xs.d[i];
-        r = bin(TG_OP_MUL, api, r, scalar_like(r, 1.0f / (float)(count ? count : 1), file, line), file, line);
+        r = bin(TG_OP_MUL, api, r, tg_api_scalar_like(r, 1.0f / (float)(count ? count : 1), file, line), file, line);
     }
     if (!keep) {
         tg_shape s = {0, {0}};

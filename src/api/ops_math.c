@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../ir/ir.h"
+#include "api.h"
 
 static const tg_tensor BAD = {NULL, -1};
 
@@ -52,15 +53,6 @@ static tg_tensor binary(tg_opcode op, const char *api, tg_tensor a, tg_tensor b,
     return add_node(a.g, &n);
 }
 
-/* A 0-d constant of x's dtype (i32 stays i32: min/max on indices need no cast). */
-static tg_tensor scalar_like(tg_tensor x, float v, const char *file, int line) {
-    if (!live(x)) return (tg_tensor){x.g, -1};
-    tg_node n = tg_ir_proto(TG_OP_CONST, "scalar", file, line);
-    n.dtype = x.g->nodes[x.id].dtype == TG_I32 ? TG_I32 : TG_F32;
-    n.at.fill.value = v;
-    return add_node(x.g, &n);
-}
-
 /* ---- elementwise ---- */
 
 tg_tensor tg_min_at(tg_tensor a, tg_tensor b, const char *file, int line) {
@@ -70,10 +62,10 @@ tg_tensor tg_max_at(tg_tensor a, tg_tensor b, const char *file, int line) {
     return binary(TG_OP_MAX, "max", a, b, file, line);
 }
 tg_tensor tg_min_s_at(tg_tensor a, float s, const char *file, int line) {
-    return binary(TG_OP_MIN, "min_s", a, scalar_like(a, s, file, line), file, line);
+    return binary(TG_OP_MIN, "min_s", a, tg_api_scalar_like(a, s, file, line), file, line);
 }
 tg_tensor tg_max_s_at(tg_tensor a, float s, const char *file, int line) {
-    return binary(TG_OP_MAX, "max_s", a, scalar_like(a, s, file, line), file, line);
+    return binary(TG_OP_MAX, "max_s", a, tg_api_scalar_like(a, s, file, line), file, line);
 }
 
 tg_tensor tg_clamp_at(tg_tensor x, float lo, float hi, const char *file, int line) {

@@ -135,13 +135,12 @@ TG_MULTI(static, um_forward, (tg_opcode op, const tg_node *n, const float *x, fl
     }
 }
 
-/* i32 forms: integer bounds for clamp-like ops are the smallest integer
- * >= p0 and the largest <= p1, saturated. */
-static int32_t sat_i32(double v) { return v <= -2147483648.0 ? INT32_MIN : v >= 2147483647.0 ? INT32_MAX : (int32_t)v; }
+/* i32 forms, with i0, i1 the integer range inside [p0, p1]. */
 #define TG_EW_I32_BODY_I32(expr) expr
 #define TG_EW_I32_BODY_F32_ONLY v
 static void um_forward_i32(tg_opcode op, const tg_node *n, const int32_t *x, int32_t *y, int64_t len) {
-    const int32_t i0 = sat_i32(ceil(n->at.unary.p0)), i1 = sat_i32(floor(n->at.unary.p1));
+    int32_t i0, i1;
+    tg_attr_unary_int_range(&n->at.unary, &i0, &i1);
     (void)i0, (void)i1;
     switch (op) {
 #define TG_UNARY_MATH(OP, name, flags, save, fwd, bwd, i32) \

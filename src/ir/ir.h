@@ -130,6 +130,10 @@ void tg_shape_strides(tg_shape s, int64_t *st);
 /* Strides of `in` read as if broadcast to `out` (0 on broadcast axes). */
 void tg_shape_bcast_strides(tg_shape in, tg_shape out, int64_t *st);
 
+/* The integer range inside [u->p0, u->p1] (ceil p0, floor p1, saturated to
+ * i32): what ops.def's i0, i1 name for the i32 forms of unary math. */
+void tg_attr_unary_int_range(const tg_attr_unary *u, int32_t *i0, int32_t *i1);
+
 /* A node of op `op` with its table arity, no inputs or attributes yet; api
  * names the public builder in messages (NULL: the op's own name). */
 tg_node tg_ir_proto(tg_opcode op, const char *api, const char *file, int line);

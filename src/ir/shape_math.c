@@ -1,6 +1,7 @@
 /* Shape rules of the math and shape ops. Axes arrive already
  * made non-negative by the builders; every rule still checks its range, so
  * a node built some other way cannot index out of bounds. */
+#include <math.h>
 #include <string.h>
 
 #include "ir.h"
@@ -31,6 +32,12 @@ bool tg_shape_unary_num(tg_graph *g, tg_node *n) {
 /* The unary math rows of ops.def: f32, or i32 for those with an i32 form */
 bool tg_shape_unary_math(tg_graph *g, tg_node *n) {
     return (tg_ops[n->op].flags & TG_OPF_I32) ? tg_shape_unary_num(g, n) : tg_shape_unary_f32(g, n);
+}
+
+static int32_t sat_i32(double v) { return v <= -2147483648.0 ? INT32_MIN : v >= 2147483647.0 ? INT32_MAX : (int32_t)v; }
+void tg_attr_unary_int_range(const tg_attr_unary *u, int32_t *i0, int32_t *i1) {
+    *i0 = sat_i32(ceil(u->p0));
+    *i1 = sat_i32(floor(u->p1));
 }
 
 /* stop_gradient: the input as it is, any dtype */

@@ -107,14 +107,15 @@ static bool names(const char *e, const char *id) {
     return false;
 }
 
-static int32_t sat_i32(double v) { return v <= -2147483648.0 ? INT32_MIN : v >= 2147483647.0 ? INT32_MAX : (int32_t)v; }
 
 /* The lets for the attributes expression e uses (see ops.def). */
 static void attr_lets(wk *k, const char *e, const tg_attr_unary *u) {
     if (names(e, "p0")) tg_wk_let_f32(k, "p0", u->p0);
     if (names(e, "p1")) tg_wk_let_f32(k, "p1", u->p1);
-    if (names(e, "i0")) tg_wsb_printf(&k->s, "    let i0 = %di;\n", (int)sat_i32(ceil(u->p0)));
-    if (names(e, "i1")) tg_wsb_printf(&k->s, "    let i1 = %di;\n", (int)sat_i32(floor(u->p1)));
+    int32_t i0, i1;
+    tg_attr_unary_int_range(u, &i0, &i1);
+    if (names(e, "i0")) tg_wsb_printf(&k->s, "    let i0 = %di;\n", (int)i0);
+    if (names(e, "i1")) tg_wsb_printf(&k->s, "    let i1 = %di;\n", (int)i1);
 }
 
 static void ew_helpers(wk *k) {

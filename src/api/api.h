@@ -1,0 +1,9 @@
+/* What the public builders of src/api share. */
+#ifndef TG_API_H
+#define TG_API_H
+#include "../ir/ir.h"
+
+/* A 0-d constant of x's dtype (f32, or i32 for i32 x), for the
+ * tensor-scalar forms; an invalid x propagates. */
+tg_tensor tg_api_scalar_like(tg_tensor x, float v, const char *file, int line);
+#endif
