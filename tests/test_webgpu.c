@@ -261,6 +261,13 @@ static const par_case cases[] = {
     {"matmul batched b^T", PRM(S(2, 3, 17, 9), S(2, 3, 19, 9)), P_NONE, 0, 1, b_mm_tb, 1e-4f},
     {"matmul tile multiples [128,32]x[32,128]", PRM(S(128, 32), S(32, 128)), P_NONE, 0, 1, b_mm, 1e-4f},
     {"matmul tile multiples a^T b^T batched", PRM(S(2, 48, 128), S(2, 64, 48)), P_NONE, 0, 1, b_mm_tab, 1e-4f},
+    /* tile multiples run without bounds checks: each transposed form, and a K of
+     * 160 that a split of 3 cuts into 64 + 64 + 32 */
+    {"matmul tile multiples a^T", PRM(S(64, 128), S(64, 64)), P_NONE, 0, 1, b_mm_ta, 1e-4f},
+    {"matmul tile multiples b^T", PRM(S(64, 32), S(128, 32)), P_NONE, 0, 1, b_mm_tb, 1e-4f},
+    {"matmul tile multiples batched [2,3,64,16]x[2,3,16,64]", PRM(S(2, 3, 64, 16), S(2, 3, 16, 64)), P_NONE, 0, 1, b_mm, 1e-4f},
+    {"matmul tile multiples batch x shared B", PRM(S(2, 64, 32), S(32, 64)), P_NONE, 0, 1, b_mm, 1e-4f},
+    {"matmul tile multiples, K=160", PRM(S(128, 160), S(160, 128)), P_NONE, 0, 1, b_mm, 1e-4f},
     {"one_hot", PRM(S(17, 10)), {S(17), P_END}, -1, 12, b_one_hot, 0},
     {"log_softmax last, 300 wide", PRM(S(7, 300)), P_NONE, 0, 1, b_lsm_last, 1e-4f},
     {"log_softmax last, short", PRM(S(50, 10)), P_NONE, 0, 1, b_lsm_last, 1e-4f},
