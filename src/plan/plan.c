@@ -21,18 +21,19 @@ tg_fusion *tg_fusion_new(int n) {
     f->group = tg_calloc((size_t)n + 1, sizeof(int));
     f->turn = tg_calloc((size_t)n + 1, sizeof(int));
     f->inplace = tg_calloc((size_t)n + 1, sizeof(bool));
-    if (!f->role || !f->group || !f->turn || !f->inplace) {
+    f->also_reads = tg_calloc((size_t)n + 1, sizeof(int));
+    if (!f->role || !f->group || !f->turn || !f->inplace || !f->also_reads) {
         tg_fusion_free(f);
         return NULL;
     }
-    for (int i = 0; i < n; i++) f->group[i] = -1;
+    for (int i = 0; i < n; i++) f->group[i] = f->also_reads[i] = -1;
     return f;
 }
 
 void tg_fusion_free(tg_fusion *f) {
     if (!f) return;
     if (f->impl_free) f->impl_free(f->impl);
-    free(f->role), free(f->group), free(f->turn), free(f->inplace);
+    free(f->role), free(f->group), free(f->turn), free(f->inplace), free(f->also_reads);
     free(f);
 }
 
@@ -158,6 +159,11 @@ tg_status tg_plan_build(const tg_graph *g, const tg_plan_req *req, tg_plan *out)
             int r = find(parent, g->nodes[i].in[k]);
             if (last[r] < AT(i)) last[r] = AT(i);
         }
+    for (int q = 0; fu && q < fu->n_groups; q++) {
+        if (fu->also_reads[q] < 0) continue;
+        int r = find(parent, fu->also_reads[q]);
+        if (last[r] < fu->turn[q]) last[r] = fu->turn[q];
+    }
     for (int i = 0; i < n; i++) { /* a view's own last use extends its class */
         int r = find(parent, i);
         if (last[r] < last[i]) last[r] = last[i];

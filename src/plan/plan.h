@@ -53,6 +53,8 @@ typedef struct tg_fusion {
     int *turn;       /* per group: the node position at which its kernel runs */
     bool *inplace;   /* per group output: its kernel may write it over one of the node's own
                       * inputs (one that no other member reads), element by element */
+    int *also_reads; /* per group: a value its kernels read besides its members' inputs, kept
+                      * live until its turn (attention's backward reads the forward's result); -1 none */
     int n_groups;
     void *impl;      /* the backend's own description of the groups */
     void (*impl_free)(void *impl);

@@ -168,6 +168,7 @@ static int add_group(actx *x, const tg_wgsl_attn *d, const int *abs, int n_abs, 
 static void undo_group(actx *x, int gid) {
     for (int i = 0; i < x->g->n; i++)
         if (x->f->group[i] == gid) x->f->group[i] = -1, x->f->role[i] = TG_FUSE_NONE;
+    x->f->also_reads[gid] = -1;
     x->f->n_groups--;
     x->at->n--;
 }
@@ -211,6 +212,7 @@ static void fuse_one(actx *x, int a) {
         if (b.dk >= 0) outs[n_outs++] = b.dk;
         if (b.dv >= 0) outs[n_outs++] = b.dv;
         int bg = add_group(x, &b, babs, n_babs, outs, n_outs);
+        x->f->also_reads[bg] = b.o; /* D = rowsum(dout * o): the forward's result, kept until here */
         int br[4] = {b.q, b.k, b.v, b.dout};
         if (!reads_ready(x, bg, br, 4) || x->f->turn[bg] <= x->f->turn[fg]) {
             undo_group(x, bg);

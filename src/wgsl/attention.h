@@ -4,9 +4,10 @@
  *   forward   o = softmax_causal(q k^T [* c]) v, one kernel: online softmax
  *             over key tiles, the row's log-sum-exp kept for the backward
  *   backward  from softmax_grad(att, dout v^T) [* c']: one kernel over query
- *             rows (D = rowsum(att * dA), then dq) and one over key rows
- *             (dk, dv), both computing att again from q, k and the kept
- *             log-sum-exp
+ *             rows (D = rowsum(att * dA), which is rowsum(dout * o), then
+ *             dq) and one over key rows (dk, dv), both computing att again
+ *             from q, k and the kept log-sum-exp; the plan keeps o alive
+ *             until the backward (tg_fusion.also_reads)
  *
  * The groups are chosen before buffer planning (tg_wgsl_fuse_attention, the
  * WebGPU backend's fusion pass), so the plan gives the scores, the softmax
@@ -32,7 +33,8 @@ typedef struct tg_wgsl_attn_s {
     int q, k, v;         /* operands [B, H, T, Dh]; a heads permute planned as a view is read with strides */
     int scale;           /* one-element constant multiplying the scores, -1 for none */
     int att;             /* the softmax (absorbed: computed again where read) */
-    int o;               /* forward: where the result goes (the product or its merge_heads permute) */
+    int o;               /* where the forward's result goes (the product or its merge_heads permute);
+                          * the backward reads it for D */
     int dout, dscale;    /* backward: the gradient of o; the constant multiplying softmax_grad (-1 none) */
     int dq, dk, dv;      /* backward: where each gradient goes (product or permute), -1 for none */
     int64_t lse_at;      /* byte offset of the forward's log-sum-exp in the attention workspace */

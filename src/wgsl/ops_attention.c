@@ -225,32 +225,29 @@ static tg_status emit_dq(akern *K, tg_wgsl_program *out) {
     if (!tg_wgsl_attn_declare(K)) return tg_wk_close(k, out);
     tiles_decl(K, rows, "kt", "vt");
     if (!open_main(K)) return tg_wk_close(k, out);
-    tg_wsb_printf(&k->s, "    let qi = iQ(b, h, rq);\n    let gi = iG(b, h, rq);\n");
+    tg_wsb_printf(&k->s, "    let qi = iQ(b, h, rq);\n    let gi = iG(b, h, rq);\n    let oi = iO(b, h, rq);\n");
     row(K, "q", "bQ", "qi");
     row(K, "g", "bG", "gi");
-    tg_wsb_printf(&k->s, "    let lse = work[%lldu + bh * %lldu + rq];\n    var D = 0.0f;\n", (long long)(a->lse_at / 4),
-               (long long)a->T);
+    tg_wsb_printf(&k->s, "    let lse = work[%lldu + bh * %lldu + rq];\n", (long long)(a->lse_at / 4), (long long)a->T);
+    /* D = sum over keys of p dp = dout . o: the forward's result, no pass over the keys */
+    dot_sum(K, "    ", "D", "dot($g, bO(oi + @))", "");
     bool dq = K->node[OP_DQ] >= 0;
-    if (dq) row(K, "gq", NULL, NULL);
-    for (int pass = 0; pass < (dq ? 2 : 1); pass++) {
-        tg_wsb_printf(&k->s, "    {\n"); /* each pass's own kend */
+    if (dq) {
+        row(K, "gq", NULL, NULL);
+        tg_wsb_printf(&k->s, "    {\n");
         key_tiles(K, rows, true);
         dot_sum(K, "            ", "s", "dot($q, kt[kb + @])", sc);
         tg_wsb_printf(&k->s, "            let p = exp(s - lse);\n");
         dot_sum(K, "            ", "dp", "dot($g, vt[kb + @])", "");
-        if (pass == 0) {
-            tg_wsb_printf(&k->s, "            D = D + p * dp;\n");
-        } else {
-            tg_wsb_printf(&k->s, "            let ds = p * (dp - D)%s;\n", dsc);
-            each(K, "            ", "$gq = $gq + ds * kt[kb + @];");
-        }
+        tg_wsb_printf(&k->s, "            let ds = p * (dp - D)%s;\n", dsc);
+        each(K, "            ", "$gq = $gq + ds * kt[kb + @];");
         tg_wsb_printf(&k->s, "        }\n    }\n    }\n");
     }
     tg_wsb_printf(&k->s, "    if (r < %lldu) {\n        work[%lldu + bh * %lldu + r] = D;\n", (long long)a->T,
                (long long)(a->d_at / 4), (long long)a->T);
     if (dq) {
-        tg_wsb_printf(&k->s, "        let oi = iDQ(b, h, r);\n");
-        each(K, "        ", "sDQ(oi + @, $gq);");
+        tg_wsb_printf(&k->s, "        let di = iDQ(b, h, r);\n");
+        each(K, "        ", "sDQ(di + @, $gq);");
     }
     tg_wsb_printf(&k->s, "    }\n");
     tg_wk_end(k);
@@ -361,7 +358,7 @@ tg_status tg_wgsl_emit_attention(const tg_graph *g, const tg_plan *plan, const t
             st = form == FORM_TILES ? tg_wgsl_attn_tiles_forward(&K, out) : emit_forward(&K, out);
         } else if (kernel == 0) {
             K.node[OP_Q] = a->q, K.node[OP_K] = a->k, K.node[OP_V] = a->v, K.node[OP_DOUT] = a->dout;
-            K.node[OP_DQ] = a->dq;
+            K.node[OP_O] = a->o, K.node[OP_DQ] = a->dq;
             st = form == FORM_TILES ? tg_wgsl_attn_tiles_dq(&K, out) : emit_dq(&K, out);
         } else {
             K.node[OP_Q] = a->q, K.node[OP_K] = a->k, K.node[OP_V] = a->v, K.node[OP_DOUT] = a->dout;

@@ -16,8 +16,8 @@
  *            reduced over the 16 invocations of a row through workgroup
  *            memory; each keeps its own partial sum l, added up at the end;
  *            o = acc / l, the row's log-sum-exp L = m + log l kept
- *   dq       p = exp(s - L), dp = dout.v; pass 1: D = rowsum(p dp);
- *            pass 2: dq = sum ds k with ds = p (dp - D) c'
+ *   dq       D = rowsum(p dp) = dout.o (o: the forward's result);
+ *            p = exp(s - L), dp = dout.v, dq = sum ds k with ds = p (dp - D) c'
  *   dk, dv   over query tiles i >= j: s^T, dp^T, then dv = sum p^T dout,
  *            dk = sum ds^T q
  *
@@ -269,13 +269,14 @@ tg_status tg_wgsl_attn_tiles_dq(akern *K, tg_wgsl_program *out) {
     if (!open_tiles(K, 4, "backward, dq", sc, dsc)) return tg_wk_close(k, out);
     wsb *s = &k->s;
     long long T = a->T;
+    /* D = sum over keys of p dp = dout . o, from the forward's result: each
+     * invocation's vec4 of the head dimension, summed over the row's 16 */
     for (int r = 0; r < 4; r++)
-        tg_wsb_printf(s, "    let lse%d = work[%lldu + bh * %lldu + min(r0 + %du, %lldu)];\n    var dp%d = 0.0f;\n", r,
-                   (long long)(a->lse_at / 4), T, r, T - 1, r);
-    key_loop(K);
-    probabilities(K, sc);
-    for (int r = 0; r < 4; r++) tg_wsb_printf(s, "        dp%d = dp%d + dot(p%d, g%d);\n", r, r, r, r);
-    tg_wsb_printf(s, "    }\n    {\n");
+        tg_wsb_printf(s,
+                   "    let lse%d = work[%lldu + bh * %lldu + min(r0 + %du, %lldu)];\n    var dp%d = 0.0f;\n"
+                   "    if (r0 + %du < %lldu && tx < %lldu) { dp%d = dot(bG(iG(b, h, r0 + %du) + tx), bO(iO(b, h, r0 + %du) + tx)); }\n",
+                   r, (long long)(a->lse_at / 4), T, r, T - 1, r, r, T, (long long)K->dh4, r, r, r);
+    tg_wsb_printf(s, "    {\n");
     row_reduce(K, "dp", "D", false);
     store_stat(K, a->d_at / 4, "D");
     if (K->node[OP_DQ] >= 0) {
