@@ -150,6 +150,12 @@ bool tg_wgsl_sum(wk *k);
 bool tg_wgsl_softmax_lines(wk *k); /* log_softmax, log_softmax_grad, softmax_grad */
 bool tg_wgsl_softmax_causal(wk *k);
 bool tg_wgsl_matmul(wk *k); /* phases 1 and 2 when tg_wgsl_matmul_split says so; they use `work` */
+/* Products a and b can run as one dispatch (tg_wgsl_matmul_group): the
+ * same A, different Bs of one shape, the same transposes, no split K. */
+bool tg_wgsl_matmul_groupable(const tg_graph *g, int a, int b);
+/* The kernel of products mm[0..n) that tg_wgsl_matmul_groupable pairs, into
+ * k (opened with tg_wk_open at the group's turn). */
+bool tg_wgsl_matmul_group(wk *k, const int *mm, int n);
 bool tg_wgsl_unary_math(wk *k); /* the unary math rows of ops.def */
 bool tg_wgsl_unary_grad(wk *k);
 bool tg_wgsl_minmax(wk *k);

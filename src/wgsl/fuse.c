@@ -764,9 +764,70 @@ static void plan_sumsq(fz *z) {
     }
 }
 
+/* ---- products of one A: one dispatch ---- */
+
+/* Products that read the same A with Bs of one shape (the q, k and v
+ * projections of one input) run as one kernel at the last one's turn: one
+ * dispatch instead of three, and 3x the workgroups, so a [16384, 384]
+ * output fills the GPU's last wave better. Only plain products (no fused
+ * producer or epilogue, no split K) are grouped, and only where the move
+ * check allows running the earlier ones late. */
+static bool mm_group_ok(const fz *z, const int *mm, int n) {
+    int mem[FZ_MM_MAX], rd[FZ_MM_MAX + 1];
+    for (int q = 0; q < n; q++) mem[q] = mm[q], rd[q + 1] = z->g->nodes[mm[q]].in[1];
+    rd[0] = z->g->nodes[mm[0]].in[0];
+    gview v = {mem, n, mem, n, rd, n + 1, mm[n - 1]};
+    for (int q = 0; q < n; q++) /* no output shares bytes with another or with an input */
+        for (int r = 0; r < n + 1; r++)
+            if ((r < n && r != q && overlap(&z->plan->slot[mm[q]], &z->plan->slot[mm[r]])) ||
+                overlap(&z->plan->slot[mm[q]], &z->plan->slot[rd[r]]))
+                return false;
+    return move_ok(z, &v);
+}
+
+static void plan_matmul_groups(fz *z) {
+    int cap = ((int)z->lim->max_storage_buffers_per_stage - 1) / 2;
+    if (cap > FZ_MM_MAX) cap = FZ_MM_MAX;
+    for (int i = 0; i < z->n && cap >= 2; i++) {
+        if (z->grp[i] >= 0 || z->must_store[i] || z->g->nodes[i].op != TG_OP_MATMUL || !runs(z, i)) continue;
+        int mm[FZ_MM_MAX] = {i}, n = 1;
+        for (int j = i + 1; j < z->n && n < cap; j++) {
+            if (z->grp[j] >= 0 || z->must_store[j] || !runs(z, j) || !tg_wgsl_matmul_groupable(z->g, i, j)) continue;
+            mm[n] = j;
+            if (mm_group_ok(z, mm, n + 1)) n++;
+        }
+        if (n < 2) continue;
+        fz_group *gr = new_group(z, FZ_MMGROUP);
+        if (!gr) return;
+        int id = z->n_gr - 1;
+        memcpy(gr->mm, mm, sizeof mm);
+        gr->n_mm = n;
+        gr->turn = mm[n - 1];
+        for (int q = 0; q < n; q++) z->grp[mm[q]] = id, z->role[mm[q]] = R_MEMBER, z->at[mm[q]] = gr->turn;
+    }
+}
+
+static tg_status emit_matmul_group(const tg_graph *g, const tg_plan *plan, const tg_wgsl_limits *lim, const fz_group *gr,
+                                   tg_kernel_spec *sp, tg_wgsl_program *out) {
+    wk k;
+    tg_wk_open(&k, g, plan, lim, gr->turn, sp);
+    tg_wgsl_matmul_group(&k, gr->mm, gr->n_mm);
+    return tg_wk_close(&k, out);
+}
+
 /* ---- the program ---- */
 
 static int g_fusion = -1; /* -1: from TG_WGSL_FUSE (default on) */
+
+/* TG_WGSL_MM_GROUP=0 turns the matmul groups off, for measuring. */
+static bool mm_groups_on(void) {
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("TG_WGSL_MM_GROUP");
+        on = !(e && strcmp(e, "0") == 0);
+    }
+    return on != 0;
+}
 
 void tg_wgsl_set_fusion(int on) { g_fusion = on; }
 
@@ -910,6 +971,7 @@ tg_status tg_wgsl_emit_program(const tg_graph *g, const tg_plan *plan, const tg_
         plan_optimizer(&z, wb, n_wb);
         plan_sumsq(&z);
         plan_elementwise(&z);
+        if (mm_groups_on()) plan_matmul_groups(&z);
         if (z.oom) st = tg_fail(TG_ERR_NOMEM, "webgpu: out of memory planning fused kernels");
     }
     int cap = 0;
@@ -940,7 +1002,10 @@ tg_status tg_wgsl_emit_program(const tg_graph *g, const tg_plan *plan, const tg_
             continue;
         }
         fz_group *gr = &z.gr[gi];
-        if (gr->kind == FZ_FUSED) {
+        if (gr->kind == FZ_MMGROUP) {
+            tg_kernel_spec *k;
+            if ((st = push_spec(out, &cap, &k)) == TG_OK) st = emit_matmul_group(g, plan, lim, gr, k, out);
+        } else if (gr->kind == FZ_FUSED) {
             tg_kernel_spec *k;
             if ((st = push_spec(out, &cap, &k)) != TG_OK) break;
             if ((st = tg_wgsl_emit_fused(g, plan, &gr->f, lim, k)) == TG_OK) out->n++;

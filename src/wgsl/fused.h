@@ -9,8 +9,11 @@ typedef enum {
     FZ_FUSED, /* a kernel with inline producers and an epilogue (tg_wgsl_fused) */
     FZ_OPTIM, /* the optimizer updates of many params */
     FZ_SUMSQ, /* sums of squares of many tensors (the clip norm's terms) and their total */
-    FZ_ATTN   /* a fused attention, chosen before planning (attention.h) */
+    FZ_ATTN,  /* a fused attention, chosen before planning (attention.h) */
+    FZ_MMGROUP /* products of one A (the q, k and v projections): one dispatch */
 } fz_kind;
+
+#define FZ_MM_MAX 4 /* products per group: 1 + 2 x 4 bindings fit the 10 a stage may have */
 
 /* One param's update. Adam: m2 = adam_m(m, g), v2 = adam_v(v, g), p2 =
  * adam_p(p, m2, v2, hyper). SGD: v2 = sgd_v(v, g, p, hyper) (momentum only),
@@ -40,6 +43,7 @@ typedef struct {
     int *tree, n_tree; /* the adds totalling the terms (any order), -1/0 for none */
     int total;         /* their root, stored; -1 for none */
     const struct tg_wgsl_attn_s *attn; /* FZ_ATTN */
+    int mm[FZ_MM_MAX], n_mm;           /* FZ_MMGROUP: the products, in node order */
 } fz_group;
 
 typedef tg_status (*fz_push)(tg_wgsl_program *out, int *cap, tg_kernel_spec **slot);

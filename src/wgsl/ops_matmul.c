@@ -230,8 +230,8 @@ static void block_col(const mm_cfg *c, int h, char *buf, size_t n) {
     snprintf(buf, n, "%du + 4u * tx", h * (c->bn / 2));
 }
 
-static bool grid(wk *k, const mm_geom *g, const mm_cfg *c, int split, int shared_bytes) {
-    long long gx = (g->N + c->bn - 1) / c->bn, gy = (g->M + c->bm - 1) / c->bm, gz = g->batch * split;
+static bool grid(wk *k, const mm_geom *g, const mm_cfg *c, int split, int members, int shared_bytes) {
+    long long gx = members * ((g->N + c->bn - 1) / c->bn), gy = (g->M + c->bm - 1) / c->bm, gz = g->batch * split;
     uint32_t lim = k->lim->max_workgroups_per_dimension;
     if (gx > lim || gy > lim || gz > lim)
         return tg_wk_fail(k, TG_ERR_LIMIT, "matmul grid %lld x %lld x %lld exceeds maxComputeWorkgroupsPerDimension %u", gx,
@@ -251,8 +251,10 @@ static bool grid(wk *k, const mm_geom *g, const mm_cfg *c, int split, int shared
 }
 
 /* Phase 0: the product, stored through st. Phase 1: partial products of
- * the K-ranges into the workspace. */
-static bool tiled(wk *k, const mm_geom *g, const mm_cfg *c, int split) {
+ * the K-ranges into the workspace. With members > 1, a group of products
+ * of one A (tg_wgsl_matmul_group): the column tiles of member q come q-th
+ * along x, and mq tells ld1 and st which member's B and C they touch. */
+static bool tiled(wk *k, const mm_geom *g, const mm_cfg *c, int split, int members) {
     mm_ctx x = {g, c, false, c->bm / 4 + 1, c->bn / 4};
     long long kc = split > 1 ? k_per_split(g, c, split) : g->K;
     /* M, N, K and the K-ranges multiples of the tile, every range non-empty:
@@ -262,7 +264,7 @@ static bool tiled(wk *k, const mm_geom *g, const mm_cfg *c, int split) {
     x.exact = g->M % c->bm == 0 && g->N % c->bn == 0 && g->K % c->bk == 0 && kc % c->bk == 0 && (split - 1) * kc < g->K;
     if (g->tb) x.bpad = c->bn / 4 + 1; /* k-fastest stores into Bs */
     int shared = 16 * c->bk * (x.apad + x.bpad);
-    if (!grid(k, g, c, split, shared)) return false;
+    if (!grid(k, g, c, split, members, shared)) return false;
     int tx_n = c->bn / c->tn, th = c->tn / 4, la = c->bm * c->bk / 256, lb = c->bk * c->bn / 256;
     tg_wsb_printf(&k->s, "var<workgroup> As: array<vec4<f32>, %d>;\nvar<workgroup> Bs: array<vec4<f32>, %d>;\n",
                c->bk * x.apad, c->bk * x.bpad);
@@ -270,8 +272,11 @@ static bool tiled(wk *k, const mm_geom *g, const mm_cfg *c, int split) {
                "@compute @workgroup_size(256)\n"
                "fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {\n"
                "    let tx = lid %% %du;\n    let ty = lid / %du;\n"
-               "    let n0 = wid.x * %du;\n    let m0 = wid.y * %du;\n",
-               tx_n, tx_n, c->bn, c->bm);
+               "    let m0 = wid.y * %du;\n",
+               tx_n, tx_n, c->bm);
+    long long gx = (g->N + c->bn - 1) / c->bn;
+    if (members > 1) tg_wsb_printf(&k->s, "    mq = wid.x / %lldu;\n    let n0 = (wid.x %% %lldu) * %du;\n", gx, gx, c->bn);
+    else tg_wsb_printf(&k->s, "    let n0 = wid.x * %du;\n", c->bn);
     if (split > 1)
         tg_wsb_printf(&k->s, "    let b = wid.z / %du;\n    let kbeg = (wid.z %% %du) * %lldu;\n    let kend = min(%lldu, kbeg + %lldu);\n",
                    split, split, kc, g->K, kc);
@@ -354,5 +359,52 @@ bool tg_wgsl_matmul(wk *k) {
     int split = split_of(&g, &c);
     if (split > 1 && k->phase == 0) return tg_wk_fail(k, TG_ERR_BACKEND, "a split matmul runs in two phases");
     if (k->phase == 2) return reduce(k, &g, split);
-    return tiled(k, &g, &c, k->phase == 1 ? split : 1);
+    return tiled(k, &g, &c, k->phase == 1 ? split : 1, 1);
+}
+
+bool tg_wgsl_matmul_groupable(const tg_graph *gr, int a, int b) {
+    const tg_node *x = &gr->nodes[a], *y = &gr->nodes[b];
+    if (x->op != TG_OP_MATMUL || y->op != TG_OP_MATMUL || x->in[0] != y->in[0] || x->in[1] == y->in[1]) return false;
+    if (x->at.matmul.ta != y->at.matmul.ta || x->at.matmul.tb != y->at.matmul.tb || x->dtype != TG_F32 || y->dtype != TG_F32)
+        return false;
+    if (!tg_shape_eq(x->shape, y->shape) || !tg_shape_eq(gr->nodes[x->in[1]].shape, gr->nodes[y->in[1]].shape)) return false;
+    int64_t w;
+    return tg_wgsl_matmul_split(gr, a, &w) == 1;
+}
+
+/* C_q = op(A) op(B_q) for members mm[0..n): one dispatch. Bindings: the
+ * n outputs, A, the n Bs (merged where the plan overlaps them). */
+bool tg_wgsl_matmul_group(wk *k, const int *mm, int n) {
+    const tg_graph *gr = k->g;
+    int nodes[2 * TG_WGSL_MAX_BINDINGS + 1], bind_of[2 * TG_WGSL_MAX_BINDINGS + 1];
+    int64_t off[2 * TG_WGSL_MAX_BINDINGS + 1];
+    if (n < 2 || n > TG_WGSL_MAX_BINDINGS) return tg_wk_fail(k, TG_ERR_BACKEND, "a matmul group of %d", n);
+    for (int q = 0; q < n; q++) nodes[q] = mm[q], nodes[n + 1 + q] = gr->nodes[mm[q]].in[1];
+    nodes[n] = gr->nodes[mm[0]].in[0];
+    tg_wsb_printf(&k->s, "// node %d: matmul group of %d [", mm[n - 1], n);
+    for (int q = 0; q < n; q++) tg_wsb_printf(&k->s, "%s%d", q ? " " : "", mm[q]);
+    char sh[64];
+    tg_wsb_printf(&k->s, "] %s\n", tg_shape_str(gr->nodes[mm[0]].shape, sh, sizeof sh));
+    if (!tg_wk_bind_nodes(k, nodes, 2 * n + 1, bind_of, off)) return false;
+    for (int b = 0; b < k->spec->n_bindings; b++)
+        tg_wsb_printf(&k->s, "@group(0) @binding(%d) var<storage, read_write> b%d: array<u32>;\n", b, b);
+    tg_wsb_printf(&k->s, "var<private> mq: u32;\nfn ld0(i: u32) -> f32 { return bitcast<f32>(b%d[%lldu + i]); }\n",
+                  bind_of[n], (long long)off[n]);
+    /* mq is uniform: one branch per workgroup */
+    tg_wsb_printf(&k->s, "fn ld1(i: u32) -> f32 {\n    switch mq {\n");
+    char lab[24];
+    for (int q = 0; q < n; q++) {
+        snprintf(lab, sizeof lab, q < n - 1 ? "case %du:" : "default:", q);
+        tg_wsb_printf(&k->s, "        %s { return bitcast<f32>(b%d[%lldu + i]); }\n", lab, bind_of[n + 1 + q],
+                      (long long)off[n + 1 + q]);
+    }
+    tg_wsb_printf(&k->s, "    }\n}\nfn st(i: u32, v: f32) {\n    switch mq {\n");
+    for (int q = 0; q < n; q++) {
+        snprintf(lab, sizeof lab, q < n - 1 ? "case %du:" : "default:", q);
+        tg_wsb_printf(&k->s, "        %s { b%d[%lldu + i] = bitcast<u32>(v); }\n", lab, bind_of[q], (long long)off[q]);
+    }
+    tg_wsb_printf(&k->s, "    }\n}\n");
+    mm_geom g = geometry(gr, &gr->nodes[mm[0]]);
+    mm_cfg c = choose(&g);
+    return tiled(k, &g, &c, 1, n);
 }
