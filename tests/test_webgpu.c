@@ -333,6 +333,51 @@ static void test_matmul_configs(bool verbose) {
     par_check(&tall_k, verbose);
 }
 
+/* ---- column sums in one and two phases ---- */
+
+/* a sum with producers (add, scale: nothing keeps their values for the
+ * backward) and an epilogue (scale, shift) that the planner fuses into it */
+static tg_tensor b_sum_fused(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
+    return tg_add_s(tg_mul_s(tg_sum(tg_mul_s(tg_add(p[0], p[1]), 0.5f), 0, false), 3.0f), 1.0f);
+}
+static tg_tensor b_sum_lead(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_sum_axes(p[0], S(0, 1), true); }
+/* a linear layer: its bias gradient is a column sum of the output's gradient */
+static tg_tensor b_linear(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
+    return tg_gelu(tg_add(tg_matmul(p[0], p[1]), p[2]));
+}
+
+/* Column sums (bias and gain gradients, sums over leading axes, the
+ * embedding and conv weight gradients) with their rows split into chunks:
+ * 3 and 7 chunks forced at small sizes (uneven chunks, chunks of one row),
+ * then by shape at sizes that split on their own. */
+static void test_colsum_split(bool verbose) {
+    static const par_case forced[] = {
+        {"split sum first axis", PRM(S(100, 37)), P_NONE, 0, 1, b_sum_first, 1e-4f},
+        {"split sum leading axes", PRM(S(4, 25, 40)), P_NONE, 0, 1, b_sum_lead, 1e-4f},
+        {"split sum with producer and epilogue", PRM(S(90, 20), S(90, 20)), P_NONE, 0, 1, b_sum_fused, 1e-4f},
+        {"split linear bias gradient", PRM(S(70, 16), S(16, 24), S(24)), P_NONE, 0, 1, b_linear, 1e-4f},
+        {"split layer_norm gain sums", PRM(S(50, 20), S(20), S(20)), P_NONE, 0, 1, b_ln, 1e-4f},
+        {"split i32 sum", P_NONE, {S(40, 3), P_END}, -1000000000, 1000000000, b_isum, 0},
+        {"split embedding gradient", PRM(S(7, 5)), {S(6, 10), P_END}, -1, 8, b_emb, 0},
+        {"split conv2d dw of 576 terms", PRM(S(4, 8, 12, 12), S(6, 4, 3, 3)), P_NONE, 0, 1, b_conv3x3, 1e-4f},
+    };
+    static const int splits[] = {3, 7};
+    for (int si = 0; si < 2; si++) {
+        tg_wgsl_colsum_test_split(splits[si]);
+        for (size_t i = 0; i < sizeof forced / sizeof forced[0]; i++) par_check(&forced[i], verbose);
+    }
+    tg_wgsl_colsum_test_split(-1);
+    /* by shape: over 4096 rows and few columns */
+    static const par_case tall[] = {
+        {"sum first axis, 4100 rows (split by shape)", PRM(S(4100, 40)), P_NONE, 0, 1, b_sum_first, 1e-4f},
+        {"linear, 5000 rows (split bias gradient)", PRM(S(5000, 8), S(8, 24), S(24)), P_NONE, 0, 1, b_linear, 1e-4f},
+    };
+    for (size_t i = 0; i < sizeof tall / sizeof tall[0]; i++) par_check(&tall[i], verbose);
+    int64_t R = 4100, C = 40;
+    CHECK(tg_wk_colsum_chunks(R, C) > 1, "a sum of %lld x %lld should split", (long long)R, (long long)C);
+    CHECK(tg_wk_colsum_chunks(1024, 64) == 1, "a sum of 1024 rows should not split");
+}
+
 /* Every op the CPU can run (other than views) has a WGSL emitter: both
  * tables expand from ops.def, this catches a family the WGSL side maps to
  * nothing. */
@@ -417,6 +462,10 @@ int main(int argc, char **argv) {
         if (tg_webgpu_info(&(tg_webgpu_adapter_info){0}) == TG_OK) test_matmul_configs(true);
         return check_summary("test_webgpu");
     }
+    if (argc > 1 && strcmp(argv[1], "--rows") == 0) { /* the column-split cases alone */
+        if (tg_webgpu_info(&(tg_webgpu_adapter_info){0}) == TG_OK) test_colsum_split(argc > 2);
+        return check_summary("test_webgpu");
+    }
     test_emitter_table();
     tg_webgpu_adapter_info info;
     if (tg_webgpu_info(&info) != TG_OK) {
@@ -432,6 +481,7 @@ int main(int argc, char **argv) {
     test_op_table(verbose);
     test_ops_2d_grid(verbose);
     test_matmul_configs(verbose);
+    test_colsum_split(verbose);
     par_check(&big_case, verbose);
     test_training(verbose);
     test_forward_sessions();

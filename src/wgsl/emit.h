@@ -127,8 +127,17 @@ void tg_wk_rows_combine(wk_rows *L, const char *var, bool is_max, const char *ou
 void tg_wk_rows_once(wk_rows *L);
 
 /* A whole kernel summing `expr` (in terms of u32 r and c) over rows r < R into
- * output element c < C: 32 columns per workgroup, 8 row sets each. */
+ * output element c < C: 8 columns per workgroup, 32 or 128 row sets each; or,
+ * when tg_wk_colsum_chunks(R, C) > 1, phase 1 (partial sums of row chunks
+ * into `work`) or phase 2 (their sums, stored) of the two-phase form. */
 bool tg_wk_colsum(wk *k, int64_t R, int64_t C, const char *expr, const char *type);
+/* Row chunks a column sum of R rows and C columns is split into (1: one kernel). */
+int tg_wk_colsum_chunks(int64_t R, int64_t C);
+/* Whether node n's kernel is a column sum (tg_wk_colsum), and over what:
+ * R rows, C columns (ops_reduce.c; its emitters use the same shapes). */
+bool tg_wgsl_colsum_dims(const tg_graph *g, const tg_node *n, int64_t *R, int64_t *C);
+/* conv2d_grad_weight's column sum, if it takes that form (ops_conv.c). */
+bool tg_wgsl_conv2d_dw_dims(const tg_graph *g, const tg_node *n, int64_t *R, int64_t *C);
 
 /* Emitters (ops_ew.c, ops_reduce.c, ops_matmul.c, ops_math.c, ops_nn.c). */
 bool tg_wgsl_const(wk *k);

@@ -3,7 +3,11 @@
  * reductions in workgroup memory; short rows get a thread each, looping in
  * the CPU's order. Column sums give each workgroup 8 adjacent columns (so
  * reads fill whole sectors) and 32 interleaved row sets (128 for tall sums),
- * combined at the end. */
+ * combined at the end; tall sums over few columns run in two phases, the
+ * rows split into chunks. */
+#include <stdlib.h>
+#include <string.h>
+
 #include "emit.h"
 
 #define SHORT_ROW 32 /* rows this long or shorter: one thread per row */
@@ -71,6 +75,67 @@ void tg_wk_rows_once(wk_rows *L) { tg_wsb_printf(&L->k->s, L->wide ? "    if (li
 #define CW 8  /* columns per workgroup: a warp reads one 32-byte sector from each of 4 rows */
 #define TALL_R 16384 /* rows from which a column sum takes the tall shape below (gpt_small: B x T) */
 
+/* Two-phase column sums. The one-kernel form has ceil(C / CW) workgroups:
+ * a bias of 384 gives 48, which leaves most of a big GPU's 132
+ * multiprocessors idle however the rows are interleaved (gpt_small's bias
+ * sums took 38 us each for 25 MB, a tenth of the copy bandwidth). With
+ * fewer than COLSUM_FILL column workgroups and at least SPLIT_R rows, phase 1
+ * splits the rows into S contiguous chunks, a workgroup per (column group,
+ * chunk) writing one partial sum per column into the workspace, and phase 2
+ * adds each column's S partials in chunk order and stores them (through st,
+ * so an epilogue still applies). COLSUM_FILL is the matmul's FILL (about
+ * three workgroups per H200 multiprocessor); a chunk keeps at least
+ * SPLIT_CHUNK rows so the partials stay a small part of the traffic. */
+#define COLSUM_FILL 384
+#define SPLIT_R 4096
+#define SPLIT_CHUNK 256
+#define SPLIT_MAX 64
+
+/* TG_WGSL_COLSUM picks the column sums' form, read once: "two" (the
+ * default) splits tall sums as above, "one" keeps one kernel per sum, a
+ * number N forces N chunks on every sum of at least SPLIT_R rows (for
+ * measuring). tg_wgsl_colsum_test_split overrides it. */
+static int colsum_env = -2, colsum_test = -1; /* -1: by shape, 0: never, > 0: that many chunks */
+
+void tg_wgsl_colsum_test_split(int s) { colsum_test = s; }
+
+static int colsum_knob(void) {
+    if (colsum_test >= 0) return colsum_test;
+    if (colsum_env == -2) {
+        const char *e = getenv("TG_WGSL_COLSUM");
+        colsum_env = -1;
+        if (e && strcmp(e, "one") == 0) colsum_env = 0;
+        else if (e && atoi(e) > 0) colsum_env = atoi(e) > SPLIT_MAX ? SPLIT_MAX : atoi(e);
+    }
+    return colsum_env;
+}
+
+int tg_wk_colsum_chunks(int64_t R, int64_t C) {
+    int knob = colsum_knob();
+    int64_t groups = (C + CW - 1) / CW;
+    if (knob == 0 || R < 2 || C < 1) return 1;
+    if (colsum_test > 0) return (int64_t)knob > R ? (int)R : knob; /* tests: at any size */
+    if (R < SPLIT_R) return 1;
+    if (knob > 0) return knob;
+    if (groups >= COLSUM_FILL) return 1;
+    int64_t s = (COLSUM_FILL + groups - 1) / groups;
+    if (s > R / SPLIT_CHUNK) s = R / SPLIT_CHUNK;
+    if (s > SPLIT_MAX) s = SPLIT_MAX;
+    return s < 2 ? 1 : (int)s;
+}
+
+/* Phase 2 of a split column sum: output c is the sum of work[s * C + c] over the S chunks, in order. */
+static bool colsum_combine(wk *k, int S, int64_t C, const char *type) {
+    if (!tg_wk_flat(k, C)) return false;
+    tg_wsb_printf(&k->s,
+               "    var acc = %s(0);\n"
+               "    for (var s = 0u; s < %du; s++) { acc += bitcast<%s>(work[s * %lldu + i]); }\n"
+               "    st(i, acc);\n",
+               type, S, type, (long long)C);
+    tg_wk_end(k);
+    return true;
+}
+
 /* expr -> [C]: the sum over r < R of expr, an expression of (r, c).
  * Few columns (a bias of 384) over many rows (16384) is the common case:
  * 8 columns per workgroup gives 48 workgroups instead of 12, and each
@@ -79,21 +144,35 @@ void tg_wk_rows_once(wk_rows *L) { tg_wsb_printf(&L->k->s, L->wide ? "    if (li
  * multiprocessor, so tall sums (R >= TALL_R) interleave 128 row sets of 8
  * partials each (1024 invocations) instead of 32 of 4. Measured on the
  * H200, gpt_small: its 19 bias sums 1.25 -> 0.41 ms, 13 gain sums 1.49 ->
- * 0.70 ms, the step 49.7 -> 48.0 ms; 16 partials gave 48.4 ms. */
+ * 0.70 ms, the step 49.7 -> 48.0 ms; 16 partials gave 48.4 ms.
+ * Split in two phases (tg_wk_colsum_chunks > 1), phase 1 runs this over
+ * each chunk of rows, a grid of column groups x chunks, with 32 row sets
+ * of 8 partials (enough workgroups now carry the loads in flight). */
 bool tg_wk_colsum(wk *k, int64_t R, int64_t C, const char *expr, const char *type) {
+    int S = tg_wk_colsum_chunks(R, C);
+    if (S > 1 && k->phase == 0) return tg_wk_fail(k, TG_ERR_BACKEND, "a split column sum runs in two phases");
+    if (S > 1 && k->phase == 2) return colsum_combine(k, S, C, type);
     int rw = 32, un = 4; /* interleaved row sets, combined at the end; partials per invocation */
-    if (R >= TALL_R && CW * 128 <= k->lim->max_invocations_per_workgroup) rw = 128, un = 8;
+    if (S > 1) un = 8;
+    else if (R >= TALL_R && CW * 128 <= k->lim->max_invocations_per_workgroup) rw = 128, un = 8;
+    int64_t groups = (C + CW - 1) / CW, chunk = (R + S - 1) / S;
     tg_wsb_printf(&k->s, "var<workgroup> red: array<%s, %d>;\n", type, CW * rw);
     tg_wsb_printf(&k->s, "fn colv(r: u32, c: u32) -> %s { return %s; }\n", type, expr);
-    if (!tg_wk_main(k, (C + CW - 1) / CW, CW * rw)) return false;
-    k->spec->threads = ((C + CW - 1) / CW) * CW * rw;
-    tg_wsb_printf(&k->s, "    let tx = lid %% %du;\n    let ty = lid / %du;\n    let c = gid * %du + tx;\n", CW, CW, CW);
+    if (!tg_wk_main(k, groups * S, CW * rw)) return false;
+    k->spec->threads = groups * S * CW * rw;
+    if (S > 1) /* rows [r0, r1) of chunk gid / groups */
+        tg_wsb_printf(&k->s,
+                   "    let chunk = gid / %lldu;\n    let cg = gid %% %lldu;\n"
+                   "    let r0 = chunk * %lldu;\n    let r1 = min(r0 + %lldu, %lldu);\n",
+                   (long long)groups, (long long)groups, (long long)chunk, (long long)chunk, (long long)R);
+    else tg_wsb_printf(&k->s, "    let cg = gid;\n    let r0 = 0u;\n    let r1 = %lldu;\n", (long long)R);
+    tg_wsb_printf(&k->s, "    let tx = lid %% %du;\n    let ty = lid / %du;\n    let c = cg * %du + tx;\n", CW, CW, CW);
     for (int u = 0; u < un; u++) tg_wsb_printf(&k->s, "    var a%d = %s(0);\n", u, type);
-    tg_wsb_printf(&k->s, "    if (c < %lldu) {\n        var r = ty;\n        while (r + %du < %lldu) {\n", (long long)C,
-               (un - 1) * rw, (long long)R);
+    tg_wsb_printf(&k->s, "    if (c < %lldu) {\n        var r = r0 + ty;\n        while (r + %du < r1) {\n", (long long)C,
+               (un - 1) * rw);
     for (int u = 0; u < un; u++) tg_wsb_printf(&k->s, "            a%d += colv(r + %du, c);\n", u, u * rw);
-    tg_wsb_printf(&k->s, "            r += %du;\n        }\n        while (r < %lldu) { a0 += colv(r, c); r += %du; }\n    }\n",
-               un * rw, (long long)R, rw);
+    tg_wsb_printf(&k->s, "            r += %du;\n        }\n        while (r < r1) { a0 += colv(r, c); r += %du; }\n    }\n",
+               un * rw, rw);
     /* the partials pairwise: (a0 + a1) + (a2 + a3), then those pairs */
     for (int w = 1; w < un; w *= 2)
         for (int u = 0; u + w < un; u += 2 * w) tg_wsb_printf(&k->s, "    a%d = a%d + a%d;\n", u, u, u + w);
@@ -101,8 +180,11 @@ bool tg_wk_colsum(wk *k, int64_t R, int64_t C, const char *expr, const char *typ
                "    red[lid] = a0;\n    workgroupBarrier();\n"
                "    for (var s = %du; s > 0u; s = s >> 1u) {\n"
                "        if (ty < s) { red[lid] = red[lid] + red[lid + s * %du]; }\n"
-               "        workgroupBarrier();\n    }\n"
-               "    if (ty == 0u && c < %lldu) { st(c, red[tx]); }\n}\n",
-               rw / 2, CW, (long long)C);
+               "        workgroupBarrier();\n    }\n",
+               rw / 2, CW);
+    if (S > 1)
+        tg_wsb_printf(&k->s, "    if (ty == 0u && c < %lldu) { work[chunk * %lldu + c] = bitcast<u32>(red[tx]); }\n}\n",
+                   (long long)C, (long long)C);
+    else tg_wsb_printf(&k->s, "    if (ty == 0u && c < %lldu) { st(c, red[tx]); }\n}\n", (long long)C);
     return true;
 }
