@@ -333,8 +333,10 @@ static void test_matmul_configs(bool verbose) {
     par_check(&tall_k, verbose);
 }
 
-/* ---- column sums in one and two phases ---- */
+/* ---- row kernels in each form, column sums in one and two phases ---- */
 
+static tg_tensor b_sm_last(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_softmax(p[0], -1); }
+static tg_tensor b_sm_mid(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_softmax(p[0], 1); }
 /* a sum with producers (add, scale: nothing keeps their values for the
  * backward) and an epilogue (scale, shift) that the planner fuses into it */
 static tg_tensor b_sum_fused(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
@@ -344,6 +346,40 @@ static tg_tensor b_sum_lead(tg_graph *g, const tg_tensor *p, const tg_tensor *i)
 /* a linear layer: its bias gradient is a column sum of the output's gradient */
 static tg_tensor b_linear(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
     return tg_gelu(tg_add(tg_matmul(p[0], p[1]), p[2]));
+}
+
+/* Every row op (forward and backward: layer/RMS norm, norm_stats, norm_dx,
+ * softmax along the last and a middle axis, log_softmax, the causal softmax,
+ * cross-entropy) in both forms of rows.c, at row lengths around the
+ * thresholds: 1 and 31 (a thread per row), 33 (a workgroup of 64, one
+ * element each in registers), 384 (6, all full), 385 (7, the last partial)
+ * and 1000 (past the register limit: loops either way). */
+static void test_row_forms(bool verbose) {
+    static const int64_t lens[] = {1, 31, 33, 384, 385, 1000};
+    for (int form = 0; form <= 1; form++) {
+        tg_wgsl_rows_test_form(form);
+        for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+            int64_t A = lens[li];
+            if (form == 0 && A <= 32) continue; /* a thread per row: the same kernel in both forms */
+            char name[8][96];
+            const char *what[8] = {"layer_norm", "rms_norm", "softmax last", "softmax middle", "log_softmax", "softmax_causal",
+                                   "cross_entropy", "log_softmax middle"};
+            for (int q = 0; q < 8; q++) snprintf(name[q], sizeof name[q], "%s, rows of %lld, %s", what[q], (long long)A,
+                                                  form ? "registers" : "loops");
+            const par_case cs[8] = {
+                {name[0], PRM(S(5, A), S(A), S(A)), P_NONE, 0, 1, b_ln, 1e-4f},
+                {name[1], PRM(S(2, 3, A), S(A)), P_NONE, 0, 1, b_rms, 1e-4f},
+                {name[2], PRM(S(4, A)), P_NONE, 0, 1, b_sm_last, 1e-4f},
+                {name[3], PRM(S(2, A, 3)), P_NONE, 0, 1, b_sm_mid, 1e-4f},
+                {name[4], PRM(S(3, A)), P_NONE, 0, 1, b_lsm_last, 1e-4f},
+                {name[5], PRM(S(2, A < 400 ? A : 40, A)), P_NONE, 0, 1, b_smc, 1e-4f},
+                {name[6], PRM(S(6, A)), {S(6), P_END}, -1, (int)A + 1, b_xent, 1e-4f},
+                {name[7], PRM(S(2, A, 2)), P_NONE, 0, 1, b_lsm_mid, 1e-4f},
+            };
+            for (int q = 0; q < 8; q++) par_check(&cs[q], verbose);
+        }
+    }
+    tg_wgsl_rows_test_form(-1);
 }
 
 /* Column sums (bias and gain gradients, sums over leading axes, the
@@ -462,8 +498,8 @@ int main(int argc, char **argv) {
         if (tg_webgpu_info(&(tg_webgpu_adapter_info){0}) == TG_OK) test_matmul_configs(true);
         return check_summary("test_webgpu");
     }
-    if (argc > 1 && strcmp(argv[1], "--rows") == 0) { /* the column-split cases alone */
-        if (tg_webgpu_info(&(tg_webgpu_adapter_info){0}) == TG_OK) test_colsum_split(argc > 2);
+    if (argc > 1 && strcmp(argv[1], "--rows") == 0) { /* the row-form and column-split cases alone */
+        if (tg_webgpu_info(&(tg_webgpu_adapter_info){0}) == TG_OK) test_row_forms(argc > 2), test_colsum_split(argc > 2);
         return check_summary("test_webgpu");
     }
     test_emitter_table();
@@ -481,6 +517,7 @@ int main(int argc, char **argv) {
     test_op_table(verbose);
     test_ops_2d_grid(verbose);
     test_matmul_configs(verbose);
+    test_row_forms(verbose);
     test_colsum_split(verbose);
     par_check(&big_case, verbose);
     test_training(verbose);

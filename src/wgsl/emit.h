@@ -119,9 +119,21 @@ typedef struct {
     bool wide;
     uint32_t wg;
     int64_t lines, A, inner;
+    int regs;                /* elements per invocation held in registers (0: passes read memory) */
+    unsigned by_row, by_col; /* tg_wk_rows_cache's inputs */
 } wk_rows;
 bool tg_wk_rows_open(wk_rows *L, wk *k, int64_t lines, int64_t A, int64_t inner);
 void tg_wk_rows_loop(wk_rows *L, const char *len); /* caller writes the body and "    }\n" */
+/* The inputs (bit K: ldK) a kernel reads at the row's elements (by_row:
+ * ldK(p)) or at their position in the row (by_col: ldK(a), a gain): bodies
+ * of tg_wk_rows_each read them as vK. In the register form (TG_WGSL_ROWS,
+ * rows.c) each invocation reads its elements of them here, once. Call it
+ * right after tg_wk_rows_open. */
+void tg_wk_rows_cache(wk_rows *L, unsigned by_row, unsigned by_col);
+/* A pass over the row's elements a < len (NULL: the whole row) running
+ * `body` (statements on a, p and the cached vK, each line indented by 8
+ * spaces) for each; unrolled over the registers in the register form. */
+void tg_wk_rows_each(wk_rows *L, const char *len, const char *body);
 void tg_wk_rows_combine(wk_rows *L, const char *var, bool is_max, const char *out);
 /* Opens a block run by one invocation per row (close it with "    }\n"). */
 void tg_wk_rows_once(wk_rows *L);

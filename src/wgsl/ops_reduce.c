@@ -129,37 +129,31 @@ static bool open_axis(wk_rows *L, wk *k, int axis) {
 bool tg_wgsl_softmax_lines(wk *k) {
     wk_rows L;
     if (!open_axis(&L, k, (int)k->n->at.axis.axis)) return false;
-    char A[32];
-    snprintf(A, sizeof A, "%lldu", (long long)L.A);
     switch (k->n->op) {
     case TG_OP_LOG_SOFTMAX:
+        tg_wk_rows_cache(&L, 1u, 0u);
         tg_wsb_printf(&k->s, "    var m = " NEG_INF ";\n");
-        tg_wk_rows_loop(&L, A);
-        tg_wsb_printf(&k->s, "        m = max(m, ld0(p));\n    }\n");
+        tg_wk_rows_each(&L, NULL, "        m = max(m, v0);\n");
         tg_wk_rows_combine(&L, "m", true, "mx");
         tg_wsb_printf(&k->s, "    var z = 0.0f;\n");
-        tg_wk_rows_loop(&L, A);
-        tg_wsb_printf(&k->s, "        z += exp(ld0(p) - mx);\n    }\n");
+        tg_wk_rows_each(&L, NULL, "        z += exp(v0 - mx);\n");
         tg_wk_rows_combine(&L, "z", false, "zs");
         tg_wsb_printf(&k->s, "    let lz = mx + log(zs);\n");
-        tg_wk_rows_loop(&L, A);
-        tg_wsb_printf(&k->s, "        st(p, ld0(p) - lz);\n    }\n");
+        tg_wk_rows_each(&L, NULL, "        st(p, v0 - lz);\n");
         break;
     case TG_OP_LOG_SOFTMAX_GRAD: /* gx = gy - exp(y) * sum(gy) */
+        tg_wk_rows_cache(&L, 3u, 0u);
         tg_wsb_printf(&k->s, "    var sg = 0.0f;\n");
-        tg_wk_rows_loop(&L, A);
-        tg_wsb_printf(&k->s, "        sg += ld1(p);\n    }\n");
+        tg_wk_rows_each(&L, NULL, "        sg += v1;\n");
         tg_wk_rows_combine(&L, "sg", false, "sgs");
-        tg_wk_rows_loop(&L, A);
-        tg_wsb_printf(&k->s, "        st(p, ld1(p) - exp(ld0(p)) * sgs);\n    }\n");
+        tg_wk_rows_each(&L, NULL, "        st(p, v1 - exp(v0) * sgs);\n");
         break;
     case TG_OP_SOFTMAX_GRAD: /* gx = y * (gy - sum(gy * y)) */
+        tg_wk_rows_cache(&L, 3u, 0u);
         tg_wsb_printf(&k->s, "    var d = 0.0f;\n");
-        tg_wk_rows_loop(&L, A);
-        tg_wsb_printf(&k->s, "        d += ld1(p) * ld0(p);\n    }\n");
+        tg_wk_rows_each(&L, NULL, "        d += v1 * v0;\n");
         tg_wk_rows_combine(&L, "d", false, "ds");
-        tg_wk_rows_loop(&L, A);
-        tg_wsb_printf(&k->s, "        st(p, ld0(p) * (ld1(p) - ds));\n    }\n");
+        tg_wk_rows_each(&L, NULL, "        st(p, v0 * (v1 - ds));\n");
         break;
     default: return tg_wk_fail(k, TG_ERR_BACKEND, "not a softmax-family op");
     }
@@ -173,20 +167,16 @@ bool tg_wgsl_softmax_causal(wk *k) {
     int64_t Tk = s->d[s->ndim - 1], Tq = s->d[s->ndim - 2];
     wk_rows L;
     if (!tg_wk_rows_open(&L, k, Tk ? tg_ir_numel(k->n) / Tk : 0, Tk, 1)) return false;
-    char A[32];
-    snprintf(A, sizeof A, "%lldu", (long long)Tk);
+    tg_wk_rows_cache(&L, 1u, 0u);
     tg_wsb_printf(&k->s, "    let valid = min(l %% %lldu + 1u, %lldu);\n    var m = " NEG_INF ";\n", (long long)Tq,
                (long long)Tk);
-    tg_wk_rows_loop(&L, "valid");
-    tg_wsb_printf(&k->s, "        m = max(m, ld0(p));\n    }\n");
+    tg_wk_rows_each(&L, "valid", "        m = max(m, v0);\n");
     tg_wk_rows_combine(&L, "m", true, "mx");
     tg_wsb_printf(&k->s, "    var z = 0.0f;\n");
-    tg_wk_rows_loop(&L, "valid");
-    tg_wsb_printf(&k->s, "        z += exp(ld0(p) - mx);\n    }\n");
+    tg_wk_rows_each(&L, "valid", "        z += exp(v0 - mx);\n");
     tg_wk_rows_combine(&L, "z", false, "zs");
     tg_wsb_printf(&k->s, "    let inv = 1.0f / zs;\n");
-    tg_wk_rows_loop(&L, A);
-    tg_wsb_printf(&k->s, "        st(p, select(0.0f, exp(ld0(p) - mx) * inv, a < valid));\n    }\n");
+    tg_wk_rows_each(&L, NULL, "        st(p, select(0.0f, exp(v0 - mx) * inv, a < valid));\n");
     tg_wk_end(k);
     return true;
 }

@@ -40,8 +40,33 @@ void tg_wk_reduce(wk *k, uint32_t wg, const char *val, bool is_max, const char *
                val, wg / 2, is_max ? "max(red[lid], red[lid + s])" : "red[lid] + red[lid + s]", out);
 }
 
+/* TG_WGSL_ROWS picks how a long row's workgroup walks its row, read once:
+ *   regs (the default): when the row fits in registers (at most REG_MAX
+ *     elements per invocation: 512 with 64 invocations), each invocation
+ *     reads its elements of the row's inputs once, into named variables,
+ *     and every pass reuses them, so a layer norm reads x once instead of
+ *     three times (gpt_small's rows of 384: 6 per invocation);
+ *   loop: every pass reads the row again from memory (the form before).
+ * tg_wgsl_rows_test_form overrides it. */
+enum { ROWS_LOOP, ROWS_REGS };
+#define REG_MAX 8
+
+static int rows_env = -1, rows_test = -1;
+
+void tg_wgsl_rows_test_form(int form) { rows_test = form; }
+
+static int rows_form(void) {
+    if (rows_test >= 0) return rows_test;
+    if (rows_env < 0) {
+        const char *e = getenv("TG_WGSL_ROWS");
+        rows_env = e && strcmp(e, "loop") == 0 ? ROWS_LOOP : ROWS_REGS;
+    }
+    return rows_env;
+}
+
 bool tg_wk_rows_open(wk_rows *L, wk *k, int64_t lines, int64_t A, int64_t inner) {
-    *L = (wk_rows){k, A > SHORT_ROW, tg_wk_row_wg(A), lines, A, inner};
+    *L = (wk_rows){k, A > SHORT_ROW, tg_wk_row_wg(A), lines, A, inner, 0, 0, 0};
+    if (L->wide && rows_form() == ROWS_REGS && A <= (int64_t)L->wg * REG_MAX) L->regs = (int)((A + L->wg - 1) / L->wg);
     if (L->wide) {
         tg_wk_red_decl(k, L->wg, "f32");
         if (!tg_wk_main(k, lines, L->wg)) return false;
@@ -57,6 +82,58 @@ bool tg_wk_rows_open(wk_rows *L, wk *k, int64_t lines, int64_t A, int64_t inner)
         tg_wsb_printf(&k->s, "    let base = (l / %lldu) * %lldu + l %% %lldu;\n", (long long)inner, (long long)(A * inner),
                    (long long)inner);
     return true;
+}
+
+/* Slot j of an invocation in the register form: element lid + j * wg; the
+ * last slot may lie past the row. */
+static bool slot_full(const wk_rows *L, int j) { return (int64_t)(j + 1) * L->wg <= L->A; }
+
+void tg_wk_rows_cache(wk_rows *L, unsigned by_row, unsigned by_col) {
+    wk *k = L->k;
+    L->by_row = by_row, L->by_col = by_col;
+    if (!L->regs) return;
+    for (int K = 0; K < TG_MAX_IN; K++) {
+        if (!((by_row | by_col) >> K & 1)) continue;
+        const char *t = tg_wk_type(tg_wk_in(k, K)->dtype);
+        for (int j = 0; j < L->regs; j++) {
+            char at[64];
+            if (by_row >> K & 1) snprintf(at, sizeof at, "base + (lid + %du) * %lldu", j * L->wg, (long long)L->inner);
+            else snprintf(at, sizeof at, "lid + %du", j * L->wg);
+            if (slot_full(L, j)) tg_wsb_printf(&k->s, "    let r%d_%d = ld%d(%s);\n", K, j, K, at);
+            else
+                tg_wsb_printf(&k->s, "    var r%d_%d = %s(0);\n    if (lid + %du < %lldu) { r%d_%d = ld%d(%s); }\n", K, j, t,
+                           j * L->wg, (long long)L->A, K, j, K, at);
+        }
+    }
+}
+
+/* the cached inputs' values at the element: vK = ldK(p) or ldK(a), or its register */
+static void cached_lets(wk_rows *L, int j) {
+    for (int K = 0; K < TG_MAX_IN; K++) {
+        if (!((L->by_row | L->by_col) >> K & 1)) continue;
+        if (j >= 0) tg_wsb_printf(&L->k->s, "        let v%d = r%d_%d;\n", K, K, j);
+        else tg_wsb_printf(&L->k->s, "        let v%d = ld%d(%s);\n", K, K, L->by_row >> K & 1 ? "p" : "a");
+    }
+}
+
+void tg_wk_rows_each(wk_rows *L, const char *len, const char *body) {
+    wk *k = L->k;
+    char full[32];
+    snprintf(full, sizeof full, "%lldu", (long long)L->A);
+    if (!L->regs) {
+        tg_wk_rows_loop(L, len ? len : full);
+        cached_lets(L, -1);
+        tg_wsb_printf(&k->s, "%s    }\n", body);
+        return;
+    }
+    for (int j = 0; j < L->regs; j++) {
+        tg_wsb_printf(&k->s, "    {\n        let a = lid + %du;\n        let p = base + a * %lldu;\n", j * L->wg,
+                   (long long)L->inner);
+        bool guard = len || !slot_full(L, j);
+        if (guard) tg_wsb_printf(&k->s, "        if (a < %s) {\n", len ? len : full);
+        cached_lets(L, j);
+        tg_wsb_printf(&k->s, "%s%s    }\n", body, guard ? "        }\n" : "");
+    }
 }
 
 void tg_wk_rows_loop(wk_rows *L, const char *len) {

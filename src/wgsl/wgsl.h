@@ -105,6 +105,9 @@ int tg_wgsl_phases(const tg_graph *g, int id, int64_t *work_bytes);
  * (s > 0, at any size), never splits (0), or chooses by shape and
  * TG_WGSL_COLSUM again (-1). */
 void tg_wgsl_colsum_test_split(int s);
+/* Tests: row kernels compiled from now on walk long rows with loops (0) or,
+ * where they fit, in registers (1); -1 goes back to TG_WGSL_ROWS. */
+void tg_wgsl_rows_test_form(int form);
 /* How many storage bindings nodes[0..n) need once overlapping ranges of one
  * arena are merged (as the emitters bind them). */
 int tg_wgsl_count_bindings(const tg_plan *plan, const int *nodes, int n);
