@@ -262,8 +262,10 @@ static int bench_gemm_session(int n, tg_backend be, int reps) {
  * MB, two of these tensors). The loss reads one element of each output, so
  * the kernels under test are the step. The norm backward kernels are built
  * as graph nodes directly (their stats input a param), each alone. Each
- * variant of rows.c runs through its test hook: the row forms (loop, regs)
- * and the column sums in one phase or two (by shape, or 16 or 32 chunks). */
+ * variant of rows.c runs through its test hook: the row forms (loop, regs),
+ * the reductions (workgroup tree, subgroups: tree where the device has
+ * none) and the column sums in one phase or two (by shape, or 16 or 32
+ * chunks). */
 
 enum { RCHAIN = 8 };
 
@@ -340,34 +342,39 @@ static int bench_rows_webgpu(int64_t R, int64_t D, int reps) {
     typedef struct {
         rb_kind kind;
         const char *variant;
-        int rows_form, colsum_split; /* the test hooks' arguments */
+        int rows_form, reduce_form, colsum_split; /* the test hooks' arguments */
         double bytes;                /* per item */
     } rb_row;
     double x = (double)R * D * 4, st = (double)R * 8, d = (double)D * 4;
     const rb_row rows[] = {
-        {RB_COPY, "-", -1, -1, 2 * x},
-        {RB_LN, "regs", 1, -1, 2 * x + 2 * d},
-        {RB_LN, "loop", 0, -1, 2 * x + 2 * d},
-        {RB_STATS, "regs", 1, -1, x + st},
-        {RB_STATS, "loop", 0, -1, x + st},
-        {RB_DX, "regs", 1, -1, 3 * x + st + d},
-        {RB_DX, "loop", 0, -1, 3 * x + st + d},
-        {RB_DGAIN, "two", -1, -1, 2 * x + st + d},
-        {RB_DGAIN, "one", -1, 0, 2 * x + st + d},
-        {RB_COLSUM, "two", -1, -1, x + d},
-        {RB_COLSUM, "one", -1, 0, x + d},
-        {RB_COLSUM, "two:16", -1, 16, x + d},
-        {RB_COLSUM, "two:32", -1, 32, x + d},
+        {RB_COPY, "-", -1, -1, -1, 2 * x},
+        {RB_LN, "regs+subgroup", 1, 1, -1, 2 * x + 2 * d},
+        {RB_LN, "regs+tree", 1, 0, -1, 2 * x + 2 * d},
+        {RB_LN, "loop+tree", 0, 0, -1, 2 * x + 2 * d},
+        {RB_STATS, "regs+subgroup", 1, 1, -1, x + st},
+        {RB_STATS, "regs+tree", 1, 0, -1, x + st},
+        {RB_STATS, "loop+tree", 0, 0, -1, x + st},
+        {RB_DX, "regs+subgroup", 1, 1, -1, 3 * x + st + d},
+        {RB_DX, "regs+tree", 1, 0, -1, 3 * x + st + d},
+        {RB_DX, "loop+tree", 0, 0, -1, 3 * x + st + d},
+        {RB_DGAIN, "two", -1, -1, -1, 2 * x + st + d},
+        {RB_DGAIN, "one", -1, -1, 0, 2 * x + st + d},
+        {RB_COLSUM, "two", -1, -1, -1, x + d},
+        {RB_COLSUM, "one", -1, -1, 0, x + d},
+        {RB_COLSUM, "two:16", -1, -1, 16, x + d},
+        {RB_COLSUM, "two:32", -1, -1, 32, x + d},
     };
     double copy_gbps = 0;
     int rc = 0;
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         const rb_row *r = &rows[i];
         tg_wgsl_rows_test_form(r->rows_form);
+        tg_wgsl_reduce_test_form(r->reduce_form);
         tg_wgsl_colsum_test_split(r->colsum_split);
         rb_case one = {r->kind, 1, R, D}, many = {r->kind, 1 + RCHAIN, R, D};
         double t1 = rb_time(&one, reps), tn = t1 >= 0 ? rb_time(&many, reps) : -1;
         tg_wgsl_rows_test_form(-1);
+        tg_wgsl_reduce_test_form(-1);
         tg_wgsl_colsum_test_split(-1);
         if (t1 < 0 || tn < 0) {
             rc = 1;

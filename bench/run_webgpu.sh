@@ -85,8 +85,8 @@ END {
         printf "%-10s %14s %14s %8s\n", gs[k], v(o), v(t), (o != "" && t > 0) ? sprintf("%.2f", o / t) : "-"
     }
     if (nrows) {
-        printf "\n%-22s %10s %10s %8s   ('"$rows_shape"': per kernel, from chains of 1 and 9)\n", "kernel (variant)", "us", "GB/s", "of copy"
-        for (k = 1; k <= nrows; k++) printf "%-22s %10s %10s %8s\n", rorder[k], v(rus[rorder[k]]), v(rgb[rorder[k]]), v(rcopy[rorder[k]])
+        printf "\n%-28s %10s %10s %8s   ('"$rows_shape"': per kernel, from chains of 1 and 9)\n", "kernel (variant)", "us", "GB/s", "of copy"
+        for (k = 1; k <= nrows; k++) printf "%-28s %10s %10s %8s\n", rorder[k], v(rus[rorder[k]]), v(rgb[rorder[k]]), v(rcopy[rorder[k]])
     }
     printf "\ntargets: gpt_small <= 1.0x eager (goal 0.8x), planned <= 0.6x torch peak, addition <= 1.0 ms and <= 100 dispatches, GEMM >= 0.75x torch.mm from 2048\n"
 }' "$out"

@@ -350,22 +350,29 @@ static tg_tensor b_linear(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
 
 /* Every row op (forward and backward: layer/RMS norm, norm_stats, norm_dx,
  * softmax along the last and a middle axis, log_softmax, the causal softmax,
- * cross-entropy) in both forms of rows.c, at row lengths around the
+ * cross-entropy) in every form of rows.c (loops or registers, workgroup
+ * trees or, where the device has them, subgroup sums), at row lengths around the
  * thresholds: 1 and 31 (a thread per row), 33 (a workgroup of 64, one
  * element each in registers), 384 (6, all full), 385 (7, the last partial)
  * and 1000 (past the register limit: loops either way). */
 static void test_row_forms(bool verbose) {
     static const int64_t lens[] = {1, 31, 33, 384, 385, 1000};
-    for (int form = 0; form <= 1; form++) {
-        tg_wgsl_rows_test_form(form);
+    tg_webgpu_adapter_info info;
+    CHECK_OK(tg_webgpu_info(&info));
+    bool sg = strstr(info.features, "subgroups") != NULL;
+    for (int form = 0; form < 4; form++) {
+        if (form >= 2 && !sg) break;
+        tg_wgsl_rows_test_form(form & 1);
+        tg_wgsl_reduce_test_form(form >> 1);
         for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
             int64_t A = lens[li];
-            if (form == 0 && A <= 32) continue; /* a thread per row: the same kernel in both forms */
+            if (form != 1 && A <= 32) continue; /* a thread per row: the same kernel in every form */
             char name[8][96];
             const char *what[8] = {"layer_norm", "rms_norm", "softmax last", "softmax middle", "log_softmax", "softmax_causal",
                                    "cross_entropy", "log_softmax middle"};
+            static const char *const forms[4] = {"loops, tree", "registers, tree", "loops, subgroups", "registers, subgroups"};
             for (int q = 0; q < 8; q++) snprintf(name[q], sizeof name[q], "%s, rows of %lld, %s", what[q], (long long)A,
-                                                  form ? "registers" : "loops");
+                                                  forms[form]);
             const par_case cs[8] = {
                 {name[0], PRM(S(5, A), S(A), S(A)), P_NONE, 0, 1, b_ln, 1e-4f},
                 {name[1], PRM(S(2, 3, A), S(A)), P_NONE, 0, 1, b_rms, 1e-4f},
@@ -380,6 +387,7 @@ static void test_row_forms(bool verbose) {
         }
     }
     tg_wgsl_rows_test_form(-1);
+    tg_wgsl_reduce_test_form(-1);
 }
 
 /* Column sums (bias and gain gradients, sums over leading axes, the
@@ -460,7 +468,7 @@ static void test_ops_2d_grid(bool verbose) {
     CHECK_OK(tg_webgpu_info(&info));
     tg_wgsl_limits l = {info.max_storage_buffer_binding_size, info.max_buffer_size,
                         info.max_storage_buffers_per_shader_stage, info.max_compute_workgroup_storage_size,
-                        info.max_compute_invocations_per_workgroup, 16, info.min_storage_buffer_offset_alignment, false, false};
+                        info.max_compute_invocations_per_workgroup, 16, info.min_storage_buffer_offset_alignment, false, false, 0};
     tg_wgpu_test_override_limits(&l);
     for (int i = 0; i < N_CASES; i++) {
         bool fits = true;

@@ -44,6 +44,7 @@ typedef struct {
     unsigned *helpers;   /* tg_wk_helper texts already in the module */
     unsigned own_helpers;
     int phase;           /* kernels that run in two dispatches (split-K matmul): 1, 2; else 0 */
+    bool subgroups;      /* the body calls subgroup builtins: the module starts with `enable subgroups;` */
 } wk;
 
 /* Module-scope helper texts shared by inlinable emitters (tg_wk_helper ids). */
@@ -121,6 +122,7 @@ typedef struct {
     int64_t lines, A, inner;
     int regs;                /* elements per invocation held in registers (0: passes read memory) */
     unsigned by_row, by_col; /* tg_wk_rows_cache's inputs */
+    bool sg_named;           /* the subgroup reduction's names are declared */
 } wk_rows;
 bool tg_wk_rows_open(wk_rows *L, wk *k, int64_t lines, int64_t A, int64_t inner);
 void tg_wk_rows_loop(wk_rows *L, const char *len); /* caller writes the body and "    }\n" */

@@ -65,7 +65,7 @@ static int rows_form(void) {
 }
 
 bool tg_wk_rows_open(wk_rows *L, wk *k, int64_t lines, int64_t A, int64_t inner) {
-    *L = (wk_rows){k, A > SHORT_ROW, tg_wk_row_wg(A), lines, A, inner, 0, 0, 0};
+    *L = (wk_rows){k, A > SHORT_ROW, tg_wk_row_wg(A), lines, A, inner, 0, 0, 0, false};
     if (L->wide && rows_form() == ROWS_REGS && A <= (int64_t)L->wg * REG_MAX) L->regs = (int)((A + L->wg - 1) / L->wg);
     if (L->wide) {
         tg_wk_red_decl(k, L->wg, "f32");
@@ -142,8 +142,59 @@ void tg_wk_rows_loop(wk_rows *L, const char *len) {
     tg_wsb_printf(&L->k->s, "        let p = base + a * %lldu;\n", (long long)L->inner);
 }
 
+/* TG_WGSL_REDUCE picks how a long row's workgroup combines its
+ * invocations' values, read once:
+ *   subgroup (the default where the device was created with subgroups):
+ *     a subgroup sum (or max), one value per subgroup into workgroup
+ *     memory, then every invocation adds those few: 2 barriers instead of
+ *     the tree's 8 for 64 invocations (2 values per row on the H200's
+ *     subgroups of 32, 8 on lavapipe's 8);
+ *   tree: the workgroup tree of tg_wk_reduce.
+ * Subgroups are taken to be runs of consecutive local invocation indices
+ * (as GPUs and lavapipe form them). tg_wgsl_reduce_test_form overrides it. */
+static int reduce_env = -1, reduce_test = -1;
+
+void tg_wgsl_reduce_test_form(int form) { reduce_test = form; }
+
+static bool use_subgroups(const wk *k) {
+    if (!k->lim->subgroup_min_size) return false;
+    if (reduce_test >= 0) return reduce_test == 1;
+    if (reduce_env < 0) {
+        const char *e = getenv("TG_WGSL_REDUCE");
+        reduce_env = !(e && strcmp(e, "tree") == 0);
+    }
+    return reduce_env == 1;
+}
+
+/* sg_n: invocations in this one's subgroup (all are active here: the only
+ * early return is the whole workgroup's); sg_slot: the subgroup's index,
+ * sg_lead: its first invocation. Declared once, at the first reduction. */
+static void subgroup_combine(wk_rows *L, const char *var, bool is_max, const char *out) {
+    wk *k = L->k;
+    uint32_t nq = (L->wg + k->lim->subgroup_min_size - 1) / k->lim->subgroup_min_size;
+    k->subgroups = true;
+    if (!L->sg_named)
+        tg_wsb_printf(&k->s,
+                   "    let sg_n = subgroupAdd(1u);\n    let sg_first = subgroupBroadcastFirst(lid);\n"
+                   "    let sg_slot = sg_first / sg_n;\n    let sg_lead = lid == sg_first;\n");
+    L->sg_named = true;
+    tg_wsb_printf(&k->s,
+               "    let %s_sg = %s(%s);\n    if (sg_lead) { red[sg_slot] = %s_sg; }\n    workgroupBarrier();\n"
+               "    var %s_all = red[0];\n",
+               out, is_max ? "subgroupMax" : "subgroupAdd", var, out, out);
+    if (nq > 1) { /* the bound is a literal (the smallest subgroup): uniform */
+        char acc[96];
+        if (is_max) snprintf(acc, sizeof acc, "max(%s_all, red[q])", out);
+        else snprintf(acc, sizeof acc, "%s_all + red[q]", out);
+        tg_wsb_printf(&k->s, "    for (var q = 1u; q < %uu; q++) { if (q * sg_n < %uu) { %s_all = %s; } }\n", nq, L->wg, out,
+                   acc);
+    }
+    tg_wsb_printf(&k->s, "    let %s = %s_all;\n    workgroupBarrier();\n", out, out);
+}
+
 void tg_wk_rows_combine(wk_rows *L, const char *var, bool is_max, const char *out) {
-    if (L->wide) tg_wk_reduce(L->k, L->wg, var, is_max, out);
+    if (L->wide && use_subgroups(L->k)) subgroup_combine(L, var, is_max, out);
+    else if (L->wide) tg_wk_reduce(L->k, L->wg, var, is_max, out);
     else tg_wsb_printf(&L->k->s, "    let %s = %s;\n", out, var);
 }
 

@@ -39,6 +39,9 @@ typedef struct {
      * seconds on long straight-line code (the fused attention then walks
      * its register rows with loops instead of unrolling them). */
     bool cpu_adapter;
+    /* The smallest subgroup the device may run, when it was created with
+     * the subgroups feature; 0: no subgroups (kernels use workgroup trees). */
+    uint32_t subgroup_min_size;
 } tg_wgsl_limits;
 
 /* Bindings a kernel may have (a fused kernel reads more than one node's
@@ -108,6 +111,10 @@ void tg_wgsl_colsum_test_split(int s);
 /* Tests: row kernels compiled from now on walk long rows with loops (0) or,
  * where they fit, in registers (1); -1 goes back to TG_WGSL_ROWS. */
 void tg_wgsl_rows_test_form(int form);
+/* Tests: row kernels compiled from now on combine their rows with
+ * workgroup trees (0) or, on a device with subgroups, subgroup sums (1);
+ * -1 goes back to TG_WGSL_REDUCE. */
+void tg_wgsl_reduce_test_form(int form);
 /* How many storage bindings nodes[0..n) need once overlapping ranges of one
  * arena are merged (as the emitters bind them). */
 int tg_wgsl_count_bindings(const tg_plan *plan, const int *nodes, int n);
