@@ -137,6 +137,8 @@ void tg_wk_rows_cache(wk_rows *L, unsigned by_row, unsigned by_col);
  * spaces) for each; unrolled over the registers in the register form. */
 void tg_wk_rows_each(wk_rows *L, const char *len, const char *body);
 void tg_wk_rows_combine(wk_rows *L, const char *var, bool is_max, const char *out);
+/* Two sums at once (va -> oa, vb -> ob): with subgroups, behind one pair of barriers. */
+void tg_wk_rows_combine2(wk_rows *L, const char *va, const char *vb, const char *oa, const char *ob);
 /* Opens a block run by one invocation per row (close it with "    }\n"). */
 void tg_wk_rows_once(wk_rows *L);
 

@@ -141,8 +141,7 @@ bool tg_wgsl_norm_dx(wk *k) {
     tg_wk_rows_cache(&L, 1u | 4u, 2u); /* x and gy by element, the gain by column */
     tg_wsb_printf(&k->s, "    let mean = ld3(2u * l);\n    let rstd = ld3(2u * l + 1u);\n    var sa = 0.0f;\n    var sb = 0.0f;\n");
     tg_wk_rows_each(&L, NULL, "        let d = v2 * v1;\n        sa += d;\n        sb += d * ((v0 - mean) * rstd);\n");
-    tg_wk_rows_combine(&L, "sa", false, "ta");
-    tg_wk_rows_combine(&L, "sb", false, "tb");
+    tg_wk_rows_combine2(&L, "sa", "sb", "ta", "tb");
     if (k->n->at.norm.rms) tg_wsb_printf(&k->s, "    let am = 0.0f;\n");
     else tg_wsb_printf(&k->s, "    let am = ta / %s;\n", Df);
     tg_wsb_printf(&k->s, "    let bm = tb / %s;\n", Df);

@@ -166,36 +166,53 @@ static bool use_subgroups(const wk *k) {
     return reduce_env == 1;
 }
 
-/* sg_n: invocations in this one's subgroup (all are active here: the only
- * early return is the whole workgroup's); sg_slot: the subgroup's index,
- * sg_lead: its first invocation. Declared once, at the first reduction. */
-static void subgroup_combine(wk_rows *L, const char *var, bool is_max, const char *out) {
+/* Slots of red one subgroup reduction needs: one per subgroup of the smallest size. */
+static uint32_t sg_slots(const wk_rows *L) {
+    return (L->wg + L->k->lim->subgroup_min_size - 1) / L->k->lim->subgroup_min_size;
+}
+
+/* n values var[i] -> out[i] (all sums, or n = 1 and a max), their slots
+ * side by side in red (n * sg_slots <= wg). sg_n: invocations in this one's
+ * subgroup (all are active here: the only early return is the whole
+ * workgroup's); sg_slot: the subgroup's index, sg_lead: its first
+ * invocation. Declared once, at the first reduction. */
+static void subgroup_combine(wk_rows *L, int n, const char *const *var, bool is_max, const char *const *out) {
     wk *k = L->k;
-    uint32_t nq = (L->wg + k->lim->subgroup_min_size - 1) / k->lim->subgroup_min_size;
+    uint32_t nq = sg_slots(L);
     k->subgroups = true;
     if (!L->sg_named)
         tg_wsb_printf(&k->s,
                    "    let sg_n = subgroupAdd(1u);\n    let sg_first = subgroupBroadcastFirst(lid);\n"
                    "    let sg_slot = sg_first / sg_n;\n    let sg_lead = lid == sg_first;\n");
     L->sg_named = true;
-    tg_wsb_printf(&k->s,
-               "    let %s_sg = %s(%s);\n    if (sg_lead) { red[sg_slot] = %s_sg; }\n    workgroupBarrier();\n"
-               "    var %s_all = red[0];\n",
-               out, is_max ? "subgroupMax" : "subgroupAdd", var, out, out);
-    if (nq > 1) { /* the bound is a literal (the smallest subgroup): uniform */
-        char acc[96];
-        if (is_max) snprintf(acc, sizeof acc, "max(%s_all, red[q])", out);
-        else snprintf(acc, sizeof acc, "%s_all + red[q]", out);
-        tg_wsb_printf(&k->s, "    for (var q = 1u; q < %uu; q++) { if (q * sg_n < %uu) { %s_all = %s; } }\n", nq, L->wg, out,
-                   acc);
+    for (int i = 0; i < n; i++)
+        tg_wsb_printf(&k->s, "    let %s_sg = %s(%s);\n    if (sg_lead) { red[%uu + sg_slot] = %s_sg; }\n", out[i],
+                   is_max ? "subgroupMax" : "subgroupAdd", var[i], i * nq, out[i]);
+    tg_wsb_printf(&k->s, "    workgroupBarrier();\n");
+    for (int i = 0; i < n; i++) {
+        tg_wsb_printf(&k->s, "    var %s_all = red[%uu];\n", out[i], i * nq);
+        if (nq > 1) { /* the bound is a literal (the smallest subgroup): uniform */
+            char acc[96];
+            if (is_max) snprintf(acc, sizeof acc, "max(%s_all, red[%uu + q])", out[i], i * nq);
+            else snprintf(acc, sizeof acc, "%s_all + red[%uu + q]", out[i], i * nq);
+            tg_wsb_printf(&k->s, "    for (var q = 1u; q < %uu; q++) { if (q * sg_n < %uu) { %s_all = %s; } }\n", nq,
+                       L->wg, out[i], acc);
+        }
+        tg_wsb_printf(&k->s, "    let %s = %s_all;\n", out[i], out[i]);
     }
-    tg_wsb_printf(&k->s, "    let %s = %s_all;\n    workgroupBarrier();\n", out, out);
+    tg_wsb_printf(&k->s, "    workgroupBarrier();\n");
 }
 
 void tg_wk_rows_combine(wk_rows *L, const char *var, bool is_max, const char *out) {
-    if (L->wide && use_subgroups(L->k)) subgroup_combine(L, var, is_max, out);
+    if (L->wide && use_subgroups(L->k)) subgroup_combine(L, 1, &var, is_max, &out);
     else if (L->wide) tg_wk_reduce(L->k, L->wg, var, is_max, out);
     else tg_wsb_printf(&L->k->s, "    let %s = %s;\n", out, var);
+}
+
+void tg_wk_rows_combine2(wk_rows *L, const char *va, const char *vb, const char *oa, const char *ob) {
+    const char *var[2] = {va, vb}, *out[2] = {oa, ob};
+    if (L->wide && use_subgroups(L->k) && 2 * sg_slots(L) <= L->wg) subgroup_combine(L, 2, var, false, out);
+    else tg_wk_rows_combine(L, va, false, oa), tg_wk_rows_combine(L, vb, false, ob);
 }
 
 void tg_wk_rows_once(wk_rows *L) { tg_wsb_printf(&L->k->s, L->wide ? "    if (lid == 0u) {\n" : "    {\n"); }
