@@ -5,6 +5,7 @@
  *
  *   bench_tg [--steps N] [--graph] [--sin | --addition | --gemm [sizes...]]
  *   bench_tg --gemm-webgpu sizes...   (square GEMM on WebGPU, a chain of 8 products per step)
+ *   bench_tg --rows-webgpu [R D]      (bandwidth-bound kernels on WebGPU over [R, D], default 16384 x 384)
  *   (threads: TG_THREADS, else all cores) */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -15,6 +16,8 @@
 
 #include "tensorgrad.h"
 #include "cpu/cpu.h"
+#include "ir/ir.h"
+#include "wgsl/wgsl.h"
 #include "../examples/gpt.h"
 
 static double now(void) {
@@ -250,6 +253,145 @@ static int bench_gemm_session(int n, tg_backend be, int reps) {
     return st == TG_OK ? 0 : 1;
 }
 
+/* ---- bandwidth-bound kernels on WebGPU: row kernels, column sums, a copy ----
+ *
+ * Each kernel's time is the difference between a step running it on 1 + RCHAIN
+ * tensors and one running it on 1, over RCHAIN: the step's fixed cost
+ * (submit, loss read-back) cancels. Every item reads its own [R, D] params,
+ * so no item finds the previous one's data in cache (the H200's L2 holds 50
+ * MB, two of these tensors). The loss reads one element of each output, so
+ * the kernels under test are the step. The norm backward kernels are built
+ * as graph nodes directly (their stats input a param), each alone. Each
+ * variant of rows.c runs through its test hook: the row forms (loop, regs),
+ * the reductions (workgroup tree, subgroups: tree where the device has
+ * none) and the column sums in one phase or two (by shape, or 16 or 32
+ * chunks). */
+
+enum { RCHAIN = 8 };
+
+typedef enum { RB_COPY, RB_LN, RB_STATS, RB_DX, RB_DGAIN, RB_COLSUM } rb_kind;
+static const char *const rb_names[] = {"copy", "layer_norm", "norm_stats", "norm_dx", "norm_dgain", "colsum"};
+
+typedef struct {
+    rb_kind kind;
+    int n; /* items */
+    int64_t R, D;
+} rb_case;
+
+/* params: 0 gain [D], 1 bias [D], 2 stats [R, 2], then item k's x at 3 + 2k and gy at 4 + 2k */
+static tg_tensor rb_node(tg_opcode op, const tg_tensor *in, int nin) {
+    tg_node n = tg_ir_proto(op, NULL, __FILE__, __LINE__);
+    for (int k = 0; k < nin; k++) n.in[k] = in[k].id;
+    n.at.norm.rms = false;
+    n.at.norm.eps = 1e-5f;
+    return (tg_tensor){in[0].g, tg_ir_add(in[0].g, &n)};
+}
+
+static tg_tensor rb_loss(tg_graph *g, void *user) {
+    const rb_case *c = user;
+    static const char *const cap[] = {"y0", "y1", "y2", "y3", "y4", "y5", "y6", "y7", "y8", "y9"};
+    tg_tensor gain = tg_use(g, 0), bias = tg_use(g, 1), stats = tg_use(g, 2), acc = {NULL, -1};
+    for (int k = 0; k < c->n; k++) {
+        tg_tensor x = tg_use(g, 3 + 2 * k), y;
+        bool two = c->kind == RB_DX || c->kind == RB_DGAIN;
+        tg_tensor gy = two ? tg_use(g, 4 + 2 * k) : x;
+        switch (c->kind) {
+        case RB_COPY: y = tg_capture(tg_neg(x), cap[k]); break; /* captured: stored, not inlined into the loss */
+        case RB_LN: y = tg_layer_norm(x, gain, bias, 1e-5f); break;
+        case RB_STATS: y = rb_node(TG_OP_NORM_STATS, &x, 1); break;
+        case RB_DX: y = rb_node(TG_OP_NORM_DX, (tg_tensor[]){x, gain, gy, stats}, 4); break;
+        case RB_DGAIN: y = rb_node(TG_OP_NORM_DGAIN, (tg_tensor[]){x, gy, stats}, 3); break;
+        default: y = tg_sum(x, 0, false); break;
+        }
+        tg_tensor e = tg_narrow(tg_reshape(y, TG_SHAPE(-1)), 0, 0, 1);
+        acc = k ? tg_add(acc, e) : e;
+    }
+    return tg_sum(acc, TG_ALL, false);
+}
+
+/* Median step time (seconds) of case c, or < 0 after printing the error. */
+static double rb_time(const rb_case *c, int reps) {
+    tg_model *m = tg_model_new();
+    tg_model_param(m, "gain", TG_SHAPE(c->D), tg_init_randn(1.0f));
+    tg_model_param(m, "bias", TG_SHAPE(c->D), tg_init_randn(1.0f));
+    tg_model_param(m, "stats", TG_SHAPE(c->R, 2), tg_init_randn(1.0f));
+    for (int k = 0; k < c->n; k++) {
+        char name[16];
+        snprintf(name, sizeof name, "x%d", k);
+        tg_model_param(m, name, TG_SHAPE(c->R, c->D), tg_init_randn(1.0f));
+        snprintf(name, sizeof name, "gy%d", k);
+        tg_model_param(m, name, TG_SHAPE(c->kind == RB_DX || c->kind == RB_DGAIN ? c->R : 1, c->D), tg_init_randn(1.0f));
+    }
+    tg_train_spec spec = {.model = m, .loss = rb_loss, .user = (void *)c, .optim = (tg_optim){0}, .seed = 1,
+                          .backend = TG_BACKEND_WEBGPU};
+    tg_session *s = NULL;
+    double med = -1;
+    if (tg_session_new(&spec, &s) != TG_OK) fprintf(stderr, "rows %s: %s\n", rb_names[c->kind], tg_last_error());
+    else {
+        double *t = malloc(sizeof(double) * (size_t)reps);
+        float loss;
+        if (time_steps(s, NULL, 0, 3, reps, t, &loss) == 0) med = t[reps / 2];
+        free(t);
+    }
+    tg_session_free(s);
+    tg_model_free(m);
+    return med;
+}
+
+static int bench_rows_webgpu(int64_t R, int64_t D, int reps) {
+    typedef struct {
+        rb_kind kind;
+        const char *variant;
+        int rows_form, reduce_form, colsum_split; /* the test hooks' arguments */
+        double bytes;                /* per item */
+    } rb_row;
+    double x = (double)R * D * 4, st = (double)R * 8, d = (double)D * 4;
+    const rb_row rows[] = {
+        {RB_COPY, "-", -1, -1, -1, 2 * x},
+        {RB_LN, "regs+subgroup", 1, 1, -1, 2 * x + 2 * d},
+        {RB_LN, "regs+tree", 1, 0, -1, 2 * x + 2 * d},
+        {RB_LN, "loop+tree", 0, 0, -1, 2 * x + 2 * d},
+        {RB_STATS, "regs+subgroup", 1, 1, -1, x + st},
+        {RB_STATS, "regs+tree", 1, 0, -1, x + st},
+        {RB_STATS, "loop+tree", 0, 0, -1, x + st},
+        {RB_DX, "regs+subgroup", 1, 1, -1, 3 * x + st + d},
+        {RB_DX, "regs+tree", 1, 0, -1, 3 * x + st + d},
+        {RB_DX, "loop+tree", 0, 0, -1, 3 * x + st + d},
+        {RB_DGAIN, "two", -1, -1, -1, 2 * x + st + d},
+        {RB_DGAIN, "one", -1, -1, 0, 2 * x + st + d},
+        {RB_COLSUM, "two", -1, -1, -1, x + d},
+        {RB_COLSUM, "one", -1, -1, 0, x + d},
+        {RB_COLSUM, "two:16", -1, -1, 16, x + d},
+        {RB_COLSUM, "two:32", -1, -1, 32, x + d},
+    };
+    double copy_gbps = 0;
+    int rc = 0;
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        const rb_row *r = &rows[i];
+        tg_wgsl_rows_test_form(r->rows_form);
+        tg_wgsl_reduce_test_form(r->reduce_form);
+        tg_wgsl_colsum_test_split(r->colsum_split);
+        rb_case one = {r->kind, 1, R, D}, many = {r->kind, 1 + RCHAIN, R, D};
+        double t1 = rb_time(&one, reps), tn = t1 >= 0 ? rb_time(&many, reps) : -1;
+        tg_wgsl_rows_test_form(-1);
+        tg_wgsl_reduce_test_form(-1);
+        tg_wgsl_colsum_test_split(-1);
+        if (t1 < 0 || tn < 0) {
+            rc = 1;
+            continue;
+        }
+        double us = (tn - t1) / RCHAIN * 1e6, gbps = us > 0 ? r->bytes / us * 1e-3 : 0;
+        if (r->kind == RB_COPY) copy_gbps = gbps;
+        printf("{\"bench\": \"rows\", \"impl\": \"tensorgrad\", \"backend\": \"webgpu\", \"kernel\": \"%s\", "
+               "\"variant\": \"%s\", \"rows\": %lld, \"cols\": %lld, \"us\": %.2f, \"gbps\": %.1f, \"copy_gbps\": %.1f, "
+               "\"ratio_to_copy\": %.3f, \"reps\": %d, \"chain\": %d}\n",
+               rb_names[r->kind], r->variant, (long long)R, (long long)D, us, gbps, copy_gbps,
+               copy_gbps > 0 ? gbps / copy_gbps : 0, reps, RCHAIN);
+        fflush(stdout);
+    }
+    return rc;
+}
+
 int main(int argc, char **argv) {
     int steps = 300, sizes[8] = {256, 1024, 2048}, n_sizes = 3;
     int add_steps = 0; /* 0: the default */
@@ -265,6 +407,11 @@ int main(int argc, char **argv) {
             for (int k = 0; i + 1 < argc && atoi(argv[i + 1]) > 0; k++) rc |= bench_gemm_session(atoi(argv[++i]), TG_BACKEND_WEBGPU, 20);
             return rc;
         }
+        else if (!strcmp(argv[i], "--rows-webgpu")) { /* bandwidth-bound kernels on WebGPU, then exit */
+            int64_t R = 16384, D = 384;
+            if (i + 2 < argc && atoll(argv[i + 1]) > 0 && atoll(argv[i + 2]) > 0) R = atoll(argv[i + 1]), D = atoll(argv[i + 2]);
+            return bench_rows_webgpu(R, D, 30);
+        }
         else if (!strcmp(argv[i], "--gemm")) {
             do_sin = do_add = false;
             for (n_sizes = 0; i + 1 < argc && n_sizes < 8 && atoi(argv[i + 1]) > 0; n_sizes++)
@@ -272,7 +419,7 @@ int main(int argc, char **argv) {
             if (n_sizes == 0) n_sizes = 3;
         } else {
             fprintf(stderr, "usage: bench_tg [--steps N] [--addition-steps N] [--graph] "
-                            "[--sin | --addition | --gemm [sizes...] | --gemm-webgpu sizes...]\n");
+                            "[--sin | --addition | --gemm [sizes...] | --gemm-webgpu sizes... | --rows-webgpu [R D]]\n");
             return 2;
         }
     }

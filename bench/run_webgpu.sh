@@ -3,8 +3,9 @@
 # PyTorch CUDA on the same models, from one run: step time (median) against
 # eager and torch.compile, the ratio ours/eager, dispatches per step, planned
 # bytes against PyTorch's peak allocated bytes; then square fp32 GEMM against
-# torch.mm (TF32 off).
-#   bench/run_webgpu.sh BUILD [TORCH_REF]     (env: PYTHON, BENCH_MODELS, GEMM_SIZES)
+# torch.mm (TF32 off); then the bandwidth-bound kernels (layer norm forward and
+# backward, column sums, in each variant of src/wgsl/rows.c) against a copy.
+#   bench/run_webgpu.sh BUILD [TORCH_REF]     (env: PYTHON, BENCH_MODELS, GEMM_SIZES, ROWS_SHAPE)
 # TORCH_REF is ignored: the peer is this folder's torch_ref.py, which reports
 # torch.cuda.max_memory_allocated().
 set -u
@@ -13,6 +14,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 torch_ref=$here/torch_ref.py
 models=${BENCH_MODELS:-mlp_sin addition gpt_small}
 sizes=${GEMM_SIZES:-1024 2048 4096}
+rows_shape=${ROWS_SHAPE:-16384 384}
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 
@@ -28,6 +30,8 @@ for m in $models; do
         echo "$m: tensorgrad on WebGPU failed"
 done
 "$build/bench/bench_tg" --gemm-webgpu $sizes | grep '^{' | tee -a "$out" | sed 's/^/json: /' || echo "gemm on WebGPU failed"
+"$build/bench/bench_tg" --rows-webgpu $rows_shape | grep '^{' | tee -a "$out" | sed 's/^/json: /' ||
+    echo "row kernels on WebGPU failed"
 
 py=
 for c in ${PYTHON:-python3 /usr/bin/python3}; do
@@ -54,6 +58,11 @@ function field(line, key,   m) {
 }
 { b = field($0, "bench"); i = field($0, "impl")
   if (b == "gemm") { tf[field($0, "n"), i] = field($0, "tflops"); next }
+  if (b == "rows") {
+      k = field($0, "kernel") " (" field($0, "variant") ")"
+      if (!(k in rus)) rorder[++nrows] = k
+      rus[k] = field($0, "us"); rgb[k] = field($0, "gbps"); rcopy[k] = field($0, "ratio_to_copy"); next
+  }
   med[b, i] = field($0, "median_step_ms")
   if (i == "tensorgrad") { disp[b] = field($0, "dispatches"); mb[b] = field($0, "planned_bytes") / 1e6 }
   if (i == "pytorch_eager") peak[b] = field($0, "peak_bytes") / 1e6 }
@@ -74,6 +83,10 @@ END {
     for (k = 1; k <= ns; k++) {
         o = tf[gs[k], "tensorgrad"]; t = tf[gs[k], "pytorch"]
         printf "%-10s %14s %14s %8s\n", gs[k], v(o), v(t), (o != "" && t > 0) ? sprintf("%.2f", o / t) : "-"
+    }
+    if (nrows) {
+        printf "\n%-28s %10s %10s %8s   ('"$rows_shape"': per kernel, from chains of 1 and 9)\n", "kernel (variant)", "us", "GB/s", "of copy"
+        for (k = 1; k <= nrows; k++) printf "%-28s %10s %10s %8s\n", rorder[k], v(rus[rorder[k]]), v(rgb[rorder[k]]), v(rcopy[rorder[k]])
     }
     printf "\ntargets: gpt_small <= 1.0x eager (goal 0.8x), planned <= 0.6x torch peak, addition <= 1.0 ms and <= 100 dispatches, GEMM >= 0.75x torch.mm from 2048\n"
 }' "$out"

@@ -340,6 +340,95 @@ static void test_matmul_configs(bool verbose) {
     par_check(&tall_k, verbose);
 }
 
+/* ---- row kernels in each form, column sums in one and two phases ---- */
+
+static tg_tensor b_sm_last(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_softmax(p[0], -1); }
+static tg_tensor b_sm_mid(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_softmax(p[0], 1); }
+/* a sum with producers (add, scale: nothing keeps their values for the
+ * backward) and an epilogue (scale, shift) that the planner fuses into it */
+static tg_tensor b_sum_fused(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
+    return tg_add_s(tg_mul_s(tg_sum(tg_mul_s(tg_add(p[0], p[1]), 0.5f), 0, false), 3.0f), 1.0f);
+}
+static tg_tensor b_sum_lead(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_sum_axes(p[0], S(0, 1), true); }
+/* a linear layer: its bias gradient is a column sum of the output's gradient */
+static tg_tensor b_linear(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
+    return tg_gelu(tg_add(tg_matmul(p[0], p[1]), p[2]));
+}
+
+/* Every row op (forward and backward: layer/RMS norm, norm_stats, norm_dx,
+ * softmax along the last and a middle axis, log_softmax, the causal softmax,
+ * cross-entropy) in every form of rows.c (loops or registers, workgroup
+ * trees or, where the device has them, subgroup sums), at row lengths around the
+ * thresholds: 1 and 31 (a thread per row), 33 (a workgroup of 64, one
+ * element each in registers), 384 (6, all full), 385 (7, the last partial)
+ * and 1000 (past the register limit: loops either way). */
+static void test_row_forms(bool verbose) {
+    static const int64_t lens[] = {1, 31, 33, 384, 385, 1000};
+    tg_webgpu_adapter_info info;
+    CHECK_OK(tg_webgpu_info(&info));
+    bool sg = strstr(info.features, "subgroups") != NULL;
+    for (int form = 0; form < 4; form++) {
+        if (form >= 2 && !sg) break;
+        tg_wgsl_rows_test_form(form & 1);
+        tg_wgsl_reduce_test_form(form >> 1);
+        for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+            int64_t A = lens[li];
+            if (form != 1 && A <= 32) continue; /* a thread per row: the same kernel in every form */
+            char name[8][96];
+            const char *what[8] = {"layer_norm", "rms_norm", "softmax last", "softmax middle", "log_softmax", "softmax_causal",
+                                   "cross_entropy", "log_softmax middle"};
+            static const char *const forms[4] = {"loops, tree", "registers, tree", "loops, subgroups", "registers, subgroups"};
+            for (int q = 0; q < 8; q++) snprintf(name[q], sizeof name[q], "%s, rows of %lld, %s", what[q], (long long)A,
+                                                  forms[form]);
+            const par_case cs[8] = {
+                {name[0], PRM(S(5, A), S(A), S(A)), P_NONE, 0, 1, b_ln, 1e-4f},
+                {name[1], PRM(S(2, 3, A), S(A)), P_NONE, 0, 1, b_rms, 1e-4f},
+                {name[2], PRM(S(4, A)), P_NONE, 0, 1, b_sm_last, 1e-4f},
+                {name[3], PRM(S(2, A, 3)), P_NONE, 0, 1, b_sm_mid, 1e-4f},
+                {name[4], PRM(S(3, A)), P_NONE, 0, 1, b_lsm_last, 1e-4f},
+                {name[5], PRM(S(2, A < 400 ? A : 40, A)), P_NONE, 0, 1, b_smc, 1e-4f},
+                {name[6], PRM(S(6, A)), {S(6), P_END}, -1, (int)A + 1, b_xent, 1e-4f},
+                {name[7], PRM(S(2, A, 2)), P_NONE, 0, 1, b_lsm_mid, 1e-4f},
+            };
+            for (int q = 0; q < 8; q++) par_check(&cs[q], verbose);
+        }
+    }
+    tg_wgsl_rows_test_form(-1);
+    tg_wgsl_reduce_test_form(-1);
+}
+
+/* Column sums (bias and gain gradients, sums over leading axes, the
+ * embedding and conv weight gradients) with their rows split into chunks:
+ * 3 and 7 chunks forced at small sizes (uneven chunks, chunks of one row),
+ * then by shape at sizes that split on their own. */
+static void test_colsum_split(bool verbose) {
+    static const par_case forced[] = {
+        {"split sum first axis", PRM(S(100, 37)), P_NONE, 0, 1, b_sum_first, 1e-4f},
+        {"split sum leading axes", PRM(S(4, 25, 40)), P_NONE, 0, 1, b_sum_lead, 1e-4f},
+        {"split sum with producer and epilogue", PRM(S(90, 20), S(90, 20)), P_NONE, 0, 1, b_sum_fused, 1e-4f},
+        {"split linear bias gradient", PRM(S(70, 16), S(16, 24), S(24)), P_NONE, 0, 1, b_linear, 1e-4f},
+        {"split layer_norm gain sums", PRM(S(50, 20), S(20), S(20)), P_NONE, 0, 1, b_ln, 1e-4f},
+        {"split i32 sum", P_NONE, {S(40, 3), P_END}, -1000000000, 1000000000, b_isum, 0},
+        {"split embedding gradient", PRM(S(7, 5)), {S(6, 10), P_END}, -1, 8, b_emb, 0},
+        {"split conv2d dw of 576 terms", PRM(S(4, 8, 12, 12), S(6, 4, 3, 3)), P_NONE, 0, 1, b_conv3x3, 1e-4f},
+    };
+    static const int splits[] = {3, 7};
+    for (int si = 0; si < 2; si++) {
+        tg_wgsl_colsum_test_split(splits[si]);
+        for (size_t i = 0; i < sizeof forced / sizeof forced[0]; i++) par_check(&forced[i], verbose);
+    }
+    tg_wgsl_colsum_test_split(-1);
+    /* by shape: over 4096 rows and few columns */
+    static const par_case tall[] = {
+        {"sum first axis, 4100 rows (split by shape)", PRM(S(4100, 40)), P_NONE, 0, 1, b_sum_first, 1e-4f},
+        {"linear, 5000 rows (split bias gradient)", PRM(S(5000, 8), S(8, 24), S(24)), P_NONE, 0, 1, b_linear, 1e-4f},
+    };
+    for (size_t i = 0; i < sizeof tall / sizeof tall[0]; i++) par_check(&tall[i], verbose);
+    int64_t R = 4100, C = 40;
+    CHECK(tg_wk_colsum_chunks(R, C) > 1, "a sum of %lld x %lld should split", (long long)R, (long long)C);
+    CHECK(tg_wk_colsum_chunks(1024, 64) == 1, "a sum of 1024 rows should not split");
+}
+
 /* Every op the CPU can run (other than views) has a WGSL emitter: both
  * tables expand from ops.def, this catches a family the WGSL side maps to
  * nothing. */
@@ -386,7 +475,7 @@ static void test_ops_2d_grid(bool verbose) {
     CHECK_OK(tg_webgpu_info(&info));
     tg_wgsl_limits l = {info.max_storage_buffer_binding_size, info.max_buffer_size,
                         info.max_storage_buffers_per_shader_stage, info.max_compute_workgroup_storage_size,
-                        info.max_compute_invocations_per_workgroup, 16, info.min_storage_buffer_offset_alignment, false, false};
+                        info.max_compute_invocations_per_workgroup, 16, info.min_storage_buffer_offset_alignment, false, false, 0};
     tg_wgpu_test_override_limits(&l);
     for (int i = 0; i < N_CASES; i++) {
         bool fits = true;
@@ -424,6 +513,10 @@ int main(int argc, char **argv) {
         if (tg_webgpu_info(&(tg_webgpu_adapter_info){0}) == TG_OK) test_matmul_configs(true);
         return check_summary("test_webgpu");
     }
+    if (argc > 1 && strcmp(argv[1], "--rows") == 0) { /* the row-form and column-split cases alone */
+        if (tg_webgpu_info(&(tg_webgpu_adapter_info){0}) == TG_OK) test_row_forms(argc > 2), test_colsum_split(argc > 2);
+        return check_summary("test_webgpu");
+    }
     test_emitter_table();
     tg_webgpu_adapter_info info;
     if (tg_webgpu_info(&info) != TG_OK) {
@@ -439,6 +532,8 @@ int main(int argc, char **argv) {
     test_op_table(verbose);
     test_ops_2d_grid(verbose);
     test_matmul_configs(verbose);
+    test_row_forms(verbose);
+    test_colsum_split(verbose);
     par_check(&big_case, verbose);
     test_training(verbose);
     test_forward_sessions();

@@ -352,6 +352,15 @@ static bool init(wgpu_ctx *c, char *why, size_t n) {
     memset(&dd, 0, sizeof dd);
     dd.label = (wg_str){"tensorgrad", WG_STRLEN};
     dd.required_limits = &lim;
+    /* Subgroups, where offered, for the row kernels' reductions (rows.c):
+     * a subgroup sum replaces most of a workgroup tree's barrier steps. */
+    static const uint32_t want_subgroups[] = {WG_FEATURE_SUBGROUPS};
+    wg_features af = {0};
+    c->f.AdapterGetFeatures(c->adapter, &af);
+    c->subgroups = false;
+    for (size_t i = 0; i < af.count; i++) c->subgroups |= af.features[i] == WG_FEATURE_SUBGROUPS;
+    c->f.SupportedFeaturesFreeMembers(af);
+    if (c->subgroups) dd.required_feature_count = 1, dd.required_features = want_subgroups;
     /* Codegen already checked every index against the buffers' sizes at
      * compile time; the clamps Dawn's compiler puts on every storage access
      * cost the H200 5% of gpt_small's step (48.2 against 45.7 ms). */
@@ -405,7 +414,8 @@ void tg_wgpu_kernel_limits(const wgpu_ctx *c, tg_wgsl_limits *l) {
     *l = (tg_wgsl_limits){d->max_storage_buffer_binding_size, d->max_buffer_size,
                           d->max_storage_buffers_per_shader_stage, d->max_compute_workgroup_storage_size,
                           d->max_compute_invocations_per_workgroup, d->max_compute_workgroups_per_dimension,
-                          d->min_storage_buffer_offset_alignment, false, strcmp(c->info.type, "CPU") == 0};
+                          d->min_storage_buffer_offset_alignment, false, strcmp(c->info.type, "CPU") == 0,
+                          c->subgroups ? c->info.subgroup_min_size : 0};
 }
 
 void tg_wgpu_test_lose_device(void) {

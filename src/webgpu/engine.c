@@ -409,7 +409,9 @@ static tg_status run_checked(wg_engine *e, tg_program *p, wg_program *wp) {
             pthread_mutex_lock(&c->mu);
             st = submit_calls(c, wp, i, i + 1);
             pthread_mutex_unlock(&c->mu);
-            if (st == TG_OK && !(tg_ops[p->g->nodes[wp->calls[i].node].op].flags & TG_OPF_LEAF))
+            /* a call followed by one of the same node (phase 1 of a two-phase kernel) leaves the value to it */
+            bool phase1 = i + 1 < wp->n_calls && wp->calls[i + 1].node == wp->calls[i].node;
+            if (st == TG_OK && !phase1 && !(tg_ops[p->g->nodes[wp->calls[i].node].op].flags & TG_OPF_LEAF))
                 st = check_node(e, p, wp->calls[i].node);
         }
         return st;

@@ -21,6 +21,7 @@ typedef struct {
     wg_limits limits;       /* the device's: the adapter's maxima, all requested */
     tg_wgsl_limits klimits; /* what codegen checks against (limits, or a test override) */
     tg_webgpu_adapter_info info;
+    bool subgroups;         /* the device was created with the subgroups feature (asked for when offered) */
     /* Serializes every use of the device: WebGPU objects are not promised to
      * be thread-safe, and sessions may live on different threads. */
     pthread_mutex_t mu;

@@ -359,7 +359,7 @@ static void emit_inline(wk *k, int x, const char *name, char in[][24]) {
         return;
     }
     tg_kernel_spec dummy = {0};
-    wk sub = {k->g, n, x, k->plan, k->lim, &dummy, {0}, TG_OK, {{0}}, {0}, {0}, name, k->helpers, 0, 0};
+    wk sub = {k->g, n, x, k->plan, k->lim, &dummy, {0}, TG_OK, {{0}}, {0}, {0}, name, k->helpers, 0, 0, false};
     for (int j = 0; j < n->nin; j++) snprintf(sub.ld[j], sizeof sub.ld[j], "%s", in[j]);
     snprintf(sub.stn, sizeof sub.stn, "%s_st", name);
     snprintf(sub.pfx, sizeof sub.pfx, "%s_", name);
@@ -376,7 +376,7 @@ static void emit_inline(wk *k, int x, const char *name, char in[][24]) {
 static tg_status emit_kernel(const tg_graph *g, const tg_plan *plan, int kid, const tg_node *kn, tg_wgsl_emit_fn fn,
                              const tg_wgsl_fused *f, int phase, int64_t work, const tg_wgsl_limits *lim,
                              tg_kernel_spec *out) {
-    wk k = {g, kn, kid, plan, lim, out, {0}, TG_OK, {{0}}, {0}, {0}, NULL, NULL, 0, phase};
+    wk k = {g, kn, kid, plan, lim, out, {0}, TG_OK, {{0}}, {0}, {0}, NULL, NULL, 0, phase, false};
     k.helpers = &k.own_helpers;
     int n_epi = f ? f->n_epi : 0, n_inl = f ? f->n_inl : 0;
     int cap = 2 + kn->nin;
@@ -466,6 +466,13 @@ static tg_status emit_kernel(const tg_graph *g, const tg_plan *plan, int kid, co
         }
         tg_wk_names_default(&k);
         if (k.st == TG_OK) fn(&k);
+        if (k.st == TG_OK && k.subgroups) { /* a directive must come before every declaration */
+            wsb e = {0};
+            tg_wsb_printf(&e, "enable subgroups;\n%s", k.s.p ? k.s.p : "");
+            e.oom |= k.s.oom;
+            free(k.s.p);
+            k.s = e;
+        }
     }
     free(o.node), free(bind_of), free(elem_off), free(seen), free(names);
     if (k.st == TG_OK && k.s.oom) k.st = tg_fail(TG_ERR_NOMEM, "webgpu: out of memory generating WGSL");

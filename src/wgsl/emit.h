@@ -44,6 +44,7 @@ typedef struct {
     unsigned *helpers;   /* tg_wk_helper texts already in the module */
     unsigned own_helpers;
     int phase;           /* kernels that run in two dispatches (split-K matmul): 1, 2; else 0 */
+    bool subgroups;      /* the body calls subgroup builtins: the module starts with `enable subgroups;` */
 } wk;
 
 /* Module-scope helper texts shared by inlinable emitters (tg_wk_helper ids). */
@@ -119,16 +120,40 @@ typedef struct {
     bool wide;
     uint32_t wg;
     int64_t lines, A, inner;
+    int regs;                /* elements per invocation held in registers (0: passes read memory) */
+    unsigned by_row, by_col; /* tg_wk_rows_cache's inputs */
+    bool sg_named;           /* the subgroup reduction's names are declared */
 } wk_rows;
 bool tg_wk_rows_open(wk_rows *L, wk *k, int64_t lines, int64_t A, int64_t inner);
 void tg_wk_rows_loop(wk_rows *L, const char *len); /* caller writes the body and "    }\n" */
+/* The inputs (bit K: ldK) a kernel reads at the row's elements (by_row:
+ * ldK(p)) or at their position in the row (by_col: ldK(a), a gain): bodies
+ * of tg_wk_rows_each read them as vK. In the register form (TG_WGSL_ROWS,
+ * rows.c) each invocation reads its elements of them here, once. Call it
+ * right after tg_wk_rows_open. */
+void tg_wk_rows_cache(wk_rows *L, unsigned by_row, unsigned by_col);
+/* A pass over the row's elements a < len (NULL: the whole row) running
+ * `body` (statements on a, p and the cached vK, each line indented by 8
+ * spaces) for each; unrolled over the registers in the register form. */
+void tg_wk_rows_each(wk_rows *L, const char *len, const char *body);
 void tg_wk_rows_combine(wk_rows *L, const char *var, bool is_max, const char *out);
+/* Two sums at once (va -> oa, vb -> ob): with subgroups, behind one pair of barriers. */
+void tg_wk_rows_combine2(wk_rows *L, const char *va, const char *vb, const char *oa, const char *ob);
 /* Opens a block run by one invocation per row (close it with "    }\n"). */
 void tg_wk_rows_once(wk_rows *L);
 
 /* A whole kernel summing `expr` (in terms of u32 r and c) over rows r < R into
- * output element c < C: 32 columns per workgroup, 8 row sets each. */
+ * output element c < C: 8 columns per workgroup, 32 or 128 row sets each; or,
+ * when tg_wk_colsum_chunks(R, C) > 1, phase 1 (partial sums of row chunks
+ * into `work`) or phase 2 (their sums, stored) of the two-phase form. */
 bool tg_wk_colsum(wk *k, int64_t R, int64_t C, const char *expr, const char *type);
+/* Row chunks a column sum of R rows and C columns is split into (1: one kernel). */
+int tg_wk_colsum_chunks(int64_t R, int64_t C);
+/* Whether node n's kernel is a column sum (tg_wk_colsum), and over what:
+ * R rows, C columns (ops_reduce.c; its emitters use the same shapes). */
+bool tg_wgsl_colsum_dims(const tg_graph *g, const tg_node *n, int64_t *R, int64_t *C);
+/* conv2d_grad_weight's column sum, if it takes that form (ops_conv.c). */
+bool tg_wgsl_conv2d_dw_dims(const tg_graph *g, const tg_node *n, int64_t *R, int64_t *C);
 
 /* Emitters (ops_ew.c, ops_reduce.c, ops_matmul.c, ops_math.c, ops_nn.c). */
 bool tg_wgsl_const(wk *k);

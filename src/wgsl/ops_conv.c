@@ -153,6 +153,12 @@ bool tg_wgsl_conv2d_grad_input(wk *k) {
  * 2.5x slower on lavapipe: its barriers cost more than they saved.) */
 #define DW_WIDE_TERMS 256
 
+bool tg_wgsl_conv2d_dw_dims(const tg_graph *g, const tg_node *n, int64_t *R, int64_t *C) {
+    tg_shape xs = g->nodes[n->in[0]].shape, ys = g->nodes[n->in[1]].shape;
+    *R = xs.d[0] * ys.d[2] * ys.d[3], *C = tg_ir_numel(n);
+    return *R >= DW_WIDE_TERMS;
+}
+
 /* conv2d_grad_weight: (x [N, C, H, W], gy [N, O, Ho, Wo]) -> dw [O, C/G, kH, kW]:
  * dw[o, c, a, b] = sum over n, oy, ox of gy[n, o, oy, ox] * x[n, g*CG + c, oy*SH - PH + a, ox*SW - PW + b]. */
 bool tg_wgsl_conv2d_grad_weight(wk *k) {

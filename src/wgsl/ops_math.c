@@ -193,21 +193,17 @@ static void axis_view(tg_shape s, int axis, int64_t *outer, int64_t *A, int64_t 
 bool tg_wgsl_softmax(wk *k) {
     int64_t outer, A, inner;
     axis_view(k->n->shape, (int)k->n->at.axis.axis, &outer, &A, &inner);
-    char len[32];
-    snprintf(len, sizeof len, "%lldu", (long long)A);
     wk_rows L;
     if (!tg_wk_rows_open(&L, k, outer * inner, A, inner)) return false;
+    tg_wk_rows_cache(&L, 1u, 0u);
     tg_wsb_printf(&k->s, "    var m = f32_bits(0xff800000u);\n");
-    tg_wk_rows_loop(&L, len);
-    tg_wsb_printf(&k->s, "        m = max(m, ld0(p));\n    }\n");
+    tg_wk_rows_each(&L, NULL, "        m = max(m, v0);\n");
     tg_wk_rows_combine(&L, "m", true, "mx");
     tg_wsb_printf(&k->s, "    var z = 0.0f;\n");
-    tg_wk_rows_loop(&L, len);
-    tg_wsb_printf(&k->s, "        z += exp(ld0(p) - mx);\n    }\n");
+    tg_wk_rows_each(&L, NULL, "        z += exp(v0 - mx);\n");
     tg_wk_rows_combine(&L, "z", false, "zs");
     tg_wsb_printf(&k->s, "    let inv = 1.0f / zs;\n");
-    tg_wk_rows_loop(&L, len);
-    tg_wsb_printf(&k->s, "        st(p, exp(ld0(p) - mx) * inv);\n    }\n");
+    tg_wk_rows_each(&L, NULL, "        st(p, exp(v0 - mx) * inv);\n");
     tg_wk_end(k);
     return true;
 }

@@ -18,15 +18,13 @@ static const char *f32_of(int64_t v, char buf[32]) {
     return buf;
 }
 
-/* m = max of ld0 over the row, z = sum of exp(ld0 - m): the softmax of row l. */
-static void softmax_stats(wk_rows *L, const char *A) {
+/* m = max of ld0 (cached as v0) over the row, z = sum of exp(ld0 - m): the softmax of row l. */
+static void softmax_stats(wk_rows *L) {
     tg_wsb_printf(&L->k->s, "    var m = f32_bits(0xff800000u);\n");
-    tg_wk_rows_loop(L, A);
-    tg_wsb_printf(&L->k->s, "        m = max(m, ld0(p));\n    }\n");
+    tg_wk_rows_each(L, NULL, "        m = max(m, v0);\n");
     tg_wk_rows_combine(L, "m", true, "mx");
     tg_wsb_printf(&L->k->s, "    var z = 0.0f;\n");
-    tg_wk_rows_loop(L, A);
-    tg_wsb_printf(&L->k->s, "        z += exp(ld0(p) - mx);\n    }\n");
+    tg_wk_rows_each(L, NULL, "        z += exp(v0 - mx);\n");
     tg_wk_rows_combine(L, "z", false, "zs");
 }
 
@@ -34,12 +32,11 @@ static void softmax_stats(wk_rows *L, const char *A) {
  * -((x[t] - max) - log(sum exp(x - max))), 0 for a target outside [0, V). */
 bool tg_wgsl_cross_entropy(wk *k) {
     int64_t V = last_dim(tg_wk_in(k, 0)), R = tg_ir_numel(k->n);
-    char A[32];
-    snprintf(A, sizeof A, "%lldu", (long long)V);
     wk_rows L;
     if (!tg_wk_rows_open(&L, k, R, V, 1)) return false;
+    tg_wk_rows_cache(&L, 1u, 0u);
     tg_wsb_printf(&k->s, "    let t = ld1(l);\n    let ok = t >= 0 && t < %lldi;\n", (long long)V);
-    softmax_stats(&L, A);
+    softmax_stats(&L);
     tg_wk_rows_once(&L);
     tg_wsb_printf(&k->s, "        let xt = ld0(base + u32(clamp(t, 0, %lldi)));\n", (long long)(V - 1));
     tg_wsb_printf(&k->s, "        st(l, select(0.0f, -((xt - mx) - log(zs)), ok));\n    }\n");
@@ -51,17 +48,15 @@ bool tg_wgsl_cross_entropy(wk *k) {
  * (softmax(x) - onehot(t)) * gy, 0 for a target outside [0, V). */
 bool tg_wgsl_cross_entropy_grad(wk *k) {
     int64_t V = last_dim(k->n), R = V ? tg_ir_numel(k->n) / V : 0;
-    char A[32];
-    snprintf(A, sizeof A, "%lldu", (long long)V);
     wk_rows L;
     if (!tg_wk_rows_open(&L, k, R, V, 1)) return false;
+    tg_wk_rows_cache(&L, 1u, 0u);
     tg_wsb_printf(&k->s, "    let t = ld1(l);\n    let ok = t >= 0 && t < %lldi;\n    let g = ld2(l);\n", (long long)V);
-    softmax_stats(&L, A);
+    softmax_stats(&L);
     tg_wsb_printf(&k->s, "    let kg = g / zs;\n");
-    tg_wk_rows_loop(&L, A);
-    tg_wsb_printf(&k->s,
-               "        let e = exp(ld0(p) - mx) * kg;\n"
-               "        st(p, select(0.0f, select(e, e - g, i32(a) == t), ok));\n    }\n");
+    tg_wk_rows_each(&L, NULL,
+                    "        let e = exp(v0 - mx) * kg;\n"
+                    "        st(p, select(0.0f, select(e, e - g, i32(a) == t), ok));\n");
     tg_wk_end(k);
     return true;
 }
@@ -90,23 +85,20 @@ bool tg_wgsl_nll_loss_grad(wk *k) {
 }
 
 /* The row statistics of norm_stats_row (kernels_nn.c): mean (0 for RMS) and
- * rstd = 1 / sqrt(mean((x - mean)^2) + eps), over ld0 of the row. */
+ * rstd = 1 / sqrt(mean((x - mean)^2) + eps), over ld0 of the row (cached as v0). */
 static void norm_stats(wk_rows *L, bool rms, float eps) {
     wk *k = L->k;
-    char A[32], D[32], e[48];
-    snprintf(A, sizeof A, "%lldu", (long long)L->A);
+    char D[32], e[48];
     f32_of(L->A, D);
     if (rms) tg_wsb_printf(&k->s, "    let mean = 0.0f;\n");
     else {
         tg_wsb_printf(&k->s, "    var s1 = 0.0f;\n");
-        tg_wk_rows_loop(L, A);
-        tg_wsb_printf(&k->s, "        s1 += ld0(p);\n    }\n");
+        tg_wk_rows_each(L, NULL, "        s1 += v0;\n");
         tg_wk_rows_combine(L, "s1", false, "ssum");
         tg_wsb_printf(&k->s, "    let mean = ssum / %s;\n", D);
     }
     tg_wsb_printf(&k->s, "    var s2 = 0.0f;\n");
-    tg_wk_rows_loop(L, A);
-    tg_wsb_printf(&k->s, "        let dv = ld0(p) - mean;\n        s2 += dv * dv;\n    }\n");
+    tg_wk_rows_each(L, NULL, "        let dv = v0 - mean;\n        s2 += dv * dv;\n");
     tg_wk_rows_combine(L, "s2", false, "sq");
     tg_wsb_printf(&k->s, "    let rstd = 1.0f / sqrt(sq / %s + %s);\n", D, tg_wk_f32(eps, e));
 }
@@ -115,13 +107,12 @@ static void norm_stats(wk_rows *L, bool rms, float eps) {
 bool tg_wgsl_norm(wk *k) {
     const tg_node *n = k->n;
     int64_t D = last_dim(n), R = D ? tg_ir_numel(n) / D : 0;
-    char A[32];
-    snprintf(A, sizeof A, "%lldu", (long long)D);
     wk_rows L;
     if (!tg_wk_rows_open(&L, k, R, D, 1)) return false;
+    tg_wk_rows_cache(&L, 1u, 0u);
     norm_stats(&L, n->op == TG_OP_RMS_NORM, n->at.norm.eps);
-    tg_wk_rows_loop(&L, A);
-    tg_wsb_printf(&k->s, "        st(p, (ld0(p) - mean) * rstd * ld1(a)%s);\n    }\n", n->nin > 2 ? " + ld2(a)" : "");
+    tg_wk_rows_each(&L, NULL, n->nin > 2 ? "        st(p, (v0 - mean) * rstd * ld1(a) + ld2(a));\n"
+                                         : "        st(p, (v0 - mean) * rstd * ld1(a));\n");
     tg_wk_end(k);
     return true;
 }
@@ -131,6 +122,7 @@ bool tg_wgsl_norm_stats(wk *k) {
     int64_t D = last_dim(tg_wk_in(k, 0)), R = D ? tg_ir_numel(tg_wk_in(k, 0)) / D : 0;
     wk_rows L;
     if (!tg_wk_rows_open(&L, k, R, D, 1)) return false;
+    tg_wk_rows_cache(&L, 1u, 0u);
     norm_stats(&L, k->n->at.norm.rms, k->n->at.norm.eps);
     tg_wk_rows_once(&L);
     tg_wsb_printf(&k->s, "        st(2u * l, mean);\n        st(2u * l + 1u, rstd);\n    }\n");
@@ -142,21 +134,18 @@ bool tg_wgsl_norm_stats(wk *k) {
  * rstd (d - mean(d) - xh mean(d xh)), without the mean(d) term for RMS. */
 bool tg_wgsl_norm_dx(wk *k) {
     int64_t D = last_dim(k->n), R = D ? tg_ir_numel(k->n) / D : 0;
-    char A[32], Df[32];
-    snprintf(A, sizeof A, "%lldu", (long long)D);
+    char Df[32];
     f32_of(D, Df);
     wk_rows L;
     if (!tg_wk_rows_open(&L, k, R, D, 1)) return false;
+    tg_wk_rows_cache(&L, 1u | 4u, 2u); /* x and gy by element, the gain by column */
     tg_wsb_printf(&k->s, "    let mean = ld3(2u * l);\n    let rstd = ld3(2u * l + 1u);\n    var sa = 0.0f;\n    var sb = 0.0f;\n");
-    tg_wk_rows_loop(&L, A);
-    tg_wsb_printf(&k->s, "        let d = ld2(p) * ld1(a);\n        sa += d;\n        sb += d * ((ld0(p) - mean) * rstd);\n    }\n");
-    tg_wk_rows_combine(&L, "sa", false, "ta");
-    tg_wk_rows_combine(&L, "sb", false, "tb");
+    tg_wk_rows_each(&L, NULL, "        let d = v2 * v1;\n        sa += d;\n        sb += d * ((v0 - mean) * rstd);\n");
+    tg_wk_rows_combine2(&L, "sa", "sb", "ta", "tb");
     if (k->n->at.norm.rms) tg_wsb_printf(&k->s, "    let am = 0.0f;\n");
     else tg_wsb_printf(&k->s, "    let am = ta / %s;\n", Df);
     tg_wsb_printf(&k->s, "    let bm = tb / %s;\n", Df);
-    tg_wk_rows_loop(&L, A);
-    tg_wsb_printf(&k->s, "        st(p, rstd * (ld2(p) * ld1(a) - am - (ld0(p) - mean) * rstd * bm));\n    }\n");
+    tg_wk_rows_each(&L, NULL, "        st(p, rstd * (v2 * v1 - am - (v0 - mean) * rstd * bm));\n");
     tg_wk_end(k);
     return true;
 }

@@ -6,28 +6,82 @@
 #include "emit.h"
 #include "../ir/iter.h"
 
-/* sum over an axis mask, keepdims: x [...] -> [...] with reduced axes of size 1. */
-bool tg_wgsl_sum(wk *k) {
-    const tg_node *n = k->n, *x = tg_wk_in(k, 0);
+/* A sum's axes: x's (after merging) split into kept ones (kd, ks: sizes and
+ * x's strides) and reduced ones (rd, rs), R elements summed per output. */
+typedef struct {
+    int64_t kd[TG_MAX_DIMS], ks[TG_MAX_DIMS], rd[TG_MAX_DIMS], rs[TG_MAX_DIMS];
+    int nk, nr;
+    int64_t n_out, R;
+} sum_geom;
+
+static sum_geom sum_geometry(const tg_node *n, const tg_node *x) {
     int64_t ost[1][TG_MAX_DIMS];
     tg_shape_bcast_strides(n->shape, x->shape, ost[0]);
     tg_iter it;
     tg_iter_init(&it, x->shape, 1, ost); /* operand 0: x's strides, 1: the output's (0 on reduced axes) */
-    int64_t kd[TG_MAX_DIMS], ks[TG_MAX_DIMS], rd[TG_MAX_DIMS], rs[TG_MAX_DIMS];
-    int nk = 0, nr = 0;
+    sum_geom q = {.nk = 0};
     for (int a = 0; a < it.nd; a++) {
-        if (it.st[1][a]) kd[nk] = it.d[a], ks[nk++] = it.st[0][a];
-        else if (it.d[a] > 1) rd[nr] = it.d[a], rs[nr++] = it.st[0][a];
+        if (it.st[1][a]) q.kd[q.nk] = it.d[a], q.ks[q.nk++] = it.st[0][a];
+        else if (it.d[a] > 1) q.rd[q.nr] = it.d[a], q.rs[q.nr++] = it.st[0][a];
     }
-    int64_t n_out = tg_ir_numel(n), R = n_out ? tg_ir_numel(x) / n_out : 0;
+    q.n_out = tg_ir_numel(n);
+    q.R = q.n_out ? tg_ir_numel(x) / q.n_out : 0;
+    return q;
+}
+
+/* [R, C] -> [C] (a bias gradient): a column sum. */
+static bool sum_by_columns(const sum_geom *q) {
+    return q->nk == 1 && q->ks[0] == 1 && q->nr == 1 && q->rs[0] == q->kd[0] && q->R > 8;
+}
+
+bool tg_wgsl_colsum_dims(const tg_graph *g, const tg_node *n, int64_t *R, int64_t *C) {
+    const tg_node *x = n->nin ? &g->nodes[n->in[0]] : NULL;
+    int64_t D = n->shape.ndim ? n->shape.d[n->shape.ndim - 1] : 1;
+    switch (n->op) {
+    case TG_OP_SUM: {
+        sum_geom q = sum_geometry(n, x);
+        if (!sum_by_columns(&q)) return false;
+        *R = q.R, *C = q.kd[0];
+        return true;
+    }
+    case TG_OP_NORM_DGAIN: /* x [R, D] -> [D] */
+        *C = x->shape.ndim ? x->shape.d[x->shape.ndim - 1] : 1;
+        *R = *C ? tg_ir_numel(x) / *C : 0;
+        return true;
+    case TG_OP_EMBEDDING_GRAD: /* idx [R] -> [V, D] */
+        *R = tg_ir_numel(x), *C = n->at.classes.v * D;
+        return true;
+    case TG_OP_CONV2D_GRAD_WEIGHT: return tg_wgsl_conv2d_dw_dims(g, n, R, C);
+    default: return false;
+    }
+}
+
+int tg_wgsl_phases(const tg_graph *g, int id, int64_t *work_bytes) {
+    const tg_node *n = &g->nodes[id];
+    int64_t R, C;
+    *work_bytes = 0;
+    if (n->op == TG_OP_MATMUL) return tg_wgsl_matmul_split(g, id, work_bytes) > 1 ? 2 : 1;
+    if (!tg_wgsl_colsum_dims(g, n, &R, &C)) return 1;
+    int S = tg_wk_colsum_chunks(R, C);
+    if (S > 1) *work_bytes = (int64_t)S * C * 4;
+    return S > 1 ? 2 : 1;
+}
+
+/* sum over an axis mask, keepdims: x [...] -> [...] with reduced axes of size 1. */
+bool tg_wgsl_sum(wk *k) {
+    const tg_node *n = k->n;
+    sum_geom q = sum_geometry(n, tg_wk_in(k, 0));
+    int nk = q.nk, nr = q.nr;
+    const int64_t *ks = q.ks, *rs = q.rs;
+    int64_t n_out = q.n_out, R = q.R;
     bool contiguous = nr == 1 && rs[0] == 1 && (nk == 0 || ks[nk - 1] == R);
     const char *t = tg_wk_type(n->dtype);
-    tg_wk_index_fn(k, "obase", nk, kd, ks);
-    tg_wk_index_fn(k, "roff", nr, rd, rs);
-    if (nk == 1 && ks[0] == 1 && nr == 1 && rs[0] == kd[0] && R > 8) { /* [R, C] -> [C]: a bias gradient */
+    tg_wk_index_fn(k, "obase", nk, q.kd, ks);
+    tg_wk_index_fn(k, "roff", nr, q.rd, rs);
+    if (sum_by_columns(&q)) {
         char e[64];
-        snprintf(e, sizeof e, "ld0(r * %lldu + c)", (long long)kd[0]);
-        return tg_wk_colsum(k, R, kd[0], e, t);
+        snprintf(e, sizeof e, "ld0(r * %lldu + c)", (long long)q.kd[0]);
+        return tg_wk_colsum(k, R, q.kd[0], e, t);
     }
     bool by_thread = (!contiguous || R < 64) && (n_out >= 1024 || R < 64);
     if (by_thread) {
@@ -75,37 +129,31 @@ static bool open_axis(wk_rows *L, wk *k, int axis) {
 bool tg_wgsl_softmax_lines(wk *k) {
     wk_rows L;
     if (!open_axis(&L, k, (int)k->n->at.axis.axis)) return false;
-    char A[32];
-    snprintf(A, sizeof A, "%lldu", (long long)L.A);
     switch (k->n->op) {
     case TG_OP_LOG_SOFTMAX:
+        tg_wk_rows_cache(&L, 1u, 0u);
         tg_wsb_printf(&k->s, "    var m = " NEG_INF ";\n");
-        tg_wk_rows_loop(&L, A);
-        tg_wsb_printf(&k->s, "        m = max(m, ld0(p));\n    }\n");
+        tg_wk_rows_each(&L, NULL, "        m = max(m, v0);\n");
         tg_wk_rows_combine(&L, "m", true, "mx");
         tg_wsb_printf(&k->s, "    var z = 0.0f;\n");
-        tg_wk_rows_loop(&L, A);
-        tg_wsb_printf(&k->s, "        z += exp(ld0(p) - mx);\n    }\n");
+        tg_wk_rows_each(&L, NULL, "        z += exp(v0 - mx);\n");
         tg_wk_rows_combine(&L, "z", false, "zs");
         tg_wsb_printf(&k->s, "    let lz = mx + log(zs);\n");
-        tg_wk_rows_loop(&L, A);
-        tg_wsb_printf(&k->s, "        st(p, ld0(p) - lz);\n    }\n");
+        tg_wk_rows_each(&L, NULL, "        st(p, v0 - lz);\n");
         break;
     case TG_OP_LOG_SOFTMAX_GRAD: /* gx = gy - exp(y) * sum(gy) */
+        tg_wk_rows_cache(&L, 3u, 0u);
         tg_wsb_printf(&k->s, "    var sg = 0.0f;\n");
-        tg_wk_rows_loop(&L, A);
-        tg_wsb_printf(&k->s, "        sg += ld1(p);\n    }\n");
+        tg_wk_rows_each(&L, NULL, "        sg += v1;\n");
         tg_wk_rows_combine(&L, "sg", false, "sgs");
-        tg_wk_rows_loop(&L, A);
-        tg_wsb_printf(&k->s, "        st(p, ld1(p) - exp(ld0(p)) * sgs);\n    }\n");
+        tg_wk_rows_each(&L, NULL, "        st(p, v1 - exp(v0) * sgs);\n");
         break;
     case TG_OP_SOFTMAX_GRAD: /* gx = y * (gy - sum(gy * y)) */
+        tg_wk_rows_cache(&L, 3u, 0u);
         tg_wsb_printf(&k->s, "    var d = 0.0f;\n");
-        tg_wk_rows_loop(&L, A);
-        tg_wsb_printf(&k->s, "        d += ld1(p) * ld0(p);\n    }\n");
+        tg_wk_rows_each(&L, NULL, "        d += v1 * v0;\n");
         tg_wk_rows_combine(&L, "d", false, "ds");
-        tg_wk_rows_loop(&L, A);
-        tg_wsb_printf(&k->s, "        st(p, ld0(p) * (ld1(p) - ds));\n    }\n");
+        tg_wk_rows_each(&L, NULL, "        st(p, v0 * (v1 - ds));\n");
         break;
     default: return tg_wk_fail(k, TG_ERR_BACKEND, "not a softmax-family op");
     }
@@ -119,20 +167,16 @@ bool tg_wgsl_softmax_causal(wk *k) {
     int64_t Tk = s->d[s->ndim - 1], Tq = s->d[s->ndim - 2];
     wk_rows L;
     if (!tg_wk_rows_open(&L, k, Tk ? tg_ir_numel(k->n) / Tk : 0, Tk, 1)) return false;
-    char A[32];
-    snprintf(A, sizeof A, "%lldu", (long long)Tk);
+    tg_wk_rows_cache(&L, 1u, 0u);
     tg_wsb_printf(&k->s, "    let valid = min(l %% %lldu + 1u, %lldu);\n    var m = " NEG_INF ";\n", (long long)Tq,
                (long long)Tk);
-    tg_wk_rows_loop(&L, "valid");
-    tg_wsb_printf(&k->s, "        m = max(m, ld0(p));\n    }\n");
+    tg_wk_rows_each(&L, "valid", "        m = max(m, v0);\n");
     tg_wk_rows_combine(&L, "m", true, "mx");
     tg_wsb_printf(&k->s, "    var z = 0.0f;\n");
-    tg_wk_rows_loop(&L, "valid");
-    tg_wsb_printf(&k->s, "        z += exp(ld0(p) - mx);\n    }\n");
+    tg_wk_rows_each(&L, "valid", "        z += exp(v0 - mx);\n");
     tg_wk_rows_combine(&L, "z", false, "zs");
     tg_wsb_printf(&k->s, "    let inv = 1.0f / zs;\n");
-    tg_wk_rows_loop(&L, A);
-    tg_wsb_printf(&k->s, "        st(p, select(0.0f, exp(ld0(p) - mx) * inv, a < valid));\n    }\n");
+    tg_wk_rows_each(&L, NULL, "        st(p, select(0.0f, exp(v0 - mx) * inv, a < valid));\n");
     tg_wk_end(k);
     return true;
 }

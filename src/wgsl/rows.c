@@ -3,7 +3,11 @@
  * reductions in workgroup memory; short rows get a thread each, looping in
  * the CPU's order. Column sums give each workgroup 8 adjacent columns (so
  * reads fill whole sectors) and 32 interleaved row sets (128 for tall sums),
- * combined at the end. */
+ * combined at the end; tall sums over few columns run in two phases, the
+ * rows split into chunks. */
+#include <stdlib.h>
+#include <string.h>
+
 #include "emit.h"
 
 #define SHORT_ROW 32 /* rows this long or shorter: one thread per row */
@@ -36,8 +40,33 @@ void tg_wk_reduce(wk *k, uint32_t wg, const char *val, bool is_max, const char *
                val, wg / 2, is_max ? "max(red[lid], red[lid + s])" : "red[lid] + red[lid + s]", out);
 }
 
+/* TG_WGSL_ROWS picks how a long row's workgroup walks its row, read once:
+ *   regs (the default): when the row fits in registers (at most REG_MAX
+ *     elements per invocation: 512 with 64 invocations), each invocation
+ *     reads its elements of the row's inputs once, into named variables,
+ *     and every pass reuses them, so a layer norm reads x once instead of
+ *     three times (gpt_small's rows of 384: 6 per invocation);
+ *   loop: every pass reads the row again from memory (the form before).
+ * tg_wgsl_rows_test_form overrides it. */
+enum { ROWS_LOOP, ROWS_REGS };
+#define REG_MAX 8
+
+static int rows_env = -1, rows_test = -1;
+
+void tg_wgsl_rows_test_form(int form) { rows_test = form; }
+
+static int rows_form(void) {
+    if (rows_test >= 0) return rows_test;
+    if (rows_env < 0) {
+        const char *e = getenv("TG_WGSL_ROWS");
+        rows_env = e && strcmp(e, "loop") == 0 ? ROWS_LOOP : ROWS_REGS;
+    }
+    return rows_env;
+}
+
 bool tg_wk_rows_open(wk_rows *L, wk *k, int64_t lines, int64_t A, int64_t inner) {
-    *L = (wk_rows){k, A > SHORT_ROW, tg_wk_row_wg(A), lines, A, inner};
+    *L = (wk_rows){k, A > SHORT_ROW, tg_wk_row_wg(A), lines, A, inner, 0, 0, 0, false};
+    if (L->wide && rows_form() == ROWS_REGS && A <= (int64_t)L->wg * REG_MAX) L->regs = (int)((A + L->wg - 1) / L->wg);
     if (L->wide) {
         tg_wk_red_decl(k, L->wg, "f32");
         if (!tg_wk_main(k, lines, L->wg)) return false;
@@ -55,21 +84,202 @@ bool tg_wk_rows_open(wk_rows *L, wk *k, int64_t lines, int64_t A, int64_t inner)
     return true;
 }
 
+/* Slot j of an invocation in the register form: element lid + j * wg; the
+ * last slot may lie past the row. */
+static bool slot_full(const wk_rows *L, int j) { return (int64_t)(j + 1) * L->wg <= L->A; }
+
+void tg_wk_rows_cache(wk_rows *L, unsigned by_row, unsigned by_col) {
+    wk *k = L->k;
+    L->by_row = by_row, L->by_col = by_col;
+    if (!L->regs) return;
+    for (int K = 0; K < TG_MAX_IN; K++) {
+        if (!((by_row | by_col) >> K & 1)) continue;
+        const char *t = tg_wk_type(tg_wk_in(k, K)->dtype);
+        for (int j = 0; j < L->regs; j++) {
+            char at[64];
+            if (by_row >> K & 1) snprintf(at, sizeof at, "base + (lid + %du) * %lldu", j * L->wg, (long long)L->inner);
+            else snprintf(at, sizeof at, "lid + %du", j * L->wg);
+            if (slot_full(L, j)) tg_wsb_printf(&k->s, "    let r%d_%d = ld%d(%s);\n", K, j, K, at);
+            else
+                tg_wsb_printf(&k->s, "    var r%d_%d = %s(0);\n    if (lid + %du < %lldu) { r%d_%d = ld%d(%s); }\n", K, j, t,
+                           j * L->wg, (long long)L->A, K, j, K, at);
+        }
+    }
+}
+
+/* the cached inputs' values at the element: vK = ldK(p) or ldK(a), or its register */
+static void cached_lets(wk_rows *L, int j) {
+    for (int K = 0; K < TG_MAX_IN; K++) {
+        if (!((L->by_row | L->by_col) >> K & 1)) continue;
+        if (j >= 0) tg_wsb_printf(&L->k->s, "        let v%d = r%d_%d;\n", K, K, j);
+        else tg_wsb_printf(&L->k->s, "        let v%d = ld%d(%s);\n", K, K, L->by_row >> K & 1 ? "p" : "a");
+    }
+}
+
+void tg_wk_rows_each(wk_rows *L, const char *len, const char *body) {
+    wk *k = L->k;
+    char full[32];
+    snprintf(full, sizeof full, "%lldu", (long long)L->A);
+    if (!L->regs) {
+        tg_wk_rows_loop(L, len ? len : full);
+        cached_lets(L, -1);
+        tg_wsb_printf(&k->s, "%s    }\n", body);
+        return;
+    }
+    for (int j = 0; j < L->regs; j++) {
+        tg_wsb_printf(&k->s, "    {\n        let a = lid + %du;\n        let p = base + a * %lldu;\n", j * L->wg,
+                   (long long)L->inner);
+        bool guard = len || !slot_full(L, j);
+        if (guard) tg_wsb_printf(&k->s, "        if (a < %s) {\n", len ? len : full);
+        cached_lets(L, j);
+        tg_wsb_printf(&k->s, "%s%s    }\n", body, guard ? "        }\n" : "");
+    }
+}
+
 void tg_wk_rows_loop(wk_rows *L, const char *len) {
     if (L->wide) tg_wsb_printf(&L->k->s, "    for (var a = lid; a < %s; a += %uu) {\n", len, L->wg);
     else tg_wsb_printf(&L->k->s, "    for (var a = 0u; a < %s; a++) {\n", len);
     tg_wsb_printf(&L->k->s, "        let p = base + a * %lldu;\n", (long long)L->inner);
 }
 
+/* TG_WGSL_REDUCE picks how a long row's workgroup combines its
+ * invocations' values, read once:
+ *   subgroup (the default where the device was created with subgroups):
+ *     a subgroup sum (or max), one value per subgroup into workgroup
+ *     memory, then every invocation adds those few: 2 barriers instead of
+ *     the tree's 8 for 64 invocations (2 values per row on the H200's
+ *     subgroups of 32, 8 on lavapipe's 8);
+ *   tree: the workgroup tree of tg_wk_reduce.
+ * Subgroups are taken to be runs of consecutive local invocation indices
+ * (as GPUs and lavapipe form them). tg_wgsl_reduce_test_form overrides it. */
+static int reduce_env = -1, reduce_test = -1;
+
+void tg_wgsl_reduce_test_form(int form) { reduce_test = form; }
+
+static bool use_subgroups(const wk *k) {
+    if (!k->lim->subgroup_min_size) return false;
+    if (reduce_test >= 0) return reduce_test == 1;
+    if (reduce_env < 0) {
+        const char *e = getenv("TG_WGSL_REDUCE");
+        reduce_env = !(e && strcmp(e, "tree") == 0);
+    }
+    return reduce_env == 1;
+}
+
+/* Slots of red one subgroup reduction needs: one per subgroup of the smallest size. */
+static uint32_t sg_slots(const wk_rows *L) {
+    return (L->wg + L->k->lim->subgroup_min_size - 1) / L->k->lim->subgroup_min_size;
+}
+
+/* n values var[i] -> out[i] (all sums, or n = 1 and a max), their slots
+ * side by side in red (n * sg_slots <= wg). sg_n: invocations in this one's
+ * subgroup (all are active here: the only early return is the whole
+ * workgroup's); sg_slot: the subgroup's index, sg_lead: its first
+ * invocation. Declared once, at the first reduction. */
+static void subgroup_combine(wk_rows *L, int n, const char *const *var, bool is_max, const char *const *out) {
+    wk *k = L->k;
+    uint32_t nq = sg_slots(L);
+    k->subgroups = true;
+    if (!L->sg_named)
+        tg_wsb_printf(&k->s,
+                   "    let sg_n = subgroupAdd(1u);\n    let sg_first = subgroupBroadcastFirst(lid);\n"
+                   "    let sg_slot = sg_first / sg_n;\n    let sg_lead = lid == sg_first;\n");
+    L->sg_named = true;
+    for (int i = 0; i < n; i++)
+        tg_wsb_printf(&k->s, "    let %s_sg = %s(%s);\n    if (sg_lead) { red[%uu + sg_slot] = %s_sg; }\n", out[i],
+                   is_max ? "subgroupMax" : "subgroupAdd", var[i], i * nq, out[i]);
+    tg_wsb_printf(&k->s, "    workgroupBarrier();\n");
+    for (int i = 0; i < n; i++) {
+        tg_wsb_printf(&k->s, "    var %s_all = red[%uu];\n", out[i], i * nq);
+        if (nq > 1) { /* the bound is a literal (the smallest subgroup): uniform */
+            char acc[96];
+            if (is_max) snprintf(acc, sizeof acc, "max(%s_all, red[%uu + q])", out[i], i * nq);
+            else snprintf(acc, sizeof acc, "%s_all + red[%uu + q]", out[i], i * nq);
+            tg_wsb_printf(&k->s, "    for (var q = 1u; q < %uu; q++) { if (q * sg_n < %uu) { %s_all = %s; } }\n", nq,
+                       L->wg, out[i], acc);
+        }
+        tg_wsb_printf(&k->s, "    let %s = %s_all;\n", out[i], out[i]);
+    }
+    tg_wsb_printf(&k->s, "    workgroupBarrier();\n");
+}
+
 void tg_wk_rows_combine(wk_rows *L, const char *var, bool is_max, const char *out) {
-    if (L->wide) tg_wk_reduce(L->k, L->wg, var, is_max, out);
+    if (L->wide && use_subgroups(L->k)) subgroup_combine(L, 1, &var, is_max, &out);
+    else if (L->wide) tg_wk_reduce(L->k, L->wg, var, is_max, out);
     else tg_wsb_printf(&L->k->s, "    let %s = %s;\n", out, var);
+}
+
+void tg_wk_rows_combine2(wk_rows *L, const char *va, const char *vb, const char *oa, const char *ob) {
+    const char *var[2] = {va, vb}, *out[2] = {oa, ob};
+    if (L->wide && use_subgroups(L->k) && 2 * sg_slots(L) <= L->wg) subgroup_combine(L, 2, var, false, out);
+    else tg_wk_rows_combine(L, va, false, oa), tg_wk_rows_combine(L, vb, false, ob);
 }
 
 void tg_wk_rows_once(wk_rows *L) { tg_wsb_printf(&L->k->s, L->wide ? "    if (lid == 0u) {\n" : "    {\n"); }
 
 #define CW 8  /* columns per workgroup: a warp reads one 32-byte sector from each of 4 rows */
 #define TALL_R 16384 /* rows from which a column sum takes the tall shape below (gpt_small: B x T) */
+
+/* Two-phase column sums. The one-kernel form has ceil(C / CW) workgroups:
+ * a bias of 384 gives 48, which leaves most of a big GPU's 132
+ * multiprocessors idle however the rows are interleaved (gpt_small's bias
+ * sums took 38 us each for 25 MB, a tenth of the copy bandwidth). With
+ * fewer than COLSUM_FILL column workgroups and at least SPLIT_R rows, phase 1
+ * splits the rows into S contiguous chunks, a workgroup per (column group,
+ * chunk) writing one partial sum per column into the workspace, and phase 2
+ * adds each column's S partials in chunk order and stores them (through st,
+ * so an epilogue still applies). COLSUM_FILL is the matmul's FILL (about
+ * three workgroups per H200 multiprocessor); a chunk keeps at least
+ * SPLIT_CHUNK rows so the partials stay a small part of the traffic. */
+#define COLSUM_FILL 384
+#define SPLIT_R 4096
+#define SPLIT_CHUNK 256
+#define SPLIT_MAX 64
+
+/* TG_WGSL_COLSUM picks the column sums' form, read once: "two" (the
+ * default) splits tall sums as above, "one" keeps one kernel per sum, a
+ * number N forces N chunks on every sum of at least SPLIT_R rows (for
+ * measuring). tg_wgsl_colsum_test_split overrides it. */
+static int colsum_env = -2, colsum_test = -1; /* -1: by shape, 0: never, > 0: that many chunks */
+
+void tg_wgsl_colsum_test_split(int s) { colsum_test = s; }
+
+static int colsum_knob(void) {
+    if (colsum_test >= 0) return colsum_test;
+    if (colsum_env == -2) {
+        const char *e = getenv("TG_WGSL_COLSUM");
+        colsum_env = -1;
+        if (e && strcmp(e, "one") == 0) colsum_env = 0;
+        else if (e && atoi(e) > 0) colsum_env = atoi(e) > SPLIT_MAX ? SPLIT_MAX : atoi(e);
+    }
+    return colsum_env;
+}
+
+int tg_wk_colsum_chunks(int64_t R, int64_t C) {
+    int knob = colsum_knob();
+    int64_t groups = (C + CW - 1) / CW;
+    if (knob == 0 || R < 2 || C < 1) return 1;
+    if (colsum_test > 0) return (int64_t)knob > R ? (int)R : knob; /* tests: at any size */
+    if (R < SPLIT_R) return 1;
+    if (knob > 0) return knob;
+    if (groups >= COLSUM_FILL) return 1;
+    int64_t s = (COLSUM_FILL + groups - 1) / groups;
+    if (s > R / SPLIT_CHUNK) s = R / SPLIT_CHUNK;
+    if (s > SPLIT_MAX) s = SPLIT_MAX;
+    return s < 2 ? 1 : (int)s;
+}
+
+/* Phase 2 of a split column sum: output c is the sum of work[s * C + c] over the S chunks, in order. */
+static bool colsum_combine(wk *k, int S, int64_t C, const char *type) {
+    if (!tg_wk_flat(k, C)) return false;
+    tg_wsb_printf(&k->s,
+               "    var acc = %s(0);\n"
+               "    for (var s = 0u; s < %du; s++) { acc += bitcast<%s>(work[s * %lldu + i]); }\n"
+               "    st(i, acc);\n",
+               type, S, type, (long long)C);
+    tg_wk_end(k);
+    return true;
+}
 
 /* expr -> [C]: the sum over r < R of expr, an expression of (r, c).
  * Few columns (a bias of 384) over many rows (16384) is the common case:
@@ -79,21 +289,35 @@ void tg_wk_rows_once(wk_rows *L) { tg_wsb_printf(&L->k->s, L->wide ? "    if (li
  * multiprocessor, so tall sums (R >= TALL_R) interleave 128 row sets of 8
  * partials each (1024 invocations) instead of 32 of 4. Measured on the
  * H200, gpt_small: its 19 bias sums 1.25 -> 0.41 ms, 13 gain sums 1.49 ->
- * 0.70 ms, the step 49.7 -> 48.0 ms; 16 partials gave 48.4 ms. */
+ * 0.70 ms, the step 49.7 -> 48.0 ms; 16 partials gave 48.4 ms.
+ * Split in two phases (tg_wk_colsum_chunks > 1), phase 1 runs this over
+ * each chunk of rows, a grid of column groups x chunks, with 32 row sets
+ * of 8 partials (enough workgroups now carry the loads in flight). */
 bool tg_wk_colsum(wk *k, int64_t R, int64_t C, const char *expr, const char *type) {
+    int S = tg_wk_colsum_chunks(R, C);
+    if (S > 1 && k->phase == 0) return tg_wk_fail(k, TG_ERR_BACKEND, "a split column sum runs in two phases");
+    if (S > 1 && k->phase == 2) return colsum_combine(k, S, C, type);
     int rw = 32, un = 4; /* interleaved row sets, combined at the end; partials per invocation */
-    if (R >= TALL_R && CW * 128 <= k->lim->max_invocations_per_workgroup) rw = 128, un = 8;
+    if (S > 1) un = 8;
+    else if (R >= TALL_R && CW * 128 <= k->lim->max_invocations_per_workgroup) rw = 128, un = 8;
+    int64_t groups = (C + CW - 1) / CW, chunk = (R + S - 1) / S;
     tg_wsb_printf(&k->s, "var<workgroup> red: array<%s, %d>;\n", type, CW * rw);
     tg_wsb_printf(&k->s, "fn colv(r: u32, c: u32) -> %s { return %s; }\n", type, expr);
-    if (!tg_wk_main(k, (C + CW - 1) / CW, CW * rw)) return false;
-    k->spec->threads = ((C + CW - 1) / CW) * CW * rw;
-    tg_wsb_printf(&k->s, "    let tx = lid %% %du;\n    let ty = lid / %du;\n    let c = gid * %du + tx;\n", CW, CW, CW);
+    if (!tg_wk_main(k, groups * S, CW * rw)) return false;
+    k->spec->threads = groups * S * CW * rw;
+    if (S > 1) /* rows [r0, r1) of chunk gid / groups */
+        tg_wsb_printf(&k->s,
+                   "    let chunk = gid / %lldu;\n    let cg = gid %% %lldu;\n"
+                   "    let r0 = chunk * %lldu;\n    let r1 = min(r0 + %lldu, %lldu);\n",
+                   (long long)groups, (long long)groups, (long long)chunk, (long long)chunk, (long long)R);
+    else tg_wsb_printf(&k->s, "    let cg = gid;\n    let r0 = 0u;\n    let r1 = %lldu;\n", (long long)R);
+    tg_wsb_printf(&k->s, "    let tx = lid %% %du;\n    let ty = lid / %du;\n    let c = cg * %du + tx;\n", CW, CW, CW);
     for (int u = 0; u < un; u++) tg_wsb_printf(&k->s, "    var a%d = %s(0);\n", u, type);
-    tg_wsb_printf(&k->s, "    if (c < %lldu) {\n        var r = ty;\n        while (r + %du < %lldu) {\n", (long long)C,
-               (un - 1) * rw, (long long)R);
+    tg_wsb_printf(&k->s, "    if (c < %lldu) {\n        var r = r0 + ty;\n        while (r + %du < r1) {\n", (long long)C,
+               (un - 1) * rw);
     for (int u = 0; u < un; u++) tg_wsb_printf(&k->s, "            a%d += colv(r + %du, c);\n", u, u * rw);
-    tg_wsb_printf(&k->s, "            r += %du;\n        }\n        while (r < %lldu) { a0 += colv(r, c); r += %du; }\n    }\n",
-               un * rw, (long long)R, rw);
+    tg_wsb_printf(&k->s, "            r += %du;\n        }\n        while (r < r1) { a0 += colv(r, c); r += %du; }\n    }\n",
+               un * rw, rw);
     /* the partials pairwise: (a0 + a1) + (a2 + a3), then those pairs */
     for (int w = 1; w < un; w *= 2)
         for (int u = 0; u + w < un; u += 2 * w) tg_wsb_printf(&k->s, "    a%d = a%d + a%d;\n", u, u, u + w);
@@ -101,8 +325,11 @@ bool tg_wk_colsum(wk *k, int64_t R, int64_t C, const char *expr, const char *typ
                "    red[lid] = a0;\n    workgroupBarrier();\n"
                "    for (var s = %du; s > 0u; s = s >> 1u) {\n"
                "        if (ty < s) { red[lid] = red[lid] + red[lid + s * %du]; }\n"
-               "        workgroupBarrier();\n    }\n"
-               "    if (ty == 0u && c < %lldu) { st(c, red[tx]); }\n}\n",
-               rw / 2, CW, (long long)C);
+               "        workgroupBarrier();\n    }\n",
+               rw / 2, CW);
+    if (S > 1)
+        tg_wsb_printf(&k->s, "    if (ty == 0u && c < %lldu) { work[chunk * %lldu + c] = bitcast<u32>(red[tx]); }\n}\n",
+                   (long long)C, (long long)C);
+    else tg_wsb_printf(&k->s, "    if (ty == 0u && c < %lldu) { st(c, red[tx]); }\n}\n", (long long)C);
     return true;
 }

@@ -39,6 +39,9 @@ typedef struct {
      * seconds on long straight-line code (the fused attention then walks
      * its register rows with loops instead of unrolling them). */
     bool cpu_adapter;
+    /* The smallest subgroup the device may run, when it was created with
+     * the subgroups feature; 0: no subgroups (kernels use workgroup trees). */
+    uint32_t subgroup_min_size;
 } tg_wgsl_limits;
 
 /* Bindings a kernel may have (a fused kernel reads more than one node's
@@ -85,7 +88,8 @@ typedef struct {
 tg_status tg_wgsl_emit_fused(const tg_graph *g, const tg_plan *plan, const tg_wgsl_fused *f, const tg_wgsl_limits *lim,
                              tg_kernel_spec *out);
 /* A kernel that runs as two dispatches (phase 1 then 2) sharing `work_bytes`
- * of the program's workspace: a matmul with its K split into ranges.
+ * of the program's workspace: a matmul with its K split into ranges, or a
+ * tall column sum with its rows split (tg_wgsl_phases asks both).
  * tg_wgsl_matmul_split says how many ranges node id's matmul takes (1: one
  * kernel) and the workspace they need. */
 int tg_wgsl_matmul_split(const tg_graph *g, int id, int64_t *work_bytes);
@@ -96,6 +100,21 @@ int tg_wgsl_matmul_split(const tg_graph *g, int id, int64_t *work_bytes);
 void tg_wgsl_matmul_test_config(int cfg, int split, int unroll);
 tg_status tg_wgsl_emit_phase(const tg_graph *g, const tg_plan *plan, const tg_wgsl_fused *f, int phase, int64_t work_bytes,
                              const tg_wgsl_limits *lim, tg_kernel_spec *out);
+/* How many dispatches node id's kernel takes: 1, or 2 (phase 1 then 2,
+ * sharing work_bytes of the workspace): a matmul whose K is split
+ * (tg_wgsl_matmul_split), a tall column sum whose rows are (rows.c). */
+int tg_wgsl_phases(const tg_graph *g, int id, int64_t *work_bytes);
+/* Tests: every column sum compiled from now on splits its rows into s chunks
+ * (s > 0, at any size), never splits (0), or chooses by shape and
+ * TG_WGSL_COLSUM again (-1). */
+void tg_wgsl_colsum_test_split(int s);
+/* Tests: row kernels compiled from now on walk long rows with loops (0) or,
+ * where they fit, in registers (1); -1 goes back to TG_WGSL_ROWS. */
+void tg_wgsl_rows_test_form(int form);
+/* Tests: row kernels compiled from now on combine their rows with
+ * workgroup trees (0) or, on a device with subgroups, subgroup sums (1);
+ * -1 goes back to TG_WGSL_REDUCE. */
+void tg_wgsl_reduce_test_form(int form);
 /* How many storage bindings nodes[0..n) need once overlapping ranges of one
  * arena are merged (as the emitters bind them). */
 int tg_wgsl_count_bindings(const tg_plan *plan, const int *nodes, int n);
