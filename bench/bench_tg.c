@@ -255,9 +255,9 @@ static int bench_gemm_session(int n, tg_backend be, int reps) {
 
 /* ---- bandwidth-bound kernels on WebGPU: row kernels, column sums, a copy ----
  *
- * Each kernel's time is the difference between a step running it on 1 + RCHAIN
- * tensors and one running it on 1, over RCHAIN: the step's fixed cost
- * (submit, loss read-back) cancels. Every item reads its own [R, D] params,
+ * Each kernel's time is the difference between a forward running it on 1 +
+ * RCHAIN tensors and one running it on 1, over RCHAIN: the run's fixed cost
+ * (submit, output read-back) cancels. Every item reads its own [R, D] params,
  * so no item finds the previous one's data in cache (the H200's L2 holds 50
  * MB, two of these tensors). The loss reads one element of each output, so
  * the kernels under test are the step. The norm backward kernels are built
@@ -309,7 +309,10 @@ static tg_tensor rb_loss(tg_graph *g, void *user) {
     return tg_sum(acc, TG_ALL, false);
 }
 
-/* Median step time (seconds) of case c, or < 0 after printing the error. */
+/* Median run time (seconds) of case c's forward, or < 0 after printing the
+ * error. A forward session: a training step would add the backward of
+ * every kernel under test and an update of every param. Each run waits
+ * for its one-element output. */
 static double rb_time(const rb_case *c, int reps) {
     tg_model *m = tg_model_new();
     tg_model_param(m, "gain", TG_SHAPE(c->D), tg_init_randn(1.0f));
@@ -322,18 +325,24 @@ static double rb_time(const rb_case *c, int reps) {
         snprintf(name, sizeof name, "gy%d", k);
         tg_model_param(m, name, TG_SHAPE(c->kind == RB_DX || c->kind == RB_DGAIN ? c->R : 1, c->D), tg_init_randn(1.0f));
     }
-    tg_train_spec spec = {.model = m, .loss = rb_loss, .user = (void *)c, .optim = (tg_optim){0}, .seed = 1,
-                          .backend = TG_BACKEND_WEBGPU};
-    tg_session *s = NULL;
-    double med = -1;
-    if (tg_session_new(&spec, &s) != TG_OK) fprintf(stderr, "rows %s: %s\n", rb_names[c->kind], tg_last_error());
-    else {
-        double *t = malloc(sizeof(double) * (size_t)reps);
-        float loss;
-        if (time_steps(s, NULL, 0, 3, reps, t, &loss) == 0) med = t[reps / 2];
-        free(t);
+    tg_forward_spec spec = {.fn = rb_loss, .user = (void *)c, .model = m, .seed = 1, .backend = TG_BACKEND_WEBGPU};
+    tg_forward *f = NULL;
+    double med = -1, *t = malloc(sizeof(double) * (size_t)reps);
+    float out;
+    tg_status st = t ? tg_forward_new(&spec, &f) : TG_ERR_NOMEM;
+    for (int i = 0; i < 3 + reps && st == TG_OK; i++) {
+        double t0 = now();
+        st = tg_forward_run(f, 1, NULL, 0);
+        if (st == TG_OK) st = tg_forward_output(f, &out, 1);
+        if (i >= 3) t[i - 3] = now() - t0;
     }
-    tg_session_free(s);
+    if (st != TG_OK) fprintf(stderr, "rows %s: %s\n", rb_names[c->kind], tg_last_error());
+    else {
+        qsort(t, (size_t)reps, sizeof *t, cmp_double);
+        med = t[reps / 2];
+    }
+    free(t);
+    tg_forward_free(f);
     tg_model_free(m);
     return med;
 }

@@ -466,9 +466,13 @@ static tg_status emit_kernel(const tg_graph *g, const tg_plan *plan, int kid, co
         }
         tg_wk_names_default(&k);
         if (k.st == TG_OK) fn(&k);
-        if (k.st == TG_OK && k.subgroups) { /* a directive must come before every declaration */
+        if (k.st == TG_OK && k.subgroups) {
+            /* a directive must come before every declaration; after the
+             * first line, which names the kernel (TG_WG_PROFILE's label) */
             wsb e = {0};
-            tg_wsb_printf(&e, "enable subgroups;\n%s", k.s.p ? k.s.p : "");
+            const char *src = k.s.p ? k.s.p : "";
+            size_t line = strcspn(src, "\n");
+            tg_wsb_printf(&e, "%.*s\nenable subgroups;\n%s", (int)line, src, src[line] ? src + line + 1 : "");
             e.oom |= k.s.oom;
             free(k.s.p);
             k.s = e;
