@@ -769,7 +769,9 @@ static void plan_sumsq(fz *z) {
 /* Products that read the same A with Bs of one shape (the q, k and v
  * projections of one input) run as one kernel at the last one's turn: one
  * dispatch instead of three, and 3x the workgroups, so a [16384, 384]
- * output fills the GPU's last wave better. Only plain products (no fused
+ * output fills the GPU's last wave better (on the H200 gpt_small's step
+ * measured the same either way, 41.8 against 41.6 ms: the gain is the
+ * dispatches, which small models pay for). Only plain products (no fused
  * producer or epilogue, no split K) are grouped, and only where the move
  * check allows running the earlier ones late. */
 static bool mm_group_ok(const fz *z, const int *mm, int n) {

@@ -151,7 +151,14 @@ void tg_wk_rows_loop(wk_rows *L, const char *len) {
  *     subgroups of 32, 8 on lavapipe's 8);
  *   tree: the workgroup tree of tg_wk_reduce.
  * Subgroups are taken to be runs of consecutive local invocation indices
- * (as GPUs and lavapipe form them). tg_wgsl_reduce_test_form overrides it. */
+ * (as GPUs and lavapipe form them). tg_wgsl_reduce_test_form overrides it.
+ * Measured on the H200 over [16384, 384], forward alone (bench_tg
+ * --rows-webgpu; a copy of the bytes took 35.7 us): layer norm 135 us in
+ * loops with the tree, 132 in registers with the tree, 96 in registers
+ * with subgroups; norm_stats 91 / 94 / 60; norm_dx 152 / 102 / 102. The
+ * two-phase column sums: norm_dgain 220 -> 111 us, a bias sum 113 -> 68
+ * (16 and 32 chunks: 66 and 71). gpt_small's step moved less than its
+ * noise (41.8 - 42.2 ms in every form). */
 static int reduce_env = -1, reduce_test = -1;
 
 void tg_wgsl_reduce_test_form(int form) { reduce_test = form; }
