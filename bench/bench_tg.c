@@ -263,8 +263,9 @@ static int bench_gemm_session(int n, tg_backend be, int reps) {
  * the kernels under test are the step. The norm backward kernels are built
  * as graph nodes directly (their stats input a param), each alone. Each
  * variant of rows.c runs through its test hook: the row forms (loop, regs),
- * the reductions (workgroup tree, subgroups: tree where the device has
- * none) and the column sums in one phase or two (by shape, or 16 or 32
+ * the reductions (workgroup tree, subgroup sums in a workgroup per row, a
+ * row per subgroup: tree where the device has no subgroups, the second
+ * where its subgroups vary in size) and the column sums in one phase or two (by shape, or 16 or 32
  * chunks). */
 
 enum { RCHAIN = 8 };
@@ -357,12 +358,15 @@ static int bench_rows_webgpu(int64_t R, int64_t D, int reps) {
     double x = (double)R * D * 4, st = (double)R * 8, d = (double)D * 4;
     const rb_row rows[] = {
         {RB_COPY, "-", -1, -1, -1, 2 * x},
+        {RB_LN, "regs+sgrow", 1, 2, -1, 2 * x + 2 * d},
         {RB_LN, "regs+subgroup", 1, 1, -1, 2 * x + 2 * d},
         {RB_LN, "regs+tree", 1, 0, -1, 2 * x + 2 * d},
         {RB_LN, "loop+tree", 0, 0, -1, 2 * x + 2 * d},
+        {RB_STATS, "regs+sgrow", 1, 2, -1, x + st},
         {RB_STATS, "regs+subgroup", 1, 1, -1, x + st},
         {RB_STATS, "regs+tree", 1, 0, -1, x + st},
         {RB_STATS, "loop+tree", 0, 0, -1, x + st},
+        {RB_DX, "regs+sgrow", 1, 2, -1, 3 * x + st + d},
         {RB_DX, "regs+subgroup", 1, 1, -1, 3 * x + st + d},
         {RB_DX, "regs+tree", 1, 0, -1, 3 * x + st + d},
         {RB_DX, "loop+tree", 0, 0, -1, 3 * x + st + d},

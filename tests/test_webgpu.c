@@ -361,23 +361,28 @@ static tg_tensor b_linear(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
  * trees or, where the device has them, subgroup sums), at row lengths around the
  * thresholds: 1 and 31 (a thread per row), 33 (a workgroup of 64, one
  * element each in registers), 384 (6, all full), 385 (7, the last partial)
- * and 1000 (past the register limit: loops either way). */
+ * and 1000 (past the register limit: loops either way). A row per subgroup
+ * (lavapipe's subgroups are all 8 wide) at 33 (5 each, the last partial)
+ * and 128 (16, the most), over 2 to 12 rows: 1 to 4 rows per workgroup. */
 static void test_row_forms(bool verbose) {
-    static const int64_t lens[] = {1, 31, 33, 384, 385, 1000};
+    static const int64_t lens[] = {1, 31, 33, 128, 384, 385, 1000};
     tg_webgpu_adapter_info info;
     CHECK_OK(tg_webgpu_info(&info));
     bool sg = strstr(info.features, "subgroups") != NULL;
-    for (int form = 0; form < 4; form++) {
+    for (int form = 0; form < 6; form++) {
         if (form >= 2 && !sg) break;
+        if (form == 4) continue; /* loops, a row per subgroup: needs registers, so form 2 again */
         tg_wgsl_rows_test_form(form & 1);
         tg_wgsl_reduce_test_form(form >> 1);
         for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
             int64_t A = lens[li];
             if (form != 1 && A <= 32) continue; /* a thread per row: the same kernel in every form */
+            if ((A == 128) != (form == 5) && A != 33) continue;
             char name[8][96];
             const char *what[8] = {"layer_norm", "rms_norm", "softmax last", "softmax middle", "log_softmax", "softmax_causal",
                                    "cross_entropy", "log_softmax middle"};
-            static const char *const forms[4] = {"loops, tree", "registers, tree", "loops, subgroups", "registers, subgroups"};
+            static const char *const forms[6] = {"loops, tree", "registers, tree", "loops, subgroups", "registers, subgroups", "",
+                                                 "registers, a row per subgroup"};
             for (int q = 0; q < 8; q++) snprintf(name[q], sizeof name[q], "%s, rows of %lld, %s", what[q], (long long)A,
                                                   forms[form]);
             const par_case cs[8] = {
@@ -475,7 +480,7 @@ static void test_ops_2d_grid(bool verbose) {
     CHECK_OK(tg_webgpu_info(&info));
     tg_wgsl_limits l = {info.max_storage_buffer_binding_size, info.max_buffer_size,
                         info.max_storage_buffers_per_shader_stage, info.max_compute_workgroup_storage_size,
-                        info.max_compute_invocations_per_workgroup, 16, info.min_storage_buffer_offset_alignment, false, false, 0};
+                        info.max_compute_invocations_per_workgroup, 16, info.min_storage_buffer_offset_alignment, false, false, 0, 0};
     tg_wgpu_test_override_limits(&l);
     for (int i = 0; i < N_CASES; i++) {
         bool fits = true;

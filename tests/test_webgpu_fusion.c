@@ -121,7 +121,7 @@ static void test_chunked(void) {
     /* 256 KiB: the largest tensor ([256,256]) fits, the 264 KB of gradients do not */
     tg_wgsl_limits l = {256 << 10, info.max_buffer_size, info.max_storage_buffers_per_shader_stage,
                         info.max_compute_workgroup_storage_size, info.max_compute_invocations_per_workgroup,
-                        info.max_compute_workgroups_per_dimension, info.min_storage_buffer_offset_alignment, false, false, 0};
+                        info.max_compute_workgroups_per_dimension, info.min_storage_buffer_offset_alignment, false, false, 0, 0};
     tg_wgpu_test_override_limits(&l);
     CHECK_OK(mlp_train(W, o, STEPS, &c));
     tg_wgpu_test_override_limits(NULL);
@@ -148,7 +148,7 @@ static void test_exact_bindings(void) {
     CHECK_OK(tg_webgpu_info(&info));
     tg_wgsl_limits l = {256 << 10, info.max_buffer_size, info.max_storage_buffers_per_shader_stage,
                         info.max_compute_workgroup_storage_size, info.max_compute_invocations_per_workgroup,
-                        info.max_compute_workgroups_per_dimension, info.min_storage_buffer_offset_alignment, false, false, 0};
+                        info.max_compute_workgroups_per_dimension, info.min_storage_buffer_offset_alignment, false, false, 0, 0};
     tg_model *m = tg_model_new();
     big_w = tg_model_param(m, "W", S(256, 256), tg_init_randn(0.02f));
     tg_input_decl in[] = {{"x", TG_F32, S(4, 256)}};
@@ -209,7 +209,7 @@ static tg_status group_train(float *loss, float *w0, int *groups) {
         tg_wgsl_limits l = {info.max_storage_buffer_binding_size, info.max_buffer_size,
                             info.max_storage_buffers_per_shader_stage, info.max_compute_workgroup_storage_size,
                             info.max_compute_invocations_per_workgroup, info.max_compute_workgroups_per_dimension,
-                            info.min_storage_buffer_offset_alignment, false, false, 0};
+                            info.min_storage_buffer_offset_alignment, false, false, 0, 0};
         st = tg_wgsl_emit_program(s->b.prog->g, &s->b.prog->plan, s->b.prog->fusion, s->b.prog->wb, s->b.prog->n_wb, &l, &prog);
         for (int i = 0; st == TG_OK && i < prog.n; i++) *groups += prog.k[i].source && strstr(prog.k[i].source, "matmul group of 3") != NULL;
         if (st == TG_OK) tg_wgsl_program_free(&prog);

@@ -121,6 +121,9 @@ typedef struct {
     uint32_t wg;
     int64_t lines, A, inner;
     int regs;                /* elements per invocation held in registers (0: passes read memory) */
+    uint32_t sg;             /* a row per subgroup of this size (0: a row per workgroup) */
+    uint32_t step;           /* the row's elements an invocation walks: me, me + step, ... */
+    const char *me;          /* its position in the row: lid, or lane with a row per subgroup */
     unsigned by_row, by_col; /* tg_wk_rows_cache's inputs */
     bool sg_named;           /* the subgroup reduction's names are declared */
 } wk_rows;

@@ -64,10 +64,42 @@ static int rows_form(void) {
     return rows_env;
 }
 
+static bool use_subgroups(const wk *k);
+static int reduce_form(void);
+enum { REDUCE_TREE, REDUCE_SUBGROUP, REDUCE_ROWS };
+
+/* A row per subgroup: on a device whose subgroups all have one size S, in
+ * the register form, a row of at most S * SG_REG_MAX elements gets one
+ * subgroup, and a workgroup holds up to SG_ROWS_WG / S rows (as many as
+ * divide the row count, so that no subgroup of a workgroup is idle and the
+ * early return stays uniform). Its sums are single subgroup sums: no
+ * workgroup memory, no barrier. Opt-in (TG_WGSL_REDUCE=rows, below): on
+ * the H200 it was slower where the kernel writes the row back. */
+#define SG_REG_MAX 16
+#define SG_ROWS_WG 64
+
+static uint32_t row_subgroup(const wk *k, int64_t lines, int64_t A) {
+    uint32_t S = k->lim->subgroup_min_size;
+    if (rows_form() != ROWS_REGS || !use_subgroups(k) || reduce_form() != REDUCE_ROWS || S < 4 || S != k->lim->subgroup_max_size)
+        return 0;
+    return A > SHORT_ROW && A <= (int64_t)S * SG_REG_MAX && lines > 0 ? S : 0;
+}
+
 bool tg_wk_rows_open(wk_rows *L, wk *k, int64_t lines, int64_t A, int64_t inner) {
-    *L = (wk_rows){k, A > SHORT_ROW, tg_wk_row_wg(A), lines, A, inner, 0, 0, 0, false};
+    *L = (wk_rows){.k = k, .wide = A > SHORT_ROW, .wg = tg_wk_row_wg(A), .lines = lines, .A = A, .inner = inner};
+    L->step = L->wg, L->me = "lid";
     if (L->wide && rows_form() == ROWS_REGS && A <= (int64_t)L->wg * REG_MAX) L->regs = (int)((A + L->wg - 1) / L->wg);
-    if (L->wide) {
+    if ((L->sg = row_subgroup(k, lines, A))) {
+        uint32_t P = SG_ROWS_WG / L->sg; /* rows per workgroup */
+        while (P > 1 && lines % P) P /= 2;
+        L->wg = P * L->sg, L->step = L->sg, L->me = "lane";
+        L->regs = (int)((A + L->sg - 1) / L->sg);
+        if (!tg_wk_main(k, lines / P, L->wg)) return false;
+        k->spec->threads = lines * L->sg;
+        k->subgroups = true;
+        tg_wsb_printf(&k->s, "    if (gid >= %lldu) { return; }\n    let l = gid * %uu + lid / %uu;\n    let lane = lid %% %uu;\n",
+                      (long long)(lines / P), P, L->sg, L->sg);
+    } else if (L->wide) {
         tg_wk_red_decl(k, L->wg, "f32");
         if (!tg_wk_main(k, lines, L->wg)) return false;
         k->spec->threads = lines * L->wg;
@@ -86,7 +118,7 @@ bool tg_wk_rows_open(wk_rows *L, wk *k, int64_t lines, int64_t A, int64_t inner)
 
 /* Slot j of an invocation in the register form: element lid + j * wg; the
  * last slot may lie past the row. */
-static bool slot_full(const wk_rows *L, int j) { return (int64_t)(j + 1) * L->wg <= L->A; }
+static bool slot_full(const wk_rows *L, int j) { return (int64_t)(j + 1) * L->step <= L->A; }
 
 void tg_wk_rows_cache(wk_rows *L, unsigned by_row, unsigned by_col) {
     wk *k = L->k;
@@ -97,12 +129,12 @@ void tg_wk_rows_cache(wk_rows *L, unsigned by_row, unsigned by_col) {
         const char *t = tg_wk_type(tg_wk_in(k, K)->dtype);
         for (int j = 0; j < L->regs; j++) {
             char at[64];
-            if (by_row >> K & 1) snprintf(at, sizeof at, "base + (lid + %du) * %lldu", j * L->wg, (long long)L->inner);
-            else snprintf(at, sizeof at, "lid + %du", j * L->wg);
+            if (by_row >> K & 1) snprintf(at, sizeof at, "base + (%s + %du) * %lldu", L->me, j * L->step, (long long)L->inner);
+            else snprintf(at, sizeof at, "%s + %du", L->me, j * L->step);
             if (slot_full(L, j)) tg_wsb_printf(&k->s, "    let r%d_%d = ld%d(%s);\n", K, j, K, at);
             else
-                tg_wsb_printf(&k->s, "    var r%d_%d = %s(0);\n    if (lid + %du < %lldu) { r%d_%d = ld%d(%s); }\n", K, j, t,
-                           j * L->wg, (long long)L->A, K, j, K, at);
+                tg_wsb_printf(&k->s, "    var r%d_%d = %s(0);\n    if (%s + %du < %lldu) { r%d_%d = ld%d(%s); }\n", K, j, t,
+                           L->me, j * L->step, (long long)L->A, K, j, K, at);
         }
     }
 }
@@ -127,7 +159,7 @@ void tg_wk_rows_each(wk_rows *L, const char *len, const char *body) {
         return;
     }
     for (int j = 0; j < L->regs; j++) {
-        tg_wsb_printf(&k->s, "    {\n        let a = lid + %du;\n        let p = base + a * %lldu;\n", j * L->wg,
+        tg_wsb_printf(&k->s, "    {\n        let a = %s + %du;\n        let p = base + a * %lldu;\n", L->me, j * L->step,
                    (long long)L->inner);
         bool guard = len || !slot_full(L, j);
         if (guard) tg_wsb_printf(&k->s, "        if (a < %s) {\n", len ? len : full);
@@ -137,18 +169,19 @@ void tg_wk_rows_each(wk_rows *L, const char *len, const char *body) {
 }
 
 void tg_wk_rows_loop(wk_rows *L, const char *len) {
-    if (L->wide) tg_wsb_printf(&L->k->s, "    for (var a = lid; a < %s; a += %uu) {\n", len, L->wg);
+    if (L->wide) tg_wsb_printf(&L->k->s, "    for (var a = %s; a < %s; a += %uu) {\n", L->me, len, L->step);
     else tg_wsb_printf(&L->k->s, "    for (var a = 0u; a < %s; a++) {\n", len);
     tg_wsb_printf(&L->k->s, "        let p = base + a * %lldu;\n", (long long)L->inner);
 }
 
-/* TG_WGSL_REDUCE picks how a long row's workgroup combines its
- * invocations' values, read once:
+/* TG_WGSL_REDUCE picks how a long row's values are combined, read once:
  *   subgroup (the default where the device was created with subgroups):
- *     a subgroup sum (or max), one value per subgroup into workgroup
- *     memory, then every invocation adds those few: 2 barriers instead of
- *     the tree's 8 for 64 invocations (2 values per row on the H200's
- *     subgroups of 32, 8 on lavapipe's 8);
+ *     a workgroup per row, a subgroup sum (or max), one value per subgroup
+ *     into workgroup memory, then every invocation adds those few: 2
+ *     barriers instead of the tree's 8 for 64 invocations (2 values per
+ *     row on the H200's subgroups of 32, 8 on lavapipe's 8);
+ *   rows: a row per subgroup where row_subgroup allows it, its sums single
+ *     subgroup sums; elsewhere as "subgroup";
  *   tree: the workgroup tree of tg_wk_reduce.
  * Subgroups are taken to be runs of consecutive local invocation indices
  * (as GPUs and lavapipe form them). tg_wgsl_reduce_test_form overrides it.
@@ -158,20 +191,25 @@ void tg_wk_rows_loop(wk_rows *L, const char *len) {
  * with subgroups; norm_stats 91 / 94 / 60; norm_dx 152 / 102 / 102. The
  * two-phase column sums: norm_dgain 220 -> 111 us, a bias sum 113 -> 68
  * (16 and 32 chunks: 66 and 71). gpt_small's step moved less than its
- * noise (41.8 - 42.2 ms in every form). */
+ * noise (41.8 - 42.2 ms in every form). A row per subgroup, two runs each
+ * against the subgroup form in the same runs (copy 35 - 40 us): layer
+ * norm 97 / 99 against 81 / 86 us, norm_dx 90 / 107 against 79 / 88,
+ * norm_stats 17 / 40 against 63 / 72; gpt_small 42.2 / 42.3 ms against
+ * 42.0 / 42.1. */
 static int reduce_env = -1, reduce_test = -1;
 
 void tg_wgsl_reduce_test_form(int form) { reduce_test = form; }
 
-static bool use_subgroups(const wk *k) {
-    if (!k->lim->subgroup_min_size) return false;
-    if (reduce_test >= 0) return reduce_test == 1;
+static int reduce_form(void) {
+    if (reduce_test >= 0) return reduce_test;
     if (reduce_env < 0) {
         const char *e = getenv("TG_WGSL_REDUCE");
-        reduce_env = !(e && strcmp(e, "tree") == 0);
+        reduce_env = e && strcmp(e, "tree") == 0 ? REDUCE_TREE : e && strcmp(e, "rows") == 0 ? REDUCE_ROWS : REDUCE_SUBGROUP;
     }
-    return reduce_env == 1;
+    return reduce_env;
 }
+
+static bool use_subgroups(const wk *k) { return k->lim->subgroup_min_size && reduce_form() != REDUCE_TREE; }
 
 /* Slots of red one subgroup reduction needs: one per subgroup of the smallest size. */
 static uint32_t sg_slots(const wk_rows *L) {
@@ -211,18 +249,22 @@ static void subgroup_combine(wk_rows *L, int n, const char *const *var, bool is_
 }
 
 void tg_wk_rows_combine(wk_rows *L, const char *var, bool is_max, const char *out) {
-    if (L->wide && use_subgroups(L->k)) subgroup_combine(L, 1, &var, is_max, &out);
+    if (L->sg) tg_wsb_printf(&L->k->s, "    let %s = %s(%s);\n", out, is_max ? "subgroupMax" : "subgroupAdd", var);
+    else if (L->wide && use_subgroups(L->k)) subgroup_combine(L, 1, &var, is_max, &out);
     else if (L->wide) tg_wk_reduce(L->k, L->wg, var, is_max, out);
     else tg_wsb_printf(&L->k->s, "    let %s = %s;\n", out, var);
 }
 
 void tg_wk_rows_combine2(wk_rows *L, const char *va, const char *vb, const char *oa, const char *ob) {
     const char *var[2] = {va, vb}, *out[2] = {oa, ob};
-    if (L->wide && use_subgroups(L->k) && 2 * sg_slots(L) <= L->wg) subgroup_combine(L, 2, var, false, out);
+    if (L->sg) tg_wk_rows_combine(L, va, false, oa), tg_wk_rows_combine(L, vb, false, ob);
+    else if (L->wide && use_subgroups(L->k) && 2 * sg_slots(L) <= L->wg) subgroup_combine(L, 2, var, false, out);
     else tg_wk_rows_combine(L, va, false, oa), tg_wk_rows_combine(L, vb, false, ob);
 }
 
-void tg_wk_rows_once(wk_rows *L) { tg_wsb_printf(&L->k->s, L->wide ? "    if (lid == 0u) {\n" : "    {\n"); }
+void tg_wk_rows_once(wk_rows *L) {
+    tg_wsb_printf(&L->k->s, L->sg ? "    if (lane == 0u) {\n" : L->wide ? "    if (lid == 0u) {\n" : "    {\n");
+}
 
 #define CW 8  /* columns per workgroup: a warp reads one 32-byte sector from each of 4 rows */
 #define TALL_R 16384 /* rows from which a column sum takes the tall shape below (gpt_small: B x T) */

@@ -42,6 +42,10 @@ typedef struct {
     /* The smallest subgroup the device may run, when it was created with
      * the subgroups feature; 0: no subgroups (kernels use workgroup trees). */
     uint32_t subgroup_min_size;
+    /* The largest (0 without subgroups): equal to the smallest on devices
+     * whose subgroups have one size (NVIDIA's 32, lavapipe's 8), where a
+     * row kernel may give each row one subgroup (rows.c). */
+    uint32_t subgroup_max_size;
 } tg_wgsl_limits;
 
 /* Bindings a kernel may have (a fused kernel reads more than one node's
@@ -112,8 +116,9 @@ void tg_wgsl_colsum_test_split(int s);
  * where they fit, in registers (1); -1 goes back to TG_WGSL_ROWS. */
 void tg_wgsl_rows_test_form(int form);
 /* Tests: row kernels compiled from now on combine their rows with
- * workgroup trees (0) or, on a device with subgroups, subgroup sums (1);
- * -1 goes back to TG_WGSL_REDUCE. */
+ * workgroup trees (0) or, on a device with subgroups, subgroup sums in a
+ * workgroup per row (1) or a row per subgroup where one fits (2); -1 goes
+ * back to TG_WGSL_REDUCE. */
 void tg_wgsl_reduce_test_form(int form);
 /* How many storage bindings nodes[0..n) need once overlapping ranges of one
  * arena are merged (as the emitters bind them). */
