@@ -33,7 +33,7 @@ all: lib shared $(BUILD)/tg
 help:
 	@echo "make            build build/libtensorgrad.a, build/libtensorgrad.so and the CLI build/tg (one job per core unless you give -j)"
 	@echo "make demo       build and train the default example on the CPU"
-	@echo "make test       build and run every test"
+	@echo "make test       build and run every test (TG_TEST_JOBS at a time, default: the CPUs)"
 	@echo "make sanitize  run the tests in an ASan+UBSan build (build-asan/)"
 	@echo "make test-aarch64  the CPU tests built for aarch64 (NEON) and run under qemu-user (build-aarch64/)"
 	@echo "make fuzz       libFuzzer on the safetensors reader, the checkpoint loaders and the graph API"

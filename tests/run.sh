@@ -2,34 +2,55 @@
 # Runs every test binary in $1/tests and adds up their "N passed, N failed"
 # lines into one closing line. Exits non-zero if any test failed or crashed.
 #
+# The tests run TG_TEST_JOBS at a time (default: the CPUs), the slowest
+# first, each into its own file; their lines are printed in a fixed order
+# afterwards, each suite's with the seconds it took.
+#
 # TG_TEST_RUNNER: a command to run the binaries under (qemu-aarch64 for a
 # cross build); the shell tests, which run the host's tools, are left out then.
 set -u
 dir=${1:-build}/tests
 runner=${TG_TEST_RUNNER:-}
-total_pass=0 total_fail=0 crashed=0
+jobs=${TG_TEST_JOBS:-$(nproc 2>/dev/null || echo 2)}
 here=$(dirname "$0")
-# run NAME CMD...: one test, its lines prefixed with NAME, its counts added up.
-run() {
-    local name=$1 out rc line p f
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+names=()
+
+# launch NAME CMD...: starts one test in the background once a job is free.
+launch() {
+    local i=${#names[@]}
+    names+=("$1")
     shift
-    out=$("$@" 2>&1); rc=$?
-    printf '%s\n' "$out" | grep -E 'FAIL|passed|skipped' | sed "s|^|$name: |" | sed 's/^\(test_[a-z0-9_]*\): \1: /\1: /'
-    line=$(printf '%s\n' "$out" | grep -E '[0-9]+ passed, [0-9]+ failed' | tail -n 1)
-    if [ -z "$line" ]; then
-        echo "$name: no summary line (exit $rc)"; printf '%s\n' "$out" | tail -n 20
-        crashed=$((crashed + 1)); return
-    fi
-    p=$(printf '%s' "$line" | sed -E 's/.* ([0-9]+) passed.*/\1/')
-    f=$(printf '%s' "$line" | sed -E 's/.* ([0-9]+) failed.*/\1/')
-    total_pass=$((total_pass + p)); total_fail=$((total_fail + f))
-    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then echo "$name: exit $rc"; crashed=$((crashed + 1)); fi
+    while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n; done
+    (
+        s=$(date +%s)
+        "$@" >"$out/$i.log" 2>&1
+        echo "$? $(($(date +%s) - s))" >"$out/$i.rc"
+    ) &
 }
+
+# The slowest first, so that the last to finish starts early: the WebGPU
+# suites compile hundreds of shaders on lavapipe (minutes with a cold
+# shader cache), the fuzzing builds and runs for minutes.
+slow="test_webgpu test_fuzz.sh test_webgpu_fusion test_webgpu_attention test_examples.sh test_grad"
+tests=()
+for s in $slow; do
+    for t in "$dir/$s" "$here/$s"; do [ -x "$t" ] && tests+=("$t"); done
+done
 for t in "$dir"/test_* "$here"/test_*.sh; do
     [ -x "$t" ] || continue
+    case " $slow " in *" $(basename "$t") "*) continue ;; esac
+    tests+=("$t")
+done
+for t in "${tests[@]}"; do
     case "$t" in
-    *.sh) [ -z "$runner" ] && run "$(basename "$t")" "$t" "${1:-build}" ;;
-    *) run "$(basename "$t")" $runner "$t" ;;
+    */test_webgpu) # in three parts, each as long as a few other suites
+        launch test_webgpu $runner "$t" --rest
+        launch "test_webgpu[--matmul]" $runner "$t" --matmul
+        launch "test_webgpu[--rows]" $runner "$t" --rows ;;
+    *.sh) [ -z "$runner" ] && launch "$(basename "$t")" "$t" "${1:-build}" ;;
+    *) launch "$(basename "$t")" $runner "$t" ;;
     esac
 done
 
@@ -46,8 +67,27 @@ case "$best" in avx512) paths="avx2 generic" ;; avx2 | neon) paths="generic" ;; 
 for path in $paths; do
     extra=; [ "$path" = avx2 ] && extra=test_gemm
     for s in $suites $extra; do
-        [ -x "$dir/$s" ] && run "$s[TG_CPU=$path]" env TG_CPU=$path $runner "$dir/$s"
+        [ -x "$dir/$s" ] && launch "$s[TG_CPU=$path]" env TG_CPU=$path $runner "$dir/$s"
     done
+done
+wait
+
+# Each suite's lines prefixed with its name, its counts added up.
+total_pass=0 total_fail=0 crashed=0
+for i in "${!names[@]}"; do
+    name=${names[$i]}
+    read -r rc secs <"$out/$i.rc"
+    grep -E 'FAIL|passed|skipped' "$out/$i.log" | sed "s|^|$name: |" | sed 's/^\(test_[a-z0-9_]*\): \1: /\1: /'
+    echo "$name: ${secs} s"
+    line=$(grep -E '[0-9]+ passed, [0-9]+ failed' "$out/$i.log" | tail -n 1)
+    if [ -z "$line" ]; then
+        echo "$name: no summary line (exit $rc)"; tail -n 20 "$out/$i.log"
+        crashed=$((crashed + 1)); continue
+    fi
+    p=$(printf '%s' "$line" | sed -E 's/.* ([0-9]+) passed.*/\1/')
+    f=$(printf '%s' "$line" | sed -E 's/.* ([0-9]+) failed.*/\1/')
+    total_pass=$((total_pass + p)); total_fail=$((total_fail + f))
+    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then echo "$name: exit $rc"; crashed=$((crashed + 1)); fi
 done
 total_fail=$((total_fail + crashed))
 echo "all tests: $total_pass passed, $total_fail failed"

@@ -522,6 +522,8 @@ int main(int argc, char **argv) {
         if (tg_webgpu_info(&(tg_webgpu_adapter_info){0}) == TG_OK) test_row_forms(argc > 2), test_colsum_split(argc > 2);
         return check_summary("test_webgpu");
     }
+    /* --rest: all but the two parts above (tests/run.sh runs the three side by side) */
+    bool rest = argc > 1 && strcmp(argv[1], "--rest") == 0;
     test_emitter_table();
     tg_webgpu_adapter_info info;
     if (tg_webgpu_info(&info) != TG_OK) {
@@ -536,9 +538,7 @@ int main(int argc, char **argv) {
     test_ops(verbose);
     test_op_table(verbose);
     test_ops_2d_grid(verbose);
-    test_matmul_configs(verbose);
-    test_row_forms(verbose);
-    test_colsum_split(verbose);
+    if (!rest) test_matmul_configs(verbose), test_row_forms(verbose), test_colsum_split(verbose);
     par_check(&big_case, verbose);
     test_training(verbose);
     test_forward_sessions();
