@@ -204,7 +204,7 @@ static void check_catches_bad_turns(void) {
         CHECK(fwd == 1 && bwd == 1 && views == 4, "%d forward and %d backward attention kernels, %d permutes read in place",
               fwd, bwd, views);
     }
-    CHECK_OK(tg_plan_check(p->g, &p->plan));
+    CHECK_OK(tg_plan_check(p->g, &p->plan, p->fusion));
     int fused = 0;
     for (int i = 0; i < p->plan.n; i++) fused += p->plan.slot[i].kind == TG_BUF_NONE;
     CHECK(fused > 0, "no value was kept inside a fused kernel");
@@ -219,10 +219,10 @@ static void check_catches_bad_turns(void) {
         int keep = pl->slot[victim].last;
         for (int i = 0; i < pl->n; i++)
             if (pl->slot[i].root == victim) pl->slot[i].last = pl->slot[victim].at;
-        CHECK(tg_plan_check(p->g, pl) == TG_ERR_STATE, "plan_check accepted a read after the value's life");
+        CHECK(tg_plan_check(p->g, pl, p->fusion) == TG_ERR_STATE, "plan_check accepted a read after the value's life");
         for (int i = 0; i < pl->n; i++)
             if (pl->slot[i].root == victim) pl->slot[i].last = keep;
-        CHECK_OK(tg_plan_check(p->g, pl));
+        CHECK_OK(tg_plan_check(p->g, pl, p->fusion));
     }
     /* A fused group's output written before a value it reads exists. */
     int out = -1;
@@ -231,7 +231,7 @@ static void check_catches_bad_turns(void) {
     if (out >= 0) {
         int keep = pl->slot[out].at;
         pl->slot[out].at = 0;
-        CHECK(tg_plan_check(p->g, pl) == TG_ERR_STATE, "plan_check accepted a kernel that runs before its inputs");
+        CHECK(tg_plan_check(p->g, pl, p->fusion) == TG_ERR_STATE, "plan_check accepted a kernel that runs before its inputs");
         pl->slot[out].at = keep;
     }
     tg_program_free(p);

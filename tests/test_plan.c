@@ -136,7 +136,7 @@ static void check_catches_overlap(void) {
     for (int i = 0; i < 6; i++) pg[i] = -1;
     req.param_grad = pg;
     CHECK_OK(tg_plan_build(g, &req, &p));
-    CHECK_OK(tg_plan_check(g, &p));
+    CHECK_OK(tg_plan_check(g, &p, NULL));
     /* Move a scratch class onto another one that is live at the same time. */
     int a = -1, b = -1;
     for (int i = 0; i < p.n && b < 0; i++) {
@@ -148,10 +148,50 @@ static void check_catches_overlap(void) {
     if (a >= 0 && b >= 0) {
         for (int i = 0; i < p.n; i++)
             if (p.slot[i].root == b) p.slot[i].offset = p.slot[a].offset;
-        CHECK(tg_plan_check(g, &p) == TG_ERR_STATE, "plan_check accepted overlapping live tensors");
+        CHECK(tg_plan_check(g, &p, NULL) == TG_ERR_STATE, "plan_check accepted overlapping live tensors");
     }
     tg_plan_free(&p);
     free(pg);
+    tg_session_free(s);
+    tg_model_free(m);
+}
+
+/* A fused group that reads a value besides its members' inputs
+ * (also_reads) keeps it live until the group's turn, and tg_plan_check
+ * rejects a plan that ends it sooner. The group here is one late node of
+ * the MLP's graph reading an early scratch value. */
+static void also_reads_live(void) {
+    tg_model *m;
+    mlp n;
+    tg_session *s = open_mlp(&m, &n, 1, 1, 0);
+    const tg_graph *g = tg_session_graph(s);
+    int64_t off[8];
+    tg_plan_param_layout(m, 256, off);
+    int pg[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
+    tg_plan_req req = {.n_params = 6, .align = 256, .param_offset = off, .param_grad = pg};
+    tg_plan p;
+    CHECK_OK(tg_plan_build(g, &req, &p));
+    int x = -1, y = -1; /* y: the last node that runs; x: a scratch class that dies well before it */
+    for (int i = 0; i < g->n; i++)
+        if (tg_plan_runs(g, i)) y = i;
+    for (int i = 0; i < p.n && x < 0; i++)
+        if (p.slot[i].root == i && p.slot[i].arena == TG_ARENA_SCRATCH && p.slot[i].last + 2 < y) x = i;
+    int natural = x >= 0 ? p.slot[x].last : 0;
+    tg_plan_free(&p);
+    CHECK(x >= 0 && y >= 0, "no early scratch value and late node");
+    tg_fusion *fu = x >= 0 && y >= 0 ? tg_fusion_new(g->n) : NULL;
+    if (fu) {
+        fu->group[y] = 0, fu->role[y] = TG_FUSE_OUTPUT, fu->turn[0] = y, fu->also_reads[0] = x, fu->n_groups = 1;
+        req.fusion = fu;
+        CHECK_OK(tg_plan_build(g, &req, &p));
+        CHECK(p.slot[x].last >= y, "node %d, read by the group at turn %d, lives only to %d", x, y, p.slot[x].last);
+        for (int i = 0; i < p.n; i++)
+            if (p.slot[i].root == x) p.slot[i].last = natural;
+        CHECK(tg_plan_check(g, &p, fu) == TG_ERR_STATE, "plan_check accepted a group reading a value after its life");
+        CHECK(tg_plan_check(g, &p, NULL) == TG_OK, "without the fusion the shortened plan is still sound");
+        tg_plan_free(&p);
+        tg_fusion_free(fu);
+    }
     tg_session_free(s);
     tg_model_free(m);
 }
@@ -160,5 +200,6 @@ int main(void) {
     determinism();
     plan_properties();
     check_catches_overlap();
+    also_reads_live();
     return check_summary("test_plan");
 }

@@ -316,13 +316,13 @@ tg_status tg_plan_build(const tg_graph *g, const tg_plan_req *req, tg_plan *out)
         tg_plan_free(out);
         return tg_fail(TG_ERR_NOMEM, "plan: out of memory");
     }
-    return tg_plan_check(g, out);
+    return tg_plan_check(g, out, fu);
 #undef ROLE
 #undef AT
 #undef NO_MEMORY
 }
 
-tg_status tg_plan_check(const tg_graph *g, const tg_plan *p) {
+tg_status tg_plan_check(const tg_graph *g, const tg_plan *p, const tg_fusion *fu) {
     /* Every value is read while it is there: after the turn that writes it,
      * inside its class's live range. A fused (absorbed) value lives only in
      * its group's kernel, so only that kernel (the same turn) may read it,
@@ -345,6 +345,15 @@ tg_status tg_plan_check(const tg_graph *g, const tg_plan *p) {
         if (s->kind != TG_BUF_NONE && (s->at < s->first || s->at > s->last))
             return tg_fail(TG_ERR_STATE, "plan check: node %d is written at turn %d, outside its class's life %d-%d", i,
                            s->at, s->first, s->last);
+    }
+    for (int q = 0; fu && fu->n == p->n && q < fu->n_groups; q++) {
+        int x = fu->also_reads[q], t = fu->turn[q];
+        if (x < 0) continue;
+        const tg_slot *sx = &p->slot[x];
+        if (sx->kind == TG_BUF_NONE || sx->at > t || t < sx->first || t > sx->last)
+            return tg_fail(TG_ERR_STATE,
+                           "plan check: fused group %d reads node %d at turn %d, outside its value's life (%d, %d-%d)",
+                           q, x, t, sx->at, sx->first, sx->last);
     }
     /* Every node fits its class's memory and stays inside its arena. */
     for (int i = 0; i < p->n; i++) {

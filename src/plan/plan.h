@@ -105,8 +105,10 @@ int64_t tg_plan_param_layout(const tg_model *m, int64_t align, int64_t *offsets)
 tg_status tg_plan_build(const tg_graph *g, const tg_plan_req *req, tg_plan *out);
 /* Proves no two simultaneously live classes overlap in memory, and that
  * every value is read while its memory holds it (between the turn that
- * writes it and the end of its class's live range). */
-tg_status tg_plan_check(const tg_graph *g, const tg_plan *p);
+ * writes it and the end of its class's live range), the values fused
+ * groups read besides their members' inputs (fu's also_reads; fu may be
+ * NULL) included. */
+tg_status tg_plan_check(const tg_graph *g, const tg_plan *p, const tg_fusion *fu);
 void tg_plan_print(const tg_graph *g, const tg_plan *p, FILE *f);
 void tg_plan_free(tg_plan *p);
 const char *tg_plan_kind_name(tg_buf_kind k);
