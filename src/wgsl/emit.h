@@ -184,6 +184,11 @@ bool tg_wgsl_matmul_groupable(const tg_graph *g, int a, int b);
 /* The kernel of products mm[0..n) that tg_wgsl_matmul_groupable pairs, into
  * k (opened with tg_wk_open at the group's turn). */
 bool tg_wgsl_matmul_group(wk *k, const int *mm, int n);
+/* Products a and b can be summed in one kernel (tg_wgsl_matmul_sum): plain
+ * f32 products of one geometry (shapes and transposes), neither split. */
+bool tg_wgsl_matmul_summable(const tg_graph *g, int a, int b);
+/* The kernel storing out = the sum of the products mm[0..n) in order. */
+bool tg_wgsl_matmul_sum(wk *k, const int *mm, int n, int out);
 bool tg_wgsl_unary_math(wk *k); /* the unary math rows of ops.def */
 bool tg_wgsl_unary_grad(wk *k);
 bool tg_wgsl_minmax(wk *k);

@@ -809,6 +809,78 @@ static void plan_matmul_groups(fz *z) {
     }
 }
 
+/* An add tree over products of one geometry (the input gradient of the q,
+ * k and v projections: dq Wq^T + dk Wk^T + dv Wv^T) runs as one product
+ * that walks each term's K in turn into the same accumulators, stored once
+ * by the root add: one dispatch for the products and the adds, and one
+ * long K loop instead of several short ones (gpt_small's terms have K =
+ * 384). Every product and inner add must be read only by the tree, and
+ * the move check must allow running the products at the root's turn. */
+typedef struct {
+    int leaf[FZ_MM_MAX], nl, add[FZ_MM_MAX], na;
+    bool bad;
+} sum_tree;
+
+static void sum_walk(const fz *z, int r, int x, sum_tree *t, int cap) {
+    const tg_node *n = &z->g->nodes[x];
+    if (t->bad) return;
+    if (z->grp[x] >= 0 || !runs(z, x) || z->must_store[x] || z->coff[x + 1] - z->coff[x] != 1 || z->cons[z->coff[x]] != r) {
+        t->bad = true;
+    } else if (n->op == TG_OP_MATMUL) {
+        if (t->nl == cap || (t->nl && !tg_wgsl_matmul_summable(z->g, t->leaf[0], x))) t->bad = true;
+        else t->leaf[t->nl++] = x;
+    } else if (n->op == TG_OP_ADD && t->na < FZ_MM_MAX && tg_shape_eq(n->shape, z->g->nodes[n->in[0]].shape) &&
+               tg_shape_eq(n->shape, z->g->nodes[n->in[1]].shape)) {
+        t->add[t->na++] = x;
+        sum_walk(z, x, n->in[0], t, cap);
+        sum_walk(z, x, n->in[1], t, cap);
+    } else {
+        t->bad = true;
+    }
+}
+
+static void plan_matmul_sums(fz *z) {
+    int cap = ((int)z->lim->max_storage_buffers_per_stage - 1) / 2;
+    if (cap > FZ_MM_MAX) cap = FZ_MM_MAX;
+    for (int r = z->n - 1; r >= 0 && cap >= 2; r--) { /* roots last first: a whole tree before its subtrees */
+        const tg_node *n = &z->g->nodes[r];
+        if (n->op != TG_OP_ADD || n->dtype != TG_F32 || z->grp[r] >= 0 || !runs(z, r) ||
+            !tg_shape_eq(n->shape, z->g->nodes[n->in[0]].shape) || !tg_shape_eq(n->shape, z->g->nodes[n->in[1]].shape))
+            continue;
+        sum_tree t = {.nl = 0};
+        sum_walk(z, r, n->in[0], &t, cap);
+        sum_walk(z, r, n->in[1], &t, cap);
+        if (t.bad || t.nl < 2 || !tg_wgsl_matmul_summable(z->g, t.leaf[0], t.leaf[0])) continue;
+        int mem[2 * FZ_MM_MAX + 1], rd[2 * FZ_MM_MAX], nm = 0;
+        for (int q = 0; q < t.nl; q++) {
+            mem[nm++] = t.leaf[q];
+            rd[2 * q] = z->g->nodes[t.leaf[q]].in[0], rd[2 * q + 1] = z->g->nodes[t.leaf[q]].in[1];
+        }
+        for (int q = 0; q < t.na; q++) mem[nm++] = t.add[q];
+        mem[nm++] = r;
+        bool ok = true; /* the sum's bytes are apart from every operand's */
+        for (int q = 0; q < 2 * t.nl; q++) ok &= !overlap(&z->plan->slot[r], &z->plan->slot[rd[q]]);
+        gview v = {mem, nm, &r, 1, rd, 2 * t.nl, r};
+        if (!ok || !move_ok(z, &v)) continue;
+        fz_group *gr = new_group(z, FZ_MMSUM);
+        if (!gr) return;
+        int id = z->n_gr - 1;
+        memcpy(gr->mm, t.leaf, sizeof t.leaf);
+        gr->n_mm = t.nl;
+        gr->mm_sum = r;
+        gr->turn = r;
+        for (int q = 0; q < nm; q++) z->grp[mem[q]] = id, z->role[mem[q]] = R_MEMBER, z->at[mem[q]] = r, z->kept[mem[q]] = mem[q] != r;
+    }
+}
+
+static tg_status emit_matmul_sum(const tg_graph *g, const tg_plan *plan, const tg_wgsl_limits *lim, const fz_group *gr,
+                                 tg_kernel_spec *sp, tg_wgsl_program *out) {
+    wk k;
+    tg_wk_open(&k, g, plan, lim, gr->turn, sp);
+    tg_wgsl_matmul_sum(&k, gr->mm, gr->n_mm, gr->mm_sum);
+    return tg_wk_close(&k, out);
+}
+
 static tg_status emit_matmul_group(const tg_graph *g, const tg_plan *plan, const tg_wgsl_limits *lim, const fz_group *gr,
                                    tg_kernel_spec *sp, tg_wgsl_program *out) {
     wk k;
@@ -821,7 +893,7 @@ static tg_status emit_matmul_group(const tg_graph *g, const tg_plan *plan, const
 
 static int g_fusion = -1; /* -1: from TG_WGSL_FUSE (default on) */
 
-/* TG_WGSL_MM_GROUP=0 turns the matmul groups off, for measuring. */
+/* TG_WGSL_MM_GROUP=0 turns the matmul groups and sums off, for measuring. */
 static bool mm_groups_on(void) {
     static int on = -1;
     if (on < 0) {
@@ -972,6 +1044,7 @@ tg_status tg_wgsl_emit_program(const tg_graph *g, const tg_plan *plan, const tg_
     if (st == TG_OK && fusion_on() && !lim->one_kernel_per_node) {
         plan_optimizer(&z, wb, n_wb);
         plan_sumsq(&z);
+        if (mm_groups_on()) plan_matmul_sums(&z); /* before the epilogues, which would take the adds */
         plan_elementwise(&z);
         if (mm_groups_on()) plan_matmul_groups(&z);
         if (z.oom) st = tg_fail(TG_ERR_NOMEM, "webgpu: out of memory planning fused kernels");
@@ -1004,9 +1077,10 @@ tg_status tg_wgsl_emit_program(const tg_graph *g, const tg_plan *plan, const tg_
             continue;
         }
         fz_group *gr = &z.gr[gi];
-        if (gr->kind == FZ_MMGROUP) {
+        if (gr->kind == FZ_MMGROUP || gr->kind == FZ_MMSUM) {
             tg_kernel_spec *k;
-            if ((st = push_spec(out, &cap, &k)) == TG_OK) st = emit_matmul_group(g, plan, lim, gr, k, out);
+            if ((st = push_spec(out, &cap, &k)) == TG_OK)
+                st = (gr->kind == FZ_MMSUM ? emit_matmul_sum : emit_matmul_group)(g, plan, lim, gr, k, out);
         } else if (gr->kind == FZ_FUSED) {
             tg_kernel_spec *k;
             if ((st = push_spec(out, &cap, &k)) != TG_OK) break;

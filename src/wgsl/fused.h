@@ -10,7 +10,8 @@ typedef enum {
     FZ_OPTIM, /* the optimizer updates of many params */
     FZ_SUMSQ, /* sums of squares of many tensors (the clip norm's terms) and their total */
     FZ_ATTN,  /* a fused attention, chosen before planning (attention.h) */
-    FZ_MMGROUP /* products of one A (the q, k and v projections): one dispatch */
+    FZ_MMGROUP, /* products of one A (the q, k and v projections): one dispatch */
+    FZ_MMSUM    /* products summed by a tree of adds (their input gradient): one product */
 } fz_kind;
 
 #define FZ_MM_MAX 4 /* products per group: 1 + 2 x 4 bindings fit the 10 a stage may have */
@@ -43,7 +44,8 @@ typedef struct {
     int *tree, n_tree; /* the adds totalling the terms (any order), -1/0 for none */
     int total;         /* their root, stored; -1 for none */
     const struct tg_wgsl_attn_s *attn; /* FZ_ATTN */
-    int mm[FZ_MM_MAX], n_mm;           /* FZ_MMGROUP: the products, in node order */
+    int mm[FZ_MM_MAX], n_mm;           /* FZ_MMGROUP, FZ_MMSUM: the products, in node order / summation order */
+    int mm_sum;                        /* FZ_MMSUM: the tree's root add, which stores the sum */
 } fz_group;
 
 typedef tg_status (*fz_push)(tg_wgsl_program *out, int *cap, tg_kernel_spec **slot);

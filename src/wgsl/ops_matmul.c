@@ -257,8 +257,11 @@ static bool grid(wk *k, const mm_geom *g, const mm_cfg *c, int split, int member
 /* Phase 0: the product, stored through st. Phase 1: partial products of
  * the K-ranges into the workspace. With members > 1, a group of products
  * of one A (tg_wgsl_matmul_group): the column tiles of member q come q-th
- * along x, and mq tells ld1 and st which member's B and C they touch. */
-static bool tiled(wk *k, const mm_geom *g, const mm_cfg *c, int split, int members) {
+ * along x, and mq tells ld1 and st which member's B and C they touch.
+ * With terms > 1, a sum of products (tg_wgsl_matmul_sum): every workgroup
+ * walks the K loop once per term into the same accumulators, mq telling
+ * ld0 and ld1 whose A and B they read. */
+static bool tiled(wk *k, const mm_geom *g, const mm_cfg *c, int split, int members, int terms) {
     mm_ctx x = {g, c, false, c->bm / 4 + 1, c->bn / 4};
     long long kc = split > 1 ? k_per_split(g, c, split) : g->K;
     /* M, N, K and the K-ranges multiples of the tile, every range non-empty:
@@ -290,6 +293,7 @@ static bool tiled(wk *k, const mm_geom *g, const mm_cfg *c, int split, int membe
         for (int h = 0; h < th; h++) tg_wsb_printf(&k->s, "    var c%d_%d = vec4<f32>(0.0f);\n", r, h);
     for (int q = 0; q < la; q++) tg_wsb_printf(&k->s, "    var pa%d = 0.0f;\n", q);
     for (int q = 0; q < lb; q++) tg_wsb_printf(&k->s, "    var pb%d = 0.0f;\n", q);
+    if (terms > 1) tg_wsb_printf(&k->s, "    for (var mi = 0u; mi < %du; mi++) {\n    mq = mi;\n", terms);
     tg_wsb_printf(&k->s, "    {\n");
     emit_loads(k, &x, "kbeg");
     tg_wsb_printf(&k->s, "    }\n    for (var k0 = kbeg; k0 < kend; k0 += %du) {\n        workgroupBarrier();\n", c->bk);
@@ -318,7 +322,7 @@ static bool tiled(wk *k, const mm_geom *g, const mm_cfg *c, int split, int membe
                            r, h);
         tg_wsb_printf(&k->s, "        }\n");
     }
-    tg_wsb_printf(&k->s, "    }\n");
+    tg_wsb_printf(&k->s, terms > 1 ? "    }\n    }\n" : "    }\n");
     char row[64], col[64];
     for (int r = 0; r < c->tm; r++) {
         block_row(c, r, row, sizeof row);
@@ -363,7 +367,7 @@ bool tg_wgsl_matmul(wk *k) {
     int split = split_of(&g, &c);
     if (split > 1 && k->phase == 0) return tg_wk_fail(k, TG_ERR_BACKEND, "a split matmul runs in two phases");
     if (k->phase == 2) return reduce(k, &g, split);
-    return tiled(k, &g, &c, k->phase == 1 ? split : 1, 1);
+    return tiled(k, &g, &c, k->phase == 1 ? split : 1, 1, 1);
 }
 
 bool tg_wgsl_matmul_groupable(const tg_graph *gr, int a, int b) {
@@ -410,5 +414,53 @@ bool tg_wgsl_matmul_group(wk *k, const int *mm, int n) {
     tg_wsb_printf(&k->s, "    }\n}\n");
     mm_geom g = geometry(gr, &gr->nodes[mm[0]]);
     mm_cfg c = choose(&g);
-    return tiled(k, &g, &c, 1, n);
+    return tiled(k, &g, &c, 1, n, 1);
+}
+
+bool tg_wgsl_matmul_summable(const tg_graph *gr, int a, int b) {
+    const tg_node *x = &gr->nodes[a], *y = &gr->nodes[b];
+    if (x->op != TG_OP_MATMUL || y->op != TG_OP_MATMUL || x->dtype != TG_F32 || y->dtype != TG_F32) return false;
+    if (x->at.matmul.ta != y->at.matmul.ta || x->at.matmul.tb != y->at.matmul.tb || !tg_shape_eq(x->shape, y->shape))
+        return false;
+    for (int i = 0; i < 2; i++)
+        if (!tg_shape_eq(gr->nodes[x->in[i]].shape, gr->nodes[y->in[i]].shape)) return false;
+    int64_t w;
+    return tg_wgsl_matmul_split(gr, a, &w) == 1;
+}
+
+/* out = sum of op(A_q) op(B_q) over the terms mm[0..n), which
+ * tg_wgsl_matmul_summable pairs: one dispatch, the terms accumulated in
+ * registers in order (the adds that total them, out among them, are never
+ * stored apart). Bindings: out, the n As, the n Bs (merged where the plan
+ * overlaps them). */
+bool tg_wgsl_matmul_sum(wk *k, const int *mm, int n, int out) {
+    const tg_graph *gr = k->g;
+    int nodes[2 * TG_WGSL_MAX_BINDINGS + 1], bind_of[2 * TG_WGSL_MAX_BINDINGS + 1];
+    int64_t off[2 * TG_WGSL_MAX_BINDINGS + 1];
+    if (n < 2 || n > TG_WGSL_MAX_BINDINGS) return tg_wk_fail(k, TG_ERR_BACKEND, "a matmul sum of %d", n);
+    nodes[0] = out;
+    for (int q = 0; q < n; q++) nodes[1 + q] = gr->nodes[mm[q]].in[0], nodes[1 + n + q] = gr->nodes[mm[q]].in[1];
+    tg_wsb_printf(&k->s, "// node %d: matmul sum of %d [", out, n);
+    for (int q = 0; q < n; q++) tg_wsb_printf(&k->s, "%s%d", q ? " " : "", mm[q]);
+    char sh[64];
+    tg_wsb_printf(&k->s, "] %s\n", tg_shape_str(gr->nodes[out].shape, sh, sizeof sh));
+    if (!tg_wk_bind_nodes(k, nodes, 2 * n + 1, bind_of, off)) return false;
+    for (int b = 0; b < k->spec->n_bindings; b++)
+        tg_wsb_printf(&k->s, "@group(0) @binding(%d) var<storage, read_write> b%d: array<u32>;\n", b, b);
+    tg_wsb_printf(&k->s, "var<private> mq: u32;\nfn st(i: u32, v: f32) { b%d[%lldu + i] = bitcast<u32>(v); }\n", bind_of[0],
+                  (long long)off[0]);
+    /* mq is uniform: the loop over the terms is */
+    char lab[24];
+    for (int o = 0; o < 2; o++) {
+        tg_wsb_printf(&k->s, "fn ld%d(i: u32) -> f32 {\n    switch mq {\n", o);
+        for (int q = 0; q < n; q++) {
+            snprintf(lab, sizeof lab, q < n - 1 ? "case %du:" : "default:", q);
+            tg_wsb_printf(&k->s, "        %s { return bitcast<f32>(b%d[%lldu + i]); }\n", lab, bind_of[1 + o * n + q],
+                          (long long)off[1 + o * n + q]);
+        }
+        tg_wsb_printf(&k->s, "    }\n}\n");
+    }
+    mm_geom g = geometry(gr, &gr->nodes[mm[0]]);
+    mm_cfg c = choose(&g);
+    return tiled(k, &g, &c, 1, 1, n);
 }
