@@ -33,7 +33,10 @@
  * four scalar ones, through a vec4<u32> binding): square 2048 products
  * 31.1 against 35.1 TFLOP/s, gpt_small 50.9 against 46.5 ms; and, again,
  * BK 32 (2048: 32.3 TFLOP/s, gpt_small 47.2 ms). No split at 2048 (256
- * large tiles) measured the same as the split in two: 35.0 against 34.3. */
+ * large tiles) measured faster than the split in two, in three runs:
+ * 35.0 / 35.6 / 35.8 against 34.3 / 33.8 / 34.1 TFLOP/s (tall tiles 31.3,
+ * small 28.4, BK 8 32.0), so a product of FILL / 2 tiles or more is not
+ * split. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -89,7 +92,8 @@ void tg_wgsl_matmul_test_config(int cfg, int split, int unroll) {
 }
 
 /* Measuring knobs, read once: TG_WGSL_MM_BK=8|16|32 sets the k-slice
- * depth, TG_WGSL_MM_SPLIT=N the number of K-ranges (1: none). */
+ * depth, TG_WGSL_MM_SPLIT=N the number of K-ranges (1: none),
+ * TG_WGSL_MM_TILE=1|2|3 the tiles (large, tall, small). */
 static int knob(const char *name, int *v) {
     if (*v < 0) {
         const char *s = getenv(name);
@@ -107,7 +111,9 @@ static mm_cfg choose(const mm_geom *g) {
 }
 
 static mm_cfg choose_tile(const mm_geom *g) {
+    static int tile = -1;
     if (test_cfg >= 0) return test_cfg == 0 ? LARGE : test_cfg == 1 ? TALL : SMALL;
+    if (knob("TG_WGSL_MM_TILE", &tile) >= 1 && tile <= 3) return tile == 1 ? LARGE : tile == 2 ? TALL : SMALL;
     bool big = g->M >= 128 && g->N >= 128;
     if (big && (tiles(g, &LARGE) >= FILL || g->K >= 2048)) return LARGE; /* a long K is split to fill the GPU */
     if (g->M >= 128 && g->N >= 64 && tiles(g, &TALL) >= FILL / 2) return TALL;
@@ -115,13 +121,15 @@ static mm_cfg choose_tile(const mm_geom *g) {
 }
 
 /* How many K-ranges: enough workgroups to fill the GPU, each range at least
- * 256 long (a multiple of BK). 1 = no split. */
+ * 256 long (a multiple of BK), for products of fewer than FILL / 2 tiles
+ * (above that the partials' extra pass costs more than the fuller GPU
+ * gains). 1 = no split. */
 static int split_of(const mm_geom *g, const mm_cfg *c) {
     static int forced = -1;
     if (test_split > 0) return test_split;
     if (knob("TG_WGSL_MM_SPLIT", &forced) > 0) return g->K / forced >= c->bk ? forced : 1;
     long long t = tiles(g, c);
-    if (t >= FILL || g->K < 1024) return 1;
+    if (t >= FILL / 2 || g->K < 1024) return 1;
     long long s = (FILL + t - 1) / t;
     if (s > g->K / 256) s = g->K / 256;
     if (s > 64) s = 64;
