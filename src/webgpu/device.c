@@ -359,6 +359,7 @@ static bool init(wgpu_ctx *c, char *why, size_t n) {
     c->f.AdapterGetFeatures(c->adapter, &af);
     c->subgroups = false;
     for (size_t i = 0; i < af.count; i++) c->subgroups |= af.features[i] == WG_FEATURE_SUBGROUPS;
+    feature_names(&af, NULL, c->info.features, sizeof c->info.features);
     c->f.SupportedFeaturesFreeMembers(af);
     if (c->subgroups) dd.required_feature_count = 1, dd.required_features = want_subgroups;
     /* Codegen already checked every index against the buffers' sizes at
@@ -384,10 +385,6 @@ static bool init(wgpu_ctx *c, char *why, size_t n) {
     if (c->f.DeviceGetLimits(c->device, &c->limits) != WG_SUCCESS) c->limits = lim;
     fill_limits(c);
     c->info.robust = want_robust || !device_uses_toggle(c, "disable_robustness");
-    wg_features f = {0};
-    c->f.AdapterGetFeatures(c->adapter, &f);
-    feature_names(&f, NULL, c->info.features, sizeof c->info.features);
-    c->f.SupportedFeaturesFreeMembers(f);
     return true;
 }
 
