@@ -205,7 +205,7 @@ bool tg_wgsl_conv2d_grad_weight(wk *k) {
                "    let xv = ld0(select(0u, (img * C + xc) * HW + u32(iy) * W + u32(ix), inside));\n"
                "    return select(0.0f, ld1((img * O + o) * P + oy * WO + ox) * xv, inside);\n}\n",
                coords);
-    return tg_wk_colsum(k, terms, nw, "term(r, c)", "f32");
+    return tg_wk_colsum(k, "term(r, c)", "f32");
 }
 
 /* max_pool2d: x [N, C, H, W] -> y [N, C, Ho, Wo] */

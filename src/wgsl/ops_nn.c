@@ -152,11 +152,11 @@ bool tg_wgsl_norm_dx(wk *k) {
 
 /* norm_dgain: (x [R, D], gy [R, D], stats [R, 2]) -> [D]: sum over rows of gy * xh. */
 bool tg_wgsl_norm_dgain(wk *k) {
-    int64_t D = last_dim(tg_wk_in(k, 0)), R = D ? tg_ir_numel(tg_wk_in(k, 0)) / D : 0;
+    int64_t D = last_dim(tg_wk_in(k, 0));
     char e[160];
     snprintf(e, sizeof e, "ld1(r * %lldu + c) * ((ld0(r * %lldu + c) - ld2(2u * r)) * ld2(2u * r + 1u))", (long long)D,
              (long long)D);
-    return tg_wk_colsum(k, R, D, e, "f32");
+    return tg_wk_colsum(k, e, "f32");
 }
 
 /* embedding: (table [V, D], idx [R]) -> [R, D]; a zero row for an index outside [0, V). */
@@ -180,11 +180,11 @@ bool tg_wgsl_embedding(wk *k) {
  * per element, looping alone, took 3.4); a large vocabulary would want the
  * rows grouped by index first. */
 bool tg_wgsl_embedding_grad(wk *k) {
-    int64_t V = k->n->at.classes.v, D = last_dim(k->n), R = tg_ir_numel(tg_wk_in(k, 0));
+    int64_t D = last_dim(k->n);
     char e[160];
     snprintf(e, sizeof e, "select(0.0f, ld1(r * %lldu + c %% %lldu), ld0(r) == i32(c / %lldu))", (long long)D,
              (long long)D, (long long)D);
-    return tg_wk_colsum(k, R, V * D, e, "f32");
+    return tg_wk_colsum(k, e, "f32");
 }
 
 /* rope: (x [..., T, D], table [T, D] = cos | sin) -> [..., T, D]. One

@@ -81,7 +81,7 @@ bool tg_wgsl_sum(wk *k) {
     if (sum_by_columns(&q)) {
         char e[64];
         snprintf(e, sizeof e, "ld0(r * %lldu + c)", (long long)q.kd[0]);
-        return tg_wk_colsum(k, R, q.kd[0], e, t);
+        return tg_wk_colsum(k, e, t);
     }
     bool by_thread = (!contiguous || R < 64) && (n_out >= 1024 || R < 64);
     if (by_thread) {

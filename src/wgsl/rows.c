@@ -342,7 +342,9 @@ static bool colsum_combine(wk *k, int S, int64_t C, const char *type) {
  * Split in two phases (tg_wk_colsum_chunks > 1), phase 1 runs this over
  * each chunk of rows, a grid of column groups x chunks, with 32 row sets
  * of 8 partials (enough workgroups now carry the loads in flight). */
-bool tg_wk_colsum(wk *k, int64_t R, int64_t C, const char *expr, const char *type) {
+bool tg_wk_colsum(wk *k, const char *expr, const char *type) {
+    int64_t R, C;
+    if (!tg_wgsl_colsum_dims(k->g, k->n, &R, &C)) return tg_wk_fail(k, TG_ERR_BACKEND, "not a column sum");
     int S = tg_wk_colsum_chunks(R, C);
     if (S > 1 && k->phase == 0) return tg_wk_fail(k, TG_ERR_BACKEND, "a split column sum runs in two phases");
     if (S > 1 && k->phase == 2) return colsum_combine(k, S, C, type);
