@@ -233,44 +233,34 @@ static tg_status group_train(tg_trace_fn loss_fn, const char *kind, float *loss,
     return st;
 }
 
-static void test_matmul_group(void) {
+/* loss_fn trained fused and with one kernel per node: the losses within
+ * 1e-5 relative, W0 within 1e-5 (its weights are about 0.2), and exactly
+ * one kernel of `kind` fused, none unfused. */
+static void check_one_kernel(const char *what, tg_trace_fn loss_fn, const char *kind) {
     float lf[3], lu[3];
     static float wf[64 * 64], wu[64 * 64];
     int gf = 0, gu = 0;
-    CHECK_OK(group_train(group_loss, "matmul group of 3", lf, wf, &gf));
+    CHECK_OK(group_train(loss_fn, kind, lf, wf, &gf));
     tg_wgsl_set_fusion(0);
-    CHECK_OK(group_train(group_loss, "matmul group of 3", lu, wu, &gu));
-    tg_wgsl_set_fusion(-1);
-    double worst = 0;
-    for (int i = 0; i < 3; i++) worst = fmax(worst, rel(lf[i], lu[i]));
-    for (int i = 0; i < 64 * 64; i++) worst = fmax(worst, fabs(wf[i] - wu[i]) / (fabs(wu[i]) + 1e-3));
-    CHECK(worst <= 1e-5, "matmul groups: grouped vs one kernel per node differ by %.3g", worst);
-    /* the forward's x W0, x W1, x W2; the weight gradients x^T dY0.. stay
-     * apart (each dY is read by the next softmax gradient's product before
-     * the last dW runs) */
-    CHECK(gf == 1 && gu == 0, "matmul groups of 3: %d (%d unfused), want 1 (0)", gf, gu);
-    printf("  three products of one input: %d groups of 3, differences %.2g\n", gf, worst);
-}
-
-/* A sum of three products in one kernel against one kernel per node: the
- * terms are added in registers instead of after rounding each product, so
- * the results agree to rounding, not bits. */
-static void test_matmul_sum(void) {
-    float lf[3], lu[3];
-    static float wf[64 * 64], wu[64 * 64];
-    int sf = 0, su = 0;
-    CHECK_OK(group_train(sum_loss, "matmul sum of 3", lf, wf, &sf));
-    tg_wgsl_set_fusion(0);
-    CHECK_OK(group_train(sum_loss, "matmul sum of 3", lu, wu, &su));
+    CHECK_OK(group_train(loss_fn, kind, lu, wu, &gu));
     tg_wgsl_set_fusion(-1);
     double worst = 0, wworst = 0;
     for (int i = 0; i < 3; i++) worst = fmax(worst, rel(lf[i], lu[i]));
     for (int i = 0; i < 64 * 64; i++) wworst = fmax(wworst, fabs(wf[i] - wu[i]));
-    /* weights absolutely (they are about 0.2): relative to one near 0, a
-     * rounding-sized difference looks large */
-    CHECK(worst <= 1e-5 && wworst <= 1e-5, "matmul sums: one kernel vs one kernel per node: losses differ by %.3g, weights by %.3g", worst, wworst);
-    CHECK(sf == 1 && su == 0, "matmul sums of 3: %d (%d unfused), want 1 (0)", sf, su);
-    printf("  a sum of three products: %d sums of 3, losses differ by %.2g, weights by %.2g\n", sf, worst, wworst);
+    CHECK(worst <= 1e-5 && wworst <= 1e-5, "%s: fused vs one kernel per node: losses differ by %.3g, weights by %.3g", what,
+          worst, wworst);
+    CHECK(gf == 1 && gu == 0, "%s: %d kernels '%s' (%d unfused), want 1 (0)", what, gf, kind, gu);
+    printf("  %s: %d '%s', losses differ by %.2g, weights by %.2g\n", what, gf, kind, worst, wworst);
+}
+
+/* The forward's x W0, x W1, x W2 as one kernel; the weight gradients x^T
+ * dY0.. stay apart (each dY is read by the next softmax gradient's product
+ * before the last dW runs). A sum of three products: the terms are added
+ * in registers instead of after rounding each product, so the results
+ * agree to rounding, not bits. */
+static void test_matmul_group(void) {
+    check_one_kernel("three products of one input", group_loss, "matmul group of 3");
+    check_one_kernel("a sum of three products", sum_loss, "matmul sum of 3");
 }
 
 /* ---- the addition transformer of examples/addition.c ---- */
@@ -346,7 +336,6 @@ int main(void) {
     test_chunked();
     test_exact_bindings();
     test_matmul_group();
-    test_matmul_sum();
     test_addition();
     return check_summary("test_webgpu_fusion");
 }
