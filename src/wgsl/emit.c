@@ -95,6 +95,19 @@ static bool grid(wk *k, int64_t groups, uint32_t *gx, uint32_t *gy) {
     return true;
 }
 
+int tg_wgsl_knob(const char *name, const char *const *words, int dflt) {
+    const char *e = getenv(name);
+    for (int i = 0; e && words && words[i]; i++)
+        if (strcmp(e, words[i]) == 0) return i;
+    return dflt;
+}
+
+int tg_wgsl_knob_int(const char *name, int dflt) {
+    const char *e = getenv(name);
+    int v = e ? atoi(e) : 0;
+    return v > 0 ? v : dflt;
+}
+
 bool tg_wk_main(wk *k, int64_t groups, uint32_t wg) {
     uint32_t gx = 1, gy = 1;
     if (wg > k->lim->max_invocations_per_workgroup)

@@ -54,6 +54,13 @@ void tg_wk_helper(wk *k, unsigned id, const char *text);
 /* Sets the default names (ld0.., st, no prefix, kernel mode). */
 void tg_wk_names_default(wk *k);
 
+/* The measuring knobs (TG_WGSL_*, read at each kernel's emission): the
+ * index in words (NULL-terminated) of the variable's value, else dflt
+ * (unset or another value); tg_wgsl_knob_int: its value as a positive
+ * integer, else dflt. */
+int tg_wgsl_knob(const char *name, const char *const *words, int dflt);
+int tg_wgsl_knob_int(const char *name, int dflt);
+
 typedef bool (*tg_wgsl_emit_fn)(wk *k);
 typedef struct {
     tg_wgsl_emit_fn emit; /* NULL: no kernel (leaves, views) */

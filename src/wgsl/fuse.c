@@ -894,23 +894,12 @@ static tg_status emit_matmul_group(const tg_graph *g, const tg_plan *plan, const
 static int g_fusion = -1; /* -1: from TG_WGSL_FUSE (default on) */
 
 /* TG_WGSL_MM_GROUP=0 turns the matmul groups and sums off, for measuring. */
-static bool mm_groups_on(void) {
-    static int on = -1;
-    if (on < 0) {
-        const char *e = getenv("TG_WGSL_MM_GROUP");
-        on = !(e && strcmp(e, "0") == 0);
-    }
-    return on != 0;
-}
+static bool mm_groups_on(void) { return tg_wgsl_knob("TG_WGSL_MM_GROUP", (const char *const[]){"0", NULL}, 1) != 0; }
 
 void tg_wgsl_set_fusion(int on) { g_fusion = on; }
 
 static bool fusion_on(void) {
-    if (g_fusion < 0) {
-        const char *e = getenv("TG_WGSL_FUSE");
-        g_fusion = !(e && strcmp(e, "0") == 0);
-    }
-    return g_fusion != 0;
+    return g_fusion >= 0 ? g_fusion != 0 : tg_wgsl_knob("TG_WGSL_FUSE", (const char *const[]){"0", NULL}, 1) != 0;
 }
 
 /* The attention groups the plan was made with: their members run at the

@@ -318,9 +318,10 @@ typedef enum { FORM_ROW_LOOPS, FORM_ROWS, FORM_TILES } attn_form;
 static attn_form form_of(const tg_wgsl_attn *a, const tg_wgsl_limits *lim) {
     bool tiles = tg_wgsl_attn_tiles_fit(a, lim);
     if (g_form >= 0) return g_form == 2 && tiles ? FORM_TILES : g_form == 0 ? FORM_ROW_LOOPS : FORM_ROWS;
-    const char *e = getenv("TG_WGSL_ATTN"); /* benchmarks: tiles, rows or row-loops */
-    if (e && strcmp(e, "rows") == 0) return FORM_ROWS;
-    if (e && strcmp(e, "row-loops") == 0) return FORM_ROW_LOOPS;
+    /* benchmarks: tiles (the rule below), rows or row-loops */
+    int e = tg_wgsl_knob("TG_WGSL_ATTN", (const char *const[]){"row-loops", "rows", NULL}, -1);
+    if (e == 0) return FORM_ROW_LOOPS;
+    if (e == 1) return FORM_ROWS;
     /* Below 64 rows a block is mostly padding: the addition transformer (T 8)
      * stepped in 1.79 ms with blocks against 1.37 with rows on the H200. */
     if (tiles && a->T >= 64) return FORM_TILES;

@@ -91,29 +91,21 @@ void tg_wgsl_matmul_test_config(int cfg, int split, int unroll) {
     test_unroll = unroll;
 }
 
-/* Measuring knobs, read once: TG_WGSL_MM_BK=8|16|32 sets the k-slice
- * depth, TG_WGSL_MM_SPLIT=N the number of K-ranges (1: none),
- * TG_WGSL_MM_TILE=1|2|3 the tiles (large, tall, small). */
-static int knob(const char *name, int *v) {
-    if (*v < 0) {
-        const char *s = getenv(name);
-        *v = s ? atoi(s) : 0;
-    }
-    return *v;
-}
-
+/* Measuring knobs: TG_WGSL_MM_BK=8|16|32 sets the k-slice depth,
+ * TG_WGSL_MM_SPLIT=N the number of K-ranges (1: none), TG_WGSL_MM_TILE=1|2|3
+ * the tiles (large, tall, small). */
 static mm_cfg choose_tile(const mm_geom *g);
 static mm_cfg choose(const mm_geom *g) {
-    static int bk = -1;
     mm_cfg c = choose_tile(g);
-    if (knob("TG_WGSL_MM_BK", &bk) == 8 || bk == 16 || bk == 32) c.bk = bk;
+    int bk = tg_wgsl_knob_int("TG_WGSL_MM_BK", 0);
+    if (bk == 8 || bk == 16 || bk == 32) c.bk = bk;
     return c;
 }
 
 static mm_cfg choose_tile(const mm_geom *g) {
-    static int tile = -1;
+    int tile = tg_wgsl_knob_int("TG_WGSL_MM_TILE", 0);
     if (test_cfg >= 0) return test_cfg == 0 ? LARGE : test_cfg == 1 ? TALL : SMALL;
-    if (knob("TG_WGSL_MM_TILE", &tile) >= 1 && tile <= 3) return tile == 1 ? LARGE : tile == 2 ? TALL : SMALL;
+    if (tile >= 1 && tile <= 3) return tile == 1 ? LARGE : tile == 2 ? TALL : SMALL;
     bool big = g->M >= 128 && g->N >= 128;
     if (big && (tiles(g, &LARGE) >= FILL || g->K >= 2048)) return LARGE; /* a long K is split to fill the GPU */
     if (g->M >= 128 && g->N >= 64 && tiles(g, &TALL) >= FILL / 2) return TALL;
@@ -125,9 +117,9 @@ static mm_cfg choose_tile(const mm_geom *g) {
  * (above that the partials' extra pass costs more than the fuller GPU
  * gains). 1 = no split. */
 static int split_of(const mm_geom *g, const mm_cfg *c) {
-    static int forced = -1;
+    int forced = tg_wgsl_knob_int("TG_WGSL_MM_SPLIT", 0);
     if (test_split > 0) return test_split;
-    if (knob("TG_WGSL_MM_SPLIT", &forced) > 0) return g->K / forced >= c->bk ? forced : 1;
+    if (forced > 0) return g->K / forced >= c->bk ? forced : 1;
     long long t = tiles(g, c);
     if (t >= FILL / 2 || g->K < 1024) return 1;
     long long s = (FILL + t - 1) / t;

@@ -40,7 +40,7 @@ void tg_wk_reduce(wk *k, uint32_t wg, const char *val, bool is_max, const char *
                val, wg / 2, is_max ? "max(red[lid], red[lid + s])" : "red[lid] + red[lid + s]", out);
 }
 
-/* TG_WGSL_ROWS picks how a long row's workgroup walks its row, read once:
+/* TG_WGSL_ROWS picks how a long row's workgroup walks its row:
  *   regs (the default): when the row fits in registers (at most REG_MAX
  *     elements per invocation: 512 with 64 invocations), each invocation
  *     reads its elements of the row's inputs once, into named variables,
@@ -51,17 +51,12 @@ void tg_wk_reduce(wk *k, uint32_t wg, const char *val, bool is_max, const char *
 enum { ROWS_LOOP, ROWS_REGS };
 #define REG_MAX 8
 
-static int rows_env = -1, rows_test = -1;
+static int rows_test = -1;
 
 void tg_wgsl_rows_test_form(int form) { rows_test = form; }
 
 static int rows_form(void) {
-    if (rows_test >= 0) return rows_test;
-    if (rows_env < 0) {
-        const char *e = getenv("TG_WGSL_ROWS");
-        rows_env = e && strcmp(e, "loop") == 0 ? ROWS_LOOP : ROWS_REGS;
-    }
-    return rows_env;
+    return rows_test >= 0 ? rows_test : tg_wgsl_knob("TG_WGSL_ROWS", (const char *const[]){"loop", "regs", NULL}, ROWS_REGS);
 }
 
 static bool use_subgroups(const wk *k);
@@ -174,7 +169,7 @@ void tg_wk_rows_loop(wk_rows *L, const char *len) {
     tg_wsb_printf(&L->k->s, "        let p = base + a * %lldu;\n", (long long)L->inner);
 }
 
-/* TG_WGSL_REDUCE picks how a long row's values are combined, read once:
+/* TG_WGSL_REDUCE picks how a long row's values are combined:
  *   subgroup (the default where the device was created with subgroups):
  *     a workgroup per row, a subgroup sum (or max), one value per subgroup
  *     into workgroup memory, then every invocation adds those few: 2
@@ -196,17 +191,14 @@ void tg_wk_rows_loop(wk_rows *L, const char *len) {
  * norm 97 / 99 against 81 / 86 us, norm_dx 90 / 107 against 79 / 88,
  * norm_stats 17 / 40 against 63 / 72; gpt_small 42.2 / 42.3 ms against
  * 42.0 / 42.1. */
-static int reduce_env = -1, reduce_test = -1;
+static int reduce_test = -1;
 
 void tg_wgsl_reduce_test_form(int form) { reduce_test = form; }
 
-static int reduce_form(void) {
-    if (reduce_test >= 0) return reduce_test;
-    if (reduce_env < 0) {
-        const char *e = getenv("TG_WGSL_REDUCE");
-        reduce_env = e && strcmp(e, "tree") == 0 ? REDUCE_TREE : e && strcmp(e, "rows") == 0 ? REDUCE_ROWS : REDUCE_SUBGROUP;
-    }
-    return reduce_env;
+static int reduce_form(void) { /* the words in enum order */
+    return reduce_test >= 0 ? reduce_test
+                            : tg_wgsl_knob("TG_WGSL_REDUCE", (const char *const[]){"tree", "subgroup", "rows", NULL},
+                                           REDUCE_SUBGROUP);
 }
 
 static bool use_subgroups(const wk *k) { return k->lim->subgroup_min_size && reduce_form() != REDUCE_TREE; }
@@ -285,23 +277,19 @@ void tg_wk_rows_once(wk_rows *L) {
 #define SPLIT_CHUNK 256
 #define SPLIT_MAX 64
 
-/* TG_WGSL_COLSUM picks the column sums' form, read once: "two" (the
+/* TG_WGSL_COLSUM picks the column sums' form: "two" (the
  * default) splits tall sums as above, "one" keeps one kernel per sum, a
  * number N forces N chunks on every sum of at least SPLIT_R rows (for
  * measuring). tg_wgsl_colsum_test_split overrides it. */
-static int colsum_env = -2, colsum_test = -1; /* -1: by shape, 0: never, > 0: that many chunks */
+static int colsum_test = -1; /* -1: by shape, 0: never, > 0: that many chunks */
 
 void tg_wgsl_colsum_test_split(int s) { colsum_test = s; }
 
 static int colsum_knob(void) {
     if (colsum_test >= 0) return colsum_test;
-    if (colsum_env == -2) {
-        const char *e = getenv("TG_WGSL_COLSUM");
-        colsum_env = -1;
-        if (e && strcmp(e, "one") == 0) colsum_env = 0;
-        else if (e && atoi(e) > 0) colsum_env = atoi(e) > SPLIT_MAX ? SPLIT_MAX : atoi(e);
-    }
-    return colsum_env;
+    if (tg_wgsl_knob("TG_WGSL_COLSUM", (const char *const[]){"one", NULL}, -1) == 0) return 0;
+    int s = tg_wgsl_knob_int("TG_WGSL_COLSUM", -1);
+    return s > SPLIT_MAX ? SPLIT_MAX : s;
 }
 
 int tg_wk_colsum_chunks(int64_t R, int64_t C) {
