@@ -85,7 +85,10 @@ bool tg_wgsl_nll_loss_grad(wk *k) {
 }
 
 /* The row statistics of norm_stats_row (kernels_nn.c): mean (0 for RMS) and
- * rstd = 1 / sqrt(mean((x - mean)^2) + eps), over ld0 of the row (cached as v0). */
+ * rstd = 1 / sqrt(mean((x - mean)^2) + eps), over ld0 of the row (cached as v0).
+ * The two sums stay in sequence: merging per-subgroup statistics with
+ * Chan's formula (one pair of barriers instead of two) measured no faster
+ * on the H200, layer norm over [16384, 384] 91.8 us against 80.2 / 88.1. */
 static void norm_stats(wk_rows *L, bool rms, float eps) {
     wk *k = L->k;
     char D[32], e[48];
