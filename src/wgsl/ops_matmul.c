@@ -380,41 +380,55 @@ bool tg_wgsl_matmul_groupable(const tg_graph *gr, int a, int b) {
     return tg_wgsl_matmul_split(gr, a, &w) == 1;
 }
 
-/* C_q = op(A) op(B_q) for members mm[0..n): one dispatch. Bindings: the
- * n outputs, A, the n Bs (merged where the plan overlaps them). */
-bool tg_wgsl_matmul_group(wk *k, const int *mm, int n) {
+/* The one kernel of products mm[0..n) that differ only in some operands:
+ * each of the accessors st, ld0 and ld1 reads or writes ops[a][0..cnt[a])
+ * (st first, then A, then B), one node for all members or one per member
+ * chosen by mq, which is uniform in a workgroup (one branch each). */
+static bool multi(wk *k, const char *what, int label, const int *mm, int n, const int *const ops[3], const int cnt[3],
+                  int members, int terms) {
     const tg_graph *gr = k->g;
-    int nodes[2 * TG_WGSL_MAX_BINDINGS + 1], bind_of[2 * TG_WGSL_MAX_BINDINGS + 1];
-    int64_t off[2 * TG_WGSL_MAX_BINDINGS + 1];
-    if (n < 2 || n > TG_WGSL_MAX_BINDINGS) return tg_wk_fail(k, TG_ERR_BACKEND, "a matmul group of %d", n);
-    for (int q = 0; q < n; q++) nodes[q] = mm[q], nodes[n + 1 + q] = gr->nodes[mm[q]].in[1];
-    nodes[n] = gr->nodes[mm[0]].in[0];
-    tg_wsb_printf(&k->s, "// node %d: matmul group of %d [", mm[n - 1], n);
+    int nodes[3 * TG_WGSL_MAX_BINDINGS], bind_of[3 * TG_WGSL_MAX_BINDINGS];
+    int64_t off[3 * TG_WGSL_MAX_BINDINGS];
+    if (n < 2 || n > TG_WGSL_MAX_BINDINGS) return tg_wk_fail(k, TG_ERR_BACKEND, "a matmul %s of %d", what, n);
+    int nn = 0, first[3];
+    for (int a = 0; a < 3; a++) {
+        first[a] = nn;
+        for (int q = 0; q < cnt[a]; q++) nodes[nn++] = ops[a][q];
+    }
+    tg_wsb_printf(&k->s, "// node %d: matmul %s of %d [", label, what, n);
     for (int q = 0; q < n; q++) tg_wsb_printf(&k->s, "%s%d", q ? " " : "", mm[q]);
     char sh[64];
     tg_wsb_printf(&k->s, "] %s\n", tg_shape_str(gr->nodes[mm[0]].shape, sh, sizeof sh));
-    if (!tg_wk_bind_nodes(k, nodes, 2 * n + 1, bind_of, off)) return false;
+    if (!tg_wk_bind_nodes(k, nodes, nn, bind_of, off)) return false;
     for (int b = 0; b < k->spec->n_bindings; b++)
         tg_wsb_printf(&k->s, "@group(0) @binding(%d) var<storage, read_write> b%d: array<u32>;\n", b, b);
-    tg_wsb_printf(&k->s, "var<private> mq: u32;\nfn ld0(i: u32) -> f32 { return bitcast<f32>(b%d[%lldu + i]); }\n",
-                  bind_of[n], (long long)off[n]);
-    /* mq is uniform: one branch per workgroup */
-    tg_wsb_printf(&k->s, "fn ld1(i: u32) -> f32 {\n    switch mq {\n");
-    char lab[24];
-    for (int q = 0; q < n; q++) {
-        snprintf(lab, sizeof lab, q < n - 1 ? "case %du:" : "default:", q);
-        tg_wsb_printf(&k->s, "        %s { return bitcast<f32>(b%d[%lldu + i]); }\n", lab, bind_of[n + 1 + q],
-                      (long long)off[n + 1 + q]);
+    tg_wsb_printf(&k->s, "var<private> mq: u32;\n");
+    static const char *const sig[3] = {"st(i: u32, v: f32)", "ld0(i: u32) -> f32", "ld1(i: u32) -> f32"};
+    static const char *const body[3] = {"b%d[%lldu + i] = bitcast<u32>(v);", "return bitcast<f32>(b%d[%lldu + i]);",
+                                        "return bitcast<f32>(b%d[%lldu + i]);"};
+    char lab[24], stmt[96];
+    for (int a = 0; a < 3; a++) {
+        tg_wsb_printf(&k->s, "fn %s {\n", sig[a]);
+        if (cnt[a] > 1) tg_wsb_printf(&k->s, "    switch mq {\n");
+        for (int q = 0; q < cnt[a]; q++) {
+            snprintf(stmt, sizeof stmt, body[a], bind_of[first[a] + q], (long long)off[first[a] + q]);
+            snprintf(lab, sizeof lab, q < cnt[a] - 1 ? "case %du:" : "default:", q);
+            if (cnt[a] > 1) tg_wsb_printf(&k->s, "        %s { %s }\n", lab, stmt);
+            else tg_wsb_printf(&k->s, "    %s\n", stmt);
+        }
+        tg_wsb_printf(&k->s, cnt[a] > 1 ? "    }\n}\n" : "}\n");
     }
-    tg_wsb_printf(&k->s, "    }\n}\nfn st(i: u32, v: f32) {\n    switch mq {\n");
-    for (int q = 0; q < n; q++) {
-        snprintf(lab, sizeof lab, q < n - 1 ? "case %du:" : "default:", q);
-        tg_wsb_printf(&k->s, "        %s { b%d[%lldu + i] = bitcast<u32>(v); }\n", lab, bind_of[q], (long long)off[q]);
-    }
-    tg_wsb_printf(&k->s, "    }\n}\n");
     mm_geom g = geometry(gr, &gr->nodes[mm[0]]);
     mm_cfg c = choose(&g);
-    return tiled(k, &g, &c, 1, n, 1);
+    return tiled(k, &g, &c, 1, members, terms);
+}
+
+/* C_q = op(A) op(B_q) for members mm[0..n): one dispatch. Bindings: the
+ * n outputs, A, the n Bs (merged where the plan overlaps them). */
+bool tg_wgsl_matmul_group(wk *k, const int *mm, int n) {
+    int a = n > 0 ? k->g->nodes[mm[0]].in[0] : -1, b[TG_WGSL_MAX_BINDINGS];
+    for (int q = 0; q < n && q < TG_WGSL_MAX_BINDINGS; q++) b[q] = k->g->nodes[mm[q]].in[1];
+    return multi(k, "group", n > 0 ? mm[n - 1] : -1, mm, n, (const int *const[3]){mm, &a, b}, (int[3]){n, 1, n}, n, 1);
 }
 
 bool tg_wgsl_matmul_summable(const tg_graph *gr, int a, int b) {
@@ -434,33 +448,7 @@ bool tg_wgsl_matmul_summable(const tg_graph *gr, int a, int b) {
  * stored apart). Bindings: out, the n As, the n Bs (merged where the plan
  * overlaps them). */
 bool tg_wgsl_matmul_sum(wk *k, const int *mm, int n, int out) {
-    const tg_graph *gr = k->g;
-    int nodes[2 * TG_WGSL_MAX_BINDINGS + 1], bind_of[2 * TG_WGSL_MAX_BINDINGS + 1];
-    int64_t off[2 * TG_WGSL_MAX_BINDINGS + 1];
-    if (n < 2 || n > TG_WGSL_MAX_BINDINGS) return tg_wk_fail(k, TG_ERR_BACKEND, "a matmul sum of %d", n);
-    nodes[0] = out;
-    for (int q = 0; q < n; q++) nodes[1 + q] = gr->nodes[mm[q]].in[0], nodes[1 + n + q] = gr->nodes[mm[q]].in[1];
-    tg_wsb_printf(&k->s, "// node %d: matmul sum of %d [", out, n);
-    for (int q = 0; q < n; q++) tg_wsb_printf(&k->s, "%s%d", q ? " " : "", mm[q]);
-    char sh[64];
-    tg_wsb_printf(&k->s, "] %s\n", tg_shape_str(gr->nodes[out].shape, sh, sizeof sh));
-    if (!tg_wk_bind_nodes(k, nodes, 2 * n + 1, bind_of, off)) return false;
-    for (int b = 0; b < k->spec->n_bindings; b++)
-        tg_wsb_printf(&k->s, "@group(0) @binding(%d) var<storage, read_write> b%d: array<u32>;\n", b, b);
-    tg_wsb_printf(&k->s, "var<private> mq: u32;\nfn st(i: u32, v: f32) { b%d[%lldu + i] = bitcast<u32>(v); }\n", bind_of[0],
-                  (long long)off[0]);
-    /* mq is uniform: the loop over the terms is */
-    char lab[24];
-    for (int o = 0; o < 2; o++) {
-        tg_wsb_printf(&k->s, "fn ld%d(i: u32) -> f32 {\n    switch mq {\n", o);
-        for (int q = 0; q < n; q++) {
-            snprintf(lab, sizeof lab, q < n - 1 ? "case %du:" : "default:", q);
-            tg_wsb_printf(&k->s, "        %s { return bitcast<f32>(b%d[%lldu + i]); }\n", lab, bind_of[1 + o * n + q],
-                          (long long)off[1 + o * n + q]);
-        }
-        tg_wsb_printf(&k->s, "    }\n}\n");
-    }
-    mm_geom g = geometry(gr, &gr->nodes[mm[0]]);
-    mm_cfg c = choose(&g);
-    return tiled(k, &g, &c, 1, 1, n);
+    int a[TG_WGSL_MAX_BINDINGS], b[TG_WGSL_MAX_BINDINGS];
+    for (int q = 0; q < n && q < TG_WGSL_MAX_BINDINGS; q++) a[q] = k->g->nodes[mm[q]].in[0], b[q] = k->g->nodes[mm[q]].in[1];
+    return multi(k, "sum", out, mm, n, (const int *const[3]){&out, a, b}, (int[3]){1, n, n}, 1, n);
 }
