@@ -76,7 +76,9 @@ wait
 total_pass=0 total_fail=0 crashed=0
 for i in "${!names[@]}"; do
     name=${names[$i]}
-    read -r rc secs <"$out/$i.rc"
+    # no .rc: the suite's shell was killed before it could write one
+    rc=killed secs=?
+    [ -f "$out/$i.rc" ] && read -r rc secs <"$out/$i.rc"
     grep -E 'FAIL|passed|skipped' "$out/$i.log" | sed "s|^|$name: |" | sed 's/^\(test_[a-z0-9_]*\): \1: /\1: /'
     echo "$name: ${secs} s"
     line=$(grep -E '[0-9]+ passed, [0-9]+ failed' "$out/$i.log" | tail -n 1)
@@ -84,6 +86,7 @@ for i in "${!names[@]}"; do
         echo "$name: no summary line (exit $rc)"; tail -n 20 "$out/$i.log"
         crashed=$((crashed + 1)); continue
     fi
+    if [ "$rc" = killed ]; then echo "$name: killed"; crashed=$((crashed + 1)); continue; fi
     p=$(printf '%s' "$line" | sed -E 's/.* ([0-9]+) passed.*/\1/')
     f=$(printf '%s' "$line" | sed -E 's/.* ([0-9]+) failed.*/\1/')
     total_pass=$((total_pass + p)); total_fail=$((total_fail + f))

@@ -187,6 +187,9 @@ bool tg_wgsl_sum(wk *k);
 bool tg_wgsl_softmax_lines(wk *k); /* log_softmax, log_softmax_grad, softmax_grad */
 bool tg_wgsl_softmax_causal(wk *k);
 bool tg_wgsl_matmul(wk *k); /* phases 1 and 2 when tg_wgsl_matmul_split says so; they use `work` */
+/* Node a is an f32 product that runs in one dispatch (its K is not split):
+ * what a matmul group or sum requires of each member. */
+bool tg_wgsl_matmul_whole(const tg_graph *g, int a);
 /* Products a and b can run as one dispatch (tg_wgsl_matmul_group): the
  * same A, different Bs of one shape, the same transposes, no split K. */
 bool tg_wgsl_matmul_groupable(const tg_graph *g, int a, int b);

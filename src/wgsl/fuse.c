@@ -850,7 +850,7 @@ static void plan_matmul_sums(fz *z) {
         sum_tree t = {.nl = 0};
         sum_walk(z, r, n->in[0], &t, cap);
         sum_walk(z, r, n->in[1], &t, cap);
-        if (t.bad || t.nl < 2 || !tg_wgsl_matmul_summable(z->g, t.leaf[0], t.leaf[0])) continue;
+        if (t.bad || t.nl < 2 || !tg_wgsl_matmul_whole(z->g, t.leaf[0])) continue;
         int mem[2 * FZ_MM_MAX + 1], rd[2 * FZ_MM_MAX], nm = 0;
         for (int q = 0; q < t.nl; q++) {
             mem[nm++] = t.leaf[q];

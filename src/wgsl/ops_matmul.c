@@ -370,14 +370,19 @@ bool tg_wgsl_matmul(wk *k) {
     return tiled(k, &g, &c, k->phase == 1 ? split : 1, 1, 1);
 }
 
+bool tg_wgsl_matmul_whole(const tg_graph *gr, int a) {
+    const tg_node *x = &gr->nodes[a];
+    int64_t w;
+    return x->op == TG_OP_MATMUL && x->dtype == TG_F32 && tg_wgsl_matmul_split(gr, a, &w) == 1;
+}
+
+/* Same transposes, same output shape, same B shape (A is shared). */
 bool tg_wgsl_matmul_groupable(const tg_graph *gr, int a, int b) {
     const tg_node *x = &gr->nodes[a], *y = &gr->nodes[b];
-    if (x->op != TG_OP_MATMUL || y->op != TG_OP_MATMUL || x->in[0] != y->in[0] || x->in[1] == y->in[1]) return false;
-    if (x->at.matmul.ta != y->at.matmul.ta || x->at.matmul.tb != y->at.matmul.tb || x->dtype != TG_F32 || y->dtype != TG_F32)
+    if (!tg_wgsl_matmul_whole(gr, a) || !tg_wgsl_matmul_whole(gr, b) || x->in[0] != y->in[0] || x->in[1] == y->in[1])
         return false;
-    if (!tg_shape_eq(x->shape, y->shape) || !tg_shape_eq(gr->nodes[x->in[1]].shape, gr->nodes[y->in[1]].shape)) return false;
-    int64_t w;
-    return tg_wgsl_matmul_split(gr, a, &w) == 1;
+    if (x->at.matmul.ta != y->at.matmul.ta || x->at.matmul.tb != y->at.matmul.tb) return false;
+    return tg_shape_eq(x->shape, y->shape) && tg_shape_eq(gr->nodes[x->in[1]].shape, gr->nodes[y->in[1]].shape);
 }
 
 /* The one kernel of products mm[0..n) that differ only in some operands:
@@ -433,13 +438,12 @@ bool tg_wgsl_matmul_group(wk *k, const int *mm, int n) {
 
 bool tg_wgsl_matmul_summable(const tg_graph *gr, int a, int b) {
     const tg_node *x = &gr->nodes[a], *y = &gr->nodes[b];
-    if (x->op != TG_OP_MATMUL || y->op != TG_OP_MATMUL || x->dtype != TG_F32 || y->dtype != TG_F32) return false;
+    if (!tg_wgsl_matmul_whole(gr, a) || !tg_wgsl_matmul_whole(gr, b)) return false;
     if (x->at.matmul.ta != y->at.matmul.ta || x->at.matmul.tb != y->at.matmul.tb || !tg_shape_eq(x->shape, y->shape))
         return false;
     for (int i = 0; i < 2; i++)
         if (!tg_shape_eq(gr->nodes[x->in[i]].shape, gr->nodes[y->in[i]].shape)) return false;
-    int64_t w;
-    return tg_wgsl_matmul_split(gr, a, &w) == 1;
+    return true;
 }
 
 /* out = sum of op(A_q) op(B_q) over the terms mm[0..n), which

@@ -249,8 +249,7 @@ void tg_wk_rows_combine(wk_rows *L, const char *var, bool is_max, const char *ou
 
 void tg_wk_rows_combine2(wk_rows *L, const char *va, const char *vb, const char *oa, const char *ob) {
     const char *var[2] = {va, vb}, *out[2] = {oa, ob};
-    if (L->sg) tg_wk_rows_combine(L, va, false, oa), tg_wk_rows_combine(L, vb, false, ob);
-    else if (L->wide && use_subgroups(L->k) && 2 * sg_slots(L) <= L->wg) subgroup_combine(L, 2, var, false, out);
+    if (!L->sg && L->wide && use_subgroups(L->k) && 2 * sg_slots(L) <= L->wg) subgroup_combine(L, 2, var, false, out);
     else tg_wk_rows_combine(L, va, false, oa), tg_wk_rows_combine(L, vb, false, ob);
 }
 
