@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The bundled examples through --backend webgpu when there is an adapter
+# (test_webgpu fails CI when there is none): the sin MLP reaches its target
+# there too, the digits CNN matches the CPU, gpt_small's plan is checked.
+# Usage: tests/test_examples_webgpu.sh BUILD_DIR
+set -u
+tg=${1:-build}/tg
+. "$(dirname "$0")/check.sh"
+if ! "$tg" devices | grep -q '^webgpu .*(vulkan\|^webgpu .*(metal\|^webgpu .*(d3d12'; then
+    echo "test_examples_webgpu: skipped: $("$tg" devices | grep '^webgpu')"
+    echo "test_examples_webgpu: 0 passed, 0 failed"
+    exit 0
+fi
+check "sin on webgpu" "$tg" train sin --backend webgpu --quiet
+# The digits CNN (conv, pool and their gradients in WGSL), 100 of its
+# steps (the full run is slow on lavapipe): it reports an accuracy, the
+# same as the CPU's after the same steps give or take a few test images.
+gpu=$("$tg" train digits --backend webgpu --steps 100 --quiet 2>&1 | sed -n 's/^test_accuracy=//p')
+cpu=$("$tg" train digits --steps 100 --quiet 2>&1 | sed -n 's/^test_accuracy=//p')
+if [ -n "$gpu" ] && [ -n "$cpu" ] && awk -v g="$gpu" -v c="$cpu" 'BEGIN { exit !(g > 0.8 && g - c < 0.02 && c - g < 0.02) }'; then
+    pass=$((pass + 1))
+else
+    fail=$((fail + 1)); echo "FAIL digits on webgpu: test_accuracy '$gpu' (cpu after the same steps: '$cpu')"
+fi
+# gpt_small compiled, not run (its buffers would not fit lavapipe): no
+# permute kernel (every split_heads and merge_heads is read or written
+# with strides) and no more dispatches per step than measured when the
+# input gradient of the q, k and v products became one product.
+dump=$(mktemp -d)
+out=$(TG_WGSL_DUMP="$dump" "$tg" plan gpt_small --backend webgpu --json 2>&1)
+d=$(printf '%s' "$out" | sed -n 's/.*"dispatches": \([0-9]*\).*/\1/p')
+perm=$(grep -l '^// node [0-9]*: permute' "$dump"/*.wgsl 2>/dev/null | wc -l)
+if [ -n "$d" ] && [ "$d" -le 283 ] && [ "$perm" -eq 0 ] && [ "$(ls "$dump" | wc -l)" -gt 200 ]; then
+    pass=$((pass + 1))
+else
+    fail=$((fail + 1)); echo "FAIL gpt_small plan: $d dispatches (want <= 283), $perm permute kernels: $out"
+fi
+rm -rf "$dump"
+echo "test_examples_webgpu: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
