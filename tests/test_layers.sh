@@ -14,8 +14,9 @@ declare -A allowed=(
     [optim]="optim ir util"
     [plan]="plan optim ir util"
     [io]="io top ir util"
-    [cpu]="cpu top plan optim passes ir util"
-    [wgsl]="wgsl plan optim ir util"
+    [fuse]="fuse plan optim ir util"
+    [cpu]="cpu top fuse plan optim passes ir util"
+    [wgsl]="wgsl fuse plan optim ir util"
     [webgpu]="webgpu top wgsl plan optim ir util"
 )
 pass=0 fail=0

@@ -14,6 +14,7 @@
 #include "attention.h"
 #include "cpu.h"
 #include "fuse.h"
+#include "../fuse/fuse.h"
 #include "kernels.h"
 
 typedef struct {
@@ -21,23 +22,23 @@ typedef struct {
     const tg_graph *g;
     tg_fusion *f;
     cpu_groups *cg;
-    int *uses;    /* readers among the nodes */
-    int *reader;  /* for a node with one reader: that reader */
-    bool *pinned; /* read from outside: result, capture, gradient, writeback source */
-    int *rd0, *rd; /* readers of node i: rd[rd0[i] .. rd0[i + 1]) (a node reading i twice, twice) */
+    tg_fuse_graph fg; /* readers, pinned nodes (fuse/fuse.h) */
 } fuse_ctx;
 
 static const tg_node *node(const fuse_ctx *x, int id) { return &x->g->nodes[id]; }
 static bool f32(const fuse_ctx *x, int id) { return node(x, id)->dtype == TG_F32; }
-static bool free_node(const fuse_ctx *x, int id) { return x->f->group[id] < 0 && x->f->role[id] == TG_FUSE_NONE; }
-static bool absorbable(const fuse_ctx *x, int id) { return x->uses[id] == 1 && !x->pinned[id] && free_node(x, id); }
+static bool free_node(const fuse_ctx *x, int id) { return tg_fuse_free(&x->fg, id); }
+static bool absorbable(const fuse_ctx *x, int id) { return tg_fuse_private(&x->fg, id); }
+static int uses(const fuse_ctx *x, int id) { return tg_fuse_uses(&x->fg, id); }
+static int reader(const fuse_ctx *x, int id) { return tg_fuse_reader(&x->fg, id); }
+static int ready_at(const fuse_ctx *x, int id) { return tg_fuse_ready_at(&x->fg, id); }
 /* A group runs at its last node's turn, so the product's operands stay live
  * until then: a reader far down the graph (a weight gradient added into
  * another gradient at the end of the backward) would keep them across the
  * step's memory peak. Only nearby readers join a matmul's chain. */
 #define MATMUL_CHAIN_REACH 8
 static bool chain_link(const fuse_ctx *x, int mm, int id) {
-    return absorbable(x, id) && x->reader[id] - mm <= MATMUL_CHAIN_REACH;
+    return absorbable(x, id) && reader(x, id) - mm <= MATMUL_CHAIN_REACH;
 }
 
 /* Records group members: absorbed[] first, then the output. */
@@ -52,46 +53,11 @@ static int add_group(fuse_ctx *x, const int *absorbed, int n_abs, int out, bool 
     return gid;
 }
 
-/* The turn at which the value node id reads becomes available (through views). */
-static int ready_at(const fuse_ctx *x, int id) {
-    while (tg_ops[node(x, id)->op].flags & TG_OPF_VIEW) id = node(x, id)->in[0];
-    return tg_fusion_at(x->f, id);
-}
-
 /* ---- attention ---- */
-
-static bool is_matmul(const fuse_ctx *x, int id, bool ta, bool tb) {
-    const tg_node *n = node(x, id);
-    return n->op == TG_OP_MATMUL && n->at.matmul.ta == ta && n->at.matmul.tb == tb && n->shape.ndim == 4 &&
-           f32(x, id) && f32(x, n->in[0]) && f32(x, n->in[1]);
-}
-
-/* A one-element f32 constant (what tg_mul_s multiplies by). */
-static bool scalar_const(const fuse_ctx *x, int id) {
-    return node(x, id)->op == TG_OP_CONST && f32(x, id) && tg_ir_numel(node(x, id)) == 1;
-}
 
 /* merge_heads / split_heads: permute (0, 2, 1, 3) of a 4-d f32 tensor. */
 static bool heads_permute(const fuse_ctx *x, int id) {
     return tg_ir_heads_permute(node(x, id)) && f32(x, id);
-}
-
-/* [B, H, T, Dh] with the attention's B, H, T and head width. */
-static bool bhtd(const fuse_ctx *x, int id, const tg_shape *att, int64_t Dh) {
-    const tg_shape *s = &node(x, id)->shape;
-    return s->ndim == 4 && s->d[0] == att->d[0] && s->d[1] == att->d[1] && s->d[2] == att->d[2] && s->d[3] == Dh &&
-           f32(x, id);
-}
-
-/* Where a product's result goes: into the merge_heads permute that is its
- * only reader (the product then stays in the kernel), or itself. */
-static int result_of(const fuse_ctx *x, int mm, int *absorbed, int *n_abs) {
-    int r = x->uses[mm] == 1 ? x->reader[mm] : -1;
-    if (r >= 0 && !x->pinned[mm] && heads_permute(x, r) && free_node(x, r)) {
-        absorbed[(*n_abs)++] = mm;
-        return r;
-    }
-    return mm;
 }
 
 /* Records an attention group: absorbed members, then its outputs (the
@@ -108,96 +74,45 @@ static void add_attention(fuse_ctx *x, const int *absorbed, int n_abs, const int
     for (int k = 0; k < n_outs; k++) x->f->group[outs[k]] = gid, x->f->role[outs[k]] = TG_FUSE_OUTPUT;
 }
 
-static bool attn_sizes_ok(const tg_shape *att, int64_t Dh) {
-    int64_t T = att->d[2];
-    return att->ndim == 4 && att->d[3] == T && T >= 2 && T <= ATTN_MAX_T && Dh >= 2 && Dh <= ATTN_MAX_DH;
-}
+static bool attn_sizes_ok(int64_t T, int64_t Dh) { return T >= 2 && T <= ATTN_MAX_T && Dh >= 2 && Dh <= ATTN_MAX_DH; }
 
 /* softmax_causal(q k^T [* c]) v, from its softmax node. The product sizes
  * are at least 2 in every direction, so tg_gemm would run its tile kernel
- * on them (whose rounding the fused kernel follows). */
+ * on them (whose rounding the fused kernel follows). The softmax is kept
+ * (an output) when something else reads it. */
 static void fuse_attention_fwd(fuse_ctx *x, int a) {
-    const tg_node *an = node(x, a);
-    if (!free_node(x, a) || !f32(x, a) || an->shape.ndim != 4) return;
-    int s = an->in[0], s2 = -1, sc = -1;
-    if (node(x, s)->op == TG_OP_MUL && absorbable(x, s)) {
-        const tg_node *m = node(x, s);
-        if (scalar_const(x, m->in[1])) s2 = s, sc = m->in[1], s = m->in[0];
-        else if (scalar_const(x, m->in[0])) s2 = s, sc = m->in[0], s = m->in[1];
-        else return;
-    }
-    if (!is_matmul(x, s, false, true) || !absorbable(x, s) || !tg_shape_eq(node(x, s)->shape, an->shape)) return;
-    int q = node(x, s)->in[0], k = node(x, s)->in[1];
-    int64_t Dh = node(x, q)->shape.d[3];
-    if (!attn_sizes_ok(&an->shape, Dh) || !bhtd(x, q, &an->shape, Dh) || !bhtd(x, k, &an->shape, Dh)) return;
-    int o = -1;
-    for (int r = x->rd0[a]; r < x->rd0[a + 1]; r++) {
-        int m = x->rd[r];
-        if (is_matmul(x, m, false, false) && node(x, m)->in[0] == a && node(x, m)->in[1] != a && free_node(x, m) &&
-            bhtd(x, node(x, m)->in[1], &an->shape, Dh) && o < 0)
-            o = m;
-    }
-    if (o < 0) return;
+    tg_attn_fwd_match m;
+    if (!tg_fuse_match_attn_fwd(&x->fg, a, &m) || !attn_sizes_ok(m.T, m.Dh)) return;
     int absorbed[6], n_abs = 0, outs[2], n_outs = 0;
-    absorbed[n_abs++] = s;
-    if (s2 >= 0) absorbed[n_abs++] = s2;
-    bool keep_att = x->pinned[a] || x->uses[a] > 1;
+    absorbed[n_abs++] = m.scores;
+    if (m.scale_mul >= 0) absorbed[n_abs++] = m.scale_mul;
+    bool keep_att = x->fg.pinned[a] || uses(x, a) > 1;
     if (keep_att) outs[n_outs++] = a;
     else absorbed[n_abs++] = a;
-    int res = result_of(x, o, absorbed, &n_abs);
+    int res = tg_fuse_result_of(&x->fg, m.o, absorbed, &n_abs);
     outs[n_outs++] = res;
-    int reads[4] = {q, k, node(x, o)->in[1], sc};
-    cpu_group d = {CPU_GROUP_ATTN_FWD, -1, -1, -1, -1, false, -1, q, k, node(x, o)->in[1], -1, keep_att ? a : -1, sc,
+    int reads[4] = {m.q, m.k, m.v, m.scale};
+    cpu_group d = {CPU_GROUP_ATTN_FWD, -1, -1, -1, -1, false, -1, m.q, m.k, m.v, -1, keep_att ? a : -1, m.scale,
                    res, -1, -1, -1, false, -1, -1, -1, -1, -1, {-1, -1, -1, -1, -1, -1, -1, -1, -1, false}};
     add_attention(x, absorbed, n_abs, outs, n_outs, reads, 4, &d);
 }
 
-/* The backward of the above, from its softmax_grad node:
- *   dA = dout v^T, dS = softmax_grad(att, dA) [* c], dq = dS k, dk = dS^T q,
- *   dv = att^T dout (each product optional but dA). */
+/* The backward of the above, from its softmax_grad node (each product
+ * optional but dA). */
 static void fuse_attention_bwd(fuse_ctx *x, int sg) {
-    const tg_node *gn = node(x, sg);
-    if (!free_node(x, sg) || !f32(x, sg) || gn->shape.ndim != 4 || gn->at.axis.axis != 3) return;
-    int att = gn->in[0], dA = gn->in[1];
-    if (!is_matmul(x, dA, false, true) || !absorbable(x, dA) || dA == att) return;
-    int dout = node(x, dA)->in[0], v = node(x, dA)->in[1];
-    int64_t Dh = node(x, dout)->shape.d[3];
-    if (!attn_sizes_ok(&gn->shape, Dh) || !bhtd(x, dout, &gn->shape, Dh) || !bhtd(x, v, &gn->shape, Dh) ||
-        !tg_shape_eq(node(x, att)->shape, gn->shape) || !f32(x, att))
-        return;
+    tg_attn_bwd_match m;
+    if (!tg_fuse_match_attn_bwd(&x->fg, sg, &m) || !attn_sizes_ok(node(x, sg)->shape.d[2], m.Dh)) return;
     int absorbed[8], n_abs = 0, outs[3], n_outs = 0;
-    absorbed[n_abs++] = dA;
-    int ds = sg, sc = -1;
-    if (absorbable(x, sg) && node(x, x->reader[sg])->op == TG_OP_MUL && free_node(x, x->reader[sg])) {
-        const tg_node *m = node(x, x->reader[sg]);
-        int other = m->in[0] == sg ? m->in[1] : m->in[0];
-        if (scalar_const(x, other) && m->in[0] != m->in[1]) ds = x->reader[sg], sc = other;
-    }
-    if (ds != sg) absorbed[n_abs++] = sg;
-    if (x->pinned[ds] || !free_node(x, ds)) return;
-    int dq = -1, dk = -1, q = -1, k = -1;
-    for (int r = x->rd0[ds]; r < x->rd0[ds + 1]; r++) {
-        int m = x->rd[r];
-        const tg_node *mn = node(x, m);
-        if (!free_node(x, m) || mn->in[0] != ds || mn->in[1] == ds) return;
-        if (is_matmul(x, m, false, false) && dq < 0 && bhtd(x, mn->in[1], &gn->shape, Dh)) dq = m, k = mn->in[1];
-        else if (is_matmul(x, m, true, false) && dk < 0 && bhtd(x, mn->in[1], &gn->shape, Dh)) dk = m, q = mn->in[1];
-        else return; /* some other reader of dS: leave it all alone */
-    }
-    absorbed[n_abs++] = ds;
-    int dv = -1;
-    for (int r = x->rd0[att]; r < x->rd0[att + 1] && dv < 0; r++) {
-        int m = x->rd[r];
-        if (is_matmul(x, m, true, false) && node(x, m)->in[0] == att && node(x, m)->in[1] == dout && free_node(x, m))
-            dv = m;
-    }
-    cpu_group d = {CPU_GROUP_ATTN_BWD, -1, -1, -1, -1, false, -1, q, k, v, dout, att, sc, -1, -1, -1, -1, false,
+    absorbed[n_abs++] = m.dA;
+    if (m.ds != sg) absorbed[n_abs++] = sg;
+    absorbed[n_abs++] = m.ds;
+    cpu_group d = {CPU_GROUP_ATTN_BWD, -1, -1, -1, -1, false, -1, m.q, m.k, m.v, m.dout, m.att, m.dscale, -1, -1, -1, -1, false,
                    -1, -1, -1, -1, -1, {-1, -1, -1, -1, -1, -1, -1, -1, -1, false}};
-    if (dq >= 0) outs[n_outs++] = d.dq = result_of(x, dq, absorbed, &n_abs);
-    if (dk >= 0) outs[n_outs++] = d.dk = result_of(x, dk, absorbed, &n_abs);
-    if (dv >= 0) outs[n_outs++] = d.dv = result_of(x, dv, absorbed, &n_abs);
+    if (m.dq >= 0) outs[n_outs++] = d.dq = tg_fuse_result_of(&x->fg, m.dq, absorbed, &n_abs);
+    if (m.dk >= 0) outs[n_outs++] = d.dk = tg_fuse_result_of(&x->fg, m.dk, absorbed, &n_abs);
+    if (m.dv >= 0) outs[n_outs++] = d.dv = tg_fuse_result_of(&x->fg, m.dv, absorbed, &n_abs);
     if (n_outs == 0) return;
-    int reads[6] = {att, dout, v, q, k, sc};
+    int reads[6] = {m.att, m.dout, m.v, m.q, m.k, m.dscale};
     add_attention(x, absorbed, n_abs, outs, n_outs, reads, 6, &d);
 }
 
@@ -209,19 +124,19 @@ static void fuse_attention_bwd(fuse_ctx *x, int sg) {
  * updates written in place (the planner computes them into m, v and p). */
 static void fuse_adam(fuse_ctx *x, int im) {
     const tg_node *m = node(x, im);
-    if (!free_node(x, im) || x->uses[im] != 1) return;
-    int ip = x->reader[im];
+    if (!free_node(x, im) || uses(x, im) != 1) return;
+    int ip = reader(x, im);
     const tg_node *pn = node(x, ip);
     if (pn->op != TG_OP_ADAM_P || pn->in[1] != im || !free_node(x, ip)) return;
     int iv = pn->in[2];
     const tg_node *v = node(x, iv);
-    if (v->op != TG_OP_ADAM_V || v->in[1] != m->in[1] || !free_node(x, iv) || x->uses[iv] != 1) return;
+    if (v->op != TG_OP_ADAM_V || v->in[1] != m->in[1] || !free_node(x, iv) || uses(x, iv) != 1) return;
     int ins[4] = {m->in[0], v->in[0], m->in[1], pn->in[0]};
     for (int k = 0; k < 4; k++)
         if (!f32(x, ins[k]) || tg_ir_numel(node(x, ins[k])) != tg_ir_numel(m)) return;
     int g = m->in[1], grad = g, gs = -1, absorbed[1], n_abs = 0;
     const tg_node *gn = node(x, g);
-    if (gn->op == TG_OP_MUL && free_node(x, g) && !x->pinned[g] && x->uses[g] == 2 && gn->in[0] != gn->in[1]) {
+    if (gn->op == TG_OP_MUL && free_node(x, g) && !x->fg.pinned[g] && uses(x, g) == 2 && gn->in[0] != gn->in[1]) {
         for (int k = 0; k < 2 && gs < 0; k++) {
             int a = gn->in[k], b = gn->in[1 - k];
             if (tg_ir_numel(node(x, b)) == 1 && f32(x, b) && tg_shape_eq(node(x, a)->shape, gn->shape) && f32(x, a))
@@ -261,11 +176,11 @@ static void fuse_norm_bwd(fuse_ctx *x, int nd) {
     cpu_group d = {CPU_GROUP_NORM_BWD, -1, -1, -1, -1, false, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, false,
                    -1, -1, -1, -1, -1, {xin, gy, st, nd, -1, -1, -1, -1, -1, false}};
     int absorbed[2], n_abs = 0, outs[3], n_outs = 0;
-    for (int r = x->rd0[st]; r < x->rd0[st + 1]; r++) d.nb.keep_stats |= x->rd[r] != nd;
-    d.nb.keep_stats |= x->pinned[st];
+    for (int r = x->fg.rd0[st]; r < x->fg.rd0[st + 1]; r++) d.nb.keep_stats |= x->fg.rd[r] != nd;
+    d.nb.keep_stats |= x->fg.pinned[st];
     int out = nd;
-    if (x->uses[nd] == 1 && !x->pinned[nd]) {
-        int a = x->reader[nd];
+    if (uses(x, nd) == 1 && !x->fg.pinned[nd]) {
+        int a = reader(x, nd);
         const tg_node *an = node(x, a);
         int other = an->in[0] == nd ? an->in[1] : an->in[0];
         if (an->op == TG_OP_ADD && other != nd && free_node(x, a) && f32(x, other) && tg_shape_eq(an->shape, n->shape) &&
@@ -276,8 +191,8 @@ static void fuse_norm_bwd(fuse_ctx *x, int nd) {
      * then. (Off: dx would then be written at the norm's turn, before the
      * weight gradient that reads the norm, and live across the step's peak:
      * +0.26 MB for the addition transformer's final norm.) */
-    for (int r = x->rd0[xin]; FUSE_NORM_WITH_Y && r < x->rd0[xin + 1] && d.nb.ln < 0; r++) {
-        int ln = x->rd[r];
+    for (int r = x->fg.rd0[xin]; FUSE_NORM_WITH_Y && r < x->fg.rd0[xin + 1] && d.nb.ln < 0; r++) {
+        int ln = x->fg.rd[r];
         const tg_node *l = node(x, ln);
         if (l->op == (rms ? TG_OP_RMS_NORM : TG_OP_LAYER_NORM) && l->in[0] == xin && l->in[1] == gain &&
             l->at.norm.eps == node(x, st)->at.norm.eps && free_node(x, ln) && ln < st && ready_at(x, gy) < ln &&
@@ -310,8 +225,8 @@ static void fuse_norm_sums(fuse_ctx *x, int dg) {
     int gy = n->in[1];
     int64_t D = tg_ir_numel(n), rows, cols;
     if (D > CPU_NORM_SUMS_MAX_D || !f32(x, n->in[0]) || !f32(x, gy)) return;
-    for (int r = x->rd0[gy]; r < x->rd0[gy + 1]; r++) {
-        int sb = x->rd[r];
+    for (int r = x->fg.rd0[gy]; r < x->fg.rd0[gy + 1]; r++) {
+        int sb = x->fg.rd[r];
         if (node(x, sb)->op != TG_OP_SUM || !free_node(x, sb) || !tg_cpu_colsum_shape(node(x, sb), node(x, gy), &rows, &cols) ||
             cols != D || rows * D != tg_ir_numel(node(x, gy)))
             continue;
@@ -343,8 +258,8 @@ static void fuse_sumsq(fuse_ctx *x) {
             if (sn->op != TG_OP_SUM || !free_node(x, s) || !f32(x, s) || tg_ir_numel(sn) != 1) continue;
             int m = sn->in[0];
             const tg_node *mn = node(x, m);
-            if (mn->op != TG_OP_MUL || mn->in[0] != mn->in[1] || !free_node(x, m) || x->uses[m] != 1 ||
-                x->pinned[m] || !f32(x, mn->in[0]) || tg_ir_numel(mn) != tg_ir_numel(node(x, mn->in[0])))
+            if (mn->op != TG_OP_MUL || mn->in[0] != mn->in[1] || !free_node(x, m) || uses(x, m) != 1 ||
+                x->fg.pinned[m] || !f32(x, mn->in[0]) || tg_ir_numel(mn) != tg_ir_numel(node(x, mn->in[0])))
                 continue;
             if (pass == 0) { /* the turn: the first such sum whose input is ready by then */
                 if (first < 0 && ready_at(x, mn->in[0]) < s) first = s;
@@ -373,10 +288,10 @@ static void private_softmax(fuse_ctx *x) {
     cpu_groups *cg = x->cg;
     for (int i = 0; i < cg->n; i++) {
         cpu_group *f = &cg->g[i];
-        if (f->kind != CPU_GROUP_ATTN_FWD || f->att < 0 || x->pinned[f->att]) continue;
+        if (f->kind != CPU_GROUP_ATTN_FWD || f->att < 0 || x->fg.pinned[f->att]) continue;
         bool private = true;
-        for (int r = x->rd0[f->att]; r < x->rd0[f->att + 1]; r++) { /* its own forward group, or a backward */
-            int gid = x->f->group[x->rd[r]];
+        for (int r = x->fg.rd0[f->att]; r < x->fg.rd0[f->att + 1]; r++) { /* its own forward group, or a backward */
+            int gid = x->f->group[x->fg.rd[r]];
             private &= gid >= 0 && (gid == x->f->group[f->att] ||
                                     (cg->g[gid].kind == CPU_GROUP_ATTN_BWD && cg->g[gid].att == f->att));
         }
@@ -392,10 +307,10 @@ static void private_softmax(fuse_ctx *x) {
 static void view_permutes(fuse_ctx *x) {
     const cpu_groups *cg = x->cg;
     for (int i = 0; i < x->g->n; i++) {
-        if (!heads_permute(x, i) || !free_node(x, i) || x->pinned[i] || x->uses[i] == 0) continue;
+        if (!heads_permute(x, i) || !free_node(x, i) || x->fg.pinned[i] || uses(x, i) == 0) continue;
         bool all = true;
-        for (int r = x->rd0[i]; r < x->rd0[i + 1]; r++) {
-            int gid = x->f->group[x->rd[r]];
+        for (int r = x->fg.rd0[i]; r < x->fg.rd0[i + 1]; r++) {
+            int gid = x->f->group[x->fg.rd[r]];
             all &= gid >= 0 && cg->g[gid].kind != CPU_GROUP_MATMUL;
         }
         if (all) x->f->role[i] = TG_FUSE_VIEW;
@@ -430,18 +345,18 @@ static void fuse_matmul(fuse_ctx *x, int mm_id) {
     cpu_group d = {CPU_GROUP_MATMUL, -1, mm_id, -1, -1, false, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, false,
                    -1, -1, -1, -1, -1, {-1, -1, -1, -1, -1, -1, -1, -1, -1, false}};
     if (chain_link(x, mm_id, last)) {
-        const tg_node *n = node(x, x->reader[last]);
+        const tg_node *n = node(x, reader(x, last));
         int other = n->nin == 2 ? (n->in[0] == last ? n->in[1] : n->in[0]) : -1;
         if (n->op == TG_OP_ADD && other >= 0 && other != last && f32(x, other) && tg_shape_eq(n->shape, mm->shape) &&
-            free_node(x, x->reader[last])) {
+            free_node(x, reader(x, last))) {
             const tg_node *b = node(x, other);
             int64_t N = mm->shape.d[mm->shape.ndim - 1];
             if (tg_ir_numel(b) == N && b->shape.ndim >= 1 && b->shape.d[b->shape.ndim - 1] == N)
-                d.bias = other, last = chain[len++] = x->reader[last];
+                d.bias = other, last = chain[len++] = reader(x, last);
         }
     }
     if (chain_link(x, mm_id, last)) { /* a residual added to the product */
-        int k = x->reader[last];
+        int k = reader(x, last);
         const tg_node *n = node(x, k);
         int other = n->nin == 2 ? (n->in[0] == last ? n->in[1] : n->in[0]) : -1;
         if (n->op == TG_OP_ADD && free_node(x, k) && other >= 0 && other != last && f32(x, other) &&
@@ -451,7 +366,7 @@ static void fuse_matmul(fuse_ctx *x, int mm_id) {
         }
     }
     if (chain_link(x, mm_id, last)) {
-        int k = x->reader[last];
+        int k = reader(x, last);
         const tg_node *n = node(x, k);
         if (!free_node(x, k)) {
         } else if (n->op == TG_OP_RELU && n->in[0] == last) {
@@ -489,29 +404,20 @@ tg_status tg_cpu_fuse(const tg_program *p, tg_fusion **out) {
     if (tg_cpu_generic_steps()) return TG_OK;
     const tg_graph *g = p->g;
     size_t n = (size_t)g->n + 1;
-    int n_edges = 0;
-    for (int i = 0; i < g->n; i++) n_edges += g->nodes[i].nin;
-    fuse_ctx x = {p, g, tg_fusion_new(g->n), tg_calloc(1, sizeof(cpu_groups)), tg_calloc(n, sizeof(int)),
-                  tg_calloc(n, sizeof(int)), tg_calloc(n, sizeof(bool)), tg_calloc(n + 1, sizeof(int)),
-                  tg_calloc((size_t)n_edges + 1, sizeof(int))};
+    fuse_ctx x = {p, g, tg_fusion_new(g->n), tg_calloc(1, sizeof(cpu_groups)), {0}};
+    bool *pinned = tg_calloc(n, sizeof(bool));
     if (x.cg) x.cg->g = tg_calloc(n, sizeof(cpu_group)), x.cg->sq = tg_calloc(n, sizeof *x.cg->sq);
-    if (!x.f || !x.cg || !x.cg->g || !x.cg->sq || !x.uses || !x.reader || !x.pinned || !x.rd0 || !x.rd) {
+    tg_status st = x.f && x.cg && x.cg->g && x.cg->sq && pinned ? TG_OK : tg_fail(TG_ERR_NOMEM, "cpu: out of memory");
+    if (st == TG_OK) tg_program_pinned(p, pinned);
+    if (st == TG_OK) st = tg_fuse_graph_init(&x.fg, g, x.f, pinned);
+    if (st != TG_OK) {
         tg_fusion_free(x.f);
         groups_free(x.cg);
-        free(x.uses), free(x.reader), free(x.pinned), free(x.rd0), free(x.rd);
-        return tg_fail(TG_ERR_NOMEM, "cpu: out of memory");
+        free(pinned);
+        return st;
     }
     x.f->impl = x.cg;
     x.f->impl_free = groups_free;
-    for (int i = 0; i < g->n; i++)
-        for (int k = 0; k < g->nodes[i].nin; k++) x.uses[g->nodes[i].in[k]]++, x.reader[g->nodes[i].in[k]] = i;
-    for (int i = 0; i < g->n; i++) x.rd0[i + 1] = x.rd0[i] + x.uses[i];
-    int *fill = x.reader; /* borrowed to fill the reader lists, then rebuilt */
-    for (int i = 0; i < g->n; i++) fill[i] = x.rd0[i];
-    for (int i = 0; i < g->n; i++)
-        for (int k = 0; k < g->nodes[i].nin; k++) x.rd[fill[g->nodes[i].in[k]]++] = i;
-    for (int i = 0; i < g->n; i++) x.reader[i] = x.uses[i] ? x.rd[x.rd0[i + 1] - 1] : -1;
-    tg_program_pinned(p, x.pinned);
 
     for (int i = 0; i < g->n; i++) {
         if (g->nodes[i].op == TG_OP_SOFTMAX_CAUSAL) fuse_attention_fwd(&x, i);
@@ -527,7 +433,8 @@ tg_status tg_cpu_fuse(const tg_program *p, tg_fusion **out) {
     view_permutes(&x);
     private_softmax(&x);
 
-    free(x.uses), free(x.reader), free(x.pinned), free(x.rd0), free(x.rd);
+    tg_fuse_graph_free(&x.fg);
+    free(pinned);
     if (x.f->n_groups == 0) {
         tg_fusion_free(x.f);
         return TG_OK;

@@ -1,0 +1,75 @@
+/* Fusion patterns, backend-neutral: a graph's readers as a backend's fusion
+ * pass needs them, and the matchers of the patterns more than one backend
+ * fuses, each member named by its role. A match says only what the graph
+ * holds; each backend's pass (cpu/fuse.c, wgsl/attention.c) applies its own
+ * size rules and decides which matches become groups of its tg_fusion. */
+#ifndef TG_FUSE_H
+#define TG_FUSE_H
+
+#include "../plan/plan.h"
+
+/* The readers of every node, and what the pass has grouped so far. */
+typedef struct {
+    const tg_graph *g;
+    const tg_fusion *f;  /* the groups taken so far (the pass's own, growing) */
+    const bool *pinned;  /* read from outside: result, capture, gradient, writeback source */
+    int *rd0, *rd;       /* readers of node i: rd[rd0[i] .. rd0[i + 1]) (a node reading i twice, twice) */
+} tg_fuse_graph;
+
+/* Builds the reader lists of g; the pointers are borrowed and must outlive x. */
+tg_status tg_fuse_graph_init(tg_fuse_graph *x, const tg_graph *g, const tg_fusion *f, const bool *pinned);
+void tg_fuse_graph_free(tg_fuse_graph *x);
+
+static inline const tg_node *tg_fuse_node(const tg_fuse_graph *x, int id) { return &x->g->nodes[id]; }
+static inline int tg_fuse_uses(const tg_fuse_graph *x, int id) { return x->rd0[id + 1] - x->rd0[id]; }
+/* The last reader of node id in node order (its only one when it has one), -1 for none. */
+static inline int tg_fuse_reader(const tg_fuse_graph *x, int id) {
+    return tg_fuse_uses(x, id) ? x->rd[x->rd0[id + 1] - 1] : -1;
+}
+/* In no group yet, with no role. */
+static inline bool tg_fuse_free(const tg_fuse_graph *x, int id) {
+    return x->f->group[id] < 0 && x->f->role[id] == TG_FUSE_NONE;
+}
+/* Free, read by exactly one node and not from outside: a group may keep it. */
+static inline bool tg_fuse_private(const tg_fuse_graph *x, int id) {
+    return tg_fuse_uses(x, id) == 1 && !x->pinned[id] && tg_fuse_free(x, id);
+}
+/* The turn at which the value node id reads exists (through views, and
+ * through permutes the pass has made views). */
+int tg_fuse_ready_at(const tg_fuse_graph *x, int id);
+
+/* A product's destination: the split_heads / merge_heads permute that is its
+ * only reader (the product is then appended to abs[*n_abs] and stays in the
+ * kernel, which writes through the permute's strides), or the product. */
+int tg_fuse_result_of(const tg_fuse_graph *x, int mm, int *abs, int *n_abs);
+
+/* ---- causal attention ---- */
+
+/* att = softmax_causal(s [* scale]), s = q k^T, and the product o = att v
+ * (the first such reader of att). q, k, v: f32 [B, H, T, Dh]; att: [B, H, T, T]. */
+typedef struct {
+    int att, scores; /* the softmax; the product q k^T */
+    int scale_mul;   /* mul(scores, scale), -1 for none */
+    int scale;       /* a one-element f32 constant, -1 for none */
+    int q, k, v, o;
+    int64_t B, H, T, Dh;
+} tg_attn_fwd_match;
+
+/* From softmax_causal node a: the scores and their scale read by a alone,
+ * a itself free (it may be pinned: the backend decides). */
+bool tg_fuse_match_attn_fwd(const tg_fuse_graph *x, int a, tg_attn_fwd_match *m);
+
+/* The backward, from softmax_grad node sg: dA = dout v^T, dS = softmax_grad(att,
+ * dA) [* dscale], dq = dS k, dk = dS^T q, dv = att^T dout. Every reader of dS
+ * is dq or dk; dv is the first such reader of att (others may exist: the
+ * backend decides). Each product -1 when absent. */
+typedef struct {
+    int sg, att, dA, dout, v;
+    int ds;     /* dS: sg, or the mul scaling it */
+    int dscale; /* that mul's one-element f32 constant, -1 for none */
+    int dq, k, dk, q, dv;
+    int64_t Dh;
+} tg_attn_bwd_match;
+
+bool tg_fuse_match_attn_bwd(const tg_fuse_graph *x, int sg, tg_attn_bwd_match *m);
+#endif

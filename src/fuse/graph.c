@@ -1,0 +1,34 @@
+/* The reader lists every fusion pass walks (see fuse.h). */
+#include <stdlib.h>
+
+#include "fuse.h"
+
+tg_status tg_fuse_graph_init(tg_fuse_graph *x, const tg_graph *g, const tg_fusion *f, const bool *pinned) {
+    int n_edges = 0;
+    for (int i = 0; i < g->n; i++) n_edges += g->nodes[i].nin;
+    *x = (tg_fuse_graph){g, f, pinned, tg_calloc((size_t)g->n + 2, sizeof(int)), tg_calloc((size_t)n_edges + 1, sizeof(int))};
+    int *fill = tg_calloc((size_t)g->n + 1, sizeof(int));
+    if (!x->rd0 || !x->rd || !fill) {
+        free(fill);
+        tg_fuse_graph_free(x);
+        return tg_fail(TG_ERR_NOMEM, "fuse: out of memory");
+    }
+    for (int i = 0; i < g->n; i++)
+        for (int k = 0; k < g->nodes[i].nin; k++) x->rd0[g->nodes[i].in[k] + 1]++;
+    for (int i = 0; i < g->n; i++) x->rd0[i + 1] += x->rd0[i], fill[i] = x->rd0[i];
+    for (int i = 0; i < g->n; i++)
+        for (int k = 0; k < g->nodes[i].nin; k++) x->rd[fill[g->nodes[i].in[k]]++] = i;
+    free(fill);
+    return TG_OK;
+}
+
+void tg_fuse_graph_free(tg_fuse_graph *x) {
+    free(x->rd0), free(x->rd);
+    x->rd0 = x->rd = NULL;
+}
+
+int tg_fuse_ready_at(const tg_fuse_graph *x, int id) {
+    while ((tg_ops[tg_fuse_node(x, id)->op].flags & TG_OPF_VIEW) || x->f->role[id] == TG_FUSE_VIEW)
+        id = tg_fuse_node(x, id)->in[0];
+    return tg_fusion_at(x->f, id);
+}
