@@ -32,15 +32,6 @@ static bool absorbable(const fuse_ctx *x, int id) { return tg_fuse_private(&x->f
 static int uses(const fuse_ctx *x, int id) { return tg_fuse_uses(&x->fg, id); }
 static int reader(const fuse_ctx *x, int id) { return tg_fuse_reader(&x->fg, id); }
 static int ready_at(const fuse_ctx *x, int id) { return tg_fuse_ready_at(&x->fg, id); }
-/* A group runs at its last node's turn, so the product's operands stay live
- * until then: a reader far down the graph (a weight gradient added into
- * another gradient at the end of the backward) would keep them across the
- * step's memory peak. Only nearby readers join a matmul's chain. */
-#define MATMUL_CHAIN_REACH 8
-static bool chain_link(const fuse_ctx *x, int mm, int id) {
-    return absorbable(x, id) && reader(x, id) - mm <= MATMUL_CHAIN_REACH;
-}
-
 /* Records group members: absorbed[] first, then the output. */
 static int add_group(fuse_ctx *x, const int *absorbed, int n_abs, int out, bool inplace, const cpu_group *desc) {
     int gid = x->f->n_groups++;
@@ -336,50 +327,13 @@ static void fuse_pool_relu(fuse_ctx *x, int rg) {
 
 /* ---- a matmul with its epilogue ---- */
 
-/* matmul, then optionally its bias add, then optionally a residual add, or
- * relu, or relu's gradient (as tg_gemm_epi applies them). */
+/* A product and its epilogue (fuse/fuse.h), as tg_gemm_epi applies them. */
 static void fuse_matmul(fuse_ctx *x, int mm_id) {
-    const tg_node *mm = node(x, mm_id);
-    if (!free_node(x, mm_id) || !f32(x, mm_id)) return;
-    int chain[3] = {mm_id}, len = 1, last = mm_id;
-    cpu_group d = {CPU_GROUP_MATMUL, -1, mm_id, -1, -1, false, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, false,
-                   -1, -1, -1, -1, -1, {-1, -1, -1, -1, -1, -1, -1, -1, -1, false}};
-    if (chain_link(x, mm_id, last)) {
-        const tg_node *n = node(x, reader(x, last));
-        int other = n->nin == 2 ? (n->in[0] == last ? n->in[1] : n->in[0]) : -1;
-        if (n->op == TG_OP_ADD && other >= 0 && other != last && f32(x, other) && tg_shape_eq(n->shape, mm->shape) &&
-            free_node(x, reader(x, last))) {
-            const tg_node *b = node(x, other);
-            int64_t N = mm->shape.d[mm->shape.ndim - 1];
-            if (tg_ir_numel(b) == N && b->shape.ndim >= 1 && b->shape.d[b->shape.ndim - 1] == N)
-                d.bias = other, last = chain[len++] = reader(x, last);
-        }
-    }
-    if (chain_link(x, mm_id, last)) { /* a residual added to the product */
-        int k = reader(x, last);
-        const tg_node *n = node(x, k);
-        int other = n->nin == 2 ? (n->in[0] == last ? n->in[1] : n->in[0]) : -1;
-        if (n->op == TG_OP_ADD && free_node(x, k) && other >= 0 && other != last && f32(x, other) &&
-            tg_shape_eq(node(x, other)->shape, mm->shape) && tg_shape_eq(n->shape, mm->shape)) {
-            d.resid = other, last = chain[len++] = k;
-            goto done; /* nothing after a residual add */
-        }
-    }
-    if (chain_link(x, mm_id, last)) {
-        int k = reader(x, last);
-        const tg_node *n = node(x, k);
-        if (!free_node(x, k)) {
-        } else if (n->op == TG_OP_RELU && n->in[0] == last) {
-            d.relu = true;
-            last = chain[len++] = k;
-        } else if (n->op == TG_OP_RELU_GRAD && n->in[1] == last && n->in[0] != last && f32(x, n->in[0])) {
-            d.gate = n->in[0];
-            last = chain[len++] = k;
-        }
-    }
-done:
-    if (len == 1) return;
-    d.out = last;
+    tg_matmul_epi_match m;
+    if (!tg_fuse_match_matmul_epi(&x->fg, mm_id, &m)) return;
+    int last = m.chain[m.len - 1];
+    cpu_group d = {CPU_GROUP_MATMUL, last, mm_id, m.bias, m.gate, m.relu, m.resid, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                   false, -1, -1, -1, -1, -1, {-1, -1, -1, -1, -1, -1, -1, -1, -1, false}};
     /* The epilogue reads the gate or the residual element by element, just
      * before it writes that element of C: so C may overwrite it if each C
      * element is written once (no k blocks). */
@@ -390,7 +344,7 @@ done:
         tg_cpu_matmul_args(x->g, mm_id, NULL, in, &ga);
         inplace = tg_gemm_single_pass(&ga);
     }
-    add_group(x, chain, len - 1, last, inplace, &d);
+    add_group(x, m.chain, m.len - 1, last, inplace, &d);
 }
 
 static void groups_free(void *p) {

@@ -72,4 +72,19 @@ typedef struct {
 } tg_attn_bwd_match;
 
 bool tg_fuse_match_attn_bwd(const tg_fuse_graph *x, int sg, tg_attn_bwd_match *m);
+
+/* ---- a product with its epilogue ---- */
+
+/* mm, then optionally its bias add (a row of N, the product's columns, added
+ * to every row), then optionally a residual add (an operand of the product's
+ * shape; nothing follows it), or relu, or relu's gradient relu_grad(gate, .).
+ * Each link is read by the next alone and lies within a few nodes of mm. */
+typedef struct {
+    int mm, bias, resid, gate; /* -1 for none */
+    bool relu;
+    int chain[3], len; /* mm and its epilogue in order; chain[len - 1] holds the result */
+} tg_matmul_epi_match;
+
+/* Whether product mm has an epilogue (len > 1). */
+bool tg_fuse_match_matmul_epi(const tg_fuse_graph *x, int mm, tg_matmul_epi_match *m);
 #endif
