@@ -31,6 +31,7 @@ static tg_tensor mlp_loss(tg_graph *g, void *user) {
 
 typedef struct {
     int dispatches;
+    int64_t scratch; /* planned intermediates */
     float loss[40];
     float w[256 * 256];
 } mlp_result;
@@ -47,6 +48,7 @@ static tg_status mlp_train(int width, tg_optim o, int steps, mlp_result *r) {
     tg_plan_stats ps = {0};
     if (st == TG_OK) st = tg_session_plan_stats(s, &ps);
     r->dispatches = ps.n_dispatches;
+    r->scratch = ps.scratch_bytes;
     static float xs[B], ys[B];
     uint64_t rng = 12345;
     for (int step = 0; step < steps && st == TG_OK; step++) {
@@ -95,7 +97,13 @@ static void test_mlp(void) {
         tg_wgsl_set_fusion(-1);
         compare(runs[r].what, &f, &u, STEPS, 64 * 64, 1e-5);
         CHECK(f.dispatches < u.dispatches, "%s: %d dispatches fused, %d unfused", runs[r].what, f.dispatches, u.dispatches);
-        printf("  sin MLP %-22s %3d dispatches per step (%d unfused)\n", runs[r].what, f.dispatches, u.dispatches);
+        /* The products before the bias adds and relu's gradients are
+         * fused before planning: they get no memory (the one-kernel-per-node
+         * plan has the same nodes otherwise). */
+        CHECK(f.scratch < u.scratch, "%s: %lld scratch bytes fused, %lld unfused", runs[r].what, (long long)f.scratch,
+              (long long)u.scratch);
+        printf("  sin MLP %-22s %3d dispatches per step (%d unfused), %lld scratch bytes (%lld)\n", runs[r].what,
+               f.dispatches, u.dispatches, (long long)f.scratch, (long long)u.scratch);
         /* examples/sin.c's setup: a regression in fusion shows here. 16 kernels
          * train it, 7 more sum the gradients squared for the step check
          * (a non-finite loss or gradient norm fails the step). */

@@ -1,12 +1,10 @@
-/* The WebGPU backend's fusion pass: which causal attentions run as the
- * fused kernels of ops_attention.c (see attention.h for the rule).
+/* Which causal attentions run as the fused kernels of ops_attention.c (see
+ * attention.h for the rule), chosen in the fusion pass before planning
+ * (prefuse.c).
  *
  * A forward and its backward are fused together or not at all: the fused
  * backward never reads the softmax from memory, so once the forward keeps
  * it in registers every reader of the softmax must be a fused kernel. */
-#include <stdlib.h>
-#include <string.h>
-
 #include "attention.h"
 #include "../fuse/fuse.h"
 
@@ -154,36 +152,12 @@ static void view_permutes(actx *x) {
     }
 }
 
-static void attns_free(void *p) {
-    tg_wgsl_attns *a = p;
-    if (a) free(a->a);
-    free(a);
-}
-
-tg_status tg_wgsl_fuse_attention(const tg_graph *g, const bool *pinned, const tg_wgsl_limits *lim, tg_fusion **out) {
-    *out = NULL;
-    size_t n = (size_t)g->n + 1;
-    actx x = {g, lim, tg_fusion_new(g->n), tg_calloc(1, sizeof(tg_wgsl_attns)), {0}};
-    if (x.at) x.at->a = tg_calloc(n, sizeof(tg_wgsl_attn));
-    tg_status st = x.f && x.at && x.at->a ? tg_fuse_graph_init(&x.fg, g, x.f, pinned) : tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
-    if (st != TG_OK) {
-        tg_fusion_free(x.f), attns_free(x.at);
-        return st;
-    }
-    x.f->impl = x.at;
-    x.f->impl_free = attns_free;
-    for (int i = 0; i < g->n; i++)
-        if (g->nodes[i].op == TG_OP_SOFTMAX_CAUSAL) fuse_one(&x, i);
+void tg_wgsl_fuse_attention(const tg_fuse_graph *fg, tg_fusion *f, const tg_wgsl_limits *lim, tg_wgsl_attns *at) {
+    actx x = {fg->g, lim, f, at, *fg};
+    for (int i = 0; i < fg->g->n; i++)
+        if (fg->g->nodes[i].op == TG_OP_SOFTMAX_CAUSAL) fuse_one(&x, i);
     view_permutes(&x);
-    tg_fuse_graph_free(&x.fg);
-    if (x.f->n_groups == 0) {
-        tg_fusion_free(x.f);
-        return TG_OK;
-    }
-    *out = x.f;
-    return TG_OK;
 }
-
 bool tg_wgsl_attn_strided(const tg_fusion *f, const tg_graph *g, int x) {
     const tg_node *n = &g->nodes[x];
     return n->op == TG_OP_PERMUTE && (f->role[x] == TG_FUSE_VIEW || f->role[x] == TG_FUSE_OUTPUT);

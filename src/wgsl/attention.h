@@ -9,9 +9,10 @@
  *             from q, k and the kept log-sum-exp; the plan keeps o alive
  *             until the backward (tg_fusion.also_reads)
  *
- * The groups are chosen before buffer planning (tg_wgsl_fuse_attention, the
- * WebGPU backend's fusion pass), so the plan gives the scores, the softmax
- * and their gradients no memory, and a split_heads / merge_heads permute
+ * The groups are chosen before buffer planning (tg_wgsl_fuse_attention, in
+ * the WebGPU backend's fusion pass tg_wgsl_fuse), so the plan gives the
+ * scores, the softmax and their gradients no memory, and a split_heads /
+ * merge_heads permute
  * next to them is read or written with strides instead of run as a kernel.
  * The statistics (log-sum-exp per forward row, D per backward row) live in
  * the program's workspace, one region per group.
@@ -23,6 +24,7 @@
 #ifndef TG_WGSL_ATTENTION_H
 #define TG_WGSL_ATTENTION_H
 
+#include "../fuse/fuse.h"
 #include "wgsl.h"
 
 #define TG_WGSL_ATTN_MAX_DH 128
@@ -47,10 +49,11 @@ typedef struct {
     int64_t work_bytes; /* the attention workspace: statistics of every group */
 } tg_wgsl_attns;
 
-/* The fusion pass: attention groups of graph g (pinned: nodes read from
- * outside, never absorbed) that fit the device limits; *out = NULL when
- * there are none. fusion->impl is a tg_wgsl_attns. */
-tg_status tg_wgsl_fuse_attention(const tg_graph *g, const bool *pinned, const tg_wgsl_limits *lim, tg_fusion **out);
+/* Appends to f the attention groups of fg's graph that fit the device
+ * limits, their descriptions to at (at->a holds one per node), then makes
+ * the heads permutes only they read views. Attention groups come first in
+ * f: group i < at->n is at->a[i]. */
+void tg_wgsl_fuse_attention(const tg_fuse_graph *fg, tg_fusion *f, const tg_wgsl_limits *lim, tg_wgsl_attns *at);
 
 /* Whether node x is a heads permute read with strides ([B, T, H, Dh] in memory). */
 bool tg_wgsl_attn_strided(const tg_fusion *f, const tg_graph *g, int x);

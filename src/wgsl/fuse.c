@@ -21,7 +21,10 @@
  * memory each node's slot names), and if inside the kernel no output shares
  * bytes with an input except where each invocation reads an element before
  * writing that same element. Values a group keeps to itself still have
- * their planned bytes; they are just never written. */
+ * their planned bytes; they are just never written. The groups the fusion
+ * pass chose before planning (prefuse.c: attention, a product with its
+ * epilogue) come in as they are, their kept values without memory; a
+ * product's epilogue may still grow here. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,7 +38,7 @@ enum { R_NONE, R_KERNEL, R_INL, R_EPI, R_MEMBER };
 typedef struct {
     const tg_graph *g;
     const tg_plan *plan;
-    const tg_fusion *fu; /* the attention groups chosen before planning, NULL for none */
+    const tg_fusion *fu; /* the groups chosen before planning (prefuse.c), NULL for none */
     const tg_wgsl_limits *lim;
     int n;
     int *coff, *cons;  /* consumers of node i: cons[coff[i] .. coff[i+1]) */
@@ -397,6 +400,38 @@ static void commit_draft(fz *z, draft *d) {
         z->grp[d->epi[i]] = id, z->role[d->epi[i]] = R_EPI, z->at[d->epi[i]] = g->turn, z->kept[d->epi[i]] = i < d->n_epi - 1;
 }
 
+/* Group gi (a product planned with its epilogue) takes the draft's longer
+ * epilogue and turn: its former last node is kept inside from now on (its
+ * planned bytes are never written). */
+static void regrow(fz *z, int gi, const draft *d) {
+    fz_group *gr = &z->gr[gi];
+    int *epi = realloc(gr->f.epi, sizeof(int) * (size_t)d->n_epi);
+    if (!epi) {
+        z->oom = true;
+        return;
+    }
+    memcpy(epi, d->epi, sizeof(int) * (size_t)d->n_epi);
+    gr->f.epi = epi;
+    gr->f.n_epi = d->n_epi;
+    gr->turn = d->turn;
+    z->at[d->kernel] = d->turn;
+    for (int i = 0; i < d->n_epi; i++)
+        z->grp[d->epi[i]] = gi, z->role[d->epi[i]] = R_EPI, z->at[d->epi[i]] = d->turn, z->kept[d->epi[i]] = i < d->n_epi - 1;
+    for (int i = 0; i < d->n_inl; i++) /* views passed through */
+        z->grp[d->inl[i]] = gi, z->role[d->inl[i]] = R_INL, z->at[d->inl[i]] = d->turn, z->kept[d->inl[i]] = true;
+    if (d->n_inl) {
+        int *inl = realloc(gr->f.inl, sizeof(int) * (size_t)d->n_inl);
+        if (!inl) {
+            z->oom = true;
+            return;
+        }
+        memcpy(inl, d->inl, sizeof(int) * (size_t)d->n_inl);
+        qsort(inl, (size_t)d->n_inl, sizeof(int), by_id);
+        gr->f.inl = inl;
+        gr->f.n_inl = d->n_inl;
+    }
+}
+
 /* Epilogues first (a kernel that is not itself elementwise takes the
  * elementwise chain after it), then producers inline into every kernel,
  * last reader first so a chain folds into its end. */
@@ -407,12 +442,23 @@ static void plan_elementwise(fz *z) {
         return;
     }
     for (int i = 0; i < z->n && !z->oom; i++) {
-        if (!runs(z, i) || z->grp[i] >= 0 || tg_wgsl_inline_ok(z->g->nodes[i].op)) continue;
+        if (!runs(z, i) || tg_wgsl_inline_ok(z->g->nodes[i].op)) continue;
+        int gi = z->grp[i];
+        if (gi >= 0 && (z->role[i] != R_KERNEL || z->gr[gi].kind != FZ_FUSED)) continue;
         memset(d, 0, sizeof *d);
         d->kernel = i;
         d->turn = i;
-        grow_epilogue(z, d);
-        commit_draft(z, d);
+        if (gi < 0) {
+            grow_epilogue(z, d);
+            commit_draft(z, d);
+        } else { /* a product planned with its epilogue: the chain may go on */
+            fz_group *gr = &z->gr[gi];
+            memcpy(d->epi, gr->f.epi, sizeof(int) * (size_t)gr->f.n_epi);
+            d->n_epi = gr->f.n_epi;
+            d->turn = gr->turn;
+            grow_epilogue(z, d);
+            if (d->n_epi > gr->f.n_epi) regrow(z, gi, d);
+        }
     }
     for (int i = z->n - 1; i >= 0 && !z->oom; i--) {
         if (!runs(z, i) || (z->grp[i] >= 0 && z->role[i] != R_KERNEL)) continue;
@@ -902,18 +948,28 @@ static bool fusion_on(void) {
     return g_fusion >= 0 ? g_fusion != 0 : tg_wgsl_knob("TG_WGSL_FUSE", (const char *const[]){"0", NULL}, 1) != 0;
 }
 
-/* The attention groups the plan was made with: their members run at the
- * group's turn, the values they keep have no memory, and a permute they
- * read with strides runs no kernel (it joins its first reader's group). */
+/* The groups the plan was made with (prefuse.c): their members run at the
+ * group's turn, the values they keep have no memory, and a permute the
+ * attention kernels read with strides runs no kernel (it joins its first
+ * reader's group). An attention is an FZ_ATTN group; a product with its
+ * epilogue an FZ_FUSED one, which the elementwise fusion may still give
+ * inline producers. */
 static tg_status pre_planned(fz *z) {
     if (!z->fu) return TG_OK;
     const tg_wgsl_attns *at = z->fu->impl;
     int base = z->n_gr;
     for (int gi = 0; gi < z->fu->n_groups; gi++) {
-        fz_group *gr = new_group(z, FZ_ATTN);
+        fz_group *gr = new_group(z, gi < at->n ? FZ_ATTN : FZ_FUSED);
         if (!gr) return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
         gr->turn = z->fu->turn[gi];
-        gr->attn = &at->a[gi];
+        if (gi < at->n) {
+            gr->attn = &at->a[gi];
+            continue;
+        }
+        gr->f.kernel = -1;
+        gr->f.inl = tg_calloc(1, sizeof(int));
+        gr->f.epi = tg_calloc(4, sizeof(int));
+        if (!gr->f.inl || !gr->f.epi) return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
     }
     for (int i = 0; i < z->n; i++) {
         int gi = z->fu->group[i];
@@ -921,10 +977,19 @@ static tg_status pre_planned(fz *z) {
         if (role == TG_FUSE_VIEW)
             for (int c = z->coff[i]; c < z->coff[i + 1] && gi < 0; c++) gi = z->fu->group[z->cons[c]];
         if (gi < 0) continue;
+        fz_group *gr = &z->gr[base + gi];
         z->grp[i] = base + gi;
         z->role[i] = R_MEMBER;
         z->at[i] = z->fu->turn[gi];
         z->kept[i] = role != TG_FUSE_OUTPUT;
+        if (gr->kind != FZ_FUSED) continue;
+        if (z->g->nodes[i].op == TG_OP_MATMUL && gr->f.kernel < 0) { /* the product, then its epilogue in node order */
+            gr->f.kernel = i;
+            z->role[i] = R_KERNEL;
+        } else if (gr->f.n_epi < 4) {
+            gr->f.epi[gr->f.n_epi++] = i;
+            z->role[i] = R_EPI;
+        }
     }
     return TG_OK;
 }
@@ -984,7 +1049,7 @@ static tg_status fz_init(fz *z, const tg_graph *g, const tg_plan *plan, const tg
     for (int i = 0; i < n; i++) {
         z->grp[i] = -1;
         z->at[i] = i;
-        z->must_store[i] = plan->slot[i].kind != TG_BUF_SCRATCH;
+        z->must_store[i] = plan->slot[i].kind != TG_BUF_SCRATCH && plan->slot[i].kind != TG_BUF_NONE;
     }
     for (int w = 0; w < n_wb; w++) z->must_store[wb[w].src] = true;
     /* a view's value is its input's: what must be kept of one must be of the other */

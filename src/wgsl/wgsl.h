@@ -132,7 +132,12 @@ typedef struct {
     int64_t workspace_bytes; /* scratch the kernels share outside the plan (binding arena TG_WGSL_WORKSPACE) */
 } tg_wgsl_program;
 #define TG_WGSL_WORKSPACE TG_N_ARENAS /* tg_wgsl_binding.arena of the engine's per-program workspace buffer */
-/* fu: the groups chosen before planning (tg_wgsl_fuse_attention), NULL for none. */
+/* The fusion pass before planning (prefuse.c): causal attentions, then
+ * products with an epilogue; pinned: nodes read from outside, never
+ * absorbed. *out = NULL when there are no groups; (*out)->impl is a
+ * tg_wgsl_attns (attention.h), the attentions being the first groups. */
+tg_status tg_wgsl_fuse(const tg_graph *g, const bool *pinned, const tg_wgsl_limits *lim, tg_fusion **out);
+/* fu: the groups chosen before planning (tg_wgsl_fuse), NULL for none. */
 tg_status tg_wgsl_emit_program(const tg_graph *g, const tg_plan *plan, const tg_fusion *fu, const tg_writeback *wb,
                                int n_wb, const tg_wgsl_limits *lim, tg_wgsl_program *out);
 void tg_wgsl_program_free(tg_wgsl_program *p);
