@@ -362,8 +362,7 @@ static int bench_rows_webgpu(int64_t R, int64_t D, int reps) {
         {RB_LN, "regs+subgroup", 1, 1, -1, 2 * x + 2 * d},
         {RB_LN, "regs+tree", 1, 0, -1, 2 * x + 2 * d},
         {RB_LN, "loop+tree", 0, 0, -1, 2 * x + 2 * d},
-        {RB_STATS, "regs+sgrow", 1, 2, -1, x + st},
-        {RB_STATS, "regs+subgroup", 1, 1, -1, x + st},
+        {RB_STATS, "regs+sgrow", 1, 2, -1, x + st}, /* the default (subgroup) takes this form for statistics */
         {RB_STATS, "regs+tree", 1, 0, -1, x + st},
         {RB_STATS, "loop+tree", 0, 0, -1, x + st},
         {RB_DX, "regs+sgrow", 1, 2, -1, 3 * x + st + d},

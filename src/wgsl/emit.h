@@ -135,6 +135,9 @@ typedef struct {
     bool sg_named;           /* the subgroup reduction's names are declared */
 } wk_rows;
 bool tg_wk_rows_open(wk_rows *L, wk *k, int64_t lines, int64_t A, int64_t inner);
+/* The same for a kernel that writes a few values per row (statistics): a
+ * row per subgroup by default where the device allows it (rows.c). */
+bool tg_wk_rows_open_stats(wk_rows *L, wk *k, int64_t lines, int64_t A, int64_t inner);
 void tg_wk_rows_loop(wk_rows *L, const char *len); /* caller writes the body and "    }\n" */
 /* The inputs (bit K: ldK) a kernel reads at the row's elements (by_row:
  * ldK(p)) or at their position in the row (by_col: ldK(a), a gain): bodies

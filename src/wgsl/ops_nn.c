@@ -124,7 +124,7 @@ bool tg_wgsl_norm(wk *k) {
 bool tg_wgsl_norm_stats(wk *k) {
     int64_t D = last_dim(tg_wk_in(k, 0)), R = D ? tg_ir_numel(tg_wk_in(k, 0)) / D : 0;
     wk_rows L;
-    if (!tg_wk_rows_open(&L, k, R, D, 1)) return false;
+    if (!tg_wk_rows_open_stats(&L, k, R, D, 1)) return false;
     tg_wk_rows_cache(&L, 1u, 0u);
     norm_stats(&L, k->n->at.norm.rms, k->n->at.norm.eps);
     tg_wk_rows_once(&L);

@@ -68,23 +68,29 @@ enum { REDUCE_TREE, REDUCE_SUBGROUP, REDUCE_ROWS };
  * subgroup, and a workgroup holds up to SG_ROWS_WG / S rows (as many as
  * divide the row count, so that no subgroup of a workgroup is idle and the
  * early return stays uniform). Its sums are single subgroup sums: no
- * workgroup memory, no barrier. Opt-in (TG_WGSL_REDUCE=rows, below): on
- * the H200 it was slower where the kernel writes the row back. */
+ * workgroup memory, no barrier. The default only for kernels that write a
+ * few values per row (tg_wk_rows_open_stats): norm_stats over [16384, 384]
+ * on the H200 took 42 / 47 us against 64 / 59 with a row per workgroup
+ * (two runs, bench_tg --rows-webgpu), gpt_small's step 41.84 ms against
+ * 41.89 (three alternating runs). Everywhere with TG_WGSL_REDUCE=rows
+ * (below): slower where the kernel writes the row back. */
 #define SG_REG_MAX 16
 #define SG_ROWS_WG 64
 
-static uint32_t row_subgroup(const wk *k, int64_t lines, int64_t A) {
+static uint32_t row_subgroup(const wk *k, int64_t lines, int64_t A, bool stats) {
     uint32_t S = k->lim->subgroup_min_size;
-    if (rows_form() != ROWS_REGS || !use_subgroups(k) || reduce_form() != REDUCE_ROWS || S < 4 || S != k->lim->subgroup_max_size)
+    int form = reduce_form();
+    if (rows_form() != ROWS_REGS || !use_subgroups(k) || !(form == REDUCE_ROWS || (stats && form == REDUCE_SUBGROUP)) ||
+        S < 4 || S != k->lim->subgroup_max_size)
         return 0;
     return A > SHORT_ROW && A <= (int64_t)S * SG_REG_MAX && lines > 0 ? S : 0;
 }
 
-bool tg_wk_rows_open(wk_rows *L, wk *k, int64_t lines, int64_t A, int64_t inner) {
+static bool rows_open(wk_rows *L, wk *k, int64_t lines, int64_t A, int64_t inner, bool stats) {
     *L = (wk_rows){.k = k, .wide = A > SHORT_ROW, .wg = tg_wk_row_wg(A), .lines = lines, .A = A, .inner = inner};
     L->step = L->wg, L->me = "lid";
     if (L->wide && rows_form() == ROWS_REGS && A <= (int64_t)L->wg * REG_MAX) L->regs = (int)((A + L->wg - 1) / L->wg);
-    if ((L->sg = row_subgroup(k, lines, A))) {
+    if ((L->sg = row_subgroup(k, lines, A, stats))) {
         uint32_t P = SG_ROWS_WG / L->sg; /* rows per workgroup */
         while (P > 1 && lines % P) P /= 2;
         L->wg = P * L->sg, L->step = L->sg, L->me = "lane";
@@ -109,6 +115,14 @@ bool tg_wk_rows_open(wk_rows *L, wk *k, int64_t lines, int64_t A, int64_t inner)
         tg_wsb_printf(&k->s, "    let base = (l / %lldu) * %lldu + l %% %lldu;\n", (long long)inner, (long long)(A * inner),
                    (long long)inner);
     return true;
+}
+
+bool tg_wk_rows_open(wk_rows *L, wk *k, int64_t lines, int64_t A, int64_t inner) {
+    return rows_open(L, k, lines, A, inner, false);
+}
+
+bool tg_wk_rows_open_stats(wk_rows *L, wk *k, int64_t lines, int64_t A, int64_t inner) {
+    return rows_open(L, k, lines, A, inner, true);
 }
 
 /* Slot j of an invocation in the register form: element lid + j * wg; the
@@ -176,7 +190,8 @@ void tg_wk_rows_loop(wk_rows *L, const char *len) {
  *     barriers instead of the tree's 8 for 64 invocations (2 values per
  *     row on the H200's subgroups of 32, 8 on lavapipe's 8);
  *   rows: a row per subgroup where row_subgroup allows it, its sums single
- *     subgroup sums; elsewhere as "subgroup";
+ *     subgroup sums; elsewhere as "subgroup" (which takes this form itself
+ *     for tg_wk_rows_open_stats);
  *   tree: the workgroup tree of tg_wk_reduce.
  * Subgroups are taken to be runs of consecutive local invocation indices
  * (as GPUs and lavapipe form them). tg_wgsl_reduce_test_form overrides it.
