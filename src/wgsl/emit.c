@@ -372,7 +372,7 @@ static void emit_inline(wk *k, int x, const char *name, char in[][24]) {
         return;
     }
     tg_kernel_spec dummy = {0};
-    wk sub = {k->g, n, x, k->plan, k->lim, &dummy, {0}, TG_OK, {{0}}, {0}, {0}, name, k->helpers, 0, 0, false};
+    wk sub = {k->g, n, x, k->plan, k->lim, &dummy, {0}, TG_OK, {{0}}, {0}, {0}, name, k->helpers, 0, 0, false, 0};
     for (int j = 0; j < n->nin; j++) snprintf(sub.ld[j], sizeof sub.ld[j], "%s", in[j]);
     snprintf(sub.stn, sizeof sub.stn, "%s_st", name);
     snprintf(sub.pfx, sizeof sub.pfx, "%s_", name);
@@ -389,10 +389,10 @@ static void emit_inline(wk *k, int x, const char *name, char in[][24]) {
 static tg_status emit_kernel(const tg_graph *g, const tg_plan *plan, int kid, const tg_node *kn, tg_wgsl_emit_fn fn,
                              const tg_wgsl_fused *f, int phase, int64_t work, const tg_wgsl_limits *lim,
                              tg_kernel_spec *out) {
-    wk k = {g, kn, kid, plan, lim, out, {0}, TG_OK, {{0}}, {0}, {0}, NULL, NULL, 0, phase, false};
+    wk k = {g, kn, kid, plan, lim, out, {0}, TG_OK, {{0}}, {0}, {0}, NULL, NULL, 0, phase, false, 0};
     k.helpers = &k.own_helpers;
     int n_epi = f ? f->n_epi : 0, n_inl = f ? f->n_inl : 0;
-    int cap = 2 + kn->nin;
+    int cap = 3 + kn->nin; /* outputs: the kernel's, the epilogue's, the sibling's */
     for (int q = 0; q < n_inl; q++) cap += g->nodes[f->inl[q]].nin;
     for (int q = 0; q < n_epi; q++) cap += g->nodes[f->epi[q]].nin;
     operands o = {tg_calloc((size_t)cap, sizeof(int)), 0, cap, 0};
@@ -407,6 +407,7 @@ static tg_status emit_kernel(const tg_graph *g, const tg_plan *plan, int kid, co
     bool store_k = n_epi == 0 || f->store_kernel;
     if (store_k) o.node[o.n++] = kid;
     if (n_epi) o.node[o.n++] = f->epi[n_epi - 1];
+    if (f && f->sib > 0) o.node[o.n++] = f->sib;
     o.n_out = o.n;
     for (int j = 0; j < kn->nin; j++) collect(g, f, kid, kn->in[j], &o, seen);
     for (int q = 0; q < n_epi; q++) {
@@ -441,6 +442,7 @@ static tg_status emit_kernel(const tg_graph *g, const tg_plan *plan, int kid, co
             if (elem_off[i]) snprintf(at, sizeof at, "b%d[%lldu + i]", bind_of[i], (long long)elem_off[i]);
             else snprintf(at, sizeof at, "b%d[i]", bind_of[i]);
             if (i >= o.n_out) tg_wsb_printf(&k.s, "fn x%d(i: u32) -> %s { return bitcast<%s>(%s); }\n", i - o.n_out, t, t, at);
+            else if (f && o.node[i] == f->sib) tg_wsb_printf(&k.s, "fn st2(i: u32, v: %s) { %s = bitcast<u32>(v); }\n", t, at);
             else if (o.node[i] == kid && n_epi == 0) tg_wsb_printf(&k.s, "fn st(i: u32, v: %s) { %s = bitcast<u32>(v); }\n", t, at);
             else tg_wsb_printf(&k.s, "fn s%s(i: u32, v: %s) { %s = bitcast<u32>(v); }\n", o.node[i] == kid ? "k" : "e", t, at);
         }
@@ -478,6 +480,7 @@ static tg_status emit_kernel(const tg_graph *g, const tg_plan *plan, int kid, co
             tg_wsb_printf(&k.s, "    se(i, e%d(i));\n}\n", n_epi - 1);
         }
         tg_wk_names_default(&k);
+        k.sib = f ? f->sib : 0;
         if (k.st == TG_OK) fn(&k);
         if (k.st == TG_OK && k.subgroups) {
             /* a directive must come before every declaration; after the

@@ -45,6 +45,7 @@ typedef struct {
     unsigned own_helpers;
     int phase;           /* kernels that run in two dispatches (split-K matmul): 1, 2; else 0 */
     bool subgroups;      /* the body calls subgroup builtins: the module starts with `enable subgroups;` */
+    int sib;             /* the fused kernel's sibling (tg_wgsl_fused), stored through st2; 0: none */
 } wk;
 
 /* Module-scope helper texts shared by inlinable emitters (tg_wk_helper ids). */
@@ -162,6 +163,10 @@ void tg_wk_rows_once(wk_rows *L);
  * C) > 1, phase 1 (partial sums of row chunks into `work`) or phase 2
  * (their sums, stored) of the two-phase form. */
 bool tg_wk_colsum(wk *k, const char *expr, const char *type);
+/* The same with a second sum of expr2 (NULL: none) over the same rows,
+ * stored through st2 (a fused sibling); the two-phase form's workspace then
+ * holds both partials (tg_wgsl_phases counts them). */
+bool tg_wk_colsum2(wk *k, const char *expr, const char *expr2, const char *type);
 /* Row chunks a column sum of R rows and C columns is split into (1: one kernel). */
 int tg_wk_colsum_chunks(int64_t R, int64_t C);
 /* Whether node n's kernel is a column sum (tg_wk_colsum), and over what:

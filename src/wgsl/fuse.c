@@ -9,6 +9,8 @@
  *     the gradient computed inline (ops_fused.c);
  *   - the clip norm's sums of squares of every gradient, and the adds that
  *     total them, in two kernels (ops_fused.c);
+ *   - a layer norm's bias gradient summed in its gain gradient's kernel
+ *     (a sibling: the same rows of gy read once);
  *   - an elementwise node computed inline where its only reader loads it
  *     (a producer), or applied to a kernel's values as it stores them (an
  *     epilogue: the bias add and relu after a matmul), never stored.
@@ -810,6 +812,57 @@ static void plan_sumsq(fz *z) {
     }
 }
 
+/* ---- siblings: two nodes over the same rows, one kernel ---- */
+
+/* A node computed by another's kernel from that kernel's own inputs
+ * (tg_wgsl_fused.sib), so the rows are read once and one dispatch (two
+ * for a split sum) is saved: a layer norm's bias gradient (a column sum of
+ * gy) beside its gain gradient (norm_dgain reads the same gy). Returns the
+ * kernel node that can take node s as its sibling, or -1. */
+static int sibling_of(const fz *z, int s) {
+    const tg_node *n = &z->g->nodes[s];
+    int64_t R, C, R2, C2;
+    if (n->op == TG_OP_SUM && n->dtype == TG_F32 && tg_wgsl_colsum_dims(z->g, n, &R, &C)) {
+        for (int c = z->coff[n->in[0]]; c < z->coff[n->in[0] + 1]; c++) {
+            int j = z->cons[c];
+            const tg_node *m = &z->g->nodes[j];
+            if (m->op == TG_OP_NORM_DGAIN && m->in[1] == n->in[0] && tg_wgsl_colsum_dims(z->g, m, &R2, &C2) && R2 == R &&
+                C2 == C)
+                return j;
+        }
+    }
+    return -1;
+}
+
+static void plan_siblings(fz *z) {
+    for (int s = 0; s < z->n && !z->oom; s++) {
+        if (z->grp[s] >= 0 || !runs(z, s)) continue;
+        int j = sibling_of(z, s);
+        if (j < 0 || z->grp[j] >= 0 || !runs(z, j)) continue;
+        const tg_node *kn = &z->g->nodes[j];
+        int mem[2] = {j, s}, rd[TG_MAX_IN], nr = 0, ops[2 + TG_MAX_IN];
+        for (int k = 0; k < kn->nin; k++)
+            if (!in_list(rd, nr, kn->in[k])) rd[nr++] = kn->in[k];
+        bool ok = !overlap(&z->plan->slot[j], &z->plan->slot[s]);
+        for (int r = 0; r < nr; r++)
+            ok &= !overlap(&z->plan->slot[j], &z->plan->slot[rd[r]]) && !overlap(&z->plan->slot[s], &z->plan->slot[rd[r]]);
+        memcpy(ops, mem, sizeof mem);
+        memcpy(ops + 2, rd, sizeof(int) * (size_t)nr);
+        int nb = tg_wgsl_count_bindings(z->plan, ops, 2 + nr);
+        ok = ok && nb <= TG_WGSL_MAX_BINDINGS && (uint32_t)nb <= z->lim->max_storage_buffers_per_stage;
+        gview v = {mem, 2, mem, 2, rd, nr, j > s ? j : s};
+        if (!ok || !move_ok(z, &v)) continue;
+        fz_group *gr = new_group(z, FZ_FUSED);
+        if (!gr) return;
+        int id = z->n_gr - 1;
+        gr->f.kernel = j;
+        gr->f.sib = s;
+        gr->turn = v.turn;
+        z->grp[j] = id, z->role[j] = R_KERNEL, z->at[j] = v.turn;
+        z->grp[s] = id, z->role[s] = R_MEMBER, z->at[s] = v.turn;
+    }
+}
+
 /* ---- products of one A: one dispatch ---- */
 
 /* Products that read the same A with Bs of one shape (the q, k and v
@@ -1100,6 +1153,7 @@ tg_status tg_wgsl_emit_program(const tg_graph *g, const tg_plan *plan, const tg_
         plan_sumsq(&z);
         if (mm_groups_on()) plan_matmul_sums(&z); /* before the epilogues, which would take the adds */
         plan_elementwise(&z);
+        plan_siblings(&z);
         if (mm_groups_on()) plan_matmul_groups(&z);
         if (z.oom) st = tg_fail(TG_ERR_NOMEM, "webgpu: out of memory planning fused kernels");
     }
@@ -1114,8 +1168,9 @@ tg_status tg_wgsl_emit_program(const tg_graph *g, const tg_plan *plan, const tg_
         int64_t work = 0;
         int kn = gi < 0 ? i : z.gr[gi].kind == FZ_FUSED ? z.gr[gi].f.kernel : -1;
         if (kn >= 0 && tg_wgsl_phases(g, kn, &work) > 1) { /* two dispatches sharing the workspace */
-            tg_wgsl_fused one = {kn, NULL, 0, NULL, 0, false};
+            tg_wgsl_fused one = {kn, NULL, 0, NULL, 0, false, 0};
             const tg_wgsl_fused *f = gi < 0 ? &one : &z.gr[gi].f;
+            if (f->sib) work *= 2; /* the sibling's partials follow the kernel's */
             for (int phase = 1; phase <= 2 && st == TG_OK; phase++) {
                 tg_kernel_spec *k;
                 if ((st = push_spec(out, &cap, &k)) != TG_OK) break;

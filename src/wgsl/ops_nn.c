@@ -153,13 +153,15 @@ bool tg_wgsl_norm_dx(wk *k) {
     return true;
 }
 
-/* norm_dgain: (x [R, D], gy [R, D], stats [R, 2]) -> [D]: sum over rows of gy * xh. */
+/* norm_dgain: (x [R, D], gy [R, D], stats [R, 2]) -> [D]: sum over rows of
+ * gy * xh; with a sibling (the bias gradient, a column sum of gy), that sum too. */
 bool tg_wgsl_norm_dgain(wk *k) {
     int64_t D = last_dim(tg_wk_in(k, 0));
-    char e[160];
+    char e[160], b[64];
     snprintf(e, sizeof e, "ld1(r * %lldu + c) * ((ld0(r * %lldu + c) - ld2(2u * r)) * ld2(2u * r + 1u))", (long long)D,
              (long long)D);
-    return tg_wk_colsum(k, e, "f32");
+    snprintf(b, sizeof b, "ld1(r * %lldu + c)", (long long)D);
+    return tg_wk_colsum2(k, e, k->sib ? b : NULL, "f32");
 }
 
 /* embedding: (table [V, D], idx [R]) -> [R, D]; a zero row for an index outside [0, V). */

@@ -320,14 +320,17 @@ int tg_wk_colsum_chunks(int64_t R, int64_t C) {
     return s < 2 ? 1 : (int)s;
 }
 
-/* Phase 2 of a split column sum: output c is the sum of work[s * C + c] over the S chunks, in order. */
-static bool colsum_combine(wk *k, int S, int64_t C, const char *type) {
+/* Phase 2 of a split column sum: output c is the sum of work[s * C + c]
+ * over the S chunks, in order; a second sum's partials follow the first's
+ * (at S * C), stored through st2. */
+static bool colsum_combine(wk *k, int S, int64_t C, const char *type, bool two) {
     if (!tg_wk_flat(k, C)) return false;
-    tg_wsb_printf(&k->s,
-               "    var acc = %s(0);\n"
-               "    for (var s = 0u; s < %du; s++) { acc += bitcast<%s>(work[s * %lldu + i]); }\n"
-               "    st(i, acc);\n",
-               type, S, type, (long long)C);
+    for (int t = 0; t < 1 + two; t++)
+        tg_wsb_printf(&k->s,
+                   "    {\n        var acc = %s(0);\n"
+                   "        for (var s = 0u; s < %du; s++) { acc += bitcast<%s>(work[%lldu + s * %lldu + i]); }\n"
+                   "        %s(i, acc);\n    }\n",
+                   type, S, type, (long long)(t * S * C), (long long)C, t ? "st2" : "st");
     tg_wk_end(k);
     return true;
 }
@@ -343,19 +346,23 @@ static bool colsum_combine(wk *k, int S, int64_t C, const char *type) {
  * 0.70 ms, the step 49.7 -> 48.0 ms; 16 partials gave 48.4 ms.
  * Split in two phases (tg_wk_colsum_chunks > 1), phase 1 runs this over
  * each chunk of rows, a grid of column groups x chunks, with 32 row sets
- * of 8 partials (enough workgroups now carry the loads in flight). */
-bool tg_wk_colsum(wk *k, const char *expr, const char *type) {
+ * of 8 partials (enough workgroups now carry the loads in flight).
+ * A second sum (expr2) keeps its own partials (bU) beside the first's
+ * (aU) and its own half of red, so both share the loop and the barriers. */
+bool tg_wk_colsum2(wk *k, const char *expr, const char *expr2, const char *type) {
     int64_t R, C;
     if (!tg_wgsl_colsum_dims(k->g, k->n, &R, &C)) return tg_wk_fail(k, TG_ERR_BACKEND, "not a column sum");
-    int S = tg_wk_colsum_chunks(R, C);
+    int S = tg_wk_colsum_chunks(R, C), two = expr2 != NULL;
     if (S > 1 && k->phase == 0) return tg_wk_fail(k, TG_ERR_BACKEND, "a split column sum runs in two phases");
-    if (S > 1 && k->phase == 2) return colsum_combine(k, S, C, type);
+    if (S > 1 && k->phase == 2) return colsum_combine(k, S, C, type, two);
     int rw = 32, un = 4; /* interleaved row sets, combined at the end; partials per invocation */
     if (S > 1) un = 8;
     else if (R >= TALL_R && CW * 128 <= k->lim->max_invocations_per_workgroup) rw = 128, un = 8;
     int64_t groups = (C + CW - 1) / CW, chunk = (R + S - 1) / S;
-    tg_wsb_printf(&k->s, "var<workgroup> red: array<%s, %d>;\n", type, CW * rw);
+    static const char acc[2] = {'a', 'b'};
+    tg_wsb_printf(&k->s, "var<workgroup> red: array<%s, %d>;\n", type, CW * rw * (1 + two));
     tg_wsb_printf(&k->s, "fn colv(r: u32, c: u32) -> %s { return %s; }\n", type, expr);
+    if (two) tg_wsb_printf(&k->s, "fn colv2(r: u32, c: u32) -> %s { return %s; }\n", type, expr2);
     if (!tg_wk_main(k, groups * S, CW * rw)) return false;
     k->spec->threads = groups * S * CW * rw;
     if (S > 1) /* rows [r0, r1) of chunk gid / groups */
@@ -365,24 +372,39 @@ bool tg_wk_colsum(wk *k, const char *expr, const char *type) {
                    (long long)groups, (long long)groups, (long long)chunk, (long long)chunk, (long long)R);
     else tg_wsb_printf(&k->s, "    let cg = gid;\n    let r0 = 0u;\n    let r1 = %lldu;\n", (long long)R);
     tg_wsb_printf(&k->s, "    let tx = lid %% %du;\n    let ty = lid / %du;\n    let c = cg * %du + tx;\n", CW, CW, CW);
-    for (int u = 0; u < un; u++) tg_wsb_printf(&k->s, "    var a%d = %s(0);\n", u, type);
+    for (int t = 0; t <= two; t++)
+        for (int u = 0; u < un; u++) tg_wsb_printf(&k->s, "    var %c%d = %s(0);\n", acc[t], u, type);
     tg_wsb_printf(&k->s, "    if (c < %lldu) {\n        var r = r0 + ty;\n        while (r + %du < r1) {\n", (long long)C,
                (un - 1) * rw);
-    for (int u = 0; u < un; u++) tg_wsb_printf(&k->s, "            a%d += colv(r + %du, c);\n", u, u * rw);
-    tg_wsb_printf(&k->s, "            r += %du;\n        }\n        while (r < r1) { a0 += colv(r, c); r += %du; }\n    }\n",
-               un * rw, rw);
+    for (int t = 0; t <= two; t++)
+        for (int u = 0; u < un; u++)
+            tg_wsb_printf(&k->s, "            %c%d += colv%s(r + %du, c);\n", acc[t], u, t ? "2" : "", u * rw);
+    tg_wsb_printf(&k->s, "            r += %du;\n        }\n        while (r < r1) {\n", un * rw);
+    for (int t = 0; t <= two; t++) tg_wsb_printf(&k->s, "            %c0 += colv%s(r, c);\n", acc[t], t ? "2" : "");
+    tg_wsb_printf(&k->s, "            r += %du;\n        }\n    }\n", rw);
     /* the partials pairwise: (a0 + a1) + (a2 + a3), then those pairs */
-    for (int w = 1; w < un; w *= 2)
-        for (int u = 0; u + w < un; u += 2 * w) tg_wsb_printf(&k->s, "    a%d = a%d + a%d;\n", u, u, u + w);
+    for (int t = 0; t <= two; t++)
+        for (int w = 1; w < un; w *= 2)
+            for (int u = 0; u + w < un; u += 2 * w) tg_wsb_printf(&k->s, "    %c%d = %c%d + %c%d;\n", acc[t], u, acc[t], u, acc[t], u + w);
+    int half = CW * rw;
+    tg_wsb_printf(&k->s, "    red[lid] = a0;\n");
+    if (two) tg_wsb_printf(&k->s, "    red[%du + lid] = b0;\n", half);
     tg_wsb_printf(&k->s,
-               "    red[lid] = a0;\n    workgroupBarrier();\n"
+               "    workgroupBarrier();\n"
                "    for (var s = %du; s > 0u; s = s >> 1u) {\n"
-               "        if (ty < s) { red[lid] = red[lid] + red[lid + s * %du]; }\n"
-               "        workgroupBarrier();\n    }\n",
+               "        if (ty < s) {\n            red[lid] = red[lid] + red[lid + s * %du];\n",
                rw / 2, CW);
-    if (S > 1)
-        tg_wsb_printf(&k->s, "    if (ty == 0u && c < %lldu) { work[chunk * %lldu + c] = bitcast<u32>(red[tx]); }\n}\n",
-                   (long long)C, (long long)C);
-    else tg_wsb_printf(&k->s, "    if (ty == 0u && c < %lldu) { st(c, red[tx]); }\n}\n", (long long)C);
+    if (two) tg_wsb_printf(&k->s, "            red[%du + lid] = red[%du + lid] + red[%du + lid + s * %du];\n", half, half, half, CW);
+    tg_wsb_printf(&k->s, "        }\n        workgroupBarrier();\n    }\n");
+    tg_wsb_printf(&k->s, "    if (ty == 0u && c < %lldu) {\n", (long long)C);
+    for (int t = 0; t <= two; t++) {
+        if (S > 1)
+            tg_wsb_printf(&k->s, "        work[%lldu + chunk * %lldu + c] = bitcast<u32>(red[%du + tx]);\n",
+                       (long long)(t * S * C), (long long)C, t * half);
+        else tg_wsb_printf(&k->s, "        %s(c, red[%du + tx]);\n", t ? "st2" : "st", t * half);
+    }
+    tg_wsb_printf(&k->s, "    }\n}\n");
     return true;
 }
+
+bool tg_wk_colsum(wk *k, const char *expr, const char *type) { return tg_wk_colsum2(k, expr, NULL, type); }

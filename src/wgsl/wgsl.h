@@ -82,12 +82,17 @@ tg_status tg_wgsl_emit(const tg_graph *g, const tg_plan *plan, int id, const tg_
  * are computed inline wherever a member reads them, never stored; the chain
  * epi (each reading the one before, or the kernel node, at the element being
  * stored) transforms every value the kernel stores, and its last node is
- * what lands in memory, plus the kernel node's own value if store_kernel. */
+ * what lands in memory, plus the kernel node's own value if store_kernel.
+ * A sibling (sib > 0) is a second node the kernel's emitter computes from
+ * the kernel node's own inputs and stores through st2 (a layer norm's bias
+ * gradient beside its gain gradient); 0 is none,
+ * as node 0 is always a leaf. */
 typedef struct {
     int kernel;
     int *inl, n_inl;
     int *epi, n_epi;
     bool store_kernel;
+    int sib;
 } tg_wgsl_fused;
 tg_status tg_wgsl_emit_fused(const tg_graph *g, const tg_plan *plan, const tg_wgsl_fused *f, const tg_wgsl_limits *lim,
                              tg_kernel_spec *out);
