@@ -590,6 +590,32 @@ tg_optim tg_adam(tg_lr lr);
 tg_optim tg_adamw(tg_lr lr, float weight_decay);
 tg_optim tg_sgd(tg_lr lr, float momentum, bool nesterov, float weight_decay);
 
+/* ---- data parallelism: communicators ---------------------------------------
+ * One model trained by several processes (ranks) at once, each on its own
+ * share of every batch (docs/distributed.md). A communicator is what the
+ * library needs from the transport, and all it knows of it: the MPI one is
+ * in libtensorgrad_mpi (tensorgrad_mpi.h, tg_mpi_comm), and any other
+ * (NCCL, Gloo, threads of one process) plugs in by filling this struct.
+ * Every rank makes the same calls in the same order; a call that fails
+ * returns an error status and may leave a message in `error`. */
+typedef struct tg_comm {
+    int rank, size; /* 0 <= rank < size */
+    /* data[0..n) summed over every rank, in place. Every rank must get
+     * bitwise the same result, and the same inputs must always give the
+     * same result (a fixed order of addition): params stay identical on
+     * every rank only if the averaged gradients are. */
+    tg_status (*allreduce_sum_f32)(struct tg_comm *c, float *data, int64_t n);
+    /* bytes at data copied from rank root to every other rank. */
+    tg_status (*broadcast)(struct tg_comm *c, void *data, int64_t bytes, int root);
+    /* true: the library may call the two functions from a thread of its own
+     * while the session's caller is inside a step (never two calls at once),
+     * which lets the CPU backend overlap the all-reduce with the backward.
+     * false: only from the thread that called the session function. */
+    bool concurrent;
+    char error[256]; /* set by a call that failed: what went wrong ("" if nothing) */
+    void *impl;      /* the implementation's own */
+} tg_comm;
+
 /* ---- sessions ------------------------------------------------------------ */
 
 /* The CPU backend runs each step or run with subnormal floats flushed to
@@ -619,6 +645,13 @@ typedef struct {
      * or the result). Off, a step still fails (updates not applied) when
      * the loss or the global gradient norm is not finite. */
     bool check_numerics;
+    /* Data parallel (docs/distributed.md): NULL trains in this process alone.
+     * Set, every rank of comm makes a session from the same spec (each fed
+     * its own share of the batch); tg_session_new broadcasts rank 0's params
+     * and optimizer state, and each step averages the gradients and the loss
+     * over the ranks before the optimizer, so every rank applies the same
+     * update. The comm must outlive the session. */
+    tg_comm *comm;
 } tg_train_spec;
 
 /* Two kinds of session, two types: a training session (tg_session: a loss,
@@ -698,6 +731,22 @@ tg_status tg_session_dot(const tg_session *s, void *file /* FILE* */);
 /* The seed random ops (sampling, dropout) draw from; each step then uses a
  * hash of (seed, step number). */
 tg_status tg_session_set_seed(tg_session *s, uint64_t seed);
+
+/* Data-parallel sessions: what the gradient exchange cost, summed over the
+ * steps since the session was made (tg_session_comm_stats fills zeros for a
+ * session without a comm). On the CPU the all-reduce of each bucket of
+ * gradients runs beside the rest of the backward when the comm is
+ * concurrent; exposed_s is the part the steps waited for. */
+typedef struct {
+    int ranks;
+    int buckets;       /* all-reduces per step: gradient buckets, then one for the loss and every rank's status */
+    int64_t bytes;     /* bytes each rank all-reduces per step */
+    int64_t steps;     /* steps measured */
+    double step_s;     /* seconds inside tg_session_step */
+    double allreduce_s; /* seconds inside the communicator's all-reduce */
+    double exposed_s;  /* seconds the steps waited for all-reduces (the rest ran beside the backward) */
+} tg_comm_stats;
+tg_status tg_session_comm_stats(const tg_session *s, tg_comm_stats *out);
 
 /* ---- forward sessions ---------------------------------------------------
  * Input shapes may use TG_BATCH for the batch dimension: the program is

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist/dp.h"
 #include "engine.h"
 #include "ir/model.h"
 #include "grad/rules.h"
@@ -13,6 +14,7 @@
 
 void tg_program_free(tg_program *p) {
     if (!p) return;
+    tg_dp_free(p->dp);
     tg_graph_free(p->g);
     tg_plan_free(&p->plan);
     tg_fusion_free(p->fusion);
@@ -152,6 +154,7 @@ tg_status tg_program_build(const tg_compile_req *req, tg_program **out) {
     int n_fwd = p->g->n;
     bool train = req->optim && req->optim->kind != TG_OPT_NONE;
     if (s == TG_OK && (train || req->grads)) s = tg_grad_append(p->g, p->result, p->param_grad);
+    int n_bwd = p->g->n; /* the optimizer's nodes come after this */
     if (s == TG_OK && train)
         s = tg_optim_append(p->g, req->optim, p->param_grad, p->result, &p->wb, &p->n_wb, &p->check);
     if (s != TG_OK) {
@@ -176,12 +179,16 @@ tg_status tg_program_build(const tg_compile_req *req, tg_program **out) {
     if (s == TG_OK) {
         remap_program(p, remap);
         /* The forward is what survived of the traced nodes: they come first. */
-        int first_bwd = 0;
+        int first_bwd = 0, cut = 0, n_old = p->g->n;
         for (int i = 0; i < n_fwd; i++) first_bwd += remap[i] >= 0;
+        for (int i = 0; i < n_bwd; i++) cut += remap[i] >= 0;
         p->first_bwd = first_bwd;
         int n_copies = 0;
         if (train || req->grads) s = tg_pass_recompute(p->g, first_bwd, remap, &n_copies);
         if (s == TG_OK && n_copies) remap_program(p, remap);
+        /* Copies go just before their first reader: before the cut when that
+         * reader is before it. */
+        p->cut = !train ? p->g->n : n_copies && cut < n_old ? remap[cut] : cut < n_old ? cut : p->g->n;
     }
     p->first_update = p->g->n;
     for (int i = 0; s == TG_OK && i < p->g->n; i++) {

@@ -38,6 +38,12 @@ typedef struct {
      * f32 output is checked after it runs. Nodes >= first_bwd are backward. */
     int check, first_update, first_bwd;
     bool check_each;
+    /* The end of the backward: nodes < cut compute the loss and the
+     * gradients, nodes >= cut only read them (the step check, clipping, the
+     * optimizer). g->n without an optimizer. A data-parallel step averages
+     * the gradients there (dp, NULL for one process; see dp.h). */
+    int cut;
+    struct tg_dp *dp;
     tg_program_input *in; /* the INPUT nodes that survived the passes, in graph order */
     int n_in;
     uint64_t feed_round;

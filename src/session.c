@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist/dp.h"
 #include "engine.h"
 #include "ir/model.h"
 
@@ -29,10 +30,9 @@ void tg_session_free(tg_session *s) {
     free(s);
 }
 
-tg_status tg_session_new(const tg_train_spec *spec, tg_session **out) {
-    if (!out) return tg_fail(TG_ERR_ARG, "tg_session_new: out is NULL");
+static tg_status session_new(const tg_train_spec *spec, tg_session **out) {
     *out = NULL;
-    if (!spec || !spec->model || !spec->loss)
+    if (!spec->model || !spec->loss)
         return tg_fail(TG_ERR_ARG, "tg_session_new: spec, spec->model and spec->loss are required");
     if (spec->n_inputs < 0 || (spec->n_inputs > 0 && !spec->inputs))
         return tg_fail(TG_ERR_ARG, "tg_session_new: bad input list");
@@ -60,6 +60,8 @@ tg_status tg_session_new(const tg_train_spec *spec, tg_session **out) {
                          tg_dtype_name(r->dtype), tg_shape_str(r->shape, b, sizeof b));
         }
     }
+    if (st == TG_OK && spec->comm)
+        st = tg_dp_new(spec->comm, s->b.prog, &spec->optim, spec->backend == TG_BACKEND_CPU, &s->b.prog->dp);
     if (st == TG_OK) st = s->b.eng->vt->compile(s->b.eng, s->b.prog);
     /* Initial values: params from the seed, optimizer state zero (the arenas start zeroed). */
     if (st == TG_OK) st = tg_session_base_init_params(&s->b, spec->seed, "tg_session_new");
@@ -69,6 +71,23 @@ tg_status tg_session_new(const tg_train_spec *spec, tg_session **out) {
     }
     *out = s;
     return TG_OK;
+}
+
+tg_status tg_session_new(const tg_train_spec *spec, tg_session **out) {
+    if (!out) return tg_fail(TG_ERR_ARG, "tg_session_new: out is NULL");
+    *out = NULL;
+    if (!spec) return tg_fail(TG_ERR_ARG, "tg_session_new: spec, spec->model and spec->loss are required");
+    tg_status st = spec->comm ? tg_dp_check_comm(spec->comm, "tg_session_new") : TG_OK;
+    if (st != TG_OK) return st;
+    st = session_new(spec, out);
+    if (!spec->comm) return st;
+    /* Every rank, failed or not, takes part: none is left waiting. */
+    st = tg_dp_session_start(spec->comm, *out, st);
+    if (st != TG_OK) {
+        tg_session_free(*out);
+        *out = NULL;
+    }
+    return st;
 }
 
 /* check_each: the params and the persist arena (optimizer state) as they
@@ -93,14 +112,13 @@ static tg_status read_loss(tg_session *s, float *loss) {
     return s->b.eng->vt->read(s->b.eng, s->b.prog, sl->arena, sl->offset, loss, 4);
 }
 
-tg_status tg_session_step(tg_session *s, const tg_feed *feeds, int n, float *loss) {
-    if (!s) return tg_fail(TG_ERR_ARG, "tg_session_step: session is NULL");
-    if (s->step == INT64_MAX) return tg_fail(TG_ERR_STATE, "tg_session_step: the step count is at its maximum");
+/* Inputs, hyperparameters and the step's seed written (and, with
+ * check_each, the snapshot taken) for step t. */
+static tg_status prepare(tg_session *s, const tg_feed *feeds, int n, int64_t t, char **saved) {
     tg_engine *e = s->b.eng;
     tg_program *p = s->b.prog;
     tg_status st = tg_session_write_feeds(&s->b, p, "tg_session_step", feeds, n);
     if (st != TG_OK) return st;
-    int64_t t = s->step + 1;
     if (p->hyper >= 0) {
         float h[TG_HYPER_N];
         tg_optim_hyper(&s->optim, s->lr, t, t - s->lr_start, h);
@@ -108,15 +126,30 @@ tg_status tg_session_step(tg_session *s, const tg_feed *feeds, int n, float *los
         if ((st = e->vt->write(e, p, sl->arena, sl->offset, h, sizeof h)) != TG_OK) return st;
     }
     if ((st = tg_session_write_rng_seed(&s->b, p, t)) != TG_OK) return st;
+    return p->check_each ? snapshot(s, saved, false) : TG_OK;
+}
+
+tg_status tg_session_step(tg_session *s, const tg_feed *feeds, int n, float *loss) {
+    if (!s) return tg_fail(TG_ERR_ARG, "tg_session_step: session is NULL");
+    if (s->step == INT64_MAX) return tg_fail(TG_ERR_STATE, "tg_session_step: the step count is at its maximum");
+    tg_engine *e = s->b.eng;
+    tg_program *p = s->b.prog;
+    int64_t t = s->step + 1;
     char *saved = NULL;
-    if (p->check_each && (st = snapshot(s, &saved, false)) != TG_OK) {
+    tg_status st = prepare(s, feeds, n, t, &saved);
+    if (st != TG_OK) {
         free(saved);
+        /* Data parallel: the other ranks' steps wait at the cut for this one's status. */
+        if (p->dp) tg_dp_step_begin(p->dp, NULL), st = tg_dp_step_cut(p->dp, st);
         return st;
     }
+    double t0 = p->dp ? tg_now() : 0;
     st = e->vt->run(e, p);
+    if (p->dp) p->dp->stats.steps++, p->dp->stats.step_s += tg_now() - t0;
     if (st == TG_ERR_NUMERIC) {
         char msg[600];
-        snprintf(msg, sizeof msg, "tg_session_step: %s", tg_last_error());
+        const char *why = tg_last_error(), *api = "tg_session_step: "; /* a rank's own, or already another's */
+        snprintf(msg, sizeof msg, "%s%s", strncmp(why, api, strlen(api)) ? api : "", why);
         if (saved) snapshot(s, &saved, true);
         free(saved);
         if (loss) read_loss(s, loss);

@@ -16,6 +16,7 @@ typedef struct {
     tg_engine *eng;
     int64_t *param_offset;
     uint64_t seed;
+    uint32_t rng_stream; /* a data-parallel rank's own random draws: its rank (0 alone or on rank 0) */
     tg_program *prog; /* training: its one program; forward: the last run's (the first compiled before a run) */
 } tg_session_base;
 

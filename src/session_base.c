@@ -54,11 +54,14 @@ bool tg_session_check_numerics(bool asked) {
 }
 
 /* The per-step seed random ops read (see TG_RNG_SEED_NAME): a hash of the
- * session seed and the step, so a resumed run draws what it would have. */
+ * session seed and the step, so a resumed run draws what it would have.
+ * Data-parallel ranks other than 0 hash their rank in too: their shares of
+ * the batch get masks and samples of their own, not copies of rank 0's. */
 tg_status tg_session_write_rng_seed(tg_session_base *b, tg_program *p, int64_t t) {
     int id = p->g->rng_seed;
     if (id < 0) return TG_OK;
-    uint32_t v[2] = {tg_rng_u32(b->seed, 0x5eed5eedu, (uint32_t)t), tg_rng_u32(b->seed, 0x5eed5eeeu, (uint32_t)t)};
+    uint64_t seed = b->seed ^ (0x9e3779b97f4a7c15ull * b->rng_stream);
+    uint32_t v[2] = {tg_rng_u32(seed, 0x5eed5eedu, (uint32_t)t), tg_rng_u32(seed, 0x5eed5eeeu, (uint32_t)t)};
     const tg_slot *sl = &p->plan.slot[id];
     return b->eng->vt->write(b->eng, p, sl->arena, sl->offset, v, sizeof v);
 }

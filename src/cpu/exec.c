@@ -7,6 +7,7 @@
 
 #include "fuse.h"
 #include "lower.h"
+#include "../dist/dp.h"
 
 typedef struct {
     char *arena[TG_N_ARENAS]; /* [0] is the engine's shared params arena */
@@ -17,6 +18,7 @@ typedef struct {
     double *prof;  /* TG_PROFILE set: seconds spent in each step, summed over runs */
     int64_t prof_runs;
     int split;     /* the first step of the optimizer updates: the step check runs before it */
+    int cut;       /* the first step after the backward (p->cut): a data-parallel step averages the gradients there */
 } cpu_program;
 
 typedef struct {
@@ -65,8 +67,10 @@ static tg_status cpu_compile(tg_engine *e_, tg_program *p) {
     const char *prof = getenv("TG_PROFILE");
     if (prof && *prof && *prof != '0') cp->prof = tg_calloc((size_t)cp->n_steps + 1, sizeof(double));
     p->n_dispatches = cp->n_steps;
-    cp->split = 0;
+    cp->split = cp->cut = 0;
     while (cp->split < cp->n_steps && cp->steps[cp->split].id < p->first_update) cp->split++;
+    while (cp->cut < cp->n_steps && cp->steps[cp->cut].id < p->cut) cp->cut++;
+    if (cp->cut > cp->split) return tg_fail(TG_ERR_STATE, "cpu: an optimizer update runs before the end of the backward");
     bool before = p->check < 0;
     for (int i = 0; i < cp->split && !before; i++) before = cp->steps[i].id == p->check;
     if (!before) return tg_fail(TG_ERR_STATE, "cpu: the step check is not computed before the optimizer updates");
@@ -183,6 +187,7 @@ static tg_status run_steps(cpu_engine *e, const tg_program *p, cpu_program *cp, 
         cp->steps[i].run(&e->ctx, &cp->steps[i]);
         if (cp->prof) cp->prof[i] += tg_now() - t0;
         if (p->check_each) st = check_node(p, cp, cp->steps[i].id);
+        if (p->dp && i < cp->cut) tg_dp_reached(p->dp, cp->steps[i].id); /* buckets done with start their all-reduce */
     }
     return st;
 }
@@ -193,7 +198,10 @@ static tg_status cpu_run(tg_engine *e_, tg_program *p) {
     tg_fpmode caller = tg_fpmode_get();
     tg_fpmode_set(tg_fpmode_flush(caller)); /* see cpu.h: subnormals flushed, the caller's mode restored */
     tg_pool_hot(e->pool, true);
-    tg_status st = run_steps(e, p, cp, 0, cp->split);
+    if (p->dp) tg_dp_step_begin(p->dp, cp->arena);
+    tg_status st = run_steps(e, p, cp, 0, cp->cut);
+    if (p->dp) st = tg_dp_step_cut(p->dp, st); /* every rank takes part, even one whose step failed */
+    if (st == TG_OK) st = run_steps(e, p, cp, cp->cut, cp->split);
     if (st == TG_OK && p->check >= 0) {
         float v = *(const float *)addr(cp, &p->plan, p->check);
         if (v - v != 0) st = tg_program_numeric_fail(p, p->check, v, 0);

@@ -256,7 +256,8 @@ static void fuse_sumsq(fuse_ctx *x) {
                 if (first < 0 && ready_at(x, mn->in[0]) < s) first = s;
                 continue;
             }
-            if (ready_at(x, mn->in[0]) >= first || s < first) continue;
+            /* s < first, or on the other side of the end of the backward (p->cut), would run at the wrong turn */
+            if (ready_at(x, mn->in[0]) >= first || s < first || (s < x->p->cut) != (first < x->p->cut)) continue;
             if (cg->n_sq == 0) {
                 cpu_group d = {CPU_GROUP_SUMSQ, first, -1, -1, -1, false, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, false,
                                -1, -1, -1, -1, -1, {-1, -1, -1, -1, -1, -1, -1, -1, -1, false}};

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../dist/dp.h"
 #include "../ir/model.h"
 #include "../session.h"
 #include "safetensors.h"
@@ -225,17 +226,24 @@ done:
     return st;
 }
 
+/* Data parallel: every rank holds the same params and state, so rank 0
+ * writes the file alone, and every rank returns how that went. */
+static tg_status save_rank0(tg_session *s, bool full, const char *api, const char *path) {
+    tg_comm *c = tg_session_dp_comm(s);
+    if (!c) return save(s ? &s->b : NULL, full ? s : NULL, api, path);
+    tg_status st = c->rank == 0 ? save(&s->b, full ? s : NULL, api, path) : TG_OK;
+    return tg_dp_agree(c, st, api);
+}
+
 tg_status tg_session_save_params(tg_session *s, const char *path) {
-    return save(s ? &s->b : NULL, NULL, "tg_session_save_params", path);
+    return save_rank0(s, false, "tg_session_save_params", path);
 }
 
 tg_status tg_forward_save_params(tg_forward *f, const char *path) {
     return save(f ? &f->b : NULL, NULL, "tg_forward_save_params", path);
 }
 
-tg_status tg_session_save(tg_session *s, const char *path) {
-    return save(s ? &s->b : NULL, s, "tg_session_save", path);
-}
+tg_status tg_session_save(tg_session *s, const char *path) { return save_rank0(s, true, "tg_session_save", path); }
 
 /* Every entry present with its dtype and shape, nothing else in the file. */
 static tg_status match(const char *api, const char *path, const tg_safetensors *f, const ck_entry *e, int n, bool full,
@@ -268,10 +276,27 @@ static tg_status match(const char *api, const char *path, const tg_safetensors *
                    hint ? " (the file is a full checkpoint: load it with tg_session_load)" : "");
 }
 
-/* train: a full checkpoint into that session (s is its base); NULL: params only. */
-static tg_status load(tg_session_base *s, tg_session *train, const char *api, const char *path) {
-    if (!s || !path) return tg_fail(TG_ERR_ARG, "%s: session and path are required", api);
-    bool full = train != NULL;
+/* Data parallel, once a rank has checked its file (st: how that went): the
+ * file must hold what rank 0's holds (the same hash of every tensor), and
+ * every rank must have passed before any writes. Every rank makes the same
+ * calls whatever its st, so none is left waiting. */
+static tg_status agree_on_file(tg_comm *c, tg_status st, uint64_t hash, const char *api, const char *path) {
+    uint64_t rank0 = hash;
+    c->error[0] = 0;
+    tg_status sent = c->broadcast(c, &rank0, sizeof rank0, 0);
+    if (st == TG_OK && sent != TG_OK)
+        st = tg_fail(sent, "%s: data-parallel: the broadcast of rank 0's file hash failed: %s", api,
+                     c->error[0] ? c->error : tg_status_name(sent));
+    if (st == TG_OK && rank0 != hash)
+        st = tg_fail(TG_ERR_STATE, "%s: %s: the file differs from the one rank 0 read (every rank loads the same "
+                     "checkpoint)", api, path);
+    return tg_dp_agree(c, st, api);
+}
+
+/* train: a full checkpoint into that session (s is its base); NULL: params only.
+ * comm: a data-parallel training session's (every rank loads, see agree_on_file). */
+static tg_status load(tg_session_base *s, tg_session *train, tg_comm *comm, const char *api, const char *path) {
+    bool full = train != NULL, agreed = false;
     tg_safetensors *f = NULL;
     ck_entry *e = NULL;
     const tg_st_tensor **src = NULL;
@@ -279,12 +304,10 @@ static tg_status load(tg_session_base *s, tg_session *train, const char *api, co
     uint64_t step = 0, lr_start = 0, seed = 0;
     tg_lr lr[TG_MAX_LR_CHAIN];
     char sh[240];
-    tg_status st = collect(s, train, api, &e, &n);
-    if (st != TG_OK) return st;
-    if ((st = tg_safetensors_read(path, &f)) != TG_OK) {
-        free(e);
-        return rewrap(api, st);
-    }
+    tg_status st = !s || !path ? tg_fail(TG_ERR_ARG, "%s: session and path are required", api) : TG_OK;
+    if (st == TG_OK) st = collect(s, train, api, &e, &n);
+    if (st == TG_OK && (st = tg_safetensors_read(path, &f)) != TG_OK) st = rewrap(api, st);
+    if (st != TG_OK) goto done;
     if (full) {
         const char *fmt = tg_safetensors_meta(f, "format");
         if (!fmt || strcmp(fmt, CK_FORMAT) != 0) {
@@ -359,6 +382,12 @@ static tg_status load(tg_session_base *s, tg_session *train, const char *api, co
             goto done;
         }
     }
+    if (comm) {
+        uint64_t h = HASH_SEED;
+        for (int i = 0; i < n; i++) h = data_hash(h, src[i]->data, e[i].bytes);
+        agreed = true;
+        if ((st = agree_on_file(comm, TG_OK, h ^ step, api, path)) != TG_OK) goto done;
+    }
     /* Everything checked: now write. */
     for (int i = 0; i < n && st == TG_OK; i++)
         st = s->eng->vt->write(s->eng, s->prog, e[i].arena, e[i].offset, src[i]->data, e[i].bytes);
@@ -372,6 +401,7 @@ static tg_status load(tg_session_base *s, tg_session *train, const char *api, co
         }
     }
 done:
+    if (comm && !agreed) st = agree_on_file(comm, st, 0, api, path);
     free(src);
     free(e);
     tg_safetensors_free(f);
@@ -379,13 +409,13 @@ done:
 }
 
 tg_status tg_session_load_params(tg_session *s, const char *path) {
-    return load(s ? &s->b : NULL, NULL, "tg_session_load_params", path);
+    return load(s ? &s->b : NULL, NULL, tg_session_dp_comm(s), "tg_session_load_params", path);
 }
 
 tg_status tg_forward_load_params(tg_forward *f, const char *path) {
-    return load(f ? &f->b : NULL, NULL, "tg_forward_load_params", path);
+    return load(f ? &f->b : NULL, NULL, NULL, "tg_forward_load_params", path);
 }
 
 tg_status tg_session_load(tg_session *s, const char *path) {
-    return load(s ? &s->b : NULL, s, "tg_session_load", path);
+    return load(s ? &s->b : NULL, s, tg_session_dp_comm(s), "tg_session_load", path);
 }

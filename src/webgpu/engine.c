@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "webgpu.h"
+#include "../dist/dp.h"
 #include "../wgsl/attention.h"
 
 #define SUBMIT_EVERY 128
@@ -41,6 +42,7 @@ typedef struct {
     wg_call *calls; /* per step, in order: kernels, then writebacks */
     int n_calls;
     int split; /* the first call of the optimizer updates and writebacks: the step check is read before it */
+    int cut;   /* the first call after the backward (p->cut): a data-parallel step averages the gradients there */
     int runs;
 } wg_program;
 
@@ -188,6 +190,15 @@ static tg_status compile_locked(wg_engine *e, tg_program *p, wg_program *wp, con
     while (wp->split < wp->n_calls && wp->calls[wp->split].node < p->first_update &&
            !(tg_ops[g->nodes[wp->calls[wp->split].node].op].flags & TG_OPF_LEAF))
         wp->split++;
+    while (wp->cut < wp->n_calls && wp->calls[wp->cut].node < p->cut &&
+           !(tg_ops[g->nodes[wp->calls[wp->cut].node].op].flags & TG_OPF_LEAF))
+        wp->cut++;
+    /* Data parallel: no kernel of the backward may run after the exchange
+     * (a fused kernel runs at its group's turn; a writeback's node is its leaf). */
+    for (int i = wp->cut; p->dp && st == TG_OK && i < wp->n_calls; i++)
+        if (wp->calls[i].node < p->cut && !(tg_ops[g->nodes[wp->calls[i].node].op].flags & TG_OPF_LEAF))
+            st = tg_fail(TG_ERR_STATE, "webgpu: data-parallel: kernel %d (node %d) of the backward runs after the "
+                         "end of the backward", i, wp->calls[i].node);
     return st;
 }
 
@@ -391,21 +402,77 @@ static tg_status check_node(wg_engine *e, tg_program *p, int id) {
     return st;
 }
 
+/* Data parallel, at the cut: every gradient bucket read back into the
+ * exchange's pack in one copy, averaged over the ranks on the host, and
+ * written back before the optimizer's kernels are submitted. local: this
+ * rank's status so far (a failed rank still takes part, reading nothing). */
+static tg_status dp_exchange(wg_engine *e, tg_program *p, tg_status local) {
+    wgpu_ctx *c = e->c;
+    tg_dp *dp = p->dp;
+    tg_dp_step_begin(dp, NULL);
+    int64_t bytes = dp->status_at * 4;
+    wg_buffer buf;
+    if (local == TG_OK && bytes > 0) {
+        pthread_mutex_lock(&c->mu);
+        if (e->staging_bytes < bytes) {
+            drop_buffer(c, e->staging);
+            e->staging = new_buffer(c, "read-back", WG_USAGE_MAP_READ | WG_USAGE_COPY_DST, bytes);
+            e->staging_bytes = e->staging ? bytes : 0;
+        }
+        if (!e->staging)
+            local = tg_fail(TG_ERR_NOMEM, "webgpu: cannot allocate %lld bytes to read the gradients back", (long long)bytes);
+        wg_encoder enc = local == TG_OK ? c->f.DeviceCreateCommandEncoder(c->device, NULL) : NULL;
+        for (int s = 0; enc && s < dp->n_seg && local == TG_OK; s++) {
+            local = locate(e, p, dp->seg[s].arena, dp->seg[s].offset, dp->seg[s].bytes, "webgpu data-parallel", &buf);
+            if (local == TG_OK)
+                c->f.CommandEncoderCopyBufferToBuffer(enc, buf, (uint64_t)dp->seg[s].offset, e->staging,
+                                                      (uint64_t)dp->seg[s].at * 4, (uint64_t)dp->seg[s].bytes);
+        }
+        if (enc) submit(c, enc);
+        if (local == TG_OK) local = tg_wgpu_take_error(c, "tg_session_step");
+        if (local == TG_OK) local = tg_wgpu_map_read(c, e->staging, dp->pack, (size_t)bytes);
+        pthread_mutex_unlock(&c->mu);
+    }
+    tg_status st = tg_dp_step_cut(dp, local);
+    if (st != TG_OK) return st;
+    pthread_mutex_lock(&c->mu);
+    for (int s = 0; s < dp->n_seg && st == TG_OK; s++) {
+        st = locate(e, p, dp->seg[s].arena, dp->seg[s].offset, dp->seg[s].bytes, "webgpu data-parallel", &buf);
+        if (st == TG_OK)
+            c->f.QueueWriteBuffer(c->queue, buf, (uint64_t)dp->seg[s].offset, dp->pack + dp->seg[s].at,
+                                  (size_t)dp->seg[s].bytes);
+    }
+    if (st == TG_OK) st = tg_wgpu_take_error(c, "tg_session_step");
+    pthread_mutex_unlock(&c->mu);
+    return st;
+}
+
 static tg_status run_checked(wg_engine *e, tg_program *p, wg_program *wp) {
     wgpu_ctx *c = e->c;
     tg_status st = TG_OK;
     if (!p->check_each) {
         pthread_mutex_lock(&c->mu);
-        st = submit_calls(c, wp, 0, wp->split);
+        st = submit_calls(c, wp, 0, p->dp ? wp->cut : wp->split);
         pthread_mutex_unlock(&c->mu);
+        if (p->dp) {
+            st = dp_exchange(e, p, st);
+            pthread_mutex_lock(&c->mu);
+            if (st == TG_OK && wp->split > wp->cut) st = submit_calls(c, wp, wp->cut, wp->split);
+            pthread_mutex_unlock(&c->mu);
+        }
         float v = 0;
-        const tg_slot *sl = &p->plan.slot[p->check];
-        if (st == TG_OK) st = wg_read(&e->base, p, sl->arena, sl->offset, &v, 4);
+        const tg_slot *sl = p->check >= 0 ? &p->plan.slot[p->check] : NULL;
+        if (st == TG_OK && sl) st = wg_read(&e->base, p, sl->arena, sl->offset, &v, 4);
         if (st == TG_OK && v - v != 0) st = tg_program_numeric_fail(p, p->check, v, 0);
     } else {
+        bool exchanged = !p->dp;
         for (int i = 0; i < p->g->n && st == TG_OK; i++)
             if (p->g->nodes[i].op == TG_OP_INPUT || p->g->nodes[i].op == TG_OP_PARAM) st = check_node(e, p, i);
         for (int i = 0; i < wp->n_calls && st == TG_OK; i++) {
+            if (!exchanged && i == wp->cut) {
+                exchanged = true;
+                if ((st = dp_exchange(e, p, TG_OK)) != TG_OK) break;
+            }
             pthread_mutex_lock(&c->mu);
             st = submit_calls(c, wp, i, i + 1);
             pthread_mutex_unlock(&c->mu);
@@ -414,6 +481,7 @@ static tg_status run_checked(wg_engine *e, tg_program *p, wg_program *wp) {
             if (st == TG_OK && !phase1 && !(tg_ops[p->g->nodes[wp->calls[i].node].op].flags & TG_OPF_LEAF))
                 st = check_node(e, p, wp->calls[i].node);
         }
+        if (!exchanged) st = dp_exchange(e, p, st); /* stopped before the cut, or the cut is the end */
         return st;
     }
     pthread_mutex_lock(&c->mu);
@@ -433,11 +501,12 @@ static tg_status wg_run(tg_engine *e_, tg_program *p) {
     }
     pthread_mutex_lock(&c->mu);
     tg_status st = tg_wgpu_take_error(c, "tg_session_step");
-    bool checked = p->check >= 0 || p->check_each;
-    if (st == TG_OK && profile > 0 && ++wp->runs == profile) st = profile_run(e, wp);
+    bool checked = p->check >= 0 || p->check_each || p->dp;
+    if (st == TG_OK && profile > 0 && !p->dp && ++wp->runs == profile) st = profile_run(e, wp); /* not between ranks */
     else if (st == TG_OK && !checked) st = submit_calls(c, wp, 0, wp->n_calls);
     pthread_mutex_unlock(&c->mu);
-    if (st == TG_OK && checked && !(profile > 0 && wp->runs == profile)) st = run_checked(e, p, wp);
+    if (st != TG_OK && p->dp) return dp_exchange(e, p, st); /* the other ranks wait for this one's status */
+    if (st == TG_OK && checked && !(profile > 0 && !p->dp && wp->runs == profile)) st = run_checked(e, p, wp);
     return st;
 }
 

@@ -1,0 +1,146 @@
+/* Data parallelism at the session level: the ranks agree on every outcome
+ * that decides whether they stay in step (a compile, a checkpoint, a step
+ * that failed on one of them), and rank 0's params and optimizer state are
+ * the ones every rank starts from. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dp.h"
+#include "../ir/model.h"
+#include "../session.h"
+
+tg_status tg_dp_check_comm(const tg_comm *c, const char *api) {
+    if (c->size < 1 || c->rank < 0 || c->rank >= c->size)
+        return tg_fail(TG_ERR_ARG, "%s: spec.comm: rank %d of size %d (want 0 <= rank < size)", api, c->rank, c->size);
+    if (!c->allreduce_sum_f32 || !c->broadcast)
+        return tg_fail(TG_ERR_ARG, "%s: spec.comm: allreduce_sum_f32 and broadcast are required", api);
+    return TG_OK;
+}
+
+static tg_status comm_fail(tg_comm *c, tg_status st, const char *api, const char *what) {
+    return tg_fail(st, "%s: data-parallel: %s failed: %s", api, what, c->error[0] ? c->error : tg_status_name(st));
+}
+
+tg_status tg_dp_verdict(tg_comm *c, const float *statuses, tg_status mine, const char *mine_msg, const char *api) {
+    int first = -1;
+    for (int r = 0; r < c->size && first < 0; r++)
+        if (statuses[r] != 0) first = r;
+    if (first < 0) return TG_OK;
+    /* Every rank knows who failed first: that rank's message goes to all. */
+    char msg[400] = "";
+    if (c->rank == first) snprintf(msg, sizeof msg, "%s", mine_msg);
+    c->error[0] = 0;
+    tg_status st = c->broadcast(c, msg, sizeof msg, first);
+    if (mine != TG_OK) return tg_fail(mine, "%s", mine_msg);
+    if (st != TG_OK) return comm_fail(c, st, api, "sending a failed rank's message");
+    msg[sizeof msg - 1] = 0;
+    float s = statuses[first];
+    tg_status theirs = s >= 1 && s <= TG_ERR_NUMERIC ? (tg_status)s : TG_ERR_BACKEND;
+    size_t k = strlen(api);
+    const char *why = strncmp(msg, api, k) == 0 && msg[k] == ':' && msg[k + 1] == ' ' ? msg + k + 2 : msg;
+    return tg_fail(theirs, "%s: rank %d of %d failed: %s", api, first, c->size, why);
+}
+
+tg_status tg_dp_agree(tg_comm *c, tg_status mine, const char *api) {
+    char mine_msg[400] = "";
+    if (mine != TG_OK) snprintf(mine_msg, sizeof mine_msg, "%s", tg_last_error());
+    float small[64], *v = c->size <= 64 ? small : tg_calloc((size_t)c->size, sizeof(float));
+    if (!v) return tg_fail(TG_ERR_NOMEM, "%s: data-parallel: out of memory", api);
+    memset(v, 0, sizeof(float) * (size_t)c->size);
+    v[c->rank] = (float)mine;
+    c->error[0] = 0;
+    tg_status st = c->allreduce_sum_f32(c, v, c->size);
+    if (st == TG_OK) st = tg_dp_verdict(c, v, mine, mine_msg, api);
+    else st = comm_fail(c, st, api, "agreeing on every rank's status");
+    if (v != small) free(v);
+    return st;
+}
+
+static tg_dp *dp_of(const tg_session *s) { return s && s->b.prog ? s->b.prog->dp : NULL; }
+
+tg_comm *tg_session_dp_comm(const tg_session *s) {
+    tg_dp *dp = dp_of(s);
+    return dp ? dp->comm : NULL;
+}
+
+/* What a rank receives from rank 0: the seed, the training position and the
+ * schedule, then the params arena and every optimizer state buffer. */
+typedef struct {
+    uint64_t seed;
+    int64_t step, lr_start;
+    int n_lr;
+    tg_lr lr[TG_MAX_LR_CHAIN];
+} sync_head;
+
+tg_status tg_dp_sync(tg_session *s, const char *api) {
+    tg_comm *c = tg_session_dp_comm(s);
+    tg_engine *e = s->b.eng;
+    tg_program *p = s->b.prog;
+    const tg_plan *pl = &p->plan;
+    int64_t total = (int64_t)sizeof(sync_head) + e->params_bytes;
+    for (int i = 0; i < p->g->n; i++)
+        if (p->g->nodes[i].op == TG_OP_STATE && pl->slot[i].root == i) total += pl->slot[i].bytes;
+    char *buf = malloc((size_t)total);
+    tg_status st = buf ? TG_OK : tg_fail(TG_ERR_NOMEM, "%s: data-parallel: out of memory for %lld bytes", api,
+                                         (long long)total);
+    /* Every rank makes the broadcast call, even one that cannot fill or
+     * take it: a rank that left would leave the others waiting. */
+    char one;
+    sync_head *h = buf ? (sync_head *)buf : NULL;
+    int64_t at = sizeof(sync_head);
+    if (st == TG_OK && c->rank == 0) {
+        memset(h, 0, sizeof *h);
+        h->seed = s->b.seed, h->step = s->step, h->lr_start = s->lr_start;
+        for (const tg_lr *l = s->lr; l && h->n_lr < TG_MAX_LR_CHAIN; l = l->then) h->lr[h->n_lr++] = *l;
+        st = e->vt->read(e, p, TG_ARENA_PARAMS, 0, buf + at, e->params_bytes);
+        at += e->params_bytes;
+        for (int i = 0; st == TG_OK && i < p->g->n; i++)
+            if (p->g->nodes[i].op == TG_OP_STATE && pl->slot[i].root == i) {
+                st = e->vt->read(e, p, pl->slot[i].arena, pl->slot[i].offset, buf + at, pl->slot[i].bytes);
+                at += pl->slot[i].bytes;
+            }
+    }
+    c->error[0] = 0;
+    tg_status sent = c->broadcast(c, buf ? (void *)buf : &one, buf ? total : 1, 0);
+    if (st == TG_OK && sent != TG_OK) st = comm_fail(c, sent, api, "the broadcast of rank 0's params and state");
+    if (st == TG_OK && c->rank != 0) {
+        s->b.seed = h->seed, s->step = h->step, s->lr_start = h->lr_start;
+        for (int k = 0; k < h->n_lr && k < TG_MAX_LR_CHAIN; k++)
+            s->lr[k] = h->lr[k], s->lr[k].then = k + 1 < h->n_lr ? &s->lr[k + 1] : NULL;
+        at = sizeof(sync_head);
+        st = e->vt->write(e, p, TG_ARENA_PARAMS, 0, buf + at, e->params_bytes);
+        at += e->params_bytes;
+        for (int i = 0; st == TG_OK && i < p->g->n; i++)
+            if (p->g->nodes[i].op == TG_OP_STATE && pl->slot[i].root == i) {
+                st = e->vt->write(e, p, pl->slot[i].arena, pl->slot[i].offset, buf + at, pl->slot[i].bytes);
+                at += pl->slot[i].bytes;
+            }
+    }
+    free(buf);
+    return st;
+}
+
+tg_status tg_dp_session_start(tg_comm *c, tg_session *s, tg_status st) {
+    const char *api = "tg_session_new";
+    uint64_t mine = s ? dp_of(s)->signature : 0, rank0 = mine;
+    c->error[0] = 0;
+    tg_status sent = c->broadcast(c, &rank0, sizeof rank0, 0);
+    if (sent != TG_OK) {
+        if (st == TG_OK) st = comm_fail(c, sent, api, "the broadcast of rank 0's program signature");
+    } else if (st == TG_OK && rank0 != 0 && mine != rank0) {
+        st = tg_fail(TG_ERR_STATE, "%s: data-parallel: rank %d's model, optimizer or gradients differ from rank 0's "
+                     "(every rank must make its session from the same spec)", api, c->rank);
+    }
+    st = tg_dp_agree(c, st, api);
+    if (st == TG_OK) st = tg_dp_sync(s, api);
+    if (st == TG_OK) s->b.rng_stream = (uint32_t)c->rank;
+    return st;
+}
+
+tg_status tg_session_comm_stats(const tg_session *s, tg_comm_stats *out) {
+    if (!s || !out) return tg_fail(TG_ERR_ARG, "tg_session_comm_stats: session and out are required");
+    tg_dp *dp = dp_of(s);
+    *out = dp ? dp->stats : (tg_comm_stats){0};
+    return TG_OK;
+}
