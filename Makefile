@@ -21,14 +21,30 @@ SANITIZE := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-san
 # The PyTorch peer `make bench` runs (bench/torch_ref.py, a copy, if this is missing).
 TORCH_REF ?= ../shared/peers/torch_ref.py
 
-LIB_SRC := $(wildcard src/*.c src/*/*.c)
+LIB_SRC := $(filter-out src/mpi/%,$(wildcard src/*.c src/*/*.c))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 EX_SRC  := $(wildcard examples/*.c)
 EX_OBJ  := $(EX_SRC:%.c=$(BUILD)/obj/%.o)
 TESTS   := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
 
-.PHONY: all lib demo test test-aarch64 sanitize fuzz tsan bench bench-digits clean help
-all: lib shared $(BUILD)/tg
+# MPI (data-parallel training): libtensorgrad_mpi, build/tg-mpi and the
+# data-parallel test driver, built only where mpicc is found (Debian:
+# libopenmpi-dev). The core library and build/tg never need MPI. mpicc
+# compiles with $(CC) (Open MPI reads OMPI_CC, MPICH MPICH_CC), so a clang
+# build stays clang.
+MPICC    ?= mpicc
+HAVE_MPI := $(shell command -v $(MPICC) >/dev/null 2>&1 && echo yes)
+MPI_CC    = OMPI_CC="$(CC)" MPICH_CC="$(CC)" $(MPICC)
+ifeq ($(HAVE_MPI),yes)
+MPI_TARGETS := $(BUILD)/libtensorgrad_mpi.a $(BUILD)/tg-mpi
+ifneq ($(shell uname -s 2>/dev/null),Darwin)
+MPI_TARGETS += $(BUILD)/libtensorgrad_mpi.so
+endif
+MPI_TESTS := $(BUILD)/tests/dp_driver
+endif
+
+.PHONY: all lib demo test test-aarch64 sanitize fuzz tsan bench bench-digits bench-dist clean help
+all: lib shared $(BUILD)/tg $(MPI_TARGETS)
 
 help:
 	@echo "make            build build/libtensorgrad.a, build/libtensorgrad.so and the CLI build/tg (one job per core unless you give -j)"
@@ -43,7 +59,9 @@ help:
 	@echo "make bench CPU=avx2   the same with our CPU path, PyTorch and OpenBLAS forced to AVX2"
 	@echo "make bench BACKEND=webgpu   the models on WebGPU beside PyTorch CUDA (a GPU machine)"
 	@echo "make bench-digits  the digits CNN step against PyTorch CPU (needs python3-torch)"
+	@echo "make bench-dist  gpt_small's CPU step on 1 and 2 MPI ranks and its all-reduce time (needs mpicc, mpirun)"
 	@echo "make shared     build build/libtensorgrad.so (its own -fPIC objects in build/obj-pic)"
+	@echo "                where mpicc is found, make also builds build/libtensorgrad_mpi.{a,so} and build/tg-mpi"
 	@echo "make install    install header, libraries, tensorgrad.pc, the CMake package and bin/tg"
 	@echo "                under PREFIX (default /usr/local), staged under DESTDIR if set"
 	@echo "make uninstall  remove what make install put under the same PREFIX and DESTDIR"
@@ -80,7 +98,7 @@ demo: $(BUILD)/tg
 # The WebGPU tests run on the fetched lavapipe (CPU Vulkan) when there is no
 # GPU; the fetch is a no-op once .deps/ has the files. Without a network the
 # WebGPU tests say "skipped", except under CI=true where that fails the run.
-test: $(TESTS) $(BUILD)/tg
+test: $(TESTS) $(BUILD)/tg $(MPI_TESTS)
 	@bash scripts/fetch-webgpu.sh || [ "$${CI:-}" != true ] || { echo "make test: CI needs the WebGPU runtime"; exit 1; }
 	@bash tests/run.sh $(BUILD)
 
@@ -135,6 +153,11 @@ bench-digits: $(BUILD)/bench/digits_bench
 $(BUILD)/bench/digits_bench: bench/digits_bench.c $(BUILD)/libtensorgrad.a
 	@mkdir -p $(dir $@)
 	$(CC) $(TG_CFLAGS) $(CFLAGS) $(LDFLAGS) $< $(BUILD)/libtensorgrad.a -o $@ $(LDLIBS)
+
+# Not a test: step times of gpt_small on 1 and 2 ranks (CPU), and the
+# all-reduce's share (docs/distributed.md reads the numbers).
+bench-dist: $(BUILD)/tg $(MPI_TARGETS)
+	@bash bench/dist.sh $(BUILD)
 
 clean:
 	rm -rf $(BUILD) build-asan build-aarch64 build-fuzz build-tsan build-clang
@@ -201,7 +224,7 @@ $(BUILD)/libtensorgrad.so: $(PIC_OBJ) $(SHARED_EXPORTS)
 	ln -sf libtensorgrad.so.$(VERSION) $@
 
 D := $(DESTDIR)
-install: $(BUILD)/libtensorgrad.a $(BUILD)/libtensorgrad.so $(BUILD)/tg
+install: $(BUILD)/libtensorgrad.a $(BUILD)/libtensorgrad.so $(BUILD)/tg $(MPI_TARGETS)
 	install -d $(D)$(INCLUDEDIR) $(D)$(LIBDIR)/pkgconfig $(D)$(LIBDIR)/cmake/tensorgrad $(D)$(BINDIR)
 	install -m 644 include/tensorgrad.h $(D)$(INCLUDEDIR)/
 	install -m 644 $(BUILD)/libtensorgrad.a $(D)$(LIBDIR)/
@@ -218,11 +241,61 @@ install: $(BUILD)/libtensorgrad.a $(BUILD)/libtensorgrad.so $(BUILD)/tg
 	sed -e 's|@VERSION@|$(VERSION)|g' pkg/tensorgrad-config-version.cmake.in \
 	    > $(D)$(LIBDIR)/cmake/tensorgrad/tensorgrad-config-version.cmake
 	install -m 755 $(BUILD)/tg $(D)$(BINDIR)/
+ifeq ($(HAVE_MPI),yes)
+	install -m 644 include/tensorgrad_mpi.h $(D)$(INCLUDEDIR)/
+	install -m 644 $(BUILD)/libtensorgrad_mpi.a $(D)$(LIBDIR)/
+	$(if $(filter %.so,$(MPI_TARGETS)),install -m 755 $(BUILD)/libtensorgrad_mpi.so.$(VERSION) $(D)$(LIBDIR)/ && \
+	    ln -sf libtensorgrad_mpi.so.$(VERSION) $(D)$(LIBDIR)/$(MPI_SONAME) && \
+	    ln -sf libtensorgrad_mpi.so.$(VERSION) $(D)$(LIBDIR)/libtensorgrad_mpi.so)
+	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|; s|@VERSION@|$(VERSION)|g' \
+	    -e 's|@MPI_CFLAGS@|$(MPI_CFLAGS)|; s|@MPI_LIBS@|$(MPI_LIBS)|' \
+	    pkg/tensorgrad_mpi.pc.in > $(D)$(LIBDIR)/pkgconfig/tensorgrad_mpi.pc
+	install -m 755 $(BUILD)/tg-mpi $(D)$(BINDIR)/
+endif
 	@bash pkg/install-runtime.sh .deps $(D) $(TG_DATADIR)
 
 uninstall:
 	rm -f $(D)$(INCLUDEDIR)/tensorgrad.h $(D)$(LIBDIR)/libtensorgrad.a $(D)$(LIBDIR)/libtensorgrad.so* \
 	    $(D)$(LIBDIR)/pkgconfig/tensorgrad.pc $(D)$(BINDIR)/tg
+	rm -f $(D)$(INCLUDEDIR)/tensorgrad_mpi.h $(D)$(LIBDIR)/libtensorgrad_mpi.a $(D)$(LIBDIR)/libtensorgrad_mpi.so* \
+	    $(D)$(LIBDIR)/pkgconfig/tensorgrad_mpi.pc $(D)$(BINDIR)/tg-mpi
 	rm -rf $(D)$(LIBDIR)/cmake/tensorgrad $(D)$(TG_DATADIR)
 
--include $(LIB_OBJ:.o=.d) $(EX_OBJ:.o=.d) $(PIC_OBJ:.o=.d)
+# ---- libtensorgrad_mpi, tg-mpi, the data-parallel test driver (HAVE_MPI) ----
+MPI_SONAME := libtensorgrad_mpi.so.$(SOVER)
+MPI_CFLAGS := $(if $(HAVE_MPI),$(shell $(MPICC) --showme:compile 2>/dev/null))
+MPI_LIBS   := $(if $(HAVE_MPI),$(shell $(MPICC) --showme:link 2>/dev/null))
+MPI_OBJ    := $(BUILD)/obj/src/mpi/comm.o $(BUILD)/obj-pic/src/mpi/comm.o $(BUILD)/obj/tools/tg_mpi.o
+
+$(BUILD)/obj/src/mpi/%.o: src/mpi/%.c
+	@mkdir -p $(dir $@)
+	$(MPI_CC) $(TG_CFLAGS) -fvisibility=hidden $(CFLAGS) -c $< -o $@
+
+$(BUILD)/obj-pic/src/mpi/%.o: src/mpi/%.c
+	@mkdir -p $(dir $@)
+	$(MPI_CC) $(TG_CFLAGS) -fvisibility=hidden $(CFLAGS) -fPIC -c $< -o $@
+
+$(BUILD)/libtensorgrad_mpi.a: $(BUILD)/obj/src/mpi/comm.o
+	$(AR) rcs $@ $^
+
+$(BUILD)/libtensorgrad_mpi.so: $(BUILD)/obj-pic/src/mpi/comm.o $(BUILD)/libtensorgrad.so
+	$(MPI_CC) -shared -Wl,-soname,$(MPI_SONAME) -Wl,--no-undefined $(CFLAGS) $(LDFLAGS) $< -o $@.$(VERSION) \
+	    -L$(BUILD) -ltensorgrad
+	ln -sf libtensorgrad_mpi.so.$(VERSION) $(BUILD)/$(MPI_SONAME)
+	ln -sf libtensorgrad_mpi.so.$(VERSION) $@
+
+# tg with --dp: the same CLI and examples, its main built with TG_WITH_MPI.
+$(BUILD)/obj/tools/tg_mpi.o: tools/tg.c
+	@mkdir -p $(dir $@)
+	$(MPI_CC) $(TG_CFLAGS) $(CFLAGS) -DTG_WITH_MPI -c $< -o $@
+
+$(BUILD)/tg-mpi: $(BUILD)/obj/tools/tg_mpi.o $(EX_OBJ) $(BUILD)/libtensorgrad_mpi.a $(BUILD)/libtensorgrad.a
+	$(MPI_CC) $(TG_CFLAGS) $(CFLAGS) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/tests/dp_driver: tests/dp_driver.c $(wildcard tests/*.h) $(BUILD)/obj/examples/gpt.o $(BUILD)/libtensorgrad_mpi.a \
+                          $(BUILD)/libtensorgrad.a
+	@mkdir -p $(dir $@)
+	$(MPI_CC) $(TG_CFLAGS) $(CFLAGS) $(LDFLAGS) $< $(BUILD)/obj/examples/gpt.o $(BUILD)/libtensorgrad_mpi.a \
+	    $(BUILD)/libtensorgrad.a -o $@ $(LDLIBS)
+
+-include $(LIB_OBJ:.o=.d) $(EX_OBJ:.o=.d) $(PIC_OBJ:.o=.d) $(MPI_OBJ:.o=.d)
