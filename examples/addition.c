@@ -29,6 +29,7 @@ static void encode(int a, int b, int32_t *seq) {
 }
 
 static gpt_model net;
+static int64_t rows; /* this rank's share of the B rows (all of them alone) */
 static const float result_mask[T] = {0, 0, 0, 0, 0, 1, 1, 1}; /* targets at t = 5..7 are the sum digits */
 
 /* tokens, targets i32 [B, T] -> mean cross-entropy over the result digits */
@@ -37,7 +38,7 @@ static tg_tensor loss_fn(tg_graph *g, void *user) {
     tg_tensor logits = gpt_forward(g, &net, tg_input(g, "tokens"), false);
     tg_tensor ce = tg_cross_entropy(logits, tg_input(g, "targets"), TG_REDUCTION_NONE); /* [B, T] */
     tg_tensor masked = tg_mul(ce, tg_constant(g, TG_SHAPE(T), result_mask));
-    return tg_mul_s(tg_sum(masked, TG_ALL, false), 1.0f / (B * 3));
+    return tg_mul_s(tg_sum(masked, TG_ALL, false), 1.0f / (float)(rows * 3));
 }
 
 static tg_tensor predict_fn(tg_graph *g, void *user) {
@@ -67,14 +68,15 @@ static int predict(tg_forward *fwd, int a, int b, tg_status *st) {
 }
 
 int example_addition(const tg_example_opts *o) {
-    int64_t steps = o->steps > 0 ? o->steps : 1500;
+    int64_t steps = o->steps > 0 ? o->steps : 1500, first;
+    if (!(rows = ex_shard(o, B, &first))) return 2;
     tg_model *m = tg_model_new();
     gpt_declare(&net, m, (gpt_config){V, D, LAYERS, HEADS, SEQ});
-    tg_input_decl inputs[] = {{"tokens", TG_I32, TG_SHAPE(B, T)}, {"targets", TG_I32, TG_SHAPE(B, T)}};
+    tg_input_decl inputs[] = {{"tokens", TG_I32, TG_SHAPE(rows, T)}, {"targets", TG_I32, TG_SHAPE(rows, T)}};
     tg_optim opt = tg_adamw(tg_lr_linear(5e-3f, 5e-4f, 1500), 0.01f);
     opt.clip_grad_norm = 1.0f;
     tg_train_spec spec = {.model = m, .loss = loss_fn, .inputs = inputs, .n_inputs = 2, .optim = opt,
-                          .seed = o->seed, .backend = o->backend, .threads = o->threads};
+                          .seed = o->seed, .backend = o->backend, .threads = o->threads, .comm = o->comm};
     tg_session *s = NULL;
     tg_forward *fwd = NULL;
     tg_status st = tg_session_new(&spec, &s);
@@ -109,7 +111,7 @@ int example_addition(const tg_example_opts *o) {
             memcpy(tokens + i * T, seq, T * sizeof(int32_t));
             memcpy(targets + i * T, seq + 1, T * sizeof(int32_t));
         }
-        tg_feed f[] = {TG_FEED("tokens", tokens, B * T), TG_FEED("targets", targets, B * T)};
+        tg_feed f[] = {TG_FEED("tokens", tokens + first * T, rows * T), TG_FEED("targets", targets + first * T, rows * T)};
         rc = ex_bench_loop("addition", s, o->backend, f, 2, o->bench);
         tg_forward_free(fwd);
         tg_session_free(s);
@@ -139,11 +141,12 @@ int example_addition(const tg_example_opts *o) {
         }
         /* Reading the loss waits for the step: only on the steps the progress line shows. */
         bool due = ex_run_due(&run, step);
-        st = tg_session_step(s, (tg_feed[]){TG_FEED("tokens", tokens, B * T), TG_FEED("targets", targets, B * T)}, 2,
-                             due ? &loss : NULL);
+        tg_feed f[] = {TG_FEED("tokens", tokens + first * T, rows * T), TG_FEED("targets", targets + first * T, rows * T)};
+        st = tg_session_step(s, f, 2, due || step == steps ? &loss : NULL);
         if (st == TG_OK && due && step < steps) ex_run_step(&run, step, loss, tg_lr_at(&spec.optim.lr, step), NULL);
     }
     double train_s = ex_now() - t0;
+    if (st == TG_OK) ex_final_loss(o, s, loss);
     int correct = 0, total = 0;
     for (int a = 0; a < 100 && st == TG_OK; a++)
         for (int b = 0; b < 100 && st == TG_OK; b++) {

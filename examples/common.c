@@ -117,3 +117,25 @@ int ex_bench_loop(const char *model, tg_session *s, tg_backend be, const tg_feed
     free(ms);
     return st == TG_OK ? 0 : 1;
 }
+
+int64_t ex_shard(const tg_example_opts *o, int64_t batch, int64_t *first) {
+    int ranks = o->comm ? o->comm->size : 1, rank = o->comm ? o->comm->rank : 0;
+    if (batch % ranks != 0) {
+        fprintf(stderr, "tg: --dp: %d ranks do not divide the batch of %lld rows\n", ranks, (long long)batch);
+        return 0;
+    }
+    *first = batch / ranks * rank;
+    return batch / ranks;
+}
+
+void ex_final_loss(const tg_example_opts *o, const tg_session *s, float loss) {
+    printf("final loss=%.6g\n", loss);
+    tg_comm_stats cs;
+    if (!o->comm || tg_session_comm_stats(s, &cs) != TG_OK || cs.steps == 0) return;
+    double step = 1e3 * cs.step_s / (double)cs.steps, ar = 1e3 * cs.allreduce_s / (double)cs.steps,
+           exp = 1e3 * cs.exposed_s / (double)cs.steps;
+    printf("data-parallel: %d ranks, %.2f MB all-reduced per step in %d buckets: all-reduce %.3f ms of a %.3f ms "
+           "step (%.1f%%), %.3f ms of it not hidden behind the backward (%.1f%%)\n",
+           cs.ranks, (double)cs.bytes / 1e6, cs.buckets, ar, step, step > 0 ? 100 * ar / step : 0.0, exp,
+           step > 0 ? 100 * exp / step : 0.0);
+}

@@ -42,15 +42,16 @@ static double accuracy(tg_forward *fwd, const float *x, const int32_t *y, int n)
 }
 
 int example_digits(const tg_example_opts *o) {
-    int64_t steps = o->steps > 0 ? o->steps : 600;
+    int64_t steps = o->steps > 0 ? o->steps : 600, first, rows = ex_shard(o, B, &first);
+    if (!rows) return 2;
     ex_digits d;
     if (ex_digits_load(&d)) return 1;
     tg_model *m = tg_model_new();
     digits_cnn net = digits_cnn_new(m);
-    tg_input_decl inputs[] = {{"x", TG_F32, TG_SHAPE(B, 1, 8, 8)}, {"y", TG_I32, TG_SHAPE(B)}};
+    tg_input_decl inputs[] = {{"x", TG_F32, TG_SHAPE(rows, 1, 8, 8)}, {"y", TG_I32, TG_SHAPE(rows)}};
     tg_train_spec spec = {.model = m, .loss = digits_loss, .user = &net, .inputs = inputs, .n_inputs = 2,
                           .optim = tg_adam(tg_lr_cosine(3e-3f, 1e-4f, steps)), .seed = o->seed,
-                          .backend = o->backend, .threads = o->threads};
+                          .backend = o->backend, .threads = o->threads, .comm = o->comm};
     tg_input_decl pin[] = {{"x", TG_F32, TG_SHAPE(TG_BATCH, 1, 8, 8)}};
     tg_forward_spec pspec = {.fn = digits_predict, .user = &net, .inputs = pin, .n_inputs = 1};
     tg_session *s = NULL;
@@ -65,7 +66,7 @@ int example_digits(const tg_example_opts *o) {
     int rc = 0;
     if (ex_compile_only(o, "digits_cnn", &spec, s, &rc) || o->bench > 0) {
         /* bench: the first B training images as one fixed batch, as bench/digits_torch.py times it */
-        tg_feed feeds[] = {TG_FEED("x", d.x, B * 64), TG_FEED("y", d.y, B)};
+        tg_feed feeds[] = {TG_FEED("x", d.x + first * 64, rows * 64), TG_FEED("y", d.y + first, rows)};
         if (!o->graph && !o->plan) rc = ex_bench_loop("digits_cnn", s, o->backend, feeds, 2, o->bench);
         tg_forward_free(fwd);
         tg_session_free(s);
@@ -105,7 +106,7 @@ int example_digits(const tg_example_opts *o) {
             memcpy(xb + b * 64, d.x + (size_t)k * 64, sizeof(float) * 64);
             yb[b] = d.y[k];
         }
-        tg_feed feeds[] = {TG_FEED("x", xb, B * 64), TG_FEED("y", yb, B)};
+        tg_feed feeds[] = {TG_FEED("x", xb + first * 64, rows * 64), TG_FEED("y", yb + first, rows)};
         if (tg_session_step(s, feeds, 2, &loss) != TG_OK) {
             fprintf(stderr, "error: %s\n", tg_last_error());
             rc = 1;
@@ -117,6 +118,7 @@ int example_digits(const tg_example_opts *o) {
             ex_run_step(&run, step, loss, tg_lr_at(&spec.optim.lr, step), eval ? &acc : NULL);
     }
     if (rc == 0) {
+        ex_final_loss(o, s, loss);
         acc = accuracy(fwd, test_x, test_y, d.n_test);
         if (acc < 0) rc = 1;
         else {

@@ -20,6 +20,7 @@ typedef struct {
     const char *plot;       /* --plot: the loss curve as .png or .svg; NULL = none */
     FILE *graph;            /* tg graph: write the graph as DOT here instead of training */
     bool graph_compiled;    /* tg graph --compiled: the compiled graph (grad, optimizer, passes) */
+    tg_comm *comm;          /* --dp (tg-mpi): the ranks training together; NULL alone */
 } tg_example_opts;
 
 int example_sin(const tg_example_opts *o);
@@ -84,6 +85,16 @@ int ex_run_end(ex_run *r);
  * prints the plan's totals for `name`. Returns true (*rc = the exit code) in
  * those modes; false: go on training. */
 bool ex_compile_only(const tg_example_opts *o, const char *name, const tg_train_spec *spec, const tg_session *s, int *rc);
+
+/* Data parallel (--dp): every rank draws the whole batch of `batch` rows
+ * as one process would, and trains on its share, rows [*first, *first +
+ * the return value); alone, all of them. 0 (after printing why) when the
+ * ranks do not divide the batch. */
+int64_t ex_shard(const tg_example_opts *o, int64_t batch, int64_t *first);
+/* The line every example prints after training, before its evaluation:
+ * `final loss=<value>` (with --dp the mean over the ranks), and with --dp
+ * what the all-reduce cost per step. */
+void ex_final_loss(const tg_example_opts *o, const tg_session *s, float loss);
 
 /* Helpers shared by the examples (common.c). */
 double ex_now(void);                         /* monotonic seconds */

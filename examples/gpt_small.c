@@ -32,12 +32,14 @@ static int symbol(int c) {
 }
 
 int example_gpt_small(const tg_example_opts *o) {
+    int64_t first, rows = ex_shard(o, B, &first);
+    if (!rows) return 2;
     tg_model *m = tg_model_new();
     gpt_declare(&net, m, (gpt_config){V, D, LAYERS, HEADS, T + 1});
-    tg_input_decl in[] = {{"tokens", TG_I32, TG_SHAPE(B, T)}, {"targets", TG_I32, TG_SHAPE(B, T)}};
+    tg_input_decl in[] = {{"tokens", TG_I32, TG_SHAPE(rows, T)}, {"targets", TG_I32, TG_SHAPE(rows, T)}};
     tg_train_spec spec = {.model = m, .loss = loss_fn, .inputs = in, .n_inputs = 2,
                           .optim = tg_adamw(tg_lr_constant(1e-3f), 0.1f), .seed = o->seed, .backend = o->backend,
-                          .threads = o->threads};
+                          .threads = o->threads, .comm = o->comm};
     spec.optim.clip_grad_norm = 1.0f;
     tg_session *s = NULL;
     if (tg_session_new(&spec, &s) != TG_OK) {
@@ -55,7 +57,7 @@ int example_gpt_small(const tg_example_opts *o) {
     uint64_t rng = o->seed * 0x9e3779b97f4a7c15ull + 3;
     if (o->bench > 0) {
         for (int i = 0; i < B * T; i++) tok[i] = (int32_t)(ex_rand(&rng) % V), tgt[i] = (int32_t)(ex_rand(&rng) % V);
-        tg_feed feeds[] = {TG_FEED("tokens", tok, B * T), TG_FEED("targets", tgt, B * T)};
+        tg_feed feeds[] = {TG_FEED("tokens", tok + first * T, rows * T), TG_FEED("targets", tgt + first * T, rows * T)};
         rc = ex_bench_loop("gpt_small", s, o->backend, feeds, 2, o->bench);
         tg_session_free(s);
         tg_model_free(m);
@@ -93,14 +95,14 @@ int example_gpt_small(const tg_example_opts *o) {
             for (int t = 0; t < T; t++) tok[b * T + t] = symbol(text[at + t]), tgt[b * T + t] = symbol(text[at + t + 1]);
         }
         bool report = ex_run_due(&run, step);
-        tg_feed feeds[] = {TG_FEED("tokens", tok, B * T), TG_FEED("targets", tgt, B * T)};
-        st = tg_session_step(s, feeds, 2, report ? &loss : NULL);
+        tg_feed feeds[] = {TG_FEED("tokens", tok + first * T, rows * T), TG_FEED("targets", tgt + first * T, rows * T)};
+        st = tg_session_step(s, feeds, 2, report || step == steps ? &loss : NULL);
         if (report && st == TG_OK) ex_run_step(&run, step, loss, tg_lr_at(&spec.optim.lr, step), NULL);
     }
     rc = ex_run_end(&run);
     if (st == TG_ERR_IO) rc = 1;
     else if (st != TG_OK) fprintf(stderr, "error: %s\n", tg_last_error());
-    else printf("final loss=%.4f\n", loss);
+    else ex_final_loss(o, s, loss);
     free(text);
     tg_session_free(s);
     tg_model_free(m);

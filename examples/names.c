@@ -151,7 +151,8 @@ static tg_status sample_words(tg_forward *smp, char words[][T + 1]) {
 }
 
 int example_names(const tg_example_opts *o) {
-    int64_t steps = o->steps > 0 ? o->steps : 1500;
+    int64_t steps = o->steps > 0 ? o->steps : 1500, first, rows = ex_shard(o, B, &first);
+    if (!rows) return 2;
     char path[4096];
     word_set train = {0}, val = {0};
     if (!ex_data_path("words", path, sizeof path) || !load_words(path, o->seed + 1, &train, &val)) {
@@ -161,13 +162,13 @@ int example_names(const tg_example_opts *o) {
     if (!o->quiet && !o->graph) printf("names: %d training words, %d validation words from %s\n", train.n, val.n, path);
     tg_model *m = tg_model_new();
     gpt_declare(&net, m, (gpt_config){V, D, LAYERS, HEADS, SEQ});
-    tg_input_decl in[] = {{"tokens", TG_I32, TG_SHAPE(B, T)}, {"targets", TG_I32, TG_SHAPE(B, T)},
-                          {"mask", TG_F32, TG_SHAPE(B, T)}};
+    tg_input_decl in[] = {{"tokens", TG_I32, TG_SHAPE(rows, T)}, {"targets", TG_I32, TG_SHAPE(rows, T)},
+                          {"mask", TG_F32, TG_SHAPE(rows, T)}};
     tg_input_decl ev_in[] = {{"tokens", TG_I32, TG_SHAPE(TG_BATCH, T)}, {"targets", TG_I32, TG_SHAPE(TG_BATCH, T)},
                              {"mask", TG_F32, TG_SHAPE(TG_BATCH, T)}};
     tg_train_spec spec = {.model = m, .loss = loss_fn, .inputs = in, .n_inputs = 3,
                           .optim = tg_adamw(tg_lr_linear(5e-3f, 5e-4f, steps), 0.01f), .seed = o->seed,
-                          .backend = o->backend, .threads = o->threads};
+                          .backend = o->backend, .threads = o->threads, .comm = o->comm};
     spec.optim.clip_grad_norm = 1.0f;
     tg_session *s = NULL;
     tg_forward *ev = NULL, *smp = NULL;
@@ -200,14 +201,18 @@ int example_names(const tg_example_opts *o) {
         int preds = 0;
         for (int i = 0; i < B; i++)
             preds += encode(&train, (int)(ex_rand(&rng) % (uint64_t)train.n), tok + i * T, tgt + i * T, mask + i * T);
-        for (int k = 0; k < B * T; k++) mask[k] /= (float)preds;
+        /* Each rank's loss is its rows' share of the batch's sum over `ranks`:
+         * the ranks' mean is the batch's mean. */
+        for (int k = 0; k < B * T; k++) mask[k] /= (float)preds / (float)(B / rows);
         bool eval = watched && step % 500 == 0 && step < steps, report = ex_run_due(&run, step) || eval;
-        tg_feed feeds[] = {TG_FEED("tokens", tok, B * T), TG_FEED("targets", tgt, B * T), TG_FEED("mask", mask, B * T)};
+        tg_feed feeds[] = {TG_FEED("tokens", tok + first * T, rows * T), TG_FEED("targets", tgt + first * T, rows * T),
+                           TG_FEED("mask", mask + first * T, rows * T)};
         st = tg_session_step(s, feeds, 3, report || step == steps ? &loss : NULL);
         if (st == TG_OK && eval) st = val_loss(ev, &val, &vl);
         if (st == TG_OK && report && step < steps)
             ex_run_step(&run, step, loss, tg_lr_at(&spec.optim.lr, step), eval ? &vl : NULL);
     }
+    if (st == TG_OK) ex_final_loss(o, s, loss);
     if (st == TG_OK) st = val_loss(ev, &val, &vl);
     if (st == TG_OK) ex_run_step(&run, steps, loss, tg_lr_at(&spec.optim.lr, steps), &vl);
     rc = ex_run_end(&run);

@@ -21,14 +21,15 @@ static tg_tensor sin_loss(tg_graph *g, void *user) {
 }
 
 int example_sin(const tg_example_opts *o) {
-    int64_t steps = o->steps > 0 ? o->steps : 2000;
+    int64_t steps = o->steps > 0 ? o->steps : 2000, first, b = ex_shard(o, B, &first);
+    if (!b) return 2;
     tg_model *m = tg_model_new();
     sin_mlp net = {tg_linear_new(m, "l1", 1, 64, true), tg_linear_new(m, "l2", 64, 64, true),
                    tg_linear_new(m, "l3", 64, 1, true)};
-    tg_input_decl inputs[] = {{"x", TG_F32, TG_SHAPE(B, 1)}, {"y", TG_F32, TG_SHAPE(B, 1)}};
+    tg_input_decl inputs[] = {{"x", TG_F32, TG_SHAPE(b, 1)}, {"y", TG_F32, TG_SHAPE(b, 1)}};
     tg_train_spec spec = {.model = m, .loss = sin_loss, .user = &net, .inputs = inputs, .n_inputs = 2,
                           .optim = tg_adam(tg_lr_constant(5e-3f)), .seed = o->seed, .backend = o->backend,
-                          .threads = o->threads};
+                          .threads = o->threads, .comm = o->comm};
     tg_session *s;
     if (tg_session_new(&spec, &s) != TG_OK) {
         fprintf(stderr, "error: %s\n", tg_last_error());
@@ -45,7 +46,7 @@ int example_sin(const tg_example_opts *o) {
     uint64_t rng = o->seed * 2654435761u + 1;
     if (o->bench > 0) { /* one fixed batch, as the PyTorch peer times it */
         for (int i = 0; i < B; i++) ys[i] = sinf(xs[i] = (float)((ex_uniform(&rng) * 2.0 - 1.0) * EX_PI));
-        tg_feed feeds[] = {TG_FEED("x", xs, B), TG_FEED("y", ys, B)};
+        tg_feed feeds[] = {TG_FEED("x", xs + first, b), TG_FEED("y", ys + first, b)};
         int rc = ex_bench_loop("sin_mlp", s, o->backend, feeds, 2, o->bench);
         tg_session_free(s);
         tg_model_free(m);
@@ -63,7 +64,7 @@ int example_sin(const tg_example_opts *o) {
             xs[i] = (float)((ex_uniform(&rng) * 2.0 - 1.0) * EX_PI);
             ys[i] = sinf(xs[i]);
         }
-        tg_feed feeds[] = {TG_FEED("x", xs, B), TG_FEED("y", ys, B)};
+        tg_feed feeds[] = {TG_FEED("x", xs + first, b), TG_FEED("y", ys + first, b)};
         if (tg_session_step(s, feeds, 2, &loss) != TG_OK) {
             fprintf(stderr, "error: %s\n", tg_last_error());
             ex_run_end(&run);
@@ -74,7 +75,7 @@ int example_sin(const tg_example_opts *o) {
         if (ex_run_due(&run, step)) ex_run_step(&run, step, loss, tg_lr_at(&spec.optim.lr, step), NULL);
     }
     rc = ex_run_end(&run);
-    printf("final loss=%.6g\n", loss);
+    ex_final_loss(o, s, loss);
     tg_session_free(s);
     tg_model_free(m);
     return rc ? rc : loss < 1e-3f ? 0 : 2;

@@ -132,7 +132,8 @@ fail:
 }
 
 int example_vae(const tg_example_opts *o) {
-    int64_t steps = o->steps > 0 ? o->steps : 1500;
+    int64_t steps = o->steps > 0 ? o->steps : 1500, first, rows = ex_shard(o, B, &first);
+    if (!rows) return 2;
     const char *png = o->out; /* the picture only where asked */
     ex_digits d;
     if (ex_digits_load(&d)) return 1;
@@ -143,10 +144,10 @@ int example_vae(const tg_example_opts *o) {
                    tg_conv2d_new(m, "dec3", 16, 1, 3, 1, 1, 1, true),
                    tg_linear_new(m, "mu", 512, Z, true), tg_linear_new(m, "logvar", 512, Z, true),
                    tg_linear_new(m, "dec1", Z, 512, true)};
-    tg_input_decl in[] = {{"x", TG_F32, TG_SHAPE(B, 1, 8, 8)}};
+    tg_input_decl in[] = {{"x", TG_F32, TG_SHAPE(rows, 1, 8, 8)}};
     tg_train_spec spec = {.model = m, .loss = train_loss, .user = &net, .inputs = in, .n_inputs = 1,
                           .optim = tg_adam(tg_lr_cosine(3e-3f, 1e-4f, steps)), .seed = o->seed,
-                          .backend = o->backend, .threads = o->threads};
+                          .backend = o->backend, .threads = o->threads, .comm = o->comm};
     tg_input_decl rin[] = {{"x", TG_F32, TG_SHAPE(TG_BATCH, 1, 8, 8)}};
     tg_input_decl gin[] = {{"z", TG_F32, TG_SHAPE(TG_BATCH, Z)}};
     tg_session *s = NULL;
@@ -178,7 +179,7 @@ int example_vae(const tg_example_opts *o) {
     for (int64_t step = 1; step <= steps; step++) {
         for (int b = 0; b < B; b++)
             memcpy(xb + b * 64, d.x + (size_t)(ex_rand(&rng) % (uint64_t)d.n_train) * 64, sizeof(float) * 64);
-        tg_feed feeds[] = {TG_FEED("x", xb, B * 64)};
+        tg_feed feeds[] = {TG_FEED("x", xb + first * 64, rows * 64)};
         if (tg_session_step(s, feeds, 1, &loss) != TG_OK) {
             fprintf(stderr, "error: %s\n", tg_last_error());
             ex_run_end(&run);
@@ -189,6 +190,7 @@ int example_vae(const tg_example_opts *o) {
         if (ex_run_due(&run, step) && step < steps) ex_run_step(&run, step, loss, tg_lr_at(&spec.optim.lr, step), NULL);
     }
     double train_s = ex_now() - t0;
+    ex_final_loss(o, s, loss);
 
     /* Test ELBO: the whole test split at once, one draw of eps per image. */
     float test_loss = NAN;

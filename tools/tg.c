@@ -9,6 +9,9 @@
 #include <unistd.h>
 
 #include "../examples/examples.h"
+#ifdef TG_WITH_MPI
+#include "tensorgrad_mpi.h"
+#endif
 
 /* The examples and the options each one reads: any other option is an error,
  * so nothing is silently ignored. */
@@ -39,6 +42,7 @@ static int usage(FILE *f) {
             "usage: tg train <example> [--steps N] [--seed S] [--backend cpu|webgpu] [--threads N] [--quiet]\n"
             "                          [--log run.csv] [--plot loss.png|loss.svg]\n"
             "                          [--bench N] [--checkpoint PATH] [--out FILE]   (examples that use them)\n"
+            "       mpirun -n R tg-mpi train <example> --dp [options]   data parallel: R ranks share each batch\n"
             "       tg graph <example> [--compiled] [--svg out.svg]   the graph as Graphviz DOT\n"
             "       tg plan <example> [--backend cpu|webgpu] [--json]\n"
             "                        compile without training; print the buffer plan's totals and dispatches per step\n"
@@ -53,6 +57,8 @@ static int usage(FILE *f) {
             "                            (addition, digits, gpt_small, sin)\n"
             "         --checkpoint PATH  addition: save the trained session there\n"
             "         --out FILE         vae: write a PNG of reconstructions and samples there\n"
+            "         --dp               tg-mpi under mpirun: one model on every rank, each batch split between the\n"
+            "                            ranks, gradients averaged (docs/distributed.md); progress from rank 0\n"
             "         --compiled         tg graph: the compiled graph (backward, optimizer, passes), not the traced one\n"
             "         --svg FILE         tg graph: render with Graphviz's dot (without it: writes FILE.dot)\n"
             "tg writes files only where an option asks.\n");
@@ -82,7 +88,7 @@ static bool parse_int(const char *opt, const char *v, long long lo, long long hi
 /* Parses the options of `tg train` / `tg graph` for example ex into o.
  * Returns 0, or 2 after printing why. */
 static int parse_opts(const struct example *ex, bool graph, int argc, char **argv, tg_example_opts *o,
-                      const char **svg) {
+                      const char **svg, bool *dp) {
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long long x;
@@ -97,7 +103,7 @@ static int parse_opts(const struct example *ex, bool graph, int argc, char **arg
         unsigned need = !strcmp(a, "--bench") ? OPT_BENCH : !strcmp(a, "--checkpoint") ? OPT_CHECKPOINT
                         : !strcmp(a, "--out")  ? OPT_OUT : 0;
         bool train_only = need || !strcmp(a, "--steps") || !strcmp(a, "--log") || !strcmp(a, "--plot") ||
-                          !strcmp(a, "--quiet");
+                          !strcmp(a, "--quiet") || !strcmp(a, "--dp");
         bool graph_only = !strcmp(a, "--compiled") || !strcmp(a, "--svg");
         if ((need && !(ex->opts & need)) || (graph && train_only) || (!graph && graph_only)) {
             fprintf(stderr, "tg: %s %s does not use %s (see tg --help)\n", graph ? "graph" : "train", ex->name, a);
@@ -117,6 +123,7 @@ static int parse_opts(const struct example *ex, bool graph, int argc, char **arg
             if (!parse_int(a, v, 1, 1000000, &x)) return 2;
             o->bench = (int)x;
         } else if (!strcmp(a, "--quiet")) o->quiet = true;
+        else if (!strcmp(a, "--dp")) *dp = true;
         else if (!strcmp(a, "--log")) o->log = v;
         else if (!strcmp(a, "--checkpoint")) o->checkpoint = v;
         else if (!strcmp(a, "--out")) o->out = v;
@@ -261,6 +268,52 @@ static int plan_cmd(const struct example *ex, int argc, char **argv) {
     return ex->run(&o);
 }
 
+#ifdef TG_WITH_MPI
+/* --dp: every rank runs the example with the comm over MPI_COMM_WORLD. The
+ * CPU threads of the ranks on one machine share its cores (TG_THREADS or
+ * --threads overrides), a WebGPU rank takes adapter (its rank on the
+ * machine) % (adapters) unless TG_WEBGPU_ADAPTER says which, and only rank
+ * 0 writes to stdout (errors still come from every rank). */
+static int train_dp(const struct example *ex, tg_example_opts *o, int *argc, char ***argv) {
+    int level, local = 0, local_n = 1;
+    if (MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &level) != MPI_SUCCESS) {
+        fprintf(stderr, "tg: --dp: MPI_Init_thread failed\n");
+        return 1;
+    }
+    MPI_Comm node;
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+        MPI_Comm_rank(node, &local);
+        MPI_Comm_size(node, &local_n);
+        MPI_Comm_free(&node);
+    }
+    tg_comm *comm = tg_mpi_comm(MPI_COMM_WORLD);
+    if (!comm) {
+        fprintf(stderr, "tg: --dp: cannot make a communicator over MPI_COMM_WORLD\n");
+        MPI_Finalize();
+        return 1;
+    }
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (!o->threads && !getenv("TG_THREADS")) o->threads = cores / local_n > 1 ? (int)(cores / local_n) : 1;
+    char adapter[16];
+    snprintf(adapter, sizeof adapter, "%d", local);
+    if (o->backend == TG_BACKEND_WEBGPU) setenv("TG_WEBGPU_ADAPTER_DEFAULT", adapter, 0);
+    if (comm->rank != 0 && !freopen("/dev/null", "w", stdout)) o->quiet = true;
+    o->comm = comm;
+    int rc = ex->run(o);
+    fflush(stdout);
+    tg_mpi_comm_free(comm);
+    MPI_Finalize();
+    return rc;
+}
+#else
+static int train_dp(const struct example *ex, tg_example_opts *o, int *argc, char ***argv) {
+    (void)ex, (void)o, (void)argc, (void)argv;
+    fprintf(stderr, "tg: --dp runs under mpirun with tg-mpi; this tg is built without MPI (make builds "
+                    "tg-mpi where mpicc is found: Debian's libopenmpi-dev)\n");
+    return 2;
+}
+#endif
+
 int main(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) return usage(argc < 2 ? stderr : stdout);
     if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
@@ -275,7 +328,9 @@ int main(int argc, char **argv) {
     if (plan) return plan_cmd(ex, argc - 3, argv + 3);
     tg_example_opts o = {0};
     const char *svg = NULL;
-    int rc = parse_opts(ex, graph, argc - 3, argv + 3, &o, &svg);
+    bool dp = false;
+    int rc = parse_opts(ex, graph, argc - 3, argv + 3, &o, &svg, &dp);
     if (rc) return rc;
+    if (dp) return train_dp(ex, &o, &argc, &argv);
     return graph ? graph_cmd(ex, &o, svg) : ex->run(&o);
 }
