@@ -67,16 +67,21 @@ static void batch(int step, int32_t *tok, int32_t *tgt) {
 }
 
 /* A session over `share` rows per process: comm NULL for one process. */
-static tg_status session(tg_model *m, tg_backend be, tg_comm *comm, int64_t share, tg_trace_fn fn, tg_session **s) {
+static tg_status session_seeded(tg_model *m, tg_backend be, tg_comm *comm, int64_t share, tg_trace_fn fn, uint64_t seed,
+                                tg_session **s) {
     rows = share;
     static tg_input_decl in[2];
     in[0] = (tg_input_decl){"tokens", TG_I32, TG_SHAPE(share, T)};
     in[1] = (tg_input_decl){"targets", TG_I32, TG_SHAPE(share, T)};
     tg_optim opt = tg_adamw(tg_lr_linear(5e-3f, 5e-4f, 1500), 0.01f);
     opt.clip_grad_norm = 1.0f;
-    tg_train_spec spec = {.model = m, .loss = fn, .inputs = in, .n_inputs = 2, .optim = opt, .seed = 7,
+    tg_train_spec spec = {.model = m, .loss = fn, .inputs = in, .n_inputs = 2, .optim = opt, .seed = seed,
                           .backend = be, .threads = 1, .comm = comm};
     return tg_session_new(&spec, s);
+}
+
+static tg_status session(tg_model *m, tg_backend be, tg_comm *comm, int64_t share, tg_trace_fn fn, tg_session **s) {
+    return session_seeded(m, be, comm, share, fn, 7, s);
 }
 
 /* Steps [from, to) of the run, this process's rows [first, first + share). */
@@ -192,7 +197,7 @@ static void resume(tg_comm *comm, const char *dir) {
     tg_session_free(b);
     b = NULL;
     /* A new session from another seed: everything it needs comes from the file. */
-    CHECK_OK(session(m, TG_BACKEND_CPU, comm, share, loss_fn, &b));
+    CHECK_OK(session_seeded(m, TG_BACKEND_CPU, comm, share, loss_fn, 8, &b));
     CHECK_OK(tg_session_load(b, path));
     CHECK_OK(train(b, STEPS / 2, STEPS, first, share, parts));
     float *pa = a ? params(a, m, &n1) : NULL, *pb = b ? params(b, m, &n2) : NULL;
