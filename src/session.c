@@ -45,6 +45,7 @@ static tg_status session_new(const tg_train_spec *spec, tg_session **out) {
     s->optim = spec->optim;
     copy_lr(s->lr, &spec->optim.lr);
 
+    if (spec->comm && spec->backend == TG_BACKEND_WEBGPU) tg_wgpu_prefer_adapter(spec->comm->rank);
     /* The engine first: its fusion pass shapes the plan. */
     st = tg_session_base_open(&s->b, spec->model, spec->backend, spec->threads, "tg_session_new");
     tg_compile_req req = {spec->model, spec->loss, spec->user, spec->inputs, spec->n_inputs, &spec->optim,

@@ -271,18 +271,17 @@ static int plan_cmd(const struct example *ex, int argc, char **argv) {
 #ifdef TG_WITH_MPI
 /* --dp: every rank runs the example with the comm over MPI_COMM_WORLD. The
  * CPU threads of the ranks on one machine share its cores (TG_THREADS or
- * --threads overrides), a WebGPU rank takes adapter (its rank on the
- * machine) % (adapters) unless TG_WEBGPU_ADAPTER says which, and only rank
- * 0 writes to stdout (errors still come from every rank). */
+ * --threads overrides), a WebGPU rank takes adapter rank % adapters (the
+ * library's choice; TG_WEBGPU_ADAPTER overrides), and only rank 0 writes to
+ * stdout (errors still come from every rank). */
 static int train_dp(const struct example *ex, tg_example_opts *o, int *argc, char ***argv) {
-    int level, local = 0, local_n = 1;
+    int level, local_n = 1;
     if (MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &level) != MPI_SUCCESS) {
         fprintf(stderr, "tg: --dp: MPI_Init_thread failed\n");
         return 1;
     }
     MPI_Comm node;
     if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
-        MPI_Comm_rank(node, &local);
         MPI_Comm_size(node, &local_n);
         MPI_Comm_free(&node);
     }
@@ -294,9 +293,6 @@ static int train_dp(const struct example *ex, tg_example_opts *o, int *argc, cha
     }
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     if (!o->threads && !getenv("TG_THREADS")) o->threads = cores / local_n > 1 ? (int)(cores / local_n) : 1;
-    char adapter[16];
-    snprintf(adapter, sizeof adapter, "%d", local);
-    if (o->backend == TG_BACKEND_WEBGPU) setenv("TG_WEBGPU_ADAPTER_DEFAULT", adapter, 0);
     if (comm->rank != 0 && !freopen("/dev/null", "w", stdout)) o->quiet = true;
     o->comm = comm;
     int rc = ex->run(o);

@@ -285,6 +285,74 @@ static bool device_uses_toggle(wgpu_ctx *c, const char *toggle) {
 #endif
 }
 
+/* ---- which adapter ----
+ * Several GPUs: TG_WEBGPU_ADAPTER=N takes the N-th adapter of the native
+ * backend, in the order Dawn lists them (the most capable first); else a
+ * data-parallel session asks for rank % adapters (tg_wgpu_prefer_adapter)
+ * before the device exists; else the one wgpuInstanceRequestAdapter gives.
+ * The list comes from dawn::native::Instance::EnumerateAdapters, a C++
+ * export: an Instance and an Adapter each hold one pointer (Dawn's
+ * InstanceBase and AdapterBase, which its C handles are), and the vector
+ * comes back through a hidden result pointer, as GetTogglesUsed's below. */
+
+static int g_prefer = -1; /* a data-parallel rank, -1 for none */
+
+void tg_wgpu_prefer_adapter(int rank) {
+    pthread_mutex_lock(&g_init_mu);
+    if (!g_tried) g_prefer = rank;
+    pthread_mutex_unlock(&g_init_mu);
+}
+
+/* *out: the adapter asked for (one reference), NULL with no request; false
+ * (why set) when the request cannot be met. */
+static bool choose_adapter(wgpu_ctx *c, const wg_adapter_options *opt, wg_adapter *out, char *why, size_t n) {
+    *out = NULL;
+    const char *env = getenv("TG_WEBGPU_ADAPTER");
+    char *end = NULL;
+    long want = env && *env ? strtol(env, &end, 10) : -1;
+    if (env && *env && (*end || want < 0 || want > 1000)) {
+        snprintf(why, n, "TG_WEBGPU_ADAPTER=%.40s: not an adapter index (0, 1, ...)", env);
+        return false;
+    }
+    if (want < 0 && g_prefer < 0) return true;
+#if !defined(__x86_64__) || defined(_WIN32)
+    if (want > 0) {
+        snprintf(why, n, "TG_WEBGPU_ADAPTER=%ld: adapters can be listed only on x86-64 Linux here", want);
+        return false;
+    }
+    (void)c, (void)opt;
+    return true;
+#else
+    typedef struct { void **begin, **end, **cap; } cxx_vec;
+    void (*list)(cxx_vec *, void *const *, const wg_adapter_options *) =
+        (void (*)(cxx_vec *, void *const *, const wg_adapter_options *))dlsym(
+            c->lib, "_ZNK4dawn6native8Instance17EnumerateAdaptersEPK25WGPURequestAdapterOptions");
+    void (*drop)(void **) = (void (*)(void **))dlsym(c->lib, "_ZN4dawn6native7AdapterD1Ev");
+    void (*add_ref)(wg_adapter) = (void (*)(wg_adapter))dlsym(c->lib, "wgpuAdapterAddRef");
+    void (*del)(void *) = (void (*)(void *))dlsym(RTLD_DEFAULT, "_ZdlPv");
+    if (!del) del = (void (*)(void *))dlsym(c->lib, "_ZdlPv");
+    if (!list || !drop || !add_ref || !del) {
+        if (want < 0) return true; /* a rank's preference only: the default adapter */
+        snprintf(why, n, "TG_WEBGPU_ADAPTER=%ld: %s cannot list its adapters (no Dawn native export)", want, c->lib_path);
+        return false;
+    }
+    void *instance = c->instance;
+    cxx_vec v = {0};
+    list(&v, &instance, opt);
+    long count = v.begin ? (long)(v.end - v.begin) : 0, pick = want >= 0 ? want : count ? g_prefer % count : 0;
+    if (pick < count) {
+        *out = v.begin[pick];
+        add_ref(*out);
+    }
+    for (void **a = v.begin; a && a < v.end; a++) drop(a);
+    if (v.begin) del(v.begin);
+    if (!*out && count) snprintf(why, n, "TG_WEBGPU_ADAPTER=%ld: %ld %s adapter%s here (0 to %ld)", pick, count,
+                                 tg_wgpu_backend_name(opt->backend_type), count > 1 ? "s" : "", count - 1);
+    else if (!*out) snprintf(why, n, "no %s adapter", tg_wgpu_backend_name(opt->backend_type));
+    return *out != NULL;
+#endif
+}
+
 static void fill_limits(wgpu_ctx *c) {
     tg_webgpu_adapter_info *o = &c->info;
     const wg_limits *l = &c->limits;
@@ -319,9 +387,12 @@ static bool init(wgpu_ctx *c, char *why, size_t n) {
 #endif
     wg_adapter_options opt = {NULL, WG_FEATURE_LEVEL_CORE, WG_POWER_HIGH_PERFORMANCE, 0, native, NULL};
     request_result r = {0};
+    wg_adapter chosen;
+    if (!choose_adapter(c, &opt, &chosen, why, n)) return false;
+    if (chosen) r.status = WG_SUCCESS, r.handle = chosen;
     wg_adapter_cb_info acb = {NULL, WG_CALLBACK_WAIT_ANY_ONLY, on_adapter, &r, NULL};
-    if (tg_wgpu_wait(c, c->f.InstanceRequestAdapter(c->instance, &opt, acb), "requesting an adapter") != TG_OK ||
-        r.status != WG_SUCCESS || !r.handle) {
+    if (!chosen && (tg_wgpu_wait(c, c->f.InstanceRequestAdapter(c->instance, &opt, acb), "requesting an adapter") != TG_OK ||
+                    r.status != WG_SUCCESS || !r.handle)) {
         snprintf(why, n, "no %s adapter (%s)%s", tg_wgpu_backend_name(native), r.msg[0] ? r.msg : "none offered",
                  native == WG_BACKEND_VULKAN ? "; without a GPU run scripts/fetch-webgpu.sh for lavapipe" : "");
         return false;
