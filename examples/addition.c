@@ -146,7 +146,7 @@ int example_addition(const tg_example_opts *o) {
         if (st == TG_OK && due && step < steps) ex_run_step(&run, step, loss, tg_lr_at(&spec.optim.lr, step), NULL);
     }
     double train_s = ex_now() - t0;
-    if (st == TG_OK) ex_final_loss(o, s, loss);
+    if (st == TG_OK) ex_final_loss(o, &run, s, loss);
     int correct = 0, total = 0;
     for (int a = 0; a < 100 && st == TG_OK; a++)
         for (int b = 0; b < 100 && st == TG_OK; b++) {

@@ -67,10 +67,17 @@ void ex_bench_report(const char *model, const tg_session *s, tg_backend be, doub
     tg_plan_stats ps = {0};
     tg_session_plan_stats(s, &ps);
     qsort(ms, (size_t)n, sizeof *ms, cmp_double);
+    /* Data parallel: the ranks and the all-reduce per step (every step's mean, warm-up included). */
+    tg_comm_stats cs = {0};
+    char dp[200] = "";
+    if (tg_session_comm_stats(s, &cs) == TG_OK && cs.steps > 0)
+        snprintf(dp, sizeof dp, ", \"ranks\": %d, \"allreduce_bytes\": %lld, \"allreduce_ms\": %.4f, \"exposed_ms\": %.4f",
+                 cs.ranks, (long long)cs.bytes, 1e3 * cs.allreduce_s / (double)cs.steps,
+                 1e3 * cs.exposed_s / (double)cs.steps);
     printf("{\"bench\": \"%s\", \"impl\": \"tensorgrad\", \"backend\": \"%s\", \"median_step_ms\": %.4f, "
-           "\"min_step_ms\": %.4f, \"steps\": %d, \"dispatches\": %d, \"planned_bytes\": %lld, \"naive_bytes\": %lld}\n",
+           "\"min_step_ms\": %.4f, \"steps\": %d, \"dispatches\": %d, \"planned_bytes\": %lld, \"naive_bytes\": %lld%s}\n",
            model, be == TG_BACKEND_WEBGPU ? "webgpu" : "cpu", n ? ms[n / 2] : 0.0, n ? ms[0] : 0.0, n,
-           ps.n_dispatches, (long long)ps.planned_bytes, (long long)ps.naive_bytes);
+           ps.n_dispatches, (long long)ps.planned_bytes, (long long)ps.naive_bytes, dp);
 }
 
 int ex_plan_report(const char *model, const tg_session *s, tg_backend be, int mode) {
@@ -128,7 +135,8 @@ int64_t ex_shard(const tg_example_opts *o, int64_t batch, int64_t *first) {
     return batch / ranks;
 }
 
-void ex_final_loss(const tg_example_opts *o, const tg_session *s, float loss) {
+void ex_final_loss(const tg_example_opts *o, ex_run *r, const tg_session *s, float loss) {
+    if (r && !r->quiet) tg_progress_end(&r->prog);
     printf("final loss=%.6g\n", loss);
     tg_comm_stats cs;
     if (!o->comm || tg_session_comm_stats(s, &cs) != TG_OK || cs.steps == 0) return;

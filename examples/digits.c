@@ -118,7 +118,7 @@ int example_digits(const tg_example_opts *o) {
             ex_run_step(&run, step, loss, tg_lr_at(&spec.optim.lr, step), eval ? &acc : NULL);
     }
     if (rc == 0) {
-        ex_final_loss(o, s, loss);
+        ex_final_loss(o, &run, s, loss);
         acc = accuracy(fwd, test_x, test_y, d.n_test);
         if (acc < 0) rc = 1;
         else {

@@ -93,8 +93,8 @@ bool ex_compile_only(const tg_example_opts *o, const char *name, const tg_train_
 int64_t ex_shard(const tg_example_opts *o, int64_t batch, int64_t *first);
 /* The line every example prints after training, before its evaluation:
  * `final loss=<value>` (with --dp the mean over the ranks), and with --dp
- * what the all-reduce cost per step. */
-void ex_final_loss(const tg_example_opts *o, const tg_session *s, float loss);
+ * what the all-reduce cost per step. Ends r's live progress line first. */
+void ex_final_loss(const tg_example_opts *o, ex_run *r, const tg_session *s, float loss);
 
 /* Helpers shared by the examples (common.c). */
 double ex_now(void);                         /* monotonic seconds */

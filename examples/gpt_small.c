@@ -102,7 +102,7 @@ int example_gpt_small(const tg_example_opts *o) {
     rc = ex_run_end(&run);
     if (st == TG_ERR_IO) rc = 1;
     else if (st != TG_OK) fprintf(stderr, "error: %s\n", tg_last_error());
-    else ex_final_loss(o, s, loss);
+    else ex_final_loss(o, NULL, s, loss);
     free(text);
     tg_session_free(s);
     tg_model_free(m);

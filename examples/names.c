@@ -212,7 +212,7 @@ int example_names(const tg_example_opts *o) {
         if (st == TG_OK && report && step < steps)
             ex_run_step(&run, step, loss, tg_lr_at(&spec.optim.lr, step), eval ? &vl : NULL);
     }
-    if (st == TG_OK) ex_final_loss(o, s, loss);
+    if (st == TG_OK) ex_final_loss(o, &run, s, loss);
     if (st == TG_OK) st = val_loss(ev, &val, &vl);
     if (st == TG_OK) ex_run_step(&run, steps, loss, tg_lr_at(&spec.optim.lr, steps), &vl);
     rc = ex_run_end(&run);

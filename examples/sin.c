@@ -75,7 +75,7 @@ int example_sin(const tg_example_opts *o) {
         if (ex_run_due(&run, step)) ex_run_step(&run, step, loss, tg_lr_at(&spec.optim.lr, step), NULL);
     }
     rc = ex_run_end(&run);
-    ex_final_loss(o, s, loss);
+    ex_final_loss(o, &run, s, loss);
     tg_session_free(s);
     tg_model_free(m);
     return rc ? rc : loss < 1e-3f ? 0 : 2;

@@ -190,7 +190,7 @@ int example_vae(const tg_example_opts *o) {
         if (ex_run_due(&run, step) && step < steps) ex_run_step(&run, step, loss, tg_lr_at(&spec.optim.lr, step), NULL);
     }
     double train_s = ex_now() - t0;
-    ex_final_loss(o, s, loss);
+    ex_final_loss(o, &run, s, loss);
 
     /* Test ELBO: the whole test split at once, one draw of eps per image. */
     float test_loss = NAN;

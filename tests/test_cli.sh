@@ -17,10 +17,11 @@ cd "$tmp" || exit 1
 version=$(sed -n 's/^#define TG_VERSION_STRING "\(.*\)"/\1/p' "$here/../include/tensorgrad.h")
 [ "$("$tg" --version)" = "tg $version (library $version)" ] && ok || bad "tg --version: $("$tg" --version 2>&1)"
 
-# Options an example does not read are refused before anything runs.
+# Options an example does not read are refused before anything runs (and
+# --dp by a tg built without MPI: tg-mpi has it).
 for args in "train sin --checkpoint x.safetensors" "train sin --out x.png" "train names --bench 3" \
             "train sin --steps 0" "train sin --steps 12x" "train sin --plot loss.jpg" "graph sin --log x.csv" \
-            "train sin --compiled" "train sin --steps"; do
+            "train sin --compiled" "train sin --steps" "graph sin --dp" "train sin --dp"; do
     out=$("$tg" $args 2>&1); rc=$?
     [ "$rc" -eq 2 ] && [[ "$out" == tg:* ]] && ok || bad "tg $args: exit $rc, '$out'"
 done
