@@ -262,6 +262,7 @@ int main(int argc, char **argv) {
     char name[64];
     snprintf(name, sizeof name, "dp_driver %s", mode);
     if (!comm) CHECK(false, "tg_mpi_comm failed");
+    else if (B % ranks) CHECK(false, "%d ranks do not divide the batch of %d rows", ranks, B);
     else if (!strcmp(mode, "match") && argc > 2)
         match(comm, !strcmp(argv[2], "webgpu") ? TG_BACKEND_WEBGPU : TG_BACKEND_CPU);
     else if (!strcmp(mode, "repeat") && argc > 2) repeat(comm, argv[2]);

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# `make bench-dist`: gpt_small's training step on the CPU (global batch 64,
+# random tokens as `tg train gpt_small --bench` uses) in one process, then on
+# RANKS MPI ranks of this machine each fed its share of the batch, with the
+# all-reduce's time per step. Not a test: the figures docs/distributed.md
+# works from. Each run warms up 10 steps, then times STEPS.
+#   bench/dist.sh BUILD   (env: STEPS, default 3; RANKS, default 2)
+set -u
+build=${1:-build}
+steps=${STEPS:-3}
+ranks=${RANKS:-2}
+cpus=$(nproc 2>/dev/null || echo 1)
+if ! command -v mpirun >/dev/null || [ ! -x "$build/tg-mpi" ]; then
+    echo "make bench-dist: needs mpirun and $build/tg-mpi (Debian: openmpi-bin libopenmpi-dev; make builds tg-mpi where mpicc is found)"
+    exit 1
+fi
+mpi=(mpirun -n "$ranks" --oversubscribe)
+[ "$(id -u)" = 0 ] && mpi+=(--allow-run-as-root)
+echo "gpt_small CPU training step, global batch 64: 1 process x $cpus threads, then $ranks ranks sharing the $cpus CPUs; load $(cut -d' ' -f1 /proc/loadavg)"
+one=$(TG_THREADS=$cpus "$build/tg" train gpt_small --bench "$steps" | grep '^{')
+echo "json: $one"
+many=$("${mpi[@]}" "$build/tg-mpi" train gpt_small --dp --bench "$steps" | grep '^{')
+echo "json: $many"
+printf '%s\n%s\n' "$one" "$many" | awk -v ranks="$ranks" '
+function field(line, key,   m) {
+    if (match(line, "\"" key "\": *[-0-9.e+]+")) { m = substr(line, RSTART, RLENGTH); sub(/^[^:]*: */, "", m); return m + 0 }
+    return -1
+}
+NR == 1 { t1 = field($0, "median_step_ms") }
+NR == 2 { tr = field($0, "median_step_ms"); ar = field($0, "allreduce_ms"); ex = field($0, "exposed_ms"); b = field($0, "allreduce_bytes") }
+END {
+    if (t1 <= 0 || tr <= 0 || ar < 0) { print "bench-dist: a run failed"; exit 1 }
+    printf "1 rank:   %9.1f ms/step\n", t1
+    printf "%d ranks: %9.1f ms/step (%.2fx the one process)\n", ranks, tr, t1 / tr
+    printf "all-reduce: %.1f MB per step in %.1f ms (%.2f GB/s of gradient per rank), %.1f ms of it not hidden behind the backward (%.1f%% of the step)\n",
+        b / 1e6, ar, ar > 0 ? b / ar / 1e6 : 0, ex, 100 * ex / tr
+}'
