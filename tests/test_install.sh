@@ -123,6 +123,27 @@ if [ -f "$top/.deps/webgpu/libwebgpu_wrapper.so" ] && [ -f "$top/.deps/vulkan/lv
     else bad "building tg with a data directory: $(cat "$tmp/err")"; fi
 fi
 
+# libtensorgrad_mpi, when make built it (mpicc found): installed with its
+# header, .pc and tg-mpi; its .so exports its two functions alone; a program
+# built through pkg-config tensorgrad_mpi trains over a one-rank comm.
+if [ -e "$build/libtensorgrad_mpi.a" ]; then
+    for f in include/tensorgrad_mpi.h lib/libtensorgrad_mpi.a lib/pkgconfig/tensorgrad_mpi.pc bin/tg-mpi; do
+        [ -e "$dest$prefix/$f" ] && ok || bad "installed tree lacks $f"
+    done
+    if [ -e "$build/libtensorgrad_mpi.so" ]; then
+        mpi_exports=$(nm -D --defined-only "$lib/libtensorgrad_mpi.so" 2>/dev/null | awk '{print $3}' | grep -v '^_' | sort -u | tr '\n' ' ')
+        [ "$mpi_exports" = "tg_mpi_comm tg_mpi_comm_free " ] && ok || bad "libtensorgrad_mpi.so exports: '$mpi_exports'"
+    fi
+    # The staged tree through its own paths, not the sysroot: that would
+    # move MPI's system folders the .pc names too.
+    mpi_flags=$(PKG_CONFIG_SYSROOT_DIR= pkg-config --define-variable=libdir="$lib" \
+                --define-variable=includedir="$dest$prefix/include" --cflags --libs tensorgrad_mpi 2>"$tmp/err")
+    if $cc ${CFLAGS:-} "$here/install/consumer_mpi.c" $mpi_flags ${LDFLAGS:-} -o "$tmp/c_mpi" 2>>"$tmp/err"; then
+        ok
+        run "pkg-config tensorgrad_mpi" env LD_LIBRARY_PATH="$lib" "$tmp/c_mpi"
+    else bad "pkg-config tensorgrad_mpi build: $(cat "$tmp/err")"; fi
+fi
+
 # The installed CLI reports the same version.
 v=$("$dest$prefix/bin/tg" --version 2>&1)
 [[ "$v" == "tg "*"$(sed -n 's/^#define TG_VERSION_STRING "\(.*\)"/\1/p' "$top/include/tensorgrad.h")"* ]] && ok || bad "tg --version: '$v'"
