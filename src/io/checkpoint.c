@@ -208,7 +208,11 @@ static tg_status save(tg_session_base *s, const tg_session *train, const char *a
     const char *meta[14];
     char step[24], lr_start[24], seed[24], sum[24], lr[TG_MAX_LR_CHAIN * 512]; /* a link is at most ~340 chars */
     if (full) {
-        snprintf(sum, sizeof sum, "%" PRIu64, data_hash(HASH_SEED, host, total));
+        /* tensor by tensor, as load checks it (a size that is not a
+         * multiple of 8 bytes ends its own words) */
+        uint64_t h = HASH_SEED;
+        for (int i = 0; i < n; i++) h = data_hash(h, t[i].data, e[i].bytes);
+        snprintf(sum, sizeof sum, "%" PRIu64, h);
         snprintf(step, sizeof step, "%lld", (long long)train->step);
         snprintf(lr_start, sizeof lr_start, "%lld", (long long)train->lr_start);
         snprintf(seed, sizeof seed, "%" PRIu64, s->seed);
