@@ -1,7 +1,11 @@
 /* The two session types: a forward session compiled from a model alone,
  * constructors that report trace errors at once, and the feed checks
- * (dtype, names, sizes) both kinds of session share. */
+ * (dtype, names, sizes) both kinds of session share; and a data-parallel
+ * session over a communicator of one rank (tests/test_dp.sh runs several
+ * ranks over MPI). */
+#define _POSIX_C_SOURCE 200809L
 #include <math.h>
+#include <unistd.h>
 
 #include "check.h"
 
@@ -153,6 +157,86 @@ static void feed_checks(tg_model *m) {
     tg_session_free(s);
 }
 
+/* A communicator of one rank: the sum over one rank is the data itself.
+ * Counts its calls; fail_after >= 0 makes the all-reduce fail from then on. */
+static int comm_calls, fail_after = -1;
+static tg_status one_sum(tg_comm *c, float *data, int64_t n) {
+    (void)data, (void)n;
+    if (fail_after >= 0 && comm_calls++ >= fail_after) {
+        snprintf(c->error, sizeof c->error, "the link is down");
+        return TG_ERR_BACKEND;
+    }
+    comm_calls++;
+    return TG_OK;
+}
+static tg_status one_bcast(tg_comm *c, void *data, int64_t bytes, int root) {
+    (void)c, (void)data, (void)bytes, (void)root;
+    comm_calls++;
+    return TG_OK;
+}
+
+/* Every data-parallel step's exchange runs, and changes no bit against
+ * the same session without a comm; a comm that cannot work is refused; a
+ * failing all-reduce fails the step before any update; checkpoints go
+ * through the rank-0 paths. */
+static void one_rank(tg_model *m) {
+    tg_comm comm = {0, 1, one_sum, one_bcast, true, "", NULL};
+    tg_input_decl tin[] = {{"x", TG_F32, TG_SHAPE(4, 2)}, {"t", TG_I32, TG_SHAPE(4)}};
+    tg_train_spec ts = {.model = m, .loss = loss_fn, .inputs = tin, .n_inputs = 2,
+                        .optim = tg_adamw(tg_lr_constant(0.05f), 0.01f), .seed = 3, .threads = 1};
+    ts.optim.clip_grad_norm = 0.5f;
+    tg_session *a = NULL, *b = NULL;
+    CHECK_OK(tg_session_new(&ts, &a));
+    ts.comm = &comm;
+    CHECK_OK(tg_session_new(&ts, &b));
+    CHECK(comm_calls > 0, "the compile's agreement made no comm call");
+    tg_feed f[] = {TG_FEED("x", X, 8), TG_FEED("t", T, 4)};
+    float la = 0, lb = 0, pa[16], pb[16], ga[16], gb[16];
+    bool same = a && b;
+    for (int step = 0; same && step < 5; step++) {
+        int before = comm_calls;
+        CHECK_OK(tg_session_step(a, f, 2, &la));
+        CHECK_OK(tg_session_step(b, f, 2, &lb));
+        same = memcmp(&la, &lb, sizeof la) == 0 && comm_calls > before;
+    }
+    CHECK(same, "one rank's losses differ from no comm's (%.9g vs %.9g), or its step made no comm call", lb, la);
+    if (a && b) {
+        CHECK_OK(tg_session_get_param(a, "l1.W", pa, 16));
+        CHECK_OK(tg_session_get_param(b, "l1.W", pb, 16));
+        CHECK_OK(tg_session_get_grad(a, "l1.W", ga, 16));
+        CHECK_OK(tg_session_get_grad(b, "l1.W", gb, 16));
+        CHECK(memcmp(pa, pb, sizeof pa) == 0 && memcmp(ga, gb, sizeof ga) == 0, "one rank's params or grads differ");
+        tg_comm_stats cs, none;
+        CHECK_OK(tg_session_comm_stats(b, &cs));
+        CHECK_OK(tg_session_comm_stats(a, &none));
+        CHECK(cs.ranks == 1 && cs.steps == 5 && cs.buckets >= 2 && cs.bytes > 0 && cs.step_s > 0 && none.steps == 0,
+              "comm stats: %d ranks, %lld steps, %d buckets, %lld bytes", cs.ranks, (long long)cs.steps, cs.buckets,
+              (long long)cs.bytes);
+        char path[64];
+        snprintf(path, sizeof path, "/tmp/test_sessions_dp_%d.safetensors", (int)getpid());
+        CHECK_OK(tg_session_save(b, path));
+        CHECK_OK(tg_session_load(b, path));
+        CHECK_ERR(tg_session_load_params(b, path), TG_ERR_NAME, "full checkpoint"); /* fails alike on every rank */
+        CHECK_ERR(tg_session_load(b, "/nonexistent/x.safetensors"), TG_ERR_IO, "nonexistent");
+        remove(path);
+        /* an all-reduce that fails: the step fails with its message, nothing is applied */
+        int64_t steps = tg_session_step_count(b);
+        fail_after = comm_calls;
+        CHECK_ERR(tg_session_step(b, f, 2, &lb), TG_ERR_BACKEND, "the link is down");
+        fail_after = -1;
+        CHECK_OK(tg_session_get_param(b, "l1.W", pa, 16));
+        CHECK(tg_session_step_count(b) == steps && memcmp(pa, pb, sizeof pa) == 0, "a failed exchange applied the step");
+    }
+    tg_session_free(a);
+    tg_session_free(b);
+    tg_comm bad = comm;
+    bad.rank = 1;
+    ts.comm = &bad;
+    CHECK_ERR(tg_session_new(&ts, &a), TG_ERR_ARG, "rank 1 of size 1");
+    bad = comm, bad.allreduce_sum_f32 = NULL;
+    CHECK_ERR(tg_session_new(&ts, &a), TG_ERR_ARG, "allreduce_sum_f32");
+}
+
 int main(void) {
     tg_model *m = tg_model_new();
     L1 = tg_linear_new(m, "l1", 2, 8, true);
@@ -160,6 +244,7 @@ int main(void) {
     forward_alone(m);
     trace_errors(m);
     feed_checks(m);
+    one_rank(m);
     tg_model_free(m);
     return check_summary("test_sessions");
 }
