@@ -156,7 +156,7 @@ $(BUILD)/bench/digits_bench: bench/digits_bench.c $(BUILD)/libtensorgrad.a
 
 # Not a test: step times of gpt_small on 1 and 2 ranks (CPU), and the
 # all-reduce's share (docs/distributed.md reads the numbers).
-bench-dist: $(BUILD)/tg $(MPI_TARGETS)
+bench-dist: $(BUILD)/tg $(MPI_TARGETS) $(MPI_TESTS)
 	@bash bench/dist.sh $(BUILD)
 
 clean:

@@ -13,6 +13,8 @@
  *                                bitwise the losses and params of 50 unbroken steps
  *   dp_driver fail               a rank whose compile fails, or whose model differs,
  *                                or whose step fails: every rank gets the error
+ *   dp_driver allreduce MB REPS  (make bench-dist, not a check) the comm's all-reduce
+ *                                of MB megabytes, timed REPS times, as JSON
  *
  * Rank 0 prints the CHECK failures and the summary line; the exit status is
  * every rank's (mpirun fails when one fails). */
@@ -252,6 +254,25 @@ static void fail(tg_comm *comm) {
     tg_model_free(m);
 }
 
+/* make bench-dist: the comm's all-reduce of `mb` megabytes, every rank
+ * entering together (a barrier first), `reps` times; rank 0 prints JSON. */
+static void allreduce_time(tg_comm *comm, double mb, int reps) {
+    int64_t n = (int64_t)(mb * 1e6 / 4);
+    float *x = calloc((size_t)n + 1, sizeof(float));
+    double best = 1e30, total = 0;
+    for (int r = 0; x && r < reps; r++) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        double t0 = MPI_Wtime();
+        CHECK_OK(comm->allreduce_sum_f32(comm, x, n));
+        double t = MPI_Wtime() - t0;
+        best = t < best ? t : best, total += t;
+    }
+    if (rank == 0 && x)
+        printf("{\"allreduce_bytes\": %lld, \"ranks\": %d, \"min_ms\": %.3f, \"mean_ms\": %.3f, \"reps\": %d}\n",
+               (long long)n * 4, ranks, 1e3 * best, 1e3 * total / reps, reps);
+    free(x);
+}
+
 int main(int argc, char **argv) {
     int level;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &level);
@@ -268,7 +289,8 @@ int main(int argc, char **argv) {
     else if (!strcmp(mode, "repeat") && argc > 2) repeat(comm, argv[2]);
     else if (!strcmp(mode, "resume") && argc > 2) resume(comm, argv[2]);
     else if (!strcmp(mode, "fail")) fail(comm);
-    else CHECK(false, "usage: dp_driver match cpu|webgpu | repeat FILE | resume DIR | fail");
+    else if (!strcmp(mode, "allreduce") && argc > 3) allreduce_time(comm, atof(argv[2]), atoi(argv[3]));
+    else CHECK(false, "usage: dp_driver match cpu|webgpu | repeat FILE | resume DIR | fail | allreduce MB REPS");
     int bad = check_fail, any = 0;
     MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     int rc = rank == 0 ? check_summary(name) : check_fail != 0;
