@@ -744,7 +744,8 @@ typedef struct {
     int64_t steps;     /* steps measured */
     double step_s;     /* seconds inside tg_session_step */
     double allreduce_s; /* seconds inside the communicator's all-reduce */
-    double exposed_s;  /* seconds the steps waited for all-reduces (the rest ran beside the backward) */
+    double exposed_s;  /* seconds the steps waited for the exchange (the rest ran beside the backward;
+                        * on WebGPU all of it, the gradients' read-back and write-back included) */
 } tg_comm_stats;
 tg_status tg_session_comm_stats(const tg_session *s, tg_comm_stats *out);
 

@@ -410,6 +410,7 @@ static tg_status dp_exchange(wg_engine *e, tg_program *p, tg_status local) {
     wgpu_ctx *c = e->c;
     tg_dp *dp = p->dp;
     tg_dp_step_begin(dp, NULL);
+    double t0 = now_s(); /* the read-back and write-back count as the step's wait too */
     int64_t bytes = dp->status_at * 4;
     wg_buffer buf;
     if (local == TG_OK && bytes > 0) {
@@ -433,7 +434,10 @@ static tg_status dp_exchange(wg_engine *e, tg_program *p, tg_status local) {
         if (local == TG_OK) local = tg_wgpu_map_read(c, e->staging, dp->pack, (size_t)bytes);
         pthread_mutex_unlock(&c->mu);
     }
+    double t1 = now_s();
     tg_status st = tg_dp_step_cut(dp, local);
+    double t2 = now_s();
+    dp->stats.exposed_s += t1 - t0;
     if (st != TG_OK) return st;
     pthread_mutex_lock(&c->mu);
     for (int s = 0; s < dp->n_seg && st == TG_OK; s++) {
@@ -444,6 +448,7 @@ static tg_status dp_exchange(wg_engine *e, tg_program *p, tg_status local) {
     }
     if (st == TG_OK) st = tg_wgpu_take_error(c, "tg_session_step");
     pthread_mutex_unlock(&c->mu);
+    dp->stats.exposed_s += now_s() - t2;
     return st;
 }
 
