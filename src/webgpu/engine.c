@@ -410,11 +410,15 @@ static tg_status dp_exchange(wg_engine *e, tg_program *p, tg_status local) {
     wgpu_ctx *c = e->c;
     tg_dp *dp = p->dp;
     tg_dp_step_begin(dp, NULL);
-    double t0 = now_s(); /* the read-back and write-back count as the step's wait too */
     int64_t bytes = dp->status_at * 4;
     wg_buffer buf;
+    double t0 = now_s();
     if (local == TG_OK && bytes > 0) {
         pthread_mutex_lock(&c->mu);
+        /* The backward done first, so that the time counted from here is
+         * the exchange's: the read-back, the all-reduce, the write-back. */
+        local = wait_idle(e);
+        t0 = now_s();
         if (e->staging_bytes < bytes) {
             drop_buffer(c, e->staging);
             e->staging = new_buffer(c, "read-back", WG_USAGE_MAP_READ | WG_USAGE_COPY_DST, bytes);
