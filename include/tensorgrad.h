@@ -111,9 +111,11 @@ typedef enum {
 typedef struct {
     tg_init_kind kind;
     float scale;          /* randn std / kaiming gain; 0 = default */
-    int64_t fan_in;       /* kaiming; 0 = shape[0] for 2-d, prod(shape[1:]) else */
+    int64_t fan_in;       /* kaiming; 0 = shape[0] for 2-d, prod(shape[1:]) else (the true
+                           * fan-in of a conv weight; upstream takes shape[0]: docs/upstream.md) */
     const float *values;  /* TG_INIT_VALUES: copied at declaration */
-    int decay;            /* AdamW decay: -1 default (on for randn/kaiming/values), 0 off, 1 on */
+    int decay;            /* weight decay (AdamW's decoupled, SGD's L2): -1 default (on for
+                           * randn/kaiming/values, off for zeros/ones), 0 off, 1 on */
 } tg_init;
 
 tg_init tg_init_randn(float std);
@@ -531,8 +533,7 @@ tg_tensor tg_embedding_fwd_at(tg_graph *g, const tg_embedding *e, tg_tensor idx,
 #define tg_embedding_fwd(g, e, idx) tg_embedding_fwd_at(g, e, idx, __FILE__, __LINE__)
 
 /* Conv2d (PyTorch's layout, as upstream): "<name>.W" [out, in/groups, k, k]
- * with kaiming init over the true fan-in in/groups * k * k, "<name>.b" [out]
- * (zeros). Forward: conv2d_bias(x, W, b, stride, padding, groups). (The type shares its name with the tg_conv2d() op, as
+ * (randn 0.02, upstream's default), "<name>.b" [out] (zeros). Forward: conv2d_bias(x, W, b, stride, padding, groups). (The type shares its name with the tg_conv2d() op, as
  * tg_embedding does; the op is a function-like macro.) */
 typedef struct {
     tg_param W, b; /* b = -1 without bias */

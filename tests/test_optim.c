@@ -99,7 +99,8 @@ static void test_adam(bool adamw, double clip, bool normalize) {
     tg_model_free(m);
 }
 
-/* SGD: g' = g + wd p; v = mu v + g'; update = nesterov ? g' + mu v : v (g' without momentum). */
+/* SGD: g' = g + wd p; v = mu v + g'; update = nesterov ? g' + mu v : v (g' without momentum).
+ * The decay follows the per-param flag: p (values init) decays, q (zeros init) does not. */
 static void test_sgd(double mu, bool nesterov, double wd) {
     const double lr = 0.05;
     tg_model *m;
@@ -112,13 +113,58 @@ static void test_sgd(double mu, bool nesterov, double wd) {
         ref_grads(p, q, gp, gq);
         for (int i = 0; i < 5; i++) {
             double *x = i < 3 ? &p[i] : &q[i - 3], *v = i < 3 ? &vp[i] : &vq[i - 3];
-            double g2 = (i < 3 ? gp[i] : gq[i - 3]) + wd * *x;
+            double g2 = (i < 3 ? gp[i] : gq[i - 3]) + (i < 3 ? wd : 0) * *x;
             *v = mu * *v + g2;
             double u = mu > 0 ? (nesterov ? g2 + mu * *v : *v) : g2;
             *x -= lr * u;
         }
         CHECK_OK(tg_session_step(s, NULL, 0, NULL));
         check_params(s, p, q, what, t);
+    }
+    tg_session_free(s);
+    tg_model_free(m);
+}
+
+/* SGD's L2 decay by hand with mixed flags and a zero gradient (loss = 0 * sum of
+ * every param): lr 0.1, wd 0.5, so a decayed param goes 1 -> 0.95 -> 0.9025 and
+ * an undecayed one stays. ones: default off; ones_on: ones with decay forced on;
+ * w: randn-like values, default on; w_off: values with decay forced off. */
+static tg_param MIX[4];
+static tg_tensor zero_loss(tg_graph *g, void *u) {
+    (void)u;
+    tg_tensor t = tg_scalar(g, 0);
+    for (int i = 0; i < 4; i++) t = tg_add(t, tg_sum(tg_use(g, MIX[i]), TG_ALL, false));
+    return tg_mul_s(t, 0.0f);
+}
+
+static void test_sgd_decay_flags(float mu) {
+    tg_model *m = tg_model_new();
+    static const float V[2] = {1, 1};
+    tg_init ones_on = tg_init_ones(), w_off = tg_init_values(V);
+    ones_on.decay = 1;
+    w_off.decay = 0;
+    MIX[0] = tg_model_param(m, "ones", TG_SHAPE(2), tg_init_ones());
+    MIX[1] = tg_model_param(m, "ones_on", TG_SHAPE(2), ones_on);
+    MIX[2] = tg_model_param(m, "w", TG_SHAPE(2), tg_init_values(V));
+    MIX[3] = tg_model_param(m, "w_off", TG_SHAPE(2), w_off);
+    tg_train_spec spec = {.model = m, .loss = zero_loss, .optim = tg_sgd(tg_lr_constant(0.1f), mu, false, 0.5f),
+                          .threads = 1};
+    tg_session *s = NULL;
+    CHECK_OK(tg_session_new(&spec, &s));
+    const char *names[4] = {"ones", "ones_on", "w", "w_off"};
+    const bool decayed[4] = {false, true, true, false};
+    double x = 1, v = 0; /* a decayed param by hand: g' = 0 + 0.5 x, v = mu v + g', x -= 0.1 v */
+    for (int t = 1; t <= 2 && s; t++) {
+        CHECK_OK(tg_session_step(s, NULL, 0, NULL));
+        v = mu * v + 0.5 * x;
+        x -= 0.1 * v;
+        for (int i = 0; i < 4; i++) {
+            float got[2];
+            CHECK_OK(tg_session_get_param(s, names[i], got, 2));
+            double want = decayed[i] ? x : 1.0;
+            CHECK(fabs(got[0] - want) < 1e-6 && got[0] == got[1], "sgd mu=%g decay flags: '%s' after step %d is %.7f, want %.7f",
+                  mu, names[i], t, got[0], want);
+        }
     }
     tg_session_free(s);
     tg_model_free(m);
@@ -179,6 +225,8 @@ int main(void) {
     test_sgd(0.9, true, 0);
     test_sgd(0.9, true, 0.1);
     test_sgd(0, false, 0.1);
+    test_sgd_decay_flags(0);
+    test_sgd_decay_flags(0.9f);
     test_schedules();
     test_schedule_in_session();
     return check_summary("test_optim");

@@ -89,10 +89,10 @@ tg_conv2d tg_conv2d_new(tg_model *m, const char *name, int64_t in, int64_t out, 
      * declared shape is left for the conv2d shape rule to reject with a
      * message naming both shapes. */
     int64_t per_group = groups > 0 && in % groups == 0 ? in / groups : in;
-    /* Kaiming's default fan-in for a 4-d param is prod(shape[1:]) =
-     * in/groups * k * k, the true fan-in (test_conv checks the init). */
+    /* randn(0.02), upstream's default: a ported program starts from the same
+     * distribution (docs/upstream.md). */
     snprintf(buf, sizeof buf, "%s.W", name ? name : "");
-    l.W = tg_model_param(m, buf, (tg_shape){4, {out, per_group, k, k}}, tg_init_kaiming());
+    l.W = tg_model_param(m, buf, (tg_shape){4, {out, per_group, k, k}}, tg_init_randn(0.02f));
     if (bias) {
         snprintf(buf, sizeof buf, "%s.b", name ? name : "");
         l.b = tg_model_param(m, buf, (tg_shape){1, {out}}, tg_init_zeros());

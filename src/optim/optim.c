@@ -155,18 +155,20 @@ tg_status tg_optim_append(tg_graph *g, const tg_optim *o, const int *param_grad,
             wb[k++] = (tg_writeback){v2, v};
             wb[k++] = (tg_writeback){p2, pn};
         } else {
+            /* L2 decay follows the per-param flag, as AdamW's decoupled decay does */
+            float wd = d->decay ? o->weight_decay : 0.0f;
             int vel = pn;
             if (o->momentum > 0) {
                 int v = state(g, d->name, "momentum", d->shape);
                 tg_node u = update(TG_OP_SGD_V, v, grad[p], pn, hyper);
                 u.at.sgd.momentum = o->momentum;
-                u.at.sgd.weight_decay = o->weight_decay;
+                u.at.sgd.weight_decay = wd;
                 vel = tg_ir_add(g, &u);
                 wb[k++] = (tg_writeback){vel, v};
             }
             tg_node u = update(TG_OP_SGD_P, pn, grad[p], vel, hyper);
             u.at.sgd.momentum = o->momentum;
-            u.at.sgd.weight_decay = o->weight_decay;
+            u.at.sgd.weight_decay = wd;
             u.at.sgd.nesterov = o->nesterov;
             u.at.sgd.has_momentum = o->momentum > 0;
             int p2 = tg_ir_add(g, &u);
