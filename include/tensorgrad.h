@@ -611,7 +611,8 @@ typedef struct {
     const tg_input_decl *inputs;
     int n_inputs;
     tg_optim optim;
-    uint64_t seed;             /* param init */
+    uint64_t seed;             /* param init and random ops; 0 is a seed like any other */
+    bool random_seed;          /* draw a fresh seed instead (seed must be 0); tg_session_seed reads it */
     tg_backend backend;
     int threads;               /* CPU threads; 0 = TG_THREADS or all cores */
     /* Check every kernel's output (also TG_CHECK_NUMERICS=1): the first NaN
@@ -699,6 +700,45 @@ tg_status tg_session_dot(const tg_session *s, void *file /* FILE* */);
 /* The seed random ops (sampling, dropout) draw from; each step then uses a
  * hash of (seed, step number). */
 tg_status tg_session_set_seed(tg_session *s, uint64_t seed);
+/* The session's seed: the spec's, the one random_seed drew, or the last one
+ * set, reset or replaced with (0 for NULL). */
+uint64_t tg_session_seed(const tg_session *s);
+
+/* Starts training over without recompiling. {0} (or NULL) resets
+ * everything: params drawn again from the session's seed, optimizer state
+ * zeroed, the step count 0 and the schedule restarted from step 1, so the
+ * steps that follow are, on the CPU, bitwise those of a new session made
+ * with the same spec and seed. The schedule is the one in use (the spec's or
+ * set_lr's). */
+typedef struct {
+    bool keep_params;    /* leave the params as they are */
+    bool keep_optimizer; /* leave optimizer state, step count and schedule position as they are */
+    bool new_seed;       /* draw from `seed`, which becomes the session's seed (random ops too) */
+    uint64_t seed;
+} tg_reset_opts;
+tg_status tg_session_reset(tg_session *s, const tg_reset_opts *opts);
+
+/* Swaps in a new model (new params, any shapes) and recompiles the same
+ * loss function and inputs for it, optionally with a new optimizer; the
+ * optimizer state starts at zero and the step count at 0. The new program
+ * is built before anything is dropped: when it fails (a trace error, a
+ * device limit) the session is unchanged and the error comes back. The
+ * session never owns a model: free the old one after the call.
+ * Attached forward sessions are recompiled for the new model at once
+ * (their function traced again with their own user pointer, so update what
+ * it points to first); one whose function no longer fits is left broken:
+ * every later call on it fails with TG_ERR_STATE and the reason, and it
+ * can only be freed. Every call on a training session and its attached
+ * forwards holds one lock, so a step or run on another thread happens
+ * wholly before or wholly after a replace (or a reset). */
+typedef struct {
+    tg_model *model;      /* required */
+    void *user;           /* the loss function's user pointer; NULL keeps the session's */
+    const tg_optim *optim; /* NULL keeps the session's optimizer and schedule */
+    bool new_seed;        /* draw the new params from `seed` (it becomes the session's); else the session's seed */
+    uint64_t seed;
+} tg_replace_spec;
+tg_status tg_session_replace_model(tg_session *s, const tg_replace_spec *spec);
 
 /* ---- forward sessions ---------------------------------------------------
  * Input shapes may use TG_BATCH for the batch dimension: the program is

@@ -1,6 +1,8 @@
-/* What training and forward sessions share: the engine and params arena,
- * feeds, params by name, captures and plan queries. The public functions of
- * both types (session.c, infer.c) are thin wrappers naming themselves. */
+/* What training and forward sessions share: the lock, the engine and params
+ * arena, feeds, params by name, captures and plan queries. The public
+ * functions of both types (session.c, infer.c) are thin wrappers naming
+ * themselves; the base functions they call take the share's lock. */
+#define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +11,82 @@
 #include "ir/model.h"
 
 #include "session.h"
+
+tg_status tg_share_new(tg_share **out) {
+    tg_share *sh = tg_calloc(1, sizeof *sh);
+    pthread_mutexattr_t a;
+    bool ok = sh && pthread_mutexattr_init(&a) == 0;
+    if (ok) {
+        ok = pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE) == 0 && pthread_mutex_init(&sh->mu, &a) == 0;
+        pthread_mutexattr_destroy(&a);
+    }
+    if (!ok) {
+        free(sh);
+        return tg_fail(TG_ERR_NOMEM, "session: cannot make a lock");
+    }
+    sh->refs = 1;
+    *out = sh;
+    return TG_OK;
+}
+
+void tg_share_lock(const tg_session_base *b) {
+    if (b && b->share) pthread_mutex_lock(&b->share->mu);
+}
+
+void tg_share_unlock(const tg_session_base *b) {
+    if (b && b->share) pthread_mutex_unlock(&b->share->mu);
+}
+
+tg_status tg_share_attach(tg_share *sh, tg_forward *f) {
+    if (sh->n_fwd == sh->cap_fwd) {
+        int cap = sh->cap_fwd ? 2 * sh->cap_fwd : 4;
+        tg_forward **grown = tg_realloc(sh->fwd, sizeof *grown * (size_t)cap);
+        if (!grown) return tg_fail(TG_ERR_NOMEM, "tg_forward_attach: out of memory");
+        sh->fwd = grown;
+        sh->cap_fwd = cap;
+    }
+    sh->fwd[sh->n_fwd++] = f;
+    sh->refs++;
+    return TG_OK;
+}
+
+void tg_share_detach(tg_share *sh, tg_forward *f) {
+    for (int i = 0; i < sh->n_fwd; i++)
+        if (sh->fwd[i] == f) {
+            sh->fwd[i] = sh->fwd[--sh->n_fwd];
+            return;
+        }
+}
+
+void tg_share_unref(tg_share *sh) {
+    if (!sh) return;
+    pthread_mutex_lock(&sh->mu);
+    bool last = --sh->refs == 0;
+    pthread_mutex_unlock(&sh->mu);
+    if (!last) return;
+    pthread_mutex_destroy(&sh->mu);
+    free(sh->fwd);
+    free(sh);
+}
+
+tg_status tg_inputs_copy(const tg_input_decl *in, int n, tg_input_decl **out, const char *api) {
+    tg_input_decl *c = tg_calloc((size_t)n + 1, sizeof *c);
+    if (!c) return tg_fail(TG_ERR_NOMEM, "%s: out of memory", api);
+    for (int i = 0; i < n; i++) {
+        c[i] = in[i];
+        if (in[i].name && !(c[i].name = tg_strdup(in[i].name))) {
+            tg_inputs_free(c, i);
+            return tg_fail(TG_ERR_NOMEM, "%s: out of memory", api);
+        }
+    }
+    *out = c;
+    return TG_OK;
+}
+
+void tg_inputs_free(tg_input_decl *in, int n) {
+    for (int i = 0; in && i < n; i++) free((char *)in[i].name);
+    free(in);
+}
 
 tg_status tg_session_base_open(tg_session_base *b, tg_model *m, tg_backend be, int threads, const char *api) {
     int np = tg_model_param_count(m);
@@ -39,6 +117,11 @@ tg_status tg_session_base_init_params(tg_session_base *b, uint64_t seed, const c
     }
     free(buf);
     return st;
+}
+
+tg_status tg_session_base_usable(const tg_session_base *b, const char *api) {
+    if (!b) return tg_fail(TG_ERR_ARG, "%s: session is NULL", api);
+    return b->broken[0] ? tg_fail(TG_ERR_STATE, "%s: %s", api, b->broken) : TG_OK;
 }
 
 void tg_session_base_close(tg_session_base *b) {
@@ -113,7 +196,9 @@ tg_status tg_session_write_feeds(tg_session_base *b, tg_program *p, const char *
 
 tg_status tg_session_base_param_check(const tg_session_base *b, const char *api, const char *name, const void *data,
                                       int64_t count, tg_param *out) {
-    if (!b || !name) return tg_fail(TG_ERR_ARG, "%s: session and name are required", api);
+    tg_status st = tg_session_base_usable(b, api);
+    if (st != TG_OK) return st;
+    if (!name) return tg_fail(TG_ERR_ARG, "%s: name is NULL", api);
     tg_param p = tg_model_find(b->model, name);
     if (p < 0) return tg_fail(TG_ERR_NAME, "%s: no param named '%s'", api, name);
     int64_t want = tg_shape_numel(b->model->params[p].shape);
@@ -127,8 +212,8 @@ tg_status tg_session_base_param_check(const tg_session_base *b, const char *api,
     return TG_OK;
 }
 
-tg_status tg_session_base_param_io(tg_session_base *b, const char *api, const char *name, void *data, int64_t count,
-                                   bool write) {
+static tg_status param_io(tg_session_base *b, const char *api, const char *name, void *data, int64_t count,
+                          bool write) {
     tg_param p;
     tg_status st = tg_session_base_param_check(b, api, name, data, count, &p);
     if (st != TG_OK) return st;
@@ -136,8 +221,18 @@ tg_status tg_session_base_param_io(tg_session_base *b, const char *api, const ch
                  : b->eng->vt->read(b->eng, b->prog, TG_ARENA_PARAMS, b->param_offset[p], data, count * 4);
 }
 
-tg_status tg_session_base_upload(tg_session_base *b, const char *api, const tg_feed *params, int n) {
-    if (!b || n < 0 || (n > 0 && !params)) return tg_fail(TG_ERR_ARG, "%s: bad arguments", api);
+tg_status tg_session_base_param_io(tg_session_base *b, const char *api, const char *name, void *data, int64_t count,
+                                   bool write) {
+    tg_share_lock(b);
+    tg_status st = param_io(b, api, name, data, count, write);
+    tg_share_unlock(b);
+    return st;
+}
+
+static tg_status upload(tg_session_base *b, const char *api, const tg_feed *params, int n) {
+    tg_status st = tg_session_base_usable(b, api);
+    if (st != TG_OK) return st;
+    if (n < 0 || (n > 0 && !params)) return tg_fail(TG_ERR_ARG, "%s: bad arguments", api);
     int np = tg_model_param_count(b->model);
     /* Check everything first: a failed upload writes nothing. */
     for (int f = 0; f < n; f++) {
@@ -162,11 +257,24 @@ tg_status tg_session_base_upload(tg_session_base *b, const char *api, const tg_f
             if (!given) return tg_fail(TG_ERR_NAME, "%s: param '%s' is missing", api, b->model->params[p].name);
         }
     }
-    for (int f = 0; f < n; f++) {
-        tg_status st = tg_session_base_param_io(b, api, params[f].name, (void *)params[f].data, params[f].count, true);
-        if (st != TG_OK) return st;
-    }
-    return TG_OK;
+    for (int f = 0; f < n && st == TG_OK; f++)
+        st = param_io(b, api, params[f].name, (void *)params[f].data, params[f].count, true);
+    return st;
+}
+
+tg_status tg_session_base_upload(tg_session_base *b, const char *api, const tg_feed *params, int n) {
+    tg_share_lock(b);
+    tg_status st = upload(b, api, params, n);
+    tg_share_unlock(b);
+    return st;
+}
+
+/* The program reads, captures and plans look at; TG_ERR_STATE when there is
+ * none (a forward a replace_model left unable to compile). */
+static tg_status have_prog(const tg_session_base *b, const char *api) {
+    tg_status st = tg_session_base_usable(b, api);
+    if (st != TG_OK) return st;
+    return b->prog ? TG_OK : tg_fail(TG_ERR_STATE, "%s: the session has no compiled program", api);
 }
 
 static int find_capture(const tg_session_base *b, const char *name) {
@@ -176,8 +284,10 @@ static int find_capture(const tg_session_base *b, const char *name) {
     return -1;
 }
 
-tg_status tg_session_base_read(tg_session_base *b, const char *api, const char *name, void *dst, int64_t count) {
-    if (!b || !dst) return tg_fail(TG_ERR_ARG, "%s: session and dst are required", api);
+static tg_status read_capture(tg_session_base *b, const char *api, const char *name, void *dst, int64_t count) {
+    if (!dst) return tg_fail(TG_ERR_ARG, "%s: dst is NULL", api);
+    tg_status st = have_prog(b, api);
+    if (st != TG_OK) return st;
     int id = find_capture(b, name);
     if (id < 0) return tg_fail(TG_ERR_NAME, "%s: no capture named '%s'", api, name ? name : "(null)");
     int64_t want = tg_ir_numel(&b->prog->g->nodes[id]);
@@ -188,19 +298,26 @@ tg_status tg_session_base_read(tg_session_base *b, const char *api, const char *
     return b->eng->vt->read(b->eng, b->prog, sl->arena, sl->offset, dst, count * 4);
 }
 
-tg_status tg_session_base_capture_info(const tg_session_base *b, const char *api, const char *name, tg_shape *shape,
-                                       tg_dtype *dtype) {
-    if (!b) return tg_fail(TG_ERR_ARG, "%s: session is NULL", api);
-    int id = find_capture(b, name);
-    if (id < 0) return tg_fail(TG_ERR_NAME, "%s: no capture named '%s'", api, name ? name : "(null)");
-    if (shape) *shape = b->prog->g->nodes[id].shape;
-    if (dtype) *dtype = b->prog->g->nodes[id].dtype;
-    return TG_OK;
+tg_status tg_session_base_read(tg_session_base *b, const char *api, const char *name, void *dst, int64_t count) {
+    tg_share_lock(b);
+    tg_status st = read_capture(b, api, name, dst, count);
+    tg_share_unlock(b);
+    return st;
 }
 
-tg_status tg_session_base_plan_stats(const tg_session_base *b, const char *api, tg_plan_stats *o) {
-    if (!b || !o) return tg_fail(TG_ERR_ARG, "%s: NULL argument", api);
-    const tg_program *p = b->prog;
+tg_status tg_session_base_capture_info(const tg_session_base *b, const char *api, const char *name, tg_shape *shape,
+                                       tg_dtype *dtype) {
+    tg_share_lock(b);
+    tg_status st = have_prog(b, api);
+    int id = st == TG_OK ? find_capture(b, name) : -1;
+    if (st == TG_OK && id < 0) st = tg_fail(TG_ERR_NAME, "%s: no capture named '%s'", api, name ? name : "(null)");
+    if (st == TG_OK && shape) *shape = b->prog->g->nodes[id].shape;
+    if (st == TG_OK && dtype) *dtype = b->prog->g->nodes[id].dtype;
+    tg_share_unlock(b);
+    return st;
+}
+
+static void plan_stats(const tg_program *p, tg_plan_stats *o) {
     memset(o, 0, sizeof *o);
     const tg_plan *pl = &p->plan;
     o->workspace_bytes = p->workspace_bytes;
@@ -224,15 +341,31 @@ tg_status tg_session_base_plan_stats(const tg_session_base *b, const char *api, 
     o->n_dispatches = p->n_dispatches;
     o->n_writebacks = p->n_wb;
     for (int w = 0; w < p->n_wb; w++) o->n_writeback_copies += !pl->wb_free[w];
-    return TG_OK;
+}
+
+tg_status tg_session_base_plan_stats(const tg_session_base *b, const char *api, tg_plan_stats *o) {
+    if (!o) return tg_fail(TG_ERR_ARG, "%s: NULL argument", api);
+    tg_share_lock(b);
+    tg_status st = have_prog(b, api);
+    if (st == TG_OK) plan_stats(b->prog, o);
+    tg_share_unlock(b);
+    return st;
 }
 
 void tg_session_base_print_plan(const tg_session_base *b, void *file) {
-    if (b) tg_plan_print(b->prog->g, &b->prog->plan, file ? file : stdout);
+    tg_share_lock(b);
+    if (b && b->prog) tg_plan_print(b->prog->g, &b->prog->plan, file ? file : stdout);
+    tg_share_unlock(b);
 }
 
 tg_status tg_session_base_dot(const tg_session_base *b, const char *api, void *file) {
-    if (!b || !file) return tg_fail(TG_ERR_ARG, "%s: session and file must not be NULL", api);
-    const tg_fusion *fu = b->prog->fusion;
-    return tg_ir_graph_dot(b->prog->g, fu ? fu->group : NULL, fu ? fu->n_groups : 0, file);
+    if (!file) return tg_fail(TG_ERR_ARG, "%s: file is NULL", api);
+    tg_share_lock(b);
+    tg_status st = have_prog(b, api);
+    if (st == TG_OK) {
+        const tg_fusion *fu = b->prog->fusion;
+        st = tg_ir_graph_dot(b->prog->g, fu ? fu->group : NULL, fu ? fu->n_groups : 0, file);
+    }
+    tg_share_unlock(b);
+    return st;
 }

@@ -1,6 +1,8 @@
 /* The two session types: a forward session compiled from a model alone,
  * constructors that report trace errors at once, and the feed checks
- * (dtype, names, sizes) both kinds of session share. */
+ * (dtype, names, sizes) both kinds of session share. Starting over: reset
+ * and replace_model against fresh sessions with the same seed, on the CPU
+ * and (when there is an adapter) WebGPU. */
 #include <math.h>
 
 #include "check.h"
@@ -153,7 +155,199 @@ static void feed_checks(tg_model *m) {
     tg_session_free(s);
 }
 
-int main(void) {
+/* ---- reset and replace_model ----
+ * A net through a user pointer (so a replace can hand the loss a new one),
+ * with dropout in the loss so the random ops' per-step seed is covered. */
+typedef struct {
+    tg_linear l1, l2;
+} net;
+
+static net net_new(tg_model *m, int64_t hidden) {
+    return (net){tg_linear_new(m, "l1", 2, hidden, true), tg_linear_new(m, "l2", hidden, 3, true)};
+}
+
+static tg_tensor net_fwd(tg_graph *g, const net *n, tg_tensor x) {
+    return tg_linear_fwd(g, &n->l2, tg_dropout(tg_relu(tg_linear_fwd(g, &n->l1, x)), 0.25f));
+}
+
+static tg_tensor net_loss(tg_graph *g, void *u) {
+    return tg_cross_entropy(net_fwd(g, u, tg_input(g, "x")), tg_input(g, "t"), TG_REDUCTION_MEAN);
+}
+
+static tg_tensor net_predict(tg_graph *g, void *u) {
+    const net *n = u;
+    return tg_linear_fwd(g, &n->l2, tg_relu(tg_linear_fwd(g, &n->l1, tg_input(g, "x"))));
+}
+
+/* A forward that reads a third layer: only a model that has one fits it. */
+static tg_linear L3;
+static tg_tensor needs_l3(tg_graph *g, void *u) { return tg_linear_fwd(g, &L3, net_predict(g, u)); }
+
+static const tg_input_decl NET_IN[] = {{"x", TG_F32, TG_SHAPE(4, 2)}, {"t", TG_I32, TG_SHAPE(4)}};
+
+static tg_session *net_session(tg_model *m, net *n, uint64_t seed, tg_backend be) {
+    tg_train_spec ts = {.model = m, .loss = net_loss, .user = n, .inputs = NET_IN, .n_inputs = 2, .seed = seed,
+                        .optim = tg_adamw(tg_lr_linear(0.05f, 0.005f, 6), 0.1f), .backend = be, .threads = 1};
+    tg_session *s = NULL;
+    CHECK_OK(tg_session_new(&ts, &s));
+    return s;
+}
+
+static void net_steps(tg_session *s, int n, float *losses) {
+    for (int k = 0; k < n; k++) {
+        losses[k] = NAN;
+        CHECK_OK(tg_session_step(s, (tg_feed[]){TG_FEED("x", X, 8), TG_FEED("t", T, 4)}, 2, &losses[k]));
+    }
+}
+
+static bool same(const float *a, const float *b, int n) { return memcmp(a, b, sizeof(float) * (size_t)n) == 0; }
+
+/* Training after a reset is bitwise a fresh session's with the same seed (or
+ * the new one); the keep_ flags leave their part alone. */
+static void reset_checks(tg_backend be, const char *bn) {
+    tg_model *m = tg_model_new();
+    net n = net_new(m, 8);
+    tg_session *s = net_session(m, &n, 3, be), *fresh = net_session(m, &n, 3, be), *fresh9 = net_session(m, &n, 9, be);
+    if (!s || !fresh || !fresh9) goto done;
+    float a[6], b[6], c[6], w0[16], w1[16];
+    net_steps(fresh, 6, a);
+    net_steps(fresh9, 6, c);
+    CHECK_OK(tg_session_get_param(s, "l1.W", w0, 16));
+    net_steps(s, 4, b);
+    CHECK(same(a, b, 4), "%s: two sessions with one seed trained apart (%.9g vs %.9g)", bn, a[0], b[0]);
+    CHECK_OK(tg_session_reset(s, NULL));
+    CHECK(tg_session_step_count(s) == 0, "%s: reset left step count %lld", bn, (long long)tg_session_step_count(s));
+    CHECK_OK(tg_session_get_param(s, "l1.W", w1, 16));
+    CHECK(same(w0, w1, 16), "%s: reset did not draw the params again from the seed", bn);
+    net_steps(s, 6, b);
+    CHECK(same(a, b, 6), "%s: after reset the losses differ from a fresh session's (step 6: %.9g vs %.9g)", bn, b[5], a[5]);
+    CHECK_OK(tg_session_reset(s, &(tg_reset_opts){.new_seed = true, .seed = 9}));
+    CHECK(tg_session_seed(s) == 9, "%s: reset to seed 9, the session says %llu", bn, (unsigned long long)tg_session_seed(s));
+    net_steps(s, 6, b);
+    CHECK(same(c, b, 6), "%s: after a reset to seed 9 the losses differ from a fresh seed-9 session's", bn);
+
+    /* keep_optimizer: params drawn again, the step count (and Adam's state) kept. */
+    CHECK_OK(tg_session_reset(s, &(tg_reset_opts){.keep_optimizer = true}));
+    CHECK_OK(tg_session_get_param(s, "l1.W", w1, 16));
+    CHECK(tg_session_step_count(s) == 6, "%s: keep_optimizer reset the step count", bn);
+    tg_session_free(fresh9);
+    fresh9 = net_session(m, &n, 9, be);
+    if (!fresh9) goto done;
+    CHECK_OK(tg_session_get_param(fresh9, "l1.W", w0, 16));
+    CHECK(same(w0, w1, 16), "%s: keep_optimizer did not draw the params again", bn);
+    net_steps(s, 1, b);
+    net_steps(fresh9, 1, c);
+    CHECK(!same(b, c, 1), "%s: keep_optimizer's next step equals a fresh one: the state was not kept", bn);
+    /* keep_params: optimizer state zeroed, params as they were. */
+    CHECK_OK(tg_session_get_param(s, "l1.W", w0, 16));
+    CHECK_OK(tg_session_reset(s, &(tg_reset_opts){.keep_params = true}));
+    CHECK_OK(tg_session_get_param(s, "l1.W", w1, 16));
+    CHECK(same(w0, w1, 16) && tg_session_step_count(s) == 0, "%s: keep_params moved the params or kept the step", bn);
+    CHECK_ERR(tg_session_reset(NULL, NULL), TG_ERR_ARG, "tg_session_reset: session is NULL");
+done:
+    tg_session_free(s);
+    tg_session_free(fresh);
+    tg_session_free(fresh9);
+    tg_model_free(m);
+}
+
+/* replace_model: the next steps are a fresh session's on the new model; an
+ * attached forward runs the new params; one that no longer fits fails with
+ * why; a replace that fails leaves the session as it was. */
+static void replace_checks(tg_backend be, const char *bn) {
+    tg_model *m1 = tg_model_new(), *m2 = tg_model_new(), *m3 = tg_model_new();
+    net n = net_new(m1, 8);
+    L3 = tg_linear_new(m1, "l3", 3, 2, true);
+    net n2 = net_new(m2, 16);
+    tg_session *s = net_session(m1, &n, 3, be), *fresh = net_session(m2, &n2, 4, be);
+    tg_forward *f = NULL, *g = NULL, *h = NULL;
+    tg_input_decl fin[] = {{"x", TG_F32, TG_SHAPE(TG_BATCH, 2)}};
+    if (s) CHECK_OK(tg_forward_attach(s, &(tg_forward_spec){.fn = net_predict, .user = &n, .inputs = fin, .n_inputs = 1}, &f));
+    if (s) CHECK_OK(tg_forward_attach(s, &(tg_forward_spec){.fn = needs_l3, .user = &n, .inputs = fin, .n_inputs = 1}, &h));
+    if (!s || !fresh || !f || !h) goto done;
+    float a[5], b[5], y0[12], y1[12];
+    net_steps(s, 3, b);
+    net_steps(fresh, 5, a);
+
+    /* A replace whose loss does not trace: an error, and the session trains on as before. */
+    net bad = net_new(m3, 5);
+    bad.l2 = tg_linear_new(m3, "l2x", 6, 3, true); /* [4,5] @ [6,3] */
+    float w0[16], w1[16];
+    CHECK_OK(tg_session_get_param(s, "l1.W", w0, 16));
+    CHECK_ERR(tg_session_replace_model(s, &(tg_replace_spec){.model = m3, .user = &bad}), TG_ERR_SHAPE, "tg_matmul");
+    CHECK_OK(tg_session_get_param(s, "l1.W", w1, 16));
+    CHECK(same(w0, w1, 16) && tg_session_step_count(s) == 3, "%s: a failed replace changed the session", bn);
+    CHECK_OK(tg_forward_run(f, 4, (tg_feed[]){TG_FEED("x", X, 8)}, 1));
+    CHECK_ERR(tg_session_replace_model(s, &(tg_replace_spec){.model = NULL}), TG_ERR_ARG, "spec->model are required");
+
+    /* The real one: n is rewritten in place (the forward's user pointer). */
+    n = n2;
+    CHECK_OK(tg_session_replace_model(s, &(tg_replace_spec){.model = m2, .new_seed = true, .seed = 4}));
+    tg_model_free(m1); /* the session holds no reference to the old model */
+    m1 = NULL;
+    CHECK(tg_session_step_count(s) == 0 && tg_session_seed(s) == 4, "%s: replace left step %lld, seed %llu", bn,
+          (long long)tg_session_step_count(s), (unsigned long long)tg_session_seed(s));
+    float big[32];
+    CHECK_ERR(tg_session_get_param(s, "l1.W", w0, 16), TG_ERR_SIZE, "has 32 elements");
+    CHECK_OK(tg_session_get_param(s, "l1.W", big, 32));
+    net_steps(s, 5, b);
+    CHECK(same(a, b, 5), "%s: after replace the losses differ from a fresh session on the new model (%.9g vs %.9g)",
+          bn, b[0], a[0]);
+    /* The forward attached before runs the new params, as one attached now does. */
+    CHECK_OK(tg_forward_attach(s, &(tg_forward_spec){.fn = net_predict, .user = &n, .inputs = fin, .n_inputs = 1}, &g));
+    CHECK_OK(tg_forward_run(f, 4, (tg_feed[]){TG_FEED("x", X, 8)}, 1));
+    CHECK_OK(tg_forward_output(f, y0, 12));
+    if (g) CHECK_OK(tg_forward_run(g, 4, (tg_feed[]){TG_FEED("x", X, 8)}, 1));
+    if (g) CHECK_OK(tg_forward_output(g, y1, 12));
+    CHECK(same(y0, y1, 12), "%s: a forward attached before the replace does not run the new params", bn);
+    /* The forward that needs l3 no longer fits: every call says why. */
+    CHECK_ERR(tg_forward_run(h, 4, (tg_feed[]){TG_FEED("x", X, 8)}, 1), TG_ERR_STATE,
+              "tg_forward_run: tg_session_replace_model left this attached forward session unable to compile");
+    CHECK(strstr(tg_last_error(), "param 4 is not in this graph's model") != NULL, "%s: broken forward's reason: %s", bn,
+          tg_last_error());
+    CHECK_ERR(tg_forward_get_param(h, "l1.W", big, 32), TG_ERR_STATE, "unable to compile");
+    CHECK_ERR(tg_forward_output(h, y0, 12), TG_ERR_STATE, "unable to compile");
+    /* A new optimizer of another kind: its own state from zero. */
+    tg_optim sgd = tg_sgd(tg_lr_constant(0.1f), 0.9f, true, 0);
+    CHECK_OK(tg_session_replace_model(s, &(tg_replace_spec){.model = m2, .optim = &sgd}));
+    net_steps(s, 2, b);
+    CHECK(isfinite(b[1]) && tg_session_step_count(s) == 2, "%s: training after a replace with SGD", bn);
+done:
+    tg_forward_free(h);
+    tg_forward_free(f);
+    tg_session_free(s); /* before g: it holds the engine too */
+    tg_forward_free(g);
+    tg_session_free(fresh);
+    tg_model_free(m1);
+    tg_model_free(m2);
+    tg_model_free(m3);
+}
+
+/* spec.random_seed: a seed nobody chose, readable; 0 stays a seed like any other. */
+static void seed_checks(void) {
+    tg_model *m = tg_model_new();
+    net n = net_new(m, 4);
+    tg_train_spec ts = {.model = m, .loss = net_loss, .user = &n, .inputs = NET_IN, .n_inputs = 2,
+                        .optim = tg_adam(tg_lr_constant(0.01f)), .random_seed = true};
+    tg_session *a = NULL, *b = NULL, *z = NULL;
+    CHECK_OK(tg_session_new(&ts, &a));
+    CHECK_OK(tg_session_new(&ts, &b));
+    if (a && b)
+        CHECK(tg_session_seed(a) != tg_session_seed(b), "two random seeds are the same: %llu",
+              (unsigned long long)tg_session_seed(a));
+    ts.seed = 5;
+    CHECK_ERR(tg_session_new(&ts, &z), TG_ERR_ARG, "random_seed asks for a fresh seed, but spec->seed is 5");
+    ts.random_seed = false;
+    ts.seed = 0;
+    CHECK_OK(tg_session_new(&ts, &z));
+    CHECK(z && tg_session_seed(z) == 0, "seed 0 did not stay 0");
+    tg_session_free(a);
+    tg_session_free(b);
+    tg_session_free(z);
+    tg_model_free(m);
+}
+
+int main(int argc, char **argv) {
     tg_model *m = tg_model_new();
     L1 = tg_linear_new(m, "l1", 2, 8, true);
     L2 = tg_linear_new(m, "l2", 8, 3, true);
@@ -161,5 +355,17 @@ int main(void) {
     trace_errors(m);
     feed_checks(m);
     tg_model_free(m);
+    reset_checks(TG_BACKEND_CPU, "cpu");
+    replace_checks(TG_BACKEND_CPU, "cpu");
+    seed_checks();
+    tg_webgpu_adapter_info info;
+    if (argc > 1 && strcmp(argv[1], "--cpu") == 0) {
+        printf("test_sessions: webgpu left out (--cpu)\n");
+    } else if (tg_webgpu_info(&info) == TG_OK) {
+        reset_checks(TG_BACKEND_WEBGPU, "webgpu");
+        replace_checks(TG_BACKEND_WEBGPU, "webgpu");
+    } else {
+        check_webgpu_missing("test_sessions");
+    }
     return check_summary("test_sessions");
 }

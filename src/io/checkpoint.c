@@ -24,13 +24,8 @@ typedef struct {
     int64_t offset, bytes;
 } ck_entry;
 
-/* State leaves that the session rewrites before every step carry nothing
- * from one step to the next, so they are not saved. Every other state leaf
- * (the optimizer's "opt.<param>.m/.v/.momentum", and whatever persistent
- * state later ops add) is part of the training state. */
-static bool is_saved_state(const tg_node *n) {
-    return n->op == TG_OP_STATE && n->name && strcmp(n->name, TG_HYPER_NAME) != 0 && strcmp(n->name, TG_RNG_SEED_NAME) != 0;
-}
+/* The training state a full checkpoint holds beside the params. */
+static bool is_saved_state(const tg_node *n) { return tg_optim_is_carried(n); }
 
 /* Params in model order, then (with a training session: a full
  * checkpoint) the saved state leaves in graph order. */
@@ -225,16 +220,25 @@ done:
     return st;
 }
 
+/* Under the session's lock: a step on another thread cannot change what is saved midway. */
+static tg_status save_locked(tg_session_base *s, const tg_session *train, const char *api, const char *path) {
+    tg_share_lock(s);
+    tg_status st = s ? tg_session_base_usable(s, api) : TG_OK;
+    if (st == TG_OK) st = save(s, train, api, path);
+    tg_share_unlock(s);
+    return st;
+}
+
 tg_status tg_session_save_params(tg_session *s, const char *path) {
-    return save(s ? &s->b : NULL, NULL, "tg_session_save_params", path);
+    return save_locked(s ? &s->b : NULL, NULL, "tg_session_save_params", path);
 }
 
 tg_status tg_forward_save_params(tg_forward *f, const char *path) {
-    return save(f ? &f->b : NULL, NULL, "tg_forward_save_params", path);
+    return save_locked(f ? &f->b : NULL, NULL, "tg_forward_save_params", path);
 }
 
 tg_status tg_session_save(tg_session *s, const char *path) {
-    return save(s ? &s->b : NULL, s, "tg_session_save", path);
+    return save_locked(s ? &s->b : NULL, s, "tg_session_save", path);
 }
 
 /* Every entry present with its dtype and shape, nothing else in the file. */
@@ -378,14 +382,22 @@ done:
     return st;
 }
 
+static tg_status load_locked(tg_session_base *s, tg_session *train, const char *api, const char *path) {
+    tg_share_lock(s);
+    tg_status st = s ? tg_session_base_usable(s, api) : TG_OK;
+    if (st == TG_OK) st = load(s, train, api, path);
+    tg_share_unlock(s);
+    return st;
+}
+
 tg_status tg_session_load_params(tg_session *s, const char *path) {
-    return load(s ? &s->b : NULL, NULL, "tg_session_load_params", path);
+    return load_locked(s ? &s->b : NULL, NULL, "tg_session_load_params", path);
 }
 
 tg_status tg_forward_load_params(tg_forward *f, const char *path) {
-    return load(f ? &f->b : NULL, NULL, "tg_forward_load_params", path);
+    return load_locked(f ? &f->b : NULL, NULL, "tg_forward_load_params", path);
 }
 
 tg_status tg_session_load(tg_session *s, const char *path) {
-    return load(s ? &s->b : NULL, s, "tg_session_load", path);
+    return load_locked(s ? &s->b : NULL, s, "tg_session_load", path);
 }

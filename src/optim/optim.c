@@ -50,6 +50,10 @@ tg_status tg_optim_check(const tg_optim *o, const char *api) {
     return tg_lr_check(&o->lr, api);
 }
 
+bool tg_optim_is_carried(const tg_node *n) {
+    return n->op == TG_OP_STATE && n->name && strcmp(n->name, TG_HYPER_NAME) != 0 && strcmp(n->name, TG_RNG_SEED_NAME) != 0;
+}
+
 /* An update node's inputs; the caller sets its attributes and adds it. */
 static tg_node update(tg_opcode op, int a, int b, int c, int d) {
     tg_node n = tg_ir_proto(op, NULL, IR_HERE);

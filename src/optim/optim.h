@@ -22,6 +22,13 @@ enum { TG_HYPER_LR, TG_HYPER_LRT, TG_HYPER_SHRINK, TG_HYPER_N = 4 };
 tg_status tg_optim_append(tg_graph *g, const tg_optim *o, const int *param_grad, int loss, tg_writeback **wb, int *n_wb,
                        int *check);
 
+/* True for a state leaf that carries training from one step to the next
+ * (the optimizer's "opt.<param>.m/.v/.momentum", and whatever persistent
+ * state later ops add): what a full checkpoint saves and a reset zeroes.
+ * The leaves a step rewrites before it runs (hyperparameters, the random
+ * seed) are not. */
+bool tg_optim_is_carried(const tg_node *n);
+
 /* sum(x * x) over every element of x, as a scalar node. */
 int tg_optim_sumsq(tg_graph *g, int x);
 
