@@ -491,23 +491,42 @@ tg_tensor tg_nearest_upsample2d_at(tg_tensor x, int factor, TG_AT);
 
 /* ---- modules ------------------------------------------------------------ */
 
+/* Weight decay of a layer's weight, over its init's own rule. */
+typedef enum { TG_DECAY_DEFAULT = 0, TG_DECAY_OFF, TG_DECAY_ON } tg_decay;
+
+/* Options of the Linear and Embedding _opts constructors; {0} is every
+ * default (upstream's layer options init and decay). Biases stay zeros,
+ * undecayed. */
+typedef struct {
+    const tg_init *init; /* the weight's init; NULL: randn 0.02 */
+    tg_decay decay;      /* the weight's decay; DEFAULT: the init's rule (on for randn/kaiming/values) */
+} tg_layer_opts;
+
 /* Linear: y = x @ W + b, W is [in, out] (randn 0.02), b is [out] (zeros). */
 typedef struct {
     tg_param W, b; /* b = -1 without bias */
     int64_t in, out;
 } tg_linear;
 tg_linear tg_linear_new(tg_model *m, const char *name, int64_t in, int64_t out, bool bias);
+tg_linear tg_linear_new_opts(tg_model *m, const char *name, int64_t in, int64_t out, bool bias, tg_layer_opts o);
 tg_tensor tg_linear_fwd_at(tg_graph *g, const tg_linear *l, tg_tensor x, TG_AT);
 #define tg_linear_fwd(g, l, x) tg_linear_fwd_at(g, l, x, __FILE__, __LINE__)
 
 /* LayerNorm over the last axis: "<name>.g" [dim] (ones), "<name>.b" [dim]
- * (zeros), eps 1e-5 (set .eps before tracing to change it). */
+ * (zeros; b = -1 without one), eps 1e-5 (set .eps before tracing to change
+ * it). Neither is decayed unless asked. */
 typedef struct {
     tg_param g, b;
     int64_t dim;
     float eps;
 } tg_layernorm;
+typedef struct {
+    bool no_bias;   /* the gain alone (GPT-3 and nanoGPT's LayerNorm) */
+    float eps;      /* 0: 1e-5 */
+    tg_decay decay; /* the gain's and bias's; DEFAULT: off */
+} tg_layernorm_opts;
 tg_layernorm tg_layernorm_new(tg_model *m, const char *name, int64_t dim);
+tg_layernorm tg_layernorm_new_opts(tg_model *m, const char *name, int64_t dim, tg_layernorm_opts o);
 tg_tensor tg_layernorm_fwd_at(tg_graph *g, const tg_layernorm *l, tg_tensor x, TG_AT);
 #define tg_layernorm_fwd(g, l, x) tg_layernorm_fwd_at(g, l, x, __FILE__, __LINE__)
 
@@ -529,18 +548,33 @@ typedef struct {
     int64_t vocab, dim;
 } tg_embedding;
 tg_embedding tg_embedding_new(tg_model *m, const char *name, int64_t vocab, int64_t dim);
+tg_embedding tg_embedding_new_opts(tg_model *m, const char *name, int64_t vocab, int64_t dim, tg_layer_opts o);
 tg_tensor tg_embedding_fwd_at(tg_graph *g, const tg_embedding *e, tg_tensor idx, TG_AT);
 #define tg_embedding_fwd(g, e, idx) tg_embedding_fwd_at(g, e, idx, __FILE__, __LINE__)
 
-/* Conv2d (PyTorch's layout, as upstream): "<name>.W" [out, in/groups, k, k]
- * (randn 0.02, upstream's default), "<name>.b" [out] (zeros). Forward: conv2d_bias(x, W, b, stride, padding, groups). (The type shares its name with the tg_conv2d() op, as
- * tg_embedding does; the op is a function-like macro.) */
+/* Conv2d (PyTorch's layout, as upstream): "<name>.W" [out, in/groups, kh, kw]
+ * (randn 0.02, upstream's default), "<name>.b" [out] (zeros). Forward:
+ * conv2d_bias(x, W, b, stride_h, stride_w, pad_h, pad_w, groups). (The type
+ * shares its name with the tg_conv2d() op, as tg_embedding does; the op is
+ * a function-like macro.) tg_conv2d_new is the square case: k x k, one
+ * stride and padding for both axes. */
 typedef struct {
     tg_param W, b; /* b = -1 without bias */
-    int64_t in, out, k, stride, padding, groups;
+    int64_t in, out, kh, kw, stride_h, stride_w, pad_h, pad_w, groups;
 } tg_conv2d;
+/* Options of tg_conv2d_new_opts; {.kh = 3} is a 3x3 conv with every other default. */
+typedef struct {
+    int64_t kh, kw;             /* the kernel; kw 0 = kh */
+    int64_t stride_h, stride_w; /* 0 = 1 */
+    int64_t pad_h, pad_w;
+    int64_t groups;             /* 0 = 1 */
+    bool no_bias;
+    const tg_init *init;        /* the weight's; NULL: randn 0.02 */
+    tg_decay decay;             /* the weight's; DEFAULT: the init's rule */
+} tg_conv2d_opts;
 tg_conv2d tg_conv2d_new(tg_model *m, const char *name, int64_t in, int64_t out, int64_t k, int64_t stride,
                         int64_t padding, int64_t groups, bool bias);
+tg_conv2d tg_conv2d_new_opts(tg_model *m, const char *name, int64_t in, int64_t out, tg_conv2d_opts o);
 tg_tensor tg_conv2d_fwd_at(tg_graph *g, const tg_conv2d *l, tg_tensor x, TG_AT);
 #define tg_conv2d_fwd(g, l, x) tg_conv2d_fwd_at(g, l, x, __FILE__, __LINE__)
 
