@@ -619,6 +619,15 @@ typedef struct {
     bool nesterov;            /* SGD */
     float clip_grad_norm;     /* > 0: scale all grads so their global norm <= this */
     bool normalize_grads;     /* g / (||g|| + 1e-8) per param, before clipping */
+    /* Per-name filters (upstream's decayFilter and normalizeGrads filter),
+     * called with each trained param's name and filter_user while the
+     * session compiles. decay_filter: a param is decayed when its decay flag
+     * is on and the filter accepts it (NULL: the flag alone).
+     * normalize_filter: with normalize_grads, only the params it accepts are
+     * normalized (NULL: all); one that accepts none is an error. */
+    bool (*decay_filter)(const char *name, void *user);
+    bool (*normalize_filter)(const char *name, void *user);
+    void *filter_user;
 } tg_optim;
 
 tg_optim tg_adam(tg_lr lr);

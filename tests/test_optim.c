@@ -50,18 +50,26 @@ static void check_params(tg_session *s, const double *p, const double *q, const 
               fq[i], q[i]);
 }
 
+/* Filters by name: "not p" (so AdamW leaves p undecayed), "only q" (so
+ * normalize_grads leaves p's gradient alone), "none" (an error). */
+static bool not_p(const char *name, void *u) { return strcmp(name, u ? (const char *)u : "p") != 0; }
+static bool only_q(const char *name, void *u) { return strcmp(name, "q") == 0; }
+static bool none(const char *name, void *u) { return false; }
+
 /* Adam / AdamW as the brief states it: lrt = lr * sqrt(1 - b2^t) / (1 - b1^t),
- * p = shrink * p - lrt * m / (sqrt(v) + eps), shrink = 1 - lr * wd on decayed params. */
-static void test_adam(bool adamw, double clip, bool normalize) {
-    const double lr = 0.1, b1 = 0.9, b2 = 0.999, eps = 1e-8, wd = adamw ? 0.05 : 0;
-    tg_optim o = adamw ? tg_adamw(tg_lr_constant((float)lr), (float)wd) : tg_adam(tg_lr_constant((float)lr));
+ * p = shrink * p - lrt * m / (sqrt(v) + eps), shrink = 1 - lr * wd on decayed
+ * params. filters: AdamW's decay_filter skips p, normalize_filter takes only q. */
+static void test_adam_f(bool adamw, double clip, bool normalize, bool filters) {
+    const double lr = 0.1, b1 = 0.9, b2 = 0.999, eps = 1e-8, wd = adamw && !filters ? 0.05 : 0;
+    tg_optim o = adamw ? tg_adamw(tg_lr_constant((float)lr), 0.05f) : tg_adam(tg_lr_constant((float)lr));
     o.clip_grad_norm = (float)clip;
     o.normalize_grads = normalize;
+    if (filters) o.decay_filter = not_p, o.normalize_filter = normalize ? only_q : NULL;
     tg_model *m;
     tg_session *s = open_session(&m, o);
     double p[3] = {P0[0], P0[1], P0[2]}, q[2] = {0, 0}, mp[3] = {0}, vp[3] = {0}, mq[2] = {0}, vq[2] = {0};
     char what[64];
-    snprintf(what, sizeof what, "%s clip=%g norm=%d", adamw ? "adamw" : "adam", clip, normalize);
+    snprintf(what, sizeof what, "%s clip=%g norm=%d filters=%d", adamw ? "adamw" : "adam", clip, normalize, filters);
     for (int t = 1; t <= 3; t++) {
         double gp[3], gq[2];
         ref_grads(p, q, gp, gq);
@@ -69,7 +77,7 @@ static void test_adam(bool adamw, double clip, bool normalize) {
             double np = 0, nq = 0;
             for (int i = 0; i < 3; i++) np += gp[i] * gp[i];
             for (int i = 0; i < 2; i++) nq += gq[i] * gq[i];
-            for (int i = 0; i < 3; i++) gp[i] /= sqrt(np) + 1e-8;
+            for (int i = 0; i < 3 && !filters; i++) gp[i] /= sqrt(np) + 1e-8;
             for (int i = 0; i < 2; i++) gq[i] /= sqrt(nq) + 1e-8;
         }
         if (clip > 0) {
@@ -96,6 +104,27 @@ static void test_adam(bool adamw, double clip, bool normalize) {
         check_params(s, p, q, what, t);
     }
     tg_session_free(s);
+    tg_model_free(m);
+}
+
+static void test_adam(bool adamw, double clip, bool normalize) { test_adam_f(adamw, clip, normalize, false); }
+
+/* Filters that cannot be right are errors at compile: one that accepts none
+ * of the params (a typo in a name), one set without normalize_grads. */
+static void test_filter_errors(void) {
+    tg_model *m;
+    tg_optim o = tg_adam(tg_lr_constant(0.1f));
+    o.normalize_grads = true;
+    o.normalize_filter = none;
+    m = tg_model_new();
+    P = tg_model_param(m, "p", TG_SHAPE(3), tg_init_values(P0));
+    Q = tg_model_param(m, "q", TG_SHAPE(2), tg_init_zeros());
+    tg_train_spec spec = {.model = m, .loss = loss_fn, .optim = o, .threads = 1};
+    tg_session *s = NULL;
+    CHECK_ERR(tg_session_new(&spec, &s), TG_ERR_ARG, "normalize_filter accepted none of the trained params ('p', 'q')");
+    spec.optim.normalize_grads = false;
+    CHECK_ERR(tg_session_new(&spec, &s), TG_ERR_ARG, "normalize_filter is set but normalize_grads is false");
+    CHECK(s == NULL, "a failed tg_session_new left a session");
     tg_model_free(m);
 }
 
@@ -137,7 +166,7 @@ static tg_tensor zero_loss(tg_graph *g, void *u) {
     return tg_mul_s(t, 0.0f);
 }
 
-static void test_sgd_decay_flags(float mu) {
+static void test_sgd_decay_flags(float mu, bool filter) {
     tg_model *m = tg_model_new();
     static const float V[2] = {1, 1};
     tg_init ones_on = tg_init_ones(), w_off = tg_init_values(V);
@@ -149,10 +178,12 @@ static void test_sgd_decay_flags(float mu) {
     MIX[3] = tg_model_param(m, "w_off", TG_SHAPE(2), w_off);
     tg_train_spec spec = {.model = m, .loss = zero_loss, .optim = tg_sgd(tg_lr_constant(0.1f), mu, false, 0.5f),
                           .threads = 1};
+    /* the filter turns w's decay off; it cannot turn ones' on */
+    if (filter) spec.optim.decay_filter = not_p, spec.optim.filter_user = "w";
     tg_session *s = NULL;
     CHECK_OK(tg_session_new(&spec, &s));
     const char *names[4] = {"ones", "ones_on", "w", "w_off"};
-    const bool decayed[4] = {false, true, true, false};
+    const bool decayed[4] = {false, true, !filter, false};
     double x = 1, v = 0; /* a decayed param by hand: g' = 0 + 0.5 x, v = mu v + g', x -= 0.1 v */
     for (int t = 1; t <= 2 && s; t++) {
         CHECK_OK(tg_session_step(s, NULL, 0, NULL));
@@ -162,8 +193,9 @@ static void test_sgd_decay_flags(float mu) {
             float got[2];
             CHECK_OK(tg_session_get_param(s, names[i], got, 2));
             double want = decayed[i] ? x : 1.0;
-            CHECK(fabs(got[0] - want) < 1e-6 && got[0] == got[1], "sgd mu=%g decay flags: '%s' after step %d is %.7f, want %.7f",
-                  mu, names[i], t, got[0], want);
+            CHECK(fabs(got[0] - want) < 1e-6 && got[0] == got[1],
+                  "sgd mu=%g filter=%d decay flags: '%s' after step %d is %.7f, want %.7f", mu, filter, names[i], t,
+                  got[0], want);
         }
     }
     tg_session_free(s);
@@ -225,8 +257,12 @@ int main(void) {
     test_sgd(0.9, true, 0);
     test_sgd(0.9, true, 0.1);
     test_sgd(0, false, 0.1);
-    test_sgd_decay_flags(0);
-    test_sgd_decay_flags(0.9f);
+    test_sgd_decay_flags(0, false);
+    test_sgd_decay_flags(0.9f, false);
+    test_sgd_decay_flags(0.9f, true);
+    test_adam_f(true, 0, false, true);
+    test_adam_f(true, 0.5, true, true);
+    test_filter_errors();
     test_schedules();
     test_schedule_in_session();
     return check_summary("test_optim");
