@@ -674,6 +674,9 @@ typedef struct {
  * training session's (tg_forward_attach). */
 typedef struct tg_session tg_session;
 typedef struct tg_forward tg_forward;
+/* A set of named tensors in memory: a safetensors file read, or params
+ * downloaded (the safetensors section below). */
+typedef struct tg_safetensors tg_safetensors;
 
 /* Traces, differentiates, appends the optimizer, plans and compiles. */
 tg_status tg_session_new(const tg_train_spec *spec, tg_session **out);
@@ -715,8 +718,18 @@ tg_status tg_session_upload(tg_session *s, const tg_feed *params, int n);
 /* The gradient of a param from the last step. */
 tg_status tg_session_get_grad(tg_session *s, const char *name, float *data, int64_t count);
 
+/* Every param in one call, in model order: name, dtype, shape and a copy of
+ * its values, as a tg_safetensors collection (read it with
+ * tg_safetensors_count / tensor / find, write it with tg_safetensors_write,
+ * free it with tg_safetensors_free). */
+tg_status tg_session_download(tg_session *s, tg_safetensors **out);
+
 /* A capture by name, `count` elements of its own dtype (i32 stays i32). */
 tg_status tg_session_read(tg_session *s, const char *name, void *dst, int64_t count);
+/* The captures the loss function made, in the order it made them (NULL
+ * past the end); the names stay valid until the next replace_model. */
+int tg_session_capture_count(const tg_session *s);
+const char *tg_session_capture_name(const tg_session *s, int i);
 /* Shape and dtype of a capture. */
 tg_status tg_session_capture_info(const tg_session *s, const char *name, tg_shape *shape, tg_dtype *dtype);
 
@@ -822,11 +835,16 @@ tg_status tg_forward_output(tg_forward *f, void *dst, int64_t count);
 tg_status tg_forward_output_info(const tg_forward *f, tg_shape *shape, tg_dtype *dtype);
 /* A capture of the last run, as tg_session_read / capture_info. */
 tg_status tg_forward_read(tg_forward *f, const char *name, void *dst, int64_t count);
+/* The captures of the last run's program (before a run: the first one
+ * compiled), as tg_session_capture_count / name. */
+int tg_forward_capture_count(const tg_forward *f);
+const char *tg_forward_capture_name(const tg_forward *f, int i);
 tg_status tg_forward_capture_info(const tg_forward *f, const char *name, tg_shape *shape, tg_dtype *dtype);
 /* Params, as tg_session's (attached: the training session's params). */
 tg_status tg_forward_set_param(tg_forward *f, const char *name, const float *data, int64_t count);
 tg_status tg_forward_get_param(tg_forward *f, const char *name, float *data, int64_t count);
 tg_status tg_forward_upload(tg_forward *f, const tg_feed *params, int n);
+tg_status tg_forward_download(tg_forward *f, tg_safetensors **out);
 /* The plan and graph of the last run's program (before a run: the first
  * one compiled), as tg_session_plan_stats / print_plan / graph / dot. */
 tg_status tg_forward_plan_stats(const tg_forward *f, tg_plan_stats *out);
@@ -885,7 +903,6 @@ typedef struct {
     tg_shape shape;    /* up to TG_MAX_DIMS dims */
     const void *data;  /* numel little-endian elements; 4-byte aligned in files read */
 } tg_st_tensor;
-typedef struct tg_safetensors tg_safetensors;
 
 tg_status tg_safetensors_read(const char *path, tg_safetensors **out);
 void tg_safetensors_free(tg_safetensors *f);

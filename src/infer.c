@@ -281,6 +281,16 @@ tg_status tg_forward_upload(tg_forward *f, const tg_feed *params, int n) {
     return tg_session_base_upload(TG_SESSION_BASE(f), "tg_forward_upload", params, n);
 }
 
+tg_status tg_forward_download(tg_forward *f, tg_safetensors **out) {
+    return tg_session_base_download(TG_SESSION_BASE(f), "tg_forward_download", out);
+}
+
+int tg_forward_capture_count(const tg_forward *f) { return tg_session_base_capture_count(TG_SESSION_BASE(f)); }
+
+const char *tg_forward_capture_name(const tg_forward *f, int i) {
+    return tg_session_base_capture_name(TG_SESSION_BASE(f), i);
+}
+
 tg_status tg_forward_plan_stats(const tg_forward *f, tg_plan_stats *o) {
     return tg_session_base_plan_stats(TG_SESSION_BASE(f), "tg_forward_plan_stats", o);
 }

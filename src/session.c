@@ -308,6 +308,16 @@ tg_status tg_session_upload(tg_session *s, const tg_feed *params, int n) {
     return tg_session_base_upload(TG_SESSION_BASE(s), "tg_session_upload", params, n);
 }
 
+tg_status tg_session_download(tg_session *s, tg_safetensors **out) {
+    return tg_session_base_download(TG_SESSION_BASE(s), "tg_session_download", out);
+}
+
+int tg_session_capture_count(const tg_session *s) { return tg_session_base_capture_count(TG_SESSION_BASE(s)); }
+
+const char *tg_session_capture_name(const tg_session *s, int i) {
+    return tg_session_base_capture_name(TG_SESSION_BASE(s), i);
+}
+
 tg_status tg_session_read(tg_session *s, const char *name, void *dst, int64_t count) {
     return tg_session_base_read(TG_SESSION_BASE(s), "tg_session_read", name, dst, count);
 }

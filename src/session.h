@@ -115,6 +115,11 @@ tg_status tg_session_base_param_check(const tg_session_base *b, const char *api,
 tg_status tg_session_base_param_io(tg_session_base *b, const char *api, const char *name, void *data, int64_t count,
                                    bool write);
 tg_status tg_session_base_upload(tg_session_base *b, const char *api, const tg_feed *params, int n);
+/* Every param (name, dtype, shape, a copy of its values) in model order. */
+tg_status tg_session_base_download(tg_session_base *b, const char *api, tg_safetensors **out);
+/* The program's captures in the order they were made (0 / NULL without one). */
+int tg_session_base_capture_count(const tg_session_base *b);
+const char *tg_session_base_capture_name(const tg_session_base *b, int i);
 tg_status tg_session_base_read(tg_session_base *b, const char *api, const char *name, void *dst, int64_t count);
 tg_status tg_session_base_capture_info(const tg_session_base *b, const char *api, const char *name, tg_shape *shape,
                                        tg_dtype *dtype);

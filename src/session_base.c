@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "engine.h"
+#include "io/safetensors.h"
 #include "ir/model.h"
 
 #include "session.h"
@@ -269,6 +270,36 @@ tg_status tg_session_base_upload(tg_session_base *b, const char *api, const tg_f
     return st;
 }
 
+static tg_status download(tg_session_base *b, const char *api, tg_safetensors **out) {
+    tg_status st = tg_session_base_usable(b, api);
+    if (st != TG_OK) return st;
+    int np = tg_model_param_count(b->model);
+    tg_st_tensor *t = tg_calloc((size_t)np + 1, sizeof *t);
+    if (!t) return tg_fail(TG_ERR_NOMEM, "%s: out of memory", api);
+    for (int p = 0; p < np; p++) t[p] = (tg_st_tensor){b->model->params[p].name, TG_F32, b->model->params[p].shape, NULL};
+    tg_safetensors *f = NULL;
+    st = tg_st_new(t, np, &f);
+    for (int p = 0; p < np && st == TG_OK; p++)
+        st = b->eng->vt->read(b->eng, b->prog, TG_ARENA_PARAMS, b->param_offset[p], (void *)f->t[p].data,
+                              tg_st_nbytes(t[p].dtype, t[p].shape));
+    free(t);
+    if (st != TG_OK) {
+        tg_safetensors_free(f);
+        return st;
+    }
+    *out = f;
+    return TG_OK;
+}
+
+tg_status tg_session_base_download(tg_session_base *b, const char *api, tg_safetensors **out) {
+    if (!out) return tg_fail(TG_ERR_ARG, "%s: out is NULL", api);
+    *out = NULL;
+    tg_share_lock(b);
+    tg_status st = download(b, api, out);
+    tg_share_unlock(b);
+    return st;
+}
+
 /* The program reads, captures and plans look at; TG_ERR_STATE when there is
  * none (a forward a replace_model left unable to compile). */
 static tg_status have_prog(const tg_session_base *b, const char *api) {
@@ -282,6 +313,20 @@ static int find_capture(const tg_session_base *b, const char *name) {
     for (int c = 0; name && c < g->n_caps; c++)
         if (strcmp(g->caps[c].name, name) == 0) return g->caps[c].id;
     return -1;
+}
+
+int tg_session_base_capture_count(const tg_session_base *b) {
+    tg_share_lock(b);
+    int n = b && b->prog ? b->prog->g->n_caps : 0;
+    tg_share_unlock(b);
+    return n;
+}
+
+const char *tg_session_base_capture_name(const tg_session_base *b, int i) {
+    tg_share_lock(b);
+    const char *name = b && b->prog && i >= 0 && i < b->prog->g->n_caps ? b->prog->g->caps[i].name : NULL;
+    tg_share_unlock(b);
+    return name;
 }
 
 static tg_status read_capture(tg_session_base *b, const char *api, const char *name, void *dst, int64_t count) {

@@ -323,6 +323,82 @@ done:
     tg_model_free(m3);
 }
 
+/* ---- every param in one call; the captures a session has ---- */
+
+static tg_tensor captured_loss(tg_graph *g, void *u) {
+    const net *n = u;
+    tg_tensor h = tg_capture(tg_relu(tg_linear_fwd(g, &n->l1, tg_input(g, "x"))), "hidden");
+    tg_tensor y = tg_capture(tg_linear_fwd(g, &n->l2, h), "logits");
+    return tg_cross_entropy(y, tg_input(g, "t"), TG_REDUCTION_MEAN);
+}
+
+static void download_and_captures(void) {
+    tg_model *m = tg_model_new();
+    net n = net_new(m, 8);
+    tg_train_spec ts = {.model = m, .loss = captured_loss, .user = &n, .inputs = NET_IN, .n_inputs = 2, .seed = 2,
+                        .optim = tg_adam(tg_lr_constant(0.05f))};
+    tg_session *s = NULL, *t = NULL;
+    tg_forward *f = NULL;
+    tg_safetensors *d = NULL, *e = NULL;
+    CHECK_OK(tg_session_new(&ts, &s));
+    ts.seed = 11;
+    CHECK_OK(tg_session_new(&ts, &t));
+    tg_input_decl fin[] = {{"x", TG_F32, TG_SHAPE(4, 2)}};
+    if (s) CHECK_OK(tg_forward_attach(s, &(tg_forward_spec){.fn = net_predict, .user = &n, .inputs = fin, .n_inputs = 1}, &f));
+    if (!s || !t || !f) goto done;
+    float loss;
+    CHECK_OK(tg_session_step(s, (tg_feed[]){TG_FEED("x", X, 8), TG_FEED("t", T, 4)}, 2, &loss));
+    CHECK_OK(tg_session_download(s, &d));
+    CHECK_OK(tg_forward_download(f, &e));
+    if (!d || !e) goto done;
+    const char *names[] = {"l1.W", "l1.b", "l2.W", "l2.b"};
+    const int64_t sizes[] = {16, 8, 24, 3};
+    CHECK(tg_safetensors_count(d) == 4, "download: %d tensors", tg_safetensors_count(d));
+    for (int i = 0; i < 4 && tg_safetensors_count(d) == 4; i++) {
+        const tg_st_tensor *a = tg_safetensors_tensor(d, i), *b = tg_safetensors_find(e, names[i]);
+        float v[24];
+        CHECK_OK(tg_session_get_param(s, names[i], v, sizes[i]));
+        CHECK(strcmp(a->name, names[i]) == 0 && a->dtype == TG_F32 && tg_shape_numel(a->shape) == sizes[i] &&
+                  memcmp(a->data, v, sizeof(float) * (size_t)sizes[i]) == 0,
+              "download: tensor %d is not param '%s' with its values", i, names[i]);
+        CHECK(b && memcmp(a->data, b->data, sizeof(float) * (size_t)sizes[i]) == 0,
+              "an attached forward's download differs from its session's at '%s'", names[i]);
+    }
+    CHECK(tg_safetensors_find(d, "l2.W")->shape.d[0] == 8 && tg_safetensors_find(d, "l2.W")->shape.d[1] == 3,
+          "download: l2.W's shape");
+    /* it round-trips: written as a file and loaded into another session */
+    const char *path = "/tmp/tg_test_sessions_download.safetensors";
+    CHECK_OK(tg_safetensors_write(path, tg_safetensors_tensor(d, 0), tg_safetensors_count(d), NULL, 0));
+    CHECK_OK(tg_session_load_params(t, path));
+    remove(path);
+    tg_safetensors_free(e);
+    e = NULL;
+    CHECK_OK(tg_session_download(t, &e));
+    for (int i = 0; e && i < 4; i++)
+        CHECK(memcmp(tg_safetensors_tensor(d, i)->data, tg_safetensors_tensor(e, i)->data,
+                     sizeof(float) * (size_t)sizes[i]) == 0,
+              "download -> write -> load_params changed '%s'", names[i]);
+    tg_safetensors *none = (tg_safetensors *)d;
+    CHECK_ERR(tg_session_download(NULL, &none), TG_ERR_ARG, "tg_session_download: session is NULL");
+    CHECK(none == NULL, "a failed download left a pointer");
+
+    /* captures: the loss function's two, in order; the forward has none */
+    CHECK(tg_session_capture_count(s) == 2, "capture count %d", tg_session_capture_count(s));
+    const char *c0 = tg_session_capture_name(s, 0), *c1 = tg_session_capture_name(s, 1);
+    CHECK(c0 && c1 && strcmp(c0, "hidden") == 0 && strcmp(c1, "logits") == 0, "capture names %s, %s", c0 ? c0 : "NULL",
+          c1 ? c1 : "NULL");
+    CHECK(!tg_session_capture_name(s, 2) && !tg_session_capture_name(s, -1) && !tg_session_capture_name(NULL, 0),
+          "capture names past the end");
+    CHECK(tg_forward_capture_count(f) == 0 && tg_session_capture_count(NULL) == 0, "a forward without captures");
+done:
+    tg_safetensors_free(d);
+    tg_safetensors_free(e);
+    tg_forward_free(f);
+    tg_session_free(s);
+    tg_session_free(t);
+    tg_model_free(m);
+}
+
 /* spec.random_seed: a seed nobody chose, readable; 0 stays a seed like any other. */
 static void seed_checks(void) {
     tg_model *m = tg_model_new();
@@ -358,6 +434,7 @@ int main(int argc, char **argv) {
     reset_checks(TG_BACKEND_CPU, "cpu");
     replace_checks(TG_BACKEND_CPU, "cpu");
     seed_checks();
+    download_and_captures();
     tg_webgpu_adapter_info info;
     if (argc > 1 && strcmp(argv[1], "--cpu") == 0) {
         printf("test_sessions: webgpu left out (--cpu)\n");

@@ -722,6 +722,42 @@ tg_status tg_safetensors_read(const char *path, tg_safetensors **out) {
     return TG_OK;
 }
 
+tg_status tg_st_new(const tg_st_tensor *t, int n, tg_safetensors **out) {
+    *out = NULL;
+    tg_safetensors *f = tg_calloc(1, sizeof *f);
+    int64_t total = 0;
+    for (int i = 0; i < n; i++) total += tg_st_nbytes(t[i].dtype, t[i].shape);
+    if (f) {
+        f->t = tg_calloc((size_t)n + 1, sizeof *f->t);
+        f->by_name = tg_calloc((size_t)n + 1, sizeof(int));
+        f->file = tg_calloc((size_t)total + 4, 1);
+    }
+    if (!f || !f->t || !f->by_name || !f->file) {
+        tg_safetensors_free(f);
+        return tg_fail(TG_ERR_NOMEM, "safetensors: out of memory for %lld bytes", (long long)total);
+    }
+    st_key *k = tg_calloc((size_t)n + 1, sizeof *k);
+    int64_t o = 0;
+    for (int i = 0; i < n && k; i++, f->n++) {
+        int64_t nb = tg_st_nbytes(t[i].dtype, t[i].shape);
+        f->t[i] = (tg_st_tensor){tg_strdup(t[i].name), t[i].dtype, t[i].shape, f->file + o};
+        if (!f->t[i].name) break;
+        if (t[i].data) memcpy(f->file + o, t[i].data, (size_t)nb);
+        o += nb;
+        k[i] = (st_key){f->t[i].name, 0, 0, i};
+    }
+    if (!k || f->n < n) {
+        free(k);
+        tg_safetensors_free(f);
+        return tg_fail(TG_ERR_NOMEM, "safetensors: out of memory");
+    }
+    qsort(k, (size_t)n, sizeof *k, by_name_cmp);
+    for (int i = 0; i < n; i++) f->by_name[i] = k[i].idx;
+    free(k);
+    *out = f;
+    return TG_OK;
+}
+
 int tg_safetensors_count(const tg_safetensors *f) { return f ? f->n : 0; }
 
 const tg_st_tensor *tg_safetensors_tensor(const tg_safetensors *f, int i) {

@@ -36,6 +36,11 @@ struct tg_safetensors {
  * (the path, usually). *out refers into buf, which must outlive it. */
 tg_status tg_st_parse(const char *label, const uint8_t *buf, size_t size, tg_safetensors **out);
 
+/* A collection of n tensors held in memory, as tg_safetensors_read gives
+ * one: names copied, data in one owned block (4-byte aligned); t[i].data
+ * copied, or left zero for the caller to fill when NULL. */
+tg_status tg_st_new(const tg_st_tensor *t, int n, tg_safetensors **out);
+
 /* The byte size of a tensor of this dtype and shape, or -1 if it overflows
  * or the dtype is not storable (only F32 and I32 are). */
 int64_t tg_st_nbytes(tg_dtype dt, tg_shape s);
