@@ -580,6 +580,9 @@ tg_tensor tg_conv2d_fwd_at(tg_graph *g, const tg_conv2d *l, tg_tensor x, TG_AT);
 
 /* ---- optimizers and learning-rate schedules ----------------------------- */
 
+/* s is the schedule's step, counted from 1: the session's step (from
+ * tg_session_new, or from the last set_lr, reset or replace_model), less
+ * start_step, and never below 1. */
 typedef enum {
     TG_LR_CONSTANT = 0, /* peak */
     TG_LR_LINEAR,       /* peak + (final - peak) * min(s / steps, 1) */
@@ -589,14 +592,18 @@ typedef enum {
     TG_LR_MULTISTEP     /* peak * gamma ^ (number of milestones <= s) */
 } tg_lr_kind;
 
-#define TG_LR_MAX_MILESTONES 8
+/* A schedule refers to its milestones and its `then` schedule; a session
+ * copies the whole chain (any length, any number of milestones) when it
+ * takes the schedule (tg_session_new, set_lr, replace_model), so they need
+ * to live only until then. */
 typedef struct tg_lr {
     tg_lr_kind kind;
     float peak, final_lr, gamma;
     int64_t steps, every;
     int n_milestones;
-    int64_t milestones[TG_LR_MAX_MILESTONES];
-    const struct tg_lr *then; /* TG_LR_WARMUP: copied when the session is made */
+    const int64_t *milestones; /* TG_LR_MULTISTEP: n_milestones steps */
+    const struct tg_lr *then;  /* TG_LR_WARMUP: the schedule after the warmup, at s - steps */
+    int64_t start_step;        /* >= 0: the schedule starts that many steps late (upstream's startStep) */
 } tg_lr;
 
 tg_lr tg_lr_constant(float lr);
@@ -605,7 +612,7 @@ tg_lr tg_lr_cosine(float peak, float final_lr, int64_t steps);
 tg_lr tg_lr_warmup(float peak, int64_t steps, const tg_lr *then);
 tg_lr tg_lr_staircase(float peak, float gamma, int64_t every);
 tg_lr tg_lr_multistep(float peak, float gamma, int n, const int64_t *milestones);
-/* The learning rate at step s (counted from 1). */
+/* The learning rate at step s (counted from 1); NaN for a chain that loops. */
 float tg_lr_at(const tg_lr *lr, int64_t s);
 
 typedef enum { TG_OPT_NONE = 0, TG_OPT_ADAM, TG_OPT_ADAMW, TG_OPT_SGD } tg_opt_kind;

@@ -15,13 +15,14 @@
 
 #include "session.h"
 
-static void copy_lr(tg_lr *dst, const tg_lr *src) {
-    int k = 0;
-    for (const tg_lr *l = src; l && k < TG_MAX_LR_CHAIN; l = l->kind == TG_LR_WARMUP ? l->then : NULL, k++) {
-        dst[k] = *l;
-        dst[k].then = NULL;
-        if (k > 0) dst[k - 1].then = &dst[k];
-    }
+tg_status tg_session_take_lr(tg_session *s, const tg_lr *src, const char *api) {
+    tg_lr *c;
+    tg_status st = tg_lr_copy(src, &c, api);
+    if (st != TG_OK) return st;
+    free(s->lr);
+    s->lr = c;
+    s->optim.lr = *c;
+    return TG_OK;
 }
 
 /* Releases b's program and engine reference (b's share is the owner's). */
@@ -41,6 +42,7 @@ void tg_session_free(tg_session *s) {
     tg_share_unlock(&s->b);
     tg_share_unref(s->b.share);
     tg_inputs_free(s->inputs, s->n_inputs);
+    free(s->lr);
     free(s);
 }
 
@@ -103,13 +105,13 @@ tg_status tg_session_new(const tg_train_spec *spec, tg_session **out) {
     if (!s) return tg_fail(TG_ERR_NOMEM, "%s: out of memory", api);
     s->b.seed = spec->random_seed ? fresh_seed(s) : spec->seed;
     s->optim = spec->optim;
-    copy_lr(s->lr, &spec->optim.lr);
     s->loss = spec->loss;
     s->user = spec->user;
     s->backend = spec->backend;
     s->threads = spec->threads;
     s->check_numerics = spec->check_numerics;
-    st = tg_share_new(&s->b.share);
+    st = tg_session_take_lr(s, &spec->optim.lr, api);
+    if (st == TG_OK) st = tg_share_new(&s->b.share);
     if (st == TG_OK) st = tg_inputs_copy(spec->inputs, spec->n_inputs, &s->inputs, api);
     if (st == TG_OK) s->n_inputs = spec->n_inputs;
     if (st == TG_OK) st = build(s, &s->b, spec->model, s->user, &s->optim, s->b.seed, api);
@@ -187,13 +189,11 @@ tg_status tg_session_step(tg_session *s, const tg_feed *feeds, int n, float *los
 
 tg_status tg_session_set_lr(tg_session *s, tg_lr lr) {
     if (!s) return tg_fail(TG_ERR_ARG, "tg_session_set_lr: session is NULL");
-    tg_status st = tg_lr_check(&lr, "tg_session_set_lr");
-    if (st != TG_OK) return st;
     tg_share_lock(&s->b);
-    copy_lr(s->lr, &lr);
-    s->lr_start = s->step;
+    tg_status st = tg_session_take_lr(s, &lr, "tg_session_set_lr");
+    if (st == TG_OK) s->lr_start = s->step;
     tg_share_unlock(&s->b);
-    return TG_OK;
+    return st;
 }
 
 int64_t tg_session_step_count(const tg_session *s) {
@@ -251,9 +251,14 @@ static tg_status replace(tg_session *s, const tg_replace_spec *r) {
     if (st != TG_OK) return st;
     void *user = r->user ? r->user : s->user;
     uint64_t seed = r->new_seed ? r->seed : s->b.seed;
+    tg_lr *lr = NULL;
+    if (r->optim && (st = tg_lr_copy(&r->optim->lr, &lr, api)) != TG_OK) return st;
     /* The new program first, on an engine of its own: if it fails, nothing changed. */
     tg_session_base nb = {.share = s->b.share};
-    if ((st = build(s, &nb, r->model, user, o, seed, api)) != TG_OK) return st;
+    if ((st = build(s, &nb, r->model, user, o, seed, api)) != TG_OK) {
+        free(lr);
+        return st;
+    }
     drop_program(&s->b);
     s->b.model = nb.model;
     s->b.eng = nb.eng;
@@ -263,7 +268,9 @@ static tg_status replace(tg_session *s, const tg_replace_spec *r) {
     s->user = user;
     if (r->optim) {
         s->optim = *r->optim;
-        copy_lr(s->lr, &r->optim->lr);
+        free(s->lr);
+        s->lr = lr;
+        s->optim.lr = *lr;
     }
     s->step = s->lr_start = 0; /* fresh optimizer state: the schedule starts over */
     for (int i = 0; i < s->b.share->n_fwd; i++) tg_forward_refit(s->b.share->fwd[i], &s->b);

@@ -42,7 +42,7 @@ typedef struct {
 struct tg_session {
     tg_session_base b;
     tg_optim optim;
-    tg_lr lr[TG_MAX_LR_CHAIN]; /* the schedule, warmup chains copied */
+    tg_lr *lr;         /* the schedule: a copy of its chain and milestones (tg_lr_copy) */
     int64_t step, lr_start;
     tg_trace_fn loss;
     void *user;
@@ -69,6 +69,10 @@ struct tg_forward {
     int n_progs;
     int64_t runs;
 };
+
+/* Makes a copy of src the session's schedule (and optim.lr, so no pointer
+ * into the caller's memory stays behind); on failure nothing changes. */
+tg_status tg_session_take_lr(tg_session *s, const tg_lr *src, const char *api);
 
 /* The share: a new one holding one reference; lock / unlock (b or its
  * share NULL: nothing); attach / detach a forward (under the lock); drop a

@@ -225,6 +225,52 @@ static void test_schedules(void) {
     check_lr("multistep", &ms, (double[]){1, 0.1, 0.1, 0.01, 0.01}, 5);
 }
 
+/* start_step, and chains and milestone lists longer than the 8 links and 8
+ * milestones 0.6 kept; a loop in a chain gives NaN. */
+static void test_schedule_sizes(void) {
+    tg_lr late = tg_lr_linear(1.0f, 0.5f, 4); /* s' = max(1, s - 2) */
+    late.start_step = 2;
+    check_lr("linear start_step 2", &late, (double[]){0.875, 0.875, 0.875, 0.75, 0.625, 0.5}, 6);
+    tg_lr inner = tg_lr_constant(0.5f), chain[12];
+    for (int k = 11; k >= 0; k--) chain[k] = tg_lr_warmup(1.0f + k, 1, k == 11 ? &inner : &chain[k + 1]);
+    /* each link lasts one step at its peak (s / 1), then the constant */
+    double want[14];
+    for (int k = 0; k < 12; k++) want[k] = 1.0 + k;
+    want[12] = want[13] = 0.5;
+    check_lr("12 warmup links", &chain[0], want, 14);
+    int64_t ms[20];
+    for (int k = 0; k < 20; k++) ms[k] = k + 1;
+    tg_lr many = tg_lr_multistep(1.0f, 0.5f, 20, ms); /* 0.5 ^ s while s <= 20 */
+    check_lr("20 milestones", &many, (double[]){0.5, 0.25, 0.125, 0.0625}, 4);
+    CHECK(fabs(tg_lr_at(&many, 30) - pow(0.5, 20)) < 1e-12, "20 milestones at step 30: %g", tg_lr_at(&many, 30));
+    tg_lr warm_late = tg_lr_warmup(0.4f, 2, &late); /* the inner start_step counts from the warmup's end */
+    check_lr("warmup then a late linear", &warm_late, (double[]){0.2, 0.4, 0.875, 0.875, 0.875, 0.75}, 6);
+}
+
+/* A session copies its schedule: the caller's chain and milestones may change
+ * or go away after tg_session_new and set_lr. */
+static void test_schedule_copied(void) {
+    int64_t ms[10] = {2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
+    tg_lr tail = tg_lr_multistep(0.1f, 0.5f, 10, ms), lr = tg_lr_warmup(0.1f, 1, &tail);
+    tg_model *m;
+    tg_session *s = open_session(&m, tg_sgd(lr, 0, false, 0));
+    tail.peak = 100; /* neither reaches the session */
+    ms[0] = 1000;
+    double p[3] = {P0[0], P0[1], P0[2]}, q[2] = {0, 0};
+    /* warmup step 1: 0.1; then the multistep at s = 1, 2, ...: 0.1 * 0.5^#{m <= s} */
+    const double lrs[4] = {0.1, 0.1, 0.05, 0.025};
+    for (int t = 1; t <= 4 && s; t++) {
+        double gp[3], gq[2];
+        ref_grads(p, q, gp, gq);
+        for (int i = 0; i < 3; i++) p[i] -= lrs[t - 1] * gp[i];
+        for (int i = 0; i < 2; i++) q[i] -= lrs[t - 1] * gq[i];
+        CHECK_OK(tg_session_step(s, NULL, 0, NULL));
+        check_params(s, p, q, "copied schedule", t);
+    }
+    tg_session_free(s);
+    tg_model_free(m);
+}
+
 /* A schedule drives the update: SGD with a linear schedule, then set_lr
  * restarts a new schedule from the next step. */
 static void test_schedule_in_session(void) {
@@ -264,6 +310,8 @@ int main(void) {
     test_adam_f(true, 0.5, true, true);
     test_filter_errors();
     test_schedules();
+    test_schedule_sizes();
+    test_schedule_copied();
     test_schedule_in_session();
     return check_summary("test_optim");
 }

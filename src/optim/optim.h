@@ -32,12 +32,13 @@ bool tg_optim_is_carried(const tg_node *n);
 /* sum(x * x) over every element of x, as a scalar node. */
 int tg_optim_sumsq(tg_graph *g, int x);
 
-/* The longest warmup chain a session keeps. */
-#define TG_MAX_LR_CHAIN 8
 /* TG_OK, or TG_ERR_ARG naming api and the field, for a schedule or optimizer
- * set by hand out of range (kind, milestone count, negative steps, non-finite
- * values, a warmup chain too long). */
+ * set by hand out of range (kind, milestones missing, negative steps or
+ * start, non-finite values, a warmup chain that loops). */
 tg_status tg_lr_check(const tg_lr *lr, const char *api);
+/* A checked copy of a schedule, its chain and milestones in one malloc'd
+ * block (free it with free): what a session keeps. */
+tg_status tg_lr_copy(const tg_lr *src, tg_lr **out, const char *api);
 tg_status tg_optim_check(const tg_optim *o, const char *api);
 
 /* The hyperparameter vector for global step t (from 1), with the schedule
