@@ -130,12 +130,20 @@ void tg_model_free(tg_model *m);
  * name or bad shape it returns -1 and the error surfaces at session compile
  * (and from tg_model_status). */
 tg_param tg_model_param(tg_model *m, const char *name, tg_shape shape, tg_init init);
+/* A param of another dtype: TG_I32 holds integers (indices, counts, a
+ * table read with tg_embedding or tg_take_along_axis), is never trained (no
+ * gradient, no update) and takes zeros, ones or values (whole numbers an
+ * int32 holds) as init. Move its values with tg_session_upload (a TG_I32
+ * feed), set_tensor / upload_tensors or download; set_param / get_param
+ * take f32 params only. TG_F32 is tg_model_param. */
+tg_param tg_model_param_dt(tg_model *m, const char *name, tg_shape shape, tg_dtype dtype, tg_init init);
 /* Excludes a param from training: no gradient, no update (DCE removes the work). */
 tg_status tg_model_freeze(tg_model *m, tg_param p);
 tg_status tg_model_status(const tg_model *m);
 int tg_model_param_count(const tg_model *m);
 const char *tg_model_param_name(const tg_model *m, tg_param p);
 tg_shape tg_model_param_shape(const tg_model *m, tg_param p);
+tg_dtype tg_model_param_dtype(const tg_model *m, tg_param p);
 tg_param tg_model_find(const tg_model *m, const char *name); /* -1 if absent */
 int64_t tg_model_numel(const tg_model *m);                 /* sum over params */
 
@@ -270,13 +278,18 @@ tg_tensor tg_matmul_t_at(tg_tensor a, tg_tensor b, bool ta, bool tb, TG_AT);
 #define tg_matmul(a, b) tg_matmul_at(a, b, __FILE__, __LINE__)
 #define tg_matmul_t(a, b, ta, tb) tg_matmul_t_at(a, b, ta, tb, __FILE__, __LINE__)
 
-/* one_hot: i32 [...] -> f32 [..., depth] (out-of-range indices give zeros). */
+/* one_hot: i32 [...] -> f32 [..., depth] (out-of-range indices give zeros);
+ * one_hot_dt gives dtype dt (TG_F32, TG_I32 or TG_BOOL) instead. */
 tg_tensor tg_one_hot_at(tg_tensor idx, int64_t depth, TG_AT);
+tg_tensor tg_one_hot_dt_at(tg_tensor idx, int64_t depth, tg_dtype dt, TG_AT);
 /* log_softmax over `axis`. */
 tg_tensor tg_log_softmax_at(tg_tensor x, int axis, TG_AT);
 /* softmax over the last axis with position j > i masked out, where i, j
- * index the last two axes ([..., T, T] attention scores). */
+ * index the last two axes ([..., T, T] attention scores). The _axis form
+ * takes the softmax over `axis` instead: with that axis moved last, the
+ * last two axes must be square (upstream's softmaxCausal(x, axis)). */
 tg_tensor tg_softmax_causal_at(tg_tensor x, TG_AT);
+tg_tensor tg_softmax_causal_axis_at(tg_tensor x, int axis, TG_AT);
 /* x with entries j > i of the last two axes replaced by `value`. */
 tg_tensor tg_where_causal_at(tg_tensor x, float value, TG_AT);
 /* Marks x as a named capture: its value stays readable after each step or
@@ -286,8 +299,10 @@ tg_tensor tg_capture_at(tg_tensor x, const char *name, TG_AT);
 /* mean((a - b)^2) over every element: a scalar. */
 tg_tensor tg_mse_at(tg_tensor a, tg_tensor b, TG_AT);
 #define tg_one_hot(idx, depth) tg_one_hot_at(idx, depth, __FILE__, __LINE__)
+#define tg_one_hot_dt(idx, depth, dt) tg_one_hot_dt_at(idx, depth, dt, __FILE__, __LINE__)
 #define tg_log_softmax(x, axis) tg_log_softmax_at(x, axis, __FILE__, __LINE__)
 #define tg_softmax_causal(x) tg_softmax_causal_at(x, __FILE__, __LINE__)
+#define tg_softmax_causal_axis(x, axis) tg_softmax_causal_axis_at(x, axis, __FILE__, __LINE__)
 #define tg_where_causal(x, v) tg_where_causal_at(x, v, __FILE__, __LINE__)
 #define tg_mse(a, b) tg_mse_at(a, b, __FILE__, __LINE__)
 
@@ -363,15 +378,28 @@ tg_tensor tg_argmin_at(tg_tensor x, int axis, bool keepdims, TG_AT);
 #define tg_softmax(x, axis) tg_softmax_at(x, axis, __FILE__, __LINE__)
 #define tg_argmax(x, axis, keep) tg_argmax_at(x, axis, keep, __FILE__, __LINE__)
 #define tg_argmin(x, axis, keep) tg_argmin_at(x, axis, keep, __FILE__, __LINE__)
+/* amax / amin: the largest / smallest value over `axis` (TG_ALL: every
+ * element), keepdims as argmax; f32 or i32, in x's dtype; a NaN on the axis
+ * gives NaN. Gradient: to the elements equal to the result, split evenly
+ * among ties (as tg_max splits a tie, and torch.amax). */
+tg_tensor tg_amax_at(tg_tensor x, int axis, bool keepdims, TG_AT);
+tg_tensor tg_amin_at(tg_tensor x, int axis, bool keepdims, TG_AT);
+#define tg_amax(x, axis, keep) tg_amax_at(x, axis, keep, __FILE__, __LINE__)
+#define tg_amin(x, axis, keep) tg_amin_at(x, axis, keep, __FILE__, __LINE__)
 
 /* stop_gradient: x itself in the forward (no copy), a constant to autograd.
- * zeros / ones: f32 constants of shape s. */
+ * zeros / ones: f32 constants of shape s; the _dt forms in another dtype
+ * (TG_F32, TG_I32 or TG_BOOL). */
 tg_tensor tg_stop_gradient_at(tg_tensor x, TG_AT);
 tg_tensor tg_zeros_at(tg_graph *g, tg_shape s, TG_AT);
 tg_tensor tg_ones_at(tg_graph *g, tg_shape s, TG_AT);
+tg_tensor tg_zeros_dt_at(tg_graph *g, tg_shape s, tg_dtype dt, TG_AT);
+tg_tensor tg_ones_dt_at(tg_graph *g, tg_shape s, tg_dtype dt, TG_AT);
 #define tg_stop_gradient(x) tg_stop_gradient_at(x, __FILE__, __LINE__)
 #define tg_zeros(g, s) tg_zeros_at(g, s, __FILE__, __LINE__)
 #define tg_ones(g, s) tg_ones_at(g, s, __FILE__, __LINE__)
+#define tg_zeros_dt(g, s, dt) tg_zeros_dt_at(g, s, dt, __FILE__, __LINE__)
+#define tg_ones_dt(g, s, dt) tg_ones_dt_at(g, s, dt, __FILE__, __LINE__)
 
 /* Slicing and joining; axes may be negative. swap_axes is a permute.
  * narrow takes `length` entries from `start` (negative: from the end) along
@@ -443,10 +471,12 @@ tg_tensor tg_rope_at(tg_tensor x, float base, TG_AT);
  * randn: a tensor of the given shape drawn from N(0, 1); no gradient.
  * categorical: one class index per row of logits [..., V] -> i32 [...],
  *   drawn from softmax(logits) (pass raw logits; divide by a temperature
- *   first if wanted); no gradient. */
+ *   first if wanted); no gradient. categorical_axis draws along `axis`
+ *   instead of the last (the result drops that axis). */
 tg_tensor tg_dropout_at(tg_tensor x, float p, TG_AT);
 tg_tensor tg_randn_at(tg_graph *g, tg_shape s, TG_AT);
 tg_tensor tg_categorical_at(tg_tensor logits, TG_AT);
+tg_tensor tg_categorical_axis_at(tg_tensor logits, int axis, TG_AT);
 #define tg_cross_entropy(logits, t, r) tg_cross_entropy_at(logits, t, r, __FILE__, __LINE__)
 #define tg_nll_loss(logprobs, t, r) tg_nll_loss_at(logprobs, t, r, __FILE__, __LINE__)
 #define tg_layer_norm(x, g, b, eps) tg_layer_norm_at(x, g, b, eps, __FILE__, __LINE__)
@@ -458,6 +488,7 @@ tg_tensor tg_categorical_at(tg_tensor logits, TG_AT);
 #define tg_dropout(x, p) tg_dropout_at(x, p, __FILE__, __LINE__)
 #define tg_randn(g, s) tg_randn_at(g, s, __FILE__, __LINE__)
 #define tg_categorical(logits) tg_categorical_at(logits, __FILE__, __LINE__)
+#define tg_categorical_axis(logits, axis) tg_categorical_axis_at(logits, axis, __FILE__, __LINE__)
 
 /* ---- convolution, pooling, upsampling (NCHW, f32) ------------------------
  * Output sizes follow PyTorch: floor((H + 2*pad - k) / stride) + 1, with

@@ -209,6 +209,10 @@ tg_status tg_session_base_param_check(const tg_session_base *b, const char *api,
                        tg_shape_str(b->model->params[p].shape, s, sizeof s), (long long)count);
     }
     if (!data) return tg_fail(TG_ERR_ARG, "%s: data is NULL", api);
+    if (b->model->params[p].dtype != TG_F32)
+        return tg_fail(TG_ERR_ARG, "%s: param '%s' is %s: move it with a %s feed to upload, with set_tensor or with "
+                       "download", api, name, tg_dtype_name(b->model->params[p].dtype),
+                       b->model->params[p].dtype == TG_I32 ? "TG_I32" : "typed");
     *out = p;
     return TG_OK;
 }
@@ -242,9 +246,9 @@ static tg_status upload(tg_session_base *b, const char *api, const tg_feed *para
         for (int e = 0; e < f; e++)
             if (strcmp(params[e].name, params[f].name) == 0)
                 return tg_fail(TG_ERR_NAME, "%s: param '%s' given twice", api, params[f].name);
-        if (params[f].dtype != TG_F32)
-            return tg_fail(TG_ERR_ARG, "%s: param '%s' is f32, the feed is %s", api, params[f].name,
-                           tg_dtype_name(params[f].dtype));
+        if (params[f].dtype != b->model->params[p].dtype)
+            return tg_fail(TG_ERR_ARG, "%s: param '%s' is %s, the feed is %s", api, params[f].name,
+                           tg_dtype_name(b->model->params[p].dtype), tg_dtype_name(params[f].dtype));
         int64_t want = tg_shape_numel(b->model->params[p].shape);
         if (params[f].count != want)
             return tg_fail(TG_ERR_SIZE, "%s: param '%s' has %lld elements, got %lld", api, params[f].name,
@@ -258,8 +262,10 @@ static tg_status upload(tg_session_base *b, const char *api, const tg_feed *para
             if (!given) return tg_fail(TG_ERR_NAME, "%s: param '%s' is missing", api, b->model->params[p].name);
         }
     }
-    for (int f = 0; f < n && st == TG_OK; f++)
-        st = param_io(b, api, params[f].name, (void *)params[f].data, params[f].count, true);
+    for (int f = 0; f < n && st == TG_OK; f++) {
+        tg_param p = tg_model_find(b->model, params[f].name);
+        st = b->eng->vt->write(b->eng, b->prog, TG_ARENA_PARAMS, b->param_offset[p], params[f].data, params[f].count * 4);
+    }
     return st;
 }
 
@@ -276,7 +282,8 @@ static tg_status download(tg_session_base *b, const char *api, tg_safetensors **
     int np = tg_model_param_count(b->model);
     tg_st_tensor *t = tg_calloc((size_t)np + 1, sizeof *t);
     if (!t) return tg_fail(TG_ERR_NOMEM, "%s: out of memory", api);
-    for (int p = 0; p < np; p++) t[p] = (tg_st_tensor){b->model->params[p].name, TG_F32, b->model->params[p].shape, NULL};
+    for (int p = 0; p < np; p++)
+        t[p] = (tg_st_tensor){b->model->params[p].name, b->model->params[p].dtype, b->model->params[p].shape, NULL};
     tg_safetensors *f = NULL;
     st = tg_st_new(t, np, &f);
     for (int p = 0; p < np && st == TG_OK; p++)

@@ -399,6 +399,87 @@ done:
     tg_model_free(m);
 }
 
+/* ---- an i32 param: a permutation read with tg_embedding, never trained ---- */
+
+static tg_param PERM, TABLE;
+static tg_tensor perm_loss(tg_graph *g, void *u) {
+    tg_tensor rows = tg_capture(tg_embedding(tg_use(g, TABLE), tg_use(g, PERM)), "rows"); /* [4, 3] */
+    return tg_sum(tg_mul(rows, tg_input(g, "w")), TG_ALL, false);
+}
+
+static void i32_params(tg_backend be, const char *bn) {
+    tg_model *m = tg_model_new();
+    static const float perm0[4] = {2, 0, 3, 1}, table0[12] = {0, 1, 2, 10, 11, 12, 20, 21, 22, 30, 31, 32};
+    PERM = tg_model_param_dt(m, "perm", TG_SHAPE(4), TG_I32, tg_init_values(perm0));
+    TABLE = tg_model_param(m, "table", TG_SHAPE(4, 3), tg_init_values(table0));
+    CHECK(tg_model_param_dtype(m, PERM) == TG_I32 && tg_model_param_dtype(m, TABLE) == TG_F32, "%s: param dtypes", bn);
+    tg_input_decl in[] = {{"w", TG_F32, TG_SHAPE(4, 3)}};
+    tg_train_spec ts = {.model = m, .loss = perm_loss, .inputs = in, .n_inputs = 1,
+                        .optim = tg_sgd(tg_lr_constant(0.5f), 0, false, 0.1f), .backend = be, .threads = 1};
+    tg_session *s = NULL;
+    tg_safetensors *d = NULL;
+    CHECK_OK(tg_session_new(&ts, &s));
+    if (!s) goto done;
+    float w[12], rows[12], loss, t[12];
+    for (int i = 0; i < 12; i++) w[i] = 1;
+    CHECK_OK(tg_session_step(s, (tg_feed[]){TG_FEED("w", w, 12)}, 1, &loss));
+    CHECK_OK(tg_session_read(s, "rows", rows, 12));
+    CHECK(rows[0] == 20 && rows[3] == 0 && rows[6] == 30 && rows[9] == 10, "%s: rows picked by the i32 param: %g %g %g %g",
+          bn, rows[0], rows[3], rows[6], rows[9]);
+    CHECK_OK(tg_session_get_param(s, "table", t, 12));
+    CHECK(t[0] == 0 - 0.5f * (1 + 0.1f * 0) && t[3] == 10 - 0.5f * (1 + 0.1f * 10), "%s: the table trained: %g %g", bn,
+          t[0], t[3]);
+    CHECK_ERR(tg_session_get_grad(s, "perm", t, 4), TG_ERR_ARG, "param 'perm' is i32");
+    CHECK_ERR(tg_session_set_param(s, "perm", t, 4), TG_ERR_ARG, "param 'perm' is i32: move it with a TG_I32 feed");
+    CHECK_OK(tg_session_download(s, &d));
+    const tg_st_tensor *p = d ? tg_safetensors_find(d, "perm") : NULL;
+    CHECK(p && p->dtype == TG_I32 && memcmp(p->data, (int32_t[]){2, 0, 3, 1}, 16) == 0, "%s: the i32 param trained or "
+          "came back wrong", bn);
+    /* upload takes it as an i32 feed, with every f32 param */
+    int32_t perm1[4] = {3, 3, 0, 1};
+    CHECK_ERR(tg_session_upload(s, (tg_feed[]){{"perm", perm1, 4, TG_F32}, TG_FEED("table", table0, 12)}, 2), TG_ERR_ARG,
+              "param 'perm' is i32, the feed is f32");
+    CHECK_OK(tg_session_upload(s, (tg_feed[]){TG_FEED("perm", perm1, 4), TG_FEED("table", table0, 12)}, 2));
+    CHECK_OK(tg_session_step(s, (tg_feed[]){TG_FEED("w", w, 12)}, 1, &loss));
+    CHECK_OK(tg_session_read(s, "rows", rows, 12));
+    CHECK(rows[0] == 30 && rows[3] == 30 && rows[6] == 0 && rows[9] == 10, "%s: the uploaded i32 param: %g %g %g %g", bn,
+          rows[0], rows[3], rows[6], rows[9]);
+    /* weights files carry it as I32; reset draws it again from its values */
+    const char *path = "/tmp/tg_test_sessions_i32.safetensors";
+    CHECK_OK(tg_session_save_params(s, path));
+    CHECK_OK(tg_session_reset(s, NULL));
+    tg_safetensors_free(d);
+    d = NULL;
+    CHECK_OK(tg_session_download(s, &d));
+    p = d ? tg_safetensors_find(d, "perm") : NULL;
+    CHECK(p && memcmp(p->data, (int32_t[]){2, 0, 3, 1}, 16) == 0, "%s: reset did not restore the i32 param", bn);
+    CHECK_OK(tg_session_load_params(s, path));
+    tg_safetensors_free(d);
+    d = NULL;
+    CHECK_OK(tg_session_download(s, &d));
+    p = d ? tg_safetensors_find(d, "perm") : NULL;
+    CHECK(p && memcmp(p->data, perm1, 16) == 0, "%s: the i32 param did not survive a weights file", bn);
+    remove(path);
+done:
+    tg_safetensors_free(d);
+    tg_session_free(s);
+    tg_model_free(m);
+    if (be != TG_BACKEND_CPU) return;
+    /* what an i32 param cannot be */
+    m = tg_model_new();
+    tg_model_param_dt(m, "r", TG_SHAPE(2), TG_I32, tg_init_randn(1));
+    CHECK_ERR(tg_model_status(m), TG_ERR_ARG, "'r' is i32: its init must be zeros, ones or values");
+    tg_model_free(m);
+    m = tg_model_new();
+    tg_model_param_dt(m, "v", TG_SHAPE(2), TG_I32, tg_init_values((float[]){1, 2.5f}));
+    CHECK_ERR(tg_model_status(m), TG_ERR_ARG, "'v' is i32, but value 1 (2.5) is not an int32");
+    tg_model_free(m);
+    m = tg_model_new();
+    tg_model_param_dt(m, "b", TG_SHAPE(2), TG_BOOL, tg_init_zeros());
+    CHECK_ERR(tg_model_status(m), TG_ERR_ARG, "'b': a param is f32 or i32");
+    tg_model_free(m);
+}
+
 /* spec.random_seed: a seed nobody chose, readable; 0 stays a seed like any other. */
 static void seed_checks(void) {
     tg_model *m = tg_model_new();
@@ -435,12 +516,14 @@ int main(int argc, char **argv) {
     replace_checks(TG_BACKEND_CPU, "cpu");
     seed_checks();
     download_and_captures();
+    i32_params(TG_BACKEND_CPU, "cpu");
     tg_webgpu_adapter_info info;
     if (argc > 1 && strcmp(argv[1], "--cpu") == 0) {
         printf("test_sessions: webgpu left out (--cpu)\n");
     } else if (tg_webgpu_info(&info) == TG_OK) {
         reset_checks(TG_BACKEND_WEBGPU, "webgpu");
         replace_checks(TG_BACKEND_WEBGPU, "webgpu");
+        i32_params(TG_BACKEND_WEBGPU, "webgpu");
     } else {
         check_webgpu_missing("test_sessions");
     }

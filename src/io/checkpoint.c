@@ -39,7 +39,7 @@ static tg_status collect(const tg_session_base *s, const tg_session *train, cons
     if (!e) return tg_fail(TG_ERR_NOMEM, "%s: out of memory", api);
     for (int p = 0; p < np; p++) {
         const tg_param_decl *d = &s->model->params[p];
-        e[p] = (ck_entry){d->name, TG_F32, d->shape, TG_ARENA_PARAMS, s->param_offset[p], tg_shape_numel(d->shape) * 4};
+        e[p] = (ck_entry){d->name, d->dtype, d->shape, TG_ARENA_PARAMS, s->param_offset[p], tg_shape_numel(d->shape) * 4};
     }
     for (int i = 0, k = np; full && i < g->n; i++) {
         const tg_node *nd = &g->nodes[i];
