@@ -712,6 +712,13 @@ typedef struct {
  * training session's (tg_forward_attach). */
 typedef struct tg_session tg_session;
 typedef struct tg_forward tg_forward;
+/* A named tensor in memory: a param, or one of a safetensors file. */
+typedef struct {
+    const char *name;
+    tg_dtype dtype;    /* TG_F32 or TG_I32 */
+    tg_shape shape;    /* up to TG_MAX_DIMS dims */
+    const void *data;  /* numel little-endian elements; 4-byte aligned in files read */
+} tg_st_tensor;
 /* A set of named tensors in memory: a safetensors file read, or params
  * downloaded (the safetensors section below). */
 typedef struct tg_safetensors tg_safetensors;
@@ -756,6 +763,14 @@ tg_status tg_session_upload(tg_session *s, const tg_feed *params, int n);
 /* The gradient of a param from the last step. */
 tg_status tg_session_get_grad(tg_session *s, const char *name, float *data, int64_t count);
 
+/* Params from named tensors, checked by name, dtype and exact shape (a
+ * transposed [out, in] weight of the right size is TG_ERR_SHAPE, where
+ * set_param / upload, which check the count, would take it): one param, or
+ * every param exactly once (missing, unknown or duplicate names are
+ * TG_ERR_NAME, and nothing is written unless all pass). A file read with
+ * tg_safetensors_read gives such an array. */
+tg_status tg_session_set_tensor(tg_session *s, const tg_st_tensor *t);
+tg_status tg_session_upload_tensors(tg_session *s, const tg_st_tensor *t, int n);
 /* Every param in one call, in model order: name, dtype, shape and a copy of
  * its values, as a tg_safetensors collection (read it with
  * tg_safetensors_count / tensor / find, write it with tg_safetensors_write,
@@ -883,6 +898,8 @@ tg_status tg_forward_set_param(tg_forward *f, const char *name, const float *dat
 tg_status tg_forward_get_param(tg_forward *f, const char *name, float *data, int64_t count);
 tg_status tg_forward_upload(tg_forward *f, const tg_feed *params, int n);
 tg_status tg_forward_download(tg_forward *f, tg_safetensors **out);
+tg_status tg_forward_set_tensor(tg_forward *f, const tg_st_tensor *t);
+tg_status tg_forward_upload_tensors(tg_forward *f, const tg_st_tensor *t, int n);
 /* The plan and graph of the last run's program (before a run: the first
  * one compiled), as tg_session_plan_stats / print_plan / graph / dot. */
 tg_status tg_forward_plan_stats(const tg_forward *f, tg_plan_stats *out);
@@ -933,19 +950,24 @@ tg_status tg_session_load(tg_session *s, const char *path);
 
 /* ---- safetensors -------------------------------------------------------- */
 
-/* Files of F32 and I32 tensors (other dtypes are rejected), the format the
- * checkpoints above use; reads are strict, writes atomic in the same way. */
-typedef struct {
-    const char *name;
-    tg_dtype dtype;    /* TG_F32 or TG_I32 */
-    tg_shape shape;    /* up to TG_MAX_DIMS dims */
-    const void *data;  /* numel little-endian elements; 4-byte aligned in files read */
-} tg_st_tensor;
-
+/* The format the checkpoints above use. Reads check everything (a bad file
+ * is TG_ERR_FORMAT naming the byte offset) and read F32 and I32 tensors as
+ * they are and F16 and BF16 ones converted to F32 (exactly: every half is
+ * an f32); tensors of any other dtype (I64 counters, F64, U8, FP8, ...) are
+ * skipped, listed by tg_safetensors_skipped, and the rest of the file still
+ * loads. Writes (F32 and I32) are atomic in the same way. A read set of
+ * tensors is a tg_st_tensor array: tg_safetensors_tensor(f, 0) is the first
+ * of tg_safetensors_count(f) in a row, ready for tg_session_upload_tensors. */
 tg_status tg_safetensors_read(const char *path, tg_safetensors **out);
+/* The same from a file image in memory (copied: buf may go at once). */
+tg_status tg_safetensors_read_mem(const void *buf, size_t size, tg_safetensors **out);
 void tg_safetensors_free(tg_safetensors *f);
 int tg_safetensors_count(const tg_safetensors *f);
 const tg_st_tensor *tg_safetensors_tensor(const tg_safetensors *f, int i); /* header order */
+/* The tensors the reader skipped, in header order: the name (NULL past the
+ * end), and in *dtype (if not NULL) the dtype as the file spells it. */
+int tg_safetensors_skipped_count(const tg_safetensors *f);
+const char *tg_safetensors_skipped(const tg_safetensors *f, int i, const char **dtype);
 const tg_st_tensor *tg_safetensors_find(const tg_safetensors *f, const char *name); /* NULL if absent */
 const char *tg_safetensors_meta(const tg_safetensors *f, const char *key);          /* NULL if absent */
 /* Writes tensors in the given order; meta is n_meta (key, value) pairs laid

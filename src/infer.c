@@ -281,6 +281,14 @@ tg_status tg_forward_upload(tg_forward *f, const tg_feed *params, int n) {
     return tg_session_base_upload(TG_SESSION_BASE(f), "tg_forward_upload", params, n);
 }
 
+tg_status tg_forward_set_tensor(tg_forward *f, const tg_st_tensor *t) {
+    return tg_session_base_set_tensor(TG_SESSION_BASE(f), "tg_forward_set_tensor", t);
+}
+
+tg_status tg_forward_upload_tensors(tg_forward *f, const tg_st_tensor *t, int n) {
+    return tg_session_base_upload_tensors(TG_SESSION_BASE(f), "tg_forward_upload_tensors", t, n);
+}
+
 tg_status tg_forward_download(tg_forward *f, tg_safetensors **out) {
     return tg_session_base_download(TG_SESSION_BASE(f), "tg_forward_download", out);
 }

@@ -315,6 +315,14 @@ tg_status tg_session_upload(tg_session *s, const tg_feed *params, int n) {
     return tg_session_base_upload(TG_SESSION_BASE(s), "tg_session_upload", params, n);
 }
 
+tg_status tg_session_set_tensor(tg_session *s, const tg_st_tensor *t) {
+    return tg_session_base_set_tensor(TG_SESSION_BASE(s), "tg_session_set_tensor", t);
+}
+
+tg_status tg_session_upload_tensors(tg_session *s, const tg_st_tensor *t, int n) {
+    return tg_session_base_upload_tensors(TG_SESSION_BASE(s), "tg_session_upload_tensors", t, n);
+}
+
 tg_status tg_session_download(tg_session *s, tg_safetensors **out) {
     return tg_session_base_download(TG_SESSION_BASE(s), "tg_session_download", out);
 }

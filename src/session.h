@@ -119,6 +119,10 @@ tg_status tg_session_base_param_check(const tg_session_base *b, const char *api,
 tg_status tg_session_base_param_io(tg_session_base *b, const char *api, const char *name, void *data, int64_t count,
                                    bool write);
 tg_status tg_session_base_upload(tg_session_base *b, const char *api, const tg_feed *params, int n);
+/* Params from tensors, checked by name, dtype and exact shape: one, or
+ * every param exactly once (nothing written unless all pass). */
+tg_status tg_session_base_set_tensor(tg_session_base *b, const char *api, const tg_st_tensor *t);
+tg_status tg_session_base_upload_tensors(tg_session_base *b, const char *api, const tg_st_tensor *t, int n);
 /* Every param (name, dtype, shape, a copy of its values) in model order. */
 tg_status tg_session_base_download(tg_session_base *b, const char *api, tg_safetensors **out);
 /* The program's captures in the order they were made (0 / NULL without one). */

@@ -276,6 +276,72 @@ tg_status tg_session_base_upload(tg_session_base *b, const char *api, const tg_f
     return st;
 }
 
+/* One tensor against its param: the name, the dtype and the exact shape (a
+ * transposed weight has the right count and the wrong shape). */
+static tg_status check_tensor(const tg_session_base *b, const char *api, const tg_st_tensor *t, tg_param *out) {
+    if (!t || !t->name) return tg_fail(TG_ERR_ARG, "%s: a tensor without a name", api);
+    tg_param p = tg_model_find(b->model, t->name);
+    if (p < 0) return tg_fail(TG_ERR_NAME, "%s: no param named '%s'", api, t->name);
+    const tg_param_decl *d = &b->model->params[p];
+    if (t->dtype != d->dtype)
+        return tg_fail(TG_ERR_ARG, "%s: param '%s' is %s, the tensor is %s", api, t->name, tg_dtype_name(d->dtype),
+                       tg_dtype_name(t->dtype));
+    if (!tg_shape_eq(t->shape, d->shape)) {
+        char a[96], c[96];
+        bool swapped = t->shape.ndim == 2 && d->shape.ndim == 2 && t->shape.d[0] == d->shape.d[1] &&
+                       t->shape.d[1] == d->shape.d[0];
+        return tg_fail(TG_ERR_SHAPE, "%s: param '%s' is %s, the tensor is %s%s", api, t->name,
+                       tg_shape_str(d->shape, a, sizeof a), tg_shape_str(t->shape, c, sizeof c),
+                       swapped ? " (transposed: a Linear W is [in, out], PyTorch's weight [out, in])" : "");
+    }
+    if (!t->data && tg_shape_numel(d->shape) > 0) return tg_fail(TG_ERR_ARG, "%s: tensor '%s' has no data", api, t->name);
+    *out = p;
+    return TG_OK;
+}
+
+static tg_status write_tensor(tg_session_base *b, tg_param p, const tg_st_tensor *t) {
+    return b->eng->vt->write(b->eng, b->prog, TG_ARENA_PARAMS, b->param_offset[p], t->data,
+                             tg_shape_numel(t->shape) * 4);
+}
+
+tg_status tg_session_base_set_tensor(tg_session_base *b, const char *api, const tg_st_tensor *t) {
+    tg_share_lock(b);
+    tg_param p;
+    tg_status st = tg_session_base_usable(b, api);
+    if (st == TG_OK) st = check_tensor(b, api, t, &p);
+    if (st == TG_OK) st = write_tensor(b, p, t);
+    tg_share_unlock(b);
+    return st;
+}
+
+/* Every param exactly once, each checked before any is written. */
+static tg_status upload_tensors(tg_session_base *b, const char *api, const tg_st_tensor *t, int n) {
+    tg_status st = tg_session_base_usable(b, api);
+    if (st != TG_OK) return st;
+    if (n < 0 || (n > 0 && !t)) return tg_fail(TG_ERR_ARG, "%s: bad tensor list", api);
+    int np = tg_model_param_count(b->model);
+    bool *given = tg_calloc((size_t)np + 1, sizeof *given);
+    if (!given) return tg_fail(TG_ERR_NOMEM, "%s: out of memory", api);
+    for (int i = 0; i < n && st == TG_OK; i++) {
+        tg_param p;
+        st = check_tensor(b, api, &t[i], &p);
+        if (st == TG_OK && given[p]) st = tg_fail(TG_ERR_NAME, "%s: param '%s' given twice", api, t[i].name);
+        if (st == TG_OK) given[p] = true;
+    }
+    for (int p = 0; p < np && st == TG_OK; p++)
+        if (!given[p]) st = tg_fail(TG_ERR_NAME, "%s: param '%s' is missing", api, b->model->params[p].name);
+    free(given);
+    for (int i = 0; i < n && st == TG_OK; i++) st = write_tensor(b, tg_model_find(b->model, t[i].name), &t[i]);
+    return st;
+}
+
+tg_status tg_session_base_upload_tensors(tg_session_base *b, const char *api, const tg_st_tensor *t, int n) {
+    tg_share_lock(b);
+    tg_status st = upload_tensors(b, api, t, n);
+    tg_share_unlock(b);
+    return st;
+}
+
 static tg_status download(tg_session_base *b, const char *api, tg_safetensors **out) {
     tg_status st = tg_session_base_usable(b, api);
     if (st != TG_OK) return st;

@@ -309,6 +309,12 @@ static tg_status match(const char *api, const char *path, const tg_safetensors *
     char a[160], b[160];
     for (int i = 0; i < n; i++) {
         const tg_st_tensor *t = tg_safetensors_find(f, e[i].name);
+        for (int k = 0; !t && k < tg_safetensors_skipped_count(f); k++) {
+            const char *dt, *name = tg_safetensors_skipped(f, k, &dt);
+            if (strcmp(name, e[i].name) == 0)
+                return tg_fail(TG_ERR_FORMAT, "%s: %s: tensor '%s' is %s, which is not read (F32, I32, F16 and BF16 "
+                               "are)", api, path, e[i].name, tg_st_shown(dt, a, 40));
+        }
         if (!t) return tg_fail(TG_ERR_NAME, "%s: %s: missing tensor '%s'", api, path, e[i].name);
         if (t->dtype != e[i].dtype)
             return tg_fail(TG_ERR_FORMAT, "%s: %s: tensor '%s' is %s, the session's is %s", api, path, e[i].name,
@@ -319,6 +325,14 @@ static tg_status match(const char *api, const char *path, const tg_safetensors *
             return tg_fail(TG_ERR_SIZE, "%s: %s: tensor '%s' has shape %s, the session's is %s", api, path, e[i].name,
                            tg_shape_str(t->shape, a, sizeof a), tg_shape_str(e[i].shape, b, sizeof b));
         src[i] = t;
+    }
+    /* Loads are strict: a tensor the reader skipped is one the session does not have. */
+    if (tg_safetensors_skipped_count(f) > 0) {
+        const char *dt, *name = tg_safetensors_skipped(f, 0, &dt);
+        char nm[128];
+        return tg_fail(TG_ERR_NAME, "%s: %s: unknown tensor '%s' (%s, not read; to load the others, read the file with "
+                       "tg_safetensors_read and upload them with tg_session_upload_tensors)", api, path,
+                       tg_st_shown(name, nm, sizeof nm), tg_st_shown(dt, a, 40));
     }
     int nf = tg_safetensors_count(f);
     if (nf == n) return TG_OK; /* names are unique on both sides, so every file tensor was matched */
