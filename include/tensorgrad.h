@@ -39,9 +39,9 @@ extern "C" {
 /* The version of this header. Before 1.0 a new minor version may change the
  * API and ABI (the shared library's soname carries major.minor). */
 #define TG_VERSION_MAJOR 0
-#define TG_VERSION_MINOR 6
+#define TG_VERSION_MINOR 7
 #define TG_VERSION_PATCH 0
-#define TG_VERSION_STRING "0.6.0"
+#define TG_VERSION_STRING "0.7.0"
 
 /* The version of the library linked at run time, "MAJOR.MINOR.PATCH"; it
  * differs from TG_VERSION_STRING only when a program runs against a shared
