@@ -754,9 +754,10 @@ tg_status tg_session_step(tg_session *s, const tg_feed *feeds, int n_feeds, floa
 tg_status tg_session_set_lr(tg_session *s, tg_lr lr);
 int64_t tg_session_step_count(const tg_session *s);
 
-/* Params by name. set/get take one param (count must match); upload takes
- * every param exactly once (strict: missing, unknown, duplicate,
- * wrong-sized or non-f32 feeds are errors, and nothing is written then). */
+/* Params by name. set/get take one f32 param (count must match); upload
+ * takes every param exactly once (strict: missing, unknown, duplicate,
+ * wrong-sized feeds and feeds of another dtype than the param's are errors,
+ * and nothing is written then). */
 tg_status tg_session_set_param(tg_session *s, const char *name, const float *data, int64_t count);
 tg_status tg_session_get_param(tg_session *s, const char *name, float *data, int64_t count);
 tg_status tg_session_upload(tg_session *s, const tg_feed *params, int n);
@@ -837,7 +838,8 @@ tg_status tg_session_reset(tg_session *s, const tg_reset_opts *opts);
  * (their function traced again with their own user pointer, so update what
  * it points to first); one whose function no longer fits is left broken:
  * every later call on it fails with TG_ERR_STATE and the reason, and it
- * can only be freed. Every call on a training session and its attached
+ * can only be freed. Pointers into the old program (tg_session_graph, the
+ * capture names) are stale after it. Every call on a training session and its attached
  * forwards holds one lock, so a step or run on another thread happens
  * wholly before or wholly after a replace (or a reset). */
 typedef struct {
