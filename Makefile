@@ -225,4 +225,4 @@ uninstall:
 	    $(D)$(LIBDIR)/pkgconfig/tensorgrad.pc $(D)$(BINDIR)/tg
 	rm -rf $(D)$(LIBDIR)/cmake/tensorgrad $(D)$(TG_DATADIR)
 
--include $(LIB_OBJ:.o=.d) $(EX_OBJ:.o=.d) $(PIC_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(EX_OBJ:.o=.d) $(PIC_OBJ:.o=.d) $(BUILD)/obj/tools/tg.d
