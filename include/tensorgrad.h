@@ -659,7 +659,8 @@ typedef struct {
     bool normalize_grads;     /* g / (||g|| + 1e-8) per param, before clipping */
     /* Per-name filters (upstream's decayFilter and normalizeGrads filter),
      * called with each trained param's name and filter_user while the
-     * session compiles. decay_filter: a param is decayed when its decay flag
+     * session compiles (again at a replace_model that keeps the optimizer,
+     * so filter_user must live as long as the session). decay_filter: a param is decayed when its decay flag
      * is on and the filter accepts it (NULL: the flag alone).
      * normalize_filter: with normalize_grads, only the params it accepts are
      * normalized (NULL: all); one that accepts none is an error. */
