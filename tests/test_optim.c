@@ -166,7 +166,7 @@ static tg_tensor zero_loss(tg_graph *g, void *u) {
     return tg_mul_s(t, 0.0f);
 }
 
-static void test_sgd_decay_flags(float mu, bool filter) {
+static void test_sgd_decay_flags(float mu, bool filter, tg_backend be) {
     tg_model *m = tg_model_new();
     static const float V[2] = {1, 1};
     tg_init ones_on = tg_init_ones(), w_off = tg_init_values(V);
@@ -177,7 +177,7 @@ static void test_sgd_decay_flags(float mu, bool filter) {
     MIX[2] = tg_model_param(m, "w", TG_SHAPE(2), tg_init_values(V));
     MIX[3] = tg_model_param(m, "w_off", TG_SHAPE(2), w_off);
     tg_train_spec spec = {.model = m, .loss = zero_loss, .optim = tg_sgd(tg_lr_constant(0.1f), mu, false, 0.5f),
-                          .threads = 1};
+                          .backend = be, .threads = 1};
     /* the filter turns w's decay off; it cannot turn ones' on */
     if (filter) spec.optim.decay_filter = not_p, spec.optim.filter_user = "w";
     tg_session *s = NULL;
@@ -194,8 +194,8 @@ static void test_sgd_decay_flags(float mu, bool filter) {
             CHECK_OK(tg_session_get_param(s, names[i], got, 2));
             double want = decayed[i] ? x : 1.0;
             CHECK(fabs(got[0] - want) < 1e-6 && got[0] == got[1],
-                  "sgd mu=%g filter=%d decay flags: '%s' after step %d is %.7f, want %.7f", mu, filter, names[i], t,
-                  got[0], want);
+                  "%s: sgd mu=%g filter=%d decay flags: '%s' after step %d is %.7f, want %.7f",
+                  be == TG_BACKEND_CPU ? "cpu" : "webgpu", mu, filter, names[i], t, got[0], want);
         }
     }
     tg_session_free(s);
@@ -303,9 +303,9 @@ int main(void) {
     test_sgd(0.9, true, 0);
     test_sgd(0.9, true, 0.1);
     test_sgd(0, false, 0.1);
-    test_sgd_decay_flags(0, false);
-    test_sgd_decay_flags(0.9f, false);
-    test_sgd_decay_flags(0.9f, true);
+    test_sgd_decay_flags(0, false, TG_BACKEND_CPU);
+    test_sgd_decay_flags(0.9f, false, TG_BACKEND_CPU);
+    test_sgd_decay_flags(0.9f, true, TG_BACKEND_CPU);
     test_adam_f(true, 0, false, true);
     test_adam_f(true, 0.5, true, true);
     test_filter_errors();
@@ -313,5 +313,13 @@ int main(void) {
     test_schedule_sizes();
     test_schedule_copied();
     test_schedule_in_session();
+    /* The decay flags reach the WebGPU update kernels too (two small sessions). */
+    tg_webgpu_adapter_info info;
+    if (tg_webgpu_info(&info) == TG_OK) {
+        test_sgd_decay_flags(0, false, TG_BACKEND_WEBGPU);
+        test_sgd_decay_flags(0.9f, true, TG_BACKEND_WEBGPU);
+    } else {
+        check_webgpu_missing("test_optim");
+    }
     return check_summary("test_optim");
 }

@@ -332,11 +332,11 @@ static tg_tensor captured_loss(tg_graph *g, void *u) {
     return tg_cross_entropy(y, tg_input(g, "t"), TG_REDUCTION_MEAN);
 }
 
-static void download_and_captures(void) {
+static void download_and_captures(tg_backend be) {
     tg_model *m = tg_model_new();
     net n = net_new(m, 8);
     tg_train_spec ts = {.model = m, .loss = captured_loss, .user = &n, .inputs = NET_IN, .n_inputs = 2, .seed = 2,
-                        .optim = tg_adam(tg_lr_constant(0.05f))};
+                        .optim = tg_adam(tg_lr_constant(0.05f)), .backend = be};
     tg_session *s = NULL, *t = NULL;
     tg_forward *f = NULL;
     tg_safetensors *d = NULL, *e = NULL;
@@ -515,7 +515,7 @@ int main(int argc, char **argv) {
     reset_checks(TG_BACKEND_CPU, "cpu");
     replace_checks(TG_BACKEND_CPU, "cpu");
     seed_checks();
-    download_and_captures();
+    download_and_captures(TG_BACKEND_CPU);
     i32_params(TG_BACKEND_CPU, "cpu");
     tg_webgpu_adapter_info info;
     if (argc > 1 && strcmp(argv[1], "--cpu") == 0) {
@@ -524,6 +524,7 @@ int main(int argc, char **argv) {
         reset_checks(TG_BACKEND_WEBGPU, "webgpu");
         replace_checks(TG_BACKEND_WEBGPU, "webgpu");
         i32_params(TG_BACKEND_WEBGPU, "webgpu");
+        download_and_captures(TG_BACKEND_WEBGPU);
     } else {
         check_webgpu_missing("test_sessions");
     }
