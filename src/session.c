@@ -94,10 +94,11 @@ tg_status tg_session_new(const tg_train_spec *spec, tg_session **out) {
     *out = NULL;
     if (!spec || !spec->model || !spec->loss)
         return tg_fail(TG_ERR_ARG, "%s: spec, spec->model and spec->loss are required", api);
-    if (spec->n_inputs < 0 || (spec->n_inputs > 0 && !spec->inputs)) return tg_fail(TG_ERR_ARG, "%s: bad input list", api);
+    if (spec->n_inputs < 0 || (spec->n_inputs > 0 && !spec->inputs))
+        return tg_fail(TG_ERR_ARG, "%s: bad input list", api);
     if (spec->random_seed && spec->seed)
-        return tg_fail(TG_ERR_ARG, "%s: spec->random_seed asks for a fresh seed, but spec->seed is %llu (set one or the other)", api,
-                       (unsigned long long)spec->seed);
+        return tg_fail(TG_ERR_ARG, "%s: spec->random_seed asks for a fresh seed, but spec->seed is %llu (set one or "
+                       "the other)", api, (unsigned long long)spec->seed);
     if (tg_model_status(spec->model) != TG_OK) return spec->model->err;
     tg_status st = tg_optim_check(&spec->optim, api);
     if (st != TG_OK) return st;

@@ -264,7 +264,8 @@ static tg_status upload(tg_session_base *b, const char *api, const tg_feed *para
     }
     for (int f = 0; f < n && st == TG_OK; f++) {
         tg_param p = tg_model_find(b->model, params[f].name);
-        st = b->eng->vt->write(b->eng, b->prog, TG_ARENA_PARAMS, b->param_offset[p], params[f].data, params[f].count * 4);
+        st = b->eng->vt->write(b->eng, b->prog, TG_ARENA_PARAMS, b->param_offset[p], params[f].data,
+                               params[f].count * 4);
     }
     return st;
 }
@@ -294,7 +295,8 @@ static tg_status check_tensor(const tg_session_base *b, const char *api, const t
                        tg_shape_str(d->shape, a, sizeof a), tg_shape_str(t->shape, c, sizeof c),
                        swapped ? " (transposed: a Linear W is [in, out], PyTorch's weight [out, in])" : "");
     }
-    if (!t->data && tg_shape_numel(d->shape) > 0) return tg_fail(TG_ERR_ARG, "%s: tensor '%s' has no data", api, t->name);
+    if (!t->data && tg_shape_numel(d->shape) > 0)
+        return tg_fail(TG_ERR_ARG, "%s: tensor '%s' has no data", api, t->name);
     *out = p;
     return TG_OK;
 }

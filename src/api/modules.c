@@ -40,10 +40,11 @@ tg_layernorm tg_layernorm_new_opts(tg_model *m, const char *name, int64_t dim, t
     tg_layernorm l = {-1, -1, dim, o.eps > 0 ? o.eps : 1e-5f};
     char buf[256];
     snprintf(buf, sizeof buf, "%s.g", name ? name : "");
-    l.g = tg_model_param(m, buf, (tg_shape){1, {dim}}, tg_api_layer_init(&(tg_init){TG_INIT_ONES, .decay = -1}, o.decay));
+    tg_init ones = tg_init_ones(), zeros = tg_init_zeros();
+    l.g = tg_model_param(m, buf, (tg_shape){1, {dim}}, tg_api_layer_init(&ones, o.decay));
     if (!o.no_bias) {
         snprintf(buf, sizeof buf, "%s.b", name ? name : "");
-        l.b = tg_model_param(m, buf, (tg_shape){1, {dim}}, tg_api_layer_init(&(tg_init){TG_INIT_ZEROS, .decay = -1}, o.decay));
+        l.b = tg_model_param(m, buf, (tg_shape){1, {dim}}, tg_api_layer_init(&zeros, o.decay));
     }
     return l;
 }

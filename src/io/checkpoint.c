@@ -39,7 +39,8 @@ static tg_status collect(const tg_session_base *s, const tg_session *train, cons
     if (!e) return tg_fail(TG_ERR_NOMEM, "%s: out of memory", api);
     for (int p = 0; p < np; p++) {
         const tg_param_decl *d = &s->model->params[p];
-        e[p] = (ck_entry){d->name, d->dtype, d->shape, TG_ARENA_PARAMS, s->param_offset[p], tg_shape_numel(d->shape) * 4};
+        e[p] = (ck_entry){d->name, d->dtype, d->shape, TG_ARENA_PARAMS, s->param_offset[p],
+                          tg_shape_numel(d->shape) * 4};
     }
     for (int i = 0, k = np; full && i < g->n; i++) {
         const tg_node *nd = &g->nodes[i];
@@ -87,9 +88,9 @@ static char *lr_encode(const tg_lr *lr) {
     buf[0] = 0;
     for (const tg_lr *l = lr; l; l = l->kind == TG_LR_WARMUP ? l->then : NULL) {
         int kind = (int)l->kind >= 0 && (int)l->kind < N_LR_KINDS ? (int)l->kind : 0;
-        o += (size_t)snprintf(buf + o, cap - o, "%s%s peak=%.9g final=%.9g gamma=%.9g steps=%lld every=%lld milestones=",
-                              o ? "; " : "", lr_kinds[kind], l->peak, l->final_lr, l->gamma, (long long)l->steps,
-                              (long long)l->every);
+        o += (size_t)snprintf(buf + o, cap - o,
+                              "%s%s peak=%.9g final=%.9g gamma=%.9g steps=%lld every=%lld milestones=", o ? "; " : "",
+                              lr_kinds[kind], l->peak, l->final_lr, l->gamma, (long long)l->steps, (long long)l->every);
         for (int i = 0; l->kind == TG_LR_MULTISTEP && i < l->n_milestones; i++)
             o += (size_t)snprintf(buf + o, cap - o, "%s%lld", i ? "," : "", (long long)l->milestones[i]);
         if (l->start_step) o += (size_t)snprintf(buf + o, cap - o, " start=%lld", (long long)l->start_step);

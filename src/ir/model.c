@@ -43,14 +43,15 @@ tg_param tg_model_param(tg_model *m, const char *name, tg_shape shape, tg_init i
  * that are whole numbers an int32 holds. */
 static tg_param check_i32(tg_model *m, const char *name, tg_shape shape, tg_init init) {
     if (init.kind != TG_INIT_ZEROS && init.kind != TG_INIT_ONES && init.kind != TG_INIT_VALUES)
-        return model_fail(m, TG_ERR_ARG, "tg_model_param_dt: '%s' is i32: its init must be zeros, ones or values", name);
+        return model_fail(m, TG_ERR_ARG, "tg_model_param_dt: '%s' is i32: its init must be zeros, ones or values",
+                          name);
     int64_t n = init.kind == TG_INIT_VALUES ? tg_shape_numel(shape) : 0;
     for (int64_t i = 0; i < n; i++) {
         float v = init.values[i];
         if (!(v == floorf(v) && v >= -2147483648.0f && v < 2147483648.0f)) {
             char what[300];
-            snprintf(what, sizeof what, "tg_model_param_dt: '%%s' is i32, but value %lld (%g) is not an int32", (long long)i,
-                     (double)v);
+            snprintf(what, sizeof what, "tg_model_param_dt: '%%s' is i32, but value %lld (%g) is not an int32",
+                     (long long)i, (double)v);
             return model_fail(m, TG_ERR_ARG, what, name);
         }
     }

@@ -53,7 +53,8 @@ tg_status tg_optim_check(const tg_optim *o, const char *api) {
 }
 
 bool tg_optim_is_carried(const tg_node *n) {
-    return n->op == TG_OP_STATE && n->name && strcmp(n->name, TG_HYPER_NAME) != 0 && strcmp(n->name, TG_RNG_SEED_NAME) != 0;
+    return n->op == TG_OP_STATE && n->name && strcmp(n->name, TG_HYPER_NAME) != 0 &&
+           strcmp(n->name, TG_RNG_SEED_NAME) != 0;
 }
 
 /* An update node's inputs; the caller sets its attributes and adds it. */
@@ -126,7 +127,8 @@ tg_status tg_optim_append(tg_graph *g, const tg_optim *o, const int *param_grad,
             char names[300] = "";
             for (int p = 0, k = 0; p < np && k < (int)sizeof names - 1; p++)
                 if (grad[p] >= 0)
-                    k += snprintf(names + k, sizeof names - (size_t)k, "%s'%s'", k ? ", " : "", g->model->params[p].name);
+                    k += snprintf(names + k, sizeof names - (size_t)k, "%s'%s'", k ? ", " : "",
+                                  g->model->params[p].name);
             free(grad);
             free(wb);
             return tg_fail(TG_ERR_ARG, "optimizer: normalize_filter accepted none of the trained params (%s)", names);
