@@ -38,7 +38,7 @@ help:
 	@echo "make test-aarch64  the CPU tests built for aarch64 (NEON) and run under qemu-user (build-aarch64/)"
 	@echo "make fuzz       libFuzzer on the safetensors reader, the checkpoint loaders and the graph API"
 	@echo "                (clang; FUZZ_SECONDS=N each, default 45; build-fuzz/; make test runs it)"
-	@echo "make tsan       the thread tests (pool, concurrent saves) under ThreadSanitizer (build-tsan/)"
+	@echo "make tsan       the thread tests (pool, concurrent saves, sessions shared by threads) under ThreadSanitizer (build-tsan/)"
 	@echo "make bench      benchmarks against PyTorch / OpenBLAS (needs python3-torch, libopenblas-dev)"
 	@echo "make bench CPU=avx2   the same with our CPU path, PyTorch and OpenBLAS forced to AVX2"
 	@echo "make bench BACKEND=webgpu   the models on WebGPU beside PyTorch CUDA (a GPU machine)"
@@ -109,7 +109,7 @@ fuzz: $(BUILD)/libtensorgrad.a
 	$(MAKE) BUILD=build-fuzz CC=clang CFLAGS="$(FUZZ_CFLAGS)" lib
 	bash fuzz/run.sh build-fuzz $(BUILD) $(FUZZ_SECONDS)
 
-TSAN_TESTS := test_pool test_saves
+TSAN_TESTS := test_pool test_saves test_session_threads
 tsan:
 	$(MAKE) BUILD=build-tsan CFLAGS="-O1 -g -fsanitize=thread" LDFLAGS=-fsanitize=thread \
 		$(TSAN_TESTS:%=build-tsan/tests/%)
@@ -225,4 +225,4 @@ uninstall:
 	    $(D)$(LIBDIR)/pkgconfig/tensorgrad.pc $(D)$(BINDIR)/tg
 	rm -rf $(D)$(LIBDIR)/cmake/tensorgrad $(D)$(TG_DATADIR)
 
--include $(LIB_OBJ:.o=.d) $(EX_OBJ:.o=.d) $(PIC_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(EX_OBJ:.o=.d) $(PIC_OBJ:.o=.d) $(BUILD)/obj/tools/tg.d
