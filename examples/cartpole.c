@@ -128,7 +128,7 @@ int example_cartpole(const tg_example_opts *o) {
     tg_forward_spec aspec = {.fn = act, .user = &net, .inputs = ain, .n_inputs = 1};
     tg_session *s = NULL;
     tg_forward *f = NULL;
-    rollout *r = malloc(sizeof *r);
+    rollout *r = calloc(1, sizeof *r); /* slots no episode reaches stay zero */
     int rc = 0;
     if (!r || tg_session_new(&spec, &s) != TG_OK || tg_forward_attach(s, &aspec, &f) != TG_OK ||
         tg_forward_set_seed(f, o->seed) != TG_OK) {

@@ -1,18 +1,25 @@
-/* Tic-tac-toe by self-play policy gradient (upstream's tic-tac-toe sample):
- * one 27-64-64-9 tanh MLP plays both sides against itself and learns from
- * nothing but the games' outcomes.
+/* Tic-tac-toe by policy gradient (upstream's tic-tac-toe sample): one
+ * 27-64-64-9 tanh MLP plays both sides and learns from nothing but the
+ * games' outcomes.
  *
  * A board is seen from the side to move: 9 cells each of empty, mine,
  * theirs (27 inputs). Illegal moves are masked in the graph: an input adds
  * -1e9 to the logits of occupied cells, so they get probability 0 and no
  * gradient, in sampling and in the loss alike. An iteration plays K games
- * in lockstep, sampling each move in the graph (tg_categorical); every move
- * a player made is then weighted by the game's outcome for that player
- * (+1 win, 0 draw, -1 loss, normalized over the batch):
+ * in lockstep, sampling each move in the graph (tg_categorical): a quarter
+ * are self-play, the rest put the policy against a uniformly random player
+ * (O in half the games, X in a quarter: O is the harder side), and 5% of
+ * the policy's own moves are random too. Every move the policy made is
+ * then weighted by the game's outcome for its side (+1 win, 0 draw, -1
+ * loss) times DISCOUNT^(plies from the move to the end), normalized over
+ * the batch:
  *
  *   loss = sum(-log pi(a | s) * outcome * mask) / (9 * K)
  *
- * with mask 0 on the slots after a game ended. Adam with a cosine decay.
+ * with mask 0 on random moves and on the slots after a game ended. Plain
+ * self-play outcomes credit every move alike and stall around 0.5 here;
+ * the random games and the discount (the last moves decide a game) reach
+ * about 0.93. Adam with a cosine decay.
  * The trained policy then plays greedily (tg_argmax) 1000 games as X and
  * 1000 as O against a uniformly random player, and 1000 against a perfect
  * minimax player (which picks at random among its best moves). Ends with
@@ -25,28 +32,14 @@
 
 #include "examples.h"
 
-#ifndef K
-#define K 64 /* games per iteration */
-#endif
+#define K 128 /* games per iteration */
 #define N (9 * K)             /* move slots per iteration */
 #define HIDDEN 64
 #define EVAL_GAMES 1000
 #define TARGET_RATE 0.98f
-#ifndef ENTROPY
-#define ENTROPY 0.02f
-#endif
-#ifndef LR
-#define LR 5e-3f
-#endif
-#ifndef DISCOUNT
-#define DISCOUNT 0.8
-#endif
-#ifndef RANDOM_OPP
-#define RANDOM_OPP 0
-#endif
-#ifndef EXPLORE
-#define EXPLORE 0.2
-#endif
+#define LR 3e-3f
+#define DISCOUNT 0.3 /* a move's credit per ply between it and the end */
+#define EXPLORE 0.05 /* moves made at random, left out of the loss */
 
 typedef struct {
     tg_linear l1, l2, out;
@@ -138,12 +131,8 @@ static tg_tensor masked_logits(tg_graph *g, const policy *p, tg_tensor state, tg
 static tg_tensor pg_loss(tg_graph *g, void *u) {
     tg_tensor lg = masked_logits(g, u, tg_input(g, "states"), tg_input(g, "illegal"));
     tg_tensor nll = tg_cross_entropy(lg, tg_input(g, "actions"), TG_REDUCTION_NONE);
-    tg_tensor mask = tg_input(g, "mask");
-    tg_tensor w = tg_mul(tg_input(g, "outcomes"), mask);
-    /* entropy of the policy over the legal moves; masked cells have p = 0 */
-    tg_tensor ent = tg_neg(tg_sum(tg_mul(tg_softmax(lg, -1), tg_log_softmax(lg, -1)), -1, false));
-    tg_tensor pg = tg_sub(tg_mul(nll, w), tg_mul_s(tg_mul(ent, mask), ENTROPY));
-    return tg_mul_s(tg_sum(pg, TG_ALL, false), 1.0f / N);
+    tg_tensor w = tg_mul(tg_input(g, "outcomes"), tg_input(g, "mask"));
+    return tg_mul_s(tg_sum(tg_mul(nll, w), TG_ALL, false), 1.0f / N);
 }
 static tg_tensor sample_move(tg_graph *g, void *u) {
     return tg_categorical(masked_logits(g, u, tg_input(g, "state"), tg_input(g, "illegal")));
@@ -157,8 +146,8 @@ typedef struct {
     int32_t actions[N];
 } rollout;
 
-/* K self-play games in lockstep, slot move * K + k. */
-static tg_status self_play(tg_forward *f, rollout *r, uint64_t *rng) {
+/* K games in lockstep, slot move * K + k. */
+static tg_status play(tg_forward *f, rollout *r, uint64_t *rng) {
     game gs[K];
     int8_t side[N] = {0};
     float state[K * 27], illegal[K * 9];
@@ -177,8 +166,8 @@ static tg_status self_play(tg_forward *f, rollout *r, uint64_t *rng) {
             int i = move * K + k;
             memcpy(r->states + i * 27, state + k * 27, sizeof(float) * 27);
             memcpy(r->illegal + i * 9, illegal + k * 9, sizeof(float) * 9);
-            int opp = k % 4 == 0 ? 1 : k % 4 == 1 ? 2 : 0; /* a quarter of the games each side against a random player */
-            bool explore = (RANDOM_OPP && opp == gs[k].turn) || ex_uniform(rng) < EXPLORE;
+            int opp = k % 4 == 1 ? 2 : k % 4 != 3 ? 1 : 0; /* the random player's side; 0 in self-play */
+            bool explore = opp == gs[k].turn || ex_uniform(rng) < EXPLORE;
             int c = explore ? random_move(&gs[k], rng) : a[k];
             r->actions[i] = c, r->mask[i] = !explore, side[i] = gs[k].turn;
             game_move(&gs[k], c);
@@ -187,7 +176,7 @@ static tg_status self_play(tg_forward *f, rollout *r, uint64_t *rng) {
     /* A move's credit decays with the plies between it and the end: the
      * last moves decided the game most surely. */
     int plies[K] = {0};
-    for (int i = 0; i < N; i++) plies[i % K] += side[i] != 0 || r->mask[i];
+    for (int i = 0; i < N; i++) plies[i % K] += side[i] != 0;
     double sum = 0, sq = 0, live = 0;
     for (int i = 0; i < N; i++) {
         int w = gs[i % K].winner, left = plies[i % K] - 1 - i / K;
@@ -227,7 +216,7 @@ static tg_status match(tg_forward *greedy, int me, bool perfect, uint64_t *rng, 
 }
 
 int example_tictactoe(const tg_example_opts *o) {
-    int64_t iters = o->steps > 0 ? o->steps : 3000;
+    int64_t iters = o->steps > 0 ? o->steps : 20000;
     tg_model *m = tg_model_new();
     policy net = {tg_linear_new(m, "l1", 27, HIDDEN, true), tg_linear_new(m, "l2", HIDDEN, HIDDEN, true),
                   tg_linear_new(m, "out", HIDDEN, 9, true)};
@@ -241,7 +230,7 @@ int example_tictactoe(const tg_example_opts *o) {
     tg_forward_spec gspec = {.fn = best_move, .user = &net, .inputs = pin, .n_inputs = 2};
     tg_session *s = NULL;
     tg_forward *smp = NULL, *greedy = NULL;
-    rollout *r = malloc(sizeof *r);
+    rollout *r = calloc(1, sizeof *r); /* slots no game reaches stay zero */
     int rc = 0;
     if (!r || tg_session_new(&spec, &s) != TG_OK || tg_forward_attach(s, &sspec, &smp) != TG_OK ||
         tg_forward_attach(s, &gspec, &greedy) != TG_OK || tg_forward_set_seed(smp, o->seed) != TG_OK) {
@@ -251,7 +240,7 @@ int example_tictactoe(const tg_example_opts *o) {
     }
     if (ex_compile_only(o, "tictactoe", &spec, s, &rc)) goto done;
     if (!o->quiet)
-        printf("tictactoe: 27-%d-%d-9 tanh policy, %d self-play games per iteration, %lld iterations\n", HIDDEN, HIDDEN,
+        printf("tictactoe: 27-%d-%d-9 tanh policy, %d games per iteration, %lld iterations\n", HIDDEN, HIDDEN,
                K, (long long)iters);
     ex_run run;
     if (ex_run_start(&run, o, iters, K, NULL)) {
@@ -262,13 +251,12 @@ int example_tictactoe(const tg_example_opts *o) {
     tg_status st = TG_OK;
     uint64_t play_rng = o->seed * 0x9e3779b97f4a7c15ull + 19;
     for (int64_t it = 1; it <= iters && st == TG_OK; it++) {
-        st = self_play(smp, r, &play_rng);
+        st = play(smp, r, &play_rng);
         tg_feed feeds[] = {TG_FEED("states", r->states, N * 27), TG_FEED("illegal", r->illegal, N * 9),
                            TG_FEED("actions", r->actions, N), TG_FEED("outcomes", r->outcomes, N),
                            TG_FEED("mask", r->mask, N)};
         if (st == TG_OK) st = tg_session_step(s, feeds, 5, &loss);
         if (st == TG_OK && ex_run_due(&run, it)) ex_run_step(&run, it, loss, tg_lr_at(&spec.optim.lr, it), NULL);
-        if (getenv("DBG") && it % 250 == 0) { uint64_t q = 5; int w1, d1, w2, d2; match(greedy, 1, false, &q, &w1, &d1); match(greedy, 2, false, &q, &w2, &d2); printf("  it %lld X %d/%d O %d/%d\n", (long long)it, w1, d1, w2, d2); }
     }
     if (ex_run_end(&run)) rc = 1;
     if (st == TG_OK) printf("final loss=%.6g\n", loss);
