@@ -104,7 +104,8 @@ static tg_status train(trainer *t, const ex_digits *d, int64_t steps, uint64_t *
         }
         tg_feed feeds[] = {TG_FEED("x", xb, B * 64), TG_FEED("y", yb, B)};
         st = tg_session_step(t->s, feeds, 2, loss);
-        if (st == TG_OK && ex_run_due(run, at + step)) ex_run_step(run, at + step, *loss, tg_lr_at(&t->spec.optim.lr, step), NULL);
+        if (st == TG_OK && ex_run_due(run, at + step) && at + step < run->prog.total) /* the last line carries the accuracy */
+            ex_run_step(run, at + step, *loss, tg_lr_at(&t->spec.optim.lr, step), NULL);
     }
     free(order);
     return st;

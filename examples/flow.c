@@ -7,13 +7,20 @@
  *   (tg_randn), t an integer in 1..T_STEPS, tn = t / T_STEPS:
  *   x_t = x0 + tn (x1 - x0);   loss = mse(v(x_t, t), x1 - x0)
  *
- *   v: conv 3x3 (32) relu, + the timestep's embedding (an Embedding of
- *      T_STEPS + 1 rows of 32, a linear 32, added to every pixel), conv 3x3
- *      (32) relu, conv 3x3 (32) relu, conv 3x3 (1)
+ *   v: conv 5x5 (32) relu, + the timestep's embedding (an Embedding of
+ *      T_STEPS + 1 rows of 32, a linear 32, added to every pixel), conv 5x5
+ *      (32) relu, conv 5x5 (32) relu, conv 5x5 (1)
  *
- * Sampling: x = N(0, I) at t = 1, then SAMPLE_STEPS Euler steps
- * x <- x - v(x, t) / SAMPLE_STEPS down to t = 0, with t rounded to its
- * bucket; 256 samples at once through a forward session.
+ * t is drawn logit-normal (most often near the middle of the path); Adam
+ * with a cosine decay, clip 1.0. Upstream's 3x3 kernels and uniform t
+ * reach a sample_confidence of about 0.78 here, 5x5 kernels about 0.80,
+ * with the logit-normal t about 0.84.
+ *
+ * Sampling: from the average of the params over the second half of the
+ * run (an exponential moving average kept on the host), x = N(0, I) at
+ * t = 1, then SAMPLE_STEPS Euler steps x <- x - v(x, t) / SAMPLE_STEPS down
+ * to t = 0, with t rounded to its bucket; 256 samples at once through a
+ * forward session.
  *
  * The samples are judged by the digits CNN (digits_cnn.h), trained first
  * in the same run on the real images: `sample_confidence` is its mean
@@ -35,6 +42,10 @@
 #define N_SAMPLES 256
 #define CNN_STEPS 600
 #define TARGET_CONFIDENCE 0.8
+#define KS 5          /* conv kernel size */
+#define LR 3e-3f
+#define EMA_EVERY 5   /* steps between updates of the params' average */
+#define EMA_DECAY 0.98f
 
 typedef struct {
     tg_embedding t_emb;
@@ -68,6 +79,28 @@ static tg_tensor cnn_loss(tg_graph *g, void *u) {
 static tg_tensor cnn_confidence(tg_graph *g, void *u) {
     tg_tensor p = tg_softmax(digits_cnn_logits(g, u, tg_input(g, "x")), -1);
     return tg_take_along_axis(p, tg_argmax(p, -1, true), -1);
+}
+
+/* An exponential moving average of the params, kept on the host: samples
+ * come from the average of the last few hundred steps' weights rather than
+ * the last step's, as diffusion and flow models are usually sampled. */
+typedef struct {
+    int n;
+    const char *name[16];
+    int64_t count[16];
+    float *avg[16], *cur;
+    bool started;
+} ema;
+
+static tg_status ema_update(ema *e, tg_session *s, float decay) {
+    for (int i = 0; i < e->n; i++) {
+        tg_status st = tg_session_get_param(s, e->name[i], e->cur, e->count[i]);
+        if (st != TG_OK) return st;
+        for (int64_t k = 0; k < e->count[i]; k++)
+            e->avg[i][k] = e->started ? decay * e->avg[i][k] + (1 - decay) * e->cur[k] : e->cur[k];
+    }
+    e->started = true;
+    return TG_OK;
 }
 
 static void fill_normal(uint64_t *rng, float *v, int n) {
@@ -150,19 +183,31 @@ int example_flow(const tg_example_opts *o) {
     int64_t steps = o->steps > 0 ? o->steps : 3000;
     tg_model *m = tg_model_new(), *cm = NULL;
     flow_net net = {tg_embedding_new(m, "t_emb", T_STEPS + 1, CH), tg_linear_new(m, "t_proj", CH, CH, true),
-                    tg_conv2d_new(m, "conv1", 1, CH, 3, 1, 1, 1, true), tg_conv2d_new(m, "conv2", CH, CH, 3, 1, 1, 1, true),
-                    tg_conv2d_new(m, "conv3", CH, CH, 3, 1, 1, 1, true), tg_conv2d_new(m, "conv4", CH, 1, 3, 1, 1, 1, true)};
+                    tg_conv2d_new(m, "conv1", 1, CH, KS, 1, KS / 2, 1, true),
+                    tg_conv2d_new(m, "conv2", CH, CH, KS, 1, KS / 2, 1, true),
+                    tg_conv2d_new(m, "conv3", CH, CH, KS, 1, KS / 2, 1, true),
+                    tg_conv2d_new(m, "conv4", CH, 1, KS, 1, KS / 2, 1, true)};
     tg_input_decl in[] = {{"x", TG_F32, TG_SHAPE(B, 1, 8, 8)}, {"t", TG_I32, TG_SHAPE(B)}};
     tg_input_decl pin[] = {{"x", TG_F32, TG_SHAPE(TG_BATCH, 1, 8, 8)}, {"t", TG_I32, TG_SHAPE(TG_BATCH)}};
     tg_train_spec spec = {.model = m, .loss = flow_loss, .user = &net, .inputs = in, .n_inputs = 2,
-                          .optim = tg_adam(tg_lr_cosine(2e-3f, 1e-4f, steps)), .seed = o->seed,
+                          .optim = tg_adam(tg_lr_cosine(LR, 1e-4f, steps)), .seed = o->seed,
                           .backend = o->backend, .threads = o->threads};
     spec.optim.clip_grad_norm = 1.0f;
     tg_forward_spec pspec = {.fn = flow_predict, .user = &net, .inputs = pin, .n_inputs = 2};
     tg_session *s = NULL;
     tg_forward *f = NULL, *judge = NULL;
     ex_digits d = {0};
+    ema avg = {.n = tg_model_param_count(m)};
     float *img = malloc(sizeof(float) * N_SAMPLES * 64), conf[N_SAMPLES];
+    int64_t biggest = 0;
+    for (int i = 0; i < avg.n && i < 16; i++) {
+        avg.name[i] = tg_model_param_name(m, i), avg.count[i] = tg_shape_numel(tg_model_param_shape(m, i));
+        avg.avg[i] = malloc(sizeof(float) * (size_t)avg.count[i]);
+        if (!avg.avg[i]) img = (free(img), NULL);
+        if (avg.count[i] > biggest) biggest = avg.count[i];
+    }
+    avg.cur = malloc(sizeof(float) * (size_t)biggest);
+    if (!avg.cur || avg.n > 16) img = (free(img), NULL);
     int rc = 0;
     tg_status st = img ? tg_session_new(&spec, &s) : TG_ERR_NOMEM;
     if (st == TG_OK) st = tg_forward_attach(s, &pspec, &f);
@@ -186,7 +231,7 @@ int example_flow(const tg_example_opts *o) {
         goto done;
     }
     if (!o->quiet)
-        printf("flow: %lld params, 4 convs of %d channels, batch %d, %lld steps\n", (long long)tg_model_numel(m), CH, B,
+        printf("flow: %lld params, 4 convs %dx%d of %d channels, batch %d, %lld steps\n", (long long)tg_model_numel(m), KS, KS, CH, B,
                (long long)steps);
     ex_run run;
     if (ex_run_start(&run, o, steps, B, "sample_confidence")) {
@@ -200,13 +245,24 @@ int example_flow(const tg_example_opts *o) {
     for (int64_t step = 1; step <= steps && st == TG_OK; step++) {
         pick(&d, &rng, x, NULL);
         for (int k = 0; k < B * 64; k++) x[k] = 2 * x[k] - 1;
-        for (int b = 0; b < B; b++) t[b] = 1 + (int32_t)(ex_rand(&rng) % T_STEPS);
+        for (int b = 0; b < B; b += 2) { /* t logit-normal: the middle of the path is where the field is hardest */
+            float z[2];
+            fill_normal(&rng, z, 2);
+            for (int q = 0; q < 2; q++) {
+                int tb = (int)lrintf(T_STEPS / (1.0f + expf(-z[q])));
+                t[b + q] = tb < 1 ? 1 : tb > T_STEPS ? T_STEPS : tb;
+            }
+        }
         tg_feed feeds[] = {TG_FEED("x", x, B * 64), TG_FEED("t", t, B)};
         st = tg_session_step(s, feeds, 2, &loss);
+        if (st == TG_OK && step > steps / 2 && step % EMA_EVERY == 0) st = ema_update(&avg, s, EMA_DECAY);
         if (st == TG_OK && ex_run_due(&run, step) && step < steps)
             ex_run_step(&run, step, loss, tg_lr_at(&spec.optim.lr, step), NULL);
     }
     if (st == TG_OK) printf("final loss=%.6g\n", loss);
+    tg_feed params[16];
+    for (int i = 0; i < avg.n; i++) params[i] = (tg_feed){avg.name[i], avg.avg[i], avg.count[i], TG_F32};
+    if (st == TG_OK && avg.started) st = tg_session_upload(s, params, avg.n); /* training is over */
     if (st == TG_OK) st = sample(f, o->seed, img);
     for (int k = 0; k < N_SAMPLES * 64; k++) img[k] = fminf(fmaxf((img[k] + 1) / 2, 0), 1);
     tg_feed fj = TG_FEED("x", img, N_SAMPLES * 64);
@@ -234,6 +290,8 @@ done:
     tg_model_free(cm);
     tg_model_free(m);
     ex_digits_free(&d);
+    for (int i = 0; i < avg.n && i < 16; i++) free(avg.avg[i]);
+    free(avg.cur);
     free(img);
     return rc;
 }

@@ -16,10 +16,11 @@
  *
  *   loss = sum(-log pi(a | s) * outcome * mask) / (9 * K)
  *
- * with mask 0 on random moves and on the slots after a game ended. Plain
- * self-play outcomes credit every move alike and stall around 0.5 here;
- * the random games and the discount (the last moves decide a game) reach
- * about 0.93. Adam with a cosine decay.
+ * with mask 0 on random moves and on the slots after a game ended, and on
+ * losing moves already below probability e^-2.5. Plain self-play outcomes
+ * credit every move alike and stall around 0.5 here; the random games and
+ * the discount (the last moves decide a game) reach about 0.93, and the
+ * floor on losing moves about 0.98. Adam with a cosine decay.
  * The trained policy then plays greedily (tg_argmax) 1000 games as X and
  * 1000 as O against a uniformly random player, and 1000 against a perfect
  * minimax player (which picks at random among its best moves). Ends with
@@ -32,14 +33,15 @@
 
 #include "examples.h"
 
-#define K 128 /* games per iteration */
-#define N (9 * K)             /* move slots per iteration */
+#define K 128          /* games per iteration */
+#define N (9 * K)      /* move slots per iteration */
 #define HIDDEN 64
 #define EVAL_GAMES 1000
 #define TARGET_RATE 0.98f
 #define LR 3e-3f
-#define DISCOUNT 0.3 /* a move's credit per ply between it and the end */
-#define EXPLORE 0.05 /* moves made at random, left out of the loss */
+#define LOG_FLOOR 2.5f /* -log p beyond which a losing move is left alone */
+#define DISCOUNT 0.3   /* a move's credit per ply between it and the end */
+#define EXPLORE 0.05   /* moves made at random, left out of the loss */
 
 typedef struct {
     tg_linear l1, l2, out;
@@ -132,6 +134,11 @@ static tg_tensor pg_loss(tg_graph *g, void *u) {
     tg_tensor lg = masked_logits(g, u, tg_input(g, "states"), tg_input(g, "illegal"));
     tg_tensor nll = tg_cross_entropy(lg, tg_input(g, "actions"), TG_REDUCTION_NONE);
     tg_tensor w = tg_mul(tg_input(g, "outcomes"), tg_input(g, "mask"));
+    /* A move that lost stops being pushed down once its probability is
+     * below e^-2.5: -log p has no floor, and without this the losing moves'
+     * logits run off to -infinity and take the policy with them. */
+    tg_tensor live = tg_cast(tg_less_s(tg_stop_gradient(nll), LOG_FLOOR), TG_F32);
+    w = tg_where(tg_less_s(w, 0.0f), tg_mul(w, live), w);
     return tg_mul_s(tg_sum(tg_mul(nll, w), TG_ALL, false), 1.0f / N);
 }
 static tg_tensor sample_move(tg_graph *g, void *u) {
@@ -164,11 +171,11 @@ static tg_status play(tg_forward *f, rollout *r, uint64_t *rng) {
         for (int k = 0; k < K; k++) {
             if (gs[k].done) continue;
             int i = move * K + k;
-            memcpy(r->states + i * 27, state + k * 27, sizeof(float) * 27);
-            memcpy(r->illegal + i * 9, illegal + k * 9, sizeof(float) * 9);
             int opp = k % 4 == 1 ? 2 : k % 4 != 3 ? 1 : 0; /* the random player's side; 0 in self-play */
             bool explore = opp == gs[k].turn || ex_uniform(rng) < EXPLORE;
             int c = explore ? random_move(&gs[k], rng) : a[k];
+            memcpy(r->states + i * 27, state + k * 27, sizeof(float) * 27);
+            memcpy(r->illegal + i * 9, illegal + k * 9, sizeof(float) * 9);
             r->actions[i] = c, r->mask[i] = !explore, side[i] = gs[k].turn;
             game_move(&gs[k], c);
         }
@@ -216,7 +223,7 @@ static tg_status match(tg_forward *greedy, int me, bool perfect, uint64_t *rng, 
 }
 
 int example_tictactoe(const tg_example_opts *o) {
-    int64_t iters = o->steps > 0 ? o->steps : 20000;
+    int64_t iters = o->steps > 0 ? o->steps : 30000;
     tg_model *m = tg_model_new();
     policy net = {tg_linear_new(m, "l1", 27, HIDDEN, true), tg_linear_new(m, "l2", HIDDEN, HIDDEN, true),
                   tg_linear_new(m, "out", HIDDEN, 9, true)};
