@@ -225,8 +225,10 @@ static int paeth(int a, int b, int c) {
     return pa <= pb && pa <= pc ? a : pb <= pc ? b : c;
 }
 
-static int fail(const char *path, const char *what, size_t at, void *a, void *b) {
-    fprintf(stderr, "png: %s: %s at byte %zu\n", path, what, at);
+/* where: "" (a byte of the file), " of the image data" (the zlib stream)
+ * or " of the unpacked rows" */
+static int fail(const char *path, const char *what, size_t at, const char *where, void *a, void *b) {
+    fprintf(stderr, "png: %s: %s at byte %zu%s\n", path, what, at, where);
     free(a), free(b);
     return 1;
 }
@@ -251,61 +253,57 @@ int ex_read_png_rgb(const char *path, uint8_t **pix, int *w, int *h) {
     } while (got > 0);
     fclose(f);
     static const uint8_t sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
-    if (!file || n < 8 || memcmp(file, sig, 8)) return fail(path, "not a PNG signature", 0, file, NULL);
+    if (!file || n < 8 || memcmp(file, sig, 8)) return fail(path, "not a PNG signature", 0, "", file, NULL);
     int ch = 0;
     size_t idat_n = 0, at = 8;
     uint32_t W = 0, H = 0;
     for (;;) { /* chunks: IHDR first, the IDATs joined, up to IEND */
-        if (at + 12 > n) return fail(path, "the file ends inside a chunk", at, file, idat);
+        if (at + 12 > n) return fail(path, "the file ends inside a chunk", at, "", file, idat);
         uint32_t len = be32(file + at);
         const uint8_t *type = file + at + 4, *data = file + at + 8;
-        if (len > n - at - 12) return fail(path, "a chunk longer than the file", at, file, idat);
-        if (at == 8 && memcmp(type, "IHDR", 4)) return fail(path, "no IHDR chunk first", at, file, idat);
+        if (len > n - at - 12) return fail(path, "a chunk longer than the file", at, "", file, idat);
+        if (at == 8 && memcmp(type, "IHDR", 4)) return fail(path, "no IHDR chunk first", at, "", file, idat);
         if (!memcmp(type, "IHDR", 4)) {
-            if (len != 13) return fail(path, "an IHDR chunk of the wrong length", at, file, idat);
+            if (len != 13) return fail(path, "an IHDR chunk of the wrong length", at, "", file, idat);
             W = be32(data), H = be32(data + 4);
             int color = data[9];
             ch = color == 0 ? 1 : color == 2 ? 3 : color == 4 ? 2 : color == 6 ? 4 : 0;
             if (data[8] != 8 || !ch || data[10] || data[11] || data[12])
-                return fail(path, "not 8-bit grey/RGB(A), non-interlaced", at + 16, file, idat);
+                return fail(path, "not 8-bit grey/RGB(A), non-interlaced", at + 16, "", file, idat);
             if (W == 0 || H == 0 || W > 16384 || H > 16384)
-                return fail(path, "an image size outside 1..16384", at + 8, file, idat);
+                return fail(path, "an image size outside 1..16384", at + 8, "", file, idat);
         } else if (!memcmp(type, "IDAT", 4)) {
             uint8_t *g = realloc(idat, idat_n + len + 1);
-            if (!g) return fail(path, "out of memory", at, file, idat);
+            if (!g) return fail(path, "out of memory", at, "", file, idat);
             idat = g;
             memcpy(idat + idat_n, data, len);
             idat_n += len;
         } else if (!memcmp(type, "IEND", 4)) {
             break;
         } else if (!(type[0] & 0x20)) {
-            return fail(path, "an unknown critical chunk", at, file, idat);
+            return fail(path, "an unknown critical chunk", at, "", file, idat);
         }
         at += 12 + (size_t)len;
     }
     free(file);
     /* zlib: deflate with a window of at most 32K, no preset dictionary; then Adler-32. */
     if (idat_n < 6 || (idat[0] & 0x0f) != 8 || (idat[0] >> 4) > 7 || (idat[0] << 8 | idat[1]) % 31 || (idat[1] & 0x20))
-        return fail(path, "a bad zlib header in the image data", 0, idat, NULL);
+        return fail(path, "a bad zlib header", 0, " of the image data", idat, NULL);
     size_t stride = (size_t)W * ch, raw_n = (size_t)H * (stride + 1);
     raw = malloc(raw_n);
     inflater z = {.in = idat, .n = idat_n, .pos = 2, .out = raw, .cap = raw_n};
-    if (!raw) return fail(path, "out of memory", 0, idat, NULL);
-    if (inflate_all(&z)) {
-        fprintf(stderr, "png: %s: %s at byte %zu of the image data\n", path, z.err, z.pos);
-        free(idat), free(raw);
-        return 1;
-    }
-    if (z.len != raw_n) return fail(path, "less image data than the header's size (image data byte)", z.pos, idat, raw);
+    if (!raw) return fail(path, "out of memory", 0, "", idat, NULL);
+    if (inflate_all(&z)) return fail(path, z.err, z.pos, " of the image data", idat, raw);
+    if (z.len != raw_n) return fail(path, "less image data than the header's size", z.pos, " of the image data", idat, raw);
     uint32_t a = 1, b = 0;
     for (size_t i = 0; i < raw_n; i++) a = (a + raw[i]) % 65521, b = (b + a) % 65521;
     if (z.pos + 4 > idat_n || be32(idat + z.pos) != (b << 16 | a))
-        return fail(path, "the image data's Adler-32 does not match (image data byte)", z.pos, idat, raw);
+        return fail(path, "the Adler-32 check does not match", z.pos, " of the image data", idat, raw);
     free(idat);
     /* Undo each row's filter in place; the row above starts as zeros. */
     for (size_t y = 0; y < H; y++) {
         uint8_t *r = raw + y * (stride + 1), *cur = r + 1, *up = y ? r - stride : NULL;
-        if (r[0] > 4) return fail(path, "an unknown row filter (row)", y, raw, NULL);
+        if (r[0] > 4) return fail(path, "an unknown row filter", y * (stride + 1), " of the unpacked rows", raw, NULL);
         for (size_t x = 0; x < stride; x++) {
             int left = x >= (size_t)ch ? cur[x - ch] : 0, above = up ? up[x] : 0;
             int ul = up && x >= (size_t)ch ? up[x - ch] : 0;
@@ -314,7 +312,7 @@ int ex_read_png_rgb(const char *path, uint8_t **pix, int *w, int *h) {
         }
     }
     uint8_t *rgb = malloc((size_t)W * H * 3);
-    if (!rgb) return fail(path, "out of memory", 0, raw, NULL);
+    if (!rgb) return fail(path, "out of memory", 0, "", raw, NULL);
     for (size_t y = 0; y < H; y++)
         for (size_t x = 0; x < W; x++) {
             const uint8_t *p = raw + y * (stride + 1) + 1 + x * ch;
