@@ -38,7 +38,7 @@ static const struct example {
     {"nerf", example_nerf, OPT_OUT, "MLP with positional encoding fitting a photograph; ends with 'psnr=<value>'"},
     {"kan", example_kan, OPT_OUT, "Kolmogorov-Arnold network fitting sin(pi x); ends with 'mse=<value>'"},
     {"cartpole", example_cartpole, 0, "REINFORCE balancing a pole; ends with 'mean_episode_length=<value>'"},
-    {"tictactoe", example_tictactoe, 0, "self-play policy gradient; ends with 'win_or_draw_rate=<value>'"},
+    {"tictactoe", example_tictactoe, 0, "policy gradient from its games; ends with 'win_or_draw_rate=<value>'"},
 };
 #define N_EXAMPLES (int)(sizeof examples / sizeof examples[0])
 
