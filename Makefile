@@ -27,13 +27,15 @@ EX_SRC  := $(wildcard examples/*.c)
 EX_OBJ  := $(EX_SRC:%.c=$(BUILD)/obj/%.o)
 TESTS   := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
 
-.PHONY: all lib demo test test-aarch64 sanitize fuzz tsan bench bench-digits clean help
+.PHONY: all lib demo test test-aarch64 sanitize fuzz tsan bench bench-digits examples-check clean help
 all: lib shared $(BUILD)/tg
 
 help:
 	@echo "make            build build/libtensorgrad.a, build/libtensorgrad.so and the CLI build/tg (one job per core unless you give -j)"
 	@echo "make demo       build and train the default example on the CPU"
 	@echo "make test       build and run every test (TG_TEST_JOBS at a time, default: the CPUs)"
+	@echo "make examples-check  train upstream's samples (pokeformer, flow, nerf, ...) for seeds 0-4 with"
+	@echo "                their default flags and check each one's criterion and time (minutes)"
 	@echo "make sanitize  run the tests in an ASan+UBSan build (build-asan/)"
 	@echo "make test-aarch64  the CPU tests built for aarch64 (NEON) and run under qemu-user (build-aarch64/)"
 	@echo "make fuzz       libFuzzer on the safetensors reader, the checkpoint loaders and the graph API"
@@ -83,6 +85,11 @@ demo: $(BUILD)/tg
 test: $(TESTS) $(BUILD)/tg
 	@bash scripts/fetch-webgpu.sh || [ "$${CI:-}" != true ] || { echo "make test: CI needs the WebGPU runtime"; exit 1; }
 	@bash tests/run.sh $(BUILD)
+
+# Upstream's samples, each trained with its default flags for seeds 0-4
+# (SEEDS=...), against its criterion and time limit; prints a table.
+examples-check: $(BUILD)/tg
+	@bash scripts/examples-check.sh $(BUILD)
 
 # The CPU tests cross-built for aarch64 (its NEON path, then the portable
 # one) and run under qemu-user: correctness only, no WebGPU (Dawn has no

@@ -33,7 +33,7 @@ launch() {
 # The slowest first, so that the last to finish starts early: the WebGPU
 # suites compile hundreds of shaders on lavapipe (minutes with a cold
 # shader cache), the fuzzing builds and runs for minutes.
-slow="test_webgpu test_fuzz.sh test_webgpu_fusion test_webgpu_attention test_examples.sh test_examples_webgpu.sh test_grad"
+slow="test_webgpu test_fuzz.sh test_webgpu_fusion test_webgpu_attention test_examples.sh test_examples_webgpu.sh test_samples_webgpu.sh test_samples.sh test_grad"
 tests=()
 for s in $slow; do
     for t in "$dir/$s" "$here/$s"; do [ -x "$t" ] && tests+=("$t"); done
