@@ -6,8 +6,8 @@
  *
  * Like the upstream sample, which swaps in a model of another hidden size
  * mid-run, the run trains a first model of FIRST_HIDDEN units for half the
- * steps, reports its accuracy, then restarts from a fresh 64-unit model
- * and trains it for the full run. Ends with `test_accuracy=<value>` of the
+ * steps, reports its accuracy, then swaps a fresh 64-unit model into the
+ * same session (tg_session_replace_model) and trains it for the full run. Ends with `test_accuracy=<value>` of the
  * second model on the fixed test split (exits 2 below 0.95). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,6 +67,30 @@ static tg_status trainer_new(trainer *t, int64_t hidden, int64_t steps, const tg
     tg_status st = tg_session_new(&t->spec, &t->s);
     if (st == TG_OK) st = tg_forward_attach(t->s, &pspec, &t->f);
     return st;
+}
+
+/* The restart: a fresh model of `hidden` units swapped into the same
+ * session (tg_session_replace_model), trained from step 1 with its own
+ * schedule; the attached probe is recompiled for it. On failure the
+ * session keeps the old model. */
+static tg_status restart(trainer *t, int64_t hidden, int64_t steps) {
+    tg_model *m = tg_model_new();
+    mlp net = {tg_linear_new(m, "l1", 64, hidden, true), tg_linear_new(m, "l2", hidden, CLASSES, true)};
+    tg_optim opt = tg_adamw(tg_lr_cosine(3e-3f, 1e-4f, steps), 0.01f);
+    opt.clip_grad_norm = 1.0f;
+    mlp old_net = t->net;
+    t->net = net; /* the loss and the probe read the layers through &t->net */
+    tg_status st = tg_session_replace_model(t->s, &(tg_replace_spec){.model = m, .optim = &opt});
+    if (st != TG_OK) {
+        t->net = old_net;
+        tg_model_free(m);
+        return st;
+    }
+    tg_model_free(t->m);
+    t->m = m;
+    t->spec.model = m;
+    t->spec.optim = opt;
+    return TG_OK;
 }
 
 /* Fraction of the n images [n, 64] whose predicted class is their label; -1 on an error. */
@@ -149,9 +173,7 @@ int example_digits_mlp(const tg_example_opts *o) {
     if (st == TG_OK) {
         ex_run_step(&run, first, loss, tg_lr_at(&t.spec.optim.lr, first), &acc);
         if (!o->quiet) printf("64-%d-10: test accuracy %.4f; restarting from a fresh 64-%d-10\n", FIRST_HIDDEN, acc, HIDDEN);
-        /* The restart: a fresh model of another size, trained from step 1. */
-        trainer_free(&t);
-        st = trainer_new(&t, HIDDEN, steps, o);
+        st = restart(&t, HIDDEN, steps);
     }
     if (st == TG_OK) st = train(&t, &d, steps, &rng, &run, first, &loss);
     if (st == TG_OK) printf("final loss=%.6g\n", loss);

@@ -182,11 +182,12 @@ static int write_samples(const char *path, const float *img) {
 int example_flow(const tg_example_opts *o) {
     int64_t steps = o->steps > 0 ? o->steps : 2000;
     tg_model *m = tg_model_new(), *cm = NULL;
+    /* kaiming convs: the criterion was reached from them (Conv2d's default is randn 0.02) */
+    tg_init kaiming = tg_init_kaiming();
+    tg_conv2d_opts co = {.kh = KS, .pad_h = KS / 2, .pad_w = KS / 2, .init = &kaiming};
     flow_net net = {tg_embedding_new(m, "t_emb", T_STEPS + 1, CH), tg_linear_new(m, "t_proj", CH, CH, true),
-                    tg_conv2d_new(m, "conv1", 1, CH, KS, 1, KS / 2, 1, true),
-                    tg_conv2d_new(m, "conv2", CH, CH, KS, 1, KS / 2, 1, true),
-                    tg_conv2d_new(m, "conv3", CH, CH, KS, 1, KS / 2, 1, true),
-                    tg_conv2d_new(m, "conv4", CH, 1, KS, 1, KS / 2, 1, true)};
+                    tg_conv2d_new_opts(m, "conv1", 1, CH, co), tg_conv2d_new_opts(m, "conv2", CH, CH, co),
+                    tg_conv2d_new_opts(m, "conv3", CH, CH, co), tg_conv2d_new_opts(m, "conv4", CH, 1, co)};
     tg_input_decl in[] = {{"x", TG_F32, TG_SHAPE(B, 1, 8, 8)}, {"t", TG_I32, TG_SHAPE(B)}};
     tg_input_decl pin[] = {{"x", TG_F32, TG_SHAPE(TG_BATCH, 1, 8, 8)}, {"t", TG_I32, TG_SHAPE(TG_BATCH)}};
     tg_train_spec spec = {.model = m, .loss = flow_loss, .user = &net, .inputs = in, .n_inputs = 2,
