@@ -43,18 +43,20 @@ endif
 MPI_TESTS := $(BUILD)/tests/dp_driver
 endif
 
-.PHONY: all lib demo test test-aarch64 sanitize fuzz tsan bench bench-digits bench-dist clean help
+.PHONY: all lib demo test test-aarch64 sanitize fuzz tsan bench bench-digits bench-dist examples-check clean help
 all: lib shared $(BUILD)/tg $(MPI_TARGETS)
 
 help:
 	@echo "make            build build/libtensorgrad.a, build/libtensorgrad.so and the CLI build/tg (one job per core unless you give -j)"
 	@echo "make demo       build and train the default example on the CPU"
 	@echo "make test       build and run every test (TG_TEST_JOBS at a time, default: the CPUs)"
+	@echo "make examples-check  train upstream's samples (pokeformer, flow, nerf, ...) for seeds 0-4 with"
+	@echo "                their default flags and check each one's criterion and time (minutes)"
 	@echo "make sanitize  run the tests in an ASan+UBSan build (build-asan/)"
 	@echo "make test-aarch64  the CPU tests built for aarch64 (NEON) and run under qemu-user (build-aarch64/)"
 	@echo "make fuzz       libFuzzer on the safetensors reader, the checkpoint loaders and the graph API"
 	@echo "                (clang; FUZZ_SECONDS=N each, default 45; build-fuzz/; make test runs it)"
-	@echo "make tsan       the thread tests (pool, concurrent saves) under ThreadSanitizer (build-tsan/)"
+	@echo "make tsan       the thread tests (pool, concurrent saves, sessions shared by threads) under ThreadSanitizer (build-tsan/)"
 	@echo "make bench      benchmarks against PyTorch / OpenBLAS (needs python3-torch, libopenblas-dev)"
 	@echo "make bench CPU=avx2   the same with our CPU path, PyTorch and OpenBLAS forced to AVX2"
 	@echo "make bench BACKEND=webgpu   the models on WebGPU beside PyTorch CUDA (a GPU machine)"
@@ -102,6 +104,11 @@ test: $(TESTS) $(BUILD)/tg $(MPI_TESTS)
 	@bash scripts/fetch-webgpu.sh || [ "$${CI:-}" != true ] || { echo "make test: CI needs the WebGPU runtime"; exit 1; }
 	@bash tests/run.sh $(BUILD)
 
+# Upstream's samples, each trained with its default flags for seeds 0-4
+# (SEEDS=...), against its criterion and time limit; prints a table.
+examples-check: $(BUILD)/tg
+	@bash scripts/examples-check.sh $(BUILD)
+
 # The CPU tests cross-built for aarch64 (its NEON path, then the portable
 # one) and run under qemu-user: correctness only, no WebGPU (Dawn has no
 # linux-arm64 build). Debian: gcc-aarch64-linux-gnu qemu-user.
@@ -127,7 +134,7 @@ fuzz: $(BUILD)/libtensorgrad.a
 	$(MAKE) BUILD=build-fuzz CC=clang CFLAGS="$(FUZZ_CFLAGS)" lib
 	bash fuzz/run.sh build-fuzz $(BUILD) $(FUZZ_SECONDS)
 
-TSAN_TESTS := test_pool test_saves
+TSAN_TESTS := test_pool test_saves test_session_threads
 tsan:
 	$(MAKE) BUILD=build-tsan CFLAGS="-O1 -g -fsanitize=thread" LDFLAGS=-fsanitize=thread \
 		$(TSAN_TESTS:%=build-tsan/tests/%)
@@ -298,4 +305,4 @@ $(BUILD)/tests/dp_driver: tests/dp_driver.c $(wildcard tests/*.h) $(BUILD)/obj/e
 	$(MPI_CC) $(TG_CFLAGS) $(CFLAGS) $(LDFLAGS) $< $(BUILD)/obj/examples/gpt.o $(BUILD)/libtensorgrad_mpi.a \
 	    $(BUILD)/libtensorgrad.a -o $@ $(LDLIBS)
 
--include $(LIB_OBJ:.o=.d) $(EX_OBJ:.o=.d) $(PIC_OBJ:.o=.d) $(MPI_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(EX_OBJ:.o=.d) $(PIC_OBJ:.o=.d) $(BUILD)/obj/tools/tg.d $(MPI_OBJ:.o=.d)

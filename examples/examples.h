@@ -29,6 +29,13 @@ int example_names(const tg_example_opts *o);
 int example_gpt_small(const tg_example_opts *o);
 int example_digits(const tg_example_opts *o);
 int example_vae(const tg_example_opts *o);
+int example_pokeformer(const tg_example_opts *o);
+int example_digits_mlp(const tg_example_opts *o);
+int example_flow(const tg_example_opts *o);
+int example_nerf(const tg_example_opts *o);
+int example_kan(const tg_example_opts *o);
+int example_cartpole(const tg_example_opts *o);
+int example_tictactoe(const tg_example_opts *o);
 
 /* The 8x8 digits (digits_data.c): pixels scaled to [0, 1], images [n, 64]
  * in one fixed shuffled order; the first n_train train, the last n_test
@@ -43,6 +50,21 @@ void ex_digits_free(ex_digits *d);
 
 /* png.c: an 8-bit greyscale PNG of w x h pixels (row-major); 0 on success. */
 int ex_write_png_gray(const char *path, const uint8_t *pix, int w, int h);
+/* The same for 8-bit RGB, pix holding 3 bytes per pixel. */
+int ex_write_png_rgb(const char *path, const uint8_t *pix, int w, int h);
+/* png_read.c: an 8-bit greyscale or RGB(A) PNG, non-interlaced, as RGB: *pix
+ * (malloc'ed, 3 bytes per pixel, row-major), *w, *h. Returns 0, or 1 after
+ * printing what is wrong with the file and where. */
+int ex_read_png_rgb(const char *path, uint8_t **pix, int *w, int *h);
+
+/* words.c: the word list of the names examples, lowercased, 2..max_len
+ * letters a-z, deduplicated, shuffled with `seed` and split 90/10. */
+typedef struct {
+    char *w;  /* n words of `stride` bytes, each NUL-terminated */
+    int n, stride;
+} ex_words;
+int ex_words_load(int max_len, uint64_t seed, ex_words *train, ex_words *val);
+void ex_words_free(ex_words *w);
 
 /* plot.c: the loss curve (and the eval metric's points) as PNG or SVG. */
 #define EX_PLOT_W 640

@@ -1,4 +1,4 @@
-/* A minimal PNG writer for 8-bit greyscale images: the zlib stream uses
+/* A minimal PNG writer for 8-bit greyscale and RGB images: the zlib stream uses
  * stored (uncompressed) deflate blocks, so all it needs is CRC-32 for the
  * chunks and Adler-32 for the stream. Small pictures only; no zlib. */
 #include <stdio.h>
@@ -36,10 +36,11 @@ static int chunk(FILE *f, const char *type, const uint8_t *data, size_t n) {
     return fwrite(head, 1, 8, f) == 8 && (n == 0 || fwrite(data, 1, n, f) == n) && fwrite(tail, 1, 4, f) == 4;
 }
 
-int ex_write_png_gray(const char *path, const uint8_t *pix, int w, int h) {
+/* ch: 1 (grey) or 3 (RGB) bytes per pixel */
+static int write_png(const char *path, const uint8_t *pix, int w, int h, int ch) {
     crc_init();
     /* Raw scanlines: filter byte 0 (none), then the row. */
-    size_t raw_n = (size_t)h * ((size_t)w + 1);
+    size_t row = (size_t)w * ch, raw_n = (size_t)h * (row + 1);
     size_t blocks = raw_n / 65535 + 1;
     size_t z_n = 2 + raw_n + 5 * blocks + 4;
     uint8_t *raw = malloc(raw_n), *z = malloc(z_n);
@@ -48,8 +49,8 @@ int ex_write_png_gray(const char *path, const uint8_t *pix, int w, int h) {
         return 1;
     }
     for (int y = 0; y < h; y++) {
-        raw[(size_t)y * (w + 1)] = 0;
-        memcpy(raw + (size_t)y * (w + 1) + 1, pix + (size_t)y * w, (size_t)w);
+        raw[(size_t)y * (row + 1)] = 0;
+        memcpy(raw + (size_t)y * (row + 1) + 1, pix + (size_t)y * row, row);
     }
     /* zlib: CMF/FLG (deflate, 32K window, no dictionary, check bits), stored
      * blocks of at most 65535 bytes, Adler-32 of the raw data. */
@@ -74,7 +75,7 @@ int ex_write_png_gray(const char *path, const uint8_t *pix, int w, int h) {
     put32(ihdr, (uint32_t)w);
     put32(ihdr + 4, (uint32_t)h);
     ihdr[8] = 8;  /* bit depth */
-    ihdr[9] = 0;  /* greyscale */
+    ihdr[9] = ch == 3 ? 2 : 0; /* truecolour or greyscale */
     ihdr[10] = 0; /* deflate */
     ihdr[11] = 0; /* adaptive filtering (each row says "none") */
     ihdr[12] = 0; /* no interlace */
@@ -85,3 +86,6 @@ int ex_write_png_gray(const char *path, const uint8_t *pix, int w, int h) {
     free(raw), free(z);
     return ok ? 0 : 1;
 }
+
+int ex_write_png_gray(const char *path, const uint8_t *pix, int w, int h) { return write_png(path, pix, w, h, 1); }
+int ex_write_png_rgb(const char *path, const uint8_t *pix, int w, int h) { return write_png(path, pix, w, h, 3); }

@@ -13,6 +13,8 @@ seeds=$fb/fuzz/seeds
 rm -rf "$seeds" && mkdir -p "$seeds"
 cc -std=c11 -I"$root/include" "$here/seed.c" "$plain/libtensorgrad.a" -o "$fb/fuzz/seed" -lm -lpthread -ldl &&
     "$fb/fuzz/seed" "$seeds" || { echo "fuzz: cannot write the seeds"; fail=$((fail + 1)); }
+# Files others wrote: the Python and PyTorch fixtures (half precision, skipped dtypes).
+cp "$root"/tests/fixtures/reference*.safetensors "$root"/tests/fixtures/half_dtypes.safetensors "$seeds"/
 for t in safetensors checkpoint graph; do
     bin=$fb/fuzz/fuzz_$t
     if ! clang -std=c11 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \

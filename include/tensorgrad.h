@@ -39,9 +39,9 @@ extern "C" {
 /* The version of this header. Before 1.0 a new minor version may change the
  * API and ABI (the shared library's soname carries major.minor). */
 #define TG_VERSION_MAJOR 0
-#define TG_VERSION_MINOR 6
+#define TG_VERSION_MINOR 7
 #define TG_VERSION_PATCH 0
-#define TG_VERSION_STRING "0.6.0"
+#define TG_VERSION_STRING "0.7.0"
 
 /* The version of the library linked at run time, "MAJOR.MINOR.PATCH"; it
  * differs from TG_VERSION_STRING only when a program runs against a shared
@@ -111,9 +111,11 @@ typedef enum {
 typedef struct {
     tg_init_kind kind;
     float scale;          /* randn std / kaiming gain; 0 = default */
-    int64_t fan_in;       /* kaiming; 0 = shape[0] for 2-d, prod(shape[1:]) else */
+    int64_t fan_in;       /* kaiming; 0 = shape[0] for 2-d, prod(shape[1:]) else (the true
+                           * fan-in of a conv weight; upstream takes shape[0]: docs/upstream.md) */
     const float *values;  /* TG_INIT_VALUES: copied at declaration */
-    int decay;            /* AdamW decay: -1 default (on for randn/kaiming/values), 0 off, 1 on */
+    int decay;            /* weight decay (AdamW's decoupled, SGD's L2): -1 default (on for
+                           * randn/kaiming/values, off for zeros/ones), 0 off, 1 on */
 } tg_init;
 
 tg_init tg_init_randn(float std);
@@ -128,12 +130,20 @@ void tg_model_free(tg_model *m);
  * name or bad shape it returns -1 and the error surfaces at session compile
  * (and from tg_model_status). */
 tg_param tg_model_param(tg_model *m, const char *name, tg_shape shape, tg_init init);
+/* A param of another dtype: TG_I32 holds integers (indices, counts, a
+ * table read with tg_embedding or tg_take_along_axis), is never trained (no
+ * gradient, no update) and takes zeros, ones or values (whole numbers an
+ * int32 holds) as init. Move its values with tg_session_upload (a TG_I32
+ * feed), set_tensor / upload_tensors or download; set_param / get_param
+ * take f32 params only. TG_F32 is tg_model_param. */
+tg_param tg_model_param_dt(tg_model *m, const char *name, tg_shape shape, tg_dtype dtype, tg_init init);
 /* Excludes a param from training: no gradient, no update (DCE removes the work). */
 tg_status tg_model_freeze(tg_model *m, tg_param p);
 tg_status tg_model_status(const tg_model *m);
 int tg_model_param_count(const tg_model *m);
 const char *tg_model_param_name(const tg_model *m, tg_param p);
 tg_shape tg_model_param_shape(const tg_model *m, tg_param p);
+tg_dtype tg_model_param_dtype(const tg_model *m, tg_param p);
 tg_param tg_model_find(const tg_model *m, const char *name); /* -1 if absent */
 int64_t tg_model_numel(const tg_model *m);                 /* sum over params */
 
@@ -268,13 +278,18 @@ tg_tensor tg_matmul_t_at(tg_tensor a, tg_tensor b, bool ta, bool tb, TG_AT);
 #define tg_matmul(a, b) tg_matmul_at(a, b, __FILE__, __LINE__)
 #define tg_matmul_t(a, b, ta, tb) tg_matmul_t_at(a, b, ta, tb, __FILE__, __LINE__)
 
-/* one_hot: i32 [...] -> f32 [..., depth] (out-of-range indices give zeros). */
+/* one_hot: i32 [...] -> f32 [..., depth] (out-of-range indices give zeros);
+ * one_hot_dt gives dtype dt (TG_F32, TG_I32 or TG_BOOL) instead. */
 tg_tensor tg_one_hot_at(tg_tensor idx, int64_t depth, TG_AT);
+tg_tensor tg_one_hot_dt_at(tg_tensor idx, int64_t depth, tg_dtype dt, TG_AT);
 /* log_softmax over `axis`. */
 tg_tensor tg_log_softmax_at(tg_tensor x, int axis, TG_AT);
 /* softmax over the last axis with position j > i masked out, where i, j
- * index the last two axes ([..., T, T] attention scores). */
+ * index the last two axes ([..., T, T] attention scores). The _axis form
+ * takes the softmax over `axis` instead: with that axis moved last, the
+ * last two axes must be square (upstream's softmaxCausal(x, axis)). */
 tg_tensor tg_softmax_causal_at(tg_tensor x, TG_AT);
+tg_tensor tg_softmax_causal_axis_at(tg_tensor x, int axis, TG_AT);
 /* x with entries j > i of the last two axes replaced by `value`. */
 tg_tensor tg_where_causal_at(tg_tensor x, float value, TG_AT);
 /* Marks x as a named capture: its value stays readable after each step or
@@ -284,8 +299,10 @@ tg_tensor tg_capture_at(tg_tensor x, const char *name, TG_AT);
 /* mean((a - b)^2) over every element: a scalar. */
 tg_tensor tg_mse_at(tg_tensor a, tg_tensor b, TG_AT);
 #define tg_one_hot(idx, depth) tg_one_hot_at(idx, depth, __FILE__, __LINE__)
+#define tg_one_hot_dt(idx, depth, dt) tg_one_hot_dt_at(idx, depth, dt, __FILE__, __LINE__)
 #define tg_log_softmax(x, axis) tg_log_softmax_at(x, axis, __FILE__, __LINE__)
 #define tg_softmax_causal(x) tg_softmax_causal_at(x, __FILE__, __LINE__)
+#define tg_softmax_causal_axis(x, axis) tg_softmax_causal_axis_at(x, axis, __FILE__, __LINE__)
 #define tg_where_causal(x, v) tg_where_causal_at(x, v, __FILE__, __LINE__)
 #define tg_mse(a, b) tg_mse_at(a, b, __FILE__, __LINE__)
 
@@ -361,15 +378,28 @@ tg_tensor tg_argmin_at(tg_tensor x, int axis, bool keepdims, TG_AT);
 #define tg_softmax(x, axis) tg_softmax_at(x, axis, __FILE__, __LINE__)
 #define tg_argmax(x, axis, keep) tg_argmax_at(x, axis, keep, __FILE__, __LINE__)
 #define tg_argmin(x, axis, keep) tg_argmin_at(x, axis, keep, __FILE__, __LINE__)
+/* amax / amin: the largest / smallest value over `axis` (TG_ALL: every
+ * element), keepdims as argmax; f32 or i32, in x's dtype; a NaN on the axis
+ * gives NaN. Gradient: to the elements equal to the result, split evenly
+ * among ties (as tg_max splits a tie, and torch.amax). */
+tg_tensor tg_amax_at(tg_tensor x, int axis, bool keepdims, TG_AT);
+tg_tensor tg_amin_at(tg_tensor x, int axis, bool keepdims, TG_AT);
+#define tg_amax(x, axis, keep) tg_amax_at(x, axis, keep, __FILE__, __LINE__)
+#define tg_amin(x, axis, keep) tg_amin_at(x, axis, keep, __FILE__, __LINE__)
 
 /* stop_gradient: x itself in the forward (no copy), a constant to autograd.
- * zeros / ones: f32 constants of shape s. */
+ * zeros / ones: f32 constants of shape s; the _dt forms in another dtype
+ * (TG_F32, TG_I32 or TG_BOOL). */
 tg_tensor tg_stop_gradient_at(tg_tensor x, TG_AT);
 tg_tensor tg_zeros_at(tg_graph *g, tg_shape s, TG_AT);
 tg_tensor tg_ones_at(tg_graph *g, tg_shape s, TG_AT);
+tg_tensor tg_zeros_dt_at(tg_graph *g, tg_shape s, tg_dtype dt, TG_AT);
+tg_tensor tg_ones_dt_at(tg_graph *g, tg_shape s, tg_dtype dt, TG_AT);
 #define tg_stop_gradient(x) tg_stop_gradient_at(x, __FILE__, __LINE__)
 #define tg_zeros(g, s) tg_zeros_at(g, s, __FILE__, __LINE__)
 #define tg_ones(g, s) tg_ones_at(g, s, __FILE__, __LINE__)
+#define tg_zeros_dt(g, s, dt) tg_zeros_dt_at(g, s, dt, __FILE__, __LINE__)
+#define tg_ones_dt(g, s, dt) tg_ones_dt_at(g, s, dt, __FILE__, __LINE__)
 
 /* Slicing and joining; axes may be negative. swap_axes is a permute.
  * narrow takes `length` entries from `start` (negative: from the end) along
@@ -441,10 +471,12 @@ tg_tensor tg_rope_at(tg_tensor x, float base, TG_AT);
  * randn: a tensor of the given shape drawn from N(0, 1); no gradient.
  * categorical: one class index per row of logits [..., V] -> i32 [...],
  *   drawn from softmax(logits) (pass raw logits; divide by a temperature
- *   first if wanted); no gradient. */
+ *   first if wanted); no gradient. categorical_axis draws along `axis`
+ *   instead of the last (the result drops that axis). */
 tg_tensor tg_dropout_at(tg_tensor x, float p, TG_AT);
 tg_tensor tg_randn_at(tg_graph *g, tg_shape s, TG_AT);
 tg_tensor tg_categorical_at(tg_tensor logits, TG_AT);
+tg_tensor tg_categorical_axis_at(tg_tensor logits, int axis, TG_AT);
 #define tg_cross_entropy(logits, t, r) tg_cross_entropy_at(logits, t, r, __FILE__, __LINE__)
 #define tg_nll_loss(logprobs, t, r) tg_nll_loss_at(logprobs, t, r, __FILE__, __LINE__)
 #define tg_layer_norm(x, g, b, eps) tg_layer_norm_at(x, g, b, eps, __FILE__, __LINE__)
@@ -456,6 +488,7 @@ tg_tensor tg_categorical_at(tg_tensor logits, TG_AT);
 #define tg_dropout(x, p) tg_dropout_at(x, p, __FILE__, __LINE__)
 #define tg_randn(g, s) tg_randn_at(g, s, __FILE__, __LINE__)
 #define tg_categorical(logits) tg_categorical_at(logits, __FILE__, __LINE__)
+#define tg_categorical_axis(logits, axis) tg_categorical_axis_at(logits, axis, __FILE__, __LINE__)
 
 /* ---- convolution, pooling, upsampling (NCHW, f32) ------------------------
  * Output sizes follow PyTorch: floor((H + 2*pad - k) / stride) + 1, with
@@ -489,23 +522,42 @@ tg_tensor tg_nearest_upsample2d_at(tg_tensor x, int factor, TG_AT);
 
 /* ---- modules ------------------------------------------------------------ */
 
+/* Weight decay of a layer's weight, over its init's own rule. */
+typedef enum { TG_DECAY_DEFAULT = 0, TG_DECAY_OFF, TG_DECAY_ON } tg_decay;
+
+/* Options of the Linear and Embedding _opts constructors; {0} is every
+ * default (upstream's layer options init and decay). Biases stay zeros,
+ * undecayed. */
+typedef struct {
+    const tg_init *init; /* the weight's init; NULL: randn 0.02 */
+    tg_decay decay;      /* the weight's decay; DEFAULT: the init's rule (on for randn/kaiming/values) */
+} tg_layer_opts;
+
 /* Linear: y = x @ W + b, W is [in, out] (randn 0.02), b is [out] (zeros). */
 typedef struct {
     tg_param W, b; /* b = -1 without bias */
     int64_t in, out;
 } tg_linear;
 tg_linear tg_linear_new(tg_model *m, const char *name, int64_t in, int64_t out, bool bias);
+tg_linear tg_linear_new_opts(tg_model *m, const char *name, int64_t in, int64_t out, bool bias, tg_layer_opts o);
 tg_tensor tg_linear_fwd_at(tg_graph *g, const tg_linear *l, tg_tensor x, TG_AT);
 #define tg_linear_fwd(g, l, x) tg_linear_fwd_at(g, l, x, __FILE__, __LINE__)
 
 /* LayerNorm over the last axis: "<name>.g" [dim] (ones), "<name>.b" [dim]
- * (zeros), eps 1e-5 (set .eps before tracing to change it). */
+ * (zeros; b = -1 without one), eps 1e-5 (set .eps before tracing to change
+ * it). Neither is decayed unless asked. */
 typedef struct {
     tg_param g, b;
     int64_t dim;
     float eps;
 } tg_layernorm;
+typedef struct {
+    bool no_bias;   /* the gain alone (GPT-3 and nanoGPT's LayerNorm) */
+    float eps;      /* 0: 1e-5 */
+    tg_decay decay; /* the gain's and bias's; DEFAULT: off */
+} tg_layernorm_opts;
 tg_layernorm tg_layernorm_new(tg_model *m, const char *name, int64_t dim);
+tg_layernorm tg_layernorm_new_opts(tg_model *m, const char *name, int64_t dim, tg_layernorm_opts o);
 tg_tensor tg_layernorm_fwd_at(tg_graph *g, const tg_layernorm *l, tg_tensor x, TG_AT);
 #define tg_layernorm_fwd(g, l, x) tg_layernorm_fwd_at(g, l, x, __FILE__, __LINE__)
 
@@ -527,24 +579,41 @@ typedef struct {
     int64_t vocab, dim;
 } tg_embedding;
 tg_embedding tg_embedding_new(tg_model *m, const char *name, int64_t vocab, int64_t dim);
+tg_embedding tg_embedding_new_opts(tg_model *m, const char *name, int64_t vocab, int64_t dim, tg_layer_opts o);
 tg_tensor tg_embedding_fwd_at(tg_graph *g, const tg_embedding *e, tg_tensor idx, TG_AT);
 #define tg_embedding_fwd(g, e, idx) tg_embedding_fwd_at(g, e, idx, __FILE__, __LINE__)
 
-/* Conv2d (PyTorch's layout, as upstream): "<name>.W" [out, in/groups, k, k]
- * with kaiming init over the true fan-in in/groups * k * k, "<name>.b" [out]
- * (zeros). Forward: conv2d_bias(x, W, b, stride, padding, groups). (The type shares its name with the tg_conv2d() op, as
- * tg_embedding does; the op is a function-like macro.) */
+/* Conv2d (PyTorch's layout, as upstream): "<name>.W" [out, in/groups, kh, kw]
+ * (randn 0.02, upstream's default), "<name>.b" [out] (zeros). Forward:
+ * conv2d_bias(x, W, b, stride_h, stride_w, pad_h, pad_w, groups). (The type
+ * shares its name with the tg_conv2d() op, as tg_embedding does; the op is
+ * a function-like macro.) tg_conv2d_new is the square case: k x k, one
+ * stride and padding for both axes. */
 typedef struct {
     tg_param W, b; /* b = -1 without bias */
-    int64_t in, out, k, stride, padding, groups;
+    int64_t in, out, kh, kw, stride_h, stride_w, pad_h, pad_w, groups;
 } tg_conv2d;
+/* Options of tg_conv2d_new_opts; {.kh = 3} is a 3x3 conv with every other default. */
+typedef struct {
+    int64_t kh, kw;             /* the kernel; kw 0 = kh */
+    int64_t stride_h, stride_w; /* 0 = 1 */
+    int64_t pad_h, pad_w;
+    int64_t groups;             /* 0 = 1 */
+    bool no_bias;
+    const tg_init *init;        /* the weight's; NULL: randn 0.02 */
+    tg_decay decay;             /* the weight's; DEFAULT: the init's rule */
+} tg_conv2d_opts;
 tg_conv2d tg_conv2d_new(tg_model *m, const char *name, int64_t in, int64_t out, int64_t k, int64_t stride,
                         int64_t padding, int64_t groups, bool bias);
+tg_conv2d tg_conv2d_new_opts(tg_model *m, const char *name, int64_t in, int64_t out, tg_conv2d_opts o);
 tg_tensor tg_conv2d_fwd_at(tg_graph *g, const tg_conv2d *l, tg_tensor x, TG_AT);
 #define tg_conv2d_fwd(g, l, x) tg_conv2d_fwd_at(g, l, x, __FILE__, __LINE__)
 
 /* ---- optimizers and learning-rate schedules ----------------------------- */
 
+/* s is the schedule's step, counted from 1: the session's step (from
+ * tg_session_new, or from the last set_lr, reset or replace_model), less
+ * start_step, and never below 1. */
 typedef enum {
     TG_LR_CONSTANT = 0, /* peak */
     TG_LR_LINEAR,       /* peak + (final - peak) * min(s / steps, 1) */
@@ -554,14 +623,18 @@ typedef enum {
     TG_LR_MULTISTEP     /* peak * gamma ^ (number of milestones <= s) */
 } tg_lr_kind;
 
-#define TG_LR_MAX_MILESTONES 8
+/* A schedule refers to its milestones and its `then` schedule; a session
+ * copies the whole chain (any length, any number of milestones) when it
+ * takes the schedule (tg_session_new, set_lr, replace_model), so they need
+ * to live only until then. */
 typedef struct tg_lr {
     tg_lr_kind kind;
     float peak, final_lr, gamma;
     int64_t steps, every;
     int n_milestones;
-    int64_t milestones[TG_LR_MAX_MILESTONES];
-    const struct tg_lr *then; /* TG_LR_WARMUP: copied when the session is made */
+    const int64_t *milestones; /* TG_LR_MULTISTEP: n_milestones steps */
+    const struct tg_lr *then;  /* TG_LR_WARMUP: the schedule after the warmup, at s - steps */
+    int64_t start_step;        /* >= 0: the schedule starts that many steps late (upstream's startStep) */
 } tg_lr;
 
 tg_lr tg_lr_constant(float lr);
@@ -570,7 +643,7 @@ tg_lr tg_lr_cosine(float peak, float final_lr, int64_t steps);
 tg_lr tg_lr_warmup(float peak, int64_t steps, const tg_lr *then);
 tg_lr tg_lr_staircase(float peak, float gamma, int64_t every);
 tg_lr tg_lr_multistep(float peak, float gamma, int n, const int64_t *milestones);
-/* The learning rate at step s (counted from 1). */
+/* The learning rate at step s (counted from 1); NaN for a chain that loops. */
 float tg_lr_at(const tg_lr *lr, int64_t s);
 
 typedef enum { TG_OPT_NONE = 0, TG_OPT_ADAM, TG_OPT_ADAMW, TG_OPT_SGD } tg_opt_kind;
@@ -584,6 +657,16 @@ typedef struct {
     bool nesterov;            /* SGD */
     float clip_grad_norm;     /* > 0: scale all grads so their global norm <= this */
     bool normalize_grads;     /* g / (||g|| + 1e-8) per param, before clipping */
+    /* Per-name filters (upstream's decayFilter and normalizeGrads filter),
+     * called with each trained param's name and filter_user while the
+     * session compiles (again at a replace_model that keeps the optimizer,
+     * so filter_user must live as long as the session). decay_filter: a param is decayed when its decay flag
+     * is on and the filter accepts it (NULL: the flag alone).
+     * normalize_filter: with normalize_grads, only the params it accepts are
+     * normalized (NULL: all); one that accepts none is an error. */
+    bool (*decay_filter)(const char *name, void *user);
+    bool (*normalize_filter)(const char *name, void *user);
+    void *filter_user;
 } tg_optim;
 
 tg_optim tg_adam(tg_lr lr);
@@ -636,7 +719,8 @@ typedef struct {
     const tg_input_decl *inputs;
     int n_inputs;
     tg_optim optim;
-    uint64_t seed;             /* param init */
+    uint64_t seed;             /* param init and random ops; 0 is a seed like any other */
+    bool random_seed;          /* draw a fresh seed instead (seed must be 0); tg_session_seed reads it */
     tg_backend backend;
     int threads;               /* CPU threads; 0 = TG_THREADS or all cores */
     /* Check every kernel's output (also TG_CHECK_NUMERICS=1): the first NaN
@@ -662,6 +746,16 @@ typedef struct {
  * training session's (tg_forward_attach). */
 typedef struct tg_session tg_session;
 typedef struct tg_forward tg_forward;
+/* A named tensor in memory: a param, or one of a safetensors file. */
+typedef struct {
+    const char *name;
+    tg_dtype dtype;    /* TG_F32 or TG_I32 */
+    tg_shape shape;    /* up to TG_MAX_DIMS dims */
+    const void *data;  /* numel little-endian elements; 4-byte aligned in files read */
+} tg_st_tensor;
+/* A set of named tensors in memory: a safetensors file read, or params
+ * downloaded (the safetensors section below). */
+typedef struct tg_safetensors tg_safetensors;
 
 /* Traces, differentiates, appends the optimizer, plans and compiles. */
 tg_status tg_session_new(const tg_train_spec *spec, tg_session **out);
@@ -694,17 +788,36 @@ tg_status tg_session_step(tg_session *s, const tg_feed *feeds, int n_feeds, floa
 tg_status tg_session_set_lr(tg_session *s, tg_lr lr);
 int64_t tg_session_step_count(const tg_session *s);
 
-/* Params by name. set/get take one param (count must match); upload takes
- * every param exactly once (strict: missing, unknown, duplicate,
- * wrong-sized or non-f32 feeds are errors, and nothing is written then). */
+/* Params by name. set/get take one f32 param (count must match); upload
+ * takes every param exactly once (strict: missing, unknown, duplicate,
+ * wrong-sized feeds and feeds of another dtype than the param's are errors,
+ * and nothing is written then). */
 tg_status tg_session_set_param(tg_session *s, const char *name, const float *data, int64_t count);
 tg_status tg_session_get_param(tg_session *s, const char *name, float *data, int64_t count);
 tg_status tg_session_upload(tg_session *s, const tg_feed *params, int n);
 /* The gradient of a param from the last step. */
 tg_status tg_session_get_grad(tg_session *s, const char *name, float *data, int64_t count);
 
+/* Params from named tensors, checked by name, dtype and exact shape (a
+ * transposed [out, in] weight of the right size is TG_ERR_SHAPE, where
+ * set_param / upload, which check the count, would take it): one param, or
+ * every param exactly once (missing, unknown or duplicate names are
+ * TG_ERR_NAME, and nothing is written unless all pass). A file read with
+ * tg_safetensors_read gives such an array. */
+tg_status tg_session_set_tensor(tg_session *s, const tg_st_tensor *t);
+tg_status tg_session_upload_tensors(tg_session *s, const tg_st_tensor *t, int n);
+/* Every param in one call, in model order: name, dtype, shape and a copy of
+ * its values, as a tg_safetensors collection (read it with
+ * tg_safetensors_count / tensor / find, write it with tg_safetensors_write,
+ * free it with tg_safetensors_free). */
+tg_status tg_session_download(tg_session *s, tg_safetensors **out);
+
 /* A capture by name, `count` elements of its own dtype (i32 stays i32). */
 tg_status tg_session_read(tg_session *s, const char *name, void *dst, int64_t count);
+/* The captures the loss function made, in the order it made them (NULL
+ * past the end); the names stay valid until the next replace_model. */
+int tg_session_capture_count(const tg_session *s);
+const char *tg_session_capture_name(const tg_session *s, int i);
 /* Shape and dtype of a capture. */
 tg_status tg_session_capture_info(const tg_session *s, const char *name, tg_shape *shape, tg_dtype *dtype);
 
@@ -731,6 +844,46 @@ tg_status tg_session_dot(const tg_session *s, void *file /* FILE* */);
 /* The seed random ops (sampling, dropout) draw from; each step then uses a
  * hash of (seed, step number). */
 tg_status tg_session_set_seed(tg_session *s, uint64_t seed);
+/* The session's seed: the spec's, the one random_seed drew, or the last one
+ * set, reset or replaced with (0 for NULL). */
+uint64_t tg_session_seed(const tg_session *s);
+
+/* Starts training over without recompiling. {0} (or NULL) resets
+ * everything: params drawn again from the session's seed, optimizer state
+ * zeroed, the step count 0 and the schedule restarted from step 1, so the
+ * steps that follow are, on the CPU, bitwise those of a new session made
+ * with the same spec and seed. The schedule is the one in use (the spec's or
+ * set_lr's). */
+typedef struct {
+    bool keep_params;    /* leave the params as they are */
+    bool keep_optimizer; /* leave optimizer state, step count and schedule position as they are */
+    bool new_seed;       /* draw from `seed`, which becomes the session's seed (random ops too) */
+    uint64_t seed;
+} tg_reset_opts;
+tg_status tg_session_reset(tg_session *s, const tg_reset_opts *opts);
+
+/* Swaps in a new model (new params, any shapes) and recompiles the same
+ * loss function and inputs for it, optionally with a new optimizer; the
+ * optimizer state starts at zero and the step count at 0. The new program
+ * is built before anything is dropped: when it fails (a trace error, a
+ * device limit) the session is unchanged and the error comes back. The
+ * session never owns a model: free the old one after the call.
+ * Attached forward sessions are recompiled for the new model at once
+ * (their function traced again with their own user pointer, so update what
+ * it points to first); one whose function no longer fits is left broken:
+ * every later call on it fails with TG_ERR_STATE and the reason, and it
+ * can only be freed. Pointers into the old program (tg_session_graph, the
+ * capture names) are stale after it. Every call on a training session and its attached
+ * forwards holds one lock, so a step or run on another thread happens
+ * wholly before or wholly after a replace (or a reset). */
+typedef struct {
+    tg_model *model;      /* required */
+    void *user;           /* the loss function's user pointer; NULL keeps the session's */
+    const tg_optim *optim; /* NULL keeps the session's optimizer and schedule */
+    bool new_seed;        /* draw the new params from `seed` (it becomes the session's); else the session's seed */
+    uint64_t seed;
+} tg_replace_spec;
+tg_status tg_session_replace_model(tg_session *s, const tg_replace_spec *spec);
 
 /* Data-parallel sessions: what the gradient exchange cost, summed over the
  * steps since the session was made (tg_session_comm_stats fills zeros for a
@@ -788,11 +941,18 @@ tg_status tg_forward_output(tg_forward *f, void *dst, int64_t count);
 tg_status tg_forward_output_info(const tg_forward *f, tg_shape *shape, tg_dtype *dtype);
 /* A capture of the last run, as tg_session_read / capture_info. */
 tg_status tg_forward_read(tg_forward *f, const char *name, void *dst, int64_t count);
+/* The captures of the last run's program (before a run: the first one
+ * compiled), as tg_session_capture_count / name. */
+int tg_forward_capture_count(const tg_forward *f);
+const char *tg_forward_capture_name(const tg_forward *f, int i);
 tg_status tg_forward_capture_info(const tg_forward *f, const char *name, tg_shape *shape, tg_dtype *dtype);
 /* Params, as tg_session's (attached: the training session's params). */
 tg_status tg_forward_set_param(tg_forward *f, const char *name, const float *data, int64_t count);
 tg_status tg_forward_get_param(tg_forward *f, const char *name, float *data, int64_t count);
 tg_status tg_forward_upload(tg_forward *f, const tg_feed *params, int n);
+tg_status tg_forward_download(tg_forward *f, tg_safetensors **out);
+tg_status tg_forward_set_tensor(tg_forward *f, const tg_st_tensor *t);
+tg_status tg_forward_upload_tensors(tg_forward *f, const tg_st_tensor *t, int n);
 /* The plan and graph of the last run's program (before a run: the first
  * one compiled), as tg_session_plan_stats / print_plan / graph / dot. */
 tg_status tg_forward_plan_stats(const tg_forward *f, tg_plan_stats *out);
@@ -843,20 +1003,24 @@ tg_status tg_session_load(tg_session *s, const char *path);
 
 /* ---- safetensors -------------------------------------------------------- */
 
-/* Files of F32 and I32 tensors (other dtypes are rejected), the format the
- * checkpoints above use; reads are strict, writes atomic in the same way. */
-typedef struct {
-    const char *name;
-    tg_dtype dtype;    /* TG_F32 or TG_I32 */
-    tg_shape shape;    /* up to TG_MAX_DIMS dims */
-    const void *data;  /* numel little-endian elements; 4-byte aligned in files read */
-} tg_st_tensor;
-typedef struct tg_safetensors tg_safetensors;
-
+/* The format the checkpoints above use. Reads check everything (a bad file
+ * is TG_ERR_FORMAT naming the byte offset) and read F32 and I32 tensors as
+ * they are and F16 and BF16 ones converted to F32 (exactly: every half is
+ * an f32); tensors of any other dtype (I64 counters, F64, U8, FP8, ...) are
+ * skipped, listed by tg_safetensors_skipped, and the rest of the file still
+ * loads. Writes (F32 and I32) are atomic in the same way. A read set of
+ * tensors is a tg_st_tensor array: tg_safetensors_tensor(f, 0) is the first
+ * of tg_safetensors_count(f) in a row, ready for tg_session_upload_tensors. */
 tg_status tg_safetensors_read(const char *path, tg_safetensors **out);
+/* The same from a file image in memory (copied: buf may go at once). */
+tg_status tg_safetensors_read_mem(const void *buf, size_t size, tg_safetensors **out);
 void tg_safetensors_free(tg_safetensors *f);
 int tg_safetensors_count(const tg_safetensors *f);
 const tg_st_tensor *tg_safetensors_tensor(const tg_safetensors *f, int i); /* header order */
+/* The tensors the reader skipped, in header order: the name (NULL past the
+ * end), and in *dtype (if not NULL) the dtype as the file spells it. */
+int tg_safetensors_skipped_count(const tg_safetensors *f);
+const char *tg_safetensors_skipped(const tg_safetensors *f, int i, const char **dtype);
 const tg_st_tensor *tg_safetensors_find(const tg_safetensors *f, const char *name); /* NULL if absent */
 const char *tg_safetensors_meta(const tg_safetensors *f, const char *key);          /* NULL if absent */
 /* Writes tensors in the given order; meta is n_meta (key, value) pairs laid

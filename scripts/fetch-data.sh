@@ -4,7 +4,9 @@
 # one file we need.
 #   words   /usr/share/dict/words from `wamerican` (used when the system lacks it)
 #   digits  the 8x8 handwritten digits (1797 images) that `python3-sklearn` ships
-# Usage: scripts/fetch-data.sh words|digits   (prints the path of the file)
+#   photo   a photograph: NASA's astronaut portrait (public domain, 512x512 RGB
+#           PNG) from scikit-image's data that `python3-skimage` ships
+# Usage: scripts/fetch-data.sh words|digits|photo   (prints the path of the file)
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 out=$top/.deps/data
@@ -42,8 +44,18 @@ digits)
     fi
     echo "$out/digits.csv"
     ;;
+photo)
+    if [ ! -s "$out/astronaut.png" ]; then
+        deb=$(fetch_deb python3-skimage)
+        dpkg-deb --fsys-tarfile "$deb" | tar -xO ./usr/lib/python3/dist-packages/skimage/data/astronaut.png \
+            > "$out/astronaut.png.tmp"
+        mv "$out/astronaut.png.tmp" "$out/astronaut.png"
+        rm -rf "$(dirname "$deb")"
+    fi
+    echo "$out/astronaut.png"
+    ;;
 *)
-    echo "usage: $0 words|digits" >&2
+    echo "usage: $0 words|digits|photo" >&2
     exit 2
     ;;
 esac

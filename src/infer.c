@@ -1,7 +1,8 @@
 /* Forward sessions: a function of the params with no gradient and no
  * optimizer, compiled once per batch size (the first at once, so errors in
  * the function come back from the constructor). Params are their own
- * (tg_forward_new) or a training session's (tg_forward_attach). */
+ * (tg_forward_new) or a training session's (tg_forward_attach); an attached
+ * one follows its training session through replace_model (refit below). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,16 +13,26 @@
 /* Random ops in a forward draw apart from the training steps'. */
 #define TG_FORWARD_SEED_MIX 0x1f2e3d4c5b6a7988ull
 
-void tg_forward_free(tg_forward *f) {
-    if (!f) return;
+static void drop_programs(tg_forward *f) {
     for (int i = 0; i < f->n_progs; i++) {
         if (f->b.eng) f->b.eng->vt->release(f->b.eng, f->progs[i].prog);
         tg_program_free(f->progs[i].prog);
     }
-    free(f->progs);
-    for (int i = 0; i < f->n_inputs; i++) free((char *)f->inputs[i].name);
-    free(f->inputs);
+    f->n_progs = 0;
+    f->b.prog = NULL;
+    f->ran = false;
+}
+
+void tg_forward_free(tg_forward *f) {
+    if (!f) return;
+    tg_share_lock(&f->b);
+    if (f->b.share) tg_share_detach(f->b.share, f);
+    drop_programs(f);
     tg_session_base_close(&f->b);
+    tg_share_unlock(&f->b);
+    tg_share_unref(f->b.share);
+    free(f->progs);
+    tg_inputs_free(f->inputs, f->n_inputs);
     free(f);
 }
 
@@ -72,20 +83,38 @@ static tg_status trace_spec(tg_forward *f, const tg_forward_spec *spec, const ch
     f->fn = spec->fn;
     f->user = spec->user;
     f->check_numerics = spec->check_numerics;
-    if (!(f->inputs = tg_calloc((size_t)spec->n_inputs + 1, sizeof(tg_input_decl))))
-        return tg_fail(TG_ERR_NOMEM, "%s: out of memory", api);
+    tg_status st = tg_inputs_copy(spec->inputs, spec->n_inputs, &f->inputs, api);
+    if (st != TG_OK) return st;
+    f->n_inputs = spec->n_inputs;
     for (int i = 0; i < spec->n_inputs; i++) {
         const tg_input_decl *d = &spec->inputs[i];
-        f->inputs[i] = *d;
-        f->inputs[i].name = d->name ? tg_strdup(d->name) : NULL;
-        f->n_inputs++;
-        bool bad = !f->inputs[i].name || d->shape.ndim < 0 || d->shape.ndim > TG_MAX_DIMS;
+        bool bad = !d->name || d->shape.ndim < 0 || d->shape.ndim > TG_MAX_DIMS;
         for (int k = 0; !bad && k < d->shape.ndim; k++) bad = d->shape.d[k] < 0 && d->shape.d[k] != TG_BATCH;
         if (bad)
             return tg_fail(TG_ERR_ARG, "%s: input %d ('%s') has no name or a bad shape", api, i,
                            d->name ? d->name : "(null)");
     }
     return program_for(f, uses_batch(f) ? 1 : 0, api, &f->b.prog);
+}
+
+void tg_forward_refit(tg_forward *f, const tg_session_base *train) {
+    drop_programs(f);
+    tg_session_base_close(&f->b); /* the old engine's reference and layout */
+    f->b.broken[0] = 0;
+    int np = tg_model_param_count(train->model);
+    f->b.eng = train->eng;
+    f->b.eng->refs++;
+    f->b.model = train->model;
+    tg_status st = TG_OK;
+    if (!(f->b.param_offset = tg_calloc((size_t)np + 1, sizeof(int64_t))))
+        st = tg_fail(TG_ERR_NOMEM, "out of memory");
+    if (st == TG_OK) {
+        memcpy(f->b.param_offset, train->param_offset, sizeof(int64_t) * (size_t)np);
+        st = program_for(f, uses_batch(f) ? 1 : 0, "tg_session_replace_model", &f->b.prog);
+    }
+    if (st != TG_OK)
+        snprintf(f->b.broken, sizeof f->b.broken, "tg_session_replace_model left this attached forward session "
+                 "unable to compile (free it and attach a new one): %s", tg_last_error());
 }
 
 static tg_status check_spec(const tg_forward_spec *spec, const char *api) {
@@ -106,7 +135,8 @@ tg_status tg_forward_new(const tg_forward_spec *spec, tg_forward **out) {
     tg_forward *f = tg_calloc(1, sizeof *f);
     if (!f) return tg_fail(TG_ERR_NOMEM, "%s: out of memory", api);
     f->b.seed = spec->seed ^ TG_FORWARD_SEED_MIX;
-    st = tg_session_base_open(&f->b, spec->model, spec->backend, spec->threads, api);
+    st = tg_share_new(&f->b.share);
+    if (st == TG_OK) st = tg_session_base_open(&f->b, spec->model, spec->backend, spec->threads, api);
     if (st == TG_OK) st = trace_spec(f, spec, api);
     if (st == TG_OK) st = tg_session_base_init_params(&f->b, spec->seed, api);
     if (st != TG_OK) {
@@ -117,6 +147,26 @@ tg_status tg_forward_new(const tg_forward_spec *spec, tg_forward **out) {
     return TG_OK;
 }
 
+/* Under the training session's lock: f joins its share first, so a
+ * replace_model on another thread either comes before (f traces the new
+ * model) or after (f is refit with the others). */
+static tg_status attach(tg_session *train, const tg_forward_spec *spec, tg_forward *f, const char *api) {
+    if (spec->model && spec->model != train->b.model)
+        return tg_fail(TG_ERR_ARG, "%s: spec->model is not the training session's model (leave it NULL)", api);
+    int np = tg_model_param_count(train->b.model);
+    if (!(f->b.param_offset = tg_calloc((size_t)np + 1, sizeof(int64_t))))
+        return tg_fail(TG_ERR_NOMEM, "%s: out of memory", api);
+    tg_status st = tg_share_attach(train->b.share, f);
+    if (st != TG_OK) return st;
+    f->b.share = train->b.share;
+    f->b.model = train->b.model;
+    f->b.eng = train->b.eng;
+    f->b.eng->refs++;
+    memcpy(f->b.param_offset, train->b.param_offset, sizeof(int64_t) * (size_t)np);
+    f->b.seed = train->b.seed ^ TG_FORWARD_SEED_MIX;
+    return trace_spec(f, spec, api);
+}
+
 tg_status tg_forward_attach(tg_session *train, const tg_forward_spec *spec, tg_forward **out) {
     const char *api = "tg_forward_attach";
     if (!out) return tg_fail(TG_ERR_ARG, "%s: out is NULL", api);
@@ -124,20 +174,12 @@ tg_status tg_forward_attach(tg_session *train, const tg_forward_spec *spec, tg_f
     if (!train) return tg_fail(TG_ERR_ARG, "%s: the training session is NULL", api);
     tg_status st = check_spec(spec, api);
     if (st != TG_OK) return st;
-    if (spec->model && spec->model != train->b.model)
-        return tg_fail(TG_ERR_ARG, "%s: spec->model is not the training session's model (leave it NULL)", api);
     tg_forward *f = tg_calloc(1, sizeof *f);
-    int np = tg_model_param_count(train->b.model);
-    if (!f || !(f->b.param_offset = tg_calloc((size_t)np + 1, sizeof(int64_t)))) {
-        free(f);
-        return tg_fail(TG_ERR_NOMEM, "%s: out of memory", api);
-    }
-    f->b.model = train->b.model;
-    f->b.eng = train->b.eng;
-    f->b.eng->refs++;
-    memcpy(f->b.param_offset, train->b.param_offset, sizeof(int64_t) * (size_t)np);
-    f->b.seed = train->b.seed ^ TG_FORWARD_SEED_MIX;
-    if ((st = trace_spec(f, spec, api)) != TG_OK) {
+    if (!f) return tg_fail(TG_ERR_NOMEM, "%s: out of memory", api);
+    tg_share_lock(&train->b);
+    st = attach(train, spec, f, api);
+    tg_share_unlock(&train->b);
+    if (st != TG_OK) {
         tg_forward_free(f);
         return st;
     }
@@ -145,14 +187,13 @@ tg_status tg_forward_attach(tg_session *train, const tg_forward_spec *spec, tg_f
     return TG_OK;
 }
 
-tg_status tg_forward_run(tg_forward *f, int64_t batch, const tg_feed *feeds, int n) {
-    const char *api = "tg_forward_run";
-    if (!f) return tg_fail(TG_ERR_ARG, "%s: session is NULL", api);
+static tg_status run(tg_forward *f, int64_t batch, const tg_feed *feeds, int n, const char *api) {
+    tg_status st = tg_session_base_usable(&f->b, api);
+    if (st != TG_OK) return st;
     if (!uses_batch(f)) batch = 0;
     else if (batch <= 0) return tg_fail(TG_ERR_ARG, "%s: batch %lld must be > 0", api, (long long)batch);
     tg_program *p = NULL;
-    tg_status st = program_for(f, batch, api, &p);
-    if (st != TG_OK) return st;
+    if ((st = program_for(f, batch, api, &p)) != TG_OK) return st;
     if ((st = tg_session_write_feeds(&f->b, p, api, feeds, n)) != TG_OK) return st;
     if ((st = tg_session_write_rng_seed(&f->b, p, ++f->runs)) != TG_OK) return st;
     if ((st = f->b.eng->vt->run(f->b.eng, p)) != TG_OK) return st;
@@ -161,22 +202,34 @@ tg_status tg_forward_run(tg_forward *f, int64_t batch, const tg_feed *feeds, int
     return TG_OK;
 }
 
+tg_status tg_forward_run(tg_forward *f, int64_t batch, const tg_feed *feeds, int n) {
+    if (!f) return tg_fail(TG_ERR_ARG, "tg_forward_run: session is NULL");
+    tg_share_lock(&f->b);
+    tg_status st = run(f, batch, feeds, n, "tg_forward_run");
+    tg_share_unlock(&f->b);
+    return st;
+}
+
+/* Usable and run since it was made (or refit); under the lock. */
 static tg_status ran(const tg_forward *f, const char *api) {
-    if (!f) return tg_fail(TG_ERR_ARG, "%s: session is NULL", api);
+    tg_status st = tg_session_base_usable(TG_SESSION_BASE(f), api);
+    if (st != TG_OK) return st;
     return f->ran ? TG_OK : tg_fail(TG_ERR_STATE, "%s: the forward session has not run yet", api);
 }
 
 tg_status tg_forward_output_info(const tg_forward *f, tg_shape *shape, tg_dtype *dtype) {
+    tg_share_lock(TG_SESSION_BASE(f));
     tg_status st = ran(f, "tg_forward_output_info");
-    if (st != TG_OK) return st;
-    const tg_node *r = &f->b.prog->g->nodes[f->b.prog->result];
-    if (shape) *shape = r->shape;
-    if (dtype) *dtype = r->dtype;
-    return TG_OK;
+    if (st == TG_OK) {
+        const tg_node *r = &f->b.prog->g->nodes[f->b.prog->result];
+        if (shape) *shape = r->shape;
+        if (dtype) *dtype = r->dtype;
+    }
+    tg_share_unlock(TG_SESSION_BASE(f));
+    return st;
 }
 
-tg_status tg_forward_output(tg_forward *f, void *dst, int64_t count) {
-    const char *api = "tg_forward_output";
+static tg_status output(tg_forward *f, void *dst, int64_t count, const char *api) {
     if (!dst) return tg_fail(TG_ERR_ARG, "%s: dst is NULL", api);
     tg_status st = ran(f, api);
     if (st != TG_OK) return st;
@@ -191,14 +244,27 @@ tg_status tg_forward_output(tg_forward *f, void *dst, int64_t count) {
     return f->b.eng->vt->read(f->b.eng, f->b.prog, sl->arena, sl->offset, dst, count * 4);
 }
 
+tg_status tg_forward_output(tg_forward *f, void *dst, int64_t count) {
+    tg_share_lock(TG_SESSION_BASE(f));
+    tg_status st = output(f, dst, count, "tg_forward_output");
+    tg_share_unlock(TG_SESSION_BASE(f));
+    return st;
+}
+
 tg_status tg_forward_read(tg_forward *f, const char *name, void *dst, int64_t count) {
+    tg_share_lock(TG_SESSION_BASE(f));
     tg_status st = ran(f, "tg_forward_read");
-    return st != TG_OK ? st : tg_session_base_read(&f->b, "tg_forward_read", name, dst, count);
+    if (st == TG_OK) st = tg_session_base_read(&f->b, "tg_forward_read", name, dst, count);
+    tg_share_unlock(TG_SESSION_BASE(f));
+    return st;
 }
 
 tg_status tg_forward_capture_info(const tg_forward *f, const char *name, tg_shape *shape, tg_dtype *dtype) {
+    tg_share_lock(TG_SESSION_BASE(f));
     tg_status st = ran(f, "tg_forward_capture_info");
-    return st != TG_OK ? st : tg_session_base_capture_info(&f->b, "tg_forward_capture_info", name, shape, dtype);
+    if (st == TG_OK) st = tg_session_base_capture_info(&f->b, "tg_forward_capture_info", name, shape, dtype);
+    tg_share_unlock(TG_SESSION_BASE(f));
+    return st;
 }
 
 /* The rest is the base's, under this type's names. */
@@ -215,13 +281,31 @@ tg_status tg_forward_upload(tg_forward *f, const tg_feed *params, int n) {
     return tg_session_base_upload(TG_SESSION_BASE(f), "tg_forward_upload", params, n);
 }
 
+tg_status tg_forward_set_tensor(tg_forward *f, const tg_st_tensor *t) {
+    return tg_session_base_set_tensor(TG_SESSION_BASE(f), "tg_forward_set_tensor", t);
+}
+
+tg_status tg_forward_upload_tensors(tg_forward *f, const tg_st_tensor *t, int n) {
+    return tg_session_base_upload_tensors(TG_SESSION_BASE(f), "tg_forward_upload_tensors", t, n);
+}
+
+tg_status tg_forward_download(tg_forward *f, tg_safetensors **out) {
+    return tg_session_base_download(TG_SESSION_BASE(f), "tg_forward_download", out);
+}
+
+int tg_forward_capture_count(const tg_forward *f) { return tg_session_base_capture_count(TG_SESSION_BASE(f)); }
+
+const char *tg_forward_capture_name(const tg_forward *f, int i) {
+    return tg_session_base_capture_name(TG_SESSION_BASE(f), i);
+}
+
 tg_status tg_forward_plan_stats(const tg_forward *f, tg_plan_stats *o) {
     return tg_session_base_plan_stats(TG_SESSION_BASE(f), "tg_forward_plan_stats", o);
 }
 
 void tg_forward_print_plan(const tg_forward *f, void *file) { tg_session_base_print_plan(TG_SESSION_BASE(f), file); }
 
-const tg_graph *tg_forward_graph(const tg_forward *f) { return f ? f->b.prog->g : NULL; }
+const tg_graph *tg_forward_graph(const tg_forward *f) { return f && f->b.prog ? f->b.prog->g : NULL; }
 
 tg_status tg_forward_dot(const tg_forward *f, void *file) {
     return tg_session_base_dot(TG_SESSION_BASE(f), "tg_forward_dot", file);
@@ -229,6 +313,8 @@ tg_status tg_forward_dot(const tg_forward *f, void *file) {
 
 tg_status tg_forward_set_seed(tg_forward *f, uint64_t seed) {
     if (!f) return tg_fail(TG_ERR_ARG, "tg_forward_set_seed: session is NULL");
+    tg_share_lock(&f->b);
     f->b.seed = seed;
+    tg_share_unlock(&f->b);
     return TG_OK;
 }

@@ -1,9 +1,14 @@
 /* Training sessions: a program with gradients and an optimizer on an
  * engine, an optimizer schedule and a step counter; params live in the
- * engine's params arena, addressed by the model's layout. */
+ * engine's params arena, addressed by the model's layout. reset and
+ * replace_model start training over without a new session: reset rewrites
+ * params and optimizer state in place, replace_model compiles the new model
+ * on a new engine and moves the attached forward sessions onto it. */
+#define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "dist/dp.h"
 #include "engine.h"
@@ -11,61 +16,109 @@
 
 #include "session.h"
 
-static void copy_lr(tg_lr *dst, const tg_lr *src) {
-    int k = 0;
-    for (const tg_lr *l = src; l && k < TG_MAX_LR_CHAIN; l = l->kind == TG_LR_WARMUP ? l->then : NULL, k++) {
-        dst[k] = *l;
-        dst[k].then = NULL;
-        if (k > 0) dst[k - 1].then = &dst[k];
+tg_status tg_session_take_lr(tg_session *s, const tg_lr *src, const char *api) {
+    tg_lr *c;
+    tg_status st = tg_lr_copy(src, &c, api);
+    if (st != TG_OK) return st;
+    free(s->lr);
+    s->lr = c;
+    s->optim.lr = *c;
+    return TG_OK;
+}
+
+/* Releases b's program and engine reference (b's share is the owner's). */
+static void drop_program(tg_session_base *b) {
+    if (b->prog) {
+        if (b->eng) b->eng->vt->release(b->eng, b->prog);
+        tg_program_free(b->prog);
+        b->prog = NULL;
     }
+    tg_session_base_close(b);
 }
 
 void tg_session_free(tg_session *s) {
     if (!s) return;
-    if (s->b.prog) {
-        if (s->b.eng) s->b.eng->vt->release(s->b.eng, s->b.prog);
-        tg_program_free(s->b.prog);
-    }
-    tg_session_base_close(&s->b);
+    tg_share_lock(&s->b);
+    drop_program(&s->b);
+    tg_share_unlock(&s->b);
+    tg_share_unref(s->b.share);
+    tg_inputs_free(s->inputs, s->n_inputs);
+    free(s->lr);
     free(s);
 }
 
-static tg_status session_new(const tg_train_spec *spec, tg_session **out) {
-    *out = NULL;
-    if (!spec->model || !spec->loss)
-        return tg_fail(TG_ERR_ARG, "tg_session_new: spec, spec->model and spec->loss are required");
-    if (spec->n_inputs < 0 || (spec->n_inputs > 0 && !spec->inputs))
-        return tg_fail(TG_ERR_ARG, "tg_session_new: bad input list");
-    if (tg_model_status(spec->model) != TG_OK) return spec->model->err;
-    tg_status st = tg_optim_check(&spec->optim, "tg_session_new");
-    if (st != TG_OK) return st;
-    tg_session *s = tg_calloc(1, sizeof *s);
-    if (!s) return tg_fail(TG_ERR_NOMEM, "tg_session_new: out of memory");
-    s->b.seed = spec->seed;
-    s->optim = spec->optim;
-    copy_lr(s->lr, &spec->optim.lr);
-
-    if (spec->comm && spec->backend == TG_BACKEND_WEBGPU) tg_wgpu_prefer_adapter(spec->comm->rank);
-    /* The engine first: its fusion pass shapes the plan. */
-    st = tg_session_base_open(&s->b, spec->model, spec->backend, spec->threads, "tg_session_new");
-    tg_compile_req req = {spec->model, spec->loss, spec->user, spec->inputs, spec->n_inputs, &spec->optim,
-                          spec->optim.kind == TG_OPT_NONE, TG_ARENA_ALIGN, s->b.param_offset,
-                          s->b.eng ? s->b.eng->vt->fuse : NULL};
-    if (st == TG_OK) st = tg_program_build(&req, &s->b.prog);
-    if (st == TG_OK) s->b.prog->check_each = tg_session_check_numerics(spec->check_numerics);
+/* The training program for model m (with the loss's user pointer and
+ * optimizer o) on a new engine, params drawn from seed, into b's model,
+ * eng, param_offset and prog. On failure b holds nothing. */
+static tg_status build(const tg_session *s, tg_session_base *b, tg_model *m, void *user, const tg_optim *o,
+                       uint64_t seed, const char *api) {
+    if (s->comm && s->backend == TG_BACKEND_WEBGPU) tg_wgpu_prefer_adapter(s->comm->rank);
+    tg_status st = tg_session_base_open(b, m, s->backend, s->threads, api);
+    tg_compile_req req = {m, s->loss, user, s->inputs, s->n_inputs, o, o->kind == TG_OPT_NONE, TG_ARENA_ALIGN,
+                          b->param_offset, b->eng ? b->eng->vt->fuse : NULL};
+    if (st == TG_OK) st = tg_program_build(&req, &b->prog);
+    if (st == TG_OK) b->prog->check_each = tg_session_check_numerics(s->check_numerics);
     if (st == TG_OK) {
-        const tg_node *r = &s->b.prog->g->nodes[s->b.prog->result];
+        const tg_node *r = &b->prog->g->nodes[b->prog->result];
         if (r->dtype != TG_F32 || tg_ir_numel(r) != 1) {
-            char b[96];
-            st = tg_fail(TG_ERR_SHAPE, "tg_session_new: the loss must be a single f32 value, got %s %s",
-                         tg_dtype_name(r->dtype), tg_shape_str(r->shape, b, sizeof b));
+            char buf[96];
+            st = tg_fail(TG_ERR_SHAPE, "%s: the loss must be a single f32 value, got %s %s", api,
+                         tg_dtype_name(r->dtype), tg_shape_str(r->shape, buf, sizeof buf));
         }
     }
-    if (st == TG_OK && spec->comm)
-        st = tg_dp_new(spec->comm, s->b.prog, &spec->optim, spec->backend == TG_BACKEND_CPU, &s->b.prog->dp);
-    if (st == TG_OK) st = s->b.eng->vt->compile(s->b.eng, s->b.prog);
+    if (st == TG_OK && s->comm)
+        st = tg_dp_new(s->comm, b->prog, o, s->backend == TG_BACKEND_CPU, &b->prog->dp);
+    if (st == TG_OK) st = b->eng->vt->compile(b->eng, b->prog);
     /* Initial values: params from the seed, optimizer state zero (the arenas start zeroed). */
-    if (st == TG_OK) st = tg_session_base_init_params(&s->b, spec->seed, "tg_session_new");
+    if (st == TG_OK) st = tg_session_base_init_params(b, seed, api);
+    if (st != TG_OK) drop_program(b);
+    return st;
+}
+
+/* A seed nobody chose: from the system's random source, else the clock and
+ * an address (enough to tell runs apart; it is readable afterwards). */
+static uint64_t fresh_seed(const void *salt) {
+    uint64_t v = 0;
+    FILE *f = fopen("/dev/urandom", "rb");
+    if (f) {
+        if (fread(&v, sizeof v, 1, f) != 1) v = 0;
+        fclose(f);
+    }
+    if (!v) {
+        struct timespec ts = {0};
+        timespec_get(&ts, TIME_UTC);
+        v = ((uint64_t)ts.tv_sec * 1000000007u) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)(uintptr_t)salt << 17);
+    }
+    return v ? v : 1;
+}
+
+static tg_status session_new(const tg_train_spec *spec, tg_session **out) {
+    const char *api = "tg_session_new";
+    if (!spec->model || !spec->loss)
+        return tg_fail(TG_ERR_ARG, "%s: spec, spec->model and spec->loss are required", api);
+    if (spec->n_inputs < 0 || (spec->n_inputs > 0 && !spec->inputs))
+        return tg_fail(TG_ERR_ARG, "%s: bad input list", api);
+    if (spec->random_seed && spec->seed)
+        return tg_fail(TG_ERR_ARG, "%s: spec->random_seed asks for a fresh seed, but spec->seed is %llu (set one or "
+                       "the other)", api, (unsigned long long)spec->seed);
+    if (tg_model_status(spec->model) != TG_OK) return spec->model->err;
+    tg_status st = tg_optim_check(&spec->optim, api);
+    if (st != TG_OK) return st;
+    tg_session *s = tg_calloc(1, sizeof *s);
+    if (!s) return tg_fail(TG_ERR_NOMEM, "%s: out of memory", api);
+    s->b.seed = spec->random_seed ? fresh_seed(s) : spec->seed;
+    s->optim = spec->optim;
+    s->loss = spec->loss;
+    s->user = spec->user;
+    s->backend = spec->backend;
+    s->threads = spec->threads;
+    s->check_numerics = spec->check_numerics;
+    s->comm = spec->comm;
+    st = tg_session_take_lr(s, &spec->optim.lr, api);
+    if (st == TG_OK) st = tg_share_new(&s->b.share);
+    if (st == TG_OK) st = tg_inputs_copy(spec->inputs, spec->n_inputs, &s->inputs, api);
+    if (st == TG_OK) s->n_inputs = spec->n_inputs;
+    if (st == TG_OK) st = build(s, &s->b, spec->model, s->user, &s->optim, s->b.seed, api);
     if (st != TG_OK) {
         tg_session_free(s);
         return st;
@@ -130,8 +183,7 @@ static tg_status prepare(tg_session *s, const tg_feed *feeds, int n, int64_t t, 
     return p->check_each ? snapshot(s, saved, false) : TG_OK;
 }
 
-tg_status tg_session_step(tg_session *s, const tg_feed *feeds, int n, float *loss) {
-    if (!s) return tg_fail(TG_ERR_ARG, "tg_session_step: session is NULL");
+static tg_status step(tg_session *s, const tg_feed *feeds, int n, float *loss) {
     if (s->step == INT64_MAX) return tg_fail(TG_ERR_STATE, "tg_session_step: the step count is at its maximum");
     tg_engine *e = s->b.eng;
     tg_program *p = s->b.prog;
@@ -162,26 +214,132 @@ tg_status tg_session_step(tg_session *s, const tg_feed *feeds, int n, float *los
     return loss ? read_loss(s, loss) : TG_OK;
 }
 
+tg_status tg_session_step(tg_session *s, const tg_feed *feeds, int n, float *loss) {
+    if (!s) return tg_fail(TG_ERR_ARG, "tg_session_step: session is NULL");
+    tg_share_lock(&s->b);
+    tg_status st = step(s, feeds, n, loss);
+    tg_share_unlock(&s->b);
+    return st;
+}
+
 tg_status tg_session_set_lr(tg_session *s, tg_lr lr) {
     if (!s) return tg_fail(TG_ERR_ARG, "tg_session_set_lr: session is NULL");
-    tg_status st = tg_lr_check(&lr, "tg_session_set_lr");
+    tg_share_lock(&s->b);
+    tg_status st = tg_session_take_lr(s, &lr, "tg_session_set_lr");
+    if (st == TG_OK) s->lr_start = s->step;
+    tg_share_unlock(&s->b);
+    return st;
+}
+
+int64_t tg_session_step_count(const tg_session *s) {
+    if (!s) return 0;
+    tg_share_lock(&s->b);
+    int64_t n = s->step;
+    tg_share_unlock(&s->b);
+    return n;
+}
+
+/* Zeroes the optimizer's state leaves (moments, velocities); the leaves a
+ * step rewrites (hyperparameters, the random seed) are left alone. */
+static tg_status zero_state(tg_session *s) {
+    const tg_program *p = s->b.prog;
+    const tg_graph *g = p->g;
+    int64_t most = 0;
+    for (int i = 0; i < g->n; i++)
+        if (tg_optim_is_carried(&g->nodes[i]) && p->plan.slot[i].bytes > most) most = p->plan.slot[i].bytes;
+    void *zeros = tg_calloc((size_t)most + 1, 1);
+    if (!zeros) return tg_fail(TG_ERR_NOMEM, "tg_session_reset: out of memory");
+    tg_status st = TG_OK;
+    for (int i = 0; i < g->n && st == TG_OK; i++) {
+        const tg_slot *sl = &p->plan.slot[i];
+        if (tg_optim_is_carried(&g->nodes[i]))
+            st = s->b.eng->vt->write(s->b.eng, s->b.prog, sl->arena, sl->offset, zeros, sl->bytes);
+    }
+    free(zeros);
+    return st;
+}
+
+static tg_status reset(tg_session *s, const tg_reset_opts *o) {
+    uint64_t seed = o->new_seed ? o->seed : s->b.seed;
+    tg_status st = o->keep_params ? TG_OK : tg_session_base_init_params(&s->b, seed, "tg_session_reset");
+    if (st == TG_OK && !o->keep_optimizer) st = zero_state(s);
     if (st != TG_OK) return st;
-    copy_lr(s->lr, &lr);
-    s->lr_start = s->step;
+    if (!o->keep_optimizer) s->step = s->lr_start = 0;
+    s->b.seed = seed;
     return TG_OK;
 }
 
-int64_t tg_session_step_count(const tg_session *s) { return s ? s->step : 0; }
+tg_status tg_session_reset(tg_session *s, const tg_reset_opts *opts) {
+    if (!s) return tg_fail(TG_ERR_ARG, "tg_session_reset: session is NULL");
+    tg_reset_opts all = {0};
+    tg_share_lock(&s->b);
+    tg_status st = reset(s, opts ? opts : &all);
+    /* Data parallel: every rank resets, then starts again from rank 0's draw. */
+    if (s->comm) st = tg_dp_agree(s->comm, st, "tg_session_reset");
+    if (s->comm && st == TG_OK) st = tg_dp_sync(s, "tg_session_reset");
+    tg_share_unlock(&s->b);
+    return st;
+}
+
+static tg_status replace(tg_session *s, const tg_replace_spec *r) {
+    const char *api = "tg_session_replace_model";
+    const tg_optim *o = r->optim ? r->optim : &s->optim;
+    tg_status st = tg_model_status(r->model) != TG_OK ? r->model->err : tg_optim_check(o, api);
+    void *user = r->user ? r->user : s->user;
+    uint64_t seed = r->new_seed ? r->seed : s->b.seed;
+    tg_lr *lr = NULL;
+    if (st == TG_OK && r->optim) st = tg_lr_copy(&r->optim->lr, &lr, api);
+    /* The new program first, on an engine of its own: if it fails, nothing
+     * changed. Data parallel: every rank's new program must pass, and match
+     * rank 0's, before any rank takes its own. */
+    tg_session_base nb = {.share = s->b.share};
+    if (st == TG_OK) st = build(s, &nb, r->model, user, o, seed, api);
+    if (s->comm) st = tg_dp_agree_program(s->comm, st == TG_OK ? nb.prog : NULL, st, api);
+    if (st != TG_OK) {
+        if (nb.prog) drop_program(&nb);
+        free(lr);
+        return st;
+    }
+    drop_program(&s->b);
+    s->b.model = nb.model;
+    s->b.eng = nb.eng;
+    s->b.param_offset = nb.param_offset;
+    s->b.prog = nb.prog;
+    s->b.seed = seed;
+    s->user = user;
+    if (r->optim) {
+        s->optim = *r->optim;
+        free(s->lr);
+        s->lr = lr;
+        s->optim.lr = *lr;
+    }
+    s->step = s->lr_start = 0; /* fresh optimizer state: the schedule starts over */
+    for (int i = 0; i < s->b.share->n_fwd; i++) tg_forward_refit(s->b.share->fwd[i], &s->b);
+    return s->comm ? tg_dp_sync(s, api) : TG_OK; /* rank 0's new params everywhere */
+}
+
+tg_status tg_session_replace_model(tg_session *s, const tg_replace_spec *r) {
+    const char *api = "tg_session_replace_model";
+    if (!s || !r || !r->model) return tg_fail(TG_ERR_ARG, "%s: session, spec and spec->model are required", api);
+    tg_share_lock(&s->b);
+    tg_status st = replace(s, r);
+    tg_share_unlock(&s->b);
+    return st;
+}
 
 tg_status tg_session_get_grad(tg_session *s, const char *name, float *data, int64_t count) {
     const char *api = "tg_session_get_grad";
     tg_param p;
+    tg_share_lock(TG_SESSION_BASE(s));
     tg_status st = tg_session_base_param_check(s ? &s->b : NULL, api, name, data, count, &p);
-    if (st != TG_OK) return st;
-    int id = s->b.prog->param_grad[p];
-    if (id < 0) return tg_fail(TG_ERR_STATE, "%s: param '%s' has no gradient in this session", api, name);
-    const tg_slot *sl = &s->b.prog->plan.slot[id];
-    return s->b.eng->vt->read(s->b.eng, s->b.prog, sl->arena, sl->offset, data, count * 4);
+    int id = st == TG_OK ? s->b.prog->param_grad[p] : -1;
+    if (st == TG_OK && id < 0) st = tg_fail(TG_ERR_STATE, "%s: param '%s' has no gradient in this session", api, name);
+    if (st == TG_OK) {
+        const tg_slot *sl = &s->b.prog->plan.slot[id];
+        st = s->b.eng->vt->read(s->b.eng, s->b.prog, sl->arena, sl->offset, data, count * 4);
+    }
+    tg_share_unlock(TG_SESSION_BASE(s));
+    return st;
 }
 
 /* The rest is the base's, under this type's names. */
@@ -196,6 +354,24 @@ tg_status tg_session_get_param(tg_session *s, const char *name, float *data, int
 
 tg_status tg_session_upload(tg_session *s, const tg_feed *params, int n) {
     return tg_session_base_upload(TG_SESSION_BASE(s), "tg_session_upload", params, n);
+}
+
+tg_status tg_session_set_tensor(tg_session *s, const tg_st_tensor *t) {
+    return tg_session_base_set_tensor(TG_SESSION_BASE(s), "tg_session_set_tensor", t);
+}
+
+tg_status tg_session_upload_tensors(tg_session *s, const tg_st_tensor *t, int n) {
+    return tg_session_base_upload_tensors(TG_SESSION_BASE(s), "tg_session_upload_tensors", t, n);
+}
+
+tg_status tg_session_download(tg_session *s, tg_safetensors **out) {
+    return tg_session_base_download(TG_SESSION_BASE(s), "tg_session_download", out);
+}
+
+int tg_session_capture_count(const tg_session *s) { return tg_session_base_capture_count(TG_SESSION_BASE(s)); }
+
+const char *tg_session_capture_name(const tg_session *s, int i) {
+    return tg_session_base_capture_name(TG_SESSION_BASE(s), i);
 }
 
 tg_status tg_session_read(tg_session *s, const char *name, void *dst, int64_t count) {
@@ -220,6 +396,16 @@ tg_status tg_session_dot(const tg_session *s, void *file) {
 
 tg_status tg_session_set_seed(tg_session *s, uint64_t seed) {
     if (!s) return tg_fail(TG_ERR_ARG, "tg_session_set_seed: session is NULL");
+    tg_share_lock(&s->b);
     s->b.seed = seed;
+    tg_share_unlock(&s->b);
     return TG_OK;
+}
+
+uint64_t tg_session_seed(const tg_session *s) {
+    if (!s) return 0;
+    tg_share_lock(&s->b);
+    uint64_t seed = s->b.seed;
+    tg_share_unlock(&s->b);
+    return seed;
 }

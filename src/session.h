@@ -4,9 +4,23 @@
 #ifndef TG_SESSION_H
 #define TG_SESSION_H
 
+#include <pthread.h>
+
 #include "engine.h"
 
 #define TG_ARENA_ALIGN 256 /* WebGPU's storage-buffer offset alignment; the CPU just follows */
+
+/* What a training session and the forward sessions attached to it share: one
+ * lock, held by every call on any of them (so a step, a run and a
+ * replace_model from different threads take turns and none sees another
+ * half done), and the list of attached forwards that replace_model moves to
+ * the new model. A session made alone has one of its own. */
+typedef struct {
+    pthread_mutex_t mu; /* recursive: public calls nest */
+    int refs;
+    struct tg_forward **fwd;
+    int n_fwd, cap_fwd;
+} tg_share;
 
 /* What both kinds of session are: params in the engine's params arena at
  * param_offset[p], a seed for random ops, and the program that reads,
@@ -18,14 +32,27 @@ typedef struct {
     uint64_t seed;
     uint32_t rng_stream; /* a data-parallel rank's own random draws: its rank (0 alone or on rank 0) */
     tg_program *prog; /* training: its one program; forward: the last run's (the first compiled before a run) */
+    tg_share *share;
+    /* An attached forward that a replace_model left unable to compile: why.
+     * Every call on it then fails with this (tg_session_base_usable); "" while usable. */
+    char broken[640];
 } tg_session_base;
 
-/* A training session: one program with gradients and an optimizer. */
+/* A training session: one program with gradients and an optimizer, and what
+ * replace_model compiles the next one from. */
 struct tg_session {
     tg_session_base b;
     tg_optim optim;
-    tg_lr lr[TG_MAX_LR_CHAIN]; /* the schedule, warmup chains copied */
+    tg_lr *lr;         /* the schedule: a copy of its chain and milestones (tg_lr_copy) */
     int64_t step, lr_start;
+    tg_trace_fn loss;
+    void *user;
+    tg_input_decl *inputs; /* copies; names owned */
+    int n_inputs;
+    tg_backend backend;
+    int threads;
+    bool check_numerics;
+    tg_comm *comm; /* data parallel (dist/dp.h), NULL alone */
 };
 
 /* A forward session: one program per batch size, compiled on first use. */
@@ -45,6 +72,31 @@ struct tg_forward {
     int64_t runs;
 };
 
+/* Makes a copy of src the session's schedule (and optim.lr, so no pointer
+ * into the caller's memory stays behind); on failure nothing changes. */
+tg_status tg_session_take_lr(tg_session *s, const tg_lr *src, const char *api);
+
+/* The share: a new one holding one reference; lock / unlock (b or its
+ * share NULL: nothing); attach / detach a forward (under the lock); drop a
+ * reference (not under the lock), freeing it with the last. */
+tg_status tg_share_new(tg_share **out);
+void tg_share_lock(const tg_session_base *b);
+void tg_share_unlock(const tg_session_base *b);
+tg_status tg_share_attach(tg_share *sh, struct tg_forward *f);
+void tg_share_detach(tg_share *sh, struct tg_forward *f);
+void tg_share_unref(tg_share *sh);
+
+/* Copies of an input list, names owned; freed with tg_inputs_free. */
+tg_status tg_inputs_copy(const tg_input_decl *in, int n, tg_input_decl **out, const char *api);
+void tg_inputs_free(tg_input_decl *in, int n);
+
+/* After a replace_model: an attached forward drops its programs and takes
+ * the training session's model, engine and layout, then compiles its first
+ * program again. A function that no longer traces leaves the forward
+ * broken (every later call fails with why); that is not the caller's error,
+ * so nothing is returned. Under the share's lock. */
+void tg_forward_refit(struct tg_forward *f, const tg_session_base *train);
+
 /* An engine for the backend and a params arena of the model's layout, into
  * b->eng and b->param_offset (api names the caller). */
 tg_status tg_session_base_open(tg_session_base *b, tg_model *m, tg_backend be, int threads, const char *api);
@@ -52,6 +104,9 @@ tg_status tg_session_base_open(tg_session_base *b, tg_model *m, tg_backend be, i
 tg_status tg_session_base_init_params(tg_session_base *b, uint64_t seed, const char *api);
 /* Drops the engine reference and the offsets; programs are the owner's. */
 void tg_session_base_close(tg_session_base *b);
+
+/* TG_ERR_ARG for a NULL session, TG_ERR_STATE (naming api and why) for a broken one. */
+tg_status tg_session_base_usable(const tg_session_base *b, const char *api);
 
 /* Checks the feeds against the program's input table (every input exactly
  * once, its dtype, its size) and writes them (api names the caller). */
@@ -66,6 +121,15 @@ tg_status tg_session_base_param_check(const tg_session_base *b, const char *api,
 tg_status tg_session_base_param_io(tg_session_base *b, const char *api, const char *name, void *data, int64_t count,
                                    bool write);
 tg_status tg_session_base_upload(tg_session_base *b, const char *api, const tg_feed *params, int n);
+/* Params from tensors, checked by name, dtype and exact shape: one, or
+ * every param exactly once (nothing written unless all pass). */
+tg_status tg_session_base_set_tensor(tg_session_base *b, const char *api, const tg_st_tensor *t);
+tg_status tg_session_base_upload_tensors(tg_session_base *b, const char *api, const tg_st_tensor *t, int n);
+/* Every param (name, dtype, shape, a copy of its values) in model order. */
+tg_status tg_session_base_download(tg_session_base *b, const char *api, tg_safetensors **out);
+/* The program's captures in the order they were made (0 / NULL without one). */
+int tg_session_base_capture_count(const tg_session_base *b);
+const char *tg_session_base_capture_name(const tg_session_base *b, int i);
 tg_status tg_session_base_read(tg_session_base *b, const char *api, const char *name, void *dst, int64_t count);
 tg_status tg_session_base_capture_info(const tg_session_base *b, const char *api, const char *name, tg_shape *shape,
                                        tg_dtype *dtype);

@@ -1,14 +1,93 @@
-/* What training and forward sessions share: the engine and params arena,
- * feeds, params by name, captures and plan queries. The public functions of
- * both types (session.c, infer.c) are thin wrappers naming themselves. */
+/* What training and forward sessions share: the lock, the engine and params
+ * arena, feeds, params by name, captures and plan queries. The public
+ * functions of both types (session.c, infer.c) are thin wrappers naming
+ * themselves; the base functions they call take the share's lock. */
+#define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine.h"
+#include "io/safetensors.h"
 #include "ir/model.h"
 
 #include "session.h"
+
+tg_status tg_share_new(tg_share **out) {
+    tg_share *sh = tg_calloc(1, sizeof *sh);
+    pthread_mutexattr_t a;
+    bool ok = sh && pthread_mutexattr_init(&a) == 0;
+    if (ok) {
+        ok = pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE) == 0 && pthread_mutex_init(&sh->mu, &a) == 0;
+        pthread_mutexattr_destroy(&a);
+    }
+    if (!ok) {
+        free(sh);
+        return tg_fail(TG_ERR_NOMEM, "session: cannot make a lock");
+    }
+    sh->refs = 1;
+    *out = sh;
+    return TG_OK;
+}
+
+void tg_share_lock(const tg_session_base *b) {
+    if (b && b->share) pthread_mutex_lock(&b->share->mu);
+}
+
+void tg_share_unlock(const tg_session_base *b) {
+    if (b && b->share) pthread_mutex_unlock(&b->share->mu);
+}
+
+tg_status tg_share_attach(tg_share *sh, tg_forward *f) {
+    if (sh->n_fwd == sh->cap_fwd) {
+        int cap = sh->cap_fwd ? 2 * sh->cap_fwd : 4;
+        tg_forward **grown = tg_realloc(sh->fwd, sizeof *grown * (size_t)cap);
+        if (!grown) return tg_fail(TG_ERR_NOMEM, "tg_forward_attach: out of memory");
+        sh->fwd = grown;
+        sh->cap_fwd = cap;
+    }
+    sh->fwd[sh->n_fwd++] = f;
+    sh->refs++;
+    return TG_OK;
+}
+
+void tg_share_detach(tg_share *sh, tg_forward *f) {
+    for (int i = 0; i < sh->n_fwd; i++)
+        if (sh->fwd[i] == f) {
+            sh->fwd[i] = sh->fwd[--sh->n_fwd];
+            return;
+        }
+}
+
+void tg_share_unref(tg_share *sh) {
+    if (!sh) return;
+    pthread_mutex_lock(&sh->mu);
+    bool last = --sh->refs == 0;
+    pthread_mutex_unlock(&sh->mu);
+    if (!last) return;
+    pthread_mutex_destroy(&sh->mu);
+    free(sh->fwd);
+    free(sh);
+}
+
+tg_status tg_inputs_copy(const tg_input_decl *in, int n, tg_input_decl **out, const char *api) {
+    tg_input_decl *c = tg_calloc((size_t)n + 1, sizeof *c);
+    if (!c) return tg_fail(TG_ERR_NOMEM, "%s: out of memory", api);
+    for (int i = 0; i < n; i++) {
+        c[i] = in[i];
+        if (in[i].name && !(c[i].name = tg_strdup(in[i].name))) {
+            tg_inputs_free(c, i);
+            return tg_fail(TG_ERR_NOMEM, "%s: out of memory", api);
+        }
+    }
+    *out = c;
+    return TG_OK;
+}
+
+void tg_inputs_free(tg_input_decl *in, int n) {
+    for (int i = 0; in && i < n; i++) free((char *)in[i].name);
+    free(in);
+}
 
 tg_status tg_session_base_open(tg_session_base *b, tg_model *m, tg_backend be, int threads, const char *api) {
     int np = tg_model_param_count(m);
@@ -39,6 +118,11 @@ tg_status tg_session_base_init_params(tg_session_base *b, uint64_t seed, const c
     }
     free(buf);
     return st;
+}
+
+tg_status tg_session_base_usable(const tg_session_base *b, const char *api) {
+    if (!b) return tg_fail(TG_ERR_ARG, "%s: session is NULL", api);
+    return b->broken[0] ? tg_fail(TG_ERR_STATE, "%s: %s", api, b->broken) : TG_OK;
 }
 
 void tg_session_base_close(tg_session_base *b) {
@@ -116,7 +200,9 @@ tg_status tg_session_write_feeds(tg_session_base *b, tg_program *p, const char *
 
 tg_status tg_session_base_param_check(const tg_session_base *b, const char *api, const char *name, const void *data,
                                       int64_t count, tg_param *out) {
-    if (!b || !name) return tg_fail(TG_ERR_ARG, "%s: session and name are required", api);
+    tg_status st = tg_session_base_usable(b, api);
+    if (st != TG_OK) return st;
+    if (!name) return tg_fail(TG_ERR_ARG, "%s: name is NULL", api);
     tg_param p = tg_model_find(b->model, name);
     if (p < 0) return tg_fail(TG_ERR_NAME, "%s: no param named '%s'", api, name);
     int64_t want = tg_shape_numel(b->model->params[p].shape);
@@ -126,12 +212,16 @@ tg_status tg_session_base_param_check(const tg_session_base *b, const char *api,
                        tg_shape_str(b->model->params[p].shape, s, sizeof s), (long long)count);
     }
     if (!data) return tg_fail(TG_ERR_ARG, "%s: data is NULL", api);
+    if (b->model->params[p].dtype != TG_F32)
+        return tg_fail(TG_ERR_ARG, "%s: param '%s' is %s: move it with a %s feed to upload, with set_tensor or with "
+                       "download", api, name, tg_dtype_name(b->model->params[p].dtype),
+                       b->model->params[p].dtype == TG_I32 ? "TG_I32" : "typed");
     *out = p;
     return TG_OK;
 }
 
-tg_status tg_session_base_param_io(tg_session_base *b, const char *api, const char *name, void *data, int64_t count,
-                                   bool write) {
+static tg_status param_io(tg_session_base *b, const char *api, const char *name, void *data, int64_t count,
+                          bool write) {
     tg_param p;
     tg_status st = tg_session_base_param_check(b, api, name, data, count, &p);
     if (st != TG_OK) return st;
@@ -139,8 +229,18 @@ tg_status tg_session_base_param_io(tg_session_base *b, const char *api, const ch
                  : b->eng->vt->read(b->eng, b->prog, TG_ARENA_PARAMS, b->param_offset[p], data, count * 4);
 }
 
-tg_status tg_session_base_upload(tg_session_base *b, const char *api, const tg_feed *params, int n) {
-    if (!b || n < 0 || (n > 0 && !params)) return tg_fail(TG_ERR_ARG, "%s: bad arguments", api);
+tg_status tg_session_base_param_io(tg_session_base *b, const char *api, const char *name, void *data, int64_t count,
+                                   bool write) {
+    tg_share_lock(b);
+    tg_status st = param_io(b, api, name, data, count, write);
+    tg_share_unlock(b);
+    return st;
+}
+
+static tg_status upload(tg_session_base *b, const char *api, const tg_feed *params, int n) {
+    tg_status st = tg_session_base_usable(b, api);
+    if (st != TG_OK) return st;
+    if (n < 0 || (n > 0 && !params)) return tg_fail(TG_ERR_ARG, "%s: bad arguments", api);
     int np = tg_model_param_count(b->model);
     /* Check everything first: a failed upload writes nothing. */
     for (int f = 0; f < n; f++) {
@@ -149,9 +249,9 @@ tg_status tg_session_base_upload(tg_session_base *b, const char *api, const tg_f
         for (int e = 0; e < f; e++)
             if (strcmp(params[e].name, params[f].name) == 0)
                 return tg_fail(TG_ERR_NAME, "%s: param '%s' given twice", api, params[f].name);
-        if (params[f].dtype != TG_F32)
-            return tg_fail(TG_ERR_ARG, "%s: param '%s' is f32, the feed is %s", api, params[f].name,
-                           tg_dtype_name(params[f].dtype));
+        if (params[f].dtype != b->model->params[p].dtype)
+            return tg_fail(TG_ERR_ARG, "%s: param '%s' is %s, the feed is %s", api, params[f].name,
+                           tg_dtype_name(b->model->params[p].dtype), tg_dtype_name(params[f].dtype));
         int64_t want = tg_shape_numel(b->model->params[p].shape);
         if (params[f].count != want)
             return tg_fail(TG_ERR_SIZE, "%s: param '%s' has %lld elements, got %lld", api, params[f].name,
@@ -165,11 +265,125 @@ tg_status tg_session_base_upload(tg_session_base *b, const char *api, const tg_f
             if (!given) return tg_fail(TG_ERR_NAME, "%s: param '%s' is missing", api, b->model->params[p].name);
         }
     }
-    for (int f = 0; f < n; f++) {
-        tg_status st = tg_session_base_param_io(b, api, params[f].name, (void *)params[f].data, params[f].count, true);
-        if (st != TG_OK) return st;
+    for (int f = 0; f < n && st == TG_OK; f++) {
+        tg_param p = tg_model_find(b->model, params[f].name);
+        st = b->eng->vt->write(b->eng, b->prog, TG_ARENA_PARAMS, b->param_offset[p], params[f].data,
+                               params[f].count * 4);
     }
+    return st;
+}
+
+tg_status tg_session_base_upload(tg_session_base *b, const char *api, const tg_feed *params, int n) {
+    tg_share_lock(b);
+    tg_status st = upload(b, api, params, n);
+    tg_share_unlock(b);
+    return st;
+}
+
+/* One tensor against its param: the name, the dtype and the exact shape (a
+ * transposed weight has the right count and the wrong shape). */
+static tg_status check_tensor(const tg_session_base *b, const char *api, const tg_st_tensor *t, tg_param *out) {
+    if (!t || !t->name) return tg_fail(TG_ERR_ARG, "%s: a tensor without a name", api);
+    tg_param p = tg_model_find(b->model, t->name);
+    if (p < 0) return tg_fail(TG_ERR_NAME, "%s: no param named '%s'", api, t->name);
+    const tg_param_decl *d = &b->model->params[p];
+    if (t->dtype != d->dtype)
+        return tg_fail(TG_ERR_ARG, "%s: param '%s' is %s, the tensor is %s", api, t->name, tg_dtype_name(d->dtype),
+                       tg_dtype_name(t->dtype));
+    if (!tg_shape_eq(t->shape, d->shape)) {
+        char a[96], c[96];
+        bool swapped = t->shape.ndim == 2 && d->shape.ndim == 2 && t->shape.d[0] == d->shape.d[1] &&
+                       t->shape.d[1] == d->shape.d[0];
+        return tg_fail(TG_ERR_SHAPE, "%s: param '%s' is %s, the tensor is %s%s", api, t->name,
+                       tg_shape_str(d->shape, a, sizeof a), tg_shape_str(t->shape, c, sizeof c),
+                       swapped ? " (transposed: a Linear W is [in, out], PyTorch's weight [out, in])" : "");
+    }
+    if (!t->data && tg_shape_numel(d->shape) > 0)
+        return tg_fail(TG_ERR_ARG, "%s: tensor '%s' has no data", api, t->name);
+    *out = p;
     return TG_OK;
+}
+
+static tg_status write_tensor(tg_session_base *b, tg_param p, const tg_st_tensor *t) {
+    return b->eng->vt->write(b->eng, b->prog, TG_ARENA_PARAMS, b->param_offset[p], t->data,
+                             tg_shape_numel(t->shape) * 4);
+}
+
+tg_status tg_session_base_set_tensor(tg_session_base *b, const char *api, const tg_st_tensor *t) {
+    tg_share_lock(b);
+    tg_param p;
+    tg_status st = tg_session_base_usable(b, api);
+    if (st == TG_OK) st = check_tensor(b, api, t, &p);
+    if (st == TG_OK) st = write_tensor(b, p, t);
+    tg_share_unlock(b);
+    return st;
+}
+
+/* Every param exactly once, each checked before any is written. */
+static tg_status upload_tensors(tg_session_base *b, const char *api, const tg_st_tensor *t, int n) {
+    tg_status st = tg_session_base_usable(b, api);
+    if (st != TG_OK) return st;
+    if (n < 0 || (n > 0 && !t)) return tg_fail(TG_ERR_ARG, "%s: bad tensor list", api);
+    int np = tg_model_param_count(b->model);
+    bool *given = tg_calloc((size_t)np + 1, sizeof *given);
+    if (!given) return tg_fail(TG_ERR_NOMEM, "%s: out of memory", api);
+    for (int i = 0; i < n && st == TG_OK; i++) {
+        tg_param p;
+        st = check_tensor(b, api, &t[i], &p);
+        if (st == TG_OK && given[p]) st = tg_fail(TG_ERR_NAME, "%s: param '%s' given twice", api, t[i].name);
+        if (st == TG_OK) given[p] = true;
+    }
+    for (int p = 0; p < np && st == TG_OK; p++)
+        if (!given[p]) st = tg_fail(TG_ERR_NAME, "%s: param '%s' is missing", api, b->model->params[p].name);
+    free(given);
+    for (int i = 0; i < n && st == TG_OK; i++) st = write_tensor(b, tg_model_find(b->model, t[i].name), &t[i]);
+    return st;
+}
+
+tg_status tg_session_base_upload_tensors(tg_session_base *b, const char *api, const tg_st_tensor *t, int n) {
+    tg_share_lock(b);
+    tg_status st = upload_tensors(b, api, t, n);
+    tg_share_unlock(b);
+    return st;
+}
+
+static tg_status download(tg_session_base *b, const char *api, tg_safetensors **out) {
+    tg_status st = tg_session_base_usable(b, api);
+    if (st != TG_OK) return st;
+    int np = tg_model_param_count(b->model);
+    tg_st_tensor *t = tg_calloc((size_t)np + 1, sizeof *t);
+    if (!t) return tg_fail(TG_ERR_NOMEM, "%s: out of memory", api);
+    for (int p = 0; p < np; p++)
+        t[p] = (tg_st_tensor){b->model->params[p].name, b->model->params[p].dtype, b->model->params[p].shape, NULL};
+    tg_safetensors *f = NULL;
+    st = tg_st_new(t, np, &f);
+    for (int p = 0; p < np && st == TG_OK; p++)
+        st = b->eng->vt->read(b->eng, b->prog, TG_ARENA_PARAMS, b->param_offset[p], (void *)f->t[p].data,
+                              tg_st_nbytes(t[p].dtype, t[p].shape));
+    free(t);
+    if (st != TG_OK) {
+        tg_safetensors_free(f);
+        return st;
+    }
+    *out = f;
+    return TG_OK;
+}
+
+tg_status tg_session_base_download(tg_session_base *b, const char *api, tg_safetensors **out) {
+    if (!out) return tg_fail(TG_ERR_ARG, "%s: out is NULL", api);
+    *out = NULL;
+    tg_share_lock(b);
+    tg_status st = download(b, api, out);
+    tg_share_unlock(b);
+    return st;
+}
+
+/* The program reads, captures and plans look at; TG_ERR_STATE when there is
+ * none (a forward a replace_model left unable to compile). */
+static tg_status have_prog(const tg_session_base *b, const char *api) {
+    tg_status st = tg_session_base_usable(b, api);
+    if (st != TG_OK) return st;
+    return b->prog ? TG_OK : tg_fail(TG_ERR_STATE, "%s: the session has no compiled program", api);
 }
 
 static int find_capture(const tg_session_base *b, const char *name) {
@@ -179,8 +393,24 @@ static int find_capture(const tg_session_base *b, const char *name) {
     return -1;
 }
 
-tg_status tg_session_base_read(tg_session_base *b, const char *api, const char *name, void *dst, int64_t count) {
-    if (!b || !dst) return tg_fail(TG_ERR_ARG, "%s: session and dst are required", api);
+int tg_session_base_capture_count(const tg_session_base *b) {
+    tg_share_lock(b);
+    int n = b && b->prog ? b->prog->g->n_caps : 0;
+    tg_share_unlock(b);
+    return n;
+}
+
+const char *tg_session_base_capture_name(const tg_session_base *b, int i) {
+    tg_share_lock(b);
+    const char *name = b && b->prog && i >= 0 && i < b->prog->g->n_caps ? b->prog->g->caps[i].name : NULL;
+    tg_share_unlock(b);
+    return name;
+}
+
+static tg_status read_capture(tg_session_base *b, const char *api, const char *name, void *dst, int64_t count) {
+    if (!dst) return tg_fail(TG_ERR_ARG, "%s: dst is NULL", api);
+    tg_status st = have_prog(b, api);
+    if (st != TG_OK) return st;
     int id = find_capture(b, name);
     if (id < 0) return tg_fail(TG_ERR_NAME, "%s: no capture named '%s'", api, name ? name : "(null)");
     int64_t want = tg_ir_numel(&b->prog->g->nodes[id]);
@@ -191,19 +421,26 @@ tg_status tg_session_base_read(tg_session_base *b, const char *api, const char *
     return b->eng->vt->read(b->eng, b->prog, sl->arena, sl->offset, dst, count * 4);
 }
 
-tg_status tg_session_base_capture_info(const tg_session_base *b, const char *api, const char *name, tg_shape *shape,
-                                       tg_dtype *dtype) {
-    if (!b) return tg_fail(TG_ERR_ARG, "%s: session is NULL", api);
-    int id = find_capture(b, name);
-    if (id < 0) return tg_fail(TG_ERR_NAME, "%s: no capture named '%s'", api, name ? name : "(null)");
-    if (shape) *shape = b->prog->g->nodes[id].shape;
-    if (dtype) *dtype = b->prog->g->nodes[id].dtype;
-    return TG_OK;
+tg_status tg_session_base_read(tg_session_base *b, const char *api, const char *name, void *dst, int64_t count) {
+    tg_share_lock(b);
+    tg_status st = read_capture(b, api, name, dst, count);
+    tg_share_unlock(b);
+    return st;
 }
 
-tg_status tg_session_base_plan_stats(const tg_session_base *b, const char *api, tg_plan_stats *o) {
-    if (!b || !o) return tg_fail(TG_ERR_ARG, "%s: NULL argument", api);
-    const tg_program *p = b->prog;
+tg_status tg_session_base_capture_info(const tg_session_base *b, const char *api, const char *name, tg_shape *shape,
+                                       tg_dtype *dtype) {
+    tg_share_lock(b);
+    tg_status st = have_prog(b, api);
+    int id = st == TG_OK ? find_capture(b, name) : -1;
+    if (st == TG_OK && id < 0) st = tg_fail(TG_ERR_NAME, "%s: no capture named '%s'", api, name ? name : "(null)");
+    if (st == TG_OK && shape) *shape = b->prog->g->nodes[id].shape;
+    if (st == TG_OK && dtype) *dtype = b->prog->g->nodes[id].dtype;
+    tg_share_unlock(b);
+    return st;
+}
+
+static void plan_stats(const tg_program *p, tg_plan_stats *o) {
     memset(o, 0, sizeof *o);
     const tg_plan *pl = &p->plan;
     o->workspace_bytes = p->workspace_bytes;
@@ -227,15 +464,31 @@ tg_status tg_session_base_plan_stats(const tg_session_base *b, const char *api, 
     o->n_dispatches = p->n_dispatches;
     o->n_writebacks = p->n_wb;
     for (int w = 0; w < p->n_wb; w++) o->n_writeback_copies += !pl->wb_free[w];
-    return TG_OK;
+}
+
+tg_status tg_session_base_plan_stats(const tg_session_base *b, const char *api, tg_plan_stats *o) {
+    if (!o) return tg_fail(TG_ERR_ARG, "%s: NULL argument", api);
+    tg_share_lock(b);
+    tg_status st = have_prog(b, api);
+    if (st == TG_OK) plan_stats(b->prog, o);
+    tg_share_unlock(b);
+    return st;
 }
 
 void tg_session_base_print_plan(const tg_session_base *b, void *file) {
-    if (b) tg_plan_print(b->prog->g, &b->prog->plan, file ? file : stdout);
+    tg_share_lock(b);
+    if (b && b->prog) tg_plan_print(b->prog->g, &b->prog->plan, file ? file : stdout);
+    tg_share_unlock(b);
 }
 
 tg_status tg_session_base_dot(const tg_session_base *b, const char *api, void *file) {
-    if (!b || !file) return tg_fail(TG_ERR_ARG, "%s: session and file must not be NULL", api);
-    const tg_fusion *fu = b->prog->fusion;
-    return tg_ir_graph_dot(b->prog->g, fu ? fu->group : NULL, fu ? fu->n_groups : 0, file);
+    if (!file) return tg_fail(TG_ERR_ARG, "%s: file is NULL", api);
+    tg_share_lock(b);
+    tg_status st = have_prog(b, api);
+    if (st == TG_OK) {
+        const tg_fusion *fu = b->prog->fusion;
+        st = tg_ir_graph_dot(b->prog->g, fu ? fu->group : NULL, fu ? fu->n_groups : 0, file);
+    }
+    tg_share_unlock(b);
+    return st;
 }

@@ -103,6 +103,15 @@ CASE_FN(c_arange) { return tg_mul(tg_arange(g, 5, TG_F32), tg_add(x[0], tg_cast(
 CASE_FN(c_log_softmax_last) { (void)g; return tg_log_softmax(x[0], -1); }
 CASE_FN(c_log_softmax_mid) { (void)g; return tg_log_softmax(x[0], 1); }
 CASE_FN(c_softmax_causal) { (void)g; return tg_softmax_causal(x[0]); }
+CASE_FN(c_softmax_causal_axis1) { (void)g; return tg_softmax_causal_axis(x[0], 1); }
+CASE_FN(c_softmax_causal_axis0) { (void)g; return tg_softmax_causal_axis(x[0], -3); }
+CASE_FN(c_one_hot_dt) {
+    static const float v[3] = {2, 0, 5}; /* 5 is out of range: a zero row */
+    tg_tensor idx = case_i32(g, S(3), v);
+    tg_tensor i = tg_cast(tg_one_hot_dt(idx, 4, TG_I32), TG_F32), b = tg_cast(tg_one_hot_dt(idx, 4, TG_BOOL), TG_F32);
+    tg_tensor ones = tg_cast(tg_ones_dt(g, S(4), TG_I32), TG_F32), zeros = tg_cast(tg_zeros_dt(g, S(3, 1), TG_BOOL), TG_F32);
+    return tg_add(tg_mul(tg_add(i, tg_mul_s(b, 3.0f)), x[0]), tg_add(ones, zeros));
+}
 CASE_FN(c_where_causal) { (void)g; return tg_where_causal(x[0], -3.0f); }
 CASE_FN(c_mse) { (void)g; return tg_mse(x[0], x[1]); }
 CASE_FN(c_linear) {
@@ -157,6 +166,23 @@ CASE_FN(c_argmax) {
     return tg_add(tg_argmax(x[0], 1, false), tg_mul_s(tg_argmin(x[0], -2, false), 7));
 }
 CASE_FN(c_argmax_axis0) { (void)g; return tg_argmax(x[0], 0, true); }
+/* amax / amin of x plus distinct offsets 0.1 apart, x in [-0.02, 0.02]: no
+ * two elements of a row come within finite differences' reach of a tie */
+static tg_tensor spread(tg_graph *g, tg_tensor x) {
+    static float off[3 * 4 * 5];
+    for (int i = 0; i < 60; i++) off[i] = (float)((i * 37) % 60) * 0.1f - 3.0f;
+    return tg_add(x, tg_constant(g, tg_tensor_shape(x), off));
+}
+CASE_FN(c_amax_amin) {
+    tg_tensor s = spread(g, x[0]); /* [3,1,5] + [3,4,1] -> [3,4,5], and [4,5] */
+    tg_tensor a = tg_add(tg_amax(s, 1, true), tg_mul_s(tg_amin(s, -1, true), 2.0f));
+    return tg_add(a, tg_amin(s, 0, false));
+}
+CASE_FN(c_amax_all) { return tg_add(tg_amax(spread(g, x[0]), TG_ALL, false), tg_amin(spread(g, x[0]), 0, true)); }
+CASE_FN(c_amax_i32) {
+    tg_tensor i = tg_cast(tg_mul_s(x[0], 10.0f), TG_I32); /* ties, in i32: no gradient */
+    return tg_cast(tg_sub(tg_amax(i, 0, true), tg_amin(i, -1, true)), TG_F32); /* [1,7] - [4,1] */
+}
 CASE_FN(c_zeros_ones) {
     return tg_mul(tg_add(x[0], tg_zeros(g, S(3, 4))), tg_add_s(tg_ones(g, S(4)), 1.0f));
 }
@@ -260,6 +286,7 @@ CASE_FN(c_tiny_lm) {
 CASE_FN(c_dropout) { (void)g; return tg_dropout(x[0], 0.4f); }
 CASE_FN(c_randn) { return tg_add(x[0], tg_randn(g, S(3, 4))); }
 CASE_FN(c_categorical) { (void)g; return tg_cast(tg_categorical(x[0]), TG_F32); }
+CASE_FN(c_categorical_axis0) { (void)g; return tg_cast(tg_categorical_axis(tg_mul_s(x[0], 3.0f), 0), TG_F32); }
 
 static const op_case op_cases[] = {
     {"add", 2, {S(3, 4), S(3, 4)}, -1, 1, 0, c_add, false},
@@ -319,6 +346,9 @@ static const op_case op_cases[] = {
     {"log_softmax_mid", 1, {S(2, 5, 3)}, -2, 2, 0, c_log_softmax_mid, false},
     {"softmax_causal", 1, {S(2, 4, 4)}, -2, 2, 0, c_softmax_causal, false},
     {"softmax_causal_5", 1, {S(3, 5, 5)}, -2, 2, 0, c_softmax_causal, false},
+    {"softmax_causal_axis1", 1, {S(2, 4, 4)}, -2, 2, 0, c_softmax_causal_axis1, false},
+    {"softmax_causal_axis0", 1, {S(5, 2, 5)}, -2, 2, 0, c_softmax_causal_axis0, false},
+    {"one_hot_dt_zeros_ones_dt", 1, {S(3, 4)}, -1, 1, 0, c_one_hot_dt, false},
     {"where_causal", 1, {S(2, 3, 3)}, -1, 1, 0, c_where_causal, false},
     {"mse", 2, {S(4, 3), S(4, 3)}, -1, 1, 0, c_mse, false},
 
@@ -349,6 +379,9 @@ static const op_case op_cases[] = {
     {"softmax_first_wide", 1, {S(3, 70)}, -2, 2, 0, c_softmax_first, false},
     {"argmax_argmin", 1, {S(3, 4, 5)}, -1, 1, 0, c_argmax, true},
     {"argmax_axis0_keep", 1, {S(4, 3)}, -1, 1, 0, c_argmax_axis0, true},
+    {"amax_amin", 1, {S(3, 4, 5)}, -0.02f, 0.02f, 0, c_amax_amin, false},
+    {"amax_all_amin_axis0", 1, {S(3, 4, 5)}, -0.02f, 0.02f, 0, c_amax_all, false},
+    {"amax_amin_i32", 1, {S(4, 7)}, -1, 1, 0, c_amax_i32, true},
     {"zeros_ones", 1, {S(3, 4)}, -1, 1, 0, c_zeros_ones, false},
     {"swap_axes", 1, {S(2, 3, 4)}, -1, 1, 0, c_swap_axes, false},
     {"narrow", 1, {S(4, 6)}, -1, 1, 0, c_narrow, false},
@@ -392,6 +425,7 @@ static const op_case op_cases[] = {
     {"dropout", 1, {S(4, 9)}, -1, 1, 0, c_dropout, true},
     {"randn", 1, {S(3, 4)}, -1, 1, 0, c_randn, true},
     {"categorical", 1, {S(6, 5)}, -2, 2, 0, c_categorical, true},
+    {"categorical_axis0", 1, {S(5, 6)}, -2, 2, 0, c_categorical_axis0, true},
     {"tiny_lm", 4, {S(6, 8), S(8), S(8), S(8, 8)}, -1, 1, 0, c_tiny_lm, false},
 };
 #define N_OP_CASES ((int)(sizeof op_cases / sizeof op_cases[0]))

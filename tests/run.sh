@@ -34,7 +34,7 @@ launch() {
 # suites compile hundreds of shaders on lavapipe (minutes with a cold
 # shader cache), the fuzzing builds and runs for minutes, test_dp.sh's
 # WebGPU run compiles its kernels on lavapipe in three processes.
-slow="test_webgpu test_fuzz.sh test_webgpu_fusion test_webgpu_attention test_examples.sh test_examples_webgpu.sh test_grad test_dp.sh"
+slow="test_webgpu test_fuzz.sh test_webgpu_fusion test_webgpu_attention test_examples.sh test_examples_webgpu.sh test_samples_webgpu.sh test_samples.sh test_grad test_dp.sh"
 tests=()
 for s in $slow; do
     for t in "$dir/$s" "$here/$s"; do [ -x "$t" ] && tests+=("$t"); done
@@ -74,7 +74,7 @@ done
 wait
 
 # Each suite's lines prefixed with its name, its counts added up.
-total_pass=0 total_fail=0 crashed=0
+total_pass=0 total_fail=0 crashed=0 failed=()
 for i in "${!names[@]}"; do
     name=${names[$i]}
     # no .rc: the suite's shell was killed before it could write one
@@ -85,14 +85,17 @@ for i in "${!names[@]}"; do
     line=$(grep -E '[0-9]+ passed, [0-9]+ failed' "$out/$i.log" | tail -n 1)
     if [ -z "$line" ]; then
         echo "$name: no summary line (exit $rc)"; tail -n 20 "$out/$i.log"
-        crashed=$((crashed + 1)); continue
+        crashed=$((crashed + 1)); failed+=("$name: no summary line (exit $rc)"); continue
     fi
-    if [ "$rc" = killed ]; then echo "$name: killed"; crashed=$((crashed + 1)); continue; fi
+    if [ "$rc" = killed ]; then echo "$name: killed"; crashed=$((crashed + 1)); failed+=("$name: killed"); continue; fi
     p=$(printf '%s' "$line" | sed -E 's/.* ([0-9]+) passed.*/\1/')
     f=$(printf '%s' "$line" | sed -E 's/.* ([0-9]+) failed.*/\1/')
     total_pass=$((total_pass + p)); total_fail=$((total_fail + f))
-    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then echo "$name: exit $rc"; crashed=$((crashed + 1)); fi
+    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then echo "$name: exit $rc"; crashed=$((crashed + 1)); failed+=("$name: exit $rc"); fi
+    [ "$f" -eq 0 ] || failed+=("$name: $(grep -m 3 'FAIL' "$out/$i.log" | tr '\n' ' ')")
 done
+# Repeated last, where a log's tail (all CI keeps) still shows them.
+for f in "${failed[@]}"; do echo "failed: $f"; done
 total_fail=$((total_fail + crashed))
 echo "all tests: $total_pass passed, $total_fail failed"
 [ "$total_fail" -eq 0 ]

@@ -10,6 +10,7 @@
 #include "check.h"
 #include "cpu/cpu.h"
 #include "cpu/kernels.h"
+#include "ir/model.h"
 
 static int64_t default_budget, default_tables; /* tg_cpu_conv_scratch_floats, _table_max as the library sets them */
 
@@ -465,14 +466,14 @@ static void conv_layer(void) {
     tg_session *s = NULL;
     CHECK_OK(tg_session_new(&spec, &s));
     if (s) {
-        /* Kaiming over the true fan-in: std = sqrt(2 / (in/groups * k * k)) = sqrt(2/18). */
+        /* randn(0.02) by default, as upstream's Conv2d. */
         float w[8 * 2 * 9], b[8];
         CHECK_OK(tg_session_get_param(s, "c1.W", w, 144));
         CHECK_OK(tg_session_get_param(s, "c1.b", b, 8));
         double ss = 0;
         for (int i = 0; i < 144; i++) ss += (double)w[i] * w[i];
-        double std = sqrt(ss / 144), want = sqrt(2.0 / 18);
-        CHECK(fabs(std - want) < 0.2 * want, "Conv2d kaiming std %.4f, want about %.4f (fan-in 18)", std, want);
+        double std = sqrt(ss / 144), want = 0.02;
+        CHECK(fabs(std - want) < 0.2 * want, "Conv2d default init std %.4f, want about %.4f", std, want);
         CHECK(b[0] == 0 && b[7] == 0, "Conv2d bias starts at zero");
 
         /* y = conv(x, W) + b: set b, compare against the reference on the layer's own params. */
@@ -506,6 +507,52 @@ static void conv_layer(void) {
     double std = sqrt(ss / (64 * 75)), want = sqrt(2.0 / 75);
     CHECK(fabs(std - want) < 0.05 * want, "kaiming default fan-in of [64,3,5,5]: std %.4f, want %.4f", std, want);
     free(v);
+    tg_model_free(m);
+}
+
+/* Conv2d's options: a 2x3 kernel, strides 2 and 1, paddings 1 and 2, no
+ * bias, kaiming with decay off; the forward against the reference. */
+static void conv_layer_opts(void) {
+    tg_model *m = tg_model_new();
+    tg_init k = tg_init_kaiming();
+    layer = tg_conv2d_new_opts(m, "c", 4, 6,
+                               (tg_conv2d_opts){.kh = 2, .kw = 3, .stride_h = 2, .pad_h = 1, .pad_w = 2, .groups = 2,
+                                                .no_bias = true, .init = &k, .decay = TG_DECAY_OFF});
+    tg_shape ws = tg_model_param_shape(m, layer.W);
+    CHECK(tg_model_param_count(m) == 1 && layer.b == -1, "Conv2d no_bias: %d params", tg_model_param_count(m));
+    CHECK(ws.ndim == 4 && ws.d[0] == 6 && ws.d[1] == 2 && ws.d[2] == 2 && ws.d[3] == 3,
+          "Conv2d W [out, in/groups, kh, kw]: got [%lld,%lld,%lld,%lld]", (long long)ws.d[0], (long long)ws.d[1],
+          (long long)ws.d[2], (long long)ws.d[3]);
+    CHECK(layer.stride_h == 2 && layer.stride_w == 1 && layer.pad_h == 1 && layer.pad_w == 2 && layer.kh == 2 &&
+              layer.kw == 3,
+          "Conv2d per-axis fields");
+    CHECK(!m->params[layer.W].decay && m->params[layer.W].init.kind == TG_INIT_KAIMING, "Conv2d init and decay options");
+    tg_input_decl in[] = {{"x", TG_F32, TG_SHAPE(2, 4, 5, 6)}};
+    tg_train_spec spec = {.model = m, .loss = layer_loss, .inputs = in, .n_inputs = 1,
+                          .optim = tg_adam(tg_lr_constant(0)), .seed = 2};
+    tg_session *s = NULL;
+    CHECK_OK(tg_session_new(&spec, &s));
+    if (s) {
+        conv_cfg c = {2, 4, 5, 6, 6, 2, 3, 2, 1, 1, 2, 2};
+        int64_t ny = 2 * 6 * out_size(5, 2, 2, 1) * out_size(6, 3, 1, 2);
+        float w[72], x[240], y[2 * 6 * 3 * 8], R[2 * 6 * 3 * 8];
+        static double ry[288], rgx[240], rgw[72];
+        CHECK(ny == 288, "output size %lld", (long long)ny);
+        CHECK_OK(tg_session_get_param(s, "c.W", w, 72));
+        double ss = 0; /* kaiming over the true fan-in 2 * 2 * 3 = 12 */
+        for (int i = 0; i < 72; i++) ss += (double)w[i] * w[i];
+        CHECK(fabs(sqrt(ss / 72) - sqrt(2.0 / 12)) < 0.25 * sqrt(2.0 / 12), "Conv2d kaiming option: std %.3f",
+              sqrt(ss / 72));
+        for (int i = 0; i < 240; i++) x[i] = urand();
+        for (int i = 0; i < 288; i++) R[i] = 1;
+        tg_feed f = TG_FEED("x", x, 240);
+        CHECK_OK(tg_session_step(s, &f, 1, NULL));
+        CHECK_OK(tg_session_read(s, "y", y, 288));
+        ref_conv(&c, x, w, R, ry, rgx, rgw);
+        CHECK(max_rel_err(y, ry, 288) < 1e-5, "Conv2d with per-axis options differs from the reference by %.2g",
+              max_rel_err(y, ry, 288));
+    }
+    tg_session_free(s);
     tg_model_free(m);
 }
 
@@ -567,6 +614,7 @@ int main(void) {
     pool_against_reference();
     relu_pool_fused();
     conv_layer();
+    conv_layer_opts();
     errors();
     return check_summary("test_conv");
 }

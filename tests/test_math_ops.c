@@ -332,6 +332,104 @@ static void argmax_argmin(void) {
     CHECK(y[0] == 1 && y[1] == 0, "argmin picks the first NaN: %d %d", y[0], y[1]);
 }
 
+/* ---- amax / amin: values, ties split the gradient, NaN, i32 ---- */
+
+static tg_tensor f_amax(tg_graph *g, tg_tensor x, const void *u) {
+    (void)g;
+    const arg_spec *a = u;
+    return a->is_min ? tg_amin(x, a->axis, a->keep) : tg_amax(x, a->axis, a->keep);
+}
+static tg_tensor f_amax_i32(tg_graph *g, tg_tensor x, const void *u) { return f_amax(g, tg_cast(x, TG_I32), u); }
+
+static void amax_amin(void) {
+    /* x [2, 3, 4]: rows with two, three and four equal extremes */
+    static const float x[24] = {1, 5, 5, 0,   2, 5, -1, 0,  1, 0, 7, 0,
+                                3, 3, 3, 3,   -2, 9, 9, -2, 0, 1, 2, 3};
+    static const float w[6] = {1, 2, 3, 4, 5, 6}; /* the loss weights, one per output */
+    float y[24], gx[24];
+    run_ctx info;
+    static const arg_spec last = {false, -1, false};
+    CHECK_OK(run_fn(f_amax, &last, TG_SHAPE(2, 3, 4), x, w, y, 6, gx, 1, &info));
+    CHECK(info.out_dtype == TG_F32 && info.out_shape.ndim == 2 && info.out_shape.d[1] == 3, "amax shape/dtype");
+    CHECK(y[0] == 5 && y[1] == 5 && y[2] == 7 && y[3] == 3 && y[4] == 9 && y[5] == 3, "amax values: %g %g %g %g %g %g",
+          y[0], y[1], y[2], y[3], y[4], y[5]);
+    /* each row's weight, split evenly among the elements equal to its max */
+    static const float want[24] = {0, 0.5f, 0.5f, 0,    0, 2, 0, 0,    0, 0, 3, 0,
+                                   1, 1, 1, 1,          0, 2.5f, 2.5f, 0, 0, 0, 0, 6};
+    CHECK(memcmp(gx, want, sizeof want) == 0, "amax gradient, ties split: %g %g %g %g / %g %g %g %g", gx[0], gx[1],
+          gx[2], gx[3], gx[12], gx[13], gx[14], gx[15]);
+    static const arg_spec mid = {true, 1, true};
+    CHECK_OK(run_fn(f_amax, &mid, TG_SHAPE(2, 3, 4), x, NULL, y, 8, gx, 1, &info));
+    static const float wmin[8] = {1, 0, -1, 0, -2, 1, 2, -2};
+    CHECK(info.out_shape.ndim == 3 && info.out_shape.d[1] == 1 && memcmp(y, wmin, sizeof wmin) == 0,
+          "amin axis 1 kept: %g %g %g %g", y[0], y[1], y[2], y[3]);
+    /* batch 0: column 0 has its min 1 twice, column 3 its 0 three times */
+    CHECK(gx[0] == 0.5f && gx[8] == 0.5f && gx[4] == 0 && gx[9] == 1 && gx[6] == 1 && gx[3] == gx[7] &&
+              gx[7] == gx[11] && fabsf(gx[3] + gx[7] + gx[11] - 1) < 1e-6f && gx[12] == 0 && gx[16] == 1 && gx[19] == 1,
+          "amin gradient, each column's 1 shared among its minima: %g %g %g / %g %g %g", gx[0], gx[4], gx[8], gx[3],
+          gx[7], gx[11]);
+    static const arg_spec all = {false, TG_ALL, false};
+    CHECK_OK(run_fn(f_amax, &all, TG_SHAPE(2, 3, 4), x, NULL, y, 1, gx, 1, &info));
+    CHECK(y[0] == 9 && info.out_shape.ndim == 0 && gx[17] == 0.5f && gx[18] == 0.5f && gx[10] == 0,
+          "amax over all: %g, grads %g %g", y[0], gx[17], gx[18]);
+    int32_t yi[12];
+    static const arg_spec first = {true, 0, false};
+    CHECK_OK(run_fn(f_amax_i32, &first, TG_SHAPE(2, 3, 4), x, NULL, yi, 12, NULL, 1, &info));
+    static const int32_t wfirst[12] = {1, 3, 3, 0, -2, 5, -1, -2, 0, 0, 2, 0};
+    CHECK(info.out_dtype == TG_I32 && memcmp(yi, wfirst, sizeof wfirst) == 0, "amin axis 0 on i32: %d %d %d %d ...",
+          yi[0], yi[1], yi[2], yi[3]);
+    static const float xn[6] = {1, NAN, 3, -4, 0, 5};
+    CHECK_OK(run_fn(f_amax, &last, TG_SHAPE(2, 3), xn, NULL, y, 2, NULL, 1, NULL));
+    CHECK(isnan(y[0]) && y[1] == 5, "amax with a NaN: %g %g", y[0], y[1]);
+}
+
+/* ---- axis and dtype arguments: categorical_axis, softmax_causal_axis, the _dt constants ---- */
+
+static tg_tensor f_cat_axis0(tg_graph *g, tg_tensor x, const void *u) { return tg_categorical_axis(x, 0); }
+static tg_tensor f_causal_axis0(tg_graph *g, tg_tensor x, const void *u) { return tg_softmax_causal_axis(x, 0); }
+static tg_tensor f_dt_consts(tg_graph *g, tg_tensor x, const void *u) {
+    const tg_dtype *dt = u;
+    static const float v[3] = {1, 3, -1};
+    tg_tensor idx = tg_cast(tg_constant(g, TG_SHAPE(3), v), TG_I32);
+    /* [one_hot_dt (3 x 4), ones_dt (1 x 4), zeros_dt (1 x 4)], x unused but for the graph */
+    tg_tensor parts[] = {tg_one_hot_dt(idx, 4, *dt), tg_ones_dt(g, TG_SHAPE(1, 4), *dt), tg_zeros_dt(g, TG_SHAPE(1, 4), *dt)};
+    tg_tensor y = tg_concat(parts, 3, 0);
+    return *dt == TG_F32 ? tg_add(y, tg_mul_s(tg_sum(x, TG_ALL, false), 0.0f)) : y;
+}
+
+static void axis_dtype_args(void) {
+    /* x [5, 3], column j all but certain to draw row target[j] */
+    static const int32_t target[3] = {4, 0, 2};
+    float x[15] = {0};
+    for (int j = 0; j < 3; j++) x[target[j] * 3 + j] = 50;
+    int32_t yi[20];
+    run_ctx info;
+    CHECK_OK(run_fn(f_cat_axis0, NULL, TG_SHAPE(5, 3), x, NULL, yi, 3, NULL, 1, &info));
+    CHECK(info.out_dtype == TG_I32 && info.out_shape.ndim == 1 && info.out_shape.d[0] == 3 && yi[0] == 4 && yi[1] == 0 &&
+              yi[2] == 2,
+          "categorical over axis 0: %d %d %d", yi[0], yi[1], yi[2]);
+    /* softmax_causal over axis 0 of zeros [3, 3]: column j is uniform over rows 0..j */
+    float z[9] = {0}, y[20];
+    CHECK_OK(run_fn(f_causal_axis0, NULL, TG_SHAPE(3, 3), z, NULL, y, 9, NULL, 1, NULL));
+    static const float want[9] = {1, 0.5f, 1.0f / 3, 0, 0.5f, 1.0f / 3, 0, 0, 1.0f / 3};
+    bool ok = true;
+    for (int i = 0; i < 9; i++) ok &= fabsf(y[i] - want[i]) < 1e-6f;
+    CHECK(ok, "softmax_causal over axis 0: %g %g %g / %g %g %g / %g %g %g", y[0], y[1], y[2], y[3], y[4], y[5], y[6],
+          y[7], y[8]);
+    /* one_hot_dt, ones_dt, zeros_dt: 1 at column idx (none for -1), then a row of ones and one of zeros */
+    static const int32_t wi[20] = {0, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0};
+    static const tg_dtype i32 = TG_I32, b = TG_BOOL, f = TG_F32;
+    CHECK_OK(run_fn(f_dt_consts, &i32, TG_SHAPE(1), z, NULL, yi, 20, NULL, 1, &info));
+    CHECK(info.out_dtype == TG_I32 && memcmp(yi, wi, sizeof wi) == 0, "i32 one_hot / ones / zeros: %d %d ... %d %d",
+          yi[0], yi[1], yi[12], yi[16]);
+    CHECK_OK(run_fn(f_dt_consts, &b, TG_SHAPE(1), z, NULL, yi, 20, NULL, 1, &info));
+    CHECK(info.out_dtype == TG_BOOL && memcmp(yi, wi, sizeof wi) == 0, "bool one_hot / ones / zeros");
+    CHECK_OK(run_fn(f_dt_consts, &f, TG_SHAPE(1), z, NULL, y, 20, NULL, 1, &info));
+    ok = info.out_dtype == TG_F32;
+    for (int i = 0; i < 20; i++) ok &= y[i] == (float)wi[i];
+    CHECK(ok, "f32 one_hot_dt / ones_dt / zeros_dt");
+}
+
 /* ---- stop_gradient, zeros, ones ---- */
 
 static tg_tensor f_stop(tg_graph *g, tg_tensor x, const void *u) {
@@ -575,6 +673,8 @@ int main(void) {
     unary_extremes();
     min_max_clamp();
     argmax_argmin();
+    amax_amin();
+    axis_dtype_args();
     stop_gradient_constants();
     slicing();
     take_along();

@@ -591,6 +591,80 @@ static void modules(void) {
     tg_model_free(m);
 }
 
+/* ---- layer options: init and decay on Linear and Embedding, LayerNorm without a bias ---- */
+
+static tg_layernorm opt_ln;
+static tg_tensor ln_nobias_fn(tg_graph *g, void *u) {
+    tg_tensor y = tg_capture(tg_layernorm_fwd(g, &opt_ln, tg_input(g, "x")), "y");
+    return tg_sum(tg_mul(y, y), TG_ALL, false);
+}
+
+static void module_options(void) {
+    tg_model *m = tg_model_new();
+    tg_init k = tg_init_kaiming(), r = tg_init_randn(0.25f);
+    tg_linear a = tg_linear_new_opts(m, "a", 64, 32, false, (tg_layer_opts){.init = &k, .decay = TG_DECAY_OFF});
+    tg_linear b = tg_linear_new_opts(m, "b", 4, 4, true, (tg_layer_opts){0});
+    tg_embedding e = tg_embedding_new_opts(m, "e", 50, 40, (tg_layer_opts){.init = &r});
+    tg_layernorm ln = tg_layernorm_new_opts(m, "ln", 8, (tg_layernorm_opts){.no_bias = true, .eps = 0.5f, .decay = TG_DECAY_ON});
+    CHECK(a.b == -1 && b.b >= 0 && ln.b == -1 && ln.eps == 0.5f && tg_model_param_count(m) == 5,
+          "layer options: biases and eps (%d params)", tg_model_param_count(m));
+    const struct {
+        tg_param p;
+        tg_init_kind kind;
+        bool decay;
+    } want[] = {{a.W, TG_INIT_KAIMING, false}, {b.W, TG_INIT_RANDN, true}, {b.b, TG_INIT_ZEROS, false},
+                {e.W, TG_INIT_RANDN, true}, {ln.g, TG_INIT_ONES, true}};
+    for (int i = 0; i < 5 && tg_model_status(m) == TG_OK; i++)
+        CHECK(m->params[want[i].p].init.kind == want[i].kind && m->params[want[i].p].decay == want[i].decay,
+              "param %s: init %d decay %d, want %d %d", m->params[want[i].p].name, (int)m->params[want[i].p].init.kind,
+              m->params[want[i].p].decay, (int)want[i].kind, want[i].decay);
+    float *v = malloc(sizeof(float) * 64 * 32);
+    extern void tg_model_init_param(const tg_model *m, int p, uint64_t seed, float *dst);
+    tg_model_init_param(m, a.W, 1, v);
+    double ss = 0;
+    for (int i = 0; i < 64 * 32; i++) ss += (double)v[i] * v[i];
+    CHECK(fabs(sqrt(ss / 2048) - sqrt(2.0 / 64)) < 0.1 * sqrt(2.0 / 64), "Linear kaiming option: std %.4f",
+          sqrt(ss / 2048));
+    tg_model_init_param(m, e.W, 1, v);
+    ss = 0;
+    for (int i = 0; i < 2000; i++) ss += (double)v[i] * v[i];
+    CHECK(fabs(sqrt(ss / 2000) - 0.25) < 0.025, "Embedding randn(0.25) option: std %.4f", sqrt(ss / 2000));
+    free(v);
+    tg_model_free(m);
+    /* an out-of-range decay is a declaration error, not a silent default */
+    m = tg_model_new();
+    tg_linear_new_opts(m, "bad", 2, 2, false, (tg_layer_opts){.decay = (tg_decay)7});
+    CHECK_ERR(tg_model_status(m), TG_ERR_ARG, "'bad.W' has a decay other than -1 (default), 0 or 1");
+    tg_model_free(m);
+
+    /* LayerNorm without a bias: (x - mean) / sqrt(var + eps) * g, and it trains. */
+    m = tg_model_new();
+    opt_ln = tg_layernorm_new_opts(m, "ln", LN_D, (tg_layernorm_opts){.no_bias = true});
+    tg_input_decl in[] = {{"x", TG_F32, TG_SHAPE(LN_R, LN_D)}};
+    tg_train_spec spec = {.model = m, .loss = ln_nobias_fn, .inputs = in, .n_inputs = 1,
+                          .optim = tg_adam(tg_lr_constant(0.01f))};
+    tg_session *s = NULL;
+    CHECK_OK(tg_session_new(&spec, &s));
+    if (s) {
+        for (int i = 0; i < LN_R * LN_D; i++) ln_x[i] = 2.0f * urand() - 1.0f;
+        for (int i = 0; i < LN_D; i++) ln_g[i] = 0.5f + urand(), ln_b[i] = 0;
+        CHECK_OK(tg_session_set_param(s, "ln.g", ln_g, LN_D));
+        static float y[LN_R * LN_D];
+        static double ref[LN_R * LN_D];
+        float l0 = 0, l1 = 0;
+        CHECK_OK(tg_session_step(s, (tg_feed[]){TG_FEED("x", ln_x, LN_R * LN_D)}, 1, &l0));
+        CHECK_OK(tg_session_read(s, "y", y, LN_R * LN_D));
+        norm_refs(ln_x, 1.0, 1e-5, ref, NULL);
+        double err = 0;
+        for (int i = 0; i < LN_R * LN_D; i++) err = fmax(err, fabs(y[i] - ref[i]));
+        CHECK(err < 1e-4, "LayerNorm without a bias differs from the reference by %.2g", err);
+        for (int i = 0; i < 20; i++) CHECK_OK(tg_session_step(s, (tg_feed[]){TG_FEED("x", ln_x, LN_R * LN_D)}, 1, &l1));
+        CHECK(l1 < l0, "LayerNorm without a bias: its gain did not train (%g -> %g)", l0, l1);
+    }
+    tg_session_free(s);
+    tg_model_free(m);
+}
+
 /* A trivial training session for a forward session to attach to. */
 static tg_tensor base_loss(tg_graph *g, void *u) {
     (void)u;
@@ -653,6 +727,7 @@ int main(void) {
     random_ops();
     errors();
     modules();
+    module_options();
     forward_sampling();
     return check_summary("test_nn");
 }

@@ -140,12 +140,18 @@ static void optim_errors(void) {
     tg_lr kind = tg_lr_constant(1e-3f);
     kind.kind = (tg_lr_kind)99;
     tg_lr inner = tg_lr_warmup(1e-3f, 5, &nan_peak);
+    tg_lr loop_a = tg_lr_warmup(1e-3f, 5, NULL), loop_b = tg_lr_warmup(1e-3f, 5, &loop_a);
+    loop_a.then = &loop_b; /* a -> b -> a -> ... */
+    tg_lr late = tg_lr_constant(1e-3f);
+    late.start_step = -1;
     struct {
         tg_optim o;
         const char *want;
     } cases[] = {
-        {tg_adam(many), "tg_session_new: schedule 0 has 12 milestones (0 to 8)"},
-        {tg_adam(neg), "tg_session_new: schedule 0 has negative steps or every"},
+        {tg_adam(many), "tg_session_new: schedule 0 has 12 milestones and no milestone array"},
+        {tg_adam(neg), "tg_session_new: schedule 0 has negative steps, every or start_step"},
+        {tg_adam(late), "tg_session_new: schedule 0 has negative steps, every or start_step (0, 0, -1)"},
+        {tg_adam(loop_b), "tg_session_new: the warmup chain loops back on itself"},
         {tg_sgd(nan_peak, 0.9f, false, 0), "tg_session_new: schedule 0 has a non-finite peak"},
         {tg_adamw(inner, 0.01f), "tg_session_new: schedule 1 has a non-finite peak"},
         {tg_adam(kind), "tg_session_new: unknown schedule kind 99"},
@@ -153,7 +159,7 @@ static void optim_errors(void) {
         {tg_sgd(tg_lr_constant(1e-3f), INFINITY, false, 0), "tg_session_new: optimizer momentum is inf"},
         {{.kind = (tg_opt_kind)7}, "tg_session_new: optimizer: unknown kind 7"},
     };
-    cases[5].o.beta2 = 1.5f;
+    cases[7].o.beta2 = 1.5f;
     tg_input_decl in[] = {{"x", TG_F32, TG_SHAPE(4, 2)}, {"y", TG_F32, TG_SHAPE(4, 2)}};
     for (int k = 0; k < (int)(sizeof cases / sizeof cases[0]); k++) {
         tg_model *m = tg_model_new();
@@ -172,14 +178,16 @@ static void optim_errors(void) {
     tg_session *s = NULL;
     CHECK_OK(tg_session_new(&spec, &s));
     CHECK_ERR(tg_session_set_lr(s, many), TG_ERR_ARG, "tg_session_set_lr: schedule 0 has 12 milestones");
+    CHECK_ERR(tg_session_set_lr(s, loop_a), TG_ERR_ARG, "tg_session_set_lr: the warmup chain loops back on itself");
     float x[8] = {1, 2, 3, 4, 5, 6, 7, 8}, y[8] = {0}, loss;
     tg_feed feeds[] = {TG_FEED("x", x, 8), TG_FEED("y", y, 8)};
     CHECK_OK(tg_session_step(s, feeds, 2, &loss));
     CHECK(isfinite(loss), "loss %g after a refused set_lr", loss);
     tg_session_free(s);
     tg_model_free(m);
-    /* tg_lr_at itself never reads past the milestones. */
-    CHECK(isfinite(tg_lr_at(&many, 5)), "tg_lr_at of 12 milestones");
+    /* tg_lr_at itself never reads a missing milestone array nor loops forever. */
+    CHECK(isfinite(tg_lr_at(&many, 5)), "tg_lr_at of 12 milestones and no array");
+    CHECK(isnan(tg_lr_at(&loop_a, 50)), "tg_lr_at of a chain that loops: %g", tg_lr_at(&loop_a, 50));
 }
 
 int main(void) {

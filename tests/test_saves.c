@@ -199,12 +199,58 @@ static void stale_temps(void) {
     tg_model_free(m);
 }
 
+/* A schedule longer than 0.6 could keep (a chain of 10, 12 milestones, a
+ * start_step) goes through a full checkpoint: the resumed run gives the
+ * uninterrupted run's losses bitwise. */
+static void long_schedule(void) {
+    int64_t ms[12];
+    for (int k = 0; k < 12; k++) ms[k] = 2 * k + 3;
+    tg_lr tail = tg_lr_multistep(1e-2f, 0.7f, 12, ms), chain[9];
+    tail.start_step = 1;
+    for (int k = 8; k >= 0; k--) chain[k] = tg_lr_warmup(1e-2f * (1 + k % 3), 1, k == 8 ? &tail : &chain[k + 1]);
+    float x[32], a[30], b[30];
+    for (int i = 0; i < 32; i++) x[i] = (float)(i % 7) / 7;
+    tg_feed f[] = {TG_FEED("x", x, 32), TG_FEED("y", x, 32)};
+    tg_session *s[2] = {NULL, NULL};
+    tg_model *m[2];
+    for (int k = 0; k < 2; k++) {
+        m[k] = tg_model_new();
+        lin = tg_linear_new(m[k], "l", 4, 4, true);
+        static const tg_input_decl in[] = {{"x", TG_F32, TG_SHAPE(8, 4)}, {"y", TG_F32, TG_SHAPE(8, 4)}};
+        tg_train_spec spec = {.model = m[k], .loss = loss_fn, .inputs = in, .n_inputs = 2,
+                              .optim = tg_adam(k ? tg_lr_constant(1) : chain[0]), .seed = 4};
+        CHECK_OK(tg_session_new(&spec, &s[k]));
+    }
+    for (int i = 0; i < 30 && s[0]; i++) CHECK_OK(tg_session_step(s[0], f, 2, &a[i]));
+    tg_session_free(s[0]);
+    CHECK_OK(tg_session_new(&(tg_train_spec){.model = m[0], .loss = loss_fn, .inputs = (tg_input_decl[]){{"x", TG_F32, TG_SHAPE(8, 4)}, {"y", TG_F32, TG_SHAPE(8, 4)}},
+                                             .n_inputs = 2, .optim = tg_adam(chain[0]), .seed = 4},
+                            &s[0]));
+    for (int i = 0; i < 12 && s[0]; i++) CHECK_OK(tg_session_step(s[0], f, 2, &b[i]));
+    CHECK_OK(tg_session_save(s[0], at("long_lr.safetensors")));
+    CHECK_OK(tg_session_load(s[1], at("long_lr.safetensors"))); /* s[1] was made with a constant schedule */
+    for (int i = 12; i < 30 && s[1]; i++) CHECK_OK(tg_session_step(s[1], f, 2, &b[i]));
+    CHECK(memcmp(a, b, sizeof a) == 0, "a long schedule did not survive a checkpoint (step 30: %.9g vs %.9g)", b[29],
+          a[29]);
+    tg_safetensors *cf = NULL;
+    CHECK_OK(tg_safetensors_read(at("long_lr.safetensors"), &cf));
+    const char *text = tg_safetensors_meta(cf, "lr");
+    CHECK(text && strstr(text, "milestones=3,5,7,9,11,13,15,17,19,21,23,25 start=1"), "the lr metadata: %s",
+          text ? text : "(none)");
+    tg_safetensors_free(cf);
+    for (int k = 0; k < 2; k++) {
+        tg_session_free(s[k]);
+        tg_model_free(m[k]);
+    }
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/tg_saves_XXXXXX");
     if (!mkdtemp(dir)) return 1;
     bad_values();
     stale_temps();
     concurrent_saves();
+    long_schedule();
     DIR *d = opendir(dir);
     for (struct dirent *e; d && (e = readdir(d));)
         if (e->d_name[0] != '.') unlink(at(e->d_name));

@@ -28,6 +28,9 @@ compiles "get_grad on a forward session" refused 'tg_session_get_grad(f, "w", x,
 compiles "full checkpoint of a forward session" refused 'tg_session_save(f, "p")'
 compiles "run on a forward session" ok 'tg_forward_run(f, 1, NULL, 0)'
 compiles "run on a training session" refused 'tg_forward_run(s, 1, NULL, 0)'
+compiles "reset of a training session" ok 'tg_session_reset(s, NULL)'
+compiles "reset of a forward session" refused 'tg_session_reset(f, NULL)'
+compiles "replace_model on a forward session" refused 'tg_session_replace_model(f, NULL)'
 compiles "weights of a forward session" ok 'tg_forward_load_params(f, "p")'
 compiles "TG_FEED of float and int32_t" ok \
     'tg_feed a[] = {TG_FEED("x", x, 1), TG_FEED("t", t, 1)}; _Static_assert(TG_DTYPE_OF(x) == TG_F32 && TG_DTYPE_OF(t) == TG_I32, "dtypes"); (void)a'

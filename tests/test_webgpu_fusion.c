@@ -325,13 +325,14 @@ static void test_addition(void) {
     for (int i = 0; i < STEPS; i++) worst = fmax(worst, rel(lf[i], lu[i]));
     CHECK(worst <= 1e-5, "addition: fused vs unfused losses differ by %.3g", worst);
     printf("  addition transformer: %d dispatches per step (%d unfused)\n", df, du);
-    /* A regression guard at the count measured when each layer norm's bias
-     * gradient joined its gain gradient's kernel: 127, of which 7 recompute
-     * layer norms for the backward (the planner's rematerialization), 3 per
+    /* A regression guard at the count measured when each layer norm's
+     * backward statistics joined its recomputation's kernel: 120, of which 7
+     * recompute layer norms for the backward (the planner's
+     * rematerialization) and write their statistics beside, 3 per
      * layer are the attention kernels (its heads permutes are read and
      * written with strides), and 1 is the step check (it shares the clip
      * norm's sums). */
-    CHECK(df <= 127, "addition transformer: %d dispatches per step, want <= 127", df);
+    CHECK(df <= 120, "addition transformer: %d dispatches per step, want <= 120", df);
 }
 
 int main(void) {

@@ -34,6 +34,14 @@ static const struct example {
     {"names", example_names, 0, "character-level transformer over Debian's word list; ends with 'val_loss=<value>'"},
     {"sin", example_sin, OPT_BENCH, "1-64-64-1 MLP fitting sin(x); ends with 'final loss=<value>'"},
     {"vae", example_vae, OPT_OUT, "convolutional VAE on the digits; ends with 'test_elbo=<value>'"},
+    {"pokeformer", example_pokeformer, 0,
+     "Llama-style transformer (RMSNorm, RoPE) on the word list; ends with 'val_loss=<value>'"},
+    {"digits_mlp", example_digits_mlp, 0, "64-64-10 MLP with dropout on the digits; ends with 'test_accuracy=<value>'"},
+    {"flow", example_flow, OPT_OUT, "rectified flow generating digits; ends with 'sample_confidence=<value>'"},
+    {"nerf", example_nerf, OPT_OUT, "MLP with positional encoding fitting a photograph; ends with 'psnr=<value>'"},
+    {"kan", example_kan, OPT_OUT, "Kolmogorov-Arnold network fitting sin(pi x); ends with 'mse=<value>'"},
+    {"cartpole", example_cartpole, 0, "REINFORCE balancing a pole; ends with 'mean_episode_length=<value>'"},
+    {"tictactoe", example_tictactoe, 0, "policy gradient from its games; ends with 'win_or_draw_rate=<value>'"},
 };
 #define N_EXAMPLES (int)(sizeof examples / sizeof examples[0])
 
@@ -56,7 +64,8 @@ static int usage(FILE *f) {
             "         --bench N          time N steps on one fixed batch (after warm-up), print one JSON line\n"
             "                            (addition, digits, gpt_small, sin)\n"
             "         --checkpoint PATH  addition: save the trained session there\n"
-            "         --out FILE         vae: write a PNG of reconstructions and samples there\n"
+            "         --out FILE         vae: write a PNG of reconstructions and samples there; flow: of samples;\n"
+            "                            nerf: of the photograph beside its reconstruction; kan: of the splines\n"
             "         --dp               tg-mpi under mpirun: one model on every rank, each batch split between the\n"
             "                            ranks, gradients averaged (docs/distributed.md); progress from rank 0\n"
             "         --compiled         tg graph: the compiled graph (backward, optimizer, passes), not the traced one\n"

@@ -6,4 +6,7 @@
 /* A 0-d constant of x's dtype (f32, or i32 for i32 x), for the
  * tensor-scalar forms; an invalid x propagates. */
 tg_tensor tg_api_scalar_like(tg_tensor x, float v, const char *file, int line);
+/* A layer weight's init: init (NULL: randn 0.02) with its decay rule
+ * overridden by d unless d is TG_DECAY_DEFAULT. */
+tg_init tg_api_layer_init(const tg_init *init, tg_decay d);
 #endif

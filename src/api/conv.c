@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../ir/ir.h"
+#include "api.h"
 
 
 /* b.g == NULL: no bias. */
@@ -81,38 +81,53 @@ tg_tensor tg_nearest_upsample2d_at(tg_tensor x, int factor, const char *file, in
 
 /* ---- Conv2d layer ---- */
 
-tg_conv2d tg_conv2d_new(tg_model *m, const char *name, int64_t in, int64_t out, int64_t k, int64_t stride,
-                        int64_t padding, int64_t groups, bool bias) {
-    tg_conv2d l = {-1, -1, in, out, k, stride, padding, groups};
+tg_conv2d tg_conv2d_new_opts(tg_model *m, const char *name, int64_t in, int64_t out, tg_conv2d_opts o) {
+    int64_t kw = o.kw ? o.kw : o.kh, groups = o.groups ? o.groups : 1;
+    tg_conv2d l = {-1, -1, in, out, o.kh, kw, o.stride_h ? o.stride_h : 1, o.stride_w ? o.stride_w : 1, o.pad_h,
+                   o.pad_w, groups};
     char buf[256];
-    /* A bad groups value would make the fan-in below meaningless; the
+    /* A bad groups value would make the weight's shape meaningless; the
      * declared shape is left for the conv2d shape rule to reject with a
      * message naming both shapes. */
     int64_t per_group = groups > 0 && in % groups == 0 ? in / groups : in;
-    /* Kaiming's default fan-in for a 4-d param is prod(shape[1:]) =
-     * in/groups * k * k, the true fan-in (test_conv checks the init). */
+    /* randn(0.02), upstream's default: a ported program starts from the same
+     * distribution (docs/upstream.md). */
     snprintf(buf, sizeof buf, "%s.W", name ? name : "");
-    l.W = tg_model_param(m, buf, (tg_shape){4, {out, per_group, k, k}}, tg_init_kaiming());
-    if (bias) {
+    l.W = tg_model_param(m, buf, (tg_shape){4, {out, per_group, o.kh, kw}}, tg_api_layer_init(o.init, o.decay));
+    if (!o.no_bias) {
         snprintf(buf, sizeof buf, "%s.b", name ? name : "");
         l.b = tg_model_param(m, buf, (tg_shape){1, {out}}, tg_init_zeros());
     }
     return l;
 }
 
+tg_conv2d tg_conv2d_new(tg_model *m, const char *name, int64_t in, int64_t out, int64_t k, int64_t stride,
+                        int64_t padding, int64_t groups, bool bias) {
+    /* stride 0 is passed on as it is (the forward rejects it), not read as "1" */
+    tg_conv2d l = tg_conv2d_new_opts(m, name, in, out,
+                                     (tg_conv2d_opts){.kh = k, .kw = k, .stride_h = stride, .stride_w = stride,
+                                                      .pad_h = padding, .pad_w = padding, .groups = groups,
+                                                      .no_bias = !bias});
+    l.stride_h = l.stride_w = stride;
+    l.groups = groups;
+    return l;
+}
+
+static bool in_int(int64_t v, int64_t lo) { return v >= lo && v <= INT_MAX; }
+
 /* x [N, in, H, W] -> [N, out, Ho, Wo]; the bias rides in the conv op (added as
  * each output plane is written, not as a separate broadcast pass). */
 tg_tensor tg_conv2d_fwd_at(tg_graph *g, const tg_conv2d *l, tg_tensor x, const char *file, int line) {
     if (!tg_ir_module_ok(g, l, "conv2d_fwd", file, line)) return (tg_tensor){g, -1};
-    if (l->stride < 1 || l->stride > INT_MAX || l->padding < 0 || l->padding > INT_MAX || l->groups < 1 ||
-        l->groups > INT_MAX) {
+    if (!in_int(l->stride_h, 1) || !in_int(l->stride_w, 1) || !in_int(l->pad_h, 0) || !in_int(l->pad_w, 0) ||
+        !in_int(l->groups, 1)) {
         tg_node n = tg_ir_proto(TG_OP_CONV2D, "conv2d_fwd", file, line);
-        tg_ir_fail(g, &n, "stride %lld, padding %lld, groups %lld out of range", (long long)l->stride,
-                (long long)l->padding, (long long)l->groups);
+        tg_ir_fail(g, &n, "stride %lldx%lld, padding %lldx%lld, groups %lld out of range", (long long)l->stride_h,
+                   (long long)l->stride_w, (long long)l->pad_h, (long long)l->pad_w, (long long)l->groups);
         return (tg_tensor){g, -1};
     }
     tg_tensor w = tg_use_at(g, l->W, file, line);
-    int s = (int)l->stride, p = (int)l->padding, gr = (int)l->groups;
-    if (l->b < 0) return tg_conv2d_at(x, w, s, p, gr, file, line);
-    return tg_conv2d_bias_at(x, w, tg_use_at(g, l->b, file, line), s, s, p, p, gr, file, line);
+    int sh = (int)l->stride_h, sw = (int)l->stride_w, ph = (int)l->pad_h, pw = (int)l->pad_w, gr = (int)l->groups;
+    if (l->b < 0) return tg_conv2d_hw_at(x, w, sh, sw, ph, pw, gr, file, line);
+    return tg_conv2d_bias_at(x, w, tg_use_at(g, l->b, file, line), sh, sw, ph, pw, gr, file, line);
 }

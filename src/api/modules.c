@@ -2,18 +2,29 @@
  * their forward functions. */
 #include <stdio.h>
 
-#include "../ir/ir.h"
+#include "api.h"
 
-tg_linear tg_linear_new(tg_model *m, const char *name, int64_t in, int64_t out, bool bias) {
+tg_init tg_api_layer_init(const tg_init *init, tg_decay d) {
+    tg_init i = init ? *init : tg_init_randn(0.02f);
+    if (d == TG_DECAY_OFF || d == TG_DECAY_ON) i.decay = d == TG_DECAY_ON;
+    else if (d != TG_DECAY_DEFAULT) i.decay = 2; /* out of range: tg_model_param names the param */
+    return i;
+}
+
+tg_linear tg_linear_new_opts(tg_model *m, const char *name, int64_t in, int64_t out, bool bias, tg_layer_opts o) {
     tg_linear l = {-1, -1, in, out};
     char buf[256];
     snprintf(buf, sizeof buf, "%s.W", name ? name : "");
-    l.W = tg_model_param(m, buf, (tg_shape){2, {in, out}}, tg_init_randn(0.02f));
+    l.W = tg_model_param(m, buf, (tg_shape){2, {in, out}}, tg_api_layer_init(o.init, o.decay));
     if (bias) {
         snprintf(buf, sizeof buf, "%s.b", name ? name : "");
         l.b = tg_model_param(m, buf, (tg_shape){1, {out}}, tg_init_zeros());
     }
     return l;
+}
+
+tg_linear tg_linear_new(tg_model *m, const char *name, int64_t in, int64_t out, bool bias) {
+    return tg_linear_new_opts(m, name, in, out, bias, (tg_layer_opts){0});
 }
 
 /* x [..., in] -> [..., out] */
@@ -24,21 +35,31 @@ tg_tensor tg_linear_fwd_at(tg_graph *g, const tg_linear *l, tg_tensor x, const c
 }
 
 /* Norm gains and biases start at ones and zeros, so the default rule in
- * model.c already keeps AdamW's weight decay off them, as upstream does. */
-tg_layernorm tg_layernorm_new(tg_model *m, const char *name, int64_t dim) {
-    tg_layernorm l = {-1, -1, dim, 1e-5f};
+ * model.c already keeps weight decay off them, as upstream does. */
+tg_layernorm tg_layernorm_new_opts(tg_model *m, const char *name, int64_t dim, tg_layernorm_opts o) {
+    tg_layernorm l = {-1, -1, dim, o.eps > 0 ? o.eps : 1e-5f};
     char buf[256];
     snprintf(buf, sizeof buf, "%s.g", name ? name : "");
-    l.g = tg_model_param(m, buf, (tg_shape){1, {dim}}, tg_init_ones());
-    snprintf(buf, sizeof buf, "%s.b", name ? name : "");
-    l.b = tg_model_param(m, buf, (tg_shape){1, {dim}}, tg_init_zeros());
+    tg_init ones = tg_init_ones(), zeros = tg_init_zeros();
+    l.g = tg_model_param(m, buf, (tg_shape){1, {dim}}, tg_api_layer_init(&ones, o.decay));
+    if (!o.no_bias) {
+        snprintf(buf, sizeof buf, "%s.b", name ? name : "");
+        l.b = tg_model_param(m, buf, (tg_shape){1, {dim}}, tg_api_layer_init(&zeros, o.decay));
+    }
     return l;
 }
 
-/* x [..., dim] -> [..., dim] */
+tg_layernorm tg_layernorm_new(tg_model *m, const char *name, int64_t dim) {
+    return tg_layernorm_new_opts(m, name, dim, (tg_layernorm_opts){0});
+}
+
+/* x [..., dim] -> [..., dim]; without a bias the fused op adds a zeros
+ * constant (computed once at compile, and no gradient goes to it). */
 tg_tensor tg_layernorm_fwd_at(tg_graph *g, const tg_layernorm *l, tg_tensor x, const char *file, int line) {
     if (!tg_ir_module_ok(g, l, "layernorm_fwd", file, line)) return (tg_tensor){g, -1};
-    return tg_layer_norm_at(x, tg_use_at(g, l->g, file, line), tg_use_at(g, l->b, file, line), l->eps, file, line);
+    tg_tensor gain = tg_use_at(g, l->g, file, line);
+    tg_tensor b = l->b >= 0 ? tg_use_at(g, l->b, file, line) : tg_zeros_at(g, (tg_shape){1, {l->dim}}, file, line);
+    return tg_layer_norm_at(x, gain, b, l->eps, file, line);
 }
 
 tg_rmsnorm tg_rmsnorm_new(tg_model *m, const char *name, int64_t dim) {
@@ -55,12 +76,16 @@ tg_tensor tg_rmsnorm_fwd_at(tg_graph *g, const tg_rmsnorm *l, tg_tensor x, const
     return tg_rms_norm_at(x, tg_use_at(g, l->g, file, line), l->eps, file, line);
 }
 
-tg_embedding tg_embedding_new(tg_model *m, const char *name, int64_t vocab, int64_t dim) {
+tg_embedding tg_embedding_new_opts(tg_model *m, const char *name, int64_t vocab, int64_t dim, tg_layer_opts o) {
     tg_embedding e = {-1, vocab, dim};
     char buf[256];
     snprintf(buf, sizeof buf, "%s.W", name ? name : "");
-    e.W = tg_model_param(m, buf, (tg_shape){2, {vocab, dim}}, tg_init_randn(0.02f));
+    e.W = tg_model_param(m, buf, (tg_shape){2, {vocab, dim}}, tg_api_layer_init(o.init, o.decay));
     return e;
+}
+
+tg_embedding tg_embedding_new(tg_model *m, const char *name, int64_t vocab, int64_t dim) {
+    return tg_embedding_new_opts(m, name, vocab, dim, (tg_layer_opts){0});
 }
 
 /* idx i32 [...] -> [..., dim] */

@@ -39,7 +39,7 @@ tg_tensor tg_use_at(tg_graph *g, tg_param p, const char *file, int line) {
     if (g->param_node[p] >= 0) return (tg_tensor){g, g->param_node[p]};
     const tg_param_decl *d = &g->model->params[p];
     n.name = d->name;
-    n.dtype = TG_F32;
+    n.dtype = d->dtype;
     n.shape = d->shape;
     n.param = p;
     tg_tensor t = add_node(g, &n);

@@ -138,21 +138,81 @@ tg_tensor tg_argmax_at(tg_tensor x, int axis, bool keepdims, const char *file, i
 tg_tensor tg_argmin_at(tg_tensor x, int axis, bool keepdims, const char *file, int line) {
     return arg(TG_OP_ARGMIN, "argmin", x, axis, keepdims, file, line);
 }
+tg_tensor tg_amax_at(tg_tensor x, int axis, bool keepdims, const char *file, int line) {
+    return arg(TG_OP_AMAX, "amax", x, axis, keepdims, file, line);
+}
+tg_tensor tg_amin_at(tg_tensor x, int axis, bool keepdims, const char *file, int line) {
+    return arg(TG_OP_AMIN, "amin", x, axis, keepdims, file, line);
+}
+
+/* ---- ops over a chosen axis: the axis moved last, the op, and back ---- */
+
+/* The permutation of rank nd that moves axis a last (back: its inverse). */
+static tg_shape move_last(int a, int nd, bool back) {
+    tg_shape p = {nd, {0}};
+    for (int i = 0, k = 0; i < nd; i++)
+        if (i != a) p.d[k++] = i;
+    p.d[nd - 1] = a;
+    if (!back) return p;
+    tg_shape inv = {nd, {0}};
+    for (int i = 0; i < nd; i++) inv.d[p.d[i]] = i;
+    return inv;
+}
+
+tg_tensor tg_categorical_axis_at(tg_tensor logits, int axis, const char *file, int line) {
+    if (!live(logits)) return (tg_tensor){logits.g, -1};
+    tg_shape s = shape_of(logits);
+    int a;
+    if (!norm_axis(logits.g, TG_OP_CATEGORICAL, "categorical_axis", file, line, axis, s.ndim, s, &a))
+        return (tg_tensor){logits.g, -1};
+    if (a == s.ndim - 1) return tg_categorical_at(logits, file, line);
+    return tg_categorical_at(tg_permute_at(logits, move_last(a, s.ndim, false), file, line), file, line);
+}
+
+tg_tensor tg_softmax_causal_axis_at(tg_tensor x, int axis, const char *file, int line) {
+    if (!live(x)) return (tg_tensor){x.g, -1};
+    tg_shape s = shape_of(x);
+    int a;
+    if (!norm_axis(x.g, TG_OP_SOFTMAX_CAUSAL, "softmax_causal_axis", file, line, axis, s.ndim, s, &a))
+        return (tg_tensor){x.g, -1};
+    if (a == s.ndim - 1) return tg_softmax_causal_at(x, file, line);
+    tg_tensor y = tg_softmax_causal_at(tg_permute_at(x, move_last(a, s.ndim, false), file, line), file, line);
+    return tg_permute_at(y, move_last(a, s.ndim, true), file, line);
+}
 
 /* ---- constants ---- */
 
-static tg_tensor filled(tg_graph *g, tg_shape s, float v, const char *api, const char *file, int line) {
+static tg_tensor filled(tg_graph *g, tg_shape s, float v, tg_dtype dt, const char *api, const char *file, int line) {
     if (!g) return BAD;
     if (s.ndim < 0 || s.ndim > TG_MAX_DIMS) return fail(g, TG_OP_CONST, api, file, line, "bad number of dims");
+    if ((unsigned)dt > TG_BOOL) return fail(g, TG_OP_CONST, api, file, line, "unknown dtype");
     tg_node n = tg_ir_proto(TG_OP_CONST, api, file, line);
-    n.dtype = TG_F32;
+    n.dtype = dt;
     n.shape = s;
     n.at.fill.value = v;
     return add_node(g, &n);
 }
 
-tg_tensor tg_zeros_at(tg_graph *g, tg_shape s, const char *file, int line) { return filled(g, s, 0.0f, "zeros", file, line); }
-tg_tensor tg_ones_at(tg_graph *g, tg_shape s, const char *file, int line) { return filled(g, s, 1.0f, "ones", file, line); }
+tg_tensor tg_zeros_at(tg_graph *g, tg_shape s, const char *file, int line) {
+    return filled(g, s, 0.0f, TG_F32, "zeros", file, line);
+}
+tg_tensor tg_ones_at(tg_graph *g, tg_shape s, const char *file, int line) {
+    return filled(g, s, 1.0f, TG_F32, "ones", file, line);
+}
+tg_tensor tg_zeros_dt_at(tg_graph *g, tg_shape s, tg_dtype dt, const char *file, int line) {
+    return filled(g, s, 0.0f, dt, "zeros_dt", file, line);
+}
+tg_tensor tg_ones_dt_at(tg_graph *g, tg_shape s, tg_dtype dt, const char *file, int line) {
+    return filled(g, s, 1.0f, dt, "ones_dt", file, line);
+}
+
+/* one_hot in f32, then cast: the cast is a cheap map a backend computes where it is read */
+tg_tensor tg_one_hot_dt_at(tg_tensor idx, int64_t depth, tg_dtype dt, const char *file, int line) {
+    if (!idx.g) return BAD;
+    if ((unsigned)dt > TG_BOOL) return fail(idx.g, TG_OP_ONE_HOT, "one_hot_dt", file, line, "unknown dtype");
+    tg_tensor y = tg_one_hot_at(idx, depth, file, line);
+    return dt == TG_F32 ? y : tg_cast_at(y, dt, file, line);
+}
 
 /* ---- layout: swap_axes, narrow, concat, stack, split ---- */
 

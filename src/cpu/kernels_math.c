@@ -476,39 +476,43 @@ TG_CPU_KERNEL(tg_cpu_softmax_grad) {
     tg_cpu_parallel(c, ax_tasks(&j), 1 + 8192 / per_task, softmax_grad_tasks, &j);
 }
 
-/* ---- argmax / argmin ----
+/* ---- argmax / argmin, amax / amin ----
  * x [outer, A, inner] (f32 or i32) -> i32 [outer, 1, inner]: the first
- * index of the extreme value along A. A NaN counts as more extreme than any
- * number (the first NaN wins), as in PyTorch. */
+ * index of the extreme value along A (argmax / argmin), or that value in
+ * x's dtype (amax / amin). A NaN counts as more extreme than any number
+ * (the first NaN wins), as in PyTorch. */
 /* BETTER(v, b): v replaces the best so far b */
 #define ARG_LINES(T, BETTER)                                                               \
     do {                                                                                   \
         const T *x = j->x;                                                                 \
+        bool value = j->n->op == TG_OP_AMAX || j->n->op == TG_OP_AMIN;                     \
         for (int64_t t = lo; t < hi; t++) {                                                \
             int64_t o, j0, w;                                                              \
             ax_task(j, t, &o, &j0, &w);                                                    \
             const T *xb = x + o * j->A * j->inner + j0;                                    \
-            int32_t *yb = (int32_t *)j->y + o * j->inner + j0;                             \
+            int32_t at[64];                                                                \
             T best[64];                                                                    \
-            for (int64_t q = 0; q < w; q++) best[q] = xb[q], yb[q] = 0;                    \
+            for (int64_t q = 0; q < w; q++) best[q] = xb[q], at[q] = 0;                    \
             for (int64_t a = 1; a < j->A; a++)                                             \
                 for (int64_t q = 0; q < w; q++) {                                          \
                     T v = xb[a * j->inner + q], b = best[q];                               \
-                    if (BETTER) best[q] = v, yb[q] = (int32_t)a;                           \
+                    if (BETTER) best[q] = v, at[q] = (int32_t)a;                           \
                 }                                                                          \
+            if (value) memcpy((T *)j->y + o * j->inner + j0, best, sizeof(T) * (size_t)w); \
+            else memcpy((int32_t *)j->y + o * j->inner + j0, at, sizeof(int32_t) * (size_t)w); \
         }                                                                                  \
     } while (0)
 
 static void arg_tasks(void *arg, int64_t lo, int64_t hi) {
     ax_job *j = arg;
-    bool is_max = j->n->op == TG_OP_ARGMAX;
+    bool is_max = j->n->op == TG_OP_ARGMAX || j->n->op == TG_OP_AMAX;
     if (j->f32 && is_max) ARG_LINES(float, v > b || (v != v && b == b));
     else if (j->f32) ARG_LINES(float, v < b || (v != v && b == b));
     else if (is_max) ARG_LINES(int32_t, v > b);
     else ARG_LINES(int32_t, v < b);
 }
 
-/* argmax / argmin over the axis */
+/* argmax / argmin / amax / amin over the axis */
 TG_CPU_KERNEL(tg_cpu_argmax) {
     const tg_node *n = ir_node(g, id), *x = ir_node(g, n->in[0]);
     ax_job j = {n, 0, 0, 0, in[0], NULL, out, 64, x->dtype == TG_F32};

@@ -91,6 +91,9 @@ tg_status tg_dp_agree(tg_comm *c, tg_status mine, const char *api);
 tg_status tg_dp_verdict(tg_comm *c, const float *statuses, tg_status mine, const char *mine_msg, const char *api);
 /* The comm of a data-parallel session, NULL for one without. */
 tg_comm *tg_session_dp_comm(const tg_session *s);
+/* After a compile of p that gave this rank st (p NULL when it failed):
+ * every rank checks its program against rank 0's and they agree. */
+tg_status tg_dp_agree_program(tg_comm *c, const tg_program *p, tg_status st, const char *api);
 /* After a compile that gave this rank st (s NULL when it failed): every rank
  * checks its program against rank 0's and they agree; then rank 0's seed,
  * params and optimizer state go to every rank. */

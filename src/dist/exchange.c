@@ -103,19 +103,21 @@ static uint64_t signature(const tg_dp *dp, const tg_program *p, const tg_optim *
     uint64_t h = 0xcbf29ce484222325ull;
     for (int k = 0; k < tg_model_param_count(m); k++) {
         h = fnv(h, m->params[k].name, strlen(m->params[k].name) + 1);
-        h = fnv(h, &m->params[k].shape, sizeof m->params[k].shape);
+        const tg_shape *sh = &m->params[k].shape; /* its dims alone: the struct has padding and unused dims */
+        h = fnv(h, &sh->ndim, sizeof sh->ndim);
+        h = fnv(h, sh->d, sizeof(int64_t) * (size_t)(sh->ndim > 0 ? sh->ndim : 0));
     }
-    tg_optim oc = *o; /* the fields that decide the update; the schedule's `then` is a pointer */
+    tg_optim oc = *o; /* the fields that decide the update (the schedule's `then` and milestones are pointers) */
     h = fnv(h, &oc.kind, sizeof oc.kind);
     float f[] = {oc.beta1, oc.beta2, oc.eps, oc.weight_decay, oc.momentum, oc.clip_grad_norm};
     h = fnv(h, f, sizeof f);
     h = fnv(h, &oc.nesterov, 1), h = fnv(h, &oc.normalize_grads, 1);
-    int k = 0;
-    for (const tg_lr *l = &oc.lr; l && k < TG_MAX_LR_CHAIN; l = l->kind == TG_LR_WARMUP ? l->then : NULL, k++) {
+    int k = 0; /* the schedule's chain (tg_optim_check refused loops; 64 links bound it anyway) */
+    for (const tg_lr *l = &oc.lr; l && k < 64; l = l->kind == TG_LR_WARMUP ? l->then : NULL, k++) {
         float lf[] = {l->peak, l->final_lr, l->gamma};
-        int64_t li[] = {l->kind, l->steps, l->every, l->n_milestones};
+        int64_t li[] = {l->kind, l->steps, l->every, l->n_milestones, l->start_step};
         h = fnv(h, lf, sizeof lf), h = fnv(h, li, sizeof li);
-        h = fnv(h, l->milestones, sizeof(int64_t) * (size_t)(l->n_milestones > 0 ? l->n_milestones : 0));
+        if (l->milestones && l->n_milestones > 0) h = fnv(h, l->milestones, sizeof(int64_t) * (size_t)l->n_milestones);
     }
     for (int i = 0; i < p->g->n; i++) /* the optimizer state, in graph order */
         if (p->g->nodes[i].op == TG_OP_STATE) h = fnv(h, &p->plan.slot[i].bytes, sizeof(int64_t));

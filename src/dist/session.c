@@ -59,18 +59,14 @@ tg_status tg_dp_agree(tg_comm *c, tg_status mine, const char *api) {
 
 static tg_dp *dp_of(const tg_session *s) { return s && s->b.prog ? s->b.prog->dp : NULL; }
 
-tg_comm *tg_session_dp_comm(const tg_session *s) {
-    tg_dp *dp = dp_of(s);
-    return dp ? dp->comm : NULL;
-}
+tg_comm *tg_session_dp_comm(const tg_session *s) { return s ? s->comm : NULL; }
 
-/* What a rank receives from rank 0: the seed, the training position and the
- * schedule, then the params arena and every optimizer state buffer. */
+/* What a rank receives from rank 0: the seed and the training position,
+ * then the params arena and every optimizer state buffer. (The schedule is
+ * the spec's on every rank: the program signature covers it.) */
 typedef struct {
     uint64_t seed;
     int64_t step, lr_start;
-    int n_lr;
-    tg_lr lr[TG_MAX_LR_CHAIN];
 } sync_head;
 
 tg_status tg_dp_sync(tg_session *s, const char *api) {
@@ -92,7 +88,6 @@ tg_status tg_dp_sync(tg_session *s, const char *api) {
     if (st == TG_OK && c->rank == 0) {
         memset(h, 0, sizeof *h);
         h->seed = s->b.seed, h->step = s->step, h->lr_start = s->lr_start;
-        for (const tg_lr *l = s->lr; l && h->n_lr < TG_MAX_LR_CHAIN; l = l->then) h->lr[h->n_lr++] = *l;
         st = e->vt->read(e, p, TG_ARENA_PARAMS, 0, buf + at, e->params_bytes);
         at += e->params_bytes;
         for (int i = 0; st == TG_OK && i < p->g->n; i++)
@@ -106,8 +101,6 @@ tg_status tg_dp_sync(tg_session *s, const char *api) {
     if (st == TG_OK && sent != TG_OK) st = comm_fail(c, sent, api, "the broadcast of rank 0's params and state");
     if (st == TG_OK && c->rank != 0) {
         s->b.seed = h->seed, s->step = h->step, s->lr_start = h->lr_start;
-        for (int k = 0; k < h->n_lr && k < TG_MAX_LR_CHAIN; k++)
-            s->lr[k] = h->lr[k], s->lr[k].then = k + 1 < h->n_lr ? &s->lr[k + 1] : NULL;
         at = sizeof(sync_head);
         st = e->vt->write(e, p, TG_ARENA_PARAMS, 0, buf + at, e->params_bytes);
         at += e->params_bytes;
@@ -121,9 +114,8 @@ tg_status tg_dp_sync(tg_session *s, const char *api) {
     return st;
 }
 
-tg_status tg_dp_session_start(tg_comm *c, tg_session *s, tg_status st) {
-    const char *api = "tg_session_new";
-    uint64_t mine = s ? dp_of(s)->signature : 0, rank0 = mine;
+tg_status tg_dp_agree_program(tg_comm *c, const tg_program *p, tg_status st, const char *api) {
+    uint64_t mine = p && p->dp ? p->dp->signature : 0, rank0 = mine;
     c->error[0] = 0;
     tg_status sent = c->broadcast(c, &rank0, sizeof rank0, 0);
     if (sent != TG_OK) {
@@ -132,8 +124,12 @@ tg_status tg_dp_session_start(tg_comm *c, tg_session *s, tg_status st) {
         st = tg_fail(TG_ERR_STATE, "%s: data-parallel: rank %d's model, optimizer or gradients differ from rank 0's "
                      "(every rank must make its session from the same spec)", api, c->rank);
     }
-    st = tg_dp_agree(c, st, api);
-    if (st == TG_OK) st = tg_dp_sync(s, api);
+    return tg_dp_agree(c, st, api);
+}
+
+tg_status tg_dp_session_start(tg_comm *c, tg_session *s, tg_status st) {
+    st = tg_dp_agree_program(c, s ? s->b.prog : NULL, st, "tg_session_new");
+    if (st == TG_OK) st = tg_dp_sync(s, "tg_session_new");
     if (st == TG_OK) s->b.rng_stream = (uint32_t)c->rank;
     return st;
 }

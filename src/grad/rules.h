@@ -34,6 +34,7 @@ void tg_grad_dropout(tg_graph *g, int id, int gy, int *gx);
 void tg_grad_minmax(tg_graph *g, int id, int gy, int *gx);
 void tg_grad_unary_math(tg_graph *g, int id, int gy, int *gx);
 void tg_grad_softmax(tg_graph *g, int id, int gy, int *gx);
+void tg_grad_amax(tg_graph *g, int id, int gy, int *gx);
 void tg_grad_narrow(tg_graph *g, int id, int gy, int *gx);
 void tg_grad_concat(tg_graph *g, int id, int gy, int *gx);
 void tg_grad_take_along_axis(tg_graph *g, int id, int gy, int *gx);

@@ -65,6 +65,22 @@ void tg_grad_softmax(tg_graph *g, int id, int gy, int *gx) {
     gx[0] = tg_ir_add(g, &n);
 }
 
+/* amax / amin: the gradient goes to the elements equal to the extreme y,
+ * split evenly among ties (as tg_max splits a tie between its operands):
+ * gx = hit * gy / count, hit = (x == y) in f32, count = sum(hit) along the
+ * axis. x never lies beyond y, so "not short of y" is "equal to y". */
+void tg_grad_amax(tg_graph *g, int id, int gy, int *gx) {
+    int x = X(0);
+    unsigned axis = 1u << g->nodes[id].at.axis.axis;
+    tg_node hit = bw(TG_OP_WHERE);
+    hit.in[0] = tg_ir_binary(g, g->nodes[id].op == TG_OP_AMAX ? TG_OP_LESS : TG_OP_GREATER, x, id, IR_HERE);
+    hit.in[1] = tg_ir_scalar(g, 0.0f, IR_HERE);
+    hit.in[2] = tg_ir_scalar(g, 1.0f, IR_HERE);
+    int h = tg_ir_add(g, &hit);
+    int share = tg_ir_binary(g, TG_OP_DIV, gy, tg_ir_reduce_sum(g, h, axis, IR_HERE), IR_HERE);
+    gx[0] = tg_ir_binary(g, TG_OP_MUL, h, share, IR_HERE);
+}
+
 /* narrow: gy padded back to the input's shape with zeros */
 void tg_grad_narrow(tg_graph *g, int id, int gy, int *gx) {
     tg_node n = bw(TG_OP_NARROW_GRAD);

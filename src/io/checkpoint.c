@@ -25,13 +25,8 @@ typedef struct {
     int64_t offset, bytes;
 } ck_entry;
 
-/* State leaves that the session rewrites before every step carry nothing
- * from one step to the next, so they are not saved. Every other state leaf
- * (the optimizer's "opt.<param>.m/.v/.momentum", and whatever persistent
- * state later ops add) is part of the training state. */
-static bool is_saved_state(const tg_node *n) {
-    return n->op == TG_OP_STATE && n->name && strcmp(n->name, TG_HYPER_NAME) != 0 && strcmp(n->name, TG_RNG_SEED_NAME) != 0;
-}
+/* The training state a full checkpoint holds beside the params. */
+static bool is_saved_state(const tg_node *n) { return tg_optim_is_carried(n); }
 
 /* Params in model order, then (with a training session: a full
  * checkpoint) the saved state leaves in graph order. */
@@ -45,7 +40,8 @@ static tg_status collect(const tg_session_base *s, const tg_session *train, cons
     if (!e) return tg_fail(TG_ERR_NOMEM, "%s: out of memory", api);
     for (int p = 0; p < np; p++) {
         const tg_param_decl *d = &s->model->params[p];
-        e[p] = (ck_entry){d->name, TG_F32, d->shape, TG_ARENA_PARAMS, s->param_offset[p], tg_shape_numel(d->shape) * 4};
+        e[p] = (ck_entry){d->name, d->dtype, d->shape, TG_ARENA_PARAMS, s->param_offset[p],
+                          tg_shape_numel(d->shape) * 4};
     }
     for (int i = 0, k = np; full && i < g->n; i++) {
         const tg_node *nd = &g->nodes[i];
@@ -79,23 +75,28 @@ static const char *opt_name(tg_opt_kind k) {
 static const char *const lr_kinds[] = {"constant", "linear", "cosine", "warmup", "staircase", "multistep"};
 #define N_LR_KINDS ((int)(sizeof lr_kinds / sizeof lr_kinds[0]))
 
-/* The schedule as text. Every field of every link is written, floats with 9
- * significant digits (enough for any float to read back exactly). */
-static void lr_encode(const tg_lr *lr, char *buf, size_t cap) {
+/* The schedule as text, in a new allocation (NULL when out of memory).
+ * Every field of every link is written, floats with 9 significant digits
+ * (enough for any float to read back exactly); start= only when set, so a
+ * schedule without one reads back in older versions. */
+static char *lr_encode(const tg_lr *lr) {
+    size_t cap = 1;
+    for (const tg_lr *l = lr; l; l = l->kind == TG_LR_WARMUP ? l->then : NULL)
+        cap += 256 + 21 * (size_t)(l->kind == TG_LR_MULTISTEP ? l->n_milestones : 0);
+    char *buf = malloc(cap);
+    if (!buf) return NULL;
     size_t o = 0;
     buf[0] = 0;
-    int k = 0;
-    for (const tg_lr *l = lr; l && k < TG_MAX_LR_CHAIN && o < cap; l = l->kind == TG_LR_WARMUP ? l->then : NULL, k++) {
-        char ms[200] = "";
-        size_t mo = 0;
-        for (int i = 0; i < l->n_milestones && i < TG_LR_MAX_MILESTONES; i++)
-            mo += (size_t)snprintf(ms + mo, sizeof ms - mo, "%s%lld", i ? "," : "", (long long)l->milestones[i]);
+    for (const tg_lr *l = lr; l; l = l->kind == TG_LR_WARMUP ? l->then : NULL) {
         int kind = (int)l->kind >= 0 && (int)l->kind < N_LR_KINDS ? (int)l->kind : 0;
         o += (size_t)snprintf(buf + o, cap - o,
-                              "%s%s peak=%.9g final=%.9g gamma=%.9g steps=%lld every=%lld milestones=%s", k ? "; " : "",
-                              lr_kinds[kind], l->peak, l->final_lr, l->gamma, (long long)l->steps, (long long)l->every,
-                              ms);
+                              "%s%s peak=%.9g final=%.9g gamma=%.9g steps=%lld every=%lld milestones=", o ? "; " : "",
+                              lr_kinds[kind], l->peak, l->final_lr, l->gamma, (long long)l->steps, (long long)l->every);
+        for (int i = 0; l->kind == TG_LR_MULTISTEP && i < l->n_milestones; i++)
+            o += (size_t)snprintf(buf + o, cap - o, "%s%lld", i ? "," : "", (long long)l->milestones[i]);
+        if (l->start_step) o += (size_t)snprintf(buf + o, cap - o, " start=%lld", (long long)l->start_step);
     }
+    return buf;
 }
 
 /* " key=" then a number up to the next space, ';' or the end. */
@@ -115,40 +116,92 @@ static bool lr_field(const char **p, const char *key, char kind, void *out) {
     return true;
 }
 
-static bool lr_decode(const char *str, tg_lr *chain, int *n_out) {
+/* Room for one more element in a growing array. */
+static bool grow(void **a, size_t elem, int64_t *cap, int64_t n) {
+    if (n < *cap) return true;
+    int64_t nc = *cap ? 2 * *cap : 8;
+    void *g = realloc(*a, (size_t)nc * elem);
+    if (!g) return false;
+    *a = g;
+    *cap = nc;
+    return true;
+}
+
+/* The schedule in a checkpoint's "lr" metadata, checked and copied into one
+ * block as a session keeps it (*out, free it), or an error. */
+static tg_status lr_decode(const char *str, const char *what, tg_lr **out) {
     const char *p = str;
-    int k = 0;
+    tg_lr *chain = NULL;
+    int64_t *ms = NULL, *first = NULL; /* all milestones; each link's first one */
+    int64_t n = 0, cap = 0, nm = 0, cap_m = 0, cap_f = 0;
+    bool ok = true, oom = false;
     for (;;) {
-        if (k == TG_MAX_LR_CHAIN) return false;
+        if (!grow((void **)&chain, sizeof *chain, &cap, n) || !grow((void **)&first, sizeof *first, &cap_f, n)) {
+            oom = true;
+            break;
+        }
         tg_lr l = {0};
         size_t w = strcspn(p, " ;");
         int kind = -1;
         for (int i = 0; i < N_LR_KINDS; i++)
             if (strlen(lr_kinds[i]) == w && strncmp(p, lr_kinds[i], w) == 0) kind = i;
-        if (kind < 0) return false;
         l.kind = (tg_lr_kind)kind;
         p += w;
-        if (!lr_field(&p, "peak", 'f', &l.peak) || !lr_field(&p, "final", 'f', &l.final_lr) ||
-            !lr_field(&p, "gamma", 'f', &l.gamma) || !lr_field(&p, "steps", 'i', &l.steps) ||
-            !lr_field(&p, "every", 'i', &l.every) || strncmp(p, " milestones=", 12) != 0)
-            return false;
+        ok = kind >= 0 && lr_field(&p, "peak", 'f', &l.peak) && lr_field(&p, "final", 'f', &l.final_lr) &&
+             lr_field(&p, "gamma", 'f', &l.gamma) && lr_field(&p, "steps", 'i', &l.steps) &&
+             lr_field(&p, "every", 'i', &l.every) && strncmp(p, " milestones=", 12) == 0;
+        if (!ok) break;
         p += 12;
+        first[n] = nm;
         while ((*p >= '0' && *p <= '9') || *p == '-') {
-            if (l.n_milestones == TG_LR_MAX_MILESTONES) return false;
             char *end;
-            l.milestones[l.n_milestones++] = strtoll(p, &end, 10);
-            if (end == p) return false;
+            if (l.n_milestones == INT32_MAX || !grow((void **)&ms, sizeof *ms, &cap_m, nm)) {
+                oom = l.n_milestones != INT32_MAX;
+                ok = false;
+                break;
+            }
+            ms[nm++] = strtoll(p, &end, 10);
+            l.n_milestones++;
+            if (end == p) ok = false;
             p = end;
             if (*p == ',' && p[1] != 0 && p[1] != ';') p++;
         }
-        chain[k++] = l;
+        if (!ok) break;
+        if (*p == ' ' && !lr_field(&p, "start", 'i', &l.start_step)) {
+            ok = false;
+            break;
+        }
+        chain[n++] = l;
         if (*p == 0) break;
         /* Only a warmup continues into another schedule. */
-        if (strncmp(p, "; ", 2) != 0 || l.kind != TG_LR_WARMUP) return false;
+        if (strncmp(p, "; ", 2) != 0 || l.kind != TG_LR_WARMUP) {
+            ok = false;
+            break;
+        }
         p += 2;
     }
-    *n_out = k;
-    return true;
+    tg_status st;
+    if (oom) {
+        st = tg_fail(TG_ERR_NOMEM, "%s: out of memory", what);
+    } else if (!ok) {
+        char sh[240];
+        st = tg_fail(TG_ERR_FORMAT, "%s is '%s', not a schedule", what, tg_st_shown(str, sh, sizeof sh));
+    } else {
+        for (int64_t k = 0; k < n; k++) {
+            chain[k].then = k + 1 < n ? &chain[k + 1] : NULL;
+            chain[k].milestones = chain[k].n_milestones ? ms + first[k] : NULL;
+        }
+        st = tg_lr_copy(chain, out, what);
+        if (st == TG_ERR_ARG) { /* values out of range: a damaged file, not a caller's mistake */
+            char msg[600];
+            snprintf(msg, sizeof msg, "%s", tg_last_error());
+            st = tg_fail(TG_ERR_FORMAT, "%s", msg);
+        }
+    }
+    free(chain);
+    free(ms);
+    free(first);
+    return st;
 }
 
 /* The checksum of a checkpoint's tensor bytes, in the session's order: a
@@ -188,6 +241,7 @@ static tg_status save(tg_session_base *s, const tg_session *train, const char *a
     bool full = train != NULL;
     ck_entry *e;
     int n;
+    char *lr = NULL;
     tg_status st = collect(s, train, api, &e, &n);
     if (st != TG_OK) return st;
     int64_t total = 0;
@@ -206,8 +260,12 @@ static tg_status save(tg_session_base *s, const tg_session *train, const char *a
     }
     if (st != TG_OK) goto done;
     const char *meta[14];
-    char step[24], lr_start[24], seed[24], sum[24], lr[TG_MAX_LR_CHAIN * 512]; /* a link is at most ~340 chars */
+    char step[24], lr_start[24], seed[24], sum[24];
     if (full) {
+        if (!(lr = lr_encode(train->lr))) {
+            st = tg_fail(TG_ERR_NOMEM, "%s: out of memory", api);
+            goto done;
+        }
         /* tensor by tensor, as load checks it (a size that is not a
          * multiple of 8 bytes ends its own words) */
         uint64_t h = HASH_SEED;
@@ -216,7 +274,6 @@ static tg_status save(tg_session_base *s, const tg_session *train, const char *a
         snprintf(step, sizeof step, "%lld", (long long)train->step);
         snprintf(lr_start, sizeof lr_start, "%lld", (long long)train->lr_start);
         snprintf(seed, sizeof seed, "%" PRIu64, s->seed);
-        lr_encode(train->lr, lr, sizeof lr);
         const char *m[] = {"format", CK_FORMAT,   "step", step, "lr_start", lr_start, "seed", seed,
                            "optimizer", opt_name(train->optim.kind), "lr", lr, "checksum", sum};
         memcpy(meta, m, sizeof m);
@@ -224,9 +281,19 @@ static tg_status save(tg_session_base *s, const tg_session *train, const char *a
     st = tg_safetensors_write(path, t, n, full ? meta : NULL, full ? 7 : 0);
     if (st != TG_OK) st = rewrap(api, st);
 done:
+    free(lr);
     free(host);
     free(t);
     free(e);
+    return st;
+}
+
+/* Under the session's lock: a step on another thread cannot change what is saved midway. */
+static tg_status save_locked(tg_session_base *s, const tg_session *train, const char *api, const char *path) {
+    tg_share_lock(s);
+    tg_status st = s ? tg_session_base_usable(s, api) : TG_OK;
+    if (st == TG_OK) st = save(s, train, api, path);
+    tg_share_unlock(s);
     return st;
 }
 
@@ -234,8 +301,9 @@ done:
  * writes the file alone, and every rank returns how that went. */
 static tg_status save_rank0(tg_session *s, bool full, const char *api, const char *path) {
     tg_comm *c = tg_session_dp_comm(s);
-    if (!c) return save(s ? &s->b : NULL, full ? s : NULL, api, path);
-    tg_status st = c->rank == 0 ? save(&s->b, full ? s : NULL, api, path) : TG_OK;
+    tg_session_base *b = s ? &s->b : NULL;
+    if (!c) return save_locked(b, full ? s : NULL, api, path);
+    tg_status st = c->rank == 0 ? save_locked(b, full ? s : NULL, api, path) : TG_OK;
     return tg_dp_agree(c, st, api);
 }
 
@@ -244,7 +312,7 @@ tg_status tg_session_save_params(tg_session *s, const char *path) {
 }
 
 tg_status tg_forward_save_params(tg_forward *f, const char *path) {
-    return save(f ? &f->b : NULL, NULL, "tg_forward_save_params", path);
+    return save_locked(f ? &f->b : NULL, NULL, "tg_forward_save_params", path);
 }
 
 tg_status tg_session_save(tg_session *s, const char *path) { return save_rank0(s, true, "tg_session_save", path); }
@@ -255,6 +323,12 @@ static tg_status match(const char *api, const char *path, const tg_safetensors *
     char a[160], b[160];
     for (int i = 0; i < n; i++) {
         const tg_st_tensor *t = tg_safetensors_find(f, e[i].name);
+        for (int k = 0; !t && k < tg_safetensors_skipped_count(f); k++) {
+            const char *dt, *name = tg_safetensors_skipped(f, k, &dt);
+            if (strcmp(name, e[i].name) == 0)
+                return tg_fail(TG_ERR_FORMAT, "%s: %s: tensor '%s' is %s, which is not read (F32, I32, F16 and BF16 "
+                               "are)", api, path, e[i].name, tg_st_shown(dt, a, 40));
+        }
         if (!t) return tg_fail(TG_ERR_NAME, "%s: %s: missing tensor '%s'", api, path, e[i].name);
         if (t->dtype != e[i].dtype)
             return tg_fail(TG_ERR_FORMAT, "%s: %s: tensor '%s' is %s, the session's is %s", api, path, e[i].name,
@@ -265,6 +339,14 @@ static tg_status match(const char *api, const char *path, const tg_safetensors *
             return tg_fail(TG_ERR_SIZE, "%s: %s: tensor '%s' has shape %s, the session's is %s", api, path, e[i].name,
                            tg_shape_str(t->shape, a, sizeof a), tg_shape_str(e[i].shape, b, sizeof b));
         src[i] = t;
+    }
+    /* Loads are strict: a tensor the reader skipped is one the session does not have. */
+    if (tg_safetensors_skipped_count(f) > 0) {
+        const char *dt, *name = tg_safetensors_skipped(f, 0, &dt);
+        char nm[128];
+        return tg_fail(TG_ERR_NAME, "%s: %s: unknown tensor '%s' (%s, not read; to load the others, read the file with "
+                       "tg_safetensors_read and upload them with tg_session_upload_tensors)", api, path,
+                       tg_st_shown(name, nm, sizeof nm), tg_st_shown(dt, a, 40));
     }
     int nf = tg_safetensors_count(f);
     if (nf == n) return TG_OK; /* names are unique on both sides, so every file tensor was matched */
@@ -304,9 +386,9 @@ static tg_status load(tg_session_base *s, tg_session *train, tg_comm *comm, cons
     tg_safetensors *f = NULL;
     ck_entry *e = NULL;
     const tg_st_tensor **src = NULL;
-    int n = 0, n_lr = 0;
+    int n = 0;
     uint64_t step = 0, lr_start = 0, seed = 0;
-    tg_lr lr[TG_MAX_LR_CHAIN];
+    tg_lr *lr = NULL;
     char sh[240];
     tg_status st = !s || !path ? tg_fail(TG_ERR_ARG, "%s: session and path are required", api) : TG_OK;
     if (st == TG_OK) st = collect(s, train, api, &e, &n);
@@ -344,20 +426,13 @@ static tg_status load(tg_session_base *s, tg_session *train, tg_comm *comm, cons
             goto done;
         }
         const char *lrs = tg_safetensors_meta(f, "lr");
-        if (!lrs || !lr_decode(lrs, lr, &n_lr)) {
-            st = tg_fail(TG_ERR_FORMAT, "%s: %s: metadata 'lr' is %s%s%s, not a schedule", api, path,
-                         lrs ? "'" : "", lrs ? tg_st_shown(lrs, sh, sizeof sh) : "missing", lrs ? "'" : "");
-            goto done;
-        }
-        for (int k = 0; k < n_lr; k++) lr[k].then = k + 1 < n_lr ? &lr[k + 1] : NULL;
         char what[300];
         snprintf(what, sizeof what, "%s: %s: metadata 'lr'", api, path);
-        if ((st = tg_lr_check(lr, what)) != TG_OK) {
-            char msg[600];
-            snprintf(msg, sizeof msg, "%s", tg_last_error());
-            st = tg_fail(TG_ERR_FORMAT, "%s", msg);
+        if (!lrs) {
+            st = tg_fail(TG_ERR_FORMAT, "%s is missing, not a schedule", what);
             goto done;
         }
+        if ((st = lr_decode(lrs, what, &lr)) != TG_OK) goto done;
     }
     if (!(src = tg_calloc((size_t)n + 1, sizeof *src))) {
         st = tg_fail(TG_ERR_NOMEM, "%s: out of memory", api);
@@ -399,27 +474,36 @@ static tg_status load(tg_session_base *s, tg_session *train, tg_comm *comm, cons
         train->step = (int64_t)step;
         train->lr_start = (int64_t)lr_start;
         s->seed = seed;
-        for (int k = 0; k < n_lr; k++) {
-            train->lr[k] = lr[k];
-            train->lr[k].then = k + 1 < n_lr ? &train->lr[k + 1] : NULL;
-        }
+        free(train->lr);
+        train->lr = lr;
+        train->optim.lr = *lr;
+        lr = NULL;
     }
 done:
     if (comm && !agreed) st = agree_on_file(comm, st, 0, api, path);
+    free(lr);
     free(src);
     free(e);
     tg_safetensors_free(f);
     return st;
 }
 
+static tg_status load_locked(tg_session_base *s, tg_session *train, tg_comm *comm, const char *api, const char *path) {
+    tg_share_lock(s);
+    tg_status st = s ? tg_session_base_usable(s, api) : TG_OK;
+    if (st == TG_OK) st = load(s, train, comm, api, path);
+    else if (comm) st = agree_on_file(comm, st, 0, api, path); /* the other ranks wait for this one's word */
+    tg_share_unlock(s);
+    return st;
+}
+
 tg_status tg_session_load_params(tg_session *s, const char *path) {
-    return load(s ? &s->b : NULL, NULL, tg_session_dp_comm(s), "tg_session_load_params", path);
+    return load_locked(s ? &s->b : NULL, NULL, tg_session_dp_comm(s), "tg_session_load_params", path);
 }
 
 tg_status tg_forward_load_params(tg_forward *f, const char *path) {
-    return load(f ? &f->b : NULL, NULL, NULL, "tg_forward_load_params", path);
+    return load_locked(f ? &f->b : NULL, NULL, NULL, "tg_forward_load_params", path);
 }
 
 tg_status tg_session_load(tg_session *s, const char *path) {
-    return load(s ? &s->b : NULL, s, tg_session_dp_comm(s), "tg_session_load", path);
-}
+    return load_locked(s ? &s->b : NULL, s, tg_session_dp_comm(s), "tg_session_load", path);}

@@ -107,8 +107,10 @@ typedef struct {
     int64_t data_size;
     tg_safetensors *f;
     int cap_t, cap_meta;
-    struct st_ent { int64_t key_at, range_at, begin; } *ent; /* per tensor: header offsets of its name
-                                                                and data_offsets, its data offset */
+    /* per tensor: header offsets of its name and data_offsets, its data
+     * offset and byte length, what the reader does with it, and (skipped)
+     * its dtype tag */
+    struct st_ent { int64_t key_at, range_at, begin, bytes; int kind; char *tag; } *ent;
     int64_t *meta_at; /* per metadata entry: header offset of its key */
 } parser;
 
@@ -356,6 +358,33 @@ static tg_status grow2(parser *p, void **a, size_t ea, void **b, size_t eb, int 
     return TG_OK;
 }
 
+/* The dtypes a file may hold: what the reader does with each, its element
+ * size, and what it is read as. A tag not listed is skipped too, its size
+ * unknown (only its range is checked). */
+enum { ST_AS_IS, ST_F16, ST_BF16, ST_SKIP };
+static const struct {
+    const char *tag;
+    int size, kind;
+    tg_dtype dt;
+} st_dtypes[] = {
+    {"F32", 4, ST_AS_IS, TG_F32}, {"I32", 4, ST_AS_IS, TG_I32}, {"F16", 2, ST_F16, TG_F32},
+    {"BF16", 2, ST_BF16, TG_F32}, {"F64", 8, ST_SKIP, TG_F32},  {"I64", 8, ST_SKIP, TG_F32},
+    {"U64", 8, ST_SKIP, TG_F32},  {"U32", 4, ST_SKIP, TG_F32},  {"I16", 2, ST_SKIP, TG_F32},
+    {"U16", 2, ST_SKIP, TG_F32},  {"I8", 1, ST_SKIP, TG_F32},   {"U8", 1, ST_SKIP, TG_F32},
+    {"BOOL", 1, ST_SKIP, TG_F32}, {"F8_E4M3", 1, ST_SKIP, TG_F32}, {"F8_E5M2", 1, ST_SKIP, TG_F32},
+    {"F8_E8M0", 1, ST_SKIP, TG_F32},
+};
+
+/* numel * size, or -1 when it overflows (dims past TG_MAX_DIMS included). */
+static int64_t st_bytes(const int64_t *d, int nd, int64_t size) {
+    int64_t n = size;
+    for (int i = 0; i < nd; i++) {
+        if (d[i] > 0 && n > INT64_MAX / d[i]) return -1;
+        n *= d[i];
+    }
+    return n;
+}
+
 /* The body of one tensor entry; takes ownership of name. */
 static tg_status parse_tensor(parser *p, char *name, size_t key_at) {
     tg_safetensors *f = p->f;
@@ -364,7 +393,10 @@ static tg_status parse_tensor(parser *p, char *name, size_t key_at) {
     tg_status st = TG_OK;
     bool have_dt = false, have_shape = false, have_off = false;
     tg_dtype dt = TG_F32;
-    tg_shape shape = {0, {0}};
+    int kind = ST_SKIP, size = 0;
+    char *tag = NULL;
+    int64_t dims[16];
+    int ndim = 0;
     int64_t off[2] = {0, 0};
     size_t shape_at = 0, off_at = 0;
     ws(p);
@@ -401,19 +433,17 @@ static tg_status parse_tensor(parser *p, char *name, size_t key_at) {
             *have = true;
             if (have == &have_dt) {
                 size_t dt_at = p->i;
-                char *tag;
                 if ((st = parse_string(p, "a dtype", &tag)) != TG_OK) goto fail;
-                if (strcmp(tag, "F32") == 0 || strcmp(tag, "I32") == 0) {
-                    dt = tag[0] == 'F' ? TG_F32 : TG_I32;
-                    free(tag);
-                } else {
-                    st = perr(p, dt_at, "%s: dtype '%s' is not supported (only F32 and I32)", ctx, tg_st_shown(tag, sb, 32));
-                    free(tag);
+                if (!*tag || strlen(tag) > 32) {
+                    st = perr(p, dt_at, "%s: dtype '%s' is not a dtype tag", ctx, tg_st_shown(tag, sb, 40));
                     goto fail;
                 }
+                for (size_t k = 0; k < sizeof st_dtypes / sizeof st_dtypes[0]; k++)
+                    if (strcmp(tag, st_dtypes[k].tag) == 0)
+                        kind = st_dtypes[k].kind, size = st_dtypes[k].size, dt = st_dtypes[k].dt;
             } else if (have == &have_shape) {
                 shape_at = p->i;
-                if ((st = parse_uint_array(p, "shape", ctx, shape.d, TG_MAX_DIMS, &shape.ndim)) != TG_OK) goto fail;
+                if ((st = parse_uint_array(p, "shape", ctx, dims, 16, &ndim)) != TG_OK) goto fail;
             } else {
                 off_at = p->i;
                 int k;
@@ -434,9 +464,16 @@ static tg_status parse_tensor(parser *p, char *name, size_t key_at) {
         st = perr(p, end_at, "%s: missing \"%s\"", ctx, !have_dt ? "dtype" : !have_shape ? "shape" : "data_offsets");
         goto fail;
     }
-    int64_t nbytes = tg_st_nbytes(dt, shape);
-    if (nbytes < 0) {
-        st = perr(p, shape_at, "%s: shape %s is too large", ctx, tg_shape_str(shape, sb, sizeof sb));
+    if (ndim > TG_MAX_DIMS && kind != ST_SKIP) {
+        st = perr(p, shape_at, "%s: the shape has %d dims (at most %d)", ctx, ndim, TG_MAX_DIMS);
+        goto fail;
+    }
+    tg_shape shape = {ndim <= TG_MAX_DIMS ? ndim : 0, {0}};
+    for (int k = 0; k < shape.ndim; k++) shape.d[k] = dims[k];
+    int64_t nbytes = st_bytes(dims, ndim, size ? size : 1);
+    if (nbytes < 0 || (kind != ST_SKIP && tg_st_nbytes(dt, shape) < 0)) {
+        st = perr(p, shape_at, "%s: shape %s is too large", ctx,
+                  ndim <= TG_MAX_DIMS ? tg_shape_str(shape, sb, sizeof sb) : "(over 6 dims)");
         goto fail;
     }
     if (off[0] > off[1]) {
@@ -449,19 +486,22 @@ static tg_status parse_tensor(parser *p, char *name, size_t key_at) {
                   (long long)off[0], (long long)off[1], (long long)p->data_size);
         goto fail;
     }
-    if (off[1] - off[0] != nbytes) {
-        st = perr(p, off_at, "%s: %s %s needs %lld bytes, data_offsets [%lld, %lld] hold %lld", ctx, dtype_tag(dt),
-                  tg_shape_str(shape, sb, sizeof sb), (long long)nbytes, (long long)off[0], (long long)off[1],
-                  (long long)(off[1] - off[0]));
+    if (size && off[1] - off[0] != nbytes) { /* a tag of unknown size: only its range is checked */
+        st = perr(p, off_at, "%s: %s %s needs %lld bytes, data_offsets [%lld, %lld] hold %lld", ctx,
+                  tg_st_shown(tag, nm, 40), ndim <= TG_MAX_DIMS ? tg_shape_str(shape, sb, sizeof sb) : "(over 6 dims)",
+                  (long long)nbytes, (long long)off[0], (long long)off[1], (long long)(off[1] - off[0]));
         goto fail;
     }
     if ((st = grow2(p, (void **)&f->t, sizeof *f->t, (void **)&p->ent, sizeof *p->ent, &p->cap_t, f->n)) != TG_OK)
         goto fail;
     f->t[f->n] = (tg_st_tensor){name, dt, shape, NULL}; /* data is placed once every range is checked */
-    p->ent[f->n] = (struct st_ent){(int64_t)key_at, (int64_t)off_at, off[0]};
+    p->ent[f->n] = (struct st_ent){(int64_t)key_at, (int64_t)off_at, off[0], off[1] - off[0], kind,
+                                   kind == ST_SKIP ? tag : NULL};
+    if (kind != ST_SKIP) free(tag);
     f->n++;
     return TG_OK;
 fail:
+    free(tag);
     free(name);
     return st;
 }
@@ -576,7 +616,8 @@ static tg_status check_entries(parser *p, const uint8_t *data) {
     st_key *k = tg_calloc((size_t)n + 1, sizeof *k);
     f->by_name = tg_calloc((size_t)f->n + 1, sizeof(int));
     f->copies = tg_calloc((size_t)f->n + 1, sizeof(void *));
-    if (!k || !f->by_name || !f->copies) {
+    f->skipped = tg_calloc((size_t)f->n + 1, sizeof *f->skipped);
+    if (!k || !f->by_name || !f->copies || !f->skipped) {
         free(k);
         return tg_fail(TG_ERR_NOMEM, "safetensors: %s: out of memory", p->label);
     }
@@ -590,7 +631,7 @@ static tg_status check_entries(parser *p, const uint8_t *data) {
      * after the furthest end seen so far. */
     for (int i = 0; i < f->n; i++) {
         int64_t b = p->ent[i].begin;
-        k[i] = (st_key){f->t[i].name, b, b + tg_st_nbytes(f->t[i].dtype, f->t[i].shape), i};
+        k[i] = (st_key){f->t[i].name, b, b + p->ent[i].bytes, i};
     }
     qsort(k, (size_t)f->n, sizeof *k, by_range_cmp);
     int far = -1;
@@ -608,23 +649,42 @@ static tg_status check_entries(parser *p, const uint8_t *data) {
     }
 
     /* Place the data; ranges the file put at unaligned addresses get an
-     * aligned copy, so callers may read floats straight from .data. */
+     * aligned copy, so callers may read floats straight from .data, and
+     * F16 / BF16 tensors an F32 one. */
     static const int32_t no_data[1];
     for (int i = 0; i < f->n; i++) {
+        int kind = p->ent[i].kind;
         int64_t b = p->ent[i].begin, nb = tg_st_nbytes(f->t[i].dtype, f->t[i].shape);
-        const uint8_t *src = nb ? data + b : (const uint8_t *)no_data;
-        if ((uintptr_t)src & 3) {
-            void *c = malloc((size_t)nb);
+        const uint8_t *src = p->ent[i].bytes ? data + b : (const uint8_t *)no_data;
+        if (kind == ST_SKIP) continue;
+        if (((uintptr_t)src & 3) || kind != ST_AS_IS) {
+            void *c = malloc((size_t)nb + 4);
             if (!c) {
                 st = tg_fail(TG_ERR_NOMEM, "safetensors: %s: out of memory", p->label);
                 goto done;
             }
-            memcpy(c, src, (size_t)nb);
+            if (kind == ST_AS_IS) memcpy(c, src, (size_t)nb);
+            else tg_st_halves(src, kind == ST_BF16, nb / 4, c);
             f->copies[f->n_copies++] = c;
             src = c;
         }
         f->t[i].data = src;
     }
+
+    /* The skipped move to their own list; the rest keep header order. */
+    int kept = 0;
+    for (int i = 0; i < f->n; i++) {
+        if (p->ent[i].kind == ST_SKIP) {
+            f->skipped[f->n_skipped++] = (st_skipped){(char *)f->t[i].name, p->ent[i].tag};
+            p->ent[i].tag = NULL;
+        } else {
+            f->t[kept++] = f->t[i];
+        }
+    }
+    f->n = kept;
+    for (int i = 0; i < f->n; i++) k[i] = (st_key){f->t[i].name, 0, 0, i};
+    qsort(k, (size_t)f->n, sizeof *k, by_name_cmp);
+    for (int i = 0; i < f->n; i++) f->by_name[i] = k[i].idx;
     st = TG_OK;
 done:
     free(k);
@@ -639,6 +699,11 @@ void tg_safetensors_free(tg_safetensors *f) {
         free(f->meta[i].value);
     }
     for (int i = 0; i < f->n_copies; i++) free(f->copies[i]);
+    for (int i = 0; i < f->n_skipped; i++) {
+        free(f->skipped[i].name);
+        free(f->skipped[i].dtype);
+    }
+    free(f->skipped);
     free(f->copies);
     free(f->t);
     free(f->meta);
@@ -662,7 +727,9 @@ tg_status tg_st_parse(const char *label, const uint8_t *buf, size_t size, tg_saf
     if (!f) return tg_fail(TG_ERR_NOMEM, "safetensors: %s: out of memory", label);
     parser p = {label, buf + HDR, (size_t)hl, 0, (int64_t)(size - HDR - hl), f, 0, 0, NULL, NULL};
     tg_status st = parse_header(&p);
+    int n_ent = f->n;
     if (st == TG_OK) st = check_entries(&p, buf + HDR + hl);
+    for (int i = 0; i < n_ent; i++) free(p.ent[i].tag); /* those not moved to the skipped list */
     free(p.ent);
     free(p.meta_at);
     if (st != TG_OK) {
@@ -719,6 +786,88 @@ tg_status tg_safetensors_read(const char *path, tg_safetensors **out) {
         return st;
     }
     (*out)->file = buf;
+    return TG_OK;
+}
+
+/* IEEE half: sign, 5 exponent bits (bias 15), 10 mantissa bits. Exact in
+ * f32: a normal half is rebiased, a subnormal one (m * 2^-24) normalized,
+ * inf and NaN keep their class (a NaN its payload, shifted). */
+static uint32_t half_bits(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    if (e == 0x1f) return sign | 0x7f800000u | m << 13;
+    if (e) return sign | (e + 112) << 23 | m << 13;
+    if (!m) return sign;
+    e = 113; /* 2^-14 once the leading 1 is shifted into place */
+    while (!(m & 0x400)) m <<= 1, e--;
+    return sign | e << 23 | (m & 0x3ff) << 13;
+}
+
+void tg_st_halves(const void *src, bool bf16, int64_t n, float *dst) {
+    const uint8_t *b = src;
+    for (int64_t i = 0; i < n; i++) {
+        uint16_t h = (uint16_t)(b[2 * i] | b[2 * i + 1] << 8);
+        uint32_t bits = bf16 ? (uint32_t)h << 16 : half_bits(h);
+        memcpy(&dst[i], &bits, 4);
+    }
+}
+
+tg_status tg_safetensors_read_mem(const void *buf, size_t size, tg_safetensors **out) {
+    if (!out) return tg_fail(TG_ERR_ARG, "tg_safetensors_read_mem: out is NULL");
+    *out = NULL;
+    if (!buf && size) return tg_fail(TG_ERR_ARG, "tg_safetensors_read_mem: buf is NULL");
+    uint8_t *copy = malloc(size ? size : 1);
+    if (!copy) return tg_fail(TG_ERR_NOMEM, "safetensors: (memory): out of memory for %zu bytes", size);
+    if (size) memcpy(copy, buf, size);
+    tg_status st = tg_st_parse("(memory)", copy, size, out);
+    if (st != TG_OK) {
+        free(copy);
+        return st;
+    }
+    (*out)->file = copy;
+    return TG_OK;
+}
+
+int tg_safetensors_skipped_count(const tg_safetensors *f) { return f ? f->n_skipped : 0; }
+
+const char *tg_safetensors_skipped(const tg_safetensors *f, int i, const char **dtype) {
+    bool in = f && i >= 0 && i < f->n_skipped;
+    if (dtype) *dtype = in ? f->skipped[i].dtype : NULL;
+    return in ? f->skipped[i].name : NULL;
+}
+
+tg_status tg_st_new(const tg_st_tensor *t, int n, tg_safetensors **out) {
+    *out = NULL;
+    tg_safetensors *f = tg_calloc(1, sizeof *f);
+    int64_t total = 0;
+    for (int i = 0; i < n; i++) total += tg_st_nbytes(t[i].dtype, t[i].shape);
+    if (f) {
+        f->t = tg_calloc((size_t)n + 1, sizeof *f->t);
+        f->by_name = tg_calloc((size_t)n + 1, sizeof(int));
+        f->file = tg_calloc((size_t)total + 4, 1);
+    }
+    if (!f || !f->t || !f->by_name || !f->file) {
+        tg_safetensors_free(f);
+        return tg_fail(TG_ERR_NOMEM, "safetensors: out of memory for %lld bytes", (long long)total);
+    }
+    st_key *k = tg_calloc((size_t)n + 1, sizeof *k);
+    int64_t o = 0;
+    for (int i = 0; i < n && k; i++, f->n++) {
+        int64_t nb = tg_st_nbytes(t[i].dtype, t[i].shape);
+        f->t[i] = (tg_st_tensor){tg_strdup(t[i].name), t[i].dtype, t[i].shape, f->file + o};
+        if (!f->t[i].name) break;
+        if (t[i].data) memcpy(f->file + o, t[i].data, (size_t)nb);
+        o += nb;
+        k[i] = (st_key){f->t[i].name, 0, 0, i};
+    }
+    if (!k || f->n < n) {
+        free(k);
+        tg_safetensors_free(f);
+        return tg_fail(TG_ERR_NOMEM, "safetensors: out of memory");
+    }
+    qsort(k, (size_t)n, sizeof *k, by_name_cmp);
+    for (int i = 0; i < n; i++) f->by_name[i] = k[i].idx;
+    free(k);
+    *out = f;
     return TG_OK;
 }
 

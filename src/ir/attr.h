@@ -43,8 +43,8 @@ typedef union {
      * embedding_grad: the table's rows V of the output [V, D] */
     struct { int64_t v; } classes;
     /* Ops along one axis, made non-negative by the builder: softmax,
-     * log_softmax, softmax_grad, log_softmax_grad, argmax / argmin (kept as
-     * size 1), concat, take_along_axis(_grad), narrow, narrow_grad. */
+     * log_softmax, softmax_grad, log_softmax_grad, argmax / argmin and
+     * amax / amin (kept as size 1), concat, take_along_axis(_grad), narrow, narrow_grad. */
     struct {
         int64_t axis;
         int64_t start; /* narrow, narrow_grad: the first index taken / placed */

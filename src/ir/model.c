@@ -36,6 +36,29 @@ static tg_param model_fail(tg_model *m, tg_status s, const char *fmt, const char
 }
 
 tg_param tg_model_param(tg_model *m, const char *name, tg_shape shape, tg_init init) {
+    return tg_model_param_dt(m, name, shape, TG_F32, init);
+}
+
+/* An i32 param holds integers: only inits that give integers, and values
+ * that are whole numbers an int32 holds. */
+static tg_param check_i32(tg_model *m, const char *name, tg_shape shape, tg_init init) {
+    if (init.kind != TG_INIT_ZEROS && init.kind != TG_INIT_ONES && init.kind != TG_INIT_VALUES)
+        return model_fail(m, TG_ERR_ARG, "tg_model_param_dt: '%s' is i32: its init must be zeros, ones or values",
+                          name);
+    int64_t n = init.kind == TG_INIT_VALUES ? tg_shape_numel(shape) : 0;
+    for (int64_t i = 0; i < n; i++) {
+        float v = init.values[i];
+        if (!(v == floorf(v) && v >= -2147483648.0f && v < 2147483648.0f)) {
+            char what[300];
+            snprintf(what, sizeof what, "tg_model_param_dt: '%%s' is i32, but value %lld (%g) is not an int32",
+                     (long long)i, (double)v);
+            return model_fail(m, TG_ERR_ARG, what, name);
+        }
+    }
+    return 0;
+}
+
+tg_param tg_model_param_dt(tg_model *m, const char *name, tg_shape shape, tg_dtype dtype, tg_init init) {
     if (!m) return -1;
     if (!name || !*name) return model_fail(m, TG_ERR_NAME, "tg_model_param: empty name%s", "");
     if (tg_model_find(m, name) >= 0) return model_fail(m, TG_ERR_NAME, "tg_model_param: duplicate name '%s'", name);
@@ -47,8 +70,13 @@ tg_param tg_model_param(tg_model *m, const char *name, tg_shape shape, tg_init i
         return model_fail(m, TG_ERR_LIMIT, "tg_model_param: '%s' takes the model past TG_MAX_NUMEL elements", name);
     if ((unsigned)init.kind > TG_INIT_VALUES)
         return model_fail(m, TG_ERR_ARG, "tg_model_param: '%s' has an unknown init kind", name);
+    if (init.decay < -1 || init.decay > 1)
+        return model_fail(m, TG_ERR_ARG, "tg_model_param: '%s' has a decay other than -1 (default), 0 or 1", name);
     if (init.kind == TG_INIT_VALUES && !init.values)
         return model_fail(m, TG_ERR_ARG, "tg_model_param: '%s' has TG_INIT_VALUES with no values", name);
+    if (dtype != TG_F32 && dtype != TG_I32)
+        return model_fail(m, TG_ERR_ARG, "tg_model_param_dt: '%s': a param is f32 or i32", name);
+    if (dtype == TG_I32 && check_i32(m, name, shape, init) < 0) return -1;
     if (m->n == m->cap) {
         int cap = m->cap ? 2 * m->cap : 16;
         tg_param_decl *p = tg_realloc(m->params, (size_t)cap * sizeof *p);
@@ -60,6 +88,7 @@ tg_param tg_model_param(tg_model *m, const char *name, tg_shape shape, tg_init i
     d.name = tg_strdup(name);
     d.shape = shape;
     d.init = init;
+    d.dtype = dtype;
     if (init.kind == TG_INIT_VALUES) {
         size_t bytes = (size_t)tg_shape_numel(shape) * sizeof(float);
         float *v = malloc(bytes ? bytes : 4);
@@ -95,6 +124,9 @@ const char *tg_model_param_name(const tg_model *m, tg_param p) {
 tg_shape tg_model_param_shape(const tg_model *m, tg_param p) {
     return m && p >= 0 && p < m->n ? m->params[p].shape : (tg_shape){0, {0}};
 }
+tg_dtype tg_model_param_dtype(const tg_model *m, tg_param p) {
+    return m && p >= 0 && p < m->n ? m->params[p].dtype : TG_F32;
+}
 
 tg_param tg_model_find(const tg_model *m, const char *name) {
     if (!m || !name) return -1;
@@ -117,9 +149,17 @@ void tg_model_init_param(const tg_model *m, int p, uint64_t seed, float *dst) {
     switch (d->init.kind) {
     case TG_INIT_ZEROS: memset(dst, 0, (size_t)n * sizeof(float)); return;
     case TG_INIT_ONES:
-        for (int64_t i = 0; i < n; i++) dst[i] = 1.0f;
+        for (int64_t i = 0; i < n; i++) {
+            if (d->dtype == TG_I32) memcpy(&dst[i], &(int32_t){1}, 4);
+            else dst[i] = 1.0f;
+        }
         return;
-    case TG_INIT_VALUES: memcpy(dst, d->init.values, (size_t)n * sizeof(float)); return;
+    case TG_INIT_VALUES:
+        if (d->dtype == TG_I32) /* whole numbers in range, checked at declaration */
+            for (int64_t i = 0; i < n; i++) memcpy(&dst[i], &(int32_t){(int32_t)d->init.values[i]}, 4);
+        else
+            memcpy(dst, d->init.values, (size_t)n * sizeof(float));
+        return;
     case TG_INIT_RANDN: std = d->init.scale > 0 ? d->init.scale : 0.02f; break;
     case TG_INIT_KAIMING: {
         int64_t fan = d->init.fan_in;

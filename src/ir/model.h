@@ -7,7 +7,8 @@ typedef struct {
     char *name;
     tg_shape shape;
     tg_init init;     /* values, if any, owned */
-    bool decay;       /* AdamW decay applies */
+    tg_dtype dtype;   /* f32, or i32 (never trained: no gradient) */
+    bool decay;       /* weight decay applies */
     bool frozen;      /* no gradient, no update */
 } tg_param_decl;
 
@@ -18,6 +19,7 @@ struct tg_model {
     char errmsg[256];
 };
 
-/* Fills dst (numel floats) with the param's initial values for `seed`. */
+/* Fills dst (numel 4-byte elements of the param's dtype: i32 params get
+ * int32 bits) with the param's initial values for `seed`. */
 void tg_model_init_param(const tg_model *m, int p, uint64_t seed, float *dst);
 #endif

@@ -13,6 +13,7 @@
  *   sgd_p                in = (p, g, v_new or p, hyper)
  *   min / max            NumPy broadcasting, f32 or i32; NaN propagates
  *   argmax / argmin      i32 out; the first index wins ties, NaN is extreme
+ *   amax / amin          the extreme value itself, the input's dtype
  *   stop_gradient        a view of its input with no gradient rule
  *   concat               nin = 2..TG_MAX_IN inputs (arity is the maximum)
  *   take_along_axis      in = (x, idx i32); a negative idx counts from the end, one still

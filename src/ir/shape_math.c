@@ -48,7 +48,8 @@ bool tg_shape_identity(tg_graph *g, tg_node *n) {
     return true;
 }
 
-/* argmax / argmin over the axis: f32 or i32 in, i32 out, the axis kept as 1 */
+/* argmax / argmin over the axis: f32 or i32 in, i32 out, the axis kept as 1;
+ * amax / amin: the same with the input's dtype out */
 bool tg_shape_arg(tg_graph *g, tg_node *n) {
     const int64_t ax = n->at.axis.axis;
     const tg_node *x = IN(0);
@@ -64,7 +65,7 @@ bool tg_shape_arg(tg_graph *g, tg_node *n) {
     }
     n->shape = x->shape;
     n->shape.d[ax] = 1;
-    n->dtype = TG_I32;
+    n->dtype = n->op == TG_OP_AMAX || n->op == TG_OP_AMIN ? x->dtype : TG_I32;
     return true;
 }
 

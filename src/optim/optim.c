@@ -44,10 +44,17 @@ tg_status tg_optim_check(const tg_optim *o, const char *api) {
     const char *names[] = {"beta1", "beta2", "eps", "weight_decay", "momentum", "clip_grad_norm"};
     for (int i = 0; i < 6; i++)
         if (!isfinite(f[i])) return tg_fail(TG_ERR_ARG, "%s: optimizer %s is %g", api, names[i], f[i]);
+    if (o->normalize_filter && !o->normalize_grads)
+        return tg_fail(TG_ERR_ARG, "%s: optimizer normalize_filter is set but normalize_grads is false", api);
     if (o->kind != TG_OPT_SGD && (o->beta1 < 0 || o->beta1 >= 1 || o->beta2 < 0 || o->beta2 >= 1 || o->eps < 0))
         return tg_fail(TG_ERR_ARG, "%s: Adam needs 0 <= beta1, beta2 < 1 and eps >= 0 (got %g, %g, %g)", api,
                        o->beta1, o->beta2, o->eps);
     return tg_lr_check(&o->lr, api);
+}
+
+bool tg_optim_is_carried(const tg_node *n) {
+    return n->op == TG_OP_STATE && n->name && strcmp(n->name, TG_HYPER_NAME) != 0 &&
+           strcmp(n->name, TG_RNG_SEED_NAME) != 0;
 }
 
 /* An update node's inputs; the caller sets its attributes and adds it. */
@@ -105,11 +112,26 @@ tg_status tg_optim_append(tg_graph *g, const tg_optim *o, const int *param_grad,
     *check = raw_total < 0 ? loss0 : tg_ir_binary(g, TG_OP_ADD, loss0, raw_total, IR_HERE);
 
     if (o->normalize_grads) {
+        int matched = 0, trained = 0;
         for (int p = 0; p < np; p++) {
             if (grad[p] < 0) continue;
+            trained++;
+            if (o->normalize_filter && !o->normalize_filter(g->model->params[p].name, o->filter_user)) continue;
+            matched++;
             int norm = tg_ir_unary(g, TG_OP_SQRT, tg_optim_sumsq(g, grad[p]), IR_HERE);
             int den = tg_ir_binary(g, TG_OP_ADD, norm, tg_ir_scalar(g, 1e-8f, IR_HERE), IR_HERE);
             grad[p] = tg_ir_binary(g, TG_OP_DIV, grad[p], den, IR_HERE);
+        }
+        /* A filter that selects nothing is a typo in a name, not a recipe. */
+        if (trained && !matched) {
+            char names[300] = "";
+            for (int p = 0, k = 0; p < np && k < (int)sizeof names - 1; p++)
+                if (grad[p] >= 0)
+                    k += snprintf(names + k, sizeof names - (size_t)k, "%s'%s'", k ? ", " : "",
+                                  g->model->params[p].name);
+            free(grad);
+            free(wb);
+            return tg_fail(TG_ERR_ARG, "optimizer: normalize_filter accepted none of the trained params (%s)", names);
         }
     }
     if (o->clip_grad_norm > 0) {
@@ -139,6 +161,7 @@ tg_status tg_optim_append(tg_graph *g, const tg_optim *o, const int *param_grad,
         if (grad[p] < 0) continue;
         const tg_param_decl *d = &g->model->params[p];
         int pn = g->param_node[p];
+        bool decayed = d->decay && (!o->decay_filter || o->decay_filter(d->name, o->filter_user));
         if (o->kind == TG_OPT_ADAM || o->kind == TG_OPT_ADAMW) {
             int m = state(g, d->name, "m", d->shape), v = state(g, d->name, "v", d->shape);
             tg_node u = update(TG_OP_ADAM_M, m, grad[p], -1, -1);
@@ -149,24 +172,26 @@ tg_status tg_optim_append(tg_graph *g, const tg_optim *o, const int *param_grad,
             int v2 = tg_ir_add(g, &u);
             u = update(TG_OP_ADAM_P, pn, m2, v2, hyper);
             u.at.adam.eps = o->eps;
-            u.at.adam.decay = o->kind == TG_OPT_ADAMW && d->decay;
+            u.at.adam.decay = o->kind == TG_OPT_ADAMW && decayed;
             int p2 = tg_ir_add(g, &u);
             wb[k++] = (tg_writeback){m2, m};
             wb[k++] = (tg_writeback){v2, v};
             wb[k++] = (tg_writeback){p2, pn};
         } else {
+            /* L2 decay follows the per-param flag, as AdamW's decoupled decay does */
+            float wd = decayed ? o->weight_decay : 0.0f;
             int vel = pn;
             if (o->momentum > 0) {
                 int v = state(g, d->name, "momentum", d->shape);
                 tg_node u = update(TG_OP_SGD_V, v, grad[p], pn, hyper);
                 u.at.sgd.momentum = o->momentum;
-                u.at.sgd.weight_decay = o->weight_decay;
+                u.at.sgd.weight_decay = wd;
                 vel = tg_ir_add(g, &u);
                 wb[k++] = (tg_writeback){vel, v};
             }
             tg_node u = update(TG_OP_SGD_P, pn, grad[p], vel, hyper);
             u.at.sgd.momentum = o->momentum;
-            u.at.sgd.weight_decay = o->weight_decay;
+            u.at.sgd.weight_decay = wd;
             u.at.sgd.nesterov = o->nesterov;
             u.at.sgd.has_momentum = o->momentum > 0;
             int p2 = tg_ir_add(g, &u);

@@ -22,15 +22,23 @@ enum { TG_HYPER_LR, TG_HYPER_LRT, TG_HYPER_SHRINK, TG_HYPER_N = 4 };
 tg_status tg_optim_append(tg_graph *g, const tg_optim *o, const int *param_grad, int loss, tg_writeback **wb, int *n_wb,
                        int *check);
 
+/* True for a state leaf that carries training from one step to the next
+ * (the optimizer's "opt.<param>.m/.v/.momentum", and whatever persistent
+ * state later ops add): what a full checkpoint saves and a reset zeroes.
+ * The leaves a step rewrites before it runs (hyperparameters, the random
+ * seed) are not. */
+bool tg_optim_is_carried(const tg_node *n);
+
 /* sum(x * x) over every element of x, as a scalar node. */
 int tg_optim_sumsq(tg_graph *g, int x);
 
-/* The longest warmup chain a session keeps. */
-#define TG_MAX_LR_CHAIN 8
 /* TG_OK, or TG_ERR_ARG naming api and the field, for a schedule or optimizer
- * set by hand out of range (kind, milestone count, negative steps, non-finite
- * values, a warmup chain too long). */
+ * set by hand out of range (kind, milestones missing, negative steps or
+ * start, non-finite values, a warmup chain that loops). */
 tg_status tg_lr_check(const tg_lr *lr, const char *api);
+/* A checked copy of a schedule, its chain and milestones in one malloc'd
+ * block (free it with free): what a session keeps. */
+tg_status tg_lr_copy(const tg_lr *src, tg_lr **out, const char *api);
 tg_status tg_optim_check(const tg_optim *o, const char *api);
 
 /* The hyperparameter vector for global step t (from 1), with the schedule

@@ -10,7 +10,8 @@
  *   - the clip norm's sums of squares of every gradient, and the adds that
  *     total them, in two kernels (ops_fused.c);
  *   - a layer norm's bias gradient summed in its gain gradient's kernel
- *     (a sibling: the same rows of gy read once);
+ *     (a sibling: the same rows of gy read once; prefuse.c pairs a layer
+ *     norm with its backward's row statistics the same way);
  *   - an elementwise node computed inline where its only reader loads it
  *     (a producer), or applied to a kernel's values as it stores them (an
  *     epilogue: the bias add and relu after a matmul), never stored.
@@ -1036,9 +1037,13 @@ static tg_status pre_planned(fz *z) {
         z->at[i] = z->fu->turn[gi];
         z->kept[i] = role != TG_FUSE_OUTPUT;
         if (gr->kind != FZ_FUSED) continue;
-        if (z->g->nodes[i].op == TG_OP_MATMUL && gr->f.kernel < 0) { /* the product, then its epilogue in node order */
+        tg_opcode op = z->g->nodes[i].op;
+        if ((op == TG_OP_MATMUL || op == TG_OP_LAYER_NORM || op == TG_OP_RMS_NORM) && gr->f.kernel < 0) {
+            /* the product, then its epilogue in node order; or a norm */
             gr->f.kernel = i;
             z->role[i] = R_KERNEL;
+        } else if (op == TG_OP_NORM_STATS) { /* the norm's statistics, its sibling (prefuse.c) */
+            gr->f.sib = i;
         } else if (gr->f.n_epi < 4) {
             gr->f.epi[gr->f.n_epi++] = i;
             z->role[i] = R_EPI;

@@ -209,12 +209,14 @@ bool tg_wgsl_softmax(wk *k) {
 }
 
 /* argmax / argmin over the axis: x [outer, A, inner] -> i32 [outer, 1,
- * inner]; the first index of the extreme wins, and NaN is the most extreme. */
+ * inner]; the first index of the extreme wins, and NaN is the most extreme.
+ * amax / amin store that extreme instead, in x's dtype. */
 bool tg_wgsl_argmax(wk *k) {
     const tg_node *x = tg_wk_in(k, 0);
     int64_t outer, A, inner;
     axis_view(x->shape, (int)k->n->at.axis.axis, &outer, &A, &inner);
-    bool is_max = k->n->op == TG_OP_ARGMAX, f32 = x->dtype == TG_F32;
+    bool is_max = k->n->op == TG_OP_ARGMAX || k->n->op == TG_OP_AMAX, f32 = x->dtype == TG_F32;
+    bool value = k->n->op == TG_OP_AMAX || k->n->op == TG_OP_AMIN;
     if (f32) tg_wk_helper(k, WK_H_IS_NAN, is_nan_fn);
     if (!tg_wk_flat(k, outer * inner)) return false;
     tg_wsb_printf(&k->s,
@@ -224,9 +226,9 @@ bool tg_wgsl_argmax(wk *k) {
                "        let v = ld0(base + a * %lldu);\n"
                "        if (v %s best%s) { best = v; at = i32(a); }\n"
                "    }\n"
-               "    st(i, at);\n",
+               "    st(i, %s);\n",
                (long long)inner, (long long)(A * inner), (long long)inner, (long long)A, (long long)inner,
-               is_max ? ">" : "<", f32 ? " || (is_nan(v) && !is_nan(best))" : "");
+               is_max ? ">" : "<", f32 ? " || (is_nan(v) && !is_nan(best))" : "", value ? "best" : "at");
     tg_wk_end(k);
     return true;
 }

@@ -106,7 +106,8 @@ static void norm_stats(wk_rows *L, bool rms, float eps) {
     tg_wsb_printf(&k->s, "    let rstd = 1.0f / sqrt(sq / %s + %s);\n", D, tg_wk_f32(eps, e));
 }
 
-/* layer_norm (x, g, b) / rms_norm (x, g) over the last axis of x [R, D]. */
+/* layer_norm (x, g, b) / rms_norm (x, g) over the last axis of x [R, D];
+ * with a sibling, also its norm_stats [R, 2] through st2. */
 bool tg_wgsl_norm(wk *k) {
     const tg_node *n = k->n;
     int64_t D = last_dim(n), R = D ? tg_ir_numel(n) / D : 0;
@@ -114,6 +115,10 @@ bool tg_wgsl_norm(wk *k) {
     if (!tg_wk_rows_open(&L, k, R, D, 1)) return false;
     tg_wk_rows_cache(&L, 1u, 0u);
     norm_stats(&L, n->op == TG_OP_RMS_NORM, n->at.norm.eps);
+    if (k->sib) { /* the norm_stats of the same x (prefuse.c) */
+        tg_wk_rows_once(&L);
+        tg_wsb_printf(&k->s, "        st2(2u * l, mean);\n        st2(2u * l + 1u, rstd);\n    }\n");
+    }
     tg_wk_rows_each(&L, NULL, n->nin > 2 ? "        st(p, (v0 - mean) * rstd * ld1(a) + ld2(a));\n"
                                          : "        st(p, (v0 - mean) * rstd * ld1(a));\n");
     tg_wk_end(k);

@@ -8,6 +8,11 @@
  *     registers. In gpt_small's backward the product before relu's
  *     gradient is [16384, 1536], 100 MB live at the step's memory peak.
  *
+ *   - a layer norm's row statistics for its backward (norm_stats) written
+ *     by the layer norm of the same x that runs last before them (the
+ *     planner's recomputation in the backward): one dispatch fewer per
+ *     norm, and the statistics live from that layer norm on.
+ *
  * A chain ending in a residual add stays with the fusion after planning
  * (fuse.c): the add may instead total a sum of products (FZ_MMSUM), which
  * that fusion weighs first. Everything else is fused after planning too,
@@ -46,6 +51,28 @@ static void products(const tg_fuse_graph *x, tg_fusion *f) {
     }
 }
 
+/* Every norm_stats with a free layer norm (or RMS norm) of the same x, eps
+ * and form before it: one group of both outputs at the layer norm's turn. */
+static void norm_stats(const tg_fuse_graph *x, tg_fusion *f) {
+    for (int s = 0; s < x->g->n; s++) {
+        const tg_node *n = tg_fuse_node(x, s);
+        if (n->op != TG_OP_NORM_STATS || !tg_fuse_free(x, s)) continue;
+        int best = -1, in = n->in[0];
+        for (int r = x->rd0[in]; r < x->rd0[in + 1]; r++) {
+            int j = x->rd[r];
+            const tg_node *m = tg_fuse_node(x, j);
+            if (j < s && j > best && tg_fuse_free(x, j) && m->in[0] == in && m->dtype == TG_F32 &&
+                m->op == (n->at.norm.rms ? TG_OP_RMS_NORM : TG_OP_LAYER_NORM) && m->at.norm.eps == n->at.norm.eps)
+                best = j;
+        }
+        if (best < 0) continue;
+        int gid = f->n_groups++;
+        f->group[best] = f->group[s] = gid;
+        f->role[best] = f->role[s] = TG_FUSE_OUTPUT;
+        f->turn[gid] = best;
+    }
+}
+
 tg_status tg_wgsl_fuse(const tg_graph *g, const bool *pinned, const tg_wgsl_limits *lim, tg_fusion **out) {
     *out = NULL;
     tg_fusion *f = tg_fusion_new(g->n);
@@ -61,6 +88,7 @@ tg_status tg_wgsl_fuse(const tg_graph *g, const bool *pinned, const tg_wgsl_limi
     f->impl_free = attns_free;
     tg_wgsl_fuse_attention(&fg, f, lim, at);
     products(&fg, f);
+    norm_stats(&fg, f);
     tg_fuse_graph_free(&fg);
     if (f->n_groups == 0) {
         tg_fusion_free(f);

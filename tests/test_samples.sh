@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Short CPU runs of upstream's samples through the CLI: each must learn.
+# For the supervised and generative ones the last step's loss must be below
+# the first step's by a stated factor; for the two policy-gradient ones,
+# whose loss is no measure of progress (it is weighted by returns
+# normalized to mean 0), the metric must beat a random policy's by a stated
+# margin. Each also prints its final `<metric>=<value>` line. The full
+# criteria are checked by `make examples-check` (scripts/examples-check.sh).
+# Usage: tests/test_samples.sh BUILD_DIR
+set -u
+tg=${1:-build}/tg
+. "$(dirname "$0")/check.sh"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# learns NAME STEPS FACTOR METRIC [png]: the first logged loss over the
+# 'final loss=' line >= FACTOR; with png, --out must write a PNG.
+learns() {
+    local name=$1 steps=$2 factor=$3 metric=$4 out first last png=()
+    [ "${5:-}" = png ] && png=(--out "$tmp/$name.png")
+    out=$("$tg" train "$name" --steps "$steps" --quiet --log "$tmp/$name.csv" "${png[@]}" 2>&1)
+    last_out=$out
+    first=$(sed -n '2s/^[0-9]*,\([^,]*\),.*/\1/p' "$tmp/$name.csv")
+    last=$(printf '%s\n' "$out" | sed -n 's/^final loss=//p')
+    if [ -n "$first" ] && [ -n "$last" ] && printf '%s\n' "$out" | grep -q "^$metric=" &&
+        awk -v a="$first" -v b="$last" -v f="$factor" 'BEGIN { exit !(b > 0 && a / b >= f) }'; then
+        pass=$((pass + 1))
+    else
+        fail=$((fail + 1)); echo "FAIL $name: loss $first -> $last in $steps steps, want a factor $factor, and a '$metric=' line"
+        printf '%s\n' "$out" | tail -n 3
+    fi
+    [ ${#png[@]} -eq 0 ] && return
+    if [ "$(head -c 8 "$tmp/$name.png" 2>/dev/null | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ]; then
+        pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $name: --out wrote no PNG"; fi
+}
+learns kan 300 100 mse png
+learns nerf 300 10 psnr png
+learns digits_mlp 200 5 test_accuracy
+learns flow 150 3 sample_confidence png
+learns pokeformer 150 1.25 val_loss
+
+# pokeformer samples its 10 words in the graph (i32 out); after 150 steps none is empty
+words=$(printf '%s\n' "$last_out" | sed -n 's/^sampled words (temperature 0.8)://p' | tr ' ' '\n' | grep -c '^[a-z][a-z]*$')
+[ "$words" -eq 10 ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL pokeformer: $words sampled words, want 10"; }
+
+# metric_above NAME STEPS METRIC MIN
+metric_above() {
+    local out v
+    out=$("$tg" train "$1" --steps "$2" --quiet 2>&1)
+    v=$(printf '%s\n' "$out" | sed -n "s/^$3=//p")
+    if [ -n "$v" ] && awk -v v="$v" -v m="$4" 'BEGIN { exit !(v >= m) }'; then pass=$((pass + 1)); else
+        fail=$((fail + 1)); echo "FAIL $1: $3='$v' after $2 iterations, want >= $4"; printf '%s\n' "$out" | tail -n 3
+    fi
+}
+# A random cart-pole policy lasts about 22 steps.
+metric_above cartpole 60 mean_episode_length 60
+# A random player avoids losing 41% of its games as O (the weaker side).
+metric_above tictactoe 300 win_or_draw_rate 0.6
+
+echo "test_samples: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
