@@ -17,6 +17,9 @@ LDFLAGS ?=
 TG_CFLAGS := -std=c11 -ffp-contract=off -Wall -Wextra -Wno-unused-parameter -Wno-psabi -Iinclude -MMD -MP
 LDLIBS  := -lm -lpthread -ldl
 BUILD   ?= build
+# The system the build is for: the host's unless a cross build says otherwise
+# (TARGET_OS=Darwin with a macOS cross compiler and its ar).
+TARGET_OS ?= $(shell uname -s 2>/dev/null)
 SANITIZE := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 # The PyTorch peer `make bench` runs (bench/torch_ref.py, a copy, if this is missing).
 TORCH_REF ?= ../shared/peers/torch_ref.py
@@ -37,13 +40,13 @@ HAVE_MPI := $(shell command -v $(MPICC) >/dev/null 2>&1 && echo yes)
 MPI_CC    = OMPI_CC="$(CC)" MPICH_CC="$(CC)" $(MPICC)
 ifeq ($(HAVE_MPI),yes)
 MPI_TARGETS := $(BUILD)/libtensorgrad_mpi.a $(BUILD)/tg-mpi
-ifneq ($(shell uname -s 2>/dev/null),Darwin)
+ifneq ($(TARGET_OS),Darwin)
 MPI_TARGETS += $(BUILD)/libtensorgrad_mpi.so
 endif
 MPI_TESTS := $(BUILD)/tests/dp_driver
 endif
 
-.PHONY: all lib demo test test-aarch64 sanitize fuzz tsan bench bench-digits bench-dist examples-check clean help
+.PHONY: all lib demo test test-aarch64 cross-macos sanitize fuzz tsan bench bench-digits bench-dist examples-check clean help
 all: lib shared $(BUILD)/tg $(MPI_TARGETS)
 
 help:
@@ -52,6 +55,8 @@ help:
 	@echo "make test       build and run every test (TG_TEST_JOBS at a time, default: the CPUs)"
 	@echo "make examples-check  train upstream's samples (pokeformer, flow, nerf, ...) for seeds 0-4 with"
 	@echo "                their default flags and check each one's criterion and time (minutes)"
+	@echo "make cross-macos  build the library, tg, the dylib and the tests for macOS (arm64) and the library"
+	@echo "                for Intel macOS with Zig's clang, fetched from npm (build-macos/; builds only)"
 	@echo "make sanitize  run the tests in an ASan+UBSan build (build-asan/)"
 	@echo "make test-aarch64  the CPU tests built for aarch64 (NEON) and run under qemu-user (build-aarch64/)"
 	@echo "make fuzz       libFuzzer on the safetensors reader, the checkpoint loaders and the graph API"
@@ -121,6 +126,12 @@ test-aarch64:
 	$(MAKE) CC=$(AARCH64_CC) AR=$(AARCH64_CC:gcc=ar) BUILD=build-aarch64 $(AARCH64_TESTS) build-aarch64/tg
 	QEMU_LD_PREFIX=/usr/aarch64-linux-gnu TG_TEST_RUNNER=qemu-aarch64 TG_TEST_NO_WEBGPU=1 bash tests/run.sh build-aarch64
 
+# macOS, cross-built here with Zig's clang and macOS headers (fetched from
+# npm into .deps/zig): the library, tg, the dylib and every test for
+# aarch64-macos, the library for x86_64-macos. Builds only; see the script.
+cross-macos:
+	bash scripts/cross-macos.sh build-macos
+
 # The suppressions cover only leaks inside the lavapipe driver (see the file).
 sanitize:
 	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp $(MAKE) BUILD=build-asan CFLAGS="$(SANITIZE)" LDFLAGS="-fsanitize=address,undefined" test
@@ -167,7 +178,7 @@ bench-dist: $(BUILD)/tg $(MPI_TARGETS) $(MPI_TESTS)
 	@bash bench/dist.sh $(BUILD)
 
 clean:
-	rm -rf $(BUILD) build-asan build-aarch64 build-fuzz build-tsan build-clang
+	rm -rf $(BUILD) build-asan build-aarch64 build-fuzz build-tsan build-clang build-macos
 
 # ---- install: the shared library, pkg-config, the CMake package ----
 # The shared library has its own -fPIC objects so that the static library's
@@ -214,7 +225,7 @@ $(BUILD)/tensorgrad.exp: $(BUILD)/tensorgrad.syms
 # Apple's linker takes neither version scripts nor sonames (nor needs
 # --no-undefined: it refuses undefined symbols by default); macOS gets an
 # install name and the exported-symbols list instead. Not built on macOS here.
-ifeq ($(shell uname -s 2>/dev/null),Darwin)
+ifeq ($(TARGET_OS),Darwin)
 # Files that ask for _POSIX_C_SOURCE would otherwise lose what macOS adds to
 # POSIX (sysconf's _SC_NPROCESSORS_ONLN among it).
 TG_CFLAGS += -D_DARWIN_C_SOURCE
