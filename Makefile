@@ -224,7 +224,8 @@ $(BUILD)/tensorgrad.exp: $(BUILD)/tensorgrad.syms
 
 # Apple's linker takes neither version scripts nor sonames (nor needs
 # --no-undefined: it refuses undefined symbols by default); macOS gets an
-# install name and the exported-symbols list instead. Not built on macOS here.
+# install name and the exported-symbols list instead (cross-built by make
+# cross-macos; never run here).
 ifeq ($(TARGET_OS),Darwin)
 # Files that ask for _POSIX_C_SOURCE would otherwise lose what macOS adds to
 # POSIX (sysconf's _SC_NPROCESSORS_ONLN among it).
