@@ -5,6 +5,7 @@
  *
  *   bench_tg [--steps N] [--graph] [--sin | --addition | --gemm [sizes...]]
  *   bench_tg --gemm-webgpu sizes...   (square GEMM on WebGPU, a chain of 8 products per step)
+ *   bench_tg --gemm-shapes-webgpu     (gpt_small's own products on WebGPU, 4 per step)
  *   bench_tg --rows-webgpu [R D]      (bandwidth-bound kernels on WebGPU over [R, D], default 16384 x 384)
  *   (threads: TG_THREADS, else all cores) */
 #define _POSIX_C_SOURCE 200809L
@@ -253,6 +254,76 @@ static int bench_gemm_session(int n, tg_backend be, int reps) {
     return st == TG_OK ? 0 : 1;
 }
 
+/* ---- gpt_small's own products on WebGPU ----
+ *
+ * The matmuls of gpt_small's step (B*T = 16384 rows, C = 384, 4C = 1536):
+ * its forward products, a data gradient (B read transposed) and the weight
+ * gradients (A read transposed, K = the 16384 rows). Each step runs SHAPE_N
+ * independent products, each with its own operands (the weight gradients'
+ * operands are 25-100 MB, so no product finds the last one's in cache), and
+ * reads one element of each. bench/torch_gemm.py --shapes runs the same list. */
+
+enum { SHAPE_N = 4 };
+
+typedef struct {
+    const char *name;
+    int64_t M, K, N;
+    bool ta, tb; /* A stored [K, M], B stored [N, K] */
+} shape_case;
+
+static const shape_case gpt_shapes[] = {
+    {"qkv", 16384, 384, 384, false, false},      {"up", 16384, 384, 1536, false, false},
+    {"down", 16384, 1536, 384, false, false},    {"dx.up", 16384, 1536, 384, false, true},
+    {"dW.up", 384, 16384, 1536, true, false},    {"dW.down", 1536, 16384, 384, true, false},
+};
+
+static tg_tensor shape_loss(tg_graph *g, void *user) {
+    const shape_case *c = user;
+    tg_tensor acc = {NULL, -1};
+    for (int k = 0; k < SHAPE_N; k++) {
+        tg_tensor a = tg_stop_gradient(tg_use(g, 2 * k)), b = tg_stop_gradient(tg_use(g, 2 * k + 1));
+        tg_tensor y = tg_sum(tg_narrow(tg_narrow(tg_matmul_t(a, b, c->ta, c->tb), 0, 0, 1), 1, 0, 1), TG_ALL, false);
+        acc = k ? tg_add(acc, y) : y;
+    }
+    return acc;
+}
+
+static int bench_gemm_shape(const shape_case *c, int reps) {
+    tg_model *m = tg_model_new();
+    for (int k = 0; k < SHAPE_N; k++) {
+        char na[8], nb[8];
+        snprintf(na, sizeof na, "A%d", k);
+        snprintf(nb, sizeof nb, "B%d", k);
+        tg_model_param(m, na, c->ta ? TG_SHAPE(c->K, c->M) : TG_SHAPE(c->M, c->K), tg_init_randn(1.0f));
+        tg_model_param(m, nb, c->tb ? TG_SHAPE(c->N, c->K) : TG_SHAPE(c->K, c->N), tg_init_randn(1.0f));
+    }
+    tg_train_spec spec = {.model = m, .loss = shape_loss, .user = (void *)c, .optim = (tg_optim){0}, .seed = 1,
+                          .backend = TG_BACKEND_WEBGPU};
+    tg_session *s = NULL;
+    double *t = malloc(sizeof(double) * (size_t)reps);
+    float loss;
+    tg_status st = t ? tg_session_new(&spec, &s) : TG_ERR_NOMEM;
+    for (int i = 0; i < 3 && st == TG_OK; i++) st = tg_session_step(s, NULL, 0, &loss);
+    for (int i = 0; i < reps && st == TG_OK; i++) {
+        double t0 = now();
+        st = tg_session_step(s, NULL, 0, &loss);
+        t[i] = now() - t0;
+    }
+    if (st == TG_OK) {
+        qsort(t, (size_t)reps, sizeof *t, cmp_double);
+        double flop = SHAPE_N * 2.0 * (double)c->M * (double)c->K * (double)c->N;
+        printf("{\"bench\": \"gemm_shape\", \"impl\": \"tensorgrad\", \"shape\": \"%s\", \"m\": %lld, \"k\": %lld, "
+               "\"n\": %lld, \"ta\": %d, \"tb\": %d, \"tflops\": %.2f, \"best_tflops\": %.2f, \"reps\": %d}\n",
+               c->name, (long long)c->M, (long long)c->K, (long long)c->N, c->ta, c->tb, flop / t[reps / 2] * 1e-12,
+               flop / t[0] * 1e-12, reps);
+    } else fprintf(stderr, "gemm %s: %s\n", c->name, tg_last_error());
+    fflush(stdout);
+    free(t);
+    tg_session_free(s);
+    tg_model_free(m);
+    return st == TG_OK ? 0 : 1;
+}
+
 /* ---- bandwidth-bound kernels on WebGPU: row kernels, column sums, a copy ----
  *
  * Each kernel's time is the difference between a forward running it on 1 +
@@ -419,6 +490,11 @@ int main(int argc, char **argv) {
             for (int k = 0; i + 1 < argc && atoi(argv[i + 1]) > 0; k++) rc |= bench_gemm_session(atoi(argv[++i]), TG_BACKEND_WEBGPU, 20);
             return rc;
         }
+        else if (!strcmp(argv[i], "--gemm-shapes-webgpu")) { /* gpt_small's products on WebGPU, then exit */
+            int rc = 0;
+            for (size_t k = 0; k < sizeof gpt_shapes / sizeof *gpt_shapes; k++) rc |= bench_gemm_shape(&gpt_shapes[k], 20);
+            return rc;
+        }
         else if (!strcmp(argv[i], "--rows-webgpu")) { /* bandwidth-bound kernels on WebGPU, then exit */
             int64_t R = 16384, D = 384;
             if (i + 2 < argc && atoll(argv[i + 1]) > 0 && atoll(argv[i + 2]) > 0) R = atoll(argv[i + 1]), D = atoll(argv[i + 2]);
@@ -431,7 +507,8 @@ int main(int argc, char **argv) {
             if (n_sizes == 0) n_sizes = 3;
         } else {
             fprintf(stderr, "usage: bench_tg [--steps N] [--addition-steps N] [--graph] "
-                            "[--sin | --addition | --gemm [sizes...] | --gemm-webgpu sizes... | --rows-webgpu [R D]]\n");
+                            "[--sin | --addition | --gemm [sizes...] | --gemm-webgpu sizes... | --gemm-shapes-webgpu | "
+                            "--rows-webgpu [R D]]\n");
             return 2;
         }
     }

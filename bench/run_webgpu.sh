@@ -3,7 +3,7 @@
 # PyTorch CUDA on the same models, from one run: step time (median) against
 # eager and torch.compile, the ratio ours/eager, dispatches per step, planned
 # bytes against PyTorch's peak allocated bytes; then square fp32 GEMM against
-# torch.mm (TF32 off); then the bandwidth-bound kernels (layer norm forward and
+# torch.mm (TF32 off), and gpt_small's own products against torch's; then the bandwidth-bound kernels (layer norm forward and
 # backward, column sums, in each variant of src/wgsl/rows.c) against a copy.
 #   bench/run_webgpu.sh BUILD [TORCH_REF]     (env: PYTHON, BENCH_MODELS, GEMM_SIZES, ROWS_SHAPE)
 # TORCH_REF is ignored: the peer is this folder's torch_ref.py, which reports
@@ -30,6 +30,7 @@ for m in $models; do
         echo "$m: tensorgrad on WebGPU failed"
 done
 "$build/bench/bench_tg" --gemm-webgpu $sizes | grep '^{' | tee -a "$out" | sed 's/^/json: /' || echo "gemm on WebGPU failed"
+"$build/bench/bench_tg" --gemm-shapes-webgpu | grep '^{' | tee -a "$out" | sed 's/^/json: /' || echo "gpt_small's products on WebGPU failed"
 "$build/bench/bench_tg" --rows-webgpu $rows_shape | grep '^{' | tee -a "$out" | sed 's/^/json: /' ||
     echo "row kernels on WebGPU failed"
 
@@ -48,6 +49,7 @@ else
             sed "s/\"impl\": \"pytorch\"/\"impl\": \"pytorch_$mode\"/" | tee -a "$out" | sed 's/^/json: /'
     done
     "$py" "$here/torch_gemm.py" $sizes 2>/dev/null | grep '^{' | tee -a "$out" | sed 's/^/json: /'
+    "$py" "$here/torch_gemm.py" --shapes 2>/dev/null | grep '^{' | tee -a "$out" | sed 's/^/json: /'
 fi
 
 awk '
@@ -58,6 +60,11 @@ function field(line, key,   m) {
 }
 { b = field($0, "bench"); i = field($0, "impl")
   if (b == "gemm") { tf[field($0, "n"), i] = field($0, "tflops"); next }
+  if (b == "gemm_shape") {
+      k = field($0, "shape")
+      if (!(k in sdesc)) { sorder[++nshapes] = k; sdesc[k] = sprintf("[%s,%s]x[%s,%s]%s%s", field($0, "m"), field($0, "k"), field($0, "k"), field($0, "n"), field($0, "ta") == 1 ? " A^T" : "", field($0, "tb") == 1 ? " B^T" : "") }
+      stf[k, i] = field($0, "tflops"); next
+  }
   if (b == "rows") {
       k = field($0, "kernel") " (" field($0, "variant") ")"
       if (!(k in rus)) rorder[++nrows] = k
@@ -83,6 +90,13 @@ END {
     for (k = 1; k <= ns; k++) {
         o = tf[gs[k], "tensorgrad"]; t = tf[gs[k], "pytorch"]
         printf "%-10s %14s %14s %8s\n", gs[k], v(o), v(t), (o != "" && t > 0) ? sprintf("%.2f", o / t) : "-"
+    }
+    if (nshapes) {
+        printf "\n%-8s %-28s %14s %14s %8s   (gpt_small'"'"'s products, 4 per step)\n", "product", "shape", "ours TFLOP/s", "torch.mm", "ratio"
+        for (k = 1; k <= nshapes; k++) {
+            o = stf[sorder[k], "tensorgrad"]; t = stf[sorder[k], "pytorch"]
+            printf "%-8s %-28s %14s %14s %8s\n", sorder[k], sdesc[sorder[k]], v(o), v(t), (o != "" && t > 0) ? sprintf("%.2f", o / t) : "-"
+        }
     }
     if (nrows) {
         printf "\n%-28s %10s %10s %8s   ('"$rows_shape"': per kernel, from chains of 1 and 9)\n", "kernel (variant)", "us", "GB/s", "of copy"
