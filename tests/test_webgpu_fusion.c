@@ -353,6 +353,59 @@ static void test_split_groups(void) {
            lw, pw, lcw, pcw);
 }
 
+/* ---- the step check in the clip norm's totals kernel ---- */
+
+/* loss = mean((x W0 W1)^2) + log(c) with c an input that no gradient
+ * reaches: c = 0 makes the loss -Inf with every gradient finite, which
+ * only the step check's loss * 0 + total (computed after the total, in
+ * the totals kernel) can see. */
+static tg_tensor check_loss(tg_graph *g, void *u) {
+    (void)u;
+    tg_tensor y = tg_matmul(tg_matmul(tg_input(g, "x"), tg_use(g, sw[0])), tg_use(g, sw[1]));
+    return tg_add(tg_mean(tg_square(y), TG_ALL, false), tg_sum(tg_stop_gradient(tg_log(tg_input(g, "c"))), TG_ALL, false));
+}
+
+static void test_step_check_tail(void) {
+    tg_model *m = tg_model_new();
+    sw[0] = tg_model_param(m, "W0", S(64, 64), tg_init_randn(0.2f));
+    sw[1] = tg_model_param(m, "W1", S(64, 64), tg_init_randn(0.2f));
+    tg_input_decl in[] = {{"x", TG_F32, S(32, 64)}, {"c", TG_F32, S(1)}};
+    tg_optim o = tg_adam(tg_lr_constant(1e-2f));
+    o.clip_grad_norm = 0.5f;
+    tg_train_spec spec = {.model = m, .loss = check_loss, .inputs = in, .n_inputs = 2, .optim = o, .seed = 3,
+                          .backend = TG_BACKEND_WEBGPU};
+    tg_session *s = NULL;
+    CHECK_OK(tg_session_new(&spec, &s));
+    static float x[32 * 64];
+    for (int i = 0; i < 32 * 64; i++) x[i] = cosf(0.21f * (float)i);
+    float one = 1, zero = 0, loss = 0;
+    int tails = 0;
+    tg_webgpu_adapter_info info;
+    tg_wgsl_program prog;
+    if (s && tg_webgpu_info(&info) == TG_OK) {
+        tg_wgsl_limits l = {info.max_storage_buffer_binding_size, info.max_buffer_size,
+                            info.max_storage_buffers_per_shader_stage, info.max_compute_workgroup_storage_size,
+                            info.max_compute_invocations_per_workgroup, info.max_compute_workgroups_per_dimension,
+                            info.min_storage_buffer_offset_alignment, false, false, 0, 0};
+        if (tg_wgsl_emit_program(s->b.prog->g, &s->b.prog->plan, s->b.prog->fusion, s->b.prog->wb, s->b.prog->n_wb, &l,
+                                 &prog) == TG_OK) {
+            for (int i = 0; i < prog.n; i++) tails += prog.k[i].source && strstr(prog.k[i].source, "scalars from the total");
+            tg_wgsl_program_free(&prog);
+        }
+    }
+    CHECK(tails == 1, "step check: %d totals kernels compute scalars after the total, want 1", tails);
+    tg_feed ok[] = {TG_FEED("x", x, 32 * 64), TG_FEED("c", &one, 1)}, bad[] = {TG_FEED("x", x, 32 * 64), TG_FEED("c", &zero, 1)};
+    if (s) {
+        CHECK_OK(tg_session_step(s, ok, 2, &loss));
+        CHECK_ERR(tg_session_step(s, bad, 2, &loss), TG_ERR_NUMERIC, "not finite");
+        CHECK_OK(tg_session_step(s, ok, 2, &loss));
+        CHECK(tg_session_step_count(s) == 2, "step check: %lld steps counted, want 2", (long long)tg_session_step_count(s));
+    }
+    printf("  step check in the clip norm's totals kernel: a -Inf loss with finite gradients fails the step\n");
+    tg_session_free(s);
+    tg_model_free(m);
+}
+
 /* ---- the addition transformer of examples/addition.c ---- */
 
 enum { AV = 12, AD = 64, AL = 3, AH = 4, AT = 8, AB = 128 };
@@ -415,8 +468,10 @@ static void test_addition(void) {
      * written with strides), and 1 is the step check (it shares the clip
      * norm's sums). Then 102: the q, k and v weight gradients of a layer
      * as one split group (2 dispatches, not 6), and each MLP bias
-     * gradient summed in its weight gradient's split kernel. */
-    CHECK(df <= 102, "addition transformer: %d dispatches per step, want <= 102", df);
+     * gradient summed in its weight gradient's split kernel; then 100:
+     * the clip factor and the step check computed by the clip norm's
+     * totals kernel. */
+    CHECK(df <= 100, "addition transformer: %d dispatches per step, want <= 100", df);
 }
 
 int main(void) {
@@ -430,6 +485,7 @@ int main(void) {
     test_exact_bindings();
     test_matmul_group();
     test_split_groups();
+    test_step_check_tail();
     test_addition();
     return check_summary("test_webgpu_fusion");
 }

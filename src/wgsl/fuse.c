@@ -8,7 +8,8 @@
  *     adam_p of all params, or SGD's two), with the clip factor's multiply of
  *     the gradient computed inline (ops_fused.c);
  *   - the clip norm's sums of squares of every gradient, and the adds that
- *     total them, in two kernels (ops_fused.c);
+ *     total them, in two kernels (ops_fused.c), the second also computing
+ *     the scalars after the total (the clip factor, the step check);
  *   - a layer norm's bias gradient summed in its gain gradient's kernel
  *     (a sibling: the same rows of gy read once; prefuse.c pairs a layer
  *     norm with its backward's row statistics the same way), and a small
@@ -186,7 +187,9 @@ static fz_group *new_group(fz *z, int kind) {
     return g;
 }
 
-static void free_group(fz_group *g) { free(g->f.inl), free(g->f.epi), free(g->seg), free(g->term), free(g->tree); }
+static void free_group(fz_group *g) {
+    free(g->f.inl), free(g->f.epi), free(g->seg), free(g->term), free(g->tree), free(g->tail), free(g->tail_st);
+}
 
 /* ---- elementwise fusion: producers inline, epilogues ---- */
 
@@ -718,6 +721,8 @@ static bool tree_of_terms(const fz *z, int t, const bool *is_term, int *inner, i
            tree_of_terms(z, n->in[1], is_term, inner, n_inner, cap);
 }
 
+static void plan_sumsq_tails(fz *z, int gid);
+
 static void plan_sumsq(fz *z) {
     const tg_graph *g = z->g;
     bool *is_term = tg_calloc((size_t)z->n + 1, sizeof(bool));
@@ -815,7 +820,117 @@ static void plan_sumsq(fz *z) {
     if (!ok) {
         free_group(gr);
         z->n_gr--;
+        return;
     }
+    plan_sumsq_tails(z, (int)(gr - z->gr));
+}
+
+/* Scalar arithmetic after the total of the sums of squares (the clip
+ * factor min(c / (sqrt(total) + eps), 1), the step check loss * 0 +
+ * total) done by the totals kernel once it has the total: each would
+ * otherwise be a dispatch of its own for one invocation's work. A tail is
+ * a one-element f32 or bool add, sub, mul, div, sqrt, less, greater or
+ * where after the total, whose operands are the total, other tails, or
+ * values in memory before the group's turn; only those that read the
+ * total (through other tails or directly), or that only tails read, are
+ * taken. */
+static bool tail_node(const fz *z, int i) {
+    const tg_node *n = &z->g->nodes[i];
+    if (!runs(z, i) || z->grp[i] >= 0 || tg_ir_numel(n) != 1 || (n->dtype != TG_F32 && n->dtype != TG_BOOL)) return false;
+    switch (n->op) {
+    case TG_OP_ADD: case TG_OP_SUB: case TG_OP_MUL: case TG_OP_DIV: case TG_OP_SQRT: case TG_OP_LESS: case TG_OP_GREATER:
+    case TG_OP_WHERE: break;
+    default: return false;
+    }
+    for (int k = 0; k < n->nin; k++) /* f32 operands; where's condition a bool */
+        if (z->g->nodes[n->in[k]].dtype != (n->op == TG_OP_WHERE && k == 0 ? TG_BOOL : TG_F32)) return false;
+    return (n->op == TG_OP_LESS || n->op == TG_OP_GREATER) == (n->dtype == TG_BOOL);
+}
+
+static int unview(const fz *z, int x) {
+    while (is_view(z->g, x)) x = z->g->nodes[x].in[0];
+    return x;
+}
+
+static void plan_sumsq_tails(fz *z, int gid) {
+    int total = z->gr[gid].total, turn = z->gr[gid].turn, n = z->n;
+    if (total < 0) return;
+    int *tl = tg_calloc((size_t)n + 1, sizeof(int)), *rd = tg_calloc((size_t)n + 1, sizeof(int));
+    int *st = tg_calloc((size_t)n + 1, sizeof(int)), *rbuf = tg_calloc((size_t)n + 1, sizeof(int));
+    uint8_t *mark = tg_calloc((size_t)n + 1, 1); /* 1: candidate, 2: taken */
+    if (!tl || !rd || !st || !rbuf || !mark) {
+        free(tl), free(rd), free(st), free(rbuf), free(mark);
+        z->oom = true;
+        return;
+    }
+    for (int i = total + 1; i < n; i++) {
+        if (!tail_node(z, i)) continue;
+        const tg_node *nd = &z->g->nodes[i];
+        bool ok = true, uses = false;
+        for (int k = 0; k < nd->nin && ok; k++) {
+            int x = unview(z, nd->in[k]);
+            if (x == total || mark[x] == 2) uses = true;
+            else if (!mark[x]) ok = in_memory(z, x) && ready_at(z, x) < turn;
+        }
+        if (ok) mark[i] = uses ? 2 : 1;
+    }
+    for (int i = n - 1; i > total; i--) { /* a candidate only taken tails read */
+        if (mark[i] != 1) continue;
+        int nr = readers(z, i, rbuf, n, NULL, &(int){0});
+        bool only = nr > 0 && !z->must_store[i];
+        for (int q = 0; q < nr && only; q++) only = mark[rbuf[q]] == 2;
+        mark[i] = only ? 2 : 0;
+    }
+    int nt = 0, ns = 0, nr = 0;
+    for (int i = total + 1; i < n; i++) {
+        if (mark[i] != 2) continue;
+        tl[nt++] = i;
+        int c = readers(z, i, rbuf, n, NULL, &(int){0});
+        bool out = z->must_store[i];
+        for (int q = 0; q < c && !out; q++) out = mark[rbuf[q]] != 2;
+        if (out) st[ns++] = i;
+        const tg_node *nd = &z->g->nodes[i];
+        for (int k = 0; k < nd->nin; k++) {
+            int x = unview(z, nd->in[k]);
+            if (x != total && mark[x] != 2 && !in_list(rd, nr, x)) rd[nr++] = x;
+        }
+    }
+    /* what it writes is never what it reads, and the scalars it binds lie
+     * within one binding per arena with the group's own */
+    bool ok = nt > 0;
+    for (int r = 0; r < nr && ok; r++)
+        for (int q = 0; q < ns && ok; q++) ok = !overlap(&z->plan->slot[rd[r]], &z->plan->slot[st[q]]);
+    int64_t lo[TG_N_ARENAS], hi[TG_N_ARENAS];
+    for (int a = 0; a < TG_N_ARENAS; a++) lo[a] = INT64_MAX, hi[a] = -1;
+    const fz_group *gr = &z->gr[gid];
+    for (int q = 0; q < gr->n_term + 1 + ns + nr && ok; q++) {
+        int x = q < gr->n_term ? (gr->term[q].store ? gr->term[q].sum : -1) : q == gr->n_term ? total
+                : q < gr->n_term + 1 + ns ? st[q - gr->n_term - 1] : rd[q - gr->n_term - 1 - ns];
+        if (x < 0) continue;
+        const tg_slot *sl = &z->plan->slot[x];
+        if (sl->offset < lo[sl->arena]) lo[sl->arena] = sl->offset;
+        if (sl->offset + sl->bytes > hi[sl->arena]) hi[sl->arena] = sl->offset + sl->bytes;
+    }
+    for (int a = 0; a < TG_N_ARENAS && ok; a++)
+        ok = hi[a] < 0 || (uint64_t)(hi[a] - lo[a]) <= z->lim->max_storage_buffer_binding_size;
+    gview v = {tl, nt, st, ns, rd, nr, turn};
+    if (ok && move_ok(z, &v)) {
+        fz_group *g = &z->gr[gid];
+        g->tail = tg_calloc((size_t)nt, sizeof(int));
+        g->tail_st = tg_calloc((size_t)nt, sizeof(bool));
+        if (!g->tail || !g->tail_st) {
+            z->oom = true;
+        } else {
+            g->n_tail = nt;
+            for (int q = 0; q < nt; q++) {
+                int x = tl[q];
+                g->tail[q] = x;
+                g->tail_st[q] = in_list(st, ns, x);
+                z->grp[x] = gid, z->role[x] = R_MEMBER, z->at[x] = turn, z->kept[x] = !g->tail_st[q];
+            }
+        }
+    }
+    free(tl), free(rd), free(st), free(rbuf), free(mark);
 }
 
 /* ---- siblings: two nodes over the same rows, one kernel ---- */

@@ -43,6 +43,8 @@ typedef struct {
     int n_term;
     int *tree, n_tree; /* the adds totalling the terms (any order), -1/0 for none */
     int total;         /* their root, stored; -1 for none */
+    int *tail, n_tail; /* FZ_SUMSQ: scalar arithmetic after the total, in node order (plan_sumsq_tails) */
+    bool *tail_st;     /* which of them are stored (read outside the kernel) */
     const struct tg_wgsl_attn_s *attn; /* FZ_ATTN */
     int mm[FZ_MM_MAX], n_mm;           /* FZ_MMGROUP, FZ_MMSUM: the products, in node order / summation order */
     int mm_sum;                        /* FZ_MMSUM: the tree's root add, which stores the sum */
