@@ -292,7 +292,7 @@ static tg_tensor split_loss(tg_graph *g, void *u) {
 static tg_status split_train(tg_backend backend, float *loss, float *params, const char *kind, int *kinds) {
     tg_model *m = tg_model_new();
     for (int q = 0; q < 3; q++) {
-        char name[8];
+        char name[16];
         snprintf(name, sizeof name, "W%d", q);
         sw[q] = tg_model_param(m, name, S(SI, SO), tg_init_randn(0.2f));
     }
