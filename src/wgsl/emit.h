@@ -195,15 +195,30 @@ bool tg_wgsl_sum(wk *k);
 bool tg_wgsl_softmax_lines(wk *k); /* log_softmax, log_softmax_grad, softmax_grad */
 bool tg_wgsl_softmax_causal(wk *k);
 bool tg_wgsl_matmul(wk *k); /* phases 1 and 2 when tg_wgsl_matmul_split says so; they use `work` */
+/* The column sum `sum` (R rows, C columns: tg_wgsl_colsum_dims) can be the
+ * sibling of the split product mm: it sums mm's B (not transposed, no
+ * batch) over K = R rows into C = N columns, in mm's two phases (a bias
+ * gradient beside its weight gradient). */
+bool tg_wgsl_matmul_colsum_ok(const tg_graph *g, int mm, int sum, int64_t R, int64_t C);
+/* The workspace of split product mm with such a sibling: its partial
+ * products, then one partial column sum per K-range. */
+int64_t tg_wgsl_matmul_colsum_work(const tg_graph *g, int mm);
 /* Node a is an f32 product that runs in one dispatch (its K is not split):
  * what a matmul group or sum requires of each member. */
 bool tg_wgsl_matmul_whole(const tg_graph *g, int a);
-/* Products a and b can run as one dispatch (tg_wgsl_matmul_group): the
- * same A, different Bs of one shape, the same transposes, no split K. */
+/* Products a and b can run as one kernel (tg_wgsl_matmul_group): f32, the
+ * same A, different Bs of one shape, the same transposes. */
 bool tg_wgsl_matmul_groupable(const tg_graph *g, int a, int b);
-/* The kernel of products mm[0..n) that tg_wgsl_matmul_groupable pairs, into
- * k (opened with tg_wk_open at the group's turn). */
-bool tg_wgsl_matmul_group(wk *k, const int *mm, int n);
+/* The K-ranges of the group mm[0..n) (1: one dispatch; else two phases
+ * sharing *work_bytes of workspace): the members' tiles fill the GPU
+ * together, so each gets fewer ranges than it would alone, and no more
+ * than fit in `most` bytes of workspace (the program's largest without
+ * the group). 0: the group would need a split it cannot have there. */
+int tg_wgsl_matmul_group_split(const tg_graph *g, const int *mm, int n, int64_t most, int64_t *work_bytes);
+/* The kernel of products mm[0..n) that tg_wgsl_matmul_groupable pairs, in
+ * `split` K-ranges (tg_wgsl_matmul_group_split), into k (opened with
+ * tg_wk_open at the group's turn; k->phase 1 or 2 when split > 1). */
+bool tg_wgsl_matmul_group(wk *k, const int *mm, int n, int split);
 /* Products a and b can be summed in one kernel (tg_wgsl_matmul_sum): plain
  * f32 products of one geometry (shapes and transposes), neither split. */
 bool tg_wgsl_matmul_summable(const tg_graph *g, int a, int b);

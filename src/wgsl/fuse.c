@@ -8,10 +8,15 @@
  *     adam_p of all params, or SGD's two), with the clip factor's multiply of
  *     the gradient computed inline (ops_fused.c);
  *   - the clip norm's sums of squares of every gradient, and the adds that
- *     total them, in two kernels (ops_fused.c);
+ *     total them, in two kernels (ops_fused.c), the second also computing
+ *     the scalars after the total (the clip factor, the step check);
  *   - a layer norm's bias gradient summed in its gain gradient's kernel
  *     (a sibling: the same rows of gy read once; prefuse.c pairs a layer
- *     norm with its backward's row statistics the same way);
+ *     norm with its backward's row statistics the same way), and a small
+ *     linear's bias gradient in its split weight gradient's kernels (the
+ *     column sums of dY over the K-ranges the product already walks);
+ *   - products of one A in one kernel (the q, k and v projections, and
+ *     their weight gradients, split K or not);
  *   - an elementwise node computed inline where its only reader loads it
  *     (a producer), or applied to a kernel's values as it stores them (an
  *     epilogue: the bias add and relu after a matmul), never stored.
@@ -52,6 +57,7 @@ typedef struct {
     bool *kept;        /* computed inside a fused kernel and never stored */
     fz_group *gr;
     int n_gr, cap_gr;
+    int64_t work_most; /* the largest workspace of the kernels of single nodes */
     bool oom;
 } fz;
 
@@ -181,7 +187,9 @@ static fz_group *new_group(fz *z, int kind) {
     return g;
 }
 
-static void free_group(fz_group *g) { free(g->f.inl), free(g->f.epi), free(g->seg), free(g->term), free(g->tree); }
+static void free_group(fz_group *g) {
+    free(g->f.inl), free(g->f.epi), free(g->seg), free(g->term), free(g->tree), free(g->tail), free(g->tail_st);
+}
 
 /* ---- elementwise fusion: producers inline, epilogues ---- */
 
@@ -713,6 +721,8 @@ static bool tree_of_terms(const fz *z, int t, const bool *is_term, int *inner, i
            tree_of_terms(z, n->in[1], is_term, inner, n_inner, cap);
 }
 
+static void plan_sumsq_tails(fz *z, int gid);
+
 static void plan_sumsq(fz *z) {
     const tg_graph *g = z->g;
     bool *is_term = tg_calloc((size_t)z->n + 1, sizeof(bool));
@@ -810,7 +820,117 @@ static void plan_sumsq(fz *z) {
     if (!ok) {
         free_group(gr);
         z->n_gr--;
+        return;
     }
+    plan_sumsq_tails(z, (int)(gr - z->gr));
+}
+
+/* Scalar arithmetic after the total of the sums of squares (the clip
+ * factor min(c / (sqrt(total) + eps), 1), the step check loss * 0 +
+ * total) done by the totals kernel once it has the total: each would
+ * otherwise be a dispatch of its own for one invocation's work. A tail is
+ * a one-element f32 or bool add, sub, mul, div, sqrt, less, greater or
+ * where after the total, whose operands are the total, other tails, or
+ * values in memory before the group's turn; only those that read the
+ * total (through other tails or directly), or that only tails read, are
+ * taken. */
+static bool tail_node(const fz *z, int i) {
+    const tg_node *n = &z->g->nodes[i];
+    if (!runs(z, i) || z->grp[i] >= 0 || tg_ir_numel(n) != 1 || (n->dtype != TG_F32 && n->dtype != TG_BOOL)) return false;
+    switch (n->op) {
+    case TG_OP_ADD: case TG_OP_SUB: case TG_OP_MUL: case TG_OP_DIV: case TG_OP_SQRT: case TG_OP_LESS: case TG_OP_GREATER:
+    case TG_OP_WHERE: break;
+    default: return false;
+    }
+    for (int k = 0; k < n->nin; k++) /* f32 operands; where's condition a bool */
+        if (z->g->nodes[n->in[k]].dtype != (n->op == TG_OP_WHERE && k == 0 ? TG_BOOL : TG_F32)) return false;
+    return (n->op == TG_OP_LESS || n->op == TG_OP_GREATER) == (n->dtype == TG_BOOL);
+}
+
+static int unview(const fz *z, int x) {
+    while (is_view(z->g, x)) x = z->g->nodes[x].in[0];
+    return x;
+}
+
+static void plan_sumsq_tails(fz *z, int gid) {
+    int total = z->gr[gid].total, turn = z->gr[gid].turn, n = z->n;
+    if (total < 0) return;
+    int *tl = tg_calloc((size_t)n + 1, sizeof(int)), *rd = tg_calloc((size_t)n + 1, sizeof(int));
+    int *st = tg_calloc((size_t)n + 1, sizeof(int)), *rbuf = tg_calloc((size_t)n + 1, sizeof(int));
+    uint8_t *mark = tg_calloc((size_t)n + 1, 1); /* 1: candidate, 2: taken */
+    if (!tl || !rd || !st || !rbuf || !mark) {
+        free(tl), free(rd), free(st), free(rbuf), free(mark);
+        z->oom = true;
+        return;
+    }
+    for (int i = total + 1; i < n; i++) {
+        if (!tail_node(z, i)) continue;
+        const tg_node *nd = &z->g->nodes[i];
+        bool ok = true, uses = false;
+        for (int k = 0; k < nd->nin && ok; k++) {
+            int x = unview(z, nd->in[k]);
+            if (x == total || mark[x] == 2) uses = true;
+            else if (!mark[x]) ok = in_memory(z, x) && ready_at(z, x) < turn;
+        }
+        if (ok) mark[i] = uses ? 2 : 1;
+    }
+    for (int i = n - 1; i > total; i--) { /* a candidate only taken tails read */
+        if (mark[i] != 1) continue;
+        int nr = readers(z, i, rbuf, n, NULL, &(int){0});
+        bool only = nr > 0 && !z->must_store[i];
+        for (int q = 0; q < nr && only; q++) only = mark[rbuf[q]] == 2;
+        mark[i] = only ? 2 : 0;
+    }
+    int nt = 0, ns = 0, nr = 0;
+    for (int i = total + 1; i < n; i++) {
+        if (mark[i] != 2) continue;
+        tl[nt++] = i;
+        int c = readers(z, i, rbuf, n, NULL, &(int){0});
+        bool out = z->must_store[i];
+        for (int q = 0; q < c && !out; q++) out = mark[rbuf[q]] != 2;
+        if (out) st[ns++] = i;
+        const tg_node *nd = &z->g->nodes[i];
+        for (int k = 0; k < nd->nin; k++) {
+            int x = unview(z, nd->in[k]);
+            if (x != total && mark[x] != 2 && !in_list(rd, nr, x)) rd[nr++] = x;
+        }
+    }
+    /* what it writes is never what it reads, and the scalars it binds lie
+     * within one binding per arena with the group's own */
+    bool ok = nt > 0;
+    for (int r = 0; r < nr && ok; r++)
+        for (int q = 0; q < ns && ok; q++) ok = !overlap(&z->plan->slot[rd[r]], &z->plan->slot[st[q]]);
+    int64_t lo[TG_N_ARENAS], hi[TG_N_ARENAS];
+    for (int a = 0; a < TG_N_ARENAS; a++) lo[a] = INT64_MAX, hi[a] = -1;
+    const fz_group *gr = &z->gr[gid];
+    for (int q = 0; q < gr->n_term + 1 + ns + nr && ok; q++) {
+        int x = q < gr->n_term ? (gr->term[q].store ? gr->term[q].sum : -1) : q == gr->n_term ? total
+                : q < gr->n_term + 1 + ns ? st[q - gr->n_term - 1] : rd[q - gr->n_term - 1 - ns];
+        if (x < 0) continue;
+        const tg_slot *sl = &z->plan->slot[x];
+        if (sl->offset < lo[sl->arena]) lo[sl->arena] = sl->offset;
+        if (sl->offset + sl->bytes > hi[sl->arena]) hi[sl->arena] = sl->offset + sl->bytes;
+    }
+    for (int a = 0; a < TG_N_ARENAS && ok; a++)
+        ok = hi[a] < 0 || (uint64_t)(hi[a] - lo[a]) <= z->lim->max_storage_buffer_binding_size;
+    gview v = {tl, nt, st, ns, rd, nr, turn};
+    if (ok && move_ok(z, &v)) {
+        fz_group *g = &z->gr[gid];
+        g->tail = tg_calloc((size_t)nt, sizeof(int));
+        g->tail_st = tg_calloc((size_t)nt, sizeof(bool));
+        if (!g->tail || !g->tail_st) {
+            z->oom = true;
+        } else {
+            g->n_tail = nt;
+            for (int q = 0; q < nt; q++) {
+                int x = tl[q];
+                g->tail[q] = x;
+                g->tail_st[q] = in_list(st, ns, x);
+                z->grp[x] = gid, z->role[x] = R_MEMBER, z->at[x] = turn, z->kept[x] = !g->tail_st[q];
+            }
+        }
+    }
+    free(tl), free(rd), free(st), free(rbuf), free(mark);
 }
 
 /* ---- siblings: two nodes over the same rows, one kernel ---- */
@@ -818,8 +938,10 @@ static void plan_sumsq(fz *z) {
 /* A node computed by another's kernel from that kernel's own inputs
  * (tg_wgsl_fused.sib), so the rows are read once and one dispatch (two
  * for a split sum) is saved: a layer norm's bias gradient (a column sum of
- * gy) beside its gain gradient (norm_dgain reads the same gy). Returns the
- * kernel node that can take node s as its sibling, or -1. */
+ * gy) beside its gain gradient (norm_dgain reads the same gy), or a bias
+ * gradient beside its weight gradient X^T dY when that product's K is
+ * split (tg_wgsl_matmul_colsum_ok). Returns the kernel node that can take
+ * node s as its sibling, or -1. */
 static int sibling_of(const fz *z, int s) {
     const tg_node *n = &z->g->nodes[s];
     int64_t R, C, R2, C2;
@@ -831,6 +953,10 @@ static int sibling_of(const fz *z, int s) {
                 C2 == C)
                 return j;
         }
+        /* a split weight gradient over the same rows (through a reshape of them) */
+        int rd[16], nr = readers(z, n->in[0], rd, 16, NULL, &(int){0});
+        for (int r = 0; r < nr && r < 16; r++)
+            if (tg_wgsl_matmul_colsum_ok(z->g, rd[r], s, R, C)) return rd[r];
     }
     return -1;
 }
@@ -849,7 +975,7 @@ static void plan_siblings(fz *z) {
             ok &= !overlap(&z->plan->slot[j], &z->plan->slot[rd[r]]) && !overlap(&z->plan->slot[s], &z->plan->slot[rd[r]]);
         memcpy(ops, mem, sizeof mem);
         memcpy(ops + 2, rd, sizeof(int) * (size_t)nr);
-        int nb = tg_wgsl_count_bindings(z->plan, ops, 2 + nr);
+        int nb = tg_wgsl_count_bindings(z->plan, ops, 2 + nr) + (kn->op == TG_OP_MATMUL); /* its workspace */
         ok = ok && nb <= TG_WGSL_MAX_BINDINGS && (uint32_t)nb <= z->lim->max_storage_buffers_per_stage;
         gview v = {mem, 2, mem, 2, rd, nr, j > s ? j : s};
         if (!ok || !move_ok(z, &v)) continue;
@@ -867,15 +993,28 @@ static void plan_siblings(fz *z) {
 /* ---- products of one A: one dispatch ---- */
 
 /* Products that read the same A with Bs of one shape (the q, k and v
- * projections of one input) run as one kernel at the last one's turn: one
- * dispatch instead of three, and 3x the workgroups, so a [16384, 384]
- * output fills the GPU's last wave better (on the H200 gpt_small's step
- * measured the same either way, 41.8 against 41.6 ms: the gain is the
- * dispatches, which small models pay for). Only plain products (no fused
- * producer or epilogue, no split K) are grouped, and only where the move
- * check allows running the earlier ones late. */
+ * projections of one input, and their weight gradients) run as one kernel
+ * at the last one's turn: one dispatch instead of three, and 3x the
+ * workgroups, so a [16384, 384] output fills the GPU's last wave better
+ * (on the H200 gpt_small's step measured the same either way, 41.8
+ * against 41.6 ms: the gain is the dispatches, which small models pay
+ * for). A group whose K is split runs in two dispatches instead of two
+ * per member, with fewer K-ranges per member (the members fill the GPU
+ * together) and never more workspace than the program's largest
+ * otherwise. Only plain products (no fused producer or epilogue) are
+ * grouped, and only where the move check allows running the earlier ones
+ * late. */
 static bool mm_group_ok(const fz *z, const int *mm, int n) {
     int mem[FZ_MM_MAX], rd[FZ_MM_MAX + 1];
+    int64_t work;
+    int split = tg_wgsl_matmul_group_split(z->g, mm, n, z->work_most, &work);
+    if (split < 1) return false;
+    if (split > 1) { /* the workspace is one binding more */
+        uint32_t most = z->lim->max_storage_buffers_per_stage;
+        if (2 * n + 2 > TG_WGSL_MAX_BINDINGS || (uint32_t)(2 * n + 2) > most ||
+            (uint64_t)work > z->lim->max_storage_buffer_binding_size)
+            return false;
+    }
     for (int q = 0; q < n; q++) mem[q] = mm[q], rd[q + 1] = z->g->nodes[mm[q]].in[1];
     rd[0] = z->g->nodes[mm[0]].in[0];
     gview v = {mem, n, mem, n, rd, n + 1, mm[n - 1]};
@@ -890,11 +1029,15 @@ static bool mm_group_ok(const fz *z, const int *mm, int n) {
 static void plan_matmul_groups(fz *z) {
     int cap = ((int)z->lim->max_storage_buffers_per_stage - 1) / 2;
     if (cap > FZ_MM_MAX) cap = FZ_MM_MAX;
+    for (int i = 0; i < z->n; i++) {
+        int64_t w = 0;
+        if (runs(z, i) && tg_wgsl_phases(z->g, i, &w) > 1 && w > z->work_most) z->work_most = w;
+    }
     for (int i = 0; i < z->n && cap >= 2; i++) {
-        if (z->grp[i] >= 0 || z->must_store[i] || z->g->nodes[i].op != TG_OP_MATMUL || !runs(z, i)) continue;
+        if (z->grp[i] >= 0 || z->g->nodes[i].op != TG_OP_MATMUL || !runs(z, i)) continue;
         int mm[FZ_MM_MAX] = {i}, n = 1;
         for (int j = i + 1; j < z->n && n < cap; j++) {
-            if (z->grp[j] >= 0 || z->must_store[j] || !runs(z, j) || !tg_wgsl_matmul_groupable(z->g, i, j)) continue;
+            if (z->grp[j] >= 0 || !runs(z, j) || !tg_wgsl_matmul_groupable(z->g, i, j)) continue;
             mm[n] = j;
             if (mm_group_ok(z, mm, n + 1)) n++;
         }
@@ -904,6 +1047,8 @@ static void plan_matmul_groups(fz *z) {
         int id = z->n_gr - 1;
         memcpy(gr->mm, mm, sizeof mm);
         gr->n_mm = n;
+        int64_t work;
+        gr->mm_split = tg_wgsl_matmul_group_split(z->g, mm, n, z->work_most, &work);
         gr->turn = mm[n - 1];
         for (int q = 0; q < n; q++) z->grp[mm[q]] = id, z->role[mm[q]] = R_MEMBER, z->at[mm[q]] = gr->turn;
     }
@@ -981,12 +1126,22 @@ static tg_status emit_matmul_sum(const tg_graph *g, const tg_plan *plan, const t
     return tg_wk_close(&k, out);
 }
 
+/* One dispatch, or two sharing the workspace when the group's K is split. */
 static tg_status emit_matmul_group(const tg_graph *g, const tg_plan *plan, const tg_wgsl_limits *lim, const fz_group *gr,
-                                   tg_kernel_spec *sp, tg_wgsl_program *out) {
-    wk k;
-    tg_wk_open(&k, g, plan, lim, gr->turn, sp);
-    tg_wgsl_matmul_group(&k, gr->mm, gr->n_mm);
-    return tg_wk_close(&k, out);
+                                   tg_wgsl_program *out, int *cap, fz_push push) {
+    int phases = gr->mm_split > 1 ? 2 : 1;
+    tg_status st = TG_OK;
+    for (int p = 0; p < phases && st == TG_OK; p++) {
+        tg_kernel_spec *sp;
+        if ((st = push(out, cap, &sp)) != TG_OK) break;
+        wk k;
+        tg_wk_open(&k, g, plan, lim, gr->turn, sp);
+        k.phase = phases > 1 ? p + 1 : 0;
+        tg_wgsl_matmul_group(&k, gr->mm, gr->n_mm, gr->mm_split);
+        if (k.st == TG_OK && sp->workspace > out->workspace_bytes) out->workspace_bytes = sp->workspace;
+        st = tg_wk_close(&k, out);
+    }
+    return st;
 }
 
 /* ---- the program ---- */
@@ -1175,7 +1330,8 @@ tg_status tg_wgsl_emit_program(const tg_graph *g, const tg_plan *plan, const tg_
         if (kn >= 0 && tg_wgsl_phases(g, kn, &work) > 1) { /* two dispatches sharing the workspace */
             tg_wgsl_fused one = {kn, NULL, 0, NULL, 0, false, 0};
             const tg_wgsl_fused *f = gi < 0 ? &one : &z.gr[gi].f;
-            if (f->sib) work *= 2; /* the sibling's partials follow the kernel's */
+            if (f->sib) /* the sibling's partials follow the kernel's */
+                work = g->nodes[kn].op == TG_OP_MATMUL ? tg_wgsl_matmul_colsum_work(g, kn) : 2 * work;
             for (int phase = 1; phase <= 2 && st == TG_OK; phase++) {
                 tg_kernel_spec *k;
                 if ((st = push_spec(out, &cap, &k)) != TG_OK) break;
@@ -1191,10 +1347,11 @@ tg_status tg_wgsl_emit_program(const tg_graph *g, const tg_plan *plan, const tg_
             continue;
         }
         fz_group *gr = &z.gr[gi];
-        if (gr->kind == FZ_MMGROUP || gr->kind == FZ_MMSUM) {
+        if (gr->kind == FZ_MMGROUP) {
+            st = emit_matmul_group(g, plan, lim, gr, out, &cap, push_spec);
+        } else if (gr->kind == FZ_MMSUM) {
             tg_kernel_spec *k;
-            if ((st = push_spec(out, &cap, &k)) == TG_OK)
-                st = (gr->kind == FZ_MMSUM ? emit_matmul_sum : emit_matmul_group)(g, plan, lim, gr, k, out);
+            if ((st = push_spec(out, &cap, &k)) == TG_OK) st = emit_matmul_sum(g, plan, lim, gr, k, out);
         } else if (gr->kind == FZ_FUSED) {
             tg_kernel_spec *k;
             if ((st = push_spec(out, &cap, &k)) != TG_OK) break;

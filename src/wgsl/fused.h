@@ -10,7 +10,7 @@ typedef enum {
     FZ_OPTIM, /* the optimizer updates of many params */
     FZ_SUMSQ, /* sums of squares of many tensors (the clip norm's terms) and their total */
     FZ_ATTN,  /* a fused attention, chosen before planning (attention.h) */
-    FZ_MMGROUP, /* products of one A (the q, k and v projections): one dispatch */
+    FZ_MMGROUP, /* products of one A (the q, k and v projections): one dispatch, two with K split */
     FZ_MMSUM    /* products summed by a tree of adds (their input gradient): one product */
 } fz_kind;
 
@@ -43,9 +43,12 @@ typedef struct {
     int n_term;
     int *tree, n_tree; /* the adds totalling the terms (any order), -1/0 for none */
     int total;         /* their root, stored; -1 for none */
+    int *tail, n_tail; /* FZ_SUMSQ: scalar arithmetic after the total, in node order (plan_sumsq_tails) */
+    bool *tail_st;     /* which of them are stored (read outside the kernel) */
     const struct tg_wgsl_attn_s *attn; /* FZ_ATTN */
     int mm[FZ_MM_MAX], n_mm;           /* FZ_MMGROUP, FZ_MMSUM: the products, in node order / summation order */
     int mm_sum;                        /* FZ_MMSUM: the tree's root add, which stores the sum */
+    int mm_split;                      /* FZ_MMGROUP: K-ranges (tg_wgsl_matmul_group_split), 1 for none */
 } fz_group;
 
 typedef tg_status (*fz_push)(tg_wgsl_program *out, int *cap, tg_kernel_spec **slot);

@@ -299,6 +299,45 @@ static int by_id(const void *a, const void *b) { return *(const int *)a - *(cons
 
 /* One workgroup: each term's partials added in order, then the stored terms
  * and the graph's tree of adds over them. */
+static int unview(const tg_graph *g, int x) {
+    while (tg_ops[g->nodes[x].op].flags & TG_OPF_VIEW) x = g->nodes[x].in[0];
+    return x;
+}
+
+/* The scalars after the total (fuse.c's plan_sumsq_tails), in node order:
+ * `t<node>` in registers (f32, or u32 0/1 for a bool, as bools are
+ * stored), stored where something outside the kernel reads them. */
+static void emit_tails(wk *k, const tg_graph *g, const tg_plan *plan, const fz_group *gr, const spans *s) {
+    for (int q = 0; q < gr->n_tail; q++) {
+        int id = gr->tail[q];
+        const tg_node *nd = &g->nodes[id];
+        char v[3][96], a[64];
+        for (int j = 0; j < nd->nin; j++) {
+            int x = unview(g, nd->in[j]);
+            bool mine = x == gr->total;
+            for (int r = 0; r < q && !mine; r++) mine = gr->tail[r] == x;
+            if (mine) snprintf(v[j], sizeof v[j], "t%d", x);
+            else if (g->nodes[x].dtype == TG_BOOL) snprintf(v[j], sizeof v[j], "%s0u]", at(s, plan, x, a, sizeof a));
+            else snprintf(v[j], sizeof v[j], "bitcast<f32>(%s0u])", at(s, plan, x, a, sizeof a));
+        }
+        tg_wsb_printf(&k->s, "        let t%d = ", id);
+        switch (nd->op) {
+        case TG_OP_ADD: tg_wsb_printf(&k->s, "%s + %s;\n", v[0], v[1]); break;
+        case TG_OP_SUB: tg_wsb_printf(&k->s, "%s - %s;\n", v[0], v[1]); break;
+        case TG_OP_MUL: tg_wsb_printf(&k->s, "%s * %s;\n", v[0], v[1]); break;
+        case TG_OP_DIV: tg_wsb_printf(&k->s, "%s / %s;\n", v[0], v[1]); break;
+        case TG_OP_SQRT: tg_wsb_printf(&k->s, "sqrt(%s);\n", v[0]); break;
+        case TG_OP_LESS: tg_wsb_printf(&k->s, "select(0u, 1u, %s < %s);\n", v[0], v[1]); break;
+        case TG_OP_GREATER: tg_wsb_printf(&k->s, "select(0u, 1u, %s > %s);\n", v[0], v[1]); break;
+        default: tg_wsb_printf(&k->s, "select(%s, %s, %s != 0u);\n", v[2], v[1], v[0]); break; /* where */
+        }
+        if (gr->tail_st[q])
+            tg_wsb_printf(&k->s, "        %s0u] = %s;\n", at(s, plan, id, a, sizeof a),
+                       nd->dtype == TG_BOOL ? (snprintf(v[0], sizeof v[0], "t%d", id), v[0])
+                                            : (snprintf(v[0], sizeof v[0], "bitcast<u32>(t%d)", id), v[0]));
+    }
+}
+
 static tg_status emit_combine(const tg_graph *g, const tg_plan *plan, const tg_wgsl_limits *lim, const fz_group *gr,
                               int64_t work, tg_wgsl_program *out, int *cap, fz_push push) {
     tg_kernel_spec *sp;
@@ -311,7 +350,14 @@ static tg_status emit_combine(const tg_graph *g, const tg_plan *plan, const tg_w
     for (int t = 0; t < gr->n_term; t++)
         if (gr->term[t].store) spans_add(&s, plan, gr->term[t].sum);
     if (gr->total >= 0) spans_add(&s, plan, gr->total);
-    tg_wsb_printf(&k.s, "// node %d: sums of squares of %d tensors: totals\n", gr->turn, gr->n_term);
+    for (int q = 0; q < gr->n_tail; q++) {
+        const tg_node *nd = &g->nodes[gr->tail[q]];
+        if (gr->tail_st[q]) spans_add(&s, plan, gr->tail[q]);
+        for (int j = 0; j < nd->nin; j++) spans_add(&s, plan, unview(g, nd->in[j]));
+    }
+    tg_wsb_printf(&k.s, "// node %d: sums of squares of %d tensors: totals", gr->turn, gr->n_term);
+    if (gr->n_tail) tg_wsb_printf(&k.s, ", then %d scalars from the total", gr->n_tail);
+    tg_wsb_printf(&k.s, "\n");
     spans_bind(&k, &s, work);
     int n = gr->n_term;
     int64_t *w0;
@@ -357,6 +403,7 @@ static tg_status emit_combine(const tg_graph *g, const tg_plan *plan, const tg_w
             tg_wsb_printf(&k.s, "        let t%d = %s + %s;\n", tree[q], opnd[0], opnd[1]);
         }
         if (gr->total >= 0) tg_wsb_printf(&k.s, "        %s0u] = bitcast<u32>(t%d);\n", at(&s, plan, gr->total, a, sizeof a), gr->total);
+        emit_tails(&k, g, plan, gr, &s);
         tg_wsb_printf(&k.s, "    }\n");
         tg_wk_end(&k);
     }

@@ -116,11 +116,11 @@ static mm_cfg choose_tile(const mm_geom *g) {
  * 256 long (a multiple of BK), for products of fewer than FILL / 2 tiles
  * (above that the partials' extra pass costs more than the fuller GPU
  * gains). 1 = no split. */
-static int split_of(const mm_geom *g, const mm_cfg *c) {
+static int split_of(const mm_geom *g, const mm_cfg *c, int members) {
     int forced = tg_wgsl_knob_int("TG_WGSL_MM_SPLIT", 0);
     if (test_split > 0) return test_split;
     if (forced > 0) return g->K / forced >= c->bk ? forced : 1;
-    long long t = tiles(g, c);
+    long long t = tiles(g, c) * members; /* a group's members fill the GPU together */
     if (t >= FILL / 2 || g->K < 1024) return 1;
     long long s = (FILL + t - 1) / t;
     if (s > g->K / 256) s = g->K / 256;
@@ -139,9 +139,57 @@ int tg_wgsl_matmul_split(const tg_graph *gr, int id, int64_t *work_bytes) {
     if (n->op != TG_OP_MATMUL) return 1;
     mm_geom g = geometry(gr, n);
     mm_cfg c = choose(&g);
-    int s = split_of(&g, &c);
+    int s = split_of(&g, &c, 1);
     if (s > 1) *work_bytes = (int64_t)s * g.batch * g.M * g.N * 4;
     return s;
+}
+
+int tg_wgsl_matmul_group_split(const tg_graph *gr, const int *mm, int n, int64_t most, int64_t *work_bytes) {
+    mm_geom g = geometry(gr, &gr->nodes[mm[0]]);
+    mm_cfg c = choose(&g);
+    int s = split_of(&g, &c, n);
+    bool forced = test_split > 0 || tg_wgsl_knob_int("TG_WGSL_MM_SPLIT", 0) > 0;
+    int64_t one = (int64_t)n * g.batch * g.M * g.N * 4; /* the group's partials of one K-range */
+    if (s > 1 && !forced) {
+        int want = s;
+        while (s > 1 && one * s > most) s--; /* no more workspace than the program has anyway */
+        if (s < 2) s = want > 1 ? 0 : 1;
+    }
+    *work_bytes = s > 1 ? one * s : 0;
+    return s;
+}
+
+static bool same_bytes(const tg_graph *gr, int a, int b);
+
+/* The column sums of a split product's B ride along: a weight gradient
+ * dW = X^T dY (K = the rows) and its bias gradient, the column sums of dY
+ * over the same rows (the sum's R and C are K and N). */
+static bool split_forced(void) { return test_split > 0 || tg_wgsl_knob_int("TG_WGSL_MM_SPLIT", 0) > 0; }
+
+/* With the column sums beside it a split product takes one K-range fewer,
+ * so that its partial products and sums together need no more workspace
+ * than its partial products alone did (s - 1 <= M). Only products that leave
+ * the GPU mostly idle either way (under FILL / 2 workgroups) take a
+ * sibling: for them a range fewer costs nothing measurable. */
+static int split_sib(const mm_geom *g, const mm_cfg *c, bool sib) {
+    int s = split_of(g, c, 1);
+    return sib && s > 2 && !split_forced() ? s - 1 : s;
+}
+
+bool tg_wgsl_matmul_colsum_ok(const tg_graph *gr, int mm, int sum, int64_t R, int64_t C) {
+    const tg_node *n = &gr->nodes[mm], *s = &gr->nodes[sum];
+    if (n->op != TG_OP_MATMUL || n->dtype != TG_F32 || s->dtype != TG_F32) return false;
+    mm_geom g = geometry(gr, n);
+    mm_cfg c = choose(&g);
+    int s0 = split_of(&g, &c, 1);
+    if (s0 < 2 || (!split_forced() && (s0 < 3 || tiles(&g, &c) * s0 >= FILL / 2 || s0 - 1 > g.M))) return false;
+    return !g.tb && g.batch == 1 && g.K == R && g.N == C && same_bytes(gr, n->in[1], s->in[0]);
+}
+
+int64_t tg_wgsl_matmul_colsum_work(const tg_graph *gr, int mm) {
+    mm_geom g = geometry(gr, &gr->nodes[mm]);
+    mm_cfg c = choose(&g);
+    return (int64_t)split_sib(&g, &c, true) * (g.M * g.N + g.N) * 4;
 }
 
 /* Element (row, col) of op(A) / op(B) relative to the batch base, as u32 expressions. */
@@ -291,6 +339,7 @@ static bool tiled(wk *k, const mm_geom *g, const mm_cfg *c, int split, int membe
     tg_wsb_printf(&k->s, "    let abase = b * %lldu;\n    let bbase = b * %lldu;\n", g->sa, g->sb);
     for (int r = 0; r < c->tm; r++)
         for (int h = 0; h < th; h++) tg_wsb_printf(&k->s, "    var c%d_%d = vec4<f32>(0.0f);\n", r, h);
+    if (k->sib > 0 && split > 1) tg_wsb_printf(&k->s, "    var csum = 0.0f;\n");
     for (int q = 0; q < la; q++) tg_wsb_printf(&k->s, "    var pa%d = 0.0f;\n", q);
     for (int q = 0; q < lb; q++) tg_wsb_printf(&k->s, "    var pb%d = 0.0f;\n", q);
     if (terms > 1) tg_wsb_printf(&k->s, "    for (var mi = 0u; mi < %du; mi++) {\n    mq = mi;\n", terms);
@@ -322,7 +371,18 @@ static bool tiled(wk *k, const mm_geom *g, const mm_cfg *c, int split, int membe
                            r, h);
         tg_wsb_printf(&k->s, "        }\n");
     }
+    /* the sibling's column sums of B: the workgroups of the first row of
+     * tiles, one invocation per column of the slice in workgroup memory */
+    bool cs = k->sib > 0 && split > 1 && members == 1 && terms == 1 && !g->tb;
+    if (cs)
+        tg_wsb_printf(&k->s, "        if (wid.y == 0u && lid < %du) {\n"
+                             "            for (var kk = 0u; kk < %du; kk++) { csum += Bs[kk * %du + lid / 4u][lid %% 4u]; }\n"
+                             "        }\n",
+                      c->bn, c->bk, x.bpad);
     tg_wsb_printf(&k->s, terms > 1 ? "    }\n    }\n" : "    }\n");
+    if (cs)
+        tg_wsb_printf(&k->s, "    if (wid.y == 0u && lid < %du && n0 + lid < %lldu) { work[%lluu + wid.z * %lldu + n0 + lid] = bitcast<u32>(csum); }\n",
+                      c->bn, g->N, (unsigned long long)(split * g->M * g->N), g->N);
     char row[64], col[64];
     for (int r = 0; r < c->tm; r++) {
         block_row(c, r, row, sizeof row);
@@ -334,7 +394,10 @@ static bool tiled(wk *k, const mm_geom *g, const mm_cfg *c, int split, int membe
                 static const char comp[4] = {'x', 'y', 'z', 'w'};
                 tg_wsb_printf(&k->s, "        { let nn = n0 + %s + %du;", col, e);
                 if (!x.exact) tg_wsb_printf(&k->s, " if (nn < %lldu) {", g->N);
-                if (split > 1)
+                if (split > 1 && members > 1) /* member q's partials after those of the q before it */
+                    tg_wsb_printf(&k->s, " work[(mq * %lldu + wid.z) * %lluu + m * %lldu + nn] = bitcast<u32>(c%d_%d.%c);",
+                               g->batch * split, (unsigned long long)(g->M * g->N), g->N, r, h, comp[e]);
+                else if (split > 1)
                     tg_wsb_printf(&k->s, " work[wid.z * %lluu + m * %lldu + nn] = bitcast<u32>(c%d_%d.%c);",
                                (unsigned long long)(g->M * g->N), g->N, r, h, comp[e]);
                 else tg_wsb_printf(&k->s, " st(b * %lldu + m * %lldu + nn, c%d_%d.%c);", g->sc, g->N, r, h, comp[e]);
@@ -348,15 +411,25 @@ static bool tiled(wk *k, const mm_geom *g, const mm_cfg *c, int split, int membe
     return true;
 }
 
-/* Phase 2: each output element is the sum of its partial products, in K order. */
-static bool reduce(wk *k, const mm_geom *g, int split) {
+/* Phase 2: each output element is the sum of its partial products, in K
+ * order. A group's members follow each other (mq picks the output). */
+static bool reduce(wk *k, const mm_geom *g, int split, int members) {
     long long mn = g->M * g->N;
-    if (!tg_wk_flat(k, g->batch * mn)) return false;
+    bool cs = k->sib > 0 && members == 1;
+    if (!tg_wk_flat(k, members * g->batch * mn + (cs ? g->N : 0))) return false;
+    if (cs) /* the sibling's column sums follow the partial products */
+        tg_wsb_printf(&k->s,
+                   "    if (i >= %lldu) {\n        let c = i - %lldu;\n        var cacc = 0.0f;\n"
+                   "        for (var s = 0u; s < %du; s++) { cacc += bitcast<f32>(work[%lluu + s * %lldu + c]); }\n"
+                   "        st2(c, cacc);\n        return;\n    }\n",
+                   mn, mn, split, (unsigned long long)(split * mn), g->N);
     tg_wsb_printf(&k->s,
                "    let b = i / %lldu;\n    let r = i %% %lldu;\n    var acc = 0.0f;\n"
-               "    for (var s = 0u; s < %du; s++) { acc += bitcast<f32>(work[(b * %du + s) * %lldu + r]); }\n"
-               "    st(i, acc);\n",
+               "    for (var s = 0u; s < %du; s++) { acc += bitcast<f32>(work[(b * %du + s) * %lldu + r]); }\n",
                mn, mn, split, split, mn);
+    if (members > 1)
+        tg_wsb_printf(&k->s, "    mq = b / %lldu;\n    st((b %% %lldu) * %lldu + r, acc);\n", g->batch, g->batch, mn);
+    else tg_wsb_printf(&k->s, "    st(i, acc);\n");
     tg_wk_end(k);
     return true;
 }
@@ -364,9 +437,9 @@ static bool reduce(wk *k, const mm_geom *g, int split) {
 bool tg_wgsl_matmul(wk *k) {
     mm_geom g = geometry(k->g, k->n);
     mm_cfg c = choose(&g);
-    int split = split_of(&g, &c);
+    int split = split_sib(&g, &c, k->sib > 0);
     if (split > 1 && k->phase == 0) return tg_wk_fail(k, TG_ERR_BACKEND, "a split matmul runs in two phases");
-    if (k->phase == 2) return reduce(k, &g, split);
+    if (k->phase == 2) return reduce(k, &g, split, 1);
     return tiled(k, &g, &c, k->phase == 1 ? split : 1, 1, 1);
 }
 
@@ -376,10 +449,21 @@ bool tg_wgsl_matmul_whole(const tg_graph *gr, int a) {
     return x->op == TG_OP_MATMUL && x->dtype == TG_F32 && tg_wgsl_matmul_split(gr, a, &w) == 1;
 }
 
-/* Same transposes, same output shape, same B shape (A is shared). */
+/* Whether a and b are one value in memory, element for element: the same
+ * node or reshapes of it (each weight gradient reshapes the layer norm's
+ * output on its own; the callers compare the shapes they need). */
+static bool same_bytes(const tg_graph *gr, int a, int b) {
+    while (gr->nodes[a].op == TG_OP_RESHAPE) a = gr->nodes[a].in[0];
+    while (gr->nodes[b].op == TG_OP_RESHAPE) b = gr->nodes[b].in[0];
+    return a == b;
+}
+
+/* Same transposes, same output shape, same B shape (A is shared); split or
+ * not, as a group decides (tg_wgsl_matmul_group_split). */
 bool tg_wgsl_matmul_groupable(const tg_graph *gr, int a, int b) {
     const tg_node *x = &gr->nodes[a], *y = &gr->nodes[b];
-    if (!tg_wgsl_matmul_whole(gr, a) || !tg_wgsl_matmul_whole(gr, b) || x->in[0] != y->in[0] || x->in[1] == y->in[1])
+    if (x->op != TG_OP_MATMUL || y->op != TG_OP_MATMUL || x->dtype != TG_F32 || y->dtype != TG_F32 ||
+        !same_bytes(gr, x->in[0], y->in[0]) || x->in[1] == y->in[1])
         return false;
     if (x->at.matmul.ta != y->at.matmul.ta || x->at.matmul.tb != y->at.matmul.tb) return false;
     return tg_shape_eq(x->shape, y->shape) && tg_shape_eq(gr->nodes[x->in[1]].shape, gr->nodes[y->in[1]].shape);
@@ -390,7 +474,7 @@ bool tg_wgsl_matmul_groupable(const tg_graph *gr, int a, int b) {
  * (st first, then A, then B), one node for all members or one per member
  * chosen by mq, which is uniform in a workgroup (one branch each). */
 static bool multi(wk *k, const char *what, int label, const int *mm, int n, const int *const ops[3], const int cnt[3],
-                  int members, int terms) {
+                  int members, int terms, int split, int64_t work) {
     const tg_graph *gr = k->g;
     int nodes[3 * TG_WGSL_MAX_BINDINGS], bind_of[3 * TG_WGSL_MAX_BINDINGS];
     int64_t off[3 * TG_WGSL_MAX_BINDINGS];
@@ -403,10 +487,24 @@ static bool multi(wk *k, const char *what, int label, const int *mm, int n, cons
     tg_wsb_printf(&k->s, "// node %d: matmul %s of %d [", label, what, n);
     for (int q = 0; q < n; q++) tg_wsb_printf(&k->s, "%s%d", q ? " " : "", mm[q]);
     char sh[64];
-    tg_wsb_printf(&k->s, "] %s\n", tg_shape_str(gr->nodes[mm[0]].shape, sh, sizeof sh));
+    tg_wsb_printf(&k->s, "] %s", tg_shape_str(gr->nodes[mm[0]].shape, sh, sizeof sh));
+    if (split > 1) tg_wsb_printf(&k->s, ", K in %d ranges: %s", split, k->phase == 1 ? "partial products" : "their sums");
+    tg_wsb_printf(&k->s, "\n");
     if (!tg_wk_bind_nodes(k, nodes, nn, bind_of, off)) return false;
     for (int b = 0; b < k->spec->n_bindings; b++)
         tg_wsb_printf(&k->s, "@group(0) @binding(%d) var<storage, read_write> b%d: array<u32>;\n", b, b);
+    if (split > 1) {
+        tg_kernel_spec *sp = k->spec;
+        if (sp->n_bindings == TG_WGSL_MAX_BINDINGS || (uint32_t)sp->n_bindings >= k->lim->max_storage_buffers_per_stage)
+            return tg_wk_fail(k, TG_ERR_LIMIT, "a matmul %s needs %d storage buffers with its workspace, over %u", what,
+                              sp->n_bindings + 1, k->lim->max_storage_buffers_per_stage);
+        if ((uint64_t)work > k->lim->max_storage_buffer_binding_size)
+            return tg_wk_fail(k, TG_ERR_LIMIT, "a matmul %s needs %lld bytes of workspace, over maxStorageBufferBindingSize %llu",
+                              what, (long long)work, (unsigned long long)k->lim->max_storage_buffer_binding_size);
+        sp->bind[sp->n_bindings] = (tg_wgsl_binding){TG_WGSL_WORKSPACE, 0, work};
+        sp->workspace = work;
+        tg_wsb_printf(&k->s, "@group(0) @binding(%d) var<storage, read_write> work: array<u32>;\n", sp->n_bindings++);
+    }
     tg_wsb_printf(&k->s, "var<private> mq: u32;\n");
     static const char *const sig[3] = {"st(i: u32, v: f32)", "ld0(i: u32) -> f32", "ld1(i: u32) -> f32"};
     static const char *const body[3] = {"b%d[%lldu + i] = bitcast<u32>(v);", "return bitcast<f32>(b%d[%lldu + i]);",
@@ -425,15 +523,25 @@ static bool multi(wk *k, const char *what, int label, const int *mm, int n, cons
     }
     mm_geom g = geometry(gr, &gr->nodes[mm[0]]);
     mm_cfg c = choose(&g);
-    return tiled(k, &g, &c, 1, members, terms);
+    if (split > 1 && k->phase == 2) return reduce(k, &g, split, members);
+    return tiled(k, &g, &c, split, members, terms);
 }
 
-/* C_q = op(A) op(B_q) for members mm[0..n): one dispatch. Bindings: the
- * n outputs, A, the n Bs (merged where the plan overlaps them). */
-bool tg_wgsl_matmul_group(wk *k, const int *mm, int n) {
+/* C_q = op(A) op(B_q) for members mm[0..n): one dispatch, or with K split
+ * (tg_wgsl_matmul_group_split > 1) phase k->phase of two, the members'
+ * partial products one after another in the workspace (the q, k and v
+ * weight gradients: two dispatches instead of six). Bindings: the n
+ * outputs, A, the n Bs (merged where the plan overlaps them), the
+ * workspace. */
+bool tg_wgsl_matmul_group(wk *k, const int *mm, int n, int split) {
     int a = n > 0 ? k->g->nodes[mm[0]].in[0] : -1, b[TG_WGSL_MAX_BINDINGS];
     for (int q = 0; q < n && q < TG_WGSL_MAX_BINDINGS; q++) b[q] = k->g->nodes[mm[q]].in[1];
-    return multi(k, "group", n > 0 ? mm[n - 1] : -1, mm, n, (const int *const[3]){mm, &a, b}, (int[3]){n, 1, n}, n, 1);
+    if (n < 1 || split < 1) return tg_wk_fail(k, TG_ERR_BACKEND, "a matmul group of %d in %d K-ranges", n, split);
+    mm_geom g = geometry(k->g, &k->g->nodes[mm[0]]);
+    int64_t work = split > 1 ? (int64_t)n * split * g.batch * g.M * g.N * 4 : 0;
+    if (split > 1 && k->phase == 0) return tg_wk_fail(k, TG_ERR_BACKEND, "a split matmul group runs in two phases");
+    return multi(k, "group", n > 0 ? mm[n - 1] : -1, mm, n, (const int *const[3]){mm, &a, b}, (int[3]){n, 1, n}, n, 1,
+                 split, work);
 }
 
 bool tg_wgsl_matmul_summable(const tg_graph *gr, int a, int b) {
@@ -454,5 +562,5 @@ bool tg_wgsl_matmul_summable(const tg_graph *gr, int a, int b) {
 bool tg_wgsl_matmul_sum(wk *k, const int *mm, int n, int out) {
     int a[TG_WGSL_MAX_BINDINGS], b[TG_WGSL_MAX_BINDINGS];
     for (int q = 0; q < n && q < TG_WGSL_MAX_BINDINGS; q++) a[q] = k->g->nodes[mm[q]].in[0], b[q] = k->g->nodes[mm[q]].in[1];
-    return multi(k, "sum", out, mm, n, (const int *const[3]){&out, a, b}, (int[3]){1, n, n}, 1, n);
+    return multi(k, "sum", out, mm, n, (const int *const[3]){&out, a, b}, (int[3]){1, n, n}, 1, n, 1, 0);
 }

@@ -85,7 +85,8 @@ tg_status tg_wgsl_emit(const tg_graph *g, const tg_plan *plan, int id, const tg_
  * what lands in memory, plus the kernel node's own value if store_kernel.
  * A sibling (sib > 0) is a second node the kernel's emitter computes from
  * the kernel node's own inputs and stores through st2 (a layer norm's bias
- * gradient beside its gain gradient); 0 is none,
+ * gradient beside its gain gradient, a bias gradient beside a split
+ * weight gradient); 0 is none,
  * as node 0 is always a leaf. */
 typedef struct {
     int kernel;
