@@ -232,16 +232,10 @@ static int bench_gemm_session(int n, tg_backend be, int reps) {
         return 1;
     }
     double *t = malloc(sizeof(double) * (size_t)reps);
+    tg_status st = t ? TG_OK : TG_ERR_NOMEM;
     float loss;
-    tg_status st = TG_OK;
-    for (int i = 0; i < 3 && st == TG_OK; i++) st = tg_session_step(s, NULL, 0, &loss);
-    for (int i = 0; i < reps && st == TG_OK; i++) {
-        double t0 = now();
-        st = tg_session_step(s, NULL, 0, &loss);
-        t[i] = now() - t0;
-    }
+    if (st == TG_OK && time_steps(s, NULL, 0, 3, reps, t, &loss)) st = TG_ERR_BACKEND;
     if (st == TG_OK) {
-        qsort(t, (size_t)reps, sizeof *t, cmp_double);
         double flop = CHAIN * 2.0 * n * (double)n * n;
         printf("{\"bench\": \"gemm\", \"impl\": \"tensorgrad\", \"backend\": \"%s\", \"n\": %d, "
                "\"tflops\": %.2f, \"best_tflops\": %.2f, \"reps\": %d, \"chain\": %d}\n",
@@ -307,16 +301,10 @@ static int bench_gemm_shape(const shape_case *c, int reps) {
                           .backend = TG_BACKEND_WEBGPU};
     tg_session *s = NULL;
     double *t = malloc(sizeof(double) * (size_t)reps);
-    float loss;
     tg_status st = t ? tg_session_new(&spec, &s) : TG_ERR_NOMEM;
-    for (int i = 0; i < 3 && st == TG_OK; i++) st = tg_session_step(s, NULL, 0, &loss);
-    for (int i = 0; i < reps && st == TG_OK; i++) {
-        double t0 = now();
-        st = tg_session_step(s, NULL, 0, &loss);
-        t[i] = now() - t0;
-    }
+    float loss;
+    if (st == TG_OK && time_steps(s, NULL, 0, 3, reps, t, &loss)) st = TG_ERR_BACKEND;
     if (st == TG_OK) {
-        qsort(t, (size_t)reps, sizeof *t, cmp_double);
         double flop = SHAPE_N * 2.0 * (double)c->M * (double)c->K * (double)c->N;
         printf("{\"bench\": \"gemm_shape\", \"impl\": \"tensorgrad\", \"shape\": \"%s\", \"m\": %lld, \"k\": %lld, "
                "\"n\": %lld, \"ta\": %d, \"tb\": %d, \"tflops\": %.2f, \"best_tflops\": %.2f, \"reps\": %d}\n",
