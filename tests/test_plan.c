@@ -196,10 +196,42 @@ static void also_reads_live(void) {
     tg_model_free(m);
 }
 
+/* The loss's seed gradient times the mean's scale is folded into one
+ * constant when the gradient is built: no kernel multiplies two fill
+ * constants each step. */
+static tg_tensor scaled_loss(tg_graph *g, void *u) {
+    mlp *n = u;
+    tg_tensor d = tg_sub(tg_linear_fwd(g, &n->l1, tg_input(g, "x")), tg_input(g, "y"));
+    return tg_mul_s(tg_sum(tg_mul(d, d), TG_ALL, false), 1.0f / 256);
+}
+
+static void constants_folded(void) {
+    tg_model *m = tg_model_new();
+    mlp n;
+    n.l1 = tg_linear_new(m, "l1", 1, 1, true);
+    static const tg_input_decl in[] = {{"x", TG_F32, {2, {256, 1}}}, {"y", TG_F32, {2, {256, 1}}}};
+    tg_train_spec spec = {.model = m, .loss = scaled_loss, .user = &n, .inputs = in, .n_inputs = 2,
+                          .optim = tg_adam(tg_lr_constant(5e-3f)), .seed = 1, .threads = 1};
+    tg_session *s = NULL;
+    CHECK_OK(tg_session_new(&spec, &s));
+    if (!s) return;
+    const tg_graph *g = tg_session_graph(s);
+    int both = 0, consts = 0;
+    for (int i = 0; i < g->n; i++) {
+        const tg_node *nd = &g->nodes[i];
+        consts += nd->op == TG_OP_CONST;
+        if (nd->op == TG_OP_MUL && g->nodes[nd->in[0]].op == TG_OP_CONST && g->nodes[nd->in[1]].op == TG_OP_CONST) both++;
+    }
+    CHECK(consts > 0 && both == 0, "a scaled sum loss: %d constants, %d products of two constants (want 0)", consts, both);
+    tg_session_free(s);
+    tg_model_free(m);
+}
+
 int main(void) {
     determinism();
     plan_properties();
     check_catches_overlap();
     also_reads_live();
+    constants_folded();
     return check_summary("test_plan");
 }

@@ -1,6 +1,7 @@
 /* Internal node builders shared by the public op builders, the gradient
  * rules and the optimizer. Each fills a proto node and goes through tg_ir_add,
  * so every node, forward or backward, passes its shape rule. */
+#include <math.h>
 #include <string.h>
 
 #include "ir.h"
@@ -48,7 +49,25 @@ int tg_ir_unary(tg_graph *g, tg_opcode op, int x, const char *file, int line) {
     return tg_ir_add(g, &n);
 }
 
+/* A fill constant of f32: its value, else NAN as "not one". */
+static float fill_value(const tg_graph *g, int x) {
+    const tg_node *n = x >= 0 && x < g->n ? &g->nodes[x] : NULL;
+    return n && n->op == TG_OP_CONST && !n->data && n->dtype == TG_F32 ? n->at.fill.value : NAN;
+}
+
 int tg_ir_binary(tg_graph *g, tg_opcode op, int a, int b, const char *file, int line) {
+    /* The product of two fill constants of one shape is a constant (the
+     * loss's seed gradient times a mean's scale): folded here so that no
+     * kernel computes it again every step. One f32 multiply, as every
+     * backend's kernel would do it, so the bits are the same. */
+    float va = fill_value(g, a), vb = fill_value(g, b);
+    if (op == TG_OP_MUL && va == va && vb == vb && tg_shape_eq(g->nodes[a].shape, g->nodes[b].shape)) {
+        tg_node c = proto(TG_OP_CONST, file, line);
+        c.dtype = TG_F32;
+        c.shape = g->nodes[a].shape;
+        c.at.fill.value = va * vb;
+        return tg_ir_add(g, &c);
+    }
     tg_node n = proto(op, file, line);
     n.in[0] = a;
     n.in[1] = b;
