@@ -1069,7 +1069,9 @@ tg_status tg_webgpu_info(tg_webgpu_adapter_info *out);
 /* The features the adapter offers beyond tg_webgpu_info's when the instance
  * and adapter are asked for with Dawn's allow_unsafe_apis toggle (a separate
  * instance, made and released here; sessions never use it), space-separated
- * into buf[n] ("" when there are none). */
+ * into buf[n], then "; subgroup matrices: ..." saying whether a device
+ * with all of them compiles f32 subgroup-matrix products (Dawn's
+ * chromium_experimental_subgroup_matrix). */
 tg_status tg_webgpu_unsafe_features(char *buf, size_t n);
 
 /* ---- progress line --------------------------------------------------------

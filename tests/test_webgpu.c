@@ -511,6 +511,18 @@ static int robust_bits(const char *path) {
     return check_summary("test_webgpu");
 }
 
+/* The allow_unsafe_apis probe names what it found and stays inside any
+ * buffer (ASan sees an overrun), answering the subgroup-matrix question. */
+static void test_unsafe_probe(void) {
+    char buf[1024], tiny[12];
+    CHECK_OK(tg_webgpu_unsafe_features(buf, sizeof buf));
+    CHECK(strstr(buf, "; subgroup matrices: ") != NULL, "the probe says nothing of subgroup matrices: '%s'", buf);
+    memset(tiny, 'x', sizeof tiny);
+    CHECK_OK(tg_webgpu_unsafe_features(tiny, 8));
+    CHECK(strlen(tiny) < 8 && tiny[8] == 'x', "the probe wrote past its 8 bytes: '%.12s'", tiny);
+    CHECK(tg_webgpu_unsafe_features(NULL, 8) == TG_ERR_ARG, "no buffer is accepted");
+}
+
 int main(int argc, char **argv) {
     bool verbose = argc > 1 && strcmp(argv[1], "-v") == 0;
     if (argc > 2 && strcmp(argv[1], "--bits") == 0) return robust_bits(argv[2]);
@@ -532,6 +544,7 @@ int main(int argc, char **argv) {
     }
     printf("test_webgpu: adapter %s (%s, %s)\n", info.name, info.backend, info.type);
     test_adapter_check();
+    test_unsafe_probe();
     test_compile_errors();
     test_limits();
     test_prng();

@@ -220,7 +220,7 @@ static void cpu_model(char *buf, size_t n) {
 /* The adapter's optional features, the experimental ones Dawn would add
  * under allow_unsafe_apis, and whether storage accesses are clamped. */
 static void webgpu_features(const tg_webgpu_adapter_info *w) {
-    char more[256];
+    char more[768];
     printf("        features: %s\n", w->features[0] ? w->features : "(none)");
     if (tg_webgpu_unsafe_features(more, sizeof more) == TG_OK)
         printf("        with allow_unsafe_apis also: %s\n", more[0] ? more : "(nothing more)");

@@ -229,8 +229,8 @@ static void fill_info(wgpu_ctx *c, const wg_adapter_info *ai) {
     o->subgroup_max_size = ai->subgroup_max_size;
 }
 
-/* Names of the optional features we know (webgpu.h 2025-06-18 values, and
- * Dawn's subgroup matrices); others print as hex. */
+/* Names of the standard optional features (webgpu.h 2025-06-18 values);
+ * others, Dawn's own, print as hex: their numbers move between builds. */
 static void feature_names(const wg_features *f, const wg_features *skip, char *buf, size_t n) {
     static const char *std_names[] = {NULL, "depth-clip-control", "depth32float-stencil8", "timestamp-query",
                                       "texture-compression-bc", "texture-compression-bc-sliced-3d",
@@ -248,7 +248,6 @@ static void feature_names(const wg_features *f, const wg_features *skip, char *b
         if (seen || len + 1 >= n) continue;
         char hex[16];
         const char *name = v < sizeof std_names / sizeof std_names[0] ? std_names[v] : NULL;
-        if (v == WG_FEATURE_SUBGROUP_MATRIX) name = "chromium-experimental-subgroup-matrix";
         if (!name) snprintf(hex, sizeof hex, "0x%x", v), name = hex;
         int w = snprintf(buf + len, n - len, "%s%s", len ? " " : "", name);
         if (w < 0 || (size_t)w >= n - len) { buf[len] = 0; break; }
@@ -509,6 +508,100 @@ tg_status tg_webgpu_info(tg_webgpu_adapter_info *out) {
     return st;
 }
 
+typedef struct {
+    uint32_t type;
+    char msg[200];
+} probe_result;
+
+static void on_probe_popped(uint32_t status, uint32_t type, wg_str msg, void *u1, void *u2) {
+    (void)u2, (void)status;
+    probe_result *r = u1;
+    r->type = type;
+    tg_wgpu_copy_str(r->msg, sizeof r->msg, msg);
+}
+
+/* Whether a pipeline multiplying f32 subgroup matrices of M x N x K builds on
+ * device d: "" when it does, else the first line of the device's error. */
+static void probe_f32_matrix(wgpu_ctx *c, wg_instance inst, wg_device d, int M, int N, int K, char *why, size_t n) {
+    char src[900];
+    snprintf(src, sizeof src,
+             "enable chromium_experimental_subgroup_matrix;\n"
+             "@group(0) @binding(0) var<storage, read_write> b: array<f32, 1024>;\n"
+             "@compute @workgroup_size(32)\n"
+             "fn main() {\n"
+             "    let l = subgroupMatrixLoad<subgroup_matrix_left<f32, %d, %d>>(&b, 0u, false, %du);\n"
+             "    let r = subgroupMatrixLoad<subgroup_matrix_right<f32, %d, %d>>(&b, 256u, false, %du);\n"
+             "    let acc = subgroupMatrixMultiplyAccumulate(l, r, subgroup_matrix_result<f32, %d, %d>());\n"
+             "    subgroupMatrixStore(&b, 512u, acc, false, %du);\n"
+             "}\n",
+             K, M, K, N, K, N, N, M, N);
+    c->f.DevicePushErrorScope(d, WG_ERROR_FILTER_VALIDATION);
+    wg_wgsl_source code = {{NULL, WG_STYPE_SHADER_SOURCE_WGSL}, {src, WG_STRLEN}};
+    wg_shader_desc sd = {&code.chain, {"subgroup matrix probe", WG_STRLEN}};
+    wg_shader sh = c->f.DeviceCreateShaderModule(d, &sd);
+    wg_pipeline_desc pd;
+    memset(&pd, 0, sizeof pd);
+    pd.compute.module = sh;
+    pd.compute.entry_point = (wg_str){"main", WG_STRLEN};
+    wg_pipeline p = sh ? c->f.DeviceCreateComputePipeline(d, &pd) : NULL;
+    probe_result r = {0, ""};
+    wg_pop_cb_info pcb = {NULL, WG_CALLBACK_WAIT_ANY_ONLY, on_probe_popped, &r, NULL};
+    wg_future_wait w = {c->f.DevicePopErrorScope(d, pcb), 0};
+    if (c->f.InstanceWaitAny(inst, 1, &w, WAIT_NS) != WG_WAIT_SUCCESS || !w.completed) snprintf(r.msg, sizeof r.msg, "no answer");
+    if (p) c->f.ComputePipelineRelease(p);
+    if (sh) c->f.ShaderModuleRelease(sh);
+    why[0] = 0;
+    if (r.type != WG_ERROR_NONE || !p) {
+        size_t len = strcspn(r.msg, "\n");
+        snprintf(why, n, "%.*s", (int)(len < 150 ? len : 150), r.msg[0] ? r.msg : "no pipeline");
+    }
+}
+
+/* Whether adapter a (of instance inst) can run subgroup matrices, appended
+ * to buf. Dawn's feature numbers past the standard ones move between its
+ * builds (this build refuses the matrix shapes of the number webgpu.h gave
+ * them in 2025: "not available"), so no number is trusted: a device is
+ * asked for with every feature `more` lists and the extension's WGSL is
+ * compiled on it, as f32 products of the shapes GPUs use. f16 ones would
+ * also need shader-f16. */
+static void matrix_probe(wgpu_ctx *c, wg_instance inst, wg_adapter a, const wg_features *more, char *buf, size_t n) {
+    wg_device_desc dd;
+    memset(&dd, 0, sizeof dd);
+    dd.required_feature_count = more->count;
+    dd.required_features = more->features;
+    static const char *const unsafe[] = {"allow_unsafe_apis"};
+    wg_toggles t = {{NULL, WG_STYPE_DAWN_TOGGLES}, 1, unsafe, 0, NULL};
+    dd.next = &t.chain;
+    request_result d = {0};
+    wg_device_cb_info dcb = {NULL, WG_CALLBACK_WAIT_ANY_ONLY, on_device, &d, NULL};
+    wg_future_wait w = {c->f.AdapterRequestDevice(a, &dd, dcb), 0};
+    if (c->f.InstanceWaitAny(inst, 1, &w, WAIT_NS) != WG_WAIT_SUCCESS || !w.completed) d.status = 0;
+    size_t len = strlen(buf);
+    if (d.status != WG_SUCCESS || !d.handle) {
+        snprintf(buf + len, n - len, "; subgroup matrices: unknown (a device with those features was refused: %s)",
+                 d.msg[0] ? d.msg : "no answer");
+        return;
+    }
+    static const int shapes[][3] = {{8, 8, 8}, {16, 8, 8}, {16, 16, 8}, {16, 16, 16}};
+    char why[160] = "", first[160] = "";
+    int ok = -1;
+    for (int i = 0; i < 4 && ok < 0; i++) {
+        probe_f32_matrix(c, inst, d.handle, shapes[i][0], shapes[i][1], shapes[i][2], why, sizeof why);
+        if (!why[0]) ok = i;
+        else if (!first[0]) snprintf(first, sizeof first, "%s", why);
+    }
+    if (ok >= 0)
+        snprintf(buf + len, n - len, "; subgroup matrices: f32 %dx%dx%d products compile", shapes[ok][0], shapes[ok][1],
+                 shapes[ok][2]);
+    else if (strstr(first, "not allowed"))
+        snprintf(buf + len, n - len, "; subgroup matrices: none (with every feature above, the device refuses "
+                                     "`enable chromium_experimental_subgroup_matrix`)");
+    else
+        snprintf(buf + len, n - len, "; subgroup matrices: no f32 product of 8x8x8 to 16x16x16 compiles (%s)", first);
+    c->f.DeviceDestroy(d.handle);
+    c->f.DeviceRelease(d.handle);
+}
+
 /* A second instance and adapter asked for with allow_unsafe_apis, to see
  * which experimental features (shader-f16, subgroup matrices) this library
  * and driver would expose. */
@@ -537,6 +630,7 @@ tg_status tg_webgpu_unsafe_features(char *buf, size_t n) {
         c->f.AdapterGetFeatures(c->adapter, &base);
         c->f.AdapterGetFeatures(r.handle, &more);
         feature_names(&more, &base, buf, n);
+        matrix_probe(c, inst, r.handle, &more, buf, n);
         c->f.SupportedFeaturesFreeMembers(base);
         c->f.SupportedFeaturesFreeMembers(more);
         c->f.AdapterRelease(r.handle);
