@@ -110,16 +110,16 @@ tg_status tg_wgpu_take_error(wgpu_ctx *c, const char *api) {
     return st;
 }
 
-tg_status tg_wgpu_wait(wgpu_ctx *c, wg_future f, const char *what) {
+tg_status tg_wgpu_wait_in(wgpu_ctx *c, wg_instance inst, wg_future f, const char *what) {
     wg_future_wait w = {f, 0};
-    uint32_t s = c->f.InstanceWaitAny(c->instance, 1, &w, WAIT_NS);
+    uint32_t s = c->f.InstanceWaitAny(inst, 1, &w, WAIT_NS);
     if (s == WG_WAIT_ERROR) {
         /* An implementation without timed waits: poll. */
         struct timespec nap = {0, 200000};
         for (uint64_t waited = 0; waited < WAIT_NS && s != WG_WAIT_SUCCESS; waited += 200000) {
-            s = c->f.InstanceWaitAny(c->instance, 1, &w, 0);
+            s = c->f.InstanceWaitAny(inst, 1, &w, 0);
             if (s == WG_WAIT_SUCCESS) break;
-            c->f.InstanceProcessEvents(c->instance);
+            c->f.InstanceProcessEvents(inst);
             nanosleep(&nap, NULL);
         }
     }
@@ -127,6 +127,8 @@ tg_status tg_wgpu_wait(wgpu_ctx *c, wg_future f, const char *what) {
     return tg_fail(TG_ERR_BACKEND, "webgpu: %s did not complete (%s)", what,
                    s == WG_WAIT_TIMED_OUT ? "timed out" : "wait failed");
 }
+
+tg_status tg_wgpu_wait(wgpu_ctx *c, wg_future f, const char *what) { return tg_wgpu_wait_in(c, c->instance, f, what); }
 
 /* ---- loading ---- */
 
@@ -508,18 +510,6 @@ tg_status tg_webgpu_info(tg_webgpu_adapter_info *out) {
     return st;
 }
 
-typedef struct {
-    uint32_t type;
-    char msg[200];
-} probe_result;
-
-static void on_probe_popped(uint32_t status, uint32_t type, wg_str msg, void *u1, void *u2) {
-    (void)u2, (void)status;
-    probe_result *r = u1;
-    r->type = type;
-    tg_wgpu_copy_str(r->msg, sizeof r->msg, msg);
-}
-
 /* Whether a pipeline multiplying f32 subgroup matrices of M x N x K builds on
  * device d: "" when it does, else the first line of the device's error. */
 static void probe_f32_matrix(wgpu_ctx *c, wg_instance inst, wg_device d, int M, int N, int K, char *why, size_t n) {
@@ -544,10 +534,10 @@ static void probe_f32_matrix(wgpu_ctx *c, wg_instance inst, wg_device d, int M, 
     pd.compute.module = sh;
     pd.compute.entry_point = (wg_str){"main", WG_STRLEN};
     wg_pipeline p = sh ? c->f.DeviceCreateComputePipeline(d, &pd) : NULL;
-    probe_result r = {0, ""};
-    wg_pop_cb_info pcb = {NULL, WG_CALLBACK_WAIT_ANY_ONLY, on_probe_popped, &r, NULL};
-    wg_future_wait w = {c->f.DevicePopErrorScope(d, pcb), 0};
-    if (c->f.InstanceWaitAny(inst, 1, &w, WAIT_NS) != WG_WAIT_SUCCESS || !w.completed) snprintf(r.msg, sizeof r.msg, "no answer");
+    tg_wgpu_scope r = {0};
+    wg_pop_cb_info pcb = {NULL, WG_CALLBACK_WAIT_ANY_ONLY, tg_wgpu_on_popped, &r, NULL};
+    if (tg_wgpu_wait_in(c, inst, c->f.DevicePopErrorScope(d, pcb), "the probe's error scope") != TG_OK)
+        snprintf(r.msg, sizeof r.msg, "no answer");
     if (p) c->f.ComputePipelineRelease(p);
     if (sh) c->f.ShaderModuleRelease(sh);
     why[0] = 0;
@@ -574,8 +564,7 @@ static void matrix_probe(wgpu_ctx *c, wg_instance inst, wg_adapter a, const wg_f
     dd.next = &t.chain;
     request_result d = {0};
     wg_device_cb_info dcb = {NULL, WG_CALLBACK_WAIT_ANY_ONLY, on_device, &d, NULL};
-    wg_future_wait w = {c->f.AdapterRequestDevice(a, &dd, dcb), 0};
-    if (c->f.InstanceWaitAny(inst, 1, &w, WAIT_NS) != WG_WAIT_SUCCESS || !w.completed) d.status = 0;
+    if (tg_wgpu_wait_in(c, inst, c->f.AdapterRequestDevice(a, &dd, dcb), "the probe's device") != TG_OK) d.status = 0;
     size_t len = strlen(buf);
     if (d.status != WG_SUCCESS || !d.handle) {
         snprintf(buf + len, n - len, "; subgroup matrices: unknown (a device with those features was refused: %s)",
@@ -585,7 +574,7 @@ static void matrix_probe(wgpu_ctx *c, wg_instance inst, wg_adapter a, const wg_f
     static const int shapes[][3] = {{8, 8, 8}, {16, 8, 8}, {16, 16, 8}, {16, 16, 16}};
     char why[160] = "", first[160] = "";
     int ok = -1;
-    for (int i = 0; i < 4 && ok < 0; i++) {
+    for (int i = 0; i < 4 && ok < 0 && !strstr(first, "not allowed"); i++) { /* a refused extension refuses every shape */
         probe_f32_matrix(c, inst, d.handle, shapes[i][0], shapes[i][1], shapes[i][2], why, sizeof why);
         if (!why[0]) ok = i;
         else if (!first[0]) snprintf(first, sizeof first, "%s", why);
@@ -622,8 +611,8 @@ tg_status tg_webgpu_unsafe_features(char *buf, size_t n) {
         wg_adapter_options opt = {&t_adapter.chain, WG_FEATURE_LEVEL_CORE, WG_POWER_HIGH_PERFORMANCE, 0,
                                   WG_BACKEND_VULKAN, NULL};
         wg_adapter_cb_info acb = {NULL, WG_CALLBACK_WAIT_ANY_ONLY, on_adapter, &r, NULL};
-        wg_future_wait w = {c->f.InstanceRequestAdapter(inst, &opt, acb), 0};
-        if (c->f.InstanceWaitAny(inst, 1, &w, WAIT_NS) != WG_WAIT_SUCCESS || !w.completed) r.status = 0;
+        if (tg_wgpu_wait_in(c, inst, c->f.InstanceRequestAdapter(inst, &opt, acb), "the probe's adapter") != TG_OK)
+            r.status = 0;
     }
     if (r.status == WG_SUCCESS && r.handle) {
         wg_features base = {0}, more = {0};

@@ -54,14 +54,9 @@ static void on_compiled(uint32_t status, const wg_compilation_info *info, void *
     }
 }
 
-typedef struct {
-    uint32_t status, type;
-    char msg[768];
-} scope_result;
-
-static void on_popped(uint32_t status, uint32_t type, wg_str msg, void *u1, void *u2) {
+void tg_wgpu_on_popped(uint32_t status, uint32_t type, wg_str msg, void *u1, void *u2) {
     (void)u2;
-    scope_result *r = u1;
+    tg_wgpu_scope *r = u1;
     r->status = status;
     r->type = type;
     tg_wgpu_copy_str(r->msg, sizeof r->msg, msg);
@@ -101,8 +96,8 @@ static tg_status compile(wgpu_ctx *c, const char *src, int n_bindings, const cha
         pd.compute.entry_point = (wg_str){"main", WG_STRLEN};
         p = c->f.DeviceCreateComputePipeline(c->device, &pd);
     }
-    scope_result sr = {0};
-    wg_pop_cb_info pcb = {NULL, WG_CALLBACK_WAIT_ANY_ONLY, on_popped, &sr, NULL};
+    tg_wgpu_scope sr = {0};
+    wg_pop_cb_info pcb = {NULL, WG_CALLBACK_WAIT_ANY_ONLY, tg_wgpu_on_popped, &sr, NULL};
     tg_status pst = tg_wgpu_wait(c, c->f.DevicePopErrorScope(c->device, pcb), "the pipeline error scope");
     c->f.ShaderModuleRelease(sh);
     if (st == TG_OK && cr.has_error) {

@@ -50,6 +50,14 @@ void tg_wgpu_copy_str(char *dst, size_t n, wg_str s);
 
 /* Blocks until `f` completes (its callback has run). */
 tg_status tg_wgpu_wait(wgpu_ctx *c, wg_future f, const char *what);
+/* The same for a future of another instance (the allow_unsafe_apis probe's). */
+tg_status tg_wgpu_wait_in(wgpu_ctx *c, wg_instance inst, wg_future f, const char *what);
+/* What a popped error scope held: tg_wgpu_on_popped, the pop's callback, fills it. */
+typedef struct {
+    uint32_t status, type;
+    char msg[768];
+} tg_wgpu_scope;
+void tg_wgpu_on_popped(uint32_t status, uint32_t type, wg_str msg, void *u1, void *u2);
 /* Returns and clears a pending validation error or device loss as
  * TG_ERR_BACKEND "<api>: <message>"; TG_OK if none. */
 tg_status tg_wgpu_take_error(wgpu_ctx *c, const char *api);
