@@ -109,38 +109,20 @@ static void fuse_attention_bwd(fuse_ctx *x, int sg) {
 
 /* ---- Adam ---- */
 
-/* adam_m(m, g'), adam_v(v, g'), adam_p(p, m', v', hyper) of one param, g'
- * being the gradient or the gradient times the clip factor (a one-element
- * tensor): one pass over the param, each element read and its three
- * updates written in place (the planner computes them into m, v and p). */
-static void fuse_adam(fuse_ctx *x, int im) {
-    const tg_node *m = node(x, im);
-    if (!free_node(x, im) || uses(x, im) != 1) return;
-    int ip = reader(x, im);
-    const tg_node *pn = node(x, ip);
-    if (pn->op != TG_OP_ADAM_P || pn->in[1] != im || !free_node(x, ip)) return;
-    int iv = pn->in[2];
-    const tg_node *v = node(x, iv);
-    if (v->op != TG_OP_ADAM_V || v->in[1] != m->in[1] || !free_node(x, iv) || uses(x, iv) != 1) return;
-    int ins[4] = {m->in[0], v->in[0], m->in[1], pn->in[0]};
-    for (int k = 0; k < 4; k++)
-        if (!f32(x, ins[k]) || tg_ir_numel(node(x, ins[k])) != tg_ir_numel(m)) return;
-    int g = m->in[1], grad = g, gs = -1, absorbed[1], n_abs = 0;
-    const tg_node *gn = node(x, g);
-    if (gn->op == TG_OP_MUL && free_node(x, g) && !x->fg.pinned[g] && uses(x, g) == 2 && gn->in[0] != gn->in[1]) {
-        for (int k = 0; k < 2 && gs < 0; k++) {
-            int a = gn->in[k], b = gn->in[1 - k];
-            if (tg_ir_numel(node(x, b)) == 1 && f32(x, b) && tg_shape_eq(node(x, a)->shape, gn->shape) && f32(x, a))
-                grad = a, gs = b;
-        }
-        if (gs >= 0) absorbed[n_abs++] = g;
-    }
-    cpu_group d = {CPU_GROUP_ADAM, im, -1, -1, -1, false, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, false,
-                   im, iv, ip, grad, gs, {-1, -1, -1, -1, -1, -1, -1, -1, -1, false}};
-    int gid = add_group(x, absorbed, n_abs, im, true, &d);
-    x->f->group[iv] = x->f->group[ip] = gid;
-    x->f->role[iv] = x->f->role[ip] = TG_FUSE_OUTPUT;
-    x->f->inplace[iv] = x->f->inplace[ip] = true;
+/* One param's Adam update (fuse/optim.c), the gradient's clip factor
+ * multiplied inline: one pass over the param, each element read and its
+ * three updates written in place (the planner computes them into m, v and
+ * p). SGD runs a kernel per node. */
+static void fuse_adam(fuse_ctx *x, int ip) {
+    tg_update_match u;
+    if (!tg_fuse_match_update(&x->fg, ip, &u) || u.m2 < 0) return;
+    int absorbed[1] = {u.gx};
+    cpu_group d = {CPU_GROUP_ADAM, u.m2, -1, -1, -1, false, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, false,
+                   u.m2, u.v2, ip, u.grad, u.scale, {-1, -1, -1, -1, -1, -1, -1, -1, -1, false}};
+    int gid = add_group(x, absorbed, u.scale >= 0, u.m2, true, &d);
+    x->f->group[u.v2] = x->f->group[ip] = gid;
+    x->f->role[u.v2] = x->f->role[ip] = TG_FUSE_OUTPUT;
+    x->f->inplace[u.v2] = x->f->inplace[ip] = true;
 }
 
 /* ---- layer / RMS norm backward ---- */
@@ -245,13 +227,9 @@ static void fuse_sumsq(fuse_ctx *x) {
     int first = -1;
     for (int pass = 0; pass < 2; pass++) {
         for (int s = 0; s < g->n; s++) {
-            const tg_node *sn = &g->nodes[s];
-            if (sn->op != TG_OP_SUM || !free_node(x, s) || !f32(x, s) || tg_ir_numel(sn) != 1) continue;
-            int m = sn->in[0];
+            int m = tg_fuse_match_sumsq(&x->fg, s);
+            if (m < 0) continue;
             const tg_node *mn = node(x, m);
-            if (mn->op != TG_OP_MUL || mn->in[0] != mn->in[1] || !free_node(x, m) || uses(x, m) != 1 ||
-                x->fg.pinned[m] || !f32(x, mn->in[0]) || tg_ir_numel(mn) != tg_ir_numel(node(x, mn->in[0])))
-                continue;
             if (pass == 0) { /* the turn: the first such sum whose input is ready by then */
                 if (first < 0 && ready_at(x, mn->in[0]) < s) first = s;
                 continue;
@@ -380,7 +358,7 @@ tg_status tg_cpu_fuse(const tg_program *p, tg_fusion **out) {
     }
     for (int i = 0; i < g->n; i++)
         if (g->nodes[i].op == TG_OP_MATMUL) fuse_matmul(&x, i);
-        else if (g->nodes[i].op == TG_OP_ADAM_M) fuse_adam(&x, i);
+        else if (g->nodes[i].op == TG_OP_ADAM_P) fuse_adam(&x, i);
         else if (g->nodes[i].op == TG_OP_NORM_DX) fuse_norm_bwd(&x, i);
         else if (g->nodes[i].op == TG_OP_NORM_DGAIN) fuse_norm_sums(&x, i);
         else if (g->nodes[i].op == TG_OP_RELU_GRAD) fuse_pool_relu(&x, i);

@@ -11,7 +11,7 @@
 /* The readers of every node, and what the pass has grouped so far. */
 typedef struct {
     const tg_graph *g;
-    const tg_fusion *f;  /* the groups taken so far (the pass's own, growing) */
+    const tg_fusion *f;  /* the groups taken so far (the pass's own, growing); NULL for none */
     const bool *pinned;  /* read from outside: result, capture, gradient, writeback source */
     int *rd0, *rd;       /* readers of node i: rd[rd0[i] .. rd0[i + 1]) (a node reading i twice, twice) */
 } tg_fuse_graph;
@@ -28,7 +28,7 @@ static inline int tg_fuse_reader(const tg_fuse_graph *x, int id) {
 }
 /* In no group yet, with no role. */
 static inline bool tg_fuse_free(const tg_fuse_graph *x, int id) {
-    return x->f->group[id] < 0 && x->f->role[id] == TG_FUSE_NONE;
+    return !x->f || (x->f->group[id] < 0 && x->f->role[id] == TG_FUSE_NONE);
 }
 /* Free, read by exactly one node and not from outside: a group may keep it. */
 static inline bool tg_fuse_private(const tg_fuse_graph *x, int id) {
@@ -87,4 +87,25 @@ typedef struct {
 
 /* Whether product mm has an epilogue (len > 1). */
 bool tg_fuse_match_matmul_epi(const tg_fuse_graph *x, int mm, tg_matmul_epi_match *m);
+
+/* ---- the optimizer ---- */
+
+/* One param's update. Adam: m2 = adam_m(m, gx), v2 = adam_v(v, gx), p2 =
+ * adam_p(p, m2, v2, hyper), m2 and v2 read by p2 alone. SGD: p2 = sgd_p(p,
+ * gx, v2, hyper) with v2 = sgd_v(v, gx, p, hyper) read by p2 alone, or
+ * sgd_p(p, gx, p, hyper) without momentum. gx is grad * scale (scale: one
+ * f32 element, the clip factor) when only the updates read that product, so
+ * that a kernel may compute it inline; else grad is gx and scale -1. */
+typedef struct {
+    int p2, m2, v2; /* the updates (m2, v2: -1 for none) */
+    int p, m, v;    /* the values each replaces */
+    int hyper, gx, grad, scale;
+} tg_update_match;
+
+/* From adam_p or sgd_p node p2, every update node free. */
+bool tg_fuse_match_update(const tg_fuse_graph *x, int p2, tg_update_match *m);
+
+/* A clip norm's term: s = sum over every axis of sq = mul(x, x), sq free,
+ * read by s alone and not from outside. Returns sq, or -1. */
+int tg_fuse_match_sumsq(const tg_fuse_graph *x, int s);
 #endif

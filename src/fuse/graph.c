@@ -28,7 +28,7 @@ void tg_fuse_graph_free(tg_fuse_graph *x) {
 }
 
 int tg_fuse_ready_at(const tg_fuse_graph *x, int id) {
-    while ((tg_ops[tg_fuse_node(x, id)->op].flags & TG_OPF_VIEW) || x->f->role[id] == TG_FUSE_VIEW)
+    while ((tg_ops[tg_fuse_node(x, id)->op].flags & TG_OPF_VIEW) || (x->f && x->f->role[id] == TG_FUSE_VIEW))
         id = tg_fuse_node(x, id)->in[0];
     return tg_fusion_at(x->f, id);
 }

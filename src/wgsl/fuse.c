@@ -51,6 +51,7 @@ typedef struct {
     int n;
     int *coff, *cons;  /* consumers of node i: cons[coff[i] .. coff[i+1]) */
     bool *must_store;  /* read after the step or by a writeback: never kept inside a kernel */
+    tg_fuse_graph fg;  /* readers as the neutral matchers see them (fuse/fuse.h), must_store pinned */
     int *grp;          /* group per node, -1 for none */
     uint8_t *role;
     int *at;           /* position at which the node's kernel runs */
@@ -513,76 +514,32 @@ static void plan_elementwise(fz *z) {
 
 /* ---- the optimizer ---- */
 
-/* The gradient an update reads: g itself, or g = mul(a, s) with s one
- * element that nothing else reads (the clip factor), computed inline. */
-static void split_grad(const fz *z, int gx, int m2, int v2, int *grad, int *scale) {
-    const tg_node *n = &z->g->nodes[gx];
-    *grad = gx;
-    *scale = -1;
-    if (n->op != TG_OP_MUL || z->must_store[gx] || z->grp[gx] >= 0) return;
-    const tg_node *a = &z->g->nodes[n->in[0]], *s = &z->g->nodes[n->in[1]];
-    if (tg_ir_numel(s) != 1 || !tg_shape_eq(a->shape, n->shape) || a->dtype != TG_F32) return;
-    int rd[4], nv = 0;
-    int nr = readers(z, gx, rd, 4, NULL, &nv);
-    if (nv || nr < 1 || nr > 2) return;
-    for (int r = 0; r < nr; r++)
-        if (rd[r] != m2 && rd[r] != v2) return;
-    *grad = n->in[0];
-    *scale = n->in[1];
-}
-
 static bool wb_free_to(const fz *z, const tg_writeback *wb, int n_wb, int src, int dst) {
     for (int w = 0; w < n_wb; w++)
         if (wb[w].src == src && wb[w].dst == dst) return z->plan->wb_free[w];
     return false;
 }
 
-static bool only_reader(const fz *z, int x, int r) {
-    int rd[2], nv = 0;
-    return readers(z, x, rd, 2, NULL, &nv) == 1 && rd[0] == r && nv == 0;
-}
-
-/* One update of one param, if the graph has the optimizer's own pattern. */
+/* One update of one param (fuse/optim.c), if the plan computed each update
+ * over the state or param it replaces. */
 static bool match_update(const fz *z, int p2, const tg_writeback *wb, int n_wb, fz_seg *s) {
-    const tg_graph *g = z->g;
-    const tg_node *pn = &g->nodes[p2];
+    tg_update_match u;
     memset(s, 0, sizeof *s);
-    if (z->grp[p2] >= 0) return false;
+    if (z->grp[p2] >= 0 || !tg_fuse_match_update(&z->fg, p2, &u)) return false;
+    int upd[3] = {u.m2, u.v2, u.p2}, old[3] = {u.m, u.v, u.p};
+    for (int k = 0; k < 3; k++)
+        if (upd[k] >= 0 && (z->grp[upd[k]] >= 0 || !wb_free_to(z, wb, n_wb, upd[k], old[k]))) return false;
+    const tg_node *pn = &z->g->nodes[p2];
+    *s = (fz_seg){.p = u.p, .m = u.m, .v = u.v, .m2 = u.m2, .v2 = u.v2, .p2 = u.p2,
+                  .hyper = u.hyper, .gx = u.gx, .grad = u.grad, .scale = u.scale};
     if (pn->op == TG_OP_ADAM_P) {
-        int m2 = pn->in[1], v2 = pn->in[2];
-        const tg_node *mn = &g->nodes[m2], *vn = &g->nodes[v2];
-        if (mn->op != TG_OP_ADAM_M || vn->op != TG_OP_ADAM_V || mn->in[1] != vn->in[1]) return false;
-        if (z->grp[m2] >= 0 || z->grp[v2] >= 0 || !only_reader(z, m2, p2) || !only_reader(z, v2, p2)) return false;
-        if (!wb_free_to(z, wb, n_wb, m2, mn->in[0]) || !wb_free_to(z, wb, n_wb, v2, vn->in[0]) ||
-            !wb_free_to(z, wb, n_wb, p2, pn->in[0]))
-            return false;
-        s->p = pn->in[0], s->m = mn->in[0], s->v = vn->in[0], s->m2 = m2, s->v2 = v2, s->p2 = p2, s->hyper = pn->in[3];
-        s->gx = mn->in[1];
-        split_grad(z, s->gx, m2, v2, &s->grad, &s->scale);
         s->decay = pn->at.adam.decay;
-        s->hp[0] = mn->at.adam.beta, s->hp[1] = vn->at.adam.beta, s->hp[2] = pn->at.adam.eps;
-        return true;
-    }
-    if (pn->op == TG_OP_SGD_P) {
-        int vel = pn->in[2];
-        bool mom = pn->at.sgd.has_momentum;
-        if (!wb_free_to(z, wb, n_wb, p2, pn->in[0])) return false;
-        s->p = pn->in[0], s->p2 = p2, s->hyper = pn->in[3], s->gx = pn->in[1], s->m = s->m2 = -1, s->v = s->v2 = -1;
-        if (mom) {
-            const tg_node *vn = &g->nodes[vel];
-            if (vn->op != TG_OP_SGD_V || vn->in[1] != pn->in[1] || vn->in[2] != pn->in[0] || vn->in[3] != pn->in[3] ||
-                z->grp[vel] >= 0 || !only_reader(z, vel, p2) || !wb_free_to(z, wb, n_wb, vel, vn->in[0]))
-                return false;
-            s->v = vn->in[0], s->v2 = vel;
-        } else if (vel != pn->in[0]) {
-            return false;
-        }
-        split_grad(z, s->gx, p2, s->v2 >= 0 ? s->v2 : p2, &s->grad, &s->scale);
+        s->hp[0] = z->g->nodes[u.m2].at.adam.beta, s->hp[1] = z->g->nodes[u.v2].at.adam.beta, s->hp[2] = pn->at.adam.eps;
+    } else {
         s->hp[0] = pn->at.sgd.momentum, s->hp[1] = pn->at.sgd.weight_decay;
-        s->nesterov = pn->at.sgd.nesterov, s->momentum = mom;
-        return true;
+        s->nesterov = pn->at.sgd.nesterov, s->momentum = pn->at.sgd.has_momentum;
     }
-    return false;
+    return true;
 }
 
 static bool same_kind(const fz *z, const fz_seg *a, const fz_seg *b) {
@@ -698,15 +655,10 @@ static void plan_optimizer(fz *z, const tg_writeback *wb, int n_wb) {
 
 /* ---- the clip norm: sums of squares and their total ---- */
 
-/* node s = sum over every axis of mul(x, x), the mul read by nothing else */
+/* node s = sum over every axis of mul(x, x), the mul read by nothing else (fuse/optim.c) */
 static int sumsq_term(const fz *z, int s) {
-    const tg_node *n = &z->g->nodes[s];
-    if (n->op != TG_OP_SUM || z->grp[s] >= 0 || tg_ir_numel(n) != 1 || n->dtype != TG_F32) return -1;
-    int x2 = n->in[0];
-    const tg_node *m = &z->g->nodes[x2];
-    if (m->op != TG_OP_MUL || m->in[0] != m->in[1] || z->grp[x2] >= 0 || z->must_store[x2] || !only_reader(z, x2, s))
-        return -1;
-    return x2;
+    int sq = z->grp[s] >= 0 ? -1 : tg_fuse_match_sumsq(&z->fg, s);
+    return sq >= 0 && z->grp[sq] < 0 ? sq : -1;
 }
 
 /* The total: the largest tree of scalar adds over terms (through views)
@@ -1268,11 +1220,13 @@ static tg_status fz_init(fz *z, const tg_graph *g, const tg_plan *plan, const tg
     /* a view's value is its input's: what must be kept of one must be of the other */
     for (int i = n - 1; i >= 0; i--)
         if (is_view(g, i) && z->must_store[i]) z->must_store[g->nodes[i].in[0]] = true;
-    return pre_planned(z);
+    tg_status st = tg_fuse_graph_init(&z->fg, g, z->fu, z->must_store);
+    return st == TG_OK ? pre_planned(z) : st;
 }
 
 static void fz_free(fz *z) {
     for (int i = 0; i < z->n_gr; i++) free_group(&z->gr[i]);
+    tg_fuse_graph_free(&z->fg);
     free(z->gr), free(z->coff), free(z->cons), free(z->must_store), free(z->grp), free(z->role), free(z->at), free(z->kept);
 }
 
