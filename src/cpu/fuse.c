@@ -194,13 +194,12 @@ static void fuse_norm_bwd(fuse_ctx *x, int nd) {
  * gradient) in one pass over the rows. */
 static void fuse_norm_sums(fuse_ctx *x, int dg) {
     const tg_node *n = node(x, dg);
-    if (!free_node(x, dg) || !f32(x, dg)) return;
     int gy = n->in[1];
     int64_t D = tg_ir_numel(n), rows, cols;
-    if (D > CPU_NORM_SUMS_MAX_D || !f32(x, n->in[0]) || !f32(x, gy)) return;
+    if (D > CPU_NORM_SUMS_MAX_D) return;
     for (int r = x->fg.rd0[gy]; r < x->fg.rd0[gy + 1]; r++) {
         int sb = x->fg.rd[r];
-        if (node(x, sb)->op != TG_OP_SUM || !free_node(x, sb) || !tg_cpu_colsum_shape(node(x, sb), node(x, gy), &rows, &cols) ||
+        if (!tg_fuse_norm_sums_pair(&x->fg, dg, sb) || !tg_cpu_colsum_shape(node(x, sb), node(x, gy), &rows, &cols) ||
             cols != D || rows * D != tg_ir_numel(node(x, gy)))
             continue;
         int turn = dg < sb ? dg : sb;

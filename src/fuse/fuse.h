@@ -108,4 +108,11 @@ bool tg_fuse_match_update(const tg_fuse_graph *x, int p2, tg_update_match *m);
 /* A clip norm's term: s = sum over every axis of sq = mul(x, x), sq free,
  * read by s alone and not from outside. Returns sq, or -1. */
 int tg_fuse_match_sumsq(const tg_fuse_graph *x, int s);
+
+/* ---- a norm's backward ---- */
+
+/* Whether sum node sb is the bias gradient beside norm_dgain node dg: both
+ * free and f32, sb summing dg's gy over its leading axes, so one kernel
+ * can compute both from the same rows of gy. */
+bool tg_fuse_norm_sums_pair(const tg_fuse_graph *x, int dg, int sb);
 #endif

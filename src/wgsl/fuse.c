@@ -901,8 +901,7 @@ static int sibling_of(const fz *z, int s) {
         for (int c = z->coff[n->in[0]]; c < z->coff[n->in[0] + 1]; c++) {
             int j = z->cons[c];
             const tg_node *m = &z->g->nodes[j];
-            if (m->op == TG_OP_NORM_DGAIN && m->in[1] == n->in[0] && tg_wgsl_colsum_dims(z->g, m, &R2, &C2) && R2 == R &&
-                C2 == C)
+            if (tg_fuse_norm_sums_pair(&z->fg, j, s) && tg_wgsl_colsum_dims(z->g, m, &R2, &C2) && R2 == R && C2 == C)
                 return j;
         }
         /* a split weight gradient over the same rows (through a reshape of them) */
