@@ -1,8 +1,9 @@
 /* Fusion patterns, backend-neutral: a graph's readers as a backend's fusion
  * pass needs them, and the matchers of the patterns more than one backend
  * fuses, each member named by its role. A match says only what the graph
- * holds; each backend's pass (cpu/fuse.c, wgsl/attention.c) applies its own
- * size rules and decides which matches become groups of its tg_fusion. */
+ * holds; each backend's pass (cpu/fuse.c; wgsl/prefuse.c before planning,
+ * wgsl/fuse*.c after) applies its own size and memory rules and decides
+ * which matches become its groups. */
 #ifndef TG_FUSE_H
 #define TG_FUSE_H
 

@@ -1,4 +1,4 @@
-/* The kernels of the fusion planner's many-tensor groups (fuse.c):
+/* The kernels of the fusion planner's many-tensor groups (fuse_optim.c):
  *
  *   optimizer  every param's update in one dispatch: workgroups are dealt to
  *              params (a segment each, ceil(n / 256) workgroups), and each
@@ -304,7 +304,7 @@ static int unview(const tg_graph *g, int x) {
     return x;
 }
 
-/* The scalars after the total (fuse.c's plan_sumsq_tails), in node order:
+/* The scalars after the total (fuse_optim.c's plan_sumsq_tails), in node order:
  * `t<node>` in registers (f32, or u32 0/1 for a bool, as bools are
  * stored), stored where something outside the kernel reads them. */
 static void emit_tails(wk *k, const tg_graph *g, const tg_plan *plan, const fz_group *gr, const spans *s) {
