@@ -480,7 +480,7 @@ static void test_ops_2d_grid(bool verbose) {
     CHECK_OK(tg_webgpu_info(&info));
     tg_wgsl_limits l = {info.max_storage_buffer_binding_size, info.max_buffer_size,
                         info.max_storage_buffers_per_shader_stage, info.max_compute_workgroup_storage_size,
-                        info.max_compute_invocations_per_workgroup, 16, info.min_storage_buffer_offset_alignment, false, false, 0, 0};
+                        info.max_compute_invocations_per_workgroup, 16, info.min_storage_buffer_offset_alignment, false, false, 0, 0, false, -1};
     tg_wgpu_test_override_limits(&l);
     for (int i = 0; i < N_CASES; i++) {
         bool fits = true;

@@ -148,7 +148,7 @@ static void test_gpt_plan(void) {
         tg_wgsl_limits l = {info.max_storage_buffer_binding_size, info.max_buffer_size,
                             info.max_storage_buffers_per_shader_stage, info.max_compute_workgroup_storage_size,
                             info.max_compute_invocations_per_workgroup, info.max_compute_workgroups_per_dimension,
-                            info.min_storage_buffer_offset_alignment, false, false, 0, 0};
+                            info.min_storage_buffer_offset_alignment, false, false, 0, 0, false, -1};
         tg_wgsl_program prog;
         CHECK_OK(tg_wgsl_emit_program(s->b.prog->g, &s->b.prog->plan, s->b.prog->fusion, s->b.prog->wb, s->b.prog->n_wb, &l, &prog));
         int permutes = 0, attn = 0;

@@ -129,7 +129,7 @@ static void test_chunked(void) {
     /* 256 KiB: the largest tensor ([256,256]) fits, the 264 KB of gradients do not */
     tg_wgsl_limits l = {256 << 10, info.max_buffer_size, info.max_storage_buffers_per_shader_stage,
                         info.max_compute_workgroup_storage_size, info.max_compute_invocations_per_workgroup,
-                        info.max_compute_workgroups_per_dimension, info.min_storage_buffer_offset_alignment, false, false, 0, 0};
+                        info.max_compute_workgroups_per_dimension, info.min_storage_buffer_offset_alignment, false, false, 0, 0, false, -1};
     tg_wgpu_test_override_limits(&l);
     CHECK_OK(mlp_train(W, o, STEPS, &c));
     tg_wgpu_test_override_limits(NULL);
@@ -156,7 +156,7 @@ static void test_exact_bindings(void) {
     CHECK_OK(tg_webgpu_info(&info));
     tg_wgsl_limits l = {256 << 10, info.max_buffer_size, info.max_storage_buffers_per_shader_stage,
                         info.max_compute_workgroup_storage_size, info.max_compute_invocations_per_workgroup,
-                        info.max_compute_workgroups_per_dimension, info.min_storage_buffer_offset_alignment, false, false, 0, 0};
+                        info.max_compute_workgroups_per_dimension, info.min_storage_buffer_offset_alignment, false, false, 0, 0, false, -1};
     tg_model *m = tg_model_new();
     big_w = tg_model_param(m, "W", S(256, 256), tg_init_randn(0.02f));
     tg_input_decl in[] = {{"x", TG_F32, S(4, 256)}};
@@ -231,7 +231,7 @@ static tg_status group_train(tg_trace_fn loss_fn, const char *kind, float *loss,
         tg_wgsl_limits l = {info.max_storage_buffer_binding_size, info.max_buffer_size,
                             info.max_storage_buffers_per_shader_stage, info.max_compute_workgroup_storage_size,
                             info.max_compute_invocations_per_workgroup, info.max_compute_workgroups_per_dimension,
-                            info.min_storage_buffer_offset_alignment, false, false, 0, 0};
+                            info.min_storage_buffer_offset_alignment, false, false, 0, 0, false, -1};
         st = tg_wgsl_emit_program(s->b.prog->g, &s->b.prog->plan, s->b.prog->fusion, s->b.prog->wb, s->b.prog->n_wb, &l, &prog);
         for (int i = 0; st == TG_OK && i < prog.n; i++) *groups += prog.k[i].source && strstr(prog.k[i].source, kind) != NULL;
         if (st == TG_OK) tg_wgsl_program_free(&prog);
@@ -314,7 +314,7 @@ static tg_status split_train(tg_backend backend, float *loss, float *params, con
         tg_wgsl_limits l = {info.max_storage_buffer_binding_size, info.max_buffer_size,
                             info.max_storage_buffers_per_shader_stage, info.max_compute_workgroup_storage_size,
                             info.max_compute_invocations_per_workgroup, info.max_compute_workgroups_per_dimension,
-                            info.min_storage_buffer_offset_alignment, false, false, 0, 0};
+                            info.min_storage_buffer_offset_alignment, false, false, 0, 0, false, -1};
         st = tg_wgsl_emit_program(s->b.prog->g, &s->b.prog->plan, s->b.prog->fusion, s->b.prog->wb, s->b.prog->n_wb, &l, &prog);
         for (int i = 0; st == TG_OK && i < prog.n; i++) *kinds += prog.k[i].source && strstr(prog.k[i].source, kind) != NULL;
         if (st == TG_OK) tg_wgsl_program_free(&prog);
@@ -386,7 +386,7 @@ static void test_step_check_tail(void) {
         tg_wgsl_limits l = {info.max_storage_buffer_binding_size, info.max_buffer_size,
                             info.max_storage_buffers_per_shader_stage, info.max_compute_workgroup_storage_size,
                             info.max_compute_invocations_per_workgroup, info.max_compute_workgroups_per_dimension,
-                            info.min_storage_buffer_offset_alignment, false, false, 0, 0};
+                            info.min_storage_buffer_offset_alignment, false, false, 0, 0, false, -1};
         if (tg_wgsl_emit_program(s->b.prog->g, &s->b.prog->plan, s->b.prog->fusion, s->b.prog->wb, s->b.prog->n_wb, &l,
                                  &prog) == TG_OK) {
             for (int i = 0; i < prog.n; i++) tails += prog.k[i].source && strstr(prog.k[i].source, "scalars from the total");

@@ -79,7 +79,7 @@ static void test_limits(void) {
     CHECK_OK(tg_webgpu_info(&info));
     tg_wgsl_limits l = {1 << 20, info.max_buffer_size, info.max_storage_buffers_per_shader_stage,
                         info.max_compute_workgroup_storage_size, info.max_compute_invocations_per_workgroup,
-                        info.max_compute_workgroups_per_dimension, info.min_storage_buffer_offset_alignment, false, false, 0, 0};
+                        info.max_compute_workgroups_per_dimension, info.min_storage_buffer_offset_alignment, false, false, 0, 0, false, -1};
     tg_wgpu_test_override_limits(&l);
     CHECK_ERR(compile_big(S(512, 1024), true), TG_ERR_LIMIT, "[512,1024]) needs a 2097152-byte storage binding");
     CHECK_ERR(compile_big(S(512, 1024), true), TG_ERR_LIMIT, "maxStorageBufferBindingSize 1048576");

@@ -484,7 +484,8 @@ void tg_wgpu_kernel_limits(const wgpu_ctx *c, tg_wgsl_limits *l) {
                           d->max_storage_buffers_per_shader_stage, d->max_compute_workgroup_storage_size,
                           d->max_compute_invocations_per_workgroup, d->max_compute_workgroups_per_dimension,
                           d->min_storage_buffer_offset_alignment, false, strcmp(c->info.type, "CPU") == 0,
-                          c->subgroups ? c->info.subgroup_min_size : 0, c->subgroups ? c->info.subgroup_max_size : 0};
+                          c->subgroups ? c->info.subgroup_min_size : 0, c->subgroups ? c->info.subgroup_max_size : 0,
+                          false, -1};
 }
 
 void tg_wgpu_test_lose_device(void) {

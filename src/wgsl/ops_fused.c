@@ -121,13 +121,14 @@ static bool seg_alloc(int n, int64_t **w0, char (**init)[256]) {
 
 /* ---- optimizer ---- */
 
-static void optim_spans(spans *s, const tg_plan *p, const fz_seg *q) {
-    int nodes[] = {q->p, q->p2, q->m, q->m2, q->v, q->v2, q->grad, q->scale, q->hyper};
+/* chk: the step check gating the updates (tg_wgsl_limits.gate_updates), -1 for none */
+static void optim_spans(spans *s, const tg_plan *p, const fz_seg *q, int chk) {
+    int nodes[] = {q->p, q->p2, q->m, q->m2, q->v, q->v2, q->grad, q->scale, q->hyper, chk};
     for (size_t i = 0; i < sizeof nodes / sizeof nodes[0]; i++) spans_add(s, p, nodes[i]);
 }
 
-static tg_status emit_optim_chunk(const tg_graph *g, const tg_plan *plan, const tg_wgsl_limits *lim,
-                                  const fz_group *gr, int from, int to, tg_wgsl_program *out, int *cap, fz_push push) {
+static tg_status emit_optim_chunk(const tg_graph *g, const tg_plan *plan, const tg_wgsl_limits *lim, const fz_group *gr,
+                                  int from, int to, int chk, tg_wgsl_program *out, int *cap, fz_push push) {
     tg_kernel_spec *sp;
     tg_status st = push(out, cap, &sp);
     if (st != TG_OK) return st;
@@ -135,7 +136,7 @@ static tg_status emit_optim_chunk(const tg_graph *g, const tg_plan *plan, const 
     tg_wk_open(&k, g, plan, lim, gr->turn, sp);
     spans s;
     spans_init(&s);
-    for (int i = from; i < to; i++) optim_spans(&s, plan, &gr->seg[i]);
+    for (int i = from; i < to; i++) optim_spans(&s, plan, &gr->seg[i], chk);
     const fz_seg *q0 = &gr->seg[from];
     bool adam = g->nodes[q0->p2].op == TG_OP_ADAM_P;
     tg_wsb_printf(&k.s, "// node %d: %s update of %d params (%d to %d of the group)\n", gr->turn, adam ? "adam" : "sgd",
@@ -169,6 +170,10 @@ static tg_status emit_optim_chunk(const tg_graph *g, const tg_plan *plan, const 
                    "    if (gid >= %lldu) { return; }\n    let s = seg(gid);\n    let e = (gid - s.w0) * %uu + lid;\n"
                    "    if (e >= s.n) { return; }\n",
                    (long long)total, WG);
+        if (chk >= 0) { /* the exponent's bits: a shader compiler may assume floats are never NaN */
+            tg_wsb_printf(&k.s, "    if ((%s0u] & 0x7f800000u) == 0x7f800000u) { return; }\n", at(&s, plan, chk, a, sizeof a));
+            sp->gated = true;
+        }
         tg_wsb_printf(&k.s, "    let g0 = bitcast<f32>(b%d[s.g + e]);\n", bg);
         if (q0->scale >= 0)
             tg_wsb_printf(&k.s, "    let gs = bitcast<f32>(%s0u]);\n    let g = %s;\n", at(&s, plan, q0->scale, a, sizeof a),
@@ -208,24 +213,33 @@ static tg_status emit_optim_chunk(const tg_graph *g, const tg_plan *plan, const 
     return tg_wk_close(&k, out);
 }
 
+/* The updates in chunks whose bindings fit, each gated on the step check
+ * when asked (tg_wgsl_limits.gate_updates) and every param's update fits
+ * with the check bound beside it; else none is, and the engine waits for
+ * the check before it submits them. */
 static tg_status emit_optim(const tg_graph *g, const tg_plan *plan, const tg_wgsl_limits *lim, const fz_group *gr,
                             tg_wgsl_program *out, int *cap, fz_push push) {
-    int from = 0;
+    int from = 0, chk = lim->gate_updates ? lim->step_check : -1;
     spans s;
+    for (int i = 0; i < gr->n_seg && chk >= 0; i++) {
+        spans_init(&s);
+        optim_spans(&s, plan, &gr->seg[i], chk);
+        if (!spans_fit(&s, lim)) chk = -1;
+    }
     spans_init(&s);
     for (int i = 0; i < gr->n_seg; i++) {
         spans t = s;
-        optim_spans(&t, plan, &gr->seg[i]);
+        optim_spans(&t, plan, &gr->seg[i], chk);
         if (i > from && !spans_fit(&t, lim)) { /* cut before this param */
-            tg_status st = emit_optim_chunk(g, plan, lim, gr, from, i, out, cap, push);
+            tg_status st = emit_optim_chunk(g, plan, lim, gr, from, i, chk, out, cap, push);
             if (st != TG_OK) return st;
             from = i;
             spans_init(&t);
-            optim_spans(&t, plan, &gr->seg[i]);
+            optim_spans(&t, plan, &gr->seg[i], chk);
         }
         s = t;
     }
-    return emit_optim_chunk(g, plan, lim, gr, from, gr->n_seg, out, cap, push);
+    return emit_optim_chunk(g, plan, lim, gr, from, gr->n_seg, chk, out, cap, push);
 }
 
 /* ---- sums of squares ---- */

@@ -46,6 +46,12 @@ typedef struct {
      * whose subgroups have one size (NVIDIA's 32, lavapipe's 8), where a
      * row kernel may give each row one subgroup (rows.c). */
     uint32_t subgroup_max_size;
+    /* Not a limit: the optimizer's fused updates do nothing when node
+     * step_check's value (the training step's check) is not finite, and
+     * their specs say so (tg_kernel_spec.gated), so that the engine may
+     * submit them without waiting for the check. */
+    bool gate_updates;
+    int step_check;
 } tg_wgsl_limits;
 
 /* Bindings a kernel may have (a fused kernel reads more than one node's
@@ -70,6 +76,7 @@ typedef struct {
     int64_t workspace;       /* bytes of the program's workspace it binds (0: none) */
     bool attention_work;     /* it binds the attention statistics (the workspace's first part), not the
                               * scratch the other kernels share after them */
+    bool gated;              /* it does nothing when the step check is not finite (tg_wgsl_limits.gate_updates) */
 } tg_kernel_spec;
 
 /* Builds the kernel for node `id` of a planned graph. Leaves and views get
