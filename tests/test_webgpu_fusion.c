@@ -392,6 +392,24 @@ static void test_step_check_tail(void) {
             for (int i = 0; i < prog.n; i++) tails += prog.k[i].source && strstr(prog.k[i].source, "scalars from the total");
             tg_wgsl_program_free(&prog);
         }
+        /* asked to gate the updates on the check, as the engine does: every
+         * update kernel reads it and says so, and nothing else does */
+        l.gate_updates = true, l.step_check = s->b.prog->check;
+        if (tg_wgsl_emit_program(s->b.prog->g, &s->b.prog->plan, s->b.prog->fusion, s->b.prog->wb, s->b.prog->n_wb, &l,
+                                 &prog) == TG_OK) {
+            int updates = 0, gated = 0;
+            for (int i = 0; i < prog.n; i++) {
+                bool update = prog.k[i].source && strstr(prog.k[i].source, "adam update of");
+                updates += update;
+                gated += prog.k[i].gated;
+                CHECK(prog.k[i].gated == update, "step check: kernel %d (node %d) gated %d, an update %d", i,
+                      prog.k[i].node, prog.k[i].gated, update);
+                if (update) CHECK(strstr(prog.k[i].source, "0x7f800000u) == 0x7f800000u) { return; }") != NULL,
+                                  "step check: update kernel %d does not read the check", i);
+            }
+            CHECK(updates >= 1 && gated == updates, "step check: %d of %d update kernels gated", gated, updates);
+            tg_wgsl_program_free(&prog);
+        }
     }
     CHECK(tails == 1, "step check: %d totals kernels compute scalars after the total, want 1", tails);
     tg_feed ok[] = {TG_FEED("x", x, 32 * 64), TG_FEED("c", &one, 1)}, bad[] = {TG_FEED("x", x, 32 * 64), TG_FEED("c", &zero, 1)};
@@ -401,7 +419,8 @@ static void test_step_check_tail(void) {
         CHECK_OK(tg_session_step(s, ok, 2, &loss));
         CHECK(tg_session_step_count(s) == 2, "step check: %lld steps counted, want 2", (long long)tg_session_step_count(s));
     }
-    printf("  step check in the clip norm's totals kernel: a -Inf loss with finite gradients fails the step\n");
+    printf("  step check in the clip norm's totals kernel: a -Inf loss with finite gradients fails the step; the "
+           "update kernels skip their work on it\n");
     tg_session_free(s);
     tg_model_free(m);
 }
