@@ -116,10 +116,10 @@ static void fuse_attention_bwd(fuse_ctx *x, int sg) {
 static void fuse_adam(fuse_ctx *x, int ip) {
     tg_update_match u;
     if (!tg_fuse_match_update(&x->fg, ip, &u) || u.m2 < 0) return;
-    int absorbed[1] = {u.gx};
+    int absorbed[1] = {u.gx}, n_abs = u.scale >= 0 ? 1 : 0; /* gx = grad * scale, computed inline */
     cpu_group d = {CPU_GROUP_ADAM, u.m2, -1, -1, -1, false, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, false,
                    u.m2, u.v2, ip, u.grad, u.scale, {-1, -1, -1, -1, -1, -1, -1, -1, -1, false}};
-    int gid = add_group(x, absorbed, u.scale >= 0, u.m2, true, &d);
+    int gid = add_group(x, absorbed, n_abs, u.m2, true, &d);
     x->f->group[u.v2] = x->f->group[ip] = gid;
     x->f->role[u.v2] = x->f->role[ip] = TG_FUSE_OUTPUT;
     x->f->inplace[u.v2] = x->f->inplace[ip] = true;

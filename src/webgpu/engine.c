@@ -289,6 +289,17 @@ static tg_status wg_write(tg_engine *e_, tg_program *p, int arena, int64_t off, 
     return st;
 }
 
+/* The read-back buffer, grown to at least `bytes` (c->mu held); false when
+ * it cannot be allocated. */
+static bool staging_for(wg_engine *e, int64_t bytes) {
+    if (e->staging_bytes < bytes) {
+        drop_buffer(e->c, e->staging);
+        e->staging = new_buffer(e->c, "read-back", WG_USAGE_MAP_READ | WG_USAGE_COPY_DST, bytes);
+        e->staging_bytes = e->staging ? bytes : 0;
+    }
+    return e->staging != NULL;
+}
+
 static tg_status wg_read(tg_engine *e_, tg_program *p, int arena, int64_t off, void *dst, int64_t bytes) {
     wg_engine *e = (wg_engine *)e_;
     wgpu_ctx *c = e->c;
@@ -302,12 +313,8 @@ static tg_status wg_read(tg_engine *e_, tg_program *p, int arena, int64_t off, v
         return TG_OK;
     }
     pthread_mutex_lock(&c->mu);
-    if (e->staging_bytes < bytes) {
-        drop_buffer(c, e->staging);
-        e->staging = new_buffer(c, "read-back", WG_USAGE_MAP_READ | WG_USAGE_COPY_DST, bytes);
-        e->staging_bytes = e->staging ? bytes : 0;
-    }
-    if (!e->staging) st = tg_fail(TG_ERR_NOMEM, "webgpu read: cannot allocate %lld bytes to read back", (long long)bytes);
+    if (!staging_for(e, bytes))
+        st = tg_fail(TG_ERR_NOMEM, "webgpu read: cannot allocate %lld bytes to read back", (long long)bytes);
     if (st == TG_OK) {
         wg_encoder enc = c->f.DeviceCreateCommandEncoder(c->device, NULL);
         c->f.CommandEncoderCopyBufferToBuffer(enc, buf, (uint64_t)off, e->staging, 0, (uint64_t)bytes);
@@ -329,12 +336,7 @@ static double now_s(void) {
 /* Waits until the GPU has done everything submitted (a 4-byte read-back). */
 static tg_status wait_idle(wg_engine *e) {
     wgpu_ctx *c = e->c;
-    if (e->staging_bytes < 4) {
-        drop_buffer(c, e->staging);
-        e->staging = new_buffer(c, "read-back", WG_USAGE_MAP_READ | WG_USAGE_COPY_DST, 4);
-        e->staging_bytes = e->staging ? 4 : 0;
-    }
-    if (!e->staging) return tg_fail(TG_ERR_NOMEM, "webgpu: cannot allocate a read-back buffer");
+    if (!staging_for(e, 4)) return tg_fail(TG_ERR_NOMEM, "webgpu: cannot allocate a read-back buffer");
     wg_encoder enc = c->f.DeviceCreateCommandEncoder(c->device, NULL);
     c->f.CommandEncoderCopyBufferToBuffer(enc, e->params, 0, e->staging, 0, 4);
     submit(c, enc);
@@ -457,12 +459,7 @@ static tg_status dp_exchange(wg_engine *e, tg_program *p, tg_status local) {
          * the exchange's: the read-back, the all-reduce, the write-back. */
         local = wait_idle(e);
         t0 = now_s();
-        if (e->staging_bytes < bytes) {
-            drop_buffer(c, e->staging);
-            e->staging = new_buffer(c, "read-back", WG_USAGE_MAP_READ | WG_USAGE_COPY_DST, bytes);
-            e->staging_bytes = e->staging ? bytes : 0;
-        }
-        if (!e->staging)
+        if (!staging_for(e, bytes))
             local = tg_fail(TG_ERR_NOMEM, "webgpu: cannot allocate %lld bytes to read the gradients back", (long long)bytes);
         wg_encoder enc = local == TG_OK ? c->f.DeviceCreateCommandEncoder(c->device, NULL) : NULL;
         for (int s = 0; enc && s < dp->n_seg && local == TG_OK; s++) {
@@ -545,12 +542,7 @@ static tg_status read_check(wg_engine *e, tg_program *p, wg_program *wp) {
     const tg_slot *chk = &p->plan.slot[p->check], *res = &p->plan.slot[p->result];
     float v[2];
     pthread_mutex_lock(&c->mu);
-    if (e->staging_bytes < 8) {
-        drop_buffer(c, e->staging);
-        e->staging = new_buffer(c, "read-back", WG_USAGE_MAP_READ | WG_USAGE_COPY_DST, 8);
-        e->staging_bytes = e->staging ? 8 : 0;
-    }
-    tg_status st = e->staging ? TG_OK : tg_fail(TG_ERR_NOMEM, "webgpu: cannot allocate a read-back buffer");
+    tg_status st = staging_for(e, 8) ? TG_OK : tg_fail(TG_ERR_NOMEM, "webgpu: cannot allocate a read-back buffer");
     if (st == TG_OK) {
         wg_encoder enc = c->f.DeviceCreateCommandEncoder(c->device, NULL);
         c->f.CommandEncoderCopyBufferToBuffer(enc, wp->arena[chk->arena], (uint64_t)chk->offset, e->staging, 0, 4);
