@@ -21,6 +21,7 @@ typedef struct {
     FILE *graph;            /* tg graph: write the graph as DOT here instead of training */
     bool graph_compiled;    /* tg graph --compiled: the compiled graph (grad, optimizer, passes) */
     tg_comm *comm;          /* --dp (tg-mpi): the ranks training together; NULL alone */
+    bool discard_grads;     /* --discard-grads: spec.discard_grads */
 } tg_example_opts;
 
 int example_sin(const tg_example_opts *o);

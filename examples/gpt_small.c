@@ -41,6 +41,7 @@ int example_gpt_small(const tg_example_opts *o) {
                           .optim = tg_adamw(tg_lr_constant(1e-3f), 0.1f), .seed = o->seed, .backend = o->backend,
                           .threads = o->threads, .comm = o->comm};
     spec.optim.clip_grad_norm = 1.0f;
+    spec.discard_grads = o->discard_grads;
     tg_session *s = NULL;
     if (tg_session_new(&spec, &s) != TG_OK) {
         fprintf(stderr, "error: %s\n", tg_last_error());

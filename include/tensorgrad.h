@@ -736,6 +736,15 @@ typedef struct {
      * over the ranks before the optimizer, so every rank applies the same
      * update. The comm must outlive the session. */
     tg_comm *comm;
+    /* Gradients live only from the backward that computes them to the
+     * update that reads them, in the memory the plan reuses (as PyTorch
+     * after zero_grad(set_to_none=True)): less memory at the step's peak,
+     * and tg_session_get_grad refuses. Needs an optimizer; not with comm.
+     * WebGPU updates every param in one kernel binding the gradients'
+     * span of that memory: a device whose storage bindings are smaller
+     * than the span (lavapipe's 128 MiB against gpt_small's 1.6 GB) runs
+     * the updates as a kernel per node instead. */
+    bool discard_grads;
 } tg_train_spec;
 
 /* Two kinds of session, two types: a training session (tg_session: a loss,

@@ -22,6 +22,7 @@ typedef struct {
     tg_plan plan;
     int result;        /* the loss (training) or the forward output; -1 none */
     int *param_grad;   /* per model param: grad node or -1 */
+    bool grads_kept;   /* param_grad's values stay readable after a step (not discard_grads) */
     int n_params;
     tg_writeback *wb;
     int n_wb;
@@ -62,7 +63,7 @@ bool tg_program_is_update(tg_opcode op);
 typedef tg_status (*tg_fuse_fn)(const tg_program *p, tg_fusion **out);
 /* For a fusion pass: pinned[i] (g->n entries) set for every node read from
  * outside the program's kernels (the result, the numeric check, captures,
- * param gradients, writeback sources), which no group may absorb. */
+ * param gradients unless discarded, writeback sources), which no group may absorb. */
 void tg_program_pinned(const tg_program *p, bool *pinned);
 
 typedef struct {
@@ -76,6 +77,7 @@ typedef struct {
     int64_t align;
     const int64_t *param_offset;
     tg_fuse_fn fuse;       /* NULL: nothing fused */
+    bool discard_grads;    /* grads are scratch, unreadable after the step (needs optim) */
 } tg_compile_req;
 
 tg_status tg_program_build(const tg_compile_req *req, tg_program **out);

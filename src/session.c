@@ -55,7 +55,7 @@ static tg_status build(const tg_session *s, tg_session_base *b, tg_model *m, voi
     if (s->comm && s->backend == TG_BACKEND_WEBGPU) tg_wgpu_prefer_adapter(s->comm->rank);
     tg_status st = tg_session_base_open(b, m, s->backend, s->threads, api);
     tg_compile_req req = {m, s->loss, user, s->inputs, s->n_inputs, o, o->kind == TG_OPT_NONE, TG_ARENA_ALIGN,
-                          b->param_offset, b->eng ? b->eng->vt->fuse : NULL};
+                          b->param_offset, b->eng ? b->eng->vt->fuse : NULL, s->discard_grads};
     if (st == TG_OK) st = tg_program_build(&req, &b->prog);
     if (st == TG_OK) b->prog->check_each = tg_session_check_numerics(s->check_numerics);
     if (st == TG_OK) {
@@ -104,6 +104,12 @@ static tg_status session_new(const tg_train_spec *spec, tg_session **out) {
     if (tg_model_status(spec->model) != TG_OK) return spec->model->err;
     tg_status st = tg_optim_check(&spec->optim, api);
     if (st != TG_OK) return st;
+    if (spec->discard_grads && spec->optim.kind == TG_OPT_NONE)
+        return tg_fail(TG_ERR_ARG, "%s: spec->discard_grads without an optimizer leaves nothing to compute (the "
+                       "gradients are what a session without one is for)", api);
+    if (spec->discard_grads && spec->comm)
+        return tg_fail(TG_ERR_ARG, "%s: spec->discard_grads is not supported with spec->comm (the ranks exchange the "
+                       "gradients where they are kept)", api);
     tg_session *s = tg_calloc(1, sizeof *s);
     if (!s) return tg_fail(TG_ERR_NOMEM, "%s: out of memory", api);
     s->b.seed = spec->random_seed ? fresh_seed(s) : spec->seed;
@@ -113,6 +119,7 @@ static tg_status session_new(const tg_train_spec *spec, tg_session **out) {
     s->backend = spec->backend;
     s->threads = spec->threads;
     s->check_numerics = spec->check_numerics;
+    s->discard_grads = spec->discard_grads;
     s->comm = spec->comm;
     st = tg_session_take_lr(s, &spec->optim.lr, api);
     if (st == TG_OK) st = tg_share_new(&s->b.share);
@@ -334,6 +341,9 @@ tg_status tg_session_get_grad(tg_session *s, const char *name, float *data, int6
     tg_status st = tg_session_base_param_check(s ? &s->b : NULL, api, name, data, count, &p);
     int id = st == TG_OK ? s->b.prog->param_grad[p] : -1;
     if (st == TG_OK && id < 0) st = tg_fail(TG_ERR_STATE, "%s: param '%s' has no gradient in this session", api, name);
+    if (st == TG_OK && !s->b.prog->grads_kept)
+        st = tg_fail(TG_ERR_STATE, "%s: this session discards its gradients after each step (spec.discard_grads)",
+                     api);
     if (st == TG_OK) {
         const tg_slot *sl = &s->b.prog->plan.slot[id];
         st = s->b.eng->vt->read(s->b.eng, s->b.prog, sl->arena, sl->offset, data, count * 4);

@@ -52,6 +52,7 @@ struct tg_session {
     tg_backend backend;
     int threads;
     bool check_numerics;
+    bool discard_grads;
     tg_comm *comm; /* data parallel (dist/dp.h), NULL alone */
 };
 

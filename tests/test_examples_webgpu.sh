@@ -43,6 +43,16 @@ else
     fail=$((fail + 1)); echo "FAIL gpt_small plan: $d dispatches (want <= 217), $b bytes (want <= 1792936192), $perm permute kernels: $out"
 fi
 rm -rf "$dump"
+# With --discard-grads the gradients get no memory of their own: the
+# 43047936 bytes they had, less what they then take of the reused memory.
+out=$("$tg" plan gpt_small --backend webgpu --json --discard-grads 2>&1)
+b=$(printf '%s' "$out" | sed -n 's/.*"planned_bytes": \([0-9]*\).*/\1/p')
+gb=$(printf '%s' "$out" | sed -n 's/.*"grad_bytes": \([0-9]*\).*/\1/p')
+if [ -n "$b" ] && [ "$b" -le 1750357760 ] && [ "$gb" = 0 ]; then
+    pass=$((pass + 1))
+else
+    fail=$((fail + 1)); echo "FAIL gpt_small plan with --discard-grads: $b bytes (want <= 1750357760), $gb of grads: $out"
+fi
 # The addition transformer's plan: at most 99 dispatches per step (120
 # before the split weight gradients were grouped, the MLP bias gradients
 # summed in their weight gradients' kernels and the clip factor moved into

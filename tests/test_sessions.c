@@ -569,6 +569,55 @@ done:
     tg_model_free(m);
 }
 
+/* spec.discard_grads: the same steps bit for bit, grads planned as
+ * intermediates (no bytes of their own), tg_session_get_grad refused; and
+ * the two specs it does not go with. */
+static void discard_grads_checks(tg_backend be, const char *name) {
+    tg_model *m = tg_model_new();
+    net n = net_new(m, 64);
+    tg_train_spec ts = {.model = m, .loss = net_loss, .user = &n, .inputs = NET_IN, .n_inputs = 2, .seed = 7,
+                        .optim = tg_adamw(tg_lr_constant(0.02f), 0.1f), .backend = be, .threads = 1};
+    ts.optim.clip_grad_norm = 0.5f; /* the clip norm's sums of squares read every gradient too */
+    tg_session *keep = NULL, *drop = NULL, *z = NULL;
+    CHECK_OK(tg_session_new(&ts, &keep));
+    ts.discard_grads = true;
+    CHECK_OK(tg_session_new(&ts, &drop));
+    if (keep && drop) {
+        tg_feed f[] = {TG_FEED("x", X, 8), TG_FEED("t", T, 4)};
+        float la = 0, lb = 0, pa[128], pb[128], g[128];
+        bool same = true;
+        for (int step = 0; step < 8 && same; step++) {
+            CHECK_OK(tg_session_step(keep, f, 2, &la));
+            CHECK_OK(tg_session_step(drop, f, 2, &lb));
+            same = memcmp(&la, &lb, sizeof la) == 0;
+        }
+        CHECK(same, "%s: discard_grads changed a loss (%.9g vs %.9g)", name, lb, la);
+        CHECK_OK(tg_session_get_param(keep, "l1.W", pa, 128));
+        CHECK_OK(tg_session_get_param(drop, "l1.W", pb, 128));
+        CHECK(memcmp(pa, pb, sizeof pa) == 0, "%s: discard_grads changed the trained params", name);
+        CHECK_OK(tg_session_get_grad(keep, "l1.W", g, 128));
+        CHECK_ERR(tg_session_get_grad(drop, "l1.W", g, 128), TG_ERR_STATE, "discards its gradients");
+        tg_plan_stats a, b;
+        CHECK_OK(tg_session_plan_stats(keep, &a));
+        CHECK_OK(tg_session_plan_stats(drop, &b));
+        CHECK(a.grad_bytes > 0 && b.grad_bytes == 0 && b.planned_bytes < a.planned_bytes,
+              "%s: discard_grads planned %lld bytes (%lld of grads), keeping them %lld (%lld)", name,
+              (long long)b.planned_bytes, (long long)b.grad_bytes, (long long)a.planned_bytes, (long long)a.grad_bytes);
+        CHECK(b.n_dispatches <= a.n_dispatches, "%s: discard_grads runs %d dispatches a step, keeping them %d", name,
+              b.n_dispatches, a.n_dispatches);
+    }
+    ts.optim = tg_adam(tg_lr_constant(0.01f));
+    ts.optim.kind = TG_OPT_NONE;
+    CHECK_ERR(tg_session_new(&ts, &z), TG_ERR_ARG, "discard_grads without an optimizer");
+    tg_comm comm = {0, 1, one_sum, one_bcast, true, "", NULL};
+    ts.optim = tg_adam(tg_lr_constant(0.01f));
+    ts.comm = &comm;
+    CHECK_ERR(tg_session_new(&ts, &z), TG_ERR_ARG, "discard_grads is not supported with spec->comm");
+    tg_session_free(keep);
+    tg_session_free(drop);
+    tg_model_free(m);
+}
+
 /* spec.random_seed: a seed nobody chose, readable; 0 stays a seed like any other. */
 static void seed_checks(void) {
     tg_model *m = tg_model_new();
@@ -605,6 +654,7 @@ int main(int argc, char **argv) {
     reset_checks(TG_BACKEND_CPU, "cpu");
     replace_checks(TG_BACKEND_CPU, "cpu");
     seed_checks();
+    discard_grads_checks(TG_BACKEND_CPU, "cpu");
     download_and_captures(TG_BACKEND_CPU);
     i32_params(TG_BACKEND_CPU, "cpu");
     tg_webgpu_adapter_info info;
@@ -615,6 +665,7 @@ int main(int argc, char **argv) {
         replace_checks(TG_BACKEND_WEBGPU, "webgpu");
         i32_params(TG_BACKEND_WEBGPU, "webgpu");
         download_and_captures(TG_BACKEND_WEBGPU);
+        discard_grads_checks(TG_BACKEND_WEBGPU, "webgpu");
     } else {
         check_webgpu_missing("test_sessions");
     }

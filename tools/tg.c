@@ -18,7 +18,8 @@
 enum {
     OPT_BENCH = 1 << 0,      /* --bench N */
     OPT_CHECKPOINT = 1 << 1, /* --checkpoint PATH */
-    OPT_OUT = 1 << 2         /* --out FILE */
+    OPT_OUT = 1 << 2,        /* --out FILE */
+    OPT_DISCARD = 1 << 3     /* --discard-grads */
 };
 static const struct example {
     const char *name;
@@ -29,7 +30,7 @@ static const struct example {
     {"addition", example_addition, OPT_BENCH | OPT_CHECKPOINT,
      "3-layer transformer learning 2-digit addition; ends with 'heldout_accuracy=<value>'"},
     {"digits", example_digits, OPT_BENCH, "CNN on the 8x8 handwritten digits; ends with 'test_accuracy=<value>'"},
-    {"gpt_small", example_gpt_small, OPT_BENCH,
+    {"gpt_small", example_gpt_small, OPT_BENCH | OPT_DISCARD,
      "the 10.8M-param GPT of the benchmarks (V=65, D=384, 6 layers, T=256, B=64); for a GPU"},
     {"names", example_names, 0, "character-level transformer over Debian's word list; ends with 'val_loss=<value>'"},
     {"sin", example_sin, OPT_BENCH, "1-64-64-1 MLP fitting sin(x); ends with 'final loss=<value>'"},
@@ -49,10 +50,11 @@ static int usage(FILE *f) {
     fprintf(f,
             "usage: tg train <example> [--steps N] [--seed S] [--backend cpu|webgpu] [--threads N] [--quiet]\n"
             "                          [--log run.csv] [--plot loss.png|loss.svg]\n"
-            "                          [--bench N] [--checkpoint PATH] [--out FILE]   (examples that use them)\n"
+            "                          [--bench N] [--checkpoint PATH] [--out FILE] [--discard-grads]\n"
+            "                                                          (examples that use them)\n"
             "       mpirun -n R tg-mpi train <example> --dp [options]   data parallel: R ranks share each batch\n"
             "       tg graph <example> [--compiled] [--svg out.svg]   the graph as Graphviz DOT\n"
-            "       tg plan <example> [--backend cpu|webgpu] [--json]\n"
+            "       tg plan <example> [--backend cpu|webgpu] [--json] [--discard-grads]\n"
             "                        compile without training; print the buffer plan's totals and dispatches per step\n"
             "       tg devices       list the CPU and the WebGPU adapter\n"
             "       tg --version     the version of tg and of the library\n"
@@ -110,7 +112,7 @@ static int parse_opts(const struct example *ex, bool graph, int argc, char **arg
             return 2;
         }
         unsigned need = !strcmp(a, "--bench") ? OPT_BENCH : !strcmp(a, "--checkpoint") ? OPT_CHECKPOINT
-                        : !strcmp(a, "--out")  ? OPT_OUT : 0;
+                        : !strcmp(a, "--out")  ? OPT_OUT : !strcmp(a, "--discard-grads") ? OPT_DISCARD : 0;
         bool train_only = need || !strcmp(a, "--steps") || !strcmp(a, "--log") || !strcmp(a, "--plot") ||
                           !strcmp(a, "--quiet") || !strcmp(a, "--dp");
         bool graph_only = !strcmp(a, "--compiled") || !strcmp(a, "--svg");
@@ -132,6 +134,7 @@ static int parse_opts(const struct example *ex, bool graph, int argc, char **arg
             if (!parse_int(a, v, 1, 1000000, &x)) return 2;
             o->bench = (int)x;
         } else if (!strcmp(a, "--quiet")) o->quiet = true;
+        else if (!strcmp(a, "--discard-grads")) o->discard_grads = true;
         else if (!strcmp(a, "--dp")) *dp = true;
         else if (!strcmp(a, "--log")) o->log = v;
         else if (!strcmp(a, "--checkpoint")) o->checkpoint = v;
@@ -262,15 +265,17 @@ static int devices(void) {
     return 0;
 }
 
-/* tg plan <example> [--backend B] [--json] */
+/* tg plan <example> [--backend B] [--json] [--discard-grads] */
 static int plan_cmd(const struct example *ex, int argc, char **argv) {
     tg_example_opts o = {.plan = 1, .quiet = true};
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) o.plan = 2;
+        else if (!strcmp(argv[i], "--discard-grads") && (ex->opts & OPT_DISCARD)) o.discard_grads = true;
         else if (!strcmp(argv[i], "--backend") && i + 1 < argc && !strcmp(argv[i + 1], "cpu")) o.backend = TG_BACKEND_CPU, i++;
         else if (!strcmp(argv[i], "--backend") && i + 1 < argc && !strcmp(argv[i + 1], "webgpu")) o.backend = TG_BACKEND_WEBGPU, i++;
         else {
-            fprintf(stderr, "tg: plan takes --backend cpu|webgpu and --json, not '%s'\n", argv[i]);
+            fprintf(stderr, "tg: plan takes --backend cpu|webgpu, --json and (examples that use it) --discard-grads, "
+                    "not '%s'\n", argv[i]);
             return 2;
         }
     }
