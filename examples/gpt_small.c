@@ -59,7 +59,7 @@ int example_gpt_small(const tg_example_opts *o) {
     if (o->bench > 0) {
         for (int i = 0; i < B * T; i++) tok[i] = (int32_t)(ex_rand(&rng) % V), tgt[i] = (int32_t)(ex_rand(&rng) % V);
         tg_feed feeds[] = {TG_FEED("tokens", tok + first * T, rows * T), TG_FEED("targets", tgt + first * T, rows * T)};
-        rc = ex_bench_loop("gpt_small", s, o->backend, feeds, 2, o->bench);
+        rc = ex_bench_loop(o->discard_grads ? "gpt_small_discard_grads" : "gpt_small", s, o->backend, feeds, 2, o->bench);
         tg_session_free(s);
         tg_model_free(m);
         return rc;
