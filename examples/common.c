@@ -114,10 +114,14 @@ int ex_bench_loop(const char *model, tg_session *s, tg_backend be, const tg_feed
     double *ms = calloc((size_t)steps + 1, sizeof(double));
     float loss;
     tg_status st = ms ? TG_OK : TG_ERR_NOMEM;
-    for (int i = 0; i < EX_BENCH_WARMUP + steps && st == TG_OK; i++) {
+    double start = ex_now();
+    for (int i = 0; st == TG_OK && (i < EX_BENCH_WARMUP || (ex_now() - start < EX_BENCH_WARMUP_S && i < EX_BENCH_WARMUP_MAX));
+         i++)
+        st = tg_session_step(s, feeds, n_feeds, &loss);
+    for (int i = 0; i < steps && st == TG_OK; i++) {
         double t0 = ex_now();
         st = tg_session_step(s, feeds, n_feeds, &loss); /* reading the loss waits for the step, as the peer's .item() */
-        if (i >= EX_BENCH_WARMUP) ms[i - EX_BENCH_WARMUP] = 1e3 * (ex_now() - t0);
+        ms[i] = 1e3 * (ex_now() - t0);
     }
     if (st == TG_OK) ex_bench_report(model, s, be, ms, steps);
     else fprintf(stderr, "error: %s\n", st == TG_ERR_NOMEM ? "out of memory" : tg_last_error());

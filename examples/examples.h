@@ -133,7 +133,14 @@ void ex_bench_report(const char *model, const tg_session *s, tg_backend be, doub
  * compiled, never-run session; mode 2 prints one JSON line with the keys
  * --bench uses (planned_bytes, naive_bytes, dispatches). Returns an exit code. */
 int ex_plan_report(const char *model, const tg_session *s, tg_backend be, int mode);
+/* The warm-up: at least EX_BENCH_WARMUP steps and EX_BENCH_WARMUP_S seconds
+ * (at most EX_BENCH_WARMUP_MAX steps). On the H200 the addition step's first
+ * --bench after a pause had a median of 2.79 ms (min 0.92) against 0.95 and
+ * 0.96 in the next two runs: 10 steps of 1 ms do not bring a GPU out of its
+ * idle clocks. */
 #define EX_BENCH_WARMUP 10
+#define EX_BENCH_WARMUP_S 0.5
+#define EX_BENCH_WARMUP_MAX 2000
 /* Warms up, then times `steps` training steps on the same feeds (reading the
  * loss every step) and prints the JSON line. Returns an exit code. */
 int ex_bench_loop(const char *model, tg_session *s, tg_backend be, const tg_feed *feeds, int n_feeds, int steps);
