@@ -289,7 +289,7 @@ static tg_tensor split_loss(tg_graph *g, void *u) {
 
 /* Three Adam steps on `backend`: the losses, every param after them, and
  * (WebGPU) how many kernels' sources name `kind`. */
-static tg_status split_train(tg_backend backend, float *loss, float *params, const char *kind, int *kinds) {
+static tg_status split_train(tg_backend backend, float *loss, float *params, const char *kind, int *kinds, bool discard) {
     tg_model *m = tg_model_new();
     for (int q = 0; q < 3; q++) {
         char name[16];
@@ -299,7 +299,8 @@ static tg_status split_train(tg_backend backend, float *loss, float *params, con
     sw[3] = tg_model_param(m, "b0", S(SO), tg_init_randn(0.2f));
     tg_input_decl in[] = {{"x", TG_F32, S(SR, SI)}};
     tg_train_spec spec = {.model = m, .loss = split_loss, .inputs = in, .n_inputs = 1,
-                          .optim = tg_adam(tg_lr_constant(1e-2f)), .seed = 7, .backend = backend};
+                          .optim = tg_adam(tg_lr_constant(1e-2f)), .seed = 7, .backend = backend,
+                          .discard_grads = discard};
     tg_session *s = NULL;
     tg_status st = tg_session_new(&spec, &s);
     static float x[SR * SI];
@@ -333,13 +334,21 @@ static void test_split_groups(void) {
     float lf[3], lu[3], lc[3];
     static float pf[NP], pu[NP], pc[NP];
     int groups = 0, gu = 0, gc = 0, sibs = 0, su = 0;
-    CHECK_OK(split_train(TG_BACKEND_WEBGPU, lf, pf, "matmul group of 2", &groups));
-    CHECK_OK(split_train(TG_BACKEND_WEBGPU, lf, pf, "st2(c, cacc)", &sibs));
+    CHECK_OK(split_train(TG_BACKEND_WEBGPU, lf, pf, "matmul group of 2", &groups, false));
+    CHECK_OK(split_train(TG_BACKEND_WEBGPU, lf, pf, "st2(c, cacc)", &sibs, false));
     tg_wgsl_set_fusion(0);
-    CHECK_OK(split_train(TG_BACKEND_WEBGPU, lu, pu, "matmul group of 2", &gu));
-    CHECK_OK(split_train(TG_BACKEND_WEBGPU, lu, pu, "st2(c, cacc)", &su));
+    CHECK_OK(split_train(TG_BACKEND_WEBGPU, lu, pu, "matmul group of 2", &gu, false));
+    CHECK_OK(split_train(TG_BACKEND_WEBGPU, lu, pu, "st2(c, cacc)", &su, false));
     tg_wgsl_set_fusion(-1);
-    CHECK_OK(split_train(TG_BACKEND_CPU, lc, pc, "", &gc));
+    CHECK_OK(split_train(TG_BACKEND_CPU, lc, pc, "", &gc, false));
+    /* Discarded gradients (planned in reused memory): the same group, the same bits. */
+    float ld[3];
+    static float pd[NP];
+    int gd = 0;
+    CHECK_OK(split_train(TG_BACKEND_WEBGPU, ld, pd, "matmul group of 2", &gd, true));
+    CHECK(gd == 2 && memcmp(ld, lf, sizeof ld) == 0 && memcmp(pd, pf, sizeof pd) == 0,
+          "split weight gradients, discarded: %d kernels of the group (want 2), the same bits: %d", gd,
+          memcmp(ld, lf, sizeof ld) == 0 && memcmp(pd, pf, sizeof pd) == 0);
     double lw = 0, pw = 0, lcw = 0, pcw = 0;
     for (int i = 0; i < 3; i++) lw = fmax(lw, rel(lf[i], lu[i])), lcw = fmax(lcw, rel(lf[i], lc[i]));
     for (int i = 0; i < NP; i++) pw = fmax(pw, fabs(pf[i] - pu[i])), pcw = fmax(pcw, fabs(pf[i] - pc[i]));

@@ -594,9 +594,9 @@ static void wg_destroy(tg_engine *e_) {
     free(e);
 }
 
-/* The fusion pass before planning (src/wgsl/prefuse.c): causal attention and
- * products with an epilogue. The other fusions are decided after planning,
- * in tg_wgsl_emit_program.
+/* The fusion pass before planning (src/wgsl/prefuse.c): causal attention,
+ * products with an epilogue, sums and groups of products. The other
+ * fusions are decided after planning, in tg_wgsl_emit_program.
  * Off where every node's value must be readable (check_numerics). */
 static tg_status wg_fuse(const tg_program *p, tg_fusion **out) {
     *out = NULL;

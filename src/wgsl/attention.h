@@ -25,6 +25,7 @@
 #define TG_WGSL_ATTENTION_H
 
 #include "../fuse/fuse.h"
+#include "fused.h"
 #include "wgsl.h"
 
 #define TG_WGSL_ATTN_MAX_DH 128
@@ -43,10 +44,13 @@ typedef struct tg_wgsl_attn_s {
     int64_t d_at;        /* backward: byte offset of its D rows */
 } tg_wgsl_attn;
 
+/* What the fusion before planning chose (prefuse.c): the attentions, the
+ * first n groups, and each group's products where it is a group of them. */
 typedef struct {
     tg_wgsl_attn *a;
     int n;
     int64_t work_bytes; /* the attention workspace: statistics of every group */
+    fz_pregroup *pre;   /* per group (the node count bounds them) */
 } tg_wgsl_attns;
 
 /* Appends to f the attention groups of fg's graph that fit the device

@@ -15,8 +15,6 @@
  *     norm with its backward's row statistics the same way), and a small
  *     linear's bias gradient in its split weight gradient's kernels (the
  *     column sums of dY over the K-ranges the product already walks);
- *   - products of one A in one kernel (the q, k and v projections, and
- *     their weight gradients, split K or not);
  *   - an elementwise node computed inline where its only reader loads it
  *     (a producer), or applied to a kernel's values as it stores them (an
  *     epilogue: the bias add and relu after a matmul), never stored.
@@ -31,8 +29,8 @@
  * writing that same element. Values a group keeps to itself still have
  * their planned bytes; they are just never written. The groups the fusion
  * pass chose before planning (prefuse.c: attention, a product with its
- * epilogue) come in as they are, their kept values without memory; a
- * product's epilogue may still grow here.
+ * epilogue, sums and groups of products) come in as they are, their kept
+ * values without memory; a product's epilogue may still grow here.
  *
  * The kinds of group are planned in fuse_ew.c, fuse_optim.c and
  * fuse_matmul.c (fuse.h). */
@@ -138,8 +136,9 @@ void tg_fz_free_group(fz_group *g) {
 
 static int g_fusion = -1; /* -1: from TG_WGSL_FUSE (default on) */
 
-/* TG_WGSL_MM_GROUP=0 turns the matmul groups and sums off, for measuring. */
-static bool mm_groups_on(void) { return tg_wgsl_knob("TG_WGSL_MM_GROUP", (const char *const[]){"0", NULL}, 1) != 0; }
+bool tg_wgsl_mm_groups_enabled(void) {
+    return tg_wgsl_knob("TG_WGSL_MM_GROUP", (const char *const[]){"0", NULL}, 1) != 0;
+}
 
 void tg_wgsl_set_fusion(int on) { g_fusion = on; }
 
@@ -150,19 +149,28 @@ static bool fusion_on(void) {
 /* The groups the plan was made with (prefuse.c): their members run at the
  * group's turn, the values they keep have no memory, and a permute the
  * attention kernels read with strides runs no kernel (it joins its first
- * reader's group). An attention is an FZ_ATTN group; a product with its
- * epilogue an FZ_FUSED one, which the elementwise fusion may still give
- * inline producers. */
+ * reader's group). An attention is an FZ_ATTN group; a sum or a group of
+ * products an FZ_MMSUM or FZ_MMGROUP one; a product with its epilogue an
+ * FZ_FUSED one, which the elementwise fusion may still give inline
+ * producers. */
 static tg_status pre_planned(fz *z) {
     if (!z->fu) return TG_OK;
     const tg_wgsl_attns *at = z->fu->impl;
     int base = z->n_gr;
     for (int gi = 0; gi < z->fu->n_groups; gi++) {
-        fz_group *gr = tg_fz_new_group(z, gi < at->n ? FZ_ATTN : FZ_FUSED);
+        const fz_pregroup *pg = &at->pre[gi];
+        fz_group *gr = tg_fz_new_group(z, gi < at->n ? FZ_ATTN : pg->kind);
         if (!gr) return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
         gr->turn = z->fu->turn[gi];
         if (gi < at->n) {
             gr->attn = &at->a[gi];
+            continue;
+        }
+        if (pg->kind != FZ_FUSED) {
+            memcpy(gr->mm, pg->mm, sizeof gr->mm);
+            gr->n_mm = pg->n_mm;
+            gr->mm_sum = pg->root;
+            gr->mm_split = pg->split;
             continue;
         }
         gr->f.kernel = -1;
@@ -303,10 +311,8 @@ tg_status tg_wgsl_emit_program(const tg_graph *g, const tg_plan *plan, const tg_
     if (st == TG_OK && fusion_on() && !lim->one_kernel_per_node) {
         tg_fz_plan_optimizer(&z, wb, n_wb);
         tg_fz_plan_sumsq(&z);
-        if (mm_groups_on()) tg_fz_plan_matmul_sums(&z); /* before the epilogues, which would take the adds */
         tg_fz_plan_elementwise(&z);
         tg_fz_plan_siblings(&z);
-        if (mm_groups_on()) tg_fz_plan_matmul_groups(&z);
         if (z.oom) st = tg_fail(TG_ERR_NOMEM, "webgpu: out of memory planning fused kernels");
     }
     int cap = 0;

@@ -30,7 +30,6 @@ typedef struct {
     bool *kept;        /* computed inside a fused kernel and never stored */
     fz_group *gr;
     int n_gr, cap_gr;
-    int64_t work_most; /* the largest workspace of the kernels of single nodes */
     bool oom;
 } fz;
 
@@ -88,10 +87,8 @@ void tg_fz_free_group(fz_group *g);
 /* The planners, in the order tg_wgsl_emit_program runs them. */
 void tg_fz_plan_optimizer(fz *z, const tg_writeback *wb, int n_wb);
 void tg_fz_plan_sumsq(fz *z);
-void tg_fz_plan_matmul_sums(fz *z); /* before the epilogues, which would take the adds */
 void tg_fz_plan_elementwise(fz *z);
 void tg_fz_plan_siblings(fz *z);
-void tg_fz_plan_matmul_groups(fz *z);
 
 tg_status tg_fz_emit_matmul_sum(const tg_graph *g, const tg_plan *plan, const tg_wgsl_limits *lim, const fz_group *gr,
                                 tg_kernel_spec *k, tg_wgsl_program *out);

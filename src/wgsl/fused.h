@@ -51,6 +51,15 @@ typedef struct {
     int mm_split;                      /* FZ_MMGROUP: K-ranges (tg_wgsl_matmul_group_split), 1 for none */
 } fz_group;
 
+/* A group of products chosen before planning (prefuse.c), by fusion group
+ * id; kind FZ_FUSED for a group of any other kind. */
+typedef struct {
+    fz_kind kind;            /* FZ_MMGROUP or FZ_MMSUM */
+    int mm[FZ_MM_MAX], n_mm; /* the products, in node order (a group) or summation order (a sum) */
+    int root;                /* FZ_MMSUM: the root add, which stores the sum */
+    int split;               /* FZ_MMGROUP: K-ranges (tg_wgsl_matmul_group_split), 1 for none */
+} fz_pregroup;
+
 typedef tg_status (*fz_push)(tg_wgsl_program *out, int *cap, tg_kernel_spec **slot);
 /* Appends the kernel specs of an FZ_OPTIM or FZ_SUMSQ group to out (through
  * push, which hands out the next spec; the caller counts it in out->n). */

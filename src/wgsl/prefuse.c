@@ -13,17 +13,29 @@
  *     planner's recomputation in the backward): one dispatch fewer per
  *     norm, and the statistics live from that layer norm on.
  *
+ *   - a tree of adds over products of one geometry (the input gradient of
+ *     the q, k and v projections, dq Wq^T + dk Wk^T + dv Wv^T) as one
+ *     product walking each term's K in turn: the terms and the inner adds
+ *     get no memory;
+ *   - products of one A with Bs of one shape (the q, k and v projections
+ *     and their weight gradients) as one kernel at the last one's turn.
+ *     Chosen here, the plan keeps every member's operands until that turn;
+ *     chosen after planning, a plan that reuses an earlier member's operand
+ *     memory (as discarded gradients do) forbade the group.
+ *
  * A chain ending in a residual add stays with the fusion after planning
- * (fuse.c): the add may instead total a sum of products (FZ_MMSUM), which
- * that fusion weighs first. Everything else is fused after planning too,
- * where the plan's memory decides what may move. */
+ * (fuse.c). Everything else is fused after planning too, where the plan's
+ * memory decides what may move; a product that fusion would give an
+ * epilogue, an inline producer or a sibling column sum is left to it. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "attention.h"
+#include "emit.h"
 
 static void attns_free(void *p) {
     tg_wgsl_attns *a = p;
-    if (a) free(a->a);
+    if (a) free(a->a), free(a->pre);
     free(a);
 }
 
@@ -73,13 +85,176 @@ static void norm_stats(const tg_fuse_graph *x, tg_fusion *f) {
     }
 }
 
+/* ---- groups of products ---- */
+
+static bool is_view(const tg_fuse_graph *x, int v) {
+    return (tg_ops[tg_fuse_node(x, v)->op].flags & TG_OPF_VIEW) || x->f->role[v] == TG_FUSE_VIEW;
+}
+
+/* The readers of node v's value that are not views (views, and permutes
+ * read with strides, are looked through), at most cap of them into out;
+ * returns how many there are. */
+static int value_readers(const tg_fuse_graph *x, int v, int *out, int cap) {
+    int n = 0;
+    for (int r = x->rd0[v]; r < x->rd0[v + 1]; r++) {
+        int j = x->rd[r];
+        if (is_view(x, j)) {
+            int m = value_readers(x, j, out ? out + n : NULL, cap > n ? cap - n : 0);
+            n += m;
+        } else {
+            if (out && n < cap) out[n] = j;
+            n++;
+        }
+    }
+    return n;
+}
+
+/* Whether the fusion after planning may give product mm something of its
+ * own: an epilogue (its value's one reader elementwise, of its size) or a
+ * column sum of its B beside it (a bias gradient beside its split weight
+ * gradient). A group saves a dispatch per member but the first, so it
+ * goes before a cheap producer the product could compute inline. */
+static bool wanted_after(const tg_fuse_graph *x, int mm) {
+    const tg_node *n = tg_fuse_node(x, mm);
+    int rd[2];
+    if (!x->pinned[mm] && value_readers(x, mm, rd, 2) == 1 &&
+        (tg_ops[tg_fuse_node(x, rd[0])->op].flags & TG_OPF_ELEMWISE) && tg_fuse_free(x, rd[0]) &&
+        tg_ir_numel(tg_fuse_node(x, rd[0])) == tg_ir_numel(n))
+        return true;
+    int b = n->in[1], sums[16];
+    while (is_view(x, b)) b = tg_fuse_node(x, b)->in[0];
+    int ns = value_readers(x, b, sums, 16);
+    for (int q = 0; q < ns && q < 16; q++) {
+        const tg_node *s = tg_fuse_node(x, sums[q]);
+        int64_t R, C;
+        if (s->op == TG_OP_SUM && s->dtype == TG_F32 && tg_fuse_free(x, sums[q]) && tg_wgsl_colsum_dims(x->g, s, &R, &C) &&
+            tg_wgsl_matmul_colsum_ok(x->g, mm, sums[q], R, C))
+            return true;
+    }
+    return false;
+}
+
+/* Whether node v can be read from memory by a group at turn t. */
+static bool operand_ok(const tg_fuse_graph *x, int v, int t) {
+    return tg_fuse_ready_at(x, v) < t && x->f->role[v] != TG_FUSE_ABSORBED && x->f->role[v] != TG_FUSE_REMAT;
+}
+
+static int products_cap(const tg_wgsl_limits *lim) {
+    int cap = ((int)lim->max_storage_buffers_per_stage - 1) / 2;
+    return cap > FZ_MM_MAX ? FZ_MM_MAX : cap;
+}
+
+typedef struct {
+    int leaf[FZ_MM_MAX], nl, add[FZ_MM_MAX], na;
+    bool bad;
+} sum_tree;
+
+/* The tree under add r through node v: v read by its parent p alone. */
+static void sum_walk(const tg_fuse_graph *x, int p, int v, sum_tree *t, int cap) {
+    const tg_node *n = tg_fuse_node(x, v);
+    if (t->bad) return;
+    if (!tg_plan_runs(x->g, v) || !tg_fuse_private(x, v) || tg_fuse_reader(x, v) != p) {
+        t->bad = true;
+    } else if (n->op == TG_OP_MATMUL) {
+        if (t->nl == cap || (t->nl && !tg_wgsl_matmul_summable(x->g, t->leaf[0], v))) t->bad = true;
+        else t->leaf[t->nl++] = v;
+    } else if (n->op == TG_OP_ADD && t->na < FZ_MM_MAX && tg_shape_eq(n->shape, tg_fuse_node(x, n->in[0])->shape) &&
+               tg_shape_eq(n->shape, tg_fuse_node(x, n->in[1])->shape)) {
+        t->add[t->na++] = v;
+        sum_walk(x, v, n->in[0], t, cap);
+        sum_walk(x, v, n->in[1], t, cap);
+    } else {
+        t->bad = true;
+    }
+}
+
+/* Every tree of adds over at least two summable products that nothing
+ * else reads: one group at the root, which alone is stored. Roots last
+ * first, so a whole tree goes before its subtrees. */
+static void product_sums(const tg_fuse_graph *x, tg_fusion *f, const tg_wgsl_limits *lim, fz_pregroup *pre) {
+    int cap = products_cap(lim);
+    for (int r = x->g->n - 1; r >= 0 && cap >= 2; r--) {
+        const tg_node *n = tg_fuse_node(x, r);
+        if (n->op != TG_OP_ADD || n->dtype != TG_F32 || !tg_fuse_free(x, r) || !tg_plan_runs(x->g, r) ||
+            !tg_shape_eq(n->shape, tg_fuse_node(x, n->in[0])->shape) || !tg_shape_eq(n->shape, tg_fuse_node(x, n->in[1])->shape))
+            continue;
+        sum_tree t = {.nl = 0};
+        sum_walk(x, r, n->in[0], &t, cap);
+        sum_walk(x, r, n->in[1], &t, cap);
+        if (t.bad || t.nl < 2 || !tg_wgsl_matmul_whole(x->g, t.leaf[0])) continue;
+        bool ok = true;
+        for (int q = 0; q < t.nl && ok; q++)
+            for (int k = 0; k < 2; k++) ok &= operand_ok(x, tg_fuse_node(x, t.leaf[q])->in[k], r);
+        if (!ok) continue;
+        int gid = f->n_groups++;
+        for (int q = 0; q < t.nl; q++) f->group[t.leaf[q]] = gid, f->role[t.leaf[q]] = TG_FUSE_ABSORBED;
+        for (int q = 0; q < t.na; q++) f->group[t.add[q]] = gid, f->role[t.add[q]] = TG_FUSE_ABSORBED;
+        f->group[r] = gid, f->role[r] = TG_FUSE_OUTPUT;
+        f->turn[gid] = r;
+        pre[gid] = (fz_pregroup){.kind = FZ_MMSUM, .n_mm = t.nl, .root = r, .split = 1};
+        for (int q = 0; q < t.nl; q++) pre[gid].mm[q] = t.leaf[q];
+    }
+}
+
+/* Whether products mm[0..n) can run as one kernel at mm[n - 1]'s turn:
+ * the bindings fit, each member's operands exist by then and nothing
+ * reads a member before it. *split: the K-ranges. */
+static bool group_ok(const tg_fuse_graph *x, const int *mm, int n, const tg_wgsl_limits *lim, int64_t most, int *split) {
+    int64_t work;
+    int turn = mm[n - 1], rd[64];
+    *split = tg_wgsl_matmul_group_split(x->g, mm, n, most, &work);
+    if (*split < 1) return false;
+    if (*split > 1 && (2 * n + 2 > TG_WGSL_MAX_BINDINGS || (uint32_t)(2 * n + 2) > lim->max_storage_buffers_per_stage ||
+                       (uint64_t)work > lim->max_storage_buffer_binding_size))
+        return false; /* the workspace is one binding more */
+    for (int q = 0; q < n; q++) {
+        const tg_node *m = tg_fuse_node(x, mm[q]);
+        if (!operand_ok(x, m->in[0], turn) || !operand_ok(x, m->in[1], turn)) return false;
+        int nr = value_readers(x, mm[q], rd, 64);
+        if (nr > 64) return false;
+        for (int r = 0; r < nr; r++)
+            if (tg_fusion_at(x->f, rd[r]) <= turn) return false;
+    }
+    return true;
+}
+
+/* Products of one A with Bs of one shape, none of them wanted by the
+ * fusion after planning: greedily, in node order, up to the bindings. */
+static void product_groups(const tg_fuse_graph *x, tg_fusion *f, const tg_wgsl_limits *lim, fz_pregroup *pre) {
+    int cap = products_cap(lim);
+    int64_t most = 0; /* the largest workspace of a product or sum alone */
+    for (int i = 0; i < x->g->n; i++) {
+        int64_t w = 0;
+        if (tg_plan_runs(x->g, i) && tg_wgsl_phases(x->g, i, &w) > 1 && w > most) most = w;
+    }
+    for (int i = 0; i < x->g->n && cap >= 2; i++) {
+        if (tg_fuse_node(x, i)->op != TG_OP_MATMUL || !tg_fuse_free(x, i) || !tg_plan_runs(x->g, i) || wanted_after(x, i))
+            continue;
+        int mm[FZ_MM_MAX] = {i}, n = 1, split = 1, s;
+        for (int j = i + 1; j < x->g->n && n < cap; j++) {
+            if (!tg_fuse_free(x, j) || !tg_plan_runs(x->g, j) || !tg_wgsl_matmul_groupable(x->g, i, j) || wanted_after(x, j))
+                continue;
+            mm[n] = j;
+            if (group_ok(x, mm, n + 1, lim, most, &s)) n++, split = s;
+        }
+        if (n < 2) continue;
+        int gid = f->n_groups++;
+        for (int q = 0; q < n; q++) f->group[mm[q]] = gid, f->role[mm[q]] = TG_FUSE_OUTPUT;
+        f->turn[gid] = mm[n - 1];
+        pre[gid] = (fz_pregroup){.kind = FZ_MMGROUP, .n_mm = n, .root = -1, .split = split};
+        memcpy(pre[gid].mm, mm, sizeof mm);
+    }
+}
+
 tg_status tg_wgsl_fuse(const tg_graph *g, const bool *pinned, const tg_wgsl_limits *lim, tg_fusion **out) {
     *out = NULL;
     tg_fusion *f = tg_fusion_new(g->n);
     tg_wgsl_attns *at = tg_calloc(1, sizeof *at);
     if (at) at->a = tg_calloc((size_t)g->n + 1, sizeof(tg_wgsl_attn));
+    if (at) at->pre = tg_calloc((size_t)g->n + 1, sizeof(fz_pregroup));
     tg_fuse_graph fg;
-    tg_status st = f && at && at->a ? tg_fuse_graph_init(&fg, g, f, pinned) : tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
+    tg_status st = f && at && at->a && at->pre ? tg_fuse_graph_init(&fg, g, f, pinned)
+                                               : tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
     if (st != TG_OK) {
         tg_fusion_free(f), attns_free(at);
         return st;
@@ -89,6 +264,10 @@ tg_status tg_wgsl_fuse(const tg_graph *g, const bool *pinned, const tg_wgsl_limi
     tg_wgsl_fuse_attention(&fg, f, lim, at);
     products(&fg, f);
     norm_stats(&fg, f);
+    if (tg_wgsl_fusion_enabled() && !lim->one_kernel_per_node && tg_wgsl_mm_groups_enabled()) {
+        product_sums(&fg, f, lim, at->pre);
+        product_groups(&fg, f, lim, at->pre);
+    }
     tg_fuse_graph_free(&fg);
     if (f->n_groups == 0) {
         tg_fusion_free(f);

@@ -146,8 +146,8 @@ typedef struct {
 } tg_wgsl_program;
 #define TG_WGSL_WORKSPACE TG_N_ARENAS /* tg_wgsl_binding.arena of the engine's per-program workspace buffer */
 /* The fusion pass before planning (prefuse.c): causal attentions, then
- * products with an epilogue; pinned: nodes read from outside, never
- * absorbed. *out = NULL when there are no groups; (*out)->impl is a
+ * products with an epilogue, then sums and groups of products; pinned:
+ * nodes read from outside, never absorbed. *out = NULL when there are no groups; (*out)->impl is a
  * tg_wgsl_attns (attention.h), the attentions being the first groups. */
 tg_status tg_wgsl_fuse(const tg_graph *g, const bool *pinned, const tg_wgsl_limits *lim, tg_fusion **out);
 /* fu: the groups chosen before planning (tg_wgsl_fuse), NULL for none. */
@@ -158,6 +158,8 @@ void tg_wgsl_program_free(tg_wgsl_program *p);
  * the environment (TG_WGSL_FUSE=0 turns fusion off). */
 void tg_wgsl_set_fusion(int on);
 bool tg_wgsl_fusion_enabled(void);
+/* TG_WGSL_MM_GROUP=0 turns the sums and groups of products off, for measuring. */
+bool tg_wgsl_mm_groups_enabled(void);
 
 /* An end-of-step writeback (src's value into dst's memory) as a copy kernel.
  * A kernel rather than copyBufferToBuffer: WebGPU cannot copy between two
