@@ -117,6 +117,30 @@ void tg_grad_matmul(tg_graph *g, int id, int gy, int *gx) {
     tg_shape as = SHAPE(a), bs = SHAPE(b);
     bool b_batched = bs.ndim > 2, a_batched = as.ndim > 2;
 
+    /* dB */
+    if (b_batched) {
+        gx[1] = tb ? tg_ir_matmul(g, gy, a, true, ta, IR_HERE) : tg_ir_matmul(g, a, gy, !ta, false, IR_HERE);
+    } else {
+        int a2 = a, dc2 = gy;
+        bool ta2 = ta;
+        if (a_batched) {
+            if (ta) { /* make A row-major [..., M, K] so batch rows can be flattened */
+                tg_shape perm = {as.ndim, {0}};
+                for (int i = 0; i < as.ndim; i++) perm.d[i] = i;
+                perm.d[as.ndim - 2] = as.ndim - 1;
+                perm.d[as.ndim - 1] = as.ndim - 2;
+                a2 = tg_ir_permute(g, a, perm, IR_HERE);
+                ta2 = false;
+            }
+            int64_t K = as.d[as.ndim - (ta ? 2 : 1)];
+            tg_shape ys = SHAPE(gy);
+            a2 = tg_ir_reshape(g, a2, (tg_shape){2, {-1, K}}, IR_HERE);
+            dc2 = tg_ir_reshape(g, gy, (tg_shape){2, {-1, ys.d[ys.ndim - 1]}}, IR_HERE);
+        }
+        /* op(A)2 is [R, K] stored as a2 (transposed if ta2); dC2 is [R, N]. */
+        gx[1] = tb ? tg_ir_matmul(g, dc2, a2, true, ta2, IR_HERE) : tg_ir_matmul(g, a2, dc2, !ta2, false, IR_HERE);
+    }
+
     /* dA */
     if (!ta) {
         gx[0] = tg_ir_matmul(g, gy, b, false, !tb, IR_HERE);
@@ -131,30 +155,6 @@ void tg_grad_matmul(tg_graph *g, int id, int gy, int *gx) {
         perm.d[as.ndim - 1] = as.ndim - 2;
         gx[0] = tg_ir_permute(g, t, perm, IR_HERE);
     }
-
-    /* dB */
-    if (b_batched) {
-        gx[1] = tb ? tg_ir_matmul(g, gy, a, true, ta, IR_HERE) : tg_ir_matmul(g, a, gy, !ta, false, IR_HERE);
-        return;
-    }
-    int a2 = a, dc2 = gy;
-    bool ta2 = ta;
-    if (a_batched) {
-        if (ta) { /* make A row-major [..., M, K] so batch rows can be flattened */
-            tg_shape perm = {as.ndim, {0}};
-            for (int i = 0; i < as.ndim; i++) perm.d[i] = i;
-            perm.d[as.ndim - 2] = as.ndim - 1;
-            perm.d[as.ndim - 1] = as.ndim - 2;
-            a2 = tg_ir_permute(g, a, perm, IR_HERE);
-            ta2 = false;
-        }
-        int64_t K = as.d[as.ndim - (ta ? 2 : 1)];
-        tg_shape ys = SHAPE(gy);
-        a2 = tg_ir_reshape(g, a2, (tg_shape){2, {-1, K}}, IR_HERE);
-        dc2 = tg_ir_reshape(g, gy, (tg_shape){2, {-1, ys.d[ys.ndim - 1]}}, IR_HERE);
-    }
-    /* op(A)2 is [R, K] stored as a2 (transposed if ta2); dC2 is [R, N]. */
-    gx[1] = tb ? tg_ir_matmul(g, dc2, a2, true, ta2, IR_HERE) : tg_ir_matmul(g, a2, dc2, !ta2, false, IR_HERE);
 }
 
 void tg_grad_log_softmax(tg_graph *g, int id, int gy, int *gx) {
