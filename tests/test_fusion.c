@@ -37,6 +37,7 @@ typedef struct {
     float loss[STEPS];
     tg_plan_stats ps;
     int n_norms;  /* layer_norm nodes in the compiled graph */
+    int n_embed;  /* embedding nodes */
 } result;
 
 static bool run(config c, result *r) {
@@ -62,6 +63,7 @@ static bool run(config c, result *r) {
         CHECK_OK(tg_session_plan_stats(s, &r->ps));
         const tg_graph *g = tg_session_graph(s);
         for (int i = 0; i < g->n; i++) r->n_norms += g->nodes[i].op == TG_OP_LAYER_NORM;
+        for (int i = 0; i < g->n; i++) r->n_embed += g->nodes[i].op == TG_OP_EMBEDDING;
     }
     static int32_t tok[B * T], tgt[B * T];
     uint64_t rng = 77;
@@ -117,6 +119,11 @@ static void losses_unchanged(void) {
         int norms = 2 * layers + 1;
         CHECK(plain.n_norms == norms && remat.n_norms == 2 * norms, "%d layer norms plain, %d recomputed (want %d, %d)",
               plain.n_norms, remat.n_norms, norms, 2 * norms);
+        /* The token and position embeddings and their sum (the first
+         * block's input, which its norm's backward reads) are computed
+         * again from the tokens when the backward reaches that norm. */
+        CHECK(plain.n_embed == 2 && remat.n_embed == 4, "%d embeddings plain, %d recomputed (want 2, 4)", plain.n_embed,
+              remat.n_embed);
         CHECK(remat.ps.planned_bytes < plain.ps.planned_bytes, "rematerialization planned %lld bytes, plain %lld",
               (long long)remat.ps.planned_bytes, (long long)plain.ps.planned_bytes);
         CHECK(fused.ps.planned_bytes < plain.ps.planned_bytes, "fusion planned %lld bytes, plain %lld",
