@@ -841,8 +841,9 @@ typedef struct {
     int n_nodes, n_kernels;        /* graph nodes; nodes that run a kernel */
     int n_dispatches;              /* kernel launches per step on this backend (after fusion, with writebacks) */
     int n_writebacks, n_writeback_copies; /* end-of-step updates; copies = those not computed in place */
-    int64_t workspace_bytes;       /* the backend's own scratch beyond the plan (WebGPU: split-K partial sums,
-                                    * attention statistics); counted in planned_bytes */
+    int64_t workspace_bytes;       /* the backend's own scratch beyond the plan (WebGPU: attention statistics,
+                                    * and split kernels' partial sums where the scratch arena had no room free
+                                    * over their turns); counted in planned_bytes */
 } tg_plan_stats;
 tg_status tg_session_plan_stats(const tg_session *s, tg_plan_stats *out);
 void tg_session_print_plan(const tg_session *s, void *file /* FILE* */);

@@ -169,10 +169,12 @@ static tg_status compile_locked(wg_engine *e, tg_program *p, wg_program *wp, con
     wp->bytes[TG_ARENA_PARAMS] = e->base.params_bytes;
     static const char *labels[] = {"params", "persistent arena", "scratch arena"};
     for (int a = TG_ARENA_PERSIST; a < TG_N_ARENAS; a++) {
-        wp->bytes[a] = pl->arena_bytes[a];
-        wp->arena[a] = new_buffer(c, labels[a], WG_USAGE_STORAGE | WG_USAGE_COPY_SRC | WG_USAGE_COPY_DST, pl->arena_bytes[a]);
+        /* The kernels' partial sums may need the scratch arena longer than the plan. */
+        wp->bytes[a] = a == TG_ARENA_SCRATCH && prog->scratch_bytes > pl->arena_bytes[a] ? prog->scratch_bytes
+                                                                                         : pl->arena_bytes[a];
+        wp->arena[a] = new_buffer(c, labels[a], WG_USAGE_STORAGE | WG_USAGE_COPY_SRC | WG_USAGE_COPY_DST, wp->bytes[a]);
         if (!wp->arena[a]) return tg_fail(TG_ERR_NOMEM, "webgpu: cannot allocate the %s (%lld bytes)", labels[a],
-                                          (long long)pl->arena_bytes[a]);
+                                          (long long)wp->bytes[a]);
     }
     if (prog->workspace_bytes > 0) {
         wp->bytes[TG_WGSL_WORKSPACE] = prog->workspace_bytes;
@@ -209,7 +211,7 @@ static tg_status compile_locked(wg_engine *e, tg_program *p, wg_program *wp, con
     free(init);
     if (st == TG_OK) st = tg_wgpu_take_error(c, "webgpu compile");
     p->n_dispatches = wp->n_calls;
-    p->workspace_bytes = prog->workspace_bytes;
+    p->workspace_bytes = prog->workspace_bytes + (wp->bytes[TG_ARENA_SCRATCH] - pl->arena_bytes[TG_ARENA_SCRATCH]);
     while (wp->split < wp->n_calls && wp->calls[wp->split].node < p->first_update &&
            !(tg_ops[g->nodes[wp->calls[wp->split].node].op].flags & TG_OPF_LEAF))
         wp->split++;

@@ -289,6 +289,74 @@ static tg_status push_spec(tg_wgsl_program *out, int *cap, tg_kernel_spec **slot
     return TG_OK;
 }
 
+/* Kernels k[from, to) share the workspace's contents (a split product's two
+ * phases, the clip norm's partial sums and their total) over turns
+ * [t0, t1]: they bind `bytes` of the scratch arena instead, at the lowest
+ * offset where no value the plan keeps over those turns lies and none of
+ * their own bindings of the arena reaches (WebGPU forbids a writable
+ * binding that overlaps another of the same dispatch). That may be past
+ * the arena's end: *end grows to cover it. */
+static void move_to_scratch(const tg_plan *plan, int64_t align, tg_wgsl_program *out, int from, int to, int t0,
+                            int t1, int64_t bytes, int64_t *end) {
+    int64_t at = 0;
+    for (bool moved = true; moved;) { /* first fit: past every range in the way until none is */
+        moved = false;
+        for (int i = 0; i < plan->n && !moved; i++) {
+            const tg_slot *sl = &plan->slot[i];
+            if (sl->root != i || sl->arena != TG_ARENA_SCRATCH || sl->first > t1 || sl->last < t0) continue;
+            if (sl->offset < at + bytes && at < sl->offset + sl->bytes)
+                at = (sl->offset + sl->bytes + align - 1) / align * align, moved = true;
+        }
+        for (int s = from; s < to && !moved; s++)
+            for (int b = 0; b < out->k[s].n_bindings && !moved; b++) {
+                const tg_wgsl_binding *bd = &out->k[s].bind[b];
+                if (bd->arena == TG_ARENA_SCRATCH && bd->offset < at + bytes && at < bd->offset + bd->size)
+                    at = (bd->offset + bd->size + align - 1) / align * align, moved = true;
+            }
+    }
+    for (int s = from; s < to; s++)
+        for (int b = 0; b < out->k[s].n_bindings; b++)
+            if (out->k[s].bind[b].arena == TG_WGSL_WORKSPACE) out->k[s].bind[b] = (tg_wgsl_binding){TG_ARENA_SCRATCH, at, bytes};
+    if (at + bytes > *end) *end = at + bytes;
+}
+
+/* The workspace the kernels other than attention share is live only
+ * within one use (one node's kernels in a row that bind it; turn[s] is
+ * kernel s's turn), so each use goes into the scratch arena where it is
+ * free over the use's turns, growing the arena only where none is. At
+ * gpt_small's peak no product is split: its 31 MB of partial sums then
+ * cost 5 MB. */
+static tg_status workspace_in_scratch(const tg_plan *plan, const tg_wgsl_limits *lim, const int *first_kernel,
+                                      int n_turns, tg_wgsl_program *out) {
+    int *turn = tg_calloc((size_t)out->n + 1, sizeof(int));
+    if (!turn) return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
+    for (int i = 0, s = 0; s < out->n; s++) { /* the writebacks count as the last turn's */
+        while (i < n_turns && first_kernel[i] <= s) i++;
+        turn[s] = i > 0 ? i - 1 : 0;
+    }
+    int64_t align = lim->min_storage_buffer_offset_alignment > 0 ? lim->min_storage_buffer_offset_alignment : 256;
+    int64_t end = plan->arena_bytes[TG_ARENA_SCRATCH];
+    for (int s = 0; s < out->n;) {
+        if (!out->k[s].workspace || out->k[s].attention_work) {
+            s++;
+            continue;
+        }
+        int e = s;
+        int64_t bytes = 0;
+        for (; e < out->n && out->k[e].workspace && !out->k[e].attention_work && out->k[e].node == out->k[s].node; e++)
+            if (out->k[e].workspace > bytes) bytes = out->k[e].workspace;
+        move_to_scratch(plan, align, out, s, e, turn[s], turn[e - 1], (bytes + 15) / 16 * 16, &end);
+        s = e;
+    }
+    free(turn);
+    out->workspace_bytes = 0; /* what is left is attention's (place_workspace) */
+    out->scratch_bytes = end > plan->arena_bytes[TG_ARENA_SCRATCH] ? (end + align - 1) / align * align : end;
+    if ((uint64_t)out->scratch_bytes > lim->max_buffer_size)
+        return tg_fail(TG_ERR_LIMIT, "webgpu: the scratch arena with the kernels' partial sums needs %lld bytes, over "
+                       "maxBufferSize %llu", (long long)out->scratch_bytes, (unsigned long long)lim->max_buffer_size);
+    return TG_OK;
+}
+
 /* The attention kernels' statistics come first in the workspace; the
  * scratch the other kernels share (bound from 0) is moved past them. */
 static void place_workspace(tg_wgsl_program *out, int64_t attn_bytes) {
@@ -316,7 +384,10 @@ tg_status tg_wgsl_emit_program(const tg_graph *g, const tg_plan *plan, const tg_
         if (z.oom) st = tg_fail(TG_ERR_NOMEM, "webgpu: out of memory planning fused kernels");
     }
     int cap = 0;
+    int *first_kernel = tg_calloc((size_t)g->n + 1, sizeof(int)); /* per turn: its first kernel */
+    if (!first_kernel && st == TG_OK) st = tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
     for (int i = 0; i < g->n && st == TG_OK; i++) {
+        first_kernel[i] = out->n;
         int gi = z.grp[i];
         if (gi >= 0 && z.gr[gi].turn != i) continue; /* runs at its group's turn */
         if (gi >= 0 && z.gr[gi].kind == FZ_ATTN) {
@@ -364,6 +435,8 @@ tg_status tg_wgsl_emit_program(const tg_graph *g, const tg_plan *plan, const tg_
         if ((st = push_spec(out, &cap, &k)) != TG_OK) break;
         if ((st = tg_wgsl_emit_writeback(g, plan, wb[w].src, wb[w].dst, lim, k)) == TG_OK) out->n++;
     }
+    if (st == TG_OK) st = workspace_in_scratch(plan, lim, first_kernel, g->n, out);
+    free(first_kernel);
     place_workspace(out, attn_bytes);
     out->n_groups = z.n_gr;
     fz_free(&z);

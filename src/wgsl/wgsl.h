@@ -143,6 +143,8 @@ typedef struct {
     int n;
     int n_groups;           /* fused groups planned */
     int64_t workspace_bytes; /* scratch the kernels share outside the plan (binding arena TG_WGSL_WORKSPACE) */
+    int64_t scratch_bytes;   /* the scratch arena the kernels bind: the plan's, or more where the partial
+                              * sums of split kernels found no room free over their turns */
 } tg_wgsl_program;
 #define TG_WGSL_WORKSPACE TG_N_ARENAS /* tg_wgsl_binding.arena of the engine's per-program workspace buffer */
 /* The fusion pass before planning (prefuse.c): causal attentions, then
