@@ -323,9 +323,10 @@ static void move_to_scratch(const tg_plan *plan, int64_t align, tg_wgsl_program 
 /* The workspace the kernels other than attention share is live only
  * within one use (one node's kernels in a row that bind it; turn[s] is
  * kernel s's turn), so each use goes into the scratch arena where it is
- * free over the use's turns, growing the arena only where none is. At
- * gpt_small's peak no product is split: its 31 MB of partial sums then
- * cost 5 MB. */
+ * free over the use's turns, growing the arena only where none is. The
+ * small transformers then need no workspace beyond attention's; gpt_small
+ * does not gain: its MLP weight gradients split K at turns where the arena
+ * is full, so the arena grows by their 26 MB partial sums. */
 static tg_status workspace_in_scratch(const tg_plan *plan, const tg_wgsl_limits *lim, const int *first_kernel,
                                       int n_turns, tg_wgsl_program *out) {
     int *turn = tg_calloc((size_t)out->n + 1, sizeof(int));
