@@ -741,8 +741,8 @@ typedef struct {
      * after zero_grad(set_to_none=True)): less memory at the step's peak,
      * and tg_session_get_grad refuses. Needs an optimizer; not with comm.
      * WebGPU fuses some kernels after planning, where the plan allows it,
-     * and reused memory allows less: gpt_small on the H200 runs 219
-     * dispatches instead of 217 (the same 41.2 ms step), and on a device
+     * and reused memory allows less: gpt_small on the H200 runs 230
+     * dispatches instead of 218 (41.51 ms a step against 41.49), and on a device
      * whose storage bindings are smaller than the gradients' span of that
      * memory (lavapipe's 128 MiB against gpt_small's 1.6 GB) the
      * optimizer runs as a kernel per update. */
