@@ -14,9 +14,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 torch_ref=$here/torch_ref.py
 models=${BENCH_MODELS:-mlp_sin addition gpt_small}
 # gpt_small also with --discard-grads, as torch_ref.py frees its gradients
-# (zero_grad(set_to_none=True)): on the GPU that plans 43 MB less, and the
-# fusion after planning finds less to fuse (on the H200 230 dispatches, not
-# 218: column sums beside their products, refused where memory is reused)
+# (zero_grad(set_to_none=True)): on the GPU that plans 43 MB less, in the
+# same dispatches
 tg_models=$(echo " $models " | sed 's/ gpt_small / gpt_small gpt_small_discard_grads /')
 sizes=${GEMM_SIZES:-1024 2048 4096}
 rows_shape=${ROWS_SHAPE:-16384 384}

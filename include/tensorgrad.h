@@ -740,12 +740,11 @@ typedef struct {
      * update that reads them, in the memory the plan reuses (as PyTorch
      * after zero_grad(set_to_none=True)): less memory at the step's peak,
      * and tg_session_get_grad refuses. Needs an optimizer; not with comm.
-     * WebGPU fuses some kernels after planning, where the plan allows it,
-     * and reused memory allows less: gpt_small on the H200 runs 230
-     * dispatches instead of 218 (41.51 ms a step against 41.49), and on a device
-     * whose storage bindings are smaller than the gradients' span of that
-     * memory (lavapipe's 128 MiB against gpt_small's 1.6 GB) the
-     * optimizer runs as a kernel per update. */
+     * gpt_small on the H200 runs the same 218 dispatches either way; on a
+     * device whose storage bindings are smaller than the gradients' span
+     * of that memory (lavapipe's 128 MiB against gpt_small's 1.6 GB) the
+     * optimizer runs as a kernel per update and the clip norm's sums in
+     * several dispatches. */
     bool discard_grads;
 } tg_train_spec;
 

@@ -10,11 +10,6 @@
  *   - the clip norm's sums of squares of every gradient, and the adds that
  *     total them, in two kernels (ops_fused.c), the second also computing
  *     the scalars after the total (the clip factor, the step check);
- *   - a layer norm's bias gradient summed in its gain gradient's kernel
- *     (a sibling: the same rows of gy read once; prefuse.c pairs a layer
- *     norm with its backward's row statistics the same way), and a small
- *     linear's bias gradient in its split weight gradient's kernels (the
- *     column sums of dY over the K-ranges the product already walks);
  *   - an elementwise node computed inline where its only reader loads it
  *     (a producer), or applied to a kernel's values as it stores them (an
  *     epilogue: the bias add and relu after a matmul), never stored.
@@ -29,11 +24,12 @@
  * writing that same element. Values a group keeps to itself still have
  * their planned bytes; they are just never written. The groups the fusion
  * pass chose before planning (prefuse.c: attention, a product with its
- * epilogue, sums and groups of products) come in as they are, their kept
- * values without memory; a product's epilogue may still grow here.
+ * epilogue, siblings, sums and groups of products) come in as they are,
+ * their kept values without memory; a product's epilogue may still grow
+ * here.
  *
- * The kinds of group are planned in fuse_ew.c, fuse_optim.c and
- * fuse_matmul.c (fuse.h). */
+ * The kinds of group are planned in fuse_ew.c and fuse_optim.c (fuse.h);
+ * fuse_matmul.c emits the groups of products. */
 #include <stdio.h>
 
 #include "fuse.h"
@@ -191,11 +187,12 @@ static tg_status pre_planned(fz *z) {
         z->kept[i] = role != TG_FUSE_OUTPUT;
         if (gr->kind != FZ_FUSED) continue;
         tg_opcode op = z->g->nodes[i].op;
-        if ((op == TG_OP_MATMUL || op == TG_OP_LAYER_NORM || op == TG_OP_RMS_NORM) && gr->f.kernel < 0) {
-            /* the product, then its epilogue in node order; or a norm */
+        if ((op == TG_OP_MATMUL || op == TG_OP_LAYER_NORM || op == TG_OP_RMS_NORM || op == TG_OP_NORM_DGAIN) &&
+            gr->f.kernel < 0) {
+            /* the product, then its epilogue in node order; or a norm, or a norm's gain gradient */
             gr->f.kernel = i;
             z->role[i] = R_KERNEL;
-        } else if (op == TG_OP_NORM_STATS) { /* the norm's statistics, its sibling (prefuse.c) */
+        } else if (op == TG_OP_NORM_STATS || op == TG_OP_SUM) { /* a sibling (prefuse.c): statistics, a column sum */
             gr->f.sib = i;
         } else if (gr->f.n_epi < 4) {
             gr->f.epi[gr->f.n_epi++] = i;
@@ -381,7 +378,6 @@ tg_status tg_wgsl_emit_program(const tg_graph *g, const tg_plan *plan, const tg_
         tg_fz_plan_optimizer(&z, wb, n_wb);
         tg_fz_plan_sumsq(&z);
         tg_fz_plan_elementwise(&z);
-        tg_fz_plan_siblings(&z);
         if (z.oom) st = tg_fail(TG_ERR_NOMEM, "webgpu: out of memory planning fused kernels");
     }
     int cap = 0;

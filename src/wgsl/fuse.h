@@ -1,8 +1,8 @@
 /* The fusion after planning (fuse.c): its state, the move check every
  * group must pass, and the planners of each kind of group, one file each:
  * elementwise chains (fuse_ew.c), the optimizer and the clip norm
- * (fuse_optim.c), siblings and products (fuse_matmul.c). Internal to the
- * WGSL backend. */
+ * (fuse_optim.c); and the emitters of the groups of products chosen before
+ * planning (fuse_matmul.c). Internal to the WGSL backend. */
 #ifndef TG_WGSL_FUSE_H
 #define TG_WGSL_FUSE_H
 
@@ -88,7 +88,6 @@ void tg_fz_free_group(fz_group *g);
 void tg_fz_plan_optimizer(fz *z, const tg_writeback *wb, int n_wb);
 void tg_fz_plan_sumsq(fz *z);
 void tg_fz_plan_elementwise(fz *z);
-void tg_fz_plan_siblings(fz *z);
 
 tg_status tg_fz_emit_matmul_sum(const tg_graph *g, const tg_plan *plan, const tg_wgsl_limits *lim, const fz_group *gr,
                                 tg_kernel_spec *k, tg_wgsl_program *out);

@@ -11,7 +11,10 @@
  *   - a layer norm's row statistics for its backward (norm_stats) written
  *     by the layer norm of the same x that runs last before them (the
  *     planner's recomputation in the backward): one dispatch fewer per
- *     norm, and the statistics live from that layer norm on.
+ *     norm, and the statistics live from that layer norm on;
+ *   - a column sum beside the kernel that reads the same rows (a bias
+ *     gradient beside its layer norm's gain gradient, or beside its split
+ *     weight gradient).
  *
  *   - a tree of adds over products of one geometry (the input gradient of
  *     the q, k and v projections, dq Wq^T + dk Wk^T + dv Wv^T) as one
@@ -26,7 +29,8 @@
  * A chain ending in a residual add stays with the fusion after planning
  * (fuse.c). Everything else is fused after planning too, where the plan's
  * memory decides what may move; a product that fusion would give an
- * epilogue, an inline producer or a sibling column sum is left to it. */
+ * epilogue or an inline producer is left to it, and one that could take a
+ * column sum beside it is never grouped with other products. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -82,6 +86,61 @@ static void norm_stats(const tg_fuse_graph *x, tg_fusion *f) {
         f->group[best] = f->group[s] = gid;
         f->role[best] = f->role[s] = TG_FUSE_OUTPUT;
         f->turn[gid] = best;
+    }
+}
+
+/* ---- siblings: two nodes over the same rows, one kernel ---- */
+
+static int value_readers(const tg_fuse_graph *x, int v, int *out, int cap);
+static bool operand_ok(const tg_fuse_graph *x, int v, int t);
+
+/* The kernel node that can compute column sum s beside its own output from
+ * its own inputs (so the rows are read once, and one dispatch, two for a
+ * split sum, is saved): a layer norm's gain gradient (norm_dgain reads the
+ * same gy as its bias gradient), or a weight gradient X^T dY whose K is
+ * split, beside the bias gradient (tg_wgsl_matmul_colsum_ok). -1 for none. */
+static int sibling_of(const tg_fuse_graph *x, int s) {
+    const tg_node *n = tg_fuse_node(x, s);
+    int64_t R, C, R2, C2;
+    if (n->op != TG_OP_SUM || n->dtype != TG_F32 || !tg_wgsl_colsum_dims(x->g, n, &R, &C)) return -1;
+    int in = n->in[0], rd[16];
+    for (int r = x->rd0[in]; r < x->rd0[in + 1]; r++) {
+        int j = x->rd[r];
+        if (tg_fuse_norm_sums_pair(x, j, s) && tg_wgsl_colsum_dims(x->g, tg_fuse_node(x, j), &R2, &C2) && R2 == R &&
+            C2 == C)
+            return j;
+    }
+    int nr = value_readers(x, in, rd, 16); /* a weight gradient reads the rows through a reshape */
+    for (int r = 0; r < nr && r < 16; r++)
+        if (tg_wgsl_matmul_colsum_ok(x->g, rd[r], s, R, C)) return rd[r];
+    return -1;
+}
+
+/* Every column sum with a free sibling kernel, as one group at the later
+ * of the two turns: the plan then keeps the kernel's inputs until that
+ * turn and writes both values there. (After planning, a plan that reused
+ * memory between the two turns forbade it: discarded gradients lost ten.) */
+static void siblings(const tg_fuse_graph *x, tg_fusion *f, const tg_wgsl_limits *lim) {
+    for (int s = 0; s < x->g->n; s++) {
+        if (!tg_fuse_free(x, s) || !tg_plan_runs(x->g, s)) continue;
+        int j = sibling_of(x, s);
+        if (j < 0 || !tg_fuse_free(x, j) || !tg_plan_runs(x->g, j)) continue;
+        const tg_node *kn = tg_fuse_node(x, j);
+        int turn = j > s ? j : s, rd[8];
+        /* both values, the kernel's inputs, and a split product's workspace */
+        int nb = 2 + kn->nin + (kn->op == TG_OP_MATMUL);
+        bool ok = nb <= TG_WGSL_MAX_BINDINGS && (uint32_t)nb <= lim->max_storage_buffers_per_stage;
+        for (int k = 0; k < kn->nin && ok; k++) ok = operand_ok(x, kn->in[k], turn);
+        for (int m = 0; m < 2 && ok; m++) { /* nothing reads either value before the turn */
+            int v = m ? s : j, nr = value_readers(x, v, rd, 8);
+            ok = nr <= 8;
+            for (int r = 0; r < nr && r < 8 && ok; r++) ok = tg_fusion_at(f, rd[r]) > turn;
+        }
+        if (!ok) continue;
+        int gid = f->n_groups++;
+        f->group[j] = f->group[s] = gid;
+        f->role[j] = f->role[s] = TG_FUSE_OUTPUT;
+        f->turn[gid] = turn;
     }
 }
 
@@ -272,6 +331,7 @@ tg_status tg_wgsl_fuse(const tg_graph *g, const bool *pinned, const tg_wgsl_limi
     tg_wgsl_fuse_attention(&fg, f, lim, at);
     products(&fg, f);
     norm_stats(&fg, f);
+    if (tg_wgsl_fusion_enabled() && !lim->one_kernel_per_node) siblings(&fg, f, lim);
     if (tg_wgsl_fusion_enabled() && !lim->one_kernel_per_node && tg_wgsl_mm_groups_enabled()) {
         product_sums(&fg, f, lim, at->pre);
         product_groups(&fg, f, lim, at->pre);
