@@ -25,24 +25,26 @@ fi
 # gpt_small compiled, not run (its buffers would not fit lavapipe): no
 # permute kernel (every split_heads and merge_heads is read or written
 # with strides), and no more dispatches per step or planned bytes than
-# measured when the token and position embeddings were first computed again
-# for the backward (218 dispatches, one more than before; 1763510528 bytes,
-# 29 MB fewer: 4 MB from computing a product's weight gradient before its
-# input gradient, 25 MB from the embeddings).
+# measured when a norm's input gradient came after its gain and bias
+# gradients, so that it is written over its gy (218 dispatches, one more
+# than before the token and position embeddings were computed again for the
+# backward; 1742604544 bytes, 50 MB fewer than before these: 4 MB from
+# computing a product's weight gradient before its input gradient, 25 MB
+# from the embeddings, 21 MB from the norms' order).
 dump=$(mktemp -d)
 out=$(TG_WGSL_DUMP="$dump" "$tg" plan gpt_small --backend webgpu --json 2>&1)
 d=$(printf '%s' "$out" | sed -n 's/.*"dispatches": \([0-9]*\).*/\1/p')
 b=$(printf '%s' "$out" | sed -n 's/.*"planned_bytes": \([0-9]*\).*/\1/p')
 perm=$(grep -l '^// node [0-9]*: permute' "$dump"/*.wgsl 2>/dev/null | wc -l)
 colsums=$(grep -l '^// node [0-9]*: sum$' "$dump"/*.wgsl 2>/dev/null | wc -l)
-if [ -n "$d" ] && [ "$d" -le 218 ] && [ -n "$b" ] && [ "$b" -le 1763510528 ] && [ "$perm" -eq 0 ] && [ "$(ls "$dump" | wc -l)" -gt 200 ]; then
+if [ -n "$d" ] && [ "$d" -le 218 ] && [ -n "$b" ] && [ "$b" -le 1742604544 ] && [ "$perm" -eq 0 ] && [ "$(ls "$dump" | wc -l)" -gt 200 ]; then
     pass=$((pass + 1))
 else
-    fail=$((fail + 1)); echo "FAIL gpt_small plan: $d dispatches (want <= 218), $b bytes (want <= 1763510528), $perm permute kernels: $out"
+    fail=$((fail + 1)); echo "FAIL gpt_small plan: $d dispatches (want <= 218), $b bytes (want <= 1742604544), $perm permute kernels: $out"
 fi
 rm -rf "$dump"
 # With --discard-grads the gradients get no memory of their own: the
-# 43047936 bytes they had (1720465664 in all).
+# 43047936 bytes they had (1700026112 in all).
 # A gradient may then take the memory of an operand of an earlier product
 # of its group: chosen before planning, the q, k and v weight gradients
 # still run as 6 groups of 3 (3 kernels each, K split) and their input
@@ -57,24 +59,35 @@ gb=$(printf '%s' "$out" | sed -n 's/.*"grad_bytes": \([0-9]*\).*/\1/p')
 g3=$(grep -l '^// node [0-9]*: matmul group of 3' "$dump"/*.wgsl 2>/dev/null | wc -l)
 s3=$(grep -l '^// node [0-9]*: matmul sum of 3' "$dump"/*.wgsl 2>/dev/null | wc -l)
 cs=$(grep -l '^// node [0-9]*: sum$' "$dump"/*.wgsl 2>/dev/null | wc -l)
-if [ -n "$b" ] && [ "$b" -le 1720465664 ] && [ "$gb" = 0 ] && [ "$g3" -eq 18 ] && [ "$s3" -eq 6 ] && [ "$cs" -le "$colsums" ]; then
+if [ -n "$b" ] && [ "$b" -le 1700026112 ] && [ "$gb" = 0 ] && [ "$g3" -eq 18 ] && [ "$s3" -eq 6 ] && [ "$cs" -le "$colsums" ]; then
     pass=$((pass + 1))
 else
-    fail=$((fail + 1)); echo "FAIL gpt_small plan with --discard-grads: $b bytes (want <= 1720465664), $gb of grads, $g3 group kernels (want 18), $s3 sums (want 6), $cs column sum kernels (want <= $colsums): $out"
+    fail=$((fail + 1)); echo "FAIL gpt_small plan with --discard-grads: $b bytes (want <= 1700026112), $gb of grads, $g3 group kernels (want 18), $s3 sums (want 6), $cs column sum kernels (want <= $colsums): $out"
 fi
 rm -rf "$dump"
 # The addition transformer's plan: at most 100 dispatches per step (99
-# before its embeddings were computed again for the backward) and no more planned bytes than then (10920448). Its workspace
-# holds only the attention statistics (98304 bytes): the split kernels'
-# partial sums are placed in the scratch arena where it is free.
+# before its embeddings were computed again for the backward) and no more
+# planned bytes than when a norm's input gradient came after its gain and
+# bias gradients (10907136).
 out=$("$tg" plan addition --backend webgpu --json 2>&1)
 d=$(printf '%s' "$out" | sed -n 's/.*"dispatches": \([0-9]*\).*/\1/p')
 b=$(printf '%s' "$out" | sed -n 's/.*"planned_bytes": \([0-9]*\).*/\1/p')
-w=$(printf '%s' "$out" | sed -n 's/.*"workspace_bytes": \([0-9]*\).*/\1/p')
-if [ -n "$d" ] && [ "$d" -le 100 ] && [ -n "$b" ] && [ "$b" -le 10920448 ] && [ "$w" = 98304 ]; then
+if [ -n "$d" ] && [ "$d" -le 100 ] && [ -n "$b" ] && [ "$b" -le 10907136 ]; then
     pass=$((pass + 1))
 else
-    fail=$((fail + 1)); echo "FAIL addition plan: $d dispatches (want <= 100), $b bytes (want <= 10920448), $w of workspace (want 98304): $out"
+    fail=$((fail + 1)); echo "FAIL addition plan: $d dispatches (want <= 100), $b bytes (want <= 10907136): $out"
+fi
+# The vae has no attention: its split kernels' partial sums all fit in
+# scratch memory free over their turns, so it needs no workspace (12672
+# bytes when they had a workspace of their own), and plans what the CPU does.
+out=$("$tg" plan vae --backend webgpu --json 2>&1)
+cpu=$("$tg" plan vae --backend cpu --json 2>&1 | sed -n 's/.*"planned_bytes": \([0-9]*\).*/\1/p')
+w=$(printf '%s' "$out" | sed -n 's/.*"workspace_bytes": \([0-9]*\).*/\1/p')
+b=$(printf '%s' "$out" | sed -n 's/.*"planned_bytes": \([0-9]*\).*/\1/p')
+if [ "$w" = 0 ] && [ -n "$b" ] && [ "$b" = "$cpu" ]; then
+    pass=$((pass + 1))
+else
+    fail=$((fail + 1)); echo "FAIL vae plan: $w bytes of workspace (want 0), $b planned (the CPU: $cpu): $out"
 fi
 echo "test_examples_webgpu: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -26,7 +26,8 @@ void tg_grad_nll_loss(tg_graph *g, int id, int gy, int *gx) {
 }
 
 /* layer_norm / rms_norm: the row statistics are recomputed once (a [..., 2]
- * tensor) and shared by dx and dgain; dbias is a plain column sum. */
+ * tensor) and shared by dx and dgain; dbias is a plain column sum. dx comes
+ * last, so it may be written over gy or x, which die with it. */
 void tg_grad_norm(tg_graph *g, int id, int gy, int *gx) {
     const tg_node *f = N(id);
     bool rms = f->op == TG_OP_RMS_NORM;
@@ -40,14 +41,6 @@ void tg_grad_norm(tg_graph *g, int id, int gy, int *gx) {
     st.at.norm.eps = eps;
     int stats = tg_ir_add(g, &st);
 
-    tg_node dx = tg_ir_proto(TG_OP_NORM_DX, NULL, IR_HERE);
-    dx.in[0] = x;
-    dx.in[1] = gain;
-    dx.in[2] = gy;
-    dx.in[3] = stats;
-    dx.at.norm.rms = rms;
-    gx[0] = tg_ir_add(g, &dx);
-
     tg_node dg = tg_ir_proto(TG_OP_NORM_DGAIN, NULL, IR_HERE);
     dg.in[0] = x;
     dg.in[1] = gy;
@@ -55,6 +48,14 @@ void tg_grad_norm(tg_graph *g, int id, int gy, int *gx) {
     gx[1] = tg_ir_add(g, &dg);
 
     if (nin == 3) gx[2] = tg_ir_sum_to_shape(g, gy, (tg_shape){1, {D}}, IR_HERE);
+
+    tg_node dx = tg_ir_proto(TG_OP_NORM_DX, NULL, IR_HERE);
+    dx.in[0] = x;
+    dx.in[1] = gain;
+    dx.in[2] = gy;
+    dx.in[3] = stats;
+    dx.at.norm.rms = rms;
+    gx[0] = tg_ir_add(g, &dx);
 }
 
 /* Scatter-add of the cotangent rows into the table's rows. */

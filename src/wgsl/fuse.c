@@ -320,10 +320,11 @@ static void move_to_scratch(const tg_plan *plan, int64_t align, tg_wgsl_program 
 /* The workspace the kernels other than attention share is live only
  * within one use (one node's kernels in a row that bind it; turn[s] is
  * kernel s's turn), so each use goes into the scratch arena where it is
- * free over the use's turns, growing the arena only where none is. The
- * small transformers then need no workspace beyond attention's; gpt_small
- * does not gain: its MLP weight gradients split K at turns where the arena
- * is full, so the arena grows by their 26 MB partial sums. */
+ * free over the use's turns, growing the arena only where none is (what
+ * it grows by is reported as workspace). The vae and digits then need no
+ * workspace, nerf and pokeformer less; the transformers' MLP weight
+ * gradients split K at turns where the arena is full (gpt_small's by their
+ * 26 MB of partial sums), so there it gains nothing. */
 static tg_status workspace_in_scratch(const tg_plan *plan, const tg_wgsl_limits *lim, const int *first_kernel,
                                       int n_turns, tg_wgsl_program *out) {
     int *turn = tg_calloc((size_t)out->n + 1, sizeof(int));
