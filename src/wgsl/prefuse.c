@@ -119,7 +119,8 @@ static int sibling_of(const tg_fuse_graph *x, int s) {
 /* Every column sum with a free sibling kernel, as one group at the later
  * of the two turns: the plan then keeps the kernel's inputs until that
  * turn and writes both values there. (After planning, a plan that reused
- * memory between the two turns forbade it: discarded gradients lost ten.) */
+ * memory between the two turns forbade it: gpt_small with discarded
+ * gradients lost twelve.) */
 static void siblings(const tg_fuse_graph *x, tg_fusion *f, const tg_wgsl_limits *lim) {
     for (int s = 0; s < x->g->n; s++) {
         if (!tg_fuse_free(x, s) || !tg_plan_runs(x->g, s)) continue;
