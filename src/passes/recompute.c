@@ -5,8 +5,9 @@
  *
  * Cost rule: only ops that cost one pass over their output (layer and RMS
  * norms, embedding lookups, adds: a transformer's token plus position
- * embedding), and only when every input is live at that point anyway (a leaf, or a value the backward also reads there or later, as a
- * norm's own gradient reads x) or is itself computed again there. Then the
+ * embedding), and only when every input is live at that point anyway (a
+ * leaf, or a value the backward also reads there or later, as a norm's own
+ * gradient reads x) or is itself computed again there. Then the
  * copies add kernels but never extend what the plan keeps, and each value
  * they replace stops being live after its last forward reader. A copy is
  * the same op on the same inputs, so it gives the same bits, and losses and
