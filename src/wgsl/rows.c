@@ -16,7 +16,17 @@
  * elements, so its tree reductions take 6 barrier steps instead of 8 and more
  * rows are in flight per multiprocessor. Measured on the H200, gpt_small
  * (rows of 256 and 384): step 48.1 ms at 256, 46.3 at 128, 45.8 at 64;
- * causal softmax 1.88 -> 0.81 ms, layer norm 2.07 -> 1.64 ms. */
+ * causal softmax 1.88 -> 0.81 ms, layer norm 2.07 -> 1.64 ms.
+ * What bounds the layer norm over [16384, 384] (bench_tg --rows-webgpu on
+ * the H200, a copy of the same bytes 29 us; the norm 77 - 83 us) is its walk
+ * of memory, not its sums: with both sums left out it still took 63 us. In
+ * workgroups of 32, 128 or 256 it took 142 - 148, 98 - 111 and 200 - 213 us;
+ * four adjacent elements per invocation (96 of them, scalar loads) 170 - 180;
+ * a row per subgroup 72 - 90 in workgroups of 1 to 8 rows; storing each
+ * output at its own address made no difference; nor did 16-byte loads (vec4
+ * bindings, a vec4 of the row per invocation, 96 of them: 83 - 88 us, and
+ * gpt_small's step 41.15 ms against 41.17). A copy in workgroups of 64 took
+ * 64 us, against 29 in 256. */
 #define ROW_WG_MAX 64
 
 uint32_t tg_wk_row_wg(int64_t len) {
