@@ -59,7 +59,7 @@ void tg_program_pinned(const tg_program *p, bool *pinned) {
     if (p->result >= 0) pinned[p->result] = true;
     if (p->check >= 0) pinned[p->check] = true;
     for (int c = 0; c < g->n_caps; c++) pinned[g->caps[c].id] = true;
-    for (int i = 0; i < p->n_params && p->grads_kept; i++)
+    for (int i = 0; i < p->n_params && !p->discard_grads; i++)
         if (p->param_grad[i] >= 0) pinned[p->param_grad[i]] = true;
     for (int w = 0; w < p->n_wb; w++) pinned[p->wb[w].src] = true;
 }
@@ -151,7 +151,7 @@ tg_status tg_program_build(const tg_compile_req *req, tg_program **out) {
     }
     for (int i = 0; i < p->n_params; i++) p->param_grad[i] = -1;
     bool train = req->optim && req->optim->kind != TG_OPT_NONE;
-    p->grads_kept = !(req->discard_grads && train);
+    p->discard_grads = req->discard_grads && train;
     tg_status s = trace(req, p);
     int n_fwd = p->g->n;
     if (s == TG_OK && (train || req->grads)) s = tg_grad_append(p->g, p->result, p->param_grad);
@@ -211,7 +211,7 @@ tg_status tg_program_build(const tg_compile_req *req, tg_program **out) {
         if (p->check >= 0) outs[n_outs++] = p->check;
         for (int c = 0; c < p->g->n_caps; c++) outs[n_outs++] = p->g->caps[c].id;
         tg_plan_req pr = {p->param_grad, p->n_params, outs, n_outs, p->wb, p->n_wb, req->align,
-                          req->param_offset, false, p->fusion, !p->grads_kept};
+                          req->param_offset, false, p->fusion, p->discard_grads};
         s = tg_plan_build(p->g, &pr, &p->plan);
         free(outs);
     }

@@ -22,7 +22,7 @@ typedef struct {
     tg_plan plan;
     int result;        /* the loss (training) or the forward output; -1 none */
     int *param_grad;   /* per model param: grad node or -1 */
-    bool grads_kept;   /* param_grad's values stay readable after a step (not discard_grads) */
+    bool discard_grads; /* param_grad's values are scratch, unreadable after a step (spec.discard_grads, training) */
     int n_params;
     tg_writeback *wb;
     int n_wb;

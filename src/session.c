@@ -341,7 +341,7 @@ tg_status tg_session_get_grad(tg_session *s, const char *name, float *data, int6
     tg_status st = tg_session_base_param_check(s ? &s->b : NULL, api, name, data, count, &p);
     int id = st == TG_OK ? s->b.prog->param_grad[p] : -1;
     if (st == TG_OK && id < 0) st = tg_fail(TG_ERR_STATE, "%s: param '%s' has no gradient in this session", api, name);
-    if (st == TG_OK && !s->b.prog->grads_kept)
+    if (st == TG_OK && s->b.prog->discard_grads)
         st = tg_fail(TG_ERR_STATE, "%s: this session discards its gradients after each step (spec.discard_grads)",
                      api);
     if (st == TG_OK) {

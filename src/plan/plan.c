@@ -129,7 +129,7 @@ tg_status tg_plan_build(const tg_graph *g, const tg_plan_req *req, tg_plan *out)
         if (NO_MEMORY(i)) own[i] = TG_BUF_NONE;
         out->naive_bytes += tg_ir_numel(nd) * 4 > 4 ? tg_ir_numel(nd) * 4 : 4;
     }
-    for (int p = 0; p < req->n_params && !req->grads_scratch; p++)
+    for (int p = 0; p < req->n_params && !req->discard_grads; p++)
         if (req->param_grad[p] >= 0 && own[req->param_grad[p]] == TG_BUF_SCRATCH) own[req->param_grad[p]] = TG_BUF_GRAD;
     for (int o = 0; o < req->n_outputs; o++)
         if (req->outputs[o] >= 0 && own[req->outputs[o]] == TG_BUF_SCRATCH) own[req->outputs[o]] = TG_BUF_OUTPUT;
@@ -171,7 +171,7 @@ tg_status tg_plan_build(const tg_graph *g, const tg_plan_req *req, tg_plan *out)
     }
     /* Scratch gradients stay live to the end of the step: a backend fusing
      * the optimizer after planning reads all of them at its kernel's turn. */
-    for (int p = 0; p < req->n_params && req->grads_scratch; p++)
+    for (int p = 0; p < req->n_params && req->discard_grads; p++)
         if (req->param_grad[p] >= 0) last[find(parent, req->param_grad[p])] = n - 1;
 
     /* 3. Optimizer updates computed into the param/state they replace. */

@@ -98,7 +98,7 @@ typedef struct {
     const int64_t *param_offset; /* arena-0 offset of each model param */
     bool no_reuse;         /* one buffer per class: for debugging the planner */
     const tg_fusion *fusion; /* NULL: nothing fused */
-    bool grads_scratch;    /* param_grad's nodes are intermediates like any other (discard_grads) */
+    bool discard_grads;    /* param_grad's nodes are intermediates like any other (spec.discard_grads) */
 } tg_plan_req;
 
 /* Lays out params in model order; returns the params arena size. */
