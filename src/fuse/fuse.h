@@ -35,9 +35,15 @@ static inline bool tg_fuse_free(const tg_fuse_graph *x, int id) {
 static inline bool tg_fuse_private(const tg_fuse_graph *x, int id) {
     return tg_fuse_uses(x, id) == 1 && !x->pinned[id] && tg_fuse_free(x, id);
 }
-/* The turn at which the value node id reads exists (through views, and
- * through permutes the pass has made views). */
+/* A view: a view op, or a permute the pass has made one (read with strides). */
+static inline bool tg_fuse_is_view(const tg_fuse_graph *x, int id) {
+    return (tg_ops[tg_fuse_node(x, id)->op].flags & TG_OPF_VIEW) || (x->f && x->f->role[id] == TG_FUSE_VIEW);
+}
+/* The turn at which the value node id reads exists (through views). */
 int tg_fuse_ready_at(const tg_fuse_graph *x, int id);
+/* The readers of node v's value that are not views (views are looked
+ * through), at most cap of them into out; returns how many there are. */
+int tg_fuse_value_readers(const tg_fuse_graph *x, int v, int *out, int cap);
 
 /* A product's destination: the split_heads / merge_heads permute that is its
  * only reader (the product is then appended to abs[*n_abs] and stays in the

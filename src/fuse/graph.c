@@ -28,7 +28,19 @@ void tg_fuse_graph_free(tg_fuse_graph *x) {
 }
 
 int tg_fuse_ready_at(const tg_fuse_graph *x, int id) {
-    while ((tg_ops[tg_fuse_node(x, id)->op].flags & TG_OPF_VIEW) || (x->f && x->f->role[id] == TG_FUSE_VIEW))
-        id = tg_fuse_node(x, id)->in[0];
+    while (tg_fuse_is_view(x, id)) id = tg_fuse_node(x, id)->in[0];
     return tg_fusion_at(x->f, id);
+}
+
+int tg_fuse_value_readers(const tg_fuse_graph *x, int v, int *out, int cap) {
+    int n = 0;
+    for (int r = x->rd0[v]; r < x->rd0[v + 1]; r++) {
+        int j = x->rd[r];
+        if (tg_fuse_is_view(x, j)) n += tg_fuse_value_readers(x, j, out ? out + n : NULL, cap > n ? cap - n : 0);
+        else {
+            if (out && n < cap) out[n] = j;
+            n++;
+        }
+    }
+    return n;
 }

@@ -12,7 +12,7 @@ typedef struct {
     const tg_graph *g;
     const tg_wgsl_limits *lim;
     tg_fusion *f;
-    tg_wgsl_attns *at;
+    tg_wgsl_prefused *at;
     tg_fuse_graph fg; /* readers, pinned nodes (fuse/fuse.h) */
 } actx;
 
@@ -152,7 +152,7 @@ static void view_permutes(actx *x) {
     }
 }
 
-void tg_wgsl_fuse_attention(const tg_fuse_graph *fg, tg_fusion *f, const tg_wgsl_limits *lim, tg_wgsl_attns *at) {
+void tg_wgsl_fuse_attention(const tg_fuse_graph *fg, tg_fusion *f, const tg_wgsl_limits *lim, tg_wgsl_prefused *at) {
     actx x = {fg->g, lim, f, at, *fg};
     for (int i = 0; i < fg->g->n; i++)
         if (fg->g->nodes[i].op == TG_OP_SOFTMAX_CAUSAL) fuse_one(&x, i);

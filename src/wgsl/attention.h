@@ -51,13 +51,13 @@ typedef struct {
     int n;
     int64_t work_bytes; /* the attention workspace: statistics of every group */
     fz_pregroup *pre;   /* per group (the node count bounds them) */
-} tg_wgsl_attns;
+} tg_wgsl_prefused;
 
 /* Appends to f the attention groups of fg's graph that fit the device
  * limits, their descriptions to at (at->a holds one per node), then makes
  * the heads permutes only they read views. Attention groups come first in
  * f: group i < at->n is at->a[i]. */
-void tg_wgsl_fuse_attention(const tg_fuse_graph *fg, tg_fusion *f, const tg_wgsl_limits *lim, tg_wgsl_attns *at);
+void tg_wgsl_fuse_attention(const tg_fuse_graph *fg, tg_fusion *f, const tg_wgsl_limits *lim, tg_wgsl_prefused *at);
 
 /* Whether node x is a heads permute read with strides ([B, T, H, Dh] in memory). */
 bool tg_wgsl_attn_strided(const tg_fusion *f, const tg_graph *g, int x);

@@ -151,7 +151,7 @@ static bool fusion_on(void) {
  * producers. */
 static tg_status pre_planned(fz *z) {
     if (!z->fu) return TG_OK;
-    const tg_wgsl_attns *at = z->fu->impl;
+    const tg_wgsl_prefused *at = z->fu->impl;
     int base = z->n_gr;
     for (int gi = 0; gi < z->fu->n_groups; gi++) {
         const fz_pregroup *pg = &at->pre[gi];
@@ -374,7 +374,7 @@ tg_status tg_wgsl_emit_program(const tg_graph *g, const tg_plan *plan, const tg_
     if (st != TG_OK) return st;
     fz z;
     st = fz_init(&z, g, plan, fu, wb, n_wb, lim);
-    int64_t attn_bytes = z.fu ? ((const tg_wgsl_attns *)z.fu->impl)->work_bytes : 0;
+    int64_t attn_bytes = z.fu ? ((const tg_wgsl_prefused *)z.fu->impl)->work_bytes : 0;
     if (st == TG_OK && fusion_on() && !lim->one_kernel_per_node) {
         tg_fz_plan_optimizer(&z, wb, n_wb);
         tg_fz_plan_sumsq(&z);

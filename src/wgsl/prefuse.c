@@ -37,8 +37,8 @@
 #include "attention.h"
 #include "emit.h"
 
-static void attns_free(void *p) {
-    tg_wgsl_attns *a = p;
+static void prefused_free(void *p) {
+    tg_wgsl_prefused *a = p;
     if (a) free(a->a), free(a->pre);
     free(a);
 }
@@ -91,7 +91,6 @@ static void norm_stats(const tg_fuse_graph *x, tg_fusion *f) {
 
 /* ---- siblings: two nodes over the same rows, one kernel ---- */
 
-static int value_readers(const tg_fuse_graph *x, int v, int *out, int cap);
 static bool operand_ok(const tg_fuse_graph *x, int v, int t);
 
 /* The kernel node that can compute column sum s beside its own output from
@@ -110,7 +109,7 @@ static int sibling_of(const tg_fuse_graph *x, int s) {
             C2 == C)
             return j;
     }
-    int nr = value_readers(x, in, rd, 16); /* a weight gradient reads the rows through a reshape */
+    int nr = tg_fuse_value_readers(x, in, rd, 16); /* a weight gradient reads the rows through a reshape */
     for (int r = 0; r < nr && r < 16; r++)
         if (tg_wgsl_matmul_colsum_ok(x->g, rd[r], s, R, C)) return rd[r];
     return -1;
@@ -133,7 +132,7 @@ static void siblings(const tg_fuse_graph *x, tg_fusion *f, const tg_wgsl_limits 
         bool ok = nb <= TG_WGSL_MAX_BINDINGS && (uint32_t)nb <= lim->max_storage_buffers_per_stage;
         for (int k = 0; k < kn->nin && ok; k++) ok = operand_ok(x, kn->in[k], turn);
         for (int m = 0; m < 2 && ok; m++) { /* nothing reads either value before the turn */
-            int v = m ? s : j, nr = value_readers(x, v, rd, 8);
+            int v = m ? s : j, nr = tg_fuse_value_readers(x, v, rd, 8);
             ok = nr <= 8;
             for (int r = 0; r < nr && r < 8 && ok; r++) ok = tg_fusion_at(f, rd[r]) > turn;
         }
@@ -147,28 +146,6 @@ static void siblings(const tg_fuse_graph *x, tg_fusion *f, const tg_wgsl_limits 
 
 /* ---- groups of products ---- */
 
-static bool is_view(const tg_fuse_graph *x, int v) {
-    return (tg_ops[tg_fuse_node(x, v)->op].flags & TG_OPF_VIEW) || x->f->role[v] == TG_FUSE_VIEW;
-}
-
-/* The readers of node v's value that are not views (views, and permutes
- * read with strides, are looked through), at most cap of them into out;
- * returns how many there are. */
-static int value_readers(const tg_fuse_graph *x, int v, int *out, int cap) {
-    int n = 0;
-    for (int r = x->rd0[v]; r < x->rd0[v + 1]; r++) {
-        int j = x->rd[r];
-        if (is_view(x, j)) {
-            int m = value_readers(x, j, out ? out + n : NULL, cap > n ? cap - n : 0);
-            n += m;
-        } else {
-            if (out && n < cap) out[n] = j;
-            n++;
-        }
-    }
-    return n;
-}
-
 /* Whether the fusion after planning may give product mm something of its
  * own: an epilogue (its value's one reader elementwise, of its size) or a
  * column sum of its B beside it (a bias gradient beside its split weight
@@ -177,13 +154,13 @@ static int value_readers(const tg_fuse_graph *x, int v, int *out, int cap) {
 static bool wanted_after(const tg_fuse_graph *x, int mm) {
     const tg_node *n = tg_fuse_node(x, mm);
     int rd[2];
-    if (!x->pinned[mm] && value_readers(x, mm, rd, 2) == 1 &&
+    if (!x->pinned[mm] && tg_fuse_value_readers(x, mm, rd, 2) == 1 &&
         (tg_ops[tg_fuse_node(x, rd[0])->op].flags & TG_OPF_ELEMWISE) && tg_fuse_free(x, rd[0]) &&
         tg_ir_numel(tg_fuse_node(x, rd[0])) == tg_ir_numel(n))
         return true;
     int b = n->in[1], sums[16];
-    while (is_view(x, b)) b = tg_fuse_node(x, b)->in[0];
-    int ns = value_readers(x, b, sums, 16);
+    while (tg_fuse_is_view(x, b)) b = tg_fuse_node(x, b)->in[0];
+    int ns = tg_fuse_value_readers(x, b, sums, 16);
     for (int q = 0; q < ns && q < 16; q++) {
         const tg_node *s = tg_fuse_node(x, sums[q]);
         int64_t R, C;
@@ -273,7 +250,7 @@ static bool group_ok(const tg_fuse_graph *x, const int *mm, int n, const tg_wgsl
     for (int q = 0; q < n; q++) {
         const tg_node *m = tg_fuse_node(x, mm[q]);
         if (!operand_ok(x, m->in[0], turn) || !operand_ok(x, m->in[1], turn)) return false;
-        int nr = value_readers(x, mm[q], rd, 64);
+        int nr = tg_fuse_value_readers(x, mm[q], rd, 64);
         if (nr > 64) return false;
         for (int r = 0; r < nr; r++)
             if (tg_fusion_at(x->f, rd[r]) <= turn) return false;
@@ -317,18 +294,18 @@ static void product_groups(const tg_fuse_graph *x, tg_fusion *f, const tg_wgsl_l
 tg_status tg_wgsl_fuse(const tg_graph *g, const bool *pinned, const tg_wgsl_limits *lim, tg_fusion **out) {
     *out = NULL;
     tg_fusion *f = tg_fusion_new(g->n);
-    tg_wgsl_attns *at = tg_calloc(1, sizeof *at);
+    tg_wgsl_prefused *at = tg_calloc(1, sizeof *at);
     if (at) at->a = tg_calloc((size_t)g->n + 1, sizeof(tg_wgsl_attn));
     if (at) at->pre = tg_calloc((size_t)g->n + 1, sizeof(fz_pregroup));
     tg_fuse_graph fg;
     tg_status st = f && at && at->a && at->pre ? tg_fuse_graph_init(&fg, g, f, pinned)
                                                : tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
     if (st != TG_OK) {
-        tg_fusion_free(f), attns_free(at);
+        tg_fusion_free(f), prefused_free(at);
         return st;
     }
     f->impl = at;
-    f->impl_free = attns_free;
+    f->impl_free = prefused_free;
     tg_wgsl_fuse_attention(&fg, f, lim, at);
     products(&fg, f);
     norm_stats(&fg, f);

@@ -150,7 +150,7 @@ typedef struct {
 /* The fusion pass before planning (prefuse.c): causal attentions, then
  * products with an epilogue, then sums and groups of products; pinned:
  * nodes read from outside, never absorbed. *out = NULL when there are no groups; (*out)->impl is a
- * tg_wgsl_attns (attention.h), the attentions being the first groups. */
+ * tg_wgsl_prefused (attention.h), the attentions being the first groups. */
 tg_status tg_wgsl_fuse(const tg_graph *g, const bool *pinned, const tg_wgsl_limits *lim, tg_fusion **out);
 /* fu: the groups chosen before planning (tg_wgsl_fuse), NULL for none. */
 tg_status tg_wgsl_emit_program(const tg_graph *g, const tg_plan *plan, const tg_fusion *fu, const tg_writeback *wb,
