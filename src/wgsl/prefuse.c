@@ -29,8 +29,9 @@
  * A chain ending in a residual add stays with the fusion after planning
  * (fuse.c). Everything else is fused after planning too, where the plan's
  * memory decides what may move; a product that fusion would give an
- * epilogue or an inline producer is left to it, and one that could take a
- * column sum beside it is never grouped with other products. */
+ * epilogue or an inline producer is left to it. A product that took a
+ * column sum beside it is a sibling already, so no group of products
+ * takes it. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -146,29 +147,15 @@ static void siblings(const tg_fuse_graph *x, tg_fusion *f, const tg_wgsl_limits 
 
 /* ---- groups of products ---- */
 
-/* Whether the fusion after planning may give product mm something of its
- * own: an epilogue (its value's one reader elementwise, of its size) or a
- * column sum of its B beside it (a bias gradient beside its split weight
- * gradient). A group saves a dispatch per member but the first, so it
- * goes before a cheap producer the product could compute inline. */
+/* Whether the fusion after planning may give product mm an epilogue (its
+ * value's one reader elementwise, of its size). A group saves a dispatch
+ * per member but the first, so it goes before a cheap producer the product
+ * could compute inline. */
 static bool wanted_after(const tg_fuse_graph *x, int mm) {
-    const tg_node *n = tg_fuse_node(x, mm);
     int rd[2];
-    if (!x->pinned[mm] && tg_fuse_value_readers(x, mm, rd, 2) == 1 &&
-        (tg_ops[tg_fuse_node(x, rd[0])->op].flags & TG_OPF_ELEMWISE) && tg_fuse_free(x, rd[0]) &&
-        tg_ir_numel(tg_fuse_node(x, rd[0])) == tg_ir_numel(n))
-        return true;
-    int b = n->in[1], sums[16];
-    while (tg_fuse_is_view(x, b)) b = tg_fuse_node(x, b)->in[0];
-    int ns = tg_fuse_value_readers(x, b, sums, 16);
-    for (int q = 0; q < ns && q < 16; q++) {
-        const tg_node *s = tg_fuse_node(x, sums[q]);
-        int64_t R, C;
-        if (s->op == TG_OP_SUM && s->dtype == TG_F32 && tg_fuse_free(x, sums[q]) && tg_wgsl_colsum_dims(x->g, s, &R, &C) &&
-            tg_wgsl_matmul_colsum_ok(x->g, mm, sums[q], R, C))
-            return true;
-    }
-    return false;
+    return !x->pinned[mm] && tg_fuse_value_readers(x, mm, rd, 2) == 1 &&
+           (tg_ops[tg_fuse_node(x, rd[0])->op].flags & TG_OPF_ELEMWISE) && tg_fuse_free(x, rd[0]) &&
+           tg_ir_numel(tg_fuse_node(x, rd[0])) == tg_ir_numel(tg_fuse_node(x, mm));
 }
 
 /* Whether node v can be read from memory by a group at turn t. */
