@@ -46,7 +46,7 @@ endif
 MPI_TESTS := $(BUILD)/tests/dp_driver
 endif
 
-.PHONY: all lib demo test test-aarch64 cross-macos sanitize fuzz tsan bench bench-digits bench-dist examples-check clean help
+.PHONY: all lib demo test test-aarch64 cross-macos sanitize fuzz tsan bench bench-digits bench-dist bench-multi-gpu examples-check clean help
 all: lib shared $(BUILD)/tg $(MPI_TARGETS)
 
 help:
@@ -67,6 +67,8 @@ help:
 	@echo "make bench BACKEND=webgpu   the models on WebGPU beside PyTorch CUDA (a GPU machine)"
 	@echo "make bench-digits  the digits CNN step against PyTorch CPU (needs python3-torch)"
 	@echo "make bench-dist  gpt_small's CPU step on 1 and 2 MPI ranks and its all-reduce time (needs mpicc, mpirun)"
+	@echo "make bench-multi-gpu  gpt_small data-parallel on 1, 2 and 4 of this machine's GPUs beside PyTorch DDP"
+	@echo "                (bench/multi_gpu.sh; needs tg-mpi, and mpirun or MPI_DEBS=DIR from scripts/fetch-mpi-debs.sh)"
 	@echo "make shared     build build/libtensorgrad.so (its own -fPIC objects in build/obj-pic)"
 	@echo "                where mpicc is found, make also builds build/libtensorgrad_mpi.{a,so} and build/tg-mpi"
 	@echo "make install    install header, libraries, tensorgrad.pc, the CMake package and bin/tg"
@@ -176,6 +178,11 @@ $(BUILD)/bench/digits_bench: bench/digits_bench.c $(BUILD)/libtensorgrad.a
 # all-reduce's share (docs/distributed.md reads the numbers).
 bench-dist: $(BUILD)/tg $(MPI_TARGETS) $(MPI_TESTS)
 	@bash bench/dist.sh $(BUILD)
+
+# Not a test: gpt_small on R GPUs (tg-mpi --dp --backend webgpu) beside
+# PyTorch DDP, scaling efficiency and all-reduce time (docs/distributed.md).
+bench-multi-gpu: $(BUILD)/tg $(MPI_TARGETS)
+	@bash bench/multi_gpu.sh $(BUILD)
 
 clean:
 	rm -rf $(BUILD) build-asan build-aarch64 build-fuzz build-tsan build-clang build-macos
