@@ -29,8 +29,9 @@ if [ -n "${MPI_DEBS:-}" ]; then
     for f in "$MPI_DEBS"/*.deb; do dpkg -x "$f" "$pre"; done
     export PATH=$pre/usr/bin:$PATH OPAL_PREFIX=$pre/usr
     export LD_LIBRARY_PATH=$pre/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-    # PMIx looks for its plugins where Debian puts them: here, not the machine's own
-    export PMIX_MCA_mca_base_component_path=$pre/usr/lib/x86_64-linux-gnu/pmix2/lib/pmix
+    # A machine with a PMIx of its own: this one may fail to load that one's
+    # compression plugin (it says so, and goes on); the page-long warning after it is left out.
+    export PMIX_MCA_pcompress_base_silence_warning=1
 fi
 mpirun=$(command -v mpirun.openmpi || command -v mpirun || true)
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
