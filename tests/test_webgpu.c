@@ -327,6 +327,7 @@ static void test_matmul_configs(bool verbose) {
     for (int cfg = 0; cfg < 3; cfg++)
         for (int split = 0; split <= 3; split += 3) {
             tg_wgsl_matmul_test_config(cfg, split, -1);
+            tg_wgsl_matmul_test_warps((cfg + split / 3) % 2); /* each tiling in both warp forms */
             for (int i = 0; i < N_CASES; i++)
                 if (strncmp(cases[i].name, "matmul", 6) == 0 || strncmp(cases[i].name, "attention", 9) == 0)
                     par_check(&cases[i], verbose);
@@ -335,6 +336,7 @@ static void test_matmul_configs(bool verbose) {
     for (int i = 0, n = 0; i < N_CASES && n < 4; i++)
         if (strncmp(cases[i].name, "matmul", 6) == 0) par_check(&cases[i], verbose), n++;
     tg_wgsl_matmul_test_config(-1, 0, -1);
+    tg_wgsl_matmul_test_warps(-1);
     /* split by shape: tall K under few output tiles (the weight gradients) */
     static const par_case tall_k = {"matmul a^T, K=2048 split", {S(2048, 40), S(2048, 70), P_END}, P_NONE, 0, 1, b_mm_ta, 1e-4f};
     par_check(&tall_k, verbose);
@@ -405,7 +407,8 @@ static void test_row_forms(bool verbose) {
 /* Column sums (bias and gain gradients, sums over leading axes, the
  * embedding and conv weight gradients) with their rows split into chunks:
  * 3 and 7 chunks forced at small sizes (uneven chunks, chunks of one row),
- * then by shape at sizes that split on their own. */
+ * then by shape at sizes that split on their own; each also with 8, 32 and
+ * 128 columns per workgroup. */
 static void test_colsum_split(bool verbose) {
     static const par_case forced[] = {
         {"split sum first axis", PRM(S(100, 37)), P_NONE, 0, 1, b_sum_first, 1e-4f},
@@ -417,18 +420,26 @@ static void test_colsum_split(bool verbose) {
         {"split embedding gradient", PRM(S(7, 5)), {S(6, 10), P_END}, -1, 8, b_emb, 0},
         {"split conv2d dw of 576 terms", PRM(S(4, 8, 12, 12), S(6, 4, 3, 3)), P_NONE, 0, 1, b_conv3x3, 1e-4f},
     };
-    static const int splits[] = {3, 7};
-    for (int si = 0; si < 2; si++) {
-        tg_wgsl_colsum_test_split(splits[si]);
-        for (size_t i = 0; i < sizeof forced / sizeof forced[0]; i++) par_check(&forced[i], verbose);
-    }
+    static const int splits[] = {3, 7}, widths[] = {8, 32, 128};
+    for (int wi = 0; wi < 3; wi++)
+        for (int si = 0; si < 2; si++) {
+            tg_wgsl_colsum_test_width(widths[wi]);
+            tg_wgsl_colsum_test_split(splits[si]);
+            for (size_t i = 0; i < sizeof forced / sizeof forced[0]; i++) par_check(&forced[i], verbose);
+        }
     tg_wgsl_colsum_test_split(-1);
+    tg_wgsl_colsum_test_width(-1);
     /* by shape: over 4096 rows and few columns */
     static const par_case tall[] = {
         {"sum first axis, 4100 rows (split by shape)", PRM(S(4100, 40)), P_NONE, 0, 1, b_sum_first, 1e-4f},
         {"linear, 5000 rows (split bias gradient)", PRM(S(5000, 8), S(8, 24), S(24)), P_NONE, 0, 1, b_linear, 1e-4f},
+        {"layer_norm gain sums, 4200 x 200", PRM(S(4200, 200), S(200), S(200)), P_NONE, 0, 1, b_ln, 1e-4f},
     };
-    for (size_t i = 0; i < sizeof tall / sizeof tall[0]; i++) par_check(&tall[i], verbose);
+    for (int wi = -1; wi < 3; wi++) { /* by shape, then each width */
+        tg_wgsl_colsum_test_width(wi < 0 ? -1 : widths[wi]);
+        for (size_t i = 0; i < sizeof tall / sizeof tall[0]; i++) par_check(&tall[i], verbose);
+    }
+    tg_wgsl_colsum_test_width(-1);
     int64_t R = 4100, C = 40;
     CHECK(tg_wk_colsum_chunks(R, C) > 1, "a sum of %lld x %lld should split", (long long)R, (long long)C);
     CHECK(tg_wk_colsum_chunks(1024, 64) == 1, "a sum of 1024 rows should not split");

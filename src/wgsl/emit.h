@@ -158,8 +158,8 @@ void tg_wk_rows_once(wk_rows *L);
 
 /* A whole kernel summing `expr` (in terms of u32 r and c) over rows r < R into
  * output element c < C, with R and C those of tg_wgsl_colsum_dims for the
- * kernel's node (so the phases and the workspace agree with it): 8 columns
- * per workgroup, 32 or 128 row sets each; or, when tg_wk_colsum_chunks(R,
+ * kernel's node (so the phases and the workspace agree with it): 8 or 32
+ * columns per workgroup, interleaved row sets; or, when tg_wk_colsum_chunks(R,
  * C) > 1, phase 1 (partial sums of row chunks into `work`) or phase 2
  * (their sums, stored) of the two-phase form. */
 bool tg_wk_colsum(wk *k, const char *expr, const char *type);

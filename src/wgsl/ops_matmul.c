@@ -83,7 +83,25 @@ static long long tiles(const mm_geom *g, const mm_cfg *c) {
  * ones (256 measured the same, 128 and 1000 slower). */
 #define FILL 384
 
-static int test_cfg = -1, test_split = 0, test_unroll = -1;
+static int test_cfg = -1, test_split = 0, test_unroll = -1, test_warps = -1;
+
+void tg_wgsl_matmul_test_warps(int form) { test_warps = form; }
+
+/* How a warp's 32 invocations (consecutive lid) sit in the grid of 16 x 16
+ * register blocks: 16 column blocks of 2 rows (lid % 16, lid / 16), or a
+ * square of 8 column blocks of 4 rows. In a k-step the square reads 8
+ * distinct vec4s of Bs and 4 of As (one 128-byte wavefront each) instead
+ * of 16 and 2. Measured on the H200 (alternating runs): square 2048
+ * products 38.1 / 38.1 TFLOP/s against 36.1 / 36.0, 4096 40.9 / 40.8
+ * against 38.6 / 38.8; but gpt_small's step, whose products walk K of 384
+ * to 1536 per workgroup, 41.65 / 41.60 ms against 41.45 / 41.39. So the
+ * square is taken where a workgroup walks K of 2048 or more.
+ * TG_WGSL_MM_WARPS=1 (rows) or 2 (square) forces a form, for measuring. */
+static bool square_warps(long long kc) {
+    int forced = test_warps >= 0 ? test_warps + 1 : tg_wgsl_knob_int("TG_WGSL_MM_WARPS", 0);
+    if (forced == 1 || forced == 2) return forced == 2;
+    return kc >= 2048;
+}
 
 void tg_wgsl_matmul_test_config(int cfg, int split, int unroll) {
     test_cfg = cfg;
@@ -326,9 +344,10 @@ static bool tiled(wk *k, const mm_geom *g, const mm_cfg *c, int split, int membe
     tg_wsb_printf(&k->s,
                "@compute @workgroup_size(256)\n"
                "fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {\n"
-               "    let tx = lid %% %du;\n    let ty = lid / %du;\n"
-               "    let m0 = wid.y * %du;\n",
-               tx_n, tx_n, c->bm);
+               "    let m0 = wid.y * %du;\n", c->bm);
+    if (tx_n == 16 && square_warps(kc)) /* lane bits 0-2 -> tx, 3-4 -> ty; warp bit 0 -> tx, 1-2 -> ty */
+        tg_wsb_printf(&k->s, "    let tx = (lid %% 8u) + 8u * ((lid / 32u) %% 2u);\n    let ty = (lid / 8u) %% 4u + 4u * (lid / 64u);\n");
+    else tg_wsb_printf(&k->s, "    let tx = lid %% %du;\n    let ty = lid / %du;\n", tx_n, tx_n);
     long long gx = (g->N + c->bn - 1) / c->bn;
     if (members > 1) tg_wsb_printf(&k->s, "    mq = wid.x / %lldu;\n    let n0 = (wid.x %% %lldu) * %du;\n", gx, gx, c->bn);
     else tg_wsb_printf(&k->s, "    let n0 = wid.x * %du;\n", c->bn);

@@ -282,7 +282,16 @@ void tg_wk_rows_once(wk_rows *L) {
     tg_wsb_printf(&L->k->s, L->sg ? "    if (lane == 0u) {\n" : L->wide ? "    if (lid == 0u) {\n" : "    {\n");
 }
 
-#define CW 8  /* columns per workgroup: a warp reads one 32-byte sector from each of 4 rows */
+/* Columns per workgroup of a column sum (colsum_width): CW, where a warp
+ * reads one 32-byte sector from each of 4 rows, or WIDE, where it reads
+ * 128 contiguous bytes of one row. Measured on the H200 over [16384, 384]
+ * in two phases (bench_tg --rows-webgpu, two runs): a bias sum 55.3 / 56.2
+ * us at 32 columns, 61.7 / 63.2 at 8, 67.6 / 66.7 at 64, 73.0 / 77.9 at
+ * 128; norm_dgain 100.8 / 98.1 at 32, 116.4 / 109.2 at 8, 95.6 / 108.8 at
+ * 64, 156.9 / 152.9 at 128; gpt_small's step 41.25 ms at 32, 41.36 /
+ * 41.38 at 8, 41.36 / 41.40 at 64. */
+#define CW 8
+#define WIDE 32
 #define TALL_R 16384 /* rows from which a column sum takes the tall shape below (gpt_small: B x T) */
 
 /* Two-phase column sums. The one-kernel form has ceil(C / CW) workgroups:
@@ -316,9 +325,13 @@ static int colsum_knob(void) {
     return s > SPLIT_MAX ? SPLIT_MAX : s;
 }
 
-int tg_wk_colsum_chunks(int64_t R, int64_t C) {
+static int width_test = -1;
+
+void tg_wgsl_colsum_test_width(int cw) { width_test = cw; }
+
+/* Row chunks of a sum of R rows whose C columns make `groups` workgroups. */
+static int chunks(int64_t R, int64_t C, int64_t groups) {
     int knob = colsum_knob();
-    int64_t groups = (C + CW - 1) / CW;
     if (knob == 0 || R < 2 || C < 1) return 1;
     if (colsum_test > 0) return (int64_t)knob > R ? (int)R : knob; /* tests: at any size */
     if (R < SPLIT_R) return 1;
@@ -328,6 +341,22 @@ int tg_wk_colsum_chunks(int64_t R, int64_t C) {
     if (s > R / SPLIT_CHUNK) s = R / SPLIT_CHUNK;
     if (s > SPLIT_MAX) s = SPLIT_MAX;
     return s < 2 ? 1 : (int)s;
+}
+
+/* TG_WGSL_COLSUM_WIDTH=8|32|64|128 sets the columns per workgroup (for
+ * measuring). By default a sum that splits in CW's form takes WIDE columns
+ * (and as many more chunks as that needs to fill the GPU), where there are
+ * that many; every other sum keeps CW, where few columns must fill the GPU
+ * with workgroups alone. */
+static int colsum_width(int64_t R, int64_t C) {
+    int w = width_test > 0 ? width_test : tg_wgsl_knob_int("TG_WGSL_COLSUM_WIDTH", 0);
+    if (w == 8 || w == 32 || w == 64 || w == 128) return w;
+    return C >= WIDE && chunks(R, C, (C + CW - 1) / CW) > 1 ? WIDE : CW;
+}
+
+int tg_wk_colsum_chunks(int64_t R, int64_t C) {
+    int w = colsum_width(R, C);
+    return chunks(R, C, (C + w - 1) / w);
 }
 
 /* Phase 2 of a split column sum: output c is the sum of work[s * C + c]
@@ -355,8 +384,10 @@ static bool colsum_combine(wk *k, int S, int64_t C, const char *type, bool two) 
  * H200, gpt_small: its 19 bias sums 1.25 -> 0.41 ms, 13 gain sums 1.49 ->
  * 0.70 ms, the step 49.7 -> 48.0 ms; 16 partials gave 48.4 ms.
  * Split in two phases (tg_wk_colsum_chunks > 1), phase 1 runs this over
- * each chunk of rows, a grid of column groups x chunks, with 32 row sets
- * of 8 partials (enough workgroups now carry the loads in flight).
+ * each chunk of rows, a grid of column groups x chunks, with 256 / width
+ * row sets of 8 partials (enough workgroups now carry the loads in
+ * flight). Split sums of 32 columns or more give a workgroup WIDE of
+ * them (colsum_width), 8 row sets.
  * A second sum (expr2) keeps its own partials (bU) beside the first's
  * (aU) and its own half of red, so both share the loop and the barriers. */
 bool tg_wk_colsum2(wk *k, const char *expr, const char *expr2, const char *type) {
@@ -365,23 +396,23 @@ bool tg_wk_colsum2(wk *k, const char *expr, const char *expr2, const char *type)
     int S = tg_wk_colsum_chunks(R, C), two = expr2 != NULL;
     if (S > 1 && k->phase == 0) return tg_wk_fail(k, TG_ERR_BACKEND, "a split column sum runs in two phases");
     if (S > 1 && k->phase == 2) return colsum_combine(k, S, C, type, two);
-    int rw = 32, un = 4; /* interleaved row sets, combined at the end; partials per invocation */
+    int cw = colsum_width(R, C), rw = 256 / cw, un = 4; /* interleaved row sets, combined at the end; partials per invocation */
     if (S > 1) un = 8;
-    else if (R >= TALL_R && CW * 128 <= k->lim->max_invocations_per_workgroup) rw = 128, un = 8;
-    int64_t groups = (C + CW - 1) / CW, chunk = (R + S - 1) / S;
+    else if (cw == CW && R >= TALL_R && CW * 128 <= k->lim->max_invocations_per_workgroup) rw = 128, un = 8;
+    int64_t groups = (C + cw - 1) / cw, chunk = (R + S - 1) / S;
     static const char acc[2] = {'a', 'b'};
-    tg_wsb_printf(&k->s, "var<workgroup> red: array<%s, %d>;\n", type, CW * rw * (1 + two));
+    tg_wsb_printf(&k->s, "var<workgroup> red: array<%s, %d>;\n", type, cw * rw * (1 + two));
     tg_wsb_printf(&k->s, "fn colv(r: u32, c: u32) -> %s { return %s; }\n", type, expr);
     if (two) tg_wsb_printf(&k->s, "fn colv2(r: u32, c: u32) -> %s { return %s; }\n", type, expr2);
-    if (!tg_wk_main(k, groups * S, CW * rw)) return false;
-    k->spec->threads = groups * S * CW * rw;
+    if (!tg_wk_main(k, groups * S, cw * rw)) return false;
+    k->spec->threads = groups * S * cw * rw;
     if (S > 1) /* rows [r0, r1) of chunk gid / groups */
         tg_wsb_printf(&k->s,
                    "    let chunk = gid / %lldu;\n    let cg = gid %% %lldu;\n"
                    "    let r0 = chunk * %lldu;\n    let r1 = min(r0 + %lldu, %lldu);\n",
                    (long long)groups, (long long)groups, (long long)chunk, (long long)chunk, (long long)R);
     else tg_wsb_printf(&k->s, "    let cg = gid;\n    let r0 = 0u;\n    let r1 = %lldu;\n", (long long)R);
-    tg_wsb_printf(&k->s, "    let tx = lid %% %du;\n    let ty = lid / %du;\n    let c = cg * %du + tx;\n", CW, CW, CW);
+    tg_wsb_printf(&k->s, "    let tx = lid %% %du;\n    let ty = lid / %du;\n    let c = cg * %du + tx;\n", cw, cw, cw);
     for (int t = 0; t <= two; t++)
         for (int u = 0; u < un; u++) tg_wsb_printf(&k->s, "    var %c%d = %s(0);\n", acc[t], u, type);
     tg_wsb_printf(&k->s, "    if (c < %lldu) {\n        var r = r0 + ty;\n        while (r + %du < r1) {\n", (long long)C,
@@ -396,15 +427,15 @@ bool tg_wk_colsum2(wk *k, const char *expr, const char *expr2, const char *type)
     for (int t = 0; t <= two; t++)
         for (int w = 1; w < un; w *= 2)
             for (int u = 0; u + w < un; u += 2 * w) tg_wsb_printf(&k->s, "    %c%d = %c%d + %c%d;\n", acc[t], u, acc[t], u, acc[t], u + w);
-    int half = CW * rw;
+    int half = cw * rw;
     tg_wsb_printf(&k->s, "    red[lid] = a0;\n");
     if (two) tg_wsb_printf(&k->s, "    red[%du + lid] = b0;\n", half);
     tg_wsb_printf(&k->s,
                "    workgroupBarrier();\n"
                "    for (var s = %du; s > 0u; s = s >> 1u) {\n"
                "        if (ty < s) {\n            red[lid] = red[lid] + red[lid + s * %du];\n",
-               rw / 2, CW);
-    if (two) tg_wsb_printf(&k->s, "            red[%du + lid] = red[%du + lid] + red[%du + lid + s * %du];\n", half, half, half, CW);
+               rw / 2, cw);
+    if (two) tg_wsb_printf(&k->s, "            red[%du + lid] = red[%du + lid] + red[%du + lid + s * %du];\n", half, half, half, cw);
     tg_wsb_printf(&k->s, "        }\n        workgroupBarrier();\n    }\n");
     tg_wsb_printf(&k->s, "    if (ty == 0u && c < %lldu) {\n", (long long)C);
     for (int t = 0; t <= two; t++) {

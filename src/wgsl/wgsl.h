@@ -115,6 +115,9 @@ int tg_wgsl_matmul_split(const tg_graph *g, int id, int64_t *work_bytes);
  * that many K-ranges, and its k-slices written out step by step (unroll 1,
  * what a GPU gets), as a loop (0, what a CPU adapter gets) or by adapter (-1). */
 void tg_wgsl_matmul_test_config(int cfg, int split, int unroll);
+/* Tests: every matmul compiled from now on places a warp's invocations as
+ * 16 x 2 register blocks (0) or 8 x 4 (1); -1 chooses by K again. */
+void tg_wgsl_matmul_test_warps(int form);
 tg_status tg_wgsl_emit_phase(const tg_graph *g, const tg_plan *plan, const tg_wgsl_fused *f, int phase, int64_t work_bytes,
                              const tg_wgsl_limits *lim, tg_kernel_spec *out);
 /* How many dispatches node id's kernel takes: 1, or 2 (phase 1 then 2,
@@ -125,6 +128,10 @@ int tg_wgsl_phases(const tg_graph *g, int id, int64_t *work_bytes);
  * (s > 0, at any size), never splits (0), or chooses by shape and
  * TG_WGSL_COLSUM again (-1). */
 void tg_wgsl_colsum_test_split(int s);
+/* Tests: every column sum compiled from now on gives each workgroup cw
+ * columns (8, 32, 64 or 128), or chooses by shape and TG_WGSL_COLSUM_WIDTH
+ * again (-1). */
+void tg_wgsl_colsum_test_width(int cw);
 /* Tests: row kernels compiled from now on walk long rows with loops (0) or,
  * where they fit, in registers (1); -1 goes back to TG_WGSL_ROWS. */
 void tg_wgsl_rows_test_form(int form);
