@@ -46,11 +46,6 @@ static int add_group(fuse_ctx *x, const int *absorbed, int n_abs, int out, bool 
 
 /* ---- attention ---- */
 
-/* merge_heads / split_heads: permute (0, 2, 1, 3) of a 4-d f32 tensor. */
-static bool heads_permute(const fuse_ctx *x, int id) {
-    return tg_ir_heads_permute(node(x, id)) && f32(x, id);
-}
-
 /* Records an attention group: absorbed members, then its outputs (the
  * earliest one is its turn). Refused unless every value it reads from
  * outside is there by then. */
@@ -271,20 +266,9 @@ static void private_softmax(fuse_ctx *x) {
     }
 }
 
-/* A split_heads permute whose every reader is an attention kernel is read
- * in place, with strides: it needs no memory and no copy. */
-static void view_permutes(fuse_ctx *x) {
-    const cpu_groups *cg = x->cg;
-    for (int i = 0; i < x->g->n; i++) {
-        if (!heads_permute(x, i) || !free_node(x, i) || x->fg.pinned[i] || uses(x, i) == 0) continue;
-        bool all = true;
-        for (int r = x->fg.rd0[i]; r < x->fg.rd0[i + 1]; r++) {
-            int gid = x->f->group[x->fg.rd[r]];
-            all &= gid >= 0 && cg->g[gid].kind != CPU_GROUP_MATMUL;
-        }
-        if (all) x->f->role[i] = TG_FUSE_VIEW;
-    }
-}
+/* A heads permute read only by attention kernels is read in place, with
+ * strides: it needs no memory and no copy. */
+static bool reads_strided(int gid, const void *cg) { return ((const cpu_groups *)cg)->g[gid].kind != CPU_GROUP_MATMUL; }
 
 /* ---- max pooling's gradient with the relu's before it ---- */
 
@@ -362,7 +346,7 @@ tg_status tg_cpu_fuse(const tg_program *p, tg_fusion **out) {
         else if (g->nodes[i].op == TG_OP_NORM_DGAIN) fuse_norm_sums(&x, i);
         else if (g->nodes[i].op == TG_OP_RELU_GRAD) fuse_pool_relu(&x, i);
     fuse_sumsq(&x);
-    view_permutes(&x);
+    tg_fuse_view_permutes(&x.fg, x.f, reads_strided, x.cg);
     private_softmax(&x);
 
     tg_fuse_graph_free(&x.fg);

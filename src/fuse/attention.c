@@ -31,6 +31,21 @@ int tg_fuse_result_of(const tg_fuse_graph *x, int mm, int *abs, int *n_abs) {
     return mm;
 }
 
+void tg_fuse_view_permutes(const tg_fuse_graph *x, tg_fusion *f, bool (*strided)(int group, const void *ctx),
+                           const void *ctx) {
+    for (int i = 0; i < x->g->n; i++) {
+        if (!tg_ir_heads_permute(tg_fuse_node(x, i)) || !f32(x, i) || !tg_fuse_free(x, i) || x->pinned[i] ||
+            tg_fuse_uses(x, i) == 0)
+            continue;
+        bool all = true;
+        for (int r = x->rd0[i]; r < x->rd0[i + 1]; r++) {
+            int gid = f->group[x->rd[r]];
+            all &= gid >= 0 && (!strided || strided(gid, ctx));
+        }
+        if (all) f->role[i] = TG_FUSE_VIEW;
+    }
+}
+
 bool tg_fuse_match_attn_fwd(const tg_fuse_graph *x, int a, tg_attn_fwd_match *m) {
     const tg_node *an = tg_fuse_node(x, a);
     if (an->op != TG_OP_SOFTMAX_CAUSAL || !tg_fuse_free(x, a) || !f32(x, a) || an->shape.ndim != 4 ||

@@ -50,6 +50,14 @@ int tg_fuse_value_readers(const tg_fuse_graph *x, int v, int *out, int cap);
  * kernel, which writes through the permute's strides), or the product. */
 int tg_fuse_result_of(const tg_fuse_graph *x, int mm, int *abs, int *n_abs);
 
+/* Marks TG_FUSE_VIEW every f32 heads permute (split_heads, merge_heads) that
+ * is free, read, not read from outside, and read only by groups whose
+ * kernels take it with strides: every group, or those `strided` accepts
+ * (ctx passed through). It then needs no memory and no kernel. Reads the
+ * groups from f, which must be x->f. */
+void tg_fuse_view_permutes(const tg_fuse_graph *x, tg_fusion *f, bool (*strided)(int group, const void *ctx),
+                           const void *ctx);
+
 /* ---- causal attention ---- */
 
 /* att = softmax_causal(s [* scale]), s = q k^T, and the product o = att v

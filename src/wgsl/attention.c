@@ -18,11 +18,6 @@ typedef struct {
 
 static const tg_node *nd(const actx *x, int id) { return &x->g->nodes[id]; }
 static int n_readers(const actx *x, int id) { return tg_fuse_uses(&x->fg, id); }
-static bool is_free(const actx *x, int id) { return tg_fuse_free(&x->fg, id); }
-/* permute (0, 2, 1, 3) of an f32 [B, T, H, Dh]: split_heads, merge_heads and their gradients */
-static bool heads_permute(const actx *x, int id) {
-    return tg_ir_heads_permute(nd(x, id)) && nd(x, id)->dtype == TG_F32 && nd(x, id)->shape.ndim == 4;
-}
 
 static bool fits(const actx *x, const tg_wgsl_attn *a) {
     if (a->Dh % 4 || a->Dh < 4 || a->Dh > TG_WGSL_ATTN_MAX_DH || a->T < 1) return false;
@@ -141,22 +136,11 @@ static void fuse_one(actx *x, int a) {
     }
 }
 
-/* A heads permute whose every reader is a fused attention kernel is read in
- * place with strides: no memory, no kernel. */
-static void view_permutes(actx *x) {
-    for (int i = 0; i < x->g->n; i++) {
-        if (!heads_permute(x, i) || !is_free(x, i) || x->fg.pinned[i] || n_readers(x, i) == 0) continue;
-        bool all = true;
-        for (int r = x->fg.rd0[i]; r < x->fg.rd0[i + 1]; r++) all &= x->f->group[x->fg.rd[r]] >= 0;
-        if (all) x->f->role[i] = TG_FUSE_VIEW;
-    }
-}
-
 void tg_wgsl_fuse_attention(const tg_fuse_graph *fg, tg_fusion *f, const tg_wgsl_limits *lim, tg_wgsl_prefused *at) {
     actx x = {fg->g, lim, f, at, *fg};
     for (int i = 0; i < fg->g->n; i++)
         if (fg->g->nodes[i].op == TG_OP_SOFTMAX_CAUSAL) fuse_one(&x, i);
-    view_permutes(&x);
+    tg_fuse_view_permutes(fg, f, NULL, NULL); /* the groups so far are attention's, which read with strides */
 }
 bool tg_wgsl_attn_strided(const tg_fusion *f, const tg_graph *g, int x) {
     const tg_node *n = &g->nodes[x];
