@@ -38,8 +38,9 @@
  * (their readers count as i's, and the views are listed in *views). */
 int tg_fz_readers(const fz *z, int i, int *out, int cap, int *views, int *n_views) {
     int n = 0;
-    for (int c = z->coff[i]; c < z->coff[i + 1]; c++) {
-        int r = z->cons[c];
+    for (int c = z->fg.rd0[i]; c < z->fg.rd0[i + 1]; c++) {
+        int r = z->fg.rd[c];
+        if (c > z->fg.rd0[i] && r == z->fg.rd[c - 1]) continue; /* a node reading i twice counts once */
         if (is_view(z->g, r)) {
             if (views && *n_views < cap) views[(*n_views)++] = r;
             int m = tg_fz_readers(z, r, out ? out + n : NULL, cap - n, views, n_views);
@@ -178,7 +179,7 @@ static tg_status pre_planned(fz *z) {
         int gi = z->fu->group[i];
         uint8_t role = z->fu->role[i];
         if (role == TG_FUSE_VIEW)
-            for (int c = z->coff[i]; c < z->coff[i + 1] && gi < 0; c++) gi = z->fu->group[z->cons[c]];
+            for (int c = z->fg.rd0[i]; c < z->fg.rd0[i + 1] && gi < 0; c++) gi = z->fu->group[z->fg.rd[c]];
         if (gi < 0) continue;
         fz_group *gr = &z->gr[base + gi];
         z->grp[i] = base + gi;
@@ -209,51 +210,13 @@ static tg_status fz_init(fz *z, const tg_graph *g, const tg_plan *plan, const tg
     memset(z, 0, sizeof *z);
     z->g = g, z->plan = plan, z->lim = lim, z->n = g->n, z->fu = fu && fu->n == g->n ? fu : NULL;
     int n = g->n;
-    z->coff = tg_calloc((size_t)n + 2, sizeof(int));
     z->must_store = tg_calloc((size_t)n + 1, sizeof(bool));
     z->grp = tg_calloc((size_t)n + 1, sizeof(int));
     z->role = tg_calloc((size_t)n + 1, 1);
     z->at = tg_calloc((size_t)n + 1, sizeof(int));
     z->kept = tg_calloc((size_t)n + 1, sizeof(bool));
-    if (!z->coff || !z->must_store || !z->grp || !z->role || !z->at || !z->kept)
+    if (!z->must_store || !z->grp || !z->role || !z->at || !z->kept)
         return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
-    int total = 0;
-    for (int i = 0; i < n; i++) total += g->nodes[i].nin;
-    z->cons = tg_calloc((size_t)total + 1, sizeof(int));
-    if (!z->cons) return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
-    for (int i = 0; i < n; i++)
-        for (int k = 0; k < g->nodes[i].nin; k++) z->coff[g->nodes[i].in[k] + 1]++;
-    for (int i = 0; i < n; i++) z->coff[i + 1] += z->coff[i];
-    int *fill = tg_calloc((size_t)n + 1, sizeof(int));
-    if (!fill) return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
-    for (int i = 0; i < n; i++)
-        for (int k = 0; k < g->nodes[i].nin; k++) {
-            int x = g->nodes[i].in[k];
-            /* a node reading x twice counts once */
-            bool dup = false;
-            for (int q = 0; q < k; q++) dup |= g->nodes[i].in[q] == x;
-            if (!dup) z->cons[z->coff[x] + fill[x]++] = i;
-        }
-    for (int i = 0; i < n; i++) { /* compact the duplicates' gaps */
-        int dst = z->coff[i];
-        for (int q = 0; q < fill[i]; q++) z->cons[dst + q] = z->cons[z->coff[i] + q];
-    }
-    /* coff must describe the compacted lists: rebuild as prefix sums of fill */
-    int *cons2 = tg_calloc((size_t)total + 1, sizeof(int));
-    if (!cons2) {
-        free(fill);
-        return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
-    }
-    int at = 0;
-    for (int i = 0; i < n; i++) {
-        int start = z->coff[i];
-        z->coff[i] = at;
-        for (int q = 0; q < fill[i]; q++) cons2[at++] = z->cons[start + q];
-    }
-    z->coff[n] = at;
-    free(z->cons);
-    z->cons = cons2;
-    free(fill);
     for (int i = 0; i < n; i++) {
         z->grp[i] = -1;
         z->at[i] = i;
@@ -270,7 +233,7 @@ static tg_status fz_init(fz *z, const tg_graph *g, const tg_plan *plan, const tg
 static void fz_free(fz *z) {
     for (int i = 0; i < z->n_gr; i++) tg_fz_free_group(&z->gr[i]);
     tg_fuse_graph_free(&z->fg);
-    free(z->gr), free(z->coff), free(z->cons), free(z->must_store), free(z->grp), free(z->role), free(z->at), free(z->kept);
+    free(z->gr), free(z->must_store), free(z->grp), free(z->role), free(z->at), free(z->kept);
 }
 
 static tg_status push_spec(tg_wgsl_program *out, int *cap, tg_kernel_spec **slot) {

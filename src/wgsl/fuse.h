@@ -21,9 +21,8 @@ typedef struct {
     const tg_fusion *fu; /* the groups chosen before planning (prefuse.c), NULL for none */
     const tg_wgsl_limits *lim;
     int n;
-    int *coff, *cons;  /* consumers of node i: cons[coff[i] .. coff[i+1]) */
     bool *must_store;  /* read after the step or by a writeback: never kept inside a kernel */
-    tg_fuse_graph fg;  /* readers as the neutral matchers see them (fuse/fuse.h), must_store pinned */
+    tg_fuse_graph fg;  /* the readers of every node (fuse/fuse.h), must_store pinned */
     int *grp;          /* group per node, -1 for none */
     uint8_t *role;
     int *at;           /* position at which the node's kernel runs */

@@ -58,8 +58,8 @@ static bool same_element(const fz *z, const draft *d, int m, int x) {
         return false;
     if (in_list(d->epi, d->n_epi, m)) return true;
     /* an inline producer: every reader of m in the draft reads it in step too */
-    for (int c = z->coff[m]; c < z->coff[m + 1]; c++) {
-        int r = z->cons[c];
+    for (int c = z->fg.rd0[m]; c < z->fg.rd0[m + 1]; c++) {
+        int r = z->fg.rd[c];
         if (d_member(z ? d : d, r) && !same_element(z, d, r, m)) return false;
     }
     return true;
@@ -114,8 +114,8 @@ static bool reads_once(const fz *z, const draft *d, int m) {
     if (in_list(d->epi, d->n_epi, m)) return true;
     const tg_node *n = &z->g->nodes[m];
     if (m == d->kernel) return tg_ops[n->op].flags & TG_OPF_ELEMWISE;
-    for (int c = z->coff[m]; c < z->coff[m + 1]; c++)
-        if (d_member(d, z->cons[c]) && !reads_once(z, d, z->cons[c])) return false;
+    for (int c = z->fg.rd0[m]; c < z->fg.rd0[m + 1]; c++)
+        if (d_member(d, z->fg.rd[c]) && !reads_once(z, d, z->fg.rd[c])) return false;
     return true;
 }
 

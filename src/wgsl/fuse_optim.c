@@ -235,8 +235,8 @@ void tg_fz_plan_sumsq(fz *z) {
     bool ok = v.mem && v.st && v.rd;
     for (int q = 0; q < nt && ok; q++) {
         v.mem[v.nm++] = terms[q].sum, v.mem[v.nm++] = terms[q].sq;
-        for (int c = z->coff[terms[q].sum]; c < z->coff[terms[q].sum + 1]; c++)
-            if (is_view(g, z->cons[c]) && n_inner) v.mem[v.nm++] = z->cons[c];
+        for (int c = z->fg.rd0[terms[q].sum]; c < z->fg.rd0[terms[q].sum + 1]; c++)
+            if (is_view(g, z->fg.rd[c]) && n_inner) v.mem[v.nm++] = z->fg.rd[c];
         if (terms[q].store) v.st[v.ns++] = terms[q].sum;
         if (!in_list(v.rd, v.nr, terms[q].x)) v.rd[v.nr++] = terms[q].x;
         if (terms[q].sum > v.turn) v.turn = terms[q].sum;
