@@ -94,8 +94,12 @@ void tg_wgsl_matmul_test_warps(int form) { test_warps = form; }
  * of 16 and 2. Measured on the H200 (alternating runs): square 2048
  * products 38.1 / 38.1 TFLOP/s against 36.1 / 36.0, 4096 40.9 / 40.8
  * against 38.6 / 38.8; but gpt_small's step, whose products walk K of 384
- * to 1536 per workgroup, 41.65 / 41.60 ms against 41.45 / 41.39. So the
- * square is taken where a workgroup walks K of 2048 or more.
+ * to 1536 per workgroup, 41.65 / 41.60 ms against 41.45 / 41.39. With
+ * the square from K = 1536 per workgroup the step took 41.70 / 41.63 ms,
+ * from 1024 (the split weight gradients' ranges too) 41.31 / 41.34,
+ * against 41.11 / 41.12 from 2048; the split products alone in the
+ * square changed nothing (40.63 - 40.65 ms either way, another run). So
+ * the square is taken where a workgroup walks K of 2048 or more.
  * TG_WGSL_MM_WARPS=1 (rows) or 2 (square) forces a form, for measuring. */
 static bool square_warps(long long kc) {
     int forced = test_warps >= 0 ? test_warps + 1 : tg_wgsl_knob_int("TG_WGSL_MM_WARPS", 0);
