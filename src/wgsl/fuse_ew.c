@@ -60,7 +60,7 @@ static bool same_element(const fz *z, const draft *d, int m, int x) {
     /* an inline producer: every reader of m in the draft reads it in step too */
     for (int c = z->fg.rd0[m]; c < z->fg.rd0[m + 1]; c++) {
         int r = z->fg.rd[c];
-        if (d_member(z ? d : d, r) && !same_element(z, d, r, m)) return false;
+        if (d_member(d, r) && !same_element(z, d, r, m)) return false;
     }
     return true;
 }
