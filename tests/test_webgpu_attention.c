@@ -1,6 +1,6 @@
 /* The fused causal attention of the WebGPU backend (src/wgsl/attention.h)
  * against the CPU backend: forward output and the gradients of q, k and v
- * at T in {1, 7, 64, 257} and head sizes {8, 64, 80}, with the heads
+ * at T in {1, 7, 64, 257} and head sizes {8, 12, 64, 80}, with the heads
  * permutes read and written with strides and without them; that each case
  * was fused (one forward and one backward group, and no [T, T] memory) in
  * the form its sizes get (64 x 64 blocks, or rows above Dh 64 or below T 64);
@@ -77,7 +77,8 @@ static void fused_info(const par_case *c, int *groups, int64_t *planned, int for
 /* Every T with Dh = 8, and the large head sizes at a T each: the shader
  * compiler of a CPU adapter takes seconds per large-Dh kernel. */
 static void test_parity(void) {
-    static const int64_t cfg[][3] = {{1, 8, 3}, {7, 8, 3}, {64, 8, 3}, {257, 8, 3}, {64, 64, 1}, {7, 80, 1}, {257, 80, 2}};
+    /* Dh 8, 12 and 64 give the blocks' score chunks of 2, 1, 4 and 8 vec4s a row (their bank rotations) */
+    static const int64_t cfg[][3] = {{1, 8, 3}, {7, 8, 3}, {64, 8, 3}, {257, 8, 3}, {64, 64, 1}, {64, 12, 2}, {7, 80, 1}, {257, 80, 2}};
     for (size_t ci = 0; ci < sizeof cfg / sizeof cfg[0]; ci++) {
         int64_t T = cfg[ci][0], Dh = cfg[ci][1], B = T > 64 ? 1 : 2, H = 2;
         g_heads = H, g_dh = Dh;

@@ -21,6 +21,7 @@ typedef struct {
     bool unroll;      /* row form: rows as named registers (see expand) */
     int64_t work;     /* bytes of the attention workspace (every group's statistics) */
     int64_t dh4, nblk;
+    int64_t chunk;    /* tiled form: head dimensions per score chunk */
 } akern;
 
 /* The bindings of the operands in use, their accessors, and the
