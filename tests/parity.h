@@ -152,13 +152,24 @@ static void par_compare(const char *what, tg_session *gpu, tg_session *cpu, cons
 }
 
 /* Runs case c on both backends and checks output and grads. */
-static void par_check(const par_case *c, bool verbose) {
-    par_user u = {c, NULL, 0, {NULL, NULL}};
+/* Case c's i32 inputs into u (freed by par_user_free). */
+static void par_make_ints(const par_case *c, par_user *u) {
     for (int i = 0; i < 2 && c->ints[i].ndim >= 0; i++) {
         int64_t n = tg_shape_numel(c->ints[i]);
-        u.ints[i] = malloc(sizeof(int32_t) * (size_t)(n ? n : 1));
-        for (int64_t k = 0; k < n; k++) u.ints[i][k] = c->lo + (int32_t)((k * 7919 + i * 31 + 3) % (c->hi - c->lo));
+        u->ints[i] = malloc(sizeof(int32_t) * (size_t)(n ? n : 1));
+        for (int64_t k = 0; k < n; k++) u->ints[i][k] = c->lo + (int32_t)((k * 7919 + i * 31 + 3) % (c->hi - c->lo));
     }
+}
+
+static void par_user_free(par_user *u) {
+    free(u->w);
+    free(u->ints[0]);
+    free(u->ints[1]);
+}
+
+static void par_check(const par_case *c, bool verbose) {
+    par_user u = {c, NULL, 0, {NULL, NULL}};
+    par_make_ints(c, &u);
     int np = 0;
     while (np < PAR_MAX && c->params[np].ndim >= 0) np++;
     par_run cpu, gpu;
@@ -169,8 +180,6 @@ static void par_check(const par_case *c, bool verbose) {
     if (sc == TG_OK && sg == TG_OK) par_compare(c->name, gpu.s, cpu.s, "p", c->params, np, c->tol > 0 ? c->tol : 1e-5, verbose);
     par_close(&cpu);
     if (sc == TG_OK) par_close(&gpu);
-    free(u.w);
-    free(u.ints[0]);
-    free(u.ints[1]);
+    par_user_free(&u);
 }
 #endif

@@ -449,6 +449,45 @@ static void test_colsum_split(bool verbose) {
           tg_wk_colsum_chunks(16384, 384));
 }
 
+/* The dispatches of case c's WebGPU step (-1: it did not compile). */
+static int step_dispatches(const par_case *c) {
+    par_user u = {c, NULL, 0, {NULL, NULL}};
+    par_make_ints(c, &u);
+    par_run r;
+    tg_plan_stats ps = {.n_dispatches = -1};
+    if (par_open(c, &u, TG_BACKEND_WEBGPU, &r) != TG_OK || tg_session_plan_stats(r.s, &ps) != TG_OK) ps.n_dispatches = -1;
+    par_close(&r);
+    par_user_free(&u);
+    return ps.n_dispatches;
+}
+
+/* The embedding gradient by warps (a private table per warp in workgroup
+ * memory): by shape over 1003 rows (two phases, uneven chunks, the warps'
+ * shorter last batches, indices outside the table), forced over 1, 2 and
+ * 9 chunks at small sizes, then in the column-sum form forced and where
+ * the table is too big for workgroup memory (300 rows of 128 bytes a warp
+ * on lavapipe's 32 KiB; the H200's 48 KiB takes it by warps). */
+static void test_embedding_grad(bool verbose) {
+    static const par_case by_shape[] = {
+        {"embedding gradient by warps, 65 x 40 over 1003 rows", PRM(S(65, 40)), {S(17, 59), P_END}, -2, 67, b_emb, 1e-5f},
+        {"embedding gradient by warps, 7 x 5 over 60 rows", PRM(S(7, 5)), {S(6, 10), P_END}, -1, 8, b_emb, 0},
+        {"embedding gradient, 300 x 33", PRM(S(300, 33)), {S(5, 20), P_END}, -1, 301, b_emb, 0},
+    };
+    for (size_t i = 0; i < sizeof by_shape / sizeof by_shape[0]; i++) par_check(&by_shape[i], verbose);
+    static const int forced[] = {1, 2, 9, 0};
+    for (int f = 0; f < 4; f++) {
+        tg_wgsl_embedding_grad_test(forced[f]);
+        for (size_t i = 0; i < 2; i++) par_check(&by_shape[i], verbose);
+    }
+    /* the warps form by shape runs two dispatches where the column sum
+     * (2600 columns, not split) runs one */
+    int column_sum = step_dispatches(&by_shape[0]);
+    tg_wgsl_embedding_grad_test(-1);
+    int warps = step_dispatches(&by_shape[0]);
+    CHECK(column_sum > 0 && warps == column_sum + 1, "embedding gradient by warps: %d dispatches, the column sum %d",
+          warps, column_sum);
+}
+
 /* Every op the CPU can run (other than views) has a WGSL emitter: both
  * tables expand from ops.def, this catches a family the WGSL side maps to
  * nothing. */
@@ -546,7 +585,8 @@ int main(int argc, char **argv) {
         return check_summary("test_webgpu");
     }
     if (argc > 1 && strcmp(argv[1], "--rows") == 0) { /* the row-form and column-split cases alone */
-        if (tg_webgpu_info(&(tg_webgpu_adapter_info){0}) == TG_OK) test_row_forms(argc > 2), test_colsum_split(argc > 2);
+        if (tg_webgpu_info(&(tg_webgpu_adapter_info){0}) == TG_OK)
+            test_row_forms(argc > 2), test_colsum_split(argc > 2), test_embedding_grad(argc > 2);
         return check_summary("test_webgpu");
     }
     /* --rest: all but the two parts above (tests/run.sh runs the three side by side) */
@@ -566,7 +606,7 @@ int main(int argc, char **argv) {
     test_ops(verbose);
     test_op_table(verbose);
     test_ops_2d_grid(verbose);
-    if (!rest) test_matmul_configs(verbose), test_row_forms(verbose), test_colsum_split(verbose);
+    if (!rest) test_matmul_configs(verbose), test_row_forms(verbose), test_colsum_split(verbose), test_embedding_grad(verbose);
     par_check(&big_case, verbose);
     test_training(verbose);
     test_forward_sessions();

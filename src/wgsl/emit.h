@@ -167,6 +167,18 @@ bool tg_wk_colsum(wk *k, const char *expr, const char *type);
  * stored through st2 (a fused sibling); the two-phase form's workspace then
  * holds both partials (tg_wgsl_phases counts them). */
 bool tg_wk_colsum2(wk *k, const char *expr, const char *expr2, const char *type);
+/* Phase 2 of a split column sum: output c < C is the sum of work[s * C + c]
+ * over the S chunks, in order, stored through st (and, with two, a second
+ * sum's partials after the first's, through st2). */
+bool tg_wk_colsum_combine(wk *k, int S, int64_t C, const char *type, bool two);
+/* An embedding gradient by warps (ops_nn.c): R rows of D columns into a
+ * [V, D] table, `groups` workgroups of 32 columns, S chunks of `chunk`
+ * rows, nw warps a workgroup. False where it takes the column-sum form. */
+typedef struct {
+    int64_t R, V, D, groups, chunk;
+    int S, nw;
+} tg_wgsl_emb_split;
+bool tg_wgsl_embedding_grad_split(const tg_graph *g, const tg_node *n, const tg_wgsl_limits *lim, tg_wgsl_emb_split *e);
 /* Row chunks a column sum of R rows and C columns is split into (1: one kernel). */
 int tg_wk_colsum_chunks(int64_t R, int64_t C);
 /* Whether node n's kernel is a column sum (tg_wk_colsum), and over what:

@@ -357,7 +357,7 @@ tg_status tg_wgsl_emit_program(const tg_graph *g, const tg_plan *plan, const tg_
         }
         int64_t work = 0;
         int kn = gi < 0 ? i : z.gr[gi].kind == FZ_FUSED ? z.gr[gi].f.kernel : -1;
-        if (kn >= 0 && tg_wgsl_phases(g, kn, &work) > 1) { /* two dispatches sharing the workspace */
+        if (kn >= 0 && tg_wgsl_phases(g, kn, lim, &work) > 1) { /* two dispatches sharing the workspace */
             tg_wgsl_fused one = {kn, NULL, 0, NULL, 0, false, 0};
             const tg_wgsl_fused *f = gi < 0 ? &one : &z.gr[gi].f;
             if (f->sib) /* the sibling's partials follow the kernel's */

@@ -56,11 +56,16 @@ bool tg_wgsl_colsum_dims(const tg_graph *g, const tg_node *n, int64_t *R, int64_
     }
 }
 
-int tg_wgsl_phases(const tg_graph *g, int id, int64_t *work_bytes) {
+int tg_wgsl_phases(const tg_graph *g, int id, const tg_wgsl_limits *lim, int64_t *work_bytes) {
     const tg_node *n = &g->nodes[id];
     int64_t R, C;
+    tg_wgsl_emb_split e;
     *work_bytes = 0;
     if (n->op == TG_OP_MATMUL) return tg_wgsl_matmul_split(g, id, work_bytes) > 1 ? 2 : 1;
+    if (n->op == TG_OP_EMBEDDING_GRAD && tg_wgsl_embedding_grad_split(g, n, lim, &e)) {
+        if (e.S > 1) *work_bytes = (int64_t)e.S * e.V * e.D * 4;
+        return e.S > 1 ? 2 : 1;
+    }
     if (!tg_wgsl_colsum_dims(g, n, &R, &C)) return 1;
     int S = tg_wk_colsum_chunks(R, C);
     if (S > 1) *work_bytes = (int64_t)S * C * 4;

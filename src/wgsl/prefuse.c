@@ -257,7 +257,7 @@ static void product_groups(const tg_fuse_graph *x, tg_fusion *f, const tg_wgsl_l
     int64_t most = 0; /* the largest workspace of a product or sum alone */
     for (int i = 0; i < x->g->n; i++) {
         int64_t w = 0;
-        if (tg_plan_runs(x->g, i) && tg_wgsl_phases(x->g, i, &w) > 1 && w > most) most = w;
+        if (tg_plan_runs(x->g, i) && tg_wgsl_phases(x->g, i, lim, &w) > 1 && w > most) most = w;
     }
     for (int i = 0; i < x->g->n && cap >= 2; i++) {
         if (tg_fuse_node(x, i)->op != TG_OP_MATMUL || !tg_fuse_free(x, i) || !tg_plan_runs(x->g, i) || wanted_after(x, i))

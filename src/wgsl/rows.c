@@ -362,7 +362,7 @@ int tg_wk_colsum_chunks(int64_t R, int64_t C) {
 /* Phase 2 of a split column sum: output c is the sum of work[s * C + c]
  * over the S chunks, in order; a second sum's partials follow the first's
  * (at S * C), stored through st2. */
-static bool colsum_combine(wk *k, int S, int64_t C, const char *type, bool two) {
+bool tg_wk_colsum_combine(wk *k, int S, int64_t C, const char *type, bool two) {
     if (!tg_wk_flat(k, C)) return false;
     for (int t = 0; t < 1 + two; t++)
         tg_wsb_printf(&k->s,
@@ -395,7 +395,7 @@ bool tg_wk_colsum2(wk *k, const char *expr, const char *expr2, const char *type)
     if (!tg_wgsl_colsum_dims(k->g, k->n, &R, &C)) return tg_wk_fail(k, TG_ERR_BACKEND, "not a column sum");
     int S = tg_wk_colsum_chunks(R, C), two = expr2 != NULL;
     if (S > 1 && k->phase == 0) return tg_wk_fail(k, TG_ERR_BACKEND, "a split column sum runs in two phases");
-    if (S > 1 && k->phase == 2) return colsum_combine(k, S, C, type, two);
+    if (S > 1 && k->phase == 2) return tg_wk_colsum_combine(k, S, C, type, two);
     int cw = colsum_width(R, C), rw = 256 / cw, un = 4; /* interleaved row sets, combined at the end; partials per invocation */
     if (S > 1) un = 8;
     else if (cw == CW && R >= TALL_R && CW * 128 <= k->lim->max_invocations_per_workgroup) rw = 128, un = 8;

@@ -120,10 +120,15 @@ void tg_wgsl_matmul_test_config(int cfg, int split, int unroll);
 void tg_wgsl_matmul_test_warps(int form);
 tg_status tg_wgsl_emit_phase(const tg_graph *g, const tg_plan *plan, const tg_wgsl_fused *f, int phase, int64_t work_bytes,
                              const tg_wgsl_limits *lim, tg_kernel_spec *out);
-/* How many dispatches node id's kernel takes: 1, or 2 (phase 1 then 2,
- * sharing work_bytes of the workspace): a matmul whose K is split
- * (tg_wgsl_matmul_split), a tall column sum whose rows are (rows.c). */
-int tg_wgsl_phases(const tg_graph *g, int id, int64_t *work_bytes);
+/* How many dispatches node id's kernel takes on a device of these limits:
+ * 1, or 2 (phase 1 then 2, sharing work_bytes of the workspace): a matmul
+ * whose K is split (tg_wgsl_matmul_split), a tall column sum whose rows
+ * are (rows.c), an embedding gradient over row chunks (ops_nn.c). */
+int tg_wgsl_phases(const tg_graph *g, int id, const tg_wgsl_limits *lim, int64_t *work_bytes);
+/* Tests: every embedding gradient compiled from now on takes the column-sum
+ * form (0), the warps form over at most `chunks` row chunks (> 0; fewer
+ * where the rows make fewer), or chooses by shape again (-1). */
+void tg_wgsl_embedding_grad_test(int chunks);
 /* Tests: every column sum compiled from now on splits its rows into s chunks
  * (s > 0, at any size), never splits (0), or chooses by shape and
  * TG_WGSL_COLSUM again (-1). */
