@@ -8,6 +8,9 @@
  * exactly and contribute sum(cast(out)) (no gradient). */
 #ifndef TG_TEST_PARITY_H
 #define TG_TEST_PARITY_H
+/* (its includers define _POSIX_C_SOURCE 200809L first: mkdtemp, setenv) */
+#include <dirent.h>
+#include <unistd.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -165,6 +168,45 @@ static void par_user_free(par_user *u) {
     free(u->w);
     free(u->ints[0]);
     free(u->ints[1]);
+}
+
+/* The WebGPU kernels compiled while a test runs, as TG_WGSL_DUMP writes
+ * them: par_dump_start makes a folder (dir, 32 bytes) and points the dump
+ * there; par_dump_count counts the lines holding `needle` (and `also`, if
+ * not NULL) in every kernel dumped since; par_dump_end removes it all. */
+static bool par_dump_start(char *dir) {
+    strcpy(dir, "/tmp/tg_dump_XXXXXX");
+    if (!mkdtemp(dir)) return false;
+    setenv("TG_WGSL_DUMP", dir, 1);
+    return true;
+}
+
+static int par_dump_count(const char *dir, const char *needle, const char *also) {
+    int n = 0;
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (e->d_name[0] == '.') continue;
+        char path[600], line[512];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        FILE *f = fopen(path, "r");
+        while (f && fgets(line, sizeof line, f)) n += strstr(line, needle) && (!also || strstr(line, also));
+        if (f) fclose(f);
+    }
+    if (d) closedir(d);
+    return n;
+}
+
+static void par_dump_end(const char *dir) {
+    unsetenv("TG_WGSL_DUMP");
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (e->d_name[0] == '.') continue;
+        char path[600];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        remove(path);
+    }
+    if (d) closedir(d);
+    rmdir(dir);
 }
 
 static void par_check(const par_case *c, bool verbose) {

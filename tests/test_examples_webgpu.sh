@@ -30,17 +30,19 @@ fi
 # than before the token and position embeddings were computed again for the
 # backward; 1742604544 bytes, 50 MB fewer than before these: 4 MB from
 # computing a product's weight gradient before its input gradient, 25 MB
-# from the embeddings, 21 MB from the norms' order).
+# from the embeddings, 21 MB from the norms' order); 219 since the token
+# embedding's gradient runs by warps over row chunks in two phases (0.6 ms
+# less a step on the H200, where the position embedding's does too: 220).
 dump=$(mktemp -d)
 out=$(TG_WGSL_DUMP="$dump" "$tg" plan gpt_small --backend webgpu --json 2>&1)
 d=$(printf '%s' "$out" | sed -n 's/.*"dispatches": \([0-9]*\).*/\1/p')
 b=$(printf '%s' "$out" | sed -n 's/.*"planned_bytes": \([0-9]*\).*/\1/p')
 perm=$(grep -l '^// node [0-9]*: permute' "$dump"/*.wgsl 2>/dev/null | wc -l)
 colsums=$(grep -l '^// node [0-9]*: sum$' "$dump"/*.wgsl 2>/dev/null | wc -l)
-if [ -n "$d" ] && [ "$d" -le 218 ] && [ -n "$b" ] && [ "$b" -le 1742604544 ] && [ "$perm" -eq 0 ] && [ "$(ls "$dump" | wc -l)" -gt 200 ]; then
+if [ -n "$d" ] && [ "$d" -le 219 ] && [ -n "$b" ] && [ "$b" -le 1742604544 ] && [ "$perm" -eq 0 ] && [ "$(ls "$dump" | wc -l)" -gt 200 ]; then
     pass=$((pass + 1))
 else
-    fail=$((fail + 1)); echo "FAIL gpt_small plan: $d dispatches (want <= 218), $b bytes (want <= 1742604544), $perm permute kernels: $out"
+    fail=$((fail + 1)); echo "FAIL gpt_small plan: $d dispatches (want <= 219), $b bytes (want <= 1742604544), $perm permute kernels: $out"
 fi
 rm -rf "$dump"
 # With --discard-grads the gradients get no memory of their own: the

@@ -7,6 +7,7 @@
  * gradients; i32 and bool outputs must match exactly. Training: the loss of
  * every step within 1e-4 relative. Without a WebGPU runtime the test prints
  * "skipped" with the reason, except under CI=true where that is a failure. */
+#define _POSIX_C_SOURCE 200809L /* mkdtemp, setenv (parity.h) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -449,27 +450,31 @@ static void test_colsum_split(bool verbose) {
           tg_wk_colsum_chunks(16384, 384));
 }
 
-/* The dispatches of case c's WebGPU step (-1: it did not compile). */
-static int step_dispatches(const par_case *c) {
+/* How many of case c's WebGPU kernels hold `needle` (-1: it did not run). */
+static int kernels_with(const par_case *c, const char *needle) {
     par_user u = {c, NULL, 0, {NULL, NULL}};
     par_make_ints(c, &u);
     par_run r;
-    tg_plan_stats ps = {.n_dispatches = -1};
-    if (par_open(c, &u, TG_BACKEND_WEBGPU, &r) != TG_OK || tg_session_plan_stats(r.s, &ps) != TG_OK) ps.n_dispatches = -1;
-    par_close(&r);
+    char dir[32];
+    int n = -1;
+    if (par_dump_start(dir)) {
+        if (par_open(c, &u, TG_BACKEND_WEBGPU, &r) == TG_OK) n = par_dump_count(dir, needle, NULL);
+        par_close(&r);
+        par_dump_end(dir);
+    }
     par_user_free(&u);
-    return ps.n_dispatches;
+    return n;
 }
 
 /* The embedding gradient by warps (a private table per warp in workgroup
- * memory): by shape over 1003 rows (two phases, uneven chunks, the warps'
+ * memory): by shape over 4171 rows (two phases, uneven chunks, the warps'
  * shorter last batches, indices outside the table), forced over 1, 2 and
  * 9 chunks at small sizes, then in the column-sum form forced and where
  * the table is too big for workgroup memory (300 rows of 128 bytes a warp
  * on lavapipe's 32 KiB; the H200's 48 KiB takes it by warps). */
 static void test_embedding_grad(bool verbose) {
     static const par_case by_shape[] = {
-        {"embedding gradient by warps, 65 x 40 over 1003 rows", PRM(S(65, 40)), {S(17, 59), P_END}, -2, 67, b_emb, 1e-5f},
+        {"embedding gradient by warps, 65 x 40 over 4171 rows", PRM(S(65, 40)), {S(43, 97), P_END}, -2, 67, b_emb, 1e-5f},
         {"embedding gradient by warps, 7 x 5 over 60 rows", PRM(S(7, 5)), {S(6, 10), P_END}, -1, 8, b_emb, 0},
         {"embedding gradient, 300 x 33", PRM(S(300, 33)), {S(5, 20), P_END}, -1, 301, b_emb, 0},
     };
@@ -479,13 +484,10 @@ static void test_embedding_grad(bool verbose) {
         tg_wgsl_embedding_grad_test(forced[f]);
         for (size_t i = 0; i < 2; i++) par_check(&by_shape[i], verbose);
     }
-    /* the warps form by shape runs two dispatches where the column sum
-     * (2600 columns, not split) runs one */
-    int column_sum = step_dispatches(&by_shape[0]);
     tg_wgsl_embedding_grad_test(-1);
-    int warps = step_dispatches(&by_shape[0]);
-    CHECK(column_sum > 0 && warps == column_sum + 1, "embedding gradient by warps: %d dispatches, the column sum %d",
-          warps, column_sum);
+    /* by shape, the warps form (its private tables) in both cases (lavapipe's 32 KiB hold 65 x 32 floats) */
+    for (size_t i = 0; i < 2; i++)
+        CHECK(kernels_with(&by_shape[i], "var<workgroup> acc:") >= 1, "%s: not in the warps form", by_shape[i].name);
 }
 
 /* Every op the CPU can run (other than views) has a WGSL emitter: both

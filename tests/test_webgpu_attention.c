@@ -6,8 +6,7 @@
  * the form its sizes get (64 x 64 blocks, or rows above Dh 64 or below T 64);
  * and that a GPT's plan runs no permute kernel. Needs a WebGPU device
  * (lavapipe). */
-#define _POSIX_C_SOURCE 200809L
-#include <dirent.h>
+#define _POSIX_C_SOURCE 200809L /* mkdtemp, setenv (parity.h) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,9 +44,8 @@ static tg_tensor b_plain(tg_graph *g, const tg_tensor *p, const tg_tensor *in) {
 static void fused_info(const par_case *c, int *groups, int64_t *planned, int forms[2]) {
     par_user u = {c, NULL, 0, {NULL, NULL}};
     par_run r;
-    char dir[] = "/tmp/tg_attn_XXXXXX";
-    bool dump = forms && mkdtemp(dir);
-    if (dump) setenv("TG_WGSL_DUMP", dir, 1);
+    char dir[32];
+    bool dump = forms && par_dump_start(dir);
     *groups = -1, *planned = -1;
     if (par_open(c, &u, TG_BACKEND_WEBGPU, &r) == TG_OK) {
         *groups = r.s->b.prog->fusion ? r.s->b.prog->fusion->n_groups : 0;
@@ -57,21 +55,9 @@ static void fused_info(const par_case *c, int *groups, int64_t *planned, int for
     par_close(&r);
     free(u.w);
     if (!dump) return;
-    unsetenv("TG_WGSL_DUMP");
-    forms[0] = forms[1] = 0;
-    DIR *d = opendir(dir);
-    for (struct dirent *e; d && (e = readdir(d));) {
-        if (e->d_name[0] == '.') continue;
-        char path[600], line[512];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        FILE *f = fopen(path, "r");
-        while (f && fgets(line, sizeof line, f))
-            if (strstr(line, ": attention ")) forms[strstr(line, "(64 x 64 blocks)") ? 0 : 1]++;
-        if (f) fclose(f);
-        remove(path);
-    }
-    if (d) closedir(d);
-    rmdir(dir);
+    forms[0] = par_dump_count(dir, ": attention ", "(64 x 64 blocks)");
+    forms[1] = par_dump_count(dir, ": attention ", NULL) - forms[0];
+    par_dump_end(dir);
 }
 
 /* Every T with Dh = 8, and the large head sizes at a T each: the shader

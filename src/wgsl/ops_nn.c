@@ -196,9 +196,9 @@ bool tg_wgsl_embedding(wk *k) {
  * gy (8 loads in flight) and adding each gy row into the accumulator row
  * its index picks. Only the lane of a column touches that column, so
  * nothing races; the warps' accumulators are added at the end. gy is read
- * once. Over several chunks (two phases) each writes its partial table to
- * the workspace and phase 2 adds them in chunk order, as the split column
- * sums do.
+ * once. From EMB_SPLIT_R rows, over several chunks (two phases): each
+ * writes its partial table to the workspace and phase 2 adds them in chunk
+ * order, as the split column sums do.
  *
  * Otherwise a column sum (tg_wk_colsum) over the R rows for each of the
  * V x D table elements, a row adding only where its index picks that
@@ -207,6 +207,7 @@ bool tg_wgsl_embedding(wk *k) {
  * and 0.36 ms a step that way. */
 #define EMB_BATCH 8
 #define EMB_WARPS 2048 /* warps that keep the loads of a big GPU in flight (the H200: 132 x 16) */
+#define EMB_SPLIT_R 4096 /* rows from which two phases pay for their second dispatch (the column sums' SPLIT_R) */
 
 static int emb_test = -1;
 void tg_wgsl_embedding_grad_test(int chunks) { emb_test = chunks; }
@@ -219,7 +220,7 @@ bool tg_wgsl_embedding_grad_split(const tg_graph *g, const tg_node *n, const tg_
     int nw = 4;
     while (nw > 1 && nw * per_warp > room) nw /= 2;
     int64_t groups = (D + 31) / 32, step = EMB_BATCH * nw, S = (EMB_WARPS + groups * nw - 1) / (groups * nw);
-    if (S > R / (2 * V)) S = R / (2 * V); /* partial tables at most half of gy's bytes */
+    if (R < EMB_SPLIT_R || S > R / (2 * V)) S = R < EMB_SPLIT_R ? 1 : R / (2 * V); /* partials at most half of gy */
     if (S > (R + step - 1) / step) S = (R + step - 1) / step;
     if (emb_test > 0) S = emb_test;
     while (S > 1 && (uint64_t)(S * V * D * 4) > lim->max_storage_buffer_binding_size) S /= 2;
