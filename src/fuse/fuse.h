@@ -44,6 +44,10 @@ int tg_fuse_ready_at(const tg_fuse_graph *x, int id);
 /* The readers of node v's value that are not views (views are looked
  * through), at most cap of them into out; returns how many there are. */
 int tg_fuse_value_readers(const tg_fuse_graph *x, int v, int *out, int cap);
+/* The same, each reader once (a node reading v twice counts once), and
+ * the views passed through counted in *n_views (NULL: not asked), the
+ * first vcap of them into views. */
+int tg_fuse_readers_once(const tg_fuse_graph *x, int v, int *out, int cap, int *views, int *n_views, int vcap);
 
 /* A product's destination: the split_heads / merge_heads permute that is its
  * only reader (the product is then appended to abs[*n_abs] and stays in the
@@ -123,6 +127,50 @@ bool tg_fuse_match_update(const tg_fuse_graph *x, int p2, tg_update_match *m);
 /* A clip norm's term: s = sum over every axis of sq = mul(x, x), sq free,
  * read by s alone and not from outside. Returns sq, or -1. */
 int tg_fuse_match_sumsq(const tg_fuse_graph *x, int s);
+
+/* ---- a clip norm's total ---- */
+
+/* What a pass knows beyond x->f: the nodes it has grouped itself (taken),
+ * and whether value v can be read from memory by a kernel at turn t. */
+typedef struct {
+    bool (*taken)(int node, const void *ctx);
+    bool (*readable)(int v, int turn, const void *ctx);
+    const void *ctx;
+} tg_fuse_hooks;
+
+typedef struct {
+    int sum, sq, x; /* sum = the sum over every axis of sq = x * x */
+    bool store;     /* read outside the tree of adds: written */
+} tg_sumsq_term;
+
+/* Sums of squares that one kernel can compute together, and the adds
+ * totalling them. */
+typedef struct {
+    tg_sumsq_term *term;
+    int n_term;
+    int *tree, n_tree; /* the adds of the total, its root among them (any order) */
+    int total;         /* the root, -1 for none: then every term is stored */
+    int turn;          /* the last node of them, where such a kernel runs */
+} tg_sumsq_match;
+
+/* Every term (tg_fuse_match_sumsq) that h leaves, and the largest tree of
+ * one-element adds over terms above one of them whose inner adds nothing
+ * else reads; with a tree, only the terms it totals. No terms when the
+ * only one is small (one kernel per node serves it as well). Fills m with
+ * arrays for tg_sumsq_match_free. */
+tg_status tg_fuse_match_sumsq_total(const tg_fuse_graph *x, const tg_fuse_hooks *h, tg_sumsq_match *m);
+void tg_sumsq_match_free(tg_sumsq_match *m);
+
+/* The scalar arithmetic after the total that the kernel with the total can
+ * do at turn (the clip factor min(c / (sqrt(total) + eps), 1), the step
+ * check loss * 0 + total): one-element f32 or bool add, sub, mul, div,
+ * sqrt, less, greater or where after it whose operands are the total,
+ * other such nodes, or values readable at turn; only those that read the
+ * total (directly or through others), or that only such nodes read.
+ * Writes them to tail in node order, with stored[q] when something else
+ * reads tail[q]; returns how many, -1 when out of memory. */
+int tg_fuse_match_sumsq_tails(const tg_fuse_graph *x, const tg_fuse_hooks *h, int total, int turn, int *tail,
+                              bool *stored);
 
 /* ---- a norm's backward ---- */
 

@@ -32,15 +32,32 @@ int tg_fuse_ready_at(const tg_fuse_graph *x, int id) {
     return tg_fusion_at(x->f, id);
 }
 
-int tg_fuse_value_readers(const tg_fuse_graph *x, int v, int *out, int cap) {
+/* The readers of v's value through views: every read (once), or each
+ * reader once; the views passed through counted in *nv, the first vcap
+ * listed in views. */
+static int readers_of(const tg_fuse_graph *x, int v, bool once, int *out, int cap, int *views, int *nv, int vcap) {
     int n = 0;
     for (int r = x->rd0[v]; r < x->rd0[v + 1]; r++) {
         int j = x->rd[r];
-        if (tg_fuse_is_view(x, j)) n += tg_fuse_value_readers(x, j, out ? out + n : NULL, cap > n ? cap - n : 0);
-        else {
+        if (once && r > x->rd0[v] && j == x->rd[r - 1]) continue; /* the lists are in node order */
+        if (tg_fuse_is_view(x, j)) {
+            if (views && *nv < vcap) views[*nv] = j;
+            if (nv) ++*nv;
+            n += readers_of(x, j, once, out ? out + n : NULL, cap > n ? cap - n : 0, views, nv, vcap);
+        } else {
             if (out && n < cap) out[n] = j;
             n++;
         }
     }
+    return n;
+}
+
+int tg_fuse_value_readers(const tg_fuse_graph *x, int v, int *out, int cap) {
+    return readers_of(x, v, false, out, cap, NULL, NULL, 0);
+}
+
+int tg_fuse_readers_once(const tg_fuse_graph *x, int v, int *out, int cap, int *views, int *n_views, int vcap) {
+    int nv = 0, n = readers_of(x, v, true, out, cap, views, &nv, vcap);
+    if (n_views) *n_views = nv;
     return n;
 }

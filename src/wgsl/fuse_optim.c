@@ -146,120 +146,58 @@ void tg_fz_plan_optimizer(fz *z, const tg_writeback *wb, int n_wb) {
 
 /* ---- the clip norm: sums of squares and their total ---- */
 
-/* node s = sum over every axis of mul(x, x), the mul read by nothing else (fuse/optim.c) */
-static int sumsq_term(const fz *z, int s) {
-    int sq = z->grp[s] >= 0 ? -1 : tg_fuse_match_sumsq(&z->fg, s);
-    return sq >= 0 && z->grp[sq] < 0 ? sq : -1;
-}
-
-/* The total: the largest tree of scalar adds over terms (through views)
- * whose inner nodes nothing else reads. Returns its root or -1. */
-static bool tree_of_terms(const fz *z, int t, const bool *is_term, int *inner, int *n_inner, int cap) {
-    if (is_view(z->g, t)) return tree_of_terms(z, z->g->nodes[t].in[0], is_term, inner, n_inner, cap);
-    if (is_term[t]) return true;
-    const tg_node *n = &z->g->nodes[t];
-    if (n->op != TG_OP_ADD || tg_ir_numel(n) != 1 || z->grp[t] >= 0 || *n_inner >= cap) return false;
-    inner[(*n_inner)++] = t;
-    return tree_of_terms(z, n->in[0], is_term, inner, n_inner, cap) &&
-           tree_of_terms(z, n->in[1], is_term, inner, n_inner, cap);
-}
+/* What the fusion after planning has grouped, and what a kernel at turn t
+ * can read from memory (fuse/fuse.h's hooks). */
+static bool fz_taken(int i, const void *ctx) { return ((const fz *)ctx)->grp[i] >= 0; }
+static bool fz_readable(int v, int t, const void *ctx) { return in_memory(ctx, v) && ready_at(ctx, v) < t; }
 
 static void plan_sumsq_tails(fz *z, int gid);
 
+/* The terms and their total (fuse/sumsq.c) as one group at the last of
+ * them, if the plan lets them move there. */
 void tg_fz_plan_sumsq(fz *z) {
-    const tg_graph *g = z->g;
-    bool *is_term = tg_calloc((size_t)z->n + 1, sizeof(bool));
-    int *inner = tg_calloc((size_t)z->n + 1, sizeof(int));
-    fz_term *terms = tg_calloc((size_t)z->n + 1, sizeof(fz_term));
-    if (!is_term || !inner || !terms) {
-        free(is_term), free(inner), free(terms);
+    tg_fuse_hooks h = {fz_taken, fz_readable, z};
+    tg_sumsq_match m;
+    if (tg_fuse_match_sumsq_total(&z->fg, &h, &m) != TG_OK) {
         z->oom = true;
         return;
     }
-    int nt = 0;
-    for (int i = 0; i < z->n; i++) {
-        int x2 = sumsq_term(z, i);
-        if (x2 < 0) continue;
-        is_term[i] = true;
-        terms[nt++] = (fz_term){i, x2, g->nodes[x2].in[0], false};
-    }
-    /* climb from the first term to the top of its chain of adds */
-    int root = -1, n_inner = 0;
-    if (nt > 1) {
-        int t = terms[0].sum;
-        for (;;) {
-            int rd[2], nv = 0;
-            if (tg_fz_readers(z, t, rd, 2, NULL, &nv) != 1) break;
-            const tg_node *r = &g->nodes[rd[0]];
-            if (r->op != TG_OP_ADD || tg_ir_numel(r) != 1 || z->grp[rd[0]] >= 0 || z->must_store[t]) break;
-            t = rd[0];
-        }
-        if (t != terms[0].sum && tree_of_terms(z, t, is_term, inner, &n_inner, z->n)) {
-            root = t;
-            for (int q = 0; q < n_inner && root >= 0; q++) /* inner adds: read only inside the tree */
-                if (inner[q] != t && (z->must_store[inner[q]] || tg_fz_readers(z, inner[q], NULL, 0, NULL, &(int){0}) != 1)) root = -1;
-        } else {
-            n_inner = 0;
-        }
-    }
-    if (root < 0) n_inner = 0;
-    for (int q = 0; q < nt; q++) {
-        bool in_tree = false;
-        for (int i = 0; i < n_inner && !in_tree; i++) {
-            const tg_node *a = &g->nodes[inner[i]];
-            for (int k = 0; k < 2; k++) {
-                int x = a->in[k];
-                while (is_view(g, x)) x = g->nodes[x].in[0];
-                in_tree |= x == terms[q].sum;
-            }
-        }
-        /* a term is stored if anything outside the tree reads it */
-        terms[q].store = !in_tree || z->must_store[terms[q].sum] || tg_fz_readers(z, terms[q].sum, NULL, 0, NULL, &(int){0}) != 1;
-    }
-    /* one small sum is as well served by one kernel per node */
-    if (nt == 0 || (nt == 1 && tg_ir_numel(&g->nodes[terms[0].x]) < 65536)) {
-        free(is_term), free(inner), free(terms);
-        return;
-    }
-    fz_group *gr = tg_fz_new_group(z, FZ_SUMSQ);
+    fz_group *gr = m.n_term ? tg_fz_new_group(z, FZ_SUMSQ) : NULL;
     if (!gr) {
-        free(is_term), free(inner), free(terms);
+        tg_sumsq_match_free(&m);
         return;
     }
-    gr->term = terms, gr->n_term = nt;
-    gr->tree = inner, gr->n_tree = n_inner, gr->total = root;
+    int nt = m.n_term, n_inner = m.n_tree;
+    gr->term = m.term, gr->n_term = nt;
+    gr->tree = m.tree, gr->n_tree = n_inner, gr->total = m.total;
     /* members: muls, sums, tree adds and the views between */
     int cap = 3 * nt + n_inner + 4;
     gview v = {tg_calloc((size_t)cap * 2, sizeof(int)), 0, tg_calloc((size_t)cap, sizeof(int)), 0,
-               tg_calloc((size_t)cap, sizeof(int)), 0, 0};
+               tg_calloc((size_t)cap, sizeof(int)), 0, m.turn};
     bool ok = v.mem && v.st && v.rd;
     for (int q = 0; q < nt && ok; q++) {
-        v.mem[v.nm++] = terms[q].sum, v.mem[v.nm++] = terms[q].sq;
-        for (int c = z->fg.rd0[terms[q].sum]; c < z->fg.rd0[terms[q].sum + 1]; c++)
-            if (is_view(g, z->fg.rd[c]) && n_inner) v.mem[v.nm++] = z->fg.rd[c];
-        if (terms[q].store) v.st[v.ns++] = terms[q].sum;
-        if (!in_list(v.rd, v.nr, terms[q].x)) v.rd[v.nr++] = terms[q].x;
-        if (terms[q].sum > v.turn) v.turn = terms[q].sum;
+        const tg_sumsq_term *t = &m.term[q];
+        v.mem[v.nm++] = t->sum, v.mem[v.nm++] = t->sq;
+        for (int c = z->fg.rd0[t->sum]; c < z->fg.rd0[t->sum + 1]; c++)
+            if (is_view(z->g, z->fg.rd[c]) && n_inner) v.mem[v.nm++] = z->fg.rd[c];
+        if (t->store) v.st[v.ns++] = t->sum;
+        if (!in_list(v.rd, v.nr, t->x)) v.rd[v.nr++] = t->x;
     }
-    for (int i = 0; i < n_inner && ok; i++) {
-        v.mem[v.nm++] = inner[i];
-        if (inner[i] > v.turn) v.turn = inner[i];
-    }
-    if (root >= 0 && ok) v.st[v.ns++] = root;
+    for (int i = 0; i < n_inner && ok; i++) v.mem[v.nm++] = m.tree[i];
+    if (m.total >= 0 && ok) v.st[v.ns++] = m.total;
     for (int r = 0; r < v.nr && ok; r++) /* what it writes is never what it reads */
         for (int s = 0; s < v.ns && ok; s++) ok = !overlap(&z->plan->slot[v.rd[r]], &z->plan->slot[v.st[s]]);
     ok = ok && tg_fz_move_ok(z, &v);
     gr->turn = v.turn;
     if (ok) {
         int id = (int)(gr - z->gr);
-        for (int m = 0; m < v.nm; m++) {
-            int x = v.mem[m];
+        for (int q = 0; q < v.nm; q++) {
+            int x = v.mem[q];
             z->grp[x] = id, z->role[x] = R_MEMBER, z->at[x] = gr->turn;
             z->kept[x] = !in_list(v.st, v.ns, x);
         }
     }
     tg_fz_gview_free(&v);
-    free(is_term);
     if (!ok) {
         tg_fz_free_group(gr);
         z->n_gr--;
@@ -268,74 +206,34 @@ void tg_fz_plan_sumsq(fz *z) {
     plan_sumsq_tails(z, (int)(gr - z->gr));
 }
 
-/* Scalar arithmetic after the total of the sums of squares (the clip
- * factor min(c / (sqrt(total) + eps), 1), the step check loss * 0 +
- * total) done by the totals kernel once it has the total: each would
- * otherwise be a dispatch of its own for one invocation's work. A tail is
- * a one-element f32 or bool add, sub, mul, div, sqrt, less, greater or
- * where after the total, whose operands are the total, other tails, or
- * values in memory before the group's turn; only those that read the
- * total (through other tails or directly), or that only tails read, are
- * taken. */
-static bool tail_node(const fz *z, int i) {
-    const tg_node *n = &z->g->nodes[i];
-    if (!runs(z, i) || z->grp[i] >= 0 || tg_ir_numel(n) != 1 || (n->dtype != TG_F32 && n->dtype != TG_BOOL)) return false;
-    switch (n->op) {
-    case TG_OP_ADD: case TG_OP_SUB: case TG_OP_MUL: case TG_OP_DIV: case TG_OP_SQRT: case TG_OP_LESS: case TG_OP_GREATER:
-    case TG_OP_WHERE: break;
-    default: return false;
-    }
-    for (int k = 0; k < n->nin; k++) /* f32 operands; where's condition a bool */
-        if (z->g->nodes[n->in[k]].dtype != (n->op == TG_OP_WHERE && k == 0 ? TG_BOOL : TG_F32)) return false;
-    return (n->op == TG_OP_LESS || n->op == TG_OP_GREATER) == (n->dtype == TG_BOOL);
-}
-
 static int unview(const fz *z, int x) {
     while (is_view(z->g, x)) x = z->g->nodes[x].in[0];
     return x;
 }
 
+/* The scalars after the total (fuse/sumsq.c), done by the totals kernel
+ * once it has the total: each would otherwise be a dispatch of its own for
+ * one invocation's work. */
 static void plan_sumsq_tails(fz *z, int gid) {
     int total = z->gr[gid].total, turn = z->gr[gid].turn, n = z->n;
     if (total < 0) return;
     int *tl = tg_calloc((size_t)n + 1, sizeof(int)), *rd = tg_calloc((size_t)n + 1, sizeof(int));
-    int *st = tg_calloc((size_t)n + 1, sizeof(int)), *rbuf = tg_calloc((size_t)n + 1, sizeof(int));
-    uint8_t *mark = tg_calloc((size_t)n + 1, 1); /* 1: candidate, 2: taken */
-    if (!tl || !rd || !st || !rbuf || !mark) {
-        free(tl), free(rd), free(st), free(rbuf), free(mark);
+    int *st = tg_calloc((size_t)n + 1, sizeof(int));
+    bool *stored = tg_calloc((size_t)n + 1, sizeof(bool));
+    tg_fuse_hooks h = {fz_taken, fz_readable, z};
+    int nt = tl && rd && st && stored ? tg_fuse_match_sumsq_tails(&z->fg, &h, total, turn, tl, stored) : -1;
+    if (nt < 0) {
+        free(tl), free(rd), free(st), free(stored);
         z->oom = true;
         return;
     }
-    for (int i = total + 1; i < n; i++) {
-        if (!tail_node(z, i)) continue;
-        const tg_node *nd = &z->g->nodes[i];
-        bool ok = true, uses = false;
-        for (int k = 0; k < nd->nin && ok; k++) {
-            int x = unview(z, nd->in[k]);
-            if (x == total || mark[x] == 2) uses = true;
-            else if (!mark[x]) ok = in_memory(z, x) && ready_at(z, x) < turn;
-        }
-        if (ok) mark[i] = uses ? 2 : 1;
-    }
-    for (int i = n - 1; i > total; i--) { /* a candidate only taken tails read */
-        if (mark[i] != 1) continue;
-        int nr = tg_fz_readers(z, i, rbuf, n, NULL, &(int){0});
-        bool only = nr > 0 && !z->must_store[i];
-        for (int q = 0; q < nr && only; q++) only = mark[rbuf[q]] == 2;
-        mark[i] = only ? 2 : 0;
-    }
-    int nt = 0, ns = 0, nr = 0;
-    for (int i = total + 1; i < n; i++) {
-        if (mark[i] != 2) continue;
-        tl[nt++] = i;
-        int c = tg_fz_readers(z, i, rbuf, n, NULL, &(int){0});
-        bool out = z->must_store[i];
-        for (int q = 0; q < c && !out; q++) out = mark[rbuf[q]] != 2;
-        if (out) st[ns++] = i;
-        const tg_node *nd = &z->g->nodes[i];
+    int ns = 0, nr = 0;
+    for (int q = 0; q < nt; q++) {
+        if (stored[q]) st[ns++] = tl[q];
+        const tg_node *nd = &z->g->nodes[tl[q]];
         for (int k = 0; k < nd->nin; k++) {
             int x = unview(z, nd->in[k]);
-            if (x != total && mark[x] != 2 && !in_list(rd, nr, x)) rd[nr++] = x;
+            if (x != total && !in_list(tl, nt, x) && !in_list(rd, nr, x)) rd[nr++] = x;
         }
     }
     /* what it writes is never what it reads, and the scalars it binds lie
@@ -368,11 +266,10 @@ static void plan_sumsq_tails(fz *z, int gid) {
             for (int q = 0; q < nt; q++) {
                 int x = tl[q];
                 g->tail[q] = x;
-                g->tail_st[q] = in_list(st, ns, x);
-                z->grp[x] = gid, z->role[x] = R_MEMBER, z->at[x] = turn, z->kept[x] = !g->tail_st[q];
+                g->tail_st[q] = stored[q];
+                z->grp[x] = gid, z->role[x] = R_MEMBER, z->at[x] = turn, z->kept[x] = !stored[q];
             }
         }
     }
-    free(tl), free(rd), free(st), free(rbuf), free(mark);
+    free(tl), free(rd), free(st), free(stored);
 }
-

@@ -3,6 +3,7 @@
 #ifndef TG_WGSL_FUSED_H
 #define TG_WGSL_FUSED_H
 
+#include "../fuse/fuse.h"
 #include "wgsl.h"
 
 typedef enum {
@@ -28,10 +29,7 @@ typedef struct {
 } fz_seg;
 
 /* sum = sum over every axis of sq = mul(x, x); stored if something other than the total reads it */
-typedef struct {
-    int sum, sq, x;
-    bool store;
-} fz_term;
+typedef tg_sumsq_term fz_term;
 
 typedef struct {
     fz_kind kind;
