@@ -227,11 +227,76 @@ static void constants_folded(void) {
     tg_model_free(m);
 }
 
+/* A fused group relu(add(matmul, b)) with the add kept inside: the relu
+ * may take the product's memory only when the backend marks the add as
+ * reading it in step (tg_fusion.inplace of an absorbed member); a reshape
+ * of a value kept inside a group gets no memory either. */
+static void inplace_in_step(void) {
+    tg_model *m;
+    mlp n;
+    tg_session *s = open_mlp(&m, &n, 1, 1, 0);
+    const tg_graph *g = tg_session_graph(s);
+    int relu = -1, add = -1, mm = -1;
+    for (int i = 0; i < g->n && relu < 0; i++) {
+        const tg_node *r = &g->nodes[i], *a = &g->nodes[r->in[0]];
+        if (r->op != TG_OP_RELU || a->op != TG_OP_ADD || g->nodes[a->in[0]].op != TG_OP_MATMUL) continue;
+        relu = i, add = r->in[0], mm = a->in[0];
+    }
+    CHECK(relu >= 0, "no relu(add(matmul, b)) in the MLP");
+    int64_t off[8];
+    tg_plan_param_layout(m, 256, off);
+    int pg[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
+    tg_plan_req req = {.n_params = 6, .align = 256, .param_offset = off, .param_grad = pg};
+    tg_fusion *fu = relu >= 0 ? tg_fusion_new(g->n) : NULL;
+    for (int step = 0; fu && step < 2; step++) {
+        fu->group[add] = fu->group[relu] = 0, fu->turn[0] = relu, fu->n_groups = 1;
+        fu->role[add] = TG_FUSE_ABSORBED, fu->role[relu] = TG_FUSE_OUTPUT;
+        fu->inplace[relu] = true, fu->inplace[add] = step == 1;
+        req.fusion = fu;
+        tg_plan p;
+        CHECK_OK(tg_plan_build(g, &req, &p));
+        bool shared = p.slot[relu].root == p.slot[mm].root;
+        CHECK(p.slot[add].kind == TG_BUF_NONE && shared == (step == 1),
+              "add %s in step: the relu %s the product's memory (want %s)", step ? "marked" : "not marked",
+              shared ? "takes" : "does not take", step ? "takes" : "not");
+        tg_plan_free(&p);
+    }
+    /* a reshape read by a kernel, of a value nothing else reads, kept inside */
+    int view = -1, src = -1, rd = -1;
+    for (int i = 0; i < g->n && rd < 0; i++) {
+        if (g->nodes[i].op != TG_OP_RESHAPE || !tg_plan_runs(g, g->nodes[i].in[0])) continue;
+        int readers = 0, reader = -1;
+        for (int j = 0; j < g->n; j++)
+            for (int k = 0; k < g->nodes[j].nin; k++) {
+                readers += g->nodes[j].in[k] == g->nodes[i].in[0];
+                if (g->nodes[j].in[k] == i && tg_plan_runs(g, j)) reader = j;
+            }
+        if (readers == 1 && reader >= 0) view = i, src = g->nodes[i].in[0], rd = reader;
+    }
+    CHECK(rd >= 0, "no reshape of a value read by it alone, read by a kernel");
+    if (fu && rd >= 0) {
+        tg_fusion_free(fu);
+        fu = tg_fusion_new(g->n);
+        fu->group[src] = fu->group[rd] = 0, fu->turn[0] = rd, fu->n_groups = 1;
+        fu->role[src] = TG_FUSE_ABSORBED, fu->role[rd] = TG_FUSE_OUTPUT;
+        req.fusion = fu;
+        tg_plan p;
+        CHECK_OK(tg_plan_build(g, &req, &p));
+        CHECK(p.slot[view].kind == TG_BUF_NONE && p.slot[view].bytes == 0, "a reshape of a kept value: %lld bytes, kind %s",
+              (long long)p.slot[view].bytes, tg_plan_kind_name(p.slot[view].kind));
+        tg_plan_free(&p);
+    }
+    tg_fusion_free(fu);
+    tg_session_free(s);
+    tg_model_free(m);
+}
+
 int main(void) {
     determinism();
     plan_properties();
     check_catches_overlap();
     also_reads_live();
     constants_folded();
+    inplace_in_step();
     return check_summary("test_plan");
 }

@@ -83,6 +83,30 @@ static int by_off(const void *x, const void *y) {
     return a->off < b->off ? -1 : a->off > b->off;
 }
 
+/* Member m of a fused group reads its inputs at the element the group's
+ * output writes (tg_fusion.inplace of an absorbed member). */
+static bool in_step(const tg_fusion *fu, int m) { return fu->role[m] == TG_FUSE_ABSORBED && fu->inplace[m]; }
+
+/* Whether node i may be written over class rx as far as the other reads of
+ * rx go: i reads it only with its own shape, and every other member of
+ * its group that reads it is in step with i, reading it with i's shape. */
+static bool may_take(const tg_graph *g, const tg_fusion *fu, const bool *none, int *parent, int i, int rx) {
+    const tg_node *s = &g->nodes[i];
+    for (int j = 0; j < s->nin; j++)
+        if (!none[s->in[j]] && find(parent, s->in[j]) == rx && !tg_shape_eq(g->nodes[s->in[j]].shape, s->shape))
+            return false;
+    int gid = fu ? fu->group[i] : -1;
+    for (int m = 0; gid >= 0 && m < g->n; m++) {
+        if (m == i || fu->group[m] != gid) continue;
+        for (int q = 0; q < g->nodes[m].nin; q++) {
+            int y = g->nodes[m].in[q];
+            if (!none[y] && find(parent, y) == rx && !(in_step(fu, m) && tg_shape_eq(g->nodes[y].shape, s->shape)))
+                return false;
+        }
+    }
+    return true;
+}
+
 tg_status tg_plan_build(const tg_graph *g, const tg_plan_req *req, tg_plan *out) {
     memset(out, 0, sizeof *out);
     int n = g->n;
@@ -99,7 +123,8 @@ tg_status tg_plan_build(const tg_graph *g, const tg_plan_req *req, tg_plan *out)
     const tg_fusion *fu = req->fusion && req->fusion->n == n ? req->fusion : NULL;
 #define ROLE(i) (fu ? fu->role[i] : TG_FUSE_NONE)
 #define AT(i) tg_fusion_at(fu, i)
-#define NO_MEMORY(i) (ROLE(i) == TG_FUSE_ABSORBED || ROLE(i) == TG_FUSE_REMAT)
+#define IS_VIEW(i) ((tg_ops[g->nodes[i].op].flags & TG_OPF_VIEW) || ROLE(i) == TG_FUSE_VIEW)
+#define NO_MEMORY(i) none[i]
     out->n = n;
     out->align = A;
     out->slot = tg_calloc((size_t)n + 1, sizeof(tg_slot));
@@ -110,8 +135,9 @@ tg_status tg_plan_build(const tg_graph *g, const tg_plan_req *req, tg_plan *out)
     int *kind = tg_calloc((size_t)n + 1, sizeof(int));  /* per class root */
     cls_size *order = tg_calloc((size_t)n + 1, sizeof(cls_size));
     range *busy = tg_calloc((size_t)n + 1, sizeof(range));
-    if (!out->slot || !out->wb_free || !parent || !last || !first || !kind || !order || !busy) {
-        free(parent), free(last), free(first), free(kind), free(order), free(busy);
+    bool *none = tg_calloc((size_t)n + 1, sizeof(bool)); /* per node: no memory */
+    if (!out->slot || !out->wb_free || !parent || !last || !first || !kind || !order || !busy || !none) {
+        free(parent), free(last), free(first), free(kind), free(order), free(busy), free(none);
         tg_plan_free(out);
         return tg_fail(TG_ERR_NOMEM, "plan: out of memory");
     }
@@ -126,7 +152,9 @@ tg_status tg_plan_build(const tg_graph *g, const tg_plan_req *req, tg_plan *out)
                  : nd->op == TG_OP_INPUT ? TG_BUF_INPUT
                  : (tg_ops[nd->op].flags & TG_OPF_CONSTANT) ? TG_BUF_CONST
                                                             : TG_BUF_SCRATCH;
-        if (NO_MEMORY(i)) own[i] = TG_BUF_NONE;
+        /* kept inside a fused kernel, or a view of such a value (read there too) */
+        none[i] = ROLE(i) == TG_FUSE_ABSORBED || ROLE(i) == TG_FUSE_REMAT || (IS_VIEW(i) && none[nd->in[0]]);
+        if (none[i]) own[i] = TG_BUF_NONE;
         out->naive_bytes += tg_ir_numel(nd) * 4 > 4 ? tg_ir_numel(nd) * 4 : 4;
     }
     for (int p = 0; p < req->n_params && !req->discard_grads; p++)
@@ -135,12 +163,12 @@ tg_status tg_plan_build(const tg_graph *g, const tg_plan_req *req, tg_plan *out)
         if (req->outputs[o] >= 0 && own[req->outputs[o]] == TG_BUF_SCRATCH) own[req->outputs[o]] = TG_BUF_OUTPUT;
 
     /* 2. Views join their input's class; so do permutes the backend reads
-     * with strides. Absorbed nodes have no class. */
+     * with strides. Absorbed nodes and their views have no class. */
     for (int i = 0; i < n; i++)
-        if ((tg_ops[g->nodes[i].op].flags & TG_OPF_VIEW) || ROLE(i) == TG_FUSE_VIEW) unite(parent, i, g->nodes[i].in[0]);
+        if (IS_VIEW(i) && !none[i]) unite(parent, i, g->nodes[i].in[0]);
     int *ckind = tg_calloc((size_t)n + 1, sizeof(int));
     if (!ckind) {
-        free(parent), free(last), free(first), free(kind), free(order), free(busy);
+        free(parent), free(last), free(first), free(kind), free(order), free(busy), free(none);
         tg_plan_free(out);
         return tg_fail(TG_ERR_NOMEM, "plan: out of memory");
     }
@@ -199,33 +227,31 @@ tg_status tg_plan_build(const tg_graph *g, const tg_plan_req *req, tg_plan *out)
     }
 
     /* 4. In-place elementwise ops over scratch inputs that die with them.
-     * A fused group's output only where its kernel allows, and never over a
-     * value another member of the group also reads. */
+     * A fused group's output only where its kernel allows: over one of its
+     * own inputs or of the members the backend says read in step with it
+     * (absorbed and marked inplace), and never over a value another member
+     * reads otherwise. */
     for (int i = 0; i < n && !req->no_reuse; i++) {
         const tg_node *s = &g->nodes[i];
         if (!(tg_ops[s->op].flags & TG_OPF_INPLACE) || find(parent, i) != i || ckind[i] != TG_BUF_SCRATCH) continue;
         if (NO_MEMORY(i) || ROLE(i) == TG_FUSE_VIEW || (ROLE(i) == TG_FUSE_OUTPUT && !fu->inplace[i]))
             continue;
-        for (int k = 0; k < s->nin; k++) {
-            int x = s->in[k], rx = find(parent, x);
-            if (NO_MEMORY(x)) continue;
-            if (ckind[rx] != TG_BUF_SCRATCH || last[rx] != AT(i) || !tg_shape_eq(g->nodes[x].shape, s->shape)) continue;
-            bool shared = false;
-            for (int m = 0; fu && fu->group[i] >= 0 && m < n; m++)
-                if (m != i && fu->group[m] == fu->group[i])
-                    for (int q = 0; q < g->nodes[m].nin; q++)
-                        shared |= !NO_MEMORY(g->nodes[m].in[q]) && find(parent, g->nodes[m].in[q]) == rx;
-            if (shared) continue;
-            bool clash = false;
-            for (int j = 0; j < s->nin; j++)
-                if (j != k && find(parent, s->in[j]) == rx && !tg_shape_eq(g->nodes[s->in[j]].shape, s->shape))
-                    clash = true;
-            if (clash) continue;
-            int lr = last[i], fr = first[rx] < first[i] ? first[rx] : first[i];
-            unite(parent, rx, i);
-            last[find(parent, rx)] = lr;
-            first[find(parent, rx)] = fr;
-            break;
+        int gid = fu ? fu->group[i] : -1;
+        bool done = false;
+        for (int m = -1; m < n && !done; m++) { /* i's own inputs, then those of its group's members in step */
+            int y = m < 0 ? i : m;
+            if (m >= 0 && (gid < 0 || fu->group[m] != gid || !in_step(fu, m))) continue;
+            for (int k = 0; k < g->nodes[y].nin && !done; k++) {
+                int x = g->nodes[y].in[k], rx = find(parent, x);
+                if (NO_MEMORY(x) || ckind[rx] != TG_BUF_SCRATCH || last[rx] != AT(i) ||
+                    !tg_shape_eq(g->nodes[x].shape, s->shape) || !may_take(g, fu, none, parent, i, rx))
+                    continue;
+                int lr = last[i], fr = first[rx] < first[i] ? first[rx] : first[i];
+                unite(parent, rx, i);
+                last[find(parent, rx)] = lr;
+                first[find(parent, rx)] = fr;
+                done = true;
+            }
         }
     }
 
@@ -239,20 +265,19 @@ tg_status tg_plan_build(const tg_graph *g, const tg_plan_req *req, tg_plan *out)
         sl->bytes = tg_ir_numel(&g->nodes[i]) * 4 > 4 ? tg_ir_numel(&g->nodes[i]) * 4 : 4;
         sl->first = first[r];
         sl->last = last[r];
-        bool view = (tg_ops[g->nodes[i].op].flags & TG_OPF_VIEW) || ROLE(i) == TG_FUSE_VIEW;
-        sl->at = view ? out->slot[g->nodes[i].in[0]].at : AT(i);
+        sl->at = IS_VIEW(i) ? out->slot[g->nodes[i].in[0]].at : AT(i);
         sl->arena = sl->kind == TG_BUF_PARAM ? TG_ARENA_PARAMS
                     : sl->kind == TG_BUF_SCRATCH ? TG_ARENA_SCRATCH
                                                  : TG_ARENA_PERSIST;
         if (sl->kind == TG_BUF_NONE) sl->arena = -1, sl->bytes = 0;
-        sl->remat = ROLE(i) == TG_FUSE_REMAT;
+        sl->remat = ROLE(i) == TG_FUSE_REMAT || (none[i] && IS_VIEW(i) && out->slot[g->nodes[i].in[0]].remat);
         if (tg_plan_runs(g, i) && ROLE(i) == TG_FUSE_NONE) out->n_kernels++;
     }
     if (fu) out->n_kernels += fu->n_groups;
     /* Class size: its largest member (members are equal-sized today). */
     int64_t *csize = tg_calloc((size_t)n + 1, sizeof(int64_t));
     if (!csize) {
-        free(parent), free(last), free(first), free(kind), free(order), free(busy), free(ckind);
+        free(parent), free(last), free(first), free(kind), free(order), free(busy), free(ckind), free(none);
         tg_plan_free(out);
         return tg_fail(TG_ERR_NOMEM, "plan: out of memory");
     }
@@ -267,7 +292,7 @@ tg_status tg_plan_build(const tg_graph *g, const tg_plan_req *req, tg_plan *out)
     int64_t persist = 0, scratch = 0;
     int64_t *off = tg_calloc((size_t)n + 1, sizeof(int64_t));
     if (!off) {
-        free(csize), free(parent), free(last), free(first), free(kind), free(order), free(busy), free(ckind);
+        free(csize), free(parent), free(last), free(first), free(kind), free(order), free(busy), free(ckind), free(none);
         tg_plan_free(out);
         return tg_fail(TG_ERR_NOMEM, "plan: out of memory");
     }
@@ -315,7 +340,7 @@ tg_status tg_plan_build(const tg_graph *g, const tg_plan_req *req, tg_plan *out)
     out->arena_bytes[TG_ARENA_SCRATCH] = scratch;
     bool ok = placed != NULL;
     free(placed), free(off), free(csize), free(parent), free(last), free(first), free(kind), free(order), free(busy),
-        free(ckind);
+        free(ckind), free(none);
     if (!ok) {
         tg_plan_free(out);
         return tg_fail(TG_ERR_NOMEM, "plan: out of memory");
@@ -324,6 +349,7 @@ tg_status tg_plan_build(const tg_graph *g, const tg_plan_req *req, tg_plan *out)
 #undef ROLE
 #undef AT
 #undef NO_MEMORY
+#undef IS_VIEW
 }
 
 tg_status tg_plan_check(const tg_graph *g, const tg_plan *p, const tg_fusion *fu) {

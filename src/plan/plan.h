@@ -14,8 +14,8 @@
  *
  * A backend may fuse nodes into one kernel before planning (tg_fusion): a
  * group runs at one turn and writes its outputs then; the values it keeps in
- * registers (absorbed nodes) get no memory at all, and a permute its kernels
- * read with strides is planned as a view. Liveness counts in turns, so a
+ * registers (absorbed nodes, and views of them) get no memory at all, and a
+ * permute its kernels read with strides is planned as a view. Liveness counts in turns, so a
  * group's inputs stay live until its turn and its outputs are live from it. */
 #ifndef TG_PLAN_H
 #define TG_PLAN_H
@@ -52,7 +52,9 @@ typedef struct tg_fusion {
     int *group;      /* per node: its group, -1 for none */
     int *turn;       /* per group: the node position at which its kernel runs */
     bool *inplace;   /* per group output: its kernel may write it over one of the node's own
-                      * inputs (one that no other member reads), element by element */
+                      * inputs (one that no other member reads), element by element; per
+                      * absorbed member: it reads its inputs at the element its group's
+                      * output writes, so that output may take their memory too */
     int *also_reads; /* per group: a value its kernels read besides its members' inputs, kept
                       * live until its turn (attention's backward reads the forward's result); -1 none */
     int n_groups;
