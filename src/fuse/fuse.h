@@ -107,6 +107,23 @@ typedef struct {
 /* Whether product mm has an epilogue (len > 1). */
 bool tg_fuse_match_matmul_epi(const tg_fuse_graph *x, int mm, tg_matmul_epi_match *m);
 
+/* ---- elementwise work around a kernel ---- */
+
+#define TG_EW_MAX_INL 32 /* inline producers and views of one group (its bindings run out far sooner) */
+#define TG_EW_MAX_EPI 8  /* epilogue links */
+
+/* A kernel with elementwise work around it: inline producers (computed
+ * where a member reads them, never stored) and an epilogue (applied to the
+ * kernel's values as it stores them; the last link is stored instead). */
+typedef struct {
+    int kernel;
+    int inl[TG_EW_MAX_INL], n_inl; /* the producers, and the views between members (any order) */
+    int epi[TG_EW_MAX_EPI], n_epi; /* the links in chain order */
+    int sib;                       /* a second value the kernel stores from its own inputs, -1 for none */
+    int turn;                      /* the position at which the kernel runs */
+    int gid;                       /* its group in the fusion, -1 before it has one */
+} tg_ew_group;
+
 /* ---- the optimizer ---- */
 
 /* One param's update. Adam: m2 = adam_m(m, gx), v2 = adam_v(v, gx), p2 =

@@ -146,34 +146,34 @@ static bool fusion_on(void) {
 /* The groups the plan was made with (prefuse.c): their members run at the
  * group's turn, the values they keep have no memory, and a permute the
  * attention kernels read with strides runs no kernel (it joins its first
- * reader's group). An attention is an FZ_ATTN group; a sum or a group of
- * products an FZ_MMSUM or FZ_MMGROUP one; a product with its epilogue an
- * FZ_FUSED one, which the elementwise fusion may still give inline
- * producers. */
+ * reader's group). A kernel group (FZ_FUSED) comes with its description:
+ * the kernel node, its sibling, inline producers and epilogue. */
 static tg_status pre_planned(fz *z) {
     if (!z->fu) return TG_OK;
     const tg_wgsl_prefused *at = z->fu->impl;
     int base = z->n_gr;
     for (int gi = 0; gi < z->fu->n_groups; gi++) {
         const fz_pregroup *pg = &at->pre[gi];
-        fz_group *gr = tg_fz_new_group(z, gi < at->n ? FZ_ATTN : pg->kind);
+        fz_group *gr = tg_fz_new_group(z, pg->kind);
         if (!gr) return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
         gr->turn = z->fu->turn[gi];
-        if (gi < at->n) {
+        if (pg->kind == FZ_ATTN) {
             gr->attn = &at->a[gi];
-            continue;
-        }
-        if (pg->kind != FZ_FUSED) {
+        } else if (pg->kind != FZ_FUSED) {
             memcpy(gr->mm, pg->mm, sizeof gr->mm);
             gr->n_mm = pg->n_mm;
             gr->mm_sum = pg->root;
             gr->mm_split = pg->split;
-            continue;
+        } else {
+            const tg_ew_group *d = &pg->ew;
+            gr->f = (tg_wgsl_fused){d->kernel, tg_calloc((size_t)d->n_inl + 1, sizeof(int)), d->n_inl,
+                                    tg_calloc((size_t)d->n_epi + 1, sizeof(int)), d->n_epi, false, d->sib < 0 ? 0 : d->sib};
+            if (!gr->f.inl || !gr->f.epi) return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
+            memcpy(gr->f.inl, d->inl, sizeof(int) * (size_t)d->n_inl);
+            memcpy(gr->f.epi, d->epi, sizeof(int) * (size_t)d->n_epi);
+            z->role[d->kernel] = R_KERNEL;
+            for (int q = 0; q < d->n_epi; q++) z->role[d->epi[q]] = R_EPI;
         }
-        gr->f.kernel = -1;
-        gr->f.inl = tg_calloc(1, sizeof(int));
-        gr->f.epi = tg_calloc(4, sizeof(int));
-        if (!gr->f.inl || !gr->f.epi) return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
     }
     for (int i = 0; i < z->n; i++) {
         int gi = z->fu->group[i];
@@ -181,24 +181,10 @@ static tg_status pre_planned(fz *z) {
         if (role == TG_FUSE_VIEW)
             for (int c = z->fg.rd0[i]; c < z->fg.rd0[i + 1] && gi < 0; c++) gi = z->fu->group[z->fg.rd[c]];
         if (gi < 0) continue;
-        fz_group *gr = &z->gr[base + gi];
         z->grp[i] = base + gi;
-        z->role[i] = R_MEMBER;
+        if (z->role[i] == R_NONE) z->role[i] = R_MEMBER;
         z->at[i] = z->fu->turn[gi];
         z->kept[i] = role != TG_FUSE_OUTPUT;
-        if (gr->kind != FZ_FUSED) continue;
-        tg_opcode op = z->g->nodes[i].op;
-        if ((op == TG_OP_MATMUL || op == TG_OP_LAYER_NORM || op == TG_OP_RMS_NORM || op == TG_OP_NORM_DGAIN) &&
-            gr->f.kernel < 0) {
-            /* the product, then its epilogue in node order; or a norm, or a norm's gain gradient */
-            gr->f.kernel = i;
-            z->role[i] = R_KERNEL;
-        } else if (op == TG_OP_NORM_STATS || op == TG_OP_SUM) { /* a sibling (prefuse.c): statistics, a column sum */
-            gr->f.sib = i;
-        } else if (gr->f.n_epi < 4) {
-            gr->f.epi[gr->f.n_epi++] = i;
-            z->role[i] = R_EPI;
-        }
     }
     return TG_OK;
 }

@@ -49,13 +49,13 @@ typedef struct {
     int mm_split;                      /* FZ_MMGROUP: K-ranges (tg_wgsl_matmul_group_split), 1 for none */
 } fz_group;
 
-/* A group of products chosen before planning (prefuse.c), by fusion group
- * id; kind FZ_FUSED for a group of any other kind. */
+/* A group chosen before planning (prefuse.c), by fusion group id. */
 typedef struct {
-    fz_kind kind;            /* FZ_MMGROUP or FZ_MMSUM */
+    fz_kind kind;            /* FZ_ATTN, FZ_MMGROUP, FZ_MMSUM or FZ_FUSED */
     int mm[FZ_MM_MAX], n_mm; /* the products, in node order (a group) or summation order (a sum) */
     int root;                /* FZ_MMSUM: the root add, which stores the sum */
     int split;               /* FZ_MMGROUP: K-ranges (tg_wgsl_matmul_group_split), 1 for none */
+    tg_ew_group ew;          /* FZ_FUSED: the kernel, its sibling, producers and epilogue */
 } fz_pregroup;
 
 typedef tg_status (*fz_push)(tg_wgsl_program *out, int *cap, tg_kernel_spec **slot);

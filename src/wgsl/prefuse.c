@@ -44,9 +44,17 @@ static void prefused_free(void *p) {
     free(a);
 }
 
+/* Records group gid as node kernel's, with its epilogue and sibling (-1
+ * for none), at turn: what the emitters are given after planning. */
+static void kernel_group(fz_pregroup *pre, int gid, int kernel, const int *epi, int n_epi, int sib, int turn) {
+    pre[gid] = (fz_pregroup){.kind = FZ_FUSED, .split = 1, .ew = {.kernel = kernel, .sib = sib, .turn = turn, .gid = gid}};
+    memcpy(pre[gid].ew.epi, epi, sizeof(int) * (size_t)n_epi);
+    pre[gid].ew.n_epi = n_epi;
+}
+
 /* Every product with an epilogue that has no residual add, as one group
  * at the epilogue's last node: the product and the inner links absorbed. */
-static void products(const tg_fuse_graph *x, tg_fusion *f) {
+static void products(const tg_fuse_graph *x, tg_fusion *f, fz_pregroup *pre) {
     for (int i = 0; i < x->g->n; i++) {
         tg_matmul_epi_match m;
         if (x->g->nodes[i].op != TG_OP_MATMUL || !tg_fuse_match_matmul_epi(x, i, &m) || m.resid >= 0) continue;
@@ -65,12 +73,13 @@ static void products(const tg_fuse_graph *x, tg_fusion *f) {
         /* relu's gradient reads the gate at the element it writes, once per
          * element (a split product's second phase as well) */
         f->inplace[out] = m.gate >= 0;
+        kernel_group(pre, gid, i, m.chain + 1, m.len - 1, -1, out);
     }
 }
 
 /* Every norm_stats with a free layer norm (or RMS norm) of the same x, eps
  * and form before it: one group of both outputs at the layer norm's turn. */
-static void norm_stats(const tg_fuse_graph *x, tg_fusion *f) {
+static void norm_stats(const tg_fuse_graph *x, tg_fusion *f, fz_pregroup *pre) {
     for (int s = 0; s < x->g->n; s++) {
         const tg_node *n = tg_fuse_node(x, s);
         if (n->op != TG_OP_NORM_STATS || !tg_fuse_free(x, s)) continue;
@@ -87,6 +96,7 @@ static void norm_stats(const tg_fuse_graph *x, tg_fusion *f) {
         f->group[best] = f->group[s] = gid;
         f->role[best] = f->role[s] = TG_FUSE_OUTPUT;
         f->turn[gid] = best;
+        kernel_group(pre, gid, best, NULL, 0, s, best);
     }
 }
 
@@ -121,7 +131,7 @@ static int sibling_of(const tg_fuse_graph *x, int s) {
  * turn and writes both values there. (After planning, a plan that reused
  * memory between the two turns forbade it: gpt_small with discarded
  * gradients lost twelve.) */
-static void siblings(const tg_fuse_graph *x, tg_fusion *f, const tg_wgsl_limits *lim) {
+static void siblings(const tg_fuse_graph *x, tg_fusion *f, const tg_wgsl_limits *lim, fz_pregroup *pre) {
     for (int s = 0; s < x->g->n; s++) {
         if (!tg_fuse_free(x, s) || !tg_plan_runs(x->g, s)) continue;
         int j = sibling_of(x, s);
@@ -142,6 +152,7 @@ static void siblings(const tg_fuse_graph *x, tg_fusion *f, const tg_wgsl_limits 
         f->group[j] = f->group[s] = gid;
         f->role[j] = f->role[s] = TG_FUSE_OUTPUT;
         f->turn[gid] = turn;
+        kernel_group(pre, gid, j, NULL, 0, s, turn);
     }
 }
 
@@ -294,9 +305,10 @@ tg_status tg_wgsl_fuse(const tg_graph *g, const bool *pinned, const tg_wgsl_limi
     f->impl = at;
     f->impl_free = prefused_free;
     tg_wgsl_fuse_attention(&fg, f, lim, at);
-    products(&fg, f);
-    norm_stats(&fg, f);
-    if (tg_wgsl_fusion_enabled() && !lim->one_kernel_per_node) siblings(&fg, f, lim);
+    for (int gi = 0; gi < at->n; gi++) at->pre[gi].kind = FZ_ATTN;
+    products(&fg, f, at->pre);
+    norm_stats(&fg, f, at->pre);
+    if (tg_wgsl_fusion_enabled() && !lim->one_kernel_per_node) siblings(&fg, f, lim, at->pre);
     if (tg_wgsl_fusion_enabled() && !lim->one_kernel_per_node && tg_wgsl_mm_groups_enabled()) {
         product_sums(&fg, f, lim, at->pre);
         product_groups(&fg, f, lim, at->pre);
