@@ -152,6 +152,7 @@ tg_status tg_program_build(const tg_compile_req *req, tg_program **out) {
     for (int i = 0; i < p->n_params; i++) p->param_grad[i] = -1;
     bool train = req->optim && req->optim->kind != TG_OPT_NONE;
     p->discard_grads = req->discard_grads && train;
+    p->check_each = req->check_each;
     tg_status s = trace(req, p);
     int n_fwd = p->g->n;
     if (s == TG_OK && (train || req->grads)) s = tg_grad_append(p->g, p->result, p->param_grad);

@@ -55,9 +55,9 @@ static tg_status build(const tg_session *s, tg_session_base *b, tg_model *m, voi
     if (s->comm && s->backend == TG_BACKEND_WEBGPU) tg_wgpu_prefer_adapter(s->comm->rank);
     tg_status st = tg_session_base_open(b, m, s->backend, s->threads, api);
     tg_compile_req req = {m, s->loss, user, s->inputs, s->n_inputs, o, o->kind == TG_OPT_NONE, TG_ARENA_ALIGN,
-                          b->param_offset, b->eng ? b->eng->vt->fuse : NULL, s->discard_grads};
+                          b->param_offset, b->eng ? b->eng->vt->fuse : NULL, s->discard_grads,
+                          tg_session_check_numerics(s->check_numerics)};
     if (st == TG_OK) st = tg_program_build(&req, &b->prog);
-    if (st == TG_OK) b->prog->check_each = tg_session_check_numerics(s->check_numerics);
     if (st == TG_OK) {
         const tg_node *r = &b->prog->g->nodes[b->prog->result];
         if (r->dtype != TG_F32 || tg_ir_numel(r) != 1) {
