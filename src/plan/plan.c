@@ -125,6 +125,9 @@ tg_status tg_plan_build(const tg_graph *g, const tg_plan_req *req, tg_plan *out)
 #define AT(i) tg_fusion_at(fu, i)
 #define IS_VIEW(i) ((tg_ops[g->nodes[i].op].flags & TG_OPF_VIEW) || ROLE(i) == TG_FUSE_VIEW)
 #define NO_MEMORY(i) none[i]
+/* leaves and constants are there before the step's first turn */
+#define BEFORE_STEP(i) (tg_ops[g->nodes[i].op].flags & (TG_OPF_LEAF | TG_OPF_CONSTANT))
+#define WRITTEN_AT(i) (BEFORE_STEP(i) ? -1 : AT(i))
     out->n = n;
     out->align = A;
     out->slot = tg_calloc((size_t)n + 1, sizeof(tg_slot));
@@ -181,7 +184,7 @@ tg_status tg_plan_build(const tg_graph *g, const tg_plan_req *req, tg_plan *out)
         if (own[i] == TG_BUF_NONE) ckind[i] = TG_BUF_NONE; /* alone in its class: nothing views or joins it */
     /* Live ranges in turns: a class is live from the first turn that
      * writes one of its members to the last turn that reads one. */
-    for (int i = 0; i < n; i++) first[i] = last[i] = AT(i);
+    for (int i = 0; i < n; i++) first[i] = last[i] = WRITTEN_AT(i);
     for (int i = 0; i < n; i++)
         for (int k = 0; k < g->nodes[i].nin; k++) {
             int r = find(parent, g->nodes[i].in[k]);
@@ -265,7 +268,7 @@ tg_status tg_plan_build(const tg_graph *g, const tg_plan_req *req, tg_plan *out)
         sl->bytes = tg_ir_numel(&g->nodes[i]) * 4 > 4 ? tg_ir_numel(&g->nodes[i]) * 4 : 4;
         sl->first = first[r];
         sl->last = last[r];
-        sl->at = IS_VIEW(i) ? out->slot[g->nodes[i].in[0]].at : AT(i);
+        sl->at = IS_VIEW(i) ? out->slot[g->nodes[i].in[0]].at : WRITTEN_AT(i);
         sl->arena = sl->kind == TG_BUF_PARAM ? TG_ARENA_PARAMS
                     : sl->kind == TG_BUF_SCRATCH ? TG_ARENA_SCRATCH
                                                  : TG_ARENA_PERSIST;
@@ -349,6 +352,8 @@ tg_status tg_plan_build(const tg_graph *g, const tg_plan_req *req, tg_plan *out)
 #undef ROLE
 #undef AT
 #undef NO_MEMORY
+#undef BEFORE_STEP
+#undef WRITTEN_AT
 #undef IS_VIEW
 }
 

@@ -75,7 +75,8 @@ typedef struct {
     int64_t bytes;     /* this node's size (>= 4; 0 for TG_BUF_NONE) */
     int root;          /* the class's first node */
     int first, last;   /* live range of the class, in turns (node order, a fused group at its turn) */
-    int at;            /* the turn at which this node's value is written */
+    int at;            /* the turn at which this node's value is written (-1: a leaf or a constant,
+                        * there before the step's first kernel wherever its node stands) */
     bool remat;        /* TG_BUF_NONE, and later turns may read it (TG_FUSE_REMAT) */
 } tg_slot;
 
