@@ -67,6 +67,14 @@ static tg_status mlp_train(int width, tg_optim o, int steps, mlp_result *r) {
 
 static double rel(double a, double b) { return fabs(a - b) / fmax(1e-30, fabs(b)); }
 
+/* The adapter's own limits, as the engine gives them to the emitters. */
+static tg_wgsl_limits device_limits(const tg_webgpu_adapter_info *info) {
+    return (tg_wgsl_limits){info->max_storage_buffer_binding_size, info->max_buffer_size,
+                            info->max_storage_buffers_per_shader_stage, info->max_compute_workgroup_storage_size,
+                            info->max_compute_invocations_per_workgroup, info->max_compute_workgroups_per_dimension,
+                            info->min_storage_buffer_offset_alignment, false, false, 0, 0, false, -1};
+}
+
 /* Fused against one kernel per node: the same losses and weights, up to the
  * order of long sums (the clip norm's). */
 static void compare(const char *what, const mlp_result *f, const mlp_result *u, int steps, int n_w, double tol) {
@@ -228,10 +236,7 @@ static tg_status group_train(tg_trace_fn loss_fn, const char *kind, float *loss,
     tg_webgpu_adapter_info info;
     tg_wgsl_program prog;
     if (st == TG_OK && (st = tg_webgpu_info(&info)) == TG_OK) {
-        tg_wgsl_limits l = {info.max_storage_buffer_binding_size, info.max_buffer_size,
-                            info.max_storage_buffers_per_shader_stage, info.max_compute_workgroup_storage_size,
-                            info.max_compute_invocations_per_workgroup, info.max_compute_workgroups_per_dimension,
-                            info.min_storage_buffer_offset_alignment, false, false, 0, 0, false, -1};
+        tg_wgsl_limits l = device_limits(&info);
         st = tg_wgsl_emit_program(s->b.prog->g, &s->b.prog->plan, s->b.prog->fusion, s->b.prog->wb, s->b.prog->n_wb, &l, &prog);
         for (int i = 0; st == TG_OK && i < prog.n; i++) *groups += prog.k[i].source && strstr(prog.k[i].source, kind) != NULL;
         if (st == TG_OK) tg_wgsl_program_free(&prog);
@@ -312,10 +317,7 @@ static tg_status split_train(tg_backend backend, float *loss, float *params, con
     tg_webgpu_adapter_info info;
     tg_wgsl_program prog;
     if (st == TG_OK && backend == TG_BACKEND_WEBGPU && (st = tg_webgpu_info(&info)) == TG_OK) {
-        tg_wgsl_limits l = {info.max_storage_buffer_binding_size, info.max_buffer_size,
-                            info.max_storage_buffers_per_shader_stage, info.max_compute_workgroup_storage_size,
-                            info.max_compute_invocations_per_workgroup, info.max_compute_workgroups_per_dimension,
-                            info.min_storage_buffer_offset_alignment, false, false, 0, 0, false, -1};
+        tg_wgsl_limits l = device_limits(&info);
         st = tg_wgsl_emit_program(s->b.prog->g, &s->b.prog->plan, s->b.prog->fusion, s->b.prog->wb, s->b.prog->n_wb, &l, &prog);
         for (int i = 0; st == TG_OK && i < prog.n; i++) *kinds += prog.k[i].source && strstr(prog.k[i].source, kind) != NULL;
         if (st == TG_OK) tg_wgsl_program_free(&prog);
@@ -392,10 +394,7 @@ static void test_step_check_tail(void) {
     tg_webgpu_adapter_info info;
     tg_wgsl_program prog;
     if (s && tg_webgpu_info(&info) == TG_OK) {
-        tg_wgsl_limits l = {info.max_storage_buffer_binding_size, info.max_buffer_size,
-                            info.max_storage_buffers_per_shader_stage, info.max_compute_workgroup_storage_size,
-                            info.max_compute_invocations_per_workgroup, info.max_compute_workgroups_per_dimension,
-                            info.min_storage_buffer_offset_alignment, false, false, 0, 0, false, -1};
+        tg_wgsl_limits l = device_limits(&info);
         if (tg_wgsl_emit_program(s->b.prog->g, &s->b.prog->plan, s->b.prog->fusion, s->b.prog->wb, s->b.prog->n_wb, &l,
                                  &prog) == TG_OK) {
             for (int i = 0; i < prog.n; i++) tails += prog.k[i].source && strstr(prog.k[i].source, "scalars from the total");
@@ -432,6 +431,141 @@ static void test_step_check_tail(void) {
            "update kernels skip their work on it\n");
     tg_session_free(s);
     tg_model_free(m);
+}
+
+/* ---- elementwise chains, fused before planning ---- */
+
+enum { CR = 64, CC = 16 };
+static tg_param cw;
+static int chain_inputs; /* test_chain_bindings: how many inputs the chain of adds sums */
+
+/* d = tanh(x W) * 2 + 1 - y, loss mean(d^2): the mul and the add are read
+ * by the next link alone, so one kernel computes them where it reads them
+ * (tanh's value is stored: its gradient reads it too). */
+static tg_tensor chain_loss(tg_graph *g, void *u) {
+    (void)u;
+    tg_tensor t = tg_tanh(tg_matmul(tg_input(g, "x"), tg_use(g, cw)));
+    return tg_mean(tg_square(tg_sub(tg_add_s(tg_mul_s(t, 2.0f), 1.0f), tg_input(g, "y"))), TG_ALL, false);
+}
+
+/* ((x0 + x1) + ... + x_{n-1}) * w - y: a chain of adds reading n inputs, summed
+ * by one kernel where the bindings allow it (its sum is stored: w's gradient
+ * reads it). */
+static tg_tensor adds_loss(tg_graph *g, void *u) {
+    (void)u;
+    tg_tensor a = tg_input(g, "x0");
+    for (int q = 1; q < chain_inputs; q++) {
+        char name[16];
+        snprintf(name, sizeof name, "x%d", q);
+        a = tg_add(a, tg_input(g, name));
+    }
+    return tg_mean(tg_square(tg_sub(tg_mul(a, tg_use(g, cw)), tg_input(g, "y"))), TG_ALL, false);
+}
+
+typedef struct {
+    float loss[5];
+    int dispatches, max_bindings, kept_links; /* kept_links: chain_loss's mul and add without memory */
+    int64_t scratch;
+} chain_result;
+
+/* Five steps of loss_fn (on `lim` when not NULL); what the plan and the kernels came to. */
+static tg_status chain_train(tg_trace_fn loss_fn, int n_in, const tg_wgsl_limits *lim, chain_result *r) {
+    memset(r, 0, sizeof *r);
+    tg_model *m = tg_model_new();
+    cw = tg_model_param(m, "W", loss_fn == chain_loss ? S(CC, CC) : S(CR, CC), tg_init_randn(0.3f));
+    /* y, then x (chain_loss) or x0 .. x_{n_in - 1} */
+    tg_input_decl in[10] = {{"y", TG_F32, S(CR, CC)}, {"x", TG_F32, S(CR, CC)}};
+    static char names[9][16];
+    for (int q = 0; q < n_in; q++) {
+        snprintf(names[q], sizeof names[q], "x%d", q);
+        in[1 + q] = (tg_input_decl){names[q], TG_F32, S(CR, CC)};
+    }
+    int n_feeds = 1 + (n_in ? n_in : 1);
+    tg_train_spec spec = {.model = m, .loss = loss_fn, .inputs = in, .n_inputs = n_feeds,
+                          .optim = tg_adam(tg_lr_constant(1e-2f)), .seed = 9, .backend = TG_BACKEND_WEBGPU};
+    tg_session *s = NULL;
+    if (lim) tg_wgpu_test_override_limits(lim);
+    tg_status st = tg_session_new(&spec, &s);
+    if (lim) tg_wgpu_test_override_limits(NULL);
+    tg_plan_stats ps = {0};
+    if (st == TG_OK) st = tg_session_plan_stats(s, &ps);
+    r->dispatches = ps.n_dispatches, r->scratch = ps.scratch_bytes;
+    static float xs[10][CR * CC];
+    for (int q = 0; q < 10; q++)
+        for (int i = 0; i < CR * CC; i++) xs[q][i] = sinf(0.13f * (float)(i + 97 * q));
+    tg_feed feeds[10] = {TG_FEED("y", xs[0], CR * CC), TG_FEED("x", xs[1], CR * CC)};
+    for (int q = 0; q < n_in; q++) feeds[1 + q] = (tg_feed)TG_FEED(names[q], xs[1 + q], CR * CC);
+    for (int step = 0; step < 5 && st == TG_OK; step++) st = tg_session_step(s, feeds, n_feeds, &r->loss[step]);
+    const tg_graph *g = st == TG_OK ? s->b.prog->g : NULL;
+    for (int i = 0; g && i < g->n; i++) { /* sub(add(mul(tanh, 2), 1), y) */
+        const tg_node *sb = &g->nodes[i], *ad = &g->nodes[sb->in[0]], *mu = &g->nodes[ad->in[0]];
+        if (sb->op != TG_OP_SUB || ad->op != TG_OP_ADD || mu->op != TG_OP_MUL || g->nodes[mu->in[0]].op != TG_OP_TANH) continue;
+        r->kept_links += s->b.prog->plan.slot[ad->in[0]].kind == TG_BUF_NONE && s->b.prog->plan.slot[ad->in[0]].bytes == 0;
+        r->kept_links += s->b.prog->plan.slot[sb->in[0]].kind == TG_BUF_NONE && s->b.prog->plan.slot[sb->in[0]].bytes == 0;
+    }
+    tg_webgpu_adapter_info info;
+    tg_wgsl_program prog;
+    if (st == TG_OK && (st = tg_webgpu_info(&info)) == TG_OK) {
+        tg_wgsl_limits l = device_limits(&info);
+        st = tg_wgsl_emit_program(g, &s->b.prog->plan, s->b.prog->fusion, s->b.prog->wb, s->b.prog->n_wb, lim ? lim : &l, &prog);
+        for (int i = 0; st == TG_OK && i < prog.n; i++)
+            if (prog.k[i].n_bindings > r->max_bindings) r->max_bindings = prog.k[i].n_bindings;
+        if (st == TG_OK) tg_wgsl_program_free(&prog);
+    }
+    tg_session_free(s);
+    tg_model_free(m);
+    return st;
+}
+
+static double worst_rel(const float *a, const float *b, int n) {
+    double w = 0;
+    for (int i = 0; i < n; i++) w = fmax(w, rel(a[i], b[i]));
+    return w;
+}
+
+/* The links a chain keeps to itself get no memory (the plan is made with
+ * the groups), and training is the same as with one kernel per node. */
+static void test_chain_memory(void) {
+    chain_result f, u;
+    CHECK_OK(chain_train(chain_loss, 0, NULL, &f));
+    tg_wgsl_set_fusion(0);
+    CHECK_OK(chain_train(chain_loss, 0, NULL, &u));
+    tg_wgsl_set_fusion(-1);
+    double w = worst_rel(f.loss, u.loss, 5);
+    CHECK(w <= 1e-5, "a chain of links: fused vs one kernel per node, losses differ by %.3g", w);
+    CHECK(f.kept_links == 2 && u.kept_links == 0, "a chain of links: %d of its 2 kept links have no memory (%d unfused)",
+          f.kept_links, u.kept_links);
+    CHECK(f.scratch < u.scratch && f.dispatches < u.dispatches, "a chain of links: %lld scratch bytes, %d dispatches "
+          "fused; %lld, %d unfused", (long long)f.scratch, f.dispatches, (long long)u.scratch, u.dispatches);
+    printf("  tanh(x W) * 2 + 1 - y: the mul and add kept without memory; %d dispatches, %lld scratch bytes (%d, %lld "
+           "unfused)\n", f.dispatches, (long long)f.scratch, u.dispatches, (long long)u.scratch);
+}
+
+/* A chain of adds over 7 inputs: with 5 storage buffers per stage its
+ * kernel stops taking producers where the rule of prefuse_ew.c says its
+ * bindings would not fit (one per value it stores or reads), so that
+ * every kernel binds at most 5, and trains the same as with the device's
+ * own limit and with one kernel per node. */
+static void test_chain_bindings(void) {
+    chain_inputs = 7;
+    tg_webgpu_adapter_info info;
+    CHECK_OK(tg_webgpu_info(&info));
+    tg_wgsl_limits l = device_limits(&info);
+    l.max_storage_buffers_per_stage = 5;
+    chain_result f, c, u;
+    CHECK_OK(chain_train(adds_loss, 7, NULL, &f));
+    CHECK_OK(chain_train(adds_loss, 7, &l, &c));
+    tg_wgsl_set_fusion(0);
+    CHECK_OK(chain_train(adds_loss, 7, NULL, &u));
+    tg_wgsl_set_fusion(-1);
+    double wc = worst_rel(c.loss, u.loss, 5), wf = worst_rel(f.loss, u.loss, 5);
+    CHECK(wc <= 1e-5 && wf <= 1e-5, "a chain of 7 adds: vs one kernel per node, losses differ by %.3g (5 bindings), "
+          "%.3g (the device's %u)", wc, wf, info.max_storage_buffers_per_shader_stage);
+    CHECK(c.max_bindings <= 5, "a chain of 7 adds: a kernel binds %d storage buffers with 5 allowed", c.max_bindings);
+    CHECK(f.dispatches < c.dispatches && c.dispatches < u.dispatches, "a chain of 7 adds: %d dispatches, %d with 5 "
+          "bindings, %d unfused", f.dispatches, c.dispatches, u.dispatches);
+    printf("  a chain of 7 adds: %d dispatches (%d bindings at most), %d with 5 bindings (%d), %d unfused\n",
+           f.dispatches, f.max_bindings, c.dispatches, c.max_bindings, u.dispatches);
 }
 
 /* ---- the addition transformer of examples/addition.c ---- */
@@ -516,6 +650,8 @@ int main(void) {
     test_matmul_group();
     test_split_groups();
     test_step_check_tail();
+    test_chain_memory();
+    test_chain_bindings();
     test_addition();
     return check_summary("test_webgpu_fusion");
 }

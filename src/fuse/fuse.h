@@ -1,9 +1,9 @@
 /* Fusion patterns, backend-neutral: a graph's readers as a backend's fusion
- * pass needs them, and the matchers of the patterns more than one backend
- * fuses, each member named by its role. A match says only what the graph
- * holds; each backend's pass (cpu/fuse.c; wgsl/prefuse.c before planning,
- * wgsl/fuse*.c after) applies its own size and memory rules and decides
- * which matches become its groups. */
+ * pass needs them, and the matchers of the patterns the backends fuse that
+ * the graph alone decides, each member named by its role. A match says
+ * only what the graph holds; each backend's pass (cpu/fuse.c;
+ * wgsl/prefuse*.c before planning, wgsl/fuse*.c after) applies its own
+ * size and memory rules and decides which matches become its groups. */
 #ifndef TG_FUSE_H
 #define TG_FUSE_H
 
@@ -41,6 +41,10 @@ static inline bool tg_fuse_is_view(const tg_fuse_graph *x, int id) {
 }
 /* The turn at which the value node id reads exists (through views). */
 int tg_fuse_ready_at(const tg_fuse_graph *x, int id);
+/* Whether a kernel at turn t can find v's value there: a leaf or constant
+ * (in memory before any kernel runs, wherever its node stands), or a value
+ * written before t. */
+bool tg_fuse_ready_before(const tg_fuse_graph *x, int v, int t);
 /* The readers of node v's value that are not views (views are looked
  * through), at most cap of them into out; returns how many there are. */
 int tg_fuse_value_readers(const tg_fuse_graph *x, int v, int *out, int cap);
@@ -123,6 +127,43 @@ typedef struct {
     int turn;                      /* the position at which the kernel runs */
     int gid;                       /* its group in the fusion, -1 before it has one */
 } tg_ew_group;
+
+/* What the backend adds to the rules: nodes it leaves to other groups
+ * (usable false), and whether its kernel can bind what d reads and writes. */
+typedef struct {
+    bool (*usable)(int node, const void *ctx);
+    bool (*fits)(const tg_fuse_graph *x, const tg_ew_group *d, const void *ctx);
+    const void *ctx;
+} tg_ew_rules;
+
+/* The value d's kernel writes: the last link, or the kernel's own. */
+static inline int tg_fuse_ew_stored(const tg_ew_group *d) { return d->n_epi ? d->epi[d->n_epi - 1] : d->kernel; }
+bool tg_fuse_ew_member(const tg_ew_group *d, int v);
+/* d's members that are not views, into out (room for every member). */
+int tg_fuse_ew_members(const tg_fuse_graph *x, const tg_ew_group *d, int *out);
+/* The values d's members read that are not members (each once, as read:
+ * a view is not looked through), at most cap of them; returns how many. */
+int tg_fuse_ew_reads(const tg_fuse_graph *x, const tg_ew_group *d, int *out, int cap);
+
+/* Each growth step below is taken only if the group can still run at its
+ * turn (what it reads exists then, in memory, and a read it delays keeps
+ * nothing live across another kernel's write; nothing outside reads what
+ * it writes before then) and the backend's fits accepts it. */
+
+/* Extends d's epilogue while the value it stores is not read from outside
+ * and has one reader (views between are looked through): an elementwise
+ * MAP op of the same size reading it with its own shape. A link runs at
+ * d's turn when it can, else d moves to the link's. Returns whether it grew. */
+bool tg_fuse_ew_grow_epilogue(const tg_fuse_graph *x, tg_ew_group *d, const tg_ew_rules *r);
+/* Takes inline every producer of the kernel or a link (then theirs): a free
+ * MAP node, not read from outside, that only the kernel, links and other
+ * producers read; one that is not cheap only where each reader reads an
+ * element once per element stored. Returns whether any was taken. */
+bool tg_fuse_ew_take_producers(const tg_fuse_graph *x, tg_ew_group *d, const tg_ew_rules *r);
+/* Whether member m reads its operands at the element d's stored value
+ * writes (of that value's shape): a link, a producer that only such
+ * members read, or a kernel that may run in place (TG_OPF_INPLACE). */
+bool tg_fuse_ew_in_step(const tg_fuse_graph *x, const tg_ew_group *d, int m);
 
 /* ---- the optimizer ---- */
 

@@ -52,6 +52,11 @@ static int readers_of(const tg_fuse_graph *x, int v, bool once, int *out, int ca
     return n;
 }
 
+bool tg_fuse_ready_before(const tg_fuse_graph *x, int v, int t) {
+    while (tg_fuse_is_view(x, v)) v = tg_fuse_node(x, v)->in[0];
+    return (tg_ops[tg_fuse_node(x, v)->op].flags & (TG_OPF_LEAF | TG_OPF_CONSTANT)) || tg_fusion_at(x->f, v) < t;
+}
+
 int tg_fuse_value_readers(const tg_fuse_graph *x, int v, int *out, int cap) {
     return readers_of(x, v, false, out, cap, NULL, NULL, 0);
 }

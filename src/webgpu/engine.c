@@ -597,8 +597,9 @@ static void wg_destroy(tg_engine *e_) {
 }
 
 /* The fusion pass before planning (src/wgsl/prefuse.c): causal attention,
- * products with an epilogue, sums and groups of products. The other
- * fusions are decided after planning, in tg_wgsl_emit_program.
+ * products with an epilogue, siblings, sums and groups of products,
+ * elementwise chains. The optimizer's and the clip norm's groups are
+ * decided after planning, in tg_wgsl_emit_program.
  * Off where every node's value must be readable (check_numerics). */
 static tg_status wg_fuse(const tg_program *p, tg_fusion **out) {
     *out = NULL;
@@ -612,7 +613,7 @@ static tg_status wg_fuse(const tg_program *p, tg_fusion **out) {
     bool *pinned = tg_calloc((size_t)g->n + 1, sizeof(bool));
     if (!pinned) return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
     tg_program_pinned(p, pinned);
-    st = tg_wgsl_fuse(g, pinned, &lim, out);
+    st = tg_wgsl_fuse(g, pinned, p->cut, &lim, out);
     free(pinned);
     return st;
 }

@@ -283,29 +283,6 @@ bool tg_wk_bind_nodes(wk *k, const int *nodes, int n, int *bind_of, int64_t *ele
     return true;
 }
 
-int tg_wgsl_count_bindings(const tg_plan *plan, const int *nodes, int n) {
-    tg_wgsl_binding b[64];
-    int nb = 0;
-    for (int o = 0; o < n; o++) {
-        const tg_slot *s = &plan->slot[nodes[o]];
-        int64_t lo = s->offset, hi = s->offset + s->bytes;
-        for (bool merged = true; merged;) { /* absorb every binding the range touches */
-            merged = false;
-            for (int j = 0; j < nb; j++)
-                if (b[j].arena == s->arena && lo < b[j].offset + b[j].size && b[j].offset < hi) {
-                    if (b[j].offset < lo) lo = b[j].offset;
-                    if (b[j].offset + b[j].size > hi) hi = b[j].offset + b[j].size;
-                    b[j] = b[--nb];
-                    merged = true;
-                    break;
-                }
-        }
-        if (nb == 64) return 64;
-        b[nb++] = (tg_wgsl_binding){s->arena, lo, hi - lo};
-    }
-    return nb;
-}
-
 /* ---- kernels, fused or not ---- */
 
 /* The operands of a kernel: stored outputs first, then the nodes its members
@@ -404,8 +381,7 @@ static tg_status emit_kernel(const tg_graph *g, const tg_plan *plan, int kid, co
         free(o.node), free(bind_of), free(elem_off), free(seen), free(names);
         return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory generating WGSL");
     }
-    bool store_k = n_epi == 0 || f->store_kernel;
-    if (store_k) o.node[o.n++] = kid;
+    if (n_epi == 0) o.node[o.n++] = kid;
     if (n_epi) o.node[o.n++] = f->epi[n_epi - 1];
     if (f && f->sib > 0) o.node[o.n++] = f->sib;
     o.n_out = o.n;
@@ -444,7 +420,7 @@ static tg_status emit_kernel(const tg_graph *g, const tg_plan *plan, int kid, co
             if (i >= o.n_out) tg_wsb_printf(&k.s, "fn x%d(i: u32) -> %s { return bitcast<%s>(%s); }\n", i - o.n_out, t, t, at);
             else if (f && o.node[i] == f->sib) tg_wsb_printf(&k.s, "fn st2(i: u32, v: %s) { %s = bitcast<u32>(v); }\n", t, at);
             else if (o.node[i] == kid && n_epi == 0) tg_wsb_printf(&k.s, "fn st(i: u32, v: %s) { %s = bitcast<u32>(v); }\n", t, at);
-            else tg_wsb_printf(&k.s, "fn s%s(i: u32, v: %s) { %s = bitcast<u32>(v); }\n", o.node[i] == kid ? "k" : "e", t, at);
+            else tg_wsb_printf(&k.s, "fn se(i: u32, v: %s) { %s = bitcast<u32>(v); }\n", t, at);
         }
         for (int q = 0; q < n_inl && k.st == TG_OK; q++) {
             if (chain_link(g, f, kid, f->inl[q]) != -2) continue;
@@ -476,7 +452,6 @@ static tg_status emit_kernel(const tg_graph *g, const tg_plan *plan, int kid, co
                 emit_inline(&k, f->epi[q], name, names);
             }
             tg_wsb_printf(&k.s, "fn st(i: u32, v: %s) {\n    kv_r = v;\n", t);
-            if (store_k) tg_wsb_printf(&k.s, "    sk(i, v);\n");
             tg_wsb_printf(&k.s, "    se(i, e%d(i));\n}\n", n_epi - 1);
         }
         tg_wk_names_default(&k);

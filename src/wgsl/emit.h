@@ -18,8 +18,9 @@ void tg_wsb_printf(wsb *b, const char *fmt, ...) TG_PRINTF(2, 3);
  * input k; the prelude has declared their bindings and accessors:
  *   fn ldK(i: u32) -> T     element i of input K (T = f32, i32 or u32 for bool)
  *   fn st(i: u32, v: T)     element i of the output
- * In a fused kernel (fuse.c) ldK may compute its element inline and st may
- * pass the value through an epilogue; the kernel's emitter cannot tell.
+ * In a fused kernel (prefuse_ew.c) ldK may compute its element inline and
+ * st may pass the value through an epilogue; the kernel's emitter cannot
+ * tell.
  *
  * Inline mode. The emitters of ops marked `inl` in tg_wgsl_ops can also
  * write a node as a function of the element index, for a fused kernel to

@@ -3,55 +3,33 @@
  *
  * Every dispatch costs the GPU a barrier and the CPU an encode, about as
  * much as a small kernel's work, so the program is cut into fewer, larger
- * kernels:
+ * kernels. Most groups were chosen before planning (prefuse.c: attention,
+ * products with their epilogue, siblings, sums and groups of products,
+ * elementwise chains), and the plan was made with them: they come in as
+ * they are, their kept values without memory. Two kinds are still chosen
+ * here, because their kernels bind whole spans of an arena (every param's
+ * state, every gradient), which only a plan's offsets can size:
  *   - the optimizer update of every param in one kernel (adam_m, adam_v and
  *     adam_p of all params, or SGD's two), with the clip factor's multiply of
  *     the gradient computed inline (ops_fused.c);
  *   - the clip norm's sums of squares of every gradient, and the adds that
  *     total them, in two kernels (ops_fused.c), the second also computing
- *     the scalars after the total (the clip factor, the step check);
- *   - an elementwise node computed inline where its only reader loads it
- *     (a producer), or applied to a kernel's values as it stores them (an
- *     epilogue: the bias add and relu after a matmul), never stored.
+ *     the scalars after the total (the clip factor, the step check).
  *
- * The plan was made for one kernel per node, so a fused kernel may not go
- * where the plan gave its memory to something else: a group runs at one
+ * The plan was made for those nodes' own turns, so such a group may not
+ * go where the plan gave its memory to something else: it runs at one
  * position (its turn), reads its inputs and writes its outputs then, and is
  * accepted only if no other kernel between its members' own positions and
  * its turn writes what it reads, or reads or writes what it writes (the
  * memory each node's slot names), and if inside the kernel no output shares
  * bytes with an input except where each invocation reads an element before
- * writing that same element. Values a group keeps to itself still have
- * their planned bytes; they are just never written. The groups the fusion
- * pass chose before planning (prefuse.c: attention, a product with its
- * epilogue, siblings, sums and groups of products) come in as they are,
- * their kept values without memory; a product's epilogue may still grow
- * here.
+ * writing that same element (the move check).
  *
- * The kinds of group are planned in fuse_ew.c and fuse_optim.c (fuse.h);
- * fuse_matmul.c emits the groups of products. */
+ * The two are planned in fuse_optim.c (fuse.h); fuse_matmul.c emits the
+ * groups of products. */
 #include <stdio.h>
 
 #include "fuse.h"
-
-/* The readers of node i that are not views: views of i are looked through
- * (their readers count as i's, and the views are listed in *views). */
-int tg_fz_readers(const fz *z, int i, int *out, int cap, int *views, int *n_views) {
-    int n = 0;
-    for (int c = z->fg.rd0[i]; c < z->fg.rd0[i + 1]; c++) {
-        int r = z->fg.rd[c];
-        if (c > z->fg.rd0[i] && r == z->fg.rd[c - 1]) continue; /* a node reading i twice counts once */
-        if (is_view(z->g, r)) {
-            if (views && *n_views < cap) views[(*n_views)++] = r;
-            int m = tg_fz_readers(z, r, out ? out + n : NULL, cap - n, views, n_views);
-            n += m;
-        } else {
-            if (out && n < cap) out[n] = r;
-            n++;
-        }
-    }
-    return n;
-}
 
 /* ---- the move check (see the top of this file) ---- */
 
@@ -85,7 +63,7 @@ bool tg_fz_move_ok(const fz *z, const gview *v) {
     if (!rbuf) return false;
     bool ok = true;
     for (int s = 0; s < v->ns && ok; s++) {
-        int nr = tg_fz_readers(z, v->st[s], rbuf, z->n, NULL, &(int){0});
+        int nr = tg_fuse_readers_once(&z->fg, v->st[s], rbuf, z->n, NULL, NULL, 0);
         for (int q = 0; q < nr && q < z->n && ok; q++)
             if (!in_list(v->mem, v->nm, rbuf[q]) && z->at[rbuf[q]] <= v->turn) ok = false;
     }
@@ -167,12 +145,10 @@ static tg_status pre_planned(fz *z) {
         } else {
             const tg_ew_group *d = &pg->ew;
             gr->f = (tg_wgsl_fused){d->kernel, tg_calloc((size_t)d->n_inl + 1, sizeof(int)), d->n_inl,
-                                    tg_calloc((size_t)d->n_epi + 1, sizeof(int)), d->n_epi, false, d->sib < 0 ? 0 : d->sib};
+                                    tg_calloc((size_t)d->n_epi + 1, sizeof(int)), d->n_epi, d->sib < 0 ? 0 : d->sib};
             if (!gr->f.inl || !gr->f.epi) return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
             memcpy(gr->f.inl, d->inl, sizeof(int) * (size_t)d->n_inl);
             memcpy(gr->f.epi, d->epi, sizeof(int) * (size_t)d->n_epi);
-            z->role[d->kernel] = R_KERNEL;
-            for (int q = 0; q < d->n_epi; q++) z->role[d->epi[q]] = R_EPI;
         }
     }
     for (int i = 0; i < z->n; i++) {
@@ -182,7 +158,6 @@ static tg_status pre_planned(fz *z) {
             for (int c = z->fg.rd0[i]; c < z->fg.rd0[i + 1] && gi < 0; c++) gi = z->fu->group[z->fg.rd[c]];
         if (gi < 0) continue;
         z->grp[i] = base + gi;
-        if (z->role[i] == R_NONE) z->role[i] = R_MEMBER;
         z->at[i] = z->fu->turn[gi];
         z->kept[i] = role != TG_FUSE_OUTPUT;
     }
@@ -198,10 +173,9 @@ static tg_status fz_init(fz *z, const tg_graph *g, const tg_plan *plan, const tg
     int n = g->n;
     z->must_store = tg_calloc((size_t)n + 1, sizeof(bool));
     z->grp = tg_calloc((size_t)n + 1, sizeof(int));
-    z->role = tg_calloc((size_t)n + 1, 1);
     z->at = tg_calloc((size_t)n + 1, sizeof(int));
     z->kept = tg_calloc((size_t)n + 1, sizeof(bool));
-    if (!z->must_store || !z->grp || !z->role || !z->at || !z->kept)
+    if (!z->must_store || !z->grp || !z->at || !z->kept)
         return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
     for (int i = 0; i < n; i++) {
         z->grp[i] = -1;
@@ -219,7 +193,7 @@ static tg_status fz_init(fz *z, const tg_graph *g, const tg_plan *plan, const tg
 static void fz_free(fz *z) {
     for (int i = 0; i < z->n_gr; i++) tg_fz_free_group(&z->gr[i]);
     tg_fuse_graph_free(&z->fg);
-    free(z->gr), free(z->must_store), free(z->grp), free(z->role), free(z->at), free(z->kept);
+    free(z->gr), free(z->must_store), free(z->grp), free(z->at), free(z->kept);
 }
 
 static tg_status push_spec(tg_wgsl_program *out, int *cap, tg_kernel_spec **slot) {
@@ -327,7 +301,6 @@ tg_status tg_wgsl_emit_program(const tg_graph *g, const tg_plan *plan, const tg_
     if (st == TG_OK && fusion_on() && !lim->one_kernel_per_node) {
         tg_fz_plan_optimizer(&z, wb, n_wb);
         tg_fz_plan_sumsq(&z);
-        tg_fz_plan_elementwise(&z);
         if (z.oom) st = tg_fail(TG_ERR_NOMEM, "webgpu: out of memory planning fused kernels");
     }
     int cap = 0;
@@ -344,7 +317,7 @@ tg_status tg_wgsl_emit_program(const tg_graph *g, const tg_plan *plan, const tg_
         int64_t work = 0;
         int kn = gi < 0 ? i : z.gr[gi].kind == FZ_FUSED ? z.gr[gi].f.kernel : -1;
         if (kn >= 0 && tg_wgsl_phases(g, kn, lim, &work) > 1) { /* two dispatches sharing the workspace */
-            tg_wgsl_fused one = {kn, NULL, 0, NULL, 0, false, 0};
+            tg_wgsl_fused one = {kn, NULL, 0, NULL, 0, 0};
             const tg_wgsl_fused *f = gi < 0 ? &one : &z.gr[gi].f;
             if (f->sib) /* the sibling's partials follow the kernel's */
                 work = g->nodes[kn].op == TG_OP_MATMUL ? tg_wgsl_matmul_colsum_work(g, kn) : 2 * work;

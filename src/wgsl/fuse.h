@@ -1,6 +1,5 @@
-/* The fusion after planning (fuse.c): its state, the move check every
- * group must pass, and the planners of each kind of group, one file each:
- * elementwise chains (fuse_ew.c), the optimizer and the clip norm
+/* The fusion after planning (fuse.c): its state, the move check its
+ * groups must pass, and their planners, the optimizer and the clip norm
  * (fuse_optim.c); and the emitters of the groups of products chosen before
  * planning (fuse_matmul.c). Internal to the WGSL backend. */
 #ifndef TG_WGSL_FUSE_H
@@ -13,8 +12,6 @@
 #include "emit.h"
 #include "fused.h"
 
-enum { R_NONE, R_KERNEL, R_INL, R_EPI, R_MEMBER };
-
 typedef struct {
     const tg_graph *g;
     const tg_plan *plan;
@@ -24,7 +21,6 @@ typedef struct {
     bool *must_store;  /* read after the step or by a writeback: never kept inside a kernel */
     tg_fuse_graph fg;  /* the readers of every node (fuse/fuse.h), must_store pinned */
     int *grp;          /* group per node, -1 for none */
-    uint8_t *role;
     int *at;           /* position at which the node's kernel runs */
     bool *kept;        /* computed inside a fused kernel and never stored */
     fz_group *gr;
@@ -54,10 +50,6 @@ static inline int ready_at(const fz *z, int i) {
     return z->at[i];
 }
 
-/* The readers of node i that are not views: views of i are looked through
- * (their readers count as i's, and the views are listed in *views). */
-int tg_fz_readers(const fz *z, int i, int *out, int cap, int *views, int *n_views);
-
 /* What a group would touch: its members, those it stores, what it reads
  * from memory, and the position it runs at (see the top of fuse.c). */
 typedef struct {
@@ -86,7 +78,6 @@ void tg_fz_free_group(fz_group *g);
 /* The planners, in the order tg_wgsl_emit_program runs them. */
 void tg_fz_plan_optimizer(fz *z, const tg_writeback *wb, int n_wb);
 void tg_fz_plan_sumsq(fz *z);
-void tg_fz_plan_elementwise(fz *z);
 
 tg_status tg_fz_emit_matmul_sum(const tg_graph *g, const tg_plan *plan, const tg_wgsl_limits *lim, const fz_group *gr,
                                 tg_kernel_spec *k, tg_wgsl_program *out);

@@ -136,7 +136,7 @@ void tg_fz_plan_optimizer(fz *z, const tg_writeback *wb, int n_wb) {
             fz_seg *q = &gr->seg[s];
             int mem[4] = {q->m2, q->v2, q->p2, q->scale >= 0 ? q->gx : -1};
             for (int u = 0; u < 4; u++)
-                if (mem[u] >= 0) z->grp[mem[u]] = id, z->role[mem[u]] = R_MEMBER, z->at[mem[u]] = gr->turn;
+                if (mem[u] >= 0) z->grp[mem[u]] = id, z->at[mem[u]] = gr->turn;
             if (q->scale >= 0) z->kept[q->gx] = true;
         }
     }
@@ -193,7 +193,7 @@ void tg_fz_plan_sumsq(fz *z) {
         int id = (int)(gr - z->gr);
         for (int q = 0; q < v.nm; q++) {
             int x = v.mem[q];
-            z->grp[x] = id, z->role[x] = R_MEMBER, z->at[x] = gr->turn;
+            z->grp[x] = id, z->at[x] = gr->turn;
             z->kept[x] = !in_list(v.st, v.ns, x);
         }
     }
@@ -267,7 +267,7 @@ static void plan_sumsq_tails(fz *z, int gid) {
                 int x = tl[q];
                 g->tail[q] = x;
                 g->tail_st[q] = stored[q];
-                z->grp[x] = gid, z->role[x] = R_MEMBER, z->at[x] = turn, z->kept[x] = !stored[q];
+                z->grp[x] = gid, z->at[x] = turn, z->kept[x] = !stored[q];
             }
         }
     }

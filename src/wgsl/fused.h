@@ -1,4 +1,5 @@
-/* The groups the fusion planner (fuse.c) makes and the emitters of the two
+/* The fused groups: those chosen before planning (prefuse.c, recorded per
+ * group as fz_pregroup), those after (fuse.c), and the emitters of the two
  * kinds that are not an ordinary kernel with inline parts (ops_fused.c). */
 #ifndef TG_WGSL_FUSED_H
 #define TG_WGSL_FUSED_H
@@ -57,6 +58,13 @@ typedef struct {
     int split;               /* FZ_MMGROUP: K-ranges (tg_wgsl_matmul_group_split), 1 for none */
     tg_ew_group ew;          /* FZ_FUSED: the kernel, its sibling, producers and epilogue */
 } fz_pregroup;
+
+/* The elementwise groups of the fusion before planning (prefuse_ew.c):
+ * inline producers and epilogues, new groups or grown pre-planned kernel
+ * groups, recorded in f and pre (by group id). cut: the end of the
+ * backward, which no group spans. */
+tg_status tg_wgsl_fuse_elementwise(const tg_fuse_graph *x, tg_fusion *f, const tg_wgsl_limits *lim, int cut,
+                                   fz_pregroup *pre);
 
 typedef tg_status (*fz_push)(tg_wgsl_program *out, int *cap, tg_kernel_spec **slot);
 /* Appends the kernel specs of an FZ_OPTIM or FZ_SUMSQ group to out (through

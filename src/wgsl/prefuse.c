@@ -26,12 +26,16 @@
  *     chosen after planning, a plan that reuses an earlier member's operand
  *     memory (as discarded gradients do) forbade the group.
  *
- * A chain ending in a residual add stays with the fusion after planning
- * (fuse.c). Everything else is fused after planning too, where the plan's
- * memory decides what may move; a product that fusion would give an
- * epilogue or an inline producer is left to it. A product that took a
- * column sum beside it is a sibling already, so no group of products
- * takes it. */
+ *   - then elementwise chains (prefuse_ew.c): a node computed inline where
+ *     its readers load it, or applied to a kernel's values as it stores
+ *     them (a residual add after a product, a chain after any kernel, a
+ *     product's epilogue grown further), the links in between kept in
+ *     registers. A product that would take such an epilogue is left to it
+ *     by the groups of products; one that took a column sum beside it is
+ *     a sibling already, so no group of products takes it.
+ *
+ * The optimizer's updates and the clip norm's sums are grouped after
+ * planning (fuse.c), where their kernels' spans of the arenas are known. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -158,10 +162,10 @@ static void siblings(const tg_fuse_graph *x, tg_fusion *f, const tg_wgsl_limits 
 
 /* ---- groups of products ---- */
 
-/* Whether the fusion after planning may give product mm an epilogue (its
- * value's one reader elementwise, of its size). A group saves a dispatch
- * per member but the first, so it goes before a cheap producer the product
- * could compute inline. */
+/* Whether the elementwise fusion (prefuse_ew.c) may give product mm an
+ * epilogue (its value's one reader elementwise, of its size). A group saves
+ * a dispatch per member but the first, so it goes before a cheap producer
+ * the product could compute inline. */
 static bool wanted_after(const tg_fuse_graph *x, int mm) {
     int rd[2];
     return !x->pinned[mm] && tg_fuse_value_readers(x, mm, rd, 2) == 1 &&
@@ -289,7 +293,7 @@ static void product_groups(const tg_fuse_graph *x, tg_fusion *f, const tg_wgsl_l
     }
 }
 
-tg_status tg_wgsl_fuse(const tg_graph *g, const bool *pinned, const tg_wgsl_limits *lim, tg_fusion **out) {
+tg_status tg_wgsl_fuse(const tg_graph *g, const bool *pinned, int cut, const tg_wgsl_limits *lim, tg_fusion **out) {
     *out = NULL;
     tg_fusion *f = tg_fusion_new(g->n);
     tg_wgsl_prefused *at = tg_calloc(1, sizeof *at);
@@ -313,10 +317,11 @@ tg_status tg_wgsl_fuse(const tg_graph *g, const bool *pinned, const tg_wgsl_limi
         product_sums(&fg, f, lim, at->pre);
         product_groups(&fg, f, lim, at->pre);
     }
+    if (tg_wgsl_fusion_enabled() && !lim->one_kernel_per_node) st = tg_wgsl_fuse_elementwise(&fg, f, lim, cut, at->pre);
     tg_fuse_graph_free(&fg);
-    if (f->n_groups == 0) {
+    if (st != TG_OK || f->n_groups == 0) {
         tg_fusion_free(f);
-        return TG_OK;
+        return st;
     }
     *out = f;
     return TG_OK;

@@ -84,12 +84,12 @@ typedef struct {
  * shape). */
 tg_status tg_wgsl_emit(const tg_graph *g, const tg_plan *plan, int id, const tg_wgsl_limits *lim,
                        tg_kernel_spec *out);
-/* A fused kernel (planned by fuse.c): node `kernel`'s emitter writes the
- * entry point; the nodes in inl (topological order: inputs before readers)
- * are computed inline wherever a member reads them, never stored; the chain
- * epi (each reading the one before, or the kernel node, at the element being
- * stored) transforms every value the kernel stores, and its last node is
- * what lands in memory, plus the kernel node's own value if store_kernel.
+/* A fused kernel (chosen before planning, prefuse.c): node `kernel`'s
+ * emitter writes the entry point; the nodes in inl (topological order:
+ * inputs before readers) are computed inline wherever a member reads them,
+ * never stored; the chain epi (each reading the one before, or the kernel
+ * node, at the element being stored) transforms every value the kernel
+ * stores, and its last node is what lands in memory instead.
  * A sibling (sib > 0) is a second node the kernel's emitter computes from
  * the kernel node's own inputs and stores through st2 (a layer norm's bias
  * gradient beside its gain gradient, a bias gradient beside a split
@@ -99,7 +99,6 @@ typedef struct {
     int kernel;
     int *inl, n_inl;
     int *epi, n_epi;
-    bool store_kernel;
     int sib;
 } tg_wgsl_fused;
 tg_status tg_wgsl_emit_fused(const tg_graph *g, const tg_plan *plan, const tg_wgsl_fused *f, const tg_wgsl_limits *lim,
@@ -145,9 +144,6 @@ void tg_wgsl_rows_test_form(int form);
  * workgroup per row (1) or a row per subgroup where one fits (2); -1 goes
  * back to TG_WGSL_REDUCE. */
 void tg_wgsl_reduce_test_form(int form);
-/* How many storage bindings nodes[0..n) need once overlapping ranges of one
- * arena are merged (as the emitters bind them). */
-int tg_wgsl_count_bindings(const tg_plan *plan, const int *nodes, int n);
 /* A whole program's kernels, in the order a step runs them (constants
  * included: the engine runs those once), with the planner's fusions. */
 typedef struct {
@@ -160,10 +156,13 @@ typedef struct {
 } tg_wgsl_program;
 #define TG_WGSL_WORKSPACE TG_N_ARENAS /* tg_wgsl_binding.arena of the engine's per-program workspace buffer */
 /* The fusion pass before planning (prefuse.c): causal attentions, then
- * products with an epilogue, then sums and groups of products; pinned:
- * nodes read from outside, never absorbed. *out = NULL when there are no groups; (*out)->impl is a
- * tg_wgsl_prefused (attention.h), the attentions being the first groups. */
-tg_status tg_wgsl_fuse(const tg_graph *g, const bool *pinned, const tg_wgsl_limits *lim, tg_fusion **out);
+ * products with an epilogue, siblings, sums and groups of products, then
+ * elementwise chains (inline producers, epilogues); pinned: nodes read
+ * from outside, never absorbed; cut: the end of the backward, which no
+ * elementwise group spans. *out = NULL when there are no groups;
+ * (*out)->impl is a tg_wgsl_prefused (attention.h), the attentions being
+ * the first groups. */
+tg_status tg_wgsl_fuse(const tg_graph *g, const bool *pinned, int cut, const tg_wgsl_limits *lim, tg_fusion **out);
 /* fu: the groups chosen before planning (tg_wgsl_fuse), NULL for none. */
 tg_status tg_wgsl_emit_program(const tg_graph *g, const tg_plan *plan, const tg_fusion *fu, const tg_writeback *wb,
                                int n_wb, const tg_wgsl_limits *lim, tg_wgsl_program *out);
