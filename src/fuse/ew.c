@@ -64,29 +64,68 @@ static bool writes_between(const tg_fuse_graph *x, const tg_ew_group *d, int a, 
     return false;
 }
 
-/* Whether a kernel at turn t can read v: it exists by then, in memory
- * (not kept inside another group's kernel, not a permute only strided
- * kernels read), and if t is later than v's last read, nothing else is
- * written in between (a plan for its readers' turns could have reused v's
- * bytes there; a value that lives on anyway costs nothing). */
-static bool readable(const tg_fuse_graph *x, const tg_ew_group *d, int v, int t) {
+static int64_t bytes_of(const tg_fuse_graph *x, int v) { return tg_ir_numel(node(x, v)) * 4; }
+
+enum { READ_NEVER = -3, READ_NOW = -2 };
+
+/* Whether a kernel at turn t can read v, and what the read costs:
+ * READ_NEVER when v is not there by then, or not in memory (kept inside
+ * another group's kernel, or a permute only strided kernels read);
+ * READ_NOW when it lives until t anyway (a leaf, a constant, a value read
+ * from outside or read at t or later); else the turn of its last read, after
+ * which a plan for its readers' own turns could have given its bytes to
+ * something else. *src: the value under the views. */
+static int read_at(const tg_fuse_graph *x, int v, int t, int *src) {
     int s = v;
     for (; tg_fuse_is_view(x, s); s = node(x, s)->in[0])
-        if (x->f && x->f->role[s] == TG_FUSE_VIEW) return false;
+        if (x->f && x->f->role[s] == TG_FUSE_VIEW) return READ_NEVER;
+    *src = s;
     uint8_t role = x->f ? x->f->role[s] : TG_FUSE_NONE;
-    if (role == TG_FUSE_ABSORBED || role == TG_FUSE_REMAT || !tg_fuse_ready_before(x, s, t)) return false;
-    if ((flags(x, s) & (TG_OPF_LEAF | TG_OPF_CONSTANT)) || x->pinned[s] || x->pinned[v]) return true;
+    if (role == TG_FUSE_ABSORBED || role == TG_FUSE_REMAT || !tg_fuse_ready_before(x, s, t)) return READ_NEVER;
+    if ((flags(x, s) & (TG_OPF_LEAF | TG_OPF_CONSTANT)) || x->pinned[s] || x->pinned[v]) return READ_NOW;
     int last = last_read(x, s);
-    return last >= t || !writes_between(x, d, last, t);
+    return last >= t ? READ_NOW : last;
 }
 
-/* Whether d can run at its turn: everything it reads can be read then,
- * and nothing outside reads what it stores before then. */
+/* Whether no turn in (lo, d's turn] has more bytes live with d than
+ * without it: the values whose last read d delays to its turn (src[q],
+ * otherwise dead after last[q]) against the values d keeps inside, each of
+ * which was live from its write to its last read. */
+static bool balanced(const tg_fuse_graph *x, const tg_ew_group *d, const int *src, const int *last, int n, int lo) {
+    int mem[TG_EW_MAX_INL + TG_EW_MAX_EPI + 2], nm = tg_fuse_ew_members(x, d, mem), from[TG_EW_MAX_INL + TG_EW_MAX_EPI + 2];
+    int to[TG_EW_MAX_INL + TG_EW_MAX_EPI + 2];
+    for (int q = 0; q < nm; q++) {
+        bool kept = mem[q] != tg_fuse_ew_stored(d) && mem[q] != d->sib;
+        from[q] = kept ? tg_fusion_at(x->f, mem[q]) : d->turn + 1, to[q] = kept ? last_read(x, mem[q]) : -1;
+    }
+    for (int t = lo + 1; t <= d->turn; t++) {
+        int64_t delayed = 0, kept = 0;
+        for (int q = 0; q < n; q++) delayed += last[q] < t ? bytes_of(x, src[q]) : 0;
+        for (int q = 0; q < nm; q++) kept += from[q] <= t && t <= to[q] ? bytes_of(x, mem[q]) : 0;
+        if (delayed > kept) return false;
+    }
+    return true;
+}
+
+/* Whether d can run at its turn: everything it reads is there and in
+ * memory then; a read it delays past the value's last read keeps it live
+ * over no other kernel's write, or over turns where d keeps at least as
+ * many bytes inside as it keeps live that way; and nothing outside reads
+ * what it stores before then. */
 static bool timing_ok(const tg_fuse_graph *x, const tg_ew_group *d) {
-    int rd[64], n = tg_fuse_ew_reads(x, d, rd, 64);
+    int rd[64], n = tg_fuse_ew_reads(x, d, rd, 64), src[64], last[64], nd = 0, lo = d->turn;
     if (n > 64) return false;
-    for (int q = 0; q < n; q++)
-        if (!readable(x, d, rd[q], d->turn)) return false;
+    bool crosses = false;
+    for (int q = 0; q < n; q++) {
+        int s = -1, at = read_at(x, rd[q], d->turn, &s), k = 0;
+        if (at == READ_NEVER) return false;
+        while (k < nd && src[k] != s) k++;
+        if (at == READ_NOW || k < nd) continue;
+        src[nd] = s, last[nd++] = at;
+        crosses |= writes_between(x, d, at, d->turn);
+        if (at < lo) lo = at;
+    }
+    if (crosses && !balanced(x, d, src, last, nd, lo)) return false;
     int st[2] = {tg_fuse_ew_stored(d), d->sib};
     for (int s = 0; s < 2; s++)
         for (int r = st[s] >= 0 ? x->rd0[st[s]] : 0; st[s] >= 0 && r < x->rd0[st[s] + 1]; r++)
