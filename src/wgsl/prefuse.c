@@ -52,7 +52,7 @@ static void prefused_free(void *p) {
  * for none), at turn: what the emitters are given after planning. */
 static void kernel_group(fz_pregroup *pre, int gid, int kernel, const int *epi, int n_epi, int sib, int turn) {
     pre[gid] = (fz_pregroup){.kind = FZ_FUSED, .split = 1, .ew = {.kernel = kernel, .sib = sib, .turn = turn, .gid = gid}};
-    memcpy(pre[gid].ew.epi, epi, sizeof(int) * (size_t)n_epi);
+    if (n_epi > 0) memcpy(pre[gid].ew.epi, epi, sizeof(int) * (size_t)n_epi); /* epi may be NULL when empty */
     pre[gid].ew.n_epi = n_epi;
 }
 
