@@ -426,22 +426,31 @@ static bool init(wgpu_ctx *c, char *why, size_t n) {
     dd.required_limits = &lim;
     /* Subgroups, where offered, for the row kernels' reductions (rows.c):
      * a subgroup sum replaces most of a workgroup tree's barrier steps. */
-    static const uint32_t want_subgroups[] = {WG_FEATURE_SUBGROUPS};
+    /* Timestamps only for TG_WG_PROFILE (the engine's profile times each
+     * kernel with them), unquantized: Dawn rounds them by default. */
+    const char *prof = getenv("TG_WG_PROFILE");
+    bool want_timestamps = prof && atoi(prof) > 0;
+    uint32_t want[2];
     wg_features af = {0};
     c->f.AdapterGetFeatures(c->adapter, &af);
-    c->subgroups = false;
-    for (size_t i = 0; i < af.count; i++) c->subgroups |= af.features[i] == WG_FEATURE_SUBGROUPS;
+    c->subgroups = c->timestamps = false;
+    for (size_t i = 0; i < af.count; i++) {
+        c->subgroups |= af.features[i] == WG_FEATURE_SUBGROUPS;
+        c->timestamps |= want_timestamps && af.features[i] == WG_FEATURE_TIMESTAMP_QUERY;
+    }
     feature_names(&af, NULL, c->info.features, sizeof c->info.features);
     c->f.SupportedFeaturesFreeMembers(af);
-    if (c->subgroups) dd.required_feature_count = 1, dd.required_features = want_subgroups;
+    if (c->subgroups) want[dd.required_feature_count++] = WG_FEATURE_SUBGROUPS;
+    if (c->timestamps) want[dd.required_feature_count++] = WG_FEATURE_TIMESTAMP_QUERY;
+    dd.required_features = want;
     /* Codegen already checked every index against the buffers' sizes at
      * compile time; the clamps Dawn's compiler puts on every storage access
      * cost the H200 5% of gpt_small's step (48.2 against 45.7 ms). */
     const char *env = getenv("TG_WEBGPU_ROBUST");
     bool want_robust = env && *env && strcmp(env, "0") != 0;
-    static const char *const fast[] = {"disable_robustness"};
-    wg_toggles toggles = {{NULL, WG_STYPE_DAWN_TOGGLES}, 1, fast, 0, NULL};
-    if (!want_robust) dd.next = &toggles.chain;
+    static const char *const fast[] = {"disable_robustness"}, *const exact[] = {"timestamp_quantization"};
+    wg_toggles toggles = {{NULL, WG_STYPE_DAWN_TOGGLES}, want_robust ? 0 : 1, fast, c->timestamps ? 1 : 0, exact};
+    if (toggles.enabled_count || toggles.disabled_count) dd.next = &toggles.chain;
     dd.lost = (wg_lost_cb_info){NULL, WG_CALLBACK_ALLOW_SPONTANEOUS, on_lost, c, NULL};
     dd.uncaptured = (wg_error_cb_info){NULL, on_error, c, NULL};
     request_result d = {0};

@@ -26,10 +26,11 @@
  * 0.99 ms. (Indirect dispatches gated by a small kernel measured slower
  * than waiting: Dawn validates each indirect dispatch.)
  *
- * TG_WG_PROFILE=N: the N-th run of each program (1 = the first) runs its
- * dispatches one at a time, waiting for each, and prints to stderr every
- * kernel's time (the wait's cost on an empty submit subtracted), the largest
- * first, and the totals per kind of kernel. A tool for finding slow
+ * TG_WG_PROFILE=N: the N-th run of each program (1 = the first) times
+ * every kernel and prints to stderr their times, the largest first, and the
+ * totals per kind of kernel: from the GPU's clock where the adapter has
+ * timestamp queries (a compute pass per kernel), else by running the
+ * dispatches one at a time, waiting for each. A tool for finding slow
  * kernels on the real GPU; the step it profiles computes what it should. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -363,7 +364,10 @@ static const char *kind_of(const char *label) {
     return colon ? colon + 2 : label;
 }
 
-static tg_status profile_run(wg_engine *e, wg_program *wp) {
+/* Each call's time, waiting for it alone: the GPU idles between kernels
+ * (its clocks may drop), and the wait's cost on an empty submit is
+ * subtracted. *note says so. */
+static tg_status profile_waits(wg_engine *e, wg_program *wp, double *ms, char *note, size_t n) {
     wgpu_ctx *c = e->c;
     tg_status st = wait_idle(e);
     double base = 1e9;
@@ -375,31 +379,94 @@ static tg_status profile_run(wg_engine *e, wg_program *wp) {
         st = wait_idle(e);
         if (now_s() - t0 < base) base = now_s() - t0;
     }
-    prof_row *rows = tg_calloc((size_t)wp->n_calls + 1, sizeof *rows), *kinds = tg_calloc((size_t)wp->n_calls + 1, sizeof *kinds);
-    int nk = 0;
-    double total = 0;
-    for (int i = 0; i < wp->n_calls && st == TG_OK && rows && kinds; i++) {
+    for (int i = 0; i < wp->n_calls && st == TG_OK; i++) {
         double t0 = now_s();
         wg_encoder enc = c->f.DeviceCreateCommandEncoder(c->device, NULL);
         encode(c, enc, &wp->calls[i], 1);
         submit(c, enc);
         st = wait_idle(e);
-        double ms = 1e3 * (now_s() - t0 - base);
-        if (ms < 0) ms = 0;
-        rows[i] = (prof_row){wp->calls[i].label, ms, 1};
-        total += ms;
+        ms[i] = 1e3 * (now_s() - t0 - base);
+        if (ms[i] < 0) ms[i] = 0;
+    }
+    snprintf(note, n, "each waited for alone; %.1f us of waiting subtracted from each", base * 1e6);
+    return st;
+}
+
+/* Each call's time from the GPU's clock: every call in a compute pass of
+ * its own that writes the clock as it begins and ends, all of them
+ * submitted at once, so the GPU stays busy as in a step. */
+#define PROFILE_PASSES 1024 /* passes per query set (WebGPU allows 4096 queries) */
+static tg_status profile_timestamps(wg_engine *e, wg_program *wp, double *ms, char *note, size_t n) {
+    wgpu_ctx *c = e->c;
+    uint64_t first = UINT64_MAX, last = 0;
+    tg_status st = TG_OK;
+    for (int from = 0; from < wp->n_calls && st == TG_OK; from += PROFILE_PASSES) {
+        int k = wp->n_calls - from < PROFILE_PASSES ? wp->n_calls - from : PROFILE_PASSES;
+        int64_t bytes = (int64_t)k * 2 * 8;
+        wg_query_set_desc qd = {NULL, {"profile", WG_STRLEN}, WG_QUERY_TIMESTAMP, (uint32_t)(2 * k)};
+        wg_query_set qs = c->f.DeviceCreateQuerySet(c->device, &qd);
+        wg_buffer resolved = new_buffer(c, "profile", WG_USAGE_QUERY_RESOLVE | WG_USAGE_COPY_SRC, bytes);
+        uint64_t *t = malloc((size_t)bytes);
+        if (!qs || !resolved || !t || !staging_for(e, bytes)) st = tg_fail(TG_ERR_NOMEM, "webgpu profile: out of memory");
+        if (st == TG_OK) {
+            wg_encoder enc = c->f.DeviceCreateCommandEncoder(c->device, NULL);
+            for (int i = 0; i < k; i++) {
+                const wg_call *w = &wp->calls[from + i];
+                wg_pass_timestamps tw = {NULL, qs, (uint32_t)(2 * i), (uint32_t)(2 * i + 1)};
+                wg_pass_desc pd = {NULL, {NULL, 0}, &tw};
+                wg_pass pass = c->f.CommandEncoderBeginComputePass(enc, &pd);
+                c->f.ComputePassEncoderSetPipeline(pass, w->pipe);
+                c->f.ComputePassEncoderSetBindGroup(pass, 0, w->bg, 0, NULL);
+                c->f.ComputePassEncoderDispatchWorkgroups(pass, w->grid[0], w->grid[1], w->grid[2]);
+                c->f.ComputePassEncoderEnd(pass);
+                c->f.ComputePassEncoderRelease(pass);
+            }
+            c->f.CommandEncoderResolveQuerySet(enc, qs, 0, (uint32_t)(2 * k), resolved, 0);
+            c->f.CommandEncoderCopyBufferToBuffer(enc, resolved, 0, e->staging, 0, (uint64_t)bytes);
+            submit(c, enc);
+            st = tg_wgpu_take_error(c, "webgpu profile");
+        }
+        if (st == TG_OK) st = tg_wgpu_map_read(c, e->staging, t, (size_t)bytes);
+        for (int i = 0; i < k && st == TG_OK; i++) {
+            ms[from + i] = t[2 * i + 1] > t[2 * i] ? (double)(t[2 * i + 1] - t[2 * i]) * 1e-6 : 0;
+            if (t[2 * i] < first) first = t[2 * i];
+            if (t[2 * i + 1] > last) last = t[2 * i + 1];
+        }
+        free(t);
+        drop_buffer(c, resolved);
+        if (qs) {
+            c->f.QuerySetDestroy(qs);
+            c->f.QuerySetRelease(qs);
+        }
+    }
+    snprintf(note, n, "GPU timestamps, a pass per kernel submitted together; %.3f ms from the first kernel's start "
+             "to the last one's end", last > first ? (double)(last - first) * 1e-6 : 0.0);
+    return st;
+}
+
+static tg_status profile_run(wg_engine *e, wg_program *wp) {
+    prof_row *rows = tg_calloc((size_t)wp->n_calls + 1, sizeof *rows), *kinds = tg_calloc((size_t)wp->n_calls + 1, sizeof *kinds);
+    double *ms = tg_calloc((size_t)wp->n_calls + 1, sizeof *ms);
+    char note[160] = "";
+    tg_status st = rows && kinds && ms ? TG_OK : tg_fail(TG_ERR_NOMEM, "webgpu profile: out of memory");
+    if (st == TG_OK)
+        st = e->c->timestamps ? profile_timestamps(e, wp, ms, note, sizeof note) : profile_waits(e, wp, ms, note, sizeof note);
+    int nk = 0;
+    double total = 0;
+    for (int i = 0; i < wp->n_calls && st == TG_OK; i++) {
+        rows[i] = (prof_row){wp->calls[i].label, ms[i], 1};
+        total += ms[i];
         const char *k = kind_of(wp->calls[i].label);
         int j = 0;
         while (j < nk && strcmp(kinds[j].label, k)) j++;
         if (j == nk) kinds[nk++] = (prof_row){k, 0, 0};
-        kinds[j].ms += ms;
+        kinds[j].ms += ms[i];
         kinds[j].n++;
     }
-    if (st == TG_OK && rows && kinds) {
+    if (st == TG_OK) {
         qsort(rows, (size_t)wp->n_calls, sizeof *rows, by_ms);
         qsort(kinds, (size_t)nk, sizeof *kinds, by_ms);
-        fprintf(stderr, "webgpu profile: %d dispatches, %.3f ms of kernels (each waited for alone; %.1f us of waiting "
-                        "subtracted from each)\n", wp->n_calls, total, base * 1e6);
+        fprintf(stderr, "webgpu profile: %d dispatches, %.3f ms of kernels (%s)\n", wp->n_calls, total, note);
         fprintf(stderr, "  by kind:\n");
         for (int j = 0; j < nk; j++)
             fprintf(stderr, "  %9.3f ms %5.1f%% %4dx  %s\n", kinds[j].ms, 100 * kinds[j].ms / (total > 0 ? total : 1),
@@ -408,6 +475,7 @@ static tg_status profile_run(wg_engine *e, wg_program *wp) {
         for (int i = 0; i < wp->n_calls && i < 40; i++)
             fprintf(stderr, "  %9.3f ms  %s\n", rows[i].ms, rows[i].label);
     }
+    free(ms);
     free(rows);
     free(kinds);
     return st;

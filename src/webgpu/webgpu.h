@@ -22,6 +22,7 @@ typedef struct {
     tg_wgsl_limits klimits; /* what codegen checks against (limits, or a test override) */
     tg_webgpu_adapter_info info;
     bool subgroups;         /* the device was created with the subgroups feature (asked for when offered) */
+    bool timestamps;        /* ... and with timestamp-query (asked for under TG_WG_PROFILE, when offered) */
     /* Serializes every use of the device: WebGPU objects are not promised to
      * be thread-safe, and sessions may live on different threads. */
     pthread_mutex_t mu;

@@ -30,6 +30,7 @@ typedef struct wg_bind_group_t *wg_bind_group;
 typedef struct wg_encoder_t *wg_encoder;    /* command encoder */
 typedef struct wg_pass_t *wg_pass;          /* compute pass encoder */
 typedef struct wg_cmdbuf_t *wg_cmdbuf;
+typedef struct wg_query_set_t *wg_query_set;
 
 #define WG_STRLEN SIZE_MAX
 #define WG_WHOLE_SIZE UINT64_MAX
@@ -51,12 +52,14 @@ enum { WG_MESSAGE_ERROR = 1, WG_MESSAGE_WARNING = 2, WG_MESSAGE_INFO = 3 };
 enum { WG_LOST_UNKNOWN = 1, WG_LOST_DESTROYED = 2, WG_LOST_CANCELLED = 3, WG_LOST_FAILED_CREATION = 4 };
 enum { WG_STYPE_SHADER_SOURCE_WGSL = 2, WG_STYPE_DAWN_TOGGLES = 0x0005000A };
 /* Feature names of webgpu.h 2025-06-18 (Dawn's own start at 0x50000). */
-enum { WG_FEATURE_SHADER_F16 = 0xA, WG_FEATURE_SUBGROUPS = 0x11 };
+enum { WG_FEATURE_TIMESTAMP_QUERY = 0x3, WG_FEATURE_SHADER_F16 = 0xA, WG_FEATURE_SUBGROUPS = 0x11 };
+enum { WG_QUERY_TIMESTAMP = 2 };
 
 #define WG_USAGE_MAP_READ ((wg_flags)0x1)
 #define WG_USAGE_COPY_SRC ((wg_flags)0x4)
 #define WG_USAGE_COPY_DST ((wg_flags)0x8)
 #define WG_USAGE_STORAGE ((wg_flags)0x80)
+#define WG_USAGE_QUERY_RESOLVE ((wg_flags)0x200)
 #define WG_MAP_READ ((wg_flags)0x1)
 
 /* ---- structs ---- */
@@ -249,11 +252,25 @@ typedef struct {
     const wg_bind_entry *entries;
 } wg_bind_group_desc;
 
+/* Where a pass writes the GPU's clock (in ns) as it begins and ends. */
+typedef struct {
+    wg_chain *next;
+    wg_query_set set;
+    uint32_t begin_index, end_index;
+} wg_pass_timestamps;
+
 typedef struct {
     wg_chain *next;
     wg_str label;
-    const void *timestamp_writes;
+    const wg_pass_timestamps *timestamp_writes;
 } wg_pass_desc;
+
+typedef struct {
+    wg_chain *next;
+    wg_str label;
+    uint32_t type; /* WG_QUERY_TIMESTAMP */
+    uint32_t count;
+} wg_query_set_desc;
 
 /* A bind group layout entry; only the buffer part is used (the sampler and
  * texture parts stay zero = "binding not used"). */
@@ -313,6 +330,8 @@ _Static_assert(sizeof(wg_pipeline_desc) == 80, "WGPUComputePipelineDescriptor");
 _Static_assert(sizeof(wg_bind_entry) == 56, "WGPUBindGroupEntry");
 _Static_assert(sizeof(wg_bind_group_desc) == 48, "WGPUBindGroupDescriptor");
 _Static_assert(sizeof(wg_pass_desc) == 32, "WGPUComputePassDescriptor");
+_Static_assert(sizeof(wg_pass_timestamps) == 24, "WGPUPassTimestampWrites");
+_Static_assert(sizeof(wg_query_set_desc) == 32, "WGPUQuerySetDescriptor");
 _Static_assert(sizeof(wg_bgl_entry) == 120 && offsetof(wg_bgl_entry, buffer) == 32, "WGPUBindGroupLayoutEntry");
 _Static_assert(sizeof(wg_bgl_desc) == 40, "WGPUBindGroupLayoutDescriptor");
 _Static_assert(sizeof(wg_layout_desc) == 48, "WGPUPipelineLayoutDescriptor");
@@ -367,7 +386,11 @@ _Static_assert(sizeof(wg_layout_desc) == 48, "WGPUPipelineLayoutDescriptor");
     X(const void *, BufferGetConstMappedRange, (wg_buffer, size_t, size_t))                                       \
     X(void, BufferUnmap, (wg_buffer))                                                                             \
     X(void, BufferDestroy, (wg_buffer))                                                                           \
-    X(void, BufferRelease, (wg_buffer))
+    X(void, BufferRelease, (wg_buffer))                                                                           \
+    X(wg_query_set, DeviceCreateQuerySet, (wg_device, const wg_query_set_desc *))                                 \
+    X(void, CommandEncoderResolveQuerySet, (wg_encoder, wg_query_set, uint32_t, uint32_t, wg_buffer, uint64_t))   \
+    X(void, QuerySetDestroy, (wg_query_set))                                                                      \
+    X(void, QuerySetRelease, (wg_query_set))
 
 typedef struct {
 #define WG_MEMBER(ret, name, args) ret(*name) args;
