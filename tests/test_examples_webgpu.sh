@@ -12,6 +12,23 @@ if ! "$tg" devices | grep -q '^webgpu .*(vulkan\|^webgpu .*(metal\|^webgpu .*(d3
     exit 0
 fi
 check "sin on webgpu" "$tg" train sin --backend webgpu --quiet
+# TG_WG_PROFILE: the profiled step computes what an unprofiled one does (the
+# same final loss), every dispatch of the step is timed (the by-kind counts
+# add up to the plan's dispatches), from the GPU's timestamps where the
+# adapter has timestamp-query (lavapipe has).
+plain=$("$tg" train sin --backend webgpu --steps 5 --quiet 2>&1 | sed -n 's/^final loss=//p')
+prof=$(TG_WG_PROFILE=2 "$tg" train sin --backend webgpu --steps 5 --quiet 2>&1)
+loss=$(printf '%s\n' "$prof" | sed -n 's/^final loss=//p')
+n=$(printf '%s\n' "$prof" | sed -n 's/^webgpu profile: \([0-9]*\) dispatches.*/\1/p')
+sum=$(printf '%s\n' "$prof" | awk '/^  by kind:/ { on = 1; next } /^  slowest:/ { on = 0 } on { t += $4 + 0 } END { print t + 0 }')
+d=$("$tg" plan sin --backend webgpu --json 2>&1 | sed -n 's/.*"dispatches": \([0-9]*\).*/\1/p')
+how=each; "$tg" devices | grep -q 'features:.*timestamp-query' && how='GPU timestamps'
+if [ -n "$plain" ] && [ "$loss" = "$plain" ] && [ -n "$n" ] && [ "$n" = "$d" ] && [ "$sum" = "$d" ] &&
+    printf '%s\n' "$prof" | grep -q "^webgpu profile: .*($how"; then
+    pass=$((pass + 1))
+else
+    fail=$((fail + 1)); echo "FAIL TG_WG_PROFILE: loss '$loss' (unprofiled '$plain'), $n dispatches timed, $sum by kind (plan: $d), want '$how': $prof"
+fi
 # The digits CNN (conv, pool and their gradients in WGSL), 100 of its
 # steps (the full run is slow on lavapipe): it reports an accuracy, the
 # same as the CPU's after the same steps give or take a few test images.
