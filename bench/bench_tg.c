@@ -53,6 +53,35 @@ static int time_steps(tg_session *s, const tg_feed *feeds, int n_feeds, int warm
     return 0;
 }
 
+/* Runs warm steps, then `batches` batches of `per` steps back to back, only
+ * the last step of each reading the loss (so waiting for the GPU); t[0..batches)
+ * gets each batch's time per step in seconds, sorted. A GPU left idle
+ * between short steps lowers its clocks: on the H200 the products of
+ * --gemm-shapes-webgpu, timed one waited-for step at a time, ran at about
+ * 6.5 TFLOP/s in most steps against 30+ inside gpt_small's step, and a
+ * layer norm over [16384, 384] took 75 - 84 us against 24 us there (the
+ * step's GPU timestamps, TG_WG_PROFILE). Returns 0, or 1 after printing
+ * the error. */
+static int time_batches(tg_session *s, int warm, int batches, int per, double *t, float *loss) {
+    if (!t) {
+        fprintf(stderr, "bench_tg: out of memory\n");
+        return 1;
+    }
+    tg_status st = TG_OK;
+    for (int i = 0; i < warm && st == TG_OK; i++) st = tg_session_step(s, NULL, 0, loss);
+    for (int b = 0; b < batches && st == TG_OK; b++) {
+        double t0 = now();
+        for (int k = 0; k < per && st == TG_OK; k++) st = tg_session_step(s, NULL, 0, k == per - 1 ? loss : NULL);
+        t[b] = (now() - t0) / per;
+    }
+    if (st != TG_OK) {
+        fprintf(stderr, "bench_tg: %s\n", tg_last_error());
+        return 1;
+    }
+    qsort(t, (size_t)batches, sizeof *t, cmp_double);
+    return 0;
+}
+
 /* ---- the sin MLP, as in examples/sin.c: B=256, 1-64-64-1 ReLU, MSE, Adam 5e-3 ---- */
 
 #define B 256
@@ -206,7 +235,7 @@ static void bench_gemm(int n, tg_pool *pool) {
 
 /* ---- GEMM on a session's backend: a chain of CHAIN products [n,n]x[n,n] ---- */
 
-enum { CHAIN = 8 };
+enum { CHAIN = 8, BATCH = 8 /* steps back to back per timed batch (time_batches) */ };
 
 /* C_1 = A @ B, C_k = C_{k-1} @ B (B scaled by 1/sqrt(n) keeps the values
  * bounded); gradients stopped, so a step is the CHAIN products and the sum
@@ -234,13 +263,13 @@ static int bench_gemm_session(int n, tg_backend be, int reps) {
     double *t = malloc(sizeof(double) * (size_t)reps);
     tg_status st = t ? TG_OK : TG_ERR_NOMEM;
     float loss;
-    if (st == TG_OK && time_steps(s, NULL, 0, 3, reps, t, &loss)) st = TG_ERR_BACKEND;
+    if (st == TG_OK && time_batches(s, 3, reps, BATCH, t, &loss)) st = TG_ERR_BACKEND;
     if (st == TG_OK) {
         double flop = CHAIN * 2.0 * n * (double)n * n;
         printf("{\"bench\": \"gemm\", \"impl\": \"tensorgrad\", \"backend\": \"%s\", \"n\": %d, "
-               "\"tflops\": %.2f, \"best_tflops\": %.2f, \"reps\": %d, \"chain\": %d}\n",
+               "\"tflops\": %.2f, \"best_tflops\": %.2f, \"reps\": %d, \"batch\": %d, \"chain\": %d}\n",
                be == TG_BACKEND_WEBGPU ? "webgpu" : "cpu", n, flop / t[reps / 2] * 1e-12, flop / t[0] * 1e-12, reps,
-               CHAIN);
+               BATCH, CHAIN);
     } else fprintf(stderr, "gemm %d: %s\n", n, tg_last_error());
     fflush(stdout);
     free(t);
@@ -312,13 +341,14 @@ static int bench_gemm_shape(const shape_case *c, int reps) {
     double *t = malloc(sizeof(double) * (size_t)reps);
     tg_status st = t ? tg_session_new(&spec, &s) : TG_ERR_NOMEM;
     float loss;
-    if (st == TG_OK && time_steps(s, NULL, 0, 3, reps, t, &loss)) st = TG_ERR_BACKEND;
+    if (st == TG_OK && time_batches(s, 3, reps, BATCH, t, &loss)) st = TG_ERR_BACKEND;
     if (st == TG_OK) {
         double flop = SHAPE_N * 2.0 * (double)c->M * (double)c->K * (double)c->N;
         printf("{\"bench\": \"gemm_shape\", \"impl\": \"tensorgrad\", \"shape\": \"%s\", \"m\": %lld, \"k\": %lld, "
-               "\"n\": %lld, \"ta\": %d, \"tb\": %d, \"tflops\": %.2f, \"best_tflops\": %.2f, \"reps\": %d}\n",
+               "\"n\": %lld, \"ta\": %d, \"tb\": %d, \"tflops\": %.2f, \"best_tflops\": %.2f, \"reps\": %d, "
+               "\"batch\": %d}\n",
                c->name, (long long)c->M, (long long)c->K, (long long)c->N, c->ta, c->tb, flop / t[reps / 2] * 1e-12,
-               flop / t[0] * 1e-12, reps);
+               flop / t[0] * 1e-12, reps, BATCH);
     } else fprintf(stderr, "gemm %s: %s\n", c->name, tg_last_error());
     fflush(stdout);
     free(t);
@@ -384,10 +414,11 @@ static tg_tensor rb_loss(tg_graph *g, void *user) {
     return tg_sum(acc, TG_ALL, false);
 }
 
-/* Median run time (seconds) of case c's forward, or < 0 after printing the
- * error. A forward session: a training step would add the backward of
- * every kernel under test and an update of every param. Each run waits
- * for its one-element output. */
+/* Median time per run (seconds) of case c's forward over batches of BATCH
+ * runs back to back, each batch waiting for its last one-element output
+ * (time_batches says why), or < 0 after printing the error. A forward
+ * session: a training step would add the backward of every kernel under
+ * test and an update of every param. */
 static double rb_time(const rb_case *c, int reps) {
     tg_model *m = tg_model_new();
     tg_model_param(m, "gain", TG_SHAPE(c->D), tg_init_randn(1.0f));
@@ -405,11 +436,15 @@ static double rb_time(const rb_case *c, int reps) {
     double med = -1, *t = malloc(sizeof(double) * (size_t)reps);
     float out;
     tg_status st = t ? tg_forward_new(&spec, &f) : TG_ERR_NOMEM;
-    for (int i = 0; i < 3 + reps && st == TG_OK; i++) {
-        double t0 = now();
+    for (int i = 0; i < 3 && st == TG_OK; i++) {
         st = tg_forward_run(f, 1, NULL, 0);
         if (st == TG_OK) st = tg_forward_output(f, &out, 1);
-        if (i >= 3) t[i - 3] = now() - t0;
+    }
+    for (int i = 0; i < reps && st == TG_OK; i++) { /* BATCH runs back to back, then one read (time_batches) */
+        double t0 = now();
+        for (int k = 0; k < BATCH && st == TG_OK; k++) st = tg_forward_run(f, 1, NULL, 0);
+        if (st == TG_OK) st = tg_forward_output(f, &out, 1);
+        t[i] = (now() - t0) / BATCH;
     }
     if (st != TG_OK) fprintf(stderr, "rows %s: %s\n", rb_names[c->kind], tg_last_error());
     else {

@@ -16,14 +16,20 @@ SHAPES = [("qkv", 16384, 384, 384, False, False), ("up", 16384, 384, 1536, False
           ("dW.up", 384, 16384, 1536, True, False), ("dW.down", 1536, 16384, 384, True, False)]
 
 
+BATCH = 8  # steps back to back per timed batch, one synchronization at its end (as bench_tg's time_batches)
+
+
 def timed(step, reps=20):
     for _ in range(3):
         step()
+    torch.cuda.synchronize()
     t = []
     for _ in range(reps):
         t0 = time.perf_counter()
-        step()
-        t.append(time.perf_counter() - t0)
+        for _ in range(BATCH):
+            step()
+        torch.cuda.synchronize()
+        t.append((time.perf_counter() - t0) / BATCH)
     t.sort()
     return t
 
@@ -37,13 +43,13 @@ if sys.argv[1:] == ["--shapes"]:
             ops.append((a, b))
 
         def step():
-            return sum((a @ b)[0, 0] for a, b in ops).item()  # one element of each, read back
+            return sum((a @ b)[0, 0] for a, b in ops)  # one element of each
 
         t = timed(step)
         flop = SHAPE_N * 2.0 * m * k * n
         print(json.dumps({"bench": "gemm_shape", "impl": "pytorch", "shape": name, "m": m, "k": k, "n": n,
                           "ta": int(ta), "tb": int(tb), "tflops": round(flop / t[len(t) // 2] * 1e-12, 2),
-                          "best_tflops": round(flop / t[0] * 1e-12, 2), "reps": len(t)}))
+                          "best_tflops": round(flop / t[0] * 1e-12, 2), "reps": len(t), "batch": BATCH}))
         del ops
     sys.exit(0)
 
@@ -55,9 +61,9 @@ for n in [int(a) for a in sys.argv[1:]] or [1024, 2048, 4096]:
         c = a @ b
         for _ in range(CHAIN - 1):
             c = c @ b
-        return c[0].sum().item()  # a read-back per step, as our loss (the sum of one row)
+        return c[0].sum()  # as our loss (the sum of one row)
 
     t = timed(step)
     flop = CHAIN * 2.0 * n ** 3
     print(json.dumps({"bench": "gemm", "impl": "pytorch", "n": n, "tflops": round(flop / t[len(t) // 2] * 1e-12, 2),
-                      "best_tflops": round(flop / t[0] * 1e-12, 2), "reps": len(t), "chain": CHAIN}))
+                      "best_tflops": round(flop / t[0] * 1e-12, 2), "reps": len(t), "batch": BATCH, "chain": CHAIN}))
