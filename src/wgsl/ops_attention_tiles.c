@@ -47,6 +47,7 @@
  * vec4s (32 KiB) for Dh <= 64 in chunks of 16, 3072 (48 KiB) for the
  * backward's in chunks of 32. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "attention_kernels.h"
@@ -115,44 +116,138 @@ static void swz(const akern *K, const char *d, char *buf, size_t n) {
     else snprintf(buf, n, "((%s / 4u) * %lldu)", d, (long long)(8 / per));
 }
 
-/* Rows base.. of operand op, head dims [dc, dc + chunk) as vec4 offset dc4,
- * into region A at vec4 `at`, transposed: [d][row / 4] vec4 of 4 rows (at
- * position (row / 4) ^ swz(d)). */
-static void load_chunk(akern *K, int op, const char *base, int64_t at) {
-    int64_t per = K->chunk / 4, n = ROWS * per;
-    const char *t = op_tag[op];
-    char sw[48];
-    swz(K, "(4u * q4)", sw, sizeof sw);
-    tg_wsb_printf(&K->k.s,
-               "        for (var e = lid; e < %lldu; e += 256u) {\n            let rr = e / %lldu;\n            let q4 = e %% %lldu;\n"
-               "            let t = %s + rr;\n            var x = vec4<f32>(0.0f);\n"
-               "            if (t < %lldu) { x = b%s(i%s(b, h, t) + dc4 + q4); }\n"
-               "            let o = %lldu + 4u * q4 * 16u + ((rr / 4u) ^ %s);\n            let c = rr %% 4u;\n"
-               "            sh[o][c] = x.x;\n            sh[o + 16u][c] = x.y;\n"
-               "            sh[o + 32u][c] = x.z;\n            sh[o + 48u][c] = x.w;\n        }\n",
-               (long long)n, (long long)per, (long long)per, base, (long long)K->a->T, t, t, (long long)at, sw);
+/* The walk over the other side's tiles, and what its loop loads: the
+ * tile variable (j0 or i0), its first value and its bound; the score
+ * loop's operand pairs (rows ra.. and rb.., each the fixed block's rows or
+ * the tile variable); the operands staged after the scores, in order. */
+typedef struct {
+    const char *var, *start, *end;
+    int n, opa[2], opb[2];
+    const char *ra, *rb;
+    int n_stage, stage[2];
+    const char *extra; /* more loads of the tile at w->var for after the scores ("": none) */
+} walk;
+
+/* Every load is issued one step ahead of its use, into registers, so its
+ * latency hides behind the arithmetic before it (as the matmul's next
+ * k-slice): a score chunk's loads while the chunk before it is multiplied,
+ * the next tile's first chunk and the first staged operand's rows while
+ * the tile's last chunk is, a second staged operand's rows while the first
+ * is accumulated. On the H200, the three kernels of gpt_small loaded
+ * straight into workgroup memory before each barrier spent 2.5 ms of its
+ * step waiting for those loads (the kernels with the score operands not
+ * loaded at all: 8.25 -> 5.71 ms; with nothing loaded, 4.58). */
+
+/* The rows an operand of the score loop reads: its pair's row base, the
+ * tile variable taken as `tile` where it is the variable. */
+static void rows_of(const walk *w, const char *base, const char *tile, char *buf, size_t n) {
+    if (strcmp(base, w->var) == 0) snprintf(buf, n, "%s", tile);
+    else snprintf(buf, n, "%s", base);
 }
 
-/* The score blocks: for each pair p, sP_r (vec4 over 4 columns, r = 0..3)
- * = sum over the head dims of row op a (rows `ra`..) times column op b
- * (rows `rb`..). One or two pairs share the chunk loop. */
-static void score_blocks(akern *K, int n, const char *const *pfx, const int *opa, const int *opb, const char *ra,
-                         const char *rb) {
+/* A score chunk (head dims [dc4, dc4 + chunk / 4) in vec4s) of rows base..
+ * of operand op into registers c<slot>_q: element e = lid + 256 q of the
+ * [64, chunk / 4] vec4s. */
+static void fetch_chunk(akern *K, int slot, int op, const char *base, const char *dc4) {
+    int64_t per = K->chunk / 4, n = ROWS * per;
+    const char *t = op_tag[op];
+    char in[48] = "";
+    if (n % 256) snprintf(in, sizeof in, "e < %lldu && ", (long long)n);
+    for (int64_t q = 0; q * 256 < n; q++)
+        tg_wsb_printf(&K->k.s,
+                   "            { let e = lid + %lldu; let t = %s + e / %lldu; c%d_%lld = vec4<f32>(0.0f);"
+                   " if (%st < %lldu) { c%d_%lld = b%s(i%s(b, h, t) + %s + e %% %lldu); } }\n",
+                   (long long)(256 * q), base, (long long)per, slot, (long long)q, in, (long long)K->a->T, slot,
+                   (long long)q, t, t, dc4, (long long)per);
+}
+
+/* Registers c<slot>_q into region A at vec4 `at`, transposed: [d][row / 4]
+ * vec4 of 4 rows (at position (row / 4) ^ swz(d)). */
+static void put_chunk(akern *K, int slot, int64_t at) {
+    int64_t per = K->chunk / 4, n = ROWS * per;
+    char sw[48];
+    swz(K, "(4u * q4)", sw, sizeof sw);
+    for (int64_t q = 0; q * 256 < n; q++)
+        tg_wsb_printf(&K->k.s,
+                   "        if (lid + %lldu < %lldu) {\n            let e = lid + %lldu;\n            let rr = e / %lldu;\n"
+                   "            let q4 = e %% %lldu;\n            let o = %lldu + 4u * q4 * 16u + ((rr / 4u) ^ %s);\n"
+                   "            let c = rr %% 4u;\n            let x = c%d_%lld;\n"
+                   "            sh[o][c] = x.x;\n            sh[o + 16u][c] = x.y;\n"
+                   "            sh[o + 32u][c] = x.z;\n            sh[o + 48u][c] = x.w;\n        }\n",
+                   (long long)(256 * q), (long long)n, (long long)(256 * q), (long long)per, (long long)per, (long long)at,
+                   sw, slot, (long long)q);
+}
+
+/* The score loop's chunk registers, declared once per kernel. */
+static void declare_chunks(akern *K, const walk *w) {
+    int64_t n = ROWS * (K->chunk / 4);
+    for (int slot = 0; slot < 2 * w->n; slot++)
+        for (int64_t q = 0; q * 256 < n; q++) tg_wsb_printf(&K->k.s, "    var c%d_%lld = vec4<f32>(0.0f);\n", slot, (long long)q);
+}
+
+/* Every operand's chunk at vec4 dc4 of the tile at `tile`. */
+static void fetch_chunks(akern *K, const walk *w, const char *tile, const char *dc4) {
+    char ra[64], rb[64];
+    rows_of(w, w->ra, tile, ra, sizeof ra);
+    rows_of(w, w->rb, tile, rb, sizeof rb);
+    for (int p = 0; p < w->n; p++) {
+        fetch_chunk(K, 2 * p, w->opa[p], ra, dc4);
+        fetch_chunk(K, 2 * p + 1, w->opb[p], rb, dc4);
+    }
+}
+
+/* Rows `base`.. of operand op, [64, Dh / 4] vec4s, into registers v_q
+ * (element e = lid + 256 q), and their store into region A ([row][Dh / 4]). */
+static void fetch_rows(akern *K, int op, const char *base) {
+    int64_t n = ROWS * K->dh4;
+    const char *t = op_tag[op];
+    char in[48] = "";
+    if (n % 256) snprintf(in, sizeof in, "e < %lldu && ", (long long)n);
+    for (int64_t q = 0; q * 256 < n; q++)
+        tg_wsb_printf(&K->k.s,
+                   "            { let e = lid + %lldu; let t = %s + e / %lldu; v_%lld = vec4<f32>(0.0f);"
+                   " if (%st < %lldu) { v_%lld = b%s(i%s(b, h, t) + e %% %lldu); } }\n",
+                   (long long)(256 * q), base, (long long)K->dh4, (long long)q, in, (long long)K->a->T, (long long)q, t, t,
+                   (long long)K->dh4);
+}
+
+static void declare_rows(akern *K) {
+    for (int64_t q = 0; q * 256 < ROWS * K->dh4; q++) tg_wsb_printf(&K->k.s, "    var v_%lld = vec4<f32>(0.0f);\n", (long long)q);
+}
+
+/* Before the walk: the first tile's first chunk. */
+static void walk_begin(akern *K, const walk *w) {
+    declare_chunks(K, w);
+    declare_rows(K);
+    fetch_chunks(K, w, w->start, "0u");
+}
+
+/* The score blocks of the tile at w->var: for each pair p, sP_r (vec4
+ * over 4 columns, r = 0..3) = sum over the head dims of row op a times
+ * column op b, chunk by chunk through region A, each chunk's successor
+ * (or the next tile's first chunk and the first staged rows) loaded as it
+ * is multiplied. */
+static void score_blocks(akern *K, const walk *w, const char *const *pfx) {
     wsb *s = &K->k.s;
     int64_t dc = K->chunk, cs = dc * 16;
-    char sw[48];
+    char sw[48], next[64], dnext[48];
     swz(K, "d", sw, sizeof sw);
-    for (int p = 0; p < n; p++)
+    snprintf(next, sizeof next, "(%s + 64u)", w->var);
+    snprintf(dnext, sizeof dnext, "dc4 + %lldu", (long long)(dc / 4));
+    for (int p = 0; p < w->n; p++)
         for (int r = 0; r < 4; r++) tg_wsb_printf(s, "        var %s%d = vec4<f32>(0.0f);\n", pfx[p], r);
     tg_wsb_printf(s, "        for (var dc4 = 0u; dc4 < %lldu; dc4 += %lldu) {\n        workgroupBarrier();\n",
                (long long)K->dh4, (long long)(dc / 4));
-    for (int p = 0; p < n; p++) {
-        load_chunk(K, opa[p], ra, 2 * p * cs);
-        load_chunk(K, opb[p], rb, (2 * p + 1) * cs);
-    }
-    tg_wsb_printf(s, "        workgroupBarrier();\n        for (var d = 0u; d < %lldu; d++) {\n            let sw = %s;\n",
-               (long long)dc, sw);
-    for (int p = 0; p < n; p++) {
+    for (int slot = 0; slot < 2 * w->n; slot++) put_chunk(K, slot, slot * cs);
+    tg_wsb_printf(s, "        workgroupBarrier();\n        if (dc4 + %lldu < %lldu) {\n", (long long)(dc / 4), (long long)K->dh4);
+    fetch_chunks(K, w, w->var, dnext);
+    tg_wsb_printf(s, "        } else {\n            if (%s < %s) {\n", next, w->end);
+    fetch_chunks(K, w, next, "0u");
+    tg_wsb_printf(s, "            }\n");
+    if (w->n_stage) fetch_rows(K, w->stage[0], w->var);
+    tg_wsb_printf(s, "%s", w->extra);
+    tg_wsb_printf(s, "        }\n        for (var d = 0u; d < %lldu; d++) {\n            let sw = %s;\n", (long long)dc, sw);
+    for (int p = 0; p < w->n; p++) {
         tg_wsb_printf(s, "            let x%d = sh[%lldu + d * 16u + (ty ^ sw)];\n            let y%d = sh[%lldu + d * 16u + (tx ^ sw)];\n",
                    p, (long long)(2 * p * cs), p, (long long)((2 * p + 1) * cs));
         static const char comp[4] = {'x', 'y', 'z', 'w'};
@@ -163,23 +258,24 @@ static void score_blocks(akern *K, int n, const char *const *pfx, const int *opa
 }
 
 /* Block pP_r into region B transposed ([column][row / 4], column j's vec4
- * ty at ty ^ ((j / 4) & 7): for the columns 4 tx + c, ty ^ (tx & 7)), then rows
- * `base`.. of operand op into region A ([row][Dh / 4]); the barriers
- * around them order these writes after every read of A and B before and
- * before every read after. */
-static void stage(akern *K, const char *p, int op, const char *base) {
-    const char *t = op_tag[op];
+ * ty at ty ^ ((j / 4) & 7): for the columns 4 tx + c, ty ^ (tx & 7)), then
+ * the staged rows (registers v_q) into region A ([row][Dh / 4]); the
+ * barriers around them order these writes after every read of A and B
+ * before and before every read after. Then the rows of the next staged
+ * operand `next_op` (-1: none), loaded while these are accumulated. */
+static void stage(akern *K, const walk *w, const char *p, int next_op) {
     tg_wsb_printf(&K->k.s,
                "        workgroupBarrier();\n"
                "        sh[AB + (4u * tx) * 16u + (ty ^ (tx & 7u))] = vec4<f32>(%s0.x, %s1.x, %s2.x, %s3.x);\n"
                "        sh[AB + (4u * tx + 1u) * 16u + (ty ^ (tx & 7u))] = vec4<f32>(%s0.y, %s1.y, %s2.y, %s3.y);\n"
                "        sh[AB + (4u * tx + 2u) * 16u + (ty ^ (tx & 7u))] = vec4<f32>(%s0.z, %s1.z, %s2.z, %s3.z);\n"
-               "        sh[AB + (4u * tx + 3u) * 16u + (ty ^ (tx & 7u))] = vec4<f32>(%s0.w, %s1.w, %s2.w, %s3.w);\n"
-               "        for (var e = lid; e < %lldu; e += 256u) {\n            let t = %s + e / %lldu;\n"
-               "            var x = vec4<f32>(0.0f);\n            if (t < %lldu) { x = b%s(i%s(b, h, t) + e %% %lldu); }\n"
-               "            sh[e] = x;\n        }\n        workgroupBarrier();\n",
-               p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, (long long)(ROWS * K->dh4), base, (long long)K->dh4,
-               (long long)K->a->T, t, t, (long long)K->dh4);
+               "        sh[AB + (4u * tx + 3u) * 16u + (ty ^ (tx & 7u))] = vec4<f32>(%s0.w, %s1.w, %s2.w, %s3.w);\n",
+               p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p);
+    for (int64_t q = 0; q * 256 < ROWS * K->dh4; q++)
+        tg_wsb_printf(&K->k.s, "        if (lid + %lldu < %lldu) { sh[lid + %lldu] = v_%lld; }\n", (long long)(256 * q),
+                   (long long)(ROWS * K->dh4), (long long)(256 * q), (long long)q);
+    tg_wsb_printf(&K->k.s, "        workgroupBarrier();\n");
+    if (next_op >= 0) fetch_rows(K, next_op, w->var);
 }
 
 /* accR += sum over the tile's 64 columns j of B[j] (row r) times A's row j. */
@@ -253,9 +349,14 @@ static void store_stat(akern *K, int64_t at, const char *v) {
                    (long long)K->a->T, (long long)at, (long long)K->a->T, r, v, r);
 }
 
-/* The last key tile a query block sees. */
-static void key_loop(akern *K) {
-    tg_wsb_printf(&K->k.s, "    for (var j0 = 0u; j0 < min(blk * 64u + 64u, %lldu); j0 += 64u) {\n", (long long)K->a->T);
+/* A walk over the key tiles a query block sees (the forward, dq). */
+static walk key_walk(akern *K, char *end, size_t n) {
+    snprintf(end, n, "min(blk * 64u + 64u, %lldu)", (long long)K->a->T);
+    return (walk){"j0", "0u", end, 0, {0}, {0}, "blk * 64u", "j0", 0, {0}, ""};
+}
+
+static void walk_loop(akern *K, const walk *w) {
+    tg_wsb_printf(&K->k.s, "    for (var %s = %s; %s < %s; %s += 64u) {\n", w->var, w->start, w->var, w->end, w->var);
 }
 
 tg_status tg_wgsl_attn_tiles_forward(akern *K, tg_wgsl_program *out) {
@@ -266,9 +367,13 @@ tg_status tg_wgsl_attn_tiles_forward(akern *K, tg_wgsl_program *out) {
     wsb *s = &k->s;
     declare_acc(K, "o");
     for (int r = 0; r < 4; r++) tg_wsb_printf(s, "    var m%d = -3.0e38f;\n    var l%d = 0.0f;\n", r, r);
-    key_loop(K);
+    char end[64];
+    walk w = key_walk(K, end, sizeof end);
+    w.n = 1, w.opa[0] = OP_Q, w.opb[0] = OP_K, w.n_stage = 1, w.stage[0] = OP_V;
+    walk_begin(K, &w);
+    walk_loop(K, &w);
     static const char *const pf[1] = {"s"};
-    score_blocks(K, 1, pf, (int[]){OP_Q}, (int[]){OP_K}, "blk * 64u", "j0");
+    score_blocks(K, &w, pf);
     mask(K, true, "j0");
     for (int r = 0; r < 4; r++) {
         tg_wsb_printf(s, "        let z%d = select(vec4<f32>(-3.0e38f), s%d%s, ok%d);\n", r, r, sc, r);
@@ -281,7 +386,7 @@ tg_status tg_wgsl_attn_tiles_forward(akern *K, tg_wgsl_program *out) {
                    "        let p%d = exp(z%d - vec4<f32>(mn%d));\n"
                    "        l%d = l%d * al%d + ((p%d.x + p%d.y) + (p%d.z + p%d.w));\n        o%d = o%d * al%d;\n",
                    r, r, r, r, r, r, r, r, r, r, r, r, r, r, r, r, r, r, r, r, r);
-    stage(K, "p", OP_V, "j0");
+    stage(K, &w, "p", -1);
     accumulate(K, "o");
     tg_wsb_printf(s, "    }\n    {\n");
     row_reduce(K, "l", "lt", false);
@@ -294,10 +399,10 @@ tg_status tg_wgsl_attn_tiles_forward(akern *K, tg_wgsl_program *out) {
 }
 
 /* p_r and dp_r of a query block against key tile j0, from the kept log-sum-exp lse_r. */
-static void probabilities(akern *K, const char *sc) {
+static void probabilities(akern *K, const walk *w, const char *sc) {
     wsb *s = &K->k.s;
     static const char *const pf[2] = {"s", "g"};
-    score_blocks(K, 2, pf, (int[]){OP_Q, OP_DOUT}, (int[]){OP_K, OP_V}, "blk * 64u", "j0");
+    score_blocks(K, w, pf);
     mask(K, true, "j0");
     for (int r = 0; r < 4; r++)
         tg_wsb_printf(s, "        let p%d = select(vec4<f32>(0.0f), exp(s%d%s - vec4<f32>(lse%d)), ok%d);\n", r, r, sc, r, r);
@@ -322,10 +427,15 @@ tg_status tg_wgsl_attn_tiles_dq(akern *K, tg_wgsl_program *out) {
     store_stat(K, a->d_at / 4, "D");
     if (K->node[OP_DQ] >= 0) {
         declare_acc(K, "dq");
-        key_loop(K);
-        probabilities(K, sc);
+        char end[64];
+        walk w = key_walk(K, end, sizeof end);
+        w.n = 2, w.opa[0] = OP_Q, w.opa[1] = OP_DOUT, w.opb[0] = OP_K, w.opb[1] = OP_V;
+        w.n_stage = 1, w.stage[0] = OP_K;
+        walk_begin(K, &w);
+        walk_loop(K, &w);
+        probabilities(K, &w, sc);
         for (int r = 0; r < 4; r++) tg_wsb_printf(s, "        let ds%d = p%d * (g%d - vec4<f32>(D%d))%s;\n", r, r, r, r, dsc);
-        stage(K, "ds", OP_K, "j0");
+        stage(K, &w, "ds", -1);
         accumulate(K, "dq");
         tg_wsb_printf(s, "    }\n");
         store_rows(K, OP_DQ, "dq", NULL);
@@ -344,29 +454,41 @@ tg_status tg_wgsl_attn_tiles_dkdv(akern *K, tg_wgsl_program *out) {
     long long T = a->T;
     declare_acc(K, "gk");
     declare_acc(K, "gv");
-    tg_wsb_printf(s, "    for (var i0 = blk * 64u; i0 < %lldu; i0 += 64u) {\n", T);
-    static const char *const pf[2] = {"s", "g"};
-    score_blocks(K, 2, pf, (int[]){OP_K, OP_V}, (int[]){OP_Q, OP_DOUT}, "blk * 64u", "i0");
-    mask(K, false, "i0");
-    tg_wsb_printf(s, "        let ci = min(cv, vec4<u32>(%lldu));\n", T - 1);
+    /* the query tile's statistics (log-sum-exp and D) by column, loaded with its rows */
+    wsb stats = {0};
+    tg_wsb_printf(&stats, "            { let ci = min(vec4<u32>(i0 + 4u * tx) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(%lldu));\n", T - 1);
     static const char comp[4] = {'x', 'y', 'z', 'w'};
     for (int st = 0; st < 2; st++) {
         int64_t at = (st ? a->d_at : a->lse_at) / 4;
-        tg_wsb_printf(s, "        let %s = vec4<f32>(", st ? "dd" : "ll");
-        for (int c = 0; c < 4; c++) tg_wsb_printf(s, "%swork[%lldu + bh * %lldu + ci.%c]", c ? ", " : "", (long long)at, T, comp[c]);
-        tg_wsb_printf(s, ");\n");
+        tg_wsb_printf(&stats, "            %s = vec4<f32>(", st ? "dd" : "ll");
+        for (int c = 0; c < 4; c++) tg_wsb_printf(&stats, "%swork[%lldu + bh * %lldu + ci.%c]", c ? ", " : "", (long long)at, T, comp[c]);
+        tg_wsb_printf(&stats, ");\n");
     }
+    tg_wsb_printf(&stats, "            }\n");
+    char end[32];
+    snprintf(end, sizeof end, "%lldu", T);
+    walk w = {"i0", "blk * 64u", end, 2, {OP_K, OP_V}, {OP_Q, OP_DOUT}, "blk * 64u", "i0", 0, {0}, stats.p ? stats.p : ""};
+    s->oom |= stats.oom;
+    if (K->node[OP_DV] >= 0) w.stage[w.n_stage++] = OP_DOUT;
+    if (K->node[OP_DK] >= 0) w.stage[w.n_stage++] = OP_Q;
+    tg_wsb_printf(s, "    var ll = vec4<f32>(0.0f);\n    var dd = vec4<f32>(0.0f);\n");
+    walk_begin(K, &w);
+    walk_loop(K, &w);
+    static const char *const pf[2] = {"s", "g"};
+    score_blocks(K, &w, pf);
+    free(stats.p);
+    mask(K, false, "i0");
     for (int r = 0; r < 4; r++)
         tg_wsb_printf(s,
                    "        let p%d = select(vec4<f32>(0.0f), exp(s%d%s - ll), ok%d);\n"
                    "        let ds%d = p%d * (g%d - dd)%s;\n",
                    r, r, sc, r, r, r, r, dsc);
     if (K->node[OP_DV] >= 0) {
-        stage(K, "p", OP_DOUT, "i0");
+        stage(K, &w, "p", K->node[OP_DK] >= 0 ? OP_Q : -1);
         accumulate(K, "gv");
     }
     if (K->node[OP_DK] >= 0) {
-        stage(K, "ds", OP_Q, "i0");
+        stage(K, &w, "ds", -1);
         accumulate(K, "gk");
     }
     tg_wsb_printf(s, "    }\n");
