@@ -39,7 +39,8 @@
  * registers and measured slower (41.67 against 41.33 ms, every kernel;
  * 41.21 / 41.25 the forward alone).
  *
- * The loops stay loops: written out step by step (which helps the matmul)
+ * Every global load is issued a step before its use, into registers (see
+ * walk below). The loops stay loops: written out step by step (which helps the matmul)
  * they measured slower on the H200 (gpt_small 46.9 against 45.9 ms).
  *
  * Workgroup memory (vec4s): region A, the score chunks / the row reductions
@@ -133,10 +134,11 @@ typedef struct {
  * k-slice): a score chunk's loads while the chunk before it is multiplied,
  * the next tile's first chunk and the first staged operand's rows while
  * the tile's last chunk is, a second staged operand's rows while the first
- * is accumulated. On the H200, the three kernels of gpt_small loaded
- * straight into workgroup memory before each barrier spent 2.5 ms of its
- * step waiting for those loads (the kernels with the score operands not
- * loaded at all: 8.25 -> 5.71 ms; with nothing loaded, 4.58). */
+ * is accumulated. On the H200 gpt_small's three kernels, loading straight
+ * into workgroup memory before each barrier, took 8.25 ms of its step
+ * (TG_WG_PROFILE; 5.71 with the score operands not loaded at all, 4.58
+ * with nothing loaded); loaded a step ahead, 6.31 (forward 2.09 -> 1.64,
+ * dq 2.79 -> 2.15, dk dv 3.37 -> 2.52), the step 40.50 -> 38.60 ms. */
 
 /* The rows an operand of the score loop reads: its pair's row base, the
  * tile variable taken as `tile` where it is the variable. */
