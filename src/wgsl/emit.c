@@ -349,7 +349,7 @@ static void emit_inline(wk *k, int x, const char *name, char in[][24]) {
         return;
     }
     tg_kernel_spec dummy = {0};
-    wk sub = {k->g, n, x, k->plan, k->lim, &dummy, {0}, TG_OK, {{0}}, {0}, {0}, name, k->helpers, 0, 0, false, 0};
+    wk sub = {k->g, n, x, k->plan, k->lim, &dummy, {0}, TG_OK, {{0}}, {0}, {0}, name, k->helpers, 0, 0, false, 0, false};
     for (int j = 0; j < n->nin; j++) snprintf(sub.ld[j], sizeof sub.ld[j], "%s", in[j]);
     snprintf(sub.stn, sizeof sub.stn, "%s_st", name);
     snprintf(sub.pfx, sizeof sub.pfx, "%s_", name);
@@ -361,12 +361,14 @@ static void emit_inline(wk *k, int x, const char *name, char in[][24]) {
     free(sub.s.p);
 }
 
+static bool n_epi_of(const tg_wgsl_fused *f) { return f && f->n_epi > 0; }
+
 /* Writes the kernel of `kn` (whose output is node kid's memory) with emitter
  * fn; f (NULL for none) adds the inlined producers and the epilogue. */
 static tg_status emit_kernel(const tg_graph *g, const tg_plan *plan, int kid, const tg_node *kn, tg_wgsl_emit_fn fn,
                              const tg_wgsl_fused *f, int phase, int64_t work, const tg_wgsl_limits *lim,
                              tg_kernel_spec *out) {
-    wk k = {g, kn, kid, plan, lim, out, {0}, TG_OK, {{0}}, {0}, {0}, NULL, NULL, 0, phase, false, 0};
+    wk k = {g, kn, kid, plan, lim, out, {0}, TG_OK, {{0}}, {0}, {0}, NULL, NULL, 0, phase, false, 0, n_epi_of(f)};
     k.helpers = &k.own_helpers;
     int n_epi = f ? f->n_epi : 0, n_inl = f ? f->n_inl : 0;
     int cap = 3 + kn->nin; /* outputs: the kernel's, the epilogue's, the sibling's */

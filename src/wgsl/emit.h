@@ -47,6 +47,7 @@ typedef struct {
     int phase;           /* kernels that run in two dispatches (split-K matmul): 1, 2; else 0 */
     bool subgroups;      /* the body calls subgroup builtins: the module starts with `enable subgroups;` */
     int sib;             /* the fused kernel's sibling (tg_wgsl_fused), stored through st2; 0: none */
+    bool epilogue;       /* st applies an epilogue chain (which may read memory) before storing */
 } wk;
 
 /* Module-scope helper texts shared by inlinable emitters (tg_wk_helper ids). */

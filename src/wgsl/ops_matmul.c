@@ -97,14 +97,21 @@ void tg_wgsl_matmul_test_warps(int form) { test_warps = form; }
  * to 1536 per workgroup, 41.65 / 41.60 ms against 41.45 / 41.39. With
  * the square from K = 1536 per workgroup the step took 41.70 / 41.63 ms,
  * from 1024 (the split weight gradients' ranges too) 41.31 / 41.34,
- * against 41.11 / 41.12 from 2048; the split products alone in the
- * square changed nothing (40.63 - 40.65 ms either way, another run). So
- * the square is taken where a workgroup walks K of 2048 or more.
+ * against 41.11 / 41.12 from 2048. The GPU's timestamps (TG_WG_PROFILE)
+ * then showed what loses: the square is faster wherever the kernel only
+ * stores its result (the split weight gradients 3.07 -> 2.95 ms a step
+ * each kind, the input gradients of K 1536 4.05 -> 3.98) and slower where
+ * an epilogue reads memory beside each element (a residual add after the
+ * down projection 3.21 -> 4.02, the relu mask 3.33 -> 3.51). So the square
+ * is taken where a workgroup walks K of 2048 or more, or 1024 or more with
+ * no epilogue: gpt_small 38.75 / 38.74 -> 38.29 / 38.30 ms, alternated.
+ * (Staging the result through workgroup memory so that an epilogue reads
+ * and writes rows in order measured far slower: 42.7 / 42.9 ms.)
  * TG_WGSL_MM_WARPS=1 (rows) or 2 (square) forces a form, for measuring. */
-static bool square_warps(long long kc) {
+static bool square_warps(long long kc, bool epilogue) {
     int forced = test_warps >= 0 ? test_warps + 1 : tg_wgsl_knob_int("TG_WGSL_MM_WARPS", 0);
     if (forced == 1 || forced == 2) return forced == 2;
-    return kc >= 2048;
+    return kc >= 2048 || (kc >= 1024 && !epilogue);
 }
 
 void tg_wgsl_matmul_test_config(int cfg, int split, int unroll) {
@@ -352,7 +359,7 @@ static bool tiled(wk *k, const mm_geom *g, const mm_cfg *c, int split, int membe
                "@compute @workgroup_size(256)\n"
                "fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {\n"
                "    let m0 = wid.y * %du;\n", c->bm);
-    if (tx_n == 16 && square_warps(kc)) /* lane bits 0-2 -> tx, 3-4 -> ty; warp bit 0 -> tx, 1-2 -> ty */
+    if (tx_n == 16 && square_warps(kc, k->epilogue)) /* lane bits 0-2 -> tx, 3-4 -> ty; warp bit 0 -> tx, 1-2 -> ty */
         tg_wsb_printf(&k->s, "    let tx = (lid %% 8u) + 8u * ((lid / 32u) %% 2u);\n    let ty = (lid / 8u) %% 4u + 4u * (lid / 64u);\n");
     else tg_wsb_printf(&k->s, "    let tx = lid %% %du;\n    let ty = lid / %du;\n", tx_n, tx_n);
     long long gx = (g->N + c->bn - 1) / c->bn;
