@@ -103,15 +103,17 @@ void tg_wgsl_matmul_test_warps(int form) { test_warps = form; }
  * each kind, the input gradients of K 1536 4.05 -> 3.98) and slower where
  * an epilogue reads memory beside each element (a residual add after the
  * down projection 3.21 -> 4.02, the relu mask 3.33 -> 3.51). So the square
- * is taken where a workgroup walks K of 2048 or more, or 1024 or more with
- * no epilogue: gpt_small 38.75 / 38.74 -> 38.29 / 38.30 ms, alternated.
- * (Staging the result through workgroup memory so that an epilogue reads
- * and writes rows in order measured far slower: 42.7 / 42.9 ms.)
+ * is taken where a workgroup walks K of 2048 or more, or where there is no
+ * epilogue: gpt_small 38.75 / 38.74 ms (2048 alone) -> 38.29 / 38.30
+ * (no epilogue from K 1024) in one run, 38.14 / 38.19 -> 38.03 / 37.99
+ * (no epilogue at any K) in another. (Staging the result through
+ * workgroup memory so that an epilogue reads and writes rows in order
+ * measured far slower: 42.7 / 42.9 ms.)
  * TG_WGSL_MM_WARPS=1 (rows) or 2 (square) forces a form, for measuring. */
 static bool square_warps(long long kc, bool epilogue) {
     int forced = test_warps >= 0 ? test_warps + 1 : tg_wgsl_knob_int("TG_WGSL_MM_WARPS", 0);
     if (forced == 1 || forced == 2) return forced == 2;
-    return kc >= 2048 || (kc >= 1024 && !epilogue);
+    return kc >= 2048 || !epilogue;
 }
 
 void tg_wgsl_matmul_test_config(int cfg, int split, int unroll) {
