@@ -274,6 +274,20 @@ static void check_one_kernel(const char *what, tg_trace_fn loss_fn, const char *
 static void test_matmul_group(void) {
     check_one_kernel("three products of one input", group_loss, "matmul group of 3", 2);
     check_one_kernel("a sum of three products", sum_loss, "matmul sum of 3", 1);
+    /* Written out as a GPU gets them (lavapipe gets loops; small tiles,
+     * which lavapipe compiles quickly): a copy of the code per member or
+     * term, each calling its own accessors (no switch on mq per load). */
+    tg_wgsl_matmul_test_config(2, 0, 1);
+    check_one_kernel("three products of one input, written out", group_loss, "matmul group of 3", 2);
+    check_one_kernel("a sum of three products, written out", sum_loss, "matmul sum of 3", 1);
+    float loss[3];
+    static float w0[64 * 64];
+    int copies = 0, terms = 0;
+    CHECK_OK(group_train(group_loss, "pb0 = ld1_2(", loss, w0, &copies));
+    CHECK_OK(group_train(sum_loss, "pa0 = ld0_2(", loss, w0, &terms));
+    CHECK(copies == 2 && terms == 1, "written out: %d group kernels with member 2's own loads (want 2), %d sums with term "
+          "2's (want 1)", copies, terms);
+    tg_wgsl_matmul_test_config(-1, 0, -1);
 }
 
 /* ---- weight gradients with K split: grouped, and with their bias sums ---- */
@@ -362,6 +376,18 @@ static void test_split_groups(void) {
           sibs, su);
     printf("  split weight gradients: a group in 2 phases, a bias sum beside dW0; vs unfused %.2g / %.2g, vs CPU %.2g / %.2g\n",
            lw, pw, lcw, pcw);
+    /* the group written out (a copy per member): the same values as the loop form, member 1's own loads */
+    float lo[3];
+    static float po[NP];
+    int own = 0;
+    tg_wgsl_matmul_test_config(-1, 0, 1);
+    CHECK_OK(split_train(TG_BACKEND_WEBGPU, lo, po, "pb0 = ld1_1(", &own, false));
+    tg_wgsl_matmul_test_config(-1, 0, -1);
+    double ow = 0;
+    for (int i = 0; i < NP; i++) ow = fmax(ow, fabs(po[i] - pf[i]));
+    CHECK(own == 1 && memcmp(lo, lf, sizeof lo) == 0 && ow <= 2e-5,
+          "split weight gradients written out: %d kernels with member 1's own loads (want 1), losses %s, params %.3g",
+          own, memcmp(lo, lf, sizeof lo) == 0 ? "the same" : "differ", ow);
 }
 
 /* ---- the step check in the clip norm's totals kernel ---- */

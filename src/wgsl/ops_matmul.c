@@ -245,6 +245,7 @@ typedef struct {
     const mm_cfg *c;
     bool exact; /* M, N, K multiples of the tile: no bounds checks */
     int apad, bpad; /* vec4s per k-row of As / Bs */
+    const char *sfx; /* the accessors' suffix: "" (any member, through mq), or "_q" (member q's own) */
 } mm_ctx;
 
 static void a_slot(const mm_ctx *x, int q, char *m, char *k, size_t n) {
@@ -277,20 +278,20 @@ static void emit_loads(wk *k, const mm_ctx *x, const char *k0) {
         snprintf(rr, sizeof rr, "m0 + %s", r);
         snprintf(cc, sizeof cc, "%s + %s", k0, col);
         a_index(x->g, rr, cc, idx, sizeof idx);
-        if (x->exact) tg_wsb_printf(&k->s, "        pa%d = ld0(%s);\n", q, idx);
+        if (x->exact) tg_wsb_printf(&k->s, "        pa%d = ld0%s(%s);\n", q, x->sfx, idx);
         else
-            tg_wsb_printf(&k->s, "        pa%d = 0.0f;\n        if (%s < %lldu && %s < kend) { pa%d = ld0(%s); }\n", q, rr,
-                       x->g->M, cc, q, idx);
+            tg_wsb_printf(&k->s, "        pa%d = 0.0f;\n        if (%s < %lldu && %s < kend) { pa%d = ld0%s(%s); }\n", q, rr,
+                       x->g->M, cc, q, x->sfx, idx);
     }
     for (int q = 0; q < lb; q++) {
         b_slot(x, q, r, col, sizeof r);
         snprintf(rr, sizeof rr, "%s + %s", k0, r);
         snprintf(cc, sizeof cc, "n0 + %s", col);
         b_index(x->g, rr, cc, idx, sizeof idx);
-        if (x->exact) tg_wsb_printf(&k->s, "        pb%d = ld1(%s);\n", q, idx);
+        if (x->exact) tg_wsb_printf(&k->s, "        pb%d = ld1%s(%s);\n", q, x->sfx, idx);
         else
-            tg_wsb_printf(&k->s, "        pb%d = 0.0f;\n        if (%s < kend && %s < %lldu) { pb%d = ld1(%s); }\n", q, rr, cc,
-                       x->g->N, q, idx);
+            tg_wsb_printf(&k->s, "        pb%d = 0.0f;\n        if (%s < kend && %s < %lldu) { pb%d = ld1%s(%s); }\n", q, rr, cc,
+                       x->g->N, q, x->sfx, idx);
     }
 }
 
@@ -336,6 +337,87 @@ static bool grid(wk *k, const mm_geom *g, const mm_cfg *c, int split, int member
     return true;
 }
 
+/* The K loop of tiled(): the first k-slice loaded, then each slice
+ * stored into workgroup memory, the next one loaded, and this one
+ * multiplied (with a sibling's column sums of B). */
+static void tg_k_loop(wk *k, const mm_ctx *x, int split, int members, int terms, bool unroll) {
+    const mm_geom *g = x->g;
+    const mm_cfg *c = x->c;
+    int th = c->tn / 4;
+    tg_wsb_printf(&k->s, "    {\n");
+    emit_loads(k, x, "kbeg");
+    tg_wsb_printf(&k->s, "    }\n    for (var k0 = kbeg; k0 < kend; k0 += %du) {\n        workgroupBarrier();\n", c->bk);
+    emit_stores(k, x);
+    tg_wsb_printf(&k->s, "        workgroupBarrier();\n        if (k0 + %du < kend) {\n", c->bk);
+    char knext[32];
+    snprintf(knext, sizeof knext, "(k0 + %du)", c->bk);
+    emit_loads(k, x, knext);
+    tg_wsb_printf(&k->s, "        }\n");
+    /* The k-slice is written out step by step for a GPU: left as a loop,
+     * NVIDIA's compiler does not unroll it (square 4096 products: 37.1 ->
+     * 40.1 TFLOP/s, gpt_small 47.9 -> 45.7 ms a step on the H200). A CPU
+     * adapter gets the loop: its shader compiler is slow on long code. */
+    if (!unroll) tg_wsb_printf(&k->s, "        for (var kk = 0u; kk < %du; kk++) {\n", c->bk);
+    for (int step = 0; step < (unroll ? c->bk : 1); step++) {
+        if (unroll) tg_wsb_printf(&k->s, "        {\n            let kk = %du;\n", step);
+        for (int ag = 0; ag < c->tm / 4; ag++)
+            tg_wsb_printf(&k->s, "            let a%d = As[kk * %du + ty + %du];\n", ag, x->apad, ag * (c->bm / 8));
+        for (int h = 0; h < th; h++)
+            tg_wsb_printf(&k->s, "            let b%d = Bs[kk * %du + tx + %du];\n", h, x->bpad, h * (c->bn / 8));
+        static const char comp[4] = {'x', 'y', 'z', 'w'};
+        for (int r = 0; r < c->tm; r++)
+            for (int h = 0; h < th; h++)
+                tg_wsb_printf(&k->s, "            c%d_%d = fma(vec4<f32>(a%d.%c), b%d, c%d_%d);\n", r, h, r / 4, comp[r % 4], h,
+                           r, h);
+        tg_wsb_printf(&k->s, "        }\n");
+    }
+    /* the sibling's column sums of B: the workgroups of the first row of
+     * tiles, one invocation per column of the slice in workgroup memory */
+    bool cs = k->sib > 0 && split > 1 && members == 1 && terms == 1 && !g->tb;
+    if (cs)
+        tg_wsb_printf(&k->s, "        if (wid.y == 0u && lid < %du) {\n"
+                             "            for (var kk = 0u; kk < %du; kk++) { csum += Bs[kk * %du + lid / 4u][lid %% 4u]; }\n"
+                             "        }\n",
+                      c->bn, c->bk, x->bpad);
+    tg_wsb_printf(&k->s, terms > 1 && !*x->sfx ? "    }\n    }\n" : "    }\n");
+}
+
+/* The result of tiled(): stored through st (phase 0) or as partial products
+ * into the workspace (phase 1), with a sibling's column sums. */
+static void tg_k_store(wk *k, const mm_ctx *x, int split, int members, int terms) {
+    const mm_geom *g = x->g;
+    const mm_cfg *c = x->c;
+    int th = c->tn / 4;
+    bool cs = k->sib > 0 && split > 1 && members == 1 && terms == 1 && !g->tb;
+    if (cs)
+        tg_wsb_printf(&k->s, "    if (wid.y == 0u && lid < %du && n0 + lid < %lldu) { work[%lluu + wid.z * %lldu + n0 + lid] = bitcast<u32>(csum); }\n",
+                      c->bn, g->N, (unsigned long long)(split * g->M * g->N), g->N);
+    char row[64], col[64];
+    for (int r = 0; r < c->tm; r++) {
+        block_row(c, r, row, sizeof row);
+        tg_wsb_printf(&k->s, "    {\n        let m = m0 + %s;\n", row);
+        if (!x->exact) tg_wsb_printf(&k->s, "        if (m < %lldu) {\n", g->M);
+        for (int h = 0; h < th; h++) {
+            block_col(c, h, col, sizeof col);
+            for (int e = 0; e < 4; e++) {
+                static const char comp[4] = {'x', 'y', 'z', 'w'};
+                tg_wsb_printf(&k->s, "        { let nn = n0 + %s + %du;", col, e);
+                if (!x->exact) tg_wsb_printf(&k->s, " if (nn < %lldu) {", g->N);
+                if (split > 1 && members > 1) /* member q's partials after those of the q before it */
+                    tg_wsb_printf(&k->s, " work[(mq * %lldu + wid.z) * %lluu + m * %lldu + nn] = bitcast<u32>(c%d_%d.%c);",
+                               g->batch * split, (unsigned long long)(g->M * g->N), g->N, r, h, comp[e]);
+                else if (split > 1)
+                    tg_wsb_printf(&k->s, " work[wid.z * %lluu + m * %lldu + nn] = bitcast<u32>(c%d_%d.%c);",
+                               (unsigned long long)(g->M * g->N), g->N, r, h, comp[e]);
+                else tg_wsb_printf(&k->s, " st%s(b * %lldu + m * %lldu + nn, c%d_%d.%c);", x->sfx, g->sc, g->N, r, h, comp[e]);
+                tg_wsb_printf(&k->s, "%s }\n", x->exact ? "" : " }");
+            }
+        }
+        if (!x->exact) tg_wsb_printf(&k->s, "        }\n");
+        tg_wsb_printf(&k->s, "    }\n");
+    }
+}
+
 /* Phase 0: the product, stored through st. Phase 1: partial products of
  * the K-ranges into the workspace. With members > 1, a group of products
  * of one A (tg_wgsl_matmul_group): the column tiles of member q come q-th
@@ -344,7 +426,7 @@ static bool grid(wk *k, const mm_geom *g, const mm_cfg *c, int split, int member
  * walks the K loop once per term into the same accumulators, mq telling
  * ld0 and ld1 whose A and B they read. */
 static bool tiled(wk *k, const mm_geom *g, const mm_cfg *c, int split, int members, int terms) {
-    mm_ctx x = {g, c, false, c->bm / 4 + 1, c->bn / 4};
+    mm_ctx x = {g, c, false, c->bm / 4 + 1, c->bn / 4, ""};
     long long kc = split > 1 ? k_per_split(g, c, split) : g->K;
     /* M, N, K and the K-ranges multiples of the tile, every range non-empty:
      * no bounds checks (a last, shorter range still ends on a slice). On
@@ -377,71 +459,35 @@ static bool tiled(wk *k, const mm_geom *g, const mm_cfg *c, int split, int membe
     if (k->sib > 0 && split > 1) tg_wsb_printf(&k->s, "    var csum = 0.0f;\n");
     for (int q = 0; q < la; q++) tg_wsb_printf(&k->s, "    var pa%d = 0.0f;\n", q);
     for (int q = 0; q < lb; q++) tg_wsb_printf(&k->s, "    var pb%d = 0.0f;\n", q);
-    if (terms > 1) tg_wsb_printf(&k->s, "    for (var mi = 0u; mi < %du; mi++) {\n    mq = mi;\n", terms);
-    tg_wsb_printf(&k->s, "    {\n");
-    emit_loads(k, &x, "kbeg");
-    tg_wsb_printf(&k->s, "    }\n    for (var k0 = kbeg; k0 < kend; k0 += %du) {\n        workgroupBarrier();\n", c->bk);
-    emit_stores(k, &x);
-    tg_wsb_printf(&k->s, "        workgroupBarrier();\n        if (k0 + %du < kend) {\n", c->bk);
-    char knext[32];
-    snprintf(knext, sizeof knext, "(k0 + %du)", c->bk);
-    emit_loads(k, &x, knext);
-    tg_wsb_printf(&k->s, "        }\n");
-    /* The k-slice is written out step by step for a GPU: left as a loop,
-     * NVIDIA's compiler does not unroll it (square 4096 products: 37.1 ->
-     * 40.1 TFLOP/s, gpt_small 47.9 -> 45.7 ms a step on the H200). A CPU
-     * adapter gets the loop: its shader compiler is slow on long code. */
+    /* A group's members or a sum's terms each get their own copy of the
+     * code where it is written out for a GPU (see `unroll` below), calling
+     * that member's accessors (ld0_q, ld1_q, st_q) instead of those that
+     * switch on mq at every load and store: a sum of three products walked
+     * its K-ranges 16% slower than one product of the same work, a group of
+     * three 5% slower (TFLOP/s on the H200, TG_WG_PROFILE). With the
+     * copies, gpt_small's sums of three run in about 0.40 ms instead of
+     * 0.47 and its step in 37.51 / 37.54 / 37.51 ms instead of 37.90 /
+     * 38.03 / 37.95 (alternated in one run). The loop form keeps one copy. */
     bool unroll = test_unroll >= 0 ? test_unroll == 1 : !k->lim->cpu_adapter;
-    if (!unroll) tg_wsb_printf(&k->s, "        for (var kk = 0u; kk < %du; kk++) {\n", c->bk);
-    for (int step = 0; step < (unroll ? c->bk : 1); step++) {
-        if (unroll) tg_wsb_printf(&k->s, "        {\n            let kk = %du;\n", step);
-        for (int ag = 0; ag < c->tm / 4; ag++)
-            tg_wsb_printf(&k->s, "            let a%d = As[kk * %du + ty + %du];\n", ag, x.apad, ag * (c->bm / 8));
-        for (int h = 0; h < th; h++)
-            tg_wsb_printf(&k->s, "            let b%d = Bs[kk * %du + tx + %du];\n", h, x.bpad, h * (c->bn / 8));
-        static const char comp[4] = {'x', 'y', 'z', 'w'};
-        for (int r = 0; r < c->tm; r++)
-            for (int h = 0; h < th; h++)
-                tg_wsb_printf(&k->s, "            c%d_%d = fma(vec4<f32>(a%d.%c), b%d, c%d_%d);\n", r, h, r / 4, comp[r % 4], h,
-                           r, h);
-        tg_wsb_printf(&k->s, "        }\n");
-    }
-    /* the sibling's column sums of B: the workgroups of the first row of
-     * tiles, one invocation per column of the slice in workgroup memory */
-    bool cs = k->sib > 0 && split > 1 && members == 1 && terms == 1 && !g->tb;
-    if (cs)
-        tg_wsb_printf(&k->s, "        if (wid.y == 0u && lid < %du) {\n"
-                             "            for (var kk = 0u; kk < %du; kk++) { csum += Bs[kk * %du + lid / 4u][lid %% 4u]; }\n"
-                             "        }\n",
-                      c->bn, c->bk, x.bpad);
-    tg_wsb_printf(&k->s, terms > 1 ? "    }\n    }\n" : "    }\n");
-    if (cs)
-        tg_wsb_printf(&k->s, "    if (wid.y == 0u && lid < %du && n0 + lid < %lldu) { work[%lluu + wid.z * %lldu + n0 + lid] = bitcast<u32>(csum); }\n",
-                      c->bn, g->N, (unsigned long long)(split * g->M * g->N), g->N);
-    char row[64], col[64];
-    for (int r = 0; r < c->tm; r++) {
-        block_row(c, r, row, sizeof row);
-        tg_wsb_printf(&k->s, "    {\n        let m = m0 + %s;\n", row);
-        if (!x.exact) tg_wsb_printf(&k->s, "        if (m < %lldu) {\n", g->M);
-        for (int h = 0; h < th; h++) {
-            block_col(c, h, col, sizeof col);
-            for (int e = 0; e < 4; e++) {
-                static const char comp[4] = {'x', 'y', 'z', 'w'};
-                tg_wsb_printf(&k->s, "        { let nn = n0 + %s + %du;", col, e);
-                if (!x.exact) tg_wsb_printf(&k->s, " if (nn < %lldu) {", g->N);
-                if (split > 1 && members > 1) /* member q's partials after those of the q before it */
-                    tg_wsb_printf(&k->s, " work[(mq * %lldu + wid.z) * %lluu + m * %lldu + nn] = bitcast<u32>(c%d_%d.%c);",
-                               g->batch * split, (unsigned long long)(g->M * g->N), g->N, r, h, comp[e]);
-                else if (split > 1)
-                    tg_wsb_printf(&k->s, " work[wid.z * %lluu + m * %lldu + nn] = bitcast<u32>(c%d_%d.%c);",
-                               (unsigned long long)(g->M * g->N), g->N, r, h, comp[e]);
-                else tg_wsb_printf(&k->s, " st(b * %lldu + m * %lldu + nn, c%d_%d.%c);", g->sc, g->N, r, h, comp[e]);
-                tg_wsb_printf(&k->s, "%s }\n", x.exact ? "" : " }");
-            }
+    int copies = unroll ? (members > 1 ? members : terms) : 1;
+    if (copies > 1 && members > 1) tg_wsb_printf(&k->s, "    switch (wid.x / %lldu) {\n", gx);
+    for (int q = 0; q < copies; q++) {
+        char sfx[16] = "";
+        if (copies > 1) snprintf(sfx, sizeof sfx, "_%d", q);
+        x.sfx = sfx;
+        if (copies > 1 && members > 1) tg_wsb_printf(&k->s, q < copies - 1 ? "    case %du: {\n" : "    default: {\n", q);
+        if (copies > 1 && terms > 1) tg_wsb_printf(&k->s, "    {\n");
+        if (copies == 1 && terms > 1) tg_wsb_printf(&k->s, "    for (var mi = 0u; mi < %du; mi++) {\n    mq = mi;\n", terms);
+        tg_k_loop(k, &x, split, members, terms, unroll);
+        if (copies > 1 && terms > 1) {
+            tg_wsb_printf(&k->s, "    }\n");
+            if (q < copies - 1) continue;
+            x.sfx = "";
         }
-        if (!x.exact) tg_wsb_printf(&k->s, "        }\n");
-        tg_wsb_printf(&k->s, "    }\n");
+        tg_k_store(k, &x, split, members, terms);
+        if (copies > 1 && members > 1) tg_wsb_printf(&k->s, "    }\n");
     }
+    if (copies > 1 && members > 1) tg_wsb_printf(&k->s, "    }\n");
     tg_wsb_printf(&k->s, "}\n");
     return true;
 }
@@ -556,6 +602,14 @@ static bool multi(wk *k, const char *what, int label, const int *mm, int n, cons
         }
         tg_wsb_printf(&k->s, cnt[a] > 1 ? "    }\n}\n" : "}\n");
     }
+    /* each member's own accessors, for the copies of tiled()'s code */
+    static const char *const name[3] = {"st", "ld0", "ld1"}, *const args[3] = {"(i: u32, v: f32)", "(i: u32) -> f32", "(i: u32) -> f32"};
+    for (int q = 0; q < n; q++)
+        for (int a = 0; a < 3; a++) {
+            int w = first[a] + (cnt[a] > 1 ? q : 0);
+            snprintf(stmt, sizeof stmt, body[a], bind_of[w], (long long)off[w]);
+            tg_wsb_printf(&k->s, "fn %s_%d%s { %s }\n", name[a], q, args[a], stmt);
+        }
     mm_geom g = geometry(gr, &gr->nodes[mm[0]]);
     mm_cfg c = choose(&g);
     if (split > 1 && k->phase == 2) return reduce(k, &g, split, members);
