@@ -10,6 +10,7 @@
 
 #include "check.h"
 #include "webgpu/webgpu.h"
+#include "wgsl/attention.h"
 #include "session.h"
 #include "../examples/gpt.c"
 
@@ -183,6 +184,56 @@ static void test_exact_bindings(void) {
     CHECK(worst <= (int64_t)l.max_storage_buffer_binding_size, "a binding of %lld bytes, over the %lld-byte limit",
           (long long)worst, (long long)l.max_storage_buffer_binding_size);
     if (s) tg_wgsl_program_free(&prog);
+    tg_session_free(s);
+    tg_model_free(m);
+}
+
+/* The optimizer's updates and the clip norm's sums are grouped before
+ * planning: each clipped gradient (grad * the clip factor, read only by
+ * its updates), each square and each sum of squares lives inside its
+ * group's kernels and has no memory, and the updates of every param are
+ * one group, the clip norm's terms, total and tails another. */
+static void test_before_planning(void) {
+    tg_model *m = tg_model_new();
+    mlp net = {tg_linear_new(m, "l1", 1, 64, true), tg_linear_new(m, "l2", 64, 64, true), tg_linear_new(m, "l3", 64, 1, true)};
+    tg_input_decl in[] = {{"x", TG_F32, S(B, 1)}, {"y", TG_F32, S(B, 1)}};
+    tg_optim o = tg_adam(tg_lr_constant(1e-3f));
+    o.clip_grad_norm = 0.5f;
+    tg_train_spec spec = {.model = m, .loss = mlp_loss, .user = &net, .inputs = in, .n_inputs = 2, .optim = o,
+                          .seed = 3, .backend = TG_BACKEND_WEBGPU};
+    tg_session *s = NULL;
+    CHECK_OK(tg_session_new(&spec, &s));
+    if (s && s->b.prog->fusion) {
+        const tg_graph *g = s->b.prog->g;
+        const tg_plan *pl = &s->b.prog->plan;
+        const tg_fusion *f = s->b.prog->fusion;
+        const tg_wgsl_prefused *pre = f->impl;
+        int updates = 0, in_group = -2, clipped = 0, kept = 0, squares = 0, kept_sq = 0, optim = 0, sumsq = 0;
+        for (int i = 0; i < g->n; i++) {
+            const tg_node *n = &g->nodes[i];
+            if (n->op == TG_OP_ADAM_P) {
+                updates++;
+                in_group = in_group == -2 ? f->group[i] : in_group == f->group[i] ? in_group : -1;
+            }
+            if (n->op == TG_OP_ADAM_M && g->nodes[n->in[1]].op == TG_OP_MUL) {
+                clipped++;
+                kept += pl->slot[n->in[1]].arena < 0;
+            }
+            if (n->op == TG_OP_MUL && n->in[0] == n->in[1] && f->group[i] >= 0 && pre->pre[f->group[i]].kind == FZ_SUMSQ) {
+                squares++; /* the clip norm's: the loss's own square is another */
+                kept_sq += pl->slot[i].arena < 0;
+            }
+        }
+        for (int gi = 0; gi < f->n_groups; gi++) optim += pre->pre[gi].kind == FZ_OPTIM, sumsq += pre->pre[gi].kind == FZ_SUMSQ;
+        CHECK(updates == 6 && in_group >= 0 && pre->pre[in_group].kind == FZ_OPTIM && optim == 1,
+              "the 6 updates in one optimizer group chosen before planning (%d updates, group %d, %d optimizer groups)",
+              updates, in_group, optim);
+        CHECK(clipped == 6 && kept == 6, "%d of %d clipped gradients without memory, want all 6", kept, clipped);
+        CHECK(squares == 6 && kept_sq == 6 && sumsq == 1, "%d of %d squares without memory (want 6), %d clip norm groups (want 1)",
+              kept_sq, squares, sumsq);
+    } else {
+        CHECK(s && s->b.prog->fusion, "no fusion before planning");
+    }
     tg_session_free(s);
     tg_model_free(m);
 }
@@ -671,6 +722,7 @@ int main(void) {
         return check_summary("test_webgpu_fusion");
     }
     test_mlp();
+    test_before_planning();
     test_chunked();
     test_exact_bindings();
     test_matmul_group();

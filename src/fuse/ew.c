@@ -140,7 +140,7 @@ static bool accept(const tg_fuse_graph *x, const tg_ew_group *d, const tg_ew_rul
 /* Whether node v may join d at all: it runs, may be computed inline, is
  * in no group and the backend has not left it to another. */
 static bool joinable(const tg_fuse_graph *x, const tg_ew_rules *r, int v) {
-    return tg_plan_runs(x->g, v) && (flags(x, v) & TG_OPF_MAP) && tg_fuse_free(x, v) && r->usable(v, r->ctx);
+    return tg_plan_runs(x->g, v) && (flags(x, v) & TG_OPF_MAP) && tg_fuse_free(x, v);
 }
 
 /* Appends views[0..nv) to d's producers (views between members cost

@@ -1,9 +1,9 @@
 /* Fusion patterns, backend-neutral: a graph's readers as a backend's fusion
  * pass needs them, and the matchers of the patterns the backends fuse that
  * the graph alone decides, each member named by its role. A match says
- * only what the graph holds; each backend's pass (cpu/fuse.c;
- * wgsl/prefuse*.c before planning, wgsl/fuse*.c after) applies its own
- * size and memory rules and decides which matches become its groups. */
+ * only what the graph holds; each backend's pass before planning
+ * (cpu/fuse.c, wgsl/prefuse*.c) applies its own size and memory rules and
+ * decides which matches become its groups. */
 #ifndef TG_FUSE_H
 #define TG_FUSE_H
 
@@ -128,10 +128,9 @@ typedef struct {
     int gid;                       /* its group in the fusion, -1 before it has one */
 } tg_ew_group;
 
-/* What the backend adds to the rules: nodes it leaves to other groups
- * (usable false), and whether its kernel can bind what d reads and writes. */
+/* What the backend adds to the rules: whether its kernel can bind what d
+ * reads and writes. */
 typedef struct {
-    bool (*usable)(int node, const void *ctx);
     bool (*fits)(const tg_fuse_graph *x, const tg_ew_group *d, const void *ctx);
     const void *ctx;
 } tg_ew_rules;

@@ -1,7 +1,6 @@
 /* A clip norm's total and the scalars after it (see fuse.h): which nodes
  * one kernel computing every sum of squares can take, decided from the
- * graph alone, so that a pass before planning can leave them to the pass
- * that forms the group after planning. */
+ * graph alone. */
 #include <stdlib.h>
 
 #include "fuse.h"

@@ -200,10 +200,6 @@ tg_status tg_plan_build(const tg_graph *g, const tg_plan_req *req, tg_plan *out)
         if (last[r] < last[i]) last[r] = last[i];
         if (first[r] > first[i]) first[r] = first[i];
     }
-    /* Scratch gradients stay live to the end of the step: a backend fusing
-     * the optimizer after planning reads all of them at its kernel's turn. */
-    for (int p = 0; p < req->n_params && req->discard_grads; p++)
-        if (req->param_grad[p] >= 0) last[find(parent, req->param_grad[p])] = n - 1;
 
     /* 3. Optimizer updates computed into the param/state they replace. */
     for (int w = 0; w < req->n_wb && !req->no_reuse; w++) {

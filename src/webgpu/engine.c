@@ -665,9 +665,8 @@ static void wg_destroy(tg_engine *e_) {
 }
 
 /* The fusion pass before planning (src/wgsl/prefuse.c): causal attention,
- * products with an epilogue, siblings, sums and groups of products,
- * elementwise chains. The optimizer's and the clip norm's groups are
- * decided after planning, in tg_wgsl_emit_program.
+ * products with an epilogue, siblings, sums and groups of products, the
+ * optimizer's updates, the clip norm's sums, elementwise chains.
  * Off where every node's value must be readable (check_numerics). */
 static tg_status wg_fuse(const tg_program *p, tg_fusion **out) {
     *out = NULL;

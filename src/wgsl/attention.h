@@ -51,6 +51,7 @@ typedef struct {
     int n;
     int64_t work_bytes; /* the attention workspace: statistics of every group */
     fz_pregroup *pre;   /* per group (the node count bounds them) */
+    int n_pre;          /* entries of pre */
 } tg_wgsl_prefused;
 
 /* Appends to f the attention groups of fg's graph that fit the device

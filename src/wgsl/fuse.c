@@ -1,88 +1,21 @@
-/* Which nodes of a planned graph run as one kernel, and the kernel specs of
- * the whole program in order (tg_wgsl_emit_program).
+/* The kernel specs of a planned graph's whole program, in order
+ * (tg_wgsl_emit_program).
  *
  * Every dispatch costs the GPU a barrier and the CPU an encode, about as
  * much as a small kernel's work, so the program is cut into fewer, larger
- * kernels. Most groups were chosen before planning (prefuse.c: attention,
- * products with their epilogue, siblings, sums and groups of products,
- * elementwise chains), and the plan was made with them: they come in as
- * they are, their kept values without memory. Two kinds are still chosen
- * here, because their kernels bind whole spans of an arena (every param's
- * state, every gradient), which only a plan's offsets can size:
- *   - the optimizer update of every param in one kernel (adam_m, adam_v and
- *     adam_p of all params, or SGD's two), with the clip factor's multiply of
- *     the gradient computed inline (ops_fused.c);
- *   - the clip norm's sums of squares of every gradient, and the adds that
- *     total them, in two kernels (ops_fused.c), the second also computing
- *     the scalars after the total (the clip factor, the step check).
- *
- * The plan was made for those nodes' own turns, so such a group may not
- * go where the plan gave its memory to something else: it runs at one
- * position (its turn), reads its inputs and writes its outputs then, and is
- * accepted only if no other kernel between its members' own positions and
- * its turn writes what it reads, or reads or writes what it writes (the
- * memory each node's slot names), and if inside the kernel no output shares
- * bytes with an input except where each invocation reads an element before
- * writing that same element (the move check).
- *
- * The two are planned in fuse_optim.c (fuse.h); fuse_matmul.c emits the
- * groups of products. */
+ * kernels. The groups are all chosen before planning (prefuse.c:
+ * attention, products with their epilogue, siblings, sums and groups of
+ * products, the optimizer's updates, the clip norm's sums, elementwise
+ * chains), and the plan was made with them: they come in as they are,
+ * their kept values without memory, each member running at its group's
+ * turn. What only the plan's offsets decide is left to the emitters: how
+ * many dispatches the optimizer and the clip norm take, their kernels
+ * binding each arena's span of what they touch (ops_fused.c), and where
+ * the split kernels' partial sums go (workspace_in_scratch below).
+ * fuse_matmul.c emits the groups of products. */
 #include <stdio.h>
 
 #include "fuse.h"
-
-/* ---- the move check (see the top of this file) ---- */
-
-/* Whether some kernel other than the group's members, running strictly
- * between positions a and b, writes memory overlapping x's slot (or, with
- * reads, also reads it). */
-static bool touched_between(const fz *z, const gview *v, int a, int b, int x, bool reads) {
-    if (a > b) {
-        int t = a;
-        a = b, b = t;
-    }
-    const tg_slot *sx = &z->plan->slot[x];
-    for (int j = 0; j < z->n; j++) {
-        if (!runs(z, j) || z->at[j] <= a || z->at[j] >= b || in_list(v->mem, v->nm, j)) continue;
-        if (in_memory(z, j) && overlap(&z->plan->slot[j], sx)) return true;
-        if (!reads) continue;
-        const tg_node *nj = &z->g->nodes[j];
-        for (int k = 0; k < nj->nin; k++)
-            if (in_memory(z, nj->in[k]) && overlap(&z->plan->slot[nj->in[k]], sx)) return true;
-    }
-    return false;
-}
-
-/* Every member reads its inputs and writes its value at the group's turn
- * instead of at its own position (its node id). */
-bool tg_fz_move_ok(const fz *z, const gview *v) {
-    for (int r = 0; r < v->nr; r++)
-        if (!in_memory(z, v->rd[r]) || ready_at(z, v->rd[r]) >= v->turn) return false;
-    /* Readers of what the group writes come after its turn. */
-    int *rbuf = tg_calloc((size_t)z->n + 1, sizeof(int));
-    if (!rbuf) return false;
-    bool ok = true;
-    for (int s = 0; s < v->ns && ok; s++) {
-        int nr = tg_fuse_readers_once(&z->fg, v->st[s], rbuf, z->n, NULL, NULL, 0);
-        for (int q = 0; q < nr && q < z->n && ok; q++)
-            if (!in_list(v->mem, v->nm, rbuf[q]) && z->at[rbuf[q]] <= v->turn) ok = false;
-    }
-    free(rbuf);
-    for (int m = 0; m < v->nm && ok; m++) {
-        int pos = v->mem[m];
-        if (pos == v->turn || is_view(z->g, pos)) continue;
-        /* a read delayed past a kernel that overwrites it (an earlier read is
-         * safe: the value is ready, and nothing rewrites a value in its life) */
-        const tg_node *n = &z->g->nodes[pos];
-        for (int k = 0; k < n->nin && ok && pos < v->turn; k++)
-            if (!in_list(v->mem, v->nm, n->in[k]) && touched_between(z, v, pos, v->turn, n->in[k], false)) ok = false;
-        /* a write moved across a kernel that uses the same bytes */
-        if (ok && in_list(v->st, v->ns, pos) && touched_between(z, v, pos, v->turn, pos, pos > v->turn)) ok = false;
-    }
-    return ok;
-}
-
-void tg_fz_gview_free(gview *v) { free(v->mem), free(v->st), free(v->rd); }
 
 /* ---- groups ---- */
 
@@ -90,10 +23,7 @@ fz_group *tg_fz_new_group(fz *z, int kind) {
     if (z->n_gr == z->cap_gr) {
         int cap = z->cap_gr ? 2 * z->cap_gr : 16;
         fz_group *g = realloc(z->gr, sizeof *g * (size_t)cap);
-        if (!g) {
-            z->oom = true;
-            return NULL;
-        }
+        if (!g) return NULL;
         z->gr = g;
         z->cap_gr = cap;
     }
@@ -121,6 +51,12 @@ static bool fusion_on(void) {
     return g_fusion >= 0 ? g_fusion != 0 : tg_wgsl_knob("TG_WGSL_FUSE", (const char *const[]){"0", NULL}, 1) != 0;
 }
 
+static void *dup(const void *p, int n, size_t size) {
+    void *q = tg_calloc((size_t)n + 1, size);
+    if (q && n > 0) memcpy(q, p, (size_t)n * size);
+    return q;
+}
+
 /* The groups the plan was made with (prefuse.c): their members run at the
  * group's turn, the values they keep have no memory, and a permute the
  * attention kernels read with strides runs no kernel (it joins its first
@@ -137,6 +73,17 @@ static tg_status pre_planned(fz *z) {
         gr->turn = z->fu->turn[gi];
         if (pg->kind == FZ_ATTN) {
             gr->attn = &at->a[gi];
+        } else if (pg->kind == FZ_OPTIM) {
+            gr->seg = dup(pg->seg, pg->n_seg, sizeof *pg->seg);
+            gr->n_seg = pg->n_seg;
+            if (!gr->seg) return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
+        } else if (pg->kind == FZ_SUMSQ) {
+            gr->term = dup(pg->sq.term, pg->sq.n_term, sizeof *pg->sq.term), gr->n_term = pg->sq.n_term;
+            gr->tree = dup(pg->sq.tree, pg->sq.n_tree, sizeof(int)), gr->n_tree = pg->sq.n_tree;
+            gr->tail = dup(pg->tail, pg->n_tail, sizeof(int)), gr->n_tail = pg->n_tail;
+            gr->tail_st = dup(pg->tail_st, pg->n_tail, sizeof(bool));
+            gr->total = pg->sq.total;
+            if (!gr->term || !gr->tree || !gr->tail || !gr->tail_st) return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
         } else if (pg->kind != FZ_FUSED) {
             memcpy(gr->mm, pg->mm, sizeof gr->mm);
             gr->n_mm = pg->n_mm;
@@ -151,49 +98,30 @@ static tg_status pre_planned(fz *z) {
             memcpy(gr->f.epi, d->epi, sizeof(int) * (size_t)d->n_epi);
         }
     }
-    for (int i = 0; i < z->n; i++) {
-        int gi = z->fu->group[i];
-        uint8_t role = z->fu->role[i];
-        if (role == TG_FUSE_VIEW)
-            for (int c = z->fg.rd0[i]; c < z->fg.rd0[i + 1] && gi < 0; c++) gi = z->fu->group[z->fg.rd[c]];
-        if (gi < 0) continue;
-        z->grp[i] = base + gi;
-        z->at[i] = z->fu->turn[gi];
-        z->kept[i] = role != TG_FUSE_OUTPUT;
-    }
+    for (int i = 0; i < z->n; i++)
+        if (z->fu->group[i] >= 0) z->grp[i] = base + z->fu->group[i];
+    for (int j = 0; j < z->n; j++) /* a view permute joins its first reader's group */
+        for (int k = 0; k < z->g->nodes[j].nin && z->fu->group[j] >= 0; k++) {
+            int v = z->g->nodes[j].in[k];
+            if (z->fu->role[v] == TG_FUSE_VIEW && z->grp[v] < 0) z->grp[v] = base + z->fu->group[j];
+        }
     return TG_OK;
 }
 
 bool tg_wgsl_fusion_enabled(void) { return fusion_on(); }
 
-static tg_status fz_init(fz *z, const tg_graph *g, const tg_plan *plan, const tg_fusion *fu, const tg_writeback *wb,
-                         int n_wb, const tg_wgsl_limits *lim) {
+static tg_status fz_init(fz *z, const tg_graph *g, const tg_plan *plan, const tg_fusion *fu, const tg_wgsl_limits *lim) {
     memset(z, 0, sizeof *z);
     z->g = g, z->plan = plan, z->lim = lim, z->n = g->n, z->fu = fu && fu->n == g->n ? fu : NULL;
-    int n = g->n;
-    z->must_store = tg_calloc((size_t)n + 1, sizeof(bool));
-    z->grp = tg_calloc((size_t)n + 1, sizeof(int));
-    z->at = tg_calloc((size_t)n + 1, sizeof(int));
-    z->kept = tg_calloc((size_t)n + 1, sizeof(bool));
-    if (!z->must_store || !z->grp || !z->at || !z->kept)
-        return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
-    for (int i = 0; i < n; i++) {
-        z->grp[i] = -1;
-        z->at[i] = i;
-        z->must_store[i] = plan->slot[i].kind != TG_BUF_SCRATCH && plan->slot[i].kind != TG_BUF_NONE;
-    }
-    for (int w = 0; w < n_wb; w++) z->must_store[wb[w].src] = true;
-    /* a view's value is its input's: what must be kept of one must be of the other */
-    for (int i = n - 1; i >= 0; i--)
-        if (is_view(g, i) && z->must_store[i]) z->must_store[g->nodes[i].in[0]] = true;
-    tg_status st = tg_fuse_graph_init(&z->fg, g, z->fu, z->must_store);
-    return st == TG_OK ? pre_planned(z) : st;
+    z->grp = tg_calloc((size_t)g->n + 1, sizeof(int));
+    if (!z->grp) return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
+    for (int i = 0; i < g->n; i++) z->grp[i] = -1;
+    return pre_planned(z);
 }
 
 static void fz_free(fz *z) {
     for (int i = 0; i < z->n_gr; i++) tg_fz_free_group(&z->gr[i]);
-    tg_fuse_graph_free(&z->fg);
-    free(z->gr), free(z->must_store), free(z->grp), free(z->at), free(z->kept);
+    free(z->gr), free(z->grp);
 }
 
 static tg_status push_spec(tg_wgsl_program *out, int *cap, tg_kernel_spec **slot) {
@@ -296,13 +224,8 @@ tg_status tg_wgsl_emit_program(const tg_graph *g, const tg_plan *plan, const tg_
     tg_status st = tg_wgsl_check_arenas(g, plan, lim);
     if (st != TG_OK) return st;
     fz z;
-    st = fz_init(&z, g, plan, fu, wb, n_wb, lim);
+    st = fz_init(&z, g, plan, fu, lim);
     int64_t attn_bytes = z.fu ? ((const tg_wgsl_prefused *)z.fu->impl)->work_bytes : 0;
-    if (st == TG_OK && fusion_on() && !lim->one_kernel_per_node) {
-        tg_fz_plan_optimizer(&z, wb, n_wb);
-        tg_fz_plan_sumsq(&z);
-        if (z.oom) st = tg_fail(TG_ERR_NOMEM, "webgpu: out of memory planning fused kernels");
-    }
     int cap = 0;
     int *first_kernel = tg_calloc((size_t)g->n + 1, sizeof(int)); /* per turn: its first kernel */
     if (!first_kernel && st == TG_OK) st = tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");

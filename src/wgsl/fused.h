@@ -1,6 +1,7 @@
-/* The fused groups: those chosen before planning (prefuse.c, recorded per
- * group as fz_pregroup), those after (fuse.c), and the emitters of the two
- * kinds that are not an ordinary kernel with inline parts (ops_fused.c). */
+/* The fused groups, all chosen before planning (prefuse.c, recorded per
+ * group as fz_pregroup) and lowered to kernels after it (fuse.c), and the
+ * emitters of the two kinds that are not an ordinary kernel with inline
+ * parts (ops_fused.c). */
 #ifndef TG_WGSL_FUSED_H
 #define TG_WGSL_FUSED_H
 
@@ -42,7 +43,7 @@ typedef struct {
     int n_term;
     int *tree, n_tree; /* the adds totalling the terms (any order), -1/0 for none */
     int total;         /* their root, stored; -1 for none */
-    int *tail, n_tail; /* FZ_SUMSQ: scalar arithmetic after the total, in node order (plan_sumsq_tails) */
+    int *tail, n_tail; /* FZ_SUMSQ: scalar arithmetic after the total, in node order (fuse/sumsq.c) */
     bool *tail_st;     /* which of them are stored (read outside the kernel) */
     const struct tg_wgsl_attn_s *attn; /* FZ_ATTN */
     int mm[FZ_MM_MAX], n_mm;           /* FZ_MMGROUP, FZ_MMSUM: the products, in node order / summation order */
@@ -52,11 +53,16 @@ typedef struct {
 
 /* A group chosen before planning (prefuse.c), by fusion group id. */
 typedef struct {
-    fz_kind kind;            /* FZ_ATTN, FZ_MMGROUP, FZ_MMSUM or FZ_FUSED */
+    fz_kind kind;
     int mm[FZ_MM_MAX], n_mm; /* the products, in node order (a group) or summation order (a sum) */
     int root;                /* FZ_MMSUM: the root add, which stores the sum */
     int split;               /* FZ_MMGROUP: K-ranges (tg_wgsl_matmul_group_split), 1 for none */
     tg_ew_group ew;          /* FZ_FUSED: the kernel, its sibling, producers and epilogue */
+    fz_seg *seg;             /* FZ_OPTIM: the updates, in node order (owned) */
+    int n_seg;
+    tg_sumsq_match sq;       /* FZ_SUMSQ: the terms and the tree of adds totalling them (owned) */
+    int *tail, n_tail;       /* FZ_SUMSQ: the scalars after the total, in node order (owned) */
+    bool *tail_st;           /* which of them are stored */
 } fz_pregroup;
 
 /* The elementwise groups of the fusion before planning (prefuse_ew.c):

@@ -1,4 +1,4 @@
-/* The kernels of the fusion planner's many-tensor groups (fuse_optim.c):
+/* The kernels of the many-tensor groups chosen before planning (prefuse.c):
  *
  *   optimizer  every param's update in one dispatch: workgroups are dealt to
  *              params (a segment each, ceil(n / 256) workgroups), and each
@@ -15,7 +15,8 @@
  *
  * Operands are bound one range per arena (the union of every operand in
  * it); a group whose ranges would pass maxStorageBufferBindingSize is cut
- * into several dispatches. Offsets are baked in, so each model gets its own
+ * into several dispatches, and a scalar that no range can reach is bound
+ * alone (spans_scalars). Offsets are baked in, so each model gets its own
  * pipeline for these. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,18 +29,35 @@
 #define WG 256u
 #define CHUNK 4096 /* elements per partial sum: 16 per invocation */
 
-/* One binding per arena: the union of the ranges added. */
+/* One binding per arena, the union of the ranges added, and one of its
+ * own for each scalar added alone (spans_one). */
+#define SPAN_ONES TG_WGSL_MAX_BINDINGS
 typedef struct {
     int64_t lo[TG_N_ARENAS], hi[TG_N_ARENAS];
     int bind[TG_N_ARENAS]; /* binding index, -1 unused */
+    int one[SPAN_ONES], one_bind[SPAN_ONES], n_one;
 } spans;
 
 static void spans_init(spans *s) {
     for (int a = 0; a < TG_N_ARENAS; a++) s->lo[a] = INT64_MAX, s->hi[a] = -1, s->bind[a] = -1;
+    s->n_one = 0;
 }
 
+/* A value bound on its own, outside its arena's span. */
+static void spans_one(spans *s, const tg_plan *p, int node) {
+    if (node < 0 || p->slot[node].arena < 0) return;
+    const tg_slot *sl = &p->slot[node];
+    for (int i = 0; i < s->n_one; i++) { /* a value in place over another is bound with it */
+        const tg_slot *o = &p->slot[s->one[i]];
+        if (o->arena == sl->arena && o->offset == sl->offset && o->bytes == sl->bytes) return;
+    }
+    if (s->n_one < SPAN_ONES) s->one[s->n_one++] = node;
+    else s->n_one = SPAN_ONES + 1; /* too many: spans_bind fails */
+}
+
+/* Adds node's bytes; a node kept inside the group (no memory) binds nothing. */
 static void spans_add(spans *s, const tg_plan *p, int node) {
-    if (node < 0) return;
+    if (node < 0 || p->slot[node].arena < 0) return;
     const tg_slot *sl = &p->slot[node];
     if (sl->offset < s->lo[sl->arena]) s->lo[sl->arena] = sl->offset;
     if (sl->offset + sl->bytes > s->hi[sl->arena]) s->hi[sl->arena] = sl->offset + sl->bytes;
@@ -49,6 +67,25 @@ static bool spans_fit(const spans *s, const tg_wgsl_limits *lim) {
     for (int a = 0; a < TG_N_ARENAS; a++)
         if (s->hi[a] >= 0 && (uint64_t)(s->hi[a] - s->lo[a]) > lim->max_storage_buffer_binding_size) return false;
     return true;
+}
+
+/* Small values (scalars) that may lie far from the rest of their arena's
+ * span (the optimizer's clip scale, hyperparameters and step check; the
+ * clip norm's total and the scalars after it): each joins its arena's span
+ * while that still fits a binding, and the rest, outside the spans, are
+ * bound alone. (Writable bindings of one dispatch must not overlap, so a
+ * value inside a span is never bound apart.) */
+static void spans_scalars(spans *s, const tg_plan *p, const int *nodes, int n, const tg_wgsl_limits *lim) {
+    for (int i = 0; i < n; i++) {
+        spans t = *s;
+        spans_add(&t, p, nodes[i]);
+        if (spans_fit(&t, lim)) *s = t;
+    }
+    for (int i = 0; i < n; i++) {
+        if (nodes[i] < 0 || p->slot[nodes[i]].arena < 0) continue;
+        const tg_slot *sl = &p->slot[nodes[i]];
+        if (sl->offset < s->lo[sl->arena] || sl->offset + sl->bytes > s->hi[sl->arena]) spans_one(s, p, nodes[i]);
+    }
 }
 
 /* Declares the bindings (and a workspace binding of `work` bytes if > 0).
@@ -75,6 +112,23 @@ static void spans_bind(wk *k, spans *s, int64_t work) {
         sp->bind[sp->n_bindings++] = (tg_wgsl_binding){a, s->lo[a], s->hi[a] - s->lo[a]};
         tg_wsb_printf(&k->s, "@group(0) @binding(%d) var<storage, read_write> b%d: array<u32>;\n", s->bind[a], s->bind[a]);
     }
+    int n = s->n_one + (work > 0);
+    for (int a = 0; a < TG_N_ARENAS; a++) n += s->hi[a] >= 0;
+    if (n > TG_WGSL_MAX_BINDINGS || (uint32_t)n > k->lim->max_storage_buffers_per_stage) {
+        tg_wk_fail(k, TG_ERR_LIMIT, "a fused kernel needs %d storage buffers, over %u", n, k->lim->max_storage_buffers_per_stage);
+        s->n_one = 0;
+    }
+    for (int i = 0; i < s->n_one; i++) {
+        const tg_slot *sl = &k->plan->slot[s->one[i]];
+        if (sl->offset % k->lim->min_storage_buffer_offset_alignment)
+            tg_wk_fail(k, TG_ERR_LIMIT, "a fused kernel's binding of node %d starts at %lld, not a multiple of "
+                       "minStorageBufferOffsetAlignment %u", s->one[i], (long long)sl->offset,
+                       k->lim->min_storage_buffer_offset_alignment);
+        s->one_bind[i] = sp->n_bindings;
+        sp->bind[sp->n_bindings++] = (tg_wgsl_binding){sl->arena, sl->offset, sl->bytes};
+        tg_wsb_printf(&k->s, "@group(0) @binding(%d) var<storage, read_write> b%d: array<u32>;\n", s->one_bind[i],
+                      s->one_bind[i]);
+    }
     if (work > 0) {
         sp->workspace = work;
         sp->bind[sp->n_bindings] = (tg_wgsl_binding){TG_WGSL_WORKSPACE, 0, work};
@@ -83,17 +137,38 @@ static void spans_bind(wk *k, spans *s, int64_t work) {
     }
 }
 
+/* The binding that holds node (one bound alone, or its arena's span) and
+ * node's first element there. */
+static int bind_of(const spans *s, const tg_plan *p, int node, long long *el) {
+    const tg_slot *sl = &p->slot[node];
+    for (int i = 0; i < s->n_one; i++) {
+        const tg_slot *o = &p->slot[s->one[i]];
+        if (o->arena == sl->arena && sl->offset >= o->offset && sl->offset + sl->bytes <= o->offset + o->bytes) {
+            *el = (long long)((sl->offset - o->offset) / 4);
+            return s->one_bind[i];
+        }
+    }
+    *el = (long long)((sl->offset - s->lo[sl->arena]) / 4);
+    return s->bind[sl->arena];
+}
+
 /* "bB[OFFu + " for node's element 0 (the caller appends the index and "]"). */
 static const char *at(const spans *s, const tg_plan *p, int node, char *buf, size_t n) {
-    const tg_slot *sl = &p->slot[node];
-    snprintf(buf, n, "b%d[%lldu + ", s->bind[sl->arena], (long long)((sl->offset - s->lo[sl->arena]) / 4));
+    long long el;
+    int b = bind_of(s, p, node, &el);
+    snprintf(buf, n, "b%d[%lldu + ", b, el);
     return buf;
 }
 
 static long long elem(const spans *s, const tg_plan *p, int node) {
-    if (node < 0) return 0;
-    const tg_slot *sl = &p->slot[node];
-    return (long long)((sl->offset - s->lo[sl->arena]) / 4);
+    long long el = 0;
+    if (node >= 0) bind_of(s, p, node, &el);
+    return el;
+}
+
+static int binding(const spans *s, const tg_plan *p, int node) {
+    long long el;
+    return bind_of(s, p, node, &el);
 }
 
 /* fn seg(w) -> Seg: the segment whose workgroups [w0[i], w0[i+1]) hold w,
@@ -121,14 +196,20 @@ static bool seg_alloc(int n, int64_t **w0, char (**init)[256]) {
 
 /* ---- optimizer ---- */
 
-/* chk: the step check gating the updates (tg_wgsl_limits.gate_updates), -1 for none */
-static void optim_spans(spans *s, const tg_plan *p, const fz_seg *q, int chk) {
-    int nodes[] = {q->p, q->p2, q->m, q->m2, q->v, q->v2, q->grad, q->scale, q->hyper, chk};
+/* The tensors of update q (its scalars are bound apart: spans_scalars). */
+static void optim_spans(spans *s, const tg_plan *p, const fz_seg *q) {
+    int nodes[] = {q->p, q->p2, q->m, q->m2, q->v, q->v2, q->grad};
     for (size_t i = 0; i < sizeof nodes / sizeof nodes[0]; i++) spans_add(s, p, nodes[i]);
 }
 
+/* Updates [from, to) of the group as one kernel; chk: the step check gating
+ * them (tg_wgsl_limits.gate_updates), -1 for none. */
 static tg_status emit_optim_chunk(const tg_graph *g, const tg_plan *plan, const tg_wgsl_limits *lim, const fz_group *gr,
                                   int from, int to, int chk, tg_wgsl_program *out, int *cap, fz_push push) {
+    spans t;
+    spans_init(&t);
+    optim_spans(&t, plan, &gr->seg[from]);
+    bool alone = to == from + 1 && !spans_fit(&t, lim); /* one update whose tensors one span cannot hold */
     tg_kernel_spec *sp;
     tg_status st = push(out, cap, &sp);
     if (st != TG_OK) return st;
@@ -136,8 +217,15 @@ static tg_status emit_optim_chunk(const tg_graph *g, const tg_plan *plan, const 
     tg_wk_open(&k, g, plan, lim, gr->turn, sp);
     spans s;
     spans_init(&s);
-    for (int i = from; i < to; i++) optim_spans(&s, plan, &gr->seg[i], chk);
+    for (int i = from; i < to && !alone; i++) optim_spans(&s, plan, &gr->seg[i]);
     const fz_seg *q0 = &gr->seg[from];
+    int sc[3] = {q0->scale, q0->hyper, chk}; /* the same for every update of the group (prefuse.c) */
+    if (alone) { /* each tensor and scalar bound on its own (an update in place is its tensor's binding) */
+        int nodes[] = {q0->p, q0->p2, q0->m, q0->m2, q0->v, q0->v2, q0->grad, sc[0], sc[1], sc[2]};
+        for (size_t i = 0; i < sizeof nodes / sizeof nodes[0]; i++) spans_one(&s, plan, nodes[i]);
+    } else {
+        spans_scalars(&s, plan, sc, 3, lim);
+    }
     bool adam = g->nodes[q0->p2].op == TG_OP_ADAM_P;
     tg_wsb_printf(&k.s, "// node %d: %s update of %d params (%d to %d of the group)\n", gr->turn, adam ? "adam" : "sgd",
                to - from, from, to - 1);
@@ -165,7 +253,7 @@ static tg_status emit_optim_chunk(const tg_graph *g, const tg_plan *plan, const 
     if (tg_wk_main(&k, total, WG)) {
         sp->threads = total * WG;
         char a[64];
-        int bp = s.bind[plan->slot[q0->p].arena], bg = s.bind[plan->slot[q0->grad].arena];
+        int bp = binding(&s, plan, q0->p), bg = binding(&s, plan, q0->grad);
         tg_wsb_printf(&k.s,
                    "    if (gid >= %lldu) { return; }\n    let s = seg(gid);\n    let e = (gid - s.w0) * %uu + lid;\n"
                    "    if (e >= s.n) { return; }\n",
@@ -181,7 +269,7 @@ static tg_status emit_optim_chunk(const tg_graph *g, const tg_plan *plan, const 
         else tg_wsb_printf(&k.s, "    let g = g0;\n");
         tg_wsb_printf(&k.s, "    let p = bitcast<f32>(b%d[s.pr + e]);\n", bp);
         if (adam) {
-            int bm = s.bind[plan->slot[q0->m].arena], bv = s.bind[plan->slot[q0->v].arena];
+            int bm = binding(&s, plan, q0->m), bv = binding(&s, plan, q0->v);
             tg_wk_let_f32(&k, "beta1", q0->hp[0]), tg_wk_let_f32(&k, "ob1", 1.0f - q0->hp[0]);
             tg_wk_let_f32(&k, "beta2", q0->hp[1]), tg_wk_let_f32(&k, "ob2", 1.0f - q0->hp[1]);
             tg_wk_let_f32(&k, "eps", q0->hp[2]);
@@ -194,48 +282,51 @@ static tg_status emit_optim_chunk(const tg_graph *g, const tg_plan *plan, const 
             tg_wsb_printf(&k.s,
                        "    b%d[s.mw + e] = bitcast<u32>(m);\n    b%d[s.vw + e] = bitcast<u32>(v);\n"
                        "    b%d[s.pw + e] = bitcast<u32>(%s);\n",
-                       s.bind[plan->slot[q0->m2].arena], s.bind[plan->slot[q0->v2].arena],
-                       s.bind[plan->slot[q0->p2].arena], TG_WGSL(TG_ADAM_P(tg_w, shrink, lrt, eps, p, m, v)));
+                       binding(&s, plan, q0->m2), binding(&s, plan, q0->v2), binding(&s, plan, q0->p2),
+                       TG_WGSL(TG_ADAM_P(tg_w, shrink, lrt, eps, p, m, v)));
         } else {
             tg_wk_let_f32(&k, "mu", q0->hp[0]), tg_wk_let_f32(&k, "wd", q0->hp[1]);
             tg_wsb_printf(&k.s, "    let lr = bitcast<f32>(%s%du]);\n", at(&s, plan, q0->hyper, a, sizeof a), TG_HYPER_LR);
             if (q0->momentum) {
-                int bv = s.bind[plan->slot[q0->v].arena];
+                int bv = binding(&s, plan, q0->v);
                 tg_wsb_printf(&k.s, "    let v0 = bitcast<f32>(b%d[s.vr + e]);\n    let v = %s;\n", bv,
                            TG_WGSL(TG_SGD_V(tg_w, mu, wd, v0, g, p)));
-                tg_wsb_printf(&k.s, "    b%d[s.vw + e] = bitcast<u32>(v);\n", s.bind[plan->slot[q0->v2].arena]);
+                tg_wsb_printf(&k.s, "    b%d[s.vw + e] = bitcast<u32>(v);\n", binding(&s, plan, q0->v2));
             }
             tg_wgsl_sgd_step(&k, q0->momentum, q0->nesterov);
-            tg_wsb_printf(&k.s, "    b%d[s.pw + e] = bitcast<u32>(u);\n", s.bind[plan->slot[q0->p2].arena]);
+            tg_wsb_printf(&k.s, "    b%d[s.pw + e] = bitcast<u32>(u);\n", binding(&s, plan, q0->p2));
         }
         tg_wk_end(&k);
     }
     return tg_wk_close(&k, out);
 }
 
-/* The updates in chunks whose bindings fit, each gated on the step check
- * when asked (tg_wgsl_limits.gate_updates) and every param's update fits
- * with the check bound beside it; else none is, and the engine waits for
- * the check before it submits them. */
+/* Whether updates a and b keep each role in the same arena: one kernel's
+ * code reads every param, state and gradient through its role's binding. */
+static bool same_arenas(const tg_plan *p, const fz_seg *a, const fz_seg *b) {
+    int x[7] = {a->p, a->p2, a->m, a->m2, a->v, a->v2, a->grad}, y[7] = {b->p, b->p2, b->m, b->m2, b->v, b->v2, b->grad};
+    for (int k = 0; k < 7; k++)
+        if ((x[k] < 0) != (y[k] < 0) || (x[k] >= 0 && p->slot[x[k]].arena != p->slot[y[k]].arena)) return false;
+    return true;
+}
+
+/* The updates in chunks whose bindings fit (an arena's span of the chunk's
+ * tensors each; one update too big for that binds each tensor alone), every
+ * chunk gated on the step check when asked (tg_wgsl_limits.gate_updates). */
 static tg_status emit_optim(const tg_graph *g, const tg_plan *plan, const tg_wgsl_limits *lim, const fz_group *gr,
                             tg_wgsl_program *out, int *cap, fz_push push) {
     int from = 0, chk = lim->gate_updates ? lim->step_check : -1;
     spans s;
-    for (int i = 0; i < gr->n_seg && chk >= 0; i++) {
-        spans_init(&s);
-        optim_spans(&s, plan, &gr->seg[i], chk);
-        if (!spans_fit(&s, lim)) chk = -1;
-    }
     spans_init(&s);
     for (int i = 0; i < gr->n_seg; i++) {
         spans t = s;
-        optim_spans(&t, plan, &gr->seg[i], chk);
-        if (i > from && !spans_fit(&t, lim)) { /* cut before this param */
+        optim_spans(&t, plan, &gr->seg[i]);
+        if (i > from && (!spans_fit(&t, lim) || !same_arenas(plan, &gr->seg[from], &gr->seg[i]))) { /* cut before this param */
             tg_status st = emit_optim_chunk(g, plan, lim, gr, from, i, chk, out, cap, push);
             if (st != TG_OK) return st;
             from = i;
             spans_init(&t);
-            optim_spans(&t, plan, &gr->seg[i], chk);
+            optim_spans(&t, plan, &gr->seg[i]);
         }
         s = t;
     }
@@ -318,7 +409,7 @@ static int unview(const tg_graph *g, int x) {
     return x;
 }
 
-/* The scalars after the total (fuse_optim.c's plan_sumsq_tails), in node order:
+/* The scalars after the total (fuse/sumsq.c), in node order:
  * `t<node>` in registers (f32, or u32 0/1 for a bool, as bools are
  * stored), stored where something outside the kernel reads them. */
 static void emit_tails(wk *k, const tg_graph *g, const tg_plan *plan, const fz_group *gr, const spans *s) {
@@ -361,14 +452,18 @@ static tg_status emit_combine(const tg_graph *g, const tg_plan *plan, const tg_w
     tg_wk_open(&k, g, plan, lim, gr->turn, sp);
     spans s;
     spans_init(&s);
+    int *sc = tg_calloc((size_t)(gr->n_term + 1 + 4 * gr->n_tail) + 1, sizeof(int)), n_sc = 0;
+    if (!sc) return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
     for (int t = 0; t < gr->n_term; t++)
-        if (gr->term[t].store) spans_add(&s, plan, gr->term[t].sum);
-    if (gr->total >= 0) spans_add(&s, plan, gr->total);
+        if (gr->term[t].store) sc[n_sc++] = gr->term[t].sum;
+    if (gr->total >= 0) sc[n_sc++] = gr->total;
     for (int q = 0; q < gr->n_tail; q++) {
         const tg_node *nd = &g->nodes[gr->tail[q]];
-        if (gr->tail_st[q]) spans_add(&s, plan, gr->tail[q]);
-        for (int j = 0; j < nd->nin; j++) spans_add(&s, plan, unview(g, nd->in[j]));
+        if (gr->tail_st[q]) sc[n_sc++] = gr->tail[q];
+        for (int j = 0; j < nd->nin; j++) sc[n_sc++] = unview(g, nd->in[j]);
     }
+    spans_scalars(&s, plan, sc, n_sc, lim);
+    free(sc);
     tg_wsb_printf(&k.s, "// node %d: sums of squares of %d tensors: totals", gr->turn, gr->n_term);
     if (gr->n_tail) tg_wsb_printf(&k.s, ", then %d scalars from the total", gr->n_tail);
     tg_wsb_printf(&k.s, "\n");

@@ -34,8 +34,11 @@
  *     by the groups of products; one that took a column sum beside it is
  *     a sibling already, so no group of products takes it.
  *
- * The optimizer's updates and the clip norm's sums are grouped after
- * planning (fuse.c), where their kernels' spans of the arenas are known. */
+ *   - before those, the optimizer's updates of every param (the clip
+ *     factor's multiply of each gradient kept inside) and the clip norm's
+ *     sums of squares with their total and the scalars after it: kernels
+ *     over many tensors, each binding its arenas' spans, so how many
+ *     dispatches they take is decided after planning (ops_fused.c). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,6 +47,11 @@
 
 static void prefused_free(void *p) {
     tg_wgsl_prefused *a = p;
+    for (int gi = 0; a && a->pre && gi < a->n_pre; gi++) {
+        fz_pregroup *pg = &a->pre[gi];
+        free(pg->seg), free(pg->tail), free(pg->tail_st);
+        tg_sumsq_match_free(&pg->sq);
+    }
     if (a) free(a->a), free(a->pre);
     free(a);
 }
@@ -265,8 +273,8 @@ static bool group_ok(const tg_fuse_graph *x, const int *mm, int n, const tg_wgsl
  * ms: the gain is the dispatches, which small models pay for); a split K
  * gives each member fewer K-ranges, never more workspace than the
  * program's largest otherwise.
- * Products of one A with Bs of one shape, none of them wanted by the
- * fusion after planning: greedily, in node order, up to the bindings. */
+ * Products of one A with Bs of one shape, none of them wanted by an
+ * elementwise epilogue: greedily, in node order, up to the bindings. */
 static void product_groups(const tg_fuse_graph *x, tg_fusion *f, const tg_wgsl_limits *lim, fz_pregroup *pre) {
     int cap = products_cap(lim);
     int64_t most = 0; /* the largest workspace of a product or sum alone */
@@ -293,12 +301,174 @@ static void product_groups(const tg_fuse_graph *x, tg_fusion *f, const tg_wgsl_l
     }
 }
 
+/* ---- the optimizer and the clip norm: many tensors in a kernel or two ---- */
+
+/* Whether node v's value is in memory for a kernel at turn t: a leaf or
+ * a constant wherever its node stands, or a value stored before t. */
+static bool readable_at(const tg_fuse_graph *x, int v, int t) {
+    while (tg_fuse_is_view(x, v)) v = tg_fuse_node(x, v)->in[0];
+    return tg_fuse_ready_before(x, v, t) && x->f->role[v] != TG_FUSE_ABSORBED && x->f->role[v] != TG_FUSE_REMAT;
+}
+
+/* Whether every reader of v's value runs after turn (or is a member of
+ * group gid); false when out of memory. */
+static bool read_after(const tg_fuse_graph *x, int v, int turn, int gid) {
+    int *rd = tg_calloc((size_t)x->g->n + 1, sizeof(int)), nr = rd ? tg_fuse_value_readers(x, v, rd, x->g->n) : 0;
+    bool ok = rd != NULL;
+    for (int r = 0; r < nr && ok; r++) ok = x->f->group[rd[r]] == gid || tg_fusion_at(x->f, rd[r]) > turn;
+    free(rd);
+    return ok;
+}
+
+/* One param's update as the kernel takes it: fuse/optim.c's match and the
+ * hyperparameters baked into the kernel. */
+static fz_seg seg_of(const tg_graph *g, const tg_update_match *u) {
+    const tg_node *pn = &g->nodes[u->p2];
+    fz_seg q = {.p = u->p, .m = u->m, .v = u->v, .m2 = u->m2, .v2 = u->v2, .p2 = u->p2, .hyper = u->hyper,
+                .gx = u->gx, .grad = u->grad, .scale = u->scale};
+    if (pn->op == TG_OP_ADAM_P) {
+        q.decay = pn->at.adam.decay;
+        q.hp[0] = g->nodes[u->m2].at.adam.beta, q.hp[1] = g->nodes[u->v2].at.adam.beta, q.hp[2] = pn->at.adam.eps;
+    } else {
+        q.hp[0] = pn->at.sgd.momentum, q.hp[1] = pn->at.sgd.weight_decay;
+        q.nesterov = pn->at.sgd.nesterov, q.momentum = pn->at.sgd.has_momentum;
+    }
+    return q;
+}
+
+/* Updates one kernel computes with the same code: the op, hyperparameters and clip scale. */
+static bool same_kind(const tg_graph *g, const fz_seg *a, const fz_seg *b) {
+    return g->nodes[a->p2].op == g->nodes[b->p2].op && a->hyper == b->hyper && a->scale == b->scale &&
+           memcmp(a->hp, b->hp, sizeof a->hp) == 0 && a->nesterov == b->nesterov && a->momentum == b->momentum;
+}
+
+/* Whether update q's kernel can read what it reads at turn, on turn's side of the cut. */
+static bool seg_ok(const tg_fuse_graph *x, const fz_seg *q, int turn, int cut) {
+    int rd[6] = {q->p, q->m, q->v, q->grad, q->scale, q->hyper}, mem[4] = {q->m2, q->v2, q->p2, q->scale >= 0 ? q->gx : -1};
+    for (int k = 0; k < 6; k++)
+        if (rd[k] >= 0 && !readable_at(x, rd[k], turn)) return false;
+    for (int k = 0; k < 4; k++)
+        if (mem[k] >= 0 && (mem[k] < cut) != (turn < cut)) return false;
+    return true;
+}
+
+/* The updates of every param, one group per kind at the last of them:
+ * each update written over the state or param it replaces (the plan makes
+ * its writeback free), the clip factor's multiply of the gradient computed
+ * inline (no memory). Its kernel binds each arena's span of what the
+ * updates touch, so the plan's offsets decide after planning how many
+ * dispatches it takes (ops_fused.c). */
+static tg_status optimizer(const tg_fuse_graph *x, tg_fusion *f, fz_pregroup *pre, int cut) {
+    const tg_graph *g = x->g;
+    fz_seg *segs = tg_calloc((size_t)g->n + 1, sizeof *segs);
+    bool *used = tg_calloc((size_t)g->n + 1, sizeof(bool));
+    int ns = 0;
+    if (!segs || !used) {
+        free(segs), free(used);
+        return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
+    }
+    for (int i = 0; i < g->n; i++) {
+        tg_update_match u;
+        tg_opcode op = g->nodes[i].op;
+        if ((op == TG_OP_ADAM_P || op == TG_OP_SGD_P) && tg_fuse_match_update(x, i, &u)) segs[ns++] = seg_of(g, &u);
+    }
+    for (int a = 0; a < ns; a++) {
+        if (used[a]) continue;
+        int turn = -1, n = 0;
+        for (int b = a; b < ns; b++)
+            if (!used[b] && same_kind(g, &segs[a], &segs[b]) && segs[b].p2 > turn) turn = segs[b].p2;
+        int gid = f->n_groups;
+        fz_seg *mine = tg_calloc((size_t)ns + 1, sizeof *mine);
+        if (!mine) {
+            free(segs), free(used);
+            return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
+        }
+        for (int b = a; b < ns; b++) {
+            const fz_seg *q = &segs[b];
+            if (used[b] || !same_kind(g, &segs[a], q)) continue;
+            used[b] = true;
+            if (!seg_ok(x, q, turn, cut) || !read_after(x, q->p2, turn, gid)) continue; /* left to its own kernels */
+            mine[n++] = *q;
+        }
+        if (n == 0) {
+            free(mine);
+            continue;
+        }
+        turn = -1;
+        for (int b = 0; b < n; b++) turn = mine[b].p2 > turn ? mine[b].p2 : turn;
+        f->n_groups++;
+        for (int b = 0; b < n; b++) {
+            const fz_seg *q = &mine[b];
+            int out[3] = {q->m2, q->v2, q->p2};
+            for (int k = 0; k < 3; k++)
+                if (out[k] >= 0) f->group[out[k]] = gid, f->role[out[k]] = TG_FUSE_OUTPUT, f->inplace[out[k]] = true;
+            if (q->scale >= 0) f->group[q->gx] = gid, f->role[q->gx] = TG_FUSE_ABSORBED;
+        }
+        f->turn[gid] = turn;
+        pre[gid] = (fz_pregroup){.kind = FZ_OPTIM, .split = 1, .seg = mine, .n_seg = n};
+    }
+    free(segs), free(used);
+    return TG_OK;
+}
+
+/* What a kernel of the clip norm can read at turn t (fuse/sumsq.c's hook). */
+static bool sumsq_readable(int v, int t, const void *ctx) { return readable_at(ctx, v, t); }
+
+/* The clip norm's sums of squares of every gradient (fuse/sumsq.c), the
+ * adds totalling them and the scalars after the total (the clip factor,
+ * the step check) as one group at the last term: their kernels (a
+ * dispatch of partial sums, one of totals) keep every square, unstored
+ * sum and add inside. */
+static tg_status clip_norm(const tg_fuse_graph *x, tg_fusion *f, fz_pregroup *pre, int cut) {
+    tg_fuse_hooks h = {NULL, sumsq_readable, x};
+    tg_sumsq_match m;
+    tg_status st = tg_fuse_match_sumsq_total(x, &h, &m);
+    if (st != TG_OK || m.n_term == 0) {
+        tg_sumsq_match_free(&m);
+        return st;
+    }
+    int n = x->g->n, turn = m.turn, gid = f->n_groups, nt = 0;
+    int *tail = tg_calloc((size_t)n + 1, sizeof(int));
+    bool *stored = tg_calloc((size_t)n + 1, sizeof(bool));
+    if (tail && stored && m.total >= 0) nt = tg_fuse_match_sumsq_tails(x, &h, m.total, turn, tail, stored);
+    if (!tail || !stored || nt < 0) {
+        free(tail), free(stored), tg_sumsq_match_free(&m);
+        return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
+    }
+    /* what it reads exists then; nothing outside reads what it writes before then */
+    bool ok = true;
+    for (int q = 0; q < m.n_term && ok; q++) {
+        const tg_sumsq_term *t = &m.term[q];
+        ok = readable_at(x, t->x, turn) && (t->sum < cut) == (turn < cut) && (!t->store || read_after(x, t->sum, turn, gid));
+    }
+    for (int q = 0; q < m.n_tree && ok; q++) ok = (m.tree[q] < cut) == (turn < cut);
+    ok = ok && (m.total < 0 || read_after(x, m.total, turn, gid));
+    for (int q = 0; q < nt && ok; q++) ok = (tail[q] < cut) == (turn < cut) && (!stored[q] || read_after(x, tail[q], turn, gid));
+    if (!ok) {
+        free(tail), free(stored), tg_sumsq_match_free(&m);
+        return TG_OK;
+    }
+    f->n_groups++;
+    for (int q = 0; q < m.n_term; q++) {
+        const tg_sumsq_term *t = &m.term[q];
+        f->group[t->sq] = f->group[t->sum] = gid;
+        f->role[t->sq] = TG_FUSE_ABSORBED;
+        f->role[t->sum] = t->store ? TG_FUSE_OUTPUT : TG_FUSE_ABSORBED;
+    }
+    for (int q = 0; q < m.n_tree; q++) f->group[m.tree[q]] = gid, f->role[m.tree[q]] = TG_FUSE_ABSORBED;
+    if (m.total >= 0) f->role[m.total] = TG_FUSE_OUTPUT;
+    for (int q = 0; q < nt; q++) f->group[tail[q]] = gid, f->role[tail[q]] = stored[q] ? TG_FUSE_OUTPUT : TG_FUSE_ABSORBED;
+    f->turn[gid] = turn;
+    pre[gid] = (fz_pregroup){.kind = FZ_SUMSQ, .split = 1, .sq = m, .tail = tail, .n_tail = nt, .tail_st = stored};
+    return TG_OK;
+}
+
 tg_status tg_wgsl_fuse(const tg_graph *g, const bool *pinned, int cut, const tg_wgsl_limits *lim, tg_fusion **out) {
     *out = NULL;
     tg_fusion *f = tg_fusion_new(g->n);
     tg_wgsl_prefused *at = tg_calloc(1, sizeof *at);
     if (at) at->a = tg_calloc((size_t)g->n + 1, sizeof(tg_wgsl_attn));
-    if (at) at->pre = tg_calloc((size_t)g->n + 1, sizeof(fz_pregroup));
+    if (at) at->pre = tg_calloc((size_t)g->n + 1, sizeof(fz_pregroup)), at->n_pre = at->pre ? g->n + 1 : 0;
     tg_fuse_graph fg;
     tg_status st = f && at && at->a && at->pre ? tg_fuse_graph_init(&fg, g, f, pinned)
                                                : tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
@@ -317,7 +487,11 @@ tg_status tg_wgsl_fuse(const tg_graph *g, const bool *pinned, int cut, const tg_
         product_sums(&fg, f, lim, at->pre);
         product_groups(&fg, f, lim, at->pre);
     }
-    if (tg_wgsl_fusion_enabled() && !lim->one_kernel_per_node) st = tg_wgsl_fuse_elementwise(&fg, f, lim, cut, at->pre);
+    if (tg_wgsl_fusion_enabled() && !lim->one_kernel_per_node) {
+        st = optimizer(&fg, f, at->pre, cut);
+        if (st == TG_OK) st = clip_norm(&fg, f, at->pre, cut);
+        if (st == TG_OK) st = tg_wgsl_fuse_elementwise(&fg, f, lim, cut, at->pre);
+    }
     tg_fuse_graph_free(&fg);
     if (st != TG_OK || f->n_groups == 0) {
         tg_fusion_free(f);

@@ -17,74 +17,22 @@
  * max_storage_buffers_per_stage (and TG_WGSL_MAX_BINDINGS) and every such
  * value fits max_storage_buffer_binding_size.
  *
- * Left to the fusion after planning (fuse_optim.c), whose kernels bind
- * whole arena spans: the optimizer updates with the clip factor's multiply
- * of the gradient, and the clip norm's sums of squares, their total and
- * the scalars after it (fuse/sumsq.c answers which those are before
- * planning as after). */
+ * The optimizer's updates and the clip norm's sums are grouped before
+ * this pass (prefuse.c): their nodes are no longer free here. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "emit.h"
 #include "fused.h"
 
-enum { LEFT_NONE, LEFT_STORED, LEFT_KEPT }; /* left[i]: to a group after planning, and whether it keeps i inside */
-
 typedef struct {
     const tg_wgsl_limits *lim;
-    const uint8_t *left;
     int cut; /* the end of the backward: a group never spans it (a data-parallel step exchanges gradients there) */
 } ew_ctx;
 
 static int unview(const tg_fuse_graph *x, int v) {
     while (tg_fuse_is_view(x, v)) v = tg_fuse_node(x, v)->in[0];
     return v;
-}
-
-/* The fusion after planning's view of the graph, as the hooks of
- * fuse/sumsq.c ask it: what it has taken (the optimizer's groups are made
- * first), and what it can read at a turn. */
-typedef struct {
-    const tg_fuse_graph *x;
-    const uint8_t *left;
-} after_ctx;
-
-static bool left_taken(int i, const void *ctx) { return ((const after_ctx *)ctx)->left[i] != LEFT_NONE; }
-
-static bool left_readable(int v, int t, const void *ctx) {
-    const after_ctx *a = ctx;
-    int s = unview(a->x, v);
-    uint8_t role = a->x->f->role[s];
-    return role != TG_FUSE_ABSORBED && role != TG_FUSE_REMAT && a->left[s] != LEFT_KEPT && tg_fuse_ready_before(a->x, s, t);
-}
-
-static bool usable(int i, const void *ctx) { return ((const ew_ctx *)ctx)->left[i] == LEFT_NONE; }
-
-/* What the fusion after planning will take, by the rules it applies then. */
-static tg_status leave_to_after(const tg_fuse_graph *x, uint8_t *left) {
-    for (int i = 0; i < x->g->n; i++) {
-        tg_update_match u;
-        tg_opcode op = tg_fuse_node(x, i)->op;
-        if ((op != TG_OP_ADAM_P && op != TG_OP_SGD_P) || !tg_fuse_match_update(x, i, &u)) continue;
-        int upd[3] = {u.m2, u.v2, u.p2};
-        for (int k = 0; k < 3; k++)
-            if (upd[k] >= 0) left[upd[k]] = LEFT_STORED;
-        if (u.scale >= 0) left[u.gx] = LEFT_KEPT;
-    }
-    after_ctx a = {x, left};
-    tg_fuse_hooks h = {left_taken, left_readable, &a};
-    tg_sumsq_match m;
-    tg_status st = tg_fuse_match_sumsq_total(x, &h, &m);
-    if (st != TG_OK) return st;
-    for (int q = 0; q < m.n_term; q++) left[m.term[q].sum] = left[m.term[q].sq] = LEFT_KEPT;
-    for (int q = 0; q < m.n_tree; q++) left[m.tree[q]] = LEFT_KEPT;
-    int *tail = tg_calloc((size_t)x->g->n + 1, sizeof(int));
-    bool *stored = tg_calloc((size_t)x->g->n + 1, sizeof(bool));
-    int nt = tail && stored && m.n_term ? tg_fuse_match_sumsq_tails(x, &h, m.total, m.turn, tail, stored) : 0;
-    for (int q = 0; q < nt; q++) left[tail[q]] = LEFT_KEPT;
-    free(tail), free(stored);
-    tg_sumsq_match_free(&m);
-    return nt < 0 || !tail || !stored ? tg_fail(TG_ERR_NOMEM, "webgpu: out of memory") : TG_OK;
 }
 
 /* The bindings rule above, and no member across the cut. */
@@ -140,12 +88,12 @@ static void commit(const tg_fuse_graph *x, tg_fusion *f, fz_pregroup *pre, tg_ew
 
 /* The group node i runs as, to grow: a new one when i is free, the kernel
  * group it is the kernel of, else none (false). */
-static bool draft_of(const tg_fuse_graph *x, const fz_pregroup *pre, const uint8_t *left, int i, tg_ew_group *d) {
+static bool draft_of(const tg_fuse_graph *x, const fz_pregroup *pre, int i, tg_ew_group *d) {
     int gid = x->f->group[i];
     if (!tg_plan_runs(x->g, i)) return false;
     if (gid < 0) {
         *d = (tg_ew_group){.kernel = i, .sib = -1, .turn = i, .gid = -1};
-        return tg_fuse_free(x, i) && left[i] == LEFT_NONE;
+        return tg_fuse_free(x, i);
     }
     *d = pre[gid].ew;
     return pre[gid].kind == FZ_FUSED && d->kernel == i;
@@ -153,21 +101,19 @@ static bool draft_of(const tg_fuse_graph *x, const fz_pregroup *pre, const uint8
 
 tg_status tg_wgsl_fuse_elementwise(const tg_fuse_graph *x, tg_fusion *f, const tg_wgsl_limits *lim, int cut,
                                    fz_pregroup *pre) {
-    uint8_t *left = tg_calloc((size_t)x->g->n + 1, 1);
-    tg_status st = left ? leave_to_after(x, left) : tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
-    ew_ctx c = {lim, left, cut};
-    tg_ew_rules r = {usable, fits, &c};
+    tg_status st = TG_OK;
+    ew_ctx c = {lim, cut};
+    tg_ew_rules r = {fits, &c};
     tg_ew_group d;
     /* Epilogues first: a kernel that is not itself elementwise takes the
      * elementwise chain after it. */
     for (int i = 0; i < x->g->n && st == TG_OK; i++)
-        if (!(tg_ops[tg_fuse_node(x, i)->op].flags & TG_OPF_MAP) && draft_of(x, pre, left, i, &d) &&
+        if (!(tg_ops[tg_fuse_node(x, i)->op].flags & TG_OPF_MAP) && draft_of(x, pre, i, &d) &&
             tg_fuse_ew_grow_epilogue(x, &d, &r))
             commit(x, f, pre, &d);
     /* Then producers inline into every kernel, last reader first so that a
      * chain folds into its end. */
     for (int i = x->g->n - 1; i >= 0 && st == TG_OK; i--)
-        if (draft_of(x, pre, left, i, &d) && tg_fuse_ew_take_producers(x, &d, &r)) commit(x, f, pre, &d);
-    free(left);
+        if (draft_of(x, pre, i, &d) && tg_fuse_ew_take_producers(x, &d, &r)) commit(x, f, pre, &d);
     return st;
 }
