@@ -314,7 +314,7 @@ static bool readable_at(const tg_fuse_graph *x, int v, int t) {
  * group gid); false when out of memory. */
 static bool read_after(const tg_fuse_graph *x, int v, int turn, int gid) {
     int *rd = tg_calloc((size_t)x->g->n + 1, sizeof(int)), nr = rd ? tg_fuse_value_readers(x, v, rd, x->g->n) : 0;
-    bool ok = rd != NULL;
+    bool ok = rd != NULL && nr <= x->g->n;
     for (int r = 0; r < nr && ok; r++) ok = x->f->group[rd[r]] == gid || tg_fusion_at(x->f, rd[r]) > turn;
     free(rd);
     return ok;
