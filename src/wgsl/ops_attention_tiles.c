@@ -147,20 +147,26 @@ static void rows_of(const walk *w, const char *base, const char *tile, char *buf
     else snprintf(buf, n, "%s", base);
 }
 
-/* A score chunk (head dims [dc4, dc4 + chunk / 4) in vec4s) of rows base..
- * of operand op into registers c<slot>_q: element e = lid + 256 q of the
- * [64, chunk / 4] vec4s. */
-static void fetch_chunk(akern *K, int slot, int op, const char *base, const char *dc4) {
-    int64_t per = K->chunk / 4, n = ROWS * per;
+/* Rows base.. of operand op, per vec4s a row from vec4 dc4 on, [64, per]
+ * in all, into registers <reg>_q: element e = lid + 256 q. */
+static void fetch_block(akern *K, int op, const char *base, int64_t per, const char *dc4, const char *reg) {
+    int64_t n = ROWS * per;
     const char *t = op_tag[op];
     char in[48] = "";
     if (n % 256) snprintf(in, sizeof in, "e < %lldu && ", (long long)n);
     for (int64_t q = 0; q * 256 < n; q++)
         tg_wsb_printf(&K->k.s,
-                   "            { let e = lid + %lldu; let t = %s + e / %lldu; c%d_%lld = vec4<f32>(0.0f);"
-                   " if (%st < %lldu) { c%d_%lld = b%s(i%s(b, h, t) + %s + e %% %lldu); } }\n",
-                   (long long)(256 * q), base, (long long)per, slot, (long long)q, in, (long long)K->a->T, slot,
+                   "            { let e = lid + %lldu; let t = %s + e / %lldu; %s_%lld = vec4<f32>(0.0f);"
+                   " if (%st < %lldu) { %s_%lld = b%s(i%s(b, h, t) + %s + e %% %lldu); } }\n",
+                   (long long)(256 * q), base, (long long)per, reg, (long long)q, in, (long long)K->a->T, reg,
                    (long long)q, t, t, dc4, (long long)per);
+}
+
+/* A score chunk (head dims [dc4, dc4 + chunk / 4) in vec4s) into registers c<slot>_q. */
+static void fetch_chunk(akern *K, int slot, int op, const char *base, const char *dc4) {
+    char reg[16];
+    snprintf(reg, sizeof reg, "c%d", slot);
+    fetch_block(K, op, base, K->chunk / 4, dc4, reg);
 }
 
 /* Registers c<slot>_q into region A at vec4 `at`, transposed: [d][row / 4]
@@ -198,20 +204,8 @@ static void fetch_chunks(akern *K, const walk *w, const char *tile, const char *
     }
 }
 
-/* Rows `base`.. of operand op, [64, Dh / 4] vec4s, into registers v_q
- * (element e = lid + 256 q), and their store into region A ([row][Dh / 4]). */
-static void fetch_rows(akern *K, int op, const char *base) {
-    int64_t n = ROWS * K->dh4;
-    const char *t = op_tag[op];
-    char in[48] = "";
-    if (n % 256) snprintf(in, sizeof in, "e < %lldu && ", (long long)n);
-    for (int64_t q = 0; q * 256 < n; q++)
-        tg_wsb_printf(&K->k.s,
-                   "            { let e = lid + %lldu; let t = %s + e / %lldu; v_%lld = vec4<f32>(0.0f);"
-                   " if (%st < %lldu) { v_%lld = b%s(i%s(b, h, t) + e %% %lldu); } }\n",
-                   (long long)(256 * q), base, (long long)K->dh4, (long long)q, in, (long long)K->a->T, (long long)q, t, t,
-                   (long long)K->dh4);
-}
+/* Rows `base`.. of operand op, [64, Dh / 4] vec4s, into registers v_q. */
+static void fetch_rows(akern *K, int op, const char *base) { fetch_block(K, op, base, K->dh4, "0u", "v"); }
 
 static void declare_rows(akern *K) {
     for (int64_t q = 0; q * 256 < ROWS * K->dh4; q++) tg_wsb_printf(&K->k.s, "    var v_%lld = vec4<f32>(0.0f);\n", (long long)q);
