@@ -137,8 +137,8 @@ static bool accept(const tg_fuse_graph *x, const tg_ew_group *d, const tg_ew_rul
     return timing_ok(x, d) && r->fits(x, d, r->ctx);
 }
 
-/* Whether node v may join d at all: it runs, may be computed inline, is
- * in no group and the backend has not left it to another. */
+/* Whether node v may join d at all: it runs, may be computed inline and
+ * is in no group. */
 static bool joinable(const tg_fuse_graph *x, const tg_ew_rules *r, int v) {
     return tg_plan_runs(x->g, v) && (flags(x, v) & TG_OPF_MAP) && tg_fuse_free(x, v);
 }

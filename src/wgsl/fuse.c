@@ -33,9 +33,7 @@ fz_group *tg_fz_new_group(fz *z, int kind) {
     return g;
 }
 
-void tg_fz_free_group(fz_group *g) {
-    free(g->f.inl), free(g->f.epi), free(g->seg), free(g->term), free(g->tree), free(g->tail), free(g->tail_st);
-}
+void tg_fz_free_group(fz_group *g) { free(g->f.inl), free(g->f.epi); }
 
 /* ---- the program ---- */
 
@@ -49,12 +47,6 @@ void tg_wgsl_set_fusion(int on) { g_fusion = on; }
 
 static bool fusion_on(void) {
     return g_fusion >= 0 ? g_fusion != 0 : tg_wgsl_knob("TG_WGSL_FUSE", (const char *const[]){"0", NULL}, 1) != 0;
-}
-
-static void *dup(const void *p, int n, size_t size) {
-    void *q = tg_calloc((size_t)n + 1, size);
-    if (q && n > 0) memcpy(q, p, (size_t)n * size);
-    return q;
 }
 
 /* The groups the plan was made with (prefuse.c): their members run at the
@@ -74,16 +66,10 @@ static tg_status pre_planned(fz *z) {
         if (pg->kind == FZ_ATTN) {
             gr->attn = &at->a[gi];
         } else if (pg->kind == FZ_OPTIM) {
-            gr->seg = dup(pg->seg, pg->n_seg, sizeof *pg->seg);
-            gr->n_seg = pg->n_seg;
-            if (!gr->seg) return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
+            gr->seg = pg->seg, gr->n_seg = pg->n_seg;
         } else if (pg->kind == FZ_SUMSQ) {
-            gr->term = dup(pg->sq.term, pg->sq.n_term, sizeof *pg->sq.term), gr->n_term = pg->sq.n_term;
-            gr->tree = dup(pg->sq.tree, pg->sq.n_tree, sizeof(int)), gr->n_tree = pg->sq.n_tree;
-            gr->tail = dup(pg->tail, pg->n_tail, sizeof(int)), gr->n_tail = pg->n_tail;
-            gr->tail_st = dup(pg->tail_st, pg->n_tail, sizeof(bool));
-            gr->total = pg->sq.total;
-            if (!gr->term || !gr->tree || !gr->tail || !gr->tail_st) return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
+            gr->term = pg->sq.term, gr->n_term = pg->sq.n_term, gr->tree = pg->sq.tree, gr->n_tree = pg->sq.n_tree;
+            gr->tail = pg->tail, gr->n_tail = pg->n_tail, gr->tail_st = pg->tail_st, gr->total = pg->sq.total;
         } else if (pg->kind != FZ_FUSED) {
             memcpy(gr->mm, pg->mm, sizeof gr->mm);
             gr->n_mm = pg->n_mm;

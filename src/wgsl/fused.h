@@ -37,14 +37,17 @@ typedef struct {
     fz_kind kind;
     int turn; /* the node position at which the group's kernels run */
     tg_wgsl_fused f;
-    fz_seg *seg;
+    /* FZ_OPTIM, FZ_SUMSQ: borrowed from the group's fz_pregroup */
+    const fz_seg *seg;
     int n_seg;
-    fz_term *term;
+    const fz_term *term;
     int n_term;
-    int *tree, n_tree; /* the adds totalling the terms (any order), -1/0 for none */
+    const int *tree; /* the adds totalling the terms (any order) */
+    int n_tree;
     int total;         /* their root, stored; -1 for none */
-    int *tail, n_tail; /* FZ_SUMSQ: scalar arithmetic after the total, in node order (fuse/sumsq.c) */
-    bool *tail_st;     /* which of them are stored (read outside the kernel) */
+    const int *tail;   /* scalar arithmetic after the total, in node order (fuse/sumsq.c) */
+    int n_tail;
+    const bool *tail_st; /* which of them are stored (read outside the kernel) */
     const struct tg_wgsl_attn_s *attn; /* FZ_ATTN */
     int mm[FZ_MM_MAX], n_mm;           /* FZ_MMGROUP, FZ_MMSUM: the products, in node order / summation order */
     int mm_sum;                        /* FZ_MMSUM: the tree's root add, which stores the sum */

@@ -340,7 +340,7 @@ static bool grid(wk *k, const mm_geom *g, const mm_cfg *c, int split, int member
 /* The K loop of tiled(): the first k-slice loaded, then each slice
  * stored into workgroup memory, the next one loaded, and this one
  * multiplied (with a sibling's column sums of B). */
-static void tg_k_loop(wk *k, const mm_ctx *x, int split, int members, int terms, bool unroll) {
+static void k_loop(wk *k, const mm_ctx *x, int split, int members, int terms, bool unroll) {
     const mm_geom *g = x->g;
     const mm_cfg *c = x->c;
     int th = c->tn / 4;
@@ -379,12 +379,12 @@ static void tg_k_loop(wk *k, const mm_ctx *x, int split, int members, int terms,
                              "            for (var kk = 0u; kk < %du; kk++) { csum += Bs[kk * %du + lid / 4u][lid %% 4u]; }\n"
                              "        }\n",
                       c->bn, c->bk, x->bpad);
-    tg_wsb_printf(&k->s, terms > 1 && !*x->sfx ? "    }\n    }\n" : "    }\n");
+    tg_wsb_printf(&k->s, "    }\n");
 }
 
 /* The result of tiled(): stored through st (phase 0) or as partial products
  * into the workspace (phase 1), with a sibling's column sums. */
-static void tg_k_store(wk *k, const mm_ctx *x, int split, int members, int terms) {
+static void k_store(wk *k, const mm_ctx *x, int split, int members, int terms) {
     const mm_geom *g = x->g;
     const mm_cfg *c = x->c;
     int th = c->tn / 4;
@@ -476,15 +476,13 @@ static bool tiled(wk *k, const mm_geom *g, const mm_cfg *c, int split, int membe
         if (copies > 1) snprintf(sfx, sizeof sfx, "_%d", q);
         x.sfx = sfx;
         if (copies > 1 && members > 1) tg_wsb_printf(&k->s, q < copies - 1 ? "    case %du: {\n" : "    default: {\n", q);
-        if (copies > 1 && terms > 1) tg_wsb_printf(&k->s, "    {\n");
-        if (copies == 1 && terms > 1) tg_wsb_printf(&k->s, "    for (var mi = 0u; mi < %du; mi++) {\n    mq = mi;\n", terms);
-        tg_k_loop(k, &x, split, members, terms, unroll);
-        if (copies > 1 && terms > 1) {
-            tg_wsb_printf(&k->s, "    }\n");
-            if (q < copies - 1) continue;
-            x.sfx = "";
-        }
-        tg_k_store(k, &x, split, members, terms);
+        if (terms > 1) /* a term's copy, or every term in turn */
+            tg_wsb_printf(&k->s, copies > 1 ? "    {\n" : "    for (var mi = 0u; mi < %du; mi++) {\n    mq = mi;\n", terms);
+        k_loop(k, &x, split, members, terms, unroll);
+        if (terms > 1) tg_wsb_printf(&k->s, "    }\n");
+        if (terms > 1 && q < copies - 1) continue; /* the terms' sum is stored once, after the last */
+        x.sfx = terms > 1 ? "" : sfx;
+        k_store(k, &x, split, members, terms);
         if (copies > 1 && members > 1) tg_wsb_printf(&k->s, "    }\n");
     }
     if (copies > 1 && members > 1) tg_wsb_printf(&k->s, "    }\n");
