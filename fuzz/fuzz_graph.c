@@ -2,10 +2,19 @@
  * program for a small stack machine of op builders with dims, axes and ids
  * drawn from edge values (0, -1, 2^31, 2^40, INT64_MAX, forged ids). It is
  * traced once into a plain graph; when every tensor is small it is also
- * compiled and stepped on the CPU. Every outcome must be a status. */
+ * compiled and stepped on the CPU. Every outcome must be a status, in
+ * bounded time: an input that takes more than SLOW_CPU_SECONDS of this
+ * thread's CPU time aborts, so libFuzzer keeps it as a reproducer. CPU time,
+ * not libFuzzer's wall-clock -timeout, because make test fuzzes beside the
+ * other suites: on a loaded machine the wall clock says how busy the machine
+ * is, not how slow the input. */
+#define _POSIX_C_SOURCE 199309L /* clock_gettime */
 #include <limits.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "tensorgrad.h"
 
@@ -73,7 +82,16 @@ static tg_tensor run(tg_graph *g, void *u) {
     return tg_mean(TOP, TG_ALL, false);
 }
 
+#define SLOW_CPU_SECONDS 5.0 /* the slowest input of 2 million took 0.16 s here */
+
+static double cpu_seconds(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    double t0 = cpu_seconds();
     tg_model *m = tg_model_new();
     prog q = {data, size, 0, tg_model_param(m, "w", TG_SHAPE(4, 4), tg_init_randn(0.1f))};
     tg_input_decl in[] = {{"x", TG_F32, TG_SHAPE(4, 4)}};
@@ -97,5 +115,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         tg_session_free(s);
     }
     tg_model_free(m);
+    double used = cpu_seconds() - t0;
+    if (used > SLOW_CPU_SECONDS) {
+        fprintf(stderr, "fuzz_graph: one input took %.1f s of CPU (limit %.0f s)\n", used, SLOW_CPU_SECONDS);
+        abort();
+    }
     return 0;
 }
