@@ -270,7 +270,7 @@ static tg_tensor sum_loss(tg_graph *g, void *user) {
 static tg_status group_train(tg_trace_fn loss_fn, const char *kind, float *loss, float *w0, int *groups) {
     tg_model *m = tg_model_new();
     for (int q = 0; q < 3; q++) {
-        char name[8];
+        char name[16];
         snprintf(name, sizeof name, "W%d", q);
         gw[q] = tg_model_param(m, name, S(64, 64), tg_init_randn(0.2f));
     }
