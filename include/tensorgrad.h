@@ -459,7 +459,8 @@ tg_tensor tg_merge_heads_at(tg_tensor x, TG_AT);
 /* Rotary position embedding, rotate-half convention (RoFormer, Llama): x is
  * [..., T, D] with D even; at position t (0..T-1) the pair (x[i], x[i+D/2])
  * is rotated by the angle t * base^(-2i/D). base 0 means 10000. Upstream's
- * rope(q, k) is tg_rope(q, base) and tg_rope(k, base). */
+ * rope(q, k) is tg_rope(q, base) and tg_rope(k, base). The angles are a
+ * [T, D] constant of the graph, at most 2^26 elements. */
 tg_tensor tg_rope_at(tg_tensor x, float base, TG_AT);
 /* Random ops. Each draws from one counter-based hash of (the per-step seed,
  * the op's salt, the element or row), the same function on every backend:

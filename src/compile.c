@@ -51,7 +51,7 @@ static tg_status trace(const tg_compile_req *req, tg_program *p) {
     if (r.g != g || r.id < 0 || r.id >= g->n)
         return tg_fail(TG_ERR_ARG, "compile: the traced function returned a tensor that is not from its graph");
     p->result = r.id;
-    return TG_OK;
+    return tg_ir_build_tables(g);
 }
 
 void tg_program_pinned(const tg_program *p, bool *pinned) {

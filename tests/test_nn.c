@@ -237,6 +237,44 @@ static void heads_and_rope(void) {
     tg_model_free(m);
 }
 
+/* rope over 1000 positions: the table's rotations step from one exact anchor
+ * to the next (every 256 positions); every angle stays within a float's
+ * rounding of cos and sin in double. x = (1, 0.5, 0, 0) per position. */
+static tg_tensor long_rope_fn(tg_graph *g, void *u) {
+    (void)u;
+    tg_capture(tg_rope(tg_input(g, "x"), 0.0f), "rope");
+    return tg_sum(tg_input(g, "x"), TG_ALL, false);
+}
+
+static void long_rope(void) {
+    enum { T = 1000 };
+    static float x[T * 4], y[T * 4];
+    for (int t = 0; t < T; t++) x[4 * t] = 1.0f, x[4 * t + 1] = 0.5f;
+    tg_model *m = tg_model_new();
+    tg_input_decl in[] = {{"x", TG_F32, TG_SHAPE(T, 4)}};
+    tg_session *s = open_fn(m, long_rope_fn, NULL, in, 1, 1, 1);
+    CHECK_OK(tg_session_step(s, (tg_feed[]){TG_FEED("x", x, T * 4)}, 1, NULL));
+    CHECK_OK(tg_session_read(s, "rope", y, T * 4));
+    static double ref[T * 4];
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < 2; i++) {
+            double ang = t * pow(10000.0, -2.0 * i / 4.0), a = i ? 0.5 : 1.0;
+            ref[4 * t + i] = a * cos(ang), ref[4 * t + 2 + i] = a * sin(ang);
+        }
+    CHECK(count_close(y, ref, T * 4, 2e-7, 1e-6, "long rope") == 0, "rope over %d positions", T);
+    tg_session_free(s);
+    /* one table per (T, D, base): x, its table, two ropes, a relu; a new base, a new table and rope */
+    tg_graph *g = tg_graph_new(m);
+    tg_tensor x6 = tg_input_new(g, "x", TG_F32, TG_SHAPE(6, 8));
+    tg_rope(x6, 0.0f);
+    tg_rope(tg_relu(x6), 10000.0f);
+    CHECK(tg_graph_node_count(g) == 5, "two ropes of one shape and base: %d nodes, want 5", tg_graph_node_count(g));
+    tg_rope(x6, 3.0f);
+    CHECK(tg_graph_node_count(g) == 7, "a rope of another base: %d nodes, want 7", tg_graph_node_count(g));
+    tg_graph_free(g);
+    tg_model_free(m);
+}
+
 /* ---- in place: outputs written over an input that dies with the op ---- */
 
 static tg_tensor inplace_fn(tg_graph *g, void *u) {
@@ -496,6 +534,7 @@ static void errors(void) {
         tg_tensor i3 = tg_input_new(g, "i3", TG_I32, TG_SHAPE(3));
         tg_tensor v5 = tg_input_new(g, "v5", TG_F32, TG_SHAPE(5));
         tg_tensor f3 = tg_input_new(g, "f3", TG_F32, TG_SHAPE(2, 3, 5));
+        tg_tensor big = tg_input_new(g, "big", TG_F32, TG_SHAPE(1 << 20, 128));
         const char *want = NULL;
         int line = 0;
 #define CASE(K, EXPR, W)           \
@@ -519,6 +558,8 @@ static void errors(void) {
         CASE(11, tg_randn(g, TG_SHAPE(3, 0)), "tg_randn: shape [3,0] has a dim < 1")
         CASE(12, tg_categorical(i), "tg_categorical: logits must be f32, got i32 [4]")
         CASE(13, tg_layer_norm(i, v5, v5, 1e-5f), "tg_layer_norm: x must be f32, got i32 [4]")
+        static const char rope_big[] = "tg_rope: x [1048576,128] needs a T x D angle table of 134217728 elements, over the 2^26 a graph holds";
+        CASE(14, tg_rope(big, 0.0f), rope_big)
 #undef CASE
         if (!want) {
             tg_graph_free(g);
@@ -535,7 +576,7 @@ static void errors(void) {
         tg_graph_free(g);
         n++;
     }
-    CHECK(n == 14, "ran %d error cases", n);
+    CHECK(n == 15, "ran %d error cases", n);
     tg_model_free(m);
 }
 
@@ -722,6 +763,7 @@ int main(void) {
     norm_values();
     embedding_values();
     heads_and_rope();
+    long_rope();
     in_place();
     thread_independence();
     random_ops();

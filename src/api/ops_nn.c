@@ -155,9 +155,13 @@ tg_tensor tg_merge_heads_at(tg_tensor x, const char *file, int line) {
 
 /* ---- rope ---- */
 
-/* The cos | sin table [T, D] is a constant of the graph: computed here once
- * in double precision (so long sequences keep accurate angles), uploaded
- * once, and read by every backend, which therefore rotate identically. */
+/* The cos | sin table [T, D] is a constant of the graph, one per (T, D,
+ * base): every layer's rope of q and k reads the same one. Its values are
+ * computed when the graph is compiled (tg_ir_build_tables), so tracing
+ * costs nothing however large x is; and they are bounded, a mistaken x of
+ * 2^31 positions being refused here rather than filling gigabytes. */
+#define ROPE_TABLE_MAX ((int64_t)1 << 26)
+
 tg_tensor tg_rope_at(tg_tensor x, float base, const char *file, int line) {
     if (!ok(x)) return x;
     tg_graph *g = x.g;
@@ -168,26 +172,23 @@ tg_tensor tg_rope_at(tg_tensor x, float base, const char *file, int line) {
     if (!(base > 0.0f) || !isfinite(base)) return fail(g, TG_OP_ROPE, "rope", file, line, "base must be > 0 (x %s)", sx);
     if (s.ndim < 2 || s.d[s.ndim - 1] % 2 != 0)
         return fail(g, TG_OP_ROPE, "rope", file, line, "x %s must be [..., T, D] with D even", sx);
-    int64_t T = s.d[s.ndim - 2], D = s.d[s.ndim - 1], h = D / 2;
-    float *tab = malloc((size_t)(T * D > 0 ? T * D : 1) * sizeof(float));
-    if (!tab) {
-        tg_tensor r = fail(g, TG_OP_ROPE, "rope", file, line, "out of memory for the angle table of x %s", sx);
-        g->err = TG_ERR_NOMEM;
-        return r;
-    }
-    for (int64_t i = 0; i < h; i++) {
-        double freq = pow((double)base, -2.0 * (double)i / (double)D);
-        for (int64_t t = 0; t < T; t++) {
-            tab[t * D + i] = (float)cos((double)t * freq);
-            tab[t * D + h + i] = (float)sin((double)t * freq);
-        }
-    }
+    int64_t T = s.d[s.ndim - 2], D = s.d[s.ndim - 1];
+    if (T * D > ROPE_TABLE_MAX) /* T * D <= numel(x) <= TG_MAX_NUMEL: no overflow */
+        return fail(g, TG_OP_ROPE, "rope", file, line,
+                    "x %s needs a T x D angle table of %lld elements, over the 2^26 a graph holds", sx,
+                    (long long)(T * D));
     tg_node c = tg_ir_proto(TG_OP_CONST, "rope", file, line);
     c.dtype = TG_F32;
     c.shape = (tg_shape){2, {T, D}};
-    c.data = tab;
-    int table = tg_ir_add(g, &c);
-    free(tab);
+    c.at.fill.value = base;
+    c.at.fill.table = 1;
+    int table = -1;
+    for (int i = 0; i < g->n && table < 0; i++) {
+        const tg_node *t = &g->nodes[i];
+        if (t->op == TG_OP_CONST && t->at.fill.table == 1 && t->at.fill.value == base && tg_shape_eq(t->shape, c.shape))
+            table = i;
+    }
+    if (table < 0 && (table = tg_ir_add(g, &c)) < 0) return (tg_tensor){g, -1};
     tg_node n = tg_ir_proto(TG_OP_ROPE, "rope", file, line);
     n.in[0] = x.id;
     n.in[1] = table;

@@ -29,6 +29,9 @@ typedef union {
          * the initial value; where_causal: what replaces the entries above
          * the diagonal */
         float value;
+        /* const: 1 = rope's cos | sin table [T, D] of base `value`, its data
+         * built when the graph is compiled (tg_ir_build_tables) */
+        int table;
     } fill;
     struct { int64_t len; } arange;
     struct { tg_dtype to; } cast;

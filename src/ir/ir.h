@@ -144,6 +144,9 @@ int tg_ir_leaf(tg_graph *g, tg_opcode op, const char *name, tg_dtype dt, tg_shap
 int tg_ir_unary(tg_graph *g, tg_opcode op, int x, const char *file, int line);
 int tg_ir_binary(tg_graph *g, tg_opcode op, int a, int b, const char *file, int line);
 int tg_ir_scalar(tg_graph *g, float v, const char *file, int line);
+/* Computes the data of every constant that is built at compile time (rope's
+ * angle tables, at.fill.table): TG_ERR_NOMEM when it cannot. */
+tg_status tg_ir_build_tables(tg_graph *g);
 int tg_ir_reduce_sum(tg_graph *g, int x, unsigned axes_mask, const char *file, int line);
 int tg_ir_reshape(tg_graph *g, int x, tg_shape s, const char *file, int line);
 int tg_ir_sum_to_shape(tg_graph *g, int x, tg_shape s, const char *file, int line);
