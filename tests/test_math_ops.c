@@ -537,6 +537,27 @@ static void take_along(void) {
     CHECK(yi[0] == 13 && yi[3] == 0 && yi[5] == 21, "take_along_axis on i32: %d %d %d", yi[0], yi[3], yi[5]);
 }
 
+/* ---- i32 edges: INT32_MIN / -1 (a trap in C) and i32 scalars from NaN and the infinities ---- */
+
+static tg_tensor f_int_edges(tg_graph *g, tg_tensor x, const void *u) {
+    (void)u;
+    static const float a[] = {-2147483648.0f, 7, -7, 5, 3e9f, -3e9f}, b[] = {-1, -1, 2, 0, 1, -1};
+    tg_tensor q = tg_div(tg_cast(tg_constant(g, TG_SHAPE(6), a), TG_I32), tg_cast(tg_constant(g, TG_SHAPE(6), b), TG_I32));
+    tg_tensor zero = tg_mul_s(tg_cast(x, TG_I32), 0.0f);
+    tg_tensor edges[4] = {tg_add(q, zero), tg_add_s(zero, NAN), tg_add_s(zero, INFINITY), tg_add_s(zero, -INFINITY)};
+    return tg_concat(edges, 4, 0);
+}
+
+static void int_edges(void) {
+    static const float x[6] = {0};
+    int32_t y[24];
+    CHECK_OK(run_fn(f_int_edges, NULL, TG_SHAPE(6), x, NULL, y, 24, NULL, 1, NULL));
+    static const int32_t want[8] = {INT32_MIN, -7, -4, 0, INT32_MAX, INT32_MIN};
+    CHECK(memcmp(y, want, 6 * sizeof *y) == 0, "i32 floor division: %d %d %d %d %d %d", y[0], y[1], y[2], y[3], y[4], y[5]);
+    CHECK(y[6] == 0 && y[11] == 0 && y[12] == INT32_MAX && y[17] == INT32_MAX && y[18] == INT32_MIN && y[23] == INT32_MIN,
+          "i32 scalars from NaN, inf, -inf: %d %d %d (want 0, INT32_MAX, INT32_MIN, as tg_cast)", y[6], y[12], y[18]);
+}
+
 /* ---- errors name the op, the shapes and the caller's line ---- */
 
 static int err_line;
@@ -565,6 +586,14 @@ static tg_tensor f_bad(tg_graph *g, tg_tensor x, const void *u) {
     }
     case 12: err_line = __LINE__; return tg_leaky_relu(tg_cast(x, TG_BOOL), 0.1f);
     case 13: err_line = __LINE__; return tg_stack(((tg_tensor[]){x, x}), 2, 3);
+    case 14:
+        err_line = __LINE__ + 1;
+        tg_split(x, 1, ((int64_t[]){64, INT64_MAX}), 2, p);
+        return p[0];
+    case 15:
+        err_line = __LINE__ + 1;
+        tg_split(x, 1, ((int64_t[]){4, -1}), 2, p);
+        return p[0];
     }
     return x;
 }
@@ -585,6 +614,8 @@ static void errors(void) {
         "tg_take_along_axis: indices [3,1] must match values [2,3] on every axis but 1 (test_math_ops.c:%d)",
         "tg_leaky_relu: operand 0 is bool, expected f32 (test_math_ops.c:%d)",
         "tg_stack: axis 3 out of range for [2,3] (test_math_ops.c:%d)",
+        "tg_split: sizes sum past 2^63, but axis 1 of [2,3] has 3 (test_math_ops.c:%d)",
+        "tg_split: sizes include a negative one, but axis 1 of [2,3] has 3 (test_math_ops.c:%d)",
     };
     static const float x[6] = {0};
     for (int k = 0; k < (int)(sizeof want / sizeof want[0]); k++) {
@@ -678,6 +709,7 @@ int main(void) {
     stop_gradient_constants();
     slicing();
     take_along();
+    int_edges();
     errors();
     thread_independence();
     forward_session();

@@ -198,6 +198,14 @@ static tg_tensor b_piecewise(tg_graph *g, const tg_tensor *p, const tg_tensor *i
 static tg_tensor b_int_math(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
     return tg_add(tg_add(tg_abs(i[0]), tg_square(i[0])), tg_clamp(i[0], -2.5f, 3e9f));
 }
+/* INT32_MIN / -1 (which traps in C), and i32 scalars from NaN and the infinities (0, INT32_MAX, INT32_MIN) */
+static tg_tensor b_int_edges(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
+    static const float a[] = {-2147483648.0f, 7, -7, 5, 3e9f, -3e9f}, b[] = {-1, -1, 2, 0, 1, -1};
+    tg_tensor q = tg_div(tg_cast(tg_constant(g, S(6), a), TG_I32), tg_cast(tg_constant(g, S(6), b), TG_I32));
+    tg_tensor zero = tg_mul_s(i[0], 0.0f);
+    tg_tensor edges[4] = {tg_add(q, zero), tg_add_s(zero, NAN), tg_add_s(zero, INFINITY), tg_add_s(zero, -INFINITY)};
+    return tg_concat(edges, 4, 0);
+}
 static tg_tensor b_minmax_nan(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
     return tg_add(tg_max(tg_sqrt(p[0]), p[1]), tg_min(p[1], tg_mul_s(p[0], 0.5f))); /* sqrt(< 0) is NaN */
 }
@@ -287,6 +295,7 @@ static const par_case cases[] = {
     {"erf, gelu, gelu_tanh tails", PRM(S(500)), P_NONE, 0, 1, b_erf_gelu, 1e-5f},
     {"clamp, leaky_relu, abs, square", PRM(S(300), S(300)), P_NONE, 0, 1, b_piecewise, 0},
     {"i32 abs, square, clamp", P_NONE, {S(70), P_END}, -60000, 60000, b_int_math, 0},
+    {"i32 INT32_MIN / -1, scalars from NaN and infinities", P_NONE, {S(6), P_END}, -5, 5, b_int_edges, 0},
     {"min, max with NaN", PRM(S(9, 20), S(20)), P_NONE, 0, 1, b_minmax_nan, 0},
     {"argmax with ties", PRM(S(10, 40, 3)), P_NONE, 0, 1, b_argmax_ties, 0},
     {"conv2d 3x3 p1 groups 2, dw of 576 terms", PRM(S(4, 8, 12, 12), S(6, 4, 3, 3)), P_NONE, 0, 1, b_conv3x3, 1e-4f},

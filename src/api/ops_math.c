@@ -3,6 +3,7 @@
  * "tg_narrow: range [3, 5) is outside axis 1 of [4,4] (model.c:12)".
  * Composites (zeros, ones, swap_axes, stack, split, argmax over every axis)
  * are spelled out here in terms of IR ops. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -329,13 +330,18 @@ void tg_split_at(tg_tensor x, int axis, const int64_t *sizes, int n, tg_tensor *
     }
     if (!norm_axis(x.g, TG_OP_NARROW, "split", file, line, axis, s.ndim, s, &a)) return;
     int64_t total = 0;
-    bool neg = false;
-    for (int k = 0; k < n; k++) total += sizes[k], neg |= sizes[k] < 0;
-    if (neg || total != s.d[a]) {
+    bool neg = false, over = false;
+    for (int k = 0; k < n; k++) {
+        neg |= sizes[k] < 0;
+        if (!neg && !over) over = __builtin_add_overflow(total, sizes[k], &total);
+    }
+    if (neg || over || total != s.d[a]) {
         tg_node e = tg_ir_proto(TG_OP_NARROW, "split", file, line);
-        char b[96];
-        tg_ir_fail(x.g, &e, "sizes %s to %lld, but axis %d of %s has %lld", neg ? "include a negative one and sum" : "sum",
-                (long long)total, a, tg_shape_str(s, b, sizeof b), (long long)s.d[a]);
+        char b[96], t[48];
+        if (neg) snprintf(t, sizeof t, "include a negative one");
+        else if (over) snprintf(t, sizeof t, "sum past 2^63");
+        else snprintf(t, sizeof t, "sum to %lld", (long long)total);
+        tg_ir_fail(x.g, &e, "sizes %s, but axis %d of %s has %lld", t, a, tg_shape_str(s, b, sizeof b), (long long)s.d[a]);
         return;
     }
     int64_t at = 0;

@@ -20,7 +20,7 @@ TG_CPU_KERNEL(tg_cpu_const) {
     } else if (n->dtype == TG_F32) {
         for (int64_t i = 0; i < N; i++) ((float *)out)[i] = n->at.fill.value;
     } else {
-        int32_t v = (int32_t)n->at.fill.value;
+        int32_t v = tg_ir_f2i(n->at.fill.value);
         for (int64_t i = 0; i < N; i++) ((int32_t *)out)[i] = v;
     }
 }
@@ -62,6 +62,7 @@ typedef struct {
 
 static int32_t idiv(int32_t a, int32_t b) { /* floor division, 0 for b == 0 */
     if (b == 0) return 0;
+    if (b == -1) return (int32_t)(0u - (uint32_t)a); /* INT32_MIN / -1 traps; it wraps to itself, as in WGSL */
     int32_t q = a / b;
     return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
@@ -168,14 +169,7 @@ TG_CPU_KERNEL(tg_cpu_relu_grad) {
     tg_cpu_parallel(c, tg_ir_numel(j.n), GRAIN, relu_grad_rows, &j);
 }
 
-/* Casts: f32 -> i32 truncates toward zero and saturates (NaN -> 0), so no
- * input is undefined behaviour; anything -> bool is x != 0. */
-static int32_t f2i(float x) {
-    if (!(x == x)) return 0;
-    if (x >= 2147483647.0f) return INT32_MAX;
-    if (x <= -2147483648.0f) return INT32_MIN;
-    return (int32_t)x;
-}
+/* Casts: f32 -> i32 by tg_ir_f2i; anything -> bool is x != 0. */
 
 TG_CPU_KERNEL(tg_cpu_cast) {
     (void)c;
@@ -185,7 +179,7 @@ TG_CPU_KERNEL(tg_cpu_cast) {
     const void *x = in[0];
     for (int64_t i = 0; i < N; i++) {
         float f = from == TG_F32 ? ((const float *)x)[i] : (float)((const int32_t *)x)[i];
-        int32_t v = from == TG_F32 ? f2i(((const float *)x)[i]) : ((const int32_t *)x)[i];
+        int32_t v = from == TG_F32 ? tg_ir_f2i(((const float *)x)[i]) : ((const int32_t *)x)[i];
         if (from == TG_BOOL) v = ((const uint32_t *)x)[i] != 0, f = (float)v;
         if (to == TG_F32) ((float *)out)[i] = f;
         else if (to == TG_I32) ((int32_t *)out)[i] = v;

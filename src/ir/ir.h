@@ -113,6 +113,17 @@ static inline bool tg_ir_heads_permute(const tg_node *n) {
     return n->op == TG_OP_PERMUTE && n->at.permute.perm.ndim == 4 && p[0] == 0 && p[1] == 2 && p[2] == 1 && p[3] == 3;
 }
 
+/* f32 -> i32 as tg_cast defines it on every backend: toward zero,
+ * saturating, NaN -> 0, so that no input is undefined behaviour. An integer
+ * constant keeps its value as a float (at.fill.value) and every backend
+ * converts it through this. */
+static inline int32_t tg_ir_f2i(float x) {
+    if (!(x == x)) return 0;
+    if (x >= 2147483647.0f) return INT32_MAX;
+    if (x <= -2147483648.0f) return INT32_MIN;
+    return (int32_t)x;
+}
+
 /* Small helpers every stage uses. */
 int64_t tg_ir_numel(const tg_node *n);
 /* Every dim >= 0, and both the element count and the span (the product of
