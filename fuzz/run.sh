@@ -13,7 +13,7 @@ pass=0 fail=0
 # other suites (as many at once as there are CPUs); a CI run once stopped on
 # a 20 s timeout that about 2.5 million runs here, on every CPU path, never
 # came near (slowest input 0.16 s). Slow inputs are caught by CPU time
-# instead (fuzz_graph.c).
+# instead (fuzz_prog.h).
 hang=120
 seeds=$fb/fuzz/seeds
 rm -rf "$seeds" && mkdir -p "$seeds"
@@ -21,7 +21,7 @@ cc -std=c11 -I"$root/include" "$here/seed.c" "$plain/libtensorgrad.a" -o "$fb/fu
     "$fb/fuzz/seed" "$seeds" || { echo "fuzz: cannot write the seeds"; fail=$((fail + 1)); }
 # Files others wrote: the Python and PyTorch fixtures (half precision, skipped dtypes).
 cp "$root"/tests/fixtures/reference*.safetensors "$root"/tests/fixtures/half_dtypes.safetensors "$seeds"/
-for t in safetensors checkpoint graph; do
+for t in safetensors checkpoint graph graph_nn; do
     bin=$fb/fuzz/fuzz_$t
     if ! clang -std=c11 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
         -I"$root/include" -I"$root/src" "$here/fuzz_$t.c" "$fb/libtensorgrad.a" -o "$bin" -lm -lpthread -ldl; then
@@ -29,7 +29,7 @@ for t in safetensors checkpoint graph; do
     fi
     corpus=$fb/fuzz/corpus_$t
     mkdir -p "$corpus"
-    [ "$t" = graph ] || cp "$seeds"/* "$corpus"/ 2>/dev/null
+    case $t in graph*) ;; *) cp "$seeds"/* "$corpus"/ 2>/dev/null ;; esac
     log=$fb/fuzz/fuzz_$t.log
     # Inputs that once crashed or hung a target run first, once each.
     if ls "$here/regress_$t"/* >/dev/null 2>&1 &&
