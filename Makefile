@@ -59,7 +59,7 @@ help:
 	@echo "                for Intel macOS with Zig's clang, fetched from npm (build-macos/; builds only)"
 	@echo "make sanitize  run the tests in an ASan+UBSan build (build-asan/)"
 	@echo "make test-aarch64  the CPU tests built for aarch64 (NEON) and run under qemu-user (build-aarch64/)"
-	@echo "make fuzz       libFuzzer on the safetensors reader, the checkpoint loaders and the graph API"
+	@echo "make fuzz       libFuzzer on the safetensors reader, the checkpoint loaders and the graph API (two targets)"
 	@echo "                (clang; FUZZ_SECONDS=N each, default 45; build-fuzz/; make test runs it)"
 	@echo "make tsan       the thread tests (pool, concurrent saves, sessions shared by threads) under ThreadSanitizer (build-tsan/)"
 	@echo "make bench      benchmarks against PyTorch / OpenBLAS (needs python3-torch, libopenblas-dev)"
