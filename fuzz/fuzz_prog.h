@@ -36,7 +36,7 @@ static int64_t dim(prog *q) {
     return v[byte(q) % 16];
 }
 
-static float scalar(prog *q) {
+static inline float scalar(prog *q) { /* inline: not every target uses it */
     static const float v[] = {0.0f, 1.0f, -1.0f, 0.5f, 1e-5f, 2.0f, 1e30f, -0.0f};
     unsigned b = byte(q) % 11;
     return b < 8 ? v[b] : b == 8 ? NAN : b == 9 ? INFINITY : -INFINITY;
@@ -54,10 +54,25 @@ static void push(tg_tensor *st, int *sp, tg_tensor t) {
     else st[7] = t;
 }
 
-#define TOP st[sp - 1]
-#define SECOND st[sp > 1 ? sp - 2 : 0]
-#define THIRD st[sp > 2 ? sp - 3 : 0]
-#define PUSH(t) push(st, &sp, t)
+/* What an op of a target's step reads and writes (st, sp: the stack and its depth). */
+#define TOP st[*sp - 1]
+#define SECOND st[*sp > 1 ? *sp - 2 : 0]
+#define THIRD st[*sp > 2 ? *sp - 3 : 0]
+#define PUSH(t) push(st, sp, t)
+#define POP() (*sp > 1 ? (void)(*sp)-- : (void)0)
+
+/* One op of a target: reads its opcode and arguments from q. */
+typedef void (*step_fn)(tg_graph *g, prog *q, tg_tensor *st, int *sp);
+
+/* The program as a loss: x on the stack, up to 24 ops, the mean of the top. */
+static tg_tensor program(tg_graph *g, prog *q, step_fn step) {
+    q->at = 0;
+    tg_tensor st[8];
+    int sp = 1;
+    st[0] = tg_input(g, "x");
+    for (int ops = 0; ops < 24 && q->at < q->n; ops++) step(g, q, st, &sp);
+    return tg_mean(tg_cast(st[sp - 1], TG_F32), TG_ALL, false);
+}
 
 #define SLOW_CPU_SECONDS 5.0 /* the slowest input of 2 million took 0.16 s here */
 
