@@ -79,7 +79,12 @@ bool tg_wgsl_attn_tiles_fit(const tg_wgsl_attn *a, const tg_wgsl_limits *lim) {
 /* Opens the kernel: the scale strings (sc: the scores', dsc: the
  * gradient's, 64 bytes each), workgroup memory, the entry point over
  * B * H * blocks workgroups, and b, h, bh, blk, tx, ty, r0 and dv (the
- * invocation's vec4 of the head dimension, clamped). */
+ * invocation's vec4 of the head dimension, clamped).
+ * Workgroups go head by head, a head's blocks together (which may let
+ * them share its rows in the GPU's cache). Launching the blocks that walk the
+ * most tiles first (every head's longest block, then the next longest)
+ * measured slower on the H200: gpt_small 37.7 -> 38.9 ms a step, its
+ * attention kernels 6.4 -> 7.6 ms. */
 static bool open_tiles(akern *K, int chunks, const char *what, char *sc, char *dsc) {
     wk *k = &K->k;
     const tg_wgsl_attn *a = K->a;

@@ -116,7 +116,11 @@ bool tg_wgsl_norm(wk *k) {
     /* The gain and bias read into registers with x, before the reductions,
      * not at the stores after them. A workgroup walking 2 to 16 rows in
      * turn, reading the gain and bias once, measured no faster on the H200
-     * ([16384, 384]: 77 / 95 / 84 / 110 us against 76 with a row each). */
+     * ([16384, 384]: 77 / 95 / 84 / 110 us against 76 with a row each).
+     * A row per subgroup (tg_wk_rows_open_stats), faster on rows read from
+     * memory ([16384, 384]: 65 against 80 us), is slower in gpt_small,
+     * whose norms read rows a kernel just wrote: its 26 norms 0.63 -> 0.71
+     * ms a step, 0.80 with 8 rows per workgroup. */
     tg_wk_rows_cache(&L, 1u, n->nin > 2 ? 6u : 2u);
     norm_stats(&L, n->op == TG_OP_RMS_NORM, n->at.norm.eps);
     if (k->sib) { /* the norm_stats of the same x (prefuse.c) */
