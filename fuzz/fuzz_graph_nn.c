@@ -6,7 +6,7 @@
  * covers shapes, layout, reductions and the convolution family. */
 #include "fuzz_prog.h"
 
-static tg_tensor unary(tg_tensor x, unsigned k, float s) {
+static tg_tensor nn_unary(tg_tensor x, unsigned k, float s) {
     switch (k % 16) {
     case 0: return tg_gelu(x);
     case 1: return tg_silu(x);
@@ -27,7 +27,7 @@ static tg_tensor unary(tg_tensor x, unsigned k, float s) {
     }
 }
 
-static tg_tensor binary(tg_tensor a, tg_tensor b, unsigned k, float s) {
+static tg_tensor nn_binary(tg_tensor a, tg_tensor b, unsigned k, float s) {
     switch (k % 10) {
     case 0: return tg_mse(a, b);
     case 1: return tg_div(a, b);
@@ -42,7 +42,7 @@ static tg_tensor binary(tg_tensor a, tg_tensor b, unsigned k, float s) {
     }
 }
 
-static void step(tg_graph *g, prog *q, tg_tensor *st, int *sp) {
+static void nn_step(tg_graph *g, prog *q, tg_tensor *st, int *sp) {
     switch (byte(q) % 33) {
     case 0: PUSH(tg_reshape(TOP, shape(q))); break;
     case 1: PUSH(tg_use(g, q->w)); break;
@@ -87,11 +87,11 @@ static void step(tg_graph *g, prog *q, tg_tensor *st, int *sp) {
     } break;
     case 20: {
         unsigned k = byte(q);
-        PUSH(unary(TOP, k, scalar(q)));
+        PUSH(nn_unary(TOP, k, scalar(q)));
     } break;
     case 21: {
         unsigned k = byte(q);
-        PUSH(binary(TOP, SECOND, k, scalar(q)));
+        PUSH(nn_binary(TOP, SECOND, k, scalar(q)));
     } break;
     case 22: {
         unsigned b = byte(q);
@@ -125,6 +125,8 @@ static void step(tg_graph *g, prog *q, tg_tensor *st, int *sp) {
     }
 }
 
-static tg_tensor run(tg_graph *g, void *u) { return program(g, u, step); }
+static tg_tensor nn_run(tg_graph *g, void *u) { return program(g, u, nn_step); }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) { return fuzz_program("fuzz_graph_nn", data, size, run); }
+#ifndef FUZZ_NO_ENTRY /* tests/test_webgpu_programs.c runs the programs on WebGPU */
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) { return fuzz_program("fuzz_graph_nn", data, size, nn_run); }
+#endif

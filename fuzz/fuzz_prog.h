@@ -26,6 +26,8 @@ typedef struct {
     const uint8_t *p;
     size_t n, at;
     tg_param w;
+    bool x_is_param; /* x is param xp, not the input "x" (so that every op on its path has a gradient) */
+    tg_param xp;
 } prog;
 
 static unsigned byte(prog *q) { return q->at < q->n ? q->p[q->at++] : 0; }
@@ -64,14 +66,26 @@ static void push(tg_tensor *st, int *sp, tg_tensor t) {
 /* One op of a target: reads its opcode and arguments from q. */
 typedef void (*step_fn)(tg_graph *g, prog *q, tg_tensor *st, int *sp);
 
-/* The program as a loss: x on the stack, up to 24 ops, the mean of the top. */
+/* The program as a loss: x on the stack, up to 24 ops, the mean of the top;
+ * with x a param, a weighted sum of every element of every value left on
+ * the stack (weights sin(0.7 i + 1 + k) for element i of value k), so that
+ * a wrong element anywhere changes it. */
 static tg_tensor program(tg_graph *g, prog *q, step_fn step) {
     q->at = 0;
     tg_tensor st[8];
     int sp = 1;
-    st[0] = tg_input(g, "x");
+    st[0] = q->x_is_param ? tg_use(g, q->xp) : tg_input(g, "x");
     for (int ops = 0; ops < 24 && q->at < q->n; ops++) step(g, q, st, &sp);
-    return tg_mean(tg_cast(st[sp - 1], TG_F32), TG_ALL, false);
+    if (!q->x_is_param) return tg_mean(tg_cast(st[sp - 1], TG_F32), TG_ALL, false);
+    tg_tensor loss = tg_scalar(g, 0.0f);
+    for (int k = 0; k < sp; k++) {
+        tg_tensor v = tg_cast(st[k], TG_F32);
+        tg_shape s = tg_tensor_shape(v);
+        tg_tensor i = tg_arange(g, tg_shape_numel(s), TG_F32);
+        tg_tensor w = tg_sin(tg_add(tg_mul(i, tg_scalar(g, 0.7f)), tg_scalar(g, 1.0f + (float)k)));
+        loss = tg_add(loss, tg_sum(tg_mul(v, tg_reshape(w, s)), TG_ALL, false));
+    }
+    return loss;
 }
 
 #define SLOW_CPU_SECONDS 5.0 /* the slowest input of 2 million took 0.16 s here */
@@ -82,21 +96,26 @@ static double cpu_seconds(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-/* The model has one parameter "w" [4, 4]; the program's input "x" is [4, 4]. */
-static int fuzz_program(const char *target, const uint8_t *data, size_t size, tg_trace_fn run) {
-    double t0 = cpu_seconds();
-    tg_model *m = tg_model_new();
-    prog q = {data, size, 0, tg_model_param(m, "w", TG_SHAPE(4, 4), tg_init_randn(0.1f))};
-    tg_input_decl in[] = {{"x", TG_F32, TG_SHAPE(4, 4)}};
+/* Traces program q of model m once into a plain graph: whether it traces
+ * without error and every tensor is small enough to compile and step. */
+static bool fuzz_small(tg_model *m, prog *q, tg_trace_fn run) {
     tg_graph *g = tg_graph_new(m);
     tg_input_new(g, "x", TG_F32, TG_SHAPE(4, 4));
-    run(g, &q);
-    /* Compile and step only programs whose tensors are all small. */
+    run(g, q);
     bool small = tg_graph_status(g) == TG_OK;
     for (int i = 0; small && i < tg_graph_node_count(g); i++)
         small = tg_shape_numel(tg_tensor_shape((tg_tensor){g, i})) <= 4096;
     tg_graph_free(g);
-    if (small) {
+    return small;
+}
+
+/* The model has one parameter "w" [4, 4]; the program's input "x" is [4, 4]. */
+static inline int fuzz_program(const char *target, const uint8_t *data, size_t size, tg_trace_fn run) {
+    double t0 = cpu_seconds();
+    tg_model *m = tg_model_new();
+    prog q = {.p = data, .n = size, .w = tg_model_param(m, "w", TG_SHAPE(4, 4), tg_init_randn(0.1f))};
+    tg_input_decl in[] = {{"x", TG_F32, TG_SHAPE(4, 4)}};
+    if (fuzz_small(m, &q, run)) {
         tg_train_spec spec = {.model = m, .loss = run, .user = &q, .inputs = in, .n_inputs = 1,
                               .optim = tg_adam(tg_lr_constant(1e-2f)), .threads = 1};
         tg_session *s = NULL;
