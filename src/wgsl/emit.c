@@ -59,6 +59,12 @@ bool tg_wk_fail(wk *k, tg_status s, const char *fmt, ...) {
     return false;
 }
 
+const char *tg_wk_i32(int32_t v, char buf[24]) {
+    if (v == INT32_MIN) snprintf(buf, 24, "(-2147483647i - 1i)"); /* the literal 2147483648i does not exist */
+    else snprintf(buf, 24, v < 0 ? "(%di)" : "%di", (int)v);
+    return buf;
+}
+
 const char *tg_wk_f32(float v, char buf[48]) {
     uint32_t bits;
     memcpy(&bits, &v, 4);
@@ -368,9 +374,14 @@ static bool n_epi_of(const tg_wgsl_fused *f) { return f && f->n_epi > 0; }
 static tg_status emit_kernel(const tg_graph *g, const tg_plan *plan, int kid, const tg_node *kn, tg_wgsl_emit_fn fn,
                              const tg_wgsl_fused *f, int phase, int64_t work, const tg_wgsl_limits *lim,
                              tg_kernel_spec *out) {
+    int n_epi = f ? f->n_epi : 0, n_inl = f ? f->n_inl : 0;
+    /* Nothing to store, no kernel: its index arithmetic would divide by
+     * the empty axis, which WGSL rejects as a constant divisor. */
+    if (tg_ir_numel(&g->nodes[n_epi ? f->epi[n_epi - 1] : kid]) == 0 &&
+        !(f && f->sib > 0 && tg_ir_numel(&g->nodes[f->sib]) > 0))
+        return TG_OK;
     wk k = {g, kn, kid, plan, lim, out, {0}, TG_OK, {{0}}, {0}, {0}, NULL, NULL, 0, phase, false, 0, n_epi_of(f)};
     k.helpers = &k.own_helpers;
-    int n_epi = f ? f->n_epi : 0, n_inl = f ? f->n_inl : 0;
     int cap = 3 + kn->nin; /* outputs: the kernel's, the epilogue's, the sibling's */
     for (int q = 0; q < n_inl; q++) cap += g->nodes[f->inl[q]].nin;
     for (int q = 0; q < n_epi; q++) cap += g->nodes[f->epi[q]].nin;

@@ -80,6 +80,8 @@ const char *tg_wk_type(tg_dtype dt);
 /* A WGSL f32 expression with exactly the value v (f32_bits(...) for
  * inf/nan/subnormal/-0: the prelude defines fn f32_bits(u32) -> f32). */
 const char *tg_wk_f32(float v, char buf[48]);
+/* v as a WGSL i32 literal, INT32_MIN included */
+const char *tg_wk_i32(int32_t v, char buf[24]);
 /* "    let <name> = <v as tg_wk_f32 writes it>;" into the kernel's body */
 void tg_wk_let_f32(wk *k, const char *name, float v);
 

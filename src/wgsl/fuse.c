@@ -233,7 +233,7 @@ tg_status tg_wgsl_emit_program(const tg_graph *g, const tg_plan *plan, const tg_
             for (int phase = 1; phase <= 2 && st == TG_OK; phase++) {
                 tg_kernel_spec *k;
                 if ((st = push_spec(out, &cap, &k)) != TG_OK) break;
-                if ((st = tg_wgsl_emit_phase(g, plan, f, phase, work, lim, k)) == TG_OK) out->n++;
+                if ((st = tg_wgsl_emit_phase(g, plan, f, phase, work, lim, k)) == TG_OK && k->source) out->n++;
             }
             if (work > out->workspace_bytes) out->workspace_bytes = work;
             continue;
@@ -253,7 +253,7 @@ tg_status tg_wgsl_emit_program(const tg_graph *g, const tg_plan *plan, const tg_
         } else if (gr->kind == FZ_FUSED) {
             tg_kernel_spec *k;
             if ((st = push_spec(out, &cap, &k)) != TG_OK) break;
-            if ((st = tg_wgsl_emit_fused(g, plan, &gr->f, lim, k)) == TG_OK) out->n++;
+            if ((st = tg_wgsl_emit_fused(g, plan, &gr->f, lim, k)) == TG_OK && k->source) out->n++;
         } else {
             st = tg_fz_emit_group(g, plan, lim, gr, out, &cap, push_spec);
         }

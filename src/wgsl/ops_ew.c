@@ -20,11 +20,8 @@ bool tg_wgsl_const(wk *k) {
     }
     if (!tg_wk_flat(k, N)) return false;
     char f[48];
-    int32_t v = tg_ir_f2i(n->at.fill.value);
     if (n->dtype == TG_F32) tg_wsb_printf(&k->s, "    st(i, %s);\n", tg_wk_f32(n->at.fill.value, f));
-    else if (v == INT32_MIN) /* the literal 2147483648i does not exist */
-        tg_wsb_printf(&k->s, "    st(i, %s(-2147483647i - 1i));\n", tg_wk_type(n->dtype));
-    else tg_wsb_printf(&k->s, "    st(i, %s(%di));\n", tg_wk_type(n->dtype), (int)v);
+    else tg_wsb_printf(&k->s, "    st(i, %s(%s));\n", tg_wk_type(n->dtype), tg_wk_i32(tg_ir_f2i(n->at.fill.value), f));
     tg_wk_end(k);
     return true;
 }

@@ -114,8 +114,9 @@ static void attr_lets(wk *k, const char *e, const tg_attr_unary *u) {
     if (names(e, "p1")) tg_wk_let_f32(k, "p1", u->p1);
     int32_t i0, i1;
     tg_attr_unary_int_range(u, &i0, &i1);
-    if (names(e, "i0")) tg_wsb_printf(&k->s, "    let i0 = %di;\n", (int)i0);
-    if (names(e, "i1")) tg_wsb_printf(&k->s, "    let i1 = %di;\n", (int)i1);
+    char b[24];
+    if (names(e, "i0")) tg_wsb_printf(&k->s, "    let i0 = %s;\n", tg_wk_i32(i0, b));
+    if (names(e, "i1")) tg_wsb_printf(&k->s, "    let i1 = %s;\n", tg_wk_i32(i1, b));
 }
 
 static void ew_helpers(wk *k) {
