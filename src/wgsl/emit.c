@@ -354,6 +354,10 @@ static void emit_inline(wk *k, int x, const char *name, char in[][24]) {
         tg_wsb_printf(&k->s, "fn %s(i: u32) -> %s { return %s(i); }\n", name, t, in[0]);
         return;
     }
+    if (tg_ir_numel(n) == 0) { /* never read; its emitter would divide by the empty axis */
+        tg_wsb_printf(&k->s, "fn %s(i: u32) -> %s { return %s(0); }\n", name, t, t);
+        return;
+    }
     tg_kernel_spec dummy = {0};
     wk sub = {k->g, n, x, k->plan, k->lim, &dummy, {0}, TG_OK, {{0}}, {0}, {0}, name, k->helpers, 0, 0, false, 0, false};
     for (int j = 0; j < n->nin; j++) snprintf(sub.ld[j], sizeof sub.ld[j], "%s", in[j]);
