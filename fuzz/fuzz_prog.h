@@ -11,7 +11,7 @@
  * the input. */
 #ifndef FUZZ_PROG_H
 #define FUZZ_PROG_H
-#define _POSIX_C_SOURCE 199309L /* clock_gettime */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime; macOS declares snprintf from 200112L */
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
