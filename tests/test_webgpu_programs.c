@@ -162,11 +162,13 @@ int main(void) {
     /* Programs that once failed here: a narrow to no elements (WGSL refused
      * its kernel's constant divisor 0), the same narrow inlined into a sum,
      * an i32 clamp at -inf (INT32_MIN written as a literal WGSL does not
-     * have). */
+     * have), a max pool's gradient fused with another op that tests for
+     * NaN (is_nan declared twice). */
     static const char *const found[] = {
         "fuzz_graph:92d25233426063a10233c1c1d15163e3f12441",
         "fuzz_graph:93557470badf1101b28251d0219121b3e2f062c412a383f022d0d1b061d270d39203b1c0839342100b43",
         "fuzz_graph_nn:603157318311f0af11708030f142c0404131c2025171125042203b301343405070d131a040e041229ed111a1525143a26010",
+        "fuzz_graph_nn:838301baa1308ea0a22053b2314e720183d1144331537050a0d1615113c04091b0",
     };
     for (size_t i = 0; i < sizeof found / sizeof found[0]; i++) one(found[i]);
     /* TG_TEST_SEED=N (N > 0) draws other programs, TG_TEST_PROGRAMS=N as many per target */

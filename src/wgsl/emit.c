@@ -141,6 +141,11 @@ void tg_wk_helper(wk *k, unsigned id, const char *text) {
     tg_wsb_printf(&k->s, "%s", text);
 }
 
+/* NaN tested on the bits: shader compilers may assume x != x never holds. */
+void tg_wk_is_nan(wk *k) {
+    tg_wk_helper(k, WK_H_IS_NAN, "fn is_nan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }\n");
+}
+
 void tg_wk_names_default(wk *k) {
     for (int j = 0; j < TG_MAX_IN; j++) snprintf(k->ld[j], sizeof k->ld[j], "ld%d", j);
     snprintf(k->stn, sizeof k->stn, "st");

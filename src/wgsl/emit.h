@@ -54,6 +54,8 @@ typedef struct {
 enum { WK_H_IS_NAN, WK_H_MATH, WK_H_EW, WK_H_IDIV, WK_H_F2I, WK_H_PRNG, WK_H_COUNT };
 /* Writes `text` unless helper `id` is already in this module. */
 void tg_wk_helper(wk *k, unsigned id, const char *text);
+/* fn is_nan(x: f32) -> bool, once per module */
+void tg_wk_is_nan(wk *k);
 /* Sets the default names (ld0.., st, no prefix, kernel mode). */
 void tg_wk_names_default(wk *k);
 

@@ -34,8 +34,6 @@
 
 #include "emit.h"
 
-#define IS_NAN_FN "fn is_nan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }\n"
-
 static void cu(wk *k, const char *name, int64_t v) { tg_wsb_printf(&k->s, "const %s = %lldu;\n", name, (long long)v); }
 static void ci(wk *k, const char *name, int64_t v) { tg_wsb_printf(&k->s, "const %s = %lldi;\n", name, (long long)v); }
 
@@ -212,7 +210,7 @@ bool tg_wgsl_conv2d_grad_weight(wk *k) {
 bool tg_wgsl_max_pool2d(wk *k) {
     const tg_node *n = k->n;
     pool_consts(k, tg_wk_in(k, 0)->shape, n->shape);
-    tg_wsb_printf(&k->s, IS_NAN_FN);
+    tg_wk_is_nan(k);
     if (!tg_wk_flat(k, tg_ir_numel(n))) return false;
     tg_wsb_printf(&k->s,
                "    let ox = i %% WO;\n    let oy = (i / WO) %% HO;\n    let xb = (i / P) * HW;\n"
@@ -240,7 +238,7 @@ bool tg_wgsl_max_pool2d(wk *k) {
 bool tg_wgsl_max_pool2d_grad(wk *k) {
     const tg_node *n = k->n;
     pool_consts(k, n->shape, tg_wk_in(k, 1)->shape);
-    tg_wsb_printf(&k->s, IS_NAN_FN);
+    tg_wk_is_nan(k);
     if (!tg_wk_flat(k, tg_ir_numel(n))) return false;
     tg_wsb_printf(&k->s,
                "    let ix = i %% W;\n    let iy = (i / W) %% H;\n    let pl = i / HW;\n"

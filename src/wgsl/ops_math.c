@@ -17,9 +17,7 @@
 
 #include "emit.h"
 
-static const char *is_nan_fn = "fn is_nan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }\n";
-
-/* Needs is_nan_fn before it. */
+/* Needs is_nan (tg_wk_is_nan) before it. */
 static const char *math_fns =
     "fn sigmoid(x: f32) -> f32 {\n"
     "    let e = exp(-abs(x));\n    let r = 1.0f / (1.0f + e);\n    return select(r, e * r, x < 0.0f);\n}\n"
@@ -120,7 +118,7 @@ static void attr_lets(wk *k, const char *e, const tg_attr_unary *u) {
 }
 
 static void ew_helpers(wk *k) {
-    tg_wk_helper(k, WK_H_IS_NAN, is_nan_fn);
+    tg_wk_is_nan(k);
     tg_wk_helper(k, WK_H_MATH, math_fns);
     tg_wk_helper(k, WK_H_EW, ew_fns);
 }
@@ -158,7 +156,7 @@ bool tg_wgsl_minmax(wk *k) {
     char ix[2][WK_EXPR];
     tg_wk_bcast_maps(k, 2, ix);
     bool is_max = k->n->op == TG_OP_MAX, f32 = k->n->dtype == TG_F32;
-    if (f32) tg_wk_helper(k, WK_H_IS_NAN, is_nan_fn);
+    if (f32) tg_wk_is_nan(k);
     if (!tg_wk_flat(k, tg_ir_numel(k->n))) return false;
     tg_wsb_printf(&k->s, "    let a = %s(%s);\n    let b = %s(%s);\n", k->ld[0], ix[0], k->ld[1], ix[1]);
     tg_wsb_printf(&k->s, "    %s(i, select(b, a, a %s b%s));\n", k->stn, is_max ? ">" : "<", f32 ? " || is_nan(a)" : "");
@@ -218,7 +216,7 @@ bool tg_wgsl_argmax(wk *k) {
     axis_view(x->shape, (int)k->n->at.axis.axis, &outer, &A, &inner);
     bool is_max = k->n->op == TG_OP_ARGMAX || k->n->op == TG_OP_AMAX, f32 = x->dtype == TG_F32;
     bool value = k->n->op == TG_OP_AMAX || k->n->op == TG_OP_AMIN;
-    if (f32) tg_wk_helper(k, WK_H_IS_NAN, is_nan_fn);
+    if (f32) tg_wk_is_nan(k);
     if (!tg_wk_flat(k, outer * inner)) return false;
     tg_wsb_printf(&k->s,
                "    let base = (i / %lldu) * %lldu + i %% %lldu;\n"
