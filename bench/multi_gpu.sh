@@ -22,6 +22,10 @@ build=${1:-build}
 here=$(cd "$(dirname "$0")" && pwd)
 steps=${STEPS:-20}
 loss_steps=${LOSS_STEPS:-10}
+# NVLink multicast stays off for DDP (NCCL, PyTorch's symmetric memory,
+# NVSHMEM): on a host whose GPUs are shared, a program using it can take
+# them out of service.
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 rtol=${LOSS_RTOL:-1e-4}
 if [ -n "${MPI_DEBS:-}" ]; then
     pre=/tmp/tg-openmpi
