@@ -97,15 +97,19 @@ static double cpu_seconds(void) {
 }
 
 /* Traces program q of model m once into a plain graph: whether it traces
- * without error and every tensor is small enough to compile and step. */
-static bool fuzz_small(tg_model *m, prog *q, tg_trace_fn run) {
+ * without error and every tensor is small enough to compile and step; and,
+ * where all_f32 is not NULL, whether every value is f32. */
+static bool fuzz_small(tg_model *m, prog *q, tg_trace_fn run, bool *all_f32) {
     tg_graph *g = tg_graph_new(m);
     tg_input_new(g, "x", TG_F32, TG_SHAPE(4, 4));
     run(g, q);
-    bool small = tg_graph_status(g) == TG_OK;
-    for (int i = 0; small && i < tg_graph_node_count(g); i++)
+    bool small = tg_graph_status(g) == TG_OK, f32 = small;
+    for (int i = 0; small && i < tg_graph_node_count(g); i++) {
         small = tg_shape_numel(tg_tensor_shape((tg_tensor){g, i})) <= 4096;
+        f32 = f32 && tg_tensor_dtype((tg_tensor){g, i}) == TG_F32;
+    }
     tg_graph_free(g);
+    if (all_f32) *all_f32 = small && f32;
     return small;
 }
 
@@ -115,7 +119,7 @@ static inline int fuzz_program(const char *target, const uint8_t *data, size_t s
     tg_model *m = tg_model_new();
     prog q = {.p = data, .n = size, .w = tg_model_param(m, "w", TG_SHAPE(4, 4), tg_init_randn(0.1f))};
     tg_input_decl in[] = {{"x", TG_F32, TG_SHAPE(4, 4)}};
-    if (fuzz_small(m, &q, run)) {
+    if (fuzz_small(m, &q, run, NULL)) {
         tg_train_spec spec = {.model = m, .loss = run, .user = &q, .inputs = in, .n_inputs = 1,
                               .optim = tg_adam(tg_lr_constant(1e-2f)), .threads = 1};
         tg_session *s = NULL;
