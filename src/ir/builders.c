@@ -154,6 +154,7 @@ int tg_ir_matmul(tg_graph *g, int a, int b, bool ta, bool tb, const char *file, 
 #define ANCHOR 256
 static void rope_table(float *tab, int64_t T, int64_t D, double base) {
     int64_t h = D / 2;
+    if (T * D == 0) return; /* the cap is on T * D: with no positions, D may be 2^40 */
     for (int64_t i = 0; i < h; i++) {
         double f = pow(base, -2.0 * (double)i / (double)D), c1 = cos(f), s1 = sin(f), c = 1, sn = 0;
         for (int64_t t = 0; t < T; t++) {
