@@ -112,7 +112,7 @@ static void submit(wgpu_ctx *c, wg_encoder enc) {
 static tg_status make_call(wgpu_ctx *c, const tg_graph *g, wg_program *wp, const tg_kernel_spec *k, wg_call *out) {
     char what[96];
     snprintf(what, sizeof what, "node %d (%s)", k->node, tg_ops[g->nodes[k->node].op].name);
-    tg_status st = tg_wgpu_pipeline(c, k->source, k->n_bindings, what, &out->pipe);
+    tg_status st = tg_wgpu_pipeline(c, k->source, k->n_bindings, k->read_only, what, &out->pipe);
     if (st != TG_OK) return st;
     wg_bind_entry e[TG_WGSL_MAX_BINDINGS];
     memset(e, 0, sizeof e);
@@ -122,7 +122,7 @@ static tg_status make_call(wgpu_ctx *c, const tg_graph *g, wg_program *wp, const
         e[b].offset = (uint64_t)k->bind[b].offset;
         e[b].size = (uint64_t)k->bind[b].size;
     }
-    wg_bind_group_desc d = {NULL, {what, WG_STRLEN}, tg_wgpu_bgl(c, k->n_bindings), (size_t)k->n_bindings, e};
+    wg_bind_group_desc d = {NULL, {what, WG_STRLEN}, tg_wgpu_bgl(c, k->n_bindings, k->read_only), (size_t)k->n_bindings, e};
     out->bg = c->f.DeviceCreateBindGroup(c->device, &d);
     memcpy(out->grid, k->dispatch, sizeof out->grid);
     out->node = k->node;

@@ -13,22 +13,49 @@ struct wg_pipe {
     wg_pipeline pipe;
 };
 
-wg_bgl tg_wgpu_bgl(wgpu_ctx *c, int n) {
-    if (n < 1 || n > TG_WGSL_MAX_BINDINGS) return NULL;
-    if (!c->bgl[n]) {
-        wg_bgl_entry e[TG_WGSL_MAX_BINDINGS];
-        memset(e, 0, sizeof e);
-        for (int i = 0; i < n; i++) {
-            e[i].binding = (uint32_t)i;
-            e[i].visibility = WG_STAGE_COMPUTE;
-            e[i].buffer.type = WG_BINDING_STORAGE;
-        }
-        wg_bgl_desc d = {NULL, {NULL, 0}, (size_t)n, e};
-        c->bgl[n] = c->f.DeviceCreateBindGroupLayout(c->device, &d);
-        wg_layout_desc ld = {NULL, {NULL, 0}, 1, &c->bgl[n], 0};
-        c->layout[n] = c->f.DeviceCreatePipelineLayout(c->device, &ld);
+struct wg_layouts {
+    int n;
+    unsigned read_only;
+    wg_bgl bgl;
+    wg_layout layout;
+};
+
+/* The layouts of n bindings with this read-only mask, made on first use (a
+ * program uses a few dozen masks at most). */
+static struct wg_layouts *layouts(wgpu_ctx *c, int n, unsigned ro) {
+    if (n < 1 || n > TG_WGSL_MAX_BINDINGS || ro >> n) return NULL;
+    for (int i = 0; i < c->n_layouts; i++)
+        if (c->layouts[i].n == n && c->layouts[i].read_only == ro) return &c->layouts[i];
+    if (c->n_layouts == c->cap_layouts) {
+        int cap = c->cap_layouts ? 2 * c->cap_layouts : 16;
+        struct wg_layouts *nl = tg_realloc(c->layouts, sizeof *nl * (size_t)cap);
+        if (!nl) return NULL;
+        c->layouts = nl;
+        c->cap_layouts = cap;
     }
-    return c->bgl[n];
+    wg_bgl_entry e[TG_WGSL_MAX_BINDINGS];
+    memset(e, 0, sizeof e);
+    for (int i = 0; i < n; i++) {
+        e[i].binding = (uint32_t)i;
+        e[i].visibility = WG_STAGE_COMPUTE;
+        e[i].buffer.type = ro >> i & 1 ? WG_BINDING_READ_ONLY_STORAGE : WG_BINDING_STORAGE;
+    }
+    wg_bgl_desc d = {NULL, {NULL, 0}, (size_t)n, e};
+    wg_bgl bgl = c->f.DeviceCreateBindGroupLayout(c->device, &d);
+    if (!bgl) return NULL;
+    wg_layout_desc ld = {NULL, {NULL, 0}, 1, &bgl, 0};
+    wg_layout layout = c->f.DeviceCreatePipelineLayout(c->device, &ld);
+    if (!layout) {
+        c->f.BindGroupLayoutRelease(bgl);
+        return NULL;
+    }
+    c->layouts[c->n_layouts] = (struct wg_layouts){n, ro, bgl, layout};
+    return &c->layouts[c->n_layouts++];
+}
+
+wg_bgl tg_wgpu_bgl(wgpu_ctx *c, int n, unsigned read_only) {
+    struct wg_layouts *l = layouts(c, n, read_only);
+    return l ? l->bgl : NULL;
 }
 
 typedef struct {
@@ -75,10 +102,11 @@ static void source_line(const char *src, uint64_t line, char *out, size_t n) {
     out[len] = 0;
 }
 
-static tg_status compile(wgpu_ctx *c, const char *src, int n_bindings, const char *what, wg_pipeline *out) {
+static tg_status compile(wgpu_ctx *c, const char *src, int n_bindings, unsigned ro, const char *what, wg_pipeline *out) {
     *out = NULL;
-    if (!tg_wgpu_bgl(c, n_bindings) || !c->layout[n_bindings])
-        return tg_fail(TG_ERR_BACKEND, "webgpu: %s: cannot make a layout of %d bindings", what, n_bindings);
+    struct wg_layouts *l = layouts(c, n_bindings, ro);
+    if (!l) return tg_fail(TG_ERR_BACKEND, "webgpu: %s: cannot make a layout of %d bindings", what, n_bindings);
+    wg_layout layout = l->layout;
     c->f.DevicePushErrorScope(c->device, WG_ERROR_FILTER_VALIDATION);
     wg_wgsl_source code = {{NULL, WG_STYPE_SHADER_SOURCE_WGSL}, {src, WG_STRLEN}};
     wg_shader_desc sd = {&code.chain, {what, WG_STRLEN}};
@@ -91,7 +119,7 @@ static tg_status compile(wgpu_ctx *c, const char *src, int n_bindings, const cha
         wg_pipeline_desc pd;
         memset(&pd, 0, sizeof pd);
         pd.label = (wg_str){what, WG_STRLEN};
-        pd.layout = c->layout[n_bindings];
+        pd.layout = layout;
         pd.compute.module = sh;
         pd.compute.entry_point = (wg_str){"main", WG_STRLEN};
         p = c->f.DeviceCreateComputePipeline(c->device, &pd);
@@ -119,14 +147,15 @@ static tg_status compile(wgpu_ctx *c, const char *src, int n_bindings, const cha
     return TG_OK;
 }
 
-tg_status tg_wgpu_pipeline(wgpu_ctx *c, const char *src, int n_bindings, const char *what, wg_pipeline *out) {
-    uint32_t h = tg_str_hash(src) ^ (uint32_t)n_bindings;
+tg_status tg_wgpu_pipeline(wgpu_ctx *c, const char *src, int n_bindings, unsigned read_only, const char *what,
+                           wg_pipeline *out) {
+    uint32_t h = tg_str_hash(src) ^ (uint32_t)n_bindings; /* the source declares the read-only bindings */
     for (int i = 0; i < c->n_pipes; i++)
         if (c->pipes[i].hash == h && strcmp(c->pipes[i].src, src) == 0) {
             *out = c->pipes[i].pipe;
             return TG_OK;
         }
-    tg_status st = compile(c, src, n_bindings, what, out);
+    tg_status st = compile(c, src, n_bindings, read_only, what, out);
     if (st != TG_OK) return st;
     if (c->n_pipes == c->cap_pipes) {
         int cap = c->cap_pipes ? 2 * c->cap_pipes : 64;
@@ -148,7 +177,7 @@ tg_status tg_wgpu_test_compile(const char *src) {
     if (st != TG_OK) return st;
     pthread_mutex_lock(&c->mu);
     wg_pipeline p;
-    st = tg_wgpu_pipeline(c, src, 1, "test kernel", &p);
+    st = tg_wgpu_pipeline(c, src, 1, 0, "test kernel", &p);
     pthread_mutex_unlock(&c->mu);
     return st;
 }
@@ -184,7 +213,7 @@ tg_status tg_wgpu_test_run(const char *src, uint32_t groups_x, void *out, size_t
     bytes = (bytes + 3) & ~(size_t)3;
     pthread_mutex_lock(&c->mu);
     wg_pipeline p;
-    st = tg_wgpu_pipeline(c, src, 1, "test kernel", &p);
+    st = tg_wgpu_pipeline(c, src, 1, 0, "test kernel", &p);
     if (st != TG_OK) {
         pthread_mutex_unlock(&c->mu);
         return st;
@@ -194,7 +223,7 @@ tg_status tg_wgpu_test_run(const char *src, uint32_t groups_x, void *out, size_t
     wg_buffer_desc sd = {NULL, {"test staging", WG_STRLEN}, WG_USAGE_MAP_READ | WG_USAGE_COPY_DST, bytes, 0};
     wg_buffer staging = c->f.DeviceCreateBuffer(c->device, &sd);
     wg_bind_entry e = {NULL, 0, buf, 0, bytes, NULL, NULL};
-    wg_bind_group_desc gd = {NULL, {NULL, 0}, tg_wgpu_bgl(c, 1), 1, &e};
+    wg_bind_group_desc gd = {NULL, {NULL, 0}, tg_wgpu_bgl(c, 1, 0), 1, &e};
     wg_bind_group bg = c->f.DeviceCreateBindGroup(c->device, &gd);
     wg_encoder enc = c->f.DeviceCreateCommandEncoder(c->device, NULL);
     wg_pass pass = c->f.CommandEncoderBeginComputePass(enc, NULL);

@@ -32,8 +32,8 @@ typedef struct {
     char lost_msg[512], err_msg[1024];
     struct wg_pipe *pipes; /* compiled pipelines by source, for the life of the device */
     int n_pipes, cap_pipes;
-    wg_bgl bgl[TG_WGSL_MAX_BINDINGS + 1];
-    wg_layout layout[TG_WGSL_MAX_BINDINGS + 1];
+    struct wg_layouts *layouts; /* bind group and pipeline layouts by bindings and read-only mask */
+    int n_layouts, cap_layouts;
 } wgpu_ctx;
 
 /* The shared device, created on first call. On failure returns
@@ -66,9 +66,12 @@ tg_status tg_wgpu_take_error(wgpu_ctx *c, const char *api);
 /* A compute pipeline for `src`, compiled once per distinct source (cached for
  * the life of the device). A WGSL error comes back as TG_ERR_BACKEND with the
  * shader's line, column and message, prefixed by `what`. */
-tg_status tg_wgpu_pipeline(wgpu_ctx *c, const char *src, int n_bindings, const char *what, wg_pipeline *out);
-/* The bind group layout of a pipeline with n storage bindings (read_write, compute). */
-wg_bgl tg_wgpu_bgl(wgpu_ctx *c, int n_bindings);
+tg_status tg_wgpu_pipeline(wgpu_ctx *c, const char *src, int n_bindings, unsigned read_only, const char *what,
+                           wg_pipeline *out);
+/* The bind group layout of a pipeline with n storage bindings, read-only
+ * where read_only has bit b set, read_write elsewhere (compute); NULL when
+ * the device cannot make it. */
+wg_bgl tg_wgpu_bgl(wgpu_ctx *c, int n_bindings, unsigned read_only);
 
 /* Maps `staging` (a MapRead buffer whose copy was submitted) and copies its
  * first `bytes` to dst. */

@@ -305,7 +305,7 @@ typedef struct {
 
 typedef struct wg_layout_t *wg_layout; /* pipeline layout */
 #define WG_STAGE_COMPUTE ((wg_flags)0x4)
-enum { WG_BINDING_STORAGE = 3 };
+enum { WG_BINDING_STORAGE = 3, WG_BINDING_READ_ONLY_STORAGE = 4 };
 
 /* x86-64 LP64 sizes of the structs above, as webgpu.h lays them out. */
 _Static_assert(sizeof(wg_str) == 16, "WGPUStringView");

@@ -294,6 +294,24 @@ bool tg_wk_bind_nodes(wk *k, const int *nodes, int n, int *bind_of, int64_t *ele
     return true;
 }
 
+/* Declares the kernel's bindings as arrays of `type`, each read-only where
+ * the kernel stores through neither it nor any other binding of its arena
+ * (`written`: bit b for each binding it stores through): WebGPU forbids one
+ * buffer bound both writable and read-only in a dispatch, and a workspace
+ * (`work`) may be placed in the scratch arena (fuse.c), which then counts
+ * as written. TG_WGSL_READ_ONLY=0 declares every binding read_write. */
+void tg_wk_declare(wk *k, const char *type, unsigned written, bool work) {
+    tg_kernel_spec *sp = k->spec;
+    bool off = tg_wgsl_knob("TG_WGSL_READ_ONLY", (const char *const[]){"0", NULL}, 1) == 0;
+    sp->read_only = 0;
+    for (int b = 0; b < sp->n_bindings; b++) {
+        bool w = off || (work && sp->bind[b].arena == TG_ARENA_SCRATCH);
+        for (int c = 0; c < sp->n_bindings && !w; c++) w = (written >> c & 1) && sp->bind[c].arena == sp->bind[b].arena;
+        if (!w) sp->read_only |= 1u << b;
+        tg_wsb_printf(&k->s, "@group(0) @binding(%d) var<storage, %s> b%d: array<%s>;\n", b, w ? "read_write" : "read", b, type);
+    }
+}
+
 /* ---- kernels, fused or not ---- */
 
 /* The operands of a kernel: stored outputs first, then the nodes its members
@@ -421,8 +439,9 @@ static tg_status emit_kernel(const tg_graph *g, const tg_plan *plan, int kid, co
         /* A function, not a bare bitcast: WGSL rejects a constant expression
          * whose value is inf or nan, and user functions are never constant. */
         tg_wsb_printf(&k.s, "fn f32_bits(b: u32) -> f32 { return bitcast<f32>(b); }\n");
-        for (int b = 0; b < out->n_bindings; b++)
-            tg_wsb_printf(&k.s, "@group(0) @binding(%d) var<storage, read_write> b%d: array<u32>;\n", b, b);
+        unsigned written = 0;
+        for (int i = 0; i < o.n_out; i++) written |= 1u << bind_of[i];
+        tg_wk_declare(&k, "u32", written, work > 0);
         if (work > 0) {
             if (out->n_bindings == TG_WGSL_MAX_BINDINGS || (uint32_t)out->n_bindings >= lim->max_storage_buffers_per_stage)
                 tg_wk_fail(&k, TG_ERR_LIMIT, "needs %d storage buffers with its workspace, over %u", out->n_bindings + 1,

@@ -68,6 +68,7 @@ typedef struct {
     char *source;            /* NULL: no kernel (a view, a leaf, or an upload) */
     int n_bindings;
     tg_wgsl_binding bind[TG_WGSL_MAX_BINDINGS]; /* @binding(i) of group 0, in order */
+    unsigned read_only;      /* bit b: binding b is var<storage, read> (tg_wk_declare) */
     int64_t threads;         /* work items (elements, rows or tiles x threads) */
     uint32_t workgroup_size; /* invocations per workgroup */
     uint32_t dispatch[3];    /* workgroups in x, y, z */
