@@ -2,7 +2,10 @@
 # The op parity suite on WebGPU twice: as sessions run by default (Dawn's
 # disable_robustness: no bounds clamps) and with TG_WEBGPU_ROBUST=1 (clamps
 # on). Every index is in range by construction, so the two must agree bit for
-# bit, and the device must report that it took the toggle.
+# bit, and the device must report that it took the toggle. A third run with
+# TG_WGSL_READ_ONLY=0 declares every binding read_write instead of read-only
+# where a kernel only reads it: the same bits again, and the default run's
+# kernels must declare some bindings read-only.
 # Usage: tests/test_webgpu_robust.sh BUILD_DIR
 set -u
 t=${1:-build}/tests/test_webgpu
@@ -15,6 +18,9 @@ case "$off" in *"skipped:"*)
     echo "test_webgpu_robust: skipped (no WebGPU)"; echo "0 passed, 0 failed"; exit 0 ;;
 esac
 on=$(TG_WEBGPU_ROBUST=1 "$t" --bits "$dir/on" 2>&1)
+rw=$(TG_WGSL_READ_ONLY=0 "$t" --bits "$dir/rw" 2>&1)
+mkdir "$dir/dump"
+TG_WGSL_DUMP="$dir/dump" "$t" --bits "$dir/dumped" >/dev/null 2>&1
 pass=0 fail=0
 expect() { # name, condition...
     local name=$1; shift
@@ -27,6 +33,9 @@ expect "default device took disable_robustness (bounds clamps: off)" has "$off" 
 expect "TG_WEBGPU_ROBUST=1 device keeps the clamps (bounds clamps: on)" has "$on" "bounds clamps: on"
 expect "results written" test -s "$dir/off"
 expect "clamps on and off give the same bits" cmp -s "$dir/off" "$dir/on"
-[ "$fail" -eq 0 ] || { printf '%s\n' "$off" | grep FAIL | head -5; printf '%s\n' "$on" | grep FAIL | head -5; }
+expect "TG_WGSL_READ_ONLY=0 run: parity suite passes" has "$rw" " 0 failed"
+expect "read-only and read_write bindings give the same bits" cmp -s "$dir/off" "$dir/rw"
+expect "kernels declare the bindings they only read read-only" grep -rqF "var<storage, read> " "$dir/dump"
+[ "$fail" -eq 0 ] || { printf '%s\n' "$off" | grep FAIL | head -5; printf '%s\n' "$on" "$rw" | grep FAIL | head -5; }
 echo "test_webgpu_robust: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
