@@ -50,8 +50,11 @@ bool tg_wgsl_attn_declare(akern *K) {
     if (sp->n_bindings + 1 > TG_WGSL_MAX_BINDINGS || (uint32_t)sp->n_bindings + 1 > k->lim->max_storage_buffers_per_stage)
         return tg_wk_fail(k, TG_ERR_LIMIT, "attention needs %d storage buffers, over %u", sp->n_bindings + 1,
                        k->lim->max_storage_buffers_per_stage);
-    for (int b = 0; b < sp->n_bindings; b++)
-        tg_wsb_printf(&k->s, "@group(0) @binding(%d) var<storage, read_write> b%d: array<vec4<f32>>;\n", b, b);
+    unsigned written = 0; /* the forward stores o; the backward reads it and stores the gradients */
+    bool stores[N_OP];
+    for (int q = 0; q < n; q++)
+        if ((stores[q] = a->bwd ? which[q] >= OP_DQ : which[q] == OP_O)) written |= 1u << bind_of[q];
+    tg_wk_declare(k, "vec4<f32>", written, false); /* the statistics have a buffer of their own */
     sp->bind[sp->n_bindings] = (tg_wgsl_binding){TG_WGSL_WORKSPACE, 0, K->work};
     sp->workspace = K->work;
     sp->attention_work = true;
@@ -64,8 +67,7 @@ bool tg_wgsl_attn_declare(akern *K) {
                    nm, (long long)(off[q] / 4), strided ? T : H, strided ? "t" : "h", strided ? H : T,
                    strided ? "h" : "t", (long long)K->dh4);
         tg_wsb_printf(&k->s, "fn b%s(i: u32) -> vec4<f32> { return b%d[i]; }\n", nm, bind_of[q]);
-        if (which[q] == OP_O || which[q] >= OP_DQ)
-            tg_wsb_printf(&k->s, "fn s%s(i: u32, v: vec4<f32>) { b%d[i] = v; }\n", nm, bind_of[q]);
+        if (stores[q]) tg_wsb_printf(&k->s, "fn s%s(i: u32, v: vec4<f32>) { b%d[i] = v; }\n", nm, bind_of[q]);
     }
     return true;
 }
