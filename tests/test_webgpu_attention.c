@@ -193,6 +193,40 @@ static void test_unrolled(void) {
     tg_wgsl_attention_test_form(-1);
 }
 
+/* dq added by atomics in the dk/dv kernel (TG_WGSL_ATTN_DQ=atomic): its
+ * kernels are the ones run, and the gradients agree, at T 7 (one block,
+ * rows and keys masked), 64 and 257 (a partial last block), with score
+ * chunks of 2, 1 and 4 vec4s (Dh 8, 12, 16), strided and plain. */
+static void test_dq_atomic(void) {
+    tg_wgsl_attention_test_form(2);
+    tg_wgsl_attention_test_dq(1);
+    static const int64_t cfg[][3] = {{7, 8, 1}, {64, 12, 2}, {257, 8, 1}, {64, 16, 1}};
+    for (size_t ci = 0; ci < sizeof cfg / sizeof cfg[0]; ci++) {
+        int64_t T = cfg[ci][0], Dh = cfg[ci][1], B = T > 64 ? 1 : 2, H = 2;
+        g_heads = H, g_dh = Dh;
+        char name[96];
+        snprintf(name, sizeof name, "attention %s, dq by atomics, T=%lld Dh=%lld", cfg[ci][2] == 1 ? "heads" : "plain",
+                 (long long)T, (long long)Dh);
+        par_case c = cfg[ci][2] == 1
+                         ? (par_case){name, PRM(S(B, T, H * Dh), S(B, T, H * Dh), S(B, T, H * Dh)), P_NONE, 0, 1, b_heads, 2e-4f}
+                         : (par_case){name, PRM(S(B, H, T, Dh), S(B, H, T, Dh), S(B, H, T, Dh)), P_NONE, 0, 1, b_plain, 2e-4f};
+        char dir[32];
+        int n_atomic = -1, n_zero = -1;
+        if (par_dump_start(dir)) {
+            int groups;
+            int64_t planned;
+            fused_info(&c, &groups, &planned, NULL);
+            n_atomic = par_dump_count(dir, ": attention backward, dk dv, dq by atomics", NULL);
+            n_zero = par_dump_count(dir, ": attention backward, D (dq zeroed", NULL);
+            par_dump_end(dir);
+        }
+        CHECK(n_atomic == 1 && n_zero == 1, "%s: %d dk dv kernels adding dq, %d zeroing it; want 1 and 1", name, n_atomic, n_zero);
+        par_check(&c, false);
+    }
+    tg_wgsl_attention_test_dq(-1);
+    tg_wgsl_attention_test_form(-1);
+}
+
 int main(void) {
     tg_webgpu_adapter_info info;
     if (tg_webgpu_info(&info) != TG_OK) {
@@ -201,6 +235,7 @@ int main(void) {
     }
     test_parity();
     test_unrolled();
+    test_dq_atomic();
     test_unfused_rule();
     test_gpt_plan();
     return check_summary("test_webgpu_attention");

@@ -71,6 +71,14 @@ bool tg_wgsl_attn_strided(const tg_fusion *f, const tg_graph *g, int x);
  * -1: back to the defaults. TG_WGSL_ATTN=tiles|rows|row-loops does the same. */
 void tg_wgsl_attention_test_form(int form);
 
+/* Tests and benchmarks: how the 64 x 64 blocks' backward gets dq. 0: a
+ * kernel of its own over query blocks (the default); 1: the dk/dv kernel
+ * adds each key block's share by atomics (a compare-exchange loop per
+ * float), its own kernel then only computing D and zeroing dq (one score
+ * product fewer per block pair, and dq's sums in no fixed order); -1: back
+ * to the default. TG_WGSL_ATTN_DQ=kernel|atomic does the same. */
+void tg_wgsl_attention_test_dq(int form);
+
 /* Appends the group's kernels (1 forward, 2 backward) to out through push.
  * The attention workspace is the first work_bytes of the program's
  * workspace (the other kernels' scratch follows it). */

@@ -294,21 +294,24 @@ bool tg_wk_bind_nodes(wk *k, const int *nodes, int n, int *bind_of, int64_t *ele
     return true;
 }
 
-/* Declares the kernel's bindings as arrays of `type`, each read-only where
- * the kernel stores through neither it nor any other binding of its arena
- * (`written`: bit b for each binding it stores through): WebGPU forbids one
- * buffer bound both writable and read-only in a dispatch, and a workspace
- * (`work`) may be placed in the scratch arena (fuse.c), which then counts
- * as written. TG_WGSL_READ_ONLY=0 declares every binding read_write. */
-void tg_wk_declare(wk *k, const char *type, unsigned written, bool work) {
+/* Declares the kernel's bindings as arrays of `type` (of atomic<u32> where
+ * `atomic` has bit b), each read-only where the kernel stores through
+ * neither it nor any other binding of its arena (`written`: bit b for each
+ * binding it stores through): WebGPU forbids one buffer bound both
+ * writable and read-only in a dispatch, and a workspace (`work`) may be
+ * placed in the scratch arena (fuse.c), which then counts as written.
+ * TG_WGSL_READ_ONLY=0 declares every binding read_write. */
+void tg_wk_declare(wk *k, const char *type, unsigned written, unsigned atomic, bool work) {
     tg_kernel_spec *sp = k->spec;
     bool off = tg_wgsl_knob("TG_WGSL_READ_ONLY", (const char *const[]){"0", NULL}, 1) == 0;
+    written |= atomic;
     sp->read_only = 0;
     for (int b = 0; b < sp->n_bindings; b++) {
         bool w = off || (work && sp->bind[b].arena == TG_ARENA_SCRATCH);
         for (int c = 0; c < sp->n_bindings && !w; c++) w = (written >> c & 1) && sp->bind[c].arena == sp->bind[b].arena;
         if (!w) sp->read_only |= 1u << b;
-        tg_wsb_printf(&k->s, "@group(0) @binding(%d) var<storage, %s> b%d: array<%s>;\n", b, w ? "read_write" : "read", b, type);
+        tg_wsb_printf(&k->s, "@group(0) @binding(%d) var<storage, %s> b%d: array<%s>;\n", b, w ? "read_write" : "read", b,
+                      atomic >> b & 1 ? "atomic<u32>" : type);
     }
 }
 
@@ -441,7 +444,7 @@ static tg_status emit_kernel(const tg_graph *g, const tg_plan *plan, int kid, co
         tg_wsb_printf(&k.s, "fn f32_bits(b: u32) -> f32 { return bitcast<f32>(b); }\n");
         unsigned written = 0;
         for (int i = 0; i < o.n_out; i++) written |= 1u << bind_of[i];
-        tg_wk_declare(&k, "u32", written, work > 0);
+        tg_wk_declare(&k, "u32", written, 0, work > 0);
         if (work > 0) {
             if (out->n_bindings == TG_WGSL_MAX_BINDINGS || (uint32_t)out->n_bindings >= lim->max_storage_buffers_per_stage)
                 tg_wk_fail(&k, TG_ERR_LIMIT, "needs %d storage buffers with its workspace, over %u", out->n_bindings + 1,

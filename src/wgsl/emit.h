@@ -96,7 +96,7 @@ tg_status tg_wk_close(wk *k, tg_wgsl_program *out);
  * merged where ranges overlap (bind_of[o], and elem_off[o]: the node's
  * first element in it), checking the count, size and alignment limits. */
 bool tg_wk_bind_nodes(wk *k, const int *nodes, int n, int *bind_of, int64_t *elem_off);
-void tg_wk_declare(wk *k, const char *type, unsigned written, bool work);
+void tg_wk_declare(wk *k, const char *type, unsigned written, unsigned atomic, bool work);
 
 /* Emits the entry point header for `groups` workgroups of `wg` invocations,
  * splitting the grid in 2-D when one dimension is not enough. Inside, `gid`

@@ -20,6 +20,11 @@
  *            p = exp(s - L), dp = dout.v, dq = sum ds k with ds = p (dp - D) c'
  *   dk, dv   over query tiles i >= j: s^T, dp^T, then dv = sum p^T dout,
  *            dk = sum ds^T q
+ * With TG_WGSL_ATTN_DQ=atomic (attention.h), the dk/dv kernel also adds
+ * each key block's share of dq, ds k, into dq by compare-exchange loops
+ * (add_dq), and the dq kernel only computes D and zeroes dq: the backward
+ * then computes the two score products of a block pair once instead of
+ * twice (FlashAttention-2's backward, which adds dq by atomics too).
  *
  * Workgroup memory is used without bank conflicts: a chunk's rows are
  * loaded as vec4s and stored transposed, an element at a time, so the 4
@@ -264,7 +269,7 @@ static void score_blocks(akern *K, const walk *w, const char *const *pfx) {
  * barriers around them order these writes after every read of A and B
  * before and before every read after. Then the rows of the next staged
  * operand `next_op` (-1: none), loaded while these are accumulated. */
-static void stage(akern *K, const walk *w, const char *p, int next_op) {
+static void stage(akern *K, const walk *w, const char *p, int next_op, const char *next_base) {
     tg_wsb_printf(&K->k.s,
                "        workgroupBarrier();\n"
                "        sh[AB + (4u * tx) * 16u + (ty ^ (tx & 7u))] = vec4<f32>(%s0.x, %s1.x, %s2.x, %s3.x);\n"
@@ -276,7 +281,21 @@ static void stage(akern *K, const walk *w, const char *p, int next_op) {
         tg_wsb_printf(&K->k.s, "        if (lid + %lldu < %lldu) { sh[lid + %lldu] = v_%lld; }\n", (long long)(256 * q),
                    (long long)(ROWS * K->dh4), (long long)(256 * q), (long long)q);
     tg_wsb_printf(&K->k.s, "        workgroupBarrier();\n");
-    if (next_op >= 0) fetch_rows(K, next_op, w->var);
+    if (next_op >= 0) fetch_rows(K, next_op, next_base ? next_base : w->var);
+}
+
+/* For dq in the dk/dv kernel: block pP_r into region B by rows (key row
+ * 4 ty + r of the block holds the vec4 of query columns 4 tx.., at
+ * position tx ^ (ty & 7): what accumulate reads with the roles of ty and tx
+ * swapped), the block's key rows (registers v_q) into region A. */
+static void stage_keys(akern *K, const char *p) {
+    tg_wsb_printf(&K->k.s, "        workgroupBarrier();\n");
+    for (int r = 0; r < 4; r++)
+        tg_wsb_printf(&K->k.s, "        sh[AB + (4u * ty + %du) * 16u + (tx ^ (ty & 7u))] = %s%d;\n", r, p, r);
+    for (int64_t q = 0; q * 256 < ROWS * K->dh4; q++)
+        tg_wsb_printf(&K->k.s, "        if (lid + %lldu < %lldu) { sh[lid + %lldu] = v_%lld; }\n", (long long)(256 * q),
+                      (long long)(ROWS * K->dh4), (long long)(256 * q), (long long)q);
+    tg_wsb_printf(&K->k.s, "        workgroupBarrier();\n");
 }
 
 /* accR += sum over the tile's 64 columns j of B[j] (row r) times A's row j. */
@@ -350,6 +369,31 @@ static void store_stat(akern *K, int64_t at, const char *v) {
                    (long long)K->a->T, (long long)at, (long long)K->a->T, r, v, r);
 }
 
+/* dq rows i0 + 4 ty + r, vec4 tx, += gq_r: the 16 floats' compare-exchange
+ * loops run side by side, one round of all that are still pending at a
+ * time, so that a round costs one trip to memory, not one per float. The
+ * first round expects 0 (dq is zeroed; the first key block to come wins),
+ * then each expects the value the last round found. qd_k: (found, done). */
+static void add_dq(akern *K) {
+    wsb *s = &K->k.s;
+    long long T = K->a->T, d4 = K->dh4;
+    static const char comp[4] = {'x', 'y', 'z', 'w'};
+    tg_wsb_printf(s, "        {\n");
+    for (int r = 0; r < 4; r++)
+        tg_wsb_printf(s,
+                      "            let qe%d = 4u * (iDQ(b, h, min(i0 + 4u * ty + %du, %lldu)) + min(tx, %lldu));\n"
+                      "            let qn%d = select(1u, 0u, i0 + 4u * ty + %du < %lldu && tx < %lldu);\n",
+                      r, r, T - 1, d4 - 1, r, r, T, d4);
+    for (int q = 0; q < 16; q++) tg_wsb_printf(s, "            var qd%d = vec2<u32>(0u, qn%d);\n", q, q / 4);
+    tg_wsb_printf(s, "            loop {\n                if ((");
+    for (int q = 0; q < 16; q++) tg_wsb_printf(s, "%sqd%d.y", q ? " & " : "", q);
+    tg_wsb_printf(s, ") != 0u) { break; }\n");
+    for (int q = 0; q < 16; q++)
+        tg_wsb_printf(s, "                if (qd%d.y == 0u) { qd%d = cDQ(qe%d + %du, qd%d.x, gq%d.%c); }\n", q, q, q / 4, q % 4, q,
+                      q / 4, comp[q % 4]);
+    tg_wsb_printf(s, "            }\n        }\n");
+}
+
 /* A walk over the key tiles a query block sees (the forward, dq). */
 static walk key_walk(akern *K, char *end, size_t n) {
     snprintf(end, n, "min(blk * 64u + 64u, %lldu)", (long long)K->a->T);
@@ -387,7 +431,7 @@ tg_status tg_wgsl_attn_tiles_forward(akern *K, tg_wgsl_program *out) {
                    "        let p%d = exp(z%d - vec4<f32>(mn%d));\n"
                    "        l%d = l%d * al%d + ((p%d.x + p%d.y) + (p%d.z + p%d.w));\n        o%d = o%d * al%d;\n",
                    r, r, r, r, r, r, r, r, r, r, r, r, r, r, r, r, r, r, r, r, r);
-    stage(K, &w, "p", -1);
+    stage(K, &w, "p", -1, NULL);
     accumulate(K, "o");
     tg_wsb_printf(s, "    }\n    {\n");
     row_reduce(K, "l", "lt", false);
@@ -413,7 +457,8 @@ tg_status tg_wgsl_attn_tiles_dq(akern *K, tg_wgsl_program *out) {
     wk *k = &K->k;
     const tg_wgsl_attn *a = K->a;
     char sc[64], dsc[64];
-    if (!open_tiles(K, 4, "backward, dq", sc, dsc)) return tg_wk_close(k, out);
+    if (!open_tiles(K, 4, K->dq_zero ? "backward, D (dq zeroed, added by the dk dv kernel)" : "backward, dq", sc, dsc))
+        return tg_wk_close(k, out);
     wsb *s = &k->s;
     long long T = a->T;
     /* D = sum over keys of p dp = dout . o, from the forward's result: each
@@ -426,7 +471,10 @@ tg_status tg_wgsl_attn_tiles_dq(akern *K, tg_wgsl_program *out) {
     tg_wsb_printf(s, "    {\n");
     row_reduce(K, "dp", "D", false);
     store_stat(K, a->d_at / 4, "D");
-    if (K->node[OP_DQ] >= 0) {
+    if (K->node[OP_DQ] >= 0 && K->dq_zero) {
+        declare_acc(K, "dq");
+        store_rows(K, OP_DQ, "dq", NULL);
+    } else if (K->node[OP_DQ] >= 0) {
         declare_acc(K, "dq");
         char end[64];
         walk w = key_walk(K, end, sizeof end);
@@ -436,7 +484,7 @@ tg_status tg_wgsl_attn_tiles_dq(akern *K, tg_wgsl_program *out) {
         walk_loop(K, &w);
         probabilities(K, &w, sc);
         for (int r = 0; r < 4; r++) tg_wsb_printf(s, "        let ds%d = p%d * (g%d - vec4<f32>(D%d))%s;\n", r, r, r, r, dsc);
-        stage(K, &w, "ds", -1);
+        stage(K, &w, "ds", -1, NULL);
         accumulate(K, "dq");
         tg_wsb_printf(s, "    }\n");
         store_rows(K, OP_DQ, "dq", NULL);
@@ -450,11 +498,13 @@ tg_status tg_wgsl_attn_tiles_dkdv(akern *K, tg_wgsl_program *out) {
     wk *k = &K->k;
     const tg_wgsl_attn *a = K->a;
     char sc[64], dsc[64];
-    if (!open_tiles(K, 4, "backward, dk dv", sc, dsc)) return tg_wk_close(k, out);
+    if (!open_tiles(K, 4, K->dq_atomic ? "backward, dk dv, dq by atomics" : "backward, dk dv", sc, dsc))
+        return tg_wk_close(k, out);
     wsb *s = &k->s;
     long long T = a->T;
     declare_acc(K, "gk");
     declare_acc(K, "gv");
+    if (K->dq_atomic) declare_acc(K, "gq");
     /* the query tile's statistics (log-sum-exp and D) by column, loaded with its rows */
     wsb stats = {0};
     tg_wsb_printf(&stats, "            { let ci = min(vec4<u32>(i0 + 4u * tx) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(%lldu));\n", T - 1);
@@ -484,13 +534,22 @@ tg_status tg_wgsl_attn_tiles_dkdv(akern *K, tg_wgsl_program *out) {
                    "        let p%d = select(vec4<f32>(0.0f), exp(s%d%s - ll), ok%d);\n"
                    "        let ds%d = p%d * (g%d - dd)%s;\n",
                    r, r, sc, r, r, r, r, dsc);
+    /* with dq: the block's key rows are loaded during the last accumulation before it */
+    const char *keys = K->dq_atomic ? "blk * 64u" : NULL;
+    int after_dk = K->dq_atomic ? OP_K : -1;
     if (K->node[OP_DV] >= 0) {
-        stage(K, &w, "p", K->node[OP_DK] >= 0 ? OP_Q : -1);
+        stage(K, &w, "p", K->node[OP_DK] >= 0 ? OP_Q : after_dk, K->node[OP_DK] >= 0 ? NULL : keys);
         accumulate(K, "gv");
     }
     if (K->node[OP_DK] >= 0) {
-        stage(K, &w, "ds", -1);
+        stage(K, &w, "ds", after_dk, keys);
         accumulate(K, "gk");
+    }
+    if (K->dq_atomic) { /* dq rows i0 + 4 ty + r += sum over the block's keys j of ds[j, i] k[j] */
+        stage_keys(K, "ds");
+        for (int r = 0; r < 4; r++) tg_wsb_printf(s, "        gq%d = vec4<f32>(0.0f);\n", r);
+        accumulate(K, "gq");
+        add_dq(K);
     }
     tg_wsb_printf(s, "    }\n");
     if (K->node[OP_DK] >= 0) store_rows(K, OP_DK, "gk", NULL);

@@ -574,7 +574,7 @@ static bool multi(wk *k, const char *what, int label, const int *mm, int n, cons
     if (!tg_wk_bind_nodes(k, nodes, nn, bind_of, off)) return false;
     unsigned written = 0;
     for (int q = 0; q < cnt[0]; q++) written |= 1u << bind_of[first[0] + q];
-    tg_wk_declare(k, "u32", written, split > 1);
+    tg_wk_declare(k, "u32", written, 0, split > 1);
     if (split > 1) {
         tg_kernel_spec *sp = k->spec;
         if (sp->n_bindings == TG_WGSL_MAX_BINDINGS || (uint32_t)sp->n_bindings >= k->lim->max_storage_buffers_per_stage)
