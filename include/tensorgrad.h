@@ -1067,10 +1067,12 @@ typedef struct {
     uint32_t max_compute_workgroups_per_dimension;
     uint32_t min_storage_buffer_offset_alignment;
     char features[256];     /* the adapter's optional features, space-separated: "subgroups timestamp-query ..." */
-    /* Bounds clamps on every storage access. Off by default (Dawn's
-     * disable_robustness toggle: every index our kernels compute is in range
-     * by construction); on with TG_WEBGPU_ROBUST=1, or when the library did
-     * not take the toggle. */
+    /* Dawn's guards: bounds clamps on every storage access and zeroing of
+     * workgroup memory as each workgroup starts. Off by default (Dawn's
+     * disable_robustness and disable_workgroup_init toggles: every index
+     * our kernels compute is in range by construction, and every kernel
+     * writes the workgroup memory it reads first); on with
+     * TG_WEBGPU_ROBUST=1, or when the library did not take both toggles. */
     bool robust;
 } tg_webgpu_adapter_info;
 

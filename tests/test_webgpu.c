@@ -559,7 +559,7 @@ static void test_ops_2d_grid(bool verbose) {
 
 /* --bits FILE: only the op cases of this file (not the shared table, to keep
  * the doubled run short), with the WebGPU results' bytes written to FILE and
- * the bounds-clamp state printed (tests/test_webgpu_robust.sh runs
+ * the guards' state (bounds clamps, workgroup zeroing) printed (tests/test_webgpu_robust.sh runs
  * it with and without TG_WEBGPU_ROBUST=1 and compares the files). */
 static int robust_bits(const char *path) {
     tg_webgpu_adapter_info info;
@@ -570,7 +570,7 @@ static int robust_bits(const char *path) {
     par_bits = fopen(path, "wb");
     CHECK(par_bits != NULL, "cannot write %s", path);
     if (!par_bits) return check_summary("test_webgpu");
-    printf("bounds clamps: %s\n", info.robust ? "on" : "off");
+    printf("guards: %s\n", info.robust ? "on" : "off"); /* bounds clamps and workgroup zeroing */
     test_ops(false);
     fclose(par_bits);
     return check_summary("test_webgpu");

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The op parity suite on WebGPU twice: as sessions run by default (Dawn's
-# disable_robustness: no bounds clamps) and with TG_WEBGPU_ROBUST=1 (clamps
-# on). Every index is in range by construction, so the two must agree bit for
-# bit, and the device must report that it took the toggle. A third run with
+# disable_robustness and disable_workgroup_init: no bounds clamps, no zeroing
+# of workgroup memory) and with TG_WEBGPU_ROBUST=1 (both on). Every index is
+# in range by construction and every kernel writes the workgroup memory it
+# reads, so the two must agree bit for bit, and the device must report that
+# it took the toggles. A third run with
 # TG_WGSL_READ_ONLY=0 declares every binding read_write instead of read-only
 # where a kernel only reads it: the same bits again, and the default run's
 # kernels must declare some bindings read-only.
@@ -29,10 +31,10 @@ expect() { # name, condition...
 has() { case "$1" in *"$2"*) return 0 ;; *) return 1 ;; esac }
 expect "default run: parity suite passes" has "$off" " 0 failed"
 expect "TG_WEBGPU_ROBUST=1 run: parity suite passes" has "$on" " 0 failed"
-expect "default device took disable_robustness (bounds clamps: off)" has "$off" "bounds clamps: off"
-expect "TG_WEBGPU_ROBUST=1 device keeps the clamps (bounds clamps: on)" has "$on" "bounds clamps: on"
+expect "default device took both toggles (guards: off)" has "$off" "guards: off"
+expect "TG_WEBGPU_ROBUST=1 device keeps the guards (guards: on)" has "$on" "guards: on"
 expect "results written" test -s "$dir/off"
-expect "clamps on and off give the same bits" cmp -s "$dir/off" "$dir/on"
+expect "guards on and off give the same bits" cmp -s "$dir/off" "$dir/on"
 expect "TG_WGSL_READ_ONLY=0 run: parity suite passes" has "$rw" " 0 failed"
 expect "read-only and read_write bindings give the same bits" cmp -s "$dir/off" "$dir/rw"
 expect "kernels declare the bindings they only read read-only" grep -rqF "var<storage, read> " "$dir/dump"

@@ -229,8 +229,9 @@ static void webgpu_features(const tg_webgpu_adapter_info *w) {
         printf("        with allow_unsafe_apis also: %s\n", more[0] ? more : "(nothing more)");
     else
         printf("        with allow_unsafe_apis: %s\n", tg_last_error());
-    printf("        bounds clamps: %s\n", w->robust ? "on (TG_WEBGPU_ROBUST=1, or the library refused disable_robustness)"
-                                                    : "off (disable_robustness; TG_WEBGPU_ROBUST=1 turns them on)");
+    printf("        bounds clamps and workgroup zeroing: %s\n",
+           w->robust ? "on (TG_WEBGPU_ROBUST=1, or the library refused disable_robustness or disable_workgroup_init)"
+                     : "off (disable_robustness, disable_workgroup_init; TG_WEBGPU_ROBUST=1 turns them on)");
 }
 
 /* One line per backend, with the WebGPU adapter's limits that bound model size. */
