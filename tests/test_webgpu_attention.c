@@ -193,38 +193,64 @@ static void test_unrolled(void) {
     tg_wgsl_attention_test_form(-1);
 }
 
-/* dq added by atomics in the dk/dv kernel (TG_WGSL_ATTN_DQ=atomic): its
- * kernels are the ones run, and the gradients agree, at T 7 (one block,
- * rows and keys masked), 64 and 257 (a partial last block), with score
- * chunks of 2, 1 and 4 vec4s (Dh 8, 12, 16), strided and plain. */
-static void test_dq_atomic(void) {
+/* q, k, v [B, H, T, Dh] as they are, v or k without a gradient: the dk/dv
+ * kernel then makes only dk or only dv besides dq. */
+static tg_tensor b_no_dv(tg_graph *g, const tg_tensor *p, const tg_tensor *in) {
+    (void)g, (void)in;
+    return tg_matmul(tg_softmax_causal(tg_matmul_t(p[0], p[1], false, true)), tg_stop_gradient(p[2]));
+}
+static tg_tensor b_no_dk(tg_graph *g, const tg_tensor *p, const tg_tensor *in) {
+    (void)g, (void)in;
+    return tg_matmul(tg_softmax_causal(tg_matmul_t(p[0], tg_stop_gradient(p[1]), false, true)), p[2]);
+}
+
+/* The 64 x 64 blocks with each kernel's workgroup memory filled with NaN
+ * bits before it starts (TG_WGSL_POISON=1; the device does not zero it),
+ * and dq added by atomics in the dk/dv kernel (TG_WGSL_ATTN_DQ=atomic):
+ * its kernels are the ones run, and the gradients agree, at T 7 (one
+ * block, rows and keys masked), 64 and 257 (a partial last block), with
+ * score chunks of 2, 1, 4 and 16 vec4s (Dh 8, 12, 16, 64), strided and
+ * plain, and with only dk or only dv wanted besides dq; the default
+ * blocks too at Dh 64. */
+static void test_blocks_poisoned(void) {
+    enum { HEADS, PLAIN, NO_DV, NO_DK };
+    static const char *const kind[] = {"heads", "plain", "plain, no dv", "plain, no dk"};
+    tg_tensor (*const build[])(tg_graph *, const tg_tensor *, const tg_tensor *) = {b_heads, b_plain, b_no_dv, b_no_dk};
+    /* T, Dh, kind, dq by atomics */
+    static const int64_t cfg[][4] = {{7, 8, HEADS, 1},  {64, 12, PLAIN, 1}, {257, 8, HEADS, 1}, {64, 16, HEADS, 1},
+                                     {64, 64, HEADS, 1}, {64, 8, NO_DV, 1}, {64, 8, NO_DK, 1},   {64, 64, HEADS, 0}};
+    setenv("TG_WGSL_POISON", "1", 1);
     tg_wgsl_attention_test_form(2);
-    tg_wgsl_attention_test_dq(1);
-    static const int64_t cfg[][3] = {{7, 8, 1}, {64, 12, 2}, {257, 8, 1}, {64, 16, 1}};
     for (size_t ci = 0; ci < sizeof cfg / sizeof cfg[0]; ci++) {
-        int64_t T = cfg[ci][0], Dh = cfg[ci][1], B = T > 64 ? 1 : 2, H = 2;
+        int64_t T = cfg[ci][0], Dh = cfg[ci][1], B = T > 64 ? 1 : 2, H = 2, kd = cfg[ci][2];
+        bool atomic = cfg[ci][3];
+        tg_wgsl_attention_test_dq(atomic);
         g_heads = H, g_dh = Dh;
         char name[96];
-        snprintf(name, sizeof name, "attention %s, dq by atomics, T=%lld Dh=%lld", cfg[ci][2] == 1 ? "heads" : "plain",
+        snprintf(name, sizeof name, "attention %s, %s, T=%lld Dh=%lld", kind[kd], atomic ? "dq by atomics" : "dq kernel",
                  (long long)T, (long long)Dh);
-        par_case c = cfg[ci][2] == 1
+        par_case c = kd == HEADS
                          ? (par_case){name, PRM(S(B, T, H * Dh), S(B, T, H * Dh), S(B, T, H * Dh)), P_NONE, 0, 1, b_heads, 2e-4f}
-                         : (par_case){name, PRM(S(B, H, T, Dh), S(B, H, T, Dh), S(B, H, T, Dh)), P_NONE, 0, 1, b_plain, 2e-4f};
+                         : (par_case){name, PRM(S(B, H, T, Dh), S(B, H, T, Dh), S(B, H, T, Dh)), P_NONE, 0, 1, build[kd], 2e-4f};
         char dir[32];
-        int n_atomic = -1, n_zero = -1;
+        int n_atomic = -1, n_zero = -1, n_poison = -1;
         if (par_dump_start(dir)) {
             int groups;
             int64_t planned;
             fused_info(&c, &groups, &planned, NULL);
             n_atomic = par_dump_count(dir, ": attention backward, dk dv, dq by atomics", NULL);
             n_zero = par_dump_count(dir, ": attention backward, D (dq zeroed", NULL);
+            n_poison = par_dump_count(dir, "0x7fc0deadu", NULL);
             par_dump_end(dir);
         }
-        CHECK(n_atomic == 1 && n_zero == 1, "%s: %d dk dv kernels adding dq, %d zeroing it; want 1 and 1", name, n_atomic, n_zero);
+        CHECK(n_atomic == atomic && n_zero == atomic, "%s: %d dk dv kernels adding dq, %d zeroing it; want %d and %d", name,
+              n_atomic, n_zero, atomic, atomic);
+        CHECK(n_poison >= 3, "%s: %d kernels fill their workgroup memory with NaN first, want the attention's 3", name, n_poison);
         par_check(&c, false);
     }
     tg_wgsl_attention_test_dq(-1);
     tg_wgsl_attention_test_form(-1);
+    unsetenv("TG_WGSL_POISON");
 }
 
 int main(void) {
@@ -235,7 +261,7 @@ int main(void) {
     }
     test_parity();
     test_unrolled();
-    test_dq_atomic();
+    test_blocks_poisoned();
     test_unfused_rule();
     test_gpt_plan();
     return check_summary("test_webgpu_attention");

@@ -114,6 +114,29 @@ int tg_wgsl_knob_int(const char *name, int dflt) {
     return v > 0 ? v : dflt;
 }
 
+void tg_wk_shared(wk *k, const char *name, const char *type, int64_t n) {
+    tg_wsb_printf(&k->s, "var<workgroup> %s: array<%s, %lld>;\n", name, type, (long long)n);
+    if (k->n_shared == (int)(sizeof k->shared / sizeof k->shared[0])) {
+        tg_wk_fail(k, TG_ERR_STATE, "more workgroup arrays than tg_wk_shared records");
+        return;
+    }
+    snprintf(k->shared[k->n_shared].name, sizeof k->shared[0].name, "%s", name);
+    snprintf(k->shared[k->n_shared].type, sizeof k->shared[0].type, "%s", type);
+    k->shared[k->n_shared++].n = n;
+}
+
+void tg_wk_poison(wk *k, uint32_t wg) {
+    if (!k->n_shared || tg_wgsl_knob_int("TG_WGSL_POISON", 0) != 1) return;
+    for (int a = 0; a < k->n_shared; a++) {
+        bool v4 = strcmp(k->shared[a].type, "vec4<f32>") == 0;
+        /* lid keeps the NaN out of a constant expression, where WGSL rejects it */
+        tg_wsb_printf(&k->s, "    for (var e = lid; e < %lldu; e += %uu) { %s[e] = bitcast<%s>(%s); }\n",
+                      (long long)k->shared[a].n, wg, k->shared[a].name, k->shared[a].type,
+                      v4 ? "vec4<u32>(0x7fc0deadu | (lid & 0u))" : "0x7fc0deadu | (lid & 0u)");
+    }
+    tg_wsb_printf(&k->s, "    workgroupBarrier();\n");
+}
+
 bool tg_wk_main(wk *k, int64_t groups, uint32_t wg) {
     uint32_t gx = 1, gy = 1;
     if (wg > k->lim->max_invocations_per_workgroup)
@@ -129,6 +152,7 @@ bool tg_wk_main(wk *k, int64_t groups, uint32_t wg) {
                "fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {\n"
                "    let gid = wid.y * %uu + wid.x;\n",
                wg, gx);
+    tg_wk_poison(k, wg);
     return true;
 }
 
@@ -385,7 +409,8 @@ static void emit_inline(wk *k, int x, const char *name, char in[][24]) {
         return;
     }
     tg_kernel_spec dummy = {0};
-    wk sub = {k->g, n, x, k->plan, k->lim, &dummy, {0}, TG_OK, {{0}}, {0}, {0}, name, k->helpers, 0, 0, false, 0, false};
+    wk sub = {.g = k->g, .n = n, .id = x, .plan = k->plan, .lim = k->lim, .spec = &dummy, .st = TG_OK, .fn_name = name,
+              .helpers = k->helpers};
     for (int j = 0; j < n->nin; j++) snprintf(sub.ld[j], sizeof sub.ld[j], "%s", in[j]);
     snprintf(sub.stn, sizeof sub.stn, "%s_st", name);
     snprintf(sub.pfx, sizeof sub.pfx, "%s_", name);
@@ -410,7 +435,8 @@ static tg_status emit_kernel(const tg_graph *g, const tg_plan *plan, int kid, co
     if (tg_ir_numel(&g->nodes[n_epi ? f->epi[n_epi - 1] : kid]) == 0 &&
         !(f && f->sib > 0 && tg_ir_numel(&g->nodes[f->sib]) > 0))
         return TG_OK;
-    wk k = {g, kn, kid, plan, lim, out, {0}, TG_OK, {{0}}, {0}, {0}, NULL, NULL, 0, phase, false, 0, n_epi_of(f)};
+    wk k = {.g = g, .n = kn, .id = kid, .plan = plan, .lim = lim, .spec = out, .st = TG_OK, .phase = phase,
+            .epilogue = n_epi_of(f)};
     k.helpers = &k.own_helpers;
     int cap = 3 + kn->nin; /* outputs: the kernel's, the epilogue's, the sibling's */
     for (int q = 0; q < n_inl; q++) cap += g->nodes[f->inl[q]].nin;

@@ -48,6 +48,11 @@ typedef struct {
     bool subgroups;      /* the body calls subgroup builtins: the module starts with `enable subgroups;` */
     int sib;             /* the fused kernel's sibling (tg_wgsl_fused), stored through st2; 0: none */
     bool epilogue;       /* st applies an epilogue chain (which may read memory) before storing */
+    struct {
+        char name[8], type[16];
+        int64_t n;
+    } shared[4];         /* the kernel's var<workgroup> arrays (tg_wk_shared) */
+    int n_shared;
 } wk;
 
 /* Module-scope helper texts shared by inlinable emitters (tg_wk_helper ids). */
@@ -97,6 +102,15 @@ tg_status tg_wk_close(wk *k, tg_wgsl_program *out);
  * first element in it), checking the count, size and alignment limits. */
 bool tg_wk_bind_nodes(wk *k, const int *nodes, int n, int *bind_of, int64_t *elem_off);
 void tg_wk_declare(wk *k, const char *type, unsigned written, unsigned atomic, bool work);
+
+/* Declares `var<workgroup> name: array<type, n>` (type f32, i32, u32 or
+ * vec4<f32>; at most 4 arrays a kernel), before the entry point. The device
+ * does not zero workgroup memory (device.c), so a kernel must write every
+ * element it reads. Tests check that: with TG_WGSL_POISON=1 the entry point
+ * first fills these arrays with NaN bits (tg_wk_poison, which tg_wk_main
+ * calls; an emitter that opens its own entry point calls it there). */
+void tg_wk_shared(wk *k, const char *name, const char *type, int64_t n);
+void tg_wk_poison(wk *k, uint32_t wg);
 
 /* Emits the entry point header for `groups` workgroups of `wg` invocations,
  * splitting the grid in 2-D when one dimension is not enough. Inside, `gid`

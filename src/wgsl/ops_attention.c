@@ -193,8 +193,8 @@ static void key_tiles(akern *K, int64_t rows, bool with_v) {
 }
 
 static void tiles_decl(akern *K, int64_t rows, const char *a, const char *b) {
-    tg_wsb_printf(&K->k.s, "var<workgroup> %s: array<vec4<f32>, %lld>;\n", a, (long long)(rows * K->dh4));
-    if (b) tg_wsb_printf(&K->k.s, "var<workgroup> %s: array<vec4<f32>, %lld>;\n", b, (long long)(rows * K->dh4));
+    tg_wk_shared(&K->k, a, "vec4<f32>", rows * K->dh4);
+    if (b) tg_wk_shared(&K->k, b, "vec4<f32>", rows * K->dh4);
 }
 
 static tg_status emit_forward(akern *K, tg_wgsl_program *out) {
@@ -282,8 +282,8 @@ static tg_status emit_dkdv(akern *K, tg_wgsl_program *out) {
                (long long)a->B, (long long)a->H, T, (long long)a->Dh, (long long)rows);
     if (!tg_wgsl_attn_declare(K)) return tg_wk_close(k, out);
     tiles_decl(K, rows, "qt", "gt");
-    tg_wsb_printf(&k->s, "var<workgroup> lt: array<f32, %lld>;\nvar<workgroup> dt: array<f32, %lld>;\n", (long long)rows,
-               (long long)rows);
+    tg_wk_shared(k, "lt", "f32", rows);
+    tg_wk_shared(k, "dt", "f32", rows);
     if (!open_main(K)) return tg_wk_close(k, out);
     tg_wsb_printf(&k->s, "    let ki = iK(b, h, rq);\n    let vi = iV(b, h, rq);\n");
     row(K, "k", "bK", "ki");

@@ -82,7 +82,8 @@ bool tg_wgsl_attn_tiles_fit(const tg_wgsl_attn *a, const tg_wgsl_limits *lim) {
 }
 
 /* Opens the kernel: the scale strings (sc: the scores', dsc: the
- * gradient's, 64 bytes each), workgroup memory, the entry point over
+ * gradient's, 64 bytes each), workgroup memory (for a score loop of
+ * `chunks` operands; 0: the row reductions' alone), the entry point over
  * B * H * blocks workgroups, and b, h, bh, blk, tx, ty, r0 and dv (the
  * invocation's vec4 of the head dimension, clamped).
  * Workgroups go head by head, a head's blocks together (which may let
@@ -103,9 +104,9 @@ static bool open_tiles(akern *K, int chunks, const char *what, char *sc, char *d
     K->dh4 = a->Dh / 4;
     K->nblk = (a->T + ROWS - 1) / ROWS;
     K->wg = 256;
-    int64_t asz = region_a(a, chunks, wide);
-    tg_wsb_printf(&k->s, "const AB = %lldu;\nvar<workgroup> sh: array<vec4<f32>, %lld>;\n", (long long)asz,
-               (long long)(asz + ROWS * ROWS / 4));
+    int64_t asz = chunks ? region_a(a, chunks, wide) : ROWS * 4, bsz = chunks ? ROWS * ROWS / 4 : 0;
+    tg_wsb_printf(&k->s, "const AB = %lldu;\n", (long long)asz);
+    tg_wk_shared(k, "sh", "vec4<f32>", asz + bsz);
     int64_t groups = a->B * a->H * K->nblk;
     k->spec->threads = groups * 256;
     if (!tg_wk_main(k, groups, 256)) return false;
@@ -457,7 +458,8 @@ tg_status tg_wgsl_attn_tiles_dq(akern *K, tg_wgsl_program *out) {
     wk *k = &K->k;
     const tg_wgsl_attn *a = K->a;
     char sc[64], dsc[64];
-    if (!open_tiles(K, 4, K->dq_zero ? "backward, D (dq zeroed, added by the dk dv kernel)" : "backward, dq", sc, dsc))
+    if (!open_tiles(K, K->dq_zero ? 0 : 4, K->dq_zero ? "backward, D (dq zeroed, added by the dk dv kernel)" : "backward, dq",
+                    sc, dsc))
         return tg_wk_close(k, out);
     wsb *s = &k->s;
     long long T = a->T;

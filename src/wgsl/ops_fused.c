@@ -484,7 +484,8 @@ static tg_status emit_combine(const tg_graph *g, const tg_plan *plan, const tg_w
     }
     tg_wsb_printf(&k.s, "struct Seg { p: u32, n: u32 }\nfn seg(w: u32) -> Seg {\n");
     seg_tree(&k, w0, init, 0, n, 1);
-    tg_wsb_printf(&k.s, "}\nvar<workgroup> sv: array<f32, %d>;\n", n);
+    tg_wsb_printf(&k.s, "}\n");
+    tg_wk_shared(&k, "sv", "f32", n);
     free(w0), free(init);
     if (tg_wk_main(&k, 1, WG)) {
         sp->threads = WG;

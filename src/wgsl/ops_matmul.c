@@ -439,12 +439,13 @@ static bool tiled(wk *k, const mm_geom *g, const mm_cfg *c, int split, int membe
     int shared = 16 * c->bk * (x.apad + x.bpad);
     if (!grid(k, g, c, split, members, shared)) return false;
     int tx_n = c->bn / c->tn, th = c->tn / 4, la = c->bm * c->bk / 256, lb = c->bk * c->bn / 256;
-    tg_wsb_printf(&k->s, "var<workgroup> As: array<vec4<f32>, %d>;\nvar<workgroup> Bs: array<vec4<f32>, %d>;\n",
-               c->bk * x.apad, c->bk * x.bpad);
+    tg_wk_shared(k, "As", "vec4<f32>", c->bk * x.apad);
+    tg_wk_shared(k, "Bs", "vec4<f32>", c->bk * x.bpad);
     tg_wsb_printf(&k->s,
                "@compute @workgroup_size(256)\n"
-               "fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {\n"
-               "    let m0 = wid.y * %du;\n", c->bm);
+               "fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {\n");
+    tg_wk_poison(k, 256);
+    tg_wsb_printf(&k->s, "    let m0 = wid.y * %du;\n", c->bm);
     if (tx_n == 16 && square_warps(kc, k->epilogue)) /* lane bits 0-2 -> tx, 3-4 -> ty; warp bit 0 -> tx, 1-2 -> ty */
         tg_wsb_printf(&k->s, "    let tx = (lid %% 8u) + 8u * ((lid / 32u) %% 2u);\n    let ty = (lid / 8u) %% 4u + 4u * (lid / 64u);\n");
     else tg_wsb_printf(&k->s, "    let tx = lid %% %du;\n    let ty = lid / %du;\n", tx_n, tx_n);

@@ -238,7 +238,7 @@ static bool embedding_grad_warps(wk *k, const tg_wgsl_emb_split *e) {
     long long V = e->V, D = e->D, R = e->R, G = e->groups, CH = e->chunk, nw = e->nw, S = e->S, step = EMB_BATCH * e->nw;
     if (S > 1 && k->phase == 0) return tg_wk_fail(k, TG_ERR_BACKEND, "a split embedding gradient runs in two phases");
     if (S > 1 && k->phase == 2) return tg_wk_colsum_combine(k, e->S, V * D, "f32", false);
-    tg_wsb_printf(&k->s, "var<workgroup> acc: array<f32, %lld>;\n", nw * V * 32);
+    tg_wk_shared(k, "acc", "f32", nw * V * 32);
     if (!tg_wk_main(k, G * S, (uint32_t)(32 * nw))) return false;
     k->spec->threads = G * S * 32 * nw;
     tg_wsb_printf(&k->s,

@@ -36,7 +36,7 @@ uint32_t tg_wk_row_wg(int64_t len) {
 }
 
 void tg_wk_red_decl(wk *k, uint32_t wg, const char *type) {
-    tg_wsb_printf(&k->s, "var<workgroup> red: array<%s, %u>;\n", type, wg);
+    tg_wk_shared(k, "red", type, wg);
 }
 
 /* The barriers are in uniform control flow: the loop bound is a literal. */
@@ -401,7 +401,7 @@ bool tg_wk_colsum2(wk *k, const char *expr, const char *expr2, const char *type)
     else if (cw == CW && R >= TALL_R && CW * 128 <= k->lim->max_invocations_per_workgroup) rw = 128, un = 8;
     int64_t groups = (C + cw - 1) / cw, chunk = (R + S - 1) / S;
     static const char acc[2] = {'a', 'b'};
-    tg_wsb_printf(&k->s, "var<workgroup> red: array<%s, %d>;\n", type, cw * rw * (1 + two));
+    tg_wk_shared(k, "red", type, cw * rw * (1 + two));
     tg_wsb_printf(&k->s, "fn colv(r: u32, c: u32) -> %s { return %s; }\n", type, expr);
     if (two) tg_wsb_printf(&k->s, "fn colv2(r: u32, c: u32) -> %s { return %s; }\n", type, expr2);
     if (!tg_wk_main(k, groups * S, cw * rw)) return false;
