@@ -43,8 +43,11 @@ typedef struct {
     bool att_cols;              /* att as the forward stored it by keys */
 } attn_bwd;
 
-/* Unit (b, h) of an operand; attn_atw: NULL when the output is not wanted. */
-static inline const float *attn_at(const attn_operand *o, int64_t b, int64_t h) { return o->p + b * o->sb + h * o->sh; }
+/* Unit (b, h) of an operand; NULL for an operand not bound (an input only
+ * a gradient that is not wanted reads) or an output not wanted. */
+static inline const float *attn_at(const attn_operand *o, int64_t b, int64_t h) {
+    return o->p ? o->p + b * o->sb + h * o->sh : NULL;
+}
 static inline float *attn_atw(const attn_operand *o, int64_t b, int64_t h) {
     return o->p ? o->p + b * o->sb + h * o->sh : NULL;
 }
