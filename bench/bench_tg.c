@@ -7,7 +7,8 @@
  *   bench_tg --gemm-webgpu sizes...   (square GEMM on WebGPU, a chain of 8 products per step)
  *   bench_tg --gemm-shapes-webgpu [names...]  (gpt_small's own products on WebGPU, 4 per step;
  *                                     names: qkv up down dx.up dW.up dW.down, default all)
- *   bench_tg --rows-webgpu [R D]      (bandwidth-bound kernels on WebGPU over [R, D], default 16384 x 384)
+ *   bench_tg --rows-webgpu [R D [KERNEL]]  (bandwidth-bound kernels on WebGPU over [R, D], default 16384 x 384;
+ *                                      KERNEL: layer_norm, norm_stats, norm_dx, norm_dgain or colsum alone, beside the copy)
  *   (threads: TG_THREADS, else all cores) */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -446,7 +447,7 @@ static double rb_time(const rb_case *c, int reps) {
     return med;
 }
 
-static int bench_rows_webgpu(int64_t R, int64_t D, int reps) {
+static int bench_rows_webgpu(int64_t R, int64_t D, int reps, const char *only) {
     typedef struct {
         rb_kind kind;
         const char *variant;
@@ -484,6 +485,7 @@ static int bench_rows_webgpu(int64_t R, int64_t D, int reps) {
     int rc = 0;
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         const rb_row *r = &rows[i];
+        if (only && r->kind != RB_COPY && strcmp(only, rb_names[r->kind]) != 0) continue;
         tg_wgsl_rows_test_form(r->rows_form);
         tg_wgsl_reduce_test_form(r->reduce_form);
         tg_wgsl_colsum_test_split(r->colsum_split);
@@ -542,8 +544,10 @@ int main(int argc, char **argv) {
         }
         else if (!strcmp(argv[i], "--rows-webgpu")) { /* bandwidth-bound kernels on WebGPU, then exit */
             int64_t R = 16384, D = 384;
+            const char *only = NULL; /* a kernel's rows alone (and the copy's, for the ratio) */
             if (i + 2 < argc && atoll(argv[i + 1]) > 0 && atoll(argv[i + 2]) > 0) R = atoll(argv[i + 1]), D = atoll(argv[i + 2]);
-            return bench_rows_webgpu(R, D, 30);
+            if (i + 3 < argc && atoll(argv[i + 1]) > 0) only = argv[i + 3];
+            return bench_rows_webgpu(R, D, 30, only);
         }
         else if (!strcmp(argv[i], "--gemm")) {
             do_sin = do_add = false;
@@ -553,7 +557,7 @@ int main(int argc, char **argv) {
         } else {
             fprintf(stderr, "usage: bench_tg [--steps N] [--addition-steps N] [--graph] "
                             "[--sin | --addition | --gemm [sizes...] | --gemm-webgpu sizes... | --gemm-shapes-webgpu | "
-                            "--rows-webgpu [R D]]\n");
+                            "--rows-webgpu [R D [KERNEL]]]\n");
             return 2;
         }
     }

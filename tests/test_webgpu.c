@@ -412,6 +412,19 @@ static void test_row_forms(bool verbose) {
     }
     tg_wgsl_rows_test_form(-1);
     tg_wgsl_reduce_test_form(-1);
+    /* Larger workgroups per row (TG_WGSL_ROW_WG), registers and subgroup
+     * sums where the device has them: rows of 384 in 256 (2 each, the
+     * second partial) and in 512 (1 each, a quarter of the workgroup idle). */
+    for (uint32_t wg = 256; wg <= 512 && wg <= info.max_compute_invocations_per_workgroup; wg *= 2) {
+        tg_wgsl_rows_test_wg(wg);
+        char name[2][96];
+        snprintf(name[0], sizeof name[0], "layer_norm, rows of 384, workgroups of %u", wg);
+        snprintf(name[1], sizeof name[1], "softmax last, rows of 384, workgroups of %u", wg);
+        const par_case cs[2] = {{name[0], PRM(S(5, 384), S(384), S(384)), P_NONE, 0, 1, b_ln, 1e-4f},
+                                {name[1], PRM(S(4, 384)), P_NONE, 0, 1, b_sm_last, 1e-4f}};
+        for (int q = 0; q < 2; q++) par_check(&cs[q], verbose);
+    }
+    tg_wgsl_rows_test_wg(0);
 }
 
 /* Column sums (bias and gain gradients, sums over leading axes, the

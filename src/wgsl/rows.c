@@ -29,9 +29,19 @@
  * 64 us, against 29 in 256. */
 #define ROW_WG_MAX 64
 
+static uint32_t row_wg_test;
+
+void tg_wgsl_rows_test_wg(uint32_t wg) { row_wg_test = wg; }
+
+/* TG_WGSL_ROW_WG=N (a power of two from 32 to 1024; or the test hook) raises
+ * or lowers ROW_WG_MAX, for measuring: a copy ran twice as fast in
+ * workgroups of 256 as in 64, so the rows' own size is worth a sweep with
+ * subgroup sums, which the measurements above predate. */
 uint32_t tg_wk_row_wg(int64_t len) {
+    uint32_t max = row_wg_test ? row_wg_test : (uint32_t)tg_wgsl_knob_int("TG_WGSL_ROW_WG", ROW_WG_MAX);
+    if (max < 32 || max > 1024 || (max & (max - 1))) max = ROW_WG_MAX;
     uint32_t wg = 32;
-    while (wg < ROW_WG_MAX && wg < len) wg *= 2;
+    while (wg < max && wg < len) wg *= 2;
     return wg;
 }
 

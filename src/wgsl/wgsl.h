@@ -145,6 +145,9 @@ void tg_wgsl_rows_test_form(int form);
  * workgroup per row (1) or a row per subgroup where one fits (2); -1 goes
  * back to TG_WGSL_REDUCE. */
 void tg_wgsl_reduce_test_form(int form);
+/* Tests: a long row's workgroup grows up to wg invocations (a power of two
+ * from 32 to 1024) instead of 64; 0 goes back to TG_WGSL_ROW_WG. */
+void tg_wgsl_rows_test_wg(uint32_t wg);
 /* A whole program's kernels, in the order a step runs them (constants
  * included: the engine runs those once), with the planner's fusions. */
 typedef struct {
