@@ -116,8 +116,10 @@ int tg_wgsl_knob_int(const char *name, int dflt) {
 
 void tg_wk_shared(wk *k, const char *name, const char *type, int64_t n) {
     tg_wsb_printf(&k->s, "var<workgroup> %s: array<%s, %lld>;\n", name, type, (long long)n);
-    if (k->n_shared == (int)(sizeof k->shared / sizeof k->shared[0])) {
-        tg_wk_fail(k, TG_ERR_STATE, "more workgroup arrays than tg_wk_shared records");
+    if (k->n_shared == (int)(sizeof k->shared / sizeof k->shared[0]) || strlen(name) >= sizeof k->shared[0].name ||
+        strlen(type) >= sizeof k->shared[0].type) {
+        tg_wk_fail(k, TG_ERR_STATE, "workgroup array %s: more arrays, or a longer name or type, than tg_wk_shared records",
+                   name);
         return;
     }
     snprintf(k->shared[k->n_shared].name, sizeof k->shared[0].name, "%s", name);

@@ -101,6 +101,9 @@ tg_status tg_wk_close(wk *k, tg_wgsl_program *out);
  * merged where ranges overlap (bind_of[o], and elem_off[o]: the node's
  * first element in it), checking the count, size and alignment limits. */
 bool tg_wk_bind_nodes(wk *k, const int *nodes, int n, int *bind_of, int64_t *elem_off);
+/* Declares the kernel's storage bindings b0.. as arrays of `type`: read-only
+ * where the kernel writes nothing of that buffer, atomic<u32> where
+ * `atomic` has the bit (emit.c says the rule). */
 void tg_wk_declare(wk *k, const char *type, unsigned written, unsigned atomic, bool work);
 
 /* Declares `var<workgroup> name: array<type, n>` (type f32, i32, u32 or
