@@ -270,6 +270,15 @@ static void score_blocks(akern *K, const walk *w, const char *const *pfx) {
  * barriers around them order these writes after every read of A and B
  * before and before every read after. Then the rows of the next staged
  * operand `next_op` (-1: none), loaded while these are accumulated. */
+/* Registers v_q (a [64, Dh] block of rows) into region A, then the barrier
+ * that closes a staging. */
+static void put_rows(akern *K) {
+    for (int64_t q = 0; q * 256 < ROWS * K->dh4; q++)
+        tg_wsb_printf(&K->k.s, "        if (lid + %lldu < %lldu) { sh[lid + %lldu] = v_%lld; }\n", (long long)(256 * q),
+                      (long long)(ROWS * K->dh4), (long long)(256 * q), (long long)q);
+    tg_wsb_printf(&K->k.s, "        workgroupBarrier();\n");
+}
+
 static void stage(akern *K, const walk *w, const char *p, int next_op, const char *next_base) {
     tg_wsb_printf(&K->k.s,
                "        workgroupBarrier();\n"
@@ -278,10 +287,7 @@ static void stage(akern *K, const walk *w, const char *p, int next_op, const cha
                "        sh[AB + (4u * tx + 2u) * 16u + (ty ^ (tx & 7u))] = vec4<f32>(%s0.z, %s1.z, %s2.z, %s3.z);\n"
                "        sh[AB + (4u * tx + 3u) * 16u + (ty ^ (tx & 7u))] = vec4<f32>(%s0.w, %s1.w, %s2.w, %s3.w);\n",
                p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p);
-    for (int64_t q = 0; q * 256 < ROWS * K->dh4; q++)
-        tg_wsb_printf(&K->k.s, "        if (lid + %lldu < %lldu) { sh[lid + %lldu] = v_%lld; }\n", (long long)(256 * q),
-                   (long long)(ROWS * K->dh4), (long long)(256 * q), (long long)q);
-    tg_wsb_printf(&K->k.s, "        workgroupBarrier();\n");
+    put_rows(K);
     if (next_op >= 0) fetch_rows(K, next_op, next_base ? next_base : w->var);
 }
 
@@ -293,10 +299,7 @@ static void stage_keys(akern *K, const char *p) {
     tg_wsb_printf(&K->k.s, "        workgroupBarrier();\n");
     for (int r = 0; r < 4; r++)
         tg_wsb_printf(&K->k.s, "        sh[AB + (4u * ty + %du) * 16u + (tx ^ (ty & 7u))] = %s%d;\n", r, p, r);
-    for (int64_t q = 0; q * 256 < ROWS * K->dh4; q++)
-        tg_wsb_printf(&K->k.s, "        if (lid + %lldu < %lldu) { sh[lid + %lldu] = v_%lld; }\n", (long long)(256 * q),
-                      (long long)(ROWS * K->dh4), (long long)(256 * q), (long long)q);
-    tg_wsb_printf(&K->k.s, "        workgroupBarrier();\n");
+    put_rows(K);
 }
 
 /* accR += sum over the tile's 64 columns j of B[j] (row r) times A's row j. */
