@@ -45,12 +45,10 @@ typedef struct {
 
 /* Unit (b, h) of an operand; NULL for an operand not bound (an input only
  * a gradient that is not wanted reads) or an output not wanted. */
-static inline const float *attn_at(const attn_operand *o, int64_t b, int64_t h) {
-    return o->p ? o->p + b * o->sb + h * o->sh : NULL;
-}
 static inline float *attn_atw(const attn_operand *o, int64_t b, int64_t h) {
     return o->p ? o->p + b * o->sb + h * o->sh : NULL;
 }
+static inline const float *attn_at(const attn_operand *o, int64_t b, int64_t h) { return attn_atw(o, b, h); }
 
 /* Unit (b, h) for T <= 8 without AVX-512 (attention8.c): qt / ot hold
  * 8 * Dh floats, ar / ds 64; fma as the GEMM micro-kernel rounds. */
