@@ -124,8 +124,8 @@ END {
         printf "\n%-28s %14s %14s %12s\n", "addition planned MB", "tensorgrad", "upstream", "ours/theirs"
         row("  pooled (all buffers)", sprintf("%.2f", planned / 1e6), "23.3")
         row("  one buffer per tensor", sprintf("%.2f", naive / 1e6), "117.3")
-        printf "  (params %.2f + grads %.2f + optimizer state %.2f + activations %.2f MB; the rest inputs and constants)\n",
-            pparam / 1e6, pgrad / 1e6, pstate / 1e6, pscratch / 1e6
+        printf "  (params %.2f + optimizer state %.2f + activations and grads %.2f MB, of it grads %.2f; the rest inputs and constants)\n",
+            pparam / 1e6, pstate / 1e6, pscratch / 1e6, pgrad / 1e6
     }
     printf "\n%-28s %14s %14s %12s\n", "digits CNN step (B=64)", "tensorgrad", "PyTorch CPU", "ours/theirs"
     row("  median ms", dmed["tensorgrad"], dmed["pytorch"], dmed["generic"])

@@ -90,7 +90,7 @@ int ex_plan_report(const char *model, const tg_session *s, tg_backend be, int mo
     if (mode == 2) {
         printf("{\"plan\": \"%s\", \"backend\": \"%s\", \"dispatches\": %d, \"planned_bytes\": %lld, "
                "\"naive_bytes\": %lld, \"param_bytes\": %lld, \"grad_bytes\": %lld, \"state_bytes\": %lld, "
-               "\"input_bytes\": %lld, \"activation_bytes\": %lld, \"other_bytes\": %lld, \"workspace_bytes\": %lld, "
+               "\"input_bytes\": %lld, \"pooled_bytes\": %lld, \"other_bytes\": %lld, \"workspace_bytes\": %lld, "
                "\"kernels\": %d, \"writebacks\": %d}\n",
                model, bk, ps.n_dispatches, (long long)ps.planned_bytes, (long long)ps.naive_bytes,
                (long long)ps.param_bytes, (long long)ps.grad_bytes, (long long)ps.state_bytes,
@@ -100,10 +100,11 @@ int ex_plan_report(const char *model, const tg_session *s, tg_backend be, int mo
     }
     printf("%s on %s: %d dispatches per step (%d graph nodes run kernels, %d writebacks, %d of them copies)\n", model, bk,
            ps.n_dispatches, ps.n_kernels, ps.n_writebacks, ps.n_writeback_copies);
-    printf("  params       %10.2f MB\n  grads        %10.2f MB\n  optim state  %10.2f MB\n", ps.param_bytes / 1e6,
-           ps.grad_bytes / 1e6, ps.state_bytes / 1e6);
-    printf("  inputs       %10.2f MB\n  activations  %10.2f MB (pooled by liveness)\n  other        %10.2f MB\n",
-           ps.input_bytes / 1e6, ps.scratch_bytes / 1e6, ps.other_bytes / 1e6);
+    printf("  params       %10.2f MB\n  optim state  %10.2f MB\n  inputs       %10.2f MB\n", ps.param_bytes / 1e6,
+           ps.state_bytes / 1e6, ps.input_bytes / 1e6);
+    printf("  pooled       %10.2f MB (activations and the %.2f MB of grads, reused by liveness)\n"
+           "  other        %10.2f MB\n",
+           ps.scratch_bytes / 1e6, ps.grad_bytes / 1e6, ps.other_bytes / 1e6);
     if (ps.workspace_bytes) printf("  kernel workspace %6.2f MB\n", ps.workspace_bytes / 1e6);
     printf("  planned      %10.2f MB\n  one buffer per tensor %.2f MB (%.0f%% saved)\n", ps.planned_bytes / 1e6,
            ps.naive_bytes / 1e6, ps.naive_bytes ? 100.0 * (1.0 - (double)ps.planned_bytes / (double)ps.naive_bytes) : 0.0);

@@ -738,14 +738,16 @@ typedef struct {
      * update. The comm must outlive the session. */
     tg_comm *comm;
     /* Gradients live only from the backward that computes them to the
-     * update that reads them, in the memory the plan reuses (as PyTorch
-     * after zero_grad(set_to_none=True)): less memory at the step's peak,
-     * and tg_session_get_grad refuses. Needs an optimizer; not with comm.
-     * gpt_small on the H200 runs the same 218 dispatches either way; on a
-     * device whose storage bindings are smaller than the gradients' span
-     * of that memory (lavapipe's 128 MiB against gpt_small's 1.6 GB) the
-     * optimizer runs as a kernel per update and the clip norm's sums in
-     * several dispatches. */
+     * update that reads them, and may be computed over an operand that
+     * dies with them; tg_session_get_grad refuses. Needs an optimizer;
+     * not with comm. It saves little: kept gradients, too, take memory
+     * only from the backward on, in the memory the plan reuses (as
+     * PyTorch's after zero_grad(set_to_none=True)); gpt_small plans 1700
+     * MB against 1702. Kept, they lie close together, so that one binding
+     * spans them for the optimizer's kernel; discarded they spread out, and
+     * on a device with small storage bindings (lavapipe's 128 MiB) the
+     * optimizer and the clip norm's sums then take more dispatches
+     * (gpt_small 229 against 219; the H200 runs 219 either way). */
     bool discard_grads;
 } tg_train_spec;
 
@@ -806,7 +808,8 @@ int64_t tg_session_step_count(const tg_session *s);
 tg_status tg_session_set_param(tg_session *s, const char *name, const float *data, int64_t count);
 tg_status tg_session_get_param(tg_session *s, const char *name, float *data, int64_t count);
 tg_status tg_session_upload(tg_session *s, const tg_feed *params, int n);
-/* The gradient of a param from the last step. */
+/* The gradient of a param from the last step (zeros before the first; after
+ * a step that failed part way, whatever part of it ran). */
 tg_status tg_session_get_grad(tg_session *s, const char *name, float *data, int64_t count);
 
 /* Params from named tensors, checked by name, dtype and exact shape (a
@@ -837,6 +840,8 @@ tg_status tg_session_capture_info(const tg_session *s, const char *name, tg_shap
 typedef struct {
     int64_t planned_bytes;     /* everything the plan allocates */
     int64_t naive_bytes;       /* one buffer per tensor, no reuse, no views */
+    /* scratch_bytes: the memory pooled by liveness, intermediates and the gradients (grad_bytes of
+     * it, each live from the backward that writes it to the end of the step) */
     int64_t param_bytes, grad_bytes, state_bytes, input_bytes, scratch_bytes, other_bytes;
     int n_nodes, n_kernels;        /* graph nodes; nodes that run a kernel */
     int n_dispatches;              /* kernel launches per step on this backend (after fusion, with writebacks) */

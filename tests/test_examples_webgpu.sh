@@ -41,29 +41,25 @@ else
 fi
 # gpt_small compiled, not run (its buffers would not fit lavapipe): no
 # permute kernel (every split_heads and merge_heads is read or written
-# with strides), and no more dispatches per step or planned bytes than
-# measured when a norm's input gradient came after its gain and bias
-# gradients, so that it is written over its gy (218 dispatches, one more
-# than before the token and position embeddings were computed again for the
-# backward; 1742604544 bytes, 50 MB fewer than before these: 4 MB from
-# computing a product's weight gradient before its input gradient, 25 MB
-# from the embeddings, 21 MB from the norms' order); 219 since the token
-# embedding's gradient runs by warps over row chunks in two phases (0.6 ms
-# less a step on the H200, where the position embedding's does too: 220).
+# with strides), and no more than today's 219 dispatches per step and
+# 1701795584 planned bytes (0.598 of PyTorch's peak of 2844 MB on the
+# H200). The bytes count on the gradients pooled with the activations and
+# placed close together: spread out, they would pass lavapipe's 128 MiB
+# storage bindings and cut the optimizer's kernel into several dispatches.
 dump=$(mktemp -d)
 out=$(TG_WGSL_DUMP="$dump" "$tg" plan gpt_small --backend webgpu --json 2>&1)
 d=$(printf '%s' "$out" | sed -n 's/.*"dispatches": \([0-9]*\).*/\1/p')
 b=$(printf '%s' "$out" | sed -n 's/.*"planned_bytes": \([0-9]*\).*/\1/p')
 perm=$(grep -l '^// node [0-9]*: permute' "$dump"/*.wgsl 2>/dev/null | wc -l)
 colsums=$(grep -l '^// node [0-9]*: sum$' "$dump"/*.wgsl 2>/dev/null | wc -l)
-if [ -n "$d" ] && [ "$d" -le 219 ] && [ -n "$b" ] && [ "$b" -le 1742604544 ] && [ "$perm" -eq 0 ] && [ "$(ls "$dump" | wc -l)" -gt 200 ]; then
+if [ -n "$d" ] && [ "$d" -le 219 ] && [ -n "$b" ] && [ "$b" -le 1701795584 ] && [ "$perm" -eq 0 ] && [ "$(ls "$dump" | wc -l)" -gt 200 ]; then
     pass=$((pass + 1))
 else
-    fail=$((fail + 1)); echo "FAIL gpt_small plan: $d dispatches (want <= 219), $b bytes (want <= 1742604544), $perm permute kernels: $out"
+    fail=$((fail + 1)); echo "FAIL gpt_small plan: $d dispatches (want <= 219), $b bytes (want <= 1701795584), $perm permute kernels: $out"
 fi
 rm -rf "$dump"
-# With --discard-grads the gradients get no memory of their own: the
-# 43047936 bytes they had (1700026112 in all).
+# With --discard-grads the gradients live only until their update and
+# may be computed over an operand that dies with them (1700026112 bytes).
 # A gradient may then take the memory of an operand of an earlier product
 # of its group: chosen before planning, the q, k and v weight gradients
 # still run as 6 groups of 3 (3 kernels each, K split) and their input
@@ -84,17 +80,15 @@ else
     fail=$((fail + 1)); echo "FAIL gpt_small plan with --discard-grads: $b bytes (want <= 1700026112), $gb of grads, $g3 group kernels (want 18), $s3 sums (want 6), $cs column sum kernels (want <= $colsums): $out"
 fi
 rm -rf "$dump"
-# The addition transformer's plan: at most 100 dispatches per step (99
-# before its embeddings were computed again for the backward) and no more
-# planned bytes than when a norm's input gradient came after its gain and
-# bias gradients (10907136).
+# The addition transformer's plan: at most 100 dispatches per step and
+# no more than today's 10388224 planned bytes.
 out=$("$tg" plan addition --backend webgpu --json 2>&1)
 d=$(printf '%s' "$out" | sed -n 's/.*"dispatches": \([0-9]*\).*/\1/p')
 b=$(printf '%s' "$out" | sed -n 's/.*"planned_bytes": \([0-9]*\).*/\1/p')
-if [ -n "$d" ] && [ "$d" -le 100 ] && [ -n "$b" ] && [ "$b" -le 10907136 ]; then
+if [ -n "$d" ] && [ "$d" -le 100 ] && [ -n "$b" ] && [ "$b" -le 10388224 ]; then
     pass=$((pass + 1))
 else
-    fail=$((fail + 1)); echo "FAIL addition plan: $d dispatches (want <= 100), $b bytes (want <= 10907136): $out"
+    fail=$((fail + 1)); echo "FAIL addition plan: $d dispatches (want <= 100), $b bytes (want <= 10388224): $out"
 fi
 # The vae has no attention: its split kernels' partial sums all fit in
 # scratch memory free over their turns, so it needs no workspace (12672

@@ -4,6 +4,7 @@
 #include "check.h"
 #include "ir/ir.h"
 #include "plan/plan.h"
+#include "session.h"
 
 typedef struct {
     tg_linear l1, l2, l3;
@@ -291,6 +292,45 @@ static void inplace_in_step(void) {
     tg_model_free(m);
 }
 
+/* Kept gradients are pooled with the activations: in the scratch arena,
+ * live from the turn that writes them to the end of the step (they are
+ * read after it), in bytes that some value of the forward held before. A
+ * plan that ends one sooner is rejected. */
+static void grads_pooled(void) {
+    tg_model *m;
+    mlp n;
+    tg_session *s = open_mlp(&m, &n, 1, 1, 0);
+    const tg_program *pr = s ? s->b.prog : NULL;
+    int n_grads = 0, reused = 0;
+    for (int p = 0; pr && p < pr->n_params; p++) {
+        int gi = pr->param_grad[p];
+        if (gi < 0) continue;
+        const tg_slot *sg = &pr->plan.slot[pr->plan.slot[gi].root];
+        n_grads++;
+        CHECK(sg->kind == TG_BUF_GRAD && sg->arena == TG_ARENA_SCRATCH && sg->last == pr->plan.n - 1,
+              "param %d's gradient: kind %s, arena %d, live %d-%d of %d", p, tg_plan_kind_name(sg->kind), sg->arena,
+              sg->first, sg->last, pr->plan.n - 1);
+        for (int i = 0; i < pr->plan.n; i++) {
+            const tg_slot *o = &pr->plan.slot[i];
+            reused += o->root == i && o->kind == TG_BUF_SCRATCH && o->last < sg->first && o->offset < sg->offset + sg->bytes &&
+                      sg->offset < o->offset + o->bytes;
+        }
+    }
+    CHECK(n_grads == 6 && reused > 0, "%d gradients, %d earlier values in their bytes", n_grads, reused);
+    if (pr && n_grads) {
+        tg_plan cut = pr->plan;
+        cut.slot = malloc(sizeof *cut.slot * (size_t)cut.n);
+        memcpy(cut.slot, pr->plan.slot, sizeof *cut.slot * (size_t)cut.n);
+        int r = pr->plan.slot[pr->param_grad[0]].root;
+        for (int i = 0; i < cut.n; i++)
+            if (cut.slot[i].root == r) cut.slot[i].last = cut.n - 2;
+        CHECK(tg_plan_check(pr->g, &cut, pr->fusion) == TG_ERR_STATE, "plan_check accepted a gradient dying in the step");
+        free(cut.slot);
+    }
+    tg_session_free(s);
+    tg_model_free(m);
+}
+
 int main(void) {
     determinism();
     plan_properties();
@@ -298,5 +338,6 @@ int main(void) {
     also_reads_live();
     constants_folded();
     inplace_in_step();
+    grads_pooled();
     return check_summary("test_plan");
 }

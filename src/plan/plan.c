@@ -254,6 +254,12 @@ tg_status tg_plan_build(const tg_graph *g, const tg_plan_req *req, tg_plan *out)
         }
     }
 
+    /* Kept gradients share the scratch arena: free before the backward
+     * writes them (as PyTorch's, allocated by the backward), then live to
+     * the end of the step so that they can be read after it. */
+    for (int i = 0; i < n; i++)
+        if (find(parent, i) == i && ckind[i] == TG_BUF_GRAD) last[i] = n - 1;
+
     /* 5. Slots: category, size, live range per class. A view's value
      * exists once its input's does. */
     for (int i = 0; i < n; i++) {
@@ -265,9 +271,9 @@ tg_status tg_plan_build(const tg_graph *g, const tg_plan_req *req, tg_plan *out)
         sl->first = first[r];
         sl->last = last[r];
         sl->at = IS_VIEW(i) ? out->slot[g->nodes[i].in[0]].at : WRITTEN_AT(i);
-        sl->arena = sl->kind == TG_BUF_PARAM ? TG_ARENA_PARAMS
-                    : sl->kind == TG_BUF_SCRATCH ? TG_ARENA_SCRATCH
-                                                 : TG_ARENA_PERSIST;
+        sl->arena = sl->kind == TG_BUF_PARAM                             ? TG_ARENA_PARAMS
+                    : sl->kind == TG_BUF_SCRATCH || sl->kind == TG_BUF_GRAD ? TG_ARENA_SCRATCH
+                                                                            : TG_ARENA_PERSIST;
         if (sl->kind == TG_BUF_NONE) sl->arena = -1, sl->bytes = 0;
         sl->remat = ROLE(i) == TG_FUSE_REMAT || (none[i] && IS_VIEW(i) && out->slot[g->nodes[i].in[0]].remat);
         if (tg_plan_runs(g, i) && ROLE(i) == TG_FUSE_NONE) out->n_kernels++;
@@ -325,6 +331,18 @@ tg_status tg_plan_build(const tg_graph *g, const tg_plan_req *req, tg_plan *out)
             if (busy[q].off >= at + order[c].bytes) break;
             if (align_up(busy[q].end, A) > at) at = align_up(busy[q].end, A);
         }
+        /* A kept gradient goes as high as it fits below the arena's end:
+         * the gradients then lie close together, so that one binding of
+         * the optimizer's kernel can span them all. */
+        if (sl->kind == TG_BUF_GRAD && !req->no_reuse && at + order[c].bytes <= scratch) {
+            int64_t lo = 0; /* the gaps between busy ranges, lowest first: keep the highest that fits */
+            for (int q = 0; q <= nb; q++) {
+                int64_t hi = q < nb ? busy[q].off : scratch;
+                int64_t top = (hi - order[c].bytes) & ~(A - 1);
+                if (top >= lo && top > at) at = top;
+                if (q < nb && align_up(busy[q].end, A) > lo) lo = align_up(busy[q].end, A);
+            }
+        }
         off[r] = at;
         if (at + order[c].bytes > scratch) scratch = align_up(at + order[c].bytes, A);
         placed[n_placed++] = r;
@@ -376,6 +394,9 @@ tg_status tg_plan_check(const tg_graph *g, const tg_plan *p, const tg_fusion *fu
         if (s->kind != TG_BUF_NONE && (s->at < s->first || s->at > s->last))
             return tg_fail(TG_ERR_STATE, "plan check: node %d is written at turn %d, outside its class's life %d-%d", i,
                            s->at, s->first, s->last);
+        if (s->kind == TG_BUF_GRAD && s->last != p->n - 1) /* read after the step */
+            return tg_fail(TG_ERR_STATE, "plan check: gradient node %d lives only to turn %d of %d", i, s->last,
+                           p->n - 1);
     }
     for (int q = 0; fu && fu->n == p->n && q < fu->n_groups; q++) {
         int x = fu->also_reads[q], t = fu->turn[q];

@@ -8,9 +8,12 @@
  *
  *   arena 0 (params)   params, laid out by model order; shared by every
  *                      session compiled from the same trained params
- *   arena 1 (persist)  grads, optimizer state, inputs, constants, outputs
- *   arena 2 (scratch)  intermediates, packed by liveness: two classes share
- *                      bytes only if their live ranges do not overlap
+ *   arena 1 (persist)  optimizer state, inputs, constants, outputs
+ *   arena 2 (scratch)  intermediates and param gradients, packed by
+ *                      liveness: two classes share bytes only if their live
+ *                      ranges do not overlap. A kept gradient is live from
+ *                      the turn that writes it to the end of the step (read
+ *                      after it); before that its bytes serve the forward.
  *
  * A backend may fuse nodes into one kernel before planning (tg_fusion): a
  * group runs at one turn and writes its outputs then; the values it keeps in
