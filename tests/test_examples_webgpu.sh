@@ -29,6 +29,17 @@ if [ -n "$plain" ] && [ "$loss" = "$plain" ] && [ -n "$n" ] && [ "$n" = "$d" ] &
 else
     fail=$((fail + 1)); echo "FAIL TG_WG_PROFILE: loss '$loss' (unprofiled '$plain'), $n dispatches timed, $sum by kind (plan: $d), want '$how': $prof"
 fi
+# Its products by shape: the sin MLP's step computes 8 (3 forward, 3 weight
+# gradients, 2 input gradients), each line's work 2 M N K per product.
+np=$(printf '%s\n' "$prof" | grep '^{"wg_profile": "product"' | awk '
+    function f(k,   m) { match($0, "\"" k "\": [-0-9.e+]+"); m = substr($0, RSTART, RLENGTH); sub(/^[^:]*: /, "", m); return m + 0 }
+    { n += f("products"); w = 2 * f("m") * f("n") * f("k") * f("products") / 1e9; if (w - f("gflop") > 1e-6 * w || f("gflop") - w > 1e-6 * w) bad++ }
+    END { print (bad ? "bad" : n + 0) }')
+if [ "$np" = 8 ]; then
+    pass=$((pass + 1))
+else
+    fail=$((fail + 1)); echo "FAIL TG_WG_PROFILE products by shape: '$np' (want 8 products, each line's gflop 2 M N K per product): $prof"
+fi
 # The digits CNN (conv, pool and their gradients in WGSL), 100 of its
 # steps (the full run is slow on lavapipe): it reports an accuracy, the
 # same as the CPU's after the same steps give or take a few test images.

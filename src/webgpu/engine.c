@@ -51,6 +51,7 @@ typedef struct {
     uint32_t grid[3];
     int node;
     bool gated; /* does nothing when the step check is not finite (tg_kernel_spec.gated) */
+    int64_t mm_mnk[3], flops; /* a product kernel's work (tg_kernel_spec), for TG_WG_PROFILE */
     char label[120]; /* for TG_WG_PROFILE: the kernel's first source line and the node's shape */
 } wg_call;
 
@@ -127,6 +128,8 @@ static tg_status make_call(wgpu_ctx *c, const tg_graph *g, wg_program *wp, const
     memcpy(out->grid, k->dispatch, sizeof out->grid);
     out->node = k->node;
     out->gated = k->gated;
+    memcpy(out->mm_mnk, k->mm_mnk, sizeof out->mm_mnk);
+    out->flops = k->flops;
     const tg_node *n = &g->nodes[k->node];
     char sh[64];
     size_t line = strcspn(k->source, "\n");
@@ -351,6 +354,7 @@ typedef struct {
     const char *label;
     double ms;
     int n;
+    double flops;
 } prof_row;
 
 static int by_ms(const void *a, const void *b) {
@@ -444,6 +448,40 @@ static tg_status profile_timestamps(wg_engine *e, wg_program *wp, double *ms, ch
     return st;
 }
 
+/* The product kernels by the shape of their products, M x N x K with M <= N
+ * (a weight gradient [D, F] and its transpose [F, D] are one shape): the
+ * time and work per shape, as lines to set beside another framework's
+ * products of the same shapes (make bench BACKEND=webgpu does). A split
+ * product's two phases count together. */
+static void profile_products(const wg_program *wp, const double *ms) {
+    int64_t (*key)[3] = tg_calloc((size_t)wp->n_calls + 1, sizeof *key);
+    prof_row *sum = tg_calloc((size_t)wp->n_calls + 1, sizeof *sum);
+    int n = 0;
+    for (int i = 0; key && sum && i < wp->n_calls; i++) {
+        const wg_call *w = &wp->calls[i];
+        if (!w->mm_mnk[2]) continue;
+        int64_t lo = w->mm_mnk[0] < w->mm_mnk[1] ? w->mm_mnk[0] : w->mm_mnk[1];
+        int64_t hi = w->mm_mnk[0] ^ w->mm_mnk[1] ^ lo, kk = w->mm_mnk[2];
+        int j = 0;
+        while (j < n && !(key[j][0] == lo && key[j][1] == hi && key[j][2] == kk)) j++;
+        if (j == n) key[n][0] = lo, key[n][1] = hi, key[n][2] = kk, n++;
+        sum[j].ms += ms[i];
+        sum[j].flops += (double)w->flops;
+        sum[j].n += (int)(w->flops / (2 * w->mm_mnk[0] * w->mm_mnk[1] * kk)); /* batch, members, terms */
+    }
+    if (n) fprintf(stderr, "  products by shape (M x N x K, M <= N):\n");
+    for (int j = 0; j < n; j++)
+        fprintf(stderr,
+                "  %9.3f ms %8.2f TFLOP/s %5d products  %lld x %lld x %lld\n"
+                "{\"wg_profile\": \"product\", \"m\": %lld, \"n\": %lld, \"k\": %lld, \"ms\": %.4f, "
+                "\"gflop\": %.9g, \"products\": %d}\n",
+                sum[j].ms, sum[j].ms > 0 ? sum[j].flops / sum[j].ms * 1e-9 : 0.0, sum[j].n, (long long)key[j][0],
+                (long long)key[j][1], (long long)key[j][2], (long long)key[j][0], (long long)key[j][1],
+                (long long)key[j][2], sum[j].ms, sum[j].flops * 1e-9, sum[j].n);
+    free(key);
+    free(sum);
+}
+
 static tg_status profile_run(wg_engine *e, wg_program *wp) {
     prof_row *rows = tg_calloc((size_t)wp->n_calls + 1, sizeof *rows), *kinds = tg_calloc((size_t)wp->n_calls + 1, sizeof *kinds);
     double *ms = tg_calloc((size_t)wp->n_calls + 1, sizeof *ms);
@@ -454,26 +492,31 @@ static tg_status profile_run(wg_engine *e, wg_program *wp) {
     int nk = 0;
     double total = 0;
     for (int i = 0; i < wp->n_calls && st == TG_OK; i++) {
-        rows[i] = (prof_row){wp->calls[i].label, ms[i], 1};
+        rows[i] = (prof_row){wp->calls[i].label, ms[i], 1, (double)wp->calls[i].flops};
         total += ms[i];
         const char *k = kind_of(wp->calls[i].label);
         int j = 0;
         while (j < nk && strcmp(kinds[j].label, k)) j++;
-        if (j == nk) kinds[nk++] = (prof_row){k, 0, 0};
+        if (j == nk) kinds[nk++] = (prof_row){k, 0, 0, 0};
         kinds[j].ms += ms[i];
         kinds[j].n++;
+        kinds[j].flops += (double)wp->calls[i].flops;
     }
     if (st == TG_OK) {
         qsort(rows, (size_t)wp->n_calls, sizeof *rows, by_ms);
         qsort(kinds, (size_t)nk, sizeof *kinds, by_ms);
         fprintf(stderr, "webgpu profile: %d dispatches, %.3f ms of kernels (%s)\n", wp->n_calls, total, note);
         fprintf(stderr, "  by kind:\n");
-        for (int j = 0; j < nk; j++)
-            fprintf(stderr, "  %9.3f ms %5.1f%% %4dx  %s\n", kinds[j].ms, 100 * kinds[j].ms / (total > 0 ? total : 1),
+        for (int j = 0; j < nk; j++) {
+            fprintf(stderr, "  %9.3f ms %5.1f%% %4dx  %s", kinds[j].ms, 100 * kinds[j].ms / (total > 0 ? total : 1),
                     kinds[j].n, kinds[j].label);
+            if (kinds[j].flops > 0 && kinds[j].ms > 0) fprintf(stderr, "  (%.2f TFLOP/s)", kinds[j].flops / kinds[j].ms * 1e-9);
+            fprintf(stderr, "\n");
+        }
         fprintf(stderr, "  slowest:\n");
         for (int i = 0; i < wp->n_calls && i < 40; i++)
             fprintf(stderr, "  %9.3f ms  %s\n", rows[i].ms, rows[i].label);
+        profile_products(wp, ms);
     }
     free(ms);
     free(rows);

@@ -427,6 +427,11 @@ static void k_store(wk *k, const mm_ctx *x, int split, int members, int terms) {
  * With terms > 1, a sum of products (tg_wgsl_matmul_sum): every workgroup
  * walks the K loop once per term into the same accumulators, mq telling
  * ld0 and ld1 whose A and B they read. */
+static void note_work(wk *k, const mm_geom *g, int64_t flops) {
+    k->spec->mm_mnk[0] = g->M, k->spec->mm_mnk[1] = g->N, k->spec->mm_mnk[2] = g->K;
+    k->spec->flops = flops;
+}
+
 static bool tiled(wk *k, const mm_geom *g, const mm_cfg *c, int split, int members, int terms) {
     mm_ctx x = {g, c, false, c->bm / 4 + 1, c->bn / 4, ""};
     long long kc = split > 1 ? k_per_split(g, c, split) : g->K;
@@ -438,6 +443,7 @@ static bool tiled(wk *k, const mm_geom *g, const mm_cfg *c, int split, int membe
     if (g->tb) x.bpad = c->bn / 4 + 1; /* k-fastest stores into Bs */
     int shared = 16 * c->bk * (x.apad + x.bpad);
     if (!grid(k, g, c, split, members, shared)) return false;
+    note_work(k, g, 2LL * g->M * g->N * g->K * g->batch * members * terms);
     int tx_n = c->bn / c->tn, th = c->tn / 4, la = c->bm * c->bk / 256, lb = c->bk * c->bn / 256;
     tg_wk_shared(k, "As", "vec4<f32>", c->bk * x.apad);
     tg_wk_shared(k, "Bs", "vec4<f32>", c->bk * x.bpad);
@@ -499,6 +505,7 @@ static bool reduce(wk *k, const mm_geom *g, int split, int members) {
     long long mn = g->M * g->N;
     bool cs = k->sib > 0 && members == 1;
     if (!tg_wk_flat(k, members * g->batch * mn + (cs ? g->N : 0))) return false;
+    note_work(k, g, 0);
     if (cs) /* the sibling's column sums follow the partial products */
         tg_wsb_printf(&k->s,
                    "    if (i >= %lldu) {\n        let c = i - %lldu;\n        var cacc = 0.0f;\n"

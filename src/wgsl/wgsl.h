@@ -78,6 +78,11 @@ typedef struct {
     bool attention_work;     /* it binds the attention statistics (the workspace's first part), not the
                               * scratch the other kernels share after them */
     bool gated;              /* it does nothing when the step check is not finite (tg_wgsl_limits.gate_updates) */
+    /* A product kernel's work, for TG_WG_PROFILE: M, N and K of one of its
+     * products (a split product's phase 2 too, whose flops are 0), and
+     * 2 M N K times the products it computes (batch, members, terms). */
+    int64_t mm_mnk[3];
+    int64_t flops;
 } tg_kernel_spec;
 
 /* Builds the kernel for node `id` of a planned graph. Leaves and views get
