@@ -423,6 +423,15 @@ static void test_row_forms(bool verbose) {
         const par_case cs[2] = {{name[0], PRM(S(5, 384), S(384), S(384)), P_NONE, 0, 1, b_ln, 1e-4f},
                                 {name[1], PRM(S(4, 384)), P_NONE, 0, 1, b_sm_last, 1e-4f}};
         for (int q = 0; q < 2; q++) par_check(&cs[q], verbose);
+        /* a row per subgroup (rows of 100 fit one of lavapipe's), wg / S rows
+         * per workgroup or as many as divide the rows */
+        tg_wgsl_reduce_test_form(2);
+        snprintf(name[0], sizeof name[0], "layer_norm, 64 rows of 100, a subgroup each, workgroups of %u", wg);
+        snprintf(name[1], sizeof name[1], "layer_norm, 6 rows of 100, a subgroup each, workgroups of %u", wg);
+        const par_case sg[2] = {{name[0], PRM(S(64, 100), S(100), S(100)), P_NONE, 0, 1, b_ln, 1e-4f},
+                                {name[1], PRM(S(6, 100), S(100), S(100)), P_NONE, 0, 1, b_ln, 1e-4f}};
+        for (int q = 0; q < 2; q++) par_check(&sg[q], verbose);
+        tg_wgsl_reduce_test_form(-1);
     }
     tg_wgsl_rows_test_wg(0);
 }

@@ -93,9 +93,18 @@ enum { REDUCE_TREE, REDUCE_SUBGROUP, REDUCE_ROWS };
  * on the H200 took 42 / 47 us against 64 / 59 with a row per workgroup
  * (two runs, bench_tg --rows-webgpu), gpt_small's step 41.84 ms against
  * 41.89 (three alternating runs). Everywhere with TG_WGSL_REDUCE=rows
- * (below): slower where the kernel writes the row back. */
+ * (below): slower where the kernel writes the row back.
+ * TG_WGSL_SG_ROWS_WG=N (a power of two from 32 to 1024) sets the
+ * workgroup's invocations, for measuring: a copy ran twice as fast in
+ * workgroups of 256 as in 64, and fewer, larger workgroups are the one
+ * lever on the norm's walk of memory not yet measured in this form. */
 #define SG_REG_MAX 16
 #define SG_ROWS_WG 64
+
+static uint32_t sg_rows_wg(void) {
+    uint32_t n = row_wg_test ? row_wg_test : (uint32_t)tg_wgsl_knob_int("TG_WGSL_SG_ROWS_WG", SG_ROWS_WG);
+    return n < 32 || n > 1024 || (n & (n - 1)) ? SG_ROWS_WG : n;
+}
 
 static uint32_t row_subgroup(const wk *k, int64_t lines, int64_t A, bool stats) {
     uint32_t S = k->lim->subgroup_min_size;
@@ -111,7 +120,8 @@ static bool rows_open(wk_rows *L, wk *k, int64_t lines, int64_t A, int64_t inner
     L->step = L->wg, L->me = "lid";
     if (L->wide && rows_form() == ROWS_REGS && A <= (int64_t)L->wg * REG_MAX) L->regs = (int)((A + L->wg - 1) / L->wg);
     if ((L->sg = row_subgroup(k, lines, A, stats))) {
-        uint32_t P = SG_ROWS_WG / L->sg; /* rows per workgroup */
+        uint32_t P = sg_rows_wg() / L->sg; /* rows per workgroup */
+        if (P == 0) P = 1;
         while (P > 1 && lines % P) P /= 2;
         L->wg = P * L->sg, L->step = L->sg, L->me = "lane";
         L->regs = (int)((A + L->sg - 1) / L->sg);

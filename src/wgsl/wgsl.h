@@ -151,7 +151,8 @@ void tg_wgsl_rows_test_form(int form);
  * back to TG_WGSL_REDUCE. */
 void tg_wgsl_reduce_test_form(int form);
 /* Tests: a long row's workgroup grows up to wg invocations (a power of two
- * from 32 to 1024) instead of 64; 0 goes back to TG_WGSL_ROW_WG. */
+ * from 32 to 1024) instead of 64, and a workgroup of rows a subgroup each
+ * has wg invocations; 0 goes back to TG_WGSL_ROW_WG and TG_WGSL_SG_ROWS_WG. */
 void tg_wgsl_rows_test_wg(uint32_t wg);
 /* A whole program's kernels, in the order a step runs them (constants
  * included: the engine runs those once), with the planner's fusions. */
