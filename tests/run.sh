@@ -50,6 +50,9 @@ for t in "${tests[@]}"; do
         launch test_webgpu $runner "$t" --rest
         launch "test_webgpu[--matmul]" $runner "$t" --matmul
         launch "test_webgpu[--rows]" $runner "$t" --rows ;;
+    */test_webgpu_attention) # and the blocks' row sums by shuffles, on lavapipe's subgroups of 16
+        launch test_webgpu_attention $runner "$t"
+        launch "test_webgpu_attention[--shuffles]" env LP_NATIVE_VECTOR_WIDTH=512 $runner "$t" --shuffles ;;
     *.sh) [ -z "$runner" ] && launch "$(basename "$t")" "$t" "${1:-build}" ;;
     *) launch "$(basename "$t")" $runner "$t" ;;
     esac

@@ -4,8 +4,9 @@
  * permutes read and written with strides and without them; that each case
  * was fused (one forward and one backward group, and no [T, T] memory) in
  * the form its sizes get (64 x 64 blocks, or rows above Dh 64 or below T 64);
- * and that a GPT's plan runs no permute kernel. Needs a WebGPU device
- * (lavapipe). */
+ * and that a GPT's plan runs no permute kernel; the blocks' row sums by
+ * subgroup shuffles where a device's subgroups have 16 lanes or more
+ * (--shuffles: those alone). Needs a WebGPU device (lavapipe). */
 #define _POSIX_C_SOURCE 200809L /* mkdtemp, setenv (parity.h) */
 #include <math.h>
 #include <stdio.h>
@@ -253,12 +254,80 @@ static void test_blocks_poisoned(void) {
     unsetenv("TG_WGSL_POISON");
 }
 
-int main(void) {
+/* The outputs and gradients par_check computes on WebGPU for case c, as
+ * raw bytes (*n of them, malloc'd), and how many kernel lines compiled
+ * for it call needle. */
+static unsigned char *webgpu_bits(const par_case *c, const char *needle, size_t *n, int *calls) {
+    char dir[32];
+    *n = 0, *calls = -1;
+    unsigned char *buf = NULL;
+    par_bits = tmpfile();
+    bool dumped = par_dump_start(dir);
+    par_check(c, false);
+    if (dumped) *calls = par_dump_count(dir, needle, NULL), par_dump_end(dir);
+    if (par_bits) {
+        long len = ftell(par_bits);
+        buf = len > 0 ? malloc((size_t)len) : NULL;
+        rewind(par_bits);
+        if (buf && fread(buf, 1, (size_t)len, par_bits) == (size_t)len) *n = (size_t)len;
+        fclose(par_bits);
+        par_bits = NULL;
+    }
+    return buf;
+}
+
+/* Where a row's 16 invocations share a subgroup (subgroups of 16 or more:
+ * a GPU's, or lavapipe's under LP_NATIVE_VECTOR_WIDTH=512, which
+ * tests/run.sh runs `test_webgpu_attention --shuffles` under), the blocks'
+ * row max and sums go by subgroup shuffles: the forward and dq kernels
+ * call them, agree with the CPU, and give the same bits as through
+ * workgroup memory (TG_WGSL_ATTN_SHUFFLE=0), at T 7 (one block, masked
+ * rows), 64 and 257, Dh 8, 12 and 64, strided and plain. */
+static void test_shuffles(const tg_webgpu_adapter_info *info, bool required) {
+    if (info->subgroup_min_size < 16) {
+        CHECK(!required || strcmp(info->type, "CPU") != 0,
+              "--shuffles: the CPU adapter has subgroups of %u, not 16 (LP_NATIVE_VECTOR_WIDTH=512 not taken?)",
+              info->subgroup_min_size);
+        printf("test_webgpu_attention: shuffles skipped (subgroups of %u < 16)\n", info->subgroup_min_size);
+        return;
+    }
+    static const int64_t cfg[][3] = {{7, 8, 0}, {64, 64, 0}, {257, 8, 0}, {64, 12, 1}}; /* T, Dh, plain */
+    tg_wgsl_attention_test_form(2);
+    for (size_t ci = 0; ci < sizeof cfg / sizeof cfg[0]; ci++) {
+        int64_t T = cfg[ci][0], Dh = cfg[ci][1], B = T > 64 ? 1 : 2, H = 2;
+        g_heads = H, g_dh = Dh;
+        char name[96];
+        snprintf(name, sizeof name, "attention %s by shuffles, T=%lld Dh=%lld", cfg[ci][2] ? "plain" : "heads",
+                 (long long)T, (long long)Dh);
+        par_case c = cfg[ci][2] ? (par_case){name, PRM(S(B, H, T, Dh), S(B, H, T, Dh), S(B, H, T, Dh)), P_NONE, 0, 1, b_plain, 2e-4f}
+                                : (par_case){name, PRM(S(B, T, H * Dh), S(B, T, H * Dh), S(B, T, H * Dh)), P_NONE, 0, 1, b_heads, 2e-4f};
+        size_t n[2];
+        int calls[2];
+        setenv("TG_WGSL_ATTN_SHUFFLE", "0", 1);
+        unsigned char *off = webgpu_bits(&c, "subgroupShuffleXor", &n[0], &calls[0]);
+        unsetenv("TG_WGSL_ATTN_SHUFFLE");
+        unsigned char *on = webgpu_bits(&c, "subgroupShuffleXor", &n[1], &calls[1]);
+        /* 16 shuffles per row reduction: the forward's max and l, dq's D */
+        CHECK(calls[0] == 0 && calls[1] == 48, "%s: %d and %d lines shuffle (workgroup memory, shuffles); want 0 and 48",
+              name, calls[0], calls[1]);
+        CHECK(n[0] > 0 && n[0] == n[1] && off && on && memcmp(off, on, n[0]) == 0,
+              "%s: shuffles and workgroup memory give different bits (%zu and %zu bytes)", name, n[0], n[1]);
+        free(off), free(on);
+    }
+    tg_wgsl_attention_test_form(-1);
+}
+
+int main(int argc, char **argv) {
     tg_webgpu_adapter_info info;
     if (tg_webgpu_info(&info) != TG_OK) {
         check_webgpu_missing("test_webgpu_attention");
         return check_summary("test_webgpu_attention");
     }
+    if (argc > 1 && strcmp(argv[1], "--shuffles") == 0) { /* tests/run.sh: under LP_NATIVE_VECTOR_WIDTH=512 */
+        test_shuffles(&info, true);
+        return check_summary("test_webgpu_attention");
+    }
+    test_shuffles(&info, false);
     test_parity();
     test_unrolled();
     test_blocks_poisoned();

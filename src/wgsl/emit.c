@@ -188,7 +188,22 @@ void tg_wk_open(wk *k, const tg_graph *g, const tg_plan *plan, const tg_wgsl_lim
     sp->node = node;
 }
 
+/* With k->subgroups, `enable subgroups;`: a directive must come before
+ * every declaration; after the first line, which names the kernel
+ * (TG_WG_PROFILE's label). */
+static void enable_subgroups(wk *k) {
+    if (k->st != TG_OK || !k->subgroups) return;
+    wsb e = {0};
+    const char *src = k->s.p ? k->s.p : "";
+    size_t line = strcspn(src, "\n");
+    tg_wsb_printf(&e, "%.*s\nenable subgroups;\n%s", (int)line, src, src[line] ? src + line + 1 : "");
+    e.oom |= k->s.oom;
+    free(k->s.p);
+    k->s = e;
+}
+
 tg_status tg_wk_close(wk *k, tg_wgsl_program *out) {
+    enable_subgroups(k);
     if (k->st == TG_OK && k->s.oom) k->st = tg_fail(TG_ERR_NOMEM, "webgpu: out of memory generating WGSL");
     if (k->st != TG_OK) {
         free(k->s.p);
@@ -529,17 +544,7 @@ static tg_status emit_kernel(const tg_graph *g, const tg_plan *plan, int kid, co
         tg_wk_names_default(&k);
         k.sib = f ? f->sib : 0;
         if (k.st == TG_OK) fn(&k);
-        if (k.st == TG_OK && k.subgroups) {
-            /* a directive must come before every declaration; after the
-             * first line, which names the kernel (TG_WG_PROFILE's label) */
-            wsb e = {0};
-            const char *src = k.s.p ? k.s.p : "";
-            size_t line = strcspn(src, "\n");
-            tg_wsb_printf(&e, "%.*s\nenable subgroups;\n%s", (int)line, src, src[line] ? src + line + 1 : "");
-            e.oom |= k.s.oom;
-            free(k.s.p);
-            k.s = e;
-        }
+        enable_subgroups(&k);
     }
     free(o.node), free(bind_of), free(elem_off), free(seen), free(names);
     if (k.st == TG_OK && k.s.oom) k.st = tg_fail(TG_ERR_NOMEM, "webgpu: out of memory generating WGSL");

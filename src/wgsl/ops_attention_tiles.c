@@ -1,5 +1,6 @@
 /* The fused causal attention kernels in 64 x 64 blocks (FlashAttention-2's
- * scheme, in plain WGSL: no subgroups, no matrix units).
+ * scheme, in plain WGSL: no matrix units; subgroup shuffles for the row
+ * sums where a row's invocations share a subgroup).
  *
  * A workgroup of 256 invocations owns a block of 64 rows of one (b, h):
  * query rows in the forward and dq kernels, key rows in the dk/dv kernel.
@@ -312,10 +313,37 @@ static void accumulate(akern *K, const char *acc) {
                (long long)K->dh4, acc, acc, acc, acc, acc, acc, acc, acc);
 }
 
+/* Whether a row's 16 invocations (lid 16 ty .. 16 ty + 15) lie in one
+ * subgroup, as on a device whose subgroups have 16 or more (subgroups are
+ * runs of consecutive invocations, rows.c), so that row_reduce exchanges
+ * their values by shuffles: no workgroup memory, none of its 3 barriers.
+ * TG_WGSL_ATTN_SHUFFLE=0 keeps workgroup memory, for measuring. */
+static bool shuffles(const akern *K) {
+    return K->k.lim->subgroup_min_size >= 16 &&
+           tg_wgsl_knob("TG_WGSL_ATTN_SHUFFLE", (const char *const[]){"0", NULL}, 1) != 0;
+}
+
 /* out_r = the max (or sum) of in_r over the 16 invocations of row 4 ty + r,
- * through region A (free on entry and on exit). */
+ * through region A (free on entry and on exit), or by shuffles. The
+ * shuffles pair lanes tx ^ 4, then ^ 8, ^ 1 and ^ 2: the same adds as the
+ * workgroup-memory form's ((x_c + x_c+4) + (x_c+8 + x_c+12) for c = tx % 4,
+ * then (c0 + c1) + (c2 + c3)), up to their operands' order, so a sum has
+ * the same bits either way. */
 static void row_reduce(akern *K, const char *in, const char *out, bool max) {
     wsb *s = &K->k.s;
+    if (shuffles(K)) {
+        K->k.subgroups = true;
+        static const unsigned lane[4] = {4, 8, 1, 2};
+        for (int r = 0; r < 4; r++) {
+            tg_wsb_printf(s, "        let x%s%d_0 = %s%d;\n", out, r, in, r);
+            for (int q = 0; q < 4; q++)
+                tg_wsb_printf(s, max ? "        let x%s%d_%d = max(x%s%d_%d, subgroupShuffleXor(x%s%d_%d, %uu));\n"
+                                     : "        let x%s%d_%d = x%s%d_%d + subgroupShuffleXor(x%s%d_%d, %uu);\n",
+                              out, r, q + 1, out, r, q, out, r, q, lane[q]);
+            tg_wsb_printf(s, "        let %s%d = x%s%d_4;\n", out, r, out, r);
+        }
+        return;
+    }
     tg_wsb_printf(s, "        workgroupBarrier();\n");
     for (int r = 0; r < 4; r++) tg_wsb_printf(s, "        sh[(4u * ty + %du) * 4u + tx / 4u][tx %% 4u] = %s%d;\n", r, in, r);
     tg_wsb_printf(s, "        workgroupBarrier();\n");
