@@ -142,6 +142,7 @@ TG_CPU_KERNEL(tg_cpu_sum) {
     bool outer_kept = true; /* every axis but the last is kept: rows own disjoint outputs */
     for (int i = 0; i < k; i++) outer_kept &= j.it.st[1][i] != 0;
     int64_t total = j.it.rows * j.it.inner;
+    if (total == 0) return; /* nothing to add (sum_outer_inner would walk [2^31, C, 0] row by empty row) */
     if (!j.i32 && j.it.nd == 3 && j.it.st[1][0] == 0 && j.it.st[1][1] == 1 && j.it.st[1][2] == 0 &&
         j.it.st[0][2] == 1 && j.it.st[0][1] == j.it.d[2] && j.it.st[0][0] == j.it.d[1] * j.it.d[2])
         sum_outer_inner(j.x, j.y, j.it.d[0], j.it.d[1], j.it.d[2]);

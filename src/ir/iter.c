@@ -32,6 +32,7 @@ void tg_iter_init(tg_iter *it, tg_shape out, int nin, int64_t st_in[][TG_MAX_DIM
     it->inner = it->d[it->nd - 1];
     it->rows = 1;
     for (int i = 0; i < it->nd - 1; i++) it->rows *= it->d[i];
+    if (it->inner == 0) it->rows = 0; /* no elements: no rows, however many [.., 0] would have (2^31 x 0) */
 }
 
 void tg_iter_row(const tg_iter *it, int64_t r, int64_t *idx, int64_t *off) {
