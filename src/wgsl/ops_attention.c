@@ -405,6 +405,12 @@ tg_status tg_wgsl_emit_attention(const tg_graph *g, const tg_plan *plan, const t
             st = form == FORM_TILES ? tg_wgsl_attn_tiles_dkdv(&K, out) : emit_dkdv(&K, out);
         }
         if (st != TG_OK) return st;
+        /* For TG_WG_PROFILE's TFLOP/s: the products over the causal pairs of
+         * rows (a block's masked half not counted), 2 Dh flops a pair each:
+         * q.k and p.v; s, dp and dq (none where dq comes by atomics); s,
+         * dp, dv and dk, and ds.k for dq by atomics. */
+        int products = !a->bwd ? 2 : kernel == 0 ? (atomic ? 0 : 3) : 4 + atomic;
+        sp->flops = (int64_t)products * 2 * a->B * a->H * (a->T * (a->T + 1) / 2) * a->Dh;
     }
     return TG_OK;
 }
