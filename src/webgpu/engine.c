@@ -51,7 +51,8 @@ typedef struct {
     uint32_t grid[3];
     int node;
     bool gated; /* does nothing when the step check is not finite (tg_kernel_spec.gated) */
-    int64_t mm_mnk[3], flops; /* a product kernel's work (tg_kernel_spec), for TG_WG_PROFILE */
+    int64_t mm_mnk[3];
+    double flops; /* a kernel's work (tg_kernel_spec), for TG_WG_PROFILE */
     char label[120]; /* for TG_WG_PROFILE: the kernel's first source line and the node's shape */
 } wg_call;
 
@@ -466,8 +467,8 @@ static void profile_products(const wg_program *wp, const double *ms) {
         while (j < n && !(key[j][0] == lo && key[j][1] == hi && key[j][2] == kk)) j++;
         if (j == n) key[n][0] = lo, key[n][1] = hi, key[n][2] = kk, n++;
         sum[j].ms += ms[i];
-        sum[j].flops += (double)w->flops;
-        sum[j].n += (int)(w->flops / (2 * w->mm_mnk[0] * w->mm_mnk[1] * kk)); /* batch, members, terms */
+        sum[j].flops += w->flops;
+        if (w->flops > 0) sum[j].n += (int)(w->flops / (2.0 * (double)w->mm_mnk[0] * (double)w->mm_mnk[1] * (double)kk) + 0.5); /* batch, members, terms */
     }
     if (n) fprintf(stderr, "  products by shape (M x N x K, M <= N):\n");
     for (int j = 0; j < n; j++)
@@ -492,7 +493,7 @@ static tg_status profile_run(wg_engine *e, wg_program *wp) {
     int nk = 0;
     double total = 0;
     for (int i = 0; i < wp->n_calls && st == TG_OK; i++) {
-        rows[i] = (prof_row){wp->calls[i].label, ms[i], 1, (double)wp->calls[i].flops};
+        rows[i] = (prof_row){wp->calls[i].label, ms[i], 1, wp->calls[i].flops};
         total += ms[i];
         const char *k = kind_of(wp->calls[i].label);
         int j = 0;
@@ -500,7 +501,7 @@ static tg_status profile_run(wg_engine *e, wg_program *wp) {
         if (j == nk) kinds[nk++] = (prof_row){k, 0, 0, 0};
         kinds[j].ms += ms[i];
         kinds[j].n++;
-        kinds[j].flops += (double)wp->calls[i].flops;
+        kinds[j].flops += wp->calls[i].flops;
     }
     if (st == TG_OK) {
         qsort(rows, (size_t)wp->n_calls, sizeof *rows, by_ms);

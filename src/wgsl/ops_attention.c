@@ -410,7 +410,7 @@ tg_status tg_wgsl_emit_attention(const tg_graph *g, const tg_plan *plan, const t
          * q.k and p.v; s, dp and dq (none where dq comes by atomics); s,
          * dp, dv and dk, and ds.k for dq by atomics. */
         int products = !a->bwd ? 2 : kernel == 0 ? (atomic ? 0 : 3) : 4 + atomic;
-        sp->flops = (int64_t)products * 2 * a->B * a->H * (a->T * (a->T + 1) / 2) * a->Dh;
+        sp->flops = products * 2.0 * (double)(a->B * a->H) * ((double)a->T * (double)(a->T + 1) / 2) * (double)a->Dh;
     }
     return TG_OK;
 }

@@ -420,6 +420,12 @@ static void k_store(wk *k, const mm_ctx *x, int split, int members, int terms) {
     }
 }
 
+/* The work of the product kernel k emits, for TG_WG_PROFILE. */
+static void note_work(wk *k, const mm_geom *g, double flops) {
+    k->spec->mm_mnk[0] = g->M, k->spec->mm_mnk[1] = g->N, k->spec->mm_mnk[2] = g->K;
+    k->spec->flops = flops;
+}
+
 /* Phase 0: the product, stored through st. Phase 1: partial products of
  * the K-ranges into the workspace. With members > 1, a group of products
  * of one A (tg_wgsl_matmul_group): the column tiles of member q come q-th
@@ -427,11 +433,6 @@ static void k_store(wk *k, const mm_ctx *x, int split, int members, int terms) {
  * With terms > 1, a sum of products (tg_wgsl_matmul_sum): every workgroup
  * walks the K loop once per term into the same accumulators, mq telling
  * ld0 and ld1 whose A and B they read. */
-static void note_work(wk *k, const mm_geom *g, int64_t flops) {
-    k->spec->mm_mnk[0] = g->M, k->spec->mm_mnk[1] = g->N, k->spec->mm_mnk[2] = g->K;
-    k->spec->flops = flops;
-}
-
 static bool tiled(wk *k, const mm_geom *g, const mm_cfg *c, int split, int members, int terms) {
     mm_ctx x = {g, c, false, c->bm / 4 + 1, c->bn / 4, ""};
     long long kc = split > 1 ? k_per_split(g, c, split) : g->K;
@@ -443,7 +444,7 @@ static bool tiled(wk *k, const mm_geom *g, const mm_cfg *c, int split, int membe
     if (g->tb) x.bpad = c->bn / 4 + 1; /* k-fastest stores into Bs */
     int shared = 16 * c->bk * (x.apad + x.bpad);
     if (!grid(k, g, c, split, members, shared)) return false;
-    note_work(k, g, 2LL * g->M * g->N * g->K * g->batch * members * terms);
+    note_work(k, g, 2.0 * (double)g->M * (double)g->N * (double)g->K * (double)(g->batch * members * terms));
     int tx_n = c->bn / c->tn, th = c->tn / 4, la = c->bm * c->bk / 256, lb = c->bk * c->bn / 256;
     tg_wk_shared(k, "As", "vec4<f32>", c->bk * x.apad);
     tg_wk_shared(k, "Bs", "vec4<f32>", c->bk * x.bpad);

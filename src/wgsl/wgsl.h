@@ -78,11 +78,12 @@ typedef struct {
     bool attention_work;     /* it binds the attention statistics (the workspace's first part), not the
                               * scratch the other kernels share after them */
     bool gated;              /* it does nothing when the step check is not finite (tg_wgsl_limits.gate_updates) */
-    /* A product kernel's work, for TG_WG_PROFILE: M, N and K of one of its
-     * products (a split product's phase 2 too, whose flops are 0), and
-     * 2 M N K times the products it computes (batch, members, terms). */
+    /* For TG_WG_PROFILE: a product kernel's M, N and K of one of its
+     * products (a split product's phase 2 too, whose flops are 0), and the
+     * useful work: 2 M N K times the products it computes (batch, members,
+     * terms); an attention kernel's products over the causal pairs. */
     int64_t mm_mnk[3];
-    int64_t flops;
+    double flops; /* a double: no overflow whatever the sizes */
 } tg_kernel_spec;
 
 /* Builds the kernel for node `id` of a planned graph. Leaves and views get
