@@ -224,4 +224,26 @@ static void par_check(const par_case *c, bool verbose) {
     if (sc == TG_OK) par_close(&gpu);
     par_user_free(&u);
 }
+
+/* The outputs and gradients par_check computes on WebGPU for case c, as
+ * raw bytes (*n of them, malloc'd), and how many kernel lines compiled
+ * for it call needle. */
+static unsigned char *par_check_bits(const par_case *c, const char *needle, size_t *n, int *calls) {
+    char dir[32];
+    *n = 0, *calls = -1;
+    unsigned char *buf = NULL;
+    par_bits = tmpfile();
+    bool dumped = par_dump_start(dir);
+    par_check(c, false);
+    if (dumped) *calls = par_dump_count(dir, needle, NULL), par_dump_end(dir);
+    if (par_bits) {
+        long len = ftell(par_bits);
+        buf = len > 0 ? malloc((size_t)len) : NULL;
+        rewind(par_bits);
+        if (buf && fread(buf, 1, (size_t)len, par_bits) == (size_t)len) *n = (size_t)len;
+        fclose(par_bits);
+        par_bits = NULL;
+    }
+    return buf;
+}
 #endif

@@ -352,6 +352,42 @@ static void test_matmul_configs(bool verbose) {
     par_check(&tall_k, verbose);
 }
 
+/* Products with an epilogue that reads memory beside each element (bias and
+ * relu, a residual; relu's gradient in the backward) taking every
+ * epilogue value before storing (TG_WGSL_MM_EPI=early): the kernels do so,
+ * and give the bits they give storing each in turn. Tile multiples (the
+ * early form needs no bounds checks), each tile configuration. */
+static tg_tensor b_mm_relu(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
+    return tg_relu(tg_add(tg_matmul(p[0], p[1]), p[2]));
+}
+static tg_tensor b_mm_res(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_add(tg_matmul(p[0], p[1]), p[2]); }
+static void test_epilogue_early(bool verbose) {
+    (void)verbose;
+    static const par_case cs[2] = {
+        {"matmul -> add -> relu, epilogue values first", PRM(S(128, 48), S(48, 128), S(128)), P_NONE, 0, 1, b_mm_relu, 1e-4f},
+        {"matmul -> add (a residual), epilogue values first", PRM(S(128, 32), S(32, 128), S(128, 128)), P_NONE, 0, 1, b_mm_res,
+         1e-4f},
+    };
+    for (int cfg = 0; cfg < 3; cfg++)
+        for (int i = 0; i < 2; i++) {
+            tg_wgsl_matmul_test_config(cfg, 0, -1);
+            size_t n[2];
+            int calls[2];
+            unsigned char *bits[2];
+            for (int early = 0; early < 2; early++) {
+                tg_wgsl_matmul_test_epilogue(early);
+                bits[early] = par_check_bits(&cs[i], "= ev(ei", &n[early], &calls[early]);
+            }
+            tg_wgsl_matmul_test_epilogue(-1);
+            CHECK(calls[0] == 0 && calls[1] > 0, "%s, tiles %d: %d and %d early epilogue values (storing, early)", cs[i].name, cfg,
+                  calls[0], calls[1]);
+            CHECK(n[0] > 0 && n[0] == n[1] && bits[0] && bits[1] && memcmp(bits[0], bits[1], n[0]) == 0,
+                  "%s, tiles %d: early epilogue values give other bits (%zu and %zu bytes)", cs[i].name, cfg, n[0], n[1]);
+            free(bits[0]), free(bits[1]);
+        }
+    tg_wgsl_matmul_test_config(-1, 0, -1);
+}
+
 /* ---- row kernels in each form, column sums in one and two phases ---- */
 
 static tg_tensor b_sm_last(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_softmax(p[0], -1); }
@@ -614,7 +650,7 @@ int main(int argc, char **argv) {
     bool verbose = argc > 1 && strcmp(argv[1], "-v") == 0;
     if (argc > 2 && strcmp(argv[1], "--bits") == 0) return robust_bits(argv[2]);
     if (argc > 1 && strcmp(argv[1], "--matmul") == 0) { /* the matmul cases under every tile configuration alone */
-        if (tg_webgpu_info(&(tg_webgpu_adapter_info){0}) == TG_OK) test_matmul_configs(true);
+        if (tg_webgpu_info(&(tg_webgpu_adapter_info){0}) == TG_OK) test_matmul_configs(true), test_epilogue_early(true);
         return check_summary("test_webgpu");
     }
     if (argc > 1 && strcmp(argv[1], "--rows") == 0) { /* the row-form and column-split cases alone */
@@ -639,7 +675,7 @@ int main(int argc, char **argv) {
     test_ops(verbose);
     test_op_table(verbose);
     test_ops_2d_grid(verbose);
-    if (!rest) test_matmul_configs(verbose), test_row_forms(verbose), test_colsum_split(verbose), test_embedding_grad(verbose);
+    if (!rest) test_matmul_configs(verbose), test_epilogue_early(verbose), test_row_forms(verbose), test_colsum_split(verbose), test_embedding_grad(verbose);
     par_check(&big_case, verbose);
     test_training(verbose);
     test_forward_sessions();

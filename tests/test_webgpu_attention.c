@@ -254,28 +254,6 @@ static void test_blocks_poisoned(void) {
     unsetenv("TG_WGSL_POISON");
 }
 
-/* The outputs and gradients par_check computes on WebGPU for case c, as
- * raw bytes (*n of them, malloc'd), and how many kernel lines compiled
- * for it call needle. */
-static unsigned char *webgpu_bits(const par_case *c, const char *needle, size_t *n, int *calls) {
-    char dir[32];
-    *n = 0, *calls = -1;
-    unsigned char *buf = NULL;
-    par_bits = tmpfile();
-    bool dumped = par_dump_start(dir);
-    par_check(c, false);
-    if (dumped) *calls = par_dump_count(dir, needle, NULL), par_dump_end(dir);
-    if (par_bits) {
-        long len = ftell(par_bits);
-        buf = len > 0 ? malloc((size_t)len) : NULL;
-        rewind(par_bits);
-        if (buf && fread(buf, 1, (size_t)len, par_bits) == (size_t)len) *n = (size_t)len;
-        fclose(par_bits);
-        par_bits = NULL;
-    }
-    return buf;
-}
-
 /* Where a row's 16 invocations share a subgroup (subgroups of 16 or more:
  * a GPU's, or lavapipe's under LP_NATIVE_VECTOR_WIDTH=512, which
  * tests/run.sh runs `test_webgpu_attention --shuffles` under), the blocks'
@@ -304,9 +282,9 @@ static void test_shuffles(const tg_webgpu_adapter_info *info, bool required) {
         size_t n[2];
         int calls[2];
         setenv("TG_WGSL_ATTN_SHUFFLE", "0", 1);
-        unsigned char *off = webgpu_bits(&c, "subgroupShuffleXor", &n[0], &calls[0]);
+        unsigned char *off = par_check_bits(&c, "subgroupShuffleXor", &n[0], &calls[0]);
         unsetenv("TG_WGSL_ATTN_SHUFFLE");
-        unsigned char *on = webgpu_bits(&c, "subgroupShuffleXor", &n[1], &calls[1]);
+        unsigned char *on = par_check_bits(&c, "subgroupShuffleXor", &n[1], &calls[1]);
         /* 16 shuffles per row reduction: the forward's max and l, dq's D */
         CHECK(calls[0] == 0 && calls[1] == 48, "%s: %d and %d lines shuffle (workgroup memory, shuffles); want 0 and 48",
               name, calls[0], calls[1]);

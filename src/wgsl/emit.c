@@ -538,8 +538,12 @@ static tg_status emit_kernel(const tg_graph *g, const tg_plan *plan, int kid, co
                 snprintf(name, sizeof name, "e%d", q);
                 emit_inline(&k, f->epi[q], name, names);
             }
-            tg_wsb_printf(&k.s, "fn st(i: u32, v: %s) {\n    kv_r = v;\n", t);
-            tg_wsb_printf(&k.s, "    se(i, e%d(i));\n}\n", n_epi - 1);
+            /* ev: the epilogue's value for the kernel's value v at i (a
+             * product may take all its values before storing any: ev then
+             * se, as st does one at a time) */
+            tg_wsb_printf(&k.s, "fn ev(i: u32, v: %s) -> %s {\n    kv_r = v;\n    return e%d(i);\n}\n", t,
+                          tg_wk_type(g->nodes[f->epi[n_epi - 1]].dtype), n_epi - 1);
+            tg_wsb_printf(&k.s, "fn st(i: u32, v: %s) { se(i, ev(i, v)); }\n", t);
         }
         tg_wk_names_default(&k);
         k.sib = f ? f->sib : 0;

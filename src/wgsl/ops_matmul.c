@@ -384,17 +384,50 @@ static void k_loop(wk *k, const mm_ctx *x, int split, int members, int terms, bo
     tg_wsb_printf(&k->s, "    }\n");
 }
 
+static int test_epi = -1;
+
+void tg_wgsl_matmul_test_epilogue(int early) { test_epi = early; }
+
+/* TG_WGSL_MM_EPI=early (for measuring): a product with an epilogue that
+ * reads memory beside each element (a bias, a residual, relu's mask) takes
+ * every epilogue value of its block (ev) before it stores any (se), so that
+ * the epilogue's loads are issued together; through st, each load follows
+ * the store before it, which may alias it (one arena). Where the tiles
+ * cover the output exactly (no bounds checks). The same values, the same
+ * bits. */
+static bool epilogue_early(const wk *k, const mm_ctx *x, int split, int members, int terms) {
+    int on = test_epi >= 0 ? test_epi : tg_wgsl_knob("TG_WGSL_MM_EPI", (const char *const[]){"store", "early", NULL}, 0);
+    return on == 1 && k->epilogue && x->exact && split == 1 && members == 1 && terms == 1;
+}
+
 /* The result of tiled(): stored through st (phase 0) or as partial products
  * into the workspace (phase 1), with a sibling's column sums. */
 static void k_store(wk *k, const mm_ctx *x, int split, int members, int terms) {
     const mm_geom *g = x->g;
     const mm_cfg *c = x->c;
     int th = c->tn / 4;
+    static const char comp[4] = {'x', 'y', 'z', 'w'};
+    char row[64], col[64];
+    if (epilogue_early(k, x, split, members, terms)) {
+        for (int pass = 0; pass < 2; pass++)
+            for (int r = 0; r < c->tm; r++) {
+                block_row(c, r, row, sizeof row);
+                if (pass == 0) tg_wsb_printf(&k->s, "    let ei%d = b * %lldu + (m0 + %s) * %lldu + n0;\n", r, g->sc, row, g->N);
+                for (int h = 0; h < th; h++) {
+                    block_col(c, h, col, sizeof col);
+                    for (int e = 0; e < 4; e++)
+                        if (pass == 0)
+                            tg_wsb_printf(&k->s, "    let ey%d_%d_%d = ev(ei%d + %s + %du, c%d_%d.%c);\n", r, h, e, r, col, e,
+                                          r, h, comp[e]);
+                        else tg_wsb_printf(&k->s, "    se(ei%d + %s + %du, ey%d_%d_%d);\n", r, col, e, r, h, e);
+                }
+            }
+        return;
+    }
     bool cs = k->sib > 0 && split > 1 && members == 1 && terms == 1 && !g->tb;
     if (cs)
         tg_wsb_printf(&k->s, "    if (wid.y == 0u && lid < %du && n0 + lid < %lldu) { work[%lluu + wid.z * %lldu + n0 + lid] = bitcast<u32>(csum); }\n",
                       c->bn, g->N, (unsigned long long)(split * g->M * g->N), g->N);
-    char row[64], col[64];
     for (int r = 0; r < c->tm; r++) {
         block_row(c, r, row, sizeof row);
         tg_wsb_printf(&k->s, "    {\n        let m = m0 + %s;\n", row);
@@ -402,7 +435,6 @@ static void k_store(wk *k, const mm_ctx *x, int split, int members, int terms) {
         for (int h = 0; h < th; h++) {
             block_col(c, h, col, sizeof col);
             for (int e = 0; e < 4; e++) {
-                static const char comp[4] = {'x', 'y', 'z', 'w'};
                 tg_wsb_printf(&k->s, "        { let nn = n0 + %s + %du;", col, e);
                 if (!x->exact) tg_wsb_printf(&k->s, " if (nn < %lldu) {", g->N);
                 if (split > 1 && members > 1) /* member q's partials after those of the q before it */

@@ -124,6 +124,10 @@ void tg_wgsl_matmul_test_config(int cfg, int split, int unroll);
 /* Tests: every matmul compiled from now on places a warp's invocations as
  * 16 x 2 register blocks (0) or 8 x 4 (1); -1 chooses by K again. */
 void tg_wgsl_matmul_test_warps(int form);
+/* Tests: a product with an epilogue takes all its epilogue values before
+ * storing (1, as TG_WGSL_MM_EPI=early) or stores each in turn (0); -1 goes
+ * back to TG_WGSL_MM_EPI. */
+void tg_wgsl_matmul_test_epilogue(int early);
 tg_status tg_wgsl_emit_phase(const tg_graph *g, const tg_plan *plan, const tg_wgsl_fused *f, int phase, int64_t work_bytes,
                              const tg_wgsl_limits *lim, tg_kernel_spec *out);
 /* How many dispatches node id's kernel takes on a device of these limits:
