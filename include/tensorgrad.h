@@ -808,8 +808,11 @@ int64_t tg_session_step_count(const tg_session *s);
 tg_status tg_session_set_param(tg_session *s, const char *name, const float *data, int64_t count);
 tg_status tg_session_get_param(tg_session *s, const char *name, float *data, int64_t count);
 tg_status tg_session_upload(tg_session *s, const tg_feed *params, int n);
-/* The gradient of a param from the last step (zeros before the first; after
- * a step that failed part way, whatever part of it ran). */
+/* The gradient of a param from the last step: zeros before the first; after
+ * a step that failed at its check (a loss or gradient norm not finite),
+ * that step's; TG_ERR_STATE after one that failed before its backward wrote
+ * every gradient (check_numerics stopped it, or the device failed), until a
+ * step succeeds. */
 tg_status tg_session_get_grad(tg_session *s, const char *name, float *data, int64_t count);
 
 /* Params from named tensors, checked by name, dtype and exact shape (a

@@ -206,6 +206,8 @@ static tg_status step(tg_session *s, const tg_feed *feeds, int n, float *loss) {
     double t0 = p->dp ? tg_now() : 0;
     st = e->vt->run(e, p);
     if (p->dp) p->dp->stats.steps++, p->dp->stats.step_s += tg_now() - t0;
+    /* Without check_numerics a step fails as numeric only at its check, after the backward. */
+    s->grads_partial = st != TG_OK && !(st == TG_ERR_NUMERIC && !p->check_each);
     if (st == TG_ERR_NUMERIC) {
         char msg[600];
         const char *why = tg_last_error(), *api = "tg_session_step: "; /* a rank's own, or already another's */
@@ -321,6 +323,7 @@ static tg_status replace(tg_session *s, const tg_replace_spec *r) {
         s->optim.lr = *lr;
     }
     s->step = s->lr_start = 0; /* fresh optimizer state: the schedule starts over */
+    s->grads_partial = false; /* a new program: its gradients read as zeros until its first step */
     for (int i = 0; i < s->b.share->n_fwd; i++) tg_forward_refit(s->b.share->fwd[i], &s->b);
     return s->comm ? tg_dp_sync(s, api) : TG_OK; /* rank 0's new params everywhere */
 }
@@ -344,6 +347,9 @@ tg_status tg_session_get_grad(tg_session *s, const char *name, float *data, int6
     if (st == TG_OK && s->b.prog->discard_grads)
         st = tg_fail(TG_ERR_STATE, "%s: this session discards its gradients after each step (spec.discard_grads)",
                      api);
+    if (st == TG_OK && s->grads_partial)
+        st = tg_fail(TG_ERR_STATE, "%s: the last step failed before its backward wrote every gradient (check_numerics "
+                     "stopped it, or the device failed); their memory holds other values until a step succeeds", api);
     if (st == TG_OK) {
         const tg_slot *sl = &s->b.prog->plan.slot[id];
         st = s->b.eng->vt->read(s->b.eng, s->b.prog, sl->arena, sl->offset, data, count * 4);

@@ -53,6 +53,10 @@ struct tg_session {
     int threads;
     bool check_numerics;
     bool discard_grads;
+    /* The last step failed before its backward wrote every gradient
+     * (check_numerics stopped it, or the device failed): the gradients'
+     * memory, shared with the activations, holds no step's gradients. */
+    bool grads_partial;
     tg_comm *comm; /* data parallel (dist/dp.h), NULL alone */
 };
 

@@ -115,7 +115,14 @@ static void run(tg_backend b, const char *bname, bool check) {
     CHECK(!strstr(tg_last_error(), "tg_mse [8,1]") || strstr(tg_last_error(), "; it reaches the loss;"), "%s: '%s'",
           what, tg_last_error());
     CHECK(check || !isfinite(loss), "%s: the failed step's loss %g", what, loss);
+    /* The gradients share memory with the activations: stopped in the
+     * forward, the step leaves none to read; failed at its check, after the
+     * backward, it leaves its own. A clean step makes them readable again. */
+    float gw[8];
+    if (check) CHECK_ERR(tg_session_get_grad(s, "l1.W", gw, 8), TG_ERR_STATE, "failed before its backward wrote every gradient");
+    else CHECK_OK(tg_session_get_grad(s, "l1.W", gw, 8));
     same_state(a, s, what);
+    CHECK_OK(tg_session_get_grad(s, "l1.W", gw, 8));
 
     x[5] = INFINITY;
     snprintf(what, sizeof what, "%s, check_numerics %d, Inf in x", bname, check);
