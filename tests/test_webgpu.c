@@ -460,13 +460,24 @@ static void test_row_forms(bool verbose) {
                                 {name[1], PRM(S(4, 384)), P_NONE, 0, 1, b_sm_last, 1e-4f}};
         for (int q = 0; q < 2; q++) par_check(&cs[q], verbose);
         /* a row per subgroup (rows of 100 fit one of lavapipe's), wg / S rows
-         * per workgroup or as many as divide the rows */
+         * per workgroup or as many as divide the rows: the 64 rows' kernels
+         * in workgroups of wg */
         tg_wgsl_reduce_test_form(2);
         snprintf(name[0], sizeof name[0], "layer_norm, 64 rows of 100, a subgroup each, workgroups of %u", wg);
         snprintf(name[1], sizeof name[1], "layer_norm, 6 rows of 100, a subgroup each, workgroups of %u", wg);
         const par_case sg[2] = {{name[0], PRM(S(64, 100), S(100), S(100)), P_NONE, 0, 1, b_ln, 1e-4f},
                                 {name[1], PRM(S(6, 100), S(100), S(100)), P_NONE, 0, 1, b_ln, 1e-4f}};
-        for (int q = 0; q < 2; q++) par_check(&sg[q], verbose);
+        uint32_t S = info.subgroup_min_size;
+        char dir[32], rows[64];
+        snprintf(rows, sizeof rows, "let l = gid * %uu + lid / %uu;", S ? wg / S : 0, S);
+        bool dump = S >= 4 && S == info.subgroup_max_size && par_dump_start(dir);
+        par_check(&sg[0], verbose);
+        if (dump) {
+            int n = par_dump_count(dir, rows, NULL);
+            par_dump_end(dir);
+            CHECK(n >= 1, "%s: no kernel walks %u rows a workgroup (want '%s')", sg[0].name, wg / S, rows);
+        }
+        par_check(&sg[1], verbose);
         tg_wgsl_reduce_test_form(-1);
     }
     tg_wgsl_rows_test_wg(0);

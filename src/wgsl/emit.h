@@ -136,8 +136,9 @@ void tg_wk_index_fn(wk *k, const char *name, int nd, const int64_t *d, const int
 void tg_wk_bcast_maps(wk *k, int nin, char expr[][WK_EXPR]);
 
 /* ---- row and column kernels (rows.c) ---- */
-/* Invocations per workgroup for a row of len elements: a power of two in [32, 256]. */
-uint32_t tg_wk_row_wg(int64_t len);
+/* Invocations per workgroup for a row of len elements: a power of two from
+ * 32 to 64 (TG_WGSL_ROW_WG: to 1024), within the device's limit. */
+uint32_t tg_wk_row_wg(const wk *k, int64_t len);
 /* var<workgroup> red: array<type, wg> */
 void tg_wk_red_decl(wk *k, uint32_t wg, const char *type);
 /* Every invocation contributes `val`; all then hold the sum (or max) in `out`. */

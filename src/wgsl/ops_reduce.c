@@ -101,7 +101,7 @@ bool tg_wgsl_sum(wk *k) {
     }
     /* Few outputs (a total): the widest workgroup, as nothing runs beside
      * them; many rows: tg_wk_row_wg's narrow one. */
-    uint32_t wg = tg_wk_row_wg(R);
+    uint32_t wg = tg_wk_row_wg(k, R);
     if (n_out < 1024)
         while (wg < 256 && wg < R) wg *= 2;
     tg_wk_red_decl(k, wg, t);

@@ -33,13 +33,15 @@ static uint32_t row_wg_test;
 
 void tg_wgsl_rows_test_wg(uint32_t wg) { row_wg_test = wg; }
 
-/* TG_WGSL_ROW_WG=N (a power of two from 32 to 1024; or the test hook) raises
+/* TG_WGSL_ROW_WG=N (a power of two from 32 to 1024, within the device's
+ * limit; or the test hook) raises
  * or lowers ROW_WG_MAX, for measuring: a copy ran twice as fast in
  * workgroups of 256 as in 64, so the rows' own size is worth a sweep with
  * subgroup sums, which the measurements above predate. */
-uint32_t tg_wk_row_wg(int64_t len) {
+uint32_t tg_wk_row_wg(const wk *k, int64_t len) {
     uint32_t max = row_wg_test ? row_wg_test : (uint32_t)tg_wgsl_knob_int("TG_WGSL_ROW_WG", ROW_WG_MAX);
     if (max < 32 || max > 1024 || (max & (max - 1))) max = ROW_WG_MAX;
+    while (max > 64 && max > k->lim->max_invocations_per_workgroup) max /= 2;
     uint32_t wg = 32;
     while (wg < max && wg < len) wg *= 2;
     return wg;
@@ -101,9 +103,11 @@ enum { REDUCE_TREE, REDUCE_SUBGROUP, REDUCE_ROWS };
 #define SG_REG_MAX 16
 #define SG_ROWS_WG 64
 
-static uint32_t sg_rows_wg(void) {
+static uint32_t sg_rows_wg(const wk *k) {
     uint32_t n = row_wg_test ? row_wg_test : (uint32_t)tg_wgsl_knob_int("TG_WGSL_SG_ROWS_WG", SG_ROWS_WG);
-    return n < 32 || n > 1024 || (n & (n - 1)) ? SG_ROWS_WG : n;
+    if (n < 32 || n > 1024 || (n & (n - 1))) n = SG_ROWS_WG;
+    while (n > 64 && n > k->lim->max_invocations_per_workgroup) n /= 2;
+    return n;
 }
 
 static uint32_t row_subgroup(const wk *k, int64_t lines, int64_t A, bool stats) {
@@ -116,11 +120,11 @@ static uint32_t row_subgroup(const wk *k, int64_t lines, int64_t A, bool stats) 
 }
 
 static bool rows_open(wk_rows *L, wk *k, int64_t lines, int64_t A, int64_t inner, bool stats) {
-    *L = (wk_rows){.k = k, .wide = A > SHORT_ROW, .wg = tg_wk_row_wg(A), .lines = lines, .A = A, .inner = inner};
+    *L = (wk_rows){.k = k, .wide = A > SHORT_ROW, .wg = tg_wk_row_wg(k, A), .lines = lines, .A = A, .inner = inner};
     L->step = L->wg, L->me = "lid";
     if (L->wide && rows_form() == ROWS_REGS && A <= (int64_t)L->wg * REG_MAX) L->regs = (int)((A + L->wg - 1) / L->wg);
     if ((L->sg = row_subgroup(k, lines, A, stats))) {
-        uint32_t P = sg_rows_wg() / L->sg; /* rows per workgroup */
+        uint32_t P = sg_rows_wg(k) / L->sg; /* rows per workgroup */
         if (P == 0) P = 1;
         while (P > 1 && lines % P) P /= 2;
         L->wg = P * L->sg, L->step = L->sg, L->me = "lane";
