@@ -356,20 +356,49 @@ static void test_matmul_configs(bool verbose) {
  * relu, a residual; relu's gradient in the backward) taking every
  * epilogue value before storing (TG_WGSL_MM_EPI=early): the kernels do so,
  * and give the bits they give storing each in turn. Tile multiples (the
- * early form needs no bounds checks), each tile configuration. */
+ * early form needs no bounds checks), each tile configuration. The third
+ * case's residual (another product, whose sum came before) dies at the add,
+ * so the output is written over it: one binding for both. */
 static tg_tensor b_mm_relu(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
     return tg_relu(tg_add(tg_matmul(p[0], p[1]), p[2]));
 }
 static tg_tensor b_mm_res(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_add(tg_matmul(p[0], p[1]), p[2]); }
+static tg_tensor b_mm_over(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
+    tg_tensor r = tg_matmul(p[2], p[1]), sr = tg_sum(r, TG_ALL, false);
+    return tg_add(tg_matmul(tg_add(tg_matmul(p[0], p[1]), r), p[2]), sr);
+}
+
+/* Bindings of the dumped kernel whose source holds `needle` (-1: none). */
+static int bindings_of(const char *dir, const char *needle) {
+    int n = -1;
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d)) && n < 0;) {
+        char path[600], line[4096], head[4096] = "";
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        FILE *f = e->d_name[0] == '.' ? NULL : fopen(path, "r");
+        for (bool first = true; f && fgets(line, sizeof line, f); first = false) {
+            if (first) snprintf(head, sizeof head, "%s", line);
+            if (!strstr(line, needle)) continue;
+            n = 0;
+            for (const char *q = head; (q = strstr(q, "(arena ")); q++) n++;
+            break;
+        }
+        if (f) fclose(f);
+    }
+    if (d) closedir(d);
+    return n;
+}
 static void test_epilogue_early(bool verbose) {
     (void)verbose;
-    static const par_case cs[2] = {
+    static const par_case cs[3] = {
         {"matmul -> add -> relu, epilogue values first", PRM(S(128, 48), S(48, 128), S(128)), P_NONE, 0, 1, b_mm_relu, 1e-4f},
         {"matmul -> add (a residual), epilogue values first", PRM(S(128, 32), S(32, 128), S(128, 128)), P_NONE, 0, 1, b_mm_res,
          1e-4f},
+        {"matmul -> add over its residual, epilogue values first", PRM(S(128, 32), S(32, 128), S(128, 32)), P_NONE, 0, 1,
+         b_mm_over, 1e-4f},
     };
     for (int cfg = 0; cfg < 3; cfg++)
-        for (int i = 0; i < 2; i++) {
+        for (int i = 0; i < 3; i++) {
             tg_wgsl_matmul_test_config(cfg, 0, -1);
             size_t n[2];
             int calls[2];
@@ -385,6 +414,15 @@ static void test_epilogue_early(bool verbose) {
                   "%s, tiles %d: early epilogue values give other bits (%zu and %zu bytes)", cs[i].name, cfg, n[0], n[1]);
             free(bits[0]), free(bits[1]);
         }
+    char dir[32];
+    tg_wgsl_matmul_test_epilogue(1);
+    if (par_dump_start(dir)) {
+        par_check(&cs[2], false);
+        int n = bindings_of(dir, "= ev(ei");
+        par_dump_end(dir);
+        CHECK(n == 3, "%s: the early kernel has %d bindings, want 3 (its output over the residual, A, B)", cs[2].name, n);
+    }
+    tg_wgsl_matmul_test_epilogue(-1);
     tg_wgsl_matmul_test_config(-1, 0, -1);
 }
 
