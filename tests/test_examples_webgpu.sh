@@ -91,6 +91,24 @@ else
     fail=$((fail + 1)); echo "FAIL gpt_small plan with --discard-grads: $b bytes (want <= 1700026112), $gb of grads, $g3 group kernels (want 18), $s3 sums (want 6), $cs column sum kernels (want <= $colsums): $out"
 fi
 rm -rf "$dump"
+# Subgroups: where the adapter offers them, the kernels use them only once
+# a probe at device creation finds their lanes numbered in order (lavapipe
+# does), and never with TG_WEBGPU_SUBGROUPS=0.
+if "$tg" devices | grep -q 'features:.* subgroups'; then
+    dump=$(mktemp -d)
+    TG_WGSL_DUMP="$dump" "$tg" plan addition --backend webgpu >/dev/null 2>&1
+    on=$(grep -l '^enable subgroups;' "$dump"/*.wgsl 2>/dev/null | wc -l)
+    rm -rf "$dump"; dump=$(mktemp -d)
+    TG_WEBGPU_SUBGROUPS=0 TG_WGSL_DUMP="$dump" "$tg" plan addition --backend webgpu >/dev/null 2>&1
+    off=$(grep -l '^enable subgroups;' "$dump"/*.wgsl 2>/dev/null | wc -l)
+    total=$(ls "$dump" | wc -l)
+    rm -rf "$dump"
+    if [ "$on" -gt 0 ] && [ "$off" -eq 0 ] && [ "$total" -gt 50 ]; then
+        pass=$((pass + 1))
+    else
+        fail=$((fail + 1)); echo "FAIL subgroups: $on kernels enable them by default (want > 0), $off of $total with TG_WEBGPU_SUBGROUPS=0 (want 0)"
+    fi
+fi
 # The addition transformer's plan: at most 100 dispatches per step and
 # no more than today's 10388224 planned bytes.
 out=$("$tg" plan addition --backend webgpu --json 2>&1)

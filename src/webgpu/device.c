@@ -366,6 +366,29 @@ static void fill_limits(wgpu_ctx *c) {
     o->min_storage_buffer_offset_alignment = l->min_storage_buffer_offset_alignment;
 }
 
+/* The kernels take a workgroup's subgroups to be runs of consecutive
+ * invocations with their lanes numbered in order (rows.c's subgroup sums,
+ * the attention blocks' shuffles). GPUs form them so, but WebGPU does not
+ * promise it: a kernel of 256 invocations checks it once, and where it
+ * does not hold (or TG_WEBGPU_SUBGROUPS=0) the kernels use no subgroups. */
+static bool subgroups_in_order(wgpu_ctx *c) {
+    const char *env = getenv("TG_WEBGPU_SUBGROUPS");
+    if (env && strcmp(env, "0") == 0) return false;
+    static const char src[] =
+        "enable subgroups;\n@group(0) @binding(0) var<storage, read_write> o: array<u32>;\n"
+        "@compute @workgroup_size(256)\n"
+        "fn main(@builtin(local_invocation_index) lid: u32, @builtin(subgroup_invocation_id) lane: u32,\n"
+        "        @builtin(subgroup_size) n: u32) {\n"
+        "    o[lid] = select(0u, 1u, lane == lid % n) + 2u * n;\n}\n";
+    uint32_t o[256];
+    if (tg_wgpu_run_once(c, src, 1, o, sizeof o, "subgroup probe") != TG_OK) return false;
+    uint32_t size = o[0] >> 1;
+    if (size < c->info.subgroup_min_size || size > c->info.subgroup_max_size || (size & (size - 1))) return false;
+    for (int i = 0; i < 256; i++)
+        if (!(o[i] & 1) || o[i] >> 1 != size) return false;
+    return true;
+}
+
 static bool init(wgpu_ctx *c, char *why, size_t n) {
     pthread_mutex_init(&c->mu, NULL);
     pthread_mutex_init(&c->err_mu, NULL);
@@ -469,6 +492,7 @@ static bool init(wgpu_ctx *c, char *why, size_t n) {
     memset(&c->limits, 0, sizeof c->limits);
     if (c->f.DeviceGetLimits(c->device, &c->limits) != WG_SUCCESS) c->limits = lim;
     fill_limits(c);
+    if (c->subgroups) c->subgroups = subgroups_in_order(c);
     c->info.robust =
         want_robust || !device_uses_toggle(c, "disable_robustness") || !device_uses_toggle(c, "disable_workgroup_init");
     return true;

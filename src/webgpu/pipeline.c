@@ -206,21 +206,14 @@ tg_status tg_wgpu_map_read(wgpu_ctx *c, wg_buffer staging, void *dst, size_t byt
     return src ? TG_OK : tg_fail(TG_ERR_BACKEND, "webgpu: the read-back buffer has no mapped range");
 }
 
-tg_status tg_wgpu_test_run(const char *src, uint32_t groups_x, void *out, size_t bytes) {
-    wgpu_ctx *c;
-    tg_status st = tg_wgpu_ctx_get(&c);
-    if (st != TG_OK) return st;
+tg_status tg_wgpu_run_once(wgpu_ctx *c, const char *src, uint32_t groups_x, void *out, size_t bytes, const char *what) {
     bytes = (bytes + 3) & ~(size_t)3;
-    pthread_mutex_lock(&c->mu);
     wg_pipeline p;
-    st = tg_wgpu_pipeline(c, src, 1, 0, "test kernel", &p);
-    if (st != TG_OK) {
-        pthread_mutex_unlock(&c->mu);
-        return st;
-    }
-    wg_buffer_desc bd = {NULL, {"test", WG_STRLEN}, WG_USAGE_STORAGE | WG_USAGE_COPY_SRC, bytes, 0};
+    tg_status st = tg_wgpu_pipeline(c, src, 1, 0, what, &p);
+    if (st != TG_OK) return st;
+    wg_buffer_desc bd = {NULL, {what, WG_STRLEN}, WG_USAGE_STORAGE | WG_USAGE_COPY_SRC, bytes, 0};
     wg_buffer buf = c->f.DeviceCreateBuffer(c->device, &bd);
-    wg_buffer_desc sd = {NULL, {"test staging", WG_STRLEN}, WG_USAGE_MAP_READ | WG_USAGE_COPY_DST, bytes, 0};
+    wg_buffer_desc sd = {NULL, {what, WG_STRLEN}, WG_USAGE_MAP_READ | WG_USAGE_COPY_DST, bytes, 0};
     wg_buffer staging = c->f.DeviceCreateBuffer(c->device, &sd);
     wg_bind_entry e = {NULL, 0, buf, 0, bytes, NULL, NULL};
     wg_bind_group_desc gd = {NULL, {NULL, 0}, tg_wgpu_bgl(c, 1, 0), 1, &e};
@@ -237,13 +230,22 @@ tg_status tg_wgpu_test_run(const char *src, uint32_t groups_x, void *out, size_t
     c->f.QueueSubmit(c->queue, 1, &cb);
     c->f.CommandBufferRelease(cb);
     c->f.CommandEncoderRelease(enc);
-    st = tg_wgpu_take_error(c, "wgpu_test_run");
+    st = tg_wgpu_take_error(c, what);
     if (st == TG_OK) st = tg_wgpu_map_read(c, staging, out, bytes);
     c->f.BindGroupRelease(bg);
     c->f.BufferDestroy(buf);
     c->f.BufferRelease(buf);
     c->f.BufferDestroy(staging);
     c->f.BufferRelease(staging);
+    return st;
+}
+
+tg_status tg_wgpu_test_run(const char *src, uint32_t groups_x, void *out, size_t bytes) {
+    wgpu_ctx *c;
+    tg_status st = tg_wgpu_ctx_get(&c);
+    if (st != TG_OK) return st;
+    pthread_mutex_lock(&c->mu);
+    st = tg_wgpu_run_once(c, src, groups_x, out, bytes, "test kernel");
     pthread_mutex_unlock(&c->mu);
     return st;
 }

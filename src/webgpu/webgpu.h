@@ -21,7 +21,8 @@ typedef struct {
     wg_limits limits;       /* the device's: the adapter's maxima, all requested */
     tg_wgsl_limits klimits; /* what codegen checks against (limits, or a test override) */
     tg_webgpu_adapter_info info;
-    bool subgroups;         /* the device was created with the subgroups feature (asked for when offered) */
+    bool subgroups;         /* kernels may use subgroups: the device has the feature (asked for when
+                             * offered) and numbers them in order (device.c: subgroups_in_order) */
     bool timestamps;        /* ... and with timestamp-query (asked for under TG_WG_PROFILE, when offered) */
     /* Serializes every use of the device: WebGPU objects are not promised to
      * be thread-safe, and sessions may live on different threads. */
@@ -76,6 +77,10 @@ wg_bgl tg_wgpu_bgl(wgpu_ctx *c, int n_bindings, unsigned read_only);
 /* Maps `staging` (a MapRead buffer whose copy was submitted) and copies its
  * first `bytes` to dst. */
 tg_status tg_wgpu_map_read(wgpu_ctx *c, wg_buffer staging, void *dst, size_t bytes);
+/* Runs `src` (entry point "main") once with binding 0 = a zeroed read_write
+ * buffer of `bytes`, dispatching groups_x workgroups, and copies the buffer
+ * back to out (c->mu held, or the device not yet shared). */
+tg_status tg_wgpu_run_once(wgpu_ctx *c, const char *src, uint32_t groups_x, void *out, size_t bytes, const char *what);
 
 /* Test hooks (tests/test_webgpu.c). */
 /* Compiles `src` (entry point "main") into a pipeline; errors as above. */
