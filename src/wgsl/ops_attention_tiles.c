@@ -265,12 +265,6 @@ static void score_blocks(akern *K, const walk *w, const char *const *pfx) {
     tg_wsb_printf(s, "        }\n        }\n");
 }
 
-/* Block pP_r into region B transposed ([column][row / 4], column j's vec4
- * ty at ty ^ ((j / 4) & 7): for the columns 4 tx + c, ty ^ (tx & 7)), then
- * the staged rows (registers v_q) into region A ([row][Dh / 4]); the
- * barriers around them order these writes after every read of A and B
- * before and before every read after. Then the rows of the next staged
- * operand `next_op` (-1: none), loaded while these are accumulated. */
 /* Registers v_q (a [64, Dh] block of rows) into region A, then the barrier
  * that closes a staging. */
 static void put_rows(akern *K) {
@@ -280,6 +274,12 @@ static void put_rows(akern *K) {
     tg_wsb_printf(&K->k.s, "        workgroupBarrier();\n");
 }
 
+/* Block pP_r into region B transposed ([column][row / 4], column j's vec4
+ * ty at ty ^ ((j / 4) & 7): for the columns 4 tx + c, ty ^ (tx & 7)), then
+ * the staged rows (registers v_q) into region A ([row][Dh / 4]); the
+ * barriers around them order these writes after every read of A and B
+ * before and before every read after. Then the rows of the next staged
+ * operand `next_op` (-1: none), loaded while these are accumulated. */
 static void stage(akern *K, const walk *w, const char *p, int next_op, const char *next_base) {
     tg_wsb_printf(&K->k.s,
                "        workgroupBarrier();\n"
