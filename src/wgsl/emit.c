@@ -341,6 +341,8 @@ bool tg_wk_bind_nodes(wk *k, const int *nodes, int n, int *bind_of, int64_t *ele
  * binding it stores through): WebGPU forbids one buffer bound both
  * writable and read-only in a dispatch, and a workspace (`work`) may be
  * placed in the scratch arena (fuse.c), which then counts as written.
+ * On the H200, gpt_small's step 37.17 ms against 37.35 with every
+ * binding read_write (one run).
  * TG_WGSL_READ_ONLY=0 declares every binding read_write. */
 void tg_wk_declare(wk *k, const char *type, unsigned written, unsigned atomic, bool work) {
     tg_kernel_spec *sp = k->spec;

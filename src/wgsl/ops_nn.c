@@ -120,7 +120,9 @@ bool tg_wgsl_norm(wk *k) {
      * A row per subgroup (tg_wk_rows_open_stats), faster on rows read from
      * memory ([16384, 384]: 65 against 80 us), is slower in gpt_small,
      * whose norms read rows a kernel just wrote: its 26 norms 0.63 -> 0.71
-     * ms a step, 0.80 with 8 rows per workgroup. */
+     * ms a step, 0.80 with 8 rows per workgroup. Measured again with
+     * read-only bindings (bench_tg --rows-webgpu 16384 384 layer_norm, a
+     * copy 29 us): 53 us a row per subgroup, 72 in this form. */
     tg_wk_rows_cache(&L, 1u, n->nin > 2 ? 6u : 2u);
     norm_stats(&L, n->op == TG_OP_RMS_NORM, n->at.norm.eps);
     if (k->sib) { /* the norm_stats of the same x (prefuse.c) */
