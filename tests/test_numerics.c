@@ -5,9 +5,12 @@
  * without (the loss and the global gradient norm checked). */
 /* setenv, unsetenv */
 #define _POSIX_C_SOURCE 200112L
+#include <float.h>
 #include <math.h>
+#include <stdint.h>
 
 #include "check.h"
+#include "util/util.h"
 
 enum {
     PLAIN,
@@ -207,7 +210,52 @@ static void reach(tg_backend b, const char *bname) {
     tg_model_free(m);
 }
 
+static float from_bits(uint32_t u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* The scan every check_numerics check goes through finds the first NaN or
+ * Inf, whatever its sign or payload, at any place relative to its blocks,
+ * and passes every finite value: the largest, subnormals, signed zeros. */
+static void scan(void) {
+    static const int64_t lens[] = {0, 1, 3, 17, 1023, 1024, 1025, 3000, 4096};
+    const uint32_t bad[] = {0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00000u, 0x7f800001u, 0xffffffffu, 0x7fbfffffu};
+    const float good[] = {0.0f, -0.0f, 1.0f, -2.5f, FLT_MAX, -FLT_MAX, FLT_MIN, from_bits(1u), from_bits(0x807fffffu),
+                          from_bits(0x7f7fffffu), 1e30f};
+    float *x = malloc(4096 * sizeof *x);
+    if (!x) return;
+    for (size_t li = 0; li < sizeof lens / sizeof *lens; li++) {
+        int64_t n = lens[li];
+        for (int64_t i = 0; i < n; i++) x[i] = good[(i * 7 + li) % (sizeof good / sizeof *good)];
+        CHECK(tg_first_nonfinite(x, n) == -1, "n=%lld, all finite: %lld", (long long)n, (long long)tg_first_nonfinite(x, n));
+        const int64_t at[] = {0, n / 2, 1023, 1024, n - 1};
+        for (size_t ai = 0; ai < sizeof at / sizeof *at; ai++) {
+            int64_t p = at[ai];
+            if (p < 0 || p >= n) continue;
+            for (size_t bi = 0; bi < sizeof bad / sizeof *bad; bi++) {
+                float keep = x[p];
+                x[p] = from_bits(bad[bi]);
+                int64_t got = tg_first_nonfinite(x, n);
+                CHECK(got == p, "n=%lld, 0x%08x at %lld: found at %lld", (long long)n, bad[bi], (long long)p, (long long)got);
+                if (p + 1 < n) { /* a second one after it: still the first */
+                    float keep2 = x[n - 1];
+                    x[n - 1] = from_bits(bad[(bi + 1) % (sizeof bad / sizeof *bad)]);
+                    got = tg_first_nonfinite(x, n);
+                    CHECK(got == p, "n=%lld, hits at %lld and %lld: found at %lld", (long long)n, (long long)p,
+                          (long long)(n - 1), (long long)got);
+                    x[n - 1] = keep2;
+                }
+                x[p] = keep;
+            }
+        }
+    }
+    free(x);
+}
+
 int main(void) {
+    scan();
     run(TG_BACKEND_CPU, "cpu", false);
     run(TG_BACKEND_CPU, "cpu", true);
     reach(TG_BACKEND_CPU, "cpu");
