@@ -69,6 +69,20 @@ else
     fail=$((fail + 1)); echo "FAIL gpt_small plan: $d dispatches (want <= 219), $b bytes (want <= 1701795584), $perm permute kernels: $out"
 fi
 rm -rf "$dump"
+# TG_WGSL_MM_GROUP=lead: each attention block's output projection leads
+# the group of its q, k and v weight gradients (6 groups of 4, 2 kernels
+# each, K in 11 ranges), 12 dispatches fewer, in no more memory.
+dump=$(mktemp -d)
+out=$(TG_WGSL_MM_GROUP=lead TG_WGSL_DUMP="$dump" "$tg" plan gpt_small --backend webgpu --json 2>&1)
+d=$(printf '%s' "$out" | sed -n 's/.*"dispatches": \([0-9]*\).*/\1/p')
+b=$(printf '%s' "$out" | sed -n 's/.*"planned_bytes": \([0-9]*\).*/\1/p')
+four=$(grep -l '^// node [0-9]*: matmul group of 4 .*K in 11 ranges' "$dump"/*.wgsl 2>/dev/null | wc -l)
+if [ -n "$d" ] && [ "$d" -le 207 ] && [ -n "$b" ] && [ "$b" -le 1701795584 ] && [ "$four" -eq 12 ]; then
+    pass=$((pass + 1))
+else
+    fail=$((fail + 1)); echo "FAIL gpt_small plan, led groups: $d dispatches (want <= 207), $b bytes (want <= 1701795584), $four kernels of groups of 4 in 11 K-ranges (want 12): $out"
+fi
+rm -rf "$dump"
 # With --discard-grads the gradients live only until their update and
 # may be computed over an operand that dies with them (1700026112 bytes).
 # A gradient may then take the memory of an operand of an earlier product

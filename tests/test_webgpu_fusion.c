@@ -266,6 +266,20 @@ static tg_tensor sum_loss(tg_graph *g, void *user) {
     return tg_mean(tg_square(tg_softmax(y, -1)), TG_ALL, false);
 }
 
+/* How many of the kernels session s compiled to name `kind` in their source. */
+static tg_status kernels_naming(tg_session *s, const char *kind, int *n) {
+    tg_webgpu_adapter_info info;
+    tg_wgsl_program prog;
+    *n = 0;
+    tg_status st = tg_webgpu_info(&info);
+    if (st != TG_OK) return st;
+    tg_wgsl_limits l = device_limits(&info);
+    st = tg_wgsl_emit_program(s->b.prog->g, &s->b.prog->plan, s->b.prog->fusion, s->b.prog->wb, s->b.prog->n_wb, &l, &prog);
+    for (int i = 0; st == TG_OK && i < prog.n; i++) *n += prog.k[i].source && strstr(prog.k[i].source, kind) != NULL;
+    if (st == TG_OK) tg_wgsl_program_free(&prog);
+    return st;
+}
+
 /* Three steps of loss_fn; the losses, W0 after them, and how many kernels' sources name `kind`. */
 static tg_status group_train(tg_trace_fn loss_fn, const char *kind, float *loss, float *w0, int *groups) {
     tg_model *m = tg_model_new();
@@ -284,14 +298,7 @@ static tg_status group_train(tg_trace_fn loss_fn, const char *kind, float *loss,
     for (int step = 0; step < 3 && st == TG_OK; step++) st = tg_session_step(s, (tg_feed[]){TG_FEED("x", x, 128 * 64)}, 1, &loss[step]);
     if (st == TG_OK) st = tg_session_get_param(s, "W0", w0, 64 * 64);
     *groups = 0;
-    tg_webgpu_adapter_info info;
-    tg_wgsl_program prog;
-    if (st == TG_OK && (st = tg_webgpu_info(&info)) == TG_OK) {
-        tg_wgsl_limits l = device_limits(&info);
-        st = tg_wgsl_emit_program(s->b.prog->g, &s->b.prog->plan, s->b.prog->fusion, s->b.prog->wb, s->b.prog->n_wb, &l, &prog);
-        for (int i = 0; st == TG_OK && i < prog.n; i++) *groups += prog.k[i].source && strstr(prog.k[i].source, kind) != NULL;
-        if (st == TG_OK) tg_wgsl_program_free(&prog);
-    }
+    if (st == TG_OK) st = kernels_naming(s, kind, groups);
     tg_session_free(s);
     tg_model_free(m);
     return st;
@@ -379,14 +386,7 @@ static tg_status split_train(tg_backend backend, float *loss, float *params, con
     static const char *names[4] = {"W0", "W1", "W2", "b0"};
     for (int q = 0; q < 4 && st == TG_OK; q++) st = tg_session_get_param(s, names[q], params + q * SI * SO, q < 3 ? SI * SO : SO);
     *kinds = 0;
-    tg_webgpu_adapter_info info;
-    tg_wgsl_program prog;
-    if (st == TG_OK && backend == TG_BACKEND_WEBGPU && (st = tg_webgpu_info(&info)) == TG_OK) {
-        tg_wgsl_limits l = device_limits(&info);
-        st = tg_wgsl_emit_program(s->b.prog->g, &s->b.prog->plan, s->b.prog->fusion, s->b.prog->wb, s->b.prog->n_wb, &l, &prog);
-        for (int i = 0; st == TG_OK && i < prog.n; i++) *kinds += prog.k[i].source && strstr(prog.k[i].source, kind) != NULL;
-        if (st == TG_OK) tg_wgsl_program_free(&prog);
-    }
+    if (st == TG_OK && backend == TG_BACKEND_WEBGPU) st = kernels_naming(s, kind, kinds);
     tg_session_free(s);
     tg_model_free(m);
     return st;
@@ -439,6 +439,84 @@ static void test_split_groups(void) {
     CHECK(own == 1 && memcmp(lo, lf, sizeof lo) == 0 && ow <= 2e-5,
           "split weight gradients written out: %d kernels with member 1's own loads (want 1), losses %s, params %.3g",
           own, memcmp(lo, lf, sizeof lo) == 0 ? "the same" : "differ", ow);
+}
+
+/* ---- a product leading a group of products of one other A ---- */
+
+/* An attention block's shape: q, k, v = x Wq, x Wk, x Wv, then y = a Wp
+ * with a computed from them. dWp = a^T dy comes first in the backward and
+ * leads the group of dWq, dWk, dWv (A = x) with TG_WGSL_MM_GROUP=lead:
+ * four weight gradients of two As in one split group. x W4, four times as
+ * wide (an MLP's), has the largest partial products, which bound a
+ * group's (tg_wgsl_matmul_group_split). */
+enum { LR = 1100, LD = 48 };
+static tg_param lw[5];
+static tg_tensor lead_loss(tg_graph *g, void *u) {
+    (void)u;
+    tg_tensor x = tg_input(g, "x");
+    tg_tensor q = tg_matmul(x, tg_use(g, lw[0])), k = tg_matmul(x, tg_use(g, lw[1])), v = tg_matmul(x, tg_use(g, lw[2]));
+    tg_tensor a = tg_add(tg_mul(tg_tanh(q), k), v);
+    tg_tensor wide = tg_mean(tg_square(tg_tanh(tg_matmul(x, tg_use(g, lw[4])))), TG_ALL, false);
+    return tg_add(tg_mean(tg_square(tg_matmul(a, tg_use(g, lw[3]))), TG_ALL, false), wide);
+}
+
+/* Three Adam steps: the losses, the params after them, and (WebGPU) how
+ * many kernels' sources name `kind`. */
+static tg_status lead_train(tg_backend backend, float *loss, float *params, const char *kind, int *kinds) {
+    tg_model *m = tg_model_new();
+    static const char *names[4] = {"Wq", "Wk", "Wv", "Wp"};
+    for (int q = 0; q < 4; q++) lw[q] = tg_model_param(m, names[q], S(LD, LD), tg_init_randn(0.2f));
+    lw[4] = tg_model_param(m, "W4", S(LD, 4 * LD), tg_init_randn(0.2f));
+    tg_input_decl in[] = {{"x", TG_F32, S(LR, LD)}};
+    tg_train_spec spec = {.model = m, .loss = lead_loss, .inputs = in, .n_inputs = 1,
+                          .optim = tg_adam(tg_lr_constant(1e-2f)), .seed = 9, .backend = backend};
+    tg_session *s = NULL;
+    tg_status st = tg_session_new(&spec, &s);
+    static float x[LR * LD];
+    for (int i = 0; i < LR * LD; i++) x[i] = sinf(0.29f * (float)i) + 0.1f * cosf(0.013f * (float)i);
+    for (int step = 0; step < 3 && st == TG_OK; step++) st = tg_session_step(s, (tg_feed[]){TG_FEED("x", x, LR * LD)}, 1, &loss[step]);
+    for (int q = 0; q < 4 && st == TG_OK; q++) st = tg_session_get_param(s, names[q], params + q * LD * LD, LD * LD);
+    *kinds = 0;
+    if (st == TG_OK && backend == TG_BACKEND_WEBGPU) st = kernels_naming(s, kind, kinds);
+    tg_session_free(s);
+    tg_model_free(m);
+    return st;
+}
+
+/* Led: the group of 4 in its two phases, against the CPU and against one
+ * kernel per node (losses within 1e-5 relative, params within 2e-5), in
+ * the loop form and written out. Not led: the group of 3 and dWp alone. */
+static void test_lead_groups(void) {
+    enum { NP = 4 * LD * LD };
+    float ll[3], lu[3], lc[3], lo[3], ln[3];
+    static float pl[NP], pu[NP], pc[NP], po[NP], pn[NP];
+    int led = 0, unfused = 0, out = 0, three = 0, four = 0, gc = 0;
+    tg_wgsl_matmul_test_groups(1);
+    CHECK_OK(lead_train(TG_BACKEND_WEBGPU, ll, pl, "matmul group of 4 [", &led));
+    tg_wgsl_matmul_test_config(-1, 0, 1);
+    CHECK_OK(lead_train(TG_BACKEND_WEBGPU, lo, po, "matmul group of 4 [", &out));
+    tg_wgsl_matmul_test_config(-1, 0, -1);
+    tg_wgsl_set_fusion(0);
+    CHECK_OK(lead_train(TG_BACKEND_WEBGPU, lu, pu, "matmul group of", &unfused));
+    tg_wgsl_set_fusion(-1);
+    tg_wgsl_matmul_test_groups(0);
+    CHECK_OK(lead_train(TG_BACKEND_WEBGPU, ln, pn, "matmul group of 3 [", &three));
+    CHECK_OK(lead_train(TG_BACKEND_WEBGPU, ln, pn, "matmul group of 4 [", &four));
+    tg_wgsl_matmul_test_groups(-1);
+    CHECK_OK(lead_train(TG_BACKEND_CPU, lc, pc, "", &gc));
+    double lw_ = 0, pw = 0, lcw = 0, pcw = 0, ow = 0, nw = 0;
+    for (int i = 0; i < 3; i++) lw_ = fmax(lw_, rel(ll[i], lu[i])), lcw = fmax(lcw, rel(ll[i], lc[i]));
+    for (int i = 0; i < NP; i++) {
+        pw = fmax(pw, fabs(pl[i] - pu[i])), pcw = fmax(pcw, fabs(pl[i] - pc[i]));
+        ow = fmax(ow, fabs(po[i] - pc[i])), nw = fmax(nw, fabs(pn[i] - pc[i]));
+    }
+    CHECK(led == 2 && out == 2 && unfused == 0, "led groups: %d / %d kernels of the group of 4 (loop / written out; want 2), "
+          "%d unfused (want 0)", led, out, unfused);
+    CHECK(three == 2 && four == 0, "not led: %d kernels of a group of 3 (want 2), %d of 4 (want 0)", three, four);
+    CHECK(lw_ <= 1e-5 && pw <= 2e-5, "led group vs one kernel per node: losses %.3g, params %.3g", lw_, pw);
+    CHECK(lcw <= 1e-5 && pcw <= 2e-5 && ow <= 2e-5 && nw <= 2e-5,
+          "led group vs CPU: losses %.3g, params %.3g (written out %.3g, not led %.3g)", lcw, pcw, ow, nw);
+    printf("  a product leading a group of 3: 2 kernels; vs unfused %.2g / %.2g, vs CPU %.2g / %.2g\n", lw_, pw, lcw, pcw);
 }
 
 /* ---- the step check in the clip norm's totals kernel ---- */
@@ -727,6 +805,7 @@ int main(void) {
     test_exact_bindings();
     test_matmul_group();
     test_split_groups();
+    test_lead_groups();
     test_step_check_tail();
     test_chain_memory();
     test_chain_bindings();

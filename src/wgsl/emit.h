@@ -245,8 +245,14 @@ int64_t tg_wgsl_matmul_colsum_work(const tg_graph *g, int mm);
  * what a matmul group or sum requires of each member. */
 bool tg_wgsl_matmul_whole(const tg_graph *g, int a);
 /* Products a and b can run as one kernel (tg_wgsl_matmul_group): f32, the
- * same A, different Bs of one shape, the same transposes. */
-bool tg_wgsl_matmul_groupable(const tg_graph *g, int a, int b);
+ * same A (or with !same_a, one of the same shape), different Bs of one
+ * shape, the same transposes. */
+bool tg_wgsl_matmul_groupable(const tg_graph *g, int a, int b, bool same_a);
+/* Whether a product may lead a group of products of one other A
+ * (TG_WGSL_MM_GROUP=lead, or the test hook). */
+bool tg_wgsl_matmul_group_lead(void);
+/* How many different As the products mm[0..n) read. */
+int tg_wgsl_matmul_group_inputs(const tg_graph *g, const int *mm, int n);
 /* The K-ranges of the group mm[0..n) (1: one dispatch; else two phases
  * sharing *work_bytes of workspace): the members' tiles fill the GPU
  * together, so each gets fewer ranges than it would alone, and no more

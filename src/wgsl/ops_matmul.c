@@ -583,15 +583,44 @@ static bool same_bytes(const tg_graph *gr, int a, int b) {
     return a == b;
 }
 
-/* Same transposes, same output shape, same B shape (A is shared); split or
- * not, as a group decides (tg_wgsl_matmul_group_split). */
-bool tg_wgsl_matmul_groupable(const tg_graph *gr, int a, int b) {
+/* Same transposes, same output shape, same B shape, and the same A (or,
+ * with !same_a, an A of the same shape); split or not, as a group decides
+ * (tg_wgsl_matmul_group_split). */
+bool tg_wgsl_matmul_groupable(const tg_graph *gr, int a, int b, bool same_a) {
     const tg_node *x = &gr->nodes[a], *y = &gr->nodes[b];
-    if (x->op != TG_OP_MATMUL || y->op != TG_OP_MATMUL || x->dtype != TG_F32 || y->dtype != TG_F32 ||
-        !same_bytes(gr, x->in[0], y->in[0]) || x->in[1] == y->in[1])
+    if (x->op != TG_OP_MATMUL || y->op != TG_OP_MATMUL || x->dtype != TG_F32 || y->dtype != TG_F32 || x->in[1] == y->in[1])
+        return false;
+    if (same_a ? !same_bytes(gr, x->in[0], y->in[0]) : !tg_shape_eq(gr->nodes[x->in[0]].shape, gr->nodes[y->in[0]].shape))
         return false;
     if (x->at.matmul.ta != y->at.matmul.ta || x->at.matmul.tb != y->at.matmul.tb) return false;
     return tg_shape_eq(x->shape, y->shape) && tg_shape_eq(gr->nodes[x->in[1]].shape, gr->nodes[y->in[1]].shape);
+}
+
+static int test_groups = -1;
+
+void tg_wgsl_matmul_test_groups(int lead) { test_groups = lead; }
+
+/* TG_WGSL_MM_GROUP=lead (for measuring, off by default): a product may
+ * lead a group of products of one other A, as an attention block's output
+ * projection does its q, k and v: the four weight gradients of [384, 384]
+ * in gpt_small then split K 11 ways together (396 workgroups, K of 1504
+ * each, as its MLP weight gradients at 39 TFLOP/s on the H200), where the
+ * projection's alone splits 43 ways (K of 384, 31 TFLOP/s) and the three
+ * 14 ways (35). Its operands then stay live until the group's turn, a few
+ * kernels later. Not yet measured on a GPU. */
+bool tg_wgsl_matmul_group_lead(void) {
+    if (test_groups >= 0) return test_groups == 1;
+    return tg_wgsl_knob("TG_WGSL_MM_GROUP", (const char *const[]){"0", "lead", NULL}, -1) == 1;
+}
+
+int tg_wgsl_matmul_group_inputs(const tg_graph *gr, const int *mm, int n) {
+    int d = 0;
+    for (int q = 0; q < n; q++) {
+        bool seen = false;
+        for (int p = 0; p < q && !seen; p++) seen = same_bytes(gr, gr->nodes[mm[p]].in[0], gr->nodes[mm[q]].in[0]);
+        d += !seen;
+    }
+    return d;
 }
 
 /* The one kernel of products mm[0..n) that differ only in some operands:
@@ -604,10 +633,12 @@ static bool multi(wk *k, const char *what, int label, const int *mm, int n, cons
     int nodes[3 * TG_WGSL_MAX_BINDINGS], bind_of[3 * TG_WGSL_MAX_BINDINGS];
     int64_t off[3 * TG_WGSL_MAX_BINDINGS];
     if (n < 2 || n > TG_WGSL_MAX_BINDINGS) return tg_wk_fail(k, TG_ERR_BACKEND, "a matmul %s of %d", what, n);
+    /* split: phase 1 reads the operands into the workspace, phase 2 stores the outputs from it */
+    bool use[3] = {split < 2 || k->phase == 2, split < 2 || k->phase != 2, split < 2 || k->phase != 2};
     int nn = 0, first[3];
     for (int a = 0; a < 3; a++) {
         first[a] = nn;
-        for (int q = 0; q < cnt[a]; q++) nodes[nn++] = ops[a][q];
+        for (int q = 0; q < cnt[a] && use[a]; q++) nodes[nn++] = ops[a][q];
     }
     tg_wsb_printf(&k->s, "// node %d: matmul %s of %d [", label, what, n);
     for (int q = 0; q < n; q++) tg_wsb_printf(&k->s, "%s%d", q ? " " : "", mm[q]);
@@ -617,7 +648,7 @@ static bool multi(wk *k, const char *what, int label, const int *mm, int n, cons
     tg_wsb_printf(&k->s, "\n");
     if (!tg_wk_bind_nodes(k, nodes, nn, bind_of, off)) return false;
     unsigned written = 0;
-    for (int q = 0; q < cnt[0]; q++) written |= 1u << bind_of[first[0] + q];
+    for (int q = 0; q < cnt[0] && use[0]; q++) written |= 1u << bind_of[first[0] + q];
     tg_wk_declare(k, "u32", written, 0, split > 1);
     if (split > 1) {
         tg_kernel_spec *sp = k->spec;
@@ -637,6 +668,7 @@ static bool multi(wk *k, const char *what, int label, const int *mm, int n, cons
                                         "return bitcast<f32>(b%d[%lldu + i]);"};
     char lab[24], stmt[96];
     for (int a = 0; a < 3; a++) {
+        if (!use[a]) continue;
         tg_wsb_printf(&k->s, "fn %s {\n", sig[a]);
         if (cnt[a] > 1) tg_wsb_printf(&k->s, "    switch mq {\n");
         for (int q = 0; q < cnt[a]; q++) {
@@ -651,6 +683,7 @@ static bool multi(wk *k, const char *what, int label, const int *mm, int n, cons
     static const char *const name[3] = {"st", "ld0", "ld1"}, *const args[3] = {"(i: u32, v: f32)", "(i: u32) -> f32", "(i: u32) -> f32"};
     for (int q = 0; q < n; q++)
         for (int a = 0; a < 3; a++) {
+            if (!use[a]) continue;
             int w = first[a] + (cnt[a] > 1 ? q : 0);
             snprintf(stmt, sizeof stmt, body[a], bind_of[w], (long long)off[w]);
             tg_wsb_printf(&k->s, "fn %s_%d%s { %s }\n", name[a], q, args[a], stmt);
@@ -661,20 +694,23 @@ static bool multi(wk *k, const char *what, int label, const int *mm, int n, cons
     return tiled(k, &g, &c, split, members, terms);
 }
 
-/* C_q = op(A) op(B_q) for members mm[0..n): one dispatch, or with K split
- * (tg_wgsl_matmul_group_split > 1) phase k->phase of two, the members'
- * partial products one after another in the workspace (the q, k and v
- * weight gradients: two dispatches instead of six). Bindings: the n
- * outputs, A, the n Bs (merged where the plan overlaps them), the
- * workspace. */
+/* C_q = op(A_q) op(B_q) for members mm[0..n), whose As are one (or, led
+ * by a product of another A, two: tg_wgsl_matmul_group_lead): one
+ * dispatch, or with K split (tg_wgsl_matmul_group_split > 1) phase
+ * k->phase of two, the members' partial products one after another in the
+ * workspace (the q, k and v weight gradients: two dispatches instead of
+ * six). Bindings: the n outputs, the As, the n Bs (merged where the plan
+ * overlaps them); split, phase 1 binds the As, the Bs and the workspace,
+ * phase 2 the workspace and the outputs. */
 bool tg_wgsl_matmul_group(wk *k, const int *mm, int n, int split) {
-    int a = n > 0 ? k->g->nodes[mm[0]].in[0] : -1, b[TG_WGSL_MAX_BINDINGS];
-    for (int q = 0; q < n && q < TG_WGSL_MAX_BINDINGS; q++) b[q] = k->g->nodes[mm[q]].in[1];
+    int a[TG_WGSL_MAX_BINDINGS], b[TG_WGSL_MAX_BINDINGS];
+    for (int q = 0; q < n && q < TG_WGSL_MAX_BINDINGS; q++) a[q] = k->g->nodes[mm[q]].in[0], b[q] = k->g->nodes[mm[q]].in[1];
+    int na = n > 0 && tg_wgsl_matmul_group_inputs(k->g, mm, n) > 1 ? n : 1; /* one A for all, or each member's */
     if (n < 1 || split < 1) return tg_wk_fail(k, TG_ERR_BACKEND, "a matmul group of %d in %d K-ranges", n, split);
     mm_geom g = geometry(k->g, &k->g->nodes[mm[0]]);
     int64_t work = split > 1 ? (int64_t)n * split * g.batch * g.M * g.N * 4 : 0;
     if (split > 1 && k->phase == 0) return tg_wk_fail(k, TG_ERR_BACKEND, "a split matmul group runs in two phases");
-    return multi(k, "group", n > 0 ? mm[n - 1] : -1, mm, n, (const int *const[3]){mm, &a, b}, (int[3]){n, 1, n}, n, 1,
+    return multi(k, "group", n > 0 ? mm[n - 1] : -1, mm, n, (const int *const[3]){mm, a, b}, (int[3]){n, na, n}, n, 1,
                  split, work);
 }
 

@@ -254,9 +254,12 @@ static bool group_ok(const tg_fuse_graph *x, const int *mm, int n, const tg_wgsl
     int turn = mm[n - 1], rd[64];
     *split = tg_wgsl_matmul_group_split(x->g, mm, n, most, &work);
     if (*split < 1) return false;
-    if (*split > 1 && (2 * n + 2 > TG_WGSL_MAX_BINDINGS || (uint32_t)(2 * n + 2) > lim->max_storage_buffers_per_stage ||
-                       (uint64_t)work > lim->max_storage_buffer_binding_size))
-        return false; /* the workspace is one binding more */
+    /* bindings: outputs, As and Bs in one dispatch; split, the As, the Bs
+     * and the workspace in the first, the workspace and outputs in the second */
+    int na = tg_wgsl_matmul_group_inputs(x->g, mm, n), most_bind = *split > 1 ? na + n + 1 : 2 * n + na;
+    if (most_bind > TG_WGSL_MAX_BINDINGS || (uint32_t)most_bind > lim->max_storage_buffers_per_stage ||
+        (*split > 1 && (uint64_t)work > lim->max_storage_buffer_binding_size))
+        return false;
     for (int q = 0; q < n; q++) {
         const tg_node *m = tg_fuse_node(x, mm[q]);
         if (!operand_ok(x, m->in[0], turn) || !operand_ok(x, m->in[1], turn)) return false;
@@ -274,7 +277,10 @@ static bool group_ok(const tg_fuse_graph *x, const int *mm, int n, const tg_wgsl
  * gives each member fewer K-ranges, never more workspace than the
  * program's largest otherwise.
  * Products of one A with Bs of one shape, none of them wanted by an
- * elementwise epilogue: greedily, in node order, up to the bindings. */
+ * elementwise epilogue: greedily, in node order, up to the bindings. With
+ * tg_wgsl_matmul_group_lead, the first may have an A of its own (the
+ * others still share one, so a group never reaches past them into
+ * another layer's products). */
 static void product_groups(const tg_fuse_graph *x, tg_fusion *f, const tg_wgsl_limits *lim, fz_pregroup *pre) {
     int cap = products_cap(lim);
     int64_t most = 0; /* the largest workspace of a product or sum alone */
@@ -286,13 +292,15 @@ static void product_groups(const tg_fuse_graph *x, tg_fusion *f, const tg_wgsl_l
         if (tg_fuse_node(x, i)->op != TG_OP_MATMUL || !tg_fuse_free(x, i) || !tg_plan_runs(x->g, i) || wanted_after(x, i))
             continue;
         int mm[FZ_MM_MAX] = {i}, n = 1, split = 1, s;
+        bool lead = tg_wgsl_matmul_group_lead();
         for (int j = i + 1; j < x->g->n && n < cap; j++) {
-            if (!tg_fuse_free(x, j) || !tg_plan_runs(x->g, j) || !tg_wgsl_matmul_groupable(x->g, i, j) || wanted_after(x, j))
-                continue;
+            /* led: the second member sets the A the rest share */
+            bool ok = n == 1 ? tg_wgsl_matmul_groupable(x->g, i, j, !lead) : tg_wgsl_matmul_groupable(x->g, mm[1], j, true);
+            if (!tg_fuse_free(x, j) || !tg_plan_runs(x->g, j) || !ok || wanted_after(x, j)) continue;
             mm[n] = j;
             if (group_ok(x, mm, n + 1, lim, most, &s)) n++, split = s;
         }
-        if (n < 2) continue;
+        if (n < 2 || (n < 3 && tg_wgsl_matmul_group_inputs(x->g, mm, n) > 1)) continue; /* a leader joins a group */
         int gid = f->n_groups++;
         for (int q = 0; q < n; q++) f->group[mm[q]] = gid, f->role[mm[q]] = TG_FUSE_OUTPUT;
         f->turn[gid] = mm[n - 1];
