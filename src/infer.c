@@ -100,10 +100,11 @@ void tg_forward_refit(tg_forward *f, const tg_session_base *train) {
     drop_programs(f);
     tg_session_base_close(&f->b); /* the old engine's reference and layout */
     f->b.broken[0] = 0;
-    int np = tg_model_param_count(train->model);
+    int np = train->n_params;
     f->b.eng = train->eng;
     f->b.eng->refs++;
     f->b.model = train->model;
+    f->b.n_params = np;
     tg_status st = TG_OK;
     if (!(f->b.param_offset = tg_calloc((size_t)np + 1, sizeof(int64_t))))
         st = tg_fail(TG_ERR_NOMEM, "out of memory");
@@ -152,13 +153,15 @@ tg_status tg_forward_new(const tg_forward_spec *spec, tg_forward **out) {
 static tg_status attach(tg_session *train, const tg_forward_spec *spec, tg_forward *f, const char *api) {
     if (spec->model && spec->model != train->b.model)
         return tg_fail(TG_ERR_ARG, "%s: spec->model is not the training session's model (leave it NULL)", api);
-    int np = tg_model_param_count(train->b.model);
+    tg_status st = tg_session_base_usable(&train->b, api);
+    if (st != TG_OK) return st;
+    int np = train->b.n_params;
     if (!(f->b.param_offset = tg_calloc((size_t)np + 1, sizeof(int64_t))))
         return tg_fail(TG_ERR_NOMEM, "%s: out of memory", api);
-    tg_status st = tg_share_attach(train->b.share, f);
-    if (st != TG_OK) return st;
+    if ((st = tg_share_attach(train->b.share, f)) != TG_OK) return st;
     f->b.share = train->b.share;
     f->b.model = train->b.model;
+    f->b.n_params = np;
     f->b.eng = train->b.eng;
     f->b.eng->refs++;
     memcpy(f->b.param_offset, train->b.param_offset, sizeof(int64_t) * (size_t)np);

@@ -270,7 +270,8 @@ static tg_status zero_state(tg_session *s) {
 
 static tg_status reset(tg_session *s, const tg_reset_opts *o) {
     uint64_t seed = o->new_seed ? o->seed : s->b.seed;
-    tg_status st = o->keep_params ? TG_OK : tg_session_base_init_params(&s->b, seed, "tg_session_reset");
+    tg_status st = tg_session_base_usable(&s->b, "tg_session_reset");
+    if (st == TG_OK && !o->keep_params) st = tg_session_base_init_params(&s->b, seed, "tg_session_reset");
     if (st == TG_OK && !o->keep_optimizer) st = zero_state(s);
     if (st != TG_OK) return st;
     if (!o->keep_optimizer) s->step = s->lr_start = 0;
@@ -313,6 +314,7 @@ static tg_status replace(tg_session *s, const tg_replace_spec *r) {
     s->b.model = nb.model;
     s->b.eng = nb.eng;
     s->b.param_offset = nb.param_offset;
+    s->b.n_params = nb.n_params;
     s->b.prog = nb.prog;
     s->b.seed = seed;
     s->user = user;

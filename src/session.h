@@ -29,6 +29,9 @@ typedef struct {
     tg_model *model;
     tg_engine *eng;
     int64_t *param_offset;
+    /* The model's param count when param_offset was laid out: a param
+     * declared later has no place in the arena (tg_session_base_usable). */
+    int n_params;
     uint64_t seed;
     uint32_t rng_stream; /* a data-parallel rank's own random draws: its rank (0 alone or on rank 0) */
     tg_program *prog; /* training: its one program; forward: the last run's (the first compiled before a run) */

@@ -92,6 +92,7 @@ void tg_inputs_free(tg_input_decl *in, int n) {
 tg_status tg_session_base_open(tg_session_base *b, tg_model *m, tg_backend be, int threads, const char *api) {
     int np = tg_model_param_count(m);
     b->model = m;
+    b->n_params = np;
     if (!(b->param_offset = tg_calloc((size_t)np + 1, sizeof(int64_t))))
         return tg_fail(TG_ERR_NOMEM, "%s: out of memory", api);
     int64_t params_bytes = tg_plan_param_layout(m, TG_ARENA_ALIGN, b->param_offset);
@@ -122,7 +123,13 @@ tg_status tg_session_base_init_params(tg_session_base *b, uint64_t seed, const c
 
 tg_status tg_session_base_usable(const tg_session_base *b, const char *api) {
     if (!b) return tg_fail(TG_ERR_ARG, "%s: session is NULL", api);
-    return b->broken[0] ? tg_fail(TG_ERR_STATE, "%s: %s", api, b->broken) : TG_OK;
+    if (b->broken[0]) return tg_fail(TG_ERR_STATE, "%s: %s", api, b->broken);
+    /* Every param lookup and arena offset assumes the layout's count. */
+    if (b->model && tg_model_param_count(b->model) != b->n_params)
+        return tg_fail(TG_ERR_STATE, "%s: the model has %d params, but the session was made for its first %d: declare "
+                       "every param before making the session (tg_session_replace_model recompiles for the model as "
+                       "it is now)", api, tg_model_param_count(b->model), b->n_params);
+    return TG_OK;
 }
 
 void tg_session_base_close(tg_session_base *b) {

@@ -115,6 +115,47 @@ static void stale_handle(void) {
     tg_model_free(m);
 }
 
+static tg_tensor mlp_out(tg_graph *g, void *u) {
+    ctx *c = u;
+    return tg_linear_fwd(g, &c->l, tg_input(g, "x"));
+}
+
+/* A param declared after the session was made has no place in its params
+ * arena: every call that looks params up or lays them out refuses, and none
+ * writes past the arena; a step (its program is whole) still runs, and
+ * replace_model compiles for the model as it is now. */
+static void late_param(void) {
+    tg_model *m = tg_model_new();
+    ctx c = {.l = tg_linear_new(m, "l", 2, 2, true)};
+    tg_input_decl in[] = {{"x", TG_F32, TG_SHAPE(4, 2)}, {"y", TG_F32, TG_SHAPE(4, 2)}};
+    tg_train_spec spec = spec_for(m, mlp_loss, &c, in);
+    tg_session *s = NULL;
+    CHECK_OK(tg_session_new(&spec, &s));
+    if (!s) return;
+    static float big[1000];
+    CHECK(tg_model_param(m, "late", TG_SHAPE(1000), tg_init_ones()) == 2, "the late param was refused");
+    const char *want = "the model has 3 params, but the session was made for its first 2";
+    CHECK_ERR(tg_session_set_param(s, "late", big, 1000), TG_ERR_STATE, want);
+    CHECK_ERR(tg_session_get_param(s, "l.W", big, 4), TG_ERR_STATE, want);
+    CHECK_ERR(tg_session_reset(s, NULL), TG_ERR_STATE, want);
+    tg_safetensors *d = NULL;
+    CHECK_ERR(tg_session_download(s, &d), TG_ERR_STATE, want);
+    CHECK_ERR(tg_session_save_params(s, "/nonexistent-dir/late.safetensors"), TG_ERR_STATE, want);
+    tg_forward *f = NULL;
+    tg_forward_spec fs = {.fn = mlp_out, .user = &c, .inputs = in, .n_inputs = 1};
+    CHECK_ERR(tg_forward_attach(s, &fs, &f), TG_ERR_STATE, want);
+    CHECK(f == NULL, "a refused attach left a session");
+    float x[8] = {1, 2, 3, 4, 5, 6, 7, 8}, y[8] = {0}, loss;
+    tg_feed feeds[] = {TG_FEED("x", x, 8), TG_FEED("y", y, 8)};
+    CHECK_OK(tg_session_step(s, feeds, 2, &loss));
+    CHECK_OK(tg_session_replace_model(s, &(tg_replace_spec){.model = m}));
+    CHECK_OK(tg_session_set_param(s, "late", big, 1000));
+    CHECK_OK(tg_forward_attach(s, &fs, &f));
+    tg_forward_free(f);
+    tg_session_free(s);
+    tg_model_free(m);
+}
+
 static void model_errors(void) {
     tg_model *m = tg_model_new();
     int64_t big = (int64_t)1 << 40;
@@ -193,6 +234,7 @@ static void optim_errors(void) {
 int main(void) {
     trace_errors();
     stale_handle();
+    late_param();
     model_errors();
     optim_errors();
     return check_summary("test_robust");
