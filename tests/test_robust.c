@@ -169,6 +169,26 @@ static void model_errors(void) {
     CHECK(tg_shape_numel(TG_SHAPE(INT64_MAX, 2)) == -1, "numel overflow not reported");
     CHECK(tg_shape_numel(TG_SHAPE(3, -1)) == -1, "numel of a negative dim");
     CHECK(tg_shape_numel(((tg_shape){9, {1}})) == -1, "numel of 9 dims");
+    /* A shape of too many dims is printed without reading past its 6 dims. */
+    char sb[32];
+    CHECK(strcmp(tg_shape_str(((tg_shape){9, {1, 2, 3, 4, 5, 6}}), sb, sizeof sb), "[9 dims]") == 0, "%s", sb);
+    CHECK(strcmp(tg_shape_str(((tg_shape){-3, {0}}), sb, sizeof sb), "[-3 dims]") == 0, "%s", sb);
+    CHECK(strcmp(tg_shape_str(TG_SHAPE(256, 64), sb, 5), "[256") == 0, "cut: %s", sb);
+    float v[4] = {0};
+    CHECK_ERR(tg_safetensors_write("/nonexistent-dir/deep.safetensors", &(tg_st_tensor){"t", TG_F32, {9, {1}}, v}, 1,
+                                   NULL, 0),
+              TG_ERR_SHAPE, "tensor 't': bad shape [9 dims]");
+    /* The same for a tensor given to a session. */
+    m = tg_model_new();
+    ctx c = {.l = tg_linear_new(m, "l", 2, 2, true)};
+    tg_input_decl in[] = {{"x", TG_F32, TG_SHAPE(4, 2)}, {"y", TG_F32, TG_SHAPE(4, 2)}};
+    tg_train_spec spec = spec_for(m, mlp_loss, &c, in);
+    tg_session *s = NULL;
+    CHECK_OK(tg_session_new(&spec, &s));
+    CHECK_ERR(tg_session_set_tensor(s, &(tg_st_tensor){"l.W", TG_F32, {9, {2, 2}}, v}), TG_ERR_SHAPE,
+              "param 'l.W' is [2,2], the tensor is [9 dims]");
+    tg_session_free(s);
+    tg_model_free(m);
 }
 
 /* Schedules and optimizers filled in by hand. */

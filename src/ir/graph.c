@@ -42,11 +42,17 @@ int64_t tg_ir_span(tg_shape s) {
 int64_t tg_ir_numel(const tg_node *n) { return tg_shape_numel(n->shape); }
 
 char *tg_shape_str(tg_shape s, char *buf, size_t n) {
-    size_t k = 0;
-    k += (size_t)snprintf(buf + k, k < n ? n - k : 0, "[");
-    for (int i = 0; i < s.ndim; i++)
-        k += (size_t)snprintf(buf + k, k < n ? n - k : 0, i ? ",%lld" : "%lld", (long long)s.d[i]);
-    snprintf(buf + k, k < n ? n - k : 0, "]");
+    /* Error messages print the caller's shapes as given: a bad dim count has
+     * no dims to show (d holds TG_MAX_DIMS). */
+    if (s.ndim < 0 || s.ndim > TG_MAX_DIMS) {
+        snprintf(buf, n, "[%d dims]", s.ndim);
+        return buf;
+    }
+    /* Once the text is cut, k is past the buffer: stop there (buf + k would point outside it). */
+    size_t k = (size_t)snprintf(buf, n, "[");
+    for (int i = 0; i < s.ndim && k < n; i++)
+        k += (size_t)snprintf(buf + k, n - k, i ? ",%lld" : "%lld", (long long)s.d[i]);
+    if (k < n) snprintf(buf + k, n - k, "]");
     return buf;
 }
 
