@@ -249,6 +249,12 @@ static void optim_errors(void) {
     /* tg_lr_at itself never reads a missing milestone array nor loops forever. */
     CHECK(isfinite(tg_lr_at(&many, 5)), "tg_lr_at of 12 milestones and no array");
     CHECK(isnan(tg_lr_at(&loop_a, 50)), "tg_lr_at of a chain that loops: %g", tg_lr_at(&loop_a, 50));
+    /* Nor overflows for a step far below 1: steps before the first are the first. */
+    tg_lr stairs = tg_lr_staircase(1.0f, 0.5f, 3), start = tg_lr_constant(2.0f);
+    start.start_step = 5;
+    CHECK(tg_lr_at(&stairs, INT64_MIN) == 1.0f, "staircase at INT64_MIN: %g", tg_lr_at(&stairs, INT64_MIN));
+    CHECK(tg_lr_at(&start, INT64_MIN) == 2.0f, "start_step at INT64_MIN: %g", tg_lr_at(&start, INT64_MIN));
+    CHECK(tg_lr_at(&stairs, 7) == 0.25f, "staircase at 7: %g", tg_lr_at(&stairs, 7));
 }
 
 int main(void) {

@@ -97,7 +97,8 @@ tg_status tg_lr_copy(const tg_lr *src, tg_lr **out, const char *api) {
 float tg_lr_at(const tg_lr *lr, int64_t s) {
     if (chain_length(lr) < 0) return NAN;
     for (; lr; lr = lr->then) {
-        if (lr->start_step > 0) s = s - lr->start_step > 1 ? s - lr->start_step : 1;
+        /* s - start_step > 1, spelled so that no s (INT64_MIN included) overflows */
+        if (lr->start_step > 0) s = s > 1 && s - 1 > lr->start_step ? s - lr->start_step : 1;
         switch (lr->kind) {
         case TG_LR_CONSTANT: return lr->peak;
         case TG_LR_LINEAR: return (float)(lr->peak + (lr->final_lr - lr->peak) * frac(s, lr->steps));
@@ -108,7 +109,8 @@ float tg_lr_at(const tg_lr *lr, int64_t s) {
             s -= lr->steps;
             continue;
         case TG_LR_STAIRCASE:
-            return (float)(lr->peak * pow(lr->gamma, (double)((s - 1) / (lr->every > 0 ? lr->every : 1))));
+            /* Steps before the first (s < 1) are the first: s - 1 never overflows. */
+            return (float)(lr->peak * pow(lr->gamma, (double)(s > 1 ? (s - 1) / (lr->every > 0 ? lr->every : 1) : 0)));
         case TG_LR_MULTISTEP: {
             int64_t k = 0;
             for (int i = 0; i < lr->n_milestones && lr->milestones; i++) k += lr->milestones[i] <= s;
