@@ -156,6 +156,39 @@ static void late_param(void) {
     tg_model_free(m);
 }
 
+/* An attached forward whose function no longer fits after a replace_model
+ * has no program: its graph is NULL, and printing that prints nothing. */
+static void broken_forward(void) {
+    tg_model *m = tg_model_new();
+    ctx c = {.l = tg_linear_new(m, "l", 2, 2, true)};
+    tg_input_decl in[] = {{"x", TG_F32, TG_SHAPE(4, 2)}, {"y", TG_F32, TG_SHAPE(4, 2)}};
+    tg_train_spec spec = spec_for(m, mlp_loss, &c, in);
+    tg_session *s = NULL;
+    tg_forward *f = NULL;
+    CHECK_OK(tg_session_new(&spec, &s));
+    if (!s) return;
+    ctx fc = c; /* the forward's layer keeps its bias, which the new model lacks */
+    tg_forward_spec fs = {.fn = mlp_out, .user = &fc, .inputs = in, .n_inputs = 1};
+    CHECK_OK(tg_forward_attach(s, &fs, &f));
+    tg_model *m2 = tg_model_new();
+    ctx c2 = {.l = tg_linear_new(m2, "l", 2, 2, false)};
+    CHECK_OK(tg_session_replace_model(s, &(tg_replace_spec){.model = m2, .user = &c2}));
+    float x[8] = {0};
+    CHECK_ERR(tg_forward_run(f, 0, (tg_feed[]){TG_FEED("x", x, 8)}, 1), TG_ERR_STATE, "unable to compile");
+    CHECK(tg_forward_graph(f) == NULL, "a broken forward has a graph");
+    FILE *out = tmpfile();
+    if (out) {
+        tg_graph_print(tg_forward_graph(f), out);
+        tg_graph_print(NULL, out);
+        CHECK(ftell(out) == 0, "printing no graph wrote %ld bytes", ftell(out));
+        fclose(out);
+    }
+    tg_forward_free(f);
+    tg_session_free(s);
+    tg_model_free(m2);
+    tg_model_free(m);
+}
+
 static void model_errors(void) {
     tg_model *m = tg_model_new();
     int64_t big = (int64_t)1 << 40;
@@ -261,6 +294,7 @@ int main(void) {
     trace_errors();
     stale_handle();
     late_param();
+    broken_forward();
     model_errors();
     optim_errors();
     return check_summary("test_robust");

@@ -240,7 +240,9 @@ int tg_ir_add(tg_graph *g, const tg_node *proto) {
 void tg_graph_print(const tg_graph *g, void *file) {
     FILE *f = file ? file : stdout;
     char buf[96];
-    for (int i = 0; i < g->n; i++) {
+    /* No graph prints nothing, as tg_session_print_plan: tg_forward_graph is
+     * NULL for a forward that a replace_model left without a program. */
+    for (int i = 0; g && i < g->n; i++) {
         const tg_node *n = &g->nodes[i];
         fprintf(f, "%%%-4d = %-16s %-4s %-18s", i, tg_ops[n->op].name, tg_dtype_name(n->dtype),
                 tg_shape_str(n->shape, buf, sizeof buf));
