@@ -189,6 +189,21 @@ static void broken_forward(void) {
     tg_model_free(m);
 }
 
+/* A progress line for a run of INT64_MAX steps at a slow rate: the ETA is
+ * capped, not a double converted outside long's range. */
+static void progress_eta(void) {
+    FILE *f = tmpfile();
+    if (!f) return;
+    tg_progress p = {.total = INT64_MAX, .file = f};
+    tg_progress_start(&p);
+    p.t0_ -= 10.0; /* ten seconds for the first step */
+    tg_progress_update(&p, 1, 1.0f, NULL);
+    char line[256] = "";
+    rewind(f);
+    CHECK(fgets(line, sizeof line, f) && strstr(line, "ETA 277777:46:40"), "ETA of INT64_MAX steps: %s", line);
+    fclose(f);
+}
+
 static void model_errors(void) {
     tg_model *m = tg_model_new();
     int64_t big = (int64_t)1 << 40;
@@ -295,6 +310,7 @@ int main(void) {
     stale_handle();
     late_param();
     broken_forward();
+    progress_eta();
     model_errors();
     optim_errors();
     return check_summary("test_robust");

@@ -33,9 +33,11 @@ bool tg_progress_due(const tg_progress *p, int64_t step) {
     return step == 1 || step == p->total || (every > 0 && step % every == 0);
 }
 
-/* "1:05" or "1:02:03". */
+/* "1:05" or "1:02:03". An ETA past a billion seconds (a huge total at a
+ * slow rate) is shown as that: converting a double beyond long's range is
+ * undefined (it printed a negative ETA). */
 static void fmt_duration(char *buf, size_t n, double s) {
-    long t = s < 0 ? 0 : (long)(s + 0.5);
+    long t = s > 0 ? (s < 1e9 ? (long)(s + 0.5) : 1000000000L) : 0;
     if (t >= 3600) snprintf(buf, n, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
     else snprintf(buf, n, "%ld:%02ld", t / 60, t % 60);
 }
