@@ -723,7 +723,7 @@ typedef struct {
     uint64_t seed;             /* param init and random ops; 0 is a seed like any other */
     bool random_seed;          /* draw a fresh seed instead (seed must be 0); tg_session_seed reads it */
     tg_backend backend;
-    int threads;               /* CPU threads; 0 = TG_THREADS or all cores */
+    int threads;               /* CPU threads (at most 1024); 0 = TG_THREADS or all cores */
     /* Check every kernel's output (also TG_CHECK_NUMERICS=1): the first NaN
      * or Inf fails the step with TG_ERR_NUMERIC naming the op, its call
      * site and the first param gradient that depends on it (else the loss
@@ -942,7 +942,7 @@ typedef struct {
     tg_model *model;
     uint64_t seed;             /* param init: the same seed gives the params tg_session_new would */
     tg_backend backend;
-    int threads;               /* CPU threads; 0 = TG_THREADS or all cores */
+    int threads;               /* CPU threads (at most 1024); 0 = TG_THREADS or all cores */
 } tg_forward_spec;
 
 /* A forward session with params of its own, initialized from spec->seed

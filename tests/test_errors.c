@@ -2,6 +2,8 @@
  * shapes and the caller's file:line; uploads and feeds are strict. */
 /* setenv, unsetenv */
 #define _POSIX_C_SOURCE 200112L
+#include <limits.h>
+
 #include "check.h"
 
 static int bad_line;
@@ -158,6 +160,15 @@ static void bad_specs(void) {
     spec.inputs = in;
     spec.optim.kind = (tg_opt_kind)9;
     CHECK_ERR(tg_session_new(&spec, &s), TG_ERR_ARG, "unknown kind");
+    spec.optim.kind = TG_OPT_NONE;
+    /* A thread count no machine has is refused before any thread starts. */
+    spec.threads = INT_MAX;
+    CHECK_ERR(tg_session_new(&spec, &s), TG_ERR_ARG, "cpu: 2147483647 threads asked for");
+    tg_forward_spec fs = {.fn = good_loss, .inputs = in, .n_inputs = 2, .model = m, .threads = 2000};
+    tg_forward *f = NULL;
+    CHECK_ERR(tg_forward_new(&fs, &f), TG_ERR_ARG, "at most 1024");
+    CHECK(f == NULL, "a forward session after failure");
+    tg_forward_free(f);
     tg_model_free(m);
 }
 
