@@ -2,8 +2,12 @@
  * shapes of too many dims, schedules and optimizers set by hand out of
  * range. Each must be a clear error (status and message), never a crash,
  * and a failed trace must leave nothing behind in a compiled program. */
+/* mkdtemp */
+#define _POSIX_C_SOURCE 200809L
 #include <limits.h>
 #include <math.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #include "check.h"
 
@@ -204,6 +208,38 @@ static void progress_eta(void) {
     fclose(f);
 }
 
+static tg_tensor long_loss(tg_graph *g, void *u) {
+    const tg_param *p = u;
+    return tg_add(tg_sum(tg_square(tg_use(g, p[0])), TG_ALL, false), tg_sum(tg_square(tg_use(g, p[1])), TG_ALL, false));
+}
+
+/* Param names of any length: two params whose 330-character names differ
+ * only at the end keep optimizer states of their own, so a full checkpoint
+ * writes and loads. */
+static void long_names(void) {
+    char a[340], b[340];
+    memset(a, 'p', 330);
+    a[330] = 0;
+    memcpy(b, a, sizeof a);
+    a[329] = 'a', b[329] = 'b';
+    tg_model *m = tg_model_new();
+    tg_param p[2] = {tg_model_param(m, a, TG_SHAPE(3), tg_init_ones()), tg_model_param(m, b, TG_SHAPE(2), tg_init_ones())};
+    tg_train_spec spec = {.model = m, .loss = long_loss, .user = p, .optim = tg_adam(tg_lr_constant(0.1f))};
+    tg_session *s = NULL;
+    CHECK_OK(tg_session_new(&spec, &s));
+    char dir[] = "/tmp/tg_robust_XXXXXX", path[64];
+    if (s && mkdtemp(dir)) {
+        snprintf(path, sizeof path, "%s/ck.safetensors", dir);
+        CHECK_OK(tg_session_step(s, NULL, 0, NULL));
+        CHECK_OK(tg_session_save(s, path));
+        CHECK_OK(tg_session_load(s, path));
+        remove(path);
+        rmdir(dir);
+    }
+    tg_session_free(s);
+    tg_model_free(m);
+}
+
 static void model_errors(void) {
     tg_model *m = tg_model_new();
     int64_t big = (int64_t)1 << 40;
@@ -311,6 +347,7 @@ int main(void) {
     late_param();
     broken_forward();
     progress_eta();
+    long_names();
     model_errors();
     optim_errors();
     return check_summary("test_robust");

@@ -68,9 +68,22 @@ static tg_node update(tg_opcode op, int a, int b, int c, int d) {
 }
 
 static int state(tg_graph *g, const char *param, const char *what, tg_shape s) {
-    char name[300];
-    snprintf(name, sizeof name, "opt.%s.%s", param, what);
-    return tg_ir_leaf(g, TG_OP_STATE, name, TG_F32, s, IR_HERE);
+    /* The whole name, at any length: cut to a fixed buffer, a long param
+     * name gave its states (and those of params sharing the cut prefix) one
+     * name, and every full checkpoint failed as a duplicate tensor. */
+    size_t n = strlen(param) + strlen(what) + 6;
+    char *name = malloc(n);
+    if (!name) {
+        if (g->err == TG_OK) {
+            g->err = TG_ERR_NOMEM;
+            snprintf(g->errmsg, sizeof g->errmsg, "out of memory naming the state of param '%.64s'", param);
+        }
+        return -1;
+    }
+    snprintf(name, n, "opt.%s.%s", param, what);
+    int id = tg_ir_leaf(g, TG_OP_STATE, name, TG_F32, s, IR_HERE); /* the graph keeps a copy */
+    free(name);
+    return id;
 }
 
 int tg_optim_sumsq(tg_graph *g, int x) {
