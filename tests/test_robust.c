@@ -238,6 +238,19 @@ static void long_names(void) {
     }
     tg_session_free(s);
     tg_model_free(m);
+    /* A layer's params are "<name>.W" and "<name>.b" whatever the name's length. */
+    char w[350], bias[350];
+    snprintf(w, sizeof w, "%s.W", a);
+    snprintf(bias, sizeof bias, "%s.b", a);
+    m = tg_model_new();
+    tg_linear l = tg_linear_new(m, a, 2, 2, true);
+    tg_conv2d cv = tg_conv2d_new(m, b, 1, 1, 3, 1, 0, 1, false);
+    CHECK_OK(tg_model_status(m));
+    CHECK(l.W >= 0 && tg_model_find(m, w) == l.W, "the weight of a long-named layer is not '<name>.W'");
+    CHECK(l.b >= 0 && tg_model_find(m, bias) == l.b, "the bias of a long-named layer is not '<name>.b'");
+    snprintf(w, sizeof w, "%s.W", b);
+    CHECK(cv.W >= 0 && tg_model_find(m, w) == cv.W, "the weight of a long-named conv is not '<name>.W'");
+    tg_model_free(m);
 }
 
 static void model_errors(void) {

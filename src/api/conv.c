@@ -85,19 +85,15 @@ tg_conv2d tg_conv2d_new_opts(tg_model *m, const char *name, int64_t in, int64_t 
     int64_t kw = o.kw ? o.kw : o.kh, groups = o.groups ? o.groups : 1;
     tg_conv2d l = {-1, -1, in, out, o.kh, kw, o.stride_h ? o.stride_h : 1, o.stride_w ? o.stride_w : 1, o.pad_h,
                    o.pad_w, groups};
-    char buf[256];
     /* A bad groups value would make the weight's shape meaningless; the
      * declared shape is left for the conv2d shape rule to reject with a
      * message naming both shapes. */
     int64_t per_group = groups > 0 && in % groups == 0 ? in / groups : in;
     /* randn(0.02), upstream's default: a ported program starts from the same
      * distribution (docs/upstream.md). */
-    snprintf(buf, sizeof buf, "%s.W", name ? name : "");
-    l.W = tg_model_param(m, buf, (tg_shape){4, {out, per_group, o.kh, kw}}, tg_api_layer_init(o.init, o.decay));
-    if (!o.no_bias) {
-        snprintf(buf, sizeof buf, "%s.b", name ? name : "");
-        l.b = tg_model_param(m, buf, (tg_shape){1, {out}}, tg_init_zeros());
-    }
+    l.W = tg_api_layer_param(m, name, ".W", (tg_shape){4, {out, per_group, o.kh, kw}},
+                             tg_api_layer_init(o.init, o.decay));
+    if (!o.no_bias) l.b = tg_api_layer_param(m, name, ".b", (tg_shape){1, {out}}, tg_init_zeros());
     return l;
 }
 

@@ -1,6 +1,8 @@
 /* Module helpers: param declarations with upstream's names and layouts, and
  * their forward functions. */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "api.h"
 
@@ -11,15 +13,23 @@ tg_init tg_api_layer_init(const tg_init *init, tg_decay d) {
     return i;
 }
 
+/* The name is built at its full length: cut to a fixed buffer, a long layer
+ * name lost its suffix (a weight named without ".W", so a file's "<name>.W"
+ * never matched) or gave W and b one name. */
+tg_param tg_api_layer_param(tg_model *m, const char *name, const char *suffix, tg_shape s, tg_init init) {
+    if (!name) name = "";
+    size_t n = strlen(name) + strlen(suffix) + 1;
+    char *full = malloc(n);
+    if (full) snprintf(full, n, "%s%s", name, suffix);
+    tg_param p = tg_model_param(m, full, s, init); /* out of memory: NULL, a declaration error */
+    free(full);
+    return p;
+}
+
 tg_linear tg_linear_new_opts(tg_model *m, const char *name, int64_t in, int64_t out, bool bias, tg_layer_opts o) {
     tg_linear l = {-1, -1, in, out};
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s.W", name ? name : "");
-    l.W = tg_model_param(m, buf, (tg_shape){2, {in, out}}, tg_api_layer_init(o.init, o.decay));
-    if (bias) {
-        snprintf(buf, sizeof buf, "%s.b", name ? name : "");
-        l.b = tg_model_param(m, buf, (tg_shape){1, {out}}, tg_init_zeros());
-    }
+    l.W = tg_api_layer_param(m, name, ".W", (tg_shape){2, {in, out}}, tg_api_layer_init(o.init, o.decay));
+    if (bias) l.b = tg_api_layer_param(m, name, ".b", (tg_shape){1, {out}}, tg_init_zeros());
     return l;
 }
 
@@ -38,14 +48,9 @@ tg_tensor tg_linear_fwd_at(tg_graph *g, const tg_linear *l, tg_tensor x, const c
  * model.c already keeps weight decay off them, as upstream does. */
 tg_layernorm tg_layernorm_new_opts(tg_model *m, const char *name, int64_t dim, tg_layernorm_opts o) {
     tg_layernorm l = {-1, -1, dim, o.eps > 0 ? o.eps : 1e-5f};
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s.g", name ? name : "");
     tg_init ones = tg_init_ones(), zeros = tg_init_zeros();
-    l.g = tg_model_param(m, buf, (tg_shape){1, {dim}}, tg_api_layer_init(&ones, o.decay));
-    if (!o.no_bias) {
-        snprintf(buf, sizeof buf, "%s.b", name ? name : "");
-        l.b = tg_model_param(m, buf, (tg_shape){1, {dim}}, tg_api_layer_init(&zeros, o.decay));
-    }
+    l.g = tg_api_layer_param(m, name, ".g", (tg_shape){1, {dim}}, tg_api_layer_init(&ones, o.decay));
+    if (!o.no_bias) l.b = tg_api_layer_param(m, name, ".b", (tg_shape){1, {dim}}, tg_api_layer_init(&zeros, o.decay));
     return l;
 }
 
@@ -64,9 +69,7 @@ tg_tensor tg_layernorm_fwd_at(tg_graph *g, const tg_layernorm *l, tg_tensor x, c
 
 tg_rmsnorm tg_rmsnorm_new(tg_model *m, const char *name, int64_t dim) {
     tg_rmsnorm l = {-1, dim, 1e-6f};
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s.g", name ? name : "");
-    l.g = tg_model_param(m, buf, (tg_shape){1, {dim}}, tg_init_ones());
+    l.g = tg_api_layer_param(m, name, ".g", (tg_shape){1, {dim}}, tg_init_ones());
     return l;
 }
 
@@ -78,9 +81,7 @@ tg_tensor tg_rmsnorm_fwd_at(tg_graph *g, const tg_rmsnorm *l, tg_tensor x, const
 
 tg_embedding tg_embedding_new_opts(tg_model *m, const char *name, int64_t vocab, int64_t dim, tg_layer_opts o) {
     tg_embedding e = {-1, vocab, dim};
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s.W", name ? name : "");
-    e.W = tg_model_param(m, buf, (tg_shape){2, {vocab, dim}}, tg_api_layer_init(o.init, o.decay));
+    e.W = tg_api_layer_param(m, name, ".W", (tg_shape){2, {vocab, dim}}, tg_api_layer_init(o.init, o.decay));
     return e;
 }
 
