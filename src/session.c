@@ -5,6 +5,7 @@
  * params and optimizer state in place, replace_model compiles the new model
  * on a new engine and moves the attached forward sessions onto it. */
 #define _POSIX_C_SOURCE 200809L
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -183,6 +184,15 @@ static tg_status prepare(tg_session *s, const tg_feed *feeds, int n, int64_t t, 
     if (p->hyper >= 0) {
         float h[TG_HYPER_N];
         tg_optim_hyper(&s->optim, s->lr, t, t - s->lr_start, h);
+        /* Finite settings can still give an infinite rate (a staircase's
+         * gamma^k); the step's check sees only the loss and the gradients,
+         * so such an update would write inf or NaN into every param and
+         * report success. */
+        for (int i = 0; i < TG_HYPER_N; i++)
+            if (!isfinite(h[i]))
+                return tg_fail(TG_ERR_NUMERIC, "tg_session_step: at step %lld the schedule's learning rate is %g and "
+                               "the optimizer's factors from it are not all finite floats; the step was not run",
+                               (long long)t, h[TG_HYPER_LR]);
         const tg_slot *sl = &p->plan.slot[p->hyper];
         if ((st = e->vt->write(e, p, sl->arena, sl->offset, h, sizeof h)) != TG_OK) return st;
     }

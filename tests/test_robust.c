@@ -343,6 +343,23 @@ static void optim_errors(void) {
     CHECK(isfinite(loss), "loss %g after a refused set_lr", loss);
     tg_session_free(s);
     tg_model_free(m);
+    /* A schedule of finite settings whose rate overflows float at step 3:
+     * that step fails and leaves the params as they were. */
+    m = tg_model_new();
+    c = (ctx){.l = tg_linear_new(m, "l", 2, 2, true)};
+    spec = spec_for(m, mlp_loss, &c, in);
+    spec.optim = tg_sgd(tg_lr_staircase(1e-3f, 1e30f, 1), 0, false, 0);
+    CHECK_OK(tg_session_new(&spec, &s));
+    float w[4], w2[4];
+    for (int k = 0; s && k < 2; k++) CHECK_OK(tg_session_step(s, feeds, 2, &loss));
+    CHECK_OK(tg_session_get_param(s, "l.W", w, 4));
+    CHECK_ERR(tg_session_step(s, feeds, 2, &loss), TG_ERR_NUMERIC,
+              "at step 3 the schedule's learning rate is inf and the optimizer's factors");
+    CHECK_OK(tg_session_get_param(s, "l.W", w2, 4));
+    CHECK(memcmp(w, w2, sizeof w) == 0 && isfinite(w2[0]), "a step at an infinite rate changed the params (%g)", w2[0]);
+    CHECK(tg_session_step_count(s) == 2, "a refused step counted");
+    tg_session_free(s);
+    tg_model_free(m);
     /* tg_lr_at itself never reads a missing milestone array nor loops forever. */
     CHECK(isfinite(tg_lr_at(&many, 5)), "tg_lr_at of 12 milestones and no array");
     CHECK(isnan(tg_lr_at(&loop_a, 50)), "tg_lr_at of a chain that loops: %g", tg_lr_at(&loop_a, 50));
