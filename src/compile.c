@@ -47,6 +47,13 @@ static tg_status trace(const tg_compile_req *req, tg_program *p) {
     tg_graph *prev = tg_ir_trace_begin(g);
     tg_tensor r = req->fn(g, req->user);
     tg_ir_trace_end(prev);
+    /* The params arena was laid out for the params the model had: one the
+     * function declared has no place in it (a session's init would write it
+     * past the arena's end). */
+    if (tg_model_param_count(req->model) != p->n_params)
+        return tg_fail(TG_ERR_STATE, "compile: the traced function declared params (the model had %d, now %d): "
+                       "declare every param before making the session", p->n_params,
+                       tg_model_param_count(req->model));
     if (g->err != TG_OK) return tg_fail(g->err, "%s", g->errmsg);
     if (r.g != g || r.id < 0 || r.id >= g->n)
         return tg_fail(TG_ERR_ARG, "compile: the traced function returned a tensor that is not from its graph");

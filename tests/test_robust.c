@@ -160,6 +160,30 @@ static void late_param(void) {
     tg_model_free(m);
 }
 
+static tg_model *lazy_model;
+
+static tg_tensor lazy_loss(tg_graph *g, void *u) {
+    ctx *c = u;
+    tg_model_param(lazy_model, "lazy", TG_SHAPE(1000), tg_init_ones()); /* declared while tracing, never used */
+    return mlp_loss(g, c);
+}
+
+/* A param the loss function declares while it is traced: the params arena
+ * was laid out before it, so the compile fails instead of initializing it
+ * past the arena's end. */
+static void param_in_trace(void) {
+    tg_model *m = lazy_model = tg_model_new();
+    ctx c = {.l = tg_linear_new(m, "l", 2, 2, true)};
+    tg_input_decl in[] = {{"x", TG_F32, TG_SHAPE(4, 2)}, {"y", TG_F32, TG_SHAPE(4, 2)}};
+    tg_train_spec spec = spec_for(m, lazy_loss, &c, in);
+    tg_session *s = NULL;
+    CHECK_ERR(tg_session_new(&spec, &s), TG_ERR_STATE,
+              "compile: the traced function declared params (the model had 2, now 3)");
+    CHECK(s == NULL, "a session after failure");
+    tg_session_free(s);
+    tg_model_free(m);
+}
+
 /* An attached forward whose function no longer fits after a replace_model
  * has no program: its graph is NULL, and printing that prints nothing. */
 static void broken_forward(void) {
@@ -375,6 +399,7 @@ int main(void) {
     trace_errors();
     stale_handle();
     late_param();
+    param_in_trace();
     broken_forward();
     progress_eta();
     long_names();
