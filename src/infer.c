@@ -307,7 +307,13 @@ tg_status tg_forward_plan_stats(const tg_forward *f, tg_plan_stats *o) {
 
 void tg_forward_print_plan(const tg_forward *f, void *file) { tg_session_base_print_plan(TG_SESSION_BASE(f), file); }
 
-const tg_graph *tg_forward_graph(const tg_forward *f) { return f && f->b.prog ? f->b.prog->g : NULL; }
+const tg_graph *tg_forward_graph(const tg_forward *f) {
+    /* Under the lock, as every call: a run or a replace_model on another thread swaps the program. */
+    tg_share_lock(TG_SESSION_BASE(f));
+    const tg_graph *g = f && f->b.prog ? f->b.prog->g : NULL;
+    tg_share_unlock(TG_SESSION_BASE(f));
+    return g;
+}
 
 tg_status tg_forward_dot(const tg_forward *f, void *file) {
     return tg_session_base_dot(TG_SESSION_BASE(f), "tg_forward_dot", file);

@@ -416,7 +416,14 @@ tg_status tg_session_plan_stats(const tg_session *s, tg_plan_stats *o) {
 
 void tg_session_print_plan(const tg_session *s, void *file) { tg_session_base_print_plan(TG_SESSION_BASE(s), file); }
 
-const tg_graph *tg_session_graph(const tg_session *s) { return s ? s->b.prog->g : NULL; }
+const tg_graph *tg_session_graph(const tg_session *s) {
+    if (!s) return NULL;
+    /* Under the lock, as every call: a replace_model on another thread swaps the program. */
+    tg_share_lock(&s->b);
+    const tg_graph *g = s->b.prog->g;
+    tg_share_unlock(&s->b);
+    return g;
+}
 
 tg_status tg_session_dot(const tg_session *s, void *file) {
     return tg_session_base_dot(TG_SESSION_BASE(s), "tg_session_dot", file);

@@ -37,6 +37,10 @@ static void *stepper(void *u) {
         float loss = NAN;
         if (tg_session_step(S, (tg_feed[]){TG_FEED("x", X, 16), TG_FEED("y", Y, 8)}, 2, &loss) != TG_OK || !isfinite(loss))
             bad("step");
+        /* the getters take the lock too (what the graph pointer then points
+         * to is the caller's to read only while no replace can come) */
+        tg_comm_stats cs;
+        if (tg_session_comm_stats(S, &cs) != TG_OK || !tg_session_graph(S) || !tg_forward_graph(F)) bad("getters");
     }
     return NULL;
 }

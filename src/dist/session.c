@@ -136,7 +136,9 @@ tg_status tg_dp_session_start(tg_comm *c, tg_session *s, tg_status st) {
 
 tg_status tg_session_comm_stats(const tg_session *s, tg_comm_stats *out) {
     if (!s || !out) return tg_fail(TG_ERR_ARG, "tg_session_comm_stats: session and out are required");
+    tg_share_lock(&s->b); /* a step on another thread adds to the stats; a replace_model swaps the program */
     tg_dp *dp = dp_of(s);
     *out = dp ? dp->stats : (tg_comm_stats){0};
+    tg_share_unlock(&s->b);
     return TG_OK;
 }
