@@ -287,6 +287,13 @@ static void model_errors(void) {
     CHECK(tg_model_param(m, "deep", ((tg_shape){7, {1, 1, 1, 1, 1, 1}}), tg_init_zeros()) < 0, "a 7-dim param");
     CHECK_ERR(tg_model_status(m), TG_ERR_SHAPE, "bad number of dims");
     tg_model_free(m);
+    m = tg_model_new();
+    CHECK(tg_model_param(m, "inf", TG_SHAPE(3), tg_init_randn(INFINITY)) < 0, "an init scale of inf was accepted");
+    CHECK_ERR(tg_model_status(m), TG_ERR_ARG, "tg_model_param: 'inf' has a non-finite init scale");
+    tg_init nan_gain = tg_init_kaiming();
+    nan_gain.scale = NAN;
+    CHECK(tg_model_param(m, "nan", TG_SHAPE(3, 3), nan_gain) < 0, "an init gain of NaN was accepted");
+    tg_model_free(m);
     CHECK(tg_shape_numel(TG_SHAPE(INT64_MAX, 2)) == -1, "numel overflow not reported");
     CHECK(tg_shape_numel(TG_SHAPE(3, -1)) == -1, "numel of a negative dim");
     CHECK(tg_shape_numel(((tg_shape){9, {1}})) == -1, "numel of 9 dims");

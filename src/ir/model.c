@@ -70,6 +70,9 @@ tg_param tg_model_param_dt(tg_model *m, const char *name, tg_shape shape, tg_dty
         return model_fail(m, TG_ERR_LIMIT, "tg_model_param: '%s' takes the model past TG_MAX_NUMEL elements", name);
     if ((unsigned)init.kind > TG_INIT_VALUES)
         return model_fail(m, TG_ERR_ARG, "tg_model_param: '%s' has an unknown init kind", name);
+    /* NaN read as "default" and inf drew a param of infinities, both without a word. */
+    if (!isfinite(init.scale))
+        return model_fail(m, TG_ERR_ARG, "tg_model_param: '%s' has a non-finite init scale", name);
     if (init.decay < -1 || init.decay > 1)
         return model_fail(m, TG_ERR_ARG, "tg_model_param: '%s' has a decay other than -1 (default), 0 or 1", name);
     if (init.kind == TG_INIT_VALUES && !init.values)
