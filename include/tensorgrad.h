@@ -1001,13 +1001,14 @@ tg_status tg_cpu_info(tg_cpu_path_info *out);
 /* ---- checkpoints --------------------------------------------------------- */
 
 /* Files are safetensors (docs/checkpoints.md). Writes are atomic: a
- * temporary "<path>.tmp.<pid>" is written, synced and renamed over path, so
+ * temporary "<path>.tmp.<pid>.<n>" is written, synced and renamed over path, so
  * path holds either the old file or the complete new one. Loads are strict
  * (missing, unknown or wrong-shaped tensors are errors) and check the whole
  * file before writing anything into the session. */
 
-/* Weights only: every model param under its name, F32, its shape. This is the
- * file upstream tensorgrad loads by param name. */
+/* Weights only: every model param under its name, F32 (I32 for an i32
+ * param), its shape. This is the file upstream tensorgrad loads by param
+ * name. */
 tg_status tg_session_save_params(tg_session *s, const char *path);
 tg_status tg_session_load_params(tg_session *s, const char *path);
 tg_status tg_forward_save_params(tg_forward *f, const char *path);
@@ -1054,7 +1055,8 @@ tg_status tg_safetensors_write(const char *path, const tg_st_tensor *t, int n, c
  * library path, else the Dawn copy in the installed data directory
  * ($(LIBDIR)/tensorgrad/webgpu, filled by make install), else the one
  * scripts/fetch-webgpu.sh put in the source tree's .deps/ (docs/install.md).
- * Only a Vulkan adapter is accepted (Dawn's Null fallback computes
+ * Only an adapter of the platform's native backend is accepted (Vulkan on
+ * Linux, Metal on macOS, D3D12 on Windows; Dawn's Null fallback computes
  * nothing). When one of those folders holds the fetched lavapipe driver and no
  * Vulkan driver variable (VK_DRIVER_FILES, VK_ICD_FILENAMES,
  * VK_ADD_DRIVER_FILES) is set, the library adds it with VK_ADD_DRIVER_FILES
