@@ -170,7 +170,7 @@ void tg_graph_free(tg_graph *g);
 tg_status tg_graph_status(const tg_graph *g);
 const char *tg_graph_error(const tg_graph *g);
 int tg_graph_node_count(const tg_graph *g);
-/* Prints one line per node (id, op, shape, inputs). */
+/* Prints one line per node (id, op, dtype, shape, inputs, name). */
 void tg_graph_print(const tg_graph *g, void *file /* FILE* */);
 /* Writes the graph as Graphviz DOT: one node per op with its shape and dtype;
  * params, inputs, optimizer state and constants as leaves of their own
