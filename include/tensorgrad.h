@@ -1001,10 +1001,10 @@ tg_status tg_cpu_info(tg_cpu_path_info *out);
 /* ---- checkpoints --------------------------------------------------------- */
 
 /* Files are safetensors (docs/checkpoints.md). Writes are atomic: a
- * temporary "<path>.tmp.<pid>.<n>" is written, synced and renamed over path, so
- * path holds either the old file or the complete new one. Loads are strict
- * (missing, unknown or wrong-shaped tensors are errors) and check the whole
- * file before writing anything into the session. */
+ * temporary "<path>.tmp.<pid>.<n>" is written, synced and renamed over
+ * path, so path holds either the old file or the complete new one. Loads
+ * are strict (missing, unknown or wrong-shaped tensors are errors) and
+ * check the whole file before writing anything into the session. */
 
 /* Weights only: every model param under its name, F32 (I32 for an i32
  * param), its shape. This is the file upstream tensorgrad loads by param
