@@ -78,6 +78,15 @@ help:
 
 lib: $(BUILD)/libtensorgrad.a
 
+# Install locations. Defined before WEBGPU_DIRS, which is expanded where it
+# is read: later, the data directory compiled into the library was empty.
+PREFIX     ?= /usr/local
+LIBDIR     ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+BINDIR     ?= $(PREFIX)/bin
+# Where the installed library finds the fetched WebGPU runtime (docs/install.md).
+TG_DATADIR ?= $(LIBDIR)/tensorgrad
+
 # The WebGPU runtime looks for the libraries scripts/fetch-webgpu.sh puts in
 # .deps/, and, once installed, in the data directory make install fills.
 WEBGPU_DIRS := -DTG_DEPS_DIR='"$(CURDIR)/.deps"' -DTG_DATA_DIR='"$(TG_DATADIR)"'
@@ -196,12 +205,6 @@ clean:
 # ---- install: the shared library, pkg-config, the CMake package ----
 # The shared library has its own -fPIC objects so that the static library's
 # objects (and make bench) stay exactly as they were.
-PREFIX     ?= /usr/local
-LIBDIR     ?= $(PREFIX)/lib
-INCLUDEDIR ?= $(PREFIX)/include
-BINDIR     ?= $(PREFIX)/bin
-# Where the installed library finds the fetched WebGPU runtime (docs/install.md).
-TG_DATADIR ?= $(LIBDIR)/tensorgrad
 VERSION := $(shell sed -n 's/^\#define TG_VERSION_STRING "\(.*\)"/\1/p' include/tensorgrad.h)
 VMAJOR  := $(word 1,$(subst ., ,$(VERSION)))
 VMINOR  := $(word 2,$(subst ., ,$(VERSION)))

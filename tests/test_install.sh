@@ -41,6 +41,11 @@ for f in include/tensorgrad.h lib/libtensorgrad.a lib/pkgconfig/tensorgrad.pc \
          lib/cmake/tensorgrad/tensorgrad-config.cmake bin/tg; do
     [ -e "$dest$prefix/$f" ] && ok || bad "installed tree lacks $f"
 done
+# Both installed libraries look for the runtime in the data directory of the
+# PREFIX they were built for.
+for f in libtensorgrad.so libtensorgrad.a; do
+    grep -aq "$prefix/lib/tensorgrad" "$lib/$f" && ok || bad "$f has no data directory $prefix/lib/tensorgrad compiled in"
+done
 # The fetched WebGPU runtime, when there is one, goes to the data directory
 # with lavapipe's ICD file pointing at its installed copy.
 if [ -f "$top/.deps/webgpu/libwebgpu_wrapper.so" ]; then
