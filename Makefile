@@ -74,7 +74,7 @@ help:
 	@echo "make install    install header, libraries, tensorgrad.pc, the CMake package and bin/tg"
 	@echo "                under PREFIX (default /usr/local), staged under DESTDIR if set"
 	@echo "make uninstall  remove what make install put under the same PREFIX and DESTDIR"
-	@echo "make clean      remove build/ and the sanitizer, fuzz, tsan, clang and aarch64 builds"
+	@echo "make clean      remove build/ and the sanitizer, fuzz, tsan, clang, aarch64 and macOS builds"
 
 lib: $(BUILD)/libtensorgrad.a
 

@@ -16,6 +16,11 @@ cd "$tmp" || exit 1
 
 version=$(sed -n 's/^#define TG_VERSION_STRING "\(.*\)"/\1/p' "$here/../include/tensorgrad.h")
 [ "$("$tg" --version)" = "tg $version (library $version)" ] && ok || bad "tg --version: $("$tg" --version 2>&1)"
+# Help on stdout, exit 0, however it is asked for.
+for h in help --help -h; do
+    out=$("$tg" $h 2>/dev/null); rc=$?
+    [ "$rc" -eq 0 ] && [[ "$out" == usage:* ]] && ok || bad "tg $h: exit $rc, '$(printf '%s' "$out" | head -c 80)'"
+done
 
 # Options an example does not read are refused before anything runs (and
 # --dp by a tg built without MPI: tg-mpi has it).

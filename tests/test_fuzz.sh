@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make test`'s bounded fuzzing: `make fuzz` with TG_FUZZ_SECONDS (default 45)
-# per target, three targets. Only the plain build fuzzes (sanitizer and other
+# per target, four targets. Only the plain build fuzzes (sanitizer and other
 # builds of the tests skip it: the fuzz build is instrumented already). Needs
 # clang with libFuzzer (Debian: clang, libclang-rt-14-dev); without it the
 # test says "skipped", except under CI=true where that is a failure.

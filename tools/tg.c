@@ -326,7 +326,8 @@ static int train_dp(const struct example *ex, tg_example_opts *o, int *argc, cha
 #endif
 
 int main(int argc, char **argv) {
-    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) return usage(argc < 2 ? stderr : stdout);
+    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help"))
+        return usage(argc < 2 ? stderr : stdout);
     if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
         printf("tg %s (library %s)\n", TG_VERSION_STRING, tg_version());
         return 0;
