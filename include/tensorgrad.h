@@ -956,10 +956,12 @@ void tg_forward_free(tg_forward *f);
 /* Runs the forward program for `batch` (ignored when no input uses TG_BATCH). */
 tg_status tg_forward_run(tg_forward *f, int64_t batch, const tg_feed *feeds, int n_feeds);
 /* The output of the last run, `count` elements of its own dtype (i32 stays
- * i32); TG_ERR_STATE before a run. */
+ * i32); TG_ERR_STATE before a run and after a failed one, until a run
+ * succeeds. */
 tg_status tg_forward_output(tg_forward *f, void *dst, int64_t count);
 tg_status tg_forward_output_info(const tg_forward *f, tg_shape *shape, tg_dtype *dtype);
-/* A capture of the last run, as tg_session_read / capture_info. */
+/* A capture of the last run, as tg_session_read / capture_info; after a
+ * failed run, for debugging, what that run left. */
 tg_status tg_forward_read(tg_forward *f, const char *name, void *dst, int64_t count);
 /* The captures of the last run's program (before a run: the first one
  * compiled), as tg_session_capture_count / name. */

@@ -198,16 +198,19 @@ static tg_status run(tg_forward *f, int64_t batch, const tg_feed *feeds, int n, 
     if ((st = program_for(f, batch, api, &p)) != TG_OK) return st;
     if ((st = tg_session_write_feeds(&f->b, p, api, feeds, n)) != TG_OK) return st;
     if ((st = tg_session_write_rng_seed(&f->b, p, ++f->runs)) != TG_OK) return st;
-    if ((st = f->b.eng->vt->run(f->b.eng, p)) != TG_OK) return st;
-    f->b.prog = p; /* outputs and captures now come from this program */
+    /* Outputs and captures now come from this program; a run that failed in
+     * it has left its captures up to the failing kernel, for debugging. */
+    st = f->b.eng->vt->run(f->b.eng, p);
+    f->b.prog = p;
     f->ran = true;
-    return TG_OK;
+    return st;
 }
 
 tg_status tg_forward_run(tg_forward *f, int64_t batch, const tg_feed *feeds, int n) {
     if (!f) return tg_fail(TG_ERR_ARG, "tg_forward_run: session is NULL");
     tg_share_lock(&f->b);
     tg_status st = run(f, batch, feeds, n, "tg_forward_run");
+    f->failed = st != TG_OK;
     tg_share_unlock(&f->b);
     return st;
 }
@@ -219,9 +222,17 @@ static tg_status ran(const tg_forward *f, const char *api) {
     return f->ran ? TG_OK : tg_fail(TG_ERR_STATE, "%s: the forward session has not run yet", api);
 }
 
+/* An output left by an earlier run must not pass for the failed one's. */
+static tg_status has_output(const tg_forward *f, const char *api) {
+    tg_status st = ran(f, api);
+    if (st == TG_OK && f->failed)
+        st = tg_fail(TG_ERR_STATE, "%s: the last run failed: there is no output until a run succeeds", api);
+    return st;
+}
+
 tg_status tg_forward_output_info(const tg_forward *f, tg_shape *shape, tg_dtype *dtype) {
     tg_share_lock(TG_SESSION_BASE(f));
-    tg_status st = ran(f, "tg_forward_output_info");
+    tg_status st = has_output(f, "tg_forward_output_info");
     if (st == TG_OK) {
         const tg_node *r = &f->b.prog->g->nodes[f->b.prog->result];
         if (shape) *shape = r->shape;
@@ -233,7 +244,7 @@ tg_status tg_forward_output_info(const tg_forward *f, tg_shape *shape, tg_dtype 
 
 static tg_status output(tg_forward *f, void *dst, int64_t count, const char *api) {
     if (!dst) return tg_fail(TG_ERR_ARG, "%s: dst is NULL", api);
-    tg_status st = ran(f, api);
+    tg_status st = has_output(f, api);
     if (st != TG_OK) return st;
     const tg_program *p = f->b.prog;
     const tg_node *r = &p->g->nodes[p->result];

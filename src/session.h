@@ -72,6 +72,7 @@ struct tg_forward {
     int n_inputs;
     bool check_numerics;
     bool ran; /* outputs and captures exist only after a run */
+    bool failed; /* the last run failed: the output is an earlier run's, or part of one */
     struct tg_batch_prog {
         int64_t batch;
         tg_program *prog;

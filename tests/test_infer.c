@@ -95,9 +95,9 @@ int main(void) {
 
     /* Misuse is an error, not a crash (training calls on a forward session
      * do not compile: tests/test_session_types.sh). */
+    CHECK_ERR(tg_forward_output(fwd, y, 3), TG_ERR_SIZE, "has 7 elements");
     CHECK_ERR(tg_forward_run(fwd, 0, (tg_feed[]){TG_FEED("x", x, 0)}, 1), TG_ERR_ARG, "must be > 0");
     CHECK_ERR(tg_forward_run(fwd, 5, (tg_feed[]){TG_FEED("x", x, 9)}, 1), TG_ERR_SIZE, "needs 10 elements ([5,2]), got 9");
-    CHECK_ERR(tg_forward_output(fwd, y, 3), TG_ERR_SIZE, "has 7 elements");
     tg_forward *never;
     CHECK_OK(tg_forward_attach(train, &(tg_forward_spec){.fn = predict, .inputs = fin, .n_inputs = 1}, &never));
     CHECK_ERR(tg_forward_output(never, y, 1), TG_ERR_STATE, "has not run yet");

@@ -217,6 +217,46 @@ static void broken_forward(void) {
     tg_model_free(m);
 }
 
+static tg_tensor sqrt_out(tg_graph *g, void *u) {
+    (void)u;
+    return tg_mul_s(tg_capture(tg_sqrt(tg_input(g, "x")), "root"), 2.0f);
+}
+
+/* A run that failed leaves an earlier run's output behind: reading it is
+ * an error until a run succeeds, not that output passed off as this one's;
+ * captures stay readable, for debugging. */
+static void failed_run(void) {
+    tg_input_decl in[] = {{"x", TG_F32, TG_SHAPE(TG_BATCH, 2)}};
+    tg_forward_spec fs = {.fn = sqrt_out, .inputs = in, .n_inputs = 1, .check_numerics = true, .model = tg_model_new()};
+    tg_forward *f = NULL;
+    CHECK_OK(tg_forward_new(&fs, &f));
+    if (!f) return;
+    float x[4] = {1, 4, 9, 16}, neg[4] = {1, -4, 9, 16}, y[4], r[4];
+    CHECK_OK(tg_forward_run(f, 2, (tg_feed[]){TG_FEED("x", x, 4)}, 1));
+    CHECK_OK(tg_forward_output(f, y, 4));
+    const char *want = "the last run failed";
+    CHECK_ERR(tg_forward_run(f, 2, (tg_feed[]){TG_FEED("x", neg, 4)}, 1), TG_ERR_NUMERIC, "");
+    CHECK_ERR(tg_forward_output(f, y, 4), TG_ERR_STATE, want);
+    CHECK_ERR(tg_forward_output_info(f, NULL, NULL), TG_ERR_STATE, want);
+    CHECK_OK(tg_forward_read(f, "root", r, 4));
+    CHECK(r[0] == 1 && isnan(r[1]), "the capture after a stopped run: %g %g", r[0], r[1]);
+    CHECK_OK(tg_forward_run(f, 2, (tg_feed[]){TG_FEED("x", x, 4)}, 1));
+    CHECK_OK(tg_forward_output(f, y, 4));
+    /* A bad feed and a bad batch are failed runs too; a run of another batch
+     * size that check_numerics stops leaves its own captures to read. */
+    CHECK_ERR(tg_forward_run(f, 2, (tg_feed[]){TG_FEED("x", x, 3)}, 1), TG_ERR_SIZE, "");
+    CHECK_ERR(tg_forward_output(f, y, 4), TG_ERR_STATE, want);
+    CHECK_OK(tg_forward_run(f, 2, (tg_feed[]){TG_FEED("x", x, 4)}, 1));
+    CHECK_ERR(tg_forward_run(f, -1, (tg_feed[]){TG_FEED("x", x, 4)}, 1), TG_ERR_ARG, "");
+    CHECK_ERR(tg_forward_output(f, y, 4), TG_ERR_STATE, want);
+    CHECK_ERR(tg_forward_run(f, 1, (tg_feed[]){TG_FEED("x", neg + 1, 2)}, 1), TG_ERR_NUMERIC, "");
+    CHECK_ERR(tg_forward_read(f, "root", r, 4), TG_ERR_SIZE, "has 2 elements");
+    CHECK_OK(tg_forward_read(f, "root", r, 2));
+    CHECK(isnan(r[0]) && r[1] == 3, "the capture of the stopped batch-1 run: %g %g", r[0], r[1]);
+    tg_forward_free(f);
+    tg_model_free(fs.model);
+}
+
 /* A progress line for a run of INT64_MAX steps at a slow rate: the ETA is
  * capped, not a double converted outside long's range. */
 static void progress_eta(void) {
@@ -408,6 +448,7 @@ int main(void) {
     late_param();
     param_in_trace();
     broken_forward();
+    failed_run();
     progress_eta();
     long_names();
     model_errors();
