@@ -407,9 +407,9 @@ tg_tensor tg_ones_dt_at(tg_graph *g, tg_shape s, tg_dtype dt, TG_AT);
  * dtype along an existing axis; stack along a new axis at `axis`
  * (0..rank). Lists are C arrays with a count; a compound literal needs
  * parentheses inside the macro: tg_concat(((tg_tensor[]){a, b}), 2, -1).
- * split cuts x along `axis` into n pieces of sizes[0..n) (which must sum to
- * the axis) and writes them to out[0..n); on an error every piece is
- * invalid. */
+ * split cuts x along `axis` into n >= 1 pieces of sizes[0..n) (which must
+ * sum to the axis) and writes them to out[0..n); on an error every piece is
+ * invalid (out NULL or n < 1: a graph error, nothing written). */
 tg_tensor tg_swap_axes_at(tg_tensor x, int a, int b, TG_AT);
 tg_tensor tg_narrow_at(tg_tensor x, int axis, int64_t start, int64_t length, TG_AT);
 tg_tensor tg_concat_at(const tg_tensor *xs, int n, int axis, TG_AT);

@@ -217,6 +217,40 @@ static void broken_forward(void) {
     tg_model_free(m);
 }
 
+static int split_case, split_line;
+
+static tg_tensor split_loss(tg_graph *g, void *u) {
+    tg_tensor x = tg_input(g, "x"), out[2] = {x, x};
+    split_line = __LINE__ + 2;
+    switch (split_case) {
+    case 0: tg_split(x, 0, ((int64_t[]){2, 2}), 2, NULL); break;
+    case 1: tg_split(x, 0, ((int64_t[]){2, 2}), 0, out); break;
+    case 2: tg_split(x, 0, ((int64_t[]){2, 2}), -3, out); break;
+    }
+    return tg_mse(out[0], tg_input(g, "y"));
+}
+
+/* tg_split with nowhere to write or no pieces: a graph error naming the
+ * call site, not a trace that goes on as if nothing was asked. */
+static void split_args(void) {
+    static const char *want[] = {"tg_split: out is NULL", "tg_split: n is 0, want at least 1 piece",
+                                 "tg_split: n is -3, want at least 1 piece"};
+    tg_input_decl in[] = {{"x", TG_F32, TG_SHAPE(4, 2)}, {"y", TG_F32, TG_SHAPE(4, 2)}};
+    for (split_case = 0; split_case < 3; split_case++) {
+        tg_model *m = tg_model_new();
+        ctx c = {.l = tg_linear_new(m, "l", 2, 2, true)};
+        tg_train_spec spec = spec_for(m, split_loss, &c, in);
+        tg_session *s = NULL;
+        tg_status st = tg_session_new(&spec, &s);
+        char at[64];
+        snprintf(at, sizeof at, "(test_robust.c:%d)", split_line + split_case);
+        CHECK_ERR(st, TG_ERR_ARG, want[split_case]);
+        CHECK(strstr(tg_last_error(), at), "case %d: '%s' lacks the call site %s", split_case, tg_last_error(), at);
+        tg_session_free(s);
+        tg_model_free(m);
+    }
+}
+
 static tg_tensor sqrt_out(tg_graph *g, void *u) {
     (void)u;
     return tg_mul_s(tg_capture(tg_sqrt(tg_input(g, "x")), "root"), 2.0f);
@@ -449,6 +483,7 @@ int main(void) {
     param_in_trace();
     broken_forward();
     failed_run();
+    split_args();
     progress_eta();
     long_names();
     model_errors();

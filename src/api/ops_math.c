@@ -319,7 +319,13 @@ tg_tensor tg_stack_at(const tg_tensor *xs, int n, int axis, const char *file, in
 }
 
 void tg_split_at(tg_tensor x, int axis, const int64_t *sizes, int n, tg_tensor *out, const char *file, int line) {
-    if (!out || n <= 0) return;
+    if (!out || n <= 0) {
+        /* No piece comes back to carry the error on: the graph must fail. */
+        tg_node e = tg_ir_proto(TG_OP_NARROW, "split", file, line);
+        if (!out && x.g) tg_ir_fail_status(x.g, TG_ERR_ARG, &e, "out is NULL");
+        else if (x.g) tg_ir_fail_status(x.g, TG_ERR_ARG, &e, "n is %d, want at least 1 piece", n);
+        return;
+    }
     for (int k = 0; k < n; k++) out[k] = (tg_tensor){x.g, -1};
     if (!live(x)) return;
     tg_shape s = shape_of(x);
