@@ -93,6 +93,7 @@ static tg_status trace_spec(tg_forward *f, const tg_forward_spec *spec, const ch
             return tg_fail(TG_ERR_ARG, "%s: input %d ('%s') has no name or a bad shape", api, i,
                            d->name ? d->name : "(null)");
     }
+    if ((st = tg_inputs_check(spec->inputs, spec->n_inputs, true, api)) != TG_OK) return st;
     return program_for(f, uses_batch(f) ? 1 : 0, api, &f->b.prog);
 }
 

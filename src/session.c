@@ -99,11 +99,13 @@ static tg_status session_new(const tg_train_spec *spec, tg_session **out) {
         return tg_fail(TG_ERR_ARG, "%s: spec, spec->model and spec->loss are required", api);
     if (spec->n_inputs < 0 || (spec->n_inputs > 0 && !spec->inputs))
         return tg_fail(TG_ERR_ARG, "%s: bad input list", api);
+    tg_status st = tg_inputs_check(spec->inputs, spec->n_inputs, false, api);
+    if (st != TG_OK) return st;
     if (spec->random_seed && spec->seed)
         return tg_fail(TG_ERR_ARG, "%s: spec->random_seed asks for a fresh seed, but spec->seed is %llu (set one or "
                        "the other)", api, (unsigned long long)spec->seed);
     if (tg_model_status(spec->model) != TG_OK) return spec->model->err;
-    tg_status st = tg_optim_check(&spec->optim, api);
+    st = tg_optim_check(&spec->optim, api);
     if (st != TG_OK) return st;
     if (spec->discard_grads && spec->optim.kind == TG_OPT_NONE)
         return tg_fail(TG_ERR_ARG, "%s: spec->discard_grads without an optimizer leaves nothing to compute (the "

@@ -98,6 +98,8 @@ void tg_share_unref(tg_share *sh);
 /* Copies of an input list, names owned; freed with tg_inputs_free. */
 tg_status tg_inputs_copy(const tg_input_decl *in, int n, tg_input_decl **out, const char *api);
 void tg_inputs_free(tg_input_decl *in, int n);
+/* Each declaration's dtype, and TG_BATCH unless batch_ok (a forward's). */
+tg_status tg_inputs_check(const tg_input_decl *in, int n, bool batch_ok, const char *api);
 
 /* After a replace_model: an attached forward drops its programs and takes
  * the training session's model, engine and layout, then compiles its first

@@ -89,6 +89,22 @@ void tg_inputs_free(tg_input_decl *in, int n) {
     free(in);
 }
 
+/* Before any trace: the graph would call these a shape error, at the
+ * declaration's index for a call site. */
+tg_status tg_inputs_check(const tg_input_decl *in, int n, bool batch_ok, const char *api) {
+    for (int i = 0; i < n; i++) {
+        const char *name = in[i].name ? in[i].name : "(null)";
+        if ((unsigned)in[i].dtype > TG_BOOL)
+            return tg_fail(TG_ERR_ARG, "%s: input %d ('%s') has dtype %d (not TG_F32, TG_I32 or TG_BOOL)", api, i, name,
+                           (int)in[i].dtype);
+        for (int k = 0; !batch_ok && k < in[i].shape.ndim && k < TG_MAX_DIMS; k++)
+            if (in[i].shape.d[k] == TG_BATCH)
+                return tg_fail(TG_ERR_ARG, "%s: input %d ('%s') uses TG_BATCH, which only forward sessions take (a "
+                               "training session's inputs have fixed shapes)", api, i, name);
+    }
+    return TG_OK;
+}
+
 tg_status tg_session_base_open(tg_session_base *b, tg_model *m, tg_backend be, int threads, const char *api) {
     int np = tg_model_param_count(m);
     b->model = m;

@@ -157,6 +157,19 @@ static void bad_specs(void) {
     tg_input_decl dup[] = {{"x", TG_F32, TG_SHAPE(8, 4)}, {"x", TG_F32, TG_SHAPE(8, 2)}};
     spec.inputs = dup;
     CHECK_ERR(tg_session_new(&spec, &s), TG_ERR_NAME, "input 'x' declared twice");
+    /* A declaration's mistakes are named as such, not as a shape error at
+     * no call site. */
+    tg_input_decl bad_dt[] = {{"x", (tg_dtype)7, TG_SHAPE(8, 4)}, {"t", TG_F32, TG_SHAPE(8, 2)}};
+    spec.inputs = bad_dt;
+    CHECK_ERR(tg_session_new(&spec, &s), TG_ERR_ARG, "tg_session_new: input 0 ('x') has dtype 7 (not TG_F32, TG_I32 or TG_BOOL)");
+    tg_forward *bf = NULL;
+    CHECK_ERR(tg_forward_new(&(tg_forward_spec){.fn = good_loss, .inputs = bad_dt, .n_inputs = 2, .model = m}, &bf),
+              TG_ERR_ARG, "tg_forward_new: input 0 ('x') has dtype 7");
+    tg_forward_free(bf);
+    tg_input_decl batch[] = {{"x", TG_F32, TG_SHAPE(8, 4)}, {"t", TG_F32, TG_SHAPE(TG_BATCH, 2)}};
+    spec.inputs = batch;
+    CHECK_ERR(tg_session_new(&spec, &s), TG_ERR_ARG,
+              "tg_session_new: input 1 ('t') uses TG_BATCH, which only forward sessions take");
     spec.inputs = in;
     spec.optim.kind = (tg_opt_kind)9;
     CHECK_ERR(tg_session_new(&spec, &s), TG_ERR_ARG, "unknown kind");
