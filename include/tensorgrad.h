@@ -985,7 +985,8 @@ tg_status tg_forward_dot(const tg_forward *f, void *file /* FILE* */);
  * (seed, run number). */
 tg_status tg_forward_set_seed(tg_forward *f, uint64_t seed);
 
-/* CPU threads used by new sessions when the spec says 0 (else TG_THREADS, else all cores). */
+/* CPU threads used by new sessions when the spec says 0 (else TG_THREADS, else all cores).
+ * A TG_THREADS that is not a whole number from 1 to 1024 fails such a session (TG_ERR_ARG). */
 void tg_set_default_threads(int n);
 
 /* The CPU backend's instruction-set path: the best this CPU supports, or a

@@ -182,6 +182,23 @@ static void bad_specs(void) {
     CHECK_ERR(tg_forward_new(&fs, &f), TG_ERR_ARG, "at most 1024");
     CHECK(f == NULL, "a forward session after failure");
     tg_forward_free(f);
+    /* TG_THREADS is a whole number from 1 to 1024 or an error: not atoi's
+     * 1 for 2^32 + 1, nor all cores for a typo. */
+    spec.threads = 0;
+    static const char *bad_env[] = {"4294967297", "99999999999999999999", "abc", "8x", "0", "-2", "1025"};
+    for (int k = 0; k < (int)(sizeof bad_env / sizeof *bad_env); k++) {
+        char want[80];
+        snprintf(want, sizeof want, "cpu: TG_THREADS=%s is not a whole number from 1 to 1024", bad_env[k]);
+        setenv("TG_THREADS", bad_env[k], 1);
+        CHECK_ERR(tg_session_new(&spec, &s), TG_ERR_ARG, want);
+    }
+    setenv("TG_THREADS", "", 1); /* empty: unset */
+    CHECK_OK(tg_session_new(&spec, &s));
+    tg_session_free(s);
+    setenv("TG_THREADS", "2", 1);
+    CHECK_OK(tg_session_new(&spec, &s));
+    tg_session_free(s);
+    unsetenv("TG_THREADS");
     tg_model_free(m);
 }
 

@@ -50,8 +50,11 @@ void tg_pool_run(tg_pool *p, int n_tasks, tg_task_fn fn, void *arg);
 void tg_pool_hot(tg_pool *p, bool on);
 /* The thread count new sessions use when their spec says 0: the default set
  * by tg_set_default_threads, else TG_THREADS, else the CPUs this process
- * may run on. */
+ * may run on; -1 when TG_THREADS is set to anything but a whole number from
+ * 1 to TG_CPU_MAX_THREADS. */
 int tg_default_threads(void);
+/* The most threads an engine starts (tg_cpu_engine_new says why). */
+#define TG_CPU_MAX_THREADS 1024
 
 /* ---- GEMM ---- */
 /* What is done to each element of C after the product, in this order:

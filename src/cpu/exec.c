@@ -235,15 +235,20 @@ tg_status tg_cpu_engine_new(int threads, int64_t params_bytes, tg_engine **out) 
         free(e);
         return tg_fail(TG_ERR_ARG, "cpu: %s", why);
     }
-    if (threads <= 0) threads = tg_default_threads();
+    if (threads <= 0 && (threads = tg_default_threads()) < 0) {
+        const char *env = getenv("TG_THREADS");
+        free(e);
+        return tg_fail(TG_ERR_ARG, "cpu: TG_THREADS=%.40s is not a whole number from 1 to %d", env ? env : "",
+                       TG_CPU_MAX_THREADS);
+    }
     /* The pool makes every thread up front: INT_MAX would ask for terabytes of
      * per-thread state, and a count in the tens of thousands would start that
      * many threads before failing. 1024 is the most CPUs sched_getaffinity
      * reports (CPU_SETSIZE). */
-    if (threads > 1024) {
+    if (threads > TG_CPU_MAX_THREADS) {
         free(e);
         return tg_fail(TG_ERR_ARG, "cpu: %d threads asked for (spec.threads, tg_set_default_threads or TG_THREADS); "
-                       "at most 1024", threads);
+                       "at most %d", threads, TG_CPU_MAX_THREADS);
     }
     e->base.vt = &cpu_vt;
     e->base.refs = 1;

@@ -266,7 +266,11 @@ int tg_default_threads(void) {
     int d = atomic_load(&default_threads);
     if (d > 0) return d;
     const char *e = getenv("TG_THREADS");
-    if (e && atoi(e) > 0) return atoi(e);
+    if (e && *e) {
+        char *end;
+        long n = strtol(e, &end, 10);
+        return end != e && !*end && n >= 1 && n <= TG_CPU_MAX_THREADS ? (int)n : -1;
+    }
 #ifdef __linux__
     /* The cores this process may run on (taskset, cgroups), not all the machine's. */
     cpu_set_t set;
