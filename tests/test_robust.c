@@ -251,6 +251,55 @@ static void split_args(void) {
     }
 }
 
+/* A user's comm that fills its error message to the last byte, with no
+ * NUL; 'A's after it (padding, impl, the next field) show an over-read. */
+static struct {
+    tg_comm c;
+    char after[16];
+} loud;
+static bool loud_fails;
+
+static tg_status loud_sum(tg_comm *c, float *data, int64_t n) {
+    (void)data, (void)n;
+    if (!loud_fails) return TG_OK;
+    memset(c->error, 'x', sizeof c->error);
+    return TG_ERR_BACKEND;
+}
+
+static tg_status loud_bcast(tg_comm *c, void *data, int64_t bytes, int root) {
+    (void)c, (void)data, (void)bytes, (void)root;
+    return TG_OK;
+}
+
+/* The comm's message is read within its array, terminated or not. */
+static void comm_error_bounded(void) {
+    memset(&loud, 'A', sizeof loud);
+    loud.after[sizeof loud.after - 1] = 0;
+    loud.c.rank = 0, loud.c.size = 1, loud.c.concurrent = false;
+    loud.c.allreduce_sum_f32 = loud_sum, loud.c.broadcast = loud_bcast;
+    tg_model *m = tg_model_new();
+    ctx c = {.l = tg_linear_new(m, "l", 2, 2, true)};
+    tg_input_decl in[] = {{"x", TG_F32, TG_SHAPE(4, 2)}, {"y", TG_F32, TG_SHAPE(4, 2)}};
+    tg_train_spec spec = spec_for(m, mlp_loss, &c, in);
+    spec.comm = &loud.c;
+    tg_session *s = NULL;
+    char xs[sizeof loud.c.error + 1];
+    memset(xs, 'x', sizeof xs - 1);
+    xs[sizeof xs - 1] = 0;
+    loud_fails = true;
+    CHECK_ERR(tg_session_new(&spec, &s), TG_ERR_BACKEND, xs);
+    CHECK(!strchr(tg_last_error(), 'A'), "read past the comm's error: '%s'", tg_last_error());
+    loud_fails = false;
+    CHECK_OK(tg_session_new(&spec, &s));
+    float x[8] = {1, 2, 3, 4, 5, 6, 7, 8}, y[8] = {0}, loss;
+    tg_feed feeds[] = {TG_FEED("x", x, 8), TG_FEED("y", y, 8)};
+    loud_fails = true;
+    if (s) CHECK_ERR(tg_session_step(s, feeds, 2, &loss), TG_ERR_BACKEND, xs);
+    CHECK(!strchr(tg_last_error(), 'A'), "read past the comm's error: '%s'", tg_last_error());
+    tg_session_free(s);
+    tg_model_free(m);
+}
+
 static tg_tensor sqrt_out(tg_graph *g, void *u) {
     (void)u;
     return tg_mul_s(tg_capture(tg_sqrt(tg_input(g, "x")), "root"), 2.0f);
@@ -484,6 +533,7 @@ int main(void) {
     broken_forward();
     failed_run();
     split_args();
+    comm_error_bounded();
     progress_eta();
     long_names();
     model_errors();

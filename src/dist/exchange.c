@@ -228,8 +228,9 @@ static tg_status exchange(tg_dp *dp, int b, char *msg, size_t cap) {
     tg_status st = c->allreduce_sum_f32(c, dp->pack + k->at, k->n);
     dp->stats.allreduce_s += tg_now() - t0;
     if (st != TG_OK) {
-        snprintf(msg, cap, "data-parallel: the all-reduce of bucket %d (%lld floats) failed: %s", b, (long long)k->n,
-                 c->error[0] ? c->error : tg_status_name(st));
+        /* The comm is the user's: its message may fill the array with no NUL. */
+        snprintf(msg, cap, "data-parallel: the all-reduce of bucket %d (%lld floats) failed: %.*s", b, (long long)k->n,
+                 (int)sizeof c->error, c->error[0] ? c->error : tg_status_name(st));
         return st;
     }
     /* The average: the sum divided by the ranks (not times 1/R: exact when

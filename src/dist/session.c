@@ -18,8 +18,10 @@ tg_status tg_dp_check_comm(const tg_comm *c, const char *api) {
     return TG_OK;
 }
 
+/* The comm is the user's: its message may fill the array with no NUL. */
 static tg_status comm_fail(tg_comm *c, tg_status st, const char *api, const char *what) {
-    return tg_fail(st, "%s: data-parallel: %s failed: %s", api, what, c->error[0] ? c->error : tg_status_name(st));
+    return tg_fail(st, "%s: data-parallel: %s failed: %.*s", api, what, (int)sizeof c->error,
+                   c->error[0] ? c->error : tg_status_name(st));
 }
 
 tg_status tg_dp_verdict(tg_comm *c, const float *statuses, tg_status mine, const char *mine_msg, const char *api) {
