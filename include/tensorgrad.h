@@ -924,7 +924,8 @@ tg_status tg_session_comm_stats(const tg_session *s, tg_comm_stats *out);
 
 /* ---- forward sessions ---------------------------------------------------
  * Input shapes may use TG_BATCH for the batch dimension: the program is
- * compiled for each batch size on first use and cached. Both constructors
+ * compiled for each batch size on first use and cached (the 8 most recently
+ * used sizes; another is compiled again when it returns). Both constructors
  * trace (and compile) at once, for batch 1 when an input uses TG_BATCH, so
  * an error in the function comes back from them. */
 

@@ -43,10 +43,28 @@ static bool uses_batch(const tg_forward *f) {
     return false;
 }
 
-/* The program for `batch`, compiled now if this is its first use. */
-static tg_status program_for(tg_forward *f, int64_t batch, const char *api, tg_program **out) {
+/* Batch sizes kept compiled: a server fed every size from 1 to 256 would
+ * otherwise keep 256 programs and their arenas. */
+#define TG_FORWARD_PROGRAMS 8
+
+/* Drops the least recently used program, never the last run's (its
+ * outputs and captures stay readable). */
+static void evict_one(tg_forward *f) {
+    int lru = -1;
     for (int i = 0; i < f->n_progs; i++)
-        if (f->progs[i].batch == batch) return (*out = f->progs[i].prog, TG_OK);
+        if (f->progs[i].prog != f->b.prog && (lru < 0 || f->progs[i].used < f->progs[lru].used)) lru = i;
+    if (lru < 0) return;
+    if (f->b.eng) f->b.eng->vt->release(f->b.eng, f->progs[lru].prog);
+    tg_program_free(f->progs[lru].prog);
+    f->progs[lru] = f->progs[--f->n_progs];
+}
+
+/* The program for `batch`, compiled now if it is not among the
+ * TG_FORWARD_PROGRAMS most recently used. */
+static tg_status program_for(tg_forward *f, int64_t batch, const char *api, tg_program **out) {
+    f->lookups++;
+    for (int i = 0; i < f->n_progs; i++)
+        if (f->progs[i].batch == batch) return (f->progs[i].used = f->lookups, *out = f->progs[i].prog, TG_OK);
     tg_input_decl *in = tg_calloc((size_t)f->n_inputs + 1, sizeof *in);
     struct tg_batch_prog *grown = tg_realloc(f->progs, sizeof *grown * (size_t)(f->n_progs + 1));
     if (grown) f->progs = grown;
@@ -71,7 +89,8 @@ static tg_status program_for(tg_forward *f, int64_t batch, const char *api, tg_p
         tg_program_free(p);
         return st;
     }
-    f->progs[f->n_progs++] = (struct tg_batch_prog){batch, p};
+    if (f->n_progs >= TG_FORWARD_PROGRAMS) evict_one(f);
+    f->progs[f->n_progs++] = (struct tg_batch_prog){batch, p, f->lookups};
     *out = p;
     return TG_OK;
 }

@@ -76,9 +76,10 @@ struct tg_forward {
     struct tg_batch_prog {
         int64_t batch;
         tg_program *prog;
+        int64_t used; /* when it was last looked up (lookups): the least recent goes first */
     } *progs;
     int n_progs;
-    int64_t runs;
+    int64_t runs, lookups;
 };
 
 /* Makes a copy of src the session's schedule (and optim.lr, so no pointer

@@ -3,6 +3,7 @@
 #include <math.h>
 
 #include "check.h"
+#include "session.h"
 
 static tg_linear L1, L2;
 
@@ -81,6 +82,25 @@ int main(void) {
         float hidden[300 * 8];
         CHECK_OK(tg_forward_read(fwd, "hidden", hidden, 8 * n));
     }
+    /* Twelve batch sizes: the most recently used stay compiled (8), the
+     * others are compiled again when they come back, with the same results. */
+    float first[12];
+    for (int n = 1; n <= 12; n++) {
+        CHECK_OK(tg_forward_run(fwd, n, (tg_feed[]){TG_FEED("x", x, 2 * n)}, 1));
+        CHECK_OK(tg_forward_output(fwd, y, n));
+        first[n - 1] = y[n - 1];
+    }
+    CHECK(fwd->n_progs == 8, "%d batch sizes compiled after 12, want the 8 most recent", fwd->n_progs);
+    for (int n = 1; n <= 12; n++) {
+        CHECK_OK(tg_forward_run(fwd, n, (tg_feed[]){TG_FEED("x", x, 2 * n)}, 1));
+        CHECK_OK(tg_forward_output(fwd, y, n));
+        reference(train, x, n, want);
+        bool same = memcmp(&y[n - 1], &first[n - 1], sizeof *y) == 0;
+        CHECK(same && fabsf(y[n - 1] - want[n - 1]) <= 1e-5f * (1 + fabsf(want[n - 1])),
+              "batch %d compiled again: %g, first %g, host %g", n, y[n - 1], first[n - 1], want[n - 1]);
+    }
+    CHECK(fwd->n_progs == 8, "%d batch sizes compiled, want 8", fwd->n_progs);
+    CHECK_OK(tg_forward_run(fwd, 7, (tg_feed[]){TG_FEED("x", x, 14)}, 1)); /* the last run, as the loop above left it */
     /* Training moved the params; the attached session saw it. */
     CHECK(fabsf(before[0] - y[0]) > 1e-6f, "forward output did not change after training");
 
