@@ -492,7 +492,7 @@ static tg_status emit_kernel(const tg_graph *g, const tg_plan *plan, int kid, co
         tg_wk_declare(&k, "u32", written, 0, work > 0);
         if (work > 0) {
             if (out->n_bindings == TG_WGSL_MAX_BINDINGS || (uint32_t)out->n_bindings >= lim->max_storage_buffers_per_stage)
-                tg_wk_fail(&k, TG_ERR_LIMIT, "needs %d storage buffers with its workspace, over %u", out->n_bindings + 1,
+                tg_wk_fail(&k, TG_ERR_LIMIT, "needs %d storage buffers with its workspace, over maxStorageBuffersPerShaderStage %u", out->n_bindings + 1,
                         lim->max_storage_buffers_per_stage);
             else if ((uint64_t)work > lim->max_storage_buffer_binding_size)
                 tg_wk_fail(&k, TG_ERR_LIMIT, "needs %lld bytes of workspace, over maxStorageBufferBindingSize %llu",

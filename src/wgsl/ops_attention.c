@@ -48,7 +48,7 @@ bool tg_wgsl_attn_declare(akern *K) {
     if (!tg_wk_bind_nodes(k, nodes, n, bind_of, off)) return false;
     tg_kernel_spec *sp = k->spec;
     if (sp->n_bindings + 1 > TG_WGSL_MAX_BINDINGS || (uint32_t)sp->n_bindings + 1 > k->lim->max_storage_buffers_per_stage)
-        return tg_wk_fail(k, TG_ERR_LIMIT, "attention needs %d storage buffers, over %u", sp->n_bindings + 1,
+        return tg_wk_fail(k, TG_ERR_LIMIT, "attention needs %d storage buffers, over maxStorageBuffersPerShaderStage %u", sp->n_bindings + 1,
                        k->lim->max_storage_buffers_per_stage);
     unsigned written = 0, atomic = 0; /* the forward stores o; the backward reads it and stores the gradients */
     bool stores[N_OP];

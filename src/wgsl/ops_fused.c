@@ -115,7 +115,7 @@ static void spans_bind(wk *k, spans *s, int64_t work) {
     int n = s->n_one + (work > 0);
     for (int a = 0; a < TG_N_ARENAS; a++) n += s->hi[a] >= 0;
     if (n > TG_WGSL_MAX_BINDINGS || (uint32_t)n > k->lim->max_storage_buffers_per_stage) {
-        tg_wk_fail(k, TG_ERR_LIMIT, "a fused kernel needs %d storage buffers, over %u", n, k->lim->max_storage_buffers_per_stage);
+        tg_wk_fail(k, TG_ERR_LIMIT, "a fused kernel needs %d storage buffers, over maxStorageBuffersPerShaderStage %u", n, k->lim->max_storage_buffers_per_stage);
         s->n_one = 0;
     }
     for (int i = 0; i < s->n_one; i++) {
@@ -527,8 +527,8 @@ static tg_status emit_sumsq(const tg_graph *g, const tg_plan *plan, const tg_wgs
     for (int t = 0; t < gr->n_term; t++) parts += n_parts(g, &gr->term[t]);
     int64_t work = (parts ? parts : 1) * 4;
     if ((uint64_t)work > lim->max_storage_buffer_binding_size)
-        return tg_fail(TG_ERR_LIMIT, "webgpu: node %d: %lld partial sums need more than one storage binding", gr->turn,
-                       (long long)parts);
+        return tg_fail(TG_ERR_LIMIT, "webgpu: node %d: %lld partial sums need %lld bytes, over maxStorageBufferBindingSize %llu",
+                       gr->turn, (long long)parts, (long long)work, (unsigned long long)lim->max_storage_buffer_binding_size);
     if (work > out->workspace_bytes) out->workspace_bytes = work;
     int from = 0;
     int64_t wbase = 0, wfrom = 0;

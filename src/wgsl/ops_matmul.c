@@ -326,10 +326,10 @@ static bool grid(wk *k, const mm_geom *g, const mm_cfg *c, int split, int member
         return tg_wk_fail(k, TG_ERR_LIMIT, "matmul grid %lld x %lld x %lld exceeds maxComputeWorkgroupsPerDimension %u", gx,
                        gy, gz, lim);
     if (shared_bytes > (int64_t)k->lim->max_workgroup_storage_size)
-        return tg_wk_fail(k, TG_ERR_LIMIT, "matmul tiles need %d bytes of workgroup storage, over %u", shared_bytes,
+        return tg_wk_fail(k, TG_ERR_LIMIT, "matmul tiles need %d bytes of workgroup storage, over maxComputeWorkgroupStorageSize %u", shared_bytes,
                        k->lim->max_workgroup_storage_size);
     if (256 > k->lim->max_invocations_per_workgroup)
-        return tg_wk_fail(k, TG_ERR_LIMIT, "matmul needs 256 invocations per workgroup, over %u",
+        return tg_wk_fail(k, TG_ERR_LIMIT, "matmul needs 256 invocations per workgroup, over maxComputeInvocationsPerWorkgroup %u",
                        k->lim->max_invocations_per_workgroup);
     k->spec->workgroup_size = 256;
     k->spec->dispatch[0] = (uint32_t)(gx ? gx : 1);
@@ -653,7 +653,7 @@ static bool multi(wk *k, const char *what, int label, const int *mm, int n, cons
     if (split > 1) {
         tg_kernel_spec *sp = k->spec;
         if (sp->n_bindings == TG_WGSL_MAX_BINDINGS || (uint32_t)sp->n_bindings >= k->lim->max_storage_buffers_per_stage)
-            return tg_wk_fail(k, TG_ERR_LIMIT, "a matmul %s needs %d storage buffers with its workspace, over %u", what,
+            return tg_wk_fail(k, TG_ERR_LIMIT, "a matmul %s needs %d storage buffers with its workspace, over maxStorageBuffersPerShaderStage %u", what,
                               sp->n_bindings + 1, k->lim->max_storage_buffers_per_stage);
         if ((uint64_t)work > k->lim->max_storage_buffer_binding_size)
             return tg_wk_fail(k, TG_ERR_LIMIT, "a matmul %s needs %lld bytes of workspace, over maxStorageBufferBindingSize %llu",
