@@ -425,7 +425,11 @@ bool tg_wk_colsum2(wk *k, const char *expr, const char *expr2, const char *type)
     if (S > 1 && k->phase == 2) return tg_wk_colsum_combine(k, S, C, type, two);
     int cw = colsum_width(R, C), rw = 256 / cw, un = 4; /* interleaved row sets, combined at the end; partials per invocation */
     if (S > 1) un = 8;
-    else if (cw == CW && R >= TALL_R && CW * 128 <= k->lim->max_invocations_per_workgroup) rw = 128, un = 8;
+    /* the tall shape's red (4-byte elements) must fit too: with two sums it
+     * takes 8 KiB, where the 256-invocation form takes 2 */
+    else if (cw == CW && R >= TALL_R && CW * 128 <= k->lim->max_invocations_per_workgroup &&
+             (uint64_t)CW * 128 * (1 + two) * 4 <= k->lim->max_workgroup_storage_size)
+        rw = 128, un = 8;
     int64_t groups = (C + cw - 1) / cw, chunk = (R + S - 1) / S;
     static const char acc[2] = {'a', 'b'};
     tg_wk_shared(k, "red", type, cw * rw * (1 + two));
