@@ -427,7 +427,7 @@ static bool sumsq_readable(int v, int t, const void *ctx) { return readable_at(c
  * the step check) as one group at the last term: their kernels (a
  * dispatch of partial sums, one of totals) keep every square, unstored
  * sum and add inside. */
-static tg_status clip_norm(const tg_fuse_graph *x, tg_fusion *f, fz_pregroup *pre, int cut) {
+static tg_status clip_norm(const tg_fuse_graph *x, tg_fusion *f, fz_pregroup *pre, int cut, const tg_wgsl_limits *lim) {
     tg_fuse_hooks h = {NULL, sumsq_readable, x};
     tg_sumsq_match m;
     tg_status st = tg_fuse_match_sumsq_total(x, &h, &m);
@@ -444,7 +444,9 @@ static tg_status clip_norm(const tg_fuse_graph *x, tg_fusion *f, fz_pregroup *pr
         return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
     }
     /* what it reads exists then; nothing outside reads what it writes before then */
-    bool ok = true;
+    /* its totals kernel keeps one f32 per term in workgroup memory; past
+     * the device's, the sums stay unfused, which needs none */
+    bool ok = (uint64_t)m.n_term * 4 <= lim->max_workgroup_storage_size;
     for (int q = 0; q < m.n_term && ok; q++) {
         const tg_sumsq_term *t = &m.term[q];
         ok = readable_at(x, t->x, turn) && (t->sum < cut) == (turn < cut) && (!t->store || read_after(x, t->sum, turn, gid));
@@ -497,7 +499,7 @@ tg_status tg_wgsl_fuse(const tg_graph *g, const bool *pinned, int cut, const tg_
     }
     if (tg_wgsl_fusion_enabled() && !lim->one_kernel_per_node) {
         st = optimizer(&fg, f, at->pre, cut);
-        if (st == TG_OK) st = clip_norm(&fg, f, at->pre, cut);
+        if (st == TG_OK) st = clip_norm(&fg, f, at->pre, cut, lim);
         if (st == TG_OK) st = tg_wgsl_fuse_elementwise(&fg, f, lim, cut, at->pre);
     }
     tg_fuse_graph_free(&fg);
