@@ -437,11 +437,17 @@ bool tg_wk_colsum2(wk *k, const char *expr, const char *expr2, const char *type)
     if (two) tg_wsb_printf(&k->s, "fn colv2(r: u32, c: u32) -> %s { return %s; }\n", type, expr2);
     if (!tg_wk_main(k, groups * S, cw * rw)) return false;
     k->spec->threads = groups * S * cw * rw;
-    if (S > 1) /* rows [r0, r1) of chunk gid / groups */
+    /* rows [r0, r1) of chunk gid / groups. A 2-D grid may have spare
+     * workgroups past the last chunk; their partials (zeros) would land on
+     * the second sum's or past the workspace. gid is uniform: the return
+     * keeps the barriers uniform. */
+    if (S > 1)
         tg_wsb_printf(&k->s,
+                   "    if (gid >= %lldu) { return; }\n"
                    "    let chunk = gid / %lldu;\n    let cg = gid %% %lldu;\n"
                    "    let r0 = chunk * %lldu;\n    let r1 = min(r0 + %lldu, %lldu);\n",
-                   (long long)groups, (long long)groups, (long long)chunk, (long long)chunk, (long long)R);
+                   (long long)(groups * S), (long long)groups, (long long)groups, (long long)chunk, (long long)chunk,
+                   (long long)R);
     else tg_wsb_printf(&k->s, "    let cg = gid;\n    let r0 = 0u;\n    let r1 = %lldu;\n", (long long)R);
     tg_wsb_printf(&k->s, "    let tx = lid %% %du;\n    let ty = lid / %du;\n    let c = cg * %du + tx;\n", cw, cw, cw);
     for (int t = 0; t <= two; t++)
