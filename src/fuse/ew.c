@@ -20,12 +20,16 @@ static bool in_chain(const tg_ew_group *d, int v) {
     return v == d->kernel || in_list(d->inl, d->n_inl, v) || in_list(d->epi, d->n_epi, v);
 }
 
-bool tg_fuse_ew_member(const tg_ew_group *d, int v) { return in_chain(d, v) || (d->sib >= 0 && v == d->sib); }
+/* A sibling: stored beside the chain's value, from the kernel's own inputs. */
+static bool is_sib(const tg_ew_group *d, int v) { return v >= 0 && (v == d->sib || v == d->sib2); }
+
+bool tg_fuse_ew_member(const tg_ew_group *d, int v) { return in_chain(d, v) || is_sib(d, v); }
 
 int tg_fuse_ew_members(const tg_fuse_graph *x, const tg_ew_group *d, int *out) {
     int n = 0;
     out[n++] = d->kernel;
     if (d->sib >= 0) out[n++] = d->sib;
+    if (d->sib2 >= 0) out[n++] = d->sib2;
     for (int q = 0; q < d->n_inl; q++)
         if (!(flags(x, d->inl[q]) & TG_OPF_VIEW)) out[n++] = d->inl[q];
     for (int q = 0; q < d->n_epi; q++) out[n++] = d->epi[q];
@@ -33,7 +37,7 @@ int tg_fuse_ew_members(const tg_fuse_graph *x, const tg_ew_group *d, int *out) {
 }
 
 int tg_fuse_ew_reads(const tg_fuse_graph *x, const tg_ew_group *d, int *out, int cap) {
-    int mem[TG_EW_MAX_INL + TG_EW_MAX_EPI + 2], nm = tg_fuse_ew_members(x, d, mem), n = 0;
+    int mem[TG_EW_MAX_INL + TG_EW_MAX_EPI + 3], nm = tg_fuse_ew_members(x, d, mem), n = 0;
     for (int q = 0; q < nm; q++)
         for (int k = 0; k < node(x, mem[q])->nin; k++) {
             int v = node(x, mem[q])->in[k];
@@ -92,10 +96,10 @@ static int read_at(const tg_fuse_graph *x, int v, int t, int *src) {
  * otherwise dead after last[q]) against the values d keeps inside, each of
  * which was live from its write to its last read. */
 static bool balanced(const tg_fuse_graph *x, const tg_ew_group *d, const int *src, const int *last, int n, int lo) {
-    int mem[TG_EW_MAX_INL + TG_EW_MAX_EPI + 2], nm = tg_fuse_ew_members(x, d, mem), from[TG_EW_MAX_INL + TG_EW_MAX_EPI + 2];
-    int to[TG_EW_MAX_INL + TG_EW_MAX_EPI + 2];
+    int mem[TG_EW_MAX_INL + TG_EW_MAX_EPI + 3], nm = tg_fuse_ew_members(x, d, mem), from[TG_EW_MAX_INL + TG_EW_MAX_EPI + 3];
+    int to[TG_EW_MAX_INL + TG_EW_MAX_EPI + 3];
     for (int q = 0; q < nm; q++) {
-        bool kept = mem[q] != tg_fuse_ew_stored(d) && mem[q] != d->sib;
+        bool kept = mem[q] != tg_fuse_ew_stored(d) && !is_sib(d, mem[q]);
         from[q] = kept ? tg_fusion_at(x->f, mem[q]) : d->turn + 1, to[q] = kept ? last_read(x, mem[q]) : -1;
     }
     for (int t = lo + 1; t <= d->turn; t++) {
@@ -126,10 +130,17 @@ static bool timing_ok(const tg_fuse_graph *x, const tg_ew_group *d) {
         if (at < lo) lo = at;
     }
     if (crosses && !balanced(x, d, src, last, nd, lo)) return false;
-    int st[2] = {tg_fuse_ew_stored(d), d->sib};
-    for (int s = 0; s < 2; s++)
-        for (int r = st[s] >= 0 ? x->rd0[st[s]] : 0; st[s] >= 0 && r < x->rd0[st[s] + 1]; r++)
-            if (!tg_fuse_ew_member(d, x->rd[r]) && tg_fusion_at(x->f, x->rd[r]) <= d->turn) return false;
+    int st = tg_fuse_ew_stored(d), sib[2] = {d->sib, d->sib2};
+    for (int r = x->rd0[st]; r < x->rd0[st + 1]; r++)
+        if (!tg_fuse_ew_member(d, x->rd[r]) && tg_fusion_at(x->f, x->rd[r]) <= d->turn) return false;
+    /* a sibling is often read through a view (a bias sum's reshape to [D]),
+     * which reads no memory: its readers count */
+    for (int s = 0; s < 2; s++) {
+        int nr = sib[s] < 0 ? 0 : tg_fuse_value_readers(x, sib[s], rd, 64);
+        if (nr > 64) return false;
+        for (int q = 0; q < nr; q++)
+            if (!tg_fuse_ew_member(d, rd[q]) && tg_fusion_at(x->f, rd[q]) <= d->turn) return false;
+    }
     return true;
 }
 

@@ -124,6 +124,7 @@ typedef struct {
     int inl[TG_EW_MAX_INL], n_inl; /* the producers, and the views between members (any order) */
     int epi[TG_EW_MAX_EPI], n_epi; /* the links in chain order */
     int sib;                       /* a second value the kernel stores from its own inputs, -1 for none */
+    int sib2;                      /* a third (beside a sibling only), -1 for none */
     int turn;                      /* the position at which the kernel runs */
     int gid;                       /* its group in the fusion, -1 before it has one */
 } tg_ew_group;

@@ -457,7 +457,7 @@ static tg_status emit_kernel(const tg_graph *g, const tg_plan *plan, int kid, co
     wk k = {.g = g, .n = kn, .id = kid, .plan = plan, .lim = lim, .spec = out, .st = TG_OK, .phase = phase,
             .epilogue = n_epi_of(f)};
     k.helpers = &k.own_helpers;
-    int cap = 3 + kn->nin; /* outputs: the kernel's, the epilogue's, the sibling's */
+    int cap = 4 + kn->nin; /* outputs: the kernel's, the epilogue's, the siblings' */
     for (int q = 0; q < n_inl; q++) cap += g->nodes[f->inl[q]].nin;
     for (int q = 0; q < n_epi; q++) cap += g->nodes[f->epi[q]].nin;
     operands o = {tg_calloc((size_t)cap, sizeof(int)), 0, cap, 0};
@@ -472,6 +472,7 @@ static tg_status emit_kernel(const tg_graph *g, const tg_plan *plan, int kid, co
     if (n_epi == 0) o.node[o.n++] = kid;
     if (n_epi) o.node[o.n++] = f->epi[n_epi - 1];
     if (f && f->sib > 0) o.node[o.n++] = f->sib;
+    if (f && f->sib > 0 && f->sib2 > 0) o.node[o.n++] = f->sib2;
     o.n_out = o.n;
     for (int j = 0; j < kn->nin; j++) collect(g, f, kid, kn->in[j], &o, seen);
     for (int q = 0; q < n_epi; q++) {
@@ -508,6 +509,7 @@ static tg_status emit_kernel(const tg_graph *g, const tg_plan *plan, int kid, co
             else snprintf(at, sizeof at, "b%d[i]", bind_of[i]);
             if (i >= o.n_out) tg_wsb_printf(&k.s, "fn x%d(i: u32) -> %s { return bitcast<%s>(%s); }\n", i - o.n_out, t, t, at);
             else if (f && o.node[i] == f->sib) tg_wsb_printf(&k.s, "fn st2(i: u32, v: %s) { %s = bitcast<u32>(v); }\n", t, at);
+            else if (f && o.node[i] == f->sib2) tg_wsb_printf(&k.s, "fn st3(i: u32, v: %s) { %s = bitcast<u32>(v); }\n", t, at);
             else if (o.node[i] == kid && n_epi == 0) tg_wsb_printf(&k.s, "fn st(i: u32, v: %s) { %s = bitcast<u32>(v); }\n", t, at);
             else tg_wsb_printf(&k.s, "fn se(i: u32, v: %s) { %s = bitcast<u32>(v); }\n", t, at);
         }
@@ -549,6 +551,7 @@ static tg_status emit_kernel(const tg_graph *g, const tg_plan *plan, int kid, co
         }
         tg_wk_names_default(&k);
         k.sib = f ? f->sib : 0;
+        k.sib2 = f && k.sib ? f->sib2 : 0;
         if (k.st == TG_OK) fn(&k);
         enable_subgroups(&k);
     }

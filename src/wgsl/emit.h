@@ -48,6 +48,7 @@ typedef struct {
     int phase;           /* kernels that run in two dispatches (split-K matmul): 1, 2; else 0 */
     bool subgroups;      /* the body calls subgroup builtins: the module starts with `enable subgroups;` */
     int sib;             /* the fused kernel's sibling (tg_wgsl_fused), stored through st2; 0: none */
+    int sib2;            /* its second sibling, stored through st3; 0: none */
     bool epilogue;       /* st applies an epilogue chain (which may read memory) before storing */
     struct {
         char name[8], type[16];
@@ -166,6 +167,19 @@ bool tg_wk_rows_open(wk_rows *L, wk *k, int64_t lines, int64_t A, int64_t inner)
  * row per subgroup by default where the device allows it (rows.c). */
 bool tg_wk_rows_open_stats(wk_rows *L, wk *k, int64_t lines, int64_t A, int64_t inner);
 void tg_wk_rows_loop(wk_rows *L, const char *len); /* caller writes the body and "    }\n" */
+/* Elements per invocation of a row of A elements in a workgroup of its own
+ * in the register form (TG_WGSL_ROWS, rows.c); 0 where that form does not
+ * apply (rows of 32 or fewer, TG_WGSL_ROWS=loop, or too long a row). */
+int tg_wk_rows_regs(const tg_wgsl_limits *lim, int64_t A);
+/* A kernel over `lines` rows of A contiguous elements in S workgroups, each
+ * walking a chunk of `chunk` rows in turn (rows l0 <= l < l1), in the
+ * register form with a row per workgroup (tg_wk_rows_regs > 0, else it
+ * fails). Registers declared after this and before tg_wk_rows_chunk_row
+ * hold across the rows. tg_wk_rows_chunk_row opens the loop over the rows
+ * (defines `l` and `base`); then the usual tg_wk_rows_cache, passes and
+ * sums; the caller closes it with "    }\n". */
+bool tg_wk_rows_open_chunks(wk_rows *L, wk *k, int64_t lines, int64_t A, int64_t S, int64_t chunk);
+void tg_wk_rows_chunk_row(wk_rows *L);
 /* The inputs (bit K: ldK) a kernel reads at the row's elements (by_row:
  * ldK(p)) or at their position in the row (by_col: ldK(a), a gain): bodies
  * of tg_wk_rows_each read them as vK. In the register form (TG_WGSL_ROWS,
@@ -194,9 +208,9 @@ bool tg_wk_colsum(wk *k, const char *expr, const char *type);
  * holds both partials (tg_wgsl_phases counts them). */
 bool tg_wk_colsum2(wk *k, const char *expr, const char *expr2, const char *type);
 /* Phase 2 of a split column sum: output c < C is the sum of work[s * C + c]
- * over the S chunks, in order, stored through st (and, with two, a second
- * sum's partials after the first's, through st2). */
-bool tg_wk_colsum_combine(wk *k, int S, int64_t C, const char *type, bool two);
+ * over the S chunks, in order, stored through the function named st (and,
+ * with st2 not NULL, a second sum's partials after the first's, through st2). */
+bool tg_wk_colsum_combine(wk *k, int S, int64_t C, const char *type, const char *st, const char *st2);
 /* An embedding gradient by warps (ops_nn.c): R rows of D columns into a
  * [V, D] table, `groups` workgroups of 32 columns, S chunks of `chunk`
  * rows, nw warps a workgroup. False where it takes the column-sum form. */

@@ -78,7 +78,8 @@ static tg_status pre_planned(fz *z) {
         } else {
             const tg_ew_group *d = &pg->ew;
             gr->f = (tg_wgsl_fused){d->kernel, tg_calloc((size_t)d->n_inl + 1, sizeof(int)), d->n_inl,
-                                    tg_calloc((size_t)d->n_epi + 1, sizeof(int)), d->n_epi, d->sib < 0 ? 0 : d->sib};
+                                    tg_calloc((size_t)d->n_epi + 1, sizeof(int)), d->n_epi, d->sib < 0 ? 0 : d->sib,
+                                    d->sib2 < 0 ? 0 : d->sib2};
             if (!gr->f.inl || !gr->f.epi) return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
             memcpy(gr->f.inl, d->inl, sizeof(int) * (size_t)d->n_inl);
             memcpy(gr->f.epi, d->epi, sizeof(int) * (size_t)d->n_epi);
@@ -225,11 +226,9 @@ tg_status tg_wgsl_emit_program(const tg_graph *g, const tg_plan *plan, const tg_
         }
         int64_t work = 0;
         int kn = gi < 0 ? i : z.gr[gi].kind == FZ_FUSED ? z.gr[gi].f.kernel : -1;
-        if (kn >= 0 && tg_wgsl_phases(g, kn, lim, &work) > 1) { /* two dispatches sharing the workspace */
-            tg_wgsl_fused one = {kn, NULL, 0, NULL, 0, 0};
-            const tg_wgsl_fused *f = gi < 0 ? &one : &z.gr[gi].f;
-            if (f->sib) /* the sibling's partials follow the kernel's */
-                work = g->nodes[kn].op == TG_OP_MATMUL ? tg_wgsl_matmul_colsum_work(g, kn) : 2 * work;
+        tg_wgsl_fused one = {kn, NULL, 0, NULL, 0, 0, 0};
+        const tg_wgsl_fused *f = gi < 0 ? &one : &z.gr[gi].f;
+        if (kn >= 0 && tg_wgsl_fused_phases(g, f, lim, &work) > 1) { /* two dispatches sharing the workspace */
             for (int phase = 1; phase <= 2 && st == TG_OK; phase++) {
                 tg_kernel_spec *k;
                 if ((st = push_spec(out, &cap, &k)) != TG_OK) break;

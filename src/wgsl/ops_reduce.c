@@ -72,6 +72,14 @@ int tg_wgsl_phases(const tg_graph *g, int id, const tg_wgsl_limits *lim, int64_t
     return S > 1 ? 2 : 1;
 }
 
+int tg_wgsl_fused_phases(const tg_graph *g, const tg_wgsl_fused *f, const tg_wgsl_limits *lim, int64_t *work_bytes) {
+    const tg_node *n = &g->nodes[f->kernel];
+    int phases = tg_wgsl_phases(g, f->kernel, lim, work_bytes);
+    if (phases > 1 && f->sib) /* the sibling's partials follow the kernel's */
+        *work_bytes = n->op == TG_OP_MATMUL ? tg_wgsl_matmul_colsum_work(g, f->kernel) : 2 * *work_bytes;
+    return phases;
+}
+
 /* sum over an axis mask, keepdims: x [...] -> [...] with reduced axes of size 1. */
 bool tg_wgsl_sum(wk *k) {
     const tg_node *n = k->n;

@@ -59,7 +59,8 @@ static void prefused_free(void *p) {
 /* Records group gid as node kernel's, with its epilogue and sibling (-1
  * for none), at turn: what the emitters are given after planning. */
 static void kernel_group(fz_pregroup *pre, int gid, int kernel, const int *epi, int n_epi, int sib, int turn) {
-    pre[gid] = (fz_pregroup){.kind = FZ_FUSED, .split = 1, .ew = {.kernel = kernel, .sib = sib, .turn = turn, .gid = gid}};
+    pre[gid] = (fz_pregroup){.kind = FZ_FUSED, .split = 1,
+                             .ew = {.kernel = kernel, .sib = sib, .sib2 = -1, .turn = turn, .gid = gid}};
     if (n_epi > 0) memcpy(pre[gid].ew.epi, epi, sizeof(int) * (size_t)n_epi); /* epi may be NULL when empty */
     pre[gid].ew.n_epi = n_epi;
 }

@@ -38,14 +38,14 @@ static int unview(const tg_fuse_graph *x, int v) {
 /* The bindings rule above, and no member across the cut. */
 static bool fits(const tg_fuse_graph *x, const tg_ew_group *d, const void *ctx) {
     const ew_ctx *c = ctx;
-    int mem[TG_EW_MAX_INL + TG_EW_MAX_EPI + 2], nm = tg_fuse_ew_members(x, d, mem);
+    int mem[TG_EW_MAX_INL + TG_EW_MAX_EPI + 3], nm = tg_fuse_ew_members(x, d, mem);
     for (int q = 0; q < nm; q++)
         if ((mem[q] < c->cut) != (d->kernel < c->cut)) return false;
     int vals[TG_WGSL_MAX_BINDINGS + 1], n = 0, rd[64];
-    int nr = tg_fuse_ew_reads(x, d, rd, 64), st[2] = {tg_fuse_ew_stored(d), d->sib};
+    int nr = tg_fuse_ew_reads(x, d, rd, 64), st[3] = {tg_fuse_ew_stored(d), d->sib, d->sib2};
     if (nr > 64) return false;
-    for (int q = -2; q < nr; q++) {
-        int v = q < 0 ? st[q + 2] : unview(x, rd[q]), k = 0;
+    for (int q = -3; q < nr; q++) {
+        int v = q < 0 ? st[q + 3] : unview(x, rd[q]), k = 0;
         if (v < 0) continue;
         if ((uint64_t)tg_ir_numel(tg_fuse_node(x, v)) * 4 > c->lim->max_storage_buffer_binding_size) return false;
         while (k < n && vals[k] != v) k++;
@@ -54,7 +54,8 @@ static bool fits(const tg_fuse_graph *x, const tg_ew_group *d, const void *ctx) 
         vals[n++] = v;
     }
     int64_t work;
-    n += tg_wgsl_phases(x->g, d->kernel, c->lim, &work) > 1;
+    tg_wgsl_fused f = {d->kernel, NULL, 0, NULL, 0, d->sib < 0 ? 0 : d->sib, d->sib2 < 0 ? 0 : d->sib2};
+    n += tg_wgsl_fused_phases(x->g, &f, c->lim, &work) > 1;
     return n <= TG_WGSL_MAX_BINDINGS && (uint32_t)n <= c->lim->max_storage_buffers_per_stage;
 }
 
@@ -67,12 +68,12 @@ static int by_id(const void *a, const void *b) { return *(const int *)a - *(cons
 static void commit(const tg_fuse_graph *x, tg_fusion *f, fz_pregroup *pre, tg_ew_group *d) {
     if (d->gid < 0) d->gid = f->n_groups++;
     qsort(d->inl, (size_t)d->n_inl, sizeof(int), by_id); /* the emitter defines them inputs first */
-    int mem[TG_EW_MAX_INL + TG_EW_MAX_EPI + 2], nm = tg_fuse_ew_members(x, d, mem), out = tg_fuse_ew_stored(d);
+    int mem[TG_EW_MAX_INL + TG_EW_MAX_EPI + 3], nm = tg_fuse_ew_members(x, d, mem), out = tg_fuse_ew_stored(d);
     for (int q = 0; q < nm; q++) {
         int m = mem[q];
         unsigned fl = tg_ops[tg_fuse_node(x, m)->op].flags;
         f->group[m] = d->gid;
-        if (m == out || m == d->sib) {
+        if (m == out || m == d->sib || m == d->sib2) {
             f->role[m] = TG_FUSE_OUTPUT;
             /* a link reads its operands at the element it writes; a kernel
              * that may run in place reads an element before writing it */
@@ -92,7 +93,7 @@ static bool draft_of(const tg_fuse_graph *x, const fz_pregroup *pre, int i, tg_e
     int gid = x->f->group[i];
     if (!tg_plan_runs(x->g, i)) return false;
     if (gid < 0) {
-        *d = (tg_ew_group){.kernel = i, .sib = -1, .turn = i, .gid = -1};
+        *d = (tg_ew_group){.kernel = i, .sib = -1, .sib2 = -1, .turn = i, .gid = -1};
         return tg_fuse_free(x, i);
     }
     *d = pre[gid].ew;

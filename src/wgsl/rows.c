@@ -154,6 +154,31 @@ static bool rows_open(wk_rows *L, wk *k, int64_t lines, int64_t A, int64_t inner
     return true;
 }
 
+int tg_wk_rows_regs(const tg_wgsl_limits *lim, int64_t A) {
+    wk k = {.lim = lim};
+    uint32_t wg = tg_wk_row_wg(&k, A);
+    return A > SHORT_ROW && rows_form() == ROWS_REGS && A <= (int64_t)wg * REG_MAX ? (int)((A + wg - 1) / wg) : 0;
+}
+
+/* The barriers and subgroup sums of the row loop stay in uniform control
+ * flow: l0 and l1 derive from gid alone. */
+bool tg_wk_rows_open_chunks(wk_rows *L, wk *k, int64_t lines, int64_t A, int64_t S, int64_t chunk) {
+    *L = (wk_rows){.k = k, .wide = true, .wg = tg_wk_row_wg(k, A), .lines = lines, .A = A, .inner = 1};
+    L->step = L->wg, L->me = "lid", L->regs = tg_wk_rows_regs(k->lim, A);
+    if (!L->regs) return tg_wk_fail(k, TG_ERR_BACKEND, "rows of %lld in chunks: not in the register form", (long long)A);
+    tg_wk_red_decl(k, L->wg, "f32");
+    if (!tg_wk_main(k, S, L->wg)) return false;
+    k->spec->threads = S * L->wg;
+    tg_wsb_printf(&k->s,
+                  "    if (gid >= %lldu) { return; }\n    let l0 = gid * %lldu;\n    let l1 = min(l0 + %lldu, %lldu);\n",
+                  (long long)S, (long long)chunk, (long long)chunk, (long long)lines);
+    return true;
+}
+
+void tg_wk_rows_chunk_row(wk_rows *L) {
+    tg_wsb_printf(&L->k->s, "    for (var l = l0; l < l1; l++) {\n    let base = l * %lldu;\n", (long long)L->A);
+}
+
 bool tg_wk_rows_open(wk_rows *L, wk *k, int64_t lines, int64_t A, int64_t inner) {
     return rows_open(L, k, lines, A, inner, false);
 }
@@ -389,14 +414,14 @@ int tg_wk_colsum_chunks(int64_t R, int64_t C) {
 /* Phase 2 of a split column sum: output c is the sum of work[s * C + c]
  * over the S chunks, in order; a second sum's partials follow the first's
  * (at S * C), stored through st2. */
-bool tg_wk_colsum_combine(wk *k, int S, int64_t C, const char *type, bool two) {
+bool tg_wk_colsum_combine(wk *k, int S, int64_t C, const char *type, const char *st, const char *st2) {
     if (!tg_wk_flat(k, C)) return false;
-    for (int t = 0; t < 1 + two; t++)
+    for (int t = 0; t < 1 + (st2 != NULL); t++)
         tg_wsb_printf(&k->s,
                    "    {\n        var acc = %s(0);\n"
                    "        for (var s = 0u; s < %du; s++) { acc += bitcast<%s>(work[%lldu + s * %lldu + i]); }\n"
                    "        %s(i, acc);\n    }\n",
-                   type, S, type, (long long)(t * S * C), (long long)C, t ? "st2" : "st");
+                   type, S, type, (long long)(t * S * C), (long long)C, t ? st2 : st);
     tg_wk_end(k);
     return true;
 }
@@ -422,7 +447,7 @@ bool tg_wk_colsum2(wk *k, const char *expr, const char *expr2, const char *type)
     if (!tg_wgsl_colsum_dims(k->g, k->n, &R, &C)) return tg_wk_fail(k, TG_ERR_BACKEND, "not a column sum");
     int S = tg_wk_colsum_chunks(R, C), two = expr2 != NULL;
     if (S > 1 && k->phase == 0) return tg_wk_fail(k, TG_ERR_BACKEND, "a split column sum runs in two phases");
-    if (S > 1 && k->phase == 2) return tg_wk_colsum_combine(k, S, C, type, two);
+    if (S > 1 && k->phase == 2) return tg_wk_colsum_combine(k, S, C, type, "st", two ? "st2" : NULL);
     int cw = colsum_width(R, C), rw = 256 / cw, un = 4; /* interleaved row sets, combined at the end; partials per invocation */
     if (S > 1) un = 8;
     /* the tall shape's red (4-byte elements) must fit too: with two sums it

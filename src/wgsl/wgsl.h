@@ -101,12 +101,14 @@ tg_status tg_wgsl_emit(const tg_graph *g, const tg_plan *plan, int id, const tg_
  * the kernel node's own inputs and stores through st2 (a layer norm's bias
  * gradient beside its gain gradient, a bias gradient beside a split
  * weight gradient); 0 is none,
- * as node 0 is always a leaf. */
+ * as node 0 is always a leaf. A second sibling (sib2 > 0, beside a
+ * sibling only) is stored through st3: the fused norm backward's bias
+ * gradient (norm_bwd.c), whose sibling is the gain gradient. */
 typedef struct {
     int kernel;
     int *inl, n_inl;
     int *epi, n_epi;
-    int sib;
+    int sib, sib2;
 } tg_wgsl_fused;
 tg_status tg_wgsl_emit_fused(const tg_graph *g, const tg_plan *plan, const tg_wgsl_fused *f, const tg_wgsl_limits *lim,
                              tg_kernel_spec *out);
@@ -139,6 +141,10 @@ tg_status tg_wgsl_emit_phase(const tg_graph *g, const tg_plan *plan, const tg_wg
  * whose K is split (tg_wgsl_matmul_split), a tall column sum whose rows
  * are (rows.c), an embedding gradient over row chunks (ops_nn.c). */
 int tg_wgsl_phases(const tg_graph *g, int id, const tg_wgsl_limits *lim, int64_t *work_bytes);
+/* How many dispatches fused kernel f takes (tg_wgsl_phases of its kernel
+ * node, or of the fused norm backward, norm_bwd.c) and the workspace they
+ * share, its siblings' partial sums included. */
+int tg_wgsl_fused_phases(const tg_graph *g, const tg_wgsl_fused *f, const tg_wgsl_limits *lim, int64_t *work_bytes);
 /* Tests: every embedding gradient compiled from now on takes the column-sum
  * form (0), the warps form over at most `chunks` row chunks (> 0; fewer
  * where the rows make fewer), or chooses by shape again (-1). */
