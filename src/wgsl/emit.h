@@ -301,6 +301,21 @@ bool tg_wgsl_norm(wk *k); /* layer_norm, rms_norm */
 bool tg_wgsl_norm_stats(wk *k);
 bool tg_wgsl_norm_dx(wk *k);
 bool tg_wgsl_norm_dgain(wk *k);
+/* norm_dx's work on row l (opened, x, gain and gy cached as v0, v1, v2;
+ * stats at ld3): dx through st. */
+void tg_wgsl_norm_dx_row(wk_rows *L);
+/* The fused norm backward (norm_bwd.c): norm_dx with the gain's gradient
+ * (k->sib) and the bias's (k->sib2) summed over its rows. */
+bool tg_wgsl_norm_bwd(wk *k);
+/* Whether the fusion pass gives norm_dx its siblings (TG_WGSL_NORM_BWD, or
+ * the test hook). */
+bool tg_wgsl_norm_bwd_enabled(void);
+/* The row chunks of norm_dx node dx fused with its siblings (bias: with the
+ * bias's too) on a device of these limits; 0 where the fused form does not
+ * apply. Its dispatches (2 where it has more than one chunk, sharing
+ * *work_bytes of workspace). */
+int tg_wgsl_norm_bwd_chunks(const tg_graph *g, int dx, bool bias, const tg_wgsl_limits *lim);
+int tg_wgsl_norm_bwd_phases(const tg_graph *g, int dx, bool bias, const tg_wgsl_limits *lim, int64_t *work_bytes);
 bool tg_wgsl_embedding(wk *k);
 bool tg_wgsl_embedding_grad(wk *k);
 bool tg_wgsl_rope(wk *k);

@@ -148,22 +148,30 @@ bool tg_wgsl_norm_stats(wk *k) {
     return true;
 }
 
-/* norm_dx: (x, g, gy, stats) -> dx [R, D]; with xh = (x - mean) rstd, d = gy g:
- * rstd (d - mean(d) - xh mean(d xh)), without the mean(d) term for RMS. */
-bool tg_wgsl_norm_dx(wk *k) {
-    int64_t D = last_dim(k->n), R = D ? tg_ir_numel(k->n) / D : 0;
+void tg_wgsl_norm_dx_row(wk_rows *L) {
+    wk *k = L->k;
     char Df[32];
-    f32_of(D, Df);
-    wk_rows L;
-    if (!tg_wk_rows_open(&L, k, R, D, 1)) return false;
-    tg_wk_rows_cache(&L, 1u | 4u, 2u); /* x and gy by element, the gain by column */
+    f32_of(L->A, Df);
     tg_wsb_printf(&k->s, "    let mean = ld3(2u * l);\n    let rstd = ld3(2u * l + 1u);\n    var sa = 0.0f;\n    var sb = 0.0f;\n");
-    tg_wk_rows_each(&L, NULL, "        let d = v2 * v1;\n        sa += d;\n        sb += d * ((v0 - mean) * rstd);\n");
-    tg_wk_rows_combine2(&L, "sa", "sb", "ta", "tb");
+    tg_wk_rows_each(L, NULL, "        let d = v2 * v1;\n        sa += d;\n        sb += d * ((v0 - mean) * rstd);\n");
+    tg_wk_rows_combine2(L, "sa", "sb", "ta", "tb");
     if (k->n->at.norm.rms) tg_wsb_printf(&k->s, "    let am = 0.0f;\n");
     else tg_wsb_printf(&k->s, "    let am = ta / %s;\n", Df);
     tg_wsb_printf(&k->s, "    let bm = tb / %s;\n", Df);
-    tg_wk_rows_each(&L, NULL, "        st(p, rstd * (v2 * v1 - am - (v0 - mean) * rstd * bm));\n");
+    tg_wk_rows_each(L, NULL, "        st(p, rstd * (v2 * v1 - am - (v0 - mean) * rstd * bm));\n");
+}
+
+/* norm_dx: (x, g, gy, stats) -> dx [R, D]; with xh = (x - mean) rstd, d = gy g:
+ * rstd (d - mean(d) - xh mean(d xh)), without the mean(d) term for RMS.
+ * With siblings (the gain's and bias's gradients, prefuse.c), the fused
+ * form of norm_bwd.c. */
+bool tg_wgsl_norm_dx(wk *k) {
+    if (k->sib) return tg_wgsl_norm_bwd(k);
+    int64_t D = last_dim(k->n), R = D ? tg_ir_numel(k->n) / D : 0;
+    wk_rows L;
+    if (!tg_wk_rows_open(&L, k, R, D, 1)) return false;
+    tg_wk_rows_cache(&L, 1u | 4u, 2u); /* x and gy by element, the gain by column */
+    tg_wgsl_norm_dx_row(&L);
     tg_wk_end(k);
     return true;
 }

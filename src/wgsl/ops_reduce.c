@@ -74,6 +74,7 @@ int tg_wgsl_phases(const tg_graph *g, int id, const tg_wgsl_limits *lim, int64_t
 
 int tg_wgsl_fused_phases(const tg_graph *g, const tg_wgsl_fused *f, const tg_wgsl_limits *lim, int64_t *work_bytes) {
     const tg_node *n = &g->nodes[f->kernel];
+    if (n->op == TG_OP_NORM_DX && f->sib) return tg_wgsl_norm_bwd_phases(g, f->kernel, f->sib2 > 0, lim, work_bytes);
     int phases = tg_wgsl_phases(g, f->kernel, lim, work_bytes);
     if (phases > 1 && f->sib) /* the sibling's partials follow the kernel's */
         *work_bytes = n->op == TG_OP_MATMUL ? tg_wgsl_matmul_colsum_work(g, f->kernel) : 2 * *work_bytes;

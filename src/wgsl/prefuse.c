@@ -169,6 +169,49 @@ static void siblings(const tg_fuse_graph *x, tg_fusion *f, const tg_wgsl_limits 
     }
 }
 
+/* With TG_WGSL_NORM_BWD=fused: every norm_dx with its norm_dgain (the same
+ * x, gy and statistics) and, where there is one, the bias sum of that gy
+ * (tg_fuse_norm_sums_pair) as one group at the last of their turns, norm_dx
+ * the kernel, which sums the other two over its rows (norm_bwd.c): x and
+ * gy read once. Before the siblings, which would pair the two sums; an
+ * epilogue after dx (a residual gradient's add) still grows on it. */
+static void norm_backward(const tg_fuse_graph *x, tg_fusion *f, const tg_wgsl_limits *lim, fz_pregroup *pre) {
+    for (int i = 0; i < x->g->n; i++) {
+        const tg_node *n = tg_fuse_node(x, i);
+        if (n->op != TG_OP_NORM_DX || !tg_fuse_free(x, i) || !tg_plan_runs(x->g, i)) continue;
+        int dg = -1, sb = -1, gy = n->in[2], rd[8];
+        for (int r = x->rd0[gy]; r < x->rd0[gy + 1] && dg < 0; r++) {
+            int j = x->rd[r];
+            const tg_node *m = tg_fuse_node(x, j);
+            if (m->op == TG_OP_NORM_DGAIN && m->in[0] == n->in[0] && m->in[1] == gy && m->in[2] == n->in[3] &&
+                m->dtype == TG_F32 && tg_fuse_free(x, j) && tg_plan_runs(x->g, j))
+                dg = j;
+        }
+        for (int r = dg < 0 ? 0 : x->rd0[gy]; dg >= 0 && r < x->rd0[gy + 1] && sb < 0; r++)
+            if (tg_fuse_norm_sums_pair(x, dg, x->rd[r]) && tg_plan_runs(x->g, x->rd[r])) sb = x->rd[r];
+        if (dg < 0 || !tg_wgsl_norm_bwd_chunks(x->g, i, sb >= 0, lim)) continue;
+        int turn = i > dg ? i : dg, out[3] = {i, dg, sb};
+        turn = sb > turn ? sb : turn;
+        /* the three values, norm_dx's inputs and the workspace */
+        int nb = 3 + (sb >= 0) + n->nin;
+        bool ok = nb <= TG_WGSL_MAX_BINDINGS && (uint32_t)nb <= lim->max_storage_buffers_per_stage;
+        for (int k = 0; k < n->nin && ok; k++) ok = operand_ok(x, n->in[k], turn);
+        for (int m = 0; m < 3 && ok; m++) { /* nothing reads them before the turn */
+            int nr = out[m] < 0 ? 0 : tg_fuse_value_readers(x, out[m], rd, 8);
+            ok = nr <= 8;
+            for (int r = 0; r < nr && r < 8 && ok; r++) ok = tg_fusion_at(f, rd[r]) > turn;
+        }
+        if (!ok) continue;
+        int gid = f->n_groups++;
+        for (int m = 0; m < 3; m++)
+            if (out[m] >= 0) f->group[out[m]] = gid, f->role[out[m]] = TG_FUSE_OUTPUT;
+        f->inplace[i] = true; /* an element of a row is read before it is written, as unfused */
+        f->turn[gid] = turn;
+        kernel_group(pre, gid, i, NULL, 0, dg, turn);
+        pre[gid].ew.sib2 = sb;
+    }
+}
+
 /* ---- groups of products ---- */
 
 /* Whether the elementwise fusion (prefuse_ew.c) may give product mm an
@@ -493,6 +536,8 @@ tg_status tg_wgsl_fuse(const tg_graph *g, const bool *pinned, int cut, const tg_
     for (int gi = 0; gi < at->n; gi++) at->pre[gi].kind = FZ_ATTN;
     products(&fg, f, at->pre);
     norm_stats(&fg, f, at->pre);
+    if (tg_wgsl_fusion_enabled() && !lim->one_kernel_per_node && tg_wgsl_norm_bwd_enabled())
+        norm_backward(&fg, f, lim, at->pre);
     if (tg_wgsl_fusion_enabled() && !lim->one_kernel_per_node) siblings(&fg, f, lim, at->pre);
     if (tg_wgsl_fusion_enabled() && !lim->one_kernel_per_node && tg_wgsl_mm_groups_enabled()) {
         product_sums(&fg, f, lim, at->pre);

@@ -1,0 +1,116 @@
+/* A layer or RMS norm's backward with x and gy read once (opt-in:
+ * TG_WGSL_NORM_BWD=fused). Unfused it is two kernels over the same rows:
+ * norm_dx, and norm_dgain (the column sums of gy * xh, with the bias's
+ * column sums of gy beside it, prefuse.c's siblings), which re-reads x and
+ * gy: in gpt_small ([16384, 384], 13 norms) on the H200 about 49 us a norm.
+ * Fused (prefuse.c's norm_backward groups norm_dx with both sums, stored
+ * through st2 and st3), norm_dx's kernel sums them too:
+ *
+ *   phase 1: S workgroups, each walking a chunk of consecutive rows in
+ *     turn (tg_wk_rows_open_chunks), a row at a time exactly as norm_dx
+ *     does (dx and its epilogue stored as unfused). In the register form an
+ *     invocation owns the same columns (lid + j * wg) of every row, so it
+ *     adds its rows' gy * xh (and gy) into registers with no reduction
+ *     across invocations, and at the end writes them to the workspace as
+ *     [S][D] (the bias's after the gain's);
+ *   phase 2: per column, the S partials added in chunk order (the split
+ *     column sums' tg_wk_colsum_combine), stored through st2 and st3.
+ *
+ * A single chunk stores its sums in phase 1: one dispatch. The sums are
+ * deterministic (chunk order fixed by the shape) and differ from the
+ * unfused kernels' only by rounding. Where rows are not in the register
+ * form (32 or fewer, TG_WGSL_ROWS=loop, longer than its registers hold)
+ * the fusion pass leaves the two kernels as they are. */
+#include "emit.h"
+
+/* Chunks: enough workgroups to fill a big GPU, NORM_FILL (the matmul's and
+ * column sums' FILL, about three per H200 multiprocessor), while a chunk
+ * keeps at least NORM_CHUNK rows, so the partials (written once and read
+ * once, per chunk D or 2 D floats) stay within 2 * 2 / (3 * NORM_CHUNK),
+ * about 8%, of the bytes phase 1 moves (x and gy read, dx written): in
+ * gpt_small 382 chunks of 43 rows, partials 2.3 MB against 75 MB. Few rows
+ * make few chunks, down to one (R <= NORM_CHUNK). Not yet timed on a GPU,
+ * where two things may want fewer chunks: phase 2 walks S partials per
+ * column (the split column sums walk at most 64), and 64-invocation
+ * workgroups, three a multiprocessor, may keep too few loads in flight.
+ * TG_WGSL_NORM_BWD=N forces N chunks, for measuring. */
+#define NORM_FILL 384
+#define NORM_CHUNK 16
+
+static int test_on = -1, test_chunks;
+
+void tg_wgsl_norm_bwd_test(int on, int chunks) { test_on = on, test_chunks = chunks; }
+
+bool tg_wgsl_norm_bwd_enabled(void) {
+    if (test_on >= 0) return test_on != 0;
+    return tg_wgsl_knob("TG_WGSL_NORM_BWD", (const char *const[]){"fused", NULL}, -1) == 0 ||
+           tg_wgsl_knob_int("TG_WGSL_NORM_BWD", 0) > 0;
+}
+
+static int forced_chunks(void) { return test_on >= 0 ? test_chunks : tg_wgsl_knob_int("TG_WGSL_NORM_BWD", 0); }
+
+/* dx: [R, D] */
+static void dims(const tg_node *n, int64_t *R, int64_t *D) {
+    *D = n->shape.ndim ? n->shape.d[n->shape.ndim - 1] : 1;
+    *R = *D ? tg_ir_numel(n) / *D : 0;
+}
+
+int tg_wgsl_norm_bwd_chunks(const tg_graph *g, int dx, bool bias, const tg_wgsl_limits *lim) {
+    const tg_node *n = &g->nodes[dx];
+    int64_t R, D;
+    dims(n, &R, &D);
+    if (n->op != TG_OP_NORM_DX || n->dtype != TG_F32 || R < 1 || !tg_wk_rows_regs(lim, D)) return 0;
+    int64_t S = forced_chunks(), room = (int64_t)(lim->max_storage_buffer_binding_size / ((uint64_t)D * 4 * (1 + bias)));
+    if (S <= 0) S = (R + NORM_CHUNK - 1) / NORM_CHUNK < NORM_FILL ? (R + NORM_CHUNK - 1) / NORM_CHUNK : NORM_FILL;
+    if (S > R) S = R;
+    if (S > room) S = room; /* the partials within one binding */
+    if (S < 1) return 0;
+    int64_t chunk = (R + S - 1) / S;
+    return (int)((R + chunk - 1) / chunk); /* no empty chunk */
+}
+
+int tg_wgsl_norm_bwd_phases(const tg_graph *g, int dx, bool bias, const tg_wgsl_limits *lim, int64_t *work_bytes) {
+    int64_t R, D, S = tg_wgsl_norm_bwd_chunks(g, dx, bias, lim);
+    dims(&g->nodes[dx], &R, &D);
+    *work_bytes = S > 1 ? S * D * 4 * (1 + bias) : 0;
+    return S > 1 ? 2 : 1;
+}
+
+bool tg_wgsl_norm_bwd(wk *k) {
+    int64_t R, D;
+    dims(k->n, &R, &D);
+    bool bias = k->sib2 > 0;
+    int S = tg_wgsl_norm_bwd_chunks(k->g, k->id, bias, k->lim);
+    if (S < 1) return tg_wk_fail(k, TG_ERR_BACKEND, "the fused norm backward does not apply to rows of %lld", (long long)D);
+    if (S > 1 && k->phase == 0) return tg_wk_fail(k, TG_ERR_BACKEND, "a fused norm backward in chunks runs in two phases");
+    if (S > 1 && k->phase == 2) return tg_wk_colsum_combine(k, S, D, "f32", "st2", bias ? "st3" : NULL);
+    wk_rows L;
+    if (!tg_wk_rows_open_chunks(&L, k, R, D, S, (R + S - 1) / S)) return false;
+    tg_wk_rows_cache(&L, 0u, 2u); /* the gain, read once */
+    for (int j = 0; j < L.regs; j++) {
+        tg_wsb_printf(&k->s, "    var pa%d = 0.0f;\n", j);
+        if (bias) tg_wsb_printf(&k->s, "    var pb%d = 0.0f;\n", j);
+    }
+    tg_wk_rows_chunk_row(&L);
+    tg_wk_rows_cache(&L, 1u | 4u, 0u); /* x and gy by element */
+    L.by_col = 2u;                      /* and the gain's registers from before the loop */
+    tg_wgsl_norm_dx_row(&L);
+    /* as norm_dgain's sum: gy * ((x - mean) * rstd); a slot past the row adds zeros it never stores */
+    for (int j = 0; j < L.regs; j++) {
+        tg_wsb_printf(&k->s, "    pa%d += r2_%d * ((r0_%d - mean) * rstd);\n", j, j, j);
+        if (bias) tg_wsb_printf(&k->s, "    pb%d += r2_%d;\n", j, j);
+    }
+    tg_wsb_printf(&k->s, "    }\n");
+    for (int j = 0; j < L.regs; j++) {
+        tg_wsb_printf(&k->s, "    if (lid + %uu < %lldu) {\n", j * L.step, (long long)D);
+        for (int t = 0; t <= bias; t++) {
+            if (S > 1)
+                tg_wsb_printf(&k->s, "        work[%lldu + gid * %lldu + lid + %uu] = bitcast<u32>(p%c%d);\n",
+                              (long long)(t * S * D), (long long)D, j * L.step, t ? 'b' : 'a', j);
+            else tg_wsb_printf(&k->s, "        %s(lid + %uu, p%c%d);\n", t ? "st3" : "st2", j * L.step, t ? 'b' : 'a', j);
+        }
+        tg_wsb_printf(&k->s, "    }\n");
+    }
+    tg_wk_end(k);
+    return true;
+}
