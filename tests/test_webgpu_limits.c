@@ -349,6 +349,14 @@ static const par_case tall_cases[] = {
     {"sum first axis, 16384 x 8, one kernel", PRM(S(16384, 8)), P_NONE, 0, 1, b_sum_first, 1e-4f},
 };
 
+/* The fused norm backward (TG_WGSL_NORM_BWD=fused): norm_dx's kernel
+ * summing the gain's (and bias's) gradients over chunks of rows. */
+static tg_tensor b_rms(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_rms_norm(p[0], p[1], 1e-6f); }
+static const par_case norm_bwd_cases[] = {
+    {"layer_norm, 4100 x 100, fused backward", PRM(S(4100, 100), S(100), S(100)), P_NONE, 0, 1, b_ln, 1e-4f},
+    {"rms_norm, 300 x 37, fused backward", PRM(S(300, 37), S(37)), P_NONE, 0, 1, b_rms, 1e-4f},
+};
+
 static void test_big_ops(const par_case *cases, int n) {
     for (int ci = 0; ci < n; ci++) {
         const par_case *c = &cases[ci];
@@ -659,6 +667,9 @@ int main(int argc, char **argv) {
     tg_wgsl_colsum_test_split(0);
     test_big_ops(tall_cases, (int)(sizeof tall_cases / sizeof tall_cases[0]));
     tg_wgsl_colsum_test_split(-1);
+    tg_wgsl_norm_bwd_test(1, 0);
+    test_big_ops(norm_bwd_cases, (int)(sizeof norm_bwd_cases / sizeof norm_bwd_cases[0]));
+    tg_wgsl_norm_bwd_test(-1, 0);
     lap("larger ops");
     test_sin_mlp();
     lap("sin MLP");

@@ -46,6 +46,7 @@ typedef struct {
     float *p; /* W, g, b */
     int dispatches, fused; /* kernels with the fused partial sums */
     int epi;               /* of them, those storing dx through the residual's add */
+    int64_t scratch;       /* the plan's intermediates */
 } run_result;
 
 static tg_status count_fused(tg_session *s, int *n, int *epi) {
@@ -96,6 +97,7 @@ static tg_status train(tg_backend backend, run_result *r) {
     tg_plan_stats ps = {0};
     if (st == TG_OK && backend == TG_BACKEND_WEBGPU) st = tg_session_plan_stats(s, &ps);
     r->dispatches = ps.n_dispatches;
+    r->scratch = ps.scratch_bytes;
     r->fused = r->epi = 0;
     if (st == TG_OK && backend == TG_BACKEND_WEBGPU) st = count_fused(s, &r->fused, &r->epi);
     free(x), free(t);
@@ -145,8 +147,8 @@ static void check_cfg(net_cfg c, int chunks, int drop) {
     CHECK(f.epi == c.resid, "%s: %d fused kernels store dx through the residual's add, want %d", what, f.epi, c.resid);
     CHECK(u.dispatches - f.dispatches == drop, "%s: %d dispatches fused, %d unfused, want %d fewer", what, f.dispatches,
           u.dispatches, drop);
-    printf("  %s: %d -> %d dispatches; vs unfused %.2g / %.2g, vs CPU %.2g / %.2g\n", what, u.dispatches, f.dispatches, lu,
-           pu, lc, pc);
+    printf("  %s: %d -> %d dispatches, scratch %lld -> %lld bytes; vs unfused %.2g / %.2g, vs CPU %.2g / %.2g\n", what,
+           u.dispatches, f.dispatches, (long long)u.scratch, (long long)f.scratch, lu, pu, lc, pc);
     free(f.p), free(u.p), free(cpu.p);
 }
 
