@@ -187,7 +187,7 @@ static void norm_backward(const tg_fuse_graph *x, tg_fusion *f, const tg_wgsl_li
                 m->dtype == TG_F32 && tg_fuse_free(x, j) && tg_plan_runs(x->g, j))
                 dg = j;
         }
-        for (int r = dg < 0 ? 0 : x->rd0[gy]; dg >= 0 && r < x->rd0[gy + 1] && sb < 0; r++)
+        for (int r = x->rd0[gy]; dg >= 0 && r < x->rd0[gy + 1] && sb < 0; r++)
             if (tg_fuse_norm_sums_pair(x, dg, x->rd[r]) && tg_plan_runs(x->g, x->rd[r])) sb = x->rd[r];
         if (dg < 0 || !tg_wgsl_norm_bwd_chunks(x->g, i, sb >= 0, lim)) continue;
         int turn = i > dg ? i : dg, out[3] = {i, dg, sb};

@@ -412,8 +412,8 @@ int tg_wk_colsum_chunks(int64_t R, int64_t C) {
 }
 
 /* Phase 2 of a split column sum: output c is the sum of work[s * C + c]
- * over the S chunks, in order; a second sum's partials follow the first's
- * (at S * C), stored through st2. */
+ * over the S chunks, in order, stored through the function st names; a
+ * second sum's partials follow the first's (at S * C), stored through st2. */
 bool tg_wk_colsum_combine(wk *k, int S, int64_t C, const char *type, const char *st, const char *st2) {
     if (!tg_wk_flat(k, C)) return false;
     for (int t = 0; t < 1 + (st2 != NULL); t++)
