@@ -207,6 +207,10 @@ bool tg_wk_colsum(wk *k, const char *expr, const char *type);
  * stored through st2 (a fused sibling); the two-phase form's workspace then
  * holds both partials (tg_wgsl_phases counts them). */
 bool tg_wk_colsum2(wk *k, const char *expr, const char *expr2, const char *type);
+/* The same over R rows and C columns given here, in S chunks (S > 1: phase 1,
+ * partials into `work`), stored through the functions st and st2 names. */
+bool tg_wk_colsum_rows(wk *k, int64_t R, int64_t C, int S, const char *expr, const char *expr2, const char *type,
+                       const char *st, const char *st2);
 /* Phase 2 of a split column sum: output c < C is the sum of work[s * C + c]
  * over the S chunks, in order, stored through the function named st (and,
  * with st2 not NULL, a second sum's partials after the first's, through st2). */

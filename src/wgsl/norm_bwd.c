@@ -13,14 +13,18 @@
  *     adds its rows' gy * xh (and gy) into registers with no reduction
  *     across invocations, and at the end writes them to the workspace as
  *     [S][D] (the bias's after the gain's);
- *   phase 2: per column, the S partials added in chunk order (the split
- *     column sums' tg_wk_colsum_combine), stored through st2 and st3.
+ *   phase 2: the column sums of the [S, D] partials (tg_wk_colsum_rows,
+ *     the column sums' own kernel: a column's chunks spread over a
+ *     workgroup's row sets, so that no invocation walks all S of them in
+ *     turn), stored through st2 and st3.
  *
  * A single chunk stores its sums in phase 1: one dispatch. The sums are
- * deterministic (chunk order fixed by the shape) and differ from the
+ * deterministic (their order fixed by the shape) and differ from the
  * unfused kernels' only by rounding. Where rows are not in the register
  * form (32 or fewer, TG_WGSL_ROWS=loop, longer than its registers hold)
  * the fusion pass leaves the two kernels as they are. */
+#include <stdio.h>
+
 #include "emit.h"
 
 /* Chunks: enough workgroups to fill a big GPU, NORM_FILL (the matmul's and
@@ -30,9 +34,8 @@
  * about 8%, of the bytes phase 1 moves (x and gy read, dx written): in
  * gpt_small 382 chunks of 43 rows, partials 2.3 MB against 75 MB. Few rows
  * make few chunks, down to one (R <= NORM_CHUNK). Not yet timed on a GPU,
- * where two things may want fewer chunks: phase 2 walks S partials per
- * column (the split column sums walk at most 64), and 64-invocation
- * workgroups, three a multiprocessor, may keep too few loads in flight.
+ * where 64-invocation workgroups, three a multiprocessor, may keep too
+ * few loads in flight (more chunks would put more rows in flight).
  * TG_WGSL_NORM_BWD=N forces N chunks, for measuring. */
 #define NORM_FILL 384
 #define NORM_CHUNK 16
@@ -83,7 +86,12 @@ bool tg_wgsl_norm_bwd(wk *k) {
     int S = tg_wgsl_norm_bwd_chunks(k->g, k->id, bias, k->lim);
     if (S < 1) return tg_wk_fail(k, TG_ERR_BACKEND, "the fused norm backward does not apply to rows of %lld", (long long)D);
     if (S > 1 && k->phase == 0) return tg_wk_fail(k, TG_ERR_BACKEND, "a fused norm backward in chunks runs in two phases");
-    if (S > 1 && k->phase == 2) return tg_wk_colsum_combine(k, S, D, "f32", "st2", bias ? "st3" : NULL);
+    if (S > 1 && k->phase == 2) { /* the partials' column sums, [S, D] -> [D] (and the bias's after them) */
+        char a[96], b[96];
+        snprintf(a, sizeof a, "bitcast<f32>(work[r * %lldu + c])", (long long)D);
+        snprintf(b, sizeof b, "bitcast<f32>(work[%lldu + r * %lldu + c])", (long long)S * D, (long long)D);
+        return tg_wk_colsum_rows(k, S, D, 1, a, bias ? b : NULL, "f32", "st2", "st3");
+    }
     wk_rows L;
     if (!tg_wk_rows_open_chunks(&L, k, R, D, S, (R + S - 1) / S)) return false;
     tg_wk_rows_cache(&L, 0u, 2u); /* the gain, read once */

@@ -445,9 +445,15 @@ bool tg_wk_colsum_combine(wk *k, int S, int64_t C, const char *type, const char 
 bool tg_wk_colsum2(wk *k, const char *expr, const char *expr2, const char *type) {
     int64_t R, C;
     if (!tg_wgsl_colsum_dims(k->g, k->n, &R, &C)) return tg_wk_fail(k, TG_ERR_BACKEND, "not a column sum");
-    int S = tg_wk_colsum_chunks(R, C), two = expr2 != NULL;
+    int S = tg_wk_colsum_chunks(R, C);
     if (S > 1 && k->phase == 0) return tg_wk_fail(k, TG_ERR_BACKEND, "a split column sum runs in two phases");
-    if (S > 1 && k->phase == 2) return tg_wk_colsum_combine(k, S, C, type, "st", two ? "st2" : NULL);
+    if (S > 1 && k->phase == 2) return tg_wk_colsum_combine(k, S, C, type, "st", expr2 ? "st2" : NULL);
+    return tg_wk_colsum_rows(k, R, C, S, expr, expr2, type, "st", "st2");
+}
+
+bool tg_wk_colsum_rows(wk *k, int64_t R, int64_t C, int S, const char *expr, const char *expr2, const char *type,
+                       const char *st, const char *st2) {
+    int two = expr2 != NULL;
     int cw = colsum_width(R, C), rw = 256 / cw, un = 4; /* interleaved row sets, combined at the end; partials per invocation */
     if (S > 1) un = 8;
     /* the tall shape's red (4-byte elements) must fit too: with two sums it
@@ -504,7 +510,7 @@ bool tg_wk_colsum2(wk *k, const char *expr, const char *expr2, const char *type)
         if (S > 1)
             tg_wsb_printf(&k->s, "        work[%lldu + chunk * %lldu + c] = bitcast<u32>(red[%du + tx]);\n",
                        (long long)(t * S * C), (long long)C, t * half);
-        else tg_wsb_printf(&k->s, "        %s(c, red[%du + tx]);\n", t ? "st2" : "st", t * half);
+        else tg_wsb_printf(&k->s, "        %s(c, red[%du + tx]);\n", t ? st2 : st, t * half);
     }
     tg_wsb_printf(&k->s, "    }\n}\n");
     return true;
