@@ -212,9 +212,9 @@ bool tg_wk_colsum2(wk *k, const char *expr, const char *expr2, const char *type)
 bool tg_wk_colsum_rows(wk *k, int64_t R, int64_t C, int S, const char *expr, const char *expr2, const char *type,
                        const char *st, const char *st2);
 /* Phase 2 of a split column sum: output c < C is the sum of work[s * C + c]
- * over the S chunks, in order, stored through the function named st (and,
- * with st2 not NULL, a second sum's partials after the first's, through st2). */
-bool tg_wk_colsum_combine(wk *k, int S, int64_t C, const char *type, const char *st, const char *st2);
+ * over the S chunks, in order, stored through st (and, with two, a second
+ * sum's partials after the first's, through st2). */
+bool tg_wk_colsum_combine(wk *k, int S, int64_t C, const char *type, bool two);
 /* An embedding gradient by warps (ops_nn.c): R rows of D columns into a
  * [V, D] table, `groups` workgroups of 32 columns, S chunks of `chunk`
  * rows, nw warps a workgroup. False where it takes the column-sum form. */

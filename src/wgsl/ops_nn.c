@@ -247,7 +247,7 @@ bool tg_wgsl_embedding_grad_split(const tg_graph *g, const tg_node *n, const tg_
 static bool embedding_grad_warps(wk *k, const tg_wgsl_emb_split *e) {
     long long V = e->V, D = e->D, R = e->R, G = e->groups, CH = e->chunk, nw = e->nw, S = e->S, step = EMB_BATCH * e->nw;
     if (S > 1 && k->phase == 0) return tg_wk_fail(k, TG_ERR_BACKEND, "a split embedding gradient runs in two phases");
-    if (S > 1 && k->phase == 2) return tg_wk_colsum_combine(k, e->S, V * D, "f32", "st", NULL);
+    if (S > 1 && k->phase == 2) return tg_wk_colsum_combine(k, e->S, V * D, "f32", false);
     tg_wk_shared(k, "acc", "f32", nw * V * 32);
     if (!tg_wk_main(k, G * S, (uint32_t)(32 * nw))) return false;
     k->spec->threads = G * S * 32 * nw;

@@ -412,16 +412,16 @@ int tg_wk_colsum_chunks(int64_t R, int64_t C) {
 }
 
 /* Phase 2 of a split column sum: output c is the sum of work[s * C + c]
- * over the S chunks, in order, stored through the function st names; a
- * second sum's partials follow the first's (at S * C), stored through st2. */
-bool tg_wk_colsum_combine(wk *k, int S, int64_t C, const char *type, const char *st, const char *st2) {
+ * over the S chunks, in order; a second sum's partials follow the first's
+ * (at S * C), stored through st2. */
+bool tg_wk_colsum_combine(wk *k, int S, int64_t C, const char *type, bool two) {
     if (!tg_wk_flat(k, C)) return false;
-    for (int t = 0; t < 1 + (st2 != NULL); t++)
+    for (int t = 0; t < 1 + two; t++)
         tg_wsb_printf(&k->s,
                    "    {\n        var acc = %s(0);\n"
                    "        for (var s = 0u; s < %du; s++) { acc += bitcast<%s>(work[%lldu + s * %lldu + i]); }\n"
                    "        %s(i, acc);\n    }\n",
-                   type, S, type, (long long)(t * S * C), (long long)C, t ? st2 : st);
+                   type, S, type, (long long)(t * S * C), (long long)C, t ? "st2" : "st");
     tg_wk_end(k);
     return true;
 }
@@ -447,7 +447,7 @@ bool tg_wk_colsum2(wk *k, const char *expr, const char *expr2, const char *type)
     if (!tg_wgsl_colsum_dims(k->g, k->n, &R, &C)) return tg_wk_fail(k, TG_ERR_BACKEND, "not a column sum");
     int S = tg_wk_colsum_chunks(R, C);
     if (S > 1 && k->phase == 0) return tg_wk_fail(k, TG_ERR_BACKEND, "a split column sum runs in two phases");
-    if (S > 1 && k->phase == 2) return tg_wk_colsum_combine(k, S, C, type, "st", expr2 ? "st2" : NULL);
+    if (S > 1 && k->phase == 2) return tg_wk_colsum_combine(k, S, C, type, expr2);
     return tg_wk_colsum_rows(k, R, C, S, expr, expr2, type, "st", "st2");
 }
 
