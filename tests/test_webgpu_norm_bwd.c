@@ -147,6 +147,9 @@ static void check_cfg(net_cfg c, int chunks, int drop) {
     CHECK(f.epi == c.resid, "%s: %d fused kernels store dx through the residual's add, want %d", what, f.epi, c.resid);
     CHECK(u.dispatches - f.dispatches == drop, "%s: %d dispatches fused, %d unfused, want %d fewer", what, f.dispatches,
           u.dispatches, drop);
+    /* dx goes over gy as unfused: the sums read gy in step with it (the plan's in_step) */
+    CHECK(f.scratch <= u.scratch, "%s: scratch %lld bytes fused, %lld unfused", what, (long long)f.scratch,
+          (long long)u.scratch);
     printf("  %s: %d -> %d dispatches, scratch %lld -> %lld bytes; vs unfused %.2g / %.2g, vs CPU %.2g / %.2g\n", what,
            u.dispatches, f.dispatches, (long long)u.scratch, (long long)f.scratch, lu, pu, lc, pc);
     free(f.p), free(u.p), free(cpu.p);

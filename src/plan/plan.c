@@ -21,8 +21,9 @@ tg_fusion *tg_fusion_new(int n) {
     f->group = tg_calloc((size_t)n + 1, sizeof(int));
     f->turn = tg_calloc((size_t)n + 1, sizeof(int));
     f->inplace = tg_calloc((size_t)n + 1, sizeof(bool));
+    f->in_step = tg_calloc((size_t)n + 1, sizeof(bool));
     f->also_reads = tg_calloc((size_t)n + 1, sizeof(int));
-    if (!f->role || !f->group || !f->turn || !f->inplace || !f->also_reads) {
+    if (!f->role || !f->group || !f->turn || !f->inplace || !f->in_step || !f->also_reads) {
         tg_fusion_free(f);
         return NULL;
     }
@@ -33,7 +34,7 @@ tg_fusion *tg_fusion_new(int n) {
 void tg_fusion_free(tg_fusion *f) {
     if (!f) return;
     if (f->impl_free) f->impl_free(f->impl);
-    free(f->role), free(f->group), free(f->turn), free(f->inplace), free(f->also_reads);
+    free(f->role), free(f->group), free(f->turn), free(f->inplace), free(f->in_step), free(f->also_reads);
     free(f);
 }
 
@@ -84,8 +85,11 @@ static int by_off(const void *x, const void *y) {
 }
 
 /* Member m of a fused group reads its inputs at the element the group's
- * output writes (tg_fusion.inplace of an absorbed member). */
-static bool in_step(const tg_fusion *fu, int m) { return fu->role[m] == TG_FUSE_ABSORBED && fu->inplace[m]; }
+ * output writes (tg_fusion.inplace of an absorbed member, in_step of
+ * another output). */
+static bool in_step(const tg_fusion *fu, int m) {
+    return (fu->role[m] == TG_FUSE_ABSORBED && fu->inplace[m]) || (fu->role[m] == TG_FUSE_OUTPUT && fu->in_step[m]);
+}
 
 /* Whether node i may be written over class rx as far as the other reads of
  * rx go: i reads it only with its own shape, and every other member of

@@ -58,6 +58,10 @@ typedef struct tg_fusion {
                       * inputs (one that no other member reads), element by element; per
                       * absorbed member: it reads its inputs at the element its group's
                       * output writes, so that output may take their memory too */
+    bool *in_step;   /* per group output besides the kernel's: it reads its inputs at the
+                      * element the kernel's output writes, before that write, so that
+                      * output may take their memory (a norm's gain and bias gradients,
+                      * summed from the rows its dx kernel holds) */
     int *also_reads; /* per group: a value its kernels read besides its members' inputs, kept
                       * live until its turn (attention's backward reads the forward's result); -1 none */
     int n_groups;

@@ -205,7 +205,11 @@ static void norm_backward(const tg_fuse_graph *x, tg_fusion *f, const tg_wgsl_li
         int gid = f->n_groups++;
         for (int m = 0; m < 3; m++)
             if (out[m] >= 0) f->group[out[m]] = gid, f->role[out[m]] = TG_FUSE_OUTPUT;
-        f->inplace[i] = true; /* an element of a row is read before it is written, as unfused */
+        /* an element of a row is read before it is written, as unfused, and
+         * the sums add the row's x and gy from registers: dx may go over gy */
+        f->inplace[i] = true;
+        f->in_step[dg] = true;
+        if (sb >= 0) f->in_step[sb] = true;
         f->turn[gid] = turn;
         kernel_group(pre, gid, i, NULL, 0, dg, turn);
         pre[gid].ew.sib2 = sb;
