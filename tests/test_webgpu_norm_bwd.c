@@ -1,4 +1,4 @@
-/* The fused norm backward (TG_WGSL_NORM_BWD=fused, src/wgsl/norm_bwd.c):
+/* The fused norm backward (src/wgsl/norm_bwd.c; TG_WGSL_NORM_BWD=0 turns it off):
  * norm_dx's kernel also summing the gain's and bias's gradients over its
  * rows. Layer and RMS norms, with and without the bias sum, with and
  * without a residual add after norm_dx (its epilogue), over odd widths and

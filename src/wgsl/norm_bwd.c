@@ -1,5 +1,5 @@
-/* A layer or RMS norm's backward with x and gy read once (opt-in:
- * TG_WGSL_NORM_BWD=fused). Unfused it is two kernels over the same rows:
+/* A layer or RMS norm's backward with x and gy read once (the default;
+ * TG_WGSL_NORM_BWD=0 keeps two kernels). Unfused it is two kernels over the same rows:
  * norm_dx, and norm_dgain (the column sums of gy * xh, with the bias's
  * column sums of gy beside it, prefuse.c's siblings), which re-reads x and
  * gy: in gpt_small ([16384, 384], 13 norms) on the H200 about 49 us a norm.
@@ -27,18 +27,19 @@
 
 #include "emit.h"
 
-/* Chunks: enough workgroups to fill a big GPU, NORM_FILL (the matmul's and
- * column sums' FILL, about three per H200 multiprocessor), while a chunk
- * keeps at least NORM_CHUNK rows, so the partials (written once and read
- * once, per chunk D or 2 D floats) stay within 2 * 2 / (3 * NORM_CHUNK),
- * about 8%, of the bytes phase 1 moves (x and gy read, dx written): in
- * gpt_small 382 chunks of 43 rows, partials 2.3 MB against 75 MB. Few rows
- * make few chunks, down to one (R <= NORM_CHUNK). Not yet timed on a GPU,
- * where 64-invocation workgroups, three a multiprocessor, may keep too
- * few loads in flight (more chunks would put more rows in flight).
- * TG_WGSL_NORM_BWD=N forces N chunks, for measuring. */
-#define NORM_FILL 384
-#define NORM_CHUNK 16
+/* Chunks of NORM_CHUNK rows. A workgroup walks its rows one after
+ * another, so what keeps loads in flight is the number of workgroups, not
+ * the rows each takes: on an H100, gpt_small's step (two runs each) took
+ * 38.7 / 38.5 ms in 382 chunks of 43 rows, 37.6 / 37.4 in 1024 of 16 and
+ * 37.06 / 37.12 in 2048 of 8, against 37.39 / 37.35 / 37.46 unfused; its
+ * 12 fused norms with residual adds 2.16 ms a step in 382 chunks, 1.06 in
+ * 1024, against 1.21 for their unfused kernels. The partials (written once
+ * and read once, D or 2 D floats a chunk) are then a sixth of the bytes
+ * phase 1 moves (x and gy read, dx written): in gpt_small 6.3 MB against
+ * 75. Few rows make few chunks, down to one (R <= NORM_CHUNK).
+ * TG_WGSL_NORM_BWD=N forces N chunks, =0 keeps the two kernels, for
+ * measuring. */
+#define NORM_CHUNK 8
 
 static int test_on = -1, test_chunks;
 
@@ -46,8 +47,7 @@ void tg_wgsl_norm_bwd_test(int on, int chunks) { test_on = on, test_chunks = chu
 
 bool tg_wgsl_norm_bwd_enabled(void) {
     if (test_on >= 0) return test_on != 0;
-    return tg_wgsl_knob("TG_WGSL_NORM_BWD", (const char *const[]){"fused", NULL}, -1) == 0 ||
-           tg_wgsl_knob_int("TG_WGSL_NORM_BWD", 0) > 0;
+    return tg_wgsl_knob("TG_WGSL_NORM_BWD", (const char *const[]){"0", NULL}, -1) != 0;
 }
 
 static int forced_chunks(void) { return test_on >= 0 ? test_chunks : tg_wgsl_knob_int("TG_WGSL_NORM_BWD", 0); }
@@ -64,7 +64,7 @@ int tg_wgsl_norm_bwd_chunks(const tg_graph *g, int dx, bool bias, const tg_wgsl_
     dims(n, &R, &D);
     if (n->op != TG_OP_NORM_DX || n->dtype != TG_F32 || R < 1 || !tg_wk_rows_regs(lim, D)) return 0;
     int64_t S = forced_chunks(), room = (int64_t)(lim->max_storage_buffer_binding_size / ((uint64_t)D * 4 * (1 + bias)));
-    if (S <= 0) S = (R + NORM_CHUNK - 1) / NORM_CHUNK < NORM_FILL ? (R + NORM_CHUNK - 1) / NORM_CHUNK : NORM_FILL;
+    if (S <= 0) S = (R + NORM_CHUNK - 1) / NORM_CHUNK;
     if (S > R) S = R;
     if (S > room) S = room; /* the partials within one binding */
     if (S < 1) return 0;

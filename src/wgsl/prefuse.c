@@ -169,7 +169,7 @@ static void siblings(const tg_fuse_graph *x, tg_fusion *f, const tg_wgsl_limits 
     }
 }
 
-/* With TG_WGSL_NORM_BWD=fused: every norm_dx with its norm_dgain (the same
+/* Unless TG_WGSL_NORM_BWD=0: every norm_dx with its norm_dgain (the same
  * x, gy and statistics) and, where there is one, the bias sum of that gy
  * (tg_fuse_norm_sums_pair) as one group at the last of their turns, norm_dx
  * the kernel, which sums the other two over its rows (norm_bwd.c): x and

@@ -147,7 +147,7 @@ int tg_wgsl_phases(const tg_graph *g, int id, const tg_wgsl_limits *lim, int64_t
 int tg_wgsl_fused_phases(const tg_graph *g, const tg_wgsl_fused *f, const tg_wgsl_limits *lim, int64_t *work_bytes);
 /* Tests: a norm's backward planned from now on runs as norm_dx's kernel
  * summing the gain's (and bias's) columns too (on 1, as
- * TG_WGSL_NORM_BWD=fused) or as its own kernels (0), with chunks > 0 that
+ * the default) or as its own kernels (0, as TG_WGSL_NORM_BWD=0), with chunks > 0 that
  * many chunks of rows (as TG_WGSL_NORM_BWD=N; at most the rows), 0 by
  * shape; on -1 goes back to TG_WGSL_NORM_BWD. */
 void tg_wgsl_norm_bwd_test(int on, int chunks);
