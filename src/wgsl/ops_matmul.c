@@ -600,17 +600,23 @@ static int test_groups = -1;
 
 void tg_wgsl_matmul_test_groups(int lead) { test_groups = lead; }
 
-/* TG_WGSL_MM_GROUP=lead (for measuring, off by default): a product may
- * lead a group of products of one other A, as an attention block's output
- * projection does its q, k and v: the four weight gradients of [384, 384]
- * in gpt_small then split K 11 ways together (396 workgroups, K of 1504
- * each, as its MLP weight gradients at 39 TFLOP/s on the H200), where the
- * projection's alone splits 43 ways (K of 384, 31 TFLOP/s) and the three
- * 14 ways (35). Its operands then stay live until the group's turn, a few
- * kernels later. Not yet measured on a GPU. */
-bool tg_wgsl_matmul_group_lead(void) {
-    if (test_groups >= 0) return test_groups == 1;
-    return tg_wgsl_knob("TG_WGSL_MM_GROUP", (const char *const[]){"0", "lead", NULL}, -1) == 1;
+/* A product of at most LEAD_MACS multiply-adds may lead a group of
+ * products of one other A, as an attention block's output projection does
+ * its q, k and v: one dispatch instead of two, which small models pay for.
+ * On an H100 (two runs each) the addition transformer's step took 0.860 /
+ * 0.842 ms led against 0.907 / 0.905 (94 dispatches against 100); but
+ * gpt_small's, whose four [384, 384] weight gradients then split K 11 ways
+ * together (28.7 - 36.1 TFLOP/s) where the three took 14 (33.7 - 36.3) and
+ * the projection 43 (30.1), 37.81 / 37.64 against 37.39 / 37.35 ms.
+ * TG_WGSL_MM_GROUP=lead lets every product lead, =shared none (for
+ * measuring). */
+#define LEAD_MACS (1LL << 24)
+
+bool tg_wgsl_matmul_group_lead(const tg_graph *g, int id) {
+    int knob = tg_wgsl_knob("TG_WGSL_MM_GROUP", (const char *const[]){"0", "lead", "shared", NULL}, -1);
+    if (test_groups >= 0 || knob == 1 || knob == 2) return test_groups >= 0 ? test_groups == 1 : knob == 1;
+    mm_geom m = geometry(g, &g->nodes[id]);
+    return m.M * m.N * m.K * m.batch <= LEAD_MACS;
 }
 
 int tg_wgsl_matmul_group_inputs(const tg_graph *gr, const int *mm, int n) {

@@ -331,7 +331,6 @@ static bool group_ok(const tg_fuse_graph *x, const int *mm, int n, const tg_wgsl
  * another layer's products). */
 static void product_groups(const tg_fuse_graph *x, tg_fusion *f, const tg_wgsl_limits *lim, fz_pregroup *pre) {
     int cap = products_cap(lim);
-    bool lead = tg_wgsl_matmul_group_lead();
     int64_t most = 0; /* the largest workspace of a product or sum alone */
     for (int i = 0; i < x->g->n; i++) {
         int64_t w = 0;
@@ -341,6 +340,7 @@ static void product_groups(const tg_fuse_graph *x, tg_fusion *f, const tg_wgsl_l
         if (tg_fuse_node(x, i)->op != TG_OP_MATMUL || !tg_fuse_free(x, i) || !tg_plan_runs(x->g, i) || wanted_after(x, i))
             continue;
         int mm[FZ_MM_MAX] = {i}, n = 1, split = 1, s;
+        bool lead = tg_wgsl_matmul_group_lead(x->g, i);
         for (int j = i + 1; j < x->g->n && n < cap; j++) {
             /* led: the second member sets the A the rest share */
             bool ok = n == 1 ? tg_wgsl_matmul_groupable(x->g, i, j, !lead) : tg_wgsl_matmul_groupable(x->g, mm[1], j, true);

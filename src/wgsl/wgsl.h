@@ -131,8 +131,8 @@ void tg_wgsl_matmul_test_warps(int form);
  * back to TG_WGSL_MM_EPI. */
 void tg_wgsl_matmul_test_epilogue(int early);
 /* Tests: products compiled from now on may lead a group of products of
- * one other A (1, as TG_WGSL_MM_GROUP=lead) or not (0); -1 goes back to
- * TG_WGSL_MM_GROUP. */
+ * one other A (1, as TG_WGSL_MM_GROUP=lead) or not (0, as =shared); -1
+ * goes back to TG_WGSL_MM_GROUP, by default small products only. */
 void tg_wgsl_matmul_test_groups(int lead);
 tg_status tg_wgsl_emit_phase(const tg_graph *g, const tg_plan *plan, const tg_wgsl_fused *f, int phase, int64_t work_bytes,
                              const tg_wgsl_limits *lim, tg_kernel_spec *out);
@@ -203,7 +203,7 @@ void tg_wgsl_program_free(tg_wgsl_program *p);
 void tg_wgsl_set_fusion(int on);
 bool tg_wgsl_fusion_enabled(void);
 /* TG_WGSL_MM_GROUP=0 turns the sums and groups of products off, for
- * measuring (=lead lets a product lead a group: tg_wgsl_matmul_group_lead). */
+ * measuring (=lead and =shared: tg_wgsl_matmul_group_lead). */
 bool tg_wgsl_mm_groups_enabled(void);
 
 /* An end-of-step writeback (src's value into dst's memory) as a copy kernel.
