@@ -112,7 +112,7 @@ bool tg_wgsl_norm(wk *k) {
     const tg_node *n = k->n;
     int64_t D = last_dim(n), R = D ? tg_ir_numel(n) / D : 0;
     wk_rows L;
-    if (!tg_wk_rows_open(&L, k, R, D, 1)) return false;
+    if (!tg_wk_rows_open_norm(&L, k, R, D, 1)) return false;
     /* The gain and bias read into registers with x, before the reductions,
      * not at the stores after them. A workgroup walking 2 to 16 rows in
      * turn, reading the gain and bias once, measured no faster on the H200
