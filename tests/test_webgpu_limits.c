@@ -24,6 +24,7 @@
 #include "harness.h"
 #include "webgpu/webgpu.h"
 #include "session.h"
+#include "sin_net.h"
 #include "../examples/gpt.c"
 
 #define S TG_SHAPE /* op_cases.h #undefs its own */
@@ -481,18 +482,7 @@ static float fill(uint64_t *r) {
     return (float)((double)(*r >> 40) / 16777216.0 * 2.0 - 1.0);
 }
 
-/* the sin MLP of examples/sin.c, Adam */
-#define SIN_B 256
-typedef struct {
-    tg_linear l1, l2, l3;
-} sin_net;
-static tg_tensor sin_loss(tg_graph *g, void *user) {
-    sin_net *n = user;
-    tg_tensor h = tg_relu(tg_linear_fwd(g, &n->l1, tg_input(g, "x")));
-    h = tg_relu(tg_linear_fwd(g, &n->l2, h));
-    return tg_mse(tg_linear_fwd(g, &n->l3, h), tg_input(g, "y"));
-}
-
+/* the sin MLP of examples/sin.c (sin_net.h), Adam */
 static void test_sin_mlp(void) {
     tg_model *m = tg_model_new();
     sin_net net = {tg_linear_new(m, "l1", 1, 64, true), tg_linear_new(m, "l2", 64, 64, true),

@@ -154,19 +154,7 @@ static void test_prng(void) {
     CHECK(worst_n < 1e-5, "WGSL tg_rng_key_normal differs by %.3g", worst_n);
 }
 
-/* ---- training parity: the sin MLP of examples/sin.c ---- */
-
-#define SIN_B 256
-typedef struct {
-    tg_linear l1, l2, l3;
-} sin_net;
-
-static tg_tensor sin_loss(tg_graph *g, void *user) {
-    sin_net *n = user;
-    tg_tensor h = tg_relu(tg_linear_fwd(g, &n->l1, tg_input(g, "x")));
-    h = tg_relu(tg_linear_fwd(g, &n->l2, h));
-    return tg_mse(tg_linear_fwd(g, &n->l3, h), tg_input(g, "y"));
-}
+/* ---- training parity: the sin MLP of examples/sin.c (sin_net.h) ---- */
 
 /* Trains `steps` steps with optimizer o on backend be; losses[] per step and
  * the final l2.W. */
