@@ -138,7 +138,7 @@ static uint32_t row_subgroup(const wk *k, int64_t lines, int64_t A, int pref) {
 static bool rows_open(wk_rows *L, wk *k, int64_t lines, int64_t A, int64_t inner, int pref) {
     *L = (wk_rows){.k = k, .wide = A > SHORT_ROW, .wg = tg_wk_row_wg(k, A), .lines = lines, .A = A, .inner = inner};
     L->step = L->wg, L->me = "lid";
-    if (L->wide && rows_form() == ROWS_REGS && A <= (int64_t)L->wg * REG_MAX) L->regs = (int)((A + L->wg - 1) / L->wg);
+    L->regs = tg_wk_rows_regs(k->lim, A);
     if ((L->sg = row_subgroup(k, lines, A, pref))) {
         uint32_t P = sg_rows_wg(k, pref == SG_NORM ? SG_NORM_WG : SG_ROWS_WG) / L->sg; /* rows per workgroup */
         if (P == 0) P = 1;
