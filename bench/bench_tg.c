@@ -22,6 +22,7 @@
 #include "ir/ir.h"
 #include "wgsl/wgsl.h"
 #include "../examples/gpt.h"
+#include "../tests/sin_net.h"
 
 static double now(void) {
     struct timespec ts;
@@ -86,21 +87,11 @@ static int time_batches(tg_session *s, int warm, int batches, int per, double *t
 /* ---- the sin MLP, as in examples/sin.c: B=256, 1-64-64-1 ReLU, MSE, Adam 5e-3 ---- */
 
 #define B 256
-typedef struct {
-    tg_linear l1, l2, l3;
-} mlp;
-
-static tg_tensor sin_loss(tg_graph *g, void *user) {
-    mlp *net = user;
-    tg_tensor h = tg_relu(tg_linear_fwd(g, &net->l1, tg_input(g, "x")));
-    h = tg_relu(tg_linear_fwd(g, &net->l2, h));
-    return tg_mse(tg_linear_fwd(g, &net->l3, h), tg_input(g, "y"));
-}
 
 static int bench_sin(int steps, int warm, bool print_graph, bool check) {
     tg_model *m = tg_model_new();
-    mlp net = {tg_linear_new(m, "l1", 1, 64, true), tg_linear_new(m, "l2", 64, 64, true),
-               tg_linear_new(m, "l3", 64, 1, true)};
+    sin_net net = {tg_linear_new(m, "l1", 1, 64, true), tg_linear_new(m, "l2", 64, 64, true),
+                   tg_linear_new(m, "l3", 64, 1, true)};
     tg_input_decl inputs[] = {{"x", TG_F32, TG_SHAPE(B, 1)}, {"y", TG_F32, TG_SHAPE(B, 1)}};
     tg_train_spec spec = {.model = m, .loss = sin_loss, .user = &net, .inputs = inputs, .n_inputs = 2,
                           .optim = tg_adam(tg_lr_constant(5e-3f)), .seed = 1, .check_numerics = check};

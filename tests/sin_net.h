@@ -1,4 +1,4 @@
-/* The sin MLP of examples/sin.c, for the tests that train it: x [SIN_B, 1]
+/* The sin MLP of examples/sin.c, for the tests and the benchmark that train it: x [SIN_B, 1]
  * -> 64 -> 64 -> 1, relu between, mse against y [SIN_B, 1]. */
 #ifndef TG_TESTS_SIN_NET_H
 #define TG_TESTS_SIN_NET_H

@@ -5,20 +5,10 @@
 #include "ir/ir.h"
 #include "plan/plan.h"
 #include "session.h"
-
-typedef struct {
-    tg_linear l1, l2, l3;
-} mlp;
-
-static tg_tensor mlp_loss(tg_graph *g, void *u) {
-    mlp *n = u;
-    tg_tensor h = tg_relu(tg_linear_fwd(g, &n->l1, tg_input(g, "x")));
-    h = tg_relu(tg_linear_fwd(g, &n->l2, h));
-    return tg_mse(tg_linear_fwd(g, &n->l3, h), tg_input(g, "y"));
-}
+#include "sin_net.h"
 
 /* freeze: 1 = l1.W, 2 = l1.W and l1.b */
-static tg_session *open_mlp(tg_model **m, mlp *n, uint64_t seed, int threads, int freeze) {
+static tg_session *open_mlp(tg_model **m, sin_net *n, uint64_t seed, int threads, int freeze) {
     *m = tg_model_new();
     n->l1 = tg_linear_new(*m, "l1", 1, 64, true);
     n->l2 = tg_linear_new(*m, "l2", 64, 64, true);
@@ -26,7 +16,7 @@ static tg_session *open_mlp(tg_model **m, mlp *n, uint64_t seed, int threads, in
     if (freeze >= 1) tg_model_freeze(*m, n->l1.W);
     if (freeze >= 2) tg_model_freeze(*m, n->l1.b);
     static const tg_input_decl in[] = {{"x", TG_F32, {2, {256, 1}}}, {"y", TG_F32, {2, {256, 1}}}};
-    tg_train_spec spec = {.model = *m, .loss = mlp_loss, .user = n, .inputs = in, .n_inputs = 2,
+    tg_train_spec spec = {.model = *m, .loss = sin_loss, .user = n, .inputs = in, .n_inputs = 2,
                           .optim = tg_adam(tg_lr_constant(5e-3f)), .seed = seed, .threads = threads};
     tg_session *s = NULL;
     CHECK_OK(tg_session_new(&spec, &s));
@@ -58,7 +48,7 @@ static int count_op(const tg_session *s, const char *op) {
 static void determinism(void) {
     float a[100], b[100], c[100], d[100];
     tg_model *m;
-    mlp n;
+    sin_net n;
     tg_session *s = open_mlp(&m, &n, 7, 1, 0);
     train(s, a);
     tg_session_free(s);
@@ -83,7 +73,7 @@ static void determinism(void) {
 
 static void plan_properties(void) {
     tg_model *m;
-    mlp n;
+    sin_net n;
     tg_session *s = open_mlp(&m, &n, 1, 1, 0);
     tg_plan_stats ps;
     CHECK_OK(tg_session_plan_stats(s, &ps));
@@ -126,7 +116,7 @@ static void plan_properties(void) {
 /* tg_plan_check must reject two live classes that share bytes. */
 static void check_catches_overlap(void) {
     tg_model *m;
-    mlp n;
+    sin_net n;
     tg_session *s = open_mlp(&m, &n, 1, 1, 0);
     const tg_graph *g = tg_session_graph(s);
     tg_plan p;
@@ -163,7 +153,7 @@ static void check_catches_overlap(void) {
  * the MLP's graph reading an early scratch value. */
 static void also_reads_live(void) {
     tg_model *m;
-    mlp n;
+    sin_net n;
     tg_session *s = open_mlp(&m, &n, 1, 1, 0);
     const tg_graph *g = tg_session_graph(s);
     int64_t off[8];
@@ -201,14 +191,14 @@ static void also_reads_live(void) {
  * constant when the gradient is built: no kernel multiplies two fill
  * constants each step. */
 static tg_tensor scaled_loss(tg_graph *g, void *u) {
-    mlp *n = u;
+    sin_net *n = u;
     tg_tensor d = tg_sub(tg_linear_fwd(g, &n->l1, tg_input(g, "x")), tg_input(g, "y"));
     return tg_mul_s(tg_sum(tg_mul(d, d), TG_ALL, false), 1.0f / 256);
 }
 
 static void constants_folded(void) {
     tg_model *m = tg_model_new();
-    mlp n;
+    sin_net n;
     n.l1 = tg_linear_new(m, "l1", 1, 1, true);
     static const tg_input_decl in[] = {{"x", TG_F32, {2, {256, 1}}}, {"y", TG_F32, {2, {256, 1}}}};
     tg_train_spec spec = {.model = m, .loss = scaled_loss, .user = &n, .inputs = in, .n_inputs = 2,
@@ -234,7 +224,7 @@ static void constants_folded(void) {
  * of a value kept inside a group gets no memory either. */
 static void inplace_in_step(void) {
     tg_model *m;
-    mlp n;
+    sin_net n;
     tg_session *s = open_mlp(&m, &n, 1, 1, 0);
     const tg_graph *g = tg_session_graph(s);
     int relu = -1, add = -1, mm = -1;
@@ -298,7 +288,7 @@ static void inplace_in_step(void) {
  * plan that ends one sooner is rejected. */
 static void grads_pooled(void) {
     tg_model *m;
-    mlp n;
+    sin_net n;
     tg_session *s = open_mlp(&m, &n, 1, 1, 0);
     const tg_program *pr = s ? s->b.prog : NULL;
     int n_grads = 0, reused = 0;

@@ -12,6 +12,7 @@
 #include "webgpu/webgpu.h"
 #include "wgsl/attention.h"
 #include "session.h"
+#include "sin_net.h"
 #include "../examples/gpt.c"
 
 #define S TG_SHAPE
@@ -19,16 +20,6 @@
 /* ---- an MLP: 1-W-W-1, MSE on sin ---- */
 
 enum { B = 256 };
-typedef struct {
-    tg_linear l1, l2, l3;
-} mlp;
-
-static tg_tensor mlp_loss(tg_graph *g, void *user) {
-    mlp *n = user;
-    tg_tensor h = tg_relu(tg_linear_fwd(g, &n->l1, tg_input(g, "x")));
-    h = tg_relu(tg_linear_fwd(g, &n->l2, h));
-    return tg_mse(tg_linear_fwd(g, &n->l3, h), tg_input(g, "y"));
-}
 
 typedef struct {
     int dispatches;
@@ -39,10 +30,10 @@ typedef struct {
 
 static tg_status mlp_train(int width, tg_optim o, int steps, mlp_result *r) {
     tg_model *m = tg_model_new();
-    mlp net = {tg_linear_new(m, "l1", 1, width, true), tg_linear_new(m, "l2", width, width, true),
-               tg_linear_new(m, "l3", width, 1, true)};
+    sin_net net = {tg_linear_new(m, "l1", 1, width, true), tg_linear_new(m, "l2", width, width, true),
+                   tg_linear_new(m, "l3", width, 1, true)};
     tg_input_decl in[] = {{"x", TG_F32, S(B, 1)}, {"y", TG_F32, S(B, 1)}};
-    tg_train_spec spec = {.model = m, .loss = mlp_loss, .user = &net, .inputs = in, .n_inputs = 2, .optim = o,
+    tg_train_spec spec = {.model = m, .loss = sin_loss, .user = &net, .inputs = in, .n_inputs = 2, .optim = o,
                           .seed = 3, .backend = TG_BACKEND_WEBGPU};
     tg_session *s = NULL;
     tg_status st = tg_session_new(&spec, &s);
@@ -195,11 +186,11 @@ static void test_exact_bindings(void) {
  * one group, the clip norm's terms, total and tails another. */
 static void test_before_planning(void) {
     tg_model *m = tg_model_new();
-    mlp net = {tg_linear_new(m, "l1", 1, 64, true), tg_linear_new(m, "l2", 64, 64, true), tg_linear_new(m, "l3", 64, 1, true)};
+    sin_net net = {tg_linear_new(m, "l1", 1, 64, true), tg_linear_new(m, "l2", 64, 64, true), tg_linear_new(m, "l3", 64, 1, true)};
     tg_input_decl in[] = {{"x", TG_F32, S(B, 1)}, {"y", TG_F32, S(B, 1)}};
     tg_optim o = tg_adam(tg_lr_constant(1e-3f));
     o.clip_grad_norm = 0.5f;
-    tg_train_spec spec = {.model = m, .loss = mlp_loss, .user = &net, .inputs = in, .n_inputs = 2, .optim = o,
+    tg_train_spec spec = {.model = m, .loss = sin_loss, .user = &net, .inputs = in, .n_inputs = 2, .optim = o,
                           .seed = 3, .backend = TG_BACKEND_WEBGPU};
     tg_session *s = NULL;
     CHECK_OK(tg_session_new(&spec, &s));
