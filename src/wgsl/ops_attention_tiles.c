@@ -82,6 +82,22 @@ bool tg_wgsl_attn_tiles_fit(const tg_wgsl_attn *a, const tg_wgsl_limits *lim) {
     return (uint64_t)(region_a(a, 4, false) + ROWS * ROWS / 4) * 16 <= lim->max_workgroup_storage_size;
 }
 
+static int warps_test = -1;
+void tg_wgsl_attention_test_warps(int form) { warps_test = form; }
+
+/* How a warp's 32 invocations (consecutive lid) sit in the 16 x 16 grid
+ * of 4 x 4 blocks: 2 rows of 16 (tx = lid % 16, ty = lid / 16), or a
+ * square of 4 rows of 8. In a step of the score loop or of accumulate a
+ * warp of rows reads 16 distinct vec4s of one operand (two 128-byte
+ * wavefronts) and 2 of the other; the square reads 8 and 4, a wavefront
+ * each. A row's 16 invocations are then in two warps, so its row sums go
+ * through workgroup memory (the same bits as by shuffles).
+ * TG_WGSL_ATTN_WARPS=rows|square. */
+static bool square_warps(void) {
+    if (warps_test >= 0) return warps_test == 1;
+    return tg_wgsl_knob("TG_WGSL_ATTN_WARPS", (const char *const[]){"rows", "square", NULL}, 0) == 1;
+}
+
 /* Opens the kernel: the scale strings (sc: the scores', dsc: the
  * gradient's, 64 bytes each), workgroup memory (for a score loop of
  * `chunks` operands; 0: the row reductions' alone), the entry point over
@@ -113,9 +129,11 @@ static bool open_tiles(akern *K, int chunks, const char *what, char *sc, char *d
     if (!tg_wk_main(k, groups, 256)) return false;
     tg_wsb_printf(&k->s,
                "    if (gid >= %lldu) { return; }\n    let bh = gid / %lldu;\n    let blk = gid - bh * %lldu;\n"
-               "    let b = bh / %lldu;\n    let h = bh - b * %lldu;\n    let tx = lid %% 16u;\n    let ty = lid / 16u;\n"
+               "    let b = bh / %lldu;\n    let h = bh - b * %lldu;\n%s"
                "    let r0 = blk * 64u + 4u * ty;\n    let dv = min(tx, %lldu);\n",
                (long long)groups, (long long)K->nblk, (long long)K->nblk, (long long)a->H, (long long)a->H,
+               square_warps() ? "    let tx = lid % 8u + 8u * ((lid / 32u) % 2u);\n    let ty = (lid / 8u) % 4u + 4u * (lid / 64u);\n"
+                              : "    let tx = lid % 16u;\n    let ty = lid / 16u;\n",
                (long long)(K->dh4 - 1));
     return true;
 }
@@ -322,7 +340,7 @@ static void accumulate(akern *K, const char *acc) {
  * 1.65 -> 1.59 ms, dq's 2.14 -> 2.13).
  * TG_WGSL_ATTN_SHUFFLE=0 keeps workgroup memory, for measuring. */
 static bool shuffles(const akern *K) {
-    return K->k.lim->subgroup_min_size >= 16 &&
+    return K->k.lim->subgroup_min_size >= 16 && !square_warps() &&
            tg_wgsl_knob("TG_WGSL_ATTN_SHUFFLE", (const char *const[]){"0", NULL}, 1) != 0;
 }
 
