@@ -6,7 +6,7 @@
  * the form its sizes get (64 x 64 blocks, or rows above Dh 64 or below T 64);
  * and that a GPT's plan runs no permute kernel; the blocks' row sums by
  * subgroup shuffles where a device's subgroups have 16 lanes or more
- * (--shuffles: those alone); the blocks in square warps, bit for bit. Needs a WebGPU device (lavapipe). */
+ * (--shuffles: those alone). Needs a WebGPU device (lavapipe). */
 #define _POSIX_C_SOURCE 200809L /* mkdtemp, setenv (parity.h) */
 #include <math.h>
 #include <stdio.h>
@@ -297,42 +297,6 @@ static void test_shuffles(const tg_webgpu_adapter_info *info, bool required) {
     tg_wgsl_attention_test_form(-1);
 }
 
-/* The blocks' invocations in square warps (4 rows of 8, tg_wgsl_attention_test_warps):
- * each kernel takes that layout, agrees with the CPU, and gives the same
- * bits as the default warps of 2 rows, whose row sums may go by shuffles
- * (each output element is computed in the same order either way), at T 7
- * (one block, masked rows), 64 and 257, Dh 8, 12 and 64, strided and
- * plain, with dq by its kernel and by atomics. */
-static void test_square_warps(void) {
-    static const int64_t cfg[][4] = {{7, 8, 0, 0}, {64, 64, 0, 0}, {257, 8, 0, 0}, {64, 12, 1, 0}, {64, 16, 0, 1}}; /* T, Dh, plain, atomic */
-    tg_wgsl_attention_test_form(2);
-    for (size_t ci = 0; ci < sizeof cfg / sizeof cfg[0]; ci++) {
-        int64_t T = cfg[ci][0], Dh = cfg[ci][1], B = T > 64 ? 1 : 2, H = 2;
-        g_heads = H, g_dh = Dh;
-        tg_wgsl_attention_test_dq((int)cfg[ci][3]);
-        char name[112];
-        snprintf(name, sizeof name, "attention %s in square warps%s, T=%lld Dh=%lld", cfg[ci][2] ? "plain" : "heads",
-                 cfg[ci][3] ? ", dq by atomics" : "", (long long)T, (long long)Dh);
-        par_case c = cfg[ci][2] ? (par_case){name, PRM(S(B, H, T, Dh), S(B, H, T, Dh), S(B, H, T, Dh)), P_NONE, 0, 1, b_plain, 2e-4f}
-                                : (par_case){name, PRM(S(B, T, H * Dh), S(B, T, H * Dh), S(B, T, H * Dh)), P_NONE, 0, 1, b_heads, 2e-4f};
-        size_t n[2];
-        int calls[2];
-        static const char layout[] = "let tx = lid % 8u + 8u * ((lid / 32u) % 2u);";
-        tg_wgsl_attention_test_warps(0);
-        unsigned char *rows = par_check_bits(&c, layout, &n[0], &calls[0]);
-        tg_wgsl_attention_test_warps(1);
-        unsigned char *square = par_check_bits(&c, layout, &n[1], &calls[1]);
-        CHECK(calls[0] == 0 && calls[1] == 3, "%s: %d and %d kernels in square warps (default, square); want 0 and 3", name,
-              calls[0], calls[1]);
-        CHECK(n[0] > 0 && n[0] == n[1] && rows && square && memcmp(rows, square, n[0]) == 0,
-              "%s: square warps and rows of 16 give different bits (%zu and %zu bytes)", name, n[1], n[0]);
-        free(rows), free(square);
-    }
-    tg_wgsl_attention_test_warps(-1);
-    tg_wgsl_attention_test_dq(-1);
-    tg_wgsl_attention_test_form(-1);
-}
-
 int main(int argc, char **argv) {
     tg_webgpu_adapter_info info;
     if (tg_webgpu_info(&info) != TG_OK) {
@@ -347,7 +311,6 @@ int main(int argc, char **argv) {
     test_parity();
     test_unrolled();
     test_blocks_poisoned();
-    test_square_warps();
     test_unfused_rule();
     test_gpt_plan();
     return check_summary("test_webgpu_attention");

@@ -79,12 +79,6 @@ void tg_wgsl_attention_test_form(int form);
  * to the default. TG_WGSL_ATTN_DQ=kernel|atomic does the same. */
 void tg_wgsl_attention_test_dq(int form);
 
-/* Tests and benchmarks: how the 64 x 64 blocks' invocations sit in their
- * warps. 0: a warp over 2 rows of 16 invocations (the default); 1: a
- * square of 4 rows of 8; -1: back to the default.
- * TG_WGSL_ATTN_WARPS=rows|square does the same. */
-void tg_wgsl_attention_test_warps(int form);
-
 /* Appends the group's kernels (1 forward, 2 backward) to out through push.
  * The attention workspace is the first work_bytes of the program's
  * workspace (the other kernels' scratch follows it). */

@@ -27,6 +27,15 @@
  * then computes the two score products of a block pair once instead of
  * twice (FlashAttention-2's backward, which adds dq by atomics too).
  *
+ * A warp is 2 rows of 16 invocations, so a step of the score loop or of
+ * accumulate reads 16 distinct vec4s of one operand (two 128-byte
+ * wavefronts) and 2 of the other. A square of 4 rows of 8 reads 8 and 4,
+ * a wavefront each (its row sums then through workgroup memory, the same
+ * bits), yet measured slower: gpt_small's step 37.64 / 37.67 ms against
+ * 37.37 / 37.41 on an H100 (forward 1.594 -> 1.675 ms, dq 2.137 -> 2.283,
+ * dk dv 2.489 -> 2.519), 37.19 against 36.95 / 36.98 on the H200. So the
+ * workgroup memory's wavefronts do not bound these loops.
+ *
  * Workgroup memory is used without bank conflicts: a chunk's rows are
  * loaded as vec4s and stored transposed, an element at a time, so the 4
  * (or 8) invocations that hold one row's vec4s would all store to one bank;
@@ -82,22 +91,6 @@ bool tg_wgsl_attn_tiles_fit(const tg_wgsl_attn *a, const tg_wgsl_limits *lim) {
     return (uint64_t)(region_a(a, 4, false) + ROWS * ROWS / 4) * 16 <= lim->max_workgroup_storage_size;
 }
 
-static int warps_test = -1;
-void tg_wgsl_attention_test_warps(int form) { warps_test = form; }
-
-/* How a warp's 32 invocations (consecutive lid) sit in the 16 x 16 grid
- * of 4 x 4 blocks: 2 rows of 16 (tx = lid % 16, ty = lid / 16), or a
- * square of 4 rows of 8. In a step of the score loop or of accumulate a
- * warp of rows reads 16 distinct vec4s of one operand (two 128-byte
- * wavefronts) and 2 of the other; the square reads 8 and 4, a wavefront
- * each. A row's 16 invocations are then in two warps, so its row sums go
- * through workgroup memory (the same bits as by shuffles).
- * TG_WGSL_ATTN_WARPS=rows|square. */
-static bool square_warps(void) {
-    if (warps_test >= 0) return warps_test == 1;
-    return tg_wgsl_knob("TG_WGSL_ATTN_WARPS", (const char *const[]){"rows", "square", NULL}, 0) == 1;
-}
-
 /* Opens the kernel: the scale strings (sc: the scores', dsc: the
  * gradient's, 64 bytes each), workgroup memory (for a score loop of
  * `chunks` operands; 0: the row reductions' alone), the entry point over
@@ -129,11 +122,9 @@ static bool open_tiles(akern *K, int chunks, const char *what, char *sc, char *d
     if (!tg_wk_main(k, groups, 256)) return false;
     tg_wsb_printf(&k->s,
                "    if (gid >= %lldu) { return; }\n    let bh = gid / %lldu;\n    let blk = gid - bh * %lldu;\n"
-               "    let b = bh / %lldu;\n    let h = bh - b * %lldu;\n%s"
+               "    let b = bh / %lldu;\n    let h = bh - b * %lldu;\n    let tx = lid %% 16u;\n    let ty = lid / 16u;\n"
                "    let r0 = blk * 64u + 4u * ty;\n    let dv = min(tx, %lldu);\n",
                (long long)groups, (long long)K->nblk, (long long)K->nblk, (long long)a->H, (long long)a->H,
-               square_warps() ? "    let tx = lid % 8u + 8u * ((lid / 32u) % 2u);\n    let ty = (lid / 8u) % 4u + 4u * (lid / 64u);\n"
-                              : "    let tx = lid % 16u;\n    let ty = lid / 16u;\n",
                (long long)(K->dh4 - 1));
     return true;
 }
@@ -340,7 +331,7 @@ static void accumulate(akern *K, const char *acc) {
  * 1.65 -> 1.59 ms, dq's 2.14 -> 2.13).
  * TG_WGSL_ATTN_SHUFFLE=0 keeps workgroup memory, for measuring. */
 static bool shuffles(const akern *K) {
-    return K->k.lim->subgroup_min_size >= 16 && !square_warps() &&
+    return K->k.lim->subgroup_min_size >= 16 &&
            tg_wgsl_knob("TG_WGSL_ATTN_SHUFFLE", (const char *const[]){"0", NULL}, 1) != 0;
 }
 
