@@ -113,7 +113,10 @@ enum { SG_NONE, SG_STATS, SG_NORM };
  * takes a row per subgroup in workgroups of SG_NORM_WG: over [16384, 384]
  * on an H100 (bench_tg --rows-webgpu, a copy 31.4 us) 58.0 us, 0.54 of
  * the copy's bandwidth, against 69.5 (0.46) in its default form and 65.9
- * a row per subgroup in workgroups of 64. */
+ * a row per subgroup in workgroups of 64; on another H100, 69.3 against
+ * 71.8 us (a copy 31.3). Inside gpt_small's step it changes nothing: on
+ * an H100 37.40 / 37.39 ms against 37.41 / 37.37, on the H200 36.96 /
+ * 36.99 against 36.95 / 36.98 (alternated in one run each). */
 #define SG_NORM_WG 256
 
 static bool norm_sgrow(void) { return tg_wgsl_knob("TG_WGSL_LN", (const char *const[]){"wg", "sgrow", NULL}, 0) == 1; }
