@@ -22,7 +22,7 @@
 #include "ir/ir.h"
 #include "wgsl/wgsl.h"
 #include "../examples/gpt.h"
-#include "../tests/sin_net.h"
+#include "../examples/sin.h"
 
 static double now(void) {
     struct timespec ts;

@@ -4,27 +4,13 @@
 #include <stdio.h>
 
 #include "examples.h"
-
-#define B 256
-
-typedef struct {
-    tg_linear l1, l2, l3;
-} sin_mlp;
-
-/* x [B,1] -> y [B,1]; loss = mse(y, target) */
-static tg_tensor sin_loss(tg_graph *g, void *user) {
-    sin_mlp *net = user;
-    tg_tensor x = tg_input(g, "x"), y = tg_input(g, "y");
-    tg_tensor h = tg_relu(tg_linear_fwd(g, &net->l1, x));
-    h = tg_relu(tg_linear_fwd(g, &net->l2, h));
-    return tg_mse(tg_linear_fwd(g, &net->l3, h), y);
-}
+#include "sin.h"
 
 int example_sin(const tg_example_opts *o) {
-    int64_t steps = o->steps > 0 ? o->steps : 2000, first, b = ex_shard(o, B, &first);
+    int64_t steps = o->steps > 0 ? o->steps : 2000, first, b = ex_shard(o, SIN_B, &first);
     if (!b) return 2;
     tg_model *m = tg_model_new();
-    sin_mlp net = {tg_linear_new(m, "l1", 1, 64, true), tg_linear_new(m, "l2", 64, 64, true),
+    sin_net net = {tg_linear_new(m, "l1", 1, 64, true), tg_linear_new(m, "l2", 64, 64, true),
                    tg_linear_new(m, "l3", 64, 1, true)};
     tg_input_decl inputs[] = {{"x", TG_F32, TG_SHAPE(b, 1)}, {"y", TG_F32, TG_SHAPE(b, 1)}};
     tg_train_spec spec = {.model = m, .loss = sin_loss, .user = &net, .inputs = inputs, .n_inputs = 2,
@@ -42,10 +28,10 @@ int example_sin(const tg_example_opts *o) {
         tg_model_free(m);
         return rc;
     }
-    static float xs[B], ys[B];
+    static float xs[SIN_B], ys[SIN_B];
     uint64_t rng = o->seed * 2654435761u + 1;
     if (o->bench > 0) { /* one fixed batch, as the PyTorch peer times it */
-        for (int i = 0; i < B; i++) ys[i] = sinf(xs[i] = (float)((ex_uniform(&rng) * 2.0 - 1.0) * EX_PI));
+        for (int i = 0; i < SIN_B; i++) ys[i] = sinf(xs[i] = (float)((ex_uniform(&rng) * 2.0 - 1.0) * EX_PI));
         tg_feed feeds[] = {TG_FEED("x", xs + first, b), TG_FEED("y", ys + first, b)};
         int rc = ex_bench_loop("sin_mlp", s, o->backend, feeds, 2, o->bench);
         tg_session_free(s);
@@ -54,13 +40,13 @@ int example_sin(const tg_example_opts *o) {
     }
     float loss = 0;
     ex_run run;
-    if (ex_run_start(&run, o, steps, B, NULL)) {
+    if (ex_run_start(&run, o, steps, SIN_B, NULL)) {
         tg_session_free(s);
         tg_model_free(m);
         return 1;
     }
     for (int64_t step = 1; step <= steps; step++) {
-        for (int i = 0; i < B; i++) {
+        for (int i = 0; i < SIN_B; i++) {
             xs[i] = (float)((ex_uniform(&rng) * 2.0 - 1.0) * EX_PI);
             ys[i] = sinf(xs[i]);
         }

@@ -5,7 +5,7 @@
 #include "ir/ir.h"
 #include "plan/plan.h"
 #include "session.h"
-#include "sin_net.h"
+#include "../examples/sin.h"
 
 /* freeze: 1 = l1.W, 2 = l1.W and l1.b */
 static tg_session *open_mlp(tg_model **m, sin_net *n, uint64_t seed, int threads, int freeze) {

@@ -19,7 +19,7 @@
 #include "cpu/kernels.h"
 #include "webgpu/webgpu.h"
 #include "wgsl/emit.h"
-#include "sin_net.h"
+#include "../examples/sin.h"
 
 #define S TG_SHAPE /* op_cases.h #undefs its own */
 #define PRM(...) {__VA_ARGS__, P_END}

@@ -12,7 +12,7 @@
 #include "webgpu/webgpu.h"
 #include "wgsl/attention.h"
 #include "session.h"
-#include "sin_net.h"
+#include "../examples/sin.h"
 #include "../examples/gpt.c"
 
 #define S TG_SHAPE

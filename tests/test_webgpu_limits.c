@@ -24,7 +24,7 @@
 #include "harness.h"
 #include "webgpu/webgpu.h"
 #include "session.h"
-#include "sin_net.h"
+#include "../examples/sin.h"
 #include "../examples/gpt.c"
 
 #define S TG_SHAPE /* op_cases.h #undefs its own */
@@ -482,7 +482,7 @@ static float fill(uint64_t *r) {
     return (float)((double)(*r >> 40) / 16777216.0 * 2.0 - 1.0);
 }
 
-/* the sin MLP of examples/sin.c (sin_net.h), Adam */
+/* the sin MLP of examples/sin.c (examples/sin.h), Adam */
 static void test_sin_mlp(void) {
     tg_model *m = tg_model_new();
     sin_net net = {tg_linear_new(m, "l1", 1, 64, true), tg_linear_new(m, "l2", 64, 64, true),

@@ -154,7 +154,7 @@ static void test_prng(void) {
     CHECK(worst_n < 1e-5, "WGSL tg_rng_key_normal differs by %.3g", worst_n);
 }
 
-/* ---- training parity: the sin MLP of examples/sin.c (sin_net.h) ---- */
+/* ---- training parity: the sin MLP of examples/sin.c (examples/sin.h) ---- */
 
 /* Trains `steps` steps with optimizer o on backend be; losses[] per step and
  * the final l2.W. */
