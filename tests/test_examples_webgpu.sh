@@ -54,8 +54,7 @@ fi
 # permute kernel (every split_heads and merge_heads is read or written
 # with strides), and no more than today's 206 dispatches per step (each
 # norm's backward one kernel of two phases where it was two kernels of
-# three) and
-# 1701795584 planned bytes (0.598 of PyTorch's peak of 2844 MB on the
+# three) and 1701795584 planned bytes (0.598 of PyTorch's peak of 2844 MB on the
 # H200). The bytes count on the gradients pooled with the activations and
 # placed close together: spread out, they would pass lavapipe's 128 MiB
 # storage bindings and cut the optimizer's kernel into several dispatches.

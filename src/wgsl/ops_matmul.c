@@ -613,8 +613,8 @@ void tg_wgsl_matmul_test_groups(int lead) { test_groups = lead; }
 #define LEAD_MACS (1LL << 24)
 
 bool tg_wgsl_matmul_group_lead(const tg_graph *g, int id) {
-    int knob = tg_wgsl_knob("TG_WGSL_MM_GROUP", (const char *const[]){"0", "lead", "shared", NULL}, -1);
     if (test_groups >= 0) return test_groups == 1;
+    int knob = tg_wgsl_knob("TG_WGSL_MM_GROUP", (const char *const[]){"0", "lead", "shared", NULL}, -1);
     if (knob == 1 || knob == 2) return knob == 1;
     mm_geom m = geometry(g, &g->nodes[id]);
     return m.M * m.N * m.K * m.batch <= LEAD_MACS;
