@@ -442,35 +442,35 @@ static int bench_rows_webgpu(int64_t R, int64_t D, int reps, const char *only) {
     typedef struct {
         rb_kind kind;
         const char *variant;
-        int rows_form, reduce_form, colsum_split, colsum_width; /* the test hooks' arguments */
+        int rows_form, reduce_form, colsum_split, colsum_width, norm_form; /* the test hooks' arguments */
         double bytes;                /* per item */
     } rb_row;
     double x = (double)R * D * 4, st = (double)R * 8, d = (double)D * 4;
     const rb_row rows[] = {
-        {RB_COPY, "-", -1, -1, -1, -1, 2 * x},
-        {RB_LN, "regs+sgrow", 1, 2, -1, -1, 2 * x + 2 * d},
-        {RB_LN, "regs+subgroup", 1, 1, -1, -1, 2 * x + 2 * d},
-        {RB_LN, "regs+tree", 1, 0, -1, -1, 2 * x + 2 * d},
-        {RB_LN, "loop+tree", 0, 0, -1, -1, 2 * x + 2 * d},
-        {RB_STATS, "regs+sgrow", 1, 2, -1, -1, x + st}, /* the default (subgroup) takes this form for statistics */
-        {RB_STATS, "regs+tree", 1, 0, -1, -1, x + st},
-        {RB_STATS, "loop+tree", 0, 0, -1, -1, x + st},
-        {RB_DX, "regs+sgrow", 1, 2, -1, -1, 3 * x + st + d},
-        {RB_DX, "regs+subgroup", 1, 1, -1, -1, 3 * x + st + d},
-        {RB_DX, "regs+tree", 1, 0, -1, -1, 3 * x + st + d},
-        {RB_DX, "loop+tree", 0, 0, -1, -1, 3 * x + st + d},
-        {RB_DGAIN, "two", -1, -1, -1, -1, 2 * x + st + d},
-        {RB_DGAIN, "two,w8", -1, -1, -1, 8, 2 * x + st + d},
-        {RB_DGAIN, "two,w32", -1, -1, -1, 32, 2 * x + st + d},
-        {RB_DGAIN, "two,w128", -1, -1, -1, 128, 2 * x + st + d},
-        {RB_DGAIN, "one", -1, -1, 0, -1, 2 * x + st + d},
-        {RB_COLSUM, "two", -1, -1, -1, -1, x + d},
-        {RB_COLSUM, "two,w8", -1, -1, -1, 8, x + d},
-        {RB_COLSUM, "two,w32", -1, -1, -1, 32, x + d},
-        {RB_COLSUM, "two,w128", -1, -1, -1, 128, x + d},
-        {RB_COLSUM, "one", -1, -1, 0, -1, x + d},
-        {RB_COLSUM, "two:16", -1, -1, 16, -1, x + d},
-        {RB_COLSUM, "two:32", -1, -1, 32, -1, x + d},
+        {RB_COPY, "-", -1, -1, -1, -1, -1, 2 * x},
+        {RB_LN, "regs+sgrow", 1, 1, -1, -1, 1, 2 * x + 2 * d}, /* the default */
+        {RB_LN, "regs+subgroup", 1, 1, -1, -1, 0, 2 * x + 2 * d},
+        {RB_LN, "regs+tree", 1, 0, -1, -1, -1, 2 * x + 2 * d},
+        {RB_LN, "loop+tree", 0, 0, -1, -1, -1, 2 * x + 2 * d},
+        {RB_STATS, "regs+sgrow", 1, 2, -1, -1, -1, x + st}, /* the default (subgroup) takes this form for statistics */
+        {RB_STATS, "regs+tree", 1, 0, -1, -1, -1, x + st},
+        {RB_STATS, "loop+tree", 0, 0, -1, -1, -1, x + st},
+        {RB_DX, "regs+sgrow", 1, 2, -1, -1, -1, 3 * x + st + d},
+        {RB_DX, "regs+subgroup", 1, 1, -1, -1, -1, 3 * x + st + d},
+        {RB_DX, "regs+tree", 1, 0, -1, -1, -1, 3 * x + st + d},
+        {RB_DX, "loop+tree", 0, 0, -1, -1, -1, 3 * x + st + d},
+        {RB_DGAIN, "two", -1, -1, -1, -1, -1, 2 * x + st + d},
+        {RB_DGAIN, "two,w8", -1, -1, -1, 8, -1, 2 * x + st + d},
+        {RB_DGAIN, "two,w32", -1, -1, -1, 32, -1, 2 * x + st + d},
+        {RB_DGAIN, "two,w128", -1, -1, -1, 128, -1, 2 * x + st + d},
+        {RB_DGAIN, "one", -1, -1, 0, -1, -1, 2 * x + st + d},
+        {RB_COLSUM, "two", -1, -1, -1, -1, -1, x + d},
+        {RB_COLSUM, "two,w8", -1, -1, -1, 8, -1, x + d},
+        {RB_COLSUM, "two,w32", -1, -1, -1, 32, -1, x + d},
+        {RB_COLSUM, "two,w128", -1, -1, -1, 128, -1, x + d},
+        {RB_COLSUM, "one", -1, -1, 0, -1, -1, x + d},
+        {RB_COLSUM, "two:16", -1, -1, 16, -1, -1, x + d},
+        {RB_COLSUM, "two:32", -1, -1, 32, -1, -1, x + d},
     };
     double copy_gbps = 0;
     int rc = 0;
@@ -481,12 +481,14 @@ static int bench_rows_webgpu(int64_t R, int64_t D, int reps, const char *only) {
         tg_wgsl_reduce_test_form(r->reduce_form);
         tg_wgsl_colsum_test_split(r->colsum_split);
         tg_wgsl_colsum_test_width(r->colsum_width);
+        tg_wgsl_norm_test_form(r->norm_form);
         rb_case one = {r->kind, 1, R, D}, many = {r->kind, 1 + RCHAIN, R, D};
         double t1 = rb_time(&one, reps), tn = t1 >= 0 ? rb_time(&many, reps) : -1;
         tg_wgsl_rows_test_form(-1);
         tg_wgsl_reduce_test_form(-1);
         tg_wgsl_colsum_test_split(-1);
         tg_wgsl_colsum_test_width(-1);
+        tg_wgsl_norm_test_form(-1);
         if (t1 < 0 || tn < 0) {
             rc = 1;
             continue;

@@ -450,7 +450,9 @@ static tg_tensor b_linear(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
  * element each in registers), 384 (6, all full), 385 (7, the last partial)
  * and 1000 (past the register limit: loops either way). A row per subgroup
  * (lavapipe's subgroups are all 8 wide) at 33 (5 each, the last partial)
- * and 128 (16, the most), over 2 to 12 rows: 1 to 4 rows per workgroup. */
+ * and 128 (16, the most), over 2 to 12 rows: 1 to 4 rows per workgroup.
+ * (In the subgroup forms the layer norm's forward takes a row per subgroup
+ * where one fits, as by default; the last check asks for its workgroup.) */
 static void test_row_forms(bool verbose) {
     static const int64_t lens[] = {1, 31, 33, 128, 384, 385, 1000};
     tg_webgpu_adapter_info info;
@@ -520,6 +522,25 @@ static void test_row_forms(bool verbose) {
         tg_wgsl_reduce_test_form(-1);
     }
     tg_wgsl_rows_test_wg(0);
+    /* The layer norm's forward, every form by default: a row per subgroup
+     * in workgroups of 256 (rows.c), or a workgroup per row when asked. */
+    uint32_t S = info.subgroup_min_size;
+    if (!sg || S < 4 || S != info.subgroup_max_size || 256 / S > 64) return;
+    for (int nf = -1; nf <= 0; nf++) {
+        tg_wgsl_norm_test_form(nf);
+        char name[96], dir[32], rows[64];
+        snprintf(name, sizeof name, "layer_norm, 64 rows of 100, %s", nf < 0 ? "the default form" : "a workgroup per row");
+        const par_case c = {name, PRM(S(64, 100), S(100), S(100)), P_NONE, 0, 1, b_ln, 1e-4f};
+        snprintf(rows, sizeof rows, "let l = gid * %uu + lid / %uu;", 256 / S, S);
+        bool dump = par_dump_start(dir);
+        par_check(&c, verbose);
+        if (dump) {
+            int n = par_dump_count(dir, rows, NULL);
+            par_dump_end(dir);
+            CHECK(nf < 0 ? n >= 1 : n == 0, "%s: %d kernels walk %u rows a workgroup ('%s')", name, n, 256 / S, rows);
+        }
+    }
+    tg_wgsl_norm_test_form(-1);
 }
 
 /* Column sums (bias and gain gradients, sums over leading axes, the

@@ -166,8 +166,8 @@ bool tg_wk_rows_open(wk_rows *L, wk *k, int64_t lines, int64_t A, int64_t inner)
 /* The same for a kernel that writes a few values per row (statistics): a
  * row per subgroup by default where the device allows it (rows.c). */
 bool tg_wk_rows_open_stats(wk_rows *L, wk *k, int64_t lines, int64_t A, int64_t inner);
-/* The same for a layer norm's forward: a row per subgroup, 8 to a workgroup
- * on subgroups of 32, with TG_WGSL_LN=sgrow (rows.c). */
+/* The same for a layer norm's forward: a row per subgroup by default, 8 to
+ * a workgroup on subgroups of 32 (rows.c). */
 bool tg_wk_rows_open_norm(wk_rows *L, wk *k, int64_t lines, int64_t A, int64_t inner);
 void tg_wk_rows_loop(wk_rows *L, const char *len); /* caller writes the body and "    }\n" */
 /* Elements per invocation of a row of A elements in a workgroup of its own

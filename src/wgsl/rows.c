@@ -109,17 +109,29 @@ enum { REDUCE_TREE, REDUCE_SUBGROUP, REDUCE_ROWS };
 /* Which kernels take a row per subgroup under the default reduction. */
 enum { SG_NONE, SG_STATS, SG_NORM };
 
-/* The layer norm's forward (tg_wk_rows_open_norm), with TG_WGSL_LN=sgrow,
- * takes a row per subgroup in workgroups of SG_NORM_WG: over [16384, 384]
- * on an H100 (bench_tg --rows-webgpu, a copy 31.4 us) 58.0 us, 0.54 of
- * the copy's bandwidth, against 69.5 (0.46) in its default form and 65.9
- * a row per subgroup in workgroups of 64; on another H100, 69.3 against
- * 71.8 us (a copy 31.3). Inside gpt_small's step it changes nothing: on
- * an H100 37.40 / 37.39 ms against 37.41 / 37.37, on the H200 36.96 /
- * 36.99 against 36.95 / 36.98 (alternated in one run each). */
+/* The layer norm's forward (tg_wk_rows_open_norm) takes a row per
+ * subgroup in workgroups of SG_NORM_WG: the other row kernels read rows a
+ * kernel just wrote (in the GPU's cache), a norm's forward often reads rows
+ * from memory. Over [16384, 384] on an H100 (bench_tg --rows-webgpu, two
+ * runs): 59.9 / 59.5 us against a copy's 32.1 / 31.4, 0.54 / 0.53 of its
+ * bandwidth, where a workgroup of 64 per row took 70.8 us (0.43); an
+ * earlier H100 58.0 us (0.54), another 69.3 (0.45). Inside gpt_small's
+ * step it changes nothing: on an H100 37.40 / 37.39 ms against 37.41 /
+ * 37.37, on the H200 36.96 / 36.99 against 36.95 / 36.98 (alternated in
+ * one run each). In the same sweeps a workgroup of 1024 per row (subgroup
+ * sums, 384 invocations busy) took 57.0 / 52.4 us and the loop form with
+ * a tree in 256 58.4 / 56.7, but 132.9 / 166.7 with subgroup sums in 256
+ * and 91.3 / 91.6 in 128. TG_WGSL_LN=wg gives it a workgroup per row, as
+ * the other row kernels; tg_wgsl_norm_test_form overrides the knob. */
 #define SG_NORM_WG 256
 
-static bool norm_sgrow(void) { return tg_wgsl_knob("TG_WGSL_LN", (const char *const[]){"wg", "sgrow", NULL}, 0) == 1; }
+static int norm_test = -1;
+
+void tg_wgsl_norm_test_form(int form) { norm_test = form; }
+
+static bool norm_sgrow(void) {
+    return norm_test >= 0 ? norm_test == 1 : tg_wgsl_knob("TG_WGSL_LN", (const char *const[]){"wg", "sgrow", NULL}, 1) == 1;
+}
 
 static uint32_t sg_rows_wg(const wk *k, uint32_t dflt) {
     uint32_t n = row_wg_test ? row_wg_test : (uint32_t)tg_wgsl_knob_int("TG_WGSL_SG_ROWS_WG", (int)dflt);

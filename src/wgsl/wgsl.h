@@ -171,6 +171,10 @@ void tg_wgsl_rows_test_form(int form);
  * workgroup per row (1) or a row per subgroup where one fits (2); -1 goes
  * back to TG_WGSL_REDUCE. */
 void tg_wgsl_reduce_test_form(int form);
+/* Tests: a layer norm's forward compiled from now on takes a workgroup per
+ * row (0) or, where the reduction allows one, a row per subgroup (1); -1
+ * goes back to TG_WGSL_LN. */
+void tg_wgsl_norm_test_form(int form);
 /* Tests: a long row's workgroup grows up to wg invocations (a power of two
  * from 32 to 1024) instead of 64, and a workgroup of rows a subgroup each
  * has wg invocations; 0 goes back to TG_WGSL_ROW_WG and TG_WGSL_SG_ROWS_WG. */
