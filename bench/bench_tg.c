@@ -6,7 +6,8 @@
  *   bench_tg [--steps N] [--graph] [--sin | --addition | --gemm [sizes...]]
  *   bench_tg --gemm-webgpu sizes...   (square GEMM on WebGPU, a chain of 8 products per step)
  *   bench_tg --gemm-shapes-webgpu [names...]  (gpt_small's own products on WebGPU, 4 per step;
- *                                     names: qkv up down dx.up dW.up dW.down, default all)
+ *                                     names: qkv up down dx.up dW.up dW.down, default all,
+ *                                     or MxKxN for any product of row-major operands)
  *   bench_tg --rows-webgpu [R D [KERNEL]]  (bandwidth-bound kernels on WebGPU over [R, D], default 16384 x 384;
  *                                      KERNEL: layer_norm, norm_stats, norm_dx, norm_dgain or colsum alone, beside the copy)
  *   (threads: TG_THREADS, else all cores) */
@@ -524,6 +525,13 @@ int main(int argc, char **argv) {
             int rc = 0, named = 0;
             for (; i + 1 < argc && argv[i + 1][0] != '-'; named++) {
                 const char *want = argv[++i];
+                long long M, K, N;
+                char tail;
+                if (sscanf(want, "%lldx%lldx%lld%c", &M, &K, &N, &tail) == 3 && M > 0 && K > 0 && N > 0) {
+                    shape_case any = {want, M, K, N, false, false}; /* M x K x N, both operands row-major */
+                    rc |= bench_gemm_shape(&any, 20);
+                    continue;
+                }
                 size_t k = 0;
                 while (k < sizeof gpt_shapes / sizeof *gpt_shapes && strcmp(gpt_shapes[k].name, want)) k++;
                 if (k == sizeof gpt_shapes / sizeof *gpt_shapes) {

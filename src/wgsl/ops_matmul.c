@@ -82,7 +82,12 @@ static long long tiles(const mm_geom *g, const mm_cfg *c) {
  * that, smaller tiles or a split K give more workgroups. 384 rather than
  * 396: gpt_small's [16384, 384] outputs (384 large tiles) ran at 17
  * TFLOP/s in tall tiles, and its step went from 56.3 to 53.6 ms in large
- * ones (256 measured the same, 128 and 1000 slower). */
+ * ones (256 measured the same, 128 and 1000 slower). On an H100, large
+ * tiles forced (bench_tg --gemm-shapes-webgpu 4224x1024xN): 264 tiles ran
+ * at 38.8 TFLOP/s, 297 at 27.9, 396 at 37.1, 429 at 31.7: three fit a
+ * multiprocessor at once and two already keep it busy, so a product takes
+ * as long as its most loaded multiprocessor's tiles. FILL at 264, 300, 396
+ * or 512 took gpt_small's step from 37.3 to 39.8, 38.8, 38.7 or 39.5 ms. */
 #define FILL 384
 
 static int test_cfg = -1, test_split = 0, test_unroll = -1, test_warps = -1;
