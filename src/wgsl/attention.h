@@ -76,7 +76,8 @@ void tg_wgsl_attention_test_form(int form);
  * adds each key block's share by atomics (a compare-exchange loop per
  * float), its own kernel then only computing D and zeroing dq (one score
  * product fewer per block pair, and dq's sums in no fixed order); -1: back
- * to the default. TG_WGSL_ATTN_DQ=kernel|atomic does the same. */
+ * to the default. TG_WGSL_ATTN_DQ=kernel|atomic does the same. On an H100
+ * gpt_small's step took 38.00 ms with atomics against 37.29 - 37.34. */
 void tg_wgsl_attention_test_dq(int form);
 
 /* Appends the group's kernels (1 forward, 2 backward) to out through push.

@@ -25,7 +25,8 @@
  * K-range into the workspace, phase 2 adds them in order and stores.
  *
  * Measured on the H200 (gpt_small step, k-slices written out): BK 16
- * 45.7 ms, 8 45.8, 32 51.0. The large tiles reach about 55 TFLOP/s on the
+ * 45.7 ms, 8 45.8, 32 51.0; with today's kernels BK 16 36.8 ms, 8 37.6,
+ * 32 42.2 (TG_WGSL_MM_BK, one run). The large tiles reach about 55 TFLOP/s on the
  * split weight gradients, 40 on square 4096 products, 15 to 30 on the
  * K = 384 products; the matmuls are most of gpt_small's step. Two buffers
  * of each tile (one barrier per slice instead of two) measured slower:
@@ -153,7 +154,10 @@ static mm_cfg choose_tile(const mm_geom *g) {
 /* How many K-ranges: enough workgroups to fill the GPU, each range at least
  * 256 long (a multiple of BK), for products of fewer than FILL / 2 tiles
  * (above that the partials' extra pass costs more than the fuller GPU
- * gains). 1 = no split. */
+ * gains). 1 = no split. Ranges for at most two workgroups per
+ * multiprocessor instead (floor(264 / tiles): the 384 x 1536 weight
+ * gradients in 7 ranges, 384 x 384 in 29) measured no faster on the H200:
+ * gpt_small 36.99 / 36.96 ms against 36.90 / 36.81 (alternated). */
 static int split_of(const mm_geom *g, const mm_cfg *c, int members) {
     int forced = tg_wgsl_knob_int("TG_WGSL_MM_SPLIT", 0);
     if (test_split > 0) return test_split;
