@@ -117,12 +117,13 @@ bool tg_wgsl_norm(wk *k) {
      * not at the stores after them. A workgroup walking 2 to 16 rows in
      * turn, reading the gain and bias once, measured no faster on the H200
      * ([16384, 384]: 77 / 95 / 84 / 110 us against 76 with a row each).
-     * A row per subgroup (tg_wk_rows_open_stats), faster on rows read from
-     * memory ([16384, 384]: 65 against 80 us), is slower in gpt_small,
-     * whose norms read rows a kernel just wrote: its 26 norms 0.63 -> 0.71
-     * ms a step, 0.80 with 8 rows per workgroup. Measured again with
-     * read-only bindings (bench_tg --rows-webgpu 16384 384 layer_norm, a
-     * copy 29 us): 53 us a row per subgroup, 72 in this form. */
+     * A row per subgroup (tg_wk_rows_open_norm, the default where the
+     * device allows it) is faster on rows read from memory ([16384, 384]:
+     * 65 against 80 us; with read-only bindings 53 against 72, a copy 29).
+     * Inside gpt_small, whose norms read rows a kernel just wrote, it once
+     * measured slower (its 26 norms 0.63 -> 0.71 ms a step, 0.80 with 8
+     * rows per workgroup); with today's kernels the step takes the same
+     * time either way (rows.c), its 26 norms 0.52 ms on the H200. */
     tg_wk_rows_cache(&L, 1u, n->nin > 2 ? 6u : 2u);
     norm_stats(&L, n->op == TG_OP_RMS_NORM, n->at.norm.eps);
     if (k->sib) { /* the norm_stats of the same x (prefuse.c) */
