@@ -112,10 +112,11 @@ enum { SG_NONE, SG_STATS, SG_NORM };
 /* The layer norm's forward (tg_wk_rows_open_norm) takes a row per
  * subgroup in workgroups of SG_NORM_WG: the other row kernels read rows a
  * kernel just wrote (in the GPU's cache), a norm's forward often reads rows
- * from memory. Over [16384, 384] on an H100 (bench_tg --rows-webgpu, two
- * runs): 59.9 / 59.5 us against a copy's 32.1 / 31.4, 0.54 / 0.53 of its
- * bandwidth, where a workgroup of 64 per row took 70.8 us (0.43); an
- * earlier H100 58.0 us (0.54), another 69.3 (0.45). Inside gpt_small's
+ * from memory. Over [16384, 384] (bench_tg --rows-webgpu), as a fraction
+ * of a copy's bandwidth in the same run: on an H100 0.54 / 0.53 (59.9 /
+ * 59.5 us, the copy 32.1 / 31.4), on the H200 0.49 / 0.55 / 0.53, on
+ * another H100 0.47 / 0.54 / 0.53 / 0.52; a workgroup of 64 per row
+ * 0.39 - 0.48 in the same runs (70.8 us on the first H100). Inside gpt_small's
  * step it changes nothing: on an H100 37.40 / 37.39 ms against 37.41 /
  * 37.37, on the H200 36.96 / 36.99 against 36.95 / 36.98 (alternated in
  * one run each). In the same sweeps a workgroup of 1024 per row (subgroup
