@@ -85,15 +85,12 @@ static int time_batches(tg_session *s, int warm, int batches, int per, double *t
     return 0;
 }
 
-/* ---- the sin MLP, as in examples/sin.c: B=256, 1-64-64-1 ReLU, MSE, Adam 5e-3 ---- */
-
-#define B 256
+/* ---- the sin MLP, as in examples/sin.c: SIN_B=256, 1-64-64-1 ReLU, MSE, Adam 5e-3 ---- */
 
 static int bench_sin(int steps, int warm, bool print_graph, bool check) {
     tg_model *m = tg_model_new();
-    sin_net net = {tg_linear_new(m, "l1", 1, 64, true), tg_linear_new(m, "l2", 64, 64, true),
-                   tg_linear_new(m, "l3", 64, 1, true)};
-    tg_input_decl inputs[] = {{"x", TG_F32, TG_SHAPE(B, 1)}, {"y", TG_F32, TG_SHAPE(B, 1)}};
+    sin_net net = sin_net_new(m, 64);
+    tg_input_decl inputs[] = {{"x", TG_F32, TG_SHAPE(SIN_B, 1)}, {"y", TG_F32, TG_SHAPE(SIN_B, 1)}};
     tg_train_spec spec = {.model = m, .loss = sin_loss, .user = &net, .inputs = inputs, .n_inputs = 2,
                           .optim = tg_adam(tg_lr_constant(5e-3f)), .seed = 1, .check_numerics = check};
     tg_session *s;
@@ -107,12 +104,12 @@ static int bench_sin(int steps, int warm, bool print_graph, bool check) {
         tg_session_print_plan(s, stderr);
     }
     /* One fixed batch, as the PyTorch peer does. */
-    static float xs[B], ys[B];
-    for (int i = 0; i < B; i++) {
+    static float xs[SIN_B], ys[SIN_B];
+    for (int i = 0; i < SIN_B; i++) {
         xs[i] = (float)(((i * 0.618034) - floor(i * 0.618034)) * 2.0 * 3.14159265358979 - 3.14159265358979);
         ys[i] = sinf(xs[i]);
     }
-    tg_feed feeds[] = {TG_FEED("x", xs, B), TG_FEED("y", ys, B)};
+    tg_feed feeds[] = {TG_FEED("x", xs, SIN_B), TG_FEED("y", ys, SIN_B)};
     double *t = malloc(sizeof(double) * (size_t)steps);
     float loss = 0;
     int rc = time_steps(s, feeds, 2, warm, steps, t, &loss);

@@ -10,8 +10,7 @@ int example_sin(const tg_example_opts *o) {
     int64_t steps = o->steps > 0 ? o->steps : 2000, first, b = ex_shard(o, SIN_B, &first);
     if (!b) return 2;
     tg_model *m = tg_model_new();
-    sin_net net = {tg_linear_new(m, "l1", 1, 64, true), tg_linear_new(m, "l2", 64, 64, true),
-                   tg_linear_new(m, "l3", 64, 1, true)};
+    sin_net net = sin_net_new(m, 64);
     tg_input_decl inputs[] = {{"x", TG_F32, TG_SHAPE(b, 1)}, {"y", TG_F32, TG_SHAPE(b, 1)}};
     tg_train_spec spec = {.model = m, .loss = sin_loss, .user = &net, .inputs = inputs, .n_inputs = 2,
                           .optim = tg_adam(tg_lr_constant(5e-3f)), .seed = o->seed, .backend = o->backend,

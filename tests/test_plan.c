@@ -10,9 +10,7 @@
 /* freeze: 1 = l1.W, 2 = l1.W and l1.b */
 static tg_session *open_mlp(tg_model **m, sin_net *n, uint64_t seed, int threads, int freeze) {
     *m = tg_model_new();
-    n->l1 = tg_linear_new(*m, "l1", 1, 64, true);
-    n->l2 = tg_linear_new(*m, "l2", 64, 64, true);
-    n->l3 = tg_linear_new(*m, "l3", 64, 1, true);
+    *n = sin_net_new(*m, 64);
     if (freeze >= 1) tg_model_freeze(*m, n->l1.W);
     if (freeze >= 2) tg_model_freeze(*m, n->l1.b);
     static const tg_input_decl in[] = {{"x", TG_F32, {2, {256, 1}}}, {"y", TG_F32, {2, {256, 1}}}};

@@ -17,9 +17,7 @@
 
 #define S TG_SHAPE
 
-/* ---- an MLP: 1-W-W-1, MSE on sin ---- */
-
-enum { B = 256 };
+/* ---- the sin MLP (examples/sin.h) at width W: 1-W-W-1, MSE on sin ---- */
 
 typedef struct {
     int dispatches;
@@ -30,9 +28,8 @@ typedef struct {
 
 static tg_status mlp_train(int width, tg_optim o, int steps, mlp_result *r) {
     tg_model *m = tg_model_new();
-    sin_net net = {tg_linear_new(m, "l1", 1, width, true), tg_linear_new(m, "l2", width, width, true),
-                   tg_linear_new(m, "l3", width, 1, true)};
-    tg_input_decl in[] = {{"x", TG_F32, S(B, 1)}, {"y", TG_F32, S(B, 1)}};
+    sin_net net = sin_net_new(m, width);
+    tg_input_decl in[] = {{"x", TG_F32, S(SIN_B, 1)}, {"y", TG_F32, S(SIN_B, 1)}};
     tg_train_spec spec = {.model = m, .loss = sin_loss, .user = &net, .inputs = in, .n_inputs = 2, .optim = o,
                           .seed = 3, .backend = TG_BACKEND_WEBGPU};
     tg_session *s = NULL;
@@ -41,15 +38,15 @@ static tg_status mlp_train(int width, tg_optim o, int steps, mlp_result *r) {
     if (st == TG_OK) st = tg_session_plan_stats(s, &ps);
     r->dispatches = ps.n_dispatches;
     r->scratch = ps.scratch_bytes;
-    static float xs[B], ys[B];
+    static float xs[SIN_B], ys[SIN_B];
     uint64_t rng = 12345;
     for (int step = 0; step < steps && st == TG_OK; step++) {
-        for (int i = 0; i < B; i++) {
+        for (int i = 0; i < SIN_B; i++) {
             rng = rng * 6364136223846793005ull + 1442695040888963407ull;
             xs[i] = (float)(((double)(rng >> 40) / 16777216.0 * 2.0 - 1.0) * 3.14159265358979);
             ys[i] = sinf(xs[i]);
         }
-        st = tg_session_step(s, (tg_feed[]){TG_FEED("x", xs, B), TG_FEED("y", ys, B)}, 2, &r->loss[step]);
+        st = tg_session_step(s, (tg_feed[]){TG_FEED("x", xs, SIN_B), TG_FEED("y", ys, SIN_B)}, 2, &r->loss[step]);
     }
     if (st == TG_OK) st = tg_session_get_param(s, "l2.W", r->w, (int64_t)width * width);
     tg_session_free(s);
@@ -186,8 +183,8 @@ static void test_exact_bindings(void) {
  * one group, the clip norm's terms, total and tails another. */
 static void test_before_planning(void) {
     tg_model *m = tg_model_new();
-    sin_net net = {tg_linear_new(m, "l1", 1, 64, true), tg_linear_new(m, "l2", 64, 64, true), tg_linear_new(m, "l3", 64, 1, true)};
-    tg_input_decl in[] = {{"x", TG_F32, S(B, 1)}, {"y", TG_F32, S(B, 1)}};
+    sin_net net = sin_net_new(m, 64);
+    tg_input_decl in[] = {{"x", TG_F32, S(SIN_B, 1)}, {"y", TG_F32, S(SIN_B, 1)}};
     tg_optim o = tg_adam(tg_lr_constant(1e-3f));
     o.clip_grad_norm = 0.5f;
     tg_train_spec spec = {.model = m, .loss = sin_loss, .user = &net, .inputs = in, .n_inputs = 2, .optim = o,

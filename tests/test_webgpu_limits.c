@@ -485,8 +485,7 @@ static float fill(uint64_t *r) {
 /* the sin MLP of examples/sin.c (examples/sin.h), Adam */
 static void test_sin_mlp(void) {
     tg_model *m = tg_model_new();
-    sin_net net = {tg_linear_new(m, "l1", 1, 64, true), tg_linear_new(m, "l2", 64, 64, true),
-                   tg_linear_new(m, "l3", 64, 1, true)};
+    sin_net net = sin_net_new(m, 64);
     static float xs[SIN_B], ys[SIN_B];
     for (int i = 0; i < SIN_B; i++) xs[i] = -3.0f + 6.0f * (float)i / SIN_B, ys[i] = sinf(xs[i]);
     tg_input_decl in[] = {{"x", TG_F32, S(SIN_B, 1)}, {"y", TG_F32, S(SIN_B, 1)}};

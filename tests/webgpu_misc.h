@@ -160,8 +160,7 @@ static void test_prng(void) {
  * the final l2.W. */
 static tg_status sin_train(tg_backend be, tg_optim o, int steps, float *losses, float *w2) {
     tg_model *m = tg_model_new();
-    sin_net net = {tg_linear_new(m, "l1", 1, 64, true), tg_linear_new(m, "l2", 64, 64, true),
-                   tg_linear_new(m, "l3", 64, 1, true)};
+    sin_net net = sin_net_new(m, 64);
     tg_input_decl in[] = {{"x", TG_F32, S(SIN_B, 1)}, {"y", TG_F32, S(SIN_B, 1)}};
     tg_train_spec spec = {.model = m, .loss = sin_loss, .user = &net, .inputs = in, .n_inputs = 2, .optim = o,
                           .seed = 3, .backend = be, .threads = 2};
