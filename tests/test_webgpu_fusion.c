@@ -557,6 +557,9 @@ static void test_step_check_tail(void) {
                       prog.k[i].node, prog.k[i].gated, update);
                 if (update) CHECK(strstr(prog.k[i].source, "0x7f800000u) == 0x7f800000u) { return; }") != NULL,
                                   "step check: update kernel %d does not read the check", i);
+                /* 4 elements an invocation: W0 and W1 (4096 each) in 4 workgroups of 256 each, not 16 */
+                if (update) CHECK(prog.k[i].threads == 2 * 4 * 256, "update kernel %d: %lld invocations for 2 x 4096 elements, want %d",
+                                  i, (long long)prog.k[i].threads, 2 * 4 * 256);
             }
             CHECK(updates >= 1 && gated == updates, "step check: %d of %d update kernels gated", gated, updates);
             tg_wgsl_program_free(&prog);
