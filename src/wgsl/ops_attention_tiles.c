@@ -73,7 +73,10 @@
 static const char *op_tag[N_OP] = {"Q", "K", "V", "O", "G", "DQ", "DK", "DV"};
 
 /* Head dimensions per score chunk: 32 where wide, else 16, or the largest
- * of 8 and 4 that divides Dh. */
+ * of 8 and 4 that divides Dh. The forward's whole head (64) in one chunk,
+ * which fits an H100's 48 KiB and halves its score loop's barriers, measured
+ * slower there: its 6 kernels 1.604 -> 1.765 ms (more registers per
+ * invocation for the chunk loaded ahead). */
 static int64_t chunk_dims(int64_t Dh, bool wide) {
     if (wide && Dh % 32 == 0) return 32;
     return Dh % 16 == 0 ? 16 : Dh % 8 == 0 ? 8 : 4;
@@ -312,7 +315,12 @@ static void stage_keys(akern *K, const char *p) {
     put_rows(K);
 }
 
-/* accR += sum over the tile's 64 columns j of B[j] (row r) times A's row j. */
+/* accR += sum over the tile's 64 columns j of B[j] (row r) times A's row j.
+ * On the diagonal tile the causal mask zeroes up to half of B, yet
+ * skipping those columns measured slower on an H100: a loop bound that
+ * varies (the forward 1.594 -> 1.763 ms, dq 2.140 -> 2.334 for gpt_small's
+ * 6 layers) or groups of 8 columns behind a warp-uniform test (forward
+ * 1.599 -> 1.654, dk dv 2.504 -> 2.554, dq 2.145 -> 2.121). */
 static void accumulate(akern *K, const char *acc) {
     tg_wsb_printf(&K->k.s,
                "        for (var j = 0u; j < 64u; j++) {\n            let p = sh[AB + j * 16u + (ty ^ ((j / 4u) & 7u))];\n"
