@@ -152,6 +152,22 @@ static void test_gpt_plan(void) {
         CHECK(permutes == 0, "gpt: %d permute kernels per step, want none", permutes);
         CHECK(attn == 3 * L, "gpt: %d attention kernels, want %d (one forward, two backward per layer)", attn, 3 * L);
         tg_wgsl_program_free(&prog);
+        /* The tiled forward loads V at its stage, after the scores'
+         * exponentials: held in registers through the score loop, the rows
+         * cost every invocation 16 live floats there (slower on an H100). */
+        tg_wgsl_attention_test_form(2);
+        CHECK_OK(tg_wgsl_emit_program(s->b.prog->g, &s->b.prog->plan, s->b.prog->fusion, s->b.prog->wb, s->b.prog->n_wb, &l, &prog));
+        tg_wgsl_attention_test_form(-1);
+        int fwd = 0;
+        for (int i = 0; i < prog.n; i++) {
+            const char *src = prog.k[i].source;
+            if (!src || !strstr(src, "attention forward") || !strstr(src, "64 x 64 blocks")) continue;
+            const char *v = strstr(src, "bV(iV("), *e = strstr(src, "exp(");
+            fwd++;
+            CHECK(v && e && v > e, "gpt: tiled forward kernel %d loads V before the scores' exponentials", i);
+        }
+        CHECK(fwd == L, "gpt: %d tiled forward kernels, want %d", fwd, L);
+        tg_wgsl_program_free(&prog);
         /* one step, which also waits for the device: lavapipe's queue thread
          * would otherwise still be compiling the constants' kernels at exit */
         static int32_t tok[B * T], tgt[B * T];

@@ -60,8 +60,9 @@
  * registers and measured slower (41.67 against 41.33 ms, every kernel;
  * 41.21 / 41.25 the forward alone).
  *
- * Every global load is issued a step before its use, into registers (see
- * walk below). The loops stay loops: written out step by step (which helps the matmul)
+ * The score loop's global loads are issued a step before their use, into
+ * registers; the staged rows are loaded at their stage (see walk below).
+ * The loops stay loops: written out step by step (which helps the matmul)
  * they measured slower on the H200 (gpt_small 46.9 against 45.9 ms).
  *
  * Workgroup memory (vec4s): region A, the score chunks / the row reductions
@@ -155,20 +156,24 @@ typedef struct {
     const char *var, *start, *end;
     int n, opa[2], opb[2];
     const char *ra, *rb;
-    int n_stage, stage[2];
     const char *extra; /* more loads of the tile at w->var for after the scores ("": none) */
 } walk;
 
-/* Every load is issued one step ahead of its use, into registers, so its
- * latency hides behind the arithmetic before it (as the matmul's next
- * k-slice): a score chunk's loads while the chunk before it is multiplied,
- * the next tile's first chunk and the first staged operand's rows while
- * the tile's last chunk is, a second staged operand's rows while the first
- * is accumulated. On the H200 gpt_small's three kernels, loading straight
- * into workgroup memory before each barrier, took 8.25 ms of its step
+/* The score loop's loads are issued one step ahead of their use, into
+ * registers, so their latency hides behind the arithmetic before them (as
+ * the matmul's next k-slice): a score chunk's loads while the chunk before
+ * it is multiplied, the next tile's first chunk while the tile's last
+ * chunk is. On the H200 gpt_small's three kernels, loading straight into
+ * workgroup memory before each barrier, took 8.25 ms of its step
  * (TG_WG_PROFILE; 5.71 with the score operands not loaded at all, 4.58
  * with nothing loaded); loaded a step ahead, 6.31 (forward 2.09 -> 1.64,
- * dq 2.79 -> 2.15, dk dv 3.37 -> 2.52), the step 40.50 -> 38.60 ms. */
+ * dq 2.79 -> 2.15, dk dv 3.37 -> 2.52), the step 40.50 -> 38.60 ms.
+ * The staged rows (V, K, dout, q: [64, Dh] after the scores) are loaded
+ * at their stage instead: held through the tile's last chunk they cost
+ * each invocation 4 more live vec4s, and on an H100 the forward's 6
+ * kernels took 1.608 ms against 1.442 loaded at the stage, dk dv 2.509
+ * against 2.468, dq 2.154 either way; the step 37.28 / 37.38 ms against
+ * 37.02 / 37.17 (alternated). */
 
 /* The rows an operand of the score loop reads: its pair's row base, the
  * tile variable taken as `tile` where it is the variable. */
@@ -270,7 +275,6 @@ static void score_blocks(akern *K, const walk *w, const char *const *pfx) {
     tg_wsb_printf(s, "        } else {\n            if (%s < %s) {\n", next, w->end);
     fetch_chunks(K, w, next, "0u");
     tg_wsb_printf(s, "            }\n");
-    if (w->n_stage) fetch_rows(K, w->stage[0], w->var);
     tg_wsb_printf(s, "%s", w->extra);
     tg_wsb_printf(s, "        }\n        for (var d = 0u; d < %lldu; d++) {\n            let sw = %s;\n", (long long)dc, sw);
     for (int p = 0; p < w->n; p++) {
@@ -294,11 +298,10 @@ static void put_rows(akern *K) {
 
 /* Block pP_r into region B transposed ([column][row / 4], column j's vec4
  * ty at ty ^ ((j / 4) & 7): for the columns 4 tx + c, ty ^ (tx & 7)), then
- * the staged rows (registers v_q) into region A ([row][Dh / 4]); the
- * barriers around them order these writes after every read of A and B
- * before and before every read after. Then the rows of the next staged
- * operand `next_op` (-1: none), loaded while these are accumulated. */
-static void stage(akern *K, const walk *w, const char *p, int next_op, const char *next_base) {
+ * rows base.. of operand op into region A ([row][Dh / 4]); the barriers
+ * around them order these writes after every read of A and B before and
+ * before every read after. */
+static void stage(akern *K, const char *p, int op, const char *base) {
     tg_wsb_printf(&K->k.s,
                "        workgroupBarrier();\n"
                "        sh[AB + (4u * tx) * 16u + (ty ^ (tx & 7u))] = vec4<f32>(%s0.x, %s1.x, %s2.x, %s3.x);\n"
@@ -306,18 +309,19 @@ static void stage(akern *K, const walk *w, const char *p, int next_op, const cha
                "        sh[AB + (4u * tx + 2u) * 16u + (ty ^ (tx & 7u))] = vec4<f32>(%s0.z, %s1.z, %s2.z, %s3.z);\n"
                "        sh[AB + (4u * tx + 3u) * 16u + (ty ^ (tx & 7u))] = vec4<f32>(%s0.w, %s1.w, %s2.w, %s3.w);\n",
                p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p);
+    fetch_rows(K, op, base);
     put_rows(K);
-    if (next_op >= 0) fetch_rows(K, next_op, next_base ? next_base : w->var);
 }
 
 /* For dq in the dk/dv kernel: block pP_r into region B by rows (key row
  * 4 ty + r of the block holds the vec4 of query columns 4 tx.., at
  * position tx ^ (ty & 7): what accumulate reads with the roles of ty and tx
- * swapped), the block's key rows (registers v_q) into region A. */
+ * swapped), the block's key rows into region A. */
 static void stage_keys(akern *K, const char *p) {
     tg_wsb_printf(&K->k.s, "        workgroupBarrier();\n");
     for (int r = 0; r < 4; r++)
         tg_wsb_printf(&K->k.s, "        sh[AB + (4u * ty + %du) * 16u + (tx ^ (ty & 7u))] = %s%d;\n", r, p, r);
+    fetch_rows(K, OP_K, "blk * 64u");
     put_rows(K);
 }
 
@@ -455,7 +459,7 @@ static void add_dq(akern *K) {
 /* A walk over the key tiles a query block sees (the forward, dq). */
 static walk key_walk(akern *K, char *end, size_t n) {
     snprintf(end, n, "min(blk * 64u + 64u, %lldu)", (long long)K->a->T);
-    return (walk){"j0", "0u", end, 0, {0}, {0}, "blk * 64u", "j0", 0, {0}, ""};
+    return (walk){"j0", "0u", end, 0, {0}, {0}, "blk * 64u", "j0", ""};
 }
 
 static void walk_loop(akern *K, const walk *w) {
@@ -472,7 +476,7 @@ tg_status tg_wgsl_attn_tiles_forward(akern *K, tg_wgsl_program *out) {
     for (int r = 0; r < 4; r++) tg_wsb_printf(s, "    var m%d = -3.0e38f;\n    var l%d = 0.0f;\n", r, r);
     char end[64];
     walk w = key_walk(K, end, sizeof end);
-    w.n = 1, w.opa[0] = OP_Q, w.opb[0] = OP_K, w.n_stage = 1, w.stage[0] = OP_V;
+    w.n = 1, w.opa[0] = OP_Q, w.opb[0] = OP_K;
     walk_begin(K, &w);
     walk_loop(K, &w);
     static const char *const pf[1] = {"s"};
@@ -489,7 +493,7 @@ tg_status tg_wgsl_attn_tiles_forward(akern *K, tg_wgsl_program *out) {
                    "        let p%d = exp(z%d - vec4<f32>(mn%d));\n"
                    "        l%d = l%d * al%d + ((p%d.x + p%d.y) + (p%d.z + p%d.w));\n        o%d = o%d * al%d;\n",
                    r, r, r, r, r, r, r, r, r, r, r, r, r, r, r, r, r, r, r, r, r);
-    stage(K, &w, "p", -1, NULL);
+    stage(K, "p", OP_V, "j0");
     accumulate(K, "o");
     tg_wsb_printf(s, "    }\n    {\n");
     row_reduce(K, "l", "lt", false);
@@ -538,12 +542,11 @@ tg_status tg_wgsl_attn_tiles_dq(akern *K, tg_wgsl_program *out) {
         char end[64];
         walk w = key_walk(K, end, sizeof end);
         w.n = 2, w.opa[0] = OP_Q, w.opa[1] = OP_DOUT, w.opb[0] = OP_K, w.opb[1] = OP_V;
-        w.n_stage = 1, w.stage[0] = OP_K;
         walk_begin(K, &w);
         walk_loop(K, &w);
         probabilities(K, &w, sc);
         for (int r = 0; r < 4; r++) tg_wsb_printf(s, "        let ds%d = p%d * (g%d - vec4<f32>(D%d))%s;\n", r, r, r, r, dsc);
-        stage(K, &w, "ds", -1, NULL);
+        stage(K, "ds", OP_K, "j0");
         accumulate(K, "dq");
         tg_wsb_printf(s, "    }\n");
         store_rows(K, OP_DQ, "dq", NULL);
@@ -577,10 +580,8 @@ tg_status tg_wgsl_attn_tiles_dkdv(akern *K, tg_wgsl_program *out) {
     tg_wsb_printf(&stats, "            }\n");
     char end[32];
     snprintf(end, sizeof end, "%lldu", T);
-    walk w = {"i0", "blk * 64u", end, 2, {OP_K, OP_V}, {OP_Q, OP_DOUT}, "blk * 64u", "i0", 0, {0}, stats.p ? stats.p : ""};
+    walk w = {"i0", "blk * 64u", end, 2, {OP_K, OP_V}, {OP_Q, OP_DOUT}, "blk * 64u", "i0", stats.p ? stats.p : ""};
     s->oom |= stats.oom;
-    if (K->node[OP_DV] >= 0) w.stage[w.n_stage++] = OP_DOUT;
-    if (K->node[OP_DK] >= 0) w.stage[w.n_stage++] = OP_Q;
     tg_wsb_printf(s, "    var ll = vec4<f32>(0.0f);\n    var dd = vec4<f32>(0.0f);\n");
     walk_begin(K, &w);
     walk_loop(K, &w);
@@ -593,15 +594,12 @@ tg_status tg_wgsl_attn_tiles_dkdv(akern *K, tg_wgsl_program *out) {
                    "        let p%d = select(vec4<f32>(0.0f), exp(s%d%s - ll), ok%d);\n"
                    "        let ds%d = p%d * (g%d - dd)%s;\n",
                    r, r, sc, r, r, r, r, dsc);
-    /* with dq: the block's key rows are loaded during the last accumulation before it */
-    const char *keys = K->dq_atomic ? "blk * 64u" : NULL;
-    int after_dk = K->dq_atomic ? OP_K : -1;
     if (K->node[OP_DV] >= 0) {
-        stage(K, &w, "p", K->node[OP_DK] >= 0 ? OP_Q : after_dk, K->node[OP_DK] >= 0 ? NULL : keys);
+        stage(K, "p", OP_DOUT, "i0");
         accumulate(K, "gv");
     }
     if (K->node[OP_DK] >= 0) {
-        stage(K, &w, "ds", after_dk, keys);
+        stage(K, "ds", OP_Q, "i0");
         accumulate(K, "gk");
     }
     if (K->dq_atomic) { /* dq rows i0 + 4 ty + r += sum over the block's keys j of ds[j, i] k[j] */
