@@ -151,7 +151,7 @@ static void swz(const akern *K, const char *d, char *buf, size_t n) {
 /* The walk over the other side's tiles, and what its loop loads: the
  * tile variable (j0 or i0), its first value and its bound; the score
  * loop's operand pairs (rows ra.. and rb.., each the fixed block's rows or
- * the tile variable); the operands staged after the scores, in order. */
+ * the tile variable). */
 typedef struct {
     const char *var, *start, *end;
     int n, opa[2], opb[2];
