@@ -242,9 +242,7 @@ static void fetch_chunks(akern *K, const walk *w, const char *tile, const char *
     }
 }
 
-/* Rows `base`.. of operand op, [64, Dh / 4] vec4s, into registers v_q. */
-static void fetch_rows(akern *K, int op, const char *base) { fetch_block(K, op, base, K->dh4, "0u", "v"); }
-
+/* The staged rows' registers v_q (put_rows), declared once per kernel. */
 static void declare_rows(akern *K) {
     for (int64_t q = 0; q * 256 < ROWS * K->dh4; q++) tg_wsb_printf(&K->k.s, "    var v_%lld = vec4<f32>(0.0f);\n", (long long)q);
 }
@@ -290,9 +288,10 @@ static void score_blocks(akern *K, const walk *w, const char *const *pfx) {
     tg_wsb_printf(s, "        }\n        }\n");
 }
 
-/* Registers v_q (a [64, Dh] block of rows) into region A, then the barrier
- * that closes a staging. */
-static void put_rows(akern *K) {
+/* Rows base.. of operand op, [64, Dh / 4] vec4s, through registers v_q
+ * into region A, then the barrier that closes a staging. */
+static void put_rows(akern *K, int op, const char *base) {
+    fetch_block(K, op, base, K->dh4, "0u", "v");
     for (int64_t q = 0; q * 256 < ROWS * K->dh4; q++)
         tg_wsb_printf(&K->k.s, "        if (lid + %lldu < %lldu) { sh[lid + %lldu] = v_%lld; }\n", (long long)(256 * q),
                       (long long)(ROWS * K->dh4), (long long)(256 * q), (long long)q);
@@ -312,8 +311,7 @@ static void stage(akern *K, const char *p, int op, const char *base) {
                "        sh[AB + (4u * tx + 2u) * 16u + (ty ^ (tx & 7u))] = vec4<f32>(%s0.z, %s1.z, %s2.z, %s3.z);\n"
                "        sh[AB + (4u * tx + 3u) * 16u + (ty ^ (tx & 7u))] = vec4<f32>(%s0.w, %s1.w, %s2.w, %s3.w);\n",
                p, p, p, p, p, p, p, p, p, p, p, p, p, p, p, p);
-    fetch_rows(K, op, base);
-    put_rows(K);
+    put_rows(K, op, base);
 }
 
 /* For dq in the dk/dv kernel: block pP_r into region B by rows (key row
@@ -324,8 +322,7 @@ static void stage_keys(akern *K, const char *p) {
     tg_wsb_printf(&K->k.s, "        workgroupBarrier();\n");
     for (int r = 0; r < 4; r++)
         tg_wsb_printf(&K->k.s, "        sh[AB + (4u * ty + %du) * 16u + (tx ^ (ty & 7u))] = %s%d;\n", r, p, r);
-    fetch_rows(K, OP_K, "blk * 64u");
-    put_rows(K);
+    put_rows(K, OP_K, "blk * 64u");
 }
 
 /* accR += sum over the tile's 64 columns j of B[j] (row r) times A's row j.
