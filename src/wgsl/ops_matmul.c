@@ -14,9 +14,12 @@
  * block is written out as named variables (no arrays indexed in loops,
  * which a shader compiler may leave in local memory). The next K-slice is loaded
  * into registers before the current one is computed, hiding the global
- * load latency behind the arithmetic. Loads walk each operand's contiguous
- * axis across neighbouring invocations (coalesced); workgroup rows are
- * padded by a vec4 where that walk would hit one bank.
+ * load latency behind the arithmetic (loading each slice only at its turn,
+ * 16 fewer live values per invocation, measured slower on an H100:
+ * gpt_small's step 36.65 / 37.08 -> 39.77 / 39.89 ms, square 4096
+ * products 42.2 -> 39.4 TFLOP/s, alternated in one run). Loads walk each
+ * operand's contiguous axis across neighbouring invocations (coalesced);
+ * workgroup rows are padded by a vec4 where that walk would hit one bank.
  *
  * The transposed-operand flags only change the index arithmetic of the
  * loads, so no transpose kernel ever runs. When the output has too few tiles
