@@ -514,8 +514,9 @@ static tg_status profile_run(wg_engine *e, wg_program *wp) {
             if (kinds[j].flops > 0 && kinds[j].ms > 0) fprintf(stderr, "  (%.2f TFLOP/s)", kinds[j].flops / kinds[j].ms * 1e-9);
             fprintf(stderr, "\n");
         }
-        fprintf(stderr, "  slowest:\n");
-        for (int i = 0; i < wp->n_calls && i < 40; i++)
+        bool all = getenv("TG_PROFILE_ALL") != NULL;
+        fprintf(stderr, all ? "  every dispatch, slowest first:\n" : "  slowest:\n");
+        for (int i = 0; i < wp->n_calls && (all || i < 40); i++)
             fprintf(stderr, "  %9.3f ms  %s\n", rows[i].ms, rows[i].label);
         profile_products(wp, ms);
     }
