@@ -29,6 +29,15 @@ if [ -n "$plain" ] && [ "$loss" = "$plain" ] && [ -n "$n" ] && [ "$n" = "$d" ] &
 else
     fail=$((fail + 1)); echo "FAIL TG_WG_PROFILE: loss '$loss' (unprofiled '$plain'), $n dispatches timed, $sum by kind (plan: $d), want '$how': $prof"
 fi
+# TG_PROFILE_ALL=1: a line for every dispatch of the step under its header
+# (without it, the 40 slowest).
+every=$(TG_PROFILE_ALL=1 TG_WG_PROFILE=2 "$tg" train sin --backend webgpu --steps 3 --quiet 2>&1 |
+    awk '/^  every dispatch, slowest first:/ { on = 1; next } /^  products by shape/ { on = 0 } on && / ms  / { n++ } END { print n + 0 }')
+if [ -n "$d" ] && [ "$every" = "$d" ]; then
+    pass=$((pass + 1))
+else
+    fail=$((fail + 1)); echo "FAIL TG_PROFILE_ALL: $every dispatches listed, want the plan's $d"
+fi
 # Its products by shape: the sin MLP's step computes 8 (3 forward, 3 weight
 # gradients, 2 input gradients), each line's work 2 M N K per product.
 np=$(printf '%s\n' "$prof" | grep '^{"wg_profile": "product"' | awk '
