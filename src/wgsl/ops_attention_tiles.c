@@ -249,15 +249,9 @@ static void fetch_chunks(akern *K, const walk *w, const char *tile, const char *
     }
 }
 
-/* The staged rows' registers v_q (put_rows), declared once per kernel. */
-static void declare_rows(akern *K) {
-    for (int64_t q = 0; q * 256 < ROWS * K->dh4; q++) tg_wsb_printf(&K->k.s, "    var v_%lld = vec4<f32>(0.0f);\n", (long long)q);
-}
-
 /* Before the walk: the first tile's first chunk. */
 static void walk_begin(akern *K, const walk *w) {
     declare_chunks(K, w);
-    declare_rows(K);
     fetch_chunks(K, w, w->start, "0u");
 }
 
@@ -296,13 +290,15 @@ static void score_blocks(akern *K, const walk *w, const char *const *pfx) {
 }
 
 /* Rows base.. of operand op, [64, Dh / 4] vec4s, through registers v_q
- * into region A, then the barrier that closes a staging. */
+ * (local to the staging) into region A, then the barrier that closes it. */
 static void put_rows(akern *K, int op, const char *base) {
+    tg_wsb_printf(&K->k.s, "        {\n");
+    for (int64_t q = 0; q * 256 < ROWS * K->dh4; q++) tg_wsb_printf(&K->k.s, "        var v_%lld: vec4<f32>;\n", (long long)q);
     fetch_block(K, op, base, K->dh4, "0u", "v");
     for (int64_t q = 0; q * 256 < ROWS * K->dh4; q++)
         tg_wsb_printf(&K->k.s, "        if (lid + %lldu < %lldu) { sh[lid + %lldu] = v_%lld; }\n", (long long)(256 * q),
                       (long long)(ROWS * K->dh4), (long long)(256 * q), (long long)q);
-    tg_wsb_printf(&K->k.s, "        workgroupBarrier();\n");
+    tg_wsb_printf(&K->k.s, "        }\n        workgroupBarrier();\n");
 }
 
 /* Block pP_r into region B transposed ([column][row / 4], column j's vec4
