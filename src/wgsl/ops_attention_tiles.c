@@ -183,7 +183,11 @@ typedef struct {
  * each invocation 4 more live vec4s, and on an H100 the forward's 6
  * kernels took 1.608 ms against 1.442 loaded at the stage, dk dv 2.509
  * against 2.468, dq 2.154 either way; the step 37.28 / 37.38 ms against
- * 37.02 / 37.17 (alternated). */
+ * 37.02 / 37.17 (alternated). Loading the next tile's first chunk just
+ * before the tile's last accumulation instead, so that it is not live
+ * through the softmax and the stagings, took more registers (dq 171, dk
+ * dv 169, against 165) and the step 36.99 / 36.94 ms against 36.84 /
+ * 37.05 on an H100. */
 
 /* The rows an operand of the score loop reads: its pair's row base, the
  * tile variable taken as `tile` where it is the variable. */
