@@ -34,10 +34,10 @@ for m in $models; do
 done
 # The profiled run is the 20th, after the warm-up (at least 10 steps) and 10
 # more: the GPU's clocks rise only over its first steps after the idle
-# compile. Profiling the 3rd run, an H100 timed the forward's kernels up to
-# 3 times slower than the step runs them in two runs of four (the
-# backward's, which come later, as in the step), and so the table of
-# products inside the step below 1.6 to 2 times too slow.
+# compile. Profiling the 3rd run, an H100 timed the kernels up to 3 times
+# slower than the step runs them (the forward's most) in three runs of six,
+# and so the table of products inside the step below 1.6 to 2 times too
+# slow; profiling the 20th, as the step runs them in two of two.
 case " $models " in *" gpt_small "*)
     TG_WG_PROFILE=20 "$build/tg" train gpt_small --bench 10 --backend webgpu 2>&1 | grep '^{"wg_profile"' | tee -a "$out" |
         sed 's/^/json: /' || echo "gpt_small's profile on WebGPU failed" ;;
