@@ -35,8 +35,9 @@
  * of each tile (one barrier per slice instead of two) measured slower:
  * 48.8 ms; again with today's kernels on an H100, where they take 175 -
  * 177 registers instead of 128 (one workgroup per multiprocessor):
- * gpt_small 45.74 / 45.57 ms against 36.84 / 37.05. So did loading plain operands as vec4s (one 16-byte load for
- * four scalar ones, through a vec4<u32> binding): square 2048 products
+ * gpt_small 45.74 / 45.57 ms against 36.84 / 37.05. So did loading plain
+ * operands as vec4s (one 16-byte load for four scalar ones, through a
+ * vec4<u32> binding): square 2048 products
  * 31.1 against 35.1 TFLOP/s, gpt_small 50.9 against 46.5 ms; and, again,
  * BK 32 (2048: 32.3 TFLOP/s, gpt_small 47.2 ms). No split at 2048 (256
  * large tiles) measured faster than the split in two, in three runs:
@@ -44,15 +45,15 @@
  * small 28.4, BK 8 32.0), so a product of FILL / 2 tiles or more is not
  * split. Tiles of 128 x 256 (8 x 16 per invocation) or 256 x 128 for the
  * products with the largest outputs measured slower too: gpt_small 37.6
- * -> 39.1 / 44.8 ms. Tiles of 128 x 256 in slices of 8 (227 - 235
- * registers, one workgroup per multiprocessor) on an H100: plain products
- * faster alone (16384 x 384 x 1536 36.6 -> 38.1 TFLOP/s, square 4096
- * 41.9 -> 43.8), split ones slower (384 x 1536 weight gradients 38.9 ->
- * 35.5, square 2048 40.5 -> 38.5), and gpt_small, whose wide products all
- * carry an epilogue, 36.84 / 37.05 -> 38.50 / 38.53 ms (alternated, one
- * run). The NVIDIA driver's statistics (an H100) give every
- * large-tile kernel 128 registers an invocation (two workgroups of 256 per
- * multiprocessor), a sum of three products' copies 183 (one workgroup). */
+ * -> 39.1 / 44.8 ms; 128 x 256 in slices of 8 on an H100, alone faster
+ * for plain products (16384 x 384 x 1536 36.6 -> 38.1 TFLOP/s, square
+ * 4096 41.9 -> 43.8) but slower for split ones (384 x 1536 weight
+ * gradients 38.9 -> 35.5, square 2048 40.5 -> 38.5), and gpt_small, whose
+ * wide products all carry an epilogue, 36.84 / 37.05 -> 38.50 / 38.53 ms
+ * (alternated, one run). The NVIDIA driver's statistics (an H100) give
+ * every large-tile kernel 128 registers an invocation (two workgroups of
+ * 256 per multiprocessor), a sum of three products' copies 183 (one
+ * workgroup), those 128 x 256 tiles 227 - 235. */
 #include <stdio.h>
 #include <stdlib.h>
 
