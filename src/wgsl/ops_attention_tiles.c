@@ -187,7 +187,11 @@ typedef struct {
  * before the tile's last accumulation instead, so that it is not live
  * through the softmax and the stagings, took more registers (dq 171, dk
  * dv 169, against 165) and the step 36.99 / 36.94 ms against 36.84 /
- * 37.05 on an H100. */
+ * 37.05 on an H100. Nor did computing the backward's two score blocks in
+ * two loops one after the other (q.k, then p, then dout.v; half the chunk
+ * registers, and s and the mask dead during the second loop, for twice
+ * the loops' barriers): dq 2.150 -> 2.200 ms a step, dk dv the same, the
+ * step 36.93 / 36.97 -> 37.03 / 37.00 ms on an H100 (alternated). */
 
 /* The rows an operand of the score loop reads: its pair's row base, the
  * tile variable taken as `tile` where it is the variable. */
