@@ -427,6 +427,52 @@ static void test_epilogue_early(bool verbose) {
     tg_wgsl_matmul_test_config(-1, 0, -1);
 }
 
+/* Products storing 4 columns at a time (st4, through a vec4 view of the
+ * output's binding) give the bits of one store an element, the kernels
+ * do so, and the output written over its residual (one binding, the
+ * residual read an element at a time from the vec4 view) too; each tile
+ * configuration, and a product of B transposed, which the measured rule
+ * leaves to one store an element. */
+static void test_vec4_stores(bool verbose) {
+    (void)verbose;
+    static const par_case cs[4] = {
+        {"matmul -> add -> relu, 4 columns a store", PRM(S(128, 48), S(48, 128), S(128)), P_NONE, 0, 1, b_mm_relu, 1e-4f},
+        {"matmul -> add (a residual), 4 columns a store", PRM(S(128, 32), S(32, 128), S(128, 128)), P_NONE, 0, 1, b_mm_res, 1e-4f},
+        {"matmul -> add over its residual, 4 columns a store", PRM(S(128, 32), S(32, 128), S(128, 32)), P_NONE, 0, 1, b_mm_over,
+         1e-4f},
+        {"matmul b^T, 4 columns a store", PRM(S(128, 32), S(128, 32)), P_NONE, 0, 1, b_mm_tb, 1e-4f},
+    };
+    for (int cfg = 0; cfg < 3; cfg++)
+        for (int i = 0; i < 4; i++) {
+            tg_wgsl_matmul_test_config(cfg, 0, -1);
+            size_t n[3];
+            int calls[3];
+            unsigned char *bits[3];
+            for (int mode = -1; mode < 2; mode++) {
+                tg_wgsl_matmul_test_st4(mode);
+                bits[mode + 1] = par_check_bits(&cs[i], "st4(i + ", &n[mode + 1], &calls[mode + 1]);
+            }
+            tg_wgsl_matmul_test_st4(-1);
+            CHECK(calls[1] == 0 && calls[2] > 0 && (i == 3 ? calls[0] == 0 : calls[0] > 0),
+                  "%s, tiles %d: %d, %d and %d stores of 4 (by rule, none, everywhere)", cs[i].name, cfg, calls[0], calls[1],
+                  calls[2]);
+            for (int m = 0; m < 3; m += 2)
+                CHECK(n[1] > 0 && n[m] == n[1] && bits[m] && bits[1] && memcmp(bits[m], bits[1], n[1]) == 0,
+                      "%s, tiles %d: stores of 4 give other bits (%zu and %zu bytes)", cs[i].name, cfg, n[m], n[1]);
+            for (int m = 0; m < 3; m++) free(bits[m]);
+        }
+    char dir[32];
+    tg_wgsl_matmul_test_st4(1);
+    if (par_dump_start(dir)) {
+        par_check(&cs[2], false);
+        int n = bindings_of(dir, "ev(i + 3u");
+        par_dump_end(dir);
+        CHECK(n == 3, "%s: the kernel has %d bindings, want 3 (its output over the residual, A, B)", cs[2].name, n);
+    }
+    tg_wgsl_matmul_test_st4(-1);
+    tg_wgsl_matmul_test_config(-1, 0, -1);
+}
+
 /* ---- row kernels in each form, column sums in one and two phases ---- */
 
 static tg_tensor b_sm_last(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_softmax(p[0], -1); }
@@ -721,7 +767,7 @@ int main(int argc, char **argv) {
     bool verbose = argc > 1 && strcmp(argv[1], "-v") == 0;
     if (argc > 2 && strcmp(argv[1], "--bits") == 0) return robust_bits(argv[2]);
     if (argc > 1 && strcmp(argv[1], "--matmul") == 0) { /* the matmul cases under every tile configuration alone */
-        if (tg_webgpu_info(&(tg_webgpu_adapter_info){0}) == TG_OK) test_matmul_configs(true), test_epilogue_early(true);
+        if (tg_webgpu_info(&(tg_webgpu_adapter_info){0}) == TG_OK) test_matmul_configs(true), test_epilogue_early(true), test_vec4_stores(true);
         return check_summary("test_webgpu");
     }
     if (argc > 1 && strcmp(argv[1], "--rows") == 0) { /* the row-form and column-split cases alone */
@@ -746,7 +792,7 @@ int main(int argc, char **argv) {
     test_ops(verbose);
     test_op_table(verbose);
     test_ops_2d_grid(verbose);
-    if (!rest) test_matmul_configs(verbose), test_epilogue_early(verbose), test_row_forms(verbose), test_colsum_split(verbose), test_embedding_grad(verbose);
+    if (!rest) test_matmul_configs(verbose), test_epilogue_early(verbose), test_vec4_stores(verbose), test_row_forms(verbose), test_colsum_split(verbose), test_embedding_grad(verbose);
     par_check(&big_case, verbose);
     test_training(verbose);
     test_forward_sessions();

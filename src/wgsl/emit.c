@@ -359,8 +359,26 @@ void tg_wk_declare(wk *k, const char *type, unsigned written, unsigned atomic, b
         for (int c = 0; c < sp->n_bindings && !w; c++) w = (written >> c & 1) && sp->bind[c].arena == sp->bind[b].arena;
         if (!w) sp->read_only |= 1u << b;
         tg_wsb_printf(&k->s, "@group(0) @binding(%d) var<storage, %s> b%d: array<%s>;\n", b, w ? "read_write" : "read", b,
-                      atomic >> b & 1 ? "atomic<u32>" : type);
+                      atomic >> b & 1 ? "atomic<u32>" : k->vec4_bind >> b & 1 ? "vec4<u32>" : type);
     }
+}
+
+bool tg_wk_vec4_ok(const wk *k, const int *nodes, int n, const int *bind_of, const int64_t *elem_off, int o) {
+    const tg_node *x = &k->g->nodes[nodes[o]];
+    const tg_wgsl_binding *b = &k->spec->bind[bind_of[o]];
+    if (x->dtype != TG_F32 || elem_off[o] % 4 || tg_ir_numel(x) % 4 || b->offset % 16) return false;
+    for (int j = 0; j < n; j++) /* every operand in the binding within its whole vec4s */
+        if (bind_of[j] == bind_of[o] && (elem_off[j] + tg_ir_numel(&k->g->nodes[nodes[j]])) * 4 > b->size / 16 * 16)
+            return false;
+    return true;
+}
+
+void tg_wk_elem(const wk *k, int bind, int64_t elem_off, char *buf, size_t n) {
+    char i[48];
+    if (elem_off) snprintf(i, sizeof i, "%lldu + i", (long long)elem_off);
+    else snprintf(i, sizeof i, "i");
+    if (k->vec4_bind >> bind & 1) snprintf(buf, n, "b%d[(%s) / 4u][(%s) %% 4u]", bind, i, i);
+    else snprintf(buf, n, "b%d[%s]", bind, i);
 }
 
 /* ---- kernels, fused or not ---- */
@@ -495,6 +513,11 @@ static tg_status emit_kernel(const tg_graph *g, const tg_plan *plan, int kid, co
         tg_wsb_printf(&k.s, "fn f32_bits(b: u32) -> f32 { return bitcast<f32>(b); }\n");
         unsigned written = 0;
         for (int i = 0; i < o.n_out; i++) written |= 1u << bind_of[i];
+        if (kn->op == TG_OP_MATMUL && phase == 0 && tg_wgsl_matmul_vec4_store(g, kid, n_epi > 0) &&
+            tg_wk_vec4_ok(&k, o.node, o.n, bind_of, elem_off, 0)) {
+            k.vec4_bind = 1u << bind_of[0];
+            k.st4 = true;
+        }
         tg_wk_declare(&k, "u32", written, 0, work > 0);
         if (work > 0) {
             if (out->n_bindings == TG_WGSL_MAX_BINDINGS || (uint32_t)out->n_bindings >= lim->max_storage_buffers_per_stage)
@@ -507,11 +530,10 @@ static tg_status emit_kernel(const tg_graph *g, const tg_plan *plan, int kid, co
             out->workspace = work;
             tg_wsb_printf(&k.s, "@group(0) @binding(%d) var<storage, read_write> work: array<u32>;\n", out->n_bindings++);
         }
-        char at[64];
+        char at[96];
         for (int i = 0; i < o.n; i++) {
             const char *t = tg_wk_type(g->nodes[o.node[i]].dtype);
-            if (elem_off[i]) snprintf(at, sizeof at, "b%d[%lldu + i]", bind_of[i], (long long)elem_off[i]);
-            else snprintf(at, sizeof at, "b%d[i]", bind_of[i]);
+            tg_wk_elem(&k, bind_of[i], elem_off[i], at, sizeof at);
             if (i >= o.n_out) tg_wsb_printf(&k.s, "fn x%d(i: u32) -> %s { return bitcast<%s>(%s); }\n", i - o.n_out, t, t, at);
             else if (f && o.node[i] == f->sib) tg_wsb_printf(&k.s, "fn st2(i: u32, v: %s) { %s = bitcast<u32>(v); }\n", t, at);
             else if (f && o.node[i] == f->sib2) tg_wsb_printf(&k.s, "fn st3(i: u32, v: %s) { %s = bitcast<u32>(v); }\n", t, at);
@@ -554,6 +576,10 @@ static tg_status emit_kernel(const tg_graph *g, const tg_plan *plan, int kid, co
                           tg_wk_type(g->nodes[f->epi[n_epi - 1]].dtype), n_epi - 1);
             tg_wsb_printf(&k.s, "fn st(i: u32, v: %s) { se(i, ev(i, v)); }\n", t);
         }
+        if (k.st4)
+            tg_wsb_printf(&k.s, "fn st4(i: u32, v: vec4<f32>) { b%d[(%lldu + i) / 4u] = bitcast<vec4<u32>>(%s); }\n", bind_of[0],
+                          (long long)elem_off[0],
+                          n_epi ? "vec4<f32>(ev(i, v.x), ev(i + 1u, v.y), ev(i + 2u, v.z), ev(i + 3u, v.w))" : "v");
         tg_wk_names_default(&k);
         k.sib = f ? f->sib : 0;
         k.sib2 = f && k.sib ? f->sib2 : 0;

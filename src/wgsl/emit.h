@@ -50,6 +50,8 @@ typedef struct {
     int sib;             /* the fused kernel's sibling (tg_wgsl_fused), stored through st2; 0: none */
     int sib2;            /* its second sibling, stored through st3; 0: none */
     bool epilogue;       /* st applies an epilogue chain (which may read memory) before storing */
+    unsigned vec4_bind;  /* bindings declared as arrays of vec4<u32> (bit b; tg_wk_declare) */
+    bool st4;            /* fn st4(i: u32, v: vec4<f32>) stores elements i..i+3 (i a multiple of 4) at once */
     struct {
         char name[8], type[16];
         int64_t n;
@@ -107,6 +109,14 @@ bool tg_wk_bind_nodes(wk *k, const int *nodes, int n, int *bind_of, int64_t *ele
  * where the kernel writes nothing of that buffer, atomic<u32> where
  * `atomic` has the bit (emit.c says the rule). */
 void tg_wk_declare(wk *k, const char *type, unsigned written, unsigned atomic, bool work);
+/* Whether operand o of nodes[0..n) (bound by tg_wk_bind_nodes) can be
+ * stored 4 elements at a time through a vec4<u32> view of its binding: f32,
+ * its first element and its count multiples of 4, every operand sharing the
+ * binding within its whole vec4s (they are read a component at a time). */
+bool tg_wk_vec4_ok(const wk *k, const int *nodes, int n, const int *bind_of, const int64_t *elem_off, int o);
+/* "b<bind>[...]" for element i of an operand at elem_off in its binding:
+ * a u32 element of an array of u32, or of a vec4<u32> view (vec4_bind). */
+void tg_wk_elem(const wk *k, int bind, int64_t elem_off, char *buf, size_t n);
 
 /* Declares `var<workgroup> name: array<type, n>` (type f32, i32, u32 or
  * vec4<f32>; at most 4 arrays a kernel), before the entry point. The device
@@ -265,6 +275,9 @@ int64_t tg_wgsl_matmul_colsum_work(const tg_graph *g, int mm);
 /* Node a is an f32 product that runs in one dispatch (its K is not split):
  * what a matmul group or sum requires of each member. */
 bool tg_wgsl_matmul_whole(const tg_graph *g, int a);
+/* Node id's product stores its result 4 columns at a time where the kernel
+ * defines st4 (k->st4): one K-range, tiles covering the output exactly. */
+bool tg_wgsl_matmul_vec4_store(const tg_graph *g, int id, bool epilogue);
 /* Products a and b can run as one kernel (tg_wgsl_matmul_group): f32, the
  * same A (or with !same_a, one of the same shape), different Bs of one
  * shape, the same transposes. */

@@ -130,12 +130,16 @@ void tg_wgsl_matmul_test_warps(int form) { test_warps = form; }
  * (no epilogue from K 1024) in one run, 38.14 / 38.19 -> 38.03 / 37.99
  * (no epilogue at any K) in another. (Staging the result through
  * workgroup memory so that an epilogue reads and writes rows in order
- * measured far slower: 42.7 / 42.9 ms.)
+ * measured far slower: 42.7 / 42.9 ms.) Those epilogues lost with one
+ * store an element; with the result stored 4 columns at a time (st4,
+ * below) they gain from the square too (an H100, TG_WG_PROFILE of one
+ * step: the relu-mask products 3.34 -> 3.13 ms, bias and relu 3.27 ->
+ * 3.06, bias and residual 3.19 -> 3.11), so it is taken wherever st4 is.
  * TG_WGSL_MM_WARPS=1 (rows) or 2 (square) forces a form, for measuring. */
-static bool square_warps(long long kc, bool epilogue) {
+static bool square_warps(long long kc, bool epilogue, bool st4) {
     int forced = test_warps >= 0 ? test_warps + 1 : tg_wgsl_knob_int("TG_WGSL_MM_WARPS", 0);
     if (forced == 1 || forced == 2) return forced == 2;
-    return kc >= 2048 || !epilogue;
+    return kc >= 2048 || !epilogue || st4;
 }
 
 void tg_wgsl_matmul_test_config(int cfg, int split, int unroll) {
@@ -271,6 +275,7 @@ typedef struct {
     bool exact; /* M, N, K multiples of the tile: no bounds checks */
     int apad, bpad; /* vec4s per k-row of As / Bs */
     const char *sfx; /* the accessors' suffix: "" (any member, through mq), or "_q" (member q's own) */
+    bool st4;        /* the result goes out 4 columns at a time, through st4 (vec4_store) */
 } mm_ctx;
 
 static void a_slot(const mm_ctx *x, int q, char *m, char *k, size_t n) {
@@ -426,6 +431,48 @@ static bool epilogue_early(const wk *k, const mm_ctx *x, int split, int members,
     return on == 1 && k->epilogue && x->exact && split == 1 && members == 1 && terms == 1;
 }
 
+/* Whether a product's result is stored 4 columns at a time (st4: one
+ * 16-byte store for four 4-byte ones, through a vec4<u32> view of the
+ * output's binding), where its tiles cover the output exactly in one
+ * K-range and each 4-column group starts on a multiple of 4. `single`: one
+ * product, not a group or a sum (multi).
+ * Measured on an H100 (alternated in one run): gpt_small's step 36.93 /
+ * 36.97 ms with one store an element, 36.43 / 36.44 with st4 and the
+ * square warps (square_warps) in every product; st4 with the rows'
+ * warps where an epilogue reads memory, 37.38 / 37.36. On another H100,
+ * 37.07 / 37.12 / 37.08 ms with one store an element, 36.49 / 36.44 /
+ * 36.44 with st4 where this function says, 36.62 / 36.60 / 36.61 with st4
+ * everywhere (PyTorch eager 39.10 / 39.21 / 39.26). In the first run the
+ * square and st4 took one step's products with an epilogue from 10.79 to
+ * 10.25 ms, the groups and sums of three from 4.98 to 4.85; but the lone
+ * products with B transposed and no epilogue from 3.97 to 4.09 (on the
+ * H200 too: [16384, 1536] x [1536, 384]^T 38.4 -> 37.3 TFLOP/s in
+ * bench_tg, while [16384, 384] x [384, 384] went 31.7 -> 33.7), so those
+ * keep one store an element. So do products of K 2048 or more, whose
+ * stores are under 1% of their work: with st4, bench_tg's square 2048 and
+ * 4096 products ran at 38.3 and 39.7 TFLOP/s on an H100, where another
+ * H100 had run them at 40.5 and 41.9 without (not alternated, so only a
+ * hint; gpt_small has no such product in one K-range).
+ * TG_WGSL_MM_ST4=0 keeps one store an element everywhere, =all takes st4
+ * everywhere (for measuring). */
+static int test_st4 = -1;
+
+void tg_wgsl_matmul_test_st4(int mode) { test_st4 = mode; }
+
+static bool vec4_store(const mm_geom *g, const mm_cfg *c, int split, bool epilogue, bool single) {
+    int mode = test_st4 >= 0 ? test_st4 : tg_wgsl_knob("TG_WGSL_MM_ST4", (const char *const[]){"0", "all", NULL}, -1);
+    if (mode == 0 || (mode != 1 && ((single && g->tb && !epilogue) || g->K >= 2048))) return false;
+    return split == 1 && g->M % c->bm == 0 && g->N % c->bn == 0 && g->K % c->bk == 0 && g->N % 4 == 0 && g->sc % 4 == 0;
+}
+
+bool tg_wgsl_matmul_vec4_store(const tg_graph *gr, int id, bool epilogue) {
+    const tg_node *n = &gr->nodes[id];
+    if (n->op != TG_OP_MATMUL || n->dtype != TG_F32) return false;
+    mm_geom g = geometry(gr, n);
+    mm_cfg c = choose(&g);
+    return vec4_store(&g, &c, split_of(&g, &c, 1), epilogue, true);
+}
+
 /* The result of tiled(): stored through st (phase 0) or as partial products
  * into the workspace (phase 1), with a sibling's column sums. */
 static void k_store(wk *k, const mm_ctx *x, int split, int members, int terms) {
@@ -454,6 +501,18 @@ static void k_store(wk *k, const mm_ctx *x, int split, int members, int terms) {
     if (cs)
         tg_wsb_printf(&k->s, "    if (wid.y == 0u && lid < %du && n0 + lid < %lldu) { work[%lluu + wid.z * %lldu + n0 + lid] = bitcast<u32>(csum); }\n",
                       c->bn, g->N, (unsigned long long)(split * g->M * g->N), g->N);
+    if (x->st4) {
+        for (int r = 0; r < c->tm; r++) {
+            block_row(c, r, row, sizeof row);
+            tg_wsb_printf(&k->s, "    {\n        let i = b * %lldu + (m0 + %s) * %lldu + n0;\n", g->sc, row, g->N);
+            for (int h = 0; h < th; h++) {
+                block_col(c, h, col, sizeof col);
+                tg_wsb_printf(&k->s, "        st4%s(i + %s, c%d_%d);\n", x->sfx, col, r, h);
+            }
+            tg_wsb_printf(&k->s, "    }\n");
+        }
+        return;
+    }
     for (int r = 0; r < c->tm; r++) {
         block_row(c, r, row, sizeof row);
         tg_wsb_printf(&k->s, "    {\n        let m = m0 + %s;\n", row);
@@ -492,13 +551,14 @@ static void note_work(wk *k, const mm_geom *g, double flops) {
  * walks the K loop once per term into the same accumulators, mq telling
  * ld0 and ld1 whose A and B they read. */
 static bool tiled(wk *k, const mm_geom *g, const mm_cfg *c, int split, int members, int terms) {
-    mm_ctx x = {g, c, false, c->bm / 4 + 1, c->bn / 4, ""};
+    mm_ctx x = {g, c, false, c->bm / 4 + 1, c->bn / 4, "", false};
     long long kc = split > 1 ? k_per_split(g, c, split) : g->K;
     /* M, N, K and the K-ranges multiples of the tile, every range non-empty:
      * no bounds checks (a last, shorter range still ends on a slice). On
      * the H200 this took gpt_small's step from 46.5 to 43.6 ms: its split
      * weight gradients (K = 16384 in 11 ranges of 1504) had kept them all. */
     x.exact = g->M % c->bm == 0 && g->N % c->bn == 0 && g->K % c->bk == 0 && kc % c->bk == 0 && (split - 1) * kc < g->K;
+    x.st4 = k->st4 && x.exact && split == 1 && vec4_store(g, c, split, k->epilogue, members == 1 && terms == 1);
     if (g->tb) x.bpad = c->bn / 4 + 1; /* k-fastest stores into Bs */
     int shared = 16 * c->bk * (x.apad + x.bpad);
     if (!grid(k, g, c, split, members, shared)) return false;
@@ -511,7 +571,7 @@ static bool tiled(wk *k, const mm_geom *g, const mm_cfg *c, int split, int membe
                "fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {\n");
     tg_wk_poison(k, 256);
     tg_wsb_printf(&k->s, "    let m0 = wid.y * %du;\n", c->bm);
-    if (tx_n == 16 && square_warps(kc, k->epilogue)) /* lane bits 0-2 -> tx, 3-4 -> ty; warp bit 0 -> tx, 1-2 -> ty */
+    if (tx_n == 16 && square_warps(kc, k->epilogue, x.st4)) /* lane bits 0-2 -> tx, 3-4 -> ty; warp bit 0 -> tx, 1-2 -> ty */
         tg_wsb_printf(&k->s, "    let tx = (lid %% 8u) + 8u * ((lid / 32u) %% 2u);\n    let ty = (lid / 8u) %% 4u + 4u * (lid / 64u);\n");
     else tg_wsb_printf(&k->s, "    let tx = lid %% %du;\n    let ty = lid / %du;\n", tx_n, tx_n);
     long long gx = (g->N + c->bn - 1) / c->bn;
@@ -653,6 +713,16 @@ int tg_wgsl_matmul_group_inputs(const tg_graph *gr, const int *mm, int n) {
     return d;
 }
 
+/* The body of accessor a (0 st, 1 ld0, 2 ld1, 3 st4) of the operand at
+ * elem_off in binding b. */
+static void accessor(const wk *k, int a, int b, int64_t elem_off, char *buf, size_t n) {
+    char at[96];
+    tg_wk_elem(k, b, elem_off, at, sizeof at);
+    if (a == 0) snprintf(buf, n, "%s = bitcast<u32>(v);", at);
+    else if (a == 3) snprintf(buf, n, "b%d[(%lldu + i) / 4u] = bitcast<vec4<u32>>(v);", b, (long long)elem_off);
+    else snprintf(buf, n, "return bitcast<f32>(%s);", at);
+}
+
 /* The one kernel of products mm[0..n) that differ only in some operands:
  * each of the accessors st, ld0 and ld1 reads or writes ops[a][0..cnt[a])
  * (st first, then A, then B), one node for all members or one per member
@@ -679,6 +749,11 @@ static bool multi(wk *k, const char *what, int label, const int *mm, int n, cons
     if (!tg_wk_bind_nodes(k, nodes, nn, bind_of, off)) return false;
     unsigned written = 0;
     for (int q = 0; q < cnt[0] && use[0]; q++) written |= 1u << bind_of[first[0] + q];
+    mm_geom g = geometry(gr, &gr->nodes[mm[0]]);
+    mm_cfg c = choose(&g);
+    k->st4 = split < 2 && vec4_store(&g, &c, 1, false, false);
+    for (int q = 0; q < cnt[0] && k->st4; q++) k->st4 = tg_wk_vec4_ok(k, nodes, nn, bind_of, off, first[0] + q);
+    for (int q = 0; q < cnt[0] && k->st4; q++) k->vec4_bind |= 1u << bind_of[first[0] + q];
     tg_wk_declare(k, "u32", written, 0, split > 1);
     if (split > 1) {
         tg_kernel_spec *sp = k->spec;
@@ -693,33 +768,29 @@ static bool multi(wk *k, const char *what, int label, const int *mm, int n, cons
         tg_wsb_printf(&k->s, "@group(0) @binding(%d) var<storage, read_write> work: array<u32>;\n", sp->n_bindings++);
     }
     tg_wsb_printf(&k->s, "var<private> mq: u32;\n");
-    static const char *const sig[3] = {"st(i: u32, v: f32)", "ld0(i: u32) -> f32", "ld1(i: u32) -> f32"};
-    static const char *const body[3] = {"b%d[%lldu + i] = bitcast<u32>(v);", "return bitcast<f32>(b%d[%lldu + i]);",
-                                        "return bitcast<f32>(b%d[%lldu + i]);"};
-    char lab[24], stmt[96];
-    for (int a = 0; a < 3; a++) {
-        if (!use[a]) continue;
-        tg_wsb_printf(&k->s, "fn %s {\n", sig[a]);
-        if (cnt[a] > 1) tg_wsb_printf(&k->s, "    switch mq {\n");
-        for (int q = 0; q < cnt[a]; q++) {
-            snprintf(stmt, sizeof stmt, body[a], bind_of[first[a] + q], (long long)off[first[a] + q]);
-            snprintf(lab, sizeof lab, q < cnt[a] - 1 ? "case %du:" : "default:", q);
-            if (cnt[a] > 1) tg_wsb_printf(&k->s, "        %s { %s }\n", lab, stmt);
+    /* the accessors (st4 where the outputs take stores of 4), switching on mq where the members differ */
+    static const char *const name[4] = {"st", "ld0", "ld1", "st4"};
+    static const char *const args[4] = {"(i: u32, v: f32)", "(i: u32) -> f32", "(i: u32) -> f32", "(i: u32, v: vec4<f32>)"};
+    char lab[24], stmt[160];
+    for (int a = 0; a < 4; a++) {
+        int src = a == 3 ? 0 : a;
+        if (!use[src] || (a == 3 && !k->st4)) continue;
+        for (int q = 0; q < cnt[src]; q++) {
+            int w = first[src] + q;
+            accessor(k, a, bind_of[w], off[w], stmt, sizeof stmt);
+            if (q == 0) tg_wsb_printf(&k->s, "fn %s%s {\n%s", name[a], args[a], cnt[src] > 1 ? "    switch mq {\n" : "");
+            snprintf(lab, sizeof lab, q < cnt[src] - 1 ? "case %du:" : "default:", q);
+            if (cnt[src] > 1) tg_wsb_printf(&k->s, "        %s { %s }\n", lab, stmt);
             else tg_wsb_printf(&k->s, "    %s\n", stmt);
         }
-        tg_wsb_printf(&k->s, cnt[a] > 1 ? "    }\n}\n" : "}\n");
-    }
-    /* each member's own accessors, for the copies of tiled()'s code */
-    static const char *const name[3] = {"st", "ld0", "ld1"}, *const args[3] = {"(i: u32, v: f32)", "(i: u32) -> f32", "(i: u32) -> f32"};
-    for (int q = 0; q < n; q++)
-        for (int a = 0; a < 3; a++) {
-            if (!use[a]) continue;
-            int w = first[a] + (cnt[a] > 1 ? q : 0);
-            snprintf(stmt, sizeof stmt, body[a], bind_of[w], (long long)off[w]);
+        tg_wsb_printf(&k->s, cnt[src] > 1 ? "    }\n}\n" : "}\n");
+        /* each member's own accessor, for the copies of tiled()'s code */
+        for (int q = 0; q < n; q++) {
+            int w = first[src] + (cnt[src] > 1 ? q : 0);
+            accessor(k, a, bind_of[w], off[w], stmt, sizeof stmt);
             tg_wsb_printf(&k->s, "fn %s_%d%s { %s }\n", name[a], q, args[a], stmt);
         }
-    mm_geom g = geometry(gr, &gr->nodes[mm[0]]);
-    mm_cfg c = choose(&g);
+    }
     if (split > 1 && k->phase == 2) return reduce(k, &g, split, members);
     return tiled(k, &g, &c, split, members, terms);
 }

@@ -130,6 +130,10 @@ void tg_wgsl_matmul_test_warps(int form);
  * storing (1, as TG_WGSL_MM_EPI=early) or stores each in turn (0); -1 goes
  * back to TG_WGSL_MM_EPI. */
 void tg_wgsl_matmul_test_epilogue(int early);
+/* Tests: products compiled from now on store their results 4 columns at a
+ * time wherever they can (1, as TG_WGSL_MM_ST4=all) or one element at a
+ * time (0, as =0); -1 goes back to TG_WGSL_MM_ST4 and the measured rule. */
+void tg_wgsl_matmul_test_st4(int mode);
 /* Tests: products compiled from now on may lead a group of products of
  * one other A (1, as TG_WGSL_MM_GROUP=lead) or not (0, as =shared); -1
  * goes back to TG_WGSL_MM_GROUP, by default small products only. */
