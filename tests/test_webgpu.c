@@ -354,12 +354,7 @@ static void test_matmul_configs(bool verbose) {
 }
 
 /* Products with an epilogue that reads memory beside each element (bias and
- * relu, a residual; relu's gradient in the backward) taking every
- * epilogue value before storing (TG_WGSL_MM_EPI=early): the kernels do so,
- * and give the bits they give storing each in turn. Tile multiples (the
- * early form needs no bounds checks), each tile configuration. The third
- * case's residual (another product, whose sum came before) dies at the add,
- * so the output is written over it: one binding for both. */
+ * relu, a residual; relu's gradient in the backward). */
 static tg_tensor b_mm_relu(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
     return tg_relu(tg_add(tg_matmul(p[0], p[1]), p[2]));
 }
@@ -389,88 +384,83 @@ static int bindings_of(const char *dir, const char *needle) {
     if (d) closedir(d);
     return n;
 }
-static void test_epilogue_early(bool verbose) {
-    (void)verbose;
-    static const par_case cs[3] = {
-        {"matmul -> add -> relu, epilogue values first", PRM(S(128, 48), S(48, 128), S(128)), P_NONE, 0, 1, b_mm_relu, 1e-4f},
-        {"matmul -> add (a residual), epilogue values first", PRM(S(128, 32), S(32, 128), S(128, 128)), P_NONE, 0, 1, b_mm_res,
-         1e-4f},
-        {"matmul -> add over its residual, epilogue values first", PRM(S(128, 32), S(32, 128), S(128, 32)), P_NONE, 0, 1,
-         b_mm_over, 1e-4f},
-    };
-    for (int cfg = 0; cfg < 3; cfg++)
-        for (int i = 0; i < 3; i++) {
-            tg_wgsl_matmul_test_config(cfg, 0, -1);
-            size_t n[2];
-            int calls[2];
-            unsigned char *bits[2];
-            for (int early = 0; early < 2; early++) {
-                tg_wgsl_matmul_test_epilogue(early);
-                bits[early] = par_check_bits(&cs[i], "= ev(ei", &n[early], &calls[early]);
-            }
-            tg_wgsl_matmul_test_epilogue(-1);
-            CHECK(calls[0] == 0 && calls[1] > 0, "%s, tiles %d: %d and %d early epilogue values (storing, early)", cs[i].name, cfg,
-                  calls[0], calls[1]);
-            CHECK(n[0] > 0 && n[0] == n[1] && bits[0] && bits[1] && memcmp(bits[0], bits[1], n[0]) == 0,
-                  "%s, tiles %d: early epilogue values give other bits (%zu and %zu bytes)", cs[i].name, cfg, n[0], n[1]);
-            free(bits[0]), free(bits[1]);
-        }
-    char dir[32];
-    tg_wgsl_matmul_test_epilogue(1);
-    if (par_dump_start(dir)) {
-        par_check(&cs[2], false);
-        int n = bindings_of(dir, "= ev(ei");
-        par_dump_end(dir);
-        CHECK(n == 3, "%s: the early kernel has %d bindings, want 3 (its output over the residual, A, B)", cs[2].name, n);
-    }
-    tg_wgsl_matmul_test_epilogue(-1);
+/* Products with an epilogue, and one of B transposed with none; the
+ * third's residual (another product, whose sum came before) dies at the
+ * add, so the output is written over it: one binding for both. */
+static const par_case epi_cases[4] = {
+    {"matmul -> add -> relu", PRM(S(128, 48), S(48, 128), S(128)), P_NONE, 0, 1, b_mm_relu, 1e-4f},
+    {"matmul -> add (a residual)", PRM(S(128, 32), S(32, 128), S(128, 128)), P_NONE, 0, 1, b_mm_res, 1e-4f},
+    {"matmul -> add over its residual", PRM(S(128, 32), S(32, 128), S(128, 32)), P_NONE, 0, 1, b_mm_over, 1e-4f},
+    {"matmul b^T", PRM(S(128, 32), S(128, 32)), P_NONE, 0, 1, b_mm_tb, 1e-4f},
+};
+
+/* Case c in tiles cfg under forms lo..hi of the test hook `set` (then -1,
+ * its default): calls[f - lo] kernels of form f hold `needle`, and every
+ * form gives the bits of form `same`. */
+static void forms_same_bits(const par_case *c, int cfg, void (*set)(int), int lo, int hi, int same, const char *needle,
+                            int *calls, const char *what) {
+    size_t n[4];
+    unsigned char *bits[4];
+    tg_wgsl_matmul_test_config(cfg, 0, -1);
+    for (int f = lo; f <= hi; f++) set(f), bits[f - lo] = par_check_bits(c, needle, &n[f - lo], &calls[f - lo]);
+    set(-1);
+    int s = same - lo;
+    for (int f = 0; f <= hi - lo; f++)
+        CHECK(n[s] > 0 && n[f] == n[s] && bits[f] && bits[s] && memcmp(bits[f], bits[s], n[s]) == 0,
+              "%s, tiles %d: %s give other bits (%zu and %zu bytes)", c->name, cfg, what, n[f], n[s]);
+    for (int f = 0; f <= hi - lo; f++) free(bits[f]);
     tg_wgsl_matmul_test_config(-1, 0, -1);
 }
 
+/* The kernel holding `needle` of epi_cases[2] under form `form` of `set`
+ * has 3 bindings: its output over the residual, A and B. */
+static void over_residual_bindings(void (*set)(int), int form, const char *needle, const char *what) {
+    char dir[32];
+    set(form);
+    if (par_dump_start(dir)) {
+        par_check(&epi_cases[2], false);
+        int n = bindings_of(dir, needle);
+        par_dump_end(dir);
+        CHECK(n == 3, "%s, %s: the kernel has %d bindings, want 3 (its output over the residual, A, B)", epi_cases[2].name,
+              what, n);
+    }
+    set(-1);
+}
+
+/* Products with an epilogue that reads memory beside each element taking
+ * every epilogue value before storing (TG_WGSL_MM_EPI=early): the kernels
+ * do so, and give the bits they give storing each in turn. Tile multiples
+ * (the early form needs no bounds checks), each tile configuration. */
+static void test_epilogue_early(bool verbose) {
+    (void)verbose;
+    for (int cfg = 0; cfg < 3; cfg++)
+        for (int i = 0; i < 3; i++) {
+            int calls[2];
+            forms_same_bits(&epi_cases[i], cfg, tg_wgsl_matmul_test_epilogue, 0, 1, 0, "= ev(ei", calls,
+                            "early epilogue values");
+            CHECK(calls[0] == 0 && calls[1] > 0, "%s, tiles %d: %d and %d early epilogue values (storing, early)",
+                  epi_cases[i].name, cfg, calls[0], calls[1]);
+        }
+    over_residual_bindings(tg_wgsl_matmul_test_epilogue, 1, "= ev(ei", "epilogue values first");
+}
+
 /* Products storing 4 columns at a time (st4, through a vec4 view of the
- * output's binding) give the bits of one store an element, the kernels
- * do so, and the output written over its residual (one binding, the
- * residual read an element at a time from the vec4 view) too; each tile
- * configuration, and a product of B transposed, which the measured rule
- * leaves to one store an element. */
+ * output's binding) give the bits of one store an element, and the
+ * kernels do so, the output written over its residual too (the residual
+ * read an element at a time from the vec4 view); each tile configuration,
+ * and the product of B transposed, which the measured rule leaves to one
+ * store an element. */
 static void test_vec4_stores(bool verbose) {
     (void)verbose;
-    static const par_case cs[4] = {
-        {"matmul -> add -> relu, 4 columns a store", PRM(S(128, 48), S(48, 128), S(128)), P_NONE, 0, 1, b_mm_relu, 1e-4f},
-        {"matmul -> add (a residual), 4 columns a store", PRM(S(128, 32), S(32, 128), S(128, 128)), P_NONE, 0, 1, b_mm_res, 1e-4f},
-        {"matmul -> add over its residual, 4 columns a store", PRM(S(128, 32), S(32, 128), S(128, 32)), P_NONE, 0, 1, b_mm_over,
-         1e-4f},
-        {"matmul b^T, 4 columns a store", PRM(S(128, 32), S(128, 32)), P_NONE, 0, 1, b_mm_tb, 1e-4f},
-    };
     for (int cfg = 0; cfg < 3; cfg++)
         for (int i = 0; i < 4; i++) {
-            tg_wgsl_matmul_test_config(cfg, 0, -1);
-            size_t n[3];
             int calls[3];
-            unsigned char *bits[3];
-            for (int mode = -1; mode < 2; mode++) {
-                tg_wgsl_matmul_test_st4(mode);
-                bits[mode + 1] = par_check_bits(&cs[i], "st4(i + ", &n[mode + 1], &calls[mode + 1]);
-            }
-            tg_wgsl_matmul_test_st4(-1);
+            forms_same_bits(&epi_cases[i], cfg, tg_wgsl_matmul_test_st4, -1, 1, 0, "st4(i + ", calls, "stores of 4");
             CHECK(calls[1] == 0 && calls[2] > 0 && (i == 3 ? calls[0] == 0 : calls[0] > 0),
-                  "%s, tiles %d: %d, %d and %d stores of 4 (by rule, none, everywhere)", cs[i].name, cfg, calls[0], calls[1],
-                  calls[2]);
-            for (int m = 0; m < 3; m += 2)
-                CHECK(n[1] > 0 && n[m] == n[1] && bits[m] && bits[1] && memcmp(bits[m], bits[1], n[1]) == 0,
-                      "%s, tiles %d: stores of 4 give other bits (%zu and %zu bytes)", cs[i].name, cfg, n[m], n[1]);
-            for (int m = 0; m < 3; m++) free(bits[m]);
+                  "%s, tiles %d: %d, %d and %d stores of 4 (by rule, none, everywhere)", epi_cases[i].name, cfg, calls[0],
+                  calls[1], calls[2]);
         }
-    char dir[32];
-    tg_wgsl_matmul_test_st4(1);
-    if (par_dump_start(dir)) {
-        par_check(&cs[2], false);
-        int n = bindings_of(dir, "ev(i + 3u");
-        par_dump_end(dir);
-        CHECK(n == 3, "%s: the kernel has %d bindings, want 3 (its output over the residual, A, B)", cs[2].name, n);
-    }
-    tg_wgsl_matmul_test_st4(-1);
-    tg_wgsl_matmul_test_config(-1, 0, -1);
+    over_residual_bindings(tg_wgsl_matmul_test_st4, 1, "ev(i + 3u", "4 columns a store");
 }
 
 /* ---- row kernels in each form, column sums in one and two phases ---- */
