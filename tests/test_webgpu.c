@@ -463,6 +463,42 @@ static void test_vec4_stores(bool verbose) {
     over_residual_bindings(tg_wgsl_matmul_test_st4, 1, "ev(i + 3u", "4 columns a store");
 }
 
+/* Products loading their operands 4 elements at a time (ld4, through vec4
+ * views of the operands' bindings) give the bits of one load an element,
+ * and the kernels do so: plain, each operand transposed, batched, each
+ * tile configuration. */
+static void test_vec4_loads(bool verbose) {
+    (void)verbose;
+    static const par_case mm4[4] = { /* multiples of every tile */
+        {"matmul [128,32]x[32,128]", PRM(S(128, 32), S(32, 128)), P_NONE, 0, 1, b_mm, 1e-4f},
+        {"matmul a^T [32,128]x[32,128]", PRM(S(32, 128), S(32, 128)), P_NONE, 0, 1, b_mm_ta, 1e-4f},
+        {"matmul b^T [128,32]x[128,32]", PRM(S(128, 32), S(128, 32)), P_NONE, 0, 1, b_mm_tb, 1e-4f},
+        {"matmul a^T b^T batched", PRM(S(2, 32, 128), S(2, 128, 32)), P_NONE, 0, 1, b_mm_tab, 1e-4f},
+    };
+    static const char *const needle[2] = {"pa0 = ld0v", "pb0 = ld1v"};
+    for (int cfg = 0; cfg < 3; cfg++)
+        for (int i = 0; i < 4; i++)
+            for (int j = 0; j < 2; j++) {
+                int calls[2];
+                forms_same_bits(&mm4[i], cfg, tg_wgsl_matmul_test_ld4, 0, 1, 0, needle[j], calls, "loads of 4");
+                CHECK(calls[0] == 0 && calls[1] > 0, "%s, tiles %d: %d and %d kernels load %s 4 at a time (off, on)", mm4[i].name,
+                      cfg, calls[0], calls[1], j ? "B" : "A");
+            }
+    /* the rule (too big to run here): where a workgroup walks K of 2048 or
+     * more, not K 1536 nor a weight gradient's split K of 16384 */
+    tg_graph *g = tg_graph_new(NULL);
+    tg_tensor x = tg_input_new(g, "x", TG_F32, S(16384, 2048)), w = tg_input_new(g, "w", TG_F32, S(2048, 384));
+    tg_tensor h = tg_input_new(g, "h", TG_F32, S(16384, 1536)), v = tg_input_new(g, "v", TG_F32, S(1536, 384));
+    tg_tensor d = tg_input_new(g, "d", TG_F32, S(16384, 384));
+    tg_tensor y[3] = {tg_matmul(x, w), tg_matmul(h, v), tg_matmul_t(h, d, true, false)};
+    for (int c = 0; c < 3; c++)
+        for (int j = 0; j < 2; j++)
+            CHECK(tg_tensor_ok(y[c]) && tg_wgsl_matmul_vec4_load(g, y[c].id, j) == (c == 0),
+                  "product %d (K %s): operand %d loads 4 at a time: %d", c, c == 0 ? "2048" : c == 1 ? "1536" : "16384, split", j,
+                  tg_tensor_ok(y[c]) && tg_wgsl_matmul_vec4_load(g, y[c].id, j));
+    tg_graph_free(g);
+}
+
 /* ---- row kernels in each form, column sums in one and two phases ---- */
 
 static tg_tensor b_sm_last(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_softmax(p[0], -1); }
@@ -757,7 +793,7 @@ int main(int argc, char **argv) {
     bool verbose = argc > 1 && strcmp(argv[1], "-v") == 0;
     if (argc > 2 && strcmp(argv[1], "--bits") == 0) return robust_bits(argv[2]);
     if (argc > 1 && strcmp(argv[1], "--matmul") == 0) { /* the matmul cases under every tile configuration alone */
-        if (tg_webgpu_info(&(tg_webgpu_adapter_info){0}) == TG_OK) test_matmul_configs(true), test_epilogue_early(true), test_vec4_stores(true);
+        if (tg_webgpu_info(&(tg_webgpu_adapter_info){0}) == TG_OK) test_matmul_configs(true), test_epilogue_early(true), test_vec4_stores(true), test_vec4_loads(true);
         return check_summary("test_webgpu");
     }
     if (argc > 1 && strcmp(argv[1], "--rows") == 0) { /* the row-form and column-split cases alone */
@@ -782,7 +818,7 @@ int main(int argc, char **argv) {
     test_ops(verbose);
     test_op_table(verbose);
     test_ops_2d_grid(verbose);
-    if (!rest) test_matmul_configs(verbose), test_epilogue_early(verbose), test_vec4_stores(verbose), test_row_forms(verbose), test_colsum_split(verbose), test_embedding_grad(verbose);
+    if (!rest) test_matmul_configs(verbose), test_epilogue_early(verbose), test_vec4_stores(verbose), test_vec4_loads(verbose), test_row_forms(verbose), test_colsum_split(verbose), test_embedding_grad(verbose);
     par_check(&big_case, verbose);
     test_training(verbose);
     test_forward_sessions();

@@ -518,6 +518,15 @@ static tg_status emit_kernel(const tg_graph *g, const tg_plan *plan, int kid, co
             k.vec4_bind = 1u << bind_of[0];
             k.st4 = true;
         }
+        int ld4_at[2] = {-1, -1}; /* a product's operands loaded 4 at a time: their index in o */
+        for (int j = 0; j < 2 && kn->op == TG_OP_MATMUL && phase != 2; j++) {
+            int x = f && find_in(f->inl, f->n_inl, kn->in[j]) >= 0 ? -1 : find_in(o.node + o.n_out, o.n - o.n_out, kn->in[j]);
+            if (x < 0 || !tg_wgsl_matmul_vec4_load(g, kid, j) || !tg_wk_vec4_ok(&k, o.node, o.n, bind_of, elem_off, o.n_out + x))
+                continue;
+            ld4_at[j] = o.n_out + x;
+            k.vec4_bind |= 1u << bind_of[ld4_at[j]];
+            k.ld4 |= 1u << j;
+        }
         tg_wk_declare(&k, "u32", written, 0, work > 0);
         if (work > 0) {
             if (out->n_bindings == TG_WGSL_MAX_BINDINGS || (uint32_t)out->n_bindings >= lim->max_storage_buffers_per_stage)
@@ -553,6 +562,9 @@ static tg_status emit_kernel(const tg_graph *g, const tg_plan *plan, int kid, co
             char v[24];
             value_name(f, &o, kn->in[j], v, sizeof v);
             tg_wsb_printf(&k.s, "fn ld%d(i: u32) -> %s { return %s(i); }\n", j, t, v);
+            if (j < 2 && ld4_at[j] >= 0)
+                tg_wsb_printf(&k.s, "fn ld%dv(i: u32) -> vec4<f32> { return bitcast<vec4<f32>>(b%d[(%lldu + i) / 4u]); }\n", j,
+                              bind_of[ld4_at[j]], (long long)elem_off[ld4_at[j]]);
         }
         if (n_epi) {
             const char *t = tg_wk_type(kn->dtype);

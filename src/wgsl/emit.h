@@ -52,6 +52,7 @@ typedef struct {
     bool epilogue;       /* st applies an epilogue chain (which may read memory) before storing */
     unsigned vec4_bind;  /* bindings declared as arrays of vec4<u32> (bit b; tg_wk_declare) */
     bool st4;            /* fn st4(i: u32, v: vec4<f32>) stores elements i..i+3 (i a multiple of 4) at once */
+    unsigned ld4;        /* bit j: fn ldjv(i: u32) -> vec4<f32> loads elements i..i+3 of operand j at once */
     struct {
         char name[8], type[16];
         int64_t n;
@@ -278,6 +279,9 @@ bool tg_wgsl_matmul_whole(const tg_graph *g, int a);
 /* Node id's product stores its result 4 columns at a time where the kernel
  * defines st4 (k->st4): one K-range, tiles covering the output exactly. */
 bool tg_wgsl_matmul_vec4_store(const tg_graph *g, int id, bool epilogue);
+/* Node id's product may load operand j (0: A, 1: B) 4 elements at a time
+ * along its contiguous axis, where the kernel defines ldjv (k->ld4). */
+bool tg_wgsl_matmul_vec4_load(const tg_graph *g, int id, int j);
 /* Products a and b can run as one kernel (tg_wgsl_matmul_group): f32, the
  * same A (or with !same_a, one of the same shape), different Bs of one
  * shape, the same transposes. */

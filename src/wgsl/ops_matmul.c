@@ -37,8 +37,9 @@
  * 177 registers instead of 128 (one workgroup per multiprocessor):
  * gpt_small 45.74 / 45.57 ms against 36.84 / 37.05. So did loading plain
  * operands as vec4s (one 16-byte load for four scalar ones, through a
- * vec4<u32> binding): square 2048 products
- * 31.1 against 35.1 TFLOP/s, gpt_small 50.9 against 46.5 ms; and, again,
+ * vec4<u32> binding) in the kernels of that time: square 2048 products
+ * 31.1 against 35.1 TFLOP/s, gpt_small 50.9 against 46.5 ms (today's
+ * kernels gain from them where K is long: vec4_load); and, again,
  * BK 32 (2048: 32.3 TFLOP/s, gpt_small 47.2 ms). No split at 2048 (256
  * large tiles) measured faster than the split in two, in three runs:
  * 35.0 / 35.6 / 35.8 against 34.3 / 33.8 / 34.1 TFLOP/s (tall tiles 31.3,
@@ -276,39 +277,41 @@ typedef struct {
     int apad, bpad; /* vec4s per k-row of As / Bs */
     const char *sfx; /* the accessors' suffix: "" (any member, through mq), or "_q" (member q's own) */
     bool st4;        /* the result goes out 4 columns at a time, through st4 (vec4_store) */
+    bool ld4a, ld4b; /* A / B loaded 4 elements at a time, through ld0v / ld1v (vec4_load) */
 } mm_ctx;
 
-static void a_slot(const mm_ctx *x, int q, char *m, char *k, size_t n) {
+/* Slot q's coordinates along an operand's contiguous axis (of len in the
+ * slice) and the other, w elements a load (1, or 4 with ld4). */
+static void slot(int q, int len, int w, char *contig, char *other, size_t n) {
     int e0 = 256 * q;
-    if (!x->g->ta) { /* contiguous along k: k fastest */
-        snprintf(m, n, "(%du + lid) / %du", e0, x->c->bk);
-        snprintf(k, n, "(%du + lid) %% %du", e0, x->c->bk);
-    } else {
-        snprintf(m, n, "(%du + lid) %% %du", e0, x->c->bm);
-        snprintf(k, n, "(%du + lid) / %du", e0, x->c->bm);
-    }
+    if (w == 1) snprintf(contig, n, "(%du + lid) %% %du", e0, len);
+    else snprintf(contig, n, "%du * ((%du + lid) %% %du)", w, e0, len / w);
+    snprintf(other, n, "(%du + lid) / %du", e0, len / w);
+}
+static void a_slot(const mm_ctx *x, int q, char *m, char *k, size_t n) {
+    int w = x->ld4a ? 4 : 1;
+    if (!x->g->ta) slot(q, x->c->bk, w, k, m, n); /* contiguous along k */
+    else slot(q, x->c->bm, w, m, k, n);
 }
 static void b_slot(const mm_ctx *x, int q, char *k, char *nn, size_t n) {
-    int e0 = 256 * q;
-    if (!x->g->tb) { /* contiguous along n */
-        snprintf(nn, n, "(%du + lid) %% %du", e0, x->c->bn);
-        snprintf(k, n, "(%du + lid) / %du", e0, x->c->bn);
-    } else {
-        snprintf(k, n, "(%du + lid) %% %du", e0, x->c->bk);
-        snprintf(nn, n, "(%du + lid) / %du", e0, x->c->bk);
-    }
+    int w = x->ld4b ? 4 : 1;
+    if (!x->g->tb) slot(q, x->c->bn, w, nn, k, n); /* contiguous along n */
+    else slot(q, x->c->bk, w, k, nn, n);
 }
 
+/* Loads (slots) of A and B an invocation makes per K-slice. */
+static int a_loads(const mm_ctx *x) { return x->c->bm * x->c->bk / 256 / (x->ld4a ? 4 : 1); }
+static int b_loads(const mm_ctx *x) { return x->c->bk * x->c->bn / 256 / (x->ld4b ? 4 : 1); }
+
 static void emit_loads(wk *k, const mm_ctx *x, const char *k0) {
-    const mm_cfg *c = x->c;
-    int la = c->bm * c->bk / 256, lb = c->bk * c->bn / 256;
+    int la = a_loads(x), lb = b_loads(x);
     char r[64], col[64], rr[96], cc[96], idx[320];
     for (int q = 0; q < la; q++) {
         a_slot(x, q, r, col, sizeof r);
         snprintf(rr, sizeof rr, "m0 + %s", r);
         snprintf(cc, sizeof cc, "%s + %s", k0, col);
         a_index(x->g, rr, cc, idx, sizeof idx);
-        if (x->exact) tg_wsb_printf(&k->s, "        pa%d = ld0%s(%s);\n", q, x->sfx, idx);
+        if (x->exact) tg_wsb_printf(&k->s, "        pa%d = ld0%s%s(%s);\n", q, x->ld4a ? "v" : "", x->sfx, idx);
         else
             tg_wsb_printf(&k->s, "        pa%d = 0.0f;\n        if (%s < %lldu && %s < kend) { pa%d = ld0%s(%s); }\n", q, rr,
                        x->g->M, cc, q, x->sfx, idx);
@@ -318,24 +321,36 @@ static void emit_loads(wk *k, const mm_ctx *x, const char *k0) {
         snprintf(rr, sizeof rr, "%s + %s", k0, r);
         snprintf(cc, sizeof cc, "n0 + %s", col);
         b_index(x->g, rr, cc, idx, sizeof idx);
-        if (x->exact) tg_wsb_printf(&k->s, "        pb%d = ld1%s(%s);\n", q, x->sfx, idx);
+        if (x->exact) tg_wsb_printf(&k->s, "        pb%d = ld1%s%s(%s);\n", q, x->ld4b ? "v" : "", x->sfx, idx);
         else
             tg_wsb_printf(&k->s, "        pb%d = 0.0f;\n        if (%s < kend && %s < %lldu) { pb%d = ld1%s(%s); }\n", q, rr, cc,
                        x->g->N, q, x->sfx, idx);
     }
 }
 
+/* A vec4 loaded along the axis that workgroup memory holds as vec4s (A
+ * transposed, B not) is stored whole; otherwise component by component,
+ * as 4 consecutive k. */
 static void emit_stores(wk *k, const mm_ctx *x) {
-    const mm_cfg *c = x->c;
-    int la = c->bm * c->bk / 256, lb = c->bk * c->bn / 256;
+    static const char comp[4] = {'x', 'y', 'z', 'w'};
     char r[64], col[64];
-    for (int q = 0; q < la; q++) {
+    for (int q = 0; q < a_loads(x); q++) {
         a_slot(x, q, r, col, sizeof r);
-        tg_wsb_printf(&k->s, "        { let am = %s; As[(%s) * %du + am / 4u][am %% 4u] = pa%d; }\n", r, col, x->apad, q);
+        if (!x->ld4a) tg_wsb_printf(&k->s, "        { let am = %s; As[(%s) * %du + am / 4u][am %% 4u] = pa%d; }\n", r, col, x->apad, q);
+        else if (x->g->ta) tg_wsb_printf(&k->s, "        As[(%s) * %du + (%s) / 4u] = pa%d;\n", col, x->apad, r, q);
+        else
+            for (int j = 0; j < 4; j++)
+                tg_wsb_printf(&k->s, "        { let am = %s; As[(%s + %du) * %du + am / 4u][am %% 4u] = pa%d.%c; }\n", r, col, j,
+                              x->apad, q, comp[j]);
     }
-    for (int q = 0; q < lb; q++) {
+    for (int q = 0; q < b_loads(x); q++) {
         b_slot(x, q, r, col, sizeof r);
-        tg_wsb_printf(&k->s, "        { let bn = %s; Bs[(%s) * %du + bn / 4u][bn %% 4u] = pb%d; }\n", col, r, x->bpad, q);
+        if (!x->ld4b) tg_wsb_printf(&k->s, "        { let bn = %s; Bs[(%s) * %du + bn / 4u][bn %% 4u] = pb%d; }\n", col, r, x->bpad, q);
+        else if (!x->g->tb) tg_wsb_printf(&k->s, "        Bs[(%s) * %du + (%s) / 4u] = pb%d;\n", r, x->bpad, col, q);
+        else
+            for (int j = 0; j < 4; j++)
+                tg_wsb_printf(&k->s, "        { let bn = %s; Bs[(%s + %du) * %du + bn / 4u][bn %% 4u] = pb%d.%c; }\n", col, r, j,
+                              x->bpad, q, comp[j]);
     }
 }
 
@@ -473,6 +488,43 @@ bool tg_wgsl_matmul_vec4_store(const tg_graph *gr, int id, bool epilogue) {
     return vec4_store(&g, &c, split_of(&g, &c, 1), epilogue, true);
 }
 
+/* Whether operand j (0: A, 1: B) of a product is loaded 4 elements at a
+ * time (ld4: one 16-byte load for four 4-byte ones, through a vec4<u32>
+ * view of its binding) along its contiguous axis, where rows of that axis
+ * and the batch's stride are multiples of 4 and every invocation loads
+ * whole vec4s of the slice. Only where a workgroup walks K of 2048 or
+ * more: on an H100 (one run, in turn) square 2048 products went from 40.6
+ * to 41.3 TFLOP/s with ld4, 4096 from 41.9 to 42.8; but gpt_small's step,
+ * whose workgroups walk K of 384 to 1536, from 36.14 / 36.14 / 36.14 ms
+ * to 37.33 / 37.30 / 37.31 with ld4 in every product. Its kernels did not
+ * move together (TG_WG_PROFILE): the products with B transposed and no
+ * epilogue 3.97 -> 3.83 ms a step, the sums of three 2.45 -> 2.31, bias
+ * and relu 3.08 -> 2.96, but the relu-mask products 3.13 -> 3.83, bias
+ * and residual 3.12 -> 3.48, the split weight gradients 5.97 -> 6.49 and
+ * the groups of three 2.41 -> 2.70; bench_tg's lone products of its
+ * shapes were all slower (16384 x 384 x 384 33.6 -> 25.1 TFLOP/s).
+ * TG_WGSL_MM_LD4=0 loads one element at a time everywhere, =all 4 at a
+ * time wherever it can (for measuring). */
+static int test_ld4 = -1;
+
+void tg_wgsl_matmul_test_ld4(int mode) { test_ld4 = mode; }
+
+static bool vec4_load(const mm_geom *g, const mm_cfg *c, int j, long long kc) {
+    int mode = test_ld4 >= 0 ? test_ld4 : tg_wgsl_knob("TG_WGSL_MM_LD4", (const char *const[]){"0", "all", NULL}, -1);
+    if (mode == 0 || (mode != 1 && kc < 2048)) return false;
+    if (j == 0) return c->bm * c->bk % 1024 == 0 && (g->ta ? g->M : g->K) % 4 == 0 && g->sa % 4 == 0;
+    return c->bk * c->bn % 1024 == 0 && (g->tb ? g->K : g->N) % 4 == 0 && g->sb % 4 == 0;
+}
+
+bool tg_wgsl_matmul_vec4_load(const tg_graph *gr, int id, int j) {
+    const tg_node *n = &gr->nodes[id];
+    if (n->op != TG_OP_MATMUL || n->dtype != TG_F32) return false;
+    mm_geom g = geometry(gr, n);
+    mm_cfg c = choose(&g);
+    int s = split_of(&g, &c, 1);
+    return vec4_load(&g, &c, j, s > 1 ? k_per_split(&g, &c, s) : g.K);
+}
+
 /* The result of tiled(): stored through st (phase 0) or as partial products
  * into the workspace (phase 1), with a sibling's column sums. */
 static void k_store(wk *k, const mm_ctx *x, int split, int members, int terms) {
@@ -551,7 +603,7 @@ static void note_work(wk *k, const mm_geom *g, double flops) {
  * walks the K loop once per term into the same accumulators, mq telling
  * ld0 and ld1 whose A and B they read. */
 static bool tiled(wk *k, const mm_geom *g, const mm_cfg *c, int split, int members, int terms) {
-    mm_ctx x = {g, c, false, c->bm / 4 + 1, c->bn / 4, "", false};
+    mm_ctx x = {g, c, false, c->bm / 4 + 1, c->bn / 4, "", false, false, false};
     long long kc = split > 1 ? k_per_split(g, c, split) : g->K;
     /* M, N, K and the K-ranges multiples of the tile, every range non-empty:
      * no bounds checks (a last, shorter range still ends on a slice). On
@@ -559,11 +611,13 @@ static bool tiled(wk *k, const mm_geom *g, const mm_cfg *c, int split, int membe
      * weight gradients (K = 16384 in 11 ranges of 1504) had kept them all. */
     x.exact = g->M % c->bm == 0 && g->N % c->bn == 0 && g->K % c->bk == 0 && kc % c->bk == 0 && (split - 1) * kc < g->K;
     x.st4 = k->st4 && x.exact && split == 1 && vec4_store(g, c, split, k->epilogue, members == 1 && terms == 1);
+    x.ld4a = (k->ld4 & 1) && x.exact && vec4_load(g, c, 0, kc);
+    x.ld4b = (k->ld4 & 2) && x.exact && vec4_load(g, c, 1, kc);
     if (g->tb) x.bpad = c->bn / 4 + 1; /* k-fastest stores into Bs */
     int shared = 16 * c->bk * (x.apad + x.bpad);
     if (!grid(k, g, c, split, members, shared)) return false;
     note_work(k, g, 2.0 * (double)g->M * (double)g->N * (double)g->K * (double)(g->batch * members * terms));
-    int tx_n = c->bn / c->tn, th = c->tn / 4, la = c->bm * c->bk / 256, lb = c->bk * c->bn / 256;
+    int tx_n = c->bn / c->tn, th = c->tn / 4;
     tg_wk_shared(k, "As", "vec4<f32>", c->bk * x.apad);
     tg_wk_shared(k, "Bs", "vec4<f32>", c->bk * x.bpad);
     tg_wsb_printf(&k->s,
@@ -585,8 +639,8 @@ static bool tiled(wk *k, const mm_geom *g, const mm_cfg *c, int split, int membe
     for (int r = 0; r < c->tm; r++)
         for (int h = 0; h < th; h++) tg_wsb_printf(&k->s, "    var c%d_%d = vec4<f32>(0.0f);\n", r, h);
     if (k->sib > 0 && split > 1) tg_wsb_printf(&k->s, "    var csum = 0.0f;\n");
-    for (int q = 0; q < la; q++) tg_wsb_printf(&k->s, "    var pa%d = 0.0f;\n", q);
-    for (int q = 0; q < lb; q++) tg_wsb_printf(&k->s, "    var pb%d = 0.0f;\n", q);
+    for (int q = 0; q < a_loads(&x); q++) tg_wsb_printf(&k->s, "    var pa%d = %s;\n", q, x.ld4a ? "vec4<f32>(0.0f)" : "0.0f");
+    for (int q = 0; q < b_loads(&x); q++) tg_wsb_printf(&k->s, "    var pb%d = %s;\n", q, x.ld4b ? "vec4<f32>(0.0f)" : "0.0f");
     /* A group's members or a sum's terms each get their own copy of the
      * code where it is written out for a GPU (see `unroll` below), calling
      * that member's accessors (ld0_q, ld1_q, st_q) instead of those that
@@ -713,13 +767,14 @@ int tg_wgsl_matmul_group_inputs(const tg_graph *gr, const int *mm, int n) {
     return d;
 }
 
-/* The body of accessor a (0 st, 1 ld0, 2 ld1, 3 st4) of the operand at
- * elem_off in binding b. */
+/* The body of accessor a (0 st, 1 ld0, 2 ld1, 3 st4, 4 ld0v, 5 ld1v) of
+ * the operand at elem_off in binding b. */
 static void accessor(const wk *k, int a, int b, int64_t elem_off, char *buf, size_t n) {
     char at[96];
     tg_wk_elem(k, b, elem_off, at, sizeof at);
     if (a == 0) snprintf(buf, n, "%s = bitcast<u32>(v);", at);
     else if (a == 3) snprintf(buf, n, "b%d[(%lldu + i) / 4u] = bitcast<vec4<u32>>(v);", b, (long long)elem_off);
+    else if (a >= 4) snprintf(buf, n, "return bitcast<vec4<f32>>(b%d[(%lldu + i) / 4u]);", b, (long long)elem_off);
     else snprintf(buf, n, "return bitcast<f32>(%s);", at);
 }
 
@@ -754,6 +809,12 @@ static bool multi(wk *k, const char *what, int label, const int *mm, int n, cons
     k->st4 = split < 2 && vec4_store(&g, &c, 1, false, false);
     for (int q = 0; q < cnt[0] && k->st4; q++) k->st4 = tg_wk_vec4_ok(k, nodes, nn, bind_of, off, first[0] + q);
     for (int q = 0; q < cnt[0] && k->st4; q++) k->vec4_bind |= 1u << bind_of[first[0] + q];
+    for (int j = 0; j < 2; j++) { /* ld4 where every member's operand j allows it */
+        bool ok = use[j + 1] && vec4_load(&g, &c, j, split > 1 ? k_per_split(&g, &c, split) : g.K);
+        for (int q = 0; q < cnt[j + 1] && ok; q++) ok = tg_wk_vec4_ok(k, nodes, nn, bind_of, off, first[j + 1] + q);
+        for (int q = 0; q < cnt[j + 1] && ok; q++) k->vec4_bind |= 1u << bind_of[first[j + 1] + q];
+        if (ok) k->ld4 |= 1u << j;
+    }
     tg_wk_declare(k, "u32", written, 0, split > 1);
     if (split > 1) {
         tg_kernel_spec *sp = k->spec;
@@ -768,13 +829,15 @@ static bool multi(wk *k, const char *what, int label, const int *mm, int n, cons
         tg_wsb_printf(&k->s, "@group(0) @binding(%d) var<storage, read_write> work: array<u32>;\n", sp->n_bindings++);
     }
     tg_wsb_printf(&k->s, "var<private> mq: u32;\n");
-    /* the accessors (st4 where the outputs take stores of 4), switching on mq where the members differ */
-    static const char *const name[4] = {"st", "ld0", "ld1", "st4"};
-    static const char *const args[4] = {"(i: u32, v: f32)", "(i: u32) -> f32", "(i: u32) -> f32", "(i: u32, v: vec4<f32>)"};
+    /* the accessors (st4 where the outputs take stores of 4, ld0v and ld1v
+     * where the operands take loads of 4), switching on mq where the members differ */
+    static const char *const name[6] = {"st", "ld0", "ld1", "st4", "ld0v", "ld1v"};
+    static const char *const args[6] = {"(i: u32, v: f32)", "(i: u32) -> f32",        "(i: u32) -> f32",
+                                        "(i: u32, v: vec4<f32>)", "(i: u32) -> vec4<f32>", "(i: u32) -> vec4<f32>"};
     char lab[24], stmt[160];
-    for (int a = 0; a < 4; a++) {
-        int src = a == 3 ? 0 : a;
-        if (!use[src] || (a == 3 && !k->st4)) continue;
+    for (int a = 0; a < 6; a++) {
+        int src = a == 3 ? 0 : a > 3 ? a - 3 : a;
+        if (!use[src] || (a == 3 && !k->st4) || (a > 3 && !(k->ld4 >> (a - 4) & 1))) continue;
         for (int q = 0; q < cnt[src]; q++) {
             int w = first[src] + q;
             accessor(k, a, bind_of[w], off[w], stmt, sizeof stmt);

@@ -134,6 +134,10 @@ void tg_wgsl_matmul_test_epilogue(int early);
  * time wherever they can (1, as TG_WGSL_MM_ST4=all) or one element at a
  * time (0, as =0); -1 goes back to TG_WGSL_MM_ST4 and the measured rule. */
 void tg_wgsl_matmul_test_st4(int mode);
+/* Tests: products compiled from now on load their operands 4 elements at a
+ * time wherever they can (1, as TG_WGSL_MM_LD4=all) or one at a time (0,
+ * as =0); -1 goes back to TG_WGSL_MM_LD4 and the measured rule. */
+void tg_wgsl_matmul_test_ld4(int mode);
 /* Tests: products compiled from now on may lead a group of products of
  * one other A (1, as TG_WGSL_MM_GROUP=lead) or not (0, as =shared); -1
  * goes back to TG_WGSL_MM_GROUP, by default small products only. */
