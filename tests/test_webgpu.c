@@ -485,17 +485,20 @@ static void test_vec4_loads(bool verbose) {
                       cfg, calls[0], calls[1], j ? "B" : "A");
             }
     /* the rule (too big to run here): where a workgroup walks K of 2048 or
-     * more, not K 1536 nor a weight gradient's split K of 16384 */
+     * more, or B is transposed and no epilogue follows; not K 1536 nor a
+     * weight gradient's split K of 16384 */
     tg_graph *g = tg_graph_new(NULL);
     tg_tensor x = tg_input_new(g, "x", TG_F32, S(16384, 2048)), w = tg_input_new(g, "w", TG_F32, S(2048, 384));
     tg_tensor h = tg_input_new(g, "h", TG_F32, S(16384, 1536)), v = tg_input_new(g, "v", TG_F32, S(1536, 384));
-    tg_tensor d = tg_input_new(g, "d", TG_F32, S(16384, 384));
-    tg_tensor y[3] = {tg_matmul(x, w), tg_matmul(h, v), tg_matmul_t(h, d, true, false)};
-    for (int c = 0; c < 3; c++)
+    tg_tensor d = tg_input_new(g, "d", TG_F32, S(16384, 384)), u = tg_input_new(g, "u", TG_F32, S(384, 1536));
+    tg_tensor y[4] = {tg_matmul(x, w), tg_matmul(h, v), tg_matmul_t(h, d, true, false), tg_matmul_t(h, u, false, true)};
+    static const char *what[4] = {"K 2048", "K 1536", "K 16384, split", "K 1536, B transposed"};
+    for (int c = 0; c < 4; c++)
         for (int j = 0; j < 2; j++)
-            CHECK(tg_tensor_ok(y[c]) && tg_wgsl_matmul_vec4_load(g, y[c].id, j) == (c == 0),
-                  "product %d (K %s): operand %d loads 4 at a time: %d", c, c == 0 ? "2048" : c == 1 ? "1536" : "16384, split", j,
-                  tg_tensor_ok(y[c]) && tg_wgsl_matmul_vec4_load(g, y[c].id, j));
+            for (int e = 0; e < 2; e++) {
+                bool want = c == 0 || (c == 3 && !e), got = tg_tensor_ok(y[c]) && tg_wgsl_matmul_vec4_load(g, y[c].id, j, e);
+                CHECK(got == want, "product of %s%s: operand %d loads 4 at a time: %d", what[c], e ? ", an epilogue" : "", j, got);
+            }
     tg_graph_free(g);
 }
 

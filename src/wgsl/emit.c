@@ -521,7 +521,7 @@ static tg_status emit_kernel(const tg_graph *g, const tg_plan *plan, int kid, co
         int ld4_at[2] = {-1, -1}; /* a product's operands loaded 4 at a time: their index in o */
         for (int j = 0; j < 2 && kn->op == TG_OP_MATMUL && phase != 2; j++) {
             int x = f && find_in(f->inl, f->n_inl, kn->in[j]) >= 0 ? -1 : find_in(o.node + o.n_out, o.n - o.n_out, kn->in[j]);
-            if (x < 0 || !tg_wgsl_matmul_vec4_load(g, kid, j) || !tg_wk_vec4_ok(&k, o.node, o.n, bind_of, elem_off, o.n_out + x))
+            if (x < 0 || !tg_wgsl_matmul_vec4_load(g, kid, j, n_epi > 0) || !tg_wk_vec4_ok(&k, o.node, o.n, bind_of, elem_off, o.n_out + x))
                 continue;
             ld4_at[j] = o.n_out + x;
             k.vec4_bind |= 1u << bind_of[ld4_at[j]];

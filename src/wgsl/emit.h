@@ -279,9 +279,10 @@ bool tg_wgsl_matmul_whole(const tg_graph *g, int a);
 /* Node id's product stores its result 4 columns at a time where the kernel
  * defines st4 (k->st4): one K-range, tiles covering the output exactly. */
 bool tg_wgsl_matmul_vec4_store(const tg_graph *g, int id, bool epilogue);
-/* Node id's product may load operand j (0: A, 1: B) 4 elements at a time
- * along its contiguous axis, where the kernel defines ldjv (k->ld4). */
-bool tg_wgsl_matmul_vec4_load(const tg_graph *g, int id, int j);
+/* Node id's product, with or without an epilogue, may load operand j (0:
+ * A, 1: B) 4 elements at a time along its contiguous axis, where the
+ * kernel defines ldjv (k->ld4). */
+bool tg_wgsl_matmul_vec4_load(const tg_graph *g, int id, int j, bool epilogue);
 /* Products a and b can run as one kernel (tg_wgsl_matmul_group): f32, the
  * same A (or with !same_a, one of the same shape), different Bs of one
  * shape, the same transposes. */

@@ -492,37 +492,42 @@ bool tg_wgsl_matmul_vec4_store(const tg_graph *gr, int id, bool epilogue) {
  * time (ld4: one 16-byte load for four 4-byte ones, through a vec4<u32>
  * view of its binding) along its contiguous axis, where rows of that axis
  * and the batch's stride are multiples of 4 and every invocation loads
- * whole vec4s of the slice. Only where a workgroup walks K of 2048 or
- * more: on an H100 (one run, in turn) square 2048 products went from 40.6
- * to 41.3 TFLOP/s with ld4, 4096 from 41.9 to 42.8; but gpt_small's step,
- * whose workgroups walk K of 384 to 1536, from 36.14 / 36.14 / 36.14 ms
- * to 37.33 / 37.30 / 37.31 with ld4 in every product. Its kernels did not
- * move together (TG_WG_PROFILE): the products with B transposed and no
- * epilogue 3.97 -> 3.83 ms a step, the sums of three 2.45 -> 2.31, bias
- * and relu 3.08 -> 2.96, but the relu-mask products 3.13 -> 3.83, bias
- * and residual 3.12 -> 3.48, the split weight gradients 5.97 -> 6.49 and
- * the groups of three 2.41 -> 2.70; bench_tg's lone products of its
- * shapes were all slower (16384 x 384 x 384 33.6 -> 25.1 TFLOP/s).
+ * whole vec4s of the slice. Where a workgroup walks K of 2048 or more, or
+ * B is transposed and no epilogue follows (`epi`). On an H100 (one run,
+ * in turn) square 2048 products went from 40.6 to 41.3 TFLOP/s with ld4,
+ * 4096 from 41.9 to 42.8 (again: 40.4 / 40.2 -> 40.8 / 40.8, 41.85 /
+ * 41.83 -> 42.72 / 42.75); but gpt_small's step, whose workgroups walk K
+ * of 384 to 1536, from 36.14 / 36.14 / 36.14 ms to 37.33 / 37.30 / 37.31
+ * with ld4 in every product. Its kernels did not move together
+ * (TG_WG_PROFILE): the products with B transposed and no epilogue 3.97 ->
+ * 3.83 ms a step and the sums of three (B transposed too) 2.45 -> 2.31,
+ * but the relu-mask products (B transposed) 3.13 -> 3.83, bias and
+ * residual 3.12 -> 3.48, the split weight gradients 5.97 -> 6.49 and the
+ * groups of three 2.41 -> 2.70 (bias and relu 3.08 -> 2.96); bench_tg's
+ * lone products of its shapes were all slower (16384 x 384 x 384 33.6 ->
+ * 25.1 TFLOP/s). With ld4 only where B is transposed and no epilogue
+ * follows, the step took 36.25 / 36.02 / 36.12 ms against 36.38 / 36.23 /
+ * 36.18 (alternated, another H100).
  * TG_WGSL_MM_LD4=0 loads one element at a time everywhere, =all 4 at a
  * time wherever it can (for measuring). */
 static int test_ld4 = -1;
 
 void tg_wgsl_matmul_test_ld4(int mode) { test_ld4 = mode; }
 
-static bool vec4_load(const mm_geom *g, const mm_cfg *c, int j, long long kc) {
+static bool vec4_load(const mm_geom *g, const mm_cfg *c, int j, long long kc, bool epi) {
     int mode = test_ld4 >= 0 ? test_ld4 : tg_wgsl_knob("TG_WGSL_MM_LD4", (const char *const[]){"0", "all", NULL}, -1);
-    if (mode == 0 || (mode != 1 && kc < 2048)) return false;
+    if (mode == 0 || (mode != 1 && kc < 2048 && !(g->tb && !epi))) return false;
     if (j == 0) return c->bm * c->bk % 1024 == 0 && (g->ta ? g->M : g->K) % 4 == 0 && g->sa % 4 == 0;
     return c->bk * c->bn % 1024 == 0 && (g->tb ? g->K : g->N) % 4 == 0 && g->sb % 4 == 0;
 }
 
-bool tg_wgsl_matmul_vec4_load(const tg_graph *gr, int id, int j) {
+bool tg_wgsl_matmul_vec4_load(const tg_graph *gr, int id, int j, bool epilogue) {
     const tg_node *n = &gr->nodes[id];
     if (n->op != TG_OP_MATMUL || n->dtype != TG_F32) return false;
     mm_geom g = geometry(gr, n);
     mm_cfg c = choose(&g);
     int s = split_of(&g, &c, 1);
-    return vec4_load(&g, &c, j, s > 1 ? k_per_split(&g, &c, s) : g.K);
+    return vec4_load(&g, &c, j, s > 1 ? k_per_split(&g, &c, s) : g.K, epilogue);
 }
 
 /* The result of tiled(): stored through st (phase 0) or as partial products
@@ -611,8 +616,8 @@ static bool tiled(wk *k, const mm_geom *g, const mm_cfg *c, int split, int membe
      * weight gradients (K = 16384 in 11 ranges of 1504) had kept them all. */
     x.exact = g->M % c->bm == 0 && g->N % c->bn == 0 && g->K % c->bk == 0 && kc % c->bk == 0 && (split - 1) * kc < g->K;
     x.st4 = k->st4 && x.exact && split == 1 && vec4_store(g, c, split, k->epilogue, members == 1 && terms == 1);
-    x.ld4a = (k->ld4 & 1) && x.exact && vec4_load(g, c, 0, kc);
-    x.ld4b = (k->ld4 & 2) && x.exact && vec4_load(g, c, 1, kc);
+    x.ld4a = (k->ld4 & 1) && x.exact && vec4_load(g, c, 0, kc, k->epilogue);
+    x.ld4b = (k->ld4 & 2) && x.exact && vec4_load(g, c, 1, kc, k->epilogue);
     if (g->tb) x.bpad = c->bn / 4 + 1; /* k-fastest stores into Bs */
     int shared = 16 * c->bk * (x.apad + x.bpad);
     if (!grid(k, g, c, split, members, shared)) return false;
@@ -810,7 +815,7 @@ static bool multi(wk *k, const char *what, int label, const int *mm, int n, cons
     for (int q = 0; q < cnt[0] && k->st4; q++) k->st4 = tg_wk_vec4_ok(k, nodes, nn, bind_of, off, first[0] + q);
     for (int q = 0; q < cnt[0] && k->st4; q++) k->vec4_bind |= 1u << bind_of[first[0] + q];
     for (int j = 0; j < 2; j++) { /* ld4 where every member's operand j allows it */
-        bool ok = use[j + 1] && vec4_load(&g, &c, j, split > 1 ? k_per_split(&g, &c, split) : g.K);
+        bool ok = use[j + 1] && vec4_load(&g, &c, j, split > 1 ? k_per_split(&g, &c, split) : g.K, false);
         for (int q = 0; q < cnt[j + 1] && ok; q++) ok = tg_wk_vec4_ok(k, nodes, nn, bind_of, off, first[j + 1] + q);
         for (int q = 0; q < cnt[j + 1] && ok; q++) k->vec4_bind |= 1u << bind_of[first[j + 1] + q];
         if (ok) k->ld4 |= 1u << j;
