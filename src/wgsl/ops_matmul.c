@@ -507,7 +507,8 @@ bool tg_wgsl_matmul_vec4_store(const tg_graph *gr, int id, bool epilogue) {
  * lone products of its shapes were all slower (16384 x 384 x 384 33.6 ->
  * 25.1 TFLOP/s). With ld4 only where B is transposed and no epilogue
  * follows, the step took 36.25 / 36.02 / 36.12 ms against 36.38 / 36.23 /
- * 36.18 (alternated, another H100).
+ * 36.18 (alternated, another H100), and on a third 36.12 / 36.15 / 36.13
+ * against 36.37 / 36.39 / 36.43 with one load an element everywhere.
  * TG_WGSL_MM_LD4=0 loads one element at a time everywhere, =all 4 at a
  * time wherever it can (for measuring). */
 static int test_ld4 = -1;
