@@ -381,6 +381,10 @@ void tg_wk_elem(const wk *k, int bind, int64_t elem_off, char *buf, size_t n) {
     else snprintf(buf, n, "b%d[%s]", bind, i);
 }
 
+void tg_wk_elem4(int bind, int64_t elem_off, char *buf, size_t n) {
+    snprintf(buf, n, "b%d[(%lldu + i) / 4u]", bind, (long long)elem_off);
+}
+
 /* ---- kernels, fused or not ---- */
 
 /* The operands of a kernel: stored outputs first, then the nodes its members
@@ -513,19 +517,13 @@ static tg_status emit_kernel(const tg_graph *g, const tg_plan *plan, int kid, co
         tg_wsb_printf(&k.s, "fn f32_bits(b: u32) -> f32 { return bitcast<f32>(b); }\n");
         unsigned written = 0;
         for (int i = 0; i < o.n_out; i++) written |= 1u << bind_of[i];
-        if (kn->op == TG_OP_MATMUL && phase == 0 && tg_wgsl_matmul_vec4_store(g, kid, n_epi > 0) &&
-            tg_wk_vec4_ok(&k, o.node, o.n, bind_of, elem_off, 0)) {
-            k.vec4_bind = 1u << bind_of[0];
-            k.st4 = true;
-        }
-        int ld4_at[2] = {-1, -1}; /* a product's operands loaded 4 at a time: their index in o */
-        for (int j = 0; j < 2 && kn->op == TG_OP_MATMUL && phase != 2; j++) {
-            int x = f && find_in(f->inl, f->n_inl, kn->in[j]) >= 0 ? -1 : find_in(o.node + o.n_out, o.n - o.n_out, kn->in[j]);
-            if (x < 0 || !tg_wgsl_matmul_vec4_load(g, kid, j, n_epi > 0) || !tg_wk_vec4_ok(&k, o.node, o.n, bind_of, elem_off, o.n_out + x))
-                continue;
-            ld4_at[j] = o.n_out + x;
-            k.vec4_bind |= 1u << bind_of[ld4_at[j]];
-            k.ld4 |= 1u << j;
+        int in_at[2] = {-1, -1}; /* a product's A and B where read from memory: their index in o */
+        if (kn->op == TG_OP_MATMUL) {
+            for (int j = 0; j < 2; j++) {
+                int x = f && find_in(f->inl, f->n_inl, kn->in[j]) >= 0 ? -1 : find_in(o.node + o.n_out, o.n - o.n_out, kn->in[j]);
+                in_at[j] = x < 0 ? -1 : o.n_out + x;
+            }
+            tg_wgsl_matmul_views(&k, o.node, o.n, bind_of, elem_off, in_at);
         }
         tg_wk_declare(&k, "u32", written, 0, work > 0);
         if (work > 0) {
@@ -562,9 +560,10 @@ static tg_status emit_kernel(const tg_graph *g, const tg_plan *plan, int kid, co
             char v[24];
             value_name(f, &o, kn->in[j], v, sizeof v);
             tg_wsb_printf(&k.s, "fn ld%d(i: u32) -> %s { return %s(i); }\n", j, t, v);
-            if (j < 2 && ld4_at[j] >= 0)
-                tg_wsb_printf(&k.s, "fn ld%dv(i: u32) -> vec4<f32> { return bitcast<vec4<f32>>(b%d[(%lldu + i) / 4u]); }\n", j,
-                              bind_of[ld4_at[j]], (long long)elem_off[ld4_at[j]]);
+            if (j < 2 && (k.ld4 >> j & 1)) {
+                tg_wk_elem4(bind_of[in_at[j]], elem_off[in_at[j]], at, sizeof at);
+                tg_wsb_printf(&k.s, "fn ld%dv(i: u32) -> vec4<f32> { return bitcast<vec4<f32>>(%s); }\n", j, at);
+            }
         }
         if (n_epi) {
             const char *t = tg_wk_type(kn->dtype);
@@ -588,10 +587,11 @@ static tg_status emit_kernel(const tg_graph *g, const tg_plan *plan, int kid, co
                           tg_wk_type(g->nodes[f->epi[n_epi - 1]].dtype), n_epi - 1);
             tg_wsb_printf(&k.s, "fn st(i: u32, v: %s) { se(i, ev(i, v)); }\n", t);
         }
-        if (k.st4)
-            tg_wsb_printf(&k.s, "fn st4(i: u32, v: vec4<f32>) { b%d[(%lldu + i) / 4u] = bitcast<vec4<u32>>(%s); }\n", bind_of[0],
-                          (long long)elem_off[0],
+        if (k.st4) {
+            tg_wk_elem4(bind_of[0], elem_off[0], at, sizeof at);
+            tg_wsb_printf(&k.s, "fn st4(i: u32, v: vec4<f32>) { %s = bitcast<vec4<u32>>(%s); }\n", at,
                           n_epi ? "vec4<f32>(ev(i, v.x), ev(i + 1u, v.y), ev(i + 2u, v.z), ev(i + 3u, v.w))" : "v");
+        }
         tg_wk_names_default(&k);
         k.sib = f ? f->sib : 0;
         k.sib2 = f && k.sib ? f->sib2 : 0;

@@ -118,6 +118,9 @@ bool tg_wk_vec4_ok(const wk *k, const int *nodes, int n, const int *bind_of, con
 /* "b<bind>[...]" for element i of an operand at elem_off in its binding:
  * a u32 element of an array of u32, or of a vec4<u32> view (vec4_bind). */
 void tg_wk_elem(const wk *k, int bind, int64_t elem_off, char *buf, size_t n);
+/* "b<bind>[...]" for the vec4<u32> holding elements i..i+3 (i a multiple of
+ * 4) of an operand at elem_off in a binding with a vec4 view. */
+void tg_wk_elem4(int bind, int64_t elem_off, char *buf, size_t n);
 
 /* Declares `var<workgroup> name: array<type, n>` (type f32, i32, u32 or
  * vec4<f32>; at most 4 arrays a kernel), before the entry point. The device
@@ -276,12 +279,16 @@ int64_t tg_wgsl_matmul_colsum_work(const tg_graph *g, int mm);
 /* Node a is an f32 product that runs in one dispatch (its K is not split):
  * what a matmul group or sum requires of each member. */
 bool tg_wgsl_matmul_whole(const tg_graph *g, int a);
-/* Node id's product stores its result 4 columns at a time where the kernel
- * defines st4 (k->st4): one K-range, tiles covering the output exactly. */
-bool tg_wgsl_matmul_vec4_store(const tg_graph *g, int id, bool epilogue);
+/* Before k's bindings are declared: which of them product k->id (one
+ * dispatch, or phase 1 of two) views as vec4s, setting k->vec4_bind,
+ * k->st4 (its output, operand 0 of nodes, stored 4 columns at a time:
+ * phase 0, tiles covering the output exactly) and k->ld4 (its operands A
+ * and B, at nodes[at[0]] and nodes[at[1]], -1 where not read from memory,
+ * loaded 4 elements at a time). */
+void tg_wgsl_matmul_views(wk *k, const int *nodes, int n, const int *bind_of, const int64_t *elem_off, const int at[2]);
 /* Node id's product, with or without an epilogue, may load operand j (0:
- * A, 1: B) 4 elements at a time along its contiguous axis, where the
- * kernel defines ldjv (k->ld4). */
+ * A, 1: B) 4 elements at a time along its contiguous axis (the measured
+ * rule; tests). */
 bool tg_wgsl_matmul_vec4_load(const tg_graph *g, int id, int j, bool epilogue);
 /* Products a and b can run as one kernel (tg_wgsl_matmul_group): f32, the
  * same A (or with !same_a, one of the same shape), different Bs of one

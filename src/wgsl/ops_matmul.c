@@ -480,14 +480,6 @@ static bool vec4_store(const mm_geom *g, const mm_cfg *c, int split, bool epilog
     return split == 1 && g->M % c->bm == 0 && g->N % c->bn == 0 && g->K % c->bk == 0 && g->N % 4 == 0 && g->sc % 4 == 0;
 }
 
-bool tg_wgsl_matmul_vec4_store(const tg_graph *gr, int id, bool epilogue) {
-    const tg_node *n = &gr->nodes[id];
-    if (n->op != TG_OP_MATMUL || n->dtype != TG_F32) return false;
-    mm_geom g = geometry(gr, n);
-    mm_cfg c = choose(&g);
-    return vec4_store(&g, &c, split_of(&g, &c, 1), epilogue, true);
-}
-
 /* Whether operand j (0: A, 1: B) of a product is loaded 4 elements at a
  * time (ld4: one 16-byte load for four 4-byte ones, through a vec4<u32>
  * view of its binding) along its contiguous axis, where rows of that axis
@@ -529,6 +521,32 @@ bool tg_wgsl_matmul_vec4_load(const tg_graph *gr, int id, int j, bool epilogue) 
     mm_cfg c = choose(&g);
     int s = split_of(&g, &c, 1);
     return vec4_load(&g, &c, j, s > 1 ? k_per_split(&g, &c, s) : g.K, epilogue);
+}
+
+/* The vec4 views of a product kernel's bindings (one product, a group or a
+ * sum): its outputs nodes[first[0] ..+ cnt[0]) take st4 where `st4` and
+ * every one of them allows it, its As and Bs (first[1], first[2]) ld4
+ * where the rule and every one of them allow it (none where cnt is 0). */
+static void views(wk *k, const mm_geom *g, const mm_cfg *c, long long kc, bool st4, const int *nodes, int n,
+                  const int *bind_of, const int64_t *off, const int first[3], const int cnt[3]) {
+    for (int a = 0; a < 3; a++) {
+        bool ok = cnt[a] > 0 && (a == 0 ? st4 : vec4_load(g, c, a - 1, kc, k->epilogue));
+        for (int q = 0; q < cnt[a] && ok; q++) ok = tg_wk_vec4_ok(k, nodes, n, bind_of, off, first[a] + q);
+        for (int q = 0; q < cnt[a] && ok; q++) k->vec4_bind |= 1u << bind_of[first[a] + q];
+        if (ok && a == 0) k->st4 = true;
+        if (ok && a > 0) k->ld4 |= 1u << (a - 1);
+    }
+}
+
+void tg_wgsl_matmul_views(wk *k, const int *nodes, int n, const int *bind_of, const int64_t *elem_off, const int at[2]) {
+    const tg_node *x = &k->g->nodes[k->id];
+    if (x->op != TG_OP_MATMUL || x->dtype != TG_F32 || k->phase == 2) return;
+    mm_geom g = geometry(k->g, x);
+    mm_cfg c = choose(&g);
+    int s = split_of(&g, &c, 1);
+    bool st4 = k->phase == 0 && vec4_store(&g, &c, s, k->epilogue, true);
+    views(k, &g, &c, s > 1 ? k_per_split(&g, &c, s) : g.K, st4, nodes, n, bind_of, elem_off,
+          (const int[3]){0, at[0], at[1]}, (const int[3]){1, at[0] >= 0, at[1] >= 0});
 }
 
 /* The result of tiled(): stored through st (phase 0) or as partial products
@@ -777,10 +795,11 @@ int tg_wgsl_matmul_group_inputs(const tg_graph *gr, const int *mm, int n) {
  * the operand at elem_off in binding b. */
 static void accessor(const wk *k, int a, int b, int64_t elem_off, char *buf, size_t n) {
     char at[96];
-    tg_wk_elem(k, b, elem_off, at, sizeof at);
+    if (a >= 3) tg_wk_elem4(b, elem_off, at, sizeof at);
+    else tg_wk_elem(k, b, elem_off, at, sizeof at);
     if (a == 0) snprintf(buf, n, "%s = bitcast<u32>(v);", at);
-    else if (a == 3) snprintf(buf, n, "b%d[(%lldu + i) / 4u] = bitcast<vec4<u32>>(v);", b, (long long)elem_off);
-    else if (a >= 4) snprintf(buf, n, "return bitcast<vec4<f32>>(b%d[(%lldu + i) / 4u]);", b, (long long)elem_off);
+    else if (a == 3) snprintf(buf, n, "%s = bitcast<vec4<u32>>(v);", at);
+    else if (a >= 4) snprintf(buf, n, "return bitcast<vec4<f32>>(%s);", at);
     else snprintf(buf, n, "return bitcast<f32>(%s);", at);
 }
 
@@ -812,15 +831,9 @@ static bool multi(wk *k, const char *what, int label, const int *mm, int n, cons
     for (int q = 0; q < cnt[0] && use[0]; q++) written |= 1u << bind_of[first[0] + q];
     mm_geom g = geometry(gr, &gr->nodes[mm[0]]);
     mm_cfg c = choose(&g);
-    k->st4 = split < 2 && vec4_store(&g, &c, 1, false, false);
-    for (int q = 0; q < cnt[0] && k->st4; q++) k->st4 = tg_wk_vec4_ok(k, nodes, nn, bind_of, off, first[0] + q);
-    for (int q = 0; q < cnt[0] && k->st4; q++) k->vec4_bind |= 1u << bind_of[first[0] + q];
-    for (int j = 0; j < 2; j++) { /* ld4 where every member's operand j allows it */
-        bool ok = use[j + 1] && vec4_load(&g, &c, j, split > 1 ? k_per_split(&g, &c, split) : g.K, false);
-        for (int q = 0; q < cnt[j + 1] && ok; q++) ok = tg_wk_vec4_ok(k, nodes, nn, bind_of, off, first[j + 1] + q);
-        for (int q = 0; q < cnt[j + 1] && ok; q++) k->vec4_bind |= 1u << bind_of[first[j + 1] + q];
-        if (ok) k->ld4 |= 1u << j;
-    }
+    int used[3] = {use[0] ? cnt[0] : 0, use[1] ? cnt[1] : 0, use[2] ? cnt[2] : 0};
+    views(k, &g, &c, split > 1 ? k_per_split(&g, &c, split) : g.K, split < 2 && vec4_store(&g, &c, 1, false, false), nodes, nn,
+          bind_of, off, first, used);
     tg_wk_declare(k, "u32", written, 0, split > 1);
     if (split > 1) {
         tg_kernel_spec *sp = k->spec;
