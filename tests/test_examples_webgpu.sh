@@ -74,11 +74,16 @@ b=$(printf '%s' "$out" | sed -n 's/.*"planned_bytes": \([0-9]*\).*/\1/p')
 perm=$(grep -l '^// node [0-9]*: permute' "$dump"/*.wgsl 2>/dev/null | wc -l)
 colsums=$(grep -l '^// node [0-9]*: sum$' "$dump"/*.wgsl 2>/dev/null | wc -l)
 led=$(grep -l '^// node [0-9]*: matmul group of 4' "$dump"/*.wgsl 2>/dev/null | wc -l) # too big to lead a group
+# the split groups of the q, k and v weight gradients load A and B 4 at a
+# time; the split single weight gradients (grid x y 11) load neither so
+g4=$(grep -l '^// node [0-9]*: matmul group of 3 .*partial products' "$dump"/*.wgsl 2>/dev/null | xargs -r grep -l 'pa0 = ld0v' | xargs -r grep -l 'pb0 = ld1v' | wc -l)
+s4=$(grep -l '^// grid [0-9]* x [0-9]* x 11 of' "$dump"/*.wgsl 2>/dev/null | xargs -r grep -l -E 'p[ab]0 = ld[01]v' | wc -l)
+s1=$(grep -l '^// grid [0-9]* x [0-9]* x 11 of' "$dump"/*.wgsl 2>/dev/null | wc -l)
 if [ -n "$d" ] && [ "$d" -le 206 ] && [ -n "$b" ] && [ "$b" -le 1701795584 ] && [ "$perm" -eq 0 ] && [ "$led" -eq 0 ] &&
-    [ "$(ls "$dump" | wc -l)" -gt 200 ]; then
+    [ "$(ls "$dump" | wc -l)" -gt 200 ] && [ "$g4" -eq 6 ] && [ "$s1" -eq 12 ] && [ "$s4" -eq 0 ]; then
     pass=$((pass + 1))
 else
-    fail=$((fail + 1)); echo "FAIL gpt_small plan: $d dispatches (want <= 206), $b bytes (want <= 1701795584), $perm permute kernels, $led led groups: $out"
+    fail=$((fail + 1)); echo "FAIL gpt_small plan: $d dispatches (want <= 206), $b bytes (want <= 1701795584), $perm permute kernels, $led led groups, $g4 split groups loading 4 at a time (want 6), $s4 of $s1 split single products loading 4 at a time (want 0 of 12): $out"
 fi
 rm -rf "$dump"
 # TG_WGSL_MM_GROUP=lead (by default only small products lead): each

@@ -342,7 +342,8 @@ static void test_matmul_group(void) {
  * gradients, split in ranges, not a multiple of the k-slice) and odd
  * widths: dW1 and dW2 share x and run as one split group; dW0 takes b0's
  * column sum of dq beside it. */
-enum { SR = 1100, SI = 40, SO = 48 };
+enum { SR_MOST = 1100, SI_MOST = 64, SO_MOST = 64 };
+static int SR = 1100, SI = 40, SO = 48;
 static tg_param sw[4];
 static tg_tensor split_loss(tg_graph *g, void *u) {
     (void)u;
@@ -368,7 +369,7 @@ static tg_status split_train(tg_backend backend, float *loss, float *params, con
                           .discard_grads = discard};
     tg_session *s = NULL;
     tg_status st = tg_session_new(&spec, &s);
-    static float x[SR * SI];
+    static float x[SR_MOST * SI_MOST];
     for (int i = 0; i < SR * SI; i++) x[i] = sinf(0.37f * (float)i) + 0.1f * cosf(0.011f * (float)i);
     for (int step = 0; step < 3 && st == TG_OK; step++) st = tg_session_step(s, (tg_feed[]){TG_FEED("x", x, SR * SI)}, 1, &loss[step]);
     static const char *names[4] = {"W0", "W1", "W2", "b0"};
@@ -385,7 +386,7 @@ static tg_status split_train(tg_backend backend, float *loss, float *params, con
  * fused program has the group's two phases and a bias sum in a product's
  * kernel (no column sum kernel of its own). */
 static void test_split_groups(void) {
-    enum { NP = 3 * SI * SO + SO };
+    enum { NP = 3 * SI_MOST * SO_MOST + SO_MOST };
     float lf[3], lu[3], lc[3];
     static float pf[NP], pu[NP], pc[NP];
     int groups = 0, gu = 0, gc = 0, sibs = 0, su = 0;
@@ -427,6 +428,30 @@ static void test_split_groups(void) {
     CHECK(own == 1 && memcmp(lo, lf, sizeof lo) == 0 && ow <= 2e-5,
           "split weight gradients written out: %d kernels with member 1's own loads (want 1), losses %s, params %.3g",
           own, memcmp(lo, lf, sizeof lo) == 0 ? "the same" : "differ", ow);
+}
+
+/* The split group over 1024 rows and widths of 64 (multiples of the
+ * small tiles, K split in ranges of 512) loads its operands 4 at a time, as
+ * gpt_small's q, k and v weight gradients do (ops_matmul.c's vec4_load),
+ * and gives the bits of one load an element. */
+static void test_split_group_loads(void) {
+    enum { NP = 3 * SI_MOST * SO_MOST + SO_MOST };
+    static float p4[NP], p1[NP];
+    float l4[3], l1[3];
+    int a4 = 0, b4 = 0, a1 = 0;
+    SR = 1024, SI = 64, SO = 64;
+    CHECK_OK(split_train(TG_BACKEND_WEBGPU, l4, p4, "ranges: partial products", &a4, false));
+    CHECK(a4 == 1, "split group over 1024 rows: %d first phases of a split group (want 1)", a4);
+    CHECK_OK(split_train(TG_BACKEND_WEBGPU, l4, p4, "pa0 = ld0v", &a4, false));
+    CHECK_OK(split_train(TG_BACKEND_WEBGPU, l4, p4, "pb0 = ld1v", &b4, false));
+    tg_wgsl_matmul_test_ld4(0);
+    CHECK_OK(split_train(TG_BACKEND_WEBGPU, l1, p1, "pa0 = ld0v", &a1, false));
+    tg_wgsl_matmul_test_ld4(-1);
+    SR = 1100, SI = 40, SO = 48;
+    bool same = memcmp(l4, l1, sizeof l4) == 0 && memcmp(p4, p1, sizeof p4) == 0;
+    CHECK(a4 == 1 && b4 == 1 && a1 == 0 && same,
+          "split group over 1024 rows: %d and %d kernels load A and B 4 at a time (want 1 and 1; off: %d), the bits %s", a4, b4,
+          a1, same ? "the same" : "differ");
 }
 
 /* ---- a product leading a group of products of one other A ---- */
@@ -796,6 +821,7 @@ int main(void) {
     test_exact_bindings();
     test_matmul_group();
     test_split_groups();
+    test_split_group_loads();
     test_lead_groups();
     test_step_check_tail();
     test_chain_memory();

@@ -501,15 +501,23 @@ static bool vec4_store(const mm_geom *g, const mm_cfg *c, int split, bool epilog
  * follows, the step took 36.25 / 36.02 / 36.12 ms against 36.38 / 36.23 /
  * 36.18 (alternated, another H100), and on a third 36.12 / 36.15 / 36.13
  * against 36.37 / 36.39 / 36.43 with one load an element everywhere.
+ * The groups of split products (`split_group`: the q, k and v weight
+ * gradients, whose workgroups walk K of 1184) take ld4 too: their 6
+ * kernels 2.49 -> 2.16 ms a step (TG_WG_PROFILE), the step 36.08 / 36.06
+ * / 35.84 -> 35.76 / 35.78 / 35.66 ms (alternated, an H100). The single
+ * split products did not gain with it, whether A, B or both load 4 at a
+ * time: [384, 1536] 2.99 -> 4.21, 3.59, 3.27 ms, [1536, 384] 2.98 ->
+ * 3.57, 4.23, 3.21, the step 35.61 / 35.81 -> 37.77 / 37.85, 37.82 / 37.86,
+ * 36.33 / 36.24.
  * TG_WGSL_MM_LD4=0 loads one element at a time everywhere, =all 4 at a
  * time wherever it can (for measuring). */
 static int test_ld4 = -1;
 
 void tg_wgsl_matmul_test_ld4(int mode) { test_ld4 = mode; }
 
-static bool vec4_load(const mm_geom *g, const mm_cfg *c, int j, long long kc, bool epi) {
+static bool vec4_load(const mm_geom *g, const mm_cfg *c, int j, long long kc, bool epi, bool split_group) {
     int mode = test_ld4 >= 0 ? test_ld4 : tg_wgsl_knob("TG_WGSL_MM_LD4", (const char *const[]){"0", "all", NULL}, -1);
-    if (mode == 0 || (mode != 1 && kc < 2048 && !(g->tb && !epi))) return false;
+    if (mode == 0 || (mode != 1 && kc < 2048 && !(g->tb && !epi) && !split_group)) return false;
     if (j == 0) return c->bm * c->bk % 1024 == 0 && (g->ta ? g->M : g->K) % 4 == 0 && g->sa % 4 == 0;
     return c->bk * c->bn % 1024 == 0 && (g->tb ? g->K : g->N) % 4 == 0 && g->sb % 4 == 0;
 }
@@ -520,17 +528,17 @@ bool tg_wgsl_matmul_vec4_load(const tg_graph *gr, int id, int j, bool epilogue) 
     mm_geom g = geometry(gr, n);
     mm_cfg c = choose(&g);
     int s = split_of(&g, &c, 1);
-    return vec4_load(&g, &c, j, s > 1 ? k_per_split(&g, &c, s) : g.K, epilogue);
+    return vec4_load(&g, &c, j, s > 1 ? k_per_split(&g, &c, s) : g.K, epilogue, false);
 }
 
 /* The vec4 views of a product kernel's bindings (one product, a group or a
  * sum): its outputs nodes[first[0] ..+ cnt[0]) take st4 where `st4` and
  * every one of them allows it, its As and Bs (first[1], first[2]) ld4
  * where the rule and every one of them allow it (none where cnt is 0). */
-static void views(wk *k, const mm_geom *g, const mm_cfg *c, long long kc, bool st4, const int *nodes, int n,
-                  const int *bind_of, const int64_t *off, const int first[3], const int cnt[3]) {
+static void views(wk *k, const mm_geom *g, const mm_cfg *c, long long kc, bool split_group, bool st4, const int *nodes,
+                  int n, const int *bind_of, const int64_t *off, const int first[3], const int cnt[3]) {
     for (int a = 0; a < 3; a++) {
-        bool ok = cnt[a] > 0 && (a == 0 ? st4 : vec4_load(g, c, a - 1, kc, k->epilogue));
+        bool ok = cnt[a] > 0 && (a == 0 ? st4 : vec4_load(g, c, a - 1, kc, k->epilogue, split_group));
         for (int q = 0; q < cnt[a] && ok; q++) ok = tg_wk_vec4_ok(k, nodes, n, bind_of, off, first[a] + q);
         for (int q = 0; q < cnt[a] && ok; q++) k->vec4_bind |= 1u << bind_of[first[a] + q];
         if (ok && a == 0) k->st4 = true;
@@ -545,7 +553,7 @@ void tg_wgsl_matmul_views(wk *k, const int *nodes, int n, const int *bind_of, co
     mm_cfg c = choose(&g);
     int s = split_of(&g, &c, 1);
     bool st4 = k->phase == 0 && vec4_store(&g, &c, s, k->epilogue, true);
-    views(k, &g, &c, s > 1 ? k_per_split(&g, &c, s) : g.K, st4, nodes, n, bind_of, elem_off,
+    views(k, &g, &c, s > 1 ? k_per_split(&g, &c, s) : g.K, false, st4, nodes, n, bind_of, elem_off,
           (const int[3]){0, at[0], at[1]}, (const int[3]){1, at[0] >= 0, at[1] >= 0});
 }
 
@@ -635,8 +643,9 @@ static bool tiled(wk *k, const mm_geom *g, const mm_cfg *c, int split, int membe
      * weight gradients (K = 16384 in 11 ranges of 1504) had kept them all. */
     x.exact = g->M % c->bm == 0 && g->N % c->bn == 0 && g->K % c->bk == 0 && kc % c->bk == 0 && (split - 1) * kc < g->K;
     x.st4 = k->st4 && x.exact && split == 1 && vec4_store(g, c, split, k->epilogue, members == 1 && terms == 1);
-    x.ld4a = (k->ld4 & 1) && x.exact && vec4_load(g, c, 0, kc, k->epilogue);
-    x.ld4b = (k->ld4 & 2) && x.exact && vec4_load(g, c, 1, kc, k->epilogue);
+    bool sg = split > 1 && members > 1;
+    x.ld4a = (k->ld4 & 1) && x.exact && vec4_load(g, c, 0, kc, k->epilogue, sg);
+    x.ld4b = (k->ld4 & 2) && x.exact && vec4_load(g, c, 1, kc, k->epilogue, sg);
     if (g->tb) x.bpad = c->bn / 4 + 1; /* k-fastest stores into Bs */
     int shared = 16 * c->bk * (x.apad + x.bpad);
     if (!grid(k, g, c, split, members, shared)) return false;
@@ -832,8 +841,8 @@ static bool multi(wk *k, const char *what, int label, const int *mm, int n, cons
     mm_geom g = geometry(gr, &gr->nodes[mm[0]]);
     mm_cfg c = choose(&g);
     int used[3] = {use[0] ? cnt[0] : 0, use[1] ? cnt[1] : 0, use[2] ? cnt[2] : 0};
-    views(k, &g, &c, split > 1 ? k_per_split(&g, &c, split) : g.K, split < 2 && vec4_store(&g, &c, 1, false, false), nodes, nn,
-          bind_of, off, first, used);
+    views(k, &g, &c, split > 1 ? k_per_split(&g, &c, split) : g.K, split > 1 && members > 1,
+          split < 2 && vec4_store(&g, &c, 1, false, false), nodes, nn, bind_of, off, first, used);
     tg_wk_declare(k, "u32", written, 0, split > 1);
     if (split > 1) {
         tg_kernel_spec *sp = k->spec;
