@@ -770,24 +770,23 @@ static int test_groups = -1;
 
 void tg_wgsl_matmul_test_groups(int lead) { test_groups = lead; }
 
-/* A product of at most LEAD_MACS multiply-adds may lead a group of
- * products of one other A, as an attention block's output projection does
- * its q, k and v: one dispatch instead of two, which small models pay for.
- * On an H100 (two runs each) the addition transformer's step took 0.860 /
- * 0.842 ms led against 0.907 / 0.905 (94 dispatches against 100); but
- * gpt_small's, whose four [384, 384] weight gradients then split K 11 ways
- * together (28.7 - 36.1 TFLOP/s) where the three took 14 (33.7 - 36.3) and
- * the projection 43 (30.1), 37.81 / 37.64 against 37.39 / 37.35 ms.
- * TG_WGSL_MM_GROUP=lead lets every product lead, =shared none (for
- * measuring). */
-#define LEAD_MACS (1LL << 24)
-
+/* A product may lead a group of products of one other A, as an attention
+ * block's output projection does its q, k and v: one dispatch instead of
+ * two. On an H100 (two runs each) the addition transformer's step took
+ * 0.860 / 0.842 ms led against 0.907 / 0.905 (94 dispatches against 100).
+ * gpt_small's four [384, 384] weight gradients then split K 11 ways
+ * together, where the three took 14 ranges and the projection 43: while
+ * every split product loaded one element at a time, that was slower
+ * (37.81 / 37.64 ms against 37.39 / 37.35), so only products of at most
+ * 2^24 multiply-adds led; with the split groups loading 4 at a time
+ * (vec4_load) it is faster: 35.45 / 35.46 / 35.44 ms against 35.78 /
+ * 35.78 / 35.73 (alternated, an H100), 194 dispatches instead of 206.
+ * TG_WGSL_MM_GROUP=shared lets no product lead (for measuring; =lead is
+ * the default). */
 bool tg_wgsl_matmul_group_lead(const tg_graph *g, int id) {
+    (void)g, (void)id;
     if (test_groups >= 0) return test_groups == 1;
-    int knob = tg_wgsl_knob("TG_WGSL_MM_GROUP", (const char *const[]){"0", "lead", "shared", NULL}, -1);
-    if (knob == 1 || knob == 2) return knob == 1;
-    mm_geom m = geometry(g, &g->nodes[id]);
-    return m.M * m.N * m.K * m.batch <= LEAD_MACS;
+    return tg_wgsl_knob("TG_WGSL_MM_GROUP", (const char *const[]){"0", "lead", "shared", NULL}, -1) != 2;
 }
 
 int tg_wgsl_matmul_group_inputs(const tg_graph *gr, const int *mm, int n) {
