@@ -176,7 +176,13 @@ static mm_cfg choose_tile(const mm_geom *g) {
  * gains). 1 = no split. Ranges for at most two workgroups per
  * multiprocessor instead (floor(264 / tiles): the 384 x 1536 weight
  * gradients in 7 ranges, 384 x 384 in 29) measured no faster on the H200:
- * gpt_small 36.99 / 36.96 ms against 36.90 / 36.81 (alternated). */
+ * gpt_small 36.99 / 36.96 ms against 36.90 / 36.81 (alternated). Nor
+ * did fewer ranges once long ranges loaded 4 at a time (vec4_load: at K
+ * 2048 a range): capping the 11 ranges of the [384, 1536] and [1536, 384]
+ * weight gradients and the groups of four [384, 384] at 6, 7 or 8, the
+ * step took 37.62 / 37.33, 36.19 / 35.91, 38.91 / 38.58 ms against 35.46 /
+ * 35.23 (an H100, alternated; with 8 the single products ran at 27
+ * TFLOP/s instead of 39). */
 static int split_of(const mm_geom *g, const mm_cfg *c, int members) {
     int forced = tg_wgsl_knob_int("TG_WGSL_MM_SPLIT", 0);
     if (test_split > 0) return test_split;
