@@ -150,7 +150,7 @@ if "$tg" devices | grep -q 'features:.* subgroups'; then
     fi
 fi
 # The addition transformer's plan: at most 94 dispatches per step (its
-# small products lead groups: tg_wgsl_matmul_group_lead) and no more than
+# output projections lead groups: tg_wgsl_matmul_groups_led) and no more than
 # today's 10388224 planned bytes.
 out=$("$tg" plan addition --backend webgpu --json 2>&1)
 d=$(printf '%s' "$out" | sed -n 's/.*"dispatches": \([0-9]*\).*/\1/p')

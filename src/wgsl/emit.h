@@ -294,9 +294,9 @@ bool tg_wgsl_matmul_vec4_load(const tg_graph *g, int id, int j, bool epilogue);
  * same A (or with !same_a, one of the same shape), different Bs of one
  * shape, the same transposes. */
 bool tg_wgsl_matmul_groupable(const tg_graph *g, int a, int b, bool same_a);
-/* Whether product id may lead a group of products of one other A: a small
- * one (ops_matmul.c), or any with TG_WGSL_MM_GROUP=lead or the test hook. */
-bool tg_wgsl_matmul_group_lead(const tg_graph *g, int id);
+/* Whether a product may lead a group of products of one other A: yes
+ * (ops_matmul.c), unless TG_WGSL_MM_GROUP=shared or the test hook says no. */
+bool tg_wgsl_matmul_groups_led(void);
 /* How many different As the products mm[0..n) read. */
 int tg_wgsl_matmul_group_inputs(const tg_graph *g, const int *mm, int n);
 /* The K-ranges of the group mm[0..n) (1: one dispatch; else two phases

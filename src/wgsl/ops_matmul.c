@@ -789,8 +789,7 @@ void tg_wgsl_matmul_test_groups(int lead) { test_groups = lead; }
  * 35.78 / 35.73 (alternated, an H100), 194 dispatches instead of 206.
  * TG_WGSL_MM_GROUP=shared lets no product lead (for measuring; =lead is
  * the default). */
-bool tg_wgsl_matmul_group_lead(const tg_graph *g, int id) {
-    (void)g, (void)id;
+bool tg_wgsl_matmul_groups_led(void) {
     if (test_groups >= 0) return test_groups == 1;
     return tg_wgsl_knob("TG_WGSL_MM_GROUP", (const char *const[]){"0", "lead", "shared", NULL}, -1) != 2;
 }
@@ -892,7 +891,7 @@ static bool multi(wk *k, const char *what, int label, const int *mm, int n, cons
 }
 
 /* C_q = op(A_q) op(B_q) for members mm[0..n), whose As are one (or, led
- * by a product of another A, two: tg_wgsl_matmul_group_lead): one
+ * by a product of another A, two: tg_wgsl_matmul_groups_led): one
  * dispatch, or with K split (tg_wgsl_matmul_group_split > 1) phase
  * k->phase of two, the members' partial products one after another in the
  * workspace (the q, k and v weight gradients: two dispatches instead of

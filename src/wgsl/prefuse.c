@@ -326,7 +326,7 @@ static bool group_ok(const tg_fuse_graph *x, const int *mm, int n, const tg_wgsl
  * program's largest otherwise.
  * Products of one A with Bs of one shape, none of them wanted by an
  * elementwise epilogue: greedily, in node order, up to the bindings. With
- * tg_wgsl_matmul_group_lead, the first may have an A of its own (the
+ * tg_wgsl_matmul_groups_led, the first may have an A of its own (the
  * others still share one, so a group never reaches past them into
  * another layer's products). */
 static void product_groups(const tg_fuse_graph *x, tg_fusion *f, const tg_wgsl_limits *lim, fz_pregroup *pre) {
@@ -336,11 +336,11 @@ static void product_groups(const tg_fuse_graph *x, tg_fusion *f, const tg_wgsl_l
         int64_t w = 0;
         if (tg_plan_runs(x->g, i) && tg_wgsl_phases(x->g, i, lim, &w) > 1 && w > most) most = w;
     }
+    bool lead = tg_wgsl_matmul_groups_led();
     for (int i = 0; i < x->g->n && cap >= 2; i++) {
         if (tg_fuse_node(x, i)->op != TG_OP_MATMUL || !tg_fuse_free(x, i) || !tg_plan_runs(x->g, i) || wanted_after(x, i))
             continue;
         int mm[FZ_MM_MAX] = {i}, n = 1, split = 1, s;
-        bool lead = tg_wgsl_matmul_group_lead(x->g, i);
         for (int j = i + 1; j < x->g->n && n < cap; j++) {
             /* led: the second member sets the A the rest share */
             bool ok = n == 1 ? tg_wgsl_matmul_groupable(x->g, i, j, !lead) : tg_wgsl_matmul_groupable(x->g, mm[1], j, true);

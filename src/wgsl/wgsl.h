@@ -215,7 +215,7 @@ void tg_wgsl_program_free(tg_wgsl_program *p);
 void tg_wgsl_set_fusion(int on);
 bool tg_wgsl_fusion_enabled(void);
 /* TG_WGSL_MM_GROUP=0 turns the sums and groups of products off, for
- * measuring (=lead and =shared: tg_wgsl_matmul_group_lead). */
+ * measuring (=lead and =shared: tg_wgsl_matmul_groups_led). */
 bool tg_wgsl_mm_groups_enabled(void);
 
 /* An end-of-step writeback (src's value into dst's memory) as a copy kernel.
