@@ -195,9 +195,20 @@ static int split_of(const mm_geom *g, const mm_cfg *c, int members) {
     return s < 2 ? 1 : (int)s;
 }
 
+/* The K a workgroup walks: all of it, or with s ranges a range (a multiple of BK). */
 static long long k_per_split(const mm_geom *g, const mm_cfg *c, int s) {
+    if (s < 2) return g->K;
     long long kc = (g->K + s - 1) / s;
     return (kc + c->bk - 1) / c->bk * c->bk;
+}
+
+/* M, N, K and the K-ranges multiples of the tile, every range non-empty:
+ * no bounds checks (a last, shorter range still ends on a slice). On the
+ * H200 this took gpt_small's step from 46.5 to 43.6 ms: its split weight
+ * gradients (K = 16384 in 11 ranges of 1504) had kept them all. */
+static bool exact_tiles(const mm_geom *g, const mm_cfg *c, int split) {
+    long long kc = k_per_split(g, c, split);
+    return g->M % c->bm == 0 && g->N % c->bn == 0 && g->K % c->bk == 0 && kc % c->bk == 0 && (split - 1) * kc < g->K;
 }
 
 int tg_wgsl_matmul_split(const tg_graph *gr, int id, int64_t *work_bytes) {
@@ -521,9 +532,12 @@ static int test_ld4 = -1;
 
 void tg_wgsl_matmul_test_ld4(int mode) { test_ld4 = mode; }
 
-static bool vec4_load(const mm_geom *g, const mm_cfg *c, int j, long long kc, bool epi, bool split_group) {
+static bool vec4_load(const mm_geom *g, const mm_cfg *c, int j, int split, int members, bool epi) {
     int mode = test_ld4 >= 0 ? test_ld4 : tg_wgsl_knob("TG_WGSL_MM_LD4", (const char *const[]){"0", "all", NULL}, -1);
-    if (mode == 0 || (mode != 1 && kc < 2048 && !(g->tb && !epi) && !split_group)) return false;
+    long long kc = k_per_split(g, c, split);
+    bool split_group = split > 1 && members > 1;
+    if (mode == 0 || !exact_tiles(g, c, split)) return false;
+    if (mode != 1 && kc < 2048 && !(g->tb && !epi) && !split_group) return false;
     if (j == 0) return c->bm * c->bk % 1024 == 0 && (g->ta ? g->M : g->K) % 4 == 0 && g->sa % 4 == 0;
     return c->bk * c->bn % 1024 == 0 && (g->tb ? g->K : g->N) % 4 == 0 && g->sb % 4 == 0;
 }
@@ -533,18 +547,17 @@ bool tg_wgsl_matmul_vec4_load(const tg_graph *gr, int id, int j, bool epilogue) 
     if (n->op != TG_OP_MATMUL || n->dtype != TG_F32) return false;
     mm_geom g = geometry(gr, n);
     mm_cfg c = choose(&g);
-    int s = split_of(&g, &c, 1);
-    return vec4_load(&g, &c, j, s > 1 ? k_per_split(&g, &c, s) : g.K, epilogue, false);
+    return vec4_load(&g, &c, j, split_of(&g, &c, 1), 1, epilogue);
 }
 
 /* The vec4 views of a product kernel's bindings (one product, a group or a
  * sum): its outputs nodes[first[0] ..+ cnt[0]) take st4 where `st4` and
  * every one of them allows it, its As and Bs (first[1], first[2]) ld4
  * where the rule and every one of them allow it (none where cnt is 0). */
-static void views(wk *k, const mm_geom *g, const mm_cfg *c, long long kc, bool split_group, bool st4, const int *nodes,
-                  int n, const int *bind_of, const int64_t *off, const int first[3], const int cnt[3]) {
+static void views(wk *k, const mm_geom *g, const mm_cfg *c, int split, int members, bool st4, const int *nodes, int n,
+                  const int *bind_of, const int64_t *off, const int first[3], const int cnt[3]) {
     for (int a = 0; a < 3; a++) {
-        bool ok = cnt[a] > 0 && (a == 0 ? st4 : vec4_load(g, c, a - 1, kc, k->epilogue, split_group));
+        bool ok = cnt[a] > 0 && (a == 0 ? st4 : vec4_load(g, c, a - 1, split, members, k->epilogue));
         for (int q = 0; q < cnt[a] && ok; q++) ok = tg_wk_vec4_ok(k, nodes, n, bind_of, off, first[a] + q);
         for (int q = 0; q < cnt[a] && ok; q++) k->vec4_bind |= 1u << bind_of[first[a] + q];
         if (ok && a == 0) k->st4 = true;
@@ -559,7 +572,7 @@ void tg_wgsl_matmul_views(wk *k, const int *nodes, int n, const int *bind_of, co
     mm_cfg c = choose(&g);
     int s = split_of(&g, &c, 1);
     bool st4 = k->phase == 0 && vec4_store(&g, &c, s, k->epilogue, true);
-    views(k, &g, &c, s > 1 ? k_per_split(&g, &c, s) : g.K, false, st4, nodes, n, bind_of, elem_off,
+    views(k, &g, &c, s, 1, st4, nodes, n, bind_of, elem_off,
           (const int[3]){0, at[0], at[1]}, (const int[3]){1, at[0] >= 0, at[1] >= 0});
 }
 
@@ -642,16 +655,11 @@ static void note_work(wk *k, const mm_geom *g, double flops) {
  * ld0 and ld1 whose A and B they read. */
 static bool tiled(wk *k, const mm_geom *g, const mm_cfg *c, int split, int members, int terms) {
     mm_ctx x = {g, c, false, c->bm / 4 + 1, c->bn / 4, "", false, false, false};
-    long long kc = split > 1 ? k_per_split(g, c, split) : g->K;
-    /* M, N, K and the K-ranges multiples of the tile, every range non-empty:
-     * no bounds checks (a last, shorter range still ends on a slice). On
-     * the H200 this took gpt_small's step from 46.5 to 43.6 ms: its split
-     * weight gradients (K = 16384 in 11 ranges of 1504) had kept them all. */
-    x.exact = g->M % c->bm == 0 && g->N % c->bn == 0 && g->K % c->bk == 0 && kc % c->bk == 0 && (split - 1) * kc < g->K;
+    long long kc = k_per_split(g, c, split);
+    x.exact = exact_tiles(g, c, split);
     x.st4 = k->st4 && x.exact && split == 1 && vec4_store(g, c, split, k->epilogue, members == 1 && terms == 1);
-    bool sg = split > 1 && members > 1;
-    x.ld4a = (k->ld4 & 1) && x.exact && vec4_load(g, c, 0, kc, k->epilogue, sg);
-    x.ld4b = (k->ld4 & 2) && x.exact && vec4_load(g, c, 1, kc, k->epilogue, sg);
+    x.ld4a = (k->ld4 & 1) != 0; /* views() decided, with this split and these members */
+    x.ld4b = (k->ld4 & 2) != 0;
     if (g->tb) x.bpad = c->bn / 4 + 1; /* k-fastest stores into Bs */
     int shared = 16 * c->bk * (x.apad + x.bpad);
     if (!grid(k, g, c, split, members, shared)) return false;
@@ -845,8 +853,8 @@ static bool multi(wk *k, const char *what, int label, const int *mm, int n, cons
     mm_geom g = geometry(gr, &gr->nodes[mm[0]]);
     mm_cfg c = choose(&g);
     int used[3] = {use[0] ? cnt[0] : 0, use[1] ? cnt[1] : 0, use[2] ? cnt[2] : 0};
-    views(k, &g, &c, split > 1 ? k_per_split(&g, &c, split) : g.K, split > 1 && members > 1,
-          split < 2 && vec4_store(&g, &c, 1, false, false), nodes, nn, bind_of, off, first, used);
+    views(k, &g, &c, split, members, split < 2 && vec4_store(&g, &c, 1, false, false), nodes, nn, bind_of, off, first,
+          used);
     tg_wk_declare(k, "u32", written, 0, split > 1);
     if (split > 1) {
         tg_kernel_spec *sp = k->spec;

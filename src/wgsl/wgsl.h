@@ -140,7 +140,7 @@ void tg_wgsl_matmul_test_st4(int mode);
 void tg_wgsl_matmul_test_ld4(int mode);
 /* Tests: products compiled from now on may lead a group of products of
  * one other A (1, as TG_WGSL_MM_GROUP=lead) or not (0, as =shared); -1
- * goes back to TG_WGSL_MM_GROUP, by default small products only. */
+ * goes back to TG_WGSL_MM_GROUP, by default every product. */
 void tg_wgsl_matmul_test_groups(int lead);
 tg_status tg_wgsl_emit_phase(const tg_graph *g, const tg_plan *plan, const tg_wgsl_fused *f, int phase, int64_t work_bytes,
                              const tg_wgsl_limits *lim, tg_kernel_spec *out);
