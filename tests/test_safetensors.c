@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "fixtures/checkpoint_v1.h"
 #include "io/safetensors.h"
 #include "session.h"
 #include "util/util.h"
@@ -1102,6 +1103,65 @@ done:
     close_run(&a);
 }
 
+/* Files an earlier release wrote (tests/fixtures/make_checkpoint_v1.sh, at
+ * checkpoint format 1) still load: the full checkpoint into a session of
+ * the same spec, with its step, schedule position, seed, schedule, params
+ * and optimizer state; the weights file into a training and a forward
+ * session. */
+static tg_tensor v1_fwd(tg_graph *g, void *u) {
+    v1_net *n = u;
+    return tg_linear_fwd(g, &n->l2, tg_tanh(tg_linear_fwd(g, &n->l1, tg_input(g, "x"))));
+}
+
+static void v1_fixtures(void) {
+    v1_net n;
+    tg_session *s = v1_session(&n, 99);
+    CHECK(s != NULL, "the fixture's session: %s", tg_last_error());
+    if (!s) return;
+    const char *ck = fixture("checkpoint_v1.safetensors");
+    tg_safetensors *f = NULL;
+    CHECK_OK(tg_safetensors_read(ck, &f));
+    CHECK(f && tg_safetensors_meta(f, "format") && strcmp(tg_safetensors_meta(f, "format"), "tensorgrad-checkpoint-1") == 0,
+          "the fixture is not of format 1");
+    CHECK_OK(tg_session_load(s, ck));
+    CHECK(tg_session_step_count(s) == V1_STEPS && s->lr_start == V1_SET_LR_AFTER && tg_session_seed(s) == V1_SEED,
+          "after loading format 1: step %lld, lr_start %lld, seed %llu", (long long)tg_session_step_count(s),
+          (long long)s->lr_start, (unsigned long long)tg_session_seed(s));
+    tg_lr later = v1_later_lr();
+    for (int64_t t = 1; t < 12; t++)
+        CHECK(tg_lr_at(s->lr, t) == tg_lr_at(&later, t), "the loaded schedule differs at step %lld", (long long)t);
+    /* Saved again (in the current format), every tensor is the fixture's, bit for bit. */
+    const char *again = tmp_path("v1_again.safetensors");
+    CHECK_OK(tg_session_save(s, again));
+    tg_safetensors *g = NULL;
+    CHECK_OK(tg_safetensors_read(again, &g));
+    CHECK(f && g && tg_safetensors_count(f) == tg_safetensors_count(g), "tensor counts differ after loading format 1");
+    for (int i = 0; f && g && i < tg_safetensors_count(f); i++) {
+        const tg_st_tensor *a = tg_safetensors_tensor(f, i), *b = tg_safetensors_find(g, a->name);
+        CHECK(b && tg_shape_eq(a->shape, b->shape) &&
+                  memcmp(a->data, b->data, (size_t)tg_st_nbytes(a->dtype, a->shape)) == 0,
+              "tensor '%s' differs after loading format 1", a->name);
+    }
+    tg_safetensors_free(g);
+    for (int64_t t = V1_STEPS + 1; t <= V1_STEPS + 2; t++) CHECK_OK(v1_step(s, t));
+
+    /* The weights file, into a training session and a forward one. */
+    const char *w = fixture("weights_v1.safetensors");
+    CHECK_OK(tg_session_load_params(s, w));
+    float l1w[V1_IN * V1_HID];
+    CHECK_OK(tg_session_get_param(s, "l1.W", l1w, V1_IN * V1_HID));
+    const tg_st_tensor *want = f ? tg_safetensors_find(f, "l1.W") : NULL;
+    CHECK(want && memcmp(l1w, want->data, sizeof l1w) == 0, "the weights file of format 1 loaded other values");
+    tg_input_decl fin[] = {{"x", TG_F32, {2, {TG_BATCH, V1_IN}}}};
+    tg_forward *fw = NULL;
+    CHECK_OK(tg_forward_new(&(tg_forward_spec){.fn = v1_fwd, .user = &n, .inputs = fin, .n_inputs = 1, .model = n.m}, &fw));
+    CHECK_OK(tg_forward_load_params(fw, w));
+    tg_forward_free(fw);
+    tg_safetensors_free(f);
+    tg_session_free(s);
+    tg_model_free(n.m);
+}
+
 static void resumes(void) {
     const int N = 30, k = 11;
     resume("adam, linear lr", tg_adam(tg_lr_linear(2e-2f, 2e-3f, N)), false, N, k, 0, tg_lr_constant(0));
@@ -1139,6 +1199,7 @@ int main(void) {
     half_fixture();
     every_half();
     tensors_into_sessions();
+    v1_fixtures();
     /* clean up the scratch directory */
     DIR *d = opendir(dir);
     for (struct dirent *e; d && (e = readdir(d));) {
