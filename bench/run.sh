@@ -66,6 +66,15 @@ else
             -e 's/^{"model": "addition"/{"bench": "addition", "impl": "pytorch"/' | tee -a "$out" | sed 's/^/json: /'
 fi
 
+# The GPT-2-124M-shaped model (tg train gpt2) at B=4, T=256: ours, then
+# PyTorch CPU's from this folder's torch_ref.py (the shared copy may predate it).
+"${pin[@]}" "$build/tg" train gpt2 --batch 4 --seq 256 --bench 5 | grep '^{' | tee -a "$out" | sed 's/^/json: /' ||
+    echo "gpt2 on the CPU failed"
+if [ -n "$py" ]; then
+    ATEN_CPU_CAPABILITY=$aten OPENBLAS_NUM_THREADS=1 "${pin[@]}" "$py" "$here/torch_ref.py" cpu eager gpt2_b4_t256 2>/dev/null |
+        grep '^{' | sed 's/^{"model": "\([a-z0-9_]*\)"/{"bench": "\1", "impl": "pytorch"/' | tee -a "$out" | sed 's/^/json: /'
+fi
+
 # The digits CNN training step: ours, then PyTorch's on the same
 # model, batch and thread count (bench/digits_torch.py).
 "${pin[@]}" "$build/bench/digits_bench" 200 | tee -a "$out" | sed 's/^/json: /' || echo "digits_bench failed"
@@ -103,6 +112,8 @@ function field(line, key,   m) {
         pparam = field($0, "param_bytes"); pgrad = field($0, "grad_bytes"); pstate = field($0, "state_bytes")
         pscratch = field($0, "scratch_bytes") } }
 /"bench": "digits_cnn"/ { i = field($0, "impl"); dmed[i] = field($0, "median_step_ms"); dmin[i] = field($0, "min_step_ms") }
+/"bench": "gpt2_b4_t256"/ { i = field($0, "impl"); gmed[i] = field($0, "median_step_ms"); gmin[i] = field($0, "min_step_ms")
+    if (i == "tensorgrad") gcomp = field($0, "compile_ms") }
 /"bench": "gemm"/ { i = field($0, "impl"); n = field($0, "n"); g[i, n] = field($0, "gflops"); if (!(n in seen)) { seen[n] = 1; ns[++nn] = n } }
 function row(name, ours, theirs, gen) {
     printf "%-28s %14s %14s %12s", name, (ours != "") ? ours : "-", (theirs != "") ? theirs : "-",
@@ -130,6 +141,10 @@ END {
     printf "\n%-28s %14s %14s %12s\n", "digits CNN step (B=64)", "tensorgrad", "PyTorch CPU", "ours/theirs"
     row("  median ms", dmed["tensorgrad"], dmed["pytorch"], dmed["generic"])
     row("  min ms", dmin["tensorgrad"], dmin["pytorch"])
+    printf "\n%-28s %14s %14s %12s\n", "gpt2 step (B=4, T=256)", "tensorgrad", "PyTorch CPU", "ours/theirs"
+    row("  median ms", gmed["tensorgrad"], gmed["pytorch"])
+    row("  min ms", gmin["tensorgrad"], gmin["pytorch"])
+    if (gcomp != "") printf "  (our compile: %.1f s)\n", gcomp / 1e3
     printf "\n%-28s %14s %14s %12s\n", "sgemm GFLOP/s (median)", "tensorgrad", "OpenBLAS", "ours/theirs"
     for (k = 1; k <= nn; k++) {
         n = ns[k]; o = g["tensorgrad", n]; t = g["openblas", n]
@@ -137,7 +152,8 @@ END {
     }
     printf "\n(check_numerics rows: ours with every kernel checked, beside ours without; goal under 2x)\n"
     printf "\ntargets: sin MLP <= 0.25x PyTorch; addition <= 0.15x PyTorch and <= 11.6 MB planned (half of upstream'"'"'s\n"
-    printf "23.3 MB); digits CNN <= 0.3x PyTorch; GEMM >= 0.8x OpenBLAS at 1024^3 and up\n"
+    printf "23.3 MB); digits CNN <= 0.3x PyTorch; GEMM >= 0.8x OpenBLAS at 1024^3 and up; gpt2 (B=4, T=256) <= 0.6x\n"
+    printf "PyTorch on 16 cores\n"
     printf "CPU=avx2 targets: sin MLP <= 0.25x, addition <= 0.2x, digits CNN <= 0.3x PyTorch (avx2); sgemm >= 0.8x\n"
     printf "OpenBLAS-Haswell at 1024^3 and 2048^3\n"
 }' "$out"

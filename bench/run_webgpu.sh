@@ -8,6 +8,10 @@
 # torch.profiler's device times, both at the step's clocks); then the
 # bandwidth-bound kernels (layer norm forward and backward, column sums, in
 # each variant of src/wgsl/rows.c) against a copy.
+# The GPT-2-124M-shaped model (tg train gpt2; BENCH_MODELS names it
+# gpt2_b<B>_t<T>) runs at B=8 and B=16, T=1024, beside PyTorch eager,
+# torch.compile and bf16 autocast: step, planned bytes against PyTorch's
+# peak, compile time and the top of its kernel profile, all from one run.
 #   bench/run_webgpu.sh BUILD [TORCH_REF]     (env: PYTHON, BENCH_MODELS, GEMM_SIZES, ROWS_SHAPE)
 # TORCH_REF is ignored: the peer is this folder's torch_ref.py, which reports
 # torch.cuda.max_memory_allocated().
@@ -15,11 +19,12 @@ set -u
 build=${1:-build}
 here=$(cd "$(dirname "$0")" && pwd)
 torch_ref=$here/torch_ref.py
-models=${BENCH_MODELS:-mlp_sin addition gpt_small}
+models=${BENCH_MODELS:-mlp_sin addition gpt_small gpt2_b8_t1024 gpt2_b16_t1024}
 sizes=${GEMM_SIZES:-1024 2048 4096}
 rows_shape=${ROWS_SHAPE:-16384 384}
 out=$(mktemp)
-trap 'rm -f "$out"' EXIT
+prof=$(mktemp)
+trap 'rm -f "$out" "$prof"' EXIT
 
 "$build/tg" devices | sed 's/^/# /'
 for m in $models; do
@@ -27,6 +32,19 @@ for m in $models; do
     mlp_sin) args="sin --bench 200" ;;
     addition) args="addition --bench 100" ;;
     gpt_small) args="gpt_small --bench 30" ;;
+    gpt2_b*_t*)
+        # One run: the step times, the compile time and the profile of its
+        # 8th step, inside the warm-up (at least 10 steps) so that the
+        # timed steps run unprofiled.
+        b=${m#gpt2_b}; b=${b%_t*}; t=${m##*_t}
+        TG_WG_PROFILE=8 "$build/tg" train gpt2 --batch "$b" --seq "$t" --bench 10 --backend webgpu 2>"$prof" |
+            grep '^{' | tee -a "$out" | sed 's/^/json: /' || echo "$m: tensorgrad on WebGPU failed"
+        grep '^{"wg_profile"' "$prof" | sed "s/^{/{\"model\": \"$m\", /" >>"$out"
+        echo "top of $m's kernel profile (one step, GPU timestamps):"
+        awk '/^webgpu profile:/ { on = 1; print; next } on && /^  by kind:/ { k = 0; print; next }
+             on && /^  slowest:/ { s = 0; print; next } on && /^  products by shape/ { exit }
+             on && /^   / { if (s == "") { if (k++ < 10) print } else if (s++ < 12) print }' "$prof" | sed 's/^/  /'
+        continue ;;
     *) echo "unknown model $m"; continue ;;
     esac
     "$build/tg" train $args --backend webgpu | grep '^{' | tee -a "$out" | sed 's/^/json: /' ||
@@ -39,8 +57,8 @@ done
 # and so the table of products inside the step below 1.6 to 2 times too
 # slow; profiling the 20th, as the step runs them in two of two.
 case " $models " in *" gpt_small "*)
-    TG_WG_PROFILE=20 "$build/tg" train gpt_small --bench 10 --backend webgpu 2>&1 | grep '^{"wg_profile"' | tee -a "$out" |
-        sed 's/^/json: /' || echo "gpt_small's profile on WebGPU failed" ;;
+    TG_WG_PROFILE=20 "$build/tg" train gpt_small --bench 10 --backend webgpu 2>&1 | grep '^{"wg_profile"' |
+        sed 's/^{/{"model": "gpt_small", /' | tee -a "$out" | sed 's/^/json: /' || echo "gpt_small's profile on WebGPU failed" ;;
 esac
 "$build/bench/bench_tg" --gemm-webgpu $sizes | grep '^{' | tee -a "$out" | sed 's/^/json: /' || echo "gemm on WebGPU failed"
 "$build/bench/bench_tg" --gemm-shapes-webgpu | grep '^{' | tee -a "$out" | sed 's/^/json: /' || echo "gpt_small's products on WebGPU failed"
@@ -56,27 +74,29 @@ done
 if [ -z "$py" ]; then
     echo "PyTorch with CUDA not found: figures are ours alone"
 else
-    for mode in eager compile; do
-        prof=; [ $mode = eager ] && prof=1 # its products by shape, after the timed steps
-        TORCH_REF_PROFILE=$prof "$py" "$torch_ref" cuda $mode $models 2>/dev/null | grep '^{' |
-            sed 's/^{"model": "\([a-z_]*\)"/{"bench": "\1", "impl": "pytorch"/; s/"bench": "mlp_sin"/"bench": "sin_mlp"/' |
+    for mode in eager compile bf16; do
+        tp=; [ $mode = eager ] && tp=1 # its products by shape, after the timed steps
+        ms=$models; [ $mode = bf16 ] && ms=$(echo " $models " | sed 's/ mlp_sin / /; s/ addition / /')
+        TORCH_REF_PROFILE=$tp "$py" "$torch_ref" cuda $mode $ms 2>/dev/null | grep '^{' |
+            sed 's/^{"model": "\([a-z0-9_]*\)"/{"bench": "\1", "impl": "pytorch"/; s/"bench": "mlp_sin"/"bench": "sin_mlp"/' |
             sed "s/\"impl\": \"pytorch\"/\"impl\": \"pytorch_$mode\"/" | tee -a "$out" | sed 's/^/json: /'
     done
     "$py" "$here/torch_gemm.py" $sizes 2>/dev/null | grep '^{' | tee -a "$out" | sed 's/^/json: /'
     "$py" "$here/torch_gemm.py" --shapes 2>/dev/null | grep '^{' | tee -a "$out" | sed 's/^/json: /'
 fi
 
-awk '
+awk -v models="$models" '
 function field(line, key,   m) {
     if (match(line, "\"" key "\": *\"[^\"]*\"")) { m = substr(line, RSTART, RLENGTH); sub(/^[^:]*: *"/, "", m); sub(/"$/, "", m); return m }
     if (match(line, "\"" key "\": *[-0-9.e+]+")) { m = substr(line, RSTART, RLENGTH); sub(/^[^:]*: */, "", m); return m }
     return ""
 }
-function key(line) { return field(line, "m") " x " field(line, "n") " x " field(line, "k") }
+# products inside a step, by model and shape (ours: TG_WG_PROFILE; torch: torch.profiler)
+function key(line) { return field(line, "model") SUBSEP field(line, "m") " x " field(line, "n") " x " field(line, "k") }
 function pkey(k) { if (!(k in pseen)) { pseen[k] = 1; porder[++nprod] = k } }
 field($0, "wg_profile") == "product" { k = key($0); pkey(k); pms[k, "o"] += field($0, "ms"); pgf[k, "o"] += field($0, "gflop")
     pn[k] += field($0, "products"); next }
-field($0, "bench") == "torch_profile" { if (field($0, "model") != "gpt_small") next
+field($0, "bench") == "torch_profile" {
     k = key($0); pkey(k); pms[k, "t"] += field($0, "ms_per_step"); pgf[k, "t"] += field($0, "gflop_per_step")
     if (!(k in pn)) tn[k] += field($0, "products_per_step"); next }
 { b = field($0, "bench"); i = field($0, "impl")
@@ -92,21 +112,25 @@ field($0, "bench") == "torch_profile" { if (field($0, "model") != "gpt_small") n
       rus[k] = field($0, "us"); rgb[k] = field($0, "gbps"); rcopy[k] = field($0, "ratio_to_copy"); next
   }
   med[b, i] = field($0, "median_step_ms")
-  if (i == "tensorgrad") { disp[b] = field($0, "dispatches"); mb[b] = field($0, "planned_bytes") / 1e6 }
-  if (i == "pytorch_eager") peak[b] = field($0, "peak_bytes") / 1e6 }
+  if (i == "tensorgrad") { disp[b] = field($0, "dispatches"); mb[b] = field($0, "planned_bytes") / 1e6; comp[b] = field($0, "compile_ms") }
+  if (i ~ /^pytorch_/) peak[b, i] = field($0, "peak_bytes") / 1e6 }
 function r(a, b) { return (a != "" && b > 0) ? sprintf("%.2f", a / b) : "-" }
 function v(a) { return (a != "") ? a : "-" }
 END {
-    printf "\n%-24s %10s %10s %8s %10s %8s %6s %10s %10s %6s\n", "model", "ours ms", "eager ms", "ratio",
-        "compile ms", "ratio", "disp", "planned MB", "torch peak", "ratio"
-    n = split("sin_mlp addition gpt_small", names, " ")
+    printf "\n%-16s %9s %9s %6s %10s %6s %9s %6s %10s %10s %6s %10s %9s\n", "model", "ours ms", "eager ms", "ratio",
+        "compile ms", "ratio", "bf16 ms", "disp", "planned MB", "eager peak", "ratio", "compile pk", "compile s"
+    n = split(models, names, " ")
     for (k = 1; k <= n; k++) {
-        b = names[k]; p = b
-        o = med[b, "tensorgrad"]; t = med[p, "pytorch_eager"]; c = med[p, "pytorch_compile"]
+        b = names[k]; if (b == "mlp_sin") b = "sin_mlp"
+        o = med[b, "tensorgrad"]; t = med[b, "pytorch_eager"]; c = med[b, "pytorch_compile"]; h = med[b, "pytorch_bf16"]
         if (o == "" && t == "") continue
-        printf "%-24s %10s %10s %8s %10s %8s %6s %10s %10s %6s\n", b, v(o), v(t), r(o, t), v(c), r(o, c), v(disp[b]),
-            (o != "") ? sprintf("%.1f", mb[b]) : "-", (peak[p] != "") ? sprintf("%.1f", peak[p]) : "-", r(mb[b], peak[p])
+        pe = peak[b, "pytorch_eager"]; pc = peak[b, "pytorch_compile"]
+        printf "%-16s %9s %9s %6s %10s %6s %9s %6s %10s %10s %6s %10s %9s\n", b, v(o), v(t), r(o, t), v(c), r(o, c), v(h),
+            v(disp[b]), (o != "") ? sprintf("%.1f", mb[b]) : "-", (pe != "") ? sprintf("%.1f", pe) : "-", r(mb[b], pe),
+            (pc != "") ? sprintf("%.1f", pc) : "-", (comp[b] != "") ? sprintf("%.1f", comp[b] / 1e3) : "-"
     }
+    printf "(ratio: ours / theirs; planned MB: our whole plan, params, gradients, optimizer state and workspace included,\n"
+    printf " against torch.cuda.max_memory_allocated over the timed steps; compile s: our tg_session_new)\n"
     printf "\n%-10s %14s %14s %8s\n", "gemm n", "ours TFLOP/s", "torch.mm", "ratio"
     ns = split("'"$sizes"'", gs, " ")
     for (k = 1; k <= ns; k++) {
@@ -120,17 +144,20 @@ END {
             printf "%-8s %-28s %14s %14s %8s\n", sorder[k], sdesc[sorder[k]], v(o), v(t), (o != "" && t > 0) ? sprintf("%.2f", o / t) : "-"
         }
     }
-    if (nprod) {
-        printf "\n%-22s %8s %9s %9s %9s %9s %7s   (gpt_small'"'"'s products inside its step, M <= N)\n", "M x N x K", "per step",
-            "ours ms", "TFLOP/s", "torch ms", "TFLOP/s", "ratio"
+    for (mi = 1; mi <= n; mi++) {
+        model = names[mi]; so = st = 0; any = 0
         for (j = 1; j <= nprod; j++) {
+            split(porder[j], kk, SUBSEP); if (kk[1] != model) continue
             k = porder[j]; o = pms[k, "o"]; t = pms[k, "t"]; cnt = tn[k]
+            if (!any++) printf "\n%-22s %8s %9s %9s %9s %9s %7s   (%s'"'"'s products inside its step, M <= N)\n", "M x N x K",
+                "per step", "ours ms", "TFLOP/s", "torch ms", "TFLOP/s", "ratio", model
             if (k in pn) cnt = pn[k]
-            printf "%-22s %8s %9s %9s %9s %9s %7s\n", k, cnt, (o != "") ? sprintf("%.3f", o) : "-",
+            printf "%-22s %8s %9s %9s %9s %9s %7s\n", kk[2], cnt, (o != "") ? sprintf("%.3f", o) : "-",
                 (o > 0) ? sprintf("%.1f", pgf[k, "o"] / o) : "-", (t != "") ? sprintf("%.3f", t) : "-",
                 (t > 0) ? sprintf("%.1f", pgf[k, "t"] / t) : "-", (o > 0 && t > 0) ? sprintf("%.2f", t / o) : "-"
             if (o > 0 && t > 0) { so += o; st += t }
         }
+        if (!any) continue
         printf "%-22s %8s %9.3f %9s %9.3f %9s %7s   (ratio: torch ms / ours, our speed as a fraction of cuBLAS;\n", "shapes on both sides", "",
             so, "", st, "", (so > 0) ? sprintf("%.2f", st / so) : "-"
         printf "%-22s   the rows with no figure of ours are attention'"'"'s, which runs in our fused attention kernels)\n", ""
@@ -140,4 +167,5 @@ END {
         for (k = 1; k <= nrows; k++) printf "%-28s %10s %10s %8s\n", rorder[k], v(rus[rorder[k]]), v(rgb[rorder[k]]), v(rcopy[rorder[k]])
     }
     printf "\ntargets: gpt_small <= 1.0x eager (goal 0.8x), planned <= 0.6x torch peak, addition <= 1.0 ms and <= 100 dispatches, GEMM >= 0.75x torch.mm from 2048 and on gpt_small'"'"'s products\n"
+    printf "gpt2: <= 0.9x eager at B=8 and B=16 (goal <= 1.0x torch.compile), planned <= 0.5x eager peak, compile <= 10 s, products >= 0.85x cuBLAS inside the step\n"
 }' "$out"

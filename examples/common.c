@@ -64,20 +64,25 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 void ex_bench_report(const char *model, const tg_session *s, tg_backend be, double *ms, int n) {
+    ex_bench_report_compiled(model, s, be, ms, n, 0);
+}
+
+void ex_bench_report_compiled(const char *model, const tg_session *s, tg_backend be, double *ms, int n, double compile_s) {
     tg_plan_stats ps = {0};
     tg_session_plan_stats(s, &ps);
     qsort(ms, (size_t)n, sizeof *ms, cmp_double);
     /* Data parallel: the ranks and the all-reduce per step (every step's mean, warm-up included). */
     tg_comm_stats cs = {0};
-    char dp[200] = "";
+    char dp[200] = "", compile[48] = "";
+    if (compile_s > 0) snprintf(compile, sizeof compile, ", \"compile_ms\": %.1f", 1e3 * compile_s);
     if (tg_session_comm_stats(s, &cs) == TG_OK && cs.steps > 0)
         snprintf(dp, sizeof dp, ", \"ranks\": %d, \"allreduce_bytes\": %lld, \"allreduce_ms\": %.4f, \"exposed_ms\": %.4f",
                  cs.ranks, (long long)cs.bytes, 1e3 * cs.allreduce_s / (double)cs.steps,
                  1e3 * cs.exposed_s / (double)cs.steps);
     printf("{\"bench\": \"%s\", \"impl\": \"tensorgrad\", \"backend\": \"%s\", \"median_step_ms\": %.4f, "
-           "\"min_step_ms\": %.4f, \"steps\": %d, \"dispatches\": %d, \"planned_bytes\": %lld, \"naive_bytes\": %lld%s}\n",
+           "\"min_step_ms\": %.4f, \"steps\": %d, \"dispatches\": %d, \"planned_bytes\": %lld, \"naive_bytes\": %lld%s%s}\n",
            model, be == TG_BACKEND_WEBGPU ? "webgpu" : "cpu", n ? ms[n / 2] : 0.0, n ? ms[0] : 0.0, n,
-           ps.n_dispatches, (long long)ps.planned_bytes, (long long)ps.naive_bytes, dp);
+           ps.n_dispatches, (long long)ps.planned_bytes, (long long)ps.naive_bytes, compile, dp);
 }
 
 int ex_plan_report(const char *model, const tg_session *s, tg_backend be, int mode) {
@@ -112,6 +117,11 @@ int ex_plan_report(const char *model, const tg_session *s, tg_backend be, int mo
 }
 
 int ex_bench_loop(const char *model, tg_session *s, tg_backend be, const tg_feed *feeds, int n_feeds, int steps) {
+    return ex_bench_loop_compiled(model, s, be, feeds, n_feeds, steps, 0);
+}
+
+int ex_bench_loop_compiled(const char *model, tg_session *s, tg_backend be, const tg_feed *feeds, int n_feeds, int steps,
+                           double compile_s) {
     double *ms = calloc((size_t)steps + 1, sizeof(double));
     float loss;
     tg_status st = ms ? TG_OK : TG_ERR_NOMEM;
@@ -124,7 +134,7 @@ int ex_bench_loop(const char *model, tg_session *s, tg_backend be, const tg_feed
         st = tg_session_step(s, feeds, n_feeds, &loss); /* reading the loss waits for the step, as the peer's .item() */
         ms[i] = 1e3 * (ex_now() - t0);
     }
-    if (st == TG_OK) ex_bench_report(model, s, be, ms, steps);
+    if (st == TG_OK) ex_bench_report_compiled(model, s, be, ms, steps, compile_s);
     else fprintf(stderr, "error: %s\n", st == TG_ERR_NOMEM ? "out of memory" : tg_last_error());
     free(ms);
     return st == TG_OK ? 0 : 1;

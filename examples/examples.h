@@ -22,12 +22,14 @@ typedef struct {
     bool graph_compiled;    /* tg graph --compiled: the compiled graph (grad, optimizer, passes) */
     tg_comm *comm;          /* --dp (tg-mpi): the ranks training together; NULL alone */
     bool discard_grads;     /* --discard-grads: spec.discard_grads */
+    int64_t batch, seq;     /* --batch, --seq: the batch's rows and tokens a row; 0 = the example's default */
 } tg_example_opts;
 
 int example_sin(const tg_example_opts *o);
 int example_addition(const tg_example_opts *o);
 int example_names(const tg_example_opts *o);
 int example_gpt_small(const tg_example_opts *o);
+int example_gpt2(const tg_example_opts *o);
 int example_digits(const tg_example_opts *o);
 int example_vae(const tg_example_opts *o);
 int example_pokeformer(const tg_example_opts *o);
@@ -129,6 +131,8 @@ bool ex_data_path(const char *what, char *out, size_t n);
 /* Prints one JSON line for `make bench`: median/min of the n step times (ms,
  * sorted in place), dispatches per step and planned bytes. */
 void ex_bench_report(const char *model, const tg_session *s, tg_backend be, double *ms, int n);
+/* The same with the seconds tg_session_new took ("compile_ms"), when > 0. */
+void ex_bench_report_compiled(const char *model, const tg_session *s, tg_backend be, double *ms, int n, double compile_s);
 /* `tg plan`: the plan's totals by category and the dispatches per step of a
  * compiled, never-run session; mode 2 prints one JSON line with the keys
  * --bench uses (planned_bytes, naive_bytes, dispatches). Returns an exit code. */
@@ -144,5 +148,8 @@ int ex_plan_report(const char *model, const tg_session *s, tg_backend be, int mo
 /* Warms up, then times `steps` training steps on the same feeds (reading the
  * loss every step) and prints the JSON line. Returns an exit code. */
 int ex_bench_loop(const char *model, tg_session *s, tg_backend be, const tg_feed *feeds, int n_feeds, int steps);
+/* The same, reporting compile_s (the seconds tg_session_new took) too. */
+int ex_bench_loop_compiled(const char *model, tg_session *s, tg_backend be, const tg_feed *feeds, int n_feeds, int steps,
+                           double compile_s);
 #define EX_PI 3.14159265358979323846
 #endif

@@ -1,15 +1,22 @@
 /* The GPT decoder shared by the addition and gpt_small examples. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "gpt.h"
 
-void gpt_declare(gpt_model *net, tg_model *m, gpt_config c) {
+bool gpt_declare(gpt_model *net, tg_model *m, gpt_config c) {
     char name[64];
+    gpt_block *layers = c.layers > 0 ? realloc(net->layers, sizeof *layers * (size_t)c.layers) : net->layers;
+    if (c.layers > 0 && !layers) {
+        fprintf(stderr, "error: out of memory for %lld layers\n", (long long)c.layers);
+        return false;
+    }
+    net->layers = layers;
     net->cfg = c;
     net->tok_emb = tg_model_param(m, "tok_emb", TG_SHAPE(c.vocab, c.dim), tg_init_randn(0.02f));
     net->pos_emb = tg_model_param(m, "pos_emb", TG_SHAPE(c.seq, c.dim), tg_init_randn(0.02f));
-    for (int i = 0; i < c.layers && i < GPT_MAX_LAYERS; i++) {
+    for (int i = 0; i < c.layers; i++) {
         gpt_block *b = &net->layers[i];
 #define NAME(fmt) (snprintf(name, sizeof name, "layers.%d." fmt, i), name)
         b->ln1 = tg_layernorm_new(m, NAME("ln1"), c.dim);
@@ -23,6 +30,13 @@ void gpt_declare(gpt_model *net, tg_model *m, gpt_config c) {
 #undef NAME
     }
     net->lnf = tg_layernorm_new(m, "lnf", c.dim);
+    return true;
+}
+
+void gpt_free(gpt_model *net) {
+    free(net->layers);
+    net->layers = NULL;
+    net->cfg.layers = 0;
 }
 
 /* x [B, T, D] -> [B, T, D]: causal self-attention over H heads of D/H. */

@@ -7,8 +7,6 @@
 #define TG_EXAMPLE_GPT_H
 #include "tensorgrad.h"
 
-#define GPT_MAX_LAYERS 12
-
 typedef struct {
     int64_t vocab, dim, layers, heads, seq; /* seq: positions the model knows */
 } gpt_config;
@@ -21,12 +19,16 @@ typedef struct {
 typedef struct {
     gpt_config cfg;
     tg_param tok_emb, pos_emb;
-    gpt_block layers[GPT_MAX_LAYERS];
+    gpt_block *layers; /* cfg.layers of them, allocated by gpt_declare */
     tg_layernorm lnf;
 } gpt_model;
 
-/* Declares every param of the model in m. */
-void gpt_declare(gpt_model *net, tg_model *m, gpt_config cfg);
+/* Declares every param of the model in m, any number of layers. net's
+ * layers are (re)allocated: net starts zeroed (or from an earlier
+ * gpt_declare) and gpt_free releases them. Returns false, after printing
+ * why, when out of memory. */
+bool gpt_declare(gpt_model *net, tg_model *m, gpt_config cfg);
+void gpt_free(gpt_model *net);
 /* tokens i32 [B, T] (T <= seq) -> logits [B, T, vocab]. Captures the
  * attention of each layer as "attn.<i>" when `captures` is set. */
 tg_tensor gpt_forward(tg_graph *g, const gpt_model *net, tg_tensor tokens, bool captures);

@@ -35,7 +35,10 @@ int example_gpt_small(const tg_example_opts *o) {
     int64_t first, rows = ex_shard(o, B, &first);
     if (!rows) return 2;
     tg_model *m = tg_model_new();
-    gpt_declare(&net, m, (gpt_config){V, D, LAYERS, HEADS, T + 1});
+    if (!gpt_declare(&net, m, (gpt_config){V, D, LAYERS, HEADS, T + 1})) {
+        tg_model_free(m);
+        return 1;
+    }
     tg_input_decl in[] = {{"tokens", TG_I32, TG_SHAPE(rows, T)}, {"targets", TG_I32, TG_SHAPE(rows, T)}};
     tg_train_spec spec = {.model = m, .loss = loss_fn, .inputs = in, .n_inputs = 2,
                           .optim = tg_adamw(tg_lr_constant(1e-3f), 0.1f), .seed = o->seed, .backend = o->backend,
@@ -43,7 +46,10 @@ int example_gpt_small(const tg_example_opts *o) {
     spec.optim.clip_grad_norm = 1.0f;
     spec.discard_grads = o->discard_grads;
     tg_session *s = NULL;
-    if (tg_session_new(&spec, &s) != TG_OK) {
+    double t0 = ex_now();
+    tg_status made = tg_session_new(&spec, &s);
+    double compile_s = ex_now() - t0;
+    if (made != TG_OK) {
         fprintf(stderr, "error: %s\n", tg_last_error());
         tg_model_free(m);
         return 1;
@@ -59,7 +65,8 @@ int example_gpt_small(const tg_example_opts *o) {
     if (o->bench > 0) {
         for (int i = 0; i < B * T; i++) tok[i] = (int32_t)(ex_rand(&rng) % V), tgt[i] = (int32_t)(ex_rand(&rng) % V);
         tg_feed feeds[] = {TG_FEED("tokens", tok + first * T, rows * T), TG_FEED("targets", tgt + first * T, rows * T)};
-        rc = ex_bench_loop(o->discard_grads ? "gpt_small_discard_grads" : "gpt_small", s, o->backend, feeds, 2, o->bench);
+        rc = ex_bench_loop_compiled(o->discard_grads ? "gpt_small_discard_grads" : "gpt_small", s, o->backend, feeds, 2,
+                                    o->bench, compile_s);
         tg_session_free(s);
         tg_model_free(m);
         return rc;

@@ -26,7 +26,8 @@ done
 # --dp by a tg built without MPI: tg-mpi has it).
 for args in "train sin --checkpoint x.safetensors" "train sin --out x.png" "train names --bench 3" \
             "train sin --steps 0" "train sin --steps 12x" "train sin --plot loss.jpg" "graph sin --log x.csv" \
-            "train sin --compiled" "train sin --steps" "graph sin --dp" "train sin --dp"; do
+            "train sin --compiled" "train sin --steps" "graph sin --dp" "train sin --dp" "train sin --batch 4" \
+            "train gpt2 --batch 0" "train gpt2 --seq 1x" "plan sin --seq 8"; do
     out=$("$tg" $args 2>&1); rc=$?
     [ "$rc" -eq 2 ] && [[ "$out" == tg:* ]] && ok || bad "tg $args: exit $rc, '$out'"
 done

@@ -276,7 +276,21 @@ static void addition_plan(void) {
     tg_model_free(m);
 }
 
+/* examples/gpt.h takes any number of layers: 24 of them (the largest
+ * GPT-2 has 48) are all declared and all trained. */
+static void many_layers(void) {
+    config c = {.layers = 24, .threads = 1, .recompute = true, .t = 4, .b = 2};
+    result r;
+    CHECK(run(c, &r), "a GPT of 24 layers did not train");
+    tg_model *m = tg_model_new();
+    CHECK(gpt_declare(&net, m, (gpt_config){V, D, 24, 4, 5}), "gpt_declare of 24 layers failed");
+    CHECK(tg_model_find(m, "layers.23.mlp.down.W") >= 0 && tg_model_param_count(m) == 2 + 24 * 12 + 2,
+          "a GPT of 24 layers declared %d params", tg_model_param_count(m));
+    tg_model_free(m);
+}
+
 int main(void) {
+    many_layers();
     addition_plan();
     losses_unchanged();
     inference();

@@ -19,7 +19,8 @@ enum {
     OPT_BENCH = 1 << 0,      /* --bench N */
     OPT_CHECKPOINT = 1 << 1, /* --checkpoint PATH */
     OPT_OUT = 1 << 2,        /* --out FILE */
-    OPT_DISCARD = 1 << 3     /* --discard-grads */
+    OPT_DISCARD = 1 << 3,    /* --discard-grads */
+    OPT_SHAPE = 1 << 4       /* --batch N, --seq N */
 };
 static const struct example {
     const char *name;
@@ -32,6 +33,8 @@ static const struct example {
     {"digits", example_digits, OPT_BENCH, "CNN on the 8x8 handwritten digits; ends with 'test_accuracy=<value>'"},
     {"gpt_small", example_gpt_small, OPT_BENCH | OPT_DISCARD,
      "the 10.8M-param GPT of the benchmarks (V=65, D=384, 6 layers, T=256, B=64); for a GPU"},
+    {"gpt2", example_gpt2, OPT_BENCH | OPT_SHAPE,
+     "the GPT-2-124M-shaped benchmark (V=50257, D=768, 12 layers, T=1024, B=8); for a GPU"},
     {"names", example_names, 0, "character-level transformer over Debian's word list; ends with 'val_loss=<value>'"},
     {"sin", example_sin, OPT_BENCH, "1-64-64-1 MLP fitting sin(x); ends with 'final loss=<value>'"},
     {"vae", example_vae, OPT_OUT, "convolutional VAE on the digits; ends with 'test_elbo=<value>'"},
@@ -51,10 +54,11 @@ static int usage(FILE *f) {
             "usage: tg train <example> [--steps N] [--seed S] [--backend cpu|webgpu] [--threads N] [--quiet]\n"
             "                          [--log run.csv] [--plot loss.png|loss.svg]\n"
             "                          [--bench N] [--checkpoint PATH] [--out FILE] [--discard-grads]\n"
+            "                          [--batch N] [--seq N]\n"
             "                                                          (examples that use them)\n"
             "       mpirun -n R tg-mpi train <example> --dp [options]   data parallel: R ranks share each batch\n"
             "       tg graph <example> [--compiled] [--svg out.svg]   the graph as Graphviz DOT\n"
-            "       tg plan <example> [--backend cpu|webgpu] [--json] [--discard-grads]\n"
+            "       tg plan <example> [--backend cpu|webgpu] [--json] [--discard-grads] [--batch N] [--seq N]\n"
             "                        compile without training; print the buffer plan's totals and dispatches per step\n"
             "       tg devices       list the CPU and the WebGPU adapter\n"
             "       tg --version     the version of tg and of the library\n"
@@ -64,7 +68,8 @@ static int usage(FILE *f) {
             "options: --log FILE         a CSV row per reported step: step, loss, lr, time_s and the eval metric\n"
             "         --plot FILE        the loss curve (log scale when it spans decades) with the eval points, .png or .svg\n"
             "         --bench N          time N steps on one fixed batch (after warm-up), print one JSON line\n"
-            "                            (addition, digits, gpt_small, sin)\n"
+            "                            (addition, digits, gpt_small, gpt2, sin)\n"
+            "         --batch N, --seq N gpt2: the batch's rows and each row's tokens (default 8 and 1024)\n"
             "         --checkpoint PATH  addition: save the trained session there\n"
             "         --out FILE         vae: write a PNG of reconstructions and samples there; flow: of samples;\n"
             "                            nerf: of the photograph beside its reconstruction; kan: of the splines\n"
@@ -106,14 +111,15 @@ static int parse_opts(const struct example *ex, bool graph, int argc, char **arg
         bool takes_value = !strcmp(a, "--steps") || !strcmp(a, "--seed") || !strcmp(a, "--threads") ||
                            !strcmp(a, "--backend") || !strcmp(a, "--log") || !strcmp(a, "--plot") ||
                            !strcmp(a, "--bench") || !strcmp(a, "--checkpoint") || !strcmp(a, "--out") ||
-                           !strcmp(a, "--svg");
+                           !strcmp(a, "--svg") || !strcmp(a, "--batch") || !strcmp(a, "--seq");
         if (takes_value && !v) {
             fprintf(stderr, "tg: %s needs a value\n", a);
             return 2;
         }
         unsigned need = !strcmp(a, "--bench") ? OPT_BENCH : !strcmp(a, "--checkpoint") ? OPT_CHECKPOINT
-                        : !strcmp(a, "--out")  ? OPT_OUT : !strcmp(a, "--discard-grads") ? OPT_DISCARD : 0;
-        bool train_only = need || !strcmp(a, "--steps") || !strcmp(a, "--log") || !strcmp(a, "--plot") ||
+                        : !strcmp(a, "--out")  ? OPT_OUT : !strcmp(a, "--discard-grads") ? OPT_DISCARD
+                        : !strcmp(a, "--batch") || !strcmp(a, "--seq") ? OPT_SHAPE : 0;
+        bool train_only = (need && need != OPT_SHAPE) || !strcmp(a, "--steps") || !strcmp(a, "--log") || !strcmp(a, "--plot") ||
                           !strcmp(a, "--quiet") || !strcmp(a, "--dp");
         bool graph_only = !strcmp(a, "--compiled") || !strcmp(a, "--svg");
         if ((need && !(ex->opts & need)) || (graph && train_only) || (!graph && graph_only)) {
@@ -133,6 +139,9 @@ static int parse_opts(const struct example *ex, bool graph, int argc, char **arg
         } else if (!strcmp(a, "--bench")) {
             if (!parse_int(a, v, 1, 1000000, &x)) return 2;
             o->bench = (int)x;
+        } else if (!strcmp(a, "--batch") || !strcmp(a, "--seq")) {
+            if (!parse_int(a, v, 1, 1 << 20, &x)) return 2;
+            *(a[2] == 'b' ? &o->batch : &o->seq) = x;
         } else if (!strcmp(a, "--quiet")) o->quiet = true;
         else if (!strcmp(a, "--discard-grads")) o->discard_grads = true;
         else if (!strcmp(a, "--dp")) *dp = true;
@@ -272,11 +281,17 @@ static int plan_cmd(const struct example *ex, int argc, char **argv) {
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) o.plan = 2;
         else if (!strcmp(argv[i], "--discard-grads") && (ex->opts & OPT_DISCARD)) o.discard_grads = true;
+        else if ((!strcmp(argv[i], "--batch") || !strcmp(argv[i], "--seq")) && (ex->opts & OPT_SHAPE) && i + 1 < argc) {
+            long long x;
+            if (!parse_int(argv[i], argv[i + 1], 1, 1 << 20, &x)) return 2;
+            *(argv[i][2] == 'b' ? &o.batch : &o.seq) = x;
+            i++;
+        }
         else if (!strcmp(argv[i], "--backend") && i + 1 < argc && !strcmp(argv[i + 1], "cpu")) o.backend = TG_BACKEND_CPU, i++;
         else if (!strcmp(argv[i], "--backend") && i + 1 < argc && !strcmp(argv[i + 1], "webgpu")) o.backend = TG_BACKEND_WEBGPU, i++;
         else {
-            fprintf(stderr, "tg: plan takes --backend cpu|webgpu, --json and (examples that use it) --discard-grads, "
-                    "not '%s'\n", argv[i]);
+            fprintf(stderr, "tg: plan takes --backend cpu|webgpu, --json and (examples that use them) --discard-grads, "
+                    "--batch N, --seq N, not '%s'\n", argv[i]);
             return 2;
         }
     }
