@@ -1,15 +1,14 @@
 /* The compile pipeline: trace -> grad -> optimizer -> passes (DCE, then
  * rematerialization) -> the backend's fusion pass -> plan. Each step is a
  * function of the previous one's data; the backend takes the resulting
- * program from there. */
-#include <stdio.h>
+ * program (program/program.h) from there. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "dist/dp.h"
 #include "engine.h"
 #include "ir/model.h"
-#include "grad/rules.h"
+#include "grad/grad.h"
 #include "passes/passes.h"
 
 void tg_program_free(tg_program *p) {
@@ -59,77 +58,6 @@ static tg_status trace(const tg_compile_req *req, tg_program *p) {
         return tg_fail(TG_ERR_ARG, "compile: the traced function returned a tensor that is not from its graph");
     p->result = r.id;
     return tg_ir_build_tables(g);
-}
-
-void tg_program_pinned(const tg_program *p, bool *pinned) {
-    const tg_graph *g = p->g;
-    if (p->result >= 0) pinned[p->result] = true;
-    if (p->check >= 0) pinned[p->check] = true;
-    for (int c = 0; c < g->n_caps; c++) pinned[g->caps[c].id] = true;
-    for (int i = 0; i < p->n_params && !p->discard_grads; i++)
-        if (p->param_grad[i] >= 0) pinned[p->param_grad[i]] = true;
-    for (int w = 0; w < p->n_wb; w++) pinned[p->wb[w].src] = true;
-}
-
-bool tg_program_is_update(tg_opcode op) {
-    return op == TG_OP_ADAM_M || op == TG_OP_ADAM_V || op == TG_OP_ADAM_P || op == TG_OP_SGD_V || op == TG_OP_SGD_P;
-}
-
-static const char *base_name(const char *path) {
-    const char *s = path ? strrchr(path, '/') : NULL;
-    return s ? s + 1 : (path ? path : "?");
-}
-
-/* Where a bad value at node `id` goes: the first param gradient (lowest node
- * id, the order the step computes them) that depends on it, else the loss or
- * the result. Nodes are in topological order, so one forward sweep from id
- * marks everything downstream; run only when a step has already failed. */
-static void numeric_reach(const tg_program *p, int id, char *out, size_t cap) {
-    const tg_graph *g = p->g;
-    bool *hit = tg_calloc((size_t)g->n, 1);
-    out[0] = 0;
-    if (!hit) return;
-    hit[id] = true;
-    for (int i = id + 1; i < g->n; i++)
-        for (int j = 0; j < g->nodes[i].nin && !hit[i]; j++) hit[i] = g->nodes[i].in[j] >= 0 && hit[g->nodes[i].in[j]];
-    int best = -1;
-    bool grads = false; /* a loss with gradients, not a forward-only result */
-    for (int k = 0; k < p->n_params; k++) {
-        int gid = p->param_grad[k];
-        grads |= gid >= 0;
-        if (gid >= 0 && hit[gid] && (best < 0 || gid < p->param_grad[best])) best = k;
-    }
-    const char *name = best >= 0 ? tg_model_param_name(g->model, best) : NULL;
-    if (name)
-        snprintf(out, cap, p->param_grad[best] == id ? "; it is the gradient of param '%s'"
-                                                     : "; it reaches the gradient of param '%s' first", name);
-    else if (p->result >= 0 && p->result != id && hit[p->result])
-        snprintf(out, cap, "; it reaches the %s", grads ? "loss" : "result");
-    free(hit);
-}
-
-tg_status tg_program_numeric_fail(const tg_program *p, int id, float v, int64_t at) {
-    const tg_node *n = &p->g->nodes[id];
-    char shape[96], what[300];
-    tg_shape_str(n->shape, shape, sizeof shape);
-    if (n->op == TG_OP_INPUT || n->op == TG_OP_PARAM)
-        snprintf(what, sizeof what, "%s '%s' %s", n->op == TG_OP_INPUT ? "input" : "param", n->name, shape);
-    else if (id == p->check)
-        return tg_fail(TG_ERR_NUMERIC, "the loss or the global gradient norm is not finite (check_numerics names the "
-                                       "op); the step's updates were not applied");
-    else if (tg_program_is_update(n->op))
-        snprintf(what, sizeof what, "the optimizer update %s %s", tg_ops[n->op].name, shape);
-    else if (n->of_file)
-        snprintf(what, sizeof what, "%s %s, in the gradient of tg_%s (%s:%d)", tg_ops[n->op].name, shape, n->of_api,
-                 base_name(n->of_file), n->of_line);
-    else
-        snprintf(what, sizeof what, "tg_%s %s (%s:%d)", n->api ? n->api : tg_ops[n->op].name, shape,
-                 base_name(n->file), n->line);
-    char reach[200] = "";
-    if (n->op != TG_OP_INPUT && n->op != TG_OP_PARAM && !tg_program_is_update(n->op))
-        numeric_reach(p, id, reach, sizeof reach);
-    return tg_fail(TG_ERR_NUMERIC, "%s at element %lld of %s%s; %s", v != v ? "NaN" : v > 0 ? "+Inf" : "-Inf",
-                   (long long)at, what, reach, p->n_wb ? "the step's updates were not applied" : "the run stopped there");
 }
 
 /* Node ids the program holds, after a pass renumbered the graph. */

@@ -7,21 +7,22 @@ set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 declare -A allowed=(
     [util]="util"
-    [ir]="ir util grad"          # the registry names each op's gradient rule (grad/rules.h)
+    [ir]="ir util"
     [api]="api ir util"
     [grad]="grad ir util"
     [passes]="passes ir util"
     [optim]="optim ir util"
     [plan]="plan optim ir util"
-    [io]="io top dist ir util"   # a data-parallel save is rank 0's, a load agreed by every rank
+    [program]="program plan optim ir util"
+    [io]="io top program dist ir util"   # a data-parallel save is rank 0's, a load agreed by every rank
     [fuse]="fuse plan optim ir util"
-    [cpu]="cpu top dist fuse plan optim passes ir util"
+    [cpu]="cpu top program dist fuse plan optim passes ir util"
     [wgsl]="wgsl fuse plan optim ir util"
-    [webgpu]="webgpu top dist wgsl plan optim ir util"
+    [webgpu]="webgpu top program dist wgsl plan optim ir util"
     # the gradient exchange of data-parallel steps, which the engines drive
     # at their cut; its overlap thread takes the CPU's floating-point mode
     # (cpu.h) so its averages round as the caller's would
-    [dist]="dist top cpu plan optim ir util"
+    [dist]="dist top program cpu plan optim ir util"
     [mpi]="mpi"                  # libtensorgrad_mpi: its own header and MPI's
 )
 pass=0 fail=0

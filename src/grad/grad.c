@@ -5,8 +5,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grad.h"
 #include "rules.h"
 #include "../ir/model.h"
+
+/* Appends the backward of node `id` given its output cotangent `gy`; writes
+ * the cotangent of each input to gx[i] (-1 for none). */
+typedef void (*grad_rule)(tg_graph *g, int id, int gy, int *gx);
+
+/* Each op's gradient rule, tg_grad_<grad> from its ops.def row; NULL (grad
+ * none): not differentiable, a zero gradient. */
+#define tg_grad_none NULL
+static const grad_rule rules[TG_OP_COUNT] = {
+#define TG_OP(OP, name, arity, flags, shape, grad, kernel) [TG_OP_##OP] = tg_grad_##grad,
+#include "../ir/ops.def"
+};
+_Static_assert(sizeof rules / sizeof rules[0] == TG_OP_COUNT, "one gradient rule per op");
 
 tg_status tg_grad_append(tg_graph *g, int loss, int *param_grad) {
     int n_fwd = g->n;
@@ -43,10 +57,10 @@ tg_status tg_grad_append(tg_graph *g, int loss, int *param_grad) {
 
     for (int i = loss; i >= 0 && g->err == TG_OK; i--) {
         const tg_node *n = &g->nodes[i];
-        if (cot[i] < 0 || !needs[i] || !tg_ops[n->op].grad) continue;
+        if (cot[i] < 0 || !needs[i] || !rules[n->op]) continue;
         int gx[TG_MAX_IN] = {-1, -1, -1, -1};
         int before = g->n;
-        tg_ops[n->op].grad(g, i, cot[i], gx);
+        rules[n->op](g, i, cot[i], gx);
         for (int k = before; k < g->n; k++) {
             const tg_node *f = &g->nodes[i];
             g->nodes[k].of_api = f->api ? f->api : tg_ops[f->op].name;

@@ -1,4 +1,4 @@
-/* Gradient rules (rules.c), referenced by the op table. */
+/* Gradient rules (rules*.c), one per op, referenced by grad.c's table. */
 #ifndef TG_GRAD_RULES_H
 #define TG_GRAD_RULES_H
 #include "../ir/ir.h"
@@ -43,8 +43,4 @@ void tg_grad_take_along_axis(tg_graph *g, int id, int gy, int *gx);
 void tg_grad_conv2d(tg_graph *g, int id, int gy, int *gx);
 void tg_grad_max_pool2d(tg_graph *g, int id, int gy, int *gx);
 void tg_grad_upsample2d(tg_graph *g, int id, int gy, int *gx);
-
-/* Appends the backward pass of scalar `loss` to g. param_grad[p] receives
- * the node holding d loss / d param p (-1 if p is frozen or unused). */
-tg_status tg_grad_append(tg_graph *g, int loss, int *param_grad);
 #endif

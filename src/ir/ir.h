@@ -44,9 +44,6 @@ typedef struct tg_graph tg_graph;
 /* Computes n->shape and n->dtype from the inputs and attributes, or records
  * an error on g (via tg_ir_fail) and returns false. */
 typedef bool (*tg_shape_fn)(tg_graph *g, tg_node *n);
-/* Appends the backward of node `id` given its output cotangent `gy`; writes
- * the cotangent of each input to gx[i] (-1 for none). */
-typedef void (*tg_grad_fn)(tg_graph *g, int id, int gy, int *gx);
 
 enum {
     TG_OPF_LEAF = 1 << 0,     /* no inputs; value comes from outside or compile time */
@@ -64,7 +61,6 @@ typedef struct {
     int arity;          /* number of inputs */
     unsigned flags;
     tg_shape_fn shape;
-    tg_grad_fn grad;    /* NULL: not differentiable (zero gradient) */
 } tg_opinfo;
 
 extern const tg_opinfo tg_ops[TG_OP_COUNT];

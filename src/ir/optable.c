@@ -1,7 +1,8 @@
 /* The op registry: one row per op of ops.def, read by every stage: the op's
- * name (as the public builder tg_<name> spells it), arity, flags, shape rule
- * (ir/shape*.c) and gradient rule (grad/rules*.c). Backends keep their own
- * kernel tables, expanded from the same list.
+ * name (as the public builder tg_<name> spells it), arity, flags and shape
+ * rule (ir/shape*.c). The gradient rules (grad/grad.c) and each backend's
+ * kernels keep their own tables, expanded from the same list: the IR knows
+ * no gradient or backend.
  *
  * Attributes are in tg_node.at, one struct per family (attr.h says which
  * op reads which field). Inputs and semantics, per op, where the row does
@@ -46,7 +47,6 @@
 
 #include "ir.h"
 #include "shape.h"
-#include "../grad/rules.h"
 
 #define LEAF TG_OPF_LEAF
 #define EW TG_OPF_ELEMWISE
@@ -55,10 +55,9 @@
 #define INPLACE TG_OPF_INPLACE
 #define MAP TG_OPF_MAP
 #define CHEAP TG_OPF_CHEAP
-#define tg_grad_none NULL
 
 const tg_opinfo tg_ops[TG_OP_COUNT] = {
 #define TG_OP(OP, name, arity, flags, shape, grad, kernel) \
-    [TG_OP_##OP] = {#name, arity, flags, tg_shape_##shape, tg_grad_##grad},
+    [TG_OP_##OP] = {#name, arity, flags, tg_shape_##shape},
 #include "ops.def"
 };

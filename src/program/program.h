@@ -1,0 +1,64 @@
+/* What a compiled model is: a program, the graph after trace, grad,
+ * optimizer and passes with its buffer plan, and what every backend asks
+ * of it (program.c). It sits below the backends, which read programs, and
+ * the compiler (compile.c), which builds them. */
+#ifndef TG_PROGRAM_H
+#define TG_PROGRAM_H
+
+#include "../ir/ir.h"
+#include "../optim/optim.h"
+#include "../plan/plan.h"
+
+/* A graph input as a program holds it: names resolved to nodes once, when
+ * the program is built, so a step looks its feeds up here and never scans
+ * the graph. */
+typedef struct {
+    const char *name; /* the graph's */
+    int node;
+    uint64_t fed;     /* the feed round that last wrote it: a second write in one round is a duplicate */
+} tg_program_input;
+
+/* A graph after trace, grad, optimizer and passes, with its buffer plan. */
+typedef struct {
+    tg_graph *g;
+    tg_plan plan;
+    int result;        /* the loss (training) or the forward output; -1 none */
+    int *param_grad;   /* per model param: grad node or -1 */
+    bool discard_grads; /* param_grad's values are scratch, unreadable after a step (spec.discard_grads, training) */
+    int n_params;
+    tg_writeback *wb;
+    int n_wb;
+    int hyper;         /* optimizer hyperparameter state node, -1 without optimizer */
+    tg_fusion *fusion; /* what the backend fused before planning; NULL for none */
+    void *impl;        /* the engine's compiled form */
+    int n_dispatches;  /* kernel launches per step or run, as the engine compiled them (after fusion) */
+    int64_t workspace_bytes; /* what the engine allocates beyond the plan for its kernels */
+    /* Numerics: check is a scalar, loss * 0 + the sum of every grad squared,
+     * computed before node first_update (the first optimizer update): not
+     * finite when the loss or any gradient is not, or the norm overflows.
+     * An engine's run reads it there and stops with TG_ERR_NUMERIC before
+     * anything is updated. check_each (spec.check_numerics): every kernel's
+     * f32 output is checked after it runs. Nodes >= first_bwd are backward. */
+    int check, first_update, first_bwd;
+    bool check_each;
+    /* The end of the backward: nodes < cut compute the loss and the
+     * gradients, nodes >= cut only read them (the step check, clipping, the
+     * optimizer). g->n without an optimizer. A data-parallel step averages
+     * the gradients there (dp, NULL for one process; see dp.h). */
+    int cut;
+    struct tg_dp *dp;
+    tg_program_input *in; /* the INPUT nodes that survived the passes, in graph order */
+    int n_in;
+    uint64_t feed_round;
+} tg_program;
+
+/* TG_ERR_NUMERIC for element `at` (value v) of node `id`'s output, naming
+ * the op, its shape and call site (or the forward op it is a gradient of). */
+tg_status tg_program_numeric_fail(const tg_program *p, int id, float v, int64_t at);
+/* True for the optimizer's update ops. */
+bool tg_program_is_update(tg_opcode op);
+/* For a backend's fusion pass: pinned[i] (g->n entries) set for every node read from
+ * outside the program's kernels (the result, the numeric check, captures,
+ * param gradients unless discarded, writeback sources), which no group may absorb. */
+void tg_program_pinned(const tg_program *p, bool *pinned);
+#endif
