@@ -111,247 +111,299 @@ static bool may_take(const tg_graph *g, const tg_fusion *fu, const bool *none, i
     return true;
 }
 
-tg_status tg_plan_build(const tg_graph *g, const tg_plan_req *req, tg_plan *out) {
-    memset(out, 0, sizeof *out);
-    int n = g->n;
-    int64_t A = req->align;
-    /* Every offset below is at most the sum of all buffers plus their
-     * alignment: bounding that sum first keeps all of them far from overflow. */
+/* The planner's state while it builds one plan. Nodes are grouped in
+ * classes (union-find, parent[]) that share memory: a view with its input,
+ * an in-place op with the input it overwrites. Per class root: its kind,
+ * live range in turns and size; per node: whether it has no memory. */
+typedef struct {
+    const tg_graph *g;
+    const tg_plan_req *req;
+    const tg_fusion *fu; /* the backend's groups, NULL for none */
+    tg_plan *out;
+    int n;
+    int *parent;
+    int *own;     /* per node: its own kind (tg_buf_kind) */
+    int *ckind;   /* per class root: the class's kind, the lowest of its members' */
+    int *first;   /* per class root: first write, in turns */
+    int *last;    /* per class root: last use, in turns */
+    bool *none;   /* per node: no memory (kept inside a fused kernel) */
+    int64_t *csize; /* per class root: its largest member's bytes */
+    int64_t *off; /* per class root: its offset in its arena */
+    cls_size *order; /* the classes with memory, n_cls of them */
+    int n_cls;
+    range *busy;  /* scratch: the placed classes a class must avoid */
+    int *placed;  /* scratch classes placed so far */
+    int n_placed;
+} planner;
+
+static tg_fuse_role role(const planner *pl, int i) { return pl->fu ? pl->fu->role[i] : TG_FUSE_NONE; }
+/* The turn at which node i is computed (its group's, if fused). */
+static int turn(const planner *pl, int i) { return tg_fusion_at(pl->fu, i); }
+static bool is_view(const planner *pl, int i) {
+    return (tg_ops[pl->g->nodes[i].op].flags & TG_OPF_VIEW) || role(pl, i) == TG_FUSE_VIEW;
+}
+/* Leaves and constants are there before the step's first turn (-1). */
+static int written_at(const planner *pl, int i) {
+    return tg_ops[pl->g->nodes[i].op].flags & (TG_OPF_LEAF | TG_OPF_CONSTANT) ? -1 : turn(pl, i);
+}
+static int64_t node_bytes(const tg_node *nd) { return tg_ir_numel(nd) * 4 > 4 ? tg_ir_numel(nd) * 4 : 4; }
+
+static void planner_free(planner *pl) {
+    free(pl->parent), free(pl->own), free(pl->ckind), free(pl->first), free(pl->last), free(pl->none);
+    free(pl->csize), free(pl->off), free(pl->order), free(pl->busy), free(pl->placed);
+}
+
+static bool planner_init(planner *pl, const tg_graph *g, const tg_plan_req *req, tg_plan *out) {
+    size_t n = (size_t)g->n + 1;
+    *pl = (planner){.g = g, .req = req, .fu = req->fusion && req->fusion->n == g->n ? req->fusion : NULL, .out = out, .n = g->n};
+    out->n = g->n;
+    out->align = req->align;
+    out->slot = tg_calloc(n, sizeof(tg_slot));
+    out->wb_free = tg_calloc((size_t)req->n_wb + 1, sizeof(bool));
+    pl->parent = tg_calloc(n, sizeof(int)), pl->own = tg_calloc(n, sizeof(int)), pl->ckind = tg_calloc(n, sizeof(int));
+    pl->first = tg_calloc(n, sizeof(int)), pl->last = tg_calloc(n, sizeof(int)), pl->none = tg_calloc(n, sizeof(bool));
+    pl->csize = tg_calloc(n, sizeof(int64_t)), pl->off = tg_calloc(n, sizeof(int64_t));
+    pl->order = tg_calloc(n, sizeof(cls_size)), pl->busy = tg_calloc(n, sizeof(range)), pl->placed = tg_calloc(n, sizeof(int));
+    return out->slot && out->wb_free && pl->parent && pl->own && pl->ckind && pl->first && pl->last && pl->none &&
+           pl->csize && pl->off && pl->order && pl->busy && pl->placed;
+}
+
+/* Every offset is at most the sum of all buffers plus their alignment:
+ * bounding that sum first keeps all of them far from overflow. */
+static tg_status check_total(const tg_graph *g, int64_t align) {
     int64_t total = 0;
-    for (int i = 0; i < n; i++) {
-        total += tg_ir_numel(&g->nodes[i]) * 4 + A; /* each at most 4 * TG_MAX_NUMEL: no overflow before the check */
+    for (int i = 0; i < g->n; i++) {
+        total += tg_ir_numel(&g->nodes[i]) * 4 + align; /* each at most 4 * TG_MAX_NUMEL: no overflow before the check */
         if (total > TG_MAX_PROGRAM_BYTES)
             return tg_fail(TG_ERR_LIMIT, "plan: the program needs more than %lld bytes of buffers",
                            (long long)TG_MAX_PROGRAM_BYTES);
     }
-    const tg_fusion *fu = req->fusion && req->fusion->n == n ? req->fusion : NULL;
-#define ROLE(i) (fu ? fu->role[i] : TG_FUSE_NONE)
-#define AT(i) tg_fusion_at(fu, i)
-#define IS_VIEW(i) ((tg_ops[g->nodes[i].op].flags & TG_OPF_VIEW) || ROLE(i) == TG_FUSE_VIEW)
-#define NO_MEMORY(i) none[i]
-/* leaves and constants are there before the step's first turn */
-#define BEFORE_STEP(i) (tg_ops[g->nodes[i].op].flags & (TG_OPF_LEAF | TG_OPF_CONSTANT))
-#define WRITTEN_AT(i) (BEFORE_STEP(i) ? -1 : AT(i))
-    out->n = n;
-    out->align = A;
-    out->slot = tg_calloc((size_t)n + 1, sizeof(tg_slot));
-    out->wb_free = tg_calloc((size_t)req->n_wb + 1, sizeof(bool));
-    int *parent = tg_calloc((size_t)n + 1, sizeof(int));
-    int *last = tg_calloc((size_t)n + 1, sizeof(int));  /* per class root: last use, in turns */
-    int *first = tg_calloc((size_t)n + 1, sizeof(int)); /* per class root: first write, in turns */
-    int *kind = tg_calloc((size_t)n + 1, sizeof(int));  /* per class root */
-    cls_size *order = tg_calloc((size_t)n + 1, sizeof(cls_size));
-    range *busy = tg_calloc((size_t)n + 1, sizeof(range));
-    bool *none = tg_calloc((size_t)n + 1, sizeof(bool)); /* per node: no memory */
-    if (!out->slot || !out->wb_free || !parent || !last || !first || !kind || !order || !busy || !none) {
-        free(parent), free(last), free(first), free(kind), free(order), free(busy), free(none);
-        tg_plan_free(out);
-        return tg_fail(TG_ERR_NOMEM, "plan: out of memory");
-    }
+    return TG_OK;
+}
 
-    /* 1. Own category of each node. */
-    int *own = kind; /* reuse: own kind per node first, then per class */
-    for (int i = 0; i < n; i++) {
+/* 1. Each node's own kind: leaves by op, param gradients and outputs by the
+ * request, no memory for what a fused kernel keeps (and views of it). */
+static void own_kinds(planner *pl) {
+    const tg_graph *g = pl->g;
+    for (int i = 0; i < pl->n; i++) {
         const tg_node *nd = &g->nodes[i];
-        parent[i] = i;
-        own[i] = nd->op == TG_OP_PARAM ? TG_BUF_PARAM
-                 : nd->op == TG_OP_STATE ? TG_BUF_STATE
-                 : nd->op == TG_OP_INPUT ? TG_BUF_INPUT
-                 : (tg_ops[nd->op].flags & TG_OPF_CONSTANT) ? TG_BUF_CONST
-                                                            : TG_BUF_SCRATCH;
-        /* kept inside a fused kernel, or a view of such a value (read there too) */
-        none[i] = ROLE(i) == TG_FUSE_ABSORBED || ROLE(i) == TG_FUSE_REMAT || (IS_VIEW(i) && none[nd->in[0]]);
-        if (none[i]) own[i] = TG_BUF_NONE;
-        out->naive_bytes += tg_ir_numel(nd) * 4 > 4 ? tg_ir_numel(nd) * 4 : 4;
+        pl->parent[i] = i;
+        pl->own[i] = nd->op == TG_OP_PARAM ? TG_BUF_PARAM
+                     : nd->op == TG_OP_STATE ? TG_BUF_STATE
+                     : nd->op == TG_OP_INPUT ? TG_BUF_INPUT
+                     : (tg_ops[nd->op].flags & TG_OPF_CONSTANT) ? TG_BUF_CONST
+                                                                : TG_BUF_SCRATCH;
+        pl->none[i] = role(pl, i) == TG_FUSE_ABSORBED || role(pl, i) == TG_FUSE_REMAT ||
+                      (is_view(pl, i) && pl->none[nd->in[0]]);
+        if (pl->none[i]) pl->own[i] = TG_BUF_NONE;
+        pl->out->naive_bytes += node_bytes(nd);
     }
+    const tg_plan_req *req = pl->req;
     for (int p = 0; p < req->n_params && !req->discard_grads; p++)
-        if (req->param_grad[p] >= 0 && own[req->param_grad[p]] == TG_BUF_SCRATCH) own[req->param_grad[p]] = TG_BUF_GRAD;
+        if (req->param_grad[p] >= 0 && pl->own[req->param_grad[p]] == TG_BUF_SCRATCH)
+            pl->own[req->param_grad[p]] = TG_BUF_GRAD;
     for (int o = 0; o < req->n_outputs; o++)
-        if (req->outputs[o] >= 0 && own[req->outputs[o]] == TG_BUF_SCRATCH) own[req->outputs[o]] = TG_BUF_OUTPUT;
+        if (req->outputs[o] >= 0 && pl->own[req->outputs[o]] == TG_BUF_SCRATCH) pl->own[req->outputs[o]] = TG_BUF_OUTPUT;
+}
 
-    /* 2. Views join their input's class; so do permutes the backend reads
-     * with strides. Absorbed nodes and their views have no class. */
+/* 2. Views join their input's class; so do permutes the backend reads with
+ * strides. A class takes the lowest kind of its members; absorbed nodes
+ * and their views have no class. Then live ranges in turns: a class is
+ * live from the first turn that writes one of its members to the last
+ * turn that reads one (a fused group's also_reads included). */
+static void classes(planner *pl) {
+    const tg_graph *g = pl->g;
+    const tg_fusion *fu = pl->fu;
+    int n = pl->n, *parent = pl->parent;
     for (int i = 0; i < n; i++)
-        if (IS_VIEW(i) && !none[i]) unite(parent, i, g->nodes[i].in[0]);
-    int *ckind = tg_calloc((size_t)n + 1, sizeof(int));
-    if (!ckind) {
-        free(parent), free(last), free(first), free(kind), free(order), free(busy), free(none);
-        tg_plan_free(out);
-        return tg_fail(TG_ERR_NOMEM, "plan: out of memory");
-    }
-    for (int i = 0; i < n; i++) ckind[i] = TG_BUF_SCRATCH;
+        if (is_view(pl, i) && !pl->none[i]) unite(parent, i, g->nodes[i].in[0]);
+    for (int i = 0; i < n; i++) pl->ckind[i] = TG_BUF_SCRATCH;
     for (int i = 0; i < n; i++) {
         int r = find(parent, i);
-        if (own[i] < ckind[r]) ckind[r] = own[i];
+        if (pl->own[i] < pl->ckind[r]) pl->ckind[r] = pl->own[i];
     }
     for (int i = 0; i < n; i++)
-        if (own[i] == TG_BUF_NONE) ckind[i] = TG_BUF_NONE; /* alone in its class: nothing views or joins it */
-    /* Live ranges in turns: a class is live from the first turn that
-     * writes one of its members to the last turn that reads one. */
-    for (int i = 0; i < n; i++) first[i] = last[i] = WRITTEN_AT(i);
+        if (pl->own[i] == TG_BUF_NONE) pl->ckind[i] = TG_BUF_NONE; /* alone in its class: nothing views or joins it */
+    for (int i = 0; i < n; i++) pl->first[i] = pl->last[i] = written_at(pl, i);
     for (int i = 0; i < n; i++)
         for (int k = 0; k < g->nodes[i].nin; k++) {
             int r = find(parent, g->nodes[i].in[k]);
-            if (last[r] < AT(i)) last[r] = AT(i);
+            if (pl->last[r] < turn(pl, i)) pl->last[r] = turn(pl, i);
         }
     for (int q = 0; fu && q < fu->n_groups; q++) {
         if (fu->also_reads[q] < 0) continue;
         int r = find(parent, fu->also_reads[q]);
-        if (last[r] < fu->turn[q]) last[r] = fu->turn[q];
+        if (pl->last[r] < fu->turn[q]) pl->last[r] = fu->turn[q];
     }
     for (int i = 0; i < n; i++) { /* a view's own last use extends its class */
         int r = find(parent, i);
-        if (last[r] < last[i]) last[r] = last[i];
-        if (first[r] > first[i]) first[r] = first[i];
+        if (pl->last[r] < pl->last[i]) pl->last[r] = pl->last[i];
+        if (pl->first[r] > pl->first[i]) pl->first[r] = pl->first[i];
     }
+}
 
-    /* 3. Optimizer updates computed into the param/state they replace. */
+/* Class b joins class a, the union live over both ranges. */
+static void merge(planner *pl, int a, int b) {
+    int ra = find(pl->parent, a), rb = find(pl->parent, b);
+    int lr = pl->last[ra] > pl->last[rb] ? pl->last[ra] : pl->last[rb];
+    int fr = pl->first[ra] < pl->first[rb] ? pl->first[ra] : pl->first[rb];
+    unite(pl->parent, a, b);
+    pl->last[find(pl->parent, a)] = lr;
+    pl->first[find(pl->parent, a)] = fr;
+}
+
+/* 3. Optimizer updates computed into the param or state they replace: an
+ * in-place update whose destination is last read by the update itself,
+ * with the same shape. Its writeback is then free (out->wb_free). */
+static void updates_in_place(planner *pl) {
+    const tg_graph *g = pl->g;
+    const tg_plan_req *req = pl->req;
     for (int w = 0; w < req->n_wb && !req->no_reuse; w++) {
         int src = req->wb[w].src, dst = req->wb[w].dst;
         if (src < 0 || dst < 0) continue;
         const tg_node *s = &g->nodes[src];
-        int rd = find(parent, dst), rs = find(parent, src);
-        if (!(tg_ops[s->op].flags & TG_OPF_INPLACE) || rs != src || ckind[rs] != TG_BUF_SCRATCH ||
-            !(ROLE(src) == TG_FUSE_NONE || (ROLE(src) == TG_FUSE_OUTPUT && fu->inplace[src])))
+        int rd = find(pl->parent, dst), rs = find(pl->parent, src);
+        if (!(tg_ops[s->op].flags & TG_OPF_INPLACE) || rs != src || pl->ckind[rs] != TG_BUF_SCRATCH ||
+            !(role(pl, src) == TG_FUSE_NONE || (role(pl, src) == TG_FUSE_OUTPUT && pl->fu->inplace[src])))
             continue;
-        if (last[rd] > AT(src)) continue;
+        if (pl->last[rd] > turn(pl, src)) continue;
         bool reads_dst = false, clash = false;
         for (int k = 0; k < s->nin; k++) {
-            if (find(parent, s->in[k]) != rd) continue;
+            if (find(pl->parent, s->in[k]) != rd) continue;
             if (s->in[k] == dst) reads_dst = true;
             if (!tg_shape_eq(g->nodes[s->in[k]].shape, s->shape)) clash = true;
         }
         if (!reads_dst || clash || !tg_shape_eq(g->nodes[dst].shape, s->shape)) continue;
-        int lr = last[rs] > last[rd] ? last[rs] : last[rd], fr = first[rs] < first[rd] ? first[rs] : first[rd];
-        unite(parent, rd, rs);
-        last[find(parent, rd)] = lr;
-        first[find(parent, rd)] = fr;
-        out->wb_free[w] = true;
+        merge(pl, rd, rs);
+        pl->out->wb_free[w] = true;
     }
+}
 
-    /* 4. In-place elementwise ops over scratch inputs that die with them.
-     * A fused group's output only where its kernel allows: over one of its
-     * own inputs or of the members the backend says read in step with it
-     * (absorbed and marked inplace), and never over a value another member
-     * reads otherwise. */
-    for (int i = 0; i < n && !req->no_reuse; i++) {
+/* 4. In-place elementwise ops over scratch inputs that die with them. A
+ * fused group's output only where its kernel allows: over one of its own
+ * inputs or of the members the backend says read in step with it
+ * (absorbed and marked inplace), and never over a value another member
+ * reads otherwise. */
+static void ops_in_place(planner *pl) {
+    const tg_graph *g = pl->g;
+    const tg_fusion *fu = pl->fu;
+    int n = pl->n;
+    for (int i = 0; i < n && !pl->req->no_reuse; i++) {
         const tg_node *s = &g->nodes[i];
-        if (!(tg_ops[s->op].flags & TG_OPF_INPLACE) || find(parent, i) != i || ckind[i] != TG_BUF_SCRATCH) continue;
-        if (NO_MEMORY(i) || ROLE(i) == TG_FUSE_VIEW || (ROLE(i) == TG_FUSE_OUTPUT && !fu->inplace[i]))
+        if (!(tg_ops[s->op].flags & TG_OPF_INPLACE) || find(pl->parent, i) != i || pl->ckind[i] != TG_BUF_SCRATCH)
             continue;
+        if (pl->none[i] || role(pl, i) == TG_FUSE_VIEW || (role(pl, i) == TG_FUSE_OUTPUT && !fu->inplace[i])) continue;
         int gid = fu ? fu->group[i] : -1;
         bool done = false;
         for (int m = -1; m < n && !done; m++) { /* i's own inputs, then those of its group's members in step */
             int y = m < 0 ? i : m;
             if (m >= 0 && (gid < 0 || fu->group[m] != gid || !in_step(fu, m))) continue;
             for (int k = 0; k < g->nodes[y].nin && !done; k++) {
-                int x = g->nodes[y].in[k], rx = find(parent, x);
-                if (NO_MEMORY(x) || ckind[rx] != TG_BUF_SCRATCH || last[rx] != AT(i) ||
-                    !tg_shape_eq(g->nodes[x].shape, s->shape) || !may_take(g, fu, none, parent, i, rx))
+                int x = g->nodes[y].in[k], rx = find(pl->parent, x);
+                if (pl->none[x] || pl->ckind[rx] != TG_BUF_SCRATCH || pl->last[rx] != turn(pl, i) ||
+                    !tg_shape_eq(g->nodes[x].shape, s->shape) || !may_take(g, fu, pl->none, pl->parent, i, rx))
                     continue;
-                int lr = last[i], fr = first[rx] < first[i] ? first[rx] : first[i];
-                unite(parent, rx, i);
-                last[find(parent, rx)] = lr;
-                first[find(parent, rx)] = fr;
+                merge(pl, rx, i);
                 done = true;
             }
         }
     }
-
     /* Kept gradients share the scratch arena: free before the backward
      * writes them (as PyTorch's, allocated by the backward), then live to
      * the end of the step so that they can be read after it. */
     for (int i = 0; i < n; i++)
-        if (find(parent, i) == i && ckind[i] == TG_BUF_GRAD) last[i] = n - 1;
+        if (find(pl->parent, i) == i && pl->ckind[i] == TG_BUF_GRAD) pl->last[i] = n - 1;
+}
 
-    /* 5. Slots: category, size, live range per class. A view's value
-     * exists once its input's does. */
-    for (int i = 0; i < n; i++) {
-        int r = find(parent, i);
+/* 5. Slots: kind, arena, size and live range of each node from its class.
+ * A view's value exists once its input's does. Then each class's size
+ * (its largest member: members are equal-sized today), in pl->order. */
+static void slots(planner *pl) {
+    const tg_graph *g = pl->g;
+    tg_plan *out = pl->out;
+    for (int i = 0; i < pl->n; i++) {
+        int r = find(pl->parent, i);
         tg_slot *sl = &out->slot[i];
         sl->root = r;
-        sl->kind = ckind[r];
-        sl->bytes = tg_ir_numel(&g->nodes[i]) * 4 > 4 ? tg_ir_numel(&g->nodes[i]) * 4 : 4;
-        sl->first = first[r];
-        sl->last = last[r];
-        sl->at = IS_VIEW(i) ? out->slot[g->nodes[i].in[0]].at : WRITTEN_AT(i);
-        sl->arena = sl->kind == TG_BUF_PARAM                             ? TG_ARENA_PARAMS
+        sl->kind = pl->ckind[r];
+        sl->bytes = node_bytes(&g->nodes[i]);
+        sl->first = pl->first[r];
+        sl->last = pl->last[r];
+        sl->at = is_view(pl, i) ? out->slot[g->nodes[i].in[0]].at : written_at(pl, i);
+        sl->arena = sl->kind == TG_BUF_PARAM                                ? TG_ARENA_PARAMS
                     : sl->kind == TG_BUF_SCRATCH || sl->kind == TG_BUF_GRAD ? TG_ARENA_SCRATCH
                                                                             : TG_ARENA_PERSIST;
         if (sl->kind == TG_BUF_NONE) sl->arena = -1, sl->bytes = 0;
-        sl->remat = ROLE(i) == TG_FUSE_REMAT || (none[i] && IS_VIEW(i) && out->slot[g->nodes[i].in[0]].remat);
-        if (tg_plan_runs(g, i) && ROLE(i) == TG_FUSE_NONE) out->n_kernels++;
+        sl->remat = role(pl, i) == TG_FUSE_REMAT || (pl->none[i] && is_view(pl, i) && out->slot[g->nodes[i].in[0]].remat);
+        if (tg_plan_runs(g, i) && role(pl, i) == TG_FUSE_NONE) out->n_kernels++;
     }
-    if (fu) out->n_kernels += fu->n_groups;
-    /* Class size: its largest member (members are equal-sized today). */
-    int64_t *csize = tg_calloc((size_t)n + 1, sizeof(int64_t));
-    if (!csize) {
-        free(parent), free(last), free(first), free(kind), free(order), free(busy), free(ckind), free(none);
-        tg_plan_free(out);
-        return tg_fail(TG_ERR_NOMEM, "plan: out of memory");
-    }
-    for (int i = 0; i < n; i++)
-        if (csize[out->slot[i].root] < out->slot[i].bytes) csize[out->slot[i].root] = out->slot[i].bytes;
-    int n_cls = 0;
-    for (int i = 0; i < n; i++)
-        if (out->slot[i].root == i && out->slot[i].kind != TG_BUF_NONE) order[n_cls++] = (cls_size){i, csize[i]};
+    if (pl->fu) out->n_kernels += pl->fu->n_groups;
+    for (int i = 0; i < pl->n; i++)
+        if (pl->csize[out->slot[i].root] < out->slot[i].bytes) pl->csize[out->slot[i].root] = out->slot[i].bytes;
+    for (int i = 0; i < pl->n; i++)
+        if (out->slot[i].root == i && out->slot[i].kind != TG_BUF_NONE) pl->order[pl->n_cls++] = (cls_size){i, pl->csize[i]};
+}
 
-    /* 6. Offsets: params by model layout, persistent classes packed in order,
-     * scratch classes by greedy best-fit, largest first. */
-    int64_t persist = 0, scratch = 0;
-    int64_t *off = tg_calloc((size_t)n + 1, sizeof(int64_t));
-    if (!off) {
-        free(csize), free(parent), free(last), free(first), free(kind), free(order), free(busy), free(ckind), free(none);
-        tg_plan_free(out);
-        return tg_fail(TG_ERR_NOMEM, "plan: out of memory");
+/* Where scratch class c (of pl->order) goes: the lowest gap among the
+ * placed classes live with it; a kept gradient as high as it fits below
+ * the arena's end so far (scratch), so that the gradients lie close
+ * together and one binding of the optimizer's kernel can span them all. */
+static int64_t scratch_offset(planner *pl, int c, int64_t scratch) {
+    const tg_slot *sl = &pl->out->slot[pl->order[c].root];
+    int64_t A = pl->req->align, bytes = pl->order[c].bytes;
+    bool reuse = !pl->req->no_reuse;
+    int nb = 0;
+    for (int q = 0; q < pl->n_placed; q++) {
+        const tg_slot *o = &pl->out->slot[pl->placed[q]];
+        if (!reuse || !(o->last < sl->first || sl->last < o->first))
+            pl->busy[nb++] = (range){pl->off[pl->placed[q]], pl->off[pl->placed[q]] + pl->csize[pl->placed[q]]};
     }
-    for (int c = 0; c < n_cls; c++) {
-        int r = order[c].root;
+    qsort(pl->busy, (size_t)nb, sizeof *pl->busy, by_off);
+    int64_t at = 0;
+    for (int q = 0; q < nb; q++) {
+        if (pl->busy[q].off >= at + bytes) break;
+        if (align_up(pl->busy[q].end, A) > at) at = align_up(pl->busy[q].end, A);
+    }
+    if (sl->kind == TG_BUF_GRAD && reuse && at + bytes <= scratch) {
+        int64_t lo = 0; /* the gaps between busy ranges, lowest first: keep the highest that fits */
+        for (int q = 0; q <= nb; q++) {
+            int64_t hi = q < nb ? pl->busy[q].off : scratch;
+            int64_t top = (hi - bytes) & ~(A - 1);
+            if (top >= lo && top > at) at = top;
+            if (q < nb && align_up(pl->busy[q].end, A) > lo) lo = align_up(pl->busy[q].end, A);
+        }
+    }
+    return at;
+}
+
+/* 6. Offsets: params by the model's layout, persistent classes packed in
+ * order, scratch classes by greedy best fit, largest first; then each
+ * arena's size. */
+static void offsets(planner *pl) {
+    const tg_graph *g = pl->g;
+    const tg_plan_req *req = pl->req;
+    tg_plan *out = pl->out;
+    int64_t A = req->align, persist = 0, scratch = 0;
+    for (int c = 0; c < pl->n_cls; c++) {
+        int r = pl->order[c].root;
         const tg_slot *sl = &out->slot[r];
         if (sl->arena == TG_ARENA_PARAMS) {
-            int p = g->nodes[r].param;
-            off[r] = req->param_offset ? req->param_offset[p] : 0;
+            pl->off[r] = req->param_offset ? req->param_offset[g->nodes[r].param] : 0;
         } else if (sl->arena == TG_ARENA_PERSIST) {
-            off[r] = persist;
-            persist = align_up(persist + order[c].bytes, A);
+            pl->off[r] = persist;
+            persist = align_up(persist + pl->order[c].bytes, A);
         }
     }
-    qsort(order, (size_t)n_cls, sizeof *order, by_size_desc);
-    int n_placed = 0;
-    int *placed = tg_calloc((size_t)n_cls + 1, sizeof(int));
-    for (int c = 0; placed && c < n_cls; c++) {
-        int r = order[c].root;
-        const tg_slot *sl = &out->slot[r];
-        if (sl->arena != TG_ARENA_SCRATCH) continue;
-        int nb = 0;
-        for (int q = 0; q < n_placed; q++) {
-            const tg_slot *o = &out->slot[placed[q]];
-            if (req->no_reuse || !(o->last < sl->first || sl->last < o->first))
-                busy[nb++] = (range){off[placed[q]], off[placed[q]] + csize[placed[q]]};
-        }
-        qsort(busy, (size_t)nb, sizeof *busy, by_off);
-        int64_t at = 0;
-        for (int q = 0; q < nb; q++) {
-            if (busy[q].off >= at + order[c].bytes) break;
-            if (align_up(busy[q].end, A) > at) at = align_up(busy[q].end, A);
-        }
-        /* A kept gradient goes as high as it fits below the arena's end:
-         * the gradients then lie close together, so that one binding of
-         * the optimizer's kernel can span them all. */
-        if (sl->kind == TG_BUF_GRAD && !req->no_reuse && at + order[c].bytes <= scratch) {
-            int64_t lo = 0; /* the gaps between busy ranges, lowest first: keep the highest that fits */
-            for (int q = 0; q <= nb; q++) {
-                int64_t hi = q < nb ? busy[q].off : scratch;
-                int64_t top = (hi - order[c].bytes) & ~(A - 1);
-                if (top >= lo && top > at) at = top;
-                if (q < nb && align_up(busy[q].end, A) > lo) lo = align_up(busy[q].end, A);
-            }
-        }
-        off[r] = at;
-        if (at + order[c].bytes > scratch) scratch = align_up(at + order[c].bytes, A);
-        placed[n_placed++] = r;
+    qsort(pl->order, (size_t)pl->n_cls, sizeof *pl->order, by_size_desc);
+    for (int c = 0; c < pl->n_cls; c++) {
+        int r = pl->order[c].root;
+        if (out->slot[r].arena != TG_ARENA_SCRATCH) continue;
+        int64_t at = scratch_offset(pl, c, scratch);
+        pl->off[r] = at;
+        if (at + pl->order[c].bytes > scratch) scratch = align_up(at + pl->order[c].bytes, A);
+        pl->placed[pl->n_placed++] = r;
     }
-    for (int i = 0; i < n; i++) out->slot[i].offset = off[out->slot[i].root];
+    for (int i = 0; i < pl->n; i++) out->slot[i].offset = pl->off[out->slot[i].root];
     out->arena_bytes[TG_ARENA_PARAMS] = 0;
     for (int p = 0; p < req->n_params && req->param_offset; p++) {
         int64_t end = req->param_offset[p] + tg_shape_numel(g->model->params[p].shape) * 4;
@@ -359,20 +411,26 @@ tg_status tg_plan_build(const tg_graph *g, const tg_plan_req *req, tg_plan *out)
     }
     out->arena_bytes[TG_ARENA_PERSIST] = persist;
     out->arena_bytes[TG_ARENA_SCRATCH] = scratch;
-    bool ok = placed != NULL;
-    free(placed), free(off), free(csize), free(parent), free(last), free(first), free(kind), free(order), free(busy),
-        free(ckind), free(none);
-    if (!ok) {
+}
+
+tg_status tg_plan_build(const tg_graph *g, const tg_plan_req *req, tg_plan *out) {
+    memset(out, 0, sizeof *out);
+    tg_status st = check_total(g, req->align);
+    if (st != TG_OK) return st;
+    planner pl;
+    if (!planner_init(&pl, g, req, out)) {
+        planner_free(&pl);
         tg_plan_free(out);
         return tg_fail(TG_ERR_NOMEM, "plan: out of memory");
     }
-    return tg_plan_check(g, out, fu);
-#undef ROLE
-#undef AT
-#undef NO_MEMORY
-#undef BEFORE_STEP
-#undef WRITTEN_AT
-#undef IS_VIEW
+    own_kinds(&pl);
+    classes(&pl);
+    updates_in_place(&pl);
+    ops_in_place(&pl);
+    slots(&pl);
+    offsets(&pl);
+    planner_free(&pl);
+    return tg_plan_check(g, out, pl.fu);
 }
 
 tg_status tg_plan_check(const tg_graph *g, const tg_plan *p, const tg_fusion *fu) {
