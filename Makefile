@@ -287,7 +287,7 @@ ifeq ($(HAVE_MPI),yes)
 	    pkg/tensorgrad_mpi.pc.in > $(D)$(LIBDIR)/pkgconfig/tensorgrad_mpi.pc
 	install -m 755 $(BUILD)/tg-mpi $(D)$(BINDIR)/
 endif
-	@bash pkg/install-runtime.sh .deps $(D) $(TG_DATADIR)
+	@bash pkg/install-runtime.sh .deps "$(D)" "$(TG_DATADIR)"
 
 uninstall:
 	rm -f $(D)$(INCLUDEDIR)/tensorgrad.h $(D)$(LIBDIR)/libtensorgrad.a $(D)$(LIBDIR)/libtensorgrad.so* \

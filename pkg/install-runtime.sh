@@ -2,8 +2,10 @@
 # Copies the fetched WebGPU runtime (Dawn, and lavapipe with its ICD file
 # rewritten to the installed path) into the installed data directory, where
 # the installed library looks for it. Nothing to do when it was not fetched.
-# Usage: pkg/install-runtime.sh DEPS_DIR DESTDIR DATADIR
+# Usage: pkg/install-runtime.sh DEPS_DIR DESTDIR DATADIR (DESTDIR may be empty:
+# an install straight into PREFIX)
 set -euo pipefail
+[ $# -eq 3 ] || { echo "usage: pkg/install-runtime.sh DEPS_DIR DESTDIR DATADIR (DESTDIR may be \"\")" >&2; exit 2; }
 deps=$1 dest=$2 data=$3
 lib=libwebgpu_wrapper.so
 [ "$(uname -s)" = Darwin ] && lib=libwebgpu_wrapper.dylib

@@ -18,6 +18,64 @@ ok() { pass=$((pass + 1)); }
 bad() { fail=$((fail + 1)); echo "FAIL $*"; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+
+# The install commands docs/install.md gives, typed as written, in a copy of
+# the tree as `make demo` leaves it (a PREFIX of their own compiles its data
+# directory into the copy's library, never into the one under test): one
+# straight into a prefix (HOME is a temporary folder), one staged under a
+# DESTDIR. Each must install everything, the WebGPU runtime included.
+case "$build" in /*) build_abs=$build ;; *) build_abs=$top/$build ;; esac
+copy=$tmp/tree
+mkdir -p "$copy/build"
+cp -a "$top/Makefile" "$top/include" "$top/src" "$top/pkg" "$top/tools" "$top/examples" "$copy/"
+[ -e "$top/.deps" ] && ln -s "$top/.deps" "$copy/.deps"
+for f in obj obj-pic libtensorgrad.a tg prefix.stamp; do
+    [ -e "$build_abs/$f" ] && cp -a "$build_abs/$f" "$copy/build/"
+done
+rm -rf "$copy/build/obj/src/mpi" "$copy/build/obj/tools/tg_mpi."*
+# documented COMMAND STAGE: runs the line of docs/install.md in the copy, as a
+# user's shell would (no make of ours around it), with /tmp/stage moved to STAGE.
+documented() {
+    local line=$1 stage=$2
+    grep -qF "    $line" "$top/docs/install.md" || { bad "docs/install.md no longer says '$line'"; return 1; }
+    line=${line//\/tmp\/stage/$stage}
+    (cd "$copy" && export HOME=$tmp/home && env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL V=1 bash -c "$line") \
+        >"$tmp/install.log" 2>&1 || { bad "'$line' failed: $(tail -n 5 "$tmp/install.log")"; return 1; }
+    ok
+}
+# installed ROOT PREFIX: the files make install puts there, and a program
+# built with pkg-config against them runs.
+installed() {
+    local root=$1 p=$2 f
+    for f in include/tensorgrad.h lib/libtensorgrad.a lib/libtensorgrad.so lib/pkgconfig/tensorgrad.pc \
+             lib/cmake/tensorgrad/tensorgrad-config.cmake bin/tg; do
+        [ -e "$root$p/$f" ] && ok || bad "install into $p: no $f"
+    done
+    if [ -f "$top/.deps/webgpu/libwebgpu_wrapper.so" ]; then
+        [ -f "$root$p/lib/tensorgrad/webgpu/libwebgpu_wrapper.so" ] && ok || bad "install into $p: no WebGPU runtime"
+    fi
+}
+mkdir -p "$tmp/home"
+if documented 'make install PREFIX=$HOME/.local' "$tmp/stage"; then
+    p=$tmp/home/.local
+    installed "" "$p"
+    # The installed tg finds the WebGPU runtime in its own data directory.
+    if [ -f "$top/.deps/webgpu/libwebgpu_wrapper.so" ] && [ -f "$top/.deps/vulkan/lvp_icd.json" ]; then
+        out=$(env -u TG_WEBGPU_LIB -u VK_DRIVER_FILES -u VK_ICD_FILENAMES -u VK_ADD_DRIVER_FILES "$p/bin/tg" devices 2>&1)
+        [[ "$out" == *"library: $p/lib/tensorgrad/webgpu/libwebgpu_wrapper.so"* ]] && ok ||
+            bad "installed tg does not find its WebGPU runtime: $out"
+    fi
+    (cd "$copy" && export HOME=$tmp/home && env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make uninstall PREFIX=$HOME/.local) >/dev/null 2>&1
+    left=$(find "$tmp/home" -type f 2>/dev/null)
+    [ -z "$left" ] && ok || bad "make uninstall PREFIX=\$HOME/.local left: $left"
+fi
+if documented 'make install DESTDIR=/tmp/stage PREFIX=/usr' "$tmp/stage"; then
+    installed "$tmp/stage" /usr
+    (cd "$copy" && env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make uninstall DESTDIR="$tmp/stage" PREFIX=/usr) >/dev/null 2>&1
+    left=$(find "$tmp/stage" -type f 2>/dev/null)
+    [ -z "$left" ] && ok || bad "make uninstall DESTDIR=... PREFIX=/usr left: $left"
+fi
+
 # The PREFIX the tree was built for (it is compiled into the WebGPU search
 # path): another one would rebuild the library under test.
 dest=$tmp/root prefix=${PREFIX:-/usr/local}
