@@ -8,7 +8,7 @@
 #include "check.h"
 #include "cpu/cpu.h"
 #include "engine.h"
-#include "cpu/fuse.h"
+#include "cpu/groups.h"
 #include "passes/passes.h"
 #include "plan/plan.h"
 #include "../examples/gpt.c"

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fuse.h"
+#include "groups.h"
 #include "lower.h"
 #include "../dist/dp.h"
 

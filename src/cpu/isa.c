@@ -87,7 +87,7 @@ static void describe(cpu_isa_t isa, char *buf, size_t n) {
              "conv rows %s; 2x2 pooling %s; elementwise passes %s; Adam pass %s",
              tg_gemm_kernel_name(),                              /* gemm_kernels.c */
              k512 ? "avx512" : isa == CPU_AVX2 ? "avx2 8-lane (T <= 8), fma vectors" : "8-lane (T <= 8), vectors",
-             /* attention.c, attention8.c */
+             /* fused_attention.c, fused_attention8.c */
              v, isa == CPU_AVX2 ? "; norm rows in 8-lane pairs" : "", /* TG_MULTI kernels, norm_avx2.c */
              k512 ? "avx512" : isa == CPU_AVX2 ? "avx2" : "generic", /* kernels_conv.c */
              k512 ? "avx512" : isa == CPU_AVX2 ? "avx2" : "index tables", /* pool2x2.c */

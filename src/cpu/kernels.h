@@ -79,7 +79,7 @@ TG_CPU_KERNEL(tg_cpu_norm);
 TG_CPU_KERNEL(tg_cpu_norm_stats);
 TG_CPU_KERNEL(tg_cpu_norm_dx);
 TG_CPU_KERNEL(tg_cpu_norm_dgain);
-/* A norm's backward rows in one pass (fuse.c's norm groups): per row of x
+/* A norm's backward rows in one pass (grouping.c's norm groups): per row of x
  * [R, D], its statistics (stats, may be NULL), the forward output y again
  * (NULL: not wanted), and dx (into out, plus resid when not NULL: the add
  * of the residual's gradient); each computed as its own kernel does. */

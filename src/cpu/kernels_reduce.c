@@ -4,7 +4,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "attention.h"
+#include "fused_attention.h"
 #include "cpu.h"
 #include "kernels.h"
 #include "vec.h"
@@ -219,7 +219,7 @@ TG_CPU_KERNEL(tg_cpu_log_softmax_grad) {
  * vectorized and tiled for strided axes. */
 
 /* Rows of [..., Tq, Tk]: row r is query i = r % Tq; keys j > i get 0. The
- * row itself is attention.c's, which the fused attention kernel also uses. */
+ * row itself is fused_attention.c's, which the fused attention kernel also uses. */
 static void softmax_causal_rows(void *arg, int64_t lo, int64_t hi) {
     axis_job *j = arg;
     int64_t Tk = j->A;

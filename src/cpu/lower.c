@@ -1,13 +1,13 @@
 /* Lowering to CPU steps (see lower.h). Groups that change the plan were
- * chosen before planning (fuse.c) and run here as one step at their turn;
+ * chosen before planning (grouping.c) and run here as one step at their turn;
  * Adam's three updates of a param, which share no memory the plan could
  * save, are fused here. Fused kernels do the same float operations as the
  * separate ones, so the results are bitwise the same as without fusion. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "attention.h"
-#include "fuse.h"
+#include "fused_attention.h"
+#include "groups.h"
 #include "kernels.h"
 #include "lower.h"
 
@@ -111,7 +111,7 @@ static void run_adam(cpu_ctx *c, const cpu_step *s) { tg_cpu_parallel(c, s->adam
 
 /* ---- matching ---- */
 
-/* The step of a fused matmul group (fuse.c chose it before planning). The
+/* The step of a fused matmul group (grouping.c chose it before planning). The
  * plan keeps the matmul's inputs live until the group's turn and lets the
  * output share memory with the gate only where the group allowed it; the
  * checks here only make sure of that, and fail the compile if not. */

@@ -5,7 +5,7 @@
  * bias add and relu, or with relu's gradient; Adam's three updates). */
 #ifndef TG_CPU_LOWER_H
 #define TG_CPU_LOWER_H
-#include "attention.h"
+#include "fused_attention.h"
 #include "cpu.h"
 #include "kernels.h"
 #include "vec.h"

@@ -1,8 +1,8 @@
 /* The CPU backend's fusion pass (tg_fuse_fn): decided on the graph before
  * planning, so the plan gives the values a fused kernel keeps to itself no
  * memory, and lowering (lower.c) runs exactly these groups. */
-#ifndef TG_CPU_FUSE_H
-#define TG_CPU_FUSE_H
+#ifndef TG_CPU_GROUPS_H
+#define TG_CPU_GROUPS_H
 #include "../engine.h"
 
 typedef enum {

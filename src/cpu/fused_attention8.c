@@ -4,13 +4,13 @@
  * the softmax's max, sum and normalization and its gradient's dot product
  * are vertical operations in key order, and the products with V, K, Q and
  * dO are vectors over the head width. The float operations are those of the
- * unfused kernels in the same order (attention.h): FMA chains from zero when
+ * unfused kernels in the same order (fused_attention.h): FMA chains from zero when
  * `fma` (the AVX2 GEMM kernel's), else separate multiply and add (the
  * portable one's). */
 #include <math.h>
 #include <string.h>
 
-#include "attention.h"
+#include "fused_attention.h"
 #include "isa.h"
 #include "vmath.h"
 

@@ -1,10 +1,10 @@
-/* Fused causal attention (see attention.h). Work is split by (batch, head):
+/* Fused causal attention (see fused_attention.h). Work is split by (batch, head):
  * each is computed whole by one thread in a fixed order, so results do not
  * depend on the thread count. */
 #include <math.h>
 #include <string.h>
 
-#include "attention.h"
+#include "fused_attention.h"
 #include "isa.h"
 #include "vmath.h"
 

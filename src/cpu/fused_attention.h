@@ -1,5 +1,5 @@
 /* Causal self-attention as one CPU kernel per direction, for the fused
- * groups of fuse.c: per (batch, head), the T x T scores, the causal softmax
+ * groups of grouping.c: per (batch, head), the T x T scores, the causal softmax
  * and the products with V stay in L1 instead of going through five
  * kernels, two permute copies and 4 * B * H tiny GEMMs. Operands are read
  * and written where they lie, through strides (a split_heads permute is
@@ -11,8 +11,8 @@
  * portable one; the
  * softmax and its gradient as kernels_reduce.c and kernels_math.c compute
  * them), so results are bitwise the same as without fusion. */
-#ifndef TG_CPU_ATTENTION_H
-#define TG_CPU_ATTENTION_H
+#ifndef TG_CPU_FUSED_ATTENTION_H
+#define TG_CPU_FUSED_ATTENTION_H
 #include "cpu.h"
 
 #define ATTN_MAX_T 16   /* keys per row: one vector */
@@ -50,7 +50,7 @@ static inline float *attn_atw(const attn_operand *o, int64_t b, int64_t h) {
 }
 static inline const float *attn_at(const attn_operand *o, int64_t b, int64_t h) { return attn_atw(o, b, h); }
 
-/* Unit (b, h) for T <= 8 without AVX-512 (attention8.c): qt / ot hold
+/* Unit (b, h) for T <= 8 without AVX-512 (fused_attention8.c): qt / ot hold
  * 8 * Dh floats, ar / ds 64; fma as the GEMM micro-kernel rounds. */
 void tg_attn_fwd8(const attn_fwd *a, int64_t b, int64_t h, float *qt, float *ar, bool fma);
 void tg_attn_bwd8(const attn_bwd *a, int64_t b, int64_t h, float *ot, float *ds, bool fma);

@@ -1,4 +1,4 @@
-/* The CPU fusion pass (see fuse.h). A chain of nodes becomes one group only
+/* The CPU fusion pass (see groups.h). A chain of nodes becomes one group only
  * when that cannot change what any other kernel or the caller sees:
  *  - every member whose value the group keeps to itself (absorbed) has all
  *    its readers inside the group and is not a result, capture, gradient or
@@ -11,9 +11,9 @@
  * output share an input's memory only where the group allows it. */
 #include <stdlib.h>
 
-#include "attention.h"
+#include "fused_attention.h"
 #include "cpu.h"
-#include "fuse.h"
+#include "groups.h"
 #include "../fuse/fuse.h"
 #include "kernels.h"
 
