@@ -279,7 +279,9 @@ tg_tensor tg_matmul_t_at(tg_tensor a, tg_tensor b, bool ta, bool tb, TG_AT);
 #define tg_matmul_t(a, b, ta, tb) tg_matmul_t_at(a, b, ta, tb, __FILE__, __LINE__)
 
 /* one_hot: i32 [...] -> f32 [..., depth] (out-of-range indices give zeros);
- * one_hot_dt gives dtype dt (TG_F32, TG_I32 or TG_BOOL) instead. */
+ * one_hot_dt gives dtype dt (TG_F32, TG_I32 or TG_BOOL) instead.
+ * tg_matmul(tg_one_hot(idx, V), table [V, D]) compiles as
+ * tg_embedding(table, idx): a gather, not a product over V. */
 tg_tensor tg_one_hot_at(tg_tensor idx, int64_t depth, TG_AT);
 tg_tensor tg_one_hot_dt_at(tg_tensor idx, int64_t depth, tg_dtype dt, TG_AT);
 /* log_softmax over `axis`. */

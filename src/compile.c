@@ -89,6 +89,7 @@ tg_status tg_program_build(const tg_compile_req *req, tg_program **out) {
     p->discard_grads = req->discard_grads && train;
     p->check_each = req->check_each;
     tg_status s = trace(req, p);
+    if (s == TG_OK) tg_pass_one_hot_products(p->g);
     int n_fwd = p->g->n;
     if (s == TG_OK && (train || req->grads)) s = tg_grad_append(p->g, p->result, p->param_grad);
     int n_bwd = p->g->n; /* the optimizer's nodes come after this */

@@ -215,6 +215,25 @@ CASE_FN(c_take_mid) {
     static const float idx[] = {1, 0, 2, 2, 0, 1, 1, 1, 0, 2, 2, 0};
     return tg_take_along_axis(x[0], case_i32(g, S(2, 3, 2), idx), 1);
 }
+CASE_FN(c_take_many) { /* 18 indices a line (WebGPU sorts them): repeats, negatives, out of range */
+    static float idx[2 * 18 * 3];
+    for (int i = 0; i < 2 * 18 * 3; i++) idx[i] = (float)((i * 7) % 11 - 4); /* -4 .. 6 along an axis of 5 */
+    return tg_take_along_axis(x[0], case_i32(g, S(2, 18, 3), idx), 1);
+}
+CASE_FN(c_one_hot_mm) { /* one_hot @ W, compiled as a gather (src/passes/gather.c) */
+    static const float idx[] = {0, 5, 5, -1, 2, 6, 5, 0};
+    return tg_mul(tg_matmul(tg_one_hot(case_i32(g, S(2, 4), idx), 6), x[0]), x[1]);
+}
+/* A tied head over a vocabulary of 300 (too big for WebGPU's warps form
+ * on lavapipe, so its embedding gradient is the sorted one): 40 tokens
+ * with repeats and one out of range, logits against the same table. */
+CASE_FN(c_tied_head) {
+    static float tok[40], tgt[40];
+    for (int i = 0; i < 40; i++) tok[i] = i == 7 ? -1.0f : (float)((i * i * 37) % 23 * 13), tgt[i] = (float)((i * 61) % 300);
+    tg_tensor h = tg_mul(tg_embedding(x[0], case_i32(g, S(40), tok)), x[1]); /* [40, 2] */
+    tg_tensor logits = tg_matmul_t(h, x[0], false, true);                  /* [40, 300] */
+    return tg_cross_entropy(logits, case_i32(g, S(40), tgt), TG_REDUCTION_MEAN);
+}
 CASE_FN(c_softmax_axis2) { (void)g; return tg_softmax(x[0], 2); }
 CASE_FN(c_unary_mix) {
     (void)g;
@@ -394,6 +413,8 @@ static const op_case op_cases[] = {
     {"take_along_last", 1, {S(4, 5)}, -1, 1, 0, c_take_last, false},
     {"take_along_first", 1, {S(4, 3)}, -1, 1, 0, c_take_first, false},
     {"take_along_mid", 1, {S(2, 3, 2)}, -1, 1, 0, c_take_mid, false},
+    {"take_along_many", 1, {S(2, 5, 3)}, -1, 1, 0, c_take_many, false},
+    {"one_hot_product", 2, {S(6, 3), S(2, 4, 3)}, -1, 1, 0, c_one_hot_mm, false},
     {"mlp_gelu_silu_softmax", 3, {S(4, 5), S(5, 6), S(6)}, -1, 1, 0, c_mlp_gelu, false},
     {"max_scalar_operand", 2, {S(5, 3), TG_SCALAR}, -1, 1, 0.05f, c_max_bcast, false},
     {"min_3d_row", 2, {S(2, 3, 17), S(17)}, -1, 1, 0.05f, c_min_bcast, false},
@@ -426,6 +447,7 @@ static const op_case op_cases[] = {
     {"randn", 1, {S(3, 4)}, -1, 1, 0, c_randn, true},
     {"categorical", 1, {S(6, 5)}, -2, 2, 0, c_categorical, true},
     {"categorical_axis0", 1, {S(5, 6)}, -2, 2, 0, c_categorical_axis0, true},
+    {"tied_head", 2, {S(300, 2), S(2)}, -1, 1, 0, c_tied_head, false},
     {"tiny_lm", 4, {S(6, 8), S(8), S(8), S(8, 8)}, -1, 1, 0, c_tiny_lm, false},
 };
 #define N_OP_CASES ((int)(sizeof op_cases / sizeof op_cases[0]))

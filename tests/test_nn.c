@@ -332,6 +332,53 @@ static void in_place(void) {
     tg_model_free(m);
 }
 
+/* ---- one_hot @ table is compiled as a gather ---- */
+
+static tg_tensor one_hot_fn(tg_graph *g, void *u) {
+    (void)u;
+    tg_tensor y = tg_matmul(tg_one_hot(tg_input(g, "idx"), EM_V), tg_use(g, em_table)); /* [EM_N, EM_D] */
+    tg_capture(y, "y");
+    return tg_sum(tg_mul(y, tg_constant(g, TG_SHAPE(EM_N, EM_D), em_w)), TG_ALL, false);
+}
+
+/* The product of a one_hot and a table is the table's rows (zero rows out
+ * of range) and its gradient the embedding's in-order scatter-add: the
+ * compiled graph holds an embedding and its gradient, no product over the
+ * vocabulary (embedding_values set up the table, indices and weights). */
+static void one_hot_products(void) {
+    static float table[EM_V * EM_D];
+    for (int i = 0; i < EM_V * EM_D; i++) table[i] = 2.0f * urand() - 1.0f;
+    tg_model *m = tg_model_new();
+    em_table = tg_model_param(m, "table", TG_SHAPE(EM_V, EM_D), tg_init_values(table));
+    tg_input_decl in[] = {{"idx", TG_I32, TG_SHAPE(EM_N)}};
+    tg_session *s = open_fn(m, one_hot_fn, NULL, in, 1, 1, 3);
+    float y[EM_N * EM_D], grad[EM_V * EM_D], want[EM_V * EM_D] = {0};
+    CHECK_OK(tg_session_step(s, (tg_feed[]){TG_FEED("idx", em_idx, EM_N)}, 1, NULL));
+    CHECK_OK(tg_session_read(s, "y", y, EM_N * EM_D));
+    CHECK_OK(tg_session_get_grad(s, "table", grad, EM_V * EM_D));
+    int bad = 0;
+    for (int r = 0; r < EM_N; r++) {
+        bool in_range = em_idx[r] >= 0 && em_idx[r] < EM_V;
+        for (int c = 0; c < EM_D; c++) {
+            bad += y[r * EM_D + c] != (in_range ? table[em_idx[r] * EM_D + c] : 0.0f);
+            if (in_range) want[em_idx[r] * EM_D + c] += em_w[r * EM_D + c];
+        }
+    }
+    CHECK(bad == 0, "one_hot @ table: %d elements differ from the gathered rows", bad);
+    CHECK(memcmp(grad, want, sizeof grad) == 0, "one_hot @ table: the gradient is not the in-order scatter-add");
+    const tg_graph *g = tg_session_graph(s);
+    int products = 0, gathers = 0, scatters = 0;
+    for (int i = 0; i < g->n; i++) {
+        products += g->nodes[i].op == TG_OP_MATMUL;
+        gathers += g->nodes[i].op == TG_OP_EMBEDDING;
+        scatters += g->nodes[i].op == TG_OP_EMBEDDING_GRAD;
+    }
+    CHECK(products == 0 && gathers == 1 && scatters == 1, "one_hot @ table compiled to %d products, %d gathers, %d scatters",
+          products, gathers, scatters);
+    tg_session_free(s);
+    tg_model_free(m);
+}
+
 /* ---- results do not depend on the thread count ---- */
 
 /* A tiny tied-embedding model over the three modules: next-token
@@ -762,6 +809,7 @@ int main(void) {
     for (int v = 0; v < 3; v++) cross_entropy_values((int[]){13, 16, 40}[v]);
     norm_values();
     embedding_values();
+    one_hot_products();
     heads_and_rope();
     long_rope();
     in_place();

@@ -8,6 +8,10 @@
  * Compacts g in place; remap[old] = new id or -1 (remap has g->n entries). */
 tg_status tg_pass_dce(tg_graph *g, const int *roots, int n_roots, int *remap);
 
+/* One-hot products as gathers (gather.c): matmul(one_hot(idx, V), W [V, D])
+ * rewritten in place as embedding(W, idx), before the gradient is built. */
+void tg_pass_one_hot_products(tg_graph *g);
+
 /* Rematerialization (recompute.c): copies of cheap forward nodes placed
  * just before their first reader in the backward (nodes >= first_bwd), which
  * then read the copy. remap[old] = new id (g->n entries, before the pass);
