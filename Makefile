@@ -69,7 +69,7 @@ help:
 	@echo "make bench-dist  gpt_small's CPU step on 1 and 2 MPI ranks and its all-reduce time (needs mpicc, mpirun)"
 	@echo "make bench-multi-gpu  gpt_small data-parallel on 1, 2 and 4 of this machine's GPUs beside PyTorch DDP"
 	@echo "                (bench/multi_gpu.sh; needs tg-mpi, and mpirun or MPI_DEBS=DIR from scripts/fetch-mpi-debs.sh)"
-	@echo "make shared     build build/libtensorgrad.so (its own -fPIC objects in build/obj-pic)"
+	@echo "make shared     build build/libtensorgrad.so (from the objects of build/libtensorgrad.a)"
 	@echo "                where mpicc is found, make also builds build/libtensorgrad_mpi.{a,so} and build/tg-mpi"
 	@echo "make install    install header, libraries, tensorgrad.pc, the CMake package and bin/tg"
 	@echo "                under PREFIX (default /usr/local), staged under DESTDIR if set"
@@ -90,14 +90,25 @@ TG_DATADIR ?= $(LIBDIR)/tensorgrad
 # The WebGPU runtime looks for the libraries scripts/fetch-webgpu.sh puts in
 # .deps/, and, once installed, in the data directory make install fills.
 WEBGPU_DIRS := -DTG_DEPS_DIR='"$(CURDIR)/.deps"' -DTG_DATA_DIR='"$(TG_DATADIR)"'
-$(BUILD)/obj/src/webgpu/device.o $(BUILD)/obj-pic/src/webgpu/device.o: TG_CFLAGS += $(WEBGPU_DIRS)
-$(BUILD)/obj/src/webgpu/device.o $(BUILD)/obj-pic/src/webgpu/device.o: $(BUILD)/prefix.stamp
+$(BUILD)/obj/src/webgpu/device.o: TG_CFLAGS += $(WEBGPU_DIRS)
+$(BUILD)/obj/src/webgpu/device.o: $(BUILD)/prefix.stamp
 
 # Library objects hide every symbol the header does not declare (the header
 # marks its own default), so internal tg_ names never bind across libraries.
+# One set of objects makes both libraries, so `make install` after `make
+# demo` only links: -fPIC for the shared one, and -fno-semantic-interposition
+# so that calls between the library's own public functions stay direct (and
+# inlinable) as in the executables' default -fPIE code.
+PIC := -fPIC -fno-semantic-interposition
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(TG_CFLAGS) -fvisibility=hidden $(CFLAGS) -c $< -o $@
+	$(CC) $(TG_CFLAGS) -fvisibility=hidden $(PIC) $(CFLAGS) -c $< -o $@
+# A build folder whose objects predate that recompiles them (the shared
+# library cannot link objects built without -fPIC).
+$(LIB_OBJ) $(BUILD)/obj/src/mpi/comm.o: $(BUILD)/pic.stamp
+$(BUILD)/pic.stamp:
+	@mkdir -p $(dir $@)
+	@echo '$(PIC)' > $@
 
 $(BUILD)/libtensorgrad.a: $(LIB_OBJ)
 	@mkdir -p $(dir $@)
@@ -203,22 +214,15 @@ clean:
 	rm -rf $(BUILD) build-asan build-aarch64 build-fuzz build-tsan build-clang build-macos
 
 # ---- install: the shared library, pkg-config, the CMake package ----
-# The shared library has its own -fPIC objects so that the static library's
-# objects (and make bench) stay exactly as they were.
 VERSION := $(shell sed -n 's/^\#define TG_VERSION_STRING "\(.*\)"/\1/p' include/tensorgrad.h)
 VMAJOR  := $(word 1,$(subst ., ,$(VERSION)))
 VMINOR  := $(word 2,$(subst ., ,$(VERSION)))
 # Before 1.0 every minor release may change the ABI, so the soname carries it.
 SOVER   := $(if $(filter 0,$(VMAJOR)),$(VMAJOR).$(VMINOR),$(VMAJOR))
 SONAME  := libtensorgrad.so.$(SOVER)
-PIC_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj-pic/%.o)
 .PHONY: shared install uninstall
 
 shared: $(BUILD)/libtensorgrad.so
-
-$(BUILD)/obj-pic/%.o: %.c
-	@mkdir -p $(dir $@)
-	$(CC) $(TG_CFLAGS) -fvisibility=hidden $(CFLAGS) -fPIC -c $< -o $@
 
 # Rebuilds device.o when PREFIX changes (it holds the data directory's path).
 $(BUILD)/prefix.stamp: FORCE
@@ -253,8 +257,8 @@ SHARED_EXPORTS := $(BUILD)/tensorgrad.map
 SHARED_FLAGS := -shared -Wl,-soname,$(SONAME) -Wl,--version-script=$(SHARED_EXPORTS) -Wl,--no-undefined
 endif
 
-$(BUILD)/libtensorgrad.so: $(PIC_OBJ) $(SHARED_EXPORTS)
-	$(CC) $(SHARED_FLAGS) $(CFLAGS) $(LDFLAGS) $(PIC_OBJ) -o $@.$(VERSION) $(LDLIBS)
+$(BUILD)/libtensorgrad.so: $(LIB_OBJ) $(SHARED_EXPORTS)
+	$(CC) $(SHARED_FLAGS) $(CFLAGS) $(LDFLAGS) $(LIB_OBJ) -o $@.$(VERSION) $(LDLIBS)
 	ln -sf libtensorgrad.so.$(VERSION) $(BUILD)/$(SONAME)
 	ln -sf libtensorgrad.so.$(VERSION) $@
 
@@ -300,20 +304,16 @@ uninstall:
 MPI_SONAME := libtensorgrad_mpi.so.$(SOVER)
 MPI_CFLAGS := $(if $(HAVE_MPI),$(shell $(MPICC) --showme:compile 2>/dev/null))
 MPI_LIBS   := $(if $(HAVE_MPI),$(shell $(MPICC) --showme:link 2>/dev/null))
-MPI_OBJ    := $(BUILD)/obj/src/mpi/comm.o $(BUILD)/obj-pic/src/mpi/comm.o $(BUILD)/obj/tools/tg_mpi.o
+MPI_OBJ    := $(BUILD)/obj/src/mpi/comm.o $(BUILD)/obj/tools/tg_mpi.o
 
 $(BUILD)/obj/src/mpi/%.o: src/mpi/%.c
 	@mkdir -p $(dir $@)
-	$(MPI_CC) $(TG_CFLAGS) -fvisibility=hidden $(CFLAGS) -c $< -o $@
-
-$(BUILD)/obj-pic/src/mpi/%.o: src/mpi/%.c
-	@mkdir -p $(dir $@)
-	$(MPI_CC) $(TG_CFLAGS) -fvisibility=hidden $(CFLAGS) -fPIC -c $< -o $@
+	$(MPI_CC) $(TG_CFLAGS) -fvisibility=hidden $(PIC) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/libtensorgrad_mpi.a: $(BUILD)/obj/src/mpi/comm.o
 	$(AR) rcs $@ $^
 
-$(BUILD)/libtensorgrad_mpi.so: $(BUILD)/obj-pic/src/mpi/comm.o $(BUILD)/libtensorgrad.so
+$(BUILD)/libtensorgrad_mpi.so: $(BUILD)/obj/src/mpi/comm.o $(BUILD)/libtensorgrad.so
 	$(MPI_CC) -shared -Wl,-soname,$(MPI_SONAME) -Wl,--no-undefined $(CFLAGS) $(LDFLAGS) $< -o $@.$(VERSION) \
 	    -L$(BUILD) -ltensorgrad
 	ln -sf libtensorgrad_mpi.so.$(VERSION) $(BUILD)/$(MPI_SONAME)
@@ -333,4 +333,4 @@ $(BUILD)/tests/dp_driver: tests/dp_driver.c $(wildcard tests/*.h) $(BUILD)/obj/e
 	$(MPI_CC) $(TG_CFLAGS) $(CFLAGS) $(LDFLAGS) $< $(BUILD)/obj/examples/gpt.o $(BUILD)/libtensorgrad_mpi.a \
 	    $(BUILD)/libtensorgrad.a -o $@ $(LDLIBS)
 
--include $(LIB_OBJ:.o=.d) $(EX_OBJ:.o=.d) $(PIC_OBJ:.o=.d) $(BUILD)/obj/tools/tg.d $(MPI_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(EX_OBJ:.o=.d) $(BUILD)/obj/tools/tg.d $(MPI_OBJ:.o=.d)

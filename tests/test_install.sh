@@ -8,8 +8,8 @@ build=${1:-build}
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/.." && pwd)
 pass=0 fail=0
-# make sanitize would build a second, sanitized set of -fPIC objects just for
-# this (minutes of CI); the plain make test covers install.
+# make sanitize would link and install a sanitized shared library just for
+# this; the plain make test covers install.
 case "${CFLAGS:-}" in *-fsanitize*)
     echo "test_install: skipped under sanitizers (make test runs it)"
     echo "test_install: 0 passed, 0 failed"; exit 0 ;;
@@ -23,13 +23,15 @@ trap 'rm -rf "$tmp"' EXIT
 # the tree as `make demo` leaves it (a PREFIX of their own compiles its data
 # directory into the copy's library, never into the one under test): one
 # straight into a prefix (HOME is a temporary folder), one staged under a
-# DESTDIR. Each must install everything, the WebGPU runtime included.
+# DESTDIR. Each must install everything, the WebGPU runtime included, and
+# compile no file a second time: only the data directory's (device.c) and
+# the MPI files `make demo` does not build.
 case "$build" in /*) build_abs=$build ;; *) build_abs=$top/$build ;; esac
 copy=$tmp/tree
 mkdir -p "$copy/build"
 cp -a "$top/Makefile" "$top/include" "$top/src" "$top/pkg" "$top/tools" "$top/examples" "$copy/"
 [ -e "$top/.deps" ] && ln -s "$top/.deps" "$copy/.deps"
-for f in obj obj-pic libtensorgrad.a tg prefix.stamp; do
+for f in obj libtensorgrad.a tg prefix.stamp pic.stamp; do
     [ -e "$build_abs/$f" ] && cp -a "$build_abs/$f" "$copy/build/"
 done
 rm -rf "$copy/build/obj/src/mpi" "$copy/build/obj/tools/tg_mpi."*
@@ -42,6 +44,10 @@ documented() {
     (cd "$copy" && export HOME=$tmp/home && env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL V=1 bash -c "$line") \
         >"$tmp/install.log" 2>&1 || { bad "'$line' failed: $(tail -n 5 "$tmp/install.log")"; return 1; }
     ok
+    local again
+    again=$(grep -oE ' -c [^ ]+\.c' "$tmp/install.log" | sed 's/ -c //' |
+            grep -vxE 'src/webgpu/device\.c|src/mpi/comm\.c|tools/tg\.c' | sort -u | tr '\n' ' ')
+    [ -z "$again" ] && ok || bad "'$line' after make demo compiled again: $(echo $again | head -c 300)"
 }
 # installed ROOT PREFIX: the files make install puts there, and a program
 # built with pkg-config against them runs.
