@@ -53,7 +53,9 @@ enum {
     TG_OPF_INPLACE = 1 << 4,  /* output may overwrite input 0 (same size, same order) */
     TG_OPF_MAP = 1 << 5,      /* each output element computed on its own from a few input elements */
     TG_OPF_CHEAP = 1 << 6,    /* a few ALU operations per element: fine to recompute */
-    TG_OPF_I32 = 1 << 7       /* unary math: takes i32 operands too */
+    TG_OPF_I32 = 1 << 7,      /* unary math: takes i32 operands too */
+    TG_OPF_UPDATE = 1 << 8,   /* an optimizer update */
+    TG_OPF_REMAT = 1 << 9     /* one pass over its output: may be computed again for the backward */
 };
 
 typedef struct {

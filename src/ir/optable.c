@@ -55,6 +55,8 @@
 #define INPLACE TG_OPF_INPLACE
 #define MAP TG_OPF_MAP
 #define CHEAP TG_OPF_CHEAP
+#define UPDATE TG_OPF_UPDATE
+#define REMAT TG_OPF_REMAT
 
 const tg_opinfo tg_ops[TG_OP_COUNT] = {
 #define TG_OP(OP, name, arity, flags, shape, grad, kernel) \

@@ -3,9 +3,9 @@
  * feeds) is computed a second time just before its first backward reader,
  * instead of being kept in memory across the whole forward and backward.
  *
- * Cost rule: only ops that cost one pass over their output (layer and RMS
- * norms, embedding lookups, adds: a transformer's token plus position
- * embedding), and only when every input is live at that point anyway (a
+ * Cost rule: only ops that cost one pass over their output (ops.def's REMAT:
+ * layer and RMS norms, embedding lookups, adds: a transformer's token plus
+ * position embedding), and only when every input is live at that point anyway (a
  * leaf, or a value the backward also reads there or later, as a norm's own
  * gradient reads x) or is itself computed again there. Then the
  * copies add kernels but never extend what the plan keeps, and each value
@@ -20,10 +20,8 @@
 static atomic_bool disabled;
 void tg_pass_recompute_enable(bool on) { atomic_store(&disabled, !on); }
 
-static bool cheap(const tg_node *n) {
-    return (n->op == TG_OP_LAYER_NORM || n->op == TG_OP_RMS_NORM || n->op == TG_OP_EMBEDDING ||
-            n->op == TG_OP_ADD) && !n->name && !n->data;
-}
+/* ops.def's REMAT ops, computed from other nodes (not a named or literal leaf) */
+static bool cheap(const tg_node *n) { return (tg_ops[n->op].flags & TG_OPF_REMAT) && !n->name && !n->data; }
 
 typedef struct {
     const tg_graph *g;
@@ -45,9 +43,9 @@ static void need_by(remat *r, int x, int t) {
 
 /* Whether node x can be had at turn t without keeping anything longer: a
  * leaf, live there anyway (its own backward readers keep it), computed
- * again already, or cheap with inputs that can (then, when `mark`, it is
- * computed again by t). Norms are not chained: their inputs are the
- * residual stream, which the backward keeps. */
+ * again already, or cheap and MAP with inputs that can (then, when `mark`,
+ * it is computed again by t). Ops over whole rows (norms) are not chained:
+ * their inputs are the residual stream, which the backward keeps. */
 static bool available(remat *r, int x, int t, bool mark) {
     if (leaf(r, x) || r->lastr[x] >= t) {
         if (mark && r->at[x] > t && !leaf(r, x)) r->at[x] = t; /* if x is computed again, its copy is read from t */
@@ -58,7 +56,7 @@ static bool available(remat *r, int x, int t, bool mark) {
         return true;
     }
     const tg_node *nd = &r->g->nodes[x];
-    if (!cheap(nd) || nd->op == TG_OP_LAYER_NORM || nd->op == TG_OP_RMS_NORM) return false;
+    if (!cheap(nd) || !(tg_ops[nd->op].flags & TG_OPF_MAP)) return false;
     for (int k = 0; k < nd->nin; k++)
         if (!available(r, nd->in[k], t, false)) return false;
     if (mark) { /* by t, or by its own first backward reader if that is earlier */

@@ -17,9 +17,7 @@ void tg_program_pinned(const tg_program *p, bool *pinned) {
     for (int w = 0; w < p->n_wb; w++) pinned[p->wb[w].src] = true;
 }
 
-bool tg_program_is_update(tg_opcode op) {
-    return op == TG_OP_ADAM_M || op == TG_OP_ADAM_V || op == TG_OP_ADAM_P || op == TG_OP_SGD_V || op == TG_OP_SGD_P;
-}
+bool tg_program_is_update(tg_opcode op) { return tg_ops[op].flags & TG_OPF_UPDATE; }
 
 static const char *base_name(const char *path) {
     const char *s = path ? strrchr(path, '/') : NULL;

@@ -55,7 +55,7 @@ typedef struct {
 /* TG_ERR_NUMERIC for element `at` (value v) of node `id`'s output, naming
  * the op, its shape and call site (or the forward op it is a gradient of). */
 tg_status tg_program_numeric_fail(const tg_program *p, int id, float v, int64_t at);
-/* True for the optimizer's update ops. */
+/* True for the optimizer's update ops (ops.def's UPDATE). */
 bool tg_program_is_update(tg_opcode op);
 /* For a backend's fusion pass: pinned[i] (g->n entries) set for every node read from
  * outside the program's kernels (the result, the numeric check, captures,
