@@ -13,19 +13,18 @@ typedef void (*tg_cpu_fn)(cpu_ctx *c, const tg_graph *g, int id, void *out, void
 /* Each op's kernel; NULL for leaves and views. */
 extern const tg_cpu_fn tg_cpu_kernels[TG_OP_COUNT];
 
-/* kernels_ew.c: elementwise, broadcasting, constants */
-TG_CPU_KERNEL(tg_cpu_const);
-TG_CPU_KERNEL(tg_cpu_arange);
-TG_CPU_KERNEL(tg_cpu_binary);
-TG_CPU_KERNEL(tg_cpu_unary);
-TG_CPU_KERNEL(tg_cpu_cast);
-TG_CPU_KERNEL(tg_cpu_where);
-TG_CPU_KERNEL(tg_cpu_broadcast);
-TG_CPU_KERNEL(tg_cpu_permute);
-TG_CPU_KERNEL(tg_cpu_relu_grad);
+/* Each kernel family of ops.def, tg_cpu_<kernel>, declared from its kernel
+ * column (`none` is declared and never defined: the table reads NULL). The
+ * files that define them: kernels_ew.c (elementwise, broadcasting,
+ * constants), kernels_reduce.c (reductions, the softmax family),
+ * kernels_misc.c (matmul, indexing, optimizer updates), kernels_math.c
+ * (math and shape ops), kernels_nn.c (losses, norms, embedding, rope,
+ * random ops), kernels_conv.c (convolution, pooling, upsampling). Below
+ * them, the helpers that lowering and the fused groups call. */
+#define TG_OP(OP, name, arity, flags, shape, grad, kernel) TG_CPU_KERNEL(tg_cpu_##kernel);
+#include "../ir/ops.def"
 
-/* kernels_reduce.c: reductions and the softmax family */
-TG_CPU_KERNEL(tg_cpu_sum);
+/* kernels_reduce.c */
 /* A sum that keeps the trailing axes and drops the leading ones: column
  * sums of x [rows, cols] (tg_cpu_reduce_rows' blocks); the lowering's
  * specialized step and the op-table kernel both run tg_cpu_colsum. */
@@ -39,46 +38,13 @@ typedef struct {
 } cpu_sumsq_term;
 void tg_cpu_sumsq(cpu_ctx *c, const cpu_sumsq_term *t, int n);
 void tg_cpu_colsum(cpu_ctx *c, const float *x, int64_t rows, int64_t cols, float *y);
-TG_CPU_KERNEL(tg_cpu_log_softmax);
-TG_CPU_KERNEL(tg_cpu_log_softmax_grad);
-TG_CPU_KERNEL(tg_cpu_softmax_causal);
-TG_CPU_KERNEL(tg_cpu_softmax_grad);
-TG_CPU_KERNEL(tg_cpu_where_causal);
 
-/* kernels_misc.c: matmul, indexing, optimizer updates */
-TG_CPU_KERNEL(tg_cpu_matmul);
+/* kernels_misc.c */
 struct tg_gemm_args;
 /* The tg_gemm arguments of matmul node `id` (no epilogue). */
 void tg_cpu_matmul_args(const tg_graph *g, int id, void *out, void *const *in, struct tg_gemm_args *ga);
-TG_CPU_KERNEL(tg_cpu_one_hot);
-TG_CPU_KERNEL(tg_cpu_adam_m);
-TG_CPU_KERNEL(tg_cpu_adam_v);
-TG_CPU_KERNEL(tg_cpu_adam_p);
-TG_CPU_KERNEL(tg_cpu_sgd_v);
-TG_CPU_KERNEL(tg_cpu_sgd_p);
 
-/* kernels_math.c: math and shape ops */
-TG_CPU_KERNEL(tg_cpu_minmax);
-TG_CPU_KERNEL(tg_cpu_unary_math);
-TG_CPU_KERNEL(tg_cpu_unary_grad);
-TG_CPU_KERNEL(tg_cpu_minmax_grad);
-TG_CPU_KERNEL(tg_cpu_softmax);
-TG_CPU_KERNEL(tg_cpu_argmax);
-TG_CPU_KERNEL(tg_cpu_narrow);
-TG_CPU_KERNEL(tg_cpu_narrow_grad);
-TG_CPU_KERNEL(tg_cpu_concat);
-TG_CPU_KERNEL(tg_cpu_take_along_axis);
-TG_CPU_KERNEL(tg_cpu_take_along_axis_grad);
-
-/* kernels_nn.c: losses, norms, embedding, rope, random ops */
-TG_CPU_KERNEL(tg_cpu_cross_entropy);
-TG_CPU_KERNEL(tg_cpu_cross_entropy_grad);
-TG_CPU_KERNEL(tg_cpu_nll_loss);
-TG_CPU_KERNEL(tg_cpu_nll_loss_grad);
-TG_CPU_KERNEL(tg_cpu_norm);
-TG_CPU_KERNEL(tg_cpu_norm_stats);
-TG_CPU_KERNEL(tg_cpu_norm_dx);
-TG_CPU_KERNEL(tg_cpu_norm_dgain);
+/* kernels_nn.c */
 /* A norm's backward rows in one pass (grouping.c's norm groups): per row of x
  * [R, D], its statistics (stats, may be NULL), the forward output y again
  * (NULL: not wanted), and dx (into out, plus resid when not NULL: the add
@@ -104,19 +70,8 @@ bool tg_cpu_norm_cols_avx2(int64_t D, int64_t r0, int64_t r1, const float *x, co
 #define CPU_NORM_SUMS_MAX_D 1024
 void tg_cpu_norm_sums(cpu_ctx *c, int64_t R, int64_t D, const float *x, const float *gy, const float *stats,
                    float *dgain, float *dbias);
-TG_CPU_KERNEL(tg_cpu_embedding);
-TG_CPU_KERNEL(tg_cpu_embedding_grad);
-TG_CPU_KERNEL(tg_cpu_rope);
-TG_CPU_KERNEL(tg_cpu_dropout);
-TG_CPU_KERNEL(tg_cpu_randn);
-TG_CPU_KERNEL(tg_cpu_categorical);
 
-/* kernels_conv.c: convolution, pooling, upsampling and their gradients */
-TG_CPU_KERNEL(tg_cpu_conv2d);
-TG_CPU_KERNEL(tg_cpu_conv2d_grad_input);
-TG_CPU_KERNEL(tg_cpu_conv2d_grad_weight);
-TG_CPU_KERNEL(tg_cpu_max_pool2d);
-TG_CPU_KERNEL(tg_cpu_max_pool2d_grad);
+/* kernels_conv.c */
 /* pool2x2.c: 2x2 / stride 2 pooling over planes it tiles, on AVX-512; false when it does not apply */
 bool tg_cpu_pool2x2(cpu_ctx *c, const tg_node *n, tg_shape xs, const float *x, const float *y, const float *gy,
                  bool relu, float *out);
@@ -124,8 +79,6 @@ bool tg_cpu_pool2x2(cpu_ctx *c, const tg_node *n, tg_shape xs, const float *x, c
  * x being a relu's output: one pass where pool2x2.c applies, else the two
  * kernels (the second in place). in: x, y, gy. */
 void tg_cpu_max_pool2d_grad_relu(cpu_ctx *c, const tg_graph *g, int pg, void *out, void *const *in);
-TG_CPU_KERNEL(tg_cpu_upsample2d);
-TG_CPU_KERNEL(tg_cpu_upsample2d_grad);
 /* Tests: run conv2d and its gradients through the direct loops on every
  * shape; use the plain C loops where AVX-512 would run; shrink the im2col
  * budget (floats) to force one image per chunk; set the index-table limit
