@@ -44,8 +44,8 @@ void tg_pool_run(tg_pool *p, int n_tasks, tg_task_fn fn, void *arg);
  * workers wait for the next job spinning instead of going to sleep after a
  * fraction of a millisecond: a step's serial stretches (the loss, a small
  * product) are long enough to put them to sleep, and waking a sleeping
- * thread cost a VM's scheduler 0.1 ms on the next parallel kernel, and
- * slowed the caller's serial kernels too. Outside a run they soon sleep, so
+ * thread delays the next parallel kernel and slows the caller's serial
+ * kernels too (docs/performance.md). Outside a run they soon sleep, so
  * the caller's own work between steps gets the cores. */
 void tg_pool_hot(tg_pool *p, bool on);
 /* The thread count new sessions use when their spec says 0: the default set
@@ -133,7 +133,7 @@ void tg_cpu_parallel(cpu_ctx *c, int64_t n, int64_t grain, tg_range_fn fn, void 
  * block order. A block goes to the thread that owns its rows in every
  * row-split kernel (the pool deals ranges in order), which mostly wrote
  * them, so no thread pulls the other's rows across cores, as splitting the
- * columns did (2-4x slower than one thread here). The blocks depend on R
+ * columns did (slower than one thread; docs/performance.md). The blocks depend on R
  * alone: results do not depend on the thread count. */
 typedef void (*tg_block_fn)(void *arg, int64_t r0, int64_t r1, float *partial);
 int64_t tg_cpu_row_blocks(int64_t R);

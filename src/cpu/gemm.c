@@ -13,7 +13,8 @@
  *    of the B block at a time (kept in L2), runs the micro-kernel along
  *    each row of tiles: the A panel stays in L1, B panels come from L2, and
  *    C is walked row by row (which the hardware prefetcher follows; going
- *    down columns of C with a large power-of-two stride was a third slower).
+ *    down columns of C with a large power-of-two stride makes its lines
+ *    alias in L1).
  *
  * Each C element is one chain of FMAs over k in KC-sized blocks, whatever
  * tile it falls in; threads own disjoint tiles of C, and K is never split
@@ -300,8 +301,8 @@ bool tg_gemm_splits(const tg_gemm_args *g) {
  * per byte touched. Since the pool deals rows to threads the way the
  * elementwise kernels split them, a thread mostly finds its rows of A in its
  * own cache, and an 8 MFLOP 1024x64x64 product (a transformer's projection,
- * 8 flops per byte) runs 1.8x faster on two cores; products under 4 MFLOP
- * (the sin MLP's) still need 16 flops per byte. */
+ * 8 flops per byte) gains from a second core; products under 4 MFLOP (the
+ * sin MLP's) still need 16 flops per byte (docs/performance.md). */
 static bool worth_threads(const tg_gemm_args *g, double flops) {
     double bytes = 4.0 * ((double)g->batch * (double)(g->M * g->K + g->M * g->N) +
                           (double)(g->sb ? g->batch : 1) * (double)(g->K * g->N));

@@ -562,7 +562,7 @@ static int64_t chunk_images(const conv_geom *q) {
  * in its own slice of the scratch, so a chunk's panels never leave the
  * core that wrote them and the call has one barrier. (Splitting each phase
  * over the threads instead cost a barrier per phase and sent the panels
- * across cores; on the digits CNN two threads ran no faster than one.)
+ * across cores, which cost what a second thread saved.)
  * Chunks depend on the shape alone and each runs the same serial product,
  * so results do not depend on the thread count. */
 typedef struct {
