@@ -259,6 +259,10 @@ CASE_FN(c_xent_none) { /* -1 and 7 are outside [0, 7): zero loss, zero gradient 
     static const float t[] = {6, -1, 0, 7, 3};
     return tg_cross_entropy(x[0], case_i32(g, S(5), t), TG_REDUCTION_NONE);
 }
+CASE_FN(c_xent_long) { /* 83 classes: the row-at-a-time kernel's full vectors and its tail */
+    static const float t[] = {0, 82, 41};
+    return tg_cross_entropy(x[0], case_i32(g, S(3), t), TG_REDUCTION_MEAN);
+}
 CASE_FN(c_nll_mean) {
     static const float t[] = {5, 0, 2, 3};
     return tg_nll_loss(x[0], case_i32(g, S(4), t), TG_REDUCTION_MEAN);
@@ -427,6 +431,7 @@ static const op_case op_cases[] = {
     {"cross_entropy_mean", 1, {S(6, 5)}, -2, 2, 0, c_xent_mean, false},
     {"cross_entropy_sum", 1, {S(2, 3, 4)}, -2, 2, 0, c_xent_sum, false},
     {"cross_entropy_none", 1, {S(5, 7)}, -3, 3, 0, c_xent_none, false},
+    {"cross_entropy_83_classes", 1, {S(3, 83)}, -3, 3, 0, c_xent_long, false},
     {"nll_loss_mean", 1, {S(4, 6)}, -2, 0, 0, c_nll_mean, false},
     {"nll_loss_none", 1, {S(2, 2, 3)}, -2, 0, 0, c_nll_none, false},
     {"log_softmax_nll", 1, {S(3, 4)}, -2, 2, 0, c_log_softmax_nll, false},

@@ -66,11 +66,67 @@ static nn_job row_job(const tg_node *n, void *const *in, void *out, tg_shape mai
 
 /* ---- cross-entropy and NLL: logits [R, V] (leading axes flattened), targets i32 [R] ---- */
 
+/* The 16 lanes added in a fixed tree, in registers: s[k] = a[k] + a[k + 8],
+ * then ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7)). */
+VINLINE float lanes16(vf a) {
+    vf t = a + VSHUF(a, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
+    vf u = t + VSHUF(t, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
+    vf w = u + VSHUF(u, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
+    return w[0] + w[4];
+}
+
+/* x[i .. i + n) for n <= VL; lanes past n are 0. */
+VINLINE vf vload_tail(const float *x, int64_t n) { return n == VL ? vload(x) : vload_n(x, n); }
+VINLINE void vstore_tail(float *y, vf v, int64_t n) {
+    if (n == VL) vstore(y, v);
+    else vstore_n(y, v, n);
+}
+
+/* Rows longer than 16 classes (a vocabulary), one at a time on 16-lane
+ * vectors: the max (exact in any order), then e^(x - max) by vexp and its
+ * sum over four vector accumulators (class v goes to lane v % 16 of
+ * accumulator v / 16 % 4), added in a fixed tree: the same bits on every
+ * instruction set and thread count. With e set, the exps are stored there
+ * (e may be x itself: each vector is read before it is written). */
+VINLINE float xent_long_max(const float *x, int64_t V) {
+    vf m = vsplat(-INFINITY);
+    int64_t v = 0;
+    for (; v + VL <= V; v += VL) {
+        vf a = vload(x + v);
+        m = vsel(a > m, a, m);
+    }
+    float r = -INFINITY;
+    for (int k = 0; k < VL; k++) r = m[k] > r ? m[k] : r;
+    for (; v < V; v++) r = x[v] > r ? x[v] : r;
+    return r;
+}
+
+VINLINE float xent_long_sum(const float *x, int64_t V, float max, float *e) {
+    vf acc[4] = {vsplat(0.0f), vsplat(0.0f), vsplat(0.0f), vsplat(0.0f)}, m = vsplat(max);
+    int64_t v = 0;
+    for (; v + 4 * VL <= V; v += 4 * VL)
+        for (int k = 0; k < 4; k++) {
+            vf t = vexp(vload(x + v + k * VL) - m);
+            if (e) vstore(e + v + k * VL, t);
+            acc[k] += t;
+        }
+    for (int k = 0; v < V; v += VL, k++) {
+        int64_t n = V - v < VL ? V - v : VL;
+        vf t = vexp(vload_tail(x + v, n) - m);
+        t = vsel(__builtin_convertvector((vf){0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, vi) <
+                     (vi){0} + (int32_t)n,
+                 t, vsplat(0.0f));
+        if (e) vstore_tail(e + v, t, n);
+        acc[k] += t;
+    }
+    return lanes16((acc[0] + acc[1]) + (acc[2] + acc[3]));
+}
+
 /* Cross-entropy over at most 16 classes, 16 rows at a time: the rows are
  * transposed so that a lane is a row and each class one vector; the max,
  * the exps (vmath.h) and their sum (in class order) are then vertical
  * operations, the same for every row wherever it falls. Longer rows go one
- * at a time with libm. */
+ * at a time (xent_long_max, xent_long_sum). */
 
 /* The 16 x 16 transpose by block swaps (8, 4, 2, 1 wide): rows i and i + b
  * (i & b == 0) trade their b-wide blocks; VT_LO/VT_HI pick the lanes. */
@@ -125,8 +181,7 @@ TG_MULTI(static, xent_rows, (void *arg, int64_t lo, int64_t hi), (arg, lo, hi)) 
                 y[r] = 0.0f;
                 continue;
             }
-            float m = row_max(x, V), s = 0.0f;
-            for (int64_t v = 0; v < V; v++) s += expf(x[v] - m);
+            float m = xent_long_max(x, V), s = xent_long_sum(x, V, m, NULL);
             y[r] = -((x[t[r]] - m) - logf(s)); /* PyTorch's order: no large m + small log(s) rounding */
         }
         return;
@@ -168,10 +223,11 @@ TG_MULTI(static, xent_grad_rows, (void *arg, int64_t lo, int64_t hi), (arg, lo, 
                 memset(gx, 0, (size_t)V * sizeof(float));
                 continue;
             }
-            float m = row_max(x, V), s = 0.0f;
-            for (int64_t v = 0; v < V; v++) s += (gx[v] = expf(x[v] - m));
-            float k = gy[r] / s;
-            for (int64_t v = 0; v < V; v++) gx[v] *= k;
+            float m = xent_long_max(x, V), s = xent_long_sum(x, V, m, gx);
+            vf k = vsplat(gy[r] / s);
+            int64_t v = 0;
+            for (; v + VL <= V; v += VL) vstore(gx + v, vload(gx + v) * k);
+            for (; v < V; v++) gx[v] *= k[0];
             gx[t[r]] -= gy[r];
         }
         return;
@@ -230,22 +286,6 @@ TG_CPU_KERNEL(tg_cpu_nll_loss_grad) {
  * several instruction sets (TG_MULTI): a row's sums go lane by lane, then
  * across the lanes in a fixed tree, so every row is reduced the same way
  * whatever the CPU or the thread that takes it. */
-
-/* The 16 lanes added in a fixed tree, in registers: s[k] = a[k] + a[k + 8],
- * then ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7)). */
-VINLINE float lanes16(vf a) {
-    vf t = a + VSHUF(a, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
-    vf u = t + VSHUF(t, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
-    vf w = u + VSHUF(u, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
-    return w[0] + w[4];
-}
-
-/* x[i .. i + n) for n <= VL; lanes past n are 0. */
-VINLINE vf vload_tail(const float *x, int64_t n) { return n == VL ? vload(x) : vload_n(x, n); }
-VINLINE void vstore_tail(float *y, vf v, int64_t n) {
-    if (n == VL) vstore(y, v);
-    else vstore_n(y, v, n);
-}
 
 /* One definition of the row statistics for the forward and the backward, so
  * the backward differentiates exactly what the forward computed. Layer norm:
