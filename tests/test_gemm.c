@@ -1,7 +1,8 @@
 /* tg_gemm against a double-precision reference on many shapes (odd sizes,
  * tile and block edges, K = 0 and 1, transposed operands, padded leading
- * dimensions, batches with shared and per-batch B) on 1..3 threads, and the
- * result bitwise identical whatever the thread count.
+ * dimensions, batches with shared and per-batch B) on 1..3 and 6 threads
+ * (more than the 4 k blocks a weight gradient has at most), and the result
+ * bitwise identical whatever the thread count.
  *
  * Tolerance: any order of float summation of K products is within
  * K * u * sum_k |a_ik * b_kj| of the exact value (u = 2^-24, plus one
@@ -260,9 +261,9 @@ static void check_threads(void) {
 
 int main(void) {
     check_threads();
-    tg_pool *pools[3];
-    for (int t = 0; t < 3; t++) pools[t] = tg_pool_new(t + 1);
-    CHECK(pools[0] && pools[1] && pools[2], "tg_pool_new");
+    tg_pool *pools[4];
+    for (int t = 0; t < 4; t++) pools[t] = tg_pool_new(t < 3 ? t + 1 : 6);
+    CHECK(pools[0] && pools[1] && pools[2] && pools[3], "tg_pool_new");
     CHECK(tg_gemm_kernel_name()[0] != 0, "kernel name");
 
     /* Sizes around the tile (12 x 32, 8 x 16 generic) and block (KC 256,
@@ -273,6 +274,7 @@ int main(void) {
         {11, 31, 17}, {24, 64, 64}, {25, 65, 66},  {37, 95, 3},   {100, 7, 300}, {193, 97, 257}, {200, 40, 513},
         {45, 300, 70}, {20, 3100, 20}, {384, 96, 130}, {97, 129, 2}, {70, 260, 600}, {1, 50, 300}, {50, 1, 300},
         {200, 600, 400}, {40, 2100, 390}, /* the packed path, and past NC columns */
+        {150, 300, 1100}, {100, 150, 1600}, /* k blocks on the packed path (A transposed), one KC block each or two */
     };
     static const int64_t bmk[][4] = {{3, 17, 40, 33}, {4, 8, 8, 8}, {2, 64, 64, 256}, {5, 30, 70, 1}, {3, 200, 50, 40},
                                      {2, 1, 40, 300}, {3, 20, 1, 30}};
@@ -286,7 +288,7 @@ int main(void) {
         for (int i = 0; i < n_shapes; i++)
             for (int t = 0; t < 4; t++) {
                 shape s = {1, mk[i][0], mk[i][1], mk[i][2], t & 1, t >> 1, false, (i % 3) * 5, (i * 5 + t) % 16};
-                check_case(pools, 3, &s);
+                check_case(pools, 4, &s);
                 cases++;
             }
         /* Batches: per-batch and shared B, each transposition. */
@@ -294,7 +296,7 @@ int main(void) {
             for (int t = 0; t < 8; t++) {
                 shape s = {bmk[i][0], bmk[i][1], bmk[i][2], bmk[i][3], t & 1, (t >> 1) & 1, t >> 2, i % 2 ? 3 : 0,
                            (i * 3 + t) % 16};
-                check_case(pools, 3, &s);
+                check_case(pools, 4, &s);
                 cases++;
             }
     }
@@ -333,7 +335,7 @@ int main(void) {
     }
     printf("test_gemm: %d cases, %d shared between threads\n", cases, split_cases);
     CHECK(split_cases >= 20, "only %d cases run on several threads: the thread checks would prove little", split_cases);
-    for (int t = 0; t < 3; t++) tg_pool_free(pools[t]);
+    for (int t = 0; t < 4; t++) tg_pool_free(pools[t]);
     check_sessions();
     check_reuse();
     return check_summary("test_gemm");

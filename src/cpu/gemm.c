@@ -60,12 +60,15 @@ static gemm_path choose(const tg_gemm_args *g) {
 }
 
 /* Weight gradients (X^T dY: A transposed, K = the batch rows) are split
- * along K into fixed blocks: each block's partial product is computed by
- * the thread that owns those rows in the row-split kernels before it (so it
- * reads its own cache, not the other core's), and the partials are added in
- * block order. The blocks depend on the shape alone, so results do not
- * depend on the thread count; each C element is then the sum of k_blocks
- * FMA chains instead of one. */
+ * along K into fixed blocks: with no more threads than blocks, each block's
+ * partial product is computed by the thread that owns those rows in the
+ * row-split kernels before it (so it reads its own cache, not the other
+ * core's); with more threads, the blocks go one after the other, each
+ * shared by all the threads as a product of its own. The partials are then
+ * added in block order. The blocks depend on the shape alone, and a block's
+ * partial has the same bits on one thread or many, so results do not
+ * depend on the thread count; each C element is the sum of k_blocks FMA
+ * chains instead of one. */
 #define KSPLIT_MIN_K 512
 #define KSPLIT_BLOCK 256
 #define KSPLIT_MAX_BLOCKS 4
@@ -392,6 +395,7 @@ typedef struct {
     tg_pool *pool;
     int64_t nb;
     float *part; /* nb partial products, [M, N] each */
+    int sum_tasks;
 } ksplit_job;
 
 static tg_gemm_args k_block(const ksplit_job *j, int64_t b) {
@@ -425,7 +429,7 @@ static void ksplit_sum(void *arg, int task, int thread) {
     const tg_gemm_epi *e = g->epi;
     const vec_kernels *vk = tg_vec_best();
     float buf[KSPLIT_CHUNK];
-    int64_t MN = g->M * g->N, i0 = g->M * task / 8, i1 = g->M * (task + 1) / 8;
+    int64_t MN = g->M * g->N, i0 = g->M * task / j->sum_tasks, i1 = g->M * (task + 1) / j->sum_tasks;
     for (int64_t i = i0; i < i1; i++)
         for (int64_t j0 = 0; j0 < g->N; j0 += KSPLIT_CHUNK) {
             int64_t n = g->N - j0 < KSPLIT_CHUNK ? g->N - j0 : KSPLIT_CHUNK;
@@ -444,19 +448,32 @@ static void ksplit_sum(void *arg, int task, int thread) {
         }
 }
 
+static bool gemm_shared(tg_pool *pool, const tg_gemm_args *g);
+
 static bool gemm_ksplit(tg_pool *pool, const tg_gemm_args *g, int64_t nb) {
-    ksplit_job j = {g, pick(), pool, nb, tg_pool_shared(pool, sizeof(float) * (size_t)(nb * g->M * g->N))};
+    int th = tg_pool_threads(pool);
+    ksplit_job j = {g, pick(), pool, nb, tg_pool_shared(pool, sizeof(float) * (size_t)(nb * g->M * g->N)), 8};
     if (!j.part) return false;
-    size_t need = 0;
-    for (int64_t b = 0; b < nb; b++) {
-        tg_gemm_args s = k_block(&j, b);
-        size_t f = serial_scratch(&s, j.uk);
-        need = f > need ? f : need;
+    tg_gemm_args first = k_block(&j, 0);
+    if (th > nb && worth_threads(&first, 2.0 * (double)g->M * (double)g->N * (double)first.K)) {
+        for (int64_t b = 0; b < nb; b++) {
+            tg_gemm_args s = k_block(&j, b);
+            if (!gemm_shared(pool, &s)) return false;
+        }
+    } else {
+        size_t need = 0;
+        for (int64_t b = 0; b < nb; b++) {
+            tg_gemm_args s = k_block(&j, b);
+            size_t f = serial_scratch(&s, j.uk);
+            need = f > need ? f : need;
+        }
+        for (int t = 0; t < th; t++)
+            if (!tg_pool_scratch(pool, t, need * sizeof(float))) return false;
+        tg_pool_run(pool, (int)nb, ksplit_block, &j);
     }
-    for (int t = 0; t < tg_pool_threads(pool); t++)
-        if (!tg_pool_scratch(pool, t, need * sizeof(float))) return false;
-    tg_pool_run(pool, (int)nb, ksplit_block, &j);
-    tg_pool_run(pool, 8, ksplit_sum, &j);
+    /* rows of C in tasks: at least 8 (the sums' order is per element, any split gives the same bits) */
+    j.sum_tasks = (int)(g->M < 8 ? g->M : g->M < 2 * th ? g->M : 2 * th > 8 ? 2 * th : 8);
+    tg_pool_run(pool, j.sum_tasks, ksplit_sum, &j);
     return true;
 }
 
@@ -467,6 +484,12 @@ void tg_gemm(tg_pool *pool, const tg_gemm_args *g) {
         if (!gemm_ksplit(pool, g, nb)) gemm_naive(g);
         return;
     }
+    if (!gemm_shared(pool, g)) gemm_naive(g);
+}
+
+/* The product (no k blocks) on the pool's threads where they pay; false
+ * when the packing buffers cannot be had. */
+static bool gemm_shared(tg_pool *pool, const tg_gemm_args *g) {
     int th = tg_pool_threads(pool);
     job j = {g, pick(), pool, choose(g), 0, 0, 0, 1, ENTRIES, {0}};
     double flops = 2.0 * (double)g->M * (double)g->N * (double)g->K * (double)g->batch;
@@ -484,20 +507,17 @@ void tg_gemm(tg_pool *pool, const tg_gemm_args *g) {
         scratch = sizeof(float) * (size_t)(g->K + 16);
     }
     for (int t = 0; t < th; t++)
-        if (!tg_pool_scratch(pool, t, scratch)) {
-            gemm_naive(g);
-            return;
-        }
+        if (!tg_pool_scratch(pool, t, scratch)) return false;
     if (j.path != PATH_PACKED) {
         j.tasks = (int)(j.units < want ? j.units : want);
         tg_pool_run(pool, j.tasks, run_task, &j);
-        return;
+        return true;
     }
     if (g->batch >= want) { /* batch entries split between threads, each on its own buffers */
         j.units = g->batch;
         j.tasks = (int)(g->batch < 4 * want ? g->batch : 4 * want);
         tg_pool_run(pool, j.tasks, run_task, &j);
-        return;
+        return true;
     }
     /* One product on all threads: for each B block, pack it together, then
      * split the rows of C. Each pool run is a full barrier. */
@@ -516,4 +536,5 @@ void tg_gemm(tg_pool *pool, const tg_gemm_args *g) {
                 j.tasks = (int)(j.units < 2 * want ? j.units : 2 * want);
                 tg_pool_run(pool, j.tasks, run_task, &j);
             }
+    return true;
 }
