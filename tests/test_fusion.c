@@ -289,10 +289,66 @@ static void many_layers(void) {
     tg_model_free(m);
 }
 
+/* The clip norm's sum over a param of more than 65536 elements (a sum the
+ * threads share in fixed blocks): its fused kernel and the plain mul and
+ * sum kernels give the same bits, on 1, 2 and 3 threads. */
+enum { LW = 600, LROWS = 8 }; /* W [600, 600]: 360000 elements, six blocks, the last one short */
+static tg_linear long_lin;
+
+static tg_tensor long_loss(tg_graph *g, void *user) {
+    (void)user;
+    return tg_mse(tg_linear_fwd(g, &long_lin, tg_input(g, "x")), tg_input(g, "y"));
+}
+
+static bool long_run(bool generic, int threads, float *loss, float *w) {
+    tg_model *m = tg_model_new();
+    long_lin = tg_linear_new(m, "lin", LW, LW, true);
+    tg_input_decl in[] = {{"x", TG_F32, TG_SHAPE(LROWS, LW)}, {"y", TG_F32, TG_SHAPE(LROWS, LW)}};
+    tg_optim opt = tg_adamw(tg_lr_constant(1e-2f), 0.01f);
+    opt.clip_grad_norm = 1e-3f; /* below the norm at every step: its bits reach every update */
+    tg_train_spec spec = {.model = m, .loss = long_loss, .inputs = in, .n_inputs = 2, .optim = opt, .seed = 9,
+                          .threads = threads};
+    static float x[LROWS * LW], y[LROWS * LW];
+    uint64_t rng = 5;
+    for (int i = 0; i < LROWS * LW; i++) {
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        x[i] = (float)((rng >> 40) % 2001) / 1000.0f - 1.0f;
+        y[i] = (float)((rng >> 20) % 2001) / 1000.0f - 1.0f;
+    }
+    tg_cpu_use_generic_steps(generic);
+    tg_session *s = NULL;
+    tg_status st = tg_session_new(&spec, &s);
+    tg_cpu_use_generic_steps(false);
+    CHECK(st == TG_OK, "tg_session_new: %s", tg_last_error());
+    tg_feed feeds[] = {TG_FEED("x", x, LROWS * LW), TG_FEED("y", y, LROWS * LW)};
+    bool ok = st == TG_OK;
+    for (int i = 0; ok && i < 4; i++) ok = tg_session_step(s, feeds, 2, &loss[i]) == TG_OK;
+    ok = ok && tg_session_get_param(s, "lin.W", w, LW * LW) == TG_OK;
+    CHECK(ok, "training failed: %s", tg_last_error());
+    tg_session_free(s);
+    tg_model_free(m);
+    return ok;
+}
+
+static void long_clip_norm(void) {
+    static float w_ref[LW * LW], w[LW * LW];
+    float ref[4], loss[4];
+    if (!long_run(true, 1, ref, w_ref)) return;
+    for (int c = 0; c < 4; c++) {
+        bool generic = c == 3;
+        int threads = c == 3 ? 2 : c + 1;
+        if (!long_run(generic, threads, loss, w)) continue;
+        CHECK(memcmp(ref, loss, sizeof ref) == 0 && memcmp(w_ref, w, sizeof w) == 0,
+              "long clip-norm sums, %s on %d threads: losses or weights differ from plain kernels on 1 (%.9g vs %.9g)",
+              generic ? "plain kernels" : "fused", threads, loss[3], ref[3]);
+    }
+}
+
 int main(void) {
     many_layers();
     addition_plan();
     losses_unchanged();
+    long_clip_norm();
     inference();
     check_catches_bad_turns();
     return check_summary("test_fusion");

@@ -18,7 +18,7 @@ typedef struct {
     bool i32;
 } sum_job;
 
-static float row_sum(const float *x, int64_t n) {
+static float block_sum(const float *x, int64_t n) {
     float acc[8] = {0};
     int64_t i = 0;
     for (; i + 8 <= n; i += 8)
@@ -28,8 +28,8 @@ static float row_sum(const float *x, int64_t n) {
     return s;
 }
 
-/* row_sum of x[i] * x[i] (each square rounded, as the mul kernel makes it). */
-static float row_sumsq(const float *x, int64_t n) {
+/* block_sum of x[i] * x[i] (each square rounded, as the mul kernel makes it). */
+static float block_sumsq(const float *x, int64_t n) {
     float acc[8] = {0};
     int64_t i = 0;
     for (; i + 8 <= n; i += 8)
@@ -39,25 +39,70 @@ static float row_sumsq(const float *x, int64_t n) {
     return s;
 }
 
+/* A sum longer than SUM_BLOCK elements is the sum, in order, of its blocks
+ * of SUM_BLOCK (the last one shorter), each summed as above: so the threads
+ * can share one long sum (a vocabulary's embedding gradient in the clip
+ * norm) and give the bits one thread does. */
+#define SUM_BLOCK 65536
+static int64_t sum_blocks(int64_t n) { return n <= SUM_BLOCK ? 1 : (n + SUM_BLOCK - 1) / SUM_BLOCK; }
+static float block_of(const float *x, int64_t n, int64_t b, bool sq) {
+    int64_t lo = b * SUM_BLOCK, len = n - lo < SUM_BLOCK ? n - lo : SUM_BLOCK;
+    return sq ? block_sumsq(x + lo, len) : block_sum(x + lo, len);
+}
+static float fold_blocks(const float *part, int64_t nb) {
+    float s = part[0];
+    for (int64_t b = 1; b < nb; b++) s += part[b];
+    return s;
+}
+
+static float long_sum(const float *x, int64_t n, bool sq) {
+    if (n <= SUM_BLOCK) return sq ? block_sumsq(x, n) : block_sum(x, n);
+    float s = block_of(x, n, 0, sq);
+    for (int64_t b = 1; b < sum_blocks(n); b++) s += block_of(x, n, b, sq);
+    return s;
+}
+static float row_sum(const float *x, int64_t n) { return long_sum(x, n, false); }
+
+/* long_sum of n arrays (t[i].x, t[i].n elements; with or without the
+ * squares), their blocks spread over the threads: part[u] = block u,
+ * counting the arrays' blocks end to end. */
 typedef struct {
     const cpu_sumsq_term *t;
-} sumsq_job;
+    int n;
+    bool sq;
+    float *part;
+} blocks_job;
 
-static void sumsq_tasks(void *arg, int task, int thread) {
-    (void)thread;
-    const cpu_sumsq_term *t = ((const sumsq_job *)arg)->t + task;
-    *t->out = 0.0f + row_sumsq(t->x, t->n); /* tg_cpu_sum: the output starts at 0, then takes the row's sum */
+static void blocks_range(void *arg, int64_t lo, int64_t hi) {
+    const blocks_job *j = arg;
+    int64_t first = 0; /* the first unit of array i */
+    int i = 0;
+    while (i < j->n && first + sum_blocks(j->t[i].n) <= lo) first += sum_blocks(j->t[i++].n);
+    for (int64_t u = lo; u < hi && i < j->n; u++) {
+        while (i < j->n && u - first == sum_blocks(j->t[i].n)) first += sum_blocks(j->t[i++].n);
+        if (i < j->n) j->part[u] = block_of(j->t[i].x, j->t[i].n, u - first, j->sq);
+    }
+}
+
+/* *t[i].out = 0 + long_sum(t[i].x, t[i].n, sq) for each array: the blocks
+ * on the threads, then each array's folded in order. False (nothing
+ * written) when the partials' buffer cannot be had. */
+static bool long_sums(cpu_ctx *c, const cpu_sumsq_term *t, int n, bool sq) {
+    int64_t units = 0;
+    for (int i = 0; i < n; i++) units += sum_blocks(t[i].n);
+    float *part = c && c->threads > 1 ? tg_pool_shared(c->pool, sizeof(float) * (size_t)units) : NULL;
+    if (!part) return false;
+    blocks_job j = {t, n, sq, part};
+    tg_cpu_parallel(c, units, 1, blocks_range, &j);
+    for (int i = 0; i < n; part += sum_blocks(t[i++].n)) *t[i].out = 0.0f + fold_blocks(part, sum_blocks(t[i].n));
+    return true;
 }
 
 void tg_cpu_sumsq(cpu_ctx *c, const cpu_sumsq_term *t, int n) {
-    sumsq_job j = {t};
     int64_t total = 0;
     for (int i = 0; i < n; i++) total += t[i].n;
-    if (total < 32768 || !c) {
-        for (int i = 0; i < n; i++) sumsq_tasks(&j, i, 0);
-        return;
-    }
-    tg_pool_run(c->pool, n, sumsq_tasks, &j);
+    if (total >= 32768 && long_sums(c, t, n, true)) return;
+    for (int i = 0; i < n; i++) *t[i].out = 0.0f + long_sum(t[i].x, t[i].n, true); /* as tg_cpu_sum: 0, plus the sum */
 }
 
 /* Rows [lo, hi) of the iteration; for a kept last axis, columns [c0, c1). */
@@ -147,6 +192,10 @@ TG_CPU_KERNEL(tg_cpu_sum) {
         j.it.st[0][2] == 1 && j.it.st[0][1] == j.it.d[2] && j.it.st[0][0] == j.it.d[1] * j.it.d[2])
         sum_outer_inner(j.x, j.y, j.it.d[0], j.it.d[1], j.it.d[2]);
     else if (total < 32768 || c->threads <= 1) sum_by_rows(&j, 0, j.it.rows);
+    else if (!j.i32 && j.it.rows == 1 && j.it.st[1][k] == 0) { /* one long sum: its blocks on the threads */
+        cpu_sumsq_term t = {j.x, j.it.inner, j.y};
+        if (!long_sums(c, &t, 1, false)) sum_by_rows(&j, 0, 1);
+    }
     else if (j.it.st[1][k] != 0) tg_cpu_parallel(c, j.it.inner, 64, sum_by_cols, &j);
     else if (outer_kept) tg_cpu_parallel(c, j.it.rows, 1 + 16384 / (j.it.inner + 1), sum_by_rows, &j);
     else sum_by_rows(&j, 0, j.it.rows);
