@@ -1,6 +1,5 @@
 /* The two session types over one base, shared by session.c (training),
- * infer.c (forward), session_base.c and the files that extend the session
- * API (checkpoints in io/). */
+ * infer.c (forward), session_base.c and checkpoint.c. */
 #ifndef TG_SESSION_H
 #define TG_SESSION_H
 

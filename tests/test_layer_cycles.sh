@@ -27,8 +27,6 @@ known_edges=(
     # dist/ calls back into the CPU's thread pool and the session
     "dist cpu"
     "dist top"
-    # io/checkpoint.c reaches into the sessions (checkpoints are a session feature)
-    "io top"
 )
 
 # cycles OBJ_ROOT OBJ...: prints "edge A B sym" for every folder edge and

@@ -1,5 +1,6 @@
-/* Checkpoints: a session's params (and, for full checkpoints, its optimizer
- * state and training position) as a safetensors file. docs/checkpoints.md
+/* Checkpoints, a feature of the sessions: a session's params (and, for
+ * full checkpoints, its optimizer state and training position) as a
+ * safetensors file (io/ reads and writes the container). docs/checkpoints.md
  * describes the format.
  *
  * Loads check the whole file against the session before writing anything,
@@ -9,10 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../dist/dp.h"
-#include "../ir/model.h"
-#include "../session.h"
-#include "safetensors.h"
+#include "dist/dp.h"
+#include "io/safetensors.h"
+#include "ir/model.h"
+#include "session.h"
 
 #define CK_FORMAT "tensorgrad-checkpoint-1"
 
