@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist/dp.h"
 #include "engine.h"
 #include "ir/model.h"
 #include "grad/grad.h"
@@ -13,7 +12,7 @@
 
 void tg_program_free(tg_program *p) {
     if (!p) return;
-    tg_dp_free(p->dp);
+    if (p->dp) p->dp->free(p->dp);
     tg_graph_free(p->g);
     tg_plan_free(&p->plan);
     tg_fusion_free(p->fusion);

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cpu/cpu.h"
 #include "dist/dp.h"
 #include "engine.h"
 #include "ir/model.h"
@@ -48,6 +49,10 @@ void tg_session_free(tg_session *s) {
     free(s);
 }
 
+/* The data-parallel exchange's own thread runs in the mode the CPU's
+ * kernels run in (subnormals flushed), so its sums round as the cut's. */
+static void cpu_thread_setup(void) { tg_fpmode_set(tg_fpmode_flush(tg_fpmode_get())); }
+
 /* The training program for model m (with the loss's user pointer and
  * optimizer o) on a new engine, params drawn from seed, into b's model,
  * eng, param_offset and prog. On failure b holds nothing. */
@@ -67,8 +72,12 @@ static tg_status build(const tg_session *s, tg_session_base *b, tg_model *m, voi
                          tg_dtype_name(r->dtype), tg_shape_str(r->shape, buf, sizeof buf));
         }
     }
-    if (st == TG_OK && s->comm)
-        st = tg_dp_new(s->comm, b->prog, o, s->backend == TG_BACKEND_CPU, &b->prog->dp);
+    if (st == TG_OK && s->comm) {
+        bool cpu = s->backend == TG_BACKEND_CPU;
+        tg_dp *dp = NULL;
+        st = tg_dp_new(s->comm, b->prog, o, cpu, cpu ? cpu_thread_setup : NULL, &dp);
+        if (dp) b->prog->dp = &dp->ex;
+    }
     if (st == TG_OK) st = b->eng->vt->compile(b->eng, b->prog);
     /* Initial values: params from the seed, optimizer state zero (the arenas start zeroed). */
     if (st == TG_OK) st = tg_session_base_init_params(b, seed, api);
@@ -137,6 +146,24 @@ static tg_status session_new(const tg_train_spec *spec, tg_session **out) {
     return TG_OK;
 }
 
+/* The position a data-parallel rank takes from rank 0, in and out of s. */
+static tg_status dp_sync(tg_session *s, const char *api) {
+    tg_dp_position pos = {s->b.seed, s->step, s->lr_start};
+    tg_status st = tg_dp_sync(s->comm, s->b.eng, s->b.prog, &pos, api);
+    if (st == TG_OK) s->b.seed = pos.seed, s->step = pos.step, s->lr_start = pos.lr_start;
+    return st;
+}
+
+/* After a compile that gave this rank st (s NULL when it failed): every
+ * rank checks its program against rank 0's and they agree; then rank 0's
+ * seed, params and optimizer state go to every rank. */
+static tg_status dp_start(tg_comm *c, tg_session *s, tg_status st) {
+    st = tg_dp_agree_program(c, s ? s->b.prog : NULL, st, "tg_session_new");
+    if (st == TG_OK) st = dp_sync(s, "tg_session_new");
+    if (st == TG_OK) s->b.rng_stream = (uint32_t)c->rank;
+    return st;
+}
+
 tg_status tg_session_new(const tg_train_spec *spec, tg_session **out) {
     if (!out) return tg_fail(TG_ERR_ARG, "tg_session_new: out is NULL");
     *out = NULL;
@@ -146,7 +173,7 @@ tg_status tg_session_new(const tg_train_spec *spec, tg_session **out) {
     st = session_new(spec, out);
     if (!spec->comm) return st;
     /* Every rank, failed or not, takes part: none is left waiting. */
-    st = tg_dp_session_start(spec->comm, *out, st);
+    st = dp_start(spec->comm, *out, st);
     if (st != TG_OK) {
         tg_session_free(*out);
         *out = NULL;
@@ -212,12 +239,14 @@ static tg_status step(tg_session *s, const tg_feed *feeds, int n, float *loss) {
     if (st != TG_OK) {
         free(saved);
         /* Data parallel: the other ranks' steps wait at the cut for this one's status. */
-        if (p->dp) tg_dp_step_begin(p->dp, NULL), st = tg_dp_step_cut(p->dp, st);
+        if (p->dp) tg_dp_of(p->dp)->step = t, p->dp->begin(p->dp, NULL), st = p->dp->cut(p->dp, st);
         return st;
     }
-    double t0 = p->dp ? tg_now() : 0;
+    tg_dp *dp = p->dp ? tg_dp_of(p->dp) : NULL;
+    double t0 = dp ? tg_now() : 0;
+    if (dp) dp->step = t;
     st = e->vt->run(e, p);
-    if (p->dp) p->dp->stats.steps++, p->dp->stats.step_s += tg_now() - t0;
+    if (dp) dp->stats.steps++, dp->stats.step_s += tg_now() - t0;
     /* Without check_numerics a step fails as numeric only at its check, after the backward. */
     s->grads_partial = st != TG_OK && !(st == TG_ERR_NUMERIC && !p->check_each);
     if (st == TG_ERR_NUMERIC) {
@@ -298,7 +327,7 @@ tg_status tg_session_reset(tg_session *s, const tg_reset_opts *opts) {
     tg_status st = reset(s, opts ? opts : &all);
     /* Data parallel: every rank resets, then starts again from rank 0's draw. */
     if (s->comm) st = tg_dp_agree(s->comm, st, "tg_session_reset");
-    if (s->comm && st == TG_OK) st = tg_dp_sync(s, "tg_session_reset");
+    if (s->comm && st == TG_OK) st = dp_sync(s, "tg_session_reset");
     tg_share_unlock(&s->b);
     return st;
 }
@@ -339,7 +368,7 @@ static tg_status replace(tg_session *s, const tg_replace_spec *r) {
     s->step = s->lr_start = 0; /* fresh optimizer state: the schedule starts over */
     s->grads_partial = false; /* a new program: its gradients read as zeros until its first step */
     for (int i = 0; i < s->b.share->n_fwd; i++) tg_forward_refit(s->b.share->fwd[i], &s->b);
-    return s->comm ? tg_dp_sync(s, api) : TG_OK; /* rank 0's new params everywhere */
+    return s->comm ? dp_sync(s, api) : TG_OK; /* rank 0's new params everywhere */
 }
 
 tg_status tg_session_replace_model(tg_session *s, const tg_replace_spec *r) {
@@ -445,4 +474,15 @@ uint64_t tg_session_seed(const tg_session *s) {
     uint64_t seed = s->b.seed;
     tg_share_unlock(&s->b);
     return seed;
+}
+
+tg_comm *tg_session_dp_comm(const tg_session *s) { return s ? s->comm : NULL; }
+
+tg_status tg_session_comm_stats(const tg_session *s, tg_comm_stats *out) {
+    if (!s || !out) return tg_fail(TG_ERR_ARG, "tg_session_comm_stats: session and out are required");
+    tg_share_lock(&s->b); /* a step on another thread adds to the stats; a replace_model swaps the program */
+    tg_exchange *x = s->b.prog ? s->b.prog->dp : NULL;
+    *out = x ? tg_dp_stats(tg_dp_of(x)) : (tg_comm_stats){0};
+    tg_share_unlock(&s->b);
+    return TG_OK;
 }

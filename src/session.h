@@ -81,6 +81,9 @@ struct tg_forward {
     int64_t runs, lookups;
 };
 
+/* The comm of a data-parallel session, NULL for one without. */
+tg_comm *tg_session_dp_comm(const tg_session *s);
+
 /* Makes a copy of src the session's schedule (and optim.lr, so no pointer
  * into the caller's memory stays behind); on failure nothing changes. */
 tg_status tg_session_take_lr(tg_session *s, const tg_lr *src, const char *api);

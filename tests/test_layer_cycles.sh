@@ -20,13 +20,6 @@ bad() { echo "FAIL $*"; fail=$((fail + 1)); }
 # an edge "from to" the check leaves out. A listed edge that no longer
 # exists fails the check, so that its line is deleted with the cycle.
 known_edges=(
-    # the backends call the data-parallel layer at their cut (tg_dp_step_begin,
-    # tg_dp_step_cut, tg_dp_reached) instead of hooks the session installs
-    "cpu dist"
-    "webgpu dist"
-    # dist/ calls back into the CPU's thread pool and the session
-    "dist cpu"
-    "dist top"
 )
 
 # cycles OBJ_ROOT OBJ...: prints "edge A B sym" for every folder edge and

@@ -7,7 +7,6 @@
 
 #include "groups.h"
 #include "lower.h"
-#include "../dist/dp.h"
 
 typedef struct {
     char *arena[TG_N_ARENAS]; /* [0] is the engine's shared params arena */
@@ -187,7 +186,7 @@ static tg_status run_steps(cpu_engine *e, const tg_program *p, cpu_program *cp, 
         cp->steps[i].run(&e->ctx, &cp->steps[i]);
         if (cp->prof) cp->prof[i] += tg_now() - t0;
         if (p->check_each) st = check_node(p, cp, cp->steps[i].id);
-        if (p->dp && i < cp->cut) tg_dp_reached(p->dp, cp->steps[i].id); /* buckets done with start their all-reduce */
+        if (p->dp && i < cp->cut) p->dp->reached(p->dp, cp->steps[i].id); /* buckets done with start their all-reduce */
     }
     return st;
 }
@@ -198,9 +197,9 @@ static tg_status cpu_run(tg_engine *e_, tg_program *p) {
     tg_fpmode caller = tg_fpmode_get();
     tg_fpmode_set(tg_fpmode_flush(caller)); /* see cpu.h: subnormals flushed, the caller's mode restored */
     tg_pool_hot(e->pool, true);
-    if (p->dp) tg_dp_step_begin(p->dp, cp->arena);
+    if (p->dp) p->dp->begin(p->dp, cp->arena);
     tg_status st = run_steps(e, p, cp, 0, cp->cut);
-    if (p->dp) st = tg_dp_step_cut(p->dp, st); /* every rank takes part, even one whose step failed */
+    if (p->dp) st = p->dp->cut(p->dp, st); /* every rank takes part, even one whose step failed */
     if (st == TG_OK) st = run_steps(e, p, cp, cp->cut, cp->split);
     if (st == TG_OK && p->check >= 0) {
         float v = *(const float *)addr(cp, &p->plan, p->check);

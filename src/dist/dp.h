@@ -17,21 +17,19 @@
  * message, and no rank waits in a collective that another has left.
  *
  * On the CPU, with a concurrent comm, a thread of the session all-reduces
- * each bucket once the step passes its turn (tg_dp_reached), beside the rest
- * of the backward; otherwise (WebGPU, or a comm that must stay on the
- * caller's thread) every bucket is exchanged at the cut. */
+ * each bucket once the step passes its turn (the exchange's reached hook),
+ * beside the rest of the backward; otherwise (WebGPU, or a comm that must
+ * stay on the caller's thread) every bucket is exchanged at the cut.
+ *
+ * The engines know this layer only as the tg_exchange of engine.h, and it
+ * calls nothing above it: the session passes in what it needs (the
+ * thread's setup, the engine, the training position). */
 #ifndef TG_DP_H
 #define TG_DP_H
 
 #include <pthread.h>
 
 #include "../engine.h"
-
-/* A segment: `bytes` at `offset` of arena `arena`, packed from float `at`. */
-typedef struct {
-    int arena;
-    int64_t offset, bytes, at;
-} tg_dp_seg;
 
 /* A bucket: segments seg[seg0 .. seg0 + n_seg), floats pack[at .. at + n);
  * ready: the turn after which nothing before the cut touches them. */
@@ -42,20 +40,21 @@ typedef struct {
 } tg_dp_bucket;
 
 struct tg_dp {
+    tg_exchange ex; /* what the engine sees: the segments, the pack, the hooks (first: ex is the tg_dp) */
     tg_comm *comm;
     int cut;
-    tg_dp_seg *seg;
-    int n_seg;
+    tg_exchange_seg *seg;
     tg_dp_bucket *bk; /* the last one is the tail: the loss (when it has memory to write) and the statuses */
     int n_bk;
-    float *pack;
-    int64_t n_pack, status_at; /* the statuses: pack[status_at + rank] */
+    int64_t n_pack; /* the statuses: pack[ex.status_at + rank] */
     uint64_t signature;        /* params, optimizer, state and exchange layout: each rank's must be rank 0's */
+    int64_t step;              /* the step running (set by the session), for messages */
     /* one step */
     char *const *arena; /* host arenas (CPU): the exchange packs and unpacks; NULL: the engine does (WebGPU) */
     int posted;         /* buckets handed to the thread */
     /* the thread that overlaps the all-reduces with the backward */
     bool threaded;
+    void (*thread_setup)(void);
     pthread_t th;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -63,23 +62,20 @@ struct tg_dp {
     bool quit;
     tg_status err;
     char msg[400];
-    tg_comm_stats stats;
+    tg_comm_stats stats; /* exposed_s is ex.exposed_s */
 };
 typedef struct tg_dp tg_dp;
 
 /* The exchange for program p (planned, fused) of a session with optimizer o;
- * overlap: the engine reports its turns (tg_dp_reached) and owns host arenas. */
-tg_status tg_dp_new(tg_comm *comm, const tg_program *p, const tg_optim *o, bool overlap, tg_dp **out);
-void tg_dp_free(tg_dp *dp);
-
-/* A step, as an engine drives it: begin (arena: the host arenas, or NULL when
- * the engine fills dp->pack from every segment before the cut and writes
- * them back after it), reached after each kernel (turn: its node), then cut
- * with this rank's status so far. cut returns the agreed status: TG_OK when
- * every rank's step reached the cut, else every rank's step fails. */
-void tg_dp_step_begin(tg_dp *dp, char *const *arena);
-void tg_dp_reached(tg_dp *dp, int turn);
-tg_status tg_dp_step_cut(tg_dp *dp, tg_status local);
+ * overlap: the engine reports its turns (reached) and owns host arenas, and
+ * the all-reduces may run on a thread of the exchange's, which first calls
+ * thread_setup (NULL: nothing) to take the mode the engine's kernels run in. */
+tg_status tg_dp_new(tg_comm *comm, const tg_program *p, const tg_optim *o, bool overlap, void (*thread_setup)(void),
+                    tg_dp **out);
+/* The tg_dp behind a program's exchange (p->dp), NULL for none. */
+tg_dp *tg_dp_of(tg_exchange *x);
+/* The exchange's counters so far. */
+tg_comm_stats tg_dp_stats(const tg_dp *dp);
 
 /* Session-level (agree.c). A comm that can be called at all: TG_ERR_ARG otherwise. */
 tg_status tg_dp_check_comm(const tg_comm *c, const char *api);
@@ -89,15 +85,15 @@ tg_status tg_dp_check_comm(const tg_comm *c, const char *api);
 tg_status tg_dp_agree(tg_comm *c, tg_status mine, const char *api);
 /* The status an exchange's tail carried (statuses[r]: rank r's), as tg_dp_agree decides it. */
 tg_status tg_dp_verdict(tg_comm *c, const float *statuses, tg_status mine, const char *mine_msg, const char *api);
-/* The comm of a data-parallel session, NULL for one without. */
-tg_comm *tg_session_dp_comm(const tg_session *s);
 /* After a compile of p that gave this rank st (p NULL when it failed):
  * every rank checks its program against rank 0's and they agree. */
 tg_status tg_dp_agree_program(tg_comm *c, const tg_program *p, tg_status st, const char *api);
-/* After a compile that gave this rank st (s NULL when it failed): every rank
- * checks its program against rank 0's and they agree; then rank 0's seed,
- * params and optimizer state go to every rank. */
-tg_status tg_dp_session_start(tg_comm *c, tg_session *s, tg_status st);
-/* Rank 0's seed, step, schedule, params and optimizer state, to every rank. */
-tg_status tg_dp_sync(tg_session *s, const char *api);
+/* A training position: what rank 0 sends with its params. */
+typedef struct {
+    uint64_t seed;
+    int64_t step, lr_start;
+} tg_dp_position;
+/* Rank 0's position, params (e's params arena) and optimizer state (p's
+ * state leaves), to every rank. */
+tg_status tg_dp_sync(tg_comm *c, tg_engine *e, tg_program *p, tg_dp_position *pos, const char *api);
 #endif

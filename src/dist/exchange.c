@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "dp.h"
-#include "../cpu/cpu.h"
 #include "../ir/model.h"
 
 /* Buckets of about this many bytes (TG_DP_BUCKET_KB overrides): large
@@ -126,8 +125,14 @@ static uint64_t signature(const tg_dp *dp, const tg_program *p, const tg_optim *
 }
 
 static void *worker(void *arg);
+static void hook_begin(tg_exchange *x, char *const *arena);
+static void hook_reached(tg_exchange *x, int turn);
+static tg_status hook_cut(tg_exchange *x, tg_status local);
+static void hook_free(tg_exchange *x);
+static void dp_free(tg_dp *dp);
 
-tg_status tg_dp_new(tg_comm *comm, const tg_program *p, const tg_optim *o, bool overlap, tg_dp **out) {
+tg_status tg_dp_new(tg_comm *comm, const tg_program *p, const tg_optim *o, bool overlap, void (*thread_setup)(void),
+                    tg_dp **out) {
     *out = NULL;
     tg_status st = check_groups(p);
     dp_class *c = NULL;
@@ -143,11 +148,14 @@ tg_status tg_dp_new(tg_comm *comm, const tg_program *p, const tg_optim *o, bool 
     if (dp) dp->seg = tg_calloc((size_t)n + 1, sizeof *dp->seg), dp->bk = tg_calloc((size_t)n + 2, sizeof *dp->bk);
     if (!dp || !dp->seg || !dp->bk) {
         free(c);
-        tg_dp_free(dp);
+        dp_free(dp);
         return tg_fail(TG_ERR_NOMEM, "data-parallel: out of memory");
     }
+    dp->ex = (tg_exchange){.seg = dp->seg, .begin = hook_begin, .reached = hook_reached, .cut = hook_cut,
+                           .free = hook_free};
     dp->comm = comm;
     dp->cut = p->cut;
+    dp->thread_setup = thread_setup;
     int64_t at = 0;
     int n_grad = loss ? n - 1 : n;
     for (int i = 0; i < n; i++) { /* grad buckets up to cap bytes each (one class may exceed it), then the tail */
@@ -157,22 +165,22 @@ tg_status tg_dp_new(tg_comm *comm, const tg_program *p, const tg_optim *o, bool 
             b = &dp->bk[dp->n_bk++];
             *b = (tg_dp_bucket){i, 0, at, 0, -1};
         }
-        dp->seg[dp->n_seg++] = (tg_dp_seg){c[i].arena, c[i].offset, c[i].bytes, at};
+        dp->seg[dp->ex.n_seg++] = (tg_exchange_seg){c[i].arena, c[i].offset, c[i].bytes, at};
         b->n_seg++;
         b->n += c[i].bytes / 4;
         at += c[i].bytes / 4;
         if (c[i].ready > b->ready) b->ready = c[i].ready;
     }
-    if (!loss) dp->bk[dp->n_bk++] = (tg_dp_bucket){dp->n_seg, 0, at, 0, p->cut};
+    if (!loss) dp->bk[dp->n_bk++] = (tg_dp_bucket){dp->ex.n_seg, 0, at, 0, p->cut};
     tg_dp_bucket *tail = &dp->bk[dp->n_bk - 1];
     tail->ready = p->cut; /* it carries the step's status: only at the cut */
-    dp->status_at = tail->at + tail->n;
+    dp->ex.status_at = tail->at + tail->n;
     tail->n += comm->size;
-    dp->n_pack = dp->status_at + comm->size;
+    dp->n_pack = dp->ex.status_at + comm->size;
     free(c);
-    dp->pack = tg_aalloc((size_t)dp->n_pack * sizeof(float));
-    if (!dp->pack) {
-        tg_dp_free(dp);
+    dp->ex.pack = tg_aalloc((size_t)dp->n_pack * sizeof(float));
+    if (!dp->ex.pack) {
+        dp_free(dp);
         return tg_fail(TG_ERR_NOMEM, "data-parallel: cannot allocate %lld bytes for the gradient buckets",
                        (long long)(4 * dp->n_pack));
     }
@@ -187,7 +195,7 @@ tg_status tg_dp_new(tg_comm *comm, const tg_program *p, const tg_optim *o, bool 
             if (!dp->threaded) pthread_mutex_destroy(&dp->mu);
         }
         if (!dp->threaded) {
-            tg_dp_free(dp);
+            dp_free(dp);
             return tg_fail(TG_ERR_NOMEM, "data-parallel: cannot start the all-reduce thread");
         }
     }
@@ -195,7 +203,7 @@ tg_status tg_dp_new(tg_comm *comm, const tg_program *p, const tg_optim *o, bool 
     return TG_OK;
 }
 
-void tg_dp_free(tg_dp *dp) {
+static void dp_free(tg_dp *dp) {
     if (!dp) return;
     if (dp->threaded) {
         pthread_mutex_lock(&dp->mu);
@@ -206,7 +214,7 @@ void tg_dp_free(tg_dp *dp) {
         pthread_cond_destroy(&dp->cv);
         pthread_mutex_destroy(&dp->mu);
     }
-    tg_afree(dp->pack);
+    tg_afree(dp->ex.pack);
     free(dp->seg);
     free(dp->bk);
     free(dp);
@@ -221,11 +229,12 @@ void tg_dp_free(tg_dp *dp) {
 static tg_status exchange(tg_dp *dp, int b, char *msg, size_t cap) {
     const tg_dp_bucket *k = &dp->bk[b];
     tg_comm *c = dp->comm;
+    float *pack = dp->ex.pack;
     for (int s = k->seg0; dp->arena && s < k->seg0 + k->n_seg; s++)
-        memcpy(dp->pack + dp->seg[s].at, dp->arena[dp->seg[s].arena] + dp->seg[s].offset, (size_t)dp->seg[s].bytes);
+        memcpy(pack + dp->seg[s].at, dp->arena[dp->seg[s].arena] + dp->seg[s].offset, (size_t)dp->seg[s].bytes);
     c->error[0] = 0;
     double t0 = tg_now();
-    tg_status st = c->allreduce_sum_f32(c, dp->pack + k->at, k->n);
+    tg_status st = c->allreduce_sum_f32(c, pack + k->at, k->n);
     dp->stats.allreduce_s += tg_now() - t0;
     if (st != TG_OK) {
         /* The comm is the user's: its message may fill the array with no NUL. */
@@ -235,21 +244,22 @@ static tg_status exchange(tg_dp *dp, int b, char *msg, size_t cap) {
     }
     /* The average: the sum divided by the ranks (not times 1/R: exact when
      * every rank holds the same value). The statuses stay sums. */
-    float R = (float)c->size, *x = dp->pack + k->at;
-    int64_t n = b == dp->n_bk - 1 ? dp->status_at - k->at : k->n;
+    float R = (float)c->size, *x = pack + k->at;
+    int64_t n = b == dp->n_bk - 1 ? dp->ex.status_at - k->at : k->n;
     for (int64_t i = 0; i < n; i++) x[i] /= R;
     for (int s = k->seg0; dp->arena && s < k->seg0 + k->n_seg; s++)
-        memcpy(dp->arena[dp->seg[s].arena] + dp->seg[s].offset, dp->pack + dp->seg[s].at, (size_t)dp->seg[s].bytes);
+        memcpy(dp->arena[dp->seg[s].arena] + dp->seg[s].offset, pack + dp->seg[s].at, (size_t)dp->seg[s].bytes);
     return TG_OK;
 }
 
 /* The thread: buckets in order as they are posted; after a failure the
- * rest are only counted (the comm is broken). Runs in the flushing
- * floating-point mode, as the step's kernels do, so the sums and the
- * division round alike whether they run here or at the cut. */
+ * rest are only counted (the comm is broken). Runs in the mode the
+ * session's setup gives it (the CPU's: subnormals flushed, as the step's
+ * kernels run), so the sums and the division round alike whether they run
+ * here or at the cut. */
 static void *worker(void *arg) {
     tg_dp *dp = arg;
-    tg_fpmode_set(tg_fpmode_flush(tg_fpmode_get()));
+    if (dp->thread_setup) dp->thread_setup();
     pthread_mutex_lock(&dp->mu);
     for (;;) {
         while (!dp->quit && dp->done >= dp->posted) pthread_cond_wait(&dp->cv, &dp->mu);
@@ -268,7 +278,18 @@ static void *worker(void *arg) {
     return NULL;
 }
 
-void tg_dp_step_begin(tg_dp *dp, char *const *arena) {
+tg_dp *tg_dp_of(tg_exchange *x) { return (tg_dp *)x; }
+
+tg_comm_stats tg_dp_stats(const tg_dp *dp) {
+    tg_comm_stats s = dp->stats;
+    s.exposed_s = dp->ex.exposed_s;
+    return s;
+}
+
+static void hook_free(tg_exchange *x) { dp_free(tg_dp_of(x)); }
+
+static void hook_begin(tg_exchange *x, char *const *arena) {
+    tg_dp *dp = tg_dp_of(x);
     dp->arena = arena;
     dp->posted = 0;
     if (!dp->threaded) return;
@@ -286,14 +307,16 @@ static void post(tg_dp *dp, int upto) {
     pthread_mutex_unlock(&dp->mu);
 }
 
-void tg_dp_reached(tg_dp *dp, int turn) {
+static void hook_reached(tg_exchange *x, int turn) {
+    tg_dp *dp = tg_dp_of(x);
     if (!dp->threaded) return;
     int upto = dp->posted;
     while (upto < dp->n_bk - 1 && dp->bk[upto].ready <= turn) upto++;
     post(dp, upto);
 }
 
-tg_status tg_dp_step_cut(tg_dp *dp, tg_status local) {
+static tg_status hook_cut(tg_exchange *x, tg_status local) {
+    tg_dp *dp = tg_dp_of(x);
     double t0 = tg_now();
     char mine[600] = "", msg[sizeof dp->msg] = "";
     if (local != TG_OK) snprintf(mine, sizeof mine, "%s", tg_last_error());
@@ -310,15 +333,15 @@ tg_status tg_dp_step_cut(tg_dp *dp, tg_status local) {
         for (int b = 0; b < n_grad && st == TG_OK; b++) st = exchange(dp, b, msg, sizeof msg);
     }
     if (st != TG_OK) {
-        dp->stats.exposed_s += tg_now() - t0;
+        dp->ex.exposed_s += tg_now() - t0;
         return tg_fail(st, "tg_session_step: %s", msg);
     }
-    float *status = dp->pack + dp->status_at;
+    float *status = dp->ex.pack + dp->ex.status_at;
     memset(status, 0, sizeof(float) * (size_t)dp->comm->size);
     status[dp->comm->rank] = (float)local;
     st = exchange(dp, n_grad, msg, sizeof msg);
     if (st == TG_OK) st = tg_dp_verdict(dp->comm, status, local, mine, "tg_session_step");
     else st = tg_fail(st, "tg_session_step: %s", msg);
-    dp->stats.exposed_s += tg_now() - t0;
+    dp->ex.exposed_s += tg_now() - t0;
     return st;
 }

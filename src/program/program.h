@@ -18,6 +18,34 @@ typedef struct {
     uint64_t fed;     /* the feed round that last wrote it: a second write in one round is a duplicate */
 } tg_program_input;
 
+/* Data parallel: what an engine does with the other ranks, and all it
+ * knows of them. The session installs an exchange in the program (dist/
+ * makes it); the engine calls begin before a step, reached after each
+ * kernel before the cut (its node), and cut at the end of the backward
+ * with its status so far; cut returns the status every rank agreed on.
+ * What is averaged is seg[0 .. n_seg): bytes at offset of arena, packed
+ * into pack from float at. An engine that keeps its arenas on the host
+ * passes them to begin and the exchange moves the bytes; one that does
+ * not (WebGPU) passes NULL, copies the segments into pack[0 .. status_at)
+ * before cut and back after it, and adds the seconds its copies took to
+ * exposed_s. */
+typedef struct {
+    int arena;
+    int64_t offset, bytes, at;
+} tg_exchange_seg;
+
+typedef struct tg_exchange {
+    const tg_exchange_seg *seg;
+    int n_seg;
+    float *pack;
+    int64_t status_at;
+    double exposed_s; /* seconds the steps waited for the exchange */
+    void (*begin)(struct tg_exchange *x, char *const *arena);
+    void (*reached)(struct tg_exchange *x, int turn);
+    tg_status (*cut)(struct tg_exchange *x, tg_status local);
+    void (*free)(struct tg_exchange *x);
+} tg_exchange;
+
 /* A graph after trace, grad, optimizer and passes, with its buffer plan. */
 typedef struct {
     tg_graph *g;
@@ -44,9 +72,9 @@ typedef struct {
     /* The end of the backward: nodes < cut compute the loss and the
      * gradients, nodes >= cut only read them (the step check, clipping, the
      * optimizer). g->n without an optimizer. A data-parallel step averages
-     * the gradients there (dp, NULL for one process; see dp.h). */
+     * the gradients there (dp, NULL for one process). */
     int cut;
-    struct tg_dp *dp;
+    tg_exchange *dp;
     tg_program_input *in; /* the INPUT nodes that survived the passes, in graph order */
     int n_in;
     uint64_t feed_round;

@@ -39,7 +39,6 @@
 #include <time.h>
 
 #include "webgpu.h"
-#include "../dist/dp.h"
 #include "../wgsl/attention.h"
 
 #define SUBMIT_FIRST 4
@@ -563,8 +562,8 @@ static tg_status check_node(wg_engine *e, tg_program *p, int id) {
  * rank's status so far (a failed rank still takes part, reading nothing). */
 static tg_status dp_exchange(wg_engine *e, tg_program *p, tg_status local) {
     wgpu_ctx *c = e->c;
-    tg_dp *dp = p->dp;
-    tg_dp_step_begin(dp, NULL);
+    tg_exchange *dp = p->dp;
+    dp->begin(dp, NULL);
     int64_t bytes = dp->status_at * 4;
     wg_buffer buf;
     double t0 = now_s();
@@ -589,9 +588,9 @@ static tg_status dp_exchange(wg_engine *e, tg_program *p, tg_status local) {
         pthread_mutex_unlock(&c->mu);
     }
     double t1 = now_s();
-    tg_status st = tg_dp_step_cut(dp, local);
+    tg_status st = dp->cut(dp, local);
     double t2 = now_s();
-    dp->stats.exposed_s += t1 - t0;
+    dp->exposed_s += t1 - t0;
     if (st != TG_OK) return st;
     pthread_mutex_lock(&c->mu);
     for (int s = 0; s < dp->n_seg && st == TG_OK; s++) {
@@ -602,7 +601,7 @@ static tg_status dp_exchange(wg_engine *e, tg_program *p, tg_status local) {
     }
     if (st == TG_OK) st = tg_wgpu_take_error(c, "tg_session_step");
     pthread_mutex_unlock(&c->mu);
-    dp->stats.exposed_s += now_s() - t2;
+    dp->exposed_s += now_s() - t2;
     return st;
 }
 

@@ -1,14 +1,13 @@
 /* Data parallelism at the session level: the ranks agree on every outcome
  * that decides whether they stay in step (a compile, a checkpoint, a step
  * that failed on one of them), and rank 0's params and optimizer state are
- * the ones every rank starts from. */
+ * the ones every rank starts from. The session passes in its engine,
+ * program and position; nothing here reads a session. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "dp.h"
-#include "../ir/model.h"
-#include "../session.h"
 
 tg_status tg_dp_check_comm(const tg_comm *c, const char *api) {
     if (c->size < 1 || c->rank < 0 || c->rank >= c->size)
@@ -59,24 +58,12 @@ tg_status tg_dp_agree(tg_comm *c, tg_status mine, const char *api) {
     return st;
 }
 
-static tg_dp *dp_of(const tg_session *s) { return s && s->b.prog ? s->b.prog->dp : NULL; }
-
-tg_comm *tg_session_dp_comm(const tg_session *s) { return s ? s->comm : NULL; }
-
-/* What a rank receives from rank 0: the seed and the training position,
- * then the params arena and every optimizer state buffer. (The schedule is
- * the spec's on every rank: the program signature covers it.) */
-typedef struct {
-    uint64_t seed;
-    int64_t step, lr_start;
-} sync_head;
-
-tg_status tg_dp_sync(tg_session *s, const char *api) {
-    tg_comm *c = tg_session_dp_comm(s);
-    tg_engine *e = s->b.eng;
-    tg_program *p = s->b.prog;
+/* What a rank receives from rank 0: the position, then the params arena
+ * and every optimizer state buffer. (The schedule is the spec's on every
+ * rank: the program signature covers it.) */
+tg_status tg_dp_sync(tg_comm *c, tg_engine *e, tg_program *p, tg_dp_position *pos, const char *api) {
     const tg_plan *pl = &p->plan;
-    int64_t total = (int64_t)sizeof(sync_head) + e->params_bytes;
+    int64_t total = (int64_t)sizeof *pos + e->params_bytes;
     for (int i = 0; i < p->g->n; i++)
         if (p->g->nodes[i].op == TG_OP_STATE && pl->slot[i].root == i) total += pl->slot[i].bytes;
     char *buf = malloc((size_t)total);
@@ -85,11 +72,9 @@ tg_status tg_dp_sync(tg_session *s, const char *api) {
     /* Every rank makes the broadcast call, even one that cannot fill or
      * take it: a rank that left would leave the others waiting. */
     char one;
-    sync_head *h = buf ? (sync_head *)buf : NULL;
-    int64_t at = sizeof(sync_head);
+    int64_t at = sizeof *pos;
     if (st == TG_OK && c->rank == 0) {
-        memset(h, 0, sizeof *h);
-        h->seed = s->b.seed, h->step = s->step, h->lr_start = s->lr_start;
+        memcpy(buf, pos, sizeof *pos);
         st = e->vt->read(e, p, TG_ARENA_PARAMS, 0, buf + at, e->params_bytes);
         at += e->params_bytes;
         for (int i = 0; st == TG_OK && i < p->g->n; i++)
@@ -102,8 +87,8 @@ tg_status tg_dp_sync(tg_session *s, const char *api) {
     tg_status sent = c->broadcast(c, buf ? (void *)buf : &one, buf ? total : 1, 0);
     if (st == TG_OK && sent != TG_OK) st = comm_fail(c, sent, api, "the broadcast of rank 0's params and state");
     if (st == TG_OK && c->rank != 0) {
-        s->b.seed = h->seed, s->step = h->step, s->lr_start = h->lr_start;
-        at = sizeof(sync_head);
+        memcpy(pos, buf, sizeof *pos);
+        at = sizeof *pos;
         st = e->vt->write(e, p, TG_ARENA_PARAMS, 0, buf + at, e->params_bytes);
         at += e->params_bytes;
         for (int i = 0; st == TG_OK && i < p->g->n; i++)
@@ -117,7 +102,7 @@ tg_status tg_dp_sync(tg_session *s, const char *api) {
 }
 
 tg_status tg_dp_agree_program(tg_comm *c, const tg_program *p, tg_status st, const char *api) {
-    uint64_t mine = p && p->dp ? p->dp->signature : 0, rank0 = mine;
+    uint64_t mine = p && p->dp ? tg_dp_of(p->dp)->signature : 0, rank0 = mine;
     c->error[0] = 0;
     tg_status sent = c->broadcast(c, &rank0, sizeof rank0, 0);
     if (sent != TG_OK) {
@@ -127,20 +112,4 @@ tg_status tg_dp_agree_program(tg_comm *c, const tg_program *p, tg_status st, con
                      "(every rank must make its session from the same spec)", api, c->rank);
     }
     return tg_dp_agree(c, st, api);
-}
-
-tg_status tg_dp_session_start(tg_comm *c, tg_session *s, tg_status st) {
-    st = tg_dp_agree_program(c, s ? s->b.prog : NULL, st, "tg_session_new");
-    if (st == TG_OK) st = tg_dp_sync(s, "tg_session_new");
-    if (st == TG_OK) s->b.rng_stream = (uint32_t)c->rank;
-    return st;
-}
-
-tg_status tg_session_comm_stats(const tg_session *s, tg_comm_stats *out) {
-    if (!s || !out) return tg_fail(TG_ERR_ARG, "tg_session_comm_stats: session and out are required");
-    tg_share_lock(&s->b); /* a step on another thread adds to the stats; a replace_model swaps the program */
-    tg_dp *dp = dp_of(s);
-    *out = dp ? dp->stats : (tg_comm_stats){0};
-    tg_share_unlock(&s->b);
-    return TG_OK;
 }
