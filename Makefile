@@ -20,6 +20,15 @@ BUILD   ?= build
 # The system the build is for: the host's unless a cross build says otherwise
 # (TARGET_OS=Darwin with a macOS cross compiler and its ar).
 TARGET_OS ?= $(shell uname -s 2>/dev/null)
+# Quiet by default: a short line a file ("CC src/ir/graph.c"); V=1 prints
+# the whole command lines. Warnings and errors show either way.
+ifeq ($(V),1)
+say =
+Q =
+else
+say = @printf '  %-4s %s\n' '$(1)' '$(2)';
+Q = @
+endif
 SANITIZE := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 # The PyTorch peer `make bench` runs (bench/torch_ref.py, a copy, if this is missing).
 TORCH_REF ?= ../shared/peers/torch_ref.py
@@ -74,6 +83,7 @@ help:
 	@echo "make install    install header, libraries, tensorgrad.pc, the CMake package and bin/tg"
 	@echo "                under PREFIX (default /usr/local), staged under DESTDIR if set"
 	@echo "make uninstall  remove what make install put under the same PREFIX and DESTDIR"
+	@echo "make V=1 ...    print the whole compiler and linker command lines (one short line a file by default)"
 	@echo "make clean      remove build/ and the sanitizer, fuzz, tsan, clang, aarch64 and macOS builds"
 
 lib: $(BUILD)/libtensorgrad.a
@@ -102,7 +112,7 @@ $(BUILD)/obj/src/webgpu/device.o: $(BUILD)/prefix.stamp
 PIC := -fPIC -fno-semantic-interposition
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(TG_CFLAGS) -fvisibility=hidden $(PIC) $(CFLAGS) -c $< -o $@
+	$(call say,CC,$<)$(CC) $(TG_CFLAGS) -fvisibility=hidden $(PIC) $(CFLAGS) -c $< -o $@
 # A build folder whose objects predate that recompiles them (the shared
 # library cannot link objects built without -fPIC).
 $(LIB_OBJ) $(BUILD)/obj/src/mpi/comm.o: $(BUILD)/pic.stamp
@@ -112,14 +122,14 @@ $(BUILD)/pic.stamp:
 
 $(BUILD)/libtensorgrad.a: $(LIB_OBJ)
 	@mkdir -p $(dir $@)
-	$(AR) rcs $@ $^
+	$(call say,AR,$@)$(AR) rcs $@ $^
 
 $(BUILD)/tg: $(BUILD)/obj/tools/tg.o $(EX_OBJ) $(BUILD)/libtensorgrad.a
-	$(CC) $(TG_CFLAGS) $(CFLAGS) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+	$(call say,LD,$@)$(CC) $(TG_CFLAGS) $(CFLAGS) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
 $(BUILD)/tests/%: tests/%.c $(wildcard tests/*.h) $(BUILD)/libtensorgrad.a
 	@mkdir -p $(dir $@)
-	$(CC) $(TG_CFLAGS) $(CFLAGS) $(LDFLAGS) -Isrc $< $(BUILD)/libtensorgrad.a -o $@ $(LDLIBS)
+	$(call say,LD,$@)$(CC) $(TG_CFLAGS) $(CFLAGS) $(LDFLAGS) -Isrc $< $(BUILD)/libtensorgrad.a -o $@ $(LDLIBS)
 
 demo: $(BUILD)/tg
 	$(BUILD)/tg train addition --checkpoint $(BUILD)/addition.safetensors
@@ -189,7 +199,7 @@ bench: $(BUILD)/bench/bench_tg $(BUILD)/bench/digits_bench $(BUILD)/tg
 
 $(BUILD)/bench/bench_tg: bench/bench_tg.c $(BUILD)/obj/examples/gpt.o $(BUILD)/libtensorgrad.a
 	@mkdir -p $(dir $@)
-	$(CC) $(TG_CFLAGS) $(CFLAGS) $(LDFLAGS) -Isrc $^ -o $@ $(LDLIBS)
+	$(call say,LD,$@)$(CC) $(TG_CFLAGS) $(CFLAGS) $(LDFLAGS) -Isrc $^ -o $@ $(LDLIBS)
 
 # The digits CNN row alone, ROUNDS= alternating runs of STEPS= steps per side
 # (steadier than make bench's single run when other processes load the CPUs).
@@ -198,7 +208,7 @@ bench-digits: $(BUILD)/bench/digits_bench
 
 $(BUILD)/bench/digits_bench: bench/digits_bench.c $(BUILD)/libtensorgrad.a
 	@mkdir -p $(dir $@)
-	$(CC) $(TG_CFLAGS) $(CFLAGS) $(LDFLAGS) $< $(BUILD)/libtensorgrad.a -o $@ $(LDLIBS)
+	$(call say,LD,$@)$(CC) $(TG_CFLAGS) $(CFLAGS) $(LDFLAGS) $< $(BUILD)/libtensorgrad.a -o $@ $(LDLIBS)
 
 # Not a test: step times of gpt_small on 1 and 2 ranks (CPU), and the
 # all-reduce's share (docs/distributed.md reads the numbers).
@@ -234,13 +244,13 @@ FORCE:
 # starts with the return type), so internal tg_ helpers stay hidden.
 $(BUILD)/tensorgrad.syms: include/tensorgrad.h
 	@mkdir -p $(dir $@)
-	grep -oE '^[a-z0-9_ ]*[ *](tg_[a-z0-9_]+)\(' $< | grep -oE 'tg_[a-z0-9_]+\($$' | tr -d '(' | sort -u > $@
+	$(call say,GEN,$@)grep -oE '^[a-z0-9_ ]*[ *](tg_[a-z0-9_]+)\(' $< | grep -oE 'tg_[a-z0-9_]+\($$' | tr -d '(' | sort -u > $@
 # GNU ld: a version script that exports those names and hides the rest.
 $(BUILD)/tensorgrad.map: $(BUILD)/tensorgrad.syms
-	{ echo '/* generated from include/tensorgrad.h */'; echo '{ global:'; sed 's/$$/;/' $<; echo 'local: *; };'; } > $@
+	$(call say,GEN,$@){ echo '/* generated from include/tensorgrad.h */'; echo '{ global:'; sed 's/$$/;/' $<; echo 'local: *; };'; } > $@
 # Apple's ld: an exported-symbols list (C names carry a leading underscore).
 $(BUILD)/tensorgrad.exp: $(BUILD)/tensorgrad.syms
-	sed 's/^/_/' $< > $@
+	$(call say,GEN,$@)sed 's/^/_/' $< > $@
 
 # Apple's linker takes neither version scripts nor sonames (nor needs
 # --no-undefined: it refuses undefined symbols by default); macOS gets an
@@ -258,9 +268,9 @@ SHARED_FLAGS := -shared -Wl,-soname,$(SONAME) -Wl,--version-script=$(SHARED_EXPO
 endif
 
 $(BUILD)/libtensorgrad.so: $(LIB_OBJ) $(SHARED_EXPORTS)
-	$(CC) $(SHARED_FLAGS) $(CFLAGS) $(LDFLAGS) $(LIB_OBJ) -o $@.$(VERSION) $(LDLIBS)
-	ln -sf libtensorgrad.so.$(VERSION) $(BUILD)/$(SONAME)
-	ln -sf libtensorgrad.so.$(VERSION) $@
+	$(call say,LD,$@)$(CC) $(SHARED_FLAGS) $(CFLAGS) $(LDFLAGS) $(LIB_OBJ) -o $@.$(VERSION) $(LDLIBS)
+	$(Q)ln -sf libtensorgrad.so.$(VERSION) $(BUILD)/$(SONAME)
+	$(Q)ln -sf libtensorgrad.so.$(VERSION) $@
 
 D := $(DESTDIR)
 install: $(BUILD)/libtensorgrad.a $(BUILD)/libtensorgrad.so $(BUILD)/tg $(MPI_TARGETS)
@@ -308,29 +318,29 @@ MPI_OBJ    := $(BUILD)/obj/src/mpi/comm.o $(BUILD)/obj/tools/tg_mpi.o
 
 $(BUILD)/obj/src/mpi/%.o: src/mpi/%.c
 	@mkdir -p $(dir $@)
-	$(MPI_CC) $(TG_CFLAGS) -fvisibility=hidden $(PIC) $(CFLAGS) -c $< -o $@
+	$(call say,CC,$<)$(MPI_CC) $(TG_CFLAGS) -fvisibility=hidden $(PIC) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/libtensorgrad_mpi.a: $(BUILD)/obj/src/mpi/comm.o
-	$(AR) rcs $@ $^
+	$(call say,AR,$@)$(AR) rcs $@ $^
 
 $(BUILD)/libtensorgrad_mpi.so: $(BUILD)/obj/src/mpi/comm.o $(BUILD)/libtensorgrad.so
-	$(MPI_CC) -shared -Wl,-soname,$(MPI_SONAME) -Wl,--no-undefined $(CFLAGS) $(LDFLAGS) $< -o $@.$(VERSION) \
+	$(call say,LD,$@)$(MPI_CC) -shared -Wl,-soname,$(MPI_SONAME) -Wl,--no-undefined $(CFLAGS) $(LDFLAGS) $< -o $@.$(VERSION) \
 	    -L$(BUILD) -ltensorgrad
-	ln -sf libtensorgrad_mpi.so.$(VERSION) $(BUILD)/$(MPI_SONAME)
-	ln -sf libtensorgrad_mpi.so.$(VERSION) $@
+	$(Q)ln -sf libtensorgrad_mpi.so.$(VERSION) $(BUILD)/$(MPI_SONAME)
+	$(Q)ln -sf libtensorgrad_mpi.so.$(VERSION) $@
 
 # tg with --dp: the same CLI and examples, its main built with TG_WITH_MPI.
 $(BUILD)/obj/tools/tg_mpi.o: tools/tg.c
 	@mkdir -p $(dir $@)
-	$(MPI_CC) $(TG_CFLAGS) $(CFLAGS) -DTG_WITH_MPI -c $< -o $@
+	$(call say,CC,$< (MPI))$(MPI_CC) $(TG_CFLAGS) $(CFLAGS) -DTG_WITH_MPI -c $< -o $@
 
 $(BUILD)/tg-mpi: $(BUILD)/obj/tools/tg_mpi.o $(EX_OBJ) $(BUILD)/libtensorgrad_mpi.a $(BUILD)/libtensorgrad.a
-	$(MPI_CC) $(TG_CFLAGS) $(CFLAGS) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+	$(call say,LD,$@)$(MPI_CC) $(TG_CFLAGS) $(CFLAGS) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
 $(BUILD)/tests/dp_driver: tests/dp_driver.c $(wildcard tests/*.h) $(BUILD)/obj/examples/gpt.o $(BUILD)/libtensorgrad_mpi.a \
                           $(BUILD)/libtensorgrad.a
 	@mkdir -p $(dir $@)
-	$(MPI_CC) $(TG_CFLAGS) $(CFLAGS) $(LDFLAGS) $< $(BUILD)/obj/examples/gpt.o $(BUILD)/libtensorgrad_mpi.a \
+	$(call say,LD,$@)$(MPI_CC) $(TG_CFLAGS) $(CFLAGS) $(LDFLAGS) $< $(BUILD)/obj/examples/gpt.o $(BUILD)/libtensorgrad_mpi.a \
 	    $(BUILD)/libtensorgrad.a -o $@ $(LDLIBS)
 
 -include $(LIB_OBJ:.o=.d) $(EX_OBJ:.o=.d) $(BUILD)/obj/tools/tg.d $(MPI_OBJ:.o=.d)

@@ -34,7 +34,13 @@ done
 [ -z "$(ls -A)" ] && ok || bad "a refused command wrote: $(ls -A)"
 
 # Training writes nothing unasked (addition used to drop a checkpoint here).
-"$tg" train addition --steps 3 --quiet >/dev/null 2>&1
+# What make demo shows: its first line in plain words, and only the sums
+# marked held out are said to be unseen in training.
+out=$("$tg" train addition --steps 3 2>&1)
+[[ "$out" == "Training a "*" transformer to add two-digit numbers: 3 steps on the CPU, 20% of the pairs held out."* ]] &&
+    ok || bad "addition's first line: $(printf '%s' "$out" | head -n 1)"
+unseen=$(printf '%s\n' "$out" | grep -v '^ *[0-9]* + *[0-9]* = .*(held out: never seen in training)$' | grep -ci 'never seen\|held-out pairs')
+[ "$unseen" -eq 0 ] && ok || bad "addition calls sums unseen that are not held out: $out"
 "$tg" train vae --steps 2 --quiet >/dev/null 2>&1
 [ -z "$(ls -A)" ] && ok || bad "tg train wrote unasked: $(ls -A)"
 

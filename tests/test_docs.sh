@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The documentation stays true: the README's program builds with the
-# README's own command line and trains; every relative link in README.md and
+# README's own command line and trains; make builds quietly (V=1 prints the
+# command lines); every relative link in README.md and
 # docs/*.md names a file that exists, and a #fragment a heading in it.
 # Usage: tests/test_docs.sh BUILD_DIR
 set -u
@@ -31,6 +32,14 @@ if [ -s "$tmp/prog.c" ] && [ -n "$line" ]; then
             bad "README program: '$out'"
     else bad "README program does not build with '$line': $(head -c 600 "$tmp/err")"; fi
 else bad "README.md: no C program or no 'cc prog.c -Iinclude build/libtensorgrad.a ...' line"; fi
+
+# make builds quietly, a short line a file (what make demo shows before its
+# result); V=1 prints the whole command lines. One object, in a folder of its own.
+quiet=$(cd "$top" && env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make BUILD="$tmp/b" "$tmp/b/obj/src/util/progress.o" 2>&1)
+[ "$quiet" = "  CC   src/util/progress.c" ] && ok || bad "make's quiet line: '$quiet'"
+rm -f "$tmp/b/obj/src/util/progress.o"
+loud=$(cd "$top" && env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make V=1 BUILD="$tmp/b" "$tmp/b/obj/src/util/progress.o" 2>&1)
+[[ "$loud" == *" -c src/util/progress.c -o $tmp/b/obj/src/util/progress.o"* ]] && ok || bad "make V=1: '$loud'"
 
 # Links between the pages: files that exist, fragments that name a heading
 # (GitHub's slugs: lower case, punctuation dropped, spaces to dashes).
