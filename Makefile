@@ -120,9 +120,11 @@ $(BUILD)/pic.stamp:
 	@mkdir -p $(dir $@)
 	@echo '$(PIC)' > $@
 
+# Made afresh: ar replaces members by file name, and several objects share
+# one (session.o, ops.o), so updating in place could keep a stale copy.
 $(BUILD)/libtensorgrad.a: $(LIB_OBJ)
 	@mkdir -p $(dir $@)
-	$(call say,AR,$@)$(AR) rcs $@ $^
+	$(call say,AR,$@)rm -f $@ && $(AR) rcs $@ $^
 
 $(BUILD)/tg: $(BUILD)/obj/tools/tg.o $(EX_OBJ) $(BUILD)/libtensorgrad.a
 	$(call say,LD,$@)$(CC) $(TG_CFLAGS) $(CFLAGS) $(LDFLAGS) $^ -o $@ $(LDLIBS)
