@@ -81,10 +81,25 @@ typedef struct {
 
 /* TG_SHAPE(256, 64) builds a tg_shape; TG_SCALAR is the 0-d shape.
  * Permutations and axis lists are also passed as tg_shape. */
+#ifndef __cplusplus
 #define TG__NARGS(...) TG__NARGS_(__VA_ARGS__, 6, 5, 4, 3, 2, 1, 0)
 #define TG__NARGS_(a, b, c, d, e, f, n, ...) n
 #define TG_SHAPE(...) ((tg_shape){TG__NARGS(__VA_ARGS__), {__VA_ARGS__}})
 #define TG_SCALAR ((tg_shape){0, {0}})
+#else
+/* C++ (11 and later) has no compound literals: TG_SHAPE is a constexpr call
+ * that takes dims of any integer type and refuses more than TG_MAX_DIMS. */
+extern "C++" {
+template <class... Dims>
+constexpr tg_shape
+tg_shape_of(Dims... dims) {
+    static_assert(sizeof...(Dims) <= TG_MAX_DIMS, "TG_SHAPE: at most TG_MAX_DIMS dims");
+    return tg_shape{static_cast<int>(sizeof...(Dims)), {static_cast<int64_t>(dims)...}};
+}
+}
+#define TG_SHAPE(...) tg_shape_of(__VA_ARGS__)
+#define TG_SCALAR (tg_shape{})
+#endif
 
 /* The element count; -1 for a bad shape (a negative dim, more than
  * TG_MAX_DIMS dims, or a count that overflows int64). */
@@ -787,13 +802,36 @@ typedef struct {
     tg_dtype dtype;
 } tg_feed;
 
+/* A feed whose dtype follows the element type of data, float (TG_F32) or
+ * int32_t (TG_I32); a pointer to anything else does not compile. In C it is
+ * an initializer: (tg_feed[]){TG_FEED("tokens", tok, n), TG_FEED("x", x, m)};
+ * in C++ a value: tg_feed feeds[] = {TG_FEED("tokens", tok, n), ...}, with
+ * any integer type for count (a vector's size()). */
 #ifndef __cplusplus
-/* C11: a feed whose dtype follows the element type of data, float (TG_F32)
- * or int32_t (TG_I32); a pointer to anything else does not compile. It is
- * an initializer: (tg_feed[]){TG_FEED("tokens", tok, n), TG_FEED("x", x, m)}. */
 #define TG_FEED(name, data, count) {(name), (data), (count), TG_DTYPE_OF(data)}
 #define TG_DTYPE_OF(p) \
     _Generic(&*(p), float *: TG_F32, const float *: TG_F32, int32_t *: TG_I32, const int32_t *: TG_I32)
+#else
+/* Each return type stands on a line of its own: the Makefile exports the
+ * functions declared on lines that start with one, and these are inline. */
+extern "C++" {
+constexpr tg_dtype
+tg_dtype_of(const float *) { return TG_F32; }
+constexpr tg_dtype
+tg_dtype_of(const int32_t *) { return TG_I32; }
+template <class Count>
+inline tg_feed
+tg_feed_of(const char *name, const float *data, Count count) {
+    return tg_feed{name, data, static_cast<int64_t>(count), TG_F32};
+}
+template <class Count>
+inline tg_feed
+tg_feed_of(const char *name, const int32_t *data, Count count) {
+    return tg_feed{name, data, static_cast<int64_t>(count), TG_I32};
+}
+}
+#define TG_FEED(name, data, count) tg_feed_of((name), (data), (count))
+#define TG_DTYPE_OF(p) tg_dtype_of(p)
 #endif
 
 /* One step: write inputs, forward, backward, update, writebacks. Every
