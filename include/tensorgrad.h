@@ -1153,6 +1153,7 @@ typedef struct {
     int64_t batch;  /* examples per step, for examples/s; 0 = show steps/s */
     int64_t every;  /* steps between kept lines; 0 = total / 10 */
     void *file;     /* FILE* to write to; NULL = stdout */
+    int64_t start;  /* steps done before this run (a resumed one): the rate and ETA count from it */
     /* set by tg_progress_start */
     double t0_;
     bool live_, drawn_;

@@ -5,6 +5,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "check.h"
 
@@ -46,6 +47,24 @@ static void test_progress(void) {
     tg_progress_update(&q, 5, 1.0f, NULL);
     slurp(f, buf, sizeof buf);
     CHECK(strstr(buf, "step 5  loss 1  ") == buf && strstr(buf, "steps/s") && !strstr(buf, "ETA"), "%s", buf);
+    fclose(f);
+    /* A resumed run: 10 steps in about 0.2 s after 240 done before it. The
+     * rate is this run's (about 50 steps/s, 50000 ex/s), the ETA the 150
+     * steps left at that rate, and the run's first step is due. */
+    f = tmpfile();
+    tg_progress r = {.total = 400, .batch = 1000, .file = f, .start = 240};
+    tg_progress_start(&r);
+    CHECK(tg_progress_due(&r, 241), "a resumed run's first step is due");
+    nanosleep(&(struct timespec){0, 200000000}, NULL);
+    tg_progress_update(&r, 250, 1.0f, NULL);
+    slurp(f, buf, sizeof buf);
+    double rate = 0;
+    int eta_m = -1, eta_s = -1;
+    const char *at = strstr(buf, "ex/s");
+    CHECK(sscanf(buf, "step 250/400  loss 1  %lf ex/s  ETA %d:%d", &rate, &eta_m, &eta_s) == 3 && at,
+          "resumed line: %s", buf);
+    CHECK(rate > 10000 && rate < 60000 && eta_m == 0 && eta_s >= 2 && eta_s <= 15,
+          "a resumed run counts its own steps: %.0f ex/s, ETA %d:%02d (%s)", rate, eta_m, eta_s, buf);
     fclose(f);
     tg_progress_start(NULL), tg_progress_update(NULL, 1, 0, NULL), tg_progress_end(NULL);
     CHECK(!tg_progress_due(NULL, 1), "NULL is never due");

@@ -30,7 +30,7 @@ bool tg_progress_due(const tg_progress *p, int64_t step) {
     if (!p) return false;
     /* A live line is redrawn ten times as often as lines are printed. */
     int64_t every = p->live_ && p->every >= 10 ? p->every / 10 : p->every;
-    return step == 1 || step == p->total || (every > 0 && step % every == 0);
+    return step == p->start + 1 || step == p->total || (every > 0 && step % every == 0);
 }
 
 /* "1:05" or "1:02:03". An ETA past a billion seconds (a huge total at a
@@ -46,7 +46,7 @@ void tg_progress_update(tg_progress *p, int64_t step, float loss, const char *ex
     if (!p) return;
     FILE *f = out_of(p);
     double el = now_s() - p->t0_;
-    double rate = el > 0 ? (double)step / el : 0; /* steps/s */
+    double rate = el > 0 ? (double)(step - p->start) / el : 0; /* steps/s of this run */
     char line[256], eta[32];
     int k = p->total > 0 ? snprintf(line, sizeof line, "step %lld/%lld  loss %.6g", (long long)step,
                                     (long long)p->total, loss)
