@@ -172,7 +172,7 @@ int example_cartpole(const tg_example_opts *o) {
     if (ex_run_end(&run)) rc = 1;
     if (rc == 0) {
         printf("mean_episode_length=%.1f\n", window);
-        rc = window >= TARGET_LENGTH ? 0 : 2;
+        rc = ex_target("mean_episode_length", window, ">=", TARGET_LENGTH);
     }
 done:
     tg_forward_free(f);

@@ -58,6 +58,14 @@ bool ex_data_path(const char *what, char *out, size_t n) {
     return out[0] != 0;
 }
 
+int ex_target(const char *metric, double value, const char *cmp, double target) {
+    bool met = !strcmp(cmp, ">=") ? value >= target : !strcmp(cmp, "<=") ? value <= target : value < target;
+    if (met) return 0;
+    fprintf(stderr, "tg: the run missed its target: %s=%.6g, the target is %s %g (exit status 2)\n", metric, value, cmp,
+            target);
+    return 2;
+}
+
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);

@@ -126,7 +126,7 @@ int example_digits(const tg_example_opts *o) {
             if (ex_run_end(&run)) rc = 1;
             if (!o->quiet) printf("train time %.2fs (%.3f ms/step)\n", ex_now() - t0, (ex_now() - t0) * 1e3 / (double)steps);
             printf("test_accuracy=%.4f\n", acc);
-            rc = rc ? rc : acc >= 0.97 ? 0 : 2;
+            rc = rc ? rc : ex_target("test_accuracy", acc, ">=", 0.97);
         }
     }
     ex_run_end(&run); /* closes the CSV after an error; a no-op after the normal end */

@@ -189,7 +189,7 @@ int example_digits_mlp(const tg_example_opts *o) {
         rc = 1;
     } else {
         printf("test_accuracy=%.4f\n", acc);
-        if (rc == 0) rc = acc >= TARGET_ACC ? 0 : 2;
+        if (rc == 0) rc = ex_target("test_accuracy", acc, ">=", TARGET_ACC);
     }
     trainer_free(&t);
     ex_digits_free(&d);

@@ -121,6 +121,11 @@ int64_t ex_shard(const tg_example_opts *o, int64_t batch, int64_t *first);
  * what the all-reduce cost per step. Ends r's live progress line first. */
 void ex_final_loss(const tg_example_opts *o, ex_run *r, const tg_session *s, float loss);
 
+/* The example's target, met when `value cmp target` (cmp ">=", "<=" or
+ * "<"): returns 0, else prints which criterion the run missed and returns 2,
+ * the exit status of a run that misses its target. */
+int ex_target(const char *metric, double value, const char *cmp, double target);
+
 /* Helpers shared by the examples (common.c). */
 double ex_now(void);                         /* monotonic seconds */
 uint64_t ex_rand(uint64_t *state);           /* 31 random bits */

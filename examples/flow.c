@@ -283,7 +283,7 @@ int example_flow(const tg_example_opts *o) {
     if (rc == 0) {
         if (o->out) printf("wrote %s: %d samples, %d Euler steps each\n", o->out, N_SAMPLES, SAMPLE_STEPS);
         printf("sample_confidence=%.4f\n", mean);
-        rc = mean >= TARGET_CONFIDENCE ? 0 : 2;
+        rc = ex_target("sample_confidence", mean, ">=", TARGET_CONFIDENCE);
     }
 done:
     tg_forward_free(judge);

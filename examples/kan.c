@@ -201,7 +201,7 @@ int example_kan(const tg_example_opts *o) {
     if (rc == 0) {
         if (o->out) printf("wrote %s: the fit over sin(pi x), then the edges of layer 1 and layer 2\n", o->out);
         printf("mse=%.3g\n", mse);
-        rc = mse <= TARGET_MSE ? 0 : 2;
+        rc = ex_target("mse", mse, "<=", TARGET_MSE);
     }
 done:
     tg_forward_free(f);

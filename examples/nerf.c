@@ -168,7 +168,7 @@ int example_nerf(const tg_example_opts *o) {
     if (rc == 0) {
         if (o->out) printf("wrote %s: the photograph, then its reconstruction\n", o->out);
         printf("psnr=%.2f\n", psnr);
-        rc = psnr >= TARGET_PSNR ? 0 : 2;
+        rc = ex_target("psnr", psnr, ">=", TARGET_PSNR);
     }
 done:
     tg_forward_free(f);

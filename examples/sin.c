@@ -63,5 +63,5 @@ int example_sin(const tg_example_opts *o) {
     ex_final_loss(o, &run, s, loss);
     tg_session_free(s);
     tg_model_free(m);
-    return rc ? rc : loss < 1e-3f ? 0 : 2;
+    return rc ? rc : ex_target("final loss", loss, "<", 1e-3);
 }

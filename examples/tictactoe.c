@@ -290,7 +290,7 @@ int example_tictactoe(const tg_example_opts *o) {
     printf("perfect_draw_rate=%.3f\n", (double)(pdx + pdo) / (2 * EVAL_GAMES));
     double rate = as_x < as_o ? as_x : as_o;
     printf("win_or_draw_rate=%.3f\n", rate);
-    if (rc == 0) rc = rate >= TARGET_RATE ? 0 : 2;
+    if (rc == 0) rc = ex_target("win_or_draw_rate", rate, ">=", TARGET_RATE);
 done:
     tg_forward_free(greedy);
     tg_forward_free(smp);

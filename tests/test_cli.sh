@@ -52,8 +52,15 @@ logged=$(awk -F, 'NR > 1 { printf "%s %.6g\n", $1, $2 }' run.csv)
 [ -n "$printed" ] && [ "$printed" = "$logged" ] && ok || bad "--log rows differ from the printed losses: printed '$printed' logged '$logged'"
 [ "$(awk -F, 'NR > 1 && $3 == 0.005 && $4 >= 0' run.csv | wc -l)" -eq "$(printf '%s\n' "$printed" | wc -l)" ] && ok ||
     bad "--log lr/time columns"
-# An example with an eval metric fills its column on the last row.
-"$tg" train digits --steps 20 --quiet --log digits.csv >/dev/null 2>&1
+# An example with an eval metric fills its column on the last row; a run
+# that misses its target exits 2 and says which criterion it missed.
+"$tg" train digits --steps 20 --quiet --log digits.csv >/dev/null 2>missed.txt; rc=$?
+[ "$rc" -eq 2 ] && grep -qE '^tg: the run missed its target: test_accuracy=0\.[0-9]+, the target is >= 0\.97 \(exit status 2\)$' missed.txt &&
+    ok || bad "digits --steps 20: exit $rc, '$(cat missed.txt)'"
+"$tg" train sin --steps 5 --quiet >/dev/null 2>missed.txt; rc=$?
+[ "$rc" -eq 2 ] && grep -q '^tg: the run missed its target: final loss=.*, the target is < 0.001' missed.txt &&
+    ok || bad "sin --steps 5: exit $rc, '$(cat missed.txt)'"
+rm -f missed.txt
 tail -n 1 digits.csv | grep -qE '^20,[^,]+,[^,]+,[^,]+,0\.[0-9]+$' && head -n 1 digits.csv | grep -q ',test_accuracy$' && ok ||
     bad "digits --log: $(head -n 1 digits.csv) / $(tail -n 1 digits.csv)"
 
