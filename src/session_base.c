@@ -227,7 +227,11 @@ tg_status tg_session_base_param_check(const tg_session_base *b, const char *api,
     if (st != TG_OK) return st;
     if (!name) return tg_fail(TG_ERR_ARG, "%s: name is NULL", api);
     tg_param p = tg_model_find(b->model, name);
-    if (p < 0) return tg_fail(TG_ERR_NAME, "%s: no param named '%s'", api, name);
+    if (p < 0) {
+        char hint[400];
+        tg_model_name_hint(b->model, name, hint, sizeof hint);
+        return tg_fail(TG_ERR_NAME, "%s: no param named '%s'%s", api, name, hint);
+    }
     int64_t want = tg_shape_numel(b->model->params[p].shape);
     if (count != want) {
         char s[96];
@@ -268,7 +272,12 @@ static tg_status upload(tg_session_base *b, const char *api, const tg_feed *para
     /* Check everything first: a failed upload writes nothing. */
     for (int f = 0; f < n; f++) {
         tg_param p = params[f].name ? tg_model_find(b->model, params[f].name) : -1;
-        if (p < 0) return tg_fail(TG_ERR_NAME, "%s: no param named '%s'", api, params[f].name ? params[f].name : "(null)");
+        if (p < 0) {
+            char hint[400];
+            tg_model_name_hint(b->model, params[f].name, hint, sizeof hint);
+            return tg_fail(TG_ERR_NAME, "%s: no param named '%s'%s", api, params[f].name ? params[f].name : "(null)",
+                           hint);
+        }
         for (int e = 0; e < f; e++)
             if (strcmp(params[e].name, params[f].name) == 0)
                 return tg_fail(TG_ERR_NAME, "%s: param '%s' given twice", api, params[f].name);
@@ -308,7 +317,11 @@ tg_status tg_session_base_upload(tg_session_base *b, const char *api, const tg_f
 static tg_status check_tensor(const tg_session_base *b, const char *api, const tg_st_tensor *t, tg_param *out) {
     if (!t || !t->name) return tg_fail(TG_ERR_ARG, "%s: a tensor without a name", api);
     tg_param p = tg_model_find(b->model, t->name);
-    if (p < 0) return tg_fail(TG_ERR_NAME, "%s: no param named '%s'", api, t->name);
+    if (p < 0) {
+        char hint[400];
+        tg_model_name_hint(b->model, t->name, hint, sizeof hint);
+        return tg_fail(TG_ERR_NAME, "%s: no param named '%s'%s", api, t->name, hint);
+    }
     const tg_param_decl *d = &b->model->params[p];
     if (t->dtype != d->dtype)
         return tg_fail(TG_ERR_ARG, "%s: param '%s' is %s, the tensor is %s", api, t->name, tg_dtype_name(d->dtype),

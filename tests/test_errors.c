@@ -44,7 +44,11 @@ static tg_tensor bad_loss(tg_graph *g, void *u) {
         y = tg_add(x, tg_cast(x, TG_I32));
         break;
     case 7: /* not a scalar loss */
+        bad_line = __LINE__ + 1;
         return tg_mul_s(x, 2.0f);
+    case 8: /* one value, but i32 */
+        bad_line = __LINE__ + 1;
+        return tg_cast(tg_sum(x, TG_ALL, false), TG_I32);
     default:
         y = x;
     }
@@ -64,7 +68,10 @@ static void shape_errors(void) {
         {TG_ERR_SHAPE, "tg_sum: axis 5 out of range for [256,64] (test_errors.c:%d)"},
         {TG_ERR_NAME, "tg_input: no input named 'nope' (declared: 'x') (test_errors.c:%d)"},
         {TG_ERR_SHAPE, "tg_add: operands must both be f32 or both i32, got f32 [256,64] and i32 [256,64] (test_errors.c:%d)"},
-        {TG_ERR_SHAPE, "loss must be a single f32 value, got f32 [256,64]"},
+        {TG_ERR_SHAPE, "the loss must be a single f32 value, got f32 [256,64] from tg_mul_s (test_errors.c:%d); reduce it "
+                       "to one value, e.g. tg_mean(loss, TG_ALL, false) or tg_sum(loss, TG_ALL, false)"},
+        {TG_ERR_SHAPE, "the loss must be a single f32 value, got i32 [] from tg_cast (test_errors.c:%d); make it f32 "
+                       "with tg_cast(loss, TG_F32)"},
     };
     for (which = 0; which < (int)(sizeof cases / sizeof cases[0]); which++) {
         tg_model *m = tg_model_new();
@@ -80,6 +87,10 @@ static void shape_errors(void) {
         CHECK(s == NULL, "case %d: session not NULL after failure", which);
         tg_model_free(m);
     }
+}
+
+static tg_tensor hint_loss(tg_graph *g, void *u) { /* x [8,4] -> l1 -> mean */
+    return tg_mean(tg_linear_fwd(g, (tg_linear *)u, tg_input(g, "x")), TG_ALL, false);
 }
 
 static tg_tensor good_loss(tg_graph *g, void *u) {
@@ -130,6 +141,36 @@ static void strict_io(void) {
     CHECK_OK(tg_session_get_param(s, "W", w1, 8));
     CHECK(memcmp(w, w1, sizeof w) == 0, "upload did not write W");
     CHECK_ERR(tg_session_read(s, "nothing", w, 1), TG_ERR_NAME, "no capture named 'nothing'");
+    tg_session_free(s);
+    tg_model_free(m);
+}
+
+/* An unknown param name gets the nearest names: PyTorch's suffixes for
+ * upstream's, a typo, a sibling; nothing when none is near. */
+static void name_hints(void) {
+    tg_model *m = tg_model_new();
+    tg_linear l1 = tg_linear_new(m, "l1", 4, 2, true), l2 = tg_linear_new(m, "l2", 2, 2, true);
+    tg_layernorm ln = tg_layernorm_new(m, "ln", 2);
+    (void)l1, (void)l2, (void)ln;
+    tg_session *s = NULL;
+    tg_input_decl in[] = {{"x", TG_F32, TG_SHAPE(8, 4)}};
+    tg_train_spec ts = {.model = m, .loss = hint_loss, .user = &l1, .inputs = in, .n_inputs = 1,
+                        .optim = tg_adam(tg_lr_constant(1e-3f))};
+    CHECK_OK(tg_session_new(&ts, &s));
+    if (!s) {
+        tg_model_free(m);
+        return;
+    }
+    float w[8] = {0};
+    CHECK_ERR(tg_session_set_param(s, "l1.weight", w, 8), TG_ERR_NAME, "no param named 'l1.weight'; did you mean 'l1.W'?");
+    CHECK_ERR(tg_session_get_param(s, "ln.weight", w, 2), TG_ERR_NAME, "no param named 'ln.weight'; did you mean 'ln.g'?");
+    CHECK_ERR(tg_session_get_param(s, "l2.bais", w, 2), TG_ERR_NAME, "no param named 'l2.bais'; did you mean 'l2.b'?");
+    CHECK_ERR(tg_session_get_param(s, "l3.W", w, 2), TG_ERR_NAME, "no param named 'l3.W'; did you mean 'l1.W' or 'l2.W'?");
+    CHECK_ERR(tg_session_upload(s, (tg_feed[]){{"l2.bias", w, 2, TG_F32}}, 1), TG_ERR_NAME,
+              "no param named 'l2.bias'; did you mean 'l2.b'?");
+    tg_st_tensor t = {"encoder.layers.0.attn", TG_F32, TG_SHAPE(2), w};
+    CHECK_ERR(tg_session_set_tensor(s, &t), TG_ERR_NAME, "no param named 'encoder.layers.0.attn'");
+    CHECK(!strstr(tg_last_error(), "did you mean"), "no hint when nothing is near: %s", tg_last_error());
     tg_session_free(s);
     tg_model_free(m);
 }
@@ -238,6 +279,7 @@ static void cpu_path_errors(void) {
 int main(void) {
     shape_errors();
     strict_io();
+    name_hints();
     bad_specs();
     cpu_path_errors();
     return check_summary("test_errors");

@@ -2,6 +2,7 @@
  * leaves, calling each op's gradient rule and summing the cotangents of
  * tensors with several consumers. Backward ops are appended to the same
  * graph; work nobody needs (input gradients, frozen params) is left for DCE. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,16 +23,30 @@ static const grad_rule rules[TG_OP_COUNT] = {
 };
 _Static_assert(sizeof rules / sizeof rules[0] == TG_OP_COUNT, "one gradient rule per op");
 
+/* The error for a loss L that is not one f32 value: where it was built
+ * (the op and its caller's file:line, or the leaf's name) and what makes it
+ * one (a reduction over every axis, or a cast). */
+static tg_status loss_error(const tg_node *L) {
+    char s[96], from[200];
+    const char *file = L->file ? strrchr(L->file, '/') : NULL;
+    file = file ? file + 1 : L->file ? L->file : "?";
+    if (L->op == TG_OP_INPUT || L->op == TG_OP_PARAM)
+        snprintf(from, sizeof from, "the %s '%s'", L->op == TG_OP_INPUT ? "input" : "param", L->name ? L->name : "?");
+    else
+        snprintf(from, sizeof from, "tg_%s (%s:%d)", L->api ? L->api : tg_ops[L->op].name, file, L->line);
+    const char *fix = tg_ir_numel(L) != 1
+                          ? "reduce it to one value, e.g. tg_mean(loss, TG_ALL, false) or tg_sum(loss, TG_ALL, false)"
+                          : "make it f32 with tg_cast(loss, TG_F32)";
+    return tg_fail(TG_ERR_SHAPE, "the loss must be a single f32 value, got %s %s from %s; %s", tg_dtype_name(L->dtype),
+                   tg_shape_str(L->shape, s, sizeof s), from, fix);
+}
+
 tg_status tg_grad_append(tg_graph *g, int loss, int *param_grad) {
     int n_fwd = g->n;
     for (int p = 0; p < g->n_param_node; p++) param_grad[p] = -1;
     if (loss < 0 || loss >= n_fwd) return tg_fail(TG_ERR_ARG, "grad: the loss is not a tensor of this graph");
     const tg_node *L = &g->nodes[loss];
-    if (L->dtype != TG_F32 || tg_ir_numel(L) != 1) {
-        char s[96];
-        return tg_fail(TG_ERR_SHAPE, "grad: the loss must be a single f32 value, got %s %s", tg_dtype_name(L->dtype),
-                       tg_shape_str(L->shape, s, sizeof s));
-    }
+    if (L->dtype != TG_F32 || tg_ir_numel(L) != 1) return loss_error(L);
 
     /* needs[i]: node i depends on a trainable param, so its cotangent matters. */
     bool *needs = tg_calloc((size_t)n_fwd, sizeof(bool));

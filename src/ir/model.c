@@ -138,6 +138,71 @@ tg_param tg_model_find(const tg_model *m, const char *name) {
     return -1;
 }
 
+/* Edits (insert, delete, substitute) from a to b, counting at most 64
+ * characters of each: names are compared for hints, not equality. */
+static int len64(const char *s) {
+    int k = 0;
+    while (k < 64 && s[k]) k++;
+    return k;
+}
+
+static int edit_distance(const char *a, const char *b) {
+    int la = len64(a), lb = len64(b), row[65];
+    for (int j = 0; j <= lb; j++) row[j] = j;
+    for (int i = 1; i <= la; i++) {
+        int diag = row[0];
+        row[0] = i;
+        for (int j = 1; j <= lb; j++) {
+            int up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best) best = up + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            diag = up, row[j] = best;
+        }
+    }
+    return row[lb];
+}
+
+/* PyTorch's names for upstream's: Linear and Conv .weight is .W (norms': .g),
+ * .bias is .b. A name that differs only so is the nearest of all. */
+static bool torch_alias(const char *name, const char *param) {
+    const char *dn = strrchr(name, '.'), *dp = strrchr(param, '.');
+    size_t k = dn ? (size_t)(dn - name) : 0;
+    if (!dn || !dp || (size_t)(dp - param) != k || strncmp(name, param, k) != 0) return false;
+    static const char *const pairs[][2] = {{"weight", "W"}, {"weight", "g"}, {"bias", "b"}, {"gamma", "g"}, {"beta", "b"}};
+    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++)
+        if (!strcmp(dn + 1, pairs[i][0]) && !strcmp(dp + 1, pairs[i][1])) return true;
+    return false;
+}
+
+/* Same path up to the last '.' (siblings in one module). */
+static bool siblings(const char *a, const char *b) {
+    const char *da = strrchr(a, '.'), *db = strrchr(b, '.');
+    return da && db && da - a == db - b && strncmp(a, b, (size_t)(da - a)) == 0;
+}
+
+void tg_model_name_hint(const tg_model *m, const char *name, char *buf, size_t n) {
+    if (!buf || n == 0) return;
+    buf[0] = 0;
+    if (!m || !name) return;
+    /* A param is near when it is an alias (score 0), within about a third
+     * of the name's length in edits, or a sibling; the best score wins. */
+    int best = 1 << 30, limit = len64(name) / 3 + 1, pick[3], n_pick = 0;
+    for (int i = 0; i < m->n; i++) {
+        const char *q = m->params[i].name;
+        int d = torch_alias(name, q) ? 0 : edit_distance(name, q);
+        if (d > limit && !siblings(name, q)) continue;
+        if (d < best) best = d, n_pick = 0;
+        if (d == best && n_pick < 3) pick[n_pick++] = i;
+    }
+    size_t k = 0;
+    for (int i = 0; i < n_pick && k < n; i++) {
+        int w = snprintf(buf + k, n - k, "%s'%s'%s", i == 0 ? "; did you mean " : i == n_pick - 1 ? " or " : ", ",
+                         m->params[pick[i]].name, i == n_pick - 1 ? "?" : "");
+        if (w < 0) break;
+        k += (size_t)w;
+    }
+}
+
 int64_t tg_model_numel(const tg_model *m) {
     int64_t n = 0;
     for (int i = 0; m && i < m->n; i++) n += tg_shape_numel(m->params[i].shape);

@@ -22,4 +22,7 @@ struct tg_model {
 /* Fills dst (numel 4-byte elements of the param's dtype: i32 params get
  * int32 bits) with the param's initial values for `seed`. */
 void tg_model_init_param(const tg_model *m, int p, uint64_t seed, float *dst);
+/* For a name m has no param of: "; did you mean 'l1.W'?" (up to three of
+ * its nearest names, "'a' or 'b'"), or "" when none is near, into buf[n]. */
+void tg_model_name_hint(const tg_model *m, const char *name, char *buf, size_t n);
 #endif
