@@ -80,7 +80,7 @@ help:
 	@echo "                (bench/multi_gpu.sh; needs tg-mpi, and mpirun or MPI_DEBS=DIR from scripts/fetch-mpi-debs.sh)"
 	@echo "make shared     build build/libtensorgrad.so (from the objects of build/libtensorgrad.a)"
 	@echo "                where mpicc is found, make also builds build/libtensorgrad_mpi.{a,so} and build/tg-mpi"
-	@echo "make install    install header, libraries, tensorgrad.pc, the CMake package and bin/tg"
+	@echo "make install    install header, libraries, tensorgrad.pc (and -static.pc), the CMake package and bin/tg"
 	@echo "                under PREFIX (default /usr/local), staged under DESTDIR if set"
 	@echo "make uninstall  remove what make install put under the same PREFIX and DESTDIR"
 	@echo "make V=1 ...    print the whole compiler and linker command lines (one short line a file by default)"
@@ -284,6 +284,8 @@ install: $(BUILD)/libtensorgrad.a $(BUILD)/libtensorgrad.so $(BUILD)/tg $(MPI_TA
 	ln -sf libtensorgrad.so.$(VERSION) $(D)$(LIBDIR)/libtensorgrad.so
 	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|; s|@VERSION@|$(VERSION)|' \
 	    pkg/tensorgrad.pc.in > $(D)$(LIBDIR)/pkgconfig/tensorgrad.pc
+	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|; s|@VERSION@|$(VERSION)|' \
+	    pkg/tensorgrad-static.pc.in > $(D)$(LIBDIR)/pkgconfig/tensorgrad-static.pc
 	sed -e 's|@VERSION@|$(VERSION)|g; s|@SONAME@|$(SONAME)|g' \
 	    -e 's|@TO_PREFIX@|$(shell sh pkg/relpath.sh $(LIBDIR)/cmake/tensorgrad $(PREFIX))|' \
 	    -e 's|@LIB_REL@|$(shell sh pkg/relpath.sh $(PREFIX) $(LIBDIR))|' \
@@ -307,7 +309,7 @@ endif
 
 uninstall:
 	rm -f $(D)$(INCLUDEDIR)/tensorgrad.h $(D)$(LIBDIR)/libtensorgrad.a $(D)$(LIBDIR)/libtensorgrad.so* \
-	    $(D)$(LIBDIR)/pkgconfig/tensorgrad.pc $(D)$(BINDIR)/tg
+	    $(D)$(LIBDIR)/pkgconfig/tensorgrad.pc $(D)$(LIBDIR)/pkgconfig/tensorgrad-static.pc $(D)$(BINDIR)/tg
 	rm -f $(D)$(INCLUDEDIR)/tensorgrad_mpi.h $(D)$(LIBDIR)/libtensorgrad_mpi.a $(D)$(LIBDIR)/libtensorgrad_mpi.so* \
 	    $(D)$(LIBDIR)/pkgconfig/tensorgrad_mpi.pc $(D)$(BINDIR)/tg-mpi
 	rm -rf $(D)$(LIBDIR)/cmake/tensorgrad $(D)$(TG_DATADIR)

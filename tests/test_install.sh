@@ -54,7 +54,7 @@ documented() {
 installed() {
     local root=$1 p=$2 f
     for f in include/tensorgrad.h lib/libtensorgrad.a lib/libtensorgrad.so lib/pkgconfig/tensorgrad.pc \
-             lib/cmake/tensorgrad/tensorgrad-config.cmake bin/tg; do
+             lib/pkgconfig/tensorgrad-static.pc lib/cmake/tensorgrad/tensorgrad-config.cmake bin/tg; do
         [ -e "$root$p/$f" ] && ok || bad "install into $p: no $f"
     done
     if [ -f "$top/.deps/webgpu/libwebgpu_wrapper.so" ]; then
@@ -71,6 +71,38 @@ if documented 'make install PREFIX=$HOME/.local' "$tmp/stage"; then
         [[ "$out" == *"library: $p/lib/tensorgrad/webgpu/libwebgpu_wrapper.so"* ]] && ok ||
             bad "installed tg does not find its WebGPU runtime: $out"
     fi
+    # Linking against it as docs/install.md says for a prefix the loader
+    # does not search: an rpath, LD_LIBRARY_PATH (and nothing: the error it
+    # quotes), the static library.
+    use=$tmp/use
+    mkdir -p "$use" && cp "$here/install/consumer.c" "$use/prog.c"
+    # as_documented NAME LINE...: the lines, each as docs/install.md gives it, run in $use.
+    as_documented() {
+        local name=$1 l script=
+        shift
+        for l in "$@"; do
+            grep -qF "    $l" "$top/docs/install.md" || { bad "$name: docs/install.md no longer says '$l'"; return 1; }
+            script+="$l"$'\n'
+        done
+        (cd "$use" && rm -f a.out && export HOME=$tmp/home &&
+         env -u PKG_CONFIG_PATH -u PKG_CONFIG_SYSROOT_DIR -u LD_LIBRARY_PATH bash -e -c "$script") 2>&1
+    }
+    export_line='export PKG_CONFIG_PATH=$HOME/.local/lib/pkgconfig'
+    out=$(as_documented rpath "$export_line" \
+          'cc prog.c $(pkg-config --cflags --libs tensorgrad) -Wl,-rpath,$(pkg-config --variable=libdir tensorgrad)' ./a.out)
+    [[ "$out" == "tensorgrad "*" loss "* ]] && ok || bad "the rpath lines of docs/install.md: $out"
+    out=$(as_documented "LD_LIBRARY_PATH" "$export_line" 'cc prog.c $(pkg-config --cflags --libs tensorgrad)' \
+          'LD_LIBRARY_PATH=$HOME/.local/lib ./a.out')
+    [[ "$out" == "tensorgrad "*" loss "* ]] && ok || bad "the LD_LIBRARY_PATH lines of docs/install.md: $out"
+    out=$(cd "$use" && env -u LD_LIBRARY_PATH ./a.out 2>&1)
+    so=$(readelf -d "$p/lib/libtensorgrad.so" 2>/dev/null | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+    grep -qF "libraries: $so: cannot open shared object file" "$top/docs/install.md" && ok ||
+        bad "docs/install.md does not quote the loader's error for $so"
+    [[ "$out" == *"error while loading shared libraries: $so: cannot open shared object file"* ]] && ok ||
+        bad "docs/install.md quotes the loader's error; without a path the program said: $out"
+    out=$(as_documented static "$export_line" 'cc prog.c $(pkg-config --cflags --libs tensorgrad-static)' ./a.out)
+    [[ "$out" == "tensorgrad "*" loss "* ]] && ! readelf -d "$use/a.out" | grep -q 'NEEDED.*libtensorgrad' && ok ||
+        bad "tensorgrad-static: $out $(readelf -d "$use/a.out" 2>&1 | grep NEEDED)"
     (cd "$copy" && export HOME=$tmp/home && env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make uninstall PREFIX=$HOME/.local) >/dev/null 2>&1
     left=$(find "$tmp/home" -type f 2>/dev/null)
     [ -z "$left" ] && ok || bad "make uninstall PREFIX=\$HOME/.local left: $left"
@@ -153,9 +185,8 @@ if pkg-config --exists tensorgrad 2>/dev/null; then
         readelf -d "$tmp/c_shared" | grep -q "NEEDED.*$soname" && ok || bad "pkg-config shared: not linked to $soname"
         run "pkg-config shared" env LD_LIBRARY_PATH="$lib" "$tmp/c_shared"
     else bad "pkg-config shared build: $(cat "$tmp/err")"; fi
-    # --static adds the private libraries; -l:libtensorgrad.a picks the archive
-    # where the linker would prefer the .so beside it.
-    static_flags=$(pkg-config --static --cflags --libs tensorgrad | sed 's/-ltensorgrad\b/-l:libtensorgrad.a/')
+    # tensorgrad-static links the archive (its path is the staged one here).
+    static_flags=$(pkg-config --define-variable=libdir="$lib" --cflags --libs tensorgrad-static)
     if $cc ${CFLAGS:-} "$here/install/consumer.c" $static_flags ${LDFLAGS:-} -o "$tmp/c_static" 2>"$tmp/err"; then
         ok
         readelf -d "$tmp/c_static" | grep -q 'NEEDED.*libtensorgrad' && bad "pkg-config --static: linked to the .so" || ok
