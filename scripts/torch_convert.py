@@ -13,17 +13,22 @@ part of each name and one layout:
     LayerNorm.weight / .bias     .g / .b
     RMSNorm.weight               .g
 
-From Python, kinds_of(module) reads the module types. From the command line
-only a state_dict is known, so a 2-D .weight is taken as Linear unless its
-module is named with --embedding.
+From Python, kinds_of(module) reads the module types, and so does the command
+line when the file holds a whole module (torch.save(model)). From a state_dict
+alone a 2-D weight could be a Linear's or an Embedding's: one named with
+--embedding is an Embedding's; an unnamed one that is not square is taken as
+a Linear's (an Embedding's taken so would not fit its param's shape when
+loaded); a square one must be named, with --embedding or --linear (module
+paths or patterns such as 'layers.*'), or the conversion stops and says so.
 
-    python3 scripts/torch_convert.py to-tg  model.pt   model.safetensors [--embedding tok]...
-    python3 scripts/torch_convert.py to-torch model.safetensors model.pt [--embedding tok]...
+    python3 scripts/torch_convert.py to-tg  model.pt   model.safetensors [--embedding tok]... [--linear PATH]...
+    python3 scripts/torch_convert.py to-torch model.safetensors model.pt [--embedding tok]... [--linear PATH]...
 
 Files on our side are safetensors of F32 (tg_session_load_params reads them).
 Needs only torch; the safetensors format is read and written here.
 """
 import argparse
+import fnmatch
 import json
 import struct
 import sys
@@ -56,34 +61,74 @@ def _split(name):
     return path, leaf
 
 
-def guess_kinds(state_dict, embeddings=()):
-    """Kinds from names and ranks alone: 2-D weights are Linear unless listed."""
-    kinds = {}
+class AmbiguousWeights(ValueError):
+    """Square 2-D weights whose module kind a state_dict does not tell."""
+
+
+def _named(path, patterns):
+    return any(fnmatch.fnmatchcase(path, p) for p in patterns)
+
+
+def _matrix_kind(name, path, t, embeddings, linears, ambiguous):
+    """A 2-D weight's kind: named, else Linear when not square; square and
+    unnamed goes to `ambiguous` (a Linear's is transposed, an Embedding's is
+    not, and both fit a square param)."""
+    if _named(path, embeddings):
+        return EMBEDDING
+    if t.shape[0] == t.shape[1] and not _named(path, linears):
+        ambiguous.append(f"{name} {list(t.shape)}")
+    return LINEAR
+
+
+def _check_named(paths, embeddings, linears):
+    for flag, patterns in (("--embedding", embeddings), ("--linear", linears)):
+        for p in patterns:
+            if not any(fnmatch.fnmatchcase(path, p) for path in paths):
+                raise ValueError(f"{flag} {p}: no module of the file matches it")
+
+
+def _refuse(ambiguous, what):
+    if ambiguous:
+        raise AmbiguousWeights(
+            f"{len(ambiguous)} square 2-D weight(s) could be an nn.Linear's (stored transposed) or an "
+            f"nn.Embedding's (kept as is), and {what} does not say which: " + ", ".join(ambiguous) +
+            ". Name each module with --embedding PATH or --linear PATH (patterns such as 'layers.*' work), "
+            "or convert the whole module: torch.save(model) for the command line, kinds_of(model) from Python.")
+
+
+def guess_kinds(state_dict, embeddings=(), linears=()):
+    """Kinds from names and ranks alone (a state_dict): a 2-D weight is an
+    Embedding's when its module path matches one of `embeddings`, a Linear's
+    when it matches `linears` or is not square; a square one that matches
+    neither raises AmbiguousWeights, never a guess."""
+    kinds, ambiguous = {}, []
+    _check_named({_split(n)[0] for n in state_dict}, embeddings, linears)
     for name, t in state_dict.items():
         path, leaf = _split(name)
         if leaf != "weight":
             continue
-        if path in embeddings:
-            kinds[path] = EMBEDDING
-        elif t.dim() == 2:
-            kinds[path] = LINEAR
+        if t.dim() == 2:
+            kinds[path] = _matrix_kind(name, path, t, embeddings, linears, ambiguous)
         elif t.dim() == 4:
             kinds[path] = CONV
         elif t.dim() == 1:
             has_bias = (path + ".bias") in state_dict
             kinds[path] = NORM if has_bias else NORM_NO_BIAS
+    _refuse(ambiguous, "a state_dict")
     return kinds
 
 
-def guess_kinds_tg(tensors, embeddings=()):
-    """The same from our names: .W 2-D is Linear unless listed, .g is a norm gain."""
-    kinds = {}
+def guess_kinds_tg(tensors, embeddings=(), linears=()):
+    """The same from our names: a 2-D .W as guess_kinds decides, .g a norm gain."""
+    kinds, ambiguous = {}, []
+    _check_named({_split(n)[0] for n in tensors}, embeddings, linears)
     for name, t in tensors.items():
         path, leaf = _split(name)
         if leaf == "W":
-            kinds[path] = EMBEDDING if path in embeddings else LINEAR if t.dim() == 2 else CONV
+            kinds[path] = _matrix_kind(name, path, t, embeddings, linears, ambiguous) if t.dim() == 2 else CONV
         elif leaf == "g":
             kinds[path] = NORM if (path + ".b") in tensors else NORM_NO_BIAS
+    _refuse(ambiguous, "a weights file")
     return kinds
 
 
@@ -161,16 +206,25 @@ def main(argv):
     ap.add_argument("direction", choices=["to-tg", "to-torch"])
     ap.add_argument("src")
     ap.add_argument("dst")
-    ap.add_argument("--embedding", action="append", default=[], help="module path of an Embedding (repeatable)")
+    ap.add_argument("--embedding", action="append", default=[],
+                    help="module path (or pattern) of an Embedding (repeatable)")
+    ap.add_argument("--linear", action="append", default=[],
+                    help="module path (or pattern) of a Linear with a square weight (repeatable)")
     a = ap.parse_args(argv)
-    if a.direction == "to-tg":
-        sd = torch.load(a.src, map_location="cpu")
-        if not isinstance(sd, dict):
-            sd = sd.state_dict()
-        write_safetensors(a.dst, to_tensorgrad(sd, guess_kinds(sd, a.embedding)))
-    else:
-        tensors, _ = read_safetensors(a.src)
-        torch.save(to_torch(tensors, guess_kinds_tg(tensors, a.embedding)), a.dst)
+    try:
+        if a.direction == "to-tg":
+            obj = torch.load(a.src, map_location="cpu")
+            if isinstance(obj, torch.nn.Module):  # a whole module: its types say each weight's kind
+                kinds, sd = kinds_of(obj), obj.state_dict()
+            else:
+                kinds, sd = guess_kinds(obj, a.embedding, a.linear), obj
+            write_safetensors(a.dst, to_tensorgrad(sd, kinds))
+        else:
+            tensors, _ = read_safetensors(a.src)
+            torch.save(to_torch(tensors, guess_kinds_tg(tensors, a.embedding, a.linear)), a.dst)
+    except ValueError as e:
+        print(f"torch_convert: {e}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/torch_convert.py: a PyTorch state_dict round-trips through our names
-# and layouts unchanged, and an MLP converted from PyTorch gives PyTorch's
+# and layouts unchanged, square 2-D weights are never guessed, and an MLP converted from PyTorch gives PyTorch's
 # outputs to 1e-5 when run by the library. Uses Debian's own python3 with
 # python3-torch (CI installs it); elsewhere without it the test says skipped.
 # Usage: tests/test_torch_convert.sh BUILD_DIR
@@ -17,11 +17,13 @@ if ! "$py" -c 'import torch' 2>/dev/null; then
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-out=$("$py" "$here/torch/roundtrip.py" roundtrip 2>&1)
+out=$("$py" "$here/torch/roundtrip.py" checks 2>&1)
 printf '%s\n' "$out" | grep FAIL
-p=$(printf '%s\n' "$out" | sed -n 's/^roundtrip: \([0-9]*\) passed, \([0-9]*\) failed/\1/p')
-f=$(printf '%s\n' "$out" | sed -n 's/^roundtrip: \([0-9]*\) passed, \([0-9]*\) failed/\2/p')
-if [ -n "$p" ]; then pass=$((pass + p)); fail=$((fail + f)); else fail=$((fail + 1)); echo "FAIL roundtrip: $out"; fi
+for mode in roundtrip square; do
+    p=$(printf '%s\n' "$out" | sed -n "s/^$mode: \([0-9]*\) passed, \([0-9]*\) failed/\1/p")
+    f=$(printf '%s\n' "$out" | sed -n "s/^$mode: \([0-9]*\) passed, \([0-9]*\) failed/\2/p")
+    if [ -n "$p" ]; then pass=$((pass + p)); fail=$((fail + f)); else fail=$((fail + 1)); echo "FAIL $mode: $out"; fi
+done
 
 xs="-3 -1.5 -0.25 0 0.7 2 3.1"
 if ref=$("$py" "$here/torch/roundtrip.py" mlp "$tmp/mlp.safetensors" $xs 2>&1) &&

@@ -1,7 +1,8 @@
-"""tests/test_torch_convert.sh's Python half. `roundtrip`: PyTorch -> ours
-(a safetensors file) -> PyTorch must give back identical tensors, for every
-module kind the converter maps. `mlp OUT X...`: converts a seeded 1-64-64-1
-MLP into OUT and prints its PyTorch outputs for the inputs X."""
+"""tests/test_torch_convert.sh's Python half. `checks`: roundtrip, PyTorch ->
+ours (a safetensors file) -> PyTorch must give back identical tensors, for
+every module kind the converter maps; square, square 2-D weights are never
+guessed. `mlp OUT X...`: converts a seeded 1-64-64-1 MLP into OUT and prints
+its PyTorch outputs for the inputs X."""
 import os
 import sys
 import tempfile
@@ -71,6 +72,65 @@ def roundtrip():
     return 1 if fails else 0
 
 
+def square():
+    """Square 2-D weights are never guessed: from a state_dict the command
+    line refuses them, naming each and --embedding, until each module is
+    named; from a whole module it reads the types. The kinds it is told give
+    the right layouts both ways."""
+    import collections
+    import contextlib
+    import io
+    torch.manual_seed(2)
+    model = torch.nn.Sequential(collections.OrderedDict(
+        tok=torch.nn.Embedding(16, 16), proj=torch.nn.Linear(16, 16), out=torch.nn.Linear(16, 4)))
+    sd = model.state_dict()
+    fails, checks = 0, 0
+
+    def check(ok, what):
+        nonlocal fails, checks
+        checks += 1
+        if not ok:
+            print(f"FAIL square: {what}")
+            fails += 1
+
+    def convert(*args):  # the command line's main, in this process (importing torch again takes seconds)
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            rc = tc.main(list(args))
+        return rc, err.getvalue()
+
+    with tempfile.TemporaryDirectory() as d:
+        sd_path, module_path = os.path.join(d, "sd.pt"), os.path.join(d, "module.pt")
+        out, back = os.path.join(d, "out.safetensors"), os.path.join(d, "back.pt")
+        torch.save(sd, sd_path)
+        torch.save(model, module_path)
+        rc, err = convert("to-tg", sd_path, out)
+        check(rc == 2 and "tok.weight [16, 16]" in err and "proj.weight [16, 16]" in err and "--embedding" in err
+              and "out.weight" not in err and not os.path.exists(out), f"no names: exit {rc}, {err!r}")
+        rc, err = convert("to-tg", sd_path, out, "--embedding", "tok")
+        check(rc == 2 and "proj.weight" in err and "tok.weight" not in err, f"--embedding tok alone: exit {rc}, {err!r}")
+        rc, err = convert("to-tg", sd_path, out, "--embedding", "tokk", "--linear", "proj")
+        check(rc == 2 and "--embedding tokk: no module" in err, f"a name that matches nothing: exit {rc}, {err!r}")
+        for how, args in (("named", (sd_path, out, "--embedding", "tok", "--linear", "p*")), ("whole module", (module_path, out))):
+            rc, err = convert("to-tg", *args)
+            ours, _ = tc.read_safetensors(out) if rc == 0 else ({}, {})
+            check(rc == 0 and torch.equal(ours.get("tok.W", torch.zeros(0)), sd["tok.weight"]) and
+                  torch.equal(ours.get("proj.W", torch.zeros(0)), sd["proj.weight"].t()), f"{how}: exit {rc}, {err!r}")
+        rc, err = convert("to-torch", out, back)
+        check(rc == 2 and "tok.W [16, 16]" in err and "--embedding" in err, f"to-torch, no names: exit {rc}, {err!r}")
+        rc, err = convert("to-torch", out, back, "--embedding", "tok", "--linear", "proj")
+        got = torch.load(back) if rc == 0 else {}
+        check(rc == 0 and got.keys() == sd.keys() and all(torch.equal(got[k], sd[k]) for k in sd),
+              f"to-torch, named: exit {rc}, {err!r}")
+    try:
+        tc.guess_kinds(sd)
+        check(False, "guess_kinds guessed a square weight")
+    except tc.AmbiguousWeights:
+        check(True, "")
+    print(f"square: {checks - fails} passed, {fails} failed")
+    return 1 if fails else 0
+
+
 def mlp(out, xs):
     torch.manual_seed(1)
     net = MLP()
@@ -83,4 +143,6 @@ def mlp(out, xs):
 
 
 if __name__ == "__main__":
-    sys.exit(roundtrip() if sys.argv[1] == "roundtrip" else mlp(sys.argv[2], sys.argv[3:]))
+    mode = sys.argv[1]
+    # One process for both checks: importing torch takes seconds.
+    sys.exit(roundtrip() | square() if mode == "checks" else mlp(sys.argv[2], sys.argv[3:]))
