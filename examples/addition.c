@@ -73,7 +73,7 @@ int example_addition(const tg_example_opts *o) {
     tg_model *m = tg_model_new();
     gpt_declare(&net, m, (gpt_config){V, D, LAYERS, HEADS, SEQ});
     tg_input_decl inputs[] = {{"tokens", TG_I32, TG_SHAPE(rows, T)}, {"targets", TG_I32, TG_SHAPE(rows, T)}};
-    tg_optim opt = tg_adamw(tg_lr_linear(5e-3f, 5e-4f, 1500), 0.01f);
+    tg_optim opt = tg_adamw(tg_lr_linear(ex_lr(o, 5e-3f), ex_lr_at(o, 5e-3f, 5e-4f), 1500), 0.01f);
     opt.clip_grad_norm = 1.0f;
     tg_train_spec spec = {.model = m, .loss = loss_fn, .inputs = inputs, .n_inputs = 2, .optim = opt,
                           .seed = o->seed, .backend = o->backend, .threads = o->threads, .comm = o->comm};

@@ -58,6 +58,9 @@ bool ex_data_path(const char *what, char *out, size_t n) {
     return out[0] != 0;
 }
 
+float ex_lr(const tg_example_opts *o, float peak) { return o->lr > 0 ? o->lr : peak; }
+float ex_lr_at(const tg_example_opts *o, float peak, float value) { return o->lr > 0 ? value * (o->lr / peak) : value; }
+
 int ex_target(const char *metric, double value, const char *cmp, double target) {
     bool met = !strcmp(cmp, ">=") ? value >= target : !strcmp(cmp, "<=") ? value <= target : value < target;
     if (met) return 0;

@@ -50,7 +50,7 @@ int example_digits(const tg_example_opts *o) {
     digits_cnn net = digits_cnn_new(m);
     tg_input_decl inputs[] = {{"x", TG_F32, TG_SHAPE(rows, 1, 8, 8)}, {"y", TG_I32, TG_SHAPE(rows)}};
     tg_train_spec spec = {.model = m, .loss = digits_loss, .user = &net, .inputs = inputs, .n_inputs = 2,
-                          .optim = tg_adam(tg_lr_cosine(3e-3f, 1e-4f, steps)), .seed = o->seed,
+                          .optim = tg_adam(tg_lr_cosine(ex_lr(o, 3e-3f), ex_lr_at(o, 3e-3f, 1e-4f), steps)), .seed = o->seed,
                           .backend = o->backend, .threads = o->threads, .comm = o->comm};
     tg_input_decl pin[] = {{"x", TG_F32, TG_SHAPE(TG_BATCH, 1, 8, 8)}};
     tg_forward_spec pspec = {.fn = digits_predict, .user = &net, .inputs = pin, .n_inputs = 1};

@@ -23,6 +23,8 @@ typedef struct {
     tg_comm *comm;          /* --dp (tg-mpi): the ranks training together; NULL alone */
     bool discard_grads;     /* --discard-grads: spec.discard_grads */
     int64_t batch, seq;     /* --batch, --seq: the batch's rows and tokens a row; 0 = the example's default */
+    float lr;               /* --lr: the peak learning rate; 0 = the example's (ex_lr) */
+    int64_t log_every;      /* --log-every: --log and --plot take every N-th step; 0 = every step */
 } tg_example_opts;
 
 int example_sin(const tg_example_opts *o);
@@ -91,16 +93,20 @@ typedef struct {
     FILE *csv;
     const char *plot;
     const char *metric; /* the eval metric's name ("val_loss"), NULL for none */
+    int64_t log_every;  /* --log and --plot: a row and a point every this many steps; 0 = neither */
     ex_curve curve;
     double t0;
     bool quiet;
 } ex_run;
 /* Returns 0, or 1 after printing why (the CSV cannot be created). */
 int ex_run_start(ex_run *r, const tg_example_opts *o, int64_t steps, int64_t batch, const char *metric);
-/* True on the steps whose loss should be read and passed to ex_run_step. */
+/* True on the steps whose loss should be read and passed to ex_run_step:
+ * those the progress line shows, and with --log or --plot every step (or
+ * every --log-every N, with the first and the last). */
 bool ex_run_due(const ex_run *r, int64_t step);
-/* Records a step: the progress line, a CSV row, a point of the curve.
- * eval: the metric's value at this step, or NULL. */
+/* Records a step: the progress line (on the steps it shows, and any with an
+ * eval), a CSV row, a point of the curve. eval: the metric's value at this
+ * step, or NULL. */
 void ex_run_step(ex_run *r, int64_t step, float loss, float lr, const double *eval);
 /* Ends the line, closes the CSV, writes the plot. Returns 0, or 1 after
  * printing why. */
@@ -120,6 +126,12 @@ int64_t ex_shard(const tg_example_opts *o, int64_t batch, int64_t *first);
  * `final loss=<value>` (with --dp the mean over the ranks), and with --dp
  * what the all-reduce cost per step. Ends r's live progress line first. */
 void ex_final_loss(const tg_example_opts *o, ex_run *r, const tg_session *s, float loss);
+
+/* The peak learning rate: --lr, else the example's `peak`; ex_lr_at scales
+ * another rate of the schedule (its final one) by the same factor, so the
+ * schedule keeps its shape (the example's own value without --lr). */
+float ex_lr(const tg_example_opts *o, float peak);
+float ex_lr_at(const tg_example_opts *o, float peak, float value);
 
 /* The example's target, met when `value cmp target` (cmp ">=", "<=" or
  * "<"): returns 0, else prints which criterion the run missed and returns 2,

@@ -167,7 +167,7 @@ int example_names(const tg_example_opts *o) {
     tg_input_decl ev_in[] = {{"tokens", TG_I32, TG_SHAPE(TG_BATCH, T)}, {"targets", TG_I32, TG_SHAPE(TG_BATCH, T)},
                              {"mask", TG_F32, TG_SHAPE(TG_BATCH, T)}};
     tg_train_spec spec = {.model = m, .loss = loss_fn, .inputs = in, .n_inputs = 3,
-                          .optim = tg_adamw(tg_lr_linear(5e-3f, 5e-4f, steps), 0.01f), .seed = o->seed,
+                          .optim = tg_adamw(tg_lr_linear(ex_lr(o, 5e-3f), ex_lr_at(o, 5e-3f, 5e-4f), steps), 0.01f), .seed = o->seed,
                           .backend = o->backend, .threads = o->threads, .comm = o->comm};
     spec.optim.clip_grad_norm = 1.0f;
     tg_session *s = NULL;

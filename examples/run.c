@@ -1,12 +1,13 @@
 /* The training output every example shares: the library's progress line, the
- * --log CSV (one row per reported step) and the --plot loss curve. */
+ * --log CSV (a row per step, or per --log-every steps) and the --plot loss curve. */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "examples.h"
 
 int ex_run_start(ex_run *r, const tg_example_opts *o, int64_t steps, int64_t batch, const char *metric) {
-    *r = (ex_run){.prog = {.total = steps, .batch = batch}, .plot = o->plot, .metric = metric, .quiet = o->quiet};
+    *r = (ex_run){.prog = {.total = steps, .batch = batch}, .plot = o->plot, .metric = metric, .quiet = o->quiet,
+                  .log_every = o->log || o->plot ? (o->log_every > 0 ? o->log_every : 1) : 0};
     r->curve.metric = metric;
     if (o->log) {
         r->csv = fopen(o->log, "w");
@@ -21,7 +22,11 @@ int ex_run_start(ex_run *r, const tg_example_opts *o, int64_t steps, int64_t bat
     return 0;
 }
 
-bool ex_run_due(const ex_run *r, int64_t step) { return tg_progress_due(&r->prog, step); }
+static bool logged(const ex_run *r, int64_t step) {
+    return r->log_every > 0 && (step % r->log_every == 0 || step == 1 || step == r->prog.total);
+}
+
+bool ex_run_due(const ex_run *r, int64_t step) { return tg_progress_due(&r->prog, step) || logged(r, step); }
 
 static bool grow(void **p, int *cap, int n, size_t size) {
     if (n < *cap) return true;
@@ -35,7 +40,8 @@ static bool grow(void **p, int *cap, int n, size_t size) {
 void ex_run_step(ex_run *r, int64_t step, float loss, float lr, const double *eval) {
     char extra[64] = "";
     if (eval) snprintf(extra, sizeof extra, "%s %.4f", r->metric ? r->metric : "eval", *eval);
-    if (!r->quiet) tg_progress_update(&r->prog, step, loss, extra);
+    if (!r->quiet && (eval || tg_progress_due(&r->prog, step))) tg_progress_update(&r->prog, step, loss, extra);
+    if (!eval && !logged(r, step)) return;
     if (r->csv) {
         fprintf(r->csv, "%lld,%.9g,%.7g,%.4f,", (long long)step, loss, lr, ex_now() - r->t0);
         if (eval) fprintf(r->csv, "%.9g", *eval);

@@ -14,72 +14,174 @@
 #endif
 
 /* The examples and the options each one reads: any other option is an error,
- * so nothing is silently ignored. */
+ * so nothing is silently ignored. Each example's row says what it trains,
+ * its defaults, the options it takes beyond everyone's, and the time its
+ * default run may take on 2 cores (make examples-check holds it to that);
+ * tg train NAME --help prints them. */
 enum {
     OPT_BENCH = 1 << 0,      /* --bench N */
     OPT_CHECKPOINT = 1 << 1, /* --checkpoint PATH */
     OPT_OUT = 1 << 2,        /* --out FILE */
     OPT_DISCARD = 1 << 3,    /* --discard-grads */
-    OPT_SHAPE = 1 << 4       /* --batch N, --seq N */
+    OPT_BATCH = 1 << 4,      /* --batch N */
+    OPT_SEQ = 1 << 5,        /* --seq N */
+    OPT_LR = 1 << 6          /* --lr X */
 };
 static const struct example {
     const char *name;
     int (*run)(const tg_example_opts *o);
-    unsigned opts;
-    const char *help;
+    unsigned opts;        /* the OPT_* options it reads beyond every example's */
+    const char *help;     /* what it trains; the line it ends with */
+    const char *defaults; /* its defaults: steps, batch, optimizer and schedule, data, what --out writes */
+    int budget_s;         /* its default run's time limit on 2 cores (make examples-check); 0 = none set */
 } examples[] = {
-    {"addition", example_addition, OPT_BENCH | OPT_CHECKPOINT,
-     "3-layer transformer learning 2-digit addition; ends with 'heldout_accuracy=<value>'"},
-    {"digits", example_digits, OPT_BENCH, "CNN on the 8x8 handwritten digits; ends with 'test_accuracy=<value>'"},
-    {"gpt_small", example_gpt_small, OPT_BENCH | OPT_DISCARD,
-     "the 10.8M-param GPT of the benchmarks (V=65, D=384, 6 layers, T=256, B=64); for a GPU"},
-    {"gpt2", example_gpt2, OPT_BENCH | OPT_SHAPE,
-     "the GPT-2-124M-shaped benchmark (V=50257, D=768, 12 layers, T=1024, B=8); for a GPU"},
-    {"names", example_names, 0, "character-level transformer over Debian's word list; ends with 'val_loss=<value>'"},
-    {"sin", example_sin, OPT_BENCH, "1-64-64-1 MLP fitting sin(x); ends with 'final loss=<value>'"},
-    {"vae", example_vae, OPT_OUT, "convolutional VAE on the digits; ends with 'test_elbo=<value>'"},
-    {"pokeformer", example_pokeformer, 0,
-     "Llama-style transformer (RMSNorm, RoPE) on the word list; ends with 'val_loss=<value>'"},
-    {"digits_mlp", example_digits_mlp, 0, "64-64-10 MLP with dropout on the digits; ends with 'test_accuracy=<value>'"},
-    {"flow", example_flow, OPT_OUT, "rectified flow generating digits; ends with 'sample_confidence=<value>'"},
-    {"nerf", example_nerf, OPT_OUT, "MLP with positional encoding fitting a photograph; ends with 'psnr=<value>'"},
-    {"kan", example_kan, OPT_OUT, "Kolmogorov-Arnold network fitting sin(pi x); ends with 'mse=<value>'"},
-    {"cartpole", example_cartpole, 0, "REINFORCE balancing a pole; ends with 'mean_episode_length=<value>'"},
-    {"tictactoe", example_tictactoe, 0, "policy gradient from its games; ends with 'win_or_draw_rate=<value>'"},
+    {.name = "addition", .run = example_addition, .opts = OPT_BENCH | OPT_CHECKPOINT | OPT_LR,
+     .help = "3-layer transformer learning 2-digit addition; ends with 'heldout_accuracy=<value>'",
+     .defaults = "1500 steps, batch 128, AdamW (weight decay 0.01, clip 1.0), LR 5e-3 falling linearly to a tenth; "
+       "20% of the pairs held out; target heldout_accuracy >= 0.95"},
+    {.name = "digits", .run = example_digits, .opts = OPT_BENCH | OPT_LR,
+     .help = "CNN on the 8x8 handwritten digits; ends with 'test_accuracy=<value>'",
+     .defaults = "600 steps, batch 64, Adam, LR 3e-3 cosine to 1e-4; the digits of python3-sklearn (fetched into "
+       ".deps/data); target test_accuracy >= 0.97"},
+    {.name = "gpt_small", .run = example_gpt_small, .opts = OPT_BENCH | OPT_DISCARD,
+     .help = "the 10.8M-param GPT of the benchmarks (V=65, D=384, 6 layers, T=256, B=64); for a GPU",
+     .defaults = "200 steps, batch 64 x 256 characters of the word list, AdamW 1e-3 (weight decay 0.1, clip 1.0)"},
+    {.name = "gpt2", .run = example_gpt2, .opts = OPT_BENCH | OPT_BATCH | OPT_SEQ,
+     .help = "the GPT-2-124M-shaped benchmark (V=50257, D=768, 12 layers, T=1024, B=8); for a GPU",
+     .defaults = "50 steps, batch 8 x 1024 tokens (--batch, --seq), AdamW 6e-4 (weight decay 0.1, clip 1.0), "
+       "synthetic tokens"},
+    {.name = "names", .run = example_names, .opts = OPT_LR,
+     .help = "character-level transformer over Debian's word list; ends with 'val_loss=<value>'",
+     .defaults = "1500 steps, batch 64 words, AdamW (weight decay 0.01, clip 1.0), LR 5e-3 falling linearly to a "
+       "tenth; /usr/share/dict/words (wamerican), split 90/10"},
+    {.name = "sin", .run = example_sin, .opts = OPT_BENCH | OPT_LR | OPT_BATCH,
+     .help = "1-64-64-1 MLP fitting sin(x); ends with 'final loss=<value>'",
+     .defaults = "2000 steps, batch 256 fresh points a step, Adam 5e-3, MSE; target final loss < 1e-3"},
+    {.name = "vae", .run = example_vae, .opts = OPT_OUT,
+     .help = "convolutional VAE on the digits; ends with 'test_elbo=<value>'",
+     .defaults = "1500 steps, batch 128, Adam, LR 3e-3 cosine to 1e-4, latent of 8; --out writes test digits, their "
+       "reconstructions and samples"},
+    {.name = "pokeformer", .run = example_pokeformer, .opts = 0,
+     .help = "Llama-style transformer (RMSNorm, RoPE) on the word list; ends with 'val_loss=<value>'",
+     .defaults = "1500 steps, batch 64, AdamW, LR 5e-3 falling linearly to a tenth; target val_loss below names' at "
+       "equal steps", .budget_s = 120},
+    {.name = "digits_mlp", .run = example_digits_mlp, .opts = 0,
+     .help = "64-64-10 MLP with dropout on the digits; ends with 'test_accuracy=<value>'",
+     .defaults = "1500 steps (a 64-32-10 model for the first half), batch 64, AdamW, LR 3e-3 cosine to 1e-4; target "
+       "test_accuracy >= 0.95", .budget_s = 30},
+    {.name = "flow", .run = example_flow, .opts = OPT_OUT,
+     .help = "rectified flow generating digits; ends with 'sample_confidence=<value>'",
+     .defaults = "2000 steps, batch 128, Adam with a cosine schedule; 256 samples by 25 Euler steps, judged by a "
+       "digits CNN trained in the run; --out writes the samples; target sample_confidence >= 0.8", .budget_s = 180},
+    {.name = "nerf", .run = example_nerf, .opts = OPT_OUT,
+     .help = "MLP with positional encoding fitting a photograph; ends with 'psnr=<value>'",
+     .defaults = "3000 steps, batch 1024 pixels, Adam, LR 3e-3 cosine to 1e-4; a 64x64 photograph from "
+       "python3-skimage; --out writes it beside the reconstruction; target psnr >= 25", .budget_s = 120},
+    {.name = "kan", .run = example_kan, .opts = OPT_OUT,
+     .help = "Kolmogorov-Arnold network fitting sin(pi x); ends with 'mse=<value>'",
+     .defaults = "3000 steps, batch 256, Adam, LR 1e-2 cosine to 1e-4; --out draws the fit and every edge's "
+       "function; target mse <= 1e-4", .budget_s = 60},
+    {.name = "cartpole", .run = example_cartpole, .opts = 0,
+     .help = "REINFORCE balancing a pole; ends with 'mean_episode_length=<value>'",
+     .defaults = "300 iterations (--steps) of 16 episodes x 200 steps, Adam, LR 1e-2 cosine to 1e-3; target "
+       "mean_episode_length >= 195", .budget_s = 120},
+    {.name = "tictactoe", .run = example_tictactoe, .opts = 0,
+     .help = "policy gradient from its games; ends with 'win_or_draw_rate=<value>'",
+     .defaults = "20000 iterations (--steps) of self-play and games against a random player, Adam with a cosine "
+       "schedule; target win_or_draw_rate >= 0.98", .budget_s = 180},
 };
 #define N_EXAMPLES (int)(sizeof examples / sizeof examples[0])
 
+/* Every option of tg train, once: its value, the OPT_* bit an example must
+ * have for it (0: every example), and what it does. */
+static const struct option {
+    const char *flag, *value;
+    unsigned need;
+    const char *help;
+} options[] = {
+    {"--steps", "N", 0, "training steps (or iterations) instead of the example's default"},
+    {"--seed", "S", 0, "param init, data order and random ops (default 0)"},
+    {"--backend", "cpu|webgpu", 0, "where to train (default cpu)"},
+    {"--threads", "N", 0, "CPU threads (default: TG_THREADS, else every core)"},
+    {"--quiet", NULL, 0, "no progress line"},
+    {"--log", "FILE", 0, "a CSV row per step: step, loss, lr, time_s and the eval metric where measured"},
+    {"--log-every", "N", 0, "--log and --plot take every N-th step (default 1: every step)"},
+    {"--plot", "FILE", 0, "the loss curve, .png or .svg, with the eval points (log scale when it spans decades)"},
+    {"--lr", "X", OPT_LR, "the peak learning rate; the schedule keeps its shape"},
+    {"--batch", "N", OPT_BATCH, "rows in a batch"},
+    {"--seq", "N", OPT_SEQ, "tokens in a row"},
+    {"--bench", "N", OPT_BENCH, "time N steps on one fixed batch after a warm-up, print one JSON line"},
+    {"--checkpoint", "PATH", OPT_CHECKPOINT, "save the trained session there, for tg_session_load"},
+    {"--out", "FILE", OPT_OUT, "write the example's picture there (PNG)"},
+    {"--discard-grads", NULL, OPT_DISCARD, "spec.discard_grads: gradients live only from the backward to the update"},
+    {"--dp", NULL, 0, "tg-mpi under mpirun: each batch split between the ranks (docs/distributed.md)"},
+};
+#define N_OPTIONS (int)(sizeof options / sizeof options[0])
+
+static const struct option *find_option(const char *flag) {
+    for (int i = 0; i < N_OPTIONS; i++)
+        if (!strcmp(options[i].flag, flag)) return &options[i];
+    return NULL;
+}
+
+/* tg --help: the commands. */
 static int usage(FILE *f) {
     fprintf(f,
-            "usage: tg train <example> [--steps N] [--seed S] [--backend cpu|webgpu] [--threads N] [--quiet]\n"
-            "                          [--log run.csv] [--plot loss.png|loss.svg]\n"
-            "                          [--bench N] [--checkpoint PATH] [--out FILE] [--discard-grads]\n"
-            "                          [--batch N] [--seq N]\n"
-            "                                                          (examples that use them)\n"
+            "usage: tg train <example> [options]   train a bundled example (tg train --help: the options and examples)\n"
+            "       tg train <example> --help      one example: what it trains, its defaults, its options, its time\n"
             "       mpirun -n R tg-mpi train <example> --dp [options]   data parallel: R ranks share each batch\n"
             "       tg graph <example> [--compiled] [--svg out.svg]   the graph as Graphviz DOT\n"
             "       tg plan <example> [--backend cpu|webgpu] [--json] [--discard-grads] [--batch N] [--seq N]\n"
             "                        compile without training; print the buffer plan's totals and dispatches per step\n"
             "       tg devices       list the CPU and the WebGPU adapter\n"
             "       tg --version     the version of tg and of the library\n"
-            "examples:\n");
-    for (int i = 0; i < N_EXAMPLES; i++) fprintf(f, "  %-10s %s\n", examples[i].name, examples[i].help);
-    fprintf(f,
-            "options: --log FILE         a CSV row per reported step: step, loss, lr, time_s and the eval metric\n"
-            "         --plot FILE        the loss curve (log scale when it spans decades) with the eval points, .png or .svg\n"
-            "         --bench N          time N steps on one fixed batch (after warm-up), print one JSON line\n"
-            "                            (addition, digits, gpt_small, gpt2, sin)\n"
-            "         --batch N, --seq N gpt2: the batch's rows and each row's tokens (default 8 and 1024)\n"
-            "         --checkpoint PATH  addition: save the trained session there\n"
-            "         --out FILE         vae: write a PNG of reconstructions and samples there; flow: of samples;\n"
-            "                            nerf: of the photograph beside its reconstruction; kan: of the splines\n"
-            "         --dp               tg-mpi under mpirun: one model on every rank, each batch split between the\n"
-            "                            ranks, gradients averaged (docs/distributed.md); progress from rank 0\n"
-            "         --compiled         tg graph: the compiled graph (backward, optimizer, passes), not the traced one\n"
-            "         --svg FILE         tg graph: render with Graphviz's dot (without it: writes FILE.dot)\n"
-            "tg writes files only where an option asks.\n");
+            "examples:");
+    for (int i = 0; i < N_EXAMPLES; i++) fprintf(f, " %s", examples[i].name);
+    fprintf(f, "\ntg writes files only where an option asks. More: docs/cli.md.\n");
     return f == stderr ? 2 : 0;
 }
+
+/* The examples that take option o, comma-separated into buf. */
+static const char *takers(const struct option *o, char *buf, size_t n) {
+    size_t k = 0;
+    buf[0] = 0;
+    for (int i = 0; i < N_EXAMPLES && k < n; i++)
+        if (examples[i].opts & o->need) {
+            int w = snprintf(buf + k, n - k, "%s%s", k ? ", " : "", examples[i].name);
+            if (w > 0) k += (size_t)w;
+        }
+    return buf;
+}
+
+static void print_option(const struct option *o, bool with_takers) {
+    char flag[48], who[512];
+    snprintf(flag, sizeof flag, "%s%s%s", o->flag, o->value ? " " : "", o->value ? o->value : "");
+    printf("  %-22s %s", flag, o->help);
+    if (with_takers && o->need) printf(" (%s)", takers(o, who, sizeof who));
+    printf("\n");
+}
+
+/* tg train --help: every option and every example. */
+static int train_help(void) {
+    printf("usage: tg train <example> [options]\noptions:\n");
+    for (int i = 0; i < N_OPTIONS; i++) print_option(&options[i], true);
+    printf("examples (tg train <example> --help for one's defaults and options):\n");
+    for (int i = 0; i < N_EXAMPLES; i++) printf("  %-11s %s\n", examples[i].name, examples[i].help);
+    return 0;
+}
+
+/* tg train NAME --help: one example's defaults, options and time. */
+static int example_help(const struct example *ex) {
+    printf("tg train %s: %s\n  defaults: %s\n", ex->name, ex->help, ex->defaults ? ex->defaults : "(see docs/cli.md)");
+    if (ex->budget_s)
+        printf("  time: its default run is to finish within %d s on 2 CPU cores (make examples-check)\n", ex->budget_s);
+    printf("options:\n");
+    for (int i = 0; i < N_OPTIONS; i++)
+        if (!options[i].need || (ex->opts & options[i].need)) print_option(&options[i], false);
+    return 0;
+}
+
+static bool is_help(const char *a) { return !strcmp(a, "--help") || !strcmp(a, "-h"); }
 
 static const struct example *find_example(const char *name) {
     for (int i = 0; i < N_EXAMPLES; i++)
@@ -108,22 +210,20 @@ static int parse_opts(const struct example *ex, bool graph, int argc, char **arg
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long long x;
-        bool takes_value = !strcmp(a, "--steps") || !strcmp(a, "--seed") || !strcmp(a, "--threads") ||
-                           !strcmp(a, "--backend") || !strcmp(a, "--log") || !strcmp(a, "--plot") ||
-                           !strcmp(a, "--bench") || !strcmp(a, "--checkpoint") || !strcmp(a, "--out") ||
-                           !strcmp(a, "--svg") || !strcmp(a, "--batch") || !strcmp(a, "--seq");
+        const struct option *opt = find_option(a);
+        bool takes_value = opt ? opt->value != NULL : !strcmp(a, "--svg");
         if (takes_value && !v) {
             fprintf(stderr, "tg: %s needs a value\n", a);
             return 2;
         }
-        unsigned need = !strcmp(a, "--bench") ? OPT_BENCH : !strcmp(a, "--checkpoint") ? OPT_CHECKPOINT
-                        : !strcmp(a, "--out")  ? OPT_OUT : !strcmp(a, "--discard-grads") ? OPT_DISCARD
-                        : !strcmp(a, "--batch") || !strcmp(a, "--seq") ? OPT_SHAPE : 0;
-        bool train_only = (need && need != OPT_SHAPE) || !strcmp(a, "--steps") || !strcmp(a, "--log") || !strcmp(a, "--plot") ||
-                          !strcmp(a, "--quiet") || !strcmp(a, "--dp");
+        unsigned need = opt ? opt->need : 0;
+        /* tg graph traces the example as its options shape it, and trains nothing. */
+        bool shapes = need & (OPT_BATCH | OPT_SEQ);
+        bool train_only = opt && !shapes && strcmp(a, "--seed") && strcmp(a, "--backend") && strcmp(a, "--threads");
         bool graph_only = !strcmp(a, "--compiled") || !strcmp(a, "--svg");
         if ((need && !(ex->opts & need)) || (graph && train_only) || (!graph && graph_only)) {
-            fprintf(stderr, "tg: %s %s does not use %s (see tg --help)\n", graph ? "graph" : "train", ex->name, a);
+            fprintf(stderr, "tg: %s %s does not use %s (tg train %s --help lists what it takes)\n",
+                    graph ? "graph" : "train", ex->name, a, ex->name);
             return 2;
         }
         if (takes_value) i++;
@@ -142,6 +242,17 @@ static int parse_opts(const struct example *ex, bool graph, int argc, char **arg
         } else if (!strcmp(a, "--batch") || !strcmp(a, "--seq")) {
             if (!parse_int(a, v, 1, 1 << 20, &x)) return 2;
             *(a[2] == 'b' ? &o->batch : &o->seq) = x;
+        } else if (!strcmp(a, "--log-every")) {
+            if (!parse_int(a, v, 1, INT64_MAX, &x)) return 2;
+            o->log_every = x;
+        } else if (!strcmp(a, "--lr")) {
+            char *end;
+            double lr = strtod(v, &end);
+            if (end == v || *end || !(lr > 0 && lr < 1e3)) {
+                fprintf(stderr, "tg: --lr needs a learning rate above 0, not '%s'\n", v);
+                return 2;
+            }
+            o->lr = (float)lr;
         } else if (!strcmp(a, "--quiet")) o->quiet = true;
         else if (!strcmp(a, "--discard-grads")) o->discard_grads = true;
         else if (!strcmp(a, "--dp")) *dp = true;
@@ -281,7 +392,8 @@ static int plan_cmd(const struct example *ex, int argc, char **argv) {
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) o.plan = 2;
         else if (!strcmp(argv[i], "--discard-grads") && (ex->opts & OPT_DISCARD)) o.discard_grads = true;
-        else if ((!strcmp(argv[i], "--batch") || !strcmp(argv[i], "--seq")) && (ex->opts & OPT_SHAPE) && i + 1 < argc) {
+        else if (((!strcmp(argv[i], "--batch") && (ex->opts & OPT_BATCH)) ||
+                  (!strcmp(argv[i], "--seq") && (ex->opts & OPT_SEQ))) && i + 1 < argc) {
             long long x;
             if (!parse_int(argv[i], argv[i + 1], 1, 1 << 20, &x)) return 2;
             *(argv[i][2] == 'b' ? &o.batch : &o.seq) = x;
@@ -341,17 +453,28 @@ static int train_dp(const struct example *ex, tg_example_opts *o, int *argc, cha
 #endif
 
 int main(int argc, char **argv) {
-    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help"))
-        return usage(argc < 2 ? stderr : stdout);
+    if (argc < 2 || is_help(argv[1]) || !strcmp(argv[1], "help")) return usage(argc < 2 ? stderr : stdout);
     if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
         printf("tg %s (library %s)\n", TG_VERSION_STRING, tg_version());
         return 0;
     }
     if (!strcmp(argv[1], "devices")) return devices();
     bool graph = !strcmp(argv[1], "graph"), plan = !strcmp(argv[1], "plan");
-    if ((strcmp(argv[1], "train") != 0 && !graph && !plan) || argc < 3) return usage(stderr);
+    if (strcmp(argv[1], "train") != 0 && !graph && !plan) {
+        fprintf(stderr, "tg: unknown command '%s'\n", argv[1]);
+        return usage(stderr);
+    }
+    if (argc < 3) return usage(stderr);
+    if (is_help(argv[2])) return graph || plan ? usage(stdout) : train_help();
     const struct example *ex = find_example(argv[2]);
-    if (!ex) return usage(stderr);
+    if (!ex) {
+        fprintf(stderr, "examples:");
+        for (int i = 0; i < N_EXAMPLES; i++) fprintf(stderr, " %s", examples[i].name);
+        fprintf(stderr, "\n");
+        return 2;
+    }
+    for (int i = 3; i < argc; i++)
+        if (is_help(argv[i])) return example_help(ex);
     if (plan) return plan_cmd(ex, argc - 3, argv + 3);
     tg_example_opts o = {0};
     const char *svg = NULL;
