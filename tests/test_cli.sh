@@ -126,6 +126,16 @@ grep -q '<svg xmlns="http://www.w3.org/2000/svg" width="640" height="400"' loss.
     grep -q '>step</text>' loss.svg && grep -q '>loss' loss.svg && ok || bad "--plot SVG axes: $(grep -c '<text' loss.svg) labels"
 [ "$(grep -oE ' points="[^"]*"' loss.svg | tr -cd ',' | wc -c)" -eq 300 ] && ok || bad "--plot SVG: not a point a step"
 
+# TG_PROFILE: each kernel named by where it came from, as errors name ops:
+# the op and the caller's file:line (sin.h builds the sin MLP), the op a
+# backward kernel is the gradient of, the backward's or the optimizer's own
+# ops (a gradient sum, the clip norm) with the library's file:line.
+TG_PROFILE=1 "$tg" train sin --steps 5 --quiet >/dev/null 2>prof.txt
+lines=$(grep -c ' ms  %' prof.txt)
+named=$(grep ' ms  %' prof.txt | grep -cE '  (tg_[a-z_0-9]+ \(sin\.h:[0-9]+\)|the gradient of tg_[a-z_0-9]+ \(sin\.h:[0-9]+\)|the (backward|optimizer): tg_[a-z_0-9]+ \([a-z_]+\.c:[0-9]+\)|the optimizer update)$')
+[ "$lines" -gt 10 ] && [ "$named" -eq "$lines" ] && ok || bad "TG_PROFILE: $named of $lines kernels named: $(head -n 5 prof.txt)"
+rm -f prof.txt
+
 # tg graph: DOT of the traced and the compiled graph; Graphviz must parse it.
 "$tg" graph sin > traced.dot 2>err.txt && grep -q '^digraph tensorgrad {' traced.dot && ok || bad "tg graph sin: $(cat err.txt)"
 "$tg" graph sin --compiled > compiled.dot 2>err.txt && grep -q 'fillcolor=mistyrose' compiled.dot &&

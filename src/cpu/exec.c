@@ -123,8 +123,10 @@ static void profile_print(const tg_program *p, const cpu_program *cp) {
         for (int d = 0; d < n->shape.ndim && at < 56; d++)
             at += snprintf(shape + at, sizeof shape - (size_t)at, d ? ",%lld" : "%lld", (long long)n->shape.d[d]);
         shape[at] = 0;
-        fprintf(stderr, "  %8.4f ms  %%%-5d %-18s [%s] nodes=%d\n", cp->prof[order[k]] * per, s->id, tg_ops[n->op].name,
-                shape, s->n_nodes);
+        char site[200];
+        tg_program_node_site(p, s->id, site, sizeof site);
+        fprintf(stderr, "  %8.4f ms  %%%-5d %-18s [%s] nodes=%d  %s\n", cp->prof[order[k]] * per, s->id,
+                tg_ops[n->op].name, shape, s->n_nodes, site);
     }
     fprintf(stderr, "by op:\n");
     for (int o = 0; o < TG_OP_COUNT; o++)

@@ -24,6 +24,20 @@ static const char *base_name(const char *path) {
     return s ? s + 1 : (path ? path : "?");
 }
 
+void tg_program_node_site(const tg_program *p, int id, char *buf, size_t n) {
+    const tg_node *nd = &p->g->nodes[id];
+    if (nd->op == TG_OP_INPUT || nd->op == TG_OP_PARAM)
+        snprintf(buf, n, "%s '%s'", nd->op == TG_OP_INPUT ? "input" : "param", nd->name ? nd->name : "?");
+    else if (tg_program_is_update(nd->op))
+        snprintf(buf, n, "the optimizer update");
+    else if (nd->of_file)
+        snprintf(buf, n, "the gradient of tg_%s (%s:%d)", nd->of_api, base_name(nd->of_file), nd->of_line);
+    else /* the optimizer's own ops (clipping, the step check) and the backward's (gradient sums, recomputed values) */
+        snprintf(buf, n, "%stg_%s (%s:%d)", p->cut < p->g->n && id >= p->cut ? "the optimizer: "
+                                            : id >= p->first_bwd ? "the backward: " : "",
+                 nd->api ? nd->api : tg_ops[nd->op].name, base_name(nd->file), nd->line);
+}
+
 /* Where a bad value at node `id` goes: the first param gradient (lowest node
  * id, the order the step computes them) that depends on it, else the loss or
  * the result. Nodes are in topological order, so one forward sweep from id

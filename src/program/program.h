@@ -83,6 +83,11 @@ typedef struct {
 /* TG_ERR_NUMERIC for element `at` (value v) of node `id`'s output, naming
  * the op, its shape and call site (or the forward op it is a gradient of). */
 tg_status tg_program_numeric_fail(const tg_program *p, int id, float v, int64_t at);
+/* Where node `id` comes from, for a report: "tg_matmul (model.c:41)", "the
+ * gradient of tg_matmul (model.c:41)", "the backward: tg_add (grad.c:93)"
+ * (a gradient sum), "the optimizer: tg_sum (optim.c:92)", "the optimizer
+ * update", "input 'x'" or "param 'l1.W'", into buf[n]. */
+void tg_program_node_site(const tg_program *p, int id, char *buf, size_t n);
 /* True for the optimizer's update ops (ops.def's UPDATE). */
 bool tg_program_is_update(tg_opcode op);
 /* For a backend's fusion pass: pinned[i] (g->n entries) set for every node read from
