@@ -103,6 +103,32 @@ if documented 'make install PREFIX=$HOME/.local' "$tmp/stage"; then
     out=$(as_documented static "$export_line" 'cc prog.c $(pkg-config --cflags --libs tensorgrad-static)' ./a.out)
     [[ "$out" == "tensorgrad "*" loss "* ]] && ! readelf -d "$use/a.out" | grep -q 'NEEDED.*libtensorgrad' && ok ||
         bad "tensorgrad-static: $out $(readelf -d "$use/a.out" 2>&1 | grep NEEDED)"
+    # examples/standalone, copied out of the tree and built as its README
+    # says, with pkg-config (its Makefile) and with CMake; each program runs
+    # a few steps, infer.c from the checkpoint classifier.c wrote.
+    sa=$tmp/standalone
+    cp -r "$top/examples/standalone" "$sa"
+    readme=$top/examples/standalone/README.md
+    for l in 'PKG_CONFIG_PATH=$HOME/.local/lib/pkgconfig make' \
+             'cmake -S . -B build -DCMAKE_PREFIX_PATH=$HOME/.local && cmake --build build'; do
+        grep -qF "    $l" "$readme" || bad "examples/standalone/README.md no longer says '$l'"
+    done
+    for how in make cmake; do
+        if [ "$how" = make ]; then line='PKG_CONFIG_PATH=$HOME/.local/lib/pkgconfig make' bin=.
+        else line='cmake -S . -B build -DCMAKE_PREFIX_PATH=$HOME/.local && cmake --build build' bin=build; fi
+        if (cd "$sa" && export HOME=$tmp/home && env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u PKG_CONFIG_PATH \
+                -u LD_LIBRARY_PATH bash -c "$line") >"$tmp/sa.log" 2>&1; then
+            ok
+            out=$(cd "$sa" && env -u LD_LIBRARY_PATH $bin/classifier 200 2>&1) &&
+                [[ "$out" == *"accuracy "*"saved classifier.ckpt"* ]] && ok || bad "$how: classifier: $out"
+            out=$(cd "$sa" && env -u LD_LIBRARY_PATH $bin/infer 2>&1) &&
+                [[ "$out" == "classifier.ckpt: trained 200 steps"*" of 8 right"* ]] && ok || bad "$how: infer: $out"
+            out=$(cd "$sa" && env -u LD_LIBRARY_PATH $bin/charmodel 30 2>&1) && [[ "$out" == *"samples: "* ]] && ok ||
+                bad "$how: charmodel: $out"
+            out=$(cd "$sa" && env -u LD_LIBRARY_PATH $bin/fit 2>&1) && [[ "$out" == "loss "* ]] && ok || bad "$how: fit: $out"
+            rm -f "$sa/classifier.ckpt"
+        else bad "examples/standalone with $how: $(tail -n 15 "$tmp/sa.log")"; fi
+    done
     (cd "$copy" && export HOME=$tmp/home && env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make uninstall PREFIX=$HOME/.local) >/dev/null 2>&1
     left=$(find "$tmp/home" -type f 2>/dev/null)
     [ -z "$left" ] && ok || bad "make uninstall PREFIX=\$HOME/.local left: $left"
