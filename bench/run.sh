@@ -66,10 +66,18 @@ else
             -e 's/^{"model": "addition"/{"bench": "addition", "impl": "pytorch"/' | tee -a "$out" | sed 's/^/json: /'
 fi
 
-# The GPT-2-124M-shaped model (tg train gpt2) at B=4, T=256: ours, then
-# PyTorch CPU's from this folder's torch_ref.py (the shared copy may predate it).
+# The GPT-2-124M-shaped model (tg train gpt2) at B=4, T=256: ours, ours on
+# one thread (how far the threads scale), then PyTorch CPU's from this
+# folder's torch_ref.py (the shared copy may predate it).
 "${pin[@]}" "$build/tg" train gpt2 --batch 4 --seq 256 --bench 5 | grep '^{' | tee -a "$out" | sed 's/^/json: /' ||
     echo "gpt2 on the CPU failed"
+if [ "$threads" -gt 1 ]; then
+    one=()
+    command -v taskset >/dev/null 2>&1 && one=(taskset -c "$(taskset -cp $$ | sed 's/.*: //; s/[-,].*//')")
+    TG_THREADS=1 "${one[@]}" "$build/tg" train gpt2 --batch 4 --seq 256 --bench 2 | grep '^{' |
+        sed 's/"impl": "tensorgrad"/"impl": "tensorgrad_1thread"/' | tee -a "$out" | sed 's/^/json: /' ||
+        echo "gpt2 on one CPU thread failed"
+fi
 if [ -n "$py" ]; then
     ATEN_CPU_CAPABILITY=$aten OPENBLAS_NUM_THREADS=1 "${pin[@]}" "$py" "$here/torch_ref.py" cpu eager gpt2_b4_t256 2>/dev/null |
         grep '^{' | sed 's/^{"model": "\([a-z0-9_]*\)"/{"bench": "\1", "impl": "pytorch"/' | tee -a "$out" | sed 's/^/json: /'
@@ -113,7 +121,7 @@ function field(line, key,   m) {
         pscratch = field($0, "scratch_bytes") } }
 /"bench": "digits_cnn"/ { i = field($0, "impl"); dmed[i] = field($0, "median_step_ms"); dmin[i] = field($0, "min_step_ms") }
 /"bench": "gpt2_b4_t256"/ { i = field($0, "impl"); gmed[i] = field($0, "median_step_ms"); gmin[i] = field($0, "min_step_ms")
-    if (i == "tensorgrad") gcomp = field($0, "compile_ms") }
+    gthr[i] = field($0, "threads"); if (i == "tensorgrad") gcomp = field($0, "compile_ms") }
 /"bench": "gemm"/ { i = field($0, "impl"); n = field($0, "n"); g[i, n] = field($0, "gflops"); if (!(n in seen)) { seen[n] = 1; ns[++nn] = n } }
 function row(name, ours, theirs, gen) {
     printf "%-28s %14s %14s %12s", name, (ours != "") ? ours : "-", (theirs != "") ? theirs : "-",
@@ -144,6 +152,11 @@ END {
     printf "\n%-28s %14s %14s %12s\n", "gpt2 step (B=4, T=256)", "tensorgrad", "PyTorch CPU", "ours/theirs"
     row("  median ms", gmed["tensorgrad"], gmed["pytorch"])
     row("  min ms", gmin["tensorgrad"], gmin["pytorch"])
+    printf "%-28s %14s %14s\n", "  threads", threads, (gthr["pytorch"] != "") ? gthr["pytorch"] : "-"
+    if (gmed["tensorgrad_1thread"] != "") {
+        printf "%-28s %14s\n", "  1 thread median ms", gmed["tensorgrad_1thread"]
+        if (gmed["tensorgrad"] > 0) printf "%-28s %14s\n", "  scaling (1 thread / " threads ")", sprintf("%.2fx", gmed["tensorgrad_1thread"] / gmed["tensorgrad"])
+    }
     if (gcomp != "") printf "  (our compile: %.1f s)\n", gcomp / 1e3
     printf "\n%-28s %14s %14s %12s\n", "sgemm GFLOP/s (median)", "tensorgrad", "OpenBLAS", "ours/theirs"
     for (k = 1; k <= nn; k++) {
@@ -153,7 +166,7 @@ END {
     printf "\n(check_numerics rows: ours with every kernel checked, beside ours without; goal under 2x)\n"
     printf "\ntargets: sin MLP <= 0.25x PyTorch; addition <= 0.15x PyTorch and <= 11.6 MB planned (half of upstream'"'"'s\n"
     printf "23.3 MB); digits CNN <= 0.3x PyTorch; GEMM >= 0.8x OpenBLAS at 1024^3 and up; gpt2 (B=4, T=256) <= 0.6x\n"
-    printf "PyTorch on 16 cores\n"
+    printf "PyTorch on 16 cores, where 16 threads run it >= 12x faster than one\n"
     printf "CPU=avx2 targets: sin MLP <= 0.25x, addition <= 0.2x, digits CNN <= 0.3x PyTorch (avx2); sgemm >= 0.8x\n"
     printf "OpenBLAS-Haswell at 1024^3 and 2048^3\n"
-}' "$out"
+}' threads="$threads" "$out"

@@ -137,9 +137,13 @@ int ex_bench_loop_compiled(const char *model, tg_session *s, tg_backend be, cons
     float loss;
     tg_status st = ms ? TG_OK : TG_ERR_NOMEM;
     double start = ex_now();
-    for (int i = 0; st == TG_OK && (i < EX_BENCH_WARMUP || (ex_now() - start < EX_BENCH_WARMUP_S && i < EX_BENCH_WARMUP_MAX));
-         i++)
+    for (int i = 0; st == TG_OK; i++) {
+        double spent = ex_now() - start;
+        bool more = i < EX_BENCH_WARMUP ? i < EX_BENCH_WARMUP_MIN || spent < EX_BENCH_WARMUP_LONG_S
+                                        : spent < EX_BENCH_WARMUP_S && i < EX_BENCH_WARMUP_MAX;
+        if (!more) break;
         st = tg_session_step(s, feeds, n_feeds, &loss);
+    }
     for (int i = 0; i < steps && st == TG_OK; i++) {
         double t0 = ex_now();
         st = tg_session_step(s, feeds, n_feeds, &loss); /* reading the loss waits for the step, as the peer's .item() */

@@ -158,10 +158,14 @@ int ex_plan_report(const char *model, const tg_session *s, tg_backend be, int mo
  * (at most EX_BENCH_WARMUP_MAX steps). On the H200 the addition step's first
  * --bench after a pause had a median of 2.79 ms (min 0.92) against 0.95 and
  * 0.96 in the next two runs: 10 steps of 1 ms do not bring a GPU out of its
- * idle clocks. */
+ * idle clocks. Steps so long that EX_BENCH_WARMUP of them would pass
+ * EX_BENCH_WARMUP_LONG_S (a GPT-2-sized step on one CPU thread takes
+ * seconds) stop there, after EX_BENCH_WARMUP_MIN at least. */
 #define EX_BENCH_WARMUP 10
 #define EX_BENCH_WARMUP_S 0.5
 #define EX_BENCH_WARMUP_MAX 2000
+#define EX_BENCH_WARMUP_MIN 2
+#define EX_BENCH_WARMUP_LONG_S 5.0
 /* Warms up, then times `steps` training steps on the same feeds (reading the
  * loss every step) and prints the JSON line. Returns an exit code. */
 int ex_bench_loop(const char *model, tg_session *s, tg_backend be, const tg_feed *feeds, int n_feeds, int steps);
