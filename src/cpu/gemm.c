@@ -124,9 +124,14 @@ static void pack_b(const tg_gemm_args *g, const tg_ukernel *uk, const float *B, 
 
 static size_t a_block_floats(void) { return (size_t)(MC + 16) * KC; }
 static size_t b_block_floats(void) { return (size_t)KC * (NC + 64); }
-/* Every thread's scratch: its A block, then (used from thread 0's only, or
- * from each thread's own when batch entries run one per thread) a B block. */
+/* Every thread's scratch: its A block, then (used from each thread's own
+ * when batch entries run one per thread) a B block. Thread 0's holds room
+ * for B_GROUP_FLOATS instead: the B blocks one product on all threads packs
+ * at once. */
+#define B_GROUP_FLOATS (2 * b_block_floats())
+#define B_GROUP_MAX 16
 static size_t packed_bytes(void) { return sizeof(float) * (a_block_floats() + b_block_floats()); }
+static size_t packed_bytes_lead(void) { return sizeof(float) * (a_block_floats() + B_GROUP_FLOATS); }
 
 typedef struct {
     int64_t b, jc, nc, pc, kc; /* batch entry, the B block's columns and k range */
@@ -184,10 +189,13 @@ typedef struct {
     int64_t units;       /* work units over all batch entries */
     int tasks;
     /* packed: a batch entry per task, or one product on all threads in
-     * phases: pack the B block blk (units: NR-column panels), then compute
-     * with it (units: MR-row groups) */
+     * phases: pack the n_blk consecutive KC blocks blk[] of B (units: each
+     * block's NR-column panels, block after block), then compute with them
+     * (units: MR-row groups, each taking the blocks in order) */
     enum { ENTRIES, PACK_B, ROWS } phase;
-    block blk;
+    block blk[B_GROUP_MAX];
+    int n_blk;
+    int64_t panels; /* NR-column panels of each block */
 } job;
 
 /* Units lo..hi-1 in (batch, row of tiles, column panel) order: a row of A
@@ -321,15 +329,20 @@ static void run_task(void *argp, int task, int thread) {
     if (lo >= hi) return;
     switch (j->path) {
     case PATH_PACKED: {
-        const block *k = &j->blk;
         if (j->phase == ENTRIES) {
             for (int64_t b = lo; b < hi; b++) packed_entry(g, j->uk, b, buf);
         } else if (j->phase == PACK_B) {
-            int64_t NR = j->uk->nr, c0 = lo * NR, c1 = hi * NR < k->nc ? hi * NR : k->nc;
-            pack_b(g, j->uk, g->B + k->b * g->sb, k->pc, k->kc, k->jc + c0, c1 - c0, (float *)k->pb + lo * NR * k->kc);
+            int64_t NR = j->uk->nr;
+            for (int64_t u = lo; u < hi;) { /* the units' panels, block by block */
+                const block *k = &j->blk[u / j->panels];
+                int64_t p0 = u % j->panels, p1 = hi - u + p0 < j->panels ? hi - u + p0 : j->panels;
+                int64_t c0 = p0 * NR, c1 = p1 * NR < k->nc ? p1 * NR : k->nc;
+                pack_b(g, j->uk, g->B + k->b * g->sb, k->pc, k->kc, k->jc + c0, c1 - c0, (float *)k->pb + p0 * NR * k->kc);
+                u += p1 - p0;
+            }
         } else {
             int64_t MR = j->uk->mr, r1 = hi * MR < g->M ? hi * MR : g->M;
-            packed_rows(g, j->uk, k, lo * MR, r1, buf);
+            for (int b = 0; b < j->n_blk; b++) packed_rows(g, j->uk, &j->blk[b], lo * MR, r1, buf);
         }
         break;
     }
@@ -371,7 +384,7 @@ static size_t serial_scratch(const tg_gemm_args *g, const tg_ukernel *uk) {
 
 /* The whole product on the calling thread, with its scratch `buf`. */
 static void gemm_serial(const tg_gemm_args *g, const tg_ukernel *uk, float *buf) {
-    job j = {g, uk, NULL, choose(g), 0, 0, 0, 1, ENTRIES, {0}};
+    job j = {g, uk, NULL, choose(g), 0, 0, 0, 1, ENTRIES, {{0}}, 0, 0};
     if (j.path == PATH_PACKED) {
         for (int64_t b = 0; b < g->batch; b++) packed_entry(g, uk, b, buf);
     } else if (j.path == PATH_DIRECT) {
@@ -491,7 +504,7 @@ void tg_gemm(tg_pool *pool, const tg_gemm_args *g) {
  * when the packing buffers cannot be had. */
 static bool gemm_shared(tg_pool *pool, const tg_gemm_args *g) {
     int th = tg_pool_threads(pool);
-    job j = {g, pick(), pool, choose(g), 0, 0, 0, 1, ENTRIES, {0}};
+    job j = {g, pick(), pool, choose(g), 0, 0, 0, 1, ENTRIES, {{0}}, 0, 0};
     double flops = 2.0 * (double)g->M * (double)g->N * (double)g->K * (double)g->batch;
     int want = worth_threads(g, flops) ? th : 1;
     size_t scratch;
@@ -507,7 +520,7 @@ static bool gemm_shared(tg_pool *pool, const tg_gemm_args *g) {
         scratch = sizeof(float) * (size_t)(g->K + 16);
     }
     for (int t = 0; t < th; t++)
-        if (!tg_pool_scratch(pool, t, scratch)) return false;
+        if (!tg_pool_scratch(pool, t, t == 0 && j.path == PATH_PACKED ? packed_bytes_lead() : scratch)) return false;
     if (j.path != PATH_PACKED) {
         j.tasks = (int)(j.units < want ? j.units : want);
         tg_pool_run(pool, j.tasks, run_task, &j);
@@ -519,16 +532,24 @@ static bool gemm_shared(tg_pool *pool, const tg_gemm_args *g) {
         tg_pool_run(pool, j.tasks, run_task, &j);
         return true;
     }
-    /* One product on all threads: for each B block, pack it together, then
-     * split the rows of C. Each pool run is a full barrier. */
+    /* One product on all threads: pack a group of consecutive B blocks
+     * together, then split the rows of C, each thread taking the blocks in
+     * order over its rows (which only it writes). Each pool run is a full
+     * barrier: packing several KC blocks at once saves most of them where
+     * K is long (a vocabulary head's input gradient has 131). */
     float *pb = (float *)tg_pool_scratch(pool, 0, 0) + a_block_floats();
-    int64_t row_units = (g->M + j.uk->mr - 1) / j.uk->mr;
+    int64_t row_units = (g->M + j.uk->mr - 1) / j.uk->mr, NR = j.uk->nr;
     for (int64_t b = 0; b < g->batch; b++)
-        for (int64_t jc = 0; jc < g->N; jc += NC)
-            for (int64_t pc = 0; pc < g->K; pc += KC) {
-                j.blk = (block){b, jc, g->N - jc < NC ? g->N - jc : NC, pc, g->K - pc < KC ? g->K - pc : KC, pb};
+        for (int64_t jc = 0; jc < g->N; jc += NC) {
+            int64_t nc = g->N - jc < NC ? g->N - jc : NC;
+            j.panels = (nc + NR - 1) / NR;
+            int64_t per = j.panels * NR * KC, group = (int64_t)B_GROUP_FLOATS / per;
+            if (group > B_GROUP_MAX) group = B_GROUP_MAX;
+            for (int64_t pc = 0; pc < g->K;) {
+                for (j.n_blk = 0; j.n_blk < group && pc < g->K; j.n_blk++, pc += KC)
+                    j.blk[j.n_blk] = (block){b, jc, nc, pc, g->K - pc < KC ? g->K - pc : KC, pb + j.n_blk * per};
                 j.phase = PACK_B;
-                j.units = (j.blk.nc + j.uk->nr - 1) / j.uk->nr;
+                j.units = j.n_blk * j.panels;
                 j.tasks = (int)(j.units < want ? j.units : want);
                 tg_pool_run(pool, j.tasks, run_task, &j);
                 j.phase = ROWS;
@@ -536,5 +557,6 @@ static bool gemm_shared(tg_pool *pool, const tg_gemm_args *g) {
                 j.tasks = (int)(j.units < 2 * want ? j.units : 2 * want);
                 tg_pool_run(pool, j.tasks, run_task, &j);
             }
+        }
     return true;
 }
