@@ -36,6 +36,35 @@ static void *addr(cpu_program *cp, const tg_plan *pl, int id) {
     return cp->arena[s->arena] + s->offset;
 }
 
+/* Arenas of a few MiB and more are zeroed by the pool's threads in
+ * contiguous slices, the way the row-split kernels deal rows, so that each
+ * page is first touched (and placed, on a machine of several memory nodes)
+ * by a thread that will use it, and a big program compiles sooner. */
+#define BIG_ARENA ((size_t)4 << 20)
+
+typedef struct {
+    char *p;
+    size_t bytes;
+    int tasks;
+} zero_job;
+
+static void zero_slice(void *arg, int task, int thread) {
+    (void)thread;
+    const zero_job *z = arg;
+    size_t slice = z->bytes / (size_t)z->tasks, lo = slice * (size_t)task;
+    memset(z->p + lo, 0, task + 1 == z->tasks ? z->bytes - lo : slice);
+}
+
+static char *arena_alloc(tg_pool *pool, size_t bytes) {
+    if (bytes < BIG_ARENA) return tg_aalloc(bytes);
+    size_t n = (bytes + 63) & ~(size_t)63;
+    char *p = aligned_alloc(64, n);
+    if (!p) return NULL;
+    zero_job z = {p, n, tg_pool_threads(pool)};
+    tg_pool_run(pool, z.tasks, zero_slice, &z);
+    return p;
+}
+
 static tg_status cpu_compile(tg_engine *e_, tg_program *p) {
     cpu_engine *e = (cpu_engine *)e_;
     cpu_program *cp = tg_calloc(1, sizeof *cp);
@@ -43,7 +72,7 @@ static tg_status cpu_compile(tg_engine *e_, tg_program *p) {
     p->impl = cp;
     cp->arena[TG_ARENA_PARAMS] = e->params;
     for (int a = TG_ARENA_PERSIST; a < TG_N_ARENAS; a++) {
-        cp->arena[a] = tg_aalloc((size_t)p->plan.arena_bytes[a]);
+        cp->arena[a] = arena_alloc(e->pool, (size_t)p->plan.arena_bytes[a]);
         if (!cp->arena[a])
             return tg_fail(TG_ERR_NOMEM, "cpu: cannot allocate %lld bytes for arena %d",
                            (long long)p->plan.arena_bytes[a], a);
@@ -256,7 +285,7 @@ tg_status tg_cpu_engine_new(int threads, int64_t params_bytes, tg_engine **out) 
     e->base.align = 64;
     e->base.params_bytes = params_bytes;
     e->pool = tg_pool_new(threads);
-    e->params = tg_aalloc((size_t)params_bytes);
+    e->params = e->pool ? arena_alloc(e->pool, (size_t)params_bytes) : NULL;
     if (!e->pool || !e->params) {
         cpu_destroy(&e->base);
         return tg_fail(TG_ERR_NOMEM, "cpu: cannot allocate %lld bytes of params", (long long)params_bytes);
