@@ -45,28 +45,35 @@ bool tg_fpmode_same(tg_fpmode a, tg_fpmode b) { return (a & FP_CONTROL) == (b & 
 #define SPIN_SECONDS 2e-4     /* idle spinning before sleeping */
 #define SPIN_SECONDS_HOT 5e-3 /* the same while the owner is inside a run (tg_pool_hot) */
 
+/* Three cache lines apart: the job (written once per job by the caller,
+ * then only read), the count of workers inside it (written by each worker
+ * as it enters and leaves), and the rest. With the count beside the job,
+ * every worker's entry and exit took the line away from the threads
+ * reading the job's fields and watching for the next one. */
 struct tg_pool {
-    int n; /* threads including the caller */
-    pthread_t *th;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    _Atomic uint64_t state; /* generation << 32: what idle workers watch */
+    /* The job, written before its state is published and not touched again
+     * until every worker that claimed a unit has left. */
+    _Alignas(64) _Atomic uint64_t state; /* generation << 32: what idle workers watch */
     struct range { _Alignas(64) _Atomic uint64_t w; } *range; /* per thread: generation << 32 | end << 16 | next */
     /* Ranges of the current job. Atomic: a worker still in the last job's
      * claim loop may read it while the owner writes the next job's. */
     atomic_int n_ranges;
-    atomic_int active;      /* workers inside a job's claim loop */
-    atomic_int sleepers;
-    atomic_bool stop;
-    atomic_bool hot;        /* inside a run: more jobs follow soon */
-    _Atomic double cooled;  /* when the last run ended (tg_now) */
-    uint32_t gen;           /* the caller's count of jobs */
-    /* The job, written before its state is published and not touched again
-     * until every worker that claimed a unit has left. */
     int n_tasks, units;
     tg_task_fn fn;
     void *arg;
-    tg_fpmode fpmode; /* the caller's */
+    tg_fpmode fpmode;      /* the caller's */
+    atomic_bool hot;       /* inside a run: more jobs follow soon */
+    _Atomic double cooled; /* when the last run ended (tg_now) */
+
+    _Alignas(64) atomic_int active; /* workers inside a job's claim loop */
+
+    _Alignas(64) int n; /* threads including the caller */
+    pthread_t *th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    atomic_int sleepers;
+    atomic_bool stop;
+    uint32_t gen; /* the caller's count of jobs */
     void **scratch;
     size_t *scratch_bytes;
     void *shared;
@@ -149,7 +156,7 @@ static void *worker(void *argp) {
 
 tg_pool *tg_pool_new(int n) {
     if (n < 1) n = 1;
-    tg_pool *p = tg_calloc(1, sizeof *p);
+    tg_pool *p = tg_aalloc(sizeof *p); /* zeroed, and 64-byte aligned as its lines need */
     if (!p) return NULL;
     p->n = n;
     pthread_mutex_init(&p->mu, NULL);
@@ -163,7 +170,7 @@ tg_pool *tg_pool_new(int n) {
         free(p->scratch);
         free(p->scratch_bytes);
         tg_afree(p->range);
-        free(p);
+        tg_afree(p);
         return NULL;
     }
     for (int i = 0; i < n; i++) atomic_init(&p->range[i].w, 0);
@@ -193,7 +200,7 @@ void tg_pool_free(tg_pool *p) {
     free(p->scratch_bytes);
     free(p->th);
     tg_afree(p->range);
-    free(p);
+    tg_afree(p);
 }
 
 void *tg_pool_scratch(tg_pool *p, int thread, size_t bytes) {
