@@ -1044,15 +1044,19 @@ tg_status tg_cpu_info(tg_cpu_path_info *out);
 
 /* ---- checkpoints --------------------------------------------------------- */
 
-/* Files are safetensors (docs/checkpoints.md). Writes are atomic: a
- * temporary "<path>.tmp.<pid>.<n>" is written, synced and renamed over
- * path, so path holds either the old file or the complete new one. Loads
- * are strict (missing, unknown or wrong-shaped tensors are errors) and
- * check the whole file before writing anything into the session. */
+/* Files are safetensors (docs/checkpoints.md) with a checksum of every
+ * byte. Writes are atomic: a temporary "<path>.tmp.<pid>.<n>" is written,
+ * synced and renamed over path, so path holds either the old file or the
+ * complete new one. Loads are strict (a damaged file, missing, unknown or
+ * wrong-shaped tensors, metadata out of range, NaN, Inf or a negative
+ * Adam second moment are errors) and check the whole file before writing
+ * anything into the session. */
 
 /* Weights only: every model param under its name, F32 (I32 for an i32
  * param), its shape. This is the file upstream tensorgrad loads by param
- * name. */
+ * name. tg_forward_load_params also takes a full checkpoint's params,
+ * leaving its optimizer state out (inference from a training checkpoint);
+ * tg_session_load_params refuses one (load it with tg_session_load). */
 tg_status tg_session_save_params(tg_session *s, const char *path);
 tg_status tg_session_load_params(tg_session *s, const char *path);
 tg_status tg_forward_save_params(tg_forward *f, const char *path);
@@ -1089,7 +1093,9 @@ const char *tg_safetensors_skipped(const tg_safetensors *f, int i, const char **
 const tg_st_tensor *tg_safetensors_find(const tg_safetensors *f, const char *name); /* NULL if absent */
 const char *tg_safetensors_meta(const tg_safetensors *f, const char *key);          /* NULL if absent */
 /* Writes tensors in the given order; meta is n_meta (key, value) pairs laid
- * out flat: {"k1", "v1", "k2", "v2", ...}. */
+ * out flat: {"k1", "v1", "k2", "v2", ...}. The writer puts a checksum of
+ * every byte of the file first in the metadata ("tensorgrad_checksum"),
+ * which the readers check and do not list. */
 tg_status tg_safetensors_write(const char *path, const tg_st_tensor *t, int n, const char *const *meta, int n_meta);
 
 /* ---- WebGPU ------------------------------------------------------------- */

@@ -8,7 +8,7 @@
  * are allocated to their exact size so any over-read is caught). Then the
  * session API: strict loads that write nothing on error, atomic writes, and
  * resumed training that matches an uninterrupted run bit for bit. */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* memmem */
 #include <dirent.h>
 #include <math.h>
 #include <signal.h>
@@ -699,8 +699,10 @@ static tg_tensor mlp_fwd(tg_graph *g, void *u) {
 }
 
 /* A forward session shares its base's params: weights files go through it
- * (before or after it ever ran); full checkpoints take a training session,
- * which tests/test_session_types.sh checks at compile time. */
+ * (before or after it ever ran); full checkpoints load whole only into a
+ * training session (tests/test_session_types.sh checks tg_session_load
+ * takes no forward session at compile time), and their params into a
+ * forward session. */
 static void forward_sessions(void) {
     run a, b;
     if (!open_run(&a, tg_adam(tg_lr_constant(1e-2f)), 1, false)) return;
@@ -731,6 +733,41 @@ static void forward_sessions(void) {
     CHECK_OK(tg_forward_output(fa, ya, 2 * OUT));
     CHECK_OK(tg_forward_output(fb, yb, 2 * OUT));
     CHECK(memcmp(ya, yb, sizeof ya) == 0, "same params, different outputs");
+
+    /* A full checkpoint into a forward session: its params, its optimizer
+     * state skipped on purpose; a lone forward session of the same model
+     * gives the training session's outputs. */
+    const char *ck = tmp_path("fwd_full.safetensors");
+    CHECK_OK(step_at(a.s, 3, NULL));
+    CHECK_OK(tg_session_save(a.s, ck));
+    tg_forward *lone = NULL;
+    CHECK_OK(tg_forward_new(&(tg_forward_spec){.fn = mlp_fwd, .user = &b.n, .inputs = fin, .n_inputs = 1,
+                                               .model = b.m, .seed = 5}, &lone));
+    if (lone) {
+        CHECK_OK(tg_forward_load_params(lone, ck));
+        float yl[2 * OUT];
+        CHECK_OK(tg_forward_run(fa, 2, (tg_feed[]){TG_FEED("x", x, 2 * IN)}, 1));
+        CHECK_OK(tg_forward_run(lone, 2, (tg_feed[]){TG_FEED("x", x, 2 * IN)}, 1));
+        CHECK_OK(tg_forward_output(fa, ya, 2 * OUT));
+        CHECK_OK(tg_forward_output(lone, yl, 2 * OUT));
+        CHECK(memcmp(ya, yl, sizeof ya) == 0, "a forward session loaded a full checkpoint's params wrong");
+    }
+    tg_forward_free(lone);
+    /* another model's checkpoint: the message says what to do */
+    tg_model *other = tg_model_new();
+    net on;
+    on.l1 = tg_linear_new(other, "l1", IN, HID + 1, true);
+    on.l2 = tg_linear_new(other, "l2", HID + 1, OUT, true);
+    CHECK_OK(tg_forward_new(&(tg_forward_spec){.fn = mlp_fwd, .user = &on, .inputs = fin, .n_inputs = 1,
+                                               .model = other}, &lone));
+    if (lone)
+        CHECK_ERR(tg_forward_load_params(lone, ck), TG_ERR_SIZE,
+                  "tensor 'l1.W' has shape [3,16], the session's is [3,17] (the file holds another model's params: "
+                  "make this session's model as the one that saved it)");
+    tg_forward_free(lone);
+    tg_model_free(other);
+    /* a training session still takes a full checkpoint whole, or not at all */
+    CHECK_ERR(tg_session_load_params(b.s, ck), TG_ERR_NAME, "(the file is a full checkpoint: load it with tg_session_load)");
     free(pa);
     free(pb);
     tg_forward_free(fa);
@@ -759,7 +796,7 @@ static void checkpoint_errors(void) {
     CHECK(tg_safetensors_count(f) == 12, "checkpoint holds %d tensors", tg_safetensors_count(f));
     for (int i = 0; i < 12; i++) CHECK(tg_safetensors_find(f, names[i]), "checkpoint lacks '%s'", names[i]);
     CHECK(!tg_safetensors_find(f, "opt.hyper") && !tg_safetensors_find(f, "rng.seed"), "per-step leaves saved");
-    const char *want_meta[][2] = {{"format", "tensorgrad-checkpoint-1"}, {"step", "4"}, {"lr_start", "0"},
+    const char *want_meta[][2] = {{"format", "tensorgrad-checkpoint-2"}, {"step", "4"}, {"lr_start", "0"},
                                   {"seed", "7"}, {"optimizer", "adam"}};
     for (int k = 0; k < 5; k++) {
         const char *v = tg_safetensors_meta(f, want_meta[k][0]);
@@ -819,6 +856,38 @@ static void checkpoint_errors(void) {
     free(t);
     tg_safetensors_free(f);
 
+    /* Formats: versions this library does not read, and a version 2 file
+     * whose checksum is gone (its key blanked: the JSON stays valid). */
+    const char *fmts[][2] = {{"tensorgrad-checkpoint-3", "is not one this library reads (tensorgrad-checkpoint-1 and 2, "
+                                                         "tensorgrad-weights-2): a newer tensorgrad wrote it"},
+                             {"tensorgrad-weights-1", "is not one this library reads"},
+                             {"tensorgrad-checkpoint-02", "is none this library knows"},
+                             {"tensorgrad-notes-2", "is none this library knows"}};
+    CHECK_OK(tg_safetensors_read(p, &f));
+    for (int k = 0; f && k < 4; k++) {
+        const char *meta[2 * 16];
+        int nm = 0;
+        for (int i = 0; i < f->n_meta && nm < 16; i++, nm++) {
+            meta[2 * nm] = f->meta[i].key;
+            meta[2 * nm + 1] = strcmp(f->meta[i].key, "format") ? f->meta[i].value : fmts[k][0];
+        }
+        CHECK_OK(tg_safetensors_write(q, f->t, f->n, meta, nm));
+        CHECK_ERR(tg_session_load(b.s, q), TG_ERR_FORMAT, fmts[k][1]);
+        CHECK_ERR(tg_session_load_params(b.s, q), TG_ERR_FORMAT, fmts[k][1]);
+    }
+    tg_safetensors_free(f);
+    f = NULL;
+    size_t n_img = 0;
+    uint8_t *img = slurp(p, &n_img);
+    char *key = img ? memmem(img, n_img, "\"tensorgrad_checksum\":\"", 23) : NULL;
+    CHECK(key != NULL, "no checksum in a checkpoint");
+    if (key) {
+        memset(key, ' ', 23 + 16 + 2); /* the key, its value and the comma after it */
+        spit(q, img, n_img);
+        CHECK_ERR(tg_session_load(b.s, q), TG_ERR_FORMAT, "the file has no checksum (format 'tensorgrad-checkpoint-2' "
+                  "always has one)");
+    }
+    free(img);
     CHECK_ERR(tg_session_load(c.s, p), TG_ERR_STATE, "the checkpoint's optimizer is 'adam', this session's is 'sgd'");
     const char *wp = tmp_path("weights_only.safetensors");
     CHECK_OK(tg_session_save_params(a.s, wp));
@@ -1144,6 +1213,31 @@ static void v1_fixtures(void) {
     }
     tg_safetensors_free(g);
     for (int64_t t = V1_STEPS + 1; t <= V1_STEPS + 2; t++) CHECK_OK(v1_step(s, t));
+    /* Format 1 as 0.4 wrote it, without the data checksum, loads; a flipped
+     * bit in the data of one with the checksum does not. */
+    tg_safetensors *h = NULL;
+    CHECK_OK(tg_safetensors_read(ck, &h));
+    if (h) {
+        const char *meta[32];
+        int nm = 0;
+        for (int i = 0; i < h->n_meta && nm < 16; i++)
+            if (strcmp(h->meta[i].key, "checksum") != 0) meta[2 * nm] = h->meta[i].key, meta[2 * nm + 1] = h->meta[i].value, nm++;
+        const char *old = tmp_path("v1_no_checksum.safetensors");
+        CHECK_OK(tg_safetensors_write(old, h->t, h->n, meta, nm));
+        CHECK_OK(tg_session_load(s, old));
+        CHECK(tg_session_step_count(s) == V1_STEPS, "format 1 without its checksum: step %lld",
+              (long long)tg_session_step_count(s));
+    }
+    tg_safetensors_free(h);
+    size_t size = 0;
+    uint8_t *img = slurp(ck, &size);
+    if (img && size > 16) {
+        img[size - 5] ^= 0x04;
+        const char *flipped = tmp_path("v1_flipped.safetensors");
+        spit(flipped, img, size);
+        CHECK_ERR(tg_session_load(s, flipped), TG_ERR_FORMAT, "the data section does not match its checksum");
+    }
+    free(img);
 
     /* The weights file, into a training session and a forward one. */
     const char *w = fixture("weights_v1.safetensors");

@@ -1,5 +1,6 @@
 /* Checkpoints that load must be sound, and saves must never leave a mixed
- * or partial file: values out of range (step, schedule, NaN state) and a
+ * or partial file: values out of range (step, schedule, NaN or negative
+ * second moments), even in a file whose checksum was recomputed, and a
  * damaged data section are refused with nothing changed; two threads saving
  * one path leave, at every moment, a complete file from one of them; a
  * temporary left by a killed save is removed by the next save. */
@@ -93,7 +94,19 @@ static void bad_values(void) {
         {"lr", "linear peak=0.01 final=0.001 gamma=0 steps=-5 every=0 milestones=", NULL, 0, "metadata 'lr'"},
         {NULL, NULL, "opt.l.W.v", NAN, "tensor 'opt.l.W.v' holds NaN at element 15"},
         {NULL, NULL, "opt.l.b.m", INFINITY, "tensor 'opt.l.b.m' holds Inf at element 3"},
-        {"checksum", "12345", NULL, 0, "the data section does not match its checksum (12345 in the metadata"},
+        {"lr", "linear peak=0.01 final=0.001 gamma=0 steps=99999999999999999999 every=0 milestones=", NULL, 0,
+         "link 0's steps is '99999999999999999999' (not an integer of int64's range)"},
+        {"lr", "multistep peak=0.01 final=0 gamma=0.5 steps=0 every=0 milestones=3,9223372036854775808", NULL, 0,
+         "link 0's milestones is '9223372036854775808'"},
+        {"lr", "linear peak=1e39 final=0.001 gamma=0 steps=100 every=0 milestones=", NULL, 0,
+         "link 0's peak is '1e39' (not a finite float)"},
+        {"lr", "linear peak=0.01x final=0.001 gamma=0 steps=100 every=0 milestones=", NULL, 0, "link 0's peak is '0.01x'"},
+        {"lr", "linear peak= 0.01 final=0.001 gamma=0 steps=100 every=0 milestones=", NULL, 0, "link 0's peak is ''"},
+        {"lr", "linear peak=0x1p3 final=0.001 gamma=0 steps=100 every=0 milestones=", NULL, 0, "link 0's peak is '0x1p3'"},
+        {"lr", "linear peak=0.01 final=0.001 gamma=0 steps=+100 every=0 milestones=", NULL, 0, "link 0's steps is '+100'"},
+        {"step", "3 ", NULL, 0, "metadata 'step' is '3 ', not a non-negative integer"},
+        {"seed", "18446744073709551616", NULL, 0, "metadata 'seed' is '18446744073709551616'"},
+        {NULL, NULL, "opt.l.W.v", -1.0f, "tensor 'opt.l.W.v' holds -1 at element 15, but it is Adam's second moment"},
     };
     for (int k = 0; k < (int)(sizeof cases / sizeof cases[0]); k++) {
         rewrite(good, bad, cases[k].key, cases[k].value, cases[k].tensor, cases[k].v);
@@ -113,12 +126,6 @@ static void bad_values(void) {
     CHECK_ERR(tg_session_load(s, good), TG_ERR_FORMAT, "does not match its checksum");
     CHECK_OK(tg_session_get_param(s, "l.W", after, 16));
     CHECK(memcmp(before, after, sizeof before) == 0, "a refused load changed the params");
-    /* A file with no checksum (written before there was one) still loads. */
-    CHECK_OK(tg_session_save(s, good));
-    rewrite(good, bad, NULL, NULL, NULL, 0);
-    tg_safetensors *f = NULL;
-    CHECK_OK(tg_safetensors_read(good, &f));
-    tg_safetensors_free(f);
     tg_session_free(s);
     tg_model_free(m);
 }

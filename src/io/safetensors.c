@@ -112,6 +112,9 @@ typedef struct {
      * its dtype tag */
     struct st_ent { int64_t key_at, range_at, begin, bytes; int kind; char *tag; } *ent;
     int64_t *meta_at; /* per metadata entry: header offset of its key */
+    /* the checksum's value (TG_ST_CHECKSUM_KEY): header offsets of its key
+     * and of its first character, its length as written (escapes and all) */
+    int64_t sum_key_at, sum_at, sum_len;
 } parser;
 
 static tg_status perr(const parser *p, size_t at, const char *fmt, ...) TG_PRINTF(3, 4);
@@ -518,7 +521,23 @@ static tg_status parse_meta(parser *p) {
         char *k = NULL, *v = NULL;
         tg_status st = parse_string(p, "a metadata key", &k);
         if (st == TG_OK) st = expect(p, ':', "after a metadata key");
+        ws(p);
+        size_t value_at = p->i;
         if (st == TG_OK) st = parse_string(p, "a metadata value", &v);
+        bool sum = st == TG_OK && strcmp(k, TG_ST_CHECKSUM_KEY) == 0;
+        if (sum && p->sum_at >= 0) st = perr(p, key_at, "metadata key '" TG_ST_CHECKSUM_KEY "' appears twice");
+        if (sum && st == TG_OK) { /* the container's, not the caller's: kept apart from the metadata */
+            p->sum_key_at = (int64_t)key_at;
+            p->sum_at = (int64_t)value_at + 1;
+            p->sum_len = (int64_t)(p->i - value_at) - 2;
+            free(k);
+            free(v);
+        }
+        if (sum && st == TG_OK) {
+            if (eat(p, ',')) continue;
+            if (eat(p, '}')) return TG_OK;
+            return perr(p, p->i, "expected ',' or '}' in __metadata__, found %s", found(p, p->i, b));
+        }
         if (st == TG_OK)
             st = grow2(p, (void **)&f->meta, sizeof *f->meta, (void **)&p->meta_at, sizeof *p->meta_at, &p->cap_meta,
                        f->n_meta);
@@ -712,6 +731,95 @@ void tg_safetensors_free(tg_safetensors *f) {
     free(f);
 }
 
+/* ---- the checksum -------------------------------------------------------- */
+
+/* A 64-bit hash of a byte stream: each 8-byte word w steps h to
+ * ((h ^ w) * P) ^ (that >> 29), and the last bytes one at a time. Every
+ * step is a bijection of h and, for a given h, one-to-one in w, so any
+ * change confined to one word (every single flipped bit) changes the
+ * result; the length is mixed in at the end. A few GB/s. */
+typedef struct {
+    uint64_t h, len;
+    uint8_t part[8];
+    int n_part;
+} st_hasher;
+
+#define HASH_SEED 0xcbf29ce484222325ull
+#define HASH_MUL 0x100000001b3ull
+
+static void hash_word(st_hasher *s, const uint8_t *b) {
+    uint64_t w;
+    memcpy(&w, b, 8);
+    s->h = (s->h ^ w) * HASH_MUL;
+    s->h ^= s->h >> 29;
+}
+
+static void hash_bytes(st_hasher *s, const void *p, size_t n) {
+    const uint8_t *b = p;
+    s->len += n;
+    while (n > 0 && s->n_part > 0) {
+        s->part[s->n_part++] = *b++, n--;
+        if (s->n_part == 8) hash_word(s, s->part), s->n_part = 0;
+    }
+    for (; n >= 8; b += 8, n -= 8) hash_word(s, b);
+    while (n > 0) s->part[s->n_part++] = *b++, n--;
+}
+
+static uint64_t hash_end(st_hasher *s) {
+    for (int i = 0; i < s->n_part; i++) s->h = (s->h ^ s->part[i]) * HASH_MUL;
+    uint64_t h = (s->h ^ s->len) * 0x9e3779b97f4a7c15ull;
+    return h ^ (h >> 32);
+}
+
+/* The hash of a file image with its checksum's digits (at byte `at`) read as '0's. */
+static uint64_t image_hash(const uint8_t *buf, size_t size, size_t at) {
+    static const char zeros[TG_ST_CHECKSUM_DIGITS + 1] = "0000000000000000";
+    st_hasher s = {HASH_SEED, 0, {0}, 0};
+    hash_bytes(&s, buf, at);
+    hash_bytes(&s, zeros, TG_ST_CHECKSUM_DIGITS);
+    hash_bytes(&s, buf + at + TG_ST_CHECKSUM_DIGITS, size - at - TG_ST_CHECKSUM_DIGITS);
+    return hash_end(&s);
+}
+
+static void put_hex(uint64_t v, char *out) {
+    for (int i = TG_ST_CHECKSUM_DIGITS - 1; i >= 0; i--, v >>= 4) out[i] = "0123456789abcdef"[v & 15];
+}
+
+/* The checksum the parser found, against the whole image. */
+static tg_status verify(const parser *p, const uint8_t *buf, size_t size) {
+    const char *d = (const char *)p->h + p->sum_at;
+    bool hex = p->sum_len == TG_ST_CHECKSUM_DIGITS;
+    for (int i = 0; hex && i < TG_ST_CHECKSUM_DIGITS; i++) hex = (d[i] >= '0' && d[i] <= '9') || (d[i] >= 'a' && d[i] <= 'f');
+    if (!hex)
+        return perr(p, (size_t)p->sum_at, TG_ST_CHECKSUM_KEY " is not %d lowercase hex digits: the file was damaged "
+                    "or edited", TG_ST_CHECKSUM_DIGITS);
+    char want[TG_ST_CHECKSUM_DIGITS + 1] = {0};
+    put_hex(image_hash(buf, size, HDR + (size_t)p->sum_at), want);
+    if (memcmp(want, d, TG_ST_CHECKSUM_DIGITS) != 0)
+        return perr(p, (size_t)p->sum_at, "the file does not match its checksum (%.*s here, %s computed over its %zu "
+                    "bytes): it was damaged or edited after it was written", TG_ST_CHECKSUM_DIGITS, d, want, size);
+    return TG_OK;
+}
+
+bool tg_st_reseal(uint8_t *img, size_t size) {
+    tg_safetensors *f = NULL;
+    if (size < HDR) return false;
+    uint64_t hl = 0;
+    for (int i = 7; i >= 0; i--) hl = hl << 8 | img[i];
+    if (hl > (uint64_t)(size - HDR)) return false;
+    parser p = {"(reseal)", img + HDR, (size_t)hl, 0, (int64_t)(size - HDR - hl), NULL, 0, 0, NULL, NULL, -1, -1, 0};
+    if (!(f = tg_calloc(1, sizeof *f))) return false;
+    p.f = f;
+    tg_status st = parse_header(&p);
+    for (int i = 0; i < f->n; i++) free(p.ent[i].tag);
+    free(p.ent);
+    free(p.meta_at);
+    tg_safetensors_free(f);
+    if (st != TG_OK || p.sum_at < 0 || p.sum_len != TG_ST_CHECKSUM_DIGITS) return false;
+    put_hex(image_hash(img, size, HDR + (size_t)p.sum_at), (char *)img + HDR + p.sum_at);
+    return true;
+}
+
 tg_status tg_st_parse(const char *label, const uint8_t *buf, size_t size, tg_safetensors **out) {
     *out = NULL;
     if (size < HDR)
@@ -725,9 +833,12 @@ tg_status tg_st_parse(const char *label, const uint8_t *buf, size_t size, tg_saf
                        (unsigned long long)hl, size);
     tg_safetensors *f = tg_calloc(1, sizeof *f);
     if (!f) return tg_fail(TG_ERR_NOMEM, "safetensors: %s: out of memory", label);
-    parser p = {label, buf + HDR, (size_t)hl, 0, (int64_t)(size - HDR - hl), f, 0, 0, NULL, NULL};
+    parser p = {label, buf + HDR, (size_t)hl, 0, (int64_t)(size - HDR - hl), f, 0, 0, NULL, NULL, -1, -1, 0};
     tg_status st = parse_header(&p);
     int n_ent = f->n;
+    /* A damaged file says so before anything else it has wrong. */
+    if (st == TG_OK && p.sum_at >= 0) st = verify(&p, buf, size);
+    f->checksummed = st == TG_OK && p.sum_at >= 0;
     if (st == TG_OK) st = check_entries(&p, buf + HDR + hl);
     for (int i = 0; i < n_ent; i++) free(p.ent[i].tag); /* those not moved to the skipped list */
     free(p.ent);
@@ -995,6 +1106,8 @@ static void sync_dir(const char *path) {
     free(dir);
 }
 
+static tg_status write_file(const char *path, const char *target, const sbuf *h, const tg_st_tensor *t, int n);
+
 tg_status tg_safetensors_write(const char *path, const tg_st_tensor *t, int n, const char *const *meta, int n_meta) {
     if (!path || n < 0 || n_meta < 0 || (n > 0 && !t) || (n_meta > 0 && !meta))
         return tg_fail(TG_ERR_ARG, "tg_safetensors_write: bad arguments");
@@ -1020,28 +1133,31 @@ tg_status tg_safetensors_write(const char *path, const tg_st_tensor *t, int n, c
         names[i] = meta[2 * i];
         if (!meta[2 * i + 1] || !utf8_valid(meta[2 * i + 1]))
             st = tg_fail(TG_ERR_ARG, "safetensors: %s: metadata value %d is missing or not valid UTF-8", path, i);
+        else if (meta[2 * i] && strcmp(meta[2 * i], TG_ST_CHECKSUM_KEY) == 0)
+            st = tg_fail(TG_ERR_NAME, "safetensors: %s: metadata key '" TG_ST_CHECKSUM_KEY "' is the writer's own "
+                         "(the checksum of the file)", path);
     }
     if (st == TG_OK) st = check_names(path, names, n_meta, "metadata key");
     free(names);
     if (st != TG_OK) return st;
 
-    /* Header in the caller's order, data contiguous in the same order. */
+    /* Header in the caller's order, data contiguous in the same order; the
+     * checksum first in the metadata, its digits filled in once known. */
     sbuf h = {0};
-    sb_cat(&h, "{");
-    if (n_meta > 0) {
-        sb_cat(&h, "\"__metadata__\":{");
-        for (int i = 0; i < n_meta; i++) {
-            if (i) sb_cat(&h, ",");
-            sb_json(&h, meta[2 * i]);
-            sb_cat(&h, ":");
-            sb_json(&h, meta[2 * i + 1]);
-        }
-        sb_cat(&h, "}");
+    sb_cat(&h, "{\"__metadata__\":{\"" TG_ST_CHECKSUM_KEY "\":\"");
+    size_t digits_at = h.n;
+    sb_cat(&h, "0000000000000000\"");
+    for (int i = 0; i < n_meta; i++) {
+        sb_cat(&h, ",");
+        sb_json(&h, meta[2 * i]);
+        sb_cat(&h, ":");
+        sb_json(&h, meta[2 * i + 1]);
     }
+    sb_cat(&h, "}");
     int64_t off = 0;
     for (int i = 0; i < n; i++) {
         char num[64];
-        if (i || n_meta > 0) sb_cat(&h, ",");
+        sb_cat(&h, ",");
         sb_json(&h, t[i].name);
         sb_cat(&h, ":{\"dtype\":\"");
         sb_cat(&h, dtype_tag(t[i].dtype));
@@ -1067,35 +1183,46 @@ tg_status tg_safetensors_write(const char *path, const tg_st_tensor *t, int n, c
         return tg_fail(TG_ERR_NOMEM, "safetensors: %s: out of memory", path);
     }
 
-    char *tmp = tg_st_temp_name(path), eb[128];
-    if (!tmp) {
-        free(h.s);
-        return tg_fail(TG_ERR_NOMEM, "safetensors: %s: out of memory", path);
-    }
+    uint8_t len8[8];
+    for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)h.n >> (8 * i));
+    st_hasher sum = {HASH_SEED, 0, {0}, 0};
+    hash_bytes(&sum, len8, 8);
+    hash_bytes(&sum, h.s, h.n);
+    for (int i = 0; i < n; i++) hash_bytes(&sum, t[i].data, (size_t)tg_st_nbytes(t[i].dtype, t[i].shape));
+    put_hex(hash_end(&sum), h.s + digits_at);
+    st = write_file(path, path, &h, t, n);
+    free(h.s);
+    return st;
+}
+
+/* The header h (its length first) and the tensors' data into a temporary
+ * beside target, then renamed over it; path names the file in errors. */
+static tg_status write_file(const char *path, const char *target, const sbuf *h, const tg_st_tensor *t, int n) {
+    char *tmp = tg_st_temp_name(target), eb[128];
+    if (!tmp) return tg_fail(TG_ERR_NOMEM, "safetensors: %s: out of memory", path);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0666);
     if (fd < 0) {
-        st = tg_fail(TG_ERR_IO, "safetensors: %s: cannot create '%s': %s", path, tmp, errtext(errno, eb, sizeof eb));
+        tg_status st = tg_fail(TG_ERR_IO, "safetensors: %s: cannot create '%s': %s", path, tmp, errtext(errno, eb, sizeof eb));
         free(tmp);
-        free(h.s);
         return st;
     }
     uint8_t len8[8];
-    for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)h.n >> (8 * i));
+    for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)h->n >> (8 * i));
     int e = write_all(fd, len8, 8);
-    if (!e) e = write_all(fd, h.s, h.n);
+    if (!e) e = write_all(fd, h->s, h->n);
     for (int i = 0; !e && i < n; i++) e = write_all(fd, t[i].data, (size_t)tg_st_nbytes(t[i].dtype, t[i].shape));
     const char *op = "write";
     if (!e && fsync(fd) != 0) e = errno, op = "sync";
     if (close(fd) != 0 && !e) e = errno, op = "close";
-    if (!e && rename(tmp, path) != 0) e = errno, op = "rename";
+    if (!e && rename(tmp, target) != 0) e = errno, op = "rename";
+    tg_status st = TG_OK;
     if (e) {
         unlink(tmp);
         st = tg_fail(TG_ERR_IO, "safetensors: %s: cannot %s '%s': %s", path, op, tmp, errtext(e, eb, sizeof eb));
     } else {
-        sync_dir(path);
-        tg_st_remove_stale(path);
+        sync_dir(target);
+        tg_st_remove_stale(target);
     }
     free(tmp);
-    free(h.s);
     return st;
 }

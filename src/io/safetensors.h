@@ -10,7 +10,13 @@
  * the byte offset in the file where it was found. F32 and I32 tensors are
  * read as they are, F16 and BF16 converted to F32; tensors of any other
  * dtype are checked (their range) and listed as skipped. All allocations
- * are bounded by twice the file's size (the F16 / BF16 conversions). */
+ * are bounded by twice the file's size (the F16 / BF16 conversions).
+ *
+ * Every file the writer makes carries a checksum of all its bytes but the
+ * checksum's own digits (header, metadata and data), as the first metadata
+ * entry: TG_ST_CHECKSUM_KEY, 16 lowercase hex digits. The reader checks it
+ * whenever a file has one and keeps it out of the metadata it lists; a
+ * file without one (written by another program) reads as before. */
 #ifndef TG_SAFETENSORS_H
 #define TG_SAFETENSORS_H
 
@@ -28,6 +34,9 @@ typedef struct {
     char *name, *dtype; /* the dtype as the file spells it */
 } st_skipped;
 
+#define TG_ST_CHECKSUM_KEY "tensorgrad_checksum"
+#define TG_ST_CHECKSUM_DIGITS 16
+
 struct tg_safetensors {
     uint8_t *file;        /* the whole file when read from a path or memory (owned), else NULL */
     tg_st_tensor *t;      /* in header order; names owned, data points into the file or a copy */
@@ -39,6 +48,7 @@ struct tg_safetensors {
     int n_copies;
     st_skipped *skipped;  /* tensors of dtypes the reader does not read, in header order */
     int n_skipped;
+    bool checksummed;     /* the file had a checksum, and it matched */
 };
 
 /* Parses a safetensors image already in memory. label names it in errors
@@ -56,6 +66,11 @@ void tg_st_halves(const void *src, bool bf16, int64_t n, float *dst);
 /* The byte size of a tensor of this dtype and shape, or -1 if it overflows
  * or the dtype is not storable (only F32 and I32 are). */
 int64_t tg_st_nbytes(tg_dtype dt, tg_shape s);
+
+/* Recomputes the checksum of a file image in place, as the writer would
+ * have (for tests and the fuzzer, which forge files): false when the image
+ * has none. */
+bool tg_st_reseal(uint8_t *img, size_t size);
 
 /* Atomic saves (tempname.c): a temporary name unique to this save (malloc'd,
  * NULL when out of memory), and the removal of path's temporaries left by
