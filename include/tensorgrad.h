@@ -1046,8 +1046,9 @@ tg_status tg_cpu_info(tg_cpu_path_info *out);
 
 /* Files are safetensors (docs/checkpoints.md) with a checksum of every
  * byte. Writes are atomic: a temporary "<path>.tmp.<pid>.<n>" is written,
- * synced and renamed over path, so path holds either the old file or the
- * complete new one. Loads are strict (a damaged file, missing, unknown or
+ * synced and renamed over path (over its target when path is a symbolic
+ * link), so path holds either the old file or the complete new one; "" is
+ * TG_ERR_ARG. Loads are strict (a damaged file, missing, unknown or
  * wrong-shaped tensors, metadata out of range, NaN, Inf or a negative
  * Adam second moment are errors) and check the whole file before writing
  * anything into the session. */
@@ -1095,7 +1096,8 @@ const char *tg_safetensors_meta(const tg_safetensors *f, const char *key);      
 /* Writes tensors in the given order; meta is n_meta (key, value) pairs laid
  * out flat: {"k1", "v1", "k2", "v2", ...}. The writer puts a checksum of
  * every byte of the file first in the metadata ("tensorgrad_checksum"),
- * which the readers check and do not list. */
+ * which the readers check and do not list; a symbolic link at path is
+ * written through (its target replaced, the link kept); "" is TG_ERR_ARG. */
 tg_status tg_safetensors_write(const char *path, const tg_st_tensor *t, int n, const char *const *meta, int n_meta);
 
 /* ---- WebGPU ------------------------------------------------------------- */

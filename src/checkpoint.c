@@ -307,6 +307,7 @@ static bool parse_u64(const char *s, uint64_t *out) {
 /* train: a full checkpoint of that session (s is its base); NULL: params only. */
 static tg_status save(tg_session_base *s, const tg_session *train, const char *api, const char *path) {
     if (!s || !path) return tg_fail(TG_ERR_ARG, "%s: session and path are required", api);
+    if (!*path) return tg_fail(TG_ERR_ARG, "%s: the path is empty", api);
     bool full = train != NULL;
     ck_entry *e;
     int n;

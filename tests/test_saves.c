@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <math.h>
 #include <pthread.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -251,6 +252,53 @@ static void long_schedule(void) {
     }
 }
 
+/* Save paths: "" is refused before anything is created; a symbolic link
+ * is written through (its target replaced, the link kept), as editors and
+ * SQLite do: a relative link from the link's folder, a chain of links, a
+ * link to a file not made yet; a loop of links is an error. */
+static void save_paths(void) {
+    tg_model *m;
+    tg_session *s = make(&m, 5);
+    if (!s) return;
+    char cwd[4096], sub[128];
+    CHECK(getcwd(cwd, sizeof cwd) != NULL, "getcwd");
+    snprintf(sub, sizeof sub, "%s/empty", dir);
+    CHECK(mkdir(sub, 0755) == 0 && chdir(sub) == 0, "cannot enter %s", sub);
+    CHECK_ERR(tg_session_save(s, ""), TG_ERR_ARG, "tg_session_save: the path is empty");
+    CHECK_ERR(tg_session_save_params(s, ""), TG_ERR_ARG, "tg_session_save_params: the path is empty");
+    CHECK_ERR(tg_safetensors_write("", NULL, 0, NULL, 0), TG_ERR_ARG, "the path is empty");
+    DIR *d = opendir(".");
+    int entries = 0;
+    for (struct dirent *e; d && (e = readdir(d));) entries += e->d_name[0] != '.';
+    if (d) closedir(d);
+    CHECK(entries == 0, "a refused save of \"\" left %d files in the working directory", entries);
+    CHECK(chdir(cwd) == 0, "cannot go back to %s", cwd);
+    rmdir(sub);
+
+    const char *target = at("target.safetensors"), *link = at("link.safetensors"), *chain = at("chain.safetensors");
+    FILE *f = fopen(target, "w");
+    if (f) fputs("not yet a checkpoint", f), fclose(f);
+    CHECK(symlink("target.safetensors", link) == 0 && symlink("link.safetensors", chain) == 0, "symlink");
+    CHECK_OK(tg_session_save(s, chain));
+    struct stat sb;
+    CHECK(lstat(link, &sb) == 0 && S_ISLNK(sb.st_mode) && lstat(chain, &sb) == 0 && S_ISLNK(sb.st_mode),
+          "a save through links replaced a link");
+    CHECK(lstat(target, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 100, "the link's target was not written");
+    CHECK_OK(tg_session_load(s, target));
+    CHECK(count_temps() == 0, "a save through a link left %d temporaries", count_temps());
+    const char *dangling = at("dangling.safetensors"), *later = at("later.safetensors");
+    CHECK(symlink(later, dangling) == 0, "symlink"); /* absolute, to a file not made yet */
+    CHECK_OK(tg_session_save_params(s, dangling));
+    CHECK(lstat(dangling, &sb) == 0 && S_ISLNK(sb.st_mode) && stat(later, &sb) == 0 && S_ISREG(sb.st_mode),
+          "a save through a dangling link did not make its target");
+    const char *loop = at("loop.safetensors");
+    CHECK(symlink("loop.safetensors", loop) == 0, "symlink");
+    CHECK_ERR(tg_session_save(s, loop), TG_ERR_IO, "too many levels of symbolic links");
+    unlink(link), unlink(chain), unlink(target), unlink(dangling), unlink(later), unlink(loop);
+    tg_session_free(s);
+    tg_model_free(m);
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/tg_saves_XXXXXX");
     if (!mkdtemp(dir)) return 1;
@@ -258,6 +306,7 @@ int main(void) {
     stale_temps();
     concurrent_saves();
     long_schedule();
+    save_paths();
     DIR *d = opendir(dir);
     for (struct dirent *e; d && (e = readdir(d));)
         if (e->d_name[0] != '.') unlink(at(e->d_name));

@@ -1106,11 +1106,50 @@ static void sync_dir(const char *path) {
     free(dir);
 }
 
+/* Where a save to path goes: path itself, or, when it is a symbolic link,
+ * the file the link (and any link it names) points to, so that the link
+ * stays and its target is replaced, as editors and SQLite do. A link to a
+ * file that does not exist yet names the file to create. NULL (with
+ * *st set) when the links loop or memory runs out. */
+static char *save_target(const char *path, tg_status *st) {
+    char *p = tg_strdup(path);
+    for (int hops = 0; p; hops++) {
+        struct stat sb;
+        if (lstat(p, &sb) != 0 || !S_ISLNK(sb.st_mode)) return p;
+        if (hops == 40) {
+            *st = tg_fail(TG_ERR_IO, "safetensors: %s: too many levels of symbolic links", path);
+            free(p);
+            return NULL;
+        }
+        size_t cap = (size_t)(sb.st_size > 0 ? sb.st_size : 255) + 1;
+        char *link = malloc(cap);
+        ssize_t k = link ? readlink(p, link, cap) : -1;
+        if (k < 0 || (size_t)k >= cap) { /* gone or grown since the lstat: save over the name as it is */
+            free(link);
+            return p;
+        }
+        link[k] = 0;
+        const char *slash = strrchr(p, '/');
+        size_t dir = link[0] == '/' || !slash ? 0 : (size_t)(slash - p) + 1; /* relative: from the link's folder */
+        char *next = malloc(dir + (size_t)k + 1);
+        if (next) {
+            memcpy(next, p, dir);
+            memcpy(next + dir, link, (size_t)k + 1);
+        }
+        free(link);
+        free(p);
+        p = next;
+    }
+    *st = tg_fail(TG_ERR_NOMEM, "safetensors: %s: out of memory", path);
+    return NULL;
+}
+
 static tg_status write_file(const char *path, const char *target, const sbuf *h, const tg_st_tensor *t, int n);
 
 tg_status tg_safetensors_write(const char *path, const tg_st_tensor *t, int n, const char *const *meta, int n_meta) {
     if (!path || n < 0 || n_meta < 0 || (n > 0 && !t) || (n_meta > 0 && !meta))
         return tg_fail(TG_ERR_ARG, "tg_safetensors_write: bad arguments");
+    if (!*path) return tg_fail(TG_ERR_ARG, "tg_safetensors_write: the path is empty");
     char sh[160], nm[96];
     for (int i = 0; i < n; i++) {
         if (t[i].dtype != TG_F32 && t[i].dtype != TG_I32)
@@ -1190,7 +1229,9 @@ tg_status tg_safetensors_write(const char *path, const tg_st_tensor *t, int n, c
     hash_bytes(&sum, h.s, h.n);
     for (int i = 0; i < n; i++) hash_bytes(&sum, t[i].data, (size_t)tg_st_nbytes(t[i].dtype, t[i].shape));
     put_hex(hash_end(&sum), h.s + digits_at);
-    st = write_file(path, path, &h, t, n);
+    char *target = save_target(path, &st);
+    if (target) st = write_file(path, target, &h, t, n);
+    free(target);
     free(h.s);
     return st;
 }
