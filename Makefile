@@ -52,7 +52,7 @@ MPI_TARGETS := $(BUILD)/libtensorgrad_mpi.a $(BUILD)/tg-mpi
 ifneq ($(TARGET_OS),Darwin)
 MPI_TARGETS += $(BUILD)/libtensorgrad_mpi.so
 endif
-MPI_TESTS := $(BUILD)/tests/dp_driver
+MPI_TESTS := $(BUILD)/tests/dp_driver $(BUILD)/tg-mpi
 endif
 
 .PHONY: all lib demo test test-aarch64 cross-macos sanitize fuzz tsan bench bench-digits bench-dist bench-multi-gpu examples-check clean help

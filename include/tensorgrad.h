@@ -62,7 +62,8 @@ typedef enum {
     TG_ERR_LIMIT,       /* a size over a device limit */
     TG_ERR_NOMEM,       /* out of memory */
     TG_ERR_STATE,       /* a call that does not fit the object's state */
-    TG_ERR_NUMERIC      /* a step or run met a NaN or Inf (its updates were not applied) */
+    TG_ERR_NUMERIC,     /* a step or run met a NaN or Inf (its updates were not applied) */
+    TG_ERR_TIMEOUT      /* data parallel: another rank did not arrive within the comm's timeout_s */
 } tg_status;
 
 const char *tg_status_name(tg_status s);
@@ -715,6 +716,14 @@ typedef struct tg_comm {
     bool concurrent;
     char error[256]; /* set by a call that failed: what went wrong ("" if nothing) */
     void *impl;      /* the implementation's own */
+    /* The longest one call may wait for the other ranks, in seconds; 0 is
+     * 600 (ten minutes, NCCL's default). A call that waits longer returns
+     * TG_ERR_TIMEOUT and names in error the ranks that did not arrive; the
+     * session's message adds the collective and the step. A stalled rank
+     * (a hung driver, a swapped-out node, a network partition) then ends
+     * the job instead of hanging it. tg_mpi_comm honours it, waiting
+     * without spinning a core; a comm of your own should. */
+    double timeout_s;
 } tg_comm;
 
 /* ---- sessions ------------------------------------------------------------ */
@@ -752,7 +761,8 @@ typedef struct {
      * its own share of the batch); tg_session_new broadcasts rank 0's params
      * and optimizer state, and each step averages the gradients and the loss
      * over the ranks before the optimizer, so every rank applies the same
-     * update. The comm must outlive the session. */
+     * update. The comm must outlive the session; its timeout_s bounds every
+     * wait for the other ranks (default ten minutes). */
     tg_comm *comm;
     /* Gradients live only from the backward that computes them to the
      * update that reads them, and may be computed over an operand that

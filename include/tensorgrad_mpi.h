@@ -13,10 +13,12 @@
  *   MPI_Finalize();
  *
  * The all-reduce is a ring (reduce-scatter, then all-gather) over
- * MPI_Sendrecv, or for small buffers an all-gather summed in rank order:
- * either way each sum has one order of addition fixed by the number of
- * ranks, and every rank receives the same bits (MPI_Allreduce promises
- * neither). */
+ * nonblocking sends and receives, or for small buffers an all-gather summed
+ * in rank order: either way each sum has one order of addition fixed by the
+ * number of ranks, and every rank receives the same bits (MPI_Allreduce
+ * promises neither). Every call gives up after the comm's timeout_s (600 s
+ * unless set; tg-mpi's --dp-timeout), naming the ranks that did not arrive;
+ * a waiting rank sleeps rather than spins once the others are late. */
 #ifndef TENSORGRAD_MPI_H
 #define TENSORGRAD_MPI_H
 
@@ -27,7 +29,7 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-/* Built with hidden visibility, as libtensorgrad: these two are its API. */
+/* Built with hidden visibility, as libtensorgrad: these three are its API. */
 #if defined(__GNUC__)
 #pragma GCC visibility push(default)
 #endif
@@ -42,6 +44,12 @@ tg_comm *tg_mpi_comm(MPI_Comm comm);
 /* Frees it (MPI_Comm_free of the duplicate: call it on every rank, before
  * MPI_Finalize). NULL is ignored. */
 void tg_mpi_comm_free(tg_comm *c);
+/* True once a call on it has failed or timed out (TG_ERR_TIMEOUT: a rank
+ * did not arrive within timeout_s). The ranks are out of step then and
+ * every later call fails at once; MPI_Finalize would wait for the missing
+ * rank, so end the job with MPI_Abort(MPI_COMM_WORLD, 1) instead, which
+ * makes mpirun stop every rank. */
+bool tg_mpi_comm_failed(const tg_comm *c);
 
 #if defined(__GNUC__)
 #pragma GCC visibility pop

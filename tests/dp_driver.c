@@ -13,6 +13,13 @@
  *                                bitwise the losses and params of 50 unbroken steps
  *   dp_driver fail               a rank whose compile fails, or whose model differs,
  *                                or whose step fails: every rank gets the error
+ *   dp_driver stall DIR SECONDS  5 steps, a checkpoint, 2 more, then the comm's timeout_s
+ *                                becomes SECONDS and rank 1 stops itself (SIGSTOP): rank 0's
+ *                                step fails with TG_ERR_TIMEOUT within SECONDS + 5,
+ *                                naming the collective, the step and rank 1, having
+ *                                slept rather than spun, and the checkpoint loads into
+ *                                a session of its own; rank 0 then ends the job with
+ *                                MPI_Abort (test_dp.sh reads its summary line)
  *   dp_driver allreduce MB REPS  (make bench-dist, not a check) the comm's all-reduce
  *                                of MB megabytes, timed REPS times, as JSON
  *
@@ -21,6 +28,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <mpi.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -254,6 +263,52 @@ static void fail(tg_comm *comm) {
     tg_model_free(m);
 }
 
+static double cpu_seconds(void) {
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return (double)u.ru_utime.tv_sec + (double)u.ru_stime.tv_sec + 1e-6 * (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+static void stall(tg_comm *comm, const char *dir, double timeout) {
+    int64_t share = B / ranks, first = share * rank;
+    float losses[STEPS];
+    char path[4096];
+    snprintf(path, sizeof path, "%s/stall.safetensors", dir);
+    comm->timeout_s = 120; /* the steps before the stall: on a loaded machine a rank may well be late by seconds */
+    tg_model *m = model();
+    tg_session *s = NULL;
+    CHECK_OK(session(m, TG_BACKEND_CPU, comm, share, loss_fn, &s));
+    CHECK_OK(train(s, 0, 5, first, share, losses));
+    CHECK_OK(tg_session_save(s, path));
+    CHECK_OK(train(s, 5, 7, first, share, losses));
+    comm->timeout_s = timeout; /* read at every call */
+    if (rank == 1) raise(SIGSTOP); /* a hung driver, a swapped-out node: it never arrives */
+    double t0 = MPI_Wtime(), c0 = cpu_seconds();
+    tg_status st = train(s, 7, 8, first, share, losses);
+    double waited = MPI_Wtime() - t0, cpu = cpu_seconds() - c0;
+    const char *msg = tg_last_error();
+    CHECK(st == TG_ERR_TIMEOUT && strstr(msg, "tg_session_step: step 8: data-parallel: the all-reduce of ") &&
+              strstr(msg, "timed out after ") && strstr(msg, "rank 1 of 2 did not arrive"),
+          "rank %d: a stalled rank 1 gave %s: %s", rank, tg_status_name(st), msg);
+    printf("dp_driver stall: %s\n", msg);
+    CHECK(waited >= 0.9 * timeout && waited <= timeout + 5, "rank %d: the step gave up after %.2f s (timeout %g s)", rank,
+          waited, timeout);
+    /* Waiting, it slept: a core spinning for the whole wait would count
+     * about waited seconds, even on a machine shared many ways. */
+    CHECK(cpu < 0.1 * waited, "rank %d: %.3f s of CPU time in a %.2f s wait", rank, cpu, waited);
+    CHECK(tg_mpi_comm_failed(comm), "rank %d: the comm does not say it failed", rank);
+    CHECK(tg_session_step(s, NULL, 0, NULL) != TG_OK, "rank %d: a step after the timeout passed", rank);
+    /* The last checkpoint (after step 5) is whole and loads. */
+    tg_session *alone = NULL;
+    CHECK_OK(session(m, TG_BACKEND_CPU, NULL, share, loss_fn, &alone));
+    CHECK_OK(tg_session_load(alone, path));
+    CHECK(tg_session_step_count(alone) == 5, "the last checkpoint holds step %lld, want 5",
+          (long long)tg_session_step_count(alone));
+    tg_session_free(alone);
+    tg_session_free(s);
+    tg_model_free(m);
+}
+
 /* make bench-dist: the comm's all-reduce of `mb` megabytes, every rank
  * entering together (a barrier first), `reps` times; rank 0 prints JSON. */
 static void allreduce_time(tg_comm *comm, double mb, int reps) {
@@ -289,8 +344,16 @@ int main(int argc, char **argv) {
     else if (!strcmp(mode, "repeat") && argc > 2) repeat(comm, argv[2]);
     else if (!strcmp(mode, "resume") && argc > 2) resume(comm, argv[2]);
     else if (!strcmp(mode, "fail")) fail(comm);
+    else if (!strcmp(mode, "stall") && argc > 3 && ranks == 2) {
+        stall(comm, argv[2], atof(argv[3]));
+        int rc = check_summary(name); /* rank 1 is stopped: no agreement, no MPI_Finalize */
+        fflush(stdout);
+        fflush(stderr);
+        MPI_Abort(MPI_COMM_WORLD, rc ? 1 : 3);
+    }
     else if (!strcmp(mode, "allreduce") && argc > 3) allreduce_time(comm, atof(argv[2]), atoi(argv[3]));
-    else CHECK(false, "usage: dp_driver match cpu|webgpu | repeat FILE | resume DIR | fail | allreduce MB REPS");
+    else CHECK(false, "usage: dp_driver match cpu|webgpu | repeat FILE | resume DIR | fail | stall DIR SECONDS (2 "
+               "ranks) | allreduce MB REPS");
     int bad = check_fail, any = 0;
     MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     int rc = rank == 0 ? check_summary(name) : check_fail != 0;

@@ -4,7 +4,10 @@
 # 50 steps): 2 ranks x 64 rows match 1 process x 128 rows on the CPU and on
 # WebGPU, two 2-rank runs are bitwise identical, a checkpoint saved by a
 # 2-rank run resumes bitwise in one, and a rank that fails makes every rank
-# fail (each run bounded by a timeout: a hang fails the check).
+# fail (each run bounded by a timeout: a hang fails the check). A rank that
+# stalls (SIGSTOP) ends the job within the comm's timeout + 5 s: in the
+# driver (the error, the wait, the last checkpoint) and in tg-mpi (its
+# --dp-timeout, the error, and no checkpoint written).
 # Skipped without mpirun or the driver (make builds it where mpicc is
 # found), except under CI=true, which installs Open MPI.
 # Usage: tests/test_dp.sh BUILD_DIR
@@ -42,6 +45,48 @@ if dp 120 repeat "$tmp/a" >"$tmp/out" 2>&1 && dp 120 repeat "$tmp/b" >>"$tmp/out
     pass=$((pass + 1))
 else
     fail=$((fail + 1)); echo "FAIL two 2-rank runs are bitwise identical"; tail -n 5 "$tmp/out"
+fi
+# The driver's rank 1 stops itself; rank 0 checks what it got, then ends
+# the job with MPI_Abort (code 3 when its checks passed).
+# ms since $1 (date +%s%N)
+ms_since() { echo $((($(date +%s%N) - $1) / 1000000)); }
+start=$(date +%s%N)
+timeout 60 "${mpi[@]}" "$drv" stall "$tmp" 2 >"$tmp/stall.out" 2>&1
+rc=$? took=$(ms_since "$start")
+# rank 0 checks its own wait (timeout + 5 s); the job's start and end add to it here
+if grep -q "dp_driver stall: [0-9]* passed, 0 failed" "$tmp/stall.out" && [ "$rc" != 124 ] && [ "$took" -lt 30000 ]; then
+    pass=$((pass + 1))
+else
+    fail=$((fail + 1)); echo "FAIL a stalled rank ends the driver's job (exit $rc after $took ms)"; tail -n 8 "$tmp/stall.out"
+fi
+# tg-mpi: once training runs, one of the two ranks is stopped from outside.
+tgmpi=$build/tg-mpi
+if [ -x "$tgmpi" ]; then
+    # stdbuf: rank 0's lines reach the file as they are printed (the first
+    # comes just before the first step)
+    "${mpi[@]}" stdbuf -oL "$tgmpi" train addition --dp --dp-timeout 2 --steps 1000000 --checkpoint "$tmp/cli.ckpt" \
+        >"$tmp/cli.out" 2>"$tmp/cli.err" &
+    job=$!
+    for _ in $(seq 600); do grep -q "^addition transformer" "$tmp/cli.out" 2>/dev/null && break; sleep 0.1; done
+    sleep 0.3
+    victim=$(pgrep -P "$job" | head -n 1)
+    [ -n "$victim" ] && kill -STOP "$victim"
+    start=$(date +%s%N)
+    for _ in $(seq 300); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
+    took=$(ms_since "$start")
+    if kill -0 "$job" 2>/dev/null; then
+        kill -KILL "$job" "$victim" 2>/dev/null
+        fail=$((fail + 1)); echo "FAIL tg-mpi --dp-timeout 2: mpirun still running 30 s after a rank stopped"
+    elif [ -z "$victim" ] || ! grep -q "timed out after .* did not arrive" "$tmp/cli.err" ||
+        [ "$took" -ge 7000 ] || ls "$tmp"/cli.ckpt* >/dev/null 2>&1; then
+        fail=$((fail + 1)); echo "FAIL tg-mpi --dp-timeout 2: a stopped rank (${victim:-none}) ended the job after $took ms"
+        tail -n 5 "$tmp/cli.err"; ls "$tmp"
+    else
+        pass=$((pass + 1))
+    fi
+    wait "$job" 2>/dev/null
+elif [ "${CI:-}" = true ]; then
+    fail=$((fail + 1)); echo "FAIL tg-mpi: $tgmpi is missing (make test builds it where mpicc is found)"
 fi
 if "$build/tg" devices | grep -q '^webgpu .*(vulkan\|^webgpu .*(metal\|^webgpu .*(d3d12'; then
     check "webgpu: 2 ranks x 64 rows match 1 process x 128 rows" dp 900 match webgpu

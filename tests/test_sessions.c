@@ -161,11 +161,16 @@ static void feed_checks(tg_model *m) {
 /* A communicator of one rank: the sum over one rank is the data itself.
  * Counts its calls; fail_after >= 0 makes the all-reduce fail from then on. */
 static int comm_calls, fail_after = -1;
+static tg_status fail_as = TG_ERR_BACKEND;
 static tg_status one_sum(tg_comm *c, float *data, int64_t n) {
     (void)data, (void)n;
     if (fail_after >= 0 && comm_calls++ >= fail_after) {
-        snprintf(c->error, sizeof c->error, "the link is down");
-        return TG_ERR_BACKEND;
+        if (fail_as == TG_ERR_TIMEOUT) /* as tg_mpi_comm words it */
+            snprintf(c->error, sizeof c->error, "timed out after %g s in MPI_Iallgather: rank 1 of 2 did not arrive",
+                     c->timeout_s);
+        else
+            snprintf(c->error, sizeof c->error, "the link is down");
+        return fail_as;
     }
     comm_calls++;
     return TG_OK;
@@ -181,7 +186,7 @@ static tg_status one_bcast(tg_comm *c, void *data, int64_t bytes, int root) {
  * failing all-reduce fails the step before any update; checkpoints go
  * through the rank-0 paths. */
 static void one_rank(tg_model *m) {
-    tg_comm comm = {0, 1, one_sum, one_bcast, true, "", NULL};
+    tg_comm comm = {0, 1, one_sum, one_bcast, true, "", NULL, 0};
     tg_input_decl tin[] = {{"x", TG_F32, TG_SHAPE(4, 2)}, {"t", TG_I32, TG_SHAPE(4)}};
     tg_train_spec ts = {.model = m, .loss = loss_fn, .inputs = tin, .n_inputs = 2,
                         .optim = tg_adamw(tg_lr_constant(0.05f), 0.01f), .seed = 3, .threads = 1};
@@ -191,6 +196,14 @@ static void one_rank(tg_model *m) {
     ts.comm = &comm;
     CHECK_OK(tg_session_new(&ts, &b));
     CHECK(comm_calls > 0, "the compile's agreement made no comm call");
+    for (int k = 0; k < 3; k++) { /* a timeout that is no number of seconds */
+        tg_comm bad = comm;
+        bad.timeout_s = k == 0 ? -1 : k == 1 ? NAN : 1e10;
+        ts.comm = &bad;
+        tg_session *z = NULL;
+        CHECK_ERR(tg_session_new(&ts, &z), TG_ERR_ARG, "spec.comm: timeout_s is");
+    }
+    ts.comm = &comm;
     tg_feed f[] = {TG_FEED("x", X, 8), TG_FEED("t", T, 4)};
     float la = 0, lb = 0, pa[16], pb[16], ga[16], gb[16];
     bool same = a && b;
@@ -224,6 +237,16 @@ static void one_rank(tg_model *m) {
         int64_t steps = tg_session_step_count(b);
         fail_after = comm_calls;
         CHECK_ERR(tg_session_step(b, f, 2, &lb), TG_ERR_BACKEND, "the link is down");
+        /* one that times out: the step's error names the collective, the step and the comm's words */
+        fail_after = comm_calls;
+        fail_as = TG_ERR_TIMEOUT;
+        comm.timeout_s = 1.5;
+        char want[200];
+        snprintf(want, sizeof want, "tg_session_step: step %lld: data-parallel: the all-reduce of ", (long long)steps + 1);
+        CHECK_ERR(tg_session_step(b, f, 2, &lb), TG_ERR_TIMEOUT, want);
+        CHECK(strstr(tg_last_error(), "floats) timed out after 1.5 s in MPI_Iallgather: rank 1 of 2 did not arrive"),
+              "a timeout's message: %s", tg_last_error());
+        fail_as = TG_ERR_BACKEND;
         fail_after = -1;
         CHECK_OK(tg_session_get_param(b, "l1.W", pa, 16));
         CHECK(tg_session_step_count(b) == steps && memcmp(pa, pb, sizeof pa) == 0, "a failed exchange applied the step");
@@ -609,7 +632,7 @@ static void discard_grads_checks(tg_backend be, const char *name) {
     ts.optim = tg_adam(tg_lr_constant(0.01f));
     ts.optim.kind = TG_OPT_NONE;
     CHECK_ERR(tg_session_new(&ts, &z), TG_ERR_ARG, "discard_grads without an optimizer");
-    tg_comm comm = {0, 1, one_sum, one_bcast, true, "", NULL};
+    tg_comm comm = {0, 1, one_sum, one_bcast, true, "", NULL, 0};
     ts.optim = tg_adam(tg_lr_constant(0.01f));
     ts.comm = &comm;
     CHECK_ERR(tg_session_new(&ts, &z), TG_ERR_ARG, "discard_grads is not supported with spec->comm");

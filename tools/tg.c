@@ -115,6 +115,8 @@ static const struct option {
     {"--out", "FILE", OPT_OUT, "write the example's picture there (PNG)"},
     {"--discard-grads", NULL, OPT_DISCARD, "spec.discard_grads: gradients live only from the backward to the update"},
     {"--dp", NULL, 0, "tg-mpi under mpirun: each batch split between the ranks (docs/distributed.md)"},
+    {"--dp-timeout", "SECONDS", 0, "with --dp: a rank that waits this long for the others ends the job, naming the "
+                                   "ranks that did not arrive (default 600)"},
 };
 #define N_OPTIONS (int)(sizeof options / sizeof options[0])
 
@@ -206,7 +208,7 @@ static bool parse_int(const char *opt, const char *v, long long lo, long long hi
 /* Parses the options of `tg train` / `tg graph` for example ex into o.
  * Returns 0, or 2 after printing why. */
 static int parse_opts(const struct example *ex, bool graph, int argc, char **argv, tg_example_opts *o,
-                      const char **svg, bool *dp) {
+                      const char **svg, bool *dp, double *dp_timeout) {
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long long x;
@@ -256,6 +258,16 @@ static int parse_opts(const struct example *ex, bool graph, int argc, char **arg
         } else if (!strcmp(a, "--quiet")) o->quiet = true;
         else if (!strcmp(a, "--discard-grads")) o->discard_grads = true;
         else if (!strcmp(a, "--dp")) *dp = true;
+        else if (!strcmp(a, "--dp-timeout")) {
+            char *end;
+            errno = 0;
+            double t = strtod(v, &end);
+            if (errno || end == v || *end || !(t > 0 && t <= 1e9)) {
+                fprintf(stderr, "tg: --dp-timeout needs seconds, more than 0 and at most 1e9, not '%s'\n", v);
+                return 2;
+            }
+            *dp_timeout = t;
+        }
         else if (!strcmp(a, "--log")) o->log = v;
         else if (!strcmp(a, "--checkpoint")) o->checkpoint = v;
         else if (!strcmp(a, "--out")) o->out = v;
@@ -416,7 +428,7 @@ static int plan_cmd(const struct example *ex, int argc, char **argv) {
  * --threads overrides), a WebGPU rank takes adapter rank % adapters (the
  * library's choice; TG_WEBGPU_ADAPTER overrides), and only rank 0 writes to
  * stdout (errors still come from every rank). */
-static int train_dp(const struct example *ex, tg_example_opts *o, int *argc, char ***argv) {
+static int train_dp(const struct example *ex, tg_example_opts *o, double timeout, int *argc, char ***argv) {
     int level, local_n = 1;
     if (MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &level) != MPI_SUCCESS) {
         fprintf(stderr, "tg: --dp: MPI_Init_thread failed\n");
@@ -436,16 +448,23 @@ static int train_dp(const struct example *ex, tg_example_opts *o, int *argc, cha
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     if (!o->threads && !getenv("TG_THREADS")) o->threads = cores / local_n > 1 ? (int)(cores / local_n) : 1;
     if (comm->rank != 0 && !freopen("/dev/null", "w", stdout)) o->quiet = true;
+    if (timeout > 0) comm->timeout_s = timeout;
     o->comm = comm;
     int rc = ex->run(o);
     fflush(stdout);
+    /* A rank that did not arrive (TG_ERR_TIMEOUT) would keep MPI_Finalize
+     * waiting: the job ends here, mpirun stopping every rank. */
+    if (tg_mpi_comm_failed(comm)) {
+        fflush(stderr);
+        MPI_Abort(MPI_COMM_WORLD, rc ? rc : 1);
+    }
     tg_mpi_comm_free(comm);
     MPI_Finalize();
     return rc;
 }
 #else
-static int train_dp(const struct example *ex, tg_example_opts *o, int *argc, char ***argv) {
-    (void)ex, (void)o, (void)argc, (void)argv;
+static int train_dp(const struct example *ex, tg_example_opts *o, double timeout, int *argc, char ***argv) {
+    (void)ex, (void)o, (void)timeout, (void)argc, (void)argv;
     fprintf(stderr, "tg: --dp runs under mpirun with tg-mpi; this tg is built without MPI (make builds "
                     "tg-mpi where mpicc is found: Debian's libopenmpi-dev)\n");
     return 2;
@@ -479,8 +498,13 @@ int main(int argc, char **argv) {
     tg_example_opts o = {0};
     const char *svg = NULL;
     bool dp = false;
-    int rc = parse_opts(ex, graph, argc - 3, argv + 3, &o, &svg, &dp);
+    double dp_timeout = 0;
+    int rc = parse_opts(ex, graph, argc - 3, argv + 3, &o, &svg, &dp, &dp_timeout);
     if (rc) return rc;
-    if (dp) return train_dp(ex, &o, &argc, &argv);
+    if (dp_timeout > 0 && !dp) {
+        fprintf(stderr, "tg: --dp-timeout goes with --dp\n");
+        return 2;
+    }
+    if (dp) return train_dp(ex, &o, dp_timeout, &argc, &argv);
     return graph ? graph_cmd(ex, &o, svg) : ex->run(&o);
 }

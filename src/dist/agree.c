@@ -14,13 +14,17 @@ tg_status tg_dp_check_comm(const tg_comm *c, const char *api) {
         return tg_fail(TG_ERR_ARG, "%s: spec.comm: rank %d of size %d (want 0 <= rank < size)", api, c->rank, c->size);
     if (!c->allreduce_sum_f32 || !c->broadcast)
         return tg_fail(TG_ERR_ARG, "%s: spec.comm: allreduce_sum_f32 and broadcast are required", api);
+    if (!(c->timeout_s >= 0) || c->timeout_s > 1e9)
+        return tg_fail(TG_ERR_ARG, "%s: spec.comm: timeout_s is %g (want seconds from 0, the default, to 1e9)", api,
+                       c->timeout_s);
     return TG_OK;
 }
 
-/* The comm is the user's: its message may fill the array with no NUL. */
+/* The comm is the user's: its message may fill the array with no NUL. A
+ * timeout's message says so itself ("timed out after ..."). */
 static tg_status comm_fail(tg_comm *c, tg_status st, const char *api, const char *what) {
-    return tg_fail(st, "%s: data-parallel: %s failed: %.*s", api, what, (int)sizeof c->error,
-                   c->error[0] ? c->error : tg_status_name(st));
+    return tg_fail(st, "%s: data-parallel: %s %s%.*s", api, what, st == TG_ERR_TIMEOUT ? "" : "failed: ",
+                   (int)sizeof c->error, c->error[0] ? c->error : tg_status_name(st));
 }
 
 tg_status tg_dp_verdict(tg_comm *c, const float *statuses, tg_status mine, const char *mine_msg, const char *api) {
@@ -37,7 +41,7 @@ tg_status tg_dp_verdict(tg_comm *c, const float *statuses, tg_status mine, const
     if (st != TG_OK) return comm_fail(c, st, api, "sending a failed rank's message");
     msg[sizeof msg - 1] = 0;
     float s = statuses[first];
-    tg_status theirs = s >= 1 && s <= TG_ERR_NUMERIC ? (tg_status)s : TG_ERR_BACKEND;
+    tg_status theirs = s >= 1 && s <= TG_ERR_TIMEOUT ? (tg_status)s : TG_ERR_BACKEND;
     size_t k = strlen(api);
     const char *why = strncmp(msg, api, k) == 0 && msg[k] == ':' && msg[k + 1] == ' ' ? msg + k + 2 : msg;
     return tg_fail(theirs, "%s: rank %d of %d failed: %s", api, first, c->size, why);

@@ -61,7 +61,7 @@ struct tg_dp {
     int done;
     bool quit;
     tg_status err;
-    char msg[400];
+    char msg[640];
     tg_comm_stats stats; /* exposed_s is ex.exposed_s */
 };
 typedef struct tg_dp tg_dp;

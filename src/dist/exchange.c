@@ -238,8 +238,14 @@ static tg_status exchange(tg_dp *dp, int b, char *msg, size_t cap) {
     dp->stats.allreduce_s += tg_now() - t0;
     if (st != TG_OK) {
         /* The comm is the user's: its message may fill the array with no NUL. */
-        snprintf(msg, cap, "data-parallel: the all-reduce of bucket %d (%lld floats) failed: %.*s", b, (long long)k->n,
-                 (int)sizeof c->error, c->error[0] ? c->error : tg_status_name(st));
+        char which[48];
+        if (b == dp->n_bk - 1)
+            snprintf(which, sizeof which, "the loss and every rank's status");
+        else
+            snprintf(which, sizeof which, "gradient bucket %d of %d", b + 1, dp->n_bk - 1);
+        snprintf(msg, cap, "step %lld: data-parallel: the all-reduce of %s (%lld floats) %s%.*s", (long long)dp->step,
+                 which, (long long)k->n, st == TG_ERR_TIMEOUT ? "" : "failed: ", (int)sizeof c->error,
+                 c->error[0] ? c->error : tg_status_name(st));
         return st;
     }
     /* The average: the sum divided by the ranks (not times 1/R: exact when

@@ -2,6 +2,7 @@
 #include "util.h"
 
 #include <math.h>
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +30,8 @@ const char *tg_version(void) { return TG_VERSION_STRING; }
 
 const char *tg_status_name(tg_status s) {
     static const char *names[] = {"ok", "shape", "arg", "name", "size", "io",
-                                  "format", "backend", "limit", "nomem", "state", "numeric"};
+                                  "format", "backend", "limit", "nomem", "state", "numeric", "timeout"};
+    static_assert(sizeof names / sizeof names[0] == TG_ERR_TIMEOUT + 1, "a name for every status");
     return (unsigned)s < sizeof names / sizeof names[0] ? names[s] : "unknown";
 }
 
