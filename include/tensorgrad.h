@@ -776,7 +776,21 @@ typedef struct {
      * optimizer and the clip norm's sums then take more dispatches
      * (gpt_small 229 against 219; the H200 runs 219 either way). */
     bool discard_grads;
+    /* The most memory the session may plan (params, optimizer state,
+     * activations), checked before anything is allocated; a plan larger is
+     * TG_ERR_NOMEM naming both figures and the largest part. 0: on the CPU,
+     * the memory this process can have (the smallest of the machine's
+     * physical memory, its cgroup's limit and what RLIMIT_AS leaves), as
+     * Linux's overcommit would otherwise accept the allocation and its
+     * out-of-memory killer end the process as the params are first
+     * written; on WebGPU no total (each buffer is checked against the
+     * adapter's maxBufferSize). > 0: this many bytes, instead (below the
+     * machine's to keep a session small; above it when you know better,
+     * with swap). TG_MEMORY_UNCHECKED: no check. */
+    int64_t memory_limit;
 } tg_train_spec;
+
+#define TG_MEMORY_UNCHECKED (-1)
 
 /* Two kinds of session, two types: a training session (tg_session: a loss,
  * gradients, an optimizer, steps) and a forward session (tg_forward: a
@@ -994,6 +1008,7 @@ typedef struct {
     uint64_t seed;             /* param init: the same seed gives the params tg_session_new would */
     tg_backend backend;
     int threads;               /* CPU threads (at most 1024); 0 = TG_THREADS or all cores */
+    int64_t memory_limit;      /* both constructors: as tg_train_spec's, for the params and every batch size kept */
 } tg_forward_spec;
 
 /* A forward session with params of its own, initialized from spec->seed

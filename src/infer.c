@@ -47,12 +47,18 @@ static bool uses_batch(const tg_forward *f) {
  * otherwise keep 256 programs and their arenas. */
 #define TG_FORWARD_PROGRAMS 8
 
-/* Drops the least recently used program, never the last run's (its
- * outputs and captures stay readable). */
-static void evict_one(tg_forward *f) {
+/* The least recently used program, never the last run's (its outputs and
+ * captures stay readable); -1 for none. */
+static int evict_candidate(const tg_forward *f) {
     int lru = -1;
     for (int i = 0; i < f->n_progs; i++)
         if (f->progs[i].prog != f->b.prog && (lru < 0 || f->progs[i].used < f->progs[lru].used)) lru = i;
+    return lru;
+}
+
+/* Drops the least recently used program. */
+static void evict_one(tg_forward *f) {
+    int lru = evict_candidate(f);
     if (lru < 0) return;
     if (f->b.eng) f->b.eng->vt->release(f->b.eng, f->progs[lru].prog);
     tg_program_free(f->progs[lru].prog);
@@ -84,7 +90,14 @@ static tg_status program_for(tg_forward *f, int64_t batch, const char *api, tg_p
     tg_status st = tg_program_build(&req, &p);
     free(in);
     if (st != TG_OK) return st;
-    if ((st = e->vt->compile(e, p)) != TG_OK) {
+    /* The programs kept, but the one this would evict. */
+    int64_t kept = 0;
+    int lru = f->n_progs >= TG_FORWARD_PROGRAMS ? evict_candidate(f) : -1;
+    for (int i = 0; i < f->n_progs; i++)
+        for (int a = TG_ARENA_PERSIST; i != lru && a < TG_N_ARENAS; a++) kept += f->progs[i].prog->plan.arena_bytes[a];
+    st = tg_session_base_check_plan(&f->b, p, kept, api);
+    if (st == TG_OK) st = e->vt->compile(e, p);
+    if (st != TG_OK) {
         e->vt->release(e, p);
         tg_program_free(p);
         return st;
@@ -156,7 +169,7 @@ tg_status tg_forward_new(const tg_forward_spec *spec, tg_forward **out) {
     if (!f) return tg_fail(TG_ERR_NOMEM, "%s: out of memory", api);
     f->b.seed = spec->seed ^ TG_FORWARD_SEED_MIX;
     st = tg_share_new(&f->b.share);
-    if (st == TG_OK) st = tg_session_base_open(&f->b, spec->model, spec->backend, spec->threads, api);
+    if (st == TG_OK) st = tg_session_base_open(&f->b, spec->model, spec->backend, spec->threads, spec->memory_limit, api);
     if (st == TG_OK) st = trace_spec(f, spec, api);
     if (st == TG_OK) st = tg_session_base_init_params(&f->b, spec->seed, api);
     if (st != TG_OK) {
@@ -186,6 +199,11 @@ static tg_status attach(tg_session *train, const tg_forward_spec *spec, tg_forwa
     f->b.eng->refs++;
     memcpy(f->b.param_offset, train->b.param_offset, sizeof(int64_t) * (size_t)np);
     f->b.seed = train->b.seed ^ TG_FORWARD_SEED_MIX;
+    f->b.memory_limit = spec->memory_limit;
+    f->b.host_memory = train->b.host_memory;
+    if (spec->memory_limit < 0 && spec->memory_limit != TG_MEMORY_UNCHECKED)
+        return tg_fail(TG_ERR_ARG, "%s: spec.memory_limit is %lld (bytes, 0 for the machine's, or TG_MEMORY_UNCHECKED)",
+                       api, (long long)spec->memory_limit);
     return trace_spec(f, spec, api);
 }
 

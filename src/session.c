@@ -59,7 +59,7 @@ static void cpu_thread_setup(void) { tg_fpmode_set(tg_fpmode_flush(tg_fpmode_get
 static tg_status build(const tg_session *s, tg_session_base *b, tg_model *m, void *user, const tg_optim *o,
                        uint64_t seed, const char *api) {
     if (s->comm && s->backend == TG_BACKEND_WEBGPU) tg_wgpu_prefer_adapter(s->comm->rank);
-    tg_status st = tg_session_base_open(b, m, s->backend, s->threads, api);
+    tg_status st = tg_session_base_open(b, m, s->backend, s->threads, s->memory_limit, api);
     tg_compile_req req = {m, s->loss, user, s->inputs, s->n_inputs, o, o->kind == TG_OPT_NONE, TG_ARENA_ALIGN,
                           b->param_offset, b->eng ? b->eng->vt->fuse : NULL, s->discard_grads,
                           tg_session_check_numerics(s->check_numerics)};
@@ -72,6 +72,7 @@ static tg_status build(const tg_session *s, tg_session_base *b, tg_model *m, voi
                          tg_dtype_name(r->dtype), tg_shape_str(r->shape, buf, sizeof buf));
         }
     }
+    if (st == TG_OK) st = tg_session_base_check_plan(b, b->prog, 0, api);
     if (st == TG_OK && s->comm) {
         bool cpu = s->backend == TG_BACKEND_CPU;
         tg_dp *dp = NULL;
@@ -133,6 +134,7 @@ static tg_status session_new(const tg_train_spec *spec, tg_session **out) {
     s->check_numerics = spec->check_numerics;
     s->discard_grads = spec->discard_grads;
     s->comm = spec->comm;
+    s->memory_limit = spec->memory_limit;
     st = tg_session_take_lr(s, &spec->optim.lr, api);
     if (st == TG_OK) st = tg_share_new(&s->b.share);
     if (st == TG_OK) st = tg_inputs_copy(spec->inputs, spec->n_inputs, &s->inputs, api);

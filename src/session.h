@@ -32,6 +32,8 @@ typedef struct {
      * declared later has no place in the arena (tg_session_base_usable). */
     int n_params;
     uint64_t seed;
+    int64_t memory_limit; /* the spec's (tg_session_base_check_plan) */
+    bool host_memory;     /* the arenas are the process's memory (CPU), not a device's */
     uint32_t rng_stream; /* a data-parallel rank's own random draws: its rank (0 alone or on rank 0) */
     tg_program *prog; /* training: its one program; forward: the last run's (the first compiled before a run) */
     tg_share *share;
@@ -60,6 +62,7 @@ struct tg_session {
      * memory, shared with the activations, holds no step's gradients. */
     bool grads_partial;
     tg_comm *comm; /* data parallel (dist/dp.h), NULL alone */
+    int64_t memory_limit; /* the spec's, for replace_model's programs too */
 };
 
 /* A forward session: one program per batch size, compiled on first use. */
@@ -112,8 +115,14 @@ tg_status tg_inputs_check(const tg_input_decl *in, int n, bool batch_ok, const c
 void tg_forward_refit(struct tg_forward *f, const tg_session_base *train);
 
 /* An engine for the backend and a params arena of the model's layout, into
- * b->eng and b->param_offset (api names the caller). */
-tg_status tg_session_base_open(tg_session_base *b, tg_model *m, tg_backend be, int threads, const char *api);
+ * b->eng and b->param_offset (api names the caller); memory_limit is the
+ * spec's, and the params alone are checked against it first. */
+tg_status tg_session_base_open(tg_session_base *b, tg_model *m, tg_backend be, int threads, int64_t memory_limit,
+                               const char *api);
+/* Before program p's arenas are allocated: the params, p's arenas and
+ * `more` bytes (a forward's other programs) against the session's memory
+ * limit; TG_ERR_NOMEM naming both figures and the largest part. */
+tg_status tg_session_base_check_plan(const tg_session_base *b, const tg_program *p, int64_t more, const char *api);
 /* Params from the seed, as tg_model_init_param draws them. */
 tg_status tg_session_base_init_params(tg_session_base *b, uint64_t seed, const char *api);
 /* Drops the engine reference and the offsets; programs are the owner's. */

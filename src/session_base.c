@@ -10,6 +10,7 @@
 #include "engine.h"
 #include "io/safetensors.h"
 #include "ir/model.h"
+#include "util/memory.h"
 
 #include "session.h"
 
@@ -105,13 +106,70 @@ tg_status tg_inputs_check(const tg_input_decl *in, int n, bool batch_ok, const c
     return TG_OK;
 }
 
-tg_status tg_session_base_open(tg_session_base *b, tg_model *m, tg_backend be, int threads, const char *api) {
+/* A byte count for people: "1.50 GB", "12.3 MB", "640 bytes". */
+static const char *human(int64_t n, char *buf, size_t cap) {
+    if (n >= 1000000000) snprintf(buf, cap, "%.2f GB", (double)n / 1e9);
+    else if (n >= 1000000) snprintf(buf, cap, "%.1f MB", (double)n / 1e6);
+    else if (n >= 10000) snprintf(buf, cap, "%.0f kB", (double)n / 1e3);
+    else snprintf(buf, cap, "%lld bytes", (long long)n);
+    return buf;
+}
+
+/* What a plan holds, for the check and its message: the params, the
+ * optimizer state, the activations and gradients (the pool liveness
+ * shares), and the rest (inputs, constants, other programs). */
+enum { PART_PARAMS, PART_STATE, PART_ACTIVATIONS, PART_OTHER, N_PARTS };
+static const char *const part_names[N_PARTS] = {"params", "optimizer state", "activations and gradients",
+                                                "inputs, constants and other programs"};
+
+static tg_status check_memory(const tg_session_base *b, const int64_t *part, const char *api) {
+    if (b->memory_limit == TG_MEMORY_UNCHECKED) return TG_OK;
+    tg_memory_cap cap = {b->memory_limit, "spec.memory_limit"};
+    if (b->memory_limit == 0) {
+        if (!b->host_memory) return TG_OK; /* a device's: each buffer meets the adapter's limits at compile */
+        cap = tg_memory_available();
+    }
+    int64_t total = 0;
+    int most = 0;
+    for (int k = 0; k < N_PARTS; k++) {
+        total = part[k] > INT64_MAX - total ? INT64_MAX : total + part[k];
+        if (part[k] > part[most]) most = k;
+    }
+    if (cap.bytes < 0 || total <= cap.bytes) return TG_OK;
+    char t[32], c[32], p[N_PARTS][32];
+    for (int k = 0; k < N_PARTS; k++) human(part[k], p[k], sizeof p[k]);
+    return tg_fail(TG_ERR_NOMEM, "%s: the session plans %s (%s %s, %s %s, %s %s, %s %s; the largest: %s), more than "
+                   "the %s this process can have (%s); nothing was allocated. A smaller model or batch fits; "
+                   "spec.memory_limit = TG_MEMORY_UNCHECKED tries anyway", api, human(total, t, sizeof t),
+                   part_names[0], p[0], part_names[1], p[1], part_names[2], p[2], part_names[3], p[3], part_names[most],
+                   human(cap.bytes, c, sizeof c), cap.what);
+}
+
+tg_status tg_session_base_check_plan(const tg_session_base *b, const tg_program *p, int64_t more, const char *api) {
+    int64_t part[N_PARTS] = {b->eng ? b->eng->params_bytes : 0, 0, p->plan.arena_bytes[TG_ARENA_SCRATCH], 0};
+    for (int i = 0; i < p->plan.n; i++)
+        if (p->plan.slot[i].root == i && p->plan.slot[i].kind == TG_BUF_STATE) part[PART_STATE] += p->plan.slot[i].bytes;
+    int64_t persist = p->plan.arena_bytes[TG_ARENA_PERSIST];
+    part[PART_OTHER] = (persist > part[PART_STATE] ? persist - part[PART_STATE] : 0) + more;
+    return check_memory(b, part, api);
+}
+
+tg_status tg_session_base_open(tg_session_base *b, tg_model *m, tg_backend be, int threads, int64_t memory_limit,
+                               const char *api) {
     int np = tg_model_param_count(m);
     b->model = m;
     b->n_params = np;
+    b->memory_limit = memory_limit;
+    b->host_memory = be == TG_BACKEND_CPU;
+    if (memory_limit < 0 && memory_limit != TG_MEMORY_UNCHECKED)
+        return tg_fail(TG_ERR_ARG, "%s: spec.memory_limit is %lld (bytes, 0 for the machine's, or TG_MEMORY_UNCHECKED)",
+                       api, (long long)memory_limit);
     if (!(b->param_offset = tg_calloc((size_t)np + 1, sizeof(int64_t))))
         return tg_fail(TG_ERR_NOMEM, "%s: out of memory", api);
     int64_t params_bytes = tg_plan_param_layout(m, TG_ARENA_ALIGN, b->param_offset);
+    /* The params alone first: their arena is allocated, and written, before the rest is planned. */
+    tg_status st = check_memory(b, (int64_t[N_PARTS]){params_bytes, 0, 0, 0}, api);
+    if (st != TG_OK) return st;
     switch (be) {
     case TG_BACKEND_CPU: return tg_cpu_engine_new(threads, params_bytes, &b->eng);
     case TG_BACKEND_WEBGPU: return tg_wgpu_engine_new(params_bytes, &b->eng);
