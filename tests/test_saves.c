@@ -8,8 +8,11 @@
 #include <dirent.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -299,6 +302,67 @@ static void save_paths(void) {
     tg_model_free(m);
 }
 
+/* Saves that fail leave the previous file and no temporary: a path that is
+ * a folder, a process out of file descriptors. A save killed midway (SIGKILL
+ * at some moment of a loop of saves in a child) leaves at the path a whole
+ * file that loads; its temporary goes with the next save. */
+static void failed_and_killed_saves(void) {
+    tg_model *m;
+    tg_set_default_threads(1); /* no pool threads at the fork */
+    tg_session *s = make(&m, 6);
+    tg_set_default_threads(0);
+    if (!s) return;
+    const char *folder = at("a_folder");
+    CHECK(mkdir(folder, 0755) == 0, "mkdir");
+    CHECK_ERR(tg_session_save(s, folder), TG_ERR_IO, "cannot rename");
+    struct stat sb;
+    CHECK(stat(folder, &sb) == 0 && S_ISDIR(sb.st_mode) && count_temps() == 0, "a save over a folder left %d temporaries",
+          count_temps());
+    rmdir(folder);
+    const char *path = at("nofd.safetensors");
+    CHECK_OK(tg_session_save(s, path));
+    FILE *f = fopen(path, "rb");
+    char before[64] = {0}, after[64] = {0};
+    if (f) {
+        CHECK(fread(before, 1, sizeof before, f) == sizeof before, "read");
+        fclose(f);
+    }
+    struct rlimit old, none;
+    getrlimit(RLIMIT_NOFILE, &old);
+    none = old;
+    none.rlim_cur = 3; /* stdin, stdout, stderr: no descriptor left */
+    setrlimit(RLIMIT_NOFILE, &none);
+    tg_status st = tg_session_save(s, path);
+    setrlimit(RLIMIT_NOFILE, &old);
+    CHECK(st == TG_ERR_IO && strstr(tg_last_error(), "Too many open files"), "a save with no descriptors: %s %s",
+          tg_status_name(st), tg_last_error());
+    f = fopen(path, "rb");
+    if (f) {
+        CHECK(fread(after, 1, sizeof after, f) == sizeof after, "read");
+        fclose(f);
+    }
+    CHECK(memcmp(before, after, sizeof before) == 0 && count_temps() == 0, "a save with no descriptors changed the file");
+
+    const char *killed = at("killed.safetensors");
+    CHECK_OK(tg_session_save(s, killed));
+    fflush(NULL);
+    pid_t child = fork();
+    if (child == 0) {
+        for (;;) tg_session_save(s, killed);
+        _exit(0);
+    }
+    nanosleep(&(struct timespec){0, 20000000}, NULL); /* some saves in */
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    CHECK_OK(tg_session_load(s, killed));
+    CHECK_OK(tg_session_save(s, killed));
+    CHECK(count_temps() == 0, "the killed save's temporary is still there after the next save");
+    unlink(path);
+    unlink(killed);
+    tg_session_free(s);
+    tg_model_free(m);
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/tg_saves_XXXXXX");
     if (!mkdtemp(dir)) return 1;
@@ -307,6 +371,7 @@ int main(void) {
     concurrent_saves();
     long_schedule();
     save_paths();
+    failed_and_killed_saves();
     DIR *d = opendir(dir);
     for (struct dirent *e; d && (e = readdir(d));)
         if (e->d_name[0] != '.') unlink(at(e->d_name));
