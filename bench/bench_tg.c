@@ -440,53 +440,47 @@ static int bench_rows_webgpu(int64_t R, int64_t D, int reps, const char *only) {
     typedef struct {
         rb_kind kind;
         const char *variant;
-        int rows_form, reduce_form, colsum_split, colsum_width, norm_form; /* the test hooks' arguments */
+        tg_wgsl_forms forms;          /* the variant (all 0: the generator's choice) */
         double bytes;                /* per item */
     } rb_row;
     double x = (double)R * D * 4, st = (double)R * 8, d = (double)D * 4;
+    enum { REGS = TG_WGSL_ROWS_REGISTERS, LOOP = TG_WGSL_ROWS_LOOP, TREE = TG_WGSL_REDUCE_TREE,
+           SUBGROUP = TG_WGSL_REDUCE_SUBGROUP, SGROW = TG_WGSL_REDUCE_ROW_PER_SUBGROUP };
     const rb_row rows[] = {
-        {RB_COPY, "-", -1, -1, -1, -1, -1, 2 * x},
-        {RB_LN, "regs+sgrow", 1, 1, -1, -1, 1, 2 * x + 2 * d}, /* the default */
-        {RB_LN, "regs+subgroup", 1, 1, -1, -1, 0, 2 * x + 2 * d},
-        {RB_LN, "regs+tree", 1, 0, -1, -1, -1, 2 * x + 2 * d},
-        {RB_LN, "loop+tree", 0, 0, -1, -1, -1, 2 * x + 2 * d},
-        {RB_STATS, "regs+sgrow", 1, 2, -1, -1, -1, x + st}, /* the default (subgroup) takes this form for statistics */
-        {RB_STATS, "regs+tree", 1, 0, -1, -1, -1, x + st},
-        {RB_STATS, "loop+tree", 0, 0, -1, -1, -1, x + st},
-        {RB_DX, "regs+sgrow", 1, 2, -1, -1, -1, 3 * x + st + d},
-        {RB_DX, "regs+subgroup", 1, 1, -1, -1, -1, 3 * x + st + d},
-        {RB_DX, "regs+tree", 1, 0, -1, -1, -1, 3 * x + st + d},
-        {RB_DX, "loop+tree", 0, 0, -1, -1, -1, 3 * x + st + d},
-        {RB_DGAIN, "two", -1, -1, -1, -1, -1, 2 * x + st + d},
-        {RB_DGAIN, "two,w8", -1, -1, -1, 8, -1, 2 * x + st + d},
-        {RB_DGAIN, "two,w32", -1, -1, -1, 32, -1, 2 * x + st + d},
-        {RB_DGAIN, "two,w128", -1, -1, -1, 128, -1, 2 * x + st + d},
-        {RB_DGAIN, "one", -1, -1, 0, -1, -1, 2 * x + st + d},
-        {RB_COLSUM, "two", -1, -1, -1, -1, -1, x + d},
-        {RB_COLSUM, "two,w8", -1, -1, -1, 8, -1, x + d},
-        {RB_COLSUM, "two,w32", -1, -1, -1, 32, -1, x + d},
-        {RB_COLSUM, "two,w128", -1, -1, -1, 128, -1, x + d},
-        {RB_COLSUM, "one", -1, -1, 0, -1, -1, x + d},
-        {RB_COLSUM, "two:16", -1, -1, 16, -1, -1, x + d},
-        {RB_COLSUM, "two:32", -1, -1, 32, -1, -1, x + d},
+        {RB_COPY, "-", {0}, 2 * x},
+        {RB_LN, "regs+sgrow", {.rows = REGS, .reduce = SUBGROUP, .norm = TG_WGSL_NORM_ROW_PER_SUBGROUP}, 2 * x + 2 * d}, /* the default */
+        {RB_LN, "regs+subgroup", {.rows = REGS, .reduce = SUBGROUP, .norm = TG_WGSL_NORM_WORKGROUP}, 2 * x + 2 * d},
+        {RB_LN, "regs+tree", {.rows = REGS, .reduce = TREE}, 2 * x + 2 * d},
+        {RB_LN, "loop+tree", {.rows = LOOP, .reduce = TREE}, 2 * x + 2 * d},
+        {RB_STATS, "regs+sgrow", {.rows = REGS, .reduce = SGROW}, x + st}, /* the default (subgroup) takes this form for statistics */
+        {RB_STATS, "regs+tree", {.rows = REGS, .reduce = TREE}, x + st},
+        {RB_STATS, "loop+tree", {.rows = LOOP, .reduce = TREE}, x + st},
+        {RB_DX, "regs+sgrow", {.rows = REGS, .reduce = SGROW}, 3 * x + st + d},
+        {RB_DX, "regs+subgroup", {.rows = REGS, .reduce = SUBGROUP}, 3 * x + st + d},
+        {RB_DX, "regs+tree", {.rows = REGS, .reduce = TREE}, 3 * x + st + d},
+        {RB_DX, "loop+tree", {.rows = LOOP, .reduce = TREE}, 3 * x + st + d},
+        {RB_DGAIN, "two", {0}, 2 * x + st + d},
+        {RB_DGAIN, "two,w8", {.colsum_width = 8}, 2 * x + st + d},
+        {RB_DGAIN, "two,w32", {.colsum_width = 32}, 2 * x + st + d},
+        {RB_DGAIN, "two,w128", {.colsum_width = 128}, 2 * x + st + d},
+        {RB_DGAIN, "one", {.colsum_chunks = TG_WGSL_OFF}, 2 * x + st + d},
+        {RB_COLSUM, "two", {0}, x + d},
+        {RB_COLSUM, "two,w8", {.colsum_width = 8}, x + d},
+        {RB_COLSUM, "two,w32", {.colsum_width = 32}, x + d},
+        {RB_COLSUM, "two,w128", {.colsum_width = 128}, x + d},
+        {RB_COLSUM, "one", {.colsum_chunks = TG_WGSL_OFF}, x + d},
+        {RB_COLSUM, "two:16", {.colsum_chunks = 16}, x + d},
+        {RB_COLSUM, "two:32", {.colsum_chunks = 32}, x + d},
     };
     double copy_gbps = 0;
     int rc = 0;
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         const rb_row *r = &rows[i];
         if (only && r->kind != RB_COPY && strcmp(only, rb_names[r->kind]) != 0) continue;
-        tg_wgsl_rows_test_form(r->rows_form);
-        tg_wgsl_reduce_test_form(r->reduce_form);
-        tg_wgsl_colsum_test_split(r->colsum_split);
-        tg_wgsl_colsum_test_width(r->colsum_width);
-        tg_wgsl_norm_test_form(r->norm_form);
+        tg_wgsl_force_forms(&r->forms);
         rb_case one = {r->kind, 1, R, D}, many = {r->kind, 1 + RCHAIN, R, D};
         double t1 = rb_time(&one, reps), tn = t1 >= 0 ? rb_time(&many, reps) : -1;
-        tg_wgsl_rows_test_form(-1);
-        tg_wgsl_reduce_test_form(-1);
-        tg_wgsl_colsum_test_split(-1);
-        tg_wgsl_colsum_test_width(-1);
-        tg_wgsl_norm_test_form(-1);
+        tg_wgsl_force_forms(NULL);
         if (t1 < 0 || tn < 0) {
             rc = 1;
             continue;

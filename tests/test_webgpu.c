@@ -9,6 +9,7 @@
  * "skipped" with the reason, except under CI=true where that is a failure. */
 #define _POSIX_C_SOURCE 200809L /* mkdtemp, setenv (parity.h) */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -335,19 +336,19 @@ static const par_case big_case = {"relu, 2-D grid (16.8M elements)", PRM(S(65535
  * small tiles and the first four cases only: lavapipe takes minutes to
  * compile the written-out large tiles. */
 static void test_matmul_configs(bool verbose) {
-    for (int cfg = 0; cfg < 3; cfg++)
+    for (int tile = TG_WGSL_TILE_LARGE; tile <= TG_WGSL_TILE_SMALL; tile++)
         for (int split = 0; split <= 3; split += 3) {
-            tg_wgsl_matmul_test_config(cfg, split, -1);
-            tg_wgsl_matmul_test_warps((cfg + split / 3) % 2); /* each tiling in both warp forms */
+            int warps = (tile + split / 3) % 2 ? TG_WGSL_WARPS_ROWS : TG_WGSL_WARPS_SQUARE; /* each tiling in both */
+            tg_wgsl_force_forms(&(tg_wgsl_forms){.matmul_tile = tile, .matmul_split = split, .matmul_warps = warps});
             for (int i = 0; i < N_CASES; i++)
                 if (strncmp(cases[i].name, "matmul", 6) == 0 || strncmp(cases[i].name, "attention", 9) == 0)
                     par_check(&cases[i], verbose);
         }
-    tg_wgsl_matmul_test_config(2, 0, 1);
+    tg_wgsl_force_forms(&(tg_wgsl_forms){.matmul_tile = TG_WGSL_TILE_SMALL, .matmul_unroll = TG_WGSL_ON,
+                                         .matmul_warps = TG_WGSL_WARPS_SQUARE});
     for (int i = 0, n = 0; i < N_CASES && n < 4; i++)
         if (strncmp(cases[i].name, "matmul", 6) == 0) par_check(&cases[i], verbose), n++;
-    tg_wgsl_matmul_test_config(-1, 0, -1);
-    tg_wgsl_matmul_test_warps(-1);
+    tg_wgsl_force_forms(NULL);
     /* split by shape: tall K under few output tiles (the weight gradients) */
     static const par_case tall_k = {"matmul a^T, K=2048 split", {S(2048, 40), S(2048, 70), P_END}, P_NONE, 0, 1, b_mm_ta, 1e-4f};
     par_check(&tall_k, verbose);
@@ -394,29 +395,32 @@ static const par_case epi_cases[4] = {
     {"matmul b^T", PRM(S(128, 32), S(128, 32)), P_NONE, 0, 1, b_mm_tb, 1e-4f},
 };
 
-/* Case c in tiles cfg under forms lo..hi of the test hook `set` (then -1,
- * its default): calls[f - lo] kernels of form f hold `needle`, and every
- * form gives the bits of form `same`. */
-static void forms_same_bits(const par_case *c, int cfg, void (*set)(int), int lo, int hi, int same, const char *needle,
+/* Case c in tile form `tile` with the tg_wgsl_forms field at offset
+ * `field` set to each of values[0..n) (n <= 3) in turn: calls[f] kernels
+ * of form values[f] hold `needle`, and every form gives the bits of the
+ * first. */
+static void forms_same_bits(const par_case *c, int tile, size_t field, const int *values, int n, const char *needle,
                             int *calls, const char *what) {
-    size_t n[4];
-    unsigned char *bits[4];
-    tg_wgsl_matmul_test_config(cfg, 0, -1);
-    for (int f = lo; f <= hi; f++) set(f), bits[f - lo] = par_check_bits(c, needle, &n[f - lo], &calls[f - lo]);
-    set(-1);
-    int s = same - lo;
-    for (int f = 0; f <= hi - lo; f++)
-        CHECK(n[s] > 0 && n[f] == n[s] && bits[f] && bits[s] && memcmp(bits[f], bits[s], n[s]) == 0,
-              "%s, tiles %d: %s give other bits (%zu and %zu bytes)", c->name, cfg, what, n[f], n[s]);
-    for (int f = 0; f <= hi - lo; f++) free(bits[f]);
-    tg_wgsl_matmul_test_config(-1, 0, -1);
+    size_t bytes[3];
+    unsigned char *bits[3];
+    for (int f = 0; f < n; f++) {
+        tg_wgsl_forms forms = {.matmul_tile = tile};
+        *(int *)((char *)&forms + field) = values[f];
+        tg_wgsl_force_forms(&forms);
+        bits[f] = par_check_bits(c, needle, &bytes[f], &calls[f]);
+    }
+    tg_wgsl_force_forms(NULL);
+    for (int f = 0; f < n; f++)
+        CHECK(bytes[0] > 0 && bytes[f] == bytes[0] && bits[f] && bits[0] && memcmp(bits[f], bits[0], bytes[0]) == 0,
+              "%s, tiles %d: %s give other bits (%zu and %zu bytes)", c->name, tile, what, bytes[f], bytes[0]);
+    for (int f = 0; f < n; f++) free(bits[f]);
 }
 
-/* The kernel holding `needle` of epi_cases[2] under form `form` of `set`
- * has 3 bindings: its output over the residual, A and B. */
-static void over_residual_bindings(void (*set)(int), int form, const char *needle, const char *what) {
+/* The kernel holding `needle` of epi_cases[2] under `forms` has 3
+ * bindings: its output over the residual, A and B. */
+static void over_residual_bindings(const tg_wgsl_forms *forms, const char *needle, const char *what) {
     char dir[32];
-    set(form);
+    tg_wgsl_force_forms(forms);
     if (par_dump_start(dir)) {
         par_check(&epi_cases[2], false);
         int n = bindings_of(dir, needle);
@@ -424,24 +428,7 @@ static void over_residual_bindings(void (*set)(int), int form, const char *needl
         CHECK(n == 3, "%s, %s: the kernel has %d bindings, want 3 (its output over the residual, A, B)", epi_cases[2].name,
               what, n);
     }
-    set(-1);
-}
-
-/* Products with an epilogue that reads memory beside each element taking
- * every epilogue value before storing (TG_WGSL_MM_EPI=early): the kernels
- * do so, and give the bits they give storing each in turn. Tile multiples
- * (the early form needs no bounds checks), each tile configuration. */
-static void test_epilogue_early(bool verbose) {
-    (void)verbose;
-    for (int cfg = 0; cfg < 3; cfg++)
-        for (int i = 0; i < 3; i++) {
-            int calls[2];
-            forms_same_bits(&epi_cases[i], cfg, tg_wgsl_matmul_test_epilogue, 0, 1, 0, "= ev(ei", calls,
-                            "early epilogue values");
-            CHECK(calls[0] == 0 && calls[1] > 0, "%s, tiles %d: %d and %d early epilogue values (storing, early)",
-                  epi_cases[i].name, cfg, calls[0], calls[1]);
-        }
-    over_residual_bindings(tg_wgsl_matmul_test_epilogue, 1, "= ev(ei", "epilogue values first");
+    tg_wgsl_force_forms(NULL);
 }
 
 /* Products storing 4 columns at a time (st4, through a vec4 view of the
@@ -452,15 +439,17 @@ static void test_epilogue_early(bool verbose) {
  * store an element. */
 static void test_vec4_stores(bool verbose) {
     (void)verbose;
-    for (int cfg = 0; cfg < 3; cfg++)
+    for (int tile = TG_WGSL_TILE_LARGE; tile <= TG_WGSL_TILE_SMALL; tile++)
         for (int i = 0; i < 4; i++) {
             int calls[3];
-            forms_same_bits(&epi_cases[i], cfg, tg_wgsl_matmul_test_st4, -1, 1, 0, "st4(i + ", calls, "stores of 4");
-            CHECK(calls[1] == 0 && calls[2] > 0 && (i == 3 ? calls[0] == 0 : calls[0] > 0),
-                  "%s, tiles %d: %d, %d and %d stores of 4 (by rule, none, everywhere)", epi_cases[i].name, cfg, calls[0],
+            static const int forms[3] = {TG_WGSL_OFF, TG_WGSL_CHOOSE, TG_WGSL_ON};
+            forms_same_bits(&epi_cases[i], tile, offsetof(tg_wgsl_forms, matmul_store4), forms, 3, "st4(i + ", calls,
+                            "stores of 4");
+            CHECK(calls[0] == 0 && calls[2] > 0 && (i == 3 ? calls[1] == 0 : calls[1] > 0),
+                  "%s, tiles %d: %d, %d and %d stores of 4 (none, by rule, everywhere)", epi_cases[i].name, tile, calls[0],
                   calls[1], calls[2]);
         }
-    over_residual_bindings(tg_wgsl_matmul_test_st4, 1, "ev(i + 3u", "4 columns a store");
+    over_residual_bindings(&(tg_wgsl_forms){.matmul_store4 = TG_WGSL_ON}, "ev(i + 3u", "4 columns a store");
 }
 
 /* Products loading their operands 4 elements at a time (ld4, through vec4
@@ -476,13 +465,15 @@ static void test_vec4_loads(bool verbose) {
         {"matmul a^T b^T batched", PRM(S(2, 32, 128), S(2, 128, 32)), P_NONE, 0, 1, b_mm_tab, 1e-4f},
     };
     static const char *const needle[2] = {"pa0 = ld0v", "pb0 = ld1v"};
-    for (int cfg = 0; cfg < 3; cfg++)
+    for (int tile = TG_WGSL_TILE_LARGE; tile <= TG_WGSL_TILE_SMALL; tile++)
         for (int i = 0; i < 4; i++)
             for (int j = 0; j < 2; j++) {
                 int calls[2];
-                forms_same_bits(&mm4[i], cfg, tg_wgsl_matmul_test_ld4, 0, 1, 0, needle[j], calls, "loads of 4");
+                static const int forms[2] = {TG_WGSL_OFF, TG_WGSL_ON};
+                forms_same_bits(&mm4[i], tile, offsetof(tg_wgsl_forms, matmul_load4), forms, 2, needle[j], calls,
+                                "loads of 4");
                 CHECK(calls[0] == 0 && calls[1] > 0, "%s, tiles %d: %d and %d kernels load %s 4 at a time (off, on)", mm4[i].name,
-                      cfg, calls[0], calls[1], j ? "B" : "A");
+                      tile, calls[0], calls[1], j ? "B" : "A");
             }
     /* the rule (too big to run here): where a workgroup walks K of 2048 or
      * more, or B is transposed and no epilogue follows; not K 1536 nor a
@@ -536,8 +527,9 @@ static void test_row_forms(bool verbose) {
     for (int form = 0; form < 6; form++) {
         if (form >= 2 && !sg) break;
         if (form == 4) continue; /* loops, a row per subgroup: needs registers, so form 2 again */
-        tg_wgsl_rows_test_form(form & 1);
-        tg_wgsl_reduce_test_form(form >> 1);
+        static const int reduce[3] = {TG_WGSL_REDUCE_TREE, TG_WGSL_REDUCE_SUBGROUP, TG_WGSL_REDUCE_ROW_PER_SUBGROUP};
+        tg_wgsl_force_forms(&(tg_wgsl_forms){.rows = form & 1 ? TG_WGSL_ROWS_REGISTERS : TG_WGSL_ROWS_LOOP,
+                                             .reduce = reduce[form >> 1]});
         for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
             int64_t A = lens[li];
             if (form != 1 && A <= 32) continue; /* a thread per row: the same kernel in every form */
@@ -562,13 +554,12 @@ static void test_row_forms(bool verbose) {
             for (int q = 0; q < 8; q++) par_check(&cs[q], verbose);
         }
     }
-    tg_wgsl_rows_test_form(-1);
-    tg_wgsl_reduce_test_form(-1);
-    /* Larger workgroups per row (TG_WGSL_ROW_WG), registers and subgroup
+    tg_wgsl_force_forms(NULL);
+    /* Larger workgroups per row (tg_wgsl_forms.row_workgroup), registers and subgroup
      * sums where the device has them: rows of 384 in 256 (2 each, the
      * second partial) and in 512 (1 each, a quarter of the workgroup idle). */
     for (uint32_t wg = 256; wg <= 512 && wg <= info.max_compute_invocations_per_workgroup; wg *= 2) {
-        tg_wgsl_rows_test_wg(wg);
+        tg_wgsl_force_forms(&(tg_wgsl_forms){.row_workgroup = wg});
         char name[2][96];
         snprintf(name[0], sizeof name[0], "layer_norm, rows of 384, workgroups of %u", wg);
         snprintf(name[1], sizeof name[1], "softmax last, rows of 384, workgroups of %u", wg);
@@ -578,7 +569,7 @@ static void test_row_forms(bool verbose) {
         /* a row per subgroup (rows of 100 fit one of lavapipe's), wg / S rows
          * per workgroup or as many as divide the rows: the 64 rows' kernels
          * in workgroups of wg */
-        tg_wgsl_reduce_test_form(2);
+        tg_wgsl_force_forms(&(tg_wgsl_forms){.row_workgroup = wg, .reduce = TG_WGSL_REDUCE_ROW_PER_SUBGROUP});
         snprintf(name[0], sizeof name[0], "layer_norm, 64 rows of 100, a subgroup each, workgroups of %u", wg);
         snprintf(name[1], sizeof name[1], "layer_norm, 6 rows of 100, a subgroup each, workgroups of %u", wg);
         const par_case sg[2] = {{name[0], PRM(S(64, 100), S(100), S(100)), P_NONE, 0, 1, b_ln, 1e-4f},
@@ -594,15 +585,14 @@ static void test_row_forms(bool verbose) {
             CHECK(n >= 1, "%s: no kernel walks %u rows a workgroup (want '%s')", sg[0].name, wg / S, rows);
         }
         par_check(&sg[1], verbose);
-        tg_wgsl_reduce_test_form(-1);
     }
-    tg_wgsl_rows_test_wg(0);
+    tg_wgsl_force_forms(NULL);
     /* The layer norm's forward, every form by default: a row per subgroup
      * in workgroups of 256 (rows.c), or a workgroup per row when asked. */
     uint32_t S = info.subgroup_min_size;
     if (!sg || S < 4 || S != info.subgroup_max_size || 256 / S > 64) return;
     for (int nf = -1; nf <= 0; nf++) {
-        tg_wgsl_norm_test_form(nf);
+        tg_wgsl_force_forms(&(tg_wgsl_forms){.norm = nf < 0 ? TG_WGSL_CHOOSE : TG_WGSL_NORM_WORKGROUP});
         char name[96], dir[32], rows[64];
         snprintf(name, sizeof name, "layer_norm, 64 rows of 100, %s", nf < 0 ? "the default form" : "a workgroup per row");
         const par_case c = {name, PRM(S(64, 100), S(100), S(100)), P_NONE, 0, 1, b_ln, 1e-4f};
@@ -615,7 +605,7 @@ static void test_row_forms(bool verbose) {
             CHECK(nf < 0 ? n >= 1 : n == 0, "%s: %d kernels walk %u rows a workgroup ('%s')", name, n, 256 / S, rows);
         }
     }
-    tg_wgsl_norm_test_form(-1);
+    tg_wgsl_force_forms(NULL);
 }
 
 /* Column sums (bias and gain gradients, sums over leading axes, the
@@ -637,12 +627,10 @@ static void test_colsum_split(bool verbose) {
     static const int splits[] = {3, 7}, widths[] = {8, 32, 128};
     for (int wi = 0; wi < 3; wi++)
         for (int si = 0; si < 2; si++) {
-            tg_wgsl_colsum_test_width(widths[wi]);
-            tg_wgsl_colsum_test_split(splits[si]);
+            tg_wgsl_force_forms(&(tg_wgsl_forms){.colsum_width = widths[wi], .colsum_chunks = splits[si]});
             for (size_t i = 0; i < sizeof forced / sizeof forced[0]; i++) par_check(&forced[i], verbose);
         }
-    tg_wgsl_colsum_test_split(-1);
-    tg_wgsl_colsum_test_width(-1);
+    tg_wgsl_force_forms(NULL);
     /* by shape: over 4096 rows and few columns */
     static const par_case tall[] = {
         {"sum first axis, 4100 rows (split by shape)", PRM(S(4100, 40)), P_NONE, 0, 1, b_sum_first, 1e-4f},
@@ -650,10 +638,10 @@ static void test_colsum_split(bool verbose) {
         {"layer_norm gain sums, 4200 x 200", PRM(S(4200, 200), S(200), S(200)), P_NONE, 0, 1, b_ln, 1e-4f},
     };
     for (int wi = -1; wi < 3; wi++) { /* by shape, then each width */
-        tg_wgsl_colsum_test_width(wi < 0 ? -1 : widths[wi]);
+        tg_wgsl_force_forms(&(tg_wgsl_forms){.colsum_width = wi < 0 ? 0 : widths[wi]});
         for (size_t i = 0; i < sizeof tall / sizeof tall[0]; i++) par_check(&tall[i], verbose);
     }
-    tg_wgsl_colsum_test_width(-1);
+    tg_wgsl_force_forms(NULL);
     int64_t R = 4100, C = 40;
     CHECK(tg_wk_colsum_chunks(R, C) > 1, "a sum of %lld x %lld should split", (long long)R, (long long)C);
     CHECK(tg_wk_colsum_chunks(1024, 64) == 1, "a sum of 1024 rows should not split");
@@ -692,12 +680,12 @@ static void test_embedding_grad(bool verbose) {
         {"embedding gradient, 300 x 33", PRM(S(300, 33)), {S(5, 20), P_END}, -1, 301, b_emb, 0},
     };
     for (size_t i = 0; i < sizeof by_shape / sizeof by_shape[0]; i++) par_check(&by_shape[i], verbose);
-    static const int forced[] = {1, 2, 9, 0};
+    static const int forced[] = {1, 2, 9, TG_WGSL_OFF};
     for (int f = 0; f < 4; f++) {
-        tg_wgsl_embedding_grad_test(forced[f]);
+        tg_wgsl_force_forms(&(tg_wgsl_forms){.embedding_grad = forced[f]});
         for (size_t i = 0; i < 2; i++) par_check(&by_shape[i], verbose);
     }
-    tg_wgsl_embedding_grad_test(-1);
+    tg_wgsl_force_forms(NULL);
     /* by shape, the warps form (its private tables) in both cases (lavapipe's 32 KiB hold 65 x 32 floats) */
     for (size_t i = 0; i < 2; i++)
         CHECK(kernels_with(&by_shape[i], "var<workgroup> acc:") >= 1, "%s: not in the warps form", by_shape[i].name);
@@ -761,11 +749,20 @@ static void test_ops_2d_grid(bool verbose) {
 
 #include "webgpu_misc.h"
 
-/* --bits FILE: only the op cases of this file (not the shared table, to keep
- * the doubled run short), with the WebGPU results' bytes written to FILE and
- * the guards' state (bounds clamps, workgroup zeroing) printed (tests/test_webgpu_robust.sh runs
- * it with and without TG_WEBGPU_ROBUST=1 and compares the files). */
-static int robust_bits(const char *path) {
+/* --bits FILE [--poison | --read-write]: only the op cases of this file
+ * (not the shared table, to keep the doubled run short), with the WebGPU
+ * results' bytes written to FILE and the guards' state (bounds clamps,
+ * workgroup zeroing) printed; with --poison every kernel first fills its
+ * workgroup memory with NaN bits, with --read-write it declares no binding
+ * read-only (tg_wgsl_forms). tests/test_webgpu_robust.sh runs it in each
+ * way, and with and without TG_WEBGPU_ROBUST=1, and compares the files. */
+static int robust_bits(const char *path, const char *form) {
+    if (form && strcmp(form, "--poison") && strcmp(form, "--read-write")) {
+        printf("test_webgpu: --bits FILE takes --poison or --read-write, not '%s'\n", form);
+        return 2;
+    }
+    tg_wgsl_force_forms(&(tg_wgsl_forms){.poison = form && strcmp(form, "--poison") == 0,
+                                         .read_write = form && strcmp(form, "--read-write") == 0});
     tg_webgpu_adapter_info info;
     if (tg_webgpu_info(&info) != TG_OK) {
         printf("test_webgpu: skipped: %s\n", tg_last_error());
@@ -794,9 +791,9 @@ static void test_unsafe_probe(void) {
 
 int main(int argc, char **argv) {
     bool verbose = argc > 1 && strcmp(argv[1], "-v") == 0;
-    if (argc > 2 && strcmp(argv[1], "--bits") == 0) return robust_bits(argv[2]);
+    if (argc > 2 && strcmp(argv[1], "--bits") == 0) return robust_bits(argv[2], argc > 3 ? argv[3] : NULL);
     if (argc > 1 && strcmp(argv[1], "--matmul") == 0) { /* the matmul cases under every tile configuration alone */
-        if (tg_webgpu_info(&(tg_webgpu_adapter_info){0}) == TG_OK) test_matmul_configs(true), test_epilogue_early(true), test_vec4_stores(true), test_vec4_loads(true);
+        if (tg_webgpu_info(&(tg_webgpu_adapter_info){0}) == TG_OK) test_matmul_configs(true), test_vec4_stores(true), test_vec4_loads(true);
         return check_summary("test_webgpu");
     }
     if (argc > 1 && strcmp(argv[1], "--rows") == 0) { /* the row-form and column-split cases alone */
@@ -821,7 +818,7 @@ int main(int argc, char **argv) {
     test_ops(verbose);
     test_op_table(verbose);
     test_ops_2d_grid(verbose);
-    if (!rest) test_matmul_configs(verbose), test_epilogue_early(verbose), test_vec4_stores(verbose), test_vec4_loads(verbose), test_row_forms(verbose), test_colsum_split(verbose), test_embedding_grad(verbose);
+    if (!rest) test_matmul_configs(verbose), test_vec4_stores(verbose), test_vec4_loads(verbose), test_row_forms(verbose), test_colsum_split(verbose), test_embedding_grad(verbose);
     par_check(&big_case, verbose);
     test_training(verbose);
     test_forward_sessions();

@@ -89,9 +89,9 @@ static void test_parity(void) {
             bool tiles = Dh <= 64 && T >= 64;
             CHECK(forms[tiles ? 0 : 1] == 3 && forms[tiles ? 1 : 0] == 0, "%s: %d kernels in blocks, %d in rows; want 3 %s",
                   cs[v].name, forms[0], forms[1], tiles ? "in blocks" : "in rows");
-            tg_wgsl_set_fusion(0);
+            tg_wgsl_force_forms(&(tg_wgsl_forms){.unfused = true});
             fused_info(&cs[v], &g0, &unfused, NULL);
-            tg_wgsl_set_fusion(-1);
+            tg_wgsl_force_forms(NULL);
             CHECK(groups == 2, "%s: %d attention groups, want 2 (forward and backward)", cs[v].name, groups);
             /* the scores and softmax [B, H, T, T] and their gradients have no memory */
             CHECK(T < 8 || unfused - planned >= B * H * T * T * 4, "%s: planned %lld bytes, unfused %lld", cs[v].name,
@@ -155,9 +155,9 @@ static void test_gpt_plan(void) {
         /* The tiled forward loads V at its stage, after the scores'
          * exponentials: held in registers through the score loop, the rows
          * cost every invocation 16 live floats there (slower on an H100). */
-        tg_wgsl_attention_test_form(2);
+        tg_wgsl_force_forms(&(tg_wgsl_forms){.attention = TG_WGSL_ATTN_TILES});
         CHECK_OK(tg_wgsl_emit_program(s->b.prog->g, &s->b.prog->plan, s->b.prog->fusion, s->b.prog->wb, s->b.prog->n_wb, &l, &prog));
-        tg_wgsl_attention_test_form(-1);
+        tg_wgsl_force_forms(NULL);
         int fwd = 0;
         for (int i = 0; i < prog.n; i++) {
             const char *src = prog.k[i].source;
@@ -183,7 +183,7 @@ static void test_gpt_plan(void) {
 /* The row form unrolled (what a GPU gets above head size 64; lavapipe gets
  * loops) at small head sizes, which lavapipe's compiler builds quickly. */
 static void test_unrolled(void) {
-    tg_wgsl_attention_test_form(1);
+    tg_wgsl_force_forms(&(tg_wgsl_forms){.attention = TG_WGSL_ATTN_ROWS});
     static const int64_t Ts[] = {7, 64}, Dhs[] = {8, 16};
     for (int ti = 0; ti < 2; ti++)
         for (int di = 0; di < 2; di++) {
@@ -195,7 +195,7 @@ static void test_unrolled(void) {
             par_check(&c, false);
         }
     /* the blocks below T 64 (rows by default there): every row and key masked but a few */
-    tg_wgsl_attention_test_form(2);
+    tg_wgsl_force_forms(&(tg_wgsl_forms){.attention = TG_WGSL_ATTN_TILES});
     for (int T = 1; T <= 7; T += 6) {
         g_heads = 2, g_dh = 8;
         char name[96];
@@ -207,7 +207,7 @@ static void test_unrolled(void) {
         CHECK(forms[0] == 3 && forms[1] == 0, "%s: %d kernels in blocks, %d in rows; want 3 in blocks", name, forms[0], forms[1]);
         par_check(&c, false);
     }
-    tg_wgsl_attention_test_form(-1);
+    tg_wgsl_force_forms(NULL);
 }
 
 /* q, k, v [B, H, T, Dh] as they are, v or k without a gradient: the dk/dv
@@ -222,52 +222,39 @@ static tg_tensor b_no_dk(tg_graph *g, const tg_tensor *p, const tg_tensor *in) {
 }
 
 /* The 64 x 64 blocks with each kernel's workgroup memory filled with NaN
- * bits before it starts (TG_WGSL_POISON=1; the device does not zero it),
- * and dq added by atomics in the dk/dv kernel (TG_WGSL_ATTN_DQ=atomic):
- * its kernels are the ones run, and the gradients agree, at T 7 (one
+ * bits before it starts (tg_wgsl_forms.poison; the device does not zero
+ * it): its kernels are the ones run, and the gradients agree, at T 7 (one
  * block, rows and keys masked), 64 and 257 (a partial last block), with
  * score chunks of 2, 1, 4 and 16 vec4s (Dh 8, 12, 16, 64), strided and
- * plain, and with only dk or only dv wanted besides dq; the default
- * blocks too at Dh 64. */
+ * plain, and with only dk or only dv wanted besides dq. */
 static void test_blocks_poisoned(void) {
     enum { HEADS, PLAIN, NO_DV, NO_DK };
     static const char *const kind[] = {"heads", "plain", "plain, no dv", "plain, no dk"};
     tg_tensor (*const build[])(tg_graph *, const tg_tensor *, const tg_tensor *) = {b_heads, b_plain, b_no_dv, b_no_dk};
-    /* T, Dh, kind, dq by atomics */
-    static const int64_t cfg[][4] = {{7, 8, HEADS, 1},  {64, 12, PLAIN, 1}, {257, 8, HEADS, 1}, {64, 16, HEADS, 1},
-                                     {64, 64, HEADS, 1}, {64, 8, NO_DV, 1}, {64, 8, NO_DK, 1},   {64, 64, HEADS, 0}};
-    setenv("TG_WGSL_POISON", "1", 1);
-    tg_wgsl_attention_test_form(2);
+    static const int64_t cfg[][3] = {{7, 8, HEADS},   {64, 12, PLAIN}, {257, 8, HEADS}, {64, 16, HEADS},
+                                     {64, 64, HEADS}, {64, 8, NO_DV},  {64, 8, NO_DK}}; /* T, Dh, kind */
+    tg_wgsl_force_forms(&(tg_wgsl_forms){.attention = TG_WGSL_ATTN_TILES, .poison = true});
     for (size_t ci = 0; ci < sizeof cfg / sizeof cfg[0]; ci++) {
         int64_t T = cfg[ci][0], Dh = cfg[ci][1], B = T > 64 ? 1 : 2, H = 2, kd = cfg[ci][2];
-        bool atomic = cfg[ci][3];
-        tg_wgsl_attention_test_dq(atomic);
         g_heads = H, g_dh = Dh;
         char name[96];
-        snprintf(name, sizeof name, "attention %s, %s, T=%lld Dh=%lld", kind[kd], atomic ? "dq by atomics" : "dq kernel",
-                 (long long)T, (long long)Dh);
+        snprintf(name, sizeof name, "attention %s, T=%lld Dh=%lld", kind[kd], (long long)T, (long long)Dh);
         par_case c = kd == HEADS
                          ? (par_case){name, PRM(S(B, T, H * Dh), S(B, T, H * Dh), S(B, T, H * Dh)), P_NONE, 0, 1, b_heads, 2e-4f}
                          : (par_case){name, PRM(S(B, H, T, Dh), S(B, H, T, Dh), S(B, H, T, Dh)), P_NONE, 0, 1, build[kd], 2e-4f};
         char dir[32];
-        int n_atomic = -1, n_zero = -1, n_poison = -1;
+        int n_poison = -1;
         if (par_dump_start(dir)) {
             int groups;
             int64_t planned;
             fused_info(&c, &groups, &planned, NULL);
-            n_atomic = par_dump_count(dir, ": attention backward, dk dv, dq by atomics", NULL);
-            n_zero = par_dump_count(dir, ": attention backward, D (dq zeroed", NULL);
             n_poison = par_dump_count(dir, "0x7fc0deadu", NULL);
             par_dump_end(dir);
         }
-        CHECK(n_atomic == atomic && n_zero == atomic, "%s: %d dk dv kernels adding dq, %d zeroing it; want %d and %d", name,
-              n_atomic, n_zero, atomic, atomic);
         CHECK(n_poison >= 3, "%s: %d kernels fill their workgroup memory with NaN first, want the attention's 3", name, n_poison);
         par_check(&c, false);
     }
-    tg_wgsl_attention_test_dq(-1);
-    tg_wgsl_attention_test_form(-1);
-    unsetenv("TG_WGSL_POISON");
+    tg_wgsl_force_forms(NULL);
 }
 
 /* Where a row's 16 invocations share a subgroup (subgroups of 16 or more:
@@ -275,7 +262,7 @@ static void test_blocks_poisoned(void) {
  * tests/run.sh runs `test_webgpu_attention --shuffles` under), the blocks'
  * row max and sums go by subgroup shuffles: the forward and dq kernels
  * call them, agree with the CPU, and give the same bits as through
- * workgroup memory (TG_WGSL_ATTN_SHUFFLE=0), at T 7 (one block, masked
+ * workgroup memory (tg_wgsl_forms.attention_shuffles off), at T 7 (one block, masked
  * rows), 64 and 257, Dh 8, 12 and 64, strided and plain. */
 static void test_shuffles(const tg_webgpu_adapter_info *info, bool required) {
     if (info->subgroup_min_size < 16) {
@@ -288,7 +275,6 @@ static void test_shuffles(const tg_webgpu_adapter_info *info, bool required) {
         return;
     }
     static const int64_t cfg[][3] = {{7, 8, 0}, {64, 64, 0}, {257, 8, 0}, {64, 12, 1}}; /* T, Dh, plain */
-    tg_wgsl_attention_test_form(2);
     for (size_t ci = 0; ci < sizeof cfg / sizeof cfg[0]; ci++) {
         int64_t T = cfg[ci][0], Dh = cfg[ci][1], B = T > 64 ? 1 : 2, H = 2;
         g_heads = H, g_dh = Dh;
@@ -299,9 +285,9 @@ static void test_shuffles(const tg_webgpu_adapter_info *info, bool required) {
                                 : (par_case){name, PRM(S(B, T, H * Dh), S(B, T, H * Dh), S(B, T, H * Dh)), P_NONE, 0, 1, b_heads, 2e-4f};
         size_t n[2];
         int calls[2];
-        setenv("TG_WGSL_ATTN_SHUFFLE", "0", 1);
+        tg_wgsl_force_forms(&(tg_wgsl_forms){.attention = TG_WGSL_ATTN_TILES, .attention_shuffles = TG_WGSL_OFF});
         unsigned char *off = par_check_bits(&c, "subgroupShuffleXor", &n[0], &calls[0]);
-        unsetenv("TG_WGSL_ATTN_SHUFFLE");
+        tg_wgsl_force_forms(&(tg_wgsl_forms){.attention = TG_WGSL_ATTN_TILES});
         unsigned char *on = par_check_bits(&c, "subgroupShuffleXor", &n[1], &calls[1]);
         /* 16 shuffles per row reduction: the forward's max and l, dq's D */
         CHECK(calls[0] == 0 && calls[1] == 48, "%s: %d and %d lines shuffle (workgroup memory, shuffles); want 0 and 48",
@@ -310,7 +296,7 @@ static void test_shuffles(const tg_webgpu_adapter_info *info, bool required) {
               "%s: shuffles and workgroup memory give different bits (%zu and %zu bytes)", name, n[0], n[1]);
         free(off), free(on);
     }
-    tg_wgsl_attention_test_form(-1);
+    tg_wgsl_force_forms(NULL);
 }
 
 int main(int argc, char **argv) {

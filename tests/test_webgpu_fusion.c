@@ -87,11 +87,11 @@ static void test_mlp(void) {
     runs[1].o.clip_grad_norm = 0.5f;
     runs[1].o.normalize_grads = true;
     for (int r = 0; r < 4; r++) {
-        tg_wgsl_set_fusion(1);
+        tg_wgsl_force_forms(NULL);
         CHECK_OK(mlp_train(64, runs[r].o, STEPS, &f));
-        tg_wgsl_set_fusion(0);
+        tg_wgsl_force_forms(&(tg_wgsl_forms){.unfused = true});
         CHECK_OK(mlp_train(64, runs[r].o, STEPS, &u));
-        tg_wgsl_set_fusion(-1);
+        tg_wgsl_force_forms(NULL);
         compare(runs[r].what, &f, &u, STEPS, 64 * 64, 1e-5);
         CHECK(f.dispatches < u.dispatches, "%s: %d dispatches fused, %d unfused", runs[r].what, f.dispatches, u.dispatches);
         /* The products before the bias adds and relu's gradients are
@@ -116,11 +116,11 @@ static void test_chunked(void) {
     static mlp_result f, u, c;
     tg_optim o = tg_adamw(tg_lr_constant(1e-3f), 0.01f);
     o.clip_grad_norm = 1.0f;
-    tg_wgsl_set_fusion(1);
+    tg_wgsl_force_forms(NULL);
     CHECK_OK(mlp_train(W, o, STEPS, &f));
-    tg_wgsl_set_fusion(0);
+    tg_wgsl_force_forms(&(tg_wgsl_forms){.unfused = true});
     CHECK_OK(mlp_train(W, o, STEPS, &u));
-    tg_wgsl_set_fusion(-1);
+    tg_wgsl_force_forms(NULL);
     tg_webgpu_adapter_info info;
     CHECK_OK(tg_webgpu_info(&info));
     /* 256 KiB: the largest tensor ([256,256]) fits, the 264 KB of gradients do not */
@@ -300,9 +300,11 @@ static void check_one_kernel(const char *what, tg_trace_fn loss_fn, const char *
     static float wf[64 * 64], wu[64 * 64];
     int gf = 0, gu = 0;
     CHECK_OK(group_train(loss_fn, kind, lf, wf, &gf));
-    tg_wgsl_set_fusion(0);
+    tg_wgsl_forms forms = *tg_wgsl_forced(), unfused = forms; /* the caller's forms, unfused */
+    unfused.unfused = true;
+    tg_wgsl_force_forms(&unfused);
     CHECK_OK(group_train(loss_fn, kind, lu, wu, &gu));
-    tg_wgsl_set_fusion(-1);
+    tg_wgsl_force_forms(&forms);
     double worst = 0, wworst = 0;
     for (int i = 0; i < 3; i++) worst = fmax(worst, rel(lf[i], lu[i]));
     for (int i = 0; i < 64 * 64; i++) wworst = fmax(wworst, fabs(wf[i] - wu[i]));
@@ -323,7 +325,7 @@ static void test_matmul_group(void) {
     /* Written out as a GPU gets them (lavapipe gets loops; small tiles,
      * which lavapipe compiles quickly): a copy of the code per member or
      * term, each calling its own accessors (no switch on mq per load). */
-    tg_wgsl_matmul_test_config(2, 0, 1);
+    tg_wgsl_force_forms(&(tg_wgsl_forms){.matmul_tile = TG_WGSL_TILE_SMALL, .matmul_unroll = TG_WGSL_ON});
     check_one_kernel("three products of one input, written out", group_loss, "matmul group of 3", 2);
     check_one_kernel("a sum of three products, written out", sum_loss, "matmul sum of 3", 1);
     float loss[3];
@@ -333,7 +335,7 @@ static void test_matmul_group(void) {
     CHECK_OK(group_train(sum_loss, "pa0 = ld0_2(", loss, w0, &terms));
     CHECK(copies == 2 && terms == 1, "written out: %d group kernels with member 2's own loads (want 2), %d sums with term "
           "2's (want 1)", copies, terms);
-    tg_wgsl_matmul_test_config(-1, 0, -1);
+    tg_wgsl_force_forms(NULL);
 }
 
 /* ---- weight gradients with K split: grouped, and with their bias sums ---- */
@@ -392,10 +394,10 @@ static void test_split_groups(void) {
     int groups = 0, gu = 0, gc = 0, sibs = 0, su = 0;
     CHECK_OK(split_train(TG_BACKEND_WEBGPU, lf, pf, "matmul group of 2", &groups, false));
     CHECK_OK(split_train(TG_BACKEND_WEBGPU, lf, pf, "st2(c, cacc)", &sibs, false));
-    tg_wgsl_set_fusion(0);
+    tg_wgsl_force_forms(&(tg_wgsl_forms){.unfused = true});
     CHECK_OK(split_train(TG_BACKEND_WEBGPU, lu, pu, "matmul group of 2", &gu, false));
     CHECK_OK(split_train(TG_BACKEND_WEBGPU, lu, pu, "st2(c, cacc)", &su, false));
-    tg_wgsl_set_fusion(-1);
+    tg_wgsl_force_forms(NULL);
     CHECK_OK(split_train(TG_BACKEND_CPU, lc, pc, "", &gc, false));
     /* Discarded gradients (planned in reused memory): the same group, the same bits. */
     float ld[3];
@@ -420,9 +422,9 @@ static void test_split_groups(void) {
     float lo[3];
     static float po[NP];
     int own = 0;
-    tg_wgsl_matmul_test_config(-1, 0, 1);
+    tg_wgsl_force_forms(&(tg_wgsl_forms){.matmul_unroll = TG_WGSL_ON});
     CHECK_OK(split_train(TG_BACKEND_WEBGPU, lo, po, "pb0 = ld1_1(", &own, false));
-    tg_wgsl_matmul_test_config(-1, 0, -1);
+    tg_wgsl_force_forms(NULL);
     double ow = 0;
     for (int i = 0; i < NP; i++) ow = fmax(ow, fabs(po[i] - pf[i]));
     CHECK(own == 1 && memcmp(lo, lf, sizeof lo) == 0 && ow <= 2e-5,
@@ -444,9 +446,9 @@ static void test_split_group_loads(void) {
     CHECK(a4 == 1, "split group over 1024 rows: %d first phases of a split group (want 1)", a4);
     CHECK_OK(split_train(TG_BACKEND_WEBGPU, l4, p4, "pa0 = ld0v", &a4, false));
     CHECK_OK(split_train(TG_BACKEND_WEBGPU, l4, p4, "pb0 = ld1v", &b4, false));
-    tg_wgsl_matmul_test_ld4(0);
+    tg_wgsl_force_forms(&(tg_wgsl_forms){.matmul_load4 = TG_WGSL_OFF});
     CHECK_OK(split_train(TG_BACKEND_WEBGPU, l1, p1, "pa0 = ld0v", &a1, false));
-    tg_wgsl_matmul_test_ld4(-1);
+    tg_wgsl_force_forms(NULL);
     SR = 1100, SI = 40, SO = 48;
     bool same = memcmp(l4, l1, sizeof l4) == 0 && memcmp(p4, p1, sizeof p4) == 0;
     CHECK(a4 == 1 && b4 == 1 && a1 == 0 && same,
@@ -458,7 +460,7 @@ static void test_split_group_loads(void) {
 
 /* An attention block's shape: q, k, v = x Wq, x Wk, x Wv, then y = a Wp
  * with a computed from them. dWp = a^T dy comes first in the backward and
- * leads the group of dWq, dWk, dWv (A = x) with TG_WGSL_MM_GROUP=lead:
+ * leads the group of dWq, dWk, dWv (A = x), as by default:
  * four weight gradients of two As in one split group. x W4, four times as
  * wide (an MLP's), has the largest partial products, which bound a
  * group's (tg_wgsl_matmul_group_split). */
@@ -504,18 +506,18 @@ static void test_lead_groups(void) {
     float ll[3], lu[3], lc[3], lo[3], ln[3];
     static float pl[NP], pu[NP], pc[NP], po[NP], pn[NP];
     int led = 0, unfused = 0, out = 0, three = 0, four = 0, gc = 0;
-    tg_wgsl_matmul_test_groups(1);
+    tg_wgsl_force_forms(NULL); /* products may lead groups, as by default */
     CHECK_OK(lead_train(TG_BACKEND_WEBGPU, ll, pl, "matmul group of 4 [", &led));
-    tg_wgsl_matmul_test_config(-1, 0, 1);
+    tg_wgsl_force_forms(&(tg_wgsl_forms){.matmul_unroll = TG_WGSL_ON});
     CHECK_OK(lead_train(TG_BACKEND_WEBGPU, lo, po, "matmul group of 4 [", &out));
-    tg_wgsl_matmul_test_config(-1, 0, -1);
-    tg_wgsl_set_fusion(0);
+    tg_wgsl_force_forms(NULL);
+    tg_wgsl_force_forms(&(tg_wgsl_forms){.unfused = true});
     CHECK_OK(lead_train(TG_BACKEND_WEBGPU, lu, pu, "matmul group of", &unfused));
-    tg_wgsl_set_fusion(-1);
-    tg_wgsl_matmul_test_groups(0);
+    tg_wgsl_force_forms(NULL);
+    tg_wgsl_force_forms(&(tg_wgsl_forms){.matmul_lead = TG_WGSL_OFF});
     CHECK_OK(lead_train(TG_BACKEND_WEBGPU, ln, pn, "matmul group of 3 [", &three));
     CHECK_OK(lead_train(TG_BACKEND_WEBGPU, ln, pn, "matmul group of 4 [", &four));
-    tg_wgsl_matmul_test_groups(-1);
+    tg_wgsl_force_forms(NULL);
     CHECK_OK(lead_train(TG_BACKEND_CPU, lc, pc, "", &gc));
     double lw_ = 0, pw = 0, lcw = 0, pcw = 0, ow = 0, nw = 0;
     for (int i = 0; i < 3; i++) lw_ = fmax(lw_, rel(ll[i], lu[i])), lcw = fmax(lcw, rel(ll[i], lc[i]));
@@ -699,9 +701,9 @@ static double worst_rel(const float *a, const float *b, int n) {
 static void test_chain_memory(void) {
     chain_result f, u;
     CHECK_OK(chain_train(chain_loss, 0, NULL, &f));
-    tg_wgsl_set_fusion(0);
+    tg_wgsl_force_forms(&(tg_wgsl_forms){.unfused = true});
     CHECK_OK(chain_train(chain_loss, 0, NULL, &u));
-    tg_wgsl_set_fusion(-1);
+    tg_wgsl_force_forms(NULL);
     double w = worst_rel(f.loss, u.loss, 5);
     CHECK(w <= 1e-5, "a chain of links: fused vs one kernel per node, losses differ by %.3g", w);
     CHECK(f.kept_links == 2 && u.kept_links == 0, "a chain of links: %d of its 2 kept links have no memory (%d unfused)",
@@ -726,9 +728,9 @@ static void test_chain_bindings(void) {
     chain_result f, c, u;
     CHECK_OK(chain_train(adds_loss, 7, NULL, &f));
     CHECK_OK(chain_train(adds_loss, 7, &l, &c));
-    tg_wgsl_set_fusion(0);
+    tg_wgsl_force_forms(&(tg_wgsl_forms){.unfused = true});
     CHECK_OK(chain_train(adds_loss, 7, NULL, &u));
-    tg_wgsl_set_fusion(-1);
+    tg_wgsl_force_forms(NULL);
     double wc = worst_rel(c.loss, u.loss, 5), wf = worst_rel(f.loss, u.loss, 5);
     CHECK(wc <= 1e-5 && wf <= 1e-5, "a chain of 7 adds: vs one kernel per node, losses differ by %.3g (5 bindings), "
           "%.3g (the device's %u)", wc, wf, info.max_storage_buffers_per_shader_stage);
@@ -784,11 +786,11 @@ static void test_addition(void) {
     enum { STEPS = 5 };
     float lf[STEPS], lu[STEPS];
     int df = 0, du = 0;
-    tg_wgsl_set_fusion(1);
+    tg_wgsl_force_forms(NULL);
     CHECK_OK(add_train(STEPS, lf, &df));
-    tg_wgsl_set_fusion(0);
+    tg_wgsl_force_forms(&(tg_wgsl_forms){.unfused = true});
     CHECK_OK(add_train(STEPS, lu, &du));
-    tg_wgsl_set_fusion(-1);
+    tg_wgsl_force_forms(NULL);
     double worst = 0;
     for (int i = 0; i < STEPS; i++) worst = fmax(worst, rel(lf[i], lu[i]));
     CHECK(worst <= 1e-5, "addition: fused vs unfused losses differ by %.3g", worst);

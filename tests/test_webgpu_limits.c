@@ -350,7 +350,7 @@ static const par_case tall_cases[] = {
     {"sum first axis, 16384 x 8, one kernel", PRM(S(16384, 8)), P_NONE, 0, 1, b_sum_first, 1e-4f},
 };
 
-/* The fused norm backward (TG_WGSL_NORM_BWD=fused): norm_dx's kernel
+/* The fused norm backward (the default form): norm_dx's kernel
  * summing the gain's (and bias's) gradients over chunks of rows. */
 static tg_tensor b_rms(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_rms_norm(p[0], p[1], 1e-6f); }
 static const par_case norm_bwd_cases[] = {
@@ -653,12 +653,10 @@ int main(int argc, char **argv) {
     lap("op table");
     run_compare = true;
     test_big_ops(big_cases, (int)(sizeof big_cases / sizeof big_cases[0]));
-    tg_wgsl_colsum_test_split(0);
+    tg_wgsl_force_forms(&(tg_wgsl_forms){.colsum_chunks = TG_WGSL_OFF});
     test_big_ops(tall_cases, (int)(sizeof tall_cases / sizeof tall_cases[0]));
-    tg_wgsl_colsum_test_split(-1);
-    tg_wgsl_norm_bwd_test(1, 0);
-    test_big_ops(norm_bwd_cases, (int)(sizeof norm_bwd_cases / sizeof norm_bwd_cases[0]));
-    tg_wgsl_norm_bwd_test(-1, 0);
+    tg_wgsl_force_forms(NULL);
+    test_big_ops(norm_bwd_cases, (int)(sizeof norm_bwd_cases / sizeof norm_bwd_cases[0])); /* fused, as by default */
     lap("larger ops");
     test_sin_mlp();
     lap("sin MLP");

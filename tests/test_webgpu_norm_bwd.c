@@ -1,4 +1,4 @@
-/* The fused norm backward (src/wgsl/norm_bwd.c; TG_WGSL_NORM_BWD=0 turns it off):
+/* The fused norm backward (src/wgsl/norm_bwd.c; tg_wgsl_forms.norm_backward turns it off):
  * norm_dx's kernel also summing the gain's and bias's gradients over its
  * rows. Layer and RMS norms, with and without the bias sum, with and
  * without a residual add after norm_dx (its epilogue), over odd widths and
@@ -131,11 +131,15 @@ static void check_cfg(net_cfg c, int chunks, int drop) {
         free(f.p), free(u.p), free(cpu.p);
         return;
     }
-    tg_wgsl_norm_bwd_test(1, chunks);
+    tg_wgsl_forms forms = *tg_wgsl_forced(), unfused = forms; /* the caller's forms */
+    unfused.norm_backward = TG_WGSL_OFF;
+    tg_wgsl_forms fused = forms;
+    fused.norm_backward = chunks;
+    tg_wgsl_force_forms(&fused);
     CHECK_OK(train(TG_BACKEND_WEBGPU, &f));
-    tg_wgsl_norm_bwd_test(0, 0);
+    tg_wgsl_force_forms(&unfused);
     CHECK_OK(train(TG_BACKEND_WEBGPU, &u));
-    tg_wgsl_norm_bwd_test(-1, 0);
+    tg_wgsl_force_forms(&forms);
     CHECK_OK(train(TG_BACKEND_CPU, &cpu));
     double lu, pu, lc, pc;
     compare(what, &f, &u, &lu, &pu);
@@ -164,11 +168,12 @@ static void check_fallback(const char *why, net_cfg c) {
         free(f.p), free(u.p);
         return;
     }
-    tg_wgsl_norm_bwd_test(1, 0);
+    tg_wgsl_forms forms = *tg_wgsl_forced(), unfused = forms; /* the caller's forms */
+    unfused.norm_backward = TG_WGSL_OFF;
     CHECK_OK(train(TG_BACKEND_WEBGPU, &f));
-    tg_wgsl_norm_bwd_test(0, 0);
+    tg_wgsl_force_forms(&unfused);
     CHECK_OK(train(TG_BACKEND_WEBGPU, &u));
-    tg_wgsl_norm_bwd_test(-1, 0);
+    tg_wgsl_force_forms(&forms);
     CHECK(f.fused == 0 && f.dispatches == u.dispatches && memcmp(f.loss, u.loss, sizeof f.loss) == 0 &&
               memcmp(f.p, u.p, sizeof(float) * (size_t)n_params()) == 0,
           "%s: %d fused kernels (want 0), %d dispatches against %d, the same bits: %d", why, f.fused, f.dispatches,
@@ -195,12 +200,12 @@ int main(void) {
     check_cfg((net_cfg){RMS, false, 4096, 64}, 0, 1);
     check_cfg((net_cfg){LN, false, 250, 100}, 0, 0);
     /* the workgroup tree instead of subgroup sums, across the row loop's barriers */
-    tg_wgsl_reduce_test_form(0);
+    tg_wgsl_force_forms(&(tg_wgsl_forms){.reduce = TG_WGSL_REDUCE_TREE});
     check_cfg((net_cfg){LN, true, 2500, 384}, 0, 0);
-    tg_wgsl_reduce_test_form(-1);
+    tg_wgsl_force_forms(NULL);
     check_fallback("rows of 32 (a thread per row)", (net_cfg){LN, true, 300, 32});
-    tg_wgsl_rows_test_form(0);
-    check_fallback("rows walked in loops (TG_WGSL_ROWS=loop)", (net_cfg){LN, true, 300, 100});
-    tg_wgsl_rows_test_form(-1);
+    tg_wgsl_force_forms(&(tg_wgsl_forms){.rows = TG_WGSL_ROWS_LOOP});
+    check_fallback("rows walked in loops", (net_cfg){LN, true, 300, 100});
+    tg_wgsl_force_forms(NULL);
     return check_summary("test_webgpu_norm_bwd");
 }

@@ -4,10 +4,10 @@
 # of workgroup memory) and with TG_WEBGPU_ROBUST=1 (both on). Every index is
 # in range by construction and every kernel writes the workgroup memory it
 # reads, so the two must agree bit for bit, and the device must report that
-# it took the toggles. A third run with TG_WGSL_POISON=1 fills every
+# it took the toggles. A third run with --poison fills every
 # kernel's workgroup memory with NaN bits before it starts (lavapipe's may
 # happen to be zero): the same bits again. A fourth with
-# TG_WGSL_READ_ONLY=0 declares every binding read_write instead of read-only
+# --read-write declares every binding read_write instead of read-only
 # where a kernel only reads it: the same bits again, and the default run's
 # kernels must declare some bindings read-only.
 # Usage: tests/test_webgpu_robust.sh BUILD_DIR
@@ -17,15 +17,15 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp}
 # the knobs this script sets, unset for every run but where it sets one
-clean() { env -u TG_WEBGPU_ROBUST -u TG_WGSL_POISON -u TG_WGSL_READ_ONLY -u TG_WGSL_DUMP "$@"; }
+clean() { env -u TG_WEBGPU_ROBUST -u TG_WGSL_DUMP "$@"; }
 off=$(clean "$t" --bits "$dir/off" 2>&1)
 case "$off" in *"skipped:"*)
     if [ "${CI:-}" = true ]; then echo "FAIL: WebGPU is required under CI"; echo "0 passed, 1 failed"; exit 1; fi
     echo "test_webgpu_robust: skipped (no WebGPU)"; echo "0 passed, 0 failed"; exit 0 ;;
 esac
 on=$(clean TG_WEBGPU_ROBUST=1 "$t" --bits "$dir/on" 2>&1)
-nan=$(clean TG_WGSL_POISON=1 "$t" --bits "$dir/nan" 2>&1)
-rw=$(clean TG_WGSL_READ_ONLY=0 "$t" --bits "$dir/rw" 2>&1)
+nan=$(clean "$t" --bits "$dir/nan" --poison 2>&1)
+rw=$(clean "$t" --bits "$dir/rw" --read-write 2>&1)
 mkdir "$dir/dump"
 clean TG_WGSL_DUMP="$dir/dump" "$t" --bits "$dir/dumped" >/dev/null 2>&1
 pass=0 fail=0
@@ -40,9 +40,9 @@ expect "default device took both toggles (guards: off)" has "$off" "guards: off"
 expect "TG_WEBGPU_ROBUST=1 device keeps the guards (guards: on)" has "$on" "guards: on"
 expect "results written" test -s "$dir/off"
 expect "guards on and off give the same bits" cmp -s "$dir/off" "$dir/on"
-expect "TG_WGSL_POISON=1 run: parity suite passes" has "$nan" " 0 failed"
+expect "--poison run: parity suite passes" has "$nan" " 0 failed"
 expect "workgroup memory filled with NaN first gives the same bits" cmp -s "$dir/off" "$dir/nan"
-expect "TG_WGSL_READ_ONLY=0 run: parity suite passes" has "$rw" " 0 failed"
+expect "--read-write run: parity suite passes" has "$rw" " 0 failed"
 expect "read-only and read_write bindings give the same bits" cmp -s "$dir/off" "$dir/rw"
 expect "kernels declare the bindings they only read read-only" grep -rqF "var<storage, read> " "$dir/dump"
 [ "$fail" -eq 0 ] || { printf '%s\n' "$off" | grep FAIL | head -5; printf '%s\n' "$on" "$nan" "$rw" | grep FAIL | head -5; }

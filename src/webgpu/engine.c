@@ -714,7 +714,7 @@ static void wg_destroy(tg_engine *e_) {
  * Off where every node's value must be readable (check_numerics). */
 static tg_status wg_fuse(const tg_program *p, tg_fusion **out) {
     *out = NULL;
-    if (p->check_each || !tg_wgsl_fusion_enabled()) return TG_OK;
+    if (p->check_each || tg_wgsl_forced()->unfused) return TG_OK;
     wgpu_ctx *c;
     tg_status st = tg_wgpu_ctx_get(&c);
     if (st != TG_OK) return st;

@@ -63,23 +63,6 @@ void tg_wgsl_fuse_attention(const tg_fuse_graph *fg, tg_fusion *f, const tg_wgsl
 /* Whether node x is a heads permute read with strides ([B, T, H, Dh] in memory). */
 bool tg_wgsl_attn_strided(const tg_fusion *f, const tg_graph *g, int x);
 
-/* Tests and benchmarks: the kernels' form. 2: 64 x 64 blocks over a
- * workgroup (the default where they fit, Dh <= 64 and 32 KiB of workgroup
- * memory, and T >= 64); 1: a row per invocation, unrolled into registers (the default
- * elsewhere on a GPU); 0: rows walked by loops (the default elsewhere on a
- * CPU adapter, whose shader compiler is slow on long straight-line code);
- * -1: back to the defaults. TG_WGSL_ATTN=tiles|rows|row-loops does the same. */
-void tg_wgsl_attention_test_form(int form);
-
-/* Tests and benchmarks: how the 64 x 64 blocks' backward gets dq. 0: a
- * kernel of its own over query blocks (the default); 1: the dk/dv kernel
- * adds each key block's share by atomics (a compare-exchange loop per
- * float), its own kernel then only computing D and zeroing dq (one score
- * product fewer per block pair, and dq's sums in no fixed order); -1: back
- * to the default. TG_WGSL_ATTN_DQ=kernel|atomic does the same. On an H100
- * gpt_small's step took 38.00 ms with atomics against 37.29 - 37.34. */
-void tg_wgsl_attention_test_dq(int form);
-
 /* Appends the group's kernels (1 forward, 2 backward) to out through push.
  * The attention workspace is the first work_bytes of the program's
  * workspace (the other kernels' scratch follows it). */

@@ -22,15 +22,10 @@ typedef struct {
     int64_t work;     /* bytes of the attention workspace (every group's statistics) */
     int64_t dh4, nblk;
     int64_t chunk;    /* tiled form: head dimensions per score chunk */
-    bool dq_zero;     /* tiled dq kernel: only D, and dq zeroed for ... */
-    bool dq_atomic;   /* ... the dk/dv kernel, which adds each key block's share of dq by atomics */
 } akern;
 
 /* The bindings of the operands in use, their accessors, and the
- * statistics' workspace binding `work` (f32). With dq_atomic, dq is bound
- * as atomic<u32> and has cDQ(i, old, v) instead: one compare-exchange of
- * float i from `old` to old + v, returning (the value found, 1 if it was
- * exchanged). */
+ * statistics' workspace binding `work` (f32). */
 bool tg_wgsl_attn_declare(akern *K);
 /* " * c" for the one-element constant node (the scores' or the gradient's
  * scale), "" for node -1. buf holds 64 bytes. */

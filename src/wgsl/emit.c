@@ -101,18 +101,14 @@ static bool grid(wk *k, int64_t groups, uint32_t *gx, uint32_t *gy) {
     return true;
 }
 
-int tg_wgsl_knob(const char *name, const char *const *words, int dflt) {
-    const char *e = getenv(name);
-    for (int i = 0; e && words && words[i]; i++)
-        if (strcmp(e, words[i]) == 0) return i;
-    return dflt;
+static tg_wgsl_forms g_forms;
+
+void tg_wgsl_force_forms(const tg_wgsl_forms *f) {
+    if (f) g_forms = *f;
+    else memset(&g_forms, 0, sizeof g_forms);
 }
 
-int tg_wgsl_knob_int(const char *name, int dflt) {
-    const char *e = getenv(name);
-    int v = e ? atoi(e) : 0;
-    return v > 0 ? v : dflt;
-}
+const tg_wgsl_forms *tg_wgsl_forced(void) { return &g_forms; }
 
 void tg_wk_shared(wk *k, const char *name, const char *type, int64_t n) {
     tg_wsb_printf(&k->s, "var<workgroup> %s: array<%s, %lld>;\n", name, type, (long long)n);
@@ -128,7 +124,7 @@ void tg_wk_shared(wk *k, const char *name, const char *type, int64_t n) {
 }
 
 void tg_wk_poison(wk *k, uint32_t wg) {
-    if (!k->n_shared || tg_wgsl_knob_int("TG_WGSL_POISON", 0) != 1) return;
+    if (!k->n_shared || !g_forms.poison) return;
     for (int a = 0; a < k->n_shared; a++) {
         bool v4 = strcmp(k->shared[a].type, "vec4<f32>") == 0;
         /* lid keeps the NaN out of a constant expression, where WGSL rejects it */
@@ -340,26 +336,24 @@ bool tg_wk_bind_nodes(wk *k, const int *nodes, int n, int *bind_of, int64_t *ele
     return true;
 }
 
-/* Declares the kernel's bindings as arrays of `type` (of atomic<u32> where
- * `atomic` has bit b), each read-only where the kernel stores through
+/* Declares the kernel's bindings as arrays of `type`, each read-only where
+ * the kernel stores through
  * neither it nor any other binding of its arena (`written`: bit b for each
  * binding it stores through): WebGPU forbids one buffer bound both
  * writable and read-only in a dispatch, and a workspace (`work`) may be
  * placed in the scratch arena (fuse.c), which then counts as written.
  * On the H200, gpt_small's step 37.17 ms against 37.35 with every
- * binding read_write (one run).
- * TG_WGSL_READ_ONLY=0 declares every binding read_write. */
-void tg_wk_declare(wk *k, const char *type, unsigned written, unsigned atomic, bool work) {
+ * binding read_write (one run). */
+void tg_wk_declare(wk *k, const char *type, unsigned written, bool work) {
     tg_kernel_spec *sp = k->spec;
-    bool off = tg_wgsl_knob("TG_WGSL_READ_ONLY", (const char *const[]){"0", NULL}, 1) == 0;
-    written |= atomic;
+    bool off = g_forms.read_write;
     sp->read_only = 0;
     for (int b = 0; b < sp->n_bindings; b++) {
         bool w = off || (work && sp->bind[b].arena == TG_ARENA_SCRATCH);
         for (int c = 0; c < sp->n_bindings && !w; c++) w = (written >> c & 1) && sp->bind[c].arena == sp->bind[b].arena;
         if (!w) sp->read_only |= 1u << b;
         tg_wsb_printf(&k->s, "@group(0) @binding(%d) var<storage, %s> b%d: array<%s>;\n", b, w ? "read_write" : "read", b,
-                      atomic >> b & 1 ? "atomic<u32>" : k->vec4_bind >> b & 1 ? "vec4<u32>" : type);
+                      k->vec4_bind >> b & 1 ? "vec4<u32>" : type);
     }
 }
 
@@ -525,7 +519,7 @@ static tg_status emit_kernel(const tg_graph *g, const tg_plan *plan, int kid, co
             }
             tg_wgsl_matmul_views(&k, o.node, o.n, bind_of, elem_off, in_at);
         }
-        tg_wk_declare(&k, "u32", written, 0, work > 0);
+        tg_wk_declare(&k, "u32", written, work > 0);
         if (work > 0) {
             if (out->n_bindings == TG_WGSL_MAX_BINDINGS || (uint32_t)out->n_bindings >= lim->max_storage_buffers_per_stage)
                 tg_wk_fail(&k, TG_ERR_LIMIT, "needs %d storage buffers with its workspace, over maxStorageBuffersPerShaderStage %u", out->n_bindings + 1,

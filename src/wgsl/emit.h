@@ -69,13 +69,6 @@ void tg_wk_is_nan(wk *k);
 /* Sets the default names (ld0.., st, no prefix, kernel mode). */
 void tg_wk_names_default(wk *k);
 
-/* The measuring knobs (TG_WGSL_*, read at each kernel's emission): the
- * index in words (NULL-terminated) of the variable's value, else dflt
- * (unset or another value); tg_wgsl_knob_int: its value as a positive
- * integer, else dflt. */
-int tg_wgsl_knob(const char *name, const char *const *words, int dflt);
-int tg_wgsl_knob_int(const char *name, int dflt);
-
 typedef bool (*tg_wgsl_emit_fn)(wk *k);
 typedef struct {
     tg_wgsl_emit_fn emit; /* NULL: no kernel (leaves, views) */
@@ -107,9 +100,8 @@ tg_status tg_wk_close(wk *k, tg_wgsl_program *out);
  * first element in it), checking the count, size and alignment limits. */
 bool tg_wk_bind_nodes(wk *k, const int *nodes, int n, int *bind_of, int64_t *elem_off);
 /* Declares the kernel's storage bindings b0.. as arrays of `type`: read-only
- * where the kernel writes nothing of that buffer, atomic<u32> where
- * `atomic` has the bit (emit.c says the rule). */
-void tg_wk_declare(wk *k, const char *type, unsigned written, unsigned atomic, bool work);
+ * where the kernel writes nothing of that buffer (emit.c says the rule). */
+void tg_wk_declare(wk *k, const char *type, unsigned written, bool work);
 /* Whether operand o of nodes[0..n) (bound by tg_wk_bind_nodes) can be
  * stored 4 elements at a time through a vec4<u32> view of its binding: f32,
  * its first element and its count multiples of 4, every operand sharing the
@@ -125,7 +117,7 @@ void tg_wk_elem4(int bind, int64_t elem_off, char *buf, size_t n);
 /* Declares `var<workgroup> name: array<type, n>` (type f32, i32, u32 or
  * vec4<f32>; at most 4 arrays a kernel), before the entry point. The device
  * does not zero workgroup memory (device.c), so a kernel must write every
- * element it reads. Tests check that: with TG_WGSL_POISON=1 the entry point
+ * element it reads. Tests check that: with tg_wgsl_forms.poison the entry point
  * first fills these arrays with NaN bits (tg_wk_poison, which tg_wk_main
  * calls; an emitter that opens its own entry point calls it there). */
 void tg_wk_shared(wk *k, const char *name, const char *type, int64_t n);
@@ -152,7 +144,7 @@ void tg_wk_bcast_maps(wk *k, int nin, char expr[][WK_EXPR]);
 
 /* ---- row and column kernels (rows.c) ---- */
 /* Invocations per workgroup for a row of len elements: a power of two from
- * 32 to 64 (TG_WGSL_ROW_WG: to 1024), within the device's limit. */
+ * 32 to 64 (tg_wgsl_forms.row_workgroup: to 1024), within the device's limit. */
 uint32_t tg_wk_row_wg(const wk *k, int64_t len);
 /* var<workgroup> red: array<type, wg> */
 void tg_wk_red_decl(wk *k, uint32_t wg, const char *type);
@@ -185,8 +177,8 @@ bool tg_wk_rows_open_stats(wk_rows *L, wk *k, int64_t lines, int64_t A, int64_t 
 bool tg_wk_rows_open_norm(wk_rows *L, wk *k, int64_t lines, int64_t A, int64_t inner);
 void tg_wk_rows_loop(wk_rows *L, const char *len); /* caller writes the body and "    }\n" */
 /* Elements per invocation of a row of A elements in a workgroup of its own
- * in the register form (TG_WGSL_ROWS, rows.c); 0 where that form does not
- * apply (rows of 32 or fewer, TG_WGSL_ROWS=loop, or too long a row). */
+ * in the register form (rows.c); 0 where that form does not apply (rows
+ * of 32 or fewer, the loop form forced, or too long a row). */
 int tg_wk_rows_regs(const tg_wgsl_limits *lim, int64_t A);
 /* A kernel over `lines` rows of A contiguous elements in S workgroups, each
  * walking a chunk of `chunk` rows in turn (rows l0 <= l < l1), in the
@@ -199,7 +191,7 @@ bool tg_wk_rows_open_chunks(wk_rows *L, wk *k, int64_t lines, int64_t A, int64_t
 void tg_wk_rows_chunk_row(wk_rows *L);
 /* The inputs (bit K: ldK) a kernel reads at the row's elements (by_row:
  * ldK(p)) or at their position in the row (by_col: ldK(a), a gain): bodies
- * of tg_wk_rows_each read them as vK. In the register form (TG_WGSL_ROWS,
+ * of tg_wk_rows_each read them as vK. In the register form (the default,
  * rows.c) each invocation reads its elements of them here, once. Call it
  * right after tg_wk_rows_open. */
 void tg_wk_rows_cache(wk_rows *L, unsigned by_row, unsigned by_col);
@@ -295,7 +287,7 @@ bool tg_wgsl_matmul_vec4_load(const tg_graph *g, int id, int j, bool epilogue);
  * shape, the same transposes. */
 bool tg_wgsl_matmul_groupable(const tg_graph *g, int a, int b, bool same_a);
 /* Whether a product may lead a group of products of one other A: yes
- * (ops_matmul.c), unless TG_WGSL_MM_GROUP=shared or the test hook says no. */
+ * (ops_matmul.c), unless tg_wgsl_forms.matmul_lead says no. */
 bool tg_wgsl_matmul_groups_led(void);
 /* How many different As the products mm[0..n) read. */
 int tg_wgsl_matmul_group_inputs(const tg_graph *g, const int *mm, int n);
@@ -339,9 +331,6 @@ void tg_wgsl_norm_dx_row(wk_rows *L);
 /* The fused norm backward (norm_bwd.c): norm_dx with the gain's gradient
  * (k->sib) and the bias's (k->sib2) summed over its rows. */
 bool tg_wgsl_norm_bwd(wk *k);
-/* Whether the fusion pass gives norm_dx its siblings (TG_WGSL_NORM_BWD, or
- * the test hook). */
-bool tg_wgsl_norm_bwd_enabled(void);
 /* The row chunks of norm_dx node dx fused with its siblings (bias: with the
  * bias's too) on a device of these limits; 0 where the fused form does not
  * apply. Its dispatches (2 where it has more than one chunk, sharing

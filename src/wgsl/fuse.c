@@ -37,18 +37,6 @@ void tg_fz_free_group(fz_group *g) { free(g->f.inl), free(g->f.epi); }
 
 /* ---- the program ---- */
 
-static int g_fusion = -1; /* -1: from TG_WGSL_FUSE (default on) */
-
-bool tg_wgsl_mm_groups_enabled(void) {
-    return tg_wgsl_knob("TG_WGSL_MM_GROUP", (const char *const[]){"0", NULL}, 1) != 0;
-}
-
-void tg_wgsl_set_fusion(int on) { g_fusion = on; }
-
-static bool fusion_on(void) {
-    return g_fusion >= 0 ? g_fusion != 0 : tg_wgsl_knob("TG_WGSL_FUSE", (const char *const[]){"0", NULL}, 1) != 0;
-}
-
 /* The groups the plan was made with (prefuse.c): their members run at the
  * group's turn, the values they keep have no memory, and a permute the
  * attention kernels read with strides runs no kernel (it joins its first
@@ -94,8 +82,6 @@ static tg_status pre_planned(fz *z) {
         }
     return TG_OK;
 }
-
-bool tg_wgsl_fusion_enabled(void) { return fusion_on(); }
 
 static tg_status fz_init(fz *z, const tg_graph *g, const tg_plan *plan, const tg_fusion *fu, const tg_wgsl_limits *lim) {
     memset(z, 0, sizeof *z);

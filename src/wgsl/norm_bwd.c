@@ -1,5 +1,4 @@
-/* A layer or RMS norm's backward with x and gy read once (the default;
- * TG_WGSL_NORM_BWD=0 keeps two kernels). Unfused it is two kernels over the same rows:
+/* A layer or RMS norm's backward with x and gy read once. Unfused it is two kernels over the same rows:
  * norm_dx, and norm_dgain (the column sums of gy * xh, with the bias's
  * column sums of gy beside it, prefuse.c's siblings), which re-reads x and
  * gy: in gpt_small ([16384, 384], 13 norms) on the H200 about 49 us a norm.
@@ -21,7 +20,7 @@
  * A single chunk stores its sums in phase 1: one dispatch. The sums are
  * deterministic (their order fixed by the shape) and differ from the
  * unfused kernels' only by rounding. Where rows are not in the register
- * form (32 or fewer, TG_WGSL_ROWS=loop, longer than its registers hold)
+ * form (32 or fewer, the loop form forced, longer than its registers hold)
  * the fusion pass leaves the two kernels as they are. */
 #include <stdio.h>
 
@@ -36,21 +35,8 @@
  * 1024, against 1.21 for their unfused kernels. The partials (written once
  * and read once, D or 2 D floats a chunk) are then a sixth of the bytes
  * phase 1 moves (x and gy read, dx written): in gpt_small 6.3 MB against
- * 75. Few rows make few chunks, down to one (R <= NORM_CHUNK).
- * TG_WGSL_NORM_BWD=N forces N chunks, =0 keeps the two kernels, for
- * measuring. */
+ * 75. Few rows make few chunks, down to one (R <= NORM_CHUNK). */
 #define NORM_CHUNK 8
-
-static int test_on = -1, test_chunks;
-
-void tg_wgsl_norm_bwd_test(int on, int chunks) { test_on = on, test_chunks = chunks; }
-
-bool tg_wgsl_norm_bwd_enabled(void) {
-    if (test_on >= 0) return test_on != 0;
-    return tg_wgsl_knob("TG_WGSL_NORM_BWD", (const char *const[]){"0", NULL}, -1) != 0;
-}
-
-static int forced_chunks(void) { return test_on >= 0 ? test_chunks : tg_wgsl_knob_int("TG_WGSL_NORM_BWD", 0); }
 
 /* dx: [R, D] */
 static void dims(const tg_node *n, int64_t *R, int64_t *D) {
@@ -63,7 +49,7 @@ int tg_wgsl_norm_bwd_chunks(const tg_graph *g, int dx, bool bias, const tg_wgsl_
     int64_t R, D;
     dims(n, &R, &D);
     if (n->op != TG_OP_NORM_DX || n->dtype != TG_F32 || R < 1 || !tg_wk_rows_regs(lim, D)) return 0;
-    int64_t S = forced_chunks(), room = (int64_t)(lim->max_storage_buffer_binding_size / ((uint64_t)D * 4 * (1 + bias)));
+    int64_t S = tg_wgsl_forced()->norm_backward, room = (int64_t)(lim->max_storage_buffer_binding_size / ((uint64_t)D * 4 * (1 + bias)));
     if (S <= 0) S = (R + NORM_CHUNK - 1) / NORM_CHUNK;
     if (S > R) S = R;
     if (S > room) S = room; /* the partials within one binding */

@@ -50,16 +50,11 @@ bool tg_wgsl_attn_declare(akern *K) {
     if (sp->n_bindings + 1 > TG_WGSL_MAX_BINDINGS || (uint32_t)sp->n_bindings + 1 > k->lim->max_storage_buffers_per_stage)
         return tg_wk_fail(k, TG_ERR_LIMIT, "attention needs %d storage buffers, over maxStorageBuffersPerShaderStage %u", sp->n_bindings + 1,
                        k->lim->max_storage_buffers_per_stage);
-    unsigned written = 0, atomic = 0; /* the forward stores o; the backward reads it and stores the gradients */
+    unsigned written = 0; /* the forward stores o; the backward reads it and stores the gradients */
     bool stores[N_OP];
-    for (int q = 0; q < n; q++) {
-        if ((stores[q] = a->bwd ? which[q] >= OP_DQ : which[q] == OP_O)) written |= 1u << bind_of[q];
-        if (which[q] == OP_DQ && K->dq_atomic) atomic |= 1u << bind_of[q];
-    }
     for (int q = 0; q < n; q++)
-        if ((atomic >> bind_of[q] & 1) && which[q] != OP_DQ)
-            return tg_wk_fail(k, TG_ERR_STATE, "attention: dq shares its binding, so it cannot be added by atomics");
-    tg_wk_declare(k, "vec4<f32>", written, atomic, false); /* the statistics have a buffer of their own */
+        if ((stores[q] = a->bwd ? which[q] >= OP_DQ : which[q] == OP_O)) written |= 1u << bind_of[q];
+    tg_wk_declare(k, "vec4<f32>", written, false); /* the statistics have a buffer of their own */
     sp->bind[sp->n_bindings] = (tg_wgsl_binding){TG_WGSL_WORKSPACE, 0, K->work};
     sp->workspace = K->work;
     sp->attention_work = true;
@@ -71,14 +66,6 @@ bool tg_wgsl_attn_declare(akern *K) {
         tg_wsb_printf(&k->s, "fn i%s(b: u32, h: u32, t: u32) -> u32 { return %lldu + ((b * %lldu + %s) * %lldu + %s) * %lldu; }\n",
                    nm, (long long)(off[q] / 4), strided ? T : H, strided ? "t" : "h", strided ? H : T,
                    strided ? "h" : "t", (long long)K->dh4);
-        if (atomic >> bind_of[q] & 1) { /* WGSL has no float atomics: adds are compare-exchanges of the bits */
-            tg_wsb_printf(&k->s,
-                          "fn c%s(i: u32, old: u32, v: f32) -> vec2<u32> {\n"
-                          "    let r = atomicCompareExchangeWeak(&b%d[i], old, bitcast<u32>(bitcast<f32>(old) + v));\n"
-                          "    return vec2<u32>(r.old_value, select(0u, 1u, r.exchanged));\n}\n",
-                          nm, bind_of[q]);
-            continue;
-        }
         tg_wsb_printf(&k->s, "fn b%s(i: u32) -> vec4<f32> { return b%d[i]; }\n", nm, bind_of[q]);
         if (stores[q]) tg_wsb_printf(&k->s, "fn s%s(i: u32, v: vec4<f32>) { b%d[i] = v; }\n", nm, bind_of[q]);
     }
@@ -322,9 +309,6 @@ static tg_status emit_dkdv(akern *K, tg_wgsl_program *out) {
     return tg_wk_close(k, out);
 }
 
-static int g_form = -1;
-void tg_wgsl_attention_test_form(int form) { g_form = form; }
-
 /* The kernels' form: 64 x 64 blocks where they fit (head size up to 64)
  * and T fills them, else rows, unrolled on a GPU and as loops on a CPU
  * adapter. */
@@ -332,38 +316,14 @@ typedef enum { FORM_ROW_LOOPS, FORM_ROWS, FORM_TILES } attn_form;
 
 static attn_form form_of(const tg_wgsl_attn *a, const tg_wgsl_limits *lim) {
     bool tiles = tg_wgsl_attn_tiles_fit(a, lim);
-    if (g_form >= 0) return g_form == 2 && tiles ? FORM_TILES : g_form == 0 ? FORM_ROW_LOOPS : FORM_ROWS;
-    /* benchmarks: tiles (the rule below), rows or row-loops */
-    int e = tg_wgsl_knob("TG_WGSL_ATTN", (const char *const[]){"row-loops", "rows", NULL}, -1);
-    if (e == 0) return FORM_ROW_LOOPS;
-    if (e == 1) return FORM_ROWS;
+    int forced = tg_wgsl_forced()->attention;
+    if (forced == TG_WGSL_ATTN_TILES) return tiles ? FORM_TILES : FORM_ROWS;
+    if (forced == TG_WGSL_ATTN_ROWS || forced == TG_WGSL_ATTN_ROW_LOOPS)
+        return forced == TG_WGSL_ATTN_ROWS ? FORM_ROWS : FORM_ROW_LOOPS;
     /* Below 64 rows a block is mostly padding: the addition transformer (T 8)
      * stepped in 1.79 ms with blocks against 1.37 with rows on the H200. */
     if (tiles && a->T >= 64) return FORM_TILES;
     return lim->cpu_adapter ? FORM_ROW_LOOPS : FORM_ROWS;
-}
-
-static int g_dq = -1;
-void tg_wgsl_attention_test_dq(int form) { g_dq = form; }
-
-/* Whether the tiled backward adds dq by atomics in the dk/dv kernel:
- * TG_WGSL_ATTN_DQ=atomic, where dq has a binding of its own there (no
- * operand of that kernel shares its memory) and the kernel runs (dk or dv
- * is wanted). Slower on the H200: gpt_small's step 37.76 / 37.81 ms
- * against 37.17 / 37.18 with the dq kernel (alternated in one run), the
- * backward's kernels 5.17 ms a step against 4.63: the compare-exchange
- * loops cost more than the score products they save. */
-static bool dq_by_atomics(const tg_plan *p, const tg_wgsl_attn *a) {
-    int on = g_dq >= 0 ? g_dq : tg_wgsl_knob("TG_WGSL_ATTN_DQ", (const char *const[]){"kernel", "atomic", NULL}, 0);
-    if (on != 1 || a->dq < 0 || (a->dk < 0 && a->dv < 0)) return false;
-    const tg_slot *d = &p->slot[a->dq];
-    const int other[6] = {a->q, a->k, a->v, a->dout, a->dk, a->dv};
-    for (int o = 0; o < 6; o++) {
-        if (other[o] < 0) continue;
-        const tg_slot *s = &p->slot[other[o]];
-        if (s->arena == d->arena && s->offset < d->offset + d->bytes && d->offset < s->offset + s->bytes) return false;
-    }
-    return true;
 }
 
 static uint32_t rows_per_group(int64_t T) {
@@ -383,7 +343,6 @@ tg_status tg_wgsl_emit_attention(const tg_graph *g, const tg_plan *plan, const t
         akern K;
         memset(&K, 0, sizeof K);
         attn_form form = form_of(a, lim);
-        bool atomic = form == FORM_TILES && a->bwd && dq_by_atomics(plan, a);
         K.a = a, K.f = f, K.wg = rows_per_group(a->T), K.dh4 = a->Dh / 4, K.work = work_bytes;
         K.unroll = form == FORM_ROWS;
         for (int o = 0; o < N_OP; o++) K.node[o] = -1;
@@ -399,20 +358,17 @@ tg_status tg_wgsl_emit_attention(const tg_graph *g, const tg_plan *plan, const t
         } else if (kernel == 0) {
             K.node[OP_Q] = a->q, K.node[OP_K] = a->k, K.node[OP_V] = a->v, K.node[OP_DOUT] = a->dout;
             K.node[OP_O] = a->o, K.node[OP_DQ] = a->dq;
-            K.dq_zero = atomic;
             st = form == FORM_TILES ? tg_wgsl_attn_tiles_dq(&K, out) : emit_dq(&K, out);
         } else {
             K.node[OP_Q] = a->q, K.node[OP_K] = a->k, K.node[OP_V] = a->v, K.node[OP_DOUT] = a->dout;
             K.node[OP_DK] = a->dk, K.node[OP_DV] = a->dv;
-            if (atomic) K.node[OP_DQ] = a->dq, K.dq_atomic = true;
             st = form == FORM_TILES ? tg_wgsl_attn_tiles_dkdv(&K, out) : emit_dkdv(&K, out);
         }
         if (st != TG_OK) return st;
         /* For TG_WG_PROFILE's TFLOP/s: the products over the causal pairs of
          * rows (a block's masked half not counted), 2 Dh flops a pair each:
-         * q.k and p.v; s, dp and dq (none where dq comes by atomics); s,
-         * dp, dv and dk, and ds.k for dq by atomics. */
-        int products = !a->bwd ? 2 : kernel == 0 ? (atomic ? 0 : 3) : 4 + atomic;
+         * q.k and p.v; s, dp and dq; s, dp, dv and dk. */
+        int products = !a->bwd ? 2 : kernel == 0 ? 3 : 4;
         sp->flops = products * 2.0 * (double)(a->B * a->H) * ((double)a->T * (double)(a->T + 1) / 2) * (double)a->Dh;
     }
     return TG_OK;

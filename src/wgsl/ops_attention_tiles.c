@@ -21,11 +21,6 @@
  *            p = exp(s - L), dp = dout.v, dq = sum ds k with ds = p (dp - D) c'
  *   dk, dv   over query tiles i >= j: s^T, dp^T, then dv = sum p^T dout,
  *            dk = sum ds^T q
- * With TG_WGSL_ATTN_DQ=atomic (attention.h), the dk/dv kernel also adds
- * each key block's share of dq, ds k, into dq by compare-exchange loops
- * (add_dq), and the dq kernel only computes D and zeroes dq: the backward
- * then computes the two score products of a block pair once instead of
- * twice (FlashAttention-2's backward, which adds dq by atomics too).
  *
  * A warp is 2 rows of 16 invocations, so a step of the score loop or of
  * accumulate reads 16 distinct vec4s of one operand (two 128-byte
@@ -325,17 +320,6 @@ static void stage(akern *K, const char *p, int op, const char *base) {
     put_rows(K, op, base);
 }
 
-/* For dq in the dk/dv kernel: block pP_r into region B by rows (key row
- * 4 ty + r of the block holds the vec4 of query columns 4 tx.., at
- * position tx ^ (ty & 7): what accumulate reads with the roles of ty and tx
- * swapped), the block's key rows into region A. */
-static void stage_keys(akern *K, const char *p) {
-    tg_wsb_printf(&K->k.s, "        workgroupBarrier();\n");
-    for (int r = 0; r < 4; r++)
-        tg_wsb_printf(&K->k.s, "        sh[AB + (4u * ty + %du) * 16u + (tx ^ (ty & 7u))] = %s%d;\n", r, p, r);
-    put_rows(K, OP_K, "blk * 64u");
-}
-
 /* accR += sum over the tile's 64 columns j of B[j] (row r) times A's row j.
  * On the diagonal tile the causal mask zeroes up to half of B, yet
  * skipping those columns measured slower on an H100: a loop bound that
@@ -357,11 +341,9 @@ static void accumulate(akern *K, const char *acc) {
  * their values by shuffles: no workgroup memory, none of its 3 barriers.
  * On the H200, gpt_small's step 37.17 / 37.18 ms against 37.28 / 37.25
  * with workgroup memory (alternated in one run; the forward's 6 kernels
- * 1.65 -> 1.59 ms, dq's 2.14 -> 2.13).
- * TG_WGSL_ATTN_SHUFFLE=0 keeps workgroup memory, for measuring. */
+ * 1.65 -> 1.59 ms, dq's 2.14 -> 2.13). */
 static bool shuffles(const akern *K) {
-    return K->k.lim->subgroup_min_size >= 16 &&
-           tg_wgsl_knob("TG_WGSL_ATTN_SHUFFLE", (const char *const[]){"0", NULL}, 1) != 0;
+    return K->k.lim->subgroup_min_size >= 16 && tg_wgsl_forced()->attention_shuffles != TG_WGSL_OFF;
 }
 
 /* out_r = the max (or sum) of in_r over the 16 invocations of row 4 ty + r,
@@ -442,31 +424,6 @@ static void store_stat(akern *K, int64_t at, const char *v) {
                    (long long)K->a->T, (long long)at, (long long)K->a->T, r, v, r);
 }
 
-/* dq rows i0 + 4 ty + r, vec4 tx, += gq_r: the 16 floats' compare-exchange
- * loops run side by side, one round of all that are still pending at a
- * time, so that a round costs one trip to memory, not one per float. The
- * first round expects 0 (dq is zeroed; the first key block to come wins),
- * then each expects the value the last round found. qd_k: (found, done). */
-static void add_dq(akern *K) {
-    wsb *s = &K->k.s;
-    long long T = K->a->T, d4 = K->dh4;
-    static const char comp[4] = {'x', 'y', 'z', 'w'};
-    tg_wsb_printf(s, "        {\n");
-    for (int r = 0; r < 4; r++)
-        tg_wsb_printf(s,
-                      "            let qe%d = 4u * (iDQ(b, h, min(i0 + 4u * ty + %du, %lldu)) + min(tx, %lldu));\n"
-                      "            let qn%d = select(1u, 0u, i0 + 4u * ty + %du < %lldu && tx < %lldu);\n",
-                      r, r, T - 1, d4 - 1, r, r, T, d4);
-    for (int q = 0; q < 16; q++) tg_wsb_printf(s, "            var qd%d = vec2<u32>(0u, qn%d);\n", q, q / 4);
-    tg_wsb_printf(s, "            loop {\n                if ((");
-    for (int q = 0; q < 16; q++) tg_wsb_printf(s, "%sqd%d.y", q ? " & " : "", q);
-    tg_wsb_printf(s, ") != 0u) { break; }\n");
-    for (int q = 0; q < 16; q++)
-        tg_wsb_printf(s, "                if (qd%d.y == 0u) { qd%d = cDQ(qe%d + %du, qd%d.x, gq%d.%c); }\n", q, q, q / 4, q % 4, q,
-                      q / 4, comp[q % 4]);
-    tg_wsb_printf(s, "            }\n        }\n");
-}
-
 /* A walk over the key tiles a query block sees (the forward, dq). */
 static walk key_walk(akern *K, char *end, size_t n) {
     snprintf(end, n, "min(blk * 64u + 64u, %lldu)", (long long)K->a->T);
@@ -530,9 +487,7 @@ tg_status tg_wgsl_attn_tiles_dq(akern *K, tg_wgsl_program *out) {
     wk *k = &K->k;
     const tg_wgsl_attn *a = K->a;
     char sc[64], dsc[64];
-    if (!open_tiles(K, K->dq_zero ? 0 : 4, K->dq_zero ? "backward, D (dq zeroed, added by the dk dv kernel)" : "backward, dq",
-                    sc, dsc))
-        return tg_wk_close(k, out);
+    if (!open_tiles(K, 4, "backward, dq", sc, dsc)) return tg_wk_close(k, out);
     wsb *s = &k->s;
     long long T = a->T;
     /* D = sum over keys of p dp = dout . o, from the forward's result: each
@@ -545,10 +500,7 @@ tg_status tg_wgsl_attn_tiles_dq(akern *K, tg_wgsl_program *out) {
     tg_wsb_printf(s, "    {\n");
     row_reduce(K, "dp", "D", false);
     store_stat(K, a->d_at / 4, "D");
-    if (K->node[OP_DQ] >= 0 && K->dq_zero) {
-        declare_acc(K, "dq");
-        store_rows(K, OP_DQ, "dq", NULL);
-    } else if (K->node[OP_DQ] >= 0) {
+    if (K->node[OP_DQ] >= 0) {
         declare_acc(K, "dq");
         char end[64];
         walk w = key_walk(K, end, sizeof end);
@@ -571,13 +523,11 @@ tg_status tg_wgsl_attn_tiles_dkdv(akern *K, tg_wgsl_program *out) {
     wk *k = &K->k;
     const tg_wgsl_attn *a = K->a;
     char sc[64], dsc[64];
-    if (!open_tiles(K, 4, K->dq_atomic ? "backward, dk dv, dq by atomics" : "backward, dk dv", sc, dsc))
-        return tg_wk_close(k, out);
+    if (!open_tiles(K, 4, "backward, dk dv", sc, dsc)) return tg_wk_close(k, out);
     wsb *s = &k->s;
     long long T = a->T;
     declare_acc(K, "gk");
     declare_acc(K, "gv");
-    if (K->dq_atomic) declare_acc(K, "gq");
     /* the query tile's statistics (log-sum-exp and D) by column, loaded with its rows */
     wsb stats = {0};
     tg_wsb_printf(&stats, "            { let ci = min(vec4<u32>(i0 + 4u * tx) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(%lldu));\n", T - 1);
@@ -612,12 +562,6 @@ tg_status tg_wgsl_attn_tiles_dkdv(akern *K, tg_wgsl_program *out) {
     if (K->node[OP_DK] >= 0) {
         stage(K, "ds", OP_Q, "i0");
         accumulate(K, "gk");
-    }
-    if (K->dq_atomic) { /* dq rows i0 + 4 ty + r += sum over the block's keys j of ds[j, i] k[j] */
-        stage_keys(K, "ds");
-        for (int r = 0; r < 4; r++) tg_wsb_printf(s, "        gq%d = vec4<f32>(0.0f);\n", r);
-        accumulate(K, "gq");
-        add_dq(K);
     }
     tg_wsb_printf(s, "    }\n");
     if (K->node[OP_DK] >= 0) store_rows(K, OP_DK, "gk", NULL);

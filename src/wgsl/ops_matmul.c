@@ -29,7 +29,7 @@
  *
  * Measured on the H200 (gpt_small step, k-slices written out): BK 16
  * 45.7 ms, 8 45.8, 32 51.0; with today's kernels BK 16 36.8 ms, 8 37.6,
- * 32 42.2 (TG_WGSL_MM_BK, one run). The large tiles reach about 55 TFLOP/s on the
+ * 32 42.2 (one run). The large tiles reach about 55 TFLOP/s on the
  * split weight gradients, 40 on square 4096 products, 15 to 30 on the
  * K = 384 products; the matmuls are most of gpt_small's step. Two buffers
  * of each tile (one barrier per slice instead of two) measured slower:
@@ -106,10 +106,6 @@ static long long tiles(const mm_geom *g, const mm_cfg *c) {
  * or 512 took gpt_small's step from 37.3 to 39.8, 38.8, 38.7 or 39.5 ms. */
 #define FILL 384
 
-static int test_cfg = -1, test_split = 0, test_unroll = -1, test_warps = -1;
-
-void tg_wgsl_matmul_test_warps(int form) { test_warps = form; }
-
 /* How a warp's 32 invocations (consecutive lid) sit in the grid of 16 x 16
  * register blocks: 16 column blocks of 2 rows (lid % 16, lid / 16), or a
  * square of 8 column blocks of 4 rows. In a k-step the square reads 8
@@ -136,34 +132,20 @@ void tg_wgsl_matmul_test_warps(int form) { test_warps = form; }
  * below) they gain from the square too (an H100, TG_WG_PROFILE of one
  * step: the relu-mask products 3.34 -> 3.13 ms, bias and relu 3.27 ->
  * 3.06, bias and residual 3.19 -> 3.11), so it is taken wherever st4 is.
- * TG_WGSL_MM_WARPS=1 (rows) or 2 (square) forces a form, for measuring. */
+ */
 static bool square_warps(long long kc, bool epilogue, bool st4) {
-    int forced = test_warps >= 0 ? test_warps + 1 : tg_wgsl_knob_int("TG_WGSL_MM_WARPS", 0);
-    if (forced == 1 || forced == 2) return forced == 2;
+    int forced = tg_wgsl_forced()->matmul_warps;
+    if (forced == TG_WGSL_WARPS_ROWS || forced == TG_WGSL_WARPS_SQUARE) return forced == TG_WGSL_WARPS_SQUARE;
     return kc >= 2048 || !epilogue || st4;
 }
 
-void tg_wgsl_matmul_test_config(int cfg, int split, int unroll) {
-    test_cfg = cfg;
-    test_split = split;
-    test_unroll = unroll;
-}
+/* A test's K-ranges (tg_wgsl_forms.matmul_split) instead of split_of's rule. */
+static bool split_forced(void) { return tg_wgsl_forced()->matmul_split > 0; }
 
-/* Measuring knobs: TG_WGSL_MM_BK=8|16|32 sets the k-slice depth,
- * TG_WGSL_MM_SPLIT=N the number of K-ranges (1: none), TG_WGSL_MM_TILE=1|2|3
- * the tiles (large, tall, small). */
-static mm_cfg choose_tile(const mm_geom *g);
 static mm_cfg choose(const mm_geom *g) {
-    mm_cfg c = choose_tile(g);
-    int bk = tg_wgsl_knob_int("TG_WGSL_MM_BK", 0);
-    if (bk == 8 || bk == 16 || bk == 32) c.bk = bk;
-    return c;
-}
-
-static mm_cfg choose_tile(const mm_geom *g) {
-    int tile = tg_wgsl_knob_int("TG_WGSL_MM_TILE", 0);
-    if (test_cfg >= 0) return test_cfg == 0 ? LARGE : test_cfg == 1 ? TALL : SMALL;
-    if (tile >= 1 && tile <= 3) return tile == 1 ? LARGE : tile == 2 ? TALL : SMALL;
+    int tile = tg_wgsl_forced()->matmul_tile;
+    if (tile == TG_WGSL_TILE_LARGE || tile == TG_WGSL_TILE_TALL || tile == TG_WGSL_TILE_SMALL)
+        return tile == TG_WGSL_TILE_LARGE ? LARGE : tile == TG_WGSL_TILE_TALL ? TALL : SMALL;
     bool big = g->M >= 128 && g->N >= 128;
     if (big && (tiles(g, &LARGE) >= FILL || g->K >= 2048)) return LARGE; /* a long K is split to fill the GPU */
     if (g->M >= 128 && g->N >= 64 && tiles(g, &TALL) >= FILL / 2) return TALL;
@@ -184,9 +166,7 @@ static mm_cfg choose_tile(const mm_geom *g) {
  * 35.23 (an H100, alternated; with 8 the single products ran at 27
  * TFLOP/s instead of 39). */
 static int split_of(const mm_geom *g, const mm_cfg *c, int members) {
-    int forced = tg_wgsl_knob_int("TG_WGSL_MM_SPLIT", 0);
-    if (test_split > 0) return test_split;
-    if (forced > 0) return g->K / forced >= c->bk ? forced : 1;
+    if (split_forced()) return tg_wgsl_forced()->matmul_split;
     long long t = tiles(g, c) * members; /* a group's members fill the GPU together */
     if (t >= FILL / 2 || g->K < 1024) return 1;
     long long s = (FILL + t - 1) / t;
@@ -226,7 +206,7 @@ int tg_wgsl_matmul_group_split(const tg_graph *gr, const int *mm, int n, int64_t
     mm_geom g = geometry(gr, &gr->nodes[mm[0]]);
     mm_cfg c = choose(&g);
     int s = split_of(&g, &c, n);
-    bool forced = test_split > 0 || tg_wgsl_knob_int("TG_WGSL_MM_SPLIT", 0) > 0;
+    bool forced = split_forced();
     int64_t one = (int64_t)n * g.batch * g.M * g.N * 4; /* the group's partials of one K-range */
     if (s > 1 && !forced) {
         int want = s;
@@ -242,8 +222,6 @@ static bool same_bytes(const tg_graph *gr, int a, int b);
 /* The column sums of a split product's B ride along: a weight gradient
  * dW = X^T dY (K = the rows) and its bias gradient, the column sums of dY
  * over the same rows (the sum's R and C are K and N). */
-static bool split_forced(void) { return test_split > 0 || tg_wgsl_knob_int("TG_WGSL_MM_SPLIT", 0) > 0; }
-
 /* With the column sums beside it a split product takes one K-range fewer,
  * so that its partial products and sums together need no more workspace
  * than its partial products alone did (s - 1 <= M). Only products that leave
@@ -444,25 +422,6 @@ static void k_loop(wk *k, const mm_ctx *x, int split, int members, int terms, bo
     tg_wsb_printf(&k->s, "    }\n");
 }
 
-static int test_epi = -1;
-
-void tg_wgsl_matmul_test_epilogue(int early) { test_epi = early; }
-
-/* TG_WGSL_MM_EPI=early (for measuring): a product with an epilogue that
- * reads memory beside each element (a bias, a residual, relu's mask) takes
- * every epilogue value of its block (ev) before it stores any (se), so that
- * the epilogue's loads are issued together; through st, each load follows
- * the store before it, which may alias it (one arena). Where the tiles
- * cover the output exactly (no bounds checks). The same values, the same
- * bits. Slower on the H200: gpt_small's step 37.31 / 37.35 ms against
- * 37.17 / 37.18 (alternated in one run); the relu-mask products 3.32 ->
- * 3.42 ms a step, the others within 0.04 ms, so the aliasing was not
- * what made epilogue products slower. */
-static bool epilogue_early(const wk *k, const mm_ctx *x, int split, int members, int terms) {
-    int on = test_epi >= 0 ? test_epi : tg_wgsl_knob("TG_WGSL_MM_EPI", (const char *const[]){"store", "early", NULL}, 0);
-    return on == 1 && k->epilogue && x->exact && split == 1 && members == 1 && terms == 1;
-}
-
 /* Whether a product's result is stored 4 columns at a time (st4: one
  * 16-byte store for four 4-byte ones, through a vec4<u32> view of the
  * output's binding), where its tiles cover the output exactly in one
@@ -484,16 +443,10 @@ static bool epilogue_early(const wk *k, const mm_ctx *x, int split, int members,
  * stores are under 1% of their work: with st4, bench_tg's square 2048 and
  * 4096 products ran at 38.3 and 39.7 TFLOP/s on an H100, where another
  * H100 had run them at 40.5 and 41.9 without (not alternated, so only a
- * hint; gpt_small has no such product in one K-range).
- * TG_WGSL_MM_ST4=0 keeps one store an element everywhere, =all takes st4
- * everywhere (for measuring). */
-static int test_st4 = -1;
-
-void tg_wgsl_matmul_test_st4(int mode) { test_st4 = mode; }
-
+ * hint; gpt_small has no such product in one K-range). */
 static bool vec4_store(const mm_geom *g, const mm_cfg *c, int split, bool epilogue, bool single) {
-    int mode = test_st4 >= 0 ? test_st4 : tg_wgsl_knob("TG_WGSL_MM_ST4", (const char *const[]){"0", "all", NULL}, -1);
-    if (mode == 0 || (mode != 1 && ((single && g->tb && !epilogue) || g->K >= 2048))) return false;
+    int mode = tg_wgsl_forced()->matmul_store4;
+    if (mode == TG_WGSL_OFF || (mode != TG_WGSL_ON && ((single && g->tb && !epilogue) || g->K >= 2048))) return false;
     return split == 1 && g->M % c->bm == 0 && g->N % c->bn == 0 && g->K % c->bk == 0 && g->N % 4 == 0 && g->sc % 4 == 0;
 }
 
@@ -525,19 +478,13 @@ static bool vec4_store(const mm_geom *g, const mm_cfg *c, int split, bool epilog
  * split products did not gain with it, whether A, B or both load 4 at a
  * time: [384, 1536] 2.99 -> 4.21, 3.59, 3.27 ms, [1536, 384] 2.98 ->
  * 3.57, 4.23, 3.21, the step 35.61 / 35.81 -> 37.77 / 37.85, 37.82 / 37.86,
- * 36.33 / 36.24.
- * TG_WGSL_MM_LD4=0 loads one element at a time everywhere, =all 4 at a
- * time wherever it can (for measuring). */
-static int test_ld4 = -1;
-
-void tg_wgsl_matmul_test_ld4(int mode) { test_ld4 = mode; }
-
+ * 36.33 / 36.24. */
 static bool vec4_load(const mm_geom *g, const mm_cfg *c, int j, int split, int members, bool epi) {
-    int mode = test_ld4 >= 0 ? test_ld4 : tg_wgsl_knob("TG_WGSL_MM_LD4", (const char *const[]){"0", "all", NULL}, -1);
+    int mode = tg_wgsl_forced()->matmul_load4;
     long long kc = k_per_split(g, c, split);
     bool split_group = split > 1 && members > 1;
-    if (mode == 0 || !exact_tiles(g, c, split)) return false;
-    if (mode != 1 && kc < 2048 && !(g->tb && !epi) && !split_group) return false;
+    if (mode == TG_WGSL_OFF || !exact_tiles(g, c, split)) return false;
+    if (mode != TG_WGSL_ON && kc < 2048 && !(g->tb && !epi) && !split_group) return false;
     if (j == 0) return c->bm * c->bk % 1024 == 0 && (g->ta ? g->M : g->K) % 4 == 0 && g->sa % 4 == 0;
     return c->bk * c->bn % 1024 == 0 && (g->tb ? g->K : g->N) % 4 == 0 && g->sb % 4 == 0;
 }
@@ -584,22 +531,6 @@ static void k_store(wk *k, const mm_ctx *x, int split, int members, int terms) {
     int th = c->tn / 4;
     static const char comp[4] = {'x', 'y', 'z', 'w'};
     char row[64], col[64];
-    if (epilogue_early(k, x, split, members, terms)) {
-        for (int pass = 0; pass < 2; pass++)
-            for (int r = 0; r < c->tm; r++) {
-                block_row(c, r, row, sizeof row);
-                if (pass == 0) tg_wsb_printf(&k->s, "    let ei%d = b * %lldu + (m0 + %s) * %lldu + n0;\n", r, g->sc, row, g->N);
-                for (int h = 0; h < th; h++) {
-                    block_col(c, h, col, sizeof col);
-                    for (int e = 0; e < 4; e++)
-                        if (pass == 0)
-                            tg_wsb_printf(&k->s, "    let ey%d_%d_%d = ev(ei%d + %s + %du, c%d_%d.%c);\n", r, h, e, r, col, e,
-                                          r, h, comp[e]);
-                        else tg_wsb_printf(&k->s, "    se(ei%d + %s + %du, ey%d_%d_%d);\n", r, col, e, r, h, e);
-                }
-            }
-        return;
-    }
     bool cs = k->sib > 0 && split > 1 && members == 1 && terms == 1 && !g->tb;
     if (cs)
         tg_wsb_printf(&k->s, "    if (wid.y == 0u && lid < %du && n0 + lid < %lldu) { work[%lluu + wid.z * %lldu + n0 + lid] = bitcast<u32>(csum); }\n",
@@ -697,7 +628,8 @@ static bool tiled(wk *k, const mm_geom *g, const mm_cfg *c, int split, int membe
      * copies, gpt_small's sums of three run in about 0.40 ms instead of
      * 0.47 and its step in 37.51 / 37.54 / 37.51 ms instead of 37.90 /
      * 38.03 / 37.95 (alternated in one run). The loop form keeps one copy. */
-    bool unroll = test_unroll >= 0 ? test_unroll == 1 : !k->lim->cpu_adapter;
+    int forced = tg_wgsl_forced()->matmul_unroll;
+    bool unroll = forced == TG_WGSL_ON || (forced != TG_WGSL_OFF && !k->lim->cpu_adapter);
     int copies = unroll ? (members > 1 ? members : terms) : 1;
     if (copies > 1 && members > 1) tg_wsb_printf(&k->s, "    switch (wid.x / %lldu) {\n", gx);
     for (int q = 0; q < copies; q++) {
@@ -780,10 +712,6 @@ bool tg_wgsl_matmul_groupable(const tg_graph *gr, int a, int b, bool same_a) {
     return tg_shape_eq(x->shape, y->shape) && tg_shape_eq(gr->nodes[x->in[1]].shape, gr->nodes[y->in[1]].shape);
 }
 
-static int test_groups = -1;
-
-void tg_wgsl_matmul_test_groups(int lead) { test_groups = lead; }
-
 /* A product may lead a group of products of one other A, as an attention
  * block's output projection does its q, k and v: one dispatch instead of
  * two. On an H100 (two runs each) the addition transformer's step took
@@ -794,13 +722,8 @@ void tg_wgsl_matmul_test_groups(int lead) { test_groups = lead; }
  * (37.81 / 37.64 ms against 37.39 / 37.35), so only products of at most
  * 2^24 multiply-adds led; with the split groups loading 4 at a time
  * (vec4_load) it is faster: 35.45 / 35.46 / 35.44 ms against 35.78 /
- * 35.78 / 35.73 (alternated, an H100), 194 dispatches instead of 206.
- * TG_WGSL_MM_GROUP=shared lets no product lead (for measuring; =lead is
- * the default). */
-bool tg_wgsl_matmul_groups_led(void) {
-    if (test_groups >= 0) return test_groups == 1;
-    return tg_wgsl_knob("TG_WGSL_MM_GROUP", (const char *const[]){"0", "lead", "shared", NULL}, -1) != 2;
-}
+ * 35.78 / 35.73 (alternated, an H100), 194 dispatches instead of 206. */
+bool tg_wgsl_matmul_groups_led(void) { return tg_wgsl_forced()->matmul_lead != TG_WGSL_OFF; }
 
 int tg_wgsl_matmul_group_inputs(const tg_graph *gr, const int *mm, int n) {
     int d = 0;
@@ -855,7 +778,7 @@ static bool multi(wk *k, const char *what, int label, const int *mm, int n, cons
     int used[3] = {use[0] ? cnt[0] : 0, use[1] ? cnt[1] : 0, use[2] ? cnt[2] : 0};
     views(k, &g, &c, split, members, split < 2 && vec4_store(&g, &c, 1, false, false), nodes, nn, bind_of, off, first,
           used);
-    tg_wk_declare(k, "u32", written, 0, split > 1);
+    tg_wk_declare(k, "u32", written, split > 1);
     if (split > 1) {
         tg_kernel_spec *sp = k->spec;
         if (sp->n_bindings == TG_WGSL_MAX_BINDINGS || (uint32_t)sp->n_bindings >= k->lim->max_storage_buffers_per_stage)

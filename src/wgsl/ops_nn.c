@@ -224,11 +224,9 @@ bool tg_wgsl_embedding(wk *k) {
 #define EMB_WARPS 2048 /* warps that keep the loads of a big GPU in flight (the H200: 132 x 16) */
 #define EMB_SPLIT_R 4096 /* rows from which two phases pay for their second dispatch (the column sums' SPLIT_R) */
 
-static int emb_test = -1;
-void tg_wgsl_embedding_grad_test(int chunks) { emb_test = chunks; }
-
 bool tg_wgsl_embedding_grad_split(const tg_graph *g, const tg_node *n, const tg_wgsl_limits *lim, tg_wgsl_emb_split *e) {
-    if (n->op != TG_OP_EMBEDDING_GRAD || emb_test == 0) return false;
+    int forced = tg_wgsl_forced()->embedding_grad;
+    if (n->op != TG_OP_EMBEDDING_GRAD || forced == TG_WGSL_OFF) return false;
     int64_t V = n->at.classes.v, D = last_dim(n), R = tg_ir_numel(&g->nodes[n->in[0]]);
     uint64_t per_warp = (uint64_t)V * 32 * 4, room = lim->max_workgroup_storage_size;
     if (V < 1 || D < 1 || R < 1 || per_warp > room) return false;
@@ -237,7 +235,7 @@ bool tg_wgsl_embedding_grad_split(const tg_graph *g, const tg_node *n, const tg_
     int64_t groups = (D + 31) / 32, step = EMB_BATCH * nw, S = (EMB_WARPS + groups * nw - 1) / (groups * nw);
     if (R < EMB_SPLIT_R || S > R / (2 * V)) S = R < EMB_SPLIT_R ? 1 : R / (2 * V); /* partials at most half of gy */
     if (S > (R + step - 1) / step) S = (R + step - 1) / step;
-    if (emb_test > 0) S = emb_test;
+    if (forced > 0) S = forced;
     while (S > 1 && (uint64_t)(S * V * D * 4) > lim->max_storage_buffer_binding_size) S /= 2;
     if (S < 1) S = 1;
     int64_t chunk = ((R + S - 1) / S + step - 1) / step * step;

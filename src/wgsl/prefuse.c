@@ -169,7 +169,7 @@ static void siblings(const tg_fuse_graph *x, tg_fusion *f, const tg_wgsl_limits 
     }
 }
 
-/* Unless TG_WGSL_NORM_BWD=0: every norm_dx with its norm_dgain (the same
+/* Unless a test forces it off: every norm_dx with its norm_dgain (the same
  * x, gy and statistics) and, where there is one, the bias sum of that gy
  * (tg_fuse_norm_sums_pair) as one group at the last of their turns, norm_dx
  * the kernel, which sums the other two over its rows (norm_bwd.c): x and
@@ -540,14 +540,11 @@ tg_status tg_wgsl_fuse(const tg_graph *g, const bool *pinned, int cut, const tg_
     for (int gi = 0; gi < at->n; gi++) at->pre[gi].kind = FZ_ATTN;
     products(&fg, f, at->pre);
     norm_stats(&fg, f, at->pre);
-    if (tg_wgsl_fusion_enabled() && !lim->one_kernel_per_node && tg_wgsl_norm_bwd_enabled())
-        norm_backward(&fg, f, lim, at->pre);
-    if (tg_wgsl_fusion_enabled() && !lim->one_kernel_per_node) siblings(&fg, f, lim, at->pre);
-    if (tg_wgsl_fusion_enabled() && !lim->one_kernel_per_node && tg_wgsl_mm_groups_enabled()) {
+    if (!lim->one_kernel_per_node && tg_wgsl_forced()->norm_backward != TG_WGSL_OFF) norm_backward(&fg, f, lim, at->pre);
+    if (!lim->one_kernel_per_node) {
+        siblings(&fg, f, lim, at->pre);
         product_sums(&fg, f, lim, at->pre);
         product_groups(&fg, f, lim, at->pre);
-    }
-    if (tg_wgsl_fusion_enabled() && !lim->one_kernel_per_node) {
         st = optimizer(&fg, f, at->pre, cut);
         if (st == TG_OK) st = clip_norm(&fg, f, at->pre, cut, lim);
         if (st == TG_OK) st = tg_wgsl_fuse_elementwise(&fg, f, lim, cut, at->pre);

@@ -29,20 +29,15 @@
  * 64 us, against 29 in 256. */
 #define ROW_WG_MAX 64
 
-static uint32_t row_wg_test;
-
-void tg_wgsl_rows_test_wg(uint32_t wg) { row_wg_test = wg; }
-
-/* TG_WGSL_ROW_WG=N (a power of two from 32 to 1024, within the device's
- * limit; or the test hook) raises
- * or lowers ROW_WG_MAX, for measuring: a copy ran twice as fast in
+/* tg_wgsl_forms.row_workgroup (a power of two from 32 to 1024, within the
+ * device's limit) raises or lowers ROW_WG_MAX: a copy ran twice as fast in
  * workgroups of 256 as in 64. Swept with subgroup sums on the H200 (bench_tg
  * --rows-webgpu 16384 384 layer_norm, copy 29 us): at 256 the norm took 65
  * us with subgroup sums (72 at 64) and 48 with the tree (97 at 64), yet
  * gpt_small's step (subgroup sums) took 37.68 ms at 256 against 37.17 at
  * 64; which of its row kernels lost is not yet profiled. */
 uint32_t tg_wk_row_wg(const wk *k, int64_t len) {
-    uint32_t max = row_wg_test ? row_wg_test : (uint32_t)tg_wgsl_knob_int("TG_WGSL_ROW_WG", ROW_WG_MAX);
+    uint32_t max = tg_wgsl_forced()->row_workgroup ? tg_wgsl_forced()->row_workgroup : ROW_WG_MAX;
     if (max < 32 || max > 1024 || (max & (max - 1))) max = ROW_WG_MAX;
     while (max > 64 && max > k->lim->max_invocations_per_workgroup) max /= 2;
     uint32_t wg = 32;
@@ -65,24 +60,17 @@ void tg_wk_reduce(wk *k, uint32_t wg, const char *val, bool is_max, const char *
                val, wg / 2, is_max ? "max(red[lid], red[lid + s])" : "red[lid] + red[lid + s]", out);
 }
 
-/* TG_WGSL_ROWS picks how a long row's workgroup walks its row:
+/* How a long row's workgroup walks its row (tg_wgsl_forms.rows forces one):
  *   regs (the default): when the row fits in registers (at most REG_MAX
  *     elements per invocation: 512 with 64 invocations), each invocation
  *     reads its elements of the row's inputs once, into named variables,
  *     and every pass reuses them, so a layer norm reads x once instead of
  *     three times (gpt_small's rows of 384: 6 per invocation);
- *   loop: every pass reads the row again from memory (the form before).
- * tg_wgsl_rows_test_form overrides it. */
+ *   loop: every pass reads the row again from memory (the form before). */
 enum { ROWS_LOOP, ROWS_REGS };
 #define REG_MAX 8
 
-static int rows_test = -1;
-
-void tg_wgsl_rows_test_form(int form) { rows_test = form; }
-
-static int rows_form(void) {
-    return rows_test >= 0 ? rows_test : tg_wgsl_knob("TG_WGSL_ROWS", (const char *const[]){"loop", "regs", NULL}, ROWS_REGS);
-}
+static int rows_form(void) { return tg_wgsl_forced()->rows == TG_WGSL_ROWS_LOOP ? ROWS_LOOP : ROWS_REGS; }
 
 static bool use_subgroups(const wk *k);
 static int reduce_form(void);
@@ -97,10 +85,9 @@ enum { REDUCE_TREE, REDUCE_SUBGROUP, REDUCE_ROWS };
  * few values per row (tg_wk_rows_open_stats): norm_stats over [16384, 384]
  * on the H200 took 42 / 47 us against 64 / 59 with a row per workgroup
  * (two runs, bench_tg --rows-webgpu), gpt_small's step 41.84 ms against
- * 41.89 (three alternating runs). Everywhere with TG_WGSL_REDUCE=rows
- * (below): slower where the kernel writes the row back.
- * TG_WGSL_SG_ROWS_WG=N (a power of two from 32 to 1024) sets the
- * workgroup's invocations, for measuring: a copy ran twice as fast in
+ * 41.89 (three alternating runs). Everywhere (the row per subgroup
+ * reduction forced, below): slower where the kernel writes the row back.
+ * tg_wgsl_forms.row_workgroup sets the workgroup's invocations too: a copy ran twice as fast in
  * workgroups of 256 as in 64, but the layer norm in this form took 53 us
  * over [16384, 384] on the H200 in workgroups of 64, 128 and 512 alike. */
 #define SG_REG_MAX 16
@@ -122,20 +109,13 @@ enum { SG_NONE, SG_STATS, SG_NORM };
  * one run each). In the same sweeps a workgroup of 1024 per row (subgroup
  * sums, 384 invocations busy) took 57.0 / 52.4 us and the loop form with
  * a tree in 256 58.4 / 56.7, but 132.9 / 166.7 with subgroup sums in 256
- * and 91.3 / 91.6 in 128. TG_WGSL_LN=wg gives it a workgroup per row, as
- * the other row kernels; tg_wgsl_norm_test_form overrides the knob. */
+ * and 91.3 / 91.6 in 128. */
 #define SG_NORM_WG 256
 
-static int norm_test = -1;
-
-void tg_wgsl_norm_test_form(int form) { norm_test = form; }
-
-static bool norm_sgrow(void) {
-    return norm_test >= 0 ? norm_test == 1 : tg_wgsl_knob("TG_WGSL_LN", (const char *const[]){"wg", "sgrow", NULL}, 1) == 1;
-}
+static bool norm_sgrow(void) { return tg_wgsl_forced()->norm != TG_WGSL_NORM_WORKGROUP; }
 
 static uint32_t sg_rows_wg(const wk *k, uint32_t dflt) {
-    uint32_t n = row_wg_test ? row_wg_test : (uint32_t)tg_wgsl_knob_int("TG_WGSL_SG_ROWS_WG", (int)dflt);
+    uint32_t n = tg_wgsl_forced()->row_workgroup ? tg_wgsl_forced()->row_workgroup : dflt;
     if (n < 32 || n > 1024 || (n & (n - 1))) n = dflt;
     while (n > 64 && n > k->lim->max_invocations_per_workgroup) n /= 2;
     return n;
@@ -278,7 +258,7 @@ void tg_wk_rows_loop(wk_rows *L, const char *len) {
     tg_wsb_printf(&L->k->s, "        let p = base + a * %lldu;\n", (long long)L->inner);
 }
 
-/* TG_WGSL_REDUCE picks how a long row's values are combined:
+/* How a long row's values are combined (tg_wgsl_forms.reduce forces one):
  *   subgroup (the default where the device was created with subgroups):
  *     a workgroup per row, a subgroup sum (or max), one value per subgroup
  *     into workgroup memory, then every invocation adds those few: 2
@@ -289,7 +269,7 @@ void tg_wk_rows_loop(wk_rows *L, const char *len) {
  *     for tg_wk_rows_open_stats);
  *   tree: the workgroup tree of tg_wk_reduce.
  * Subgroups are taken to be runs of consecutive local invocation indices
- * (as GPUs and lavapipe form them). tg_wgsl_reduce_test_form overrides it.
+ * (as GPUs and lavapipe form them).
  * Measured on the H200 over [16384, 384], forward alone (bench_tg
  * --rows-webgpu; a copy of the bytes took 35.7 us): layer norm 135 us in
  * loops with the tree, 132 in registers with the tree, 96 in registers
@@ -301,14 +281,9 @@ void tg_wk_rows_loop(wk_rows *L, const char *len) {
  * norm 97 / 99 against 81 / 86 us, norm_dx 90 / 107 against 79 / 88,
  * norm_stats 17 / 40 against 63 / 72; gpt_small 42.2 / 42.3 ms against
  * 42.0 / 42.1. */
-static int reduce_test = -1;
-
-void tg_wgsl_reduce_test_form(int form) { reduce_test = form; }
-
-static int reduce_form(void) { /* the words in enum order */
-    return reduce_test >= 0 ? reduce_test
-                            : tg_wgsl_knob("TG_WGSL_REDUCE", (const char *const[]){"tree", "subgroup", "rows", NULL},
-                                           REDUCE_SUBGROUP);
+static int reduce_form(void) {
+    int f = tg_wgsl_forced()->reduce;
+    return f == TG_WGSL_REDUCE_TREE ? REDUCE_TREE : f == TG_WGSL_REDUCE_ROW_PER_SUBGROUP ? REDUCE_ROWS : REDUCE_SUBGROUP;
 }
 
 static bool use_subgroups(const wk *k) { return k->lim->subgroup_min_size && reduce_form() != REDUCE_TREE; }
@@ -395,32 +370,13 @@ void tg_wk_rows_once(wk_rows *L) {
 #define SPLIT_CHUNK 256
 #define SPLIT_MAX 64
 
-/* TG_WGSL_COLSUM picks the column sums' form: "two" (the
- * default) splits tall sums as above, "one" keeps one kernel per sum, a
- * number N forces N chunks on every sum of at least SPLIT_R rows (for
- * measuring). tg_wgsl_colsum_test_split overrides it. */
-static int colsum_test = -1; /* -1: by shape, 0: never, > 0: that many chunks */
-
-void tg_wgsl_colsum_test_split(int s) { colsum_test = s; }
-
-static int colsum_knob(void) {
-    if (colsum_test >= 0) return colsum_test;
-    if (tg_wgsl_knob("TG_WGSL_COLSUM", (const char *const[]){"one", NULL}, -1) == 0) return 0;
-    int s = tg_wgsl_knob_int("TG_WGSL_COLSUM", -1);
-    return s > SPLIT_MAX ? SPLIT_MAX : s;
-}
-
-static int width_test = -1;
-
-void tg_wgsl_colsum_test_width(int cw) { width_test = cw; }
-
-/* Row chunks of a sum of R rows whose C columns make `groups` workgroups. */
+/* Row chunks of a sum of R rows whose C columns make `groups` workgroups
+ * (tg_wgsl_forms.colsum_chunks: one kernel, or N chunks at any size). */
 static int chunks(int64_t R, int64_t C, int64_t groups) {
-    int knob = colsum_knob();
-    if (knob == 0 || R < 2 || C < 1) return 1;
-    if (colsum_test > 0) return (int64_t)knob > R ? (int)R : knob; /* tests: at any size */
+    int forced = tg_wgsl_forced()->colsum_chunks;
+    if (forced == TG_WGSL_OFF || R < 2 || C < 1) return 1;
+    if (forced > 0) return (int64_t)forced > R ? (int)R : forced;
     if (R < SPLIT_R) return 1;
-    if (knob > 0) return knob;
     if (groups >= COLSUM_FILL) return 1;
     int64_t s = (COLSUM_FILL + groups - 1) / groups;
     if (s > R / SPLIT_CHUNK) s = R / SPLIT_CHUNK;
@@ -428,13 +384,13 @@ static int chunks(int64_t R, int64_t C, int64_t groups) {
     return s < 2 ? 1 : (int)s;
 }
 
-/* TG_WGSL_COLSUM_WIDTH=8|32|64|128 sets the columns per workgroup (for
- * measuring). By default a sum that splits in CW's form takes WIDE columns
+/* tg_wgsl_forms.colsum_width sets the columns per workgroup (8, 32, 64 or
+ * 128). By default a sum that splits in CW's form takes WIDE columns
  * (and as many more chunks as that needs to fill the GPU), where there are
  * that many; every other sum keeps CW, where few columns must fill the GPU
  * with workgroups alone. */
 static int colsum_width(int64_t R, int64_t C) {
-    int w = width_test > 0 ? width_test : tg_wgsl_knob_int("TG_WGSL_COLSUM_WIDTH", 0);
+    int w = tg_wgsl_forced()->colsum_width;
     if (w == 8 || w == 32 || w == 64 || w == 128) return w;
     return C >= WIDE && chunks(R, C, (C + CW - 1) / CW) > 1 ? WIDE : CW;
 }

@@ -54,6 +54,53 @@ typedef struct {
     int step_check;
 } tg_wgsl_limits;
 
+/* Kernel forms. Where a kernel has several forms, the generator picks one
+ * by shape and device (each rule beside its form, with its reason). Tests
+ * force each form to check it against the others, and the row benchmark
+ * (bench_tg --rows-webgpu) to time each: they fill a tg_wgsl_forms and
+ * hand it to tg_wgsl_force_forms. 0 in a field (TG_WGSL_CHOOSE) leaves
+ * that choice to the generator; a field's comment lists its other values. */
+enum { TG_WGSL_OFF = -1, TG_WGSL_CHOOSE = 0, TG_WGSL_ON = 1 };
+enum { TG_WGSL_TILE_LARGE = 1, TG_WGSL_TILE_TALL, TG_WGSL_TILE_SMALL };
+enum { TG_WGSL_WARPS_ROWS = 1, TG_WGSL_WARPS_SQUARE };
+enum { TG_WGSL_ROWS_LOOP = 1, TG_WGSL_ROWS_REGISTERS };
+enum { TG_WGSL_REDUCE_TREE = 1, TG_WGSL_REDUCE_SUBGROUP, TG_WGSL_REDUCE_ROW_PER_SUBGROUP };
+enum { TG_WGSL_NORM_WORKGROUP = 1, TG_WGSL_NORM_ROW_PER_SUBGROUP };
+enum { TG_WGSL_ATTN_ROW_LOOPS = 1, TG_WGSL_ATTN_ROWS, TG_WGSL_ATTN_TILES };
+typedef struct {
+    bool unfused; /* one kernel per node: the fusion pass chooses no groups */
+    /* products (ops_matmul.c) */
+    int matmul_tile;    /* TG_WGSL_TILE_LARGE (128 x 128), _TALL (128 x 64), _SMALL (64 x 64) */
+    int matmul_split;   /* N > 0: every product's K in N ranges (two dispatches) */
+    int matmul_unroll;  /* ON: k-slices written out step by step (a GPU's form); OFF: as a loop (a CPU adapter's) */
+    int matmul_warps;   /* a warp's register blocks: TG_WGSL_WARPS_ROWS (16 x 2) or _SQUARE (8 x 4) */
+    int matmul_store4;  /* ON: results stored 4 columns at a time wherever they can be; OFF: never */
+    int matmul_load4;   /* ON: operands loaded 4 elements at a time wherever they can be; OFF: never */
+    int matmul_lead;    /* OFF: no product leads a group of products of another A */
+    /* rows and columns (rows.c) */
+    int rows;           /* long rows: TG_WGSL_ROWS_LOOP (every pass reads memory) or _REGISTERS */
+    int reduce;         /* TG_WGSL_REDUCE_TREE, _SUBGROUP (subgroup sums in a workgroup per row) or
+                         * _ROW_PER_SUBGROUP (where one fits) */
+    int norm;           /* a layer norm's forward: TG_WGSL_NORM_WORKGROUP or _ROW_PER_SUBGROUP a row */
+    uint32_t row_workgroup; /* a power of two from 32 to 1024: the most invocations a long row's workgroup
+                             * grows to, and a workgroup of rows a subgroup each has */
+    int colsum_chunks;  /* OFF: one kernel; N > 0: N chunks of rows, at any size */
+    int colsum_width;   /* 8, 32, 64 or 128 columns a workgroup */
+    int norm_backward;  /* OFF: norm_dx and the column sums as kernels of their own; N > 0: fused, in N chunks */
+    int embedding_grad; /* OFF: the column-sum form; N > 0: the warps form in at most N chunks of rows */
+    /* attention (ops_attention.c, ops_attention_tiles.c) */
+    int attention;      /* TG_WGSL_ATTN_ROW_LOOPS, _ROWS or _TILES (where they fit) */
+    int attention_shuffles; /* OFF: the blocks' row sums through workgroup memory, not subgroup shuffles */
+    /* checks (tests/test_webgpu_robust.sh) */
+    bool poison;        /* every kernel first fills its workgroup memory with NaN bits (tg_wk_poison) */
+    bool read_write;    /* every binding declared read_write, none read-only (tg_wk_declare) */
+} tg_wgsl_forms;
+/* Every kernel generated from now on takes forms f (copied); NULL: the
+ * generator's choices again. Not for use while another thread compiles. */
+void tg_wgsl_force_forms(const tg_wgsl_forms *f);
+/* The forms in force (every field 0 unless a test or benchmark forced one). */
+const tg_wgsl_forms *tg_wgsl_forced(void);
+
 /* Bindings a kernel may have (a fused kernel reads more than one node's
  * inputs); the device's maxStorageBuffersPerShaderStage may allow fewer. */
 #define TG_WGSL_MAX_BINDINGS 10
@@ -118,30 +165,6 @@ tg_status tg_wgsl_emit_fused(const tg_graph *g, const tg_plan *plan, const tg_wg
  * tg_wgsl_matmul_split says how many ranges node id's matmul takes (1: one
  * kernel) and the workspace they need. */
 int tg_wgsl_matmul_split(const tg_graph *g, int id, int64_t *work_bytes);
-/* Tests: every matmul compiled from now on uses tile configuration cfg (0
- * 128x128, 1 128x64, 2 64x64; -1 chooses by shape again), with split > 0
- * that many K-ranges, and its k-slices written out step by step (unroll 1,
- * what a GPU gets), as a loop (0, what a CPU adapter gets) or by adapter (-1). */
-void tg_wgsl_matmul_test_config(int cfg, int split, int unroll);
-/* Tests: every matmul compiled from now on places a warp's invocations as
- * 16 x 2 register blocks (0) or 8 x 4 (1); -1 chooses by K again. */
-void tg_wgsl_matmul_test_warps(int form);
-/* Tests: a product with an epilogue takes all its epilogue values before
- * storing (1, as TG_WGSL_MM_EPI=early) or stores each in turn (0); -1 goes
- * back to TG_WGSL_MM_EPI. */
-void tg_wgsl_matmul_test_epilogue(int early);
-/* Tests: products compiled from now on store their results 4 columns at a
- * time wherever they can (1, as TG_WGSL_MM_ST4=all) or one element at a
- * time (0, as =0); -1 goes back to TG_WGSL_MM_ST4 and the measured rule. */
-void tg_wgsl_matmul_test_st4(int mode);
-/* Tests: products compiled from now on load their operands 4 elements at a
- * time wherever they can (1, as TG_WGSL_MM_LD4=all) or one at a time (0,
- * as =0); -1 goes back to TG_WGSL_MM_LD4 and the measured rule. */
-void tg_wgsl_matmul_test_ld4(int mode);
-/* Tests: products compiled from now on may lead a group of products of
- * one other A (1, as TG_WGSL_MM_GROUP=lead) or not (0, as =shared); -1
- * goes back to TG_WGSL_MM_GROUP, by default every product. */
-void tg_wgsl_matmul_test_groups(int lead);
 tg_status tg_wgsl_emit_phase(const tg_graph *g, const tg_plan *plan, const tg_wgsl_fused *f, int phase, int64_t work_bytes,
                              const tg_wgsl_limits *lim, tg_kernel_spec *out);
 /* How many dispatches node id's kernel takes on a device of these limits:
@@ -153,40 +176,6 @@ int tg_wgsl_phases(const tg_graph *g, int id, const tg_wgsl_limits *lim, int64_t
  * node, or of the fused norm backward, norm_bwd.c) and the workspace they
  * share, its siblings' partial sums included. */
 int tg_wgsl_fused_phases(const tg_graph *g, const tg_wgsl_fused *f, const tg_wgsl_limits *lim, int64_t *work_bytes);
-/* Tests: a norm's backward planned from now on runs as norm_dx's kernel
- * summing the gain's (and bias's) columns too (on 1, as
- * the default) or as its own kernels (0, as TG_WGSL_NORM_BWD=0), with chunks > 0 that
- * many chunks of rows (as TG_WGSL_NORM_BWD=N; at most the rows), 0 by
- * shape; on -1 goes back to TG_WGSL_NORM_BWD. */
-void tg_wgsl_norm_bwd_test(int on, int chunks);
-/* Tests: every embedding gradient compiled from now on takes the column-sum
- * form (0), the warps form over at most `chunks` row chunks (> 0; fewer
- * where the rows make fewer), or chooses by shape again (-1). */
-void tg_wgsl_embedding_grad_test(int chunks);
-/* Tests: every column sum compiled from now on splits its rows into s chunks
- * (s > 0, at any size), never splits (0), or chooses by shape and
- * TG_WGSL_COLSUM again (-1). */
-void tg_wgsl_colsum_test_split(int s);
-/* Tests: every column sum compiled from now on gives each workgroup cw
- * columns (8, 32, 64 or 128), or chooses by shape and TG_WGSL_COLSUM_WIDTH
- * again (-1). */
-void tg_wgsl_colsum_test_width(int cw);
-/* Tests: row kernels compiled from now on walk long rows with loops (0) or,
- * where they fit, in registers (1); -1 goes back to TG_WGSL_ROWS. */
-void tg_wgsl_rows_test_form(int form);
-/* Tests: row kernels compiled from now on combine their rows with
- * workgroup trees (0) or, on a device with subgroups, subgroup sums in a
- * workgroup per row (1) or a row per subgroup where one fits (2); -1 goes
- * back to TG_WGSL_REDUCE. */
-void tg_wgsl_reduce_test_form(int form);
-/* Tests: a layer norm's forward compiled from now on takes a workgroup per
- * row (0) or, where the reduction allows one, a row per subgroup (1); -1
- * goes back to TG_WGSL_LN. */
-void tg_wgsl_norm_test_form(int form);
-/* Tests: a long row's workgroup grows up to wg invocations (a power of two
- * from 32 to 1024) instead of 64, and a workgroup of rows a subgroup each
- * has wg invocations; 0 goes back to TG_WGSL_ROW_WG and TG_WGSL_SG_ROWS_WG. */
-void tg_wgsl_rows_test_wg(uint32_t wg);
 /* A whole program's kernels, in the order a step runs them (constants
  * included: the engine runs those once), with the planner's fusions. */
 typedef struct {
@@ -210,13 +199,6 @@ tg_status tg_wgsl_fuse(const tg_graph *g, const bool *pinned, int cut, const tg_
 tg_status tg_wgsl_emit_program(const tg_graph *g, const tg_plan *plan, const tg_fusion *fu, const tg_writeback *wb,
                                int n_wb, const tg_wgsl_limits *lim, tg_wgsl_program *out);
 void tg_wgsl_program_free(tg_wgsl_program *p);
-/* Tests: 0 plans one kernel per node, 1 fuses (the default), -1 goes back to
- * the environment (TG_WGSL_FUSE=0 turns fusion off). */
-void tg_wgsl_set_fusion(int on);
-bool tg_wgsl_fusion_enabled(void);
-/* TG_WGSL_MM_GROUP=0 turns the sums and groups of products off, for
- * measuring (=lead and =shared: tg_wgsl_matmul_groups_led). */
-bool tg_wgsl_mm_groups_enabled(void);
 
 /* An end-of-step writeback (src's value into dst's memory) as a copy kernel.
  * A kernel rather than copyBufferToBuffer: WebGPU cannot copy between two
