@@ -643,12 +643,12 @@ static void test_colsum_split(bool verbose) {
     }
     tg_wgsl_force_forms(NULL);
     int64_t R = 4100, C = 40;
-    CHECK(tg_wk_colsum_chunks(R, C) > 1, "a sum of %lld x %lld should split", (long long)R, (long long)C);
-    CHECK(tg_wk_colsum_chunks(1024, 64) == 1, "a sum of 1024 rows should not split");
+    CHECK(tg_kernel_colsum_chunks(R, C) > 1, "a sum of %lld x %lld should split", (long long)R, (long long)C);
+    CHECK(tg_kernel_colsum_chunks(1024, 64) == 1, "a sum of 1024 rows should not split");
     /* gpt_small's bias sums take 32 columns a workgroup (12 of them, 32
      * chunks to fill the GPU); with 8 (48 workgroups) they would take 8 */
-    CHECK(tg_wk_colsum_chunks(16384, 384) == 32, "a sum of 16384 x 384 in %d chunks, not 32",
-          tg_wk_colsum_chunks(16384, 384));
+    CHECK(tg_kernel_colsum_chunks(16384, 384) == 32, "a sum of 16384 x 384 in %d chunks, not 32",
+          tg_kernel_colsum_chunks(16384, 384));
 }
 
 /* How many of case c's WebGPU kernels hold `needle` (-1: it did not run). */

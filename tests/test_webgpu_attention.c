@@ -1,4 +1,4 @@
-/* The fused causal attention of the WebGPU backend (src/wgsl/attention.h)
+/* The fused causal attention of the WebGPU backend (src/wgsl/fused_attention.h)
  * against the CPU backend: forward output and the gradients of q, k and v
  * at T in {1, 7, 64, 257} and head sizes {8, 12, 64, 80}, with the heads
  * permutes read and written with strides and without them; that each case
@@ -16,7 +16,7 @@
 
 #include "parity.h"
 #include "webgpu/webgpu.h"
-#include "wgsl/attention.h"
+#include "wgsl/fused_attention.h"
 #include "session.h"
 #include "../examples/gpt.c"
 
@@ -49,8 +49,8 @@ static void fused_info(const par_case *c, int *groups, int64_t *planned, int for
     bool dump = forms && par_dump_start(dir);
     *groups = -1, *planned = -1;
     if (par_open(c, &u, TG_BACKEND_WEBGPU, &r) == TG_OK) {
-        /* the attentions are the first groups (attention.h); elementwise chains may follow */
-        *groups = r.s->b.prog->fusion ? ((const tg_wgsl_prefused *)r.s->b.prog->fusion->impl)->n : 0;
+        /* the attentions are the first groups (fused_attention.h); elementwise chains may follow */
+        *groups = r.s->b.prog->fusion ? ((const tg_wgsl_chosen_groups *)r.s->b.prog->fusion->impl)->n_attn : 0;
         tg_plan_stats ps;
         if (tg_session_plan_stats(r.s, &ps) == TG_OK) *planned = ps.planned_bytes;
     }

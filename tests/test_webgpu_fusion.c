@@ -1,4 +1,4 @@
-/* The WebGPU backend's fused kernels (src/wgsl/fuse.c): how many dispatches
+/* The WebGPU backend's fused kernels (src/wgsl/program.c): how many dispatches
  * a step of the sin MLP and of the addition transformer takes (a fusion that
  * stops happening fails here), training with fusion against training
  * without it, and the many-param groups cut into several dispatches when
@@ -10,7 +10,7 @@
 
 #include "check.h"
 #include "webgpu/webgpu.h"
-#include "wgsl/attention.h"
+#include "wgsl/fused_attention.h"
 #include "session.h"
 #include "../examples/sin.h"
 #include "../examples/gpt.c"
@@ -195,7 +195,7 @@ static void test_before_planning(void) {
         const tg_graph *g = s->b.prog->g;
         const tg_plan *pl = &s->b.prog->plan;
         const tg_fusion *f = s->b.prog->fusion;
-        const tg_wgsl_prefused *pre = f->impl;
+        const tg_wgsl_chosen_groups *chosen = f->impl;
         int updates = 0, in_group = -2, clipped = 0, kept = 0, squares = 0, kept_sq = 0, optim = 0, sumsq = 0;
         for (int i = 0; i < g->n; i++) {
             const tg_node *n = &g->nodes[i];
@@ -207,13 +207,13 @@ static void test_before_planning(void) {
                 clipped++;
                 kept += pl->slot[n->in[1]].arena < 0;
             }
-            if (n->op == TG_OP_MUL && n->in[0] == n->in[1] && f->group[i] >= 0 && pre->pre[f->group[i]].kind == FZ_SUMSQ) {
+            if (n->op == TG_OP_MUL && n->in[0] == n->in[1] && f->group[i] >= 0 && chosen->chosen[f->group[i]].kind == GROUP_SUMSQ) {
                 squares++; /* the clip norm's: the loss's own square is another */
                 kept_sq += pl->slot[i].arena < 0;
             }
         }
-        for (int gi = 0; gi < f->n_groups; gi++) optim += pre->pre[gi].kind == FZ_OPTIM, sumsq += pre->pre[gi].kind == FZ_SUMSQ;
-        CHECK(updates == 6 && in_group >= 0 && pre->pre[in_group].kind == FZ_OPTIM && optim == 1,
+        for (int gi = 0; gi < f->n_groups; gi++) optim += chosen->chosen[gi].kind == GROUP_OPTIM, sumsq += chosen->chosen[gi].kind == GROUP_SUMSQ;
+        CHECK(updates == 6 && in_group >= 0 && chosen->chosen[in_group].kind == GROUP_OPTIM && optim == 1,
               "the 6 updates in one optimizer group chosen before planning (%d updates, group %d, %d optimizer groups)",
               updates, in_group, optim);
         CHECK(clipped == 6 && kept == 6, "%d of %d clipped gradients without memory, want all 6", kept, clipped);
@@ -226,7 +226,7 @@ static void test_before_planning(void) {
     tg_model_free(m);
 }
 
-/* ---- products of one input: one dispatch (fuse.c's matmul groups) ---- */
+/* ---- products of one input: one dispatch (program.c's matmul groups) ---- */
 
 static tg_param gw[3];
 static tg_tensor group_loss(tg_graph *g, void *u) {
@@ -715,7 +715,7 @@ static void test_chain_memory(void) {
 }
 
 /* A chain of adds over 7 inputs: with 5 storage buffers per stage its
- * kernel stops taking producers where the rule of prefuse_ew.c says its
+ * kernel stops taking producers where the rule of grouping_elementwise.c says its
  * bindings would not fit (one per value it stores or reads), so that
  * every kernel binds at most 5, and trains the same as with the device's
  * own limit and with one kernel per node. */

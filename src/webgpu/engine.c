@@ -39,7 +39,7 @@
 #include <time.h>
 
 #include "webgpu.h"
-#include "../wgsl/attention.h"
+#include "../wgsl/fused_attention.h"
 
 #define SUBMIT_FIRST 4
 #define SUBMIT_MOST 64
@@ -708,7 +708,7 @@ static void wg_destroy(tg_engine *e_) {
     free(e);
 }
 
-/* The fusion pass before planning (src/wgsl/prefuse.c): causal attention,
+/* The fusion pass before planning (src/wgsl/grouping.c): causal attention,
  * products with an epilogue, siblings, sums and groups of products, the
  * optimizer's updates, the clip norm's sums, elementwise chains.
  * Off where every node's value must be readable (check_numerics). */
@@ -724,7 +724,7 @@ static tg_status wg_fuse(const tg_program *p, tg_fusion **out) {
     bool *pinned = tg_calloc((size_t)g->n + 1, sizeof(bool));
     if (!pinned) return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
     tg_program_pinned(p, pinned);
-    st = tg_wgsl_fuse(g, pinned, p->cut, &lim, out);
+    st = tg_wgsl_choose_groups(g, pinned, p->cut, &lim, out);
     free(pinned);
     return st;
 }

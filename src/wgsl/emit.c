@@ -10,7 +10,7 @@
 #include "emit.h"
 #include "../ir/iter.h" /* the same dimension merging the CPU kernels use */
 
-void tg_wsb_printf(wsb *b, const char *fmt, ...) {
+void tg_source_printf(wgsl_source *b, const char *fmt, ...) {
     if (b->oom) return;
     for (;;) {
         va_list ap;
@@ -37,9 +37,9 @@ void tg_wsb_printf(wsb *b, const char *fmt, ...) {
     }
 }
 
-const tg_node *tg_wk_in(const wk *k, int i) { return &k->g->nodes[k->n->in[i]]; }
+const tg_node *tg_kernel_in(const wgsl_kernel *k, int i) { return &k->g->nodes[k->n->in[i]]; }
 
-const char *tg_wk_type(tg_dtype dt) { return dt == TG_F32 ? "f32" : dt == TG_I32 ? "i32" : "u32"; }
+const char *tg_kernel_type(tg_dtype dt) { return dt == TG_F32 ? "f32" : dt == TG_I32 ? "i32" : "u32"; }
 
 static const char *node_desc(const tg_graph *g, int id, char *buf, size_t n) {
     char sh[96];
@@ -48,24 +48,24 @@ static const char *node_desc(const tg_graph *g, int id, char *buf, size_t n) {
     return buf;
 }
 
-bool tg_wk_fail(wk *k, tg_status s, const char *fmt, ...) {
-    if (k->st != TG_OK) return false;
+bool tg_kernel_fail(wgsl_kernel *k, tg_status s, const char *fmt, ...) {
+    if (k->status != TG_OK) return false;
     char msg[512], who[160];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    k->st = tg_fail(s, "webgpu: %s: %s", node_desc(k->g, k->id, who, sizeof who), msg);
+    k->status = tg_fail(s, "webgpu: %s: %s", node_desc(k->g, k->id, who, sizeof who), msg);
     return false;
 }
 
-const char *tg_wk_i32(int32_t v, char buf[24]) {
+const char *tg_kernel_i32(int32_t v, char buf[24]) {
     if (v == INT32_MIN) snprintf(buf, 24, "(-2147483647i - 1i)"); /* the literal 2147483648i does not exist */
     else snprintf(buf, 24, v < 0 ? "(%di)" : "%di", (int)v);
     return buf;
 }
 
-const char *tg_wk_f32(float v, char buf[48]) {
+const char *tg_kernel_f32(float v, char buf[48]) {
     uint32_t bits;
     memcpy(&bits, &v, 4);
     int cls = fpclassify(v);
@@ -82,19 +82,19 @@ const char *tg_wk_f32(float v, char buf[48]) {
     return buf;
 }
 
-void tg_wk_let_f32(wk *k, const char *name, float v) {
+void tg_kernel_let_f32(wgsl_kernel *k, const char *name, float v) {
     char f[48];
-    tg_wsb_printf(&k->s, "    let %s = %s;\n", name, tg_wk_f32(v, f));
+    tg_source_printf(&k->source, "    let %s = %s;\n", name, tg_kernel_f32(v, f));
 }
 
 /* Splits `groups` workgroups over x (and y when x is not enough). */
-static bool grid(wk *k, int64_t groups, uint32_t *gx, uint32_t *gy) {
+static bool grid(wgsl_kernel *k, int64_t groups, uint32_t *gx, uint32_t *gy) {
     int64_t lim = k->lim->max_workgroups_per_dimension;
     if (groups <= 0) groups = 1;
     int64_t y = (groups + lim - 1) / lim;
     int64_t x = (groups + y - 1) / y;
     if (y > lim)
-        return tg_wk_fail(k, TG_ERR_LIMIT, "%lld workgroups exceed %lld x %lld (maxComputeWorkgroupsPerDimension)",
+        return tg_kernel_fail(k, TG_ERR_LIMIT, "%lld workgroups exceed %lld x %lld (maxComputeWorkgroupsPerDimension)",
                        (long long)groups, (long long)lim, (long long)lim);
     *gx = (uint32_t)x;
     *gy = (uint32_t)y;
@@ -110,11 +110,11 @@ void tg_wgsl_force_forms(const tg_wgsl_forms *f) {
 
 const tg_wgsl_forms *tg_wgsl_forced(void) { return &g_forms; }
 
-void tg_wk_shared(wk *k, const char *name, const char *type, int64_t n) {
-    tg_wsb_printf(&k->s, "var<workgroup> %s: array<%s, %lld>;\n", name, type, (long long)n);
+void tg_kernel_shared(wgsl_kernel *k, const char *name, const char *type, int64_t n) {
+    tg_source_printf(&k->source, "var<workgroup> %s: array<%s, %lld>;\n", name, type, (long long)n);
     if (k->n_shared == (int)(sizeof k->shared / sizeof k->shared[0]) || strlen(name) >= sizeof k->shared[0].name ||
         strlen(type) >= sizeof k->shared[0].type) {
-        tg_wk_fail(k, TG_ERR_STATE, "workgroup array %s: more arrays, or a longer name or type, than tg_wk_shared records",
+        tg_kernel_fail(k, TG_ERR_STATE, "workgroup array %s: more arrays, or a longer name or type, than tg_kernel_shared records",
                    name);
         return;
     }
@@ -123,34 +123,34 @@ void tg_wk_shared(wk *k, const char *name, const char *type, int64_t n) {
     k->shared[k->n_shared++].n = n;
 }
 
-void tg_wk_poison(wk *k, uint32_t wg) {
+void tg_kernel_poison(wgsl_kernel *k, uint32_t wg) {
     if (!k->n_shared || !g_forms.poison) return;
     for (int a = 0; a < k->n_shared; a++) {
         bool v4 = strcmp(k->shared[a].type, "vec4<f32>") == 0;
         /* lid keeps the NaN out of a constant expression, where WGSL rejects it */
-        tg_wsb_printf(&k->s, "    for (var e = lid; e < %lldu; e += %uu) { %s[e] = bitcast<%s>(%s); }\n",
+        tg_source_printf(&k->source, "    for (var e = lid; e < %lldu; e += %uu) { %s[e] = bitcast<%s>(%s); }\n",
                       (long long)k->shared[a].n, wg, k->shared[a].name, k->shared[a].type,
                       v4 ? "vec4<u32>(0x7fc0deadu | (lid & 0u))" : "0x7fc0deadu | (lid & 0u)");
     }
-    tg_wsb_printf(&k->s, "    workgroupBarrier();\n");
+    tg_source_printf(&k->source, "    workgroupBarrier();\n");
 }
 
-bool tg_wk_main(wk *k, int64_t groups, uint32_t wg) {
+bool tg_kernel_main(wgsl_kernel *k, int64_t groups, uint32_t wg) {
     uint32_t gx = 1, gy = 1;
     if (wg > k->lim->max_invocations_per_workgroup)
-        return tg_wk_fail(k, TG_ERR_LIMIT, "workgroup of %u invocations exceeds maxComputeInvocationsPerWorkgroup %u", wg,
+        return tg_kernel_fail(k, TG_ERR_LIMIT, "workgroup of %u invocations exceeds maxComputeInvocationsPerWorkgroup %u", wg,
                        k->lim->max_invocations_per_workgroup);
     if (!grid(k, groups, &gx, &gy)) return false;
     k->spec->workgroup_size = wg;
     k->spec->dispatch[0] = gx;
     k->spec->dispatch[1] = gy;
     k->spec->dispatch[2] = 1;
-    tg_wsb_printf(&k->s,
+    tg_source_printf(&k->source,
                "@compute @workgroup_size(%u)\n"
                "fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {\n"
                "    let gid = wid.y * %uu + wid.x;\n",
                wg, gx);
-    tg_wk_poison(k, wg);
+    tg_kernel_poison(k, wg);
     return true;
 }
 
@@ -161,95 +161,95 @@ bool tg_wk_main(wk *k, int64_t groups, uint32_t wg) {
  * elementwise work rides in product epilogues and row kernels). */
 #define FLAT_WG 256u
 
-void tg_wk_helper(wk *k, unsigned id, const char *text) {
+void tg_kernel_helper(wgsl_kernel *k, unsigned id, const char *text) {
     unsigned *h = k->helpers ? k->helpers : &k->own_helpers;
     if (*h & (1u << id)) return;
     *h |= 1u << id;
-    tg_wsb_printf(&k->s, "%s", text);
+    tg_source_printf(&k->source, "%s", text);
 }
 
 /* NaN tested on the bits: shader compilers may assume x != x never holds. */
-void tg_wk_is_nan(wk *k) {
-    tg_wk_helper(k, WK_H_IS_NAN, "fn is_nan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }\n");
+void tg_kernel_is_nan(wgsl_kernel *k) {
+    tg_kernel_helper(k, KERNEL_HELPER_IS_NAN, "fn is_nan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }\n");
 }
 
-void tg_wk_names_default(wk *k) {
-    for (int j = 0; j < TG_MAX_IN; j++) snprintf(k->ld[j], sizeof k->ld[j], "ld%d", j);
-    snprintf(k->stn, sizeof k->stn, "st");
-    k->pfx[0] = 0;
+void tg_kernel_names_default(wgsl_kernel *k) {
+    for (int j = 0; j < TG_MAX_IN; j++) snprintf(k->load_name[j], sizeof k->load_name[j], "ld%d", j);
+    snprintf(k->store_name, sizeof k->store_name, "st");
+    k->prefix[0] = 0;
     k->fn_name = NULL;
 }
 
-void tg_wk_open(wk *k, const tg_graph *g, const tg_plan *plan, const tg_wgsl_limits *lim, int node,
+void tg_kernel_open(wgsl_kernel *k, const tg_graph *g, const tg_plan *plan, const tg_wgsl_limits *lim, int node,
              tg_kernel_spec *sp) {
     memset(k, 0, sizeof *k);
     k->g = g, k->n = &g->nodes[node], k->id = node, k->plan = plan, k->lim = lim, k->spec = sp;
     k->helpers = &k->own_helpers;
-    tg_wk_names_default(k);
+    tg_kernel_names_default(k);
     sp->node = node;
 }
 
 /* With k->subgroups, `enable subgroups;`: a directive must come before
  * every declaration; after the first line, which names the kernel
  * (TG_WG_PROFILE's label). */
-static void enable_subgroups(wk *k) {
-    if (k->st != TG_OK || !k->subgroups) return;
-    wsb e = {0};
-    const char *src = k->s.p ? k->s.p : "";
+static void enable_subgroups(wgsl_kernel *k) {
+    if (k->status != TG_OK || !k->subgroups) return;
+    wgsl_source e = {0};
+    const char *src = k->source.p ? k->source.p : "";
     size_t line = strcspn(src, "\n");
-    tg_wsb_printf(&e, "%.*s\nenable subgroups;\n%s", (int)line, src, src[line] ? src + line + 1 : "");
-    e.oom |= k->s.oom;
-    free(k->s.p);
-    k->s = e;
+    tg_source_printf(&e, "%.*s\nenable subgroups;\n%s", (int)line, src, src[line] ? src + line + 1 : "");
+    e.oom |= k->source.oom;
+    free(k->source.p);
+    k->source = e;
 }
 
-tg_status tg_wk_close(wk *k, tg_wgsl_program *out) {
+tg_status tg_kernel_close(wgsl_kernel *k, tg_wgsl_program *out) {
     enable_subgroups(k);
-    if (k->st == TG_OK && k->s.oom) k->st = tg_fail(TG_ERR_NOMEM, "webgpu: out of memory generating WGSL");
-    if (k->st != TG_OK) {
-        free(k->s.p);
+    if (k->status == TG_OK && k->source.oom) k->status = tg_fail(TG_ERR_NOMEM, "webgpu: out of memory generating WGSL");
+    if (k->status != TG_OK) {
+        free(k->source.p);
         memset(k->spec, 0, sizeof *k->spec);
-        return k->st;
+        return k->status;
     }
-    k->spec->source = k->s.p;
+    k->spec->source = k->source.p;
     out->n++;
     return TG_OK;
 }
 
-bool tg_wk_flat(wk *k, int64_t n) {
+bool tg_kernel_flat(wgsl_kernel *k, int64_t n) {
     if (k->fn_name) {
         /* The store of the node's own emitter lands in a private variable
          * that the function returns: emitters may store from any branch. */
-        const char *t = tg_wk_type(k->n->dtype);
-        tg_wsb_printf(&k->s, "var<private> %s_r: %s;\nfn %s(i: u32, v: %s) { %s_r = v; }\nfn %s(i: u32) -> %s {\n",
-                   k->fn_name, t, k->stn, t, k->fn_name, k->fn_name, t);
+        const char *t = tg_kernel_type(k->n->dtype);
+        tg_source_printf(&k->source, "var<private> %s_r: %s;\nfn %s(i: u32, v: %s) { %s_r = v; }\nfn %s(i: u32) -> %s {\n",
+                   k->fn_name, t, k->store_name, t, k->fn_name, k->fn_name, t);
         return true;
     }
     k->spec->threads = n;
-    if (!tg_wk_main(k, (n + FLAT_WG - 1) / FLAT_WG, FLAT_WG)) return false;
-    tg_wsb_printf(&k->s, "    let i = gid * %uu + lid;\n    if (i >= %lluu) { return; }\n", FLAT_WG,
+    if (!tg_kernel_main(k, (n + FLAT_WG - 1) / FLAT_WG, FLAT_WG)) return false;
+    tg_source_printf(&k->source, "    let i = gid * %uu + lid;\n    if (i >= %lluu) { return; }\n", FLAT_WG,
                (unsigned long long)n);
     return true;
 }
 
-void tg_wk_end(wk *k) {
-    if (k->fn_name) tg_wsb_printf(&k->s, "    return %s_r;\n", k->fn_name);
-    tg_wsb_printf(&k->s, "}\n");
+void tg_kernel_end(wgsl_kernel *k) {
+    if (k->fn_name) tg_source_printf(&k->source, "    return %s_r;\n", k->fn_name);
+    tg_source_printf(&k->source, "}\n");
 }
 
-void tg_wk_index_fn(wk *k, const char *name, int nd, const int64_t *d, const int64_t *st) {
-    tg_wsb_printf(&k->s, "fn %s(i: u32) -> u32 {\n    var r = i;\n    var o = 0u;\n", name);
+void tg_kernel_index_fn(wgsl_kernel *k, const char *name, int nd, const int64_t *d, const int64_t *st) {
+    tg_source_printf(&k->source, "fn %s(i: u32) -> u32 {\n    var r = i;\n    var o = 0u;\n", name);
     for (int a = nd - 1; a > 0; a--) {
-        if (st[a]) tg_wsb_printf(&k->s, "    o += (r %% %lldu) * %lldu;\n", (long long)d[a], (long long)st[a]);
-        tg_wsb_printf(&k->s, "    r = r / %lldu;\n", (long long)d[a]);
+        if (st[a]) tg_source_printf(&k->source, "    o += (r %% %lldu) * %lldu;\n", (long long)d[a], (long long)st[a]);
+        tg_source_printf(&k->source, "    r = r / %lldu;\n", (long long)d[a]);
     }
-    if (nd > 0 && st[0]) tg_wsb_printf(&k->s, "    o += r * %lldu;\n", (long long)st[0]);
-    tg_wsb_printf(&k->s, "    return o;\n}\n");
+    if (nd > 0 && st[0]) tg_source_printf(&k->source, "    o += r * %lldu;\n", (long long)st[0]);
+    tg_source_printf(&k->source, "    return o;\n}\n");
 }
 
-void tg_wk_bcast_maps(wk *k, int nin, char expr[][WK_EXPR]) {
+void tg_kernel_bcast_maps(wgsl_kernel *k, int nin, char expr[][KERNEL_EXPR_LEN]) {
     int64_t st[TG_MAX_IN][TG_MAX_DIMS];
-    for (int i = 0; i < nin; i++) tg_shape_bcast_strides(tg_wk_in(k, i)->shape, k->n->shape, st[i]);
+    for (int i = 0; i < nin; i++) tg_shape_bcast_strides(tg_kernel_in(k, i)->shape, k->n->shape, st[i]);
     tg_iter it;
     tg_iter_init(&it, k->n->shape, nin, st);
     for (int i = 0; i < nin; i++) {
@@ -258,13 +258,13 @@ void tg_wk_bcast_maps(wk *k, int nin, char expr[][WK_EXPR]) {
             same &= it.st[i + 1][a] == it.st[0][a];
             zero &= it.st[i + 1][a] == 0;
         }
-        if (same) snprintf(expr[i], WK_EXPR, "i");
-        else if (zero) snprintf(expr[i], WK_EXPR, "0u");
+        if (same) snprintf(expr[i], KERNEL_EXPR_LEN, "i");
+        else if (zero) snprintf(expr[i], KERNEL_EXPR_LEN, "0u");
         else {
             char name[32];
-            snprintf(name, sizeof name, "%smap%d", k->pfx, i);
-            tg_wk_index_fn(k, name, it.nd, it.d, it.st[i + 1]);
-            snprintf(expr[i], WK_EXPR, "%s(i)", name);
+            snprintf(name, sizeof name, "%smap%d", k->prefix, i);
+            tg_kernel_index_fn(k, name, it.nd, it.d, it.st[i + 1]);
+            snprintf(expr[i], KERNEL_EXPR_LEN, "%s(i)", name);
         }
     }
 }
@@ -274,7 +274,7 @@ void tg_wk_bcast_maps(wk *k, int nin, char expr[][WK_EXPR]) {
 /* Binds operand nodes[0..n) as storage buffers: ranges of one arena that
  * overlap share one binding (their union, see wgsl.h). Sets bind_of[o] and
  * elem_off[o] (the operand's first element within its binding). */
-bool tg_wk_bind_nodes(wk *k, const int *nodes, int n, int *bind_of, int64_t *elem_off) {
+bool tg_kernel_bind_nodes(wgsl_kernel *k, const int *nodes, int n, int *bind_of, int64_t *elem_off) {
     tg_kernel_spec *sp = k->spec;
     for (int o = 0; o < n; o++) {
         const tg_slot *s = &k->plan->slot[nodes[o]];
@@ -285,7 +285,7 @@ bool tg_wk_bind_nodes(wk *k, const int *nodes, int n, int *bind_of, int64_t *ele
                 b = j;
         if (b < 0) {
             if (sp->n_bindings == TG_WGSL_MAX_BINDINGS)
-                return tg_wk_fail(k, TG_ERR_LIMIT, "needs over %d storage buffers", TG_WGSL_MAX_BINDINGS);
+                return tg_kernel_fail(k, TG_ERR_LIMIT, "needs over %d storage buffers", TG_WGSL_MAX_BINDINGS);
             b = sp->n_bindings++;
             sp->bind[b] = (tg_wgsl_binding){s->arena, lo, hi - lo};
         } else {
@@ -316,7 +316,7 @@ bool tg_wk_bind_nodes(wk *k, const int *nodes, int n, int *bind_of, int64_t *ele
     for (int o = 0; o < n; o++) elem_off[o] = (k->plan->slot[nodes[o]].offset - sp->bind[bind_of[o]].offset) / 4;
     /* Limits: binding count, binding size (named by its largest operand), alignment. */
     if ((uint32_t)sp->n_bindings > k->lim->max_storage_buffers_per_stage)
-        return tg_wk_fail(k, TG_ERR_LIMIT, "needs %d storage buffers, over maxStorageBuffersPerShaderStage %u",
+        return tg_kernel_fail(k, TG_ERR_LIMIT, "needs %d storage buffers, over maxStorageBuffersPerShaderStage %u",
                        sp->n_bindings, k->lim->max_storage_buffers_per_stage);
     for (int b = 0; b < sp->n_bindings; b++) {
         if ((uint64_t)sp->bind[b].size <= k->lim->max_storage_buffer_binding_size &&
@@ -328,9 +328,9 @@ bool tg_wk_bind_nodes(wk *k, const int *nodes, int n, int *bind_of, int64_t *ele
         char who[160];
         node_desc(k->g, big, who, sizeof who);
         if (sp->bind[b].offset % k->lim->min_storage_buffer_offset_alignment)
-            return tg_wk_fail(k, TG_ERR_LIMIT, "%s sits at offset %lld, not a multiple of minStorageBufferOffsetAlignment %u",
+            return tg_kernel_fail(k, TG_ERR_LIMIT, "%s sits at offset %lld, not a multiple of minStorageBufferOffsetAlignment %u",
                            who, (long long)sp->bind[b].offset, k->lim->min_storage_buffer_offset_alignment);
-        return tg_wk_fail(k, TG_ERR_LIMIT, "%s needs a %lld-byte storage binding, over maxStorageBufferBindingSize %llu",
+        return tg_kernel_fail(k, TG_ERR_LIMIT, "%s needs a %lld-byte storage binding, over maxStorageBufferBindingSize %llu",
                        who, (long long)sp->bind[b].size, (unsigned long long)k->lim->max_storage_buffer_binding_size);
     }
     return true;
@@ -341,10 +341,10 @@ bool tg_wk_bind_nodes(wk *k, const int *nodes, int n, int *bind_of, int64_t *ele
  * neither it nor any other binding of its arena (`written`: bit b for each
  * binding it stores through): WebGPU forbids one buffer bound both
  * writable and read-only in a dispatch, and a workspace (`work`) may be
- * placed in the scratch arena (fuse.c), which then counts as written.
+ * placed in the scratch arena (program.c), which then counts as written.
  * On the H200, gpt_small's step 37.17 ms against 37.35 with every
  * binding read_write (one run). */
-void tg_wk_declare(wk *k, const char *type, unsigned written, bool work) {
+void tg_kernel_declare(wgsl_kernel *k, const char *type, unsigned written, bool work) {
     tg_kernel_spec *sp = k->spec;
     bool off = g_forms.read_write;
     sp->read_only = 0;
@@ -352,12 +352,12 @@ void tg_wk_declare(wk *k, const char *type, unsigned written, bool work) {
         bool w = off || (work && sp->bind[b].arena == TG_ARENA_SCRATCH);
         for (int c = 0; c < sp->n_bindings && !w; c++) w = (written >> c & 1) && sp->bind[c].arena == sp->bind[b].arena;
         if (!w) sp->read_only |= 1u << b;
-        tg_wsb_printf(&k->s, "@group(0) @binding(%d) var<storage, %s> b%d: array<%s>;\n", b, w ? "read_write" : "read", b,
+        tg_source_printf(&k->source, "@group(0) @binding(%d) var<storage, %s> b%d: array<%s>;\n", b, w ? "read_write" : "read", b,
                       k->vec4_bind >> b & 1 ? "vec4<u32>" : type);
     }
 }
 
-bool tg_wk_vec4_ok(const wk *k, const int *nodes, int n, const int *bind_of, const int64_t *elem_off, int o) {
+bool tg_kernel_vec4_ok(const wgsl_kernel *k, const int *nodes, int n, const int *bind_of, const int64_t *elem_off, int o) {
     const tg_node *x = &k->g->nodes[nodes[o]];
     const tg_wgsl_binding *b = &k->spec->bind[bind_of[o]];
     if (x->dtype != TG_F32 || elem_off[o] % 4 || tg_ir_numel(x) % 4 || b->offset % 16) return false;
@@ -367,7 +367,7 @@ bool tg_wk_vec4_ok(const wk *k, const int *nodes, int n, const int *bind_of, con
     return true;
 }
 
-void tg_wk_elem(const wk *k, int bind, int64_t elem_off, char *buf, size_t n) {
+void tg_kernel_elem(const wgsl_kernel *k, int bind, int64_t elem_off, char *buf, size_t n) {
     char i[48];
     if (elem_off) snprintf(i, sizeof i, "%lldu + i", (long long)elem_off);
     else snprintf(i, sizeof i, "i");
@@ -375,7 +375,7 @@ void tg_wk_elem(const wk *k, int bind, int64_t elem_off, char *buf, size_t n) {
     else snprintf(buf, n, "b%d[%s]", bind, i);
 }
 
-void tg_wk_elem4(int bind, int64_t elem_off, char *buf, size_t n) {
+void tg_kernel_elem4(int bind, int64_t elem_off, char *buf, size_t n) {
     snprintf(buf, n, "b%d[(%lldu + i) / 4u]", bind, (long long)elem_off);
 }
 
@@ -403,20 +403,20 @@ static int find_in(const int *list, int n, int id) {
 
 /* Which link of the epilogue chain node x is (-1: the kernel node, q: epi[q]),
  * looking through views kept inline; -2 if none. */
-static int chain_link(const tg_graph *g, const tg_wgsl_fused *f, int kid, int x) {
-    if (!f || !f->n_epi) return -2;
+static int chain_link(const tg_graph *g, const tg_wgsl_fused_kernel *f, int kid, int x) {
+    if (!f || !f->n_epilogue) return -2;
     if (x == kid) return -1;
-    int q = find_in(f->epi, f->n_epi, x);
+    int q = find_in(f->epilogue, f->n_epilogue, x);
     if (q >= 0) return q;
-    if ((tg_ops[g->nodes[x].op].flags & TG_OPF_VIEW) && find_in(f->inl, f->n_inl, x) >= 0)
+    if ((tg_ops[g->nodes[x].op].flags & TG_OPF_VIEW) && find_in(f->inlined, f->n_inlined, x) >= 0)
         return chain_link(g, f, kid, g->nodes[x].in[0]);
     return -2;
 }
 
 /* The external reads of inlined node x (recursively through other inlined nodes). */
-static void collect(const tg_graph *g, const tg_wgsl_fused *f, int kid, int x, operands *o, bool *seen) {
+static void collect(const tg_graph *g, const tg_wgsl_fused_kernel *f, int kid, int x, operands *o, bool *seen) {
     if (chain_link(g, f, kid, x) != -2) return; /* the value being stored, not a read */
-    int q = f ? find_in(f->inl, f->n_inl, x) : -1;
+    int q = f ? find_in(f->inlined, f->n_inlined, x) : -1;
     if (q < 0) {
         ops_add(o, x);
         return;
@@ -429,58 +429,58 @@ static void collect(const tg_graph *g, const tg_wgsl_fused *f, int kid, int x, o
 
 /* The WGSL name of node x's value inside the kernel: an inlined function,
  * or the accessor of an operand read from memory. */
-static void value_name(const tg_wgsl_fused *f, const operands *o, int x, char *buf, size_t len) {
-    int q = f ? find_in(f->inl, f->n_inl, x) : -1;
+static void value_name(const tg_wgsl_fused_kernel *f, const operands *o, int x, char *buf, size_t len) {
+    int q = f ? find_in(f->inlined, f->n_inlined, x) : -1;
     if (q >= 0) snprintf(buf, len, "a%d", q);
     else snprintf(buf, len, "x%d", find_in(o->node + o->n_out, o->n - o->n_out, x));
 }
 
 /* Emits node `x` (an inlinable op, or a view) as a function named `name` whose
  * inputs are the functions in[], into k's module. */
-static void emit_inline(wk *k, int x, const char *name, char in[][24]) {
+static void emit_inline(wgsl_kernel *k, int x, const char *name, char in[][24]) {
     const tg_node *n = &k->g->nodes[x];
-    const char *t = tg_wk_type(n->dtype);
+    const char *t = tg_kernel_type(n->dtype);
     if (tg_ops[n->op].flags & TG_OPF_VIEW) { /* the same elements in the same order */
-        tg_wsb_printf(&k->s, "fn %s(i: u32) -> %s { return %s(i); }\n", name, t, in[0]);
+        tg_source_printf(&k->source, "fn %s(i: u32) -> %s { return %s(i); }\n", name, t, in[0]);
         return;
     }
     if (tg_ir_numel(n) == 0) { /* never read; its emitter would divide by the empty axis */
-        tg_wsb_printf(&k->s, "fn %s(i: u32) -> %s { return %s(0); }\n", name, t, t);
+        tg_source_printf(&k->source, "fn %s(i: u32) -> %s { return %s(0); }\n", name, t, t);
         return;
     }
     tg_kernel_spec dummy = {0};
-    wk sub = {.g = k->g, .n = n, .id = x, .plan = k->plan, .lim = k->lim, .spec = &dummy, .st = TG_OK, .fn_name = name,
+    wgsl_kernel sub = {.g = k->g, .n = n, .id = x, .plan = k->plan, .lim = k->lim, .spec = &dummy, .status = TG_OK, .fn_name = name,
               .helpers = k->helpers};
-    for (int j = 0; j < n->nin; j++) snprintf(sub.ld[j], sizeof sub.ld[j], "%s", in[j]);
-    snprintf(sub.stn, sizeof sub.stn, "%s_st", name);
-    snprintf(sub.pfx, sizeof sub.pfx, "%s_", name);
-    if (!tg_wgsl_inline_ok(n->op)) tg_wk_fail(&sub, TG_ERR_BACKEND, "op cannot be computed inline");
+    for (int j = 0; j < n->nin; j++) snprintf(sub.load_name[j], sizeof sub.load_name[j], "%s", in[j]);
+    snprintf(sub.store_name, sizeof sub.store_name, "%s_st", name);
+    snprintf(sub.prefix, sizeof sub.prefix, "%s_", name);
+    if (!tg_wgsl_inline_ok(n->op)) tg_kernel_fail(&sub, TG_ERR_BACKEND, "op cannot be computed inline");
     else tg_wgsl_ops[n->op].emit(&sub);
-    if (sub.st != TG_OK && k->st == TG_OK) k->st = sub.st;
-    if (sub.s.oom) k->s.oom = true;
-    if (sub.s.p) tg_wsb_printf(&k->s, "%s", sub.s.p);
-    free(sub.s.p);
+    if (sub.status != TG_OK && k->status == TG_OK) k->status = sub.status;
+    if (sub.source.oom) k->source.oom = true;
+    if (sub.source.p) tg_source_printf(&k->source, "%s", sub.source.p);
+    free(sub.source.p);
 }
 
-static bool n_epi_of(const tg_wgsl_fused *f) { return f && f->n_epi > 0; }
+static bool n_epi_of(const tg_wgsl_fused_kernel *f) { return f && f->n_epilogue > 0; }
 
 /* Writes the kernel of `kn` (whose output is node kid's memory) with emitter
  * fn; f (NULL for none) adds the inlined producers and the epilogue. */
 static tg_status emit_kernel(const tg_graph *g, const tg_plan *plan, int kid, const tg_node *kn, tg_wgsl_emit_fn fn,
-                             const tg_wgsl_fused *f, int phase, int64_t work, const tg_wgsl_limits *lim,
+                             const tg_wgsl_fused_kernel *f, int phase, int64_t work, const tg_wgsl_limits *lim,
                              tg_kernel_spec *out) {
-    int n_epi = f ? f->n_epi : 0, n_inl = f ? f->n_inl : 0;
+    int n_epi = f ? f->n_epilogue : 0, n_inl = f ? f->n_inlined : 0;
     /* Nothing to store, no kernel: its index arithmetic would divide by
      * the empty axis, which WGSL rejects as a constant divisor. */
-    if (tg_ir_numel(&g->nodes[n_epi ? f->epi[n_epi - 1] : kid]) == 0 &&
-        !(f && f->sib > 0 && tg_ir_numel(&g->nodes[f->sib]) > 0))
+    if (tg_ir_numel(&g->nodes[n_epi ? f->epilogue[n_epi - 1] : kid]) == 0 &&
+        !(f && f->sibling > 0 && tg_ir_numel(&g->nodes[f->sibling]) > 0))
         return TG_OK;
-    wk k = {.g = g, .n = kn, .id = kid, .plan = plan, .lim = lim, .spec = out, .st = TG_OK, .phase = phase,
+    wgsl_kernel k = {.g = g, .n = kn, .id = kid, .plan = plan, .lim = lim, .spec = out, .status = TG_OK, .phase = phase,
             .epilogue = n_epi_of(f)};
     k.helpers = &k.own_helpers;
     int cap = 4 + kn->nin; /* outputs: the kernel's, the epilogue's, the siblings' */
-    for (int q = 0; q < n_inl; q++) cap += g->nodes[f->inl[q]].nin;
-    for (int q = 0; q < n_epi; q++) cap += g->nodes[f->epi[q]].nin;
+    for (int q = 0; q < n_inl; q++) cap += g->nodes[f->inlined[q]].nin;
+    for (int q = 0; q < n_epi; q++) cap += g->nodes[f->epilogue[q]].nin;
     operands o = {tg_calloc((size_t)cap, sizeof(int)), 0, cap, 0};
     int *bind_of = tg_calloc((size_t)cap, sizeof(int));
     int64_t *elem_off = tg_calloc((size_t)cap, sizeof(int64_t));
@@ -491,79 +491,79 @@ static tg_status emit_kernel(const tg_graph *g, const tg_plan *plan, int kid, co
         return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory generating WGSL");
     }
     if (n_epi == 0) o.node[o.n++] = kid;
-    if (n_epi) o.node[o.n++] = f->epi[n_epi - 1];
-    if (f && f->sib > 0) o.node[o.n++] = f->sib;
-    if (f && f->sib > 0 && f->sib2 > 0) o.node[o.n++] = f->sib2;
+    if (n_epi) o.node[o.n++] = f->epilogue[n_epi - 1];
+    if (f && f->sibling > 0) o.node[o.n++] = f->sibling;
+    if (f && f->sibling > 0 && f->second_sibling > 0) o.node[o.n++] = f->second_sibling;
     o.n_out = o.n;
     for (int j = 0; j < kn->nin; j++) collect(g, f, kid, kn->in[j], &o, seen);
     for (int q = 0; q < n_epi; q++) {
-        const tg_node *e = &g->nodes[f->epi[q]];
+        const tg_node *e = &g->nodes[f->epilogue[q]];
         for (int j = 0; j < e->nin; j++) collect(g, f, kid, e->in[j], &o, seen);
     }
 
-    tg_wsb_printf(&k.s, "// node %d: %s", kid, tg_ops[kn->op].name);
-    for (int q = 0; q < n_inl; q++) tg_wsb_printf(&k.s, " <- %s", tg_ops[g->nodes[f->inl[q]].op].name);
-    for (int q = 0; q < n_epi; q++) tg_wsb_printf(&k.s, " -> %s", tg_ops[g->nodes[f->epi[q]].op].name);
-    tg_wsb_printf(&k.s, "\n");
-    if (tg_wk_bind_nodes(&k, o.node, o.n, bind_of, elem_off)) {
+    tg_source_printf(&k.source, "// node %d: %s", kid, tg_ops[kn->op].name);
+    for (int q = 0; q < n_inl; q++) tg_source_printf(&k.source, " <- %s", tg_ops[g->nodes[f->inlined[q]].op].name);
+    for (int q = 0; q < n_epi; q++) tg_source_printf(&k.source, " -> %s", tg_ops[g->nodes[f->epilogue[q]].op].name);
+    tg_source_printf(&k.source, "\n");
+    if (tg_kernel_bind_nodes(&k, o.node, o.n, bind_of, elem_off)) {
         /* A function, not a bare bitcast: WGSL rejects a constant expression
          * whose value is inf or nan, and user functions are never constant. */
-        tg_wsb_printf(&k.s, "fn f32_bits(b: u32) -> f32 { return bitcast<f32>(b); }\n");
+        tg_source_printf(&k.source, "fn f32_bits(b: u32) -> f32 { return bitcast<f32>(b); }\n");
         unsigned written = 0;
         for (int i = 0; i < o.n_out; i++) written |= 1u << bind_of[i];
         int in_at[2] = {-1, -1}; /* a product's A and B where read from memory: their index in o */
         if (kn->op == TG_OP_MATMUL) {
             for (int j = 0; j < 2; j++) {
-                int x = f && find_in(f->inl, f->n_inl, kn->in[j]) >= 0 ? -1 : find_in(o.node + o.n_out, o.n - o.n_out, kn->in[j]);
+                int x = f && find_in(f->inlined, f->n_inlined, kn->in[j]) >= 0 ? -1 : find_in(o.node + o.n_out, o.n - o.n_out, kn->in[j]);
                 in_at[j] = x < 0 ? -1 : o.n_out + x;
             }
             tg_wgsl_matmul_views(&k, o.node, o.n, bind_of, elem_off, in_at);
         }
-        tg_wk_declare(&k, "u32", written, work > 0);
+        tg_kernel_declare(&k, "u32", written, work > 0);
         if (work > 0) {
             if (out->n_bindings == TG_WGSL_MAX_BINDINGS || (uint32_t)out->n_bindings >= lim->max_storage_buffers_per_stage)
-                tg_wk_fail(&k, TG_ERR_LIMIT, "needs %d storage buffers with its workspace, over maxStorageBuffersPerShaderStage %u", out->n_bindings + 1,
+                tg_kernel_fail(&k, TG_ERR_LIMIT, "needs %d storage buffers with its workspace, over maxStorageBuffersPerShaderStage %u", out->n_bindings + 1,
                         lim->max_storage_buffers_per_stage);
             else if ((uint64_t)work > lim->max_storage_buffer_binding_size)
-                tg_wk_fail(&k, TG_ERR_LIMIT, "needs %lld bytes of workspace, over maxStorageBufferBindingSize %llu",
+                tg_kernel_fail(&k, TG_ERR_LIMIT, "needs %lld bytes of workspace, over maxStorageBufferBindingSize %llu",
                         (long long)work, (unsigned long long)lim->max_storage_buffer_binding_size);
             out->bind[out->n_bindings] = (tg_wgsl_binding){TG_WGSL_WORKSPACE, 0, work};
             out->workspace = work;
-            tg_wsb_printf(&k.s, "@group(0) @binding(%d) var<storage, read_write> work: array<u32>;\n", out->n_bindings++);
+            tg_source_printf(&k.source, "@group(0) @binding(%d) var<storage, read_write> work: array<u32>;\n", out->n_bindings++);
         }
         char at[96];
         for (int i = 0; i < o.n; i++) {
-            const char *t = tg_wk_type(g->nodes[o.node[i]].dtype);
-            tg_wk_elem(&k, bind_of[i], elem_off[i], at, sizeof at);
-            if (i >= o.n_out) tg_wsb_printf(&k.s, "fn x%d(i: u32) -> %s { return bitcast<%s>(%s); }\n", i - o.n_out, t, t, at);
-            else if (f && o.node[i] == f->sib) tg_wsb_printf(&k.s, "fn st2(i: u32, v: %s) { %s = bitcast<u32>(v); }\n", t, at);
-            else if (f && o.node[i] == f->sib2) tg_wsb_printf(&k.s, "fn st3(i: u32, v: %s) { %s = bitcast<u32>(v); }\n", t, at);
-            else if (o.node[i] == kid && n_epi == 0) tg_wsb_printf(&k.s, "fn st(i: u32, v: %s) { %s = bitcast<u32>(v); }\n", t, at);
-            else tg_wsb_printf(&k.s, "fn se(i: u32, v: %s) { %s = bitcast<u32>(v); }\n", t, at);
+            const char *t = tg_kernel_type(g->nodes[o.node[i]].dtype);
+            tg_kernel_elem(&k, bind_of[i], elem_off[i], at, sizeof at);
+            if (i >= o.n_out) tg_source_printf(&k.source, "fn x%d(i: u32) -> %s { return bitcast<%s>(%s); }\n", i - o.n_out, t, t, at);
+            else if (f && o.node[i] == f->sibling) tg_source_printf(&k.source, "fn st2(i: u32, v: %s) { %s = bitcast<u32>(v); }\n", t, at);
+            else if (f && o.node[i] == f->second_sibling) tg_source_printf(&k.source, "fn st3(i: u32, v: %s) { %s = bitcast<u32>(v); }\n", t, at);
+            else if (o.node[i] == kid && n_epi == 0) tg_source_printf(&k.source, "fn st(i: u32, v: %s) { %s = bitcast<u32>(v); }\n", t, at);
+            else tg_source_printf(&k.source, "fn se(i: u32, v: %s) { %s = bitcast<u32>(v); }\n", t, at);
         }
-        for (int q = 0; q < n_inl && k.st == TG_OK; q++) {
-            if (chain_link(g, f, kid, f->inl[q]) != -2) continue;
-            const tg_node *a = &g->nodes[f->inl[q]];
+        for (int q = 0; q < n_inl && k.status == TG_OK; q++) {
+            if (chain_link(g, f, kid, f->inlined[q]) != -2) continue;
+            const tg_node *a = &g->nodes[f->inlined[q]];
             char name[24];
             for (int j = 0; j < a->nin; j++) value_name(f, &o, a->in[j], names[j], sizeof names[j]);
             snprintf(name, sizeof name, "a%d", q);
-            emit_inline(&k, f->inl[q], name, names);
+            emit_inline(&k, f->inlined[q], name, names);
         }
         for (int j = 0; j < kn->nin; j++) {
-            const char *t = tg_wk_type(g->nodes[kn->in[j]].dtype);
+            const char *t = tg_kernel_type(g->nodes[kn->in[j]].dtype);
             char v[24];
             value_name(f, &o, kn->in[j], v, sizeof v);
-            tg_wsb_printf(&k.s, "fn ld%d(i: u32) -> %s { return %s(i); }\n", j, t, v);
+            tg_source_printf(&k.source, "fn ld%d(i: u32) -> %s { return %s(i); }\n", j, t, v);
             if (j < 2 && (k.ld4 >> j & 1)) {
-                tg_wk_elem4(bind_of[in_at[j]], elem_off[in_at[j]], at, sizeof at);
-                tg_wsb_printf(&k.s, "fn ld%dv(i: u32) -> vec4<f32> { return bitcast<vec4<f32>>(%s); }\n", j, at);
+                tg_kernel_elem4(bind_of[in_at[j]], elem_off[in_at[j]], at, sizeof at);
+                tg_source_printf(&k.source, "fn ld%dv(i: u32) -> vec4<f32> { return bitcast<vec4<f32>>(%s); }\n", j, at);
             }
         }
         if (n_epi) {
-            const char *t = tg_wk_type(kn->dtype);
-            tg_wsb_printf(&k.s, "var<private> kv_r: %s;\nfn kv(i: u32) -> %s { return kv_r; }\n", t, t);
-            for (int q = 0; q < n_epi && k.st == TG_OK; q++) {
-                const tg_node *e = &g->nodes[f->epi[q]];
+            const char *t = tg_kernel_type(kn->dtype);
+            tg_source_printf(&k.source, "var<private> kv_r: %s;\nfn kv(i: u32) -> %s { return kv_r; }\n", t, t);
+            for (int q = 0; q < n_epi && k.status == TG_OK; q++) {
+                const tg_node *e = &g->nodes[f->epilogue[q]];
                 char name[24];
                 for (int j = 0; j < e->nin; j++) {
                     int link = chain_link(g, f, kid, e->in[j]);
@@ -572,34 +572,34 @@ static tg_status emit_kernel(const tg_graph *g, const tg_plan *plan, int kid, co
                     else value_name(f, &o, e->in[j], names[j], sizeof names[j]);
                 }
                 snprintf(name, sizeof name, "e%d", q);
-                emit_inline(&k, f->epi[q], name, names);
+                emit_inline(&k, f->epilogue[q], name, names);
             }
             /* ev: the epilogue's value for the kernel's value v at i (a
              * product may take all its values before storing any: ev then
              * se, as st does one at a time) */
-            tg_wsb_printf(&k.s, "fn ev(i: u32, v: %s) -> %s {\n    kv_r = v;\n    return e%d(i);\n}\n", t,
-                          tg_wk_type(g->nodes[f->epi[n_epi - 1]].dtype), n_epi - 1);
-            tg_wsb_printf(&k.s, "fn st(i: u32, v: %s) { se(i, ev(i, v)); }\n", t);
+            tg_source_printf(&k.source, "fn ev(i: u32, v: %s) -> %s {\n    kv_r = v;\n    return e%d(i);\n}\n", t,
+                          tg_kernel_type(g->nodes[f->epilogue[n_epi - 1]].dtype), n_epi - 1);
+            tg_source_printf(&k.source, "fn st(i: u32, v: %s) { se(i, ev(i, v)); }\n", t);
         }
         if (k.st4) {
-            tg_wk_elem4(bind_of[0], elem_off[0], at, sizeof at);
-            tg_wsb_printf(&k.s, "fn st4(i: u32, v: vec4<f32>) { %s = bitcast<vec4<u32>>(%s); }\n", at,
+            tg_kernel_elem4(bind_of[0], elem_off[0], at, sizeof at);
+            tg_source_printf(&k.source, "fn st4(i: u32, v: vec4<f32>) { %s = bitcast<vec4<u32>>(%s); }\n", at,
                           n_epi ? "vec4<f32>(ev(i, v.x), ev(i + 1u, v.y), ev(i + 2u, v.z), ev(i + 3u, v.w))" : "v");
         }
-        tg_wk_names_default(&k);
-        k.sib = f ? f->sib : 0;
-        k.sib2 = f && k.sib ? f->sib2 : 0;
-        if (k.st == TG_OK) fn(&k);
+        tg_kernel_names_default(&k);
+        k.sibling = f ? f->sibling : 0;
+        k.second_sibling = f && k.sibling ? f->second_sibling : 0;
+        if (k.status == TG_OK) fn(&k);
         enable_subgroups(&k);
     }
     free(o.node), free(bind_of), free(elem_off), free(seen), free(names);
-    if (k.st == TG_OK && k.s.oom) k.st = tg_fail(TG_ERR_NOMEM, "webgpu: out of memory generating WGSL");
-    if (k.st != TG_OK || out->upload) {
-        free(k.s.p);
-        if (k.st != TG_OK) memset(out, 0, sizeof *out);
-        return k.st;
+    if (k.status == TG_OK && k.source.oom) k.status = tg_fail(TG_ERR_NOMEM, "webgpu: out of memory generating WGSL");
+    if (k.status != TG_OK || out->upload) {
+        free(k.source.p);
+        if (k.status != TG_OK) memset(out, 0, sizeof *out);
+        return k.status;
     }
-    out->source = k.s.p;
+    out->source = k.source.p;
     return TG_OK;
 }
 
@@ -618,7 +618,7 @@ tg_status tg_wgsl_emit(const tg_graph *g, const tg_plan *plan, int id, const tg_
     return emit_kernel(g, plan, id, n, fn, NULL, 0, 0, lim, out);
 }
 
-tg_status tg_wgsl_emit_fused(const tg_graph *g, const tg_plan *plan, const tg_wgsl_fused *f, const tg_wgsl_limits *lim,
+tg_status tg_wgsl_emit_fused(const tg_graph *g, const tg_plan *plan, const tg_wgsl_fused_kernel *f, const tg_wgsl_limits *lim,
                              tg_kernel_spec *out) {
     memset(out, 0, sizeof *out);
     int id = f->kernel;
@@ -628,7 +628,7 @@ tg_status tg_wgsl_emit_fused(const tg_graph *g, const tg_plan *plan, const tg_wg
     return emit_kernel(g, plan, id, &g->nodes[id], fn, f, 0, 0, lim, out);
 }
 
-tg_status tg_wgsl_emit_phase(const tg_graph *g, const tg_plan *plan, const tg_wgsl_fused *f, int phase, int64_t work_bytes,
+tg_status tg_wgsl_emit_phase(const tg_graph *g, const tg_plan *plan, const tg_wgsl_fused_kernel *f, int phase, int64_t work_bytes,
                              const tg_wgsl_limits *lim, tg_kernel_spec *out) {
     memset(out, 0, sizeof *out);
     int id = f->kernel;

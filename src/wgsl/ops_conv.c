@@ -34,8 +34,8 @@
 
 #include "emit.h"
 
-static void cu(wk *k, const char *name, int64_t v) { tg_wsb_printf(&k->s, "const %s = %lldu;\n", name, (long long)v); }
-static void ci(wk *k, const char *name, int64_t v) { tg_wsb_printf(&k->s, "const %s = %lldi;\n", name, (long long)v); }
+static void cu(wgsl_kernel *k, const char *name, int64_t v) { tg_source_printf(&k->source, "const %s = %lldu;\n", name, (long long)v); }
+static void ci(wgsl_kernel *k, const char *name, int64_t v) { tg_source_printf(&k->source, "const %s = %lldi;\n", name, (long long)v); }
 
 /* The window geometry shared by conv and pooling: x [N, C, H, W] through a
  * kH x kW window at stride (SH, SW), padding (PH, PW) -> [., ., Ho, Wo]. */
@@ -43,7 +43,7 @@ typedef struct {
     int64_t N, C, H, W, Ho, Wo, kh, kw, sh, sw, ph, pw;
 } win_geom;
 
-static void win_consts(wk *k, const win_geom *q) {
+static void win_consts(wgsl_kernel *k, const win_geom *q) {
     cu(k, "N", q->N), cu(k, "C", q->C), cu(k, "H", q->H), cu(k, "W", q->W);
     cu(k, "HW", q->H * q->W), cu(k, "HO", q->Ho), cu(k, "WO", q->Wo), cu(k, "P", q->Ho * q->Wo);
     cu(k, "KH", q->kh), cu(k, "KW", q->kw), cu(k, "SH", q->sh), cu(k, "SW", q->sw);
@@ -54,7 +54,7 @@ static void win_consts(wk *k, const win_geom *q) {
 
 /* conv geometry from x, w and y's shapes and the attributes. Also declares
  * O, OG (output channels per group) and CG (input channels per group). */
-static win_geom conv_consts(wk *k, tg_shape xs, tg_shape ws, tg_shape ys) {
+static win_geom conv_consts(wgsl_kernel *k, tg_shape xs, tg_shape ws, tg_shape ys) {
     const tg_attr_conv *a = &k->n->at.conv;
     win_geom q = {xs.d[0], xs.d[1], xs.d[2], xs.d[3], ys.d[2], ys.d[3], ws.d[2], ws.d[3],
                   a->stride_h, a->stride_w, a->pad_h, a->pad_w};
@@ -64,7 +64,7 @@ static win_geom conv_consts(wk *k, tg_shape xs, tg_shape ws, tg_shape ys) {
     return q;
 }
 
-static win_geom pool_consts(wk *k, tg_shape xs, tg_shape ys) {
+static win_geom pool_consts(wgsl_kernel *k, tg_shape xs, tg_shape ys) {
     const tg_attr_conv *a = &k->n->at.conv;
     win_geom q = {xs.d[0], xs.d[1], xs.d[2], xs.d[3], ys.d[2], ys.d[3], a->kh, a->kw,
                   a->stride_h, a->stride_w, a->pad_h, a->pad_w};
@@ -84,11 +84,11 @@ static const char *out_window =
     "    let b_hi = u32(clamp(Wi - x0, 0, KWi));\n";
 
 /* conv2d: (x [N, C, H, W], w [O, C/G, kH, kW][, b [O]]) -> y [N, O, Ho, Wo] */
-bool tg_wgsl_conv2d(wk *k) {
+bool tg_wgsl_conv2d(wgsl_kernel *k) {
     const tg_node *n = k->n;
-    conv_consts(k, tg_wk_in(k, 0)->shape, tg_wk_in(k, 1)->shape, n->shape);
-    if (!tg_wk_flat(k, tg_ir_numel(n))) return false;
-    tg_wsb_printf(&k->s,
+    conv_consts(k, tg_kernel_in(k, 0)->shape, tg_kernel_in(k, 1)->shape, n->shape);
+    if (!tg_kernel_flat(k, tg_ir_numel(n))) return false;
+    tg_source_printf(&k->source,
                "    let ox = i %% WO;\n    let oy = (i / WO) %% HO;\n"
                "    let o = (i / P) %% O;\n    let img = i / (P * O);\n"
                "%s"
@@ -106,7 +106,7 @@ bool tg_wgsl_conv2d(wk *k) {
                "    }\n"
                "    st(i, acc%s);\n",
                out_window, n->nin > 2 ? " + ld2(o)" : "");
-    tg_wk_end(k);
+    tg_kernel_end(k);
     return true;
 }
 
@@ -114,11 +114,11 @@ bool tg_wgsl_conv2d(wk *k) {
  * Input row iy is read by tap a of output row oy when oy*SH - PH + a = iy:
  * the taps a = ty - oy*SH (ty = iy + PH) with 0 <= oy < Ho and 0 <= a < kH,
  * which step by SH from the lowest one. */
-bool tg_wgsl_conv2d_grad_input(wk *k) {
+bool tg_wgsl_conv2d_grad_input(wgsl_kernel *k) {
     const tg_node *n = k->n;
-    conv_consts(k, n->shape, tg_wk_in(k, 1)->shape, tg_wk_in(k, 0)->shape);
-    if (!tg_wk_flat(k, tg_ir_numel(n))) return false;
-    tg_wsb_printf(&k->s,
+    conv_consts(k, n->shape, tg_kernel_in(k, 1)->shape, tg_kernel_in(k, 0)->shape);
+    if (!tg_kernel_flat(k, tg_ir_numel(n))) return false;
+    tg_source_printf(&k->source,
                "    let ix = i %% W;\n    let iy = (i / W) %% H;\n"
                "    let ch = (i / HW) %% C;\n    let img = i / (HW * C);\n"
                "    let c = ch %% CG;\n    let o0 = (ch / CG) * OG;\n"
@@ -140,12 +140,12 @@ bool tg_wgsl_conv2d_grad_input(wk *k) {
                "        }\n"
                "    }\n"
                "    st(i, acc);\n");
-    tg_wk_end(k);
+    tg_kernel_end(k);
     return true;
 }
 
 /* Weight gradients whose sum runs over at least this many terms (images x
- * output pixels) split it 32 ways (tg_wk_colsum) rather than give it to one
+ * output pixels) split it 32 ways (tg_kernel_colsum) rather than give it to one
  * thread: a GPU gets 32x the invocations for the few weights of a small
  * conv. (A workgroup per weight, tried first, made the digits CNN's step
  * 2.5x slower on lavapipe: its barriers cost more than they saved.) */
@@ -159,9 +159,9 @@ bool tg_wgsl_conv2d_dw_dims(const tg_graph *g, const tg_node *n, int64_t *R, int
 
 /* conv2d_grad_weight: (x [N, C, H, W], gy [N, O, Ho, Wo]) -> dw [O, C/G, kH, kW]:
  * dw[o, c, a, b] = sum over n, oy, ox of gy[n, o, oy, ox] * x[n, g*CG + c, oy*SH - PH + a, ox*SW - PW + b]. */
-bool tg_wgsl_conv2d_grad_weight(wk *k) {
+bool tg_wgsl_conv2d_grad_weight(wgsl_kernel *k) {
     const tg_node *n = k->n;
-    win_geom q = conv_consts(k, tg_wk_in(k, 0)->shape, n->shape, tg_wk_in(k, 1)->shape);
+    win_geom q = conv_consts(k, tg_kernel_in(k, 0)->shape, n->shape, tg_kernel_in(k, 1)->shape);
     int64_t terms = q.N * q.Ho * q.Wo, nw = tg_ir_numel(n);
     const char *coords = "    let b = e % KW;\n    let a = (e / KW) % KH;\n" /* a %s argument: single % */
                          "    let c = (e / (KH * KW)) % CG;\n    let o = e / (KH * KW * CG);\n"
@@ -170,8 +170,8 @@ bool tg_wgsl_conv2d_grad_weight(wk *k) {
     if (terms < DW_WIDE_TERMS) {
         /* A thread per weight: only the output rows and columns whose tap
          * lands inside the input, [oy0, oy1) x [ox0, ox1). */
-        if (!tg_wk_flat(k, nw)) return false;
-        tg_wsb_printf(&k->s,
+        if (!tg_kernel_flat(k, nw)) return false;
+        tg_source_printf(&k->source,
                    "    let e = i;\n%s"
                    "    let oy0 = u32(max(0, (SHi - 1 - dy) / SHi));\n"
                    "    let oy1 = u32(clamp((Hi - 1 - dy + SHi) / SHi, 0, HOi));\n"
@@ -191,11 +191,11 @@ bool tg_wgsl_conv2d_grad_weight(wk *k) {
                    "    }\n"
                    "    st(i, acc);\n",
                    coords);
-        tg_wk_end(k);
+        tg_kernel_end(k);
         return true;
     }
     /* Column sums (rows.c): weight e is column c, term t = (n, oy, ox) row r. */
-    tg_wsb_printf(&k->s,
+    tg_source_printf(&k->source,
                "fn term(t: u32, e: u32) -> f32 {\n%s"
                "    let ox = t %% WO;\n    let oy = (t / WO) %% HO;\n    let img = t / P;\n"
                "    let iy = i32(oy * SH) + dy;\n    let ix = i32(ox * SW) + dx;\n"
@@ -203,16 +203,16 @@ bool tg_wgsl_conv2d_grad_weight(wk *k) {
                "    let xv = ld0(select(0u, (img * C + xc) * HW + u32(iy) * W + u32(ix), inside));\n"
                "    return select(0.0f, ld1((img * O + o) * P + oy * WO + ox) * xv, inside);\n}\n",
                coords);
-    return tg_wk_colsum(k, "term(r, c)", "f32");
+    return tg_kernel_colsum(k, "term(r, c)", "f32");
 }
 
 /* max_pool2d: x [N, C, H, W] -> y [N, C, Ho, Wo] */
-bool tg_wgsl_max_pool2d(wk *k) {
+bool tg_wgsl_max_pool2d(wgsl_kernel *k) {
     const tg_node *n = k->n;
-    pool_consts(k, tg_wk_in(k, 0)->shape, n->shape);
-    tg_wk_is_nan(k);
-    if (!tg_wk_flat(k, tg_ir_numel(n))) return false;
-    tg_wsb_printf(&k->s,
+    pool_consts(k, tg_kernel_in(k, 0)->shape, n->shape);
+    tg_kernel_is_nan(k);
+    if (!tg_kernel_flat(k, tg_ir_numel(n))) return false;
+    tg_source_printf(&k->source,
                "    let ox = i %% WO;\n    let oy = (i / WO) %% HO;\n    let xb = (i / P) * HW;\n"
                "%s"
                "    var m = f32_bits(0xff800000u);\n"
@@ -227,7 +227,7 @@ bool tg_wgsl_max_pool2d(wk *k) {
                "    }\n"
                "    st(i, select(m, f32_bits(0x7fc00000u), has_nan));\n",
                out_window);
-    tg_wk_end(k);
+    tg_kernel_end(k);
     return true;
 }
 
@@ -235,12 +235,12 @@ bool tg_wgsl_max_pool2d(wk *k) {
  * The windows covering input row iy are oy in [ceil((iy + PH - kH + 1) / SH),
  * (iy + PH) / SH] within [0, Ho); each is scanned for its winner as the
  * CPU's window scan does (the first element when none matches, as there). */
-bool tg_wgsl_max_pool2d_grad(wk *k) {
+bool tg_wgsl_max_pool2d_grad(wgsl_kernel *k) {
     const tg_node *n = k->n;
-    pool_consts(k, n->shape, tg_wk_in(k, 1)->shape);
-    tg_wk_is_nan(k);
-    if (!tg_wk_flat(k, tg_ir_numel(n))) return false;
-    tg_wsb_printf(&k->s,
+    pool_consts(k, n->shape, tg_kernel_in(k, 1)->shape);
+    tg_kernel_is_nan(k);
+    if (!tg_kernel_flat(k, tg_ir_numel(n))) return false;
+    tg_source_printf(&k->source,
                "    let ix = i %% W;\n    let iy = (i / W) %% H;\n    let pl = i / HW;\n"
                "    let xb = pl * HW;\n    let me = iy * W + ix;\n"
                "    let ty = i32(iy) + PH;\n    let tx = i32(ix) + PW;\n"
@@ -271,33 +271,33 @@ bool tg_wgsl_max_pool2d_grad(wk *k) {
                "        }\n"
                "    }\n"
                "    st(i, acc);\n");
-    tg_wk_end(k);
+    tg_kernel_end(k);
     return true;
 }
 
 /* nearest_upsample2d: x [N, C, H, W] -> y [N, C, H*f, W*f] */
-bool tg_wgsl_upsample2d(wk *k) {
+bool tg_wgsl_upsample2d(wgsl_kernel *k) {
     const tg_node *n = k->n;
-    tg_shape xs = tg_wk_in(k, 0)->shape;
+    tg_shape xs = tg_kernel_in(k, 0)->shape;
     int64_t f = n->at.upsample.factor;
     cu(k, "F", f), cu(k, "W", xs.d[3]), cu(k, "HW", xs.d[2] * xs.d[3]);
     cu(k, "WF", xs.d[3] * f), cu(k, "HF", xs.d[2] * f);
-    if (!tg_wk_flat(k, tg_ir_numel(n))) return false;
-    tg_wsb_printf(&k->s,
+    if (!tg_kernel_flat(k, tg_ir_numel(n))) return false;
+    tg_source_printf(&k->source,
                "    let X = i %% WF;\n    let Y = (i / WF) %% HF;\n    let pl = i / (HF * WF);\n"
                "    st(i, ld0(pl * HW + (Y / F) * W + X / F));\n");
-    tg_wk_end(k);
+    tg_kernel_end(k);
     return true;
 }
 
 /* upsample2d_grad: gy [N, C, H*f, W*f] -> dx [N, C, H, W], each f x f block
  * summed in row-major order from 0 (the CPU's order: the same bits). */
-bool tg_wgsl_upsample2d_grad(wk *k) {
+bool tg_wgsl_upsample2d_grad(wgsl_kernel *k) {
     const tg_node *n = k->n;
     int64_t f = n->at.upsample.factor, H = n->shape.d[2], W = n->shape.d[3];
     cu(k, "F", f), cu(k, "W", W), cu(k, "H", H), cu(k, "WF", W * f), cu(k, "HWFF", H * W * f * f);
-    if (!tg_wk_flat(k, tg_ir_numel(n))) return false;
-    tg_wsb_printf(&k->s,
+    if (!tg_kernel_flat(k, tg_ir_numel(n))) return false;
+    tg_source_printf(&k->source,
                "    let x = i %% W;\n    let y = (i / W) %% H;\n"
                "    let base = (i / (H * W)) * HWFF + y * F * WF + x * F;\n"
                "    var acc = 0.0f;\n"
@@ -305,6 +305,6 @@ bool tg_wgsl_upsample2d_grad(wk *k) {
                "        for (var b = 0u; b < F; b++) { acc += ld0(base + a * WF + b); }\n"
                "    }\n"
                "    st(i, acc);\n");
-    tg_wk_end(k);
+    tg_kernel_end(k);
     return true;
 }

@@ -1,4 +1,4 @@
-/* The kernels of the many-tensor groups chosen before planning (prefuse.c):
+/* The kernels of the many-tensor groups chosen before planning (grouping.c):
  *
  *   optimizer  every param's update in one dispatch: workgroups are dealt to
  *              params (a segment each, ceil(n / 256) workgroups), and each
@@ -23,7 +23,7 @@
 #include <string.h>
 
 #include "emit.h"
-#include "fused.h"
+#include "groups.h"
 #include "../optim/update.h"
 
 #define WG 256u
@@ -92,47 +92,47 @@ static void spans_scalars(spans *s, const tg_plan *p, const int *nodes, int n, c
  * Each binding is checked as Dawn will bind it, whole: a chunk of one param
  * is never cut further, so its span (the update's state, gradient, clip
  * scale and hyperparameters included) may alone be over the limit. */
-static void spans_bind(wk *k, spans *s, int64_t work) {
+static void spans_bind(wgsl_kernel *k, spans *s, int64_t work) {
     tg_kernel_spec *sp = k->spec;
     for (int a = 0; a < TG_N_ARENAS; a++) {
         if (s->hi[a] < 0) continue;
         if ((uint64_t)(s->hi[a] - s->lo[a]) > k->lim->max_storage_buffer_binding_size)
-            tg_wk_fail(k, TG_ERR_LIMIT, "a fused kernel needs a %lld-byte storage binding of arena %d, over "
+            tg_kernel_fail(k, TG_ERR_LIMIT, "a fused kernel needs a %lld-byte storage binding of arena %d, over "
                     "maxStorageBufferBindingSize %llu", (long long)(s->hi[a] - s->lo[a]), a,
                     (unsigned long long)k->lim->max_storage_buffer_binding_size);
         if (s->lo[a] % k->lim->min_storage_buffer_offset_alignment)
-            tg_wk_fail(k, TG_ERR_LIMIT, "a fused kernel's binding of arena %d starts at %lld, not a multiple of "
+            tg_kernel_fail(k, TG_ERR_LIMIT, "a fused kernel's binding of arena %d starts at %lld, not a multiple of "
                     "minStorageBufferOffsetAlignment %u", a, (long long)s->lo[a],
                     k->lim->min_storage_buffer_offset_alignment);
     }
-    tg_wsb_printf(&k->s, "fn f32_bits(b: u32) -> f32 { return bitcast<f32>(b); }\n");
+    tg_source_printf(&k->source, "fn f32_bits(b: u32) -> f32 { return bitcast<f32>(b); }\n");
     for (int a = 0; a < TG_N_ARENAS; a++) {
         if (s->hi[a] < 0) continue;
         s->bind[a] = sp->n_bindings;
         sp->bind[sp->n_bindings++] = (tg_wgsl_binding){a, s->lo[a], s->hi[a] - s->lo[a]};
-        tg_wsb_printf(&k->s, "@group(0) @binding(%d) var<storage, read_write> b%d: array<u32>;\n", s->bind[a], s->bind[a]);
+        tg_source_printf(&k->source, "@group(0) @binding(%d) var<storage, read_write> b%d: array<u32>;\n", s->bind[a], s->bind[a]);
     }
     int n = s->n_one + (work > 0);
     for (int a = 0; a < TG_N_ARENAS; a++) n += s->hi[a] >= 0;
     if (n > TG_WGSL_MAX_BINDINGS || (uint32_t)n > k->lim->max_storage_buffers_per_stage) {
-        tg_wk_fail(k, TG_ERR_LIMIT, "a fused kernel needs %d storage buffers, over maxStorageBuffersPerShaderStage %u", n, k->lim->max_storage_buffers_per_stage);
+        tg_kernel_fail(k, TG_ERR_LIMIT, "a fused kernel needs %d storage buffers, over maxStorageBuffersPerShaderStage %u", n, k->lim->max_storage_buffers_per_stage);
         s->n_one = 0;
     }
     for (int i = 0; i < s->n_one; i++) {
         const tg_slot *sl = &k->plan->slot[s->one[i]];
         if (sl->offset % k->lim->min_storage_buffer_offset_alignment)
-            tg_wk_fail(k, TG_ERR_LIMIT, "a fused kernel's binding of node %d starts at %lld, not a multiple of "
+            tg_kernel_fail(k, TG_ERR_LIMIT, "a fused kernel's binding of node %d starts at %lld, not a multiple of "
                        "minStorageBufferOffsetAlignment %u", s->one[i], (long long)sl->offset,
                        k->lim->min_storage_buffer_offset_alignment);
         s->one_bind[i] = sp->n_bindings;
         sp->bind[sp->n_bindings++] = (tg_wgsl_binding){sl->arena, sl->offset, sl->bytes};
-        tg_wsb_printf(&k->s, "@group(0) @binding(%d) var<storage, read_write> b%d: array<u32>;\n", s->one_bind[i],
+        tg_source_printf(&k->source, "@group(0) @binding(%d) var<storage, read_write> b%d: array<u32>;\n", s->one_bind[i],
                       s->one_bind[i]);
     }
     if (work > 0) {
         sp->workspace = work;
         sp->bind[sp->n_bindings] = (tg_wgsl_binding){TG_WGSL_WORKSPACE, 0, work};
-        tg_wsb_printf(&k->s, "@group(0) @binding(%d) var<storage, read_write> work: array<u32>;\n", sp->n_bindings);
+        tg_source_printf(&k->source, "@group(0) @binding(%d) var<storage, read_write> work: array<u32>;\n", sp->n_bindings);
         sp->n_bindings++;
     }
 }
@@ -173,15 +173,15 @@ static int binding(const spans *s, const tg_plan *p, int node) {
 
 /* fn seg(w) -> Seg: the segment whose workgroups [w0[i], w0[i+1]) hold w,
  * as a balanced tree of comparisons over `fields` pre-formatted initializers. */
-static void seg_tree(wk *k, const int64_t *w0, char (*init)[256], int lo, int hi, int depth) {
+static void seg_tree(wgsl_kernel *k, const int64_t *w0, char (*init)[256], int lo, int hi, int depth) {
     if (hi - lo == 1) {
-        tg_wsb_printf(&k->s, "%*sreturn Seg(%s);\n", 4 * depth, "", init[lo]);
+        tg_source_printf(&k->source, "%*sreturn Seg(%s);\n", 4 * depth, "", init[lo]);
         return;
     }
     int mid = (lo + hi) / 2;
-    tg_wsb_printf(&k->s, "%*sif (w < %lldu) {\n", 4 * depth, "", (long long)w0[mid]);
+    tg_source_printf(&k->source, "%*sif (w < %lldu) {\n", 4 * depth, "", (long long)w0[mid]);
     seg_tree(k, w0, init, lo, mid, depth + 1);
-    tg_wsb_printf(&k->s, "%*s}\n", 4 * depth, "");
+    tg_source_printf(&k->source, "%*s}\n", 4 * depth, "");
     seg_tree(k, w0, init, mid, hi, depth);
 }
 
@@ -197,7 +197,7 @@ static bool seg_alloc(int n, int64_t **w0, char (**init)[256]) {
 /* ---- optimizer ---- */
 
 /* The tensors of update q (its scalars are bound apart: spans_scalars). */
-static void optim_spans(spans *s, const tg_plan *p, const fz_seg *q) {
+static void optim_spans(spans *s, const tg_plan *p, const optim_update *q) {
     int nodes[] = {q->p, q->p2, q->m, q->m2, q->v, q->v2, q->grad};
     for (size_t i = 0; i < sizeof nodes / sizeof nodes[0]; i++) spans_add(s, p, nodes[i]);
 }
@@ -211,23 +211,23 @@ static void optim_spans(spans *s, const tg_plan *p, const fz_seg *q) {
 #define PER_WG (4 * WG)
 
 /* let name = the 4 elements of binding b from field s.<at> */
-static void load4(wk *k, const char *name, int b, const char *at) {
-    tg_wsb_printf(&k->s, "    let %s = vec4<f32>(", name);
-    for (int c = 0; c < 4; c++) tg_wsb_printf(&k->s, "%sbitcast<f32>(b%d[s.%s + ix.%c])", c ? ", " : "", b, at, "xyzw"[c]);
-    tg_wsb_printf(&k->s, ");\n");
+static void load4(wgsl_kernel *k, const char *name, int b, const char *at) {
+    tg_source_printf(&k->source, "    let %s = vec4<f32>(", name);
+    for (int c = 0; c < 4; c++) tg_source_printf(&k->source, "%sbitcast<f32>(b%d[s.%s + ix.%c])", c ? ", " : "", b, at, "xyzw"[c]);
+    tg_source_printf(&k->source, ");\n");
 }
 
 /* val's elements into binding b from field s.<at>, those inside the tensor */
-static void store4(wk *k, int b, const char *at, const char *val) {
+static void store4(wgsl_kernel *k, int b, const char *at, const char *val) {
     for (int c = 0; c < 4; c++)
-        tg_wsb_printf(&k->s, "    if (ev.%c < s.n) { b%d[s.%s + ev.%c] = bitcast<u32>(%s.%c); }\n", "xyzw"[c], b, at, "xyzw"[c],
+        tg_source_printf(&k->source, "    if (ev.%c < s.n) { b%d[s.%s + ev.%c] = bitcast<u32>(%s.%c); }\n", "xyzw"[c], b, at, "xyzw"[c],
                       val, "xyzw"[c]);
 }
 
 /* Updates [from, to) of the group as one kernel; chk: the step check gating
  * them (tg_wgsl_limits.gate_updates), -1 for none. */
-static tg_status emit_optim_chunk(const tg_graph *g, const tg_plan *plan, const tg_wgsl_limits *lim, const fz_group *gr,
-                                  int from, int to, int chk, tg_wgsl_program *out, int *cap, fz_push push) {
+static tg_status emit_optim_chunk(const tg_graph *g, const tg_plan *plan, const tg_wgsl_limits *lim, const program_group *gr,
+                                  int from, int to, int chk, tg_wgsl_program *out, int *cap, spec_push_fn push) {
     spans t;
     spans_init(&t);
     optim_spans(&t, plan, &gr->seg[from]);
@@ -235,13 +235,13 @@ static tg_status emit_optim_chunk(const tg_graph *g, const tg_plan *plan, const 
     tg_kernel_spec *sp;
     tg_status st = push(out, cap, &sp);
     if (st != TG_OK) return st;
-    wk k;
-    tg_wk_open(&k, g, plan, lim, gr->turn, sp);
+    wgsl_kernel k;
+    tg_kernel_open(&k, g, plan, lim, gr->turn, sp);
     spans s;
     spans_init(&s);
     for (int i = from; i < to && !alone; i++) optim_spans(&s, plan, &gr->seg[i]);
-    const fz_seg *q0 = &gr->seg[from];
-    int sc[3] = {q0->scale, q0->hyper, chk}; /* the same for every update of the group (prefuse.c) */
+    const optim_update *q0 = &gr->seg[from];
+    int sc[3] = {q0->scale, q0->hyper, chk}; /* the same for every update of the group (grouping.c) */
     if (alone) { /* each tensor and scalar bound on its own (an update in place is its tensor's binding) */
         int nodes[] = {q0->p, q0->p2, q0->m, q0->m2, q0->v, q0->v2, q0->grad, sc[0], sc[1], sc[2]};
         for (size_t i = 0; i < sizeof nodes / sizeof nodes[0]; i++) spans_one(&s, plan, nodes[i]);
@@ -249,7 +249,7 @@ static tg_status emit_optim_chunk(const tg_graph *g, const tg_plan *plan, const 
         spans_scalars(&s, plan, sc, 3, lim);
     }
     bool adam = g->nodes[q0->p2].op == TG_OP_ADAM_P;
-    tg_wsb_printf(&k.s, "// node %d: %s update of %d params (%d to %d of the group)\n", gr->turn, adam ? "adam" : "sgd",
+    tg_source_printf(&k.source, "// node %d: %s update of %d params (%d to %d of the group)\n", gr->turn, adam ? "adam" : "sgd",
                to - from, from, to - 1);
     spans_bind(&k, &s, 0);
     int n = to - from;
@@ -258,7 +258,7 @@ static tg_status emit_optim_chunk(const tg_graph *g, const tg_plan *plan, const 
     if (!seg_alloc(n, &w0, &init)) return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
     int64_t total = 0;
     for (int i = 0; i < n; i++) {
-        const fz_seg *q = &gr->seg[from + i];
+        const optim_update *q = &gr->seg[from + i];
         int64_t ne = tg_ir_numel(&g->nodes[q->p2]);
         w0[i] = total;
         snprintf(init[i], sizeof init[i], "%lldu, %lldu, %lldu, %lldu, %lldu, %lldu, %lldu, %lldu, %lldu, %uu",
@@ -267,63 +267,63 @@ static tg_status emit_optim_chunk(const tg_graph *g, const tg_plan *plan, const 
                  q->decay ? 1u : 0u);
         total += (ne + PER_WG - 1) / PER_WG;
     }
-    tg_wsb_printf(&k.s, "struct Seg { w0: u32, n: u32, pr: u32, pw: u32, mr: u32, mw: u32, vr: u32, vw: u32, g: u32, d: u32 }\n"
+    tg_source_printf(&k.source, "struct Seg { w0: u32, n: u32, pr: u32, pw: u32, mr: u32, mw: u32, vr: u32, vw: u32, g: u32, d: u32 }\n"
                      "fn seg(w: u32) -> Seg {\n");
     seg_tree(&k, w0, init, 0, n, 1);
-    tg_wsb_printf(&k.s, "}\n");
+    tg_source_printf(&k.source, "}\n");
     free(w0), free(init);
-    if (tg_wk_main(&k, total, WG)) {
+    if (tg_kernel_main(&k, total, WG)) {
         sp->threads = total * WG;
         char a[64];
         int bp = binding(&s, plan, q0->p), bg = binding(&s, plan, q0->grad);
-        tg_wsb_printf(&k.s,
+        tg_source_printf(&k.source,
                    "    if (gid >= %lldu) { return; }\n    let s = seg(gid);\n    let e = (gid - s.w0) * %uu + lid;\n"
                    "    if (e >= s.n) { return; }\n"
                    "    let ev = vec4<u32>(e) + vec4<u32>(0u, %uu, %uu, %uu);\n    let ix = min(ev, vec4<u32>(s.n - 1u));\n",
                    (long long)total, PER_WG, WG, 2 * WG, 3 * WG);
         if (chk >= 0) { /* the exponent's bits: a shader compiler may assume floats are never NaN */
-            tg_wsb_printf(&k.s, "    if ((%s0u] & 0x7f800000u) == 0x7f800000u) { return; }\n", at(&s, plan, chk, a, sizeof a));
+            tg_source_printf(&k.source, "    if ((%s0u] & 0x7f800000u) == 0x7f800000u) { return; }\n", at(&s, plan, chk, a, sizeof a));
             sp->gated = true;
         }
         load4(&k, "g0", bg, "g");
         if (q0->scale >= 0)
-            tg_wsb_printf(&k.s, "    let gs = bitcast<f32>(%s0u]);\n    let g = %s;\n", at(&s, plan, q0->scale, a, sizeof a),
+            tg_source_printf(&k.source, "    let gs = bitcast<f32>(%s0u]);\n    let g = %s;\n", at(&s, plan, q0->scale, a, sizeof a),
                        TG_WGSL(TG_OPT_GRAD(tg_w, g0, gs)));
-        else tg_wsb_printf(&k.s, "    let g = g0;\n");
+        else tg_source_printf(&k.source, "    let g = g0;\n");
         load4(&k, "p", bp, "pr");
         if (adam) {
             int bm = binding(&s, plan, q0->m), bv = binding(&s, plan, q0->v);
-            tg_wk_let_f32(&k, "beta1", q0->hp[0]), tg_wk_let_f32(&k, "ob1", 1.0f - q0->hp[0]);
-            tg_wk_let_f32(&k, "beta2", q0->hp[1]), tg_wk_let_f32(&k, "ob2", 1.0f - q0->hp[1]);
-            tg_wk_let_f32(&k, "eps", q0->hp[2]);
+            tg_kernel_let_f32(&k, "beta1", q0->hp[0]), tg_kernel_let_f32(&k, "ob1", 1.0f - q0->hp[0]);
+            tg_kernel_let_f32(&k, "beta2", q0->hp[1]), tg_kernel_let_f32(&k, "ob2", 1.0f - q0->hp[1]);
+            tg_kernel_let_f32(&k, "eps", q0->hp[2]);
             load4(&k, "m0", bm, "mr");
             load4(&k, "v0", bv, "vr");
-            tg_wsb_printf(&k.s, "    let lrt = bitcast<f32>(%s%du]);\n", at(&s, plan, q0->hyper, a, sizeof a), TG_HYPER_LRT);
-            tg_wsb_printf(&k.s, "    let shrink = select(1.0f, bitcast<f32>(%s%du]), s.d != 0u);\n",
+            tg_source_printf(&k.source, "    let lrt = bitcast<f32>(%s%du]);\n", at(&s, plan, q0->hyper, a, sizeof a), TG_HYPER_LRT);
+            tg_source_printf(&k.source, "    let shrink = select(1.0f, bitcast<f32>(%s%du]), s.d != 0u);\n",
                        at(&s, plan, q0->hyper, a, sizeof a), TG_HYPER_SHRINK);
-            tg_wsb_printf(&k.s, "    let m = %s;\n    let v = %s;\n    let u = %s;\n", TG_WGSL(TG_ADAM_M(tg_w, beta1, ob1, m0, g)),
+            tg_source_printf(&k.source, "    let m = %s;\n    let v = %s;\n    let u = %s;\n", TG_WGSL(TG_ADAM_M(tg_w, beta1, ob1, m0, g)),
                        TG_WGSL(TG_ADAM_V(tg_w, beta2, ob2, v0, g)), TG_WGSL(TG_ADAM_P(tg_w, shrink, lrt, eps, p, m, v)));
             store4(&k, binding(&s, plan, q0->m2), "mw", "m");
             store4(&k, binding(&s, plan, q0->v2), "vw", "v");
         } else {
-            tg_wk_let_f32(&k, "mu", q0->hp[0]), tg_wk_let_f32(&k, "wd", q0->hp[1]);
-            tg_wsb_printf(&k.s, "    let lr = bitcast<f32>(%s%du]);\n", at(&s, plan, q0->hyper, a, sizeof a), TG_HYPER_LR);
+            tg_kernel_let_f32(&k, "mu", q0->hp[0]), tg_kernel_let_f32(&k, "wd", q0->hp[1]);
+            tg_source_printf(&k.source, "    let lr = bitcast<f32>(%s%du]);\n", at(&s, plan, q0->hyper, a, sizeof a), TG_HYPER_LR);
             if (q0->momentum) {
                 load4(&k, "v0", binding(&s, plan, q0->v), "vr");
-                tg_wsb_printf(&k.s, "    let v = %s;\n", TG_WGSL(TG_SGD_V(tg_w, mu, wd, v0, g, p)));
+                tg_source_printf(&k.source, "    let v = %s;\n", TG_WGSL(TG_SGD_V(tg_w, mu, wd, v0, g, p)));
                 store4(&k, binding(&s, plan, q0->v2), "vw", "v");
             }
             tg_wgsl_sgd_step(&k, q0->momentum, q0->nesterov);
         }
         store4(&k, binding(&s, plan, q0->p2), "pw", "u");
-        tg_wk_end(&k);
+        tg_kernel_end(&k);
     }
-    return tg_wk_close(&k, out);
+    return tg_kernel_close(&k, out);
 }
 
 /* Whether updates a and b keep each role in the same arena: one kernel's
  * code reads every param, state and gradient through its role's binding. */
-static bool same_arenas(const tg_plan *p, const fz_seg *a, const fz_seg *b) {
+static bool same_arenas(const tg_plan *p, const optim_update *a, const optim_update *b) {
     int x[7] = {a->p, a->p2, a->m, a->m2, a->v, a->v2, a->grad}, y[7] = {b->p, b->p2, b->m, b->m2, b->v, b->v2, b->grad};
     for (int k = 0; k < 7; k++)
         if ((x[k] < 0) != (y[k] < 0) || (x[k] >= 0 && p->slot[x[k]].arena != p->slot[y[k]].arena)) return false;
@@ -333,8 +333,8 @@ static bool same_arenas(const tg_plan *p, const fz_seg *a, const fz_seg *b) {
 /* The updates in chunks whose bindings fit (an arena's span of the chunk's
  * tensors each; one update too big for that binds each tensor alone), every
  * chunk gated on the step check when asked (tg_wgsl_limits.gate_updates). */
-static tg_status emit_optim(const tg_graph *g, const tg_plan *plan, const tg_wgsl_limits *lim, const fz_group *gr,
-                            tg_wgsl_program *out, int *cap, fz_push push) {
+static tg_status emit_optim(const tg_graph *g, const tg_plan *plan, const tg_wgsl_limits *lim, const program_group *gr,
+                            tg_wgsl_program *out, int *cap, spec_push_fn push) {
     int from = 0, chk = lim->gate_updates ? lim->step_check : -1;
     spans s;
     spans_init(&s);
@@ -355,21 +355,21 @@ static tg_status emit_optim(const tg_graph *g, const tg_plan *plan, const tg_wgs
 
 /* ---- sums of squares ---- */
 
-static int64_t n_parts(const tg_graph *g, const fz_term *t) { return (tg_ir_numel(&g->nodes[t->x]) + CHUNK - 1) / CHUNK; }
+static int64_t n_parts(const tg_graph *g, const tg_sumsq_term *t) { return (tg_ir_numel(&g->nodes[t->x]) + CHUNK - 1) / CHUNK; }
 
 /* Partial sums of terms [from, to) into work[wbase ..]. */
-static tg_status emit_partials(const tg_graph *g, const tg_plan *plan, const tg_wgsl_limits *lim, const fz_group *gr,
+static tg_status emit_partials(const tg_graph *g, const tg_plan *plan, const tg_wgsl_limits *lim, const program_group *gr,
                                int from, int to, int64_t wbase, int64_t work, tg_wgsl_program *out, int *cap,
-                               fz_push push) {
+                               spec_push_fn push) {
     tg_kernel_spec *sp;
     tg_status st = push(out, cap, &sp);
     if (st != TG_OK) return st;
-    wk k;
-    tg_wk_open(&k, g, plan, lim, gr->turn, sp);
+    wgsl_kernel k;
+    tg_kernel_open(&k, g, plan, lim, gr->turn, sp);
     spans s;
     spans_init(&s);
     for (int i = from; i < to; i++) spans_add(&s, plan, gr->term[i].x);
-    tg_wsb_printf(&k.s, "// node %d: sums of squares of %d tensors (%d to %d of the group): partial sums\n", gr->turn,
+    tg_source_printf(&k.source, "// node %d: sums of squares of %d tensors (%d to %d of the group): partial sums\n", gr->turn,
                to - from, from, to - 1);
     spans_bind(&k, &s, work);
     int n = to - from;
@@ -378,27 +378,27 @@ static tg_status emit_partials(const tg_graph *g, const tg_plan *plan, const tg_
     if (!seg_alloc(n, &w0, &init)) return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
     int64_t total = 0;
     for (int i = 0; i < n; i++) {
-        const fz_term *t = &gr->term[from + i];
+        const tg_sumsq_term *t = &gr->term[from + i];
         const tg_slot *sl = &plan->slot[t->x];
         w0[i] = total;
         snprintf(init[i], sizeof init[i], "%lldu, %lldu, %lldu, %du", (long long)total, (long long)tg_ir_numel(&g->nodes[t->x]),
                  elem(&s, plan, t->x), s.bind[sl->arena]);
         total += n_parts(g, t);
     }
-    tg_wsb_printf(&k.s, "struct Seg { w0: u32, n: u32, x: u32, b: u32 }\nfn seg(w: u32) -> Seg {\n");
+    tg_source_printf(&k.source, "struct Seg { w0: u32, n: u32, x: u32, b: u32 }\nfn seg(w: u32) -> Seg {\n");
     seg_tree(&k, w0, init, 0, n, 1);
-    tg_wsb_printf(&k.s, "}\n");
+    tg_source_printf(&k.source, "}\n");
     /* a term's binding is picked per workgroup (uniform), from the few arenas in use */
-    tg_wsb_printf(&k.s, "fn ldx(b: u32, i: u32) -> f32 {\n");
+    tg_source_printf(&k.source, "fn ldx(b: u32, i: u32) -> f32 {\n");
     for (int a = 0; a < TG_N_ARENAS; a++)
-        if (s.bind[a] >= 0) tg_wsb_printf(&k.s, "    if (b == %du) { return bitcast<f32>(b%d[i]); }\n", s.bind[a], s.bind[a]);
-    tg_wsb_printf(&k.s, "    return 0.0f;\n}\n");
+        if (s.bind[a] >= 0) tg_source_printf(&k.source, "    if (b == %du) { return bitcast<f32>(b%d[i]); }\n", s.bind[a], s.bind[a]);
+    tg_source_printf(&k.source, "    return 0.0f;\n}\n");
     free(w0), free(init);
-    tg_wk_red_decl(&k, WG, "f32");
-    if (tg_wk_main(&k, total, WG)) {
+    tg_kernel_red_decl(&k, WG, "f32");
+    if (tg_kernel_main(&k, total, WG)) {
         sp->threads = total * WG;
         /* gid is uniform: the early return keeps the barriers uniform */
-        tg_wsb_printf(&k.s,
+        tg_source_printf(&k.source,
                    "    if (gid >= %lldu) { return; }\n    let s = seg(gid);\n    let base = (gid - s.w0) * %du;\n"
                    "    var acc = 0.0f;\n"
                    "    for (var j = 0u; j < %du; j++) {\n"
@@ -406,14 +406,14 @@ static tg_status emit_partials(const tg_graph *g, const tg_plan *plan, const tg_
                    "        if (e < s.n) {\n            let x = ldx(s.b, s.x + e);\n            acc += x * x;\n        }\n"
                    "    }\n",
                    (long long)total, CHUNK, CHUNK / (int)WG, WG);
-        tg_wk_reduce(&k, WG, "acc", false, "sum");
-        tg_wsb_printf(&k.s, "    if (lid == 0u) { work[%lldu + gid] = bitcast<u32>(sum); }\n", (long long)wbase);
-        tg_wk_end(&k);
+        tg_kernel_reduce(&k, WG, "acc", false, "sum");
+        tg_source_printf(&k.source, "    if (lid == 0u) { work[%lldu + gid] = bitcast<u32>(sum); }\n", (long long)wbase);
+        tg_kernel_end(&k);
     }
-    return tg_wk_close(&k, out);
+    return tg_kernel_close(&k, out);
 }
 
-static int term_of(const tg_graph *g, const fz_group *gr, int x) {
+static int term_of(const tg_graph *g, const program_group *gr, int x) {
     while (tg_ops[g->nodes[x].op].flags & TG_OPF_VIEW) x = g->nodes[x].in[0];
     for (int t = 0; t < gr->n_term; t++)
         if (gr->term[t].sum == x) return t;
@@ -432,7 +432,7 @@ static int unview(const tg_graph *g, int x) {
 /* The scalars after the total (fuse/sumsq.c), in node order:
  * `t<node>` in registers (f32, or u32 0/1 for a bool, as bools are
  * stored), stored where something outside the kernel reads them. */
-static void emit_tails(wk *k, const tg_graph *g, const tg_plan *plan, const fz_group *gr, const spans *s) {
+static void emit_tails(wgsl_kernel *k, const tg_graph *g, const tg_plan *plan, const program_group *gr, const spans *s) {
     for (int q = 0; q < gr->n_tail; q++) {
         int id = gr->tail[q];
         const tg_node *nd = &g->nodes[id];
@@ -445,31 +445,31 @@ static void emit_tails(wk *k, const tg_graph *g, const tg_plan *plan, const fz_g
             else if (g->nodes[x].dtype == TG_BOOL) snprintf(v[j], sizeof v[j], "%s0u]", at(s, plan, x, a, sizeof a));
             else snprintf(v[j], sizeof v[j], "bitcast<f32>(%s0u])", at(s, plan, x, a, sizeof a));
         }
-        tg_wsb_printf(&k->s, "        let t%d = ", id);
+        tg_source_printf(&k->source, "        let t%d = ", id);
         switch (nd->op) {
-        case TG_OP_ADD: tg_wsb_printf(&k->s, "%s + %s;\n", v[0], v[1]); break;
-        case TG_OP_SUB: tg_wsb_printf(&k->s, "%s - %s;\n", v[0], v[1]); break;
-        case TG_OP_MUL: tg_wsb_printf(&k->s, "%s * %s;\n", v[0], v[1]); break;
-        case TG_OP_DIV: tg_wsb_printf(&k->s, "%s / %s;\n", v[0], v[1]); break;
-        case TG_OP_SQRT: tg_wsb_printf(&k->s, "sqrt(%s);\n", v[0]); break;
-        case TG_OP_LESS: tg_wsb_printf(&k->s, "select(0u, 1u, %s < %s);\n", v[0], v[1]); break;
-        case TG_OP_GREATER: tg_wsb_printf(&k->s, "select(0u, 1u, %s > %s);\n", v[0], v[1]); break;
-        default: tg_wsb_printf(&k->s, "select(%s, %s, %s != 0u);\n", v[2], v[1], v[0]); break; /* where */
+        case TG_OP_ADD: tg_source_printf(&k->source, "%s + %s;\n", v[0], v[1]); break;
+        case TG_OP_SUB: tg_source_printf(&k->source, "%s - %s;\n", v[0], v[1]); break;
+        case TG_OP_MUL: tg_source_printf(&k->source, "%s * %s;\n", v[0], v[1]); break;
+        case TG_OP_DIV: tg_source_printf(&k->source, "%s / %s;\n", v[0], v[1]); break;
+        case TG_OP_SQRT: tg_source_printf(&k->source, "sqrt(%s);\n", v[0]); break;
+        case TG_OP_LESS: tg_source_printf(&k->source, "select(0u, 1u, %s < %s);\n", v[0], v[1]); break;
+        case TG_OP_GREATER: tg_source_printf(&k->source, "select(0u, 1u, %s > %s);\n", v[0], v[1]); break;
+        default: tg_source_printf(&k->source, "select(%s, %s, %s != 0u);\n", v[2], v[1], v[0]); break; /* where */
         }
         if (gr->tail_st[q])
-            tg_wsb_printf(&k->s, "        %s0u] = %s;\n", at(s, plan, id, a, sizeof a),
+            tg_source_printf(&k->source, "        %s0u] = %s;\n", at(s, plan, id, a, sizeof a),
                        nd->dtype == TG_BOOL ? (snprintf(v[0], sizeof v[0], "t%d", id), v[0])
                                             : (snprintf(v[0], sizeof v[0], "bitcast<u32>(t%d)", id), v[0]));
     }
 }
 
-static tg_status emit_combine(const tg_graph *g, const tg_plan *plan, const tg_wgsl_limits *lim, const fz_group *gr,
-                              int64_t work, tg_wgsl_program *out, int *cap, fz_push push) {
+static tg_status emit_combine(const tg_graph *g, const tg_plan *plan, const tg_wgsl_limits *lim, const program_group *gr,
+                              int64_t work, tg_wgsl_program *out, int *cap, spec_push_fn push) {
     tg_kernel_spec *sp;
     tg_status st = push(out, cap, &sp);
     if (st != TG_OK) return st;
-    wk k;
-    tg_wk_open(&k, g, plan, lim, gr->turn, sp);
+    wgsl_kernel k;
+    tg_kernel_open(&k, g, plan, lim, gr->turn, sp);
     spans s;
     spans_init(&s);
     int *sc = tg_calloc((size_t)(gr->n_term + 1 + 4 * gr->n_tail) + 1, sizeof(int)), n_sc = 0;
@@ -484,9 +484,9 @@ static tg_status emit_combine(const tg_graph *g, const tg_plan *plan, const tg_w
     }
     spans_scalars(&s, plan, sc, n_sc, lim);
     free(sc);
-    tg_wsb_printf(&k.s, "// node %d: sums of squares of %d tensors: totals", gr->turn, gr->n_term);
-    if (gr->n_tail) tg_wsb_printf(&k.s, ", then %d scalars from the total", gr->n_tail);
-    tg_wsb_printf(&k.s, "\n");
+    tg_source_printf(&k.source, "// node %d: sums of squares of %d tensors: totals", gr->turn, gr->n_term);
+    if (gr->n_tail) tg_source_printf(&k.source, ", then %d scalars from the total", gr->n_tail);
+    tg_source_printf(&k.source, "\n");
     spans_bind(&k, &s, work);
     int n = gr->n_term;
     int64_t *w0;
@@ -502,14 +502,14 @@ static tg_status emit_combine(const tg_graph *g, const tg_plan *plan, const tg_w
         snprintf(init[t], sizeof init[t], "%lldu, %lldu", (long long)p0, (long long)n_parts(g, &gr->term[t]));
         p0 += n_parts(g, &gr->term[t]);
     }
-    tg_wsb_printf(&k.s, "struct Seg { p: u32, n: u32 }\nfn seg(w: u32) -> Seg {\n");
+    tg_source_printf(&k.source, "struct Seg { p: u32, n: u32 }\nfn seg(w: u32) -> Seg {\n");
     seg_tree(&k, w0, init, 0, n, 1);
-    tg_wsb_printf(&k.s, "}\n");
-    tg_wk_shared(&k, "sv", "f32", n);
+    tg_source_printf(&k.source, "}\n");
+    tg_kernel_shared(&k, "sv", "f32", n);
     free(w0), free(init);
-    if (tg_wk_main(&k, 1, WG)) {
+    if (tg_kernel_main(&k, 1, WG)) {
         sp->threads = WG;
-        tg_wsb_printf(&k.s,
+        tg_source_printf(&k.source,
                    "    for (var t = lid; t < %du; t += %uu) {\n        let r = seg(t);\n        var acc = 0.0f;\n"
                    "        for (var q = 0u; q < r.n; q++) { acc += bitcast<f32>(work[r.p + q]); }\n"
                    "        sv[t] = acc;\n    }\n    workgroupBarrier();\n    if (lid == 0u) {\n",
@@ -517,7 +517,7 @@ static tg_status emit_combine(const tg_graph *g, const tg_plan *plan, const tg_w
         char a[64];
         for (int t = 0; t < n; t++)
             if (gr->term[t].store)
-                tg_wsb_printf(&k.s, "        %s0u] = bitcast<u32>(sv[%du]);\n", at(&s, plan, gr->term[t].sum, a, sizeof a), t);
+                tg_source_printf(&k.source, "        %s0u] = bitcast<u32>(sv[%du]);\n", at(&s, plan, gr->term[t].sum, a, sizeof a), t);
         memcpy(tree, gr->tree, sizeof(int) * (size_t)gr->n_tree);
         qsort(tree, (size_t)gr->n_tree, sizeof(int), by_id);
         for (int q = 0; q < gr->n_tree; q++) {
@@ -530,19 +530,19 @@ static tg_status emit_combine(const tg_graph *g, const tg_plan *plan, const tg_w
                 if (t >= 0) snprintf(opnd[j], sizeof opnd[j], "sv[%du]", t);
                 else snprintf(opnd[j], sizeof opnd[j], "t%d", x);
             }
-            tg_wsb_printf(&k.s, "        let t%d = %s + %s;\n", tree[q], opnd[0], opnd[1]);
+            tg_source_printf(&k.source, "        let t%d = %s + %s;\n", tree[q], opnd[0], opnd[1]);
         }
-        if (gr->total >= 0) tg_wsb_printf(&k.s, "        %s0u] = bitcast<u32>(t%d);\n", at(&s, plan, gr->total, a, sizeof a), gr->total);
+        if (gr->total >= 0) tg_source_printf(&k.source, "        %s0u] = bitcast<u32>(t%d);\n", at(&s, plan, gr->total, a, sizeof a), gr->total);
         emit_tails(&k, g, plan, gr, &s);
-        tg_wsb_printf(&k.s, "    }\n");
-        tg_wk_end(&k);
+        tg_source_printf(&k.source, "    }\n");
+        tg_kernel_end(&k);
     }
     free(tree);
-    return tg_wk_close(&k, out);
+    return tg_kernel_close(&k, out);
 }
 
-static tg_status emit_sumsq(const tg_graph *g, const tg_plan *plan, const tg_wgsl_limits *lim, const fz_group *gr,
-                            tg_wgsl_program *out, int *cap, fz_push push) {
+static tg_status emit_sumsq(const tg_graph *g, const tg_plan *plan, const tg_wgsl_limits *lim, const program_group *gr,
+                            tg_wgsl_program *out, int *cap, spec_push_fn push) {
     int64_t parts = 0;
     for (int t = 0; t < gr->n_term; t++) parts += n_parts(g, &gr->term[t]);
     int64_t work = (parts ? parts : 1) * 4;
@@ -573,11 +573,11 @@ static tg_status emit_sumsq(const tg_graph *g, const tg_plan *plan, const tg_wgs
     return emit_combine(g, plan, lim, gr, work, out, cap, push);
 }
 
-tg_status tg_fz_emit_group(const tg_graph *g, const tg_plan *plan, const tg_wgsl_limits *lim, const fz_group *gr,
-                        tg_wgsl_program *out, int *cap, fz_push push) {
+tg_status tg_wgsl_emit_span_group(const tg_graph *g, const tg_plan *plan, const tg_wgsl_limits *lim, const program_group *gr,
+                        tg_wgsl_program *out, int *cap, spec_push_fn push) {
     switch (gr->kind) {
-    case FZ_OPTIM: return emit_optim(g, plan, lim, gr, out, cap, push);
-    case FZ_SUMSQ: return emit_sumsq(g, plan, lim, gr, out, cap, push);
+    case GROUP_OPTIM: return emit_optim(g, plan, lim, gr, out, cap, push);
+    case GROUP_SUMSQ: return emit_sumsq(g, plan, lim, gr, out, cap, push);
     default: return tg_fail(TG_ERR_BACKEND, "webgpu: fused group of unknown kind %d", (int)gr->kind);
     }
 }

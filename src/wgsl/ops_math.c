@@ -17,7 +17,7 @@
 
 #include "emit.h"
 
-/* Needs is_nan (tg_wk_is_nan) before it. */
+/* Needs is_nan (tg_kernel_is_nan) before it. */
 static const char *math_fns =
     "fn sigmoid(x: f32) -> f32 {\n"
     "    let e = exp(-abs(x));\n    let r = 1.0f / (1.0f + e);\n    return select(r, e * r, x < 0.0f);\n}\n"
@@ -107,75 +107,75 @@ static bool names(const char *e, const char *id) {
 
 
 /* The lets for the attributes expression e uses (see ops.def). */
-static void attr_lets(wk *k, const char *e, const tg_attr_unary *u) {
-    if (names(e, "p0")) tg_wk_let_f32(k, "p0", u->p0);
-    if (names(e, "p1")) tg_wk_let_f32(k, "p1", u->p1);
+static void attr_lets(wgsl_kernel *k, const char *e, const tg_attr_unary *u) {
+    if (names(e, "p0")) tg_kernel_let_f32(k, "p0", u->p0);
+    if (names(e, "p1")) tg_kernel_let_f32(k, "p1", u->p1);
     int32_t i0, i1;
     tg_attr_unary_int_range(u, &i0, &i1);
     char b[24];
-    if (names(e, "i0")) tg_wsb_printf(&k->s, "    let i0 = %s;\n", tg_wk_i32(i0, b));
-    if (names(e, "i1")) tg_wsb_printf(&k->s, "    let i1 = %s;\n", tg_wk_i32(i1, b));
+    if (names(e, "i0")) tg_source_printf(&k->source, "    let i0 = %s;\n", tg_kernel_i32(i0, b));
+    if (names(e, "i1")) tg_source_printf(&k->source, "    let i1 = %s;\n", tg_kernel_i32(i1, b));
 }
 
-static void ew_helpers(wk *k) {
-    tg_wk_is_nan(k);
-    tg_wk_helper(k, WK_H_MATH, math_fns);
-    tg_wk_helper(k, WK_H_EW, ew_fns);
+static void ew_helpers(wgsl_kernel *k) {
+    tg_kernel_is_nan(k);
+    tg_kernel_helper(k, KERNEL_HELPER_MATH, math_fns);
+    tg_kernel_helper(k, KERNEL_HELPER_EW, ew_fns);
 }
 
 /* A unary math row of ops.def: y = f(x), same shape; i32 for those with an
  * i32 form. */
-bool tg_wgsl_unary_math(wk *k) {
+bool tg_wgsl_unary_math(wgsl_kernel *k) {
     const tg_node *n = k->n;
     const char *e = n->op < TG_OP_COUNT ? (n->dtype == TG_I32 ? exprs[n->op].i32 : exprs[n->op].fwd) : NULL;
-    if (!e) return tg_wk_fail(k, TG_ERR_BACKEND, "not a unary math op");
+    if (!e) return tg_kernel_fail(k, TG_ERR_BACKEND, "not a unary math op");
     ew_helpers(k);
-    if (!tg_wk_flat(k, tg_ir_numel(n))) return false;
+    if (!tg_kernel_flat(k, tg_ir_numel(n))) return false;
     attr_lets(k, e, &n->at.unary);
-    tg_wsb_printf(&k->s, "    let v = %s(i);\n    %s(i, %s);\n", k->ld[0], k->stn, e);
-    tg_wk_end(k);
+    tg_source_printf(&k->source, "    let v = %s(i);\n    %s(i, %s);\n", k->load_name[0], k->store_name, e);
+    tg_kernel_end(k);
     return true;
 }
 
 /* unary_grad(s, gy) -> gx of the forward op, s what it saved (ops.def). */
-bool tg_wgsl_unary_grad(wk *k) {
+bool tg_wgsl_unary_grad(wgsl_kernel *k) {
     const tg_node *n = k->n;
     tg_opcode op = n->at.unary_grad.op;
     const char *e = (unsigned)op < TG_OP_COUNT ? exprs[op].bwd : NULL;
-    if (!e) return tg_wk_fail(k, TG_ERR_BACKEND, "unary_grad of an unknown op %d", (int)op);
+    if (!e) return tg_kernel_fail(k, TG_ERR_BACKEND, "unary_grad of an unknown op %d", (int)op);
     ew_helpers(k);
-    if (!tg_wk_flat(k, tg_ir_numel(n))) return false;
+    if (!tg_kernel_flat(k, tg_ir_numel(n))) return false;
     attr_lets(k, e, &n->at.unary_grad.fwd);
-    tg_wsb_printf(&k->s, "    let s = %s(i);\n    let g = %s(i);\n    %s(i, %s);\n", k->ld[0], k->ld[1], k->stn, e);
-    tg_wk_end(k);
+    tg_source_printf(&k->source, "    let s = %s(i);\n    let g = %s(i);\n    %s(i, %s);\n", k->load_name[0], k->load_name[1], k->store_name, e);
+    tg_kernel_end(k);
     return true;
 }
 
 /* min / max with broadcasting, f32 or i32; a NaN operand gives NaN. */
-bool tg_wgsl_minmax(wk *k) {
-    char ix[2][WK_EXPR];
-    tg_wk_bcast_maps(k, 2, ix);
+bool tg_wgsl_minmax(wgsl_kernel *k) {
+    char ix[2][KERNEL_EXPR_LEN];
+    tg_kernel_bcast_maps(k, 2, ix);
     bool is_max = k->n->op == TG_OP_MAX, f32 = k->n->dtype == TG_F32;
-    if (f32) tg_wk_is_nan(k);
-    if (!tg_wk_flat(k, tg_ir_numel(k->n))) return false;
-    tg_wsb_printf(&k->s, "    let a = %s(%s);\n    let b = %s(%s);\n", k->ld[0], ix[0], k->ld[1], ix[1]);
-    tg_wsb_printf(&k->s, "    %s(i, select(b, a, a %s b%s));\n", k->stn, is_max ? ">" : "<", f32 ? " || is_nan(a)" : "");
-    tg_wk_end(k);
+    if (f32) tg_kernel_is_nan(k);
+    if (!tg_kernel_flat(k, tg_ir_numel(k->n))) return false;
+    tg_source_printf(&k->source, "    let a = %s(%s);\n    let b = %s(%s);\n", k->load_name[0], ix[0], k->load_name[1], ix[1]);
+    tg_source_printf(&k->source, "    %s(i, select(b, a, a %s b%s));\n", k->store_name, is_max ? ">" : "<", f32 ? " || is_nan(a)" : "");
+    tg_kernel_end(k);
     return true;
 }
 
 /* minmax_grad(a, b, gy) -> the share of gy of one operand (side 0 = a, 1 = b)
  * of min or max, over gy's shape: all of it to the winner, half at a tie. */
-bool tg_wgsl_minmax_grad(wk *k) {
-    char ix[3][WK_EXPR];
-    tg_wk_bcast_maps(k, 3, ix);
+bool tg_wgsl_minmax_grad(wgsl_kernel *k) {
+    char ix[3][KERNEL_EXPR_LEN];
+    tg_kernel_bcast_maps(k, 3, ix);
     int side = k->n->at.minmax_grad.side;
     bool is_max = k->n->at.minmax_grad.op == TG_OP_MAX;
-    if (!tg_wk_flat(k, tg_ir_numel(k->n))) return false;
-    tg_wsb_printf(&k->s, "    let own = %s(%s);\n    let oth = %s(%s);\n    let g = %s(%s);\n", k->ld[side], ix[side],
-               k->ld[1 - side], ix[1 - side], k->ld[2], ix[2]);
-    tg_wsb_printf(&k->s, "    %s(i, select(select(0.0f, 0.5f * g, own == oth), g, own %s oth));\n", k->stn, is_max ? ">" : "<");
-    tg_wk_end(k);
+    if (!tg_kernel_flat(k, tg_ir_numel(k->n))) return false;
+    tg_source_printf(&k->source, "    let own = %s(%s);\n    let oth = %s(%s);\n    let g = %s(%s);\n", k->load_name[side], ix[side],
+               k->load_name[1 - side], ix[1 - side], k->load_name[2], ix[2]);
+    tg_source_printf(&k->source, "    %s(i, select(select(0.0f, 0.5f * g, own == oth), g, own %s oth));\n", k->store_name, is_max ? ">" : "<");
+    tg_kernel_end(k);
     return true;
 }
 
@@ -189,36 +189,36 @@ static void axis_view(tg_shape s, int axis, int64_t *outer, int64_t *A, int64_t 
 
 /* softmax over the axis: e^(x - max) / sum; may run in place (each
  * element is read before it is written, all others in earlier passes). */
-bool tg_wgsl_softmax(wk *k) {
+bool tg_wgsl_softmax(wgsl_kernel *k) {
     int64_t outer, A, inner;
     axis_view(k->n->shape, (int)k->n->at.axis.axis, &outer, &A, &inner);
-    wk_rows L;
-    if (!tg_wk_rows_open(&L, k, outer * inner, A, inner)) return false;
-    tg_wk_rows_cache(&L, 1u, 0u);
-    tg_wsb_printf(&k->s, "    var m = f32_bits(0xff800000u);\n");
-    tg_wk_rows_each(&L, NULL, "        m = max(m, v0);\n");
-    tg_wk_rows_combine(&L, "m", true, "mx");
-    tg_wsb_printf(&k->s, "    var z = 0.0f;\n");
-    tg_wk_rows_each(&L, NULL, "        z += exp(v0 - mx);\n");
-    tg_wk_rows_combine(&L, "z", false, "zs");
-    tg_wsb_printf(&k->s, "    let inv = 1.0f / zs;\n");
-    tg_wk_rows_each(&L, NULL, "        st(p, exp(v0 - mx) * inv);\n");
-    tg_wk_end(k);
+    row_kernel L;
+    if (!tg_kernel_rows_open(&L, k, outer * inner, A, inner)) return false;
+    tg_kernel_rows_cache(&L, 1u, 0u);
+    tg_source_printf(&k->source, "    var m = f32_bits(0xff800000u);\n");
+    tg_kernel_rows_each(&L, NULL, "        m = max(m, v0);\n");
+    tg_kernel_rows_combine(&L, "m", true, "mx");
+    tg_source_printf(&k->source, "    var z = 0.0f;\n");
+    tg_kernel_rows_each(&L, NULL, "        z += exp(v0 - mx);\n");
+    tg_kernel_rows_combine(&L, "z", false, "zs");
+    tg_source_printf(&k->source, "    let inv = 1.0f / zs;\n");
+    tg_kernel_rows_each(&L, NULL, "        st(p, exp(v0 - mx) * inv);\n");
+    tg_kernel_end(k);
     return true;
 }
 
 /* argmax / argmin over the axis: x [outer, A, inner] -> i32 [outer, 1,
  * inner]; the first index of the extreme wins, and NaN is the most extreme.
  * amax / amin store that extreme instead, in x's dtype. */
-bool tg_wgsl_argmax(wk *k) {
-    const tg_node *x = tg_wk_in(k, 0);
+bool tg_wgsl_argmax(wgsl_kernel *k) {
+    const tg_node *x = tg_kernel_in(k, 0);
     int64_t outer, A, inner;
     axis_view(x->shape, (int)k->n->at.axis.axis, &outer, &A, &inner);
     bool is_max = k->n->op == TG_OP_ARGMAX || k->n->op == TG_OP_AMAX, f32 = x->dtype == TG_F32;
     bool value = k->n->op == TG_OP_AMAX || k->n->op == TG_OP_AMIN;
-    if (f32) tg_wk_is_nan(k);
-    if (!tg_wk_flat(k, outer * inner)) return false;
-    tg_wsb_printf(&k->s,
+    if (f32) tg_kernel_is_nan(k);
+    if (!tg_kernel_flat(k, outer * inner)) return false;
+    tg_source_printf(&k->source,
                "    let base = (i / %lldu) * %lldu + i %% %lldu;\n"
                "    var best = ld0(base);\n    var at = 0;\n"
                "    for (var a = 1u; a < %lldu; a++) {\n"
@@ -228,87 +228,87 @@ bool tg_wgsl_argmax(wk *k) {
                "    st(i, %s);\n",
                (long long)inner, (long long)(A * inner), (long long)inner, (long long)A, (long long)inner,
                is_max ? ">" : "<", f32 ? " || (is_nan(v) && !is_nan(best))" : "", value ? "best" : "at");
-    tg_wk_end(k);
+    tg_kernel_end(k);
     return true;
 }
 
 /* narrow: x [outer, A, inner] -> y [outer, L, inner] = x[:, start:start+L, :] */
-bool tg_wgsl_narrow(wk *k) {
-    int64_t outer, L, inner, A = tg_wk_in(k, 0)->shape.d[k->n->at.axis.axis];
+bool tg_wgsl_narrow(wgsl_kernel *k) {
+    int64_t outer, L, inner, A = tg_kernel_in(k, 0)->shape.d[k->n->at.axis.axis];
     axis_view(k->n->shape, (int)k->n->at.axis.axis, &outer, &L, &inner);
-    if (!tg_wk_flat(k, tg_ir_numel(k->n))) return false;
-    tg_wsb_printf(&k->s, "    %s(i, %s((i / %lldu) * %lldu + %lldu + i %% %lldu));\n", k->stn, k->ld[0], (long long)(L * inner),
+    if (!tg_kernel_flat(k, tg_ir_numel(k->n))) return false;
+    tg_source_printf(&k->source, "    %s(i, %s((i / %lldu) * %lldu + %lldu + i %% %lldu));\n", k->store_name, k->load_name[0], (long long)(L * inner),
                (long long)(A * inner), (long long)(k->n->at.axis.start * inner), (long long)(L * inner));
-    tg_wk_end(k);
+    tg_kernel_end(k);
     return true;
 }
 
 /* narrow_grad: gy [outer, L, inner] -> gx [outer, A, inner], zero outside
  * [start, start+L) along the axis. */
-bool tg_wgsl_narrow_grad(wk *k) {
-    int64_t outer, A, inner, L = tg_wk_in(k, 0)->shape.d[k->n->at.axis.axis], s0 = k->n->at.axis.start;
+bool tg_wgsl_narrow_grad(wgsl_kernel *k) {
+    int64_t outer, A, inner, L = tg_kernel_in(k, 0)->shape.d[k->n->at.axis.axis], s0 = k->n->at.axis.start;
     axis_view(k->n->shape, (int)k->n->at.axis.axis, &outer, &A, &inner);
-    if (!tg_wk_flat(k, tg_ir_numel(k->n))) return false;
-    tg_wsb_printf(&k->s,
+    if (!tg_kernel_flat(k, tg_ir_numel(k->n))) return false;
+    tg_source_printf(&k->source,
                "    let rem = i %% %lldu;\n    let a = rem / %lldu;\n"
                "    let inside = a >= %lldu && a < %lldu;\n"
                "    let src = select(0u, (i / %lldu) * %lldu + rem - %lldu, inside);\n"
                "    %s(i, select(0.0f, %s(src), inside));\n",
                (long long)(A * inner), (long long)inner, (long long)s0, (long long)(s0 + L), (long long)(A * inner),
-               (long long)(L * inner), (long long)(s0 * inner), k->stn, k->ld[0]);
-    tg_wk_end(k);
+               (long long)(L * inner), (long long)(s0 * inner), k->store_name, k->load_name[0]);
+    tg_kernel_end(k);
     return true;
 }
 
 /* concat: inputs k [outer, A_k, inner] -> y [outer, sum A_k, inner] */
-bool tg_wgsl_concat(wk *k) {
+bool tg_wgsl_concat(wgsl_kernel *k) {
     const tg_node *n = k->n;
     int64_t outer, S, inner;
     int axis = (int)n->at.axis.axis;
     axis_view(n->shape, axis, &outer, &S, &inner);
-    if (!tg_wk_flat(k, tg_ir_numel(n))) return false;
-    tg_wsb_printf(&k->s, "    let o = i / %lldu;\n    let rem = i %% %lldu;\n    let a = rem / %lldu;\n    let q = rem %% %lldu;\n",
+    if (!tg_kernel_flat(k, tg_ir_numel(n))) return false;
+    tg_source_printf(&k->source, "    let o = i / %lldu;\n    let rem = i %% %lldu;\n    let a = rem / %lldu;\n    let q = rem %% %lldu;\n",
                (long long)(S * inner), (long long)(S * inner), (long long)inner, (long long)inner);
     int64_t start = 0;
     for (int j = 0; j < n->nin; j++) {
-        int64_t Aj = tg_wk_in(k, j)->shape.d[axis];
-        if (j < n->nin - 1) tg_wsb_printf(&k->s, "    %sif (a < %lldu) {", j ? "else " : "", (long long)(start + Aj));
-        else tg_wsb_printf(&k->s, "    %s{", j ? "else " : "");
-        tg_wsb_printf(&k->s, " %s(i, %s((o * %lldu + a - %lldu) * %lldu + q)); }\n", k->stn, k->ld[j], (long long)Aj,
+        int64_t Aj = tg_kernel_in(k, j)->shape.d[axis];
+        if (j < n->nin - 1) tg_source_printf(&k->source, "    %sif (a < %lldu) {", j ? "else " : "", (long long)(start + Aj));
+        else tg_source_printf(&k->source, "    %s{", j ? "else " : "");
+        tg_source_printf(&k->source, " %s(i, %s((o * %lldu + a - %lldu) * %lldu + q)); }\n", k->store_name, k->load_name[j], (long long)Aj,
                    (long long)start, (long long)inner);
         start += Aj;
     }
-    tg_wk_end(k);
+    tg_kernel_end(k);
     return true;
 }
 
 /* take_along_axis: x [outer, A, inner], idx i32 [outer, K, inner] -> y
  * [outer, K, inner], y = x[o, idx, q]; a negative index counts from the end,
  * one still out of range reads 0. */
-bool tg_wgsl_take_along_axis(wk *k) {
+bool tg_wgsl_take_along_axis(wgsl_kernel *k) {
     const tg_node *n = k->n;
-    int64_t outer, K, inner, A = tg_wk_in(k, 0)->shape.d[n->at.axis.axis];
+    int64_t outer, K, inner, A = tg_kernel_in(k, 0)->shape.d[n->at.axis.axis];
     axis_view(n->shape, (int)n->at.axis.axis, &outer, &K, &inner);
-    if (!tg_wk_flat(k, tg_ir_numel(n))) return false;
-    tg_wsb_printf(&k->s,
+    if (!tg_kernel_flat(k, tg_ir_numel(n))) return false;
+    tg_source_printf(&k->source,
                "    let t = %s(i);\n    let v = select(t, t + %lldi, t < 0);\n    let ok = v >= 0 && v < %lldi;\n"
                "    let src = (i / %lldu) * %lldu + u32(clamp(v, 0, %lldi)) * %lldu + i %% %lldu;\n"
                "    %s(i, select(bitcast<%s>(0u), %s(src), ok));\n",
-               k->ld[1], (long long)A, (long long)A, (long long)(K * inner), (long long)(A * inner), (long long)(A - 1),
-               (long long)inner, (long long)inner, k->stn, tg_wk_type(n->dtype), k->ld[0]);
-    tg_wk_end(k);
+               k->load_name[1], (long long)A, (long long)A, (long long)(K * inner), (long long)(A * inner), (long long)(A - 1),
+               (long long)inner, (long long)inner, k->store_name, tg_kernel_type(n->dtype), k->load_name[0]);
+    tg_kernel_end(k);
     return true;
 }
 
 /* take_along_axis_grad: (gy [outer, K, inner], idx) -> gx [outer, A, inner].
  * One invocation per gx element adds, in k order as the CPU does, the gy
  * elements whose index picked it (no atomics). */
-bool tg_wgsl_take_along_axis_grad(wk *k) {
+bool tg_wgsl_take_along_axis_grad(wgsl_kernel *k) {
     const tg_node *n = k->n;
-    int64_t outer, A, inner, K = tg_wk_in(k, 1)->shape.d[n->at.axis.axis];
+    int64_t outer, A, inner, K = tg_kernel_in(k, 1)->shape.d[n->at.axis.axis];
     axis_view(n->shape, (int)n->at.axis.axis, &outer, &A, &inner);
-    if (!tg_wk_flat(k, tg_ir_numel(n))) return false;
-    tg_wsb_printf(&k->s,
+    if (!tg_kernel_flat(k, tg_ir_numel(n))) return false;
+    tg_source_printf(&k->source,
                "    let o = i / %lldu;\n    let a = i32((i %% %lldu) / %lldu);\n    let q = i %% %lldu;\n"
                "    var acc = 0.0f;\n"
                "    for (var kk = 0u; kk < %lldu; kk++) {\n"
@@ -319,6 +319,6 @@ bool tg_wgsl_take_along_axis_grad(wk *k) {
                "    st(i, acc);\n",
                (long long)(A * inner), (long long)(A * inner), (long long)inner, (long long)inner, (long long)K,
                (long long)K, (long long)inner, (long long)A);
-    tg_wk_end(k);
+    tg_kernel_end(k);
     return true;
 }

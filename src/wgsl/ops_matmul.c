@@ -298,7 +298,7 @@ static void b_slot(const mm_ctx *x, int q, char *k, char *nn, size_t n) {
 static int a_loads(const mm_ctx *x) { return x->c->bm * x->c->bk / 256 / (x->ld4a ? 4 : 1); }
 static int b_loads(const mm_ctx *x) { return x->c->bk * x->c->bn / 256 / (x->ld4b ? 4 : 1); }
 
-static void emit_loads(wk *k, const mm_ctx *x, const char *k0) {
+static void emit_loads(wgsl_kernel *k, const mm_ctx *x, const char *k0) {
     int la = a_loads(x), lb = b_loads(x);
     char r[64], col[64], rr[96], cc[96], idx[320];
     for (int q = 0; q < la; q++) {
@@ -306,9 +306,9 @@ static void emit_loads(wk *k, const mm_ctx *x, const char *k0) {
         snprintf(rr, sizeof rr, "m0 + %s", r);
         snprintf(cc, sizeof cc, "%s + %s", k0, col);
         a_index(x->g, rr, cc, idx, sizeof idx);
-        if (x->exact) tg_wsb_printf(&k->s, "        pa%d = ld0%s%s(%s);\n", q, x->ld4a ? "v" : "", x->sfx, idx);
+        if (x->exact) tg_source_printf(&k->source, "        pa%d = ld0%s%s(%s);\n", q, x->ld4a ? "v" : "", x->sfx, idx);
         else
-            tg_wsb_printf(&k->s, "        pa%d = 0.0f;\n        if (%s < %lldu && %s < kend) { pa%d = ld0%s(%s); }\n", q, rr,
+            tg_source_printf(&k->source, "        pa%d = 0.0f;\n        if (%s < %lldu && %s < kend) { pa%d = ld0%s(%s); }\n", q, rr,
                        x->g->M, cc, q, x->sfx, idx);
     }
     for (int q = 0; q < lb; q++) {
@@ -316,9 +316,9 @@ static void emit_loads(wk *k, const mm_ctx *x, const char *k0) {
         snprintf(rr, sizeof rr, "%s + %s", k0, r);
         snprintf(cc, sizeof cc, "n0 + %s", col);
         b_index(x->g, rr, cc, idx, sizeof idx);
-        if (x->exact) tg_wsb_printf(&k->s, "        pb%d = ld1%s%s(%s);\n", q, x->ld4b ? "v" : "", x->sfx, idx);
+        if (x->exact) tg_source_printf(&k->source, "        pb%d = ld1%s%s(%s);\n", q, x->ld4b ? "v" : "", x->sfx, idx);
         else
-            tg_wsb_printf(&k->s, "        pb%d = 0.0f;\n        if (%s < kend && %s < %lldu) { pb%d = ld1%s(%s); }\n", q, rr, cc,
+            tg_source_printf(&k->source, "        pb%d = 0.0f;\n        if (%s < kend && %s < %lldu) { pb%d = ld1%s(%s); }\n", q, rr, cc,
                        x->g->N, q, x->sfx, idx);
     }
 }
@@ -326,25 +326,25 @@ static void emit_loads(wk *k, const mm_ctx *x, const char *k0) {
 /* A vec4 loaded along the axis that workgroup memory holds as vec4s (A
  * transposed, B not) is stored whole; otherwise component by component,
  * as 4 consecutive k. */
-static void emit_stores(wk *k, const mm_ctx *x) {
+static void emit_stores(wgsl_kernel *k, const mm_ctx *x) {
     static const char comp[4] = {'x', 'y', 'z', 'w'};
     char r[64], col[64];
     for (int q = 0; q < a_loads(x); q++) {
         a_slot(x, q, r, col, sizeof r);
-        if (!x->ld4a) tg_wsb_printf(&k->s, "        { let am = %s; As[(%s) * %du + am / 4u][am %% 4u] = pa%d; }\n", r, col, x->apad, q);
-        else if (x->g->ta) tg_wsb_printf(&k->s, "        As[(%s) * %du + (%s) / 4u] = pa%d;\n", col, x->apad, r, q);
+        if (!x->ld4a) tg_source_printf(&k->source, "        { let am = %s; As[(%s) * %du + am / 4u][am %% 4u] = pa%d; }\n", r, col, x->apad, q);
+        else if (x->g->ta) tg_source_printf(&k->source, "        As[(%s) * %du + (%s) / 4u] = pa%d;\n", col, x->apad, r, q);
         else
             for (int j = 0; j < 4; j++)
-                tg_wsb_printf(&k->s, "        { let am = %s; As[(%s + %du) * %du + am / 4u][am %% 4u] = pa%d.%c; }\n", r, col, j,
+                tg_source_printf(&k->source, "        { let am = %s; As[(%s + %du) * %du + am / 4u][am %% 4u] = pa%d.%c; }\n", r, col, j,
                               x->apad, q, comp[j]);
     }
     for (int q = 0; q < b_loads(x); q++) {
         b_slot(x, q, r, col, sizeof r);
-        if (!x->ld4b) tg_wsb_printf(&k->s, "        { let bn = %s; Bs[(%s) * %du + bn / 4u][bn %% 4u] = pb%d; }\n", col, r, x->bpad, q);
-        else if (!x->g->tb) tg_wsb_printf(&k->s, "        Bs[(%s) * %du + (%s) / 4u] = pb%d;\n", r, x->bpad, col, q);
+        if (!x->ld4b) tg_source_printf(&k->source, "        { let bn = %s; Bs[(%s) * %du + bn / 4u][bn %% 4u] = pb%d; }\n", col, r, x->bpad, q);
+        else if (!x->g->tb) tg_source_printf(&k->source, "        Bs[(%s) * %du + (%s) / 4u] = pb%d;\n", r, x->bpad, col, q);
         else
             for (int j = 0; j < 4; j++)
-                tg_wsb_printf(&k->s, "        { let bn = %s; Bs[(%s + %du) * %du + bn / 4u][bn %% 4u] = pb%d.%c; }\n", col, r, j,
+                tg_source_printf(&k->source, "        { let bn = %s; Bs[(%s + %du) * %du + bn / 4u][bn %% 4u] = pb%d.%c; }\n", col, r, j,
                               x->bpad, q, comp[j]);
     }
 }
@@ -357,17 +357,17 @@ static void block_col(const mm_cfg *c, int h, char *buf, size_t n) {
     snprintf(buf, n, "%du + 4u * tx", h * (c->bn / 2));
 }
 
-static bool grid(wk *k, const mm_geom *g, const mm_cfg *c, int split, int members, int shared_bytes) {
+static bool grid(wgsl_kernel *k, const mm_geom *g, const mm_cfg *c, int split, int members, int shared_bytes) {
     long long gx = members * ((g->N + c->bn - 1) / c->bn), gy = (g->M + c->bm - 1) / c->bm, gz = g->batch * split;
     uint32_t lim = k->lim->max_workgroups_per_dimension;
     if (gx > lim || gy > lim || gz > lim)
-        return tg_wk_fail(k, TG_ERR_LIMIT, "matmul grid %lld x %lld x %lld exceeds maxComputeWorkgroupsPerDimension %u", gx,
+        return tg_kernel_fail(k, TG_ERR_LIMIT, "matmul grid %lld x %lld x %lld exceeds maxComputeWorkgroupsPerDimension %u", gx,
                        gy, gz, lim);
     if (shared_bytes > (int64_t)k->lim->max_workgroup_storage_size)
-        return tg_wk_fail(k, TG_ERR_LIMIT, "matmul tiles need %d bytes of workgroup storage, over maxComputeWorkgroupStorageSize %u", shared_bytes,
+        return tg_kernel_fail(k, TG_ERR_LIMIT, "matmul tiles need %d bytes of workgroup storage, over maxComputeWorkgroupStorageSize %u", shared_bytes,
                        k->lim->max_workgroup_storage_size);
     if (256 > k->lim->max_invocations_per_workgroup)
-        return tg_wk_fail(k, TG_ERR_LIMIT, "matmul needs 256 invocations per workgroup, over maxComputeInvocationsPerWorkgroup %u",
+        return tg_kernel_fail(k, TG_ERR_LIMIT, "matmul needs 256 invocations per workgroup, over maxComputeInvocationsPerWorkgroup %u",
                        k->lim->max_invocations_per_workgroup);
     k->spec->workgroup_size = 256;
     k->spec->dispatch[0] = (uint32_t)(gx ? gx : 1);
@@ -380,46 +380,46 @@ static bool grid(wk *k, const mm_geom *g, const mm_cfg *c, int split, int member
 /* The K loop of tiled(): the first k-slice loaded, then each slice
  * stored into workgroup memory, the next one loaded, and this one
  * multiplied (with a sibling's column sums of B). */
-static void k_loop(wk *k, const mm_ctx *x, int split, int members, int terms, bool unroll) {
+static void k_loop(wgsl_kernel *k, const mm_ctx *x, int split, int members, int terms, bool unroll) {
     const mm_geom *g = x->g;
     const mm_cfg *c = x->c;
     int th = c->tn / 4;
-    tg_wsb_printf(&k->s, "    {\n");
+    tg_source_printf(&k->source, "    {\n");
     emit_loads(k, x, "kbeg");
-    tg_wsb_printf(&k->s, "    }\n    for (var k0 = kbeg; k0 < kend; k0 += %du) {\n        workgroupBarrier();\n", c->bk);
+    tg_source_printf(&k->source, "    }\n    for (var k0 = kbeg; k0 < kend; k0 += %du) {\n        workgroupBarrier();\n", c->bk);
     emit_stores(k, x);
-    tg_wsb_printf(&k->s, "        workgroupBarrier();\n        if (k0 + %du < kend) {\n", c->bk);
+    tg_source_printf(&k->source, "        workgroupBarrier();\n        if (k0 + %du < kend) {\n", c->bk);
     char knext[32];
     snprintf(knext, sizeof knext, "(k0 + %du)", c->bk);
     emit_loads(k, x, knext);
-    tg_wsb_printf(&k->s, "        }\n");
+    tg_source_printf(&k->source, "        }\n");
     /* The k-slice is written out step by step for a GPU: left as a loop,
      * NVIDIA's compiler does not unroll it (square 4096 products: 37.1 ->
      * 40.1 TFLOP/s, gpt_small 47.9 -> 45.7 ms a step on the H200). A CPU
      * adapter gets the loop: its shader compiler is slow on long code. */
-    if (!unroll) tg_wsb_printf(&k->s, "        for (var kk = 0u; kk < %du; kk++) {\n", c->bk);
+    if (!unroll) tg_source_printf(&k->source, "        for (var kk = 0u; kk < %du; kk++) {\n", c->bk);
     for (int step = 0; step < (unroll ? c->bk : 1); step++) {
-        if (unroll) tg_wsb_printf(&k->s, "        {\n            let kk = %du;\n", step);
+        if (unroll) tg_source_printf(&k->source, "        {\n            let kk = %du;\n", step);
         for (int ag = 0; ag < c->tm / 4; ag++)
-            tg_wsb_printf(&k->s, "            let a%d = As[kk * %du + ty + %du];\n", ag, x->apad, ag * (c->bm / 8));
+            tg_source_printf(&k->source, "            let a%d = As[kk * %du + ty + %du];\n", ag, x->apad, ag * (c->bm / 8));
         for (int h = 0; h < th; h++)
-            tg_wsb_printf(&k->s, "            let b%d = Bs[kk * %du + tx + %du];\n", h, x->bpad, h * (c->bn / 8));
+            tg_source_printf(&k->source, "            let b%d = Bs[kk * %du + tx + %du];\n", h, x->bpad, h * (c->bn / 8));
         static const char comp[4] = {'x', 'y', 'z', 'w'};
         for (int r = 0; r < c->tm; r++)
             for (int h = 0; h < th; h++)
-                tg_wsb_printf(&k->s, "            c%d_%d = fma(vec4<f32>(a%d.%c), b%d, c%d_%d);\n", r, h, r / 4, comp[r % 4], h,
+                tg_source_printf(&k->source, "            c%d_%d = fma(vec4<f32>(a%d.%c), b%d, c%d_%d);\n", r, h, r / 4, comp[r % 4], h,
                            r, h);
-        tg_wsb_printf(&k->s, "        }\n");
+        tg_source_printf(&k->source, "        }\n");
     }
     /* the sibling's column sums of B: the workgroups of the first row of
      * tiles, one invocation per column of the slice in workgroup memory */
-    bool cs = k->sib > 0 && split > 1 && members == 1 && terms == 1 && !g->tb;
+    bool cs = k->sibling > 0 && split > 1 && members == 1 && terms == 1 && !g->tb;
     if (cs)
-        tg_wsb_printf(&k->s, "        if (wid.y == 0u && lid < %du) {\n"
+        tg_source_printf(&k->source, "        if (wid.y == 0u && lid < %du) {\n"
                              "            for (var kk = 0u; kk < %du; kk++) { csum += Bs[kk * %du + lid / 4u][lid %% 4u]; }\n"
                              "        }\n",
                       c->bn, c->bk, x->bpad);
-    tg_wsb_printf(&k->s, "    }\n");
+    tg_source_printf(&k->source, "    }\n");
 }
 
 /* Whether a product's result is stored 4 columns at a time (st4: one
@@ -501,18 +501,18 @@ bool tg_wgsl_matmul_vec4_load(const tg_graph *gr, int id, int j, bool epilogue) 
  * sum): its outputs nodes[first[0] ..+ cnt[0]) take st4 where `st4` and
  * every one of them allows it, its As and Bs (first[1], first[2]) ld4
  * where the rule and every one of them allow it (none where cnt is 0). */
-static void views(wk *k, const mm_geom *g, const mm_cfg *c, int split, int members, bool st4, const int *nodes, int n,
+static void views(wgsl_kernel *k, const mm_geom *g, const mm_cfg *c, int split, int members, bool st4, const int *nodes, int n,
                   const int *bind_of, const int64_t *off, const int first[3], const int cnt[3]) {
     for (int a = 0; a < 3; a++) {
         bool ok = cnt[a] > 0 && (a == 0 ? st4 : vec4_load(g, c, a - 1, split, members, k->epilogue));
-        for (int q = 0; q < cnt[a] && ok; q++) ok = tg_wk_vec4_ok(k, nodes, n, bind_of, off, first[a] + q);
+        for (int q = 0; q < cnt[a] && ok; q++) ok = tg_kernel_vec4_ok(k, nodes, n, bind_of, off, first[a] + q);
         for (int q = 0; q < cnt[a] && ok; q++) k->vec4_bind |= 1u << bind_of[first[a] + q];
         if (ok && a == 0) k->st4 = true;
         if (ok && a > 0) k->ld4 |= 1u << (a - 1);
     }
 }
 
-void tg_wgsl_matmul_views(wk *k, const int *nodes, int n, const int *bind_of, const int64_t *elem_off, const int at[2]) {
+void tg_wgsl_matmul_views(wgsl_kernel *k, const int *nodes, int n, const int *bind_of, const int64_t *elem_off, const int at[2]) {
     const tg_node *x = &k->g->nodes[k->id];
     if (x->op != TG_OP_MATMUL || x->dtype != TG_F32 || k->phase == 2) return;
     mm_geom g = geometry(k->g, x);
@@ -525,54 +525,54 @@ void tg_wgsl_matmul_views(wk *k, const int *nodes, int n, const int *bind_of, co
 
 /* The result of tiled(): stored through st (phase 0) or as partial products
  * into the workspace (phase 1), with a sibling's column sums. */
-static void k_store(wk *k, const mm_ctx *x, int split, int members, int terms) {
+static void k_store(wgsl_kernel *k, const mm_ctx *x, int split, int members, int terms) {
     const mm_geom *g = x->g;
     const mm_cfg *c = x->c;
     int th = c->tn / 4;
     static const char comp[4] = {'x', 'y', 'z', 'w'};
     char row[64], col[64];
-    bool cs = k->sib > 0 && split > 1 && members == 1 && terms == 1 && !g->tb;
+    bool cs = k->sibling > 0 && split > 1 && members == 1 && terms == 1 && !g->tb;
     if (cs)
-        tg_wsb_printf(&k->s, "    if (wid.y == 0u && lid < %du && n0 + lid < %lldu) { work[%lluu + wid.z * %lldu + n0 + lid] = bitcast<u32>(csum); }\n",
+        tg_source_printf(&k->source, "    if (wid.y == 0u && lid < %du && n0 + lid < %lldu) { work[%lluu + wid.z * %lldu + n0 + lid] = bitcast<u32>(csum); }\n",
                       c->bn, g->N, (unsigned long long)(split * g->M * g->N), g->N);
     if (x->st4) {
         for (int r = 0; r < c->tm; r++) {
             block_row(c, r, row, sizeof row);
-            tg_wsb_printf(&k->s, "    {\n        let i = b * %lldu + (m0 + %s) * %lldu + n0;\n", g->sc, row, g->N);
+            tg_source_printf(&k->source, "    {\n        let i = b * %lldu + (m0 + %s) * %lldu + n0;\n", g->sc, row, g->N);
             for (int h = 0; h < th; h++) {
                 block_col(c, h, col, sizeof col);
-                tg_wsb_printf(&k->s, "        st4%s(i + %s, c%d_%d);\n", x->sfx, col, r, h);
+                tg_source_printf(&k->source, "        st4%s(i + %s, c%d_%d);\n", x->sfx, col, r, h);
             }
-            tg_wsb_printf(&k->s, "    }\n");
+            tg_source_printf(&k->source, "    }\n");
         }
         return;
     }
     for (int r = 0; r < c->tm; r++) {
         block_row(c, r, row, sizeof row);
-        tg_wsb_printf(&k->s, "    {\n        let m = m0 + %s;\n", row);
-        if (!x->exact) tg_wsb_printf(&k->s, "        if (m < %lldu) {\n", g->M);
+        tg_source_printf(&k->source, "    {\n        let m = m0 + %s;\n", row);
+        if (!x->exact) tg_source_printf(&k->source, "        if (m < %lldu) {\n", g->M);
         for (int h = 0; h < th; h++) {
             block_col(c, h, col, sizeof col);
             for (int e = 0; e < 4; e++) {
-                tg_wsb_printf(&k->s, "        { let nn = n0 + %s + %du;", col, e);
-                if (!x->exact) tg_wsb_printf(&k->s, " if (nn < %lldu) {", g->N);
+                tg_source_printf(&k->source, "        { let nn = n0 + %s + %du;", col, e);
+                if (!x->exact) tg_source_printf(&k->source, " if (nn < %lldu) {", g->N);
                 if (split > 1 && members > 1) /* member q's partials after those of the q before it */
-                    tg_wsb_printf(&k->s, " work[(mq * %lldu + wid.z) * %lluu + m * %lldu + nn] = bitcast<u32>(c%d_%d.%c);",
+                    tg_source_printf(&k->source, " work[(mq * %lldu + wid.z) * %lluu + m * %lldu + nn] = bitcast<u32>(c%d_%d.%c);",
                                g->batch * split, (unsigned long long)(g->M * g->N), g->N, r, h, comp[e]);
                 else if (split > 1)
-                    tg_wsb_printf(&k->s, " work[wid.z * %lluu + m * %lldu + nn] = bitcast<u32>(c%d_%d.%c);",
+                    tg_source_printf(&k->source, " work[wid.z * %lluu + m * %lldu + nn] = bitcast<u32>(c%d_%d.%c);",
                                (unsigned long long)(g->M * g->N), g->N, r, h, comp[e]);
-                else tg_wsb_printf(&k->s, " st%s(b * %lldu + m * %lldu + nn, c%d_%d.%c);", x->sfx, g->sc, g->N, r, h, comp[e]);
-                tg_wsb_printf(&k->s, "%s }\n", x->exact ? "" : " }");
+                else tg_source_printf(&k->source, " st%s(b * %lldu + m * %lldu + nn, c%d_%d.%c);", x->sfx, g->sc, g->N, r, h, comp[e]);
+                tg_source_printf(&k->source, "%s }\n", x->exact ? "" : " }");
             }
         }
-        if (!x->exact) tg_wsb_printf(&k->s, "        }\n");
-        tg_wsb_printf(&k->s, "    }\n");
+        if (!x->exact) tg_source_printf(&k->source, "        }\n");
+        tg_source_printf(&k->source, "    }\n");
     }
 }
 
 /* The work of the product kernel k emits, for TG_WG_PROFILE. */
-static void note_work(wk *k, const mm_geom *g, double flops) {
+static void note_work(wgsl_kernel *k, const mm_geom *g, double flops) {
     k->spec->mm_mnk[0] = g->M, k->spec->mm_mnk[1] = g->N, k->spec->mm_mnk[2] = g->K;
     k->spec->flops = flops;
 }
@@ -584,7 +584,7 @@ static void note_work(wk *k, const mm_geom *g, double flops) {
  * With terms > 1, a sum of products (tg_wgsl_matmul_sum): every workgroup
  * walks the K loop once per term into the same accumulators, mq telling
  * ld0 and ld1 whose A and B they read. */
-static bool tiled(wk *k, const mm_geom *g, const mm_cfg *c, int split, int members, int terms) {
+static bool tiled(wgsl_kernel *k, const mm_geom *g, const mm_cfg *c, int split, int members, int terms) {
     mm_ctx x = {g, c, false, c->bm / 4 + 1, c->bn / 4, "", false, false, false};
     long long kc = k_per_split(g, c, split);
     x.exact = exact_tiles(g, c, split);
@@ -596,29 +596,29 @@ static bool tiled(wk *k, const mm_geom *g, const mm_cfg *c, int split, int membe
     if (!grid(k, g, c, split, members, shared)) return false;
     note_work(k, g, 2.0 * (double)g->M * (double)g->N * (double)g->K * (double)(g->batch * members * terms));
     int tx_n = c->bn / c->tn, th = c->tn / 4;
-    tg_wk_shared(k, "As", "vec4<f32>", c->bk * x.apad);
-    tg_wk_shared(k, "Bs", "vec4<f32>", c->bk * x.bpad);
-    tg_wsb_printf(&k->s,
+    tg_kernel_shared(k, "As", "vec4<f32>", c->bk * x.apad);
+    tg_kernel_shared(k, "Bs", "vec4<f32>", c->bk * x.bpad);
+    tg_source_printf(&k->source,
                "@compute @workgroup_size(256)\n"
                "fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {\n");
-    tg_wk_poison(k, 256);
-    tg_wsb_printf(&k->s, "    let m0 = wid.y * %du;\n", c->bm);
+    tg_kernel_poison(k, 256);
+    tg_source_printf(&k->source, "    let m0 = wid.y * %du;\n", c->bm);
     if (tx_n == 16 && square_warps(kc, k->epilogue, x.st4)) /* lane bits 0-2 -> tx, 3-4 -> ty; warp bit 0 -> tx, 1-2 -> ty */
-        tg_wsb_printf(&k->s, "    let tx = (lid %% 8u) + 8u * ((lid / 32u) %% 2u);\n    let ty = (lid / 8u) %% 4u + 4u * (lid / 64u);\n");
-    else tg_wsb_printf(&k->s, "    let tx = lid %% %du;\n    let ty = lid / %du;\n", tx_n, tx_n);
+        tg_source_printf(&k->source, "    let tx = (lid %% 8u) + 8u * ((lid / 32u) %% 2u);\n    let ty = (lid / 8u) %% 4u + 4u * (lid / 64u);\n");
+    else tg_source_printf(&k->source, "    let tx = lid %% %du;\n    let ty = lid / %du;\n", tx_n, tx_n);
     long long gx = (g->N + c->bn - 1) / c->bn;
-    if (members > 1) tg_wsb_printf(&k->s, "    mq = wid.x / %lldu;\n    let n0 = (wid.x %% %lldu) * %du;\n", gx, gx, c->bn);
-    else tg_wsb_printf(&k->s, "    let n0 = wid.x * %du;\n", c->bn);
+    if (members > 1) tg_source_printf(&k->source, "    mq = wid.x / %lldu;\n    let n0 = (wid.x %% %lldu) * %du;\n", gx, gx, c->bn);
+    else tg_source_printf(&k->source, "    let n0 = wid.x * %du;\n", c->bn);
     if (split > 1)
-        tg_wsb_printf(&k->s, "    let b = wid.z / %du;\n    let kbeg = (wid.z %% %du) * %lldu;\n    let kend = min(%lldu, kbeg + %lldu);\n",
+        tg_source_printf(&k->source, "    let b = wid.z / %du;\n    let kbeg = (wid.z %% %du) * %lldu;\n    let kend = min(%lldu, kbeg + %lldu);\n",
                    split, split, kc, g->K, kc);
-    else tg_wsb_printf(&k->s, "    let b = wid.z;\n    let kbeg = 0u;\n    let kend = %lldu;\n", g->K);
-    tg_wsb_printf(&k->s, "    let abase = b * %lldu;\n    let bbase = b * %lldu;\n", g->sa, g->sb);
+    else tg_source_printf(&k->source, "    let b = wid.z;\n    let kbeg = 0u;\n    let kend = %lldu;\n", g->K);
+    tg_source_printf(&k->source, "    let abase = b * %lldu;\n    let bbase = b * %lldu;\n", g->sa, g->sb);
     for (int r = 0; r < c->tm; r++)
-        for (int h = 0; h < th; h++) tg_wsb_printf(&k->s, "    var c%d_%d = vec4<f32>(0.0f);\n", r, h);
-    if (k->sib > 0 && split > 1) tg_wsb_printf(&k->s, "    var csum = 0.0f;\n");
-    for (int q = 0; q < a_loads(&x); q++) tg_wsb_printf(&k->s, "    var pa%d = %s;\n", q, x.ld4a ? "vec4<f32>(0.0f)" : "0.0f");
-    for (int q = 0; q < b_loads(&x); q++) tg_wsb_printf(&k->s, "    var pb%d = %s;\n", q, x.ld4b ? "vec4<f32>(0.0f)" : "0.0f");
+        for (int h = 0; h < th; h++) tg_source_printf(&k->source, "    var c%d_%d = vec4<f32>(0.0f);\n", r, h);
+    if (k->sibling > 0 && split > 1) tg_source_printf(&k->source, "    var csum = 0.0f;\n");
+    for (int q = 0; q < a_loads(&x); q++) tg_source_printf(&k->source, "    var pa%d = %s;\n", q, x.ld4a ? "vec4<f32>(0.0f)" : "0.0f");
+    for (int q = 0; q < b_loads(&x); q++) tg_source_printf(&k->source, "    var pb%d = %s;\n", q, x.ld4b ? "vec4<f32>(0.0f)" : "0.0f");
     /* A group's members or a sum's terms each get their own copy of the
      * code where it is written out for a GPU (see `unroll` below), calling
      * that member's accessors (ld0_q, ld1_q, st_q) instead of those that
@@ -631,55 +631,55 @@ static bool tiled(wk *k, const mm_geom *g, const mm_cfg *c, int split, int membe
     int forced = tg_wgsl_forced()->matmul_unroll;
     bool unroll = forced == TG_WGSL_ON || (forced != TG_WGSL_OFF && !k->lim->cpu_adapter);
     int copies = unroll ? (members > 1 ? members : terms) : 1;
-    if (copies > 1 && members > 1) tg_wsb_printf(&k->s, "    switch (wid.x / %lldu) {\n", gx);
+    if (copies > 1 && members > 1) tg_source_printf(&k->source, "    switch (wid.x / %lldu) {\n", gx);
     for (int q = 0; q < copies; q++) {
         char sfx[16] = "";
         if (copies > 1) snprintf(sfx, sizeof sfx, "_%d", q);
         x.sfx = sfx;
-        if (copies > 1 && members > 1) tg_wsb_printf(&k->s, q < copies - 1 ? "    case %du: {\n" : "    default: {\n", q);
+        if (copies > 1 && members > 1) tg_source_printf(&k->source, q < copies - 1 ? "    case %du: {\n" : "    default: {\n", q);
         if (terms > 1) /* a term's copy, or every term in turn */
-            tg_wsb_printf(&k->s, copies > 1 ? "    {\n" : "    for (var mi = 0u; mi < %du; mi++) {\n    mq = mi;\n", terms);
+            tg_source_printf(&k->source, copies > 1 ? "    {\n" : "    for (var mi = 0u; mi < %du; mi++) {\n    mq = mi;\n", terms);
         k_loop(k, &x, split, members, terms, unroll);
-        if (terms > 1) tg_wsb_printf(&k->s, "    }\n");
+        if (terms > 1) tg_source_printf(&k->source, "    }\n");
         if (terms > 1 && q < copies - 1) continue; /* the terms' sum is stored once, after the last */
         x.sfx = terms > 1 ? "" : sfx;
         k_store(k, &x, split, members, terms);
-        if (copies > 1 && members > 1) tg_wsb_printf(&k->s, "    }\n");
+        if (copies > 1 && members > 1) tg_source_printf(&k->source, "    }\n");
     }
-    if (copies > 1 && members > 1) tg_wsb_printf(&k->s, "    }\n");
-    tg_wsb_printf(&k->s, "}\n");
+    if (copies > 1 && members > 1) tg_source_printf(&k->source, "    }\n");
+    tg_source_printf(&k->source, "}\n");
     return true;
 }
 
 /* Phase 2: each output element is the sum of its partial products, in K
  * order. A group's members follow each other (mq picks the output). */
-static bool reduce(wk *k, const mm_geom *g, int split, int members) {
+static bool reduce(wgsl_kernel *k, const mm_geom *g, int split, int members) {
     long long mn = g->M * g->N;
-    bool cs = k->sib > 0 && members == 1;
-    if (!tg_wk_flat(k, members * g->batch * mn + (cs ? g->N : 0))) return false;
+    bool cs = k->sibling > 0 && members == 1;
+    if (!tg_kernel_flat(k, members * g->batch * mn + (cs ? g->N : 0))) return false;
     note_work(k, g, 0);
     if (cs) /* the sibling's column sums follow the partial products */
-        tg_wsb_printf(&k->s,
+        tg_source_printf(&k->source,
                    "    if (i >= %lldu) {\n        let c = i - %lldu;\n        var cacc = 0.0f;\n"
                    "        for (var s = 0u; s < %du; s++) { cacc += bitcast<f32>(work[%lluu + s * %lldu + c]); }\n"
                    "        st2(c, cacc);\n        return;\n    }\n",
                    mn, mn, split, (unsigned long long)(split * mn), g->N);
-    tg_wsb_printf(&k->s,
+    tg_source_printf(&k->source,
                "    let b = i / %lldu;\n    let r = i %% %lldu;\n    var acc = 0.0f;\n"
                "    for (var s = 0u; s < %du; s++) { acc += bitcast<f32>(work[(b * %du + s) * %lldu + r]); }\n",
                mn, mn, split, split, mn);
     if (members > 1)
-        tg_wsb_printf(&k->s, "    mq = b / %lldu;\n    st((b %% %lldu) * %lldu + r, acc);\n", g->batch, g->batch, mn);
-    else tg_wsb_printf(&k->s, "    st(i, acc);\n");
-    tg_wk_end(k);
+        tg_source_printf(&k->source, "    mq = b / %lldu;\n    st((b %% %lldu) * %lldu + r, acc);\n", g->batch, g->batch, mn);
+    else tg_source_printf(&k->source, "    st(i, acc);\n");
+    tg_kernel_end(k);
     return true;
 }
 
-bool tg_wgsl_matmul(wk *k) {
+bool tg_wgsl_matmul(wgsl_kernel *k) {
     mm_geom g = geometry(k->g, k->n);
     mm_cfg c = choose(&g);
-    int split = split_sib(&g, &c, k->sib > 0);
-    if (split > 1 && k->phase == 0) return tg_wk_fail(k, TG_ERR_BACKEND, "a split matmul runs in two phases");
+    int split = split_sib(&g, &c, k->sibling > 0);
+    if (split > 1 && k->phase == 0) return tg_kernel_fail(k, TG_ERR_BACKEND, "a split matmul runs in two phases");
     if (k->phase == 2) return reduce(k, &g, split, 1);
     return tiled(k, &g, &c, k->phase == 1 ? split : 1, 1, 1);
 }
@@ -737,10 +737,10 @@ int tg_wgsl_matmul_group_inputs(const tg_graph *gr, const int *mm, int n) {
 
 /* The body of accessor a (0 st, 1 ld0, 2 ld1, 3 st4, 4 ld0v, 5 ld1v) of
  * the operand at elem_off in binding b. */
-static void accessor(const wk *k, int a, int b, int64_t elem_off, char *buf, size_t n) {
+static void accessor(const wgsl_kernel *k, int a, int b, int64_t elem_off, char *buf, size_t n) {
     char at[96];
-    if (a >= 3) tg_wk_elem4(b, elem_off, at, sizeof at);
-    else tg_wk_elem(k, b, elem_off, at, sizeof at);
+    if (a >= 3) tg_kernel_elem4(b, elem_off, at, sizeof at);
+    else tg_kernel_elem(k, b, elem_off, at, sizeof at);
     if (a == 0) snprintf(buf, n, "%s = bitcast<u32>(v);", at);
     else if (a == 3) snprintf(buf, n, "%s = bitcast<vec4<u32>>(v);", at);
     else if (a >= 4) snprintf(buf, n, "return bitcast<vec4<f32>>(%s);", at);
@@ -751,12 +751,12 @@ static void accessor(const wk *k, int a, int b, int64_t elem_off, char *buf, siz
  * each of the accessors st, ld0 and ld1 reads or writes ops[a][0..cnt[a])
  * (st first, then A, then B), one node for all members or one per member
  * chosen by mq, which is uniform in a workgroup (one branch each). */
-static bool multi(wk *k, const char *what, int label, const int *mm, int n, const int *const ops[3], const int cnt[3],
+static bool multi(wgsl_kernel *k, const char *what, int label, const int *mm, int n, const int *const ops[3], const int cnt[3],
                   int members, int terms, int split, int64_t work) {
     const tg_graph *gr = k->g;
     int nodes[3 * TG_WGSL_MAX_BINDINGS], bind_of[3 * TG_WGSL_MAX_BINDINGS];
     int64_t off[3 * TG_WGSL_MAX_BINDINGS];
-    if (n < 2 || n > TG_WGSL_MAX_BINDINGS) return tg_wk_fail(k, TG_ERR_BACKEND, "a matmul %s of %d", what, n);
+    if (n < 2 || n > TG_WGSL_MAX_BINDINGS) return tg_kernel_fail(k, TG_ERR_BACKEND, "a matmul %s of %d", what, n);
     /* split: phase 1 reads the operands into the workspace, phase 2 stores the outputs from it */
     bool use[3] = {split < 2 || k->phase == 2, split < 2 || k->phase != 2, split < 2 || k->phase != 2};
     int nn = 0, first[3];
@@ -764,13 +764,13 @@ static bool multi(wk *k, const char *what, int label, const int *mm, int n, cons
         first[a] = nn;
         for (int q = 0; q < cnt[a] && use[a]; q++) nodes[nn++] = ops[a][q];
     }
-    tg_wsb_printf(&k->s, "// node %d: matmul %s of %d [", label, what, n);
-    for (int q = 0; q < n; q++) tg_wsb_printf(&k->s, "%s%d", q ? " " : "", mm[q]);
+    tg_source_printf(&k->source, "// node %d: matmul %s of %d [", label, what, n);
+    for (int q = 0; q < n; q++) tg_source_printf(&k->source, "%s%d", q ? " " : "", mm[q]);
     char sh[64];
-    tg_wsb_printf(&k->s, "] %s", tg_shape_str(gr->nodes[mm[0]].shape, sh, sizeof sh));
-    if (split > 1) tg_wsb_printf(&k->s, ", K in %d ranges: %s", split, k->phase == 1 ? "partial products" : "their sums");
-    tg_wsb_printf(&k->s, "\n");
-    if (!tg_wk_bind_nodes(k, nodes, nn, bind_of, off)) return false;
+    tg_source_printf(&k->source, "] %s", tg_shape_str(gr->nodes[mm[0]].shape, sh, sizeof sh));
+    if (split > 1) tg_source_printf(&k->source, ", K in %d ranges: %s", split, k->phase == 1 ? "partial products" : "their sums");
+    tg_source_printf(&k->source, "\n");
+    if (!tg_kernel_bind_nodes(k, nodes, nn, bind_of, off)) return false;
     unsigned written = 0;
     for (int q = 0; q < cnt[0] && use[0]; q++) written |= 1u << bind_of[first[0] + q];
     mm_geom g = geometry(gr, &gr->nodes[mm[0]]);
@@ -778,20 +778,20 @@ static bool multi(wk *k, const char *what, int label, const int *mm, int n, cons
     int used[3] = {use[0] ? cnt[0] : 0, use[1] ? cnt[1] : 0, use[2] ? cnt[2] : 0};
     views(k, &g, &c, split, members, split < 2 && vec4_store(&g, &c, 1, false, false), nodes, nn, bind_of, off, first,
           used);
-    tg_wk_declare(k, "u32", written, split > 1);
+    tg_kernel_declare(k, "u32", written, split > 1);
     if (split > 1) {
         tg_kernel_spec *sp = k->spec;
         if (sp->n_bindings == TG_WGSL_MAX_BINDINGS || (uint32_t)sp->n_bindings >= k->lim->max_storage_buffers_per_stage)
-            return tg_wk_fail(k, TG_ERR_LIMIT, "a matmul %s needs %d storage buffers with its workspace, over maxStorageBuffersPerShaderStage %u", what,
+            return tg_kernel_fail(k, TG_ERR_LIMIT, "a matmul %s needs %d storage buffers with its workspace, over maxStorageBuffersPerShaderStage %u", what,
                               sp->n_bindings + 1, k->lim->max_storage_buffers_per_stage);
         if ((uint64_t)work > k->lim->max_storage_buffer_binding_size)
-            return tg_wk_fail(k, TG_ERR_LIMIT, "a matmul %s needs %lld bytes of workspace, over maxStorageBufferBindingSize %llu",
+            return tg_kernel_fail(k, TG_ERR_LIMIT, "a matmul %s needs %lld bytes of workspace, over maxStorageBufferBindingSize %llu",
                               what, (long long)work, (unsigned long long)k->lim->max_storage_buffer_binding_size);
         sp->bind[sp->n_bindings] = (tg_wgsl_binding){TG_WGSL_WORKSPACE, 0, work};
         sp->workspace = work;
-        tg_wsb_printf(&k->s, "@group(0) @binding(%d) var<storage, read_write> work: array<u32>;\n", sp->n_bindings++);
+        tg_source_printf(&k->source, "@group(0) @binding(%d) var<storage, read_write> work: array<u32>;\n", sp->n_bindings++);
     }
-    tg_wsb_printf(&k->s, "var<private> mq: u32;\n");
+    tg_source_printf(&k->source, "var<private> mq: u32;\n");
     /* the accessors (st4 where the outputs take stores of 4, ld0v and ld1v
      * where the operands take loads of 4), switching on mq where the members differ */
     static const char *const name[6] = {"st", "ld0", "ld1", "st4", "ld0v", "ld1v"};
@@ -804,17 +804,17 @@ static bool multi(wk *k, const char *what, int label, const int *mm, int n, cons
         for (int q = 0; q < cnt[src]; q++) {
             int w = first[src] + q;
             accessor(k, a, bind_of[w], off[w], stmt, sizeof stmt);
-            if (q == 0) tg_wsb_printf(&k->s, "fn %s%s {\n%s", name[a], args[a], cnt[src] > 1 ? "    switch mq {\n" : "");
+            if (q == 0) tg_source_printf(&k->source, "fn %s%s {\n%s", name[a], args[a], cnt[src] > 1 ? "    switch mq {\n" : "");
             snprintf(lab, sizeof lab, q < cnt[src] - 1 ? "case %du:" : "default:", q);
-            if (cnt[src] > 1) tg_wsb_printf(&k->s, "        %s { %s }\n", lab, stmt);
-            else tg_wsb_printf(&k->s, "    %s\n", stmt);
+            if (cnt[src] > 1) tg_source_printf(&k->source, "        %s { %s }\n", lab, stmt);
+            else tg_source_printf(&k->source, "    %s\n", stmt);
         }
-        tg_wsb_printf(&k->s, cnt[src] > 1 ? "    }\n}\n" : "}\n");
+        tg_source_printf(&k->source, cnt[src] > 1 ? "    }\n}\n" : "}\n");
         /* each member's own accessor, for the copies of tiled()'s code */
         for (int q = 0; q < n; q++) {
             int w = first[src] + (cnt[src] > 1 ? q : 0);
             accessor(k, a, bind_of[w], off[w], stmt, sizeof stmt);
-            tg_wsb_printf(&k->s, "fn %s_%d%s { %s }\n", name[a], q, args[a], stmt);
+            tg_source_printf(&k->source, "fn %s_%d%s { %s }\n", name[a], q, args[a], stmt);
         }
     }
     if (split > 1 && k->phase == 2) return reduce(k, &g, split, members);
@@ -829,14 +829,14 @@ static bool multi(wk *k, const char *what, int label, const int *mm, int n, cons
  * six). Bindings: the n outputs, the As, the n Bs (merged where the plan
  * overlaps them); split, phase 1 binds the As, the Bs and the workspace,
  * phase 2 the workspace and the outputs. */
-bool tg_wgsl_matmul_group(wk *k, const int *mm, int n, int split) {
+bool tg_wgsl_matmul_group(wgsl_kernel *k, const int *mm, int n, int split) {
     int a[TG_WGSL_MAX_BINDINGS], b[TG_WGSL_MAX_BINDINGS];
     for (int q = 0; q < n && q < TG_WGSL_MAX_BINDINGS; q++) a[q] = k->g->nodes[mm[q]].in[0], b[q] = k->g->nodes[mm[q]].in[1];
     int na = n > 0 && tg_wgsl_matmul_group_inputs(k->g, mm, n) > 1 ? n : 1; /* one A for all, or each member's */
-    if (n < 1 || split < 1) return tg_wk_fail(k, TG_ERR_BACKEND, "a matmul group of %d in %d K-ranges", n, split);
+    if (n < 1 || split < 1) return tg_kernel_fail(k, TG_ERR_BACKEND, "a matmul group of %d in %d K-ranges", n, split);
     mm_geom g = geometry(k->g, &k->g->nodes[mm[0]]);
     int64_t work = split > 1 ? (int64_t)n * split * g.batch * g.M * g.N * 4 : 0;
-    if (split > 1 && k->phase == 0) return tg_wk_fail(k, TG_ERR_BACKEND, "a split matmul group runs in two phases");
+    if (split > 1 && k->phase == 0) return tg_kernel_fail(k, TG_ERR_BACKEND, "a split matmul group runs in two phases");
     return multi(k, "group", n > 0 ? mm[n - 1] : -1, mm, n, (const int *const[3]){mm, a, b}, (int[3]){n, na, n}, n, 1,
                  split, work);
 }
@@ -856,7 +856,7 @@ bool tg_wgsl_matmul_summable(const tg_graph *gr, int a, int b) {
  * registers in order (the adds that total them, out among them, are never
  * stored apart). Bindings: out, the n As, the n Bs (merged where the plan
  * overlaps them). */
-bool tg_wgsl_matmul_sum(wk *k, const int *mm, int n, int out) {
+bool tg_wgsl_matmul_sum(wgsl_kernel *k, const int *mm, int n, int out) {
     int a[TG_WGSL_MAX_BINDINGS], b[TG_WGSL_MAX_BINDINGS];
     for (int q = 0; q < n && q < TG_WGSL_MAX_BINDINGS; q++) a[q] = k->g->nodes[mm[q]].in[0], b[q] = k->g->nodes[mm[q]].in[1];
     return multi(k, "sum", out, mm, n, (const int *const[3]){&out, a, b}, (int[3]){1, n, n}, 1, n, 1, 0);

@@ -36,7 +36,7 @@
  * us with subgroup sums (72 at 64) and 48 with the tree (97 at 64), yet
  * gpt_small's step (subgroup sums) took 37.68 ms at 256 against 37.17 at
  * 64; which of its row kernels lost is not yet profiled. */
-uint32_t tg_wk_row_wg(const wk *k, int64_t len) {
+uint32_t tg_kernel_row_wg(const wgsl_kernel *k, int64_t len) {
     uint32_t max = tg_wgsl_forced()->row_workgroup ? tg_wgsl_forced()->row_workgroup : ROW_WG_MAX;
     if (max < 32 || max > 1024 || (max & (max - 1))) max = ROW_WG_MAX;
     while (max > 64 && max > k->lim->max_invocations_per_workgroup) max /= 2;
@@ -45,13 +45,13 @@ uint32_t tg_wk_row_wg(const wk *k, int64_t len) {
     return wg;
 }
 
-void tg_wk_red_decl(wk *k, uint32_t wg, const char *type) {
-    tg_wk_shared(k, "red", type, wg);
+void tg_kernel_red_decl(wgsl_kernel *k, uint32_t wg, const char *type) {
+    tg_kernel_shared(k, "red", type, wg);
 }
 
 /* The barriers are in uniform control flow: the loop bound is a literal. */
-void tg_wk_reduce(wk *k, uint32_t wg, const char *val, bool is_max, const char *out) {
-    tg_wsb_printf(&k->s,
+void tg_kernel_reduce(wgsl_kernel *k, uint32_t wg, const char *val, bool is_max, const char *out) {
+    tg_source_printf(&k->source,
                "    red[lid] = %s;\n    workgroupBarrier();\n"
                "    for (var s = %uu; s > 0u; s = s >> 1u) {\n"
                "        if (lid < s) { red[lid] = %s; }\n"
@@ -72,7 +72,7 @@ enum { ROWS_LOOP, ROWS_REGS };
 
 static int rows_form(void) { return tg_wgsl_forced()->rows == TG_WGSL_ROWS_LOOP ? ROWS_LOOP : ROWS_REGS; }
 
-static bool use_subgroups(const wk *k);
+static bool use_subgroups(const wgsl_kernel *k);
 static int reduce_form(void);
 enum { REDUCE_TREE, REDUCE_SUBGROUP, REDUCE_ROWS };
 
@@ -82,7 +82,7 @@ enum { REDUCE_TREE, REDUCE_SUBGROUP, REDUCE_ROWS };
  * divide the row count, so that no subgroup of a workgroup is idle and the
  * early return stays uniform). Its sums are single subgroup sums: no
  * workgroup memory, no barrier. The default only for kernels that write a
- * few values per row (tg_wk_rows_open_stats): norm_stats over [16384, 384]
+ * few values per row (tg_kernel_rows_open_stats): norm_stats over [16384, 384]
  * on the H200 took 42 / 47 us against 64 / 59 with a row per workgroup
  * (two runs, bench_tg --rows-webgpu), gpt_small's step 41.84 ms against
  * 41.89 (three alternating runs). Everywhere (the row per subgroup
@@ -96,7 +96,7 @@ enum { REDUCE_TREE, REDUCE_SUBGROUP, REDUCE_ROWS };
 /* Which kernels take a row per subgroup under the default reduction. */
 enum { SG_NONE, SG_STATS, SG_NORM };
 
-/* The layer norm's forward (tg_wk_rows_open_norm) takes a row per
+/* The layer norm's forward (tg_kernel_rows_open_norm) takes a row per
  * subgroup in workgroups of SG_NORM_WG: the other row kernels read rows a
  * kernel just wrote (in the GPU's cache), a norm's forward often reads rows
  * from memory. Over [16384, 384] (bench_tg --rows-webgpu), as a fraction
@@ -114,14 +114,14 @@ enum { SG_NONE, SG_STATS, SG_NORM };
 
 static bool norm_sgrow(void) { return tg_wgsl_forced()->norm != TG_WGSL_NORM_WORKGROUP; }
 
-static uint32_t sg_rows_wg(const wk *k, uint32_t dflt) {
+static uint32_t sg_rows_wg(const wgsl_kernel *k, uint32_t dflt) {
     uint32_t n = tg_wgsl_forced()->row_workgroup ? tg_wgsl_forced()->row_workgroup : dflt;
     if (n < 32 || n > 1024 || (n & (n - 1))) n = dflt;
     while (n > 64 && n > k->lim->max_invocations_per_workgroup) n /= 2;
     return n;
 }
 
-static uint32_t row_subgroup(const wk *k, int64_t lines, int64_t A, int pref) {
+static uint32_t row_subgroup(const wgsl_kernel *k, int64_t lines, int64_t A, int pref) {
     uint32_t S = k->lim->subgroup_min_size;
     int form = reduce_form();
     bool preferred = pref == SG_STATS || (pref == SG_NORM && norm_sgrow());
@@ -131,131 +131,131 @@ static uint32_t row_subgroup(const wk *k, int64_t lines, int64_t A, int pref) {
     return A > SHORT_ROW && A <= (int64_t)S * SG_REG_MAX && lines > 0 ? S : 0;
 }
 
-static bool rows_open(wk_rows *L, wk *k, int64_t lines, int64_t A, int64_t inner, int pref) {
-    *L = (wk_rows){.k = k, .wide = A > SHORT_ROW, .wg = tg_wk_row_wg(k, A), .lines = lines, .A = A, .inner = inner};
+static bool rows_open(row_kernel *L, wgsl_kernel *k, int64_t lines, int64_t A, int64_t inner, int pref) {
+    *L = (row_kernel){.k = k, .wide = A > SHORT_ROW, .wg = tg_kernel_row_wg(k, A), .lines = lines, .A = A, .inner = inner};
     L->step = L->wg, L->me = "lid";
-    L->regs = tg_wk_rows_regs(k->lim, A);
+    L->regs = tg_kernel_rows_regs(k->lim, A);
     if ((L->sg = row_subgroup(k, lines, A, pref))) {
         uint32_t P = sg_rows_wg(k, pref == SG_NORM ? SG_NORM_WG : SG_ROWS_WG) / L->sg; /* rows per workgroup */
         if (P == 0) P = 1;
         while (P > 1 && lines % P) P /= 2;
         L->wg = P * L->sg, L->step = L->sg, L->me = "lane";
         L->regs = (int)((A + L->sg - 1) / L->sg);
-        if (!tg_wk_main(k, lines / P, L->wg)) return false;
+        if (!tg_kernel_main(k, lines / P, L->wg)) return false;
         k->spec->threads = lines * L->sg;
         k->subgroups = true;
-        tg_wsb_printf(&k->s, "    if (gid >= %lldu) { return; }\n    let l = gid * %uu + lid / %uu;\n    let lane = lid %% %uu;\n",
+        tg_source_printf(&k->source, "    if (gid >= %lldu) { return; }\n    let l = gid * %uu + lid / %uu;\n    let lane = lid %% %uu;\n",
                       (long long)(lines / P), P, L->sg, L->sg);
     } else if (L->wide) {
-        tg_wk_red_decl(k, L->wg, "f32");
-        if (!tg_wk_main(k, lines, L->wg)) return false;
+        tg_kernel_red_decl(k, L->wg, "f32");
+        if (!tg_kernel_main(k, lines, L->wg)) return false;
         k->spec->threads = lines * L->wg;
         /* gid is uniform, so returning here keeps later barriers uniform. */
-        tg_wsb_printf(&k->s, "    let l = gid;\n    if (l >= %lldu) { return; }\n", (long long)lines);
+        tg_source_printf(&k->source, "    let l = gid;\n    if (l >= %lldu) { return; }\n", (long long)lines);
     } else {
-        if (!tg_wk_flat(k, lines)) return false;
-        tg_wsb_printf(&k->s, "    let l = i;\n");
+        if (!tg_kernel_flat(k, lines)) return false;
+        tg_source_printf(&k->source, "    let l = i;\n");
     }
-    if (inner == 1) tg_wsb_printf(&k->s, "    let base = l * %lldu;\n", (long long)A);
+    if (inner == 1) tg_source_printf(&k->source, "    let base = l * %lldu;\n", (long long)A);
     else
-        tg_wsb_printf(&k->s, "    let base = (l / %lldu) * %lldu + l %% %lldu;\n", (long long)inner, (long long)(A * inner),
+        tg_source_printf(&k->source, "    let base = (l / %lldu) * %lldu + l %% %lldu;\n", (long long)inner, (long long)(A * inner),
                    (long long)inner);
     return true;
 }
 
-int tg_wk_rows_regs(const tg_wgsl_limits *lim, int64_t A) {
-    wk k = {.lim = lim};
-    uint32_t wg = tg_wk_row_wg(&k, A);
+int tg_kernel_rows_regs(const tg_wgsl_limits *lim, int64_t A) {
+    wgsl_kernel k = {.lim = lim};
+    uint32_t wg = tg_kernel_row_wg(&k, A);
     return A > SHORT_ROW && rows_form() == ROWS_REGS && A <= (int64_t)wg * REG_MAX ? (int)((A + wg - 1) / wg) : 0;
 }
 
 /* The barriers and subgroup sums of the row loop stay in uniform control
  * flow: l0 and l1 derive from gid alone. */
-bool tg_wk_rows_open_chunks(wk_rows *L, wk *k, int64_t lines, int64_t A, int64_t S, int64_t chunk) {
-    *L = (wk_rows){.k = k, .wide = true, .wg = tg_wk_row_wg(k, A), .lines = lines, .A = A, .inner = 1};
-    L->step = L->wg, L->me = "lid", L->regs = tg_wk_rows_regs(k->lim, A);
-    if (!L->regs) return tg_wk_fail(k, TG_ERR_BACKEND, "rows of %lld in chunks: not in the register form", (long long)A);
-    tg_wk_red_decl(k, L->wg, "f32");
-    if (!tg_wk_main(k, S, L->wg)) return false;
+bool tg_kernel_rows_open_chunks(row_kernel *L, wgsl_kernel *k, int64_t lines, int64_t A, int64_t S, int64_t chunk) {
+    *L = (row_kernel){.k = k, .wide = true, .wg = tg_kernel_row_wg(k, A), .lines = lines, .A = A, .inner = 1};
+    L->step = L->wg, L->me = "lid", L->regs = tg_kernel_rows_regs(k->lim, A);
+    if (!L->regs) return tg_kernel_fail(k, TG_ERR_BACKEND, "rows of %lld in chunks: not in the register form", (long long)A);
+    tg_kernel_red_decl(k, L->wg, "f32");
+    if (!tg_kernel_main(k, S, L->wg)) return false;
     k->spec->threads = S * L->wg;
-    tg_wsb_printf(&k->s,
+    tg_source_printf(&k->source,
                   "    if (gid >= %lldu) { return; }\n    let l0 = gid * %lldu;\n    let l1 = min(l0 + %lldu, %lldu);\n",
                   (long long)S, (long long)chunk, (long long)chunk, (long long)lines);
     return true;
 }
 
-void tg_wk_rows_chunk_row(wk_rows *L) {
-    tg_wsb_printf(&L->k->s, "    for (var l = l0; l < l1; l++) {\n    let base = l * %lldu;\n", (long long)L->A);
+void tg_kernel_rows_chunk_row(row_kernel *L) {
+    tg_source_printf(&L->k->source, "    for (var l = l0; l < l1; l++) {\n    let base = l * %lldu;\n", (long long)L->A);
 }
 
-bool tg_wk_rows_open(wk_rows *L, wk *k, int64_t lines, int64_t A, int64_t inner) {
+bool tg_kernel_rows_open(row_kernel *L, wgsl_kernel *k, int64_t lines, int64_t A, int64_t inner) {
     return rows_open(L, k, lines, A, inner, SG_NONE);
 }
 
-bool tg_wk_rows_open_stats(wk_rows *L, wk *k, int64_t lines, int64_t A, int64_t inner) {
+bool tg_kernel_rows_open_stats(row_kernel *L, wgsl_kernel *k, int64_t lines, int64_t A, int64_t inner) {
     return rows_open(L, k, lines, A, inner, SG_STATS);
 }
 
-bool tg_wk_rows_open_norm(wk_rows *L, wk *k, int64_t lines, int64_t A, int64_t inner) {
+bool tg_kernel_rows_open_norm(row_kernel *L, wgsl_kernel *k, int64_t lines, int64_t A, int64_t inner) {
     return rows_open(L, k, lines, A, inner, SG_NORM);
 }
 
 /* Slot j of an invocation in the register form: element lid + j * wg; the
  * last slot may lie past the row. */
-static bool slot_full(const wk_rows *L, int j) { return (int64_t)(j + 1) * L->step <= L->A; }
+static bool slot_full(const row_kernel *L, int j) { return (int64_t)(j + 1) * L->step <= L->A; }
 
-void tg_wk_rows_cache(wk_rows *L, unsigned by_row, unsigned by_col) {
-    wk *k = L->k;
+void tg_kernel_rows_cache(row_kernel *L, unsigned by_row, unsigned by_col) {
+    wgsl_kernel *k = L->k;
     L->by_row = by_row, L->by_col = by_col;
     if (!L->regs) return;
     for (int K = 0; K < TG_MAX_IN; K++) {
         if (!((by_row | by_col) >> K & 1)) continue;
-        const char *t = tg_wk_type(tg_wk_in(k, K)->dtype);
+        const char *t = tg_kernel_type(tg_kernel_in(k, K)->dtype);
         for (int j = 0; j < L->regs; j++) {
             char at[64];
             if (by_row >> K & 1) snprintf(at, sizeof at, "base + (%s + %du) * %lldu", L->me, j * L->step, (long long)L->inner);
             else snprintf(at, sizeof at, "%s + %du", L->me, j * L->step);
-            if (slot_full(L, j)) tg_wsb_printf(&k->s, "    let r%d_%d = ld%d(%s);\n", K, j, K, at);
+            if (slot_full(L, j)) tg_source_printf(&k->source, "    let r%d_%d = ld%d(%s);\n", K, j, K, at);
             else
-                tg_wsb_printf(&k->s, "    var r%d_%d = %s(0);\n    if (%s + %du < %lldu) { r%d_%d = ld%d(%s); }\n", K, j, t,
+                tg_source_printf(&k->source, "    var r%d_%d = %s(0);\n    if (%s + %du < %lldu) { r%d_%d = ld%d(%s); }\n", K, j, t,
                            L->me, j * L->step, (long long)L->A, K, j, K, at);
         }
     }
 }
 
 /* the cached inputs' values at the element: vK = ldK(p) or ldK(a), or its register */
-static void cached_lets(wk_rows *L, int j) {
+static void cached_lets(row_kernel *L, int j) {
     for (int K = 0; K < TG_MAX_IN; K++) {
         if (!((L->by_row | L->by_col) >> K & 1)) continue;
-        if (j >= 0) tg_wsb_printf(&L->k->s, "        let v%d = r%d_%d;\n", K, K, j);
-        else tg_wsb_printf(&L->k->s, "        let v%d = ld%d(%s);\n", K, K, L->by_row >> K & 1 ? "p" : "a");
+        if (j >= 0) tg_source_printf(&L->k->source, "        let v%d = r%d_%d;\n", K, K, j);
+        else tg_source_printf(&L->k->source, "        let v%d = ld%d(%s);\n", K, K, L->by_row >> K & 1 ? "p" : "a");
     }
 }
 
-void tg_wk_rows_each(wk_rows *L, const char *len, const char *body) {
-    wk *k = L->k;
+void tg_kernel_rows_each(row_kernel *L, const char *len, const char *body) {
+    wgsl_kernel *k = L->k;
     char full[32];
     snprintf(full, sizeof full, "%lldu", (long long)L->A);
     if (!L->regs) {
-        tg_wk_rows_loop(L, len ? len : full);
+        tg_kernel_rows_loop(L, len ? len : full);
         cached_lets(L, -1);
-        tg_wsb_printf(&k->s, "%s    }\n", body);
+        tg_source_printf(&k->source, "%s    }\n", body);
         return;
     }
     for (int j = 0; j < L->regs; j++) {
-        tg_wsb_printf(&k->s, "    {\n        let a = %s + %du;\n        let p = base + a * %lldu;\n", L->me, j * L->step,
+        tg_source_printf(&k->source, "    {\n        let a = %s + %du;\n        let p = base + a * %lldu;\n", L->me, j * L->step,
                    (long long)L->inner);
         bool guard = len || !slot_full(L, j);
-        if (guard) tg_wsb_printf(&k->s, "        if (a < %s) {\n", len ? len : full);
+        if (guard) tg_source_printf(&k->source, "        if (a < %s) {\n", len ? len : full);
         cached_lets(L, j);
-        tg_wsb_printf(&k->s, "%s%s    }\n", body, guard ? "        }\n" : "");
+        tg_source_printf(&k->source, "%s%s    }\n", body, guard ? "        }\n" : "");
     }
 }
 
-void tg_wk_rows_loop(wk_rows *L, const char *len) {
-    if (L->wide) tg_wsb_printf(&L->k->s, "    for (var a = %s; a < %s; a += %uu) {\n", L->me, len, L->step);
-    else tg_wsb_printf(&L->k->s, "    for (var a = 0u; a < %s; a++) {\n", len);
-    tg_wsb_printf(&L->k->s, "        let p = base + a * %lldu;\n", (long long)L->inner);
+void tg_kernel_rows_loop(row_kernel *L, const char *len) {
+    if (L->wide) tg_source_printf(&L->k->source, "    for (var a = %s; a < %s; a += %uu) {\n", L->me, len, L->step);
+    else tg_source_printf(&L->k->source, "    for (var a = 0u; a < %s; a++) {\n", len);
+    tg_source_printf(&L->k->source, "        let p = base + a * %lldu;\n", (long long)L->inner);
 }
 
 /* How a long row's values are combined (tg_wgsl_forms.reduce forces one):
@@ -266,8 +266,8 @@ void tg_wk_rows_loop(wk_rows *L, const char *len) {
  *     row on the H200's subgroups of 32, 8 on lavapipe's 8);
  *   rows: a row per subgroup where row_subgroup allows it, its sums single
  *     subgroup sums; elsewhere as "subgroup" (which takes this form itself
- *     for tg_wk_rows_open_stats);
- *   tree: the workgroup tree of tg_wk_reduce.
+ *     for tg_kernel_rows_open_stats);
+ *   tree: the workgroup tree of tg_kernel_reduce.
  * Subgroups are taken to be runs of consecutive local invocation indices
  * (as GPUs and lavapipe form them).
  * Measured on the H200 over [16384, 384], forward alone (bench_tg
@@ -286,10 +286,10 @@ static int reduce_form(void) {
     return f == TG_WGSL_REDUCE_TREE ? REDUCE_TREE : f == TG_WGSL_REDUCE_ROW_PER_SUBGROUP ? REDUCE_ROWS : REDUCE_SUBGROUP;
 }
 
-static bool use_subgroups(const wk *k) { return k->lim->subgroup_min_size && reduce_form() != REDUCE_TREE; }
+static bool use_subgroups(const wgsl_kernel *k) { return k->lim->subgroup_min_size && reduce_form() != REDUCE_TREE; }
 
 /* Slots of red one subgroup reduction needs: one per subgroup of the smallest size. */
-static uint32_t sg_slots(const wk_rows *L) {
+static uint32_t sg_slots(const row_kernel *L) {
     return (L->wg + L->k->lim->subgroup_min_size - 1) / L->k->lim->subgroup_min_size;
 }
 
@@ -298,48 +298,48 @@ static uint32_t sg_slots(const wk_rows *L) {
  * subgroup (all are active here: the only early return is the whole
  * workgroup's); sg_slot: the subgroup's index, sg_lead: its first
  * invocation. Declared once, at the first reduction. */
-static void subgroup_combine(wk_rows *L, int n, const char *const *var, bool is_max, const char *const *out) {
-    wk *k = L->k;
+static void subgroup_combine(row_kernel *L, int n, const char *const *var, bool is_max, const char *const *out) {
+    wgsl_kernel *k = L->k;
     uint32_t nq = sg_slots(L);
     k->subgroups = true;
     if (!L->sg_named)
-        tg_wsb_printf(&k->s,
+        tg_source_printf(&k->source,
                    "    let sg_n = subgroupAdd(1u);\n    let sg_first = subgroupBroadcastFirst(lid);\n"
                    "    let sg_slot = sg_first / sg_n;\n    let sg_lead = lid == sg_first;\n");
     L->sg_named = true;
     for (int i = 0; i < n; i++)
-        tg_wsb_printf(&k->s, "    let %s_sg = %s(%s);\n    if (sg_lead) { red[%uu + sg_slot] = %s_sg; }\n", out[i],
+        tg_source_printf(&k->source, "    let %s_sg = %s(%s);\n    if (sg_lead) { red[%uu + sg_slot] = %s_sg; }\n", out[i],
                    is_max ? "subgroupMax" : "subgroupAdd", var[i], i * nq, out[i]);
-    tg_wsb_printf(&k->s, "    workgroupBarrier();\n");
+    tg_source_printf(&k->source, "    workgroupBarrier();\n");
     for (int i = 0; i < n; i++) {
-        tg_wsb_printf(&k->s, "    var %s_all = red[%uu];\n", out[i], i * nq);
+        tg_source_printf(&k->source, "    var %s_all = red[%uu];\n", out[i], i * nq);
         if (nq > 1) { /* the bound is a literal (the smallest subgroup): uniform */
             char acc[96];
             if (is_max) snprintf(acc, sizeof acc, "max(%s_all, red[%uu + q])", out[i], i * nq);
             else snprintf(acc, sizeof acc, "%s_all + red[%uu + q]", out[i], i * nq);
-            tg_wsb_printf(&k->s, "    for (var q = 1u; q < %uu; q++) { if (q * sg_n < %uu) { %s_all = %s; } }\n", nq,
+            tg_source_printf(&k->source, "    for (var q = 1u; q < %uu; q++) { if (q * sg_n < %uu) { %s_all = %s; } }\n", nq,
                        L->wg, out[i], acc);
         }
-        tg_wsb_printf(&k->s, "    let %s = %s_all;\n", out[i], out[i]);
+        tg_source_printf(&k->source, "    let %s = %s_all;\n", out[i], out[i]);
     }
-    tg_wsb_printf(&k->s, "    workgroupBarrier();\n");
+    tg_source_printf(&k->source, "    workgroupBarrier();\n");
 }
 
-void tg_wk_rows_combine(wk_rows *L, const char *var, bool is_max, const char *out) {
-    if (L->sg) tg_wsb_printf(&L->k->s, "    let %s = %s(%s);\n", out, is_max ? "subgroupMax" : "subgroupAdd", var);
+void tg_kernel_rows_combine(row_kernel *L, const char *var, bool is_max, const char *out) {
+    if (L->sg) tg_source_printf(&L->k->source, "    let %s = %s(%s);\n", out, is_max ? "subgroupMax" : "subgroupAdd", var);
     else if (L->wide && use_subgroups(L->k)) subgroup_combine(L, 1, &var, is_max, &out);
-    else if (L->wide) tg_wk_reduce(L->k, L->wg, var, is_max, out);
-    else tg_wsb_printf(&L->k->s, "    let %s = %s;\n", out, var);
+    else if (L->wide) tg_kernel_reduce(L->k, L->wg, var, is_max, out);
+    else tg_source_printf(&L->k->source, "    let %s = %s;\n", out, var);
 }
 
-void tg_wk_rows_combine2(wk_rows *L, const char *va, const char *vb, const char *oa, const char *ob) {
+void tg_kernel_rows_combine2(row_kernel *L, const char *va, const char *vb, const char *oa, const char *ob) {
     const char *var[2] = {va, vb}, *out[2] = {oa, ob};
     if (!L->sg && L->wide && use_subgroups(L->k) && 2 * sg_slots(L) <= L->wg) subgroup_combine(L, 2, var, false, out);
-    else tg_wk_rows_combine(L, va, false, oa), tg_wk_rows_combine(L, vb, false, ob);
+    else tg_kernel_rows_combine(L, va, false, oa), tg_kernel_rows_combine(L, vb, false, ob);
 }
 
-void tg_wk_rows_once(wk_rows *L) {
-    tg_wsb_printf(&L->k->s, L->sg ? "    if (lane == 0u) {\n" : L->wide ? "    if (lid == 0u) {\n" : "    {\n");
+void tg_kernel_rows_once(row_kernel *L) {
+    tg_source_printf(&L->k->source, L->sg ? "    if (lane == 0u) {\n" : L->wide ? "    if (lid == 0u) {\n" : "    {\n");
 }
 
 /* Columns per workgroup of a column sum (colsum_width): CW, where a warp
@@ -395,7 +395,7 @@ static int colsum_width(int64_t R, int64_t C) {
     return C >= WIDE && chunks(R, C, (C + CW - 1) / CW) > 1 ? WIDE : CW;
 }
 
-int tg_wk_colsum_chunks(int64_t R, int64_t C) {
+int tg_kernel_colsum_chunks(int64_t R, int64_t C) {
     int w = colsum_width(R, C);
     return chunks(R, C, (C + w - 1) / w);
 }
@@ -403,15 +403,15 @@ int tg_wk_colsum_chunks(int64_t R, int64_t C) {
 /* Phase 2 of a split column sum: output c is the sum of work[s * C + c]
  * over the S chunks, in order; a second sum's partials follow the first's
  * (at S * C), stored through st2. */
-bool tg_wk_colsum_combine(wk *k, int S, int64_t C, const char *type, bool two) {
-    if (!tg_wk_flat(k, C)) return false;
+bool tg_kernel_colsum_combine(wgsl_kernel *k, int S, int64_t C, const char *type, bool two) {
+    if (!tg_kernel_flat(k, C)) return false;
     for (int t = 0; t < 1 + two; t++)
-        tg_wsb_printf(&k->s,
+        tg_source_printf(&k->source,
                    "    {\n        var acc = %s(0);\n"
                    "        for (var s = 0u; s < %du; s++) { acc += bitcast<%s>(work[%lldu + s * %lldu + i]); }\n"
                    "        %s(i, acc);\n    }\n",
                    type, S, type, (long long)(t * S * C), (long long)C, t ? "st2" : "st");
-    tg_wk_end(k);
+    tg_kernel_end(k);
     return true;
 }
 
@@ -424,23 +424,23 @@ bool tg_wk_colsum_combine(wk *k, int S, int64_t C, const char *type, bool two) {
  * partials each (1024 invocations) instead of 32 of 4. Measured on the
  * H200, gpt_small: its 19 bias sums 1.25 -> 0.41 ms, 13 gain sums 1.49 ->
  * 0.70 ms, the step 49.7 -> 48.0 ms; 16 partials gave 48.4 ms.
- * Split in two phases (tg_wk_colsum_chunks > 1), phase 1 runs this over
+ * Split in two phases (tg_kernel_colsum_chunks > 1), phase 1 runs this over
  * each chunk of rows, a grid of column groups x chunks, with 256 / width
  * row sets of 8 partials (enough workgroups now carry the loads in
  * flight). Split sums of 32 columns or more give a workgroup WIDE of
  * them (colsum_width), 8 row sets.
  * A second sum (expr2) keeps its own partials (bU) beside the first's
  * (aU) and its own half of red, so both share the loop and the barriers. */
-bool tg_wk_colsum2(wk *k, const char *expr, const char *expr2, const char *type) {
+bool tg_kernel_colsum2(wgsl_kernel *k, const char *expr, const char *expr2, const char *type) {
     int64_t R, C;
-    if (!tg_wgsl_colsum_dims(k->g, k->n, &R, &C)) return tg_wk_fail(k, TG_ERR_BACKEND, "not a column sum");
-    int S = tg_wk_colsum_chunks(R, C);
-    if (S > 1 && k->phase == 0) return tg_wk_fail(k, TG_ERR_BACKEND, "a split column sum runs in two phases");
-    if (S > 1 && k->phase == 2) return tg_wk_colsum_combine(k, S, C, type, expr2);
-    return tg_wk_colsum_rows(k, R, C, S, expr, expr2, type, "st", "st2");
+    if (!tg_wgsl_colsum_dims(k->g, k->n, &R, &C)) return tg_kernel_fail(k, TG_ERR_BACKEND, "not a column sum");
+    int S = tg_kernel_colsum_chunks(R, C);
+    if (S > 1 && k->phase == 0) return tg_kernel_fail(k, TG_ERR_BACKEND, "a split column sum runs in two phases");
+    if (S > 1 && k->phase == 2) return tg_kernel_colsum_combine(k, S, C, type, expr2);
+    return tg_kernel_colsum_rows(k, R, C, S, expr, expr2, type, "st", "st2");
 }
 
-bool tg_wk_colsum_rows(wk *k, int64_t R, int64_t C, int S, const char *expr, const char *expr2, const char *type,
+bool tg_kernel_colsum_rows(wgsl_kernel *k, int64_t R, int64_t C, int S, const char *expr, const char *expr2, const char *type,
                        const char *st, const char *st2) {
     int two = expr2 != NULL;
     int cw = colsum_width(R, C), rw = 256 / cw, un = 4; /* interleaved row sets, combined at the end; partials per invocation */
@@ -452,57 +452,57 @@ bool tg_wk_colsum_rows(wk *k, int64_t R, int64_t C, int S, const char *expr, con
         rw = 128, un = 8;
     int64_t groups = (C + cw - 1) / cw, chunk = (R + S - 1) / S;
     static const char acc[2] = {'a', 'b'};
-    tg_wk_shared(k, "red", type, cw * rw * (1 + two));
-    tg_wsb_printf(&k->s, "fn colv(r: u32, c: u32) -> %s { return %s; }\n", type, expr);
-    if (two) tg_wsb_printf(&k->s, "fn colv2(r: u32, c: u32) -> %s { return %s; }\n", type, expr2);
-    if (!tg_wk_main(k, groups * S, cw * rw)) return false;
+    tg_kernel_shared(k, "red", type, cw * rw * (1 + two));
+    tg_source_printf(&k->source, "fn colv(r: u32, c: u32) -> %s { return %s; }\n", type, expr);
+    if (two) tg_source_printf(&k->source, "fn colv2(r: u32, c: u32) -> %s { return %s; }\n", type, expr2);
+    if (!tg_kernel_main(k, groups * S, cw * rw)) return false;
     k->spec->threads = groups * S * cw * rw;
     /* rows [r0, r1) of chunk gid / groups. A 2-D grid may have spare
      * workgroups past the last chunk; their partials (zeros) would land on
      * the second sum's or past the workspace. gid is uniform: the return
      * keeps the barriers uniform. */
     if (S > 1)
-        tg_wsb_printf(&k->s,
+        tg_source_printf(&k->source,
                    "    if (gid >= %lldu) { return; }\n"
                    "    let chunk = gid / %lldu;\n    let cg = gid %% %lldu;\n"
                    "    let r0 = chunk * %lldu;\n    let r1 = min(r0 + %lldu, %lldu);\n",
                    (long long)(groups * S), (long long)groups, (long long)groups, (long long)chunk, (long long)chunk,
                    (long long)R);
-    else tg_wsb_printf(&k->s, "    let cg = gid;\n    let r0 = 0u;\n    let r1 = %lldu;\n", (long long)R);
-    tg_wsb_printf(&k->s, "    let tx = lid %% %du;\n    let ty = lid / %du;\n    let c = cg * %du + tx;\n", cw, cw, cw);
+    else tg_source_printf(&k->source, "    let cg = gid;\n    let r0 = 0u;\n    let r1 = %lldu;\n", (long long)R);
+    tg_source_printf(&k->source, "    let tx = lid %% %du;\n    let ty = lid / %du;\n    let c = cg * %du + tx;\n", cw, cw, cw);
     for (int t = 0; t <= two; t++)
-        for (int u = 0; u < un; u++) tg_wsb_printf(&k->s, "    var %c%d = %s(0);\n", acc[t], u, type);
-    tg_wsb_printf(&k->s, "    if (c < %lldu) {\n        var r = r0 + ty;\n        while (r + %du < r1) {\n", (long long)C,
+        for (int u = 0; u < un; u++) tg_source_printf(&k->source, "    var %c%d = %s(0);\n", acc[t], u, type);
+    tg_source_printf(&k->source, "    if (c < %lldu) {\n        var r = r0 + ty;\n        while (r + %du < r1) {\n", (long long)C,
                (un - 1) * rw);
     for (int t = 0; t <= two; t++)
         for (int u = 0; u < un; u++)
-            tg_wsb_printf(&k->s, "            %c%d += colv%s(r + %du, c);\n", acc[t], u, t ? "2" : "", u * rw);
-    tg_wsb_printf(&k->s, "            r += %du;\n        }\n        while (r < r1) {\n", un * rw);
-    for (int t = 0; t <= two; t++) tg_wsb_printf(&k->s, "            %c0 += colv%s(r, c);\n", acc[t], t ? "2" : "");
-    tg_wsb_printf(&k->s, "            r += %du;\n        }\n    }\n", rw);
+            tg_source_printf(&k->source, "            %c%d += colv%s(r + %du, c);\n", acc[t], u, t ? "2" : "", u * rw);
+    tg_source_printf(&k->source, "            r += %du;\n        }\n        while (r < r1) {\n", un * rw);
+    for (int t = 0; t <= two; t++) tg_source_printf(&k->source, "            %c0 += colv%s(r, c);\n", acc[t], t ? "2" : "");
+    tg_source_printf(&k->source, "            r += %du;\n        }\n    }\n", rw);
     /* the partials pairwise: (a0 + a1) + (a2 + a3), then those pairs */
     for (int t = 0; t <= two; t++)
         for (int w = 1; w < un; w *= 2)
-            for (int u = 0; u + w < un; u += 2 * w) tg_wsb_printf(&k->s, "    %c%d = %c%d + %c%d;\n", acc[t], u, acc[t], u, acc[t], u + w);
+            for (int u = 0; u + w < un; u += 2 * w) tg_source_printf(&k->source, "    %c%d = %c%d + %c%d;\n", acc[t], u, acc[t], u, acc[t], u + w);
     int half = cw * rw;
-    tg_wsb_printf(&k->s, "    red[lid] = a0;\n");
-    if (two) tg_wsb_printf(&k->s, "    red[%du + lid] = b0;\n", half);
-    tg_wsb_printf(&k->s,
+    tg_source_printf(&k->source, "    red[lid] = a0;\n");
+    if (two) tg_source_printf(&k->source, "    red[%du + lid] = b0;\n", half);
+    tg_source_printf(&k->source,
                "    workgroupBarrier();\n"
                "    for (var s = %du; s > 0u; s = s >> 1u) {\n"
                "        if (ty < s) {\n            red[lid] = red[lid] + red[lid + s * %du];\n",
                rw / 2, cw);
-    if (two) tg_wsb_printf(&k->s, "            red[%du + lid] = red[%du + lid] + red[%du + lid + s * %du];\n", half, half, half, cw);
-    tg_wsb_printf(&k->s, "        }\n        workgroupBarrier();\n    }\n");
-    tg_wsb_printf(&k->s, "    if (ty == 0u && c < %lldu) {\n", (long long)C);
+    if (two) tg_source_printf(&k->source, "            red[%du + lid] = red[%du + lid] + red[%du + lid + s * %du];\n", half, half, half, cw);
+    tg_source_printf(&k->source, "        }\n        workgroupBarrier();\n    }\n");
+    tg_source_printf(&k->source, "    if (ty == 0u && c < %lldu) {\n", (long long)C);
     for (int t = 0; t <= two; t++) {
         if (S > 1)
-            tg_wsb_printf(&k->s, "        work[%lldu + chunk * %lldu + c] = bitcast<u32>(red[%du + tx]);\n",
+            tg_source_printf(&k->source, "        work[%lldu + chunk * %lldu + c] = bitcast<u32>(red[%du + tx]);\n",
                        (long long)(t * S * C), (long long)C, t * half);
-        else tg_wsb_printf(&k->s, "        %s(c, red[%du + tx]);\n", t ? st2 : st, t * half);
+        else tg_source_printf(&k->source, "        %s(c, red[%du + tx]);\n", t ? st2 : st, t * half);
     }
-    tg_wsb_printf(&k->s, "    }\n}\n");
+    tg_source_printf(&k->source, "    }\n}\n");
     return true;
 }
 
-bool tg_wk_colsum(wk *k, const char *expr, const char *type) { return tg_wk_colsum2(k, expr, NULL, type); }
+bool tg_kernel_colsum(wgsl_kernel *k, const char *expr, const char *type) { return tg_kernel_colsum2(k, expr, NULL, type); }

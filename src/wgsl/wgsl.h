@@ -92,8 +92,8 @@ typedef struct {
     int attention;      /* TG_WGSL_ATTN_ROW_LOOPS, _ROWS or _TILES (where they fit) */
     int attention_shuffles; /* OFF: the blocks' row sums through workgroup memory, not subgroup shuffles */
     /* checks (tests/test_webgpu_robust.sh) */
-    bool poison;        /* every kernel first fills its workgroup memory with NaN bits (tg_wk_poison) */
-    bool read_write;    /* every binding declared read_write, none read-only (tg_wk_declare) */
+    bool poison;        /* every kernel first fills its workgroup memory with NaN bits (tg_kernel_poison) */
+    bool read_write;    /* every binding declared read_write, none read-only (tg_kernel_declare) */
 } tg_wgsl_forms;
 /* Every kernel generated from now on takes forms f (copied); NULL: the
  * generator's choices again. Not for use while another thread compiles. */
@@ -115,7 +115,7 @@ typedef struct {
     char *source;            /* NULL: no kernel (a view, a leaf, or an upload) */
     int n_bindings;
     tg_wgsl_binding bind[TG_WGSL_MAX_BINDINGS]; /* @binding(i) of group 0, in order */
-    unsigned read_only;      /* bit b: binding b is var<storage, read> (tg_wk_declare) */
+    unsigned read_only;      /* bit b: binding b is var<storage, read> (tg_kernel_declare) */
     int64_t threads;         /* work items (elements, rows or tiles x threads) */
     uint32_t workgroup_size; /* invocations per workgroup */
     uint32_t dispatch[3];    /* workgroups in x, y, z */
@@ -138,26 +138,26 @@ typedef struct {
  * shape). */
 tg_status tg_wgsl_emit(const tg_graph *g, const tg_plan *plan, int id, const tg_wgsl_limits *lim,
                        tg_kernel_spec *out);
-/* A fused kernel (chosen before planning, prefuse.c): node `kernel`'s
- * emitter writes the entry point; the nodes in inl (topological order:
- * inputs before readers) are computed inline wherever a member reads them,
- * never stored; the chain epi (each reading the one before, or the kernel
- * node, at the element being stored) transforms every value the kernel
- * stores, and its last node is what lands in memory instead.
- * A sibling (sib > 0) is a second node the kernel's emitter computes from
- * the kernel node's own inputs and stores through st2 (a layer norm's bias
- * gradient beside its gain gradient, a bias gradient beside a split
- * weight gradient); 0 is none,
- * as node 0 is always a leaf. A second sibling (sib2 > 0, beside a
- * sibling only) is stored through st3: the fused norm backward's bias
- * gradient (norm_bwd.c), whose sibling is the gain gradient. */
+/* A fused kernel (chosen before planning, grouping.c): node `kernel`'s
+ * emitter writes the entry point; the nodes in `inlined` (topological
+ * order: inputs before readers) are computed inline wherever a member
+ * reads them, never stored; the chain `epilogue` (each reading the one
+ * before, or the kernel node, at the element being stored) transforms
+ * every value the kernel stores, and its last node is what lands in memory
+ * instead. A sibling (> 0) is a second node the kernel's emitter computes
+ * from the kernel node's own inputs and stores through st2 (a layer norm's
+ * bias gradient beside its gain gradient, a bias gradient beside a split
+ * weight gradient); 0 is none, as node 0 is always a leaf. A second
+ * sibling (> 0, beside a sibling only) is stored through st3: the fused
+ * norm backward's bias gradient (norm_bwd.c), whose sibling is the gain
+ * gradient. */
 typedef struct {
     int kernel;
-    int *inl, n_inl;
-    int *epi, n_epi;
-    int sib, sib2;
-} tg_wgsl_fused;
-tg_status tg_wgsl_emit_fused(const tg_graph *g, const tg_plan *plan, const tg_wgsl_fused *f, const tg_wgsl_limits *lim,
+    int *inlined, n_inlined;
+    int *epilogue, n_epilogue;
+    int sibling, second_sibling;
+} tg_wgsl_fused_kernel;
+tg_status tg_wgsl_emit_fused(const tg_graph *g, const tg_plan *plan, const tg_wgsl_fused_kernel *f, const tg_wgsl_limits *lim,
                              tg_kernel_spec *out);
 /* A kernel that runs as two dispatches (phase 1 then 2) sharing `work_bytes`
  * of the program's workspace: a matmul with its K split into ranges, or a
@@ -165,7 +165,7 @@ tg_status tg_wgsl_emit_fused(const tg_graph *g, const tg_plan *plan, const tg_wg
  * tg_wgsl_matmul_split says how many ranges node id's matmul takes (1: one
  * kernel) and the workspace they need. */
 int tg_wgsl_matmul_split(const tg_graph *g, int id, int64_t *work_bytes);
-tg_status tg_wgsl_emit_phase(const tg_graph *g, const tg_plan *plan, const tg_wgsl_fused *f, int phase, int64_t work_bytes,
+tg_status tg_wgsl_emit_phase(const tg_graph *g, const tg_plan *plan, const tg_wgsl_fused_kernel *f, int phase, int64_t work_bytes,
                              const tg_wgsl_limits *lim, tg_kernel_spec *out);
 /* How many dispatches node id's kernel takes on a device of these limits:
  * 1, or 2 (phase 1 then 2, sharing work_bytes of the workspace): a matmul
@@ -175,7 +175,7 @@ int tg_wgsl_phases(const tg_graph *g, int id, const tg_wgsl_limits *lim, int64_t
 /* How many dispatches fused kernel f takes (tg_wgsl_phases of its kernel
  * node, or of the fused norm backward, norm_bwd.c) and the workspace they
  * share, its siblings' partial sums included. */
-int tg_wgsl_fused_phases(const tg_graph *g, const tg_wgsl_fused *f, const tg_wgsl_limits *lim, int64_t *work_bytes);
+int tg_wgsl_fused_phases(const tg_graph *g, const tg_wgsl_fused_kernel *f, const tg_wgsl_limits *lim, int64_t *work_bytes);
 /* A whole program's kernels, in the order a step runs them (constants
  * included: the engine runs those once), with the planner's fusions. */
 typedef struct {
@@ -187,15 +187,15 @@ typedef struct {
                               * sums of split kernels found no room free over their turns */
 } tg_wgsl_program;
 #define TG_WGSL_WORKSPACE TG_N_ARENAS /* tg_wgsl_binding.arena of the engine's per-program workspace buffer */
-/* The fusion pass before planning (prefuse.c): causal attentions, then
+/* The fusion pass before planning (grouping.c): causal attentions, then
  * products with an epilogue, siblings, sums and groups of products, then
  * elementwise chains (inline producers, epilogues); pinned: nodes read
  * from outside, never absorbed; cut: the end of the backward, which no
  * elementwise group spans. *out = NULL when there are no groups;
- * (*out)->impl is a tg_wgsl_prefused (attention.h), the attentions being
+ * (*out)->impl is a tg_wgsl_chosen_groups (fused_attention.h), the attentions being
  * the first groups. */
-tg_status tg_wgsl_fuse(const tg_graph *g, const bool *pinned, int cut, const tg_wgsl_limits *lim, tg_fusion **out);
-/* fu: the groups chosen before planning (tg_wgsl_fuse), NULL for none. */
+tg_status tg_wgsl_choose_groups(const tg_graph *g, const bool *pinned, int cut, const tg_wgsl_limits *lim, tg_fusion **out);
+/* fu: the groups chosen before planning (tg_wgsl_choose_groups), NULL for none. */
 tg_status tg_wgsl_emit_program(const tg_graph *g, const tg_plan *plan, const tg_fusion *fu, const tg_writeback *wb,
                                int n_wb, const tg_wgsl_limits *lim, tg_wgsl_program *out);
 void tg_wgsl_program_free(tg_wgsl_program *p);

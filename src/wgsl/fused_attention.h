@@ -9,8 +9,8 @@
  *             from q, k and the kept log-sum-exp; the plan keeps o alive
  *             until the backward (tg_fusion.also_reads)
  *
- * The groups are chosen before buffer planning (tg_wgsl_fuse_attention, in
- * the WebGPU backend's fusion pass tg_wgsl_fuse), so the plan gives the
+ * The groups are chosen before buffer planning (tg_wgsl_choose_attention, in
+ * the WebGPU backend's fusion pass tg_wgsl_choose_groups), so the plan gives the
  * scores, the softmax and their gradients no memory, and a split_heads /
  * merge_heads permute
  * next to them is read or written with strides instead of run as a kernel.
@@ -21,11 +21,11 @@
  * to 128 (the kernels hold rows as vec4 registers), every reader of the
  * softmax is one of the group's products, and nothing outside reads the
  * scores; anything else runs as separate kernels. T is any size. */
-#ifndef TG_WGSL_ATTENTION_H
-#define TG_WGSL_ATTENTION_H
+#ifndef TG_WGSL_FUSED_ATTENTION_H
+#define TG_WGSL_FUSED_ATTENTION_H
 
 #include "../fuse/fuse.h"
-#include "fused.h"
+#include "groups.h"
 #include "wgsl.h"
 
 #define TG_WGSL_ATTN_MAX_DH 128
@@ -44,21 +44,11 @@ typedef struct tg_wgsl_attn_s {
     int64_t d_at;        /* backward: byte offset of its D rows */
 } tg_wgsl_attn;
 
-/* What the fusion before planning chose (prefuse.c): the attentions, the
- * first n groups, and each group's products where it is a group of them. */
-typedef struct {
-    tg_wgsl_attn *a;
-    int n;
-    int64_t work_bytes; /* the attention workspace: statistics of every group */
-    fz_pregroup *pre;   /* per group (the node count bounds them) */
-    int n_pre;          /* entries of pre */
-} tg_wgsl_prefused;
-
 /* Appends to f the attention groups of fg's graph that fit the device
- * limits, their descriptions to at (at->a holds one per node), then makes
- * the heads permutes only they read views. Attention groups come first in
- * f: group i < at->n is at->a[i]. */
-void tg_wgsl_fuse_attention(const tg_fuse_graph *fg, tg_fusion *f, const tg_wgsl_limits *lim, tg_wgsl_prefused *at);
+ * limits, their descriptions to at (at->attn holds one per node), then
+ * makes the heads permutes only they read views. Attention groups come
+ * first in f: group i < at->n_attn is at->attn[i]. */
+void tg_wgsl_choose_attention(const tg_fuse_graph *fg, tg_fusion *f, const tg_wgsl_limits *lim, tg_wgsl_chosen_groups *at);
 
 /* Whether node x is a heads permute read with strides ([B, T, H, Dh] in memory). */
 bool tg_wgsl_attn_strided(const tg_fusion *f, const tg_graph *g, int x);

@@ -3,7 +3,7 @@
  *
  * Every dispatch costs the GPU a barrier and the CPU an encode, about as
  * much as a small kernel's work, so the program is cut into fewer, larger
- * kernels. The groups are all chosen before planning (prefuse.c:
+ * kernels. The groups are all chosen before planning (grouping.c:
  * attention, products with their epilogue, siblings, sums and groups of
  * products, the optimizer's updates, the clip norm's sums, elementwise
  * chains), and the plan was made with them: they come in as they are,
@@ -11,90 +11,134 @@
  * turn. What only the plan's offsets decide is left to the emitters: how
  * many dispatches the optimizer and the clip norm take, their kernels
  * binding each arena's span of what they touch (ops_fused.c), and where
- * the split kernels' partial sums go (workspace_in_scratch below).
- * fuse_matmul.c emits the groups of products. */
+ * the split kernels' partial sums go (workspace_in_scratch below). */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
-#include "fuse.h"
+#include "emit.h"
+#include "fused_attention.h"
+#include "groups.h"
+
+/* The lowering's state: the groups the plan was made with, by node. */
+typedef struct {
+    const tg_graph *g;
+    const tg_plan *plan;
+    const tg_fusion *fu; /* the groups chosen before planning (grouping.c), NULL for none */
+    const tg_wgsl_limits *lim;
+    int n;
+    int *group_of;       /* group per node, -1 for none */
+    program_group *groups;
+    int n_groups, cap_groups;
+} lowering;
 
 /* ---- groups ---- */
 
-fz_group *tg_fz_new_group(fz *z, int kind) {
-    if (z->n_gr == z->cap_gr) {
-        int cap = z->cap_gr ? 2 * z->cap_gr : 16;
-        fz_group *g = realloc(z->gr, sizeof *g * (size_t)cap);
+static program_group *new_group(lowering *z, int kind) {
+    if (z->n_groups == z->cap_groups) {
+        int cap = z->cap_groups ? 2 * z->cap_groups : 16;
+        program_group *g = realloc(z->groups, sizeof *g * (size_t)cap);
         if (!g) return NULL;
-        z->gr = g;
-        z->cap_gr = cap;
+        z->groups = g;
+        z->cap_groups = cap;
     }
-    fz_group *g = &z->gr[z->n_gr++];
+    program_group *g = &z->groups[z->n_groups++];
     memset(g, 0, sizeof *g);
     g->kind = kind;
     return g;
 }
 
-void tg_fz_free_group(fz_group *g) { free(g->f.inl), free(g->f.epi); }
+static void free_group(program_group *g) { free(g->f.inlined), free(g->f.epilogue); }
+
+/* ---- the kernels of the sums and groups of products chosen before
+ * planning (grouping.c) ---- */
+
+static tg_status emit_product_sum(const tg_graph *g, const tg_plan *plan, const tg_wgsl_limits *lim, const program_group *gr,
+                                 tg_kernel_spec *sp, tg_wgsl_program *out) {
+    wgsl_kernel k;
+    tg_kernel_open(&k, g, plan, lim, gr->turn, sp);
+    tg_wgsl_matmul_sum(&k, gr->mm, gr->n_mm, gr->mm_sum);
+    return tg_kernel_close(&k, out);
+}
+
+/* One dispatch, or two sharing the workspace when the group's K is split. */
+static tg_status emit_product_group(const tg_graph *g, const tg_plan *plan, const tg_wgsl_limits *lim, const program_group *gr,
+                                   tg_wgsl_program *out, int *cap, spec_push_fn push) {
+    int phases = gr->mm_split > 1 ? 2 : 1;
+    tg_status st = TG_OK;
+    for (int p = 0; p < phases && st == TG_OK; p++) {
+        tg_kernel_spec *sp;
+        if ((st = push(out, cap, &sp)) != TG_OK) break;
+        wgsl_kernel k;
+        tg_kernel_open(&k, g, plan, lim, gr->turn, sp);
+        k.phase = phases > 1 ? p + 1 : 0;
+        tg_wgsl_matmul_group(&k, gr->mm, gr->n_mm, gr->mm_split);
+        if (k.status == TG_OK && sp->workspace > out->workspace_bytes) out->workspace_bytes = sp->workspace;
+        st = tg_kernel_close(&k, out);
+    }
+    return st;
+}
 
 /* ---- the program ---- */
 
-/* The groups the plan was made with (prefuse.c): their members run at the
+/* The groups the plan was made with (grouping.c): their members run at the
  * group's turn, the values they keep have no memory, and a permute the
  * attention kernels read with strides runs no kernel (it joins its first
- * reader's group). A kernel group (FZ_FUSED) comes with its description:
+ * reader's group). A kernel group (GROUP_FUSED) comes with its description:
  * the kernel node, its sibling, inline producers and epilogue. */
-static tg_status pre_planned(fz *z) {
+static tg_status pre_planned(lowering *z) {
     if (!z->fu) return TG_OK;
-    const tg_wgsl_prefused *at = z->fu->impl;
-    int base = z->n_gr;
+    const tg_wgsl_chosen_groups *at = z->fu->impl;
+    int base = z->n_groups;
     for (int gi = 0; gi < z->fu->n_groups; gi++) {
-        const fz_pregroup *pg = &at->pre[gi];
-        fz_group *gr = tg_fz_new_group(z, pg->kind);
+        const chosen_group *pg = &at->chosen[gi];
+        program_group *gr = new_group(z, pg->kind);
         if (!gr) return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
         gr->turn = z->fu->turn[gi];
-        if (pg->kind == FZ_ATTN) {
-            gr->attn = &at->a[gi];
-        } else if (pg->kind == FZ_OPTIM) {
+        if (pg->kind == GROUP_ATTENTION) {
+            gr->attn = &at->attn[gi];
+        } else if (pg->kind == GROUP_OPTIM) {
             gr->seg = pg->seg, gr->n_seg = pg->n_seg;
-        } else if (pg->kind == FZ_SUMSQ) {
+        } else if (pg->kind == GROUP_SUMSQ) {
             gr->term = pg->sq.term, gr->n_term = pg->sq.n_term, gr->tree = pg->sq.tree, gr->n_tree = pg->sq.n_tree;
             gr->tail = pg->tail, gr->n_tail = pg->n_tail, gr->tail_st = pg->tail_st, gr->total = pg->sq.total;
-        } else if (pg->kind != FZ_FUSED) {
+        } else if (pg->kind != GROUP_FUSED) {
             memcpy(gr->mm, pg->mm, sizeof gr->mm);
             gr->n_mm = pg->n_mm;
             gr->mm_sum = pg->root;
             gr->mm_split = pg->split;
         } else {
             const tg_ew_group *d = &pg->ew;
-            gr->f = (tg_wgsl_fused){d->kernel, tg_calloc((size_t)d->n_inl + 1, sizeof(int)), d->n_inl,
+            gr->f = (tg_wgsl_fused_kernel){d->kernel, tg_calloc((size_t)d->n_inl + 1, sizeof(int)), d->n_inl,
                                     tg_calloc((size_t)d->n_epi + 1, sizeof(int)), d->n_epi, d->sib < 0 ? 0 : d->sib,
                                     d->sib2 < 0 ? 0 : d->sib2};
-            if (!gr->f.inl || !gr->f.epi) return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
-            memcpy(gr->f.inl, d->inl, sizeof(int) * (size_t)d->n_inl);
-            memcpy(gr->f.epi, d->epi, sizeof(int) * (size_t)d->n_epi);
+            if (!gr->f.inlined || !gr->f.epilogue) return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
+            memcpy(gr->f.inlined, d->inl, sizeof(int) * (size_t)d->n_inl);
+            memcpy(gr->f.epilogue, d->epi, sizeof(int) * (size_t)d->n_epi);
         }
     }
     for (int i = 0; i < z->n; i++)
-        if (z->fu->group[i] >= 0) z->grp[i] = base + z->fu->group[i];
+        if (z->fu->group[i] >= 0) z->group_of[i] = base + z->fu->group[i];
     for (int j = 0; j < z->n; j++) /* a view permute joins its first reader's group */
         for (int k = 0; k < z->g->nodes[j].nin && z->fu->group[j] >= 0; k++) {
             int v = z->g->nodes[j].in[k];
-            if (z->fu->role[v] == TG_FUSE_VIEW && z->grp[v] < 0) z->grp[v] = base + z->fu->group[j];
+            if (z->fu->role[v] == TG_FUSE_VIEW && z->group_of[v] < 0) z->group_of[v] = base + z->fu->group[j];
         }
     return TG_OK;
 }
 
-static tg_status fz_init(fz *z, const tg_graph *g, const tg_plan *plan, const tg_fusion *fu, const tg_wgsl_limits *lim) {
+static tg_status lowering_init(lowering *z, const tg_graph *g, const tg_plan *plan, const tg_fusion *fu, const tg_wgsl_limits *lim) {
     memset(z, 0, sizeof *z);
     z->g = g, z->plan = plan, z->lim = lim, z->n = g->n, z->fu = fu && fu->n == g->n ? fu : NULL;
-    z->grp = tg_calloc((size_t)g->n + 1, sizeof(int));
-    if (!z->grp) return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
-    for (int i = 0; i < g->n; i++) z->grp[i] = -1;
+    z->group_of = tg_calloc((size_t)g->n + 1, sizeof(int));
+    if (!z->group_of) return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
+    for (int i = 0; i < g->n; i++) z->group_of[i] = -1;
     return pre_planned(z);
 }
 
-static void fz_free(fz *z) {
-    for (int i = 0; i < z->n_gr; i++) tg_fz_free_group(&z->gr[i]);
-    free(z->gr), free(z->grp);
+static void lowering_free(lowering *z) {
+    for (int i = 0; i < z->n_groups; i++) free_group(&z->groups[i]);
+    free(z->groups), free(z->group_of);
 }
 
 static tg_status push_spec(tg_wgsl_program *out, int *cap, tg_kernel_spec **slot) {
@@ -196,24 +240,24 @@ tg_status tg_wgsl_emit_program(const tg_graph *g, const tg_plan *plan, const tg_
     memset(out, 0, sizeof *out);
     tg_status st = tg_wgsl_check_arenas(g, plan, lim);
     if (st != TG_OK) return st;
-    fz z;
-    st = fz_init(&z, g, plan, fu, lim);
-    int64_t attn_bytes = z.fu ? ((const tg_wgsl_prefused *)z.fu->impl)->work_bytes : 0;
+    lowering z;
+    st = lowering_init(&z, g, plan, fu, lim);
+    int64_t attn_bytes = z.fu ? ((const tg_wgsl_chosen_groups *)z.fu->impl)->work_bytes : 0;
     int cap = 0;
     int *first_kernel = tg_calloc((size_t)g->n + 1, sizeof(int)); /* per turn: its first kernel */
     if (!first_kernel && st == TG_OK) st = tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
     for (int i = 0; i < g->n && st == TG_OK; i++) {
         first_kernel[i] = out->n;
-        int gi = z.grp[i];
-        if (gi >= 0 && z.gr[gi].turn != i) continue; /* runs at its group's turn */
-        if (gi >= 0 && z.gr[gi].kind == FZ_ATTN) {
-            st = tg_wgsl_emit_attention(g, plan, z.fu, z.gr[gi].attn, lim, attn_bytes, out, &cap, push_spec);
+        int gi = z.group_of[i];
+        if (gi >= 0 && z.groups[gi].turn != i) continue; /* runs at its group's turn */
+        if (gi >= 0 && z.groups[gi].kind == GROUP_ATTENTION) {
+            st = tg_wgsl_emit_attention(g, plan, z.fu, z.groups[gi].attn, lim, attn_bytes, out, &cap, push_spec);
             continue;
         }
         int64_t work = 0;
-        int kn = gi < 0 ? i : z.gr[gi].kind == FZ_FUSED ? z.gr[gi].f.kernel : -1;
-        tg_wgsl_fused one = {kn, NULL, 0, NULL, 0, 0, 0};
-        const tg_wgsl_fused *f = gi < 0 ? &one : &z.gr[gi].f;
+        int kn = gi < 0 ? i : z.groups[gi].kind == GROUP_FUSED ? z.groups[gi].f.kernel : -1;
+        tg_wgsl_fused_kernel one = {kn, NULL, 0, NULL, 0, 0, 0};
+        const tg_wgsl_fused_kernel *f = gi < 0 ? &one : &z.groups[gi].f;
         if (kn >= 0 && tg_wgsl_fused_phases(g, f, lim, &work) > 1) { /* two dispatches sharing the workspace */
             for (int phase = 1; phase <= 2 && st == TG_OK; phase++) {
                 tg_kernel_spec *k;
@@ -229,18 +273,18 @@ tg_status tg_wgsl_emit_program(const tg_graph *g, const tg_plan *plan, const tg_
             if ((st = tg_wgsl_emit(g, plan, i, lim, k)) == TG_OK && (k->source || k->upload)) out->n++;
             continue;
         }
-        fz_group *gr = &z.gr[gi];
-        if (gr->kind == FZ_MMGROUP) {
-            st = tg_fz_emit_matmul_group(g, plan, lim, gr, out, &cap, push_spec);
-        } else if (gr->kind == FZ_MMSUM) {
+        program_group *gr = &z.groups[gi];
+        if (gr->kind == GROUP_PRODUCTS) {
+            st = emit_product_group(g, plan, lim, gr, out, &cap, push_spec);
+        } else if (gr->kind == GROUP_PRODUCT_SUM) {
             tg_kernel_spec *k;
-            if ((st = push_spec(out, &cap, &k)) == TG_OK) st = tg_fz_emit_matmul_sum(g, plan, lim, gr, k, out);
-        } else if (gr->kind == FZ_FUSED) {
+            if ((st = push_spec(out, &cap, &k)) == TG_OK) st = emit_product_sum(g, plan, lim, gr, k, out);
+        } else if (gr->kind == GROUP_FUSED) {
             tg_kernel_spec *k;
             if ((st = push_spec(out, &cap, &k)) != TG_OK) break;
             if ((st = tg_wgsl_emit_fused(g, plan, &gr->f, lim, k)) == TG_OK && k->source) out->n++;
         } else {
-            st = tg_fz_emit_group(g, plan, lim, gr, out, &cap, push_spec);
+            st = tg_wgsl_emit_span_group(g, plan, lim, gr, out, &cap, push_spec);
         }
     }
     for (int w = 0; w < n_wb && st == TG_OK; w++) {
@@ -252,8 +296,8 @@ tg_status tg_wgsl_emit_program(const tg_graph *g, const tg_plan *plan, const tg_
     if (st == TG_OK) st = workspace_in_scratch(plan, lim, first_kernel, g->n, out);
     free(first_kernel);
     place_workspace(out, attn_bytes);
-    out->n_groups = z.n_gr;
-    fz_free(&z);
+    out->n_groups = z.n_groups;
+    lowering_free(&z);
     if (st != TG_OK) tg_wgsl_program_free(out);
     return st;
 }

@@ -1,4 +1,4 @@
-/* The elementwise part of the WebGPU fusion before planning (prefuse.c):
+/* The elementwise part of the WebGPU fusion before planning (grouping.c):
  * an elementwise node computed inline where its only readers load it (an
  * inline producer), or applied to a kernel's values as it stores them (an
  * epilogue: a bias add, relu, or a residual add after a product, the
@@ -18,12 +18,12 @@
  * value fits max_storage_buffer_binding_size.
  *
  * The optimizer's updates and the clip norm's sums are grouped before
- * this pass (prefuse.c): their nodes are no longer free here. */
+ * this pass (grouping.c): their nodes are no longer free here. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "emit.h"
-#include "fused.h"
+#include "groups.h"
 
 typedef struct {
     const tg_wgsl_limits *lim;
@@ -54,7 +54,7 @@ static bool fits(const tg_fuse_graph *x, const tg_ew_group *d, const void *ctx) 
         vals[n++] = v;
     }
     int64_t work;
-    tg_wgsl_fused f = {d->kernel, NULL, 0, NULL, 0, d->sib < 0 ? 0 : d->sib, d->sib2 < 0 ? 0 : d->sib2};
+    tg_wgsl_fused_kernel f = {d->kernel, NULL, 0, NULL, 0, d->sib < 0 ? 0 : d->sib, d->sib2 < 0 ? 0 : d->sib2};
     n += tg_wgsl_fused_phases(x->g, &f, c->lim, &work) > 1;
     return n <= TG_WGSL_MAX_BINDINGS && (uint32_t)n <= c->lim->max_storage_buffers_per_stage;
 }
@@ -65,7 +65,7 @@ static int by_id(const void *a, const void *b) { return *(const int *)a - *(cons
  * stores and its sibling are outputs, every other member is kept inside,
  * and which of them read in step with the output says where the plan may
  * put the output over what they read. */
-static void commit(const tg_fuse_graph *x, tg_fusion *f, fz_pregroup *pre, tg_ew_group *d) {
+static void commit(const tg_fuse_graph *x, tg_fusion *f, chosen_group *chosen, tg_ew_group *d) {
     if (d->gid < 0) d->gid = f->n_groups++;
     qsort(d->inl, (size_t)d->n_inl, sizeof(int), by_id); /* the emitter defines them inputs first */
     int mem[TG_EW_MAX_INL + TG_EW_MAX_EPI + 3], nm = tg_fuse_ew_members(x, d, mem), out = tg_fuse_ew_stored(d);
@@ -84,24 +84,24 @@ static void commit(const tg_fuse_graph *x, tg_fusion *f, fz_pregroup *pre, tg_ew
         }
     }
     f->turn[d->gid] = d->turn;
-    pre[d->gid] = (fz_pregroup){.kind = FZ_FUSED, .split = 1, .ew = *d};
+    chosen[d->gid] = (chosen_group){.kind = GROUP_FUSED, .split = 1, .ew = *d};
 }
 
 /* The group node i runs as, to grow: a new one when i is free, the kernel
  * group it is the kernel of, else none (false). */
-static bool draft_of(const tg_fuse_graph *x, const fz_pregroup *pre, int i, tg_ew_group *d) {
+static bool draft_of(const tg_fuse_graph *x, const chosen_group *chosen, int i, tg_ew_group *d) {
     int gid = x->f->group[i];
     if (!tg_plan_runs(x->g, i)) return false;
     if (gid < 0) {
         *d = (tg_ew_group){.kernel = i, .sib = -1, .sib2 = -1, .turn = i, .gid = -1};
         return tg_fuse_free(x, i);
     }
-    *d = pre[gid].ew;
-    return pre[gid].kind == FZ_FUSED && d->kernel == i;
+    *d = chosen[gid].ew;
+    return chosen[gid].kind == GROUP_FUSED && d->kernel == i;
 }
 
-tg_status tg_wgsl_fuse_elementwise(const tg_fuse_graph *x, tg_fusion *f, const tg_wgsl_limits *lim, int cut,
-                                   fz_pregroup *pre) {
+tg_status tg_wgsl_choose_elementwise(const tg_fuse_graph *x, tg_fusion *f, const tg_wgsl_limits *lim, int cut,
+                                   chosen_group *chosen) {
     tg_status st = TG_OK;
     ew_ctx c = {lim, cut};
     tg_ew_rules r = {fits, &c};
@@ -109,12 +109,12 @@ tg_status tg_wgsl_fuse_elementwise(const tg_fuse_graph *x, tg_fusion *f, const t
     /* Epilogues first: a kernel that is not itself elementwise takes the
      * elementwise chain after it. */
     for (int i = 0; i < x->g->n && st == TG_OK; i++)
-        if (!(tg_ops[tg_fuse_node(x, i)->op].flags & TG_OPF_MAP) && draft_of(x, pre, i, &d) &&
+        if (!(tg_ops[tg_fuse_node(x, i)->op].flags & TG_OPF_MAP) && draft_of(x, chosen, i, &d) &&
             tg_fuse_ew_grow_epilogue(x, &d, &r))
-            commit(x, f, pre, &d);
+            commit(x, f, chosen, &d);
     /* Then producers inline into every kernel, last reader first so that a
      * chain folds into its end. */
     for (int i = x->g->n - 1; i >= 0 && st == TG_OK; i--)
-        if (draft_of(x, pre, i, &d) && tg_fuse_ew_take_producers(x, &d, &r)) commit(x, f, pre, &d);
+        if (draft_of(x, chosen, i, &d) && tg_fuse_ew_take_producers(x, &d, &r)) commit(x, f, chosen, &d);
     return st;
 }

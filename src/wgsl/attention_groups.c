@@ -1,25 +1,25 @@
 /* Which causal attentions run as the fused kernels of ops_attention.c (see
- * attention.h for the rule), chosen in the fusion pass before planning
- * (prefuse.c).
+ * fused_attention.h for the rule), chosen in the fusion pass before planning
+ * (grouping.c).
  *
  * A forward and its backward are fused together or not at all: the fused
  * backward never reads the softmax from memory, so once the forward keeps
  * it in registers every reader of the softmax must be a fused kernel. */
-#include "attention.h"
+#include "fused_attention.h"
 #include "../fuse/fuse.h"
 
 typedef struct {
     const tg_graph *g;
     const tg_wgsl_limits *lim;
     tg_fusion *f;
-    tg_wgsl_prefused *at;
+    tg_wgsl_chosen_groups *at;
     tg_fuse_graph fg; /* readers, pinned nodes (fuse/fuse.h) */
-} actx;
+} attn_search;
 
-static const tg_node *nd(const actx *x, int id) { return &x->g->nodes[id]; }
-static int n_readers(const actx *x, int id) { return tg_fuse_uses(&x->fg, id); }
+static const tg_node *nd(const attn_search *x, int id) { return &x->g->nodes[id]; }
+static int n_readers(const attn_search *x, int id) { return tg_fuse_uses(&x->fg, id); }
 
-static bool fits(const actx *x, const tg_wgsl_attn *a) {
+static bool fits(const attn_search *x, const tg_wgsl_attn *a) {
     if (a->Dh % 4 || a->Dh < 4 || a->Dh > TG_WGSL_ATTN_MAX_DH || a->T < 1) return false;
     uint64_t row = (uint64_t)a->Dh * 4, rows = (uint64_t)(a->B * a->H * a->T);
     /* two key (or query) tiles of at least 4 rows each, plus their statistics */
@@ -29,7 +29,7 @@ static bool fits(const actx *x, const tg_wgsl_attn *a) {
 
 /* softmax_causal(q k^T [* c]) v from the softmax node a, the softmax read
  * by nothing outside (the kernels never store it) and q and k distinct. */
-static bool match_fwd(const actx *x, int a, tg_wgsl_attn *d, int *abs, int *n_abs) {
+static bool match_fwd(const attn_search *x, int a, tg_wgsl_attn *d, int *abs, int *n_abs) {
     tg_attn_fwd_match m;
     if (!tg_fuse_match_attn_fwd(&x->fg, a, &m) || x->fg.pinned[a] || m.q == m.k) return false;
     *d = (tg_wgsl_attn){.q = m.q, .k = m.k, .v = m.v, .scale = m.scale, .att = a, .B = m.B, .H = m.H, .T = m.T, .Dh = m.Dh};
@@ -43,7 +43,7 @@ static bool match_fwd(const actx *x, int a, tg_wgsl_attn *d, int *abs, int *n_ab
 
 /* The backward of forward f, from softmax_grad node sg, on f's own operands.
  * It must take every reader of the softmax but o. */
-static bool match_bwd(const actx *x, const tg_wgsl_attn *f, int o_mm, int sg, tg_wgsl_attn *d, int *abs, int *n_abs) {
+static bool match_bwd(const attn_search *x, const tg_wgsl_attn *f, int o_mm, int sg, tg_wgsl_attn *d, int *abs, int *n_abs) {
     tg_attn_bwd_match m;
     if (!tg_fuse_match_attn_bwd(&x->fg, sg, &m) || m.att != f->att || m.v != f->v || m.dout == m.v ||
         (m.dq >= 0 && m.k != f->k) || (m.dk >= 0 && m.q != f->q))
@@ -65,27 +65,27 @@ static bool match_bwd(const actx *x, const tg_wgsl_attn *f, int o_mm, int sg, tg
     return d->dq >= 0 || d->dk >= 0 || d->dv >= 0;
 }
 
-static int add_group(actx *x, const tg_wgsl_attn *d, const int *abs, int n_abs, const int *outs, int n_outs) {
+static int add_group(attn_search *x, const tg_wgsl_attn *d, const int *abs, int n_abs, const int *outs, int n_outs) {
     int gid = x->f->n_groups++;
     int turn = outs[0];
     for (int k = 1; k < n_outs; k++) turn = outs[k] < turn ? outs[k] : turn;
     for (int k = 0; k < n_abs; k++) x->f->group[abs[k]] = gid, x->f->role[abs[k]] = TG_FUSE_ABSORBED;
     for (int k = 0; k < n_outs; k++) x->f->group[outs[k]] = gid, x->f->role[outs[k]] = TG_FUSE_OUTPUT;
     x->f->turn[gid] = turn;
-    x->at->a[x->at->n++] = *d;
+    x->at->attn[x->at->n_attn++] = *d;
     return gid;
 }
 
-static void undo_group(actx *x, int gid) {
+static void undo_group(attn_search *x, int gid) {
     for (int i = 0; i < x->g->n; i++)
         if (x->f->group[i] == gid) x->f->group[i] = -1, x->f->role[i] = TG_FUSE_NONE;
     x->f->also_reads[gid] = -1;
     x->f->n_groups--;
-    x->at->n--;
+    x->at->n_attn--;
 }
 
 /* Every value the group reads is there by its turn. */
-static bool reads_ready(const actx *x, int gid, const int *reads, int n) {
+static bool reads_ready(const attn_search *x, int gid, const int *reads, int n) {
     for (int k = 0; k < n; k++)
         if (reads[k] >= 0 && tg_fuse_ready_at(&x->fg, reads[k]) >= x->f->turn[gid]) return false;
     return true;
@@ -93,7 +93,7 @@ static bool reads_ready(const actx *x, int gid, const int *reads, int n) {
 
 static int64_t align256(int64_t v) { return (v + 255) / 256 * 256; }
 
-static void fuse_one(actx *x, int a) {
+static void fuse_one(attn_search *x, int a) {
     int abs[16], n_abs = 0, babs[16], n_babs = 0;
     tg_wgsl_attn f = {0}, b = {0};
     if (!match_fwd(x, a, &f, abs, &n_abs)) return;
@@ -112,7 +112,7 @@ static void fuse_one(actx *x, int a) {
     }
     if (has_bwd) {
         b.lse_at = f.lse_at;
-        if (sg < 0 || !match_bwd(x, &x->at->a[x->at->n - 1], o_mm, sg, &b, babs, &n_babs)) {
+        if (sg < 0 || !match_bwd(x, &x->at->attn[x->at->n_attn - 1], o_mm, sg, &b, babs, &n_babs)) {
             undo_group(x, fg);
             return;
         }
@@ -136,8 +136,8 @@ static void fuse_one(actx *x, int a) {
     }
 }
 
-void tg_wgsl_fuse_attention(const tg_fuse_graph *fg, tg_fusion *f, const tg_wgsl_limits *lim, tg_wgsl_prefused *at) {
-    actx x = {fg->g, lim, f, at, *fg};
+void tg_wgsl_choose_attention(const tg_fuse_graph *fg, tg_fusion *f, const tg_wgsl_limits *lim, tg_wgsl_chosen_groups *at) {
+    attn_search x = {fg->g, lim, f, at, *fg};
     for (int i = 0; i < fg->g->n; i++)
         if (fg->g->nodes[i].op == TG_OP_SOFTMAX_CAUSAL) fuse_one(&x, i);
     tg_fuse_view_permutes(fg, f, NULL, NULL); /* the groups so far are attention's, which read with strides */

@@ -1,7 +1,7 @@
 /* The WebGPU backend's fusion pass, before buffer planning: the groups
  * whose values in between must get no memory at all.
  *
- *   - causal attention (attention.c): the scores and softmax, [B, H, T, T],
+ *   - causal attention (attention_groups.c): the scores and softmax, [B, H, T, T],
  *     never exist in memory;
  *   - a product with an epilogue of bias add, relu or relu's gradient
  *     (fuse/fuse.h): the product's value lives only in the kernel's
@@ -26,7 +26,7 @@
  *     chosen after planning, a plan that reuses an earlier member's operand
  *     memory (as discarded gradients do) forbade the group.
  *
- *   - then elementwise chains (prefuse_ew.c): a node computed inline where
+ *   - then elementwise chains (grouping_elementwise.c): a node computed inline where
  *     its readers load it, or applied to a kernel's values as it stores
  *     them (a residual add after a product, a chain after any kernel, a
  *     product's epilogue grown further), the links in between kept in
@@ -42,32 +42,32 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attention.h"
+#include "fused_attention.h"
 #include "emit.h"
 
-static void prefused_free(void *p) {
-    tg_wgsl_prefused *a = p;
-    for (int gi = 0; a && a->pre && gi < a->n_pre; gi++) {
-        fz_pregroup *pg = &a->pre[gi];
+static void chosen_groups_free(void *p) {
+    tg_wgsl_chosen_groups *a = p;
+    for (int gi = 0; a && a->chosen && gi < a->n_chosen; gi++) {
+        chosen_group *pg = &a->chosen[gi];
         free(pg->seg), free(pg->tail), free(pg->tail_st);
         tg_sumsq_match_free(&pg->sq);
     }
-    if (a) free(a->a), free(a->pre);
+    if (a) free(a->attn), free(a->chosen);
     free(a);
 }
 
 /* Records group gid as node kernel's, with its epilogue and sibling (-1
  * for none), at turn: what the emitters are given after planning. */
-static void kernel_group(fz_pregroup *pre, int gid, int kernel, const int *epi, int n_epi, int sib, int turn) {
-    pre[gid] = (fz_pregroup){.kind = FZ_FUSED, .split = 1,
+static void kernel_group(chosen_group *chosen, int gid, int kernel, const int *epi, int n_epi, int sib, int turn) {
+    chosen[gid] = (chosen_group){.kind = GROUP_FUSED, .split = 1,
                              .ew = {.kernel = kernel, .sib = sib, .sib2 = -1, .turn = turn, .gid = gid}};
-    if (n_epi > 0) memcpy(pre[gid].ew.epi, epi, sizeof(int) * (size_t)n_epi); /* epi may be NULL when empty */
-    pre[gid].ew.n_epi = n_epi;
+    if (n_epi > 0) memcpy(chosen[gid].ew.epi, epi, sizeof(int) * (size_t)n_epi); /* epi may be NULL when empty */
+    chosen[gid].ew.n_epi = n_epi;
 }
 
 /* Every product with an epilogue that has no residual add, as one group
  * at the epilogue's last node: the product and the inner links absorbed. */
-static void products(const tg_fuse_graph *x, tg_fusion *f, fz_pregroup *pre) {
+static void products(const tg_fuse_graph *x, tg_fusion *f, chosen_group *chosen) {
     for (int i = 0; i < x->g->n; i++) {
         tg_matmul_epi_match m;
         if (x->g->nodes[i].op != TG_OP_MATMUL || !tg_fuse_match_matmul_epi(x, i, &m) || m.resid >= 0) continue;
@@ -86,13 +86,13 @@ static void products(const tg_fuse_graph *x, tg_fusion *f, fz_pregroup *pre) {
         /* relu's gradient reads the gate at the element it writes, once per
          * element (a split product's second phase as well) */
         f->inplace[out] = m.gate >= 0;
-        kernel_group(pre, gid, i, m.chain + 1, m.len - 1, -1, out);
+        kernel_group(chosen, gid, i, m.chain + 1, m.len - 1, -1, out);
     }
 }
 
 /* Every norm_stats with a free layer norm (or RMS norm) of the same x, eps
  * and form before it: one group of both outputs at the layer norm's turn. */
-static void norm_stats(const tg_fuse_graph *x, tg_fusion *f, fz_pregroup *pre) {
+static void norm_stats(const tg_fuse_graph *x, tg_fusion *f, chosen_group *chosen) {
     for (int s = 0; s < x->g->n; s++) {
         const tg_node *n = tg_fuse_node(x, s);
         if (n->op != TG_OP_NORM_STATS || !tg_fuse_free(x, s)) continue;
@@ -109,7 +109,7 @@ static void norm_stats(const tg_fuse_graph *x, tg_fusion *f, fz_pregroup *pre) {
         f->group[best] = f->group[s] = gid;
         f->role[best] = f->role[s] = TG_FUSE_OUTPUT;
         f->turn[gid] = best;
-        kernel_group(pre, gid, best, NULL, 0, s, best);
+        kernel_group(chosen, gid, best, NULL, 0, s, best);
     }
 }
 
@@ -144,7 +144,7 @@ static int sibling_of(const tg_fuse_graph *x, int s) {
  * turn and writes both values there. (After planning, a plan that reused
  * memory between the two turns forbade it: gpt_small with discarded
  * gradients lost twelve.) */
-static void siblings(const tg_fuse_graph *x, tg_fusion *f, const tg_wgsl_limits *lim, fz_pregroup *pre) {
+static void siblings(const tg_fuse_graph *x, tg_fusion *f, const tg_wgsl_limits *lim, chosen_group *chosen) {
     for (int s = 0; s < x->g->n; s++) {
         if (!tg_fuse_free(x, s) || !tg_plan_runs(x->g, s)) continue;
         int j = sibling_of(x, s);
@@ -165,7 +165,7 @@ static void siblings(const tg_fuse_graph *x, tg_fusion *f, const tg_wgsl_limits 
         f->group[j] = f->group[s] = gid;
         f->role[j] = f->role[s] = TG_FUSE_OUTPUT;
         f->turn[gid] = turn;
-        kernel_group(pre, gid, j, NULL, 0, s, turn);
+        kernel_group(chosen, gid, j, NULL, 0, s, turn);
     }
 }
 
@@ -175,7 +175,7 @@ static void siblings(const tg_fuse_graph *x, tg_fusion *f, const tg_wgsl_limits 
  * the kernel, which sums the other two over its rows (norm_bwd.c): x and
  * gy read once. Before the siblings, which would pair the two sums; an
  * epilogue after dx (a residual gradient's add) still grows on it. */
-static void norm_backward(const tg_fuse_graph *x, tg_fusion *f, const tg_wgsl_limits *lim, fz_pregroup *pre) {
+static void norm_backward(const tg_fuse_graph *x, tg_fusion *f, const tg_wgsl_limits *lim, chosen_group *chosen) {
     for (int i = 0; i < x->g->n; i++) {
         const tg_node *n = tg_fuse_node(x, i);
         if (n->op != TG_OP_NORM_DX || !tg_fuse_free(x, i) || !tg_plan_runs(x->g, i)) continue;
@@ -211,14 +211,14 @@ static void norm_backward(const tg_fuse_graph *x, tg_fusion *f, const tg_wgsl_li
         f->in_step[dg] = true;
         if (sb >= 0) f->in_step[sb] = true;
         f->turn[gid] = turn;
-        kernel_group(pre, gid, i, NULL, 0, dg, turn);
-        pre[gid].ew.sib2 = sb;
+        kernel_group(chosen, gid, i, NULL, 0, dg, turn);
+        chosen[gid].ew.sib2 = sb;
     }
 }
 
 /* ---- groups of products ---- */
 
-/* Whether the elementwise fusion (prefuse_ew.c) may give product mm an
+/* Whether the elementwise fusion (grouping_elementwise.c) may give product mm an
  * epilogue (its value's one reader elementwise, of its size). A group saves
  * a dispatch per member but the first, so it goes before a cheap producer
  * the product could compute inline. */
@@ -236,11 +236,11 @@ static bool operand_ok(const tg_fuse_graph *x, int v, int t) {
 
 static int products_cap(const tg_wgsl_limits *lim) {
     int cap = ((int)lim->max_storage_buffers_per_stage - 1) / 2;
-    return cap > FZ_MM_MAX ? FZ_MM_MAX : cap;
+    return cap > GROUP_PRODUCTS_MAX ? GROUP_PRODUCTS_MAX : cap;
 }
 
 typedef struct {
-    int leaf[FZ_MM_MAX], nl, add[FZ_MM_MAX], na;
+    int leaf[GROUP_PRODUCTS_MAX], nl, add[GROUP_PRODUCTS_MAX], na;
     bool bad;
 } sum_tree;
 
@@ -253,7 +253,7 @@ static void sum_walk(const tg_fuse_graph *x, int p, int v, sum_tree *t, int cap)
     } else if (n->op == TG_OP_MATMUL) {
         if (t->nl == cap || (t->nl && !tg_wgsl_matmul_summable(x->g, t->leaf[0], v))) t->bad = true;
         else t->leaf[t->nl++] = v;
-    } else if (n->op == TG_OP_ADD && t->na < FZ_MM_MAX && tg_shape_eq(n->shape, tg_fuse_node(x, n->in[0])->shape) &&
+    } else if (n->op == TG_OP_ADD && t->na < GROUP_PRODUCTS_MAX && tg_shape_eq(n->shape, tg_fuse_node(x, n->in[0])->shape) &&
                tg_shape_eq(n->shape, tg_fuse_node(x, n->in[1])->shape)) {
         t->add[t->na++] = v;
         sum_walk(x, v, n->in[0], t, cap);
@@ -269,7 +269,7 @@ static void sum_walk(const tg_fuse_graph *x, int p, int v, sum_tree *t, int cap)
  * and one long K loop instead of several short ones (gpt_small's terms
  * have K = 384). Roots last
  * first, so a whole tree goes before its subtrees. */
-static void product_sums(const tg_fuse_graph *x, tg_fusion *f, const tg_wgsl_limits *lim, fz_pregroup *pre) {
+static void product_sums(const tg_fuse_graph *x, tg_fusion *f, const tg_wgsl_limits *lim, chosen_group *chosen) {
     int cap = products_cap(lim);
     for (int r = x->g->n - 1; r >= 0 && cap >= 2; r--) {
         const tg_node *n = tg_fuse_node(x, r);
@@ -289,8 +289,8 @@ static void product_sums(const tg_fuse_graph *x, tg_fusion *f, const tg_wgsl_lim
         for (int q = 0; q < t.na; q++) f->group[t.add[q]] = gid, f->role[t.add[q]] = TG_FUSE_ABSORBED;
         f->group[r] = gid, f->role[r] = TG_FUSE_OUTPUT;
         f->turn[gid] = r;
-        pre[gid] = (fz_pregroup){.kind = FZ_MMSUM, .n_mm = t.nl, .root = r, .split = 1};
-        for (int q = 0; q < t.nl; q++) pre[gid].mm[q] = t.leaf[q];
+        chosen[gid] = (chosen_group){.kind = GROUP_PRODUCT_SUM, .n_mm = t.nl, .root = r, .split = 1};
+        for (int q = 0; q < t.nl; q++) chosen[gid].mm[q] = t.leaf[q];
     }
 }
 
@@ -329,7 +329,7 @@ static bool group_ok(const tg_fuse_graph *x, const int *mm, int n, const tg_wgsl
  * tg_wgsl_matmul_groups_led, the first may have an A of its own (the
  * others still share one, so a group never reaches past them into
  * another layer's products). */
-static void product_groups(const tg_fuse_graph *x, tg_fusion *f, const tg_wgsl_limits *lim, fz_pregroup *pre) {
+static void product_groups(const tg_fuse_graph *x, tg_fusion *f, const tg_wgsl_limits *lim, chosen_group *chosen) {
     int cap = products_cap(lim);
     int64_t most = 0; /* the largest workspace of a product or sum alone */
     for (int i = 0; i < x->g->n; i++) {
@@ -340,7 +340,7 @@ static void product_groups(const tg_fuse_graph *x, tg_fusion *f, const tg_wgsl_l
     for (int i = 0; i < x->g->n && cap >= 2; i++) {
         if (tg_fuse_node(x, i)->op != TG_OP_MATMUL || !tg_fuse_free(x, i) || !tg_plan_runs(x->g, i) || wanted_after(x, i))
             continue;
-        int mm[FZ_MM_MAX] = {i}, n = 1, split = 1, s;
+        int mm[GROUP_PRODUCTS_MAX] = {i}, n = 1, split = 1, s;
         for (int j = i + 1; j < x->g->n && n < cap; j++) {
             /* led: the second member sets the A the rest share */
             bool ok = n == 1 ? tg_wgsl_matmul_groupable(x->g, i, j, !lead) : tg_wgsl_matmul_groupable(x->g, mm[1], j, true);
@@ -352,8 +352,8 @@ static void product_groups(const tg_fuse_graph *x, tg_fusion *f, const tg_wgsl_l
         int gid = f->n_groups++;
         for (int q = 0; q < n; q++) f->group[mm[q]] = gid, f->role[mm[q]] = TG_FUSE_OUTPUT;
         f->turn[gid] = mm[n - 1];
-        pre[gid] = (fz_pregroup){.kind = FZ_MMGROUP, .n_mm = n, .root = -1, .split = split};
-        memcpy(pre[gid].mm, mm, sizeof mm);
+        chosen[gid] = (chosen_group){.kind = GROUP_PRODUCTS, .n_mm = n, .root = -1, .split = split};
+        memcpy(chosen[gid].mm, mm, sizeof mm);
     }
 }
 
@@ -378,9 +378,9 @@ static bool read_after(const tg_fuse_graph *x, int v, int turn, int gid) {
 
 /* One param's update as the kernel takes it: fuse/optim.c's match and the
  * hyperparameters baked into the kernel. */
-static fz_seg seg_of(const tg_graph *g, const tg_update_match *u) {
+static optim_update seg_of(const tg_graph *g, const tg_update_match *u) {
     const tg_node *pn = &g->nodes[u->p2];
-    fz_seg q = {.p = u->p, .m = u->m, .v = u->v, .m2 = u->m2, .v2 = u->v2, .p2 = u->p2, .hyper = u->hyper,
+    optim_update q = {.p = u->p, .m = u->m, .v = u->v, .m2 = u->m2, .v2 = u->v2, .p2 = u->p2, .hyper = u->hyper,
                 .gx = u->gx, .grad = u->grad, .scale = u->scale};
     if (pn->op == TG_OP_ADAM_P) {
         q.decay = pn->at.adam.decay;
@@ -393,13 +393,13 @@ static fz_seg seg_of(const tg_graph *g, const tg_update_match *u) {
 }
 
 /* Updates one kernel computes with the same code: the op, hyperparameters and clip scale. */
-static bool same_kind(const tg_graph *g, const fz_seg *a, const fz_seg *b) {
+static bool same_kind(const tg_graph *g, const optim_update *a, const optim_update *b) {
     return g->nodes[a->p2].op == g->nodes[b->p2].op && a->hyper == b->hyper && a->scale == b->scale &&
            memcmp(a->hp, b->hp, sizeof a->hp) == 0 && a->nesterov == b->nesterov && a->momentum == b->momentum;
 }
 
 /* Whether update q's kernel can read what it reads at turn, on turn's side of the cut. */
-static bool seg_ok(const tg_fuse_graph *x, const fz_seg *q, int turn, int cut) {
+static bool seg_ok(const tg_fuse_graph *x, const optim_update *q, int turn, int cut) {
     int rd[6] = {q->p, q->m, q->v, q->grad, q->scale, q->hyper}, mem[4] = {q->m2, q->v2, q->p2, q->scale >= 0 ? q->gx : -1};
     for (int k = 0; k < 6; k++)
         if (rd[k] >= 0 && !readable_at(x, rd[k], turn)) return false;
@@ -414,9 +414,9 @@ static bool seg_ok(const tg_fuse_graph *x, const fz_seg *q, int turn, int cut) {
  * inline (no memory). Its kernel binds each arena's span of what the
  * updates touch, so the plan's offsets decide after planning how many
  * dispatches it takes (ops_fused.c). */
-static tg_status optimizer(const tg_fuse_graph *x, tg_fusion *f, fz_pregroup *pre, int cut) {
+static tg_status optimizer(const tg_fuse_graph *x, tg_fusion *f, chosen_group *chosen, int cut) {
     const tg_graph *g = x->g;
-    fz_seg *segs = tg_calloc((size_t)g->n + 1, sizeof *segs);
+    optim_update *segs = tg_calloc((size_t)g->n + 1, sizeof *segs);
     bool *used = tg_calloc((size_t)g->n + 1, sizeof(bool));
     int ns = 0;
     if (!segs || !used) {
@@ -434,13 +434,13 @@ static tg_status optimizer(const tg_fuse_graph *x, tg_fusion *f, fz_pregroup *pr
         for (int b = a; b < ns; b++)
             if (!used[b] && same_kind(g, &segs[a], &segs[b]) && segs[b].p2 > turn) turn = segs[b].p2;
         int gid = f->n_groups;
-        fz_seg *mine = tg_calloc((size_t)ns + 1, sizeof *mine);
+        optim_update *mine = tg_calloc((size_t)ns + 1, sizeof *mine);
         if (!mine) {
             free(segs), free(used);
             return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
         }
         for (int b = a; b < ns; b++) {
-            const fz_seg *q = &segs[b];
+            const optim_update *q = &segs[b];
             if (used[b] || !same_kind(g, &segs[a], q)) continue;
             used[b] = true;
             if (!seg_ok(x, q, turn, cut) || !read_after(x, q->p2, turn, gid)) continue; /* left to its own kernels */
@@ -454,14 +454,14 @@ static tg_status optimizer(const tg_fuse_graph *x, tg_fusion *f, fz_pregroup *pr
         for (int b = 0; b < n; b++) turn = mine[b].p2 > turn ? mine[b].p2 : turn;
         f->n_groups++;
         for (int b = 0; b < n; b++) {
-            const fz_seg *q = &mine[b];
+            const optim_update *q = &mine[b];
             int out[3] = {q->m2, q->v2, q->p2};
             for (int k = 0; k < 3; k++)
                 if (out[k] >= 0) f->group[out[k]] = gid, f->role[out[k]] = TG_FUSE_OUTPUT, f->inplace[out[k]] = true;
             if (q->scale >= 0) f->group[q->gx] = gid, f->role[q->gx] = TG_FUSE_ABSORBED;
         }
         f->turn[gid] = turn;
-        pre[gid] = (fz_pregroup){.kind = FZ_OPTIM, .split = 1, .seg = mine, .n_seg = n};
+        chosen[gid] = (chosen_group){.kind = GROUP_OPTIM, .split = 1, .seg = mine, .n_seg = n};
     }
     free(segs), free(used);
     return TG_OK;
@@ -475,7 +475,7 @@ static bool sumsq_readable(int v, int t, const void *ctx) { return readable_at(c
  * the step check) as one group at the last term: their kernels (a
  * dispatch of partial sums, one of totals) keep every square, unstored
  * sum and add inside. */
-static tg_status clip_norm(const tg_fuse_graph *x, tg_fusion *f, fz_pregroup *pre, int cut, const tg_wgsl_limits *lim) {
+static tg_status clip_norm(const tg_fuse_graph *x, tg_fusion *f, chosen_group *chosen, int cut, const tg_wgsl_limits *lim) {
     tg_fuse_hooks h = {NULL, sumsq_readable, x};
     tg_sumsq_match m;
     tg_status st = tg_fuse_match_sumsq_total(x, &h, &m);
@@ -517,37 +517,37 @@ static tg_status clip_norm(const tg_fuse_graph *x, tg_fusion *f, fz_pregroup *pr
     if (m.total >= 0) f->role[m.total] = TG_FUSE_OUTPUT;
     for (int q = 0; q < nt; q++) f->group[tail[q]] = gid, f->role[tail[q]] = stored[q] ? TG_FUSE_OUTPUT : TG_FUSE_ABSORBED;
     f->turn[gid] = turn;
-    pre[gid] = (fz_pregroup){.kind = FZ_SUMSQ, .split = 1, .sq = m, .tail = tail, .n_tail = nt, .tail_st = stored};
+    chosen[gid] = (chosen_group){.kind = GROUP_SUMSQ, .split = 1, .sq = m, .tail = tail, .n_tail = nt, .tail_st = stored};
     return TG_OK;
 }
 
-tg_status tg_wgsl_fuse(const tg_graph *g, const bool *pinned, int cut, const tg_wgsl_limits *lim, tg_fusion **out) {
+tg_status tg_wgsl_choose_groups(const tg_graph *g, const bool *pinned, int cut, const tg_wgsl_limits *lim, tg_fusion **out) {
     *out = NULL;
     tg_fusion *f = tg_fusion_new(g->n);
-    tg_wgsl_prefused *at = tg_calloc(1, sizeof *at);
-    if (at) at->a = tg_calloc((size_t)g->n + 1, sizeof(tg_wgsl_attn));
-    if (at) at->pre = tg_calloc((size_t)g->n + 1, sizeof(fz_pregroup)), at->n_pre = at->pre ? g->n + 1 : 0;
+    tg_wgsl_chosen_groups *at = tg_calloc(1, sizeof *at);
+    if (at) at->attn = tg_calloc((size_t)g->n + 1, sizeof(tg_wgsl_attn));
+    if (at) at->chosen = tg_calloc((size_t)g->n + 1, sizeof(chosen_group)), at->n_chosen = at->chosen ? g->n + 1 : 0;
     tg_fuse_graph fg;
-    tg_status st = f && at && at->a && at->pre ? tg_fuse_graph_init(&fg, g, f, pinned)
+    tg_status st = f && at && at->attn && at->chosen ? tg_fuse_graph_init(&fg, g, f, pinned)
                                                : tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
     if (st != TG_OK) {
-        tg_fusion_free(f), prefused_free(at);
+        tg_fusion_free(f), chosen_groups_free(at);
         return st;
     }
     f->impl = at;
-    f->impl_free = prefused_free;
-    tg_wgsl_fuse_attention(&fg, f, lim, at);
-    for (int gi = 0; gi < at->n; gi++) at->pre[gi].kind = FZ_ATTN;
-    products(&fg, f, at->pre);
-    norm_stats(&fg, f, at->pre);
-    if (!lim->one_kernel_per_node && tg_wgsl_forced()->norm_backward != TG_WGSL_OFF) norm_backward(&fg, f, lim, at->pre);
+    f->impl_free = chosen_groups_free;
+    tg_wgsl_choose_attention(&fg, f, lim, at);
+    for (int gi = 0; gi < at->n_attn; gi++) at->chosen[gi].kind = GROUP_ATTENTION;
+    products(&fg, f, at->chosen);
+    norm_stats(&fg, f, at->chosen);
+    if (!lim->one_kernel_per_node && tg_wgsl_forced()->norm_backward != TG_WGSL_OFF) norm_backward(&fg, f, lim, at->chosen);
     if (!lim->one_kernel_per_node) {
-        siblings(&fg, f, lim, at->pre);
-        product_sums(&fg, f, lim, at->pre);
-        product_groups(&fg, f, lim, at->pre);
-        st = optimizer(&fg, f, at->pre, cut);
-        if (st == TG_OK) st = clip_norm(&fg, f, at->pre, cut, lim);
-        if (st == TG_OK) st = tg_wgsl_fuse_elementwise(&fg, f, lim, cut, at->pre);
+        siblings(&fg, f, lim, at->chosen);
+        product_sums(&fg, f, lim, at->chosen);
+        product_groups(&fg, f, lim, at->chosen);
+        st = optimizer(&fg, f, at->chosen, cut);
+        if (st == TG_OK) st = clip_norm(&fg, f, at->chosen, cut, lim);
+        if (st == TG_OK) st = tg_wgsl_choose_elementwise(&fg, f, lim, cut, at->chosen);
     }
     tg_fuse_graph_free(&fg);
     if (st != TG_OK || f->n_groups == 0) {
