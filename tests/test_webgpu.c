@@ -449,7 +449,7 @@ static void test_vec4_stores(bool verbose) {
                   "%s, tiles %d: %d, %d and %d stores of 4 (none, by rule, everywhere)", epi_cases[i].name, tile, calls[0],
                   calls[1], calls[2]);
         }
-    over_residual_bindings(&(tg_wgsl_forms){.matmul_store4 = TG_WGSL_ON}, "ev(i + 3u", "4 columns a store");
+    over_residual_bindings(&(tg_wgsl_forms){.matmul_store4 = TG_WGSL_ON}, "epilogue(i + 3u", "4 columns a store");
 }
 
 /* Products loading their operands 4 elements at a time (ld4, through vec4

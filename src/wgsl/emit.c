@@ -539,7 +539,7 @@ static tg_status emit_kernel(const tg_graph *g, const tg_plan *plan, int kid, co
             else if (f && o.node[i] == f->sibling) tg_source_printf(&k.source, "fn st2(i: u32, v: %s) { %s = bitcast<u32>(v); }\n", t, at);
             else if (f && o.node[i] == f->second_sibling) tg_source_printf(&k.source, "fn st3(i: u32, v: %s) { %s = bitcast<u32>(v); }\n", t, at);
             else if (o.node[i] == kid && n_epi == 0) tg_source_printf(&k.source, "fn st(i: u32, v: %s) { %s = bitcast<u32>(v); }\n", t, at);
-            else tg_source_printf(&k.source, "fn se(i: u32, v: %s) { %s = bitcast<u32>(v); }\n", t, at);
+            else tg_source_printf(&k.source, "fn store_result(i: u32, v: %s) { %s = bitcast<u32>(v); }\n", t, at);
         }
         for (int q = 0; q < n_inl && k.status == TG_OK; q++) {
             if (chain_link(g, f, kid, f->inlined[q]) != -2) continue;
@@ -561,30 +561,30 @@ static tg_status emit_kernel(const tg_graph *g, const tg_plan *plan, int kid, co
         }
         if (n_epi) {
             const char *t = tg_kernel_type(kn->dtype);
-            tg_source_printf(&k.source, "var<private> kv_r: %s;\nfn kv(i: u32) -> %s { return kv_r; }\n", t, t);
+            tg_source_printf(&k.source, "var<private> kept_value: %s;\nfn kernel_value(i: u32) -> %s { return kept_value; }\n",
+                             t, t);
             for (int q = 0; q < n_epi && k.status == TG_OK; q++) {
                 const tg_node *e = &g->nodes[f->epilogue[q]];
                 char name[24];
                 for (int j = 0; j < e->nin; j++) {
                     int link = chain_link(g, f, kid, e->in[j]);
                     if (link >= 0) snprintf(names[j], sizeof names[j], "e%d", link);
-                    else if (link == -1) snprintf(names[j], sizeof names[j], "kv");
+                    else if (link == -1) snprintf(names[j], sizeof names[j], "kernel_value");
                     else value_name(f, &o, e->in[j], names[j], sizeof names[j]);
                 }
                 snprintf(name, sizeof name, "e%d", q);
                 emit_inline(&k, f->epilogue[q], name, names);
             }
-            /* ev: the epilogue's value for the kernel's value v at i (a
-             * product may take all its values before storing any: ev then
-             * se, as st does one at a time) */
-            tg_source_printf(&k.source, "fn ev(i: u32, v: %s) -> %s {\n    kv_r = v;\n    return e%d(i);\n}\n", t,
-                          tg_kernel_type(g->nodes[f->epilogue[n_epi - 1]].dtype), n_epi - 1);
-            tg_source_printf(&k.source, "fn st(i: u32, v: %s) { se(i, ev(i, v)); }\n", t);
+            /* the epilogue's value for the kernel's value v at i */
+            tg_source_printf(&k.source, "fn epilogue(i: u32, v: %s) -> %s {\n    kept_value = v;\n    return e%d(i);\n}\n", t,
+                             tg_kernel_type(g->nodes[f->epilogue[n_epi - 1]].dtype), n_epi - 1);
+            tg_source_printf(&k.source, "fn st(i: u32, v: %s) { store_result(i, epilogue(i, v)); }\n", t);
         }
         if (k.st4) {
             tg_kernel_elem4(bind_of[0], elem_off[0], at, sizeof at);
             tg_source_printf(&k.source, "fn st4(i: u32, v: vec4<f32>) { %s = bitcast<vec4<u32>>(%s); }\n", at,
-                          n_epi ? "vec4<f32>(ev(i, v.x), ev(i + 1u, v.y), ev(i + 2u, v.z), ev(i + 3u, v.w))" : "v");
+                          n_epi ? "vec4<f32>(epilogue(i, v.x), epilogue(i + 1u, v.y), epilogue(i + 2u, v.z), "
+                                  "epilogue(i + 3u, v.w))" : "v");
         }
         tg_kernel_names_default(&k);
         k.sibling = f ? f->sibling : 0;

@@ -20,8 +20,9 @@ void tg_source_printf(wgsl_source *b, const char *fmt, ...) TG_PRINTF(2, 3);
  *   fn st(i: u32, v: T)     element i of the output
  * In a fused kernel (grouping_elementwise.c) ldK may compute its element inline and
  * st may pass the value through an epilogue; the kernel's emitter cannot
- * tell (k->epilogue says there is one: then ev(i, v), the epilogue's value
- * for v at i, and se(i, y), its store, exist too, and st is se(i, ev(i, v))).
+ * tell (k->epilogue says there is one: then epilogue(i, v), the epilogue's
+ * value for v at i, and store_result(i, y), its store, exist too, and st is
+ * store_result(i, epilogue(i, v))).
  *
  * Inline mode. The emitters of ops marked `inl` in tg_wgsl_ops can also
  * write a node as a function of the element index, for a fused kernel to
