@@ -2,7 +2,7 @@
  * pass needs them, and the matchers of the patterns the backends fuse that
  * the graph alone decides, each member named by its role. A match says
  * only what the graph holds; each backend's pass before planning
- * (cpu/grouping.c, wgsl/prefuse*.c) applies its own size and memory rules and
+ * (cpu/grouping.c, wgsl/grouping*.c) applies its own size and memory rules and
  * decides which matches become its groups. */
 #ifndef TG_FUSE_H
 #define TG_FUSE_H
