@@ -447,6 +447,37 @@ void tg_split_at(tg_tensor x, int axis, const int64_t *sizes, int n, tg_tensor *
 tg_tensor tg_take_along_axis_at(tg_tensor x, tg_tensor idx, int axis, TG_AT);
 #define tg_take_along_axis(x, idx, axis) tg_take_along_axis_at(x, idx, axis, __FILE__, __LINE__)
 
+/* cumsum: running sums along `axis`, y[.., a, ..] = x[.., 0, ..] + ... +
+ * x[.., a, ..] added in that order; f32, or i32 (wrapping, no gradient).
+ * The gradient is the running sum of gy taken from the other end. */
+tg_tensor tg_cumsum_at(tg_tensor x, int axis, TG_AT);
+/* logsumexp: log(sum(exp(x))) over `axis` (TG_ALL: every element),
+ * keepdims as tg_sum; computed as m + log(sum(exp(x - m))) with m the max
+ * (stop_gradient), so it neither overflows nor underflows; its gradient
+ * is softmax(x) * gy. A composite of amax, exp, sum and log. */
+tg_tensor tg_logsumexp_at(tg_tensor x, int axis, bool keepdims, TG_AT);
+/* topk: the k largest entries of x along `axis` (the k smallest when
+ * largest is false), in order (largest first, or smallest first), as a
+ * tensor of x's shape with that axis k long; with indices not NULL, also
+ * their positions along the axis (i32) into *indices. Ties go to the lower
+ * index, and NaN ranks above every number (as PyTorch's); 1 <= k <= the
+ * axis' size. f32 or i32 x; the gradient of f32 values goes to the chosen
+ * entries (the indices have none). */
+tg_tensor tg_topk_at(tg_tensor x, int64_t k, int axis, bool largest, tg_tensor *indices, TG_AT);
+/* pad: x with before.d[i] entries added before and after.d[i] after along
+ * each axis i (before and after have x's rank; TG_SHAPE(0, 0, 1, 1) pads
+ * the last two axes of a 4-d tensor by one). CONSTANT fills with value;
+ * REFLECT mirrors x about its edge entry, which is not repeated (needs
+ * padding smaller than the axis); REPLICATE repeats the edge entry: the
+ * modes of PyTorch's F.pad. f32 or i32 (value converted); the gradient of
+ * each entry of x sums the outputs that copy it. */
+typedef enum { TG_PAD_CONSTANT = 0, TG_PAD_REFLECT, TG_PAD_REPLICATE } tg_pad_mode;
+tg_tensor tg_pad_at(tg_tensor x, tg_shape before, tg_shape after, tg_pad_mode mode, float value, TG_AT);
+#define tg_cumsum(x, axis) tg_cumsum_at(x, axis, __FILE__, __LINE__)
+#define tg_logsumexp(x, axis, keep) tg_logsumexp_at(x, axis, keep, __FILE__, __LINE__)
+#define tg_topk(x, k, axis, largest, indices) tg_topk_at(x, k, axis, largest, indices, __FILE__, __LINE__)
+#define tg_pad(x, before, after, mode, value) tg_pad_at(x, before, after, mode, value, __FILE__, __LINE__)
+
 /* ---- nn ops: losses, norms, embedding, attention helpers, random ops ----- */
 
 /* How a loss reduces over its positions (every axis but the class axis):
@@ -496,6 +527,25 @@ tg_tensor tg_dropout_at(tg_tensor x, float p, TG_AT);
 tg_tensor tg_randn_at(tg_graph *g, tg_shape s, TG_AT);
 tg_tensor tg_categorical_at(tg_tensor logits, TG_AT);
 tg_tensor tg_categorical_axis_at(tg_tensor logits, int axis, TG_AT);
+/* group_norm: x [N, C, ...] (at least 2-d) normalized over each group of
+ * C/groups channels together with every position after them, then scaled
+ * and shifted per channel by g and b [C]: (x - mean) / sqrt(var + eps) * g
+ * + b with the biased variance, as PyTorch's (whose eps is 1e-5). Built on
+ * the layer_norm kernel, one row per image and group.
+ * batch_norm: x [N, C, ...] normalized per channel, scaled and shifted by
+ * g and b [C]. training: with the statistics over the batch and every
+ * position (biased variance), and at the end of each training step the
+ * running statistics, f32 [C] params that nothing else trains (freeze them:
+ * tg_model_freeze; tg_batchnorm_new does), take r = (1 - momentum) r +
+ * momentum s, the variance unbiased (PyTorch's rule; its momentum is 0.1,
+ * eps 1e-5); a forward session computes with the batch's statistics and
+ * updates nothing. Not training: with running_mean and running_var. */
+tg_tensor tg_group_norm_at(tg_tensor x, int64_t groups, tg_tensor g, tg_tensor b, float eps, TG_AT);
+tg_tensor tg_batch_norm_at(tg_tensor x, tg_tensor g, tg_tensor b, tg_tensor running_mean, tg_tensor running_var,
+                           bool training, float momentum, float eps, TG_AT);
+#define tg_group_norm(x, groups, g, b, eps) tg_group_norm_at(x, groups, g, b, eps, __FILE__, __LINE__)
+#define tg_batch_norm(x, g, b, rm, rv, training, momentum, eps) \
+    tg_batch_norm_at(x, g, b, rm, rv, training, momentum, eps, __FILE__, __LINE__)
 #define tg_cross_entropy(logits, t, r) tg_cross_entropy_at(logits, t, r, __FILE__, __LINE__)
 #define tg_nll_loss(logprobs, t, r) tg_nll_loss_at(logprobs, t, r, __FILE__, __LINE__)
 #define tg_layer_norm(x, g, b, eps) tg_layer_norm_at(x, g, b, eps, __FILE__, __LINE__)
@@ -538,6 +588,22 @@ tg_tensor tg_nearest_upsample2d_at(tg_tensor x, int factor, TG_AT);
 #define tg_max_pool2d(x, k, stride, padding) tg_max_pool2d_at(x, k, stride, padding, __FILE__, __LINE__)
 #define tg_max_pool2d_hw(x, kh, kw, sh, sw, ph, pw) tg_max_pool2d_hw_at(x, kh, kw, sh, sw, ph, pw, __FILE__, __LINE__)
 #define tg_nearest_upsample2d(x, factor) tg_nearest_upsample2d_at(x, factor, __FILE__, __LINE__)
+/* conv_transpose2d: x [N, C, H, W] with w [C, O/groups, kH, kW] (PyTorch's
+ * ConvTranspose2d layout) -> [N, O, Ho, Wo], Ho = (H - 1) * stride -
+ * 2 * padding + kH + output_padding (0 <= output_padding < stride): the
+ * adjoint of conv2d with that stride, padding and groups (its input
+ * gradient, run forward), so it inverts a strided conv2d's shape. */
+tg_tensor tg_conv_transpose2d_at(tg_tensor x, tg_tensor w, int stride, int padding, int output_padding, int groups,
+                                 TG_AT);
+/* mean over k x k windows: [N, C, H, W] -> [N, C, Ho, Wo], sizes as max_pool2d
+ * (stride 0 means k, padding at most k/2); padding counts as zeros in the
+ * mean (PyTorch's default count_include_pad). Windows that tile the input
+ * (stride k, no padding) are a reshape and a mean; others a depthwise
+ * conv2d with a constant 1/k^2 kernel. */
+tg_tensor tg_avg_pool2d_at(tg_tensor x, int k, int stride, int padding, TG_AT);
+#define tg_conv_transpose2d(x, w, stride, padding, output_padding, groups) \
+    tg_conv_transpose2d_at(x, w, stride, padding, output_padding, groups, __FILE__, __LINE__)
+#define tg_avg_pool2d(x, k, stride, padding) tg_avg_pool2d_at(x, k, stride, padding, __FILE__, __LINE__)
 
 /* ---- modules ------------------------------------------------------------ */
 
@@ -590,6 +656,32 @@ tg_rmsnorm tg_rmsnorm_new(tg_model *m, const char *name, int64_t dim);
 tg_tensor tg_rmsnorm_fwd_at(tg_graph *g, const tg_rmsnorm *l, tg_tensor x, TG_AT);
 #define tg_rmsnorm_fwd(g, l, x) tg_rmsnorm_fwd_at(g, l, x, __FILE__, __LINE__)
 
+/* GroupNorm over [N, channels, ...]: "<name>.g" [channels] (ones), "<name>.b"
+ * (zeros), eps 1e-5 (set .eps before tracing to change it). */
+typedef struct {
+    tg_param g, b;
+    int64_t groups, channels;
+    float eps;
+} tg_groupnorm;
+tg_groupnorm tg_groupnorm_new(tg_model *m, const char *name, int64_t groups, int64_t channels);
+tg_tensor tg_groupnorm_fwd_at(tg_graph *g, const tg_groupnorm *l, tg_tensor x, TG_AT);
+#define tg_groupnorm_fwd(g, l, x) tg_groupnorm_fwd_at(g, l, x, __FILE__, __LINE__)
+
+/* BatchNorm over [N, channels, ...]: "<name>.g" [channels] (ones), "<name>.b"
+ * (zeros), and the running statistics "<name>.running_mean" (zeros) and
+ * "<name>.running_var" (ones), frozen params the training steps update (see
+ * tg_batch_norm); momentum 0.1, eps 1e-5 (set before tracing to change
+ * them). training picks the statistics: the batch's (a training loss) or
+ * the running ones (evaluation, inference). */
+typedef struct {
+    tg_param g, b, running_mean, running_var;
+    int64_t channels;
+    float momentum, eps;
+} tg_batchnorm;
+tg_batchnorm tg_batchnorm_new(tg_model *m, const char *name, int64_t channels);
+tg_tensor tg_batchnorm_fwd_at(tg_graph *g, const tg_batchnorm *l, tg_tensor x, bool training, TG_AT);
+#define tg_batchnorm_fwd(g, l, x, training) tg_batchnorm_fwd_at(g, l, x, training, __FILE__, __LINE__)
+
 /* Embedding: "<name>.W" [vocab, dim] (randn 0.02); idx i32 [...] -> [..., dim].
  * (The type shares its name with the tg_embedding() op; the op is a
  * function-like macro, so the two do not collide.) */
@@ -627,6 +719,20 @@ tg_conv2d tg_conv2d_new(tg_model *m, const char *name, int64_t in, int64_t out, 
 tg_conv2d tg_conv2d_new_opts(tg_model *m, const char *name, int64_t in, int64_t out, tg_conv2d_opts o);
 tg_tensor tg_conv2d_fwd_at(tg_graph *g, const tg_conv2d *l, tg_tensor x, TG_AT);
 #define tg_conv2d_fwd(g, l, x) tg_conv2d_fwd_at(g, l, x, __FILE__, __LINE__)
+
+/* ConvTranspose2d (PyTorch's layout): "<name>.W" [in, out/groups, k, k]
+ * (randn 0.02), "<name>.b" [out] (zeros). Forward: conv_transpose2d(x, W,
+ * stride, padding, output_padding, groups) + b. (The type shares its name
+ * with the op, as tg_conv2d does.) */
+typedef struct {
+    tg_param W, b; /* b = -1 without bias */
+    int64_t in, out, k, stride, padding, output_padding, groups;
+} tg_conv_transpose2d;
+tg_conv_transpose2d tg_conv_transpose2d_new(tg_model *m, const char *name, int64_t in, int64_t out, int64_t k,
+                                            int64_t stride, int64_t padding, int64_t output_padding, int64_t groups,
+                                            bool bias);
+tg_tensor tg_conv_transpose2d_fwd_at(tg_graph *g, const tg_conv_transpose2d *l, tg_tensor x, TG_AT);
+#define tg_conv_transpose2d_fwd(g, l, x) tg_conv_transpose2d_fwd_at(g, l, x, __FILE__, __LINE__)
 
 /* ---- optimizers and learning-rate schedules ----------------------------- */
 

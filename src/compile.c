@@ -59,6 +59,30 @@ static tg_status trace(const tg_compile_req *req, tg_program *p) {
     return tg_ir_build_tables(g);
 }
 
+/* A training program carries the values the trace asked to keep (running
+ * statistics) to the next step with writebacks of their own, before the
+ * optimizer's; a forward program computes them and keeps nothing. */
+static tg_status leaf_updates(tg_program *p) {
+    tg_graph *g = p->g;
+    if (!g->n_upd) return TG_OK;
+    tg_writeback *wb = tg_calloc((size_t)(g->n_upd + p->n_wb) + 1, sizeof *wb);
+    if (!wb) return tg_fail(TG_ERR_NOMEM, "compile: out of memory");
+    for (int i = 0; i < g->n_upd; i++) wb[i] = (tg_writeback){g->upd[i].src, g->upd[i].dst};
+    for (int w = 0; w < p->n_wb; w++) {
+        for (int i = 0; i < g->n_upd; i++)
+            if (p->wb[w].dst == g->upd[i].dst) {
+                free(wb);
+                return tg_fail(TG_ERR_ARG, "compile: param '%s' is both trained and updated by the trace (freeze it: "
+                               "tg_model_freeze)", g->nodes[g->upd[i].dst].name);
+            }
+        wb[g->n_upd + w] = p->wb[w];
+    }
+    free(p->wb);
+    p->wb = wb;
+    p->n_wb += g->n_upd;
+    return TG_OK;
+}
+
 /* Node ids the program holds, after a pass renumbered the graph. */
 static void remap_program(tg_program *p, const int *remap) {
     p->result = remap[p->result];
@@ -94,6 +118,7 @@ tg_status tg_program_build(const tg_compile_req *req, tg_program **out) {
     int n_bwd = p->g->n; /* the optimizer's nodes come after this */
     if (s == TG_OK && train)
         s = tg_optim_append(p->g, req->optim, p->param_grad, p->result, &p->wb, &p->n_wb, &p->check);
+    if (s == TG_OK && req->optim) s = leaf_updates(p);
     if (s != TG_OK) {
         tg_program_free(p);
         return s;

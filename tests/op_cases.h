@@ -311,6 +311,55 @@ CASE_FN(c_randn) { return tg_add(x[0], tg_randn(g, S(3, 4))); }
 CASE_FN(c_categorical) { (void)g; return tg_cast(tg_categorical(x[0]), TG_F32); }
 CASE_FN(c_categorical_axis0) { (void)g; return tg_cast(tg_categorical_axis(tg_mul_s(x[0], 3.0f), 0), TG_F32); }
 
+/* ---- scans, selection, padding ---- */
+CASE_FN(c_cumsum_last) { (void)g; return tg_cumsum(x[0], -1); }
+CASE_FN(c_cumsum_first) { (void)g; return tg_mul(tg_cumsum(x[0], 0), x[0]); }
+CASE_FN(c_cumsum_i32) { (void)g; return tg_cast(tg_cumsum(tg_cast(tg_mul_s(x[0], 5.0f), TG_I32), 1), TG_F32); }
+CASE_FN(c_logsumexp_last) { (void)g; return tg_logsumexp(x[0], -1, false); }
+CASE_FN(c_logsumexp_mid_keep) { (void)g; return tg_mul(tg_logsumexp(x[0], 1, true), x[0]); }
+CASE_FN(c_logsumexp_all) { (void)g; return tg_logsumexp(tg_mul_s(x[0], 30.0f), TG_ALL, false); }
+/* x in [-0.02, 0.02] plus offsets 0.1 apart: no two entries of a line come
+ * within finite differences' reach of a tie. The indices ride along in the
+ * output (scaled down), so both backends must pick the same ones. */
+static tg_tensor apart(tg_graph *g, tg_tensor x) {
+    static float off[256];
+    tg_shape s = tg_tensor_shape(x);
+    int64_t n = tg_shape_numel(s);
+    for (int64_t i = 0; i < n && i < 256; i++) off[i] = (float)((i * 37) % n) * 0.1f - 2.0f;
+    return tg_add(x, tg_constant(g, s, off));
+}
+CASE_FN(c_topk_largest) {
+    tg_tensor idx, v = tg_topk(apart(g, x[0]), 3, -1, true, &idx);
+    return tg_add(v, tg_mul_s(tg_cast(idx, TG_F32), 0.01f));
+}
+CASE_FN(c_topk_smallest_axis0) {
+    tg_tensor idx, v = tg_topk(apart(g, x[0]), 2, 0, false, &idx);
+    return tg_add(tg_mul(v, v), tg_mul_s(tg_cast(idx, TG_F32), 0.01f));
+}
+CASE_FN(c_topk_sorted_all) { return tg_topk(apart(g, x[0]), 11, 1, true, NULL); }
+CASE_FN(c_pad_constant) { (void)g; return tg_pad(x[0], S(0, 1, 2), S(1, 0, 1), TG_PAD_CONSTANT, 0.5f); }
+CASE_FN(c_pad_reflect) { (void)g; return tg_pad(x[0], S(0, 0, 2, 1), S(0, 0, 1, 3), TG_PAD_REFLECT, 0.0f); }
+CASE_FN(c_pad_replicate) { (void)g; return tg_pad(x[0], S(2, 0, 1), S(1, 3, 0), TG_PAD_REPLICATE, 0.0f); }
+
+CASE_FN(c_convt_s2p1op1) { (void)g; return tg_conv_transpose2d(x[0], x[1], 2, 1, 1, 1); }
+CASE_FN(c_convt_groups2) { (void)g; return tg_conv_transpose2d(x[0], x[1], 1, 0, 0, 2); }
+CASE_FN(c_convt_s3op2) { (void)g; return tg_conv_transpose2d(x[0], x[1], 3, 0, 2, 1); }
+CASE_FN(c_avg_pool_tile) { (void)g; return tg_avg_pool2d(x[0], 2, 0, 0); }
+CASE_FN(c_avg_pool_overlap) { (void)g; return tg_avg_pool2d(x[0], 3, 2, 1); }
+CASE_FN(c_group_norm) { (void)g; return tg_group_norm(x[0], 3, x[1], x[2], 1e-5f); }
+CASE_FN(c_group_norm_3d) { (void)g; return tg_group_norm(x[0], 2, x[1], x[2], 1e-5f); }
+/* gain and bias packed in x1 [2, C]: x2, x3 are the running statistics, params as the update needs */
+CASE_FN(c_batch_norm_train) {
+    (void)g;
+    tg_shape c = S(tg_tensor_shape(x[1]).d[1]);
+    tg_tensor gb = tg_reshape(tg_narrow(x[1], 0, 0, 1), c), bb = tg_reshape(tg_narrow(x[1], 0, 1, 1), c);
+    return tg_batch_norm(x[0], gb, bb, x[2], x[3], true, 0.1f, 1e-5f);
+}
+CASE_FN(c_batch_norm_eval) {
+    (void)g;
+    return tg_batch_norm(x[0], x[1], x[2], x[3], tg_add_s(tg_abs(x[3]), 0.5f), false, 0.1f, 1e-5f);
+}
+
 static const op_case op_cases[] = {
     {"add", 2, {S(3, 4), S(3, 4)}, -1, 1, 0, c_add, false},
     {"add_bcast_row", 2, {S(3, 5), S(5)}, -1, 1, 0, c_add, false},
@@ -426,6 +475,32 @@ static const op_case op_cases[] = {
     {"unary_mix_3d", 1, {S(2, 3, 5)}, -2, 2, 0, c_unary_mix, false},
     {"gelu_3d", 1, {S(3, 2, 7)}, -3, 3, 0, c_gelu, false},
     {"softmax_4d_axis2", 1, {S(2, 3, 4, 5)}, -2, 2, 0, c_softmax_axis2, false},
+
+    /* scans, selection, padding */
+    {"cumsum_last", 1, {S(3, 5)}, -1, 1, 0, c_cumsum_last, false},
+    {"cumsum_first", 1, {S(4, 3, 2)}, -1, 1, 0, c_cumsum_first, false},
+    {"cumsum_i32", 1, {S(3, 6)}, -1, 1, 0, c_cumsum_i32, true},
+    {"logsumexp_last", 1, {S(3, 6)}, -3, 3, 0, c_logsumexp_last, false},
+    {"logsumexp_mid_keep", 1, {S(2, 5, 3)}, -2, 2, 0, c_logsumexp_mid_keep, false},
+    {"logsumexp_all_large", 1, {S(4, 5)}, -1, 1, 0, c_logsumexp_all, false},
+    {"topk_largest", 1, {S(4, 7)}, -0.02f, 0.02f, 0, c_topk_largest, false},
+    {"topk_smallest_axis0", 1, {S(5, 3, 2)}, -0.02f, 0.02f, 0, c_topk_smallest_axis0, false},
+    {"topk_sorted_all", 1, {S(2, 11)}, -0.02f, 0.02f, 0, c_topk_sorted_all, false},
+    {"pad_constant", 1, {S(2, 3, 4)}, -1, 1, 0, c_pad_constant, false},
+    {"pad_reflect", 1, {S(2, 2, 5, 4)}, -1, 1, 0, c_pad_reflect, false},
+    {"pad_replicate", 1, {S(2, 3, 4)}, -1, 1, 0, c_pad_replicate, false},
+
+    {"conv_transpose2d_s2_p1_op1", 2, {S(2, 4, 3, 3), S(4, 3, 3, 3)}, -1, 1, 0, c_convt_s2p1op1, false},
+    {"conv_transpose2d_groups2", 2, {S(1, 4, 3, 4), S(4, 1, 2, 2)}, -1, 1, 0, c_convt_groups2, false},
+    {"conv_transpose2d_s3_op2", 2, {S(1, 2, 2, 2), S(2, 2, 2, 2)}, -1, 1, 0, c_convt_s3op2, false},
+    {"avg_pool2d_tiles", 1, {S(2, 3, 4, 6)}, -1, 1, 0, c_avg_pool_tile, false},
+    {"avg_pool2d_tiles_odd", 1, {S(1, 2, 5, 5)}, -1, 1, 0, c_avg_pool_tile, false},
+    {"avg_pool2d_k3_s2_p1", 1, {S(2, 2, 6, 5)}, -1, 1, 0, c_avg_pool_overlap, false},
+    {"group_norm", 3, {S(2, 6, 3, 3), S(6), S(6)}, -2, 2, 0, c_group_norm, false},
+    {"group_norm_3d", 3, {S(3, 4, 5), S(4), S(4)}, -2, 2, 0, c_group_norm_3d, false},
+    {"batch_norm_train", 4, {S(4, 3, 2, 2), S(2, 3), S(3), S(3)}, -2, 2, 0, c_batch_norm_train, false},
+    {"batch_norm_train_2d", 4, {S(6, 4), S(2, 4), S(4), S(4)}, -2, 2, 0, c_batch_norm_train, false},
+    {"batch_norm_eval", 4, {S(3, 2, 2, 3), S(2), S(2), S(2)}, -2, 2, 0, c_batch_norm_eval, false},
 
     /* nn ops */
     {"cross_entropy_mean", 1, {S(6, 5)}, -2, 2, 0, c_xent_mean, false},

@@ -65,7 +65,7 @@ done
 # and so are all of them under a runner: the portable path is the same C
 # there as on the host, where it ran, and emulation is slow.
 best=$($runner "${1:-build}/tg" devices 2>/dev/null | sed -n 's/.*best on this CPU: \([a-z0-9]*\).*/\1/p')
-suites="test_nn test_math_ops test_conv test_pool test_fusion test_optim test_addition_parity test_digits_parity"
+suites="test_nn test_math_ops test_conv test_pool test_fusion test_optim test_addition_parity test_digits_parity test_torch_ops"
 case "$best" in avx512) paths="avx2 generic" ;; avx2 | neon) paths="generic" ;; *) paths="" ;; esac
 [ -z "$runner" ] || paths=""
 for path in $paths; do

@@ -79,6 +79,43 @@ tg_tensor tg_rmsnorm_fwd_at(tg_graph *g, const tg_rmsnorm *l, tg_tensor x, const
     return tg_rms_norm_at(x, tg_use_at(g, l->g, file, line), l->eps, file, line);
 }
 
+tg_groupnorm tg_groupnorm_new(tg_model *m, const char *name, int64_t groups, int64_t channels) {
+    tg_groupnorm l = {-1, -1, groups, channels, 1e-5f};
+    l.g = tg_api_layer_param(m, name, ".g", (tg_shape){1, {channels}}, tg_init_ones());
+    l.b = tg_api_layer_param(m, name, ".b", (tg_shape){1, {channels}}, tg_init_zeros());
+    return l;
+}
+
+/* x [N, channels, ...] -> the same shape */
+tg_tensor tg_groupnorm_fwd_at(tg_graph *g, const tg_groupnorm *l, tg_tensor x, const char *file, int line) {
+    if (!tg_ir_module_ok(g, l, "groupnorm_fwd", file, line)) return (tg_tensor){g, -1};
+    return tg_group_norm_at(x, l->groups, tg_use_at(g, l->g, file, line), tg_use_at(g, l->b, file, line), l->eps,
+                            file, line);
+}
+
+/* The running statistics are frozen params: trained by nothing, saved and
+ * loaded with the weights, shared with attached forward sessions. */
+tg_batchnorm tg_batchnorm_new(tg_model *m, const char *name, int64_t channels) {
+    tg_batchnorm l = {-1, -1, -1, -1, channels, 0.1f, 1e-5f};
+    tg_shape c = {1, {channels}};
+    l.g = tg_api_layer_param(m, name, ".g", c, tg_init_ones());
+    l.b = tg_api_layer_param(m, name, ".b", c, tg_init_zeros());
+    l.running_mean = tg_api_layer_param(m, name, ".running_mean", c, tg_init_zeros());
+    l.running_var = tg_api_layer_param(m, name, ".running_var", c, tg_init_ones());
+    if (l.running_mean >= 0) tg_model_freeze(m, l.running_mean);
+    if (l.running_var >= 0) tg_model_freeze(m, l.running_var);
+    return l;
+}
+
+/* x [N, channels, ...] -> the same shape */
+tg_tensor tg_batchnorm_fwd_at(tg_graph *g, const tg_batchnorm *l, tg_tensor x, bool training, const char *file,
+                              int line) {
+    if (!tg_ir_module_ok(g, l, "batchnorm_fwd", file, line)) return (tg_tensor){g, -1};
+    return tg_batch_norm_at(x, tg_use_at(g, l->g, file, line), tg_use_at(g, l->b, file, line),
+                            tg_use_at(g, l->running_mean, file, line), tg_use_at(g, l->running_var, file, line),
+                            training, l->momentum, l->eps, file, line);
+}
+
 tg_embedding tg_embedding_new_opts(tg_model *m, const char *name, int64_t vocab, int64_t dim, tg_layer_opts o) {
     tg_embedding e = {-1, vocab, dim};
     e.W = tg_api_layer_param(m, name, ".W", (tg_shape){2, {vocab, dim}}, tg_api_layer_init(o.init, o.decay));

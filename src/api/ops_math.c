@@ -3,6 +3,7 @@
  * "tg_narrow: range [3, 5) is outside axis 1 of [4,4] (model.c:12)".
  * Composites (zeros, ones, swap_axes, stack, split, argmax over every axis)
  * are spelled out here in terms of IR ops. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -373,4 +374,84 @@ tg_tensor tg_take_along_axis_at(tg_tensor x, tg_tensor idx, int axis, const char
     n.in[1] = idx.id;
     n.at.axis.axis = a;
     return add_node(x.g, &n);
+}
+
+/* ---- scans, selection, padding ---- */
+
+tg_tensor tg_cumsum_at(tg_tensor x, int axis, const char *file, int line) {
+    if (!live(x)) return (tg_tensor){x.g, -1};
+    tg_shape s = shape_of(x);
+    int a;
+    if (!norm_axis(x.g, TG_OP_CUMSUM, "cumsum", file, line, axis, s.ndim, s, &a)) return (tg_tensor){x.g, -1};
+    tg_node n = tg_ir_proto(TG_OP_CUMSUM, "cumsum", file, line);
+    n.in[0] = x.id;
+    n.at.scan.axis = a;
+    return add_node(x.g, &n);
+}
+
+/* m + log(sum(exp(x - m))), m the max held constant; an infinite or NaN max
+ * is replaced by 0, so a line of -inf gives -inf (not inf - inf) and one
+ * holding +inf gives +inf, as torch.logsumexp. */
+tg_tensor tg_logsumexp_at(tg_tensor x, int axis, bool keepdims, const char *file, int line) {
+    if (!live(x)) return (tg_tensor){x.g, -1};
+    tg_shape s = shape_of(x);
+    if (x.g->nodes[x.id].dtype != TG_F32) return fail(x.g, TG_OP_SUM, "logsumexp", file, line, "operand must be f32");
+    int a = TG_ALL;
+    if (axis != TG_ALL && !norm_axis(x.g, TG_OP_SUM, "logsumexp", file, line, axis, s.ndim, s, &a))
+        return (tg_tensor){x.g, -1};
+    tg_tensor m = tg_stop_gradient_at(tg_amax_at(x, a, true, file, line), file, line);
+    tg_tensor finite = tg_less_s_at(tg_abs_at(m, file, line), INFINITY, file, line);
+    m = tg_where_at(finite, m, tg_scalar_at(x.g, 0.0f, file, line), file, line);
+    tg_tensor e = tg_exp_at(tg_sub_at(x, m, file, line), file, line);
+    tg_tensor r = tg_add_at(tg_log_at(tg_sum_at(e, a, true, file, line), file, line), m, file, line);
+    if (keepdims || !live(r)) return r;
+    tg_shape d = {0, {0}};
+    for (int i = 0; a != TG_ALL && i < s.ndim; i++)
+        if (i != a) d.d[d.ndim++] = s.d[i];
+    return tg_reshape_at(r, d, file, line);
+}
+
+/* The indices (a topk node), then the values gathered with take_along_axis,
+ * whose gradient scatters gy back to the chosen entries. */
+tg_tensor tg_topk_at(tg_tensor x, int64_t k, int axis, bool largest, tg_tensor *indices, const char *file, int line) {
+    if (indices) *indices = (tg_tensor){x.g, -1};
+    if (!live(x)) return (tg_tensor){x.g, -1};
+    tg_shape s = shape_of(x);
+    int a;
+    if (!norm_axis(x.g, TG_OP_TOPK, "topk", file, line, axis, s.ndim, s, &a)) return (tg_tensor){x.g, -1};
+    tg_node n = tg_ir_proto(TG_OP_TOPK, "topk", file, line);
+    n.in[0] = x.id;
+    n.at.topk.axis = a;
+    n.at.topk.k = k;
+    n.at.topk.largest = largest;
+    tg_tensor idx = add_node(x.g, &n);
+    if (indices) *indices = idx;
+    return tg_take_along_axis_at(x, idx, a, file, line);
+}
+
+/* One pad node per padded axis, the first axis first. */
+tg_tensor tg_pad_at(tg_tensor x, tg_shape before, tg_shape after, tg_pad_mode mode, float value, const char *file,
+                    int line) {
+    if (!live(x)) return (tg_tensor){x.g, -1};
+    tg_shape s = shape_of(x);
+    if (before.ndim != s.ndim || after.ndim != s.ndim) {
+        tg_node e = tg_ir_proto(TG_OP_PAD, "pad", file, line);
+        char b[96], p[96], q[96];
+        tg_ir_fail(x.g, &e, "before %s and after %s must each give one padding per axis of %s",
+                   tg_shape_str(before, p, sizeof p), tg_shape_str(after, q, sizeof q), tg_shape_str(s, b, sizeof b));
+        return (tg_tensor){x.g, -1};
+    }
+    tg_tensor y = x;
+    for (int a = 0; a < s.ndim && live(y); a++) {
+        if (before.d[a] == 0 && after.d[a] == 0 && (unsigned)mode <= TG_PAD_REPLICATE) continue;
+        tg_node n = tg_ir_proto(TG_OP_PAD, "pad", file, line);
+        n.in[0] = y.id;
+        n.at.pad.axis = a;
+        n.at.pad.before = before.d[a];
+        n.at.pad.after = after.d[a];
+        n.at.pad.mode = (int)mode;
+        n.at.pad.value = value;
+        y = add_node(x.g, &n);
+    }
+    return y;
 }

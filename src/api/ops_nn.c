@@ -98,6 +98,106 @@ tg_tensor tg_rms_norm_at(tg_tensor x, tg_tensor g, float eps, const char *file, 
     return norm_op(TG_OP_RMS_NORM, "rms_norm", t, 2, eps, file, line);
 }
 
+/* A per-channel vector v [C] shaped to broadcast against x [N, C, ...]. */
+static tg_tensor per_channel(tg_tensor v, tg_shape xs, const char *file, int line) {
+    tg_shape s = {xs.ndim, {0}};
+    for (int i = 0; i < xs.ndim; i++) s.d[i] = i == 1 ? xs.d[1] : 1;
+    return tg_reshape_at(v, s, file, line);
+}
+
+/* x [N, C, ...] and the per-channel operands [C], all f32; the graph, or NULL. */
+static tg_graph *channel_operands(const char *api, const tg_tensor *t, int n, const char *file, int line) {
+    tg_graph *g = graph_of(api, TG_OP_LAYER_NORM, t, n, file, line);
+    if (!g) return NULL;
+    for (int i = 0; i < n; i++)
+        if (!ok(t[i])) return NULL;
+    tg_shape xs = nd(t[0])->shape;
+    char a[96], b[96];
+    if (nd(t[0])->dtype != TG_F32 || xs.ndim < 2) {
+        fail(g, TG_OP_LAYER_NORM, api, file, line, "input must be f32 [N, C, ...], got %s %s",
+             tg_dtype_name(nd(t[0])->dtype), tg_shape_str(xs, a, sizeof a));
+        return NULL;
+    }
+    for (int i = 1; i < n; i++) {
+        const tg_node *v = nd(t[i]);
+        if (v->dtype != TG_F32 || v->shape.ndim != 1 || v->shape.d[0] != xs.d[1]) {
+            fail(g, TG_OP_LAYER_NORM, api, file, line, "operand %d must be f32 [%lld] for input %s, got %s", i,
+                 (long long)xs.d[1], tg_shape_str(xs, a, sizeof a), tg_shape_str(v->shape, b, sizeof b));
+            return NULL;
+        }
+    }
+    return g;
+}
+
+/* The rows of the layer_norm kernel, one per (image, group), with a unit
+ * gain and no bias, then the per-channel affine. */
+tg_tensor tg_group_norm_at(tg_tensor x, int64_t groups, tg_tensor gain, tg_tensor bias, float eps, const char *file,
+                           int line) {
+    const char *api = "group_norm";
+    tg_tensor t[3] = {x, gain, bias};
+    tg_graph *g = channel_operands(api, t, 3, file, line);
+    if (!g) return (tg_tensor){x.g ? x.g : gain.g, -1};
+    tg_shape xs = nd(x)->shape;
+    char a[96];
+    if (groups < 1 || xs.d[1] % groups)
+        return fail(g, TG_OP_LAYER_NORM, api, file, line, "groups %lld must divide the channels of %s",
+                    (long long)groups, tg_shape_str(xs, a, sizeof a));
+    int64_t row = xs.d[1] / groups;
+    for (int i = 2; i < xs.ndim; i++) row *= xs.d[i];
+    tg_tensor rows = tg_reshape_at(x, (tg_shape){2, {xs.d[0] * groups, row}}, file, line);
+    tg_tensor ones = tg_ones_at(g, (tg_shape){1, {row}}, file, line), zeros = tg_zeros_at(g, (tg_shape){1, {row}}, file, line);
+    tg_tensor y = tg_reshape_at(tg_layer_norm_at(rows, ones, zeros, eps, file, line), xs, file, line);
+    return tg_add_at(tg_mul_at(y, per_channel(gain, xs, file, line), file, line), per_channel(bias, xs, file, line),
+                     file, line);
+}
+
+/* Training: the statistics over every axis but the channels', spelled out
+ * in elementwise ops and sums (the backward comes from theirs), and the
+ * running statistics' new values given to the step's writebacks. */
+tg_tensor tg_batch_norm_at(tg_tensor x, tg_tensor gain, tg_tensor bias, tg_tensor running_mean, tg_tensor running_var,
+                           bool training, float momentum, float eps, const char *file, int line) {
+    const char *api = "batch_norm";
+    tg_tensor t[5] = {x, gain, bias, running_mean, running_var};
+    tg_graph *g = channel_operands(api, t, 5, file, line);
+    if (!g) return (tg_tensor){x.g ? x.g : gain.g, -1};
+    tg_shape xs = nd(x)->shape;
+    char a[96];
+    if (!(momentum >= 0 && momentum <= 1) || !(eps >= 0))
+        return fail(g, TG_OP_LAYER_NORM, api, file, line, "momentum %g must be in [0, 1] and eps %g at least 0",
+                    momentum, eps);
+    tg_tensor g4 = per_channel(gain, xs, file, line), b4 = per_channel(bias, xs, file, line);
+    if (!training) {
+        tg_tensor xc = tg_sub_at(x, per_channel(running_mean, xs, file, line), file, line);
+        tg_tensor r = tg_rsqrt_at(tg_add_s_at(per_channel(running_var, xs, file, line), eps, file, line), file, line);
+        return tg_add_at(tg_mul_at(tg_mul_at(xc, r, file, line), g4, file, line), b4, file, line);
+    }
+    tg_shape axes = {0, {0}};
+    for (int i = 0; i < xs.ndim; i++)
+        if (i != 1) axes.d[axes.ndim++] = i;
+    int64_t n = xs.d[1] ? tg_shape_numel(xs) / xs.d[1] : 0;
+    if (n < 2)
+        return fail(g, TG_OP_LAYER_NORM, api, file, line, "training needs more than one value per channel, got %s",
+                    tg_shape_str(xs, a, sizeof a));
+    tg_tensor mean = tg_mean_axes_at(x, axes, true, file, line);
+    tg_tensor xc = tg_sub_at(x, mean, file, line);
+    tg_tensor var = tg_mean_axes_at(tg_mul_at(xc, xc, file, line), axes, true, file, line);
+    tg_tensor r = tg_rsqrt_at(tg_add_s_at(var, eps, file, line), file, line);
+    tg_tensor y = tg_add_at(tg_mul_at(tg_mul_at(xc, r, file, line), g4, file, line), b4, file, line);
+    tg_shape c = {1, {xs.d[1]}};
+    tg_tensor m_new = tg_add_at(tg_mul_s_at(running_mean, 1.0f - momentum, file, line),
+                                tg_mul_s_at(tg_reshape_at(mean, c, file, line), momentum, file, line), file, line);
+    tg_tensor v_new = tg_add_at(tg_mul_s_at(running_var, 1.0f - momentum, file, line),
+                                tg_mul_s_at(tg_reshape_at(var, c, file, line),
+                                            (float)((double)momentum * (double)n / (double)(n - 1)), file, line),
+                                file, line);
+    tg_node site = tg_ir_proto(TG_OP_LAYER_NORM, api, file, line);
+    if (ok(m_new) && ok(v_new)) {
+        tg_ir_leaf_update(g, running_mean.id, m_new.id, &site);
+        tg_ir_leaf_update(g, running_var.id, v_new.id, &site);
+    }
+    return y;
+}
+
 /* ---- embedding ---- */
 
 tg_tensor tg_embedding_at(tg_tensor table, tg_tensor idx, const char *file, int line) {

@@ -8,6 +8,7 @@
  * one axis view the tensor as [outer, A, inner] and give each line (or tile
  * of lines) to exactly one thread, so their sums have a fixed order. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cpu.h"
@@ -657,3 +658,198 @@ static void run_take(cpu_ctx *c, const tg_graph *g, int id, void *out, void *con
 
 TG_CPU_KERNEL(tg_cpu_take_along_axis) { run_take(c, g, id, out, in, false); }
 TG_CPU_KERNEL(tg_cpu_take_along_axis_grad) { run_take(c, g, id, out, in, true); }
+
+/* ---- cumsum: x, y [outer, A, inner], running sums along A ----
+ * Each task owns a tile of inner positions of one outer index and adds
+ * along A in order (from the end when reversed): a fixed order whatever the
+ * thread count. i32 wraps. */
+static void cumsum_tasks(void *arg, int64_t lo, int64_t hi) {
+    ax_job *j = arg;
+    bool rev = j->n->at.scan.reverse;
+    for (int64_t t = lo; t < hi; t++) {
+        int64_t o, j0, w;
+        ax_task(j, t, &o, &j0, &w);
+        int64_t base = o * j->A * j->inner + j0;
+        if (j->f32) {
+            float acc[64] = {0};
+            const float *x = (const float *)j->x + base;
+            float *y = (float *)j->y + base;
+            for (int64_t s = 0; s < j->A; s++) {
+                int64_t a = rev ? j->A - 1 - s : s;
+                for (int64_t q = 0; q < w; q++) y[a * j->inner + q] = acc[q] += x[a * j->inner + q];
+            }
+        } else {
+            uint32_t acc[64] = {0};
+            const uint32_t *x = (const uint32_t *)j->x + base;
+            uint32_t *y = (uint32_t *)j->y + base;
+            for (int64_t s = 0; s < j->A; s++) {
+                int64_t a = rev ? j->A - 1 - s : s;
+                for (int64_t q = 0; q < w; q++) y[a * j->inner + q] = acc[q] += x[a * j->inner + q];
+            }
+        }
+    }
+}
+
+TG_CPU_KERNEL(tg_cpu_cumsum) {
+    const tg_node *n = ir_node(g, id);
+    ax_job j = {n, 0, 0, 0, in[0], NULL, out, 64, n->dtype == TG_F32};
+    ax_view(n->shape, (int)n->at.scan.axis, &j.outer, &j.A, &j.inner);
+    if (j.A == 0) return;
+    tg_cpu_parallel(c, ax_tasks(&j), 1 + GRAIN / (j.A * (j.inner < j.tile ? j.inner : j.tile)), cumsum_tasks, &j);
+}
+
+/* ---- topk: x [outer, A, inner] -> i32 [outer, k, inner] ----
+ * The entries of a line in one strict order (larger first, or smaller
+ * first; NaN after every number when smaller, before when larger; ties by
+ * index), the first k of it. The WGSL kernel selects by the same order, so
+ * both give the same indices. */
+typedef struct {
+    const ax_job *j;
+    const void *x; /* the line's first entry */
+    bool largest;
+} topk_line;
+
+static float topk_f(const topk_line *l, int64_t a) { return ((const float *)l->x)[a * l->j->inner]; }
+static int32_t topk_i(const topk_line *l, int64_t a) { return ((const int32_t *)l->x)[a * l->j->inner]; }
+
+/* true when entry a comes before entry b */
+static bool topk_before(const topk_line *l, int64_t a, int64_t b) {
+    if (l->j->f32) {
+        float va = topk_f(l, a), vb = topk_f(l, b);
+        bool na = va != va, nb = vb != vb;
+        if (na != nb) return l->largest ? na : nb;
+        if (!na && va != vb) return l->largest ? va > vb : va < vb;
+    } else {
+        int32_t va = topk_i(l, a), vb = topk_i(l, b);
+        if (va != vb) return l->largest ? va > vb : va < vb;
+    }
+    return a < b;
+}
+
+/* idx[0, n) sorted by topk_before, merging runs through tmp */
+static void topk_sort(const topk_line *l, int32_t *idx, int32_t *tmp, int64_t n) {
+    for (int64_t run = 1; run < n; run *= 2) {
+        for (int64_t lo = 0; lo < n; lo += 2 * run) {
+            int64_t mid = lo + run < n ? lo + run : n, hi = lo + 2 * run < n ? lo + 2 * run : n, p = lo, q = mid, o = lo;
+            while (p < mid && q < hi) tmp[o++] = topk_before(l, idx[q], idx[p]) ? idx[q++] : idx[p++];
+            while (p < mid) tmp[o++] = idx[p++];
+            while (q < hi) tmp[o++] = idx[q++];
+        }
+        memcpy(idx, tmp, sizeof(int32_t) * (size_t)n);
+    }
+}
+
+typedef struct {
+    ax_job ax;
+    int64_t k;
+} topk_job;
+
+static void topk_tasks(void *arg, int64_t lo, int64_t hi) {
+    topk_job *tj = arg;
+    const ax_job *j = &tj->ax;
+    int64_t A = j->A, k = tj->k, inner = j->inner;
+    /* the sort's index buffers; without them (no memory) the passes below, slower, give the same result */
+    int32_t small[2 * 64], *idx = A <= 64 ? small : malloc(sizeof(int32_t) * 2 * (size_t)A);
+    for (int64_t t = lo; t < hi; t++) {
+        int64_t o = t / inner, q = t % inner;
+        topk_line l = {j, (const char *)j->x + 4 * (o * A * inner + q), j->n->at.topk.largest};
+        int32_t *y = (int32_t *)j->y + o * k * inner + q;
+        if (k <= 8 || !idx) { /* k passes, each taking the first entry after the last one taken */
+            int64_t prev = -1;
+            for (int64_t r = 0; r < k; r++) {
+                int64_t best = -1;
+                for (int64_t a = 0; a < A; a++)
+                    if ((prev < 0 || topk_before(&l, prev, a)) && (best < 0 || topk_before(&l, a, best))) best = a;
+                y[r * inner] = (int32_t)best;
+                prev = best;
+            }
+        } else {
+            for (int64_t a = 0; a < A; a++) idx[a] = (int32_t)a;
+            topk_sort(&l, idx, idx + A, A);
+            for (int64_t r = 0; r < k; r++) y[r * inner] = idx[r];
+        }
+    }
+    if (idx != small) free(idx);
+}
+
+TG_CPU_KERNEL(tg_cpu_topk) {
+    const tg_node *n = ir_node(g, id), *x = ir_node(g, n->in[0]);
+    topk_job tj = {{n, 0, 0, 0, in[0], NULL, out, 1, x->dtype == TG_F32}, n->at.topk.k};
+    ax_view(x->shape, (int)n->at.topk.axis, &tj.ax.outer, &tj.ax.A, &tj.ax.inner);
+    int64_t lines = tj.ax.outer * tj.ax.inner, per = tj.ax.A * (tj.k <= 8 ? tj.k : 16);
+    tg_cpu_parallel(c, lines, 1 + GRAIN / (per + 1), topk_tasks, &tj);
+}
+
+/* ---- pad along one axis: x [outer, A, inner] -> y [outer, B + A + F, inner] ----
+ * Output position p copies x at src(p - B): itself inside, else the value
+ * (constant), the mirror image about the edge entry (reflect) or the edge
+ * entry (replicate). */
+static int64_t pad_src(int mode, int64_t s, int64_t A) {
+    if (s >= 0 && s < A) return s;
+    if (mode == TG_PAD_REFLECT) return s < 0 ? -s : 2 * (A - 1) - s;
+    if (mode == TG_PAD_REPLICATE) return s < 0 ? 0 : A - 1;
+    return -1;
+}
+
+typedef struct {
+    const tg_node *n;
+    int64_t outer, A, P, inner; /* P: the padded axis' length */
+    const void *x;
+    void *y;
+} pad_job;
+
+/* rows [lo, hi) of y viewed as [outer * P, inner] */
+static void pad_rows(void *arg, int64_t lo, int64_t hi) {
+    pad_job *j = arg;
+    const tg_node *n = j->n;
+    uint32_t fill;
+    if (n->dtype == TG_F32) memcpy(&fill, &n->at.pad.value, 4);
+    else fill = (uint32_t)tg_ir_f2i(n->at.pad.value);
+    for (int64_t r = lo; r < hi; r++) {
+        int64_t o = r / j->P, p = r % j->P, s = pad_src(n->at.pad.mode, p - n->at.pad.before, j->A);
+        uint32_t *y = (uint32_t *)j->y + r * j->inner;
+        if (s >= 0) memcpy(y, (const uint32_t *)j->x + (o * j->A + s) * j->inner, (size_t)j->inner * 4);
+        else
+            for (int64_t q = 0; q < j->inner; q++) y[q] = fill;
+    }
+}
+
+TG_CPU_KERNEL(tg_cpu_pad) {
+    const tg_node *n = ir_node(g, id);
+    pad_job j = {n, 0, 0, 0, 0, in[0], out};
+    ax_view(n->shape, (int)n->at.pad.axis, &j.outer, &j.P, &j.inner);
+    j.A = ir_node(g, n->in[0])->shape.d[n->at.pad.axis];
+    tg_cpu_parallel(c, j.outer * j.P, 1 + GRAIN / (j.inner + 1), pad_rows, &j);
+}
+
+/* pad_grad: gy [outer, P, inner] -> gx [outer, A, inner]. Entry a sums, in
+ * this order, gy at a + B, then the positions before the data that copy it
+ * (increasing), then those after it (increasing); a row of gx belongs to one
+ * task, so the order is fixed. */
+static void pad_grad_rows(void *arg, int64_t lo, int64_t hi) {
+    pad_job *j = arg;
+    const tg_node *n = j->n;
+    int64_t A = j->A, B = n->at.pad.before, inner = j->inner;
+    int mode = n->at.pad.mode;
+    for (int64_t r = lo; r < hi; r++) {
+        int64_t o = r / A, a = r % A;
+        const float *gy = (const float *)j->x + o * j->P * inner;
+        float *gx = (float *)j->y + r * inner;
+        memcpy(gx, gy + (a + B) * inner, (size_t)inner * sizeof(float));
+        if (mode == TG_PAD_CONSTANT) continue;
+        for (int side = 0; side < 2; side++) /* the positions before the data, then after it */
+            for (int64_t p = side ? B + A : 0; p < (side ? j->P : B); p++) {
+                if (pad_src(mode, p - B, A) != a) continue;
+                for (int64_t q = 0; q < inner; q++) gx[q] += gy[p * inner + q];
+            }
+    }
+}
+
+TG_CPU_KERNEL(tg_cpu_pad_grad) {
+    const tg_node *n = ir_node(g, id);
+    pad_job j = {n, 0, 0, 0, 0, in[0], out};
+    ax_view(n->shape, (int)n->at.pad.axis, &j.outer, &j.A, &j.inner);
+    j.P = ir_node(g, n->in[0])->shape.d[n->at.pad.axis];
+    if (j.A == 0) return;
+    tg_cpu_parallel(c, j.outer * j.A, 1 + GRAIN / (j.inner * 2 + 1), pad_grad_rows, &j);
+}

@@ -46,3 +46,29 @@ void tg_grad_upsample2d(tg_graph *g, int id, int gy, int *gx) {
     n.at.upsample = g->nodes[id].at.upsample;
     gx[0] = tg_ir_add(g, &n);
 }
+
+/* y = conv2d_grad_input(x, w) run forward (tg_conv_transpose2d): its
+ * adjoint in x is conv2d of gy with the same stride, padding and groups,
+ * and in w the conv2d weight gradient with gy as the image and x as the
+ * output's cotangent. */
+void tg_grad_conv_transpose2d(tg_graph *g, int id, int gy, int *gx) {
+    int x = g->nodes[id].in[0], w = g->nodes[id].in[1];
+    tg_shape ws = g->nodes[w].shape;
+    tg_node c = tg_ir_proto(TG_OP_CONV2D, NULL, IR_HERE);
+    c.nin = 2;
+    c.in[0] = gy;
+    c.in[1] = w;
+    c.at.conv.stride_h = g->nodes[id].at.conv.stride_h;
+    c.at.conv.stride_w = g->nodes[id].at.conv.stride_w;
+    c.at.conv.pad_h = g->nodes[id].at.conv.pad_h;
+    c.at.conv.pad_w = g->nodes[id].at.conv.pad_w;
+    c.at.conv.groups = g->nodes[id].at.conv.groups;
+    gx[0] = tg_ir_add(g, &c);
+    tg_node d = tg_ir_proto(TG_OP_CONV2D_GRAD_WEIGHT, NULL, IR_HERE);
+    d.in[0] = gy;
+    d.in[1] = x;
+    d.at.conv = c.at.conv;
+    d.at.conv.kh = ws.d[2];
+    d.at.conv.kw = ws.d[3];
+    gx[1] = tg_ir_add(g, &d);
+}

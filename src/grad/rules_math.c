@@ -117,3 +117,21 @@ void tg_grad_take_along_axis(tg_graph *g, int id, int gy, int *gx) {
     gx[0] = tg_ir_add(g, &n);
     gx[1] = -1;
 }
+
+/* cumsum: each x[a] reaches every y[b] with b at or past a, so gx is the
+ * running sum of gy taken from the other end */
+void tg_grad_cumsum(tg_graph *g, int id, int gy, int *gx) {
+    tg_node n = bw(TG_OP_CUMSUM);
+    n.in[0] = gy;
+    n.at.scan.axis = g->nodes[id].at.scan.axis;
+    n.at.scan.reverse = !g->nodes[id].at.scan.reverse;
+    gx[0] = tg_ir_add(g, &n);
+}
+
+/* pad: each entry of x gathers the cotangents of the outputs that copy it */
+void tg_grad_pad(tg_graph *g, int id, int gy, int *gx) {
+    tg_node n = bw(TG_OP_PAD_GRAD);
+    n.in[0] = gy;
+    n.at.pad = g->nodes[id].at.pad;
+    gx[0] = tg_ir_add(g, &n);
+}

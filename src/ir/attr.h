@@ -53,6 +53,25 @@ typedef union {
         int64_t start; /* narrow, narrow_grad: the first index taken / placed */
         int64_t len;   /* narrow: how many */
     } axis;
+    /* cumsum: y[a] = x[0] + ... + x[a] along the axis; reverse: x[a] + ... + x[A-1] */
+    struct {
+        int64_t axis;
+        bool reverse;
+    } scan;
+    /* topk: the indices of the k largest (smallest unless largest) along
+     * the axis, in order, ties to the lower index, NaN above every number */
+    struct {
+        int64_t axis, k;
+        bool largest;
+    } topk;
+    /* pad, pad_grad: along one axis, `before` and `after` entries added
+     * (pad_grad: taken away); mode TG_PAD_CONSTANT fills with `value`,
+     * REFLECT mirrors without the edge, REPLICATE repeats the edge */
+    struct {
+        int64_t axis, before, after;
+        int mode;
+        float value;
+    } pad;
     tg_attr_unary unary;
     struct {
         tg_opcode op;      /* the forward unary math op */

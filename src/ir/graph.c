@@ -117,6 +117,7 @@ void tg_graph_free(tg_graph *g) {
     }
     for (int i = 0; i < g->n_caps; i++) free(g->caps[i].name);
     free(g->caps);
+    free(g->upd);
     free(g->nodes);
     free(g->param_node);
     free(g);
@@ -263,3 +264,34 @@ tg_dtype tg_tensor_dtype(tg_tensor t) {
 }
 
 bool tg_tensor_ok(tg_tensor t) { return t.g && t.id >= 0 && t.id < t.g->n; }
+
+void tg_ir_leaf_update(tg_graph *g, int dst, int src, const tg_node *site) {
+    if (!g || dst < 0 || src < 0 || g->err != TG_OK) return;
+    const tg_node *d = &g->nodes[dst], *v = &g->nodes[src];
+    char a[96], b[96];
+    if (d->op != TG_OP_PARAM || d->dtype != TG_F32) {
+        tg_ir_fail(g, site, "the value to update must be an f32 param (tg_use), got a %s", tg_ops[d->op].name);
+        return;
+    }
+    if (!tg_shape_eq(d->shape, v->shape) || v->dtype != TG_F32) {
+        tg_ir_fail(g, site, "param '%s' %s cannot take a value of shape %s", d->name, tg_shape_str(d->shape, a, sizeof a),
+                   tg_shape_str(v->shape, b, sizeof b));
+        return;
+    }
+    for (int i = 0; i < g->n_upd; i++)
+        if (g->upd[i].dst == dst) {
+            tg_ir_fail(g, site, "param '%s' is updated twice in one step", d->name);
+            return;
+        }
+    if (g->n_upd == g->cap_upd) {
+        int cap = g->cap_upd ? 2 * g->cap_upd : 8;
+        struct tg_leaf_update *u = tg_realloc(g->upd, (size_t)cap * sizeof *u);
+        if (!u) {
+            tg_ir_fail_status(g, TG_ERR_NOMEM, site, "out of memory");
+            return;
+        }
+        g->upd = u;
+        g->cap_upd = cap;
+    }
+    g->upd[g->n_upd++] = (struct tg_leaf_update){src, dst};
+}

@@ -77,6 +77,11 @@ struct tg_graph {
     char errmsg[512];
     struct tg_capture { char *name; int id; } *caps; /* named intermediates kept readable */
     int n_caps, cap_caps;
+    /* Values the trace asked to carry to the next step (batch_norm's running
+     * statistics): after a training step, param leaf dst takes node src's
+     * value. Read once, by the compiler, before any pass renumbers nodes. */
+    struct tg_leaf_update { int src, dst; } *upd;
+    int n_upd, cap_upd;
     int rng_seed;           /* the TG_RNG_SEED_NAME leaf, -1 until a random op asks */
     uint32_t n_random_ops;  /* salts handed out */
     bool sealed;            /* compiled: nothing may be appended any more */
@@ -164,6 +169,11 @@ int tg_ir_permute(tg_graph *g, int x, tg_shape perm, const char *file, int line)
 #define IR_HERE __FILE__, __LINE__
 /* A module's _fwd: false (error recorded in g) for a NULL module or graph. */
 bool tg_ir_module_ok(tg_graph *g, const void *module, const char *api, const char *file, int line);
+
+/* Asks that param leaf `dst` take node src's value (same shape, f32) at the
+ * end of each training step; an error naming `site` (the builder's node)
+ * when dst is not a param or is updated twice. */
+void tg_ir_leaf_update(tg_graph *g, int dst, int src, const tg_node *site);
 
 /* Random ops read the per-step seed from one state leaf, i32 [2] (the low
  * and high 32 bits of a 64-bit seed), that the session rewrites before every

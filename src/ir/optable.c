@@ -43,7 +43,11 @@
  *   conv2d_grad_input (gy, w), conv2d_grad_weight (x, gy)
  *   max_pool2d (x), max_pool2d_grad (x, y, gy)   y is the forward's output: the gradient goes
  *                             to the first window element equal to it
- *   nearest_upsample2d (x), upsample2d_grad (gy) */
+ *   nearest_upsample2d (x), upsample2d_grad (gy)
+ *   conv2d_grad_input         also conv_transpose2d's forward (gy = its x), with a gradient
+ *   cumsum (x)                at.scan; reverse sums from the end (cumsum's gradient)
+ *   topk (x) -> i32           at.topk: the indices; the values are a take_along_axis of them
+ *   pad (x), pad_grad (gy)    at.pad: one axis each (tg_pad chains them) */
 
 #include "ir.h"
 #include "shape.h"

@@ -193,3 +193,96 @@ bool tg_shape_minmax_grad(tg_graph *g, tg_node *n) {
     n->dtype = TG_F32;
     return true;
 }
+
+/* cumsum: f32 or i32, the input's shape */
+bool tg_shape_cumsum(tg_graph *g, tg_node *n) {
+    const tg_node *x = IN(0);
+    if (!axis_ok(g, n, x->shape, n->at.scan.axis)) return false;
+    return tg_shape_unary_num(g, n);
+}
+
+/* topk: f32 or i32 in, i32 indices out, k of the axis (1 <= k <= its size) */
+bool tg_shape_topk(tg_graph *g, tg_node *n) {
+    const int64_t ax = n->at.topk.axis, k = n->at.topk.k;
+    const tg_node *x = IN(0);
+    char b[96];
+    if (x->dtype != TG_F32 && x->dtype != TG_I32) {
+        tg_ir_fail(g, n, "operand is %s, expected f32 or i32", tg_dtype_name(x->dtype));
+        return false;
+    }
+    if (!axis_ok(g, n, x->shape, ax)) return false;
+    if (k < 1 || k > x->shape.d[ax]) {
+        tg_ir_fail(g, n, "k = %lld is outside [1, %lld], the size of axis %lld of %s", (long long)k,
+                   (long long)x->shape.d[ax], (long long)ax, S(x->shape, b));
+        return false;
+    }
+    n->shape = x->shape;
+    n->shape.d[ax] = k;
+    n->dtype = TG_I32;
+    return true;
+}
+
+/* The pad attributes against the axis size A they pad (pad) or restore (pad_grad). */
+static bool pad_ok(tg_graph *g, tg_node *n, tg_shape s, int64_t A) {
+    const int64_t ax = n->at.pad.axis, before = n->at.pad.before, after = n->at.pad.after;
+    char b[96];
+    if (before < 0 || after < 0 || n->at.pad.mode < TG_PAD_CONSTANT || n->at.pad.mode > TG_PAD_REPLICATE) {
+        tg_ir_fail(g, n, "padding %lld before, %lld after (mode %d) along axis %lld of %s: padding must be >= 0 "
+                   "and the mode one of tg_pad_mode", (long long)before, (long long)after, n->at.pad.mode,
+                   (long long)ax, S(s, b));
+        return false;
+    }
+    if (n->at.pad.mode == TG_PAD_REFLECT && (before >= A || after >= A)) {
+        tg_ir_fail(g, n, "reflect padding %lld before, %lld after along axis %lld of %s: each must be smaller "
+                   "than the axis (%lld)", (long long)before, (long long)after, (long long)ax, S(s, b), (long long)A);
+        return false;
+    }
+    if (n->at.pad.mode == TG_PAD_REPLICATE && A == 0 && before + after > 0) {
+        tg_ir_fail(g, n, "replicate padding along the empty axis %lld of %s", (long long)ax, S(s, b));
+        return false;
+    }
+    return true;
+}
+
+/* pad: f32 or i32, the axis grown by before + after */
+bool tg_shape_pad(tg_graph *g, tg_node *n) {
+    const tg_node *x = IN(0);
+    const int64_t ax = n->at.pad.axis;
+    char b[96];
+    if (x->dtype != TG_F32 && x->dtype != TG_I32) {
+        tg_ir_fail(g, n, "operand is %s, expected f32 or i32", tg_dtype_name(x->dtype));
+        return false;
+    }
+    if (!axis_ok(g, n, x->shape, ax) || !pad_ok(g, n, x->shape, x->shape.d[ax])) return false;
+    n->shape = x->shape;
+    if (__builtin_add_overflow(x->shape.d[ax], n->at.pad.before, &n->shape.d[ax]) ||
+        __builtin_add_overflow(n->shape.d[ax], n->at.pad.after, &n->shape.d[ax]) || !tg_ir_numel_ok(n->shape)) {
+        tg_ir_fail_status(g, TG_ERR_LIMIT, n, "padding %s by %lld and %lld along axis %lld makes more than %lld "
+                          "elements", S(x->shape, b), (long long)n->at.pad.before, (long long)n->at.pad.after,
+                          (long long)ax, (long long)TG_MAX_NUMEL);
+        return false;
+    }
+    n->dtype = x->dtype;
+    return true;
+}
+
+/* pad_grad(gy): f32, the padded axis shrunk back by before + after */
+bool tg_shape_pad_grad(tg_graph *g, tg_node *n) {
+    const tg_node *gy = IN(0);
+    const int64_t ax = n->at.pad.axis;
+    char b[96];
+    if (gy->dtype != TG_F32 || !axis_ok(g, n, gy->shape, ax)) {
+        tg_ir_fail(g, n, "cotangent %s %s does not fit axis %lld", tg_dtype_name(gy->dtype), S(gy->shape, b),
+                   (long long)ax);
+        return false;
+    }
+    int64_t A = gy->shape.d[ax] - n->at.pad.before - n->at.pad.after;
+    if (A < 0 || !pad_ok(g, n, gy->shape, A)) {
+        if (A < 0) tg_ir_fail(g, n, "cotangent %s is shorter than its padding along axis %lld", S(gy->shape, b), (long long)ax);
+        return false;
+    }
+    n->shape = gy->shape;
+    n->shape.d[ax] = A;
+    n->dtype = TG_F32;
+    return true;
+}

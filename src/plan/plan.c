@@ -277,6 +277,11 @@ static void updates_in_place(planner *pl) {
         merge(pl, rd, rs);
         pl->out->wb_free[w] = true;
     }
+    /* A writeback left as a copy reads its source after the last kernel: a
+     * source computed early (batch_norm's running statistics, in the
+     * forward) must keep its memory until then. */
+    for (int w = 0; w < req->n_wb; w++)
+        if (!pl->out->wb_free[w] && req->wb[w].src >= 0) pl->last[find(pl->parent, req->wb[w].src)] = pl->n - 1;
 }
 
 /* 4. In-place elementwise ops over scratch inputs that die with them. A

@@ -322,3 +322,124 @@ bool tg_wgsl_take_along_axis_grad(wgsl_kernel *k) {
     tg_kernel_end(k);
     return true;
 }
+
+/* cumsum: x, y [outer, A, inner]; one invocation per line adds along A in
+ * order (from the end when reversed), as the CPU does. i32 wraps. */
+bool tg_wgsl_cumsum(wgsl_kernel *k) {
+    int64_t outer, A, inner;
+    axis_view(k->n->shape, (int)k->n->at.scan.axis, &outer, &A, &inner);
+    char a[48];
+    if (k->n->at.scan.reverse) snprintf(a, sizeof a, "(%lldu - s)", (long long)(A - 1));
+    else snprintf(a, sizeof a, "s");
+    if (!tg_kernel_flat(k, outer * inner)) return false;
+    tg_source_printf(&k->source,
+                  "    let base = (i / %lldu) * %lldu + i %% %lldu;\n"
+                  "    var acc = %s(0);\n"
+                  "    for (var s = 0u; s < %lldu; s++) {\n"
+                  "        let p = base + %s * %lldu;\n"
+                  "        acc += ld0(p);\n"
+                  "        st(p, acc);\n"
+                  "    }\n",
+                  (long long)inner, (long long)(A * inner), (long long)inner, tg_kernel_type(k->n->dtype), (long long)A, a,
+                  (long long)inner);
+    tg_kernel_end(k);
+    return true;
+}
+
+/* topk: x [outer, A, inner] -> i32 [outer, K, inner]; one invocation per
+ * line takes K passes, each picking the first entry (in tk_before's order,
+ * the CPU's) after the one the last pass picked. */
+bool tg_wgsl_topk(wgsl_kernel *k) {
+    const tg_node *x = tg_kernel_in(k, 0);
+    int64_t outer, A, inner, K = k->n->at.topk.k;
+    axis_view(x->shape, (int)k->n->at.topk.axis, &outer, &A, &inner);
+    bool f32 = x->dtype == TG_F32, largest = k->n->at.topk.largest;
+    const char *T = tg_kernel_type(x->dtype), *cmp = largest ? ">" : "<";
+    if (f32) tg_kernel_is_nan(k);
+    tg_source_printf(&k->source, "fn tk_before(va: %s, a: u32, vb: %s, b: u32) -> bool {\n", T, T);
+    if (f32)
+        tg_source_printf(&k->source,
+                      "    let na = is_nan(va);\n    let nb = is_nan(vb);\n"
+                      "    if (na != nb) { return %s; }\n"
+                      "    if (!na && va != vb) { return va %s vb; }\n",
+                      largest ? "na" : "nb", cmp);
+    else tg_source_printf(&k->source, "    if (va != vb) { return va %s vb; }\n", cmp);
+    tg_source_printf(&k->source, "    return a < b;\n}\n");
+    if (!tg_kernel_flat(k, outer * inner)) return false;
+    tg_source_printf(&k->source,
+                  "    let base = (i / %lldu) * %lldu + i %% %lldu;\n"
+                  "    let obase = (i / %lldu) * %lldu + i %% %lldu;\n"
+                  "    var pv = ld0(base);\n    var pa = 0xffffffffu;\n"
+                  "    for (var r = 0u; r < %lldu; r++) {\n"
+                  "        var bv = pv;\n        var ba = 0xffffffffu;\n"
+                  "        for (var a = 0u; a < %lldu; a++) {\n"
+                  "            let v = ld0(base + a * %lldu);\n"
+                  "            if (r > 0u && !tk_before(pv, pa, v, a)) { continue; }\n"
+                  "            if (ba == 0xffffffffu || tk_before(v, a, bv, ba)) { bv = v; ba = a; }\n"
+                  "        }\n"
+                  "        st(obase + r * %lldu, i32(ba));\n"
+                  "        pv = bv;\n        pa = ba;\n"
+                  "    }\n",
+                  (long long)inner, (long long)(A * inner), (long long)inner, (long long)inner, (long long)(K * inner),
+                  (long long)inner, (long long)K, (long long)A, (long long)inner, (long long)inner);
+    tg_kernel_end(k);
+    return true;
+}
+
+/* pad along one axis: x [outer, A, inner] -> y [outer, P, inner], P = B + A
+ * + F; position p copies x at the CPU's pad_src(p - B), or is the value. */
+bool tg_wgsl_pad(wgsl_kernel *k) {
+    const tg_node *n = k->n;
+    int64_t outer, P, inner, A = tg_kernel_in(k, 0)->shape.d[n->at.pad.axis], B = n->at.pad.before;
+    axis_view(n->shape, (int)n->at.pad.axis, &outer, &P, &inner);
+    char v[48];
+    if (n->dtype == TG_F32) tg_kernel_f32(n->at.pad.value, v);
+    else tg_kernel_i32(tg_ir_f2i(n->at.pad.value), v);
+    if (!tg_kernel_flat(k, tg_ir_numel(n))) return false;
+    tg_source_printf(&k->source,
+                  "    let o = i / %lldu;\n    let rem = i %% %lldu;\n    let q = rem %% %lldu;\n"
+                  "    var s = i32(rem / %lldu) - %lldi;\n",
+                  (long long)(P * inner), (long long)(P * inner), (long long)inner, (long long)inner, (long long)B);
+    if (n->at.pad.mode == TG_PAD_REFLECT)
+        tg_source_printf(&k->source, "    s = select(s, -s, s < 0);\n    s = select(s, %lldi - s, s >= %lldi);\n",
+                      (long long)(2 * (A - 1)), (long long)A);
+    else if (n->at.pad.mode == TG_PAD_REPLICATE) tg_source_printf(&k->source, "    s = clamp(s, 0, %lldi);\n", (long long)(A - 1));
+    tg_source_printf(&k->source,
+                  "    if (s < 0 || s >= %lldi) { st(i, %s); return; }\n"
+                  "    st(i, ld0((o * %lldu + u32(s)) * %lldu + q));\n",
+                  (long long)A, v, (long long)A, (long long)inner);
+    tg_kernel_end(k);
+    return true;
+}
+
+/* pad_grad: gy [outer, P, inner] -> gx [outer, A, inner]; entry a sums gy
+ * at a + B, then the padding before the data that copies it, then the
+ * padding after it, in the CPU's order. */
+bool tg_wgsl_pad_grad(wgsl_kernel *k) {
+    const tg_node *n = k->n;
+    int64_t outer, A, inner, P = tg_kernel_in(k, 0)->shape.d[n->at.pad.axis], B = n->at.pad.before;
+    int64_t F = n->at.pad.after;
+    axis_view(n->shape, (int)n->at.pad.axis, &outer, &A, &inner);
+    if (!tg_kernel_flat(k, tg_ir_numel(n))) return false;
+    tg_source_printf(&k->source,
+                  "    let o = i / %lldu;\n    let rem = i %% %lldu;\n    let a = i32(rem / %lldu);\n"
+                  "    let gb = o * %lldu + rem %% %lldu;\n"
+                  "    var acc = ld0(gb + u32(a + %lldi) * %lldu);\n",
+                  (long long)(A * inner), (long long)(A * inner), (long long)inner, (long long)(P * inner),
+                  (long long)inner, (long long)B, (long long)inner);
+    if (n->at.pad.mode == TG_PAD_REFLECT)
+        tg_source_printf(&k->source,
+                      "    if (a >= 1 && a <= %lldi) { acc += ld0(gb + u32(%lldi - a) * %lldu); }\n"
+                      "    if (a >= %lldi && a <= %lldi) { acc += ld0(gb + u32(%lldi - a) * %lldu); }\n",
+                      (long long)B, (long long)B, (long long)inner, (long long)(A - 1 - F), (long long)(A - 2),
+                      (long long)(B + 2 * (A - 1)), (long long)inner);
+    else if (n->at.pad.mode == TG_PAD_REPLICATE)
+        tg_source_printf(&k->source,
+                      "    if (a == 0) { for (var p = 0u; p < %lldu; p++) { acc += ld0(gb + p * %lldu); } }\n"
+                      "    if (a == %lldi) { for (var p = %lldu; p < %lldu; p++) { acc += ld0(gb + p * %lldu); } }\n",
+                      (long long)B, (long long)inner, (long long)(A - 1), (long long)(B + A), (long long)P,
+                      (long long)inner);
+    tg_source_printf(&k->source, "    st(i, acc);\n");
+    tg_kernel_end(k);
+    return true;
+}
