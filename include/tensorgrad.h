@@ -792,6 +792,11 @@ typedef struct {
     bool (*decay_filter)(const char *name, void *user);
     bool (*normalize_filter)(const char *name, void *user);
     void *filter_user;
+    /* > 0 (below 1): an exponential moving average of every trained param,
+     * kept in the graph beside the optimizer's state: after each update
+     * ema = ema_decay * ema + (1 - ema_decay) * param, the first update
+     * copying the param. tg_session_download_ema reads it. */
+    float ema_decay;
 } tg_optim;
 
 tg_optim tg_adam(tg_lr lr);
@@ -894,6 +899,16 @@ typedef struct {
      * machine's to keep a session small; above it when you know better,
      * with swap). TG_MEMORY_UNCHECKED: no check. */
     int64_t memory_limit;
+    /* Gradient accumulation: K > 1 micro-batches per update. Each
+     * tg_session_step runs one micro-batch's forward and backward and adds
+     * its gradients to a sum; every K-th applies the update with the mean
+     * of the K (so K micro-batches of a mean loss update the params as one
+     * step over all of them would), memory that of one micro-batch plus the
+     * sums. tg_session_step_count counts updates; tg_session_pending the
+     * micro-batches since the last; tg_session_get_grad gives the sum of
+     * the round's gradients so far. Needs an optimizer; not with comm.
+     * 0 or 1: every step updates. */
+    int accumulate;
 } tg_train_spec;
 
 #define TG_MEMORY_UNCHECKED (-1)
@@ -970,6 +985,16 @@ tg_status tg_session_step(tg_session *s, const tg_feed *feeds, int n_feeds, floa
 /* Replaces the schedule; it restarts from the next step. */
 tg_status tg_session_set_lr(tg_session *s, tg_lr lr);
 int64_t tg_session_step_count(const tg_session *s);
+/* With spec.accumulate = K: the micro-batches stepped since the last update
+ * (0 .. K-1; 0 right after one). A step that fails drops the round's
+ * gradients: the next step starts a new round. 0 without accumulation. */
+int tg_session_pending(const tg_session *s);
+/* With optim.ema_decay: every param under its name, as tg_session_download
+ * gives them, the trained ones holding their moving average (before the
+ * first update, the params themselves). Upload it into a forward session
+ * (tg_forward_upload_tensors) or write it (tg_safetensors_write) to run or
+ * keep the averaged model. TG_ERR_STATE without ema_decay. */
+tg_status tg_session_download_ema(tg_session *s, tg_safetensors **out);
 
 /* Params by name. set/get take one f32 param (count must match); upload
  * takes every param exactly once (strict: missing, unknown, duplicate,
@@ -1280,6 +1305,66 @@ tg_status tg_webgpu_info(tg_webgpu_adapter_info *out);
  * with all of them compiles f32 subgroup-matrix products (Dawn's
  * chromium_experimental_subgroup_matrix). */
 tg_status tg_webgpu_unsafe_features(char *buf, size_t n);
+
+/* ---- batches of an in-memory dataset --------------------------------------
+ * An optional helper for training loops: the samples of arrays in memory,
+ * a validation split held out once, and per epoch the training samples in
+ * a shuffled order drawn from (seed, epoch) on the host, so every backend
+ * and thread count sees the same batches. Each batch gathers its samples
+ * into buffers of its own and hands them out as feeds named after the
+ * fields, ready for tg_session_step or tg_forward_run. */
+typedef struct {
+    const char *name;   /* the input it feeds */
+    const void *data;   /* n samples of `size` elements each, sample after sample; must outlive the set */
+    tg_dtype dtype;     /* TG_F32 or TG_I32 */
+    int64_t size;       /* elements per sample (784 for a 28x28 image, 1 for a label) */
+} tg_data_field;
+
+/* What becomes of an epoch's last batch when the samples do not divide
+ * into batches: DROP leaves it out (a training session's shapes are
+ * fixed); PARTIAL gives it with count < batch (a forward session with
+ * TG_BATCH runs it); FILL completes it with the epoch's first samples again,
+ * count saying how many are new (a fixed-shape evaluation that weighs only
+ * those). */
+typedef enum { TG_LAST_DROP = 0, TG_LAST_PARTIAL, TG_LAST_FILL } tg_last_batch;
+typedef enum { TG_SPLIT_TRAIN = 0, TG_SPLIT_VAL } tg_split;
+
+typedef struct {
+    const tg_data_field *fields; /* copied (not the data) */
+    int n_fields;
+    int64_t n;            /* samples */
+    int64_t batch;        /* samples per batch */
+    int64_t n_val;        /* samples held out for validation, chosen by the seed once; 0: none */
+    uint64_t seed;        /* the split and every epoch's order */
+    bool no_shuffle;      /* training batches in the data's order */
+    tg_last_batch last, last_val; /* the last partial batch of the training and the validation split */
+} tg_data_spec;
+
+typedef struct tg_data tg_data;
+/* One batch: feeds[0 .. n_feeds) (one per field, the fields' names and
+ * dtypes, count samples' elements each); the samples' positions in the
+ * data; the epoch (from 0) and the batch's place in it. Valid until the
+ * next call on the set. */
+typedef struct {
+    const tg_feed *feeds;
+    int n_feeds;
+    int64_t count;          /* samples in the batch: batch, or fewer for a PARTIAL last batch */
+    int64_t fresh;          /* of them, the epoch's own (count, except in a FILL last batch) */
+    const int64_t *samples; /* count positions in the data */
+    int64_t epoch, index;
+} tg_batch;
+
+/* TG_ERR_ARG (naming the field) for NULL or unknown fields, a size, batch
+ * or count out of range, or a split that leaves fewer samples than a batch
+ * where the last batch is dropped. */
+tg_status tg_data_new(const tg_data_spec *spec, tg_data **out);
+void tg_data_free(tg_data *d);
+/* The split's next batch into *out: true, or false at the end of an epoch
+ * (nothing written), after which the split starts its next epoch. */
+bool tg_data_next(tg_data *d, tg_split split, tg_batch *out);
+/* The split's samples, and the batches an epoch gives. */
+int64_t tg_data_count(const tg_data *d, tg_split split);
+int64_t tg_data_batches(const tg_data *d, tg_split split);
 
 /* ---- progress line --------------------------------------------------------
  * The line `tg train` prints: "step 200/2000  loss 0.0123  25600 ex/s  ETA 0:07".

@@ -330,8 +330,9 @@ static tg_status save(tg_session_base *s, const tg_session *train, const char *a
     }
     if (st != TG_OK) goto done;
     /* The container adds a checksum of every byte (io/safetensors.h). */
-    const char *meta[12] = {"format", full ? CK_FULL XSTR(CK_VERSION) : CK_WEIGHTS XSTR(CK_VERSION)};
-    char step[24], lr_start[24], seed[24];
+    const char *meta[14] = {"format", full ? CK_FULL XSTR(CK_VERSION) : CK_WEIGHTS XSTR(CK_VERSION)};
+    char step[24], lr_start[24], seed[24], pending[24];
+    int n_meta = full ? 6 : 1;
     if (full) {
         if (!(lr = lr_encode(train->lr))) {
             st = tg_fail(TG_ERR_NOMEM, "%s: out of memory", api);
@@ -343,8 +344,12 @@ static tg_status save(tg_session_base *s, const tg_session *train, const char *a
         const char *m[] = {"step", step, "lr_start", lr_start, "seed", seed,
                            "optimizer", opt_name(train->optim.kind), "lr", lr};
         memcpy(meta + 2, m, sizeof m);
+        if (train->micro > 0) { /* saved between updates: the micro-steps whose sums the state holds */
+            snprintf(pending, sizeof pending, "%d", train->micro);
+            meta[2 * n_meta] = "pending", meta[2 * n_meta + 1] = pending, n_meta++;
+        }
     }
-    st = tg_safetensors_write(path, t, n, meta, full ? 6 : 1);
+    st = tg_safetensors_write(path, t, n, meta, n_meta);
     if (st != TG_OK) st = rewrap(api, st);
 done:
     free(lr);
@@ -507,6 +512,7 @@ static tg_status agree_on_file(tg_comm *c, tg_status st, uint64_t hash, const ch
 /* The training position of a full checkpoint (format 1 or 2), checked. */
 typedef struct {
     uint64_t step, lr_start, seed;
+    uint64_t pending; /* micro-steps of an accumulation round the sums hold ("pending"; absent: 0) */
     tg_lr *lr;
 } ck_position;
 
@@ -523,6 +529,10 @@ static tg_status read_position(const tg_safetensors *f, const tg_session *train,
                            keys[k], v ? "'" : "", v ? tg_st_shown(v, sh, 48) : "missing", v ? "'" : "",
                            k < 2 ? " below 2^63 - 1" : " below 2^64");
     }
+    const char *pv = tg_safetensors_meta(f, "pending");
+    if (pv && (!parse_u64(pv, &pos->pending) || pos->pending >= (uint64_t)train->accumulate))
+        return tg_fail(TG_ERR_STATE, "%s: %s: saved after %s micro-steps of an accumulation; this session "
+                       "accumulates %d", api, path, tg_st_shown(pv, sh, 24), train->accumulate);
     if (pos->lr_start > pos->step)
         return tg_fail(TG_ERR_FORMAT, "%s: %s: metadata lr_start %llu is after step %llu", api, path,
                        (unsigned long long)pos->lr_start, (unsigned long long)pos->step);
@@ -604,6 +614,7 @@ static tg_status load(tg_session_base *s, tg_session *train, bool forward, tg_co
     if (st == TG_OK && full) {
         train->step = (int64_t)pos.step;
         train->lr_start = (int64_t)pos.lr_start;
+        train->micro = (int)pos.pending;
         s->seed = pos.seed;
         free(train->lr);
         train->lr = pos.lr;

@@ -59,15 +59,18 @@ static tg_status trace(const tg_compile_req *req, tg_program *p) {
     return tg_ir_build_tables(g);
 }
 
-/* A training program carries the values the trace asked to keep (running
- * statistics) to the next step with writebacks of their own, before the
- * optimizer's; a forward program computes them and keeps nothing. */
-static tg_status leaf_updates(tg_program *p) {
+/* The writebacks of a training program: the values the trace asked to
+ * carry to the next step (running statistics) and the gradient sums of an
+ * accumulation, computed before the cut, then the optimizer's (already in
+ * p->wb). A forward program computes the values and keeps nothing. */
+static tg_status writebacks(tg_program *p, const tg_writeback *acc, int n_acc) {
     tg_graph *g = p->g;
-    if (!g->n_upd) return TG_OK;
-    tg_writeback *wb = tg_calloc((size_t)(g->n_upd + p->n_wb) + 1, sizeof *wb);
+    int n_pre = g->n_upd + n_acc;
+    if (!n_pre) return TG_OK;
+    tg_writeback *wb = tg_calloc((size_t)(n_pre + p->n_wb) + 1, sizeof *wb);
     if (!wb) return tg_fail(TG_ERR_NOMEM, "compile: out of memory");
     for (int i = 0; i < g->n_upd; i++) wb[i] = (tg_writeback){g->upd[i].src, g->upd[i].dst};
+    for (int i = 0; i < n_acc; i++) wb[g->n_upd + i] = acc[i];
     for (int w = 0; w < p->n_wb; w++) {
         for (int i = 0; i < g->n_upd; i++)
             if (p->wb[w].dst == g->upd[i].dst) {
@@ -75,11 +78,11 @@ static tg_status leaf_updates(tg_program *p) {
                 return tg_fail(TG_ERR_ARG, "compile: param '%s' is both trained and updated by the trace (freeze it: "
                                "tg_model_freeze)", g->nodes[g->upd[i].dst].name);
             }
-        wb[g->n_upd + w] = p->wb[w];
+        wb[n_pre + w] = p->wb[w];
     }
     free(p->wb);
     p->wb = wb;
-    p->n_wb += g->n_upd;
+    p->n_wb += n_pre;
     return TG_OK;
 }
 
@@ -115,10 +118,14 @@ tg_status tg_program_build(const tg_compile_req *req, tg_program **out) {
     if (s == TG_OK) tg_pass_one_hot_products(p->g);
     int n_fwd = p->g->n;
     if (s == TG_OK && (train || req->grads)) s = tg_grad_append(p->g, p->result, p->param_grad);
+    tg_writeback *acc = NULL;
+    int n_acc = 0;
+    if (s == TG_OK && train && req->accumulate > 1) s = tg_optim_accumulate(p->g, p->param_grad, &acc, &n_acc);
     int n_bwd = p->g->n; /* the optimizer's nodes come after this */
     if (s == TG_OK && train)
-        s = tg_optim_append(p->g, req->optim, p->param_grad, p->result, &p->wb, &p->n_wb, &p->check);
-    if (s == TG_OK && req->optim) s = leaf_updates(p);
+        s = tg_optim_append(p->g, req->optim, p->param_grad, req->accumulate, p->result, &p->wb, &p->n_wb, &p->check);
+    if (s == TG_OK && req->optim) s = writebacks(p, acc, n_acc);
+    free(acc);
     if (s != TG_OK) {
         tg_program_free(p);
         return s;

@@ -24,6 +24,7 @@ typedef struct {
     tg_fuse_fn fuse;       /* NULL: nothing fused */
     bool discard_grads;    /* grads are scratch, unreadable after the step (needs optim) */
     bool check_each;       /* tg_program.check_each, known to the fusion pass (which may then fuse less) */
+    int accumulate;        /* > 1: gradients summed over that many micro-steps per update (needs optim) */
 } tg_compile_req;
 
 tg_status tg_program_build(const tg_compile_req *req, tg_program **out);

@@ -85,7 +85,7 @@ static tg_status program_for(tg_forward *f, int64_t batch, const char *api, tg_p
     }
     tg_engine *e = f->b.eng;
     tg_compile_req req = {f->b.model, f->fn, f->user, in, f->n_inputs, NULL, false, TG_ARENA_ALIGN, f->b.param_offset,
-                          e->vt->fuse, false, tg_session_check_numerics(f->check_numerics)};
+                          e->vt->fuse, false, tg_session_check_numerics(f->check_numerics), 1};
     tg_program *p;
     tg_status st = tg_program_build(&req, &p);
     free(in);

@@ -14,6 +14,7 @@
 #include "cpu/cpu.h"
 #include "dist/dp.h"
 #include "engine.h"
+#include "io/safetensors.h"
 #include "ir/model.h"
 
 #include "session.h"
@@ -62,7 +63,7 @@ static tg_status build(const tg_session *s, tg_session_base *b, tg_model *m, voi
     tg_status st = tg_session_base_open(b, m, s->backend, s->threads, s->memory_limit, api);
     tg_compile_req req = {m, s->loss, user, s->inputs, s->n_inputs, o, o->kind == TG_OPT_NONE, TG_ARENA_ALIGN,
                           b->param_offset, b->eng ? b->eng->vt->fuse : NULL, s->discard_grads,
-                          tg_session_check_numerics(s->check_numerics)};
+                          tg_session_check_numerics(s->check_numerics), s->accumulate};
     if (st == TG_OK) st = tg_program_build(&req, &b->prog);
     if (st == TG_OK) {
         const tg_node *r = &b->prog->g->nodes[b->prog->result];
@@ -123,8 +124,14 @@ static tg_status session_new(const tg_train_spec *spec, tg_session **out) {
     if (spec->discard_grads && spec->comm)
         return tg_fail(TG_ERR_ARG, "%s: spec->discard_grads is not supported with spec->comm (the ranks exchange the "
                        "gradients where they are kept)", api);
+    if (spec->accumulate < 0 || (spec->accumulate > 1 && spec->optim.kind == TG_OPT_NONE))
+        return tg_fail(TG_ERR_ARG, "%s: spec->accumulate is %d: want 0 or 1 (no accumulation), or more micro-steps per "
+                       "update with an optimizer", api, spec->accumulate);
+    if (spec->accumulate > 1 && spec->comm)
+        return tg_fail(TG_ERR_ARG, "%s: spec->accumulate is not supported with spec->comm", api);
     tg_session *s = tg_calloc(1, sizeof *s);
     if (!s) return tg_fail(TG_ERR_NOMEM, "%s: out of memory", api);
+    s->accumulate = spec->accumulate > 1 ? spec->accumulate : 1;
     s->b.seed = spec->random_seed ? fresh_seed(s) : spec->seed;
     s->optim = spec->optim;
     s->loss = spec->loss;
@@ -206,7 +213,8 @@ static tg_status read_loss(tg_session *s, float *loss) {
 }
 
 /* Inputs, hyperparameters and the step's seed written (and, with
- * check_each, the snapshot taken) for step t. */
+ * check_each, the snapshot taken) for update t, at micro-step s->micro of
+ * its round. */
 static tg_status prepare(tg_session *s, const tg_feed *feeds, int n, int64_t t, char **saved) {
     tg_engine *e = s->b.eng;
     tg_program *p = s->b.prog;
@@ -215,6 +223,7 @@ static tg_status prepare(tg_session *s, const tg_feed *feeds, int n, int64_t t, 
     if (p->hyper >= 0) {
         float h[TG_HYPER_N];
         tg_optim_hyper(&s->optim, s->lr, t, t - s->lr_start, h);
+        h[TG_HYPER_ACC_KEEP] = s->micro > 0 ? 1.0f : 0.0f;
         /* Finite settings can still give an infinite rate (a staircase's
          * gamma^k); the step's check sees only the loss and the gradients,
          * so such an update would write inf or NaN into every param and
@@ -227,7 +236,9 @@ static tg_status prepare(tg_session *s, const tg_feed *feeds, int n, int64_t t, 
         const tg_slot *sl = &p->plan.slot[p->hyper];
         if ((st = e->vt->write(e, p, sl->arena, sl->offset, h, sizeof h)) != TG_OK) return st;
     }
-    if ((st = tg_session_write_rng_seed(&s->b, p, t)) != TG_OK) return st;
+    /* each micro-step draws anew: the draws of update t's round are numbered from (t - 1) K + 1 */
+    int64_t draw = (t - 1) * s->accumulate + s->micro + 1;
+    if ((st = tg_session_write_rng_seed(&s->b, p, draw)) != TG_OK) return st;
     return p->check_each ? snapshot(s, saved, false) : TG_OK;
 }
 
@@ -247,7 +258,12 @@ static tg_status step(tg_session *s, const tg_feed *feeds, int n, float *loss) {
     tg_dp *dp = p->dp ? tg_dp_of(p->dp) : NULL;
     double t0 = dp ? tg_now() : 0;
     if (dp) dp->step = t;
+    p->to_cut = s->micro + 1 < s->accumulate;
     st = e->vt->run(e, p);
+    bool micro = p->to_cut;
+    p->to_cut = false;
+    /* a failed micro-step or update ends the round: the next step restarts the sums */
+    s->micro = st == TG_OK && micro ? s->micro + 1 : 0;
     if (dp) dp->stats.steps++, dp->stats.step_s += tg_now() - t0;
     /* Without check_numerics a step fails as numeric only at its check, after the backward. */
     s->grads_partial = st != TG_OK && !(st == TG_ERR_NUMERIC && !p->check_each);
@@ -262,7 +278,7 @@ static tg_status step(tg_session *s, const tg_feed *feeds, int n, float *loss) {
     }
     free(saved);
     if (st != TG_OK) return st;
-    s->step = t;
+    if (!micro) s->step = t;
     return loss ? read_loss(s, loss) : TG_OK;
 }
 
@@ -281,6 +297,14 @@ tg_status tg_session_set_lr(tg_session *s, tg_lr lr) {
     if (st == TG_OK) s->lr_start = s->step;
     tg_share_unlock(&s->b);
     return st;
+}
+
+int tg_session_pending(const tg_session *s) {
+    if (!s) return 0;
+    tg_share_lock(&s->b);
+    int n = s->micro;
+    tg_share_unlock(&s->b);
+    return n;
 }
 
 int64_t tg_session_step_count(const tg_session *s) {
@@ -317,7 +341,7 @@ static tg_status reset(tg_session *s, const tg_reset_opts *o) {
     if (st == TG_OK && !o->keep_params) st = tg_session_base_init_params(&s->b, seed, "tg_session_reset");
     if (st == TG_OK && !o->keep_optimizer) st = zero_state(s);
     if (st != TG_OK) return st;
-    if (!o->keep_optimizer) s->step = s->lr_start = 0;
+    if (!o->keep_optimizer) s->step = s->lr_start = s->micro = 0;
     s->b.seed = seed;
     return TG_OK;
 }
@@ -367,7 +391,7 @@ static tg_status replace(tg_session *s, const tg_replace_spec *r) {
         s->lr = lr;
         s->optim.lr = *lr;
     }
-    s->step = s->lr_start = 0; /* fresh optimizer state: the schedule starts over */
+    s->step = s->lr_start = s->micro = 0; /* fresh optimizer state: the schedule starts over */
     s->grads_partial = false; /* a new program: its gradients read as zeros until its first step */
     for (int i = 0; i < s->b.share->n_fwd; i++) tg_forward_refit(s->b.share->fwd[i], &s->b);
     return s->comm ? dp_sync(s, api) : TG_OK; /* rank 0's new params everywhere */
@@ -400,6 +424,44 @@ tg_status tg_session_get_grad(tg_session *s, const char *name, float *data, int6
         st = s->b.eng->vt->read(s->b.eng, s->b.prog, sl->arena, sl->offset, data, count * 4);
     }
     tg_share_unlock(TG_SESSION_BASE(s));
+    return st;
+}
+
+/* The params, each trained one replaced by its average (state
+ * "opt.<param>.ema") once an update has made one. */
+static tg_status download_ema(tg_session *s, const char *api, tg_safetensors **out) {
+    if (s->optim.ema_decay <= 0)
+        return tg_fail(TG_ERR_STATE, "%s: the session keeps no average (its optimizer's ema_decay is 0)", api);
+    tg_status st = tg_session_base_download(&s->b, api, out);
+    const tg_program *p = s->b.prog;
+    const tg_graph *g = p->g;
+    for (int i = 0; i < g->n && st == TG_OK && s->step > 0; i++) {
+        const tg_node *n = &g->nodes[i];
+        size_t len = n->op == TG_OP_STATE && n->name ? strlen(n->name) : 0;
+        if (len < 9 || strncmp(n->name, "opt.", 4) || strcmp(n->name + len - 4, ".ema")) continue;
+        for (int q = 0; q < (*out)->n; q++) {
+            const char *pn = (*out)->t[q].name;
+            if (strlen(pn) != len - 8 || strncmp(n->name + 4, pn, len - 8)) continue;
+            const tg_slot *sl = &p->plan.slot[i];
+            st = s->b.eng->vt->read(s->b.eng, s->b.prog, sl->arena, sl->offset, (void *)(*out)->t[q].data, sl->bytes);
+            break;
+        }
+    }
+    if (st != TG_OK) {
+        tg_safetensors_free(*out);
+        *out = NULL;
+    }
+    return st;
+}
+
+tg_status tg_session_download_ema(tg_session *s, tg_safetensors **out) {
+    const char *api = "tg_session_download_ema";
+    if (!s || !out) return tg_fail(TG_ERR_ARG, "%s: session and out are required", api);
+    *out = NULL;
+    tg_share_lock(&s->b);
+    tg_status st = tg_session_base_usable(&s->b, api);
+    if (st == TG_OK) st = download_ema(s, api, out);
+    tg_share_unlock(&s->b);
     return st;
 }
 

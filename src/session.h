@@ -63,6 +63,8 @@ struct tg_session {
     bool grads_partial;
     tg_comm *comm; /* data parallel (dist/dp.h), NULL alone */
     int64_t memory_limit; /* the spec's, for replace_model's programs too */
+    int accumulate; /* micro-steps per update, >= 1 */
+    int micro;      /* micro-steps run since the last update, 0 .. accumulate - 1 */
 };
 
 /* A forward session: one program per batch size, compiled on first use. */

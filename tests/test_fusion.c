@@ -189,7 +189,7 @@ static void check_catches_bad_turns(void) {
     tg_plan_param_layout(m, 64, off);
     tg_optim opt = tg_adam(tg_lr_constant(1e-3f));
     opt.clip_grad_norm = 1.0f;
-    tg_compile_req req = {m, loss_fn, NULL, in, 2, &opt, false, 64, off, tg_cpu_fuse, false, false};
+    tg_compile_req req = {m, loss_fn, NULL, in, 2, &opt, false, 64, off, tg_cpu_fuse, false, false, 1};
     tg_program *p = NULL;
     CHECK_OK(tg_program_build(&req, &p));
     if (!p) {

@@ -23,6 +23,7 @@ declare -A allowed=(
     # at their cut; its overlap thread takes the CPU's floating-point mode
     # (cpu.h) so its averages round as the caller's would
     [dist]="dist top program cpu plan optim ir util"
+    [data]="data util"           # batches of in-memory datasets: the public header alone
     [mpi]="mpi"                  # libtensorgrad_mpi: its own header and MPI's
 )
 pass=0 fail=0

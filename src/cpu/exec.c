@@ -12,7 +12,8 @@ typedef struct {
     char *arena[TG_N_ARENAS]; /* [0] is the engine's shared params arena */
     cpu_step *steps;
     int n_steps;
-    struct { void *dst; const void *src; int64_t bytes; } *copies; /* writebacks not done in place */
+    /* writebacks not done in place; pre: of a value computed before the cut (a micro-step does it too) */
+    struct { void *dst; const void *src; int64_t bytes; bool pre; } *copies;
     int n_copies;
     double *prof;  /* TG_PROFILE set: seconds spent in each step, summed over runs */
     int64_t prof_runs;
@@ -108,6 +109,7 @@ static tg_status cpu_compile(tg_engine *e_, tg_program *p) {
         cp->copies[cp->n_copies].dst = addr(cp, &p->plan, dst);
         cp->copies[cp->n_copies].src = addr(cp, &p->plan, src);
         cp->copies[cp->n_copies].bytes = p->plan.slot[src].bytes;
+        cp->copies[cp->n_copies].pre = src < p->cut;
         cp->n_copies++;
     }
     return TG_OK;
@@ -228,6 +230,14 @@ static tg_status cpu_run(tg_engine *e_, tg_program *p) {
     tg_fpmode caller = tg_fpmode_get();
     tg_fpmode_set(tg_fpmode_flush(caller)); /* see cpu.h: subnormals flushed, the caller's mode restored */
     tg_pool_hot(e->pool, true);
+    if (p->to_cut) { /* a micro-step: the backward and its own writebacks */
+        tg_status st = run_steps(e, p, cp, 0, cp->cut);
+        for (int i = 0; st == TG_OK && i < cp->n_copies; i++)
+            if (cp->copies[i].pre) memcpy(cp->copies[i].dst, cp->copies[i].src, (size_t)cp->copies[i].bytes);
+        tg_pool_hot(e->pool, false);
+        tg_fpmode_set(caller);
+        return st;
+    }
     if (p->dp) p->dp->begin(p->dp, cp->arena);
     tg_status st = run_steps(e, p, cp, 0, cp->cut);
     if (p->dp) st = p->dp->cut(p->dp, st); /* every rank takes part, even one whose step failed */

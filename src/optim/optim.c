@@ -46,6 +46,8 @@ tg_status tg_optim_check(const tg_optim *o, const char *api) {
         if (!isfinite(f[i])) return tg_fail(TG_ERR_ARG, "%s: optimizer %s is %g", api, names[i], f[i]);
     if (o->normalize_filter && !o->normalize_grads)
         return tg_fail(TG_ERR_ARG, "%s: optimizer normalize_filter is set but normalize_grads is false", api);
+    if (!(o->ema_decay >= 0 && o->ema_decay < 1))
+        return tg_fail(TG_ERR_ARG, "%s: optimizer ema_decay is %g, want 0 (none) or in (0, 1)", api, o->ema_decay);
     if (o->kind != TG_OPT_SGD && (o->beta1 < 0 || o->beta1 >= 1 || o->beta2 < 0 || o->beta2 >= 1 || o->eps < 0))
         return tg_fail(TG_ERR_ARG, "%s: Adam needs 0 <= beta1, beta2 < 1 and eps >= 0 (got %g, %g, %g)", api,
                        o->beta1, o->beta2, o->eps);
@@ -86,6 +88,54 @@ static int state(tg_graph *g, const char *param, const char *what, tg_shape s) {
     return id;
 }
 
+/* The hyper vector's leaf: the one the graph has, or a new one. */
+static int hyper_leaf(tg_graph *g) {
+    for (int i = 0; i < g->n; i++)
+        if (g->nodes[i].op == TG_OP_STATE && strcmp(g->nodes[i].name, TG_HYPER_NAME) == 0) return i;
+    return tg_ir_leaf(g, TG_OP_STATE, TG_HYPER_NAME, TG_F32, (tg_shape){1, {TG_HYPER_N}}, IR_HERE);
+}
+
+/* Entry `slot` of the hyper vector as a 0-d tensor. */
+static int hyper_at(tg_graph *g, int hyper, int slot) {
+    tg_node n = tg_ir_proto(TG_OP_NARROW, NULL, IR_HERE);
+    n.in[0] = hyper;
+    n.at.axis.axis = 0;
+    n.at.axis.start = slot;
+    n.at.axis.len = 1;
+    return tg_ir_reshape(g, tg_ir_add(g, &n), (tg_shape){0, {0}}, IR_HERE);
+}
+
+tg_status tg_optim_accumulate(tg_graph *g, int *param_grad, tg_writeback **wb_out, int *n_wb) {
+    int np = g->n_param_node, n = 0;
+    tg_writeback *wb = tg_calloc((size_t)np + 1, sizeof *wb);
+    if (!wb) return tg_fail(TG_ERR_NOMEM, "optimizer: out of memory");
+    int hyper = hyper_leaf(g);
+    /* where, not a product: a sum left infinite by a failed round must not
+     * leak into the next one as 0 * inf */
+    int carry = tg_ir_binary(g, TG_OP_GREATER, hyper_at(g, hyper, TG_HYPER_ACC_KEEP), tg_ir_scalar(g, 0.5f, IR_HERE),
+                             IR_HERE);
+    int zero = tg_ir_scalar(g, 0.0f, IR_HERE);
+    for (int p = 0; p < np && g->err == TG_OK; p++) {
+        if (param_grad[p] < 0) continue;
+        const tg_param_decl *d = &g->model->params[p];
+        int acc = state(g, d->name, "acc", d->shape);
+        tg_node w = tg_ir_proto(TG_OP_WHERE, NULL, IR_HERE);
+        w.in[0] = carry;
+        w.in[1] = acc;
+        w.in[2] = zero;
+        int sum = tg_ir_binary(g, TG_OP_ADD, param_grad[p], tg_ir_add(g, &w), IR_HERE);
+        wb[n++] = (tg_writeback){sum, acc};
+        param_grad[p] = sum;
+    }
+    if (g->err != TG_OK) {
+        free(wb);
+        return tg_fail(g->err, "optimizer: %s", g->errmsg);
+    }
+    *wb_out = wb;
+    *n_wb = n;
+    return TG_OK;
+}
+
 int tg_optim_sumsq(tg_graph *g, int x) {
     int sq = tg_ir_binary(g, TG_OP_MUL, x, x, IR_HERE);
     unsigned mask = (1u << g->nodes[x].shape.ndim) - 1;
@@ -104,8 +154,15 @@ static int total_sumsq(tg_graph *g, const int *grad, int np) {
     return total;
 }
 
-tg_status tg_optim_append(tg_graph *g, const tg_optim *o, const int *param_grad, int loss, tg_writeback **wb_out,
-                       int *n_wb, int *check) {
+/* The moving average of param d after its update p2: keep * ema + take * p2. */
+static tg_writeback ema(tg_graph *g, const tg_param_decl *d, int p2, int keep, int take) {
+    int e = state(g, d->name, "ema", d->shape);
+    int old = tg_ir_binary(g, TG_OP_MUL, e, keep, IR_HERE);
+    return (tg_writeback){tg_ir_binary(g, TG_OP_ADD, old, tg_ir_binary(g, TG_OP_MUL, p2, take, IR_HERE), IR_HERE), e};
+}
+
+tg_status tg_optim_append(tg_graph *g, const tg_optim *o, const int *param_grad, int accumulate, int loss,
+                       tg_writeback **wb_out, int *n_wb, int *check) {
     *wb_out = NULL;
     *n_wb = 0;
     *check = -1;
@@ -113,14 +170,19 @@ tg_status tg_optim_append(tg_graph *g, const tg_optim *o, const int *param_grad,
     if ((unsigned)o->kind > TG_OPT_SGD) return tg_fail(TG_ERR_ARG, "optimizer: unknown kind %d", (int)o->kind);
     int np = g->n_param_node;
     int *grad = tg_calloc((size_t)np + 1, sizeof(int));
-    tg_writeback *wb = tg_calloc((size_t)np * 3 + 1, sizeof *wb);
+    tg_writeback *wb = tg_calloc((size_t)np * 4 + 1, sizeof *wb);
     if (!grad || !wb) {
         free(grad);
         free(wb);
         return tg_fail(TG_ERR_NOMEM, "optimizer: out of memory");
     }
     memcpy(grad, param_grad, sizeof(int) * (size_t)np);
-    int hyper = tg_ir_leaf(g, TG_OP_STATE, TG_HYPER_NAME, TG_F32, (tg_shape){1, {TG_HYPER_N}}, IR_HERE);
+    int inv = accumulate > 1 ? tg_ir_scalar(g, 1.0f / (float)accumulate, IR_HERE) : -1;
+    for (int p = 0; p < np && inv >= 0; p++) /* the sums' mean: the whole batch's gradient */
+        if (grad[p] >= 0) grad[p] = tg_ir_binary(g, TG_OP_MUL, grad[p], inv, IR_HERE);
+    int hyper = hyper_leaf(g);
+    int ema_keep = o->ema_decay > 0 ? hyper_at(g, hyper, TG_HYPER_EMA_KEEP) : -1;
+    int ema_take = o->ema_decay > 0 ? hyper_at(g, hyper, TG_HYPER_EMA_TAKE) : -1;
     int raw_total = total_sumsq(g, grad, np), loss0 = tg_ir_binary(g, TG_OP_MUL, loss, tg_ir_scalar(g, 0, IR_HERE), IR_HERE);
     *check = raw_total < 0 ? loss0 : tg_ir_binary(g, TG_OP_ADD, loss0, raw_total, IR_HERE);
 
@@ -190,6 +252,7 @@ tg_status tg_optim_append(tg_graph *g, const tg_optim *o, const int *param_grad,
             wb[k++] = (tg_writeback){m2, m};
             wb[k++] = (tg_writeback){v2, v};
             wb[k++] = (tg_writeback){p2, pn};
+            if (ema_keep >= 0) wb[k++] = ema(g, d, p2, ema_keep, ema_take);
         } else {
             /* L2 decay follows the per-param flag, as AdamW's decoupled decay does */
             float wd = decayed ? o->weight_decay : 0.0f;
@@ -209,6 +272,7 @@ tg_status tg_optim_append(tg_graph *g, const tg_optim *o, const int *param_grad,
             u.at.sgd.has_momentum = o->momentum > 0;
             int p2 = tg_ir_add(g, &u);
             wb[k++] = (tg_writeback){p2, pn};
+            if (ema_keep >= 0) wb[k++] = ema(g, d, p2, ema_keep, ema_take);
         }
     }
     free(grad);
@@ -226,6 +290,8 @@ void tg_optim_hyper(const tg_optim *o, const tg_lr *lr, int64_t t, int64_t s, fl
     memset(h, 0, sizeof(float) * TG_HYPER_N);
     h[TG_HYPER_LR] = lr_t;
     h[TG_HYPER_SHRINK] = 1.0f;
+    h[TG_HYPER_EMA_KEEP] = t <= 1 ? 0.0f : o->ema_decay;
+    h[TG_HYPER_EMA_TAKE] = t <= 1 ? 1.0f : 1.0f - o->ema_decay;
     if (o->kind == TG_OPT_ADAM || o->kind == TG_OPT_ADAMW) {
         double bc1 = 1.0 - pow(o->beta1, (double)t), bc2 = 1.0 - pow(o->beta2, (double)t);
         h[TG_HYPER_LRT] = (float)(lr_t * sqrt(bc2) / bc1);

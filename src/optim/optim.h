@@ -12,15 +12,34 @@ typedef struct {
 } tg_writeback;
 
 #define TG_HYPER_NAME "opt.hyper"
-enum { TG_HYPER_LR, TG_HYPER_LRT, TG_HYPER_SHRINK, TG_HYPER_N = 4 };
+/* The step's scalars the host writes: the learning rate, Adam's rate with its
+ * bias correction, AdamW's shrink, whether a gradient sum carries on (0 at a
+ * round's first micro-step), the EMA's weights of the old average and of
+ * the param (0 and 1 at the first update). */
+enum {
+    TG_HYPER_LR,
+    TG_HYPER_LRT,
+    TG_HYPER_SHRINK,
+    TG_HYPER_ACC_KEEP,
+    TG_HYPER_EMA_KEEP,
+    TG_HYPER_EMA_TAKE,
+    TG_HYPER_N = 8
+};
 
 /* Appends clipping/normalization and the update of every param that has a
- * gradient. *wb receives a malloc'd writeback list. *check receives the step
+ * gradient; accumulate > 1: param_grad holds sums over that many micro-steps,
+ * each divided by it first. *wb receives a malloc'd writeback list. *check receives the step
  * check, loss * 0 + the sum of every raw gradient squared (not finite when
  * the loss or the gradient norm is not), appended before any update; it
  * shares the clip norm's sums when clipping sees the raw gradients. */
-tg_status tg_optim_append(tg_graph *g, const tg_optim *o, const int *param_grad, int loss, tg_writeback **wb, int *n_wb,
+tg_status tg_optim_append(tg_graph *g, const tg_optim *o, const int *param_grad, int accumulate, int loss, tg_writeback **wb, int *n_wb,
                        int *check);
+
+/* Gradient accumulation: each param's gradient is added to a sum kept in
+ * state "opt.<param>.acc" (restarted where the hyper vector's ACC_KEEP is
+ * 0), and param_grad[p] becomes the sum. *wb receives the sums' writebacks
+ * (malloc'd), all computed before the cut. */
+tg_status tg_optim_accumulate(tg_graph *g, int *param_grad, tg_writeback **wb, int *n_wb);
 
 /* True for a state leaf that carries training from one step to the next
  * (the optimizer's "opt.<param>.m/.v/.momentum", and whatever persistent

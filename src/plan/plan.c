@@ -181,6 +181,15 @@ static tg_status check_total(const tg_graph *g, int64_t align) {
     return TG_OK;
 }
 
+/* Whether node i is a writeback's source: then it lives in (or is copied
+ * to) its destination, a param or state, which keeps it past the step
+ * (an accumulation's gradient sums). */
+static bool wb_source(const tg_plan_req *req, int i) {
+    for (int w = 0; w < req->n_wb; w++)
+        if (req->wb[w].src == i) return true;
+    return false;
+}
+
 /* 1. Each node's own kind: leaves by op, param gradients and outputs by the
  * request, no memory for what a fused kernel keeps (and views of it). */
 static void own_kinds(planner *pl) {
@@ -200,7 +209,7 @@ static void own_kinds(planner *pl) {
     }
     const tg_plan_req *req = pl->req;
     for (int p = 0; p < req->n_params && !req->discard_grads; p++)
-        if (req->param_grad[p] >= 0 && pl->own[req->param_grad[p]] == TG_BUF_SCRATCH)
+        if (req->param_grad[p] >= 0 && pl->own[req->param_grad[p]] == TG_BUF_SCRATCH && !wb_source(req, req->param_grad[p]))
             pl->own[req->param_grad[p]] = TG_BUF_GRAD;
     for (int o = 0; o < req->n_outputs; o++)
         if (req->outputs[o] >= 0 && pl->own[req->outputs[o]] == TG_BUF_SCRATCH) pl->own[req->outputs[o]] = TG_BUF_OUTPUT;

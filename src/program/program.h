@@ -75,6 +75,10 @@ typedef struct {
      * the gradients there (dp, NULL for one process). */
     int cut;
     tg_exchange *dp;
+    /* Set by the session for one run: only the nodes before the cut, then
+     * the writebacks of values computed there (gradient sums, running
+     * statistics): a micro-step of an accumulation, which updates nothing. */
+    bool to_cut;
     tg_program_input *in; /* the INPUT nodes that survived the passes, in graph order */
     int n_in;
     uint64_t feed_round;

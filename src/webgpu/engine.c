@@ -64,6 +64,8 @@ typedef struct {
     int n_calls;
     int split; /* the first call of the optimizer updates and writebacks: the step check is read before it */
     int cut;   /* the first call after the backward (p->cut): a data-parallel step averages the gradients there */
+    int *pre;  /* the writeback calls of values computed before the cut, which a micro-step (p->to_cut) runs too */
+    int n_pre;
     int runs;
     bool gated;       /* every call from split on is gated: the check is read after the step (see the top) */
     bool have_result; /* result: the loss, read back with the check of the last step and not written since */
@@ -228,6 +230,17 @@ static tg_status compile_locked(wg_engine *e, tg_program *p, wg_program *wp, con
         if (wp->calls[i].node < p->cut && !(tg_ops[g->nodes[wp->calls[i].node].op].flags & TG_OPF_LEAF))
             st = tg_fail(TG_ERR_STATE, "webgpu: data-parallel: kernel %d (node %d) of the backward runs after the "
                          "end of the backward", i, wp->calls[i].node);
+    wp->pre = tg_calloc((size_t)wp->n_calls + 1, sizeof(int));
+    if (!wp->pre && st == TG_OK) st = tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
+    for (int i = wp->cut; wp->pre && i < wp->n_calls; i++) {
+        int node = wp->calls[i].node;
+        if (!(tg_ops[g->nodes[node].op].flags & TG_OPF_LEAF)) continue;
+        for (int w = 0; w < p->n_wb; w++)
+            if (!pl->wb_free[w] && p->wb[w].dst == node && p->wb[w].src < p->cut) {
+                wp->pre[wp->n_pre++] = i;
+                break;
+            }
+    }
     wp->gated = p->check >= 0 && !p->dp && !p->check_each && wp->split < wp->n_calls;
     for (int i = wp->split; i < wp->n_calls && wp->gated; i++) wp->gated = wp->calls[i].gated;
     return st;
@@ -265,6 +278,7 @@ static void wg_release(tg_engine *e_, tg_program *p) {
     for (int a = TG_ARENA_PERSIST; a <= TG_WGSL_WORKSPACE; a++) drop_buffer(e->c, wp->arena[a]);
     pthread_mutex_unlock(&e->c->mu);
     free(wp->calls);
+    free(wp->pre);
     free(wp);
     p->impl = NULL;
 }
@@ -672,6 +686,31 @@ static tg_status read_check(wg_engine *e, tg_program *p, wg_program *wp) {
     return v[0] - v[0] != 0 ? tg_program_numeric_fail(p, p->check, v[0], 0) : TG_OK;
 }
 
+/* A micro-step (p->to_cut): the calls before the cut, then the writebacks
+ * of values computed there; with check_each, each kernel's output checked
+ * as it is made (as run_checked does). */
+static tg_status run_to_cut(wg_engine *e, tg_program *p, wg_program *wp) {
+    wgpu_ctx *c = e->c;
+    pthread_mutex_lock(&c->mu);
+    tg_status st = tg_wgpu_take_error(c, "tg_session_step");
+    if (st == TG_OK && !p->check_each) st = submit_calls(c, wp, 0, wp->cut);
+    pthread_mutex_unlock(&c->mu);
+    for (int i = 0; i < p->g->n && st == TG_OK && p->check_each; i++)
+        if (p->g->nodes[i].op == TG_OP_INPUT || p->g->nodes[i].op == TG_OP_PARAM) st = check_node(e, p, i);
+    for (int i = 0; i < wp->cut && st == TG_OK && p->check_each; i++) {
+        pthread_mutex_lock(&c->mu);
+        st = submit_calls(c, wp, i, i + 1);
+        pthread_mutex_unlock(&c->mu);
+        bool phase1 = i + 1 < wp->n_calls && wp->calls[i + 1].node == wp->calls[i].node;
+        if (st == TG_OK && !phase1 && !(tg_ops[p->g->nodes[wp->calls[i].node].op].flags & TG_OPF_LEAF))
+            st = check_node(e, p, wp->calls[i].node);
+    }
+    pthread_mutex_lock(&c->mu);
+    for (int k = 0; k < wp->n_pre && st == TG_OK; k++) st = submit_calls(c, wp, wp->pre[k], wp->pre[k] + 1);
+    pthread_mutex_unlock(&c->mu);
+    return st;
+}
+
 static tg_status wg_run(tg_engine *e_, tg_program *p) {
     wg_engine *e = (wg_engine *)e_;
     wgpu_ctx *c = e->c;
@@ -680,6 +719,10 @@ static tg_status wg_run(tg_engine *e_, tg_program *p) {
     if (profile < 0) {
         const char *v = getenv("TG_WG_PROFILE");
         profile = v ? atoi(v) : 0;
+    }
+    if (p->to_cut) {
+        wp->have_result = false;
+        return run_to_cut(e, p, wp);
     }
     pthread_mutex_lock(&c->mu);
     tg_status st = tg_wgpu_take_error(c, "tg_session_step");
