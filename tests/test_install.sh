@@ -250,7 +250,7 @@ if [ -f "$top/.deps/webgpu/libwebgpu_wrapper.so" ] && [ -f "$top/.deps/vulkan/lv
 fi
 
 # libtensorgrad_mpi, when make built it (mpicc found): installed with its
-# header, .pc and tg-mpi; its .so exports its two functions alone; a program
+# header, .pc and tg-mpi; its .so exports its three functions alone; a program
 # built through pkg-config tensorgrad_mpi trains over a one-rank comm.
 if [ -e "$build/libtensorgrad_mpi.a" ]; then
     for f in include/tensorgrad_mpi.h lib/libtensorgrad_mpi.a lib/pkgconfig/tensorgrad_mpi.pc bin/tg-mpi; do
@@ -258,7 +258,7 @@ if [ -e "$build/libtensorgrad_mpi.a" ]; then
     done
     if [ -e "$build/libtensorgrad_mpi.so" ]; then
         mpi_exports=$(nm -D --defined-only "$lib/libtensorgrad_mpi.so" 2>/dev/null | awk '{print $3}' | grep -v '^_' | sort -u | tr '\n' ' ')
-        [ "$mpi_exports" = "tg_mpi_comm tg_mpi_comm_free " ] && ok || bad "libtensorgrad_mpi.so exports: '$mpi_exports'"
+        [ "$mpi_exports" = "tg_mpi_comm tg_mpi_comm_failed tg_mpi_comm_free " ] && ok || bad "libtensorgrad_mpi.so exports: '$mpi_exports'"
     fi
     # The staged tree through its own paths, not the sysroot: that would
     # move MPI's system folders the .pc names too.
