@@ -28,8 +28,6 @@ static char g_why[768];
 static bool g_override;
 static tg_wgsl_limits g_override_limits;
 
-static bool file_exists(const char *p) { return access(p, R_OK) == 0; }
-
 void tg_wgpu_copy_str(char *dst, size_t n, wg_str s) {
     size_t len = s.data ? (s.length == WG_STRLEN ? strlen(s.data) : s.length) : 0;
     if (len >= n) len = n - 1;
@@ -44,6 +42,9 @@ const char *tg_wgpu_backend_name(uint32_t b) {
 
 tg_status tg_wgpu_check_adapter(uint32_t backend, const char *name) {
     if (backend == WG_BACKEND_VULKAN || backend == WG_BACKEND_METAL || backend == WG_BACKEND_D3D12) return TG_OK;
+#ifdef __EMSCRIPTEN__
+    if (backend == WG_BACKEND_WEBGPU) return TG_OK; /* the host's WebGPU, which hides its backend */
+#endif
     return tg_fail(TG_ERR_BACKEND,
                    "webgpu: unavailable: the adapter '%s' uses the %s backend, which computes nothing "
                    "(no usable Vulkan driver: run scripts/fetch-webgpu.sh for lavapipe, or install a GPU driver)",
@@ -132,6 +133,27 @@ tg_status tg_wgpu_wait(wgpu_ctx *c, wg_future f, const char *what) { return tg_w
 
 /* ---- loading ---- */
 
+#ifdef __EMSCRIPTEN__
+/* The WebAssembly build: the host's WebGPU (navigator.gpu in a browser, npm's
+ * webgpu in Node), whose wgpu* functions web/src/webgpu_host.js implements
+ * over the JavaScript API. Nothing to find or load. */
+#define WG_DECLARE(ret, name, args) ret wgpu##name args;
+WG_FUNCTIONS(WG_DECLARE)
+#undef WG_DECLARE
+
+static void prepare_vulkan(void) {}
+
+static bool load_library(wgpu_ctx *c, char *why, size_t n) {
+    (void)why, (void)n;
+#define WG_BIND(ret, name, args) c->f.name = wgpu##name;
+    WG_FUNCTIONS(WG_BIND)
+#undef WG_BIND
+    snprintf(c->lib_path, sizeof c->lib_path, "the host's WebGPU");
+    return true;
+}
+#else
+static bool file_exists(const char *p) { return access(p, R_OK) == 0; }
+
 /* The folders that may hold a fetched runtime (webgpu/, vulkan/): the data
  * directory make install fills, then the source tree's .deps/ (an uninstalled
  * build). */
@@ -214,6 +236,7 @@ static bool load_library(wgpu_ctx *c, char *why, size_t n) {
 #undef WG_LOAD
     return true;
 }
+#endif
 
 static void fill_info(wgpu_ctx *c, const wg_adapter_info *ai) {
     tg_webgpu_adapter_info *o = &c->info;

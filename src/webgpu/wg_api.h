@@ -307,7 +307,11 @@ typedef struct wg_layout_t *wg_layout; /* pipeline layout */
 #define WG_STAGE_COMPUTE ((wg_flags)0x4)
 enum { WG_BINDING_STORAGE = 3, WG_BINDING_READ_ONLY_STORAGE = 4 };
 
-/* x86-64 LP64 sizes of the structs above, as webgpu.h lays them out. */
+/* The sizes of the structs above. 64-bit (LP64): as webgpu.h lays them out
+ * for the Dawn we load. wasm32 (the WebAssembly build): the layout
+ * web/src/webgpu_host.js reads and writes, which implements these functions
+ * over the host's JavaScript WebGPU; the offsets it uses are pinned too. */
+#if UINTPTR_MAX == UINT64_MAX
 _Static_assert(sizeof(wg_str) == 16, "WGPUStringView");
 _Static_assert(sizeof(wg_chain) == 16, "WGPUChainedStruct");
 _Static_assert(sizeof(wg_future_wait) == 16, "WGPUFutureWaitInfo");
@@ -335,6 +339,38 @@ _Static_assert(sizeof(wg_query_set_desc) == 32, "WGPUQuerySetDescriptor");
 _Static_assert(sizeof(wg_bgl_entry) == 120 && offsetof(wg_bgl_entry, buffer) == 32, "WGPUBindGroupLayoutEntry");
 _Static_assert(sizeof(wg_bgl_desc) == 40, "WGPUBindGroupLayoutDescriptor");
 _Static_assert(sizeof(wg_layout_desc) == 48, "WGPUPipelineLayoutDescriptor");
+#elif defined(__wasm32__)
+_Static_assert(sizeof(wg_str) == 8 && sizeof(wg_chain) == 8, "wg_str, wg_chain");
+_Static_assert(sizeof(wg_future_wait) == 16 && offsetof(wg_future_wait, completed) == 8, "wg_future_wait");
+_Static_assert(sizeof(wg_instance_desc) == 16 && sizeof(wg_adapter_options) == 24, "instance, adapter options");
+_Static_assert(sizeof(wg_adapter_info) == 60 && offsetof(wg_adapter_info, backend_type) == 36, "wg_adapter_info");
+_Static_assert(sizeof(wg_limits) == 152 && offsetof(wg_limits, max_uniform_buffer_binding_size) == 64 &&
+               offsetof(wg_limits, max_buffer_size) == 96 && offsetof(wg_limits, max_immediate_size) == 148,
+               "wg_limits");
+_Static_assert(sizeof(wg_toggles) == 24 && sizeof(wg_features) == 8, "wg_toggles, wg_features");
+_Static_assert(sizeof(wg_adapter_cb_info) == 20 && sizeof(wg_error_cb_info) == 16, "callback infos");
+_Static_assert(sizeof(wg_label_desc) == 12, "wg_label_desc");
+_Static_assert(sizeof(wg_device_desc) == 72 && offsetof(wg_device_desc, required_feature_count) == 12 &&
+               offsetof(wg_device_desc, lost) == 36 && offsetof(wg_device_desc, uncaptured) == 56,
+               "wg_device_desc");
+_Static_assert(sizeof(wg_buffer_desc) == 40 && offsetof(wg_buffer_desc, usage) == 16 &&
+               offsetof(wg_buffer_desc, size) == 24 && offsetof(wg_buffer_desc, mapped_at_creation) == 32,
+               "wg_buffer_desc");
+_Static_assert(sizeof(wg_wgsl_source) == 16 && sizeof(wg_shader_desc) == 12, "shader source");
+_Static_assert(sizeof(wg_compilation_message) == 48 && offsetof(wg_compilation_message, line_num) == 16,
+               "wg_compilation_message");
+_Static_assert(sizeof(wg_compilation_info) == 12, "wg_compilation_info");
+_Static_assert(sizeof(wg_pipeline_desc) == 40 && offsetof(wg_pipeline_desc, layout) == 12 &&
+               offsetof(wg_pipeline_desc, compute) == 16, "wg_pipeline_desc");
+_Static_assert(sizeof(wg_bind_entry) == 40 && offsetof(wg_bind_entry, buffer) == 8 &&
+               offsetof(wg_bind_entry, offset) == 16 && offsetof(wg_bind_entry, size) == 24, "wg_bind_entry");
+_Static_assert(sizeof(wg_bind_group_desc) == 24 && sizeof(wg_pass_desc) == 16, "bind group, pass");
+_Static_assert(sizeof(wg_pass_timestamps) == 16 && sizeof(wg_query_set_desc) == 20, "timestamps, query set");
+_Static_assert(sizeof(wg_bgl_entry) == 112 && offsetof(wg_bgl_entry, buffer) == 24, "wg_bgl_entry");
+_Static_assert(sizeof(wg_bgl_desc) == 20 && sizeof(wg_layout_desc) == 24, "layouts");
+#else
+#error "wg_api.h: the struct layouts are known for 64-bit targets and wasm32 only"
+#endif
 
 /* ---- the functions, resolved with dlsym into this table ---- */
 #define WG_FUNCTIONS(X)                                                                                            \
