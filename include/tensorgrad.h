@@ -1188,7 +1188,8 @@ void tg_set_default_threads(int n);
 
 /* The CPU backend's instruction-set path: the best this CPU supports, or a
  * lower one named by the environment variable TG_CPU (avx512, avx2 or
- * generic; neon or generic on aarch64), read once per process. CPU sessions
+ * generic; neon or generic on aarch64; simd128 or generic in the
+ * WebAssembly build), read once per process. CPU sessions
  * fail to start when TG_CPU names an unknown path or one above the CPU's. */
 typedef struct {
     const char *path;  /* in use */

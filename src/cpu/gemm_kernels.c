@@ -244,6 +244,9 @@ const tg_ukernel *tg_ukernel_best(void) {
 #if defined(__aarch64__)
     case CPU_NEON: return tg_ukernel_neon();
 #endif
+#if defined(__wasm_simd128__)
+    case CPU_SIMD128: return tg_ukernel_simd128();
+#endif
     default: return &k_generic;
     }
 }

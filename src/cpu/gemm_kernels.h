@@ -62,9 +62,10 @@ static inline float tg_tile_epilogue(const tg_tile *t, int r, int q, float v) {
 
 /* The kernel of the CPU path in use (isa.h). */
 const tg_ukernel *tg_ukernel_best(void);
-/* AVX2+FMA (gemm_avx2.c), NEON (gemm_neon.c); NULL where not compiled in. */
+/* AVX2+FMA (gemm_avx2.c), NEON (gemm_neon.c), WebAssembly SIMD (gemm_wasm.c); NULL where not compiled in. */
 const tg_ukernel *tg_ukernel_avx2(void);
 const tg_ukernel *tg_ukernel_neon(void);
+const tg_ukernel *tg_ukernel_simd128(void);
 /* The portable packing of row-major A and B^T, for kernels without their own. */
 void tg_pack_t_generic(int64_t kc, int rows, const float *src, int64_t ld, int w, float *dst);
 /* The portable kernel, whatever the CPU. */

@@ -7,7 +7,8 @@
 #include "../util/util.h"
 #include "cpu.h"
 
-static const char *const names[] = {"generic", "neon", "avx2", "avx512"};
+static const char *const names[] = {"generic", "neon", "avx2", "avx512", "simd128"};
+_Static_assert(sizeof names / sizeof *names == CPU_SIMD128 + 1, "a name per CPU path");
 
 const char *tg_cpu_isa_name(cpu_isa_t isa) { return names[isa]; }
 
@@ -18,6 +19,8 @@ cpu_isa_t tg_cpu_isa_best(void) {
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return CPU_AVX2;
 #elif defined(__aarch64__)
     return CPU_NEON;
+#elif defined(__wasm_simd128__)
+    return CPU_SIMD128;
 #endif
     return CPU_GENERIC;
 }
@@ -47,7 +50,7 @@ static cpu_isa_t from_env(char *err, size_t n, bool *ok) {
     *ok = false;
     if (err)
         snprintf(err, n, "TG_CPU=%s: unknown CPU path (%s)", e,
-                 best == CPU_NEON ? "neon or generic" : "avx512, avx2 or generic");
+                 best == CPU_NEON ? "neon or generic" : best == CPU_SIMD128 ? "simd128 or generic" : "avx512, avx2 or generic");
     return best;
 }
 
@@ -80,7 +83,7 @@ bool tg_cpu_isa_set(cpu_isa_t isa) {
 /* What each kernel family runs on each path; kept beside the dispatch in
  * the files named. */
 static void describe(cpu_isa_t isa, char *buf, size_t n) {
-    const char *v = isa == CPU_AVX512 ? "avx512" : isa == CPU_AVX2 ? "avx2" : isa == CPU_NEON ? "neon" : "generic";
+    const char *v = isa == CPU_AVX512 ? "avx512" : isa == CPU_AVX2 ? "avx2" : isa == CPU_NEON ? "neon" : isa == CPU_SIMD128 ? "simd128" : "generic";
     bool k512 = isa == CPU_AVX512;
     snprintf(buf, n,
              "gemm %s; attention %s; vector math, softmax, norms, cross-entropy %s (16-lane vectors%s); "

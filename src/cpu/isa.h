@@ -1,13 +1,14 @@
 /* The CPU path: which instruction set the CPU kernels use. The best one
  * this CPU supports, or a lower one named by $TG_CPU (avx512, avx2,
- * generic; neon or generic on aarch64), read once. Every kernel with
+ * generic; neon or generic on aarch64; simd128 or generic in WebAssembly), read once. Every kernel with
  * per-target code asks tg_cpu_isa(), so the override governs all of them. */
 #ifndef TG_CPU_ISA_H
 #define TG_CPU_ISA_H
 #include <stdbool.h>
 #include <stddef.h>
 
-typedef enum { CPU_GENERIC, CPU_NEON, CPU_AVX2, CPU_AVX512 } cpu_isa_t;
+/* CPU_SIMD128: WebAssembly's 128-bit SIMD (the WebAssembly build, web/). */
+typedef enum { CPU_GENERIC, CPU_NEON, CPU_AVX2, CPU_AVX512, CPU_SIMD128 } cpu_isa_t;
 
 cpu_isa_t tg_cpu_isa(void);
 cpu_isa_t tg_cpu_isa_best(void);
