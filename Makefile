@@ -83,6 +83,8 @@ help:
 	@echo "make install    install header, libraries, tensorgrad.pc (and -static.pc), the CMake package and bin/tg"
 	@echo "                under PREFIX (default /usr/local), staged under DESTDIR if set"
 	@echo "make uninstall  remove what make install put under the same PREFIX and DESTDIR"
+	@echo "make wasm       the library for browsers and Node (emscripten): build-wasm/package, the npm package's files"
+	@echo "make bench-web  sin and addition through the WebAssembly build in Node on Dawn, beside upstream tensorgrad"
 	@echo "make V=1 ...    print the whole compiler and linker command lines (one short line a file by default)"
 	@echo "make clean      remove build/ and the sanitizer, fuzz, tsan, clang, aarch64 and macOS builds"
 
@@ -223,7 +225,7 @@ bench-multi-gpu: $(BUILD)/tg $(MPI_TARGETS)
 	@bash bench/multi_gpu.sh $(BUILD)
 
 clean:
-	rm -rf $(BUILD) build-asan build-aarch64 build-fuzz build-tsan build-clang build-macos
+	rm -rf $(BUILD) build-asan build-aarch64 build-fuzz build-tsan build-clang build-macos build-wasm
 
 # ---- install: the shared library, pkg-config, the CMake package ----
 VERSION := $(shell sed -n 's/^\#define TG_VERSION_STRING "\(.*\)"/\1/p' include/tensorgrad.h)
@@ -346,5 +348,8 @@ $(BUILD)/tests/dp_driver: tests/dp_driver.c $(wildcard tests/*.h) $(BUILD)/obj/e
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)$(MPI_CC) $(TG_CFLAGS) $(CFLAGS) $(LDFLAGS) $< $(BUILD)/obj/examples/gpt.o $(BUILD)/libtensorgrad_mpi.a \
 	    $(BUILD)/libtensorgrad.a -o $@ $(LDLIBS)
+
+# make wasm, make bench-web: the WebAssembly build and the JavaScript API (web/).
+include web/web.mk
 
 -include $(LIB_OBJ:.o=.d) $(EX_OBJ:.o=.d) $(BUILD)/obj/tools/tg.d $(MPI_OBJ:.o=.d)
