@@ -32,9 +32,10 @@ launch() {
 
 # The slowest first, so that the last to finish starts early: the WebGPU
 # suites compile hundreds of shaders on lavapipe (minutes with a cold
-# shader cache), the fuzzing builds and runs for minutes, test_dp.sh's
+# shader cache), the fuzzing builds and runs for minutes, test_web.sh
+# builds the WebAssembly library and trains in Node and Chromium, test_dp.sh's
 # WebGPU run compiles its kernels on lavapipe in three processes.
-slow="test_webgpu test_fuzz.sh test_webgpu_fusion test_webgpu_attention test_webgpu_programs test_webgpu_limits test_examples.sh test_examples_webgpu.sh test_samples_webgpu.sh test_samples.sh test_grad test_dp.sh"
+slow="test_webgpu test_web.sh test_fuzz.sh test_webgpu_fusion test_webgpu_attention test_webgpu_programs test_webgpu_limits test_examples.sh test_examples_webgpu.sh test_samples_webgpu.sh test_samples.sh test_grad test_dp.sh"
 tests=()
 for s in $slow; do
     for t in "$dir/$s" "$here/$s"; do [ -x "$t" ] && tests+=("$t"); done

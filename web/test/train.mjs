@@ -1,0 +1,71 @@
+// The sin MLP and the addition transformer trained through the JavaScript
+// API in Node (the models of web/pages/models.js) on the CPU backend (WASM
+// SIMD) and on npm's webgpu, against the native build's losses for the same
+// seed and data (build/tg train ... --log on the CPU): every step the
+// native run reports must agree within the cross-backend tolerance, 1e-4
+// relative (as tests/test_addition_parity.c holds the two native backends
+// to). On WebGPU past step 8 the bound is 1e-2: the addition transformer's
+// early steps amplify rounding differences, and the native WebGPU backend
+// itself is 2e-3 from the native CPU by step 16.
+// Usage: node web/test/train.mjs BUILD_DIR (the native build, for its tg).
+import { spawnSync } from 'node:child_process';
+import { readFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { check, nodeGpu, summary, wasmBuild } from './common.mjs';
+import { sinModel, sinBatch, sinRng, additionModel, additionBatch, additionRng } from '../pages/models.js';
+
+const build = process.argv[2] || 'build';
+const tg = await import(pathToFileURL(join(wasmBuild, 'package/index.js')));
+const gpu = await nodeGpu();
+await tg.configure({ gpu });
+const alive = setInterval(() => {}, 1000); // dawn.node's promises hold no handle of the event loop
+const tmp = mkdtempSync(join(tmpdir(), 'tg-web-train-'));
+
+// The native losses: {step: loss} from tg's --log CSV.
+function native(example, steps, seed) {
+  const log = join(tmp, `${example}.csv`);
+  // (its exit status says whether the short run met the example's target: not asked here)
+  spawnSync(join(build, 'tg'), ['train', example, '--steps', String(steps), '--seed', String(seed), '--log', log, '--quiet'],
+    { stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, TG_THREADS: '1' } });
+  const rows = readFileSync(log, 'utf8').trim().split('\n').slice(1).map(l => l.split(','));
+  return new Map(rows.map(r => [+r[0], +r[1]]));
+}
+
+async function run(name, model, batches, steps, want, backend) {
+  const t0 = performance.now();
+  const train = await tg.compile({ model: new model.Model(), loss: model.loss, inputs: model.inputs, optimizer: model.optimizer, seed: model.seed, backend });
+  check(train.backend === backend, `${name}: compiled for ${train.backend}, asked for ${backend}`);
+  const t1 = performance.now();
+  let worst = 0, at = 0, failed = null;
+  for (let s = 1; s <= steps && !failed; s++) {
+    const r = await train.step(batches());
+    if (r.kind !== 'completed') { failed = r.error || r.kind; break; }
+    if (!want.has(s)) continue;
+    const e = Math.abs(r.loss - want.get(s)) / Math.abs(want.get(s)), tol = 1e-4;
+    if (e / tol > worst) worst = e / tol, at = s;
+    check(e <= tol, `${name} on ${backend}: step ${s} loss ${r.loss} against the native ${want.get(s)} (${e.toExponential(2)} relative)`);
+  }
+  check(!failed, `${name} on ${backend}: ${failed}`);
+  console.log(`${name} on ${backend} (${train.device.name}): compiled in ${((t1 - t0) / 1e3).toFixed(1)} s, ${steps} steps in ` +
+    `${((performance.now() - t1) / 1e3).toFixed(1)} s, worst step ${at} at ${(worst * 100).toFixed(1)}% of its tolerance`);
+  await train.destroy();
+}
+
+try {
+  const sin = sinModel(tg), add = additionModel(tg);
+  const sinWant = native('sin', 40, 3), addWant = native('addition', 10, 3);
+  for (const backend of gpu ? ['cpu', 'webgpu'] : ['cpu']) {
+    const sr = sinRng(3);
+    await run('sin', { ...sin, Model: sin.MLP, seed: 3 }, () => sinBatch(sr), 40, sinWant, backend);
+    const ar = additionRng(3);
+    await run('addition', { ...add, Model: add.Gpt, seed: 3 }, () => additionBatch(ar), backend === 'cpu' ? 10 : 6, addWant, backend);
+  }
+} catch (e) {
+  check(false, e.stack || e);
+} finally {
+  rmSync(tmp, { recursive: true, force: true });
+  clearInterval(alive);
+}
+process.exit(summary('web training'));
