@@ -20,6 +20,7 @@ command -v npm >/dev/null || fail "npm is needed"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$dir"
+echo '{"type": "module"}' >"$dir/package.json" # dist/index.js is an ES module
 if (cd "$tmp" && npm pack --silent "tensorgrad@$VERSION" >/dev/null 2>&1); then
     tar -xzf "$tmp"/tensorgrad-*.tgz -C "$tmp"
     mkdir -p "$dir/dist"

@@ -53,6 +53,7 @@ function loadCore() {
     core = m;
     core.tgTrace = traceEntry;
     core.tgFilter = filterEntry;
+    ALL = core._tgw_all_axes();
     return m;
   });
   return coreLoading;
@@ -252,7 +253,7 @@ export const whereCausal = (x, value) => scalarOp('whereCausal', x, value);
 /** Rotary position embedding of x [..., T, D] (rotate-half); base 10000 by default. */
 export const rope = (x, opts = {}) => scalarOp('rope', x, opts.base || 0);
 
-const ALL = -1000; // TG_ALL
+let ALL; // TG_ALL, read from the library as it loads
 const A = { sum: 0, mean: 1, argmax: 2, argmin: 3, amax: 4, amin: 5, softmax: 6, logSoftmax: 7, softmaxCausal: 8, categorical: 9 };
 function axisOp(op, x, axis, keepDims) {
   const g = graphOf(x), [f, l] = site();

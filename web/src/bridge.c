@@ -179,6 +179,7 @@ API int tgw_axis_op(tg_graph *g, int op, int x, int axis, int keepdims, const ch
     return r.id;
 }
 
+/* TG_ALL, for the JavaScript side. */
 API int tgw_all_axes(void) { return TG_ALL; }
 
 enum { SH_RESHAPE, SH_PERMUTE, SH_BROADCAST_TO, SH_SUM_TO_SHAPE, SH_SUM_AXES, SH_MEAN_AXES };
@@ -436,10 +437,6 @@ API tg_status tgw_session_replace(tg_session *s, tg_model *m, const double *o, c
 API tg_status tgw_session_read(tg_session *s, const char *name, void *dst, double count) {
     return tg_session_read(s, name, dst, (int64_t)count);
 }
-API tg_status tgw_session_get_grad(tg_session *s, const char *name, float *dst, double count) {
-    return tg_session_get_grad(s, name, dst, (int64_t)count);
-}
-
 /* Capture i's name (NULL past the end), dtype and shape; returns the rank, -1 for none. */
 API int tgw_session_capture(tg_session *s, int i, const char **name, int32_t *dims, int32_t *dtype) {
     tg_shape sh = {0, {0}};
@@ -529,16 +526,6 @@ API const char *tgw_st_tensor(const tg_safetensors *st, int i, int32_t *dtype, i
     *rank = put_shape(t->shape, dims);
     *data = t->data;
     return t->name;
-}
-
-/* Every tensor of the feeds (f32 or i32, shape [count]) with shapes given
- * as ranks and dims, written as a safetensors file at path. */
-API tg_status tgw_st_write(const char *path, int n, const int32_t *ranks, const int32_t *dims) {
-    static tg_st_tensor t[256];
-    if (n < 0 || n > 256) return TG_ERR_ARG;
-    for (int i = 0; i < n; i++)
-        t[i] = (tg_st_tensor){feeds[i].name, feeds[i].dtype, shape_of(dims + TG_MAX_DIMS * i, ranks[i]), feeds[i].data};
-    return tg_safetensors_write(path, t, n, NULL, 0);
 }
 
 /* ---- the device ---- */

@@ -3,7 +3,7 @@
 // no dependencies), the README's program run there as written (Node without
 // the webgpu package: the CPU backend) and, when TypeScript is at hand
 // (scripts/fetch-web.sh puts it in .deps/web), type-checked against the
-// package's index.d.ts.
+// package's index.d.ts, with web/test/types.ts (more of the API, strictly).
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -43,6 +43,10 @@ try {
     const ts = spawnSync('node', [tsc, '--noEmit', '--allowJs', '--checkJs', '--strictNullChecks', '--target', 'es2022',
       '--module', 'nodenext', '--moduleResolution', 'nodenext', 'sin.mjs'], { cwd: project, ...quiet });
     check(ts.status === 0, `tsc on the README program: ${ts.stdout}${ts.stderr}`);
+    writeFileSync(join(project, 'types.ts'), readFileSync(join(root, 'web/test/types.ts')));
+    const strict = spawnSync('node', [tsc, '--noEmit', '--strict', '--target', 'es2022', '--module', 'nodenext',
+      '--moduleResolution', 'nodenext', 'types.ts'], { cwd: project, ...quiet });
+    check(strict.status === 0, `tsc --strict on web/test/types.ts: ${strict.stdout}${strict.stderr}`);
   } else console.log('web package: typescript not fetched, the types are not checked (scripts/fetch-web.sh)');
 } catch (e) {
   check(false, e.stack || e);
