@@ -25,23 +25,32 @@ static void tile_edge(const tg_tile *t) {
         for (int q = 0; q < t->nr; q++) t->c[r * t->ldc + q] = tg_tile_epilogue(t, r, q, acc[r][q]);
 }
 
-/* A full 6 x 8 tile: per k, one B row of 8 (two vectors) and each A value broadcast. */
+/* A full 6 x 8 tile: per k, one B row of 8 (two vectors) and each A value
+ * broadcast; two k a turn (the same order of additions). */
 static void tile_full(const tg_tile *t) {
     v128_t c[WMR][2];
     for (int r = 0; r < WMR; r++) c[r][0] = c[r][1] = wasm_f32x4_splat(0.0f);
     const float *a = t->a, *b = t->b;
-    const int64_t rs = t->rs_a;
-    for (int64_t k = 0; k < t->kc; k++, a += t->cs_a, b += t->ldb) {
-        v128_t b0 = wasm_v128_load(b), b1 = wasm_v128_load(b + 4);
-#define ROW(r)                                                           \
+    const int64_t rs = t->rs_a, cs = t->cs_a, ldb = t->ldb;
+    int64_t k = 0;
+#define ROW(r, ak, b0, b1)                                               \
     {                                                                    \
-        v128_t x = wasm_f32x4_splat(a[(r) * rs]);                        \
+        v128_t x = wasm_v128_load32_splat((ak) + (r) * rs);              \
         c[r][0] = wasm_f32x4_add(c[r][0], wasm_f32x4_mul(x, b0));        \
         c[r][1] = wasm_f32x4_add(c[r][1], wasm_f32x4_mul(x, b1));        \
     }
-        ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5)
-#undef ROW
+    for (; k + 1 < t->kc; k += 2, a += 2 * cs, b += 2 * ldb) {
+        v128_t b0 = wasm_v128_load(b), b1 = wasm_v128_load(b + 4);
+        ROW(0, a, b0, b1) ROW(1, a, b0, b1) ROW(2, a, b0, b1) ROW(3, a, b0, b1) ROW(4, a, b0, b1) ROW(5, a, b0, b1)
+        b0 = wasm_v128_load(b + ldb), b1 = wasm_v128_load(b + ldb + 4);
+        ROW(0, a + cs, b0, b1) ROW(1, a + cs, b0, b1) ROW(2, a + cs, b0, b1)
+        ROW(3, a + cs, b0, b1) ROW(4, a + cs, b0, b1) ROW(5, a + cs, b0, b1)
     }
+    for (; k < t->kc; k++, a += cs, b += ldb) {
+        v128_t b0 = wasm_v128_load(b), b1 = wasm_v128_load(b + 4);
+        ROW(0, a, b0, b1) ROW(1, a, b0, b1) ROW(2, a, b0, b1) ROW(3, a, b0, b1) ROW(4, a, b0, b1) ROW(5, a, b0, b1)
+    }
+#undef ROW
     for (int r = 0; r < WMR; r++) {
         float v[WNR];
         wasm_v128_store(v, c[r][0]);
