@@ -7,6 +7,7 @@
 // its features (shader-f16, subgroups, subgroup matrices), with Dawn's
 // allow_unsafe_apis too.
 //   node web/bench/bench.mjs [--steps-sin N] [--steps-addition N] [--models sin,addition]
+//   node web/bench/bench.mjs --cpu ...   ours on the CPU backend alone (no GPU needed), N steps each
 // Env: TG_WEB_DEPS (npm webgpu and upstream, scripts/fetch-web.sh and
 // scripts/fetch-upstream.sh), TG_WASM_BUILD (default build-wasm).
 import { join } from 'node:path';
@@ -20,12 +21,17 @@ const deps = process.env.TG_WEB_DEPS || join(root, '.deps/web');
 const webgpuIndex = join(deps, 'node_modules/webgpu/index.js');
 const models = arg('--models', 'sin,addition').split(',');
 const steps = { sin: +arg('--steps-sin', 200), addition: +arg('--steps-addition', 100) };
+const cpuOnly = process.argv.includes('--cpu');
 const WARMUP = 10, WARMUP_S = 1;
 const alive = setInterval(() => {}, 1000); // dawn.node's promises hold no handle of the event loop
 
-const { create, globals } = await import(pathToFileURL(webgpuIndex));
-Object.assign(globalThis, globals);
 const json = o => console.log(JSON.stringify(o));
+let create = null;
+if (!cpuOnly) {
+  const webgpu = await import(pathToFileURL(webgpuIndex));
+  create = webgpu.create;
+  Object.assign(globalThis, webgpu.globals);
+}
 
 // ---- the device ----
 async function describe(flags) {
@@ -38,8 +44,9 @@ async function describe(flags) {
   const configs = a.info.subgroupMatrixConfigs || [];
   return { info, features: [...a.features].sort(), subgroupMatrixConfigs: configs.map(c => ({ ...c })) };
 }
-const plain = await describe([]), unsafe = await describe(['enable-dawn-features=allow_unsafe_apis']);
-if (!plain) { console.log('no WebGPU adapter from npm webgpu'); process.exit(1); }
+const plain = cpuOnly ? null : await describe([]), unsafe = cpuOnly ? null : await describe(['enable-dawn-features=allow_unsafe_apis']);
+if (!plain && !cpuOnly) { console.log('no WebGPU adapter from npm webgpu'); process.exit(1); }
+if (!cpuOnly) {
 json({ bench: 'dawn_node_adapter', flags: '', ...plain });
 json({ bench: 'dawn_node_adapter', flags: 'allow_unsafe_apis', ...unsafe });
 const has = (d, f) => d && d.features.includes(f);
@@ -51,6 +58,7 @@ for (const [label, d] of [['plain', plain], ['allow_unsafe_apis', unsafe]])
 console.log(`#   features (plain): ${plain.features.join(' ')}`);
 const extra = unsafe ? unsafe.features.filter(f => !plain.features.includes(f)) : [];
 console.log(`#   with allow_unsafe_apis also: ${extra.join(' ') || '(none)'}`);
+}
 
 // ---- timing ----
 // Median and minimum of n awaited steps after the warm-up (at least WARMUP
@@ -84,7 +92,8 @@ async function bench(impl, lib, model, name, backend) {
   const compile_ms = +(performance.now() - t0).toFixed(1);
   const feed = impl === 'upstream' && name === 'addition' ? { ...batches[name], mask } : batches[name];
   let last = NaN;
-  const r = await time(async () => { last = loss(await train.step(feed)); }, backend === 'cpu' ? Math.max(5, steps[name] >> 3) : steps[name]);
+  const n = backend === 'cpu' && !cpuOnly ? Math.max(5, steps[name] >> 3) : steps[name]; // beside the GPU's, a few
+  const r = await time(async () => { last = loss(await train.step(feed)); }, n);
   const row = { bench: names[name], impl, backend: backend || 'webgpu', ...r, compile_ms, loss: last };
   if (train.stats) row.dispatches = train.stats.dispatches;
   else if (train.kernels) row.dispatches = train.kernels.length; // upstream: a dispatch per kernel
@@ -95,12 +104,12 @@ async function bench(impl, lib, model, name, backend) {
 
 // Ours.
 const ours = await import(pathToFileURL(join(wasmBuild, 'package/index.js')));
-await ours.configure({ gpu: create([]) });
+await ours.configure({ gpu: cpuOnly ? null : create([]) });
 const oursModels = { sin: sinModel(ours), addition: additionModel(ours, ADD.B) };
-for (const m of models) await bench('tensorgrad-wasm', ours, { ...oursModels[m], Model: m === 'sin' ? oursModels[m].MLP : oursModels[m].Gpt }, m, 'webgpu');
+for (const m of cpuOnly ? [] : models) await bench('tensorgrad-wasm', ours, { ...oursModels[m], Model: m === 'sin' ? oursModels[m].MLP : oursModels[m].Gpt }, m, 'webgpu');
 // Upstream, same Node, same Dawn.
 let up = null;
-try {
+if (!cpuOnly) try {
   installWorker(webgpuIndex, []);
   globalThis.navigator = { gpu: create([]) };
   up = await import(pathToFileURL(join(deps, 'upstream/dist/index.js')));
