@@ -41,8 +41,10 @@ async function describe(flags) {
   const info = {};
   for (const k of ['vendor', 'architecture', 'device', 'description', 'subgroupMinSize', 'subgroupMaxSize', 'isFallbackAdapter'])
     info[k] = a.info[k];
-  const configs = a.info.subgroupMatrixConfigs || [];
-  return { info, features: [...a.features].sort(), subgroupMatrixConfigs: configs.map(c => ({ ...c })) };
+  // Each config's fields are getters of its prototype: read by name.
+  const configs = (a.info.subgroupMatrixConfigs || []).map(c =>
+    Object.fromEntries(['componentType', 'resultComponentType', 'M', 'N', 'K'].map(k => [k, c[k]])));
+  return { info, features: [...a.features].sort(), subgroupMatrixConfigs: configs };
 }
 const plain = cpuOnly ? null : await describe([]), unsafe = cpuOnly ? null : await describe(['enable-dawn-features=allow_unsafe_apis']);
 if (!plain && !cpuOnly) { console.log('no WebGPU adapter from npm webgpu'); process.exit(1); }

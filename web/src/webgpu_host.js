@@ -14,7 +14,7 @@
 // wait, ProcessEvents or call into the library (Module.tgFlushEvents).
 
 mergeInto(LibraryManager.library, {
-  $WG__deps: ['malloc', 'free', '$getWasmTableEntry'],
+  $WG__deps: ['malloc', 'free'],
   $WG__postset: "WG.objs = [undefined]; WG.freeIds = []; WG.futures = new Map(); WG.nextFuture = 1; WG.events = [];" +
     "Module['tgFlushEvents'] = function () { WG.flushEvents(); };",
   $WG: {
@@ -48,7 +48,7 @@ mergeInto(LibraryManager.library, {
     freeStr: function (p) { _free(HEAPU32[p >> 2]); _free(p); },
     // Callback-info structs (wg_*_cb_info): next, mode, callback, u1, u2.
     cbInfo: function (p) { return { fn: HEAPU32[(p + 8) >> 2], u1: HEAPU32[(p + 12) >> 2], u2: HEAPU32[(p + 16) >> 2] }; },
-    call: function (fn, args) { getWasmTableEntry(fn).apply(null, args); },
+    call: function (fn, args) { wasmTable.get(fn).apply(null, args); },
     // A future that completes when promise settles; fire(value) then runs the
     // C callback. Returns its id (the wg_future, an i64).
     future: function (promise, fire) {
