@@ -63,7 +63,7 @@ WASM_TEST_LDFLAGS := -sMODULARIZE -sEXPORT_ES6 -sEXPORT_NAME=createParity -sENVI
 	-sASYNCIFY_STACK_SIZE=65536 --js-library web/src/webgpu_host.js
 $(WASM_BUILD)/tests/parity.js: web/test/parity.c $(filter-out %/bridge.o,$(WASM_OBJ)) $(wildcard tests/*.h) web/src/webgpu_host.js
 	@mkdir -p $(dir $@)
-	NODE_PATH=/usr/share/nodejs $(EMCC) $(TG_CFLAGS) -Wno-unused-function -Isrc $(WASM_CFLAGS) $(WASM_TEST_LDFLAGS) $< \
+	$(call say,EMLD,$@)NODE_PATH=/usr/share/nodejs $(EMCC) $(TG_CFLAGS) -Wno-unused-function -Isrc $(WASM_CFLAGS) $(WASM_TEST_LDFLAGS) $< \
 		$(filter-out %/bridge.o,$(WASM_OBJ)) -o $@
 
 # The web benchmark: sin and addition through the WebAssembly build in Node
