@@ -62,13 +62,12 @@ fi
 # tg-mpi: once training runs, one of the two ranks is stopped from outside.
 tgmpi=$build/tg-mpi
 if [ -x "$tgmpi" ]; then
-    # stdbuf: rank 0's lines reach the file as they are printed (the first
-    # comes just before the first step)
-    "${mpi[@]}" stdbuf -oL "$tgmpi" train addition --dp --dp-timeout 2 --steps 1000000 --checkpoint "$tmp/cli.ckpt" \
-        >"$tmp/cli.out" 2>"$tmp/cli.err" &
+    # Training has begun once the step log has reached the file (its
+    # buffer's worth of rows, about a hundred steps).
+    "${mpi[@]}" "$tgmpi" train addition --dp --dp-timeout 2 --steps 1000000 --checkpoint "$tmp/cli.ckpt" \
+        --log "$tmp/cli.csv" >"$tmp/cli.out" 2>"$tmp/cli.err" &
     job=$!
-    for _ in $(seq 600); do grep -q "^addition transformer" "$tmp/cli.out" 2>/dev/null && break; sleep 0.1; done
-    sleep 0.3
+    for _ in $(seq 600); do [ -s "$tmp/cli.csv" ] && break; sleep 0.1; done
     victim=$(pgrep -P "$job" | head -n 1)
     [ -n "$victim" ] && kill -STOP "$victim"
     start=$(date +%s%N)

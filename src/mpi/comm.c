@@ -126,7 +126,7 @@ static tg_status timed_out(tg_comm *c, mpi_impl *m, const char *what, double wai
         }
         nap(1000000, end);
     }
-    char list[160] = "";
+    char list[96] = "";
     int missing = 0, first = -1;
     size_t o = 0;
     for (int r = 0; r < R; r++) {
@@ -147,8 +147,8 @@ static tg_status timed_out(tg_comm *c, mpi_impl *m, const char *what, double wai
         snprintf(c->error, sizeof c->error, "timed out after %.3g s in %.60s, though every rank answered from this "
                  "call (a slow network?)", waited, what);
     else
-        snprintf(c->error, sizeof c->error, "timed out after %.3g s in %.60s: rank%s %s of %d did not arrive", waited,
-                 what, missing > 1 ? "s" : "", list, R);
+        snprintf(c->error, sizeof c->error, "timed out after %.3g s in %.60s: rank%s %.96s of %d did not arrive",
+                 waited, what, missing > 1 ? "s" : "", list, R);
     return TG_ERR_TIMEOUT;
 }
 
