@@ -598,8 +598,9 @@ tg_tensor tg_conv_transpose2d_at(tg_tensor x, tg_tensor w, int stride, int paddi
 /* mean over k x k windows: [N, C, H, W] -> [N, C, Ho, Wo], sizes as max_pool2d
  * (stride 0 means k, padding at most k/2); padding counts as zeros in the
  * mean (PyTorch's default count_include_pad). Windows that tile the input
- * (stride k, no padding) are a reshape and a mean; others a depthwise
- * conv2d with a constant 1/k^2 kernel. */
+ * (stride k, no padding) are summed by the kernel of nearest_upsample2d's
+ * gradient and scaled; others are a depthwise conv2d with a constant
+ * 1/k^2 kernel. */
 tg_tensor tg_avg_pool2d_at(tg_tensor x, int k, int stride, int padding, TG_AT);
 #define tg_conv_transpose2d(x, w, stride, padding, output_padding, groups) \
     tg_conv_transpose2d_at(x, w, stride, padding, output_padding, groups, __FILE__, __LINE__)

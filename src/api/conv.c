@@ -180,10 +180,10 @@ tg_tensor tg_conv_transpose2d_at(tg_tensor x, tg_tensor w, int stride, int paddi
     return (tg_tensor){g, tg_ir_add(g, &n)};
 }
 
-/* Windows that tile the input (stride k, no padding) are a reshape and a
- * mean over the two window axes; any other is a depthwise convolution with
- * a constant 1/k^2 kernel (padding counts as zeros, as PyTorch's default
- * count_include_pad). */
+/* Windows that tile the input (stride k, no padding) are summed by the
+ * kernel that sums nearest_upsample2d's gradient blocks, then scaled; any
+ * other is a depthwise convolution with a constant 1/k^2 kernel (padding
+ * counts as zeros, as PyTorch's default count_include_pad). */
 tg_tensor tg_avg_pool2d_at(tg_tensor x, int k, int stride, int padding, const char *file, int line) {
     if (!x.g) return (tg_tensor){NULL, -1};
     if (!ir_live(x)) return (tg_tensor){x.g, -1};
@@ -208,9 +208,10 @@ tg_tensor tg_avg_pool2d_at(tg_tensor x, int k, int stride, int padding, const ch
         int64_t ho = s.d[2] / k, wo = s.d[3] / k;
         if (ho * k != s.d[2]) x = tg_narrow_at(x, 2, 0, ho * k, file, line);
         if (wo * k != s.d[3]) x = tg_narrow_at(x, 3, 0, wo * k, file, line);
-        tg_tensor r = tg_reshape_at(x, (tg_shape){6, {s.d[0], s.d[1], ho, k, wo, k}}, file, line);
-        r = tg_mean_axes_at(r, (tg_shape){2, {3, 5}}, false, file, line);
-        return r;
+        tg_node n = tg_ir_proto(TG_OP_UPSAMPLE2D_GRAD, "avg_pool2d", file, line);
+        n.in[0] = x.id;
+        n.at.upsample.factor = k;
+        return tg_mul_s_at((tg_tensor){g, tg_ir_add(g, &n)}, 1.0f / (float)(k * k), file, line);
     }
     int64_t C = s.d[1], kk = (int64_t)k * k;
     float *w = tg_calloc((size_t)(C * kk), sizeof(float));

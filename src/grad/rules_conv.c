@@ -72,3 +72,13 @@ void tg_grad_conv_transpose2d(tg_graph *g, int id, int gy, int *gx) {
     d.at.conv.kw = ws.d[3];
     gx[1] = tg_ir_add(g, &d);
 }
+
+/* y = upsample2d_grad(x) run forward, each f x f block of x summed
+ * (tg_avg_pool2d's tiling windows): every element of a block gets the
+ * block's gy, a nearest upsampling. */
+void tg_grad_sum_pool2d(tg_graph *g, int id, int gy, int *gx) {
+    tg_node n = tg_ir_proto(TG_OP_UPSAMPLE2D, NULL, IR_HERE);
+    n.in[0] = gy;
+    n.at.upsample = g->nodes[id].at.upsample;
+    gx[0] = tg_ir_add(g, &n);
+}

@@ -45,6 +45,7 @@
  *                             to the first window element equal to it
  *   nearest_upsample2d (x), upsample2d_grad (gy)
  *   conv2d_grad_input         also conv_transpose2d's forward (gy = its x), with a gradient
+ *   upsample2d_grad           also avg_pool2d's block sums (gy = its x), with a gradient
  *   cumsum (x)                at.scan; reverse sums from the end (cumsum's gradient)
  *   topk (x) -> i32           at.topk: the indices; the values are a take_along_axis of them
  *   pad (x), pad_grad (gy)    at.pad: one axis each (tg_pad chains them) */
