@@ -117,6 +117,10 @@ static void under_rlimit_as(void) {
         fclose(f);
         struct rlimit rl = {(rlim_t)(pages * sysconf(_SC_PAGESIZE) + ((int64_t)256 << 20)), RLIM_INFINITY};
         if (setrlimit(RLIMIT_AS, &rl) != 0) _exit(11);
+        /* Where the limit does not hold (an emulator such as qemu-user maps
+         * the guest's memory in a space reserved beforehand), say so. */
+        void *probe = malloc((size_t)512 << 20); /* never touched */
+        if (probe) _exit(77);
         tg_session *s;
         tg_model *m;
         tg_status st = make(128 << 10, 1024, 8, 0, &s, &m);
@@ -133,8 +137,11 @@ static void under_rlimit_as(void) {
     }
     int status = 0;
     waitpid(pid, &status, 0);
-    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the RLIMIT_AS child: %s %d",
-          WIFEXITED(status) ? "exit" : "signal", WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 77)
+        printf("test_memory: RLIMIT_AS skipped: this process is not held to it (an emulator?)\n");
+    else
+        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the RLIMIT_AS child: %s %d",
+              WIFEXITED(status) ? "exit" : "signal", WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
 #endif
 }
 
