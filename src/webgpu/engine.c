@@ -9,11 +9,9 @@
  * encoded, the first small (SUBMIT_FIRST dispatches) and each twice the one
  * before up to SUBMIT_MOST: the GPU starts on the first piece while the CPU
  * encodes the next, and the CPU, faster per dispatch than the GPU, stays
- * ahead with few submits. Pieces of 128 made a step of up to 128 dispatches
- * wait for all of its encoding: on the H200 (medians of 5 runs, alternated)
- * the addition transformer's step went from 1.29 to 1.06 ms and gpt_small's
- * from 41.9 to 41.4 ms (pieces of 16, 24 or 32 each measured about the
- * same as this ramp).
+ * ahead with few submits (pieces of 128 made a step of up to 128
+ * dispatches wait for all of its encoding; docs/performance.md, "The
+ * engine and the device").
  *
  * A training step's check (the loss and the gradient norm finite) is read
  * once, after the whole step: the fused optimizer kernels read it first and
@@ -21,10 +19,9 @@
  * as they were, and the read that returns it brings the loss back with it
  * (the session reads it next). Where the updates are not all such kernels
  * (fusion off, a writeback copy after them, a binding too small), the
- * check is read before they are submitted. On the H200 this took sin's
- * step from 0.265 to 0.215 ms and the addition transformer's from 1.06 to
- * 0.99 ms. (Indirect dispatches gated by a small kernel measured slower
- * than waiting: Dawn validates each indirect dispatch.)
+ * check is read before they are submitted. (Indirect dispatches gated by a
+ * small kernel were slower than waiting: Dawn validates each indirect
+ * dispatch.)
  *
  * TG_WG_PROFILE=N: the N-th run of each program (1 = the first) times
  * every kernel and prints to stderr their times, the largest first, and the

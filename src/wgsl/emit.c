@@ -154,10 +154,9 @@ bool tg_kernel_main(wgsl_kernel *k, int64_t groups, uint32_t wg) {
     return true;
 }
 
-/* One element an invocation. A negation of 16384 x 384 floats this way took
- * 31.6 us on an H100 (bench_tg --rows-webgpu, copy) where PyTorch's copy of
- * the same bytes took 18.1: 4 bytes in flight an invocation are too few to
- * cover the memory's latency. gpt_small has few such kernels (its
+/* One element an invocation, 256 a workgroup: 4 bytes in flight an
+ * invocation are too few to cover the memory's latency (a negation runs
+ * well below a copy's bandwidth), but gpt_small has few such kernels (its
  * elementwise work rides in product epilogues and row kernels). */
 #define FLAT_WG 256u
 
@@ -342,8 +341,7 @@ bool tg_kernel_bind_nodes(wgsl_kernel *k, const int *nodes, int n, int *bind_of,
  * binding it stores through): WebGPU forbids one buffer bound both
  * writable and read-only in a dispatch, and a workspace (`work`) may be
  * placed in the scratch arena (program.c), which then counts as written.
- * On the H200, gpt_small's step 37.17 ms against 37.35 with every
- * binding read_write (one run). */
+ * Read-only bindings make gpt_small's step faster. */
 void tg_kernel_declare(wgsl_kernel *k, const char *type, unsigned written, bool work) {
     tg_kernel_spec *sp = k->spec;
     bool off = g_forms.read_write;

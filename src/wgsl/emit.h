@@ -280,7 +280,7 @@ bool tg_wgsl_matmul_whole(const tg_graph *g, int a);
  * loaded 4 elements at a time). */
 void tg_wgsl_matmul_views(wgsl_kernel *k, const int *nodes, int n, const int *bind_of, const int64_t *elem_off, const int at[2]);
 /* Node id's product, with or without an epilogue, may load operand j (0:
- * A, 1: B) 4 elements at a time along its contiguous axis (the measured
+ * A, 1: B) 4 elements at a time along its contiguous axis (the chosen
  * rule; tests). */
 bool tg_wgsl_matmul_vec4_load(const tg_graph *g, int id, int j, bool epilogue);
 /* Products a and b can run as one kernel (tg_wgsl_matmul_group): f32, the

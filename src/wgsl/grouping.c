@@ -319,11 +319,10 @@ static bool group_ok(const tg_fuse_graph *x, const int *mm, int n, const tg_wgsl
     return true;
 }
 
-/* One dispatch instead of one per product, with 3x the workgroups (on the
- * H200 gpt_small's step measured the same either way, 41.8 against 41.6
- * ms: the gain is the dispatches, which small models pay for); a split K
- * gives each member fewer K-ranges, never more workspace than the
- * program's largest otherwise.
+/* One dispatch instead of one per product, with 3x the workgroups (the
+ * gain is the dispatches, which small models pay for; gpt_small's step is
+ * the same either way); a split K gives each member fewer K-ranges, never
+ * more workspace than the program's largest otherwise.
  * Products of one A with Bs of one shape, none of them wanted by an
  * elementwise epilogue: greedily, in node order, up to the bindings. With
  * tg_wgsl_matmul_groups_led, the first may have an A of its own (the

@@ -1,7 +1,7 @@
-/* A layer or RMS norm's backward with x and gy read once. Unfused it is two kernels over the same rows:
- * norm_dx, and norm_dgain (the column sums of gy * xh, with the bias's
- * column sums of gy beside it, grouping.c's siblings), which re-reads x and
- * gy: in gpt_small ([16384, 384], 13 norms) on the H200 about 49 us a norm.
+/* A layer or RMS norm's backward with x and gy read once. Unfused it is two
+ * kernels over the same rows: norm_dx, and norm_dgain (the column sums of
+ * gy * xh, with the bias's column sums of gy beside it, grouping.c's
+ * siblings), which re-reads x and gy.
  * Fused (grouping.c's norm_backward groups norm_dx with both sums, stored
  * through st2 and st3), norm_dx's kernel sums them too:
  *
@@ -28,14 +28,12 @@
 
 /* Chunks of NORM_CHUNK rows. A workgroup walks its rows one after
  * another, so what keeps loads in flight is the number of workgroups, not
- * the rows each takes: on an H100, gpt_small's step (two runs each) took
- * 38.7 / 38.5 ms in 382 chunks of 43 rows, 37.6 / 37.4 in 1024 of 16 and
- * 37.06 / 37.12 in 2048 of 8, against 37.39 / 37.35 / 37.46 unfused; its
- * 12 fused norms with residual adds 2.16 ms a step in 382 chunks, 1.06 in
- * 1024, against 1.21 for their unfused kernels. The partials (written once
- * and read once, D or 2 D floats a chunk) are then a sixth of the bytes
- * phase 1 moves (x and gy read, dx written): in gpt_small 6.3 MB against
- * 75. Few rows make few chunks, down to one (R <= NORM_CHUNK). */
+ * the rows each takes: longer chunks (fewer workgroups) were slower than
+ * the unfused kernels, chunks of 8 faster (docs/performance.md, "Row
+ * kernels and column sums"). The partials (written once and read once, D
+ * or 2 D floats a chunk) are then a sixth of the bytes phase 1 moves (x
+ * and gy read, dx written). Few rows make few chunks, down to one
+ * (R <= NORM_CHUNK). */
 #define NORM_CHUNK 8
 
 /* dx: [R, D] */

@@ -320,8 +320,8 @@ static attn_form form_of(const tg_wgsl_attn *a, const tg_wgsl_limits *lim) {
     if (forced == TG_WGSL_ATTN_TILES) return tiles ? FORM_TILES : FORM_ROWS;
     if (forced == TG_WGSL_ATTN_ROWS || forced == TG_WGSL_ATTN_ROW_LOOPS)
         return forced == TG_WGSL_ATTN_ROWS ? FORM_ROWS : FORM_ROW_LOOPS;
-    /* Below 64 rows a block is mostly padding: the addition transformer (T 8)
-     * stepped in 1.79 ms with blocks against 1.37 with rows on the H200. */
+    /* Below 64 rows a block is mostly padding: the addition transformer
+     * (T 8) steps faster with rows. */
     if (tiles && a->T >= 64) return FORM_TILES;
     return lim->cpu_adapter ? FORM_ROW_LOOPS : FORM_ROWS;
 }
@@ -365,7 +365,7 @@ tg_status tg_wgsl_emit_attention(const tg_graph *g, const tg_plan *plan, const t
             st = form == FORM_TILES ? tg_wgsl_attn_tiles_dkdv(&K, out) : emit_dkdv(&K, out);
         }
         if (st != TG_OK) return st;
-        /* For TG_WG_PROFILE's TFLOP/s: the products over the causal pairs of
+        /* For TG_WG_PROFILE's rates: the products over the causal pairs of
          * rows (a block's masked half not counted), 2 Dh flops a pair each:
          * q.k and p.v; s, dp and dq; s, dp, dv and dk. */
         int products = !a->bwd ? 2 : kernel == 0 ? 3 : 4;

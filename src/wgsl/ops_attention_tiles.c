@@ -24,25 +24,16 @@
  *
  * A warp is 2 rows of 16 invocations, so a step of the score loop or of
  * accumulate reads 16 distinct vec4s of one operand (two 128-byte
- * wavefronts) and 2 of the other. A square of 4 rows of 8 reads 8 and 4,
- * a wavefront each (its row sums then through workgroup memory, the same
- * bits), yet measured slower: gpt_small's step 37.64 / 37.67 ms against
- * 37.37 / 37.41 on an H100 (forward 1.594 -> 1.675 ms, dq 2.137 -> 2.283,
- * dk dv 2.489 -> 2.519), 37.19 against 36.95 / 36.98 on the H200. So the
- * workgroup memory's wavefronts do not bound these loops. Nor do their
- * multiply-adds: 8 rows an invocation (8 x 4 scores, a workgroup of 128;
- * 3 reads of workgroup memory for 32 multiply-adds instead of 2 for 16)
- * took gpt_small's step on the H200 from 36.85 / 36.74 ms to 37.34 /
- * 37.27 with the forward so, 40.32 / 40.30 with dq and dk dv so, 40.96 /
- * 40.87 with all three (forward 2.14 ms, dq 3.82, dk dv 4.38): fewer
- * invocations, each holding more registers, hide less latency.
- * The NVIDIA driver's own statistics (VK_KHR_pipeline_executable_properties
- * on the SPIR-V Dawn generates, an H100) say how far: gpt_small's forward
- * takes 113 registers an invocation, so two workgroups share a
- * multiprocessor, but dq and dk/dv take 165, so each runs alone there (8
- * warps). Getting those two to 128 would double their warps; the score
- * loop's chunks loaded ahead (8 vec4s) and the two score blocks (8 more)
- * are the largest live sets.
+ * wavefronts) and 2 of the other. Squarer warps (4 rows of 8) and more rows
+ * an invocation were slower: neither workgroup memory's wavefronts nor the
+ * multiply-adds bound these loops, and fewer invocations, each holding more
+ * registers, hide less latency. The NVIDIA driver's own statistics
+ * (VK_KHR_pipeline_executable_properties on the SPIR-V Dawn generates)
+ * say how far: on gpt_small's shapes the forward takes 113 registers an
+ * invocation, so two workgroups share a multiprocessor, but dq and dk/dv
+ * take 165, so each runs alone there (8 warps). Getting those two to 128
+ * would double their warps; the score loop's chunks loaded ahead (8
+ * vec4s) and the two score blocks (8 more) are the largest live sets.
  *
  * Workgroup memory is used without bank conflicts: a chunk's rows are
  * loaded as vec4s and stored transposed, an element at a time, so the 4
@@ -52,20 +43,17 @@
  * with the same XOR). Likewise the transposed scores: column j's vec4 ty
  * sits at ty ^ ((j / 4) & 7), so the 8 invocations of a quarter warp
  * storing their columns' vec4 ty hit 8 different banks, where in plain
- * order they hit one. On the H200, gpt_small's step: 41.36 / 41.39 ms
- * plain against 41.16 / 41.17 with these orders (the forward in chunks
- * of 32). Chunks of 32 head dimensions halve the barriers of the score
- * loop where they fit workgroup memory (the backward's four operands
- * need 48 KiB: the H200's, not lavapipe's 32), 40.85 / 40.82 ms with the
- * backward's in 16, 40.73 / 40.71 in 32. Storing the chunks by rows (no
- * transposing) and reading 4 head dimensions at a time took more
- * registers and measured slower (41.67 against 41.33 ms, every kernel;
- * 41.21 / 41.25 the forward alone).
+ * order they hit one. Chunks of 32 head dimensions halve the barriers of
+ * the score loop where they fit workgroup memory (the backward's four
+ * operands need 48 KiB: a large GPU's, not lavapipe's 32). The chunks are
+ * stored transposed (by rows, read 4 head dimensions at a time, they took
+ * more registers and ran slower).
  *
  * The score loop's global loads are issued a step before their use, into
  * registers; the staged rows are loaded at their stage (see walk below).
  * The loops stay loops: written out step by step (which helps the matmul)
- * they measured slower on the H200 (gpt_small 46.9 against 45.9 ms).
+ * they ran slower. Every figure behind this file's rules is in
+ * docs/performance.md, "Fused attention".
  *
  * Workgroup memory (vec4s): region A, the score chunks / the row reductions
  * / a [64, Dh] tile, then region B, the [64, 64] transposed scores: 2048
@@ -82,13 +70,9 @@
 static const char *op_tag[N_OP] = {"Q", "K", "V", "O", "G", "DQ", "DK", "DV"};
 
 /* Head dimensions per score chunk: 32 where wide, else 16, or the largest
- * of 8 and 4 that divides Dh. The forward's whole head (64) in one chunk,
- * which fits an H100's 48 KiB and halves its score loop's barriers, measured
- * slower there: its 6 kernels 1.604 -> 1.765 ms (more registers per
- * invocation for the chunk loaded ahead). Chunks of 16 in every kernel
- * (fewer registers, twice the barriers) did too: the step 37.28 / 37.38
- * -> 37.95 / 37.93 ms (forward 1.608 -> 1.678, dq 2.154 -> 2.409, dk dv
- * 2.509 -> 2.790). */
+ * of 8 and 4 that divides Dh. The whole head in one chunk took more
+ * registers for the chunk loaded ahead, chunks of 16 everywhere twice the
+ * barriers: both ran slower. */
 static int64_t chunk_dims(int64_t Dh, bool wide) {
     if (wide && Dh % 32 == 0) return 32;
     return Dh % 16 == 0 ? 16 : Dh % 8 == 0 ? 8 : 4;
@@ -112,10 +96,8 @@ bool tg_wgsl_attn_tiles_fit(const tg_wgsl_attn *a, const tg_wgsl_limits *lim) {
  * B * H * blocks workgroups, and b, h, bh, blk, tx, ty, r0 and dv (the
  * invocation's vec4 of the head dimension, clamped).
  * Workgroups go head by head, a head's blocks together (which may let
- * them share its rows in the GPU's cache). Launching the blocks that walk the
- * most tiles first (every head's longest block, then the next longest)
- * measured slower on the H200: gpt_small 37.7 -> 38.9 ms a step, its
- * attention kernels 6.4 -> 7.6 ms. */
+ * them share its rows in the GPU's cache); launching the blocks that walk
+ * the most tiles first ran slower. */
 static bool open_tiles(attn_kernel *K, int chunks, const char *what, char *sc, char *dsc) {
     wgsl_kernel *k = &K->k;
     const tg_wgsl_attn *a = K->a;
@@ -168,25 +150,11 @@ typedef struct {
  * registers, so their latency hides behind the arithmetic before them (as
  * the matmul's next k-slice): a score chunk's loads while the chunk before
  * it is multiplied, the next tile's first chunk while the tile's last
- * chunk is. On the H200 gpt_small's three kernels, loading straight into
- * workgroup memory before each barrier, took 8.25 ms of its step
- * (TG_WG_PROFILE; 5.71 with the score operands not loaded at all, 4.58
- * with nothing loaded); loaded a step ahead, 6.31 (forward 2.09 -> 1.64,
- * dq 2.79 -> 2.15, dk dv 3.37 -> 2.52), the step 40.50 -> 38.60 ms.
- * The staged rows (V, K, dout, q: [64, Dh] after the scores) are loaded
- * at their stage instead: held through the tile's last chunk they cost
- * each invocation 4 more live vec4s, and on an H100 the forward's 6
- * kernels took 1.608 ms against 1.442 loaded at the stage, dk dv 2.509
- * against 2.468, dq 2.154 either way; the step 37.28 / 37.38 ms against
- * 37.02 / 37.17 (alternated). Loading the next tile's first chunk just
- * before the tile's last accumulation instead, so that it is not live
- * through the softmax and the stagings, took more registers (dq 171, dk
- * dv 169, against 165) and the step 36.99 / 36.94 ms against 36.84 /
- * 37.05 on an H100. Nor did computing the backward's two score blocks in
- * two loops one after the other (q.k, then p, then dout.v; half the chunk
- * registers, and s and the mask dead during the second loop, for twice
- * the loops' barriers): dq 2.150 -> 2.200 ms a step, dk dv the same, the
- * step 36.93 / 36.97 -> 37.03 / 37.00 ms on an H100 (alternated). */
+ * chunk is. The staged rows (V, K, dout, q: [64, Dh] after the scores) are
+ * loaded at their stage instead: held through the tile's last chunk they
+ * would cost each invocation 4 more live vec4s. Loading the next tile's
+ * first chunk later, or the backward's two score blocks in two loops, took
+ * more registers or more barriers and ran slower. */
 
 /* The rows an operand of the score loop reads: its pair's row base, the
  * tile variable taken as `tile` where it is the variable. */
@@ -322,10 +290,8 @@ static void stage(attn_kernel *K, const char *p, int op, const char *base) {
 
 /* accR += sum over the tile's 64 columns j of B[j] (row r) times A's row j.
  * On the diagonal tile the causal mask zeroes up to half of B, yet
- * skipping those columns measured slower on an H100: a loop bound that
- * varies (the forward 1.594 -> 1.763 ms, dq 2.140 -> 2.334 for gpt_small's
- * 6 layers) or groups of 8 columns behind a warp-uniform test (forward
- * 1.599 -> 1.654, dk dv 2.504 -> 2.554, dq 2.145 -> 2.121). */
+ * skipping those columns (a loop bound that varies, or groups of 8 columns
+ * behind a warp-uniform test) ran slower. */
 static void accumulate(attn_kernel *K, const char *acc) {
     tg_source_printf(&K->k.source,
                "        for (var j = 0u; j < 64u; j++) {\n            let p = sh[AB + j * 16u + (ty ^ ((j / 4u) & 7u))];\n"
@@ -338,10 +304,7 @@ static void accumulate(attn_kernel *K, const char *acc) {
 /* Whether a row's 16 invocations (lid 16 ty .. 16 ty + 15) lie in one
  * subgroup, as on a device whose subgroups have 16 or more (subgroups are
  * runs of consecutive invocations, rows.c), so that row_reduce exchanges
- * their values by shuffles: no workgroup memory, none of its 3 barriers.
- * On the H200, gpt_small's step 37.17 / 37.18 ms against 37.28 / 37.25
- * with workgroup memory (alternated in one run; the forward's 6 kernels
- * 1.65 -> 1.59 ms, dq's 2.14 -> 2.13). */
+ * their values by shuffles: no workgroup memory, none of its 3 barriers. */
 static bool shuffles(const attn_kernel *K) {
     return K->k.lim->subgroup_min_size >= 16 && tg_wgsl_forced()->attention_shuffles != TG_WGSL_OFF;
 }

@@ -204,10 +204,10 @@ static void optim_spans(spans *s, const tg_plan *p, const optim_update *q) {
 
 /* An update takes 4 elements an invocation, e, e + WG, e + 2 WG and
  * e + 3 WG of its workgroup's PER_WG (ev; ix: clamped into the tensor),
- * every load issued before the arithmetic: on an H100, gpt_small's 76
- * updates in one kernel take 0.108 ms (TG_WG_PROFILE), 0.178 ms at an
- * element an invocation (a workgroup's search for its param and the
- * scalars' loads then come once per element, and fewer loads are in flight). */
+ * every load issued before the arithmetic: at an element an invocation, a
+ * workgroup's search for its param and the scalars' loads come once per
+ * element, and fewer loads are in flight (docs/performance.md, "The
+ * optimizer"). */
 #define PER_WG (4 * WG)
 
 /* let name = the 4 elements of binding b from field s.<at> */

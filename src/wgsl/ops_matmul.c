@@ -12,14 +12,11 @@
  * workgroup memory by neighbouring invocations are neighbouring vec4s (no
  * bank conflicts) and each of them feeds 16 multiply-adds. The register
  * block is written out as named variables (no arrays indexed in loops,
- * which a shader compiler may leave in local memory). The next K-slice is loaded
- * into registers before the current one is computed, hiding the global
- * load latency behind the arithmetic (loading each slice only at its turn,
- * 16 fewer live values per invocation, measured slower on an H100:
- * gpt_small's step 36.65 / 37.08 -> 39.77 / 39.89 ms, square 4096
- * products 42.2 -> 39.4 TFLOP/s, alternated in one run). Loads walk each
- * operand's contiguous axis across neighbouring invocations (coalesced);
- * workgroup rows are padded by a vec4 where that walk would hit one bank.
+ * which a shader compiler may leave in local memory). The next K-slice is
+ * loaded into registers before the current one is computed, hiding the
+ * global load latency behind the arithmetic. Loads walk each operand's
+ * contiguous axis across neighbouring invocations (coalesced); workgroup
+ * rows are padded by a vec4 where that walk would hit one bank.
  *
  * The transposed-operand flags only change the index arithmetic of the
  * loads, so no transpose kernel ever runs. When the output has too few tiles
@@ -27,34 +24,11 @@
  * [16384 x 1536]), K is split: phase 1 writes one partial product per
  * K-range into the workspace, phase 2 adds them in order and stores.
  *
- * Measured on the H200 (gpt_small step, k-slices written out): BK 16
- * 45.7 ms, 8 45.8, 32 51.0; with today's kernels BK 16 36.8 ms, 8 37.6,
- * 32 42.2 (one run). The large tiles reach about 55 TFLOP/s on the
- * split weight gradients, 40 on square 4096 products, 15 to 30 on the
- * K = 384 products; the matmuls are most of gpt_small's step. Two buffers
- * of each tile (one barrier per slice instead of two) measured slower:
- * 48.8 ms; again with today's kernels on an H100, where they take 175 -
- * 177 registers instead of 128 (one workgroup per multiprocessor):
- * gpt_small 45.74 / 45.57 ms against 36.84 / 37.05. So did loading plain
- * operands as vec4s (one 16-byte load for four scalar ones, through a
- * vec4<u32> binding) in the kernels of that time: square 2048 products
- * 31.1 against 35.1 TFLOP/s, gpt_small 50.9 against 46.5 ms (today's
- * kernels gain from them where K is long: vec4_load); and, again,
- * BK 32 (2048: 32.3 TFLOP/s, gpt_small 47.2 ms). No split at 2048 (256
- * large tiles) measured faster than the split in two, in three runs:
- * 35.0 / 35.6 / 35.8 against 34.3 / 33.8 / 34.1 TFLOP/s (tall tiles 31.3,
- * small 28.4, BK 8 32.0), so a product of FILL / 2 tiles or more is not
- * split. Tiles of 128 x 256 (8 x 16 per invocation) or 256 x 128 for the
- * products with the largest outputs measured slower too: gpt_small 37.6
- * -> 39.1 / 44.8 ms; 128 x 256 in slices of 8 on an H100, alone faster
- * for plain products (16384 x 384 x 1536 36.6 -> 38.1 TFLOP/s, square
- * 4096 41.9 -> 43.8) but slower for split ones (384 x 1536 weight
- * gradients 38.9 -> 35.5, square 2048 40.5 -> 38.5), and gpt_small, whose
- * wide products all carry an epilogue, 36.84 / 37.05 -> 38.50 / 38.53 ms
- * (alternated, one run). The NVIDIA driver's statistics (an H100) give
- * every large-tile kernel 128 registers an invocation (two workgroups of
- * 256 per multiprocessor), a sum of three products' copies 183 (one
- * workgroup), those 128 x 256 tiles 227 - 235. */
+ * Slices of 16 (BK), one buffer per tile and tiles of at most 128 x 128
+ * keep a large-tile kernel at 128 registers an invocation, two workgroups a
+ * multiprocessor on NVIDIA's GPUs: deeper slices, double buffers and larger
+ * tiles each ran slower in gpt_small's step (docs/performance.md,
+ * "Products", with every figure behind this file's rules). */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -93,46 +67,22 @@ static long long tiles(const mm_geom *g, const mm_cfg *c) {
     return ((g->M + c->bm - 1) / c->bm) * ((g->N + c->bn - 1) / c->bn) * g->batch;
 }
 
-/* Workgroups that make a GPU of about this many multiprocessors busy: the
- * H200 the benchmarks run on has 132, about three of these per SM. Below
- * that, smaller tiles or a split K give more workgroups. 384 rather than
- * 396: gpt_small's [16384, 384] outputs (384 large tiles) ran at 17
- * TFLOP/s in tall tiles, and its step went from 56.3 to 53.6 ms in large
- * ones (256 measured the same, 128 and 1000 slower). On an H100, large
- * tiles forced (bench_tg --gemm-shapes-webgpu 4224x1024xN): 264 tiles ran
- * at 38.8 TFLOP/s, 297 at 27.9, 396 at 37.1, 429 at 31.7: three fit a
- * multiprocessor at once and two already keep it busy, so a product takes
- * as long as its most loaded multiprocessor's tiles. FILL at 264, 300, 396
- * or 512 took gpt_small's step from 37.3 to 39.8, 38.8, 38.7 or 39.5 ms. */
+/* Workgroups that make a GPU of about 132 multiprocessors busy, about
+ * three a multiprocessor; below that, smaller tiles or a split K give more
+ * workgroups. A product takes as long as its most loaded multiprocessor's
+ * tiles, and 384 made gpt_small's step the fastest of the counts tried
+ * (docs/performance.md, "Products"). */
 #define FILL 384
 
 /* How a warp's 32 invocations (consecutive lid) sit in the grid of 16 x 16
  * register blocks: 16 column blocks of 2 rows (lid % 16, lid / 16), or a
  * square of 8 column blocks of 4 rows. In a k-step the square reads 8
  * distinct vec4s of Bs and 4 of As (one 128-byte wavefront each) instead
- * of 16 and 2. Measured on the H200 (alternating runs): square 2048
- * products 38.1 / 38.1 TFLOP/s against 36.1 / 36.0, 4096 40.9 / 40.8
- * against 38.6 / 38.8; but gpt_small's step, whose products walk K of 384
- * to 1536 per workgroup, 41.65 / 41.60 ms against 41.45 / 41.39. With
- * the square from K = 1536 per workgroup the step took 41.70 / 41.63 ms,
- * from 1024 (the split weight gradients' ranges too) 41.31 / 41.34,
- * against 41.11 / 41.12 from 2048. The GPU's timestamps (TG_WG_PROFILE)
- * then showed what loses: the square is faster wherever the kernel only
- * stores its result (the split weight gradients 3.07 -> 2.95 ms a step
- * each kind, the input gradients of K 1536 4.05 -> 3.98) and slower where
- * an epilogue reads memory beside each element (a residual add after the
- * down projection 3.21 -> 4.02, the relu mask 3.33 -> 3.51). So the square
- * is taken where a workgroup walks K of 2048 or more, or where there is no
- * epilogue: gpt_small 38.75 / 38.74 ms (2048 alone) -> 38.29 / 38.30
- * (no epilogue from K 1024) in one run, 38.14 / 38.19 -> 38.03 / 37.99
- * (no epilogue at any K) in another. (Staging the result through
- * workgroup memory so that an epilogue reads and writes rows in order
- * measured far slower: 42.7 / 42.9 ms.) Those epilogues lost with one
- * store an element; with the result stored 4 columns at a time (st4,
- * below) they gain from the square too (an H100, TG_WG_PROFILE of one
- * step: the relu-mask products 3.34 -> 3.13 ms, bias and relu 3.27 ->
- * 3.06, bias and residual 3.19 -> 3.11), so it is taken wherever st4 is.
- */
+ * of 16 and 2, which is faster wherever the kernel only stores its result
+ * or walks K of 2048 or more; an epilogue that reads memory beside each
+ * element stored one at a time is faster with the rows, but with the
+ * result stored 4 columns at a time (vec4_store) it gains from the square
+ * too (docs/performance.md, "A warp's register blocks"). */
 static bool square_warps(long long kc, bool epilogue, bool st4) {
     int forced = tg_wgsl_forced()->matmul_warps;
     if (forced == TG_WGSL_WARPS_ROWS || forced == TG_WGSL_WARPS_SQUARE) return forced == TG_WGSL_WARPS_SQUARE;
@@ -155,16 +105,9 @@ static mm_cfg choose(const mm_geom *g) {
 /* How many K-ranges: enough workgroups to fill the GPU, each range at least
  * 256 long (a multiple of BK), for products of fewer than FILL / 2 tiles
  * (above that the partials' extra pass costs more than the fuller GPU
- * gains). 1 = no split. Ranges for at most two workgroups per
- * multiprocessor instead (floor(264 / tiles): the 384 x 1536 weight
- * gradients in 7 ranges, 384 x 384 in 29) measured no faster on the H200:
- * gpt_small 36.99 / 36.96 ms against 36.90 / 36.81 (alternated). Nor
- * did fewer ranges once long ranges loaded 4 at a time (vec4_load: at K
- * 2048 a range): capping the 11 ranges of the [384, 1536] and [1536, 384]
- * weight gradients and the groups of four [384, 384] at 6, 7 or 8, the
- * step took 37.62 / 37.33, 36.19 / 35.91, 38.91 / 38.58 ms against 35.46 /
- * 35.23 (an H100, alternated; with 8 the single products ran at 27
- * TFLOP/s instead of 39). */
+ * gains). 1 = no split. Fewer ranges (for two workgroups a
+ * multiprocessor, or capped so that a range reaches K 2048 and loads 4 at
+ * a time) were no faster (docs/performance.md, "K-ranges"). */
 static int split_of(const mm_geom *g, const mm_cfg *c, int members) {
     if (split_forced()) return tg_wgsl_forced()->matmul_split;
     long long t = tiles(g, c) * members; /* a group's members fill the GPU together */
@@ -183,9 +126,8 @@ static long long k_per_split(const mm_geom *g, const mm_cfg *c, int s) {
 }
 
 /* M, N, K and the K-ranges multiples of the tile, every range non-empty:
- * no bounds checks (a last, shorter range still ends on a slice). On the
- * H200 this took gpt_small's step from 46.5 to 43.6 ms: its split weight
- * gradients (K = 16384 in 11 ranges of 1504) had kept them all. */
+ * no bounds checks (a last, shorter range still ends on a slice), which
+ * the split weight gradients need most (their K = 16384 in 11 ranges). */
 static bool exact_tiles(const mm_geom *g, const mm_cfg *c, int split) {
     long long kc = k_per_split(g, c, split);
     return g->M % c->bm == 0 && g->N % c->bn == 0 && g->K % c->bk == 0 && kc % c->bk == 0 && (split - 1) * kc < g->K;
@@ -226,10 +168,8 @@ static bool same_bytes(const tg_graph *gr, int a, int b);
  * so that its partial products and sums together need no more workspace
  * than its partial products alone did (s - 1 <= M). Only products that leave
  * the GPU mostly idle either way (under FILL / 2 workgroups) take a
- * sibling: for them a range fewer costs nothing measurable. Every split
- * weight gradient of gpt_small with its bias sum beside it ran 195
- * dispatches instead of 219 but stepped slower on the H200 (40.83 - 40.89
- * ms against 40.67 - 40.83, two rounds, gradients kept and discarded). */
+ * sibling: for them a range fewer costs nothing measurable, while for the
+ * others it cost more than the dispatch it saves. */
 static int split_sib(const mm_geom *g, const mm_cfg *c, bool sib) {
     int s = split_of(g, c, 1);
     return sib && s > 2 && !split_forced() ? s - 1 : s;
@@ -393,10 +333,9 @@ static void k_loop(wgsl_kernel *k, const mm_ctx *x, int split, int members, int 
     snprintf(knext, sizeof knext, "(k0 + %du)", c->bk);
     emit_loads(k, x, knext);
     tg_source_printf(&k->source, "        }\n");
-    /* The k-slice is written out step by step for a GPU: left as a loop,
-     * NVIDIA's compiler does not unroll it (square 4096 products: 37.1 ->
-     * 40.1 TFLOP/s, gpt_small 47.9 -> 45.7 ms a step on the H200). A CPU
-     * adapter gets the loop: its shader compiler is slow on long code. */
+    /* The k-slice is written out step by step for a GPU, whose compiler
+     * leaves a loop unrolled no further and runs slower; a CPU adapter gets
+     * the loop, its shader compiler being slow on long code. */
     if (!unroll) tg_source_printf(&k->source, "        for (var kk = 0u; kk < %du; kk++) {\n", c->bk);
     for (int step = 0; step < (unroll ? c->bk : 1); step++) {
         if (unroll) tg_source_printf(&k->source, "        {\n            let kk = %du;\n", step);
@@ -426,24 +365,11 @@ static void k_loop(wgsl_kernel *k, const mm_ctx *x, int split, int members, int 
  * 16-byte store for four 4-byte ones, through a vec4<u32> view of the
  * output's binding), where its tiles cover the output exactly in one
  * K-range and each 4-column group starts on a multiple of 4. `single`: one
- * product, not a group or a sum (multi).
- * Measured on an H100 (alternated in one run): gpt_small's step 36.93 /
- * 36.97 ms with one store an element, 36.43 / 36.44 with st4 and the
- * square warps (square_warps) in every product; st4 with the rows'
- * warps where an epilogue reads memory, 37.38 / 37.36. On another H100,
- * 37.07 / 37.12 / 37.08 ms with one store an element, 36.49 / 36.44 /
- * 36.44 with st4 where this function says, 36.62 / 36.60 / 36.61 with st4
- * everywhere (PyTorch eager 39.10 / 39.21 / 39.26). In the first run the
- * square and st4 took one step's products with an epilogue from 10.79 to
- * 10.25 ms, the groups and sums of three from 4.98 to 4.85; but the lone
- * products with B transposed and no epilogue from 3.97 to 4.09 (on the
- * H200 too: [16384, 1536] x [1536, 384]^T 38.4 -> 37.3 TFLOP/s in
- * bench_tg, while [16384, 384] x [384, 384] went 31.7 -> 33.7), so those
- * keep one store an element. So do products of K 2048 or more, whose
- * stores are under 1% of their work: with st4, bench_tg's square 2048 and
- * 4096 products ran at 38.3 and 39.7 TFLOP/s on an H100, where another
- * H100 had run them at 40.5 and 41.9 without (not alternated, so only a
- * hint; gpt_small has no such product in one K-range). */
+ * product, not a group or a sum (multi). Where it applies it is faster
+ * (with the square warps), except in lone products of B transposed with no
+ * epilogue and products of K 2048 or more (their stores under 1% of the
+ * work), which keep one store an element (docs/performance.md, "Results
+ * stored 4 columns at a time"). */
 static bool vec4_store(const mm_geom *g, const mm_cfg *c, int split, bool epilogue, bool single) {
     int mode = tg_wgsl_forced()->matmul_store4;
     if (mode == TG_WGSL_OFF || (mode != TG_WGSL_ON && ((single && g->tb && !epilogue) || g->K >= 2048))) return false;
@@ -454,31 +380,12 @@ static bool vec4_store(const mm_geom *g, const mm_cfg *c, int split, bool epilog
  * time (ld4: one 16-byte load for four 4-byte ones, through a vec4<u32>
  * view of its binding) along its contiguous axis, where rows of that axis
  * and the batch's stride are multiples of 4 and every invocation loads
- * whole vec4s of the slice. Where a workgroup walks K of 2048 or more, or
- * B is transposed and no epilogue follows (`epi`). On an H100 (one run,
- * in turn) square 2048 products went from 40.6 to 41.3 TFLOP/s with ld4,
- * 4096 from 41.9 to 42.8 (again: 40.4 / 40.2 -> 40.8 / 40.8, 41.85 /
- * 41.83 -> 42.72 / 42.75); but gpt_small's step, whose workgroups walk K
- * of 384 to 1536, from 36.14 / 36.14 / 36.14 ms to 37.33 / 37.30 / 37.31
- * with ld4 in every product. Its kernels did not move together
- * (TG_WG_PROFILE): the products with B transposed and no epilogue 3.97 ->
- * 3.83 ms a step and the sums of three (B transposed too) 2.45 -> 2.31,
- * but the relu-mask products (B transposed) 3.13 -> 3.83, bias and
- * residual 3.12 -> 3.48, the split weight gradients 5.97 -> 6.49 and the
- * groups of three 2.41 -> 2.70 (bias and relu 3.08 -> 2.96); bench_tg's
- * lone products of its shapes were all slower (16384 x 384 x 384 33.6 ->
- * 25.1 TFLOP/s). With ld4 only where B is transposed and no epilogue
- * follows, the step took 36.25 / 36.02 / 36.12 ms against 36.38 / 36.23 /
- * 36.18 (alternated, another H100), and on a third 36.12 / 36.15 / 36.13
- * against 36.37 / 36.39 / 36.43 with one load an element everywhere.
- * The groups of split products (`split_group`: the q, k and v weight
- * gradients, whose workgroups walk K of 1184) take ld4 too: their 6
- * kernels 2.49 -> 2.16 ms a step (TG_WG_PROFILE), the step 36.08 / 36.06
- * / 35.84 -> 35.76 / 35.78 / 35.66 ms (alternated, an H100). The single
- * split products did not gain with it, whether A, B or both load 4 at a
- * time: [384, 1536] 2.99 -> 4.21, 3.59, 3.27 ms, [1536, 384] 2.98 ->
- * 3.57, 4.23, 3.21, the step 35.61 / 35.81 -> 37.77 / 37.85, 37.82 / 37.86,
- * 36.33 / 36.24. */
+ * whole vec4s of the slice: where a workgroup walks K of 2048 or more, where
+ * B is transposed and no epilogue follows (`epi`), and in the groups of
+ * split products (`split_group`: the q, k and v weight gradients). There
+ * it is faster; in every other product, single split products included,
+ * it ran slower, kernel by kernel (docs/performance.md, "Operands
+ * loaded 4 elements at a time"). */
 static bool vec4_load(const mm_geom *g, const mm_cfg *c, int j, int split, int members, bool epi) {
     int mode = tg_wgsl_forced()->matmul_load4;
     long long kc = k_per_split(g, c, split);
@@ -622,12 +529,9 @@ static bool tiled(wgsl_kernel *k, const mm_geom *g, const mm_cfg *c, int split, 
     /* A group's members or a sum's terms each get their own copy of the
      * code where it is written out for a GPU (see `unroll` below), calling
      * that member's accessors (ld0_q, ld1_q, st_q) instead of those that
-     * switch on mq at every load and store: a sum of three products walked
-     * its K-ranges 16% slower than one product of the same work, a group of
-     * three 5% slower (TFLOP/s on the H200, TG_WG_PROFILE). With the
-     * copies, gpt_small's sums of three run in about 0.40 ms instead of
-     * 0.47 and its step in 37.51 / 37.54 / 37.51 ms instead of 37.90 /
-     * 38.03 / 37.95 (alternated in one run). The loop form keeps one copy. */
+     * switch on mq at every load and store, which walked a group's or sum's
+     * K measurably slower than one product of the same work. The loop form
+     * keeps one copy. */
     int forced = tg_wgsl_forced()->matmul_unroll;
     bool unroll = forced == TG_WGSL_ON || (forced != TG_WGSL_OFF && !k->lim->cpu_adapter);
     int copies = unroll ? (members > 1 ? members : terms) : 1;
@@ -714,15 +618,10 @@ bool tg_wgsl_matmul_groupable(const tg_graph *gr, int a, int b, bool same_a) {
 
 /* A product may lead a group of products of one other A, as an attention
  * block's output projection does its q, k and v: one dispatch instead of
- * two. On an H100 (two runs each) the addition transformer's step took
- * 0.860 / 0.842 ms led against 0.907 / 0.905 (94 dispatches against 100).
- * gpt_small's four [384, 384] weight gradients then split K 11 ways
- * together, where the three took 14 ranges and the projection 43: while
- * every split product loaded one element at a time, that was slower
- * (37.81 / 37.64 ms against 37.39 / 37.35), so only products of at most
- * 2^24 multiply-adds led; with the split groups loading 4 at a time
- * (vec4_load) it is faster: 35.45 / 35.46 / 35.44 ms against 35.78 /
- * 35.78 / 35.73 (alternated, an H100), 194 dispatches instead of 206. */
+ * two. In gpt_small the four [384, 384] weight gradients then split K 11
+ * ways together (the three alone took 14 ranges, the projection 43), which
+ * is faster now that split groups load 4 at a time (docs/performance.md,
+ * "Groups and sums of products"). */
 bool tg_wgsl_matmul_groups_led(void) { return tg_wgsl_forced()->matmul_lead != TG_WGSL_OFF; }
 
 int tg_wgsl_matmul_group_inputs(const tg_graph *gr, const int *mm, int n) {

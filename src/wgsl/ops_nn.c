@@ -87,8 +87,7 @@ bool tg_wgsl_nll_loss_grad(wgsl_kernel *k) {
 /* The row statistics of norm_stats_row (kernels_nn.c): mean (0 for RMS) and
  * rstd = 1 / sqrt(mean((x - mean)^2) + eps), over ld0 of the row (cached as v0).
  * The two sums stay in sequence: merging per-subgroup statistics with
- * Chan's formula (one pair of barriers instead of two) measured no faster
- * on the H200, layer norm over [16384, 384] 91.8 us against 80.2 / 88.1. */
+ * Chan's formula (one pair of barriers instead of two) was no faster. */
 static void norm_stats(row_kernel *L, bool rms, float eps) {
     wgsl_kernel *k = L->k;
     char D[32], e[48];
@@ -114,16 +113,10 @@ bool tg_wgsl_norm(wgsl_kernel *k) {
     row_kernel L;
     if (!tg_kernel_rows_open_norm(&L, k, R, D, 1)) return false;
     /* The gain and bias read into registers with x, before the reductions,
-     * not at the stores after them. A workgroup walking 2 to 16 rows in
-     * turn, reading the gain and bias once, measured no faster on the H200
-     * ([16384, 384]: 77 / 95 / 84 / 110 us against 76 with a row each).
-     * A row per subgroup (tg_kernel_rows_open_norm, the default where the
-     * device allows it) is faster on rows read from memory ([16384, 384]:
-     * 65 against 80 us; with read-only bindings 53 against 72, a copy 29).
-     * Inside gpt_small, whose norms read rows a kernel just wrote, it once
-     * measured slower (its 26 norms 0.63 -> 0.71 ms a step, 0.80 with 8
-     * rows per workgroup); with today's kernels the step takes the same
-     * time either way (rows.c), its 26 norms 0.52 ms on the H200. */
+     * not at the stores after them (a workgroup walking several rows in
+     * turn, reading them once, was no faster). A row per subgroup
+     * (tg_kernel_rows_open_norm, the default where the device allows it)
+     * is faster on rows read from memory. */
     tg_kernel_rows_cache(&L, 1u, n->nin > 2 ? 6u : 2u);
     norm_stats(&L, n->op == TG_OP_RMS_NORM, n->at.norm.eps);
     if (k->sibling) { /* the norm_stats of the same x (grouping.c) */
@@ -217,11 +210,10 @@ bool tg_wgsl_embedding(wgsl_kernel *k) {
  *
  * Otherwise a column sum (tg_kernel_colsum) over the R rows for each of the
  * V x D table elements, a row adding only where its index picks that
- * element: every element scans all R indices. On the H200 gpt_small's two
- * embedding gradients (65 x 384 and 257 x 384 over 16384 rows) took 0.62
- * and 0.36 ms a step that way. */
+ * element: every element scans all R indices, which costs tokens x
+ * vocabulary (docs/performance.md, "Embedding gradient"). */
 #define EMB_BATCH 8
-#define EMB_WARPS 2048 /* warps that keep the loads of a big GPU in flight (the H200: 132 x 16) */
+#define EMB_WARPS 2048 /* warps that keep the loads of a big GPU in flight (132 multiprocessors x 16) */
 #define EMB_SPLIT_R 4096 /* rows from which two phases pay for their second dispatch (the column sums' SPLIT_R) */
 
 bool tg_wgsl_embedding_grad_split(const tg_graph *g, const tg_node *n, const tg_wgsl_limits *lim, tg_wgsl_emb_split *e) {

@@ -14,28 +14,15 @@
 
 /* A long row's workgroup: at most 64 invocations, each looping over several
  * elements, so its tree reductions take 6 barrier steps instead of 8 and more
- * rows are in flight per multiprocessor. Measured on the H200, gpt_small
- * (rows of 256 and 384): step 48.1 ms at 256, 46.3 at 128, 45.8 at 64;
- * causal softmax 1.88 -> 0.81 ms, layer norm 2.07 -> 1.64 ms.
- * What bounds the layer norm over [16384, 384] (bench_tg --rows-webgpu on
- * the H200, a copy of the same bytes 29 us; the norm 77 - 83 us) is its walk
- * of memory, not its sums: with both sums left out it still took 63 us. In
- * workgroups of 32, 128 or 256 it took 142 - 148, 98 - 111 and 200 - 213 us;
- * four adjacent elements per invocation (96 of them, scalar loads) 170 - 180;
- * a row per subgroup 72 - 90 in workgroups of 1 to 8 rows; storing each
- * output at its own address made no difference; nor did 16-byte loads (vec4
- * bindings, a vec4 of the row per invocation, 96 of them: 83 - 88 us, and
- * gpt_small's step 41.15 ms against 41.17). A copy in workgroups of 64 took
- * 64 us, against 29 in 256. */
+ * rows are in flight per multiprocessor. What bounds a layer norm over
+ * [16384, 384] is its walk of memory, not its sums; no other workgroup size,
+ * grouping of elements or load width walked it faster (docs/performance.md,
+ * "Row kernels and column sums", with every figure behind this file's rules). */
 #define ROW_WG_MAX 64
 
 /* tg_wgsl_forms.row_workgroup (a power of two from 32 to 1024, within the
- * device's limit) raises or lowers ROW_WG_MAX: a copy ran twice as fast in
- * workgroups of 256 as in 64. Swept with subgroup sums on the H200 (bench_tg
- * --rows-webgpu 16384 384 layer_norm, copy 29 us): at 256 the norm took 65
- * us with subgroup sums (72 at 64) and 48 with the tree (97 at 64), yet
- * gpt_small's step (subgroup sums) took 37.68 ms at 256 against 37.17 at
- * 64; which of its row kernels lost is not yet profiled. */
+ * device's limit) raises or lowers ROW_WG_MAX: larger workgroups run a lone
+ * kernel faster but made gpt_small's step slower. */
 uint32_t tg_kernel_row_wg(const wgsl_kernel *k, int64_t len) {
     uint32_t max = tg_wgsl_forced()->row_workgroup ? tg_wgsl_forced()->row_workgroup : ROW_WG_MAX;
     if (max < 32 || max > 1024 || (max & (max - 1))) max = ROW_WG_MAX;
@@ -82,14 +69,10 @@ enum { REDUCE_TREE, REDUCE_SUBGROUP, REDUCE_ROWS };
  * divide the row count, so that no subgroup of a workgroup is idle and the
  * early return stays uniform). Its sums are single subgroup sums: no
  * workgroup memory, no barrier. The default only for kernels that write a
- * few values per row (tg_kernel_rows_open_stats): norm_stats over [16384, 384]
- * on the H200 took 42 / 47 us against 64 / 59 with a row per workgroup
- * (two runs, bench_tg --rows-webgpu), gpt_small's step 41.84 ms against
- * 41.89 (three alternating runs). Everywhere (the row per subgroup
- * reduction forced, below): slower where the kernel writes the row back.
- * tg_wgsl_forms.row_workgroup sets the workgroup's invocations too: a copy ran twice as fast in
- * workgroups of 256 as in 64, but the layer norm in this form took 53 us
- * over [16384, 384] on the H200 in workgroups of 64, 128 and 512 alike. */
+ * few values per row (tg_kernel_rows_open_stats), where it is faster;
+ * everywhere (the row per subgroup reduction forced, below) it is slower
+ * where the kernel writes the row back. tg_wgsl_forms.row_workgroup sets
+ * the workgroup's invocations too. */
 #define SG_REG_MAX 16
 #define SG_ROWS_WG 64
 
@@ -99,17 +82,8 @@ enum { SG_NONE, SG_STATS, SG_NORM };
 /* The layer norm's forward (tg_kernel_rows_open_norm) takes a row per
  * subgroup in workgroups of SG_NORM_WG: the other row kernels read rows a
  * kernel just wrote (in the GPU's cache), a norm's forward often reads rows
- * from memory. Over [16384, 384] (bench_tg --rows-webgpu), as a fraction
- * of a copy's bandwidth in the same run: on an H100 0.54 / 0.53 (59.9 /
- * 59.5 us, the copy 32.1 / 31.4), on the H200 0.49 / 0.55 / 0.53, on
- * another H100 0.47 / 0.54 / 0.53 / 0.52; a workgroup of 64 per row
- * 0.39 - 0.48 in the same runs (70.8 us on the first H100). Inside gpt_small's
- * step it changes nothing: on an H100 37.40 / 37.39 ms against 37.41 /
- * 37.37, on the H200 36.96 / 36.99 against 36.95 / 36.98 (alternated in
- * one run each). In the same sweeps a workgroup of 1024 per row (subgroup
- * sums, 384 invocations busy) took 57.0 / 52.4 us and the loop form with
- * a tree in 256 58.4 / 56.7, but 132.9 / 166.7 with subgroup sums in 256
- * and 91.3 / 91.6 in 128. */
+ * from memory, where this form reaches a larger fraction of a copy's
+ * bandwidth than a workgroup per row (inside gpt_small the two tie). */
 #define SG_NORM_WG 256
 
 static bool norm_sgrow(void) { return tg_wgsl_forced()->norm != TG_WGSL_NORM_WORKGROUP; }
@@ -263,24 +237,15 @@ void tg_kernel_rows_loop(row_kernel *L, const char *len) {
  *     a workgroup per row, a subgroup sum (or max), one value per subgroup
  *     into workgroup memory, then every invocation adds those few: 2
  *     barriers instead of the tree's 8 for 64 invocations (2 values per
- *     row on the H200's subgroups of 32, 8 on lavapipe's 8);
+ *     row on NVIDIA's subgroups of 32, 8 on lavapipe's 8);
  *   rows: a row per subgroup where row_subgroup allows it, its sums single
  *     subgroup sums; elsewhere as "subgroup" (which takes this form itself
  *     for tg_kernel_rows_open_stats);
  *   tree: the workgroup tree of tg_kernel_reduce.
  * Subgroups are taken to be runs of consecutive local invocation indices
- * (as GPUs and lavapipe form them).
- * Measured on the H200 over [16384, 384], forward alone (bench_tg
- * --rows-webgpu; a copy of the bytes took 35.7 us): layer norm 135 us in
- * loops with the tree, 132 in registers with the tree, 96 in registers
- * with subgroups; norm_stats 91 / 94 / 60; norm_dx 152 / 102 / 102. The
- * two-phase column sums: norm_dgain 220 -> 111 us, a bias sum 113 -> 68
- * (16 and 32 chunks: 66 and 71). gpt_small's step moved less than its
- * noise (41.8 - 42.2 ms in every form). A row per subgroup, two runs each
- * against the subgroup form in the same runs (copy 35 - 40 us): layer
- * norm 97 / 99 against 81 / 86 us, norm_dx 90 / 107 against 79 / 88,
- * norm_stats 17 / 40 against 63 / 72; gpt_small 42.2 / 42.3 ms against
- * 42.0 / 42.1. */
+ * (as GPUs and lavapipe form them). The subgroup forms are faster where a
+ * kernel sums rows, the register form where it reads a row more than
+ * once. */
 static int reduce_form(void) {
     int f = tg_wgsl_forced()->reduce;
     return f == TG_WGSL_REDUCE_TREE ? REDUCE_TREE : f == TG_WGSL_REDUCE_ROW_PER_SUBGROUP ? REDUCE_ROWS : REDUCE_SUBGROUP;
@@ -344,12 +309,8 @@ void tg_kernel_rows_once(row_kernel *L) {
 
 /* Columns per workgroup of a column sum (colsum_width): CW, where a warp
  * reads one 32-byte sector from each of 4 rows, or WIDE, where it reads
- * 128 contiguous bytes of one row. Measured on the H200 over [16384, 384]
- * in two phases (bench_tg --rows-webgpu, two runs): a bias sum 55.3 / 56.2
- * us at 32 columns, 61.7 / 63.2 at 8, 67.6 / 66.7 at 64, 73.0 / 77.9 at
- * 128; norm_dgain 100.8 / 98.1 at 32, 116.4 / 109.2 at 8, 95.6 / 108.8 at
- * 64, 156.9 / 152.9 at 128; gpt_small's step 41.25 ms at 32, 41.36 /
- * 41.38 at 8, 41.36 / 41.40 at 64. */
+ * 128 contiguous bytes of one row, the faster of the widths tried for split
+ * sums. */
 #define CW 8
 #define WIDE 32
 #define TALL_R 16384 /* rows from which a column sum takes the tall shape below (gpt_small: B x T) */
@@ -357,13 +318,12 @@ void tg_kernel_rows_once(row_kernel *L) {
 /* Two-phase column sums. The one-kernel form has ceil(C / CW) workgroups:
  * a bias of 384 gives 48, which leaves most of a big GPU's 132
  * multiprocessors idle however the rows are interleaved (gpt_small's bias
- * sums took 38 us each for 25 MB, a tenth of the copy bandwidth). With
- * fewer than COLSUM_FILL column workgroups and at least SPLIT_R rows, phase 1
+ * sums reached a tenth of the copy bandwidth that way). With fewer than COLSUM_FILL column workgroups and at least SPLIT_R rows, phase 1
  * splits the rows into S contiguous chunks, a workgroup per (column group,
  * chunk) writing one partial sum per column into the workspace, and phase 2
  * adds each column's S partials in chunk order and stores them (through st,
  * so an epilogue still applies). COLSUM_FILL is the matmul's FILL (about
- * three workgroups per H200 multiprocessor); a chunk keeps at least
+ * three workgroups a multiprocessor of a large GPU); a chunk keeps at least
  * SPLIT_CHUNK rows so the partials stay a small part of the traffic. */
 #define COLSUM_FILL 384
 #define SPLIT_R 4096
@@ -421,9 +381,8 @@ bool tg_kernel_colsum_combine(wgsl_kernel *k, int S, int64_t C, const char *type
  * invocation keeps `un` independent partial sums so their loads overlap.
  * With so few workgroups, what bounds the speed is the loads in flight per
  * multiprocessor, so tall sums (R >= TALL_R) interleave 128 row sets of 8
- * partials each (1024 invocations) instead of 32 of 4. Measured on the
- * H200, gpt_small: its 19 bias sums 1.25 -> 0.41 ms, 13 gain sums 1.49 ->
- * 0.70 ms, the step 49.7 -> 48.0 ms; 16 partials gave 48.4 ms.
+ * partials each (1024 invocations) instead of 32 of 4 (about three times
+ * faster on gpt_small's bias and gain sums; 16 partials were slower).
  * Split in two phases (tg_kernel_colsum_chunks > 1), phase 1 runs this over
  * each chunk of rows, a grid of column groups x chunks, with 256 / width
  * row sets of 8 partials (enough workgroups now carry the loads in
