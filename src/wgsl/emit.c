@@ -425,12 +425,20 @@ static void collect(const tg_graph *g, const tg_wgsl_fused_kernel *f, int kid, i
     for (int j = 0; j < n->nin; j++) collect(g, f, kid, n->in[j], o, seen);
 }
 
+/* The names the driver gives a fused kernel's parts in its WGSL: a<q> the
+ * q-th inlined producer, x<i> the i-th operand read from memory, e<q> the
+ * q-th link of the epilogue; kernel_value is the kernel's own value, which
+ * the epilogue's first link reads. */
+static void inlined_name(int q, char *buf, size_t len) { snprintf(buf, len, "a%d", q); }
+static void operand_name(int i, char *buf, size_t len) { snprintf(buf, len, "x%d", i); }
+static void link_name(int q, char *buf, size_t len) { snprintf(buf, len, "e%d", q); }
+
 /* The WGSL name of node x's value inside the kernel: an inlined function,
  * or the accessor of an operand read from memory. */
 static void value_name(const tg_wgsl_fused_kernel *f, const operands *o, int x, char *buf, size_t len) {
     int q = f ? find_in(f->inlined, f->n_inlined, x) : -1;
-    if (q >= 0) snprintf(buf, len, "a%d", q);
-    else snprintf(buf, len, "x%d", find_in(o->node + o->n_out, o->n - o->n_out, x));
+    if (q >= 0) inlined_name(q, buf, len);
+    else operand_name(find_in(o->node + o->n_out, o->n - o->n_out, x), buf, len);
 }
 
 /* Emits node `x` (an inlinable op, or a view) as a function named `name` whose
@@ -460,137 +468,238 @@ static void emit_inline(wgsl_kernel *k, int x, const char *name, char in[][24]) 
     free(sub.source.p);
 }
 
-static bool n_epi_of(const tg_wgsl_fused_kernel *f) { return f && f->n_epilogue > 0; }
+/* A kernel as emit_kernel writes it, in phases: the node whose memory it
+ * stores (kid) and whose emitter writes its entry point (kn, a copy for a
+ * writeback), the fused parts (f: inlined producers, epilogue, siblings;
+ * NULL for none), and its operands with their bindings. */
+typedef struct {
+    const tg_graph *g;
+    int kid;
+    const tg_node *kn;
+    const tg_wgsl_fused_kernel *f;
+    int n_inl, n_epi;
+    operands o;        /* the stored outputs, then the nodes read from memory */
+    int *bind_of;      /* [o.cap]: operand i's binding */
+    int64_t *elem_off; /* [o.cap]: its first element in that binding */
+    int in_at[2];      /* a product's A and B where read from memory: their index in o, else -1 */
+    char (*names)[24]; /* [TG_MAX_IN]: the WGSL names of a part's inputs */
+} kernel_parts;
+
+/* Nothing to store, no kernel: its index arithmetic would divide by the
+ * empty axis, which WGSL rejects as a constant divisor. */
+static bool stores_nothing(const kernel_parts *p) {
+    const tg_wgsl_fused_kernel *f = p->f;
+    return tg_ir_numel(&p->g->nodes[p->n_epi ? f->epilogue[p->n_epi - 1] : p->kid]) == 0 &&
+           !(f && f->sibling > 0 && tg_ir_numel(&p->g->nodes[f->sibling]) > 0);
+}
+
+static void parts_free(kernel_parts *p) { free(p->o.node), free(p->bind_of), free(p->elem_off), free(p->names); }
+
+/* The operands: what the kernel stores (its node's value or the epilogue's
+ * last, then the siblings'), then every node its members read from memory. */
+static tg_status gather_operands(kernel_parts *p) {
+    const tg_graph *g = p->g;
+    const tg_wgsl_fused_kernel *f = p->f;
+    int cap = 4 + p->kn->nin; /* outputs: the kernel's, the epilogue's, the siblings' */
+    for (int q = 0; q < p->n_inl; q++) cap += g->nodes[f->inlined[q]].nin;
+    for (int q = 0; q < p->n_epi; q++) cap += g->nodes[f->epilogue[q]].nin;
+    p->o = (operands){tg_calloc((size_t)cap, sizeof(int)), 0, cap, 0};
+    p->bind_of = tg_calloc((size_t)cap, sizeof(int));
+    p->elem_off = tg_calloc((size_t)cap, sizeof(int64_t));
+    p->names = tg_calloc((size_t)TG_MAX_IN, sizeof *p->names);
+    bool *seen = tg_calloc((size_t)p->n_inl + 1, sizeof(bool));
+    if (!p->o.node || !p->bind_of || !p->elem_off || !p->names || !seen) {
+        free(seen);
+        return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory generating WGSL");
+    }
+    operands *o = &p->o;
+    o->node[o->n++] = p->n_epi ? f->epilogue[p->n_epi - 1] : p->kid;
+    if (f && f->sibling > 0) o->node[o->n++] = f->sibling;
+    if (f && f->sibling > 0 && f->second_sibling > 0) o->node[o->n++] = f->second_sibling;
+    o->n_out = o->n;
+    for (int j = 0; j < p->kn->nin; j++) collect(g, f, p->kid, p->kn->in[j], o, seen);
+    for (int q = 0; q < p->n_epi; q++) {
+        const tg_node *e = &g->nodes[f->epilogue[q]];
+        for (int j = 0; j < e->nin; j++) collect(g, f, p->kid, e->in[j], o, seen);
+    }
+    free(seen);
+    return TG_OK;
+}
+
+/* The first line: the kernel node's op, its inlined producers', its epilogue's. */
+static void write_label(wgsl_kernel *k, const kernel_parts *p) {
+    const tg_graph *g = p->g;
+    tg_source_printf(&k->source, "// node %d: %s", p->kid, tg_ops[p->kn->op].name);
+    for (int q = 0; q < p->n_inl; q++) tg_source_printf(&k->source, " <- %s", tg_ops[g->nodes[p->f->inlined[q]].op].name);
+    for (int q = 0; q < p->n_epi; q++) tg_source_printf(&k->source, " -> %s", tg_ops[g->nodes[p->f->epilogue[q]].op].name);
+    tg_source_printf(&k->source, "\n");
+}
+
+/* Bindings an emitter views as arrays of vec4 (a product's, for loads and
+ * stores of 4), chosen before they are declared. */
+static void choose_views(wgsl_kernel *k, kernel_parts *p) {
+    if (p->kn->op != TG_OP_MATMUL) return;
+    const operands *o = &p->o;
+    for (int j = 0; j < 2; j++) {
+        int x = p->f && find_in(p->f->inlined, p->f->n_inlined, p->kn->in[j]) >= 0
+                    ? -1
+                    : find_in(o->node + o->n_out, o->n - o->n_out, p->kn->in[j]);
+        p->in_at[j] = x < 0 ? -1 : o->n_out + x;
+    }
+    tg_wgsl_matmul_views(k, o->node, o->n, p->bind_of, p->elem_off, p->in_at);
+}
+
+/* The storage bindings, merged where the operands overlap, and the
+ * workspace's (`work` bytes, none for 0); false where they cannot be bound. */
+static bool declare_bindings(wgsl_kernel *k, kernel_parts *p, int64_t work) {
+    const operands *o = &p->o;
+    if (!tg_kernel_bind_nodes(k, o->node, o->n, p->bind_of, p->elem_off)) return false;
+    /* A function, not a bare bitcast: WGSL rejects a constant expression
+     * whose value is inf or nan, and user functions are never constant. */
+    tg_source_printf(&k->source, "fn f32_bits(b: u32) -> f32 { return bitcast<f32>(b); }\n");
+    unsigned written = 0;
+    for (int i = 0; i < o->n_out; i++) written |= 1u << p->bind_of[i];
+    choose_views(k, p);
+    tg_kernel_declare(k, "u32", written, work > 0);
+    if (work > 0) {
+        tg_kernel_spec *out = k->spec;
+        const tg_wgsl_limits *lim = k->lim;
+        if (out->n_bindings == TG_WGSL_MAX_BINDINGS || (uint32_t)out->n_bindings >= lim->max_storage_buffers_per_stage)
+            tg_kernel_fail(k, TG_ERR_LIMIT, "needs %d storage buffers with its workspace, over maxStorageBuffersPerShaderStage %u",
+                           out->n_bindings + 1, lim->max_storage_buffers_per_stage);
+        else if ((uint64_t)work > lim->max_storage_buffer_binding_size)
+            tg_kernel_fail(k, TG_ERR_LIMIT, "needs %lld bytes of workspace, over maxStorageBufferBindingSize %llu",
+                           (long long)work, (unsigned long long)lim->max_storage_buffer_binding_size);
+        out->bind[out->n_bindings] = (tg_wgsl_binding){TG_WGSL_WORKSPACE, 0, work};
+        out->workspace = work;
+        tg_source_printf(&k->source, "@group(0) @binding(%d) var<storage, read_write> work: array<u32>;\n", out->n_bindings++);
+    }
+    return true;
+}
+
+/* The operands' accessors: the stores (st, or store_result before an
+ * epilogue; st2 and st3 for the siblings) and the reads x<i>. */
+static void define_operands(wgsl_kernel *k, const kernel_parts *p) {
+    const operands *o = &p->o;
+    const tg_wgsl_fused_kernel *f = p->f;
+    char at[96], name[24];
+    for (int i = 0; i < o->n; i++) {
+        const char *t = tg_kernel_type(p->g->nodes[o->node[i]].dtype);
+        tg_kernel_elem(k, p->bind_of[i], p->elem_off[i], at, sizeof at);
+        if (i >= o->n_out) {
+            operand_name(i - o->n_out, name, sizeof name);
+            tg_source_printf(&k->source, "fn %s(i: u32) -> %s { return bitcast<%s>(%s); }\n", name, t, t, at);
+        } else if (f && o->node[i] == f->sibling) {
+            tg_source_printf(&k->source, "fn st2(i: u32, v: %s) { %s = bitcast<u32>(v); }\n", t, at);
+        } else if (f && o->node[i] == f->second_sibling) {
+            tg_source_printf(&k->source, "fn st3(i: u32, v: %s) { %s = bitcast<u32>(v); }\n", t, at);
+        } else {
+            tg_source_printf(&k->source, "fn %s(i: u32, v: %s) { %s = bitcast<u32>(v); }\n", p->n_epi ? "store_result" : "st", t,
+                             at);
+        }
+    }
+}
+
+/* The inlined producers a<q>, each a function of the element index (those
+ * in the epilogue's chain come with it). */
+static void define_inlined(wgsl_kernel *k, kernel_parts *p) {
+    const tg_wgsl_fused_kernel *f = p->f;
+    for (int q = 0; q < p->n_inl && k->status == TG_OK; q++) {
+        if (chain_link(p->g, f, p->kid, f->inlined[q]) != -2) continue;
+        const tg_node *a = &p->g->nodes[f->inlined[q]];
+        char name[24];
+        for (int j = 0; j < a->nin; j++) value_name(f, &p->o, a->in[j], p->names[j], sizeof p->names[j]);
+        inlined_name(q, name, sizeof name);
+        emit_inline(k, f->inlined[q], name, p->names);
+    }
+}
+
+/* The kernel node's inputs as its emitter reads them: ld<j>, and ld<j>v (4
+ * elements at a time) where the views allow. */
+static void define_loads(wgsl_kernel *k, const kernel_parts *p) {
+    char at[96];
+    for (int j = 0; j < p->kn->nin; j++) {
+        const char *t = tg_kernel_type(p->g->nodes[p->kn->in[j]].dtype);
+        char v[24];
+        value_name(p->f, &p->o, p->kn->in[j], v, sizeof v);
+        tg_source_printf(&k->source, "fn ld%d(i: u32) -> %s { return %s(i); }\n", j, t, v);
+        if (j < 2 && (k->ld4 >> j & 1)) {
+            tg_kernel_elem4(p->bind_of[p->in_at[j]], p->elem_off[p->in_at[j]], at, sizeof at);
+            tg_source_printf(&k->source, "fn ld%dv(i: u32) -> vec4<f32> { return bitcast<vec4<f32>>(%s); }\n", j, at);
+        }
+    }
+}
+
+/* The epilogue: its links e<q> over the kernel's value, epilogue(i, v) (the
+ * last link's value for the kernel's value v at i) and st, which stores
+ * it; then st4 (4 columns at a time) where the views allow. */
+static void define_epilogue(wgsl_kernel *k, kernel_parts *p) {
+    const tg_graph *g = p->g;
+    const tg_wgsl_fused_kernel *f = p->f;
+    if (p->n_epi) {
+        const char *t = tg_kernel_type(p->kn->dtype);
+        tg_source_printf(&k->source, "var<private> kept_value: %s;\nfn kernel_value(i: u32) -> %s { return kept_value; }\n",
+                         t, t);
+        for (int q = 0; q < p->n_epi && k->status == TG_OK; q++) {
+            const tg_node *e = &g->nodes[f->epilogue[q]];
+            char name[24];
+            for (int j = 0; j < e->nin; j++) {
+                int link = chain_link(g, f, p->kid, e->in[j]);
+                if (link >= 0) link_name(link, p->names[j], sizeof p->names[j]);
+                else if (link == -1) snprintf(p->names[j], sizeof p->names[j], "kernel_value");
+                else value_name(f, &p->o, e->in[j], p->names[j], sizeof p->names[j]);
+            }
+            link_name(q, name, sizeof name);
+            emit_inline(k, f->epilogue[q], name, p->names);
+        }
+        char last[24];
+        link_name(p->n_epi - 1, last, sizeof last);
+        tg_source_printf(&k->source, "fn epilogue(i: u32, v: %s) -> %s {\n    kept_value = v;\n    return %s(i);\n}\n", t,
+                         tg_kernel_type(g->nodes[f->epilogue[p->n_epi - 1]].dtype), last);
+        tg_source_printf(&k->source, "fn st(i: u32, v: %s) { store_result(i, epilogue(i, v)); }\n", t);
+    }
+    if (k->st4) {
+        char at[96];
+        tg_kernel_elem4(p->bind_of[0], p->elem_off[0], at, sizeof at);
+        tg_source_printf(&k->source, "fn st4(i: u32, v: vec4<f32>) { %s = bitcast<vec4<u32>>(%s); }\n", at,
+                         p->n_epi ? "vec4<f32>(epilogue(i, v.x), epilogue(i + 1u, v.y), epilogue(i + 2u, v.z), "
+                                    "epilogue(i + 3u, v.w))"
+                                  : "v");
+    }
+}
 
 /* Writes the kernel of `kn` (whose output is node kid's memory) with emitter
- * fn; f (NULL for none) adds the inlined producers and the epilogue. */
+ * fn; f (NULL for none) adds the inlined producers and the epilogue; phase
+ * and work: a kernel of two dispatches (1 or 2, else 0) and its workspace.
+ * In order: the label, the bindings, the accessors of the operands, the
+ * inlined producers, the loads, the epilogue, then the emitter's body. */
 static tg_status emit_kernel(const tg_graph *g, const tg_plan *plan, int kid, const tg_node *kn, tg_wgsl_emit_fn fn,
                              const tg_wgsl_fused_kernel *f, int phase, int64_t work, const tg_wgsl_limits *lim,
                              tg_kernel_spec *out) {
-    int n_epi = f ? f->n_epilogue : 0, n_inl = f ? f->n_inlined : 0;
-    /* Nothing to store, no kernel: its index arithmetic would divide by
-     * the empty axis, which WGSL rejects as a constant divisor. */
-    if (tg_ir_numel(&g->nodes[n_epi ? f->epilogue[n_epi - 1] : kid]) == 0 &&
-        !(f && f->sibling > 0 && tg_ir_numel(&g->nodes[f->sibling]) > 0))
-        return TG_OK;
+    kernel_parts p = {.g = g, .kid = kid, .kn = kn, .f = f, .n_inl = f ? f->n_inlined : 0,
+                      .n_epi = f ? f->n_epilogue : 0, .in_at = {-1, -1}};
+    if (stores_nothing(&p)) return TG_OK;
+    tg_status st = gather_operands(&p);
+    if (st != TG_OK) {
+        parts_free(&p);
+        return st;
+    }
     wgsl_kernel k = {.g = g, .n = kn, .id = kid, .plan = plan, .lim = lim, .spec = out, .status = TG_OK, .phase = phase,
-            .epilogue = n_epi_of(f)};
+                     .epilogue = p.n_epi > 0};
     k.helpers = &k.own_helpers;
-    int cap = 4 + kn->nin; /* outputs: the kernel's, the epilogue's, the siblings' */
-    for (int q = 0; q < n_inl; q++) cap += g->nodes[f->inlined[q]].nin;
-    for (int q = 0; q < n_epi; q++) cap += g->nodes[f->epilogue[q]].nin;
-    operands o = {tg_calloc((size_t)cap, sizeof(int)), 0, cap, 0};
-    int *bind_of = tg_calloc((size_t)cap, sizeof(int));
-    int64_t *elem_off = tg_calloc((size_t)cap, sizeof(int64_t));
-    bool *seen = tg_calloc((size_t)n_inl + 1, sizeof(bool));
-    char (*names)[24] = tg_calloc((size_t)TG_MAX_IN, sizeof *names);
-    if (!o.node || !bind_of || !elem_off || !seen || !names) {
-        free(o.node), free(bind_of), free(elem_off), free(seen), free(names);
-        return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory generating WGSL");
-    }
-    if (n_epi == 0) o.node[o.n++] = kid;
-    if (n_epi) o.node[o.n++] = f->epilogue[n_epi - 1];
-    if (f && f->sibling > 0) o.node[o.n++] = f->sibling;
-    if (f && f->sibling > 0 && f->second_sibling > 0) o.node[o.n++] = f->second_sibling;
-    o.n_out = o.n;
-    for (int j = 0; j < kn->nin; j++) collect(g, f, kid, kn->in[j], &o, seen);
-    for (int q = 0; q < n_epi; q++) {
-        const tg_node *e = &g->nodes[f->epilogue[q]];
-        for (int j = 0; j < e->nin; j++) collect(g, f, kid, e->in[j], &o, seen);
-    }
-
-    tg_source_printf(&k.source, "// node %d: %s", kid, tg_ops[kn->op].name);
-    for (int q = 0; q < n_inl; q++) tg_source_printf(&k.source, " <- %s", tg_ops[g->nodes[f->inlined[q]].op].name);
-    for (int q = 0; q < n_epi; q++) tg_source_printf(&k.source, " -> %s", tg_ops[g->nodes[f->epilogue[q]].op].name);
-    tg_source_printf(&k.source, "\n");
-    if (tg_kernel_bind_nodes(&k, o.node, o.n, bind_of, elem_off)) {
-        /* A function, not a bare bitcast: WGSL rejects a constant expression
-         * whose value is inf or nan, and user functions are never constant. */
-        tg_source_printf(&k.source, "fn f32_bits(b: u32) -> f32 { return bitcast<f32>(b); }\n");
-        unsigned written = 0;
-        for (int i = 0; i < o.n_out; i++) written |= 1u << bind_of[i];
-        int in_at[2] = {-1, -1}; /* a product's A and B where read from memory: their index in o */
-        if (kn->op == TG_OP_MATMUL) {
-            for (int j = 0; j < 2; j++) {
-                int x = f && find_in(f->inlined, f->n_inlined, kn->in[j]) >= 0 ? -1 : find_in(o.node + o.n_out, o.n - o.n_out, kn->in[j]);
-                in_at[j] = x < 0 ? -1 : o.n_out + x;
-            }
-            tg_wgsl_matmul_views(&k, o.node, o.n, bind_of, elem_off, in_at);
-        }
-        tg_kernel_declare(&k, "u32", written, work > 0);
-        if (work > 0) {
-            if (out->n_bindings == TG_WGSL_MAX_BINDINGS || (uint32_t)out->n_bindings >= lim->max_storage_buffers_per_stage)
-                tg_kernel_fail(&k, TG_ERR_LIMIT, "needs %d storage buffers with its workspace, over maxStorageBuffersPerShaderStage %u", out->n_bindings + 1,
-                        lim->max_storage_buffers_per_stage);
-            else if ((uint64_t)work > lim->max_storage_buffer_binding_size)
-                tg_kernel_fail(&k, TG_ERR_LIMIT, "needs %lld bytes of workspace, over maxStorageBufferBindingSize %llu",
-                        (long long)work, (unsigned long long)lim->max_storage_buffer_binding_size);
-            out->bind[out->n_bindings] = (tg_wgsl_binding){TG_WGSL_WORKSPACE, 0, work};
-            out->workspace = work;
-            tg_source_printf(&k.source, "@group(0) @binding(%d) var<storage, read_write> work: array<u32>;\n", out->n_bindings++);
-        }
-        char at[96];
-        for (int i = 0; i < o.n; i++) {
-            const char *t = tg_kernel_type(g->nodes[o.node[i]].dtype);
-            tg_kernel_elem(&k, bind_of[i], elem_off[i], at, sizeof at);
-            if (i >= o.n_out) tg_source_printf(&k.source, "fn x%d(i: u32) -> %s { return bitcast<%s>(%s); }\n", i - o.n_out, t, t, at);
-            else if (f && o.node[i] == f->sibling) tg_source_printf(&k.source, "fn st2(i: u32, v: %s) { %s = bitcast<u32>(v); }\n", t, at);
-            else if (f && o.node[i] == f->second_sibling) tg_source_printf(&k.source, "fn st3(i: u32, v: %s) { %s = bitcast<u32>(v); }\n", t, at);
-            else if (o.node[i] == kid && n_epi == 0) tg_source_printf(&k.source, "fn st(i: u32, v: %s) { %s = bitcast<u32>(v); }\n", t, at);
-            else tg_source_printf(&k.source, "fn store_result(i: u32, v: %s) { %s = bitcast<u32>(v); }\n", t, at);
-        }
-        for (int q = 0; q < n_inl && k.status == TG_OK; q++) {
-            if (chain_link(g, f, kid, f->inlined[q]) != -2) continue;
-            const tg_node *a = &g->nodes[f->inlined[q]];
-            char name[24];
-            for (int j = 0; j < a->nin; j++) value_name(f, &o, a->in[j], names[j], sizeof names[j]);
-            snprintf(name, sizeof name, "a%d", q);
-            emit_inline(&k, f->inlined[q], name, names);
-        }
-        for (int j = 0; j < kn->nin; j++) {
-            const char *t = tg_kernel_type(g->nodes[kn->in[j]].dtype);
-            char v[24];
-            value_name(f, &o, kn->in[j], v, sizeof v);
-            tg_source_printf(&k.source, "fn ld%d(i: u32) -> %s { return %s(i); }\n", j, t, v);
-            if (j < 2 && (k.ld4 >> j & 1)) {
-                tg_kernel_elem4(bind_of[in_at[j]], elem_off[in_at[j]], at, sizeof at);
-                tg_source_printf(&k.source, "fn ld%dv(i: u32) -> vec4<f32> { return bitcast<vec4<f32>>(%s); }\n", j, at);
-            }
-        }
-        if (n_epi) {
-            const char *t = tg_kernel_type(kn->dtype);
-            tg_source_printf(&k.source, "var<private> kept_value: %s;\nfn kernel_value(i: u32) -> %s { return kept_value; }\n",
-                             t, t);
-            for (int q = 0; q < n_epi && k.status == TG_OK; q++) {
-                const tg_node *e = &g->nodes[f->epilogue[q]];
-                char name[24];
-                for (int j = 0; j < e->nin; j++) {
-                    int link = chain_link(g, f, kid, e->in[j]);
-                    if (link >= 0) snprintf(names[j], sizeof names[j], "e%d", link);
-                    else if (link == -1) snprintf(names[j], sizeof names[j], "kernel_value");
-                    else value_name(f, &o, e->in[j], names[j], sizeof names[j]);
-                }
-                snprintf(name, sizeof name, "e%d", q);
-                emit_inline(&k, f->epilogue[q], name, names);
-            }
-            /* the epilogue's value for the kernel's value v at i */
-            tg_source_printf(&k.source, "fn epilogue(i: u32, v: %s) -> %s {\n    kept_value = v;\n    return e%d(i);\n}\n", t,
-                             tg_kernel_type(g->nodes[f->epilogue[n_epi - 1]].dtype), n_epi - 1);
-            tg_source_printf(&k.source, "fn st(i: u32, v: %s) { store_result(i, epilogue(i, v)); }\n", t);
-        }
-        if (k.st4) {
-            tg_kernel_elem4(bind_of[0], elem_off[0], at, sizeof at);
-            tg_source_printf(&k.source, "fn st4(i: u32, v: vec4<f32>) { %s = bitcast<vec4<u32>>(%s); }\n", at,
-                          n_epi ? "vec4<f32>(epilogue(i, v.x), epilogue(i + 1u, v.y), epilogue(i + 2u, v.z), "
-                                  "epilogue(i + 3u, v.w))" : "v");
-        }
+    write_label(&k, &p);
+    if (declare_bindings(&k, &p, work)) {
+        define_operands(&k, &p);
+        define_inlined(&k, &p);
+        define_loads(&k, &p);
+        define_epilogue(&k, &p);
         tg_kernel_names_default(&k);
         k.sibling = f ? f->sibling : 0;
         k.second_sibling = f && k.sibling ? f->second_sibling : 0;
         if (k.status == TG_OK) fn(&k);
         enable_subgroups(&k);
     }
-    free(o.node), free(bind_of), free(elem_off), free(seen), free(names);
+    parts_free(&p);
     if (k.status == TG_OK && k.source.oom) k.status = tg_fail(TG_ERR_NOMEM, "webgpu: out of memory generating WGSL");
     if (k.status != TG_OK || out->upload) {
         free(k.source.p);

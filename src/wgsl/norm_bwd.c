@@ -63,6 +63,9 @@ int tg_wgsl_norm_bwd_phases(const tg_graph *g, int dx, bool bias, const tg_wgsl_
     return S > 1 ? 2 : 1;
 }
 
+/* norm_dx with its siblings: (x [R, D], gain [D], gy [R, D], stats [R, 2])
+ * -> dx [R, D], dgain [D] (through st2) and, with a bias, dbias [D] (st3);
+ * partials [S, D] (and [S, D] more) in the workspace over S > 1 chunks. */
 bool tg_wgsl_norm_bwd(wgsl_kernel *k) {
     int64_t R, D;
     dims(k->n, &R, &D);

@@ -9,7 +9,8 @@
 #include "../optim/optim.h"
 #include "../optim/update.h"
 
-/* const: a fill (once, at compile), or literal values uploaded as they are. */
+/* const: y [...] of one value (a fill, run once at compile), or literal
+ * values uploaded as they are. */
 bool tg_wgsl_const(wgsl_kernel *k) {
     const tg_node *n = k->n;
     int64_t N = tg_ir_numel(n);
@@ -42,7 +43,8 @@ static const char *idiv_fn = /* floor division, 0 for b == 0 (as cpu idiv) */
     "    return q;\n"
     "}\n";
 
-/* add/sub/mul/div/less/greater with NumPy broadcasting, f32 or i32 operands. */
+/* add/sub/mul/div/less/greater: (a [...], b [...]) -> y [the broadcast
+ * shape], NumPy broadcasting, f32 or i32 operands (bool out for less/greater). */
 bool tg_wgsl_binary(wgsl_kernel *k) {
     char ix[2][KERNEL_EXPR_LEN];
     tg_kernel_bcast_maps(k, 2, ix);
@@ -64,7 +66,8 @@ bool tg_wgsl_binary(wgsl_kernel *k) {
     return true;
 }
 
-/* f32 -> f32 math; rsqrt as 1/sqrt (inverseSqrt may be less precise). */
+/* neg/sqrt/rsqrt/log/exp/relu: x [...] -> y [...] f32; rsqrt as 1/sqrt
+ * (inverseSqrt may be less precise). */
 bool tg_wgsl_unary(wgsl_kernel *k) {
     const char *e = NULL;
     switch (k->n->op) {
@@ -82,7 +85,7 @@ bool tg_wgsl_unary(wgsl_kernel *k) {
     return true;
 }
 
-/* relu_grad(y, gy) = gy where y > 0, else 0 */
+/* relu_grad: (y [...], gy [...]) -> gx [...] = gy where y > 0, else 0 */
 bool tg_wgsl_relu_grad(wgsl_kernel *k) {
     if (!tg_kernel_flat(k, tg_ir_numel(k->n))) return false;
     tg_source_printf(&k->source, "    %s(i, select(0.0f, %s(i), %s(i) > 0.0f));\n", k->store_name, k->load_name[1], k->load_name[0]);
@@ -90,7 +93,7 @@ bool tg_wgsl_relu_grad(wgsl_kernel *k) {
     return true;
 }
 
-/* Casts between f32, i32 and bool. NaN is tested on the bits: shader
+/* cast: x [...] -> y [...] between f32, i32 and bool. NaN is tested on the bits: shader
  * compilers may assume x != x never holds. */
 bool tg_wgsl_cast(wgsl_kernel *k) {
     tg_dtype from = tg_kernel_in(k, 0)->dtype, to = k->n->dtype;
@@ -116,7 +119,7 @@ bool tg_wgsl_cast(wgsl_kernel *k) {
     return true;
 }
 
-/* where(cond, a, b) with broadcasting over all three. */
+/* where: (cond bool [...], a [...], b [...]) -> y [the broadcast shape]. */
 bool tg_wgsl_where(wgsl_kernel *k) {
     char ix[3][KERNEL_EXPR_LEN];
     tg_kernel_bcast_maps(k, 3, ix);
@@ -127,7 +130,8 @@ bool tg_wgsl_where(wgsl_kernel *k) {
     return true;
 }
 
-/* broadcast_to and permute: a gather through the input's strides. */
+/* broadcast_to and permute: x [...] -> y [...], a gather through the
+ * input's strides. */
 bool tg_wgsl_copy(wgsl_kernel *k) {
     const tg_node *n = k->n, *x = tg_kernel_in(k, 0);
     int64_t st[1][TG_MAX_DIMS];
@@ -173,9 +177,11 @@ bool tg_wgsl_where_causal(wgsl_kernel *k) {
     return true;
 }
 
-/* Optimizer updates over one param, the formulas of optim/update.h over
- * operands bound by name; the hyperparameter vector is input 3 for adam_p,
- * sgd_v and sgd_p. */
+/* Optimizer updates over one param p [...], the formulas of optim/update.h
+ * over operands bound by name: adam_m (m, g) -> m2, adam_v (v, g) -> v2,
+ * adam_p (p, m2, v2, hyper) -> p2, sgd_v (v, g, p, hyper) -> v2, sgd_p (p,
+ * g, v2, hyper) -> p2, each of p's shape; hyper [TG_HYPER_N] the
+ * hyperparameter vector (input 3). */
 bool tg_wgsl_optim(wgsl_kernel *k) {
     const tg_node *n = k->n;
     if (!tg_kernel_flat(k, tg_ir_numel(n))) return false;

@@ -123,8 +123,8 @@ static void ew_helpers(wgsl_kernel *k) {
     tg_kernel_helper(k, KERNEL_HELPER_EW, ew_fns);
 }
 
-/* A unary math row of ops.def: y = f(x), same shape; i32 for those with an
- * i32 form. */
+/* A unary math row of ops.def: x [...] -> y [...] = f(x); i32 for those
+ * with an i32 form. */
 bool tg_wgsl_unary_math(wgsl_kernel *k) {
     const tg_node *n = k->n;
     const char *e = n->op < TG_OP_COUNT ? (n->dtype == TG_I32 ? exprs[n->op].i32 : exprs[n->op].fwd) : NULL;
@@ -137,7 +137,8 @@ bool tg_wgsl_unary_math(wgsl_kernel *k) {
     return true;
 }
 
-/* unary_grad(s, gy) -> gx of the forward op, s what it saved (ops.def). */
+/* unary_grad: (s [...], gy [...]) -> gx [...] of the forward op, s what it
+ * saved (ops.def). */
 bool tg_wgsl_unary_grad(wgsl_kernel *k) {
     const tg_node *n = k->n;
     tg_opcode op = n->at.unary_grad.op;
@@ -151,7 +152,8 @@ bool tg_wgsl_unary_grad(wgsl_kernel *k) {
     return true;
 }
 
-/* min / max with broadcasting, f32 or i32; a NaN operand gives NaN. */
+/* min / max: (a [...], b [...]) -> y [the broadcast shape], f32 or i32; a
+ * NaN operand gives NaN. */
 bool tg_wgsl_minmax(wgsl_kernel *k) {
     char ix[2][KERNEL_EXPR_LEN];
     tg_kernel_bcast_maps(k, 2, ix);
@@ -164,8 +166,8 @@ bool tg_wgsl_minmax(wgsl_kernel *k) {
     return true;
 }
 
-/* minmax_grad(a, b, gy) -> the share of gy of one operand (side 0 = a, 1 = b)
- * of min or max, over gy's shape: all of it to the winner, half at a tie. */
+/* minmax_grad: (a, b, gy [...]) -> the share of gy [...] of one operand
+ * (side 0 = a, 1 = b) of min or max: all of it to the winner, half at a tie. */
 bool tg_wgsl_minmax_grad(wgsl_kernel *k) {
     char ix[3][KERNEL_EXPR_LEN];
     tg_kernel_bcast_maps(k, 3, ix);
@@ -187,7 +189,8 @@ static void axis_view(tg_shape s, int axis, int64_t *outer, int64_t *A, int64_t 
     *A = s.d[axis];
 }
 
-/* softmax over the axis: e^(x - max) / sum; may run in place (each
+/* softmax: x [outer, A, inner] -> y [outer, A, inner] = e^(x - max) / sum
+ * along A; may run in place (each
  * element is read before it is written, all others in earlier passes). */
 bool tg_wgsl_softmax(wgsl_kernel *k) {
     int64_t outer, A, inner;

@@ -579,6 +579,10 @@ static bool reduce(wgsl_kernel *k, const mm_geom *g, int split, int members) {
     return true;
 }
 
+/* matmul: (a [batch..., M, K] (or [K, M] transposed), b [K, N] or [batch...,
+ * K, N] (or transposed)) -> c [batch..., M, N]: one kernel, or with K split
+ * phase 1 (partial products [split, batch, M, N] into the workspace) and
+ * phase 2 (their sums). With a sibling, the column sums [N] of b over K. */
 bool tg_wgsl_matmul(wgsl_kernel *k) {
     mm_geom g = geometry(k->g, k->n);
     mm_cfg c = choose(&g);

@@ -139,7 +139,8 @@ static bool open_axis(row_kernel *L, wgsl_kernel *k, int axis) {
 
 #define NEG_INF "f32_bits(0xff800000u)"
 
-/* log_softmax(x), log_softmax_grad(y, gy), softmax_grad(y, gy) along the axis. */
+/* log_softmax (x), log_softmax_grad (y, gy), softmax_grad (y, gy): each
+ * operand and the result [outer, A, inner], along A. */
 bool tg_wgsl_softmax_lines(wgsl_kernel *k) {
     row_kernel L;
     if (!open_axis(&L, k, (int)k->n->at.axis.axis)) return false;
