@@ -851,6 +851,14 @@ typedef struct {
     tg_shape shape;
 } tg_input_decl;
 
+/* Compile progress: called on the thread that compiles (tg_session_new,
+ * tg_session_replace_model, tg_forward_new and a forward session's first
+ * run of a batch size) as the backend compiles a program's kernels: `what`
+ * ("kernels": the WebGPU pipelines, the distinct ones) and done of total,
+ * from 0 to total. The CPU backend reports nothing (it compiles nothing
+ * that takes time). docs/webgpu.md says what to expect. */
+typedef void (*tg_compile_progress_fn)(void *user, const char *what, int64_t done, int64_t total);
+
 typedef struct {
     tg_model *model;
     tg_trace_fn loss;          /* returns a scalar f32 */
@@ -910,6 +918,10 @@ typedef struct {
      * the round's gradients so far. Needs an optimizer; not with comm.
      * 0 or 1: every step updates. */
     int accumulate;
+    /* Told how the compile goes (NULL: nothing reported), with
+     * compile_progress_user. */
+    tg_compile_progress_fn compile_progress;
+    void *compile_progress_user;
 } tg_train_spec;
 
 #define TG_MEMORY_UNCHECKED (-1)
@@ -1141,6 +1153,8 @@ typedef struct {
     tg_backend backend;
     int threads;               /* CPU threads (at most 1024); 0 = TG_THREADS or all cores */
     int64_t memory_limit;      /* both constructors: as tg_train_spec's, for the params and every batch size kept */
+    tg_compile_progress_fn compile_progress; /* as tg_train_spec's */
+    void *compile_progress_user;
 } tg_forward_spec;
 
 /* A forward session with params of its own, initialized from spec->seed
@@ -1182,6 +1196,11 @@ tg_status tg_forward_dot(const tg_forward *f, void *file /* FILE* */);
 /* The seed random ops (sampling) draw from; each run then uses a hash of
  * (seed, run number). */
 tg_status tg_forward_set_seed(tg_forward *f, uint64_t seed);
+
+/* The compile progress of sessions whose spec leaves compile_progress NULL
+ * (NULL: none, the default); `tg` prints it when a compile takes over a
+ * second. Set it before making sessions, not while another thread compiles. */
+void tg_set_default_compile_progress(tg_compile_progress_fn fn, void *user);
 
 /* CPU threads used by new sessions when the spec says 0 (else TG_THREADS, else all cores).
  * A TG_THREADS that is not a whole number from 1 to 1024 fails such a session (TG_ERR_ARG). */

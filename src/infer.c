@@ -96,6 +96,8 @@ static tg_status program_for(tg_forward *f, int64_t batch, const char *api, tg_p
     for (int i = 0; i < f->n_progs; i++)
         for (int a = TG_ARENA_PERSIST; i != lru && a < TG_N_ARENAS; a++) kept += f->progs[i].prog->plan.arena_bytes[a];
     st = tg_session_base_check_plan(&f->b, p, kept, api);
+    p->compile_progress = f->b.compile_progress;
+    p->compile_progress_user = f->b.compile_progress_user;
     if (st == TG_OK) st = e->vt->compile(e, p);
     if (st != TG_OK) {
         e->vt->release(e, p);
@@ -114,6 +116,8 @@ static tg_status trace_spec(tg_forward *f, const tg_forward_spec *spec, const ch
     f->fn = spec->fn;
     f->user = spec->user;
     f->check_numerics = spec->check_numerics;
+    f->b.compile_progress =
+        tg_compile_progress_or_default(spec->compile_progress, spec->compile_progress_user, &f->b.compile_progress_user);
     tg_status st = tg_inputs_copy(spec->inputs, spec->n_inputs, &f->inputs, api);
     if (st != TG_OK) return st;
     f->n_inputs = spec->n_inputs;

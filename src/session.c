@@ -80,7 +80,11 @@ static tg_status build(const tg_session *s, tg_session_base *b, tg_model *m, voi
         st = tg_dp_new(s->comm, b->prog, o, cpu, cpu ? cpu_thread_setup : NULL, &dp);
         if (dp) b->prog->dp = &dp->ex;
     }
-    if (st == TG_OK) st = b->eng->vt->compile(b->eng, b->prog);
+    if (st == TG_OK) {
+        b->prog->compile_progress = b->compile_progress;
+        b->prog->compile_progress_user = b->compile_progress_user;
+        st = b->eng->vt->compile(b->eng, b->prog);
+    }
     /* Initial values: params from the seed, optimizer state zero (the arenas start zeroed). */
     if (st == TG_OK) st = tg_session_base_init_params(b, seed, api);
     if (st != TG_OK) drop_program(b);
@@ -142,6 +146,8 @@ static tg_status session_new(const tg_train_spec *spec, tg_session **out) {
     s->discard_grads = spec->discard_grads;
     s->comm = spec->comm;
     s->memory_limit = spec->memory_limit;
+    s->b.compile_progress =
+        tg_compile_progress_or_default(spec->compile_progress, spec->compile_progress_user, &s->b.compile_progress_user);
     st = tg_session_take_lr(s, &spec->optim.lr, api);
     if (st == TG_OK) st = tg_share_new(&s->b.share);
     if (st == TG_OK) st = tg_inputs_copy(spec->inputs, spec->n_inputs, &s->inputs, api);

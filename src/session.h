@@ -40,6 +40,8 @@ typedef struct {
     /* An attached forward that a replace_model left unable to compile: why.
      * Every call on it then fails with this (tg_session_base_usable); "" while usable. */
     char broken[640];
+    tg_compile_progress_fn compile_progress; /* the spec's, told as each program's kernels compile */
+    void *compile_progress_user;
 } tg_session_base;
 
 /* A training session: one program with gradients and an optimizer, and what

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../examples/examples.h"
@@ -471,7 +472,44 @@ static int train_dp(const struct example *ex, tg_example_opts *o, double timeout
 }
 #endif
 
+/* A compile's progress on stderr once it has taken a second (a CPU adapter
+ * compiles a GPT's kernels for minutes, a GPU a few seconds): redrawn in
+ * place on a terminal, else a line at each tenth; then how long it took. */
+static struct {
+    double t0;
+    int64_t tenth; /* the last tenth printed, -1 none */
+    bool live, drawn;
+} compile_line;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void show_compile(void *user, const char *what, int64_t done, int64_t total) {
+    (void)user;
+    if (done == 0) {
+        compile_line.t0 = now_s(), compile_line.tenth = -1, compile_line.drawn = false;
+        compile_line.live = isatty(fileno(stderr)) == 1;
+        return;
+    }
+    double el = now_s() - compile_line.t0;
+    if (el < 1.0 && !compile_line.drawn) return;
+    int64_t tenth = total > 0 ? done * 10 / total : 10;
+    if (compile_line.live) fprintf(stderr, "\rcompiling %s: %lld/%lld  %.0f s\033[K", what, (long long)done, (long long)total, el);
+    else if (tenth > compile_line.tenth || done == total)
+        fprintf(stderr, "compiling %s: %lld/%lld  %.0f s\n", what, (long long)done, (long long)total, el);
+    compile_line.tenth = tenth, compile_line.drawn = true;
+    if (done == total) {
+        if (compile_line.live) fputc('\n', stderr);
+        compile_line.drawn = false;
+    }
+    fflush(stderr);
+}
+
 int main(int argc, char **argv) {
+    tg_set_default_compile_progress(show_compile, NULL);
     if (argc < 2 || is_help(argv[1]) || !strcmp(argv[1], "help")) return usage(argc < 2 ? stderr : stdout);
     if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
         printf("tg %s (library %s)\n", TG_VERSION_STRING, tg_version());

@@ -82,6 +82,10 @@ typedef struct {
     tg_program_input *in; /* the INPUT nodes that survived the passes, in graph order */
     int n_in;
     uint64_t feed_round;
+    /* Told as the engine compiles the kernels (the session spec's
+     * compile_progress); NULL: nobody. */
+    tg_compile_progress_fn compile_progress;
+    void *compile_progress_user;
 } tg_program;
 
 /* TG_ERR_NUMERIC for element `at` (value v) of node `id`'s output, naming

@@ -79,3 +79,18 @@ void tg_progress_end(tg_progress *p) {
     p->drawn_ = false;
     fflush(out_of(p));
 }
+
+/* ---- compile progress: the sessions' default (tg_set_default_compile_progress) ---- */
+
+static tg_compile_progress_fn g_compile_progress;
+static void *g_compile_progress_user;
+
+void tg_set_default_compile_progress(tg_compile_progress_fn fn, void *user) {
+    g_compile_progress = fn;
+    g_compile_progress_user = fn ? user : NULL;
+}
+
+tg_compile_progress_fn tg_compile_progress_or_default(tg_compile_progress_fn fn, void *user, void **user_out) {
+    *user_out = fn ? user : g_compile_progress_user;
+    return fn ? fn : g_compile_progress;
+}

@@ -69,4 +69,8 @@ int64_t tg_first_nonfinite(const float *x, int64_t n);
 /* Monotonic seconds. */
 double tg_now(void);
 
+/* fn where set (a session spec's), else tg_set_default_compile_progress's;
+ * *user_out the user pointer that goes with the one returned. */
+tg_compile_progress_fn tg_compile_progress_or_default(tg_compile_progress_fn fn, void *user, void **user_out);
+
 #endif

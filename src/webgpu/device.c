@@ -234,6 +234,8 @@ static bool load_library(wgpu_ctx *c, char *why, size_t n) {
     }
     WG_FUNCTIONS(WG_LOAD)
 #undef WG_LOAD
+    c->create_pipeline_async = (wg_future(*)(wg_device, const wg_pipeline_desc *, wg_pipeline_cb_info))dlsym(
+        c->lib, "wgpuDeviceCreateComputePipelineAsync");
     return true;
 }
 #endif
@@ -516,6 +518,7 @@ static bool init(wgpu_ctx *c, char *why, size_t n) {
     if (c->f.DeviceGetLimits(c->device, &c->limits) != WG_SUCCESS) c->limits = lim;
     fill_limits(c);
     if (c->subgroups) c->subgroups = subgroups_in_order(c);
+    c->compiles_on_first_use = strcmp(c->info.type, "CPU") == 0;
     c->info.robust =
         want_robust || !device_uses_toggle(c, "disable_robustness") || !device_uses_toggle(c, "disable_workgroup_init");
     return true;

@@ -107,13 +107,11 @@ static void submit(wgpu_ctx *c, wg_encoder enc) {
     c->f.CommandEncoderRelease(enc);
 }
 
-/* Turns a kernel spec into a call: the pipeline (cached by source) and a bind
- * group over the program's arena buffers. */
-static tg_status make_call(wgpu_ctx *c, const tg_graph *g, wg_program *wp, const tg_kernel_spec *k, wg_call *out) {
-    char what[96];
-    snprintf(what, sizeof what, "node %d (%s)", k->node, tg_ops[g->nodes[k->node].op].name);
-    tg_status st = tg_wgpu_pipeline(c, k->source, k->n_bindings, k->read_only, what, &out->pipe);
-    if (st != TG_OK) return st;
+/* Turns a kernel spec into a call: its pipeline and a bind group over the
+ * program's arena buffers. */
+static tg_status make_call(wgpu_ctx *c, const tg_graph *g, wg_program *wp, const tg_kernel_spec *k, wg_pipeline pipe,
+                           const char *what, wg_call *out) {
+    out->pipe = pipe;
     wg_bind_entry e[TG_WGSL_MAX_BINDINGS];
     memset(e, 0, sizeof e);
     for (int b = 0; b < k->n_bindings; b++) {
@@ -187,12 +185,23 @@ static tg_status compile_locked(wg_engine *e, tg_program *p, wg_program *wp, con
     }
     wp->calls = tg_calloc((size_t)n_specs + 1, sizeof(wg_call));
     wg_call *init = tg_calloc((size_t)n_specs + 1, sizeof(wg_call));
-    if (!wp->calls || !init) {
-        free(init);
+    tg_wgpu_pipeline_req *req = tg_calloc((size_t)n_specs + 1, sizeof *req);
+    char (*what)[96] = tg_calloc((size_t)n_specs + 1, sizeof *what);
+    if (!wp->calls || !init || !req || !what) {
+        free(init), free(req), free(what);
         return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
     }
+    /* Every kernel's pipeline first, compiled together (pipeline.c). */
+    int n_req = 0;
+    for (int i = 0; i < n_specs; i++) {
+        const tg_kernel_spec *k = &ks[i];
+        if (k->upload) continue;
+        snprintf(what[i], sizeof what[i], "node %d (%s)", k->node, tg_ops[g->nodes[k->node].op].name);
+        req[n_req++] = (tg_wgpu_pipeline_req){k->source, k->n_bindings, k->read_only, what[i], NULL};
+    }
+    st = tg_wgpu_pipelines(c, req, n_req, p->compile_progress, p->compile_progress_user);
     int n_init = 0;
-    for (int i = 0; i < n_specs && st == TG_OK; i++) {
+    for (int i = 0, r = 0; i < n_specs && st == TG_OK; i++) {
         const tg_kernel_spec *k = &ks[i];
         const tg_slot *s = &pl->slot[k->node];
         if (k->upload) {
@@ -202,8 +211,9 @@ static tg_status compile_locked(wg_engine *e, tg_program *p, wg_program *wp, con
         /* Constants run once, now; everything else every step (a writeback's
          * node is its destination, a leaf, so it lands in the step list). */
         bool once = tg_ops[g->nodes[k->node].op].flags & TG_OPF_CONSTANT;
-        st = make_call(c, g, wp, k, once ? &init[n_init++] : &wp->calls[wp->n_calls++]);
+        st = make_call(c, g, wp, k, req[r++].pipe, what[i], once ? &init[n_init++] : &wp->calls[wp->n_calls++]);
     }
+    free(req), free(what);
     if (st == TG_OK && n_init) {
         wg_encoder enc = c->f.DeviceCreateCommandEncoder(c->device, NULL);
         encode(c, enc, init, n_init);

@@ -12,6 +12,9 @@
 
 typedef struct {
     wg_api f;
+    /* wgpuDeviceCreateComputePipelineAsync where the library has it (NULL:
+     * pipelines are made one at a time, pipeline.c) */
+    wg_future (*create_pipeline_async)(wg_device, const wg_pipeline_desc *, wg_pipeline_cb_info);
     void *lib;
     char lib_path[256];
     wg_instance instance;
@@ -35,6 +38,11 @@ typedef struct {
     int n_pipes, cap_pipes;
     struct wg_layouts *layouts; /* bind group and pipeline layouts by bindings and read-only mask */
     int n_layouts, cap_layouts;
+    /* A CPU adapter's driver compiles a shader when it first runs it:
+     * pipeline.c runs each new pipeline once with no workgroups, over these
+     * buffers (one per binding), and waits for it with the read-back one. */
+    bool compiles_on_first_use;
+    wg_buffer first_use[TG_WGSL_MAX_BINDINGS], first_use_read;
 } wgpu_ctx;
 
 /* The shared device, created on first call. On failure returns
@@ -64,11 +72,25 @@ void tg_wgpu_on_popped(uint32_t status, uint32_t type, wg_str msg, void *u1, voi
  * TG_ERR_BACKEND "<api>: <message>"; TG_OK if none. */
 tg_status tg_wgpu_take_error(wgpu_ctx *c, const char *api);
 
-/* A compute pipeline for `src`, compiled once per distinct source (cached for
- * the life of the device). A WGSL error comes back as TG_ERR_BACKEND with the
+/* A compute pipeline for `src`, compiled once per distinct source (its first
+ * line aside, where that is a comment: a kernel's label) and cached for the
+ * life of the device. A WGSL error comes back as TG_ERR_BACKEND with the
  * shader's line, column and message, prefixed by `what`. */
 tg_status tg_wgpu_pipeline(wgpu_ctx *c, const char *src, int n_bindings, unsigned read_only, const char *what,
                            wg_pipeline *out);
+/* The pipelines of many kernels at once: each request's from the cache, or
+ * compiled, the distinct sources on Dawn's worker threads, several at a
+ * time (c->mu held). progress (NULL: none) hears "kernels", done of total
+ * distinct compiles, after each; the first error is returned (a WGSL
+ * error as above) and no request gets a pipeline then. */
+typedef struct {
+    const char *src;
+    int n_bindings;
+    unsigned read_only;
+    const char *what;
+    wg_pipeline pipe; /* out */
+} tg_wgpu_pipeline_req;
+tg_status tg_wgpu_pipelines(wgpu_ctx *c, tg_wgpu_pipeline_req *reqs, int n, tg_compile_progress_fn progress, void *user);
 /* The bind group layout of a pipeline with n storage bindings, read-only
  * where read_only has bit b set, read_write elsewhere (compute); NULL when
  * the device cannot make it. */

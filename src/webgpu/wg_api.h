@@ -154,6 +154,7 @@ typedef void (*wg_pop_cb)(uint32_t status, uint32_t type, wg_str message, void *
 typedef void (*wg_map_cb)(uint32_t status, wg_str message, void *u1, void *u2);
 struct wg_compilation_info;
 typedef void (*wg_compile_cb)(uint32_t status, const struct wg_compilation_info *info, void *u1, void *u2);
+typedef void (*wg_pipeline_cb)(uint32_t status, wg_pipeline pipeline, wg_str message, void *u1, void *u2);
 
 /* The callback-info structs share one shape: chain, mode, callback, two user pointers. */
 #define WG_CALLBACK_INFO(name, fn_type) \
@@ -169,6 +170,7 @@ WG_CALLBACK_INFO(wg_lost_cb_info, wg_lost_cb);
 WG_CALLBACK_INFO(wg_pop_cb_info, wg_pop_cb);
 WG_CALLBACK_INFO(wg_map_cb_info, wg_map_cb);
 WG_CALLBACK_INFO(wg_compile_cb_info, wg_compile_cb);
+WG_CALLBACK_INFO(wg_pipeline_cb_info, wg_pipeline_cb);
 /* The uncaptured-error callback has no mode: it may fire on any thread. */
 typedef struct {
     wg_chain *next;
