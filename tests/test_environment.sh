@@ -2,7 +2,8 @@
 # Every environment variable a source reads is named in the tables of
 # docs/environment.md: getenv("X") in the C sources (src, tools, examples,
 # tests, bench), ${X:-...} and its kin in the shell scripts of tests/,
-# bench/ and scripts/, os.environ in bench/'s Python. A variable read
+# bench/ and scripts/, os.environ in bench/'s Python, process.env in web/'s
+# JavaScript. A variable read
 # anywhere and missing from the table fails; so does a table naming a
 # variable nothing reads.
 # Usage: tests/test_environment.sh [BUILD_DIR] (the build is not used)
@@ -15,6 +16,7 @@ read_names() {
         sed 's/^getenv("//; s/")$//'
     grep -hoE '\$\{[A-Z_][A-Z_0-9]*(:-|-|:=|:\+)' $(ls tests/*.sh bench/*.sh scripts/*.sh | grep -v test_environment) | sed 's/^\${//; s/[-:=+]*$//'
     grep -hoE "environ(\.get\(|\[)[\"'][A-Z_][A-Z_0-9]*" bench/*.py | sed "s/.*[\"']//"
+    [ -d web ] && grep -rhoE 'process\.env\.[A-Z_][A-Z_0-9]*' web --include='*.js' --include='*.mjs' | sed 's/^process\.env\.//'
 }
 # the first cell of every table row: `NAME`, or several `A`, `B`
 table_names() { grep -E '^\| `' "$doc" | cut -d'|' -f2 | grep -oE '`[A-Za-z_][A-Za-z_0-9]*`' | tr -d '`'; }
