@@ -170,6 +170,8 @@ static tg_tensor b_nll(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
 static tg_tensor b_ln(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_layer_norm(p[0], p[1], p[2], 1e-5f); }
 static tg_tensor b_rms(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_rms_norm(p[0], p[1], 1e-6f); }
 static tg_tensor b_emb(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_embedding(p[0], i[0]); }
+static tg_tensor b_take_mid(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_take_along_axis(p[0], i[0], 1); }
+static tg_tensor b_take_last(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_take_along_axis(p[0], i[0], -1); }
 static tg_tensor b_rope(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_rope(p[0], 0.0f); }
 static tg_tensor b_dropout(tg_graph *g, const tg_tensor *p, const tg_tensor *i) { return tg_dropout(p[0], 0.3f); }
 static tg_tensor b_randn(tg_graph *g, const tg_tensor *p, const tg_tensor *i) {
@@ -670,9 +672,9 @@ static int kernels_with(const par_case *c, const char *needle) {
 /* The embedding gradient by warps (a private table per warp in workgroup
  * memory): by shape over 4171 rows (two phases, uneven chunks, the warps'
  * shorter last batches, indices outside the table), forced over 1, 2 and
- * 9 chunks at small sizes, then in the column-sum form forced and where
- * the table is too big for workgroup memory (300 rows of 128 bytes a warp
- * on lavapipe's 32 KiB; the H200's 48 KiB takes it by warps). */
+ * 9 chunks at small sizes, then in the sorted form (scatter.c) forced
+ * and where the table is too big for workgroup memory (300 rows of 128
+ * bytes a warp on lavapipe's 32 KiB; a GPU's 48 KiB takes it by warps). */
 static void test_embedding_grad(bool verbose) {
     static const par_case by_shape[] = {
         {"embedding gradient by warps, 65 x 40 over 4171 rows", PRM(S(65, 40)), {S(43, 97), P_END}, -2, 67, b_emb, 1e-5f},
@@ -689,6 +691,46 @@ static void test_embedding_grad(bool verbose) {
     /* by shape, the warps form (its private tables) in both cases (lavapipe's 32 KiB hold 65 x 32 floats) */
     for (size_t i = 0; i < 2; i++)
         CHECK(kernels_with(&by_shape[i], "var<workgroup> acc:") >= 1, "%s: not in the warps form", by_shape[i].name);
+}
+
+/* The sorted scatter-adds (src/wgsl/scatter.c) against the CPU: an
+ * embedding gradient over tables of 1 (forced: the warps form takes it
+ * by shape; test_embedding_grad forces 7) and 50257 rows, indices out of
+ * range, many repeated indices, one index for every row; the same bits in
+ * two runs; and
+ * take_along_axis's gradient over 20 and 300 indices a line. */
+static void test_scatter_sorted(bool verbose) {
+    static const par_case forced[] = {
+        {"sorted embedding gradient, 1 x 6", PRM(S(1, 6)), {S(5, 9), P_END}, -1, 2, b_emb, 0},
+    };
+    static const par_case by_shape[] = {
+        {"embedding gradient, 50257 x 3", PRM(S(50257, 3)), {S(40, 50), P_END}, -2, 50259, b_emb, 0},
+        {"embedding gradient, 50257 x 5, 4 indices", PRM(S(50257, 5)), {S(30, 41), P_END}, 100, 104, b_emb, 0},
+        {"embedding gradient, 50257 x 2, one index", PRM(S(50257, 2)), {S(3, 300), P_END}, 7, 8, b_emb, 0},
+    };
+    tg_wgsl_force_forms(&(tg_wgsl_forms){.embedding_grad = TG_WGSL_OFF});
+    for (size_t i = 0; i < sizeof forced / sizeof forced[0]; i++) {
+        par_check(&forced[i], verbose);
+        CHECK(kernels_with(&forced[i], "let s_order") >= 1, "%s: not sorted", forced[i].name);
+    }
+    tg_wgsl_force_forms(NULL);
+    for (size_t i = 0; i < sizeof by_shape / sizeof by_shape[0]; i++) { /* each against the CPU, twice */
+        size_t n1, n2;
+        int calls1, calls2;
+        unsigned char *b1 = par_check_bits(&by_shape[i], "let s_order", &n1, &calls1);
+        unsigned char *b2 = par_check_bits(&by_shape[i], "let s_order", &n2, &calls2);
+        CHECK(calls1 >= 1, "%s: not sorted (%d kernels)", by_shape[i].name, calls1);
+        CHECK(n1 > 0 && n1 == n2 && memcmp(b1, b2, n1) == 0, "%s: two runs differ", by_shape[i].name);
+        free(b1), free(b2);
+    }
+    static const par_case take[] = {
+        {"take_along_axis gradient, 20 indices a line", PRM(S(3, 7, 4)), {S(3, 20, 4), P_END}, -8, 9, b_take_mid, 0},
+        {"take_along_axis gradient, 300 indices into 1000", PRM(S(2, 1000)), {S(2, 300), P_END}, -3, 40, b_take_last, 0},
+    };
+    for (size_t i = 0; i < sizeof take / sizeof take[0]; i++) {
+        par_check(&take[i], verbose);
+        CHECK(kernels_with(&take[i], "let s_order") >= 1, "%s: not sorted", take[i].name);
+    }
 }
 
 /* Every op the CPU can run (other than views) has a WGSL emitter: both
@@ -798,7 +840,7 @@ int main(int argc, char **argv) {
     }
     if (argc > 1 && strcmp(argv[1], "--rows") == 0) { /* the row-form and column-split cases alone */
         if (tg_webgpu_info(&(tg_webgpu_adapter_info){0}) == TG_OK)
-            test_row_forms(argc > 2), test_colsum_split(argc > 2), test_embedding_grad(argc > 2);
+            test_row_forms(argc > 2), test_colsum_split(argc > 2), test_embedding_grad(argc > 2), test_scatter_sorted(argc > 2);
         return check_summary("test_webgpu");
     }
     /* --rest: all but the two parts above (tests/run.sh runs the three side by side) */
@@ -818,7 +860,7 @@ int main(int argc, char **argv) {
     test_ops(verbose);
     test_op_table(verbose);
     test_ops_2d_grid(verbose);
-    if (!rest) test_matmul_configs(verbose), test_vec4_stores(verbose), test_vec4_loads(verbose), test_row_forms(verbose), test_colsum_split(verbose), test_embedding_grad(verbose);
+    if (!rest) test_matmul_configs(verbose), test_vec4_stores(verbose), test_vec4_loads(verbose), test_row_forms(verbose), test_colsum_split(verbose), test_embedding_grad(verbose), test_scatter_sorted(verbose);
     par_check(&big_case, verbose);
     test_training(verbose);
     test_forward_sessions();

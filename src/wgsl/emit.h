@@ -233,6 +233,16 @@ typedef struct {
     int S, nw;
 } tg_wgsl_emb_split;
 bool tg_wgsl_embedding_grad_split(const tg_graph *g, const tg_node *n, const tg_wgsl_limits *lim, tg_wgsl_emb_split *e);
+/* Sorted scatter-adds (scatter.c): two phases, the indices sorted in
+ * phase 1 into tg_wgsl_sort_work(R, V) bytes of workspace a line (R
+ * indices into V slots), each slot's segment summed in phase 2. The
+ * embedding gradient takes this form where the warps form does not apply;
+ * take_along_axis's gradient where tg_wgsl_take_grad_sorted says so (and
+ * gives the workspace). */
+int64_t tg_wgsl_sort_work(int64_t R, int64_t V);
+bool tg_wgsl_embedding_grad_sorted(wgsl_kernel *k);
+bool tg_wgsl_take_grad_sorted(const tg_graph *g, const tg_node *n, const tg_wgsl_limits *lim, int64_t *work_bytes);
+bool tg_wgsl_take_along_axis_grad_sorted(wgsl_kernel *k);
 /* Row chunks a column sum of R rows and C columns is split into (1: one kernel). */
 int tg_kernel_colsum_chunks(int64_t R, int64_t C);
 /* Whether node n's kernel is a column sum (tg_kernel_colsum), and over what:

@@ -308,6 +308,8 @@ bool tg_wgsl_take_along_axis(wgsl_kernel *k) {
  * elements whose index picked it (no atomics). */
 bool tg_wgsl_take_along_axis_grad(wgsl_kernel *k) {
     const tg_node *n = k->n;
+    int64_t work;
+    if (tg_wgsl_take_grad_sorted(k->g, n, k->lim, &work)) return tg_wgsl_take_along_axis_grad_sorted(k);
     int64_t outer, A, inner, K = tg_kernel_in(k, 1)->shape.d[n->at.axis.axis];
     axis_view(n->shape, (int)n->at.axis.axis, &outer, &A, &inner);
     if (!tg_kernel_flat(k, tg_ir_numel(n))) return false;

@@ -208,10 +208,11 @@ bool tg_wgsl_embedding(wgsl_kernel *k) {
  * writes its partial table to the workspace and phase 2 adds them in chunk
  * order, as the split column sums do.
  *
- * Otherwise a column sum (tg_kernel_colsum) over the R rows for each of the
- * V x D table elements, a row adding only where its index picks that
- * element: every element scans all R indices, which costs tokens x
- * vocabulary (docs/performance.md, "Embedding gradient"). */
+ * Otherwise (a table whose warp accumulators do not fit, or the warps
+ * form forced off) the indices are sorted and each table row sums its
+ * segment (scatter.c): a column sum over every index for each table
+ * element would cost tokens x vocabulary (docs/performance.md, "Embedding
+ * gradient"). */
 #define EMB_BATCH 8
 #define EMB_WARPS 2048 /* warps that keep the loads of a big GPU in flight (132 multiprocessors x 16) */
 #define EMB_SPLIT_R 4096 /* rows from which two phases pay for their second dispatch (the column sums' SPLIT_R) */
@@ -270,13 +271,9 @@ static bool embedding_grad_warps(wgsl_kernel *k, const tg_wgsl_emb_split *e) {
 }
 
 bool tg_wgsl_embedding_grad(wgsl_kernel *k) {
-    int64_t D = last_dim(k->n);
     tg_wgsl_emb_split e;
     if (tg_wgsl_embedding_grad_split(k->g, k->n, k->lim, &e)) return embedding_grad_warps(k, &e);
-    char x[160];
-    snprintf(x, sizeof x, "select(0.0f, ld1(r * %lldu + c %% %lldu), ld0(r) == i32(c / %lldu))", (long long)D,
-             (long long)D, (long long)D);
-    return tg_kernel_colsum(k, x, "f32");
+    return tg_wgsl_embedding_grad_sorted(k);
 }
 
 /* rope: (x [..., T, D], table [T, D] = cos | sin) -> [..., T, D]. One

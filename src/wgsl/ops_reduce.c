@@ -36,7 +36,6 @@ static bool sum_by_columns(const sum_geom *q) {
 
 bool tg_wgsl_colsum_dims(const tg_graph *g, const tg_node *n, int64_t *R, int64_t *C) {
     const tg_node *x = n->nin ? &g->nodes[n->in[0]] : NULL;
-    int64_t D = n->shape.ndim ? n->shape.d[n->shape.ndim - 1] : 1;
     switch (n->op) {
     case TG_OP_SUM: {
         sum_geom q = sum_geometry(n, x);
@@ -47,9 +46,6 @@ bool tg_wgsl_colsum_dims(const tg_graph *g, const tg_node *n, int64_t *R, int64_
     case TG_OP_NORM_DGAIN: /* x [R, D] -> [D] */
         *C = x->shape.ndim ? x->shape.d[x->shape.ndim - 1] : 1;
         *R = *C ? tg_ir_numel(x) / *C : 0;
-        return true;
-    case TG_OP_EMBEDDING_GRAD: /* idx [R] -> [V, D] */
-        *R = tg_ir_numel(x), *C = n->at.classes.v * D;
         return true;
     case TG_OP_CONV2D_GRAD_WEIGHT: return tg_wgsl_conv2d_dw_dims(g, n, R, C);
     default: return false;
@@ -66,6 +62,11 @@ int tg_wgsl_phases(const tg_graph *g, int id, const tg_wgsl_limits *lim, int64_t
         if (e.S > 1) *work_bytes = (int64_t)e.S * e.V * e.D * 4;
         return e.S > 1 ? 2 : 1;
     }
+    if (n->op == TG_OP_EMBEDDING_GRAD) { /* sorted (scatter.c) */
+        *work_bytes = tg_wgsl_sort_work(tg_ir_numel(&g->nodes[n->in[0]]), n->at.classes.v);
+        return 2;
+    }
+    if (tg_wgsl_take_grad_sorted(g, n, lim, work_bytes)) return 2;
     if (!tg_wgsl_colsum_dims(g, n, &R, &C)) return 1;
     int S = tg_kernel_colsum_chunks(R, C);
     if (S > 1) *work_bytes = (int64_t)S * C * 4;

@@ -87,7 +87,7 @@ typedef struct {
     int colsum_chunks;  /* OFF: one kernel; N > 0: N chunks of rows, at any size */
     int colsum_width;   /* 8, 32, 64 or 128 columns a workgroup */
     int norm_backward;  /* OFF: norm_dx and the column sums as kernels of their own; N > 0: fused, in N chunks */
-    int embedding_grad; /* OFF: the column-sum form; N > 0: the warps form in at most N chunks of rows */
+    int embedding_grad; /* OFF: the sorted form (scatter.c); N > 0: the warps form in at most N chunks of rows */
     /* attention (ops_attention.c, ops_attention_tiles.c) */
     int attention;      /* TG_WGSL_ATTN_ROW_LOOPS, _ROWS or _TILES (where they fit) */
     int attention_shuffles; /* OFF: the blocks' row sums through workgroup memory, not subgroup shuffles */
