@@ -12,7 +12,9 @@
 # gpt2_b<B>_t<T>) runs at B=8 and B=16, T=1024, beside PyTorch eager,
 # torch.compile and bf16 autocast: step, planned bytes against PyTorch's
 # peak, compile time and the top of its kernel profile, all from one run.
-#   bench/run_webgpu.sh BUILD [TORCH_REF]     (env: PYTHON, BENCH_MODELS, GEMM_SIZES, ROWS_SHAPE)
+#   bench/run_webgpu.sh BUILD [TORCH_REF]     (env: PYTHON, BENCH_MODELS, GEMM_SIZES, ROWS_SHAPE, BENCH_KERNELS)
+# BENCH_KERNELS=0 leaves out the kernel benchmarks (square GEMM, gpt_small's
+# products alone, the bandwidth-bound kernels): the models' table alone.
 # TORCH_REF is ignored: the peer is this folder's torch_ref.py, which reports
 # torch.cuda.max_memory_allocated().
 set -u
@@ -60,10 +62,14 @@ case " $models " in *" gpt_small "*)
     TG_WG_PROFILE=20 "$build/tg" train gpt_small --bench 10 --backend webgpu 2>&1 | grep '^{"wg_profile"' |
         sed 's/^{/{"model": "gpt_small", /' | tee -a "$out" | sed 's/^/json: /' || echo "gpt_small's profile on WebGPU failed" ;;
 esac
-"$build/bench/bench_tg" --gemm-webgpu $sizes | grep '^{' | tee -a "$out" | sed 's/^/json: /' || echo "gemm on WebGPU failed"
-"$build/bench/bench_tg" --gemm-shapes-webgpu | grep '^{' | tee -a "$out" | sed 's/^/json: /' || echo "gpt_small's products on WebGPU failed"
-"$build/bench/bench_tg" --rows-webgpu $rows_shape | grep '^{' | tee -a "$out" | sed 's/^/json: /' ||
-    echo "row kernels on WebGPU failed"
+kernels=${BENCH_KERNELS:-1}
+[ "$kernels" = 0 ] && sizes= && rows_shape=
+if [ "$kernels" != 0 ]; then
+    "$build/bench/bench_tg" --gemm-webgpu $sizes | grep '^{' | tee -a "$out" | sed 's/^/json: /' || echo "gemm on WebGPU failed"
+    "$build/bench/bench_tg" --gemm-shapes-webgpu | grep '^{' | tee -a "$out" | sed 's/^/json: /' || echo "gpt_small's products on WebGPU failed"
+    "$build/bench/bench_tg" --rows-webgpu $rows_shape | grep '^{' | tee -a "$out" | sed 's/^/json: /' ||
+        echo "row kernels on WebGPU failed"
+fi
 
 py=
 for c in ${PYTHON:-python3 /usr/bin/python3}; do
@@ -77,12 +83,15 @@ else
     for mode in eager compile bf16; do
         tp=; [ $mode = eager ] && tp=1 # its products by shape, after the timed steps
         ms=$models; [ $mode = bf16 ] && ms=$(echo " $models " | sed 's/ mlp_sin / /; s/ addition / /')
-        TORCH_REF_PROFILE=$tp "$py" "$torch_ref" cuda $mode $ms 2>/dev/null | grep '^{' |
+        # each mode within 5 minutes (torch.compile of the GPT-2-sized model takes about one a batch size)
+        TORCH_REF_PROFILE=$tp timeout 300 "$py" "$torch_ref" cuda $mode $ms 2>/dev/null | grep '^{' |
             sed 's/^{"model": "\([a-z0-9_]*\)"/{"bench": "\1", "impl": "pytorch"/; s/"bench": "mlp_sin"/"bench": "sin_mlp"/' |
             sed "s/\"impl\": \"pytorch\"/\"impl\": \"pytorch_$mode\"/" | tee -a "$out" | sed 's/^/json: /'
     done
-    "$py" "$here/torch_gemm.py" $sizes 2>/dev/null | grep '^{' | tee -a "$out" | sed 's/^/json: /'
-    "$py" "$here/torch_gemm.py" --shapes 2>/dev/null | grep '^{' | tee -a "$out" | sed 's/^/json: /'
+    if [ "$kernels" != 0 ]; then
+        "$py" "$here/torch_gemm.py" $sizes 2>/dev/null | grep '^{' | tee -a "$out" | sed 's/^/json: /'
+        "$py" "$here/torch_gemm.py" --shapes 2>/dev/null | grep '^{' | tee -a "$out" | sed 's/^/json: /'
+    fi
 fi
 
 awk -v models="$models" '
@@ -131,8 +140,8 @@ END {
     }
     printf "(ratio: ours / theirs; planned MB: our whole plan, params, gradients, optimizer state and workspace included,\n"
     printf " against torch.cuda.max_memory_allocated over the timed steps; compile s: our tg_session_new)\n"
-    printf "\n%-10s %14s %14s %8s\n", "gemm n", "ours TFLOP/s", "torch.mm", "ratio"
     ns = split("'"$sizes"'", gs, " ")
+    if (ns) printf "\n%-10s %14s %14s %8s\n", "gemm n", "ours TFLOP/s", "torch.mm", "ratio"
     for (k = 1; k <= ns; k++) {
         o = tf[gs[k], "tensorgrad"]; t = tf[gs[k], "pytorch"]
         printf "%-10s %14s %14s %8s\n", gs[k], v(o), v(t), (o != "" && t > 0) ? sprintf("%.2f", o / t) : "-"
