@@ -61,7 +61,10 @@ else
 fi
 # gpt_small compiled, not run (its buffers would not fit lavapipe): no
 # permute kernel (every split_heads and merge_heads is read or written
-# with strides), and no more than today's 194 dispatches per step (each
+# with strides), and no more than today's 195 dispatches per step (194 on
+# a GPU, whose 48 KiB of workgroup memory hold the warps form of the
+# position embedding's gradient, 257 rows; lavapipe's 32 KiB do not, so
+# there it sorts its indices in two phases; each
 # norm's backward one kernel of two phases where it was two kernels of
 # three; each attention block's output projection leading the group of
 # its q, k and v weight gradients: 6 groups of 4, 2 kernels each, K in 11
@@ -86,11 +89,11 @@ perm=$(grep -l '^// node [0-9]*: permute' "$dump"/*.wgsl 2>/dev/null | wc -l)
 colsums=$(grep -l '^// node [0-9]*: sum$' "$dump"/*.wgsl 2>/dev/null | wc -l)
 four=$(grep -l '^// node [0-9]*: matmul group of 4 .*K in 11 ranges' "$dump"/*.wgsl 2>/dev/null | wc -l)
 loads=$(split_loads "$dump" 4)
-if [ -n "$d" ] && [ "$d" -le 194 ] && [ -n "$b" ] && [ "$b" -le 1701795584 ] && [ "$perm" -eq 0 ] && [ "$four" -eq 12 ] &&
+if [ -n "$d" ] && [ "$d" -le 195 ] && [ -n "$b" ] && [ "$b" -le 1701795584 ] && [ "$perm" -eq 0 ] && [ "$four" -eq 12 ] &&
     [ "$(ls "$dump" | wc -l)" -gt 200 ] && [ "$loads" = "6 12 0" ]; then
     pass=$((pass + 1))
 else
-    fail=$((fail + 1)); echo "FAIL gpt_small plan: $d dispatches (want <= 194), $b bytes (want <= 1701795584), $perm permute kernels, $four kernels of groups of 4 in 11 K-ranges (want 12), split groups loading 4 at a time, split singles, those loading 4 at a time: $loads (want 6 12 0): $out"
+    fail=$((fail + 1)); echo "FAIL gpt_small plan: $d dispatches (want <= 195), $b bytes (want <= 1701795584), $perm permute kernels, $four kernels of groups of 4 in 11 K-ranges (want 12), split groups loading 4 at a time, split singles, those loading 4 at a time: $loads (want 6 12 0): $out"
 fi
 rm -rf "$dump"
 # With --discard-grads the gradients live only until their update and
