@@ -15,6 +15,7 @@
 #   bench/run_webgpu.sh BUILD [TORCH_REF]     (env: PYTHON, BENCH_MODELS, GEMM_SIZES, ROWS_SHAPE, BENCH_KERNELS)
 # BENCH_KERNELS=0 leaves out the kernel benchmarks (square GEMM, gpt_small's
 # products alone, the bandwidth-bound kernels): the models' table alone.
+# BENCH_TORCH_MODES: the peer's modes, of eager compile bf16 (default all).
 # TORCH_REF is ignored: the peer is this folder's torch_ref.py, which reports
 # torch.cuda.max_memory_allocated().
 set -u
@@ -80,7 +81,7 @@ done
 if [ -z "$py" ]; then
     echo "PyTorch with CUDA not found: figures are ours alone"
 else
-    for mode in eager compile bf16; do
+    for mode in ${BENCH_TORCH_MODES:-eager compile bf16}; do
         tp=; [ $mode = eager ] && tp=1 # its products by shape, after the timed steps
         ms=$models; [ $mode = bf16 ] && ms=$(echo " $models " | sed 's/ mlp_sin / /; s/ addition / /')
         # each mode within a bound: torch.compile of the GPT-2-sized model takes about a minute a batch
