@@ -316,6 +316,7 @@ static const par_case cases[] = {
      b_conv_pool_stack, 1e-4f},
     {"cross_entropy, 300 classes", PRM(S(9, 300)), {S(9), P_END}, -1, 302, b_xent, 1e-4f},
     {"cross_entropy mean, 40 rows", PRM(S(40, 50)), {S(40), P_END}, 0, 50, b_xent_mean, 1e-4f},
+    {"cross_entropy mean, 50257 classes", PRM(S(3, 50257)), {S(3), P_END}, -1, 50258, b_xent_mean, 1e-4f},
     {"nll_loss, 70 classes", PRM(S(6, 70)), {S(6), P_END}, -2, 70, b_nll, 1e-4f},
     {"layer_norm, 100 wide", PRM(S(37, 100), S(100), S(100)), P_NONE, 0, 1, b_ln, 1e-4f},
     {"layer_norm, 16400 rows (tall gain sums)", PRM(S(16400, 8), S(8), S(8)), P_NONE, 0, 1, b_ln, 1e-4f},
