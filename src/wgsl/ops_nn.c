@@ -18,8 +18,22 @@ static const char *f32_of(int64_t v, char buf[32]) {
     return buf;
 }
 
-/* m = max of ld0 (cached as v0) over the row, z = sum of exp(ld0 - m): the softmax of row l. */
+/* m = max of ld0 (cached as v0) over the row, z = sum of exp(ld0 - m): the softmax of row l.
+ * Where each pass reads the row from memory (rows too long for registers,
+ * a vocabulary's), one pass keeps both: the running maximum and the sum
+ * rescaled to it whenever it grows (online softmax), each invocation's
+ * sum rescaled to the row's maximum before they are added. The maximum
+ * starts at -FLT_MAX, not -inf, so a row's leading -inf entries add
+ * exp(-inf) = 0 and not exp(-inf - -inf) = NaN; a NaN still propagates. */
 static void softmax_stats(row_kernel *L) {
+    if (L->regs == 0 && L->wide && !L->sg) {
+        tg_source_printf(&L->k->source, "    var m = f32_bits(0xff7fffffu);\n    var z = 0.0f;\n");
+        tg_kernel_rows_each(L, NULL, "        if (v0 > m) { z = z * exp(m - v0) + 1.0f; m = v0; } else { z += exp(v0 - m); }\n");
+        tg_kernel_rows_combine(L, "m", true, "mx");
+        tg_source_printf(&L->k->source, "    let zm = z * exp(m - mx);\n");
+        tg_kernel_rows_combine(L, "zm", false, "zs");
+        return;
+    }
     tg_source_printf(&L->k->source, "    var m = f32_bits(0xff800000u);\n");
     tg_kernel_rows_each(L, NULL, "        m = max(m, v0);\n");
     tg_kernel_rows_combine(L, "m", true, "mx");
