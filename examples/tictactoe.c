@@ -38,7 +38,7 @@
 #define N (9 * K)      /* move slots per iteration */
 #define HIDDEN 64
 #define EVAL_GAMES 1000
-#define TARGET_RATE 0.98f
+#define TARGET_RATE 0.99
 #define LR 3e-3f
 #define LOG_FLOOR 2.5f /* -log p beyond which a losing move is left alone */
 #define DISCOUNT 0.3   /* a move's credit per ply between it and the end */
@@ -156,6 +156,11 @@ typedef struct {
     int32_t actions[N];
 } rollout;
 
+/* Who plays the policy in game k of an iteration, by k % 8: itself (0),
+ * or a random or a perfect player on side X (1) or O (2). */
+static const int opponent_side[8] = {0, 0, 2, 1, 1, 2, 1, 1};
+#define PERFECT_FROM 4 /* kinds 4..7 meet the perfect player */
+
 /* K games in lockstep, slot move * K + k. */
 static tg_status play(tg_forward *f, rollout *r, uint64_t *rng) {
     game gs[K];
@@ -174,9 +179,9 @@ static tg_status play(tg_forward *f, rollout *r, uint64_t *rng) {
         for (int k = 0; k < K; k++) {
             if (gs[k].done) continue;
             int i = move * K + k;
-            int opp = k % 4 == 1 ? 2 : k % 4 != 3 ? 1 : 0; /* the random player's side; 0 in self-play */
-            bool explore = opp == gs[k].turn || ex_uniform(rng) < EXPLORE;
-            int c = explore ? random_move(&gs[k], rng) : a[k];
+            int kind = k % 8, opp = opponent_side[kind]; /* 0 in self-play */
+            bool theirs = opp == gs[k].turn, explore = theirs || ex_uniform(rng) < EXPLORE;
+            int c = !explore ? a[k] : theirs && kind >= PERFECT_FROM ? perfect_move(&gs[k], rng) : random_move(&gs[k], rng);
             memcpy(r->states + i * 27, state + k * 27, sizeof(float) * 27);
             memcpy(r->illegal + i * 9, illegal + k * 9, sizeof(float) * 9);
             r->actions[i] = c, r->mask[i] = !explore, side[i] = gs[k].turn;
@@ -284,13 +289,14 @@ int example_tictactoe(const tg_example_opts *o) {
         goto done;
     }
     double as_x = (double)(wx + dx) / EVAL_GAMES, as_o = (double)(wo + d_o) / EVAL_GAMES;
+    double perfect_x = (double)pdx / EVAL_GAMES, perfect_o = (double)pdo / EVAL_GAMES;
     printf("against a random player: as X %d wins, %d draws, %d losses; as O %d wins, %d draws, %d losses\n", wx, dx,
            EVAL_GAMES - wx - dx, wo, d_o, EVAL_GAMES - wo - d_o);
-    printf("against a perfect player: draw rate %.3f as X, %.3f as O\n", (double)pdx / EVAL_GAMES, (double)pdo / EVAL_GAMES);
-    printf("perfect_draw_rate=%.3f\n", (double)(pdx + pdo) / (2 * EVAL_GAMES));
-    double rate = as_x < as_o ? as_x : as_o;
-    printf("win_or_draw_rate=%.3f\n", rate);
-    if (rc == 0) rc = ex_target("win_or_draw_rate", rate, ">=", TARGET_RATE);
+    printf("win_or_draw_rate=%.3f\n", as_x < as_o ? as_x : as_o);
+    printf("against a perfect player: draw rate %.3f as X, %.3f as O\n", perfect_x, perfect_o);
+    double rate = perfect_x < perfect_o ? perfect_x : perfect_o; /* the weaker side */
+    printf("perfect_draw_rate=%.3f\n", rate);
+    if (rc == 0) rc = ex_target("perfect_draw_rate", rate, ">=", TARGET_RATE);
 done:
     tg_forward_free(greedy);
     tg_forward_free(smp);
