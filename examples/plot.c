@@ -2,7 +2,9 @@
  * EX_PLOT_W x EX_PLOT_H pixels, both with numbered ticks on the step and loss
  * axes and the axes' names. The loss axis is logarithmic when the losses span
  * two decades or more; the eval points, on their own linear scale (min..max
- * of the metric, numbered on the right), are drawn as squares. */
+ * of the metric, numbered on the right), are drawn as squares, a second
+ * metric's (where an example measures two) as hollow squares on the same
+ * scale. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,9 +66,12 @@ static int loss_ticks(const axes *a, double *t, int max) {
     return n;
 }
 
+/* The range of the eval metrics, both on one scale. */
 static void eval_range(const ex_curve *c, double *lo, double *hi) {
     *lo = INFINITY, *hi = -INFINITY;
     for (int i = 0; i < c->n_eval; i++) *lo = fmin(*lo, c->eval[i]), *hi = fmax(*hi, c->eval[i]);
+    for (int i = 0; c->metric2 && i < c->n_eval; i++)
+        if (isfinite(c->eval2[i])) *lo = fmin(*lo, c->eval2[i]), *hi = fmax(*hi, c->eval2[i]);
 }
 
 /* ---- PNG ---- */
@@ -136,7 +141,7 @@ static int write_png(const char *path, const ex_curve *c, const axes *a) {
     if (!img) return 1;
     memset(img, 255, (size_t)EX_PLOT_W * EX_PLOT_H);
     double left = ML, right = EX_PLOT_W - MR, top = MT, bottom = EX_PLOT_H - MB, t[16];
-    char label[32];
+    char label[96];
     int n = loss_ticks(a, t, 16);
     for (int i = 0; i < n; i++) { /* the loss axis: grid lines and their values */
         double y = px_y(a, t[i]);
@@ -165,13 +170,24 @@ static int write_png(const char *path, const ex_curve *c, const axes *a) {
         int x = (int)lround(px_x(a, (double)c->eval_step[i])), y = (int)lround(px_e(c->eval[i], lo, hi));
         for (int dy = -3; dy <= 3; dy++)
             for (int dx = -3; dx <= 3; dx++) dot_px(img, x + dx, y + dy, 110);
+        if (!c->metric2 || !isfinite(c->eval2[i])) continue;
+        y = (int)lround(px_e(c->eval2[i], lo, hi)); /* the second metric: hollow squares */
+        for (int d = -3; d <= 3; d++) {
+            dot_px(img, x + d, y - 3, 60), dot_px(img, x + d, y + 3, 60);
+            dot_px(img, x - 3, y + d, 60), dot_px(img, x + 3, y + d, 60);
+        }
+    }
+    if (c->n_eval && c->metric2) { /* which squares are which */
+        snprintf(label, sizeof label, "%s (filled)  %s (hollow)", c->metric ? c->metric : "eval", c->metric2);
+        text_px(img, (int)right, (int)top - 14, label, 1, 60);
+    } else if (c->n_eval) {
+        text_px(img, (int)right, (int)top - 14, c->metric ? c->metric : "eval", 1, 110);
     }
     if (c->n_eval) { /* the eval metric's scale, on the right, in the squares' grey */
         snprintf(label, sizeof label, "%.4g", hi);
         text_px(img, (int)right + 7, (int)lround(px_e(hi, lo, hi)) - 3, label, -1, 110);
         snprintf(label, sizeof label, "%.4g", lo);
         text_px(img, (int)right + 7, (int)lround(px_e(lo, lo, hi)) - 3, label, -1, 110);
-        text_px(img, (int)right, (int)top - 14, c->metric ? c->metric : "eval", 1, 110);
     }
     int rc = ex_write_png_gray(path, img, EX_PLOT_W, EX_PLOT_H);
     free(img);
@@ -216,6 +232,13 @@ static int write_svg(const char *path, const ex_curve *c, const axes *a) {
         fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" fill=\"#d9480f\">%.4g</text>\n", right + 4, px_e(lo, lo, hi) + 4, lo);
         fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" fill=\"#d9480f\" text-anchor=\"end\">&#9632; %s</text>\n", right,
                 top + 12, c->metric ? c->metric : "eval");
+        for (int i = 0; c->metric2 && i < c->n_eval; i++)
+            if (isfinite(c->eval2[i]))
+                fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"6\" height=\"6\" fill=\"none\" stroke=\"#2b8a3e\"/>\n",
+                        px_x(a, (double)c->eval_step[i]) - 3, px_e(c->eval2[i], lo, hi) - 3);
+        if (c->metric2)
+            fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" fill=\"#2b8a3e\" text-anchor=\"end\">&#9633; %s</text>\n", right,
+                    top + 26, c->metric2);
     }
     fprintf(f, "</svg>\n");
     return fclose(f) == 0 ? 0 : 1;
