@@ -35,12 +35,17 @@ int example_gpt2(const tg_example_opts *o);
 int example_digits(const tg_example_opts *o);
 int example_vae(const tg_example_opts *o);
 int example_pokeformer(const tg_example_opts *o);
-int example_digits_mlp(const tg_example_opts *o);
+int example_fashion_mlp(const tg_example_opts *o);
 int example_flow(const tg_example_opts *o);
 int example_nerf(const tg_example_opts *o);
 int example_kan(const tg_example_opts *o);
 int example_cartpole(const tg_example_opts *o);
 int example_tictactoe(const tg_example_opts *o);
+int example_fashion_cnn(const tg_example_opts *o);
+int example_grokking(const tg_example_opts *o);
+int example_transcoder(const tg_example_opts *o);
+int example_nca(const tg_example_opts *o);
+int example_transfer(const tg_example_opts *o);
 
 /* The 8x8 digits (digits_data.c): pixels scaled to [0, 1], images [n, 64]
  * in one fixed shuffled order; the first n_train train, the last n_test
@@ -52,6 +57,34 @@ typedef struct {
 } ex_digits;
 int ex_digits_load(ex_digits *d);
 void ex_digits_free(ex_digits *d);
+
+/* Fashion-MNIST (fashion_data.c): Zalando's 60,000 training and 10,000 test
+ * images of 28x28 greyscale pixels (u8, row-major) in 10 classes, from
+ * Debian's dataset-fashion-mnist (scripts/fetch-data.sh fashion, fetched on
+ * first use). Returns 0, or 1 after printing why not. */
+#define EX_FASHION_CLASSES 10
+#define EX_FASHION_SIDE 28
+#define EX_FASHION_PIXELS (28 * 28)
+typedef struct {
+    int n_train, n_test;
+    uint8_t *train_x, *test_x; /* [n, 784] */
+    int32_t *train_y, *test_y; /* [n] in 0..9 */
+} ex_fashion;
+extern const char *const ex_fashion_classes[EX_FASHION_CLASSES];
+int ex_fashion_load(ex_fashion *d);
+void ex_fashion_free(ex_fashion *d);
+/* out [n, 784] in [0, 1]: images[which[i]] (which NULL: the first n). */
+void ex_fashion_pixels(const uint8_t *images, const int *which, int n, float *out);
+/* A Fisher-Yates shuffle of order[0..n) from rng. */
+void ex_fashion_shuffle(int *order, int n, uint64_t *rng);
+/* Batches that walk a fresh shuffle of 0..n-1 each epoch. */
+typedef struct {
+    int *order, n, pos;
+    uint64_t rng;
+} ex_fashion_epochs;
+void ex_fashion_epochs_init(ex_fashion_epochs *e, int n, uint64_t seed); /* order NULL: out of memory */
+void ex_fashion_epochs_next(ex_fashion_epochs *e, int *which, int n);     /* the next n indices */
+void ex_fashion_epochs_free(ex_fashion_epochs *e);
 
 /* png.c: an 8-bit greyscale PNG of w x h pixels (row-major); 0 on success. */
 int ex_write_png_gray(const char *path, const uint8_t *pix, int w, int h);
@@ -82,6 +115,10 @@ typedef struct {
     double *eval;
     int n_eval, cap_eval;
     const char *metric;
+    /* a second metric measured at the same steps (NULL metric2: none), on the same scale */
+    double *eval2;
+    int cap_eval2;
+    const char *metric2;
 } ex_curve;
 bool ex_plot_format_ok(const char *path); /* .png or .svg */
 int ex_plot_write(const char *path, const ex_curve *c);
@@ -94,12 +131,16 @@ typedef struct {
     const char *plot;
     const char *metric; /* the eval metric's name ("val_loss"), NULL for none */
     int64_t log_every;  /* --log and --plot: a row and a point every this many steps; 0 = neither */
+    const char *metric2; /* a second one, measured with it ("train_accuracy"), NULL for none */
     ex_curve curve;
     double t0;
     bool quiet;
 } ex_run;
 /* Returns 0, or 1 after printing why (the CSV cannot be created). */
 int ex_run_start(ex_run *r, const tg_example_opts *o, int64_t steps, int64_t batch, const char *metric);
+/* The same with a second metric, which ex_run_step2 reports beside the first. */
+int ex_run_start2(ex_run *r, const tg_example_opts *o, int64_t steps, int64_t batch, const char *metric,
+                  const char *metric2);
 /* True on the steps whose loss should be read and passed to ex_run_step:
  * those the progress line shows, and with --log or --plot every step (or
  * every --log-every N, with the first and the last). */
@@ -108,6 +149,8 @@ bool ex_run_due(const ex_run *r, int64_t step);
  * eval), a CSV row, a point of the curve. eval: the metric's value at this
  * step, or NULL. */
 void ex_run_step(ex_run *r, int64_t step, float loss, float lr, const double *eval);
+/* A step with both metrics measured. */
+void ex_run_step2(ex_run *r, int64_t step, float loss, float lr, const double *eval, const double *eval2);
 /* Ends the line, closes the CSV, writes the plot. Returns 0, or 1 after
  * printing why. */
 int ex_run_end(ex_run *r);

@@ -41,7 +41,7 @@ static const struct example {
      .defaults = "1500 steps, batch 128, AdamW (weight decay 0.01, clip 1.0), LR 5e-3 falling linearly to a tenth; "
        "20% of the pairs held out; target heldout_accuracy >= 0.95"},
     {.name = "digits", .run = example_digits, .opts = OPT_BENCH | OPT_LR,
-     .help = "CNN on the 8x8 handwritten digits; ends with 'test_accuracy=<value>'",
+     .help = "CNN on the 8x8 handwritten digits (a fast test fixture); ends with 'test_accuracy=<value>'",
      .defaults = "600 steps, batch 64, Adam, LR 3e-3 cosine to 1e-4; the digits of python3-sklearn (fetched into "
        ".deps/data); target test_accuracy >= 0.97"},
     {.name = "gpt_small", .run = example_gpt_small, .opts = OPT_BENCH | OPT_DISCARD,
@@ -59,21 +59,27 @@ static const struct example {
      .help = "1-64-64-1 MLP fitting sin(x); ends with 'final loss=<value>'",
      .defaults = "2000 steps, batch 256 fresh points a step, Adam 5e-3, MSE; target final loss < 1e-3"},
     {.name = "vae", .run = example_vae, .opts = OPT_OUT,
-     .help = "convolutional VAE on the digits; ends with 'test_elbo=<value>'",
-     .defaults = "1500 steps, batch 128, Adam, LR 3e-3 cosine to 1e-4, latent of 8; --out writes test digits, their "
-       "reconstructions and samples"},
+     .help = "upstream's MLP VAE (784-256-256-8) on Fashion-MNIST; ends with 'test_loss=<value>'",
+     .defaults = "6000 steps, batch 128, Adam (clip 1.0), LR 1e-3 cosine to 1e-5; squared error plus KL per image; "
+       "--out writes test images, their reconstructions and samples; target test_loss <= 27", .budget_s = 60},
     {.name = "pokeformer", .run = example_pokeformer, .opts = 0,
      .help = "Llama-style transformer (RMSNorm, RoPE) on the word list; ends with 'val_loss=<value>'",
      .defaults = "1500 steps, batch 64, AdamW, LR 5e-3 falling linearly to a tenth; target val_loss below names' at "
        "equal steps", .budget_s = 120},
-    {.name = "digits_mlp", .run = example_digits_mlp, .opts = 0,
-     .help = "64-64-10 MLP with dropout on the digits; ends with 'test_accuracy=<value>'",
-     .defaults = "1500 steps (a 64-32-10 model for the first half), batch 64, AdamW, LR 3e-3 cosine to 1e-4; target "
-       "test_accuracy >= 0.95", .budget_s = 30},
+    {.name = "fashion_mlp", .run = example_fashion_mlp, .opts = 0,
+     .help = "upstream's digit-canvas MLP (784-64-10, replace_model mid-run) on Fashion-MNIST; ends with "
+             "'test_accuracy=<value>'",
+     .defaults = "8000 steps (a 784-32-10 model for 4000 more first), batch 64, AdamW (weight decay 0.01, clip 1.0), "
+       "LR 3e-3 cosine to 1e-4; target test_accuracy >= 0.87", .budget_s = 30},
+    {.name = "fashion_cnn", .run = example_fashion_cnn, .opts = OPT_OUT,
+     .help = "upstream's MNIST CNN (conv16-conv32-fc 1568-64-10) on Fashion-MNIST; ends with 'test_accuracy=<value>'",
+     .defaults = "4000 steps (4.3 epochs), batch 64, AdamW (weight decay 0.01, clip 1.0), LR 3e-3 cosine to 1e-5; "
+       "--out saves the params; target test_accuracy >= 0.90", .budget_s = 90},
     {.name = "flow", .run = example_flow, .opts = OPT_OUT,
-     .help = "rectified flow generating digits; ends with 'sample_confidence=<value>'",
-     .defaults = "2000 steps, batch 128, Adam with a cosine schedule; 256 samples by 25 Euler steps, judged by a "
-       "digits CNN trained in the run; --out writes the samples; target sample_confidence >= 0.8", .budget_s = 180},
+     .help = "rectified flow generating Fashion-MNIST images at 28x28; ends with 'sample_confidence=<value>'",
+     .defaults = "3000 steps, batch 64, Adam (clip 1.0), LR 2e-3 cosine to 1e-5; 256 samples by 25 Euler steps, "
+       "judged by fashion_cnn trained in the run; --out writes the samples; target sample_confidence >= 0.5",
+     .budget_s = 240},
     {.name = "nerf", .run = example_nerf, .opts = OPT_OUT,
      .help = "MLP with positional encoding fitting a photograph; ends with 'psnr=<value>'",
      .defaults = "3000 steps, batch 1024 pixels, Adam, LR 3e-3 cosine to 1e-4; a 64x64 photograph from "
@@ -87,9 +93,31 @@ static const struct example {
      .defaults = "300 iterations (--steps) of 16 episodes x 200 steps, Adam, LR 1e-2 cosine to 1e-3; target "
        "mean_episode_length >= 195", .budget_s = 120},
     {.name = "tictactoe", .run = example_tictactoe, .opts = 0,
-     .help = "policy gradient from its games; ends with 'win_or_draw_rate=<value>'",
-     .defaults = "20000 iterations (--steps) of self-play and games against a random player, Adam with a cosine "
-       "schedule; target win_or_draw_rate >= 0.98", .budget_s = 180},
+     .help = "policy gradient to perfect play; ends with 'perfect_draw_rate=<value>' (draws against minimax)",
+     .defaults = "20000 iterations (--steps) of 256 games: self-play and games against a random and a perfect "
+       "player, Adam with a cosine schedule; target perfect_draw_rate >= 0.99", .budget_s = 120},
+    {.name = "grokking", .run = example_grokking, .opts = 0,
+     .help = "upstream's fourier-bloom: a transformer grokking a / b mod 97; ends with 'val_accuracy=<value>'",
+     .defaults = "at most 3000 steps (it stops once grokked), batch 512, AdamW 1e-3 (weight decay 1.0, beta2 0.98, "
+       "10 warm-up steps); half the pairs held out; target val_accuracy >= 0.99", .budget_s = 240},
+    {.name = "transcoder", .run = example_transcoder, .opts = 0,
+     .help = "upstream's replacement-model: sparse transcoders in place of a character model's MLPs; ends with "
+             "'loss_recovered=<value>'",
+     .defaults = "1500 steps (--steps) of the character model (batch 32, AdamW, LR 5e-3 falling linearly to a "
+       "tenth), then 2500 of each transcoder (batch 256, Adam 1e-3, L1 2e-3); target loss_recovered >= 0.8",
+     .budget_s = 120},
+    {.name = "nca", .run = example_nca, .opts = OPT_OUT,
+     .help = "upstream's regrow: a neural cellular automaton growing and regrowing an image; ends with "
+             "'regrown_loss=<value>'",
+     .defaults = "1500 steps, batch 8 from a pool of 256, 20 CA steps a forward, Adam 1e-3 (x0.3 after 1000), "
+       "gradients normalized on the automaton; no LPIPS; --out writes the target, grown, cut and regrown images; "
+       "target grown_loss and regrown_loss <= 0.1", .budget_s = 300},
+    {.name = "transfer", .run = example_transfer, .opts = OPT_OUT,
+     .help = "upstream's image-classifier: a new head on a frozen pretrained ViT's features; ends with "
+             "'transfer_accuracy=<value>'",
+     .defaults = "1500 steps of pretraining on 5 classes (batch 128, AdamW 1e-3 cosine, weight decay 0.05), heads "
+       "for the other 5 from 20 images each (Adam 0.05, 200 steps); --out keeps the backbone's safetensors; "
+       "target transfer_accuracy >= 0.75", .budget_s = 120},
 };
 #define N_EXAMPLES (int)(sizeof examples / sizeof examples[0])
 
