@@ -63,7 +63,7 @@ help:
 	@echo "make demo       build and train the default example on the CPU"
 	@echo "make test       build and run every test (TG_TEST_JOBS at a time, default: the CPUs)"
 	@echo "make examples-check  train upstream's samples (pokeformer, flow, nerf, ...) for seeds 0-4 with"
-	@echo "                their default flags and check each one's criterion and time (minutes)"
+	@echo "                their default flags and check each one's criterion and time (about 2 hours on 2 cores; SEEDS=0: one run each)"
 	@echo "make cross-macos  build the library, tg, the dylib and the tests for macOS (arm64) and the library"
 	@echo "                for Intel macOS with Zig's clang, fetched from npm (build-macos/; builds only)"
 	@echo "make sanitize  run the tests in an ASan+UBSan build (build-asan/)"

@@ -180,10 +180,7 @@ int example_fashion_cnn(const tg_example_opts *o) {
     if (acc >= 0) {
         if (!o->quiet) printf("train time %.1fs\n", ex_now() - t0);
         printf("test_accuracy=%.4f\n", acc);
-        if (rc == 0 && acc < TARGET_ACC) {
-            fprintf(stderr, "fashion_cnn: test accuracy %.4f is below the target %.2f\n", acc, TARGET_ACC);
-            rc = 2;
-        }
+        if (rc == 0) rc = ex_target("test_accuracy", acc, ">=", TARGET_ACC);
     }
     fashion_classifier_free(&c);
     ex_fashion_free(&d);

@@ -28,7 +28,7 @@
  *
  * The samples are judged by the Fashion-MNIST CNN of fashion_cnn.h, trained
  * first in the same run on the real images (JUDGE_STEPS steps, about 0.89
- * test accuracy): `sample_confidence` is its mean top-class probability
+ * test accuracy; as many as the flow's when --steps is fewer): `sample_confidence` is its mean top-class probability
  * over the 256 samples (exits 2 below TARGET_CONFIDENCE; real test images
  * score about 0.9), and the line before it says how many of the 10 classes
  * the samples fall in. With --out FILE it writes the samples as a 16x16
@@ -231,8 +231,9 @@ int example_flow(const tg_example_opts *o) {
         rc = 1;
         goto done;
     }
-    if (!o->quiet) printf("flow: training the Fashion-MNIST CNN that judges the samples (%d steps)\n", JUDGE_STEPS);
-    if (fashion_classifier_train(&d, o, JUDGE_STEPS, NULL, 0, &judge, NULL)) {
+    int64_t judge_steps = steps < JUDGE_STEPS ? steps : JUDGE_STEPS; /* a short run (a test) has a short judge */
+    if (!o->quiet) printf("flow: training the Fashion-MNIST CNN that judges the samples (%lld steps)\n", (long long)judge_steps);
+    if (fashion_classifier_train(&d, o, judge_steps, NULL, 0, &judge, NULL)) {
         rc = 1;
         goto done;
     }
@@ -252,11 +253,12 @@ int example_flow(const tg_example_opts *o) {
         ex_fashion_epochs_next(&ep, which, B);
         ex_fashion_pixels(d.train_x, which, B, x);
         for (int k = 0; k < B * PIXELS; k++) x[k] = 2 * x[k] - 1;
-        for (int b = 0; b < B; b += 2) { /* t logit-normal: the middle of the path is where the field is hardest */
+        for (int b = 0; b < B; b += 2) { /* half of t logit-normal (the middle of the path is where the field is
+                                          * hardest), half uniform (the ends, where the samples' detail is made) */
             float z[2];
             fill_normal(&rng, z, 2);
             for (int q = 0; q < 2; q++) {
-                int tb = (int)lrintf(T_STEPS / (1.0f + expf(-z[q])));
+                int tb = q ? 1 + (int)(ex_rand(&rng) % T_STEPS) : (int)lrintf(T_STEPS / (1.0f + expf(-z[q])));
                 t[b + q] = tb < 1 ? 1 : tb > T_STEPS ? T_STEPS : tb;
             }
         }

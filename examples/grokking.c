@@ -225,11 +225,7 @@ int example_grokking(const tg_example_opts *o) {
     printf("train_step=%lld\n", (long long)train_step);
     printf("grok_step=%lld\n", (long long)grok_step);
     printf("val_accuracy=%.4f\n", full_val);
-    if (rc == 0 && full_val < TARGET_ACC) {
-        fprintf(stderr, "grokking: validation accuracy %.4f after %lld steps is below the target %.2f\n", full_val,
-                (long long)steps, TARGET_ACC);
-        rc = 2;
-    }
+    if (rc == 0) rc = ex_target("val_accuracy", full_val, ">=", TARGET_ACC);
 done:
     tg_forward_free(f);
     tg_session_free(s);

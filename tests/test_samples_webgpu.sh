@@ -3,7 +3,9 @@
 # is no GPU, so only a few steps): the KAN's spline graph (abs, where,
 # arange, silu) trains to the same loss as on the CPU, and pokeformer
 # (RMSNorm, RoPE, SwiGLU, then tg_categorical over a temperature input,
-# read back as i32) samples its 10 words.
+# read back as i32) samples its 10 words, and nca's first step matches the
+# CPU's. The other samples were run on lavapipe by hand: each compiles
+# 30-110 s of shaders there with a cold cache, too much for every CI run.
 # Usage: tests/test_samples_webgpu.sh BUILD_DIR
 set -u
 tg=${1:-build}/tg
@@ -28,6 +30,16 @@ if [ "$words" -ge 5 ] && [ "$words" -le 10 ] && [ -z "$line" ] && printf '%s\n' 
     pass=$((pass + 1))
 else
     fail=$((fail + 1)); echo "FAIL pokeformer on webgpu: $words sampled words"; printf '%s\n' "$out" | tail -n 3
+fi
+# nca: 20 CA steps (a grouped conv over a wrapped lattice, updates where
+# tg_randn > 0, alive masks from 3x3 max pools), a bilinear upsample by a
+# grouped conv and a 6-d permute, a SIREN: its first step's loss is the CPU's.
+gpu=$("$tg" train nca --backend webgpu --steps 1 --quiet 2>&1 | sed -n 's/^final loss=//p')
+cpu=$("$tg" train nca --steps 1 --quiet 2>&1 | sed -n 's/^final loss=//p')
+if [ -n "$gpu" ] && [ -n "$cpu" ] && awk -v g="$gpu" -v c="$cpu" 'BEGIN { d = g - c; exit !(d < 1e-3 * c && -d < 1e-3 * c) }'; then
+    pass=$((pass + 1))
+else
+    fail=$((fail + 1)); echo "FAIL nca on webgpu: first loss '$gpu', on the cpu '$cpu'"
 fi
 echo "test_samples_webgpu: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

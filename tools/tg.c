@@ -141,7 +141,7 @@ static const struct option {
     {"--seq", "N", OPT_SEQ, "tokens in a row"},
     {"--bench", "N", OPT_BENCH, "time N steps on one fixed batch after a warm-up, print one JSON line"},
     {"--checkpoint", "PATH", OPT_CHECKPOINT, "save the trained session there, for tg_session_load"},
-    {"--out", "FILE", OPT_OUT, "write the example's picture there (PNG)"},
+    {"--out", "FILE", OPT_OUT, "write the example's picture there (PNG; fashion_cnn and transfer: params, safetensors)"},
     {"--discard-grads", NULL, OPT_DISCARD, "spec.discard_grads: gradients live only from the backward to the update"},
     {"--dp", NULL, 0, "tg-mpi under mpirun: each batch split between the ranks (docs/distributed.md)"},
     {"--dp-timeout", "SECONDS", 0, "with --dp: a rank that waits this long for the others ends the job, naming the "
