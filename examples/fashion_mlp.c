@@ -132,7 +132,7 @@ static tg_status train(trainer *t, const ex_fashion *d, int64_t steps, ex_fashio
 }
 
 int example_fashion_mlp(const tg_example_opts *o) {
-    int64_t steps = o->steps > 0 ? o->steps : 1500, first = steps / 2;
+    int64_t steps = o->steps > 0 ? o->steps : 8000, first = steps / 2;
     if (!(rows = ex_shard(o, B, &row0))) return 2;
     inputs[0].shape.d[0] = inputs[1].shape.d[0] = rows;
     ex_fashion d = {0};

@@ -74,7 +74,7 @@ static const struct example {
     {.name = "fashion_cnn", .run = example_fashion_cnn, .opts = OPT_OUT,
      .help = "upstream's MNIST CNN (conv16-conv32-fc 1568-64-10) on Fashion-MNIST; ends with 'test_accuracy=<value>'",
      .defaults = "4000 steps (4.3 epochs), batch 64, AdamW (weight decay 0.01, clip 1.0), LR 3e-3 cosine to 1e-5; "
-       "--out saves the params; target test_accuracy >= 0.90", .budget_s = 90},
+       "--out saves the params; target test_accuracy >= 0.90", .budget_s = 120},
     {.name = "flow", .run = example_flow, .opts = OPT_OUT,
      .help = "rectified flow generating Fashion-MNIST images at 28x28; ends with 'sample_confidence=<value>'",
      .defaults = "3000 steps, batch 64, Adam (clip 1.0), LR 2e-3 cosine to 1e-5; 256 samples by 25 Euler steps, "
