@@ -67,7 +67,7 @@ row=$(grep '^25,' "$tmp/grok.csv")
 if [ "$(head -n 1 "$tmp/grok.csv")" = step,loss,lr,time_s,val_accuracy,train_accuracy ] &&
     printf '%s' "$row" | grep -Eq '^25,[^,]+,[^,]+,[^,]+,[0-9.]+,[0-9.]+$' &&
     [ "$(head -c 8 "$tmp/grok.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] &&
-    printf '%s\n' "$out" | grep -q '^grok_step=' && printf '%s\n' "$out" | tail -n 1 | grep -q '^val_accuracy='; then
+    printf '%s\n' "$out" | grep -q '^grok_step=' && printf '%s\n' "$out" | grep -q '^val_accuracy='; then
     pass=$((pass + 1))
 else
     fail=$((fail + 1)); echo "FAIL grokking: CSV '$(head -n 1 "$tmp/grok.csv")' row 25 '$row'"; printf '%s\n' "$out" | tail -n 3
@@ -75,12 +75,12 @@ fi
 # transcoder: each block's transcoder, and the share of the loss the splice recovers
 out=$("$tg" train transcoder --steps 30 --quiet 2>&1)
 if [ "$(printf '%s\n' "$out" | grep -c '^transcoder [01]: [0-9.]* of 512 features active per letter')" = 2 ] &&
-    printf '%s\n' "$out" | tail -n 1 | grep -Eq '^loss_recovered=-?[0-9.]+$'; then pass=$((pass + 1)); else
+    printf '%s\n' "$out" | grep -Eq '^loss_recovered=-?[0-9.]+$'; then pass=$((pass + 1)); else
     fail=$((fail + 1)); echo "FAIL transcoder"; printf '%s\n' "$out" | tail -n 4
 fi
 # nca: grown and regrown losses, and the PNG strip
 out=$("$tg" train nca --steps 4 --quiet --out "$tmp/nca.png" 2>&1)
-if printf '%s\n' "$out" | grep -q '^grown_loss=' && printf '%s\n' "$out" | tail -n 1 | grep -q '^regrown_loss=' &&
+if printf '%s\n' "$out" | grep -q '^grown_loss=' && printf '%s\n' "$out" | grep -q '^regrown_loss=' &&
     [ "$(head -c 8 "$tmp/nca.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ]; then pass=$((pass + 1)); else
     fail=$((fail + 1)); echo "FAIL nca"; printf '%s\n' "$out" | tail -n 3
 fi
