@@ -161,9 +161,9 @@ bool tg_kernel_main(wgsl_kernel *k, int64_t groups, uint32_t wg) {
 #define FLAT_WG 256u
 
 void tg_kernel_helper(wgsl_kernel *k, unsigned id, const char *text) {
-    unsigned *h = k->helpers ? k->helpers : &k->own_helpers;
-    if (*h & (1u << id)) return;
-    *h |= 1u << id;
+    uint64_t *h = k->helpers ? k->helpers : &k->own_helpers;
+    if (*h & ((uint64_t)1 << id)) return;
+    *h |= (uint64_t)1 << id;
     tg_source_printf(&k->source, "%s", text);
 }
 

@@ -44,8 +44,8 @@ typedef struct {
     char store_name[24];  /* the output's: st */
     char prefix[16];      /* of the module-scope functions an inlined node declares */
     const char *fn_name; /* inline mode: the function to define */
-    unsigned *helpers;   /* tg_kernel_helper texts already in the module */
-    unsigned own_helpers;
+    uint64_t *helpers;   /* tg_kernel_helper texts already in the module, a bit per id */
+    uint64_t own_helpers;
     int phase;           /* kernels that run in two dispatches (split-K matmul): 1, 2; else 0 */
     bool subgroups;      /* the body calls subgroup builtins: the module starts with `enable subgroups;` */
     int sibling;         /* the fused kernel's sibling (tg_wgsl_fused_kernel), stored through st2; 0: none */
@@ -62,7 +62,10 @@ typedef struct {
 } wgsl_kernel;
 
 /* Module-scope helper texts shared by inlinable emitters (tg_kernel_helper ids). */
-enum { KERNEL_HELPER_IS_NAN, KERNEL_HELPER_MATH, KERNEL_HELPER_EW, KERNEL_HELPER_IDIV, KERNEL_HELPER_F2I, KERNEL_HELPER_PRNG, KERNEL_HELPER_COUNT };
+enum {
+    KERNEL_HELPER_IS_NAN, KERNEL_HELPER_IDIV, KERNEL_HELPER_F2I, KERNEL_HELPER_PRNG,
+    KERNEL_HELPER_MATH /* the first of ops_math.c's functions, one id each, up to id 63 */
+};
 /* Writes `text` unless helper `id` is already in this module. */
 void tg_kernel_helper(wgsl_kernel *k, unsigned id, const char *text);
 /* fn is_nan(x: f32) -> bool, once per module */
@@ -251,27 +254,31 @@ bool tg_wgsl_colsum_dims(const tg_graph *g, const tg_node *n, int64_t *R, int64_
 /* conv2d_grad_weight's column sum, if it takes that form (ops_conv.c). */
 bool tg_wgsl_conv2d_dw_dims(const tg_graph *g, const tg_node *n, int64_t *R, int64_t *C);
 
-/* Emitters (ops_ew.c, ops_reduce.c, ops_matmul.c, ops_math.c, ops_nn.c). */
-bool tg_wgsl_const(wgsl_kernel *k);
-bool tg_wgsl_arange(wgsl_kernel *k);
-bool tg_wgsl_binary(wgsl_kernel *k);
-bool tg_wgsl_unary(wgsl_kernel *k);
-bool tg_wgsl_cast(wgsl_kernel *k);
-bool tg_wgsl_where(wgsl_kernel *k);
-bool tg_wgsl_copy(wgsl_kernel *k); /* broadcast_to, permute */
-bool tg_wgsl_one_hot(wgsl_kernel *k);
-bool tg_wgsl_where_causal(wgsl_kernel *k);
-bool tg_wgsl_relu_grad(wgsl_kernel *k);
-bool tg_wgsl_optim(wgsl_kernel *k); /* adam_m, adam_v, adam_p, sgd_v, sgd_p */
+/* The emitter of each kernel family of ops.def, tg_wgsl_<kernel>, declared
+ * from its kernel column (`none` is declared and never defined: the op
+ * table, ops.c, reads NULL there). The families WGSL writes with a shared
+ * emitter are mapped first. They live in ops_ew.c, ops_reduce.c,
+ * ops_matmul.c, ops_math.c, ops_nn.c and ops_conv.c; below the list, the
+ * helpers some of them share with the fused kernels. */
+#define tg_wgsl_permute tg_wgsl_copy /* a gather through the strides */
+#define tg_wgsl_broadcast tg_wgsl_copy
+#define tg_wgsl_log_softmax tg_wgsl_softmax_lines /* one line per workgroup */
+#define tg_wgsl_log_softmax_grad tg_wgsl_softmax_lines
+#define tg_wgsl_softmax_grad tg_wgsl_softmax_lines
+#define tg_wgsl_adam_m tg_wgsl_optim
+#define tg_wgsl_adam_v tg_wgsl_optim
+#define tg_wgsl_adam_p tg_wgsl_optim
+#define tg_wgsl_sgd_v tg_wgsl_optim
+#define tg_wgsl_sgd_p tg_wgsl_optim
+#define TG_OP(OP, name, arity, flags, shape, grad, kernel) bool tg_wgsl_##kernel(wgsl_kernel *k);
+#include "../ir/ops.def"
+
 /* SGD's new param into `let u` from the bound g, p, mu, wd, lr and, with
  * momentum, v (the new velocity): tg_wgsl_optim and the fused optimizer
  * group pick the step direction here, once */
 void tg_wgsl_sgd_step(wgsl_kernel *k, bool momentum, bool nesterov);
-bool tg_wgsl_sum(wgsl_kernel *k);
-bool tg_wgsl_softmax_lines(wgsl_kernel *k); /* log_softmax, log_softmax_grad, softmax_grad */
-bool tg_wgsl_softmax_causal(wgsl_kernel *k);
-bool tg_wgsl_matmul(wgsl_kernel *k); /* phases 1 and 2 when tg_wgsl_matmul_split says so; they use `work` */
-/* The column sum `sum` (R rows, C columns: tg_wgsl_colsum_dims) can be the
+/* tg_wgsl_matmul writes phases 1 and 2 when tg_wgsl_matmul_split says so;
+ * they use `work`. The column sum `sum` (R rows, C columns: tg_wgsl_colsum_dims) can be the
  * sibling of the split product mm: it sums mm's B (not transposed, no
  * batch) over K = R rows into C = N columns, in mm's two phases (a bias
  * gradient beside its weight gradient). */
@@ -317,29 +324,6 @@ bool tg_wgsl_matmul_group(wgsl_kernel *k, const int *mm, int n, int split);
 bool tg_wgsl_matmul_summable(const tg_graph *g, int a, int b);
 /* The kernel storing out = the sum of the products mm[0..n) in order. */
 bool tg_wgsl_matmul_sum(wgsl_kernel *k, const int *mm, int n, int out);
-bool tg_wgsl_unary_math(wgsl_kernel *k); /* the unary math rows of ops.def */
-bool tg_wgsl_unary_grad(wgsl_kernel *k);
-bool tg_wgsl_minmax(wgsl_kernel *k);
-bool tg_wgsl_minmax_grad(wgsl_kernel *k);
-bool tg_wgsl_softmax(wgsl_kernel *k);
-bool tg_wgsl_argmax(wgsl_kernel *k); /* argmax, argmin */
-bool tg_wgsl_narrow(wgsl_kernel *k);
-bool tg_wgsl_narrow_grad(wgsl_kernel *k);
-bool tg_wgsl_concat(wgsl_kernel *k);
-bool tg_wgsl_take_along_axis(wgsl_kernel *k);
-bool tg_wgsl_take_along_axis_grad(wgsl_kernel *k);
-bool tg_wgsl_cumsum(wgsl_kernel *k);
-bool tg_wgsl_topk(wgsl_kernel *k);
-bool tg_wgsl_pad(wgsl_kernel *k);
-bool tg_wgsl_pad_grad(wgsl_kernel *k);
-bool tg_wgsl_cross_entropy(wgsl_kernel *k);
-bool tg_wgsl_cross_entropy_grad(wgsl_kernel *k);
-bool tg_wgsl_nll_loss(wgsl_kernel *k);
-bool tg_wgsl_nll_loss_grad(wgsl_kernel *k);
-bool tg_wgsl_norm(wgsl_kernel *k); /* layer_norm, rms_norm */
-bool tg_wgsl_norm_stats(wgsl_kernel *k);
-bool tg_wgsl_norm_dx(wgsl_kernel *k);
-bool tg_wgsl_norm_dgain(wgsl_kernel *k);
 /* norm_dx's work on row l (opened, x, gain and gy cached as v0, v1, v2;
  * stats at ld3): dx through st. */
 void tg_wgsl_norm_dx_row(row_kernel *L);
@@ -352,18 +336,5 @@ bool tg_wgsl_norm_bwd(wgsl_kernel *k);
  * *work_bytes of workspace). */
 int tg_wgsl_norm_bwd_chunks(const tg_graph *g, int dx, bool bias, const tg_wgsl_limits *lim);
 int tg_wgsl_norm_bwd_phases(const tg_graph *g, int dx, bool bias, const tg_wgsl_limits *lim, int64_t *work_bytes);
-bool tg_wgsl_embedding(wgsl_kernel *k);
-bool tg_wgsl_embedding_grad(wgsl_kernel *k);
-bool tg_wgsl_rope(wgsl_kernel *k);
-bool tg_wgsl_dropout(wgsl_kernel *k);
-bool tg_wgsl_randn(wgsl_kernel *k);
-bool tg_wgsl_categorical(wgsl_kernel *k);
-bool tg_wgsl_conv2d(wgsl_kernel *k); /* ops_conv.c: conv2d and its gradients, max pooling, nearest upsampling */
-bool tg_wgsl_conv2d_grad_input(wgsl_kernel *k);
-bool tg_wgsl_conv2d_grad_weight(wgsl_kernel *k);
-bool tg_wgsl_max_pool2d(wgsl_kernel *k);
-bool tg_wgsl_max_pool2d_grad(wgsl_kernel *k);
-bool tg_wgsl_upsample2d(wgsl_kernel *k);
-bool tg_wgsl_upsample2d_grad(wgsl_kernel *k);
 
 #endif

@@ -1,21 +1,11 @@
 /* The WGSL emitter of every op, expanded from ops.def: op OP of kernel family
- * K is emitted by tg_wgsl_K (emit.h); the families WGSL writes with a shared
- * emitter are mapped below. Leaves other than constants and views (reshape)
+ * K is emitted by tg_wgsl_K (emit.h, which also maps the families WGSL
+ * writes with a shared emitter). Leaves other than constants and views (reshape)
  * have no kernel. Whether an op can be written as an inline function, and
  * whether it is cheap to recompute, are the registry's MAP and CHEAP flags. */
 #include "emit.h"
 
 #define tg_wgsl_none NULL
-#define tg_wgsl_permute tg_wgsl_copy /* a gather through the strides */
-#define tg_wgsl_broadcast tg_wgsl_copy
-#define tg_wgsl_log_softmax tg_wgsl_softmax_lines /* one line per workgroup */
-#define tg_wgsl_log_softmax_grad tg_wgsl_softmax_lines
-#define tg_wgsl_softmax_grad tg_wgsl_softmax_lines
-#define tg_wgsl_adam_m tg_wgsl_optim
-#define tg_wgsl_adam_v tg_wgsl_optim
-#define tg_wgsl_adam_p tg_wgsl_optim
-#define tg_wgsl_sgd_v tg_wgsl_optim
-#define tg_wgsl_sgd_p tg_wgsl_optim
 
 const tg_wgsl_op tg_wgsl_ops[TG_OP_COUNT] = {
 #define TG_OP(OP, name, arity, flags, shape, grad, kernel) [TG_OP_##OP] = {tg_wgsl_##kernel},

@@ -17,72 +17,78 @@
 
 #include "emit.h"
 
-/* Needs is_nan (tg_kernel_is_nan) before it. */
-static const char *math_fns =
-    "fn sigmoid(x: f32) -> f32 {\n"
-    "    let e = exp(-abs(x));\n    let r = 1.0f / (1.0f + e);\n    return select(r, e * r, x < 0.0f);\n}\n"
-    "fn tanh_c(x: f32) -> f32 { return tanh(clamp(x, -9.0f, 9.0f)); }\n"
+/* The functions the math rows' expressions call, each written into a
+ * kernel only where its expressions call it (directly or through another):
+ * the special functions, ops.def's primitives in WGSL (the CPU's are in
+ * cpu/kernels_math.c), then its helpers, rendered from the same text as on
+ * the CPU. */
+typedef struct {
+    const char *name, *text;
+} math_fn;
+
+static const math_fn math_lib[] = {
+    {"sigmoid", "fn sigmoid(x: f32) -> f32 {\n"
+                "    let e = exp(-abs(x));\n    let r = 1.0f / (1.0f + e);\n    return select(r, e * r, x < 0.0f);\n}\n"},
+    {"tanh_c", "fn tanh_c(x: f32) -> f32 { return tanh(clamp(x, -9.0f, 9.0f)); }\n"},
     /* log(1 + a) for a in [0, 1], keeping the digits of a tiny a (Kahan's trick) */
-    "fn log1p_u(a: f32) -> f32 {\n"
-    "    let u = 1.0f + a;\n    let d = u - 1.0f;\n    return select(log(u) * (a / d), a, d == 0.0f);\n}\n"
+    {"log1p_u", "fn log1p_u(a: f32) -> f32 {\n"
+                "    let u = 1.0f + a;\n    let d = u - 1.0f;\n    return select(log(u) * (a / d), a, d == 0.0f);\n}\n"},
     /* erfc(z), z >= 0: t exp(-z^2 + P(t)), t = 1 / (1 + z / 2) (relative error < 1.2e-7) */
-    "fn erfc_pos(z: f32) -> f32 {\n"
-    "    let t = 1.0f / (1.0f + 0.5f * z);\n"
-    "    var p = 0.17087277f;\n"
-    "    p = p * t - 0.82215223f;\n    p = p * t + 1.48851587f;\n    p = p * t - 1.13520398f;\n"
-    "    p = p * t + 0.27886807f;\n    p = p * t - 0.18628806f;\n    p = p * t + 0.09678418f;\n"
-    "    p = p * t + 0.37409196f;\n    p = p * t + 1.00002368f;\n    p = p * t - 1.26551223f;\n"
-    "    return t * exp(p - z * z);\n}\n"
+    {"erfc_pos", "fn erfc_pos(z: f32) -> f32 {\n"
+                 "    let t = 1.0f / (1.0f + 0.5f * z);\n"
+                 "    var p = 0.17087277f;\n"
+                 "    p = p * t - 0.82215223f;\n    p = p * t + 1.48851587f;\n    p = p * t - 1.13520398f;\n"
+                 "    p = p * t + 0.27886807f;\n    p = p * t - 0.18628806f;\n    p = p * t + 0.09678418f;\n"
+                 "    p = p * t + 0.37409196f;\n    p = p * t + 1.00002368f;\n    p = p * t - 1.26551223f;\n"
+                 "    return t * exp(p - z * z);\n}\n"},
     /* erf: the Taylor series of 2/sqrt(pi) (x - x^3/3 + ...) below 1/2, 1 - erfc above */
-    "fn erf_f(x: f32) -> f32 {\n"
-    "    let x2 = x * x;\n"
-    "    var s = -1.0f / 75600.0f;\n"
-    "    s = s * x2 + 1.0f / 9360.0f;\n    s = s * x2 - 1.0f / 1320.0f;\n    s = s * x2 + 1.0f / 216.0f;\n"
-    "    s = s * x2 - 1.0f / 42.0f;\n    s = s * x2 + 1.0f / 10.0f;\n    s = s * x2 - 1.0f / 3.0f;\n"
-    "    s = (s * x2 + 1.0f) * x * 1.12837916709551257f;\n"
-    "    let big = 1.0f - erfc_pos(abs(x));\n"
-    "    return select(select(big, -big, x < 0.0f), s, abs(x) < 0.5f);\n}\n"
+    {"erf_f", "fn erf_f(x: f32) -> f32 {\n"
+              "    let x2 = x * x;\n"
+              "    var s = -1.0f / 75600.0f;\n"
+              "    s = s * x2 + 1.0f / 9360.0f;\n    s = s * x2 - 1.0f / 1320.0f;\n    s = s * x2 + 1.0f / 216.0f;\n"
+              "    s = s * x2 - 1.0f / 42.0f;\n    s = s * x2 + 1.0f / 10.0f;\n    s = s * x2 - 1.0f / 3.0f;\n"
+              "    s = (s * x2 + 1.0f) * x * 1.12837916709551257f;\n"
+              "    let big = 1.0f - erfc_pos(abs(x));\n"
+              "    return select(select(big, -big, x < 0.0f), s, abs(x) < 0.5f);\n}\n"},
     /* Phi(x), the standard normal CDF, from erfc so the left tail keeps its digits */
-    "fn phi(x: f32) -> f32 {\n"
-    "    let e = 0.5f * erfc_pos(abs(x) * 0.70710678118654752f);\n    return select(1.0f - e, e, x < 0.0f);\n}\n"
+    {"phi", "fn phi(x: f32) -> f32 {\n"
+            "    let e = 0.5f * erfc_pos(abs(x) * 0.70710678118654752f);\n    return select(1.0f - e, e, x < 0.0f);\n}\n"},
     /* sin and cos: x = j pi/2 + r (pi/2 in three parts), then the Taylor
      * polynomials on |r| <= pi/4 picked by the quadrant; accurate to a few ulp
      * for |x| up to about 8192 */
-    "fn sincos_q(x: f32, want_cos: bool) -> f32 {\n"
-    "    let j = round(x * 0.63661977236758134f);\n"
-    "    let r = ((x - j * 1.5703125f) - j * 4.837512969970703e-4f) - j * 7.549790126404332e-8f;\n"
-    "    let r2 = r * r;\n"
-    "    let s = r + r * r2 * (-1.0f / 6.0f + r2 * (1.0f / 120.0f + r2 * (-1.0f / 5040.0f + r2 * (1.0f / 362880.0f))));\n"
-    "    let c = 1.0f + r2 * (-0.5f + r2 * (1.0f / 24.0f + r2 * (-1.0f / 720.0f + r2 * (1.0f / 40320.0f"
-    " + r2 * (-1.0f / 3628800.0f)))));\n"
-    "    let q = (bitcast<u32>(i32(j)) + select(0u, 1u, want_cos)) & 3u;\n"
-    "    let v = select(s, c, (q & 1u) == 1u);\n"
-    "    return select(v, -v, q >= 2u);\n}\n";
-
-/* ops.def's primitives in WGSL (the CPU's are in cpu/kernels_math.c), then
- * its helpers, rendered from the same text as on the CPU. */
-static const char *ew_fns =
-    "fn ew_sel(c: bool, a: f32, b: f32) -> f32 { return select(b, a, c); }\n"
-    "fn ew_abs(x: f32) -> f32 { return abs(x); }\n"
-    "fn ew_exp(x: f32) -> f32 { return exp(x); }\n"
-    "fn ew_log(x: f32) -> f32 { return log(x); }\n"
-    "fn ew_tanh(x: f32) -> f32 { return tanh_c(x); }\n"
-    "fn ew_sigmoid(x: f32) -> f32 { return sigmoid(x); }\n"
-    "fn ew_erf(x: f32) -> f32 { return erf_f(x); }\n"
-    "fn ew_phi(x: f32) -> f32 { return phi(x); }\n"
-    "fn ew_sin(x: f32) -> f32 { return sincos_q(x, false); }\n"
-    "fn ew_cos(x: f32) -> f32 { return sincos_q(x, true); }\n"
-    "fn ew_clamp(x: f32, lo: f32, hi: f32) -> f32 {\n"
-    "    let v = select(x, lo, x < lo);\n    return select(v, hi, v > hi);\n}\n"
-    "fn ew_log1p_unit(a: f32) -> f32 { return log1p_u(a); }\n"
-    "fn ew_one_minus_exp_neg(y: f32) -> f32 { return 1.0f - exp(-y); }\n"
-    "fn ew_iabs(x: i32) -> i32 { return select(x, bitcast<i32>(0u - bitcast<u32>(x)), x < 0); }\n"
-    "fn ew_imul(a: i32, b: i32) -> i32 { return a * b; }\n" /* WGSL's i32 arithmetic wraps */
-    "fn ew_iclamp(x: i32, lo: i32, hi: i32) -> i32 { return min(max(x, lo), hi); }\n"
-#define TG_EW_FN(name, x, expr) "fn " #name "(" #x ": f32) -> f32 { return " #expr "; }\n"
-#define TG_EW_FN2(name, x, y, expr) "fn " #name "(" #x ": f32, " #y ": f32) -> f32 { return " #expr "; }\n"
+    {"sincos_q", "fn sincos_q(x: f32, want_cos: bool) -> f32 {\n"
+                 "    let j = round(x * 0.63661977236758134f);\n"
+                 "    let r = ((x - j * 1.5703125f) - j * 4.837512969970703e-4f) - j * 7.549790126404332e-8f;\n"
+                 "    let r2 = r * r;\n"
+                 "    let s = r + r * r2 * (-1.0f / 6.0f + r2 * (1.0f / 120.0f + r2 * (-1.0f / 5040.0f + r2 * (1.0f / 362880.0f))));\n"
+                 "    let c = 1.0f + r2 * (-0.5f + r2 * (1.0f / 24.0f + r2 * (-1.0f / 720.0f + r2 * (1.0f / 40320.0f"
+                 " + r2 * (-1.0f / 3628800.0f)))));\n"
+                 "    let q = (bitcast<u32>(i32(j)) + select(0u, 1u, want_cos)) & 3u;\n"
+                 "    let v = select(s, c, (q & 1u) == 1u);\n"
+                 "    return select(v, -v, q >= 2u);\n}\n"},
+    {"ew_sel", "fn ew_sel(c: bool, a: f32, b: f32) -> f32 { return select(b, a, c); }\n"},
+    {"ew_abs", "fn ew_abs(x: f32) -> f32 { return abs(x); }\n"},
+    {"ew_exp", "fn ew_exp(x: f32) -> f32 { return exp(x); }\n"},
+    {"ew_log", "fn ew_log(x: f32) -> f32 { return log(x); }\n"},
+    {"ew_tanh", "fn ew_tanh(x: f32) -> f32 { return tanh_c(x); }\n"},
+    {"ew_sigmoid", "fn ew_sigmoid(x: f32) -> f32 { return sigmoid(x); }\n"},
+    {"ew_erf", "fn ew_erf(x: f32) -> f32 { return erf_f(x); }\n"},
+    {"ew_phi", "fn ew_phi(x: f32) -> f32 { return phi(x); }\n"},
+    {"ew_sin", "fn ew_sin(x: f32) -> f32 { return sincos_q(x, false); }\n"},
+    {"ew_cos", "fn ew_cos(x: f32) -> f32 { return sincos_q(x, true); }\n"},
+    {"ew_clamp", "fn ew_clamp(x: f32, lo: f32, hi: f32) -> f32 {\n"
+                 "    let v = select(x, lo, x < lo);\n    return select(v, hi, v > hi);\n}\n"},
+    {"ew_log1p_unit", "fn ew_log1p_unit(a: f32) -> f32 { return log1p_u(a); }\n"},
+    {"ew_one_minus_exp_neg", "fn ew_one_minus_exp_neg(y: f32) -> f32 { return 1.0f - exp(-y); }\n"},
+    {"ew_iabs", "fn ew_iabs(x: i32) -> i32 { return select(x, bitcast<i32>(0u - bitcast<u32>(x)), x < 0); }\n"},
+    {"ew_imul", "fn ew_imul(a: i32, b: i32) -> i32 { return a * b; }\n"}, /* WGSL's i32 arithmetic wraps */
+    {"ew_iclamp", "fn ew_iclamp(x: i32, lo: i32, hi: i32) -> i32 { return min(max(x, lo), hi); }\n"},
+#define TG_EW_FN(name, x, expr) {#name, "fn " #name "(" #x ": f32) -> f32 { return " #expr "; }\n"},
+#define TG_EW_FN2(name, x, y, expr) {#name, "fn " #name "(" #x ": f32, " #y ": f32) -> f32 { return " #expr "; }\n"},
 #include "../ir/ops.def"
-    ;
+};
+enum { N_MATH_FNS = sizeof math_lib / sizeof math_lib[0] };
+_Static_assert(KERNEL_HELPER_MATH + N_MATH_FNS <= 64, "a helper id per function, 64 at most");
 
 /* Each unary math op's expressions as text: forward, backward, i32 form. */
 #define TG_EW_I32_TEXT_I32(expr) #expr
@@ -117,10 +123,21 @@ static void attr_lets(wgsl_kernel *k, const char *e, const tg_attr_unary *u) {
     if (names(e, "i1")) tg_source_printf(&k->source, "    let i1 = %s;\n", tg_kernel_i32(i1, b));
 }
 
-static void ew_helpers(wgsl_kernel *k) {
-    tg_kernel_is_nan(k);
-    tg_kernel_helper(k, KERNEL_HELPER_MATH, math_fns);
-    tg_kernel_helper(k, KERNEL_HELPER_EW, ew_fns);
+/* Marks in use[] the functions text calls, and those they call. */
+static void calls(const char *text, bool *use) {
+    for (int f = 0; f < N_MATH_FNS; f++)
+        if (!use[f] && names(text, math_lib[f].name)) use[f] = true, calls(math_lib[f].text, use);
+}
+
+/* The module-scope functions expression e calls, once per module. */
+static void math_helpers(wgsl_kernel *k, const char *e) {
+    bool use[N_MATH_FNS] = {false};
+    calls(e, use);
+    for (int f = 0; f < N_MATH_FNS; f++) {
+        if (!use[f]) continue;
+        if (names(math_lib[f].text, "is_nan")) tg_kernel_is_nan(k);
+        tg_kernel_helper(k, KERNEL_HELPER_MATH + (unsigned)f, math_lib[f].text);
+    }
 }
 
 /* A unary math row of ops.def: x [...] -> y [...] = f(x); i32 for those
@@ -129,7 +146,7 @@ bool tg_wgsl_unary_math(wgsl_kernel *k) {
     const tg_node *n = k->n;
     const char *e = n->op < TG_OP_COUNT ? (n->dtype == TG_I32 ? exprs[n->op].i32 : exprs[n->op].fwd) : NULL;
     if (!e) return tg_kernel_fail(k, TG_ERR_BACKEND, "not a unary math op");
-    ew_helpers(k);
+    math_helpers(k, e);
     if (!tg_kernel_flat(k, tg_ir_numel(n))) return false;
     attr_lets(k, e, &n->at.unary);
     tg_source_printf(&k->source, "    let v = %s(i);\n    %s(i, %s);\n", k->load_name[0], k->store_name, e);
@@ -144,7 +161,7 @@ bool tg_wgsl_unary_grad(wgsl_kernel *k) {
     tg_opcode op = n->at.unary_grad.op;
     const char *e = (unsigned)op < TG_OP_COUNT ? exprs[op].bwd : NULL;
     if (!e) return tg_kernel_fail(k, TG_ERR_BACKEND, "unary_grad of an unknown op %d", (int)op);
-    ew_helpers(k);
+    math_helpers(k, e);
     if (!tg_kernel_flat(k, tg_ir_numel(n))) return false;
     attr_lets(k, e, &n->at.unary_grad.fwd);
     tg_source_printf(&k->source, "    let s = %s(i);\n    let g = %s(i);\n    %s(i, %s);\n", k->load_name[0], k->load_name[1], k->store_name, e);
