@@ -106,13 +106,24 @@ static double r_expm1(double x) { return expm1(x); }
 static double d_expm1(double x) { return exp(x); }
 static double r_hardtanh(double x) { return x < -1.0 ? -1.0 : x > 1.0 ? 1.0 : x; }
 static double d_hardtanh(double x) { return x > -1.0 && x < 1.0 ? 1.0 : 0.0; }
+static double r_neg(double x) { return -x; }
+static double d_neg(double x) { (void)x; return -1.0; }
+static double r_sqrt(double x) { return sqrt(x); }
+static double d_sqrt(double x) { return 0.5 / sqrt(x); }
+static double r_rsqrt(double x) { return 1.0 / sqrt(x); }
+static double d_rsqrt(double x) { double y = 1.0 / sqrt(x); return -0.5 * y * y * y; } /* from y, as PyTorch (-0: +inf) */
+static double r_log(double x) { return log(x); }
+static double d_log(double x) { return 1.0 / x; }
+static double r_exp(double x) { return exp(x); }
+static double r_relu(double x) { return x > 0 ? x : 0.0; }
+static double d_relu(double x) { return x > 0 ? 1.0 : 0.0; }
 static double r_leaky2(double x) { return x > 0 ? x : 2.0 * x; }
 static double d_leaky2(double x) { return x > 0 ? 1.0 : 2.0; }
 
 #define OP1(name) \
     static tg_tensor o_##name(tg_tensor x) { return tg_##name(x); }
 OP1(tanh) OP1(sigmoid) OP1(erf) OP1(gelu) OP1(gelu_tanh) OP1(silu) OP1(softplus) OP1(sin) OP1(cos) OP1(abs)
-OP1(square) OP1(log1p) OP1(expm1) OP1(hardtanh)
+OP1(square) OP1(log1p) OP1(expm1) OP1(hardtanh) OP1(neg) OP1(sqrt) OP1(rsqrt) OP1(log) OP1(exp) OP1(relu)
 static tg_tensor o_leaky2(tg_tensor x) { return tg_leaky_relu(x, 2.0f); }
 
 static tg_tensor apply_unary(tg_graph *g, tg_tensor x, const void *u) {
@@ -137,6 +148,12 @@ static void unary_values(void) {
         {"log1p", o_log1p, r_log1p, d_log1p, 1e-38, 1e-6, 1e-38, 1e-6},
         {"expm1", o_expm1, r_expm1, d_expm1, 1e-38, 2e-6, 1e-38, 2e-6},
         {"hardtanh", o_hardtanh, r_hardtanh, d_hardtanh, 0, 0, 0, 0},
+        {"neg", o_neg, r_neg, d_neg, 0, 0, 0, 0},
+        {"sqrt", o_sqrt, r_sqrt, d_sqrt, 1e-38, 1e-7, 1e-38, 2e-7},
+        {"rsqrt", o_rsqrt, r_rsqrt, d_rsqrt, 1e-38, 2e-7, 1e-38, 1e-6},
+        {"log", o_log, r_log, d_log, 1e-38, 1e-7, 1e-38, 1e-7},
+        {"exp", o_exp, r_exp, r_exp, 1e-38, 1e-6, 1e-38, 1e-6},
+        {"relu", o_relu, r_relu, d_relu, 0, 0, 0, 0},
     };
     enum { N = 4003 };
     static float x[N], y[N], gx[N];

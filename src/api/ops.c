@@ -166,15 +166,6 @@ static tg_tensor un(tg_opcode op, const char *api, tg_tensor x, const char *file
     return add_node(x.g, &n);
 }
 
-#define UNARY(fn, OP) \
-    tg_tensor tg_##fn##_at(tg_tensor x, const char *file, int line) { return un(OP, #fn, x, file, line); }
-UNARY(neg, TG_OP_NEG)
-UNARY(sqrt, TG_OP_SQRT)
-UNARY(rsqrt, TG_OP_RSQRT)
-UNARY(log, TG_OP_LOG)
-UNARY(exp, TG_OP_EXP)
-UNARY(relu, TG_OP_RELU)
-
 tg_tensor tg_cast_at(tg_tensor x, tg_dtype dt, const char *file, int line) {
     if (!x.g) return BAD;
     tg_node n = tg_ir_proto(TG_OP_CAST, "cast", file, line);

@@ -344,7 +344,7 @@ tg_status tg_cpu_fuse(const tg_program *p, tg_fusion **out) {
         else if (g->nodes[i].op == TG_OP_ADAM_P) fuse_adam(&x, i);
         else if (g->nodes[i].op == TG_OP_NORM_DX) fuse_norm_bwd(&x, i);
         else if (g->nodes[i].op == TG_OP_NORM_DGAIN) fuse_norm_sums(&x, i);
-        else if (g->nodes[i].op == TG_OP_RELU_GRAD) fuse_pool_relu(&x, i);
+        else if (tg_ir_is_relu_grad(&g->nodes[i])) fuse_pool_relu(&x, i);
     fuse_sumsq(&x);
     tg_fuse_view_permutes(&x.fg, x.f, reads_strided, x.cg);
     private_softmax(&x);

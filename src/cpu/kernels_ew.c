@@ -1,7 +1,7 @@
-/* Elementwise CPU kernels: binary ops with NumPy broadcasting, unary math,
- * cast, where, broadcast_to, permute, constants. Rows of the merged iteration
- * space are split across threads when there is enough work. */
-#include <math.h>
+/* Elementwise CPU kernels: binary ops with NumPy broadcasting, cast, where,
+ * broadcast_to, permute, constants (the math rows of ops.def are
+ * kernels_math.c's). Rows of the merged iteration space are split across
+ * threads when there is enough work. */
 #include <string.h>
 
 #include "cpu.h"
@@ -132,41 +132,6 @@ TG_CPU_KERNEL(tg_cpu_binary) {
     tg_iter_init(&j.it, j.n->shape, 2, st);
     tg_iter_split_long_row(&j.it);
     run_rows(c, &j, binary_rows);
-}
-
-/* ---- unary ---- */
-
-static void unary_rows(void *arg, int64_t lo, int64_t hi) {
-    ew_job *j = arg;
-    const float *x = j->in[0];
-    float *y = j->out;
-    switch (j->n->op) {
-    case TG_OP_NEG: for (int64_t i = lo; i < hi; i++) y[i] = -x[i]; break;
-    case TG_OP_SQRT: for (int64_t i = lo; i < hi; i++) y[i] = sqrtf(x[i]); break;
-    case TG_OP_RSQRT: for (int64_t i = lo; i < hi; i++) y[i] = 1.0f / sqrtf(x[i]); break;
-    case TG_OP_LOG: for (int64_t i = lo; i < hi; i++) y[i] = logf(x[i]); break;
-    case TG_OP_EXP: for (int64_t i = lo; i < hi; i++) y[i] = expf(x[i]); break;
-    case TG_OP_RELU: for (int64_t i = lo; i < hi; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f; break;
-    default: break;
-    }
-}
-
-TG_CPU_KERNEL(tg_cpu_unary) {
-    ew_job j = {g, ir_node(g, id), {0}, out, in};
-    tg_cpu_parallel(c, tg_ir_numel(j.n), GRAIN, unary_rows, &j);
-}
-
-/* relu_grad(y, gy) = gy where y > 0, else 0 */
-static void relu_grad_rows(void *arg, int64_t lo, int64_t hi) {
-    ew_job *j = arg;
-    const float *y = j->in[0], *gy = j->in[1];
-    float *gx = j->out;
-    for (int64_t i = lo; i < hi; i++) gx[i] = y[i] > 0.0f ? gy[i] : 0.0f;
-}
-
-TG_CPU_KERNEL(tg_cpu_relu_grad) {
-    ew_job j = {g, ir_node(g, id), {0}, out, in};
-    tg_cpu_parallel(c, tg_ir_numel(j.n), GRAIN, relu_grad_rows, &j);
 }
 
 /* Casts: f32 -> i32 by tg_ir_f2i; anything -> bool is x != 0. */

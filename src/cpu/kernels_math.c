@@ -69,6 +69,13 @@ VINLINE vf ew_log(vf v) {
     return r;
 }
 
+/* sqrt of every lane through libm, correctly rounded for any input. */
+VINLINE vf ew_sqrt(vf v) {
+    vf r;
+    for (int k = 0; k < VL; k++) r[k] = sqrtf(v[k]);
+    return r;
+}
+
 /* clamp as PyTorch: max with lo first, then min with hi (so lo > hi gives
  * hi everywhere); NaN passes through. */
 VINLINE vf vclamp_seq(vf v, float lo, float hi) {
@@ -107,6 +114,7 @@ typedef struct {
             int64_t m_ = (len) - i_ < VL ? (len) - i_ : VL;                      \
             vf s = m_ == VL ? vload((sp) + i_) : vload_n((sp) + i_, m_);         \
             vf g = m_ == VL ? vload((gp) + i_) : vload_n((gp) + i_, m_);         \
+            (void)s;                                                             \
             vf r_ = EW_V(BODY);                                                  \
             if (m_ == VL) vstore((y) + i_, r_);                                  \
             else vstore_n((y) + i_, r_, m_);                                     \

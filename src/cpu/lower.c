@@ -196,8 +196,8 @@ static int lower_one(const lower_ctx *l, const int *run, int left, bool speciali
     case TG_OP_RELU:
         if (f32(l, id)) s->run = run_relu, s->n = tg_ir_numel(n), s->o[0] = s->out, s->x[0] = s->in[0], used = 1;
         break;
-    case TG_OP_RELU_GRAD:
-        if (f32(l, id) && f32(l, n->in[1]))
+    case TG_OP_UNARY_GRAD: /* relu's gradient */
+        if (tg_ir_is_relu_grad(n) && f32(l, id) && f32(l, n->in[1]))
             s->run = run_relu_grad, s->n = tg_ir_numel(n), s->o[0] = s->out, s->x[0] = s->in[0], s->x[1] = s->in[1],
             used = 1;
         break;

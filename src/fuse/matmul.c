@@ -53,7 +53,7 @@ bool tg_fuse_match_matmul_epi(const tg_fuse_graph *x, int mm, tg_matmul_epi_matc
     if (k >= 0) {
         const tg_node *n = tg_fuse_node(x, k);
         if (n->op == TG_OP_RELU && n->in[0] == last) m->relu = true, m->chain[m->len++] = k;
-        else if (n->op == TG_OP_RELU_GRAD && n->in[1] == last && n->in[0] != last && f32(x, n->in[0]))
+        else if (tg_ir_is_relu_grad(n) && n->in[1] == last && n->in[0] != last && f32(x, n->in[0]))
             m->gate = n->in[0], m->chain[m->len++] = k;
     }
     return m->len > 1;

@@ -38,33 +38,6 @@ void tg_grad_div(tg_graph *g, int id, int gy, int *gx) {
     gx[1] = STS(tg_ir_unary(g, TG_OP_NEG, t, IR_HERE), 1);
 }
 
-void tg_grad_neg(tg_graph *g, int id, int gy, int *gx) {
-    (void)id;
-    gx[0] = tg_ir_unary(g, TG_OP_NEG, gy, IR_HERE);
-}
-
-/* y = sqrt(x): dx = gy * 0.5 / y */
-void tg_grad_sqrt(tg_graph *g, int id, int gy, int *gx) {
-    int half = tg_ir_binary(g, TG_OP_MUL, gy, tg_ir_scalar(g, 0.5f, IR_HERE), IR_HERE);
-    gx[0] = tg_ir_binary(g, TG_OP_DIV, half, id, IR_HERE);
-}
-
-/* y = x^-1/2: dx = gy * -0.5 * y^3 */
-void tg_grad_rsqrt(tg_graph *g, int id, int gy, int *gx) {
-    int y3 = tg_ir_binary(g, TG_OP_MUL, tg_ir_binary(g, TG_OP_MUL, id, id, IR_HERE), id, IR_HERE);
-    int t = tg_ir_binary(g, TG_OP_MUL, gy, y3, IR_HERE);
-    gx[0] = tg_ir_binary(g, TG_OP_MUL, t, tg_ir_scalar(g, -0.5f, IR_HERE), IR_HERE);
-}
-
-void tg_grad_log(tg_graph *g, int id, int gy, int *gx) { gx[0] = tg_ir_binary(g, TG_OP_DIV, gy, X(0), IR_HERE); }
-
-void tg_grad_exp(tg_graph *g, int id, int gy, int *gx) { gx[0] = tg_ir_binary(g, TG_OP_MUL, gy, id, IR_HERE); }
-
-/* Reads the output (y > 0 iff x > 0), so x can be freed after the forward. */
-void tg_grad_relu(tg_graph *g, int id, int gy, int *gx) {
-    gx[0] = tg_ir_binary(g, TG_OP_RELU_GRAD, id, gy, IR_HERE);
-}
-
 /* where(c, a, b): da = where(c, gy, 0), db = where(c, 0, gy) */
 void tg_grad_where(tg_graph *g, int id, int gy, int *gx) {
     int zero = tg_ir_scalar(g, 0.0f, IR_HERE);

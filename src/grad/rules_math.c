@@ -32,24 +32,27 @@ void tg_grad_minmax(tg_graph *g, int id, int gy, int *gx) {
     }
 }
 
-/* Whether the backward of unary math node f reads its output (ops.def's save
- * column): then the input need not stay alive for the backward. */
-static bool saves_output(const tg_node *f) {
+/* What the backward of unary math node f reads as s (ops.def's save
+ * column): 1 its output (then the input need not stay alive for the
+ * backward), 0 its input, -1 nothing. */
+static int saved(const tg_node *f) {
     const float p0 = f->at.unary.p0, p1 = f->at.unary.p1;
     (void)p0, (void)p1;
     switch (f->op) {
 #define TG_UNARY_MATH(OP, name, flags, save, fwd, bwd, i32) case TG_OP_##OP: return save;
 #include "../ir/ops.def"
-    default: return false;
+    default: return 0;
     }
 }
 
 /* Unary math: gx = unary_grad(s, gy) with the forward's op and attributes,
- * s the forward's output or input as saves_output says. */
+ * s the forward's output or input as `saved` says (gy itself when it reads
+ * neither, so nothing is kept for it). */
 void tg_grad_unary_math(tg_graph *g, int id, int gy, int *gx) {
     const tg_node *f = &g->nodes[id];
+    int sv = saved(f);
     tg_node n = bw(TG_OP_UNARY_GRAD);
-    n.in[0] = saves_output(f) ? id : X(0);
+    n.in[0] = sv < 0 ? gy : sv ? id : X(0);
     n.in[1] = gy;
     n.at.unary_grad.op = f->op;
     n.at.unary_grad.fwd = f->at.unary;

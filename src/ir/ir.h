@@ -116,6 +116,12 @@ static inline bool tg_ir_heads_permute(const tg_node *n) {
     return n->op == TG_OP_PERMUTE && n->at.permute.perm.ndim == 4 && p[0] == 0 && p[1] == 2 && p[2] == 1 && p[3] == 3;
 }
 
+/* relu's gradient, unary_grad(y, gy) of the relu row: gy where y > 0, else
+ * 0. The products' epilogues and the CPU's pooling fuse it. */
+static inline bool tg_ir_is_relu_grad(const tg_node *n) {
+    return n->op == TG_OP_UNARY_GRAD && n->at.unary_grad.op == TG_OP_RELU;
+}
+
 /* f32 -> i32 as tg_cast defines it on every backend: toward zero,
  * saturating, NaN -> 0, so that no input is undefined behaviour. An integer
  * constant keeps its value as a float (at.fill.value) and every backend

@@ -21,7 +21,7 @@
  *                        out of range reads 0
  *   minmax_grad          in = (a, b, gy)
  *   unary_grad           in = (s, gy); s = the forward's output or input, as its save
- *                        column in ops.def says
+ *                        column in ops.def says (gy again when it saves nothing)
  *   narrow_grad          the node's shape is the input's (zeros outside)
  *   take_along_axis_grad in = (gy, idx); the node's shape is x's
  *   cross_entropy, nll_loss   in = (logits or logprobs [..., V], targets i32 [...]) -> f32 [...]

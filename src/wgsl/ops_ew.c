@@ -66,33 +66,6 @@ bool tg_wgsl_binary(wgsl_kernel *k) {
     return true;
 }
 
-/* neg/sqrt/rsqrt/log/exp/relu: x [...] -> y [...] f32; rsqrt as 1/sqrt
- * (inverseSqrt may be less precise). */
-bool tg_wgsl_unary(wgsl_kernel *k) {
-    const char *e = NULL;
-    switch (k->n->op) {
-    case TG_OP_NEG: e = "-x"; break;
-    case TG_OP_SQRT: e = "sqrt(x)"; break;
-    case TG_OP_RSQRT: e = "1.0f / sqrt(x)"; break;
-    case TG_OP_LOG: e = "log(x)"; break;
-    case TG_OP_EXP: e = "exp(x)"; break;
-    case TG_OP_RELU: e = "select(0.0f, x, x > 0.0f)"; break;
-    default: return tg_kernel_fail(k, TG_ERR_BACKEND, "not a unary op");
-    }
-    if (!tg_kernel_flat(k, tg_ir_numel(k->n))) return false;
-    tg_source_printf(&k->source, "    let x = %s(i);\n    %s(i, %s);\n", k->load_name[0], k->store_name, e);
-    tg_kernel_end(k);
-    return true;
-}
-
-/* relu_grad: (y [...], gy [...]) -> gx [...] = gy where y > 0, else 0 */
-bool tg_wgsl_relu_grad(wgsl_kernel *k) {
-    if (!tg_kernel_flat(k, tg_ir_numel(k->n))) return false;
-    tg_source_printf(&k->source, "    %s(i, select(0.0f, %s(i), %s(i) > 0.0f));\n", k->store_name, k->load_name[1], k->load_name[0]);
-    tg_kernel_end(k);
-    return true;
-}
-
 /* cast: x [...] -> y [...] between f32, i32 and bool. NaN is tested on the bits: shader
  * compilers may assume x != x never holds. */
 bool tg_wgsl_cast(wgsl_kernel *k) {

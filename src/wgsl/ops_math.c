@@ -70,6 +70,7 @@ static const math_fn math_lib[] = {
     {"ew_abs", "fn ew_abs(x: f32) -> f32 { return abs(x); }\n"},
     {"ew_exp", "fn ew_exp(x: f32) -> f32 { return exp(x); }\n"},
     {"ew_log", "fn ew_log(x: f32) -> f32 { return log(x); }\n"},
+    {"ew_sqrt", "fn ew_sqrt(x: f32) -> f32 { return sqrt(x); }\n"},
     {"ew_tanh", "fn ew_tanh(x: f32) -> f32 { return tanh_c(x); }\n"},
     {"ew_sigmoid", "fn ew_sigmoid(x: f32) -> f32 { return sigmoid(x); }\n"},
     {"ew_erf", "fn ew_erf(x: f32) -> f32 { return erf_f(x); }\n"},
