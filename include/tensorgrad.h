@@ -385,6 +385,18 @@ tg_tensor tg_hardtanh_at(tg_tensor x, TG_AT);
 #define tg_expm1(x) tg_expm1_at(x, __FILE__, __LINE__)
 #define tg_hardtanh(x) tg_hardtanh_at(x, __FILE__, __LINE__)
 
+/* a^b elementwise with NumPy broadcasting, f32; tg_pow_s takes a float
+ * exponent. As PyTorch (C's pow): x^0 = 1 for every x (0^0 and NaN^0
+ * included), 1^y = 1, 0^y is 0 for y > 0 and +inf for y < 0, a negative
+ * base gives a real result for an integer exponent (its sign from the
+ * exponent's parity) and NaN otherwise; a base of -0 counts as +0.
+ * Gradients as PyTorch's: d/da = b a^(b-1) (0 where b = 0), d/db = a^b log a
+ * (0 where a = 0 and b >= 0, NaN for a negative base). */
+tg_tensor tg_pow_at(tg_tensor a, tg_tensor b, TG_AT);
+tg_tensor tg_pow_s_at(tg_tensor a, float b, TG_AT);
+#define tg_pow(a, b) tg_pow_at(a, b, __FILE__, __LINE__)
+#define tg_pow_s(a, b) tg_pow_s_at(a, b, __FILE__, __LINE__)
+
 /* softmax over `axis` (negative counts from the end), fused with its own
  * backward. argmax / argmin over `axis`: i32, the first index on ties, NaN
  * counts as the extreme; keepdims keeps the axis as size 1; TG_ALL takes

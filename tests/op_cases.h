@@ -158,6 +158,16 @@ CASE_FN(c_hardtanh) {
     (void)g;
     return tg_add(tg_hardtanh(tg_add_s(x[0], 1.0f)), tg_mul_s(tg_hardtanh(tg_add_s(x[0], -1.0f)), 2.0f));
 }
+/* a^b over a positive base (both gradients), a broadcast exponent */
+CASE_FN(c_pow) { (void)g; return tg_pow(x[0], x[1]); }
+/* scalar exponents: an odd integer over a negative base, and a root of |x| */
+CASE_FN(c_pow_s) { (void)g; return tg_add(tg_pow_s(x[0], 3.0f), tg_mul_s(tg_pow_s(tg_abs(x[0]), 0.5f), 2.0f)); }
+/* negative bases with integer exponents of every parity (and 0), the
+ * exponent a constant broadcast along the rows */
+CASE_FN(c_pow_int) {
+    static const float e[6] = {-2, -1, 0, 1, 2, 3};
+    return tg_pow(x[0], tg_constant(g, S(6), e));
+}
 CASE_FN(c_softmax_last) { (void)g; return tg_softmax(x[0], -1); }
 CASE_FN(c_softmax_mid) { (void)g; return tg_softmax(x[0], 1); }
 CASE_FN(c_softmax_first) { (void)g; return tg_softmax(x[0], 0); }
@@ -446,6 +456,10 @@ static const op_case op_cases[] = {
     {"log1p", 1, {S(5, 7)}, -0.9f, 3, 0, c_log1p, false},
     {"expm1", 1, {S(3, 11)}, -3, 3, 0, c_expm1, false},
     {"hardtanh", 1, {S(4, 9)}, -1.5f, 1.5f, 0.05f, c_hardtanh, false},
+    {"pow", 2, {S(3, 4), S(4)}, 0.5f, 2, 0, c_pow, false},
+    {"pow_bcast_both", 2, {S(2, 3, 1), S(1, 5)}, 0.6f, 1.8f, 0, c_pow, false},
+    {"pow_scalar", 1, {S(4, 7)}, -2, 2, 0.2f, c_pow_s, false},
+    {"pow_negative_base_int", 1, {S(3, 6)}, -2, 2, 0.4f, c_pow_int, false},
     {"softmax_last", 1, {S(3, 37)}, -2, 2, 0, c_softmax_last, false},
     {"softmax_mid", 1, {S(2, 5, 3)}, -2, 2, 0, c_softmax_mid, false},
     {"softmax_first_wide", 1, {S(3, 70)}, -2, 2, 0, c_softmax_first, false},

@@ -80,10 +80,18 @@ tg_tensor tg_clamp_at(tg_tensor x, float lo, float hi, const char *file, int lin
     return add_node(x.g, &n);
 }
 
-/* tg_<name>_at for each attribute-free unary math row of ops.def */
+/* tg_<name>_at for each attribute-free unary math row of ops.def, and for
+ * each binary math row tg_<name>_at(a, b) and tg_<name>_s_at(a, s) */
 #define TG_UNARY_MATH_ATTR(...)
 #define TG_UNARY_MATH(OP, name, flags, save, fwd, bwd, i32) \
     tg_tensor tg_##name##_at(tg_tensor x, const char *file, int line) { return unary(TG_OP_##OP, #name, x, file, line); }
+#define TG_BINARY_MATH(OP, name, flags, fwd, da, db, i32)                                                     \
+    tg_tensor tg_##name##_at(tg_tensor a, tg_tensor b, const char *file, int line) {                           \
+        return binary(TG_OP_##OP, #name, a, b, file, line);                                                    \
+    }                                                                                                          \
+    tg_tensor tg_##name##_s_at(tg_tensor a, float s, const char *file, int line) {                            \
+        return binary(TG_OP_##OP, #name "_s", a, tg_api_scalar_like(a, s, file, line), file, line);            \
+    }
 #include "../ir/ops.def"
 
 tg_tensor tg_leaky_relu_at(tg_tensor x, float alpha, const char *file, int line) {

@@ -1,5 +1,5 @@
-/* CPU kernels of the math and shape ops: the unary math family
- * and its backward, min/max backward, softmax over any axis, argmax/argmin,
+/* CPU kernels of the math and shape ops: the unary and binary math
+ * families and their backward, min/max and their backward, softmax over any axis, argmax/argmin,
  * narrow and its adjoint, concat, take_along_axis and its scatter-add.
  *
  * Elementwise math runs on 16-lane vectors (vmath.h) in functions compiled
@@ -33,6 +33,10 @@
 #define ew_clamp vclamp_seq
 #define ew_log1p_unit vlog1p_unit
 #define ew_one_minus_exp_neg vone_minus_exp_neg
+#define ew_floor vfloor_any
+#define ew_inf() vsplat(INFINITY)
+#define ew_nan() vsplat(NAN)
+#define ew_is_nan(x) ((x) != (x))
 #define ew_iabs(x) vseli((x) < 0, (vi)(0u - (vu)(x)), (x))
 #define ew_imul(a, b) (vi)((vu)(a) * (vu)(b))
 
@@ -69,12 +73,22 @@ VINLINE vf ew_log(vf v) {
     return r;
 }
 
-/* sqrt of every lane through libm, correctly rounded for any input. */
+/* sqrt and x^y (x > 0) of every lane through libm, correctly rounded and
+ * as exact as C's, for any input. */
 VINLINE vf ew_sqrt(vf v) {
     vf r;
     for (int k = 0; k < VL; k++) r[k] = sqrtf(v[k]);
     return r;
 }
+VINLINE vf ew_pow_pos(vf x, vf y) {
+    vf r;
+    for (int k = 0; k < VL; k++) r[k] = powf(x[k], y[k]);
+    return r;
+}
+
+/* floor of every lane: vfloor below 2^23, beyond which every float is an
+ * integer (and inf and NaN pass through). */
+VINLINE vf vfloor_any(vf x) { return vsel(vabs(x) < 8388608.0f, vfloor(x), x); }
 
 /* clamp as PyTorch: max with lo first, then min with hi (so lo > hi gives
  * hi everywhere); NaN passes through. */
@@ -198,17 +212,61 @@ TG_CPU_KERNEL(tg_cpu_unary_grad) {
     tg_cpu_parallel(c, tg_ir_numel(j.n), GRAIN, um_backward_range, &j);
 }
 
-/* ---- min / max and their backward ----
- * Rows of the merged broadcast iteration (tg_iter); operands with stride 0
- * along a row are splatted, so the common tensor-scalar form runs at full
- * vector width. Branch-free: a data-dependent branch per element costs more
- * than the comparison itself on random data. */
+/* ---- binary math: y = f(a, b) with NumPy broadcasting ----
+ * ops.def's binary rows rendered as 16-lane vector code over the rows of
+ * the merged iteration (tg_iter): an operand with stride 0 along a row is
+ * splatted, so the tensor-scalar form runs at full width. */
 typedef struct {
     const tg_node *n;
     tg_iter it;
     const void *in[3];
     void *out;
-} mm_job;
+} bm_job;
+
+/* Applies BODY (an expression of vf a, b and, for the gradients, g) to a
+ * row of len elements: a, b and g read with their row strides. */
+#define BMAP(y, ap, sa, bp, sb, gp, sg, len, BODY)                                   \
+    do {                                                                             \
+        for (int64_t i_ = 0; i_ < (len); i_ += VL) {                                 \
+            int64_t m_ = (len) - i_ < VL ? (len) - i_ : VL;                          \
+            vf a = vload_st((ap) + i_ * (sa), (sa), m_);                             \
+            vf b = vload_st((bp) + i_ * (sb), (sb), m_);                             \
+            vf g = (gp) ? vload_st((gp) + i_ * (sg), (sg), m_) : a;                  \
+            (void)g;                                                                 \
+            vf r_ = EW_V(BODY);                                                      \
+            if (m_ == VL) vstore((y) + i_, r_);                                      \
+            else vstore_n((y) + i_, r_, m_);                                         \
+        }                                                                            \
+    } while (0)
+
+/* fwd (side < 0) or the cotangent of operand `side` of binary math op `op`
+ * over one row; g NULL for the forward. */
+TG_MULTI(static, bm_row, (tg_opcode op, int side, float *y, const float *ap, int64_t sa, const float *bp, int64_t sb,
+                          const float *gp, int64_t sg, int64_t len),
+         (op, side, y, ap, sa, bp, sb, gp, sg, len)) {
+    switch (op) {
+#define TG_BINARY_MATH(OP, name, flags, fwd, da, db, i32)                              \
+    case TG_OP_##OP:                                                                   \
+        if (side < 0) BMAP(y, ap, sa, bp, sb, gp, sg, len, fwd);                       \
+        else if (side == 0) BMAP(y, ap, sa, bp, sb, gp, sg, len, da);                  \
+        else BMAP(y, ap, sa, bp, sb, gp, sg, len, db);                                 \
+        break;
+#include "../ir/ops.def"
+    default: break;
+    }
+}
+
+/* The i32 forms, element by element. */
+#define TG_EW_I32_BINARY_I32(expr) expr
+#define TG_EW_I32_BINARY_F32_ONLY a
+static int32_t bm_i32(tg_opcode op, int32_t a, int32_t b) {
+    (void)b;
+    switch (op) {
+#define TG_BINARY_MATH(OP, name, flags, fwd, da, db, i32) case TG_OP_##OP: return TG_EW_I32_BINARY_##i32;
+#include "../ir/ops.def"
+    default: return a;
+    }
+}
 
 /* Element offsets of row r's first element for every operand of it (what
  * tg_iter_row gives; kept local so these kernels do not depend on how the
@@ -221,6 +279,55 @@ static void row_offsets(const tg_iter *it, int64_t r, int64_t *off) {
         for (int o = 0; o < it->nops; o++) off[o] += q * it->st[o][i];
     }
 }
+
+static void bm_rows(void *arg, int64_t lo, int64_t hi) {
+    bm_job *j = arg;
+    const tg_node *n = j->n;
+    int k = j->it.nd - 1, side = n->op == TG_OP_BINARY_GRAD ? n->at.binary_grad.side : -1;
+    tg_opcode op = side < 0 ? n->op : n->at.binary_grad.op;
+    int64_t off[4], sa = j->it.st[1][k], sb = j->it.st[2][k], sg = side < 0 ? 0 : j->it.st[3][k], len = j->it.inner;
+    for (int64_t r = lo; r < hi; r++) {
+        row_offsets(&j->it, r, off);
+        if (n->dtype == TG_I32) {
+            const int32_t *a = (const int32_t *)j->in[0] + off[1], *b = (const int32_t *)j->in[1] + off[2];
+            int32_t *y = (int32_t *)j->out + off[0];
+            for (int64_t i = 0; i < len; i++) y[i] = bm_i32(op, a[i * sa], b[i * sb]);
+            continue;
+        }
+        bm_row(op, side, (float *)j->out + off[0], (const float *)j->in[0] + off[1], sa, (const float *)j->in[1] + off[2],
+               sb, side < 0 ? NULL : (const float *)j->in[2] + off[3], sg, len);
+    }
+}
+
+static void bm_run(cpu_ctx *c, const tg_graph *g, const tg_node *n, int nin, void *out, void *const *in) {
+    bm_job j = {n, {0}, {in[0], in[1], nin > 2 ? in[2] : NULL}, out};
+    int64_t st[3][TG_MAX_DIMS];
+    for (int k = 0; k < nin; k++) tg_shape_bcast_strides(ir_node(g, n->in[k])->shape, n->shape, st[k]);
+    tg_iter_init(&j.it, n->shape, nin, st);
+    tg_iter_split_long_row(&j.it);
+    int64_t grain = GRAIN / (j.it.inner ? j.it.inner : 1);
+    tg_cpu_parallel(c, j.it.rows, grain > 0 ? grain : 1, bm_rows, &j);
+}
+
+/* Any of the binary math rows: a, b broadcast to y, f32 (or i32 for those
+ * with an i32 form). */
+TG_CPU_KERNEL(tg_cpu_binary_math) { bm_run(c, g, ir_node(g, id), 2, out, in); }
+
+/* binary_grad(a, b, gy) -> the cotangent of operand side (0 = a, 1 = b) of
+ * its forward row, over gy's shape (a and b broadcast to it), f32. */
+TG_CPU_KERNEL(tg_cpu_binary_grad) { bm_run(c, g, ir_node(g, id), 3, out, in); }
+
+/* ---- min / max and their backward ----
+ * Rows of the merged broadcast iteration (tg_iter); operands with stride 0
+ * along a row are splatted, so the common tensor-scalar form runs at full
+ * vector width. Branch-free: a data-dependent branch per element costs more
+ * than the comparison itself on random data. */
+typedef struct {
+    const tg_node *n;
+    tg_iter it;
+    const void *in[3];
+    void *out;
+} mm_job;
 
 /* max(a, b) / min(a, b); NaN in either operand gives NaN, as torch.maximum */
 TG_MULTI(static, minmax_row, (bool is_max, float *y, const float *a, int64_t sa, const float *b, int64_t sb,

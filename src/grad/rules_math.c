@@ -59,6 +59,22 @@ void tg_grad_unary_math(tg_graph *g, int id, int gy, int *gx) {
     gx[0] = tg_ir_add(g, &n);
 }
 
+/* Binary math: one binary_grad(a, b, gy) per operand (side 0 = a, 1 = b),
+ * over gy's shape, summed back to the operand's shape. An operand that
+ * needs no gradient (the constant of a _s form) has its share dropped by
+ * DCE. */
+void tg_grad_binary_math(tg_graph *g, int id, int gy, int *gx) {
+    for (int side = 0; side < 2; side++) {
+        tg_node n = bw(TG_OP_BINARY_GRAD);
+        n.in[0] = X(0);
+        n.in[1] = X(1);
+        n.in[2] = gy;
+        n.at.binary_grad.op = g->nodes[id].op;
+        n.at.binary_grad.side = side;
+        gx[side] = STS(tg_ir_add(g, &n), side);
+    }
+}
+
 /* softmax: gx = y (gy - sum(gy y)) along the axis, one fused node */
 void tg_grad_softmax(tg_graph *g, int id, int gy, int *gx) {
     tg_node n = bw(TG_OP_SOFTMAX_GRAD);

@@ -82,6 +82,10 @@ typedef union {
         int side;     /* 0: a's share, 1: b's (all of gy to the winner, half each at a tie) */
     } minmax_grad;
     struct {
+        tg_opcode op; /* the forward binary math op */
+        int side;     /* 0: a's cotangent, 1: b's (ops.def's da, db) */
+    } binary_grad;
+    struct {
         float eps; /* layer_norm, rms_norm, norm_stats: added to the variance */
         bool rms;  /* norm_stats, norm_dx: the rms_norm form (mean taken as 0) */
     } norm;

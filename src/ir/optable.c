@@ -20,6 +20,7 @@
  *   take_along_axis      in = (x, idx i32); a negative idx counts from the end, one still
  *                        out of range reads 0
  *   minmax_grad          in = (a, b, gy)
+ *   binary_grad          in = (a, b, gy): one operand's cotangent (at.binary_grad.side), over gy's shape
  *   unary_grad           in = (s, gy); s = the forward's output or input, as its save
  *                        column in ops.def says (gy again when it saves nothing)
  *   narrow_grad          the node's shape is the input's (zeros outside)

@@ -34,6 +34,26 @@ bool tg_shape_unary_math(tg_graph *g, tg_node *n) {
     return (tg_ops[n->op].flags & TG_OPF_I32) ? tg_shape_unary_num(g, n) : tg_shape_unary_f32(g, n);
 }
 
+/* The binary math rows: a and b broadcast (NumPy), both f32, or both i32
+ * for those with an i32 form; the result in their dtype. */
+bool tg_shape_binary_math(tg_graph *g, tg_node *n) {
+    const tg_node *a = IN(0), *b = IN(1);
+    bool i32 = (tg_ops[n->op].flags & TG_OPF_I32) && a->dtype == TG_I32;
+    char sa[96], sb[96];
+    if (a->dtype != b->dtype || (a->dtype != TG_F32 && !i32)) {
+        tg_ir_fail(g, n, "operands must both be f32%s, got %s %s and %s %s",
+                   (tg_ops[n->op].flags & TG_OPF_I32) ? " or both i32" : "", tg_dtype_name(a->dtype), S(a->shape, sa),
+                   tg_dtype_name(b->dtype), S(b->shape, sb));
+        return false;
+    }
+    if (!tg_shape_broadcast(a->shape, b->shape, &n->shape)) {
+        tg_ir_fail(g, n, "cannot broadcast %s and %s", S(a->shape, sa), S(b->shape, sb));
+        return false;
+    }
+    n->dtype = a->dtype;
+    return true;
+}
+
 static int32_t sat_i32(double v) { return v <= -2147483648.0 ? INT32_MIN : v >= 2147483647.0 ? INT32_MAX : (int32_t)v; }
 void tg_attr_unary_int_range(const tg_attr_unary *u, int32_t *i0, int32_t *i1) {
     *i0 = sat_i32(ceil(u->p0));
@@ -178,8 +198,9 @@ bool tg_shape_take_along_axis_grad(tg_graph *g, tg_node *n) {
     return true;
 }
 
-/* minmax_grad(a, b, gy): gy's shape, which a and b broadcast to */
-bool tg_shape_minmax_grad(tg_graph *g, tg_node *n) {
+/* minmax_grad(a, b, gy), binary_grad(a, b, gy): gy's shape, which a and b
+ * broadcast to */
+bool tg_shape_side_grad(tg_graph *g, tg_node *n) {
     const tg_node *a = IN(0), *b = IN(1), *gy = IN(2);
     tg_shape ab;
     char sa[96], sb[96], sg[96];

@@ -1,5 +1,5 @@
 /* WGSL kernels of the math and shape ops (CPU: kernels_math.c): the unary
- * math family and its backward, min/max and their backward, softmax over any
+ * and binary math families and their backward, min/max and their backward, softmax over any
  * axis, argmax/argmin, narrow (+ adjoint), concat, take_along_axis (+ its
  * scatter-add).
  *
@@ -81,6 +81,12 @@ static const math_fn math_lib[] = {
                  "    let v = select(x, lo, x < lo);\n    return select(v, hi, v > hi);\n}\n"},
     {"ew_log1p_unit", "fn ew_log1p_unit(a: f32) -> f32 { return log1p_u(a); }\n"},
     {"ew_one_minus_exp_neg", "fn ew_one_minus_exp_neg(y: f32) -> f32 { return 1.0f - exp(-y); }\n"},
+    {"ew_floor", "fn ew_floor(x: f32) -> f32 { return floor(x); }\n"},
+    {"ew_pow_pos", "fn ew_pow_pos(x: f32, y: f32) -> f32 { return pow(x, y); }\n"},
+    /* functions, not constants: WGSL rejects a constant expression whose value is inf or nan */
+    {"ew_inf", "fn ew_inf() -> f32 { return f32_bits(0x7f800000u); }\n"},
+    {"ew_nan", "fn ew_nan() -> f32 { return f32_bits(0x7fc00000u); }\n"},
+    {"ew_is_nan", "fn ew_is_nan(x: f32) -> bool { return is_nan(x); }\n"},
     {"ew_iabs", "fn ew_iabs(x: i32) -> i32 { return select(x, bitcast<i32>(0u - bitcast<u32>(x)), x < 0); }\n"},
     {"ew_imul", "fn ew_imul(a: i32, b: i32) -> i32 { return a * b; }\n"}, /* WGSL's i32 arithmetic wraps */
     {"ew_iclamp", "fn ew_iclamp(x: i32, lo: i32, hi: i32) -> i32 { return min(max(x, lo), hi); }\n"},
@@ -91,13 +97,15 @@ static const math_fn math_lib[] = {
 enum { N_MATH_FNS = sizeof math_lib / sizeof math_lib[0] };
 _Static_assert(KERNEL_HELPER_MATH + N_MATH_FNS <= 64, "a helper id per function, 64 at most");
 
-/* Each unary math op's expressions as text: forward, backward, i32 form. */
+/* Each math row's expressions as text: forward, backward (the binary rows:
+ * a's cotangent, then b's), i32 form. */
 #define TG_EW_I32_TEXT_I32(expr) #expr
 #define TG_EW_I32_TEXT_F32_ONLY NULL
 static const struct {
-    const char *fwd, *bwd, *i32;
+    const char *fwd, *bwd, *bwd_b, *i32;
 } exprs[TG_OP_COUNT] = {
-#define TG_UNARY_MATH(OP, name, flags, save, fwd, bwd, i32) [TG_OP_##OP] = {#fwd, #bwd, TG_EW_I32_TEXT_##i32},
+#define TG_UNARY_MATH(OP, name, flags, save, fwd, bwd, i32) [TG_OP_##OP] = {#fwd, #bwd, NULL, TG_EW_I32_TEXT_##i32},
+#define TG_BINARY_MATH(OP, name, flags, fwd, da, db, i32) [TG_OP_##OP] = {#fwd, #da, #db, TG_EW_I32_TEXT_##i32},
 #include "../ir/ops.def"
 };
 
@@ -166,6 +174,40 @@ bool tg_wgsl_unary_grad(wgsl_kernel *k) {
     if (!tg_kernel_flat(k, tg_ir_numel(n))) return false;
     attr_lets(k, e, &n->at.unary_grad.fwd);
     tg_source_printf(&k->source, "    let s = %s(i);\n    let g = %s(i);\n    %s(i, %s);\n", k->load_name[0], k->load_name[1], k->store_name, e);
+    tg_kernel_end(k);
+    return true;
+}
+
+/* A binary math row of ops.def: (a [...], b [...]) -> y [the broadcast
+ * shape] = f(a, b), f32, or i32 for those with an i32 form. */
+bool tg_wgsl_binary_math(wgsl_kernel *k) {
+    const tg_node *n = k->n;
+    const char *e = n->op < TG_OP_COUNT && exprs[n->op].bwd_b ? (n->dtype == TG_I32 ? exprs[n->op].i32 : exprs[n->op].fwd) : NULL;
+    if (!e) return tg_kernel_fail(k, TG_ERR_BACKEND, "not a binary math op");
+    char ix[2][KERNEL_EXPR_LEN];
+    tg_kernel_bcast_maps(k, 2, ix);
+    math_helpers(k, e);
+    if (!tg_kernel_flat(k, tg_ir_numel(n))) return false;
+    tg_source_printf(&k->source, "    let a = %s(%s);\n    let b = %s(%s);\n    %s(i, %s);\n", k->load_name[0], ix[0],
+                     k->load_name[1], ix[1], k->store_name, e);
+    tg_kernel_end(k);
+    return true;
+}
+
+/* binary_grad: (a [...], b [...], gy [the broadcast shape]) -> the
+ * cotangent of one operand (side 0 = a, 1 = b) of its forward row, over
+ * gy's shape. */
+bool tg_wgsl_binary_grad(wgsl_kernel *k) {
+    tg_opcode op = k->n->at.binary_grad.op;
+    int side = k->n->at.binary_grad.side;
+    const char *e = (unsigned)op < TG_OP_COUNT && exprs[op].bwd_b ? (side ? exprs[op].bwd_b : exprs[op].bwd) : NULL;
+    if (!e) return tg_kernel_fail(k, TG_ERR_BACKEND, "binary_grad of an unknown op %d", (int)op);
+    char ix[3][KERNEL_EXPR_LEN];
+    tg_kernel_bcast_maps(k, 3, ix);
+    math_helpers(k, e);
+    if (!tg_kernel_flat(k, tg_ir_numel(k->n))) return false;
+    tg_source_printf(&k->source, "    let a = %s(%s);\n    let b = %s(%s);\n    let g = %s(%s);\n    %s(i, %s);\n",
+                     k->load_name[0], ix[0], k->load_name[1], ix[1], k->load_name[2], ix[2], k->store_name, e);
     tg_kernel_end(k);
     return true;
 }
