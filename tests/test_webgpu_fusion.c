@@ -606,6 +606,42 @@ static void test_step_check_tail(void) {
     tg_model_free(m);
 }
 
+/* A math row of ops.def among the scalars after a sum of squares' total
+ * (ops.def's MATH): tanh(sum(a^2) + sum(b^2)) runs as the partial sums and
+ * the totals kernel, tanh computed in the latter from its row's expression:
+ * two dispatches (three if tanh ran alone), the CPU's value. */
+static tg_param ta, tb;
+static tg_tensor tanh_total(tg_graph *g, void *u) {
+    (void)u;
+    tg_tensor a = tg_use(g, ta), b = tg_use(g, tb);
+    return tg_tanh(tg_mul_s(tg_add(tg_sum(tg_mul(a, a), TG_ALL, false), tg_sum(tg_mul(b, b), TG_ALL, false)), 1e-5f));
+}
+
+static void test_math_tail(void) {
+    tg_model *m = tg_model_new();
+    ta = tg_model_param(m, "a", S(300, 300), tg_init_randn(0.5f));
+    tb = tg_model_param(m, "b", S(300), tg_init_randn(0.5f));
+    float y[2] = {0, 0};
+    int dispatches[2] = {0, 0};
+    for (int k = 0; k < 2; k++) {
+        tg_forward *f = NULL;
+        tg_forward_spec spec = {.fn = tanh_total, .model = m, .seed = 9, .backend = k ? TG_BACKEND_WEBGPU : TG_BACKEND_CPU};
+        CHECK_OK(tg_forward_new(&spec, &f));
+        tg_plan_stats ps = {0};
+        if (f) {
+            CHECK_OK(tg_forward_run(f, 0, NULL, 0));
+            CHECK_OK(tg_forward_output(f, &y[k], 1));
+            CHECK_OK(tg_forward_plan_stats(f, &ps));
+        }
+        dispatches[k] = ps.n_dispatches;
+        tg_forward_free(f);
+    }
+    CHECK(dispatches[1] == 2, "tanh of a sum of squares' total: %d dispatches, want 2 (tanh in the totals kernel)", dispatches[1]);
+    CHECK(fabsf(y[1] - y[0]) <= 1e-5f * fabsf(y[0]), "tanh of the total: %.9g on webgpu, %.9g on the cpu", y[1], y[0]);
+    printf("  a math row after a sum of squares' total: computed in the totals kernel (%d dispatches)\n", dispatches[1]);
+    tg_model_free(m);
+}
+
 /* ---- elementwise chains, fused before planning ---- */
 
 enum { CR = 64, CC = 16 };
@@ -826,6 +862,7 @@ int main(void) {
     test_split_group_loads();
     test_lead_groups();
     test_step_check_tail();
+    test_math_tail();
     test_chain_memory();
     test_chain_bindings();
     test_addition();

@@ -222,7 +222,7 @@ void tg_sumsq_match_free(tg_sumsq_match *m);
 /* The scalar arithmetic after the total that the kernel with the total can
  * do at turn (the clip factor min(c / (sqrt(total) + eps), 1), the step
  * check loss * 0 + total): one-element f32 or bool add, sub, mul, div,
- * sqrt, less, greater or where after it whose operands are the total,
+ * less, greater, where or math row (sqrt) after it whose operands are the total,
  * other such nodes, or values readable at turn; only those that read the
  * total (directly or through others), or that only such nodes read.
  * Writes them to tail in node order, with stored[q] when something else

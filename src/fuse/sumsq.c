@@ -85,17 +85,19 @@ void tg_sumsq_match_free(tg_sumsq_match *m) {
     m->term = NULL, m->tree = NULL;
 }
 
-/* A one-element f32 or bool add, sub, mul, div, sqrt, less, greater or
- * where, on operands of the dtypes it computes in. */
+/* A one-element f32 or bool add, sub, mul, div, less, greater or where,
+ * or an f32 math row of ops.def (MATH: whose expressions a kernel can
+ * compute anywhere), on operands of the dtypes it computes in. */
 static bool tail_op(const tg_fuse_graph *x, const tg_fuse_hooks *h, int i) {
     const tg_node *n = tg_fuse_node(x, i);
     if (!tg_plan_runs(x->g, i) || !tg_fuse_free(x, i) || taken(h, i) || tg_ir_numel(n) != 1 ||
         (n->dtype != TG_F32 && n->dtype != TG_BOOL))
         return false;
     switch (n->op) {
-    case TG_OP_ADD: case TG_OP_SUB: case TG_OP_MUL: case TG_OP_DIV: case TG_OP_SQRT: case TG_OP_LESS: case TG_OP_GREATER:
+    case TG_OP_ADD: case TG_OP_SUB: case TG_OP_MUL: case TG_OP_DIV: case TG_OP_LESS: case TG_OP_GREATER:
     case TG_OP_WHERE: break;
-    default: return false;
+    default:
+        if (!(tg_ops[n->op].flags & TG_OPF_MATH)) return false;
     }
     for (int k = 0; k < n->nin; k++) /* f32 operands; where's condition a bool */
         if (tg_fuse_node(x, n->in[k])->dtype != (n->op == TG_OP_WHERE && k == 0 ? TG_BOOL : TG_F32)) return false;

@@ -55,7 +55,8 @@ enum {
     TG_OPF_CHEAP = 1 << 6,    /* a few ALU operations per element: fine to recompute */
     TG_OPF_I32 = 1 << 7,      /* unary math: takes i32 operands too */
     TG_OPF_UPDATE = 1 << 8,   /* an optimizer update */
-    TG_OPF_REMAT = 1 << 9     /* one pass over its output: may be computed again for the backward */
+    TG_OPF_REMAT = 1 << 9,    /* one pass over its output: may be computed again for the backward */
+    TG_OPF_MATH = 1 << 10     /* a unary or binary math row: its math is an expression of ops.def */
 };
 
 typedef struct {

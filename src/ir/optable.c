@@ -63,6 +63,7 @@
 #define CHEAP TG_OPF_CHEAP
 #define UPDATE TG_OPF_UPDATE
 #define REMAT TG_OPF_REMAT
+#define MATH TG_OPF_MATH
 
 const tg_opinfo tg_ops[TG_OP_COUNT] = {
 #define TG_OP(OP, name, arity, flags, shape, grad, kernel) \

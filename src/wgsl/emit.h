@@ -273,6 +273,13 @@ bool tg_wgsl_conv2d_dw_dims(const tg_graph *g, const tg_node *n, int64_t *R, int
 #define TG_OP(OP, name, arity, flags, shape, grad, kernel) bool tg_wgsl_##kernel(wgsl_kernel *k);
 #include "../ir/ops.def"
 
+/* A math row of ops.def (TG_OPF_MATH) inside other code (the clip norm's
+ * scalars): the module-scope functions op's expression calls, written
+ * before the entry point; then `var t<id>`, node n's forward over the
+ * given operand expressions (one each), written in the body. */
+void tg_wgsl_math_helpers(wgsl_kernel *k, tg_opcode op);
+void tg_wgsl_math_value(wgsl_kernel *k, const tg_node *n, const char *const *operand, int id);
+
 /* SGD's new param into `let u` from the bound g, p, mu, wd, lr and, with
  * momentum, v (the new velocity): tg_wgsl_optim and the fused optimizer
  * group pick the step direction here, once */

@@ -445,16 +445,20 @@ static void emit_tails(wgsl_kernel *k, const tg_graph *g, const tg_plan *plan, c
             else if (g->nodes[x].dtype == TG_BOOL) snprintf(v[j], sizeof v[j], "%s0u]", at(s, plan, x, a, sizeof a));
             else snprintf(v[j], sizeof v[j], "bitcast<f32>(%s0u])", at(s, plan, x, a, sizeof a));
         }
+        if (tg_ops[nd->op].flags & TG_OPF_MATH) { /* a math row of ops.def, written from its expression */
+            const char *operand[2] = {v[0], v[1]};
+            tg_wgsl_math_value(k, nd, operand, id);
+        } else {
         tg_source_printf(&k->source, "        let t%d = ", id);
         switch (nd->op) {
         case TG_OP_ADD: tg_source_printf(&k->source, "%s + %s;\n", v[0], v[1]); break;
         case TG_OP_SUB: tg_source_printf(&k->source, "%s - %s;\n", v[0], v[1]); break;
         case TG_OP_MUL: tg_source_printf(&k->source, "%s * %s;\n", v[0], v[1]); break;
         case TG_OP_DIV: tg_source_printf(&k->source, "%s / %s;\n", v[0], v[1]); break;
-        case TG_OP_SQRT: tg_source_printf(&k->source, "sqrt(%s);\n", v[0]); break;
         case TG_OP_LESS: tg_source_printf(&k->source, "select(0u, 1u, %s < %s);\n", v[0], v[1]); break;
         case TG_OP_GREATER: tg_source_printf(&k->source, "select(0u, 1u, %s > %s);\n", v[0], v[1]); break;
         default: tg_source_printf(&k->source, "select(%s, %s, %s != 0u);\n", v[2], v[1], v[0]); break; /* where */
+        }
         }
         if (gr->tail_st[q])
             tg_source_printf(&k->source, "        %s0u] = %s;\n", at(s, plan, id, a, sizeof a),
@@ -502,6 +506,8 @@ static tg_status emit_combine(const tg_graph *g, const tg_plan *plan, const tg_w
         snprintf(init[t], sizeof init[t], "%lldu, %lldu", (long long)p0, (long long)n_parts(g, &gr->term[t]));
         p0 += n_parts(g, &gr->term[t]);
     }
+    for (int q = 0; q < gr->n_tail; q++) /* the functions the math rows among the scalars call */
+        if (tg_ops[g->nodes[gr->tail[q]].op].flags & TG_OPF_MATH) tg_wgsl_math_helpers(&k, g->nodes[gr->tail[q]].op);
     tg_source_printf(&k.source, "struct Seg { p: u32, n: u32 }\nfn seg(w: u32) -> Seg {\n");
     seg_tree(&k, w0, init, 0, n, 1);
     tg_source_printf(&k.source, "}\n");

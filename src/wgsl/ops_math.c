@@ -149,6 +149,19 @@ static void math_helpers(wgsl_kernel *k, const char *e) {
     }
 }
 
+void tg_wgsl_math_helpers(wgsl_kernel *k, tg_opcode op) {
+    if ((unsigned)op < TG_OP_COUNT && exprs[op].fwd) math_helpers(k, exprs[op].fwd);
+}
+
+void tg_wgsl_math_value(wgsl_kernel *k, const tg_node *n, const char *const *operand, int id) {
+    const char *e = exprs[n->op].fwd;
+    tg_source_printf(&k->source, "        var t%d: f32;\n        {\n", id);
+    if (exprs[n->op].bwd_b) tg_source_printf(&k->source, "            let a = %s;\n            let b = %s;\n", operand[0], operand[1]);
+    else tg_source_printf(&k->source, "            let v = %s;\n", operand[0]);
+    attr_lets(k, e, &n->at.unary);
+    tg_source_printf(&k->source, "            t%d = %s;\n        }\n", id, e);
+}
+
 /* A unary math row of ops.def: x [...] -> y [...] = f(x); i32 for those
  * with an i32 form. */
 bool tg_wgsl_unary_math(wgsl_kernel *k) {
