@@ -29,7 +29,7 @@ trap 'rm -rf "$tmp"' EXIT
 case "$build" in /*) build_abs=$build ;; *) build_abs=$top/$build ;; esac
 copy=$tmp/tree
 mkdir -p "$copy/build"
-cp -a "$top/Makefile" "$top/include" "$top/src" "$top/pkg" "$top/tools" "$top/examples" "$copy/"
+cp -a "$top/Makefile" "$top/include" "$top/src" "$top/pkg" "$top/tools" "$top/examples" "$top/web" "$copy/"
 [ -e "$top/.deps" ] && ln -s "$top/.deps" "$copy/.deps"
 for f in obj libtensorgrad.a tg prefix.stamp pic.stamp; do
     [ -e "$build_abs/$f" ] && cp -a "$build_abs/$f" "$copy/build/"
