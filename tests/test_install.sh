@@ -105,7 +105,8 @@ if documented 'make install PREFIX=$HOME/.local' "$tmp/stage"; then
         bad "tensorgrad-static: $out $(readelf -d "$use/a.out" 2>&1 | grep NEEDED)"
     # examples/standalone, copied out of the tree and built as its README
     # says, with pkg-config (its Makefile) and with CMake; each program runs
-    # a few steps, infer.c from the checkpoint classifier.c wrote.
+    # a few steps, infer.c a forward session of its own on the params of
+    # the checkpoint classifier.c wrote.
     sa=$tmp/standalone
     cp -r "$top/examples/standalone" "$sa"
     readme=$top/examples/standalone/README.md
@@ -122,7 +123,7 @@ if documented 'make install PREFIX=$HOME/.local' "$tmp/stage"; then
             out=$(cd "$sa" && env -u LD_LIBRARY_PATH $bin/classifier 200 2>&1) &&
                 [[ "$out" == *"accuracy "*"saved classifier.ckpt"* ]] && ok || bad "$how: classifier: $out"
             out=$(cd "$sa" && env -u LD_LIBRARY_PATH $bin/infer 2>&1) &&
-                [[ "$out" == "classifier.ckpt: trained 200 steps"*" of 8 right"* ]] && ok || bad "$how: infer: $out"
+                [[ "$out" == "classifier.ckpt: params loaded into a forward session"*" of 8 right"* ]] && ok || bad "$how: infer: $out"
             out=$(cd "$sa" && env -u LD_LIBRARY_PATH $bin/charmodel 30 2>&1) && [[ "$out" == *"samples: "* ]] && ok ||
                 bad "$how: charmodel: $out"
             out=$(cd "$sa" && env -u LD_LIBRARY_PATH $bin/fit 2>&1) && [[ "$out" == "loss "* ]] && ok || bad "$how: fit: $out"

@@ -1,5 +1,6 @@
-/* Inference from a checkpoint: loads what classifier.c saved and sorts a
- * few points, as a program that only uses a trained model would.
+/* Inference from a checkpoint: loads the params of what classifier.c saved
+ * into a forward session and sorts a few points, as a program that only
+ * uses a trained model would: no loss, no optimizer, no training session.
  *   ./infer [CHECKPOINT]   (default classifier.ckpt) */
 #include <stdio.h>
 
@@ -14,19 +15,15 @@ int main(int argc, char **argv) {
     const char *path = argc > 1 ? argv[1] : "classifier.ckpt";
     tg_model *m = tg_model_new();
     spiral_net net = spiral_net_new(m);
-    /* A full checkpoint (tg_session_save) loads into a training session of
-     * the same model and optimizer; a forward session attached to it runs
-     * the model on the loaded params. */
-    tg_input_decl in[] = {{"x", TG_F32, TG_SHAPE(SPIRAL_POINTS, 2)}, {"label", TG_I32, TG_SHAPE(SPIRAL_POINTS)}};
-    tg_train_spec spec = spiral_spec(m, &net, in, 1);
-    tg_session *s;
-    if (tg_session_new(&spec, &s) != TG_OK) return fail("tg_session_new");
-    if (tg_session_load(s, path) != TG_OK) return fail("tg_session_load");
+    /* A forward session of its own, from the model alone: it takes the
+     * params of a full checkpoint (tg_session_save) and leaves the
+     * optimizer state in the file. */
     tg_input_decl x_only[] = {{"x", TG_F32, TG_SHAPE(TG_BATCH, 2)}};
-    tg_forward_spec fspec = {.fn = spiral_class, .user = &net, .inputs = x_only, .n_inputs = 1};
+    tg_forward_spec fspec = {.fn = spiral_class, .user = &net, .inputs = x_only, .n_inputs = 1, .model = m};
     tg_forward *f;
-    if (tg_forward_attach(s, &fspec, &f) != TG_OK) return fail("tg_forward_attach");
-    printf("%s: trained %lld steps\n", path, (long long)tg_session_step_count(s));
+    if (tg_forward_new(&fspec, &f) != TG_OK) return fail("tg_forward_new");
+    if (tg_forward_load_params(f, path) != TG_OK) return fail("tg_forward_load_params");
+    printf("%s: params loaded into a forward session\n", path);
 
     int right = 0, n = 8;
     for (int i = 0; i < n; i++) { /* one point at a time: batch 1 */
@@ -40,7 +37,6 @@ int main(int argc, char **argv) {
     }
     printf("%d of %d right\n", right, n);
     tg_forward_free(f);
-    tg_session_free(s);
     tg_model_free(m);
     return 0;
 }

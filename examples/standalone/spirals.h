@@ -44,8 +44,8 @@ static inline void spiral_point(int i, float *x, float *y, int32_t *label) {
     *x = (float)(2 * r * cos(a)), *y = (float)(2 * r * sin(a)), *label = arm;
 }
 
-/* The training spec both programs use: the same model, loss and optimizer,
- * so that infer.c's session takes the checkpoint classifier.c wrote. */
+/* The training spec classifier.c uses (infer.c needs only the model: a
+ * forward session loads the checkpoint's params and leaves the rest). */
 static inline tg_train_spec spiral_spec(tg_model *m, spiral_net *net, const tg_input_decl *inputs, int64_t steps) {
     tg_train_spec spec = {.model = m, .loss = spiral_loss, .user = net, .inputs = inputs, .n_inputs = 2,
                           .optim = tg_adamw(tg_lr_cosine(3e-2f, 1e-4f, steps), 1e-4f)};
