@@ -4,9 +4,12 @@
 # RANKS MPI ranks of this machine each fed its share of the batch, with the
 # all-reduce's time per step. Not a test: the figures docs/distributed.md
 # works from. Each run warms up 10 steps, then times STEPS.
-#   bench/dist.sh BUILD   (env: STEPS, default 3; RANKS, default 2)
+#   bench/dist.sh BUILD [TG-MPI OPTIONS]   (env: STEPS, default 3; RANKS, default 2)
+# Options after BUILD go to the ranks' tg-mpi (--dp-bucket-kb N: the size of
+# the gradient buckets, default 2048).
 set -u
 build=${1:-build}
+shift $(($# > 0 ? 1 : 0))
 steps=${STEPS:-3}
 ranks=${RANKS:-2}
 cpus=$(nproc 2>/dev/null || echo 1)
@@ -19,7 +22,7 @@ mpi=(mpirun -n "$ranks" --oversubscribe)
 echo "gpt_small CPU training step, global batch 64: 1 process x $cpus threads, then $ranks ranks sharing the $cpus CPUs; load $(cut -d' ' -f1 /proc/loadavg)"
 one=$(TG_THREADS=$cpus "$build/tg" train gpt_small --bench "$steps" | grep '^{')
 echo "json: $one"
-many=$("${mpi[@]}" "$build/tg-mpi" train gpt_small --dp --bench "$steps" | grep '^{')
+many=$("${mpi[@]}" "$build/tg-mpi" train gpt_small --dp --bench "$steps" "$@" | grep '^{')
 echo "json: $many"
 # The all-reduce alone, the ranks entering together: what the transport
 # costs without waiting for a slower rank's backward.

@@ -848,6 +848,12 @@ typedef struct tg_comm {
      * the job instead of hanging it. tg_mpi_comm honours it, waiting
      * without spinning a core; a comm of your own should. */
     double timeout_s;
+    /* The gradients are averaged in buckets of about this many bytes, one
+     * all-reduce each (one gradient larger than it is a bucket of its
+     * own); 0 is 2 MiB. Larger buckets cost fewer calls; smaller ones let
+     * the first start earlier in the backward. Every rank must give the
+     * same size. */
+    int64_t bucket_bytes;
 } tg_comm;
 
 /* ---- sessions ------------------------------------------------------------ */

@@ -7,7 +7,8 @@
 # fail (each run bounded by a timeout: a hang fails the check). A rank that
 # stalls (SIGSTOP) ends the job within the comm's timeout + 5 s: in the
 # driver (the error, the wait, the last checkpoint) and in tg-mpi (its
-# --dp-timeout, the error, and no checkpoint written).
+# --dp-timeout, the error, and no checkpoint written). tg-mpi's
+# --dp-bucket-kb sizes the gradient buckets.
 # Skipped without mpirun or the driver (make builds it where mpicc is
 # found), except under CI=true, which installs Open MPI.
 # Usage: tests/test_dp.sh BUILD_DIR
@@ -84,6 +85,19 @@ if [ -x "$tgmpi" ]; then
         pass=$((pass + 1))
     fi
     wait "$job" 2>/dev/null
+    # --dp-bucket-kb: the sin MLP's gradients (17 KB) in one bucket by
+    # default, in several of at most 1 KiB (one gradient larger than that
+    # alone), the same losses; without --dp it is refused.
+    buckets() { timeout 60 "${mpi[@]}" "$tgmpi" train sin --dp --steps 20 --quiet "$@" 2>/dev/null |
+        sed -n 's/^final loss=\(.*\)/\1/p; s/^data-parallel: .* in \([0-9]*\) buckets.*/\1/p' | tr '\n' ' '; }
+    one=$(buckets) small=$(buckets --dp-bucket-kb 1)
+    alone=$("$tgmpi" train sin --dp-bucket-kb 1 2>&1)
+    if [ "${one%% *}" = "${small%% *}" ] && [ -n "${one%% *}" ] && [ "$(echo $one $small | awk '{ print $2 < $4 }')" = 1 ] &&
+        [ "$alone" = "tg: --dp-bucket-kb goes with --dp" ]; then
+        pass=$((pass + 1))
+    else
+        fail=$((fail + 1)); echo "FAIL tg-mpi --dp-bucket-kb 1: loss and buckets '$small' (default '$one'); without --dp: $alone"
+    fi
 elif [ "${CI:-}" = true ]; then
     fail=$((fail + 1)); echo "FAIL tg-mpi: $tgmpi is missing (make test builds it where mpicc is found)"
 fi

@@ -186,7 +186,7 @@ static tg_status one_bcast(tg_comm *c, void *data, int64_t bytes, int root) {
  * failing all-reduce fails the step before any update; checkpoints go
  * through the rank-0 paths. */
 static void one_rank(tg_model *m) {
-    tg_comm comm = {0, 1, one_sum, one_bcast, true, "", NULL, 0};
+    tg_comm comm = {0, 1, one_sum, one_bcast, true, "", NULL, 0, 0};
     tg_input_decl tin[] = {{"x", TG_F32, TG_SHAPE(4, 2)}, {"t", TG_I32, TG_SHAPE(4)}};
     tg_train_spec ts = {.model = m, .loss = loss_fn, .inputs = tin, .n_inputs = 2,
                         .optim = tg_adamw(tg_lr_constant(0.05f), 0.01f), .seed = 3, .threads = 1};
@@ -226,6 +226,24 @@ static void one_rank(tg_model *m) {
         CHECK(cs.ranks == 1 && cs.steps == 5 && cs.buckets >= 2 && cs.bytes > 0 && cs.step_s > 0 && none.steps == 0,
               "comm stats: %d ranks, %lld steps, %d buckets, %lld bytes", cs.ranks, (long long)cs.steps, cs.buckets,
               (long long)cs.bytes);
+        /* comm.bucket_bytes: buckets of 4 bytes hold one gradient each (more buckets than the default's), the
+         * same bits; a negative size is refused */
+        tg_comm small = comm;
+        small.bucket_bytes = 4;
+        ts.comm = &small;
+        tg_session *c = NULL;
+        float lc = 0, pc[16];
+        CHECK_OK(tg_session_new(&ts, &c));
+        for (int step = 0; c && step < 5; step++) CHECK_OK(tg_session_step(c, f, 2, &lc));
+        tg_comm_stats cc = {0};
+        if (c) CHECK_OK(tg_session_comm_stats(c, &cc));
+        if (c) CHECK_OK(tg_session_get_param(c, "l1.W", pc, 16));
+        CHECK(c && cc.buckets > cs.buckets && memcmp(&lc, &lb, sizeof lc) == 0 && memcmp(pc, pb, sizeof pc) == 0,
+              "bucket_bytes 4: %d buckets (the default's %d), loss %.9g (%.9g)", cc.buckets, cs.buckets, lc, lb);
+        tg_session_free(c);
+        small.bucket_bytes = -1;
+        CHECK_ERR(tg_session_new(&ts, &c), TG_ERR_ARG, "spec.comm: bucket_bytes is -1");
+        ts.comm = &comm;
         char path[64];
         snprintf(path, sizeof path, "/tmp/test_sessions_dp_%d.safetensors", (int)getpid());
         CHECK_OK(tg_session_save(b, path));
@@ -632,7 +650,7 @@ static void discard_grads_checks(tg_backend be, const char *name) {
     ts.optim = tg_adam(tg_lr_constant(0.01f));
     ts.optim.kind = TG_OPT_NONE;
     CHECK_ERR(tg_session_new(&ts, &z), TG_ERR_ARG, "discard_grads without an optimizer");
-    tg_comm comm = {0, 1, one_sum, one_bcast, true, "", NULL, 0};
+    tg_comm comm = {0, 1, one_sum, one_bcast, true, "", NULL, 0, 0};
     ts.optim = tg_adam(tg_lr_constant(0.01f));
     ts.comm = &comm;
     CHECK_ERR(tg_session_new(&ts, &z), TG_ERR_ARG, "discard_grads is not supported with spec->comm");

@@ -146,6 +146,8 @@ static const struct option {
     {"--dp", NULL, 0, "tg-mpi under mpirun: each batch split between the ranks (docs/distributed.md)"},
     {"--dp-timeout", "SECONDS", 0, "with --dp: a rank that waits this long for the others ends the job, naming the "
                                    "ranks that did not arrive (default 600)"},
+    {"--dp-bucket-kb", "N", 0, "with --dp: the gradients are averaged in buckets of about N KiB, an all-reduce each "
+                               "(default 2048)"},
 };
 #define N_OPTIONS (int)(sizeof options / sizeof options[0])
 
@@ -234,10 +236,17 @@ static bool parse_int(const char *opt, const char *v, long long lo, long long hi
     return true;
 }
 
+/* --dp and what goes with it: the comm's timeout_s and bucket_bytes (0: the defaults). */
+typedef struct {
+    bool on;
+    double timeout_s;
+    int64_t bucket_bytes;
+} dp_opts;
+
 /* Parses the options of `tg train` / `tg graph` for example ex into o.
  * Returns 0, or 2 after printing why. */
 static int parse_opts(const struct example *ex, bool graph, int argc, char **argv, tg_example_opts *o,
-                      const char **svg, bool *dp, double *dp_timeout) {
+                      const char **svg, dp_opts *dp) {
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long long x;
@@ -286,7 +295,7 @@ static int parse_opts(const struct example *ex, bool graph, int argc, char **arg
             o->lr = (float)lr;
         } else if (!strcmp(a, "--quiet")) o->quiet = true;
         else if (!strcmp(a, "--discard-grads")) o->discard_grads = true;
-        else if (!strcmp(a, "--dp")) *dp = true;
+        else if (!strcmp(a, "--dp")) dp->on = true;
         else if (!strcmp(a, "--dp-timeout")) {
             char *end;
             errno = 0;
@@ -295,7 +304,10 @@ static int parse_opts(const struct example *ex, bool graph, int argc, char **arg
                 fprintf(stderr, "tg: --dp-timeout needs seconds, more than 0 and at most 1e9, not '%s'\n", v);
                 return 2;
             }
-            *dp_timeout = t;
+            dp->timeout_s = t;
+        } else if (!strcmp(a, "--dp-bucket-kb")) {
+            if (!parse_int(a, v, 1, (int64_t)1 << 30, &x)) return 2;
+            dp->bucket_bytes = x * 1024;
         }
         else if (!strcmp(a, "--log")) o->log = v;
         else if (!strcmp(a, "--checkpoint")) o->checkpoint = v;
@@ -457,7 +469,7 @@ static int plan_cmd(const struct example *ex, int argc, char **argv) {
  * --threads overrides), a WebGPU rank takes adapter rank % adapters (the
  * library's choice; TG_WEBGPU_ADAPTER overrides), and only rank 0 writes to
  * stdout (errors still come from every rank). */
-static int train_dp(const struct example *ex, tg_example_opts *o, double timeout, int *argc, char ***argv) {
+static int train_dp(const struct example *ex, tg_example_opts *o, const dp_opts *dp, int *argc, char ***argv) {
     int level, local_n = 1;
     if (MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &level) != MPI_SUCCESS) {
         fprintf(stderr, "tg: --dp: MPI_Init_thread failed\n");
@@ -477,7 +489,8 @@ static int train_dp(const struct example *ex, tg_example_opts *o, double timeout
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     if (!o->threads && !getenv("TG_THREADS")) o->threads = cores / local_n > 1 ? (int)(cores / local_n) : 1;
     if (comm->rank != 0 && !freopen("/dev/null", "w", stdout)) o->quiet = true;
-    if (timeout > 0) comm->timeout_s = timeout;
+    if (dp->timeout_s > 0) comm->timeout_s = dp->timeout_s;
+    comm->bucket_bytes = dp->bucket_bytes;
     o->comm = comm;
     int rc = ex->run(o);
     fflush(stdout);
@@ -492,8 +505,8 @@ static int train_dp(const struct example *ex, tg_example_opts *o, double timeout
     return rc;
 }
 #else
-static int train_dp(const struct example *ex, tg_example_opts *o, double timeout, int *argc, char ***argv) {
-    (void)ex, (void)o, (void)timeout, (void)argc, (void)argv;
+static int train_dp(const struct example *ex, tg_example_opts *o, const dp_opts *dp, int *argc, char ***argv) {
+    (void)ex, (void)o, (void)dp, (void)argc, (void)argv;
     fprintf(stderr, "tg: --dp runs under mpirun with tg-mpi; this tg is built without MPI (make builds "
                     "tg-mpi where mpicc is found: Debian's libopenmpi-dev)\n");
     return 2;
@@ -563,14 +576,13 @@ int main(int argc, char **argv) {
     if (plan) return plan_cmd(ex, argc - 3, argv + 3);
     tg_example_opts o = {0};
     const char *svg = NULL;
-    bool dp = false;
-    double dp_timeout = 0;
-    int rc = parse_opts(ex, graph, argc - 3, argv + 3, &o, &svg, &dp, &dp_timeout);
+    dp_opts dp = {0};
+    int rc = parse_opts(ex, graph, argc - 3, argv + 3, &o, &svg, &dp);
     if (rc) return rc;
-    if (dp_timeout > 0 && !dp) {
-        fprintf(stderr, "tg: --dp-timeout goes with --dp\n");
+    if ((dp.timeout_s > 0 || dp.bucket_bytes > 0) && !dp.on) {
+        fprintf(stderr, "tg: %s goes with --dp\n", dp.timeout_s > 0 ? "--dp-timeout" : "--dp-bucket-kb");
         return 2;
     }
-    if (dp) return train_dp(ex, &o, dp_timeout, &argc, &argv);
+    if (dp.on) return train_dp(ex, &o, &dp, &argc, &argv);
     return graph ? graph_cmd(ex, &o, svg) : ex->run(&o);
 }

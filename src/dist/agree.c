@@ -17,6 +17,9 @@ tg_status tg_dp_check_comm(const tg_comm *c, const char *api) {
     if (!(c->timeout_s >= 0) || c->timeout_s > 1e9)
         return tg_fail(TG_ERR_ARG, "%s: spec.comm: timeout_s is %g (want seconds from 0, the default, to 1e9)", api,
                        c->timeout_s);
+    if (c->bucket_bytes < 0)
+        return tg_fail(TG_ERR_ARG, "%s: spec.comm: bucket_bytes is %lld (want bytes, or 0 for the default)", api,
+                       (long long)c->bucket_bytes);
     return TG_OK;
 }
 

@@ -7,7 +7,7 @@
 #include "dp.h"
 #include "../ir/model.h"
 
-/* Buckets of about this many bytes (TG_DP_BUCKET_KB overrides): large
+/* Buckets of about this many bytes (unless comm->bucket_bytes): large
  * enough that an all-reduce costs its bandwidth more than its latency, small
  * enough that the first ones start while much of the backward is left. */
 #define BUCKET_BYTES (1 << 21)
@@ -141,9 +141,7 @@ tg_status tg_dp_new(tg_comm *comm, const tg_program *p, const tg_optim *o, bool 
     if (st == TG_OK) st = classes(p, &c, &n, &loss);
     if (st != TG_OK) return st;
     qsort(c, (size_t)(loss ? n - 1 : n), sizeof *c, by_ready); /* the loss's class stays last, in the tail */
-    int64_t cap = BUCKET_BYTES;
-    const char *env = getenv("TG_DP_BUCKET_KB");
-    if (env && atoll(env) > 0) cap = atoll(env) * 1024;
+    int64_t cap = comm->bucket_bytes > 0 ? comm->bucket_bytes : BUCKET_BYTES;
     tg_dp *dp = tg_calloc(1, sizeof *dp);
     if (dp) dp->seg = tg_calloc((size_t)n + 1, sizeof *dp->seg), dp->bk = tg_calloc((size_t)n + 2, sizeof *dp->bk);
     if (!dp || !dp->seg || !dp->bk) {
