@@ -63,7 +63,7 @@ static int time_steps(tg_session *s, const tg_feed *feeds, int n_feeds, int warm
  * --gemm-shapes-webgpu, timed one waited-for step at a time, ran at about
  * 6.5 TFLOP/s in most steps against 30+ inside gpt_small's step, and a
  * layer norm over [16384, 384] took 75 - 84 us against 24 us there (the
- * step's GPU timestamps, TG_WG_PROFILE). Returns 0, or 1 after printing
+ * step's GPU timestamps, TG_PROFILE). Returns 0, or 1 after printing
  * the error. */
 static int time_batches(tg_session *s, int warm, int batches, int per, double *t, float *loss) {
     if (!t) {

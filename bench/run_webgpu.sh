@@ -4,7 +4,7 @@
 # eager and torch.compile, the ratio ours/eager, dispatches per step, planned
 # bytes against PyTorch's peak allocated bytes; then square fp32 GEMM against
 # torch.mm (TF32 off), and gpt_small's own products against torch's, alone
-# and inside the step (our kernels' GPU timestamps, TG_WG_PROFILE, beside
+# and inside the step (our kernels' GPU timestamps, TG_PROFILE, beside
 # torch.profiler's device times, both at the step's clocks); then the
 # bandwidth-bound kernels (layer norm forward and backward, column sums, in
 # each variant of src/wgsl/rows.c) against a copy.
@@ -40,7 +40,7 @@ for m in $models; do
         # 8th step, inside the warm-up (at least 10 steps) so that the
         # timed steps run unprofiled.
         b=${m#gpt2_b}; b=${b%_t*}; t=${m##*_t}
-        TG_WG_PROFILE=8 "$build/tg" train gpt2 --batch "$b" --seq "$t" --bench 10 --backend webgpu 2>"$prof" |
+        TG_PROFILE=run=8 "$build/tg" train gpt2 --batch "$b" --seq "$t" --bench 10 --backend webgpu 2>"$prof" |
             grep '^{' | tee -a "$out" | sed 's/^/json: /' || echo "$m: tensorgrad on WebGPU failed"
         grep '^{"wg_profile"' "$prof" | sed "s/^{/{\"model\": \"$m\", /" >>"$out"
         echo "top of $m's kernel profile (one step, GPU timestamps):"
@@ -53,14 +53,15 @@ for m in $models; do
     "$build/tg" train $args --backend webgpu | grep '^{' | tee -a "$out" | sed 's/^/json: /' ||
         echo "$m: tensorgrad on WebGPU failed"
 done
-# The profiled run is the 20th, after the warm-up (at least 10 steps) and 10
-# more: the GPU's clocks rise only over its first steps after the idle
-# compile. Profiling the 3rd run, an H100 timed the kernels up to 3 times
-# slower than the step runs them (the forward's most) in three runs of six,
-# and so the table of products inside the step below 1.6 to 2 times too
-# slow; profiling the 20th, as the step runs them in two of two.
+# The profiled run is the 20th (TG_PROFILE's default), after the warm-up
+# (at least 10 steps) and 10 more: the GPU's clocks rise only over its
+# first steps after the idle compile. Profiling the 3rd run, an H100 timed
+# the kernels up to 3 times slower than the step runs them (the forward's
+# most) in three runs of six, and so the table of products inside the step
+# below 1.6 to 2 times too slow; profiling the 20th, as the step runs them
+# in two of two.
 case " $models " in *" gpt_small "*)
-    TG_WG_PROFILE=20 "$build/tg" train gpt_small --bench 10 --backend webgpu 2>&1 | grep '^{"wg_profile"' |
+    TG_PROFILE=run=20 "$build/tg" train gpt_small --bench 10 --backend webgpu 2>&1 | grep '^{"wg_profile"' |
         sed 's/^{/{"model": "gpt_small", /' | tee -a "$out" | sed 's/^/json: /' || echo "gpt_small's profile on WebGPU failed" ;;
 esac
 kernels=${BENCH_KERNELS:-1}
@@ -106,7 +107,7 @@ function field(line, key,   m) {
     if (match(line, "\"" key "\": *[-0-9.e+]+")) { m = substr(line, RSTART, RLENGTH); sub(/^[^:]*: */, "", m); return m }
     return ""
 }
-# products inside a step, by model and shape (ours: TG_WG_PROFILE; torch: torch.profiler)
+# products inside a step, by model and shape (ours: TG_PROFILE; torch: torch.profiler)
 function key(line) { return field(line, "model") SUBSEP field(line, "m") " x " field(line, "n") " x " field(line, "k") }
 function pkey(k) { if (!(k in pseen)) { pseen[k] = 1; porder[++nprod] = k } }
 field($0, "wg_profile") == "product" { k = key($0); pkey(k); pms[k, "o"] += field($0, "ms"); pgf[k, "o"] += field($0, "gflop")

@@ -1329,7 +1329,7 @@ typedef struct {
      * disable_robustness and disable_workgroup_init toggles: every index
      * our kernels compute is in range by construction, and every kernel
      * writes the workgroup memory it reads first); on with
-     * TG_WEBGPU_ROBUST=1, or when the library did not take both toggles. */
+     * TG_WEBGPU=robust, or when the library did not take both toggles. */
     bool robust;
 } tg_webgpu_adapter_info;
 

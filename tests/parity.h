@@ -170,14 +170,26 @@ static void par_user_free(par_user *u) {
     free(u->ints[1]);
 }
 
-/* The WebGPU kernels compiled while a test runs, as TG_WGSL_DUMP writes
- * them: par_dump_start makes a folder (dir, 32 bytes) and points the dump
- * there; par_dump_count counts the lines holding `needle` (and `also`, if
- * not NULL) in every kernel dumped since; par_dump_end removes it all. */
+/* The WebGPU kernels compiled while a test runs, as TG_WEBGPU=dump=DIR
+ * writes them: par_dump_start makes a folder (dir, 32 bytes) and points the
+ * dump there, after the setting's other words; par_dump_count counts the
+ * lines holding `needle` (and `also`, if not NULL) in every kernel dumped
+ * since; par_dump_end restores the setting and removes it all. */
+static char par_dump_saved[256];
+static bool par_dump_had;
+
 static bool par_dump_start(char *dir) {
     strcpy(dir, "/tmp/tg_dump_XXXXXX");
     if (!mkdtemp(dir)) return false;
-    setenv("TG_WGSL_DUMP", dir, 1);
+    const char *was = getenv("TG_WEBGPU");
+    par_dump_had = was != NULL;
+    snprintf(par_dump_saved, sizeof par_dump_saved, "%s", was ? was : "");
+    char set[320]; /* the other words, any dump of the caller's replaced */
+    snprintf(set, sizeof set, "%s", par_dump_saved);
+    char *old = strncmp(set, "dump=", 5) == 0 ? set : strstr(set, ",dump=");
+    if (old) *old = 0;
+    snprintf(set + strlen(set), sizeof set - strlen(set), "%sdump=%s", set[0] ? "," : "", dir);
+    setenv("TG_WEBGPU", set, 1);
     return true;
 }
 
@@ -197,7 +209,8 @@ static int par_dump_count(const char *dir, const char *needle, const char *also)
 }
 
 static void par_dump_end(const char *dir) {
-    unsetenv("TG_WGSL_DUMP");
+    if (par_dump_had) setenv("TG_WEBGPU", par_dump_saved, 1);
+    else unsetenv("TG_WEBGPU");
     DIR *d = opendir(dir);
     for (struct dirent *e; d && (e = readdir(d));) {
         if (e->d_name[0] == '.') continue;

@@ -134,6 +134,21 @@ TG_PROFILE=1 "$tg" train sin --steps 5 --quiet >/dev/null 2>prof.txt
 lines=$(grep -c ' ms  %' prof.txt)
 named=$(grep ' ms  %' prof.txt | grep -cE '  (tg_[a-z_0-9]+ \(sin\.h:[0-9]+\)|the gradient of tg_[a-z_0-9]+ \(sin\.h:[0-9]+\)|the (backward|optimizer): tg_[a-z_0-9]+ \([a-z_]+\.c:[0-9]+\)|the optimizer update)$')
 [ "$lines" -gt 10 ] && [ "$named" -eq "$lines" ] && ok || bad "TG_PROFILE: $named of $lines kernels named: $(head -n 5 prof.txt)"
+# TG_PROFILE=1 lists a program's 40 slowest steps, TG_PROFILE=all every one
+# (the addition transformer's training program has over 40; its forward
+# one, for the held-out accuracy, fewer); a word it does not take fails the
+# session, naming the word and its words.
+listed() { # FILE MOST: "ok" when every program's profile lists min(its steps, MOST) steps and one has over 40
+    awk -v most="$2" 'function end() { if (h) { want = h < most ? h : most; bad += k != want; big += h > 40 } }
+        /^cpu profile:/ { end(); h = $3; k = 0 } / ms  %/ { k++ } END { end(); print (h && !bad && big ? "ok" : "bad") }' "$1"; }
+TG_PROFILE=1 "$tg" train addition --steps 2 --quiet >/dev/null 2>prof.txt
+slowest=$(listed prof.txt 40)
+TG_PROFILE=all "$tg" train addition --steps 2 --quiet >/dev/null 2>prof.txt
+[ "$slowest" = ok ] && [ "$(listed prof.txt 1000000)" = ok ] && grep -q '^  every step, slowest first:' prof.txt &&
+    ok || bad "TG_PROFILE=1 and all: $slowest; $(grep '^cpu profile:' prof.txt)"
+out=$(TG_PROFILE=slow "$tg" train sin --steps 1 --quiet 2>&1) && bad "TG_PROFILE=slow ran" ||
+    { [[ "$out" == *"TG_PROFILE=slow: 'slow' is not one of its words: 1 (the slowest kernels), all (every kernel), run=N"* ]] && ok ||
+        bad "TG_PROFILE=slow: $out"; }
 rm -f prof.txt
 
 # tg graph: DOT of the traced and the compiled graph; Graphviz must parse it.

@@ -12,31 +12,38 @@ if ! "$tg" devices | grep -q '^webgpu .*(vulkan\|^webgpu .*(metal\|^webgpu .*(d3
     exit 0
 fi
 check "sin on webgpu" "$tg" train sin --backend webgpu --quiet
-# TG_WG_PROFILE: the profiled step computes what an unprofiled one does (the
-# same final loss), every dispatch of the step is timed (the by-kind counts
-# add up to the plan's dispatches), from the GPU's timestamps where the
-# adapter has timestamp-query (lavapipe has).
+# TG_PROFILE on WebGPU: the profiled step computes what an unprofiled one
+# does (the same final loss), every dispatch of the step is timed (the
+# by-kind counts add up to the plan's dispatches), from the GPU's timestamps
+# where the adapter has timestamp-query (lavapipe has); each of the slowest
+# kernels is named as the CPU profile names its steps (test_cli.sh): the
+# op and the caller's file:line, or the gradient, backward or optimizer op
+# it comes from.
 plain=$("$tg" train sin --backend webgpu --steps 5 --quiet 2>&1 | sed -n 's/^final loss=//p')
-prof=$(TG_WG_PROFILE=2 "$tg" train sin --backend webgpu --steps 5 --quiet 2>&1)
+prof=$(TG_PROFILE=1,run=2 "$tg" train sin --backend webgpu --steps 5 --quiet 2>&1)
 loss=$(printf '%s\n' "$prof" | sed -n 's/^final loss=//p')
 n=$(printf '%s\n' "$prof" | sed -n 's/^webgpu profile: \([0-9]*\) dispatches.*/\1/p')
 sum=$(printf '%s\n' "$prof" | awk '/^  by kind:/ { on = 1; next } /^  slowest:/ { on = 0 } on { t += $4 + 0 } END { print t + 0 }')
+slow=$(printf '%s\n' "$prof" | awk '/^  slowest:/ { on = 1; next } /^  products by shape/ { on = 0 } on' )
+named=$(printf '%s\n' "$slow" | grep -cE ' ms  %[0-9]+ +.*  (tg_[a-z_0-9]+ \(sin\.h:[0-9]+\)|the gradient of tg_[a-z_0-9]+ \(sin\.h:[0-9]+\)|the (backward|optimizer): tg_[a-z_0-9]+ \([a-z_]+\.c:[0-9]+\)|the optimizer update)$')
 d=$("$tg" plan sin --backend webgpu --json 2>&1 | sed -n 's/.*"dispatches": \([0-9]*\).*/\1/p')
 how=each; "$tg" devices | grep -q 'features:.*timestamp-query' && how='GPU timestamps'
 if [ -n "$plain" ] && [ "$loss" = "$plain" ] && [ -n "$n" ] && [ "$n" = "$d" ] && [ "$sum" = "$d" ] &&
-    printf '%s\n' "$prof" | grep -q "^webgpu profile: .*($how"; then
+    [ "$named" = "$d" ] && printf '%s\n' "$prof" | grep -q "^webgpu profile: .*($how"; then
     pass=$((pass + 1))
 else
-    fail=$((fail + 1)); echo "FAIL TG_WG_PROFILE: loss '$loss' (unprofiled '$plain'), $n dispatches timed, $sum by kind (plan: $d), want '$how': $prof"
+    fail=$((fail + 1)); echo "FAIL TG_PROFILE on webgpu: loss '$loss' (unprofiled '$plain'), $n dispatches timed, $sum by kind, $named named (plan: $d), want '$how': $prof"
 fi
-# TG_PROFILE_ALL=1: a line for every dispatch of the step under its header
-# (without it, the 40 slowest).
-every=$(TG_PROFILE_ALL=1 TG_WG_PROFILE=2 "$tg" train sin --backend webgpu --steps 3 --quiet 2>&1 |
+# TG_PROFILE=all: a line for every dispatch of the step under its header
+# (without it, the 40 slowest); a program that never reaches the run
+# TG_PROFILE times (the 20th by default) says so when it is freed.
+every=$(TG_PROFILE=all,run=2 "$tg" train sin --backend webgpu --steps 3 --quiet 2>&1 |
     awk '/^  every dispatch, slowest first:/ { on = 1; next } /^  products by shape/ { on = 0 } on && / ms  / { n++ } END { print n + 0 }')
-if [ -n "$d" ] && [ "$every" = "$d" ]; then
+short=$(TG_PROFILE=1 "$tg" train sin --backend webgpu --steps 3 --quiet 2>&1)
+if [ -n "$d" ] && [ "$every" = "$d" ] && printf '%s\n' "$short" | grep -q "^webgpu profile: none for a program of $d dispatches: it ran 3 times, and TG_PROFILE times run 20 (TG_PROFILE=run=N picks another"; then
     pass=$((pass + 1))
 else
-    fail=$((fail + 1)); echo "FAIL TG_PROFILE_ALL: $every dispatches listed, want the plan's $d"
+    fail=$((fail + 1)); echo "FAIL TG_PROFILE=all: $every dispatches listed, want the plan's $d; or no note of the run not reached: $short"
 fi
 # Its products by shape: the sin MLP's step computes 8 (3 forward, 3 weight
 # gradients, 2 input gradients), each line's work 2 M N K per product.
@@ -47,7 +54,7 @@ np=$(printf '%s\n' "$prof" | grep '^{"wg_profile": "product"' | awk '
 if [ "$np" = 8 ]; then
     pass=$((pass + 1))
 else
-    fail=$((fail + 1)); echo "FAIL TG_WG_PROFILE products by shape: '$np' (want 8 products, each line's gflop 2 M N K per product): $prof"
+    fail=$((fail + 1)); echo "FAIL TG_PROFILE products by shape on webgpu: '$np' (want 8 products, each line's gflop 2 M N K per product): $prof"
 fi
 # The digits CNN (conv, pool and their gradients in WGSL), 100 of its
 # steps (the full run is slow on lavapipe): it reports an accuracy, the
@@ -82,7 +89,7 @@ split_loads() { # DUMP GROUP: "g s1 s4": split groups of GROUP loading 4 at a ti
     echo "$g $s1 $s4"
 }
 dump=$(mktemp -d)
-out=$(TG_WGSL_DUMP="$dump" "$tg" plan gpt_small --backend webgpu --json 2>&1)
+out=$(TG_WEBGPU="dump=$dump" "$tg" plan gpt_small --backend webgpu --json 2>&1)
 d=$(printf '%s' "$out" | sed -n 's/.*"dispatches": \([0-9]*\).*/\1/p')
 b=$(printf '%s' "$out" | sed -n 's/.*"planned_bytes": \([0-9]*\).*/\1/p')
 perm=$(grep -l '^// node [0-9]*: permute' "$dump"/*.wgsl 2>/dev/null | wc -l)
@@ -107,7 +114,7 @@ rm -rf "$dump"
 # gradient when gradients are kept is summed there too: no more column sum
 # kernels than kept (chosen after planning, 12 more).
 dump=$(mktemp -d)
-out=$(TG_WGSL_DUMP="$dump" "$tg" plan gpt_small --backend webgpu --json --discard-grads 2>&1)
+out=$(TG_WEBGPU="dump=$dump" "$tg" plan gpt_small --backend webgpu --json --discard-grads 2>&1)
 b=$(printf '%s' "$out" | sed -n 's/.*"planned_bytes": \([0-9]*\).*/\1/p')
 gb=$(printf '%s' "$out" | sed -n 's/.*"grad_bytes": \([0-9]*\).*/\1/p')
 g3=$(grep -l '^// node [0-9]*: matmul group of 3' "$dump"/*.wgsl 2>/dev/null | wc -l)
@@ -122,21 +129,35 @@ fi
 rm -rf "$dump"
 # Subgroups: where the adapter offers them, the kernels use them only once
 # a probe at device creation finds their lanes numbered in order (lavapipe
-# does), and never with TG_WEBGPU_SUBGROUPS=0.
+# does), and never with TG_WEBGPU=no-subgroups.
 if "$tg" devices | grep -q 'features:.* subgroups'; then
     dump=$(mktemp -d)
-    TG_WGSL_DUMP="$dump" "$tg" plan addition --backend webgpu >/dev/null 2>&1
+    TG_WEBGPU="dump=$dump" "$tg" plan addition --backend webgpu >/dev/null 2>&1
     on=$(grep -l '^enable subgroups;' "$dump"/*.wgsl 2>/dev/null | wc -l)
     rm -rf "$dump"; dump=$(mktemp -d)
-    TG_WEBGPU_SUBGROUPS=0 TG_WGSL_DUMP="$dump" "$tg" plan addition --backend webgpu >/dev/null 2>&1
+    TG_WEBGPU="no-subgroups,dump=$dump" "$tg" plan addition --backend webgpu >/dev/null 2>&1
     off=$(grep -l '^enable subgroups;' "$dump"/*.wgsl 2>/dev/null | wc -l)
     total=$(ls "$dump" | wc -l)
     rm -rf "$dump"
     if [ "$on" -gt 0 ] && [ "$off" -eq 0 ] && [ "$total" -gt 50 ]; then
         pass=$((pass + 1))
     else
-        fail=$((fail + 1)); echo "FAIL subgroups: $on kernels enable them by default (want > 0), $off of $total with TG_WEBGPU_SUBGROUPS=0 (want 0)"
+        fail=$((fail + 1)); echo "FAIL subgroups: $on kernels enable them by default (want > 0), $off of $total with TG_WEBGPU=no-subgroups (want 0)"
     fi
+fi
+# TG_WEBGPU's words: a word it does not know leaves WebGPU unavailable,
+# saying which word and what it takes; adapter=N past the adapters there
+# says how many there are; a dump folder that cannot be written fails the
+# compile, naming the file.
+bad=$(TG_WEBGPU=robust,robst "$tg" devices 2>&1 | grep '^webgpu')
+past=$(TG_WEBGPU=adapter=9 "$tg" devices 2>&1 | grep '^webgpu')
+nodir=$(TG_WEBGPU=dump=/nonexistent/tg "$tg" plan sin --backend webgpu 2>&1)
+if [[ "$bad" == *"TG_WEBGPU=robust,robst: 'robst' is not one of its words: adapter=N"*"no-subgroups"* ]] &&
+    [[ "$past" == *"TG_WEBGPU=adapter=9: "*" adapter"*" here (0 to "* ]] &&
+    [[ "$nodir" == *"TG_WEBGPU=dump=/nonexistent/tg: cannot write /nonexistent/tg/p1_"* ]]; then
+    pass=$((pass + 1))
+else
+    fail=$((fail + 1)); echo "FAIL TG_WEBGPU words: '$bad'; '$past'; '$nodir'"
 fi
 # The addition transformer's plan: at most 94 dispatches per step (its
 # output projections lead groups: tg_wgsl_matmul_groups_led) and no more than

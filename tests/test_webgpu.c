@@ -798,7 +798,7 @@ static void test_ops_2d_grid(bool verbose) {
  * workgroup zeroing) printed; with --poison every kernel first fills its
  * workgroup memory with NaN bits, with --read-write it declares no binding
  * read-only (tg_wgsl_forms). tests/test_webgpu_robust.sh runs it in each
- * way, and with and without TG_WEBGPU_ROBUST=1, and compares the files. */
+ * way, and with and without TG_WEBGPU=robust, and compares the files. */
 static int robust_bits(const char *path, const char *form) {
     if (form && strcmp(form, "--poison") && strcmp(form, "--read-write")) {
         printf("test_webgpu: --bits FILE takes --poison or --read-write, not '%s'\n", form);

@@ -41,7 +41,7 @@ static tg_tensor b_plain(tg_graph *g, const tg_tensor *p, const tg_tensor *in) {
 
 /* The WebGPU session of case c: its attention groups, planned bytes, and
  * how many of its kernels are the attention's in 64 x 64 blocks and how
- * many in rows (from the kernels' header comments, through TG_WGSL_DUMP). */
+ * many in rows (from the kernels' header comments, through TG_WEBGPU=dump=DIR). */
 static void fused_info(const par_case *c, int *groups, int64_t *planned, int forms[2]) {
     par_user u = {c, NULL, 0, {NULL, NULL}};
     par_run r;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The op parity suite on WebGPU twice: as sessions run by default (Dawn's
 # disable_robustness and disable_workgroup_init: no bounds clamps, no zeroing
-# of workgroup memory) and with TG_WEBGPU_ROBUST=1 (both on). Every index is
+# of workgroup memory) and with TG_WEBGPU=robust (both on). Every index is
 # in range by construction and every kernel writes the workgroup memory it
 # reads, so the two must agree bit for bit, and the device must report that
 # it took the toggles. A third run with --poison fills every
@@ -17,17 +17,17 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp}
 # the knobs this script sets, unset for every run but where it sets one
-clean() { env -u TG_WEBGPU_ROBUST -u TG_WGSL_DUMP "$@"; }
+clean() { env -u TG_WEBGPU "$@"; }
 off=$(clean "$t" --bits "$dir/off" 2>&1)
 case "$off" in *"skipped:"*)
     if [ "${CI:-}" = true ]; then echo "FAIL: WebGPU is required under CI"; echo "0 passed, 1 failed"; exit 1; fi
     echo "test_webgpu_robust: skipped (no WebGPU)"; echo "0 passed, 0 failed"; exit 0 ;;
 esac
-on=$(clean TG_WEBGPU_ROBUST=1 "$t" --bits "$dir/on" 2>&1)
+on=$(clean TG_WEBGPU=robust "$t" --bits "$dir/on" 2>&1)
 nan=$(clean "$t" --bits "$dir/nan" --poison 2>&1)
 rw=$(clean "$t" --bits "$dir/rw" --read-write 2>&1)
 mkdir "$dir/dump"
-clean TG_WGSL_DUMP="$dir/dump" "$t" --bits "$dir/dumped" >/dev/null 2>&1
+clean TG_WEBGPU="dump=$dir/dump" "$t" --bits "$dir/dumped" >/dev/null 2>&1
 pass=0 fail=0
 expect() { # name, condition...
     local name=$1; shift
@@ -35,9 +35,9 @@ expect() { # name, condition...
 }
 has() { case "$1" in *"$2"*) return 0 ;; *) return 1 ;; esac }
 expect "default run: parity suite passes" has "$off" " 0 failed"
-expect "TG_WEBGPU_ROBUST=1 run: parity suite passes" has "$on" " 0 failed"
+expect "TG_WEBGPU=robust run: parity suite passes" has "$on" " 0 failed"
 expect "default device took both toggles (guards: off)" has "$off" "guards: off"
-expect "TG_WEBGPU_ROBUST=1 device keeps the guards (guards: on)" has "$on" "guards: on"
+expect "TG_WEBGPU=robust device keeps the guards (guards: on)" has "$on" "guards: on"
 expect "results written" test -s "$dir/off"
 expect "guards on and off give the same bits" cmp -s "$dir/off" "$dir/on"
 expect "--poison run: parity suite passes" has "$nan" " 0 failed"

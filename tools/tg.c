@@ -403,8 +403,8 @@ static void webgpu_features(const tg_webgpu_adapter_info *w) {
     else
         printf("        with allow_unsafe_apis: %s\n", tg_last_error());
     printf("        bounds clamps and workgroup zeroing: %s\n",
-           w->robust ? "on (TG_WEBGPU_ROBUST=1, or the library refused disable_robustness or disable_workgroup_init)"
-                     : "off (disable_robustness, disable_workgroup_init; TG_WEBGPU_ROBUST=1 turns them on)");
+           w->robust ? "on (TG_WEBGPU=robust, or the library refused disable_robustness or disable_workgroup_init)"
+                     : "off (disable_robustness, disable_workgroup_init; TG_WEBGPU=robust turns them on)");
 }
 
 /* One line per backend, with the WebGPU adapter's limits that bound model size. */
@@ -467,7 +467,7 @@ static int plan_cmd(const struct example *ex, int argc, char **argv) {
 /* --dp: every rank runs the example with the comm over MPI_COMM_WORLD. The
  * CPU threads of the ranks on one machine share its cores (TG_THREADS or
  * --threads overrides), a WebGPU rank takes adapter rank % adapters (the
- * library's choice; TG_WEBGPU_ADAPTER overrides), and only rank 0 writes to
+ * library's choice; TG_WEBGPU=adapter=N overrides), and only rank 0 writes to
  * stdout (errors still come from every rank). */
 static int train_dp(const struct example *ex, tg_example_opts *o, const dp_opts *dp, int *argc, char ***argv) {
     int level, local_n = 1;

@@ -17,6 +17,7 @@ typedef struct {
     int n_copies;
     double *prof;  /* TG_PROFILE set: seconds spent in each step, summed over runs */
     int64_t prof_runs;
+    bool prof_every; /* TG_PROFILE=all: every step printed, not only the slowest */
     int split;     /* the first step of the optimizer updates: the step check runs before it */
     int cut;       /* the first step after the backward (p->cut): a data-parallel step averages the gradients there */
 } cpu_program;
@@ -93,8 +94,11 @@ static tg_status cpu_compile(tg_engine *e_, tg_program *p) {
     cp->n_steps = tg_cpu_lower(p, cp->arena, !atomic_load(&generic_steps), cp->steps);
     if (cp->n_steps == -2) return tg_fail(TG_ERR_STATE, "cpu: the plan does not keep a fused kernel's inputs apart");
     if (cp->n_steps < 0) return tg_fail(TG_ERR_NOMEM, "cpu: out of memory");
-    const char *prof = getenv("TG_PROFILE");
-    if (prof && *prof && *prof != '0') cp->prof = tg_calloc((size_t)cp->n_steps + 1, sizeof(double));
+    tg_profile_setting prof;
+    tg_status st = tg_program_profile(&prof);
+    if (st != TG_OK) return st;
+    if (prof.on) cp->prof = tg_calloc((size_t)cp->n_steps + 1, sizeof(double));
+    cp->prof_every = prof.every;
     p->n_dispatches = cp->n_steps;
     cp->split = cp->cut = 0;
     while (cp->split < cp->n_steps && cp->steps[cp->split].id < p->first_update) cp->split++;
@@ -115,8 +119,9 @@ static tg_status cpu_compile(tg_engine *e_, tg_program *p) {
     return TG_OK;
 }
 
-/* TG_PROFILE: where a program's steps spent their time, per step (the
- * slowest first) and per op of the step's last node, on stderr. */
+/* TG_PROFILE: where a program's steps spent their time, the mean of every
+ * run, per step (the slowest first, each named by its last node's op and
+ * call site) and per op of the step's last node, on stderr. */
 static int by_time_desc(const void *x, const void *y, void *t_) {
     const double *t = t_;
     int a = *(const int *)x, b = *(const int *)y;
@@ -138,7 +143,7 @@ static void profile_print(const tg_program *p, const cpu_program *cp) {
         order[i] = i;
     }
     double per = 1e3 / (double)cp->prof_runs;
-    fprintf(stderr, "profile: %d steps, %.3f ms per run (%lld runs)\n", cp->n_steps, total * per,
+    fprintf(stderr, "cpu profile: %d steps, %.3f ms per run (%lld runs)\n", cp->n_steps, total * per,
             (long long)cp->prof_runs);
     /* insertion sort: a few hundred steps, once */
     for (int i = 1; i < cp->n_steps; i++)
@@ -146,7 +151,8 @@ static void profile_print(const tg_program *p, const cpu_program *cp) {
             int t = order[j];
             order[j] = order[j - 1], order[j - 1] = t;
         }
-    for (int k = 0; k < cp->n_steps && k < (getenv("TG_PROFILE_ALL") ? cp->n_steps : 60); k++) {
+    fprintf(stderr, cp->prof_every ? "  every step, slowest first:\n" : "  slowest:\n");
+    for (int k = 0; k < cp->n_steps && (cp->prof_every || k < TG_PROFILE_SLOWEST); k++) {
         const cpu_step *s = &cp->steps[order[k]];
         const tg_node *n = &g->nodes[s->id];
         char shape[64];
@@ -159,7 +165,7 @@ static void profile_print(const tg_program *p, const cpu_program *cp) {
         fprintf(stderr, "  %8.4f ms  %%%-5d %-18s [%s] nodes=%d  %s\n", cp->prof[order[k]] * per, s->id,
                 tg_ops[n->op].name, shape, s->n_nodes, site);
     }
-    fprintf(stderr, "by op:\n");
+    fprintf(stderr, "  by op:\n");
     for (int o = 0; o < TG_OP_COUNT; o++)
         if (count[o]) fprintf(stderr, "  %8.4f ms  %-18s x%d\n", by_op[o] * per, tg_ops[o].name, count[o]);
     free(order);

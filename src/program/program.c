@@ -38,6 +38,27 @@ void tg_program_node_site(const tg_program *p, int id, char *buf, size_t n) {
                  nd->api ? nd->api : tg_ops[nd->op].name, base_name(nd->file), nd->line);
 }
 
+tg_status tg_program_profile(tg_profile_setting *out) {
+    *out = (tg_profile_setting){false, false, TG_PROFILE_RUN};
+    const char *v = getenv("TG_PROFILE");
+    if (!v || !*v || strcmp(v, "0") == 0) return TG_OK;
+    tg_profile_setting s = {true, false, TG_PROFILE_RUN};
+    for (const char *w = v; *w;) {
+        size_t len = strcspn(w, ",");
+        char *end = NULL;
+        long run = len > 4 && strncmp(w, "run=", 4) == 0 ? strtol(w + 4, &end, 10) : 0;
+        if (len == 1 && *w == '1') {
+        } else if (len == 3 && strncmp(w, "all", 3) == 0) s.every = true;
+        else if (run >= 1 && run <= 1000000000 && end == w + len) s.run = (int)run;
+        else return tg_fail(TG_ERR_ARG, "TG_PROFILE=%.60s: '%.*s' is not one of its words: 1 (the slowest kernels), all "
+                            "(every kernel), run=N (the run WebGPU times, from 1; default %d), comma-separated",
+                            v, (int)(len < 40 ? len : 40), w, TG_PROFILE_RUN);
+        w += len + (w[len] == ',');
+    }
+    *out = s;
+    return TG_OK;
+}
+
 /* Where a bad value at node `id` goes: the first param gradient (lowest node
  * id, the order the step computes them) that depends on it, else the loss or
  * the result. Nodes are in topological order, so one forward sweep from id

@@ -96,6 +96,20 @@ tg_status tg_program_numeric_fail(const tg_program *p, int id, float v, int64_t 
  * (a gradient sum), "the optimizer: tg_sum (optim.c:92)", "the optimizer
  * update", "input 'x'" or "param 'l1.W'", into buf[n]. */
 void tg_program_node_site(const tg_program *p, int id, char *buf, size_t n);
+/* TG_PROFILE, the one profiler setting of both backends (docs/environment.md):
+ * comma-separated words, `1` (the TG_PROFILE_SLOWEST slowest kernels),
+ * `all` (every kernel) and `run=N` (the run WebGPU times by the GPU's
+ * clock, default TG_PROFILE_RUN: past the first runs, whose clocks are
+ * still rising); unset, empty or `0` is off. */
+#define TG_PROFILE_SLOWEST 40
+#define TG_PROFILE_RUN 20
+typedef struct {
+    bool on, every;
+    int run;
+} tg_profile_setting;
+/* *out from the environment; TG_ERR_ARG naming the value and the words
+ * it takes when it is not one of them (*out is then off). */
+tg_status tg_program_profile(tg_profile_setting *out);
 /* True for the optimizer's update ops (ops.def's UPDATE). */
 bool tg_program_is_update(tg_opcode op);
 /* For a backend's fusion pass: pinned[i] (g->n entries) set for every node read from

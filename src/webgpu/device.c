@@ -51,6 +51,29 @@ tg_status tg_wgpu_check_adapter(uint32_t backend, const char *name) {
                    name && *name ? name : "?", tg_wgpu_backend_name(backend));
 }
 
+tg_status tg_wgpu_setting_read(tg_wgpu_setting *out) {
+    *out = (tg_wgpu_setting){-1, false, false, NULL};
+    const char *v = getenv("TG_WEBGPU");
+    tg_wgpu_setting s = *out;
+    for (const char *w = v; w && *w;) {
+        size_t len = strcspn(w, ",");
+        char *end = NULL;
+        long adapter = len > 8 && strncmp(w, "adapter=", 8) == 0 ? strtol(w + 8, &end, 10) : -1;
+        if (strncmp(w, "dump=", 5) == 0 && w[5]) {
+            s.dump = w + 5;
+            break;
+        } else if (len == 6 && strncmp(w, "robust", 6) == 0) s.robust = true;
+        else if (len == 12 && strncmp(w, "no-subgroups", 12) == 0) s.no_subgroups = true;
+        else if (adapter >= 0 && adapter <= 1000 && end == w + len) s.adapter = adapter;
+        else return tg_fail(TG_ERR_ARG, "TG_WEBGPU=%.60s: '%.*s' is not one of its words: adapter=N (the N-th adapter, "
+                            "from 0), robust, no-subgroups, dump=DIR (last: the rest is the folder), comma-separated",
+                            v, (int)(len < 40 ? len : 40), w);
+        w += len + (w[len] == ',');
+    }
+    *out = s;
+    return TG_OK;
+}
+
 /* ---- callbacks ---- */
 
 typedef struct {
@@ -312,7 +335,7 @@ static bool device_uses_toggle(wgpu_ctx *c, const char *toggle) {
 }
 
 /* ---- which adapter ----
- * Several GPUs: TG_WEBGPU_ADAPTER=N takes the N-th adapter of the native
+ * Several GPUs: TG_WEBGPU=adapter=N takes the N-th adapter of the native
  * backend, in the order Dawn lists them (the most capable first); else a
  * data-parallel session asks for rank % adapters (tg_wgpu_prefer_adapter)
  * before the device exists; else the one wgpuInstanceRequestAdapter gives.
@@ -331,19 +354,13 @@ void tg_wgpu_prefer_adapter(int rank) {
 
 /* *out: the adapter asked for (one reference), NULL with no request; false
  * (why set) when the request cannot be met. */
-static bool choose_adapter(wgpu_ctx *c, const wg_adapter_options *opt, wg_adapter *out, char *why, size_t n) {
+static bool choose_adapter(wgpu_ctx *c, const wg_adapter_options *opt, long want, wg_adapter *out, char *why,
+                           size_t n) {
     *out = NULL;
-    const char *env = getenv("TG_WEBGPU_ADAPTER");
-    char *end = NULL;
-    long want = env && *env ? strtol(env, &end, 10) : -1;
-    if (env && *env && (*end || want < 0 || want > 1000)) {
-        snprintf(why, n, "TG_WEBGPU_ADAPTER=%.40s: not an adapter index (0, 1, ...)", env);
-        return false;
-    }
     if (want < 0 && g_prefer < 0) return true;
 #if !defined(__x86_64__) || defined(_WIN32)
     if (want > 0) {
-        snprintf(why, n, "TG_WEBGPU_ADAPTER=%ld: adapters can be listed only on x86-64 Linux here", want);
+        snprintf(why, n, "TG_WEBGPU=adapter=%ld: adapters can be listed only on x86-64 Linux here", want);
         return false;
     }
     (void)c, (void)opt;
@@ -359,7 +376,7 @@ static bool choose_adapter(wgpu_ctx *c, const wg_adapter_options *opt, wg_adapte
     if (!del) del = (void (*)(void *))dlsym(c->lib, "_ZdlPv");
     if (!list || !drop || !add_ref || !del) {
         if (want < 0) return true; /* a rank's preference only: the default adapter */
-        snprintf(why, n, "TG_WEBGPU_ADAPTER=%ld: %s cannot list its adapters (no Dawn native export)", want, c->lib_path);
+        snprintf(why, n, "TG_WEBGPU=adapter=%ld: %s cannot list its adapters (no Dawn native export)", want, c->lib_path);
         return false;
     }
     void *instance = c->instance;
@@ -372,7 +389,7 @@ static bool choose_adapter(wgpu_ctx *c, const wg_adapter_options *opt, wg_adapte
     }
     for (void **a = v.begin; a && a < v.end; a++) drop(a);
     if (v.begin) del(v.begin);
-    if (!*out && count) snprintf(why, n, "TG_WEBGPU_ADAPTER=%ld: %ld %s adapter%s here (0 to %ld)", pick, count,
+    if (!*out && count) snprintf(why, n, "TG_WEBGPU=adapter=%ld: %ld %s adapter%s here (0 to %ld)", pick, count,
                                  tg_wgpu_backend_name(opt->backend_type), count > 1 ? "s" : "", count - 1);
     else if (!*out) snprintf(why, n, "no %s adapter", tg_wgpu_backend_name(opt->backend_type));
     return *out != NULL;
@@ -395,10 +412,8 @@ static void fill_limits(wgpu_ctx *c) {
  * invocations with their lanes numbered in order (rows.c's subgroup sums,
  * the attention blocks' shuffles). GPUs form them so, but WebGPU does not
  * promise it: a kernel of 256 invocations checks it once, and where it
- * does not hold (or TG_WEBGPU_SUBGROUPS=0) the kernels use no subgroups. */
+ * does not hold (or TG_WEBGPU=no-subgroups) the kernels use no subgroups. */
 static bool subgroups_in_order(wgpu_ctx *c) {
-    const char *env = getenv("TG_WEBGPU_SUBGROUPS");
-    if (env && strcmp(env, "0") == 0) return false;
     static const char src[] =
         "enable subgroups;\n@group(0) @binding(0) var<storage, read_write> o: array<u32>;\n"
         "@compute @workgroup_size(256)\n"
@@ -417,6 +432,11 @@ static bool subgroups_in_order(wgpu_ctx *c) {
 static bool init(wgpu_ctx *c, char *why, size_t n) {
     pthread_mutex_init(&c->mu, NULL);
     pthread_mutex_init(&c->err_mu, NULL);
+    tg_wgpu_setting set;
+    if (tg_wgpu_setting_read(&set) != TG_OK) {
+        snprintf(why, n, "%s", tg_last_error());
+        return false;
+    }
     prepare_vulkan();
     if (!load_library(c, why, n)) return false;
     wg_instance_desc idesc = {NULL, {NULL, 1, 0}};
@@ -437,7 +457,7 @@ static bool init(wgpu_ctx *c, char *why, size_t n) {
     wg_adapter_options opt = {NULL, WG_FEATURE_LEVEL_CORE, WG_POWER_HIGH_PERFORMANCE, 0, native, NULL};
     request_result r = {0};
     wg_adapter chosen;
-    if (!choose_adapter(c, &opt, &chosen, why, n)) return false;
+    if (!choose_adapter(c, &opt, set.adapter, &chosen, why, n)) return false;
     if (chosen) r.status = WG_SUCCESS, r.handle = chosen;
     wg_adapter_cb_info acb = {NULL, WG_CALLBACK_WAIT_ANY_ONLY, on_adapter, &r, NULL};
     if (!chosen && (tg_wgpu_wait(c, c->f.InstanceRequestAdapter(c->instance, &opt, acb), "requesting an adapter") != TG_OK ||
@@ -474,10 +494,11 @@ static bool init(wgpu_ctx *c, char *why, size_t n) {
     dd.required_limits = &lim;
     /* Subgroups, where offered, for the row kernels' reductions (rows.c):
      * a subgroup sum replaces most of a workgroup tree's barrier steps. */
-    /* Timestamps only for TG_WG_PROFILE (the engine's profile times each
-     * kernel with them), unquantized: Dawn rounds them by default. */
-    const char *prof = getenv("TG_WG_PROFILE");
-    bool want_timestamps = prof && atoi(prof) > 0;
+    /* Timestamps only for TG_PROFILE (the engine's profile times each
+     * kernel with them), unquantized: Dawn rounds them by default. A bad
+     * TG_PROFILE fails the compile that reads it, not the device. */
+    tg_profile_setting prof;
+    bool want_timestamps = tg_program_profile(&prof) == TG_OK && prof.on;
     uint32_t want[2];
     wg_features af = {0};
     c->f.AdapterGetFeatures(c->adapter, &af);
@@ -497,8 +518,7 @@ static bool init(wgpu_ctx *c, char *why, size_t n) {
      * Likewise every kernel writes the workgroup memory it reads before
      * reading it, so the zeroing Dawn adds at the start of each workgroup
      * (a store loop and a barrier) is dropped too. */
-    const char *env = getenv("TG_WEBGPU_ROBUST");
-    bool want_robust = env && *env && strcmp(env, "0") != 0;
+    bool want_robust = set.robust;
     static const char *const fast[] = {"disable_robustness", "disable_workgroup_init"},
                              *const exact[] = {"timestamp_quantization"};
     wg_toggles toggles = {{NULL, WG_STYPE_DAWN_TOGGLES}, want_robust ? 0 : 2, fast, c->timestamps ? 1 : 0, exact};
@@ -517,7 +537,7 @@ static bool init(wgpu_ctx *c, char *why, size_t n) {
     memset(&c->limits, 0, sizeof c->limits);
     if (c->f.DeviceGetLimits(c->device, &c->limits) != WG_SUCCESS) c->limits = lim;
     fill_limits(c);
-    if (c->subgroups) c->subgroups = subgroups_in_order(c);
+    if (c->subgroups) c->subgroups = !set.no_subgroups && subgroups_in_order(c);
     c->compiles_on_first_use = strcmp(c->info.type, "CPU") == 0;
     c->info.robust =
         want_robust || !device_uses_toggle(c, "disable_robustness") || !device_uses_toggle(c, "disable_workgroup_init");

@@ -23,13 +23,15 @@
  * small kernel were slower than waiting: Dawn validates each indirect
  * dispatch.)
  *
- * TG_WG_PROFILE=N: the N-th run of each program (1 = the first) times
- * every kernel and prints to stderr their times, the largest first, and the
- * totals per kind of kernel: from the GPU's clock where the adapter has
- * timestamp queries (a compute pass per kernel), else by running the
- * dispatches one at a time, waiting for each. A tool for finding slow
- * kernels on the real GPU; the step it profiles computes what it should. */
+ * TG_PROFILE (program.h): one run of each program (the run=N-th, counted
+ * from 1) times every kernel and prints to stderr the totals per kind of
+ * kernel, the slowest kernels each named by its op and call site, and the
+ * products by shape: from the GPU's clock where the adapter has timestamp
+ * queries (a compute pass per kernel), else by running the dispatches one
+ * at a time, waiting for each. A tool for finding slow kernels on the real
+ * GPU; the step it profiles computes what it should. */
 #define _POSIX_C_SOURCE 200809L
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,8 +50,8 @@ typedef struct {
     int node;
     bool gated; /* does nothing when the step check is not finite (tg_kernel_spec.gated) */
     int64_t mm_mnk[3];
-    double flops; /* a kernel's work (tg_kernel_spec), for TG_WG_PROFILE */
-    char label[120]; /* for TG_WG_PROFILE: the kernel's first source line and the node's shape */
+    double flops; /* a kernel's work (tg_kernel_spec), for TG_PROFILE */
+    char label[120]; /* for TG_PROFILE: what the kernel computes (its first source line) and the node's shape */
 } wg_call;
 
 typedef struct {
@@ -63,7 +65,8 @@ typedef struct {
     int cut;   /* the first call after the backward (p->cut): a data-parallel step averages the gradients there */
     int *pre;  /* the writeback calls of values computed before the cut, which a micro-step (p->to_cut) runs too */
     int n_pre;
-    int runs;
+    int runs;                   /* counted for TG_PROFILE */
+    tg_profile_setting profile; /* TG_PROFILE, read at compile */
     bool gated;       /* every call from split on is gated: the check is read after the step (see the top) */
     bool have_result; /* result: the loss, read back with the check of the last step and not written since */
     float result;
@@ -129,34 +132,41 @@ static tg_status make_call(wgpu_ctx *c, const tg_graph *g, wg_program *wp, const
     out->flops = k->flops;
     const tg_node *n = &g->nodes[k->node];
     char sh[64];
-    size_t line = strcspn(k->source, "\n");
-    snprintf(out->label, sizeof out->label, "%.*s %s", (int)(line < 80 ? line : 80), k->source,
+    const char *kind = k->source; /* "// node N: matmul -> add -> relu": the kernel after its node */
+    if (strncmp(kind, "// node ", 8) == 0 && strstr(kind, ": ")) kind = strstr(kind, ": ") + 2;
+    size_t line = strcspn(kind, "\n");
+    snprintf(out->label, sizeof out->label, "%.*s %s", (int)(line < 80 ? line : 80), kind,
              tg_shape_str(n->shape, sh, sizeof sh));
     return out->bg ? TG_OK : tg_fail(TG_ERR_BACKEND, "webgpu: %s: no bind group", what);
 }
 
-/* With TG_WGSL_DUMP=<dir>, every kernel of every program compiled goes to
- * <dir>/p<program>_<index>_node<id>.wgsl with its bindings and grid in a
- * header comment: for reading, diffing and profiling the generated code. */
-static void dump_kernels(const tg_kernel_spec *ks, int n) {
+/* With TG_WEBGPU=dump=DIR, every kernel of every program compiled goes to
+ * DIR/p<program>_<index>_node<id>.wgsl with its bindings and grid in a
+ * header comment: for reading, diffing and profiling the generated code.
+ * The setting is read at each compile (a test points it at a folder of its
+ * own for a while); a file that cannot be written fails the compile. */
+static tg_status dump_kernels(const tg_kernel_spec *ks, int n) {
     static int program;
-    const char *dir = getenv("TG_WGSL_DUMP");
-    if (!dir || !*dir) return;
+    tg_wgpu_setting set;
+    tg_status st = tg_wgpu_setting_read(&set);
+    if (st != TG_OK || !set.dump) return st;
     program++;
     for (int i = 0; i < n; i++) {
         if (!ks[i].source) continue;
-        char path[512];
-        snprintf(path, sizeof path, "%s/p%d_%03d_node%d.wgsl", dir, program, i, ks[i].node);
+        char path[1024];
+        snprintf(path, sizeof path, "%s/p%d_%03d_node%d.wgsl", set.dump, program, i, ks[i].node);
         FILE *f = fopen(path, "w");
-        if (!f) continue;
+        if (!f) return tg_fail(TG_ERR_IO, "webgpu: TG_WEBGPU=dump=%.300s: cannot write %s: %s", set.dump, path,
+                               strerror(errno));
         fprintf(f, "// grid %u x %u x %u of %u; bindings:", ks[i].dispatch[0], ks[i].dispatch[1], ks[i].dispatch[2],
                 ks[i].workgroup_size);
         for (int b = 0; b < ks[i].n_bindings; b++)
             fprintf(f, " (arena %d, %lld +%lld)", ks[i].bind[b].arena, (long long)ks[i].bind[b].offset,
                     (long long)ks[i].bind[b].size);
         fprintf(f, "\n%s", ks[i].source);
-        fclose(f);
+        if (fclose(f) != 0) return tg_fail(TG_ERR_IO, "webgpu: TG_WEBGPU=dump: cannot write %s", path);
     }
+    return TG_OK;
 }
 
 static tg_status compile_locked(wg_engine *e, tg_program *p, wg_program *wp, const tg_wgsl_program *prog) {
@@ -258,6 +268,8 @@ static tg_status wg_compile(tg_engine *e_, tg_program *p) {
     wg_program *wp = tg_calloc(1, sizeof *wp);
     if (!wp) return tg_fail(TG_ERR_NOMEM, "webgpu: out of memory");
     p->impl = wp;
+    tg_status st = tg_program_profile(&wp->profile);
+    if (st != TG_OK) return st;
     tg_wgsl_limits lim;
     tg_wgpu_kernel_limits(e->c, &lim);
     lim.one_kernel_per_node = p->check_each;
@@ -265,9 +277,13 @@ static tg_status wg_compile(tg_engine *e_, tg_program *p) {
     lim.step_check = p->check;
     /* Pure codegen first: every limit is checked before any GPU memory is allocated. */
     tg_wgsl_program prog;
-    tg_status st = tg_wgsl_emit_program(p->g, &p->plan, p->fusion, p->wb, p->n_wb, &lim, &prog);
+    st = tg_wgsl_emit_program(p->g, &p->plan, p->fusion, p->wb, p->n_wb, &lim, &prog);
     if (st != TG_OK) return st;
-    dump_kernels(prog.k, prog.n);
+    st = dump_kernels(prog.k, prog.n);
+    if (st != TG_OK) {
+        tg_wgsl_program_free(&prog);
+        return st;
+    }
     pthread_mutex_lock(&e->c->mu);
     st = compile_locked(e, p, wp, &prog);
     pthread_mutex_unlock(&e->c->mu);
@@ -279,6 +295,10 @@ static void wg_release(tg_engine *e_, tg_program *p) {
     wg_engine *e = (wg_engine *)e_;
     wg_program *wp = p->impl;
     if (!wp) return;
+    if (wp->profile.on && wp->runs > 0 && wp->runs < wp->profile.run)
+        fprintf(stderr, "webgpu profile: none for a program of %d dispatches: it ran %d time%s, and TG_PROFILE times "
+                "run %d (TG_PROFILE=run=N picks another; data-parallel runs are not timed)\n",
+                wp->n_calls, wp->runs, wp->runs > 1 ? "s" : "", wp->profile.run);
     pthread_mutex_lock(&e->c->mu);
     for (int i = 0; i < wp->n_calls; i++)
         if (wp->calls[i].bg) e->c->f.BindGroupRelease(wp->calls[i].bg);
@@ -376,17 +396,12 @@ typedef struct {
     double ms;
     int n;
     double flops;
+    int node;
 } prof_row;
 
 static int by_ms(const void *a, const void *b) {
     double x = ((const prof_row *)a)->ms, y = ((const prof_row *)b)->ms;
     return (x < y) - (x > y);
-}
-
-/* The label without its node number, for totals per kind of kernel. */
-static const char *kind_of(const char *label) {
-    const char *colon = strchr(label, ':');
-    return colon ? colon + 2 : label;
 }
 
 /* Each call's time, waiting for it alone: the GPU idles between kernels
@@ -503,7 +518,7 @@ static void profile_products(const wg_program *wp, const double *ms) {
     free(sum);
 }
 
-static tg_status profile_run(wg_engine *e, wg_program *wp) {
+static tg_status profile_run(wg_engine *e, const tg_program *p, wg_program *wp) {
     prof_row *rows = tg_calloc((size_t)wp->n_calls + 1, sizeof *rows), *kinds = tg_calloc((size_t)wp->n_calls + 1, sizeof *kinds);
     double *ms = tg_calloc((size_t)wp->n_calls + 1, sizeof *ms);
     char note[160] = "";
@@ -513,12 +528,12 @@ static tg_status profile_run(wg_engine *e, wg_program *wp) {
     int nk = 0;
     double total = 0;
     for (int i = 0; i < wp->n_calls && st == TG_OK; i++) {
-        rows[i] = (prof_row){wp->calls[i].label, ms[i], 1, wp->calls[i].flops};
+        rows[i] = (prof_row){wp->calls[i].label, ms[i], 1, wp->calls[i].flops, wp->calls[i].node};
         total += ms[i];
-        const char *k = kind_of(wp->calls[i].label);
+        const char *k = wp->calls[i].label;
         int j = 0;
         while (j < nk && strcmp(kinds[j].label, k)) j++;
-        if (j == nk) kinds[nk++] = (prof_row){k, 0, 0, 0};
+        if (j == nk) kinds[nk++] = (prof_row){k, 0, 0, 0, -1};
         kinds[j].ms += ms[i];
         kinds[j].n++;
         kinds[j].flops += wp->calls[i].flops;
@@ -534,10 +549,13 @@ static tg_status profile_run(wg_engine *e, wg_program *wp) {
             if (kinds[j].flops > 0 && kinds[j].ms > 0) fprintf(stderr, "  (%.2f TFLOP/s)", kinds[j].flops / kinds[j].ms * 1e-9);
             fprintf(stderr, "\n");
         }
-        bool all = getenv("TG_PROFILE_ALL") != NULL;
+        bool all = wp->profile.every;
         fprintf(stderr, all ? "  every dispatch, slowest first:\n" : "  slowest:\n");
-        for (int i = 0; i < wp->n_calls && (all || i < 40); i++)
-            fprintf(stderr, "  %9.3f ms  %s\n", rows[i].ms, rows[i].label);
+        for (int i = 0; i < wp->n_calls && (all || i < TG_PROFILE_SLOWEST); i++) {
+            char site[200];
+            tg_program_node_site(p, rows[i].node, site, sizeof site);
+            fprintf(stderr, "  %9.3f ms  %%%-5d %s  %s\n", rows[i].ms, rows[i].node, rows[i].label, site);
+        }
         profile_products(wp, ms);
     }
     free(ms);
@@ -722,11 +740,6 @@ static tg_status wg_run(tg_engine *e_, tg_program *p) {
     wg_engine *e = (wg_engine *)e_;
     wgpu_ctx *c = e->c;
     wg_program *wp = p->impl;
-    static int profile = -1;
-    if (profile < 0) {
-        const char *v = getenv("TG_WG_PROFILE");
-        profile = v ? atoi(v) : 0;
-    }
     if (p->to_cut) {
         wp->have_result = false;
         return run_to_cut(e, p, wp);
@@ -735,8 +748,8 @@ static tg_status wg_run(tg_engine *e_, tg_program *p) {
     tg_status st = tg_wgpu_take_error(c, "tg_session_step");
     wp->have_result = false;
     bool checked = (p->check >= 0 && !wp->gated) || p->check_each || p->dp;
-    bool profiled = st == TG_OK && profile > 0 && !p->dp && ++wp->runs == profile; /* not between ranks */
-    if (profiled) st = profile_run(e, wp);
+    bool profiled = st == TG_OK && wp->profile.on && !p->dp && ++wp->runs == wp->profile.run; /* not between ranks */
+    if (profiled) st = profile_run(e, p, wp);
     else if (st == TG_OK && !checked) st = submit_calls(c, wp, 0, wp->n_calls);
     pthread_mutex_unlock(&c->mu);
     if (st != TG_OK && p->dp) return dp_exchange(e, p, st); /* the other ranks wait for this one's status */

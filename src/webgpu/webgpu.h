@@ -104,6 +104,21 @@ tg_status tg_wgpu_map_read(wgpu_ctx *c, wg_buffer staging, void *dst, size_t byt
  * back to out (c->mu held, or the device not yet shared). */
 tg_status tg_wgpu_run_once(wgpu_ctx *c, const char *src, uint32_t groups_x, void *out, size_t bytes, const char *what);
 
+/* TG_WEBGPU, the backend's one diagnostic setting (docs/environment.md):
+ * comma-separated words, adapter=N (the N-th adapter of the native
+ * backend), robust (Dawn's bounds clamps and workgroup zeroing kept),
+ * no-subgroups (no kernel uses subgroups) and dump=DIR (every kernel
+ * compiled written to folder DIR), which comes last: the rest of the value
+ * is the folder, commas and all. Unset or empty: none of them. */
+typedef struct {
+    long adapter;     /* -1: none asked for */
+    bool robust, no_subgroups;
+    const char *dump; /* inside the environment's value, NULL for none */
+} tg_wgpu_setting;
+/* *out from the environment; TG_ERR_ARG naming the value and the words it
+ * takes when a word is not one of them. */
+tg_status tg_wgpu_setting_read(tg_wgpu_setting *out);
+
 /* Test hooks (tests/test_webgpu.c). */
 /* Compiles `src` (entry point "main") into a pipeline; errors as above. */
 tg_status tg_wgpu_test_compile(const char *src);
