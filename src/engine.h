@@ -60,6 +60,6 @@ tg_status tg_cpu_engine_new(int threads, int64_t params_bytes, tg_engine **out);
  * when no WebGPU library or Vulkan adapter can be had. */
 tg_status tg_wgpu_engine_new(int64_t params_bytes, tg_engine **out);
 /* A data-parallel rank asks for adapter rank % adapters, if the device is
- * not made yet and TG_WEBGPU_ADAPTER does not say which (webgpu/device.c). */
+ * not made yet and TG_WEBGPU=adapter=N does not say which (webgpu/device.c). */
 void tg_wgpu_prefer_adapter(int rank);
 #endif

@@ -26,7 +26,7 @@ typedef struct {
     tg_webgpu_adapter_info info;
     bool subgroups;         /* kernels may use subgroups: the device has the feature (asked for when
                              * offered) and numbers them in order (device.c: subgroups_in_order) */
-    bool timestamps;        /* ... and with timestamp-query (asked for under TG_WG_PROFILE, when offered) */
+    bool timestamps;        /* ... and with timestamp-query (asked for under TG_PROFILE, when offered) */
     /* Serializes every use of the device: WebGPU objects are not promised to
      * be thread-safe, and sessions may live on different threads. */
     pthread_mutex_t mu;

@@ -190,7 +190,7 @@ void tg_kernel_open(wgsl_kernel *k, const tg_graph *g, const tg_plan *plan, cons
 
 /* With k->subgroups, `enable subgroups;`: a directive must come before
  * every declaration; after the first line, which names the kernel
- * (TG_WG_PROFILE's label). */
+ * (TG_PROFILE's label). */
 static void enable_subgroups(wgsl_kernel *k) {
     if (k->status != TG_OK || !k->subgroups) return;
     wgsl_source e = {0};

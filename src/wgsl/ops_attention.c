@@ -365,7 +365,7 @@ tg_status tg_wgsl_emit_attention(const tg_graph *g, const tg_plan *plan, const t
             st = form == FORM_TILES ? tg_wgsl_attn_tiles_dkdv(&K, out) : emit_dkdv(&K, out);
         }
         if (st != TG_OK) return st;
-        /* For TG_WG_PROFILE's rates: the products over the causal pairs of
+        /* For TG_PROFILE's rates: the products over the causal pairs of
          * rows (a block's masked half not counted), 2 Dh flops a pair each:
          * q.k and p.v; s, dp and dq; s, dp, dv and dk. */
         int products = !a->bwd ? 2 : kernel == 0 ? 3 : 4;

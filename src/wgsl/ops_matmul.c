@@ -478,7 +478,7 @@ static void k_store(wgsl_kernel *k, const mm_ctx *x, int split, int members, int
     }
 }
 
-/* The work of the product kernel k emits, for TG_WG_PROFILE. */
+/* The work of the product kernel k emits, for TG_PROFILE. */
 static void note_work(wgsl_kernel *k, const mm_geom *g, double flops) {
     k->spec->mm_mnk[0] = g->M, k->spec->mm_mnk[1] = g->N, k->spec->mm_mnk[2] = g->K;
     k->spec->flops = flops;

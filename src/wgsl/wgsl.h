@@ -125,7 +125,7 @@ typedef struct {
     bool attention_work;     /* it binds the attention statistics (the workspace's first part), not the
                               * scratch the other kernels share after them */
     bool gated;              /* it does nothing when the step check is not finite (tg_wgsl_limits.gate_updates) */
-    /* For TG_WG_PROFILE: a product kernel's M, N and K of one of its
+    /* For TG_PROFILE: a product kernel's M, N and K of one of its
      * products (a split product's phase 2 too, whose flops are 0), and the
      * useful work: 2 M N K times the products it computes (batch, members,
      * terms); an attention kernel's products over the causal pairs. */
