@@ -189,8 +189,8 @@ static void move_to_scratch(const tg_plan *plan, int64_t align, tg_wgsl_program 
  * within one use (one node's kernels in a row that bind it; turn[s] is
  * kernel s's turn), so each use goes into the scratch arena where it is
  * free over the use's turns, growing the arena only where none is (what
- * it grows by is reported as workspace). The vae and digits then need no
- * workspace, nerf and pokeformer less; the transformers' MLP weight
+ * it grows by is reported as workspace). fashion_cnn and digits then need
+ * no workspace, nerf and pokeformer less; the transformers' MLP weight
  * gradients split K at turns where the arena is full (gpt_small's by their
  * 26 MB of partial sums), so there it gains nothing. */
 static tg_status workspace_in_scratch(const tg_plan *plan, const tg_wgsl_limits *lim, const int *first_kernel,
