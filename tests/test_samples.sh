@@ -36,7 +36,6 @@ learns() {
 learns kan 300 100 mse png
 learns nerf 300 10 psnr png
 learns fashion_mlp 200 2.5 test_accuracy
-learns fashion_cnn 30 2 test_accuracy
 learns flow 10 1.3 sample_confidence png
 learns pokeformer 150 1.25 val_loss
 
@@ -57,6 +56,14 @@ metric_above() {
 metric_above cartpole 60 mean_episode_length 60
 # A random player avoids losing 41% of its games as O (the weaker side).
 metric_above tictactoe 300 win_or_draw_rate 0.6
+# fashion_cnn learns (0.1 is chance), and its saved params, read back into a
+# forward session of their own (fashion_classifier_load), label the test
+# images as the trained session did.
+out=$("$tg" train fashion_cnn --steps 30 --quiet --out "$tmp/cnn.safetensors" 2>&1)
+back=$(printf '%s\n' "$out" | sed -n 's/.*read back, they label \([0-9.]*\) of the test images right/\1/p')
+acc=$(printf '%s\n' "$out" | sed -n 's/^test_accuracy=//p')
+[ -n "$back" ] && [ "$back" = "$acc" ] && awk -v a="$acc" 'BEGIN { exit !(a >= 0.5) }' && pass=$((pass + 1)) || {
+    fail=$((fail + 1)); echo "FAIL fashion_cnn --out: read back '$back', trained '$acc'"; printf '%s\n' "$out" | tail -n 3; }
 # Five classes are 0.2 by chance; a head on a barely trained ViT's features does far better.
 metric_above transfer 20 transfer_accuracy 0.5
 
