@@ -5,7 +5,7 @@
 # (RMSNorm, RoPE, SwiGLU, then tg_categorical over a temperature input,
 # read back as i32) samples its 10 words, and nca's first step matches the
 # CPU's. The other samples were run on lavapipe by hand: each compiles
-# 30-110 s of shaders there with a cold cache, too much for every CI run.
+# 25-92 s of shaders there with a cold cache, too much for every CI run.
 # Usage: tests/test_samples_webgpu.sh BUILD_DIR
 set -u
 tg=${1:-build}/tg
