@@ -148,7 +148,7 @@ bool tg_wgsl_conv2d_grad_input(wgsl_kernel *k) {
  * output pixels) split it 32 ways (tg_kernel_colsum) rather than give it to one
  * thread: a GPU gets 32x the invocations for the few weights of a small
  * conv. (A workgroup per weight, tried first, made the digits CNN's step
- * 2.5x slower on lavapipe: its barriers cost more than they saved.) */
+ * slower on lavapipe: its barriers cost more than they saved.) */
 #define DW_WIDE_TERMS 256
 
 bool tg_wgsl_conv2d_dw_dims(const tg_graph *g, const tg_node *n, int64_t *R, int64_t *C) {
