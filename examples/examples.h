@@ -37,6 +37,7 @@ int example_vae(const tg_example_opts *o);
 int example_pokeformer(const tg_example_opts *o);
 int example_fashion_mlp(const tg_example_opts *o);
 int example_flow(const tg_example_opts *o);
+int example_diffusion(const tg_example_opts *o);
 int example_nerf(const tg_example_opts *o);
 int example_kan(const tg_example_opts *o);
 int example_cartpole(const tg_example_opts *o);

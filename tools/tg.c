@@ -80,6 +80,11 @@ static const struct example {
      .defaults = "3000 steps, batch 64, Adam (clip 1.0), LR 2e-3 cosine to 1e-5; 256 samples by 25 Euler steps, "
        "judged by fashion_cnn trained in the run; --out writes the samples; target sample_confidence >= 0.5",
      .budget_s = 240},
+    {.name = "diffusion", .run = example_diffusion, .opts = OPT_OUT,
+     .help = "a denoising diffusion U-Net generating Fashion-MNIST images at 28x28; ends with 'sample_confidence=<value>'",
+     .defaults = "3000 updates of batch 64 as 2 accumulated micro-batches of 32, Adam (clip 1.0, EMA 0.995), LR 2e-3 "
+       "cosine to 1e-5; 256 samples by 40 DDIM steps, judged by fashion_cnn trained in the run; --out writes the "
+       "samples; target sample_confidence >= 0.6", .budget_s = 300},
     {.name = "nerf", .run = example_nerf, .opts = OPT_OUT,
      .help = "MLP with positional encoding fitting a photograph; ends with 'psnr=<value>'",
      .defaults = "3000 steps, batch 1024 pixels, Adam, LR 3e-3 cosine to 1e-4; a 64x64 photograph from "
