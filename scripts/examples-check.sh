@@ -11,7 +11,7 @@
 set -u
 tg=${1:-build}/tg
 shift || true
-samples=${*:-pokeformer fashion_mlp fashion_cnn vae flow nerf kan cartpole tictactoe grokking transcoder nca transfer}
+samples=${*:-pokeformer fashion_mlp fashion_cnn vae flow diffusion nerf kan cartpole tictactoe grokking transcoder nca transfer}
 seeds=${SEEDS:-0 1 2 3 4}
 
 # name: metric, comparison, bound (the seconds allowed are the example's
@@ -23,6 +23,7 @@ criterion() {
     fashion_cnn) echo "test_accuracy >= 0.90" ;;
     vae) echo "test_loss <= 27" ;;
     flow) echo "sample_confidence >= 0.5" ;;
+    diffusion) echo "sample_confidence >= 0.6" ;;
     nerf) echo "psnr >= 25" ;;
     kan) echo "mse <= 1e-4" ;;
     cartpole) echo "mean_episode_length >= 195" ;;

@@ -37,6 +37,7 @@ learns kan 300 100 mse png
 learns nerf 300 10 psnr png
 learns fashion_mlp 200 2.5 test_accuracy
 learns flow 10 1.3 sample_confidence png
+learns diffusion 20 1.4 sample_confidence png
 learns pokeformer 150 1.25 val_loss
 
 # pokeformer samples its 10 words in the graph (i32 out); after 150 steps none is empty
