@@ -36,12 +36,13 @@ for f in obj libtensorgrad.a tg prefix.stamp pic.stamp; do
 done
 rm -rf "$copy/build/obj/src/mpi" "$copy/build/obj/tools/tg_mpi."*
 # documented COMMAND STAGE: runs the line of docs/install.md in the copy, as a
-# user's shell would (no make of ours around it), with /tmp/stage moved to STAGE.
+# user's shell would (no make of ours around it, nor its BUILD: the copy's
+# build folder is build/), with /tmp/stage moved to STAGE.
 documented() {
     local line=$1 stage=$2
     grep -qF "    $line" "$top/docs/install.md" || { bad "docs/install.md no longer says '$line'"; return 1; }
     line=${line//\/tmp\/stage/$stage}
-    (cd "$copy" && export HOME=$tmp/home && env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL V=1 bash -c "$line") \
+    (cd "$copy" && export HOME=$tmp/home && env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u BUILD V=1 bash -c "$line") \
         >"$tmp/install.log" 2>&1 || { bad "'$line' failed: $(tail -n 5 "$tmp/install.log")"; return 1; }
     ok
     local again
@@ -130,13 +131,13 @@ if documented 'make install PREFIX=$HOME/.local' "$tmp/stage"; then
             rm -f "$sa/classifier.ckpt"
         else bad "examples/standalone with $how: $(tail -n 15 "$tmp/sa.log")"; fi
     done
-    (cd "$copy" && export HOME=$tmp/home && env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make uninstall PREFIX=$HOME/.local) >/dev/null 2>&1
+    (cd "$copy" && export HOME=$tmp/home && env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u BUILD make uninstall PREFIX=$HOME/.local) >/dev/null 2>&1
     left=$(find "$tmp/home" -type f 2>/dev/null)
     [ -z "$left" ] && ok || bad "make uninstall PREFIX=\$HOME/.local left: $left"
 fi
 if documented 'make install DESTDIR=/tmp/stage PREFIX=/usr' "$tmp/stage"; then
     installed "$tmp/stage" /usr
-    (cd "$copy" && env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make uninstall DESTDIR="$tmp/stage" PREFIX=/usr) >/dev/null 2>&1
+    (cd "$copy" && env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u BUILD make uninstall DESTDIR="$tmp/stage" PREFIX=/usr) >/dev/null 2>&1
     left=$(find "$tmp/stage" -type f 2>/dev/null)
     [ -z "$left" ] && ok || bad "make uninstall DESTDIR=... PREFIX=/usr left: $left"
 fi
