@@ -55,15 +55,17 @@ endif
 MPI_TESTS := $(BUILD)/tests/dp_driver $(BUILD)/tg-mpi
 endif
 
-.PHONY: all lib demo test test-aarch64 cross-macos sanitize fuzz tsan bench bench-digits bench-dist bench-multi-gpu examples-check clean help
+.PHONY: all lib demo test test-samples-webgpu test-aarch64 cross-macos sanitize fuzz tsan bench bench-digits bench-dist bench-multi-gpu examples-check clean help
 all: lib shared $(BUILD)/tg $(MPI_TARGETS)
 
 help:
 	@echo "make            build build/libtensorgrad.a, build/libtensorgrad.so and the CLI build/tg (one job per core unless you give -j)"
 	@echo "make demo       build and train the default example on the CPU"
 	@echo "make test       build and run every test (TG_TEST_JOBS at a time, default: the CPUs)"
+	@echo "make test-samples-webgpu  every sample's first step on WebGPU against the CPU's (lavapipe without a GPU:"
+	@echo "                about 10 minutes of shader compiles on 2 cores; CI runs it once)"
 	@echo "make examples-check  train upstream's samples (pokeformer, flow, nerf, ...) for seeds 0-4 with"
-	@echo "                their default flags and check each one's criterion and time (about 2 hours on 2 cores; SEEDS=0: one run each)"
+	@echo "                their default flags and check each one's criterion and time (2-3 hours on 2 cores; SEEDS=0: one run each)"
 	@echo "make cross-macos  build the library, tg, the dylib and the tests for macOS (arm64) and the library"
 	@echo "                for Intel macOS with Zig's clang, fetched from npm (build-macos/; builds only)"
 	@echo "make sanitize  run the tests in an ASan+UBSan build (build-asan/)"
@@ -144,6 +146,12 @@ demo: $(BUILD)/tg
 test: $(TESTS) $(BUILD)/tg $(MPI_TESTS)
 	@bash scripts/fetch-webgpu.sh || [ "$${CI:-}" != true ] || { echo "make test: CI needs the WebGPU runtime"; exit 1; }
 	@bash tests/run.sh $(BUILD)
+
+# Every sample's first step on WebGPU against the CPU's; make test runs
+# three of them (tests/test_samples_webgpu.sh says why not all).
+test-samples-webgpu: $(BUILD)/tg
+	@bash scripts/fetch-webgpu.sh || [ "$${CI:-}" != true ] || { echo "make test-samples-webgpu: CI needs the WebGPU runtime"; exit 1; }
+	@bash tests/test_samples_webgpu.sh $(BUILD) --all
 
 # Upstream's samples, each trained with its default flags for seeds 0-4
 # (SEEDS=...), against its criterion and time limit; prints a table.
