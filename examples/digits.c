@@ -80,13 +80,16 @@ int example_digits(const tg_example_opts *o) {
         printf("digits CNN: %lld params, %d train / %d test images, batch %d, %lld steps\n",
                (long long)tg_model_numel(m), d.n_train, d.n_test, B, (long long)steps);
 
-    /* Batches walk a per-epoch shuffle of the training images. */
-    int *order = malloc(sizeof(int) * (size_t)d.n_train);
-    for (int i = 0; i < d.n_train; i++) order[i] = i;
-    static float xb[B * 64];
-    static int32_t yb[B];
-    uint64_t rng = o->seed * 0x9e3779b97f4a7c15ull + 11;
-    int pos = d.n_train;
+    /* Batches from tg_data: each epoch a shuffled order of the training
+     * images drawn from the seed, its last partial batch left out. */
+    tg_data_field fields[] = {{"x", d.x, TG_F32, 64}, {"y", d.y, TG_I32, 1}};
+    tg_data_spec ds = {.fields = fields, .n_fields = 2, .n = d.n_train, .batch = B,
+                       .seed = o->seed * 0x9e3779b97f4a7c15ull + 11};
+    tg_data *data = NULL;
+    if (tg_data_new(&ds, &data) != TG_OK) {
+        fprintf(stderr, "error: %s\n", tg_last_error());
+        rc = 1, steps = 0;
+    }
     float loss = 0;
     double t0 = ex_now(), acc = 0;
     ex_run run;
@@ -94,18 +97,10 @@ int example_digits(const tg_example_opts *o) {
     /* The test accuracy every 200 steps is for people and files; the last one is always computed. */
     bool watched = !o->quiet || o->log || o->plot;
     for (int64_t step = 1; step <= steps; step++) {
-        for (int b = 0; b < B; b++) {
-            if (pos == d.n_train) {
-                for (int i = d.n_train - 1; i > 0; i--) {
-                    int j = (int)(ex_rand(&rng) % (uint64_t)(i + 1)), t = order[i];
-                    order[i] = order[j], order[j] = t;
-                }
-                pos = 0;
-            }
-            int k = order[pos++];
-            memcpy(xb + b * 64, d.x + (size_t)k * 64, sizeof(float) * 64);
-            yb[b] = d.y[k];
-        }
+        tg_batch b;
+        if (!tg_data_next(data, TG_SPLIT_TRAIN, &b)) tg_data_next(data, TG_SPLIT_TRAIN, &b); /* a new epoch */
+        const float *xb = b.feeds[0].data;
+        const int32_t *yb = b.feeds[1].data;
         tg_feed feeds[] = {TG_FEED("x", xb + first * 64, rows * 64), TG_FEED("y", yb + first, rows)};
         if (tg_session_step(s, feeds, 2, &loss) != TG_OK) {
             fprintf(stderr, "error: %s\n", tg_last_error());
@@ -130,7 +125,7 @@ int example_digits(const tg_example_opts *o) {
         }
     }
     ex_run_end(&run); /* closes the CSV after an error; a no-op after the normal end */
-    free(order);
+    tg_data_free(data);
     tg_forward_free(fwd);
     tg_session_free(s);
     tg_model_free(m);
