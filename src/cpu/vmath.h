@@ -76,13 +76,19 @@ VINLINE vf vfma(vf a, vf b, vf c) {
 /* 0 + v in every lane (so -0 comes out +0, as it always has). Written as a
  * loop, which GCC turns into one broadcast: the vector-scalar form (and so
  * any `x * s` with a scalar s) goes through the stack lane by lane on AVX2,
- * so hot loops hoist their scalars into vsplat()s. */
+ * so hot loops hoist their scalars into vsplat()s. Clang for WebAssembly
+ * does the opposite: the loop goes through the stack, the vector-scalar
+ * form is one splat. */
+#if defined(__wasm__)
+VINLINE vf vsplat(float v) { return (vf){0} + v; }
+#else
 VINLINE vf vsplat(float v) {
     vf r;
     float s = 0.0f + v;
     for (int i = 0; i < VL; i++) r[i] = s;
     return r;
 }
+#endif
 VINLINE vf vsel(vi m, vf a, vf b) { return (vf)(((vi)a & m) | ((vi)b & ~m)); }
 VINLINE vf vabs(vf x) { return (vf)((vi)x & 0x7fffffff); }
 /* sign bit of x copied onto |y| */
