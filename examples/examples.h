@@ -86,6 +86,9 @@ typedef struct {
 void ex_fashion_epochs_init(ex_fashion_epochs *e, int n, uint64_t seed); /* order NULL: out of memory */
 void ex_fashion_epochs_next(ex_fashion_epochs *e, int *which, int n);     /* the next n indices */
 void ex_fashion_epochs_free(ex_fashion_epochs *e);
+/* n images [n, 784] in [0, 1] as a greyscale PNG at `path`: 16 a row, each
+ * pixel 2x2, on a dark grey grid. 0, or 1 after saying which file failed. */
+int ex_fashion_write_grid(const char *path, const float *img, int n);
 
 /* png.c: an 8-bit greyscale PNG of w x h pixels (row-major); 0 on success. */
 int ex_write_png_gray(const char *path, const uint8_t *pix, int w, int h);

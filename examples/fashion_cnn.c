@@ -5,6 +5,7 @@
  * benchmarks). --out FILE saves the trained params (safetensors) and reads
  * them back with fashion_classifier_load, as another example would, into a
  * forward session of its own that must score the same. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +47,27 @@ tg_status fashion_classifier_logits(fashion_classifier *c, const float *x, int n
     tg_feed f = TG_FEED("x", x, (int64_t)n * EX_FASHION_PIXELS);
     tg_status st = tg_forward_run(c->f, n, &f, 1);
     return st == TG_OK ? tg_forward_output(c->f, logits, (int64_t)n * EX_FASHION_CLASSES) : st;
+}
+
+tg_status fashion_classifier_judge(fashion_classifier *c, const float *img, int n, double *confidence, int *classes) {
+    float *lg = malloc(sizeof(float) * (size_t)n * EX_FASHION_CLASSES);
+    tg_status st = lg ? fashion_classifier_logits(c, img, n, lg) : TG_ERR_NOMEM;
+    int count[EX_FASHION_CLASSES] = {0};
+    *confidence = 0;
+    for (int k = 0; st == TG_OK && k < n; k++) {
+        const float *l = lg + (size_t)k * EX_FASHION_CLASSES;
+        int best = 0;
+        double z = 0;
+        for (int j = 1; j < EX_FASHION_CLASSES; j++)
+            if (l[j] > l[best]) best = j;
+        for (int j = 0; j < EX_FASHION_CLASSES; j++) z += exp((double)l[j] - l[best]);
+        *confidence += 1.0 / z / n;
+        count[best]++;
+    }
+    *classes = 0;
+    for (int j = 0; j < EX_FASHION_CLASSES; j++) *classes += count[j] * 50 >= n;
+    free(lg);
+    return st;
 }
 
 double fashion_classifier_accuracy(fashion_classifier *c, const uint8_t *images, const int32_t *labels, int n) {

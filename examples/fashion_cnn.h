@@ -48,6 +48,10 @@ int fashion_classifier_load(const char *path, tg_backend backend, int threads, f
 double fashion_classifier_accuracy(fashion_classifier *c, const uint8_t *images, const int32_t *labels, int n);
 /* logits [n, 10] of the n images [n, 784] in [0, 1]. */
 tg_status fashion_classifier_logits(fashion_classifier *c, const float *x, int n, float *logits);
+/* How generated images are judged (flow, diffusion): of the n images
+ * [n, 784] in [0, 1], the mean of each one's largest class probability,
+ * and how many classes hold at least 2% of them. */
+tg_status fashion_classifier_judge(fashion_classifier *c, const float *img, int n, double *confidence, int *classes);
 void fashion_classifier_free(fashion_classifier *c);
 
 #endif

@@ -3,6 +3,7 @@
  * scripts/fetch-data.sh unpacks into .deps/data/fashion-mnist on first use.
  * An IDX file is a big-endian header (magic 0x00000803 for images
  * [n, rows, cols] of u8, 0x00000801 for labels [n] of u8) and the bytes. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,6 +142,28 @@ void ex_fashion_epochs_next(ex_fashion_epochs *e, int *which, int n) {
         }
         which[b] = e->order[e->pos++];
     }
+}
+
+int ex_fashion_write_grid(const char *path, const float *img, int n) {
+    enum { S = 2, CELL = EX_FASHION_SIDE * S + 2, PER_ROW = 16, W = PER_ROW * CELL + 2 };
+    int h = (n + PER_ROW - 1) / PER_ROW * CELL + 2;
+    uint8_t *pix = malloc((size_t)W * h);
+    if (!pix) {
+        fprintf(stderr, "cannot write %s: out of memory\n", path);
+        return 1;
+    }
+    memset(pix, 40, (size_t)W * h);
+    for (int k = 0; k < n; k++)
+        for (int y = 0; y < EX_FASHION_SIDE * S; y++)
+            for (int x = 0; x < EX_FASHION_SIDE * S; x++) {
+                float v = img[(size_t)k * EX_FASHION_PIXELS + (y / S) * EX_FASHION_SIDE + x / S];
+                pix[(size_t)((k / PER_ROW) * CELL + 2 + y) * W + (k % PER_ROW) * CELL + 2 + x] =
+                    (uint8_t)lrintf(fminf(fmaxf(v, 0), 1) * 255);
+            }
+    int rc = ex_write_png_gray(path, pix, W, h);
+    if (rc) fprintf(stderr, "cannot write %s\n", path);
+    free(pix);
+    return rc;
 }
 
 void ex_fashion_epochs_free(ex_fashion_epochs *e) {

@@ -134,46 +134,6 @@ static tg_status sample(tg_forward *f, uint64_t seed, float *x) {
     return TG_OK;
 }
 
-static int write_samples(const char *path, const float *img) {
-    enum { S = 2, CELL = SIDE * S + 2, W = 16 * CELL + 2 };
-    static uint8_t pix[W * W];
-    memset(pix, 40, sizeof pix);
-    for (int k = 0; k < N_SAMPLES; k++)
-        for (int y = 0; y < SIDE * S; y++)
-            for (int x = 0; x < SIDE * S; x++) {
-                float v = img[k * PIXELS + (y / S) * SIDE + x / S];
-                pix[(size_t)((k / 16) * CELL + 2 + y) * W + (k % 16) * CELL + 2 + x] = (uint8_t)lrintf(fminf(fmaxf(v, 0), 1) * 255);
-            }
-    if (ex_write_png_gray(path, pix, W, W)) {
-        fprintf(stderr, "flow: cannot write %s\n", path);
-        return 1;
-    }
-    return 0;
-}
-
-/* The judge's verdict on the N_SAMPLES images in [0, 1]: the mean of each
- * one's largest class probability, and how many classes hold at least
- * 2% of the samples (those the samples fall in). */
-static tg_status judge_samples(fashion_classifier *judge, const float *img, double *confidence, int *classes) {
-    static float lg[N_SAMPLES * EX_FASHION_CLASSES];
-    tg_status st = fashion_classifier_logits(judge, img, N_SAMPLES, lg);
-    int count[EX_FASHION_CLASSES] = {0};
-    *confidence = 0;
-    for (int k = 0; st == TG_OK && k < N_SAMPLES; k++) {
-        const float *l = lg + k * EX_FASHION_CLASSES;
-        int best = 0;
-        double z = 0;
-        for (int c = 1; c < EX_FASHION_CLASSES; c++)
-            if (l[c] > l[best]) best = c;
-        for (int c = 0; c < EX_FASHION_CLASSES; c++) z += exp((double)l[c] - l[best]);
-        *confidence += 1.0 / z / N_SAMPLES;
-        count[best]++;
-    }
-    *classes = 0;
-    for (int c = 0; c < EX_FASHION_CLASSES; c++) *classes += count[c] * 50 >= N_SAMPLES;
-    return st;
-}
-
 int example_flow(const tg_example_opts *o) {
     int64_t steps = o->steps > 0 ? o->steps : 3000, first, rows = ex_shard(o, B, &first);
     if (!rows) return 2;
@@ -276,7 +236,7 @@ int example_flow(const tg_example_opts *o) {
     for (int k = 0; k < N_SAMPLES * PIXELS; k++) img[k] = fminf(fmaxf((img[k] + 1) / 2, 0), 1);
     double mean = 0;
     int classes = 0;
-    if (st == TG_OK) st = judge_samples(&judge, img, &mean, &classes);
+    if (st == TG_OK) st = fashion_classifier_judge(&judge, img, N_SAMPLES, &mean, &classes);
     if (st == TG_OK) ex_run_step(&run, steps, loss, tg_lr_at(&spec.optim.lr, steps), &mean);
     if (ex_run_end(&run)) rc = 1;
     if (st != TG_OK) {
@@ -284,7 +244,7 @@ int example_flow(const tg_example_opts *o) {
         rc = 1;
         goto done;
     }
-    if (rc == 0 && o->out && write_samples(o->out, img)) rc = 1;
+    if (rc == 0 && o->out && ex_fashion_write_grid(o->out, img, N_SAMPLES)) rc = 1;
     if (rc == 0) {
         if (o->out) printf("wrote %s: %d samples, %d Euler steps each\n", o->out, N_SAMPLES, SAMPLE_STEPS);
         printf("the samples fall in %d of the 10 classes (at least 2%% of them each)\n", classes);
