@@ -3,6 +3,7 @@
  * and returns the exit code. */
 #ifndef TG_CHECK_H
 #define TG_CHECK_H
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,27 @@ static int check_pass, check_fail;
  * (CI=true), which installs the runtime and so must not skip silently. A run
  * that cannot have WebGPU at all (make test-aarch64: Dawn has no linux-arm64
  * build) says so with TG_TEST_NO_WEBGPU=1. */
+/* A whole file into a malloc'ed buffer (*size bytes), NULL if unreadable. */
+static inline uint8_t *read_whole_file(const char *path, size_t *size) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *b = malloc(n > 0 ? (size_t)n : 1);
+    *size = b ? fread(b, 1, (size_t)n, f) : 0;
+    fclose(f);
+    return b;
+}
+
+/* n bytes of b as the file at path (replacing it); nothing if it cannot be opened. */
+static inline void write_whole_file(const char *path, const void *b, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return;
+    fwrite(b, 1, n, f);
+    fclose(f);
+}
+
 static inline void check_webgpu_missing(const char *suite) {
     const char *ci = getenv("CI"), *none = getenv("TG_TEST_NO_WEBGPU");
     if (ci && strcmp(ci, "true") == 0 && !(none && strcmp(none, "1") == 0))

@@ -15,25 +15,6 @@
 
 static char dir[64];
 
-static uint8_t *slurp(const char *path, size_t *size) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *b = malloc(n > 0 ? (size_t)n : 1);
-    *size = b ? fread(b, 1, (size_t)n, f) : 0;
-    fclose(f);
-    return b;
-}
-
-static void spit(const char *path, const void *b, size_t n) {
-    FILE *f = fopen(path, "wb");
-    if (!f) return;
-    fwrite(b, 1, n, f);
-    fclose(f);
-}
-
 /* Everything a load could change: the params and persistent arenas as
  * bytes, then the training position and the schedule's fields. */
 static size_t state_of(tg_session_base *b, const tg_session *s, uint8_t *out) {
@@ -100,7 +81,7 @@ static void flips(const char *what, tg_session_base *b, const tg_session *s, tg_
           "byte %ld, bit %ld)", what, bits, accepted, changed, first_bad / 8, first_bad % 8);
     if (fd >= 0) close(fd);
     /* and the file as written loads */
-    spit(path, img, size);
+    write_whole_file(path, img, size);
     CHECK_OK(load(target, path));
     free(before);
     free(after);
@@ -133,7 +114,7 @@ int main(void) {
     CHECK_OK(v1_step(sb, 1)); /* b's state differs from the file's in every part */
 
     size_t size = 0;
-    uint8_t *img = slurp(ck, &size);
+    uint8_t *img = read_whole_file(ck, &size);
     uint64_t hl = 0;
     for (int i = 7; img && size >= 8 && i >= 0; i--) hl = hl << 8 | img[i];
     CHECK(img && hl > 0 && 8 + hl < size, "the checkpoint's header");
@@ -147,7 +128,7 @@ int main(void) {
     tg_forward *f = NULL;
     CHECK_OK(tg_forward_new(&(tg_forward_spec){.fn = v1_fwd, .user = &b, .inputs = fin, .n_inputs = 1, .model = b.m,
                                                .seed = 3}, &f));
-    img = slurp(wt, &size);
+    img = read_whole_file(wt, &size);
     hl = 0;
     for (int i = 7; img && size >= 8 && i >= 0; i--) hl = hl << 8 | img[i];
     if (f && img && 8 + hl < size)

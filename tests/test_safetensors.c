@@ -48,25 +48,6 @@ static const char *fixture(const char *name) {
     return buf;
 }
 
-static uint8_t *slurp(const char *path, size_t *size) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *b = malloc(n > 0 ? (size_t)n : 1);
-    *size = b ? fread(b, 1, (size_t)n, f) : 0;
-    fclose(f);
-    return b;
-}
-
-static void spit(const char *path, const void *b, size_t n) {
-    FILE *f = fopen(path, "wb");
-    if (!f) return;
-    fwrite(b, 1, n, f);
-    fclose(f);
-}
-
 static bool file_exists(const char *path) {
     struct stat sb;
     return stat(path, &sb) == 0;
@@ -128,7 +109,7 @@ static void roundtrip(void) {
     CHECK_OK(tg_safetensors_write(p, t, n, meta, 2));
     CHECK_OK(tg_safetensors_write(p2, t, n, meta, 2));
     size_t n1 = 0, n2 = 0;
-    uint8_t *b1 = slurp(p, &n1), *b2 = slurp(p2, &n2);
+    uint8_t *b1 = read_whole_file(p, &n1), *b2 = read_whole_file(p2, &n2);
     CHECK(b1 && b2 && n1 == n2 && memcmp(b1, b2, n1) == 0, "two writes of the same tensors differ");
     if (b1 && n1 >= 8) {
         uint64_t hl = 0;
@@ -404,7 +385,7 @@ static void header_length(void) {
     /* the same through a real file */
     const char *p = tmp_path("huge_len.safetensors");
     for (int i = 0; i < 8; i++) b[i] = (uint8_t)((1ull << 63) >> (8 * i));
-    spit(p, b, 24);
+    write_whole_file(p, b, 24);
     tg_safetensors *f = NULL;
     char want[300];
     snprintf(want, sizeof want, "safetensors: %s: byte 0: header length 9223372036854775808 runs past", p);
@@ -426,7 +407,7 @@ static void truncations(void) {
     const char *p = tmp_path("small.safetensors");
     CHECK_OK(tg_safetensors_write(p, t, 3, meta, 1));
     size_t n = 0;
-    uint8_t *img = slurp(p, &n);
+    uint8_t *img = read_whole_file(p, &n);
     if (!img) return;
     tg_safetensors *f = NULL;
     CHECK(parse_exact(img, n, &f) == TG_OK, "whole file: %s", tg_last_error());
@@ -443,7 +424,7 @@ static void truncations(void) {
     /* and through real files, a few cuts */
     const char *q = tmp_path("cut.safetensors");
     for (size_t cut = 0; cut < n; cut += 7) {
-        spit(q, img, cut);
+        write_whole_file(q, img, cut);
         f = NULL;
         CHECK_ERR(tg_safetensors_read(q, &f), TG_ERR_FORMAT, "byte ");
     }
@@ -510,7 +491,7 @@ static void writer_errors(void) {
      * previous file intact and no temporary behind. */
     CHECK_OK(tg_safetensors_write(p, t, 2, NULL, 0));
     size_t n0 = 0, n1 = 0;
-    uint8_t *before = slurp(p, &n0);
+    uint8_t *before = read_whole_file(p, &n0);
     enum { BIG = 1 << 16 };
     float *big = calloc(BIG, sizeof(float));
     tg_st_tensor tb[] = {{"big", TG_F32, TG_SHAPE(BIG), big}};
@@ -525,7 +506,7 @@ static void writer_errors(void) {
     signal(SIGXFSZ, prev);
     CHECK(st == TG_ERR_IO && strstr(tg_last_error(), "cannot write") && strstr(tg_last_error(), "File too large"),
           "write past the size limit: %s '%s'", tg_status_name(st), tg_last_error());
-    uint8_t *after = slurp(p, &n1);
+    uint8_t *after = read_whole_file(p, &n1);
     CHECK(before && after && n0 == n1 && memcmp(before, after, n0) == 0, "a failed write changed the existing file");
     CHECK(stray_tmp_files() == 0, "a failed write left its temporary file");
     free(before);
@@ -667,10 +648,10 @@ static void params_files(void) {
               "unknown tensor 'opt.l1.W.m' (the file is a full checkpoint: load it with tg_session_load)");
     /* a malformed file: the reader's message, with the byte */
     size_t n = 0;
-    uint8_t *img = slurp(p, &n);
+    uint8_t *img = read_whole_file(p, &n);
     if (img && n > 20) {
         img[8] = '?';
-        spit(q, img, n);
+        write_whole_file(q, img, n);
         CHECK_ERR(tg_session_load_params(b.s, q), TG_ERR_FORMAT, "tg_session_load_params: safetensors: ");
         CHECK(strstr(tg_last_error(), ": byte "), "no byte offset in '%s'", tg_last_error());
     }
@@ -717,7 +698,7 @@ static void forward_sessions(void) {
     CHECK_OK(tg_forward_save_params(fa, p));
     CHECK_OK(tg_session_save_params(a.s, q));
     size_t n1 = 0, n2 = 0;
-    uint8_t *b1 = slurp(p, &n1), *b2 = slurp(q, &n2);
+    uint8_t *b1 = read_whole_file(p, &n1), *b2 = read_whole_file(q, &n2);
     CHECK(b1 && b2 && n1 == n2 && memcmp(b1, b2, n1) == 0, "a forward session saved other params than its base");
     free(b1);
     free(b2);
@@ -878,12 +859,12 @@ static void checkpoint_errors(void) {
     tg_safetensors_free(f);
     f = NULL;
     size_t n_img = 0;
-    uint8_t *img = slurp(p, &n_img);
+    uint8_t *img = read_whole_file(p, &n_img);
     char *key = img ? memmem(img, n_img, "\"tensorgrad_checksum\":\"", 23) : NULL;
     CHECK(key != NULL, "no checksum in a checkpoint");
     if (key) {
         memset(key, ' ', 23 + 16 + 2); /* the key, its value and the comma after it */
-        spit(q, img, n_img);
+        write_whole_file(q, img, n_img);
         CHECK_ERR(tg_session_load(b.s, q), TG_ERR_FORMAT, "the file has no checksum (format 'tensorgrad-checkpoint-2' "
                   "always has one)");
     }
@@ -1006,7 +987,7 @@ static void lr_roundtrip(void) {
  * the same from the file in memory. */
 static void half_fixture(void) {
     size_t size = 0;
-    uint8_t *img = slurp(fixture("half_dtypes.safetensors"), &size);
+    uint8_t *img = read_whole_file(fixture("half_dtypes.safetensors"), &size);
     CHECK(img != NULL, "cannot read the half-precision fixture");
     if (!img) return;
     tg_safetensors *files[2] = {NULL, NULL};
@@ -1146,7 +1127,7 @@ static void tensors_into_sessions(void) {
     uint8_t *img = image(hdr, hl, (size_t)total * 2, &sz);
     memcpy(img + 8 + hl, data, (size_t)total * 2);
     const char *p = tmp_path("bf16_params.safetensors");
-    spit(p, img, sz);
+    write_whole_file(p, img, sz);
     CHECK_OK(tg_session_load_params(a.s, p));
     CHECK_OK(tg_session_get_param(a.s, "l1.W", w, IN * HID));
     CHECK(memcmp(w, want, sizeof w) == 0, "a BF16 weights file did not load as its values");
@@ -1157,7 +1138,7 @@ static void tensors_into_sessions(void) {
     free(img);
     img = image(hdr2, strlen(hdr2), (size_t)total * 2 + 8, &sz);
     memcpy(img + 8 + strlen(hdr2), data, (size_t)total * 2);
-    spit(p, img, sz);
+    write_whole_file(p, img, sz);
     CHECK_ERR(tg_session_load_params(a.s, p), TG_ERR_NAME,
               "unknown tensor 'steps' (I64, not read; to load the others, read the file with tg_safetensors_read");
     tg_safetensors *f = NULL;
@@ -1230,11 +1211,11 @@ static void v1_fixtures(void) {
     }
     tg_safetensors_free(h);
     size_t size = 0;
-    uint8_t *img = slurp(ck, &size);
+    uint8_t *img = read_whole_file(ck, &size);
     if (img && size > 16) {
         img[size - 5] ^= 0x04;
         const char *flipped = tmp_path("v1_flipped.safetensors");
-        spit(flipped, img, size);
+        write_whole_file(flipped, img, size);
         CHECK_ERR(tg_session_load(s, flipped), TG_ERR_FORMAT, "the data section does not match its checksum");
     }
     free(img);
