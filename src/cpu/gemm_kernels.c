@@ -9,7 +9,7 @@
 #define GMR 8
 #define GNR 16
 
-static void tile_generic(const tg_tile *t) {
+void tg_tile_generic(const tg_tile *t) {
     float acc[GMR][GNR] = {{0}};
     const float *a = t->a, *b = t->b;
     for (int64_t k = 0; k < t->kc; k++, a += t->cs_a, b += t->ldb)
@@ -43,7 +43,7 @@ static void pack_n_generic(int64_t kc, int rows, const float *src, int64_t ld, i
         for (int r = 0; r < w; r++) dst[k * w + r] = r < rows ? src[k * ld + r] : 0.0f;
 }
 
-static const tg_ukernel k_generic = {"generic 8x16",    GMR,           GNR, false, tile_generic, gemv_generic,
+static const tg_ukernel k_generic = {"generic 8x16",    GMR,           GNR, false, tg_tile_generic, gemv_generic,
                                      tg_pack_t_generic, pack_n_generic};
 const tg_ukernel *tg_ukernel_generic(void) { return &k_generic; }
 

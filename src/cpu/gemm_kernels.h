@@ -68,6 +68,10 @@ const tg_ukernel *tg_ukernel_neon(void);
 const tg_ukernel *tg_ukernel_simd128(void);
 /* The portable packing of row-major A and B^T, for kernels without their own. */
 void tg_pack_t_generic(int64_t kc, int rows, const float *src, int64_t ld, int w, float *dst);
+/* The portable tile, any size up to 8 x 16: a multiply then an add per
+ * product, over k from zero, then the epilogue (vector kernels without FMA
+ * run their edge tiles through it). */
+void tg_tile_generic(const tg_tile *t);
 /* The portable kernel, whatever the CPU. */
 const tg_ukernel *tg_ukernel_generic(void);
 #endif

@@ -13,18 +13,6 @@
 #define WMR 6
 #define WNR 8
 
-static void tile_edge(const tg_tile *t) {
-    float acc[WMR][WNR] = {{0}};
-    const float *a = t->a, *b = t->b;
-    for (int64_t k = 0; k < t->kc; k++, a += t->cs_a, b += t->ldb)
-        for (int r = 0; r < t->mr; r++) {
-            float x = a[r * t->rs_a];
-            for (int q = 0; q < t->nr; q++) acc[r][q] += x * b[q];
-        }
-    for (int r = 0; r < t->mr; r++)
-        for (int q = 0; q < t->nr; q++) t->c[r * t->ldc + q] = tg_tile_epilogue(t, r, q, acc[r][q]);
-}
-
 /* A full 6 x 8 tile: per k, one B row of 8 (two vectors) and each A value
  * broadcast; two k a turn (the same order of additions). */
 static void tile_full(const tg_tile *t) {
@@ -59,7 +47,7 @@ static void tile_full(const tg_tile *t) {
     }
 }
 
-static void tile_simd128(const tg_tile *t) { (t->mr == WMR && t->nr == WNR ? tile_full : tile_edge)(t); }
+static void tile_simd128(const tg_tile *t) { (t->mr == WMR && t->nr == WNR ? tile_full : tg_tile_generic)(t); }
 
 /* Four lanes per row, lane l summing the k = 4i + l, added in a fixed order
  * at the end; the tail k one at a time after. */
