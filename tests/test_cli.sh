@@ -144,7 +144,9 @@ listed() { # FILE MOST: "ok" when every program's profile lists min(its steps, M
 TG_PROFILE=1 "$tg" train addition --steps 2 --quiet >/dev/null 2>prof.txt
 slowest=$(listed prof.txt 40)
 TG_PROFILE=all "$tg" train addition --steps 2 --quiet >/dev/null 2>prof.txt
+# a product with its epilogue fused is named as one, not by the relu or add that ends it
 [ "$slowest" = ok ] && [ "$(listed prof.txt 1000000)" = ok ] && grep -q '^  every step, slowest first:' prof.txt &&
+    grep -q ' ms  %[0-9]* *matmul+epilogue ' prof.txt && grep -q '^ *[0-9.]* ms  matmul+epilogue *x[0-9]' prof.txt &&
     ok || bad "TG_PROFILE=1 and all: $slowest; $(grep '^cpu profile:' prof.txt)"
 out=$(TG_PROFILE=slow "$tg" train sin --steps 1 --quiet 2>&1) && bad "TG_PROFILE=slow ran" ||
     { [[ "$out" == *"TG_PROFILE=slow: 'slow' is not one of its words: 1 (the slowest kernels), all (every kernel), run=N"* ]] && ok ||

@@ -120,26 +120,41 @@ static tg_status cpu_compile(tg_engine *e_, tg_program *p) {
 }
 
 /* TG_PROFILE: where a program's steps spent their time, the mean of every
- * run, per step (the slowest first, each named by its last node's op and
- * call site) and per op of the step's last node, on stderr. */
+ * run, per step (the slowest first, each named by its op, or a fused
+ * group's kind, and its last node's call site) and per op or kind, on
+ * stderr. */
 static int by_time_desc(const void *x, const void *y, void *t_) {
     const double *t = t_;
     int a = *(const int *)x, b = *(const int *)y;
     return t[a] < t[b] ? 1 : t[a] > t[b] ? -1 : a - b;
 }
 
+static const char *step_name(const tg_graph *g, const cpu_step *s) {
+    return s->label ? s->label : tg_ops[g->nodes[s->id].op].name;
+}
+
+/* The totals per op or group kind: [0, TG_OP_COUNT) ops, then the kinds. */
+#define PROFILE_ROWS (TG_OP_COUNT + CPU_GROUP_KINDS)
+static int profile_row(const tg_graph *g, const cpu_step *s) {
+    for (int k = 0; s->label && k < CPU_GROUP_KINDS; k++)
+        if (s->label == tg_cpu_group_names[k]) return TG_OP_COUNT + k;
+    return g->nodes[s->id].op;
+}
+
 static void profile_print(const tg_program *p, const cpu_program *cp) {
     const tg_graph *g = p->g;
-    double total = 0, by_op[TG_OP_COUNT] = {0};
-    int count[TG_OP_COUNT] = {0};
+    double total = 0, by_row[PROFILE_ROWS] = {0};
+    int count[PROFILE_ROWS] = {0};
+    const char *row_name[PROFILE_ROWS] = {0};
     int *order = tg_calloc((size_t)cp->n_steps + 1, sizeof(int));
     if (!order || cp->prof_runs == 0) {
         free(order);
         return;
     }
     for (int i = 0; i < cp->n_steps; i++) {
-        const tg_node *n = &g->nodes[cp->steps[i].id];
-        total += cp->prof[i], by_op[n->op] += cp->prof[i], count[n->op]++;
+        int r = profile_row(g, &cp->steps[i]);
+        total += cp->prof[i], by_row[r] += cp->prof[i], count[r]++;
+        row_name[r] = step_name(g, &cp->steps[i]);
         order[i] = i;
     }
     double per = 1e3 / (double)cp->prof_runs;
@@ -163,11 +178,11 @@ static void profile_print(const tg_program *p, const cpu_program *cp) {
         char site[200];
         tg_program_node_site(p, s->id, site, sizeof site);
         fprintf(stderr, "  %8.4f ms  %%%-5d %-18s [%s] nodes=%d  %s\n", cp->prof[order[k]] * per, s->id,
-                tg_ops[n->op].name, shape, s->n_nodes, site);
+                step_name(g, s), shape, s->n_nodes, site);
     }
-    fprintf(stderr, "  by op:\n");
-    for (int o = 0; o < TG_OP_COUNT; o++)
-        if (count[o]) fprintf(stderr, "  %8.4f ms  %-18s x%d\n", by_op[o] * per, tg_ops[o].name, count[o]);
+    fprintf(stderr, "  by op (a fused group by its kind):\n");
+    for (int r = 0; r < PROFILE_ROWS; r++)
+        if (count[r]) fprintf(stderr, "  %8.4f ms  %-18s x%d\n", by_row[r] * per, row_name[r], count[r]);
     free(order);
 }
 

@@ -13,8 +13,13 @@ typedef enum {
     CPU_GROUP_NORM_BWD, /* norm_stats, norm_dx [+ the residual gradient's add] [+ the recomputed norm] */
     CPU_GROUP_NORM_SUMS, /* norm_dgain and the bias gradient's column sum of the same gy */
     CPU_GROUP_SUMSQ,     /* every sum(g * g) over all axes (the clip norm's terms): cpu_groups.sq */
-    CPU_GROUP_POOL_RELU  /* relu_grad(x, max_pool2d_grad(x, y, gy)): mm = the pooling gradient */
+    CPU_GROUP_POOL_RELU, /* relu_grad(x, max_pool2d_grad(x, y, gy)): mm = the pooling gradient */
+    CPU_GROUP_KINDS
 } cpu_group_kind;
+
+/* What TG_PROFILE calls a group's step: its kind, since its last node's op
+ * (the relu after a fused product, say) would hide where the time goes. */
+extern const char *const tg_cpu_group_names[CPU_GROUP_KINDS];
 
 typedef struct {
     cpu_group_kind kind;

@@ -359,6 +359,13 @@ static bool lower_pool_relu(const lower_ctx *l, const cpu_group *d, cpu_step *s)
     return true;
 }
 
+const char *const tg_cpu_group_names[CPU_GROUP_KINDS] = {
+    [CPU_GROUP_MATMUL] = "matmul+epilogue", [CPU_GROUP_ATTN_FWD] = "attention",
+    [CPU_GROUP_ATTN_BWD] = "attention_grad", [CPU_GROUP_ADAM] = "adam",
+    [CPU_GROUP_NORM_BWD] = "norm_grad", [CPU_GROUP_NORM_SUMS] = "norm_sums",
+    [CPU_GROUP_SUMSQ] = "sumsq", [CPU_GROUP_POOL_RELU] = "pool_relu_grad",
+};
+
 /* The step of fused group `gid`, at its turn. */
 static bool lower_group(const lower_ctx *l, int gid, cpu_step *s) {
     const cpu_groups *cg = l->p->fusion->impl;
@@ -367,6 +374,7 @@ static bool lower_group(const lower_ctx *l, int gid, cpu_step *s) {
     s->g = l->g;
     s->vk = tg_vec_best();
     s->id = d->out;
+    s->label = tg_cpu_group_names[d->kind];
     s->n_nodes = 0;
     for (int i = 0; i < l->g->n; i++) s->n_nodes += l->p->fusion->group[i] == gid;
     switch (d->kind) {
@@ -378,6 +386,7 @@ static bool lower_group(const lower_ctx *l, int gid, cpu_step *s) {
     case CPU_GROUP_NORM_SUMS: return lower_norm(l, d, s);
     case CPU_GROUP_SUMSQ: return lower_sumsq(l, s);
     case CPU_GROUP_POOL_RELU: return lower_pool_relu(l, d, s);
+    case CPU_GROUP_KINDS: break;
     }
     return false;
 }
@@ -414,7 +423,7 @@ int tg_cpu_lower(const tg_program *p, char *const *arena, bool specialize, cpu_s
                 adam_param *ps = tg_calloc((size_t)k + 1, sizeof *ps);
                 cpu_step *s = &steps[n_steps++];
                 memset(s, 0, sizeof *s);
-                s->g = g, s->id = id, s->run = run_adam, s->adam = b, s->heap[0] = b, s->heap[1] = ps;
+                s->g = g, s->id = id, s->label = tg_cpu_group_names[CPU_GROUP_ADAM], s->run = run_adam, s->adam = b, s->heap[0] = b, s->heap[1] = ps;
                 if (!b || !ps) {
                     n_steps = -1;
                     break;

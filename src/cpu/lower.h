@@ -17,6 +17,7 @@ struct cpu_step {
     const tg_graph *g;
     int id;                    /* the node whose output the step leaves (the chain's last) */
     int n_nodes;               /* nodes it stands for */
+    const char *label;         /* a fused group's kind (tg_cpu_group_names); NULL: the node's op */
     /* the op table's kernel */
     tg_cpu_fn fn;
     void *out;
