@@ -1152,8 +1152,9 @@ tg_status tg_session_comm_stats(const tg_session *s, tg_comm_stats *out);
  * Input shapes may use TG_BATCH for the batch dimension: the program is
  * compiled for each batch size on first use and cached (the 8 most recently
  * used sizes; another is compiled again when it returns). Both constructors
- * trace (and compile) at once, for batch 1 when an input uses TG_BATCH, so
- * an error in the function comes back from them. */
+ * trace and plan at once, for batch 1 when an input uses TG_BATCH, so an
+ * error in the function comes back from them; its kernels are compiled at
+ * once without TG_BATCH, else on the first run of each batch size. */
 
 #define TG_BATCH (-1)
 
@@ -1194,7 +1195,7 @@ tg_status tg_forward_output_info(const tg_forward *f, tg_shape *shape, tg_dtype 
  * failed run, for debugging, what that run left. */
 tg_status tg_forward_read(tg_forward *f, const char *name, void *dst, int64_t count);
 /* The captures of the last run's program (before a run: the first one
- * compiled), as tg_session_capture_count / name. */
+ * traced), as tg_session_capture_count / name. */
 int tg_forward_capture_count(const tg_forward *f);
 const char *tg_forward_capture_name(const tg_forward *f, int i);
 tg_status tg_forward_capture_info(const tg_forward *f, const char *name, tg_shape *shape, tg_dtype *dtype);
@@ -1206,7 +1207,8 @@ tg_status tg_forward_download(tg_forward *f, tg_safetensors **out);
 tg_status tg_forward_set_tensor(tg_forward *f, const tg_st_tensor *t);
 tg_status tg_forward_upload_tensors(tg_forward *f, const tg_st_tensor *t, int n);
 /* The plan and graph of the last run's program (before a run: the first
- * one compiled), as tg_session_plan_stats / print_plan / graph / dot. */
+ * one traced, whose n_dispatches is 0 until its kernels are compiled), as
+ * tg_session_plan_stats / print_plan / graph / dot. */
 tg_status tg_forward_plan_stats(const tg_forward *f, tg_plan_stats *out);
 void tg_forward_print_plan(const tg_forward *f, void *file /* FILE* */);
 const tg_graph *tg_forward_graph(const tg_forward *f);

@@ -1,6 +1,8 @@
 /* Forward sessions: a function of the params with no gradient and no
- * optimizer, compiled once per batch size (the first at once, so errors in
- * the function come back from the constructor). Params are their own
+ * optimizer, compiled once per batch size. The constructor traces and plans
+ * the first at once, so errors in the function come back from it; with a
+ * TG_BATCH input its kernels (batch 1's) wait for a run of batch 1, since
+ * most callers never run it and WebGPU would compile every kernel twice. Params are their own
  * (tg_forward_new) or a training session's (tg_forward_attach); an attached
  * one follows its training session through replace_model (refit below). */
 #include <stdio.h>
@@ -65,12 +67,26 @@ static void evict_one(tg_forward *f) {
     f->progs[lru] = f->progs[--f->n_progs];
 }
 
-/* The program for `batch`, compiled now if it is not among the
- * TG_FORWARD_PROGRAMS most recently used. */
-static tg_status program_for(tg_forward *f, int64_t batch, const char *api, tg_program **out) {
+/* The kernels of kept program i, compiled on its first run. */
+static tg_status compile_kept(tg_forward *f, int i) {
+    if (f->progs[i].compiled) return TG_OK;
+    tg_status st = f->b.eng->vt->compile(f->b.eng, f->progs[i].prog);
+    if (st == TG_OK) f->progs[i].compiled = true;
+    else f->b.eng->vt->release(f->b.eng, f->progs[i].prog); /* as it was: planned, nothing compiled */
+    return st;
+}
+
+/* The program for `batch`, traced now if it is not among the
+ * TG_FORWARD_PROGRAMS most recently used, and its kernels compiled unless
+ * `compile` is false. */
+static tg_status program_for(tg_forward *f, int64_t batch, bool compile, const char *api, tg_program **out) {
     f->lookups++;
     for (int i = 0; i < f->n_progs; i++)
-        if (f->progs[i].batch == batch) return (f->progs[i].used = f->lookups, *out = f->progs[i].prog, TG_OK);
+        if (f->progs[i].batch == batch) {
+            tg_status st = compile ? compile_kept(f, i) : TG_OK;
+            if (st == TG_OK) f->progs[i].used = f->lookups, *out = f->progs[i].prog;
+            return st;
+        }
     tg_input_decl *in = tg_calloc((size_t)f->n_inputs + 1, sizeof *in);
     struct tg_batch_prog *grown = tg_realloc(f->progs, sizeof *grown * (size_t)(f->n_progs + 1));
     if (grown) f->progs = grown;
@@ -98,20 +114,21 @@ static tg_status program_for(tg_forward *f, int64_t batch, const char *api, tg_p
     st = tg_session_base_check_plan(&f->b, p, kept, api);
     p->compile_progress = f->b.compile_progress;
     p->compile_progress_user = f->b.compile_progress_user;
-    if (st == TG_OK) st = e->vt->compile(e, p);
+    if (st == TG_OK && compile) st = e->vt->compile(e, p);
     if (st != TG_OK) {
         e->vt->release(e, p);
         tg_program_free(p);
         return st;
     }
     if (f->n_progs >= TG_FORWARD_PROGRAMS) evict_one(f);
-    f->progs[f->n_progs++] = (struct tg_batch_prog){batch, p, f->lookups};
+    f->progs[f->n_progs++] = (struct tg_batch_prog){batch, p, f->lookups, compile};
     *out = p;
     return TG_OK;
 }
 
-/* The spec's function and inputs copied, then the first program compiled:
- * for batch 1 when an input uses TG_BATCH (b.eng and b.model already set). */
+/* The spec's function and inputs copied, then the first program traced:
+ * for batch 1 when an input uses TG_BATCH (b.eng and b.model already set),
+ * its kernels compiled only without one. */
 static tg_status trace_spec(tg_forward *f, const tg_forward_spec *spec, const char *api) {
     f->fn = spec->fn;
     f->user = spec->user;
@@ -130,7 +147,7 @@ static tg_status trace_spec(tg_forward *f, const tg_forward_spec *spec, const ch
                            d->name ? d->name : "(null)");
     }
     if ((st = tg_inputs_check(spec->inputs, spec->n_inputs, true, api)) != TG_OK) return st;
-    return program_for(f, uses_batch(f) ? 1 : 0, api, &f->b.prog);
+    return program_for(f, uses_batch(f) ? 1 : 0, !uses_batch(f), api, &f->b.prog);
 }
 
 void tg_forward_refit(tg_forward *f, const tg_session_base *train) {
@@ -147,7 +164,7 @@ void tg_forward_refit(tg_forward *f, const tg_session_base *train) {
         st = tg_fail(TG_ERR_NOMEM, "out of memory");
     if (st == TG_OK) {
         memcpy(f->b.param_offset, train->param_offset, sizeof(int64_t) * (size_t)np);
-        st = program_for(f, uses_batch(f) ? 1 : 0, "tg_session_replace_model", &f->b.prog);
+        st = program_for(f, uses_batch(f) ? 1 : 0, !uses_batch(f), "tg_session_replace_model", &f->b.prog);
     }
     if (st != TG_OK)
         snprintf(f->b.broken, sizeof f->b.broken, "tg_session_replace_model left this attached forward session "
@@ -237,7 +254,7 @@ static tg_status run(tg_forward *f, int64_t batch, const tg_feed *feeds, int n, 
     if (!uses_batch(f)) batch = 0;
     else if (batch <= 0) return tg_fail(TG_ERR_ARG, "%s: batch %lld must be > 0", api, (long long)batch);
     tg_program *p = NULL;
-    if ((st = program_for(f, batch, api, &p)) != TG_OK) return st;
+    if ((st = program_for(f, batch, true, api, &p)) != TG_OK) return st;
     if ((st = tg_session_write_feeds(&f->b, p, api, feeds, n)) != TG_OK) return st;
     if ((st = tg_session_write_rng_seed(&f->b, p, ++f->runs)) != TG_OK) return st;
     /* Outputs and captures now come from this program; a run that failed in

@@ -82,7 +82,8 @@ struct tg_forward {
     struct tg_batch_prog {
         int64_t batch;
         tg_program *prog;
-        int64_t used; /* when it was last looked up (lookups): the least recent goes first */
+        int64_t used;  /* when it was last looked up (lookups): the least recent goes first */
+        bool compiled; /* its kernels: batch 1's, traced at creation, wait for a run of batch 1 */
     } *progs;
     int n_progs;
     int64_t runs, lookups;

@@ -212,6 +212,13 @@ static tg_tensor sin_predict(tg_graph *g, void *user) {
     return tg_linear_fwd(g, &n->l3, tg_relu(tg_linear_fwd(g, &n->l2, h)));
 }
 
+/* Compile progress reports of kernels (WebGPU's; the CPU reports none). */
+static int kernel_reports;
+static void count_kernel_reports(void *user, const char *what, int64_t done, int64_t total) {
+    (void)user, (void)done, (void)total;
+    kernel_reports += strcmp(what, "kernels") == 0;
+}
+
 static void test_forward_sessions(void) {
     float out[2][300], xs[300], ys[SIN_B];
     for (int i = 0; i < 300; i++) xs[i] = -3.0f + 0.02f * (float)i;
@@ -228,18 +235,28 @@ static void test_forward_sessions(void) {
         tg_session *s = NULL;
         tg_forward *f = NULL;
         CHECK_OK(tg_session_new(&spec, &s));
-        tg_forward_spec is = {.fn = sin_predict, .user = &net, .inputs = fin, .n_inputs = 1};
+        tg_forward_spec is = {.fn = sin_predict, .user = &net, .inputs = fin, .n_inputs = 1,
+                              .compile_progress = count_kernel_reports};
+        kernel_reports = 0;
         if (s) CHECK_OK(tg_forward_attach(s, &is, &f));
+        /* batch 1's program, traced to find errors, compiles only when batch 1 runs */
+        CHECK(kernel_reports == 0, "%s: attaching compiled kernels (%d reports) for a batch no run asked for",
+              k ? "webgpu" : "cpu", kernel_reports);
         if (s && f) {
             tg_feed tf[] = {TG_FEED("x", xs, SIN_B), TG_FEED("y", ys, SIN_B)};
             for (int i = 0; i < 5; i++) CHECK_OK(tg_session_step(s, tf, 2, NULL));
-            float before[7];
+            float before[7], one;
             CHECK_OK(tg_forward_run(f, 7, (tg_feed[]){TG_FEED("x", xs, 7)}, 1));
+            CHECK(k == 0 || kernel_reports > 0, "webgpu: the first run of batch 7 reported no kernels compiled");
             CHECK_OK(tg_forward_output(f, before, 7));
             CHECK_OK(tg_session_step(s, tf, 2, NULL));
             CHECK_OK(tg_forward_run(f, 300, (tg_feed[]){TG_FEED("x", xs, 300)}, 1));
             CHECK_OK(tg_forward_output(f, out[k], 300));
             CHECK(before[3] != out[k][3], "%s: the forward session did not see the training step", k ? "webgpu" : "cpu");
+            CHECK_OK(tg_forward_run(f, 1, (tg_feed[]){TG_FEED("x", xs + 3, 1)}, 1));
+            CHECK_OK(tg_forward_output(f, &one, 1));
+            CHECK(fabsf(one - out[k][3]) <= 1e-5f * (1.0f + fabsf(one)), "%s: batch 1 gives %.9g, batch 300 %.9g",
+                  k ? "webgpu" : "cpu", one, out[k][3]);
         }
         tg_forward_free(f);
         tg_session_free(s);
