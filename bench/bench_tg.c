@@ -199,7 +199,7 @@ static void bench_gemm(int n, tg_pool *pool) {
         A[i] = (float)((i * 7 + 3) % 13) * 0.1f - 0.6f;
         Bm[i] = (float)((i * 5 + 1) % 11) * 0.1f - 0.5f;
     }
-    tg_gemm_args g = {1, n, n, n, A, Bm, C, n, n, n, 0, 0, 0, false, false, NULL};
+    tg_gemm_args g = {1, n, n, n, A, Bm, C, n, n, n, 0, 0, 0, false, false, NULL, false};
     double flop = 2.0 * n * (double)n * n;
     /* Enough repetitions for ~0.5 s, at least 5, each timed on its own. */
     int reps = (int)(0.5 * 150e9 / flop);

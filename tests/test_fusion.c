@@ -65,7 +65,8 @@ static bool run(config c, result *r) {
         for (int i = 0; i < g->n; i++) r->n_norms += g->nodes[i].op == TG_OP_LAYER_NORM;
         for (int i = 0; i < g->n; i++) r->n_embed += g->nodes[i].op == TG_OP_EMBEDDING;
     }
-    static int32_t tok[B * T], tgt[B * T];
+    static int32_t tok[4096], tgt[4096];
+    if (b * t > 4096) return false;
     uint64_t rng = 77;
     for (int i = 0; i < b * t; i++) {
         rng = rng * 6364136223846793005ull + 1442695040888963407ull;
@@ -137,6 +138,63 @@ static void losses_unchanged(void) {
               "%d writebacks are copies with fusion, %d without: Adam must update in place", all.ps.n_writeback_copies,
               plain.ps.n_writeback_copies);
     }
+}
+
+/* Past ATTN_MAX_T keys the fused attention computes the softmax again in
+ * its backward instead of keeping it (fused_attention_long.c): the losses
+ * stay bitwise those of the separate kernels, on 1 and 2 threads and with
+ * the portable GEMM kernel, with backward blocks of queries that end
+ * inside the sequence (T = 400 > TG_GEMM_KC); the softmax then gets no
+ * memory, so the plan is smaller than with the shorter path's kept softmax
+ * would be. */
+static void long_attention(void) {
+    static const int lens[][2] = {{17, 5}, {40, 3}, {400, 1}}; /* T, batch */
+    for (size_t c = 0; c < sizeof lens / sizeof lens[0]; c++) {
+        int t = lens[c][0], b = lens[c][1];
+        char what[64];
+        result plain, fused, fused1, pplain, pfused;
+        if (!run((config){true, false, 2, 2, false, t, b}, &plain) || !run((config){false, true, 2, 2, false, t, b}, &fused) ||
+            !run((config){false, true, 1, 2, false, t, b}, &fused1) || !run((config){true, false, 2, 2, true, t, b}, &pplain) ||
+            !run((config){false, true, 2, 2, true, t, b}, &pfused))
+            continue;
+        snprintf(what, sizeof what, "long attention, T = %d", t);
+        same_losses(&plain, &fused, what);
+        snprintf(what, sizeof what, "long attention, T = %d, 1 and 2 threads", t);
+        same_losses(&fused, &fused1, what);
+        snprintf(what, sizeof what, "long attention, T = %d, the portable GEMM kernel", t);
+        same_losses(&pplain, &pfused, what);
+        CHECK(plain.loss[STEPS - 1] < plain.loss[0], "T = %d: the loss did not fall: %g -> %g", t, plain.loss[0],
+              plain.loss[STEPS - 1]);
+    }
+    /* the groups, and the softmax with no memory */
+    tg_model *m = tg_model_new();
+    enum { LT = 40, LB = 3 };
+    gpt_declare(&net, m, (gpt_config){V, D, 2, 4, LT + 1});
+    tg_input_decl in[] = {{"tokens", TG_I32, TG_SHAPE(LB, LT)}, {"targets", TG_I32, TG_SHAPE(LB, LT)}};
+    int64_t off[64];
+    tg_plan_param_layout(m, 64, off);
+    tg_optim opt = tg_adam(tg_lr_constant(1e-3f));
+    tg_compile_req req = {m, loss_fn, NULL, in, 2, &opt, false, 64, off, tg_cpu_fuse, false, false, 1};
+    tg_program *p = NULL;
+    CHECK_OK(tg_program_build(&req, &p));
+    if (p && p->fusion) {
+        const cpu_groups *cg = p->fusion->impl;
+        int fwd = 0, bwd = 0, remat = 0, kept = 0;
+        for (int i = 0; i < cg->n; i++)
+            fwd += cg->g[i].kind == CPU_GROUP_ATTN_FWD, bwd += cg->g[i].kind == CPU_GROUP_ATTN_BWD,
+                kept += (cg->g[i].kind == CPU_GROUP_ATTN_FWD || cg->g[i].kind == CPU_GROUP_ATTN_BWD) && cg->g[i].att >= 0;
+        for (int i = 0; i < p->g->n; i++)
+            if (p->g->nodes[i].op == TG_OP_SOFTMAX_CAUSAL)
+                remat += p->fusion->role[i] == TG_FUSE_REMAT && p->plan.slot[i].kind == TG_BUF_NONE;
+        CHECK(fwd == 2 && bwd == 2 && kept == 0 && remat == 2,
+              "T = 40, 2 layers: %d forward and %d backward attention kernels, %d keeping the softmax, %d softmaxes "
+              "with no memory", fwd, bwd, kept, remat);
+        CHECK_OK(tg_plan_check(p->g, &p->plan, p->fusion));
+    } else {
+        CHECK(false, "T = 40: nothing was fused");
+    }
+    tg_program_free(p);
+    tg_model_free(m);
 }
 
 /* A forward-only compile with the attention captured (so the softmax is
@@ -348,6 +406,7 @@ int main(void) {
     many_layers();
     addition_plan();
     losses_unchanged();
+    long_attention();
     long_clip_norm();
     inference();
     check_catches_bad_turns();

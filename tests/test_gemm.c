@@ -40,7 +40,7 @@ static void run(tg_pool *pool, const shape *s, const float *A, const float *B, f
     int64_t lda = (s->ta ? s->M : s->K) + s->pad, ldb = (s->tb ? s->K : s->N) + s->pad, ldc = s->N + s->pad;
     int64_t arows = s->ta ? s->K : s->M, brows = s->tb ? s->N : s->K;
     tg_gemm_args g = {s->batch, s->M, s->N, s->K, A, B, C, lda, ldb, ldc, arows * lda, s->shared_b ? 0 : brows * ldb,
-                      s->M * ldc, s->ta, s->tb, s->epi ? e : NULL};
+                      s->M * ldc, s->ta, s->tb, s->epi ? e : NULL, false};
     tg_gemm(pool, &g);
 }
 
@@ -61,7 +61,7 @@ static int check_case(tg_pool **pools, int n_pools, const shape *s) {
     tg_gemm_epi epi = {s->epi & 1 ? bias : NULL, (s->epi & 2) != 0, s->epi & 4 ? gate : NULL, ldc, s->M * ldc,
                        s->epi & 8 ? res : NULL, ldc, s->M * ldc};
     tg_gemm_args probe = {s->batch, s->M, s->N, s->K, A, B, C, lda, ldb, ldc, 0, s->shared_b ? 0 : 1, 0, s->ta, s->tb,
-                          NULL};
+                          NULL, false};
     split_cases += tg_gemm_splits(&probe);
     int fails = 0;
     char what[160];
@@ -303,7 +303,7 @@ int main(void) {
     tg_gemm_use_generic(false);
     /* batch = 0 and M = 0 / N = 0 must not touch C. */
     float c0[4] = {1, 2, 3, 4}, a0[4] = {1, 1, 1, 1};
-    tg_gemm_args z = {0, 2, 2, 1, a0, a0, c0, 1, 2, 2, 2, 2, 4, false, false, NULL};
+    tg_gemm_args z = {0, 2, 2, 1, a0, a0, c0, 1, 2, 2, 2, 2, 4, false, false, NULL, false};
     tg_gemm(pools[1], &z);
     z.batch = 1, z.M = 0;
     tg_gemm(pools[1], &z);
@@ -323,7 +323,7 @@ int main(void) {
         for (int resid = 0; resid <= 1; resid++) {
             for (int64_t i = 0; i < M * N; i++) G[i] = frand();
             tg_gemm_epi e = {NULL, false, resid ? NULL : G, N, 0, resid ? G : NULL, N, 0};
-            tg_gemm_args ga = {1, M, N, K, A, B, C, ta ? M : K, N, N, 0, 0, 0, ta, false, &e};
+            tg_gemm_args ga = {1, M, N, K, A, B, C, ta ? M : K, N, N, 0, 0, 0, ta, false, &e, false};
             CHECK(tg_gemm_single_pass(&ga), "case %d: not single pass", c);
             tg_gemm(pools[1], &ga);
             ga.C = G;

@@ -81,7 +81,12 @@ typedef struct tg_gemm_args {
     int64_t lda, ldb, ldc, sa, sb, sc;
     bool ta, tb;
     const tg_gemm_epi *epi; /* NULL: none */
+    bool acc;               /* C += the product, as a later K block adds its own (no epilogue) */
 } tg_gemm_args;
+/* K goes in blocks of TG_GEMM_KC: each C element is the first block's FMA
+ * chain, then each later block's chain added, so a product split along K
+ * at these boundaries into products with acc gives the same bits. */
+#define TG_GEMM_KC 384
 void tg_gemm(tg_pool *pool, const tg_gemm_args *a);
 /* The same product on the calling thread alone (inside a pool task), with
  * `buf` of tg_gemm_serial_floats(a) floats, 64-byte aligned, for packing.

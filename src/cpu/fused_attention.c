@@ -455,6 +455,10 @@ static int64_t grain(int64_t T, int64_t Dh) {
 }
 
 void tg_cpu_attention_fwd(cpu_ctx *c, const attn_fwd *a) {
+    if (a->T > ATTN_MAX_T) {
+        tg_attn_fwd_long(c, a);
+        return;
+    }
     attn_job j = {a, NULL, tg_gemm_uses_fma(), false, false};
 #ifdef HAVE_512
     j.k512 = j.fma && tg_cpu_isa() == CPU_AVX512;
@@ -465,6 +469,10 @@ void tg_cpu_attention_fwd(cpu_ctx *c, const attn_fwd *a) {
 }
 
 void tg_cpu_attention_bwd(cpu_ctx *c, const attn_bwd *a) {
+    if (a->T > ATTN_MAX_T) {
+        tg_attn_bwd_long(c, a);
+        return;
+    }
     attn_job j = {NULL, a, tg_gemm_uses_fma(), false, false};
 #ifdef HAVE_512
     j.k512 = j.fma && tg_cpu_isa() == CPU_AVX512;

@@ -1,9 +1,15 @@
 /* Causal self-attention as one CPU kernel per direction, for the fused
- * groups of grouping.c: per (batch, head), the T x T scores, the causal softmax
- * and the products with V stay in L1 instead of going through five
- * kernels, two permute copies and 4 * B * H tiny GEMMs. Operands are read
- * and written where they lie, through strides (a split_heads permute is
- * never materialized).
+ * groups of grouping.c. Operands are read and written where they lie,
+ * through strides (a split_heads permute is never materialized).
+ *
+ * Up to ATTN_MAX_T keys, per (batch, head): the T x T scores, the causal
+ * softmax and the products with V stay in L1 instead of going through five
+ * kernels, two permute copies and 4 * B * H tiny GEMMs; the softmax is kept
+ * for the backward. Longer (fused_attention_long.c): blocks of queries
+ * through tg_gemm_serial, the scores of a block in a scratch row of keys;
+ * nothing of T x T is kept, and the backward computes each block's softmax
+ * again from q and k, the same way, so it needs no memory that grows as
+ * T squared.
  *
  * The float operations are those of the separate kernels, in the same order
  * (each product an FMA chain over k from zero when the GEMM micro-kernel
@@ -35,12 +41,14 @@ typedef struct {
 
 typedef struct {
     int64_t B, H, T, Dh;
-    const float *att;           /* [B, H, T, T] contiguous */
+    const float *att;           /* [B, H, T, T] contiguous; NULL (T > ATTN_MAX_T): computed again from q and k */
     attn_operand dout, q, k, v; /* inputs */
     attn_operand dq, dk, dv;    /* outputs; p = NULL: not wanted */
-    float scale;
+    float scale;                /* the gradient's scale (dS = softmax_grad * scale) */
     bool has_scale;
     bool att_cols;              /* att as the forward stored it by keys */
+    float fwd_scale;            /* without att: the forward's scale of q k^T */
+    bool has_fwd_scale;
 } attn_bwd;
 
 /* Unit (b, h) of an operand; NULL for an operand not bound (an input only
@@ -61,4 +69,8 @@ void tg_cpu_attention_bwd(cpu_ctx *c, const attn_bwd *a);
  * the Tk outputs 0); shared with the softmax_causal kernel so both round
  * alike. */
 void tg_attn_softmax_causal_row(const float *x, float *y, int64_t valid, int64_t Tk);
+
+/* T > ATTN_MAX_T (fused_attention_long.c); the backward's att is NULL. */
+void tg_attn_fwd_long(cpu_ctx *c, const attn_fwd *a);
+void tg_attn_bwd_long(cpu_ctx *c, const attn_bwd *a);
 #endif

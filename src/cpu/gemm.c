@@ -25,7 +25,7 @@
 #include "gemm_kernels.h"
 #include "vec.h"
 
-#define KC 384
+#define KC TG_GEMM_KC
 #define MC 96
 #define NC 2048
 #define NL2 512 /* columns of the B block swept by one MC block of A: 768 KiB, stays in L2 */
@@ -75,7 +75,7 @@ static gemm_path choose(const tg_gemm_args *g) {
 #define KSPLIT_MAX_PARTIAL (4 << 20) /* floats of partial products */
 
 static int64_t k_blocks(const tg_gemm_args *g) {
-    if (!g->ta || g->tb || g->batch != 1 || g->K < KSPLIT_MIN_K || choose(g) == PATH_GEMV) return 1;
+    if (!g->ta || g->tb || g->batch != 1 || g->acc || g->K < KSPLIT_MIN_K || choose(g) == PATH_GEMV) return 1;
     int64_t nb = g->K / KSPLIT_BLOCK;
     if (nb > KSPLIT_MAX_BLOCKS) nb = KSPLIT_MAX_BLOCKS;
     return nb * g->M * g->N <= KSPLIT_MAX_PARTIAL ? nb : 1;
@@ -151,7 +151,7 @@ static void packed_rows(const tg_gemm_args *g, const tg_ukernel *uk, const block
         for (int64_t j0 = 0; j0 < k->nc; j0 += NL2) {
             int64_t j1 = k->nc - j0 < NL2 ? k->nc : j0 + NL2;
             for (int64_t ir = 0; ir < mc; ir += MR) {
-                tg_tile t = {k->kc, pa + (ir / MR) * MR * k->kc, 1, MR, NULL, NR, NULL, g->ldc, 0, 0, k->pc > 0,
+                tg_tile t = {k->kc, pa + (ir / MR) * MR * k->kc, 1, MR, NULL, NR, NULL, g->ldc, 0, 0, k->pc > 0 || g->acc,
                              NULL, false, NULL, 0, NULL, NULL, 0};
                 t.mr = (int)(mc - ir < MR ? mc - ir : MR);
                 for (int64_t jr = j0; jr < j1; jr += NR) {
@@ -212,7 +212,7 @@ static void direct_tiles(const job *j, int64_t lo, int64_t hi, float *bt) {
         bool last = pc + kc >= g->K;
         int64_t packed = -1; /* which batch entry's B^T block `bt` holds */
         int64_t b = lo / (j->mt * j->nt), ir = lo % (j->mt * j->nt) / j->nt, jr = lo % j->nt;
-        tg_tile t = {kc, NULL, 0, 0, NULL, 0, NULL, g->ldc, 0, 0, pc > 0, NULL, false, NULL, 0, NULL, NULL, 0};
+        tg_tile t = {kc, NULL, 0, 0, NULL, 0, NULL, g->ldc, 0, 0, pc > 0 || g->acc, NULL, false, NULL, 0, NULL, NULL, 0};
         if (g->ta) t.rs_a = 1, t.cs_a = g->lda;
         else t.rs_a = g->lda, t.cs_a = 1;
         for (int64_t u = lo; u < hi; u++) {
@@ -291,7 +291,7 @@ static void gemv_rows(const job *j, int64_t lo, int64_t hi, float *xbuf) {
                 if (e->relu) v = v > 0.0f ? v : 0.0f;
                 if (e->gate && !(e->gate[b * e->sg + i * e->ldg + jj] > 0.0f)) v = 0.0f;
             }
-            C[r * incy] = v;
+            C[r * incy] = g->acc ? C[r * incy] + v : v;
         }
         u += r1 - r0;
     }
@@ -358,7 +358,7 @@ static void gemm_naive(const tg_gemm_args *g) {
         for (int64_t i = 0; i < g->M; i++)
             for (int64_t jj = 0; jj < g->N; jj++) {
                 const float *A = g->A + b * g->sa, *B = g->B + b * g->sb;
-                float s = 0.0f;
+                float s = 0.0f, c0 = g->acc ? g->C[b * g->sc + i * g->ldc + jj] : 0.0f;
                 for (int64_t k = 0; k < g->K; k++)
                     s += (g->ta ? A[k * g->lda + i] : A[i * g->lda + k]) *
                          (g->tb ? B[jj * g->ldb + k] : B[k * g->ldb + jj]);
@@ -367,7 +367,7 @@ static void gemm_naive(const tg_gemm_args *g) {
                 if (e && e->resid) s += e->resid[b * e->sr + i * e->ldr + jj];
                 if (e && e->relu) s = s > 0.0f ? s : 0.0f;
                 if (e && e->gate && !(e->gate[b * e->sg + i * e->ldg + jj] > 0.0f)) s = 0.0f;
-                g->C[b * g->sc + i * g->ldc + jj] = s;
+                g->C[b * g->sc + i * g->ldc + jj] = g->acc ? c0 + s : s;
             }
 }
 

@@ -9,6 +9,7 @@
  *    results are bitwise the same with or without fusion.
  * The planner then keeps the group's inputs live until its turn and lets an
  * output share an input's memory only where the group allows it. */
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "fused_attention.h"
@@ -62,6 +63,66 @@ static void add_attention(fuse_ctx *x, const int *absorbed, int n_abs, const int
 
 static bool attn_sizes_ok(int64_t T, int64_t Dh) { return T >= 2 && T <= ATTN_MAX_T && Dh >= 2 && Dh <= ATTN_MAX_DH; }
 
+/* More than ATTN_MAX_T keys (fused_attention_long.c): a forward and its
+ * backward, which computes the softmax again from q and k, so the softmax
+ * gets no memory; or a forward alone (no gradient), a captured softmax
+ * written out. Nothing is fused when the softmax has another reader, or is
+ * captured and has a backward. */
+static void fuse_attention_long(fuse_ctx *x, int a) {
+    tg_attn_fwd_match m;
+    tg_attn_bwd_match bm;
+    if (!tg_fuse_match_attn_fwd(&x->fg, a, &m) || m.T <= ATTN_MAX_T || m.Dh < 2 || m.Dh > ATTN_MAX_DH || m.q == m.k)
+        return;
+    int sg = -1;
+    for (int r = x->fg.rd0[a]; r < x->fg.rd0[a + 1]; r++)
+        if (node(x, x->fg.rd[r])->op == TG_OP_SOFTMAX_GRAD) sg = x->fg.rd[r];
+    bool bwd = sg >= 0;
+    /* with dq and dk both wanted, their products keep q and k until the backward, which reads them */
+    if (bwd && (x->fg.pinned[a] || !tg_fuse_match_attn_bwd(&x->fg, sg, &bm) || bm.att != a || bm.v != m.v ||
+                bm.dout == m.v || bm.dq < 0 || bm.dk < 0 || bm.k != m.k || bm.q != m.q))
+        return;
+    for (int r = x->fg.rd0[a]; r < x->fg.rd0[a + 1]; r++) { /* the product with v, and the backward's */
+        int p = x->fg.rd[r];
+        if (p != m.o && !(bwd && (p == sg || p == bm.dv))) return;
+    }
+    int absorbed[6], n_abs = 0, outs[2], n_outs = 0;
+    absorbed[n_abs++] = m.scores;
+    if (m.scale_mul >= 0) absorbed[n_abs++] = m.scale_mul;
+    bool keep_att = !bwd && x->fg.pinned[a];
+    if (keep_att) outs[n_outs++] = a;
+    else absorbed[n_abs++] = a;
+    int res = tg_fuse_result_of(&x->fg, m.o, absorbed, &n_abs);
+    outs[n_outs++] = res;
+    int reads[4] = {m.q, m.k, m.v, m.scale};
+    cpu_group d = {CPU_GROUP_ATTN_FWD, -1, -1, -1, -1, false, -1, m.q, m.k, m.v, -1, keep_att ? a : -1, m.scale,
+                   res, -1, -1, -1, false, -1, -1, -1, -1, -1, {-1, -1, -1, -1, -1, -1, -1, -1, -1, false}, -1};
+    if (!bwd) {
+        add_attention(x, absorbed, n_abs, outs, n_outs, reads, 4, &d);
+        return;
+    }
+    int babs[8], n_babs = 0, bouts[3], n_bouts = 0;
+    babs[n_babs++] = bm.dA;
+    if (bm.ds != sg) babs[n_babs++] = sg;
+    babs[n_babs++] = bm.ds;
+    cpu_group e = {CPU_GROUP_ATTN_BWD, -1, -1, -1, -1, false, -1, m.q, m.k, m.v, bm.dout, -1, bm.dscale, -1, -1, -1, -1,
+                   false, -1, -1, -1, -1, -1, {-1, -1, -1, -1, -1, -1, -1, -1, -1, false}, m.scale};
+    if (bm.dq >= 0) bouts[n_bouts++] = e.dq = tg_fuse_result_of(&x->fg, bm.dq, babs, &n_babs);
+    if (bm.dk >= 0) bouts[n_bouts++] = e.dk = tg_fuse_result_of(&x->fg, bm.dk, babs, &n_babs);
+    if (bm.dv >= 0) bouts[n_bouts++] = e.dv = tg_fuse_result_of(&x->fg, bm.dv, babs, &n_babs);
+    int breads[6] = {m.q, m.k, m.v, bm.dout, bm.dscale, m.scale};
+    /* both or neither: each must find what it reads ready by its turn, the backward after the forward */
+    int fturn = res, bturn = INT32_MAX;
+    for (int k = 0; k < n_bouts; k++) bturn = bouts[k] < bturn ? bouts[k] : bturn;
+    if (n_bouts == 0 || bturn <= fturn) return;
+    for (int k = 0; k < 4; k++)
+        if (reads[k] >= 0 && ready_at(x, reads[k]) >= fturn) return;
+    for (int k = 0; k < 6; k++)
+        if (breads[k] >= 0 && ready_at(x, breads[k]) >= bturn) return;
+    add_attention(x, absorbed, n_abs, outs, n_outs, reads, 4, &d);
+    add_attention(x, babs, n_babs, bouts, n_bouts, breads, 6, &e);
+    x->f->role[a] = TG_FUSE_REMAT; /* computed again by the backward, from q and k */
+}
+
 /* softmax_causal(q k^T [* c]) v, from its softmax node. The product sizes
  * are at least 2 in every direction, so tg_gemm would run its tile kernel
  * on them (whose rounding the fused kernel follows). The softmax is kept
@@ -79,7 +140,7 @@ static void fuse_attention_fwd(fuse_ctx *x, int a) {
     outs[n_outs++] = res;
     int reads[4] = {m.q, m.k, m.v, m.scale};
     cpu_group d = {CPU_GROUP_ATTN_FWD, -1, -1, -1, -1, false, -1, m.q, m.k, m.v, -1, keep_att ? a : -1, m.scale,
-                   res, -1, -1, -1, false, -1, -1, -1, -1, -1, {-1, -1, -1, -1, -1, -1, -1, -1, -1, false}};
+                   res, -1, -1, -1, false, -1, -1, -1, -1, -1, {-1, -1, -1, -1, -1, -1, -1, -1, -1, false}, -1};
     add_attention(x, absorbed, n_abs, outs, n_outs, reads, 4, &d);
 }
 
@@ -93,7 +154,7 @@ static void fuse_attention_bwd(fuse_ctx *x, int sg) {
     if (m.ds != sg) absorbed[n_abs++] = sg;
     absorbed[n_abs++] = m.ds;
     cpu_group d = {CPU_GROUP_ATTN_BWD, -1, -1, -1, -1, false, -1, m.q, m.k, m.v, m.dout, m.att, m.dscale, -1, -1, -1, -1, false,
-                   -1, -1, -1, -1, -1, {-1, -1, -1, -1, -1, -1, -1, -1, -1, false}};
+                   -1, -1, -1, -1, -1, {-1, -1, -1, -1, -1, -1, -1, -1, -1, false}, -1};
     if (m.dq >= 0) outs[n_outs++] = d.dq = tg_fuse_result_of(&x->fg, m.dq, absorbed, &n_abs);
     if (m.dk >= 0) outs[n_outs++] = d.dk = tg_fuse_result_of(&x->fg, m.dk, absorbed, &n_abs);
     if (m.dv >= 0) outs[n_outs++] = d.dv = tg_fuse_result_of(&x->fg, m.dv, absorbed, &n_abs);
@@ -113,7 +174,7 @@ static void fuse_adam(fuse_ctx *x, int ip) {
     if (!tg_fuse_match_update(&x->fg, ip, &u) || u.m2 < 0) return;
     int absorbed[1] = {u.gx}, n_abs = u.scale >= 0 ? 1 : 0; /* gx = grad * scale, computed inline */
     cpu_group d = {CPU_GROUP_ADAM, u.m2, -1, -1, -1, false, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, false,
-                   u.m2, u.v2, ip, u.grad, u.scale, {-1, -1, -1, -1, -1, -1, -1, -1, -1, false}};
+                   u.m2, u.v2, ip, u.grad, u.scale, {-1, -1, -1, -1, -1, -1, -1, -1, -1, false}, -1};
     int gid = add_group(x, absorbed, n_abs, u.m2, true, &d);
     x->f->group[u.v2] = x->f->group[ip] = gid;
     x->f->role[u.v2] = x->f->role[ip] = TG_FUSE_OUTPUT;
@@ -142,7 +203,7 @@ static void fuse_norm_bwd(fuse_ctx *x, int nd) {
     if (!norm_stats_of(x, st, xin, rms) || !f32(x, xin) || !f32(x, gy) || !tg_shape_eq(node(x, gy)->shape, n->shape))
         return;
     cpu_group d = {CPU_GROUP_NORM_BWD, -1, -1, -1, -1, false, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, false,
-                   -1, -1, -1, -1, -1, {xin, gy, st, nd, -1, -1, -1, -1, -1, false}};
+                   -1, -1, -1, -1, -1, {xin, gy, st, nd, -1, -1, -1, -1, -1, false}, -1};
     int absorbed[2], n_abs = 0, outs[3], n_outs = 0;
     for (int r = x->fg.rd0[st]; r < x->fg.rd0[st + 1]; r++) d.nb.keep_stats |= x->fg.rd[r] != nd;
     d.nb.keep_stats |= x->fg.pinned[st];
@@ -202,7 +263,7 @@ static void fuse_norm_sums(fuse_ctx *x, int dg) {
         for (int k = 0; k < 3; k++)
             if (ready_at(x, reads[k]) >= turn) return;
         cpu_group d = {CPU_GROUP_NORM_SUMS, turn, -1, -1, -1, false, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, false,
-                       -1, -1, -1, -1, -1, {n->in[0], gy, n->in[2], -1, -1, -1, -1, dg, sb, false}};
+                       -1, -1, -1, -1, -1, {n->in[0], gy, n->in[2], -1, -1, -1, -1, dg, sb, false}, -1};
         int gid = add_group(x, NULL, 0, turn, false, &d);
         int other = turn == dg ? sb : dg;
         x->f->group[other] = gid, x->f->role[other] = TG_FUSE_OUTPUT;
@@ -232,7 +293,7 @@ static void fuse_sumsq(fuse_ctx *x) {
             if (ready_at(x, mn->in[0]) >= first || s < first || (s < x->p->cut) != (first < x->p->cut)) continue;
             if (cg->n_sq == 0) {
                 cpu_group d = {CPU_GROUP_SUMSQ, first, -1, -1, -1, false, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, false,
-                               -1, -1, -1, -1, -1, {-1, -1, -1, -1, -1, -1, -1, -1, -1, false}};
+                               -1, -1, -1, -1, -1, {-1, -1, -1, -1, -1, -1, -1, -1, -1, false}, -1};
                 add_group(x, NULL, 0, first, false, &d);
             }
             int gid = x->f->group[first];
@@ -283,7 +344,7 @@ static void fuse_pool_relu(fuse_ctx *x, int rg) {
         node(x, pg)->in[0] != n->in[0] || !f32(x, pg) || !tg_shape_eq(n->shape, node(x, pg)->shape))
         return;
     cpu_group d = {CPU_GROUP_POOL_RELU, rg, pg, -1, -1, false, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, false,
-                   -1, -1, -1, -1, -1, {-1, -1, -1, -1, -1, -1, -1, -1, -1, false}};
+                   -1, -1, -1, -1, -1, {-1, -1, -1, -1, -1, -1, -1, -1, -1, false}, -1};
     add_group(x, &pg, 1, rg, false, &d);
 }
 
@@ -295,7 +356,7 @@ static void fuse_matmul(fuse_ctx *x, int mm_id) {
     if (!tg_fuse_match_matmul_epi(&x->fg, mm_id, &m)) return;
     int last = m.chain[m.len - 1];
     cpu_group d = {CPU_GROUP_MATMUL, last, mm_id, m.bias, m.gate, m.relu, m.resid, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
-                   false, -1, -1, -1, -1, -1, {-1, -1, -1, -1, -1, -1, -1, -1, -1, false}};
+                   false, -1, -1, -1, -1, -1, {-1, -1, -1, -1, -1, -1, -1, -1, -1, false}, -1};
     /* The epilogue reads the gate or the residual element by element, just
      * before it writes that element of C: so C may overwrite it if each C
      * element is written once (no k blocks). */
@@ -336,7 +397,7 @@ tg_status tg_cpu_fuse(const tg_program *p, tg_fusion **out) {
     x.f->impl_free = groups_free;
 
     for (int i = 0; i < g->n; i++) {
-        if (g->nodes[i].op == TG_OP_SOFTMAX_CAUSAL) fuse_attention_fwd(&x, i);
+        if (g->nodes[i].op == TG_OP_SOFTMAX_CAUSAL) fuse_attention_fwd(&x, i), fuse_attention_long(&x, i);
         if (g->nodes[i].op == TG_OP_SOFTMAX_GRAD) fuse_attention_bwd(&x, i);
     }
     for (int i = 0; i < g->n; i++)

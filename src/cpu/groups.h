@@ -43,6 +43,9 @@ typedef struct {
         int x, gy, stats, dx, add, resid, ln, dgain, dbias;
         bool keep_stats;
     } nb;
+    /* an attention backward without att (more than ATTN_MAX_T keys): the
+     * forward's scale (-1 for none), read only then */
+    int fwd_scale;
 } cpu_group;
 
 typedef struct {

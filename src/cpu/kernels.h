@@ -24,6 +24,10 @@ extern const tg_cpu_fn tg_cpu_kernels[TG_OP_COUNT];
 #define TG_OP(OP, name, arity, flags, shape, grad, kernel) TG_CPU_KERNEL(tg_cpu_##kernel);
 #include "../ir/ops.def"
 
+/* kernels_math.c: softmax_grad's row, gx = y (gy - sum(gy y)) over A
+ * (the fused attention's backward computes its rows with it too). */
+void tg_cpu_softmax_grad_row(const float *y, const float *gy, float *gx, int64_t A);
+
 /* kernels_reduce.c */
 /* A sum that keeps the trailing axes and drops the leading ones: column
  * sums of x [rows, cols] (tg_cpu_reduce_rows' blocks); the lowering's

@@ -537,7 +537,7 @@ TG_CPU_KERNEL(tg_cpu_softmax) {
 
 /* softmax_grad(y, gy) along the axis (the backward of softmax and of
  * softmax_causal): gx = y (gy - sum(gy y)), [outer, A, inner] f32. */
-TG_MULTI(static, softmax_grad_row, (const float *y, const float *gy, float *gx, int64_t A), (y, gy, gx, A)) {
+TG_MULTI(, tg_cpu_softmax_grad_row, (const float *y, const float *gy, float *gx, int64_t A), (y, gy, gx, A)) {
     vf acc = vsplat(0.0f);
     int64_t i = 0;
     for (; i + VL <= A; i += VL) acc += vload(gy + i) * vload(y + i);
@@ -573,7 +573,7 @@ static void softmax_grad_tasks(void *arg, int64_t lo, int64_t hi) {
     float *gx = j->y;
     for (int64_t t = lo; t < hi; t++) {
         if (j->inner == 1) {
-            softmax_grad_row(y + t * j->A, gy + t * j->A, gx + t * j->A, j->A);
+            tg_cpu_softmax_grad_row(y + t * j->A, gy + t * j->A, gx + t * j->A, j->A);
         } else {
             int64_t o, j0, w;
             ax_task(j, t, &o, &j0, &w);

@@ -16,7 +16,7 @@ void tg_cpu_matmul_args(const tg_graph *g, int id, void *out, void *const *in, t
     int64_t batch = 1;
     for (int i = 0; i < na - 2; i++) batch *= a->shape.d[i];
     *ga = (tg_gemm_args){batch, M, N, K, in[0], in[1], out, ta ? M : K, tb ? K : N, N, M * K, nb > 2 ? K * N : 0,
-                         M * N, ta, tb, NULL};
+                         M * N, ta, tb, NULL, false};
     if (nb == 2 && !ta) { /* a shared B: fold the batch into the rows, one big product */
         ga->M = batch * M;
         ga->batch = 1;

@@ -256,11 +256,14 @@ static bool lower_attention(const lower_ctx *l, const cpu_group *d, cpu_step *s)
         return true;
     }
     attn_operand none = {NULL, 0, 0, 0};
-    s->attn.b = (attn_bwd){B, H, T, Dh, (const float *)addr(l, d->att), operand_in(l, d->dout),
+    /* no att (more than ATTN_MAX_T keys): the softmax again from q and k, with the forward's scale */
+    bool recompute = d->att < 0;
+    float fwd_scale = recompute && d->fwd_scale >= 0 ? *(const float *)addr(l, d->fwd_scale) : 1.0f;
+    s->attn.b = (attn_bwd){B, H, T, Dh, recompute ? NULL : (const float *)addr(l, d->att), operand_in(l, d->dout),
                            d->q >= 0 ? operand_in(l, d->q) : none, d->k >= 0 ? operand_in(l, d->k) : none,
                            operand_in(l, d->v), d->dq >= 0 ? operand_out(l, d->dq) : none,
                            d->dk >= 0 ? operand_out(l, d->dk) : none, d->dv >= 0 ? operand_out(l, d->dv) : none,
-                           scale, d->scale >= 0, d->att_cols};
+                           scale, d->scale >= 0, d->att_cols, fwd_scale, recompute && d->fwd_scale >= 0};
     s->run = run_attn_bwd;
     return true;
 }
