@@ -24,18 +24,34 @@ VINLINE vf softmax_causal16(vf x, int64_t valid) {
 }
 
 /* The same for a row of any length, VL keys at a time (the softmax_causal
- * kernel's row). */
+ * kernel's row): the max and the sum in VL lanes, then the lanes in order.
+ * Up to VL keys that is softmax_causal16's sum, key by key (the lanes past
+ * `valid` add 0). */
 TG_MULTI(, tg_attn_softmax_causal_row, (const float *x, float *y, int64_t valid, int64_t Tk), (x, y, valid, Tk)) {
-    float m = -INFINITY;
-    for (int64_t a = 0; a < valid; a++) m = x[a] > m ? x[a] : m;
+    vf vm = vsplat(-INFINITY);
     for (int64_t a = 0; a < valid; a += VL) {
         int64_t n = valid - a < VL ? valid - a : VL;
-        vstore_n(y + a, vexp(vload_n(x + a, n) - m), n);
+        vf v = vload_n(x + a, n);
+        for (int64_t k = n; k < VL; k++) v[k] = -INFINITY;
+        vm = vsel(v > vm, v, vm); /* NaN never wins, as in the max below */
+    }
+    float m = -INFINITY;
+    for (int k = 0; k < VL; k++) m = vm[k] > m ? vm[k] : m;
+    vf acc = vsplat(0.0f);
+    for (int64_t a = 0; a < valid; a += VL) {
+        int64_t n = valid - a < VL ? valid - a : VL;
+        vf e = vexp(vload_n(x + a, n) - m);
+        for (int64_t k = n; k < VL; k++) e[k] = 0.0f;
+        vstore_n(y + a, e, n);
+        acc += e;
     }
     float z = 0.0f;
-    for (int64_t a = 0; a < valid; a++) z += y[a];
+    for (int k = 0; k < VL; k++) z += acc[k];
     float inv = 1.0f / z;
-    for (int64_t a = 0; a < valid; a++) y[a] *= inv;
+    for (int64_t a = 0; a < valid; a += VL) {
+        int64_t n = valid - a < VL ? valid - a : VL;
+        vstore_n(y + a, vload_n(y + a, n) * inv, n);
+    }
     for (int64_t a = valid; a < Tk; a++) y[a] = 0.0f;
 }
 
