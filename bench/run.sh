@@ -29,7 +29,11 @@ esac
 [ -n "${CPU:-}" ] && export TG_CPU=$CPU
 echo "CPU path: ours $cpu (TG_CPU=${TG_CPU:-}), PyTorch ATEN_CPU_CAPABILITY=$aten, OpenBLAS OPENBLAS_CORETYPE=$coretype"
 
-echo "tensorgrad bench: $threads thread(s) of $cpus CPU(s); $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')"
+# How the CPUs are made up: 16 CPUs that are 8 cores of two hardware
+# threads each scale products to about 8x, not 16x.
+topo=$(lscpu 2>/dev/null | awk -F: '/^Socket\(s\)/ { s = $2 } /^Core\(s\) per socket/ { c = $2 } /^Thread\(s\) per core/ { t = $2 }
+    END { gsub(/ /, "", s); gsub(/ /, "", c); gsub(/ /, "", t); if (t != "") printf "; %s socket(s) of %s core(s), %s thread(s) a core", s, c, t }')
+echo "tensorgrad bench: $threads thread(s) of $cpus CPU(s); $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')$topo"
 load() { cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo 0; }
 load0=$(load)
 
