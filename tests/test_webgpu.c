@@ -317,6 +317,11 @@ static const par_case cases[] = {
     {"cross_entropy, 300 classes", PRM(S(9, 300)), {S(9), P_END}, -1, 302, b_xent, 1e-4f},
     {"cross_entropy mean, 40 rows", PRM(S(40, 50)), {S(40), P_END}, 0, 50, b_xent_mean, 1e-4f},
     {"cross_entropy mean, 50257 classes", PRM(S(3, 50257)), {S(3), P_END}, -1, 50258, b_xent_mean, 1e-4f},
+    /* odd vocabularies: one class, seven, and every row the same target */
+    {"cross_entropy mean, 1 class", PRM(S(5, 1)), {S(5), P_END}, 0, 1, b_xent_mean, 1e-4f},
+    {"cross_entropy, 7 classes, one target for every row", PRM(S(33, 7)), {S(33), P_END}, 3, 4, b_xent, 1e-4f},
+    {"cross_entropy mean, 50257 classes, one target for every row", PRM(S(40, 50257)), {S(40), P_END}, 50256, 50257,
+     b_xent_mean, 1e-4f},
     {"nll_loss, 70 classes", PRM(S(6, 70)), {S(6), P_END}, -2, 70, b_nll, 1e-4f},
     {"layer_norm, 100 wide", PRM(S(37, 100), S(100), S(100)), P_NONE, 0, 1, b_ln, 1e-4f},
     {"layer_norm, 16400 rows (tall gain sums)", PRM(S(16400, 8), S(8), S(8)), P_NONE, 0, 1, b_ln, 1e-4f},
