@@ -63,6 +63,28 @@ static void add_attention(fuse_ctx *x, const int *absorbed, int n_abs, const int
 
 static bool attn_sizes_ok(int64_t T, int64_t Dh) { return T >= 2 && T <= ATTN_MAX_T && Dh >= 2 && Dh <= ATTN_MAX_DH; }
 
+/* The forward group of match m, from its softmax a: the scores and the
+ * scale's multiply absorbed, the softmax an output when kept (else
+ * absorbed), the product with v (or the merge_heads permute taking it)
+ * the result. */
+typedef struct {
+    int absorbed[6], n_abs, outs[2], n_outs, reads[4];
+    cpu_group d;
+} attn_fwd_group;
+
+static attn_fwd_group forward_group(fuse_ctx *x, int a, const tg_attn_fwd_match *m, bool keep_att) {
+    attn_fwd_group f = {.n_abs = 0, .n_outs = 0, .reads = {m->q, m->k, m->v, m->scale}};
+    f.absorbed[f.n_abs++] = m->scores;
+    if (m->scale_mul >= 0) f.absorbed[f.n_abs++] = m->scale_mul;
+    if (keep_att) f.outs[f.n_outs++] = a;
+    else f.absorbed[f.n_abs++] = a;
+    int res = tg_fuse_result_of(&x->fg, m->o, f.absorbed, &f.n_abs);
+    f.outs[f.n_outs++] = res;
+    f.d = (cpu_group){CPU_GROUP_ATTN_FWD, -1, -1, -1, -1, false, -1, m->q, m->k, m->v, -1, keep_att ? a : -1, m->scale,
+                      res, -1, -1, -1, false, -1, -1, -1, -1, -1, {-1, -1, -1, -1, -1, -1, -1, -1, -1, false}, -1};
+    return f;
+}
+
 /* More than ATTN_MAX_T keys (fused_attention_long.c): a forward and its
  * backward, which computes the softmax again from q and k, so the softmax
  * gets no memory; or a forward alone (no gradient), a captured softmax
@@ -85,19 +107,9 @@ static void fuse_attention_long(fuse_ctx *x, int a) {
         int p = x->fg.rd[r];
         if (p != m.o && !(bwd && (p == sg || p == bm.dv))) return;
     }
-    int absorbed[6], n_abs = 0, outs[2], n_outs = 0;
-    absorbed[n_abs++] = m.scores;
-    if (m.scale_mul >= 0) absorbed[n_abs++] = m.scale_mul;
-    bool keep_att = !bwd && x->fg.pinned[a];
-    if (keep_att) outs[n_outs++] = a;
-    else absorbed[n_abs++] = a;
-    int res = tg_fuse_result_of(&x->fg, m.o, absorbed, &n_abs);
-    outs[n_outs++] = res;
-    int reads[4] = {m.q, m.k, m.v, m.scale};
-    cpu_group d = {CPU_GROUP_ATTN_FWD, -1, -1, -1, -1, false, -1, m.q, m.k, m.v, -1, keep_att ? a : -1, m.scale,
-                   res, -1, -1, -1, false, -1, -1, -1, -1, -1, {-1, -1, -1, -1, -1, -1, -1, -1, -1, false}, -1};
+    attn_fwd_group f = forward_group(x, a, &m, !bwd && x->fg.pinned[a]);
     if (!bwd) {
-        add_attention(x, absorbed, n_abs, outs, n_outs, reads, 4, &d);
+        add_attention(x, f.absorbed, f.n_abs, f.outs, f.n_outs, f.reads, 4, &f.d);
         return;
     }
     int babs[8], n_babs = 0, bouts[3], n_bouts = 0;
@@ -111,14 +123,14 @@ static void fuse_attention_long(fuse_ctx *x, int a) {
     if (bm.dv >= 0) bouts[n_bouts++] = e.dv = tg_fuse_result_of(&x->fg, bm.dv, babs, &n_babs);
     int breads[6] = {m.q, m.k, m.v, bm.dout, bm.dscale, m.scale};
     /* both or neither: each must find what it reads ready by its turn, the backward after the forward */
-    int fturn = res, bturn = INT32_MAX;
+    int fturn = f.d.o, bturn = INT32_MAX;
     for (int k = 0; k < n_bouts; k++) bturn = bouts[k] < bturn ? bouts[k] : bturn;
     if (n_bouts == 0 || bturn <= fturn) return;
     for (int k = 0; k < 4; k++)
-        if (reads[k] >= 0 && ready_at(x, reads[k]) >= fturn) return;
+        if (f.reads[k] >= 0 && ready_at(x, f.reads[k]) >= fturn) return;
     for (int k = 0; k < 6; k++)
         if (breads[k] >= 0 && ready_at(x, breads[k]) >= bturn) return;
-    add_attention(x, absorbed, n_abs, outs, n_outs, reads, 4, &d);
+    add_attention(x, f.absorbed, f.n_abs, f.outs, f.n_outs, f.reads, 4, &f.d);
     add_attention(x, babs, n_babs, bouts, n_bouts, breads, 6, &e);
     x->f->role[a] = TG_FUSE_REMAT; /* computed again by the backward, from q and k */
 }
@@ -130,18 +142,8 @@ static void fuse_attention_long(fuse_ctx *x, int a) {
 static void fuse_attention_fwd(fuse_ctx *x, int a) {
     tg_attn_fwd_match m;
     if (!tg_fuse_match_attn_fwd(&x->fg, a, &m) || !attn_sizes_ok(m.T, m.Dh)) return;
-    int absorbed[6], n_abs = 0, outs[2], n_outs = 0;
-    absorbed[n_abs++] = m.scores;
-    if (m.scale_mul >= 0) absorbed[n_abs++] = m.scale_mul;
-    bool keep_att = x->fg.pinned[a] || uses(x, a) > 1;
-    if (keep_att) outs[n_outs++] = a;
-    else absorbed[n_abs++] = a;
-    int res = tg_fuse_result_of(&x->fg, m.o, absorbed, &n_abs);
-    outs[n_outs++] = res;
-    int reads[4] = {m.q, m.k, m.v, m.scale};
-    cpu_group d = {CPU_GROUP_ATTN_FWD, -1, -1, -1, -1, false, -1, m.q, m.k, m.v, -1, keep_att ? a : -1, m.scale,
-                   res, -1, -1, -1, false, -1, -1, -1, -1, -1, {-1, -1, -1, -1, -1, -1, -1, -1, -1, false}, -1};
-    add_attention(x, absorbed, n_abs, outs, n_outs, reads, 4, &d);
+    attn_fwd_group f = forward_group(x, a, &m, x->fg.pinned[a] || uses(x, a) > 1);
+    add_attention(x, f.absorbed, f.n_abs, f.outs, f.n_outs, f.reads, 4, &f.d);
 }
 
 /* The backward of the above, from its softmax_grad node (each product
