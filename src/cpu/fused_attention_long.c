@@ -11,7 +11,6 @@
  * GEMM's K blocks (TG_GEMM_KC queries), each block's products added as the
  * separate product adds its K blocks. */
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "fused_attention.h"

@@ -118,14 +118,14 @@ static void fuse_attention_long(fuse_ctx *x, int a) {
     babs[n_babs++] = bm.ds;
     cpu_group e = {CPU_GROUP_ATTN_BWD, -1, -1, -1, -1, false, -1, m.q, m.k, m.v, bm.dout, -1, bm.dscale, -1, -1, -1, -1,
                    false, -1, -1, -1, -1, -1, {-1, -1, -1, -1, -1, -1, -1, -1, -1, false}, m.scale};
-    if (bm.dq >= 0) bouts[n_bouts++] = e.dq = tg_fuse_result_of(&x->fg, bm.dq, babs, &n_babs);
-    if (bm.dk >= 0) bouts[n_bouts++] = e.dk = tg_fuse_result_of(&x->fg, bm.dk, babs, &n_babs);
+    bouts[n_bouts++] = e.dq = tg_fuse_result_of(&x->fg, bm.dq, babs, &n_babs); /* dq and dk: wanted (above) */
+    bouts[n_bouts++] = e.dk = tg_fuse_result_of(&x->fg, bm.dk, babs, &n_babs);
     if (bm.dv >= 0) bouts[n_bouts++] = e.dv = tg_fuse_result_of(&x->fg, bm.dv, babs, &n_babs);
     int breads[6] = {m.q, m.k, m.v, bm.dout, bm.dscale, m.scale};
     /* both or neither: each must find what it reads ready by its turn, the backward after the forward */
     int fturn = f.d.o, bturn = INT32_MAX;
     for (int k = 0; k < n_bouts; k++) bturn = bouts[k] < bturn ? bouts[k] : bturn;
-    if (n_bouts == 0 || bturn <= fturn) return;
+    if (bturn <= fturn) return;
     for (int k = 0; k < 4; k++)
         if (f.reads[k] >= 0 && ready_at(x, f.reads[k]) >= fturn) return;
     for (int k = 0; k < 6; k++)
