@@ -2,9 +2,10 @@
  * optimizer, compiled once per batch size. The constructor traces and plans
  * the first at once, so errors in the function come back from it; with a
  * TG_BATCH input its kernels (batch 1's) wait for a run of batch 1, since
- * most callers never run it and WebGPU would compile every kernel twice. Params are their own
- * (tg_forward_new) or a training session's (tg_forward_attach); an attached
- * one follows its training session through replace_model (refit below). */
+ * most callers never run it and WebGPU would compile every kernel twice.
+ * Params are their own (tg_forward_new) or a training session's
+ * (tg_forward_attach); an attached one follows its training session
+ * through replace_model (refit below). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -426,7 +426,8 @@ int tg_cpu_lower(const tg_program *p, char *const *arena, bool specialize, cpu_s
                 adam_param *ps = tg_calloc((size_t)k + 1, sizeof *ps);
                 cpu_step *s = &steps[n_steps++];
                 memset(s, 0, sizeof *s);
-                s->g = g, s->id = id, s->label = tg_cpu_group_names[CPU_GROUP_ADAM], s->run = run_adam, s->adam = b, s->heap[0] = b, s->heap[1] = ps;
+                s->g = g, s->id = id, s->run = run_adam, s->adam = b, s->heap[0] = b, s->heap[1] = ps;
+                s->label = tg_cpu_group_names[CPU_GROUP_ADAM];
                 if (!b || !ps) {
                     n_steps = -1;
                     break;
