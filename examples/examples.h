@@ -23,6 +23,7 @@ typedef struct {
     tg_comm *comm;          /* --dp (tg-mpi): the ranks training together; NULL alone */
     bool discard_grads;     /* --discard-grads: spec.discard_grads */
     int64_t batch, seq;     /* --batch, --seq: the batch's rows and tokens a row; 0 = the example's default */
+    int64_t vocab, dim, layers, heads; /* --vocab, --dim, --layers, --heads (gpt2): the model; 0 = its default */
     float lr;               /* --lr: the peak learning rate; 0 = the example's (ex_lr) */
     int64_t log_every;      /* --log-every: --log and --plot take every N-th step; 0 = every step */
 } tg_example_opts;

@@ -50,11 +50,34 @@ for args in "train sin --checkpoint x.safetensors" "train sin --out x.png" "trai
             "train sin --steps 0" "train sin --steps 12x" "train sin --plot loss.jpg" "graph sin --log x.csv" \
             "train sin --compiled" "train sin --steps" "graph sin --dp" "train sin --dp" "train names --batch 4" \
             "train vae --lr 1e-3" "train sin --lr 0" "train sin --lr x" "train sin --log-every 0" \
-            "train gpt2 --batch 0" "train gpt2 --seq 1x" "plan sin --seq 8"; do
+            "train gpt2 --batch 0" "train gpt2 --seq 1x" "plan sin --seq 8" "train gpt2 --vocab 0" \
+            "plan gpt2 --layers 2x" "train gpt2 --heads -4" "train sin --dim 32" "plan sin --heads 4"; do
     out=$("$tg" $args 2>&1); rc=$?
     [ "$rc" -eq 2 ] && [[ "$out" == tg:* ]] && ok || bad "tg $args: exit $rc, '$out'"
 done
 [ -z "$(ls -A)" ] && ok || bad "a refused command wrote: $(ls -A)"
+
+# gpt2 at a model nobody tuned for (--vocab, --dim, --layers, --heads):
+# tg plan compiles it on the CPU and says which model it planned (params
+# V*D + T*D + L*(12*D*D + 9*D) + 2*D) under the name --bench gives it; a
+# width the heads do not divide is a usage error naming both (the default when not
+# given), as is a vocabulary below the word list's 256 bytes for training.
+small="--vocab 7 --dim 32 --layers 2 --heads 4 --seq 16 --batch 2"
+out=$("$tg" plan gpt2 $small 2>&1); rc=$?
+[ "$rc" -eq 0 ] && [[ "$out" == "gpt2: V=7, D=32, layers=2, heads=4, B=2, T=16, 25952 params"$'\n'"gpt2_b2_t16_v7_d32_l2_h4 on cpu: "*" dispatches per step"* ]] &&
+    ok || bad "tg plan gpt2 $small: exit $rc, '$out'"
+for args in "train gpt2 --dim 30 --heads 4|--dim 30 is not a multiple of --heads 4:" \
+            "plan gpt2 --dim 30 --heads 4|--dim 30 is not a multiple of --heads 4:" \
+            "train gpt2 --dim 30|--dim 30 is not a multiple of --heads 12 (the default):" \
+            "train gpt2 $small --steps 1|needs --vocab 256 or more, not 7"; do
+    out=$("$tg" ${args%%|*} 2>&1); rc=$?
+    [ "$rc" -eq 2 ] && [[ "$out" == "tg: gpt2"*"${args#*|}"* ]] && ok || bad "tg ${args%%|*}: exit $rc, '$out'"
+done
+out=$("$tg" train gpt2 $small --bench 1 2>&1); rc=$?
+[ "$rc" -eq 0 ] && [[ "$out" == '{"bench": "gpt2_b2_t16_v7_d32_l2_h4", "impl": "tensorgrad", '* ]] && ok ||
+    bad "tg train gpt2 $small --bench 1: exit $rc, '$out'"
+out=$("$tg" train gpt2 --help)
+[[ "$out" == *"--vocab V"*"--dim D"*"--layers L"*"--heads H"* ]] && ok || bad "tg train gpt2 --help: $out"
 
 # Training writes nothing unasked (addition used to drop a checkpoint here).
 # What make demo shows: its first line in plain words, and only the sums

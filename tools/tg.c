@@ -2,6 +2,7 @@
  * graphs and lists the devices they can run on. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,8 +27,11 @@ enum {
     OPT_DISCARD = 1 << 3,    /* --discard-grads */
     OPT_BATCH = 1 << 4,      /* --batch N */
     OPT_SEQ = 1 << 5,        /* --seq N */
-    OPT_LR = 1 << 6          /* --lr X */
+    OPT_LR = 1 << 6,         /* --lr X */
+    OPT_MODEL = 1 << 7       /* --vocab V, --dim D, --layers L, --heads H: the model's shape */
 };
+/* The options that shape what is compiled: tg graph and tg plan take them too. */
+#define OPT_SHAPES (OPT_BATCH | OPT_SEQ | OPT_MODEL)
 static const struct example {
     const char *name;
     int (*run)(const tg_example_opts *o);
@@ -47,10 +51,11 @@ static const struct example {
     {.name = "gpt_small", .run = example_gpt_small, .opts = OPT_BENCH | OPT_DISCARD,
      .help = "the 10.8M-param GPT of the benchmarks (V=65, D=384, 6 layers, T=256, B=64); for a GPU",
      .defaults = "200 steps, batch 64 x 256 characters of the word list, AdamW 1e-3 (weight decay 0.1, clip 1.0)"},
-    {.name = "gpt2", .run = example_gpt2, .opts = OPT_BENCH | OPT_BATCH | OPT_SEQ,
+    {.name = "gpt2", .run = example_gpt2, .opts = OPT_BENCH | OPT_BATCH | OPT_SEQ | OPT_MODEL,
      .help = "the GPT-2-124M-shaped benchmark (V=50257, D=768, 12 layers, T=1024, B=8); for a GPU",
-     .defaults = "50 steps, batch 8 x 1024 tokens (--batch, --seq), AdamW 6e-4 (weight decay 0.1, clip 1.0), "
-       "synthetic tokens"},
+     .defaults = "50 steps, batch 8 x 1024 tokens (--batch, --seq), V=50257, D=768, 12 layers, 12 heads (--vocab, "
+       "--dim, --layers, --heads), AdamW 6e-4 (weight decay 0.1, clip 1.0); the word list's bytes as tokens "
+       "(V >= 256), --bench: random tokens"},
     {.name = "names", .run = example_names, .opts = OPT_LR,
      .help = "character-level transformer over Debian's word list; ends with 'val_loss=<value>'",
      .defaults = "1500 steps, batch 64 words, AdamW (weight decay 0.01, clip 1.0), LR 5e-3 falling linearly to a "
@@ -144,6 +149,10 @@ static const struct option {
     {"--lr", "X", OPT_LR, "the peak learning rate; the schedule keeps its shape"},
     {"--batch", "N", OPT_BATCH, "rows in a batch"},
     {"--seq", "N", OPT_SEQ, "tokens in a row"},
+    {"--vocab", "V", OPT_MODEL, "the model's vocabulary (default 50257)"},
+    {"--dim", "D", OPT_MODEL, "the model's width, a multiple of --heads (default 768)"},
+    {"--layers", "L", OPT_MODEL, "the model's blocks (default 12)"},
+    {"--heads", "H", OPT_MODEL, "attention heads in each block (default 12)"},
     {"--bench", "N", OPT_BENCH, "time N steps on one fixed batch after a warm-up, print one JSON line"},
     {"--checkpoint", "PATH", OPT_CHECKPOINT, "save the trained session there, for tg_session_load"},
     {"--out", "FILE", OPT_OUT, "write the example's picture there (PNG; fashion_cnn and transfer: params, safetensors)"},
@@ -170,6 +179,7 @@ static int usage(FILE *f) {
             "       mpirun -n R tg-mpi train <example> --dp [options]   data parallel: R ranks share each batch\n"
             "       tg graph <example> [--compiled] [--svg out.svg]   the graph as Graphviz DOT\n"
             "       tg plan <example> [--backend cpu|webgpu] [--json] [--discard-grads] [--batch N] [--seq N]\n"
+            "                        [--vocab V] [--dim D] [--layers L] [--heads H]   (as tg train <example> takes them)\n"
             "                        compile without training; print the buffer plan's totals and dispatches per step\n"
             "       tg devices       list the CPU and the WebGPU adapter\n"
             "       tg --version     the version of tg and of the library\n"
@@ -241,6 +251,28 @@ static bool parse_int(const char *opt, const char *v, long long lo, long long hi
     return true;
 }
 
+/* Where an option that shapes the compiled model goes in o (--batch, --seq,
+ * --vocab, --dim, --layers, --heads), and the most it takes (*hi); NULL
+ * for any other option. */
+static int64_t *shape_field(tg_example_opts *o, const char *flag, long long *hi) {
+    static const struct {
+        const char *flag;
+        size_t at;
+        long long hi;
+    } fields[] = {{"--batch", offsetof(tg_example_opts, batch), 1 << 20},
+                  {"--seq", offsetof(tg_example_opts, seq), 1 << 20},
+                  {"--vocab", offsetof(tg_example_opts, vocab), INT32_MAX}, /* token ids are i32 */
+                  {"--dim", offsetof(tg_example_opts, dim), 1 << 20},
+                  {"--layers", offsetof(tg_example_opts, layers), 1 << 20},
+                  {"--heads", offsetof(tg_example_opts, heads), 1 << 20}};
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+        if (!strcmp(flag, fields[i].flag)) {
+            *hi = fields[i].hi;
+            return (int64_t *)((char *)o + fields[i].at);
+        }
+    return NULL;
+}
+
 /* --dp and what goes with it: the comm's timeout_s and bucket_bytes (0: the defaults). */
 typedef struct {
     bool on;
@@ -254,7 +286,8 @@ static int parse_opts(const struct example *ex, bool graph, int argc, char **arg
                       const char **svg, dp_opts *dp) {
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        long long x;
+        long long x, hi;
+        int64_t *field;
         const struct option *opt = find_option(a);
         bool takes_value = opt ? opt->value != NULL : !strcmp(a, "--svg");
         if (takes_value && !v) {
@@ -263,7 +296,7 @@ static int parse_opts(const struct example *ex, bool graph, int argc, char **arg
         }
         unsigned need = opt ? opt->need : 0;
         /* tg graph traces the example as its options shape it, and trains nothing. */
-        bool shapes = need & (OPT_BATCH | OPT_SEQ);
+        bool shapes = need & OPT_SHAPES;
         bool train_only = opt && !shapes && strcmp(a, "--seed") && strcmp(a, "--backend") && strcmp(a, "--threads");
         bool graph_only = !strcmp(a, "--compiled") || !strcmp(a, "--svg");
         if ((need && !(ex->opts & need)) || (graph && train_only) || (!graph && graph_only)) {
@@ -284,9 +317,9 @@ static int parse_opts(const struct example *ex, bool graph, int argc, char **arg
         } else if (!strcmp(a, "--bench")) {
             if (!parse_int(a, v, 1, 1000000, &x)) return 2;
             o->bench = (int)x;
-        } else if (!strcmp(a, "--batch") || !strcmp(a, "--seq")) {
-            if (!parse_int(a, v, 1, 1 << 20, &x)) return 2;
-            *(a[2] == 'b' ? &o->batch : &o->seq) = x;
+        } else if ((field = shape_field(o, a, &hi))) {
+            if (!parse_int(a, v, 1, hi, &x)) return 2;
+            *field = x;
         } else if (!strcmp(a, "--log-every")) {
             if (!parse_int(a, v, 1, INT64_MAX, &x)) return 2;
             o->log_every = x;
@@ -444,24 +477,26 @@ static int devices(void) {
     return 0;
 }
 
-/* tg plan <example> [--backend B] [--json] [--discard-grads] */
+/* tg plan <example> [--backend B] [--json] [--discard-grads] [the options that shape it] */
 static int plan_cmd(const struct example *ex, int argc, char **argv) {
     tg_example_opts o = {.plan = 1, .quiet = true};
     for (int i = 0; i < argc; i++) {
+        const struct option *opt = find_option(argv[i]);
+        long long x, hi;
+        int64_t *field;
         if (!strcmp(argv[i], "--json")) o.plan = 2;
         else if (!strcmp(argv[i], "--discard-grads") && (ex->opts & OPT_DISCARD)) o.discard_grads = true;
-        else if (((!strcmp(argv[i], "--batch") && (ex->opts & OPT_BATCH)) ||
-                  (!strcmp(argv[i], "--seq") && (ex->opts & OPT_SEQ))) && i + 1 < argc) {
-            long long x;
-            if (!parse_int(argv[i], argv[i + 1], 1, 1 << 20, &x)) return 2;
-            *(argv[i][2] == 'b' ? &o.batch : &o.seq) = x;
+        else if (opt && (opt->need & OPT_SHAPES) && (ex->opts & opt->need) && i + 1 < argc &&
+                 (field = shape_field(&o, argv[i], &hi))) {
+            if (!parse_int(argv[i], argv[i + 1], 1, hi, &x)) return 2;
+            *field = x;
             i++;
         }
         else if (!strcmp(argv[i], "--backend") && i + 1 < argc && !strcmp(argv[i + 1], "cpu")) o.backend = TG_BACKEND_CPU, i++;
         else if (!strcmp(argv[i], "--backend") && i + 1 < argc && !strcmp(argv[i + 1], "webgpu")) o.backend = TG_BACKEND_WEBGPU, i++;
         else {
             fprintf(stderr, "tg: plan takes --backend cpu|webgpu, --json and (examples that use them) --discard-grads, "
-                    "--batch N, --seq N, not '%s'\n", argv[i]);
+                    "--batch N, --seq N, --vocab V, --dim D, --layers L, --heads H, not '%s'\n", argv[i]);
             return 2;
         }
     }
