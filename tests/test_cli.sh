@@ -59,8 +59,9 @@ done
 
 # gpt2 at a model nobody tuned for (--vocab, --dim, --layers, --heads):
 # tg plan compiles it on the CPU and says which model it planned (params
-# V*D + T*D + L*(12*D*D + 9*D) + 2*D) under the name --bench gives it; a
-# width the heads do not divide is a usage error naming both (the default when not
+# V*D + T*D + L*(12*D*D + 9*D) + 2*D) under the name --bench gives it,
+# which bench/torch_ref.py reads back to the same numbers; a width the
+# heads do not divide is a usage error naming both (the default when not
 # given), as is a vocabulary below the word list's 256 bytes for training.
 small="--vocab 7 --dim 32 --layers 2 --heads 4 --seq 16 --batch 2"
 out=$("$tg" plan gpt2 $small 2>&1); rc=$?
@@ -78,6 +79,17 @@ out=$("$tg" train gpt2 $small --bench 1 2>&1); rc=$?
     bad "tg train gpt2 $small --bench 1: exit $rc, '$out'"
 out=$("$tg" train gpt2 --help)
 [[ "$out" == *"--vocab V"*"--dim D"*"--layers L"*"--heads H"* ]] && ok || bad "tg train gpt2 --help: $out"
+# The peer's reading of the names (no torch needed): the one --bench printed,
+# GPT-2's own, and names of no model.
+py=$(command -v python3 || command -v /usr/bin/python3)
+if [ -n "$py" ]; then
+    parsed=$("$py" "$here/../bench/torch_ref.py" --parse gpt2_b2_t16_v7_d32_l2_h4 gpt2_b8_t1024 gpt2_b8_t1024_v7 \
+        gpt2_b2_t16_v7_d30_l2_h4 gpt_small 2>&1 | tr '\n' ' ')
+    [ "$parsed" = "(2, 16, 7, 32, 2, 4) (8, 1024, 50257, 768, 12, 12) None None None " ] && ok ||
+        bad "bench/torch_ref.py --parse: '$parsed'"
+else
+    echo "test_cli: bench/torch_ref.py --parse not checked (no python3)"
+fi
 
 # Training writes nothing unasked (addition used to drop a checkpoint here).
 # What make demo shows: its first line in plain words, and only the sums
