@@ -12,6 +12,9 @@
 # gpt2_b<B>_t<T>) runs at B=8 and B=16, T=1024, beside PyTorch eager,
 # torch.compile and bf16 autocast: step, planned bytes against PyTorch's
 # peak, compile time and the top of its kernel profile, all from one run.
+# gpt2_b<B>_t<T>_v<V>_d<D>_l<L>_h<H> in BENCH_MODELS runs the same GPT at
+# another vocabulary, width, depth and head count (tg train gpt2 --vocab V
+# --dim D --layers L --heads H), on both sides.
 #   bench/run_webgpu.sh BUILD [TORCH_REF]     (env: PYTHON, BENCH_MODELS, GEMM_SIZES, ROWS_SHAPE, BENCH_KERNELS)
 # BENCH_KERNELS=0 leaves out the kernel benchmarks (square GEMM, gpt_small's
 # products alone, the bandwidth-bound kernels): the models' table alone.
@@ -38,9 +41,16 @@ for m in $models; do
     gpt2_b*_t*)
         # One run: the step times, the compile time and the profile of its
         # 8th step, inside the warm-up (at least 10 steps) so that the
-        # timed steps run unprofiled.
-        b=${m#gpt2_b}; b=${b%_t*}; t=${m##*_t}
-        TG_PROFILE=run=8 "$build/tg" train gpt2 --batch "$b" --seq "$t" --bench 10 --backend webgpu 2>"$prof" |
+        # timed steps run unprofiled. The name gives the batch, the
+        # sequence and, for another model than GPT-2's, all of its shape.
+        if [[ $m =~ ^gpt2_b([0-9]+)_t([0-9]+)(_v([0-9]+)_d([0-9]+)_l([0-9]+)_h([0-9]+))?$ ]]; then
+            shape=(--batch "${BASH_REMATCH[1]}" --seq "${BASH_REMATCH[2]}")
+            [ -n "${BASH_REMATCH[3]}" ] && shape+=(--vocab "${BASH_REMATCH[4]}" --dim "${BASH_REMATCH[5]}"
+                --layers "${BASH_REMATCH[6]}" --heads "${BASH_REMATCH[7]}")
+        else
+            echo "unknown model $m (gpt2_b<B>_t<T>, or gpt2_b<B>_t<T>_v<V>_d<D>_l<L>_h<H>)"; continue
+        fi
+        TG_PROFILE=run=8 "$build/tg" train gpt2 "${shape[@]}" --bench 10 --backend webgpu 2>"$prof" |
             grep '^{' | tee -a "$out" | sed 's/^/json: /' || echo "$m: tensorgrad on WebGPU failed"
         grep '^{"wg_profile"' "$prof" | sed "s/^{/{\"model\": \"$m\", /" >>"$out"
         echo "top of $m's kernel profile (one step, GPU timestamps):"
@@ -88,8 +98,10 @@ else
         # each mode within a bound: torch.compile of the GPT-2-sized model takes about a minute a batch
         # size, so at B=16 (the last model) it may be left out; the rows it finished are kept
         lim=120; [ $mode = compile ] && lim=150
-        # the B=8 GPT-2 first (its torch.compile figure is the goal's), the B=16 one last
-        ms=$(for m in $ms; do case $m in gpt2_b8_*) echo "0 $m" ;; gpt2_b*) echo "2 $m" ;; *) echo "1 $m" ;; esac; done |
+        # the B=8 GPT-2 first (its torch.compile figure is the goal's), the B=16 one and the
+        # other GPTs (gpt2_b*_v*) last
+        ms=$(for m in $ms; do case $m in gpt2_b*_v*) echo "2 $m" ;; gpt2_b8_*) echo "0 $m" ;; gpt2_b*) echo "2 $m" ;;
+            *) echo "1 $m" ;; esac; done |
             sort -s -k1,1n | cut -d' ' -f2 | tr '\n' ' ')
         TORCH_REF_PROFILE=$tp timeout $lim "$py" "$torch_ref" cuda $mode $ms 2>/dev/null | grep '^{' |
             sed 's/^{"model": "\([a-z0-9_]*\)"/{"bench": "\1", "impl": "pytorch"/; s/"bench": "mlp_sin"/"bench": "sin_mlp"/' |
@@ -133,15 +145,18 @@ field($0, "bench") == "torch_profile" {
 function r(a, b) { return (a != "" && b > 0) ? sprintf("%.2f", a / b) : "-" }
 function v(a) { return (a != "") ? a : "-" }
 END {
-    printf "\n%-16s %9s %9s %6s %10s %6s %9s %6s %10s %10s %6s %10s %9s\n", "model", "ours ms", "eager ms", "ratio",
-        "compile ms", "ratio", "bf16 ms", "disp", "planned MB", "eager peak", "ratio", "compile pk", "compile s"
     n = split(models, names, " ")
+    w = 16 # the model column, as wide as the longest name (a GPT named by its whole shape)
+    for (k = 1; k <= n; k++) if (length(names[k]) > w) w = length(names[k])
+    row = "%-" w "s %9s %9s %6s %10s %6s %9s %6s %10s %10s %6s %10s %9s\n"
+    printf "\n" row, "model", "ours ms", "eager ms", "ratio",
+        "compile ms", "ratio", "bf16 ms", "disp", "planned MB", "eager peak", "ratio", "compile pk", "compile s"
     for (k = 1; k <= n; k++) {
         b = names[k]; if (b == "mlp_sin") b = "sin_mlp"
         o = med[b, "tensorgrad"]; t = med[b, "pytorch_eager"]; c = med[b, "pytorch_compile"]; h = med[b, "pytorch_bf16"]
         if (o == "" && t == "") continue
         pe = peak[b, "pytorch_eager"]; pc = peak[b, "pytorch_compile"]
-        printf "%-16s %9s %9s %6s %10s %6s %9s %6s %10s %10s %6s %10s %9s\n", b, v(o), v(t), r(o, t), v(c), r(o, c), v(h),
+        printf row, b, v(o), v(t), r(o, t), v(c), r(o, c), v(h),
             v(disp[b]), (o != "") ? sprintf("%.1f", mb[b]) : "-", (pe != "") ? sprintf("%.1f", pe) : "-", r(mb[b], pe),
             (pc != "") ? sprintf("%.1f", pc) : "-", (comp[b] != "") ? sprintf("%.1f", comp[b] / 1e3) : "-"
     }
