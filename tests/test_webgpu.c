@@ -272,6 +272,14 @@ static const par_case cases[] = {
     {"matmul batch^T x shared B", PRM(S(2, 29, 37), S(29, 41)), P_NONE, 0, 1, b_mm_ta, 1e-4f},
     {"matmul batched", PRM(S(3, 37, 29), S(3, 29, 41)), P_NONE, 0, 1, b_mm, 1e-4f},
     {"matmul batched b^T", PRM(S(2, 3, 17, 9), S(2, 3, 19, 9)), P_NONE, 0, 1, b_mm_tb, 1e-4f},
+    /* M or N past a multiple of the tile, K a multiple of the slice: unchecked tiles inside, checked edges */
+    {"matmul edges [200,48]x[48,260]", PRM(S(200, 48), S(48, 260)), P_NONE, 0, 1, b_mm, 1e-4f},
+    {"matmul edges a^T", PRM(S(48, 200), S(48, 131)), P_NONE, 0, 1, b_mm_ta, 1e-4f},
+    {"matmul edges b^T (a vocabulary head)", PRM(S(130, 32), S(301, 32)), P_NONE, 0, 1, b_mm_tb, 1e-4f},
+    {"matmul edges batched", PRM(S(2, 70, 32), S(2, 32, 133)), P_NONE, 0, 1, b_mm, 1e-4f},
+    {"matmul K past the slice [130,50]x[50,131]", PRM(S(130, 50), S(50, 131)), P_NONE, 0, 1, b_mm, 1e-4f},
+    {"matmul K past the slice [128,37]x[37,128]", PRM(S(128, 37), S(37, 128)), P_NONE, 0, 1, b_mm, 1e-4f},
+    {"matmul K past the slice b^T [129,7]x[140,7]^T", PRM(S(129, 7), S(140, 7)), P_NONE, 0, 1, b_mm_tb, 1e-4f},
     {"matmul tile multiples [128,32]x[32,128]", PRM(S(128, 32), S(32, 128)), P_NONE, 0, 1, b_mm, 1e-4f},
     {"matmul tile multiples a^T b^T batched", PRM(S(2, 48, 128), S(2, 64, 48)), P_NONE, 0, 1, b_mm_tab, 1e-4f},
     /* tile multiples run without bounds checks: each transposed form, and a K of

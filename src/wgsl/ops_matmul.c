@@ -320,15 +320,16 @@ static bool grid(wgsl_kernel *k, const mm_geom *g, const mm_cfg *c, int split, i
 /* The K loop of tiled(): the first k-slice loaded, then each slice
  * stored into workgroup memory, the next one loaded, and this one
  * multiplied (with a sibling's column sums of B). */
-static void k_loop(wgsl_kernel *k, const mm_ctx *x, int split, int members, int terms, bool unroll) {
+static void k_loop(wgsl_kernel *k, const mm_ctx *x, int split, int members, int terms, bool unroll, const char *kb,
+                   const char *ke) {
     const mm_geom *g = x->g;
     const mm_cfg *c = x->c;
     int th = c->tn / 4;
     tg_source_printf(&k->source, "    {\n");
-    emit_loads(k, x, "kbeg");
-    tg_source_printf(&k->source, "    }\n    for (var k0 = kbeg; k0 < kend; k0 += %du) {\n        workgroupBarrier();\n", c->bk);
+    emit_loads(k, x, kb);
+    tg_source_printf(&k->source, "    }\n    for (var k0 = %s; k0 < %s; k0 += %du) {\n        workgroupBarrier();\n", kb, ke, c->bk);
     emit_stores(k, x);
-    tg_source_printf(&k->source, "        workgroupBarrier();\n        if (k0 + %du < kend) {\n", c->bk);
+    tg_source_printf(&k->source, "        workgroupBarrier();\n        if (k0 + %du < %s) {\n", c->bk, ke);
     char knext[32];
     snprintf(knext, sizeof knext, "(k0 + %du)", c->bk);
     emit_loads(k, x, knext);
@@ -484,6 +485,23 @@ static void note_work(wgsl_kernel *k, const mm_geom *g, double flops) {
     k->spec->flops = flops;
 }
 
+/* A single product whose tiles do not all cover its output (M or N not a
+ * multiple of the tile, as a vocabulary of 50257 columns) runs the
+ * unchecked code in the tiles inside the output and the bounds-checked
+ * code only in its edge tiles, chosen per workgroup (uniform). Where K is
+ * not a multiple of the slice either (the head's input gradient walks K =
+ * 50257), the inside tiles walk the whole slices unchecked and only the
+ * last, partial one checked. With K-ranges, only where every range ends
+ * on a slice. */
+static bool interior_path(const mm_ctx *x, int split, int members, int terms) {
+    const mm_geom *g = x->g;
+    const mm_cfg *c = x->c;
+    long long kc = k_per_split(g, c, split);
+    if (x->exact || members != 1 || terms != 1 || g->M < c->bm || g->N < c->bn) return false;
+    if (g->K % c->bk == 0) return kc % c->bk == 0 && (split - 1) * kc < g->K;
+    return split == 1; /* K past a multiple of the slice: the whole slices unchecked, the last one checked */
+}
+
 /* Phase 0: the product, stored through st. Phase 1: partial products of
  * the K-ranges into the workspace. With members > 1, a group of products
  * of one A (tg_wgsl_matmul_group): the column tiles of member q come q-th
@@ -543,7 +561,25 @@ static bool tiled(wgsl_kernel *k, const mm_geom *g, const mm_cfg *c, int split, 
         if (copies > 1 && members > 1) tg_source_printf(&k->source, q < copies - 1 ? "    case %du: {\n" : "    default: {\n", q);
         if (terms > 1) /* a term's copy, or every term in turn */
             tg_source_printf(&k->source, copies > 1 ? "    {\n" : "    for (var mi = 0u; mi < %du; mi++) {\n    mq = mi;\n", terms);
-        k_loop(k, &x, split, members, terms, unroll);
+        if (interior_path(&x, split, members, terms)) {
+            /* the tiles inside the output: the unchecked code; the edge tiles: the checked code below */
+            mm_ctx in = x;
+            in.exact = true;
+            tg_source_printf(&k->source, "    if (m0 + %du <= %lldu && n0 + %du <= %lldu) {\n", c->bm, g->M, c->bn, g->N);
+            if (g->K % c->bk == 0) k_loop(k, &in, split, members, terms, unroll, "kbeg", "kend");
+            else {
+                tg_source_printf(&k->source, "    let kfull = %lldu;\n", g->K / c->bk * c->bk);
+                if (g->K >= c->bk) k_loop(k, &in, split, members, terms, unroll, "kbeg", "kfull");
+                k_loop(k, &x, split, members, terms, unroll, "kfull", "kend");
+            }
+            k_store(k, &in, split, members, terms);
+            tg_source_printf(&k->source, "    } else {\n");
+            k_loop(k, &x, split, members, terms, unroll, "kbeg", "kend");
+            k_store(k, &x, split, members, terms);
+            tg_source_printf(&k->source, "    }\n");
+            continue;
+        }
+        k_loop(k, &x, split, members, terms, unroll, "kbeg", "kend");
         if (terms > 1) tg_source_printf(&k->source, "    }\n");
         if (terms > 1 && q < copies - 1) continue; /* the terms' sum is stored once, after the last */
         x.sfx = terms > 1 ? "" : sfx;
