@@ -5,6 +5,13 @@
 
 #include "gpt.h"
 
+/* The model declared so far has no error; else says the library's. */
+static bool declared(tg_model *m) {
+    if (tg_model_status(m) == TG_OK) return true;
+    fprintf(stderr, "error: %s\n", tg_last_error());
+    return false;
+}
+
 bool gpt_declare(gpt_model *net, tg_model *m, gpt_config c) {
     char name[64];
     gpt_block *layers = c.layers > 0 ? realloc(net->layers, sizeof *layers * (size_t)c.layers) : net->layers;
@@ -16,6 +23,7 @@ bool gpt_declare(gpt_model *net, tg_model *m, gpt_config c) {
     net->cfg = c;
     net->tok_emb = tg_model_param(m, "tok_emb", TG_SHAPE(c.vocab, c.dim), tg_init_randn(0.02f));
     net->pos_emb = tg_model_param(m, "pos_emb", TG_SHAPE(c.seq, c.dim), tg_init_randn(0.02f));
+    if (!declared(m)) return false;
     for (int i = 0; i < c.layers; i++) {
         gpt_block *b = &net->layers[i];
 #define NAME(fmt) (snprintf(name, sizeof name, "layers.%d." fmt, i), name)
@@ -28,9 +36,10 @@ bool gpt_declare(gpt_model *net, tg_model *m, gpt_config c) {
         b->up = tg_linear_new(m, NAME("mlp.up"), c.dim, 4 * c.dim, true);
         b->down = tg_linear_new(m, NAME("mlp.down"), 4 * c.dim, c.dim, true);
 #undef NAME
+        if (!declared(m)) return false; /* a model past the library's limits: stop at its first error */
     }
     net->lnf = tg_layernorm_new(m, "lnf", c.dim);
-    return true;
+    return declared(m);
 }
 
 void gpt_free(gpt_model *net) {

@@ -74,6 +74,10 @@ for args in "train gpt2 --dim 30 --heads 4|--dim 30 is not a multiple of --heads
     out=$("$tg" ${args%%|*} 2>&1); rc=$?
     [ "$rc" -eq 2 ] && [[ "$out" == "tg: gpt2"*"${args#*|}"* ]] && ok || bad "tg ${args%%|*}: exit $rc, '$out'"
 done
+# a model past the library's limits stops at its first error, at once
+out=$(timeout 60 "$tg" plan gpt2 --layers 1000000 --seq 2 --batch 1 2>&1); rc=$?
+[ "$rc" -eq 1 ] && [[ "$out" == "error: tg_model_param: 'layers."*".mlp.up.W' takes the model past TG_MAX_NUMEL elements" ]] &&
+    ok || bad "tg plan gpt2 --layers 1000000: exit $rc, '$out'"
 out=$("$tg" train gpt2 $small --bench 1 2>&1); rc=$?
 [ "$rc" -eq 0 ] && [[ "$out" == '{"bench": "gpt2_b2_t16_v7_d32_l2_h4", "impl": "tensorgrad", '* ]] && ok ||
     bad "tg train gpt2 $small --bench 1: exit $rc, '$out'"

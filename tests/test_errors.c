@@ -175,6 +175,39 @@ static void name_hints(void) {
     tg_model_free(m);
 }
 
+/* A model of many params: each found by its name, a duplicate refused
+ * after the name table has grown, the element count summed, the limit on
+ * the total kept (the table and the sum are kept as params are declared). */
+static void many_params(void) {
+    tg_model *m = tg_model_new();
+    char name[32];
+    enum { N = 5000 };
+    for (int i = 0; i < N; i++) {
+        snprintf(name, sizeof name, "layers.%d.W", i);
+        CHECK(tg_model_param(m, name, TG_SHAPE(i % 7 + 1, 3), tg_init_zeros()) == i, "param %d not declared", i);
+    }
+    int64_t numel = 0;
+    for (int i = 0; i < N; i++) numel += (i % 7 + 1) * 3;
+    CHECK(tg_model_numel(m) == numel, "numel %lld, expected %lld", (long long)tg_model_numel(m), (long long)numel);
+    int wrong = 0;
+    for (int i = 0; i < N; i++) {
+        snprintf(name, sizeof name, "layers.%d.W", i);
+        wrong += tg_model_find(m, name) != i;
+    }
+    CHECK(wrong == 0, "%d of %d params not found by name", wrong, N);
+    CHECK(tg_model_find(m, "layers.5000.W") == -1 && tg_model_find(m, "layers.1.w") == -1, "an absent name was found");
+    CHECK(tg_model_param(m, "layers.4321.W", TG_SHAPE(1), tg_init_zeros()) == -1, "a duplicate accepted after growth");
+    CHECK(strstr(tg_last_error(), "duplicate name 'layers.4321.W'") != NULL, "error: %s", tg_last_error());
+    tg_model_free(m);
+    m = tg_model_new();
+    CHECK(tg_model_find(m, "W") == -1 && tg_model_numel(m) == 0, "an empty model finds a name or counts elements");
+    CHECK(tg_model_param(m, "W", TG_SHAPE(TG_MAX_NUMEL - 5), tg_init_zeros()) == 0, "a param of TG_MAX_NUMEL - 5 refused");
+    CHECK(tg_model_param(m, "b", TG_SHAPE(5), tg_init_zeros()) == 1, "a param up to TG_MAX_NUMEL in total refused");
+    CHECK(tg_model_param(m, "c", TG_SHAPE(1), tg_init_zeros()) == -1, "a param past TG_MAX_NUMEL in total accepted");
+    CHECK(strstr(tg_last_error(), "'c' takes the model past TG_MAX_NUMEL") != NULL, "error: %s", tg_last_error());
+    tg_model_free(m);
+}
+
 static void bad_specs(void) {
     tg_session *s;
     CHECK_ERR(tg_session_new(NULL, &s), TG_ERR_ARG, "required");
@@ -281,6 +314,7 @@ int main(void) {
     strict_io();
     name_hints();
     bad_specs();
+    many_params();
     cpu_path_errors();
     return check_summary("test_errors");
 }

@@ -23,7 +23,37 @@ void tg_model_free(tg_model *m) {
         free((void *)m->params[i].init.values);
     }
     free(m->params);
+    free(m->slots);
     free(m);
+}
+
+/* Names are found through a hash table, so that declaring n params takes
+ * time proportional to n, not n squared. */
+static uint32_t name_hash(const char *name) {
+    uint32_t h = 2166136261u;
+    for (; *name; name++) h = (h ^ (uint8_t)*name) * 16777619u;
+    return h;
+}
+
+static void index_put(int *slots, int n_slots, const char *name, int p) {
+    uint32_t i = name_hash(name) & (uint32_t)(n_slots - 1);
+    while (slots[i]) i = (i + 1) & (uint32_t)(n_slots - 1);
+    slots[i] = p + 1;
+}
+
+/* Room in the table for n params; false when out of memory. */
+static bool index_reserve(tg_model *m, int n) {
+    if (n <= m->n_slots / 2) return true;
+    if (n > (1 << 29)) return false;
+    int n_slots = m->n_slots ? m->n_slots : 32;
+    while (n > n_slots / 2) n_slots *= 2;
+    int *slots = tg_calloc((size_t)n_slots, sizeof *slots);
+    if (!slots) return false;
+    for (int p = 0; p < m->n; p++) index_put(slots, n_slots, m->params[p].name, p);
+    free(m->slots);
+    m->slots = slots;
+    m->n_slots = n_slots;
+    return true;
 }
 
 static tg_param model_fail(tg_model *m, tg_status s, const char *fmt, const char *name) {
@@ -82,7 +112,7 @@ tg_param tg_model_param_dt(tg_model *m, const char *name, tg_shape shape, tg_dty
     if (dtype == TG_I32 && check_i32(m, name, shape, init) < 0) return -1;
     if (m->n == m->cap) {
         int cap = m->cap ? 2 * m->cap : 16;
-        tg_param_decl *p = tg_realloc(m->params, (size_t)cap * sizeof *p);
+        tg_param_decl *p = m->cap <= (1 << 29) ? tg_realloc(m->params, (size_t)cap * sizeof *p) : NULL;
         if (!p) return model_fail(m, TG_ERR_NOMEM, "tg_model_param: out of memory at '%s'", name);
         m->params = p;
         m->cap = cap;
@@ -104,7 +134,14 @@ tg_param tg_model_param_dt(tg_model *m, const char *name, tg_shape shape, tg_dty
         d.init.values = v;
     }
     d.decay = init.decay >= 0 ? init.decay != 0 : (init.kind != TG_INIT_ZEROS && init.kind != TG_INIT_ONES);
+    if (!d.name || !index_reserve(m, m->n + 1)) {
+        free(d.name);
+        if (init.kind == TG_INIT_VALUES) free((void *)d.init.values);
+        return model_fail(m, TG_ERR_NOMEM, "tg_model_param: out of memory at '%s'", name);
+    }
     m->params[m->n] = d;
+    index_put(m->slots, m->n_slots, d.name, m->n);
+    m->numel += tg_shape_numel(shape);
     return m->n++;
 }
 
@@ -132,9 +169,9 @@ tg_dtype tg_model_param_dtype(const tg_model *m, tg_param p) {
 }
 
 tg_param tg_model_find(const tg_model *m, const char *name) {
-    if (!m || !name) return -1;
-    for (int i = 0; i < m->n; i++)
-        if (strcmp(m->params[i].name, name) == 0) return i;
+    if (!m || !name || !m->slots) return -1;
+    for (uint32_t i = name_hash(name) & (uint32_t)(m->n_slots - 1); m->slots[i]; i = (i + 1) & (uint32_t)(m->n_slots - 1))
+        if (strcmp(m->params[m->slots[i] - 1].name, name) == 0) return m->slots[i] - 1;
     return -1;
 }
 
@@ -203,11 +240,7 @@ void tg_model_name_hint(const tg_model *m, const char *name, char *buf, size_t n
     }
 }
 
-int64_t tg_model_numel(const tg_model *m) {
-    int64_t n = 0;
-    for (int i = 0; m && i < m->n; i++) n += tg_shape_numel(m->params[i].shape);
-    return n;
-}
+int64_t tg_model_numel(const tg_model *m) { return m ? m->numel : 0; }
 
 void tg_model_init_param(const tg_model *m, int p, uint64_t seed, float *dst) {
     const tg_param_decl *d = &m->params[p];

@@ -15,6 +15,9 @@ typedef struct {
 struct tg_model {
     tg_param_decl *params;
     int n, cap;
+    int64_t numel; /* the params' elements, summed as they are declared */
+    int *slots;    /* names hashed, open addressing: a param's index + 1, 0 empty */
+    int n_slots;   /* a power of two, at least twice n */
     tg_status err;
     char errmsg[256];
 };
