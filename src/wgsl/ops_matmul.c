@@ -566,12 +566,10 @@ static bool tiled(wgsl_kernel *k, const mm_geom *g, const mm_cfg *c, int split, 
             mm_ctx in = x;
             in.exact = true;
             tg_source_printf(&k->source, "    if (m0 + %du <= %lldu && n0 + %du <= %lldu) {\n", c->bm, g->M, c->bn, g->N);
-            if (g->K % c->bk == 0) k_loop(k, &in, split, members, terms, unroll, "kbeg", "kend");
-            else {
-                tg_source_printf(&k->source, "    let kfull = %lldu;\n", g->K / c->bk * c->bk);
-                if (g->K >= c->bk) k_loop(k, &in, split, members, terms, unroll, "kbeg", "kfull");
-                k_loop(k, &x, split, members, terms, unroll, "kfull", "kend");
-            }
+            bool tail = g->K % c->bk != 0; /* the last, partial k-slice (one K-range only) */
+            if (tail) tg_source_printf(&k->source, "    let kfull = %lldu;\n", g->K / c->bk * c->bk);
+            if (g->K >= c->bk) k_loop(k, &in, split, members, terms, unroll, "kbeg", tail ? "kfull" : "kend");
+            if (tail) k_loop(k, &x, split, members, terms, unroll, "kfull", "kend");
             k_store(k, &in, split, members, terms);
             tg_source_printf(&k->source, "    } else {\n");
             k_loop(k, &x, split, members, terms, unroll, "kbeg", "kend");
